@@ -1,0 +1,137 @@
+#pragma once
+// Tensor: a dtype, a shape, strides (in elements) and an offset into shared Storage.
+// Views (view, reshape, slice, narrow, select, transpose, permute, expand) share storage; copies
+// (contiguous, clone, to) do not. No math lives here beyond copies, casts, fills and random init.
+// Thread-safety: a Tensor handle may be copied across threads; writing the same elements from two
+// threads at once is the caller's race.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/util/dtype.h"
+#include "lockstep/tensor/shape.h"
+#include "lockstep/tensor/storage.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep {
+
+enum class MemoryFormat { contiguous, channels_last };
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined; defined() is false
+
+  // ---- creation ----
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32,
+                      MemoryFormat format = MemoryFormat::contiguous);
+  static Tensor emptyStrided(const Shape& shape, const Shape& strides, DType dtype = DType::f32);
+  /// A tensor of the same shape, dtype and (dense) layout as other.
+  static Tensor emptyLike(const Tensor& other);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+  static Tensor ones(const Shape& shape, DType dtype = DType::f32);
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
+  /// A 0-d tensor.
+  static Tensor scalar(double value, DType dtype = DType::f32);
+  static Tensor arange(int64_t n, DType dtype = DType::i64);
+  template <typename T>
+  static Tensor fromVector(const std::vector<T>& values, const Shape& shape) {
+    LOCKSTEP_ENFORCE(static_cast<int64_t>(values.size()) == shapeNumel(shape), ValueError,
+                     "fromVector: ", values.size(), " values do not fill shape ", shapeToString(shape));
+    Tensor t = empty(shape, dtypeOf<T>);
+    if (!values.empty()) std::memcpy(t.dataPtr(), values.data(), values.size() * sizeof(T));
+    return t;
+  }
+  /// Wraps memory owned elsewhere (contiguous). deleter runs when the last user goes away.
+  static Tensor fromBlob(void* data, const Shape& shape, DType dtype,
+                         std::function<void(void*)> deleter = {});
+
+  // ---- properties ----
+  bool defined() const { return storage_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  int64_t dim() const { return static_cast<int64_t>(shape_.size()); }
+  const Shape& shape() const { return shape_; }
+  int64_t size(int64_t d) const;
+  const Shape& strides() const { return strides_; }
+  int64_t stride(int64_t d) const;
+  int64_t numel() const { return numel_; }
+  size_t elementSize() const { return dtypeSize(dtype_); }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * elementSize(); }
+  int64_t storageOffset() const { return offset_; }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+  bool sharesStorage(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
+
+  /// Row-major with no gaps.
+  bool isContiguous() const;
+  /// 4-d and laid out NHWC.
+  bool isChannelsLast() const;
+  /// Covers exactly numel() consecutive elements in some dimension order (no gaps, no overlap).
+  bool isDense() const;
+
+  void* dataPtr() const;
+  template <typename T>
+  T* data() const {
+    LOCKSTEP_ENFORCE(dtypeOf<T> == dtype_, ValueError, "data<", dtypeName(dtypeOf<T>),
+                     ">() called on a tensor of dtype ", dtypeName(dtype_));
+    return static_cast<T*>(dataPtr());
+  }
+
+  // ---- views ----
+  /// Same elements, new shape; one size may be -1. Needs a contiguous tensor.
+  Tensor view(const Shape& shape) const;
+  /// view() when the layout allows, a contiguous copy otherwise.
+  Tensor reshape(const Shape& shape) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  /// Rows [start, end) along dim 0.
+  Tensor slice(int64_t start, int64_t end) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  /// Index i along dim 0, dropping that dim.
+  Tensor select(int64_t i) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor permute(const Shape& dims) const;
+  Tensor unsqueeze(int64_t d) const;
+  Tensor squeeze(int64_t d) const;
+  /// Broadcast view (stride 0 along expanded dims).
+  Tensor expand(const Shape& shape) const;
+
+  // ---- copies ----
+  Tensor contiguous() const;
+  /// A copy with the same shape and a dense layout (same memory format when dense).
+  Tensor clone() const;
+  Tensor to(DType dtype) const;
+  Tensor toFormat(MemoryFormat format) const;
+  /// Element-wise copy with cast from src (same shape; any strides on both sides).
+  void copyFrom(const Tensor& src);
+  void fill(double value);
+  void zero() { fill(0.0); }
+
+  template <typename T>
+  T item() const {
+    LOCKSTEP_ENFORCE(numel_ == 1, ValueError, "item() needs a one-element tensor, got shape ",
+                     shapeToString(shape_));
+    return static_cast<T>(itemDouble());
+  }
+  double itemDouble() const;
+  /// All elements in row-major order, cast to T.
+  template <typename T>
+  std::vector<T> toVector() const {
+    Tensor c = to(dtypeOf<T>).contiguous();
+    const T* p = static_cast<const T*>(c.dataPtr());
+    return std::vector<T>(p, p + numel_);
+  }
+  /// "Tensor(f32, [2, 3])".
+  std::string describe() const;
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  int64_t offset_ = 0;
+  int64_t numel_ = 0;
+  Shape shape_;
+  Shape strides_;
+  DType dtype_ = DType::f32;
+
+  Tensor makeView(Shape shape, Shape strides, int64_t offset) const;
+};
+
+}  // namespace lockstep

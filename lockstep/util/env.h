@@ -1,0 +1,19 @@
+#pragma once
+// Typed access to environment variables. A variable that is set but malformed is an error that
+// names it, never a silent default.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace lockstep::env {
+
+/// The variable's value, or nullopt when unset (an empty value counts as set).
+std::optional<std::string> get(const char* name);
+/// The variable parsed as a base-10 integer; nullopt when unset; ValueError when malformed.
+std::optional<int64_t> getInt(const char* name);
+/// getInt, falling back to def when unset.
+int64_t getInt(const char* name, int64_t def);
+/// "1/true/yes/on" or "0/false/no/off" (case-insensitive); ValueError otherwise.
+bool getBool(const char* name, bool def);
+
+}  // namespace lockstep::env

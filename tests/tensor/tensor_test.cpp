@@ -1,0 +1,105 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "lockstep/tensor.h"
+
+using namespace lockstep;
+
+TEST(tensor, creation_and_properties) {
+  Tensor t = Tensor::zeros({2, 3, 4});
+  EXPECT_EQ(t.dim(), 3);
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(t.strides(), (Shape{12, 4, 1}));
+  EXPECT_TRUE(t.isContiguous());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.dataPtr()) % 64, 0u);
+  for (float v : t.toVector<float>()) EXPECT_EQ(v, 0.0f);
+  Tensor f = Tensor::full({3}, 2.5, DType::f64);
+  EXPECT_EQ(f.toVector<double>(), (std::vector<double>{2.5, 2.5, 2.5}));
+  EXPECT_EQ(Tensor::scalar(7.0).item<float>(), 7.0f);
+}
+
+TEST(tensor, views_share_storage) {
+  Tensor t = Tensor::fromVector<float>({0, 1, 2, 3, 4, 5}, {2, 3});
+  Tensor tt = t.transpose(0, 1);
+  EXPECT_EQ(tt.shape(), (Shape{3, 2}));
+  EXPECT_FALSE(tt.isContiguous());
+  EXPECT_TRUE(tt.sharesStorage(t));
+  EXPECT_EQ(tt.contiguous().toVector<float>(), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  Tensor s = t.slice(1, 2);
+  EXPECT_EQ(s.toVector<float>(), (std::vector<float>{3, 4, 5}));
+  EXPECT_EQ(t.reshape({3, -1}).shape(), (Shape{3, 2}));
+  EXPECT_EQ(t.flatten().shape(), (Shape{6}));
+  EXPECT_EQ(t.select(1).toVector<float>(), (std::vector<float>{3, 4, 5}));
+  EXPECT_EQ(t.narrow(1, 1, 2).contiguous().toVector<float>(), (std::vector<float>{1, 2, 4, 5}));
+  Tensor e = Tensor::fromVector<float>({1, 2}, {2, 1}).expand({2, 3});
+  EXPECT_EQ(e.contiguous().toVector<float>(), (std::vector<float>{1, 1, 1, 2, 2, 2}));
+  EXPECT_THROW(tt.view({6}), ValueError);
+  EXPECT_THROW(t.reshape({4, -1}), ValueError);
+}
+
+TEST(tensor, cast_and_copy) {
+  Tensor t = Tensor::fromVector<float>({1.5f, -2.25f, 3.0f}, {3});
+  EXPECT_EQ(t.to(DType::f64).toVector<double>(), (std::vector<double>{1.5, -2.25, 3.0}));
+  EXPECT_EQ(t.to(DType::i32).toVector<int32_t>(), (std::vector<int32_t>{1, -2, 3}));
+  EXPECT_EQ(t.to(DType::bf16).toVector<float>(), (std::vector<float>{1.5f, -2.25f, 3.0f}));
+  EXPECT_EQ(t.to(DType::f16).toVector<float>(), (std::vector<float>{1.5f, -2.25f, 3.0f}));
+  EXPECT_EQ(static_cast<float>(Half(65504.0f)), 65504.0f);
+  EXPECT_EQ(static_cast<float>(Half(1e-7f)), static_cast<float>(Half(1e-7f)));
+  EXPECT_NEAR(static_cast<float>(Half(1e-6f)), 1e-6f, 6e-8f);  // subnormal
+  EXPECT_EQ(static_cast<float>(BFloat16(1.0f + 1.0f / 256)), 1.0f);  // ties to even
+  Tensor x = Tensor::fromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor y = Tensor::zeros({3, 2});
+  y.copyFrom(x.transpose(0, 1));
+  EXPECT_EQ(y.toVector<float>(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  EXPECT_THROW(y.copyFrom(x), ValueError);
+}
+
+TEST(tensor, channels_last_layout) {
+  Tensor t = Tensor::empty({2, 3, 4, 5}, DType::f32, MemoryFormat::channels_last);
+  EXPECT_TRUE(t.isChannelsLast());
+  EXPECT_TRUE(t.isDense());
+  EXPECT_FALSE(t.isContiguous());
+  Tensor c = Tensor::arange(120, DType::f32).reshape({2, 3, 4, 5});
+  Tensor cl = c.toFormat(MemoryFormat::channels_last);
+  EXPECT_EQ(cl.contiguous().toVector<float>(), c.toVector<float>());
+}
+
+TEST(tensor, generator_is_counter_based) {
+  Generator g1(42), g2(42);
+  Tensor a = Tensor::empty({1000});
+  Tensor b = Tensor::empty({600});
+  Tensor c = Tensor::empty({400});
+  g1.uniform(a, -1, 1);
+  g2.uniform(b, -1, 1);
+  g2.uniform(c, -1, 1);
+  auto av = a.toVector<float>();
+  auto bv = b.toVector<float>(), cv = c.toVector<float>();
+  for (int i = 0; i < 600; ++i) ASSERT_EQ(av[i], bv[i]);
+  for (int i = 0; i < 400; ++i) ASSERT_EQ(av[600 + i], cv[i]);
+  double mean = 0;
+  for (float v : av) {
+    ASSERT_GE(v, -1.0f);
+    ASSERT_LT(v, 1.0f);
+    mean += v;
+  }
+  EXPECT_NEAR(mean / 1000, 0.0, 0.08);
+  Tensor n = Tensor::empty({20000}, DType::f64);
+  Generator(7).normal(n, 1.0, 2.0);
+  double m = 0, v = 0;
+  for (double x : n.toVector<double>()) m += x;
+  m /= 20000;
+  for (double x : n.toVector<double>()) v += (x - m) * (x - m);
+  EXPECT_NEAR(m, 1.0, 0.05);
+  EXPECT_NEAR(std::sqrt(v / 20000), 2.0, 0.05);
+}
+
+TEST(tensor, allocator_reuses_blocks) {
+  auto& alloc = CachingAllocator::instance();
+  { Tensor warm = Tensor::empty({12345}); }
+  auto before = alloc.stats();
+  for (int i = 0; i < 10; ++i) Tensor t = Tensor::empty({12345});
+  auto after = alloc.stats();
+  EXPECT_EQ(after.system_allocs, before.system_allocs);
+  EXPECT_GE(after.cache_hits, before.cache_hits + 10);
+}
