@@ -1,0 +1,59 @@
+#pragma once
+// A node of the backward graph: the backward of one op application. Each node has one output (the
+// op's result) and one edge per input, pointing at the node that consumes that input's gradient
+// (the input's grad_fn, or the leaf's AccumulateGrad), or nullptr when the input needs none.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/tensor/tensor.h"
+
+namespace lockstep::autograd {
+
+struct VariableImpl;
+
+class Node {
+ public:
+  Node();
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  /// Gradients for each input (size == edges().size(); undefined where an input needs none),
+  /// given the gradient of this node's output.
+  virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+  /// The op's name, e.g. "Conv2dBackward", used in error messages.
+  virtual std::string name() const = 0;
+  /// Drops saved tensors after a backward pass without retain_graph.
+  virtual void releaseSaved() {}
+
+  std::vector<std::shared_ptr<Node>>& edges() { return edges_; }
+  const std::vector<std::shared_ptr<Node>>& edges() const { return edges_; }
+  /// Later-created nodes run first among ready ones (as in PyTorch's engine).
+  uint64_t sequenceNr() const { return sequence_nr_; }
+  bool released() const { return released_; }
+  void markReleased() {
+    releaseSaved();
+    released_ = true;
+  }
+
+ protected:
+  std::vector<std::shared_ptr<Node>> edges_;
+  uint64_t sequence_nr_;
+  bool released_ = false;
+};
+
+/// The sink for a leaf's gradient: adds it into the leaf's .grad, then fires its ready hooks.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<VariableImpl> leaf);
+  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  std::string name() const override { return "AccumulateGrad"; }
+  void fireHooks();
+
+ private:
+  std::shared_ptr<VariableImpl> leaf_;
+};
+
+}  // namespace lockstep::autograd

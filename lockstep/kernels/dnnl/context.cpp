@@ -1,0 +1,71 @@
+#include "lockstep/kernels/dnnl/context.h"
+
+#include <sstream>
+
+#include "lockstep/kernels/threads.h"
+
+namespace lockstep::kernels::onednn {
+
+dnnl::engine& engine() {
+  static dnnl::engine e = [] {
+    initThreads();
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
+  return e;
+}
+
+dnnl::stream& stream() {
+  static dnnl::stream s(engine());
+  return s;
+}
+
+dnnl::memory::data_type dataType(DType t) {
+  switch (t) {
+    case DType::f32: return dnnl::memory::data_type::f32;
+    case DType::bf16: return dnnl::memory::data_type::bf16;
+    case DType::f16: return dnnl::memory::data_type::f16;
+    case DType::i32: return dnnl::memory::data_type::s32;
+    case DType::u8: return dnnl::memory::data_type::u8;
+    default:
+      throw NotSupportedError(std::string("oneDNN kernels do not support dtype ") + dtypeName(t));
+  }
+}
+
+dnnl::memory::desc memDesc(const Tensor& t) {
+  dnnl::memory::dims dims(t.shape().begin(), t.shape().end());
+  dnnl::memory::dims strides(t.strides().begin(), t.strides().end());
+  if (dims.empty()) {
+    dims = {1};
+    strides = {1};
+  }
+  return dnnl::memory::desc(dims, dataType(t.dtype()), strides);
+}
+
+dnnl::memory memory(const Tensor& t) { return dnnl::memory(memDesc(t), engine(), t.dataPtr()); }
+
+dnnl::memory memory(const dnnl::memory::desc& md, const Tensor& t) {
+  return dnnl::memory(md, engine(), t.dataPtr());
+}
+
+Tensor emptyFor(const dnnl::memory::desc& md, const Shape& logical_shape, DType dtype) {
+  const dnnl_memory_desc_t& c = md.data;
+  if (c.format_kind == dnnl_blocked && c.format_desc.blocking.inner_nblks == 0 &&
+      static_cast<size_t>(c.ndims) == logical_shape.size()) {
+    Shape strides(c.format_desc.blocking.strides, c.format_desc.blocking.strides + c.ndims);
+    return Tensor::emptyStrided(logical_shape, strides, dtype);
+  }
+  return Tensor::empty({static_cast<int64_t>(md.get_size())}, DType::u8);
+}
+
+std::string keyOf(const Tensor& t) {
+  std::ostringstream os;
+  os << dtypeName(t.dtype()) << shapeToString(t.shape()) << "s" << shapeToString(t.strides());
+  return os.str();
+}
+
+void rethrow(const dnnl::error& e, const char* op) {
+  throw InternalError(std::string("oneDNN failed in ") + op + ": " + e.what() + " (status " +
+                      std::to_string(static_cast<int>(e.status)) + ")");
+}
+
+}  // namespace lockstep::kernels::onednn

@@ -1,0 +1,52 @@
+#pragma once
+// The oneDNN CPU engine and stream shared by all fast kernels, tensor <-> memory descriptor
+// mapping, a per-shape primitive cache, and the intra-op thread count.
+#include <dnnl.hpp>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "lockstep/tensor/tensor.h"
+
+namespace lockstep::kernels::onednn {
+
+dnnl::engine& engine();
+dnnl::stream& stream();
+
+/// oneDNN's type for a dtype; NotSupportedError for f64/i64 (oneDNN has none).
+dnnl::memory::data_type dataType(DType t);
+/// A descriptor with the tensor's dims and strides (any dense layout, e.g. NCHW or NHWC).
+dnnl::memory::desc memDesc(const Tensor& t);
+/// A memory object over the tensor's data (no copy).
+dnnl::memory memory(const Tensor& t);
+dnnl::memory memory(const dnnl::memory::desc& md, const Tensor& t);
+/// A fresh tensor laid out as md says, when md is a plain strided layout; otherwise a tensor of
+/// md.get_size() bytes viewed as 1-d u8 (an opaque blocked buffer).
+Tensor emptyFor(const dnnl::memory::desc& md, const Shape& logical_shape, DType dtype);
+
+/// Caches primitives (or primitive descriptors) by a key string built from shapes and params:
+/// created once per shape, reused every step.
+template <typename T>
+class PrimitiveCache {
+ public:
+  template <typename Make>
+  T& get(const std::string& key, Make&& make) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) it = cache_.emplace(key, std::make_unique<T>(make())).first;
+    return *it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<T>> cache_;
+};
+
+/// "f32:[2,3]s[3,1]" — the part of a cache key that describes a tensor.
+std::string keyOf(const Tensor& t);
+
+/// Wraps oneDNN's C++ API errors into lockstep errors naming the op.
+[[noreturn]] void rethrow(const dnnl::error& e, const char* op);
+
+}  // namespace lockstep::kernels::onednn

@@ -1,0 +1,12 @@
+#pragma once
+
+namespace lockstep::kernels {
+
+/// Sets the intra-op thread count from LOCKSTEP_NUM_THREADS, else OMP_NUM_THREADS, else all cores.
+/// Called once, on first kernel use; safe to call again.
+void initThreads();
+/// Intra-op threads used by kernels (oneDNN and lockstep's own loops).
+int numThreads();
+void setNumThreads(int n);
+
+}  // namespace lockstep::kernels

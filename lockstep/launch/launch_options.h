@@ -1,0 +1,61 @@
+#pragma once
+// The options of `lockstep run`, parsed from torchrun-compatible flags. Parsing and validation are
+// pure (no processes, no sockets) so every flag combination is unit-tested.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lockstep::launch {
+
+/// Which standard streams of a worker go to files: a bit mask per local rank, torchrun's
+/// `--redirects`/`--tee` values: 0 none, 1 stdout, 2 stderr, 3 both; "3" or "0:1,1:2".
+struct StreamSelection {
+  int all = 0;                        ///< Mask for local ranks not named in by_local_rank.
+  std::map<int, int> by_local_rank;   ///< Per-local-rank masks ("0:1,1:2").
+  /// The mask that applies to a local rank.
+  int forLocalRank(int local_rank) const;
+  bool any() const { return all != 0 || !by_local_rank.empty(); }
+};
+constexpr int kStdout = 1;
+constexpr int kStderr = 2;
+
+/// Everything `lockstep run` was asked to do. Defaults are torchrun's.
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  std::optional<int> node_rank;            ///< Unset: assigned by arrival order at rendezvous.
+  std::string master_addr = "127.0.0.1";   ///< Host of the rendezvous store (the master agent).
+  int master_port = 29500;                 ///< Its port; 0 means "pick a free one" (--standalone).
+  bool standalone = false;
+  std::string run_id = "none";             ///< --rdzv-id / --run-id: names the job in the store.
+  double rdzv_timeout_s = 900;             ///< How long to wait for all nodes to arrive.
+  int max_restarts = 0;
+  double monitor_interval_s = 0.1;         ///< How often remote failures are polled for.
+  double grace_period_s = 5;               ///< SIGTERM -> SIGKILL delay when stopping workers.
+  std::string log_dir;                     ///< Per-rank stdout/stderr files; empty: none.
+  StreamSelection redirects;               ///< Streams written to files only.
+  StreamSelection tee;                     ///< Streams written to files and the console.
+  std::string hostfile;                    ///< Non-empty: print per-host command lines only.
+  std::string program;
+  std::vector<std::string> program_args;
+  bool help = false;
+};
+
+/// Parses `lockstep run` arguments (without the program name). `cores` resolves
+/// `--nproc-per-node auto`. Both `--dash-names` and torchrun's `--underscore_names` are accepted,
+/// as `--flag value` or `--flag=value`; `--` or the first non-option ends launcher options and
+/// everything after PROGRAM is passed to it untouched. Throws ValueError naming the flag on
+/// unknown, malformed or conflicting flags.
+LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores);
+
+/// The usage text of `lockstep run`.
+std::string launchUsage();
+
+/// Parses a `--redirects`/`--tee` value ("3", "0:1,1:2"); ValueError naming flag when malformed.
+StreamSelection parseStreamSelection(const std::string& flag, const std::string& value);
+
+/// Splits "host:port" (also "[v6addr]:port"); ValueError naming flag when malformed.
+std::pair<std::string, int> parseEndpoint(const std::string& flag, const std::string& value);
+
+}  // namespace lockstep::launch
