@@ -4,4 +4,7 @@
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/node.h"
 #include "lockstep/autograd/ops/activation.h"
+#include "lockstep/autograd/ops/conv.h"
+#include "lockstep/autograd/ops/linear.h"
+#include "lockstep/autograd/ops/math.h"
 #include "lockstep/autograd/variable.h"

@@ -1,0 +1,44 @@
+#pragma once
+// Where one stream (stdout or stderr) of one worker goes: the console, a log file, and always a
+// small in-memory tail for the failure report. Not thread-safe: the agent's loop owns it.
+#include <cstddef>
+#include <deque>
+#include <string>
+
+namespace lockstep::launch {
+
+struct OutputSinkOptions {
+  int console_fd = -1;     ///< Forward complete lines here; -1: do not.
+  std::string file_path;   ///< Append everything here; empty: no file.
+  size_t tail_lines = 20;  ///< Lines kept for the failure report.
+  size_t max_line = 4096;  ///< Longer lines are split.
+};
+
+class OutputSink {
+ public:
+  /// Opens the log file (creating its directory); IoError naming it when that fails.
+  explicit OutputSink(const OutputSinkOptions& options);
+  ~OutputSink();
+  OutputSink(const OutputSink&) = delete;
+  OutputSink& operator=(const OutputSink&) = delete;
+
+  /// Feeds bytes read from the worker's pipe.
+  void write(const char* data, size_t n);
+  /// Emits a pending partial line (at EOF or when the worker is gone).
+  void flush();
+  /// The last lines written, joined with '\n'.
+  std::string tail() const;
+
+ private:
+  void emitLine(const std::string& line);
+
+  OutputSinkOptions options_;
+  int file_fd_ = -1;
+  std::string partial_;
+  std::deque<std::string> tail_;
+};
+
+/// Creates dir and its parents (mkdir -p); IoError naming it on failure.
+void makeDirs(const std::string& dir);
+
+}  // namespace lockstep::launch
