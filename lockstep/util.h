@@ -3,3 +3,4 @@
 #include "lockstep/util/dtype.h"
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/file.h"

@@ -151,6 +151,8 @@ void validate(const LaunchOptions& o, const std::set<std::string>& given) {
   conflict("--hostfile", "--node-rank");
   conflict("--hostfile", "--standalone");
   conflict("--hostfile", "--nproc-per-node");
+  conflict("--hostfile", "--master-addr");
+  conflict("--hostfile", "--rdzv-endpoint");
   LOCKSTEP_ENFORCE(!(o.standalone && o.nnodes > 1), ValueError,
                    "option --standalone runs a single node but --nnodes is ", o.nnodes,
                    "; drop --standalone and give --rdzv-endpoint or --master-addr");

@@ -64,8 +64,10 @@ std::vector<StoreKind> kinds() {
       {"File",
        [] {
          std::string path = tempPath("lockstep_filestore");
+         // Removes the log when the last client factory copy goes away.
+         auto cleanup = std::shared_ptr<void>(nullptr, [path](void*) { std::filesystem::remove(path); });
          return std::function<std::shared_ptr<Store>()>(
-             [path] { return std::make_shared<FileStore>(path, 0); });
+             [path, cleanup] { return std::make_shared<FileStore>(path, 0); });
        }},
       {"Prefix",
        [] {

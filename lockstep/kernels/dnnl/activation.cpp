@@ -6,60 +6,93 @@
 namespace lockstep::kernels::onednn {
 
 namespace {
+using Alg = dnnl::algorithm;
+
 // Element-wise ops run over a dense tensor as a flat 1-d buffer: layout does not matter.
 Tensor dense(const Tensor& t) { return t.isDense() ? t : t.contiguous(); }
 dnnl::memory::desc flatDesc(const Tensor& t) {
   return dnnl::memory::desc({std::max<int64_t>(t.numel(), 1)}, dataType(t.dtype()), dnnl::memory::format_tag::a);
 }
-}  // namespace
+std::string key(const Tensor& t, Alg alg, float alpha) {
+  return std::to_string(t.numel()) + dtypeName(t.dtype()) + "/" + std::to_string(static_cast<int>(alg)) + "/" +
+         std::to_string(alpha);
+}
 
-Tensor reluForward(const Tensor& x0) {
+Tensor eltwiseForward(const Tensor& x0, Alg alg, float alpha, const char* op) {
   Tensor x = dense(x0);
   Tensor y = Tensor::emptyLike(x);
   if (x.numel() == 0) return y;
   static PrimitiveCache<dnnl::eltwise_forward> cache;
   auto md = flatDesc(x);
   try {
-    auto& prim = cache.get(std::to_string(x.numel()) + dtypeName(x.dtype()), [&] {
-      auto d = dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, md, 0.f);
+    auto& prim = cache.get(key(x, alg, alpha), [&] {
+      auto d = dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, alpha);
       return dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()));
     });
     prim.execute(stream(), {{DNNL_ARG_SRC, memory(md, x)}, {DNNL_ARG_DST, memory(md, y)}});
   } catch (const dnnl::error& e) {
-    rethrow(e, "relu forward");
+    rethrow(e, op);
   }
   return y;
 }
 
-Tensor reluBackward(const Tensor& gy0, const Tensor& y0) {
-  Tensor y = dense(y0);
-  Tensor gy = gy0.strides() == y.strides() ? gy0 : [&] {
-    Tensor t = Tensor::emptyLike(y);
+// `saved` is the forward's output for the *_use_dst_for_bwd algorithms, its input otherwise.
+Tensor eltwiseBackward(const Tensor& gy0, const Tensor& saved0, Alg alg, float alpha, bool saved_is_dst,
+                       const char* op) {
+  Tensor saved = dense(saved0);
+  // The flat view pairs elements by memory position, so gy must share saved's layout.
+  Tensor gy = gy0.strides() == saved.strides() ? gy0 : [&] {
+    Tensor t = Tensor::emptyLike(saved);
     t.copyFrom(gy0);
     return t;
   }();
-  Tensor gx = Tensor::emptyLike(y);
-  if (y.numel() == 0) return gx;
-  struct Prims {
-    dnnl::eltwise_backward bwd;
-  };
-  static PrimitiveCache<Prims> cache;
-  auto md = flatDesc(y);
+  Tensor gx = Tensor::emptyLike(saved);
+  if (saved.numel() == 0) return gx;
+  static PrimitiveCache<dnnl::eltwise_backward> cache;
+  auto md = flatDesc(saved);
   try {
-    auto& p = cache.get(std::to_string(y.numel()) + dtypeName(y.dtype()), [&] {
-      auto fd = dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training,
-                                            dnnl::algorithm::eltwise_relu_use_dst_for_bwd, md, 0.f);
+    auto& prim = cache.get(key(saved, alg, alpha), [&] {
+      auto fd = dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, alpha);
       auto fpd = dnnl::eltwise_forward::primitive_desc(fd, engine());
-      auto bd = dnnl::eltwise_backward::desc(dnnl::algorithm::eltwise_relu_use_dst_for_bwd, md, md, 0.f);
-      return Prims{dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, engine(), fpd))};
+      auto bd = dnnl::eltwise_backward::desc(alg, md, md, alpha);
+      return dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, engine(), fpd));
     });
-    p.bwd.execute(stream(), {{DNNL_ARG_DST, memory(md, y)},
-                             {DNNL_ARG_DIFF_DST, memory(md, gy)},
-                             {DNNL_ARG_DIFF_SRC, memory(md, gx)}});
+    prim.execute(stream(), {{saved_is_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, memory(md, saved)},
+                            {DNNL_ARG_DIFF_DST, memory(md, gy)},
+                            {DNNL_ARG_DIFF_SRC, memory(md, gx)}});
   } catch (const dnnl::error& e) {
-    rethrow(e, "relu backward");
+    rethrow(e, op);
   }
   return gx;
+}
+}  // namespace
+
+Tensor reluForward(const Tensor& x) { return eltwiseForward(x, Alg::eltwise_relu, 0.f, "relu forward"); }
+Tensor reluBackward(const Tensor& gy, const Tensor& y) {
+  return eltwiseBackward(gy, y, Alg::eltwise_relu_use_dst_for_bwd, 0.f, true, "relu backward");
+}
+
+Tensor leakyReluForward(const Tensor& x, double slope) {
+  return eltwiseForward(x, Alg::eltwise_relu, static_cast<float>(slope), "leaky_relu forward");
+}
+// From the input: the output's sign says nothing about the input's when the slope is negative.
+Tensor leakyReluBackward(const Tensor& gy, const Tensor& x, double slope) {
+  return eltwiseBackward(gy, x, Alg::eltwise_relu, static_cast<float>(slope), false, "leaky_relu backward");
+}
+
+Tensor geluForward(const Tensor& x) { return eltwiseForward(x, Alg::eltwise_gelu_erf, 0.f, "gelu forward"); }
+Tensor geluBackward(const Tensor& gy, const Tensor& x) {
+  return eltwiseBackward(gy, x, Alg::eltwise_gelu_erf, 0.f, false, "gelu backward");
+}
+
+Tensor tanhForward(const Tensor& x) { return eltwiseForward(x, Alg::eltwise_tanh, 0.f, "tanh forward"); }
+Tensor tanhBackward(const Tensor& gy, const Tensor& y) {
+  return eltwiseBackward(gy, y, Alg::eltwise_tanh_use_dst_for_bwd, 0.f, true, "tanh backward");
+}
+
+Tensor sigmoidForward(const Tensor& x) { return eltwiseForward(x, Alg::eltwise_logistic, 0.f, "sigmoid forward"); }
+Tensor sigmoidBackward(const Tensor& gy, const Tensor& y) {
+  return eltwiseBackward(gy, y, Alg::eltwise_logistic_use_dst_for_bwd, 0.f, true, "sigmoid backward");
 }
 
 }  // namespace lockstep::kernels::onednn

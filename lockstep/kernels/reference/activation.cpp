@@ -1,4 +1,6 @@
 // Plain loops: the ground truth the fast kernels are tested against. Clarity over speed.
+#include <cmath>
+
 #include "lockstep/kernels/activation.h"
 
 namespace lockstep::kernels::reference {
@@ -13,17 +15,55 @@ Tensor mapF64(const Tensor& x, Fn&& fn) {
   for (int64_t i = 0; i < x.numel(); ++i) py[i] = fn(px[i]);
   return y.to(x.dtype());
 }
+
+// dL/dx = gy * fn(saved), element by element.
+template <typename Fn>
+Tensor backwardF64(const Tensor& gy, const Tensor& saved, Fn&& dydx) {
+  Tensor g = gy.to(DType::f64).contiguous(), s = saved.to(DType::f64).contiguous();
+  Tensor gx = Tensor::empty(saved.shape(), DType::f64);
+  for (int64_t i = 0; i < saved.numel(); ++i) gx.data<double>()[i] = g.data<double>()[i] * dydx(s.data<double>()[i]);
+  return gx.to(saved.dtype());
+}
+
+constexpr double kInvSqrt2 = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 }  // namespace
 
 Tensor reluForward(const Tensor& x) {
   return mapF64(x, [](double v) { return v > 0 ? v : 0.0; });
 }
-
 Tensor reluBackward(const Tensor& gy, const Tensor& y) {
-  Tensor g = gy.to(DType::f64).contiguous(), yd = y.to(DType::f64).contiguous();
-  Tensor gx = Tensor::empty(y.shape(), DType::f64);
-  for (int64_t i = 0; i < y.numel(); ++i) gx.data<double>()[i] = yd.data<double>()[i] > 0 ? g.data<double>()[i] : 0.0;
-  return gx.to(y.dtype());
+  return backwardF64(gy, y, [](double v) { return v > 0 ? 1.0 : 0.0; });
+}
+
+Tensor leakyReluForward(const Tensor& x, double slope) {
+  return mapF64(x, [&](double v) { return v > 0 ? v : slope * v; });
+}
+Tensor leakyReluBackward(const Tensor& gy, const Tensor& x, double slope) {
+  return backwardF64(gy, x, [&](double v) { return v > 0 ? 1.0 : slope; });
+}
+
+Tensor geluForward(const Tensor& x) {
+  return mapF64(x, [](double v) { return 0.5 * v * (1.0 + std::erf(v * kInvSqrt2)); });
+}
+Tensor geluBackward(const Tensor& gy, const Tensor& x) {
+  return backwardF64(gy, x, [](double v) {
+    return 0.5 * (1.0 + std::erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * std::exp(-0.5 * v * v);
+  });
+}
+
+Tensor tanhForward(const Tensor& x) {
+  return mapF64(x, [](double v) { return std::tanh(v); });
+}
+Tensor tanhBackward(const Tensor& gy, const Tensor& y) {
+  return backwardF64(gy, y, [](double v) { return 1.0 - v * v; });
+}
+
+Tensor sigmoidForward(const Tensor& x) {
+  return mapF64(x, [](double v) { return 1.0 / (1.0 + std::exp(-v)); });
+}
+Tensor sigmoidBackward(const Tensor& gy, const Tensor& y) {
+  return backwardF64(gy, y, [](double v) { return v * (1.0 - v); });
 }
 
 }  // namespace lockstep::kernels::reference

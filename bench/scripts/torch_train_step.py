@@ -1,0 +1,58 @@
+"""The same training step as bench/train_step.cpp, in PyTorch (Debian's python3-torch 1.13, CPU)."""
+import argparse
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = nn.Conv2d(32, 64, 3, 1)
+        self.conv3 = nn.Conv2d(64, 64, 3, 1)
+        self.pool = nn.MaxPool2d(2, 2)
+        self.dense1 = nn.Linear(576, 64)
+        self.dense2 = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.conv1(x)))
+        x = self.pool(F.relu(self.conv2(x)))
+        x = F.relu(self.conv3(x))
+        x = torch.flatten(x, 1)
+        x = F.relu(self.dense1(x))
+        return self.dense2(x)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", default="32,128")
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    for batch in [int(b) for b in args.batch.split(",")]:
+        x = torch.rand(batch, 1, 28, 28)
+        y = torch.arange(batch) % 10
+        def step():
+            loss = F.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss.item()
+        for _ in range(args.warmup):
+            step()
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            loss = step()
+        sec = time.perf_counter() - t0
+        print(f"impl=torch batch={batch} threads={torch.get_num_threads()} step_ms={1000 * sec / args.steps:.3f} "
+              f"samples_per_s={batch * args.steps / sec:.0f} loss={loss:.4f}")
+
+
+if __name__ == "__main__":
+    main()

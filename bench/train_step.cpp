@@ -1,0 +1,91 @@
+// One training step (forward, backward, SGD update) of the seed MNIST CNN (seed 001's Net:
+// conv 1->32->64->64 3x3, max-pool 2, linear 576->64->10, logits + cross-entropy), timed at the
+// given batch sizes. Compare with bench/scripts/torch_train_step.py (bench/train_step.sh runs both).
+//   bench_train_step [--batch 32,128] [--steps 200] [--warmup 20]
+// Threads: LOCKSTEP_NUM_THREADS or OMP_NUM_THREADS (the comparison script sets 1).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "lockstep/autograd.h"
+#include "lockstep/kernels.h"
+
+using namespace lockstep;
+using namespace lockstep::autograd;
+
+namespace {
+
+struct Param {
+  Variable v;
+  Param(Shape shape, int64_t fan_in, Generator& g) {
+    Tensor t = Tensor::empty(shape);
+    double b = 1.0 / std::sqrt(static_cast<double>(fan_in));
+    g.uniform(t, -b, b);
+    v = Variable(t, true);
+  }
+};
+
+struct Net {
+  Generator gen{0};
+  Param c1w{{32, 1, 3, 3}, 9, gen}, c1b{{32}, 9, gen};
+  Param c2w{{64, 32, 3, 3}, 288, gen}, c2b{{64}, 288, gen};
+  Param c3w{{64, 64, 3, 3}, 576, gen}, c3b{{64}, 576, gen};
+  Param d1w{{64, 576}, 576, gen}, d1b{{64}, 576, gen};
+  Param d2w{{10, 64}, 64, gen}, d2b{{10}, 64, gen};
+  std::vector<Variable*> params() {
+    return {&c1w.v, &c1b.v, &c2w.v, &c2b.v, &c3w.v, &c3b.v, &d1w.v, &d1b.v, &d2w.v, &d2b.v};
+  }
+  Variable forward(const Variable& x) {
+    Conv2dOptions cr;
+    cr.fuse_relu = true;
+    Pool2dOptions pool;
+    Variable h = maxPool2d(conv2d(x, c1w.v, c1b.v, cr), pool);
+    h = maxPool2d(conv2d(h, c2w.v, c2b.v, cr), pool);
+    h = conv2d(h, c3w.v, c3b.v, cr);
+    h = flatten(h, 1);
+    h = relu(linear(h, d1w.v, d1b.v));
+    return linear(h, d2w.v, d2b.v);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Times one training step of the seed MNIST CNN"};
+  std::string batches = "32,128";
+  int steps = 200, warmup = 20;
+  app.add_option("--batch", batches, "comma-separated batch sizes");
+  app.add_option("--steps", steps, "timed steps per batch size");
+  app.add_option("--warmup", warmup, "untimed steps first");
+  CLI11_PARSE(app, argc, argv);
+
+  Net net;
+  std::stringstream ss(batches);
+  std::string tok;
+  while (std::getline(ss, tok, ',')) {
+    int64_t batch = std::stoll(tok);
+    Tensor x = Tensor::empty({batch, 1, 28, 28});
+    Generator g(1);
+    g.uniform(x, 0, 1);
+    Tensor y = Tensor::empty({batch}, DType::i64);
+    for (int64_t i = 0; i < batch; ++i) y.data<int64_t>()[i] = i % 10;
+    Variable xv(x);
+    double loss_value = 0;
+    auto step = [&] {
+      Variable loss = crossEntropy(net.forward(xv), y);
+      for (Variable* p : net.params()) p->zeroGrad();
+      loss.backward();
+      for (Variable* p : net.params()) kernels::addInto(p->tensor(), p->grad(), -0.01);
+      loss_value = loss.item();
+    };
+    for (int i = 0; i < warmup; ++i) step();
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) step();
+    double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("impl=lockstep batch=%lld threads=%d step_ms=%.3f samples_per_s=%.0f loss=%.4f\n",
+                static_cast<long long>(batch), kernels::numThreads(), 1000.0 * sec / steps, batch * steps / sec,
+                loss_value);
+  }
+  return 0;
+}

@@ -1,0 +1,188 @@
+#pragma once
+// A group of ranks and the collectives among them (c10d's ProcessGroup). Buffers are typed raw
+// memory (pointer + element count + DType); comm/ knows nothing of tensors.
+//
+// Every collective is collective: all ranks of the group must issue the same collectives in the
+// same order (with matching counts/dtypes/roots). Each call validates its arguments, takes the
+// next sequence number, enqueues the op on the group's worker thread and returns a Work at once,
+// so compute overlaps communication; ops complete in issue order. Buffers must stay valid and
+// untouched until the Work completes. Issue collectives of one group from one thread at a time.
+//
+// Failure: each op has a timeout (options.timeout, else the group's, default 30 min). A peer
+// that dies or does not arrive makes the op fail with PeerError/TimeoutError naming the op, its
+// sequence number and the missing ranks; an op whose peers issued a different op fails with
+// PeerError saying so. After such an error the group is broken: later ops fail at once.
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lockstep/comm/reduce_op.h"
+#include "lockstep/comm/work.h"
+#include "lockstep/util/dtype.h"
+
+namespace lockstep::comm {
+
+/// 0 ms in an op's options means "the group's default timeout".
+inline constexpr std::chrono::milliseconds kGroupTimeout{0};
+inline constexpr std::chrono::milliseconds kDefaultCollectiveTimeout = std::chrono::minutes(30);
+
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::sum;
+  std::chrono::milliseconds timeout = kGroupTimeout;
+};
+struct BroadcastOptions {
+  int root = 0;
+  std::chrono::milliseconds timeout = kGroupTimeout;
+};
+struct ReduceOptions {
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+  std::chrono::milliseconds timeout = kGroupTimeout;
+};
+struct AllgatherOptions {
+  std::chrono::milliseconds timeout = kGroupTimeout;
+};
+struct ReduceScatterOptions {
+  ReduceOp op = ReduceOp::sum;
+  std::chrono::milliseconds timeout = kGroupTimeout;
+};
+struct GatherOptions {
+  int root = 0;
+  std::chrono::milliseconds timeout = kGroupTimeout;
+};
+struct ScatterOptions {
+  int root = 0;
+  std::chrono::milliseconds timeout = kGroupTimeout;
+};
+struct AlltoallOptions {
+  std::chrono::milliseconds timeout = kGroupTimeout;
+};
+struct BarrierOptions {
+  std::chrono::milliseconds timeout = kGroupTimeout;
+};
+struct SendRecvOptions {
+  int tag = 0;
+  std::chrono::milliseconds timeout = kGroupTimeout;
+};
+
+/// What an op is, as checked against the peers' ops of the same sequence number.
+enum class OpType : uint8_t {
+  allreduce, broadcast, reduce, allgather, allgatherv, reduceScatter, gather, scatter, alltoall,
+  barrier, send, recv
+};
+const char* opTypeName(OpType t);
+
+/// Passed to the backend's op body on the worker thread.
+struct OpContext {
+  OpType type;
+  uint64_t seq;  // 1-based sequence number of this op within the group
+  std::chrono::steady_clock::time_point deadline;
+  std::chrono::milliseconds timeout;
+  std::string name;  // "allreduce #7" for messages
+};
+
+class ProcessGroup {
+ public:
+  /// Starts the worker thread. Not collective by itself (backends' constructors usually are).
+  ProcessGroup(int rank, int size);
+  /// Drains queued ops, then stops the worker thread. Backends must call stopWorker() first in
+  /// their destructors so no op runs against a half-destroyed backend.
+  virtual ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// "shm", "gloo", "mpi", "auto".
+  virtual std::string backendName() const = 0;
+  /// Timeout of ops whose options say kGroupTimeout. Set before issuing ops.
+  void setTimeout(std::chrono::milliseconds t) { timeout_ = t; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  /// Number of ops issued so far (the last sequence number).
+  uint64_t sequenceNumber() const { return seq_; }
+
+  /// In place: data (count elements on every rank) becomes op over all ranks' data. Collective.
+  virtual std::shared_ptr<Work> allreduce(void* data, size_t count, DType dtype,
+                                          const AllreduceOptions& opts = {});
+  /// data of root is copied into data of every rank. Collective.
+  virtual std::shared_ptr<Work> broadcast(void* data, size_t count, DType dtype,
+                                          const BroadcastOptions& opts = {});
+  /// In place: root's data becomes op over all ranks' data; other ranks' data is unspecified
+  /// afterwards (it may hold partial or full results). Collective.
+  virtual std::shared_ptr<Work> reduce(void* data, size_t count, DType dtype,
+                                       const ReduceOptions& opts = {});
+  /// out (size() * count elements) receives every rank's in (count elements), in rank order.
+  virtual std::shared_ptr<Work> allgather(const void* in, void* out, size_t count, DType dtype,
+                                          const AllgatherOptions& opts = {});
+  /// Uneven allgather: rank r contributes counts[r] elements (in holds counts[rank()]); out holds
+  /// sum(counts) elements, rank order. counts must be equal on every rank. Collective.
+  virtual std::shared_ptr<Work> allgatherv(const void* in, void* out,
+                                           const std::vector<size_t>& counts, DType dtype,
+                                           const AllgatherOptions& opts = {});
+  /// in holds size() * count elements; out (count elements) receives block rank() of the
+  /// reduction over all ranks' in. Collective.
+  virtual std::shared_ptr<Work> reduceScatter(const void* in, void* out, size_t count, DType dtype,
+                                              const ReduceScatterOptions& opts = {});
+  /// root's out (size() * count elements) receives every rank's in; out is ignored elsewhere
+  /// (may be nullptr). Collective.
+  virtual std::shared_ptr<Work> gather(const void* in, void* out, size_t count, DType dtype,
+                                       const GatherOptions& opts = {});
+  /// Block r of root's in (size() * count elements) goes to rank r's out; in is ignored on other
+  /// ranks (may be nullptr). Collective.
+  virtual std::shared_ptr<Work> scatter(const void* in, void* out, size_t count, DType dtype,
+                                        const ScatterOptions& opts = {});
+  /// Block j of rank i's in goes to block i of rank j's out; both hold size() * count. Collective.
+  virtual std::shared_ptr<Work> alltoall(const void* in, void* out, size_t count, DType dtype,
+                                         const AlltoallOptions& opts = {});
+  /// Completes once every rank issued it. Collective.
+  virtual std::shared_ptr<Work> barrier(const BarrierOptions& opts = {});
+  /// Point to point: count elements to rank dst, matched by a recv with the same tag. Not
+  /// collective; ordered with this group's other ops.
+  virtual std::shared_ptr<Work> send(const void* data, size_t count, DType dtype, int dst,
+                                     const SendRecvOptions& opts = {});
+  virtual std::shared_ptr<Work> recv(void* data, size_t count, DType dtype, int src,
+                                     const SendRecvOptions& opts = {});
+  /// A group of the given ranks of this group (sorted, unique), numbered 0.. in that order.
+  /// Collective over this whole group: every rank calls it with the same list; ranks outside
+  /// the list get nullptr.
+  virtual std::shared_ptr<ProcessGroup> newGroup(const std::vector<int>& ranks);
+
+ protected:
+  using OpBody = std::function<void(const OpContext&)>;
+  /// Validates nothing; numbers the op and queues body on the worker thread.
+  std::shared_ptr<Work> enqueue(OpType type, const std::string& detail, std::chrono::milliseconds timeout,
+                                OpBody body);
+  /// Runs queued ops to completion and joins the worker. Idempotent.
+  void stopWorker();
+  [[noreturn]] void notSupported(const char* what) const;
+  void checkRoot(int root, const char* what) const;
+  void checkPeer(int peer, const char* what) const;
+
+ private:
+  struct Item {
+    std::shared_ptr<Work> work;
+    OpContext ctx;
+    OpBody body;
+  };
+  void workerLoop();
+
+  int rank_;
+  int size_;
+  std::chrono::milliseconds timeout_ = kDefaultCollectiveTimeout;
+  uint64_t seq_ = 0;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  bool stop_ = false;
+  std::atomic<bool> has_work_{false};
+  std::string broken_;  // first error; later ops fail with it (worker thread only)
+  std::thread worker_;
+};
+
+}  // namespace lockstep::comm

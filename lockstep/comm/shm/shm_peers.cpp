@@ -1,0 +1,187 @@
+#include "lockstep/comm/shm/shm_peers.h"
+
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <thread>
+
+#include "lockstep/util/error.h"
+
+namespace lockstep::comm::shm {
+
+namespace {
+
+void futexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::milliseconds slice) {
+  timespec ts{};
+  ts.tv_sec = slice.count() / 1000;
+  ts.tv_nsec = (slice.count() % 1000) * 1000000;
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futexWakeAll(std::atomic<uint32_t>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// True when pid is gone or a zombie (a dead child not yet reaped still answers kill(pid, 0)).
+bool processDead(int pid) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string content;
+  if (!std::getline(stat, content)) return false;
+  auto close = content.rfind(')');
+  if (close == std::string::npos || close + 2 >= content.size()) return false;
+  char state = content[close + 2];
+  return state == 'Z' || state == 'X';
+}
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::string describe(const OpDesc& d) {
+  std::string s = ::lockstep::detail::concat(opTypeName(static_cast<OpType>(d.type)), " #", d.seq,
+                                             " (count ", d.count, ", ",
+                                             dtypeName(static_cast<DType>(d.dtype)));
+  auto t = static_cast<OpType>(d.type);
+  if (t == OpType::allreduce || t == OpType::reduce || t == OpType::reduceScatter) {
+    s += std::string(", ") + reduceOpName(static_cast<ReduceOp>(d.op));
+  }
+  if (d.root >= 0) s += ", root " + std::to_string(d.root);
+  return s + ")";
+}
+
+ShmPeers::ShmPeers(int rank, std::vector<ShmHeader*> headers)
+    : rank_(rank), headers_(std::move(headers)) {
+  many_threads_ = headers_.size() > std::max(1u, std::thread::hardware_concurrency());
+}
+
+void ShmPeers::post(const OpContext& ctx, const OpDesc& desc) {
+  headers_[rank_]->desc[ctx.seq & 1] = desc;
+}
+
+void ShmPeers::checkDescs(const OpContext& ctx) {
+  const OpDesc& mine = headers_[rank_]->desc[ctx.seq & 1];
+  for (size_t j = 0; j < headers_.size(); ++j) {
+    const OpDesc& d = headers_[j]->desc[ctx.seq & 1];
+    bool same = d.seq == mine.seq && d.type == mine.type && d.dtype == mine.dtype &&
+                d.count == mine.count && d.extra == mine.extra && d.root == mine.root &&
+                d.op == mine.op;
+    if (!same) {
+      throw PeerError(::lockstep::detail::concat(
+          ctx.name, ": ranks issued different collectives in the same slot: rank ", rank_,
+          " issued ", describe(mine), " but rank ", j, " issued ", describe(d),
+          "; every rank must issue the same collectives in the same order"));
+    }
+  }
+}
+
+bool ShmPeers::allArrived(uint64_t target) const {
+  for (const auto* h : headers_) {
+    if (h->step.load(std::memory_order_acquire) < target) return false;
+  }
+  return true;
+}
+
+std::vector<int> ShmPeers::missing(uint64_t target) const {
+  std::vector<int> out;
+  for (size_t j = 0; j < headers_.size(); ++j) {
+    if (headers_[j]->step.load(std::memory_order_acquire) < target) out.push_back(static_cast<int>(j));
+  }
+  return out;
+}
+
+void ShmPeers::wakeAll() {
+  ShmHeader* g = headers_[0];
+  if (g->sleepers.load(std::memory_order_seq_cst) > 0) {
+    g->event.fetch_add(1, std::memory_order_seq_cst);
+    futexWakeAll(&g->event);
+  }
+}
+
+void ShmPeers::abort() {
+  headers_[rank_]->aborted.store(1, std::memory_order_seq_cst);
+  headers_[0]->event.fetch_add(1, std::memory_order_seq_cst);
+  futexWakeAll(&headers_[0]->event);
+}
+
+void ShmPeers::fail(const OpContext& ctx, uint64_t target, bool timed_out) {
+  auto miss = missing(target);
+  if (timed_out) {
+    throw TimeoutError(::lockstep::detail::concat(
+        ctx.name, " timed out after ", ctx.timeout.count(), " ms on rank ", rank_, ": ranks ",
+        rankList(miss), " did not arrive (stuck, or they issued fewer collectives)"));
+  }
+  std::vector<int> dead, aborted;
+  for (int j : miss) {
+    if (headers_[j]->aborted.load()) aborted.push_back(j);
+    else if (processDead(headers_[j]->pid)) dead.push_back(j);
+  }
+  throw PeerError(::lockstep::detail::concat(
+      ctx.name, " failed on rank ", rank_, ": ranks ", rankList(miss), " did not arrive",
+      dead.empty() ? "" : "; ranks " + rankList(dead) + " died",
+      aborted.empty() ? "" : "; ranks " + rankList(aborted) + " failed an earlier op and aborted"));
+}
+
+void ShmPeers::checkLiveness(const OpContext& ctx, uint64_t target) {
+  for (size_t j = 0; j < headers_.size(); ++j) {
+    const ShmHeader* h = headers_[j];
+    if (h->step.load(std::memory_order_acquire) >= target) continue;
+    if (h->aborted.load(std::memory_order_acquire) || processDead(h->pid)) fail(ctx, target, false);
+  }
+  if (std::chrono::steady_clock::now() >= ctx.deadline) fail(ctx, target, true);
+}
+
+void ShmPeers::barrier(const OpContext& ctx) {
+  uint64_t target = ++step_;
+  ShmHeader* me = headers_[rank_];
+  me->step.store(target, std::memory_order_seq_cst);
+  wakeAll();
+  if (allArrived(target)) return;
+  if (!many_threads_) {
+    for (int i = 0; i < 20000; ++i) {
+      cpuRelax();
+      if (allArrived(target)) return;
+    }
+  }
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::yield();
+    if (allArrived(target)) return;
+  }
+  ShmHeader* g = headers_[0];
+  auto next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  while (true) {
+    g->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    uint32_t ev = g->event.load(std::memory_order_seq_cst);
+    if (allArrived(target)) {
+      g->sleepers.fetch_sub(1);
+      return;
+    }
+    futexWait(&g->event, ev, std::chrono::milliseconds(20));
+    g->sleepers.fetch_sub(1);
+    if (allArrived(target)) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now >= next_check) {
+      checkLiveness(ctx, target);
+      next_check = now + std::chrono::milliseconds(20);
+    }
+  }
+}
+
+}  // namespace lockstep::comm::shm

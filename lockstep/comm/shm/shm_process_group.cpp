@@ -1,0 +1,327 @@
+#include "lockstep/comm/shm/shm_process_group.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "lockstep/comm/prefix_store.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::comm {
+
+using shm::OpDesc;
+using shm::ShmHeader;
+using shm::ShmSegment;
+
+namespace {
+constexpr size_t kHeaderBytes = 4096;
+static_assert(sizeof(ShmHeader) <= kHeaderBytes);
+
+std::string randomToken() {
+  std::random_device rd;
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%08x%08x", rd(), rd());
+  return buf;
+}
+}  // namespace
+
+ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int size,
+                                 const ShmOptions& options)
+    : ProcessGroup(rank, size), store_(std::move(store)), options_(options) {
+  setTimeout(options.timeout);
+  LOCKSTEP_ENFORCE(options_.block_bytes >= 4096 && options_.block_bytes % 64 == 0, ValueError,
+                   "ShmOptions.block_bytes must be a multiple of 64 and at least 4096, got ",
+                   options_.block_bytes);
+  std::string base;
+  if (rank == 0) {
+    base = "/lockstep_" + std::to_string(::getpid()) + "_" + randomToken();
+    store_->setString("shm/name", base);
+  } else {
+    base = store_->getString("shm/name");
+  }
+  size_t bytes = kHeaderBytes + 2 * options_.block_bytes;
+  segments_.resize(size);
+  segments_[rank] = ShmSegment::create(base + "_" + std::to_string(rank), bytes);
+  auto* mine = new (segments_[rank].data()) ShmHeader();
+  mine->pid = ::getpid();
+  mine->magic = ShmHeader::kMagic;
+  store_->setString("shm/created/" + std::to_string(rank), "1");
+  std::vector<std::string> keys;
+  for (int j = 0; j < size; ++j) keys.push_back("shm/created/" + std::to_string(j));
+  store_->wait(keys);
+  std::vector<ShmHeader*> headers(size);
+  for (int j = 0; j < size; ++j) {
+    if (j != rank) segments_[j] = ShmSegment::open(base + "_" + std::to_string(j), bytes);
+    headers[j] = static_cast<ShmHeader*>(segments_[j].data());
+    LOCKSTEP_ENFORCE(headers[j]->magic == ShmHeader::kMagic, PeerError, "shm backend: segment of rank ",
+                     j, " is not initialised; was it created by another job with the same store?");
+  }
+  store_->setString("shm/mapped/" + std::to_string(rank), "1");
+  keys.clear();
+  for (int j = 0; j < size; ++j) keys.push_back("shm/mapped/" + std::to_string(j));
+  store_->wait(keys);
+  segments_[rank].unlink();  // every peer holds a mapping: nothing is left behind on a crash
+  peers_ = std::make_unique<shm::ShmPeers>(rank, std::move(headers));
+}
+
+ShmProcessGroup::~ShmProcessGroup() { stopWorker(); }
+
+uint8_t* ShmProcessGroup::slot(int rank, uint64_t block) const {
+  return static_cast<uint8_t*>(segments_[rank].data()) + kHeaderBytes +
+         (block & 1) * options_.block_bytes;
+}
+
+OpDesc ShmProcessGroup::desc(const OpContext& ctx, DType dtype, size_t count, int root, ReduceOp op,
+                             uint64_t extra) const {
+  OpDesc d;
+  d.seq = ctx.seq;
+  d.type = static_cast<uint8_t>(ctx.type);
+  d.dtype = static_cast<uint8_t>(dtype);
+  d.count = count;
+  d.root = root;
+  d.op = static_cast<uint8_t>(op);
+  d.extra = extra;
+  return d;
+}
+
+void ShmProcessGroup::postAndSync(const OpContext& ctx, const OpDesc& d, bool has_blocks) {
+  peers_->post(ctx, d);
+  if (!has_blocks) {
+    peers_->barrier(ctx);
+    peers_->checkDescs(ctx);
+  }
+}
+
+void ShmProcessGroup::fail() { peers_->abort(); }
+
+void ShmProcessGroup::runAllreduce(const OpContext& ctx, uint8_t* data, size_t count, DType dtype,
+                                   ReduceOp op) {
+  const size_t es = dtypeSize(dtype);
+  const size_t per_block = options_.block_bytes / es;
+  const size_t align = 64 / es;
+  const size_t nblocks = (count + per_block - 1) / per_block;
+  const int n = size(), r = rank();
+  postAndSync(ctx, desc(ctx, dtype, count, -1, op), nblocks > 0);
+  std::vector<size_t> off(n + 1);
+  for (size_t b = 0; b < nblocks; ++b) {
+    const size_t base = b * per_block;
+    const size_t len = std::min(per_block, count - base);
+    const size_t chunk = ((len + n - 1) / n + align - 1) / align * align;
+    for (int i = 0; i <= n; ++i) off[i] = std::min(len, static_cast<size_t>(i) * chunk);
+    uint8_t* block = data + base * es;
+    uint8_t* mine = slot(r, block_);
+    // Stage the chunks the other ranks own.
+    for (int j = 0; j < n; ++j) {
+      if (j != r) std::memcpy(mine + off[j] * es, block + off[j] * es, (off[j + 1] - off[j]) * es);
+    }
+    peers_->barrier(ctx);
+    if (b == 0) peers_->checkDescs(ctx);
+    // Reduce the chunk this rank owns and publish it in place of its (unused) staging chunk.
+    const size_t my_len = off[r + 1] - off[r];
+    if (my_len > 0) {
+      uint8_t* acc = block + off[r] * es;
+      for (int j = 0; j < n; ++j) {
+        if (j != r) reduceInto(acc, acc, slot(j, block_) + off[r] * es, my_len, dtype, op);
+      }
+      if (op == ReduceOp::avg) divideBy(acc, my_len, dtype, n);
+      std::memcpy(mine + off[r] * es, acc, my_len * es);
+    }
+    peers_->barrier(ctx);
+    for (int j = 0; j < n; ++j) {
+      if (j != r) std::memcpy(block + off[j] * es, slot(j, block_) + off[j] * es, (off[j + 1] - off[j]) * es);
+    }
+    ++block_;
+  }
+}
+
+template <typename Sink>
+void ShmProcessGroup::runRounds(const OpContext& ctx, const uint8_t* my_src,
+                                const std::vector<size_t>& src_bytes, Sink sink) {
+  const size_t B = options_.block_bytes;
+  size_t rounds = 0;
+  for (size_t b : src_bytes) rounds = std::max(rounds, (b + B - 1) / B);
+  const int n = size(), r = rank();
+  for (size_t k = 0; k < rounds; ++k) {
+    const size_t off = k * B;
+    auto piece = [&](int j) { return src_bytes[j] > off ? std::min(B, src_bytes[j] - off) : 0; };
+    if (piece(r) > 0) std::memcpy(slot(r, block_), my_src + off, piece(r));
+    peers_->barrier(ctx);
+    if (k == 0) peers_->checkDescs(ctx);
+    for (int j = 0; j < n; ++j) {
+      if (piece(j) > 0) sink(j, off, j == r ? my_src + off : slot(j, block_), piece(j));
+    }
+    ++block_;
+  }
+}
+
+namespace {
+// Copies the part of piece [off, off+n) that falls in window [lo, lo+len) to dst + (pos - lo).
+void copyWindow(uint8_t* dst, size_t lo, size_t len, size_t off, const uint8_t* p, size_t n) {
+  size_t a = std::max(lo, off), b = std::min(lo + len, off + n);
+  if (a < b && dst + (a - lo) != p + (a - off)) std::memcpy(dst + (a - lo), p + (a - off), b - a);
+}
+uint64_t hashCounts(const std::vector<size_t>& counts) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t c : counts) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+}  // namespace
+
+#define LOCKSTEP_SHM_BODY(...)                \
+  [=, this](const OpContext& ctx) {           \
+    try {                                     \
+      __VA_ARGS__;                            \
+    } catch (...) {                           \
+      fail();                                 \
+      throw;                                  \
+    }                                         \
+  }
+
+std::shared_ptr<Work> ShmProcessGroup::allreduce(void* data, size_t count, DType dtype,
+                                                 const AllreduceOptions& o) {
+  auto* p = static_cast<uint8_t*>(data);
+  return enqueue(OpType::allreduce, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
+                 o.timeout, LOCKSTEP_SHM_BODY(runAllreduce(ctx, p, count, dtype, o.op)));
+}
+
+std::shared_ptr<Work> ShmProcessGroup::reduce(void* data, size_t count, DType dtype,
+                                              const ReduceOptions& o) {
+  checkRoot(o.root, "reduce");
+  auto* p = static_cast<uint8_t*>(data);
+  // Every rank ends with the result: allowed, since non-root buffers are unspecified.
+  return enqueue(OpType::reduce, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
+                 o.timeout, LOCKSTEP_SHM_BODY(runAllreduce(ctx, p, count, dtype, o.op)));
+}
+
+std::shared_ptr<Work> ShmProcessGroup::reduceScatter(const void* in, void* out, size_t count,
+                                                     DType dtype, const ReduceScatterOptions& o) {
+  auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  return enqueue(OpType::reduceScatter, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
+                 o.timeout, LOCKSTEP_SHM_BODY({
+                   const size_t bytes = count * dtypeSize(dtype);
+                   workspace_.resize(bytes * size());
+                   if (bytes > 0) std::memcpy(workspace_.data(), src, bytes * size());
+                   runAllreduce(ctx, workspace_.data(), count * size(), dtype, o.op);
+                   if (bytes > 0) std::memcpy(dst, workspace_.data() + bytes * rank(), bytes);
+                 }));
+}
+
+std::shared_ptr<Work> ShmProcessGroup::broadcast(void* data, size_t count, DType dtype,
+                                                 const BroadcastOptions& o) {
+  checkRoot(o.root, "broadcast");
+  auto* p = static_cast<uint8_t*>(data);
+  return enqueue(OpType::broadcast, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
+                 o.timeout, LOCKSTEP_SHM_BODY({
+                   const size_t bytes = count * dtypeSize(dtype);
+                   std::vector<size_t> src(size(), 0);
+                   src[o.root] = bytes;
+                   postAndSync(ctx, desc(ctx, dtype, count, o.root), bytes > 0);
+                   runRounds(ctx, p, src, [&](int, size_t off, const uint8_t* q, size_t n) {
+                     if (p + off != q) std::memcpy(p + off, q, n);
+                   });
+                 }));
+}
+
+std::shared_ptr<Work> ShmProcessGroup::allgatherv(const void* in, void* out,
+                                                  const std::vector<size_t>& counts, DType dtype,
+                                                  const AllgatherOptions& o) {
+  LOCKSTEP_ENFORCE(counts.size() == static_cast<size_t>(size()), ValueError,
+                   "allgatherv: counts has ", counts.size(), " entries but the group has ", size(),
+                   " ranks");
+  auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  return enqueue(OpType::allgatherv, ::lockstep::detail::concat(counts[rank()], " x ", dtypeName(dtype)),
+                 o.timeout, LOCKSTEP_SHM_BODY({
+                   const size_t es = dtypeSize(dtype);
+                   std::vector<size_t> bytes(size()), displ(size() + 1, 0);
+                   for (int j = 0; j < size(); ++j) {
+                     bytes[j] = counts[j] * es;
+                     displ[j + 1] = displ[j] + bytes[j];
+                   }
+                   postAndSync(ctx, desc(ctx, dtype, displ[size()] / es, -1, ReduceOp::sum, hashCounts(counts)),
+                               displ[size()] > 0);
+                   runRounds(ctx, src, bytes, [&](int j, size_t off, const uint8_t* q, size_t n) {
+                     std::memcpy(dst + displ[j] + off, q, n);
+                   });
+                 }));
+}
+
+std::shared_ptr<Work> ShmProcessGroup::allgather(const void* in, void* out, size_t count,
+                                                 DType dtype, const AllgatherOptions& o) {
+  return allgatherv(in, out, std::vector<size_t>(size(), count), dtype, o);
+}
+
+std::shared_ptr<Work> ShmProcessGroup::gather(const void* in, void* out, size_t count, DType dtype,
+                                              const GatherOptions& o) {
+  checkRoot(o.root, "gather");
+  auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  return enqueue(OpType::gather, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
+                 o.timeout, LOCKSTEP_SHM_BODY({
+                   const size_t bytes = count * dtypeSize(dtype);
+                   postAndSync(ctx, desc(ctx, dtype, count, o.root), bytes > 0);
+                   bool is_root = rank() == o.root;
+                   runRounds(ctx, src, std::vector<size_t>(size(), bytes),
+                             [&](int j, size_t off, const uint8_t* q, size_t n) {
+                               if (is_root) std::memcpy(dst + j * bytes + off, q, n);
+                             });
+                 }));
+}
+
+std::shared_ptr<Work> ShmProcessGroup::scatter(const void* in, void* out, size_t count, DType dtype,
+                                               const ScatterOptions& o) {
+  checkRoot(o.root, "scatter");
+  auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  return enqueue(OpType::scatter, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
+                 o.timeout, LOCKSTEP_SHM_BODY({
+                   const size_t bytes = count * dtypeSize(dtype);
+                   std::vector<size_t> srcb(size(), 0);
+                   srcb[o.root] = bytes * size();
+                   postAndSync(ctx, desc(ctx, dtype, count, o.root), bytes > 0);
+                   runRounds(ctx, src, srcb, [&](int, size_t off, const uint8_t* q, size_t n) {
+                     copyWindow(dst, bytes * rank(), bytes, off, q, n);
+                   });
+                 }));
+}
+
+std::shared_ptr<Work> ShmProcessGroup::alltoall(const void* in, void* out, size_t count,
+                                                DType dtype, const AlltoallOptions& o) {
+  auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  return enqueue(OpType::alltoall, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
+                 o.timeout, LOCKSTEP_SHM_BODY({
+                   const size_t bytes = count * dtypeSize(dtype);
+                   postAndSync(ctx, desc(ctx, dtype, count), bytes > 0);
+                   runRounds(ctx, src, std::vector<size_t>(size(), bytes * size()),
+                             [&](int j, size_t off, const uint8_t* q, size_t n) {
+                               copyWindow(dst + j * bytes, bytes * rank(), bytes, off, q, n);
+                             });
+                 }));
+}
+
+std::shared_ptr<Work> ShmProcessGroup::barrier(const BarrierOptions& o) {
+  return enqueue(OpType::barrier, "", o.timeout,
+                 LOCKSTEP_SHM_BODY(postAndSync(ctx, desc(ctx, DType::u8, 0), false)));
+}
+
+std::shared_ptr<ProcessGroup> ShmProcessGroup::newGroup(const std::vector<int>& ranks) {
+  auto id = groups_created_++;
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  LOCKSTEP_ENFORCE(!sorted.empty() && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() &&
+                       sorted.front() >= 0 && sorted.back() < size(),
+                   ValueError, "newGroup: ranks must be unique ranks of this group of size ", size());
+  auto it = std::find(sorted.begin(), sorted.end(), rank());
+  if (it == sorted.end()) return nullptr;
+  auto store = std::make_shared<PrefixStore>("sub" + std::to_string(id), store_);
+  ShmOptions o = options_;
+  o.timeout = timeout();
+  return std::make_shared<ShmProcessGroup>(store, static_cast<int>(it - sorted.begin()),
+                                           static_cast<int>(sorted.size()), o);
+}
+
+}  // namespace lockstep::comm

@@ -1,0 +1,79 @@
+#pragma once
+// Process group for ranks on one host that exchange data through POSIX shared memory: no
+// sockets on the data path. Each rank owns one segment (a ShmHeader + two staging slots used
+// alternately). allreduce runs block by block: every rank stages the chunks others own, one
+// barrier, each rank reduces its own chunk (all ranks work on disjoint chunks), one barrier,
+// each rank copies the reduced chunks of the others: a reduce-scatter then an allgather whose
+// working set stays in cache. Other collectives stage their blocks the same way.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/comm/process_group.h"
+#include "lockstep/comm/shm/shm_peers.h"
+#include "lockstep/comm/shm/shm_segment.h"
+#include "lockstep/comm/store.h"
+
+namespace lockstep::comm {
+
+struct ShmOptions {
+  size_t block_bytes = 256 << 10;  // staging slot size per rank (two slots each)
+  std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;  // default op timeout
+};
+
+/// Thread-safety: see ProcessGroup. send/recv are not supported.
+class ShmProcessGroup : public ProcessGroup {
+ public:
+  /// Collective over all size ranks: creates this rank's segment and maps the others', meeting
+  /// through store (keys "shm/..."; give each group its own PrefixStore). Waits up to
+  /// store->timeout() for the peers.
+  ShmProcessGroup(std::shared_ptr<Store> store, int rank, int size, const ShmOptions& options = {});
+  ~ShmProcessGroup() override;
+
+  std::string backendName() const override { return "shm"; }
+  std::shared_ptr<Work> allreduce(void* data, size_t count, DType dtype,
+                                  const AllreduceOptions& opts = {}) override;
+  std::shared_ptr<Work> broadcast(void* data, size_t count, DType dtype,
+                                  const BroadcastOptions& opts = {}) override;
+  std::shared_ptr<Work> reduce(void* data, size_t count, DType dtype,
+                               const ReduceOptions& opts = {}) override;
+  std::shared_ptr<Work> allgather(const void* in, void* out, size_t count, DType dtype,
+                                  const AllgatherOptions& opts = {}) override;
+  std::shared_ptr<Work> allgatherv(const void* in, void* out, const std::vector<size_t>& counts,
+                                   DType dtype, const AllgatherOptions& opts = {}) override;
+  std::shared_ptr<Work> reduceScatter(const void* in, void* out, size_t count, DType dtype,
+                                      const ReduceScatterOptions& opts = {}) override;
+  std::shared_ptr<Work> gather(const void* in, void* out, size_t count, DType dtype,
+                               const GatherOptions& opts = {}) override;
+  std::shared_ptr<Work> scatter(const void* in, void* out, size_t count, DType dtype,
+                                const ScatterOptions& opts = {}) override;
+  std::shared_ptr<Work> alltoall(const void* in, void* out, size_t count, DType dtype,
+                                 const AlltoallOptions& opts = {}) override;
+  std::shared_ptr<Work> barrier(const BarrierOptions& opts = {}) override;
+  std::shared_ptr<ProcessGroup> newGroup(const std::vector<int>& ranks) override;
+
+ private:
+  // Op bodies, run on the worker thread.
+  void runAllreduce(const OpContext& ctx, uint8_t* data, size_t count, DType dtype, ReduceOp op);
+  void runBroadcast(const OpContext& ctx, uint8_t* data, size_t bytes, int root);
+  // Generic staged exchange: in round k, rank j stages bytes [k*B, (k+1)*B) of src[j] (when
+  // src[j] is set on rank j); then sink(j, offset, ptr, n) consumes every staged piece.
+  template <typename Sink>
+  void runRounds(const OpContext& ctx, const uint8_t* my_src, const std::vector<size_t>& src_bytes,
+                 Sink sink);
+  uint8_t* slot(int rank, uint64_t block) const;
+  void postAndSync(const OpContext& ctx, const shm::OpDesc& d, bool has_blocks);
+  shm::OpDesc desc(const OpContext& ctx, DType dtype, size_t count, int root = -1,
+                   ReduceOp op = ReduceOp::sum, uint64_t extra = 0) const;
+  void fail();
+
+  std::shared_ptr<Store> store_;
+  ShmOptions options_;
+  std::vector<shm::ShmSegment> segments_;
+  std::unique_ptr<shm::ShmPeers> peers_;
+  uint64_t block_ = 0;  // global block counter: slots alternate across ops
+  int groups_created_ = 0;
+  std::vector<uint8_t> workspace_;  // reduceScatter's copy of its input, reused
+};
+
+}  // namespace lockstep::comm

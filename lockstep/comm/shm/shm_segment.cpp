@@ -1,0 +1,94 @@
+#include "lockstep/comm/shm/shm_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "lockstep/util/error.h"
+
+namespace lockstep::comm::shm {
+
+namespace {
+void* mapFd(int fd, size_t bytes, const std::string& name) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  LOCKSTEP_ENFORCE(p != MAP_FAILED, IoError, "shm backend: cannot map shared memory segment '",
+                   name, "' of ", bytes, " bytes: ", std::strerror(errno));
+  return p;
+}
+}  // namespace
+
+ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
+  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  LOCKSTEP_ENFORCE(fd >= 0, IoError, "shm backend: cannot create shared memory segment '", name,
+                   "': ", std::strerror(errno), "; check that /dev/shm is mounted and writable");
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    int err = errno;
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    throw IoError(::lockstep::detail::concat("shm backend: cannot size segment '", name, "' to ",
+                                             bytes, " bytes: ", std::strerror(err),
+                                             "; /dev/shm may be full (df -h /dev/shm)"));
+  }
+  ShmSegment s;
+  s.name_ = name;
+  s.size_ = bytes;
+  s.owner_ = true;
+  try {
+    s.data_ = mapFd(fd, bytes, name);
+  } catch (...) {
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    throw;
+  }
+  ::close(fd);
+  return s;
+}
+
+ShmSegment ShmSegment::open(const std::string& name, size_t bytes) {
+  int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+  LOCKSTEP_ENFORCE(fd >= 0, IoError, "shm backend: cannot open shared memory segment '", name,
+                   "': ", std::strerror(errno),
+                   "; all ranks of an shm group must run on one host (use backend gloo or auto "
+                   "across hosts)");
+  ShmSegment s;
+  s.name_ = name;
+  s.size_ = bytes;
+  try {
+    s.data_ = mapFd(fd, bytes, name);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return s;
+}
+
+ShmSegment::ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
+
+ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
+  if (this != &o) {
+    this->~ShmSegment();
+    name_ = std::move(o.name_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    owner_ = std::exchange(o.owner_, false);
+  }
+  return *this;
+}
+
+ShmSegment::~ShmSegment() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+  data_ = nullptr;
+  unlink();
+}
+
+void ShmSegment::unlink() {
+  if (owner_) ::shm_unlink(name_.c_str());
+  owner_ = false;
+}
+
+}  // namespace lockstep::comm::shm

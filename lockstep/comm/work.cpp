@@ -1,0 +1,40 @@
+#include "lockstep/comm/work.h"
+
+#include <thread>
+
+#include "lockstep/util/error.h"
+
+namespace lockstep::comm {
+
+Work::Work(std::string description) : description_(std::move(description)) {}
+
+std::exception_ptr Work::exception() const {
+  std::lock_guard lock(mutex_);
+  return error_;
+}
+
+void Work::finish(std::exception_ptr error) {
+  {
+    std::lock_guard lock(mutex_);
+    error_ = std::move(error);
+    completed_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+void Work::wait(std::chrono::milliseconds timeout) {
+  if (!isCompleted()) {
+    // Small collectives finish within microseconds: yielding briefly beats a futex round trip,
+    // and yield (not a busy spin) leaves the core to the worker thread on small machines.
+    auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (!isCompleted() && std::chrono::steady_clock::now() < spin_until) std::this_thread::yield();
+  }
+  std::unique_lock lock(mutex_);
+  if (!cv_.wait_for(lock, timeout, [&] { return isCompleted(); })) {
+    throw TimeoutError(::lockstep::detail::concat(description_, ": Work::wait timed out after ",
+                                                  timeout.count(), " ms; the op is still running"));
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+}  // namespace lockstep::comm

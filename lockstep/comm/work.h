@@ -1,0 +1,39 @@
+#pragma once
+// Handle of one asynchronous collective (c10d's Work). The process group's worker thread
+// completes it; any thread may wait on it.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <string>
+
+namespace lockstep::comm {
+
+class Work {
+ public:
+  /// description names the op for messages, e.g. "allreduce #12 (gloo, 1024 x f32)".
+  explicit Work(std::string description);
+
+  /// True once the op finished, successfully or not. Thread-safe, never blocks.
+  bool isCompleted() const { return completed_.load(std::memory_order_acquire); }
+  /// The op's error, or nullptr while running or after success. Thread-safe.
+  std::exception_ptr exception() const;
+  /// Blocks until the op finished and rethrows its error. TimeoutError naming the op when it has
+  /// not finished within timeout (the op itself keeps running and fails at its own timeout).
+  /// Thread-safe. A short spin precedes sleeping, so small collectives return quickly.
+  void wait(std::chrono::milliseconds timeout = std::chrono::hours(24 * 30));
+  const std::string& description() const { return description_; }
+
+  /// Called once by the backend when the op finished; wakes waiters.
+  void finish(std::exception_ptr error = nullptr);
+
+ private:
+  std::string description_;
+  std::atomic<bool> completed_{false};
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::exception_ptr error_;
+};
+
+}  // namespace lockstep::comm

@@ -1,0 +1,17 @@
+#pragma once
+// Whole-file reads and writes with optional gzip, for the dataset readers.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lockstep::data {
+
+/// The bytes of `path`; IoError naming the file when it cannot be opened or read.
+std::vector<uint8_t> readFileBytes(const std::string& path);
+/// The bytes of `path`, gunzipped when they start with the gzip magic (1f 8b), as-is otherwise.
+/// IoError naming the file for a truncated or corrupt gzip stream (bad data, CRC mismatch).
+std::vector<uint8_t> readMaybeGzipFile(const std::string& path);
+/// Writes `bytes` to `path` (replacing it), gzip-compressed when `gzip`. IoError on failure.
+void writeFileBytes(const std::string& path, const std::vector<uint8_t>& bytes, bool gzip = false);
+
+}  // namespace lockstep::data

@@ -1,0 +1,38 @@
+#include "lockstep/kernels/binary.h"
+
+#include "lockstep/kernels/dispatch.h"
+
+namespace lockstep::kernels {
+
+const char* binaryOpName(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: return "add";
+    case BinaryOp::sub: return "sub";
+    case BinaryOp::mul: return "mul";
+    case BinaryOp::div: return "div";
+  }
+  return "binary";
+}
+
+namespace detail {
+Shape checkBinary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  LOCKSTEP_ENFORCE(a.defined() && b.defined(), ValueError, binaryOpName(op), ": undefined operand");
+  LOCKSTEP_ENFORCE(a.dtype() == b.dtype(), ValueError, binaryOpName(op), ": dtypes ", dtypeName(a.dtype()), " and ",
+                   dtypeName(b.dtype()), " differ (shapes ", shapeToString(a.shape()), " and ",
+                   shapeToString(b.shape()), "); convert one with to() first");
+  return broadcastShapes(a.shape(), b.shape(), binaryOpName(op));
+}
+}  // namespace detail
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  detail::checkBinary(op, a, b);
+  return backendFor(a.dtype()) == Backend::onednn ? onednn::binary(op, a, b) : reference::binary(op, a, b);
+}
+
+Tensor binaryScalar(BinaryOp op, const Tensor& a, double s) {
+  LOCKSTEP_ENFORCE(a.defined(), ValueError, binaryOpName(op), ": undefined operand");
+  return backendFor(a.dtype()) == Backend::onednn ? onednn::binaryScalar(op, a, s)
+                                                  : reference::binaryScalar(op, a, s);
+}
+
+}  // namespace lockstep::kernels

@@ -1,0 +1,37 @@
+#pragma once
+// Broadcasting element-wise arithmetic (numpy rules). Both operands must have the same dtype: a
+// mismatch is a ValueError naming both dtypes (no silent promotion), an incompatible shape one
+// naming the op and both shapes. The result is dense; it keeps an operand's layout (e.g.
+// channels_last) when that operand already has the result's shape.
+#include "lockstep/tensor/tensor.h"
+
+namespace lockstep::kernels {
+
+enum class BinaryOp { add, sub, mul, div };
+
+/// "add", "sub", "mul", "div" (used in error messages).
+const char* binaryOpName(BinaryOp op);
+
+/// a op b with broadcasting.
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+/// a op s for a scalar s (a's dtype).
+Tensor binaryScalar(BinaryOp op, const Tensor& a, double s);
+
+namespace onednn {
+/// oneDNN's binary primitive where it applies (f32, dense operands, only b broadcast), otherwise a
+/// strided loop over the broadcast views.
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+Tensor binaryScalar(BinaryOp op, const Tensor& a, double s);
+}  // namespace onednn
+
+namespace reference {
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+Tensor binaryScalar(BinaryOp op, const Tensor& a, double s);
+}  // namespace reference
+
+namespace detail {
+/// The checks shared by every backend: same dtype, broadcastable shapes. Returns the result shape.
+Shape checkBinary(BinaryOp op, const Tensor& a, const Tensor& b);
+}  // namespace detail
+
+}  // namespace lockstep::kernels

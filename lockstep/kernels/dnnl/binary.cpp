@@ -1,0 +1,203 @@
+// Broadcasting arithmetic: oneDNN's binary primitive (which broadcasts only its second operand)
+// when a jitted implementation exists for the operands' layouts; otherwise our own strided loop,
+// which handles every broadcast and stride pattern and any float dtype.
+#include <dnnl.hpp>
+#include <omp.h>
+
+#include "lockstep/kernels/binary.h"
+#include "lockstep/kernels/dnnl/context.h"
+#include "lockstep/kernels/threads.h"
+#include "lockstep/tensor/strided.h"
+
+namespace lockstep::kernels::onednn {
+
+namespace {
+
+dnnl::algorithm algorithmOf(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: return dnnl::algorithm::binary_add;
+    case BinaryOp::sub: return dnnl::algorithm::binary_sub;
+    case BinaryOp::mul: return dnnl::algorithm::binary_mul;
+    case BinaryOp::div: return dnnl::algorithm::binary_div;
+  }
+  return dnnl::algorithm::binary_add;
+}
+
+template <typename T>
+inline T applyOp(BinaryOp op, T x, T y) {
+  switch (op) {
+    case BinaryOp::add: return x + y;
+    case BinaryOp::sub: return x - y;
+    case BinaryOp::mul: return x * y;
+    case BinaryOp::div: return x / y;
+  }
+  return x;
+}
+
+// One run of n elements; the common stride patterns get their own loops so they vectorise.
+template <typename T, BinaryOp kOp>
+void runLoop(T* y, const T* a, const T* b, int64_t n, int64_t sy, int64_t sa, int64_t sb) {
+  if (sy == 1 && sa == 1 && sb == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = applyOp(kOp, a[i], b[i]);
+  } else if (sy == 1 && sa == 1 && sb == 0) {
+    const T bv = *b;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = applyOp(kOp, a[i], bv);
+  } else if (sy == 1 && sa == 0 && sb == 1) {
+    const T av = *a;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = applyOp(kOp, av, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i * sy] = applyOp(kOp, a[i * sa], b[i * sb]);
+  }
+}
+
+template <typename T, BinaryOp kOp>
+void stridedTyped(const Tensor& y, const Tensor& a, const Tensor& b) {
+  T* py = static_cast<T*>(y.dataPtr());
+  const T* pa = static_cast<const T*>(a.dataPtr());
+  const T* pb = static_cast<const T*>(b.dataPtr());
+  forEachRun<3>(y.shape(), {&y.strides(), &a.strides(), &b.strides()},
+                [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+                  runLoop<T, kOp>(py + off[0], pa + off[1], pb + off[2], n, st[0], st[1], st[2]);
+                });
+}
+
+template <typename T>
+void stridedDispatch(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor& b) {
+  switch (op) {
+    case BinaryOp::add: stridedTyped<T, BinaryOp::add>(y, a, b); break;
+    case BinaryOp::sub: stridedTyped<T, BinaryOp::sub>(y, a, b); break;
+    case BinaryOp::mul: stridedTyped<T, BinaryOp::mul>(y, a, b); break;
+    case BinaryOp::div: stridedTyped<T, BinaryOp::div>(y, a, b); break;
+  }
+}
+
+// y = a op b where a and b are already expanded to y's shape (stride 0 along broadcast dims).
+// Large outputs are split along their longest-stride dim across threads.
+template <typename T>
+void stridedParallel(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor& b) {
+  constexpr int64_t kGrain = 1 << 15;
+  const int threads = numThreads();
+  if (y.numel() < 2 * kGrain || threads == 1 || y.dim() == 0) {
+    stridedDispatch<T>(op, y, a, b);
+    return;
+  }
+  int64_t d = 0;
+  for (int64_t i = 1; i < y.dim(); ++i) {
+    if (y.size(i) > 1 && (y.size(d) <= 1 || y.stride(i) > y.stride(d))) d = i;
+  }
+  const int64_t len = y.size(d);
+  const int64_t chunks = std::min<int64_t>({len, threads, y.numel() / kGrain});
+  if (chunks <= 1) {
+    stridedDispatch<T>(op, y, a, b);
+    return;
+  }
+#pragma omp parallel for num_threads(static_cast<int>(chunks))
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t begin = len * c / chunks, end = len * (c + 1) / chunks;
+    stridedDispatch<T>(op, y.narrow(d, begin, end - begin), a.narrow(d, begin, end - begin),
+                       b.narrow(d, begin, end - begin));
+  }
+}
+
+void strided(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor& b) {
+  switch (y.dtype()) {
+    case DType::f32: stridedParallel<float>(op, y, a, b); break;
+    case DType::f64: stridedParallel<double>(op, y, a, b); break;
+    default: {
+      // Storage-only dtypes compute in f32.
+      Tensor y32 = Tensor::empty(y.shape(), DType::f32);
+      stridedParallel<float>(op, y32, a.to(DType::f32), b.to(DType::f32));
+      Tensor(y).copyFrom(y32);
+    }
+  }
+}
+
+// Pads to rank n with leading size-1 dims (a view).
+Tensor padRank(const Tensor& t, size_t n) {
+  Tensor r = t;
+  while (static_cast<size_t>(r.dim()) < n) r = r.unsqueeze(0);
+  return r;
+}
+
+// Whether oneDNN can compute y = a op b here (a has y's shape; b broadcasts). oneDNN's reference
+// implementation is slower than our loop, so a primitive whose implementation is "ref" is not used.
+bool tryOnednn(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor& b) {
+  if (y.dtype() != DType::f32 || !a.isDense() || !b.isDense()) return false;
+  struct Entry {
+    bool usable = false;
+    dnnl::binary prim;
+  };
+  static PrimitiveCache<Entry> cache;
+  auto ya = memDesc(y), am = memDesc(a), bm = memDesc(b);
+  try {
+    auto& e = cache.get(std::string(binaryOpName(op)) + keyOf(y) + keyOf(a) + keyOf(b), [&] {
+      Entry entry;
+      auto pd = dnnl::binary::primitive_desc(dnnl::binary::desc(algorithmOf(op), am, bm, ya), engine());
+      entry.usable = std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
+      if (entry.usable) entry.prim = dnnl::binary(pd);
+      return entry;
+    });
+    if (!e.usable) return false;
+    e.prim.execute(stream(), {{DNNL_ARG_SRC_0, memory(am, a)}, {DNNL_ARG_SRC_1, memory(bm, b)},
+                              {DNNL_ARG_DST, memory(ya, y)}});
+    stream().wait();
+  } catch (const dnnl::error& err) {
+    rethrow(err, binaryOpName(op));
+  }
+  return true;
+}
+
+}  // namespace
+
+Tensor binary(BinaryOp op, const Tensor& a0, const Tensor& b0) {
+  Shape out = detail::checkBinary(op, a0, b0);
+  Tensor a = padRank(a0, out.size()), b = padRank(b0, out.size());
+  // Keep the layout of an operand that already has the result's shape (e.g. channels_last).
+  Tensor y = a.shape() == out && a.isDense()   ? Tensor::emptyLike(a)
+             : b.shape() == out && b.isDense() ? Tensor::emptyLike(b)
+                                               : Tensor::empty(out, a.dtype());
+  if (y.numel() == 0) return y;
+  const bool commutes = op == BinaryOp::add || op == BinaryOp::mul;
+  bool done = false;
+  if (a.shape() == out) {
+    done = tryOnednn(op, y, a, b);
+  } else if (commutes && b.shape() == out) {
+    done = tryOnednn(op, y, b, a);
+  }
+  if (!done) strided(op, y, a.expand(out), b.expand(out));
+  return y;
+}
+
+Tensor binaryScalar(BinaryOp op, const Tensor& a0, double s) {
+  Tensor a = a0.isDense() ? a0 : a0.contiguous();
+  Tensor y = Tensor::emptyLike(a);
+  if (y.numel() == 0) return y;
+  if (a.dtype() != DType::f32) {
+    Tensor sv = Tensor::scalar(s, a.dtype());
+    strided(op, y, a, sv.expand(a.shape()));
+    return y;
+  }
+  // A dense tensor is a flat buffer here, and the scalar is a runtime operand: one primitive per
+  // element count serves every scalar value.
+  static PrimitiveCache<dnnl::binary> cache;
+  auto md = dnnl::memory::desc({a.numel()}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
+  auto sm = dnnl::memory::desc({1}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
+  float sv = static_cast<float>(s);
+  try {
+    auto& prim = cache.get(std::string(binaryOpName(op)) + std::to_string(a.numel()), [&] {
+      return dnnl::binary(dnnl::binary::primitive_desc(dnnl::binary::desc(algorithmOf(op), md, sm, md), engine()));
+    });
+    prim.execute(stream(), {{DNNL_ARG_SRC_0, memory(md, a)},
+                            {DNNL_ARG_SRC_1, dnnl::memory(sm, engine(), &sv)},
+                            {DNNL_ARG_DST, memory(md, y)}});
+    stream().wait();
+  } catch (const dnnl::error& err) {
+    rethrow(err, binaryOpName(op));
+  }
+  return y;
+}
+
+}  // namespace lockstep::kernels::onednn

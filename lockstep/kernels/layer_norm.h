@@ -1,0 +1,50 @@
+#pragma once
+// Layer normalisation over the trailing dims given by normalized_shape:
+//   y = (x - mean) / sqrt(var + eps) * weight + bias, statistics per leading index.
+// weight and bias have shape normalized_shape, or are undefined (scale 1 / shift 0).
+#include "lockstep/tensor/tensor.h"
+
+namespace lockstep::kernels {
+
+struct LayerNormOutput {
+  Tensor y;         // x's shape, contiguous
+  Tensor mean;      // [rows]: one per leading index; f32 (f64 for f64 inputs)
+  Tensor variance;  // [rows], biased (divides by the normalised element count)
+};
+
+struct LayerNormGrads {
+  Tensor gx;
+  Tensor gweight;  // undefined when weight is
+  Tensor gbias;    // undefined when bias is
+};
+
+LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                 const Tensor& bias, double eps);
+/// Gradients from dL/dy and the forward's input and statistics.
+LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& variance,
+                                 const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                                 double eps);
+
+namespace onednn {
+LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                 const Tensor& bias, double eps);
+LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& variance,
+                                 const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                                 double eps);
+}  // namespace onednn
+
+namespace reference {
+LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                                 const Tensor& bias, double eps);
+LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& variance,
+                                 const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                                 double eps);
+}  // namespace reference
+
+namespace detail {
+/// Validates the arguments (trailing dims of x equal normalized_shape; weight/bias of that shape and
+/// x's dtype). Returns the number of normalised elements per row.
+int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias);
+}  // namespace detail
+
+}  // namespace lockstep::kernels

@@ -1,0 +1,97 @@
+#include "lockstep/kernels/linear.h"
+
+#include <type_traits>
+
+#include "lockstep/kernels/dispatch.h"
+#include "lockstep/tensor/strided.h"
+
+namespace lockstep::kernels {
+
+namespace {
+bool onDnnl(DType t) { return backendFor(t) == Backend::onednn; }
+
+void checkLinear(const char* op, const Tensor& x, const Tensor& weight) {
+  LOCKSTEP_ENFORCE(weight.dim() == 2, ValueError, op, ": weight must be [out, in], got ", shapeToString(weight.shape()));
+  LOCKSTEP_ENFORCE(x.dim() >= 1 && x.size(x.dim() - 1) == weight.size(1), ValueError, op, ": input ",
+                   shapeToString(x.shape()), " does not end in in_features of weight ", shapeToString(weight.shape()));
+  LOCKSTEP_ENFORCE(x.dtype() == weight.dtype(), ValueError, op, ": input dtype ", dtypeName(x.dtype()),
+                   " differs from weight dtype ", dtypeName(weight.dtype()));
+}
+
+Tensor transposeLast(const Tensor& t) { return t.transpose(t.dim() - 2, t.dim() - 1); }
+}  // namespace
+
+Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  checkLinear("linear", x, weight);
+  if (bias.defined()) {
+    LOCKSTEP_ENFORCE(bias.dim() == 1 && bias.size(0) == weight.size(0) && bias.dtype() == weight.dtype(),
+                     ValueError, "linear: bias ", bias.describe(), " does not match weight ", weight.describe());
+  }
+  return onDnnl(x.dtype()) ? onednn::linearForward(x, weight, bias) : reference::linearForward(x, weight, bias);
+}
+
+Tensor linearBackwardData(const Tensor& gy, const Tensor& weight) {
+  LOCKSTEP_ENFORCE(weight.dim() == 2 && gy.dim() >= 1 && gy.size(gy.dim() - 1) == weight.size(0), ValueError,
+                   "linear backward: gradient ", shapeToString(gy.shape()), " does not end in out_features of weight ",
+                   shapeToString(weight.shape()));
+  return onDnnl(gy.dtype()) ? onednn::linearBackwardData(gy, weight) : reference::linearBackwardData(gy, weight);
+}
+
+std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& x, bool with_bias) {
+  Shape lead_gy(gy.shape().begin(), gy.shape().end() - 1), lead_x(x.shape().begin(), x.shape().end() - 1);
+  LOCKSTEP_ENFORCE(gy.dim() >= 1 && x.dim() == gy.dim() && lead_gy == lead_x, ValueError,
+                   "linear backward: gradient ", shapeToString(gy.shape()), " does not match input ",
+                   shapeToString(x.shape()));
+  return onDnnl(x.dtype()) ? onednn::linearBackwardWeights(gy, x, with_bias)
+                           : reference::linearBackwardWeights(gy, x, with_bias);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  LOCKSTEP_ENFORCE(a.dim() >= 2 && b.dim() >= 2, ValueError, "matmul: operands need >= 2 dims, got ",
+                   shapeToString(a.shape()), " and ", shapeToString(b.shape()));
+  LOCKSTEP_ENFORCE(a.size(a.dim() - 1) == b.size(b.dim() - 2), ValueError, "matmul: shapes ",
+                   shapeToString(a.shape()), " and ", shapeToString(b.shape()), " cannot be multiplied");
+  LOCKSTEP_ENFORCE(a.dtype() == b.dtype(), ValueError, "matmul: dtypes ", dtypeName(a.dtype()), " and ",
+                   dtypeName(b.dtype()), " differ");
+  broadcastShapes(Shape(a.shape().begin(), a.shape().end() - 2), Shape(b.shape().begin(), b.shape().end() - 2),
+                  "matmul");
+  return onDnnl(a.dtype()) ? onednn::matmul(a, b) : reference::matmul(a, b);
+}
+
+std::pair<Tensor, Tensor> matmulBackward(const Tensor& gy, const Tensor& a, const Tensor& b, bool need_a,
+                                         bool need_b) {
+  Tensor ga, gb;
+  if (need_a) ga = sumToShape(matmul(gy, transposeLast(b)), a.shape());
+  if (need_b) {
+    if (b.dim() == 2 && a.dim() > 2) {
+      // Every batch shares b: one GEMM over the flattened batch instead of a batched GEMM + reduction.
+      const int64_t k = a.size(a.dim() - 1), n = b.size(1);
+      gb = matmul(transposeLast(a.reshape({-1, k})), gy.reshape({-1, n}));
+    } else {
+      gb = sumToShape(matmul(transposeLast(a), gy), b.shape());
+    }
+  }
+  return {ga, gb};
+}
+
+Tensor sumToShape(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  Tensor out = Tensor::zeros(shape, t.dtype());
+  Tensor acc = out.expand(t.shape());  // stride 0 along the broadcast dims: the loop sums into them
+  visitDType(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      T* d = out.data<T>();
+      const T* s = t.data<T>();
+      forEachRun<2>(t.shape(), {&acc.strides(), &t.strides()},
+                    [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+                      for (int64_t i = 0; i < n; ++i) d[off[0] + i * st[0]] += s[off[1] + i * st[1]];
+                    });
+    } else {
+      throw NotSupportedError(std::string("sumToShape: dtype ") + dtypeName(t.dtype()) + " is not supported");
+    }
+  });
+  return out;
+}
+
+}  // namespace lockstep::kernels

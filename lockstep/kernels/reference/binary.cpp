@@ -1,0 +1,40 @@
+// Plain loops in double precision: the ground truth the fast kernels are tested against.
+#include "lockstep/kernels/binary.h"
+
+namespace lockstep::kernels::reference {
+
+namespace {
+double apply(BinaryOp op, double x, double y) {
+  switch (op) {
+    case BinaryOp::add: return x + y;
+    case BinaryOp::sub: return x - y;
+    case BinaryOp::mul: return x * y;
+    case BinaryOp::div: return x / y;
+  }
+  return 0.0;
+}
+}  // namespace
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  Shape out = detail::checkBinary(op, a, b);
+  // expand() gives stride-0 views along broadcast dims; the contiguous f64 copies make the loop flat.
+  Tensor ad = a.expand(out).to(DType::f64).contiguous();
+  Tensor bd = b.expand(out).to(DType::f64).contiguous();
+  Tensor y = Tensor::empty(out, DType::f64);
+  const double* pa = ad.data<double>();
+  const double* pb = bd.data<double>();
+  double* py = y.data<double>();
+  for (int64_t i = 0; i < y.numel(); ++i) py[i] = apply(op, pa[i], pb[i]);
+  return y.to(a.dtype());
+}
+
+Tensor binaryScalar(BinaryOp op, const Tensor& a, double s) {
+  Tensor ad = a.to(DType::f64).contiguous();
+  Tensor y = Tensor::empty(a.shape(), DType::f64);
+  const double* pa = ad.data<double>();
+  double* py = y.data<double>();
+  for (int64_t i = 0; i < y.numel(); ++i) py[i] = apply(op, pa[i], s);
+  return y.to(a.dtype());
+}
+
+}  // namespace lockstep::kernels::reference

@@ -1,0 +1,44 @@
+// Plain loops in double precision: the ground truth the fast kernels are tested against.
+#include <cmath>
+
+#include "lockstep/kernels/unary.h"
+
+namespace lockstep::kernels::reference {
+
+Tensor unary(UnaryOp op, const Tensor& x, double p) {
+  Tensor xd = x.to(DType::f64).contiguous();
+  Tensor y = Tensor::empty(x.shape(), DType::f64);
+  const double* px = xd.data<double>();
+  double* py = y.data<double>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double v = px[i];
+    switch (op) {
+      case UnaryOp::neg: py[i] = -v; break;
+      case UnaryOp::exp: py[i] = std::exp(v); break;
+      case UnaryOp::log: py[i] = std::log(v); break;
+      case UnaryOp::sqrt: py[i] = std::sqrt(v); break;
+      case UnaryOp::pow: py[i] = std::pow(v, p); break;
+    }
+  }
+  return y.to(x.dtype());
+}
+
+Tensor unaryBackward(UnaryOp op, const Tensor& gy, const Tensor& saved, double p) {
+  Tensor g = gy.to(DType::f64).contiguous(), s = saved.to(DType::f64).contiguous();
+  Tensor gx = Tensor::empty(saved.shape(), DType::f64);
+  const double* pg = g.data<double>();
+  const double* ps = s.data<double>();
+  double* px = gx.data<double>();
+  for (int64_t i = 0; i < gx.numel(); ++i) {
+    switch (op) {
+      case UnaryOp::neg: px[i] = -pg[i]; break;
+      case UnaryOp::exp: px[i] = pg[i] * ps[i]; break;           // saved = y = exp(x)
+      case UnaryOp::log: px[i] = pg[i] / ps[i]; break;           // saved = x
+      case UnaryOp::sqrt: px[i] = pg[i] / (2.0 * ps[i]); break;  // saved = y = sqrt(x)
+      case UnaryOp::pow: px[i] = pg[i] * p * std::pow(ps[i], p - 1.0); break;
+    }
+  }
+  return gx.to(saved.dtype());
+}
+
+}  // namespace lockstep::kernels::reference

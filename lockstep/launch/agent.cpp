@@ -1,0 +1,265 @@
+#include "lockstep/launch/agent.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "lockstep/launch/failure_report.h"
+#include "lockstep/launch/orphan_reaper.h"
+#include "lockstep/launch/rendezvous.h"
+#include "lockstep/launch/signal_watcher.h"
+#include "lockstep/launch/worker_env.h"
+#include "lockstep/launch/worker_group.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::launch {
+
+namespace {
+
+using Ms = std::chrono::milliseconds;
+
+Ms toMs(double seconds) { return Ms(static_cast<int64_t>(seconds * 1000.0)); }
+
+std::string hostName() {
+  if (const char* h = std::getenv("LOCKSTEP_HOSTNAME"); h != nullptr && *h != '\0') return h;
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string randomRunId() {
+  std::random_device rd;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
+}
+
+}  // namespace
+
+Agent::Agent(const LaunchOptions& options) : options_(options), host_(hostName()) {
+  if (options_.run_id.empty()) options_.run_id = randomRunId();
+  program_path_ = resolveProgram(options_.program, std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
+  if (!options_.log_dir.empty()) {
+    run_dir_ = options_.log_dir + "/" + options_.run_id;
+    makeDirs(run_dir_);
+  } else {
+    std::string tmpl = (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : std::string("/tmp")) +
+                       "/lockstep-run-XXXXXX";
+    LOCKSTEP_ENFORCE(::mkdtemp(tmpl.data()) != nullptr, IoError, "cannot create a directory like ", tmpl,
+                     " for the workers' error files; set TMPDIR to a writable directory");
+    run_dir_ = tmpl;
+    // --redirects/--tee without --log-dir keep their files there (torchrun does the same).
+    remove_run_dir_ = !options_.redirects.any() && !options_.tee.any();
+  }
+}
+
+Agent::~Agent() {
+  if (remove_run_dir_) {
+    std::error_code ec;
+    std::filesystem::remove_all(run_dir_, ec);
+  }
+}
+
+void Agent::log(const std::string& line) const {
+  std::string s = "[lockstep run] " + line + "\n";
+  ssize_t r = ::write(STDERR_FILENO, s.data(), s.size());
+  (void)r;
+}
+
+std::string Agent::attemptDir(int attempt, int rank) const {
+  return run_dir_ + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(rank);
+}
+
+int Agent::run() {
+  ::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the agent; workers get SIG_DFL back
+  becomeSubreaper();
+  RendezvousOptions ro;
+  ro.master_addr = options_.master_addr;
+  ro.master_port = options_.master_port;
+  ro.nnodes = options_.nnodes;
+  ro.node_rank = options_.nnodes == 1 ? std::optional<int>(0) : options_.node_rank;
+  ro.run_id = options_.run_id;
+  ro.timeout = toMs(options_.rdzv_timeout_s);
+  ro.hostname = host_;
+  // The store comes first: a Ctrl-C while connecting simply ends the agent (no workers yet).
+  Rendezvous rdzv(ro);
+  options_.master_port = rdzv.port();
+  SignalWatcher signals;
+  auto interrupted = [&] { return signals.terminationSignal() != 0; };
+  for (int attempt = 0;; ++attempt) {
+    std::optional<RendezvousResult> r;
+    try {
+      r = rdzv.join(attempt, options_.nproc_per_node, interrupted);
+    } catch (const TimeoutError& e) {
+      log(std::string("error: ") + e.what());
+      return kJobFailed;
+    }
+    if (!r) return 128 + signals.terminationSignal();
+    Outcome outcome = runAttempt(attempt, rdzv, *r, signals);
+    if (outcome == Outcome::kSucceeded) {
+      rdzv.leave(attempt, std::chrono::seconds(10));
+      return kJobSucceeded;
+    }
+    if (outcome == Outcome::kInterrupted) {
+      log("stopped by " + signalName(interrupt_signal_) + "; all workers were stopped");
+      try {
+        rdzv.leave(attempt, std::chrono::seconds(2));
+      } catch (const Error&) {
+      }
+      return 128 + interrupt_signal_;
+    }
+    bool can_restart = outcome == Outcome::kFailed && attempt < options_.max_restarts;
+    writeReport(can_restart ? "attempt " + std::to_string(attempt) + " failed; restarting the group (restart " +
+                                  std::to_string(attempt + 1) + " of " + std::to_string(options_.max_restarts) + ")"
+                            : "job failed (run id '" + options_.run_id + "', attempt " + std::to_string(attempt) +
+                                  ", " + std::to_string(options_.max_restarts) + " restarts allowed)",
+                report_);
+    if (!can_restart) {
+      try {
+        rdzv.leave(attempt, std::chrono::seconds(5));
+      } catch (const Error&) {
+      }
+      return kJobFailed;
+    }
+  }
+}
+
+void Agent::writeReport(const std::string& headline, const std::string& body) {
+  std::string s = "[lockstep run] " + headline + "\n" + body;
+  if (!s.empty() && s.back() != '\n') s += "\n";
+  ssize_t r = ::write(STDERR_FILENO, s.data(), s.size());
+  (void)r;
+}
+
+Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const RendezvousResult& r,
+                                 SignalWatcher& signals) {
+  const auto base_env = currentEnvironment();
+  std::vector<WorkerSpec> specs;
+  for (int lr = 0; lr < r.layout.local_world_size; ++lr) {
+    WorkerSpec s;
+    s.local_rank = lr;
+    s.rank = r.layout.first_rank + lr;
+    std::string dir = attemptDir(attempt, s.rank);
+    makeDirs(dir);
+    s.error_file = dir + "/error.json";
+    WorkerEnvSpec es;
+    es.layout = r.layout;
+    es.local_rank = lr;
+    es.master_addr = options_.master_addr;
+    es.master_port = options_.master_port;
+    es.run_id = options_.run_id;
+    es.restart_count = attempt;
+    es.max_restarts = options_.max_restarts;
+    es.error_file = s.error_file;
+    s.process.path = program_path_;
+    s.process.argv.push_back(options_.program);
+    for (const auto& a : options_.program_args) s.process.argv.push_back(a);
+    s.process.env = toEnvStrings(buildWorkerEnv(base_env, es));
+    int redirect = options_.redirects.forLocalRank(lr);
+    int files = redirect | options_.tee.forLocalRank(lr) | (options_.log_dir.empty() ? 0 : kStdout | kStderr);
+    if (files & kStdout) {
+      OutputSinkOptions o;
+      o.file_path = dir + "/stdout.log";
+      o.console_fd = (redirect & kStdout) ? -1 : STDOUT_FILENO;
+      s.process.stdout_sink = o;
+    }
+    OutputSinkOptions e;  // stderr is always piped: its tail goes into the failure report
+    if (files & kStderr) e.file_path = dir + "/stderr.log";
+    e.console_fd = (redirect & kStderr) ? -1 : STDERR_FILENO;
+    s.process.stderr_sink = e;
+    specs.push_back(std::move(s));
+  }
+  WorkerGroup group;
+  group.start(std::move(specs));
+  const Ms grace = toMs(options_.grace_period_s);
+  const Ms interval = toMs(options_.monitor_interval_s);
+  const bool multi_node = options_.nnodes > 1;
+  auto next_check = std::chrono::steady_clock::now() + interval;
+  for (;;) {
+    group.waitForEvents(signals.fd(), multi_node ? interval : Ms(1000));
+    if (int sig = signals.drain(); sig != 0) {
+      interrupt_signal_ = sig;
+      try {
+        rdzv.publishShutdown("the agent on host '" + host_ + "' was stopped by " + signalName(sig));
+      } catch (const Error&) {
+      }
+      group.stop(sig, grace, signals.fd());
+      return Outcome::kInterrupted;
+    }
+    auto failed = group.reap();
+    if (!failed.empty()) {
+      WorkerFailure f = group.failureOf(failed.front(), r.layout.group_rank, host_);
+      report_ = formatRootCause(f);
+      try {
+        if (!rdzv.publishFailure(attempt, report_)) {
+          if (auto first = rdzv.failure(attempt)) report_ = *first;  // another node failed first
+        }
+      } catch (const Error& e) {
+        report_ += "(could not tell the other nodes: " + std::string(e.what()) + ")\n";
+      }
+      group.stop(SIGTERM, grace, signals.fd());
+      return Outcome::kFailed;
+    }
+    if (group.allSucceeded()) return awaitOtherNodes(attempt, rdzv, group, signals);
+    if (multi_node && std::chrono::steady_clock::now() >= next_check) {
+      next_check = std::chrono::steady_clock::now() + interval;
+      try {
+        if (auto why = rdzv.shutdown()) {
+          report_ = "the job was stopped: " + *why + "\n";
+          return stopForRemote(group, signals, Outcome::kStopped);
+        }
+        if (auto remote = rdzv.failure(attempt)) {
+          report_ = *remote;
+          return stopForRemote(group, signals, Outcome::kFailed);
+        }
+      } catch (const Error& e) {
+        report_ = "lost contact with the rendezvous store at " + options_.master_addr + ":" +
+                  std::to_string(options_.master_port) + ": " + e.what() + "\n";
+        return stopForRemote(group, signals, Outcome::kStopped);
+      }
+    }
+  }
+}
+
+Agent::Outcome Agent::stopForRemote(WorkerGroup& group, SignalWatcher& signals, Outcome outcome) {
+  group.stop(SIGTERM, toMs(options_.grace_period_s), signals.fd());
+  return outcome;
+}
+
+Agent::Outcome Agent::awaitOtherNodes(int attempt, Rendezvous& rdzv, WorkerGroup& group,
+                                      SignalWatcher& signals) {
+  // Descendants a successful worker left behind die with the attempt.
+  group.stop(SIGTERM, toMs(options_.grace_period_s), signals.fd());
+  try {
+    rdzv.markSucceeded(attempt);
+    const Ms interval = toMs(options_.monitor_interval_s);
+    for (;;) {
+      if (rdzv.allSucceeded(attempt)) return Outcome::kSucceeded;
+      if (auto why = rdzv.shutdown()) {
+        report_ = "the job was stopped: " + *why + "\n";
+        return Outcome::kStopped;
+      }
+      if (auto remote = rdzv.failure(attempt)) {
+        report_ = *remote;
+        return Outcome::kFailed;
+      }
+      if (int sig = signals.drain(); sig != 0) {
+        interrupt_signal_ = sig;
+        rdzv.publishShutdown("the agent on host '" + host_ + "' was stopped by " + signalName(sig));
+        return Outcome::kInterrupted;
+      }
+      group.waitForEvents(signals.fd(), std::min(interval, Ms(50)));
+    }
+  } catch (const Error& e) {
+    report_ = "this node's workers succeeded, but the rendezvous store at " + options_.master_addr + ":" +
+              std::to_string(options_.master_port) + " was lost before every node finished: " + e.what() + "\n";
+    return Outcome::kStopped;
+  }
+}
+
+}  // namespace lockstep::launch

@@ -1,0 +1,52 @@
+#pragma once
+// The agent behind `lockstep run`: one per node. It rendezvouses with the other nodes' agents,
+// starts this node's workers, watches them, and on the first failure anywhere stops every
+// worker of the job, reports the root cause and restarts the whole group while restarts remain.
+#include <string>
+
+#include "lockstep/launch/launch_options.h"
+
+namespace lockstep::launch {
+
+class Rendezvous;
+struct RendezvousResult;
+class SignalWatcher;
+class WorkerGroup;
+
+/// Exit codes of run(): kJobFailed when workers failed (after all restarts) or the rendezvous
+/// failed, 128 + N when the agent was stopped by signal N.
+constexpr int kJobSucceeded = 0;
+constexpr int kJobFailed = 1;
+
+class Agent {
+ public:
+  /// The program is resolved on PATH here (ValueError when it cannot be found).
+  explicit Agent(const LaunchOptions& options);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  /// Runs the job to its end and returns the process exit code. Blocks; installs handlers for
+  /// SIGCHLD/SIGINT/SIGTERM/SIGHUP for its duration. No worker or descendant of one is left
+  /// running when it returns.
+  int run();
+
+ private:
+  enum class Outcome { kSucceeded, kFailed, kInterrupted, kStopped };
+  Outcome runAttempt(int attempt, Rendezvous& rdzv, const RendezvousResult& r, SignalWatcher& signals);
+  Outcome awaitOtherNodes(int attempt, Rendezvous& rdzv, WorkerGroup& group, SignalWatcher& signals);
+  Outcome stopForRemote(WorkerGroup& group, SignalWatcher& signals, Outcome outcome);
+  void writeReport(const std::string& headline, const std::string& body);
+  void log(const std::string& line) const;
+  std::string attemptDir(int attempt, int rank) const;
+
+  LaunchOptions options_;
+  std::string program_path_;
+  std::string host_;
+  std::string run_dir_;        // error files (and logs with --log-dir) live under it
+  bool remove_run_dir_ = false;
+  int interrupt_signal_ = 0;
+  std::string report_;         // the root cause of the last failed attempt
+};
+
+}  // namespace lockstep::launch

@@ -1,0 +1,207 @@
+#include "lockstep/launch/rendezvous.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "lockstep/comm/prefix_store.h"
+#include "lockstep/comm/tcp_store.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::launch {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPollPause = std::chrono::milliseconds(5);
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+bool portInUse(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  bool in_use = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno == EADDRINUSE;
+  ::close(fd);
+  return in_use;
+}
+
+std::string randomToken() {
+  std::random_device rd;
+  std::ostringstream os;
+  os << std::hex << rd() << rd();
+  return os.str();
+}
+
+}  // namespace
+
+bool isLocalAddress(const std::string& addr) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(addr.c_str(), nullptr, &hints, &res) != 0) return false;
+  bool local = false;
+  for (addrinfo* ai = res; ai != nullptr && !local; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    local = ::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0;  // port 0 in the resolved address
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return local;
+}
+
+Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options), token_(randomToken()) {
+  bool want_host = options_.nnodes == 1 || (options_.node_rank && *options_.node_rank == 0) ||
+                   (!options_.node_rank && isLocalAddress(options_.master_addr));
+  comm::TCPStoreOptions so;
+  so.host = options_.master_addr;
+  so.port = static_cast<uint16_t>(options_.master_port);
+  so.timeout = options_.timeout;
+  std::shared_ptr<comm::TCPStore> tcp;
+  if (want_host) {
+    so.is_server = true;
+    try {
+      tcp = std::make_shared<comm::TCPStore>(so);
+      hosts_ = true;
+    } catch (const IoError& e) {
+      bool in_use = options_.master_port != 0 && portInUse(options_.master_port);
+      // In arrival mode another local agent may host it already: join that one.
+      if (!(in_use && !options_.node_rank && options_.nnodes > 1)) {
+        LOCKSTEP_ENFORCE(!in_use, ValueError, "master port ", options_.master_port,
+                         " is already in use on this host, so the rendezvous store cannot start there;"
+                         " choose another --master-port, use --standalone for a free one, or stop the"
+                         " process that holds it");
+        throw;
+      }
+    }
+  }
+  if (!tcp) {
+    LOCKSTEP_ENFORCE(options_.master_port != 0, ValueError,
+                     "a node that does not host the store needs --master-port or --rdzv-endpoint");
+    so.is_server = false;
+    tcp = std::make_shared<comm::TCPStore>(so);
+  }
+  // After connecting, operations should fail fast when the host is gone.
+  tcp->setTimeout(std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(30)));
+  port_ = tcp->port();
+  tcp_ = tcp.get();
+  base_ = tcp;
+  store_ = std::make_shared<comm::PrefixStore>("lockstep/run/" + options_.run_id, base_);
+}
+
+Rendezvous::Rendezvous(const RendezvousOptions& options, std::shared_ptr<comm::Store> store)
+    : options_(options), base_(std::move(store)), port_(options.master_port), token_(randomToken()) {
+  store_ = std::make_shared<comm::PrefixStore>("lockstep/run/" + options_.run_id, base_);
+}
+
+std::string Rendezvous::key(int round, const std::string& name) const {
+  return "round" + std::to_string(round) + "/" + name;
+}
+
+std::optional<RendezvousResult> Rendezvous::join(int round, int nproc,
+                                                 const std::function<bool()>& interrupted) {
+  const int n = options_.nnodes;
+  if (!group_rank_) {
+    if (options_.node_rank) {
+      group_rank_ = options_.node_rank;
+    } else {
+      int64_t arrival = store_->add(key(round, "arrived"), 1) - 1;
+      LOCKSTEP_ENFORCE(arrival < n, ValueError, "more than --nnodes=", n, " agents joined rendezvous '",
+                       options_.run_id, "' at ", options_.master_addr, ":", port_,
+                       "; is another job using the same --rdzv-id and endpoint?");
+      group_rank_ = static_cast<int>(arrival);
+    }
+  }
+  const int g = *group_rank_;
+  std::string mine = std::to_string(nproc) + "\n" + options_.hostname + "\n" + token_;
+  auto now = text(store_->compareSet(key(round, "node/" + std::to_string(g)), {}, bytes(mine)));
+  if (now != mine) {
+    std::istringstream in(now);
+    std::string other_nproc, other_host;
+    std::getline(in, other_nproc);
+    std::getline(in, other_host);
+    throw ValueError("node rank " + std::to_string(g) + " of rendezvous '" + options_.run_id +
+                     "' is already taken by host '" + other_host +
+                     "'; give every host a distinct --node-rank (or omit it everywhere)");
+  }
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; ++i) keys.push_back(key(round, "node/" + std::to_string(i)));
+  auto deadline = Clock::now() + options_.timeout;
+  while (!store_->check(keys)) {
+    if (interrupted && interrupted()) return std::nullopt;
+    if (Clock::now() >= deadline) {
+      std::string present, missing;
+      for (int i = 0; i < n; ++i) {
+        std::string& list = store_->check({keys[static_cast<size_t>(i)]}) ? present : missing;
+        list += (list.empty() ? "" : ", ") + std::to_string(i);
+      }
+      throw TimeoutError("rendezvous '" + options_.run_id + "' at " + options_.master_addr + ":" +
+                         std::to_string(port_) + " timed out after " +
+                         std::to_string(options_.timeout.count() / 1000.0).substr(0, 6) + " s: " +
+                         "node ranks present: " + (present.empty() ? "none" : present) +
+                         "; missing: " + missing + " (of --nnodes=" + std::to_string(n) +
+                         "). Start `lockstep run` on every host with the same --nnodes, --rdzv-id and "
+                         "--rdzv-endpoint/--master-addr, or raise --rdzv-timeout");
+    }
+    std::this_thread::sleep_for(kPollPause);
+  }
+  RendezvousResult r;
+  std::vector<int> nprocs;
+  for (const auto& k : keys) {
+    std::istringstream in(store_->getString(k));
+    std::string count, host;
+    std::getline(in, count);
+    std::getline(in, host);
+    nprocs.push_back(std::stoi(count));
+    r.hosts.push_back(host);
+  }
+  r.layout = computeRankLayout(nprocs, g);
+  return r;
+}
+
+bool Rendezvous::publishFailure(int round, const std::string& report) {
+  auto now = store_->compareSet(key(round, "failure"), {}, bytes(report));
+  return text(now) == report;
+}
+
+std::optional<std::string> Rendezvous::failure(int round) {
+  std::string k = key(round, "failure");
+  if (!store_->check({k})) return std::nullopt;
+  return store_->getString(k);
+}
+
+void Rendezvous::publishShutdown(const std::string& why) { store_->compareSet("shutdown", {}, bytes(why)); }
+
+std::optional<std::string> Rendezvous::shutdown() {
+  if (!store_->check({"shutdown"})) return std::nullopt;
+  return store_->getString("shutdown");
+}
+
+void Rendezvous::markSucceeded(int round) { store_->add(key(round, "succeeded"), 1); }
+
+bool Rendezvous::allSucceeded(int round) { return store_->add(key(round, "succeeded"), 0) >= options_.nnodes; }
+
+void Rendezvous::leave(int round, std::chrono::milliseconds linger) {
+  int64_t left = store_->add(key(round, "left"), 1);
+  if (!hosts_) return;
+  auto deadline = Clock::now() + linger;
+  while (left < options_.nnodes && Clock::now() < deadline) {
+    std::this_thread::sleep_for(kPollPause);
+    left = store_->add(key(round, "left"), 0);
+  }
+}
+
+}  // namespace lockstep::launch

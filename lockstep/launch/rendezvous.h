@@ -1,0 +1,87 @@
+#pragma once
+// How the agents of one job (one per node) find each other and stay in step, through a TCPStore
+// hosted by the master agent: per attempt ("round") they agree on node ranks and worker counts,
+// publish the first failure so every node stops and restarts together, and wait for each
+// other before the host takes the store down. Keys live under "lockstep/run/RUN_ID/".
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lockstep/comm/store.h"
+#include "lockstep/launch/worker_env.h"
+
+namespace lockstep::launch {
+
+struct RendezvousOptions {
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;             ///< 0: the host picks a free port (--standalone).
+  int nnodes = 1;
+  std::optional<int> node_rank;        ///< Unset: assigned by arrival order in the first round.
+  std::string run_id = "none";
+  std::chrono::milliseconds timeout{std::chrono::seconds(900)};  ///< For all nodes to arrive.
+  std::string hostname;                ///< This node's name, shown in reports.
+};
+
+/// The agreement reached by one round.
+struct RendezvousResult {
+  RankLayout layout;
+  std::vector<std::string> hosts;  ///< Index: node rank.
+};
+
+/// Not thread-safe: one agent thread drives it. join() is collective over the nodes.
+class Rendezvous {
+ public:
+  /// Hosts the store when this node is the master (node rank 0; in arrival mode, when
+  /// master_addr is an address of this machine and the port is free), else connects to it,
+  /// retrying until options.timeout. ValueError when the master port is already in use.
+  explicit Rendezvous(const RendezvousOptions& options);
+  /// Over an existing store (tests, with a HashStore shared by threads).
+  Rendezvous(const RendezvousOptions& options, std::shared_ptr<comm::Store> store);
+
+  /// The port of the store (the chosen one with --standalone).
+  int port() const { return port_; }
+  bool hostsStore() const { return tcp_ != nullptr && hosts_; }
+  /// The store itself (un-prefixed), for the host to keep alive.
+  const std::shared_ptr<comm::Store>& store() const { return base_; }
+
+  /// Collective: announces this node's worker count for `round` and waits for every node.
+  /// `interrupted` is polled while waiting; nullopt when it returned true. TimeoutError naming
+  /// the missing node ranks after options.timeout; ValueError when two nodes claim the same node
+  /// rank or more than nnodes join.
+  std::optional<RendezvousResult> join(int round, int nproc, const std::function<bool()>& interrupted);
+
+  /// Records the root cause of round's failure; only the first report is kept. True when this
+  /// call's report was the first.
+  bool publishFailure(int round, const std::string& report);
+  /// The first failure report of round, if any node published one.
+  std::optional<std::string> failure(int round);
+  /// Tells every node to stop for good (no restart): an agent was interrupted.
+  void publishShutdown(const std::string& why);
+  std::optional<std::string> shutdown();
+  /// Counts this node as done with round; allSucceeded says when every node is.
+  void markSucceeded(int round);
+  bool allSucceeded(int round);
+  /// Counts this node out. The host then waits (up to `linger`) for the others, so that they can
+  /// still read the final keys before its store goes away.
+  void leave(int round, std::chrono::milliseconds linger);
+
+ private:
+  std::string key(int round, const std::string& name) const;
+
+  RendezvousOptions options_;
+  std::shared_ptr<comm::Store> base_;  // the TCPStore (or a test's store)
+  std::shared_ptr<comm::Store> store_;  // base_ under the run's prefix
+  comm::Store* tcp_ = nullptr;
+  bool hosts_ = false;
+  int port_ = 0;
+  std::optional<int> group_rank_;
+  std::string token_;
+};
+
+/// True when addr resolves to an address of this machine (it can be bound).
+bool isLocalAddress(const std::string& addr);
+
+}  // namespace lockstep::launch

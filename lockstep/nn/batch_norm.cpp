@@ -1,0 +1,52 @@
+#include "lockstep/nn/batch_norm.h"
+
+#include "lockstep/autograd/ops/conv.h"
+
+namespace lockstep::nn {
+
+BatchNorm2d::BatchNorm2d(const BatchNorm2dOptions& options) : Module("BatchNorm2d"), options_(options) {
+  LOCKSTEP_ENFORCE(options.num_features > 0, ValueError, "BatchNorm2d: num_features must be positive, got ",
+                   options.num_features);
+  const int64_t c = options.num_features;
+  if (options.affine) {
+    weight_ = registerParameter("weight", Tensor::ones({c}));
+    bias_ = registerParameter("bias", Tensor::zeros({c}));
+  }
+  if (options.track_running_stats) {
+    registerBuffer("running_mean", Tensor::zeros({c}));
+    registerBuffer("running_var", Tensor::ones({c}));
+    registerBuffer("num_batches_tracked", Tensor::scalar(0, DType::i64));
+  }
+}
+
+int64_t BatchNorm2d::numBatchesTracked() {
+  return options_.track_running_stats ? buffer("num_batches_tracked").item<int64_t>() : 0;
+}
+
+Variable BatchNorm2d::forward(const Variable& x) {
+  LOCKSTEP_ENFORCE(x.dim() == 4 && x.size(1) == options_.num_features, ValueError, "BatchNorm2d(",
+                   options_.num_features, "): expected input [N, ", options_.num_features, ", H, W], got ",
+                   shapeToString(x.shape()));
+  autograd::BatchNormOptions o;
+  o.training = isTraining() || !options_.track_running_stats;
+  o.momentum = options_.momentum;
+  o.eps = options_.eps;
+  Tensor mean, var;
+  if (options_.track_running_stats) {
+    mean = buffer("running_mean");
+    var = buffer("running_var");
+    if (isTraining()) {
+      Tensor& n = buffer("num_batches_tracked");
+      n.fill(static_cast<double>(n.item<int64_t>() + 1));
+    }
+  }
+  return autograd::batchNorm2d(x, weight_, bias_, mean, var, o);
+}
+
+std::string BatchNorm2d::extraRepr() const {
+  return detail::concat(options_.num_features, ", eps=", options_.eps, ", momentum=", options_.momentum,
+                        ", affine=", options_.affine ? "true" : "false",
+                        ", track_running_stats=", options_.track_running_stats ? "true" : "false");
+}
+
+}  // namespace lockstep::nn

@@ -1,0 +1,30 @@
+#pragma once
+// LayerNorm (torch.nn.LayerNorm): normalises over the trailing dims given by normalized_shape, with
+// learnable weight (1) and bias (0) of that shape when elementwise_affine.
+#include "lockstep/nn/module.h"
+
+namespace lockstep::nn {
+
+struct LayerNormOptions {
+  Shape normalized_shape;
+  double eps = 1e-5;
+  bool elementwise_affine = true;
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(const LayerNormOptions& options);
+  Variable forward(const Variable& x) override;
+  std::string extraRepr() const override;
+
+  const Variable& weight() const { return weight_; }
+  const Variable& bias() const { return bias_; }
+  const LayerNormOptions& options() const { return options_; }
+
+ private:
+  LayerNormOptions options_;
+  Variable weight_;
+  Variable bias_;
+};
+
+}  // namespace lockstep::nn

@@ -1,0 +1,151 @@
+#include "lockstep/train/safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "lockstep/util/file.h"
+
+namespace lockstep::train {
+
+namespace {
+
+const char* stName(DType t) {
+  switch (t) {
+    case DType::f32: return "F32";
+    case DType::f64: return "F64";
+    case DType::bf16: return "BF16";
+    case DType::f16: return "F16";
+    case DType::i32: return "I32";
+    case DType::i64: return "I64";
+    case DType::u8: return "U8";
+  }
+  return "?";
+}
+
+bool stDType(const std::string& s, DType* out) {
+  static const std::pair<const char*, DType> kMap[] = {{"F32", DType::f32}, {"F64", DType::f64}, {"BF16", DType::bf16},
+                                                       {"F16", DType::f16}, {"I32", DType::i32}, {"I64", DType::i64},
+                                                       {"U8", DType::u8}};
+  for (const auto& [n, t] : kMap) {
+    if (s == n) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+const Tensor& SafetensorsFile::at(const std::string& name) const {
+  for (const auto& [n, t] : tensors) {
+    if (n == name) return t;
+  }
+  throw IoError("safetensors file '" + path + "' has no tensor named '" + name + "'");
+}
+
+std::string encodeSafetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  std::set<std::string> seen;
+  for (const auto& [name, t] : tensors) {
+    LOCKSTEP_ENFORCE(seen.insert(name).second, ValueError, "safetensors: tensor name '", name, "' appears twice");
+    LOCKSTEP_ENFORCE(name != "__metadata__", ValueError, "safetensors: '__metadata__' is reserved");
+    uint64_t n = t.nbytes();
+    header[name] = {{"dtype", stName(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+  }
+  std::string h = header.dump();
+  while ((h.size() + 8) % 8 != 0) h.push_back(' ');  // align the data section to 8 bytes
+  std::string out(8, '\0');
+  uint64_t hn = h.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((hn >> (8 * i)) & 0xff);
+  out += h;
+  out.reserve(out.size() + offset);
+  for (const auto& [name, t] : tensors) {
+    Tensor c = t.contiguous();
+    out.append(static_cast<const char*>(c.numel() ? c.dataPtr() : nullptr), c.nbytes());
+  }
+  return out;
+}
+
+void saveSafetensors(const std::string& path, const NamedTensors& tensors,
+                     const std::map<std::string, std::string>& metadata) {
+  file::writeAtomic(path, encodeSafetensors(tensors, metadata));
+}
+
+SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& path) {
+  auto bad = [&](const std::string& what) { return IoError("corrupt safetensors file '" + path + "': " + what); };
+  if (bytes.size() < 8) throw bad("only " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
+  uint64_t hn = 0;
+  for (int i = 0; i < 8; ++i) hn |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+  if (hn > bytes.size() - 8) {
+    throw bad("header length " + std::to_string(hn) + " exceeds the file size " + std::to_string(bytes.size()) +
+              " (truncated?)");
+  }
+  nlohmann::ordered_json header;
+  try {
+    header = nlohmann::ordered_json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(hn));
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!header.is_object()) throw bad("header is not a JSON object");
+  SafetensorsFile out;
+  out.path = path;
+  const uint64_t data_size = bytes.size() - 8 - hn;
+  const char* data = bytes.data() + 8 + hn;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) throw bad("__metadata__ is not an object");
+      for (const auto& [k, v] : entry.items()) {
+        if (!v.is_string()) throw bad("__metadata__ value of '" + k + "' is not a string");
+        out.metadata[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    try {
+      DType dt;
+      std::string dts = entry.at("dtype").get<std::string>();
+      if (!stDType(dts, &dt)) throw bad("tensor '" + name + "' has unsupported dtype " + dts);
+      Shape shape = entry.at("shape").get<Shape>();
+      auto offs = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      if (offs.size() != 2 || offs[0] > offs[1]) throw bad("tensor '" + name + "' has malformed data_offsets");
+      for (int64_t d : shape) {
+        if (d < 0) throw bad("tensor '" + name + "' has a negative dimension");
+      }
+      uint64_t want = static_cast<uint64_t>(shapeNumel(shape)) * dtypeSize(dt);
+      if (offs[1] - offs[0] != want) {
+        throw bad("tensor '" + name + "' of shape " + shapeToString(shape) + " needs " + std::to_string(want) +
+                  " bytes but its data_offsets span " + std::to_string(offs[1] - offs[0]));
+      }
+      if (offs[1] > data_size) {
+        throw bad("tensor '" + name + "' ends at byte " + std::to_string(offs[1]) + " past the data section's " +
+                  std::to_string(data_size) + " bytes (truncated?)");
+      }
+      Tensor t = Tensor::empty(shape, dt);
+      if (want) std::memcpy(t.dataPtr(), data + offs[0], want);
+      out.tensors.emplace_back(name, std::move(t));
+      ranges.emplace_back(offs[0], offs[1]);
+    } catch (const nlohmann::json::exception& e) {
+      throw bad("tensor '" + name + "' has a malformed entry: " + e.what());
+    }
+  }
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t pos = 0;
+  for (const auto& [b, e] : ranges) {
+    if (b != pos) throw bad("tensor data ranges overlap or leave a gap at byte " + std::to_string(pos));
+    pos = e;
+  }
+  if (pos != data_size) {
+    throw bad("the data section has " + std::to_string(data_size) + " bytes but tensors cover " + std::to_string(pos));
+  }
+  return out;
+}
+
+SafetensorsFile loadSafetensors(const std::string& path) { return decodeSafetensors(file::readAll(path), path); }
+
+}  // namespace lockstep::train

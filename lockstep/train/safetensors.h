@@ -1,0 +1,36 @@
+#pragma once
+// The safetensors format (as Hugging Face's safetensors library and PyTorch users read it):
+//   8 bytes little-endian u64 N | N bytes of JSON header | tensor bytes.
+// The header maps each name to {"dtype": "F32"|"F64"|"BF16"|"F16"|"I32"|"I64"|"U8", "shape": [...],
+// "data_offsets": [begin, end]} (offsets into the bytes after the header), plus an optional
+// "__metadata__" object of string -> string.
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lockstep/tensor/tensor.h"
+
+namespace lockstep::train {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+struct SafetensorsFile {
+  NamedTensors tensors;  // in file order
+  std::map<std::string, std::string> metadata;
+  /// The tensor called name; IoError naming the file when absent.
+  const Tensor& at(const std::string& name) const;
+  std::string path;
+};
+
+/// Serialises tensors (any strides; written row-major) and metadata to bytes.
+std::string encodeSafetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata = {});
+/// Writes atomically (temp file, fsync, rename).
+void saveSafetensors(const std::string& path, const NamedTensors& tensors,
+                     const std::map<std::string, std::string>& metadata = {});
+/// Parses and validates (header length, JSON, dtypes, shapes vs byte ranges, bounds, overlaps);
+/// every problem is an IoError naming `path` and what is wrong.
+SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& path);
+SafetensorsFile loadSafetensors(const std::string& path);
+
+}  // namespace lockstep::train

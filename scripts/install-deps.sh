@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything lockstep's build, tests, benchmarks and `make run` need, from Debian's
+# packages. Idempotent: when every package is present it changes nothing and returns quickly.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libdnnl-dev            # oneDNN: the CPU kernels
+  libgloo-dev            # Gloo: the multi-host collective backend
+  libopenmpi-dev openmpi-bin   # MPI backend and mpirun
+  libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  dataset-fashion-mnist  # the data `make run` trains on
+  python3-torch python3-numpy  # PyTorch 1.13 (CPU): side-by-side benchmarks only
+  iproute2 procps        # network namespaces for multi-host tests; ps/pgrep for orphan checks
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,82 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "lockstep/train/safetensors.h"
+#include "lockstep/util/file.h"
+
+using namespace lockstep;
+using namespace lockstep::train;
+
+namespace {
+std::string tempDir() {
+  std::string t = (std::filesystem::temp_directory_path() / "lockstep-st-XXXXXX").string();
+  return ::mkdtemp(t.data());
+}
+std::string errorOf(const std::string& bytes) {
+  try {
+    decodeSafetensors(bytes, "x.safetensors");
+  } catch (const IoError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(safetensors, round_trip_all_dtypes) {
+  std::string dir = tempDir();
+  NamedTensors in;
+  in.emplace_back("w", Tensor::fromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}).transpose(0, 1));  // strided
+  in.emplace_back("d", Tensor::fromVector<double>({0.5}, {}));
+  in.emplace_back("i", Tensor::fromVector<int64_t>({7, -8}, {2}));
+  in.emplace_back("b", Tensor::fromVector<float>({1.5f}, {1}).to(DType::bf16));
+  in.emplace_back("e", Tensor::empty({0, 4}));
+  saveSafetensors(dir + "/m.safetensors", in, {{"format", "pt"}});
+  SafetensorsFile f = loadSafetensors(dir + "/m.safetensors");
+  ASSERT_EQ(f.tensors.size(), 5u);
+  EXPECT_EQ(f.metadata.at("format"), "pt");
+  EXPECT_EQ(f.at("w").shape(), (Shape{3, 2}));
+  EXPECT_EQ(f.at("w").toVector<float>(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  EXPECT_EQ(f.at("d").dim(), 0);
+  EXPECT_EQ(f.at("i").toVector<int64_t>(), (std::vector<int64_t>{7, -8}));
+  EXPECT_EQ(f.at("b").dtype(), DType::bf16);
+  EXPECT_EQ(f.at("e").numel(), 0);
+  EXPECT_THROW(f.at("nope"), IoError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(safetensors, python_can_read_it) {
+  // Cross-check with the reference implementation when torch (and so a Python reader) is present.
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3-torch";
+  std::string dir = tempDir();
+  saveSafetensors(dir + "/m.safetensors",
+                  {{"a", Tensor::fromVector<float>({1, 2, 3}, {3})}, {"b", Tensor::fromVector<int64_t>({4}, {1})}});
+  // A minimal reader following the published format, in Python, independent of lockstep's code.
+  std::string py =
+      "import json,struct,sys\n"
+      "b=open(sys.argv[1],'rb').read(); n=struct.unpack('<Q',b[:8])[0]; h=json.loads(b[8:8+n]); d=b[8+n:]\n"
+      "a=h['a']; assert a['dtype']=='F32' and a['shape']==[3]\n"
+      "s,e=a['data_offsets']; assert struct.unpack('<3f',d[s:e])==(1.0,2.0,3.0)\n"
+      "s,e=h['b']['data_offsets']; assert struct.unpack('<q',d[s:e])==(4,)\n";
+  file::writeAtomic(dir + "/check.py", py);
+  EXPECT_EQ(std::system(("/usr/bin/python3 " + dir + "/check.py " + dir + "/m.safetensors").c_str()), 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(safetensors, rejects_truncated_and_tampered_files) {
+  std::string good = encodeSafetensors({{"a", Tensor::fromVector<float>({1, 2, 3}, {3})}});
+  EXPECT_NE(errorOf(good.substr(0, 5)).find("shorter than the 8-byte"), std::string::npos);
+  EXPECT_NE(errorOf(good.substr(0, good.size() - 4)).find("truncated"), std::string::npos);
+  std::string bad_json = good;
+  bad_json[9] = '#';
+  EXPECT_NE(errorOf(bad_json).find("not valid JSON"), std::string::npos);
+  std::string huge = good;
+  huge[7] = 0x7f;
+  EXPECT_NE(errorOf(huge).find("exceeds the file size"), std::string::npos);
+  std::string extra = good + "xx";
+  EXPECT_NE(errorOf(extra).find("cover"), std::string::npos);
+  EXPECT_EQ(errorOf(good), "");
+  EXPECT_NE(errorOf(extra).find("x.safetensors"), std::string::npos);
+}
