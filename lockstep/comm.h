@@ -1,7 +1,15 @@
 #pragma once
 // Umbrella header of the comm module: stores, process groups and their backends.
 #include "lockstep/comm/file_store.h"
+#include "lockstep/comm/gloo/gloo_process_group.h"
 #include "lockstep/comm/hash_store.h"
+#include "lockstep/comm/hierarchical_process_group.h"
+#include "lockstep/comm/init.h"
+#include "lockstep/comm/mpi/mpi_process_group.h"
 #include "lockstep/comm/prefix_store.h"
+#include "lockstep/comm/process_group.h"
+#include "lockstep/comm/reduce_op.h"
+#include "lockstep/comm/shm/shm_process_group.h"
 #include "lockstep/comm/store.h"
 #include "lockstep/comm/tcp_store.h"
+#include "lockstep/comm/work.h"

@@ -51,6 +51,8 @@ class AccumulateGrad final : public Node {
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   std::string name() const override { return "AccumulateGrad"; }
   void fireHooks();
+  /// The leaf this accumulator feeds (DDP uses it to find parameters a graph does not reach).
+  const VariableImpl* leaf() const { return leaf_.get(); }
 
  private:
   std::shared_ptr<VariableImpl> leaf_;

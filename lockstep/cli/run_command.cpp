@@ -56,6 +56,7 @@ int runMain(int argc, char** argv) {
   return agent.run();
 }
 
-static lockstep::cli::Registration reg{"run", "start and supervise worker processes (like torchrun)", &runMain};
+static lockstep::cli::Registration reg{"run", "start and supervise worker processes (like torchrun)",
+                                       &runMain};
 
 }  // namespace

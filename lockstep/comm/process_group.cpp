@@ -45,9 +45,12 @@ std::shared_ptr<Work> ProcessGroup::enqueue(OpType type, const std::string& deta
   if (timeout == kGroupTimeout) timeout = timeout_;
   OpContext ctx;
   ctx.type = type;
-  ctx.seq = ++seq_;
+  // Point-to-point ops involve two ranks only, so they are numbered apart from collectives,
+  // whose numbers must agree on every rank.
+  bool p2p = type == OpType::send || type == OpType::recv;
+  ctx.seq = p2p ? ++p2p_seq_ : ++seq_;
   ctx.timeout = timeout;
-  ctx.name = ::lockstep::detail::concat(opTypeName(type), " #", ctx.seq);
+  ctx.name = ::lockstep::detail::concat(opTypeName(type), p2p ? " (p2p #" : " #", ctx.seq, p2p ? ")" : "");
   auto work = std::make_shared<Work>(::lockstep::detail::concat(
       ctx.name, " (", backendName(), ", rank ", rank_, "/", size_, detail.empty() ? "" : ", ",
       detail, ")"));

@@ -81,7 +81,7 @@ const char* opTypeName(OpType t);
 /// Passed to the backend's op body on the worker thread.
 struct OpContext {
   OpType type;
-  uint64_t seq;  // 1-based sequence number of this op within the group
+  uint64_t seq;  // 1-based number among the group's collectives (send/recv: among its p2p ops)
   std::chrono::steady_clock::time_point deadline;
   std::chrono::milliseconds timeout;
   std::string name;  // "allreduce #7" for messages
@@ -104,7 +104,7 @@ class ProcessGroup {
   /// Timeout of ops whose options say kGroupTimeout. Set before issuing ops.
   void setTimeout(std::chrono::milliseconds t) { timeout_ = t; }
   std::chrono::milliseconds timeout() const { return timeout_; }
-  /// Number of ops issued so far (the last sequence number).
+  /// Number of collectives issued so far (the last collective sequence number).
   uint64_t sequenceNumber() const { return seq_; }
 
   /// In place: data (count elements on every rank) becomes op over all ranks' data. Collective.
@@ -175,7 +175,8 @@ class ProcessGroup {
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_ = kDefaultCollectiveTimeout;
-  uint64_t seq_ = 0;
+  uint64_t seq_ = 0;      // collectives issued
+  uint64_t p2p_seq_ = 0;  // sends and recvs issued
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<Item> queue_;

@@ -49,8 +49,8 @@ void BatchSampler::advance(int64_t n) {
 }
 
 void BatchSampler::loadState(const SamplerState& state) {
-  LOCKSTEP_ENFORCE(state.position >= 0 && state.position <= size(), ValueError, "BatchSampler: saved position ",
-                   state.position, " is outside 0..", size(),
+  LOCKSTEP_ENFORCE(state.position >= 0 && state.position <= size(), ValueError,
+                   "BatchSampler: saved position ", state.position, " is outside 0..", size(),
                    " batches (was the dataset, batch size or world size changed?)");
   sampler_->loadState({state.epoch, samplesBefore(state.position)});
   position_ = state.position;

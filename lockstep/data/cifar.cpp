@@ -16,10 +16,10 @@ CifarRaw readCifarBinary(const std::string& path) {
                    "cifar-10-binary.tar.gz, or run writeSyntheticCifar10)");
   std::vector<uint8_t> bytes = readFileBytes(path);
   LOCKSTEP_ENFORCE(!bytes.empty(), IoError, path, ": empty CIFAR-10 batch file");
-  LOCKSTEP_ENFORCE(bytes.size() % kCifarRecordBytes == 0, IoError, path, ": truncated or corrupt CIFAR-10 file: ",
-                   bytes.size(), " bytes is not a multiple of the ", kCifarRecordBytes, "-byte record (",
-                   bytes.size() / kCifarRecordBytes, " whole records and ", bytes.size() % kCifarRecordBytes,
-                   " stray bytes)");
+  LOCKSTEP_ENFORCE(bytes.size() % kCifarRecordBytes == 0, IoError, path,
+                   ": truncated or corrupt CIFAR-10 file: ", bytes.size(), " bytes is not a multiple of the ",
+                   kCifarRecordBytes, "-byte record (", bytes.size() / kCifarRecordBytes,
+                   " whole records and ", bytes.size() % kCifarRecordBytes, " stray bytes)");
   const int64_t n = static_cast<int64_t>(bytes.size()) / kCifarRecordBytes;
   CifarRaw raw{Tensor::empty({n, 3, 32, 32}, DType::u8), Tensor::empty({n}, DType::i64)};
   uint8_t* img = raw.images.data<uint8_t>();
@@ -52,7 +52,8 @@ TensorDataset loadCifar10(const std::string& dir, Split split, const CifarOption
   Tensor y = Tensor::empty({n}, DType::i64);
   std::array<std::array<float, 256>, 3> lut;
   for (int c = 0; c < 3; ++c) {
-    for (int v = 0; v < 256; ++v) lut[c][v] = static_cast<float>((v / 255.0 - options.mean[c]) / options.std[c]);
+    for (int v = 0; v < 256; ++v)
+      lut[c][v] = static_cast<float>((v / 255.0 - options.mean[c]) / options.std[c]);
   }
   float* px = x.data<float>();
   int64_t* py = y.data<int64_t>();
@@ -71,8 +72,8 @@ void writeCifarBinary(const std::string& path, const Tensor& images, const Tenso
   LOCKSTEP_ENFORCE(images.dtype() == DType::u8 && images.shape() == Shape({images.size(0), 3, 32, 32}),
                    ValueError, "writeCifarBinary(", path, "): images must be u8 [N, 3, 32, 32], got ",
                    images.describe());
-  LOCKSTEP_ENFORCE(labels.dim() == 1 && labels.size(0) == images.size(0), ValueError, "writeCifarBinary(", path,
-                   "): labels must be [", images.size(0), "], got ", labels.describe());
+  LOCKSTEP_ENFORCE(labels.dim() == 1 && labels.size(0) == images.size(0), ValueError, "writeCifarBinary(",
+                   path, "): labels must be [", images.size(0), "], got ", labels.describe());
   const int64_t n = images.size(0);
   Tensor img = images.contiguous();
   std::vector<int64_t> lab = labels.toVector<int64_t>();

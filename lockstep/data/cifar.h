@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "lockstep/data/mnist.h"  // Split
+#include "lockstep/data/split.h"
 #include "lockstep/data/tensor_dataset.h"
 
 namespace lockstep::data {

@@ -9,8 +9,8 @@ namespace lockstep::data {
 DistributedSampler::DistributedSampler(int64_t n, const DistributedSamplerOptions& options)
     : n_(n), options_(options) {
   LOCKSTEP_ENFORCE(n >= 0, ValueError, "DistributedSampler: negative dataset size ", n);
-  LOCKSTEP_ENFORCE(options.num_replicas >= 1, ValueError, "DistributedSampler: num_replicas must be >= 1, got ",
-                   options.num_replicas);
+  LOCKSTEP_ENFORCE(options.num_replicas >= 1, ValueError,
+                   "DistributedSampler: num_replicas must be >= 1, got ", options.num_replicas);
   LOCKSTEP_ENFORCE(options.rank >= 0 && options.rank < options.num_replicas, ValueError,
                    "DistributedSampler: invalid rank ", options.rank, ", rank should be in the interval [0, ",
                    options.num_replicas - 1, "]");
@@ -37,7 +37,8 @@ std::vector<int64_t> DistributedSampler::epochIndices(uint64_t epoch) const {
   }
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(num_samples_));
-  for (int64_t i = options_.rank; i < total; i += options_.num_replicas) mine.push_back(order[static_cast<size_t>(i)]);
+  for (int64_t i = options_.rank; i < total; i += options_.num_replicas)
+    mine.push_back(order[static_cast<size_t>(i)]);
   LOCKSTEP_CHECK(static_cast<int64_t>(mine.size()) == num_samples_, mine.size(), " vs ", num_samples_);
   return mine;
 }

@@ -9,7 +9,7 @@ struct DistributedSamplerOptions {
   int64_t num_replicas = 1;  // world size
   int64_t rank = 0;          // 0 <= rank < num_replicas
   bool shuffle = true;
-  uint64_t seed = 0;         // must be the same on every rank
+  uint64_t seed = 0;  // must be the same on every rank
   bool drop_last = false;
 };
 

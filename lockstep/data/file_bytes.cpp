@@ -2,22 +2,19 @@
 
 #include <zlib.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <memory>
+#include <algorithm>
+#include <limits>
+#include <string_view>
 
 #include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
 
 namespace lockstep::data {
 
 namespace {
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
-
 std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& path) {
+  LOCKSTEP_ENFORCE(in.size() < std::numeric_limits<uInt>::max(), IoError, path,
+                   ": compressed files of 4 GiB or more are not supported");
   z_stream zs{};
   // 15 + 16: gzip wrapper only (the caller checked the magic).
   LOCKSTEP_ENFORCE(inflateInit2(&zs, 15 + 16) == Z_OK, IoError, path, ": cannot initialise zlib");
@@ -57,14 +54,8 @@ std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& p
 }  // namespace
 
 std::vector<uint8_t> readFileBytes(const std::string& path) {
-  FilePtr f(std::fopen(path.c_str(), "rb"));
-  LOCKSTEP_ENFORCE(f != nullptr, IoError, path, ": cannot open for reading: ", std::strerror(errno));
-  std::vector<uint8_t> bytes;
-  uint8_t buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) bytes.insert(bytes.end(), buf, buf + n);
-  LOCKSTEP_ENFORCE(!std::ferror(f.get()), IoError, path, ": read error: ", std::strerror(errno));
-  return bytes;
+  const std::string bytes = file::readAll(path);
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
 std::vector<uint8_t> readMaybeGzipFile(const std::string& path) {
@@ -74,27 +65,27 @@ std::vector<uint8_t> readMaybeGzipFile(const std::string& path) {
 }
 
 void writeFileBytes(const std::string& path, const std::vector<uint8_t>& bytes, bool gzip) {
-  if (gzip) {
-    gzFile gz = gzopen(path.c_str(), "wb");
-    LOCKSTEP_ENFORCE(gz != nullptr, IoError, path, ": cannot open for writing: ", std::strerror(errno));
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const unsigned chunk = static_cast<unsigned>(std::min<size_t>(bytes.size() - done, 1u << 30));
-      const int wrote = gzwrite(gz, bytes.data() + done, chunk);
-      if (wrote <= 0) {
-        gzclose(gz);
-        throw IoError(path + ": gzip write failed");
-      }
-      done += static_cast<size_t>(wrote);
-    }
-    LOCKSTEP_ENFORCE(gzclose(gz) == Z_OK, IoError, path, ": gzip close failed");
+  if (!gzip) {
+    file::writeAtomic(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     return;
   }
-  FilePtr f(std::fopen(path.c_str(), "wb"));
-  LOCKSTEP_ENFORCE(f != nullptr, IoError, path, ": cannot open for writing: ", std::strerror(errno));
-  LOCKSTEP_ENFORCE(bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f.get()) == bytes.size(), IoError,
-                   path, ": write failed: ", std::strerror(errno));
-  LOCKSTEP_ENFORCE(std::fclose(f.release()) == 0, IoError, path, ": close failed: ", std::strerror(errno));
+  LOCKSTEP_ENFORCE(bytes.size() < std::numeric_limits<uInt>::max() / 2, IoError, path,
+                   ": gzip writes of 2 GiB or more are not supported");
+  z_stream zs{};
+  // 15 + 16: a gzip wrapper, as `gzip` writes it.
+  LOCKSTEP_ENFORCE(
+      deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK, IoError,
+      path, ": cannot initialise zlib");
+  std::string out(deflateBound(&zs, static_cast<uLong>(bytes.size())), '\0');
+  zs.next_in = const_cast<Bytef*>(bytes.data());
+  zs.avail_in = static_cast<uInt>(bytes.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  LOCKSTEP_ENFORCE(rc == Z_STREAM_END, IoError, path, ": gzip compression failed (zlib error ", rc, ")");
+  file::writeAtomic(path, out);
 }
 
 }  // namespace lockstep::data

@@ -11,7 +11,8 @@ std::vector<uint8_t> readFileBytes(const std::string& path);
 /// The bytes of `path`, gunzipped when they start with the gzip magic (1f 8b), as-is otherwise.
 /// IoError naming the file for a truncated or corrupt gzip stream (bad data, CRC mismatch).
 std::vector<uint8_t> readMaybeGzipFile(const std::string& path);
-/// Writes `bytes` to `path` (replacing it), gzip-compressed when `gzip`. IoError on failure.
+/// Writes `bytes` to `path` atomically (file::writeAtomic: readers never see half a file),
+/// gzip-compressed when `gzip`. IoError naming the file on failure. At most 4 GiB.
 void writeFileBytes(const std::string& path, const std::vector<uint8_t>& bytes, bool gzip = false);
 
 }  // namespace lockstep::data

@@ -29,13 +29,14 @@ IdxArray readIdxFile(const std::string& path, uint32_t expected_magic) {
   IdxArray a;
   a.magic = readBe32(bytes.data());
   if (expected_magic != 0) {
-    LOCKSTEP_ENFORCE(a.magic == expected_magic, IoError, path, ": bad IDX magic ", hex(a.magic), ", expected ",
-                     hex(expected_magic), " (is this the right file, or is it corrupt?)");
+    LOCKSTEP_ENFORCE(a.magic == expected_magic, IoError, path, ": bad IDX magic ", hex(a.magic),
+                     ", expected ", hex(expected_magic), " (is this the right file, or is it corrupt?)");
   }
   const uint32_t type = (a.magic >> 8) & 0xff;
   const uint32_t ndims = a.magic & 0xff;
   LOCKSTEP_ENFORCE((a.magic >> 16) == 0 && type == 0x08 && ndims >= 1 && ndims <= 8, IoError, path,
-                   ": bad IDX magic ", hex(a.magic), " (only unsigned-byte IDX files with 1..8 dims are read)");
+                   ": bad IDX magic ", hex(a.magic),
+                   " (only unsigned-byte IDX files with 1..8 dims are read)");
   const size_t header = 4 + 4 * static_cast<size_t>(ndims);
   LOCKSTEP_ENFORCE(bytes.size() >= header, IoError, path, ": truncated IDX file: ", bytes.size(),
                    " bytes, too short for the ", header, "-byte header of ", ndims, " dims");
@@ -52,8 +53,9 @@ IdxArray readIdxFile(const std::string& path, uint32_t expected_magic) {
   const uint64_t have = bytes.size() - header;
   LOCKSTEP_ENFORCE(have >= expected, IoError, path, ": truncated IDX file: the header promises ", expected,
                    " data bytes but only ", have, " are present");
-  LOCKSTEP_ENFORCE(have == expected, IoError, path, ": IDX file length does not match its header: ",
-                   have - expected, " trailing bytes after the ", expected, " data bytes");
+  LOCKSTEP_ENFORCE(have == expected, IoError, path,
+                   ": IDX file length does not match its header: ", have - expected,
+                   " trailing bytes after the ", expected, " data bytes");
   a.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(header), bytes.end());
   return a;
 }

@@ -3,11 +3,10 @@
 #include <memory>
 #include <string>
 
+#include "lockstep/data/split.h"
 #include "lockstep/data/tensor_dataset.h"
 
 namespace lockstep::data {
-
-enum class Split { train, test };
 
 struct MnistOptions {
   /// Pixels are scaled to [0, 1] and then normalised as (x - mean) / std. The defaults are MNIST's

@@ -33,8 +33,8 @@ void Sampler::setEpoch(uint64_t epoch) {
 }
 
 void Sampler::advance(int64_t n) {
-  LOCKSTEP_ENFORCE(n >= 0 && position_ + n <= size(), ValueError, "sampler: cannot advance by ", n, " from position ",
-                   position_, " in an epoch of ", size(), " indices");
+  LOCKSTEP_ENFORCE(n >= 0 && position_ + n <= size(), ValueError, "sampler: cannot advance by ", n,
+                   " from position ", position_, " in an epoch of ", size(), " indices");
   position_ += n;
 }
 

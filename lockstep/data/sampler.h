@@ -3,9 +3,8 @@
 // function of (sampler options, epoch), so a resumed run or another rank can recompute it; the only
 // mutable state is (epoch, position), which is what a checkpoint saves.
 #include <cstdint>
-#include <vector>
-
 #include <nlohmann/json_fwd.hpp>
+#include <vector>
 
 namespace lockstep::data {
 

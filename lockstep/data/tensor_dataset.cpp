@@ -4,14 +4,14 @@
 
 namespace lockstep::data {
 
-TensorDataset::TensorDataset(Tensor inputs, Tensor targets) {
+TensorDataset::TensorDataset(const Tensor& inputs, const Tensor& targets) {
   LOCKSTEP_ENFORCE(inputs.defined() && targets.defined(), ValueError,
                    "TensorDataset needs defined inputs and targets");
   LOCKSTEP_ENFORCE(inputs.dim() >= 1 && targets.dim() >= 1, ValueError,
                    "TensorDataset needs tensors with a sample dimension, got inputs ", inputs.describe(),
                    " and targets ", targets.describe());
-  LOCKSTEP_ENFORCE(inputs.size(0) == targets.size(0), ValueError, "TensorDataset: inputs ",
-                   inputs.describe(), " and targets ", targets.describe(), " differ in the number of samples");
+  LOCKSTEP_ENFORCE(inputs.size(0) == targets.size(0), ValueError, "TensorDataset: inputs ", inputs.describe(),
+                   " and targets ", targets.describe(), " differ in the number of samples");
   inputs_ = inputs.contiguous();
   targets_ = targets.contiguous();
   size_ = inputs_.size(0);

@@ -12,7 +12,7 @@ class TensorDataset : public Dataset {
  public:
   /// inputs [N, ...] (normally f32) and targets [N, ...] (normally i64 labels, shape [N]).
   /// ValueError when they are undefined, 0-d, or differ in N.
-  TensorDataset(Tensor inputs, Tensor targets);
+  TensorDataset(const Tensor& inputs, const Tensor& targets);
 
   int64_t size() const override { return size_; }
   /// Copies of row `index` (a 0-d target for labels of shape [N]).

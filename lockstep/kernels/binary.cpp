@@ -20,7 +20,14 @@ Shape checkBinary(BinaryOp op, const Tensor& a, const Tensor& b) {
   LOCKSTEP_ENFORCE(a.dtype() == b.dtype(), ValueError, binaryOpName(op), ": dtypes ", dtypeName(a.dtype()), " and ",
                    dtypeName(b.dtype()), " differ (shapes ", shapeToString(a.shape()), " and ",
                    shapeToString(b.shape()), "); convert one with to() first");
+  checkDivisible(op, a);
   return broadcastShapes(a.shape(), b.shape(), binaryOpName(op));
+}
+
+void checkDivisible(BinaryOp op, const Tensor& a) {
+  // Integer division would need a rounding rule and a divide-by-zero policy; nothing needs it yet.
+  LOCKSTEP_ENFORCE(op != BinaryOp::div || isFloating(a.dtype()), ValueError, "div: dtype ", dtypeName(a.dtype()),
+                   " is not supported (integer division); convert to a floating dtype with to() first");
 }
 }  // namespace detail
 
@@ -31,6 +38,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 Tensor binaryScalar(BinaryOp op, const Tensor& a, double s) {
   LOCKSTEP_ENFORCE(a.defined(), ValueError, binaryOpName(op), ": undefined operand");
+  detail::checkDivisible(op, a);
   return backendFor(a.dtype()) == Backend::onednn ? onednn::binaryScalar(op, a, s)
                                                   : reference::binaryScalar(op, a, s);
 }

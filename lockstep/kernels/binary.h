@@ -32,6 +32,8 @@ Tensor binaryScalar(BinaryOp op, const Tensor& a, double s);
 namespace detail {
 /// The checks shared by every backend: same dtype, broadcastable shapes. Returns the result shape.
 Shape checkBinary(BinaryOp op, const Tensor& a, const Tensor& b);
+/// div needs a floating dtype.
+void checkDivisible(BinaryOp op, const Tensor& a);
 }  // namespace detail
 
 }  // namespace lockstep::kernels

@@ -43,7 +43,8 @@ std::string randomRunId() {
 
 Agent::Agent(const LaunchOptions& options) : options_(options), host_(hostName()) {
   if (options_.run_id.empty()) options_.run_id = randomRunId();
-  program_path_ = resolveProgram(options_.program, std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
+  program_path_ =
+      resolveProgram(options_.program, std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
   if (!options_.log_dir.empty()) {
     run_dir_ = options_.log_dir + "/" + options_.run_id;
     makeDirs(run_dir_);
@@ -90,6 +91,7 @@ int Agent::run() {
   Rendezvous rdzv(ro);
   options_.master_port = rdzv.port();
   SignalWatcher signals;
+  if (options_.log_dir.empty() && !remove_run_dir_) log("worker log files are kept in " + run_dir_);
   auto interrupted = [&] { return signals.terminationSignal() != 0; };
   for (int attempt = 0;; ++attempt) {
     std::optional<RendezvousResult> r;
@@ -101,29 +103,31 @@ int Agent::run() {
     }
     if (!r) return 128 + signals.terminationSignal();
     Outcome outcome = runAttempt(attempt, rdzv, *r, signals);
+    auto leave = [&](Ms linger) {
+      if (store_lost_) return;
+      try {
+        rdzv.leave(attempt, linger);
+      } catch (const Error&) {
+      }
+    };
     if (outcome == Outcome::kSucceeded) {
-      rdzv.leave(attempt, std::chrono::seconds(10));
+      leave(std::chrono::seconds(10));
       return kJobSucceeded;
     }
     if (outcome == Outcome::kInterrupted) {
       log("stopped by " + signalName(interrupt_signal_) + "; all workers were stopped");
-      try {
-        rdzv.leave(attempt, std::chrono::seconds(2));
-      } catch (const Error&) {
-      }
+      leave(std::chrono::seconds(2));
       return 128 + interrupt_signal_;
     }
-    bool can_restart = outcome == Outcome::kFailed && attempt < options_.max_restarts;
-    writeReport(can_restart ? "attempt " + std::to_string(attempt) + " failed; restarting the group (restart " +
-                                  std::to_string(attempt + 1) + " of " + std::to_string(options_.max_restarts) + ")"
-                            : "job failed (run id '" + options_.run_id + "', attempt " + std::to_string(attempt) +
-                                  ", " + std::to_string(options_.max_restarts) + " restarts allowed)",
+    bool can_restart = outcome == Outcome::kFailed && attempt < options_.max_restarts && !store_lost_;
+    writeReport(can_restart
+                    ? "attempt " + std::to_string(attempt) + " failed; restarting the group (restart " +
+                          std::to_string(attempt + 1) + " of " + std::to_string(options_.max_restarts) + ")"
+                    : "job failed (run id '" + options_.run_id + "', attempt " + std::to_string(attempt) +
+                          ", " + std::to_string(options_.max_restarts) + " restarts allowed)",
                 report_);
     if (!can_restart) {
-      try {
-        rdzv.leave(attempt, std::chrono::seconds(5));
-      } catch (const Error&) {
-      }
+      leave(std::chrono::seconds(5));
       return kJobFailed;
     }
   }
@@ -200,6 +204,7 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
           if (auto first = rdzv.failure(attempt)) report_ = *first;  // another node failed first
         }
       } catch (const Error& e) {
+        store_lost_ = options_.nnodes > 1;
         report_ += "(could not tell the other nodes: " + std::string(e.what()) + ")\n";
       }
       group.stop(SIGTERM, grace, signals.fd());
@@ -218,6 +223,7 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
           return stopForRemote(group, signals, Outcome::kFailed);
         }
       } catch (const Error& e) {
+        store_lost_ = true;
         report_ = "lost contact with the rendezvous store at " + options_.master_addr + ":" +
                   std::to_string(options_.master_port) + ": " + e.what() + "\n";
         return stopForRemote(group, signals, Outcome::kStopped);
@@ -256,8 +262,10 @@ Agent::Outcome Agent::awaitOtherNodes(int attempt, Rendezvous& rdzv, WorkerGroup
       group.waitForEvents(signals.fd(), std::min(interval, Ms(50)));
     }
   } catch (const Error& e) {
+    store_lost_ = true;
     report_ = "this node's workers succeeded, but the rendezvous store at " + options_.master_addr + ":" +
-              std::to_string(options_.master_port) + " was lost before every node finished: " + e.what() + "\n";
+              std::to_string(options_.master_port) + " was lost before every node finished: " + e.what() +
+              "\n";
     return Outcome::kStopped;
   }
 }

@@ -43,10 +43,11 @@ class Agent {
   LaunchOptions options_;
   std::string program_path_;
   std::string host_;
-  std::string run_dir_;        // error files (and logs with --log-dir) live under it
+  std::string run_dir_;  // error files (and logs with --log-dir) live under it
   bool remove_run_dir_ = false;
   int interrupt_signal_ = 0;
-  std::string report_;         // the root cause of the last failed attempt
+  bool store_lost_ = false;  // the master's store is gone: no more store calls
+  std::string report_;       // the root cause of the last failed attempt
 };
 
 }  // namespace lockstep::launch

@@ -18,8 +18,8 @@ int parseSlots(const std::string& v, const std::string& where) {
   } catch (const std::exception&) {
     used = 0;
   }
-  LOCKSTEP_ENFORCE(used == v.size() && !v.empty() && n >= 1, ValueError, where, ": slots must be a positive integer, got '",
-                   v, "'");
+  LOCKSTEP_ENFORCE(used == v.size() && !v.empty() && n >= 1, ValueError, where,
+                   ": slots must be a positive integer, got '", v, "'");
   return n;
 }
 
@@ -62,7 +62,8 @@ std::vector<HostSlots> parseHostfile(const std::string& text, const std::string&
                      "' is listed twice; give it one line with the total slots");
     hosts.push_back(h);
   }
-  LOCKSTEP_ENFORCE(!hosts.empty(), ValueError, "hostfile ", name, " lists no hosts; expected 'HOST slots=N' lines");
+  LOCKSTEP_ENFORCE(!hosts.empty(), ValueError, "hostfile ", name,
+                   " lists no hosts; expected 'HOST slots=N' lines");
   return hosts;
 }
 
@@ -75,8 +76,9 @@ std::vector<HostSlots> readHostfile(const std::string& path) {
 }
 
 std::string shellQuote(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=./:,@%") ==
-                        std::string::npos) {
+  if (!s.empty() &&
+      s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=./:,@%") ==
+          std::string::npos) {
     return s;
   }
   std::string out = "'";
@@ -89,12 +91,15 @@ std::vector<std::string> hostCommands(const std::vector<HostSlots>& hosts, const
   std::vector<std::string> out;
   const int n = static_cast<int>(hosts.size());
   for (int i = 0; i < n; ++i) {
-    std::vector<std::string> a = {"lockstep", "run", "--nnodes", std::to_string(n), "--node-rank",
-                                  std::to_string(i), "--nproc-per-node",
-                                  std::to_string(hosts[static_cast<size_t>(i)].slots), "--master-addr",
-                                  hosts[0].host, "--master-port", std::to_string(options.master_port),
-                                  "--rdzv-id", options.run_id};
-    if (options.max_restarts != 0) a.insert(a.end(), {"--max-restarts", std::to_string(options.max_restarts)});
+    std::vector<std::string> a = {"lockstep",         "run",
+                                  "--nnodes",         std::to_string(n),
+                                  "--node-rank",      std::to_string(i),
+                                  "--nproc-per-node", std::to_string(hosts[static_cast<size_t>(i)].slots),
+                                  "--master-addr",    hosts[0].host,
+                                  "--master-port",    std::to_string(options.master_port),
+                                  "--rdzv-id",        options.run_id};
+    if (options.max_restarts != 0)
+      a.insert(a.end(), {"--max-restarts", std::to_string(options.max_restarts)});
     if (options.rdzv_timeout_s != LaunchOptions{}.rdzv_timeout_s)
       a.insert(a.end(), {"--rdzv-timeout", formatSeconds(options.rdzv_timeout_s)});
     if (options.monitor_interval_s != LaunchOptions{}.monitor_interval_s)

@@ -13,9 +13,7 @@ namespace {
 class Reader {
  public:
   explicit Reader(const EnvLookup& lookup) : lookup_(lookup) {}
-  std::optional<std::string> str(const char* name) const {
-    return lookup_ ? lookup_(name) : env::get(name);
-  }
+  std::optional<std::string> str(const char* name) const { return lookup_ ? lookup_(name) : env::get(name); }
   bool has(const char* name) const { return str(name).has_value(); }
   std::optional<int> integer(const char* name) const {
     auto v = str(name);
@@ -95,8 +93,8 @@ WorkerIdentity workerIdentity(const EnvLookup& lookup) {
     id.world_size = r.integer("SLURM_NTASKS", 1);
     id.local_rank = r.integer("SLURM_LOCALID", 0);
     id.local_world_size =
-        firstTaskCount(r.str("SLURM_NTASKS_PER_NODE")).value_or(
-            firstTaskCount(r.str("SLURM_STEP_TASKS_PER_NODE")).value_or(id.world_size));
+        firstTaskCount(r.str("SLURM_NTASKS_PER_NODE"))
+            .value_or(firstTaskCount(r.str("SLURM_STEP_TASKS_PER_NODE")).value_or(id.world_size));
     id.source = "Slurm";
     // Jobs sharing a node must not share a port: derive it from the job id unless given.
     if (auto job = r.integer("SLURM_JOB_ID")) id.master_port = 20000 + *job % 10000;
@@ -113,9 +111,9 @@ WorkerIdentity workerIdentity(const EnvLookup& lookup) {
   }
   LOCKSTEP_ENFORCE(id.world_size >= 1 && id.rank < id.world_size, ValueError, "rank ", id.rank,
                    " is not below the world size ", id.world_size, " (from ", id.source, "'s variables)");
-  LOCKSTEP_ENFORCE(id.local_world_size >= 1 && id.local_rank < id.local_world_size, ValueError,
-                   "local rank ", id.local_rank, " is not below the local world size ", id.local_world_size,
-                   " (from ", id.source, "'s variables)");
+  LOCKSTEP_ENFORCE(id.local_world_size >= 1 && id.local_rank < id.local_world_size, ValueError, "local rank ",
+                   id.local_rank, " is not below the local world size ", id.local_world_size, " (from ",
+                   id.source, "'s variables)");
   return id;
 }
 

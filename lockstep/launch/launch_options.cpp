@@ -15,8 +15,8 @@ int parseInt(const std::string& flag, const std::string& v, int lo, int hi) {
   errno = 0;
   char* end = nullptr;
   long long x = std::strtoll(v.c_str(), &end, 10);
-  LOCKSTEP_ENFORCE(!v.empty() && errno == 0 && *end == '\0' && x >= lo && x <= hi, ValueError,
-                   "option ", flag, " expects an integer in [", lo, ", ", hi, "], got '", v, "'");
+  LOCKSTEP_ENFORCE(!v.empty() && errno == 0 && *end == '\0' && x >= lo && x <= hi, ValueError, "option ",
+                   flag, " expects an integer in [", lo, ", ", hi, "], got '", v, "'");
   return static_cast<int>(x);
 }
 
@@ -24,8 +24,8 @@ double parseSeconds(const std::string& flag, const std::string& v) {
   errno = 0;
   char* end = nullptr;
   double x = std::strtod(v.c_str(), &end);
-  LOCKSTEP_ENFORCE(!v.empty() && errno == 0 && *end == '\0' && x > 0 && x < 1e7, ValueError,
-                   "option ", flag, " expects a positive number of seconds, got '", v, "'");
+  LOCKSTEP_ENFORCE(!v.empty() && errno == 0 && *end == '\0' && x > 0 && x < 1e7, ValueError, "option ", flag,
+                   " expects a positive number of seconds, got '", v, "'");
   return x;
 }
 
@@ -42,7 +42,9 @@ const std::vector<Flag>& flagTable(int cores) {
   // Rebuilt per call: `cores` is captured; the table is tiny.
   static thread_local std::vector<Flag> table;
   table = {
-      {{"--nproc-per-node"}, "N|auto", "worker processes per node; auto: one per core (default 1)",
+      {{"--nproc-per-node"},
+       "N|auto",
+       "worker processes per node; auto: one per core (default 1)",
        [cores](LaunchOptions& o, const std::string& f, const std::string& v) {
          if (v == "auto" || v == "cpu") {
            o.nproc_per_node = cores;
@@ -52,7 +54,9 @@ const std::vector<Flag>& flagTable(int cores) {
            o.nproc_per_node = parseInt(f, v, 1, 1 << 16);
          }
        }},
-      {{"--nnodes"}, "N", "number of nodes (hosts) in the job (default 1)",
+      {{"--nnodes"},
+       "N",
+       "number of nodes (hosts) in the job (default 1)",
        [](LaunchOptions& o, const std::string& f, const std::string& v) {
          auto colon = v.find(':');
          if (colon == std::string::npos) {
@@ -65,59 +69,109 @@ const std::vector<Flag>& flagTable(int cores) {
                           ": elastic node ranges are not supported; give a fixed number of nodes");
          o.nnodes = lo;
        }},
-      {{"--node-rank"}, "R", "rank of this node; omitted: assigned by arrival order",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) { o.node_rank = parseInt(f, v, 0, 1 << 16); }},
-      {{"--master-addr"}, "HOST", "address of the master node (default 127.0.0.1)",
+      {{"--node-rank"},
+       "R",
+       "rank of this node; omitted: assigned by arrival order",
+       [](LaunchOptions& o, const std::string& f, const std::string& v) {
+         o.node_rank = parseInt(f, v, 0, 1 << 16);
+       }},
+      {{"--master-addr"},
+       "HOST",
+       "address of the master node (default 127.0.0.1)",
        [](LaunchOptions& o, const std::string& f, const std::string& v) {
          LOCKSTEP_ENFORCE(!v.empty(), ValueError, "option ", f, " needs a host name or address");
          o.master_addr = v;
        }},
-      {{"--master-port"}, "PORT", "port of the rendezvous store on the master (default 29500)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) { o.master_port = parseInt(f, v, 1, 65535); }},
-      {{"--standalone"}, "", "single node; pick a free port for the rendezvous store",
+      {{"--master-port"},
+       "PORT",
+       "port of the rendezvous store on the master (default 29500)",
+       [](LaunchOptions& o, const std::string& f, const std::string& v) {
+         o.master_port = parseInt(f, v, 1, 65535);
+       }},
+      {{"--standalone"},
+       "",
+       "single node; pick a free port for the rendezvous store",
        [](LaunchOptions& o, const std::string&, const std::string&) { o.standalone = true; }},
-      {{"--rdzv-endpoint"}, "HOST:PORT", "rendezvous store endpoint (instead of --master-addr/--master-port)",
+      {{"--rdzv-endpoint"},
+       "HOST:PORT",
+       "rendezvous store endpoint (instead of --master-addr/--master-port)",
        [](LaunchOptions& o, const std::string& f, const std::string& v) {
          auto [host, port] = parseEndpoint(f, v);
          o.master_addr = host;
          o.master_port = port;
        }},
-      {{"--rdzv-backend"}, "c10d|static", "accepted for torchrun compatibility; both use the agent's store",
+      {{"--rdzv-backend"},
+       "c10d|static",
+       "accepted for torchrun compatibility; both use the agent's store",
        [](LaunchOptions&, const std::string& f, const std::string& v) {
          LOCKSTEP_ENFORCE(v == "c10d" || v == "static", ValueError, "option ", f, "=", v,
                           ": only c10d and static are supported");
        }},
-      {{"--rdzv-id", "--run-id"}, "ID", "job id shared by all nodes (default 'none'; --standalone: random)",
+      {{"--rdzv-id", "--run-id"},
+       "ID",
+       "job id shared by all nodes (default 'none'; --standalone: random)",
        [](LaunchOptions& o, const std::string& f, const std::string& v) {
          LOCKSTEP_ENFORCE(!v.empty() && v.find('/') == std::string::npos, ValueError, "option ", f,
                           " needs a non-empty id without '/'");
          o.run_id = v;
        }},
-      {{"--rdzv-timeout"}, "SEC", "seconds to wait for all nodes to arrive (default 900)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) { o.rdzv_timeout_s = parseSeconds(f, v); }},
-      {{"--max-restarts"}, "N", "restarts of the whole group after a failure (default 0)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) { o.max_restarts = parseInt(f, v, 0, 1 << 20); }},
-      {{"--monitor-interval"}, "SEC", "how often to poll for failures on other nodes (default 0.1)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) { o.monitor_interval_s = parseSeconds(f, v); }},
-      {{"--grace-period"}, "SEC", "SIGTERM to SIGKILL delay when stopping workers (default 5)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) { o.grace_period_s = parseSeconds(f, v); }},
-      {{"--log-dir"}, "DIR", "write each rank's stdout/stderr to DIR/RUN_ID/attempt_K/RANK/",
+      {{"--rdzv-timeout"},
+       "SEC",
+       "seconds to wait for all nodes to arrive (default 900)",
+       [](LaunchOptions& o, const std::string& f, const std::string& v) {
+         o.rdzv_timeout_s = parseSeconds(f, v);
+       }},
+      {{"--max-restarts"},
+       "N",
+       "restarts of the whole group after a failure (default 0)",
+       [](LaunchOptions& o, const std::string& f, const std::string& v) {
+         o.max_restarts = parseInt(f, v, 0, 1 << 20);
+       }},
+      {{"--monitor-interval"},
+       "SEC",
+       "how often to poll for failures on other nodes (default 0.1)",
+       [](LaunchOptions& o, const std::string& f, const std::string& v) {
+         o.monitor_interval_s = parseSeconds(f, v);
+       }},
+      {{"--grace-period"},
+       "SEC",
+       "SIGTERM to SIGKILL delay when stopping workers (default 5)",
+       [](LaunchOptions& o, const std::string& f, const std::string& v) {
+         o.grace_period_s = parseSeconds(f, v);
+       }},
+      {{"--log-dir"},
+       "DIR",
+       "write each rank's stdout/stderr to DIR/RUN_ID/attempt_K/RANK/",
        [](LaunchOptions& o, const std::string& f, const std::string& v) {
          LOCKSTEP_ENFORCE(!v.empty(), ValueError, "option ", f, " needs a directory");
          o.log_dir = v;
        }},
-      {{"--redirects", "-r"}, "MASK", "streams sent to log files only: 1 stdout, 2 stderr, 3 both, or 0:1,1:2",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) { o.redirects = parseStreamSelection(f, v); }},
-      {{"--tee", "-t"}, "MASK", "streams sent to log files and the console (same values as --redirects)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) { o.tee = parseStreamSelection(f, v); }},
-      {{"--hostfile"}, "FILE", "'host slots=N' lines: print the command to run on each host, then exit",
+      {{"--redirects", "-r"},
+       "MASK",
+       "streams sent to log files only: 1 stdout, 2 stderr, 3 both, or 0:1,1:2",
+       [](LaunchOptions& o, const std::string& f, const std::string& v) {
+         o.redirects = parseStreamSelection(f, v);
+       }},
+      {{"--tee", "-t"},
+       "MASK",
+       "streams sent to log files and the console (same values as --redirects)",
+       [](LaunchOptions& o, const std::string& f, const std::string& v) {
+         o.tee = parseStreamSelection(f, v);
+       }},
+      {{"--hostfile"},
+       "FILE",
+       "'host slots=N' lines: print the command to run on each host, then exit",
        [](LaunchOptions& o, const std::string& f, const std::string& v) {
          LOCKSTEP_ENFORCE(!v.empty(), ValueError, "option ", f, " needs a file");
          o.hostfile = v;
        }},
-      {{"--no-python"}, "", "accepted for torchrun compatibility (PROGRAM is always run directly)",
+      {{"--no-python"},
+       "",
+       "accepted for torchrun compatibility (PROGRAM is always run directly)",
        [](LaunchOptions&, const std::string&, const std::string&) {}},
-      {{"--help", "-h"}, "", "show this help",
+      {{"--help", "-h"},
+       "",
+       "show this help",
        [](LaunchOptions& o, const std::string&, const std::string&) { o.help = true; }},
   };
   return table;
@@ -183,7 +237,8 @@ StreamSelection parseStreamSelection(const std::string& flag, const std::string&
     auto colon = item.find(':');
     LOCKSTEP_ENFORCE(colon != std::string::npos, ValueError, "option ", flag, "=", value,
                      ": expected LOCAL_RANK:MASK items like 0:1,1:3");
-    s.by_local_rank[parseInt(flag, item.substr(0, colon), 0, 1 << 16)] = parseInt(flag, item.substr(colon + 1), 0, 3);
+    s.by_local_rank[parseInt(flag, item.substr(0, colon), 0, 1 << 16)] =
+        parseInt(flag, item.substr(colon + 1), 0, 3);
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
@@ -198,7 +253,8 @@ std::pair<std::string, int> parseEndpoint(const std::string& flag, const std::st
     LOCKSTEP_ENFORCE(close != std::string::npos, ValueError, "option ", flag, "=", value, ": unclosed '['");
     host = value.substr(1, close - 1);
     if (close + 1 < value.size()) {
-      LOCKSTEP_ENFORCE(value[close + 1] == ':', ValueError, "option ", flag, "=", value, ": expected [ADDR]:PORT");
+      LOCKSTEP_ENFORCE(value[close + 1] == ':', ValueError, "option ", flag, "=", value,
+                       ": expected [ADDR]:PORT");
       port = value.substr(close + 2);
     }
   } else {
@@ -237,7 +293,8 @@ LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores) {
       LOCKSTEP_ENFORCE(!value, ValueError, "option ", canon, " takes no value");
       value = "";
     } else if (!value) {
-      LOCKSTEP_ENFORCE(i + 1 < args.size(), ValueError, "option ", canon, " needs a value (", f->metavar, ")");
+      LOCKSTEP_ENFORCE(i + 1 < args.size(), ValueError, "option ", canon, " needs a value (", f->metavar,
+                       ")");
       value = args[++i];
     }
     f->set(o, canon, *value);
@@ -247,7 +304,8 @@ LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores) {
     o.program = args[i];
     o.program_args.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
   }
-  if (given.count("--rdzv-endpoint") == 0 && given.count("--master-port") == 0 && o.standalone) o.master_port = 0;
+  if (given.count("--rdzv-endpoint") == 0 && given.count("--master-port") == 0 && o.standalone)
+    o.master_port = 0;
   if (o.standalone && given.count("--rdzv-id") == 0) o.run_id = "";  // the agent makes a random one
   validate(o, given);
   return o;

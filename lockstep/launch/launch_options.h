@@ -11,8 +11,8 @@ namespace lockstep::launch {
 /// Which standard streams of a worker go to files: a bit mask per local rank, torchrun's
 /// `--redirects`/`--tee` values: 0 none, 1 stdout, 2 stderr, 3 both; "3" or "0:1,1:2".
 struct StreamSelection {
-  int all = 0;                        ///< Mask for local ranks not named in by_local_rank.
-  std::map<int, int> by_local_rank;   ///< Per-local-rank masks ("0:1,1:2").
+  int all = 0;                       ///< Mask for local ranks not named in by_local_rank.
+  std::map<int, int> by_local_rank;  ///< Per-local-rank masks ("0:1,1:2").
   /// The mask that applies to a local rank.
   int forLocalRank(int local_rank) const;
   bool any() const { return all != 0 || !by_local_rank.empty(); }
@@ -24,19 +24,19 @@ constexpr int kStderr = 2;
 struct LaunchOptions {
   int nproc_per_node = 1;
   int nnodes = 1;
-  std::optional<int> node_rank;            ///< Unset: assigned by arrival order at rendezvous.
-  std::string master_addr = "127.0.0.1";   ///< Host of the rendezvous store (the master agent).
-  int master_port = 29500;                 ///< Its port; 0 means "pick a free one" (--standalone).
+  std::optional<int> node_rank;           ///< Unset: assigned by arrival order at rendezvous.
+  std::string master_addr = "127.0.0.1";  ///< Host of the rendezvous store (the master agent).
+  int master_port = 29500;                ///< Its port; 0 means "pick a free one" (--standalone).
   bool standalone = false;
-  std::string run_id = "none";             ///< --rdzv-id / --run-id: names the job in the store.
-  double rdzv_timeout_s = 900;             ///< How long to wait for all nodes to arrive.
+  std::string run_id = "none";  ///< --rdzv-id / --run-id: names the job in the store.
+  double rdzv_timeout_s = 900;  ///< How long to wait for all nodes to arrive.
   int max_restarts = 0;
-  double monitor_interval_s = 0.1;         ///< How often remote failures are polled for.
-  double grace_period_s = 5;               ///< SIGTERM -> SIGKILL delay when stopping workers.
-  std::string log_dir;                     ///< Per-rank stdout/stderr files; empty: none.
-  StreamSelection redirects;               ///< Streams written to files only.
-  StreamSelection tee;                     ///< Streams written to files and the console.
-  std::string hostfile;                    ///< Non-empty: print per-host command lines only.
+  double monitor_interval_s = 0.1;  ///< How often remote failures are polled for.
+  double grace_period_s = 5;        ///< SIGTERM -> SIGKILL delay when stopping workers.
+  std::string log_dir;              ///< Per-rank stdout/stderr files; empty: none.
+  StreamSelection redirects;        ///< Streams written to files only.
+  StreamSelection tee;              ///< Streams written to files and the console.
+  std::string hostfile;             ///< Non-empty: print per-host command lines only.
   std::string program;
   std::vector<std::string> program_args;
   bool help = false;

@@ -79,10 +79,11 @@ void OutputSink::emitLine(const std::string& line) {
 }
 
 std::string OutputSink::tail() const {
+  std::deque<std::string> lines = tail_;
+  if (!partial_.empty()) lines.push_back(partial_);
+  while (lines.size() > options_.tail_lines) lines.pop_front();
   std::string out;
-  for (const auto& l : tail_) out += l + "\n";
-  if (!partial_.empty()) out += partial_ + "\n";
-  if (!out.empty()) out.pop_back();
+  for (const auto& l : lines) out += (out.empty() ? "" : "\n") + l;
   return out;
 }
 

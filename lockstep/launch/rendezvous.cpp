@@ -92,7 +92,14 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options), to
     LOCKSTEP_ENFORCE(options_.master_port != 0, ValueError,
                      "a node that does not host the store needs --master-port or --rdzv-endpoint");
     so.is_server = false;
-    tcp = std::make_shared<comm::TCPStore>(so);
+    try {
+      tcp = std::make_shared<comm::TCPStore>(so);
+    } catch (const TimeoutError& e) {
+      throw TimeoutError("rendezvous '" + options_.run_id + "': the master agent's store at " +
+                         options_.master_addr + ":" + std::to_string(options_.master_port) +
+                         " could not be reached within --rdzv-timeout (" + e.what() +
+                         "); start node rank 0 on the master host and check --master-addr/--master-port");
+    }
   }
   // After connecting, operations should fail fast when the host is gone.
   tcp->setTimeout(std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(30)));
@@ -150,8 +157,8 @@ std::optional<RendezvousResult> Rendezvous::join(int round, int nproc,
       }
       throw TimeoutError("rendezvous '" + options_.run_id + "' at " + options_.master_addr + ":" +
                          std::to_string(port_) + " timed out after " +
-                         std::to_string(options_.timeout.count() / 1000.0).substr(0, 6) + " s: " +
-                         "node ranks present: " + (present.empty() ? "none" : present) +
+                         std::to_string(options_.timeout.count() / 1000.0).substr(0, 6) +
+                         " s: " + "node ranks present: " + (present.empty() ? "none" : present) +
                          "; missing: " + missing + " (of --nnodes=" + std::to_string(n) +
                          "). Start `lockstep run` on every host with the same --nnodes, --rdzv-id and "
                          "--rdzv-endpoint/--master-addr, or raise --rdzv-timeout");
@@ -192,7 +199,9 @@ std::optional<std::string> Rendezvous::shutdown() {
 
 void Rendezvous::markSucceeded(int round) { store_->add(key(round, "succeeded"), 1); }
 
-bool Rendezvous::allSucceeded(int round) { return store_->add(key(round, "succeeded"), 0) >= options_.nnodes; }
+bool Rendezvous::allSucceeded(int round) {
+  return store_->add(key(round, "succeeded"), 0) >= options_.nnodes;
+}
 
 void Rendezvous::leave(int round, std::chrono::milliseconds linger) {
   int64_t left = store_->add(key(round, "left"), 1);

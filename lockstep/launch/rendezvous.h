@@ -17,12 +17,12 @@ namespace lockstep::launch {
 
 struct RendezvousOptions {
   std::string master_addr = "127.0.0.1";
-  int master_port = 29500;             ///< 0: the host picks a free port (--standalone).
+  int master_port = 29500;  ///< 0: the host picks a free port (--standalone).
   int nnodes = 1;
-  std::optional<int> node_rank;        ///< Unset: assigned by arrival order in the first round.
+  std::optional<int> node_rank;  ///< Unset: assigned by arrival order in the first round.
   std::string run_id = "none";
   std::chrono::milliseconds timeout{std::chrono::seconds(900)};  ///< For all nodes to arrive.
-  std::string hostname;                ///< This node's name, shown in reports.
+  std::string hostname;                                          ///< This node's name, shown in reports.
 };
 
 /// The agreement reached by one round.
@@ -72,7 +72,7 @@ class Rendezvous {
   std::string key(int round, const std::string& name) const;
 
   RendezvousOptions options_;
-  std::shared_ptr<comm::Store> base_;  // the TCPStore (or a test's store)
+  std::shared_ptr<comm::Store> base_;   // the TCPStore (or a test's store)
   std::shared_ptr<comm::Store> store_;  // base_ under the run's prefix
   comm::Store* tcp_ = nullptr;
   bool hosts_ = false;

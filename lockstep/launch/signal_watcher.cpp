@@ -29,8 +29,8 @@ void onSignal(int sig) {
 
 SignalWatcher::SignalWatcher() {
   LOCKSTEP_CHECK(g_pipe[0] < 0, "only one SignalWatcher may exist at a time");
-  LOCKSTEP_ENFORCE(::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) == 0, IoError, "cannot create the signal pipe: ",
-                   std::strerror(errno));
+  LOCKSTEP_ENFORCE(::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) == 0, IoError,
+                   "cannot create the signal pipe: ", std::strerror(errno));
   g_termination = 0;
   struct sigaction sa {};
   sa.sa_handler = onSignal;

@@ -16,8 +16,8 @@ namespace lockstep::launch {
 namespace {
 
 void makePipe(int fds[2]) {
-  LOCKSTEP_ENFORCE(::pipe2(fds, O_CLOEXEC) == 0, IoError, "cannot create a pipe for a worker: ",
-                   std::strerror(errno));
+  LOCKSTEP_ENFORCE(::pipe2(fds, O_CLOEXEC) == 0, IoError,
+                   "cannot create a pipe for a worker: ", std::strerror(errno));
 }
 
 void writeStr(int fd, const char* s) {

@@ -14,9 +14,9 @@
 namespace lockstep::launch {
 
 struct WorkerProcessOptions {
-  std::string path;                 ///< Resolved executable (see resolveProgram).
-  std::vector<std::string> argv;    ///< argv[0] included.
-  std::vector<std::string> env;     ///< "K=V" strings.
+  std::string path;                              ///< Resolved executable (see resolveProgram).
+  std::vector<std::string> argv;                 ///< argv[0] included.
+  std::vector<std::string> env;                  ///< "K=V" strings.
   std::optional<OutputSinkOptions> stdout_sink;  ///< nullopt: inherit the agent's stdout.
   std::optional<OutputSinkOptions> stderr_sink;  ///< nullopt: inherit the agent's stderr.
 };

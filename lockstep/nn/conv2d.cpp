@@ -44,7 +44,8 @@ std::string Conv2d::extraRepr() const {
   const auto& o = options_;
   return detail::concat(o.in_channels, ", ", o.out_channels, ", kernel_size=(", o.kernel_size[0], ", ",
                         o.kernel_size[1], "), stride=(", o.stride[0], ", ", o.stride[1], "), padding=(",
-                        o.padding[0], ", ", o.padding[1], ")", o.groups != 1 ? detail::concat(", groups=", o.groups) : "",
+                        o.padding[0], ", ", o.padding[1], ")",
+                        o.groups != 1 ? detail::concat(", groups=", o.groups) : "",
                         o.bias ? "" : ", bias=false", o.fuse_relu ? ", fuse_relu=true" : "");
 }
 

@@ -5,8 +5,8 @@
 namespace lockstep::nn::init {
 
 std::pair<int64_t, int64_t> computeFans(const Shape& shape) {
-  LOCKSTEP_ENFORCE(shape.size() >= 2, ValueError, "fan in and fan out need a tensor of at least 2 dims, got shape ",
-                   shapeToString(shape));
+  LOCKSTEP_ENFORCE(shape.size() >= 2, ValueError,
+                   "fan in and fan out need a tensor of at least 2 dims, got shape ", shapeToString(shape));
   int64_t receptive = 1;
   for (size_t i = 2; i < shape.size(); ++i) receptive *= shape[i];
   return {shape[1] * receptive, shape[0] * receptive};
@@ -35,7 +35,8 @@ namespace {
 double kaimingStd(const Tensor& t, double a, FanMode mode, const std::string& nonlinearity) {
   auto [fan_in, fan_out] = computeFans(t.shape());
   const int64_t fan = mode == FanMode::fan_in ? fan_in : fan_out;
-  LOCKSTEP_ENFORCE(fan > 0, ValueError, "kaiming init of a tensor with zero fan: shape ", shapeToString(t.shape()));
+  LOCKSTEP_ENFORCE(fan > 0, ValueError, "kaiming init of a tensor with zero fan: shape ",
+                   shapeToString(t.shape()));
   return calculateGain(nonlinearity, a) / std::sqrt(static_cast<double>(fan));
 }
 }  // namespace
@@ -55,6 +56,8 @@ void xavierUniform(Tensor& t, double gain, Generator& gen) {
   gen.uniform(t, -bound, bound);
 }
 
-double defaultBound(int64_t fan_in) { return fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0; }
+double defaultBound(int64_t fan_in) {
+  return fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+}
 
 }  // namespace lockstep::nn::init

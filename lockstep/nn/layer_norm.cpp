@@ -5,7 +5,8 @@
 namespace lockstep::nn {
 
 LayerNorm::LayerNorm(const LayerNormOptions& options) : Module("LayerNorm"), options_(options) {
-  LOCKSTEP_ENFORCE(!options.normalized_shape.empty(), ValueError, "LayerNorm: normalized_shape must not be empty");
+  LOCKSTEP_ENFORCE(!options.normalized_shape.empty(), ValueError,
+                   "LayerNorm: normalized_shape must not be empty");
   if (options.elementwise_affine) {
     weight_ = registerParameter("weight", Tensor::ones(options.normalized_shape));
     bias_ = registerParameter("bias", Tensor::zeros(options.normalized_shape));

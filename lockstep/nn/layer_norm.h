@@ -6,7 +6,7 @@
 namespace lockstep::nn {
 
 struct LayerNormOptions {
-  Shape normalized_shape;
+  Shape normalized_shape{};
   double eps = 1e-5;
   bool elementwise_affine = true;
 };

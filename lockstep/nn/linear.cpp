@@ -9,8 +9,8 @@ namespace lockstep::nn {
 
 Linear::Linear(const LinearOptions& options) : Module("Linear"), options_(options) {
   LOCKSTEP_ENFORCE(options.in_features >= 0 && options.out_features > 0, ValueError,
-                   "Linear: in_features must be >= 0 and out_features > 0, got ", options.in_features, " and ",
-                   options.out_features);
+                   "Linear: in_features must be >= 0 and out_features > 0, got ", options.in_features,
+                   " and ", options.out_features);
   Generator& gen = options.generator ? *options.generator : defaultGenerator();
   Tensor w = Tensor::empty({options.out_features, options.in_features});
   if (w.numel() > 0) init::kaimingUniform(w, std::sqrt(5.0), init::FanMode::fan_in, "leaky_relu", gen);

@@ -6,7 +6,8 @@ namespace lockstep::nn {
 
 namespace {
 std::string joinName(const std::string& prefix, const std::string& name) {
-  return prefix.empty() ? name : prefix + "." + name;
+  if (prefix.empty()) return name;
+  return name.empty() ? prefix : prefix + "." + name;
 }
 
 std::string quotedList(const std::vector<std::string>& names) {
@@ -34,8 +35,8 @@ void Module::checkNewName(const std::string& name, const char* what) const {
     }
     return false;
   };
-  LOCKSTEP_ENFORCE(!taken(params_) && !taken(buffers_) && !taken(children_), ValueError, type_name_, ": cannot add ",
-                   what, " '", name, "': the name is already used");
+  LOCKSTEP_ENFORCE(!taken(params_) && !taken(buffers_) && !taken(children_), ValueError, type_name_,
+                   ": cannot add ", what, " '", name, "': the name is already used");
 }
 
 Variable Module::registerParameter(const std::string& name, Tensor value, bool requires_grad) {
@@ -177,7 +178,8 @@ void Module::zeroGrad(bool set_to_none) {
 }
 
 void Module::to(DType dtype) {
-  LOCKSTEP_ENFORCE(isFloating(dtype), ValueError, "Module::to: ", dtypeName(dtype), " is not a floating dtype");
+  LOCKSTEP_ENFORCE(isFloating(dtype), ValueError, "Module::to: ", dtypeName(dtype),
+                   " is not a floating dtype");
   for (auto& [n, p] : params_) {
     if (isFloating(p.dtype()) && p.dtype() != dtype) {
       p.tensor() = p.tensor().to(dtype);

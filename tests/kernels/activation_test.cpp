@@ -21,3 +21,69 @@ TEST(relu, keeps_channels_last_layout) {
   EXPECT_TRUE(y.isChannelsLast());
   EXPECT_TRUE(tensorsNear(y, kernels::reference::reluForward(x), 0.0));
 }
+
+namespace {
+// Shapes with odd sizes and a single element; the channels_last case checks the flat kernels keep
+// the input's layout.
+std::vector<Tensor> activationInputs() {
+  std::vector<Tensor> xs;
+  for (const Shape& s : std::vector<Shape>{{1}, {7}, {3, 5}, {2, 3, 5, 7}}) xs.push_back(randomTensor(s, DType::f32, 3, -3, 3));
+  xs.push_back(randomTensor({2, 3, 4, 5}, DType::f32, 5, -3, 3).toFormat(MemoryFormat::channels_last));
+  return xs;
+}
+}  // namespace
+
+TEST(leakyRelu, forward_and_backward_match_reference) {
+  for (const Tensor& x : activationInputs()) {
+    for (double slope : {0.01, 0.2, -0.5}) {
+      Tensor gy = randomTensor(x.shape(), DType::f32, 4);
+      EXPECT_TRUE(tensorsNear(kernels::onednn::leakyReluForward(x, slope), kernels::reference::leakyReluForward(x, slope), 1e-7));
+      EXPECT_TRUE(tensorsNear(kernels::onednn::leakyReluBackward(gy, x, slope),
+                              kernels::reference::leakyReluBackward(gy, x, slope), 1e-7));
+    }
+  }
+}
+
+TEST(gelu, forward_and_backward_match_reference) {
+  for (const Tensor& x : activationInputs()) {
+    Tensor gy = randomTensor(x.shape(), DType::f32, 4);
+    EXPECT_TRUE(tensorsNear(kernels::onednn::geluForward(x), kernels::reference::geluForward(x), 1e-6, 1e-5));
+    EXPECT_TRUE(tensorsNear(kernels::onednn::geluBackward(gy, x), kernels::reference::geluBackward(gy, x), 1e-6, 1e-5));
+  }
+}
+
+TEST(tanh, forward_and_backward_match_reference) {
+  for (const Tensor& x : activationInputs()) {
+    Tensor gy = randomTensor(x.shape(), DType::f32, 4);
+    Tensor y = kernels::onednn::tanhForward(x);
+    EXPECT_TRUE(tensorsNear(y, kernels::reference::tanhForward(x), 1e-6, 1e-5));
+    EXPECT_TRUE(tensorsNear(kernels::onednn::tanhBackward(gy, y), kernels::reference::tanhBackward(gy, y), 1e-6, 1e-5));
+  }
+}
+
+TEST(sigmoid, forward_and_backward_match_reference) {
+  for (const Tensor& x : activationInputs()) {
+    Tensor gy = randomTensor(x.shape(), DType::f32, 4);
+    Tensor y = kernels::onednn::sigmoidForward(x);
+    EXPECT_TRUE(tensorsNear(y, kernels::reference::sigmoidForward(x), 1e-6, 1e-5));
+    EXPECT_TRUE(
+        tensorsNear(kernels::onednn::sigmoidBackward(gy, y), kernels::reference::sigmoidBackward(gy, y), 1e-6, 1e-5));
+  }
+}
+
+TEST(sigmoid, keeps_channels_last_layout) {
+  Tensor x = randomTensor({2, 3, 4, 5}, DType::f32).toFormat(MemoryFormat::channels_last);
+  EXPECT_TRUE(kernels::sigmoidForward(x).isChannelsLast());
+  EXPECT_TRUE(kernels::geluForward(x).isChannelsLast());
+}
+
+TEST(tanh, rejects_mismatched_shapes) {
+  Tensor y = randomTensor({3, 4}, DType::f32);
+  try {
+    kernels::tanhBackward(randomTensor({4, 3}, DType::f32), y);
+    FAIL() << "expected ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("tanh"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[4, 3]"), std::string::npos) << e.what();
+  }
+}

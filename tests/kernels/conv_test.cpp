@@ -58,7 +58,9 @@ TEST(conv2d, backward_matches_reference) {
     auto ref = kernels::reference::conv2dBackwardWeights(gy, x, c.w, c.bias, c.p);
     EXPECT_TRUE(tensorsNear(fast.weight, ref.weight, 1e-3, 1e-4)) << shapeToString(c.x) << " * " << shapeToString(c.w);
     EXPECT_EQ(fast.bias.defined(), c.bias);
-    if (c.bias) EXPECT_TRUE(tensorsNear(fast.bias, ref.bias, 1e-3, 1e-4));
+    if (c.bias) {
+      EXPECT_TRUE(tensorsNear(fast.bias, ref.bias, 1e-3, 1e-4));
+    }
   }
 }
 

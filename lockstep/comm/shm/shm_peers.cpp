@@ -155,12 +155,12 @@ void ShmPeers::barrier(const OpContext& ctx) {
   wakeAll();
   if (allArrived(target)) return;
   if (!many_threads_) {
-    for (int i = 0; i < 20000; ++i) {
+    for (int i = 0; i < 4000; ++i) {
       cpuRelax();
       if (allArrived(target)) return;
     }
   }
-  for (int i = 0; i < 50; ++i) {
+  for (int i = 0; i < 20; ++i) {
     std::this_thread::yield();
     if (allArrived(target)) return;
   }

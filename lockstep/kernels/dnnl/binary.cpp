@@ -106,8 +106,10 @@ void strided(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor& b) {
   switch (y.dtype()) {
     case DType::f32: stridedParallel<float>(op, y, a, b); break;
     case DType::f64: stridedParallel<double>(op, y, a, b); break;
+    case DType::i32: stridedParallel<int32_t>(op, y, a, b); break;
+    case DType::i64: stridedParallel<int64_t>(op, y, a, b); break;
     default: {
-      // Storage-only dtypes compute in f32.
+      // bf16, f16 and u8 compute in f32.
       Tensor y32 = Tensor::empty(y.shape(), DType::f32);
       stridedParallel<float>(op, y32, a.to(DType::f32), b.to(DType::f32));
       Tensor(y).copyFrom(y32);
@@ -172,6 +174,7 @@ Tensor binary(BinaryOp op, const Tensor& a0, const Tensor& b0) {
 }
 
 Tensor binaryScalar(BinaryOp op, const Tensor& a0, double s) {
+  detail::checkDivisible(op, a0);
   Tensor a = a0.isDense() ? a0 : a0.contiguous();
   Tensor y = Tensor::emptyLike(a);
   if (y.numel() == 0) return y;

@@ -14,11 +14,11 @@
 namespace lockstep::kernels::onednn {
 
 namespace {
-using dnnl::memory;
-using tag = memory::format_tag;
+using Mem = dnnl::memory;
+using tag = Mem::format_tag;
 
 struct Geometry {
-  memory::dims strides, dilates, pad_l, pad_r;
+  Mem::dims strides, dilates, pad_l, pad_r;
 };
 
 Geometry geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p) {
@@ -34,18 +34,18 @@ Geometry geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2dPa
   return g;
 }
 
-memory::dims weightDims(const Shape& w, int64_t groups) {
+Mem::dims weightDims(const Shape& w, int64_t groups) {
   if (groups == 1) return {w[0], w[1], w[2], w[3]};
   return {groups, w[0] / groups, w[1], w[2], w[3]};
 }
 
 // The caller's weights: [O, C/groups, kH, kW] row-major, i.e. oihw (goihw with groups).
-memory::desc userWeightsDesc(const Shape& w, int64_t groups, DType dt) {
-  return memory::desc(weightDims(w, groups), dataType(dt), groups == 1 ? tag::oihw : tag::goihw);
+Mem::desc userWeightsDesc(const Shape& w, int64_t groups, DType dt) {
+  return Mem::desc(weightDims(w, groups), dataType(dt), groups == 1 ? tag::oihw : tag::goihw);
 }
 
-memory::desc anyWeightsDesc(const Shape& w, int64_t groups, DType dt) {
-  return memory::desc(weightDims(w, groups), dataType(dt), tag::any);
+Mem::desc anyWeightsDesc(const Shape& w, int64_t groups, DType dt) {
+  return Mem::desc(weightDims(w, groups), dataType(dt), tag::any);
 }
 
 std::string keyFor(const char* what, const Shape& x, const Shape& w, MemoryFormat fx, MemoryFormat fy, DType dt,
@@ -57,10 +57,10 @@ std::string keyFor(const char* what, const Shape& x, const Shape& w, MemoryForma
   return os.str();
 }
 
-dnnl::convolution_forward::desc forwardDesc(const memory::desc& x_md, const memory::desc& w_md, bool bias,
-                                            const memory::desc& y_md, const Geometry& g, int64_t out_channels,
+dnnl::convolution_forward::desc forwardDesc(const Mem::desc& x_md, const Mem::desc& w_md, bool bias,
+                                            const Mem::desc& y_md, const Geometry& g, int64_t out_channels,
                                             DType dt) {
-  memory::desc b_md = bias ? vectorDesc(out_channels, dt) : memory::desc();
+  Mem::desc b_md = bias ? vectorDesc(out_channels, dt) : Mem::desc();
   return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                          x_md, w_md, b_md, y_md, g.strides, g.dilates, g.pad_l, g.pad_r);
 }
@@ -70,13 +70,13 @@ dnnl::convolution_forward::desc forwardDesc(const memory::desc& x_md, const memo
 template <typename Prim>
 struct WithWeights {
   Prim prim;
-  memory::desc user_w;
-  memory::desc prim_w;
+  Mem::desc user_w;
+  Mem::desc prim_w;
   std::optional<dnnl::reorder> reorder;
 };
 
 template <typename Prim>
-WithWeights<Prim> withWeights(Prim prim, const memory::desc& user_w, const memory::desc& prim_w, bool to_prim) {
+WithWeights<Prim> withWeights(Prim prim, const Mem::desc& user_w, const Mem::desc& prim_w, bool to_prim) {
   WithWeights<Prim> out{std::move(prim), user_w, prim_w, std::nullopt};
   if (user_w != prim_w) {
     out.reorder = to_prim ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user_w, engine(), prim_w))
@@ -87,11 +87,11 @@ WithWeights<Prim> withWeights(Prim prim, const memory::desc& user_w, const memor
 
 // The caller's weights in the primitive's layout; `buffer` keeps a reordered copy alive.
 template <typename Prim>
-memory primitiveWeights(const WithWeights<Prim>& p, const Tensor& w, Tensor& buffer) {
-  memory user = memory(p.user_w, engine(), w.dataPtr());
+Mem primitiveWeights(const WithWeights<Prim>& p, const Tensor& w, Tensor& buffer) {
+  Mem user = Mem(p.user_w, engine(), w.dataPtr());
   if (!p.reorder) return user;
   buffer = Tensor::empty({static_cast<int64_t>(p.prim_w.get_size())}, DType::u8);
-  memory blocked(p.prim_w, engine(), buffer.dataPtr());
+  Mem blocked(p.prim_w, engine(), buffer.dataPtr());
   p.reorder->execute(stream(), user, blocked);
   return blocked;
 }
@@ -121,10 +121,10 @@ Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b0, const
                          true);
     });
     Tensor w_buffer;
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(activationDesc(x.shape(), x.dtype(), f), engine(), x.dataPtr())},
+    std::unordered_map<int, Mem> args{{DNNL_ARG_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), x.dataPtr())},
                                          {DNNL_ARG_WEIGHTS, primitiveWeights(prims, w, w_buffer)},
-                                         {DNNL_ARG_DST, memory(activationDesc(ys, x.dtype(), f), engine(), y.dataPtr())}};
-    if (b.defined()) args.emplace(DNNL_ARG_BIAS, memory(vectorDesc(ys[1], b.dtype()), engine(), b.dataPtr()));
+                                         {DNNL_ARG_DST, Mem(activationDesc(ys, x.dtype(), f), engine(), y.dataPtr())}};
+    if (b.defined()) args.emplace(DNNL_ARG_BIAS, Mem(vectorDesc(ys[1], b.dtype()), engine(), b.dataPtr()));
     prims.prim.execute(stream(), args);
   } catch (const dnnl::error& e) {
     rethrow(e, "conv2d forward");
@@ -158,9 +158,9 @@ Tensor conv2dBackwardData(const Tensor& gy0, const Tensor& x, const Tensor& w0, 
     });
     Tensor w_buffer;
     prims.prim.execute(stream(),
-                       {{DNNL_ARG_DIFF_DST, memory(activationDesc(gy.shape(), gy.dtype(), f), engine(), gy.dataPtr())},
+                       {{DNNL_ARG_DIFF_DST, Mem(activationDesc(gy.shape(), gy.dtype(), f), engine(), gy.dataPtr())},
                         {DNNL_ARG_WEIGHTS, primitiveWeights(prims, w, w_buffer)},
-                        {DNNL_ARG_DIFF_SRC, memory(activationDesc(x.shape(), x.dtype(), f), engine(), gx.dataPtr())}});
+                        {DNNL_ARG_DIFF_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), gx.dataPtr())}});
   } catch (const dnnl::error& e) {
     rethrow(e, "conv2d backward (data)");
   }
@@ -184,7 +184,7 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, con
       const DType dt = x.dtype();
       auto x_md = activationDesc(x.shape(), dt, f), y_md = activationDesc(gy.shape(), dt, f);
       auto w_md = anyWeightsDesc(ws, p.groups, dt);
-      memory::desc b_md = with_bias ? vectorDesc(ws[0], dt) : memory::desc();
+      Mem::desc b_md = with_bias ? vectorDesc(ws[0], dt) : Mem::desc();
       Geometry g = geometry(x.shape(), ws, gy.shape(), p);
       dnnl::convolution_forward::primitive_desc hint(forwardDesc(x_md, w_md, with_bias, y_md, g, ws[0], dt), engine());
       dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct, x_md, w_md, b_md, y_md,
@@ -193,18 +193,18 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, con
       return withWeights(dnnl::convolution_backward_weights(pd), userWeightsDesc(ws, p.groups, dt),
                          pd.diff_weights_desc(), false);
     });
-    memory user_gw(prims.user_w, engine(), out.weight.dataPtr());
+    Mem user_gw(prims.user_w, engine(), out.weight.dataPtr());
     Tensor gw_buffer;
-    memory prim_gw = user_gw;
+    Mem prim_gw = user_gw;
     if (prims.reorder) {
       gw_buffer = Tensor::empty({static_cast<int64_t>(prims.prim_w.get_size())}, DType::u8);
-      prim_gw = memory(prims.prim_w, engine(), gw_buffer.dataPtr());
+      prim_gw = Mem(prims.prim_w, engine(), gw_buffer.dataPtr());
     }
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, memory(activationDesc(x.shape(), x.dtype(), f), engine(), x.dataPtr())},
-        {DNNL_ARG_DIFF_DST, memory(activationDesc(gy.shape(), gy.dtype(), f), engine(), gy.dataPtr())},
+    std::unordered_map<int, Mem> args{
+        {DNNL_ARG_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), x.dataPtr())},
+        {DNNL_ARG_DIFF_DST, Mem(activationDesc(gy.shape(), gy.dtype(), f), engine(), gy.dataPtr())},
         {DNNL_ARG_DIFF_WEIGHTS, prim_gw}};
-    if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(vectorDesc(ws[0], x.dtype()), engine(), out.bias.dataPtr()));
+    if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, Mem(vectorDesc(ws[0], x.dtype()), engine(), out.bias.dataPtr()));
     prims.prim.execute(stream(), args);
     if (prims.reorder) prims.reorder->execute(stream(), prim_gw, user_gw);
   } catch (const dnnl::error& e) {

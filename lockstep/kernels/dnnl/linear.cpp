@@ -6,14 +6,14 @@
 namespace lockstep::kernels::onednn {
 
 namespace {
-using dnnl::memory;
-using Tag = memory::format_tag;
+using MemDesc = dnnl::memory::desc;
+using Tag = dnnl::memory::format_tag;
 
 // linear flattens x [..., in] to rows [M, in]: a view when x is contiguous (the usual case).
 Tensor rows(const Tensor& t) { return t.reshape({-1, t.size(t.dim() - 1)}); }
 
-memory::desc plain(int64_t r, int64_t c, DType t) { return memory::desc({r, c}, dataType(t), Tag::ab); }
-memory::desc vec(int64_t n, DType t) { return memory::desc({n}, dataType(t), Tag::a); }
+MemDesc plain(int64_t r, int64_t c, DType t) { return MemDesc({r, c}, dataType(t), Tag::ab); }
+MemDesc vec(int64_t n, DType t) { return MemDesc({n}, dataType(t), Tag::a); }
 
 // Plain row-major descriptors everywhere: oneDNN's gemm-based inner product takes them as they are,
 // so no weight reorder runs per step (a blocked "any" layout would need one each time, since the
@@ -24,10 +24,10 @@ struct IpShape {
   std::string key() const {
     return std::to_string(m) + "x" + std::to_string(in) + "x" + std::to_string(out) + dtypeName(dtype);
   }
-  memory::desc src() const { return plain(m, in, dtype); }
-  memory::desc wei() const { return plain(out, in, dtype); }
-  memory::desc dst() const { return plain(m, out, dtype); }
-  memory::desc bias() const { return vec(out, dtype); }
+  MemDesc src() const { return plain(m, in, dtype); }
+  MemDesc wei() const { return plain(out, in, dtype); }
+  MemDesc dst() const { return plain(m, out, dtype); }
+  MemDesc bias() const { return vec(out, dtype); }
   dnnl::inner_product_forward::primitive_desc forwardPd(bool with_bias) const {
     auto d = with_bias ? dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, src(), wei(), bias(), dst())
                        : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, src(), wei(), dst());
@@ -51,7 +51,7 @@ Tensor linearForward(const Tensor& x0, const Tensor& w0, const Tensor& b0) {
   try {
     auto& prim = cache.get(s.key() + (b.defined() ? "b" : ""),
                            [&] { return dnnl::inner_product_forward(s.forwardPd(b.defined())); });
-    std::unordered_map<int, memory> args{
+    std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, memory(s.src(), x)}, {DNNL_ARG_WEIGHTS, memory(s.wei(), w)}, {DNNL_ARG_DST, memory(s.dst(), y)}};
     if (b.defined()) args.emplace(DNNL_ARG_BIAS, memory(s.bias(), b));
     prim.execute(stream(), args);
@@ -97,7 +97,7 @@ std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy0, const Tensor&
       return dnnl::inner_product_backward_weights(
           dnnl::inner_product_backward_weights::primitive_desc(d, engine(), s.forwardPd(with_bias)));
     });
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(s.src(), x)},
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory(s.src(), x)},
                                          {DNNL_ARG_DIFF_DST, memory(s.dst(), gy)},
                                          {DNNL_ARG_DIFF_WEIGHTS, memory(s.wei(), gw)}};
     if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(s.bias(), gb));

@@ -10,7 +10,8 @@ namespace {
 Tensor dense(const Tensor& t) { return t.isDense() ? t : t.contiguous(); }
 
 template <typename Fwd>
-Tensor forward(const Tensor& x0, int64_t dim, const char* op) {
+Tensor forward(const Tensor& x0, int64_t dim0, const char* op) {
+  const int64_t dim = normalizeDim(dim0, x0.dim(), op);
   Tensor x = dense(x0);
   Tensor y = Tensor::emptyLike(x);
   if (x.numel() == 0) return y;
@@ -29,7 +30,8 @@ Tensor forward(const Tensor& x0, int64_t dim, const char* op) {
 }
 
 template <typename Fwd, typename Bwd>
-Tensor backward(const Tensor& gy0, const Tensor& y0, int64_t dim, const char* op) {
+Tensor backward(const Tensor& gy0, const Tensor& y0, int64_t dim0, const char* op) {
+  const int64_t dim = normalizeDim(dim0, y0.dim(), op);
   Tensor y = dense(y0);
   // diff_dst and dst share one descriptor: gy takes y's layout.
   Tensor gy = gy0.strides() == y.strides() ? gy0 : [&] {

@@ -9,7 +9,8 @@ namespace {
 // x viewed as [outer, n, inner] with `dim` in the middle (contiguous f64 copies).
 struct Split {
   int64_t outer = 1, n = 1, inner = 1;
-  Split(const Shape& s, int64_t dim) {
+  Split(const Shape& s, int64_t dim0) {
+    const int64_t dim = normalizeDim(dim0, static_cast<int64_t>(s.size()));
     for (int64_t d = 0; d < static_cast<int64_t>(s.size()); ++d) {
       if (d < dim) outer *= s[d];
       if (d == dim) n = s[d];

@@ -1,0 +1,39 @@
+#include "lockstep/autograd/function.h"
+#include "lockstep/autograd/ops/conv.h"
+#include "lockstep/kernels/batch_norm.h"
+
+namespace lockstep::autograd {
+
+namespace {
+// Edges: x, weight, bias. Saves the statistics the forward normalised with (batch or running).
+class BatchNorm2dBackward final : public Node {
+ public:
+  BatchNorm2dBackward(Tensor x, Tensor w, bool with_bias, Tensor mean, Tensor var, kernels::BatchNormParams p)
+      : x_(std::move(x)), w_(std::move(w)), with_bias_(with_bias), mean_(std::move(mean)), var_(std::move(var)), p_(p) {}
+
+  std::vector<Tensor> apply(const Tensor& gy) override {
+    auto g = kernels::batchNorm2dBackward(gy, x_, w_, with_bias_, mean_, var_, p_);
+    return {edges_[0] ? g.x : Tensor(), edges_[1] ? g.weight : Tensor(), edges_[2] ? g.bias : Tensor()};
+  }
+  std::string name() const override { return "BatchNorm2dBackward"; }
+  void releaseSaved() override {
+    x_ = w_ = mean_ = var_ = Tensor();
+  }
+
+ private:
+  Tensor x_, w_;
+  bool with_bias_;
+  Tensor mean_, var_;
+  kernels::BatchNormParams p_;
+};
+}  // namespace
+
+Variable batchNorm2d(const Variable& x, const Variable& weight, const Variable& bias, Tensor running_mean,
+                     Tensor running_var, const BatchNormOptions& opts) {
+  const kernels::BatchNormParams p{opts.training, opts.momentum, opts.eps};
+  Tensor w = weight.defined() ? weight.tensor() : Tensor(), b = bias.defined() ? bias.tensor() : Tensor();
+  auto r = kernels::batchNorm2dForward(x.tensor(), w, b, std::move(running_mean), std::move(running_var), p);
+  return record<BatchNorm2dBackward>(r.y, {&x, &weight, &bias}, x.tensor(), w, b.defined(), r.mean, r.var, p);
+}
+
+}  // namespace lockstep::autograd

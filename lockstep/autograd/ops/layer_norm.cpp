@@ -1,0 +1,44 @@
+// layerNorm of math.h: kernels::layerNormForward/Backward with the statistics saved in between.
+#include "lockstep/autograd/function.h"
+#include "lockstep/autograd/ops/math.h"
+#include "lockstep/kernels/layer_norm.h"
+
+namespace lockstep::autograd {
+
+namespace {
+
+class LayerNormBackward final : public Node {
+ public:
+  LayerNormBackward(Tensor x, Tensor mean, Tensor variance, Shape normalized_shape, Tensor weight, Tensor bias,
+                    double eps)
+      : x_(std::move(x)),
+        mean_(std::move(mean)),
+        variance_(std::move(variance)),
+        normalized_shape_(std::move(normalized_shape)),
+        weight_(std::move(weight)),
+        bias_(std::move(bias)),
+        eps_(eps) {}
+  std::vector<Tensor> apply(const Tensor& g) override {
+    auto r = kernels::layerNormBackward(g, x_, mean_, variance_, normalized_shape_, weight_, bias_, eps_);
+    return {edges_[0] ? r.gx : Tensor(), edges_[1] ? r.gweight : Tensor(), edges_[2] ? r.gbias : Tensor()};
+  }
+  std::string name() const override { return "LayerNormBackward"; }
+  void releaseSaved() override { x_ = mean_ = variance_ = weight_ = bias_ = Tensor(); }
+
+ private:
+  Tensor x_, mean_, variance_;
+  Shape normalized_shape_;
+  Tensor weight_, bias_;
+  double eps_;
+};
+
+}  // namespace
+
+Variable layerNorm(const Variable& x, const Shape& normalized_shape, const Variable& weight, const Variable& bias,
+                   double eps) {
+  auto out = kernels::layerNormForward(x.tensor(), normalized_shape, weight.tensor(), bias.tensor(), eps);
+  return record<LayerNormBackward>(out.y, {&x, &weight, &bias}, x.tensor(), out.mean, out.variance,
+                                   normalized_shape, weight.tensor(), bias.tensor(), eps);
+}
+
+}  // namespace lockstep::autograd

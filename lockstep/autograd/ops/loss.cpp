@@ -1,0 +1,95 @@
+// crossEntropy, nllLoss and mseLoss (declared in ops/linear.h).
+#include "lockstep/autograd/function.h"
+#include "lockstep/autograd/ops/linear.h"
+#include "lockstep/kernels/loss.h"
+
+namespace lockstep::autograd {
+
+namespace {
+kernels::LossReduction toKernel(Reduction r) {
+  switch (r) {
+    case Reduction::none: return kernels::LossReduction::none;
+    case Reduction::sum: return kernels::LossReduction::sum;
+    case Reduction::mean: break;
+  }
+  return kernels::LossReduction::mean;
+}
+
+// The fused kernel's single backward: no log-softmax or NLL node in between.
+class CrossEntropyBackward final : public Node {
+ public:
+  CrossEntropyBackward(Tensor probs, Tensor target, kernels::CrossEntropyParams p)
+      : probs_(std::move(probs)), target_(std::move(target)), p_(p) {}
+  std::vector<Tensor> apply(const Tensor& g) override {
+    return {kernels::crossEntropyBackward(g, probs_, target_, p_)};
+  }
+  std::string name() const override { return "CrossEntropyBackward"; }
+  void releaseSaved() override {
+    probs_ = Tensor();
+    target_ = Tensor();
+  }
+
+ private:
+  Tensor probs_, target_;
+  kernels::CrossEntropyParams p_;
+};
+
+class NllLossBackward final : public Node {
+ public:
+  NllLossBackward(Tensor target, int64_t classes, kernels::LossReduction r, int64_t ignore_index)
+      : target_(std::move(target)), classes_(classes), r_(r), ignore_index_(ignore_index) {}
+  std::vector<Tensor> apply(const Tensor& g) override {
+    return {kernels::nllLossBackward(g, target_, classes_, r_, ignore_index_)};
+  }
+  std::string name() const override { return "NllLossBackward"; }
+  void releaseSaved() override { target_ = Tensor(); }
+
+ private:
+  Tensor target_;
+  int64_t classes_;
+  kernels::LossReduction r_;
+  int64_t ignore_index_;
+};
+
+class MseLossBackward final : public Node {
+ public:
+  MseLossBackward(Tensor input, Tensor target, kernels::LossReduction r)
+      : input_(std::move(input)), target_(std::move(target)), r_(r) {}
+  std::vector<Tensor> apply(const Tensor& g) override {
+    std::vector<Tensor> out(2);
+    // d/dtarget = -d/dinput: the same kernel with the operands swapped.
+    if (edges_[0]) out[0] = kernels::mseLossBackward(g, input_, target_, r_);
+    if (edges_[1]) out[1] = kernels::mseLossBackward(g, target_, input_, r_);
+    return out;
+  }
+  std::string name() const override { return "MseLossBackward"; }
+  void releaseSaved() override {
+    input_ = Tensor();
+    target_ = Tensor();
+  }
+
+ private:
+  Tensor input_, target_;
+  kernels::LossReduction r_;
+};
+}  // namespace
+
+Variable crossEntropy(const Variable& logits, const Tensor& target, const CrossEntropyOptions& opts) {
+  kernels::CrossEntropyParams p{toKernel(opts.reduction), opts.label_smoothing, opts.ignore_index};
+  auto [loss, probs] = kernels::crossEntropyForward(logits.tensor(), target, p);
+  return record<CrossEntropyBackward>(loss, {&logits}, probs, target, p);
+}
+
+Variable nllLoss(const Variable& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  auto r = toKernel(reduction);
+  Tensor loss = kernels::nllLossForward(log_probs.tensor(), target, r, ignore_index);
+  return record<NllLossBackward>(loss, {&log_probs}, target, log_probs.size(1), r, ignore_index);
+}
+
+Variable mseLoss(const Variable& input, const Variable& target, Reduction reduction) {
+  auto r = toKernel(reduction);
+  Tensor loss = kernels::mseLossForward(input.tensor(), target.tensor(), r);
+  return record<MseLossBackward>(loss, {&input, &target}, input.tensor(), target.tensor(), r);
+}
+
+}  // namespace lockstep::autograd

@@ -1,0 +1,72 @@
+#include "lockstep/autograd/function.h"
+#include "lockstep/autograd/ops/conv.h"
+#include "lockstep/kernels/pool.h"
+
+namespace lockstep::autograd {
+
+namespace {
+kernels::Pool2dParams params(const Pool2dOptions& o) {
+  return {o.kernel, o.stride, o.padding, o.ceil_mode, o.count_include_pad};
+}
+
+class MaxPool2dBackward final : public Node {
+ public:
+  MaxPool2dBackward(Tensor x, Tensor workspace, kernels::Pool2dParams p)
+      : x_(std::move(x)), workspace_(std::move(workspace)), p_(p) {}
+  std::vector<Tensor> apply(const Tensor& gy) override { return {kernels::maxPool2dBackward(gy, x_, workspace_, p_)}; }
+  std::string name() const override { return "MaxPool2dBackward"; }
+  void releaseSaved() override {
+    x_ = Tensor();
+    workspace_ = Tensor();
+  }
+
+ private:
+  Tensor x_, workspace_;
+  kernels::Pool2dParams p_;
+};
+
+class AvgPool2dBackward final : public Node {
+ public:
+  AvgPool2dBackward(Tensor x, kernels::Pool2dParams p) : x_(std::move(x)), p_(p) {}
+  std::vector<Tensor> apply(const Tensor& gy) override { return {kernels::avgPool2dBackward(gy, x_, p_)}; }
+  std::string name() const override { return "AvgPool2dBackward"; }
+  void releaseSaved() override { x_ = Tensor(); }
+
+ private:
+  Tensor x_;  // for its shape and layout
+  kernels::Pool2dParams p_;
+};
+
+class AdaptiveAvgPool2dBackward final : public Node {
+ public:
+  AdaptiveAvgPool2dBackward(Tensor x, std::array<int64_t, 2> out) : x_(std::move(x)), out_(out) {}
+  std::vector<Tensor> apply(const Tensor& gy) override {
+    return {kernels::adaptiveAvgPool2dBackward(gy, x_, out_)};
+  }
+  std::string name() const override { return "AdaptiveAvgPool2dBackward"; }
+  void releaseSaved() override { x_ = Tensor(); }
+
+ private:
+  Tensor x_;
+  std::array<int64_t, 2> out_;
+};
+}  // namespace
+
+Variable maxPool2d(const Variable& x, const Pool2dOptions& opts) {
+  const kernels::Pool2dParams p = params(opts);
+  // The workspace (argmax positions) is only kept when a backward pass will need it.
+  auto r = kernels::maxPool2dForward(x.tensor(), p, needsGrad({&x}));
+  return record<MaxPool2dBackward>(r.y, {&x}, x.tensor(), r.workspace, p);
+}
+
+Variable avgPool2d(const Variable& x, const Pool2dOptions& opts) {
+  const kernels::Pool2dParams p = params(opts);
+  return record<AvgPool2dBackward>(kernels::avgPool2dForward(x.tensor(), p), {&x}, x.tensor(), p);
+}
+
+Variable adaptiveAvgPool2d(const Variable& x, std::array<int64_t, 2> output_size) {
+  return record<AdaptiveAvgPool2dBackward>(kernels::adaptiveAvgPool2dForward(x.tensor(), output_size), {&x},
+                                           x.tensor(), output_size);
+}
+
+}  // namespace lockstep::autograd

@@ -1,0 +1,121 @@
+// View ops (reshape, flatten, transpose, permute, narrow) and concat of math.h. Views share the
+// input's storage; their backward maps the gradient back the same way, mostly as views too.
+#include "lockstep/autograd/function.h"
+#include "lockstep/autograd/ops/math.h"
+#include "lockstep/kernels/shape.h"
+
+namespace lockstep::autograd {
+
+namespace {
+
+class ReshapeBackward final : public Node {
+ public:
+  explicit ReshapeBackward(Shape input) : input_(std::move(input)) {}
+  std::vector<Tensor> apply(const Tensor& g) override { return {g.reshape(input_)}; }
+  std::string name() const override { return "ReshapeBackward"; }
+
+ private:
+  Shape input_;
+};
+
+class PermuteBackward final : public Node {
+ public:
+  // inverse[dims[i]] = i, so permuting the gradient by inverse undoes the forward permutation.
+  explicit PermuteBackward(Shape inverse) : inverse_(std::move(inverse)) {}
+  std::vector<Tensor> apply(const Tensor& g) override { return {g.permute(inverse_)}; }
+  std::string name() const override { return "PermuteBackward"; }
+
+ private:
+  Shape inverse_;
+};
+
+class NarrowBackward final : public Node {
+ public:
+  NarrowBackward(Shape input, int64_t dim, int64_t start) : input_(std::move(input)), dim_(dim), start_(start) {}
+  std::vector<Tensor> apply(const Tensor& g) override {
+    Tensor gx = Tensor::zeros(input_, g.dtype());
+    gx.narrow(dim_, start_, g.size(dim_)).copyFrom(g);
+    return {gx};
+  }
+  std::string name() const override { return "NarrowBackward"; }
+
+ private:
+  Shape input_;
+  int64_t dim_, start_;
+};
+
+class ConcatBackward final : public Node {
+ public:
+  ConcatBackward(int64_t dim, std::vector<int64_t> sizes) : dim_(dim), sizes_(std::move(sizes)) {}
+  std::vector<Tensor> apply(const Tensor& g) override {
+    std::vector<Tensor> grads(sizes_.size());
+    int64_t start = 0;
+    for (size_t i = 0; i < sizes_.size(); ++i) {
+      if (edges_[i]) grads[i] = g.narrow(dim_, start, sizes_[i]);
+      start += sizes_[i];
+    }
+    return grads;
+  }
+  std::string name() const override { return "ConcatBackward"; }
+
+ private:
+  int64_t dim_;
+  std::vector<int64_t> sizes_;
+};
+
+}  // namespace
+
+Variable reshape(const Variable& x, const Shape& shape) {
+  return record<ReshapeBackward>(x.tensor().reshape(shape), {&x}, x.shape());
+}
+
+Variable flatten(const Variable& x, int64_t start_dim, int64_t end_dim) {
+  return record<ReshapeBackward>(x.tensor().flatten(start_dim, end_dim), {&x}, x.shape());
+}
+
+Variable transpose(const Variable& x, int64_t d0, int64_t d1) {
+  if (x.dim() == 0) {
+    // PyTorch allows transpose(0, 0) (or -1) of a 0-d tensor: nothing moves.
+    normalizeDim(d0, 0, "transpose: dim");
+    normalizeDim(d1, 0, "transpose: dim");
+    return record<ReshapeBackward>(x.tensor(), {&x}, x.shape());
+  }
+  // A transpose is its own inverse permutation.
+  Shape inverse(static_cast<size_t>(x.dim()));
+  for (int64_t i = 0; i < x.dim(); ++i) inverse[i] = i;
+  Tensor y = x.tensor().transpose(d0, d1);
+  std::swap(inverse[normalizeDim(d0, x.dim())], inverse[normalizeDim(d1, x.dim())]);
+  return record<PermuteBackward>(y, {&x}, inverse);
+}
+
+Variable permute(const Variable& x, const Shape& dims) {
+  Tensor y = x.tensor().permute(dims);  // validates dims
+  Shape inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[normalizeDim(dims[i], x.dim())] = static_cast<int64_t>(i);
+  return record<PermuteBackward>(y, {&x}, inverse);
+}
+
+Variable narrow(const Variable& x, int64_t dim, int64_t start, int64_t length) {
+  Tensor y = x.tensor().narrow(dim, start, length);  // validates the range
+  return record<NarrowBackward>(y, {&x}, x.shape(), normalizeDim(dim, x.dim()), start);
+}
+
+Variable concat(const std::vector<Variable>& xs, int64_t dim) {
+  std::vector<Tensor> ts;
+  ts.reserve(xs.size());
+  for (const Variable& v : xs) ts.push_back(v.tensor());
+  Tensor y = kernels::concat(ts, dim);
+  bool needs = false;
+  if (isGradEnabled()) {
+    for (const Variable& v : xs) needs = needs || v.requiresGrad();
+  }
+  if (!needs) return Variable::makeResult(y, nullptr);
+  const int64_t d = normalizeDim(dim, y.dim());
+  std::vector<int64_t> sizes;
+  for (const Variable& v : xs) sizes.push_back(v.size(d));
+  auto node = std::make_shared<ConcatBackward>(d, std::move(sizes));
+  for (const Variable& v : xs) node->edges().push_back(v.gradEdge());
+  return Variable::makeResult(y, std::move(node));
+}
+
+}  // namespace lockstep::autograd

@@ -1,0 +1,422 @@
+#include "lockstep/comm/gloo/gloo_process_group.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "lockstep/comm/gloo/gloo_store_adapter.h"
+#include "lockstep/comm/prefix_store.h"
+#include "lockstep/util/env.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::comm {
+
+using ::lockstep::detail::concat;
+
+struct GlooProcessGroup::Desc {
+  uint64_t seq = 0;
+  uint64_t count = 0;
+  int32_t root = -1;
+  uint8_t type = 0;
+  uint8_t dtype = 0;
+  uint8_t op = 0;
+  uint8_t pad = 0;
+  bool operator==(const Desc&) const = default;
+};
+
+namespace {
+
+constexpr uint8_t kDescSlotPrefix = 0xf0;
+constexpr uint8_t kP2PSlotPrefix = 0xf1;
+
+std::string defaultHostname() {
+  if (auto h = env::get("LOCKSTEP_GLOO_HOSTNAME")) return *h;
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "127.0.0.1";
+  return buf;
+}
+
+std::chrono::milliseconds remaining(const OpContext& ctx) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline -
+                                                                  std::chrono::steady_clock::now());
+  return std::max(ms, std::chrono::milliseconds(1));
+}
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+std::string describe(uint8_t type, uint64_t seq, uint64_t count, uint8_t dtype, int root) {
+  std::string s = concat(opTypeName(static_cast<OpType>(type)), " #", seq, " (count ", count, ", ",
+                         dtypeName(static_cast<DType>(dtype)));
+  if (root >= 0) s += ", root " + std::to_string(root);
+  return s + ")";
+}
+
+template <typename Fn>
+void withType(DType dtype, Fn&& fn) {
+  visitDType(dtype, [&](auto tag) { fn(static_cast<decltype(tag)*>(nullptr)); });
+}
+
+}  // namespace
+
+GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, int rank, int size,
+                                   const GlooOptions& options)
+    : ProcessGroup(rank, size), store_(std::move(store)), options_(options) {
+  setTimeout(options.timeout);
+  if (options_.hostname.empty()) options_.hostname = defaultHostname();
+  ::gloo::transport::tcp::attr attr;
+  attr.hostname = options_.hostname;
+  try {
+    auto device = ::gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(store_->timeout());
+    GlooStoreAdapter adapter(store_);
+    context->connectFullMesh(adapter, device);
+    context->setTimeout(options_.timeout);
+    context_ = context;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw PeerError(concat("gloo backend: rank ", rank, " of ", size, " could not connect to its peers (",
+                           "listening on '", options_.hostname, "'): ", e.what(),
+                           "; check that every host can reach the others (set LOCKSTEP_GLOO_HOSTNAME "
+                           "to a reachable address of this host)"));
+  }
+}
+
+GlooProcessGroup::~GlooProcessGroup() { stopWorker(); }
+
+void GlooProcessGroup::exchangeDescs(const OpContext& ctx, const Desc& mine) {
+  const int n = size(), r = rank();
+  std::vector<Desc> descs(n);
+  descs[r] = mine;
+  const uint64_t slot = ::gloo::Slot::build(kDescSlotPrefix, static_cast<uint32_t>(ctx.seq));
+  auto send = context_->createUnboundBuffer(&descs[r], sizeof(Desc));
+  std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> recvs(n);
+  for (int j = 0; j < n; ++j) {
+    if (j == r) continue;
+    recvs[j] = context_->createUnboundBuffer(&descs[j], sizeof(Desc));
+    recvs[j]->recv(j, slot);
+    send->send(j, slot);
+  }
+  std::vector<int> missing, failed;
+  std::string failure;
+  for (int j = 0; j < n; ++j) {
+    if (j == r) continue;
+    try {
+      if (!recvs[j]->waitRecv(missing.empty() ? remaining(ctx) : std::chrono::milliseconds(1))) {
+        missing.push_back(j);
+      }
+    } catch (const std::exception& e) {
+      std::string m = e.what();
+      if (m.find("Timed out") != std::string::npos) {
+        missing.push_back(j);
+      } else {
+        failed.push_back(j);
+        if (failure.empty()) failure = m;
+      }
+    }
+  }
+  if (!failed.empty()) {
+    throw PeerError(concat(ctx.name, " failed on rank ", r, ": connections to ranks ", rankList(failed),
+                           " broke (did they die?); ranks ", rankList(failed), " did not arrive (gloo: ",
+                           failure, ")"));
+  }
+  if (!missing.empty()) {
+    throw TimeoutError(concat(ctx.name, " timed out after ", ctx.timeout.count(), " ms on rank ", r,
+                              ": ranks ", rankList(missing),
+                              " did not arrive (stuck, or they issued fewer collectives)"));
+  }
+  for (int j = 0; j < n; ++j) {
+    if (j != r) send->waitSend(remaining(ctx));
+  }
+  for (int j = 0; j < n; ++j) {
+    if (!(descs[j] == mine)) {
+      throw PeerError(concat(ctx.name, ": ranks issued different collectives in the same slot: rank ", r,
+                             " issued ", describe(mine.type, mine.seq, mine.count, mine.dtype, mine.root),
+                             " but rank ", j, " issued ",
+                             describe(descs[j].type, descs[j].seq, descs[j].count, descs[j].dtype,
+                                      descs[j].root),
+                             "; every rank must issue the same collectives in the same order"));
+    }
+  }
+}
+
+template <typename Body>
+void GlooProcessGroup::run(const OpContext& ctx, DType dtype, size_t count, int root, ReduceOp op,
+                           Body body) {
+  try {
+    if (options_.check_ops && size() > 1 && ctx.type != OpType::send && ctx.type != OpType::recv) {
+      Desc d;
+      d.seq = ctx.seq;
+      d.count = count;
+      d.root = root;
+      d.type = static_cast<uint8_t>(ctx.type);
+      d.dtype = static_cast<uint8_t>(dtype);
+      d.op = static_cast<uint8_t>(op);
+      exchangeDescs(ctx, d);
+    }
+    body();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string m = e.what();
+    if (m.find("Timed out") != std::string::npos) {
+      throw TimeoutError(concat(ctx.name, " timed out after ", ctx.timeout.count(), " ms on rank ",
+                                rank(), " during the data exchange (all ranks had arrived; a peer "
+                                        "stalled): ", m));
+    }
+    throw PeerError(concat(ctx.name, " failed on rank ", rank(),
+                           ": a peer connection broke during the data exchange (did a rank die?): ", m));
+  }
+}
+
+#define LOCKSTEP_GLOO_OP(TYPE, DETAIL, TIMEOUT, DTYPE, COUNT, ROOT, OP, ...)                    \
+  enqueue(TYPE, DETAIL, TIMEOUT, [=, this](const OpContext& ctx) {                              \
+    run(ctx, DTYPE, COUNT, ROOT, OP, [&] { __VA_ARGS__; });                                     \
+  })
+
+void GlooProcessGroup::runAllreduce(const OpContext& ctx, void* data, size_t count, DType dtype,
+                                    ReduceOp op) {
+  if (count == 0) return;
+  withType(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    ::gloo::AllreduceOptions o(context_);
+    o.setOutput(static_cast<T*>(data), count);
+    o.setReduceFunction([dtype, op](void* c, const void* a, const void* b, size_t n) {
+      reduceInto(c, a, b, n, dtype, op);
+    });
+    o.setTag(static_cast<uint32_t>(ctx.seq));
+    o.setTimeout(remaining(ctx));
+    ::gloo::allreduce(o);
+  });
+  if (op == ReduceOp::avg) divideBy(data, count, dtype, size());
+}
+
+std::shared_ptr<Work> GlooProcessGroup::allreduce(void* data, size_t count, DType dtype,
+                                                  const AllreduceOptions& o) {
+  return LOCKSTEP_GLOO_OP(OpType::allreduce, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype,
+                          count, -1, o.op, runAllreduce(ctx, data, count, dtype, o.op));
+}
+
+std::shared_ptr<Work> GlooProcessGroup::reduceScatter(const void* in, void* out, size_t count,
+                                                      DType dtype, const ReduceScatterOptions& o) {
+  return LOCKSTEP_GLOO_OP(OpType::reduceScatter, concat(count, " x ", dtypeName(dtype)), o.timeout,
+                          dtype, count, -1, o.op, {
+                            const size_t bytes = count * dtypeSize(dtype);
+                            workspace_.resize(bytes * size());
+                            if (bytes > 0) std::memcpy(workspace_.data(), in, bytes * size());
+                            runAllreduce(ctx, workspace_.data(), count * size(), dtype, o.op);
+                            if (bytes > 0) std::memcpy(out, workspace_.data() + bytes * rank(), bytes);
+                          });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::broadcast(void* data, size_t count, DType dtype,
+                                                  const BroadcastOptions& o) {
+  checkRoot(o.root, "broadcast");
+  return LOCKSTEP_GLOO_OP(OpType::broadcast, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype,
+                          count, o.root, ReduceOp::sum, {
+                            if (count == 0) return;
+                            withType(dtype, [&](auto* tag) {
+                              using T = std::remove_pointer_t<decltype(tag)>;
+                              ::gloo::BroadcastOptions g(context_);
+                              g.setOutput(static_cast<T*>(data), count);
+                              g.setRoot(o.root);
+                              g.setTag(static_cast<uint32_t>(ctx.seq));
+                              g.setTimeout(remaining(ctx));
+                              ::gloo::broadcast(g);
+                            });
+                          });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::reduce(void* data, size_t count, DType dtype,
+                                               const ReduceOptions& o) {
+  checkRoot(o.root, "reduce");
+  return LOCKSTEP_GLOO_OP(OpType::reduce, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype,
+                          count, o.root, o.op, {
+                            if (count == 0) return;
+                            withType(dtype, [&](auto* tag) {
+                              using T = std::remove_pointer_t<decltype(tag)>;
+                              ::gloo::ReduceOptions g(context_);
+                              g.setOutput(static_cast<T*>(data), count);
+                              g.setRoot(o.root);
+                              g.setReduceFunction([dtype, op = o.op](void* c, const void* a,
+                                                                     const void* b, size_t n) {
+                                reduceInto(c, a, b, n, dtype, op);
+                              });
+                              g.setTag(static_cast<uint32_t>(ctx.seq));
+                              g.setTimeout(remaining(ctx));
+                              ::gloo::reduce(g);
+                            });
+                            if (o.op == ReduceOp::avg && rank() == o.root) divideBy(data, count, dtype, size());
+                          });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::allgather(const void* in, void* out, size_t count,
+                                                  DType dtype, const AllgatherOptions& o) {
+  return LOCKSTEP_GLOO_OP(OpType::allgather, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype,
+                          count, -1, ReduceOp::sum, {
+                            if (count == 0) return;
+                            withType(dtype, [&](auto* tag) {
+                              using T = std::remove_pointer_t<decltype(tag)>;
+                              ::gloo::AllgatherOptions g(context_);
+                              g.setInput(const_cast<T*>(static_cast<const T*>(in)), count);
+                              g.setOutput(static_cast<T*>(out), count * size());
+                              g.setTag(static_cast<uint32_t>(ctx.seq));
+                              g.setTimeout(remaining(ctx));
+                              ::gloo::allgather(g);
+                            });
+                          });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::allgatherv(const void* in, void* out,
+                                                   const std::vector<size_t>& counts, DType dtype,
+                                                   const AllgatherOptions& o) {
+  LOCKSTEP_ENFORCE(counts.size() == static_cast<size_t>(size()), ValueError, "allgatherv: counts has ",
+                   counts.size(), " entries but the group has ", size(), " ranks");
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  return LOCKSTEP_GLOO_OP(OpType::allgatherv, concat(counts[rank()], " x ", dtypeName(dtype)), o.timeout,
+                          dtype, total, -1, ReduceOp::sum, {
+                            if (total == 0) return;
+                            withType(dtype, [&](auto* tag) {
+                              using T = std::remove_pointer_t<decltype(tag)>;
+                              ::gloo::AllgathervOptions g(context_);
+                              g.setInput(const_cast<T*>(static_cast<const T*>(in)), counts[rank()]);
+                              g.setOutput(static_cast<T*>(out), counts);
+                              g.setTag(static_cast<uint32_t>(ctx.seq));
+                              g.setTimeout(remaining(ctx));
+                              ::gloo::allgatherv(g);
+                            });
+                          });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::gather(const void* in, void* out, size_t count, DType dtype,
+                                               const GatherOptions& o) {
+  checkRoot(o.root, "gather");
+  return LOCKSTEP_GLOO_OP(OpType::gather, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype,
+                          count, o.root, ReduceOp::sum, {
+                            if (count == 0) return;
+                            withType(dtype, [&](auto* tag) {
+                              using T = std::remove_pointer_t<decltype(tag)>;
+                              ::gloo::GatherOptions g(context_);
+                              g.setInput(const_cast<T*>(static_cast<const T*>(in)), count);
+                              if (rank() == o.root) g.setOutput(static_cast<T*>(out), count * size());
+                              g.setRoot(o.root);
+                              g.setTag(static_cast<uint32_t>(ctx.seq));
+                              g.setTimeout(remaining(ctx));
+                              ::gloo::gather(g);
+                            });
+                          });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::scatter(const void* in, void* out, size_t count, DType dtype,
+                                                const ScatterOptions& o) {
+  checkRoot(o.root, "scatter");
+  return LOCKSTEP_GLOO_OP(OpType::scatter, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype,
+                          count, o.root, ReduceOp::sum, {
+                            if (count == 0) return;
+                            withType(dtype, [&](auto* tag) {
+                              using T = std::remove_pointer_t<decltype(tag)>;
+                              ::gloo::ScatterOptions g(context_);
+                              if (rank() == o.root) {
+                                std::vector<T*> ptrs;
+                                T* base = const_cast<T*>(static_cast<const T*>(in));
+                                for (int j = 0; j < size(); ++j) ptrs.push_back(base + j * count);
+                                g.setInputs(ptrs, count);
+                              }
+                              g.setOutput(static_cast<T*>(out), count);
+                              g.setRoot(o.root);
+                              g.setTag(static_cast<uint32_t>(ctx.seq));
+                              g.setTimeout(remaining(ctx));
+                              ::gloo::scatter(g);
+                            });
+                          });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::alltoall(const void* in, void* out, size_t count,
+                                                 DType dtype, const AlltoallOptions& o) {
+  return LOCKSTEP_GLOO_OP(OpType::alltoall, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype,
+                          count, -1, ReduceOp::sum, {
+                            if (count == 0) return;
+                            withType(dtype, [&](auto* tag) {
+                              using T = std::remove_pointer_t<decltype(tag)>;
+                              ::gloo::AlltoallOptions g(context_);
+                              g.setInput(const_cast<T*>(static_cast<const T*>(in)), count * size());
+                              g.setOutput(static_cast<T*>(out), count * size());
+                              g.setTag(static_cast<uint32_t>(ctx.seq));
+                              g.setTimeout(remaining(ctx));
+                              ::gloo::alltoall(g);
+                            });
+                          });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::barrier(const BarrierOptions& o) {
+  return LOCKSTEP_GLOO_OP(OpType::barrier, "", o.timeout, DType::u8, 0, -1, ReduceOp::sum, {
+    ::gloo::BarrierOptions g(context_);
+    g.setTag(static_cast<uint32_t>(ctx.seq));
+    g.setTimeout(remaining(ctx));
+    ::gloo::barrier(g);
+  });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::send(const void* data, size_t count, DType dtype, int dst,
+                                             const SendRecvOptions& o) {
+  checkPeer(dst, "send");
+  return enqueue(OpType::send, concat(count, " x ", dtypeName(dtype), " to rank ", dst), o.timeout,
+                 [=, this](const OpContext& ctx) {
+                   run(ctx, dtype, count, dst, ReduceOp::sum, [&] {
+                     auto buf = context_->createUnboundBuffer(const_cast<void*>(data), count * dtypeSize(dtype));
+                     buf->send(dst, ::gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(o.tag)));
+                     buf->waitSend(remaining(ctx));
+                   });
+                 });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::recv(void* data, size_t count, DType dtype, int src,
+                                             const SendRecvOptions& o) {
+  checkPeer(src, "recv");
+  return enqueue(OpType::recv, concat(count, " x ", dtypeName(dtype), " from rank ", src), o.timeout,
+                 [=, this](const OpContext& ctx) {
+                   run(ctx, dtype, count, src, ReduceOp::sum, [&] {
+                     auto buf = context_->createUnboundBuffer(data, count * dtypeSize(dtype));
+                     buf->recv(src, ::gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(o.tag)));
+                     buf->waitRecv(remaining(ctx));
+                   });
+                 });
+}
+
+std::shared_ptr<ProcessGroup> GlooProcessGroup::newGroup(const std::vector<int>& ranks) {
+  auto id = groups_created_++;
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  LOCKSTEP_ENFORCE(!sorted.empty() && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() &&
+                       sorted.front() >= 0 && sorted.back() < size(),
+                   ValueError, "newGroup: ranks must be unique ranks of this group of size ", size());
+  auto it = std::find(sorted.begin(), sorted.end(), rank());
+  if (it == sorted.end()) return nullptr;
+  GlooOptions o = options_;
+  o.timeout = timeout();
+  return std::make_shared<GlooProcessGroup>(
+      std::make_shared<PrefixStore>("sub" + std::to_string(id), store_),
+      static_cast<int>(it - sorted.begin()), static_cast<int>(sorted.size()), o);
+}
+
+}  // namespace lockstep::comm

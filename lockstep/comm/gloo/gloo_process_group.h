@@ -1,0 +1,80 @@
+#pragma once
+// Process group over Gloo's TCP transport (Debian's libgloo): the multi-host backend. Ranks meet
+// through a lockstep Store (gloo's connectFullMesh via GlooStoreAdapter), then exchange data on
+// one TCP connection per pair of ranks.
+//
+// Op checks: before each op, every rank sends a 40-byte descriptor (seq, op, count, dtype, root)
+// to every peer and waits for theirs. This costs one small message round per op, and buys two
+// things gloo lacks: an error naming the ranks that did not arrive (not just "timed out"), and a
+// clear error when ranks issued different collectives in the same slot, instead of a hang or
+// silently mixed data. GlooOptions::check_ops = false skips it.
+#include <memory>
+#include <string>
+
+#include "lockstep/comm/process_group.h"
+#include "lockstep/comm/store.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace lockstep::comm {
+
+struct GlooOptions {
+  /// Address peers use to reach this rank; empty: $LOCKSTEP_GLOO_HOSTNAME, else gethostname().
+  std::string hostname;
+  std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;  // default op timeout
+  bool check_ops = true;  // exchange op descriptors before each op (see above)
+};
+
+/// Thread-safety: see ProcessGroup.
+class GlooProcessGroup : public ProcessGroup {
+ public:
+  /// Collective over all size ranks: connects the full mesh through store (waits up to
+  /// store->timeout()). PeerError/TimeoutError when peers cannot be reached.
+  GlooProcessGroup(std::shared_ptr<Store> store, int rank, int size, const GlooOptions& options = {});
+  ~GlooProcessGroup() override;
+
+  std::string backendName() const override { return "gloo"; }
+  std::shared_ptr<Work> allreduce(void* data, size_t count, DType dtype,
+                                  const AllreduceOptions& opts = {}) override;
+  std::shared_ptr<Work> broadcast(void* data, size_t count, DType dtype,
+                                  const BroadcastOptions& opts = {}) override;
+  std::shared_ptr<Work> reduce(void* data, size_t count, DType dtype,
+                               const ReduceOptions& opts = {}) override;
+  std::shared_ptr<Work> allgather(const void* in, void* out, size_t count, DType dtype,
+                                  const AllgatherOptions& opts = {}) override;
+  std::shared_ptr<Work> allgatherv(const void* in, void* out, const std::vector<size_t>& counts,
+                                   DType dtype, const AllgatherOptions& opts = {}) override;
+  std::shared_ptr<Work> reduceScatter(const void* in, void* out, size_t count, DType dtype,
+                                      const ReduceScatterOptions& opts = {}) override;
+  std::shared_ptr<Work> gather(const void* in, void* out, size_t count, DType dtype,
+                               const GatherOptions& opts = {}) override;
+  std::shared_ptr<Work> scatter(const void* in, void* out, size_t count, DType dtype,
+                                const ScatterOptions& opts = {}) override;
+  std::shared_ptr<Work> alltoall(const void* in, void* out, size_t count, DType dtype,
+                                 const AlltoallOptions& opts = {}) override;
+  std::shared_ptr<Work> barrier(const BarrierOptions& opts = {}) override;
+  std::shared_ptr<Work> send(const void* data, size_t count, DType dtype, int dst,
+                             const SendRecvOptions& opts = {}) override;
+  std::shared_ptr<Work> recv(void* data, size_t count, DType dtype, int src,
+                             const SendRecvOptions& opts = {}) override;
+  std::shared_ptr<ProcessGroup> newGroup(const std::vector<int>& ranks) override;
+
+ private:
+  struct Desc;
+  // Runs body with gloo errors turned into lockstep errors naming the op; checks descriptors
+  // first when enabled.
+  template <typename Body>
+  void run(const OpContext& ctx, DType dtype, size_t count, int root, ReduceOp op, Body body);
+  void exchangeDescs(const OpContext& ctx, const Desc& mine);
+  void runAllreduce(const OpContext& ctx, void* data, size_t count, DType dtype, ReduceOp op);
+
+  std::shared_ptr<Store> store_;
+  GlooOptions options_;
+  std::shared_ptr<::gloo::Context> context_;
+  int groups_created_ = 0;
+  std::vector<uint8_t> workspace_;
+};
+
+}  // namespace lockstep::comm

@@ -1,0 +1,169 @@
+#include "lockstep/comm/init.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "lockstep/comm/file_store.h"
+#include "lockstep/comm/gloo/gloo_process_group.h"
+#include "lockstep/comm/hierarchical_process_group.h"
+#include "lockstep/comm/mpi/mpi_process_group.h"
+#include "lockstep/comm/prefix_store.h"
+#include "lockstep/comm/shm/shm_process_group.h"
+#include "lockstep/comm/tcp_store.h"
+#include "lockstep/util/env.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::comm {
+
+using ::lockstep::detail::concat;
+
+namespace {
+
+// The first of names that is set, parsed as an int; ValueError naming it when malformed.
+std::optional<int> firstInt(std::initializer_list<const char*> names, const char** which) {
+  for (const char* n : names) {
+    if (auto v = env::getInt(n)) {
+      *which = n;
+      return static_cast<int>(*v);
+    }
+  }
+  return std::nullopt;
+}
+
+uint16_t parsePort(const std::string& s, const std::string& what) {
+  int port = -1;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), port);
+  LOCKSTEP_ENFORCE(ec == std::errc() && p == s.data() + s.size() && port > 0 && port < 65536, ValueError,
+                   what, "='", s, "' is not a valid TCP port (1..65535)");
+  return static_cast<uint16_t>(port);
+}
+
+}  // namespace
+
+ResolvedInit resolveInit(const InitOptions& o) {
+  ResolvedInit r;
+  const char* which = "rank option";
+  if (o.rank >= 0) {
+    r.rank = o.rank;
+  } else if (auto v = firstInt({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, &which)) {
+    r.rank = *v;
+  } else if (o.backend != "mpi") {
+    throw ValueError("cannot tell this process's rank: RANK is not set (nor OMPI_COMM_WORLD_RANK or "
+                     "SLURM_PROCID); set RANK, start the job with lockstep run, mpirun or srun, or "
+                     "pass InitOptions.rank");
+  }
+  const char* wwhich = "world_size option";
+  if (o.world_size > 0) {
+    r.world_size = o.world_size;
+  } else if (auto v = firstInt({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, &wwhich)) {
+    r.world_size = *v;
+  } else if (o.backend != "mpi") {
+    throw ValueError("cannot tell the world size: WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE or "
+                     "SLURM_NTASKS); set WORLD_SIZE, or pass InitOptions.world_size");
+  }
+  LOCKSTEP_ENFORCE(r.world_size >= 1, ValueError, wwhich, "=", r.world_size, " must be at least 1");
+  LOCKSTEP_ENFORCE(r.rank >= 0 && r.rank < r.world_size, ValueError, which, "=", r.rank,
+                   " is out of range for world size ", r.world_size, " (need 0 <= rank < world size)");
+  const char* lwhich = "";
+  if (auto v = firstInt({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, &lwhich)) r.local_rank = *v;
+
+  LOCKSTEP_ENFORCE(o.backend == "shm" || o.backend == "gloo" || o.backend == "mpi" || o.backend == "auto",
+                   ValueError, "unknown backend '", o.backend, "'; use shm, gloo, mpi or auto");
+  const std::string& m = o.init_method;
+  if (o.backend == "mpi") {
+    r.store_kind = "none";
+  } else if (m == "env://") {
+    auto addr = env::get("MASTER_ADDR");
+    LOCKSTEP_ENFORCE(addr && !addr->empty(), ValueError,
+                     "init_method env:// needs MASTER_ADDR (the host of rank 0 or of the launcher); "
+                     "it is not set");
+    auto port = env::get("MASTER_PORT");
+    LOCKSTEP_ENFORCE(port.has_value(), ValueError,
+                     "init_method env:// needs MASTER_PORT (e.g. 29500); it is not set");
+    r.store_kind = "tcp";
+    r.host = *addr;
+    r.port = parsePort(*port, "MASTER_PORT");
+  } else if (m.rfind("tcp://", 0) == 0) {
+    std::string rest = m.substr(6);
+    auto colon = rest.rfind(':');
+    LOCKSTEP_ENFORCE(colon != std::string::npos && colon > 0, ValueError, "init_method '", m,
+                     "' is malformed; expected tcp://HOST:PORT");
+    r.store_kind = "tcp";
+    r.host = rest.substr(0, colon);
+    if (r.host.size() > 2 && r.host.front() == '[' && r.host.back() == ']') r.host = r.host.substr(1, r.host.size() - 2);
+    r.port = parsePort(rest.substr(colon + 1), "init_method port");
+  } else if (m.rfind("file://", 0) == 0) {
+    r.store_kind = "file";
+    r.path = m.substr(7);
+    LOCKSTEP_ENFORCE(!r.path.empty(), ValueError, "init_method '", m, "' names no file; expected file:///path");
+  } else {
+    throw ValueError(concat("init_method '", m, "' is not understood; use env://, tcp://HOST:PORT or file:///PATH"));
+  }
+  r.host_store_server = r.store_kind == "tcp" && r.rank == 0 && !env::getBool("LOCKSTEP_USE_AGENT_STORE", false);
+  return r;
+}
+
+std::shared_ptr<Store> createStore(const ResolvedInit& r, const InitOptions& o) {
+  std::shared_ptr<Store> base;
+  if (r.store_kind == "tcp") {
+    TCPStoreOptions t;
+    t.host = r.host;
+    t.port = r.port;
+    t.is_server = r.host_store_server;
+    t.timeout = o.store_timeout;
+    base = std::make_shared<TCPStore>(t);
+  } else if (r.store_kind == "file") {
+    base = std::make_shared<FileStore>(r.path, r.world_size);
+    base->setTimeout(o.store_timeout);
+  } else {
+    return nullptr;
+  }
+  return std::make_shared<PrefixStore>(o.group_name, base);
+}
+
+std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std::shared_ptr<Store> store,
+                                                 int rank, int size, std::chrono::milliseconds timeout) {
+  if (backend == "shm") {
+    ShmOptions o;
+    o.timeout = timeout;
+    o.block_bytes = static_cast<size_t>(env::getInt("LOCKSTEP_SHM_BLOCK_BYTES", static_cast<int64_t>(o.block_bytes)));
+    return std::make_shared<ShmProcessGroup>(std::make_shared<PrefixStore>("shm", store), rank, size, o);
+  }
+  if (backend == "gloo") {
+    GlooOptions o;
+    o.timeout = timeout;
+    return std::make_shared<GlooProcessGroup>(std::make_shared<PrefixStore>("gloo", store), rank, size, o);
+  }
+  if (backend == "mpi") {
+    MpiOptions o;
+    o.timeout = timeout;
+    auto pg = MpiProcessGroup::createWorld(o);
+    LOCKSTEP_ENFORCE(size <= 0 || pg->size() == size, ValueError, "mpi backend: MPI_COMM_WORLD has ",
+                     pg->size(), " ranks but the world size is ", size, "; start the job with mpirun -np ", size);
+    return pg;
+  }
+  LOCKSTEP_ENFORCE(backend == "auto", ValueError, "unknown backend '", backend, "'; use shm, gloo, mpi or auto");
+  auto auto_store = std::make_shared<PrefixStore>("auto", store);
+  auto ids = exchangeHostIds(*auto_store, rank, size);
+  std::vector<std::string> hosts = ids;
+  std::sort(hosts.begin(), hosts.end());
+  hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+  if (hosts.size() == 1) return createProcessGroup("shm", store, rank, size, timeout);
+  if (hosts.size() == ids.size()) return createProcessGroup("gloo", store, rank, size, timeout);
+  HierarchicalOptions h;
+  h.timeout = timeout;
+  return std::make_shared<HierarchicalProcessGroup>(auto_store, rank, size, ids, h);
+}
+
+std::shared_ptr<ProcessGroup> initProcessGroup(const InitOptions& options) {
+  if (options.backend == "mpi") {
+    MpiOptions o;
+    o.timeout = options.timeout;
+    return MpiProcessGroup::createWorld(o);
+  }
+  ResolvedInit r = resolveInit(options);
+  auto store = createStore(r, options);
+  return createProcessGroup(options.backend, store, r.rank, r.world_size, options.timeout);
+}
+
+}  // namespace lockstep::comm

@@ -1,0 +1,58 @@
+#pragma once
+// Process group initialisation like torch.distributed.init_process_group.
+//
+//   auto pg = lockstep::comm::initProcessGroup({.backend = "auto"});   // env:// by default
+//
+// Rank and world size come from the options, else RANK/WORLD_SIZE, else Open MPI's
+// OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, else Slurm's SLURM_PROCID/SLURM_NTASKS (local rank
+// likewise from LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID). The store:
+//   env://           TCPStore at MASTER_ADDR:MASTER_PORT; rank 0 hosts the server unless
+//                    LOCKSTEP_USE_AGENT_STORE=1 says the launcher agent already does.
+//   tcp://host:port  the same with an explicit address.
+//   file://path      FileStore on a shared filesystem.
+// The mpi backend needs no store (MPI has its own rendezvous).
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "lockstep/comm/process_group.h"
+#include "lockstep/comm/store.h"
+
+namespace lockstep::comm {
+
+struct InitOptions {
+  std::string backend = "auto";        // shm | gloo | mpi | auto
+  std::string init_method = "env://";  // env:// | tcp://host:port | file://path
+  int rank = -1;                       // -1: from the environment
+  int world_size = -1;                 // -1: from the environment
+  std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;      // default op timeout
+  std::chrono::milliseconds store_timeout = std::chrono::minutes(5);  // rendezvous timeout
+  std::string group_name = "default";  // store key prefix, so several groups can share a store
+};
+
+/// What initProcessGroup derived from the options and the environment (pure; for tests).
+struct ResolvedInit {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = -1;  // -1: unknown
+  std::string store_kind;  // "tcp", "file" or "none"
+  std::string host;
+  uint16_t port = 0;
+  std::string path;
+  bool host_store_server = false;
+};
+
+/// Resolves ranks and the store from options and getenv. ValueError naming the missing or
+/// malformed variable (or init_method) otherwise. Thread-safe.
+ResolvedInit resolveInit(const InitOptions& options);
+/// The store a resolved init describes (TCPStore/FileStore, prefixed by group_name).
+std::shared_ptr<Store> createStore(const ResolvedInit& init, const InitOptions& options);
+/// Resolves, connects the store and builds the backend. Collective over all world_size ranks.
+std::shared_ptr<ProcessGroup> initProcessGroup(const InitOptions& options = {});
+/// Builds a backend over an existing store (tests, the launcher). Collective.
+std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std::shared_ptr<Store> store,
+                                                 int rank, int size,
+                                                 std::chrono::milliseconds timeout = kDefaultCollectiveTimeout);
+
+}  // namespace lockstep::comm

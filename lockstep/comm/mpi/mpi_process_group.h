@@ -1,0 +1,72 @@
+#pragma once
+// Process group over MPI (Open MPI) for jobs started by mpirun or srun. The group is
+// MPI_COMM_WORLD (or a communicator split from it by newGroup); MPI does its own rendezvous, so
+// no Store is needed.
+//
+// MPI_Init_thread(MPI_THREAD_SERIALIZED) runs once per process, on first use; MPI_Finalize at
+// exit. Ops run as non-blocking MPI calls polled until the op's deadline, so a stuck peer gives
+// a TimeoutError; a dead peer normally makes mpirun end the whole job (MPI's own policy).
+// Before each collective ranks allgather a small op descriptor, so different collectives in
+// the same slot give an error naming both.
+#include <mpi.h>
+
+#include <memory>
+
+#include "lockstep/comm/process_group.h"
+
+namespace lockstep::comm {
+
+struct MpiOptions {
+  std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;
+};
+
+/// Thread-safety: see ProcessGroup.
+class MpiProcessGroup : public ProcessGroup {
+ public:
+  /// The world group. Collective over MPI_COMM_WORLD. NotSupportedError-free: errors from MPI
+  /// become PeerError naming the call.
+  static std::shared_ptr<MpiProcessGroup> createWorld(const MpiOptions& options = {});
+  /// True when this process was started by mpirun/srun with an MPI launcher (environment check).
+  static bool launchedByMpi();
+
+  MpiProcessGroup(MPI_Comm comm, const MpiOptions& options);  // takes ownership unless WORLD
+  ~MpiProcessGroup() override;
+
+  std::string backendName() const override { return "mpi"; }
+  std::shared_ptr<Work> allreduce(void* data, size_t count, DType dtype,
+                                  const AllreduceOptions& opts = {}) override;
+  std::shared_ptr<Work> broadcast(void* data, size_t count, DType dtype,
+                                  const BroadcastOptions& opts = {}) override;
+  std::shared_ptr<Work> reduce(void* data, size_t count, DType dtype,
+                               const ReduceOptions& opts = {}) override;
+  std::shared_ptr<Work> allgather(const void* in, void* out, size_t count, DType dtype,
+                                  const AllgatherOptions& opts = {}) override;
+  std::shared_ptr<Work> allgatherv(const void* in, void* out, const std::vector<size_t>& counts,
+                                   DType dtype, const AllgatherOptions& opts = {}) override;
+  std::shared_ptr<Work> reduceScatter(const void* in, void* out, size_t count, DType dtype,
+                                      const ReduceScatterOptions& opts = {}) override;
+  std::shared_ptr<Work> gather(const void* in, void* out, size_t count, DType dtype,
+                               const GatherOptions& opts = {}) override;
+  std::shared_ptr<Work> scatter(const void* in, void* out, size_t count, DType dtype,
+                                const ScatterOptions& opts = {}) override;
+  std::shared_ptr<Work> alltoall(const void* in, void* out, size_t count, DType dtype,
+                                 const AlltoallOptions& opts = {}) override;
+  std::shared_ptr<Work> barrier(const BarrierOptions& opts = {}) override;
+  std::shared_ptr<Work> send(const void* data, size_t count, DType dtype, int dst,
+                             const SendRecvOptions& opts = {}) override;
+  std::shared_ptr<Work> recv(void* data, size_t count, DType dtype, int src,
+                             const SendRecvOptions& opts = {}) override;
+  std::shared_ptr<ProcessGroup> newGroup(const std::vector<int>& ranks) override;
+
+ private:
+  // Checks descriptors, then runs start() (which posts one non-blocking MPI call) and polls the
+  // request until ctx.deadline.
+  template <typename Start>
+  void run(const OpContext& ctx, DType dtype, size_t count, int root, ReduceOp op, Start start);
+  void waitRequest(const OpContext& ctx, MPI_Request* req, const char* call);
+
+  MPI_Comm comm_;
+  MpiOptions options_;
+};
+
+}  // namespace lockstep::comm

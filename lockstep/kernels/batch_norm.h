@@ -1,0 +1,51 @@
+#pragma once
+// 2-d batch normalisation over [N, C, H, W] (per channel C). y keeps x's layout (channels_last when
+// x is). Training normalises with the batch statistics and updates the running ones in place the
+// way PyTorch does (momentum, unbiased variance); eval normalises with the running statistics.
+#include "lockstep/tensor/tensor.h"
+
+namespace lockstep::kernels {
+
+struct BatchNormParams {
+  bool training = true;
+  double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch statistic
+  double eps = 1e-5;
+};
+
+struct BatchNormResult {
+  Tensor y;
+  /// The statistics y was normalised with ([C]; f32 from oneDNN, f64 from the reference): the
+  /// batch mean and biased variance when training, copies of the running ones otherwise.
+  Tensor mean, var;
+};
+
+struct BatchNormGrads {
+  Tensor x, weight, bias;  // weight/bias undefined when the forward had none
+};
+
+/// weight/bias [C] or undefined (no affine transform). running_mean/var [C] are updated in place
+/// when training (they may then be undefined) and required otherwise. ValueError naming the shapes
+/// for a mismatch, or when training sees a single value per channel.
+BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
+                                   Tensor running_var, const BatchNormParams& p);
+/// dL/dx, dL/dweight, dL/dbias from dL/dy and the forward's x, weight and statistics; bias tells
+/// whether the forward had a bias.
+BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
+                                   const Tensor& mean, const Tensor& var, const BatchNormParams& p);
+
+namespace onednn {
+/// Without the running-statistics update (the dispatching entry point does it).
+BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   const Tensor& running_mean, const Tensor& running_var, const BatchNormParams& p);
+BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
+                                   const Tensor& mean, const Tensor& var, const BatchNormParams& p);
+}  // namespace onednn
+
+namespace reference {
+BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   const Tensor& running_mean, const Tensor& running_var, const BatchNormParams& p);
+BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
+                                   const Tensor& mean, const Tensor& var, const BatchNormParams& p);
+}  // namespace reference
+
+}  // namespace lockstep::kernels

@@ -1,0 +1,162 @@
+#include "lockstep/kernels/loss.h"
+
+#include <cmath>
+
+#include "lockstep/kernels/dispatch.h"
+
+namespace lockstep::kernels {
+
+namespace {
+bool fast(DType t) { return backendFor(t) == Backend::onednn && t == DType::f32; }
+
+void checkClassTarget(const char* op, const Tensor& input, const Tensor& target) {
+  LOCKSTEP_ENFORCE(input.dim() == 2 && isFloating(input.dtype()), ValueError, op,
+                   ": input must be floating [N, C], got ", input.describe());
+  LOCKSTEP_ENFORCE(target.dim() == 1 && target.size(0) == input.size(0), ValueError, op, ": input ",
+                   shapeToString(input.shape()), " and target ", shapeToString(target.shape()),
+                   " do not match (target must be [N])");
+  LOCKSTEP_ENFORCE(target.dtype() == DType::i64, ValueError, op, ": target must hold i64 class indices, got ",
+                   dtypeName(target.dtype()));
+}
+
+void checkGloss(const char* op, const Tensor& gloss, LossReduction r, const Shape& none_shape) {
+  bool ok = r == LossReduction::none ? gloss.shape() == none_shape : gloss.numel() == 1;
+  LOCKSTEP_ENFORCE(ok, ValueError, op, " backward: gradient ", shapeToString(gloss.shape()),
+                   " does not fit the loss (", r == LossReduction::none ? shapeToString(none_shape) : "one element",
+                   ")");
+}
+
+// Row i's target, checked against the class count (ignore_index passes through).
+inline int64_t classOf(const char* op, const int64_t* t, int64_t i, int64_t c, int64_t ignore_index) {
+  int64_t k = t[i];
+  LOCKSTEP_ENFORCE(k == ignore_index || (k >= 0 && k < c), ValueError, op, ": target ", k, " at index ", i,
+                   " is out of range for ", c, " classes");
+  return k;
+}
+
+std::pair<Tensor, Tensor> crossEntropyFast(const Tensor& logits0, const Tensor& target0, const CrossEntropyParams& p) {
+  Tensor x = logits0.contiguous(), tg = target0.contiguous();
+  const int64_t n = x.size(0), c = x.size(1);
+  const float* px = x.data<float>();
+  const int64_t* pt = tg.data<int64_t>();
+  Tensor probs = Tensor::empty({n, c}, DType::f32);
+  float* pp = probs.data<float>();
+  Tensor loss = p.reduction == LossReduction::none ? Tensor::empty({n}, DType::f32) : Tensor::scalar(0.0, DType::f32);
+  float* pl = loss.data<float>();
+  const double on = 1.0 - p.label_smoothing, off = c > 0 ? p.label_smoothing / static_cast<double>(c) : 0.0;
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = px + i * c;
+    float* prow = pp + i * c;
+    const int64_t k = classOf("cross_entropy", pt, i, c, p.ignore_index);
+    float mx = -INFINITY, rowsum = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      mx = std::max(mx, row[j]);
+      rowsum += row[j];
+    }
+    float se = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      prow[j] = std::exp(row[j] - mx);
+      se += prow[j];
+    }
+    const float inv = 1.0f / se;
+    for (int64_t j = 0; j < c; ++j) prow[j] *= inv;
+    double li = 0;
+    if (k != p.ignore_index) {
+      const double lse = static_cast<double>(mx) + std::log(static_cast<double>(se));
+      // -log p_k weighted (1 - s), plus s/C times -sum_j log p_j = C lse - sum_j x_j.
+      li = on * (lse - row[k]) + off * (static_cast<double>(c) * lse - rowsum);
+      ++count;
+    }
+    if (p.reduction == LossReduction::none) pl[i] = static_cast<float>(li);
+    total += li;
+  }
+  if (p.reduction == LossReduction::mean) pl[0] = static_cast<float>(total / static_cast<double>(count));
+  if (p.reduction == LossReduction::sum) pl[0] = static_cast<float>(total);
+  return {loss, probs};
+}
+
+Tensor crossEntropyBackwardFast(const Tensor& gloss0, const Tensor& probs, const Tensor& target0,
+                                const CrossEntropyParams& p) {
+  Tensor tg = target0.contiguous(), gloss = gloss0.to(DType::f32).contiguous();
+  const int64_t n = probs.size(0), c = probs.size(1);
+  const int64_t* pt = tg.data<int64_t>();
+  const float* pp = probs.data<float>();
+  const float* pg = gloss.data<float>();
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += pt[i] != p.ignore_index;
+  const float base = p.reduction == LossReduction::none ? 0.0f
+                     : p.reduction == LossReduction::sum ? pg[0]
+                                                          : pg[0] / static_cast<float>(count);
+  const float on = static_cast<float>(1.0 - p.label_smoothing);
+  const float off = c > 0 ? static_cast<float>(p.label_smoothing / static_cast<double>(c)) : 0.0f;
+  Tensor gx = Tensor::empty({n, c}, DType::f32);
+  float* px = gx.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    float* grow = px + i * c;
+    const int64_t k = classOf("cross_entropy", pt, i, c, p.ignore_index);
+    if (k == p.ignore_index) {
+      for (int64_t j = 0; j < c; ++j) grow[j] = 0.0f;
+      continue;
+    }
+    const float s = p.reduction == LossReduction::none ? pg[i] : base;
+    const float* prow = pp + i * c;
+    for (int64_t j = 0; j < c; ++j) grow[j] = (prow[j] - off) * s;
+    grow[k] -= on * s;
+  }
+  return gx;
+}
+}  // namespace
+
+std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target, const CrossEntropyParams& p) {
+  checkClassTarget("cross_entropy", logits, target);
+  LOCKSTEP_ENFORCE(p.label_smoothing >= 0.0 && p.label_smoothing <= 1.0, ValueError,
+                   "cross_entropy: label_smoothing must be in [0, 1], got ", p.label_smoothing);
+  if (fast(logits.dtype())) return crossEntropyFast(logits, target, p);
+  return reference::crossEntropyForward(logits, target, p);
+}
+
+Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& probs, const Tensor& target,
+                            const CrossEntropyParams& p) {
+  checkClassTarget("cross_entropy", probs, target);
+  checkGloss("cross_entropy", gloss, p.reduction, {probs.size(0)});
+  if (fast(probs.dtype()) && probs.isContiguous()) return crossEntropyBackwardFast(gloss, probs, target, p);
+  return reference::crossEntropyBackward(gloss, probs, target, p);
+}
+
+Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction, int64_t ignore_index) {
+  checkClassTarget("nll_loss", log_probs, target);
+  Tensor t = target.contiguous();
+  for (int64_t i = 0; i < t.numel(); ++i) classOf("nll_loss", t.data<int64_t>(), i, log_probs.size(1), ignore_index);
+  // A gather and a sum: the reference loop is already the whole kernel.
+  return reference::nllLossForward(log_probs, target, reduction, ignore_index);
+}
+
+Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_classes, LossReduction reduction,
+                       int64_t ignore_index) {
+  LOCKSTEP_ENFORCE(target.dim() == 1 && target.dtype() == DType::i64, ValueError,
+                   "nll_loss backward: target must be [N] i64, got ", target.describe());
+  checkGloss("nll_loss", gloss, reduction, {target.size(0)});
+  Tensor t = target.contiguous();
+  for (int64_t i = 0; i < t.numel(); ++i) classOf("nll_loss", t.data<int64_t>(), i, num_classes, ignore_index);
+  return reference::nllLossBackward(gloss, target, num_classes, reduction, ignore_index);
+}
+
+Tensor mseLossForward(const Tensor& input, const Tensor& target, LossReduction reduction) {
+  LOCKSTEP_ENFORCE(input.shape() == target.shape(), ValueError, "mse_loss: input ", shapeToString(input.shape()),
+                   " and target ", shapeToString(target.shape()), " differ");
+  LOCKSTEP_ENFORCE(isFloating(input.dtype()) && input.dtype() == target.dtype(), ValueError,
+                   "mse_loss: input and target must share a floating dtype, got ", dtypeName(input.dtype()), " and ",
+                   dtypeName(target.dtype()));
+  return reference::mseLossForward(input, target, reduction);
+}
+
+Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& target, LossReduction reduction) {
+  LOCKSTEP_ENFORCE(input.shape() == target.shape(), ValueError, "mse_loss backward: input ",
+                   shapeToString(input.shape()), " and target ", shapeToString(target.shape()), " differ");
+  checkGloss("mse_loss", gloss, reduction, input.shape());
+  return reference::mseLossBackward(gloss, input, target, reduction);
+}
+
+}  // namespace lockstep::kernels

@@ -1,0 +1,20 @@
+// The ground truth for dropout: the mask straight from Generator::bernoulli, then plain loops.
+#include "lockstep/kernels/dropout.h"
+
+namespace lockstep::kernels::reference {
+
+std::pair<Tensor, Tensor> dropoutForward(const Tensor& x, double p, Generator& gen) {
+  Tensor mask = Tensor::empty(x.shape(), DType::u8);
+  gen.bernoulli(mask, 1.0 - p);
+  return {dropoutBackward(x, mask, p), mask};
+}
+
+Tensor dropoutBackward(const Tensor& gy, const Tensor& mask, double p) {
+  Tensor g = gy.to(DType::f64).contiguous(), gx = Tensor::empty(gy.shape(), DType::f64);
+  auto m = mask.toVector<uint8_t>();
+  const double scale = p >= 1.0 ? 0.0 : 1.0 / (1.0 - p);
+  for (int64_t i = 0; i < gy.numel(); ++i) gx.data<double>()[i] = m[i] ? g.data<double>()[i] * scale : 0.0;
+  return gx.to(gy.dtype());
+}
+
+}  // namespace lockstep::kernels::reference

@@ -1,0 +1,17 @@
+#pragma once
+// Umbrella header of the nn module: Module and containers, layers, losses, initialisers, model zoo.
+#include "lockstep/nn/activation.h"
+#include "lockstep/nn/batch_norm.h"
+#include "lockstep/nn/conv2d.h"
+#include "lockstep/nn/dropout.h"
+#include "lockstep/nn/init.h"
+#include "lockstep/nn/layer_norm.h"
+#include "lockstep/nn/linear.h"
+#include "lockstep/nn/loss.h"
+#include "lockstep/nn/model_zoo.h"
+#include "lockstep/nn/module.h"
+#include "lockstep/nn/pooling.h"
+#include "lockstep/nn/resnet.h"
+#include "lockstep/nn/sequential.h"
+#include "lockstep/nn/small_cnn.h"
+#include "lockstep/nn/state_dict.h"

@@ -1,0 +1,48 @@
+#pragma once
+// ResNet-18 for CIFAR-10 (32x32 inputs): a 3x3 stride-1 stem conv to 64 channels with batch norm and
+// no max-pool, four stages of two BasicBlocks (64, 128, 256, 512 channels; stages 2-4 start with
+// stride 2 and a 1x1 conv + BN shortcut), adaptive average pooling and a linear classifier.
+// Names follow torchvision ("layer2.0.downsample.0.weight", "fc.bias"); 11,173,962 parameters.
+#include <cstdint>
+#include <memory>
+
+#include "lockstep/nn/batch_norm.h"
+#include "lockstep/nn/conv2d.h"
+#include "lockstep/nn/linear.h"
+#include "lockstep/nn/pooling.h"
+#include "lockstep/nn/sequential.h"
+
+namespace lockstep::nn {
+
+class BasicBlock : public Module {
+ public:
+  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator* gen);
+  /// relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)).
+  Variable forward(const Variable& x) override;
+
+ private:
+  std::shared_ptr<Conv2d> conv1_, conv2_;
+  std::shared_ptr<BatchNorm2d> bn1_, bn2_;
+  std::shared_ptr<Sequential> downsample_;  // null: identity shortcut
+};
+
+struct ResNetCifarOptions {
+  int64_t num_classes = 10;
+  /// Borrowed during construction; nullptr = defaultGenerator().
+  Generator* generator = nullptr;
+};
+
+class ResNet18Cifar : public Module {
+ public:
+  explicit ResNet18Cifar(const ResNetCifarOptions& options = {});
+  Variable forward(const Variable& x) override;
+
+ private:
+  std::shared_ptr<Conv2d> conv1_;
+  std::shared_ptr<BatchNorm2d> bn1_;
+  std::shared_ptr<Sequential> layers_[4];
+  std::shared_ptr<AdaptiveAvgPool2d> avgpool_;
+  std::shared_ptr<Linear> fc_;
+};
+
+}  // namespace lockstep::nn

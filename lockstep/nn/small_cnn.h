@@ -1,0 +1,43 @@
+#pragma once
+// The small three-conv CNNs of the model zoo: mnist_cnn (1x28x28 -> 10) and cifar_cnn (3x32x32 -> 10,
+// the Paddle seed's MyNet). Both are
+//   conv1 3x3 (->32) + relu, maxpool 2, conv2 3x3 (->64) + relu, maxpool 2, conv3 3x3 (->64) + relu,
+//   flatten, fc1 (->64) + relu, fc2 (->num_classes)
+// and output logits (no softmax). Conv + relu pairs run as one fused kernel, and a 4-d input is
+// converted to channels_last first, the layout oneDNN's convolutions are fastest on.
+#include <cstdint>
+#include <memory>
+
+#include "lockstep/nn/activation.h"
+#include "lockstep/nn/conv2d.h"
+#include "lockstep/nn/linear.h"
+#include "lockstep/nn/pooling.h"
+
+namespace lockstep::nn {
+
+struct SmallCnnOptions {
+  int64_t in_channels = 1;
+  /// Input height = width (28 for MNIST, 32 for CIFAR-10).
+  int64_t image_size = 28;
+  int64_t num_classes = 10;
+  /// Borrowed during construction; nullptr = defaultGenerator().
+  Generator* generator = nullptr;
+};
+
+class SmallCnn : public Module {
+ public:
+  /// type_name: "MnistCnn" or "CifarCnn" (what describe() prints).
+  SmallCnn(std::string type_name, const SmallCnnOptions& options);
+  Variable forward(const Variable& x) override;
+
+ private:
+  std::shared_ptr<Conv2d> conv1_, conv2_, conv3_;
+  std::shared_ptr<MaxPool2d> pool_;
+  std::shared_ptr<Flatten> flatten_;
+  std::shared_ptr<Linear> fc1_, fc2_;
+};
+
+/// x as a channels_last Variable when it is 4-d and needs no gradient (data), else x unchanged.
+Variable toChannelsLast(const Variable& x);
+
+}  // namespace lockstep::nn

@@ -1,0 +1,49 @@
+#pragma once
+// Adam and AdamW: torch.optim.Adam / AdamW's exact single-tensor update with bias correction.
+//   Adam:  g += wd * p                 AdamW: p *= 1 - lr * wd
+//   m = beta1 * m + (1 - beta1) * g;   v = beta2 * v + (1 - beta2) * g * g
+//   v_hat = amsgrad ? (vmax = max(vmax, v)) : v
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v_hat) / sqrt(1 - beta2^t) + eps)
+// State: "step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq" (amsgrad only).
+#include "lockstep/optim/optimizer.h"
+
+namespace lockstep::optim {
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  /// Adam: L2 penalty added to the gradient. AdamW: decoupled decay (AdamW's default is 1e-2).
+  double weight_decay = 0.0;
+  bool amsgrad = false;
+  bool maximize = false;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Variable> params, const AdamOptions& options = {});
+  void step() override;
+
+  static HyperParams toHyper(const AdamOptions& o);
+  static AdamOptions fromHyper(const HyperParams& h);
+
+ protected:
+  Adam(std::string name, std::vector<Variable> params, const AdamOptions& options, bool decoupled);
+
+ private:
+  bool decoupled_;
+};
+
+/// Adam with decoupled weight decay (Loshchilov & Hutter); options.weight_decay defaults to 1e-2
+/// when built from AdamWOptions.
+struct AdamWOptions : AdamOptions {
+  AdamWOptions() { weight_decay = 1e-2; }
+};
+
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Variable> params, const AdamWOptions& options = {});
+};
+
+}  // namespace lockstep::optim

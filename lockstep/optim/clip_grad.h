@@ -1,0 +1,27 @@
+#pragma once
+// Gradient clipping (torch.nn.utils.clip_grad_norm_).
+#include <limits>
+#include <vector>
+
+#include "lockstep/autograd/variable.h"
+
+namespace lockstep::optim {
+
+struct ClipGradNormOptions {
+  /// p of the p-norm; std::numeric_limits<double>::infinity() for the max-norm.
+  double norm_type = 2.0;
+  /// Throw ValueError when the total norm is NaN or infinite (instead of scaling by it).
+  bool error_if_nonfinite = false;
+};
+
+/// Scales the gradients of params in place so that their joint norm (the norm of the per-parameter
+/// norms) is at most max_norm: each is multiplied by min(1, max_norm / (total + 1e-6)). Parameters
+/// without a gradient are skipped. Returns the total norm before clipping. Not collective: with
+/// DDP, call it after the gradients are averaged (they are then equal on every rank).
+double clipGradNorm(const std::vector<autograd::Variable>& params, double max_norm,
+                    const ClipGradNormOptions& options = {});
+
+/// The total norm clipGradNorm would compute, without changing anything.
+double gradNorm(const std::vector<autograd::Variable>& params, double norm_type = 2.0);
+
+}  // namespace lockstep::optim

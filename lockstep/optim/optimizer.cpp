@@ -1,0 +1,130 @@
+#include "lockstep/optim/optimizer.h"
+
+#include <unordered_set>
+
+namespace lockstep::optim {
+
+double hyperDouble(const HyperParams& h, const std::string& key) {
+  auto it = h.find(key);
+  LOCKSTEP_ENFORCE(it != h.end(), ValueError, "optimizer hyper-parameter '", key, "' is not set");
+  return std::visit([](auto v) { return static_cast<double>(v); }, it->second);
+}
+
+bool hyperBool(const HyperParams& h, const std::string& key) { return hyperDouble(h, key) != 0.0; }
+
+Optimizer::Optimizer(std::string name, HyperParams defaults, std::vector<Variable> params)
+    : name_(std::move(name)), defaults_(std::move(defaults)) {
+  if (!params.empty()) addParamGroup(std::move(params));
+}
+
+void Optimizer::addParamGroup(std::vector<Variable> params, const HyperParams& overrides) {
+  std::unordered_set<const autograd::VariableImpl*> seen;
+  for (const auto& g : groups_) {
+    for (const auto& p : g.params) seen.insert(p.impl().get());
+  }
+  for (const auto& p : params) {
+    LOCKSTEP_ENFORCE(p.defined(), ValueError, name_, ": an undefined Variable was passed as a parameter");
+    LOCKSTEP_ENFORCE(seen.insert(p.impl().get()).second, ValueError, name_, ": parameter '", p.name(),
+                     "' appears in more than one place (each parameter may be in one group, once)");
+  }
+  ParamGroup g{std::move(params), defaults_};
+  for (const auto& [k, v] : overrides) {
+    LOCKSTEP_ENFORCE(defaults_.count(k) != 0, ValueError, name_, ": unknown hyper-parameter '", k, "'");
+    g.options[k] = v;
+  }
+  groups_.push_back(std::move(g));
+}
+
+void Optimizer::zeroGrad(bool set_to_none) {
+  for (auto& g : groups_) {
+    for (auto& p : g.params) p.zeroGrad(set_to_none);
+  }
+}
+
+Tensor Optimizer::zerosLike(const Variable& p) {
+  Tensor t = Tensor::emptyLike(p.tensor());
+  t.zero();
+  return t;
+}
+
+OptimizerStateDict Optimizer::stateDict() const {
+  OptimizerStateDict out;
+  int64_t index = 0;
+  for (const auto& g : groups_) {
+    ParamGroupState gs{g.options, {}};
+    for (const auto& p : g.params) {
+      gs.params.push_back(index);
+      auto it = state_.find(p.impl().get());
+      if (it != state_.end()) {
+        const std::string prefix = std::to_string(index) + ".";
+        if (it->second.step > 0)
+          out.state.insert(prefix + "step", Tensor::scalar(static_cast<double>(it->second.step), DType::i64));
+        for (const auto& [k, t] : it->second.buffers) out.state.insert(prefix + k, t);
+      }
+      ++index;
+    }
+    out.param_groups.push_back(std::move(gs));
+  }
+  return out;
+}
+
+void Optimizer::loadStateDict(const OptimizerStateDict& sd) {
+  LOCKSTEP_ENFORCE(sd.param_groups.size() == groups_.size(), ValueError, name_,
+                   ".loadStateDict: the state has ", sd.param_groups.size(),
+                   " parameter groups, the optimizer ", groups_.size());
+  std::vector<const Variable*> flat;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    LOCKSTEP_ENFORCE(sd.param_groups[gi].params.size() == groups_[gi].params.size(), ValueError, name_,
+                     ".loadStateDict: group ", gi, " has ", sd.param_groups[gi].params.size(),
+                     " parameters in the state, ", groups_[gi].params.size(), " in the optimizer");
+    for (const auto& p : groups_[gi].params) flat.push_back(&p);
+  }
+  // Validate everything before changing anything.
+  std::unordered_map<const autograd::VariableImpl*, ParamState> loaded;
+  for (const auto& [key, t] : sd.state) {
+    const size_t dot = key.find('.');
+    int64_t index = -1;
+    try {
+      index = dot == std::string::npos ? -1 : std::stoll(key.substr(0, dot));
+    } catch (const std::exception&) {
+      index = -1;
+    }
+    LOCKSTEP_ENFORCE(index >= 0 && index < static_cast<int64_t>(flat.size()), ValueError, name_,
+                     ".loadStateDict: state key '", key, "' does not name one of the ", flat.size(),
+                     " parameters");
+    const Variable& p = *flat[static_cast<size_t>(index)];
+    const std::string what = key.substr(dot + 1);
+    ParamState& ps = loaded[p.impl().get()];
+    if (what == "step") {
+      ps.step = t.item<int64_t>();
+      continue;
+    }
+    LOCKSTEP_ENFORCE(t.shape() == p.shape(), ValueError, name_, ".loadStateDict: '", key, "' has shape ",
+                     shapeToString(t.shape()), " but the parameter has ", shapeToString(p.shape()));
+    Tensor copy = zerosLike(p);
+    copy.copyFrom(t);
+    ps.buffers[what] = copy;
+  }
+  for (size_t gi = 0; gi < groups_.size(); ++gi) groups_[gi].options = sd.param_groups[gi].options;
+  state_ = std::move(loaded);
+}
+
+namespace detail {
+Tensor gradLike(const Tensor& p, const Tensor& g) {
+  LOCKSTEP_ENFORCE(g.shape() == p.shape(), ValueError, "gradient shape ", shapeToString(g.shape()),
+                   " differs from the parameter's ", shapeToString(p.shape()));
+  if (g.dtype() == p.dtype() && g.strides() == p.strides() && g.isDense()) return g;
+  Tensor out = Tensor::emptyLike(p);
+  out.copyFrom(g);
+  return out;
+}
+
+void checkUpdatable(const Tensor& p, const char* optimizer) {
+  LOCKSTEP_ENFORCE(p.dtype() == DType::f32 || p.dtype() == DType::f64, NotSupportedError, optimizer,
+                   " supports f32 and f64 parameters, got ", dtypeName(p.dtype()));
+  LOCKSTEP_ENFORCE(p.isDense(), NotSupportedError, optimizer, " needs dense parameters, got strides ",
+                   shapeToString(p.strides()), " for shape ", shapeToString(p.shape()));
+}
+}  // namespace detail
+
+}  // namespace lockstep::optim

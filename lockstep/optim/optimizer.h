@@ -1,0 +1,108 @@
+#pragma once
+// Optimizer: the base of SGD/Adam/AdamW (torch.optim.Optimizer). Parameters live in groups, each
+// with its own hyper-parameters (a name -> scalar map: "lr", "momentum", "beta1", ...) that
+// schedulers and users may change between steps. Per-parameter state (momentum buffers, moments,
+// step counts) is keyed by the parameter itself and saved by stateDict() under
+// "<flat parameter index>.<key>", the index counting parameters across groups in order, as
+// PyTorch's state_dict numbers them.
+//
+// Thread-safety: one thread steps an optimizer at a time. Not collective: every rank steps its
+// own replica (DDP averages the gradients before step()).
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "lockstep/autograd/variable.h"
+#include "lockstep/nn/state_dict.h"
+
+namespace lockstep::optim {
+
+using autograd::Variable;
+using nn::StateDict;
+
+/// A JSON-able scalar: bool (nesterov, amsgrad, maximize), integer or real.
+using HyperValue = std::variant<bool, int64_t, double>;
+using HyperParams = std::map<std::string, HyperValue>;
+
+/// The value as a double (bools as 0/1); ValueError naming the key when absent.
+double hyperDouble(const HyperParams& h, const std::string& key);
+bool hyperBool(const HyperParams& h, const std::string& key);
+
+struct ParamGroup {
+  std::vector<Variable> params;
+  /// Every hyper-parameter of the optimizer for this group (defaults filled in).
+  HyperParams options;
+
+  double lr() const { return hyperDouble(options, "lr"); }
+  void setLr(double lr) { options["lr"] = lr; }
+};
+
+/// The saved form of a group: its hyper-parameters and the flat indices of its parameters.
+struct ParamGroupState {
+  HyperParams options;
+  std::vector<int64_t> params;
+};
+
+struct OptimizerStateDict {
+  /// "<index>.<key>": "3.momentum_buffer", "3.exp_avg", "3.exp_avg_sq", "3.max_exp_avg_sq",
+  /// "3.step" (0-d i64). Tensors alias the live state; clone() for a snapshot.
+  StateDict state;
+  std::vector<ParamGroupState> param_groups;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  /// One update of every parameter that has a gradient (parameters without one are skipped).
+  virtual void step() = 0;
+  /// Clears (set_to_none) or zero-fills the gradients of every parameter. Keep set_to_none false
+  /// when gradients are views into communication buckets that must stay in place.
+  void zeroGrad(bool set_to_none = true);
+
+  /// Adds a group; `overrides` replaces some of the optimizer's defaults for it. ValueError on an
+  /// unknown hyper-parameter name or a parameter already in another group.
+  void addParamGroup(std::vector<Variable> params, const HyperParams& overrides = {});
+  std::vector<ParamGroup>& paramGroups() { return groups_; }
+  const std::vector<ParamGroup>& paramGroups() const { return groups_; }
+  const HyperParams& defaults() const { return defaults_; }
+  const std::string& name() const { return name_; }
+
+  OptimizerStateDict stateDict() const;
+  /// Restores hyper-parameters and per-parameter state (copied into new tensors laid out like the
+  /// parameters, cast to their dtype). The group structure must match; ValueError naming the
+  /// first difference otherwise.
+  void loadStateDict(const OptimizerStateDict& state);
+
+ protected:
+  Optimizer(std::string name, HyperParams defaults, std::vector<Variable> params);
+
+  struct ParamState {
+    int64_t step = 0;  // saved as "step" when positive
+    std::map<std::string, Tensor> buffers;
+  };
+  /// The state of p, created empty on first use.
+  ParamState& state(const Variable& p) { return state_[p.impl().get()]; }
+  /// A zero tensor laid out like p (for a new buffer).
+  static Tensor zerosLike(const Variable& p);
+
+ private:
+  std::string name_;
+  HyperParams defaults_;
+  std::vector<ParamGroup> groups_;
+  std::unordered_map<const autograd::VariableImpl*, ParamState> state_;
+};
+
+namespace detail {
+/// g laid out exactly like p (the same strides), copying only when it is not already.
+Tensor gradLike(const Tensor& p, const Tensor& g);
+/// ValueError unless p is a dense floating (f32/f64) tensor the update loops can walk flat.
+void checkUpdatable(const Tensor& p, const char* optimizer);
+}  // namespace detail
+
+}  // namespace lockstep::optim

@@ -1,0 +1,15 @@
+#include "lockstep/optim/warmup_lr.h"
+
+namespace lockstep::optim {
+
+WarmupLR::WarmupLR(Optimizer& optimizer, const WarmupLROptions& options)
+    : LRScheduler(optimizer, "last_batch_iteration", -1), options_(options) {}
+
+double WarmupLR::lrAt(size_t, int64_t iteration) const { return warmupLr(iteration, options_); }
+
+WarmupDecayLR::WarmupDecayLR(Optimizer& optimizer, const WarmupDecayLROptions& options)
+    : LRScheduler(optimizer, "last_batch_iteration", -1), options_(options) {}
+
+double WarmupDecayLR::lrAt(size_t, int64_t iteration) const { return warmupDecayLr(iteration, options_); }
+
+}  // namespace lockstep::optim

@@ -1,0 +1,56 @@
+#include "lockstep/parallel/tensor_comm.h"
+
+namespace lockstep::parallel {
+
+namespace {
+Tensor& checkDense(Tensor& t, const char* op) {
+  LOCKSTEP_ENFORCE(t.defined() && t.isDense(), ValueError, op, " needs a dense tensor, got ", t.describe(),
+                   " with strides ", shapeToString(t.strides()));
+  return t;
+}
+}  // namespace
+
+std::shared_ptr<comm::Work> allreduce(comm::ProcessGroup& pg, Tensor& t, comm::ReduceOp op) {
+  checkDense(t, "allreduce");
+  comm::AllreduceOptions o;
+  o.op = op;
+  return pg.allreduce(t.numel() ? t.dataPtr() : nullptr, static_cast<size_t>(t.numel()), t.dtype(), o);
+}
+
+void broadcast(comm::ProcessGroup& pg, Tensor& t, int root) {
+  checkDense(t, "broadcast");
+  comm::BroadcastOptions o;
+  o.root = root;
+  pg.broadcast(t.numel() ? t.dataPtr() : nullptr, static_cast<size_t>(t.numel()), t.dtype(), o)->wait();
+}
+
+std::vector<std::string> allgatherBytes(comm::ProcessGroup& pg, const std::string& mine) {
+  const int n = pg.size();
+  int64_t len = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lens(n);
+  pg.allgather(&len, lens.data(), 1, DType::i64)->wait();
+  std::vector<size_t> counts(lens.begin(), lens.end());
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  std::string all(total, '\0');
+  pg.allgatherv(mine.data(), all.data(), counts, DType::u8)->wait();
+  std::vector<std::string> out;
+  size_t off = 0;
+  for (size_t c : counts) {
+    out.push_back(all.substr(off, c));
+    off += c;
+  }
+  return out;
+}
+
+std::string broadcastBytes(comm::ProcessGroup& pg, const std::string& mine, int root) {
+  int64_t len = static_cast<int64_t>(mine.size());
+  comm::BroadcastOptions o;
+  o.root = root;
+  pg.broadcast(&len, 1, DType::i64, o)->wait();
+  std::string out = pg.rank() == root ? mine : std::string(static_cast<size_t>(len), '\0');
+  pg.broadcast(out.data(), out.size(), DType::u8, o)->wait();
+  return out;
+}
+
+}  // namespace lockstep::parallel

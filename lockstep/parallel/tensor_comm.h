@@ -1,0 +1,20 @@
+#pragma once
+// Collectives on Tensors: comm/ moves typed buffers and knows nothing of tensors; these adapt.
+// Every function here is collective over pg (all ranks call it in the same order).
+#include <memory>
+
+#include "lockstep/comm/process_group.h"
+#include "lockstep/tensor/tensor.h"
+
+namespace lockstep::parallel {
+
+/// In place over a dense tensor; returns the Work (the tensor must stay untouched until done).
+std::shared_ptr<comm::Work> allreduce(comm::ProcessGroup& pg, Tensor& t, comm::ReduceOp op = comm::ReduceOp::sum);
+/// Copies root's tensor into every rank's (same shape and dtype everywhere). Blocks until done.
+void broadcast(comm::ProcessGroup& pg, Tensor& t, int root = 0);
+/// Every rank's bytes, in rank order (lengths may differ). Blocks until done.
+std::vector<std::string> allgatherBytes(comm::ProcessGroup& pg, const std::string& mine);
+/// root's string on every rank. Blocks until done.
+std::string broadcastBytes(comm::ProcessGroup& pg, const std::string& mine, int root = 0);
+
+}  // namespace lockstep::parallel

@@ -1,0 +1,55 @@
+#include "common/check.h"
+#include "lockstep/kernels.h"
+
+using namespace lockstep;
+using namespace lockstep::autograd;
+using lockstep::testing::gradientsMatch;
+using lockstep::testing::randomTensor;
+
+TEST(max_pool2d, gradient) {
+  Pool2dOptions o;
+  o.kernel = {3, 2};
+  o.stride = {2, 1};
+  o.padding = {1, 1};
+  o.ceil_mode = true;
+  EXPECT_TRUE(gradientsMatch([&](const std::vector<Variable>& in) { return maxPool2d(in[0], o); },
+                             {randomTensor({2, 2, 5, 4}, DType::f64, 1)}));
+}
+
+TEST(avg_pool2d, gradient) {
+  for (bool include : {true, false}) {
+    Pool2dOptions o;
+    o.kernel = {3, 3};
+    o.stride = {2, 2};
+    o.padding = {1, 1};
+    o.ceil_mode = true;
+    o.count_include_pad = include;
+    EXPECT_TRUE(gradientsMatch([&](const std::vector<Variable>& in) { return avgPool2d(in[0], o); },
+                               {randomTensor({1, 2, 6, 5}, DType::f64, 2)}))
+        << "count_include_pad " << include;
+  }
+}
+
+TEST(adaptive_avg_pool2d, gradient) {
+  for (auto out : {std::array<int64_t, 2>{1, 1}, std::array<int64_t, 2>{3, 2}}) {
+    EXPECT_TRUE(gradientsMatch([&](const std::vector<Variable>& in) { return adaptiveAvgPool2d(in[0], out); },
+                               {randomTensor({2, 2, 5, 4}, DType::f64, 3)}));
+  }
+}
+
+TEST(max_pool2d, forward_matches_reference) {
+  Tensor x = randomTensor({2, 3, 8, 7}, DType::f32, 4).toFormat(MemoryFormat::channels_last);
+  Pool2dOptions o;
+  Variable y = maxPool2d(Variable(x, true), o);
+  EXPECT_TRUE(y.tensor().isChannelsLast());
+  EXPECT_TRUE(lockstep::testing::tensorsNear(y.tensor(), kernels::reference::maxPool2dForward(x, {{2, 2}, {2, 2}}, false).y, 0.0));
+  y.backward(Tensor::ones(y.shape()));  // uses the oneDNN workspace kept because x requires grad
+}
+
+TEST(pool2d, rejects_mismatched_shapes) {
+  Pool2dOptions o;
+  o.kernel = {5, 5};
+  EXPECT_THROW(maxPool2d(Variable(Tensor::zeros({1, 1, 4, 4})), o), ValueError);
+  EXPECT_THROW(avgPool2d(Variable(Tensor::zeros({4, 4})), {}), ValueError);
+  EXPECT_THROW(adaptiveAvgPool2d(Variable(Tensor::zeros({4, 4, 4})), {1, 1}), ValueError);
+}

@@ -1,0 +1,190 @@
+// Failure behaviour: stuck peers time out, dead peers are reported within seconds, mismatched
+// collectives are named, and a broken group fails fast. Each error names op, sequence number
+// and the ranks that did not arrive.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "comm/comm_test_util.h"
+#include "lockstep/comm/file_store.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::comm {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::makeGroup;
+using testing::runRanks;
+
+class FailureTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FailureTest, StuckPeerTimesOutNamingOpAndRanks) {
+  auto store = std::make_shared<HashStore>();
+  std::atomic<bool> done{false};
+  runRanks(3, [&](int r) {
+    auto pg = makeGroup(GetParam(), store, r, 3, 10s);
+    int32_t v = 1;
+    pg->allreduce(&v, 1, DType::i32)->wait();  // #1 succeeds everywhere
+    if (r == 2) {  // stuck: never issues #2
+      while (!done) std::this_thread::sleep_for(5ms);
+      return;
+    }
+    auto start = std::chrono::steady_clock::now();
+    try {
+      pg->allreduce(&v, 1, DType::i32, {.timeout = 300ms})->wait();
+      ADD_FAILURE() << "expected TimeoutError";
+    } catch (const TimeoutError& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("allreduce #2"), std::string::npos) << m;
+      EXPECT_NE(m.find("[2]"), std::string::npos) << m;
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+    // The group is broken now: later ops fail at once, saying why.
+    try {
+      pg->barrier()->wait();
+      ADD_FAILURE() << "expected PeerError";
+    } catch (const PeerError& e) {
+      EXPECT_NE(std::string(e.what()).find("failed earlier"), std::string::npos) << e.what();
+    }
+    if (r == 0) {
+      std::this_thread::sleep_for(50ms);
+      done = true;
+    }
+  });
+}
+
+TEST_P(FailureTest, DifferentCollectivesInSameSlot) {
+  auto store = std::make_shared<HashStore>();
+  runRanks(2, [&](int r) {
+    auto pg = makeGroup(GetParam(), store, r, 2, 10s);
+    std::vector<float> v(8, 1.0f);
+    try {
+      if (r == 0) {
+        pg->allreduce(v.data(), 8, DType::f32)->wait();
+      } else {
+        pg->broadcast(v.data(), 8, DType::f32)->wait();
+      }
+      ADD_FAILURE() << "expected PeerError";
+    } catch (const PeerError& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("different collectives"), std::string::npos) << m;
+      EXPECT_NE(m.find("allreduce #1"), std::string::npos) << m;
+      EXPECT_NE(m.find("broadcast #1"), std::string::npos) << m;
+    }
+  });
+}
+
+TEST_P(FailureTest, DifferentCountsInSameSlot) {
+  auto store = std::make_shared<HashStore>();
+  runRanks(2, [&](int r) {
+    auto pg = makeGroup(GetParam(), store, r, 2, 10s);
+    std::vector<float> v(8, 1.0f);
+    EXPECT_THROW(pg->allreduce(v.data(), r == 0 ? 8 : 7, DType::f32)->wait(), PeerError);
+  });
+}
+
+TEST_P(FailureTest, WorkWaitTimeoutLeavesOpRunning) {
+  auto store = std::make_shared<HashStore>();
+  runRanks(2, [&](int r) {
+    auto pg = makeGroup(GetParam(), store, r, 2, 10s);
+    int32_t v = 1;
+    if (r == 1) std::this_thread::sleep_for(300ms);
+    auto work = pg->allreduce(&v, 1, DType::i32);
+    if (r == 0) {
+      EXPECT_THROW(work->wait(20ms), TimeoutError);
+      EXPECT_FALSE(work->isCompleted());
+    }
+    work->wait();
+    EXPECT_TRUE(work->isCompleted());
+    EXPECT_EQ(work->exception(), nullptr);
+    EXPECT_EQ(v, 2);
+  });
+}
+
+TEST_P(FailureTest, InvalidArgumentsAreValueErrors) {
+  auto store = std::make_shared<HashStore>();
+  auto pg = makeGroup(GetParam(), store, 0, 1, 10s);
+  int32_t v = 0;
+  EXPECT_THROW(pg->broadcast(&v, 1, DType::i32, {.root = 1}), ValueError);
+  EXPECT_THROW(pg->allgatherv(&v, &v, {1, 1}, DType::i32), ValueError);
+}
+
+// A rank process that dies: every survivor must fail within seconds, naming the rank.
+TEST_P(FailureTest, DeadPeerProcessIsReportedWithinSeconds) {
+  const std::string backend = GetParam();
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("lockstep_dead_peer_" + backend + std::to_string(::getpid())))
+                         .string();
+  std::filesystem::remove(path);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      auto store = std::make_shared<FileStore>(path, 0);
+      auto pg = makeGroup(backend, store, 1, 2, 60s);
+      int32_t v = 1;
+      pg->allreduce(&v, 1, DType::i32)->wait();
+    } catch (...) {
+    }
+    ::kill(::getpid(), SIGKILL);  // die abruptly, holding the group
+  }
+  auto store = std::make_shared<FileStore>(path, 0);
+  store->setTimeout(20s);
+  auto pg = makeGroup(backend, store, 0, 2, 60s);
+  int32_t v = 1;
+  pg->allreduce(&v, 1, DType::i32)->wait();
+  EXPECT_EQ(v, 2);
+  auto start = std::chrono::steady_clock::now();
+  try {
+    pg->allreduce(&v, 1, DType::i32)->wait();
+    ADD_FAILURE() << "expected PeerError";
+  } catch (const PeerError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("allreduce #2"), std::string::npos) << m;
+    EXPECT_NE(m.find("[1]"), std::string::npos) << m;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  std::filesystem::remove(path);
+}
+
+TEST(ShmBackendTest, SendRecvNotSupported) {
+  auto store = std::make_shared<HashStore>();
+  auto pg = makeGroup("shm", store, 0, 1);
+  int32_t v = 0;
+  try {
+    pg->send(&v, 1, DType::i32, 0);
+    FAIL();
+  } catch (const NotSupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("backend shm does not support send"), std::string::npos);
+  }
+}
+
+TEST(GlooBackendTest, SendRecv) {
+  auto store = std::make_shared<HashStore>();
+  runRanks(3, [&](int r) {
+    auto pg = makeGroup("gloo", store, r, 3);
+    std::vector<int64_t> buf(1000);
+    if (r == 0) {
+      for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<int64_t>(i);
+      pg->send(buf.data(), buf.size(), DType::i64, 2, {.tag = 7})->wait();
+    } else if (r == 2) {
+      pg->recv(buf.data(), buf.size(), DType::i64, 0, {.tag = 7})->wait();
+      EXPECT_EQ(buf[999], 999);
+    }
+    int32_t x = 1;  // p2p ops do not shift collective numbering
+    pg->allreduce(&x, 1, DType::i32)->wait();
+    EXPECT_EQ(x, 3);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FailureTest, ::testing::Values("shm", "gloo"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace lockstep::comm

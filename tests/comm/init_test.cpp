@@ -1,0 +1,249 @@
+// initProcessGroup: environment resolution (pure), and real multi-process jobs per backend.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "comm/comm_test_util.h"
+#include "lockstep/comm/hierarchical_process_group.h"
+#include "lockstep/comm/init.h"
+#include "lockstep/comm/tcp_store.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::comm {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Sets variables for one test and restores the previous environment afterwards.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::map<std::string, std::optional<std::string>>& vars) {
+    for (const char* n : kAll) {
+      const char* old = std::getenv(n);
+      saved_[n] = old ? std::optional<std::string>(old) : std::nullopt;
+      ::unsetenv(n);
+    }
+    for (const auto& [k, v] : vars) {
+      if (v) ::setenv(k.c_str(), v->c_str(), 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [k, v] : saved_) {
+      if (v) ::setenv(k.c_str(), v->c_str(), 1);
+      else ::unsetenv(k.c_str());
+    }
+  }
+
+ private:
+  static constexpr const char* kAll[] = {
+      "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK",
+      "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "LOCKSTEP_USE_AGENT_STORE"};
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+std::string errorOf(const InitOptions& o) {
+  try {
+    resolveInit(o);
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ResolveInitTest, EnvMethod) {
+  ScopedEnv env({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "node7"},
+                 {"MASTER_PORT", "29511"}});
+  auto r = resolveInit({});
+  EXPECT_EQ(r.rank, 2);
+  EXPECT_EQ(r.world_size, 4);
+  EXPECT_EQ(r.local_rank, 0);
+  EXPECT_EQ(r.store_kind, "tcp");
+  EXPECT_EQ(r.host, "node7");
+  EXPECT_EQ(r.port, 29511);
+  EXPECT_FALSE(r.host_store_server);
+}
+
+TEST(ResolveInitTest, RankZeroHostsStoreUnlessAgentDoes) {
+  ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+  EXPECT_TRUE(resolveInit({}).host_store_server);
+  ::setenv("LOCKSTEP_USE_AGENT_STORE", "1", 1);
+  EXPECT_FALSE(resolveInit({}).host_store_server);
+}
+
+TEST(ResolveInitTest, OpenMpiAndSlurmVariables) {
+  {
+    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}});
+    auto r = resolveInit({.init_method = "file:///tmp/x"});
+    EXPECT_EQ(r.rank, 1);
+    EXPECT_EQ(r.world_size, 3);
+    EXPECT_EQ(r.local_rank, 1);
+    EXPECT_EQ(r.store_kind, "file");
+    EXPECT_EQ(r.path, "/tmp/x");
+  }
+  {
+    ScopedEnv env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}});
+    auto r = resolveInit({.init_method = "tcp://10.0.0.1:1234"});
+    EXPECT_EQ(r.rank, 5);
+    EXPECT_EQ(r.world_size, 8);
+    EXPECT_EQ(r.local_rank, 1);
+    EXPECT_EQ(r.host, "10.0.0.1");
+    EXPECT_EQ(r.port, 1234);
+  }
+}
+
+TEST(ResolveInitTest, ErrorsNameTheVariable) {
+  {
+    ScopedEnv env({{"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+    EXPECT_NE(errorOf({}).find("RANK"), std::string::npos);
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+    EXPECT_NE(errorOf({}).find("WORLD_SIZE"), std::string::npos);
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "1"}});
+    EXPECT_NE(errorOf({}).find("MASTER_ADDR"), std::string::npos);
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}});
+    EXPECT_NE(errorOf({}).find("MASTER_PORT"), std::string::npos);
+  }
+  {
+    ScopedEnv env({{"RANK", "zero"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+    EXPECT_NE(errorOf({}).find("RANK='zero'"), std::string::npos) << errorOf({});
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "99999"}});
+    EXPECT_NE(errorOf({}).find("MASTER_PORT='99999'"), std::string::npos) << errorOf({});
+  }
+  {
+    ScopedEnv env({{"RANK", "3"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+    EXPECT_NE(errorOf({}).find("RANK=3"), std::string::npos) << errorOf({});
+  }
+  ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  EXPECT_NE(errorOf({.init_method = "tcp://nohostport"}).find("tcp://nohostport"), std::string::npos);
+  EXPECT_NE(errorOf({.init_method = "udp://x"}).find("udp://x"), std::string::npos);
+  EXPECT_NE(errorOf({.backend = "nccl", .init_method = "file:///tmp/x"}).find("nccl"), std::string::npos);
+}
+
+// Real processes: rank 0 hosts the TCPStore (tcp://), every rank runs a few collectives.
+void runProcesses(const std::string& backend, int world) {
+  uint16_t port;
+  {
+    TCPStore probe({.port = 0, .is_server = true});
+    port = probe.port();
+  }
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int code = 0;
+      try {
+        InitOptions o;
+        o.backend = backend;
+        o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
+        o.rank = r;
+        o.world_size = world;
+        o.timeout = 30s;
+        o.store_timeout = 30s;
+        auto pg = initProcessGroup(o);
+        std::vector<float> v(100003, static_cast<float>(r + 1));
+        pg->allreduce(v.data(), v.size(), DType::f32)->wait();
+        if (v[0] != world * (world + 1) / 2.0f || v.back() != v[0]) code = 3;
+        std::vector<int32_t> all(world);
+        int32_t mine = r * 10;
+        pg->allgather(&mine, all.data(), 1, DType::i32)->wait();
+        for (int j = 0; j < world; ++j) {
+          if (all[j] != j * 10) code = 4;
+        }
+        pg->barrier()->wait();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+        code = 2;
+      }
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+}
+
+TEST(MultiProcessTest, Shm3Ranks) { runProcesses("shm", 3); }
+TEST(MultiProcessTest, Gloo3Ranks) { runProcesses("gloo", 3); }
+TEST(MultiProcessTest, Auto2Ranks) { runProcesses("auto", 2); }
+
+TEST(MultiProcessTest, FileInitMethod) {
+  std::string path = (std::filesystem::temp_directory_path() / ("lockstep_init_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove(path);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int code = 0;
+      try {
+        auto pg = initProcessGroup({.backend = "shm", .init_method = "file://" + path, .rank = r, .world_size = 2});
+        int64_t v = r + 5;
+        pg->allreduce(&v, 1, DType::i64, {.op = ReduceOp::max})->wait();
+        code = v == 6 ? 0 : 3;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+        code = 2;
+      }
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  std::filesystem::remove(path);
+}
+
+// Two simulated hosts with two ranks each: shm inside, gloo between leaders.
+TEST(HierarchicalTest, TwoHostsTwoRanksEach) {
+  auto store = std::make_shared<HashStore>();
+  testing::runRanks(4, [&](int r) {
+    std::vector<std::string> ids = {"hostA", "hostA", "hostB", "hostB"};
+    auto got = exchangeHostIds(*store, r, 4, ids[r]);
+    EXPECT_EQ(got, ids);
+    HierarchicalOptions o;
+    o.gloo.hostname = "127.0.0.1";
+    o.timeout = 30s;
+    HierarchicalProcessGroup pg(store, r, 4, got, o);
+    EXPECT_EQ(pg.numHosts(), 2);
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+      std::vector<double> v(1001, r + 1.0);
+      pg.allreduce(v.data(), v.size(), DType::f64, {.op = op})->wait();
+      double want = op == ReduceOp::sum ? 10.0 : op == ReduceOp::avg ? 2.5 : 4.0;
+      EXPECT_EQ(v[0], want);
+      EXPECT_EQ(v[1000], want);
+    }
+    int32_t x = r == 3 ? 42 : 0;
+    pg.broadcast(&x, 1, DType::i32, {.root = 3})->wait();
+    EXPECT_EQ(x, 42);
+    int32_t y = r;
+    pg.reduce(&y, 1, DType::i32, {.op = ReduceOp::sum, .root = 0})->wait();
+    if (r == 0) {
+      EXPECT_EQ(y, 6);
+    }
+    pg.barrier()->wait();
+  });
+}
+
+}  // namespace
+}  // namespace lockstep::comm

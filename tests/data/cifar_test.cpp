@@ -1,0 +1,98 @@
+// CIFAR-10 binary batches: round trip through writeCifarBinary, the synthetic writer, damage.
+#include <gtest/gtest.h>
+
+#include "data/data_test_util.h"
+#include "lockstep/data.h"
+
+namespace lockstep::data {
+namespace {
+
+using testing::TempDir;
+using testing::throwsWith;
+
+CifarRaw makeRaw(int64_t n) {
+  CifarRaw raw{Tensor::empty({n, 3, 32, 32}, DType::u8), Tensor::empty({n}, DType::i64)};
+  uint8_t* p = raw.images.data<uint8_t>();
+  for (int64_t i = 0; i < raw.images.numel(); ++i) p[i] = static_cast<uint8_t>((i * 13) % 256);
+  for (int64_t i = 0; i < n; ++i) raw.labels.data<int64_t>()[i] = (i * 3) % 10;
+  return raw;
+}
+
+TEST(Cifar, WriteThenReadRoundTrips) {
+  TempDir dir;
+  CifarRaw raw = makeRaw(7);
+  writeCifarBinary(dir.file("b.bin"), raw.images, raw.labels);
+  EXPECT_EQ(readFileBytes(dir.file("b.bin")).size(), 7u * 3073u);
+  CifarRaw back = readCifarBinary(dir.file("b.bin"));
+  EXPECT_EQ(back.images.toVector<int64_t>(), raw.images.toVector<int64_t>());
+  EXPECT_EQ(back.labels.toVector<int64_t>(), raw.labels.toVector<int64_t>());
+}
+
+TEST(Cifar, LoadConcatenatesTrainFilesAndNormalisesPerChannel) {
+  TempDir dir;
+  writeSyntheticCifar10(dir.str(), {.train_per_file = 6, .test_samples = 4, .seed = 3});
+  TensorDataset train = loadCifar10(dir.str(), Split::train);
+  TensorDataset test = loadCifar10(dir.str(), Split::test);
+  EXPECT_EQ(train.size(), 30);
+  EXPECT_EQ(test.size(), 4);
+  EXPECT_EQ(train.inputs().shape(), Shape({30, 3, 32, 32}));
+  // Sample 6 is the first record of data_batch_2.bin.
+  CifarRaw second = readCifarBinary(dir.file("data_batch_2.bin"));
+  EXPECT_EQ(train.targets().toVector<int64_t>()[6], second.labels.toVector<int64_t>()[0]);
+  const CifarOptions o;
+  for (int64_t c = 0; c < 3; ++c) {
+    const double raw = second.images.data<uint8_t>()[c * 1024 + 17];
+    const float got = train.inputs().data<float>()[6 * 3072 + c * 1024 + 17];
+    EXPECT_NEAR(got, (raw / 255.0 - o.mean[c]) / o.std[c], 1e-5) << "channel " << c;
+  }
+  for (int64_t y : train.targets().toVector<int64_t>()) EXPECT_TRUE(y >= 0 && y <= 9);
+}
+
+TEST(Cifar, SyntheticDataIsDeterministicInSeed) {
+  TempDir a, b, c;
+  writeSyntheticCifar10(a.str(), {.train_per_file = 3, .test_samples = 3, .seed = 1});
+  writeSyntheticCifar10(b.str(), {.train_per_file = 3, .test_samples = 3, .seed = 1});
+  writeSyntheticCifar10(c.str(), {.train_per_file = 3, .test_samples = 3, .seed = 2});
+  EXPECT_EQ(readFileBytes(a.file("test_batch.bin")), readFileBytes(b.file("test_batch.bin")));
+  EXPECT_NE(readFileBytes(a.file("test_batch.bin")), readFileBytes(c.file("test_batch.bin")));
+}
+
+TEST(Cifar, TruncatedFileNamesFileAndRecordSize) {
+  TempDir dir;
+  CifarRaw raw = makeRaw(3);
+  writeCifarBinary(dir.file("b.bin"), raw.images, raw.labels);
+  auto bytes = readFileBytes(dir.file("b.bin"));
+  bytes.resize(bytes.size() - 1000);
+  writeFileBytes(dir.file("cut.bin"), bytes);
+  EXPECT_TRUE(throwsWith<IoError>([&] { readCifarBinary(dir.file("cut.bin")); },
+                                  {dir.file("cut.bin"), "truncated", "3073-byte record", "2 whole records"}));
+  writeFileBytes(dir.file("empty.bin"), {});
+  EXPECT_TRUE(
+      throwsWith<IoError>([&] { readCifarBinary(dir.file("empty.bin")); }, {dir.file("empty.bin"), "empty"}));
+}
+
+TEST(Cifar, LabelOutOfRangeAndMissingFiles) {
+  TempDir dir;
+  CifarRaw raw = makeRaw(3);
+  writeCifarBinary(dir.file("b.bin"), raw.images, raw.labels);
+  auto bytes = readFileBytes(dir.file("b.bin"));
+  bytes[3073] = 200;  // label of record 1
+  writeFileBytes(dir.file("bad.bin"), bytes);
+  EXPECT_TRUE(throwsWith<IoError>([&] { readCifarBinary(dir.file("bad.bin")); },
+                                  {dir.file("bad.bin"), "record 1 has label 200"}));
+  EXPECT_TRUE(
+      throwsWith<IoError>([&] { loadCifar10(dir.str(), Split::train); }, {"data_batch_1.bin", "not found"}));
+}
+
+TEST(Cifar, WriterRejectsBadInput) {
+  TempDir dir;
+  CifarRaw raw = makeRaw(2);
+  EXPECT_THROW(writeCifarBinary(dir.file("x"), raw.images.to(DType::f32), raw.labels), ValueError);
+  EXPECT_THROW(writeCifarBinary(dir.file("x"), raw.images, Tensor::fromVector<int64_t>({1, 10}, {2})),
+               ValueError);
+  EXPECT_THROW(writeCifarBinary(dir.file("x"), raw.images, Tensor::fromVector<int64_t>({1}, {1})),
+               ValueError);
+}
+
+}  // namespace
+}  // namespace lockstep::data

@@ -1,0 +1,72 @@
+#include "common/check.h"
+#include "lockstep/kernels.h"
+
+using namespace lockstep;
+using lockstep::testing::randomTensor;
+using lockstep::testing::tensorsNear;
+
+namespace {
+void expectMatches(const Tensor& x, const Shape& ns, bool with_weight, bool with_bias) {
+  SCOPED_TRACE(shapeToString(x.shape()) + " over " + shapeToString(ns) + (with_weight ? " w" : "") +
+               (with_bias ? " b" : ""));
+  Tensor w = with_weight ? randomTensor(ns, DType::f32, 31, 0.5, 1.5) : Tensor();
+  Tensor b = with_bias ? randomTensor(ns, DType::f32, 32) : Tensor();
+  auto fast = kernels::onednn::layerNormForward(x, ns, w, b, 1e-5);
+  auto ref = kernels::reference::layerNormForward(x, ns, w, b, 1e-5);
+  EXPECT_TRUE(tensorsNear(fast.y, ref.y, 1e-5, 1e-4));
+  EXPECT_TRUE(tensorsNear(fast.mean, ref.mean, 1e-6, 1e-5));
+  EXPECT_TRUE(tensorsNear(fast.variance, ref.variance, 1e-6, 1e-4));
+  Tensor gy = randomTensor(x.shape(), DType::f32, 33);
+  auto gf = kernels::onednn::layerNormBackward(gy, x, fast.mean, fast.variance, ns, w, b, 1e-5);
+  auto gr = kernels::reference::layerNormBackward(gy, x, ref.mean, ref.variance, ns, w, b, 1e-5);
+  EXPECT_TRUE(tensorsNear(gf.gx, gr.gx, 1e-4, 1e-4));
+  EXPECT_EQ(gf.gweight.defined(), with_weight);
+  EXPECT_EQ(gf.gbias.defined(), with_bias);
+  if (with_weight) {
+    EXPECT_TRUE(tensorsNear(gf.gweight, gr.gweight, 1e-4, 1e-4));
+  }
+  if (with_bias) {
+    EXPECT_TRUE(tensorsNear(gf.gbias, gr.gbias, 1e-4, 1e-4));
+  }
+}
+}  // namespace
+
+TEST(layer_norm, forward_and_backward_match_reference) {
+  for (bool w : {false, true}) {
+    for (bool b : {false, true}) {
+      expectMatches(randomTensor({4, 7}, DType::f32, 30), {7}, w, b);
+    }
+  }
+  expectMatches(randomTensor({1, 5}, DType::f32, 30), {5}, true, true);
+  expectMatches(randomTensor({2, 3, 5}, DType::f32, 30), {3, 5}, true, true);
+  expectMatches(randomTensor({3, 2, 33}, DType::f32, 30), {33}, true, false);
+  expectMatches(randomTensor({9}, DType::f32, 30), {9}, true, true);
+  // Not contiguous: copied once, then the same primitive.
+  expectMatches(randomTensor({6, 4}, DType::f32, 30).transpose(0, 1), {6}, true, true);
+}
+
+TEST(layer_norm, dispatch_uses_f64_reference) {
+  Tensor x = randomTensor({3, 4}, DType::f64);
+  auto out = kernels::layerNormForward(x, {4}, Tensor(), Tensor(), 1e-5);
+  EXPECT_EQ(out.y.dtype(), DType::f64);
+  auto row = out.y.narrow(0, 0, 1).toVector<double>();
+  double m = 0;
+  for (double v : row) m += v;
+  EXPECT_NEAR(m, 0.0, 1e-12);
+}
+
+TEST(layer_norm, rejects_mismatched_shapes) {
+  Tensor x = Tensor::zeros({2, 3, 4});
+  try {
+    kernels::layerNormForward(x, {3}, Tensor(), Tensor(), 1e-5);
+    FAIL() << "expected ValueError";
+  } catch (const ValueError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("layer_norm"), std::string::npos) << m;
+    EXPECT_NE(m.find("[3]"), std::string::npos) << m;
+    EXPECT_NE(m.find("[2, 3, 4]"), std::string::npos) << m;
+  }
+  EXPECT_THROW(kernels::layerNormForward(x, {4}, Tensor::ones({5}), Tensor(), 1e-5), ValueError);
+  EXPECT_THROW(kernels::layerNormForward(x, {4}, Tensor(), Tensor::ones({4}, DType::f64), 1e-5), ValueError);
+  EXPECT_THROW(kernels::layerNormForward(x, {}, Tensor(), Tensor(), 1e-5), ValueError);
+}

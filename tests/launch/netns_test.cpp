@@ -1,0 +1,175 @@
+// Multi-host tests: each "host" is a network namespace with its own address on a bridge, and
+// runs its own agent through `ip netns exec`. Needs root; skipped with a message otherwise.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "process_harness.h"
+
+using namespace lockstep::launch::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kWorker = LOCKSTEP_TEST_WORKER;
+
+bool contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+bool sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
+
+// n namespaces "host" i with address 10.200.S.(i+1)/24 on a bridge in a hub namespace; removed
+// (with every process still inside) when destroyed, also when a test fails half-way.
+class NetnsLab {
+ public:
+  explicit NetnsLab(int hosts) {
+    const int id = static_cast<int>(::getpid() % 100000);
+    subnet_ = "10.200." + std::to_string(id % 250 + 1) + ".";
+    hub_ = "lsk" + std::to_string(id) + "hub";
+    if (::geteuid() != 0) {
+      why_not_ = "needs root to create network namespaces";
+      return;
+    }
+    if (!sh("ip netns add " + hub_)) {
+      why_not_ = "'ip netns add' failed (no permission or no netns support)";
+      return;
+    }
+    created_.push_back(hub_);
+    bool ok = sh("ip -n " + hub_ + " link add br0 type bridge") && sh("ip -n " + hub_ + " link set br0 up");
+    for (int i = 0; ok && i < hosts; ++i) {
+      std::string ns = "lsk" + std::to_string(id) + "h" + std::to_string(i);
+      ok = sh("ip netns add " + ns);
+      if (!ok) break;
+      created_.push_back(ns);
+      std::string port = "p" + std::to_string(i);
+      ok = sh("ip link add " + port + " netns " + hub_ + " type veth peer name eth0 netns " + ns) &&
+           sh("ip -n " + hub_ + " link set " + port + " master br0") &&
+           sh("ip -n " + hub_ + " link set " + port + " up") &&
+           sh("ip -n " + ns + " addr add " + address(i) + "/24 dev eth0") &&
+           sh("ip -n " + ns + " link set eth0 up") && sh("ip -n " + ns + " link set lo up");
+      names_.push_back(ns);
+    }
+    if (!ok) why_not_ = "could not set up namespaces, veth pairs and a bridge";
+  }
+  ~NetnsLab() {
+    for (const auto& ns : created_) {
+      sh("ip netns pids " + ns + " | xargs -r kill -9");
+      sh("ip netns del " + ns);
+    }
+  }
+  const std::string& whyNot() const { return why_not_; }
+  std::string address(int i) const { return subnet_ + std::to_string(i + 1); }
+  /// argv running `lockstep run ARGS` on host i (named nodeI in reports).
+  std::vector<std::string> agent(int i, const std::vector<std::string>& args) const {
+    std::vector<std::string> a = {"ip",
+                                  "netns",
+                                  "exec",
+                                  names_[static_cast<size_t>(i)],
+                                  "env",
+                                  "LOCKSTEP_HOSTNAME=node" + std::to_string(i),
+                                  LOCKSTEP_RUN_BIN};
+    a.insert(a.end(), args.begin(), args.end());
+    return a;
+  }
+
+ private:
+  std::string subnet_, hub_, why_not_;
+  std::vector<std::string> created_, names_;
+};
+
+#define SKIP_WITHOUT(lab) \
+  if (!(lab).whyNot().empty()) GTEST_SKIP() << "multi-host test skipped: " << (lab).whyNot()
+
+}  // namespace
+
+TEST(launch_multi_host, three_hosts_rendezvous_by_arrival) {
+  NetnsLab lab(3);
+  SKIP_WITHOUT(lab);
+  TempDir dir;
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  for (int i = 0; i < 3; ++i) {
+    agents.push_back(std::make_unique<ChildProcess>(
+        lab.agent(i, {"--nnodes", "3", "--nproc-per-node", "2", "--rdzv-endpoint", lab.address(0) + ":29400",
+                      "--rdzv-id", "three", "--rdzv-timeout", "20", kWorker, "--pidfile", dir / "pids",
+                      "--env-out", dir.path()}),
+        dir / ("agent" + std::to_string(i))));
+  }
+  for (auto& a : agents) EXPECT_EQ(a->wait(30s), 0) << a->output();
+  std::set<std::string> groups;
+  for (int rank = 0; rank < 6; ++rank) {
+    std::string env = readAll(dir / ("env." + std::to_string(rank) + ".0"));
+    EXPECT_TRUE(contains(env, "WORLD_SIZE=6\n")) << env;
+    EXPECT_TRUE(contains(env, "MASTER_ADDR=" + lab.address(0) + "\n")) << env;
+    EXPECT_TRUE(contains(env, "MASTER_PORT=29400\n")) << env;
+    EXPECT_TRUE(contains(env, "GROUP_RANK=" + std::to_string(rank / 2) + "\n")) << env;
+  }
+  auto left = survivors(dir / "pids");
+  EXPECT_EQ(pidsIn(dir / "pids").size(), 6u);
+  EXPECT_TRUE(left.empty());
+}
+
+TEST(launch_multi_host, failure_on_one_host_restarts_every_host) {
+  NetnsLab lab(2);
+  SKIP_WITHOUT(lab);
+  TempDir dir;
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(std::make_unique<ChildProcess>(lab.agent(i, {"--nnodes",
+                                                                  "2",
+                                                                  "--node-rank",
+                                                                  std::to_string(i),
+                                                                  "--nproc-per-node",
+                                                                  "2",
+                                                                  "--master-addr",
+                                                                  lab.address(0),
+                                                                  "--master-port",
+                                                                  "29401",
+                                                                  "--max-restarts",
+                                                                  "1",
+                                                                  "--monitor-interval",
+                                                                  "0.05",
+                                                                  "--rdzv-timeout",
+                                                                  "20",
+                                                                  kWorker,
+                                                                  "--pidfile",
+                                                                  dir / "pids",
+                                                                  "--env-out",
+                                                                  dir.path(),
+                                                                  "--fail-rank",
+                                                                  "2",
+                                                                  "--only-attempt",
+                                                                  "0",
+                                                                  "--code",
+                                                                  "4",
+                                                                  "--fail-after-ms",
+                                                                  "100",
+                                                                  "--sleep-ms",
+                                                                  "200"}),
+                                                    dir / ("agent" + std::to_string(i))));
+  }
+  for (auto& a : agents) EXPECT_EQ(a->wait(30s), 0) << a->output();
+  // Host 0's agent names the culprit on host 1.
+  std::string out0 = agents[0]->output();
+  EXPECT_TRUE(contains(out0, "root cause: rank 2 (local rank 0 on host 'node1', node rank 1")) << out0;
+  EXPECT_TRUE(contains(out0, "exited with code 4")) << out0;
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_TRUE(
+        contains(readAll(dir / ("env." + std::to_string(rank) + ".1")), "LOCKSTEP_RESTART_COUNT=1\n"));
+  EXPECT_TRUE(survivors(dir / "pids").empty());
+}
+
+TEST(launch_multi_host, host_that_never_arrives) {
+  NetnsLab lab(2);
+  SKIP_WITHOUT(lab);
+  TempDir dir;
+  ChildProcess a(
+      lab.agent(1, {"--nnodes", "2", "--node-rank", "1", "--master-addr", lab.address(0), "--master-port",
+                    "29402", "--rdzv-timeout", "1", kWorker, "--pidfile", dir / "pids"}),
+      dir / "agent1");
+  EXPECT_EQ(a.wait(20s), 1) << a.output();
+  EXPECT_TRUE(contains(a.output(), "store at " + lab.address(0) + ":29402 could not be reached"))
+      << a.output();
+  EXPECT_TRUE(pidsIn(dir / "pids").empty());
+}

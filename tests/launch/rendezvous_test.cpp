@@ -1,0 +1,109 @@
+// The rendezvous protocol over an in-memory store, agents as threads.
+#include "lockstep/launch/rendezvous.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "lockstep/comm/hash_store.h"
+#include "lockstep/util/error.h"
+
+using namespace lockstep;
+using namespace lockstep::launch;
+using namespace std::chrono_literals;
+
+namespace {
+
+RendezvousOptions opts(int nnodes, std::optional<int> node_rank, std::chrono::milliseconds timeout = 5s) {
+  RendezvousOptions o;
+  o.nnodes = nnodes;
+  o.node_rank = node_rank;
+  o.run_id = "t";
+  o.timeout = timeout;
+  o.hostname = "host" + std::to_string(node_rank.value_or(-1));
+  return o;
+}
+
+}  // namespace
+
+TEST(launch_rendezvous, arrival_order_assigns_node_ranks_and_they_stay_across_rounds) {
+  auto store = std::make_shared<comm::HashStore>();
+  const int n = 3;
+  const std::vector<int> nprocs = {2, 1, 3};
+  std::vector<std::unique_ptr<Rendezvous>> agents;
+  for (int i = 0; i < n; ++i) agents.push_back(std::make_unique<Rendezvous>(opts(n, std::nullopt), store));
+  std::vector<RendezvousResult> results(n), again(n);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      // Agent i announces nprocs[i]; later rounds keep the node rank of the first.
+      results[static_cast<size_t>(i)] =
+          *agents[static_cast<size_t>(i)]->join(0, nprocs[static_cast<size_t>(i)], {});
+      again[static_cast<size_t>(i)] =
+          *agents[static_cast<size_t>(i)]->join(1, nprocs[static_cast<size_t>(i)], {});
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<bool> seen(n, false);
+  for (int i = 0; i < n; ++i) {
+    const auto& l = results[static_cast<size_t>(i)].layout;
+    EXPECT_FALSE(seen[static_cast<size_t>(l.group_rank)]);
+    seen[static_cast<size_t>(l.group_rank)] = true;
+    EXPECT_EQ(l.world_size, 6);
+    EXPECT_EQ(l.local_world_size, nprocs[static_cast<size_t>(i)]);
+    EXPECT_EQ(again[static_cast<size_t>(i)].layout.group_rank, l.group_rank);
+    EXPECT_EQ(again[static_cast<size_t>(i)].layout.first_rank, l.first_rank);
+  }
+}
+
+TEST(launch_rendezvous, missing_node_times_out_naming_it) {
+  auto store = std::make_shared<comm::HashStore>();
+  Rendezvous r(opts(3, 0, 200ms), store);
+  Rendezvous other(opts(3, 2, 200ms), store);
+  std::thread t([&] {
+    try {
+      other.join(0, 1, {});
+    } catch (const TimeoutError&) {
+    }
+  });
+  try {
+    r.join(0, 1, {});
+    FAIL() << "expected a timeout";
+  } catch (const TimeoutError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("node ranks present: 0, 2; missing: 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("--rdzv-timeout"), std::string::npos) << m;
+  }
+  t.join();
+}
+
+TEST(launch_rendezvous, interrupt_and_duplicate_node_rank) {
+  auto store = std::make_shared<comm::HashStore>();
+  Rendezvous a(opts(2, 0), store);
+  EXPECT_FALSE(a.join(0, 1, [] { return true; }).has_value());
+  Rendezvous b(opts(2, 0), store);
+  try {
+    b.join(0, 1, {});
+    FAIL();
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("node rank 0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(launch_rendezvous, first_failure_wins_and_success_needs_every_node) {
+  auto store = std::make_shared<comm::HashStore>();
+  Rendezvous a(opts(2, 0), store);
+  Rendezvous b(opts(2, 1), store);
+  EXPECT_FALSE(a.failure(0));
+  EXPECT_TRUE(a.publishFailure(0, "rank 3 died"));
+  EXPECT_FALSE(b.publishFailure(0, "rank 1 died"));
+  EXPECT_EQ(b.failure(0).value(), "rank 3 died");
+  EXPECT_FALSE(a.failure(1));
+  a.markSucceeded(1);
+  EXPECT_FALSE(b.allSucceeded(1));
+  b.markSucceeded(1);
+  EXPECT_TRUE(a.allSucceeded(1));
+  EXPECT_FALSE(a.shutdown());
+  b.publishShutdown("ctrl-c on host1");
+  EXPECT_EQ(a.shutdown().value(), "ctrl-c on host1");
+}

@@ -1,0 +1,297 @@
+// Optimizer updates against torch 1.13 on a fixed tiny problem (see torch_reference.py): two
+// parameters, loss sum(w * (p - t)^2) so grad = 2 * w * (p - t), five steps.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "common/check.h"
+#include "lockstep/optim.h"
+
+using namespace lockstep;
+using namespace lockstep::optim;
+using autograd::Variable;
+
+namespace {
+
+const std::vector<double> kP0 = {0.5, -1.0, 2.0, 0.25}, kP1 = {0.1, -0.3, 0.7};
+const std::vector<double> kT0 = {1.0, 0.0, -1.0, 0.5}, kT1 = {0.2, 0.2, -0.4};
+const std::vector<double> kW0 = {1.0, 2.0, 0.5, 3.0}, kW1 = {1.5, 0.25, 1.0};
+
+// Parameter values after 5 steps, float64, computed with torch 1.13 (tests/optim/torch_reference.py).
+const std::map<std::string, std::vector<double>> kTorchF64 = {
+    {"sgd_plain",
+     {0.83616, -0.07776, 0.77147, 0.49744, 0.18319300000000002, -0.18689046874999996, -0.03955200000000006}},
+    {"sgd_momentum",
+     {0.9854617397469798, 0.5355442207850463, 0.34750691869739064, 0.6912170196062346, 0.2295337118291916,
+      -0.15360898849853574, -0.3767980498709394}},
+    {"sgd_nesterov",
+     {1.0483369935482127, 0.41604338755122544, -0.061506844163995725, 0.5856442053200825, 0.23221760022781932,
+      -0.10827726472155101, -0.5162610500109603}},
+    {"adam",
+     {0.9721855486293904, -0.5079636579329025, 1.50177945708264, 0.6276039356655667, 0.21085207747071666,
+      0.17218553314898627, 0.20686370655230268}},
+    {"adam_wd_amsgrad",
+     {0.7424637065988938, -0.7526632591909852, 1.7508030535687618, 0.47915976748788436, 0.23609378754535415,
+      -0.05720532604296743, 0.4524269854967751}},
+    {"adamw",
+     {0.9690609071270806, -0.5040800887583171, 1.4928376845688882, 0.6263401663783794, 0.2104530769261787,
+      0.17259029599910444, 0.20442714184108962}},
+    {"adamw_amsgrad",
+     {0.731510087736634, -0.7293938161263941, 1.7034715759249834, 0.47831999061370994, 0.2563090614569281,
+      -0.04918522711703379, 0.4365719473828003}},
+};
+// torch 1.13, same problem: sgd_momentum with p1 in a second group at half the lr (f64).
+const std::vector<double> kTorchSgdTwoGroups = {0.9854617397469798, 0.5355442207850463,  0.34750691869739064,
+                                                0.6912170196062346, 0.17732875546955537, -0.22471634707018312,
+                                                0.09584313903336529};
+// torch 1.13, float32.
+const std::vector<double> kTorchAdamF32 = {0.972185492515564,  -0.5079637169837952, 1.5017794370651245,
+                                           0.6276039481163025, 0.21085208654403687, 0.1721855103969574,
+                                           0.20686370134353638};
+const std::vector<double> kTorchAdamWAmsgradF32 = {
+    0.7315100431442261,  -0.7293938994407654,  1.7034716606140137, 0.47832003235816956,
+    0.25630906224250793, -0.04918523132801056, 0.4365719258785248};
+
+struct Problem {
+  Variable p0, p1;
+  explicit Problem(DType dt = DType::f64)
+      : p0(Tensor::fromVector<double>(kP0, {2, 2}).to(dt), true),
+        p1(Tensor::fromVector<double>(kP1, {3}).to(dt), true) {}
+  std::vector<Variable> params() const { return {p0, p1}; }
+  // grad = 2 w (p - t), computed in double and cast to the parameter's dtype.
+  void setGrads() {
+    auto one = [](Variable& p, const std::vector<double>& t, const std::vector<double>& w) {
+      auto v = p.tensor().toVector<double>();
+      for (size_t i = 0; i < v.size(); ++i) v[i] = 2 * w[i] * (v[i] - t[i]);
+      p.setGrad(Tensor::fromVector<double>(v, p.shape()).to(p.dtype()));
+    };
+    one(p0, kT0, kW0);
+    one(p1, kT1, kW1);
+  }
+  std::vector<double> values() const {
+    auto a = p0.tensor().toVector<double>(), b = p1.tensor().toVector<double>();
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  }
+};
+
+using Factory = std::function<std::unique_ptr<Optimizer>(std::vector<Variable>)>;
+
+std::map<std::string, Factory> factories() {
+  std::map<std::string, Factory> f;
+  f["sgd_plain"] = [](auto ps) { return std::make_unique<SGD>(ps, SGDOptions{.lr = 0.1}); };
+  f["sgd_momentum"] = [](auto ps) {
+    return std::make_unique<SGD>(
+        ps, SGDOptions{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01});
+  };
+  f["sgd_nesterov"] = [](auto ps) {
+    return std::make_unique<SGD>(
+        ps, SGDOptions{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+  };
+  f["adam"] = [](auto ps) { return std::make_unique<Adam>(ps, AdamOptions{.lr = 0.1}); };
+  f["adam_wd_amsgrad"] = [](auto ps) {
+    return std::make_unique<Adam>(
+        ps, AdamOptions{
+                .lr = 0.05, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.1, .amsgrad = true});
+  };
+  f["adamw"] = [](auto ps) {
+    AdamWOptions o;
+    o.lr = 0.1;
+    return std::make_unique<AdamW>(ps, o);
+  };
+  f["adamw_amsgrad"] = [](auto ps) {
+    AdamWOptions o;
+    o.lr = 0.05;
+    o.weight_decay = 0.1;
+    o.amsgrad = true;
+    return std::make_unique<AdamW>(ps, o);
+  };
+  return f;
+}
+
+void runSteps(Problem& pr, Optimizer& opt, int n) {
+  for (int i = 0; i < n; ++i) {
+    pr.setGrads();
+    opt.step();
+  }
+}
+
+::testing::AssertionResult near(const std::vector<double>& got, const std::vector<double>& want,
+                                double rtol) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "sizes differ";
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::abs(got[i] - want[i]) <= rtol * (std::abs(want[i]) + 1e-3))) {
+      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " vs torch " << want[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace
+
+TEST(optim, every_optimizer_matches_torch_in_float64) {
+  for (auto& [name, make] : factories()) {
+    Problem pr;
+    auto opt = make(pr.params());
+    runSteps(pr, *opt, 5);
+    EXPECT_TRUE(near(pr.values(), kTorchF64.at(name), 1e-12)) << name;
+  }
+}
+
+TEST(optim, adam_and_adamw_match_torch_in_float32) {
+  auto f = factories();
+  Problem a(DType::f32), b(DType::f32);
+  auto oa = f["adam"](a.params());
+  auto ob = f["adamw_amsgrad"](b.params());
+  runSteps(a, *oa, 5);
+  runSteps(b, *ob, 5);
+  EXPECT_EQ(a.p0.dtype(), DType::f32);
+  EXPECT_TRUE(near(a.values(), kTorchAdamF32, 2e-6));
+  EXPECT_TRUE(near(b.values(), kTorchAdamWAmsgradF32, 2e-6));
+}
+
+TEST(optim, param_groups_have_their_own_lr) {
+  Problem pr;
+  SGD opt({pr.p0}, SGDOptions{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01});
+  opt.addParamGroup({pr.p1}, {{"lr", 0.025}});
+  ASSERT_EQ(opt.paramGroups().size(), 2u);
+  EXPECT_DOUBLE_EQ(opt.paramGroups()[1].lr(), 0.025);
+  EXPECT_DOUBLE_EQ(hyperDouble(opt.paramGroups()[1].options, "momentum"), 0.9);
+  runSteps(pr, opt, 5);
+  EXPECT_TRUE(near(pr.values(), kTorchSgdTwoGroups, 1e-12));
+}
+
+TEST(optim, bad_groups_and_options_are_rejected) {
+  Problem pr;
+  SGD opt({pr.p0}, SGDOptions{});
+  EXPECT_THROW(opt.addParamGroup({pr.p0}), ValueError);                    // already in a group
+  EXPECT_THROW(opt.addParamGroup({pr.p1}, {{"betas", 0.5}}), ValueError);  // unknown hyper-parameter
+  EXPECT_THROW(SGD({pr.p1}, SGDOptions{.lr = -1.0}), ValueError);
+  EXPECT_THROW(SGD({pr.p1}, SGDOptions{.nesterov = true}), ValueError);  // nesterov without momentum
+  EXPECT_THROW(Adam({pr.p1}, AdamOptions{.beta2 = 1.0}), ValueError);
+}
+
+TEST(optim, parameters_without_gradients_are_skipped) {
+  Problem pr;
+  Adam opt(pr.params(), AdamOptions{.lr = 0.1});
+  pr.setGrads();
+  pr.p1.zeroGrad(true);
+  opt.step();
+  EXPECT_EQ(pr.p1.tensor().toVector<double>(), kP1);
+  EXPECT_NE(pr.p0.tensor().toVector<double>(), kP0);
+  auto sd = opt.stateDict();
+  EXPECT_TRUE(sd.state.contains("0.exp_avg"));
+  EXPECT_FALSE(sd.state.contains("1.exp_avg"));
+  EXPECT_EQ(sd.state.at("0.step").item<int64_t>(), 1);
+}
+
+TEST(optim, zero_grad_clears_or_zero_fills) {
+  Problem pr;
+  SGD opt(pr.params(), SGDOptions{});
+  pr.setGrads();
+  Tensor view = pr.p0.grad();
+  opt.zeroGrad(false);
+  EXPECT_TRUE(pr.p0.hasGrad());
+  EXPECT_TRUE(pr.p0.grad().sharesStorage(view));
+  EXPECT_EQ(pr.p0.grad().toVector<double>(), std::vector<double>(4, 0.0));
+  opt.zeroGrad();
+  EXPECT_FALSE(pr.p0.hasGrad());
+}
+
+// Three steps, save, load into a fresh optimizer over copies of the parameters, then two more
+// steps on both: the trajectories must be identical (bit for bit) and end at torch's 5-step values.
+TEST(optim, state_dict_round_trip_continues_identically) {
+  for (auto& [name, make] : factories()) {
+    Problem a;
+    auto oa = make(a.params());
+    runSteps(a, *oa, 3);
+    OptimizerStateDict sd = oa->stateDict();
+    Problem b;
+    b.p0.tensor().copyFrom(a.p0.tensor());
+    b.p1.tensor().copyFrom(a.p1.tensor());
+    auto ob = make(b.params());
+    ob->paramGroups()[0].setLr(123.0);  // overwritten by the load
+    ob->loadStateDict(sd);
+    EXPECT_DOUBLE_EQ(ob->paramGroups()[0].lr(), oa->paramGroups()[0].lr()) << name;
+    runSteps(a, *oa, 2);
+    runSteps(b, *ob, 2);
+    EXPECT_EQ(a.values(), b.values()) << name;
+    EXPECT_TRUE(near(b.values(), kTorchF64.at(name), 1e-12)) << name;
+  }
+}
+
+TEST(optim, state_dict_names_every_buffer) {
+  Problem pr;
+  Adam opt(pr.params(), AdamOptions{.amsgrad = true});
+  runSteps(pr, opt, 2);
+  auto sd = opt.stateDict();
+  EXPECT_EQ(sd.state.keys(),
+            (std::vector<std::string>{"0.step", "0.exp_avg", "0.exp_avg_sq", "0.max_exp_avg_sq", "1.step",
+                                      "1.exp_avg", "1.exp_avg_sq", "1.max_exp_avg_sq"}));
+  ASSERT_EQ(sd.param_groups.size(), 1u);
+  EXPECT_EQ(sd.param_groups[0].params, (std::vector<int64_t>{0, 1}));
+  EXPECT_TRUE(std::get<bool>(sd.param_groups[0].options.at("amsgrad")));
+  SGD sgd(pr.params(), SGDOptions{.momentum = 0.9});
+  runSteps(pr, sgd, 1);
+  EXPECT_EQ(sgd.stateDict().state.keys(),
+            (std::vector<std::string>{"0.momentum_buffer", "1.momentum_buffer"}));
+}
+
+TEST(optim, load_state_dict_rejects_mismatches) {
+  Problem pr;
+  Adam opt(pr.params());
+  runSteps(pr, opt, 1);
+  auto sd = opt.stateDict();
+  Problem other;
+  Adam one_param({other.p0});
+  EXPECT_THROW(one_param.loadStateDict(sd), ValueError);  // group sizes differ
+  OptimizerStateDict bad = sd;
+  bad.state = StateDict();
+  bad.state.insert("7.exp_avg", Tensor::zeros({2, 2}, DType::f64));
+  Adam fresh(other.params());
+  EXPECT_THROW(fresh.loadStateDict(bad), ValueError);  // no parameter 7
+  bad.state = StateDict();
+  bad.state.insert("1.exp_avg", Tensor::zeros({2, 2}, DType::f64));
+  EXPECT_THROW(fresh.loadStateDict(bad), ValueError);  // shape differs from p1's
+}
+
+// torch.nn.utils.clip_grad_norm_(max_norm=1) on the gradients at the starting point, torch 1.13.
+TEST(optim, clip_grad_norm_matches_torch) {
+  struct Case {
+    double norm_type, total;
+    std::vector<double> grads;
+  };
+  const std::vector<Case> cases = {
+      {2.0,
+       5.765630928181235,
+       {-0.17344152600380258, -0.6937661040152103, 0.5203245780114077, -0.2601622890057039,
+        -0.05203245780114078, -0.043360381500950645, 0.3815713572083657}},
+      {1.0,
+       12.25,
+       {-0.08163264639733499, -0.32653058558933995, 0.24489793919200498, -0.12244896959600249,
+        -0.0244897939192005, -0.020408161599333747, 0.179591822074137}},
+      {INFINITY,
+       4.0,
+       {-0.24999993750001562, -0.9999997500000625, 0.7499998125000469, -0.37499990625002344,
+        -0.07499998125000469, -0.062499984375003904, 0.5499998625000344}},
+  };
+  for (const auto& c : cases) {
+    Problem pr;
+    pr.setGrads();
+    double total = clipGradNorm(pr.params(), 1.0, ClipGradNormOptions{.norm_type = c.norm_type});
+    EXPECT_NEAR(total, c.total, 1e-12) << c.norm_type;
+    auto g = pr.p0.grad().toVector<double>(), g1 = pr.p1.grad().toVector<double>();
+    g.insert(g.end(), g1.begin(), g1.end());
+    EXPECT_TRUE(near(g, c.grads, 1e-12)) << c.norm_type;
+  }
+  Problem pr;
+  pr.setGrads();
+  auto before = pr.p0.grad().toVector<double>();
+  EXPECT_NEAR(clipGradNorm(pr.params(), 100.0), 5.765630928181235, 1e-12);
+  EXPECT_EQ(pr.p0.grad().toVector<double>(), before);  // under the limit: untouched
+  pr.p0.setGrad(Tensor::full({2, 2}, NAN, DType::f64));
+  EXPECT_THROW(clipGradNorm(pr.params(), 1.0, ClipGradNormOptions{.error_if_nonfinite = true}), ValueError);
+}
