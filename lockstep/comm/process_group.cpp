@@ -32,11 +32,10 @@ ProcessGroup::~ProcessGroup() { stopWorker(); }
 
 void ProcessGroup::stopWorker() {
   {
-    std::lock_guard lock(mutex_);
-    if (stop_ && !worker_.joinable()) return;
-    stop_ = true;
+    std::lock_guard lock(executor_->mutex);
+    executor_->stop = true;
   }
-  cv_.notify_all();
+  executor_->cv.notify_all();
   if (worker_.joinable()) worker_.join();
 }
 
@@ -54,51 +53,67 @@ std::shared_ptr<Work> ProcessGroup::enqueue(OpType type, const std::string& deta
   auto work = std::make_shared<Work>(::lockstep::detail::concat(
       ctx.name, " (", backendName(), ", rank ", rank_, "/", size_, detail.empty() ? "" : ", ",
       detail, ")"));
+  std::weak_ptr<Executor> weak = executor_;
+  work->setHelper([weak](const Work& w) {
+    if (auto ex = weak.lock()) ex->helpUntil(w);
+  });
   {
-    std::lock_guard lock(mutex_);
-    LOCKSTEP_ENFORCE(!stop_, ValueError, work->description(), ": process group is shutting down");
-    queue_.push_back(Item{work, std::move(ctx), std::move(body)});
-    has_work_.store(true, std::memory_order_release);
+    std::lock_guard lock(executor_->mutex);
+    LOCKSTEP_ENFORCE(!executor_->stop, ValueError, work->description(), ": process group is shutting down");
+    executor_->queue.push_back(Item{work, std::move(ctx), std::move(body)});
   }
-  cv_.notify_one();
+  executor_->cv.notify_all();
   return work;
 }
 
+void ProcessGroup::Executor::runOne(Item& item) {
+  std::exception_ptr error;
+  if (!broken.empty()) {
+    error = std::make_exception_ptr(PeerError(::lockstep::detail::concat(
+        item.work->description(), ": not run because the process group failed earlier: ", broken)));
+  } else {
+    try {
+      item.ctx.deadline = std::chrono::steady_clock::now() + item.ctx.timeout;
+      item.body(item.ctx);
+    } catch (const std::exception& e) {
+      broken = e.what();
+      error = std::current_exception();
+    } catch (...) {
+      broken = "unknown error";
+      error = std::current_exception();
+    }
+  }
+  item.work->finish(error);
+}
+
+void ProcessGroup::Executor::helpUntil(const Work& work) {
+  std::unique_lock lock(mutex);
+  while (!work.isCompleted() && !busy && !queue.empty()) {
+    Item item = std::move(queue.front());
+    queue.pop_front();
+    busy = true;
+    lock.unlock();
+    runOne(item);  // busy guarantees that runOne never runs concurrently: broken is safe
+    lock.lock();
+    busy = false;
+    cv.notify_all();
+  }
+}
+
 void ProcessGroup::workerLoop() {
+  Executor& ex = *executor_;
+  std::unique_lock lock(ex.mutex);
   while (true) {
-    // Back-to-back small collectives: poll briefly before sleeping on the condition variable.
-    auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
-    while (!has_work_.load(std::memory_order_acquire) &&
-           std::chrono::steady_clock::now() < spin_until) {
-      std::this_thread::yield();
-    }
-    Item item;
-    {
-      std::unique_lock lock(mutex_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stop_ and drained
-      item = std::move(queue_.front());
-      queue_.pop_front();
-      has_work_.store(!queue_.empty(), std::memory_order_release);
-    }
-    std::exception_ptr error;
-    if (!broken_.empty()) {
-      error = std::make_exception_ptr(PeerError(::lockstep::detail::concat(
-          item.work->description(), ": not run because the process group failed earlier: ",
-          broken_)));
-    } else {
-      try {
-        item.ctx.deadline = std::chrono::steady_clock::now() + item.ctx.timeout;
-        item.body(item.ctx);
-      } catch (const std::exception& e) {
-        broken_ = e.what();
-        error = std::current_exception();
-      } catch (...) {
-        broken_ = "unknown error";
-        error = std::current_exception();
-      }
-    }
-    item.work->finish(error);
+    ex.cv.wait(lock, [&] { return (ex.stop && ex.queue.empty() && !ex.busy) || (!ex.busy && !ex.queue.empty()); });
+    if (ex.queue.empty()) return;  // stopping and drained
+    Item item = std::move(ex.queue.front());
+    ex.queue.pop_front();
+    ex.busy = true;
+    lock.unlock();
+    ex.runOne(item);
+    lock.lock();
+    ex.busy = false;
+    ex.cv.notify_all();
   }
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -12,6 +13,9 @@ namespace lockstep::comm {
 
 class Work {
  public:
+  /// wait()'s default: no limit of its own (the op still ends at its own timeout).
+  static constexpr std::chrono::milliseconds kForever = std::chrono::hours(24 * 30);
+
   /// description names the op for messages, e.g. "allreduce #12 (gloo, 1024 x f32)".
   explicit Work(std::string description);
 
@@ -21,12 +25,16 @@ class Work {
   std::exception_ptr exception() const;
   /// Blocks until the op finished and rethrows its error. TimeoutError naming the op when it has
   /// not finished within timeout (the op itself keeps running and fails at its own timeout).
-  /// Thread-safe. A short spin precedes sleeping, so small collectives return quickly.
-  void wait(std::chrono::milliseconds timeout = std::chrono::hours(24 * 30));
+  /// Thread-safe. With the default timeout, when the op has not started yet, the calling thread
+  /// runs the group's queued ops itself (in order, up to this one) instead of handing off to
+  /// the worker thread; with an explicit timeout it only waits.
+  void wait(std::chrono::milliseconds timeout = kForever);
   const std::string& description() const { return description_; }
 
   /// Called once by the backend when the op finished; wakes waiters.
   void finish(std::exception_ptr error = nullptr);
+  /// Backend plumbing: called by wait() before blocking, to run queued ops inline.
+  void setHelper(std::function<void(const Work&)> helper) { helper_ = std::move(helper); }
 
  private:
   std::string description_;
@@ -34,6 +42,7 @@ class Work {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::exception_ptr error_;
+  std::function<void(const Work&)> helper_;
 };
 
 }  // namespace lockstep::comm

@@ -14,7 +14,6 @@ const char* binaryOpName(BinaryOp op) {
   return "binary";
 }
 
-namespace detail {
 Shape checkBinary(BinaryOp op, const Tensor& a, const Tensor& b) {
   LOCKSTEP_ENFORCE(a.defined() && b.defined(), ValueError, binaryOpName(op), ": undefined operand");
   LOCKSTEP_ENFORCE(a.dtype() == b.dtype(), ValueError, binaryOpName(op), ": dtypes ", dtypeName(a.dtype()), " and ",
@@ -29,16 +28,15 @@ void checkDivisible(BinaryOp op, const Tensor& a) {
   LOCKSTEP_ENFORCE(op != BinaryOp::div || isFloating(a.dtype()), ValueError, "div: dtype ", dtypeName(a.dtype()),
                    " is not supported (integer division); convert to a floating dtype with to() first");
 }
-}  // namespace detail
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
-  detail::checkBinary(op, a, b);
+  checkBinary(op, a, b);
   return backendFor(a.dtype()) == Backend::onednn ? onednn::binary(op, a, b) : reference::binary(op, a, b);
 }
 
 Tensor binaryScalar(BinaryOp op, const Tensor& a, double s) {
   LOCKSTEP_ENFORCE(a.defined(), ValueError, binaryOpName(op), ": undefined operand");
-  detail::checkDivisible(op, a);
+  checkDivisible(op, a);
   return backendFor(a.dtype()) == Backend::onednn ? onednn::binaryScalar(op, a, s)
                                                   : reference::binaryScalar(op, a, s);
 }

@@ -29,11 +29,9 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 Tensor binaryScalar(BinaryOp op, const Tensor& a, double s);
 }  // namespace reference
 
-namespace detail {
 /// The checks shared by every backend: same dtype, broadcastable shapes. Returns the result shape.
 Shape checkBinary(BinaryOp op, const Tensor& a, const Tensor& b);
 /// div needs a floating dtype.
 void checkDivisible(BinaryOp op, const Tensor& a);
-}  // namespace detail
 
 }  // namespace lockstep::kernels

@@ -35,6 +35,8 @@ Shape checkConv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2
   return out;
 }
 
+Tensor conv2dInput(const Tensor& x) { return backendFor(x.dtype()) == Backend::onednn ? onednn::conv2dInput(x) : x; }
+
 Tensor conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
   checkConv2d(x, w, b, p);
   return backendFor(x.dtype()) == Backend::onednn ? onednn::conv2dForward(x, w, b, p)

@@ -1,8 +1,10 @@
 #pragma once
-// 2-d convolution (NCHW logical shapes). The output is channels_last when x is (which includes
-// every C=1 NCHW tensor, where both layouts coincide), contiguous otherwise, so a channels_last
-// network never reorders activations. Weights are [O, C/groups, kH, kW] contiguous; the oneDNN
-// kernels reorder them into whatever blocked layout the primitive prefers.
+// 2-d convolution (NCHW logical shapes). The oneDNN kernels compute channels_last: their outputs
+// and input gradients are channels_last whatever x's layout (an NCHW x with C > 1 is reordered once;
+// for C = 1 both layouts coincide), so a network never reorders activations between layers and
+// their backward passes. The reference kernels return contiguous tensors. Weights are
+// [O, C/groups, kH, kW] contiguous; the oneDNN kernels reorder them into whatever blocked layout
+// the primitive prefers. Undefined bias = no bias.
 #include <array>
 #include <cstdint>
 
@@ -28,6 +30,9 @@ Shape conv2dOutputShape(const Shape& x, const Shape& weight, const Conv2dParams&
 /// Checks x/weight/bias (bias may be undefined) for conv2d and returns the output shape.
 Shape checkConv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
 
+/// x in the layout the kernels compute in (x itself when it already is): callers that keep x for
+/// the backward pass keep this one, so the backward does not reorder x again.
+Tensor conv2dInput(const Tensor& x);
 /// y = conv(x, weight) + bias (bias may be undefined), relu'd when p.fuse_relu.
 Tensor conv2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
 /// dL/dx (x's shape and layout) from dL/dy; x is used for its shape and layout only.
@@ -37,6 +42,7 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const
                                         const Conv2dParams& p);
 
 namespace onednn {
+Tensor conv2dInput(const Tensor& x);
 Tensor conv2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
 Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& weight, const Conv2dParams& p);
 Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape, bool with_bias,

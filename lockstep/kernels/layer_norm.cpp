@@ -4,7 +4,6 @@
 
 namespace lockstep::kernels {
 
-namespace detail {
 int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias) {
   LOCKSTEP_ENFORCE(x.defined(), ValueError, "layer_norm: undefined input");
   const size_t k = normalized_shape.size();
@@ -22,11 +21,10 @@ int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Ten
   }
   return shapeNumel(normalized_shape);
 }
-}  // namespace detail
 
 LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                  const Tensor& bias, double eps) {
-  detail::checkLayerNorm(x, normalized_shape, weight, bias);
+  checkLayerNorm(x, normalized_shape, weight, bias);
   return backendFor(x.dtype()) == Backend::onednn && x.dtype() == DType::f32
              ? onednn::layerNormForward(x, normalized_shape, weight, bias, eps)
              : reference::layerNormForward(x, normalized_shape, weight, bias, eps);
@@ -35,7 +33,7 @@ LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape,
 LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& variance,
                                  const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                                  double eps) {
-  detail::checkLayerNorm(x, normalized_shape, weight, bias);
+  checkLayerNorm(x, normalized_shape, weight, bias);
   LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "layer_norm backward: gradient shape ",
                    shapeToString(gy.shape()), " differs from input shape ", shapeToString(x.shape()));
   return backendFor(x.dtype()) == Backend::onednn && x.dtype() == DType::f32

@@ -41,10 +41,8 @@ LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor
                                  double eps);
 }  // namespace reference
 
-namespace detail {
 /// Validates the arguments (trailing dims of x equal normalized_shape; weight/bias of that shape and
 /// x's dtype). Returns the number of normalised elements per row.
 int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias);
-}  // namespace detail
 
 }  // namespace lockstep::kernels

@@ -4,7 +4,6 @@
 
 namespace lockstep::kernels {
 
-namespace detail {
 
 std::vector<bool> reducedMask(const std::vector<int64_t>& dims, int64_t ndim, const char* op) {
   std::vector<bool> mask(static_cast<size_t>(ndim), false);
@@ -30,7 +29,6 @@ Shape reducedShape(const Shape& shape, const std::vector<bool>& mask, bool keepd
   return out;
 }
 
-}  // namespace detail
 
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   LOCKSTEP_ENFORCE(x.defined(), ValueError, op == ReduceOp::sum ? "sum" : "mean", ": undefined operand");

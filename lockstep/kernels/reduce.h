@@ -31,12 +31,10 @@ namespace reference {
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
 }  // namespace reference
 
-namespace detail {
 /// For each dim of an ndim-tensor, whether it is reduced; ValueError on out-of-range or repeated
 /// dims, naming `op`.
 std::vector<bool> reducedMask(const std::vector<int64_t>& dims, int64_t ndim, const char* op);
 /// x's shape with reduced dims set to 1 (keepdim) or dropped.
 Shape reducedShape(const Shape& shape, const std::vector<bool>& mask, bool keepdim);
-}  // namespace detail
 
 }  // namespace lockstep::kernels

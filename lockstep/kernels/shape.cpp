@@ -4,7 +4,6 @@
 
 namespace lockstep::kernels {
 
-namespace detail {
 Shape checkConcat(const std::vector<Tensor>& xs, int64_t dim, int64_t* d) {
   LOCKSTEP_ENFORCE(!xs.empty(), ValueError, "concat: needs at least one tensor");
   const Tensor& first = xs[0];
@@ -26,11 +25,10 @@ Shape checkConcat(const std::vector<Tensor>& xs, int64_t dim, int64_t* d) {
   }
   return out;
 }
-}  // namespace detail
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   int64_t d = 0;
-  detail::checkConcat(xs, dim, &d);
+  checkConcat(xs, dim, &d);
   return backendFor(xs[0].dtype()) == Backend::onednn ? onednn::concat(xs, dim) : reference::concat(xs, dim);
 }
 

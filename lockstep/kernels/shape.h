@@ -19,9 +19,7 @@ namespace reference {
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 }  // namespace reference
 
-namespace detail {
 /// Validates concat's inputs; returns the result shape and sets *d to the normalised dim.
 Shape checkConcat(const std::vector<Tensor>& xs, int64_t dim, int64_t* d);
-}  // namespace detail
 
 }  // namespace lockstep::kernels

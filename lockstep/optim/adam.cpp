@@ -79,8 +79,8 @@ Adam::Adam(std::vector<Variable> params, const AdamOptions& options)
     : Adam("Adam", std::move(params), options, false) {}
 
 Adam::Adam(std::string name, std::vector<Variable> params, const AdamOptions& options, bool decoupled)
-    : Optimizer(name, toHyper(options), std::move(params)), decoupled_(decoupled) {
-  validate(options, name);
+    : Optimizer(std::move(name), toHyper(options), std::move(params)), decoupled_(decoupled) {
+  validate(options, this->name());
 }
 
 void Adam::step() {

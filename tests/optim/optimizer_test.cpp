@@ -295,3 +295,26 @@ TEST(optim, clip_grad_norm_matches_torch) {
   pr.p0.setGrad(Tensor::full({2, 2}, NAN, DType::f64));
   EXPECT_THROW(clipGradNorm(pr.params(), 1.0, ClipGradNormOptions{.error_if_nonfinite = true}), ValueError);
 }
+
+// A channels_last parameter with a contiguous gradient (and the reverse) updates element by element
+// exactly like the contiguous case.
+TEST(optim, layouts_of_parameter_and_gradient_may_differ) {
+  Tensor base = lockstep::testing::randomTensor({2, 3, 2, 2}, DType::f32, 5);
+  Tensor grad = lockstep::testing::randomTensor({2, 3, 2, 2}, DType::f32, 6);
+  Variable plain(base.clone(), true), cl(base.toFormat(MemoryFormat::channels_last), true);
+  ASSERT_TRUE(cl.tensor().isChannelsLast());
+  plain.setGrad(grad.clone());
+  cl.setGrad(grad.clone());  // contiguous gradient for a channels_last parameter
+  Adam a({plain}, AdamOptions{.lr = 0.1}), b({cl}, AdamOptions{.lr = 0.1});
+  for (int i = 0; i < 3; ++i) {
+    a.step();
+    b.step();
+  }
+  EXPECT_TRUE(cl.tensor().isChannelsLast());
+  EXPECT_EQ(plain.tensor().toVector<float>(), cl.tensor().toVector<float>());
+  EXPECT_EQ(a.stateDict().state.at("0.exp_avg").toVector<float>(), b.stateDict().state.at("0.exp_avg").toVector<float>());
+  // The loaded state takes the parameter's layout whatever the saved layout was.
+  Adam c({cl}, AdamOptions{.lr = 0.1});
+  c.loadStateDict(a.stateDict());
+  EXPECT_TRUE(c.stateDict().state.at("0.exp_avg").isChannelsLast());
+}

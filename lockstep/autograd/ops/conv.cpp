@@ -44,8 +44,10 @@ class Conv2dBackward final : public Node {
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, const Conv2dOptions& opts) {
   kernels::Conv2dParams p{opts.stride, opts.padding, opts.dilation, opts.groups, opts.fuse_relu};
   Tensor b = bias.defined() ? bias.tensor() : Tensor();
-  Tensor y = kernels::conv2dForward(x.tensor(), weight.tensor(), b, p);
-  return record<Conv2dBackward>(y, {&x, &weight, &bias}, x.tensor(), weight.tensor(), b.defined(), p,
+  kernels::checkConv2d(x.tensor(), weight.tensor(), b, p);  // before any reorder, with the caller's shapes
+  Tensor xin = kernels::conv2dInput(x.tensor());
+  Tensor y = kernels::conv2dForward(xin, weight.tensor(), b, p);
+  return record<Conv2dBackward>(y, {&x, &weight, &bias}, xin, weight.tensor(), b.defined(), p,
                                 opts.fuse_relu ? y : Tensor());
 }
 

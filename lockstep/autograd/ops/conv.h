@@ -1,6 +1,7 @@
 #pragma once
 // Convolution, pooling and batch normalisation (NCHW logical shapes; activations may be laid out
-// channels_last, which the oneDNN kernels prefer; results keep the input's memory format).
+// channels_last, which the oneDNN kernels prefer). conv2d's oneDNN results are always channels_last
+// (an NCHW input is reordered once); pooling and batch norm keep the input's memory format.
 #include <array>
 #include <cstdint>
 

@@ -33,8 +33,8 @@ Variable reduceOp(bool mean, const Variable& x, const std::vector<int64_t>& dims
   const auto op = mean ? kernels::ReduceOp::mean : kernels::ReduceOp::sum;
   Tensor y = kernels::reduce(op, x.tensor(), dims, keepdim);
   if (!needsGrad({&x})) return Variable::makeResult(y, nullptr);
-  auto mask = kernels::detail::reducedMask(dims, x.dim(), mean ? "mean" : "sum");
-  Shape kept = kernels::detail::reducedShape(x.shape(), mask, /*keepdim=*/true);
+  auto mask = kernels::reducedMask(dims, x.dim(), mean ? "mean" : "sum");
+  Shape kept = kernels::reducedShape(x.shape(), mask, /*keepdim=*/true);
   const int64_t kept_n = shapeNumel(kept);
   const int64_t count = kept_n == 0 ? 0 : x.numel() / kept_n;
   const double scale = mean && count > 0 ? 1.0 / static_cast<double>(count) : 1.0;

@@ -155,7 +155,7 @@ bool tryOnednn(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor binary(BinaryOp op, const Tensor& a0, const Tensor& b0) {
-  Shape out = detail::checkBinary(op, a0, b0);
+  Shape out = checkBinary(op, a0, b0);
   Tensor a = padRank(a0, out.size()), b = padRank(b0, out.size());
   // Keep the layout of an operand that already has the result's shape (e.g. channels_last).
   Tensor y = a.shape() == out && a.isDense()   ? Tensor::emptyLike(a)
@@ -174,7 +174,7 @@ Tensor binary(BinaryOp op, const Tensor& a0, const Tensor& b0) {
 }
 
 Tensor binaryScalar(BinaryOp op, const Tensor& a0, double s) {
-  detail::checkDivisible(op, a0);
+  checkDivisible(op, a0);
   Tensor a = a0.isDense() ? a0 : a0.contiguous();
   Tensor y = Tensor::emptyLike(a);
   if (y.numel() == 0) return y;

@@ -74,9 +74,9 @@ bool loopReduce(const Tensor& y, const Tensor& x, const std::vector<bool>& mask)
 
 Tensor reduce(ReduceOp op, const Tensor& x0, const std::vector<int64_t>& dims, bool keepdim) {
   const char* name = op == ReduceOp::sum ? "sum" : "mean";
-  std::vector<bool> mask = detail::reducedMask(dims, x0.dim(), name);
-  const Shape kept = detail::reducedShape(x0.shape(), mask, /*keepdim=*/true);
-  const Shape out = detail::reducedShape(x0.shape(), mask, keepdim);
+  std::vector<bool> mask = reducedMask(dims, x0.dim(), name);
+  const Shape kept = reducedShape(x0.shape(), mask, /*keepdim=*/true);
+  const Shape out = reducedShape(x0.shape(), mask, keepdim);
   // Nothing to reduce (no dims, or only size-1 dims): oneDNN rejects src == dst shapes.
   if (kept == x0.shape()) {
     Tensor copy = Tensor::empty(x0.shape(), x0.dtype());

@@ -9,7 +9,7 @@ namespace lockstep::kernels::onednn {
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   int64_t d = 0;
-  Shape out = detail::checkConcat(xs, dim, &d);
+  Shape out = checkConcat(xs, dim, &d);
   Tensor y = Tensor::empty(out, xs[0].dtype());
   if (y.numel() == 0) return y;
   // oneDNN rejects empty sources; they contribute nothing anyway.

@@ -16,7 +16,7 @@ double apply(BinaryOp op, double x, double y) {
 }  // namespace
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
-  Shape out = detail::checkBinary(op, a, b);
+  Shape out = checkBinary(op, a, b);
   // expand() gives stride-0 views along broadcast dims; the contiguous f64 copies make the loop flat.
   Tensor ad = a.expand(out).to(DType::f64).contiguous();
   Tensor bd = b.expand(out).to(DType::f64).contiguous();

@@ -12,7 +12,7 @@ Tensor asF64(const Tensor& t) { return t.to(DType::f64).contiguous(); }
 
 LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                  const Tensor& bias, double eps) {
-  const int64_t n = detail::checkLayerNorm(x, normalized_shape, weight, bias);
+  const int64_t n = checkLayerNorm(x, normalized_shape, weight, bias);
   const int64_t rows = n == 0 ? 0 : x.numel() / n;
   Tensor xd = asF64(x);
   Tensor y = Tensor::empty(x.shape(), DType::f64);
@@ -40,7 +40,7 @@ LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape,
 LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& variance,
                                  const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                                  double eps) {
-  const int64_t n = detail::checkLayerNorm(x, normalized_shape, weight, bias);
+  const int64_t n = checkLayerNorm(x, normalized_shape, weight, bias);
   const int64_t rows = n == 0 ? 0 : x.numel() / n;
   Tensor xd = asF64(x), gd = asF64(gy), md = asF64(mean), vd = asF64(variance);
   Tensor w = weight.defined() ? asF64(weight) : Tensor::ones({n}, DType::f64);

@@ -7,8 +7,8 @@ namespace lockstep::kernels::reference {
 
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   const char* name = op == ReduceOp::sum ? "sum" : "mean";
-  std::vector<bool> mask = detail::reducedMask(dims, x.dim(), name);
-  Shape kept = detail::reducedShape(x.shape(), mask, /*keepdim=*/true);
+  std::vector<bool> mask = reducedMask(dims, x.dim(), name);
+  Shape kept = reducedShape(x.shape(), mask, /*keepdim=*/true);
   Tensor xd = x.to(DType::f64).contiguous();
   Tensor acc = Tensor::zeros(kept, DType::f64);
   const Shape acc_strides = contiguousStrides(kept);
@@ -34,7 +34,7 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
       pa[i] = count == 0 ? std::numeric_limits<double>::quiet_NaN() : pa[i] / static_cast<double>(count);
     }
   }
-  return acc.view(detail::reducedShape(x.shape(), mask, keepdim)).to(x.dtype());
+  return acc.view(reducedShape(x.shape(), mask, keepdim)).to(x.dtype());
 }
 
 }  // namespace lockstep::kernels::reference

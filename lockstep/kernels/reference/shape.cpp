@@ -5,7 +5,7 @@ namespace lockstep::kernels::reference {
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   int64_t d = 0;
-  Shape out = detail::checkConcat(xs, dim, &d);
+  Shape out = checkConcat(xs, dim, &d);
   // View the result as [outer, total, inner] and copy each input's [outer, n_i, inner] block.
   int64_t outer = 1, inner = 1;
   for (int64_t k = 0; k < d; ++k) outer *= out[k];
