@@ -3,6 +3,7 @@
 #include "lockstep/parallel/bucket_assignment.h"
 #include "lockstep/parallel/comm_hook.h"
 #include "lockstep/parallel/distributed_data_parallel.h"
+#include "lockstep/parallel/distributed_optimizer.h"
 #include "lockstep/parallel/environment.h"
 #include "lockstep/parallel/reducer.h"
 #include "lockstep/parallel/tensor_comm.h"

@@ -132,6 +132,7 @@ std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std
   if (backend == "gloo") {
     GlooOptions o;
     o.timeout = timeout;
+    o.check_ops = env::getBool("LOCKSTEP_GLOO_CHECK_OPS", o.check_ops);
     return std::make_shared<GlooProcessGroup>(std::make_shared<PrefixStore>("gloo", store), rank, size, o);
   }
   if (backend == "mpi") {

@@ -9,11 +9,14 @@ bool onDnnl(DType t) { return backendFor(t) == Backend::onednn; }
 
 void checkBackward(const char* op, const Tensor& gy, const Tensor& saved) {
   LOCKSTEP_ENFORCE(gy.shape() == saved.shape(), ValueError, op, " backward: gradient shape ",
-                   shapeToString(gy.shape()), " differs from the saved tensor's shape ", shapeToString(saved.shape()));
+                   shapeToString(gy.shape()), " differs from the saved tensor's shape ",
+                   shapeToString(saved.shape()));
 }
 }  // namespace
 
-Tensor reluForward(const Tensor& x) { return onDnnl(x.dtype()) ? onednn::reluForward(x) : reference::reluForward(x); }
+Tensor reluForward(const Tensor& x) {
+  return onDnnl(x.dtype()) ? onednn::reluForward(x) : reference::reluForward(x);
+}
 
 Tensor reluBackward(const Tensor& gy, const Tensor& y) {
   checkBackward("relu", gy, y);
@@ -26,17 +29,22 @@ Tensor leakyReluForward(const Tensor& x, double slope) {
 
 Tensor leakyReluBackward(const Tensor& gy, const Tensor& x, double slope) {
   checkBackward("leaky_relu", gy, x);
-  return onDnnl(x.dtype()) ? onednn::leakyReluBackward(gy, x, slope) : reference::leakyReluBackward(gy, x, slope);
+  return onDnnl(x.dtype()) ? onednn::leakyReluBackward(gy, x, slope)
+                           : reference::leakyReluBackward(gy, x, slope);
 }
 
-Tensor geluForward(const Tensor& x) { return onDnnl(x.dtype()) ? onednn::geluForward(x) : reference::geluForward(x); }
+Tensor geluForward(const Tensor& x) {
+  return onDnnl(x.dtype()) ? onednn::geluForward(x) : reference::geluForward(x);
+}
 
 Tensor geluBackward(const Tensor& gy, const Tensor& x) {
   checkBackward("gelu", gy, x);
   return onDnnl(x.dtype()) ? onednn::geluBackward(gy, x) : reference::geluBackward(gy, x);
 }
 
-Tensor tanhForward(const Tensor& x) { return onDnnl(x.dtype()) ? onednn::tanhForward(x) : reference::tanhForward(x); }
+Tensor tanhForward(const Tensor& x) {
+  return onDnnl(x.dtype()) ? onednn::tanhForward(x) : reference::tanhForward(x);
+}
 
 Tensor tanhBackward(const Tensor& gy, const Tensor& y) {
   checkBackward("tanh", gy, y);

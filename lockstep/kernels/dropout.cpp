@@ -73,7 +73,8 @@ Tensor dropoutBackward(const Tensor& gy0, const Tensor& mask0, double p) {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       backwardLoop<T>(gy.data<T>(), mask.data<uint8_t>(), gx.data<T>(), gy.numel(), p);
     } else {
-      throw ValueError(std::string("dropout backward: needs an f32 or f64 gradient, got ") + dtypeName(gy.dtype()));
+      throw ValueError(std::string("dropout backward: needs an f32 or f64 gradient, got ") +
+                       dtypeName(gy.dtype()));
     }
   });
   return gx;

@@ -11,9 +11,11 @@ namespace {
 bool onDnnl(DType t) { return backendFor(t) == Backend::onednn; }
 
 void checkLinear(const char* op, const Tensor& x, const Tensor& weight) {
-  LOCKSTEP_ENFORCE(weight.dim() == 2, ValueError, op, ": weight must be [out, in], got ", shapeToString(weight.shape()));
+  LOCKSTEP_ENFORCE(weight.dim() == 2, ValueError, op, ": weight must be [out, in], got ",
+                   shapeToString(weight.shape()));
   LOCKSTEP_ENFORCE(x.dim() >= 1 && x.size(x.dim() - 1) == weight.size(1), ValueError, op, ": input ",
-                   shapeToString(x.shape()), " does not end in in_features of weight ", shapeToString(weight.shape()));
+                   shapeToString(x.shape()), " does not end in in_features of weight ",
+                   shapeToString(weight.shape()));
   LOCKSTEP_ENFORCE(x.dtype() == weight.dtype(), ValueError, op, ": input dtype ", dtypeName(x.dtype()),
                    " differs from weight dtype ", dtypeName(weight.dtype()));
 }
@@ -25,16 +27,19 @@ Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias) 
   checkLinear("linear", x, weight);
   if (bias.defined()) {
     LOCKSTEP_ENFORCE(bias.dim() == 1 && bias.size(0) == weight.size(0) && bias.dtype() == weight.dtype(),
-                     ValueError, "linear: bias ", bias.describe(), " does not match weight ", weight.describe());
+                     ValueError, "linear: bias ", bias.describe(), " does not match weight ",
+                     weight.describe());
   }
-  return onDnnl(x.dtype()) ? onednn::linearForward(x, weight, bias) : reference::linearForward(x, weight, bias);
+  return onDnnl(x.dtype()) ? onednn::linearForward(x, weight, bias)
+                           : reference::linearForward(x, weight, bias);
 }
 
 Tensor linearBackwardData(const Tensor& gy, const Tensor& weight) {
   LOCKSTEP_ENFORCE(weight.dim() == 2 && gy.dim() >= 1 && gy.size(gy.dim() - 1) == weight.size(0), ValueError,
-                   "linear backward: gradient ", shapeToString(gy.shape()), " does not end in out_features of weight ",
-                   shapeToString(weight.shape()));
-  return onDnnl(gy.dtype()) ? onednn::linearBackwardData(gy, weight) : reference::linearBackwardData(gy, weight);
+                   "linear backward: gradient ", shapeToString(gy.shape()),
+                   " does not end in out_features of weight ", shapeToString(weight.shape()));
+  return onDnnl(gy.dtype()) ? onednn::linearBackwardData(gy, weight)
+                            : reference::linearBackwardData(gy, weight);
 }
 
 std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& x, bool with_bias) {
@@ -53,8 +58,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                    shapeToString(a.shape()), " and ", shapeToString(b.shape()), " cannot be multiplied");
   LOCKSTEP_ENFORCE(a.dtype() == b.dtype(), ValueError, "matmul: dtypes ", dtypeName(a.dtype()), " and ",
                    dtypeName(b.dtype()), " differ");
-  broadcastShapes(Shape(a.shape().begin(), a.shape().end() - 2), Shape(b.shape().begin(), b.shape().end() - 2),
-                  "matmul");
+  broadcastShapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                  Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
   return onDnnl(a.dtype()) ? onednn::matmul(a, b) : reference::matmul(a, b);
 }
 

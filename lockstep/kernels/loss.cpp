@@ -22,8 +22,8 @@ void checkClassTarget(const char* op, const Tensor& input, const Tensor& target)
 void checkGloss(const char* op, const Tensor& gloss, LossReduction r, const Shape& none_shape) {
   bool ok = r == LossReduction::none ? gloss.shape() == none_shape : gloss.numel() == 1;
   LOCKSTEP_ENFORCE(ok, ValueError, op, " backward: gradient ", shapeToString(gloss.shape()),
-                   " does not fit the loss (", r == LossReduction::none ? shapeToString(none_shape) : "one element",
-                   ")");
+                   " does not fit the loss (",
+                   r == LossReduction::none ? shapeToString(none_shape) : "one element", ")");
 }
 
 // Row i's target, checked against the class count (ignore_index passes through).
@@ -34,14 +34,16 @@ inline int64_t classOf(const char* op, const int64_t* t, int64_t i, int64_t c, i
   return k;
 }
 
-std::pair<Tensor, Tensor> crossEntropyFast(const Tensor& logits0, const Tensor& target0, const CrossEntropyParams& p) {
+std::pair<Tensor, Tensor> crossEntropyFast(const Tensor& logits0, const Tensor& target0,
+                                           const CrossEntropyParams& p) {
   Tensor x = logits0.contiguous(), tg = target0.contiguous();
   const int64_t n = x.size(0), c = x.size(1);
   const float* px = x.data<float>();
   const int64_t* pt = tg.data<int64_t>();
   Tensor probs = Tensor::empty({n, c}, DType::f32);
   float* pp = probs.data<float>();
-  Tensor loss = p.reduction == LossReduction::none ? Tensor::empty({n}, DType::f32) : Tensor::scalar(0.0, DType::f32);
+  Tensor loss =
+      p.reduction == LossReduction::none ? Tensor::empty({n}, DType::f32) : Tensor::scalar(0.0, DType::f32);
   float* pl = loss.data<float>();
   const double on = 1.0 - p.label_smoothing, off = c > 0 ? p.label_smoothing / static_cast<double>(c) : 0.0;
   double total = 0;
@@ -86,9 +88,9 @@ Tensor crossEntropyBackwardFast(const Tensor& gloss0, const Tensor& probs, const
   const float* pg = gloss.data<float>();
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) count += pt[i] != p.ignore_index;
-  const float base = p.reduction == LossReduction::none ? 0.0f
+  const float base = p.reduction == LossReduction::none  ? 0.0f
                      : p.reduction == LossReduction::sum ? pg[0]
-                                                          : pg[0] / static_cast<float>(count);
+                                                         : pg[0] / static_cast<float>(count);
   const float on = static_cast<float>(1.0 - p.label_smoothing);
   const float off = c > 0 ? static_cast<float>(p.label_smoothing / static_cast<double>(c)) : 0.0f;
   Tensor gx = Tensor::empty({n, c}, DType::f32);
@@ -109,7 +111,8 @@ Tensor crossEntropyBackwardFast(const Tensor& gloss0, const Tensor& probs, const
 }
 }  // namespace
 
-std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target, const CrossEntropyParams& p) {
+std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
+                                              const CrossEntropyParams& p) {
   checkClassTarget("cross_entropy", logits, target);
   LOCKSTEP_ENFORCE(p.label_smoothing >= 0.0 && p.label_smoothing <= 1.0, ValueError,
                    "cross_entropy: label_smoothing must be in [0, 1], got ", p.label_smoothing);
@@ -125,34 +128,38 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& probs, const Tens
   return reference::crossEntropyBackward(gloss, probs, target, p);
 }
 
-Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction, int64_t ignore_index) {
+Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
+                      int64_t ignore_index) {
   checkClassTarget("nll_loss", log_probs, target);
   Tensor t = target.contiguous();
-  for (int64_t i = 0; i < t.numel(); ++i) classOf("nll_loss", t.data<int64_t>(), i, log_probs.size(1), ignore_index);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    classOf("nll_loss", t.data<int64_t>(), i, log_probs.size(1), ignore_index);
   // A gather and a sum: the reference loop is already the whole kernel.
   return reference::nllLossForward(log_probs, target, reduction, ignore_index);
 }
 
-Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_classes, LossReduction reduction,
-                       int64_t ignore_index) {
+Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_classes,
+                       LossReduction reduction, int64_t ignore_index) {
   LOCKSTEP_ENFORCE(target.dim() == 1 && target.dtype() == DType::i64, ValueError,
                    "nll_loss backward: target must be [N] i64, got ", target.describe());
   checkGloss("nll_loss", gloss, reduction, {target.size(0)});
   Tensor t = target.contiguous();
-  for (int64_t i = 0; i < t.numel(); ++i) classOf("nll_loss", t.data<int64_t>(), i, num_classes, ignore_index);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    classOf("nll_loss", t.data<int64_t>(), i, num_classes, ignore_index);
   return reference::nllLossBackward(gloss, target, num_classes, reduction, ignore_index);
 }
 
 Tensor mseLossForward(const Tensor& input, const Tensor& target, LossReduction reduction) {
-  LOCKSTEP_ENFORCE(input.shape() == target.shape(), ValueError, "mse_loss: input ", shapeToString(input.shape()),
-                   " and target ", shapeToString(target.shape()), " differ");
+  LOCKSTEP_ENFORCE(input.shape() == target.shape(), ValueError, "mse_loss: input ",
+                   shapeToString(input.shape()), " and target ", shapeToString(target.shape()), " differ");
   LOCKSTEP_ENFORCE(isFloating(input.dtype()) && input.dtype() == target.dtype(), ValueError,
-                   "mse_loss: input and target must share a floating dtype, got ", dtypeName(input.dtype()), " and ",
-                   dtypeName(target.dtype()));
+                   "mse_loss: input and target must share a floating dtype, got ", dtypeName(input.dtype()),
+                   " and ", dtypeName(target.dtype()));
   return reference::mseLossForward(input, target, reduction);
 }
 
-Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& target, LossReduction reduction) {
+Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& target,
+                       LossReduction reduction) {
   LOCKSTEP_ENFORCE(input.shape() == target.shape(), ValueError, "mse_loss backward: input ",
                    shapeToString(input.shape()), " and target ", shapeToString(target.shape()), " differ");
   checkGloss("mse_loss", gloss, reduction, input.shape());

@@ -22,31 +22,37 @@ struct CrossEntropyParams {
 
 /// logits [N, C] floating, target [N] i64. Returns {loss, probs}: loss is 0-d (mean, sum) or [N]
 /// (none); probs = softmax(logits) [N, C], which is all the backward needs.
-std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target, const CrossEntropyParams& p);
+std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
+                                              const CrossEntropyParams& p);
 /// dL/dlogits from dL/dloss (0-d, or [N] for none).
 Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& probs, const Tensor& target,
                             const CrossEntropyParams& p);
 
 /// -log_probs[i, target[i]], reduced; log_probs [N, C], target [N] i64.
-Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction, int64_t ignore_index);
+Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
+                      int64_t ignore_index);
 /// dL/dlog_probs (shape [N, C], dtype of gloss).
-Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_classes, LossReduction reduction,
-                       int64_t ignore_index);
+Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_classes,
+                       LossReduction reduction, int64_t ignore_index);
 
 /// (input - target)^2, reduced; same shapes.
 Tensor mseLossForward(const Tensor& input, const Tensor& target, LossReduction reduction);
 /// dL/dinput; dL/dtarget is its negation.
-Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& target, LossReduction reduction);
+Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& target,
+                       LossReduction reduction);
 
 namespace reference {
-std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target, const CrossEntropyParams& p);
+std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
+                                              const CrossEntropyParams& p);
 Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& probs, const Tensor& target,
                             const CrossEntropyParams& p);
-Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction, int64_t ignore_index);
-Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_classes, LossReduction reduction,
-                       int64_t ignore_index);
+Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
+                      int64_t ignore_index);
+Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_classes,
+                       LossReduction reduction, int64_t ignore_index);
 Tensor mseLossForward(const Tensor& input, const Tensor& target, LossReduction reduction);
-Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& target, LossReduction reduction);
+Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& target,
+                       LossReduction reduction);
 }  // namespace reference
 
 }  // namespace lockstep::kernels

@@ -13,8 +13,8 @@ int64_t checkDim(const char* op, const Tensor& x, int64_t dim) {
 }
 
 void checkBackward(const char* op, const Tensor& gy, const Tensor& y) {
-  LOCKSTEP_ENFORCE(gy.shape() == y.shape(), ValueError, op, " backward: gradient shape ", shapeToString(gy.shape()),
-                   " differs from output shape ", shapeToString(y.shape()));
+  LOCKSTEP_ENFORCE(gy.shape() == y.shape(), ValueError, op, " backward: gradient shape ",
+                   shapeToString(gy.shape()), " differs from output shape ", shapeToString(y.shape()));
 }
 }  // namespace
 

@@ -11,14 +11,42 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 
 namespace lockstep::launch {
 
 bool becomeSubreaper() { return ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0; }
 
+namespace {
+
+// Fast path: /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN) lists each thread's children;
+// a re-parented orphan may be attached to any thread of the subreaper, so all are read.
+bool childrenFromTasks(pid_t parent, std::vector<pid_t>& out) {
+  std::string task_dir = "/proc/" + std::to_string(parent) + "/task";
+  DIR* dir = ::opendir(task_dir.c_str());
+  if (dir == nullptr) return false;
+  bool ok = true;
+  while (dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    FILE* f = std::fopen((task_dir + "/" + e->d_name + "/children").c_str(), "re");
+    if (f == nullptr) {
+      ok = false;
+      break;
+    }
+    for (long pid; std::fscanf(f, "%ld", &pid) == 1;) out.push_back(static_cast<pid_t>(pid));
+    std::fclose(f);
+  }
+  ::closedir(dir);
+  return ok;
+}
+
+}  // namespace
+
 std::vector<pid_t> childrenOf(pid_t parent) {
   std::vector<pid_t> out;
+  if (childrenFromTasks(parent, out)) return out;
+  out.clear();
   DIR* dir = ::opendir("/proc");
   if (dir == nullptr) return out;
   while (dirent* e = ::readdir(dir)) {

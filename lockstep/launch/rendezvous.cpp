@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -74,7 +75,19 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options), to
   if (want_host) {
     so.is_server = true;
     try {
-      tcp = std::make_shared<comm::TCPStore>(so);
+      // The server thread inherits this mask: the agent's signals then always reach the main
+      // thread, whose loop watches for them.
+      sigset_t block, old;
+      sigemptyset(&block);
+      for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&block, s);
+      ::pthread_sigmask(SIG_BLOCK, &block, &old);
+      try {
+        tcp = std::make_shared<comm::TCPStore>(so);
+      } catch (...) {
+        ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+        throw;
+      }
+      ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
       hosts_ = true;
     } catch (const IoError& e) {
       bool in_use = options_.master_port != 0 && portInUse(options_.master_port);

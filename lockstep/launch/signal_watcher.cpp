@@ -36,7 +36,14 @@ SignalWatcher::SignalWatcher() {
   sa.sa_handler = onSignal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-  for (int i = 0; i < 4; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+  for (int i = 0; i < 4; ++i) {
+    ::sigaction(kSignals[i], &sa, &old_[i]);
+    // Started under nohup (SIGHUP ignored) or in the background of a script (SIGINT ignored):
+    // keep ignoring them, as the user asked.
+    if ((kSignals[i] == SIGHUP || kSignals[i] == SIGINT) && old_[i].sa_handler == SIG_IGN) {
+      ::sigaction(kSignals[i], &old_[i], nullptr);
+    }
+  }
 }
 
 SignalWatcher::~SignalWatcher() {

@@ -35,15 +35,18 @@ TEST(linear, skips_gradients_nobody_needs) {
 }
 
 TEST(linear, rejects_mismatched_shapes) {
-  EXPECT_THROW(linear(Variable(randomTensor({3, 4})), Variable(randomTensor({5, 3})), Variable()), ValueError);
+  EXPECT_THROW(linear(Variable(randomTensor({3, 4})), Variable(randomTensor({5, 3})), Variable()),
+               ValueError);
 }
 
 TEST(matmul, gradient) {
   auto mm = [](const std::vector<Variable>& in) { return matmul(in[0], in[1]); };
   EXPECT_TRUE(gradientsMatch(mm, {randomTensor({3, 4}, DType::f64, 1), randomTensor({4, 2}, DType::f64, 2)}));
   // Broadcast batch dims: both operands' gradients are summed over the dims they were broadcast along.
-  EXPECT_TRUE(gradientsMatch(mm, {randomTensor({2, 1, 3, 4}, DType::f64, 3), randomTensor({3, 4, 2}, DType::f64, 4)}));
-  EXPECT_TRUE(gradientsMatch(mm, {randomTensor({2, 3, 4}, DType::f64, 5), randomTensor({4, 2}, DType::f64, 6)}));
+  EXPECT_TRUE(gradientsMatch(
+      mm, {randomTensor({2, 1, 3, 4}, DType::f64, 3), randomTensor({3, 4, 2}, DType::f64, 4)}));
+  EXPECT_TRUE(
+      gradientsMatch(mm, {randomTensor({2, 3, 4}, DType::f64, 5), randomTensor({4, 2}, DType::f64, 6)}));
   // 1-d operands as in torch.matmul.
   EXPECT_TRUE(gradientsMatch(mm, {randomTensor({4}, DType::f64, 7), randomTensor({2, 4, 3}, DType::f64, 8)}));
   EXPECT_TRUE(gradientsMatch(mm, {randomTensor({3, 4}, DType::f64, 9), randomTensor({4}, DType::f64, 10)}));
@@ -51,7 +54,8 @@ TEST(matmul, gradient) {
 
 TEST(matmul, forward_matches_reference) {
   Tensor a = randomTensor({2, 3, 4}, DType::f32, 1), b = randomTensor({4, 5}, DType::f32, 2);
-  EXPECT_TRUE(tensorsNear(matmul(Variable(a), Variable(b)).tensor(), kernels::reference::matmul(a, b), 1e-5, 1e-5));
+  EXPECT_TRUE(
+      tensorsNear(matmul(Variable(a), Variable(b)).tensor(), kernels::reference::matmul(a, b), 1e-5, 1e-5));
   EXPECT_EQ(matmul(Variable(randomTensor({4})), Variable(randomTensor({4}))).shape(), Shape{});
   EXPECT_EQ(matmul(Variable(randomTensor({4})), Variable(randomTensor({2, 4, 3}))).shape(), (Shape{2, 3}));
 }

@@ -33,20 +33,23 @@ TEST(crossEntropy, forward_matches_reference) {
   Tensor x = randomTensor({32, 10}, DType::f32, 2, -4, 4);
   Tensor t = Tensor::fromVector<int64_t>(std::vector<int64_t>(32, 3), {32});
   Variable loss = crossEntropy(Variable(x), t, {Reduction::mean, 0.1, -100});
-  EXPECT_NEAR(loss.item(), kernels::reference::crossEntropyForward(x, t, {kernels::LossReduction::mean, 0.1, -100})
-                               .first.itemDouble(),
+  EXPECT_NEAR(loss.item(),
+              kernels::reference::crossEntropyForward(x, t, {kernels::LossReduction::mean, 0.1, -100})
+                  .first.itemDouble(),
               1e-5);
 }
 
 TEST(crossEntropy, rejects_mismatched_shapes) {
-  EXPECT_THROW(crossEntropy(Variable(randomTensor({4, 3})), Tensor::fromVector<int64_t>({0, 1}, {2})), ValueError);
+  EXPECT_THROW(crossEntropy(Variable(randomTensor({4, 3})), Tensor::fromVector<int64_t>({0, 1}, {2})),
+               ValueError);
 }
 
 TEST(nllLoss, gradient) {
   Tensor t = Tensor::fromVector<int64_t>({2, 0, -100, 3}, {4});
   for (Reduction r : {Reduction::mean, Reduction::sum, Reduction::none}) {
-    EXPECT_TRUE(gradientsMatch([&](const std::vector<Variable>& in) { return nllLoss(logSoftmax(in[0], 1), t, r); },
-                               {randomTensor({4, 5}, DType::f64, 3)}));
+    EXPECT_TRUE(
+        gradientsMatch([&](const std::vector<Variable>& in) { return nllLoss(logSoftmax(in[0], 1), t, r); },
+                       {randomTensor({4, 5}, DType::f64, 3)}));
   }
 }
 

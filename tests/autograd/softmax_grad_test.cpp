@@ -26,7 +26,8 @@ TEST(logSoftmax, gradient) {
 TEST(softmax, forward_matches_reference) {
   Tensor x = randomTensor({4, 6}, DType::f32, 3);
   EXPECT_TRUE(tensorsNear(softmax(Variable(x), 1).tensor(), kernels::reference::softmaxForward(x, 1), 1e-6));
-  EXPECT_TRUE(tensorsNear(logSoftmax(Variable(x), 0).tensor(), kernels::reference::logSoftmaxForward(x, 0), 1e-6));
+  EXPECT_TRUE(
+      tensorsNear(logSoftmax(Variable(x), 0).tensor(), kernels::reference::logSoftmaxForward(x, 0), 1e-6));
 }
 
 TEST(softmax, rejects_mismatched_shapes) {

@@ -11,7 +11,8 @@ TEST(relu, forward_matches_reference) {
     EXPECT_TRUE(tensorsNear(kernels::onednn::reluForward(x), kernels::reference::reluForward(x), 0.0));
     Tensor gy = randomTensor(s, DType::f32, 4);
     Tensor y = kernels::onednn::reluForward(x);
-    EXPECT_TRUE(tensorsNear(kernels::onednn::reluBackward(gy, y), kernels::reference::reluBackward(gy, y), 0.0));
+    EXPECT_TRUE(
+        tensorsNear(kernels::onednn::reluBackward(gy, y), kernels::reference::reluBackward(gy, y), 0.0));
   }
 }
 
@@ -27,7 +28,8 @@ namespace {
 // the input's layout.
 std::vector<Tensor> activationInputs() {
   std::vector<Tensor> xs;
-  for (const Shape& s : std::vector<Shape>{{1}, {7}, {3, 5}, {2, 3, 5, 7}}) xs.push_back(randomTensor(s, DType::f32, 3, -3, 3));
+  for (const Shape& s : std::vector<Shape>{{1}, {7}, {3, 5}, {2, 3, 5, 7}})
+    xs.push_back(randomTensor(s, DType::f32, 3, -3, 3));
   xs.push_back(randomTensor({2, 3, 4, 5}, DType::f32, 5, -3, 3).toFormat(MemoryFormat::channels_last));
   return xs;
 }
@@ -37,7 +39,8 @@ TEST(leakyRelu, forward_and_backward_match_reference) {
   for (const Tensor& x : activationInputs()) {
     for (double slope : {0.01, 0.2, -0.5}) {
       Tensor gy = randomTensor(x.shape(), DType::f32, 4);
-      EXPECT_TRUE(tensorsNear(kernels::onednn::leakyReluForward(x, slope), kernels::reference::leakyReluForward(x, slope), 1e-7));
+      EXPECT_TRUE(tensorsNear(kernels::onednn::leakyReluForward(x, slope),
+                              kernels::reference::leakyReluForward(x, slope), 1e-7));
       EXPECT_TRUE(tensorsNear(kernels::onednn::leakyReluBackward(gy, x, slope),
                               kernels::reference::leakyReluBackward(gy, x, slope), 1e-7));
     }
@@ -48,7 +51,8 @@ TEST(gelu, forward_and_backward_match_reference) {
   for (const Tensor& x : activationInputs()) {
     Tensor gy = randomTensor(x.shape(), DType::f32, 4);
     EXPECT_TRUE(tensorsNear(kernels::onednn::geluForward(x), kernels::reference::geluForward(x), 1e-6, 1e-5));
-    EXPECT_TRUE(tensorsNear(kernels::onednn::geluBackward(gy, x), kernels::reference::geluBackward(gy, x), 1e-6, 1e-5));
+    EXPECT_TRUE(tensorsNear(kernels::onednn::geluBackward(gy, x), kernels::reference::geluBackward(gy, x),
+                            1e-6, 1e-5));
   }
 }
 
@@ -57,7 +61,8 @@ TEST(tanh, forward_and_backward_match_reference) {
     Tensor gy = randomTensor(x.shape(), DType::f32, 4);
     Tensor y = kernels::onednn::tanhForward(x);
     EXPECT_TRUE(tensorsNear(y, kernels::reference::tanhForward(x), 1e-6, 1e-5));
-    EXPECT_TRUE(tensorsNear(kernels::onednn::tanhBackward(gy, y), kernels::reference::tanhBackward(gy, y), 1e-6, 1e-5));
+    EXPECT_TRUE(tensorsNear(kernels::onednn::tanhBackward(gy, y), kernels::reference::tanhBackward(gy, y),
+                            1e-6, 1e-5));
   }
 }
 
@@ -66,8 +71,8 @@ TEST(sigmoid, forward_and_backward_match_reference) {
     Tensor gy = randomTensor(x.shape(), DType::f32, 4);
     Tensor y = kernels::onednn::sigmoidForward(x);
     EXPECT_TRUE(tensorsNear(y, kernels::reference::sigmoidForward(x), 1e-6, 1e-5));
-    EXPECT_TRUE(
-        tensorsNear(kernels::onednn::sigmoidBackward(gy, y), kernels::reference::sigmoidBackward(gy, y), 1e-6, 1e-5));
+    EXPECT_TRUE(tensorsNear(kernels::onednn::sigmoidBackward(gy, y),
+                            kernels::reference::sigmoidBackward(gy, y), 1e-6, 1e-5));
   }
 }
 

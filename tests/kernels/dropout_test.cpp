@@ -19,8 +19,8 @@ TEST(dropout, forward_and_backward_match_reference) {
       EXPECT_EQ(g1.offset(), g2.offset());
       EXPECT_EQ(g1.offset(), 1000u + static_cast<uint64_t>(x.numel()));
       Tensor gy = randomTensor(s, DType::f32, 2);
-      EXPECT_TRUE(tensorsNear(kernels::dropoutBackward(gy, mask, p), kernels::reference::dropoutBackward(gy, mask, p),
-                              1e-6, 1e-6));
+      EXPECT_TRUE(tensorsNear(kernels::dropoutBackward(gy, mask, p),
+                              kernels::reference::dropoutBackward(gy, mask, p), 1e-6, 1e-6));
     }
   }
 }

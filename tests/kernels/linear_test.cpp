@@ -15,9 +15,13 @@ struct LinearCase {
 
 TEST(linear, forward_matches_reference) {
   // Odd sizes, batch 1, the benchmark's 576->64->10 at batch 32, and a 3-d input.
-  for (const LinearCase& c : std::vector<LinearCase>{
-           {{1, 1}, 1, true}, {{1, 7}, 3, false}, {{5, 13}, 9, true}, {{32, 576}, 64, true}, {{32, 64}, 10, true},
-           {{2, 3, 5}, 4, true}, {{7}, 3, true}}) {
+  for (const LinearCase& c : std::vector<LinearCase>{{{1, 1}, 1, true},
+                                                     {{1, 7}, 3, false},
+                                                     {{5, 13}, 9, true},
+                                                     {{32, 576}, 64, true},
+                                                     {{32, 64}, 10, true},
+                                                     {{2, 3, 5}, 4, true},
+                                                     {{7}, 3, true}}) {
     const int64_t in = c.x.back();
     Tensor x = randomTensor(c.x, DType::f32, 1), w = randomTensor({c.out, in}, DType::f32, 2);
     Tensor b = c.bias ? randomTensor({c.out}, DType::f32, 3) : Tensor();
@@ -30,15 +34,18 @@ TEST(linear, forward_matches_reference) {
 }
 
 TEST(linear, backward_matches_reference) {
-  for (const LinearCase& c : std::vector<LinearCase>{
-           {{1, 1}, 1, true}, {{5, 13}, 9, true}, {{32, 576}, 64, true}, {{32, 64}, 10, false}, {{2, 3, 5}, 4, true}}) {
+  for (const LinearCase& c : std::vector<LinearCase>{{{1, 1}, 1, true},
+                                                     {{5, 13}, 9, true},
+                                                     {{32, 576}, 64, true},
+                                                     {{32, 64}, 10, false},
+                                                     {{2, 3, 5}, 4, true}}) {
     const int64_t in = c.x.back();
     Shape ys = c.x;
     ys.back() = c.out;
     Tensor x = randomTensor(c.x, DType::f32, 4), w = randomTensor({c.out, in}, DType::f32, 5);
     Tensor gy = randomTensor(ys, DType::f32, 6);
-    EXPECT_TRUE(tensorsNear(kernels::onednn::linearBackwardData(gy, w), kernels::reference::linearBackwardData(gy, w),
-                            1e-4, 1e-5));
+    EXPECT_TRUE(tensorsNear(kernels::onednn::linearBackwardData(gy, w),
+                            kernels::reference::linearBackwardData(gy, w), 1e-4, 1e-5));
     auto [gw, gb] = kernels::onednn::linearBackwardWeights(gy, x, c.bias);
     auto [rw, rb] = kernels::reference::linearBackwardWeights(gy, x, c.bias);
     EXPECT_TRUE(tensorsNear(gw, rw, 1e-4, 1e-5));
@@ -72,9 +79,9 @@ TEST(linear, rejects_mismatched_shapes) {
 }
 
 TEST(matmul, forward_matches_reference) {
-  std::vector<std::pair<Shape, Shape>> cases{{{1, 1}, {1, 1}},       {{3, 5}, {5, 7}},          {{4, 3, 5}, {4, 5, 2}},
-                                             {{4, 3, 5}, {5, 2}},     {{3, 5}, {4, 5, 2}},       {{2, 1, 3, 4}, {5, 4, 6}},
-                                             {{1, 3, 4}, {7, 4, 1}}};
+  std::vector<std::pair<Shape, Shape>> cases{
+      {{1, 1}, {1, 1}},    {{3, 5}, {5, 7}},          {{4, 3, 5}, {4, 5, 2}}, {{4, 3, 5}, {5, 2}},
+      {{3, 5}, {4, 5, 2}}, {{2, 1, 3, 4}, {5, 4, 6}}, {{1, 3, 4}, {7, 4, 1}}};
   for (auto& [sa, sb] : cases) {
     Tensor a = randomTensor(sa, DType::f32, 7), b = randomTensor(sb, DType::f32, 8);
     EXPECT_TRUE(tensorsNear(kernels::onednn::matmul(a, b), kernels::reference::matmul(a, b), 1e-5, 1e-5))
@@ -91,13 +98,17 @@ TEST(matmul, takes_transposed_views_without_copy) {
 }
 
 TEST(matmul, backward_matches_reference) {
-  std::vector<std::pair<Shape, Shape>> cases{
-      {{3, 5}, {5, 7}}, {{4, 3, 5}, {5, 2}}, {{3, 5}, {4, 5, 2}}, {{2, 1, 3, 4}, {5, 4, 6}}, {{1, 1}, {1, 1}}};
+  std::vector<std::pair<Shape, Shape>> cases{{{3, 5}, {5, 7}},
+                                             {{4, 3, 5}, {5, 2}},
+                                             {{3, 5}, {4, 5, 2}},
+                                             {{2, 1, 3, 4}, {5, 4, 6}},
+                                             {{1, 1}, {1, 1}}};
   for (auto& [sa, sb] : cases) {
     Tensor a = randomTensor(sa, DType::f32, 12), b = randomTensor(sb, DType::f32, 13);
     Tensor gy = randomTensor(kernels::matmul(a, b).shape(), DType::f32, 14);
     auto [ga, gb] = kernels::matmulBackward(gy, a, b, true, true);
-    auto [ra, rb] = kernels::matmulBackward(gy.to(DType::f64), a.to(DType::f64), b.to(DType::f64), true, true);
+    auto [ra, rb] =
+        kernels::matmulBackward(gy.to(DType::f64), a.to(DType::f64), b.to(DType::f64), true, true);
     EXPECT_TRUE(tensorsNear(ga, ra, 1e-5, 1e-5)) << shapeToString(sa) << " @ " << shapeToString(sb);
     EXPECT_TRUE(tensorsNear(gb, rb, 1e-5, 1e-5)) << shapeToString(sa) << " @ " << shapeToString(sb);
     auto [only_a, none_b] = kernels::matmulBackward(gy, a, b, true, false);
@@ -113,6 +124,7 @@ TEST(matmul, rejects_mismatched_shapes) {
     EXPECT_NE(std::string(e.what()).find("[2, 3]"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("[4, 5]"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(kernels::matmul(randomTensor({2, 2, 3}, DType::f32), randomTensor({3, 3, 4}, DType::f32)), ValueError);
+  EXPECT_THROW(kernels::matmul(randomTensor({2, 2, 3}, DType::f32), randomTensor({3, 3, 4}, DType::f32)),
+               ValueError);
   EXPECT_THROW(kernels::matmul(randomTensor({3}, DType::f32), randomTensor({3, 4}, DType::f32)), ValueError);
 }

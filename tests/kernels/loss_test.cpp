@@ -7,7 +7,8 @@ using lockstep::testing::randomTensor;
 using lockstep::testing::tensorsNear;
 
 namespace {
-Tensor randomTargets(int64_t n, int64_t c, uint64_t seed, int64_t ignore_every = 0, int64_t ignore_index = -100) {
+Tensor randomTargets(int64_t n, int64_t c, uint64_t seed, int64_t ignore_every = 0,
+                     int64_t ignore_index = -100) {
   Generator g(seed);
   std::vector<int64_t> t(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -18,7 +19,8 @@ Tensor randomTargets(int64_t n, int64_t c, uint64_t seed, int64_t ignore_every =
 
 // The fixed example whose expected values came from torch 1.13 (see tests below).
 Tensor torchLogits(DType dt) {
-  return Tensor::fromVector<double>({0.5, -1.2, 2.0, 0.1, 1.5, 0.3, -0.7, 0.0, -0.2, 0.4, 0.9, -1.1}, {3, 4}).to(dt);
+  return Tensor::fromVector<double>({0.5, -1.2, 2.0, 0.1, 1.5, 0.3, -0.7, 0.0, -0.2, 0.4, 0.9, -1.1}, {3, 4})
+      .to(dt);
 }
 }  // namespace
 
@@ -46,11 +48,12 @@ TEST(crossEntropy, forward_and_backward_match_reference) {
 TEST(crossEntropy, label_smoothing_matches_torch) {
   // Expected values from torch 1.13: F.cross_entropy(x, t, reduction=..., label_smoothing=0.1) on
   // the 3x4 logits of torchLogits(), and x.grad after backward() of the mean.
-  const std::vector<double> grad_mean{0.0442869519, 0.0012795258, -0.0725055763, 0.0269390987,
-                                      -0.1044756359, 0.0530674252, 0.0142547434, 0.0371534673,
-                                      0.0451467109, 0.0891136607, 0.1523295984, -0.28658997};
-  const std::vector<double> grad_mean_ignored{0.0664304278, 0.0019192887, -0.1087583645, 0.040408648, 0, 0, 0, 0,
-                                              0.0677200663, 0.133670491, 0.2284943976, -0.4298849549};
+  const std::vector<double> grad_mean{0.0442869519,  0.0012795258, -0.0725055763, 0.0269390987,
+                                      -0.1044756359, 0.0530674252, 0.0142547434,  0.0371534673,
+                                      0.0451467109,  0.0891136607, 0.1523295984,  -0.28658997};
+  const std::vector<double> grad_mean_ignored{
+      0.0664304278, 0.0019192887, -0.1087583645, 0.040408648,  0, 0, 0, 0,
+      0.0677200663, 0.133670491,  0.2284943976,  -0.4298849549};
   for (DType dt : {DType::f32, DType::f64}) {
     const double tol = dt == DType::f32 ? 1e-6 : 1e-9;
     Tensor x = torchLogits(dt), t = Tensor::fromVector<int64_t>({2, 0, 3}, {3});
@@ -60,9 +63,10 @@ TEST(crossEntropy, label_smoothing_matches_torch) {
     auto [lm, pm] = kernels::crossEntropyForward(x, t, mean);
     EXPECT_NEAR(lm.itemDouble(), 1.2483655026587683, tol);
     EXPECT_NEAR(kernels::crossEntropyForward(x, t, sum).first.itemDouble(), 3.745096507976305, tol);
-    EXPECT_TRUE(tensorsNear(kernels::crossEntropyForward(x, t, none).first,
-                            Tensor::fromVector<double>({0.5110412949049112, 0.6142208015660495, 2.619834411505344}, {3}),
-                            tol * 4));
+    EXPECT_TRUE(tensorsNear(
+        kernels::crossEntropyForward(x, t, none).first,
+        Tensor::fromVector<double>({0.5110412949049112, 0.6142208015660495, 2.619834411505344}, {3}),
+        tol * 4));
     EXPECT_TRUE(tensorsNear(kernels::crossEntropyBackward(Tensor::scalar(1.0, dt), pm, t, mean),
                             Tensor::fromVector<double>(grad_mean, {3, 4}), 1e-7));
     // ignore_index: left out of both the sum and the mean's count.
@@ -84,8 +88,10 @@ TEST(crossEntropy, rejects_mismatched_shapes) {
     EXPECT_NE(std::string(e.what()).find("[4, 5]"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("[3]"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(kernels::crossEntropyForward(x, Tensor::fromVector<int64_t>({1, 2, 5, 0}, {4}), {}), ValueError);
-  EXPECT_THROW(kernels::crossEntropyForward(x, Tensor::fromVector<int64_t>({1, 2, -1, 0}, {4}), {}), ValueError);
+  EXPECT_THROW(kernels::crossEntropyForward(x, Tensor::fromVector<int64_t>({1, 2, 5, 0}, {4}), {}),
+               ValueError);
+  EXPECT_THROW(kernels::crossEntropyForward(x, Tensor::fromVector<int64_t>({1, 2, -1, 0}, {4}), {}),
+               ValueError);
   EXPECT_THROW(kernels::crossEntropyForward(x, Tensor::fromVector<float>({1, 2, 3, 0}, {4}), {}), ValueError);
 }
 
@@ -93,11 +99,13 @@ TEST(nllLoss, forward_and_backward_match_reference) {
   Tensor lp = kernels::logSoftmaxForward(torchLogits(DType::f32), 1);
   Tensor t = Tensor::fromVector<int64_t>({2, -100, 3}, {3});
   // torch 1.13: F.nll_loss(log_softmax(x), [2, -100, 3]) = 1.5379378532051275 (mean over the two kept rows).
-  EXPECT_NEAR(kernels::nllLossForward(lp, t, LossReduction::mean, -100).itemDouble(), 1.5379378532051275, 1e-5);
+  EXPECT_NEAR(kernels::nllLossForward(lp, t, LossReduction::mean, -100).itemDouble(), 1.5379378532051275,
+              1e-5);
   for (auto r : {LossReduction::mean, LossReduction::sum, LossReduction::none}) {
     Tensor x = randomTensor({7, 4}, DType::f32, 1);
     Tensor tt = randomTargets(7, 4, 5, 3, -1);
-    EXPECT_TRUE(tensorsNear(kernels::nllLossForward(x, tt, r, -1), kernels::reference::nllLossForward(x, tt, r, -1), 1e-6));
+    EXPECT_TRUE(tensorsNear(kernels::nllLossForward(x, tt, r, -1),
+                            kernels::reference::nllLossForward(x, tt, r, -1), 1e-6));
     Tensor g = r == LossReduction::none ? randomTensor({7}, DType::f32, 3) : Tensor::scalar(0.7);
     Tensor gx = kernels::nllLossBackward(g, tt, 4, r, -1);
     EXPECT_EQ(gx.shape(), (Shape{7, 4}));
@@ -106,11 +114,11 @@ TEST(nllLoss, forward_and_backward_match_reference) {
 }
 
 TEST(nllLoss, rejects_mismatched_shapes) {
-  EXPECT_THROW(kernels::nllLossForward(randomTensor({4, 5}, DType::f32), Tensor::fromVector<int64_t>({1, 2}, {2}),
-                                       LossReduction::mean, -100),
+  EXPECT_THROW(kernels::nllLossForward(randomTensor({4, 5}, DType::f32),
+                                       Tensor::fromVector<int64_t>({1, 2}, {2}), LossReduction::mean, -100),
                ValueError);
-  EXPECT_THROW(kernels::nllLossForward(randomTensor({2, 5}, DType::f32), Tensor::fromVector<int64_t>({1, 7}, {2}),
-                                       LossReduction::mean, -100),
+  EXPECT_THROW(kernels::nllLossForward(randomTensor({2, 5}, DType::f32),
+                                       Tensor::fromVector<int64_t>({1, 7}, {2}), LossReduction::mean, -100),
                ValueError);
 }
 
@@ -118,21 +126,24 @@ TEST(mseLoss, forward_and_backward_match_reference) {
   for (const Shape& s : std::vector<Shape>{{1}, {3, 5}, {2, 3, 4}}) {
     Tensor a = randomTensor(s, DType::f32, 1), b = randomTensor(s, DType::f32, 2);
     for (auto r : {LossReduction::mean, LossReduction::sum, LossReduction::none}) {
-      EXPECT_TRUE(tensorsNear(kernels::mseLossForward(a, b, r), kernels::reference::mseLossForward(a, b, r), 1e-6));
+      EXPECT_TRUE(
+          tensorsNear(kernels::mseLossForward(a, b, r), kernels::reference::mseLossForward(a, b, r), 1e-6));
       Tensor g = r == LossReduction::none ? randomTensor(s, DType::f32, 3) : Tensor::scalar(0.7);
-      EXPECT_TRUE(tensorsNear(kernels::mseLossBackward(g, a, b, r), kernels::reference::mseLossBackward(g, a, b, r), 1e-7));
+      EXPECT_TRUE(tensorsNear(kernels::mseLossBackward(g, a, b, r),
+                              kernels::reference::mseLossBackward(g, a, b, r), 1e-7));
     }
   }
   // mean of (1-0)^2 and (3-1)^2.
-  EXPECT_DOUBLE_EQ(kernels::mseLossForward(Tensor::fromVector<double>({1, 3}, {2}), Tensor::fromVector<double>({0, 1}, {2}),
-                                           LossReduction::mean)
+  EXPECT_DOUBLE_EQ(kernels::mseLossForward(Tensor::fromVector<double>({1, 3}, {2}),
+                                           Tensor::fromVector<double>({0, 1}, {2}), LossReduction::mean)
                        .itemDouble(),
                    2.5);
 }
 
 TEST(mseLoss, rejects_mismatched_shapes) {
   try {
-    kernels::mseLossForward(randomTensor({2, 3}, DType::f32), randomTensor({3, 2}, DType::f32), LossReduction::mean);
+    kernels::mseLossForward(randomTensor({2, 3}, DType::f32), randomTensor({3, 2}, DType::f32),
+                            LossReduction::mean);
     FAIL() << "expected ValueError";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("[2, 3]"), std::string::npos) << e.what();

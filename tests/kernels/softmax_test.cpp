@@ -26,8 +26,8 @@ TEST(softmax, forward_and_backward_match_reference) {
     Tensor y = kernels::onednn::softmaxForward(c.x, c.dim);
     EXPECT_TRUE(tensorsNear(y, kernels::reference::softmaxForward(c.x, c.dim), 1e-6, 1e-5)) << c.x.describe();
     Tensor gy = randomTensor(c.x.shape(), DType::f32, 8);
-    EXPECT_TRUE(tensorsNear(kernels::onednn::softmaxBackward(gy, y, c.dim), kernels::reference::softmaxBackward(gy, y, c.dim),
-                            1e-6, 1e-5))
+    EXPECT_TRUE(tensorsNear(kernels::onednn::softmaxBackward(gy, y, c.dim),
+                            kernels::reference::softmaxBackward(gy, y, c.dim), 1e-6, 1e-5))
         << c.x.describe();
   }
 }
@@ -35,7 +35,8 @@ TEST(softmax, forward_and_backward_match_reference) {
 TEST(logSoftmax, forward_and_backward_match_reference) {
   for (const auto& c : softmaxCases()) {
     Tensor y = kernels::onednn::logSoftmaxForward(c.x, c.dim);
-    EXPECT_TRUE(tensorsNear(y, kernels::reference::logSoftmaxForward(c.x, c.dim), 1e-5, 1e-5)) << c.x.describe();
+    EXPECT_TRUE(tensorsNear(y, kernels::reference::logSoftmaxForward(c.x, c.dim), 1e-5, 1e-5))
+        << c.x.describe();
     Tensor gy = randomTensor(c.x.shape(), DType::f32, 8);
     EXPECT_TRUE(tensorsNear(kernels::onednn::logSoftmaxBackward(gy, y, c.dim),
                             kernels::reference::logSoftmaxBackward(gy, y, c.dim), 1e-5, 1e-5))

@@ -46,7 +46,9 @@ struct SigmoidBackward final : EltwiseBackward<SigmoidBackward> {
 class LeakyReluBackward final : public Node {
  public:
   LeakyReluBackward(Tensor x, double slope) : x_(std::move(x)), slope_(slope) {}
-  std::vector<Tensor> apply(const Tensor& gy) override { return {kernels::leakyReluBackward(gy, x_, slope_)}; }
+  std::vector<Tensor> apply(const Tensor& gy) override {
+    return {kernels::leakyReluBackward(gy, x_, slope_)};
+  }
   std::string name() const override { return "LeakyReluBackward"; }
   void releaseSaved() override { x_ = Tensor(); }
 

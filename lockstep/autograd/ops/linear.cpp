@@ -40,7 +40,8 @@ class MatmulBackward final : public Node {
     Tensor gy = gy0;
     if (b_.dim() == 1) gy = gy.unsqueeze(gy.dim());
     if (a_.dim() == 1) gy = gy.unsqueeze(gy.dim() - 1);
-    auto [ga, gb] = kernels::matmulBackward(gy, promoteA(a_), promoteB(b_), edges_[0] != nullptr, edges_[1] != nullptr);
+    auto [ga, gb] =
+        kernels::matmulBackward(gy, promoteA(a_), promoteB(b_), edges_[0] != nullptr, edges_[1] != nullptr);
     if (ga.defined()) ga = ga.reshape(a_.shape());
     if (gb.defined()) gb = gb.reshape(b_.shape());
     return {ga, gb};

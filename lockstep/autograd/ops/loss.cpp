@@ -1,16 +1,20 @@
 // crossEntropy, nllLoss and mseLoss (declared in ops/linear.h).
+#include "lockstep/kernels/loss.h"
+
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/linear.h"
-#include "lockstep/kernels/loss.h"
 
 namespace lockstep::autograd {
 
 namespace {
 kernels::LossReduction toKernel(Reduction r) {
   switch (r) {
-    case Reduction::none: return kernels::LossReduction::none;
-    case Reduction::sum: return kernels::LossReduction::sum;
-    case Reduction::mean: break;
+    case Reduction::none:
+      return kernels::LossReduction::none;
+    case Reduction::sum:
+      return kernels::LossReduction::sum;
+    case Reduction::mean:
+      break;
   }
   return kernels::LossReduction::mean;
 }

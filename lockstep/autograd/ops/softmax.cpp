@@ -1,8 +1,9 @@
 // softmax, logSoftmax and dropout (declared in ops/linear.h).
+#include "lockstep/kernels/softmax.h"
+
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/linear.h"
 #include "lockstep/kernels/dropout.h"
-#include "lockstep/kernels/softmax.h"
 
 namespace lockstep::autograd {
 

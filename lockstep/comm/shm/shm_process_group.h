@@ -17,7 +17,7 @@
 namespace lockstep::comm {
 
 struct ShmOptions {
-  size_t block_bytes = 256 << 10;  // staging slot size per rank (two slots each)
+  size_t block_bytes = 1 << 20;  // staging slot size per rank (two slots each); env LOCKSTEP_SHM_BLOCK_BYTES
   std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;  // default op timeout
 };
 

@@ -1,6 +1,7 @@
+#include "lockstep/kernels/activation.h"
+
 #include <dnnl.hpp>
 
-#include "lockstep/kernels/activation.h"
 #include "lockstep/kernels/dnnl/context.h"
 
 namespace lockstep::kernels::onednn {
@@ -11,11 +12,12 @@ using Alg = dnnl::algorithm;
 // Element-wise ops run over a dense tensor as a flat 1-d buffer: layout does not matter.
 Tensor dense(const Tensor& t) { return t.isDense() ? t : t.contiguous(); }
 dnnl::memory::desc flatDesc(const Tensor& t) {
-  return dnnl::memory::desc({std::max<int64_t>(t.numel(), 1)}, dataType(t.dtype()), dnnl::memory::format_tag::a);
+  return dnnl::memory::desc({std::max<int64_t>(t.numel(), 1)}, dataType(t.dtype()),
+                            dnnl::memory::format_tag::a);
 }
 std::string key(const Tensor& t, Alg alg, float alpha) {
-  return std::to_string(t.numel()) + dtypeName(t.dtype()) + "/" + std::to_string(static_cast<int>(alg)) + "/" +
-         std::to_string(alpha);
+  return std::to_string(t.numel()) + dtypeName(t.dtype()) + "/" + std::to_string(static_cast<int>(alg)) +
+         "/" + std::to_string(alpha);
 }
 
 Tensor eltwiseForward(const Tensor& x0, Alg alg, float alpha, const char* op) {
@@ -90,7 +92,9 @@ Tensor tanhBackward(const Tensor& gy, const Tensor& y) {
   return eltwiseBackward(gy, y, Alg::eltwise_tanh_use_dst_for_bwd, 0.f, true, "tanh backward");
 }
 
-Tensor sigmoidForward(const Tensor& x) { return eltwiseForward(x, Alg::eltwise_logistic, 0.f, "sigmoid forward"); }
+Tensor sigmoidForward(const Tensor& x) {
+  return eltwiseForward(x, Alg::eltwise_logistic, 0.f, "sigmoid forward");
+}
 Tensor sigmoidBackward(const Tensor& gy, const Tensor& y) {
   return eltwiseBackward(gy, y, Alg::eltwise_logistic_use_dst_for_bwd, 0.f, true, "sigmoid backward");
 }

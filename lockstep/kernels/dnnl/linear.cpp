@@ -1,7 +1,8 @@
+#include "lockstep/kernels/linear.h"
+
 #include <dnnl.hpp>
 
 #include "lockstep/kernels/dnnl/context.h"
-#include "lockstep/kernels/linear.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -30,8 +31,10 @@ struct IpShape {
   MemDesc bias() const { return vec(out, dtype); }
   // The hint the backward primitives are created against.
   dnnl::inner_product_forward::primitive_desc forwardPd(bool with_bias) const {
-    auto d = with_bias ? dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, src(), wei(), bias(), dst())
-                       : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, src(), wei(), dst());
+    auto d = with_bias
+                 ? dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, src(), wei(), bias(),
+                                                     dst())
+                 : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, src(), wei(), dst());
     return dnnl::inner_product_forward::primitive_desc(d, engine());
   }
 };
@@ -117,8 +120,8 @@ std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy0, const Tensor&
           dnnl::inner_product_backward_weights::primitive_desc(d, engine(), s.forwardPd(with_bias)));
     });
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory(s.src(), x)},
-                                         {DNNL_ARG_DIFF_DST, memory(s.dst(), gy)},
-                                         {DNNL_ARG_DIFF_WEIGHTS, memory(s.wei(), gw)}};
+                                               {DNNL_ARG_DIFF_DST, memory(s.dst(), gy)},
+                                               {DNNL_ARG_DIFF_WEIGHTS, memory(s.wei(), gw)}};
     if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(s.bias(), gb));
     prim.execute(stream(), args);
   } catch (const dnnl::error& e) {
@@ -158,7 +161,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     auto& prim = cache.get(keyOf(pa) + "@" + keyOf(pb), [&] {
       return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ma, mb, my), engine()));
     });
-    prim.execute(stream(), {{DNNL_ARG_SRC, memory(ma, pa)}, {DNNL_ARG_WEIGHTS, memory(mb, pb)}, {DNNL_ARG_DST, memory(my, y)}});
+    prim.execute(
+        stream(),
+        {{DNNL_ARG_SRC, memory(ma, pa)}, {DNNL_ARG_WEIGHTS, memory(mb, pb)}, {DNNL_ARG_DST, memory(my, y)}});
   } catch (const dnnl::error& e) {
     rethrow(e, "matmul");
   }

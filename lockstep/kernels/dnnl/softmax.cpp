@@ -1,7 +1,8 @@
+#include "lockstep/kernels/softmax.h"
+
 #include <dnnl.hpp>
 
 #include "lockstep/kernels/dnnl/context.h"
-#include "lockstep/kernels/softmax.h"
 
 namespace lockstep::kernels::onednn {
 

@@ -1,7 +1,7 @@
 // Plain loops: the ground truth the fast kernels are tested against. Clarity over speed.
-#include <cmath>
-
 #include "lockstep/kernels/activation.h"
+
+#include <cmath>
 
 namespace lockstep::kernels::reference {
 
@@ -21,7 +21,8 @@ template <typename Fn>
 Tensor backwardF64(const Tensor& gy, const Tensor& saved, Fn&& dydx) {
   Tensor g = gy.to(DType::f64).contiguous(), s = saved.to(DType::f64).contiguous();
   Tensor gx = Tensor::empty(saved.shape(), DType::f64);
-  for (int64_t i = 0; i < saved.numel(); ++i) gx.data<double>()[i] = g.data<double>()[i] * dydx(s.data<double>()[i]);
+  for (int64_t i = 0; i < saved.numel(); ++i)
+    gx.data<double>()[i] = g.data<double>()[i] * dydx(s.data<double>()[i]);
   return gx.to(saved.dtype());
 }
 

@@ -35,7 +35,8 @@ Tensor linearBackwardData(const Tensor& gy, const Tensor& weight) {
   Tensor gx = Tensor::zeros({m, in}, DType::f64);
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t o = 0; o < out; ++o) {
-      for (int64_t i = 0; i < in; ++i) gx.data<double>()[r * in + i] += g.data<double>()[r * out + o] * w.data<double>()[o * in + i];
+      for (int64_t i = 0; i < in; ++i)
+        gx.data<double>()[r * in + i] += g.data<double>()[r * out + o] * w.data<double>()[o * in + i];
     }
   }
   return gx.view(withLast(gy.shape(), in)).to(gy.dtype());

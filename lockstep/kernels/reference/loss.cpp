@@ -1,8 +1,8 @@
 // Plain loops in double precision: the ground truth for the loss kernels. Cross-entropy is written
 // the long way on purpose (log-softmax, then NLL and the smoothing term as PyTorch defines them).
-#include <cmath>
-
 #include "lockstep/kernels/loss.h"
+
+#include <cmath>
 
 namespace lockstep::kernels::reference {
 
@@ -29,7 +29,8 @@ int64_t countKept(const std::vector<int64_t>& t, int64_t ignore_index) {
 }
 }  // namespace
 
-std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target, const CrossEntropyParams& p) {
+std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
+                                              const CrossEntropyParams& p) {
   const int64_t n = logits.size(0), c = logits.size(1);
   Tensor x = f64(logits), probs = Tensor::empty({n, c}, DType::f64), per = Tensor::zeros({n}, DType::f64);
   auto t = target.toVector<int64_t>();
@@ -68,7 +69,8 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& probs, const Tens
   return gx.to(probs.dtype());
 }
 
-Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction, int64_t ignore_index) {
+Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
+                      int64_t ignore_index) {
   const int64_t n = log_probs.size(0), c = log_probs.size(1);
   Tensor lp = f64(log_probs), per = Tensor::zeros({n}, DType::f64);
   auto t = target.toVector<int64_t>();
@@ -78,8 +80,8 @@ Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReducti
   return reduce(per, reduction, static_cast<double>(countKept(t, ignore_index)), log_probs.dtype());
 }
 
-Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_classes, LossReduction reduction,
-                       int64_t ignore_index) {
+Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_classes,
+                       LossReduction reduction, int64_t ignore_index) {
   const int64_t n = target.size(0);
   Tensor g = f64(gloss), gx = Tensor::zeros({n, num_classes}, DType::f64);
   auto t = target.toVector<int64_t>();
@@ -99,11 +101,13 @@ Tensor mseLossForward(const Tensor& input, const Tensor& target, LossReduction r
   return reduce(per, reduction, static_cast<double>(input.numel()), input.dtype());
 }
 
-Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& target, LossReduction reduction) {
+Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& target,
+                       LossReduction reduction) {
   Tensor a = f64(input), b = f64(target), g = f64(gloss), gx = Tensor::empty(input.shape(), DType::f64);
   const double count = static_cast<double>(input.numel());
   for (int64_t i = 0; i < a.numel(); ++i) {
-    gx.data<double>()[i] = 2.0 * (a.data<double>()[i] - b.data<double>()[i]) * rowScale(g, reduction, i, count);
+    gx.data<double>()[i] =
+        2.0 * (a.data<double>()[i] - b.data<double>()[i]) * rowScale(g, reduction, i, count);
   }
   return gx.to(input.dtype());
 }

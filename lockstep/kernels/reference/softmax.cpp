@@ -1,7 +1,7 @@
 // Plain loops in double precision: the ground truth for the oneDNN softmax kernels.
-#include <cmath>
-
 #include "lockstep/kernels/softmax.h"
+
+#include <cmath>
 
 namespace lockstep::kernels::reference {
 
@@ -50,7 +50,8 @@ Tensor backward(const Tensor& gy, const Tensor& y, int64_t dim, bool log) {
   for (int64_t o = 0; o < sp.outer; ++o) {
     for (int64_t i = 0; i < sp.inner; ++i) {
       double s = 0;
-      for (int64_t j = 0; j < sp.n; ++j) s += log ? pg[sp.at(o, j, i)] : pg[sp.at(o, j, i)] * py[sp.at(o, j, i)];
+      for (int64_t j = 0; j < sp.n; ++j)
+        s += log ? pg[sp.at(o, j, i)] : pg[sp.at(o, j, i)] * py[sp.at(o, j, i)];
       for (int64_t j = 0; j < sp.n; ++j) {
         int64_t k = sp.at(o, j, i);
         px[k] = log ? pg[k] - std::exp(py[k]) * s : py[k] * (pg[k] - s);
@@ -64,6 +65,8 @@ Tensor backward(const Tensor& gy, const Tensor& y, int64_t dim, bool log) {
 Tensor softmaxForward(const Tensor& x, int64_t dim) { return forward(x, dim, false); }
 Tensor softmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim) { return backward(gy, y, dim, false); }
 Tensor logSoftmaxForward(const Tensor& x, int64_t dim) { return forward(x, dim, true); }
-Tensor logSoftmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim) { return backward(gy, y, dim, true); }
+Tensor logSoftmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim) {
+  return backward(gy, y, dim, true);
+}
 
 }  // namespace lockstep::kernels::reference
