@@ -6,6 +6,7 @@
 #include "lockstep/data/cifar.h"
 #include "lockstep/data/data_loader.h"
 #include "lockstep/data/dataset.h"
+#include "lockstep/data/distributed_batch_sampler.h"
 #include "lockstep/data/distributed_sampler.h"
 #include "lockstep/data/example.h"
 #include "lockstep/data/file_bytes.h"

@@ -5,5 +5,6 @@
 #include "lockstep/parallel/distributed_data_parallel.h"
 #include "lockstep/parallel/distributed_optimizer.h"
 #include "lockstep/parallel/environment.h"
+#include "lockstep/parallel/prepare.h"
 #include "lockstep/parallel/reducer.h"
 #include "lockstep/parallel/tensor_comm.h"

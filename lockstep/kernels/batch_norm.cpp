@@ -7,8 +7,9 @@ namespace lockstep::kernels {
 namespace {
 void checkVector(const Tensor& v, const Tensor& x, const char* what) {
   if (!v.defined()) return;
-  LOCKSTEP_ENFORCE(v.shape() == Shape{x.size(1)} && isFloating(v.dtype()), ValueError, "batch_norm2d: ", what, " ",
-                   v.describe(), " does not match input ", x.describe(), " (expected [", x.size(1), "])");
+  LOCKSTEP_ENFORCE(v.shape() == Shape{x.size(1)} && isFloating(v.dtype()), ValueError, "batch_norm2d: ", what,
+                   " ", v.describe(), " does not match input ", x.describe(), " (expected [", x.size(1),
+                   "])");
 }
 
 // running = (1 - momentum) * running + momentum * scale * stat, in place, in running's dtype.
@@ -20,8 +21,8 @@ void blend(Tensor& running, const Tensor& stat, double momentum, double scale) {
 }
 }  // namespace
 
-BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
-                                   Tensor running_var, const BatchNormParams& p) {
+BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   Tensor running_mean, Tensor running_var, const BatchNormParams& p) {
   LOCKSTEP_ENFORCE(x.dim() == 4, ValueError, "batch_norm2d: input ", shapeToString(x.shape()),
                    " must be 4-d [N, C, H, W]");
   checkVector(weight, x, "weight");
@@ -30,17 +31,19 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
   checkVector(running_var, x, "running_var");
   LOCKSTEP_ENFORCE(!weight.defined() || weight.dtype() == x.dtype(), ValueError, "batch_norm2d: weight ",
                    weight.describe(), " and input ", x.describe(), " differ in dtype");
-  LOCKSTEP_ENFORCE(!bias.defined() || bias.dtype() == x.dtype(), ValueError, "batch_norm2d: bias ", bias.describe(),
-                   " and input ", x.describe(), " differ in dtype");
+  LOCKSTEP_ENFORCE(!bias.defined() || bias.dtype() == x.dtype(), ValueError, "batch_norm2d: bias ",
+                   bias.describe(), " and input ", x.describe(), " differ in dtype");
   LOCKSTEP_ENFORCE(running_mean.defined() == running_var.defined(), ValueError,
                    "batch_norm2d: running_mean and running_var must both be given or both be undefined");
   const int64_t count = x.size(0) * x.size(2) * x.size(3);
   if (p.training) {
-    LOCKSTEP_ENFORCE(count > 1, ValueError, "batch_norm2d: training needs more than one value per channel, got input ",
+    LOCKSTEP_ENFORCE(count > 1, ValueError,
+                     "batch_norm2d: training needs more than one value per channel, got input ",
                      shapeToString(x.shape()));
   } else {
     LOCKSTEP_ENFORCE(running_mean.defined(), ValueError,
-                     "batch_norm2d: eval mode needs running_mean and running_var (input ", shapeToString(x.shape()), ")");
+                     "batch_norm2d: eval mode needs running_mean and running_var (input ",
+                     shapeToString(x.shape()), ")");
   }
   BatchNormResult r = backendFor(x.dtype()) == Backend::onednn
                           ? onednn::batchNorm2dForward(x, weight, bias, running_mean, running_var, p)
@@ -54,8 +57,8 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
 
 BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
                                    const Tensor& mean, const Tensor& var, const BatchNormParams& p) {
-  LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "batch_norm2d backward: gradient ", shapeToString(gy.shape()),
-                   " differs from the input shape ", shapeToString(x.shape()));
+  LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "batch_norm2d backward: gradient ",
+                   shapeToString(gy.shape()), " differs from the input shape ", shapeToString(x.shape()));
   return backendFor(x.dtype()) == Backend::onednn
              ? onednn::batchNorm2dBackward(gy, x, weight, with_bias, mean, var, p)
              : reference::batchNorm2dBackward(gy, x, weight, with_bias, mean, var, p);

@@ -26,8 +26,8 @@ struct BatchNormGrads {
 /// weight/bias [C] or undefined (no affine transform). running_mean/var [C] are updated in place
 /// when training (they may then be undefined) and required otherwise. ValueError naming the shapes
 /// for a mismatch, or when training sees a single value per channel.
-BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
-                                   Tensor running_var, const BatchNormParams& p);
+BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   Tensor running_mean, Tensor running_var, const BatchNormParams& p);
 /// dL/dx, dL/dweight, dL/dbias from dL/dy and the forward's x, weight and statistics; bias tells
 /// whether the forward had a bias.
 BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
@@ -36,14 +36,16 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tens
 namespace onednn {
 /// Without the running-statistics update (the dispatching entry point does it).
 BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                   const Tensor& running_mean, const Tensor& running_var, const BatchNormParams& p);
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   const BatchNormParams& p);
 BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
                                    const Tensor& mean, const Tensor& var, const BatchNormParams& p);
 }  // namespace onednn
 
 namespace reference {
 BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                   const Tensor& running_mean, const Tensor& running_var, const BatchNormParams& p);
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   const BatchNormParams& p);
 BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
                                    const Tensor& mean, const Tensor& var, const BatchNormParams& p);
 }  // namespace reference

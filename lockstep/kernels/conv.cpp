@@ -5,11 +5,13 @@
 namespace lockstep::kernels {
 
 Shape conv2dOutputShape(const Shape& x, const Shape& w, const Conv2dParams& p) {
-  LOCKSTEP_ENFORCE(x.size() == 4 && w.size() == 4, ValueError, "conv2d: input ", shapeToString(x), " and weight ",
-                   shapeToString(w), " must both be 4-d ([N, C, H, W] and [O, C/groups, kH, kW])");
-  LOCKSTEP_ENFORCE(p.groups >= 1 && w[0] % p.groups == 0 && x[1] == w[1] * p.groups, ValueError, "conv2d: input ",
-                   shapeToString(x), " has ", x[1], " channels but weight ", shapeToString(w), " with groups=",
-                   p.groups, " expects ", w[1] * p.groups, " (and O divisible by groups)");
+  LOCKSTEP_ENFORCE(x.size() == 4 && w.size() == 4, ValueError, "conv2d: input ", shapeToString(x),
+                   " and weight ", shapeToString(w),
+                   " must both be 4-d ([N, C, H, W] and [O, C/groups, kH, kW])");
+  LOCKSTEP_ENFORCE(p.groups >= 1 && w[0] % p.groups == 0 && x[1] == w[1] * p.groups, ValueError,
+                   "conv2d: input ", shapeToString(x), " has ", x[1], " channels but weight ",
+                   shapeToString(w), " with groups=", p.groups, " expects ", w[1] * p.groups,
+                   " (and O divisible by groups)");
   Shape out{x[0], w[0], 0, 0};
   for (int i = 0; i < 2; ++i) {
     LOCKSTEP_ENFORCE(p.stride[i] >= 1 && p.dilation[i] >= 1 && p.padding[i] >= 0, ValueError,
@@ -17,8 +19,8 @@ Shape conv2dOutputShape(const Shape& x, const Shape& w, const Conv2dParams& p) {
                      ", dilation ", p.dilation[i], ", padding ", p.padding[i]);
     const int64_t span = p.dilation[i] * (w[2 + i] - 1) + 1;
     const int64_t padded = x[2 + i] + 2 * p.padding[i];
-    LOCKSTEP_ENFORCE(w[2 + i] >= 1 && padded >= span, ValueError, "conv2d: kernel of weight ", shapeToString(w),
-                     " (dilated) is larger than the padded input ", shapeToString(x));
+    LOCKSTEP_ENFORCE(w[2 + i] >= 1 && padded >= span, ValueError, "conv2d: kernel of weight ",
+                     shapeToString(w), " (dilated) is larger than the padded input ", shapeToString(x));
     out[2 + i] = (padded - span) / p.stride[i] + 1;
   }
   return out;
@@ -35,7 +37,9 @@ Shape checkConv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2
   return out;
 }
 
-Tensor conv2dInput(const Tensor& x) { return backendFor(x.dtype()) == Backend::onednn ? onednn::conv2dInput(x) : x; }
+Tensor conv2dInput(const Tensor& x) {
+  return backendFor(x.dtype()) == Backend::onednn ? onednn::conv2dInput(x) : x;
+}
 
 Tensor conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
   checkConv2d(x, w, b, p);
@@ -51,13 +55,14 @@ Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& w, co
                                                   : reference::conv2dBackwardData(gy, x, w, p);
 }
 
-Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape, bool with_bias,
-                                        const Conv2dParams& p) {
+Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape,
+                                        bool with_bias, const Conv2dParams& p) {
   Shape out = conv2dOutputShape(x.shape(), weight_shape, p);
   LOCKSTEP_ENFORCE(gy.shape() == out, ValueError, "conv2d backward: gradient ", shapeToString(gy.shape()),
                    " differs from the output shape ", shapeToString(out));
-  return backendFor(x.dtype()) == Backend::onednn ? onednn::conv2dBackwardWeights(gy, x, weight_shape, with_bias, p)
-                                                  : reference::conv2dBackwardWeights(gy, x, weight_shape, with_bias, p);
+  return backendFor(x.dtype()) == Backend::onednn
+             ? onednn::conv2dBackwardWeights(gy, x, weight_shape, with_bias, p)
+             : reference::conv2dBackwardWeights(gy, x, weight_shape, with_bias, p);
 }
 
 }  // namespace lockstep::kernels

@@ -38,22 +38,22 @@ Tensor conv2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias, 
 /// dL/dx (x's shape and layout) from dL/dy; x is used for its shape and layout only.
 Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& weight, const Conv2dParams& p);
 /// dL/dweight and, when with_bias, dL/dbias, from dL/dy and the forward's input x.
-Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape, bool with_bias,
-                                        const Conv2dParams& p);
+Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape,
+                                        bool with_bias, const Conv2dParams& p);
 
 namespace onednn {
 Tensor conv2dInput(const Tensor& x);
 Tensor conv2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
 Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& weight, const Conv2dParams& p);
-Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape, bool with_bias,
-                                        const Conv2dParams& p);
+Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape,
+                                        bool with_bias, const Conv2dParams& p);
 }  // namespace onednn
 
 namespace reference {
 Tensor conv2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
 Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& weight, const Conv2dParams& p);
-Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape, bool with_bias,
-                                        const Conv2dParams& p);
+Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape,
+                                        bool with_bias, const Conv2dParams& p);
 }  // namespace reference
 
 }  // namespace lockstep::kernels

@@ -18,8 +18,8 @@ Shape pool2dOutputShape(const Shape& x, const Pool2dParams& p0, const char* op) 
   Shape out{x[0], x[1], 0, 0};
   for (int i = 0; i < 2; ++i) {
     const int64_t k = p.kernel[i], s = p.stride[i], pad = p.padding[i], in = x[2 + i];
-    LOCKSTEP_ENFORCE(k >= 1 && s >= 1 && pad >= 0 && 2 * pad <= k, ValueError, op, ": kernel ", k, ", stride ", s,
-                     ", padding ", pad, " invalid for input ", shapeToString(x),
+    LOCKSTEP_ENFORCE(k >= 1 && s >= 1 && pad >= 0 && 2 * pad <= k, ValueError, op, ": kernel ", k,
+                     ", stride ", s, ", padding ", pad, " invalid for input ", shapeToString(x),
                      " (kernel and stride >= 1, padding at most half the kernel)");
     const int64_t span = in + 2 * pad - k;
     LOCKSTEP_ENFORCE(span >= 0, ValueError, op, ": kernel ", k, " is larger than the padded input ",
@@ -56,7 +56,8 @@ MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p0, bool t
 Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& workspace, const Pool2dParams& p0) {
   const Pool2dParams p = resolvePool2d(p0);
   checkGrad(gy, pool2dOutputShape(x.shape(), p, "max_pool2d"), "max_pool2d");
-  return fast(x) ? onednn::maxPool2dBackward(gy, x, workspace, p) : reference::maxPool2dBackward(gy, x, workspace, p);
+  return fast(x) ? onednn::maxPool2dBackward(gy, x, workspace, p)
+                 : reference::maxPool2dBackward(gy, x, workspace, p);
 }
 
 Tensor avgPool2dForward(const Tensor& x, const Pool2dParams& p0) {
@@ -78,7 +79,8 @@ Tensor adaptiveAvgPool2dForward(const Tensor& x, std::array<int64_t, 2> out) {
 
 Tensor adaptiveAvgPool2dBackward(const Tensor& gy, const Tensor& x, std::array<int64_t, 2> out) {
   checkGrad(gy, adaptiveShape(x, out), "adaptive_avg_pool2d");
-  return fast(x) ? onednn::adaptiveAvgPool2dBackward(gy, x, out) : reference::adaptiveAvgPool2dBackward(gy, x, out);
+  return fast(x) ? onednn::adaptiveAvgPool2dBackward(gy, x, out)
+                 : reference::adaptiveAvgPool2dBackward(gy, x, out);
 }
 
 }  // namespace lockstep::kernels

@@ -9,8 +9,11 @@ using lockstep::testing::randomTensor;
 TEST(batch_norm2d, gradient) {
   BatchNormOptions o;  // training: the batch statistics depend on x
   EXPECT_TRUE(gradientsMatch(
-      [&](const std::vector<Variable>& in) { return batchNorm2d(in[0], in[1], in[2], Tensor(), Tensor(), o); },
-      {randomTensor({3, 2, 2, 3}, DType::f64, 1), randomTensor({2}, DType::f64, 2), randomTensor({2}, DType::f64, 3)},
+      [&](const std::vector<Variable>& in) {
+        return batchNorm2d(in[0], in[1], in[2], Tensor(), Tensor(), o);
+      },
+      {randomTensor({3, 2, 2, 3}, DType::f64, 1), randomTensor({2}, DType::f64, 2),
+       randomTensor({2}, DType::f64, 3)},
       1e-6, 1e-5, 1e-4));
 }
 
@@ -29,7 +32,8 @@ TEST(batch_norm2d, gradient_in_eval_mode) {
   Tensor rm = randomTensor({2}, DType::f64, 5), rv = randomTensor({2}, DType::f64, 6, 0.5, 1.5);
   EXPECT_TRUE(gradientsMatch(
       [&](const std::vector<Variable>& in) { return batchNorm2d(in[0], in[1], in[2], rm, rv, o); },
-      {randomTensor({2, 2, 3, 2}, DType::f64, 7), randomTensor({2}, DType::f64, 8), randomTensor({2}, DType::f64, 9)}));
+      {randomTensor({2, 2, 3, 2}, DType::f64, 7), randomTensor({2}, DType::f64, 8),
+       randomTensor({2}, DType::f64, 9)}));
 }
 
 TEST(batch_norm2d, forward_matches_reference) {

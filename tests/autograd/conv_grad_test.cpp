@@ -12,8 +12,8 @@ TEST(conv2d, gradient) {
   o.padding = {1, 1};
   o.dilation = {1, 2};
   EXPECT_TRUE(gradientsMatch([&](const std::vector<Variable>& in) { return conv2d(in[0], in[1], in[2], o); },
-                             {randomTensor({2, 2, 5, 6}, DType::f64, 1), randomTensor({3, 2, 3, 2}, DType::f64, 2),
-                              randomTensor({3}, DType::f64, 3)}));
+                             {randomTensor({2, 2, 5, 6}, DType::f64, 1),
+                              randomTensor({3, 2, 3, 2}, DType::f64, 2), randomTensor({3}, DType::f64, 3)}));
 }
 
 TEST(conv2d, gradient_with_groups_and_fused_relu) {
@@ -21,16 +21,17 @@ TEST(conv2d, gradient_with_groups_and_fused_relu) {
   o.groups = 2;
   o.fuse_relu = true;
   o.padding = {1, 0};
-  EXPECT_TRUE(gradientsMatch([&](const std::vector<Variable>& in) { return conv2d(in[0], in[1], Variable(), o); },
-                             {randomTensor({1, 4, 4, 3}, DType::f64, 4), randomTensor({4, 2, 2, 2}, DType::f64, 5)}));
+  EXPECT_TRUE(
+      gradientsMatch([&](const std::vector<Variable>& in) { return conv2d(in[0], in[1], Variable(), o); },
+                     {randomTensor({1, 4, 4, 3}, DType::f64, 4), randomTensor({4, 2, 2, 2}, DType::f64, 5)}));
 }
 
 TEST(conv2d, gradient_without_input_grad) {
   // The first layer: x needs no gradient, so the backward-data pass is skipped.
   Tensor x = randomTensor({2, 1, 5, 5}, DType::f64, 6);
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return conv2d(in[0], in[1], in[2], {}); },
-                             {x, randomTensor({3, 1, 3, 3}, DType::f64, 7), randomTensor({3}, DType::f64, 8)}, 1e-6,
-                             1e-6, 1e-5, {0}));
+                             {x, randomTensor({3, 1, 3, 3}, DType::f64, 7), randomTensor({3}, DType::f64, 8)},
+                             1e-6, 1e-6, 1e-5, {0}));
   Variable xv(x, false), w(randomTensor({3, 1, 3, 3}, DType::f64, 7), true);
   conv2d(xv, w, Variable(), {}).backward(Tensor::ones({2, 3, 3, 3}, DType::f64));
   EXPECT_FALSE(xv.hasGrad());
@@ -52,7 +53,8 @@ TEST(conv2d, forward_matches_reference) {
 TEST(conv2d, rejects_mismatched_shapes) {
   Variable x(Tensor::zeros({1, 3, 5, 5}));
   EXPECT_THROW(conv2d(x, Variable(Tensor::zeros({4, 2, 3, 3})), Variable(), {}), ValueError);
-  EXPECT_THROW(conv2d(x, Variable(Tensor::zeros({4, 3, 3, 3})), Variable(Tensor::zeros({3})), {}), ValueError);
+  EXPECT_THROW(conv2d(x, Variable(Tensor::zeros({4, 3, 3, 3})), Variable(Tensor::zeros({3})), {}),
+               ValueError);
   Conv2dOptions o;
   o.groups = 2;
   EXPECT_THROW(conv2d(x, Variable(Tensor::zeros({4, 3, 3, 3})), Variable(), o), ValueError);

@@ -42,7 +42,8 @@ TEST(max_pool2d, forward_matches_reference) {
   Pool2dOptions o;
   Variable y = maxPool2d(Variable(x, true), o);
   EXPECT_TRUE(y.tensor().isChannelsLast());
-  EXPECT_TRUE(lockstep::testing::tensorsNear(y.tensor(), kernels::reference::maxPool2dForward(x, {{2, 2}, {2, 2}}, false).y, 0.0));
+  EXPECT_TRUE(lockstep::testing::tensorsNear(
+      y.tensor(), kernels::reference::maxPool2dForward(x, {{2, 2}, {2, 2}}, false).y, 0.0));
   y.backward(Tensor::ones(y.shape()));  // uses the oneDNN workspace kept because x requires grad
 }
 

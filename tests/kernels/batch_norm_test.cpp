@@ -12,7 +12,8 @@ struct BnCase {
   bool affine;
   bool channels_last;
 };
-const std::vector<BnCase> kCases = {{{8, 16, 5, 5}, true, true}, {{1, 3, 7, 5}, true, false}, {{3, 4, 2, 3}, false, true}};
+const std::vector<BnCase> kCases = {
+    {{8, 16, 5, 5}, true, true}, {{1, 3, 7, 5}, true, false}, {{3, 4, 2, 3}, false, true}};
 
 Tensor layout(const Tensor& t, bool channels_last) {
   return channels_last ? t.toFormat(MemoryFormat::channels_last) : t;
@@ -84,15 +85,19 @@ TEST(batch_norm2d, eval_uses_running_stats) {
 
 TEST(batch_norm2d, rejects_mismatched_shapes) {
   Tensor x = Tensor::zeros({2, 3, 4, 4});
-  EXPECT_THROW(kernels::batchNorm2dForward(x, Tensor::ones({4}), Tensor(), Tensor(), Tensor(), {}), ValueError);
+  EXPECT_THROW(kernels::batchNorm2dForward(x, Tensor::ones({4}), Tensor(), Tensor(), Tensor(), {}),
+               ValueError);
   EXPECT_THROW(kernels::batchNorm2dForward(x, Tensor(), Tensor(), Tensor::zeros({2}), Tensor::ones({2}), {}),
                ValueError);
-  EXPECT_THROW(kernels::batchNorm2dForward(Tensor::zeros({2, 3, 4}), Tensor(), Tensor(), Tensor(), Tensor(), {}),
-               ValueError);
+  EXPECT_THROW(
+      kernels::batchNorm2dForward(Tensor::zeros({2, 3, 4}), Tensor(), Tensor(), Tensor(), Tensor(), {}),
+      ValueError);
   // Eval without running statistics, and training on one value per channel.
-  EXPECT_THROW(kernels::batchNorm2dForward(x, Tensor(), Tensor(), Tensor(), Tensor(), {false, 0.1, 1e-5}), ValueError);
-  EXPECT_THROW(kernels::batchNorm2dForward(Tensor::zeros({1, 3, 1, 1}), Tensor(), Tensor(), Tensor(), Tensor(), {}),
+  EXPECT_THROW(kernels::batchNorm2dForward(x, Tensor(), Tensor(), Tensor(), Tensor(), {false, 0.1, 1e-5}),
                ValueError);
+  EXPECT_THROW(
+      kernels::batchNorm2dForward(Tensor::zeros({1, 3, 1, 1}), Tensor(), Tensor(), Tensor(), Tensor(), {}),
+      ValueError);
   try {
     kernels::batchNorm2dForward(x, Tensor::ones({4}), Tensor(), Tensor(), Tensor(), {});
   } catch (const ValueError& e) {

@@ -18,10 +18,11 @@ std::vector<ConvCase> cases() {
   std::vector<ConvCase> cs;
   cs.push_back({{32, 1, 28, 28}, {32, 1, 3, 3}, {}, true, false});  // the CNN's first layer (C=1)
   cs.push_back({{2, 32, 13, 13}, {64, 32, 3, 3}, {}});
-  cs.push_back({{1, 3, 7, 5}, {5, 3, 3, 2}, {{2, 1}, {1, 0}, {1, 1}, 1, false}, false});  // batch 1, odd sizes
-  cs.push_back({{3, 4, 9, 8}, {6, 2, 3, 3}, {{1, 2}, {2, 1}, {2, 1}, 2, true}});           // groups, dilation, relu
+  cs.push_back(
+      {{1, 3, 7, 5}, {5, 3, 3, 2}, {{2, 1}, {1, 0}, {1, 1}, 1, false}, false});   // batch 1, odd sizes
+  cs.push_back({{3, 4, 9, 8}, {6, 2, 3, 3}, {{1, 2}, {2, 1}, {2, 1}, 2, true}});  // groups, dilation, relu
   cs.push_back({{2, 5, 6, 6}, {7, 5, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 1, true}, true, false});  // NCHW, 1x1
-  cs.push_back({{2, 6, 5, 5}, {6, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 6, false}});             // depthwise
+  cs.push_back({{2, 6, 5, 5}, {6, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 6, false}});              // depthwise
   return cs;
 }
 
@@ -56,7 +57,8 @@ TEST(conv2d, backward_matches_reference) {
     EXPECT_TRUE(gx.isChannelsLast());
     auto fast = kernels::onednn::conv2dBackwardWeights(gy, x, c.w, c.bias, c.p);
     auto ref = kernels::reference::conv2dBackwardWeights(gy, x, c.w, c.bias, c.p);
-    EXPECT_TRUE(tensorsNear(fast.weight, ref.weight, 1e-3, 1e-4)) << shapeToString(c.x) << " * " << shapeToString(c.w);
+    EXPECT_TRUE(tensorsNear(fast.weight, ref.weight, 1e-3, 1e-4))
+        << shapeToString(c.x) << " * " << shapeToString(c.w);
     EXPECT_EQ(fast.bias.defined(), c.bias);
     if (c.bias) {
       EXPECT_TRUE(tensorsNear(fast.bias, ref.bias, 1e-3, 1e-4));

@@ -15,12 +15,12 @@ struct PoolCase {
 
 std::vector<PoolCase> cases() {
   return {
-      {{32, 32, 26, 26}, {}},                                     // the CNN's first pool
-      {{4, 64, 11, 11}, {}},                                      // odd size: the last row/column is dropped
-      {{1, 3, 7, 5}, {{3, 3}, {2, 2}, {1, 1}, true, true}},       // batch 1, padding, ceil_mode
+      {{32, 32, 26, 26}, {}},                                // the CNN's first pool
+      {{4, 64, 11, 11}, {}},                                 // odd size: the last row/column is dropped
+      {{1, 3, 7, 5}, {{3, 3}, {2, 2}, {1, 1}, true, true}},  // batch 1, padding, ceil_mode
       {{2, 4, 9, 8}, {{3, 2}, {2, 2}, {0, 1}, true, false}, false},  // ceil_mode past the padding, NCHW
-      {{2, 3, 6, 5}, {{2, 3}, {1, 2}, {1, 1}, false, false}},     // overlapping windows
-      {{2, 5, 5, 5}, {{2, 2}, {2, 2}, {1, 0}, true, true}},       // ceil_mode with count_include_pad
+      {{2, 3, 6, 5}, {{2, 3}, {1, 2}, {1, 1}, false, false}},        // overlapping windows
+      {{2, 5, 5, 5}, {{2, 2}, {2, 2}, {1, 0}, true, true}},          // ceil_mode with count_include_pad
   };
 }
 
@@ -47,7 +47,8 @@ TEST(max_pool2d, forward_matches_reference) {
   for (const auto& c : cases()) {
     Tensor x = layout(randomTensor(c.x, DType::f32, seed++), c.channels_last);
     auto fast = kernels::onednn::maxPool2dForward(x, kernels::resolvePool2d(c.p), true);
-    EXPECT_TRUE(tensorsNear(fast.y, kernels::reference::maxPool2dForward(x, kernels::resolvePool2d(c.p), true).y, 0.0))
+    EXPECT_TRUE(tensorsNear(
+        fast.y, kernels::reference::maxPool2dForward(x, kernels::resolvePool2d(c.p), true).y, 0.0))
         << shapeToString(c.x);
     EXPECT_EQ(fast.y.isChannelsLast(), x.isChannelsLast());
     EXPECT_TRUE(fast.workspace.defined());
@@ -62,8 +63,8 @@ TEST(max_pool2d, backward_matches_reference) {
     auto fwd = kernels::maxPool2dForward(x, c.p, true);
     Tensor gy = layout(randomTensor(fwd.y.shape(), DType::f32, seed++), c.channels_last);
     Tensor gx = kernels::maxPool2dBackward(gy, x, fwd.workspace, c.p);
-    EXPECT_TRUE(tensorsNear(gx, kernels::reference::maxPool2dBackward(gy, x, Tensor(), kernels::resolvePool2d(c.p)),
-                            1e-6))
+    EXPECT_TRUE(tensorsNear(
+        gx, kernels::reference::maxPool2dBackward(gy, x, Tensor(), kernels::resolvePool2d(c.p)), 1e-6))
         << shapeToString(c.x);
     EXPECT_EQ(gx.isChannelsLast(), x.isChannelsLast());
   }
@@ -81,8 +82,8 @@ TEST(avg_pool2d, forward_and_backward_match_reference) {
           << shapeToString(c.x) << " include_pad " << include;
       EXPECT_EQ(y.isChannelsLast(), x.isChannelsLast());
       Tensor gy = layout(randomTensor(y.shape(), DType::f32, seed++), c.channels_last);
-      EXPECT_TRUE(tensorsNear(kernels::avgPool2dBackward(gy, x, p), kernels::reference::avgPool2dBackward(gy, x, p),
-                              1e-6, 1e-5))
+      EXPECT_TRUE(tensorsNear(kernels::avgPool2dBackward(gy, x, p),
+                              kernels::reference::avgPool2dBackward(gy, x, p), 1e-6, 1e-5))
           << shapeToString(c.x) << " include_pad " << include;
     }
   }
@@ -94,11 +95,12 @@ TEST(adaptive_avg_pool2d, forward_and_backward_match_reference) {
     Shape x;
     std::array<int64_t, 2> out;
   };
-  for (const auto& c : std::vector<Case>{{{2, 8, 6, 6}, {1, 1}}, {{2, 3, 8, 6}, {4, 2}}, {{1, 3, 7, 5}, {3, 2}},
-                                         {{2, 4, 3, 3}, {5, 4}}}) {
+  for (const auto& c : std::vector<Case>{
+           {{2, 8, 6, 6}, {1, 1}}, {{2, 3, 8, 6}, {4, 2}}, {{1, 3, 7, 5}, {3, 2}}, {{2, 4, 3, 3}, {5, 4}}}) {
     Tensor x = randomTensor(c.x, DType::f32, seed++).toFormat(MemoryFormat::channels_last);
     Tensor y = kernels::adaptiveAvgPool2dForward(x, c.out);
-    EXPECT_TRUE(tensorsNear(y, kernels::reference::adaptiveAvgPool2dForward(x, c.out), 1e-6, 1e-5)) << shapeToString(c.x);
+    EXPECT_TRUE(tensorsNear(y, kernels::reference::adaptiveAvgPool2dForward(x, c.out), 1e-6, 1e-5))
+        << shapeToString(c.x);
     EXPECT_TRUE(y.isChannelsLast());
     Tensor gy = randomTensor(y.shape(), DType::f32, seed++);
     EXPECT_TRUE(tensorsNear(kernels::adaptiveAvgPool2dBackward(gy, x, c.out),

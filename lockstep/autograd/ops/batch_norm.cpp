@@ -1,6 +1,7 @@
+#include "lockstep/kernels/batch_norm.h"
+
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/conv.h"
-#include "lockstep/kernels/batch_norm.h"
 
 namespace lockstep::autograd {
 
@@ -9,16 +10,19 @@ namespace {
 class BatchNorm2dBackward final : public Node {
  public:
   BatchNorm2dBackward(Tensor x, Tensor w, bool with_bias, Tensor mean, Tensor var, kernels::BatchNormParams p)
-      : x_(std::move(x)), w_(std::move(w)), with_bias_(with_bias), mean_(std::move(mean)), var_(std::move(var)), p_(p) {}
+      : x_(std::move(x)),
+        w_(std::move(w)),
+        with_bias_(with_bias),
+        mean_(std::move(mean)),
+        var_(std::move(var)),
+        p_(p) {}
 
   std::vector<Tensor> apply(const Tensor& gy) override {
     auto g = kernels::batchNorm2dBackward(gy, x_, w_, with_bias_, mean_, var_, p_);
     return {edges_[0] ? g.x : Tensor(), edges_[1] ? g.weight : Tensor(), edges_[2] ? g.bias : Tensor()};
   }
   std::string name() const override { return "BatchNorm2dBackward"; }
-  void releaseSaved() override {
-    x_ = w_ = mean_ = var_ = Tensor();
-  }
+  void releaseSaved() override { x_ = w_ = mean_ = var_ = Tensor(); }
 
  private:
   Tensor x_, w_;

@@ -1,6 +1,7 @@
+#include "lockstep/kernels/pool.h"
+
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/conv.h"
-#include "lockstep/kernels/pool.h"
 
 namespace lockstep::autograd {
 
@@ -13,7 +14,9 @@ class MaxPool2dBackward final : public Node {
  public:
   MaxPool2dBackward(Tensor x, Tensor workspace, kernels::Pool2dParams p)
       : x_(std::move(x)), workspace_(std::move(workspace)), p_(p) {}
-  std::vector<Tensor> apply(const Tensor& gy) override { return {kernels::maxPool2dBackward(gy, x_, workspace_, p_)}; }
+  std::vector<Tensor> apply(const Tensor& gy) override {
+    return {kernels::maxPool2dBackward(gy, x_, workspace_, p_)};
+  }
   std::string name() const override { return "MaxPool2dBackward"; }
   void releaseSaved() override {
     x_ = Tensor();

@@ -1,12 +1,13 @@
 // oneDNN batch normalisation, cached per shape/layout/flags. Eval mode runs with the running
 // statistics as inputs (use_global_stats); training returns the batch statistics for the backward
 // pass and the running-statistics update (done by the dispatching entry point).
+#include "lockstep/kernels/batch_norm.h"
+
 #include <dnnl.hpp>
 #include <sstream>
 #include <unordered_map>
 
-#include "lockstep/kernels/batch_norm.h"
-#include "lockstep/kernels/dnnl/nchw_layout.h"
+#include "lockstep/kernels/dnnl/activation_layout.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -25,14 +26,14 @@ Flags flagsFor(bool scale, bool shift, bool training) {
 std::string keyFor(const Tensor& x, MemoryFormat f, Flags flags, double eps) {
   std::ostringstream os;
   os.precision(17);
-  os << dtypeName(x.dtype()) << shapeToString(x.shape()) << formatKey(f) << "f" << static_cast<unsigned>(flags)
-     << "e" << eps;
+  os << dtypeName(x.dtype()) << shapeToString(x.shape()) << formatKey(f) << "f"
+     << static_cast<unsigned>(flags) << "e" << eps;
   return os.str();
 }
 
 dnnl::batch_normalization_forward::primitive_desc forwardPd(const Mem::desc& md, Flags flags, double eps) {
-  return {dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, md, static_cast<float>(eps),
-                                                  flags),
+  return {dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, md,
+                                                  static_cast<float>(eps), flags),
           engine()};
 }
 
@@ -49,7 +50,8 @@ Mem vec(const Tensor& t) { return Mem(vectorDesc(t.numel()), engine(), t.dataPtr
 }  // namespace
 
 BatchNormResult batchNorm2dForward(const Tensor& x0, const Tensor& weight, const Tensor& bias,
-                                   const Tensor& running_mean, const Tensor& running_var, const BatchNormParams& p) {
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   const BatchNormParams& p) {
   const MemoryFormat f = formatOf(x0);
   Tensor x = inFormat(x0, f);
   const int64_t C = x.size(1);
@@ -87,7 +89,8 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy0, const Tensor& x0, const Te
   const MemoryFormat f = formatOf(x0);
   Tensor x = inFormat(x0, f), gy = inFormat(gy0, f);
   const int64_t C = x.size(1);
-  BatchNormGrads g{Tensor::empty(x.shape(), x.dtype(), f), weight.defined() ? Tensor::empty({C}, DType::f32) : Tensor(),
+  BatchNormGrads g{Tensor::empty(x.shape(), x.dtype(), f),
+                   weight.defined() ? Tensor::empty({C}, DType::f32) : Tensor(),
                    with_bias ? Tensor::empty({C}, DType::f32) : Tensor()};
   if (x.numel() == 0) {
     if (g.weight.defined()) g.weight.zero();
@@ -101,7 +104,8 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy0, const Tensor& x0, const Te
     auto& prim = cache.get(keyFor(x, f, flags, p.eps), [&] {
       const bool params = weight.defined() || with_bias;
       dnnl::batch_normalization_backward::desc bd(
-          params ? dnnl::prop_kind::backward : dnnl::prop_kind::backward_data, md, md, static_cast<float>(p.eps), flags);
+          params ? dnnl::prop_kind::backward : dnnl::prop_kind::backward_data, md, md,
+          static_cast<float>(p.eps), flags);
       return dnnl::batch_normalization_backward(
           dnnl::batch_normalization_backward::primitive_desc(bd, engine(), forwardPd(md, flags, p.eps)));
     });

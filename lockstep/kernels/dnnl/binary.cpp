@@ -4,6 +4,8 @@
 #include <dnnl.hpp>
 #include <omp.h>
 
+#include <algorithm>
+
 #include "lockstep/kernels/binary.h"
 #include "lockstep/kernels/dnnl/context.h"
 #include "lockstep/kernels/threads.h"
@@ -102,7 +104,13 @@ void stridedParallel(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor
   }
 }
 
-void strided(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor& b) {
+void strided(BinaryOp op, const Tensor& y0, const Tensor& a0, const Tensor& b0) {
+  // Walk in y's memory order (y is dense): permute every operand so that y's strides descend. A
+  // transposed operand is then read, not written, across memory.
+  std::vector<int64_t> order(static_cast<size_t>(y0.dim()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) { return y0.stride(p) > y0.stride(q); });
+  Tensor y = y0.permute(order), a = a0.permute(order), b = b0.permute(order);
   switch (y.dtype()) {
     case DType::f32: stridedParallel<float>(op, y, a, b); break;
     case DType::f64: stridedParallel<double>(op, y, a, b); break;

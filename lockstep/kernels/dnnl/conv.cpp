@@ -5,13 +5,14 @@
 // nchw input is reordered once and everything downstream stays nhwc. Only the weights are reordered
 // per call, into the blocked layout oneDNN picks (format_tag::any): microseconds for 64x64x3x3,
 // while a plain weight layout would force a much slower implementation.
+#include "lockstep/kernels/conv.h"
+
 #include <dnnl.hpp>
 #include <optional>
-#include <unordered_map>
 #include <sstream>
+#include <unordered_map>
 
-#include "lockstep/kernels/conv.h"
-#include "lockstep/kernels/dnnl/nchw_layout.h"
+#include "lockstep/kernels/dnnl/activation_layout.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -52,11 +53,11 @@ Mem::desc anyWeightsDesc(const Shape& w, int64_t groups, DType dt) {
   return Mem::desc(weightDims(w, groups), dataType(dt), tag::any);
 }
 
-std::string keyFor(const char* what, const Shape& x, const Shape& w, MemoryFormat fx, MemoryFormat fy, DType dt,
-                   bool bias, const Conv2dParams& p) {
+std::string keyFor(const char* what, const Shape& x, const Shape& w, MemoryFormat fx, MemoryFormat fy,
+                   DType dt, bool bias, const Conv2dParams& p) {
   std::ostringstream os;
-  os << what << dtypeName(dt) << shapeToString(x) << formatKey(fx) << shapeToString(w) << formatKey(fy) << "b" << bias
-     << "s" << p.stride[0] << "," << p.stride[1] << "p" << p.padding[0] << "," << p.padding[1] << "d"
+  os << what << dtypeName(dt) << shapeToString(x) << formatKey(fx) << shapeToString(w) << formatKey(fy) << "b"
+     << bias << "s" << p.stride[0] << "," << p.stride[1] << "p" << p.padding[0] << "," << p.padding[1] << "d"
      << p.dilation[0] << "," << p.dilation[1] << "g" << p.groups << "r" << p.fuse_relu;
   return os.str();
 }
@@ -65,8 +66,9 @@ dnnl::convolution_forward::desc forwardDesc(const Mem::desc& x_md, const Mem::de
                                             const Mem::desc& y_md, const Geometry& g, int64_t out_channels,
                                             DType dt) {
   Mem::desc b_md = bias ? vectorDesc(out_channels, dt) : Mem::desc();
-  return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                         x_md, w_md, b_md, y_md, g.strides, g.dilates, g.pad_l, g.pad_r);
+  return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                         dnnl::algorithm::convolution_direct, x_md, w_md, b_md, y_md,
+                                         g.strides, g.dilates, g.pad_l, g.pad_r);
 }
 
 // A primitive plus the reorder between the caller's plain weights and the primitive's layout
@@ -112,8 +114,9 @@ Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b0, const
   try {
     auto& prims = cache.get(keyFor("fwd", x.shape(), w.shape(), f, f, x.dtype(), b.defined(), p), [&] {
       const DType dt = x.dtype();
-      auto fd = forwardDesc(activationDesc(x.shape(), dt, f), anyWeightsDesc(w.shape(), p.groups, dt), b.defined(),
-                            activationDesc(ys, dt, f), geometry(x.shape(), w.shape(), ys, p), ys[1], dt);
+      auto fd =
+          forwardDesc(activationDesc(x.shape(), dt, f), anyWeightsDesc(w.shape(), p.groups, dt), b.defined(),
+                      activationDesc(ys, dt, f), geometry(x.shape(), w.shape(), ys, p), ys[1], dt);
       dnnl::primitive_attr attr;
       if (p.fuse_relu) {
         dnnl::post_ops ops;
@@ -121,13 +124,14 @@ Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b0, const
         attr.set_post_ops(ops);
       }
       dnnl::convolution_forward::primitive_desc pd(fd, attr, engine());
-      return withWeights(dnnl::convolution_forward(pd), userWeightsDesc(w.shape(), p.groups, dt), pd.weights_desc(),
-                         true);
+      return withWeights(dnnl::convolution_forward(pd), userWeightsDesc(w.shape(), p.groups, dt),
+                         pd.weights_desc(), true);
     });
     Tensor w_buffer;
-    std::unordered_map<int, Mem> args{{DNNL_ARG_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), x.dataPtr())},
-                                         {DNNL_ARG_WEIGHTS, primitiveWeights(prims, w, w_buffer)},
-                                         {DNNL_ARG_DST, Mem(activationDesc(ys, x.dtype(), f), engine(), y.dataPtr())}};
+    std::unordered_map<int, Mem> args{
+        {DNNL_ARG_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), x.dataPtr())},
+        {DNNL_ARG_WEIGHTS, primitiveWeights(prims, w, w_buffer)},
+        {DNNL_ARG_DST, Mem(activationDesc(ys, x.dtype(), f), engine(), y.dataPtr())}};
     if (b.defined()) args.emplace(DNNL_ARG_BIAS, Mem(vectorDesc(ys[1], b.dtype()), engine(), b.dataPtr()));
     prims.prim.execute(stream(), args);
   } catch (const dnnl::error& e) {
@@ -153,18 +157,20 @@ Tensor conv2dBackwardData(const Tensor& gy0, const Tensor& x, const Tensor& w0, 
       auto x_md = activationDesc(x.shape(), dt, f), y_md = activationDesc(gy.shape(), dt, f);
       auto w_md = anyWeightsDesc(w.shape(), p.groups, dt);
       Geometry g = geometry(x.shape(), w.shape(), gy.shape(), p);
-      dnnl::convolution_forward::primitive_desc hint(forwardDesc(x_md, w_md, false, y_md, g, gy.size(1), dt), engine());
-      dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, x_md, w_md, y_md, g.strides,
-                                               g.dilates, g.pad_l, g.pad_r);
+      dnnl::convolution_forward::primitive_desc hint(forwardDesc(x_md, w_md, false, y_md, g, gy.size(1), dt),
+                                                     engine());
+      dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, x_md, w_md, y_md,
+                                               g.strides, g.dilates, g.pad_l, g.pad_r);
       dnnl::convolution_backward_data::primitive_desc pd(bd, engine(), hint);
       return withWeights(dnnl::convolution_backward_data(pd), userWeightsDesc(w.shape(), p.groups, dt),
                          pd.weights_desc(), true);
     });
     Tensor w_buffer;
-    prims.prim.execute(stream(),
-                       {{DNNL_ARG_DIFF_DST, Mem(activationDesc(gy.shape(), gy.dtype(), f), engine(), gy.dataPtr())},
-                        {DNNL_ARG_WEIGHTS, primitiveWeights(prims, w, w_buffer)},
-                        {DNNL_ARG_DIFF_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), gx.dataPtr())}});
+    prims.prim.execute(
+        stream(),
+        {{DNNL_ARG_DIFF_DST, Mem(activationDesc(gy.shape(), gy.dtype(), f), engine(), gy.dataPtr())},
+         {DNNL_ARG_WEIGHTS, primitiveWeights(prims, w, w_buffer)},
+         {DNNL_ARG_DIFF_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), gx.dataPtr())}});
   } catch (const dnnl::error& e) {
     rethrow(e, "conv2d backward (data)");
   }
@@ -177,7 +183,8 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, con
                                         const Conv2dParams& p) {
   const MemoryFormat f = kConvFormat;
   Tensor x = inFormat(x0, f), gy = inFormat(gy0, f);
-  Conv2dWeightGrads out{Tensor::empty(ws, x.dtype()), with_bias ? Tensor::empty({ws[0]}, x.dtype()) : Tensor()};
+  Conv2dWeightGrads out{Tensor::empty(ws, x.dtype()),
+                        with_bias ? Tensor::empty({ws[0]}, x.dtype()) : Tensor()};
   if (x.numel() == 0 || gy.numel() == 0) {
     out.weight.zero();
     if (with_bias) out.bias.zero();
@@ -192,7 +199,8 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, con
       auto w_md = anyWeightsDesc(ws, p.groups, dt);
       Mem::desc b_md = with_bias ? vectorDesc(ws[0], dt) : Mem::desc();
       Geometry g = geometry(x.shape(), ws, gy.shape(), p);
-      dnnl::convolution_forward::primitive_desc hint(forwardDesc(x_md, w_md, with_bias, y_md, g, ws[0], dt), engine());
+      dnnl::convolution_forward::primitive_desc hint(forwardDesc(x_md, w_md, with_bias, y_md, g, ws[0], dt),
+                                                     engine());
       dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct, x_md, w_md, b_md, y_md,
                                                   g.strides, g.dilates, g.pad_l, g.pad_r);
       dnnl::convolution_backward_weights::primitive_desc pd(bd, engine(), hint);
@@ -210,7 +218,8 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, con
         {DNNL_ARG_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), x.dataPtr())},
         {DNNL_ARG_DIFF_DST, Mem(activationDesc(gy.shape(), gy.dtype(), f), engine(), gy.dataPtr())},
         {DNNL_ARG_DIFF_WEIGHTS, prim_gw}};
-    if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, Mem(vectorDesc(ws[0], x.dtype()), engine(), out.bias.dataPtr()));
+    if (with_bias)
+      args.emplace(DNNL_ARG_DIFF_BIAS, Mem(vectorDesc(ws[0], x.dtype()), engine(), out.bias.dataPtr()));
     prims.prim.execute(stream(), args);
     if (prims.reorder) prims.reorder->execute(stream(), prim_gw, user_gw);
   } catch (const dnnl::error& e) {

@@ -3,12 +3,13 @@
 // the reference loops: average pooling whose ceil_mode window reaches past the right padding while
 // counting padding (PyTorch's divisor stops at the padding, oneDNN's does not), and adaptive
 // pooling whose bins differ in size.
+#include "lockstep/kernels/pool.h"
+
 #include <dnnl.hpp>
 #include <sstream>
 #include <unordered_map>
 
-#include "lockstep/kernels/dnnl/nchw_layout.h"
-#include "lockstep/kernels/pool.h"
+#include "lockstep/kernels/dnnl/activation_layout.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -26,25 +27,27 @@ Geometry geometry(const Shape& xs, const Shape& ys, const Pool2dParams& p) {
     g.kernel.push_back(p.kernel[i]);
     g.pad_l.push_back(p.padding[i]);
     // What the last window needs: more than padding[i] with ceil_mode, possibly less without.
-    g.pad_r.push_back(std::max<int64_t>(0, (ys[2 + i] - 1) * p.stride[i] + p.kernel[i] - xs[2 + i] - p.padding[i]));
+    g.pad_r.push_back(
+        std::max<int64_t>(0, (ys[2 + i] - 1) * p.stride[i] + p.kernel[i] - xs[2 + i] - p.padding[i]));
   }
   return g;
 }
 
-std::string keyFor(dnnl::algorithm alg, const Tensor& x, MemoryFormat f, const Pool2dParams& p, bool training) {
+std::string keyFor(dnnl::algorithm alg, const Tensor& x, MemoryFormat f, const Pool2dParams& p,
+                   bool training) {
   std::ostringstream os;
   os << static_cast<int>(alg) << dtypeName(x.dtype()) << shapeToString(x.shape()) << formatKey(f) << "k"
-     << p.kernel[0] << "," << p.kernel[1] << "s" << p.stride[0] << "," << p.stride[1] << "p" << p.padding[0] << ","
-     << p.padding[1] << "c" << p.ceil_mode << "t" << training;
+     << p.kernel[0] << "," << p.kernel[1] << "s" << p.stride[0] << "," << p.stride[1] << "p" << p.padding[0]
+     << "," << p.padding[1] << "c" << p.ceil_mode << "t" << training;
   return os.str();
 }
 
 dnnl::pooling_forward::desc forwardDesc(dnnl::algorithm alg, bool training, const Shape& xs, const Shape& ys,
                                         DType dt, MemoryFormat f, const Pool2dParams& p) {
   Geometry g = geometry(xs, ys, p);
-  return dnnl::pooling_forward::desc(training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
-                                     alg, activationDesc(xs, dt, f), activationDesc(ys, dt, f), g.strides, g.kernel,
-                                     g.pad_l, g.pad_r);
+  return dnnl::pooling_forward::desc(
+      training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, alg,
+      activationDesc(xs, dt, f), activationDesc(ys, dt, f), g.strides, g.kernel, g.pad_l, g.pad_r);
 }
 
 struct ForwardPrims {
@@ -52,7 +55,8 @@ struct ForwardPrims {
   Mem::desc workspace;  // zero when the primitive keeps none
 };
 
-Tensor forward(dnnl::algorithm alg, const Tensor& x0, const Pool2dParams& p, bool training, Tensor* workspace) {
+Tensor forward(dnnl::algorithm alg, const Tensor& x0, const Pool2dParams& p, bool training,
+               Tensor* workspace) {
   const MemoryFormat f = formatOf(x0);
   Tensor x = inFormat(x0, f);
   const Shape ys = pool2dOutputShape(x.shape(), p, "pool2d");
@@ -61,11 +65,13 @@ Tensor forward(dnnl::algorithm alg, const Tensor& x0, const Pool2dParams& p, boo
   static PrimitiveCache<ForwardPrims> cache;
   try {
     auto& prims = cache.get(keyFor(alg, x, f, p, training), [&] {
-      dnnl::pooling_forward::primitive_desc pd(forwardDesc(alg, training, x.shape(), ys, x.dtype(), f, p), engine());
+      dnnl::pooling_forward::primitive_desc pd(forwardDesc(alg, training, x.shape(), ys, x.dtype(), f, p),
+                                               engine());
       return ForwardPrims{dnnl::pooling_forward(pd), pd.workspace_desc()};
     });
-    std::unordered_map<int, Mem> args{{DNNL_ARG_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), x.dataPtr())},
-                                      {DNNL_ARG_DST, Mem(activationDesc(ys, x.dtype(), f), engine(), y.dataPtr())}};
+    std::unordered_map<int, Mem> args{
+        {DNNL_ARG_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), x.dataPtr())},
+        {DNNL_ARG_DST, Mem(activationDesc(ys, x.dtype(), f), engine(), y.dataPtr())}};
     if (workspace && prims.workspace.get_size() > 0) {
       *workspace = Tensor::empty({static_cast<int64_t>(prims.workspace.get_size())}, DType::u8);
       args.emplace(DNNL_ARG_WORKSPACE, Mem(prims.workspace, engine(), workspace->dataPtr()));
@@ -90,11 +96,12 @@ Tensor backward(dnnl::algorithm alg, const Tensor& gy0, const Tensor& x, const T
   static PrimitiveCache<Prims> cache;
   try {
     auto& prims = cache.get(keyFor(alg, x, f, p, true), [&] {
-      dnnl::pooling_forward::primitive_desc hint(forwardDesc(alg, true, x.shape(), gy.shape(), x.dtype(), f, p),
-                                                 engine());
+      dnnl::pooling_forward::primitive_desc hint(
+          forwardDesc(alg, true, x.shape(), gy.shape(), x.dtype(), f, p), engine());
       Geometry g = geometry(x.shape(), gy.shape(), p);
       dnnl::pooling_backward::desc bd(alg, activationDesc(x.shape(), x.dtype(), f),
-                                      activationDesc(gy.shape(), x.dtype(), f), g.strides, g.kernel, g.pad_l, g.pad_r);
+                                      activationDesc(gy.shape(), x.dtype(), f), g.strides, g.kernel, g.pad_l,
+                                      g.pad_r);
       dnnl::pooling_backward::primitive_desc pd(bd, engine(), hint);
       return Prims{dnnl::pooling_backward(pd), pd.workspace_desc()};
     });
@@ -115,7 +122,8 @@ Tensor backward(dnnl::algorithm alg, const Tensor& gy0, const Tensor& x, const T
 }
 
 dnnl::algorithm avgAlgorithm(bool include_pad) {
-  return include_pad ? dnnl::algorithm::pooling_avg_include_padding : dnnl::algorithm::pooling_avg_exclude_padding;
+  return include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                     : dnnl::algorithm::pooling_avg_exclude_padding;
 }
 
 // PyTorch counts padding only up to the padded edge; oneDNN counts whole kernels.
@@ -129,7 +137,9 @@ bool divisorsAgree(const Shape& xs, const Pool2dParams& p) {
 }
 
 // Adaptive pooling with equal bins is plain average pooling.
-bool uniformBins(const Tensor& x, std::array<int64_t, 2> out) { return x.size(2) % out[0] == 0 && x.size(3) % out[1] == 0; }
+bool uniformBins(const Tensor& x, std::array<int64_t, 2> out) {
+  return x.size(2) % out[0] == 0 && x.size(3) % out[1] == 0;
+}
 
 Pool2dParams uniformParams(const Tensor& x, std::array<int64_t, 2> out) {
   Pool2dParams p;

@@ -4,6 +4,7 @@
 // once in memory order and accumulates into the (broadcast) output.
 #include <dnnl.hpp>
 
+#include <algorithm>
 #include <limits>
 
 #include "lockstep/kernels/dnnl/context.h"
@@ -17,8 +18,13 @@ namespace {
 
 // y (zero-filled, x's rank, size 1 along reduced dims) += x summed over the reduced dims.
 template <typename T>
-void accumulate(const Tensor& y, const Tensor& x) {
-  Tensor acc = y.expand(x.shape());  // stride 0 along reduced dims: the loop sums into them
+void accumulate(const Tensor& y, const Tensor& x0) {
+  // Read x in its memory order (x is dense): permute both so that x's strides descend.
+  std::vector<int64_t> order(static_cast<size_t>(x0.dim()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) { return x0.stride(p) > x0.stride(q); });
+  Tensor x = x0.permute(order);
+  Tensor acc = y.expand(x0.shape()).permute(order);  // stride 0 along reduced dims: the loop sums into them
   T* py = static_cast<T*>(acc.dataPtr());
   const T* px = static_cast<const T*>(x.dataPtr());
   forEachRun<2>(x.shape(), {&acc.strides(), &x.strides()},

@@ -1,7 +1,7 @@
 // Plain loops in double precision: the ground truth for the oneDNN batch normalisation.
-#include <cmath>
-
 #include "lockstep/kernels/batch_norm.h"
+
+#include <cmath>
 
 namespace lockstep::kernels::reference {
 
@@ -21,7 +21,8 @@ void forEachElement(const Shape& s, Fn&& fn) {
 }  // namespace
 
 BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                   const Tensor& running_mean, const Tensor& running_var, const BatchNormParams& p) {
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   const BatchNormParams& p) {
   const Shape& s = x.shape();
   const int64_t C = s[1];
   const double count = double(s[0] * s[2] * s[3]);
@@ -36,7 +37,8 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
   }
   auto w = orFill(weight, C, 1.0), b = orFill(bias, C, 0.0);
   std::vector<double> y(xv.size());
-  forEachElement(s, [&](int64_t c, int64_t i) { y[i] = (xv[i] - mean[c]) / std::sqrt(var[c] + p.eps) * w[c] + b[c]; });
+  forEachElement(
+      s, [&](int64_t c, int64_t i) { y[i] = (xv[i] - mean[c]) / std::sqrt(var[c] + p.eps) * w[c] + b[c]; });
   return {Tensor::fromVector<double>(y, s).to(x.dtype()), Tensor::fromVector<double>(mean, {C}),
           Tensor::fromVector<double>(var, {C})};
 }

@@ -29,7 +29,8 @@ void forEachTap(const Shape& xs, const Shape& ws, const Shape& ys, const Conv2dP
               for (int64_t kx = 0; kx < ws[3]; ++kx) {
                 const int64_t ix = ox * p.stride[1] - p.padding[1] + kx * p.dilation[1];
                 if (ix < 0 || ix >= xs[3]) continue;
-                fn(((n * xs[1] + xc) * xs[2] + iy) * xs[3] + ix, ((o * cg + c) * ws[2] + ky) * ws[3] + kx, y_index);
+                fn(((n * xs[1] + xc) * xs[2] + iy) * xs[3] + ix, ((o * cg + c) * ws[2] + ky) * ws[3] + kx,
+                   y_index);
               }
             }
           }

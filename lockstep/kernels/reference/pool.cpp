@@ -1,8 +1,8 @@
 // Plain loops in double precision following PyTorch's pooling rules: the ground truth for oneDNN.
+#include "lockstep/kernels/pool.h"
+
 #include <cmath>
 #include <limits>
-
-#include "lockstep/kernels/pool.h"
 
 namespace lockstep::kernels::reference {
 
@@ -36,7 +36,8 @@ Windows adaptiveWindows(int64_t in, int64_t out) {
 // of a contiguous [N*C, H, W] -> [N*C, oh, ow] pooling.
 template <typename Fn>
 void forEachWindow(const Shape& xs, const Windows& wh, const Windows& ww, Fn&& fn) {
-  const int64_t planes = xs[0] * xs[1], oh = static_cast<int64_t>(wh.size()), ow = static_cast<int64_t>(ww.size());
+  const int64_t planes = xs[0] * xs[1], oh = static_cast<int64_t>(wh.size()),
+                ow = static_cast<int64_t>(ww.size());
   for (int64_t pl = 0; pl < planes; ++pl)
     for (int64_t i = 0; i < oh; ++i)
       for (int64_t j = 0; j < ow; ++j) fn(pl * xs[2] * xs[3], wh[i], ww[j], (pl * oh + i) * ow + j);
@@ -45,27 +46,31 @@ void forEachWindow(const Shape& xs, const Windows& wh, const Windows& ww, Fn&& f
 Tensor avgForward(const Tensor& x, const Windows& wh, const Windows& ww, bool include_pad) {
   Tensor xd = x.to(DType::f64).contiguous();
   const Shape& xs = x.shape();
-  Tensor y = Tensor::empty({xs[0], xs[1], static_cast<int64_t>(wh.size()), static_cast<int64_t>(ww.size())}, DType::f64);
+  Tensor y = Tensor::empty({xs[0], xs[1], static_cast<int64_t>(wh.size()), static_cast<int64_t>(ww.size())},
+                           DType::f64);
   const double* px = xd.data<double>();
   double* py = y.data<double>();
   forEachWindow(xs, wh, ww, [&](int64_t base, const Window& h, const Window& w, int64_t yi) {
     double sum = 0;
     for (int64_t a = h.begin; a < h.end; ++a)
       for (int64_t b = w.begin; b < w.end; ++b) sum += px[base + a * xs[3] + b];
-    const double n = include_pad ? double(h.padded_size * w.padded_size) : double((h.end - h.begin) * (w.end - w.begin));
+    const double n =
+        include_pad ? double(h.padded_size * w.padded_size) : double((h.end - h.begin) * (w.end - w.begin));
     py[yi] = sum / n;
   });
   return y.to(x.dtype());
 }
 
-Tensor avgBackward(const Tensor& gy, const Tensor& x, const Windows& wh, const Windows& ww, bool include_pad) {
+Tensor avgBackward(const Tensor& gy, const Tensor& x, const Windows& wh, const Windows& ww,
+                   bool include_pad) {
   Tensor g = gy.to(DType::f64).contiguous();
   const Shape& xs = x.shape();
   Tensor gx = Tensor::zeros(xs, DType::f64);
   const double* pg = g.data<double>();
   double* px = gx.data<double>();
   forEachWindow(xs, wh, ww, [&](int64_t base, const Window& h, const Window& w, int64_t yi) {
-    const double n = include_pad ? double(h.padded_size * w.padded_size) : double((h.end - h.begin) * (w.end - w.begin));
+    const double n =
+        include_pad ? double(h.padded_size * w.padded_size) : double((h.end - h.begin) * (w.end - w.begin));
     for (int64_t a = h.begin; a < h.end; ++a)
       for (int64_t b = w.begin; b < w.end; ++b) px[base + a * xs[3] + b] += pg[yi] / n;
   });
@@ -99,7 +104,8 @@ MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p, bool /*
   auto [wh, ww] = windowsFor(x.shape(), p, "max_pool2d");
   Tensor xd = x.to(DType::f64).contiguous();
   const Shape& xs = x.shape();
-  Tensor y = Tensor::empty({xs[0], xs[1], static_cast<int64_t>(wh.size()), static_cast<int64_t>(ww.size())}, DType::f64);
+  Tensor y = Tensor::empty({xs[0], xs[1], static_cast<int64_t>(wh.size()), static_cast<int64_t>(ww.size())},
+                           DType::f64);
   forEachWindow(xs, wh, ww, [&](int64_t base, const Window& h, const Window& w, int64_t yi) {
     const double* plane = xd.data<double>() + base;
     y.data<double>()[yi] = plane[argmax(plane, xs[3], h, w)];
@@ -107,7 +113,8 @@ MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p, bool /*
   return {y.to(x.dtype()), Tensor()};
 }
 
-Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& /*workspace*/, const Pool2dParams& p) {
+Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& /*workspace*/,
+                         const Pool2dParams& p) {
   auto [wh, ww] = windowsFor(x.shape(), p, "max_pool2d");
   Tensor xd = x.to(DType::f64).contiguous(), g = gy.to(DType::f64).contiguous();
   const Shape& xs = x.shape();

@@ -24,9 +24,9 @@ inline Tensor inFormat(const Tensor& t, MemoryFormat f) {
 /// oneDNN descriptor for a 4-d tensor laid out in format f (by tag, so size-1 dims never confuse
 /// oneDNN's layout matching).
 inline dnnl::memory::desc activationDesc(const Shape& shape, DType dtype, MemoryFormat f) {
-  return dnnl::memory::desc(dnnl::memory::dims(shape.begin(), shape.end()), dataType(dtype),
-                            f == MemoryFormat::channels_last ? dnnl::memory::format_tag::nhwc
-                                                             : dnnl::memory::format_tag::nchw);
+  return dnnl::memory::desc(
+      dnnl::memory::dims(shape.begin(), shape.end()), dataType(dtype),
+      f == MemoryFormat::channels_last ? dnnl::memory::format_tag::nhwc : dnnl::memory::format_tag::nchw);
 }
 
 /// A one-dimensional f32 descriptor of n elements (bias, mean, variance, scale, shift).

@@ -1,0 +1,102 @@
+"""PyTorch DDP (gloo) twin of examples/train_fashion_mnist: seed 001's CNN (logits), Adam 1e-3,
+Fashion-MNIST from Debian's IDX files, per-rank batch --batch-size, DistributedSampler.
+Start each rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set (torchrun breaks on Python 3.11).
+Prints (rank 0): impl=torch world=<n> steps=<n> samples_per_second=<all ranks> test_accuracy=<0..1>"""
+import argparse
+import gzip
+import os
+import struct
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def load_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic, n = struct.unpack(">II", data[:8])
+    if magic == 0x803:
+        rows, cols = struct.unpack(">II", data[8:16])
+        return np.frombuffer(data, np.uint8, offset=16).reshape(n, 1, rows, cols)
+    return np.frombuffer(data, np.uint8, offset=8)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = nn.Conv2d(32, 64, 3, 1)
+        self.conv3 = nn.Conv2d(64, 64, 3, 1)
+        self.pool = nn.MaxPool2d(2, 2)
+        self.dense1 = nn.Linear(576, 64)
+        self.dense2 = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.conv1(x)))
+        x = self.pool(F.relu(self.conv2(x)))
+        x = F.relu(self.conv3(x))
+        x = torch.flatten(x, 1)
+        x = F.relu(self.dense1(x))
+        return self.dense2(x)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--max-steps", type=int, default=600)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    args = ap.parse_args()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        dist.init_process_group("gloo")
+    torch.manual_seed(1)
+    x = torch.from_numpy(load_idx(f"{args.data_dir}/train-images-idx3-ubyte.gz").astype(np.float32) / 255.0)
+    x = (x - 0.2860) / 0.3530
+    y = torch.from_numpy(load_idx(f"{args.data_dir}/train-labels-idx1-ubyte.gz").astype(np.int64))
+    tx = torch.from_numpy(load_idx(f"{args.data_dir}/t10k-images-idx3-ubyte.gz").astype(np.float32) / 255.0)
+    tx = (tx - 0.2860) / 0.3530
+    ty = torch.from_numpy(load_idx(f"{args.data_dir}/t10k-labels-idx1-ubyte.gz").astype(np.int64))
+    ds = torch.utils.data.TensorDataset(x, y)
+    sampler = torch.utils.data.distributed.DistributedSampler(ds, num_replicas=world, rank=rank, seed=1)
+    loader = torch.utils.data.DataLoader(ds, batch_size=args.batch_size, sampler=sampler)
+    model = Net()
+    if world > 1:
+        model = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    steps, samples, seconds = 0, 0, 0.0
+    done = False
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        t0 = time.perf_counter()
+        for data, target in loader:
+            loss = F.cross_entropy(model(data), target)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            steps += 1
+            samples += data.shape[0] * world
+            if args.max_steps and steps >= args.max_steps:
+                done = True
+                break
+        seconds += time.perf_counter() - t0
+        if done:
+            break
+    with torch.no_grad():
+        model.eval()
+        acc = (model(tx).argmax(1) == ty).float().mean().item()
+    if rank == 0:
+        print(f"impl=torch world={world} steps={steps} samples_per_second={samples / seconds:.1f} "
+              f"test_accuracy={acc:.4f}", flush=True)
+    if world > 1:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+#pragma once
+// One call from the launch environment to a wrapped (model, optimizer, loader), in the spirit of
+// Accelerate's prepare() and Paddle Fleet's distributed_model / distributed_optimizer:
+//
+//   auto job = parallel::prepare(model, optimizer, train_set, {.loader = {.batch_size = 32}});
+//   for (epoch ...) { job.setEpoch(epoch); for (auto& b : *job.loader) { ... job.model->forward ... } }
+//
+// In a world of one rank (no RANK/WORLD_SIZE set) the model is returned as is and the loader
+// shuffles the whole dataset; otherwise the process group is created from the environment
+// (collective), the model is wrapped in DistributedDataParallel and the loader reads this rank's
+// DistributedSampler shard. The optimizer needs no wrapping: DDP shares the module's parameters
+// and averages their gradients before backward() returns.
+#include <memory>
+#include <string>
+
+#include "lockstep/data/data_loader.h"
+#include "lockstep/optim/optimizer.h"
+#include "lockstep/parallel/distributed_data_parallel.h"
+#include "lockstep/parallel/environment.h"
+
+namespace lockstep::parallel {
+
+struct PrepareOptions {
+  std::string backend = "auto";
+  DistributedDataParallelOptions ddp;
+  /// batch_size is per rank; shuffle/seed/drop_last apply to the (distributed) sampler.
+  data::DataLoaderOptions loader;
+};
+
+struct PreparedJob {
+  DistributedEnvironment env;
+  std::shared_ptr<nn::Module> model;
+  std::shared_ptr<optim::Optimizer> optimizer;
+  std::shared_ptr<data::DataLoader> loader;
+  bool isMain() const { return env.rank == 0; }
+  /// The loader's (and so the sampler's) epoch: call at the start of every epoch.
+  void setEpoch(uint64_t epoch) { loader->setEpoch(epoch); }
+};
+
+/// Collective when the environment describes more than one rank.
+PreparedJob prepare(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimizer> optimizer,
+                    std::shared_ptr<data::Dataset> train_set, const PrepareOptions& options = {});
+
+}  // namespace lockstep::parallel
