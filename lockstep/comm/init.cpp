@@ -127,6 +127,7 @@ std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std
     ShmOptions o;
     o.timeout = timeout;
     o.block_bytes = static_cast<size_t>(env::getInt("LOCKSTEP_SHM_BLOCK_BYTES", static_cast<int64_t>(o.block_bytes)));
+    o.num_slots = static_cast<size_t>(env::getInt("LOCKSTEP_SHM_SLOTS", static_cast<int64_t>(o.num_slots)));
     return std::make_shared<ShmProcessGroup>(std::make_shared<PrefixStore>("shm", store), rank, size, o);
   }
   if (backend == "gloo") {

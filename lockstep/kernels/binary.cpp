@@ -6,18 +6,22 @@ namespace lockstep::kernels {
 
 const char* binaryOpName(BinaryOp op) {
   switch (op) {
-    case BinaryOp::add: return "add";
-    case BinaryOp::sub: return "sub";
-    case BinaryOp::mul: return "mul";
-    case BinaryOp::div: return "div";
+    case BinaryOp::add:
+      return "add";
+    case BinaryOp::sub:
+      return "sub";
+    case BinaryOp::mul:
+      return "mul";
+    case BinaryOp::div:
+      return "div";
   }
   return "binary";
 }
 
 Shape checkBinary(BinaryOp op, const Tensor& a, const Tensor& b) {
   LOCKSTEP_ENFORCE(a.defined() && b.defined(), ValueError, binaryOpName(op), ": undefined operand");
-  LOCKSTEP_ENFORCE(a.dtype() == b.dtype(), ValueError, binaryOpName(op), ": dtypes ", dtypeName(a.dtype()), " and ",
-                   dtypeName(b.dtype()), " differ (shapes ", shapeToString(a.shape()), " and ",
+  LOCKSTEP_ENFORCE(a.dtype() == b.dtype(), ValueError, binaryOpName(op), ": dtypes ", dtypeName(a.dtype()),
+                   " and ", dtypeName(b.dtype()), " differ (shapes ", shapeToString(a.shape()), " and ",
                    shapeToString(b.shape()), "); convert one with to() first");
   checkDivisible(op, a);
   return broadcastShapes(a.shape(), b.shape(), binaryOpName(op));
@@ -25,7 +29,8 @@ Shape checkBinary(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 void checkDivisible(BinaryOp op, const Tensor& a) {
   // Integer division would need a rounding rule and a divide-by-zero policy; nothing needs it yet.
-  LOCKSTEP_ENFORCE(op != BinaryOp::div || isFloating(a.dtype()), ValueError, "div: dtype ", dtypeName(a.dtype()),
+  LOCKSTEP_ENFORCE(op != BinaryOp::div || isFloating(a.dtype()), ValueError, "div: dtype ",
+                   dtypeName(a.dtype()),
                    " is not supported (integer division); convert to a floating dtype with to() first");
 }
 

@@ -4,7 +4,8 @@
 
 namespace lockstep::kernels {
 
-int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias) {
+int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                       const Tensor& bias) {
   LOCKSTEP_ENFORCE(x.defined(), ValueError, "layer_norm: undefined input");
   const size_t k = normalized_shape.size();
   bool ok = k > 0 && k <= static_cast<size_t>(x.dim());
@@ -15,9 +16,10 @@ int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Ten
     if (!p->defined()) continue;
     const char* what = p == &weight ? "weight" : "bias";
     LOCKSTEP_ENFORCE(p->shape() == normalized_shape, ValueError, "layer_norm: ", what, " of shape ",
-                     shapeToString(p->shape()), " does not match normalized_shape ", shapeToString(normalized_shape));
-    LOCKSTEP_ENFORCE(p->dtype() == x.dtype(), ValueError, "layer_norm: ", what, " has dtype ", dtypeName(p->dtype()),
-                     " but the input has dtype ", dtypeName(x.dtype()));
+                     shapeToString(p->shape()), " does not match normalized_shape ",
+                     shapeToString(normalized_shape));
+    LOCKSTEP_ENFORCE(p->dtype() == x.dtype(), ValueError, "layer_norm: ", what, " has dtype ",
+                     dtypeName(p->dtype()), " but the input has dtype ", dtypeName(x.dtype()));
   }
   return shapeNumel(normalized_shape);
 }
@@ -30,9 +32,9 @@ LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape,
              : reference::layerNormForward(x, normalized_shape, weight, bias, eps);
 }
 
-LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& variance,
-                                 const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                                 double eps) {
+LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean,
+                                 const Tensor& variance, const Shape& normalized_shape, const Tensor& weight,
+                                 const Tensor& bias, double eps) {
   checkLayerNorm(x, normalized_shape, weight, bias);
   LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "layer_norm backward: gradient shape ",
                    shapeToString(gy.shape()), " differs from input shape ", shapeToString(x.shape()));

@@ -4,7 +4,6 @@
 
 namespace lockstep::kernels {
 
-
 std::vector<bool> reducedMask(const std::vector<int64_t>& dims, int64_t ndim, const char* op) {
   std::vector<bool> mask(static_cast<size_t>(ndim), false);
   for (int64_t d : dims) {
@@ -29,7 +28,6 @@ Shape reducedShape(const Shape& shape, const std::vector<bool>& mask, bool keepd
   return out;
 }
 
-
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   LOCKSTEP_ENFORCE(x.defined(), ValueError, op == ReduceOp::sum ? "sum" : "mean", ": undefined operand");
   return backendFor(x.dtype()) == Backend::onednn ? onednn::reduce(op, x, dims, keepdim)
@@ -44,8 +42,9 @@ std::vector<int64_t> allDims(const Tensor& x) {
 
 Tensor reduceToShape(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
-  LOCKSTEP_ENFORCE(shape.size() <= g.shape().size(), ValueError, "reduceToShape: cannot reduce a gradient of shape ",
-                   shapeToString(g.shape()), " to the larger-rank shape ", shapeToString(shape));
+  LOCKSTEP_ENFORCE(shape.size() <= g.shape().size(), ValueError,
+                   "reduceToShape: cannot reduce a gradient of shape ", shapeToString(g.shape()),
+                   " to the larger-rank shape ", shapeToString(shape));
   const size_t lead = g.shape().size() - shape.size();
   std::vector<int64_t> dims;
   for (size_t i = 0; i < g.shape().size(); ++i) {

@@ -20,7 +20,8 @@ Shape checkConcat(const std::vector<Tensor>& xs, int64_t dim, int64_t* d) {
     bool ok = x.dim() == first.dim();
     for (int64_t k = 0; ok && k < x.dim(); ++k) ok = k == *d || x.size(k) == first.size(k);
     LOCKSTEP_ENFORCE(ok, ValueError, "concat: along dim ", dim, ", tensor ", i, " of shape ",
-                     shapeToString(x.shape()), " does not match tensor 0 of shape ", shapeToString(first.shape()));
+                     shapeToString(x.shape()), " does not match tensor 0 of shape ",
+                     shapeToString(first.shape()));
     out[*d] += x.size(*d);
   }
   return out;

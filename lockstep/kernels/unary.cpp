@@ -6,11 +6,16 @@ namespace lockstep::kernels {
 
 const char* unaryOpName(UnaryOp op) {
   switch (op) {
-    case UnaryOp::neg: return "neg";
-    case UnaryOp::exp: return "exp";
-    case UnaryOp::log: return "log";
-    case UnaryOp::sqrt: return "sqrt";
-    case UnaryOp::pow: return "pow";
+    case UnaryOp::neg:
+      return "neg";
+    case UnaryOp::exp:
+      return "exp";
+    case UnaryOp::log:
+      return "log";
+    case UnaryOp::sqrt:
+      return "sqrt";
+    case UnaryOp::pow:
+      return "pow";
   }
   return "unary";
 }
@@ -24,7 +29,8 @@ Tensor unary(UnaryOp op, const Tensor& x, double p) {
 
 Tensor unaryBackward(UnaryOp op, const Tensor& gy, const Tensor& saved, double p) {
   LOCKSTEP_ENFORCE(gy.shape() == saved.shape(), ValueError, unaryOpName(op), " backward: gradient shape ",
-                   shapeToString(gy.shape()), " differs from the saved tensor's shape ", shapeToString(saved.shape()));
+                   shapeToString(gy.shape()), " differs from the saved tensor's shape ",
+                   shapeToString(saved.shape()));
   return backendFor(saved.dtype()) == Backend::onednn ? onednn::unaryBackward(op, gy, saved, p)
                                                       : reference::unaryBackward(op, gy, saved, p);
 }

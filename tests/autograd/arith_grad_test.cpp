@@ -90,10 +90,10 @@ TEST(add, rejects_mixed_dtypes) {
 TEST(mul, gradient_to_one_input_only) {
   // b does not require grad: a's gradient is still right and b gets none.
   Tensor ta = operand({2, 3}, 1), tb = operand({3}, 2);
-  EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return in[0] * in[1]; }, {ta, tb}, 1e-6, 1e-6,
-                             1e-5, /*no_grad=*/{1}));
-  EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return in[0] / in[1]; }, {ta, tb}, 1e-6, 1e-6,
-                             1e-5, /*no_grad=*/{0}));
+  EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return in[0] * in[1]; }, {ta, tb}, 1e-6,
+                             1e-6, 1e-5, /*no_grad=*/{1}));
+  EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return in[0] / in[1]; }, {ta, tb}, 1e-6,
+                             1e-6, 1e-5, /*no_grad=*/{0}));
 }
 
 TEST(mul, same_variable_twice_gradient) {
@@ -133,11 +133,13 @@ TEST(exp, gradient) {
 }
 
 TEST(log, gradient) {
-  EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return log(in[0]); }, {operand({3, 4}, 7)}));
+  EXPECT_TRUE(
+      gradientsMatch([](const std::vector<Variable>& in) { return log(in[0]); }, {operand({3, 4}, 7)}));
 }
 
 TEST(sqrt, gradient) {
-  EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return sqrt(in[0]); }, {operand({3, 4}, 8)}));
+  EXPECT_TRUE(
+      gradientsMatch([](const std::vector<Variable>& in) { return sqrt(in[0]); }, {operand({3, 4}, 8)}));
 }
 
 TEST(arith, composite_f32_matches_f64) {

@@ -12,20 +12,25 @@ TEST(layer_norm, gradient) {
   Tensor w = randomTensor({5}, DType::f64, 2, 0.5, 1.5), b = randomTensor({5}, DType::f64, 3);
   EXPECT_TRUE(gradientsMatch(
       [](const std::vector<Variable>& in) { return layerNorm(in[0], {5}, in[1], in[2]); }, {x, w, b}));
-  EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return layerNorm(in[0], {5}, Variable(), Variable()); },
-                             {x}));
-  EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return layerNorm(in[0], {5}, in[1], Variable()); },
-                             {x, w}));
+  EXPECT_TRUE(gradientsMatch(
+      [](const std::vector<Variable>& in) { return layerNorm(in[0], {5}, Variable(), Variable()); }, {x}));
+  EXPECT_TRUE(gradientsMatch(
+      [](const std::vector<Variable>& in) { return layerNorm(in[0], {5}, in[1], Variable()); }, {x, w}));
 }
 
 TEST(layer_norm, multi_dim_gradient) {
   Tensor x = randomTensor({2, 2, 3}, DType::f64, 4, -2.0, 2.0);
   Tensor w = randomTensor({2, 3}, DType::f64, 5, 0.5, 1.5), b = randomTensor({2, 3}, DType::f64, 6);
   EXPECT_TRUE(gradientsMatch(
-      [](const std::vector<Variable>& in) { return layerNorm(in[0], {2, 3}, in[1], in[2], 1e-3); }, {x, w, b}));
+      [](const std::vector<Variable>& in) {
+        return layerNorm(in[0], {2, 3}, in[1], in[2], 1e-3);
+      },
+      {x, w, b}));
   // Strided input: normalised over a transposed view.
   EXPECT_TRUE(gradientsMatch(
-      [](const std::vector<Variable>& in) { return layerNorm(transpose(in[0], 0, 1), {3}, Variable(), in[1]); },
+      [](const std::vector<Variable>& in) {
+        return layerNorm(transpose(in[0], 0, 1), {3}, Variable(), in[1]);
+      },
       {randomTensor({3, 4}, DType::f64, 7, -2.0, 2.0), randomTensor({3}, DType::f64, 8)}));
 }
 

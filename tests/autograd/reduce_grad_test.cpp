@@ -12,7 +12,8 @@ TEST(sum, gradient) {
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return sum(in[0]); }, {x}));
   for (bool keepdim : {false, true}) {
     for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{0}, {1}, {-1}, {0, 1}, {}}) {
-      EXPECT_TRUE(gradientsMatch([&](const std::vector<Variable>& in) { return sum(in[0], dims, keepdim); }, {x}))
+      EXPECT_TRUE(
+          gradientsMatch([&](const std::vector<Variable>& in) { return sum(in[0], dims, keepdim); }, {x}))
           << shapeToString(dims) << keepdim;
     }
   }
@@ -26,7 +27,8 @@ TEST(mean, gradient) {
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return mean(in[0]); }, {x}));
   for (bool keepdim : {false, true}) {
     for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{0}, {1}, {-1, 0}}) {
-      EXPECT_TRUE(gradientsMatch([&](const std::vector<Variable>& in) { return mean(in[0], dims, keepdim); }, {x}))
+      EXPECT_TRUE(
+          gradientsMatch([&](const std::vector<Variable>& in) { return mean(in[0], dims, keepdim); }, {x}))
           << shapeToString(dims) << keepdim;
     }
   }

@@ -45,7 +45,11 @@ TEST(transpose, gradient) {
 TEST(permute, gradient) {
   Tensor x = randomTensor({2, 3, 4}, DType::f64, 4);
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return permute(in[0], {2, 0, 1}); }, {x}));
-  EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return permute(in[0], {1, -1, 0}); }, {x}));
+  EXPECT_TRUE(gradientsMatch(
+      [](const std::vector<Variable>& in) {
+        return permute(in[0], {1, -1, 0});
+      },
+      {x}));
   Variable v(x);
   EXPECT_THROW(permute(v, {0, 0, 1}), ValueError);
   EXPECT_THROW(permute(v, {0, 1}), ValueError);
@@ -67,14 +71,22 @@ TEST(narrow, gradient) {
 TEST(concat, gradient) {
   Tensor a = randomTensor({2, 3}, DType::f64, 6), b = randomTensor({2, 1}, DType::f64, 7),
          c = randomTensor({2, 2}, DType::f64, 8);
-  EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return concat({in[0], in[1], in[2]}, 1); },
-                             {a, b, c}));
   EXPECT_TRUE(gradientsMatch(
-      [](const std::vector<Variable>& in) { return concat({transpose(in[0], 0, 1), in[1]}, 0); },
+      [](const std::vector<Variable>& in) {
+        return concat({in[0], in[1], in[2]}, 1);
+      },
+      {a, b, c}));
+  EXPECT_TRUE(gradientsMatch(
+      [](const std::vector<Variable>& in) {
+        return concat({transpose(in[0], 0, 1), in[1]}, 0);
+      },
       {a, randomTensor({1, 2}, DType::f64, 9)}));
   // An input that needs no gradient gets none, the others still do.
-  EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return concat({in[0], in[1]}, -1); }, {a, c},
-                             1e-6, 1e-6, 1e-5, /*no_grad=*/{0}));
+  EXPECT_TRUE(gradientsMatch(
+      [](const std::vector<Variable>& in) {
+        return concat({in[0], in[1]}, -1);
+      },
+      {a, c}, 1e-6, 1e-6, 1e-5, /*no_grad=*/{0}));
 }
 
 TEST(concat, same_variable_twice_gradient) {

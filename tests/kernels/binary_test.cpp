@@ -30,10 +30,21 @@ void expectMatches(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 TEST(binary, forward_matches_reference) {
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{7}, {7}},          {{3, 5}, {3, 5}},       {{3, 1}, {1, 4}},    {{1, 4}, {3, 1}},
-      {{2, 3, 4}, {4}},    {{2, 3, 4}, {3, 1}},    {{1}, {5, 3}},       {{5, 3}, {1}},
-      {{}, {3}},           {{3}, {}},              {{}, {}},            {{1, 9}, {9}},
-      {{2, 3, 5, 7}, {1, 3, 1, 1}},                {{2, 1, 5, 1}, {1, 3, 1, 7}}, {{4, 0}, {1, 0}},
+      {{7}, {7}},
+      {{3, 5}, {3, 5}},
+      {{3, 1}, {1, 4}},
+      {{1, 4}, {3, 1}},
+      {{2, 3, 4}, {4}},
+      {{2, 3, 4}, {3, 1}},
+      {{1}, {5, 3}},
+      {{5, 3}, {1}},
+      {{}, {3}},
+      {{3}, {}},
+      {{}, {}},
+      {{1, 9}, {9}},
+      {{2, 3, 5, 7}, {1, 3, 1, 1}},
+      {{2, 1, 5, 1}, {1, 3, 1, 7}},
+      {{4, 0}, {1, 0}},
       {{256, 1}, {1, 300}},  // large enough for the threaded strided loop
       {{300, 257}, {257}},
   };
@@ -79,13 +90,14 @@ TEST(binary, scalar_matches_reference) {
   for (BinaryOp op : kOps) {
     for (const Shape& s : std::vector<Shape>{{}, {1}, {7}, {3, 5}, {2, 3, 5, 7}}) {
       Tensor a = randomTensor(s, DType::f32, 5);
-      EXPECT_TRUE(tensorsNear(kernels::onednn::binaryScalar(op, a, 1.75), kernels::reference::binaryScalar(op, a, 1.75),
-                              1e-6, 1e-6));
-      EXPECT_TRUE(tensorsNear(kernels::binaryScalar(op, a, -0.5), kernels::reference::binaryScalar(op, a, -0.5), 1e-6,
-                              1e-6));
+      EXPECT_TRUE(tensorsNear(kernels::onednn::binaryScalar(op, a, 1.75),
+                              kernels::reference::binaryScalar(op, a, 1.75), 1e-6, 1e-6));
+      EXPECT_TRUE(tensorsNear(kernels::binaryScalar(op, a, -0.5),
+                              kernels::reference::binaryScalar(op, a, -0.5), 1e-6, 1e-6));
     }
     Tensor t = randomTensor({4, 6}, DType::f32).transpose(0, 1);
-    EXPECT_TRUE(tensorsNear(kernels::binaryScalar(op, t, 3.0), kernels::reference::binaryScalar(op, t, 3.0), 1e-6, 1e-6));
+    EXPECT_TRUE(tensorsNear(kernels::binaryScalar(op, t, 3.0), kernels::reference::binaryScalar(op, t, 3.0),
+                            1e-6, 1e-6));
   }
 }
 
@@ -121,7 +133,8 @@ TEST(binary, integer_dtypes_stay_exact) {
   Tensor a = Tensor::fromVector<int64_t>({(int64_t{1} << 40) + 1, 2, 3}, {3, 1});
   Tensor b = Tensor::fromVector<int64_t>({10, 20}, {1, 2});
   Tensor y = kernels::binary(BinaryOp::add, a, b);
-  EXPECT_EQ(y.toVector<int64_t>(), (std::vector<int64_t>{(int64_t{1} << 40) + 11, (int64_t{1} << 40) + 21, 12, 22, 13, 23}));
+  EXPECT_EQ(y.toVector<int64_t>(),
+            (std::vector<int64_t>{(int64_t{1} << 40) + 11, (int64_t{1} << 40) + 21, 12, 22, 13, 23}));
   EXPECT_EQ(kernels::binaryScalar(BinaryOp::mul, a, 2.0).toVector<int64_t>(),
             (std::vector<int64_t>{(int64_t{1} << 41) + 2, 4, 6}));
   EXPECT_THROW(kernels::binary(BinaryOp::div, a, b), ValueError);

@@ -14,10 +14,9 @@ TEST(reduce, sum_and_mean_match_reference) {
     std::vector<int64_t> dims;
   };
   const std::vector<Case> cases = {
-      {{7}, {0}},          {{3, 5}, {0}},       {{3, 5}, {1}},          {{3, 5}, {0, 1}},
-      {{3, 5}, {-1}},      {{2, 3, 5}, {0, 2}}, {{2, 3, 5}, {1}},       {{1, 9}, {0}},
-      {{2, 3, 5, 7}, {0, 2, 3}},                {{4, 1, 3}, {1}},       {{3, 5}, {}},
-      {{}, {}},            {{}, {0}},           {{257, 33}, {0}},       {{33, 257}, {1}},
+      {{7}, {0}},          {{3, 5}, {0}},    {{3, 5}, {1}}, {{3, 5}, {0, 1}},          {{3, 5}, {-1}},
+      {{2, 3, 5}, {0, 2}}, {{2, 3, 5}, {1}}, {{1, 9}, {0}}, {{2, 3, 5, 7}, {0, 2, 3}}, {{4, 1, 3}, {1}},
+      {{3, 5}, {}},        {{}, {}},         {{}, {0}},     {{257, 33}, {0}},          {{33, 257}, {1}},
   };
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean}) {
     for (const auto& c : cases) {
@@ -46,7 +45,8 @@ TEST(reduce, strided_input) {
   Tensor x = randomTensor({5, 6, 7}, DType::f32).permute({2, 0, 1});
   Tensor n = randomTensor({6, 9}, DType::f32).narrow(1, 1, 5);
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean}) {
-    EXPECT_TRUE(tensorsNear(kernels::reduce(op, x, {0, 2}), kernels::reference::reduce(op, x, {0, 2}), 1e-5, 1e-5));
+    EXPECT_TRUE(
+        tensorsNear(kernels::reduce(op, x, {0, 2}), kernels::reference::reduce(op, x, {0, 2}), 1e-5, 1e-5));
     EXPECT_TRUE(tensorsNear(kernels::reduce(op, n, {1}), kernels::reference::reduce(op, n, {1}), 1e-5, 1e-5));
   }
 }
@@ -90,8 +90,8 @@ TEST(reduce_to_shape, folds_broadcast_dims) {
     EXPECT_TRUE(tensorsNear(r, ref, 1e-5, 1e-5));
   }
   Tensor g64 = randomTensor({3, 4}, DType::f64);
-  EXPECT_TRUE(tensorsNear(kernels::reduceToShape(g64, {3, 1}), kernels::reference::reduce(ReduceOp::sum, g64, {1}, true),
-                          1e-12));
+  EXPECT_TRUE(tensorsNear(kernels::reduceToShape(g64, {3, 1}),
+                          kernels::reference::reduce(ReduceOp::sum, g64, {1}, true), 1e-12));
 }
 
 TEST(reduce_to_shape, rejects_non_broadcast_shape) {

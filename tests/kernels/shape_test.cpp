@@ -18,7 +18,7 @@ TEST(concat, forward_matches_reference) {
       {{{2, 3, 4}, {2, 1, 4}, {2, 7, 4}}, 1},
       {{{1, 3, 5}, {1, 3, 2}}, 2},
       {{{2, 3}, {0, 3}, {1, 3}}, 0},  // an empty piece
-      {{{4, 5}}, 1},                   // a single input
+      {{{4, 5}}, 1},                  // a single input
   };
   for (const auto& c : cases) {
     std::vector<Tensor> xs;
@@ -31,8 +31,8 @@ TEST(concat, forward_matches_reference) {
 }
 
 TEST(concat, strided_inputs_and_other_dtypes) {
-  Tensor a = randomTensor({5, 3}, DType::f32, 1).transpose(0, 1);      // [3, 5]
-  Tensor b = randomTensor({3, 9}, DType::f32, 2).narrow(1, 2, 4);      // [3, 4] with gaps
+  Tensor a = randomTensor({5, 3}, DType::f32, 1).transpose(0, 1);  // [3, 5]
+  Tensor b = randomTensor({3, 9}, DType::f32, 2).narrow(1, 2, 4);  // [3, 4] with gaps
   Tensor c = randomTensor({2, 3, 4, 5}, DType::f32, 3).toFormat(MemoryFormat::channels_last);
   Tensor d = randomTensor({2, 3, 4, 5}, DType::f32, 4);
   EXPECT_TRUE(tensorsNear(kernels::concat({a, b}, 1), kernels::reference::concat({a, b}, 1), 0.0));

@@ -9,17 +9,19 @@ using lockstep::testing::tensorsNear;
 namespace {
 // log, sqrt and fractional pow need positive inputs.
 Tensor inputFor(UnaryOp op, const Shape& s) {
-  return op == UnaryOp::neg || op == UnaryOp::exp ? randomTensor(s, DType::f32, 3) : randomTensor(s, DType::f32, 3, 0.5, 2.0);
+  return op == UnaryOp::neg || op == UnaryOp::exp ? randomTensor(s, DType::f32, 3)
+                                                  : randomTensor(s, DType::f32, 3, 0.5, 2.0);
 }
 }  // namespace
 
 TEST(unary, forward_and_backward_match_reference) {
   const std::vector<std::pair<UnaryOp, double>> ops = {
-      {UnaryOp::neg, 0}, {UnaryOp::exp, 0}, {UnaryOp::log, 0}, {UnaryOp::sqrt, 0},
+      {UnaryOp::neg, 0},   {UnaryOp::exp, 0},    {UnaryOp::log, 0},  {UnaryOp::sqrt, 0},
       {UnaryOp::pow, 2.0}, {UnaryOp::pow, -0.5}, {UnaryOp::pow, 3.0}};
   for (const auto& [op, p] : ops) {
     for (const Shape& s : std::vector<Shape>{{}, {1}, {7}, {3, 5}, {2, 3, 5, 7}}) {
-      SCOPED_TRACE(std::string(kernels::unaryOpName(op)) + " p=" + std::to_string(p) + " " + shapeToString(s));
+      SCOPED_TRACE(std::string(kernels::unaryOpName(op)) + " p=" + std::to_string(p) + " " +
+                   shapeToString(s));
       Tensor x = inputFor(op, s);
       Tensor y = kernels::onednn::unary(op, x, p);
       EXPECT_TRUE(tensorsNear(y, kernels::reference::unary(op, x, p), 1e-5, 1e-5));
@@ -38,7 +40,7 @@ TEST(unary, strided_input_and_gradient) {
     Tensor y = kernels::unary(op, x);
     EXPECT_TRUE(tensorsNear(y, kernels::reference::unary(op, x), 1e-5, 1e-5));
     Tensor saved = kernels::unaryBackwardUsesOutput(op) ? y : x;
-    EXPECT_TRUE(tensorsNear(kernels::unaryBackward(op, gy, saved), kernels::reference::unaryBackward(op, gy, saved),
-                            1e-5, 1e-5));
+    EXPECT_TRUE(tensorsNear(kernels::unaryBackward(op, gy, saved),
+                            kernels::reference::unaryBackward(op, gy, saved), 1e-5, 1e-5));
   }
 }

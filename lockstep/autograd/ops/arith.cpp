@@ -59,7 +59,8 @@ class MulBackward final : public Node {
 class DivBackward final : public Node {
  public:
   // y = a / b; dL/da = g / b, dL/db = -g * a / b^2 = -(g / b) * y.
-  DivBackward(Tensor b, Tensor y, Shape a_shape) : b_(std::move(b)), y_(std::move(y)), a_shape_(std::move(a_shape)) {}
+  DivBackward(Tensor b, Tensor y, Shape a_shape)
+      : b_(std::move(b)), y_(std::move(y)), a_shape_(std::move(a_shape)) {}
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor g_over_b = kernels::binary(BinaryOp::div, g, b_);
     Tensor ga, gb;
@@ -87,7 +88,9 @@ class AddScalarBackward final : public Node {
 class MulScalarBackward final : public Node {
  public:
   explicit MulScalarBackward(double s) : s_(s) {}
-  std::vector<Tensor> apply(const Tensor& g) override { return {kernels::binaryScalar(BinaryOp::mul, g, s_)}; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    return {kernels::binaryScalar(BinaryOp::mul, g, s_)};
+  }
   std::string name() const override { return "MulScalarBackward"; }
 
  private:

@@ -1,7 +1,8 @@
 // layerNorm of math.h: kernels::layerNormForward/Backward with the statistics saved in between.
+#include "lockstep/kernels/layer_norm.h"
+
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/math.h"
-#include "lockstep/kernels/layer_norm.h"
 
 namespace lockstep::autograd {
 
@@ -9,8 +10,8 @@ namespace {
 
 class LayerNormBackward final : public Node {
  public:
-  LayerNormBackward(Tensor x, Tensor mean, Tensor variance, Shape normalized_shape, Tensor weight, Tensor bias,
-                    double eps)
+  LayerNormBackward(Tensor x, Tensor mean, Tensor variance, Shape normalized_shape, Tensor weight,
+                    Tensor bias, double eps)
       : x_(std::move(x)),
         mean_(std::move(mean)),
         variance_(std::move(variance)),
@@ -34,8 +35,8 @@ class LayerNormBackward final : public Node {
 
 }  // namespace
 
-Variable layerNorm(const Variable& x, const Shape& normalized_shape, const Variable& weight, const Variable& bias,
-                   double eps) {
+Variable layerNorm(const Variable& x, const Shape& normalized_shape, const Variable& weight,
+                   const Variable& bias, double eps) {
   auto out = kernels::layerNormForward(x.tensor(), normalized_shape, weight.tensor(), bias.tensor(), eps);
   return record<LayerNormBackward>(out.y, {&x, &weight, &bias}, x.tensor(), out.mean, out.variance,
                                    normalized_shape, weight.tensor(), bias.tensor(), eps);

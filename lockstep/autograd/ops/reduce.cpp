@@ -1,8 +1,9 @@
 // sum and mean of math.h. Backward broadcasts the (scaled) output gradient over the reduced dims.
+#include "lockstep/kernels/reduce.h"
+
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/math.h"
 #include "lockstep/kernels/binary.h"
-#include "lockstep/kernels/reduce.h"
 
 namespace lockstep::autograd {
 

@@ -1,8 +1,9 @@
 // View ops (reshape, flatten, transpose, permute, narrow) and concat of math.h. Views share the
 // input's storage; their backward maps the gradient back the same way, mostly as views too.
+#include "lockstep/kernels/shape.h"
+
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/math.h"
-#include "lockstep/kernels/shape.h"
 
 namespace lockstep::autograd {
 
@@ -31,7 +32,8 @@ class PermuteBackward final : public Node {
 
 class NarrowBackward final : public Node {
  public:
-  NarrowBackward(Shape input, int64_t dim, int64_t start) : input_(std::move(input)), dim_(dim), start_(start) {}
+  NarrowBackward(Shape input, int64_t dim, int64_t start)
+      : input_(std::move(input)), dim_(dim), start_(start) {}
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor gx = Tensor::zeros(input_, g.dtype());
     gx.narrow(dim_, start_, g.size(dim_)).copyFrom(g);

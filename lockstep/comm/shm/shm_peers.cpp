@@ -92,22 +92,15 @@ void ShmPeers::checkDescs(const OpContext& ctx) {
   }
 }
 
-bool ShmPeers::allArrived(uint64_t target) const {
+bool ShmPeers::allAtLeast(Counter c, uint64_t v) const {
   for (const auto* h : headers_) {
-    if (h->step.load(std::memory_order_acquire) < target) return false;
+    if (h->counters[c].value.load(std::memory_order_acquire) < v) return false;
   }
   return true;
 }
 
-std::vector<int> ShmPeers::missing(uint64_t target) const {
-  std::vector<int> out;
-  for (size_t j = 0; j < headers_.size(); ++j) {
-    if (headers_[j]->step.load(std::memory_order_acquire) < target) out.push_back(static_cast<int>(j));
-  }
-  return out;
-}
-
-void ShmPeers::wakeAll() {
+void ShmPeers::publish(Counter c, uint64_t v) {
+  headers_[rank_]->counters[c].value.store(v, std::memory_order_seq_cst);
   ShmHeader* g = headers_[0];
   if (g->sleepers.load(std::memory_order_seq_cst) > 0) {
     g->event.fetch_add(1, std::memory_order_seq_cst);
@@ -121,66 +114,77 @@ void ShmPeers::abort() {
   futexWakeAll(&headers_[0]->event);
 }
 
-void ShmPeers::fail(const OpContext& ctx, uint64_t target, bool timed_out) {
-  auto miss = missing(target);
+void ShmPeers::fail(const OpContext& ctx, uint64_t first_block, bool timed_out) {
+  // Ranks that never staged this op's first block did not arrive; if all arrived, name the
+  // ranks that are furthest behind.
+  std::vector<int> late;
+  for (size_t j = 0; j < headers_.size(); ++j) {
+    if (headers_[j]->counters[kStaged].value.load() <= first_block) late.push_back(static_cast<int>(j));
+  }
+  std::string what = "did not arrive";
+  if (late.empty()) {
+    uint64_t least = UINT64_MAX;
+    for (const auto* h : headers_) least = std::min(least, h->counters[kDone].value.load());
+    for (size_t j = 0; j < headers_.size(); ++j) {
+      if (headers_[j]->counters[kDone].value.load() == least) late.push_back(static_cast<int>(j));
+    }
+    what = "arrived but stalled mid-op";
+  }
   if (timed_out) {
     throw TimeoutError(::lockstep::detail::concat(
         ctx.name, " timed out after ", ctx.timeout.count(), " ms on rank ", rank_, ": ranks ",
-        rankList(miss), " did not arrive (stuck, or they issued fewer collectives)"));
+        rankList(late), " ", what, " (stuck, or they issued fewer collectives)"));
   }
   std::vector<int> dead, aborted;
-  for (int j : miss) {
-    if (headers_[j]->aborted.load()) aborted.push_back(j);
-    else if (processDead(headers_[j]->pid)) dead.push_back(j);
+  for (size_t j = 0; j < headers_.size(); ++j) {
+    if (static_cast<int>(j) == rank_) continue;
+    if (headers_[j]->aborted.load()) aborted.push_back(static_cast<int>(j));
+    else if (processDead(headers_[j]->pid)) dead.push_back(static_cast<int>(j));
   }
   throw PeerError(::lockstep::detail::concat(
-      ctx.name, " failed on rank ", rank_, ": ranks ", rankList(miss), " did not arrive",
+      ctx.name, " failed on rank ", rank_, ": ranks ", rankList(late), " ", what,
       dead.empty() ? "" : "; ranks " + rankList(dead) + " died",
-      aborted.empty() ? "" : "; ranks " + rankList(aborted) + " failed an earlier op and aborted"));
+      aborted.empty() ? "" : "; ranks " + rankList(aborted) + " failed an op and aborted"));
 }
 
-void ShmPeers::checkLiveness(const OpContext& ctx, uint64_t target) {
+void ShmPeers::checkLiveness(const OpContext& ctx, uint64_t first_block) {
   for (size_t j = 0; j < headers_.size(); ++j) {
+    if (static_cast<int>(j) == rank_) continue;
     const ShmHeader* h = headers_[j];
-    if (h->step.load(std::memory_order_acquire) >= target) continue;
-    if (h->aborted.load(std::memory_order_acquire) || processDead(h->pid)) fail(ctx, target, false);
+    if (h->aborted.load(std::memory_order_acquire) || processDead(h->pid)) fail(ctx, first_block, false);
   }
-  if (std::chrono::steady_clock::now() >= ctx.deadline) fail(ctx, target, true);
+  if (std::chrono::steady_clock::now() >= ctx.deadline) fail(ctx, first_block, true);
 }
 
-void ShmPeers::barrier(const OpContext& ctx) {
-  uint64_t target = ++step_;
-  ShmHeader* me = headers_[rank_];
-  me->step.store(target, std::memory_order_seq_cst);
-  wakeAll();
-  if (allArrived(target)) return;
+void ShmPeers::waitUntil(const OpContext& ctx, uint64_t first_block, const std::function<bool()>& ready) {
+  if (ready()) return;
   if (!many_threads_) {
-    for (int i = 0; i < 4000; ++i) {
+    for (int i = 0; i < 2000; ++i) {
       cpuRelax();
-      if (allArrived(target)) return;
+      if (ready()) return;
     }
   }
-  for (int i = 0; i < 20; ++i) {
+  for (int i = 0; i < 10; ++i) {
     std::this_thread::yield();
-    if (allArrived(target)) return;
+    if (ready()) return;
   }
   ShmHeader* g = headers_[0];
   auto next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
   while (true) {
+    auto now = std::chrono::steady_clock::now();
+    if (now >= next_check) {
+      checkLiveness(ctx, first_block);
+      next_check = now + std::chrono::milliseconds(20);
+    }
     g->sleepers.fetch_add(1, std::memory_order_seq_cst);
     uint32_t ev = g->event.load(std::memory_order_seq_cst);
-    if (allArrived(target)) {
+    if (ready()) {
       g->sleepers.fetch_sub(1);
       return;
     }
     futexWait(&g->event, ev, std::chrono::milliseconds(20));
     g->sleepers.fetch_sub(1);
-    if (allArrived(target)) return;
-    auto now = std::chrono::steady_clock::now();
-    if (now >= next_check) {
-      checkLiveness(ctx, target);
-      next_check = now + std::chrono::milliseconds(20);
-    }
+    if (ready()) return;
   }
 }
 

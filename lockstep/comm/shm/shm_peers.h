@@ -1,14 +1,17 @@
 #pragma once
 // The control plane of the shm backend: every rank's segment starts with a ShmHeader through
-// which ranks post what op they run, arrive at barriers, and publish liveness. Internal.
+// which ranks post what op they run, publish how far they got, and show they are alive. Internal.
 //
-// Barriers: rank r arrives at its k-th barrier by storing step = k in its header, then waits
-// until every peer's step >= k: a short busy spin, then yields, then futex sleeps on one shared
-// word (in rank 0's header) in 20 ms slices; between slices it checks peers' pids (a dead peer
-// fails the op within ~20 ms), peers' abort flags, and the op's deadline.
+// Progress is three monotonic block counters per rank (staged, reduced, done), counted across
+// ops, so a rank can run ahead of a descheduled peer by as many blocks as it has staging slots
+// instead of meeting it at a barrier for every block. Waiting: a short busy spin, then yields,
+// then futex sleeps on one shared word (in rank 0's header) in 20 ms slices; between slices it
+// checks peers' pids (a dead peer fails the op within ~20 ms), peers' abort flags and the
+// op's deadline.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,9 +30,14 @@ struct OpDesc {
   uint8_t op = 0;
 };
 
+enum Counter : int { kStaged = 0, kReduced = 1, kDone = 2 };
+
 struct alignas(64) ShmHeader {
   static constexpr uint64_t kMagic = 0x6c6f636b73746570ull;  // "lockstep"
-  std::atomic<uint64_t> step{0};
+  struct alignas(64) Line {
+    std::atomic<uint64_t> value{0};
+  };
+  Line counters[3];  // blocks staged / reduced / done, counted across ops
   alignas(64) std::atomic<uint32_t> event{0};  // futex word (used in rank 0's header)
   std::atomic<uint32_t> sleepers{0};
   alignas(64) uint64_t magic = 0;
@@ -38,35 +46,34 @@ struct alignas(64) ShmHeader {
   OpDesc desc[2];  // by seq parity: a peer may post op seq+1 before this rank read op seq
 };
 
-/// Barrier and op-slot checks over the mapped headers of all ranks. Used by one thread at a time
-/// (the group's worker).
+/// Synchronisation over the mapped headers of all ranks. Used by one thread at a time.
 class ShmPeers {
  public:
   ShmPeers(int rank, std::vector<ShmHeader*> headers);
   /// Posts this rank's descriptor of the op in ctx.
   void post(const OpContext& ctx, const OpDesc& desc);
-  /// After the op's first barrier: PeerError naming both ops when a peer's differs.
+  /// Once every peer staged the op's first block: PeerError naming both ops when one differs.
   void checkDescs(const OpContext& ctx);
-  /// Arrive and wait for every peer; PeerError (dead/aborted peer) or TimeoutError naming the
-  /// op and the ranks that did not arrive.
-  void barrier(const OpContext& ctx);
+  /// Publishes this rank's counter c = v and wakes sleepers.
+  void publish(Counter c, uint64_t v);
+  /// True when every rank's counter c is >= v.
+  bool allAtLeast(Counter c, uint64_t v) const;
+  /// Blocks until ready() holds. first_block is the op's first global block: ranks whose staged
+  /// counter is below it "did not arrive". PeerError (dead/aborted peer) or TimeoutError.
+  void waitUntil(const OpContext& ctx, uint64_t first_block, const std::function<bool()>& ready);
   /// Marks this rank as failed so peers stop waiting for it at once.
   void abort();
 
  private:
-  void wakeAll();
-  bool allArrived(uint64_t target) const;
-  std::vector<int> missing(uint64_t target) const;
-  [[noreturn]] void fail(const OpContext& ctx, uint64_t target, bool timed_out);
-  void checkLiveness(const OpContext& ctx, uint64_t target);
+  [[noreturn]] void fail(const OpContext& ctx, uint64_t first_block, bool timed_out);
+  void checkLiveness(const OpContext& ctx, uint64_t first_block);
 
   int rank_;
   std::vector<ShmHeader*> headers_;
-  uint64_t step_ = 0;
   bool many_threads_;  // more ranks than cores: yield instead of spinning
 };
 
-/// "allreduce(count 10, f32, sum)" for messages.
+/// "allreduce #3 (count 10, f32, sum)" for messages.
 std::string describe(const OpDesc& d);
 
 }  // namespace lockstep::comm::shm

@@ -34,6 +34,8 @@ ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int siz
   LOCKSTEP_ENFORCE(options_.block_bytes >= 4096 && options_.block_bytes % 64 == 0, ValueError,
                    "ShmOptions.block_bytes must be a multiple of 64 and at least 4096, got ",
                    options_.block_bytes);
+  LOCKSTEP_ENFORCE(options_.num_slots >= 2, ValueError, "ShmOptions.num_slots must be at least 2, got ",
+                   options_.num_slots);
   std::string base;
   if (rank == 0) {
     base = "/lockstep_" + std::to_string(::getpid()) + "_" + randomToken();
@@ -41,7 +43,7 @@ ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int siz
   } else {
     base = store_->getString("shm/name");
   }
-  size_t bytes = kHeaderBytes + 2 * options_.block_bytes;
+  size_t bytes = kHeaderBytes + options_.num_slots * options_.block_bytes;
   segments_.resize(size);
   segments_[rank] = ShmSegment::create(base + "_" + std::to_string(rank), bytes);
   auto* mine = new (segments_[rank].data()) ShmHeader();
@@ -70,7 +72,7 @@ ShmProcessGroup::~ShmProcessGroup() { stopWorker(); }
 
 uint8_t* ShmProcessGroup::slot(int rank, uint64_t block) const {
   return static_cast<uint8_t*>(segments_[rank].data()) + kHeaderBytes +
-         (block & 1) * options_.block_bytes;
+         (block % options_.num_slots) * options_.block_bytes;
 }
 
 OpDesc ShmProcessGroup::desc(const OpContext& ctx, DType dtype, size_t count, int root, ReduceOp op,
@@ -86,15 +88,41 @@ OpDesc ShmProcessGroup::desc(const OpContext& ctx, DType dtype, size_t count, in
   return d;
 }
 
-void ShmProcessGroup::postAndSync(const OpContext& ctx, const OpDesc& d, bool has_blocks) {
-  peers_->post(ctx, d);
-  if (!has_blocks) {
-    peers_->barrier(ctx);
-    peers_->checkDescs(ctx);
-  }
-}
-
 void ShmProcessGroup::fail() { peers_->abort(); }
+
+template <typename Stage, typename Middle, typename Final>
+void ShmProcessGroup::pipeline(const OpContext& ctx, size_t nblocks, Stage stage, Middle middle,
+                               Final final, bool has_final) {
+  nblocks = std::max<size_t>(nblocks, 1);  // an empty op still meets its peers once
+  const uint64_t g0 = block_;
+  const uint64_t slots = options_.num_slots;
+  size_t s = 0, m = 0, f = 0;  // blocks staged, reduced, done by this rank
+  // Slot g % slots is free once every rank is done with block g - slots (it read our slot).
+  auto canStage = [&] { return s < nblocks && (g0 + s < slots || peers_->allAtLeast(shm::kDone, g0 + s - slots + 1)); };
+  auto canMiddle = [&] { return m < s && peers_->allAtLeast(shm::kStaged, g0 + m + 1); };
+  auto canFinal = [&] { return f < m && (!has_final || peers_->allAtLeast(shm::kReduced, g0 + f + 1)); };
+  while (f < nblocks) {
+    bool progress = false;
+    while (canStage()) {
+      stage(s, slot(rank(), g0 + s));
+      peers_->publish(shm::kStaged, g0 + ++s);
+      progress = true;
+    }
+    while (canMiddle()) {
+      if (m == 0) peers_->checkDescs(ctx);
+      middle(m, g0 + m);
+      peers_->publish(shm::kReduced, g0 + ++m);
+      progress = true;
+    }
+    while (canFinal()) {
+      final(f, g0 + f);
+      peers_->publish(shm::kDone, g0 + ++f);
+      progress = true;
+    }
+    if (!progress) peers_->waitUntil(ctx, g0, [&] { return canStage() || canMiddle() || canFinal(); });
+  }
+  block_ = g0 + nblocks;
+}
 
 void ShmProcessGroup::runAllreduce(const OpContext& ctx, uint8_t* data, size_t count, DType dtype,
                                    ReduceOp op) {
@@ -103,37 +131,39 @@ void ShmProcessGroup::runAllreduce(const OpContext& ctx, uint8_t* data, size_t c
   const size_t align = 64 / es;
   const size_t nblocks = (count + per_block - 1) / per_block;
   const int n = size(), r = rank();
-  postAndSync(ctx, desc(ctx, dtype, count, -1, op), nblocks > 0);
-  std::vector<size_t> off(n + 1);
-  for (size_t b = 0; b < nblocks; ++b) {
-    const size_t base = b * per_block;
-    const size_t len = std::min(per_block, count - base);
+  peers_->post(ctx, desc(ctx, dtype, count, -1, op));
+  // Chunk j of block b: elements [off(b, j), off(b, j + 1)) of the block, 64-byte aligned.
+  auto off = [&](size_t b, int j) {
+    const size_t len = std::min(per_block, count - b * per_block);
     const size_t chunk = ((len + n - 1) / n + align - 1) / align * align;
-    for (int i = 0; i <= n; ++i) off[i] = std::min(len, static_cast<size_t>(i) * chunk);
-    uint8_t* block = data + base * es;
-    uint8_t* mine = slot(r, block_);
-    // Stage the chunks the other ranks own.
+    return std::min(len, static_cast<size_t>(j) * chunk);
+  };
+  auto stage = [&](size_t b, uint8_t* mine) {
+    if (count == 0) return;
+    const uint8_t* block = data + b * per_block * es;
     for (int j = 0; j < n; ++j) {
-      if (j != r) std::memcpy(mine + off[j] * es, block + off[j] * es, (off[j + 1] - off[j]) * es);
+      if (j != r) std::memcpy(mine + off(b, j) * es, block + off(b, j) * es, (off(b, j + 1) - off(b, j)) * es);
     }
-    peers_->barrier(ctx);
-    if (b == 0) peers_->checkDescs(ctx);
-    // Reduce the chunk this rank owns and publish it in place of its (unused) staging chunk.
-    const size_t my_len = off[r + 1] - off[r];
-    if (my_len > 0) {
-      uint8_t* acc = block + off[r] * es;
-      for (int j = 0; j < n; ++j) {
-        if (j != r) reduceInto(acc, acc, slot(j, block_) + off[r] * es, my_len, dtype, op);
-      }
-      if (op == ReduceOp::avg) divideBy(acc, my_len, dtype, n);
-      std::memcpy(mine + off[r] * es, acc, my_len * es);
-    }
-    peers_->barrier(ctx);
+  };
+  auto middle = [&](size_t b, uint64_t g) {
+    if (count == 0) return;
+    const size_t lo = off(b, r), len = off(b, r + 1) - lo;
+    if (len == 0) return;
+    uint8_t* acc = data + (b * per_block + lo) * es;
     for (int j = 0; j < n; ++j) {
-      if (j != r) std::memcpy(block + off[j] * es, slot(j, block_) + off[j] * es, (off[j + 1] - off[j]) * es);
+      if (j != r) reduceInto(acc, acc, slot(j, g) + lo * es, len, dtype, op);
     }
-    ++block_;
-  }
+    if (op == ReduceOp::avg) divideBy(acc, len, dtype, n);
+    std::memcpy(slot(r, g) + lo * es, acc, len * es);  // publish in place of the unused staging chunk
+  };
+  auto final = [&](size_t b, uint64_t g) {
+    if (count == 0) return;
+    uint8_t* block = data + b * per_block * es;
+    for (int j = 0; j < n; ++j) {
+      if (j != r) std::memcpy(block + off(b, j) * es, slot(j, g) + off(b, j) * es, (off(b, j + 1) - off(b, j)) * es);
+    }
+  };
+  pipeline(ctx, nblocks, stage, middle, final, true);
 }
 
 template <typename Sink>
@@ -143,17 +173,16 @@ void ShmProcessGroup::runRounds(const OpContext& ctx, const uint8_t* my_src,
   size_t rounds = 0;
   for (size_t b : src_bytes) rounds = std::max(rounds, (b + B - 1) / B);
   const int n = size(), r = rank();
-  for (size_t k = 0; k < rounds; ++k) {
-    const size_t off = k * B;
-    auto piece = [&](int j) { return src_bytes[j] > off ? std::min(B, src_bytes[j] - off) : 0; };
-    if (piece(r) > 0) std::memcpy(slot(r, block_), my_src + off, piece(r));
-    peers_->barrier(ctx);
-    if (k == 0) peers_->checkDescs(ctx);
+  auto piece = [&](int j, size_t k) { return src_bytes[j] > k * B ? std::min(B, src_bytes[j] - k * B) : 0; };
+  auto stage = [&](size_t k, uint8_t* mine) {
+    if (piece(r, k) > 0) std::memcpy(mine, my_src + k * B, piece(r, k));
+  };
+  auto middle = [&](size_t k, uint64_t g) {
     for (int j = 0; j < n; ++j) {
-      if (piece(j) > 0) sink(j, off, j == r ? my_src + off : slot(j, block_), piece(j));
+      if (piece(j, k) > 0) sink(j, k * B, j == r ? my_src + k * B : slot(j, g), piece(j, k));
     }
-    ++block_;
-  }
+  };
+  pipeline(ctx, rounds, stage, middle, [](size_t, uint64_t) {}, false);
 }
 
 namespace {
@@ -218,7 +247,7 @@ std::shared_ptr<Work> ShmProcessGroup::broadcast(void* data, size_t count, DType
                    const size_t bytes = count * dtypeSize(dtype);
                    std::vector<size_t> src(size(), 0);
                    src[o.root] = bytes;
-                   postAndSync(ctx, desc(ctx, dtype, count, o.root), bytes > 0);
+                   peers_->post(ctx, desc(ctx, dtype, count, o.root));
                    runRounds(ctx, p, src, [&](int, size_t off, const uint8_t* q, size_t n) {
                      if (p + off != q) std::memcpy(p + off, q, n);
                    });
@@ -241,8 +270,7 @@ std::shared_ptr<Work> ShmProcessGroup::allgatherv(const void* in, void* out,
                      bytes[j] = counts[j] * es;
                      displ[j + 1] = displ[j] + bytes[j];
                    }
-                   postAndSync(ctx, desc(ctx, dtype, displ[size()] / es, -1, ReduceOp::sum, hashCounts(counts)),
-                               displ[size()] > 0);
+                   peers_->post(ctx, desc(ctx, dtype, displ[size()] / es, -1, ReduceOp::sum, hashCounts(counts)));
                    runRounds(ctx, src, bytes, [&](int j, size_t off, const uint8_t* q, size_t n) {
                      std::memcpy(dst + displ[j] + off, q, n);
                    });
@@ -262,7 +290,7 @@ std::shared_ptr<Work> ShmProcessGroup::gather(const void* in, void* out, size_t 
   return enqueue(OpType::gather, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
                  o.timeout, LOCKSTEP_SHM_BODY({
                    const size_t bytes = count * dtypeSize(dtype);
-                   postAndSync(ctx, desc(ctx, dtype, count, o.root), bytes > 0);
+                   peers_->post(ctx, desc(ctx, dtype, count, o.root));
                    bool is_root = rank() == o.root;
                    runRounds(ctx, src, std::vector<size_t>(size(), bytes),
                              [&](int j, size_t off, const uint8_t* q, size_t n) {
@@ -281,7 +309,7 @@ std::shared_ptr<Work> ShmProcessGroup::scatter(const void* in, void* out, size_t
                    const size_t bytes = count * dtypeSize(dtype);
                    std::vector<size_t> srcb(size(), 0);
                    srcb[o.root] = bytes * size();
-                   postAndSync(ctx, desc(ctx, dtype, count, o.root), bytes > 0);
+                   peers_->post(ctx, desc(ctx, dtype, count, o.root));
                    runRounds(ctx, src, srcb, [&](int, size_t off, const uint8_t* q, size_t n) {
                      copyWindow(dst, bytes * rank(), bytes, off, q, n);
                    });
@@ -295,7 +323,7 @@ std::shared_ptr<Work> ShmProcessGroup::alltoall(const void* in, void* out, size_
   return enqueue(OpType::alltoall, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
                  o.timeout, LOCKSTEP_SHM_BODY({
                    const size_t bytes = count * dtypeSize(dtype);
-                   postAndSync(ctx, desc(ctx, dtype, count), bytes > 0);
+                   peers_->post(ctx, desc(ctx, dtype, count));
                    runRounds(ctx, src, std::vector<size_t>(size(), bytes * size()),
                              [&](int j, size_t off, const uint8_t* q, size_t n) {
                                copyWindow(dst + j * bytes, bytes * rank(), bytes, off, q, n);
@@ -305,7 +333,10 @@ std::shared_ptr<Work> ShmProcessGroup::alltoall(const void* in, void* out, size_
 
 std::shared_ptr<Work> ShmProcessGroup::barrier(const BarrierOptions& o) {
   return enqueue(OpType::barrier, "", o.timeout,
-                 LOCKSTEP_SHM_BODY(postAndSync(ctx, desc(ctx, DType::u8, 0), false)));
+                 LOCKSTEP_SHM_BODY({
+                   peers_->post(ctx, desc(ctx, DType::u8, 0));
+                   runRounds(ctx, nullptr, std::vector<size_t>(size(), 0), [](int, size_t, const uint8_t*, size_t) {});
+                 }));
 }
 
 std::shared_ptr<ProcessGroup> ShmProcessGroup::newGroup(const std::vector<int>& ranks) {

@@ -1,10 +1,12 @@
 #pragma once
 // Process group for ranks on one host that exchange data through POSIX shared memory: no
-// sockets on the data path. Each rank owns one segment (a ShmHeader + two staging slots used
-// alternately). allreduce runs block by block: every rank stages the chunks others own, one
-// barrier, each rank reduces its own chunk (all ranks work on disjoint chunks), one barrier,
-// each rank copies the reduced chunks of the others: a reduce-scatter then an allgather whose
-// working set stays in cache. Other collectives stage their blocks the same way.
+// sockets on the data path. Each rank owns one segment: a ShmHeader and a ring of num_slots
+// staging slots of block_bytes. allreduce runs as a pipeline over blocks: every rank stages the
+// chunks of a block that other ranks own; once all staged it, each rank reduces the chunk it owns
+// (all ranks work on disjoint chunks) and publishes the result in its slot; once all reduced it,
+// each rank copies the others' results: a reduce-scatter then an allgather. The ring keeps the
+// working set in cache and lets a rank run num_slots blocks ahead of a descheduled peer.
+// Other collectives stage their blocks the same way.
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,7 +19,8 @@
 namespace lockstep::comm {
 
 struct ShmOptions {
-  size_t block_bytes = 1 << 20;  // staging slot size per rank (two slots each); env LOCKSTEP_SHM_BLOCK_BYTES
+  size_t block_bytes = 1 << 20;  // staging slot size; env LOCKSTEP_SHM_BLOCK_BYTES
+  size_t num_slots = 8;          // staging slots per rank (>= 2); env LOCKSTEP_SHM_SLOTS
   std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;  // default op timeout
 };
 
@@ -55,14 +58,17 @@ class ShmProcessGroup : public ProcessGroup {
  private:
   // Op bodies, run on the worker thread.
   void runAllreduce(const OpContext& ctx, uint8_t* data, size_t count, DType dtype, ReduceOp op);
-  void runBroadcast(const OpContext& ctx, uint8_t* data, size_t bytes, int root);
+  // Runs max(nblocks, 1) blocks through stage -> (all staged) -> middle -> (all reduced) ->
+  // final, each step as soon as its inputs are ready; has_final = false skips the last wait.
+  template <typename Stage, typename Middle, typename Final>
+  void pipeline(const OpContext& ctx, size_t nblocks, Stage stage, Middle middle, Final final,
+                bool has_final);
   // Generic staged exchange: in round k, rank j stages bytes [k*B, (k+1)*B) of src[j] (when
   // src[j] is set on rank j); then sink(j, offset, ptr, n) consumes every staged piece.
   template <typename Sink>
   void runRounds(const OpContext& ctx, const uint8_t* my_src, const std::vector<size_t>& src_bytes,
                  Sink sink);
   uint8_t* slot(int rank, uint64_t block) const;
-  void postAndSync(const OpContext& ctx, const shm::OpDesc& d, bool has_blocks);
   shm::OpDesc desc(const OpContext& ctx, DType dtype, size_t count, int root = -1,
                    ReduceOp op = ReduceOp::sum, uint64_t extra = 0) const;
   void fail();
@@ -71,7 +77,7 @@ class ShmProcessGroup : public ProcessGroup {
   ShmOptions options_;
   std::vector<shm::ShmSegment> segments_;
   std::unique_ptr<shm::ShmPeers> peers_;
-  uint64_t block_ = 0;  // global block counter: slots alternate across ops
+  uint64_t block_ = 0;  // global block counter (across ops): block g uses slot g % num_slots
   int groups_created_ = 0;
   std::vector<uint8_t> workspace_;  // reduceScatter's copy of its input, reused
 };

@@ -1,12 +1,13 @@
 // Broadcasting arithmetic: oneDNN's binary primitive (which broadcasts only its second operand)
 // when a jitted implementation exists for the operands' layouts; otherwise our own strided loop,
 // which handles every broadcast and stride pattern and any float dtype.
-#include <dnnl.hpp>
+#include "lockstep/kernels/binary.h"
+
 #include <omp.h>
 
 #include <algorithm>
+#include <dnnl.hpp>
 
-#include "lockstep/kernels/binary.h"
 #include "lockstep/kernels/dnnl/context.h"
 #include "lockstep/kernels/threads.h"
 #include "lockstep/tensor/strided.h"
@@ -17,10 +18,14 @@ namespace {
 
 dnnl::algorithm algorithmOf(BinaryOp op) {
   switch (op) {
-    case BinaryOp::add: return dnnl::algorithm::binary_add;
-    case BinaryOp::sub: return dnnl::algorithm::binary_sub;
-    case BinaryOp::mul: return dnnl::algorithm::binary_mul;
-    case BinaryOp::div: return dnnl::algorithm::binary_div;
+    case BinaryOp::add:
+      return dnnl::algorithm::binary_add;
+    case BinaryOp::sub:
+      return dnnl::algorithm::binary_sub;
+    case BinaryOp::mul:
+      return dnnl::algorithm::binary_mul;
+    case BinaryOp::div:
+      return dnnl::algorithm::binary_div;
   }
   return dnnl::algorithm::binary_add;
 }
@@ -28,10 +33,14 @@ dnnl::algorithm algorithmOf(BinaryOp op) {
 template <typename T>
 inline T applyOp(BinaryOp op, T x, T y) {
   switch (op) {
-    case BinaryOp::add: return x + y;
-    case BinaryOp::sub: return x - y;
-    case BinaryOp::mul: return x * y;
-    case BinaryOp::div: return x / y;
+    case BinaryOp::add:
+      return x + y;
+    case BinaryOp::sub:
+      return x - y;
+    case BinaryOp::mul:
+      return x * y;
+    case BinaryOp::div:
+      return x / y;
   }
   return x;
 }
@@ -69,10 +78,18 @@ void stridedTyped(const Tensor& y, const Tensor& a, const Tensor& b) {
 template <typename T>
 void stridedDispatch(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor& b) {
   switch (op) {
-    case BinaryOp::add: stridedTyped<T, BinaryOp::add>(y, a, b); break;
-    case BinaryOp::sub: stridedTyped<T, BinaryOp::sub>(y, a, b); break;
-    case BinaryOp::mul: stridedTyped<T, BinaryOp::mul>(y, a, b); break;
-    case BinaryOp::div: stridedTyped<T, BinaryOp::div>(y, a, b); break;
+    case BinaryOp::add:
+      stridedTyped<T, BinaryOp::add>(y, a, b);
+      break;
+    case BinaryOp::sub:
+      stridedTyped<T, BinaryOp::sub>(y, a, b);
+      break;
+    case BinaryOp::mul:
+      stridedTyped<T, BinaryOp::mul>(y, a, b);
+      break;
+    case BinaryOp::div:
+      stridedTyped<T, BinaryOp::div>(y, a, b);
+      break;
   }
 }
 
@@ -96,7 +113,7 @@ void stridedParallel(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor
     stridedDispatch<T>(op, y, a, b);
     return;
   }
-#pragma omp parallel for num_threads(static_cast<int>(chunks))
+#pragma omp parallel for num_threads(static_cast <int>(chunks))
   for (int64_t c = 0; c < chunks; ++c) {
     int64_t begin = len * c / chunks, end = len * (c + 1) / chunks;
     stridedDispatch<T>(op, y.narrow(d, begin, end - begin), a.narrow(d, begin, end - begin),
@@ -109,13 +126,22 @@ void strided(BinaryOp op, const Tensor& y0, const Tensor& a0, const Tensor& b0) 
   // transposed operand is then read, not written, across memory.
   std::vector<int64_t> order(static_cast<size_t>(y0.dim()));
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) { return y0.stride(p) > y0.stride(q); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t p, int64_t q) { return y0.stride(p) > y0.stride(q); });
   Tensor y = y0.permute(order), a = a0.permute(order), b = b0.permute(order);
   switch (y.dtype()) {
-    case DType::f32: stridedParallel<float>(op, y, a, b); break;
-    case DType::f64: stridedParallel<double>(op, y, a, b); break;
-    case DType::i32: stridedParallel<int32_t>(op, y, a, b); break;
-    case DType::i64: stridedParallel<int64_t>(op, y, a, b); break;
+    case DType::f32:
+      stridedParallel<float>(op, y, a, b);
+      break;
+    case DType::f64:
+      stridedParallel<double>(op, y, a, b);
+      break;
+    case DType::i32:
+      stridedParallel<int32_t>(op, y, a, b);
+      break;
+    case DType::i64:
+      stridedParallel<int64_t>(op, y, a, b);
+      break;
     default: {
       // bf16, f16 and u8 compute in f32.
       Tensor y32 = Tensor::empty(y.shape(), DType::f32);
@@ -151,8 +177,9 @@ bool tryOnednn(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor& b) {
       return entry;
     });
     if (!e.usable) return false;
-    e.prim.execute(stream(), {{DNNL_ARG_SRC_0, memory(am, a)}, {DNNL_ARG_SRC_1, memory(bm, b)},
-                              {DNNL_ARG_DST, memory(ya, y)}});
+    e.prim.execute(
+        stream(),
+        {{DNNL_ARG_SRC_0, memory(am, a)}, {DNNL_ARG_SRC_1, memory(bm, b)}, {DNNL_ARG_DST, memory(ya, y)}});
     stream().wait();
   } catch (const dnnl::error& err) {
     rethrow(err, binaryOpName(op));
@@ -199,7 +226,8 @@ Tensor binaryScalar(BinaryOp op, const Tensor& a0, double s) {
   float sv = static_cast<float>(s);
   try {
     auto& prim = cache.get(std::string(binaryOpName(op)) + std::to_string(a.numel()), [&] {
-      return dnnl::binary(dnnl::binary::primitive_desc(dnnl::binary::desc(algorithmOf(op), md, sm, md), engine()));
+      return dnnl::binary(
+          dnnl::binary::primitive_desc(dnnl::binary::desc(algorithmOf(op), md, sm, md), engine()));
     });
     prim.execute(stream(), {{DNNL_ARG_SRC_0, memory(md, a)},
                             {DNNL_ARG_SRC_1, dnnl::memory(sm, engine(), &sv)},

@@ -1,9 +1,10 @@
 // Layer norm with oneDNN's layer_normalization primitives. oneDNN normalises over the last dim, so
 // a contiguous x is viewed as [rows, n] with n the product of normalized_shape (no copy).
+#include "lockstep/kernels/layer_norm.h"
+
 #include <dnnl.hpp>
 
 #include "lockstep/kernels/dnnl/context.h"
-#include "lockstep/kernels/layer_norm.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -30,11 +31,12 @@ normalization_flags flagsFor(const Tensor& weight, const Tensor& bias) {
 }
 
 std::string keyFor(int64_t rows, int64_t n, normalization_flags f, double eps) {
-  return std::to_string(rows) + "x" + std::to_string(n) + "f" + std::to_string(static_cast<unsigned>(f)) + "e" +
-         std::to_string(eps);
+  return std::to_string(rows) + "x" + std::to_string(n) + "f" + std::to_string(static_cast<unsigned>(f)) +
+         "e" + std::to_string(eps);
 }
 
-dnnl::layer_normalization_forward::primitive_desc forwardPd(const Descs& d, normalization_flags f, double eps) {
+dnnl::layer_normalization_forward::primitive_desc forwardPd(const Descs& d, normalization_flags f,
+                                                            double eps) {
   auto fd = dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_training, d.data, d.stat,
                                                     static_cast<float>(eps), f);
   return dnnl::layer_normalization_forward::primitive_desc(fd, engine());
@@ -57,7 +59,8 @@ LayerNormOutput layerNormForward(const Tensor& x0, const Shape& normalized_shape
   const auto f = flagsFor(weight, bias);
   static PrimitiveCache<dnnl::layer_normalization_forward> cache;
   try {
-    auto& prim = cache.get(keyFor(rows, n, f, eps), [&] { return dnnl::layer_normalization_forward(forwardPd(d, f, eps)); });
+    auto& prim = cache.get(keyFor(rows, n, f, eps),
+                           [&] { return dnnl::layer_normalization_forward(forwardPd(d, f, eps)); });
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory(d.data, x)},
                                                {DNNL_ARG_DST, memory(d.data, out.y)},
                                                {DNNL_ARG_MEAN, memory(d.stat, out.mean)},
@@ -72,9 +75,9 @@ LayerNormOutput layerNormForward(const Tensor& x0, const Shape& normalized_shape
   return out;
 }
 
-LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tensor& mean, const Tensor& variance,
-                                 const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                                 double eps) {
+LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tensor& mean,
+                                 const Tensor& variance, const Shape& normalized_shape, const Tensor& weight,
+                                 const Tensor& bias, double eps) {
   const int64_t n = checkLayerNorm(x0, normalized_shape, weight, bias);
   const int64_t rows = n == 0 ? 0 : x0.numel() / n;
   LOCKSTEP_ENFORCE(mean.numel() == rows && variance.numel() == rows, ValueError,
@@ -93,7 +96,8 @@ LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tens
     auto& prim = cache.get(keyFor(rows, n, f, eps), [&] {
       // prop_kind::backward also computes the scale/shift gradients; backward_data does not.
       auto kind = f == normalization_flags::none ? dnnl::prop_kind::backward_data : dnnl::prop_kind::backward;
-      auto bd = dnnl::layer_normalization_backward::desc(kind, d.data, d.data, d.stat, static_cast<float>(eps), f);
+      auto bd =
+          dnnl::layer_normalization_backward::desc(kind, d.data, d.data, d.stat, static_cast<float>(eps), f);
       return dnnl::layer_normalization_backward(
           dnnl::layer_normalization_backward::primitive_desc(bd, engine(), forwardPd(d, f, eps)));
     });

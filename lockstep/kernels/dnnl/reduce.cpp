@@ -2,13 +2,13 @@
 // jits only reductions over trailing dims; for the others (e.g. a bias gradient, [N, C] -> [1, C])
 // its reference implementation strides across memory, so we run our own loop that reads the input
 // once in memory order and accumulates into the (broadcast) output.
-#include <dnnl.hpp>
+#include "lockstep/kernels/reduce.h"
 
 #include <algorithm>
+#include <dnnl.hpp>
 #include <limits>
 
 #include "lockstep/kernels/dnnl/context.h"
-#include "lockstep/kernels/reduce.h"
 #include "lockstep/kernels/threads.h"
 #include "lockstep/tensor/strided.h"
 
@@ -22,7 +22,8 @@ void accumulate(const Tensor& y, const Tensor& x0) {
   // Read x in its memory order (x is dense): permute both so that x's strides descend.
   std::vector<int64_t> order(static_cast<size_t>(x0.dim()));
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) { return x0.stride(p) > x0.stride(q); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t p, int64_t q) { return x0.stride(p) > x0.stride(q); });
   Tensor x = x0.permute(order);
   Tensor acc = y.expand(x0.shape()).permute(order);  // stride 0 along reduced dims: the loop sums into them
   T* py = static_cast<T*>(acc.dataPtr());
@@ -59,7 +60,7 @@ void accumulateParallel(const Tensor& y, const Tensor& x, const std::vector<bool
     return;
   }
   const int64_t len = x.size(d);
-#pragma omp parallel for num_threads(static_cast<int>(chunks))
+#pragma omp parallel for num_threads(static_cast <int>(chunks))
   for (int64_t c = 0; c < chunks; ++c) {
     int64_t begin = len * c / chunks, end = len * (c + 1) / chunks;
     accumulate<T>(y.narrow(d, begin, end - begin), x.narrow(d, begin, end - begin));
@@ -68,11 +69,20 @@ void accumulateParallel(const Tensor& y, const Tensor& x, const std::vector<bool
 
 bool loopReduce(const Tensor& y, const Tensor& x, const std::vector<bool>& mask) {
   switch (x.dtype()) {
-    case DType::f32: accumulateParallel<float>(y, x, mask); return true;
-    case DType::f64: accumulateParallel<double>(y, x, mask); return true;
-    case DType::i32: accumulateParallel<int32_t>(y, x, mask); return true;
-    case DType::i64: accumulateParallel<int64_t>(y, x, mask); return true;
-    default: return false;
+    case DType::f32:
+      accumulateParallel<float>(y, x, mask);
+      return true;
+    case DType::f64:
+      accumulateParallel<double>(y, x, mask);
+      return true;
+    case DType::i32:
+      accumulateParallel<int32_t>(y, x, mask);
+      return true;
+    case DType::i64:
+      accumulateParallel<int64_t>(y, x, mask);
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -90,7 +100,8 @@ Tensor reduce(ReduceOp op, const Tensor& x0, const std::vector<int64_t>& dims, b
     return copy.view(out);
   }
   if (x0.numel() == 0) {
-    return Tensor::full(out, op == ReduceOp::sum ? 0.0 : std::numeric_limits<double>::quiet_NaN(), x0.dtype());
+    return Tensor::full(out, op == ReduceOp::sum ? 0.0 : std::numeric_limits<double>::quiet_NaN(),
+                        x0.dtype());
   }
   Tensor x = x0.isDense() ? x0 : x0.contiguous();
   Tensor y = Tensor::empty(kept, x.dtype());

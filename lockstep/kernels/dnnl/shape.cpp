@@ -1,9 +1,10 @@
 // concat with oneDNN's concat primitive (f32), cached per input layouts and dim; other dtypes copy
 // each input into its slice of the result.
+#include "lockstep/kernels/shape.h"
+
 #include <dnnl.hpp>
 
 #include "lockstep/kernels/dnnl/context.h"
-#include "lockstep/kernels/shape.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -39,7 +40,8 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
       return dnnl::concat(dnnl::concat::primitive_desc(ym, static_cast<int>(d), mds, engine()));
     });
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, memory(ym, y)}};
-    for (size_t i = 0; i < srcs.size(); ++i) args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), memory(mds[i], srcs[i]));
+    for (size_t i = 0; i < srcs.size(); ++i)
+      args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), memory(mds[i], srcs[i]));
     prim.execute(stream(), args);
     stream().wait();
   } catch (const dnnl::error& err) {

@@ -1,9 +1,10 @@
 // Element-wise math with oneDNN's eltwise primitives. Dense tensors are treated as flat buffers,
 // so any dense layout works without a reorder. Primitives are cached per (op, size, exponent).
+#include "lockstep/kernels/unary.h"
+
 #include <dnnl.hpp>
 
 #include "lockstep/kernels/dnnl/context.h"
-#include "lockstep/kernels/unary.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -16,11 +17,16 @@ struct Eltwise {
 
 Eltwise eltwiseOf(UnaryOp op, double p) {
   switch (op) {
-    case UnaryOp::neg: return {dnnl::algorithm::eltwise_linear, -1.f, 0.f};
-    case UnaryOp::exp: return {dnnl::algorithm::eltwise_exp_use_dst_for_bwd, 0.f, 0.f};
-    case UnaryOp::log: return {dnnl::algorithm::eltwise_log, 0.f, 0.f};
-    case UnaryOp::sqrt: return {dnnl::algorithm::eltwise_sqrt_use_dst_for_bwd, 0.f, 0.f};
-    case UnaryOp::pow: return {dnnl::algorithm::eltwise_pow, 1.f, static_cast<float>(p)};
+    case UnaryOp::neg:
+      return {dnnl::algorithm::eltwise_linear, -1.f, 0.f};
+    case UnaryOp::exp:
+      return {dnnl::algorithm::eltwise_exp_use_dst_for_bwd, 0.f, 0.f};
+    case UnaryOp::log:
+      return {dnnl::algorithm::eltwise_log, 0.f, 0.f};
+    case UnaryOp::sqrt:
+      return {dnnl::algorithm::eltwise_sqrt_use_dst_for_bwd, 0.f, 0.f};
+    case UnaryOp::pow:
+      return {dnnl::algorithm::eltwise_pow, 1.f, static_cast<float>(p)};
   }
   return {dnnl::algorithm::eltwise_linear, 1.f, 0.f};
 }
@@ -28,7 +34,8 @@ Eltwise eltwiseOf(UnaryOp op, double p) {
 Tensor dense(const Tensor& t) { return t.isDense() ? t : t.contiguous(); }
 
 dnnl::memory::desc flatDesc(const Tensor& t) {
-  return dnnl::memory::desc({std::max<int64_t>(t.numel(), 1)}, dataType(t.dtype()), dnnl::memory::format_tag::a);
+  return dnnl::memory::desc({std::max<int64_t>(t.numel(), 1)}, dataType(t.dtype()),
+                            dnnl::memory::format_tag::a);
 }
 
 std::string keyFor(UnaryOp op, const Tensor& t, double p) {

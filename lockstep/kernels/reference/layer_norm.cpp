@@ -1,7 +1,7 @@
 // Plain loops in double precision: the ground truth the fast kernels are tested against.
-#include <cmath>
-
 #include "lockstep/kernels/layer_norm.h"
+
+#include <cmath>
 
 namespace lockstep::kernels::reference {
 
@@ -37,9 +37,9 @@ LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape,
   return {y.to(x.dtype()), mean.to(st), var.to(st)};
 }
 
-LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& variance,
-                                 const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                                 double eps) {
+LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean,
+                                 const Tensor& variance, const Shape& normalized_shape, const Tensor& weight,
+                                 const Tensor& bias, double eps) {
   const int64_t n = checkLayerNorm(x, normalized_shape, weight, bias);
   const int64_t rows = n == 0 ? 0 : x.numel() / n;
   Tensor xd = asF64(x), gd = asF64(gy), md = asF64(mean), vd = asF64(variance);

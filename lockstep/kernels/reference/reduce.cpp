@@ -1,7 +1,7 @@
 // Plain loops in double precision: the ground truth the fast kernels are tested against.
-#include <limits>
-
 #include "lockstep/kernels/reduce.h"
+
+#include <limits>
 
 namespace lockstep::kernels::reference {
 

@@ -19,7 +19,8 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
     const int64_t n = x.size(d);
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t j = 0; j < n; ++j) {
-        for (int64_t i = 0; i < inner; ++i) py[(o * out[d] + start + j) * inner + i] = px[(o * n + j) * inner + i];
+        for (int64_t i = 0; i < inner; ++i)
+          py[(o * out[d] + start + j) * inner + i] = px[(o * n + j) * inner + i];
       }
     }
     start += n;

@@ -1,7 +1,7 @@
 // Plain loops in double precision: the ground truth the fast kernels are tested against.
-#include <cmath>
-
 #include "lockstep/kernels/unary.h"
+
+#include <cmath>
 
 namespace lockstep::kernels::reference {
 
@@ -13,11 +13,21 @@ Tensor unary(UnaryOp op, const Tensor& x, double p) {
   for (int64_t i = 0; i < x.numel(); ++i) {
     double v = px[i];
     switch (op) {
-      case UnaryOp::neg: py[i] = -v; break;
-      case UnaryOp::exp: py[i] = std::exp(v); break;
-      case UnaryOp::log: py[i] = std::log(v); break;
-      case UnaryOp::sqrt: py[i] = std::sqrt(v); break;
-      case UnaryOp::pow: py[i] = std::pow(v, p); break;
+      case UnaryOp::neg:
+        py[i] = -v;
+        break;
+      case UnaryOp::exp:
+        py[i] = std::exp(v);
+        break;
+      case UnaryOp::log:
+        py[i] = std::log(v);
+        break;
+      case UnaryOp::sqrt:
+        py[i] = std::sqrt(v);
+        break;
+      case UnaryOp::pow:
+        py[i] = std::pow(v, p);
+        break;
     }
   }
   return y.to(x.dtype());
@@ -31,11 +41,21 @@ Tensor unaryBackward(UnaryOp op, const Tensor& gy, const Tensor& saved, double p
   double* px = gx.data<double>();
   for (int64_t i = 0; i < gx.numel(); ++i) {
     switch (op) {
-      case UnaryOp::neg: px[i] = -pg[i]; break;
-      case UnaryOp::exp: px[i] = pg[i] * ps[i]; break;           // saved = y = exp(x)
-      case UnaryOp::log: px[i] = pg[i] / ps[i]; break;           // saved = x
-      case UnaryOp::sqrt: px[i] = pg[i] / (2.0 * ps[i]); break;  // saved = y = sqrt(x)
-      case UnaryOp::pow: px[i] = pg[i] * p * std::pow(ps[i], p - 1.0); break;
+      case UnaryOp::neg:
+        px[i] = -pg[i];
+        break;
+      case UnaryOp::exp:
+        px[i] = pg[i] * ps[i];
+        break;  // saved = y = exp(x)
+      case UnaryOp::log:
+        px[i] = pg[i] / ps[i];
+        break;  // saved = x
+      case UnaryOp::sqrt:
+        px[i] = pg[i] / (2.0 * ps[i]);
+        break;  // saved = y = sqrt(x)
+      case UnaryOp::pow:
+        px[i] = pg[i] * p * std::pow(ps[i], p - 1.0);
+        break;
     }
   }
   return gx.to(saved.dtype());

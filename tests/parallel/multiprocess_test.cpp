@@ -1,0 +1,121 @@
+// DistributedDataParallel across real processes: the seed 002 example started as ranks the way
+// torchrun would (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), and a rank killed mid-training.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+struct Rank {
+  pid_t pid = -1;
+  std::string log;
+};
+
+int freePort() {
+  static int next = 31000 + (::getpid() % 2000);
+  return next++;
+}
+
+Rank spawnRank(const std::vector<std::string>& argv, int rank, int world, int port, const std::string& log) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  env.push_back("RANK=" + std::to_string(rank));
+  env.push_back("LOCAL_RANK=" + std::to_string(rank));
+  env.push_back("WORLD_SIZE=" + std::to_string(world));
+  env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(world));
+  env.push_back("MASTER_ADDR=127.0.0.1");
+  env.push_back("MASTER_PORT=" + std::to_string(port));
+  env.push_back("OMP_NUM_THREADS=1");
+  std::vector<char*> a, e;
+  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  for (const auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
+  e.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  Rank r;
+  r.log = log;
+  EXPECT_EQ(posix_spawn(&r.pid, a[0], &fa, nullptr, a.data(), e.data()), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  return r;
+}
+
+// Exit status, or -1 if it did not exit within the deadline (then it is killed).
+int waitFor(pid_t pid, std::chrono::seconds deadline) {
+  auto end = std::chrono::steady_clock::now() + deadline;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST(ddp_processes, two_ranks_train_the_seed_toy) {
+  const std::string bin = std::string(LOCKSTEP_EXAMPLES_DIR) + "/ddp_toy_linear";
+  const int port = freePort();
+  std::vector<Rank> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(spawnRank({bin, "--max-epochs", "2", "--batch-size", "32"}, r, 2, port,
+                              ::testing::TempDir() + "ddp_toy_rank" + std::to_string(r) + ".log"));
+  }
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(waitFor(ranks[r].pid, std::chrono::seconds(120)), 0) << slurp(ranks[r].log);
+  std::string out0 = slurp(ranks[0].log), out1 = slurp(ranks[1].log);
+  // 2048 samples / batch 32 / 2 ranks = 32 steps per epoch on each rank.
+  EXPECT_NE(out0.find("[rank 0] Epoch 1 | Batchsize 32 | Steps 32"), std::string::npos) << out0;
+  EXPECT_NE(out1.find("[rank 1] Epoch 1 | Batchsize 32 | Steps 32"), std::string::npos) << out1;
+  EXPECT_NE(out0.find("final_loss="), std::string::npos) << out0;
+}
+
+TEST(ddp_processes, a_killed_rank_is_reported_not_waited_for) {
+  const std::string bin = std::string(LOCKSTEP_EXAMPLES_DIR) + "/ddp_toy_linear";
+  const int port = freePort();
+  Rank r0 = spawnRank({bin, "--max-epochs", "100000", "--batch-size", "1"}, 0, 2, port,
+                      ::testing::TempDir() + "ddp_kill_rank0.log");
+  Rank r1 = spawnRank({bin, "--max-epochs", "100000", "--batch-size", "1"}, 1, 2, port,
+                      ::testing::TempDir() + "ddp_kill_rank1.log");
+  // Let them get into training, then kill rank 1 the hard way.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (slurp(r1.log).find("Epoch 0") == std::string::npos && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(r1.pid, SIGKILL);
+  waitFor(r1.pid, std::chrono::seconds(5));
+  auto t0 = std::chrono::steady_clock::now();
+  int code = waitFor(r0.pid, std::chrono::seconds(60));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string out = slurp(r0.log);
+  EXPECT_NE(code, -1) << "rank 0 hung after its peer died:\n" << out;
+  EXPECT_NE(code, 0) << out;
+  EXPECT_LT(secs, 30.0) << out;
+  EXPECT_NE(out.find("rank"), std::string::npos) << out;  // the error names the missing rank
+}
