@@ -62,7 +62,7 @@ TEST(Cifar, TruncatedFileNamesFileAndRecordSize) {
   CifarRaw raw = makeRaw(3);
   writeCifarBinary(dir.file("b.bin"), raw.images, raw.labels);
   auto bytes = readFileBytes(dir.file("b.bin"));
-  bytes.resize(bytes.size() - 1000);
+  bytes.erase(bytes.end() - 1000, bytes.end());
   writeFileBytes(dir.file("cut.bin"), bytes);
   EXPECT_TRUE(throwsWith<IoError>([&] { readCifarBinary(dir.file("cut.bin")); },
                                   {dir.file("cut.bin"), "truncated", "3073-byte record", "2 whole records"}));

@@ -118,7 +118,7 @@ TEST(Idx, BadMagicNamesFileAndMagic) {
 TEST(Idx, TruncatedRawFile) {
   TempDir dir;
   auto bytes = idxBytes(kIdxImagesMagic, {3, 28, 28}, pattern(3 * 784, 3));
-  bytes.resize(bytes.size() - 100);
+  bytes.erase(bytes.end() - 100, bytes.end());
   writeFileBytes(dir.file("img"), bytes);
   EXPECT_TRUE(throwsWith<IoError>([&] { readIdxFile(dir.file("img"), kIdxImagesMagic); },
                                   {dir.file("img"), "truncated", "2352", "2252"}));

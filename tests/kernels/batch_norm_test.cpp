@@ -105,3 +105,25 @@ TEST(batch_norm2d, rejects_mismatched_shapes) {
     EXPECT_NE(std::string(e.what()).find("[4]"), std::string::npos) << e.what();
   }
 }
+
+TEST(batch_norm2d, weight_or_bias_alone_matches_reference) {
+  Tensor x = randomTensor({4, 3, 3, 2}, DType::f32, 70).toFormat(MemoryFormat::channels_last);
+  Tensor v = randomTensor({3}, DType::f32, 71), gy = randomTensor({4, 3, 3, 2}, DType::f32, 72);
+  for (bool weight_only : {true, false}) {
+    Tensor w = weight_only ? v : Tensor(), b = weight_only ? Tensor() : v;
+    BatchNormParams p;
+    auto fast = kernels::batchNorm2dForward(x, w, b, Tensor(), Tensor(), p);
+    auto ref = kernels::reference::batchNorm2dForward(x, w, b, Tensor(), Tensor(), p);
+    EXPECT_TRUE(tensorsNear(fast.y, ref.y, 1e-4, 1e-4));
+    auto gf = kernels::batchNorm2dBackward(gy, x, w, b.defined(), fast.mean, fast.var, p);
+    auto gr = kernels::reference::batchNorm2dBackward(gy, x, w, b.defined(), ref.mean, ref.var, p);
+    EXPECT_TRUE(tensorsNear(gf.x, gr.x, 1e-4, 1e-3));
+    EXPECT_EQ(gf.weight.defined(), weight_only);
+    EXPECT_EQ(gf.bias.defined(), !weight_only);
+    if (weight_only) {
+      EXPECT_TRUE(tensorsNear(gf.weight, gr.weight, 1e-4, 1e-4));
+    } else {
+      EXPECT_TRUE(tensorsNear(gf.bias, gr.bias, 1e-4, 1e-4));
+    }
+  }
+}

@@ -125,3 +125,18 @@ TEST(pool2d, rejects_bad_shapes_and_options) {
   }
   EXPECT_THROW(kernels::adaptiveAvgPool2dForward(x, {0, 1}), ValueError);
 }
+
+TEST(max_pool2d, ties_go_to_the_first_maximum) {
+  // After a relu whole windows are 0: the gradient must land where PyTorch puts it (the first).
+  for (bool cl : {true, false}) {
+    Tensor x = layout(Tensor::zeros({2, 3, 6, 6}), cl);
+    Pool2dParams p;
+    p.kernel = {3, 3};
+    p.stride = {2, 2};
+    p.padding = {1, 1};
+    auto r = kernels::maxPool2dForward(x, p, true);
+    Tensor gy = layout(randomTensor(r.y.shape(), DType::f32, 7), cl);
+    EXPECT_TRUE(tensorsNear(kernels::maxPool2dBackward(gy, x, r.workspace, p),
+                            kernels::reference::maxPool2dBackward(gy, x, Tensor(), kernels::resolvePool2d(p)), 1e-6));
+  }
+}

@@ -1,0 +1,96 @@
+#include "lockstep/train/training_state.h"
+
+namespace lockstep::train {
+
+namespace {
+
+nlohmann::json hyperToJson(const optim::HyperParams& h) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : h) std::visit([&, &key = k](auto x) { j[key] = x; }, v);
+  return j;
+}
+
+optim::HyperParams hyperFromJson(const nlohmann::json& j) {
+  optim::HyperParams h;
+  for (const auto& [k, v] : j.items()) {
+    if (v.is_boolean()) {
+      h[k] = v.get<bool>();
+    } else if (v.is_number_integer()) {
+      h[k] = v.get<int64_t>();
+    } else {
+      h[k] = v.get<double>();
+    }
+  }
+  return h;
+}
+
+NamedTensors toNamed(const nn::StateDict& sd) {
+  NamedTensors out;
+  for (const auto& [name, t] : sd) out.emplace_back(name, t.clone());
+  return out;
+}
+
+nn::StateDict fromNamed(const NamedTensors& tensors) {
+  nn::StateDict sd;
+  for (const auto& [name, t] : tensors) sd.insert(name, t);
+  return sd;
+}
+
+}  // namespace
+
+CheckpointData captureTrainingState(const TrainingParts& parts, int64_t step) {
+  LOCKSTEP_ENFORCE(parts.model != nullptr, ValueError, "captureTrainingState: no model");
+  CheckpointData d;
+  d.step = step;
+  d.model = toNamed(parts.model->stateDict());
+  nlohmann::json state = nlohmann::json::object();
+  if (parts.optimizer) {
+    optim::OptimizerStateDict osd = parts.optimizer->stateDict();
+    d.optimizer = toNamed(osd.state);
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto& g : osd.param_groups) groups.push_back({{"options", hyperToJson(g.options)}, {"params", g.params}});
+    state["optimizer"] = {{"type", parts.optimizer->name()}, {"param_groups", groups}};
+  }
+  if (parts.scheduler) state["scheduler"] = hyperToJson(parts.scheduler->stateDict());
+  if (parts.loader) state["data"] = parts.loader->state().toJson();
+  if (parts.rng) state["rng"] = {{"seed", parts.rng->seed()}, {"offset", parts.rng->offset()}};
+  state["config"] = parts.config;
+  state["global_step"] = step;
+  d.state = std::move(state);
+  return d;
+}
+
+void restoreTrainingState(const CheckpointData& d, TrainingParts& parts) {
+  LOCKSTEP_ENFORCE(parts.model != nullptr, ValueError, "restoreTrainingState: no model");
+  parts.model->loadStateDict(fromNamed(d.model), /*strict=*/true);
+  const nlohmann::json& s = d.state;
+  try {
+    if (parts.optimizer) {
+      LOCKSTEP_ENFORCE(s.contains("optimizer"), ValueError, "the checkpoint holds no optimizer state");
+      std::string type = s["optimizer"]["type"];
+      LOCKSTEP_ENFORCE(type == parts.optimizer->name(), ValueError, "the checkpoint's optimizer is ", type,
+                       " but this job uses ", parts.optimizer->name());
+      optim::OptimizerStateDict osd;
+      osd.state = fromNamed(d.optimizer);
+      for (const auto& g : s["optimizer"]["param_groups"]) {
+        osd.param_groups.push_back({hyperFromJson(g["options"]), g["params"].get<std::vector<int64_t>>()});
+      }
+      parts.optimizer->loadStateDict(osd);
+    }
+    if (parts.scheduler && s.contains("scheduler")) parts.scheduler->loadStateDict(hyperFromJson(s["scheduler"]));
+    if (parts.loader && s.contains("data")) parts.loader->loadState(data::SamplerState::fromJson(s["data"]));
+    if (parts.rng && s.contains("rng")) parts.rng->setState(s["rng"]["seed"], s["rng"]["offset"]);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(std::string("checkpoint state is malformed: ") + e.what());
+  }
+}
+
+void saveModel(const std::string& path, const nn::Module& model) {
+  saveSafetensors(path, toNamed(model.stateDict()), {{"format", "pt"}});
+}
+
+void loadModel(const std::string& path, nn::Module& model, bool strict) {
+  model.loadStateDict(fromNamed(loadSafetensors(path).tensors), strict);
+}
+
+}  // namespace lockstep::train

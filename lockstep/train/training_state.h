@@ -1,0 +1,39 @@
+#pragma once
+// What a training job saves and restores, on top of the checkpoint files (checkpoint.h): the
+// model's state dict, the optimizer's state (tensors + hyper-parameters), the scheduler's counter,
+// the data position (epoch and batches consumed), the random generator and the config.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lockstep/data/data_loader.h"
+#include "lockstep/nn/module.h"
+#include "lockstep/optim/lr_scheduler.h"
+#include "lockstep/optim/optimizer.h"
+#include "lockstep/tensor/generator.h"
+#include "lockstep/train/checkpoint.h"
+
+namespace lockstep::train {
+
+/// Borrowed parts of a job; any but model may be null.
+struct TrainingParts {
+  nn::Module* model = nullptr;
+  optim::Optimizer* optimizer = nullptr;
+  optim::LRScheduler* scheduler = nullptr;
+  data::DataLoader* loader = nullptr;
+  Generator* rng = nullptr;
+  nlohmann::json config = nlohmann::json::object();
+};
+
+/// Snapshot (deep copies) of the parts at global step `step`.
+CheckpointData captureTrainingState(const TrainingParts& parts, int64_t step);
+/// Loads a snapshot into the parts. The model load is strict: a model with other names or shapes
+/// fails with the list of mismatches (ValueError), and nothing is changed then.
+void restoreTrainingState(const CheckpointData& data, TrainingParts& parts);
+
+/// The model's state dict as one safetensors file (atomic write), loadable by Python's safetensors.
+void saveModel(const std::string& path, const nn::Module& model);
+/// Module-only load from a safetensors file (e.g. a final model or a checkpoint's
+/// model.safetensors). strict as in Module::loadStateDict.
+void loadModel(const std::string& path, nn::Module& model, bool strict = true);
+
+}  // namespace lockstep::train
