@@ -34,6 +34,11 @@ inline int64_t classOf(const char* op, const int64_t* t, int64_t i, int64_t c, i
   return k;
 }
 
+void checkTargets(const char* op, const Tensor& target, int64_t c, int64_t ignore_index) {
+  Tensor t = target.contiguous();
+  for (int64_t i = 0; i < t.numel(); ++i) classOf(op, t.data<int64_t>(), i, c, ignore_index);
+}
+
 std::pair<Tensor, Tensor> crossEntropyFast(const Tensor& logits0, const Tensor& target0,
                                            const CrossEntropyParams& p) {
   Tensor x = logits0.contiguous(), tg = target0.contiguous();
@@ -109,6 +114,46 @@ Tensor crossEntropyBackwardFast(const Tensor& gloss0, const Tensor& probs, const
   }
   return gx;
 }
+// Same-layout dense f32 operands (the usual case) run flat loops with a double accumulator.
+bool mseFast(const Tensor& a, const Tensor& b) {
+  return fast(a.dtype()) && a.isDense() && a.strides() == b.strides();
+}
+
+Tensor mseForwardFast(const Tensor& a, const Tensor& b, LossReduction r) {
+  const float *pa = a.data<float>(), *pb = b.data<float>();
+  const int64_t n = a.numel();
+  if (r == LossReduction::none) {
+    Tensor out = Tensor::emptyLike(a);
+    float* po = out.data<float>();
+    for (int64_t i = 0; i < n; ++i) po[i] = (pa[i] - pb[i]) * (pa[i] - pb[i]);
+    return out;
+  }
+  double total = 0;
+#pragma omp simd reduction(+ : total)
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(pa[i]) - pb[i];
+    total += d * d;
+  }
+  return Tensor::scalar(r == LossReduction::sum ? total : total / static_cast<double>(n), DType::f32);
+}
+
+Tensor mseBackwardFast(const Tensor& gloss, const Tensor& a, const Tensor& b, LossReduction r) {
+  const float *pa = a.data<float>(), *pb = b.data<float>();
+  const int64_t n = a.numel();
+  Tensor gx = Tensor::emptyLike(a);
+  float* px = gx.data<float>();
+  if (r == LossReduction::none) {
+    Tensor g = Tensor::emptyLike(a);
+    g.copyFrom(gloss);  // the same layout as a, so index i pairs up
+    const float* pg = g.data<float>();
+    for (int64_t i = 0; i < n; ++i) px[i] = 2.0f * (pa[i] - pb[i]) * pg[i];
+    return gx;
+  }
+  const double g = gloss.itemDouble();
+  const float s = static_cast<float>(2.0 * (r == LossReduction::sum ? g : g / static_cast<double>(n)));
+  for (int64_t i = 0; i < n; ++i) px[i] = s * (pa[i] - pb[i]);
+  return gx;
+}
 }  // namespace
 
 std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
@@ -116,7 +161,8 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
   checkClassTarget("cross_entropy", logits, target);
   LOCKSTEP_ENFORCE(p.label_smoothing >= 0.0 && p.label_smoothing <= 1.0, ValueError,
                    "cross_entropy: label_smoothing must be in [0, 1], got ", p.label_smoothing);
-  if (fast(logits.dtype())) return crossEntropyFast(logits, target, p);
+  if (fast(logits.dtype())) return crossEntropyFast(logits, target, p);  // checks targets as it goes
+  checkTargets("cross_entropy", target, logits.size(1), p.ignore_index);
   return reference::crossEntropyForward(logits, target, p);
 }
 
@@ -125,15 +171,14 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& probs, const Tens
   checkClassTarget("cross_entropy", probs, target);
   checkGloss("cross_entropy", gloss, p.reduction, {probs.size(0)});
   if (fast(probs.dtype()) && probs.isContiguous()) return crossEntropyBackwardFast(gloss, probs, target, p);
+  checkTargets("cross_entropy", target, probs.size(1), p.ignore_index);
   return reference::crossEntropyBackward(gloss, probs, target, p);
 }
 
 Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
                       int64_t ignore_index) {
   checkClassTarget("nll_loss", log_probs, target);
-  Tensor t = target.contiguous();
-  for (int64_t i = 0; i < t.numel(); ++i)
-    classOf("nll_loss", t.data<int64_t>(), i, log_probs.size(1), ignore_index);
+  checkTargets("nll_loss", target, log_probs.size(1), ignore_index);
   // A gather and a sum: the reference loop is already the whole kernel.
   return reference::nllLossForward(log_probs, target, reduction, ignore_index);
 }
@@ -143,9 +188,7 @@ Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_cl
   LOCKSTEP_ENFORCE(target.dim() == 1 && target.dtype() == DType::i64, ValueError,
                    "nll_loss backward: target must be [N] i64, got ", target.describe());
   checkGloss("nll_loss", gloss, reduction, {target.size(0)});
-  Tensor t = target.contiguous();
-  for (int64_t i = 0; i < t.numel(); ++i)
-    classOf("nll_loss", t.data<int64_t>(), i, num_classes, ignore_index);
+  checkTargets("nll_loss", target, num_classes, ignore_index);
   return reference::nllLossBackward(gloss, target, num_classes, reduction, ignore_index);
 }
 
@@ -155,6 +198,7 @@ Tensor mseLossForward(const Tensor& input, const Tensor& target, LossReduction r
   LOCKSTEP_ENFORCE(isFloating(input.dtype()) && input.dtype() == target.dtype(), ValueError,
                    "mse_loss: input and target must share a floating dtype, got ", dtypeName(input.dtype()),
                    " and ", dtypeName(target.dtype()));
+  if (mseFast(input, target)) return mseForwardFast(input, target, reduction);
   return reference::mseLossForward(input, target, reduction);
 }
 
@@ -163,6 +207,7 @@ Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& t
   LOCKSTEP_ENFORCE(input.shape() == target.shape(), ValueError, "mse_loss backward: input ",
                    shapeToString(input.shape()), " and target ", shapeToString(target.shape()), " differ");
   checkGloss("mse_loss", gloss, reduction, input.shape());
+  if (mseFast(input, target)) return mseBackwardFast(gloss, input, target, reduction);
   return reference::mseLossBackward(gloss, input, target, reduction);
 }
 

@@ -2,7 +2,8 @@
 // Losses. Cross-entropy is one fused kernel (log-softmax + NLL + label smoothing in a single pass
 // over each row) with a single backward, (softmax - smoothed one-hot) * g / count: a [32, 10]
 // batch costs two short loops, not a chain of primitives and temporaries.
-// None of these have oneDNN primitives: f32 runs the tight loops here, f64 the reference loops.
+// None of these have oneDNN primitives: f32 runs tight loops in loss.cpp, f64 the reference loops
+// (nll_loss, a gather, runs the reference loop for every dtype).
 #include <cstdint>
 #include <utility>
 

@@ -195,7 +195,7 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
       group.stop(sig, grace, signals.fd());
       return Outcome::kInterrupted;
     }
-    auto failed = group.reap();
+    auto failed = group.reap([&](pid_t pid) { return signals.exitOrder(pid); });
     if (!failed.empty()) {
       WorkerFailure f = group.failureOf(failed.front(), r.layout.group_rank, host_);
       report_ = formatRootCause(f);

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <set>
 
@@ -49,7 +50,7 @@ void WorkerGroup::waitForEvents(int wake_fd, std::chrono::milliseconds timeout) 
   }
 }
 
-std::vector<size_t> WorkerGroup::reap() {
+std::vector<size_t> WorkerGroup::reap(const std::function<uint64_t(pid_t)>& exit_order) {
   std::vector<size_t> failed;
   std::set<pid_t> keep;
   for (size_t i = 0; i < workers_.size(); ++i) {
@@ -68,6 +69,11 @@ std::vector<size_t> WorkerGroup::reap() {
     }
   }
   reapStrays(keep);
+  if (exit_order) {
+    std::stable_sort(failed.begin(), failed.end(), [&](size_t a, size_t b) {
+      return exit_order(workers_[a]->pid()) < exit_order(workers_[b]->pid());
+    });
+  }
   return failed;
 }
 

@@ -3,6 +3,8 @@
 // together (SIGTERM to every process group, SIGKILL after the grace period, then any stray
 // descendant). Not thread-safe: the agent's loop owns it.
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,8 +34,9 @@ class WorkerGroup {
   /// Sleeps until a worker writes output, `wake_fd` (the signal pipe) is readable, or timeout;
   /// forwards what the workers wrote.
   void waitForEvents(int wake_fd, std::chrono::milliseconds timeout);
-  /// Reaps workers that have exited; returns the indices of those that failed, in the order seen.
-  std::vector<size_t> reap();
+  /// Reaps workers that have exited; returns the indices of those that failed, earliest exit
+  /// first by exit_order(pid) when given (ties and unknowns by rank).
+  std::vector<size_t> reap(const std::function<uint64_t(pid_t)>& exit_order = {});
   /// True when every worker has exited with code 0.
   bool allSucceeded() const;
   /// Stops the group: `sig` to every running worker's process group, up to `grace` for them to

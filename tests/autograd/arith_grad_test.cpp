@@ -24,38 +24,37 @@ const BinaryCase kOps[] = {{"add", [](const Variable& a, const Variable& b) { re
 // Both operands stay away from 0 so div's finite differences are well conditioned.
 Tensor operand(const Shape& s, uint64_t seed) { return randomTensor(s, DType::f64, seed, 0.5, 1.5); }
 
-void expectGradients(const Shape& sa, const Shape& sb) {
-  for (const auto& op : kOps) {
-    SCOPED_TRACE(std::string(op.name) + " " + shapeToString(sa) + " " + shapeToString(sb));
-    EXPECT_TRUE(gradientsMatch([&](const std::vector<Variable>& in) { return op.fn(in[0], in[1]); },
-                               {operand(sa, 1), operand(sb, 2)}));
-  }
+void expectGradients(const BinaryCase& op, const Shape& sa, const Shape& sb) {
+  SCOPED_TRACE(std::string(op.name) + " " + shapeToString(sa) + " " + shapeToString(sb));
+  EXPECT_TRUE(gradientsMatch([&](const std::vector<Variable>& in) { return op.fn(in[0], in[1]); },
+                             {operand(sa, 1), operand(sb, 2)}));
+}
+
+// Every broadcast pattern: same shape, one side, both ways, scalar-like [1] and 0-d, odd sizes.
+void expectBroadcastGradients(const BinaryCase& op) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{3, 4}, {3, 4}}, {{3, 4}, {4}},    {{2, 3, 4}, {3, 1}},
+      {{4}, {2, 3, 4}}, {{3, 1}, {1, 4}}, {{2, 1, 5}, {3, 1}},
+      {{3, 5}, {1}},    {{1}, {3, 5}},    {{}, {2, 3}},
+      {{2, 3}, {}},     {{}, {}},         {{1, 7, 3}, {5, 1, 3}}};
+  for (const auto& [sa, sb] : cases) expectGradients(op, sa, sb);
 }
 
 }  // namespace
 
-TEST(add, gradient) { expectGradients({3, 4}, {3, 4}); }
-
-TEST(add, broadcast_gradient) {
-  expectGradients({3, 4}, {4});
-  expectGradients({2, 3, 4}, {3, 1});
-  expectGradients({4}, {2, 3, 4});
-}
-
+TEST(add, gradient) { expectGradients(kOps[0], {3, 4}, {3, 4}); }
+TEST(add, broadcast_gradient) { expectBroadcastGradients(kOps[0]); }
 TEST(add, broadcast_both_ways_gradient) {
-  expectGradients({3, 1}, {1, 4});
-  expectGradients({2, 1, 5}, {3, 1});
+  expectGradients(kOps[0], {3, 1}, {1, 4});
+  expectGradients(kOps[0], {1, 4}, {3, 1});
 }
-
 TEST(add, scalar_like_operands_gradient) {
-  expectGradients({3, 5}, {1});
-  expectGradients({1}, {3, 5});
-  expectGradients({}, {2, 3});
-  expectGradients({2, 3}, {});
-  expectGradients({}, {});
+  expectGradients(kOps[0], {3, 5}, {1});
+  expectGradients(kOps[0], {}, {2, 3});
 }
-
-TEST(add, odd_sizes_gradient) { expectGradients({1, 7, 3}, {5, 1, 3}); }
+TEST(sub, broadcast_gradient) { expectBroadcastGradients(kOps[1]); }
+TEST(mul, broadcast_gradient) { expectBroadcastGradients(kOps[2]); }
+TEST(div, broadcast_gradient) { expectBroadcastGradients(kOps[3]); }
 
 TEST(add, rejects_incompatible_shapes) {
   Variable a(Tensor::zeros({3, 4}, DType::f64), true), b(Tensor::zeros({5}, DType::f64), true);

@@ -60,6 +60,11 @@ TEST(binary, strided_operands_match_reference) {
     expectMatches(op, a, b);
     expectMatches(op, b, a);
     expectMatches(op, a, operandB({5}, op));
+    // Large enough for the tiled loop (> 32 along both transposed dims), with a batch dim.
+    Tensor big = randomTensor({3, 45, 70}, DType::f32, 5).transpose(1, 2);  // [3, 70, 45]
+    expectMatches(op, big, operandB({3, 70, 45}, op));
+    expectMatches(op, operandB({70, 45}, op), big);
+    expectMatches(op, big, operandB({1, 1, 45}, op));
     Tensor n = randomTensor({6, 9}, DType::f32, 4).narrow(1, 2, 5);  // [6, 5] with gaps
     expectMatches(op, n, operandB({1, 5}, op));
     expectMatches(op, operandB({6, 1}, op), n);

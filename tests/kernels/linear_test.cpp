@@ -61,11 +61,11 @@ TEST(linear, takes_strided_inputs_without_copy) {
   Tensor x = randomTensor({13, 5}, DType::f32, 1).transpose(0, 1);
   Tensor w = randomTensor({13, 9}, DType::f32, 2).transpose(0, 1);
   Tensor b = randomTensor({9}, DType::f32, 3);
-  EXPECT_TRUE(tensorsNear(kernels::onednn::linearForward(x, w, b), kernels::reference::linearForward(x, w, b), 1e-5,
-                          1e-5));
+  EXPECT_TRUE(tensorsNear(kernels::onednn::linearForward(x, w, b), kernels::reference::linearForward(x, w, b),
+                          1e-5, 1e-5));
   Tensor e = randomTensor({1, 13}, DType::f32, 4).expand({4, 13});  // stride 0: copied first
-  EXPECT_TRUE(tensorsNear(kernels::onednn::linearForward(e, w, b), kernels::reference::linearForward(e, w, b), 1e-5,
-                          1e-5));
+  EXPECT_TRUE(tensorsNear(kernels::onednn::linearForward(e, w, b), kernels::reference::linearForward(e, w, b),
+                          1e-5, 1e-5));
 }
 
 TEST(linear, handles_empty_batch) {

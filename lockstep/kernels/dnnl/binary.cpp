@@ -93,6 +93,27 @@ void stridedDispatch(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor
   }
 }
 
+// An operand whose last two dims are transposed relative to y (unit stride on the second-to-last
+// dim) would be read one element per cache line and page; 32x32 tiles keep its lines in cache.
+template <typename T>
+void stridedTiled(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor& b) {
+  constexpr int64_t kTile = 32;
+  const int64_t r = y.dim() - 2, c = y.dim() - 1;
+  auto crosses = [&](const Tensor& t) { return t.stride(c) > 1 && t.stride(r) == 1; };
+  if (y.dim() < 2 || !(crosses(a) || crosses(b)) || y.size(r) <= kTile || y.size(c) <= kTile) {
+    stridedDispatch<T>(op, y, a, b);
+    return;
+  }
+  for (int64_t i = 0; i < y.size(r); i += kTile) {
+    const int64_t li = std::min(kTile, y.size(r) - i);
+    Tensor yr = y.narrow(r, i, li), ar = a.narrow(r, i, li), br = b.narrow(r, i, li);
+    for (int64_t j = 0; j < y.size(c); j += kTile) {
+      const int64_t lj = std::min(kTile, y.size(c) - j);
+      stridedDispatch<T>(op, yr.narrow(c, j, lj), ar.narrow(c, j, lj), br.narrow(c, j, lj));
+    }
+  }
+}
+
 // y = a op b where a and b are already expanded to y's shape (stride 0 along broadcast dims).
 // Large outputs are split along their longest-stride dim across threads.
 template <typename T>
@@ -100,7 +121,7 @@ void stridedParallel(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor
   constexpr int64_t kGrain = 1 << 15;
   const int threads = numThreads();
   if (y.numel() < 2 * kGrain || threads == 1 || y.dim() == 0) {
-    stridedDispatch<T>(op, y, a, b);
+    stridedTiled<T>(op, y, a, b);
     return;
   }
   int64_t d = 0;
@@ -110,14 +131,14 @@ void stridedParallel(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor
   const int64_t len = y.size(d);
   const int64_t chunks = std::min<int64_t>({len, threads, y.numel() / kGrain});
   if (chunks <= 1) {
-    stridedDispatch<T>(op, y, a, b);
+    stridedTiled<T>(op, y, a, b);
     return;
   }
 #pragma omp parallel for num_threads(static_cast <int>(chunks))
   for (int64_t c = 0; c < chunks; ++c) {
     int64_t begin = len * c / chunks, end = len * (c + 1) / chunks;
-    stridedDispatch<T>(op, y.narrow(d, begin, end - begin), a.narrow(d, begin, end - begin),
-                       b.narrow(d, begin, end - begin));
+    stridedTiled<T>(op, y.narrow(d, begin, end - begin), a.narrow(d, begin, end - begin),
+                    b.narrow(d, begin, end - begin));
   }
 }
 

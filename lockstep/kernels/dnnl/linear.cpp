@@ -69,7 +69,12 @@ Tensor linearForward(const Tensor& x0, const Tensor& w0, const Tensor& b0) {
   static PrimitiveCache<dnnl::matmul> cache;
   try {
     auto mx = memDesc(x), mw = memDesc(wt), my = plain(m, out, x.dtype()), mb = plain(1, out, x.dtype());
-    auto& prim = cache.get(keyOf(x) + "@" + keyOf(wt) + (b.defined() ? "+b" : ""), [&] {
+    // Built from integers, not keyOf's stream formatting: this runs every step.
+    std::string key = std::to_string(m) + "x" + std::to_string(in) + "x" + std::to_string(out) + "s" +
+                      std::to_string(x.stride(0)) + "," + std::to_string(x.stride(1)) + "," +
+                      std::to_string(w.stride(0)) + "," + std::to_string(w.stride(1)) + dtypeName(x.dtype()) +
+                      (b.defined() ? "+b" : "");
+    auto& prim = cache.get(key, [&] {
       auto d = b.defined() ? dnnl::matmul::desc(mx, mw, mb, my) : dnnl::matmul::desc(mx, mw, my);
       return dnnl::matmul(dnnl::matmul::primitive_desc(d, engine()));
     });

@@ -6,6 +6,13 @@
 namespace lockstep::kernels::reference {
 
 namespace {
+// Results take the operand's dtype and dense layout (e.g. channels_last), as the oneDNN kernels do.
+Tensor inLayoutOf(const Tensor& result, const Tensor& like) {
+  Tensor out = Tensor::emptyLike(like);
+  out.copyFrom(result);
+  return out;
+}
+
 template <typename Fn>
 Tensor mapF64(const Tensor& x, Fn&& fn) {
   Tensor xd = x.to(DType::f64).contiguous();
@@ -13,7 +20,7 @@ Tensor mapF64(const Tensor& x, Fn&& fn) {
   const double* px = xd.data<double>();
   double* py = y.data<double>();
   for (int64_t i = 0; i < x.numel(); ++i) py[i] = fn(px[i]);
-  return y.to(x.dtype());
+  return inLayoutOf(y, x);
 }
 
 // dL/dx = gy * fn(saved), element by element.
@@ -21,9 +28,10 @@ template <typename Fn>
 Tensor backwardF64(const Tensor& gy, const Tensor& saved, Fn&& dydx) {
   Tensor g = gy.to(DType::f64).contiguous(), s = saved.to(DType::f64).contiguous();
   Tensor gx = Tensor::empty(saved.shape(), DType::f64);
-  for (int64_t i = 0; i < saved.numel(); ++i)
+  for (int64_t i = 0; i < saved.numel(); ++i) {
     gx.data<double>()[i] = g.data<double>()[i] * dydx(s.data<double>()[i]);
-  return gx.to(saved.dtype());
+  }
+  return inLayoutOf(gx, saved);
 }
 
 constexpr double kInvSqrt2 = 0.70710678118654752440;

@@ -17,6 +17,14 @@ double apply(BinaryOp op, double x, double y) {
   }
   return 0.0;
 }
+// The result in `like`'s dtype and, when `like` is dense with the same shape, its layout (the fast
+// kernels keep e.g. channels_last; the reference must return the same tensor, not just values).
+Tensor castLike(const Tensor& y, const Tensor& like) {
+  Tensor out = like.shape() == y.shape() && like.isDense() ? Tensor::emptyLike(like)
+                                                           : Tensor::empty(y.shape(), like.dtype());
+  out.copyFrom(y);
+  return out;
+}
 }  // namespace
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
@@ -29,7 +37,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const double* pb = bd.data<double>();
   double* py = y.data<double>();
   for (int64_t i = 0; i < y.numel(); ++i) py[i] = apply(op, pa[i], pb[i]);
-  return y.to(a.dtype());
+  if (b.shape() == out && !(a.shape() == out && a.isDense()) && b.isDense()) return castLike(y, b);
+  return castLike(y, a);
 }
 
 Tensor binaryScalar(BinaryOp op, const Tensor& a, double s) {
@@ -38,7 +47,7 @@ Tensor binaryScalar(BinaryOp op, const Tensor& a, double s) {
   const double* pa = ad.data<double>();
   double* py = y.data<double>();
   for (int64_t i = 0; i < y.numel(); ++i) py[i] = apply(op, pa[i], s);
-  return y.to(a.dtype());
+  return castLike(y, a);
 }
 
 }  // namespace lockstep::kernels::reference

@@ -22,6 +22,13 @@ struct Split {
 
 Tensor f64(const Tensor& t) { return t.to(DType::f64).contiguous(); }
 
+// Results take the operand's dtype and dense layout (e.g. channels_last), as the oneDNN kernels do.
+Tensor inLayoutOf(const Tensor& result, const Tensor& like) {
+  Tensor out = Tensor::emptyLike(like);
+  out.copyFrom(result);
+  return out;
+}
+
 Tensor forward(const Tensor& x, int64_t dim, bool log) {
   Split sp(x.shape(), dim);
   Tensor xd = f64(x), y = Tensor::empty(x.shape(), DType::f64);
@@ -39,7 +46,7 @@ Tensor forward(const Tensor& x, int64_t dim, bool log) {
       }
     }
   }
-  return y.to(x.dtype());
+  return inLayoutOf(y, x);
 }
 
 Tensor backward(const Tensor& gy, const Tensor& y, int64_t dim, bool log) {
@@ -58,7 +65,7 @@ Tensor backward(const Tensor& gy, const Tensor& y, int64_t dim, bool log) {
       }
     }
   }
-  return gx.to(y.dtype());
+  return inLayoutOf(gx, y);
 }
 }  // namespace
 

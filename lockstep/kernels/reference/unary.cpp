@@ -5,6 +5,15 @@
 
 namespace lockstep::kernels::reference {
 
+namespace {
+// The result in `like`'s dtype and, when dense, its layout (as the fast kernels return it).
+Tensor castLike(const Tensor& y, const Tensor& like) {
+  Tensor out = like.isDense() ? Tensor::emptyLike(like) : Tensor::empty(y.shape(), like.dtype());
+  out.copyFrom(y);
+  return out;
+}
+}  // namespace
+
 Tensor unary(UnaryOp op, const Tensor& x, double p) {
   Tensor xd = x.to(DType::f64).contiguous();
   Tensor y = Tensor::empty(x.shape(), DType::f64);
@@ -30,7 +39,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double p) {
         break;
     }
   }
-  return y.to(x.dtype());
+  return castLike(y, x);
 }
 
 Tensor unaryBackward(UnaryOp op, const Tensor& gy, const Tensor& saved, double p) {
@@ -58,7 +67,7 @@ Tensor unaryBackward(UnaryOp op, const Tensor& gy, const Tensor& saved, double p
         break;
     }
   }
-  return gx.to(saved.dtype());
+  return castLike(gx, saved);
 }
 
 }  // namespace lockstep::kernels::reference
