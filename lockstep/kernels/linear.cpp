@@ -1,4 +1,5 @@
 #include "lockstep/kernels/linear.h"
+#include "lockstep/kernels/reduce.h"
 
 #include <type_traits>
 
@@ -77,26 +78,6 @@ std::pair<Tensor, Tensor> matmulBackward(const Tensor& gy, const Tensor& a, cons
     }
   }
   return {ga, gb};
-}
-
-Tensor sumToShape(const Tensor& t, const Shape& shape) {
-  if (t.shape() == shape) return t;
-  Tensor out = Tensor::zeros(shape, t.dtype());
-  Tensor acc = out.expand(t.shape());  // stride 0 along the broadcast dims: the loop sums into them
-  visitDType(t.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      T* d = out.data<T>();
-      const T* s = t.data<T>();
-      forEachRun<2>(t.shape(), {&acc.strides(), &t.strides()},
-                    [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-                      for (int64_t i = 0; i < n; ++i) d[off[0] + i * st[0]] += s[off[1] + i * st[1]];
-                    });
-    } else {
-      throw NotSupportedError(std::string("sumToShape: dtype ") + dtypeName(t.dtype()) + " is not supported");
-    }
-  });
-  return out;
 }
 
 }  // namespace lockstep::kernels

@@ -22,9 +22,6 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 std::pair<Tensor, Tensor> matmulBackward(const Tensor& gy, const Tensor& a, const Tensor& b, bool need_a,
                                          bool need_b);
 
-/// Sums t over the dims along which `shape` was broadcast to t's shape (numpy rules), giving `shape`.
-Tensor sumToShape(const Tensor& t, const Shape& shape);
-
 namespace onednn {
 Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor linearBackwardData(const Tensor& gy, const Tensor& weight);

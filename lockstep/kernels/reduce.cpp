@@ -40,10 +40,10 @@ std::vector<int64_t> allDims(const Tensor& x) {
   return d;
 }
 
-Tensor reduceToShape(const Tensor& g, const Shape& shape) {
+Tensor sumToShape(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   LOCKSTEP_ENFORCE(shape.size() <= g.shape().size(), ValueError,
-                   "reduceToShape: cannot reduce a gradient of shape ", shapeToString(g.shape()),
+                   "sumToShape: cannot reduce a gradient of shape ", shapeToString(g.shape()),
                    " to the larger-rank shape ", shapeToString(shape));
   const size_t lead = g.shape().size() - shape.size();
   std::vector<int64_t> dims;
@@ -53,7 +53,7 @@ Tensor reduceToShape(const Tensor& g, const Shape& shape) {
       continue;
     }
     int64_t want = shape[i - lead], have = g.shape()[i];
-    LOCKSTEP_ENFORCE(want == have || want == 1, ValueError, "reduceToShape: shape ", shapeToString(shape),
+    LOCKSTEP_ENFORCE(want == have || want == 1, ValueError, "sumToShape: shape ", shapeToString(shape),
                      " does not broadcast to the gradient's shape ", shapeToString(g.shape()));
     if (want == 1 && have != 1) dims.push_back(static_cast<int64_t>(i));
   }

@@ -1,6 +1,6 @@
 #pragma once
 // Reductions: sum/mean over dims (negative dims allowed, keepdim keeps them as size 1), and
-// reduceToShape, which folds a broadcast result's gradient back onto an operand's shape.
+// sumToShape, which folds a broadcast result's gradient back onto an operand's shape.
 #include <cstdint>
 #include <vector>
 
@@ -16,12 +16,10 @@ enum class ReduceOp { sum, mean };
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
 /// Every dim of x, for reduce().
 std::vector<int64_t> allDims(const Tensor& x);
-/// (The brief's sumToShape; named reduceToShape because kernels/linear.cpp already defines a serial
-/// kernels::sumToShape with the same signature.)
 /// The sum of g over the dims along which `shape` was broadcast to g's shape, viewed as `shape`
-/// (so that reduceToShape(broadcast(t), t.shape()) is the gradient of t). Returns g itself when the
+/// (so that sumToShape(broadcast(t), t.shape()) is the gradient of t). Returns g itself when the
 /// shapes are equal. ValueError when `shape` does not broadcast to g's shape.
-Tensor reduceToShape(const Tensor& g, const Shape& shape);
+Tensor sumToShape(const Tensor& g, const Shape& shape);
 
 namespace onednn {
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);

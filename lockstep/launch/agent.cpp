@@ -197,7 +197,8 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
     }
     auto failed = group.reap([&](pid_t pid) { return signals.exitOrder(pid); });
     if (!failed.empty()) {
-      WorkerFailure f = group.failureOf(failed.front(), r.layout.group_rank, host_);
+      size_t root = group.firstErrorFileWriter().value_or(failed.front());
+      WorkerFailure f = group.failureOf(root, r.layout.group_rank, host_);
       report_ = formatRootCause(f);
       try {
         if (!rdzv.publishFailure(attempt, report_)) {
@@ -208,6 +209,16 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
         report_ += "(could not tell the other nodes: " + std::string(e.what()) + ")\n";
       }
       group.stop(SIGTERM, grace, signals.fd());
+      // Ranks that failed on their own, not by the agent's stop: a rank whose exit made its
+      // peers abort may exit after them, so the user sees both.
+      std::string others;
+      for (size_t i = 0; i < group.size(); ++i) {
+        const auto& w = group.worker(i);
+        if (i == root || !w.failed() || w.termSignal() == SIGTERM || w.termSignal() == SIGKILL) continue;
+        others += "    rank " + std::to_string(group.spec(i).rank) + " " +
+                  describeExit(w.exitCode(), w.termSignal()) + "\n";
+      }
+      if (!others.empty()) report_ += "  other ranks on this host that failed by themselves:\n" + others;
       return Outcome::kFailed;
     }
     if (group.allSucceeded()) return awaitOtherNodes(attempt, rdzv, group, signals);

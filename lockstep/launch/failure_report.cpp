@@ -49,7 +49,9 @@ std::string describeExit(int exit_code, int signal) {
 std::string formatRootCause(const WorkerFailure& f) {
   std::ostringstream os;
   os << "root cause: rank " << f.rank << " (local rank " << f.local_rank << " on host '" << f.host
-     << "', node rank " << f.group_rank << ", pid " << f.pid << ") " << describeExit(f.exit_code, f.signal);
+     << "', node rank " << f.group_rank << ", pid " << f.pid << ") "
+     << (f.still_running ? std::string("reported an error and was still exiting")
+                         : describeExit(f.exit_code, f.signal));
   if (f.time_s > 0) os << " at " << utcTime(f.time_s);
   os << "\n";
   if (!f.error_content.empty()) {

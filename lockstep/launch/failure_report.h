@@ -11,12 +11,13 @@ struct WorkerFailure {
   int group_rank = 0;
   std::string host;
   int pid = 0;
-  int exit_code = 0;          ///< Meaningful when signal == 0.
-  int signal = 0;             ///< The signal that killed it; 0 if it exited.
-  double time_s = 0;          ///< When the agent saw it exit (seconds since the epoch).
-  std::string stderr_tail;    ///< The last lines the worker wrote to stderr.
-  std::string error_file;     ///< Path of its error file (LOCKSTEP_ERROR_FILE), if it wrote one.
-  std::string error_content;  ///< What it wrote there (truncated).
+  int exit_code = 0;           ///< Meaningful when signal == 0.
+  int signal = 0;              ///< The signal that killed it; 0 if it exited.
+  bool still_running = false;  ///< It wrote its error file but had not exited yet when seen.
+  double time_s = 0;           ///< When the agent saw it exit (seconds since the epoch).
+  std::string stderr_tail;     ///< The last lines the worker wrote to stderr.
+  std::string error_file;      ///< Path of its error file (LOCKSTEP_ERROR_FILE), if it wrote one.
+  std::string error_content;   ///< What it wrote there (truncated).
 };
 
 /// "SIGKILL" for 9; "signal 77" for numbers without a name.

@@ -1,6 +1,7 @@
 #include "lockstep/launch/worker_group.h"
 
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -77,6 +78,23 @@ std::vector<size_t> WorkerGroup::reap(const std::function<uint64_t(pid_t)>& exit
   return failed;
 }
 
+std::optional<size_t> WorkerGroup::firstErrorFileWriter() const {
+  std::optional<size_t> best;
+  struct timespec best_time {};
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const auto& w = *workers_[i];
+    if (specs_[i].error_file.empty() || (w.exited() && !w.failed())) continue;
+    struct stat st {};
+    if (::stat(specs_[i].error_file.c_str(), &st) != 0 || st.st_size == 0) continue;
+    if (!best || st.st_mtim.tv_sec < best_time.tv_sec ||
+        (st.st_mtim.tv_sec == best_time.tv_sec && st.st_mtim.tv_nsec < best_time.tv_nsec)) {
+      best = i;
+      best_time = st.st_mtim;
+    }
+  }
+  return best;
+}
+
 bool WorkerGroup::allSucceeded() const {
   for (const auto& w : workers_)
     if (!w->exited() || w->failed()) return false;
@@ -117,6 +135,7 @@ WorkerFailure WorkerGroup::failureOf(size_t i, int group_rank, const std::string
   f.group_rank = group_rank;
   f.host = host;
   f.pid = w.pid();
+  f.still_running = !w.exited();
   f.exit_code = w.exitCode();
   f.signal = w.termSignal();
   f.time_s = exit_time_[i];

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ class WorkerGroup {
   /// Reaps workers that have exited; returns the indices of those that failed, earliest exit
   /// first by exit_order(pid) when given (ties and unknowns by rank).
   std::vector<size_t> reap(const std::function<uint64_t(pid_t)>& exit_order = {});
+  /// The worker that wrote its error file first (by modification time) among those that failed
+  /// or are still running, if any wrote one: a worker that reports its own error is the likelier
+  /// root cause than peers that died of its exit (torchelastic chooses the same way).
+  std::optional<size_t> firstErrorFileWriter() const;
   /// True when every worker has exited with code 0.
   bool allSucceeded() const;
   /// Stops the group: `sig` to every running worker's process group, up to `grace` for them to

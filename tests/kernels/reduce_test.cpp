@@ -70,7 +70,7 @@ TEST(reduce, rejects_bad_dims) {
   }
 }
 
-TEST(reduce_to_shape, folds_broadcast_dims) {
+TEST(sum_to_shape, folds_broadcast_dims) {
   Tensor g = randomTensor({4, 3, 5}, DType::f32);
   struct Case {
     Shape target;
@@ -84,22 +84,22 @@ TEST(reduce_to_shape, folds_broadcast_dims) {
                                          {{}, {0, 1, 2}},
                                          {{4, 1, 5}, {1}}}) {
     SCOPED_TRACE(shapeToString(c.target));
-    Tensor r = kernels::reduceToShape(g, c.target);
+    Tensor r = kernels::sumToShape(g, c.target);
     EXPECT_EQ(r.shape(), c.target);
     Tensor ref = kernels::reference::reduce(ReduceOp::sum, g, c.dims, true).reshape(c.target);
     EXPECT_TRUE(tensorsNear(r, ref, 1e-5, 1e-5));
   }
   Tensor g64 = randomTensor({3, 4}, DType::f64);
-  EXPECT_TRUE(tensorsNear(kernels::reduceToShape(g64, {3, 1}),
+  EXPECT_TRUE(tensorsNear(kernels::sumToShape(g64, {3, 1}),
                           kernels::reference::reduce(ReduceOp::sum, g64, {1}, true), 1e-12));
 }
 
-TEST(reduce_to_shape, rejects_non_broadcast_shape) {
+TEST(sum_to_shape, rejects_non_broadcast_shape) {
   Tensor g = Tensor::zeros({4, 3});
-  EXPECT_THROW(kernels::reduceToShape(g, {2, 3}), ValueError);
-  EXPECT_THROW(kernels::reduceToShape(g, {2, 4, 3}), ValueError);
+  EXPECT_THROW(kernels::sumToShape(g, {2, 3}), ValueError);
+  EXPECT_THROW(kernels::sumToShape(g, {2, 4, 3}), ValueError);
   try {
-    kernels::reduceToShape(g, {4, 2});
+    kernels::sumToShape(g, {4, 2});
     FAIL() << "expected ValueError";
   } catch (const ValueError& e) {
     std::string m = e.what();

@@ -1,5 +1,5 @@
 // Element-wise arithmetic of math.h: broadcasting binary ops, scalar ops and unary math.
-// Broadcast gradients are folded back onto each operand's shape with kernels::reduceToShape.
+// Broadcast gradients are folded back onto each operand's shape with kernels::sumToShape.
 #include <cctype>
 
 #include "lockstep/autograd/function.h"
@@ -23,9 +23,9 @@ class AddSubBackward final : public Node {
   AddSubBackward(bool subtract, Shape a, Shape b) : subtract_(subtract), a_(std::move(a)), b_(std::move(b)) {}
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor ga, gb;
-    if (wants(*this, 0)) ga = kernels::reduceToShape(g, a_);
+    if (wants(*this, 0)) ga = kernels::sumToShape(g, a_);
     if (wants(*this, 1)) {
-      gb = kernels::reduceToShape(g, b_);
+      gb = kernels::sumToShape(g, b_);
       if (subtract_) gb = kernels::unary(UnaryOp::neg, gb);
     }
     return {ga, gb};
@@ -44,8 +44,8 @@ class MulBackward final : public Node {
       : a_(std::move(a)), b_(std::move(b)), a_shape_(std::move(a_shape)), b_shape_(std::move(b_shape)) {}
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor ga, gb;
-    if (wants(*this, 0)) ga = kernels::reduceToShape(kernels::binary(BinaryOp::mul, g, b_), a_shape_);
-    if (wants(*this, 1)) gb = kernels::reduceToShape(kernels::binary(BinaryOp::mul, g, a_), b_shape_);
+    if (wants(*this, 0)) ga = kernels::sumToShape(kernels::binary(BinaryOp::mul, g, b_), a_shape_);
+    if (wants(*this, 1)) gb = kernels::sumToShape(kernels::binary(BinaryOp::mul, g, a_), b_shape_);
     return {ga, gb};
   }
   std::string name() const override { return "MulBackward"; }
@@ -64,9 +64,9 @@ class DivBackward final : public Node {
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor g_over_b = kernels::binary(BinaryOp::div, g, b_);
     Tensor ga, gb;
-    if (wants(*this, 0)) ga = kernels::reduceToShape(g_over_b, a_shape_);
+    if (wants(*this, 0)) ga = kernels::sumToShape(g_over_b, a_shape_);
     if (wants(*this, 1)) {
-      gb = kernels::reduceToShape(kernels::binary(BinaryOp::mul, g_over_b, y_), b_.shape());
+      gb = kernels::sumToShape(kernels::binary(BinaryOp::mul, g_over_b, y_), b_.shape());
       gb = kernels::unary(UnaryOp::neg, gb);
     }
     return {ga, gb};

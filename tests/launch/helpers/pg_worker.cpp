@@ -23,7 +23,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("rank %d of %d: allreduce ok (attempt %s)\n", pg->rank(), pg->size(), attempt ? attempt : "?");
-  if (pg->rank() == fail_rank && attempt && std::string(attempt) == "0") return 3;
+  if (pg->rank() == fail_rank && attempt && std::string(attempt) == "0") {
+    if (const char* path = std::getenv("LOCKSTEP_ERROR_FILE")) {
+      if (FILE* f = std::fopen(path, "w")) {
+        std::fprintf(f, "{\"message\": \"rank %d gives up on purpose\"}\n", pg->rank());
+        std::fclose(f);
+      }
+    }
+    return 3;  // its peers, still in barrier(), fail when its connections close
+  }
   pg->barrier()->wait();
   return 0;
 }
