@@ -38,10 +38,9 @@ struct Flag {
   Setter set;
 };
 
-const std::vector<Flag>& flagTable(int cores) {
-  // Rebuilt per call: `cores` is captured; the table is tiny.
-  static thread_local std::vector<Flag> table;
-  table = {
+std::vector<Flag> flagTable(int cores) {
+  // Built per call (it captures `cores`); parsing happens once per process.
+  std::vector<Flag> table = {
       {{"--nproc-per-node"},
        "N|auto",
        "worker processes per node; auto: one per core (default 1)",
@@ -267,7 +266,7 @@ std::pair<std::string, int> parseEndpoint(const std::string& flag, const std::st
 }
 
 LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores) {
-  const auto& table = flagTable(cores);
+  const auto table = flagTable(cores);
   LaunchOptions o;
   std::set<std::string> given;
   size_t i = 0;

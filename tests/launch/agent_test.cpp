@@ -303,15 +303,18 @@ TEST(launch_agent, process_groups_rendezvous_through_the_agent_store) {
   auto r = runAgent({"--nproc-per-node", "3", "--standalone", LOCKSTEP_TEST_PG_WORKER}, dir / "out", 60s);
   ASSERT_EQ(r.code, 0) << r.output;
   for (int rank = 0; rank < 3; ++rank)
-    EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + " of 3: allreduce ok (attempt 0)")) << r.output;
+    EXPECT_TRUE(contains(r.output, "rank " + std::to_string(rank) + " of 3: allreduce ok (attempt 0)"))
+        << r.output;
 }
 
 TEST(launch_agent, the_rank_that_reports_its_error_is_the_root_cause_and_restart_completes) {
   TempDir dir;
   // Rank 1 writes its error file and exits 3; ranks 0 and 2 then fail in barrier() as its
   // connections close, possibly before rank 1 has finished exiting.
+  // The workers prefix their keys per attempt (LOCKSTEP_STORE_PREFIX): attempt 1 must not read
+  // attempt 0's gloo addresses from the agent's store.
   auto r = runAgent({"--nproc-per-node", "3", "--standalone", "--max-restarts", "1", LOCKSTEP_TEST_PG_WORKER,
-                     "--fail-rank", "1"},
+                     "--fail-rank", "1", "--attempt-prefix"},
                     dir / "out", 60s);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "root cause: rank 1 (local rank 1")) << r.output;

@@ -31,7 +31,7 @@ Tensor eltwiseForward(const Tensor& x0, Alg alg, float alpha, const char* op) {
       auto d = dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, alpha);
       return dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()));
     });
-    prim.execute(stream(), {{DNNL_ARG_SRC, memory(md, x)}, {DNNL_ARG_DST, memory(md, y)}});
+    execute(prim, {{DNNL_ARG_SRC, memory(md, x)}, {DNNL_ARG_DST, memory(md, y)}});
   } catch (const dnnl::error& e) {
     rethrow(e, op);
   }
@@ -59,7 +59,7 @@ Tensor eltwiseBackward(const Tensor& gy0, const Tensor& saved0, Alg alg, float a
       auto bd = dnnl::eltwise_backward::desc(alg, md, md, alpha);
       return dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, engine(), fpd));
     });
-    prim.execute(stream(), {{saved_is_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, memory(md, saved)},
+    execute(prim, {{saved_is_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, memory(md, saved)},
                             {DNNL_ARG_DIFF_DST, memory(md, gy)},
                             {DNNL_ARG_DIFF_SRC, memory(md, gx)}});
   } catch (const dnnl::error& e) {

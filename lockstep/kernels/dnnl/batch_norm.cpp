@@ -77,7 +77,7 @@ BatchNormResult batchNorm2dForward(const Tensor& x0, const Tensor& weight, const
     Tensor w, b;
     if (weight.defined()) args.emplace(DNNL_ARG_SCALE, vec(w = f32View(weight)));
     if (bias.defined()) args.emplace(DNNL_ARG_SHIFT, vec(b = f32View(bias)));
-    prim.execute(stream(), args);
+    execute(prim, args);
   } catch (const dnnl::error& e) {
     rethrow(e, "batch_norm2d forward");
   }
@@ -125,7 +125,7 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy0, const Tensor& x0, const Te
       args.emplace(DNNL_ARG_SHIFT, vec(unused_shift = Tensor::zeros({C}, DType::f32)));
       args.emplace(DNNL_ARG_DIFF_SHIFT, vec(g.bias));
     }
-    prim.execute(stream(), args);
+    execute(prim, args);
   } catch (const dnnl::error& e) {
     rethrow(e, "batch_norm2d backward");
   }

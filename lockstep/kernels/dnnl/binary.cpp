@@ -198,9 +198,7 @@ bool tryOnednn(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor& b) {
       return entry;
     });
     if (!e.usable) return false;
-    e.prim.execute(
-        stream(),
-        {{DNNL_ARG_SRC_0, memory(am, a)}, {DNNL_ARG_SRC_1, memory(bm, b)}, {DNNL_ARG_DST, memory(ya, y)}});
+    execute(e.prim, {{DNNL_ARG_SRC_0, memory(am, a)}, {DNNL_ARG_SRC_1, memory(bm, b)}, {DNNL_ARG_DST, memory(ya, y)}});
     stream().wait();
   } catch (const dnnl::error& err) {
     rethrow(err, binaryOpName(op));
@@ -250,7 +248,7 @@ Tensor binaryScalar(BinaryOp op, const Tensor& a0, double s) {
       return dnnl::binary(
           dnnl::binary::primitive_desc(dnnl::binary::desc(algorithmOf(op), md, sm, md), engine()));
     });
-    prim.execute(stream(), {{DNNL_ARG_SRC_0, memory(md, a)},
+    execute(prim, {{DNNL_ARG_SRC_0, memory(md, a)},
                             {DNNL_ARG_SRC_1, dnnl::memory(sm, engine(), &sv)},
                             {DNNL_ARG_DST, memory(md, y)}});
     stream().wait();

@@ -14,6 +14,11 @@ dnnl::engine& engine() {
   return e;
 }
 
+std::mutex& primitiveMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
 dnnl::stream& stream() {
   static dnnl::stream s(engine());
   return s;

@@ -14,6 +14,19 @@ namespace lockstep::kernels::onednn {
 dnnl::engine& engine();
 dnnl::stream& stream();
 
+/// Serialises oneDNN primitive creation and execution in this process. oneDNN 2.6 (Debian's build)
+/// gave wrong results when different primitives ran concurrently from several threads (seen with
+/// ranks-as-threads tests); a lockstep rank computes on one thread (intra-op parallelism is inside
+/// each primitive), so in training this lock is never contended.
+std::mutex& primitiveMutex();
+
+/// Runs a primitive on the shared stream under primitiveMutex().
+template <typename Primitive>
+void execute(const Primitive& prim, const std::unordered_map<int, dnnl::memory>& args) {
+  std::lock_guard<std::mutex> lock(primitiveMutex());
+  prim.execute(stream(), args);
+}
+
 /// oneDNN's type for a dtype; NotSupportedError for f64/i64 (oneDNN has none).
 dnnl::memory::data_type dataType(DType t);
 /// A descriptor with the tensor's dims and strides (any dense layout, e.g. NCHW or NHWC).
@@ -32,14 +45,13 @@ class PrimitiveCache {
  public:
   template <typename Make>
   T& get(const std::string& key, Make&& make) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(primitiveMutex());
     auto it = cache_.find(key);
     if (it == cache_.end()) it = cache_.emplace(key, std::make_unique<T>(make())).first;
     return *it->second;
   }
 
  private:
-  std::mutex mu_;
   std::unordered_map<std::string, std::unique_ptr<T>> cache_;
 };
 

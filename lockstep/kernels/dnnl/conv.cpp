@@ -98,7 +98,7 @@ Mem primitiveWeights(const WithWeights<Prim>& p, const Tensor& w, Tensor& buffer
   if (!p.reorder) return user;
   buffer = Tensor::empty({static_cast<int64_t>(p.prim_w.get_size())}, DType::u8);
   Mem blocked(p.prim_w, engine(), buffer.dataPtr());
-  p.reorder->execute(stream(), user, blocked);
+  execute(*p.reorder, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, blocked}});
   return blocked;
 }
 }  // namespace
@@ -133,7 +133,7 @@ Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b0, const
         {DNNL_ARG_WEIGHTS, primitiveWeights(prims, w, w_buffer)},
         {DNNL_ARG_DST, Mem(activationDesc(ys, x.dtype(), f), engine(), y.dataPtr())}};
     if (b.defined()) args.emplace(DNNL_ARG_BIAS, Mem(vectorDesc(ys[1], b.dtype()), engine(), b.dataPtr()));
-    prims.prim.execute(stream(), args);
+    execute(prims.prim, args);
   } catch (const dnnl::error& e) {
     rethrow(e, "conv2d forward");
   }
@@ -166,9 +166,7 @@ Tensor conv2dBackwardData(const Tensor& gy0, const Tensor& x, const Tensor& w0, 
                          pd.weights_desc(), true);
     });
     Tensor w_buffer;
-    prims.prim.execute(
-        stream(),
-        {{DNNL_ARG_DIFF_DST, Mem(activationDesc(gy.shape(), gy.dtype(), f), engine(), gy.dataPtr())},
+    execute(prims.prim, {{DNNL_ARG_DIFF_DST, Mem(activationDesc(gy.shape(), gy.dtype(), f), engine(), gy.dataPtr())},
          {DNNL_ARG_WEIGHTS, primitiveWeights(prims, w, w_buffer)},
          {DNNL_ARG_DIFF_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), gx.dataPtr())}});
   } catch (const dnnl::error& e) {
@@ -220,8 +218,8 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, con
         {DNNL_ARG_DIFF_WEIGHTS, prim_gw}};
     if (with_bias)
       args.emplace(DNNL_ARG_DIFF_BIAS, Mem(vectorDesc(ws[0], x.dtype()), engine(), out.bias.dataPtr()));
-    prims.prim.execute(stream(), args);
-    if (prims.reorder) prims.reorder->execute(stream(), prim_gw, user_gw);
+    execute(prims.prim, args);
+    if (prims.reorder) execute(*prims.reorder, {{DNNL_ARG_FROM, prim_gw}, {DNNL_ARG_TO, user_gw}});
   } catch (const dnnl::error& e) {
     rethrow(e, "conv2d backward (weights)");
   }

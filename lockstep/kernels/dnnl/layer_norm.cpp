@@ -67,7 +67,7 @@ LayerNormOutput layerNormForward(const Tensor& x0, const Shape& normalized_shape
                                                {DNNL_ARG_VARIANCE, memory(d.stat, out.variance)}};
     if (weight.defined()) args.emplace(DNNL_ARG_SCALE, memory(d.param, contiguousF32(weight)));
     if (bias.defined()) args.emplace(DNNL_ARG_SHIFT, memory(d.param, contiguousF32(bias)));
-    prim.execute(stream(), args);
+    execute(prim, args);
     stream().wait();
   } catch (const dnnl::error& err) {
     rethrow(err, "layer_norm forward");
@@ -114,7 +114,7 @@ LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tens
       args.emplace(DNNL_ARG_SHIFT, memory(d.param, contiguousF32(bias)));
       args.emplace(DNNL_ARG_DIFF_SHIFT, memory(d.param, out.gbias));
     }
-    prim.execute(stream(), args);
+    execute(prim, args);
     stream().wait();
   } catch (const dnnl::error& err) {
     rethrow(err, "layer_norm backward");

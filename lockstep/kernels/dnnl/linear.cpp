@@ -81,7 +81,7 @@ Tensor linearForward(const Tensor& x0, const Tensor& w0, const Tensor& b0) {
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, memory(mx, x)}, {DNNL_ARG_WEIGHTS, memory(mw, wt)}, {DNNL_ARG_DST, memory(my, y)}};
     if (b.defined()) args.emplace(DNNL_ARG_BIAS, memory(mb, b));
-    prim.execute(stream(), args);
+    execute(prim, args);
   } catch (const dnnl::error& e) {
     rethrow(e, "linear forward");
   }
@@ -100,7 +100,7 @@ Tensor linearBackwardData(const Tensor& gy0, const Tensor& w0) {
       return dnnl::inner_product_backward_data(
           dnnl::inner_product_backward_data::primitive_desc(d, engine(), s.forwardPd(false)));
     });
-    prim.execute(stream(), {{DNNL_ARG_DIFF_DST, memory(s.dst(), gy)},
+    execute(prim, {{DNNL_ARG_DIFF_DST, memory(s.dst(), gy)},
                             {DNNL_ARG_WEIGHTS, memory(s.wei(), w)},
                             {DNNL_ARG_DIFF_SRC, memory(s.src(), gx)}});
   } catch (const dnnl::error& e) {
@@ -128,7 +128,7 @@ std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy0, const Tensor&
                                                {DNNL_ARG_DIFF_DST, memory(s.dst(), gy)},
                                                {DNNL_ARG_DIFF_WEIGHTS, memory(s.wei(), gw)}};
     if (with_bias) args.emplace(DNNL_ARG_DIFF_BIAS, memory(s.bias(), gb));
-    prim.execute(stream(), args);
+    execute(prim, args);
   } catch (const dnnl::error& e) {
     rethrow(e, "linear backward (weights)");
   }
@@ -166,9 +166,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     auto& prim = cache.get(keyOf(pa) + "@" + keyOf(pb), [&] {
       return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ma, mb, my), engine()));
     });
-    prim.execute(
-        stream(),
-        {{DNNL_ARG_SRC, memory(ma, pa)}, {DNNL_ARG_WEIGHTS, memory(mb, pb)}, {DNNL_ARG_DST, memory(my, y)}});
+    execute(prim, {{DNNL_ARG_SRC, memory(ma, pa)}, {DNNL_ARG_WEIGHTS, memory(mb, pb)}, {DNNL_ARG_DST, memory(my, y)}});
   } catch (const dnnl::error& e) {
     rethrow(e, "matmul");
   }

@@ -76,7 +76,7 @@ Tensor forward(dnnl::algorithm alg, const Tensor& x0, const Pool2dParams& p, boo
       *workspace = Tensor::empty({static_cast<int64_t>(prims.workspace.get_size())}, DType::u8);
       args.emplace(DNNL_ARG_WORKSPACE, Mem(prims.workspace, engine(), workspace->dataPtr()));
     }
-    prims.prim.execute(stream(), args);
+    execute(prims.prim, args);
   } catch (const dnnl::error& e) {
     rethrow(e, "pool2d forward");
   }
@@ -114,7 +114,7 @@ Tensor backward(dnnl::algorithm alg, const Tensor& gy0, const Tensor& x, const T
                        shapeToString(x.shape()));
       args.emplace(DNNL_ARG_WORKSPACE, Mem(prims.workspace, engine(), workspace.dataPtr()));
     }
-    prims.prim.execute(stream(), args);
+    execute(prims.prim, args);
   } catch (const dnnl::error& e) {
     rethrow(e, "pool2d backward");
   }

@@ -123,7 +123,7 @@ Tensor reduce(ReduceOp op, const Tensor& x0, const std::vector<int64_t>& dims, b
       return entry;
     });
     if (e.usable) {
-      e.prim.execute(stream(), {{DNNL_ARG_SRC, memory(xm, x)}, {DNNL_ARG_DST, memory(ym, y)}});
+      execute(e.prim, {{DNNL_ARG_SRC, memory(xm, x)}, {DNNL_ARG_DST, memory(ym, y)}});
       stream().wait();
       return y.view(out);
     }

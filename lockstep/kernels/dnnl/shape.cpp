@@ -42,7 +42,7 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, memory(ym, y)}};
     for (size_t i = 0; i < srcs.size(); ++i)
       args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), memory(mds[i], srcs[i]));
-    prim.execute(stream(), args);
+    execute(prim, args);
     stream().wait();
   } catch (const dnnl::error& err) {
     rethrow(err, "concat");

@@ -23,7 +23,7 @@ Tensor forward(const Tensor& x0, int64_t dim0, const char* op) {
       typename Fwd::desc d(dnnl::prop_kind::forward_training, md, static_cast<int>(dim));
       return Fwd(typename Fwd::primitive_desc(d, engine()));
     });
-    prim.execute(stream(), {{DNNL_ARG_SRC, memory(md, x)}, {DNNL_ARG_DST, memory(md, y)}});
+    execute(prim, {{DNNL_ARG_SRC, memory(md, x)}, {DNNL_ARG_DST, memory(md, y)}});
   } catch (const dnnl::error& e) {
     rethrow(e, op);
   }
@@ -51,7 +51,7 @@ Tensor backward(const Tensor& gy0, const Tensor& y0, int64_t dim0, const char* o
       typename Bwd::desc bd(md, md, static_cast<int>(dim));
       return Bwd(typename Bwd::primitive_desc(bd, engine(), fpd));
     });
-    prim.execute(stream(), {{DNNL_ARG_DST, memory(md, y)},
+    execute(prim, {{DNNL_ARG_DST, memory(md, y)},
                             {DNNL_ARG_DIFF_DST, memory(md, gy)},
                             {DNNL_ARG_DIFF_SRC, memory(md, gx)}});
   } catch (const dnnl::error& e) {

@@ -58,7 +58,7 @@ Tensor unary(UnaryOp op, const Tensor& x0, double p) {
       auto d = dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, e.alg, md, e.alpha, e.beta);
       return dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()));
     });
-    prim.execute(stream(), {{DNNL_ARG_SRC, memory(md, x)}, {DNNL_ARG_DST, memory(md, y)}});
+    execute(prim, {{DNNL_ARG_SRC, memory(md, x)}, {DNNL_ARG_DST, memory(md, y)}});
     stream().wait();
   } catch (const dnnl::error& err) {
     rethrow(err, unaryOpName(op));
@@ -87,7 +87,7 @@ Tensor unaryBackward(UnaryOp op, const Tensor& gy0, const Tensor& saved0, double
       return dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, engine(), fpd));
     });
     const int saved_arg = unaryBackwardUsesOutput(op) ? DNNL_ARG_DST : DNNL_ARG_SRC;
-    prim.execute(stream(), {{saved_arg, memory(md, saved)},
+    execute(prim, {{saved_arg, memory(md, saved)},
                             {DNNL_ARG_DIFF_DST, memory(md, gy)},
                             {DNNL_ARG_DIFF_SRC, memory(md, gx)}});
     stream().wait();

@@ -1,20 +1,53 @@
 // A worker that does what a training program does under `lockstep run`: initProcessGroup from
 // the environment the agent set (connecting to the agent's store), one allreduce, a check.
 // --fail-rank R: rank R exits 3 after the allreduce on the first attempt (restart tests).
+// --attempt-prefix: build the store by hand, honouring LOCKSTEP_STORE_PREFIX.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "lockstep/comm/init.h"
+#include "lockstep/comm/prefix_store.h"
+#include "lockstep/comm/tcp_store.h"
+
+namespace {
+
+// What a worker under `lockstep run` should do (docs/launch.md): connect to the agent's store as
+// a client and prefix its keys with LOCKSTEP_STORE_PREFIX, so a restarted attempt never reads
+// keys (e.g. gloo addresses) left by the previous one.
+std::shared_ptr<lockstep::comm::ProcessGroup> initWithAttemptPrefix() {
+  auto env = [](const char* k) { return std::string(std::getenv(k) ? std::getenv(k) : ""); };
+  lockstep::comm::TCPStoreOptions so;
+  so.host = env("MASTER_ADDR");
+  so.port = static_cast<uint16_t>(std::stoi(env("MASTER_PORT")));
+  so.timeout = std::chrono::seconds(20);
+  auto store = std::make_shared<lockstep::comm::PrefixStore>(env("LOCKSTEP_STORE_PREFIX"),
+                                                             std::make_shared<lockstep::comm::TCPStore>(so));
+  return lockstep::comm::createProcessGroup("gloo", store, std::stoi(env("RANK")),
+                                            std::stoi(env("WORLD_SIZE")), std::chrono::seconds(20));
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  int fail_rank = argc > 2 && std::string(argv[1]) == "--fail-rank" ? std::atoi(argv[2]) : -1;
+  int fail_rank = -1;
+  bool prefix = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--fail-rank" && i + 1 < argc) fail_rank = std::atoi(argv[++i]);
+    if (a == "--attempt-prefix") prefix = true;
+  }
   const char* attempt = std::getenv("LOCKSTEP_RESTART_COUNT");
-  lockstep::comm::InitOptions o;
-  o.backend = "gloo";
-  o.store_timeout = std::chrono::seconds(20);
-  o.timeout = std::chrono::seconds(20);
-  auto pg = lockstep::comm::initProcessGroup(o);
+  std::shared_ptr<lockstep::comm::ProcessGroup> pg;
+  if (prefix) {
+    pg = initWithAttemptPrefix();
+  } else {
+    lockstep::comm::InitOptions o;
+    o.backend = "gloo";
+    o.store_timeout = std::chrono::seconds(20);
+    o.timeout = std::chrono::seconds(20);
+    pg = lockstep::comm::initProcessGroup(o);
+  }
   double v = pg->rank() + 1.0;
   pg->allreduce(&v, 1, lockstep::DType::f64)->wait();
   const double n = pg->size();
