@@ -99,7 +99,11 @@ ResolvedInit resolveInit(const InitOptions& o) {
   } else {
     throw ValueError(concat("init_method '", m, "' is not understood; use env://, tcp://HOST:PORT or file:///PATH"));
   }
-  r.host_store_server = r.store_kind == "tcp" && r.rank == 0 && !env::getBool("LOCKSTEP_USE_AGENT_STORE", false);
+  // Under `lockstep run` (or torchrun) the agent hosts the store: rank 0 must not bind the port.
+  bool agent_store = env::getBool("LOCKSTEP_USE_AGENT_STORE", false) ||
+                     env::get("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
+  r.host_store_server = r.store_kind == "tcp" && r.rank == 0 && !agent_store;
+  r.key_prefix = env::get("LOCKSTEP_STORE_PREFIX").value_or("");
   return r;
 }
 
@@ -118,7 +122,8 @@ std::shared_ptr<Store> createStore(const ResolvedInit& r, const InitOptions& o) 
   } else {
     return nullptr;
   }
-  return std::make_shared<PrefixStore>(o.group_name, base);
+  // The launcher gives every restart attempt its own prefix, so no attempt sees stale keys.
+  return std::make_shared<PrefixStore>(r.key_prefix + o.group_name, base);
 }
 
 std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std::shared_ptr<Store> store,

@@ -7,7 +7,9 @@
 // OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, else Slurm's SLURM_PROCID/SLURM_NTASKS (local rank
 // likewise from LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID). The store:
 //   env://           TCPStore at MASTER_ADDR:MASTER_PORT; rank 0 hosts the server unless
-//                    LOCKSTEP_USE_AGENT_STORE=1 says the launcher agent already does.
+//                    LOCKSTEP_USE_AGENT_STORE=1 (or TORCHELASTIC_USE_AGENT_STORE=True) says the
+//                    launcher agent already does. Keys go under $LOCKSTEP_STORE_PREFIX (the
+//                    launcher's per-attempt prefix) + group_name.
 //   tcp://host:port  the same with an explicit address.
 //   file://path      FileStore on a shared filesystem.
 // The mpi backend needs no store (MPI has its own rendezvous).
@@ -41,6 +43,7 @@ struct ResolvedInit {
   uint16_t port = 0;
   std::string path;
   bool host_store_server = false;
+  std::string key_prefix;  // $LOCKSTEP_STORE_PREFIX, put before group_name
 };
 
 /// Resolves ranks and the store from options and getenv. ValueError naming the missing or

@@ -13,9 +13,11 @@ enum class ReduceOp : uint8_t { sum, avg, min, max, product };
 /// "sum", "avg", ... for messages.
 const char* reduceOpName(ReduceOp op);
 
-/// dst[i] = op(a[i], b[i]) for i < n; dst may alias a or b. avg combines like sum.
+/// dst[i] = op(a[i], b[i]) for i < n; dst may alias a or b. avg combines like sum. When copy is
+/// set, copy[i] receives the same value in the same pass (saves re-reading dst).
 /// Thread-safe (pure). Half and BFloat16 are combined in float and rounded once per call.
-void reduceInto(void* dst, const void* a, const void* b, size_t n, DType dtype, ReduceOp op);
+void reduceInto(void* dst, const void* a, const void* b, size_t n, DType dtype, ReduceOp op,
+                void* copy = nullptr);
 /// dst[i] /= divisor (finishes an avg). Thread-safe (pure).
 void divideBy(void* dst, size_t n, DType dtype, int64_t divisor);
 

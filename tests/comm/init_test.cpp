@@ -43,7 +43,8 @@ class ScopedEnv {
   static constexpr const char* kAll[] = {
       "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
       "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK",
-      "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "LOCKSTEP_USE_AGENT_STORE"};
+      "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "LOCKSTEP_USE_AGENT_STORE",
+      "TORCHELASTIC_USE_AGENT_STORE", "LOCKSTEP_STORE_PREFIX"};
   std::map<std::string, std::optional<std::string>> saved_;
 };
 
@@ -74,6 +75,11 @@ TEST(ResolveInitTest, RankZeroHostsStoreUnlessAgentDoes) {
   EXPECT_TRUE(resolveInit({}).host_store_server);
   ::setenv("LOCKSTEP_USE_AGENT_STORE", "1", 1);
   EXPECT_FALSE(resolveInit({}).host_store_server);
+  ::unsetenv("LOCKSTEP_USE_AGENT_STORE");
+  ::setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  EXPECT_FALSE(resolveInit({}).host_store_server);
+  ::setenv("LOCKSTEP_STORE_PREFIX", "/worker/attempt_2/", 1);
+  EXPECT_EQ(resolveInit({}).key_prefix, "/worker/attempt_2/");
 }
 
 TEST(ResolveInitTest, OpenMpiAndSlurmVariables) {

@@ -150,11 +150,18 @@ void ShmProcessGroup::runAllreduce(const OpContext& ctx, uint8_t* data, size_t c
     const size_t lo = off(b, r), len = off(b, r + 1) - lo;
     if (len == 0) return;
     uint8_t* acc = data + (b * per_block + lo) * es;
+    uint8_t* out = slot(r, g) + lo * es;  // published in place of this rank's unused staging chunk
+    const int last = r == n - 1 ? n - 2 : n - 1;
     for (int j = 0; j < n; ++j) {
-      if (j != r) reduceInto(acc, acc, slot(j, g) + lo * es, len, dtype, op);
+      if (j == r) continue;
+      // The last step also writes the published copy, in the same pass (not for avg: divided after).
+      bool fuse = j == last && op != ReduceOp::avg;
+      reduceInto(acc, acc, slot(j, g) + lo * es, len, dtype, op, fuse ? out : nullptr);
     }
-    if (op == ReduceOp::avg) divideBy(acc, len, dtype, n);
-    std::memcpy(slot(r, g) + lo * es, acc, len * es);  // publish in place of the unused staging chunk
+    if (op == ReduceOp::avg) {
+      divideBy(acc, len, dtype, n);
+      std::memcpy(out, acc, len * es);
+    }
   };
   auto final = [&](size_t b, uint64_t g) {
     if (count == 0) return;

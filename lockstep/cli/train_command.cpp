@@ -1,0 +1,106 @@
+// `lockstep train CONFIG`: the config-driven trainer (lockstep/train/, docs/config.md). With
+// --nproc-per-node N > 1 it becomes a launcher agent (like `lockstep run`) whose workers run
+// `lockstep train CONFIG ...` again without --nproc-per-node.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "lockstep/cli/command.h"
+#include "lockstep/launch.h"
+#include "lockstep/train.h"
+#include "lockstep/util/error.h"
+
+namespace {
+
+struct TrainArgs {
+  std::string config;
+  int nproc_per_node = 1;
+  std::string output_dir = "lockstep-out";
+  std::vector<std::string> sets;
+  bool resume = false;
+  int max_restarts = 0;
+};
+
+int envInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+// Everything a user can get wrong, checked before any process starts or any data loads.
+lockstep::train::TrainConfig validate(const TrainArgs& a, int world) {
+  auto config = lockstep::train::loadTrainConfig(a.config, a.sets, world);
+  lockstep::train::prepareOutputDir(a.output_dir);
+  lockstep::train::checkDataFiles(config.data);
+  return config;
+}
+
+int launch(const TrainArgs& a) {
+  lockstep::launch::LaunchOptions lo;
+  lo.nproc_per_node = a.nproc_per_node;
+  lo.standalone = true;
+  lo.master_port = 0;
+  lo.max_restarts = a.max_restarts;
+  lo.program = std::filesystem::read_symlink("/proc/self/exe").string();
+  lo.program_args = {"train", a.config, "--output-dir", a.output_dir};
+  for (const auto& s : a.sets) lo.program_args.insert(lo.program_args.end(), {"--set", s});
+  if (a.resume) lo.program_args.push_back("--resume");
+  lockstep::launch::Agent agent(lo);
+  return agent.run();
+}
+
+int trainMain(int argc, char** argv) {
+  TrainArgs a;
+  CLI::App app{"Train a zoo model as a YAML/JSON config says (docs/config.md)", "lockstep train"};
+  app.add_option("config", a.config, "YAML or JSON config file")->required();
+  app.add_option("--nproc-per-node", a.nproc_per_node, "ranks to start on this machine")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--output-dir", a.output_dir, "where checkpoints, metrics, the model and summary.json go");
+  app.add_option("--set", a.sets, "override a config key: --set optimizer.params.lr=0.01 (repeatable)");
+  app.add_flag("--resume", a.resume, "continue from the newest valid checkpoint");
+  app.add_option("--max-restarts", a.max_restarts, "restart all ranks this many times after a failure")
+      ->check(CLI::NonNegativeNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  const int world = a.nproc_per_node > 1 ? a.nproc_per_node : envInt("WORLD_SIZE", 1);
+  const int rank = envInt("RANK", 0);
+  lockstep::train::TrainConfig config;
+  try {
+    config = validate(a, world);
+  } catch (const lockstep::Error& e) {
+    std::fprintf(stderr, "lockstep train: error: %s\n", e.what());
+    return 2;
+  }
+  if (a.nproc_per_node > 1) return launch(a);
+
+  lockstep::train::TrainerOptions to;
+  to.output_dir = a.output_dir;
+  // A restarted worker (the launcher's --max-restarts) picks up where the job left off.
+  to.resume = a.resume || envInt("LOCKSTEP_RESTART_COUNT", 0) > 0;
+  // Tests of --max-restarts: crash the first attempt after a given step.
+  if (envInt("LOCKSTEP_RESTART_COUNT", 0) == 0)
+    to.crash_after_step = envInt("LOCKSTEP_TRAIN_CRASH_AFTER_STEP", 0);
+  to.config_json = {{"config", a.config}, {"overrides", a.sets}, {"world_size", world}};
+  auto s = lockstep::train::runTraining(config, to);
+  if (rank == 0) {
+    std::printf(
+        "world_size=%d steps=%lld global_batch_size=%lld samples_per_second=%.1f train_seconds=%.2f "
+        "test_loss=%.4f test_accuracy=%.4f\n",
+        s.world_size, static_cast<long long>(s.steps), static_cast<long long>(s.global_batch_size),
+        s.samples_per_second, s.train_seconds, s.test_loss, s.test_accuracy);
+    std::printf("wrote %s/model.safetensors and %s/summary.json\n", a.output_dir.c_str(),
+                a.output_dir.c_str());
+  }
+  return 0;
+}
+
+static lockstep::cli::Registration reg{"train", "train a zoo model from a YAML/JSON config (like DeepSpeed)",
+                                       &trainMain};
+
+}  // namespace

@@ -1,0 +1,378 @@
+#include "lockstep/train/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "lockstep/util/error.h"
+
+namespace lockstep::train {
+
+size_t editDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string nearestKey(const std::string& key, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, key.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    size_t d = editDistance(key, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  return best;
+}
+
+BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t> micro,
+                             std::optional<int64_t> accum, int64_t world) {
+  auto str = [](std::optional<int64_t> v) { return v ? std::to_string(*v) : std::string("unset"); };
+  auto fail = [&](const std::string& why) {
+    throw ValueError("inconsistent batch sizes: train_batch_size=" + str(train) +
+                     ", train_micro_batch_size_per_gpu=" + str(micro) + ", gradient_accumulation_steps=" +
+                     str(accum) + ", world size " + std::to_string(world) + ": " + why);
+  };
+  for (auto v : {train, micro, accum}) {
+    if (v && *v <= 0) fail("every batch size must be positive");
+  }
+  BatchSizes b;
+  if (train && micro && accum) {
+    if (*train != *micro * *accum * world)
+      fail("train_batch_size must equal micro * accumulation * world size");
+    b = {*train, *micro, *accum};
+  } else if (train && micro) {
+    if (*train % (*micro * world) != 0) fail("train_batch_size is not a multiple of micro * world size");
+    b = {*train, *micro, *train / (*micro * world)};
+  } else if (train && accum) {
+    if (*train % (*accum * world) != 0)
+      fail("train_batch_size is not a multiple of accumulation * world size");
+    b = {*train, *train / (*accum * world), *accum};
+  } else if (micro && accum) {
+    b = {*micro * *accum * world, *micro, *accum};
+  } else if (train) {
+    if (*train % world != 0) fail("train_batch_size is not a multiple of the world size");
+    b = {*train, *train / world, 1};
+  } else if (micro) {
+    b = {*micro * world, *micro, 1};
+  } else {
+    fail("set train_batch_size or train_micro_batch_size_per_gpu");
+  }
+  return b;
+}
+
+namespace {
+
+const std::set<std::string> kUnsupported = {"fp16",
+                                            "bf16",
+                                            "zero_optimization",
+                                            "activation_checkpointing",
+                                            "amp",
+                                            "flops_profiler",
+                                            "wandb",
+                                            "comet",
+                                            "comms_logger",
+                                            "autotuning",
+                                            "sparse_attention",
+                                            "pipeline",
+                                            "compression_training",
+                                            "data_efficiency",
+                                            "elasticity",
+                                            "curriculum_learning",
+                                            "aio",
+                                            "zero_allow_untested_optimizer",
+                                            "communication_data_type",
+                                            "prescale_gradients",
+                                            "gradient_predivide_factor",
+                                            "sparse_gradients",
+                                            "wall_clock_breakdown",
+                                            "memory_breakdown",
+                                            "dump_state",
+                                            "fp32_allreduce",
+                                            "nebula",
+                                            "data_types"};
+
+std::string join(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+// Checks every key of map node `n` (at `path`) is known; throws naming the first unknown one.
+void checkKeys(const YAML::Node& n, const std::string& path, const std::vector<std::string>& known) {
+  if (!n.IsMap()) throw ValueError((path.empty() ? "the config" : path) + " must be a mapping");
+  for (const auto& kv : n) {
+    std::string key = kv.first.as<std::string>();
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    if (path.empty() && kUnsupported.count(key)) {
+      const YAML::Node& v = kv.second;
+      bool disabled = v.IsMap() && v.size() == 1 && v["enabled"] && v["enabled"].IsScalar() &&
+                      v["enabled"].Scalar() == "false";
+      if (disabled) continue;
+      throw ValueError(key + " is not supported yet");
+    }
+    std::string msg = "unknown key " + join(path, key);
+    std::string near = nearestKey(key, known);
+    if (!near.empty()) msg += " (did you mean " + join(path, near) + "?)";
+    throw ValueError(msg);
+  }
+}
+
+template <typename T>
+const char* typeName() {
+  if constexpr (std::is_same_v<T, bool>)
+    return "a boolean";
+  else if constexpr (std::is_integral_v<T>)
+    return "an integer";
+  else if constexpr (std::is_floating_point_v<T>)
+    return "a number";
+  else
+    return "a string";
+}
+
+template <typename T>
+T convert(const YAML::Node& v, const std::string& path) {
+  if (v.IsScalar()) {
+    try {
+      return v.as<T>();
+    } catch (const YAML::Exception&) {
+    }
+  }
+  std::string got = v.IsScalar()     ? "'" + v.Scalar() + "'"
+                    : v.IsMap()      ? "a mapping"
+                    : v.IsSequence() ? "a list"
+                                     : "null";
+  throw ValueError(path + ": expected " + typeName<T>() + ", got " + got);
+}
+
+template <typename T>
+void get(const YAML::Node& n, const std::string& path, const std::string& key, T& out) {
+  if (n[key]) out = convert<T>(n[key], join(path, key));
+}
+template <typename T>
+void get(const YAML::Node& n, const std::string& path, const std::string& key, std::optional<T>& out) {
+  if (n[key]) out = convert<T>(n[key], join(path, key));
+}
+
+std::vector<int64_t> intList(const YAML::Node& v, const std::string& path) {
+  if (!v.IsSequence()) throw ValueError(path + ": expected a list of integers");
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < v.size(); ++i)
+    out.push_back(convert<int64_t>(v[i], path + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+void parseOptimizer(const YAML::Node& n, OptimizerConfig& o) {
+  checkKeys(n, "optimizer", {"type", "params"});
+  get(n, "optimizer", "type", o.type);
+  if (o.type != "Adam" && o.type != "AdamW" && o.type != "SGD") {
+    throw ValueError("optimizer.type: " + o.type + " is not supported yet (use Adam, AdamW or SGD)");
+  }
+  if (!n["params"]) return;
+  const YAML::Node p = n["params"];
+  const std::string path = "optimizer.params";
+  checkKeys(p, path, {"lr", "betas", "eps", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad"});
+  get(p, path, "lr", o.lr);
+  if (p["betas"]) {
+    if (!p["betas"].IsSequence() || p["betas"].size() != 2)
+      throw ValueError(path + ".betas: expected a list of two numbers");
+    o.beta1 = convert<double>(p["betas"][0], path + ".betas[0]");
+    o.beta2 = convert<double>(p["betas"][1], path + ".betas[1]");
+  }
+  get(p, path, "eps", o.eps);
+  get(p, path, "weight_decay", o.weight_decay);
+  get(p, path, "momentum", o.momentum);
+  get(p, path, "dampening", o.dampening);
+  get(p, path, "nesterov", o.nesterov);
+  get(p, path, "amsgrad", o.amsgrad);
+}
+
+void parseScheduler(const YAML::Node& n, SchedulerConfig& s) {
+  checkKeys(n, "scheduler", {"type", "params"});
+  get(n, "scheduler", "type", s.type);
+  const std::string path = "scheduler.params";
+  const YAML::Node p = n["params"] ? n["params"] : YAML::Node(YAML::NodeType::Map);
+  if (s.type == "WarmupLR" || s.type == "WarmupDecayLR") {
+    std::vector<std::string> known = {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "warmup_type"};
+    if (s.type == "WarmupDecayLR") known.push_back("total_num_steps");
+    checkKeys(p, path, known);
+    get(p, path, "warmup_min_lr", s.warmup.warmup_min_lr);
+    get(p, path, "warmup_max_lr", s.warmup.warmup_max_lr);
+    get(p, path, "warmup_num_steps", s.warmup.warmup_num_steps);
+    get(p, path, "total_num_steps", s.warmup.total_num_steps);
+    if (p["warmup_type"])
+      s.warmup.warmup_type =
+          optim::warmupTypeFromName(convert<std::string>(p["warmup_type"], path + ".warmup_type"));
+  } else if (s.type == "StepLR") {
+    checkKeys(p, path, {"step_size", "gamma"});
+    get(p, path, "step_size", s.step_size);
+    get(p, path, "gamma", s.gamma);
+  } else if (s.type == "CosineAnnealingLR") {
+    checkKeys(p, path, {"T_max", "t_max", "eta_min"});
+    get(p, path, "T_max", s.t_max);
+    get(p, path, "t_max", s.t_max);
+    get(p, path, "eta_min", s.eta_min);
+  } else {
+    throw ValueError("scheduler.type: " + s.type +
+                     " is not supported yet (use WarmupLR, WarmupDecayLR, StepLR or CosineAnnealingLR)");
+  }
+}
+
+void parseMonitor(const YAML::Node& n, const std::string& path, MonitorConfig& m) {
+  checkKeys(n, path, {"enabled", "output_path", "job_name"});
+  get(n, path, "enabled", m.enabled);
+  get(n, path, "output_path", m.output_path);
+  get(n, path, "job_name", m.job_name);
+}
+
+void parseModel(const YAML::Node& n, TrainConfig& c) {
+  if (n.IsScalar()) {
+    c.model = n.as<std::string>();
+    return;
+  }
+  checkKeys(n, "model", {"name", "in_features", "out_features", "hidden", "num_classes"});
+  if (!n["name"]) throw ValueError("model.name is required when model is a mapping");
+  get(n, "model", "name", c.model);
+  get(n, "model", "in_features", c.model_options.in_features);
+  get(n, "model", "out_features", c.model_options.out_features);
+  get(n, "model", "num_classes", c.model_options.num_classes);
+  if (n["hidden"]) c.model_options.hidden = intList(n["hidden"], "model.hidden");
+}
+
+void parseData(const YAML::Node& n, DataConfig& d) {
+  checkKeys(n, "data",
+            {"dataset", "root", "val_split", "num_workers", "transforms", "size", "test_size", "num_classes",
+             "input_shape"});
+  get(n, "data", "dataset", d.dataset);
+  const std::vector<std::string> datasets = {"fashion_mnist", "mnist", "cifar10", "synthetic"};
+  if (std::find(datasets.begin(), datasets.end(), d.dataset) == datasets.end()) {
+    std::string near = nearestKey(d.dataset, datasets);
+    throw ValueError("data.dataset: unknown dataset " + d.dataset +
+                     (near.empty() ? " (use fashion_mnist, mnist, cifar10 or synthetic)"
+                                   : " (did you mean " + near + "?)"));
+  }
+  get(n, "data", "root", d.root);
+  get(n, "data", "val_split", d.val_split);
+  if (d.val_split < 0 || d.val_split >= 1) throw ValueError("data.val_split must be in [0, 1)");
+  get(n, "data", "num_workers", d.num_workers);
+  get(n, "data", "size", d.size);
+  get(n, "data", "test_size", d.test_size);
+  get(n, "data", "num_classes", d.num_classes);
+  if (n["input_shape"]) d.input_shape = intList(n["input_shape"], "data.input_shape");
+  if (n["transforms"]) {
+    const YAML::Node t = n["transforms"];
+    checkKeys(t, "data.transforms", {"normalize", "random_crop", "horizontal_flip"});
+    if (t["normalize"]) {
+      checkKeys(t["normalize"], "data.transforms.normalize", {"mean", "std"});
+      get(t["normalize"], "data.transforms.normalize", "mean", d.normalize_mean);
+      get(t["normalize"], "data.transforms.normalize", "std", d.normalize_std);
+    }
+    get(t, "data.transforms", "random_crop", d.random_crop);
+    get(t, "data.transforms", "horizontal_flip", d.horizontal_flip);
+  }
+  if (d.dataset == "fashion_mnist" && d.root.empty()) d.root = "/usr/share/datasets/fashion-mnist";
+}
+
+void applyOverride(YAML::Node root, const std::string& spec) {
+  size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0) throw ValueError("--set " + spec + ": expected key=value");
+  std::vector<std::string> keys;
+  std::stringstream ss(spec.substr(0, eq));
+  for (std::string k; std::getline(ss, k, '.');) {
+    if (k.empty()) throw ValueError("--set " + spec + ": empty key component");
+    keys.push_back(k);
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(spec.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw ValueError("--set " + spec + ": cannot parse the value: " + e.what());
+  }
+  std::vector<YAML::Node> chain{root};
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    YAML::Node parent = chain.back();
+    if (!parent[keys[i]] || !parent[keys[i]].IsMap()) parent[keys[i]] = YAML::Node(YAML::NodeType::Map);
+    chain.push_back(parent[keys[i]]);
+  }
+  chain.back()[keys.back()] = value;
+}
+
+}  // namespace
+
+TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::string>& overrides,
+                             int64_t world, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ValueError(source + ": not valid YAML or JSON: " + e.what());
+  }
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) throw ValueError(source + ": the top level must be a mapping");
+  for (const auto& o : overrides) applyOverride(root, o);
+  checkKeys(root, "",
+            {"train_batch_size", "train_micro_batch_size_per_gpu", "train_micro_batch_size_per_rank",
+             "gradient_accumulation_steps", "optimizer", "scheduler", "gradient_clipping", "steps_per_print",
+             "tensorboard", "csv_monitor", "model", "data", "epochs", "max_steps", "seed", "checkpoint",
+             "eval", "backend"});
+  TrainConfig c;
+  std::optional<int64_t> train, micro, accum;
+  get(root, "", "train_batch_size", train);
+  get(root, "", "train_micro_batch_size_per_gpu", micro);
+  get(root, "", "train_micro_batch_size_per_rank", micro);
+  get(root, "", "gradient_accumulation_steps", accum);
+  c.batch = resolveBatchSizes(train, micro, accum, world);
+  if (root["optimizer"]) parseOptimizer(root["optimizer"], c.optimizer);
+  if (root["scheduler"]) parseScheduler(root["scheduler"], c.scheduler);
+  if (root["tensorboard"]) parseMonitor(root["tensorboard"], "tensorboard", c.tensorboard);
+  if (root["csv_monitor"]) parseMonitor(root["csv_monitor"], "csv_monitor", c.csv_monitor);
+  if (root["model"]) parseModel(root["model"], c);
+  if (root["data"]) parseData(root["data"], c.data);
+  get(root, "", "gradient_clipping", c.gradient_clipping);
+  get(root, "", "steps_per_print", c.steps_per_print);
+  get(root, "", "epochs", c.epochs);
+  get(root, "", "max_steps", c.max_steps);
+  get(root, "", "seed", c.seed);
+  get(root, "", "backend", c.backend);
+  if (root["checkpoint"]) {
+    const YAML::Node k = root["checkpoint"];
+    checkKeys(k, "checkpoint", {"dir", "every_steps", "keep_last"});
+    get(k, "checkpoint", "dir", c.checkpoint_dir);
+    get(k, "checkpoint", "every_steps", c.checkpoint_every_steps);
+    get(k, "checkpoint", "keep_last", c.checkpoint_keep_last);
+  }
+  if (root["eval"]) {
+    checkKeys(root["eval"], "eval", {"every_epochs"});
+    get(root["eval"], "eval", "every_epochs", c.eval_every_epochs);
+  }
+  const auto models = nn::modelNames();
+  if (std::find(models.begin(), models.end(), c.model) == models.end()) {
+    std::string near = nearestKey(c.model, models), known;
+    for (const auto& m : models) known += (known.empty() ? "" : ", ") + m;
+    throw ValueError("model: unknown model " + c.model +
+                     (near.empty() ? "" : " (did you mean " + near + "?)") + "; known: " + known);
+  }
+  if (c.epochs <= 0) throw ValueError("epochs must be positive");
+  if (c.max_steps < 0) throw ValueError("max_steps must be >= 0");
+  if (c.steps_per_print <= 0) throw ValueError("steps_per_print must be positive");
+  if (c.eval_every_epochs <= 0) throw ValueError("eval.every_epochs must be positive");
+  return c;
+}
+
+TrainConfig loadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,
+                            int64_t world) {
+  std::ifstream in(path);
+  if (!in) throw ValueError("cannot read config file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parseTrainConfig(ss.str(), overrides, world, path);
+}
+
+}  // namespace lockstep::train

@@ -1,0 +1,99 @@
+#pragma once
+// The trainer's config (`lockstep train CONFIG`): a YAML or JSON document using DeepSpeed's key
+// names where they exist, plus lockstep's own (model, data, epochs, ...). docs/config.md lists
+// every key. Resolution is pure: text + overrides + world size -> TrainConfig, or a ValueError
+// naming the key (with its path), what was expected, and the nearest known key for a typo.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lockstep/nn/model_zoo.h"
+#include "lockstep/optim/lr_schedule.h"
+
+namespace lockstep::train {
+
+struct BatchSizes {
+  int64_t train_batch_size = 0;  // global: micro * accumulation * world
+  int64_t micro_batch_size = 0;  // per rank per forward/backward
+  int64_t gradient_accumulation_steps = 1;
+};
+
+/// DeepSpeed's rule: any two of (train, micro, accum) fix the third with the world size; one alone
+/// takes accum = 1. ValueError naming all three and the world size when they disagree or do not
+/// divide; when none is set.
+BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t> micro,
+                             std::optional<int64_t> accum, int64_t world_size);
+
+struct OptimizerConfig {
+  std::string type = "Adam";  // Adam | AdamW | SGD
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  std::optional<double> weight_decay;  // unset: 0 (Adam, SGD) or 1e-2 (AdamW)
+  double momentum = 0.0, dampening = 0.0;
+  bool nesterov = false, amsgrad = false;
+};
+
+struct SchedulerConfig {
+  std::string type;  // empty: constant lr; WarmupLR | WarmupDecayLR | StepLR | CosineAnnealingLR
+  optim::WarmupDecayLROptions warmup{};
+  int64_t step_size = 1;
+  double gamma = 0.1;
+  int64_t t_max = 1;
+  double eta_min = 0.0;
+};
+
+struct MonitorConfig {
+  bool enabled = false;
+  std::string output_path;  // empty: the output dir
+  std::string job_name = "lockstep";
+};
+
+struct DataConfig {
+  std::string dataset = "synthetic";  // fashion_mnist | mnist | cifar10 | synthetic
+  std::string root;
+  double val_split = 0.0;  // fraction of the training set held out for per-epoch validation
+  int64_t num_workers = 0;
+  std::optional<double> normalize_mean, normalize_std;  // transforms.normalize
+  bool random_crop = false, horizontal_flip = false;    // transforms (cifar10)
+  // synthetic only
+  int64_t size = 1024, test_size = 256, num_classes = 10;
+  std::vector<int64_t> input_shape{20};
+};
+
+struct TrainConfig {
+  std::string model = "mlp";
+  nn::ModelOptions model_options{};
+  DataConfig data{};
+  BatchSizes batch{};
+  OptimizerConfig optimizer{};
+  SchedulerConfig scheduler{};
+  double gradient_clipping = 0.0;  // 0: off
+  int64_t steps_per_print = 10;
+  int64_t epochs = 1;
+  int64_t max_steps = 0;  // 0: no limit
+  uint64_t seed = 1;
+  std::string checkpoint_dir;  // empty: OUTPUT/checkpoints
+  int64_t checkpoint_every_steps = 0;
+  int checkpoint_keep_last = 3;
+  int64_t eval_every_epochs = 1;
+  MonitorConfig tensorboard{}, csv_monitor{};
+  std::string backend = "auto";
+};
+
+/// Parses `text` (YAML or JSON), applies `overrides` ("a.b=value", value a YAML scalar or flow
+/// node) and resolves for `world_size` ranks. ValueError on any unknown or unsupported key, wrong
+/// type, or inconsistent value; `source` names the file in messages.
+TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::string>& overrides,
+                             int64_t world_size, const std::string& source = "config");
+
+/// Reads the file and calls parseTrainConfig; ValueError naming the path when it cannot be read.
+TrainConfig loadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,
+                            int64_t world_size);
+
+/// Levenshtein distance.
+size_t editDistance(const std::string& a, const std::string& b);
+/// The candidate nearest to `key` (edit distance at most max(2, |key| / 3)), or "" when none is.
+std::string nearestKey(const std::string& key, const std::vector<std::string>& candidates);
+
+}  // namespace lockstep::train

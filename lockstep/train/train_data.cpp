@@ -1,0 +1,121 @@
+#include "lockstep/train/train_data.h"
+
+#include <filesystem>
+#include <numeric>
+
+#include "lockstep/autograd.h"
+#include "lockstep/data.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::train {
+
+namespace {
+
+bool isMnist(const DataConfig& c) { return c.dataset == "mnist" || c.dataset == "fashion_mnist"; }
+
+}  // namespace
+
+void checkDataFiles(const DataConfig& c) {
+  if (isMnist(c)) {
+    for (const char* base : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                             "t10k-labels-idx1-ubyte"}) {
+      data::findMnistFile(c.root, base);
+    }
+  } else if (c.dataset == "cifar10") {
+    if (!std::filesystem::is_directory(c.root)) {
+      throw IoError("data.root: CIFAR-10 directory " + c.root + " does not exist");
+    }
+  }
+}
+
+TrainData loadTrainData(const DataConfig& c, uint64_t seed) {
+  TrainData d;
+  std::shared_ptr<data::Dataset> full;
+  if (isMnist(c)) {
+    data::MnistOptions mo;
+    if (c.dataset == "fashion_mnist") mo.mean = 0.2860, mo.std = 0.3530;
+    if (c.normalize_mean) mo.mean = *c.normalize_mean;
+    if (c.normalize_std) mo.std = *c.normalize_std;
+    full = std::make_shared<data::TensorDataset>(data::loadMnist(c.root, data::Split::train, mo));
+    d.test = std::make_shared<data::TensorDataset>(data::loadMnist(c.root, data::Split::test, mo));
+  } else if (c.dataset == "cifar10") {
+    data::CifarOptions co;
+    if (c.normalize_mean) co.mean = {*c.normalize_mean, *c.normalize_mean, *c.normalize_mean};
+    if (c.normalize_std) co.std = {*c.normalize_std, *c.normalize_std, *c.normalize_std};
+    full = std::make_shared<data::TensorDataset>(data::loadCifar10(c.root, data::Split::train, co));
+    d.test = std::make_shared<data::TensorDataset>(data::loadCifar10(c.root, data::Split::test, co));
+  } else {
+    // One synthetic set (one teacher) split into train and test by position.
+    data::SyntheticDatasetOptions so;
+    so.size = c.size + c.test_size;
+    so.input_shape = Shape(c.input_shape.begin(), c.input_shape.end());
+    so.num_classes = c.num_classes;
+    so.seed = seed;
+    auto all = std::make_shared<data::SyntheticDataset>(so);
+    std::vector<int64_t> tr(static_cast<size_t>(c.size)), te(static_cast<size_t>(c.test_size));
+    std::iota(tr.begin(), tr.end(), 0);
+    std::iota(te.begin(), te.end(), c.size);
+    full = std::make_shared<data::Subset>(all, tr);
+    d.test = std::make_shared<data::Subset>(all, te);
+  }
+  if (c.val_split > 0) {
+    int64_t nval = static_cast<int64_t>(static_cast<double>(full->size()) * c.val_split);
+    auto parts = data::randomSplit(full, {full->size() - nval, nval}, seed);
+    full = parts[0];
+    d.val = parts[1];
+  }
+  std::vector<std::shared_ptr<const data::Transform>> transforms;
+  if (c.random_crop) transforms.push_back(std::make_shared<data::RandomCrop>());
+  if (c.horizontal_flip) transforms.push_back(std::make_shared<data::HorizontalFlip>());
+  if (!transforms.empty()) {
+    data::TransformedDatasetOptions to;
+    to.seed = seed;
+    full = std::make_shared<data::TransformedDataset>(full, transforms, to);
+  }
+  d.train = full;
+  return d;
+}
+
+EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds, comm::ProcessGroup* group,
+                    int rank, int world) {
+  autograd::NoGradGuard ng;
+  model.eval();
+  data::DataLoaderOptions lo;
+  lo.batch_size = 500;
+  std::shared_ptr<data::Sampler> sampler;
+  if (group) {
+    data::DistributedSamplerOptions so;
+    so.num_replicas = world;
+    so.rank = rank;
+    so.shuffle = false;
+    sampler = std::make_shared<data::DistributedSampler>(ds->size(), so);
+  } else {
+    sampler = std::make_shared<data::SequentialSampler>(ds->size());
+  }
+  data::DataLoader loader(ds, sampler, lo);
+  double stats[3] = {0, 0, 0};  // correct, loss sum, count
+  for (data::Batch& b : loader) {
+    autograd::Variable logits = model(autograd::Variable(b.input));
+    autograd::CrossEntropyOptions co;
+    co.reduction = autograd::Reduction::sum;
+    stats[1] += autograd::crossEntropy(logits, b.target, co).item();
+    Tensor l = logits.tensor().contiguous();
+    const float* p = l.data<float>();
+    const int64_t* t = b.target.data<int64_t>();
+    const int64_t n = l.size(0), classes = l.size(1);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t best = 0;
+      for (int64_t j = 1; j < classes; ++j) {
+        if (p[i * classes + j] > p[i * classes + best]) best = j;
+      }
+      stats[0] += best == t[i];
+    }
+    stats[2] += static_cast<double>(n);
+  }
+  if (group) group->allreduce(stats, 3, DType::f64)->wait();
+  model.train();
+  if (stats[2] == 0) return {};
+  return {stats[1] / stats[2], stats[0] / stats[2]};
+}
+
+}  // namespace lockstep::train

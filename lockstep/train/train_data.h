@@ -1,0 +1,37 @@
+#pragma once
+// The trainer's datasets, built from a DataConfig: train (optionally minus a validation split),
+// validation and test sets, and evaluation of a model over one of them.
+#include <memory>
+
+#include "lockstep/comm/process_group.h"
+#include "lockstep/data/dataset.h"
+#include "lockstep/nn/module.h"
+#include "lockstep/train/config.h"
+
+namespace lockstep::train {
+
+struct TrainData {
+  std::shared_ptr<data::Dataset> train;
+  std::shared_ptr<data::Dataset> val;  // null when data.val_split is 0
+  std::shared_ptr<data::Dataset> test;
+};
+
+/// Checks the dataset's files exist without loading them (for the launcher's parent process);
+/// IoError naming the missing file.
+void checkDataFiles(const DataConfig& config);
+
+/// Loads the datasets; IoError naming the file when one is missing or corrupt. The validation
+/// split is drawn with `seed`, so it is the same on every rank.
+TrainData loadTrainData(const DataConfig& config, uint64_t seed);
+
+struct EvalResult {
+  double loss = 0;
+  double accuracy = 0;
+};
+
+/// Mean cross-entropy and accuracy of model over ds, in batches without gradients. With a group,
+/// each rank evaluates a fixed shard and the sums are all-reduced (collective).
+EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds, comm::ProcessGroup* group,
+                    int rank, int world);
+
+}  // namespace lockstep::train

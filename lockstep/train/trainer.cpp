@@ -1,0 +1,261 @@
+#include "lockstep/train/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <numeric>
+
+#include "lockstep/autograd.h"
+#include "lockstep/data.h"
+#include "lockstep/nn.h"
+#include "lockstep/optim.h"
+#include "lockstep/parallel.h"
+#include "lockstep/train/checkpoint.h"
+#include "lockstep/train/progress.h"
+#include "lockstep/train/train_data.h"
+#include "lockstep/train/training_state.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::train {
+
+namespace fs = std::filesystem;
+
+nlohmann::json toJson(const TrainSummary& s) {
+  return {{"world_size", s.world_size},
+          {"epochs", s.epochs},
+          {"steps", s.steps},
+          {"global_batch_size", s.global_batch_size},
+          {"samples_per_second", s.samples_per_second},
+          {"train_seconds", s.train_seconds},
+          {"test_accuracy", s.test_accuracy},
+          {"test_loss", s.test_loss}};
+}
+
+void prepareOutputDir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw ValueError("cannot create the output dir " + dir + ": " + ec.message());
+  std::string probe = dir + "/.lockstep-write-test-" + std::to_string(::getpid());
+  {
+    std::ofstream f(probe);
+    if (!f || !(f << "x") || !f.flush()) throw ValueError("the output dir " + dir + " is not writable");
+  }
+  fs::remove(probe, ec);
+}
+
+namespace {
+
+std::unique_ptr<optim::Optimizer> makeOptimizer(const OptimizerConfig& o,
+                                                std::vector<autograd::Variable> params) {
+  if (o.type == "SGD") {
+    optim::SGDOptions so;
+    so.lr = o.lr;
+    so.momentum = o.momentum;
+    so.dampening = o.dampening;
+    so.weight_decay = o.weight_decay.value_or(0.0);
+    so.nesterov = o.nesterov;
+    return std::make_unique<optim::SGD>(std::move(params), so);
+  }
+  if (o.type == "AdamW") {
+    optim::AdamWOptions ao;
+    ao.lr = o.lr, ao.beta1 = o.beta1, ao.beta2 = o.beta2, ao.eps = o.eps, ao.amsgrad = o.amsgrad;
+    ao.weight_decay = o.weight_decay.value_or(1e-2);
+    return std::make_unique<optim::AdamW>(std::move(params), ao);
+  }
+  optim::AdamOptions ao;
+  ao.lr = o.lr, ao.beta1 = o.beta1, ao.beta2 = o.beta2, ao.eps = o.eps, ao.amsgrad = o.amsgrad;
+  ao.weight_decay = o.weight_decay.value_or(0.0);
+  return std::make_unique<optim::Adam>(std::move(params), ao);
+}
+
+// Schedulers are stepped once per optimizer step (DeepSpeed's convention), so StepLR's step_size
+// and CosineAnnealingLR's T_max count steps.
+std::unique_ptr<optim::LRScheduler> makeScheduler(const SchedulerConfig& s, optim::Optimizer& opt,
+                                                  int64_t total_steps) {
+  if (s.type.empty()) return nullptr;
+  if (s.type == "WarmupLR") return std::make_unique<optim::WarmupLR>(opt, s.warmup);
+  if (s.type == "WarmupDecayLR") {
+    optim::WarmupDecayLROptions w = s.warmup;
+    if (w.total_num_steps == 0) w.total_num_steps = total_steps;
+    return std::make_unique<optim::WarmupDecayLR>(opt, w);
+  }
+  if (s.type == "StepLR")
+    return std::make_unique<optim::StepLR>(opt, optim::StepLROptions{s.step_size, s.gamma});
+  return std::make_unique<optim::CosineAnnealingLR>(opt, optim::CosineAnnealingLROptions{s.t_max, s.eta_min});
+}
+
+nn::ModelOptions modelOptions(const TrainConfig& c, Generator* gen) {
+  nn::ModelOptions mo = c.model_options;
+  mo.generator = gen;
+  if (c.data.dataset == "synthetic") {  // size linear/mlp to the synthetic data unless told
+    if (mo.in_features == 0) {
+      mo.in_features = std::accumulate(c.data.input_shape.begin(), c.data.input_shape.end(), int64_t{1},
+                                       std::multiplies<>());
+    }
+    if (mo.out_features == 0) mo.out_features = c.data.num_classes;
+  }
+  return mo;
+}
+
+}  // namespace
+
+TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
+  auto dist = parallel::initFromEnvironment(c.backend);
+  const int rank = dist.rank, world = dist.world_size;
+  const bool chief = rank == 0;
+  const std::string ckpt_dir = c.checkpoint_dir.empty() ? o.output_dir + "/checkpoints" : c.checkpoint_dir;
+
+  TrainData data = loadTrainData(c.data, c.seed);
+  manualSeed(c.seed);  // dropout and other draws during training
+  Generator init_gen(c.seed);
+  nn::ModelOptions mo = modelOptions(c, &init_gen);
+  std::shared_ptr<nn::Module> model = nn::makeModel(c.model, mo);
+  std::shared_ptr<nn::Module> net = model;
+  std::shared_ptr<parallel::DistributedDataParallel> ddp;
+  if (dist.group) net = ddp = std::make_shared<parallel::DistributedDataParallel>(model, dist.group);
+  auto params = model->parameters();
+  auto opt = makeOptimizer(c.optimizer, params);
+  nn::CrossEntropyLoss criterion;
+
+  data::DataLoaderOptions lo;
+  lo.batch_size = c.batch.micro_batch_size;
+  lo.num_workers = c.data.num_workers;
+  std::shared_ptr<data::Sampler> sampler;
+  if (dist.group) {
+    data::DistributedSamplerOptions so;
+    so.num_replicas = world;
+    so.rank = rank;
+    so.seed = c.seed;
+    sampler = std::make_shared<data::DistributedSampler>(data.train->size(), so);
+  } else {
+    sampler = std::make_shared<data::RandomSampler>(data.train->size(), c.seed);
+  }
+  data::DataLoader loader(data.train, sampler, lo);
+  const int64_t accum = c.batch.gradient_accumulation_steps;
+  const int64_t steps_per_epoch = loader.size() / accum;
+  if (steps_per_epoch == 0) {
+    throw ValueError("the training set (" + std::to_string(data.train->size()) +
+                     " samples) is smaller than one step (" + std::to_string(c.batch.train_batch_size) +
+                     " samples)");
+  }
+  int64_t total_steps = steps_per_epoch * c.epochs;
+  if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
+  auto sched = makeScheduler(c.scheduler, *opt, total_steps);
+
+  TrainingParts parts{model.get(), opt.get(), sched.get(), &loader, &defaultGenerator(), o.config_json};
+  int64_t step = 0;
+  if (o.resume) {
+    std::string path;
+    if (auto ckpt = loadLatestCheckpoint(ckpt_dir, &path)) {
+      restoreTrainingState(*ckpt, parts);
+      step = ckpt->step;
+      if (chief)
+        std::fprintf(stderr, "resuming from %s (step %lld)\n", path.c_str(), static_cast<long long>(step));
+    } else if (chief) {
+      std::fprintf(stderr, "warning: --resume: no checkpoint in %s, starting from scratch\n",
+                   ckpt_dir.c_str());
+    }
+  }
+  int64_t last_saved = step;
+  auto save = [&] {
+    if (chief && step != last_saved) {
+      CheckpointOptions co;
+      co.keep_last = c.checkpoint_keep_last;
+      saveCheckpoint(ckpt_dir, captureTrainingState(parts, step), co);
+    }
+    last_saved = step;
+  };
+
+  std::unique_ptr<Progress> progress;
+  if (chief) {
+    ProgressOptions po;
+    po.epochs = c.epochs;
+    po.total_steps = total_steps;
+    po.steps_per_print = c.steps_per_print;
+    po.tty = ::isatty(2) == 1;
+    if (c.csv_monitor.enabled) {
+      std::string dir = c.csv_monitor.output_path.empty() ? o.output_dir : c.csv_monitor.output_path;
+      po.csv_path =
+          dir + (c.csv_monitor.output_path.empty() ? "" : "/" + c.csv_monitor.job_name) + "/metrics.csv";
+    } else {
+      po.csv_path = o.output_dir + "/metrics.csv";
+    }
+    if (c.tensorboard.enabled) {
+      std::string dir =
+          c.tensorboard.output_path.empty() ? o.output_dir + "/tensorboard" : c.tensorboard.output_path;
+      po.tensorboard_dir = dir + "/" + c.tensorboard.job_name;
+    }
+    progress = std::make_unique<Progress>(po);
+  }
+
+  TrainSummary s;
+  s.world_size = world;
+  s.global_batch_size = c.batch.train_batch_size;
+  int64_t samples = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  bool done = c.max_steps > 0 && step >= c.max_steps;
+  for (uint64_t e = loader.epoch(); e < static_cast<uint64_t>(c.epochs) && !done; ++e) {
+    if (loader.state().position == 0) loader.setEpoch(e);
+    s.epochs = static_cast<int64_t>(e) + 1;
+    int64_t micro = 0;
+    double window_loss = 0;
+    for (data::Batch& b : loader) {
+      if (micro == 0) opt->zeroGrad(), window_loss = 0;
+      // Accumulation micro-steps reduce nothing; the last one reduces the sum (DDP no_sync).
+      std::unique_ptr<parallel::DistributedDataParallel::NoSyncGuard> no_sync;
+      if (ddp && micro + 1 < accum) no_sync = ddp->noSync();
+      autograd::Variable loss = criterion(net->forward(autograd::Variable(b.input)), b.target);
+      window_loss += loss.item() / static_cast<double>(accum);
+      (accum > 1 ? loss * (1.0 / static_cast<double>(accum)) : loss).backward();
+      if (++micro < accum) continue;
+      micro = 0;
+      if (c.gradient_clipping > 0) optim::clipGradNorm(params, c.gradient_clipping);
+      opt->step();
+      if (sched) sched->step();
+      ++step;
+      samples += c.batch.train_batch_size;
+      if (progress) {
+        progress->onStep({static_cast<int64_t>(e), step, window_loss, opt->paramGroups()[0].lr(),
+                          static_cast<double>(samples) / seconds()});
+      }
+      if (c.checkpoint_every_steps > 0 && step % c.checkpoint_every_steps == 0) save();
+      if (o.crash_after_step > 0 && step == o.crash_after_step) {
+        std::fprintf(stderr, "rank %d: crashing after step %lld (fault injection)\n", rank,
+                     static_cast<long long>(step));
+        std::_Exit(3);
+      }
+      if (c.max_steps > 0 && step >= c.max_steps) {
+        done = true;
+        break;
+      }
+    }
+    if (loader.state().position >= loader.size()) loader.setEpoch(e + 1);  // the epoch is complete
+    if (static_cast<int64_t>(e + 1) % c.eval_every_epochs == 0 || done) {
+      EvalResult v = evaluate(*net, data.val ? data.val : data.test, dist.group.get(), rank, world);
+      if (progress) progress->onValidation(static_cast<int64_t>(e), step, v.loss, v.accuracy);
+    }
+    save();
+  }
+  s.train_seconds = seconds();
+  s.steps = step;
+  s.samples_per_second = s.train_seconds > 0 ? static_cast<double>(samples) / s.train_seconds : 0;
+  EvalResult t = evaluate(*net, data.test, dist.group.get(), rank, world);
+  s.test_loss = t.loss;
+  s.test_accuracy = t.accuracy;
+  if (chief) {
+    progress->finishLine();
+    saveModel(o.output_dir + "/model.safetensors", *model);
+    std::ofstream f(o.output_dir + "/summary.json");
+    f << toJson(s).dump(2) << "\n";
+    if (!f) throw IoError("cannot write " + o.output_dir + "/summary.json");
+  }
+  return s;
+}
+
+}  // namespace lockstep::train

@@ -1,0 +1,45 @@
+#pragma once
+// The config-driven training loop behind `lockstep train`: one call trains a zoo model as a
+// TrainConfig says, on one rank or (started with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT) as one
+// rank of a DistributedDataParallel job.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lockstep/train/config.h"
+
+namespace lockstep::train {
+
+struct TrainerOptions {
+  std::string output_dir = "lockstep-out";
+  /// Continue from the newest valid checkpoint in the checkpoint dir (none: start fresh).
+  bool resume = false;
+  /// Stored in every checkpoint's state.json (what produced it).
+  nlohmann::json config_json = nlohmann::json::object();
+  /// Fault injection for tests of --max-restarts: after the checkpoint of this step (> 0), the
+  /// process exits with code 3 as if it had crashed. 0: off.
+  int64_t crash_after_step = 0;
+};
+
+struct TrainSummary {
+  int world_size = 1;
+  int64_t epochs = 0;  // epochs started
+  int64_t steps = 0;   // optimizer steps, in all (resumed runs included)
+  int64_t global_batch_size = 0;
+  double samples_per_second = 0;  // this process's run only, all ranks' samples
+  double train_seconds = 0;
+  double test_accuracy = 0;
+  double test_loss = 0;
+};
+nlohmann::json toJson(const TrainSummary& s);
+
+/// Creates dir (and parents) and checks a file can be written there; ValueError naming the dir
+/// otherwise.
+void prepareOutputDir(const std::string& dir);
+
+/// Trains to the end (epochs or max_steps). Collective under DDP: every rank calls it. Rank 0
+/// writes checkpoints, metrics, DIR/model.safetensors and DIR/summary.json; every rank loads a
+/// checkpoint when resuming. Steps, sample order and parameters are bitwise those of an
+/// uninterrupted run of the same world size when resumed.
+TrainSummary runTraining(const TrainConfig& config, const TrainerOptions& options);
+
+}  // namespace lockstep::train

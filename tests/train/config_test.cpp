@@ -1,0 +1,160 @@
+// Config resolution as pure functions: DeepSpeed batch-size arithmetic, unknown keys with
+// suggestions, wrong types, unsupported sections, --set overrides, YAML and JSON alike.
+#include "lockstep/train/config.h"
+
+#include <gtest/gtest.h>
+
+#include "lockstep/util/error.h"
+
+using namespace lockstep;
+using namespace lockstep::train;
+
+namespace {
+
+std::string errorOf(const std::string& text, const std::vector<std::string>& sets = {}, int64_t world = 1) {
+  try {
+    parseTrainConfig(text, sets, world);
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST(config, batch_sizes_any_two_fix_the_third) {
+  auto b = resolveBatchSizes(64, 8, std::nullopt, 2);
+  EXPECT_EQ(b.gradient_accumulation_steps, 4);
+  b = resolveBatchSizes(64, std::nullopt, 4, 2);
+  EXPECT_EQ(b.micro_batch_size, 8);
+  b = resolveBatchSizes(std::nullopt, 8, 4, 2);
+  EXPECT_EQ(b.train_batch_size, 64);
+  b = resolveBatchSizes(std::nullopt, 32, std::nullopt, 3);
+  EXPECT_EQ(b.train_batch_size, 96);
+  EXPECT_EQ(b.gradient_accumulation_steps, 1);
+  b = resolveBatchSizes(64, 8, 4, 2);
+  EXPECT_EQ(b.train_batch_size, 64);
+  b = resolveBatchSizes(60, std::nullopt, std::nullopt, 3);
+  EXPECT_EQ(b.micro_batch_size, 20);
+}
+
+TEST(config, inconsistent_batch_sizes_name_all_three_and_the_world) {
+  try {
+    resolveBatchSizes(64, 8, 3, 2);
+    FAIL();
+  } catch (const ValueError& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(has(m, "train_batch_size=64") && has(m, "train_micro_batch_size_per_gpu=8") &&
+                has(m, "gradient_accumulation_steps=3") && has(m, "world size 2"))
+        << m;
+  }
+  EXPECT_THROW(resolveBatchSizes(65, 8, std::nullopt, 2), ValueError);
+  EXPECT_THROW(resolveBatchSizes(std::nullopt, std::nullopt, std::nullopt, 1), ValueError);
+  EXPECT_THROW(resolveBatchSizes(std::nullopt, 0, std::nullopt, 1), ValueError);
+}
+
+TEST(config, nearest_key_by_edit_distance) {
+  EXPECT_EQ(editDistance("lrr", "lr"), 1u);
+  EXPECT_EQ(editDistance("kitten", "sitting"), 3u);
+  EXPECT_EQ(nearestKey("lrr", {"lr", "betas", "eps"}), "lr");
+  EXPECT_EQ(nearestKey("epoch", {"epochs", "seed"}), "epochs");
+  EXPECT_EQ(nearestKey("completely_different", {"lr", "eps"}), "");
+}
+
+TEST(config, yaml_with_every_section) {
+  auto c = parseTrainConfig(R"(
+model: {name: mlp, hidden: [16, 8]}
+data: {dataset: synthetic, size: 100, input_shape: [4], num_classes: 3, val_split: 0.1,
+       transforms: {normalize: {mean: 0.5, std: 0.25}}}
+train_micro_batch_size_per_rank: 4
+gradient_accumulation_steps: 2
+optimizer: {type: AdamW, params: {lr: 0.01, betas: [0.8, 0.9], eps: 1.0e-6, weight_decay: 0.1}}
+scheduler: {type: WarmupDecayLR, params: {warmup_num_steps: 10, total_num_steps: 100, warmup_type: linear}}
+gradient_clipping: 1.0
+steps_per_print: 5
+epochs: 3
+max_steps: 40
+seed: 7
+checkpoint: {dir: /tmp/x, every_steps: 10, keep_last: 2}
+eval: {every_epochs: 2}
+tensorboard: {enabled: true, output_path: tb, job_name: j}
+csv_monitor: {enabled: true}
+fp16: {enabled: false}
+)",
+                            {}, 2);
+  EXPECT_EQ(c.model, "mlp");
+  EXPECT_EQ(c.model_options.hidden, (std::vector<int64_t>{16, 8}));
+  EXPECT_EQ(c.batch.train_batch_size, 16);
+  EXPECT_EQ(c.optimizer.type, "AdamW");
+  EXPECT_DOUBLE_EQ(c.optimizer.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(*c.optimizer.weight_decay, 0.1);
+  EXPECT_EQ(c.scheduler.warmup.total_num_steps, 100);
+  EXPECT_EQ(c.scheduler.warmup.warmup_type, optim::WarmupType::linear);
+  EXPECT_EQ(c.checkpoint_keep_last, 2);
+  EXPECT_EQ(c.eval_every_epochs, 2);
+  EXPECT_TRUE(c.tensorboard.enabled);
+  EXPECT_EQ(c.tensorboard.job_name, "j");
+  EXPECT_DOUBLE_EQ(*c.data.normalize_mean, 0.5);
+  EXPECT_EQ(c.seed, 7u);
+}
+
+TEST(config, json_deepspeed_style) {
+  auto c = parseTrainConfig(R"({"train_batch_size": 32, "gradient_accumulation_steps": 1,
+    "optimizer": {"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9}},
+    "scheduler": {"type": "StepLR", "params": {"step_size": 5, "gamma": 0.5}},
+    "model": "linear"})",
+                            {}, 4);
+  EXPECT_EQ(c.batch.micro_batch_size, 8);
+  EXPECT_EQ(c.optimizer.type, "SGD");
+  EXPECT_DOUBLE_EQ(c.optimizer.momentum, 0.9);
+  EXPECT_EQ(c.scheduler.step_size, 5);
+  EXPECT_EQ(c.model, "linear");
+}
+
+TEST(config, unknown_key_names_its_path_and_suggests) {
+  std::string m = errorOf("train_batch_size: 8\noptimizer: {type: Adam, params: {lrr: 0.1}}");
+  EXPECT_TRUE(has(m, "unknown key optimizer.params.lrr") && has(m, "did you mean optimizer.params.lr?")) << m;
+  m = errorOf("train_batch_size: 8\nepoch: 3");
+  EXPECT_TRUE(has(m, "unknown key epoch") && has(m, "did you mean epochs?")) << m;
+  m = errorOf("train_batch_size: 8\ndata: {datset: mnist}");
+  EXPECT_TRUE(has(m, "data.datset") && has(m, "data.dataset")) << m;
+}
+
+TEST(config, wrong_type_names_key_and_expected_type) {
+  std::string m = errorOf("train_batch_size: 8\nepochs: many");
+  EXPECT_TRUE(has(m, "epochs") && has(m, "expected an integer") && has(m, "'many'")) << m;
+  m = errorOf("train_batch_size: 8\noptimizer: {params: {lr: [1, 2]}}");
+  EXPECT_TRUE(has(m, "optimizer.params.lr") && has(m, "expected a number")) << m;
+  m = errorOf("train_batch_size: 8\ncsv_monitor: {enabled: maybe}");
+  EXPECT_TRUE(has(m, "csv_monitor.enabled") && has(m, "expected a boolean")) << m;
+}
+
+TEST(config, unsupported_sections_are_rejected) {
+  EXPECT_EQ(errorOf("train_batch_size: 8\nfp16: {enabled: true}"), "fp16 is not supported yet");
+  EXPECT_EQ(errorOf("train_batch_size: 8\nzero_optimization: {stage: 2}"),
+            "zero_optimization is not supported yet");
+  EXPECT_EQ(errorOf("train_batch_size: 8\nbf16: {enabled: true}"), "bf16 is not supported yet");
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\noptimizer: {type: Lamb}"), "Lamb is not supported yet"));
+  EXPECT_TRUE(
+      has(errorOf("train_batch_size: 8\nscheduler: {type: OneCycle}"), "OneCycle is not supported yet"));
+}
+
+TEST(config, set_overrides_parse_yaml_scalars) {
+  auto c = parseTrainConfig(
+      "train_batch_size: 8\noptimizer: {type: Adam, params: {lr: 0.1}}",
+      {"optimizer.params.lr=0.5", "epochs=4", "data.dataset=synthetic", "model.name=mlp", "model.hidden=[3]"},
+      1);
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.5);
+  EXPECT_EQ(c.epochs, 4);
+  EXPECT_EQ(c.model_options.hidden, std::vector<int64_t>{3});
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8", {"epochs"}), "expected key=value"));
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8", {"optimizer.params.lrr=1"}), "optimizer.params.lrr"));
+}
+
+TEST(config, inconsistent_batch_in_config_uses_world) {
+  std::string m = errorOf(
+      "train_batch_size: 64\ntrain_micro_batch_size_per_gpu: 8\ngradient_accumulation_steps: 2", {}, 3);
+  EXPECT_TRUE(has(m, "world size 3")) << m;
+}

@@ -1,0 +1,186 @@
+// `lockstep train` end to end, as a user runs it: the built binary on a synthetic dataset with
+// max_steps (fast), its outputs, bitwise resume, 2 ranks, and every bad input exiting with 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#ifndef LOCKSTEP_BIN
+#error "LOCKSTEP_BIN must name the built lockstep binary"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string output;
+};
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class TrainCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (fs::temp_directory_path() / ("lockstep-train-" + std::to_string(::getpid()) + "-" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+               .string();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string writeConfig(const std::string& name, const std::string& text) {
+    std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  Result run(const std::string& args) {
+    std::string out = dir_ + "/out.txt";
+    int status = std::system((std::string(LOCKSTEP_BIN) + " train " + args + " > " + out + " 2>&1").c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, readFile(out)};
+  }
+  std::string dir_;
+};
+
+const char* kSynthetic = R"(
+model: {name: mlp, hidden: [8]}
+data: {dataset: synthetic, size: 96, test_size: 32, input_shape: [6], num_classes: 3}
+train_micro_batch_size_per_gpu: 8
+gradient_accumulation_steps: 2
+optimizer: {type: Adam, params: {lr: 0.01}}
+scheduler: {type: WarmupLR, params: {warmup_num_steps: 5, warmup_max_lr: 0.01}}
+gradient_clipping: 1.0
+epochs: 4
+max_steps: 20
+steps_per_print: 3
+checkpoint: {every_steps: 4, keep_last: 3}
+tensorboard: {enabled: true}
+)";
+
+}  // namespace
+
+TEST_F(TrainCli, trains_and_writes_every_output) {
+  std::string cfg = writeConfig("c.yaml", kSynthetic);
+  Result r = run(cfg + " --output-dir " + dir_ + "/o");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto s = nlohmann::json::parse(readFile(dir_ + "/o/summary.json"));
+  for (const char* k : {"world_size", "epochs", "steps", "global_batch_size", "samples_per_second",
+                        "train_seconds", "test_accuracy", "test_loss"}) {
+    EXPECT_TRUE(s.contains(k)) << k;
+  }
+  EXPECT_EQ(s["steps"], 20);
+  EXPECT_EQ(s["world_size"], 1);
+  EXPECT_EQ(s["global_batch_size"], 16);
+  EXPECT_TRUE(fs::exists(dir_ + "/o/model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir_ + "/o/checkpoints/latest"));
+  std::string csv = readFile(dir_ + "/o/metrics.csv");
+  EXPECT_NE(csv.find("train/loss"), std::string::npos);
+  EXPECT_NE(csv.find("val/accuracy"), std::string::npos);
+  bool events = false;
+  for (auto& e : fs::recursive_directory_iterator(dir_ + "/o/tensorboard")) {
+    events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  }
+  EXPECT_TRUE(events);
+  EXPECT_NE(r.output.find("val_accuracy="), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("step 3/20"), std::string::npos) << r.output;  // plain lines when not a tty
+}
+
+TEST_F(TrainCli, resume_is_bitwise_identical_and_skips_a_corrupt_checkpoint) {
+  std::string cfg = writeConfig("c.yaml", kSynthetic);
+  ASSERT_EQ(run(cfg + " --output-dir " + dir_ + "/straight").code, 0);
+  // "Killed" at step 9 (mid-epoch: 6 steps per epoch), then resumed to 20.
+  Result first = run(cfg + " --output-dir " + dir_ + "/r --set max_steps=9");
+  ASSERT_EQ(first.code, 0) << first.output;
+  Result second = run(cfg + " --output-dir " + dir_ + "/r --resume");
+  ASSERT_EQ(second.code, 0) << second.output;
+  EXPECT_NE(second.output.find("(step 9)"), std::string::npos) << second.output;
+  EXPECT_EQ(readFile(dir_ + "/straight/model.safetensors"), readFile(dir_ + "/r/model.safetensors"));
+  // Corrupt the newest checkpoint: resume falls back to the previous one with a warning.
+  ASSERT_EQ(run(cfg + " --output-dir " + dir_ + "/c --set max_steps=9").code, 0);
+  std::string newest = dir_ + "/c/checkpoints/" + readFile(dir_ + "/c/checkpoints/latest");
+  while (!newest.empty() && (newest.back() == '\n' || newest.back() == ' ')) newest.pop_back();
+  {
+    std::fstream f(newest + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << newest;
+    f.seekg(-3, std::ios::end);
+    char c = static_cast<char>(f.get());
+    f.seekp(-3, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  Result third = run(cfg + " --output-dir " + dir_ + "/c --resume");
+  ASSERT_EQ(third.code, 0) << third.output;
+  EXPECT_NE(third.output.find("(step 8)"), std::string::npos) << third.output;
+  EXPECT_EQ(readFile(dir_ + "/straight/model.safetensors"), readFile(dir_ + "/c/model.safetensors"));
+}
+
+TEST_F(TrainCli, two_ranks_through_the_launcher_resume_bitwise) {
+  std::string cfg = writeConfig("c.yaml", kSynthetic);
+  Result straight = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/s --set max_steps=8");
+  ASSERT_EQ(straight.code, 0) << straight.output;
+  auto s = nlohmann::json::parse(readFile(dir_ + "/s/summary.json"));
+  EXPECT_EQ(s["world_size"], 2);
+  EXPECT_EQ(s["global_batch_size"], 32);
+  EXPECT_EQ(s["steps"], 8);
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/r --set max_steps=4").code, 0);
+  Result resumed = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/r --set max_steps=8 --resume");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("(step 4)"), std::string::npos) << resumed.output;
+  EXPECT_EQ(readFile(dir_ + "/s/model.safetensors"), readFile(dir_ + "/r/model.safetensors"));
+}
+
+TEST_F(TrainCli, max_restarts_resumes_a_crashed_job_bitwise) {
+  std::string cfg = writeConfig("c.yaml", kSynthetic);
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/s --set max_steps=8").code, 0);
+  ::setenv("LOCKSTEP_TRAIN_CRASH_AFTER_STEP", "5", 1);
+  Result crashed =
+      run(cfg + " --nproc-per-node 2 --max-restarts 1 --output-dir " + dir_ + "/r --set max_steps=8");
+  ::unsetenv("LOCKSTEP_TRAIN_CRASH_AFTER_STEP");
+  ASSERT_EQ(crashed.code, 0) << crashed.output;
+  EXPECT_NE(crashed.output.find("fault injection"), std::string::npos) << crashed.output;
+  EXPECT_NE(crashed.output.find("(step 4)"), std::string::npos) << crashed.output;  // every_steps: 4
+  EXPECT_EQ(readFile(dir_ + "/s/model.safetensors"), readFile(dir_ + "/r/model.safetensors"));
+}
+
+TEST_F(TrainCli, bad_input_exits_2_with_a_clear_message) {
+  struct Case {
+    std::string config, extra, expect;
+  };
+  std::string base =
+      "train_micro_batch_size_per_gpu: 8\ndata: {dataset: synthetic, size: 32}\nmax_steps: 1\n";
+  std::ofstream(dir_ + "/a_file") << "x";
+  std::vector<Case> cases = {
+      {base + "optimizer: {params: {lrr: 0.1}}", "",
+       "unknown key optimizer.params.lrr (did you mean optimizer.params.lr?)"},
+      {base + "epochs: three", "", "epochs: expected an integer, got 'three'"},
+      {base + "fp16: {enabled: true}", "", "fp16 is not supported yet"},
+      {base + "train_batch_size: 20\ngradient_accumulation_steps: 2", "", "world size 1"},
+      {"train_micro_batch_size_per_gpu: 8\ndata: {dataset: fashion_mnist, root: /nonexistent/fm}", "",
+       "/nonexistent/fm"},
+      {base, "--output-dir " + dir_ + "/a_file/sub", "output dir"},
+      {base, "--set epochs", "expected key=value"},
+      {base + "model: nosuchmodel", "", "nosuchmodel"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::string cfg = writeConfig("bad" + std::to_string(i) + ".yaml", cases[i].config);
+    std::string extra = cases[i].extra.empty() ? "--output-dir " + dir_ + "/o" : cases[i].extra;
+    Result r = run(cfg + " " + extra);
+    EXPECT_EQ(r.code, 2) << cases[i].config << "\n" << r.output;
+    EXPECT_NE(r.output.find(cases[i].expect), std::string::npos) << r.output;
+  }
+  Result missing = run(dir_ + "/no_such_config.yaml");
+  EXPECT_EQ(missing.code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("no_such_config.yaml"), std::string::npos) << missing.output;
+  // Bad input is caught before any rank starts.
+  Result launched =
+      run(writeConfig("l.yaml", base + "epochs: x") + " --nproc-per-node 2 --output-dir " + dir_ + "/o");
+  EXPECT_EQ(launched.code, 2) << launched.output;
+}
