@@ -13,42 +13,10 @@
 #include "lockstep/optim.h"
 #include "lockstep/parallel.h"
 #include "lockstep/train/safetensors.h"
+#include "lockstep/train/train_data.h"
 
 using namespace lockstep;
 
-namespace {
-
-// Mean loss and accuracy over a dataset shard, summed across ranks.
-std::pair<double, double> evaluate(nn::Module& model, std::shared_ptr<data::Dataset> ds,
-                                   const parallel::DistributedEnvironment& env) {
-  autograd::NoGradGuard ng;
-  model.eval();
-  data::DistributedSamplerOptions so;
-  so.num_replicas = env.world_size;
-  so.rank = env.rank;
-  so.shuffle = false;
-  data::DataLoaderOptions lo;
-  lo.batch_size = 1000;
-  data::DataLoader loader(ds, std::make_shared<data::DistributedSampler>(ds->size(), so), lo);
-  double s[3] = {0, 0, 0};
-  autograd::CrossEntropyOptions co;
-  co.reduction = autograd::Reduction::sum;
-  for (data::Batch& b : loader) {
-    autograd::Variable out = model.forward(autograd::Variable(b.input));
-    s[0] += autograd::crossEntropy(out, b.target, co).item();
-    Tensor l = out.tensor().contiguous();
-    for (int64_t i = 0; i < l.size(0); ++i) {
-      const float* row = l.data<float>() + i * l.size(1);
-      s[1] += std::max_element(row, row + l.size(1)) - row == b.target.data<int64_t>()[i];
-    }
-    s[2] += static_cast<double>(l.size(0));
-  }
-  if (env.group) env.group->allreduce(s, 3, DType::f64)->wait();
-  model.train();
-  return {s[0] / s[2], s[1] / s[2]};
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   std::string data_dir = "/usr/share/datasets/fashion-mnist", save_path, backend = "auto";
@@ -96,10 +64,10 @@ int main(int argc, char** argv) {
         }
       }
       scheduler.step();
-      auto [vl, va] = evaluate(*net, parts[1], env);
+      auto [vl, va] = train::evaluate(*net, parts[1], env.group.get(), env.rank, env.world_size);
       if (env.rank == 0) std::printf("epoch %d: val_loss=%.4f val_accuracy=%.4f lr=%g\n", epoch, vl, va, scheduler.lastLr()[0]);
     }
-    auto [tl, ta] = evaluate(*net, test, env);
+    auto [tl, ta] = train::evaluate(*net, test, env.group.get(), env.rank, env.world_size);
     if (env.rank == 0) {
       std::printf("test_loss=%.4f test_accuracy=%.4f\n", tl, ta);
       if (!save_path.empty()) {

@@ -14,6 +14,7 @@
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
 #include "lockstep/parallel.h"
+#include "lockstep/train/train_data.h"
 
 using namespace lockstep;
 
@@ -29,39 +30,6 @@ struct Args {
   int64_t num_workers = 1;
   std::string backend = "auto";
 };
-
-// Accuracy and mean loss of model over a dataset, evaluated in batches without gradients. Under
-// DDP each rank evaluates its shard and the counts are summed.
-std::pair<double, double> evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds,
-                                   const std::shared_ptr<data::Sampler>& sampler, comm::ProcessGroup* pg) {
-  autograd::NoGradGuard ng;
-  model.eval();
-  data::DataLoaderOptions lo;
-  lo.batch_size = 1000;
-  auto loader = sampler ? data::DataLoader(ds, sampler, lo) : data::DataLoader(ds, lo);
-  double stats[3] = {0, 0, 0};  // correct, loss sum, count
-  for (data::Batch& b : loader) {
-    autograd::Variable logits = model(autograd::Variable(b.input));
-    autograd::CrossEntropyOptions co;
-    co.reduction = autograd::Reduction::sum;
-    stats[1] += autograd::crossEntropy(logits, b.target, co).item();
-    Tensor l = logits.tensor().contiguous();
-    const float* p = l.data<float>();
-    const int64_t* t = b.target.data<int64_t>();
-    const int64_t n = l.size(0), c = l.size(1);
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t best = 0;
-      for (int64_t j = 1; j < c; ++j) {
-        if (p[i * c + j] > p[i * c + best]) best = j;
-      }
-      stats[0] += best == t[i];
-    }
-    stats[2] += static_cast<double>(n);
-  }
-  if (pg) pg->allreduce(stats, 3, DType::f64)->wait();
-  model.train();
-  return {stats[0] / stats[2], stats[1] / stats[2]};
-}
 
 }  // namespace
 
@@ -100,15 +68,13 @@ int main(int argc, char** argv) {
     data::DataLoaderOptions lo;
     lo.batch_size = a.batch_size;
     lo.num_workers = a.num_workers;
-    std::shared_ptr<data::Sampler> train_sampler, test_sampler;
+    std::shared_ptr<data::Sampler> train_sampler;
     if (dist.group) {
       data::DistributedSamplerOptions so;
       so.num_replicas = world;
       so.rank = rank;
       so.seed = a.seed;
       train_sampler = std::make_shared<data::DistributedSampler>(train->size(), so);
-      so.shuffle = false;  // evaluation: every rank a fixed shard
-      test_sampler = std::make_shared<data::DistributedSampler>(test->size(), so);
     } else {
       train_sampler = std::make_shared<data::RandomSampler>(train->size(), a.seed);
     }
@@ -134,7 +100,7 @@ int main(int argc, char** argv) {
         }
       }
       train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      auto [acc, tl] = evaluate(*model, test, test_sampler, dist.group.get());
+      auto [tl, acc] = train::evaluate(*model, test, dist.group.get(), rank, world);
       test_accuracy = acc;
       if (rank == 0) {
         std::fprintf(stderr, "epoch %d: steps=%lld loss=%.4f test_loss=%.4f test_accuracy=%.4f samples/s=%.0f\n",

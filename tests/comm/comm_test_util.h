@@ -21,7 +21,8 @@ inline std::shared_ptr<ProcessGroup> makeGroup(const std::string& backend, std::
   if (backend == "shm") {
     ShmOptions o;
     o.timeout = timeout;
-    o.block_bytes = 64 << 10;  // small blocks: many rounds even for modest counts
+    o.block_bytes = 64 << 10;        // small blocks: many rounds even for modest counts
+    o.stream_min_bytes = 1 << 20;    // the 1M-element cases take the streaming path
     return std::make_shared<ShmProcessGroup>(store, rank, size, o);
   }
   GlooOptions o;

@@ -12,6 +12,7 @@
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
 #include "lockstep/parallel.h"
+#include "parallel/thread_ranks.h"
 
 using namespace lockstep;
 using autograd::Variable;
@@ -58,25 +59,8 @@ Variable lossOf(nn::Module& m, const Tensor& x, const Tensor& y) {
   return autograd::crossEntropy(m.forward(Variable(x)), y);
 }
 
-// Runs fn(rank, group) on `world` thread-ranks of a fresh shm group.
 void runRanks(int world, const std::function<void(int, std::shared_ptr<comm::ProcessGroup>)>& fn) {
-  auto store = std::make_shared<comm::HashStore>();
-  std::vector<std::thread> threads;
-  std::mutex mu;
-  std::exception_ptr first;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto pg = comm::createProcessGroup("shm", store, r, world, std::chrono::seconds(60));
-        fn(r, pg);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!first) first = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  lockstep::testing::runThreadRanks(world, fn);
 }
 
 double maxRelDiff(const Tensor& a, const Tensor& b) {

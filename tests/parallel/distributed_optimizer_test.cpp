@@ -10,6 +10,7 @@
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
 #include "lockstep/parallel.h"
+#include "parallel/thread_ranks.h"
 
 using namespace lockstep;
 using autograd::Variable;
@@ -37,22 +38,7 @@ std::pair<Tensor, Tensor> batch(int step, int64_t rows) {
 }
 
 void runRanks(int world, const std::function<void(int, std::shared_ptr<comm::ProcessGroup>)>& fn) {
-  auto store = std::make_shared<comm::HashStore>();
-  std::vector<std::thread> threads;
-  std::mutex mu;
-  std::exception_ptr first;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r, comm::createProcessGroup("shm", store, r, world, std::chrono::seconds(60)));
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!first) first = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  lockstep::testing::runThreadRanks(world, fn);
 }
 
 double maxAbsDiff(const Tensor& a, const Tensor& b) {

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "lockstep/comm/gloo/gloo_op_check.h"
 #include "lockstep/comm/gloo/gloo_store_adapter.h"
 #include "lockstep/comm/prefix_store.h"
 #include "lockstep/util/env.h"
@@ -26,21 +27,12 @@
 namespace lockstep::comm {
 
 using ::lockstep::detail::concat;
-
-struct GlooProcessGroup::Desc {
-  uint64_t seq = 0;
-  uint64_t count = 0;
-  int32_t root = -1;
-  uint8_t type = 0;
-  uint8_t dtype = 0;
-  uint8_t op = 0;
-  uint8_t pad = 0;
-  bool operator==(const Desc&) const = default;
-};
+using gloo_detail::exchangeOpDescs;
+using gloo_detail::GlooOpDesc;
+using gloo_detail::remaining;
 
 namespace {
 
-constexpr uint8_t kDescSlotPrefix = 0xf0;
 constexpr uint8_t kP2PSlotPrefix = 0xf1;
 
 std::string defaultHostname() {
@@ -48,25 +40,6 @@ std::string defaultHostname() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "127.0.0.1";
   return buf;
-}
-
-std::chrono::milliseconds remaining(const OpContext& ctx) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline -
-                                                                  std::chrono::steady_clock::now());
-  return std::max(ms, std::chrono::milliseconds(1));
-}
-
-std::string rankList(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
-
-std::string describe(uint8_t type, uint64_t seq, uint64_t count, uint8_t dtype, int root) {
-  std::string s = concat(opTypeName(static_cast<OpType>(type)), " #", seq, " (count ", count, ", ",
-                         dtypeName(static_cast<DType>(dtype)));
-  if (root >= 0) s += ", root " + std::to_string(root);
-  return s + ")";
 }
 
 template <typename Fn>
@@ -103,75 +76,19 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, int rank, int s
 
 GlooProcessGroup::~GlooProcessGroup() { stopWorker(); }
 
-void GlooProcessGroup::exchangeDescs(const OpContext& ctx, const Desc& mine) {
-  const int n = size(), r = rank();
-  std::vector<Desc> descs(n);
-  descs[r] = mine;
-  const uint64_t slot = ::gloo::Slot::build(kDescSlotPrefix, static_cast<uint32_t>(ctx.seq));
-  auto send = context_->createUnboundBuffer(&descs[r], sizeof(Desc));
-  std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> recvs(n);
-  for (int j = 0; j < n; ++j) {
-    if (j == r) continue;
-    recvs[j] = context_->createUnboundBuffer(&descs[j], sizeof(Desc));
-    recvs[j]->recv(j, slot);
-    send->send(j, slot);
-  }
-  std::vector<int> missing, failed;
-  std::string failure;
-  for (int j = 0; j < n; ++j) {
-    if (j == r) continue;
-    try {
-      if (!recvs[j]->waitRecv(missing.empty() ? remaining(ctx) : std::chrono::milliseconds(1))) {
-        missing.push_back(j);
-      }
-    } catch (const std::exception& e) {
-      std::string m = e.what();
-      if (m.find("Timed out") != std::string::npos) {
-        missing.push_back(j);
-      } else {
-        failed.push_back(j);
-        if (failure.empty()) failure = m;
-      }
-    }
-  }
-  if (!failed.empty()) {
-    throw PeerError(concat(ctx.name, " failed on rank ", r, ": connections to ranks ", rankList(failed),
-                           " broke (did they die?); ranks ", rankList(failed), " did not arrive (gloo: ",
-                           failure, ")"));
-  }
-  if (!missing.empty()) {
-    throw TimeoutError(concat(ctx.name, " timed out after ", ctx.timeout.count(), " ms on rank ", r,
-                              ": ranks ", rankList(missing),
-                              " did not arrive (stuck, or they issued fewer collectives)"));
-  }
-  for (int j = 0; j < n; ++j) {
-    if (j != r) send->waitSend(remaining(ctx));
-  }
-  for (int j = 0; j < n; ++j) {
-    if (!(descs[j] == mine)) {
-      throw PeerError(concat(ctx.name, ": ranks issued different collectives in the same slot: rank ", r,
-                             " issued ", describe(mine.type, mine.seq, mine.count, mine.dtype, mine.root),
-                             " but rank ", j, " issued ",
-                             describe(descs[j].type, descs[j].seq, descs[j].count, descs[j].dtype,
-                                      descs[j].root),
-                             "; every rank must issue the same collectives in the same order"));
-    }
-  }
-}
-
 template <typename Body>
 void GlooProcessGroup::run(const OpContext& ctx, DType dtype, size_t count, int root, ReduceOp op,
                            Body body) {
   try {
     if (options_.check_ops && size() > 1 && ctx.type != OpType::send && ctx.type != OpType::recv) {
-      Desc d;
+      GlooOpDesc d;
       d.seq = ctx.seq;
       d.count = count;
       d.root = root;
       d.type = static_cast<uint8_t>(ctx.type);
       d.dtype = static_cast<uint8_t>(dtype);
       d.op = static_cast<uint8_t>(op);
-      exchangeDescs(ctx, d);
+      exchangeOpDescs(*context_, ctx, d);
     }
     body();
   } catch (const Error&) {

@@ -3,11 +3,9 @@
 // through a lockstep Store (gloo's connectFullMesh via GlooStoreAdapter), then exchange data on
 // one TCP connection per pair of ranks.
 //
-// Op checks: before each op, every rank sends a 40-byte descriptor (seq, op, count, dtype, root)
-// to every peer and waits for theirs. This costs one small message round per op, and buys two
-// things gloo lacks: an error naming the ranks that did not arrive (not just "timed out"), and a
-// clear error when ranks issued different collectives in the same slot, instead of a hang or
-// silently mixed data. GlooOptions::check_ops = false skips it.
+// Op checks (gloo_op_check.h): before each collective, ranks exchange a small descriptor so that
+// errors name the ranks that did not arrive and mismatched collectives are reported instead of
+// hanging. GlooOptions::check_ops = false skips it.
 #include <memory>
 #include <string>
 
@@ -62,12 +60,10 @@ class GlooProcessGroup : public ProcessGroup {
   std::shared_ptr<ProcessGroup> newGroup(const std::vector<int>& ranks) override;
 
  private:
-  struct Desc;
   // Runs body with gloo errors turned into lockstep errors naming the op; checks descriptors
   // first when enabled.
   template <typename Body>
   void run(const OpContext& ctx, DType dtype, size_t count, int root, ReduceOp op, Body body);
-  void exchangeDescs(const OpContext& ctx, const Desc& mine);
   void runAllreduce(const OpContext& ctx, void* data, size_t count, DType dtype, ReduceOp op);
 
   std::shared_ptr<Store> store_;

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "lockstep/comm/prefix_store.h"
 #include "lockstep/util/error.h"
@@ -18,6 +21,36 @@ using shm::ShmSegment;
 namespace {
 constexpr size_t kHeaderBytes = 4096;
 static_assert(sizeof(ShmHeader) <= kHeaderBytes);
+
+// Copies into memory this rank owns with non-temporal stores: the result of a large allreduce is
+// not read back soon, and streaming skips reading each destination line before writing it.
+void streamCopy(uint8_t* dst, const uint8_t* src, size_t n) {
+#if defined(__SSE2__)
+  size_t head = (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16;
+  if (n < head + 64) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  n -= head;
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  std::memcpy(dst + i, src + i, n - i);
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
 
 std::string randomToken() {
   std::random_device rd;
@@ -163,12 +196,23 @@ void ShmProcessGroup::runAllreduce(const OpContext& ctx, uint8_t* data, size_t c
       std::memcpy(out, acc, len * es);
     }
   };
+  // Large results bypass the cache on the way out (see streamCopy).
+  const bool stream = count * es >= options_.stream_min_bytes;
   auto final = [&](size_t b, uint64_t g) {
     if (count == 0) return;
     uint8_t* block = data + b * per_block * es;
     for (int j = 0; j < n; ++j) {
-      if (j != r) std::memcpy(block + off(b, j) * es, slot(j, g) + off(b, j) * es, (off(b, j + 1) - off(b, j)) * es);
+      if (j == r) continue;
+      const size_t bytes = (off(b, j + 1) - off(b, j)) * es;
+      if (stream) {
+        streamCopy(block + off(b, j) * es, slot(j, g) + off(b, j) * es, bytes);
+      } else {
+        std::memcpy(block + off(b, j) * es, slot(j, g) + off(b, j) * es, bytes);
+      }
     }
+#if defined(__SSE2__)
+    if (stream) _mm_sfence();  // order the streamed stores before publishing "done"
+#endif
   };
   pipeline(ctx, nblocks, stage, middle, final, true);
 }

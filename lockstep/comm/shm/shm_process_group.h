@@ -21,6 +21,8 @@ namespace lockstep::comm {
 struct ShmOptions {
   size_t block_bytes = 1 << 20;  // staging slot size; env LOCKSTEP_SHM_BLOCK_BYTES
   size_t num_slots = 8;          // staging slots per rank (>= 2); env LOCKSTEP_SHM_SLOTS
+  size_t stream_min_bytes = 16 << 20;  // allreduce results this large are written with
+                                       // non-temporal stores; env LOCKSTEP_SHM_STREAM_MIN_BYTES
   std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;  // default op timeout
 };
 

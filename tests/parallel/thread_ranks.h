@@ -1,0 +1,38 @@
+#pragma once
+// Ranks as threads: fn(rank, group) on `world` threads, each with its own process group over one
+// shared HashStore. The backend comes from LOCKSTEP_TEST_BACKEND (default shm). Rethrows the first
+// failure after all threads joined.
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "lockstep/comm/hash_store.h"
+#include "lockstep/comm/init.h"
+
+namespace lockstep::testing {
+
+inline void runThreadRanks(int world, const std::function<void(int, std::shared_ptr<comm::ProcessGroup>)>& fn) {
+  const char* backend = std::getenv("LOCKSTEP_TEST_BACKEND");
+  auto store = std::make_shared<comm::HashStore>();
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  std::exception_ptr first;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r, comm::createProcessGroup(backend ? backend : "shm", store, r, world, std::chrono::seconds(60)));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first) first = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace lockstep::testing
