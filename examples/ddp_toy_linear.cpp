@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-epochs,--max_epochs", max_epochs, "total epochs")->check(CLI::PositiveNumber);
   app.add_option("--batch-size,--batch_size", batch_size, "batch size per rank")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach log files as they happen
   try {
     auto dataset = std::make_shared<data::SyntheticRegressionDataset>(data::SyntheticRegressionOptions{});
     Generator g(0);

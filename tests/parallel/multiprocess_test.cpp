@@ -117,5 +117,7 @@ TEST(ddp_processes, a_killed_rank_is_reported_not_waited_for) {
   EXPECT_NE(code, -1) << "rank 0 hung after its peer died:\n" << out;
   EXPECT_NE(code, 0) << out;
   EXPECT_LT(secs, 30.0) << out;
-  EXPECT_NE(out.find("rank"), std::string::npos) << out;  // the error names the missing rank
+  // The error names the collective, its sequence number and the missing rank.
+  EXPECT_NE(out.find("allreduce #"), std::string::npos) << out;
+  EXPECT_NE(out.find("ranks [1]"), std::string::npos) << out;
 }
