@@ -9,12 +9,7 @@ namespace lockstep::kernels::onednn {
 namespace {
 using Alg = dnnl::algorithm;
 
-// Element-wise ops run over a dense tensor as a flat 1-d buffer: layout does not matter.
-Tensor dense(const Tensor& t) { return t.isDense() ? t : t.contiguous(); }
-dnnl::memory::desc flatDesc(const Tensor& t) {
-  return dnnl::memory::desc({std::max<int64_t>(t.numel(), 1)}, dataType(t.dtype()),
-                            dnnl::memory::format_tag::a);
-}
+// Element-wise ops run over a dense tensor as a flat 1-d buffer, so the key needs only the count.
 std::string key(const Tensor& t, Alg alg, float alpha) {
   return std::to_string(t.numel()) + dtypeName(t.dtype()) + "/" + std::to_string(static_cast<int>(alg)) +
          "/" + std::to_string(alpha);
@@ -43,11 +38,7 @@ Tensor eltwiseBackward(const Tensor& gy0, const Tensor& saved0, Alg alg, float a
                        const char* op) {
   Tensor saved = dense(saved0);
   // The flat view pairs elements by memory position, so gy must share saved's layout.
-  Tensor gy = gy0.strides() == saved.strides() ? gy0 : [&] {
-    Tensor t = Tensor::emptyLike(saved);
-    t.copyFrom(gy0);
-    return t;
-  }();
+  Tensor gy = laidOutLike(gy0, saved);
   Tensor gx = Tensor::emptyLike(saved);
   if (saved.numel() == 0) return gx;
   static PrimitiveCache<dnnl::eltwise_backward> cache;

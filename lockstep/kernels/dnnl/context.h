@@ -27,6 +27,14 @@ void execute(const Primitive& prim, const std::unordered_map<int, dnnl::memory>&
   prim.execute(stream(), args);
 }
 
+/// t when it covers its elements without gaps in some dimension order, else a contiguous copy.
+Tensor dense(const Tensor& t);
+/// A 1-d descriptor over all of a dense tensor's elements: element-wise ops ignore layout.
+dnnl::memory::desc flatDesc(const Tensor& t);
+/// t's values laid out with like's strides and dtype (t itself when it already is), so that two
+/// operands read as flat buffers pair the same elements.
+Tensor laidOutLike(const Tensor& t, const Tensor& like);
+
 /// oneDNN's type for a dtype; NotSupportedError for f64/i64 (oneDNN has none).
 dnnl::memory::data_type dataType(DType t);
 /// A descriptor with the tensor's dims and strides (any dense layout, e.g. NCHW or NHWC).

@@ -8,7 +8,6 @@ namespace lockstep::kernels::onednn {
 
 namespace {
 // oneDNN takes any plain strided layout: describe the tensor as it is rather than copying it.
-Tensor dense(const Tensor& t) { return t.isDense() ? t : t.contiguous(); }
 
 template <typename Fwd>
 Tensor forward(const Tensor& x0, int64_t dim0, const char* op) {
@@ -35,11 +34,7 @@ Tensor backward(const Tensor& gy0, const Tensor& y0, int64_t dim0, const char* o
   const int64_t dim = normalizeDim(dim0, y0.dim(), op);
   Tensor y = dense(y0);
   // diff_dst and dst share one descriptor: gy takes y's layout.
-  Tensor gy = gy0.strides() == y.strides() ? gy0 : [&] {
-    Tensor t = Tensor::emptyLike(y);
-    t.copyFrom(gy0);
-    return t;
-  }();
+  Tensor gy = laidOutLike(gy0, y);
   Tensor gx = Tensor::emptyLike(y);
   if (y.numel() == 0) return gx;
   static PrimitiveCache<Bwd> cache;

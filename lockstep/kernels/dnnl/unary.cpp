@@ -31,12 +31,7 @@ Eltwise eltwiseOf(UnaryOp op, double p) {
   return {dnnl::algorithm::eltwise_linear, 1.f, 0.f};
 }
 
-Tensor dense(const Tensor& t) { return t.isDense() ? t : t.contiguous(); }
 
-dnnl::memory::desc flatDesc(const Tensor& t) {
-  return dnnl::memory::desc({std::max<int64_t>(t.numel(), 1)}, dataType(t.dtype()),
-                            dnnl::memory::format_tag::a);
-}
 
 std::string keyFor(UnaryOp op, const Tensor& t, double p) {
   std::string k = std::string(unaryOpName(op)) + dtypeName(t.dtype()) + std::to_string(t.numel());
@@ -69,11 +64,7 @@ Tensor unary(UnaryOp op, const Tensor& x0, double p) {
 Tensor unaryBackward(UnaryOp op, const Tensor& gy0, const Tensor& saved0, double p) {
   Tensor saved = dense(saved0);
   // Both operands are read as flat buffers, so the gradient must share the saved tensor's layout.
-  Tensor gy = gy0.strides() == saved.strides() && gy0.dtype() == saved.dtype() ? gy0 : [&] {
-    Tensor t = Tensor::emptyLike(saved);
-    t.copyFrom(gy0);
-    return t;
-  }();
+  Tensor gy = laidOutLike(gy0, saved);
   Tensor gx = Tensor::emptyLike(saved);
   if (saved.numel() == 0) return gx;
   static PrimitiveCache<dnnl::eltwise_backward> cache;
