@@ -1,25 +1,35 @@
 #!/usr/bin/env bash
 # DDP throughput, side by side: lockstep's train_fashion_mnist vs PyTorch DDP (gloo), seed 001's CNN,
 # Fashion-MNIST, per-rank batch 32, one thread per rank, 1 and 2 ranks on this machine.
-#   bench/ddp.bench.sh [BUILD_DIR] [STEPS]
+#   bench/ddp.bench.sh [BUILD_DIR] [STEPS] [REPS]
+# Each repetition runs the four configurations back to back (lockstep 1 and 2 ranks, torch 1 and 2
+# ranks); the summary takes the median of each over the repetitions, since this VM's speed drifts
+# by 5-10% from minute to minute. Rank r is bound to core r (taskset), for both frameworks alike;
+# BIND=0 leaves placement to the scheduler.
 # Targets: lockstep at 2 ranks >= 3x PyTorch's samples/s at 2 ranks; 1 -> 2 rank scaling >= 95%.
 set -euo pipefail
 build=${1:-build}
-steps=${2:-600}
+steps=${2:-1000}
+reps=${3:-3}
+bind=${BIND:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
+ncpu=$(nproc)
 port=$((29700 + RANDOM % 200))
 
 run_ranks() {  # run_ranks WORLD CMD...: starts WORLD ranks with torchrun's variables, prints rank 0's output
   local world=$1
   shift
-  local pids=() r
+  local pids=() r pin=()
   for ((r = world - 1; r >= 0; r--)); do
+    pin=()
+    [ "$bind" = 1 ] && pin=(taskset -c $((r % ncpu)))
     if [ "$r" -eq 0 ]; then
-      RANK=0 LOCAL_RANK=0 WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$@"
+      RANK=0 LOCAL_RANK=0 WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        "${pin[@]}" "$@"
     else
       RANK=$r LOCAL_RANK=$r WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        "$@" >/dev/null 2>&1 &
+        "${pin[@]}" "$@" >/dev/null 2>&1 &
       pids+=($!)
     fi
   done
@@ -29,14 +39,25 @@ run_ranks() {  # run_ranks WORLD CMD...: starts WORLD ranks with torchrun's vari
 
 rate() { sed -n 's/.*samples_per_second=\([0-9.]*\).*/\1/p' | tail -n 1; }
 
-ours1=$(run_ranks 1 "$build/examples/train_fashion_mnist" --epochs 1 --max-steps "$steps" --batch-size 32 2>/dev/null | rate)
-ours2=$(run_ranks 2 "$build/examples/train_fashion_mnist" --epochs 1 --max-steps "$steps" --batch-size 32 2>/dev/null | rate)
-torch1=$(run_ranks 1 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" --max-steps "$steps" --batch-size 32 | rate)
-torch2=$(run_ranks 2 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" --max-steps "$steps" --batch-size 32 | rate)
-python3 - "$ours1" "$ours2" "$torch1" "$torch2" <<'PY'
-import sys
-o1, o2, t1, t2 = map(float, sys.argv[1:])
-print(f"lockstep: 1 rank {o1:.0f} samples/s, 2 ranks {o2:.0f} samples/s, scaling {o2 / (2 * o1):.1%}")
+ours=(--epochs 1 --max-steps "$steps" --batch-size 32 --num-workers 0)
+theirs=(--max-steps "$steps" --batch-size 32)
+results=()
+for ((i = 1; i <= reps; i++)); do
+  o1=$(run_ranks 1 "$build/examples/train_fashion_mnist" "${ours[@]}" 2>/dev/null | rate)
+  o2=$(run_ranks 2 "$build/examples/train_fashion_mnist" "${ours[@]}" 2>/dev/null | rate)
+  t1=$(run_ranks 1 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}" | rate)
+  t2=$(run_ranks 2 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}" | rate)
+  echo "rep $i: lockstep 1 rank $o1, 2 ranks $o2; torch 1 rank $t1, 2 ranks $t2 (samples/s)"
+  results+=("$o1 $o2 $t1 $t2")
+done
+printf '%s\n' "${results[@]}" | python3 -c '
+import statistics, sys
+rows = [list(map(float, line.split())) for line in sys.stdin if line.strip()]
+o1, o2, t1, t2 = (statistics.median(c) for c in zip(*rows))
+each = [r[1] / (2 * r[0]) for r in rows]
+print(f"median of {len(rows)} (binding: {\"rank r on core r\" if sys.argv[1] == \"1\" else \"none\"}):")
+print(f"lockstep: 1 rank {o1:.0f} samples/s, 2 ranks {o2:.0f} samples/s, scaling {o2 / (2 * o1):.1%}"
+      f" (per rep: {\", \".join(f\"{s:.1%}\" for s in each)})")
 print(f"torch:    1 rank {t1:.0f} samples/s, 2 ranks {t2:.0f} samples/s, scaling {t2 / (2 * t1):.1%}")
 print(f"2 ranks: lockstep / torch = {o2 / t2:.2f}x (target >= 3x); lockstep scaling target >= 95%")
-PY
+' "$bind"

@@ -40,8 +40,9 @@ struct Net {
     Conv2dOptions cr;
     cr.fuse_relu = true;
     Pool2dOptions pool;
-    Variable h = maxPool2d(conv2d(x, c1w.v, c1b.v, cr), pool);
-    h = maxPool2d(conv2d(h, c2w.v, c2b.v, cr), pool);
+    // As nn::SmallCnn: relu after max-pool (the same values and gradients as relu then pool).
+    Variable h = relu(maxPool2d(conv2d(x, c1w.v, c1b.v, {}), pool));
+    h = relu(maxPool2d(conv2d(h, c2w.v, c2b.v, {}), pool));
     h = conv2d(h, c3w.v, c3b.v, cr);
     h = flatten(h, 1);
     h = relu(linear(h, d1w.v, d1b.v));

@@ -91,7 +91,8 @@ void HierarchicalProcessGroup::hierarchicalReduce(const OpContext& ctx, void* da
 std::shared_ptr<Work> HierarchicalProcessGroup::allreduce(void* data, size_t count, DType dtype,
                                                           const AllreduceOptions& o) {
   return enqueue(OpType::allreduce, concat(count, " x ", dtypeName(dtype)), o.timeout,
-                 [=, this](const OpContext& ctx) { hierarchicalReduce(ctx, data, count, dtype, o.op, true); });
+                 [=, this](const OpContext& ctx) { hierarchicalReduce(ctx, data, count, dtype, o.op, true); },
+                 o.defer);
 }
 
 std::shared_ptr<Work> HierarchicalProcessGroup::reduce(void* data, size_t count, DType dtype,

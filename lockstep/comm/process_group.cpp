@@ -40,7 +40,7 @@ void ProcessGroup::stopWorker() {
 }
 
 std::shared_ptr<Work> ProcessGroup::enqueue(OpType type, const std::string& detail,
-                                            std::chrono::milliseconds timeout, OpBody body) {
+                                            std::chrono::milliseconds timeout, OpBody body, bool defer) {
   if (timeout == kGroupTimeout) timeout = timeout_;
   OpContext ctx;
   ctx.type = type;
@@ -54,15 +54,15 @@ std::shared_ptr<Work> ProcessGroup::enqueue(OpType type, const std::string& deta
       ctx.name, " (", backendName(), ", rank ", rank_, "/", size_, detail.empty() ? "" : ", ",
       detail, ")"));
   std::weak_ptr<Executor> weak = executor_;
-  work->setHelper([weak](const Work& w) {
-    if (auto ex = weak.lock()) ex->helpUntil(w);
+  work->setHelper([weak](const Work& w, bool run_here) {
+    if (auto ex = weak.lock()) run_here ? ex->helpUntil(w) : ex->wake();
   });
   {
     std::lock_guard lock(executor_->mutex);
     LOCKSTEP_ENFORCE(!executor_->stop, ValueError, work->description(), ": process group is shutting down");
     executor_->queue.push_back(Item{work, std::move(ctx), std::move(body)});
   }
-  executor_->cv.notify_all();
+  if (!defer) executor_->cv.notify_all();
   return work;
 }
 
@@ -84,6 +84,11 @@ void ProcessGroup::Executor::runOne(Item& item) {
     }
   }
   item.work->finish(error);
+}
+
+void ProcessGroup::Executor::wake() {
+  { std::lock_guard lock(mutex); }
+  cv.notify_all();
 }
 
 void ProcessGroup::Executor::helpUntil(const Work& work) {

@@ -37,6 +37,10 @@ inline constexpr std::chrono::milliseconds kDefaultCollectiveTimeout = std::chro
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::sum;
   std::chrono::milliseconds timeout = kGroupTimeout;
+  /// Queue the op without waking the group's worker thread: the thread that waits on its Work
+  /// runs it (or the worker, when a later op wakes it). For an op the caller waits on at once:
+  /// it saves two thread hand-offs. An op only polled with isCompleted() would not progress.
+  bool defer = false;
 };
 struct BroadcastOptions {
   int root = 0;
@@ -158,8 +162,9 @@ class ProcessGroup {
  protected:
   using OpBody = std::function<void(const OpContext&)>;
   /// Validates nothing; numbers the op and queues body on the worker thread.
+  /// defer: see AllreduceOptions::defer.
   std::shared_ptr<Work> enqueue(OpType type, const std::string& detail, std::chrono::milliseconds timeout,
-                                OpBody body);
+                                OpBody body, bool defer = false);
   /// Runs queued ops to completion and joins the worker. Idempotent.
   void stopWorker();
   [[noreturn]] void notSupported(const char* what) const;
@@ -182,6 +187,7 @@ class ProcessGroup {
     std::string broken;  // first error; later ops fail with it
     void runOne(Item& item);
     void helpUntil(const Work& work);  // runs queued ops on this thread until work is done or another runs
+    void wake();                       // makes the worker run what is queued (deferred ops)
   };
   void workerLoop();
 

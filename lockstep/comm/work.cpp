@@ -23,7 +23,7 @@ void Work::finish(std::exception_ptr error) {
 }
 
 void Work::wait(std::chrono::milliseconds timeout) {
-  if (timeout >= kForever && !isCompleted() && helper_) helper_(*this);
+  if (!isCompleted() && helper_) helper_(*this, timeout >= kForever);
   if (!isCompleted()) {
     // Small collectives finish within microseconds: yielding briefly beats a futex round trip,
     // and yield (not a busy spin) leaves the core to the worker thread on small machines.

@@ -33,8 +33,9 @@ class Work {
 
   /// Called once by the backend when the op finished; wakes waiters.
   void finish(std::exception_ptr error = nullptr);
-  /// Backend plumbing: called by wait() before blocking, to run queued ops inline.
-  void setHelper(std::function<void(const Work&)> helper) { helper_ = std::move(helper); }
+  /// Backend plumbing: called by wait() before blocking, with run_here = true to run queued ops
+  /// inline (default timeout), false to make sure the worker runs them (explicit timeout).
+  void setHelper(std::function<void(const Work&, bool run_here)> helper) { helper_ = std::move(helper); }
 
  private:
   std::string description_;
@@ -42,7 +43,7 @@ class Work {
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::exception_ptr error_;
-  std::function<void(const Work&)> helper_;
+  std::function<void(const Work&, bool)> helper_;
 };
 
 }  // namespace lockstep::comm

@@ -28,7 +28,8 @@ struct MaxPool2dResult {
 };
 /// With training, keeps what the backward needs in `workspace`.
 MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p, bool training);
-/// dL/dx from dL/dy; x is the forward's input, workspace the forward's (training) workspace.
+/// dL/dx from dL/dy; x is the forward's input, workspace the forward's (training) workspace. With a
+/// defined workspace only x's shape, strides and dtype are used (its data is never read).
 Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& workspace, const Pool2dParams& p);
 Tensor avgPool2dForward(const Tensor& x, const Pool2dParams& p);
 /// x is used for its shape and layout only.

@@ -10,12 +10,12 @@ Variable toChannelsLast(const Variable& x) {
 }
 
 SmallCnn::SmallCnn(std::string type_name, const SmallCnnOptions& options) : Module(std::move(type_name)) {
-  auto conv = [&](int64_t in, int64_t out) {
+  auto conv = [&](int64_t in, int64_t out, bool fuse_relu) {
     Conv2dOptions o;
     o.in_channels = in;
     o.out_channels = out;
     o.kernel_size = {3, 3};
-    o.fuse_relu = true;
+    o.fuse_relu = fuse_relu;
     o.generator = options.generator;
     return std::make_shared<Conv2d>(o);
   };
@@ -26,10 +26,10 @@ SmallCnn::SmallCnn(std::string type_name, const SmallCnnOptions& options) : Modu
                    " is too small (need >= 18)");
   const int64_t flat = 64 * s * s;
   // Registration order (= parameter order) follows the PyTorch definition: conv1, conv2, conv3, fc1, fc2.
-  conv1_ = registerModule("conv1", conv(options.in_channels, 32));
+  conv1_ = registerModule("conv1", conv(options.in_channels, 32, false));
   pool_ = registerModule("pool", std::make_shared<MaxPool2d>(Pool2dOptions{}));
-  conv2_ = registerModule("conv2", conv(32, 64));
-  conv3_ = registerModule("conv3", conv(64, 64));
+  conv2_ = registerModule("conv2", conv(32, 64, false));
+  conv3_ = registerModule("conv3", conv(64, 64, true));
   flatten_ = registerModule("flatten", std::make_shared<Flatten>());
   fc1_ = registerModule("fc1", std::make_shared<Linear>(LinearOptions{flat, 64, true, options.generator}));
   fc2_ = registerModule(
@@ -38,8 +38,8 @@ SmallCnn::SmallCnn(std::string type_name, const SmallCnnOptions& options) : Modu
 
 Variable SmallCnn::forward(const Variable& input) {
   Variable x = toChannelsLast(input);
-  x = pool_->forward(conv1_->forward(x));
-  x = pool_->forward(conv2_->forward(x));
+  x = autograd::relu(pool_->forward(conv1_->forward(x)));
+  x = autograd::relu(pool_->forward(conv2_->forward(x)));
   x = conv3_->forward(x);
   x = autograd::relu(fc1_->forward(flatten_->forward(x)));
   return fc2_->forward(x);

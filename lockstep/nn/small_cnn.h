@@ -3,8 +3,11 @@
 // the Paddle seed's MyNet). Both are
 //   conv1 3x3 (->32) + relu, maxpool 2, conv2 3x3 (->64) + relu, maxpool 2, conv3 3x3 (->64) + relu,
 //   flatten, fc1 (->64) + relu, fc2 (->num_classes)
-// and output logits (no softmax). Conv + relu pairs run as one fused kernel, and a 4-d input is
-// converted to channels_last first, the layout oneDNN's convolutions are fastest on.
+// and output logits (no softmax). Where a max-pool follows, relu runs after the pool instead:
+// max(relu(a), relu(b)) == relu(max(a, b)) exactly, and the gradients agree too (both are zero
+// wherever the window's maximum is <= 0), but relu then touches a 4x smaller tensor and the
+// conv's full-size output is freed right after the pool. conv3 + relu run as one fused kernel. A
+// 4-d input is converted to channels_last first, the layout oneDNN's convolutions are fastest on.
 #include <cstdint>
 #include <memory>
 

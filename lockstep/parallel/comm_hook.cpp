@@ -25,7 +25,7 @@ void scaleInPlace(Tensor& t, double factor) {
 
 std::shared_ptr<comm::Work> AllreduceHook::launch(GradBucket& bucket) {
   scaleInPlace(bucket.buffer, 1.0 / bucket.group->size());
-  return allreduce(*bucket.group, bucket.buffer);
+  return allreduce(*bucket.group, bucket.buffer, comm::ReduceOp::sum, bucket.last);
 }
 
 std::shared_ptr<comm::Work> CompressHook::launch(GradBucket& bucket) {
@@ -34,7 +34,7 @@ std::shared_ptr<comm::Work> CompressHook::launch(GradBucket& bucket) {
   }
   scaleInPlace(bucket.buffer, 1.0 / bucket.group->size());
   bucket.scratch.copyFrom(bucket.buffer);
-  return allreduce(*bucket.group, bucket.scratch);
+  return allreduce(*bucket.group, bucket.scratch, comm::ReduceOp::sum, bucket.last);
 }
 
 void CompressHook::finish(GradBucket& bucket) { bucket.buffer.copyFrom(bucket.scratch); }

@@ -18,6 +18,10 @@ struct GradBucket {
   /// Scratch owned by the hook across iterations (e.g. the compressed copy), reused every step.
   Tensor scratch;
   comm::ProcessGroup* group = nullptr;
+  /// The last bucket of this backward pass (GradBucket.is_last() in PyTorch): the reducer waits
+  /// for every bucket right after launching it, so a hook may run it on the calling thread
+  /// (comm::AllreduceOptions::defer) instead of handing it to the group's worker.
+  bool last = false;
 };
 
 class CommHook {

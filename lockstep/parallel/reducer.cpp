@@ -40,6 +40,7 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
     bucket.params = assignment_[b];
     bucket.grad.index = static_cast<int>(b);
     bucket.grad.group = group_.get();
+    bucket.grad.last = b + 1 == assignment_.size();
     bucket.grad.buffer = Tensor::zeros({total}, params_[assignment_[b].front()].dtype());
   }
   if (opts_.gradient_as_bucket_view) {

@@ -10,10 +10,11 @@ Tensor& checkDense(Tensor& t, const char* op) {
 }
 }  // namespace
 
-std::shared_ptr<comm::Work> allreduce(comm::ProcessGroup& pg, Tensor& t, comm::ReduceOp op) {
+std::shared_ptr<comm::Work> allreduce(comm::ProcessGroup& pg, Tensor& t, comm::ReduceOp op, bool defer) {
   checkDense(t, "allreduce");
   comm::AllreduceOptions o;
   o.op = op;
+  o.defer = defer;
   return pg.allreduce(t.numel() ? t.dataPtr() : nullptr, static_cast<size_t>(t.numel()), t.dtype(), o);
 }
 

@@ -9,7 +9,9 @@
 namespace lockstep::parallel {
 
 /// In place over a dense tensor; returns the Work (the tensor must stay untouched until done).
-std::shared_ptr<comm::Work> allreduce(comm::ProcessGroup& pg, Tensor& t, comm::ReduceOp op = comm::ReduceOp::sum);
+/// defer: the caller waits at once and runs the op itself (comm::AllreduceOptions::defer).
+std::shared_ptr<comm::Work> allreduce(comm::ProcessGroup& pg, Tensor& t, comm::ReduceOp op = comm::ReduceOp::sum,
+                                      bool defer = false);
 /// Copies root's tensor into every rank's (same shape and dtype everywhere). Blocks until done.
 void broadcast(comm::ProcessGroup& pg, Tensor& t, int root = 0);
 /// Every rank's bytes, in rank order (lengths may differ). Blocks until done.

@@ -54,3 +54,22 @@ TEST(pool2d, rejects_mismatched_shapes) {
   EXPECT_THROW(avgPool2d(Variable(Tensor::zeros({4, 4})), {}), ValueError);
   EXPECT_THROW(adaptiveAvgPool2d(Variable(Tensor::zeros({4, 4, 4})), {1, 1}), ValueError);
 }
+
+// On the oneDNN path (f32) the backward needs the workspace only: the input's memory is not kept
+// by the graph, so a CNN's largest activation is freed as soon as the pool has read it.
+TEST(max_pool2d, f32_graph_does_not_keep_the_input) {
+  if (kernels::backendFor(DType::f32) != kernels::Backend::onednn) GTEST_SKIP() << "reference kernels";
+  Tensor x = randomTensor({2, 3, 8, 8}, DType::f32, 4);
+  Variable w(Tensor::ones({1}), true);
+  Variable xin = mul(Variable(x), w);  // a non-leaf input whose only owner is the graph
+  std::weak_ptr<Storage> storage = xin.tensor().storage();
+  Variable y = maxPool2d(xin, Pool2dOptions{});
+  xin = Variable();
+  EXPECT_TRUE(storage.expired());
+  sum(y).backward();
+  // d/dw sum(maxpool(x * w)) = sum of the window maxima.
+  Tensor expect = maxPool2d(Variable(x), Pool2dOptions{}).tensor().to(DType::f64);
+  double total = 0;
+  for (double v : expect.toVector<double>()) total += v;
+  EXPECT_NEAR(w.grad().toVector<float>()[0], total, 1e-4);
+}

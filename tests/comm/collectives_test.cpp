@@ -247,6 +247,29 @@ TEST_P(CollectivesTest, ManyOpsInFlightCompleteInOrder) {
   });
 }
 
+TEST_P(CollectivesTest, DeferredAllreduceRunsWhenWaitedOn) {
+  withGroups(backend(), world(), [&](ProcessGroup& pg) {
+    const int32_t sum = pg.size() * (pg.size() + 1) / 2;
+    AllreduceOptions deferred;
+    deferred.defer = true;
+    // Deferred ops mixed with ordinary ones still complete in issue order.
+    std::vector<std::vector<int32_t>> bufs(6, std::vector<int32_t>(1000, pg.rank() + 1));
+    std::vector<std::shared_ptr<Work>> works;
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      works.push_back(pg.allreduce(bufs[i].data(), bufs[i].size(), DType::i32,
+                                   i % 2 ? deferred : AllreduceOptions{}));
+    }
+    works.back()->wait();
+    for (auto& w : works) EXPECT_TRUE(w->isCompleted());
+    for (auto& b : bufs) ASSERT_EQ(b[999], sum);
+    // A wait with a limit of its own does not run ops itself: the worker must be woken for it.
+    int32_t v = pg.rank() + 1;
+    auto w = pg.allreduce(&v, 1, DType::i32, deferred);
+    w->wait(std::chrono::seconds(20));
+    EXPECT_EQ(v, sum);
+  });
+}
+
 TEST_P(CollectivesTest, Subgroups) {
   if (world() < 3) GTEST_SKIP() << "needs 3 ranks";
   withGroups(backend(), world(), [&](ProcessGroup& pg) {

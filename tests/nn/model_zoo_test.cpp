@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "common/check.h"
 #include "lockstep/kernels/threads.h"
@@ -148,6 +149,34 @@ TEST(model_zoo, mnist_cnn_matches_torch) {
   // Gradients reach every parameter.
   autograd::sum(y).backward();
   for (auto& p : m->parameters()) EXPECT_TRUE(p.hasGrad());
+}
+
+// small_cnn.h runs relu after the max-pool; the textbook order (relu, then pool) must give the same
+// output and the same gradient for every parameter, bit for bit.
+TEST(model_zoo, mnist_cnn_relu_after_pool_equals_relu_then_pool) {
+  OneThread one_thread;
+  auto m = makeModel("mnist_cnn");
+  setParams(*m);
+  Tensor x = input({4, 1, 28, 28}).toFormat(MemoryFormat::channels_last);
+  Variable y = m->forward(Variable(x));
+  autograd::sum(autograd::mul(y, y)).backward();
+
+  std::map<std::string, Variable> p;
+  for (auto& [name, v] : m->namedParameters()) p[name] = Variable(v.tensor().clone(), true);
+  autograd::Conv2dOptions relu;
+  relu.fuse_relu = true;
+  autograd::Pool2dOptions pool;
+  Variable h = autograd::maxPool2d(autograd::conv2d(Variable(x), p["conv1.weight"], p["conv1.bias"], relu), pool);
+  h = autograd::maxPool2d(autograd::conv2d(h, p["conv2.weight"], p["conv2.bias"], relu), pool);
+  h = autograd::flatten(autograd::conv2d(h, p["conv3.weight"], p["conv3.bias"], relu), 1);
+  h = autograd::relu(autograd::linear(h, p["fc1.weight"], p["fc1.bias"]));
+  Variable y2 = autograd::linear(h, p["fc2.weight"], p["fc2.bias"]);
+  autograd::sum(autograd::mul(y2, y2)).backward();
+
+  EXPECT_EQ(y.tensor().toVector<float>(), y2.tensor().toVector<float>());
+  for (auto& [name, v] : m->namedParameters()) {
+    EXPECT_EQ(v.grad().toVector<float>(), p[name].grad().toVector<float>()) << name;
+  }
 }
 
 TEST(model_zoo, cifar_cnn_matches_torch) {

@@ -12,10 +12,19 @@ kernels::Pool2dParams params(const Pool2dOptions& o) {
 
 class MaxPool2dBackward final : public Node {
  public:
-  MaxPool2dBackward(Tensor x, Tensor workspace, kernels::Pool2dParams p)
-      : x_(std::move(x)), workspace_(std::move(workspace)), p_(p) {}
+  // With a workspace (oneDNN) the backward needs x's shape and layout only, so x itself is not
+  // kept: its memory (often the largest activation of a CNN) is free as soon as the forward no
+  // longer needs it, which keeps a training step's working set small.
+  MaxPool2dBackward(const Tensor& x, Tensor workspace, kernels::Pool2dParams p)
+      : x_(workspace.defined() ? Tensor() : x),
+        shape_(x.shape()),
+        strides_(x.strides()),
+        dtype_(x.dtype()),
+        workspace_(std::move(workspace)),
+        p_(p) {}
   std::vector<Tensor> apply(const Tensor& gy) override {
-    return {kernels::maxPool2dBackward(gy, x_, workspace_, p_)};
+    const Tensor x = x_.defined() ? x_ : Tensor::emptyStrided(shape_, strides_, dtype_);  // never read
+    return {kernels::maxPool2dBackward(gy, x, workspace_, p_)};
   }
   std::string name() const override { return "MaxPool2dBackward"; }
   void releaseSaved() override {
@@ -24,7 +33,10 @@ class MaxPool2dBackward final : public Node {
   }
 
  private:
-  Tensor x_, workspace_;
+  Tensor x_;
+  Shape shape_, strides_;
+  DType dtype_;
+  Tensor workspace_;
   kernels::Pool2dParams p_;
 };
 

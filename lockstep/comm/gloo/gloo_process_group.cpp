@@ -129,8 +129,10 @@ void GlooProcessGroup::runAllreduce(const OpContext& ctx, void* data, size_t cou
 
 std::shared_ptr<Work> GlooProcessGroup::allreduce(void* data, size_t count, DType dtype,
                                                   const AllreduceOptions& o) {
-  return LOCKSTEP_GLOO_OP(OpType::allreduce, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype,
-                          count, -1, o.op, runAllreduce(ctx, data, count, dtype, o.op));
+  return enqueue(
+      OpType::allreduce, concat(count, " x ", dtypeName(dtype)), o.timeout,
+      [=, this](const OpContext& ctx) { run(ctx, dtype, count, -1, o.op, [&] { runAllreduce(ctx, data, count, dtype, o.op); }); },
+      o.defer);
 }
 
 std::shared_ptr<Work> GlooProcessGroup::reduceScatter(const void* in, void* out, size_t count,

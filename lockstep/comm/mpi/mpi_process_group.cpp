@@ -209,7 +209,8 @@ std::shared_ptr<Work> MpiProcessGroup::allreduce(void* data, size_t count, DType
                      return "MPI_Iallreduce";
                    });
                    if (o.op == ReduceOp::avg) divideBy(data, count, dtype, size());
-                 });
+                 },
+                 o.defer);
 }
 
 std::shared_ptr<Work> MpiProcessGroup::reduce(void* data, size_t count, DType dtype, const ReduceOptions& o) {

@@ -67,8 +67,8 @@ std::string describe(const OpDesc& d) {
   return s + ")";
 }
 
-ShmPeers::ShmPeers(int rank, std::vector<ShmHeader*> headers)
-    : rank_(rank), headers_(std::move(headers)) {
+ShmPeers::ShmPeers(int rank, std::vector<ShmHeader*> headers, std::chrono::microseconds spin)
+    : rank_(rank), headers_(std::move(headers)), spin_(spin) {
   many_threads_ = headers_.size() > std::max(1u, std::thread::hardware_concurrency());
 }
 
@@ -159,9 +159,17 @@ void ShmPeers::checkLiveness(const OpContext& ctx, uint64_t first_block) {
 void ShmPeers::waitUntil(const OpContext& ctx, uint64_t first_block, const std::function<bool()>& ready) {
   if (ready()) return;
   if (!many_threads_) {
-    for (int i = 0; i < 2000; ++i) {
-      cpuRelax();
-      if (ready()) return;
+    // Poll, yielding now and then so a thread of this process (a data loader) can still run here.
+    const auto spin_until = std::chrono::steady_clock::now() + spin_;
+    for (int round = 1;; ++round) {
+      for (int i = 0; i < 64; ++i) {
+        cpuRelax();
+        if (ready()) return;
+      }
+      if (round % 32 == 0) {
+        if (std::chrono::steady_clock::now() >= spin_until) break;
+        std::this_thread::yield();
+      }
     }
   }
   for (int i = 0; i < 10; ++i) {

@@ -49,7 +49,7 @@ struct alignas(64) ShmHeader {
 /// Synchronisation over the mapped headers of all ranks. Used by one thread at a time.
 class ShmPeers {
  public:
-  ShmPeers(int rank, std::vector<ShmHeader*> headers);
+  ShmPeers(int rank, std::vector<ShmHeader*> headers, std::chrono::microseconds spin);
   /// Posts this rank's descriptor of the op in ctx.
   void post(const OpContext& ctx, const OpDesc& desc);
   /// Once every peer staged the op's first block: PeerError naming both ops when one differs.
@@ -71,6 +71,7 @@ class ShmPeers {
   int rank_;
   std::vector<ShmHeader*> headers_;
   bool many_threads_;  // more ranks than cores: yield instead of spinning
+  std::chrono::microseconds spin_;
 };
 
 /// "allreduce #3 (count 10, f32, sum)" for messages.

@@ -98,7 +98,7 @@ ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int siz
   for (int j = 0; j < size; ++j) keys.push_back("shm/mapped/" + std::to_string(j));
   store_->wait(keys);
   segments_[rank].unlink();  // every peer holds a mapping: nothing is left behind on a crash
-  peers_ = std::make_unique<shm::ShmPeers>(rank, std::move(headers));
+  peers_ = std::make_unique<shm::ShmPeers>(rank, std::move(headers), options_.spin);
 }
 
 ShmProcessGroup::~ShmProcessGroup() { stopWorker(); }
@@ -263,7 +263,7 @@ std::shared_ptr<Work> ShmProcessGroup::allreduce(void* data, size_t count, DType
                                                  const AllreduceOptions& o) {
   auto* p = static_cast<uint8_t*>(data);
   return enqueue(OpType::allreduce, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
-                 o.timeout, LOCKSTEP_SHM_BODY(runAllreduce(ctx, p, count, dtype, o.op)));
+                 o.timeout, LOCKSTEP_SHM_BODY(runAllreduce(ctx, p, count, dtype, o.op)), o.defer);
 }
 
 std::shared_ptr<Work> ShmProcessGroup::reduce(void* data, size_t count, DType dtype,

@@ -23,6 +23,11 @@ struct ShmOptions {
   size_t num_slots = 8;          // staging slots per rank (>= 2); env LOCKSTEP_SHM_SLOTS
   size_t stream_min_bytes = 16 << 20;  // allreduce results this large are written with
                                        // non-temporal stores; env LOCKSTEP_SHM_STREAM_MIN_BYTES
+  /// How long a rank waiting for its peers polls before it sleeps on a futex, when there are no
+  /// more ranks than cores (else it yields). Ranks of a data-parallel job arrive within a step's
+  /// jitter of each other; a futex wake-up costs tens of microseconds on a VM, paid by the late
+  /// rank too, which waits for the sleeper's share of the work. env LOCKSTEP_SHM_SPIN_US.
+  std::chrono::microseconds spin{2000};
   std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;  // default op timeout
 };
 
