@@ -14,7 +14,7 @@ reps=${3:-3}
 bind=${BIND:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
-ncpu=$(nproc)
+ncpu=$(nproc --all)  # plain nproc honours OMP_NUM_THREADS
 port=$((29700 + RANDOM % 200))
 
 run_ranks() {  # run_ranks WORLD CMD...: starts WORLD ranks with torchrun's variables, prints rank 0's output
@@ -55,9 +55,10 @@ import statistics, sys
 rows = [list(map(float, line.split())) for line in sys.stdin if line.strip()]
 o1, o2, t1, t2 = (statistics.median(c) for c in zip(*rows))
 each = [r[1] / (2 * r[0]) for r in rows]
-print(f"median of {len(rows)} (binding: {\"rank r on core r\" if sys.argv[1] == \"1\" else \"none\"}):")
+binding = "rank r on core r" if sys.argv[1] == "1" else "none"
+print(f"median of {len(rows)} (binding: {binding}):")
 print(f"lockstep: 1 rank {o1:.0f} samples/s, 2 ranks {o2:.0f} samples/s, scaling {o2 / (2 * o1):.1%}"
-      f" (per rep: {\", \".join(f\"{s:.1%}\" for s in each)})")
+      " (per rep: " + ", ".join(f"{s:.1%}" for s in each) + ")")
 print(f"torch:    1 rank {t1:.0f} samples/s, 2 ranks {t2:.0f} samples/s, scaling {t2 / (2 * t1):.1%}")
 print(f"2 ranks: lockstep / torch = {o2 / t2:.2f}x (target >= 3x); lockstep scaling target >= 95%")
 ' "$bind"

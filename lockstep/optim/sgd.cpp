@@ -1,5 +1,7 @@
 #include "lockstep/optim/sgd.h"
 
+#include <utility>
+
 namespace lockstep::optim {
 
 namespace {
@@ -12,24 +14,40 @@ void validate(const SGDOptions& o) {
 }
 
 // One parameter. The casts of the scalars to T and the order of operations mirror PyTorch's
-// _single_tensor_sgd, so f32 results agree with torch to rounding and f64 ones to ~1e-16.
-template <typename T>
-void sgdUpdate(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t n, const SGDOptions& o,
-               bool first) {
+// _single_tensor_sgd, so f32 results agree with torch to rounding and f64 ones to ~1e-16. The
+// options are template flags, so the loop has no branches and vectorizes.
+template <typename T, bool kMaximize, bool kWd, bool kMomentum, bool kNesterov>
+void sgdLoop(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t begin, int64_t end,
+             const SGDOptions& o, bool first) {
   const T wd = static_cast<T>(o.weight_decay), mom = static_cast<T>(o.momentum);
   const T damp = static_cast<T>(1.0 - o.dampening), neg_lr = static_cast<T>(-o.lr);
-  const bool has_wd = o.weight_decay != 0.0, maximize = o.maximize, nesterov = o.nesterov;
-#pragma omp parallel for simd schedule(static) if (n > 32768)
-  for (int64_t i = 0; i < n; ++i) {
-    T d = maximize ? -g[i] : g[i];
-    if (has_wd) d = d + wd * p[i];
-    if (buf) {
-      T b = first ? d : buf[i] * mom + damp * d;
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    T d = kMaximize ? -g[i] : g[i];
+    if constexpr (kWd) d = d + wd * p[i];
+    if constexpr (kMomentum) {
+      const T later = buf[i] * mom + damp * d;
+      const T b = first ? d : later;
       buf[i] = b;
-      d = nesterov ? d + mom * b : b;
+      d = kNesterov ? d + mom * b : b;
     }
     p[i] = p[i] + neg_lr * d;
   }
+}
+
+template <typename T>
+void sgdUpdate(T* p, const T* g, T* buf, int64_t n, const SGDOptions& o, bool first) {
+  const int flags =
+      (o.maximize ? 8 : 0) | (o.weight_decay != 0.0 ? 4 : 0) | (buf ? 2 : 0) | (o.nesterov ? 1 : 0);
+  detail::forChunks(n, [&](int64_t b, int64_t e) {
+    [&]<int... F>(std::integer_sequence<int, F...>) {
+      ((flags == F
+            ? sgdLoop<T, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(p, g, buf, b, e, o, first)
+            : void()),
+       ...);
+    }
+    (std::make_integer_sequence<int, 16>{});
+  });
 }
 }  // namespace
 
