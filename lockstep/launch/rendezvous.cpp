@@ -72,7 +72,9 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options), to
   so.port = static_cast<uint16_t>(options_.master_port);
   so.timeout = options_.timeout;
   std::shared_ptr<comm::TCPStore> tcp;
-  if (want_host) {
+  // A port freed a moment ago by another process, or two local agents racing for it in arrival
+  // mode, can make listen() fail once: try a few times before deciding.
+  for (int attempt = 0; want_host && !tcp && attempt < 10; ++attempt) {
     so.is_server = true;
     try {
       // The server thread inherits this mask: the agent's signals then always reach the main
@@ -92,13 +94,16 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options), to
     } catch (const IoError& e) {
       bool in_use = options_.master_port != 0 && portInUse(options_.master_port);
       // In arrival mode another local agent may host it already: join that one.
-      if (!(in_use && !options_.node_rank && options_.nnodes > 1)) {
-        LOCKSTEP_ENFORCE(!in_use, ValueError, "master port ", options_.master_port,
-                         " is already in use on this host, so the rendezvous store cannot start there;"
-                         " choose another --master-port, use --standalone for a free one, or stop the"
-                         " process that holds it");
-        throw;
+      if (in_use && !options_.node_rank && options_.nnodes > 1) break;
+      if (!in_use && attempt + 1 < 10) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
       }
+      LOCKSTEP_ENFORCE(!in_use, ValueError, "master port ", options_.master_port,
+                       " is already in use on this host, so the rendezvous store cannot start there;"
+                       " choose another --master-port, use --standalone for a free one, or stop the"
+                       " process that holds it");
+      throw;
     }
   }
   if (!tcp) {
