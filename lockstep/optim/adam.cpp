@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
 
 namespace lockstep::optim {
 
@@ -58,13 +57,10 @@ void adamUpdate(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, const AdamOpti
   const bool l2 = !decoupled && o.weight_decay != 0.0, decay = decoupled && o.weight_decay != 0.0;
   const int flags = (o.maximize ? 8 : 0) | (l2 ? 4 : 0) | (decay ? 2 : 0) | (vmax ? 1 : 0);
   detail::forChunks(n, [&](int64_t b, int64_t e) {
-    [&]<int... F>(std::integer_sequence<int, F...>) {
-      ((flags == F ? adamLoop<T, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(p, g, m, v, vmax, b,
-                                                                                         e, o, s)
-                   : void()),
-       ...);
-    }
-    (std::make_integer_sequence<int, 16>{});
+    detail::withFlags(flags, [&](auto f) {
+      constexpr int F = decltype(f)::value;
+      adamLoop<T, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(p, g, m, v, vmax, b, e, o, s);
+    });
   });
 }
 }  // namespace

@@ -11,6 +11,8 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include <type_traits>
+#include <utility>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -122,6 +124,15 @@ void forChunks(int64_t n, Body&& body) {
   }
 #endif
   body(int64_t{0}, n);
+}
+
+/// fn(std::integral_constant<int, flags>{}) for 0 <= flags < 16: four run-time option flags become
+/// a template argument, so every combination gets its own branch-free (vectorizable) loop.
+template <typename Fn>
+void withFlags(int flags, Fn&& fn) {
+  [&]<int... F>(std::integer_sequence<int, F...>) {
+    ((flags == F ? fn(std::integral_constant<int, F>{}) : void()), ...);
+  }(std::make_integer_sequence<int, 16>{});
 }
 }  // namespace detail
 

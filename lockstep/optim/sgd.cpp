@@ -1,6 +1,5 @@
 #include "lockstep/optim/sgd.h"
 
-#include <utility>
 
 namespace lockstep::optim {
 
@@ -40,13 +39,10 @@ void sgdUpdate(T* p, const T* g, T* buf, int64_t n, const SGDOptions& o, bool fi
   const int flags =
       (o.maximize ? 8 : 0) | (o.weight_decay != 0.0 ? 4 : 0) | (buf ? 2 : 0) | (o.nesterov ? 1 : 0);
   detail::forChunks(n, [&](int64_t b, int64_t e) {
-    [&]<int... F>(std::integer_sequence<int, F...>) {
-      ((flags == F
-            ? sgdLoop<T, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(p, g, buf, b, e, o, first)
-            : void()),
-       ...);
-    }
-    (std::make_integer_sequence<int, 16>{});
+    detail::withFlags(flags, [&](auto f) {
+      constexpr int F = decltype(f)::value;
+      sgdLoop<T, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(p, g, buf, b, e, o, first);
+    });
   });
 }
 }  // namespace
