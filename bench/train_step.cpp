@@ -40,9 +40,10 @@ struct Net {
     Conv2dOptions cr;
     cr.fuse_relu = true;
     Pool2dOptions pool;
-    // As nn::SmallCnn: relu after max-pool (the same values and gradients as relu then pool).
-    Variable h = relu(maxPool2d(conv2d(x, c1w.v, c1b.v, {}), pool));
-    h = relu(maxPool2d(conv2d(h, c2w.v, c2b.v, {}), pool));
+    // As nn::SmallCnn: conv -> max-pool -> relu as one batch-chunked op (the same values and
+    // gradients as relu then pool).
+    Variable h = conv2dMaxPool2d(x, c1w.v, c1b.v, {}, pool, true);
+    h = conv2dMaxPool2d(h, c2w.v, c2b.v, {}, pool, true);
     h = conv2d(h, c3w.v, c3b.v, cr);
     h = flatten(h, 1);
     h = relu(linear(h, d1w.v, d1b.v));

@@ -30,15 +30,17 @@ Conv2d::Conv2d(const Conv2dOptions& options) : Module("Conv2d"), options_(option
   }
 }
 
-Variable Conv2d::forward(const Variable& x) {
+autograd::Conv2dOptions Conv2d::functionalOptions() const {
   autograd::Conv2dOptions o;
   o.stride = options_.stride;
   o.padding = options_.padding;
   o.dilation = options_.dilation;
   o.groups = options_.groups;
   o.fuse_relu = options_.fuse_relu;
-  return autograd::conv2d(x, weight_, bias_, o);
+  return o;
 }
+
+Variable Conv2d::forward(const Variable& x) { return autograd::conv2d(x, weight_, bias_, functionalOptions()); }
 
 std::string Conv2d::extraRepr() const {
   const auto& o = options_;

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 
+#include "lockstep/autograd/ops/conv.h"
 #include "lockstep/nn/module.h"
 #include "lockstep/tensor/generator.h"
 
@@ -36,6 +37,8 @@ class Conv2d : public Module {
   /// Undefined when options.bias is false.
   const Variable& bias() const { return bias_; }
   const Conv2dOptions& options() const { return options_; }
+  /// The options of the functional op forward() calls (autograd::conv2d).
+  autograd::Conv2dOptions functionalOptions() const;
 
  private:
   Conv2dOptions options_;

@@ -1,6 +1,7 @@
 #include "lockstep/nn/small_cnn.h"
 
 #include "lockstep/autograd/ops/activation.h"
+#include "lockstep/autograd/ops/conv.h"
 
 namespace lockstep::nn {
 
@@ -38,8 +39,11 @@ SmallCnn::SmallCnn(std::string type_name, const SmallCnnOptions& options) : Modu
 
 Variable SmallCnn::forward(const Variable& input) {
   Variable x = toChannelsLast(input);
-  x = autograd::relu(pool_->forward(conv1_->forward(x)));
-  x = autograd::relu(pool_->forward(conv2_->forward(x)));
+  // conv -> pool -> relu as one op (autograd::conv2dMaxPool2d): the same values and gradients as
+  // the three modules, with the convolution's output never materialized for the whole batch.
+  for (const auto& conv : {conv1_, conv2_}) {
+    x = autograd::conv2dMaxPool2d(x, conv->weight(), conv->bias(), conv->functionalOptions(), pool_->options(), true);
+  }
   x = conv3_->forward(x);
   x = autograd::relu(fc1_->forward(flatten_->forward(x)));
   return fc2_->forward(x);

@@ -27,6 +27,13 @@ struct Pool2dOptions {
   bool count_include_pad = true;  // avg_pool2d only
 };
 Variable maxPool2d(const Variable& x, const Pool2dOptions& opts);
+/// maxPool2d(conv2d(x, weight, bias, conv), pool), then relu when `relu` (relu after a max-pool equals
+/// relu before it), as one op with the same values and gradients (up to the order of the weight
+/// gradient's sums). It runs over the batch in chunks sized so the convolution's output stays in
+/// the core's cache, and keeps only the pooling workspace for backward, never that output: far
+/// less memory traffic for a CNN's first, largest layers. conv.fuse_relu must be false.
+Variable conv2dMaxPool2d(const Variable& x, const Variable& weight, const Variable& bias, const Conv2dOptions& conv,
+                         const Pool2dOptions& pool, bool relu);
 Variable avgPool2d(const Variable& x, const Pool2dOptions& opts);
 /// Output [N, C, oh, ow] with PyTorch's adaptive bin boundaries.
 Variable adaptiveAvgPool2d(const Variable& x, std::array<int64_t, 2> output_size);
