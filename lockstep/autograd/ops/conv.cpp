@@ -1,6 +1,7 @@
 #include "lockstep/autograd/ops/conv.h"
 
 #include "lockstep/autograd/function.h"
+#include "lockstep/autograd/ops/kernel_params.h"
 #include "lockstep/kernels/activation.h"
 #include "lockstep/kernels/conv.h"
 
@@ -42,7 +43,7 @@ class Conv2dBackward final : public Node {
 }  // namespace
 
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, const Conv2dOptions& opts) {
-  kernels::Conv2dParams p{opts.stride, opts.padding, opts.dilation, opts.groups, opts.fuse_relu};
+  const kernels::Conv2dParams p = convParams(opts);
   Tensor b = bias.defined() ? bias.tensor() : Tensor();
   kernels::checkConv2d(x.tensor(), weight.tensor(), b, p);  // before any reorder, with the caller's shapes
   Tensor xin = kernels::conv2dInput(x.tensor());

@@ -8,6 +8,7 @@
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/activation.h"
 #include "lockstep/autograd/ops/conv.h"
+#include "lockstep/autograd/ops/kernel_params.h"
 #include "lockstep/kernels/accumulate.h"
 #include "lockstep/kernels/activation.h"
 #include "lockstep/kernels/conv.h"
@@ -112,8 +113,8 @@ Variable conv2dMaxPool2d(const Variable& x, const Variable& weight, const Variab
   LOCKSTEP_ENFORCE(!conv.fuse_relu, ValueError,
                    "conv2dMaxPool2d: set relu=true instead of Conv2dOptions.fuse_relu (the relu is applied after "
                    "the pooling)");
-  kernels::Conv2dParams cp{conv.stride, conv.padding, conv.dilation, conv.groups, false};
-  kernels::Pool2dParams pp{pool.kernel, pool.stride, pool.padding, pool.ceil_mode, pool.count_include_pad};
+  const kernels::Conv2dParams cp = convParams(conv);  // fuse_relu is false (checked above)
+  const kernels::Pool2dParams pp = poolParams(pool);
   Tensor b = bias.defined() ? bias.tensor() : Tensor();
   kernels::checkConv2d(x.tensor(), weight.tensor(), b, cp);
   if (x.size(0) == 0) {  // nothing to walk: the plain ops give the empty result and its shape checks

@@ -2,14 +2,11 @@
 
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/conv.h"
+#include "lockstep/autograd/ops/kernel_params.h"
 
 namespace lockstep::autograd {
 
 namespace {
-kernels::Pool2dParams params(const Pool2dOptions& o) {
-  return {o.kernel, o.stride, o.padding, o.ceil_mode, o.count_include_pad};
-}
-
 class MaxPool2dBackward final : public Node {
  public:
   // With a workspace (oneDNN) the backward needs x's shape and layout only, so x itself is not
@@ -68,14 +65,14 @@ class AdaptiveAvgPool2dBackward final : public Node {
 }  // namespace
 
 Variable maxPool2d(const Variable& x, const Pool2dOptions& opts) {
-  const kernels::Pool2dParams p = params(opts);
+  const kernels::Pool2dParams p = poolParams(opts);
   // The workspace (argmax positions) is only kept when a backward pass will need it.
   auto r = kernels::maxPool2dForward(x.tensor(), p, needsGrad({&x}));
   return record<MaxPool2dBackward>(r.y, {&x}, x.tensor(), r.workspace, p);
 }
 
 Variable avgPool2d(const Variable& x, const Pool2dOptions& opts) {
-  const kernels::Pool2dParams p = params(opts);
+  const kernels::Pool2dParams p = poolParams(opts);
   return record<AvgPool2dBackward>(kernels::avgPool2dForward(x.tensor(), p), {&x}, x.tensor(), p);
 }
 
