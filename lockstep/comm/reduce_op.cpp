@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "lockstep/util/error.h"
+
 namespace lockstep::comm {
 
 const char* reduceOpName(ReduceOp op) {
@@ -46,16 +48,36 @@ __attribute__((optimize("O3"))) void apply(T* dst, const T* a, const T* b, size_
   }
 }
 
+// x / d, or the same value as x * (1 / d) when d is a power of two (exact there, and much cheaper
+// than a vector division): what divideBy and the fused divisor of reduceInto both compute.
+template <typename C>
+struct Divide {
+  C d, inv;
+  bool pow2;
+  explicit Divide(int64_t divisor)
+      : d(static_cast<C>(divisor)), inv(static_cast<C>(1) / static_cast<C>(divisor)),
+        pow2(std::is_floating_point_v<C> && divisor > 0 && (divisor & (divisor - 1)) == 0) {}
+};
+
 template <typename T>
-void reduceTyped(T* dst, const T* a, const T* b, size_t n, ReduceOp op, T* copy) {
+void reduceTyped(T* dst, const T* a, const T* b, size_t n, ReduceOp op, T* copy, int64_t divisor) {
   using C = typename Compute<T>::type;
   switch (op) {
     case ReduceOp::sum:
     case ReduceOp::avg:
       if constexpr (std::is_same_v<T, uint8_t>) {
-        apply(dst, a, b, n, [](C x, C y) { return static_cast<C>(x + y); }, copy);
-      } else {
+        if (divisor != 1) {
+          const C d = static_cast<C>(divisor);
+          apply(dst, a, b, n, [d](C x, C y) { return static_cast<C>(static_cast<C>(x + y) / d); }, copy);
+        } else {
+          apply(dst, a, b, n, [](C x, C y) { return static_cast<C>(x + y); }, copy);
+        }
+      } else if (divisor == 1) {
         apply(dst, a, b, n, [](C x, C y) { return x + y; }, copy);
+      } else if (Divide<C> dv(divisor); dv.pow2) {
+        apply(dst, a, b, n, [inv = dv.inv](C x, C y) { return static_cast<C>((x + y) * inv); }, copy);
+      } else {
+        apply(dst, a, b, n, [d = dv.d](C x, C y) { return static_cast<C>((x + y) / d); }, copy);
       }
       break;
     case ReduceOp::product:
@@ -72,11 +94,14 @@ void reduceTyped(T* dst, const T* a, const T* b, size_t n, ReduceOp op, T* copy)
 
 }  // namespace
 
-void reduceInto(void* dst, const void* a, const void* b, size_t n, DType dtype, ReduceOp op, void* copy) {
+void reduceInto(void* dst, const void* a, const void* b, size_t n, DType dtype, ReduceOp op, void* copy,
+                int64_t divisor) {
+  LOCKSTEP_CHECK(divisor >= 1 && (divisor == 1 || op == ReduceOp::sum || op == ReduceOp::avg),
+                 "reduceInto: divisor ", divisor, " with ", reduceOpName(op));
   visitDType(dtype, [&](auto tag) {
     using T = decltype(tag);
     reduceTyped(static_cast<T*>(dst), static_cast<const T*>(a), static_cast<const T*>(b), n, op,
-                static_cast<T*>(copy));
+                static_cast<T*>(copy), divisor);
   });
 }
 
@@ -85,6 +110,12 @@ void divideBy(void* dst, size_t n, DType dtype, int64_t divisor) {
     using T = decltype(tag);
     using C = typename Compute<T>::type;
     T* p = static_cast<T*>(dst);
+    if constexpr (!std::is_same_v<T, uint8_t>) {
+      if (Divide<C> dv(divisor); dv.pow2) {
+        for (size_t i = 0; i < n; ++i) p[i] = T(static_cast<C>(static_cast<C>(p[i]) * dv.inv));
+        return;
+      }
+    }
     for (size_t i = 0; i < n; ++i) p[i] = T(static_cast<C>(static_cast<C>(p[i]) / static_cast<C>(divisor)));
   });
 }

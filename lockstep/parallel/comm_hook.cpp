@@ -24,6 +24,8 @@ void scaleInPlace(Tensor& t, double factor) {
 }
 
 std::shared_ptr<comm::Work> AllreduceHook::launch(GradBucket& bucket) {
+  const DType dt = bucket.buffer.dtype();
+  if (dt == DType::f32 || dt == DType::f64) return allreduce(*bucket.group, bucket.buffer, comm::ReduceOp::avg, bucket.last);
   scaleInPlace(bucket.buffer, 1.0 / bucket.group->size());
   return allreduce(*bucket.group, bucket.buffer, comm::ReduceOp::sum, bucket.last);
 }

@@ -32,7 +32,9 @@ class CommHook {
   virtual const char* name() const = 0;
 };
 
-/// The default: divide by the world size, allreduce-sum in place.
+/// The default: averages in place. f32 and f64 buckets are allreduced with ReduceOp::avg, which
+/// backends finish in the pass that combines (shm) or in one pass after it; f16 and bf16 buckets
+/// are divided by the world size first and then summed, so the sum cannot overflow.
 class AllreduceHook : public CommHook {
  public:
   std::shared_ptr<comm::Work> launch(GradBucket& bucket) override;

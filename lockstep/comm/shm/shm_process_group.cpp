@@ -187,13 +187,10 @@ void ShmProcessGroup::runAllreduce(const OpContext& ctx, uint8_t* data, size_t c
     const int last = r == n - 1 ? n - 2 : n - 1;
     for (int j = 0; j < n; ++j) {
       if (j == r) continue;
-      // The last step also writes the published copy, in the same pass (not for avg: divided after).
-      bool fuse = j == last && op != ReduceOp::avg;
-      reduceInto(acc, acc, slot(j, g) + lo * es, len, dtype, op, fuse ? out : nullptr);
-    }
-    if (op == ReduceOp::avg) {
-      divideBy(acc, len, dtype, n);
-      std::memcpy(out, acc, len * es);
+      // The last step also writes the published copy and, for avg, divides: all in one pass.
+      const bool fuse = j == last;
+      reduceInto(acc, acc, slot(j, g) + lo * es, len, dtype, op, fuse ? out : nullptr,
+                 fuse && op == ReduceOp::avg ? n : 1);
     }
   };
   // Large results bypass the cache on the way out (see streamCopy).
