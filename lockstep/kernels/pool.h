@@ -24,7 +24,7 @@ Pool2dParams resolvePool2d(const Pool2dParams& p);
 
 struct MaxPool2dResult {
   Tensor y;
-  Tensor workspace;  // where each maximum came from (oneDNN, training only); undefined otherwise
+  Tensor workspace;  // where each maximum came from (training only; opaque, per implementation)
 };
 /// With training, keeps what the backward needs in `workspace`.
 MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p, bool training);
@@ -48,7 +48,8 @@ Tensor adaptiveAvgPool2dBackward(const Tensor& gy, const Tensor& x, std::array<i
 }  // namespace onednn
 
 namespace reference {
-/// The workspace is left undefined: the backward recomputes each window's argmax from x.
+/// The workspace (training) holds each maximum's i64 index within its [H, W] plane, row-major like
+/// y; without one the backward recomputes each window's argmax from x.
 MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p, bool training);
 Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& workspace, const Pool2dParams& p);
 Tensor avgPool2dForward(const Tensor& x, const Pool2dParams& p);

@@ -58,7 +58,6 @@ TEST(pool2d, rejects_mismatched_shapes) {
 // On the oneDNN path (f32) the backward needs the workspace only: the input's memory is not kept
 // by the graph, so a CNN's largest activation is freed as soon as the pool has read it.
 TEST(max_pool2d, f32_graph_does_not_keep_the_input) {
-  if (kernels::backendFor(DType::f32) != kernels::Backend::onednn) GTEST_SKIP() << "reference kernels";
   Tensor x = randomTensor({2, 3, 8, 8}, DType::f32, 4);
   Variable w(Tensor::ones({1}), true);
   Variable xin = mul(Variable(x), w);  // a non-leaf input whose only owner is the graph

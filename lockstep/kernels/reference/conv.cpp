@@ -1,5 +1,6 @@
 // Plain loops in double precision: the ground truth the oneDNN convolution is tested against.
 #include "lockstep/kernels/conv.h"
+#include "lockstep/kernels/reference/format.h"
 
 namespace lockstep::kernels::reference {
 
@@ -53,7 +54,7 @@ Tensor conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b, const Co
   if (p.fuse_relu) {
     for (int64_t i = 0; i < y.numel(); ++i) py[i] = py[i] > 0 ? py[i] : 0.0;
   }
-  return y.to(x.dtype());
+  return inFormatOf(y.to(x.dtype()), x);
 }
 
 Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
@@ -62,7 +63,7 @@ Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& w, co
   double* pgx = gx.data<double>();
   forEachTap(x.shape(), w.shape(), gy.shape(), p,
              [&](int64_t xi, int64_t wi, int64_t yi) { pgx[xi] += gyd.data()[yi] * wd.data()[wi]; });
-  return gx.to(x.dtype());
+  return inFormatOf(gx.to(x.dtype()), x);
 }
 
 Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& ws, bool with_bias,

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <limits>
 
+#include "lockstep/kernels/reference/format.h"
+#include "lockstep/util/error.h"
+
 namespace lockstep::kernels::reference {
 
 namespace {
@@ -58,7 +61,7 @@ Tensor avgForward(const Tensor& x, const Windows& wh, const Windows& ww, bool in
         include_pad ? double(h.padded_size * w.padded_size) : double((h.end - h.begin) * (w.end - w.begin));
     py[yi] = sum / n;
   });
-  return y.to(x.dtype());
+  return inFormatOf(y.to(x.dtype()), x);
 }
 
 Tensor avgBackward(const Tensor& gy, const Tensor& x, const Windows& wh, const Windows& ww,
@@ -74,7 +77,7 @@ Tensor avgBackward(const Tensor& gy, const Tensor& x, const Windows& wh, const W
     for (int64_t a = h.begin; a < h.end; ++a)
       for (int64_t b = w.begin; b < w.end; ++b) px[base + a * xs[3] + b] += pg[yi] / n;
   });
-  return gx.to(x.dtype());
+  return inFormatOf(gx.to(x.dtype()), x);
 }
 
 std::pair<Windows, Windows> windowsFor(const Shape& xs, const Pool2dParams& p, const char* op) {
@@ -100,29 +103,46 @@ int64_t argmax(const double* plane, int64_t width, const Window& h, const Window
 }
 }  // namespace
 
-MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p, bool /*training*/) {
+MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p, bool training) {
   auto [wh, ww] = windowsFor(x.shape(), p, "max_pool2d");
   Tensor xd = x.to(DType::f64).contiguous();
   const Shape& xs = x.shape();
-  Tensor y = Tensor::empty({xs[0], xs[1], static_cast<int64_t>(wh.size()), static_cast<int64_t>(ww.size())},
-                           DType::f64);
+  const Shape ys = {xs[0], xs[1], static_cast<int64_t>(wh.size()), static_cast<int64_t>(ww.size())};
+  Tensor y = Tensor::empty(ys, DType::f64);
+  // Training keeps each maximum's index within its plane (row-major, like y), as PyTorch's
+  // indices: the backward then needs no input values.
+  Tensor where = training ? Tensor::empty(ys, DType::i64) : Tensor();
   forEachWindow(xs, wh, ww, [&](int64_t base, const Window& h, const Window& w, int64_t yi) {
     const double* plane = xd.data<double>() + base;
-    y.data<double>()[yi] = plane[argmax(plane, xs[3], h, w)];
+    const int64_t at = argmax(plane, xs[3], h, w);
+    y.data<double>()[yi] = plane[at];
+    if (training) where.data<int64_t>()[yi] = at;
   });
-  return {y.to(x.dtype()), Tensor()};
+  return {inFormatOf(y.to(x.dtype()), x), where};
 }
 
-Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& /*workspace*/,
+Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& workspace,
                          const Pool2dParams& p) {
   auto [wh, ww] = windowsFor(x.shape(), p, "max_pool2d");
-  Tensor xd = x.to(DType::f64).contiguous(), g = gy.to(DType::f64).contiguous();
+  Tensor g = gy.to(DType::f64).contiguous();
   const Shape& xs = x.shape();
   Tensor gx = Tensor::zeros(xs, DType::f64);
-  forEachWindow(xs, wh, ww, [&](int64_t base, const Window& h, const Window& w, int64_t yi) {
-    gx.data<double>()[base + argmax(xd.data<double>() + base, xs[3], h, w)] += g.data<double>()[yi];
-  });
-  return gx.to(x.dtype());
+  if (workspace.defined()) {
+    LOCKSTEP_ENFORCE(workspace.dtype() == DType::i64 && workspace.numel() == g.numel(), ValueError,
+                     "max_pool2d backward: the workspace ", workspace.describe(),
+                     " is not the reference kernels' (one i64 index per output of ", shapeToString(gy.shape()),
+                     "); pass the workspace of the same kernels' forward");
+    const int64_t* where = workspace.data<int64_t>();
+    forEachWindow(xs, wh, ww, [&](int64_t base, const Window&, const Window&, int64_t yi) {
+      gx.data<double>()[base + where[yi]] += g.data<double>()[yi];
+    });
+  } else {
+    Tensor xd = x.to(DType::f64).contiguous();
+    forEachWindow(xs, wh, ww, [&](int64_t base, const Window& h, const Window& w, int64_t yi) {
+      gx.data<double>()[base + argmax(xd.data<double>() + base, xs[3], h, w)] += g.data<double>()[yi];
+    });
+  }
+  return inFormatOf(gx.to(x.dtype()), x);
 }
 
 Tensor avgPool2dForward(const Tensor& x, const Pool2dParams& p) {
