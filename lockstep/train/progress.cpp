@@ -30,9 +30,12 @@ Progress::Progress(const ProgressOptions& options) : options_(options) {
   if (!options_.csv_path.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(options_.csv_path).parent_path(), ec);
-    csv_ = std::fopen(options_.csv_path.c_str(), "w");
+    // Appended to, so a resumed job keeps the rows of the runs before it (those past the
+    // checkpoint it resumes from appear twice, as in TensorBoard's event files).
+    const bool fresh = std::filesystem::file_size(options_.csv_path, ec) == 0 || ec;
+    csv_ = std::fopen(options_.csv_path.c_str(), "a");
     if (!csv_) throw IoError("cannot write " + options_.csv_path + ": " + std::strerror(errno));
-    std::fprintf(csv_, "epoch,step,metric,value\n");
+    if (fresh) std::fprintf(csv_, "epoch,step,metric,value\n");
   }
 }
 

@@ -20,6 +20,7 @@
 #include "lockstep/train/train_data.h"
 #include "lockstep/train/training_state.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
 
 namespace lockstep::train {
 
@@ -147,15 +148,17 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
   auto sched = makeScheduler(c.scheduler, *opt, total_steps);
 
-  TrainingParts parts{model.get(), opt.get(), sched.get(), &loader, &defaultGenerator(), o.config_json};
+  TrainingParts parts{model.get(), opt.get(), sched.get(), &loader, &defaultGenerator(), o.config_json, world};
   int64_t step = 0;
   if (o.resume) {
     std::string path;
     if (auto ckpt = loadLatestCheckpoint(ckpt_dir, &path)) {
-      restoreTrainingState(*ckpt, parts);
+      std::string note = restoreTrainingState(*ckpt, parts);
       step = ckpt->step;
-      if (chief)
+      if (chief) {
         std::fprintf(stderr, "resuming from %s (step %lld)\n", path.c_str(), static_cast<long long>(step));
+        if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
+      }
     } else if (chief) {
       std::fprintf(stderr, "warning: --resume: no checkpoint in %s, starting from scratch\n",
                    ckpt_dir.c_str());
@@ -251,9 +254,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   if (chief) {
     progress->finishLine();
     saveModel(o.output_dir + "/model.safetensors", *model);
-    std::ofstream f(o.output_dir + "/summary.json");
-    f << toJson(s).dump(2) << "\n";
-    if (!f) throw IoError("cannot write " + o.output_dir + "/summary.json");
+    file::writeAtomic(o.output_dir + "/summary.json", toJson(s).dump(2) + "\n");
   }
   return s;
 }

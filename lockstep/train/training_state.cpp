@@ -1,5 +1,9 @@
 #include "lockstep/train/training_state.h"
 
+#include <algorithm>
+
+#include "lockstep/util/error.h"
+
 namespace lockstep::train {
 
 namespace {
@@ -52,7 +56,11 @@ CheckpointData captureTrainingState(const TrainingParts& parts, int64_t step) {
     state["optimizer"] = {{"type", parts.optimizer->name()}, {"param_groups", groups}};
   }
   if (parts.scheduler) state["scheduler"] = hyperToJson(parts.scheduler->stateDict());
-  if (parts.loader) state["data"] = parts.loader->state().toJson();
+  if (parts.loader) {
+    state["data"] = parts.loader->state().toJson();
+    state["data"]["world_size"] = parts.world_size;
+    state["data"]["batch_size"] = parts.loader->options().batch_size;
+  }
   if (parts.rng) state["rng"] = {{"seed", parts.rng->seed()}, {"offset", parts.rng->offset()}};
   state["config"] = parts.config;
   state["global_step"] = step;
@@ -60,7 +68,34 @@ CheckpointData captureTrainingState(const TrainingParts& parts, int64_t step) {
   return d;
 }
 
-void restoreTrainingState(const CheckpointData& d, TrainingParts& parts) {
+namespace {
+
+// The loader position of this job that follows the samples a snapshot's job had consumed.
+data::SamplerState rescalePosition(const nlohmann::json& j, const TrainingParts& parts, std::string* note) {
+  data::SamplerState st = data::SamplerState::fromJson(j);
+  const int64_t world = j.value("world_size", parts.world_size);
+  const int64_t batch = j.value("batch_size", parts.loader->options().batch_size);
+  LOCKSTEP_ENFORCE(world >= 1 && batch >= 1, ValueError, "checkpoint data state: bad world_size ", world,
+                   " or batch_size ", batch, " in ", j.dump());
+  const int64_t now_world = parts.world_size, now_batch = parts.loader->options().batch_size;
+  if (st.position == 0 || (world == now_world && batch == now_batch)) return st;
+  const int64_t consumed = st.position * batch * world;
+  const int64_t per_step = now_batch * now_world;
+  const int64_t position = std::min(consumed / per_step, parts.loader->size());
+  *note = ::lockstep::detail::concat(
+      "the checkpoint was written by a job of world size ", world, " and batch size ", batch, " per rank, ",
+      st.position, " batches into epoch ", st.epoch, " (", consumed, " samples of the epoch's order); this job (world size ",
+      now_world, ", batch size ", now_batch, ") resumes at batch ", position, " of that epoch",
+      consumed % per_step == 0 ? "" : ::lockstep::detail::concat(", seeing ", consumed - position * per_step,
+                                                                  " of the consumed samples again"));
+  st.position = position;
+  return st;
+}
+
+}  // namespace
+
+std::string restoreTrainingState(const CheckpointData& d, TrainingParts& parts) {
+  std::string note;
   LOCKSTEP_ENFORCE(parts.model != nullptr, ValueError, "restoreTrainingState: no model");
   parts.model->loadStateDict(fromNamed(d.model), /*strict=*/true);
   const nlohmann::json& s = d.state;
@@ -78,11 +113,12 @@ void restoreTrainingState(const CheckpointData& d, TrainingParts& parts) {
       parts.optimizer->loadStateDict(osd);
     }
     if (parts.scheduler && s.contains("scheduler")) parts.scheduler->loadStateDict(hyperFromJson(s["scheduler"]));
-    if (parts.loader && s.contains("data")) parts.loader->loadState(data::SamplerState::fromJson(s["data"]));
+    if (parts.loader && s.contains("data")) parts.loader->loadState(rescalePosition(s["data"], parts, &note));
     if (parts.rng && s.contains("rng")) parts.rng->setState(s["rng"]["seed"], s["rng"]["offset"]);
   } catch (const nlohmann::json::exception& e) {
     throw IoError(std::string("checkpoint state is malformed: ") + e.what());
   }
+  return note;
 }
 
 void saveModel(const std::string& path, const nn::Module& model) {

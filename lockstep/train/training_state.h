@@ -22,13 +22,22 @@ struct TrainingParts {
   data::DataLoader* loader = nullptr;
   Generator* rng = nullptr;
   nlohmann::json config = nlohmann::json::object();
+  /// The job's world size: with the loader's batch size it says which samples a data position
+  /// covers (every rank's shard takes every world_size-th sample of the epoch's order).
+  int64_t world_size = 1;
 };
 
 /// Snapshot (deep copies) of the parts at global step `step`.
 CheckpointData captureTrainingState(const TrainingParts& parts, int64_t step);
 /// Loads a snapshot into the parts. The model load is strict: a model with other names or shapes
 /// fails with the list of mismatches (ValueError), and nothing is changed then.
-void restoreTrainingState(const CheckpointData& data, TrainingParts& parts);
+/// A snapshot taken mid-epoch by a job of another world size or batch size (an elastic restart)
+/// resumes at the batch whose samples follow the ones consumed: the ranks' shards interleave, so
+/// the first position x batch_size x world_size samples of the epoch's order are the consumed
+/// ones. Where that count is not a whole number of the new job's batches, the position rounds
+/// down (up to one global batch is seen twice, none is skipped). Returns a line for the log
+/// when that happened; empty otherwise.
+std::string restoreTrainingState(const CheckpointData& data, TrainingParts& parts);
 
 /// The model's state dict as one safetensors file (atomic write), loadable by Python's safetensors.
 void saveModel(const std::string& path, const nn::Module& model);

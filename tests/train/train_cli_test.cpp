@@ -104,6 +104,17 @@ TEST_F(TrainCli, resume_is_bitwise_identical_and_skips_a_corrupt_checkpoint) {
   ASSERT_EQ(second.code, 0) << second.output;
   EXPECT_NE(second.output.find("(step 9)"), std::string::npos) << second.output;
   EXPECT_EQ(readFile(dir_ + "/straight/model.safetensors"), readFile(dir_ + "/r/model.safetensors"));
+  // metrics.csv keeps the first run's rows: one header, then rows of both runs.
+  std::string csv = readFile(dir_ + "/r/metrics.csv");
+  size_t headers = 0;
+  for (size_t at = csv.find("epoch,step,metric,value"); at != std::string::npos;
+       at = csv.find("epoch,step,metric,value", at + 1)) {
+    ++headers;
+  }
+  EXPECT_EQ(headers, 1u) << csv;
+  EXPECT_NE(csv.find(",3,train/loss,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",12,train/loss,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",20,val/loss,"), std::string::npos) << csv;
   // Corrupt the newest checkpoint: resume falls back to the previous one with a warning.
   ASSERT_EQ(run(cfg + " --output-dir " + dir_ + "/c --set max_steps=9").code, 0);
   std::string newest = dir_ + "/c/checkpoints/" + readFile(dir_ + "/c/checkpoints/latest");

@@ -2,7 +2,9 @@
 // in a fresh "process" (new objects) ends bitwise equal to an uninterrupted run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <numeric>
 
 #include "lockstep/autograd.h"
 #include "lockstep/data.h"
@@ -106,4 +108,77 @@ TEST(checkpoint, model_load_lists_mismatches) {
   Job k;
   EXPECT_NO_THROW(loadModel(dir + "/m.safetensors", *k.model));
   fs::remove_all(dir);
+}
+
+namespace {
+
+// A loader of rank `rank` in a world of `world` over 96 samples whose input is the sample's index.
+std::unique_ptr<data::DataLoader> shardLoader(int64_t world, int64_t rank, int64_t batch) {
+  Tensor x = Tensor::empty({96, 1});
+  for (int i = 0; i < 96; ++i) x.data<float>()[i] = static_cast<float>(i);
+  auto ds = std::make_shared<data::TensorDataset>(x, Tensor::zeros({96}, DType::i64));
+  data::DistributedSamplerOptions so;
+  so.num_replicas = world;
+  so.rank = rank;
+  so.seed = 5;
+  data::DataLoaderOptions lo;
+  lo.batch_size = batch;
+  return std::make_unique<data::DataLoader>(ds, std::make_shared<data::DistributedSampler>(96, so), lo);
+}
+
+std::vector<int> drain(data::DataLoader& l, int64_t batches = -1) {
+  std::vector<int> seen;
+  for (data::Batch& b : l) {
+    for (float v : b.input.toVector<float>()) seen.push_back(static_cast<int>(v));
+    if (--batches == 0) break;
+  }
+  return seen;
+}
+
+}  // namespace
+
+TEST(checkpoint, resume_in_another_world_size_continues_after_the_consumed_samples) {
+  auto model = nn::makeModel("mlp", {.in_features = 1, .out_features = 2, .hidden = {}});
+  // A 2-rank job with batch 4 stops after 3 batches of epoch 1 on every rank: 24 samples consumed.
+  std::vector<int> consumed;
+  CheckpointData snap;
+  for (int64_t r = 0; r < 2; ++r) {
+    auto l = shardLoader(2, r, 4);
+    l->setEpoch(1);
+    for (int v : drain(*l, 3)) consumed.push_back(v);
+    TrainingParts p{model.get(), nullptr, nullptr, l.get(), nullptr, {}, 2};
+    if (r == 0) snap = captureTrainingState(p, 7);
+  }
+  // Resumed on 4 ranks with batch 3: 24 / (3 * 4) = batch 2 of epoch 1, and the ranks' remaining
+  // batches are exactly the samples the first job had not reached.
+  std::vector<int> rest;
+  for (int64_t r = 0; r < 4; ++r) {
+    auto l = shardLoader(4, r, 3);
+    TrainingParts p{model.get(), nullptr, nullptr, l.get(), nullptr, {}, 4};
+    std::string note = restoreTrainingState(snap, p);
+    EXPECT_EQ(l->state().epoch, 1u);
+    EXPECT_EQ(l->state().position, 2);
+    EXPECT_NE(note.find("world size 2"), std::string::npos) << note;
+    EXPECT_EQ(note.find("again"), std::string::npos) << note;
+    for (int v : drain(*l)) rest.push_back(v);
+  }
+  std::vector<int> all = consumed;
+  all.insert(all.end(), rest.begin(), rest.end());
+  std::sort(all.begin(), all.end());
+  std::vector<int> each(96);
+  std::iota(each.begin(), each.end(), 0);
+  EXPECT_EQ(all, each);  // every sample of the epoch exactly once
+
+  // Batch 5 on 4 ranks: 24 / 20 rounds down to batch 1; 4 samples are seen again, none skipped.
+  auto l = shardLoader(4, 0, 5);
+  TrainingParts p{model.get(), nullptr, nullptr, l.get(), nullptr, {}, 4};
+  std::string note = restoreTrainingState(snap, p);
+  EXPECT_EQ(l->state().position, 1);
+  EXPECT_NE(note.find("seeing 4 of the consumed samples again"), std::string::npos) << note;
+
+  // The same world and batch size: the position as saved, no note.
+  auto same = shardLoader(2, 1, 4);
+  TrainingParts q{model.get(), nullptr, nullptr, same.get(), nullptr, {}, 2};
+  EXPECT_EQ(restoreTrainingState(snap, q), "");
+  EXPECT_EQ(same->state().position, 3);
 }
