@@ -15,6 +15,7 @@
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
 #include "lockstep/parallel.h"
+#include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/progress.h"
 #include "lockstep/train/train_data.h"
@@ -223,6 +224,13 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
       if (sched) sched->step();
       ++step;
       samples += c.batch.train_batch_size;
+      if (dist.group && step % c.steps_per_print == 0) {
+        // The logged loss is the mean over all ranks' micro-batches (what one process with the
+        // global batch would report), not rank 0's share of it: every rank takes part.
+        Tensor l = Tensor::full({1}, window_loss, DType::f64);
+        parallel::allreduce(*dist.group, l, comm::ReduceOp::avg)->wait();
+        window_loss = l.item<double>();
+      }
       if (progress) {
         progress->onStep({static_cast<int64_t>(e), step, window_loss, opt->paramGroups()[0].lr(),
                           static_cast<double>(samples) / seconds()});

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #ifndef LOCKSTEP_BIN
@@ -146,6 +147,28 @@ TEST_F(TrainCli, two_ranks_through_the_launcher_resume_bitwise) {
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("(step 4)"), std::string::npos) << resumed.output;
   EXPECT_EQ(readFile(dir_ + "/s/model.safetensors"), readFile(dir_ + "/r/model.safetensors"));
+}
+
+TEST_F(TrainCli, two_ranks_log_the_loss_of_the_whole_global_batch) {
+  // 2 ranks x micro-batch 8 log what 1 rank x micro-batch 16 logs: the mean over all ranks' samples
+  // (the ranks' shards interleave, so the global batches hold the same samples).
+  std::string cfg = writeConfig("c.yaml", kSynthetic);
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/two --set max_steps=6").code, 0);
+  Result one = run(cfg + " --output-dir " + dir_ + "/one --set max_steps=6 --set train_micro_batch_size_per_gpu=16");
+  ASSERT_EQ(one.code, 0) << one.output;
+  auto losses = [&](const std::string& csv) {
+    std::vector<double> out;
+    std::istringstream in(csv);
+    for (std::string line; std::getline(in, line);) {
+      auto at = line.find(",train/loss,");
+      if (at != std::string::npos) out.push_back(std::stod(line.substr(at + 12)));
+    }
+    return out;
+  };
+  std::vector<double> two = losses(readFile(dir_ + "/two/metrics.csv")), ref = losses(readFile(dir_ + "/one/metrics.csv"));
+  ASSERT_EQ(two.size(), 2u);
+  ASSERT_EQ(ref.size(), 2u);
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(two[i], ref[i], 1e-5 * std::abs(ref[i])) << i;
 }
 
 TEST_F(TrainCli, max_restarts_resumes_a_crashed_job_bitwise) {
