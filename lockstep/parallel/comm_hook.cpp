@@ -25,13 +25,16 @@ void scaleInPlace(Tensor& t, double factor) {
 
 std::shared_ptr<comm::Work> AllreduceHook::launch(GradBucket& bucket) {
   const DType dt = bucket.buffer.dtype();
-  if (dt == DType::f32 || dt == DType::f64) return allreduce(*bucket.group, bucket.buffer, comm::ReduceOp::avg, bucket.last);
+  if (dt == DType::f32 || dt == DType::f64) {
+    return allreduce(*bucket.group, bucket.buffer, comm::ReduceOp::avg, bucket.last);
+  }
   scaleInPlace(bucket.buffer, 1.0 / bucket.group->size());
   return allreduce(*bucket.group, bucket.buffer, comm::ReduceOp::sum, bucket.last);
 }
 
 std::shared_ptr<comm::Work> CompressHook::launch(GradBucket& bucket) {
-  if (!bucket.scratch.defined() || bucket.scratch.numel() != bucket.buffer.numel() || bucket.scratch.dtype() != wire_) {
+  if (!bucket.scratch.defined() || bucket.scratch.numel() != bucket.buffer.numel() ||
+      bucket.scratch.dtype() != wire_) {
     bucket.scratch = Tensor::empty(bucket.buffer.shape(), wire_);
   }
   scaleInPlace(bucket.buffer, 1.0 / bucket.group->size());

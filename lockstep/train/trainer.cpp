@@ -149,7 +149,8 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
   auto sched = makeScheduler(c.scheduler, *opt, total_steps);
 
-  TrainingParts parts{model.get(), opt.get(), sched.get(), &loader, &defaultGenerator(), o.config_json, world};
+  TrainingParts parts{model.get(),         opt.get(),     sched.get(), &loader,
+                      &defaultGenerator(), o.config_json, world};
   int64_t step = 0;
   if (o.resume) {
     std::string path;

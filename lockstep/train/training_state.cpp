@@ -52,7 +52,8 @@ CheckpointData captureTrainingState(const TrainingParts& parts, int64_t step) {
     optim::OptimizerStateDict osd = parts.optimizer->stateDict();
     d.optimizer = toNamed(osd.state);
     nlohmann::json groups = nlohmann::json::array();
-    for (const auto& g : osd.param_groups) groups.push_back({{"options", hyperToJson(g.options)}, {"params", g.params}});
+    for (const auto& g : osd.param_groups)
+      groups.push_back({{"options", hyperToJson(g.options)}, {"params", g.params}});
     state["optimizer"] = {{"type", parts.optimizer->name()}, {"param_groups", groups}};
   }
   if (parts.scheduler) state["scheduler"] = hyperToJson(parts.scheduler->stateDict());
@@ -84,10 +85,12 @@ data::SamplerState rescalePosition(const nlohmann::json& j, const TrainingParts&
   const int64_t position = std::min(consumed / per_step, parts.loader->size());
   *note = ::lockstep::detail::concat(
       "the checkpoint was written by a job of world size ", world, " and batch size ", batch, " per rank, ",
-      st.position, " batches into epoch ", st.epoch, " (", consumed, " samples of the epoch's order); this job (world size ",
-      now_world, ", batch size ", now_batch, ") resumes at batch ", position, " of that epoch",
-      consumed % per_step == 0 ? "" : ::lockstep::detail::concat(", seeing ", consumed - position * per_step,
-                                                                  " of the consumed samples again"));
+      st.position, " batches into epoch ", st.epoch, " (", consumed,
+      " samples of the epoch's order); this job (world size ", now_world, ", batch size ", now_batch,
+      ") resumes at batch ", position, " of that epoch",
+      consumed % per_step == 0 ? ""
+                               : ::lockstep::detail::concat(", seeing ", consumed - position * per_step,
+                                                            " of the consumed samples again"));
   st.position = position;
   return st;
 }
@@ -112,7 +115,8 @@ std::string restoreTrainingState(const CheckpointData& d, TrainingParts& parts) 
       }
       parts.optimizer->loadStateDict(osd);
     }
-    if (parts.scheduler && s.contains("scheduler")) parts.scheduler->loadStateDict(hyperFromJson(s["scheduler"]));
+    if (parts.scheduler && s.contains("scheduler"))
+      parts.scheduler->loadStateDict(hyperFromJson(s["scheduler"]));
     if (parts.loader && s.contains("data")) parts.loader->loadState(rescalePosition(s["data"], parts, &note));
     if (parts.rng && s.contains("rng")) parts.rng->setState(s["rng"]["seed"], s["rng"]["offset"]);
   } catch (const nlohmann::json::exception& e) {

@@ -1,11 +1,12 @@
 // The element-wise reduction kernels every backend shares: the divisor that finishes an avg in the
 // combining pass gives what a separate divideBy pass gives.
+#include "lockstep/comm/reduce_op.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
-#include "lockstep/comm/reduce_op.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::comm {
@@ -14,7 +15,8 @@ namespace {
 template <typename T>
 std::vector<T> values(size_t n, double scale, double shift) {
   std::vector<T> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = T(static_cast<float>((static_cast<double>(i % 97) - 40.0) * scale + shift));
+  for (size_t i = 0; i < n; ++i)
+    v[i] = T(static_cast<float>((static_cast<double>(i % 97) - 40.0) * scale + shift));
   return v;
 }
 
@@ -26,7 +28,8 @@ void expectFusedEqualsSeparate(DType dt, int64_t divisor) {
   reduceInto(separate.data(), a.data(), b.data(), n, dt, ReduceOp::avg);
   divideBy(separate.data(), n, dt, divisor);
   reduceInto(fused.data(), a.data(), b.data(), n, dt, ReduceOp::avg, copy.data(), divisor);
-  EXPECT_EQ(std::memcmp(separate.data(), fused.data(), n * sizeof(T)), 0) << dtypeName(dt) << " / " << divisor;
+  EXPECT_EQ(std::memcmp(separate.data(), fused.data(), n * sizeof(T)), 0)
+      << dtypeName(dt) << " / " << divisor;
   EXPECT_EQ(std::memcmp(fused.data(), copy.data(), n * sizeof(T)), 0) << dtypeName(dt) << " / " << divisor;
 }
 

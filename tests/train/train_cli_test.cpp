@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #ifndef LOCKSTEP_BIN
 #error "LOCKSTEP_BIN must name the built lockstep binary"
@@ -154,7 +154,8 @@ TEST_F(TrainCli, two_ranks_log_the_loss_of_the_whole_global_batch) {
   // (the ranks' shards interleave, so the global batches hold the same samples).
   std::string cfg = writeConfig("c.yaml", kSynthetic);
   ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/two --set max_steps=6").code, 0);
-  Result one = run(cfg + " --output-dir " + dir_ + "/one --set max_steps=6 --set train_micro_batch_size_per_gpu=16");
+  Result one =
+      run(cfg + " --output-dir " + dir_ + "/one --set max_steps=6 --set train_micro_batch_size_per_gpu=16");
   ASSERT_EQ(one.code, 0) << one.output;
   auto losses = [&](const std::string& csv) {
     std::vector<double> out;
@@ -165,7 +166,8 @@ TEST_F(TrainCli, two_ranks_log_the_loss_of_the_whole_global_batch) {
     }
     return out;
   };
-  std::vector<double> two = losses(readFile(dir_ + "/two/metrics.csv")), ref = losses(readFile(dir_ + "/one/metrics.csv"));
+  std::vector<double> two = losses(readFile(dir_ + "/two/metrics.csv")),
+                      ref = losses(readFile(dir_ + "/one/metrics.csv"));
   ASSERT_EQ(two.size(), 2u);
   ASSERT_EQ(ref.size(), 2u);
   for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(two[i], ref[i], 1e-5 * std::abs(ref[i])) << i;

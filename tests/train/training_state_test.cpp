@@ -1,5 +1,7 @@
 // Saving and restoring a whole single-process job: a run interrupted by a checkpoint and resumed
 // in a fresh "process" (new objects) ends bitwise equal to an uninterrupted run.
+#include "lockstep/train/training_state.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include "lockstep/data.h"
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
-#include "lockstep/train/training_state.h"
 
 using namespace lockstep;
 using namespace lockstep::train;
@@ -43,7 +44,9 @@ struct Job {
     lo.batch_size = 8;
     loader = std::make_unique<data::DataLoader>(ds, std::make_shared<data::RandomSampler>(64, 9), lo);
   }
-  TrainingParts parts() { return {model.get(), opt.get(), sched.get(), loader.get(), nullptr, {{"lr", 0.01}}}; }
+  TrainingParts parts() {
+    return {model.get(), opt.get(), sched.get(), loader.get(), nullptr, {{"lr", 0.01}}};
+  }
   // Trains until `stop` global steps (or to the end of `epochs`), starting from the loader's state.
   int64_t run(int64_t step, int64_t stop, int epochs) {
     for (uint64_t e = loader->epoch(); e < static_cast<uint64_t>(epochs); ++e) {

@@ -41,8 +41,8 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
   std::vector<double> y(xv.size());
   forEachElement(
       s, [&](int64_t c, int64_t i) { y[i] = (xv[i] - mean[c]) / std::sqrt(var[c] + p.eps) * w[c] + b[c]; });
-  return {inFormatOf(Tensor::fromVector<double>(y, s).to(x.dtype()), x), Tensor::fromVector<double>(mean, {C}),
-          Tensor::fromVector<double>(var, {C})};
+  return {inFormatOf(Tensor::fromVector<double>(y, s).to(x.dtype()), x),
+          Tensor::fromVector<double>(mean, {C}), Tensor::fromVector<double>(var, {C})};
 }
 
 BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,

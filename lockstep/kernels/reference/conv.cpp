@@ -1,5 +1,6 @@
 // Plain loops in double precision: the ground truth the oneDNN convolution is tested against.
 #include "lockstep/kernels/conv.h"
+
 #include "lockstep/kernels/reference/format.h"
 
 namespace lockstep::kernels::reference {

@@ -121,8 +121,7 @@ MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p, bool tr
   return {inFormatOf(y.to(x.dtype()), x), where};
 }
 
-Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& workspace,
-                         const Pool2dParams& p) {
+Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& workspace, const Pool2dParams& p) {
   auto [wh, ww] = windowsFor(x.shape(), p, "max_pool2d");
   Tensor g = gy.to(DType::f64).contiguous();
   const Shape& xs = x.shape();
@@ -130,8 +129,8 @@ Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& worksp
   if (workspace.defined()) {
     LOCKSTEP_ENFORCE(workspace.dtype() == DType::i64 && workspace.numel() == g.numel(), ValueError,
                      "max_pool2d backward: the workspace ", workspace.describe(),
-                     " is not the reference kernels' (one i64 index per output of ", shapeToString(gy.shape()),
-                     "); pass the workspace of the same kernels' forward");
+                     " is not the reference kernels' (one i64 index per output of ",
+                     shapeToString(gy.shape()), "); pass the workspace of the same kernels' forward");
     const int64_t* where = workspace.data<int64_t>();
     forEachWindow(xs, wh, ww, [&](int64_t base, const Window&, const Window&, int64_t yi) {
       gx.data<double>()[base + where[yi]] += g.data<double>()[yi];
