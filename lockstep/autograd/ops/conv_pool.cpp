@@ -12,6 +12,7 @@
 #include "lockstep/kernels/accumulate.h"
 #include "lockstep/kernels/activation.h"
 #include "lockstep/kernels/conv.h"
+#include "lockstep/kernels/layout.h"
 #include "lockstep/kernels/pool.h"
 #include "lockstep/kernels/threads.h"
 
@@ -138,8 +139,7 @@ Variable conv2dMaxPool2d(const Variable& x, const Variable& weight, const Variab
       y = r.y;
       if (relu) reluInto(y, y);
     } else if (!y.defined()) {
-      y = Tensor::empty(pool_shape, r.y.dtype(),
-                        r.y.isChannelsLast() ? MemoryFormat::channels_last : MemoryFormat::contiguous);
+      y = Tensor::empty(pool_shape, r.y.dtype(), kernels::formatOf(r.y));
     }
     if (size < n) {
       Tensor dst = y.narrow(0, start, size);

@@ -1,25 +1,12 @@
 #pragma once
-// Layout choice for 4-d activations in the conv/pool/batch-norm kernels: a tensor is treated as
-// channels_last (oneDNN nhwc) whenever its strides allow it, which covers every C=1 NCHW tensor,
-// and as contiguous (nchw) otherwise. Outputs and input gradients take the same format as the
-// forward's input, so a channels_last network never reorders activations between layers.
+// oneDNN descriptors for 4-d activations in the formats of lockstep/kernels/layout.h
+// (channels_last = nhwc, contiguous = nchw).
 #include <dnnl.hpp>
 
 #include "lockstep/kernels/dnnl/context.h"
+#include "lockstep/kernels/layout.h"
 
 namespace lockstep::kernels::onednn {
-
-/// The format an activation is computed in.
-inline MemoryFormat formatOf(const Tensor& t) {
-  return t.isChannelsLast() ? MemoryFormat::channels_last : MemoryFormat::contiguous;
-}
-
-/// t itself when already dense in format f, else a copy that is (the only reorder, and only for
-/// callers that hand over a differently laid out tensor).
-inline Tensor inFormat(const Tensor& t, MemoryFormat f) {
-  if (f == MemoryFormat::channels_last) return t.isChannelsLast() ? t : t.toFormat(f);
-  return t.isContiguous() ? t : t.contiguous();
-}
 
 /// oneDNN descriptor for a 4-d tensor laid out in format f (by tag, so size-1 dims never confuse
 /// oneDNN's layout matching).

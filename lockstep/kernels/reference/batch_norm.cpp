@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "lockstep/kernels/reference/format.h"
+#include "lockstep/kernels/layout.h"
 
 namespace lockstep::kernels::reference {
 
@@ -41,7 +41,7 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
   std::vector<double> y(xv.size());
   forEachElement(
       s, [&](int64_t c, int64_t i) { y[i] = (xv[i] - mean[c]) / std::sqrt(var[c] + p.eps) * w[c] + b[c]; });
-  return {inFormatOf(Tensor::fromVector<double>(y, s).to(x.dtype()), x),
+  return {inFormat(Tensor::fromVector<double>(y, s).to(x.dtype()), formatOf(x)),
           Tensor::fromVector<double>(mean, {C}), Tensor::fromVector<double>(var, {C})};
 }
 
@@ -67,7 +67,8 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tens
       gx[i] = g[i] * w[c] * invstd[c];
     }
   });
-  BatchNormGrads out{inFormatOf(Tensor::fromVector<double>(gx, s).to(x.dtype()), x), Tensor(), Tensor()};
+  BatchNormGrads out{inFormat(Tensor::fromVector<double>(gx, s).to(x.dtype()), formatOf(x)), Tensor(),
+                     Tensor()};
   if (weight.defined()) out.weight = Tensor::fromVector<double>(gw, {C}).to(weight.dtype());
   if (with_bias) out.bias = Tensor::fromVector<double>(gb, {C}).to(x.dtype());
   return out;

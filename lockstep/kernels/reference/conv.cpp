@@ -1,7 +1,7 @@
 // Plain loops in double precision: the ground truth the oneDNN convolution is tested against.
 #include "lockstep/kernels/conv.h"
 
-#include "lockstep/kernels/reference/format.h"
+#include "lockstep/kernels/layout.h"
 
 namespace lockstep::kernels::reference {
 
@@ -55,7 +55,7 @@ Tensor conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b, const Co
   if (p.fuse_relu) {
     for (int64_t i = 0; i < y.numel(); ++i) py[i] = py[i] > 0 ? py[i] : 0.0;
   }
-  return inFormatOf(y.to(x.dtype()), x);
+  return inFormat(y.to(x.dtype()), formatOf(x));
 }
 
 Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
@@ -64,7 +64,7 @@ Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& w, co
   double* pgx = gx.data<double>();
   forEachTap(x.shape(), w.shape(), gy.shape(), p,
              [&](int64_t xi, int64_t wi, int64_t yi) { pgx[xi] += gyd.data()[yi] * wd.data()[wi]; });
-  return inFormatOf(gx.to(x.dtype()), x);
+  return inFormat(gx.to(x.dtype()), formatOf(x));
 }
 
 Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& ws, bool with_bias,

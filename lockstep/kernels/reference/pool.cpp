@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "lockstep/kernels/reference/format.h"
+#include "lockstep/kernels/layout.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::kernels::reference {
@@ -61,7 +61,7 @@ Tensor avgForward(const Tensor& x, const Windows& wh, const Windows& ww, bool in
         include_pad ? double(h.padded_size * w.padded_size) : double((h.end - h.begin) * (w.end - w.begin));
     py[yi] = sum / n;
   });
-  return inFormatOf(y.to(x.dtype()), x);
+  return inFormat(y.to(x.dtype()), formatOf(x));
 }
 
 Tensor avgBackward(const Tensor& gy, const Tensor& x, const Windows& wh, const Windows& ww,
@@ -77,7 +77,7 @@ Tensor avgBackward(const Tensor& gy, const Tensor& x, const Windows& wh, const W
     for (int64_t a = h.begin; a < h.end; ++a)
       for (int64_t b = w.begin; b < w.end; ++b) px[base + a * xs[3] + b] += pg[yi] / n;
   });
-  return inFormatOf(gx.to(x.dtype()), x);
+  return inFormat(gx.to(x.dtype()), formatOf(x));
 }
 
 std::pair<Windows, Windows> windowsFor(const Shape& xs, const Pool2dParams& p, const char* op) {
@@ -118,7 +118,7 @@ MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p, bool tr
     y.data<double>()[yi] = plane[at];
     if (training) where.data<int64_t>()[yi] = at;
   });
-  return {inFormatOf(y.to(x.dtype()), x), where};
+  return {inFormat(y.to(x.dtype()), formatOf(x)), where};
 }
 
 Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& workspace, const Pool2dParams& p) {
@@ -141,7 +141,7 @@ Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& worksp
       gx.data<double>()[base + argmax(xd.data<double>() + base, xs[3], h, w)] += g.data<double>()[yi];
     });
   }
-  return inFormatOf(gx.to(x.dtype()), x);
+  return inFormat(gx.to(x.dtype()), formatOf(x));
 }
 
 Tensor avgPool2dForward(const Tensor& x, const Pool2dParams& p) {
