@@ -6,6 +6,10 @@
 # ranks); the summary takes the median of each over the repetitions, since this VM's speed drifts
 # by 5-10% from minute to minute. Rank r is bound to core r (taskset), for both frameworks alike;
 # BIND=0 leaves placement to the scheduler.
+# The lockstep 2-rank runs also report, per rank, where each step's time went (--ddp-timings):
+# backward_comm_wait is how long backward() was held by the gradient allreduce, which includes
+# waiting for the other rank to finish its own backward; its share of the step is the part of the
+# 1 -> 2 rank scaling loss that synchronous data parallelism spends in communication and skew.
 # Targets: lockstep at 2 ranks >= 3x PyTorch's samples/s at 2 ranks; 1 -> 2 rank scaling >= 95%.
 set -euo pipefail
 build=${1:-build}
@@ -17,19 +21,25 @@ export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
 ncpu=$(nproc --all)  # plain nproc honours OMP_NUM_THREADS
 port=$((29700 + RANDOM % 200))
 
-run_ranks() {  # run_ranks WORLD CMD...: starts WORLD ranks with torchrun's variables, prints rank 0's output
+timings=$(mktemp -d)
+trap 'rm -rf "$timings"' EXIT
+
+run_ranks() {  # run_ranks WORLD CMD...: starts WORLD ranks with torchrun's variables, prints rank 0's output;
+  # with ERR_TO=PREFIX, rank r's stderr goes to PREFIX.r
   local world=$1
   shift
   local pids=() r pin=()
   for ((r = world - 1; r >= 0; r--)); do
     pin=()
     [ "$bind" = 1 ] && pin=(taskset -c $((r % ncpu)))
+    local err=/dev/null
+    [ -n "${ERR_TO:-}" ] && err="$ERR_TO.$r"
     if [ "$r" -eq 0 ]; then
       RANK=0 LOCAL_RANK=0 WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        "${pin[@]}" "$@"
+        "${pin[@]}" "$@" 2>"$err"
     else
       RANK=$r LOCAL_RANK=$r WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        "${pin[@]}" "$@" >/dev/null 2>&1 &
+        "${pin[@]}" "$@" >/dev/null 2>"$err" &
       pids+=($!)
     fi
   done
@@ -44,10 +54,11 @@ theirs=(--max-steps "$steps" --batch-size 32)
 results=()
 for ((i = 1; i <= reps; i++)); do
   o1=$(run_ranks 1 "$build/examples/train_fashion_mnist" "${ours[@]}" 2>/dev/null | rate)
-  o2=$(run_ranks 2 "$build/examples/train_fashion_mnist" "${ours[@]}" 2>/dev/null | rate)
+  o2=$(ERR_TO="$timings/rep$i" run_ranks 2 "$build/examples/train_fashion_mnist" "${ours[@]}" --ddp-timings | rate)
   t1=$(run_ranks 1 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}" | rate)
   t2=$(run_ranks 2 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}" | rate)
   echo "rep $i: lockstep 1 rank $o1, 2 ranks $o2; torch 1 rank $t1, 2 ranks $t2 (samples/s)"
+  grep -h '^rank=' "$timings/rep$i".* | sed 's/^/  lockstep 2 ranks: /' || true
   results+=("$o1 $o2 $t1 $t2")
 done
 printf '%s\n' "${results[@]}" | python3 -c '
@@ -62,3 +73,14 @@ print(f"lockstep: 1 rank {o1:.0f} samples/s, 2 ranks {o2:.0f} samples/s, scaling
 print(f"torch:    1 rank {t1:.0f} samples/s, 2 ranks {t2:.0f} samples/s, scaling {t2 / (2 * t1):.1%}")
 print(f"2 ranks: lockstep / torch = {o2 / t2:.2f}x (target >= 3x); lockstep scaling target >= 95%")
 ' "$bind"
+cat "$timings"/rep*.* | python3 -c '
+import re, statistics, sys
+share = {}
+for line in sys.stdin:
+    m = re.search(r"rank=(\d+) step_ms=([\d.]+) .*backward_comm_wait_ms=([\d.]+)", line)
+    if m:
+        share.setdefault(int(m[1]), []).append(float(m[3]) / float(m[2]))
+if share:
+    print("lockstep 2 ranks, backward held by the gradient allreduce (incl. waiting for the other rank),"
+          " median share of the step: " + ", ".join(f"rank {r} {statistics.median(v):.1%}" for r, v in sorted(share.items())))
+'

@@ -4,6 +4,8 @@
 //   test_accuracy=<0..1> samples_per_second=<training samples/s> steps=<n>
 // Started with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set (e.g. by `lockstep run`), it trains
 // data-parallel: --batch-size is per rank, rank 0 prints the line, samples/s counts all ranks.
+// --ddp-timings: every rank also prints to stderr where its training steps' time went
+//   rank=<r> step_ms=<mean> <DistributedDataParallel::timings(), see formatTimings>
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -29,6 +31,7 @@ struct Args {
   uint64_t seed = 1;
   int64_t num_workers = 1;
   std::string backend = "auto";
+  bool ddp_timings = false;
 };
 
 }  // namespace
@@ -44,6 +47,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", a.seed, "seed of the model init and the shuffling");
   app.add_option("--num-workers", a.num_workers, "DataLoader worker threads")->check(CLI::NonNegativeNumber);
   app.add_option("--backend", a.backend, "process group backend when distributed: auto, shm, gloo, mpi");
+  app.add_flag("--ddp-timings", a.ddp_timings,
+               "when distributed, each rank prints its mean step time and DDP's forward/backward/comm split");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -106,6 +111,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "epoch %d: steps=%lld loss=%.4f test_loss=%.4f test_accuracy=%.4f samples/s=%.0f\n",
                      epoch + 1, static_cast<long long>(steps), last_loss, tl, acc, samples / train_seconds);
       }
+    }
+    if (a.ddp_timings && dist.group) {
+      auto& ddp = static_cast<parallel::DistributedDataParallel&>(*model);
+      std::fprintf(stderr, "rank=%d step_ms=%.3f %s\n", rank,
+                   1e3 * train_seconds / static_cast<double>(steps),
+                   parallel::formatTimings(ddp.timings()).c_str());
     }
     if (rank == 0) {
       std::printf("test_accuracy=%.4f samples_per_second=%.1f steps=%lld\n", test_accuracy, samples / train_seconds,

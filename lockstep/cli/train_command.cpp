@@ -94,6 +94,17 @@ int trainMain(int argc, char** argv) {
         "test_loss=%.4f test_accuracy=%.4f\n",
         s.world_size, static_cast<long long>(s.steps), static_cast<long long>(s.global_batch_size),
         s.samples_per_second, s.train_seconds, s.test_loss, s.test_accuracy);
+    if (!s.ddp_timings.empty()) {
+      // Where each rank's steps went; a rank that waits much longer than the others is the fast
+      // one, held back by slower ranks (docs/parallel.md).
+      std::printf("ddp ms per step (forward / backward compute / backward held by comm):");
+      for (size_t r = 0; r < s.ddp_timings.size(); ++r) {
+        const auto& t = s.ddp_timings[r];
+        std::printf("%s rank %zu %.2f / %.2f / %.2f", r ? "," : "", r, t.forward_compute_ms,
+                    t.backward_compute_ms, t.backward_comm_wait_ms);
+      }
+      std::printf("\n");
+    }
     std::printf("wrote %s/model.safetensors and %s/summary.json\n", a.output_dir.c_str(),
                 a.output_dir.c_str());
   }

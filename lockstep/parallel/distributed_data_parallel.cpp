@@ -1,5 +1,7 @@
 #include "lockstep/parallel/distributed_data_parallel.h"
 
+#include <chrono>
+#include <cstdio>
 #include <sstream>
 
 #include "lockstep/autograd/variable.h"
@@ -84,9 +86,22 @@ Variable DistributedDataParallel::forward(const Variable& x) {
     autograd::NoGradGuard ng;
     for (auto& [name, b] : module_->namedBuffers()) broadcast(*group_, b, 0);
   }
+  const auto start = std::chrono::steady_clock::now();
   Variable out = module_->forward(x);
-  if (isTraining() && autograd::isGradEnabled() && out.requiresGrad()) reducer_->prepareForBackward(out);
+  if (isTraining() && autograd::isGradEnabled() && out.requiresGrad()) {
+    reducer_->prepareForBackward(out, std::chrono::steady_clock::now() - start);
+  }
   return out;
+}
+
+std::string formatTimings(const ReducerTimings& t) {
+  char buf[320];
+  std::snprintf(buf, sizeof(buf),
+                "iterations=%lld forward_compute_ms=%.3f backward_compute_ms=%.3f backward_comm_ms=%.3f "
+                "backward_compute_comm_overlap_ms=%.3f backward_comm_wait_ms=%.3f",
+                static_cast<long long>(t.iterations), t.forward_compute_ms, t.backward_compute_ms,
+                t.backward_comm_ms, t.backward_compute_comm_overlap_ms, t.backward_comm_wait_ms);
+  return buf;
 }
 
 }  // namespace lockstep::parallel

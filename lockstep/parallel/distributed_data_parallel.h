@@ -46,6 +46,11 @@ class DistributedDataParallel : public nn::Module {
   comm::ProcessGroup& group() { return *group_; }
   Reducer& reducer() { return *reducer_; }
   void registerCommHook(std::unique_ptr<CommHook> hook) { reducer_->setCommHook(std::move(hook)); }
+  /// Where the synchronized iterations' time went on this rank (torch's DDP logging data
+  /// avg_*_time): forward, backward compute, communication and how long backward waited for it.
+  /// A large backward_comm_wait_ms on one rank only means the other ranks are slower (stragglers).
+  ReducerTimings timings() const { return reducer_->timings(); }
+  void resetTimings() { reducer_->resetTimings(); }
 
   /// RAII (DDP.no_sync()): while alive, backward accumulates gradients locally without
   /// communication; the first backward after it reduces the accumulated gradients.
@@ -70,6 +75,9 @@ class DistributedDataParallel : public nn::Module {
   DistributedDataParallelOptions opts_;
   std::unique_ptr<Reducer> reducer_;
 };
+
+/// One line of key=value pairs, e.g. "iterations=938 forward_compute_ms=1.210 ...".
+std::string formatTimings(const ReducerTimings& t);
 
 /// The comm hook named "allreduce", "fp16_compress" or "bf16_compress"; ValueError otherwise.
 std::unique_ptr<CommHook> makeCommHook(const std::string& name);

@@ -1,5 +1,6 @@
 #include "lockstep/parallel/reducer.h"
 
+#include <algorithm>
 #include <sstream>
 #include <unordered_set>
 
@@ -65,7 +66,7 @@ Tensor Reducer::slotView(size_t p) const {
   return buckets_[s.bucket].grad.buffer.narrow(0, s.offset, s.numel).view(params_[p].shape());
 }
 
-void Reducer::prepareForBackward(const Variable& output) {
+void Reducer::prepareForBackward(const Variable& output, Clock::duration forward_time) {
   if (armed_ && ready_count_ > 0) {
     std::ostringstream names;
     int listed = 0;
@@ -84,6 +85,8 @@ void Reducer::prepareForBackward(const Variable& output) {
   next_launch_ = 0;
   launch_order_.clear();
   launched_before_last_ready_ = 0;
+  forward_time_ = forward_time;
+  saw_grad_ = false;
   for (Bucket& b : buckets_) {
     b.pending = b.params.size();
     b.work.reset();
@@ -119,6 +122,11 @@ void Reducer::prepareForBackward(const Variable& output) {
 
 void Reducer::onGradReady(size_t p) {
   if (!armed_ || !sync_enabled_) return;
+  last_grad_ = Clock::now();
+  if (!saw_grad_) {
+    first_grad_ = last_grad_;
+    saw_grad_ = true;
+  }
   Tensor view = slotView(p);
   const Tensor& g = params_[p].grad();
   bool in_place = g.sharesStorage(view) && g.dataPtr() == view.dataPtr() && g.strides() == view.strides();
@@ -144,6 +152,7 @@ void Reducer::launchReadyBuckets() {
   // Launch strictly in bucket order so every rank issues the same collectives in the same order.
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_];
+    if (next_launch_ == 0) first_launch_ = Clock::now();
     b.work = hook_->launch(b.grad);
     launch_order_.push_back(static_cast<int>(next_launch_));
     ++next_launch_;
@@ -168,6 +177,37 @@ void Reducer::finalize() {
       params_[p].setGrad(view.clone());
     }
   }
+  recordTimings();
+}
+
+void Reducer::recordTimings() {
+  const Clock::time_point done = Clock::now();
+  // Parameters marked ready up front (find_unused_parameters) can launch buckets before backward
+  // produced any gradient; the comm then starts no earlier than backward's first gradient.
+  const Clock::time_point compute_start = saw_grad_ ? first_grad_ : first_launch_;
+  const Clock::time_point compute_end = saw_grad_ ? last_grad_ : first_launch_;
+  const Clock::time_point launch = std::max(first_launch_, compute_start);
+  ++sums_.iterations;
+  sums_.forward += forward_time_;
+  sums_.backward_compute += compute_end - compute_start;
+  sums_.comm += done - launch;
+  sums_.overlap += std::max(compute_end - launch, Clock::duration::zero());
+  sums_.comm_wait += done - std::max(compute_end, launch);
+}
+
+ReducerTimings Reducer::timings() const {
+  ReducerTimings t;
+  t.iterations = sums_.iterations;
+  if (t.iterations == 0) return t;
+  auto mean = [&](Clock::duration d) {
+    return std::chrono::duration<double, std::milli>(d).count() / static_cast<double>(t.iterations);
+  };
+  t.forward_compute_ms = mean(sums_.forward);
+  t.backward_compute_ms = mean(sums_.backward_compute);
+  t.backward_comm_ms = mean(sums_.comm);
+  t.backward_compute_comm_overlap_ms = mean(sums_.overlap);
+  t.backward_comm_wait_ms = mean(sums_.comm_wait);
+  return t;
 }
 
 }  // namespace lockstep::parallel

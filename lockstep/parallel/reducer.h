@@ -6,6 +6,8 @@
 // all ranks issue the same collectives in the same order; when the last bucket is launched, the
 // reducer waits for all of them and writes the averaged gradients back — all before backward()
 // returns, so the optimizer always reads synchronized gradients.
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +25,23 @@ struct ReducerOptions {
   bool gradient_as_bucket_view = false;
 };
 
+/// Where the time of synchronized iterations went (PyTorch DDP's logging data, avg_*_time), as
+/// means over `iterations` in milliseconds. Iterations under no_sync are not counted.
+struct ReducerTimings {
+  int64_t iterations = 0;
+  /// The wrapped module's forward.
+  double forward_compute_ms = 0;
+  /// From the first parameter gradient produced by backward to the last one.
+  double backward_compute_ms = 0;
+  /// From the first bucket launched to every bucket reduced and written back.
+  double backward_comm_ms = 0;
+  /// The part of backward_comm that ran while backward was still producing gradients.
+  double backward_compute_comm_overlap_ms = 0;
+  /// From the last gradient produced to every bucket reduced: how long backward() was held by
+  /// communication, including the wait for slower ranks to reach the same bucket.
+  double backward_comm_wait_ms = 0;
+};
+
 class Reducer {
  public:
   /// params in registration order with their names (for messages). Registers hooks on them.
@@ -36,7 +55,9 @@ class Reducer {
   /// With find_unused_parameters, parameters the output's graph does not reach are marked ready
   /// now. Throws when the previous armed iteration never finished its reduction (a parameter got
   /// no gradient), naming those parameters.
-  void prepareForBackward(const autograd::Variable& output);
+  /// forward_time: how long the forward that produced `output` took (for timings()).
+  void prepareForBackward(const autograd::Variable& output,
+                          std::chrono::steady_clock::duration forward_time = {});
   /// While disabled (DDP's no_sync), hooks do nothing and gradients accumulate locally.
   void setSyncEnabled(bool on) { sync_enabled_ = on; }
   bool syncEnabled() const { return sync_enabled_; }
@@ -49,6 +70,9 @@ class Reducer {
   /// How many buckets were launched before the last gradient of that backward became ready
   /// (evidence that communication overlapped backward).
   int launchedBeforeLastReady() const { return launched_before_last_ready_; }
+  /// Means over the synchronized iterations since construction or resetTimings().
+  ReducerTimings timings() const;
+  void resetTimings() { sums_ = {}; }
 
  private:
   struct Slot {
@@ -67,6 +91,7 @@ class Reducer {
   void markReady(size_t param);
   void launchReadyBuckets();
   void finalize();
+  void recordTimings();
   Tensor slotView(size_t param) const;
 
   std::vector<autograd::Variable> params_;
@@ -85,6 +110,16 @@ class Reducer {
   std::vector<int> launch_order_;
   int launched_before_last_ready_ = 0;
   size_t ready_count_ = 0;
+
+  // This iteration's events (steady_clock), and the sums timings() averages.
+  using Clock = std::chrono::steady_clock;
+  Clock::duration forward_time_{};
+  Clock::time_point first_grad_, last_grad_, first_launch_;
+  bool saw_grad_ = false;
+  struct Sums {
+    int64_t iterations = 0;
+    Clock::duration forward{}, backward_compute{}, comm{}, overlap{}, comm_wait{};
+  } sums_;
 };
 
 }  // namespace lockstep::parallel

@@ -4,7 +4,9 @@
 // rank of a DistributedDataParallel job.
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "lockstep/parallel/reducer.h"
 #include "lockstep/train/config.h"
 
 namespace lockstep::train {
@@ -29,6 +31,9 @@ struct TrainSummary {
   double train_seconds = 0;
   double test_accuracy = 0;
   double test_loss = 0;
+  /// DDP's timings of this run, one entry per rank in rank order (empty on one rank): where each
+  /// rank's steps went, to spot a straggler (see DistributedDataParallel::timings).
+  std::vector<parallel::ReducerTimings> ddp_timings;
 };
 nlohmann::json toJson(const TrainSummary& s);
 

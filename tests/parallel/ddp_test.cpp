@@ -159,6 +159,40 @@ TEST(ddp, small_buckets_launch_during_backward) {
   });
 }
 
+TEST(ddp, timings_name_the_straggler_and_skip_no_sync) {
+  // Rank 1 dawdles 100 ms before each backward: rank 0's backward waits for it in the allreduce.
+  std::mutex mu;
+  std::vector<parallel::ReducerTimings> got(2);
+  runRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    DistributedDataParallel net(makeNet(1), pg);
+    auto [x, y] = globalBatch(0, 8);
+    for (int s = 0; s < 4; ++s) {
+      Variable loss = lossOf(net, x.slice(rank * 4, rank * 4 + 4), y.slice(rank * 4, rank * 4 + 4));
+      if (s == 3) {  // not synchronized: not counted
+        auto guard = net.noSync();
+        loss.backward();
+        continue;
+      }
+      if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      loss.backward();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    got[rank] = net.timings();
+  });
+  for (int r = 0; r < 2; ++r) {
+    const auto& t = got[r];
+    SCOPED_TRACE("rank " + std::to_string(r) + ": " + parallel::formatTimings(t));
+    EXPECT_EQ(t.iterations, 3);
+    EXPECT_GT(t.forward_compute_ms, 0);
+    EXPECT_GE(t.backward_compute_ms, 0);
+    EXPECT_GE(t.backward_comm_ms, t.backward_comm_wait_ms);
+    EXPECT_LE(t.backward_compute_comm_overlap_ms, t.backward_comm_ms);
+    EXPECT_LE(t.backward_compute_comm_overlap_ms, t.backward_compute_ms);
+  }
+  EXPECT_GE(got[0].backward_comm_wait_ms, 50);
+  EXPECT_LT(got[1].backward_comm_wait_ms, got[0].backward_comm_wait_ms);
+}
+
 TEST(ddp, no_sync_accumulation_equals_larger_batch) {
   const int world = 2, k = 3;
   const int64_t b = 4;

@@ -81,6 +81,7 @@ TEST_F(TrainCli, trains_and_writes_every_output) {
   EXPECT_EQ(s["steps"], 20);
   EXPECT_EQ(s["world_size"], 1);
   EXPECT_EQ(s["global_batch_size"], 16);
+  EXPECT_FALSE(s.contains("ddp_timings"));  // one rank: no DDP
   EXPECT_TRUE(fs::exists(dir_ + "/o/model.safetensors"));
   EXPECT_TRUE(fs::exists(dir_ + "/o/checkpoints/latest"));
   std::string csv = readFile(dir_ + "/o/metrics.csv");
@@ -142,6 +143,14 @@ TEST_F(TrainCli, two_ranks_through_the_launcher_resume_bitwise) {
   EXPECT_EQ(s["world_size"], 2);
   EXPECT_EQ(s["global_batch_size"], 32);
   EXPECT_EQ(s["steps"], 8);
+  // Every rank's DDP timings: one synchronized backward per step (the other micro-step is no_sync).
+  ASSERT_EQ(s["ddp_timings"].size(), 2u) << s.dump();
+  for (const auto& t : s["ddp_timings"]) {
+    EXPECT_EQ(t["iterations"], 8) << t.dump();
+    EXPECT_GT(t["forward_compute_ms"].get<double>(), 0) << t.dump();
+    EXPECT_GE(t["backward_comm_ms"].get<double>(), t["backward_comm_wait_ms"].get<double>()) << t.dump();
+  }
+  EXPECT_NE(straight.output.find("ddp ms per step"), std::string::npos) << straight.output;
   ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/r --set max_steps=4").code, 0);
   Result resumed = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/r --set max_steps=8 --resume");
   ASSERT_EQ(resumed.code, 0) << resumed.output;
