@@ -155,34 +155,151 @@ TEST_P(FailureTest, DeadPeerProcessIsReportedWithinSeconds) {
   std::filesystem::remove(path);
 }
 
-TEST(ShmBackendTest, SendRecvNotSupported) {
-  auto store = std::make_shared<HashStore>();
-  auto pg = makeGroup("shm", store, 0, 1);
-  int32_t v = 0;
-  try {
-    pg->send(&v, 1, DType::i32, 0);
-    FAIL();
-  } catch (const NotSupportedError& e) {
-    EXPECT_NE(std::string(e.what()).find("backend shm does not support send"), std::string::npos);
-  }
-}
-
-TEST(GlooBackendTest, SendRecv) {
+TEST_P(FailureTest, SendRecv) {
   auto store = std::make_shared<HashStore>();
   runRanks(3, [&](int r) {
-    auto pg = makeGroup("gloo", store, r, 3);
+    auto pg = makeGroup(GetParam(), store, r, 3);
     std::vector<int64_t> buf(1000);
     if (r == 0) {
       for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<int64_t>(i);
       pg->send(buf.data(), buf.size(), DType::i64, 2, {.tag = 7})->wait();
     } else if (r == 2) {
       pg->recv(buf.data(), buf.size(), DType::i64, 0, {.tag = 7})->wait();
-      EXPECT_EQ(buf[999], 999);
+      for (size_t i = 0; i < buf.size(); ++i) ASSERT_EQ(buf[i], static_cast<int64_t>(i));
     }
     int32_t x = 1;  // p2p ops do not shift collective numbering
     pg->allreduce(&x, 1, DType::i32)->wait();
     EXPECT_EQ(x, 3);
   });
+}
+
+TEST_P(FailureTest, SendRecvLargeMessagesBothWays) {
+  // 3 MB each way: many times shm's channel (4 x 64 KiB), so the sender waits for the receiver.
+  auto store = std::make_shared<HashStore>();
+  runRanks(2, [&](int r) {
+    auto pg = makeGroup(GetParam(), store, r, 2);
+    const size_t n = 3 << 18;
+    std::vector<float> out(n), in(n, -1.0f);
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(i % 100003) + 0.25f * static_cast<float>(r);
+    const int peer = 1 - r;
+    for (int round = 0; round < 3; ++round) {
+      // Rank 0 sends first, rank 1 receives first: no deadlock however big the message.
+      if (r == 0) {
+        pg->send(out.data(), n, DType::f32, peer, {.tag = round})->wait();
+        pg->recv(in.data(), n, DType::f32, peer, {.tag = round})->wait();
+      } else {
+        pg->recv(in.data(), n, DType::f32, peer, {.tag = round})->wait();
+        pg->send(out.data(), n, DType::f32, peer, {.tag = round})->wait();
+      }
+      for (size_t i = 0; i < n; i += 997) {
+        ASSERT_EQ(in[i], static_cast<float>(i % 100003) + 0.25f * static_cast<float>(peer)) << i;
+      }
+      ASSERT_EQ(in[n - 1], static_cast<float>((n - 1) % 100003) + 0.25f * static_cast<float>(peer));
+    }
+    // Empty messages are messages too.
+    if (r == 0) pg->send(nullptr, 0, DType::u8, 1, {.tag = 9})->wait();
+    if (r == 1) pg->recv(nullptr, 0, DType::u8, 0, {.tag = 9})->wait();
+  });
+}
+
+TEST(ShmBackendTest, RecvMatchesByTagAndBuffersTheOthers) {
+  auto store = std::make_shared<HashStore>();
+  runRanks(2, [&](int r) {
+    auto pg = makeGroup("shm", store, r, 2);
+    if (r == 0) {
+      for (int32_t tag : {1, 2, 1}) {
+        int32_t v = 100 * tag;
+        pg->send(&v, 1, DType::i32, 1, {.tag = tag})->wait();
+      }
+      std::vector<int32_t> big(50000);
+      for (int i = 0; i < 50000; ++i) big[i] = i;
+      pg->send(big.data(), big.size(), DType::i32, 1, {.tag = 3})->wait();
+    } else {
+      // Tag 3 first: the three small messages ahead of it are buffered, then matched in order.
+      std::vector<int32_t> big(50000);
+      pg->recv(big.data(), big.size(), DType::i32, 0, {.tag = 3})->wait();
+      EXPECT_EQ(big[49999], 49999);
+      int32_t a = 0, b = 0, c = 0;
+      pg->recv(&b, 1, DType::i32, 0, {.tag = 2})->wait();
+      pg->recv(&a, 1, DType::i32, 0, {.tag = 1})->wait();
+      pg->recv(&c, 1, DType::i32, 0, {.tag = 1})->wait();
+      EXPECT_EQ(a, 100);
+      EXPECT_EQ(b, 200);
+      EXPECT_EQ(c, 100);
+    }
+  });
+}
+
+TEST(ShmBackendTest, SendRecvMismatchAndMissingSenderAreNamed) {
+  auto store = std::make_shared<HashStore>();
+  runRanks(2, [&](int r) {
+    auto pg = makeGroup("shm", store, r, 2, 10s);
+    if (r == 0) {
+      int32_t v[10] = {};
+      pg->send(v, 10, DType::i32, 1, {.tag = 4})->wait();
+      return;
+    }
+    int32_t v[5];
+    try {
+      pg->recv(v, 5, DType::i32, 0, {.tag = 4})->wait();
+      ADD_FAILURE() << "expected PeerError";
+    } catch (const PeerError& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("10 x i32"), std::string::npos) << m;
+      EXPECT_NE(m.find("expects 5 x i32"), std::string::npos) << m;
+    }
+  });
+  auto store2 = std::make_shared<HashStore>();
+  runRanks(2, [&](int r) {
+    auto pg = makeGroup("shm", store2, r, 2, 10s);
+    if (r == 0) return;  // never sends
+    int32_t v = 0;
+    auto start = std::chrono::steady_clock::now();
+    try {
+      pg->recv(&v, 1, DType::i32, 0, {.tag = 5, .timeout = 300ms})->wait();
+      ADD_FAILURE() << "expected TimeoutError";
+    } catch (const TimeoutError& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("recv (p2p #1)"), std::string::npos) << m;
+      EXPECT_NE(m.find("waiting for rank 0 to send (tag 5)"), std::string::npos) << m;
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  });
+}
+
+TEST(ShmBackendTest, RecvFromADeadPeerIsReported) {
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("lockstep_dead_p2p_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove(path);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      auto store = std::make_shared<FileStore>(path, 0);
+      auto pg = makeGroup("shm", store, 1, 2, 60s);
+      pg->barrier()->wait();
+    } catch (...) {
+    }
+    ::kill(::getpid(), SIGKILL);  // dies without sending
+  }
+  auto store = std::make_shared<FileStore>(path, 0);
+  store->setTimeout(20s);
+  auto pg = makeGroup("shm", store, 0, 2, 60s);
+  pg->barrier()->wait();
+  auto start = std::chrono::steady_clock::now();
+  try {
+    int32_t v = 0;
+    pg->recv(&v, 1, DType::i32, 1, {.tag = 2})->wait();
+    ADD_FAILURE() << "expected PeerError";
+  } catch (const PeerError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("waiting for rank 1 to send (tag 2)"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 1 died"), std::string::npos) << m;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  std::filesystem::remove(path);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FailureTest, ::testing::Values("shm", "gloo"),

@@ -101,11 +101,7 @@ bool ShmPeers::allAtLeast(Counter c, uint64_t v) const {
 
 void ShmPeers::publish(Counter c, uint64_t v) {
   headers_[rank_]->counters[c].value.store(v, std::memory_order_seq_cst);
-  ShmHeader* g = headers_[0];
-  if (g->sleepers.load(std::memory_order_seq_cst) > 0) {
-    g->event.fetch_add(1, std::memory_order_seq_cst);
-    futexWakeAll(&g->event);
-  }
+  wake();
 }
 
 void ShmPeers::abort() {
@@ -157,6 +153,39 @@ void ShmPeers::checkLiveness(const OpContext& ctx, uint64_t first_block) {
 }
 
 void ShmPeers::waitUntil(const OpContext& ctx, uint64_t first_block, const std::function<bool()>& ready) {
+  waitLoop(ready, [&] { checkLiveness(ctx, first_block); });
+}
+
+void ShmPeers::waitForPeer(const OpContext& ctx, int peer, const std::string& waiting_for,
+                           const std::function<bool()>& ready) {
+  waitLoop(ready, [&] {
+    const ShmHeader* h = headers_[peer];
+    std::string why;
+    if (h->aborted.load(std::memory_order_acquire))
+      why = "rank " + std::to_string(peer) + " failed an op and aborted";
+    else if (processDead(h->pid))
+      why = "rank " + std::to_string(peer) + " died";
+    if (!why.empty()) {
+      throw PeerError(::lockstep::detail::concat(ctx.name, " failed on rank ", rank_, " waiting for ",
+                                                 waiting_for, ": ", why));
+    }
+    if (std::chrono::steady_clock::now() >= ctx.deadline) {
+      throw TimeoutError(::lockstep::detail::concat(ctx.name, " timed out after ", ctx.timeout.count(),
+                                                    " ms on rank ", rank_, " waiting for ", waiting_for,
+                                                    " (does it post the matching op?)"));
+    }
+  });
+}
+
+void ShmPeers::wake() {
+  ShmHeader* g = headers_[0];
+  if (g->sleepers.load(std::memory_order_seq_cst) > 0) {
+    g->event.fetch_add(1, std::memory_order_seq_cst);
+    futexWakeAll(&g->event);
+  }
+}
+
+void ShmPeers::waitLoop(const std::function<bool()>& ready, const std::function<void()>& check) {
   if (ready()) return;
   if (!many_threads_) {
     // Poll, yielding now and then so a thread of this process (a data loader) can still run here.
@@ -181,7 +210,7 @@ void ShmPeers::waitUntil(const OpContext& ctx, uint64_t first_block, const std::
   while (true) {
     auto now = std::chrono::steady_clock::now();
     if (now >= next_check) {
-      checkLiveness(ctx, first_block);
+      check();
       next_check = now + std::chrono::milliseconds(20);
     }
     g->sleepers.fetch_add(1, std::memory_order_seq_cst);

@@ -61,12 +61,21 @@ class ShmPeers {
   /// Blocks until ready() holds. first_block is the op's first global block: ranks whose staged
   /// counter is below it "did not arrive". PeerError (dead/aborted peer) or TimeoutError.
   void waitUntil(const OpContext& ctx, uint64_t first_block, const std::function<bool()>& ready);
+  /// Point to point: blocks until ready() holds, waiting on rank `peer` only. `waiting_for`
+  /// says what for, in failure messages ("rank 1 to receive (tag 7)"). PeerError when the peer
+  /// died or aborted, TimeoutError at the op's deadline.
+  void waitForPeer(const OpContext& ctx, int peer, const std::string& waiting_for,
+                   const std::function<bool()>& ready);
+  /// Wakes ranks sleeping in a wait (after a store they may be waiting for).
+  void wake();
   /// Marks this rank as failed so peers stop waiting for it at once.
   void abort();
 
  private:
   [[noreturn]] void fail(const OpContext& ctx, uint64_t first_block, bool timed_out);
   void checkLiveness(const OpContext& ctx, uint64_t first_block);
+  // Spin, yield, then futex sleep until ready(); check() runs every 20 ms while asleep (throws).
+  void waitLoop(const std::function<bool()>& ready, const std::function<void()>& check);
 
   int rank_;
   std::vector<ShmHeader*> headers_;

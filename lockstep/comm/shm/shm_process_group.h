@@ -6,7 +6,11 @@
 // (all ranks work on disjoint chunks) and publishes the result in its slot; once all reduced it,
 // each rank copies the others' results: a reduce-scatter then an allgather. The ring keeps the
 // working set in cache and lets a rank run num_slots blocks ahead of a descheduled peer.
-// Other collectives stage their blocks the same way.
+// Other collectives stage their blocks the same way. After the ring, the segment holds one
+// point-to-point channel per peer (see ShmOptions::p2p_slots).
+#include <atomic>
+#include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,10 +32,17 @@ struct ShmOptions {
   /// jitter of each other; a futex wake-up costs tens of microseconds on a VM, paid by the late
   /// rank too, which waits for the sleeper's share of the work. env LOCKSTEP_SHM_SPIN_US.
   std::chrono::microseconds spin{2000};
+  /// Point to point: each ordered pair of ranks has a channel of p2p_slots chunks of
+  /// p2p_slot_bytes (a 64-byte chunk header + payload) in the sender's segment. A send returns
+  /// once its last chunk is in the channel (a message that fits is buffered, like MPI's eager
+  /// sends); larger ones advance as the receiver drains the channel.
+  size_t p2p_slot_bytes = 64 << 10;
+  size_t p2p_slots = 4;
   std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;  // default op timeout
 };
 
-/// Thread-safety: see ProcessGroup. send/recv are not supported.
+/// Thread-safety: see ProcessGroup. send/recv: a recv matches the oldest unreceived send from
+/// that rank with the same tag (messages with other tags that arrive first are buffered).
 class ShmProcessGroup : public ProcessGroup {
  public:
   /// Collective over all size ranks: creates this rank's segment and maps the others', meeting
@@ -60,6 +71,10 @@ class ShmProcessGroup : public ProcessGroup {
   std::shared_ptr<Work> alltoall(const void* in, void* out, size_t count, DType dtype,
                                  const AlltoallOptions& opts = {}) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& opts = {}) override;
+  std::shared_ptr<Work> send(const void* data, size_t count, DType dtype, int dst,
+                             const SendRecvOptions& opts = {}) override;
+  std::shared_ptr<Work> recv(void* data, size_t count, DType dtype, int src,
+                             const SendRecvOptions& opts = {}) override;
   std::shared_ptr<ProcessGroup> newGroup(const std::vector<int>& ranks) override;
 
  private:
@@ -76,6 +91,12 @@ class ShmProcessGroup : public ProcessGroup {
   void runRounds(const OpContext& ctx, const uint8_t* my_src, const std::vector<size_t>& src_bytes,
                  Sink sink);
   uint8_t* slot(int rank, uint64_t block) const;
+  // Point to point. The channel from -> to lives in from's segment.
+  void runSend(const OpContext& ctx, const uint8_t* data, size_t bytes, DType dtype, int dst, int tag);
+  void runRecv(const OpContext& ctx, uint8_t* data, size_t bytes, DType dtype, int src, int tag);
+  uint8_t* channel(int from, int to) const;
+  std::atomic_ref<uint64_t> chunksSent(int from, int to) const;      // written by from
+  std::atomic_ref<uint64_t> chunksReceived(int to, int from) const;  // written by to, in to's segment
   shm::OpDesc desc(const OpContext& ctx, DType dtype, size_t count, int root = -1,
                    ReduceOp op = ReduceOp::sum, uint64_t extra = 0) const;
   void fail();
@@ -87,6 +108,14 @@ class ShmProcessGroup : public ProcessGroup {
   uint64_t block_ = 0;  // global block counter (across ops): block g uses slot g % num_slots
   int groups_created_ = 0;
   std::vector<uint8_t> workspace_;  // reduceScatter's copy of its input, reused
+  size_t p2p_base_ = 0;             // offset of the channels in a segment
+  size_t channel_bytes_ = 0;
+  // Messages a recv read past while looking for its tag: (src, tag) -> oldest first.
+  struct Buffered {
+    DType dtype;
+    std::vector<uint8_t> bytes;
+  };
+  std::map<std::pair<int, int>, std::deque<Buffered>> buffered_;
 };
 
 }  // namespace lockstep::comm
