@@ -47,17 +47,30 @@ run_ranks() {  # run_ranks WORLD CMD...: starts WORLD ranks with torchrun's vari
   port=$((port + 1))
 }
 
+# CPU time the hypervisor took from this VM (steal) as a share of the CPU time its work asked for:
+# snap prints "busy steal" ticks from /proc/stat; steal_pct BEFORE AFTER gives the share between.
+snap() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9, $9}' /proc/stat; }
+steal_pct() { python3 -c "import sys; b0, s0, b1, s1 = map(int, sys.argv[1:]); print(f'{100 * (s1 - s0) / max(b1 - b0, 1):.1f}')" $1 $2; }
+
 rate() { sed -n 's/.*samples_per_second=\([0-9.]*\).*/\1/p' | tail -n 1; }
 
 ours=(--epochs 1 --max-steps "$steps" --batch-size 32 --num-workers 0)
 theirs=(--max-steps "$steps" --batch-size 32)
 results=()
+steals=()
 for ((i = 1; i <= reps; i++)); do
+  a=$(snap)
   o1=$(run_ranks 1 "$build/examples/train_fashion_mnist" "${ours[@]}" 2>/dev/null | rate)
+  b=$(snap)
   o2=$(ERR_TO="$timings/rep$i" run_ranks 2 "$build/examples/train_fashion_mnist" "${ours[@]}" --ddp-timings | rate)
+  c=$(snap)
+  st1=$(steal_pct "$a" "$b")
+  st2=$(steal_pct "$b" "$c")
   t1=$(run_ranks 1 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}" | rate)
   t2=$(run_ranks 2 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}" | rate)
-  echo "rep $i: lockstep 1 rank $o1, 2 ranks $o2; torch 1 rank $t1, 2 ranks $t2 (samples/s)"
+  echo "rep $i: lockstep 1 rank $o1, 2 ranks $o2; torch 1 rank $t1, 2 ranks $t2 (samples/s);" \
+    "steal during lockstep 1 rank $st1%, 2 ranks $st2%"
+  steals+=("$st1 $st2")
   grep -h '^rank=' "$timings/rep$i".* | sed 's/^/  lockstep 2 ranks: /' || true
   results+=("$o1 $o2 $t1 $t2")
 done
@@ -83,4 +96,11 @@ for line in sys.stdin:
 if share:
     print("lockstep 2 ranks, backward held by the gradient allreduce (incl. waiting for the other rank),"
           " median share of the step: " + ", ".join(f"rank {r} {statistics.median(v):.1%}" for r, v in sorted(share.items())))
+'
+printf '%s\n' "${steals[@]}" | python3 -c '
+import statistics, sys
+rows = [list(map(float, line.split())) for line in sys.stdin if line.strip()]
+s1, s2 = (statistics.median(c) for c in zip(*rows))
+print(f"CPU time taken by the hypervisor (steal), median: lockstep 1 rank {s1:.1f}%, 2 ranks {s2:.1f}%"
+      " of the CPU time asked for")
 '
