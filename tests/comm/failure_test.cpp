@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 
 #include "comm/comm_test_util.h"
 #include "lockstep/comm/file_store.h"
@@ -116,8 +117,10 @@ TEST_P(FailureTest, InvalidArgumentsAreValueErrors) {
 }
 
 // A rank process that dies: every survivor must fail within seconds, naming the rank.
-TEST_P(FailureTest, DeadPeerProcessIsReportedWithinSeconds) {
-  const std::string backend = GetParam();
+// Forks rank 1 of a 2-rank group on `backend` (over a FileStore): it runs first(pg) and then dies
+// abruptly, holding the group. Rank 0 (this process) runs first(pg), then then(pg), then reaps it.
+void withPeerThatDies(const std::string& backend, const std::function<void(ProcessGroup&)>& first,
+                      const std::function<void(ProcessGroup&)>& then) {
   std::string path = (std::filesystem::temp_directory_path() /
                       ("lockstep_dead_peer_" + backend + std::to_string(::getpid())))
                          .string();
@@ -128,31 +131,38 @@ TEST_P(FailureTest, DeadPeerProcessIsReportedWithinSeconds) {
     try {
       auto store = std::make_shared<FileStore>(path, 0);
       auto pg = makeGroup(backend, store, 1, 2, 60s);
-      int32_t v = 1;
-      pg->allreduce(&v, 1, DType::i32)->wait();
+      first(*pg);
     } catch (...) {
     }
-    ::kill(::getpid(), SIGKILL);  // die abruptly, holding the group
+    ::kill(::getpid(), SIGKILL);
   }
   auto store = std::make_shared<FileStore>(path, 0);
   store->setTimeout(20s);
   auto pg = makeGroup(backend, store, 0, 2, 60s);
-  int32_t v = 1;
-  pg->allreduce(&v, 1, DType::i32)->wait();
-  EXPECT_EQ(v, 2);
-  auto start = std::chrono::steady_clock::now();
-  try {
-    pg->allreduce(&v, 1, DType::i32)->wait();
-    ADD_FAILURE() << "expected PeerError";
-  } catch (const PeerError& e) {
-    std::string m = e.what();
-    EXPECT_NE(m.find("allreduce #2"), std::string::npos) << m;
-    EXPECT_NE(m.find("[1]"), std::string::npos) << m;
-  }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  first(*pg);
+  then(*pg);
   int status = 0;
   ::waitpid(child, &status, 0);
   std::filesystem::remove(path);
+}
+
+TEST_P(FailureTest, DeadPeerProcessIsReportedWithinSeconds) {
+  int32_t v = 1;
+  withPeerThatDies(
+      GetParam(), [&](ProcessGroup& pg) { pg.allreduce(&v, 1, DType::i32)->wait(); },
+      [&](ProcessGroup& pg) {
+        EXPECT_EQ(v, 2);
+        auto start = std::chrono::steady_clock::now();
+        try {
+          pg.allreduce(&v, 1, DType::i32)->wait();
+          ADD_FAILURE() << "expected PeerError";
+        } catch (const PeerError& e) {
+          std::string m = e.what();
+          EXPECT_NE(m.find("allreduce #2"), std::string::npos) << m;
+          EXPECT_NE(m.find("[1]"), std::string::npos) << m;
+        }
+        EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+      });
 }
 
 TEST_P(FailureTest, SendRecv) {
@@ -268,38 +278,21 @@ TEST(ShmBackendTest, SendRecvMismatchAndMissingSenderAreNamed) {
 }
 
 TEST(ShmBackendTest, RecvFromADeadPeerIsReported) {
-  std::string path =
-      (std::filesystem::temp_directory_path() / ("lockstep_dead_p2p_" + std::to_string(::getpid()))).string();
-  std::filesystem::remove(path);
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    try {
-      auto store = std::make_shared<FileStore>(path, 0);
-      auto pg = makeGroup("shm", store, 1, 2, 60s);
-      pg->barrier()->wait();
-    } catch (...) {
-    }
-    ::kill(::getpid(), SIGKILL);  // dies without sending
-  }
-  auto store = std::make_shared<FileStore>(path, 0);
-  store->setTimeout(20s);
-  auto pg = makeGroup("shm", store, 0, 2, 60s);
-  pg->barrier()->wait();
-  auto start = std::chrono::steady_clock::now();
-  try {
-    int32_t v = 0;
-    pg->recv(&v, 1, DType::i32, 1, {.tag = 2})->wait();
-    ADD_FAILURE() << "expected PeerError";
-  } catch (const PeerError& e) {
-    std::string m = e.what();
-    EXPECT_NE(m.find("waiting for rank 1 to send (tag 2)"), std::string::npos) << m;
-    EXPECT_NE(m.find("rank 1 died"), std::string::npos) << m;
-  }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  std::filesystem::remove(path);
+  withPeerThatDies(
+      "shm", [](ProcessGroup& pg) { pg.barrier()->wait(); },  // rank 1 then dies without sending
+      [](ProcessGroup& pg) {
+        auto start = std::chrono::steady_clock::now();
+        try {
+          int32_t v = 0;
+          pg.recv(&v, 1, DType::i32, 1, {.tag = 2})->wait();
+          ADD_FAILURE() << "expected PeerError";
+        } catch (const PeerError& e) {
+          std::string m = e.what();
+          EXPECT_NE(m.find("waiting for rank 1 to send (tag 2)"), std::string::npos) << m;
+          EXPECT_NE(m.find("rank 1 died"), std::string::npos) << m;
+        }
+        EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+      });
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FailureTest, ::testing::Values("shm", "gloo"),

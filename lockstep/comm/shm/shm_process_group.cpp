@@ -129,6 +129,10 @@ uint8_t* ShmProcessGroup::channel(int from, int to) const {
   return static_cast<uint8_t*>(segments_[from].data()) + p2p_base_ + static_cast<size_t>(to) * channel_bytes_;
 }
 
+uint8_t* ShmProcessGroup::chunkSlot(int from, int to, uint64_t chunk) const {
+  return channel(from, to) + kChannelCtrlBytes + (chunk % options_.p2p_slots) * options_.p2p_slot_bytes;
+}
+
 std::atomic_ref<uint64_t> ShmProcessGroup::chunksSent(int from, int to) const {
   return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(channel(from, to)));
 }
@@ -273,8 +277,7 @@ void ShmProcessGroup::runSend(const OpContext& ctx, const uint8_t* data, size_t 
   for (size_t k = 0; k < chunks; ++k) {
     peers_->waitForPeer(ctx, dst, waiting,
                         [&] { return s - received.load(std::memory_order_acquire) < options_.p2p_slots; });
-    uint8_t* slot =
-        channel(rank(), dst) + kChannelCtrlBytes + (s % options_.p2p_slots) * options_.p2p_slot_bytes;
+    uint8_t* slot = chunkSlot(rank(), dst, s);
     ChunkHeader h{tag, bytes, static_cast<uint32_t>(dtype), static_cast<uint32_t>(k)};
     std::memcpy(slot, &h, sizeof(h));
     const size_t off = k * payload;
@@ -314,8 +317,7 @@ void ShmProcessGroup::runRecv(const OpContext& ctx, uint8_t* data, size_t bytes,
     bool mine = false;
     for (size_t k = 0; k < chunks; ++k) {
       peers_->waitForPeer(ctx, src, waiting, [&] { return sent.load(std::memory_order_acquire) > r; });
-      const uint8_t* slot =
-          channel(src, rank()) + kChannelCtrlBytes + (r % options_.p2p_slots) * options_.p2p_slot_bytes;
+      const uint8_t* slot = chunkSlot(src, rank(), r);
       ChunkHeader h;
       std::memcpy(&h, slot, sizeof(h));
       LOCKSTEP_CHECK(h.index == k, ctx.name, ": chunk ", h.index, " from rank ", src, " where chunk ", k,

@@ -95,6 +95,7 @@ class ShmProcessGroup : public ProcessGroup {
   void runSend(const OpContext& ctx, const uint8_t* data, size_t bytes, DType dtype, int dst, int tag);
   void runRecv(const OpContext& ctx, uint8_t* data, size_t bytes, DType dtype, int src, int tag);
   uint8_t* channel(int from, int to) const;
+  uint8_t* chunkSlot(int from, int to, uint64_t chunk) const;        // where chunk #chunk of the channel goes
   std::atomic_ref<uint64_t> chunksSent(int from, int to) const;      // written by from
   std::atomic_ref<uint64_t> chunksReceived(int to, int from) const;  // written by to, in to's segment
   shm::OpDesc desc(const OpContext& ctx, DType dtype, size_t count, int root = -1,
