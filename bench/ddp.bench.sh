@@ -2,10 +2,15 @@
 # DDP throughput, side by side: lockstep's train_fashion_mnist vs PyTorch DDP (gloo), seed 001's CNN,
 # Fashion-MNIST, per-rank batch 32, one thread per rank, 1 and 2 ranks on this machine.
 #   bench/ddp.bench.sh [BUILD_DIR] [STEPS] [REPS]
-# Each repetition runs the four configurations back to back (lockstep 1 and 2 ranks, torch 1 and 2
-# ranks); the summary takes the median of each over the repetitions, since this VM's speed drifts
-# by 5-10% from minute to minute. Rank r is bound to core r (taskset), for both frameworks alike;
-# BIND=0 leaves placement to the scheduler.
+# Each repetition runs the configurations back to back (lockstep 1 and 2 ranks, lockstep 2 ranks
+# with comm hook noop, torch 1 and 2 ranks); the summary takes the median of each over the
+# repetitions, since this VM's speed drifts by 5-10% from minute to minute. Rank r is bound to core
+# r (taskset), for both frameworks alike; BIND=0 leaves placement to the scheduler. samples/s
+# leaves out each run's first WARMUP steps (default 20; the first step builds the kernels), alike.
+# The noop runs synchronise no gradients (PyTorch's debugging noop_hook): two ranks that compute
+# the same steps apart. Their scaling is the ceiling this machine leaves (shared caches and memory,
+# the hypervisor); the distance from it to the real 2-rank run is what synchronisation costs: the
+# allreduce, and each step waiting for the slower of the two ranks.
 # The lockstep 2-rank runs also report, per rank, where each step's time went (--ddp-timings):
 # backward_comm_wait is how long backward() was held by the gradient allreduce, which includes
 # waiting for the other rank to finish its own backward; its share of the step is the part of the
@@ -16,6 +21,7 @@ build=${1:-build}
 steps=${2:-1000}
 reps=${3:-3}
 bind=${BIND:-1}
+warmup=${WARMUP:-20}
 here=$(cd "$(dirname "$0")" && pwd)
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
 ncpu=$(nproc --all)  # plain nproc honours OMP_NUM_THREADS
@@ -54,8 +60,9 @@ steal_pct() { python3 -c "import sys; b0, s0, b1, s1 = map(int, sys.argv[1:]); p
 
 rate() { sed -n 's/.*samples_per_second=\([0-9.]*\).*/\1/p' | tail -n 1; }
 
-ours=(--epochs 1 --max-steps "$steps" --batch-size 32 --num-workers 0)
-theirs=(--max-steps "$steps" --batch-size 32)
+# Both frameworks' DDP keep gradients in their buckets (gradient_as_bucket_view; no copy back).
+ours=(--epochs 1 --max-steps "$steps" --warmup-steps "$warmup" --batch-size 32 --num-workers 0 --gradient-as-bucket-view)
+theirs=(--max-steps "$steps" --warmup-steps "$warmup" --batch-size 32 --gradient-as-bucket-view)
 results=()
 steals=()
 for ((i = 1; i <= reps; i++)); do
@@ -64,25 +71,30 @@ for ((i = 1; i <= reps; i++)); do
   b=$(snap)
   o2=$(ERR_TO="$timings/rep$i" run_ranks 2 "$build/examples/train_fashion_mnist" "${ours[@]}" --ddp-timings | rate)
   c=$(snap)
+  on=$(run_ranks 2 "$build/examples/train_fashion_mnist" "${ours[@]}" --comm-hook noop 2>/dev/null | rate)
   st1=$(steal_pct "$a" "$b")
   st2=$(steal_pct "$b" "$c")
   t1=$(run_ranks 1 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}" | rate)
   t2=$(run_ranks 2 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}" | rate)
-  echo "rep $i: lockstep 1 rank $o1, 2 ranks $o2; torch 1 rank $t1, 2 ranks $t2 (samples/s);" \
-    "steal during lockstep 1 rank $st1%, 2 ranks $st2%"
+  echo "rep $i: lockstep 1 rank $o1, 2 ranks $o2 (no gradient sync: $on); torch 1 rank $t1, 2 ranks $t2" \
+    "(samples/s); steal during lockstep 1 rank $st1%, 2 ranks $st2%"
   steals+=("$st1 $st2")
   grep -h '^rank=' "$timings/rep$i".* | sed 's/^/  lockstep 2 ranks: /' || true
-  results+=("$o1 $o2 $t1 $t2")
+  results+=("$o1 $o2 $t1 $t2 $on")
 done
 printf '%s\n' "${results[@]}" | python3 -c '
 import statistics, sys
 rows = [list(map(float, line.split())) for line in sys.stdin if line.strip()]
-o1, o2, t1, t2 = (statistics.median(c) for c in zip(*rows))
+o1, o2, t1, t2, on = (statistics.median(c) for c in zip(*rows))
 each = [r[1] / (2 * r[0]) for r in rows]
+each_noop = [r[4] / (2 * r[0]) for r in rows]
 binding = "rank r on core r" if sys.argv[1] == "1" else "none"
 print(f"median of {len(rows)} (binding: {binding}):")
 print(f"lockstep: 1 rank {o1:.0f} samples/s, 2 ranks {o2:.0f} samples/s, scaling {o2 / (2 * o1):.1%}"
       " (per rep: " + ", ".join(f"{s:.1%}" for s in each) + ")")
+print(f"lockstep 2 ranks with no gradient sync (comm hook noop): {on:.0f} samples/s, scaling {on / (2 * o1):.1%}"
+      " (per rep: " + ", ".join(f"{s:.1%}" for s in each_noop) + "): the ceiling this machine leaves; "
+      f"synchronisation costs the remaining {100 * (on - o2) / (2 * o1):.1f} points")
 print(f"torch:    1 rank {t1:.0f} samples/s, 2 ranks {t2:.0f} samples/s, scaling {t2 / (2 * t1):.1%}")
 print(f"2 ranks: lockstep / torch = {o2 / t2:.2f}x (target >= 3x); lockstep scaling target >= 95%")
 ' "$bind"

@@ -1,14 +1,19 @@
 // Trains the seed MNIST CNN (mnist_cnn) with Adam on Fashion-MNIST, as a user of the library would.
 //   train_fashion_mnist [--data-dir DIR] [--epochs N] [--max-steps N] [--batch-size B] [--lr LR]
+//                       [--warmup-steps N]
 // Ends with one line:
 //   test_accuracy=<0..1> samples_per_second=<training samples/s> steps=<n>
+// samples/s leaves out the first --warmup-steps steps (oneDNN builds its kernels in the first one).
 // Started with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set (e.g. by `lockstep run`), it trains
 // data-parallel: --batch-size is per rank, rank 0 prints the line, samples/s counts all ranks.
 // --ddp-timings: every rank also prints to stderr where its training steps' time went
 //   rank=<r> step_ms=<mean> <DistributedDataParallel::timings(), see formatTimings>
+// --comm-hook and --gradient-as-bucket-view set the DistributedDataParallel options of those names.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
 
 #include "lockstep/autograd.h"
 #include "lockstep/data.h"
@@ -26,12 +31,15 @@ struct Args {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int epochs = 5;
   int64_t max_steps = 0;
+  int64_t warmup_steps = 0;
   int64_t batch_size = 64;
   double lr = 1e-3;
   uint64_t seed = 1;
   int64_t num_workers = 1;
   std::string backend = "auto";
   bool ddp_timings = false;
+  std::string comm_hook = "allreduce";
+  bool gradient_as_bucket_view = false;
 };
 
 }  // namespace
@@ -42,6 +50,8 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", a.data_dir, "directory with the Fashion-MNIST IDX files (gzip or raw)");
   app.add_option("--epochs", a.epochs, "epochs to train")->check(CLI::PositiveNumber);
   app.add_option("--max-steps", a.max_steps, "stop after this many steps (0 = no limit)")->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup-steps", a.warmup_steps, "steps left out of samples/s and the DDP timings")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--batch-size", a.batch_size, "samples per step (per rank)")->check(CLI::PositiveNumber);
   app.add_option("--lr", a.lr, "Adam learning rate")->check(CLI::PositiveNumber);
   app.add_option("--seed", a.seed, "seed of the model init and the shuffling");
@@ -49,7 +59,21 @@ int main(int argc, char** argv) {
   app.add_option("--backend", a.backend, "process group backend when distributed: auto, shm, gloo, mpi");
   app.add_flag("--ddp-timings", a.ddp_timings,
                "when distributed, each rank prints its mean step time and DDP's forward/backward/comm split");
+  app.add_option("--comm-hook", a.comm_hook,
+                 "when distributed: allreduce, fp16_compress, bf16_compress, or noop (no gradient sync: to "
+                 "measure what synchronisation costs, not to train)")
+      ->check(CLI::IsMember({"allreduce", "fp16_compress", "bf16_compress", "noop"}));
+  app.add_flag("--gradient-as-bucket-view", a.gradient_as_bucket_view,
+               "when distributed, gradients live in DDP's buckets (no copy back after the allreduce)");
   CLI11_PARSE(app, argc, argv);
+  if (a.max_steps > 0 && a.warmup_steps >= a.max_steps) {
+    std::fprintf(
+        stderr,
+        "train_fashion_mnist: error: --warmup-steps %lld leaves no step of --max-steps %lld to time; "
+        "lower it or raise --max-steps\n",
+        static_cast<long long>(a.warmup_steps), static_cast<long long>(a.max_steps));
+    return 2;
+  }
 
   try {
     auto dist = parallel::initFromEnvironment(a.backend);  // world of 1 when not launched distributed
@@ -64,7 +88,15 @@ int main(int argc, char** argv) {
     nn::ModelOptions model_opts;
     model_opts.generator = &init_gen;
     std::shared_ptr<nn::Module> model = nn::makeModel("mnist_cnn", model_opts);
-    if (dist.group) model = std::make_shared<parallel::DistributedDataParallel>(model, dist.group);
+    parallel::DistributedDataParallel* ddp = nullptr;
+    if (dist.group) {
+      parallel::DistributedDataParallelOptions ddp_opts;
+      ddp_opts.comm_hook = a.comm_hook;
+      ddp_opts.gradient_as_bucket_view = a.gradient_as_bucket_view;
+      auto wrapped = std::make_shared<parallel::DistributedDataParallel>(model, dist.group, ddp_opts);
+      ddp = wrapped.get();
+      model = wrapped;
+    }
     optim::AdamOptions ao;
     ao.lr = a.lr;
     optim::Adam opt(model->parameters(), ao);
@@ -85,7 +117,7 @@ int main(int argc, char** argv) {
     }
     data::DataLoader loader(train, train_sampler, lo);
 
-    int64_t steps = 0, samples = 0;
+    int64_t steps = 0, samples = 0;  // samples counts the timed steps (after the warm-up) of all ranks
     double train_seconds = 0, test_accuracy = 0;
     bool done = false;
     for (int epoch = 0; epoch < a.epochs && !done; ++epoch) {
@@ -99,6 +131,12 @@ int main(int argc, char** argv) {
         opt.step();
         samples += b.input.size(0) * world;
         if (++steps % 200 == 0) last_loss = loss.item();
+        if (steps == a.warmup_steps) {  // the clock starts now
+          t0 = std::chrono::steady_clock::now();
+          train_seconds = 0;
+          samples = 0;
+          if (ddp) ddp->resetTimings();
+        }
         if (a.max_steps > 0 && steps >= a.max_steps) {
           done = true;
           break;
@@ -112,11 +150,15 @@ int main(int argc, char** argv) {
                      epoch + 1, static_cast<long long>(steps), last_loss, tl, acc, samples / train_seconds);
       }
     }
-    if (a.ddp_timings && dist.group) {
-      auto& ddp = static_cast<parallel::DistributedDataParallel&>(*model);
+    const int64_t timed_steps = steps - std::min(steps, a.warmup_steps);
+    if (timed_steps == 0) {
+      throw ValueError("--warmup-steps " + std::to_string(a.warmup_steps) + " covers all " +
+                       std::to_string(steps) + " steps, so none was timed; lower it or train longer");
+    }
+    if (a.ddp_timings && ddp) {
       std::fprintf(stderr, "rank=%d step_ms=%.3f %s\n", rank,
-                   1e3 * train_seconds / static_cast<double>(steps),
-                   parallel::formatTimings(ddp.timings()).c_str());
+                   1e3 * train_seconds / static_cast<double>(timed_steps),
+                   parallel::formatTimings(ddp->timings()).c_str());
     }
     if (rank == 0) {
       std::printf("test_accuracy=%.4f samples_per_second=%.1f steps=%lld\n", test_accuracy, samples / train_seconds,

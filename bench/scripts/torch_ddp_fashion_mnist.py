@@ -1,6 +1,8 @@
 """PyTorch DDP (gloo) twin of examples/train_fashion_mnist: seed 001's CNN (logits), Adam 1e-3,
 Fashion-MNIST from Debian's IDX files, per-rank batch --batch-size, DistributedSampler.
 Start each rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set (torchrun breaks on Python 3.11).
+samples/s leaves out the first --warmup-steps steps; --comm-hook noop (torch's debugging noop_hook) and
+--gradient-as-bucket-view set DDP up as the lockstep flags of those names do.
 Prints (rank 0): impl=torch world=<n> steps=<n> samples_per_second=<all ranks> test_accuracy=<0..1>"""
 import argparse
 import gzip
@@ -35,6 +37,9 @@ def main():
     ap.add_argument("--max-steps", type=int, default=600)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup-steps", type=int, default=0)
+    ap.add_argument("--comm-hook", choices=["allreduce", "noop"], default="allreduce")
+    ap.add_argument("--gradient-as-bucket-view", action="store_true")
     args = ap.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -52,7 +57,10 @@ def main():
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch_size, sampler=sampler)
     model = Net()
     if world > 1:
-        model = nn.parallel.DistributedDataParallel(model)
+        model = nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=args.gradient_as_bucket_view)
+        if args.comm_hook == "noop":
+            from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
+            model.register_comm_hook(None, noop_hook)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     steps, samples, seconds = 0, 0, 0.0
     done = False
@@ -66,6 +74,8 @@ def main():
             opt.step()
             steps += 1
             samples += data.shape[0] * world
+            if steps == args.warmup_steps:  # the clock starts now
+                t0, seconds, samples = time.perf_counter(), 0.0, 0
             if args.max_steps and steps >= args.max_steps:
                 done = True
                 break

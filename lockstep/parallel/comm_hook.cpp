@@ -32,6 +32,12 @@ std::shared_ptr<comm::Work> AllreduceHook::launch(GradBucket& bucket) {
   return allreduce(*bucket.group, bucket.buffer, comm::ReduceOp::sum, bucket.last);
 }
 
+std::shared_ptr<comm::Work> NoopHook::launch(GradBucket& bucket) {
+  auto work = std::make_shared<comm::Work>("noop (bucket " + std::to_string(bucket.index) + ")");
+  work->finish();
+  return work;
+}
+
 std::shared_ptr<comm::Work> CompressHook::launch(GradBucket& bucket) {
   if (!bucket.scratch.defined() || bucket.scratch.numel() != bucket.buffer.numel() ||
       bucket.scratch.dtype() != wire_) {

@@ -54,6 +54,15 @@ class CompressHook : public CommHook {
   DType wire_;
 };
 
+/// Leaves every rank's gradients as they are: no communication at all, so ranks train apart
+/// (PyTorch's debugging noop_hook). Not training: a measurement of the headroom. What the same
+/// job reaches with it is what the machine allows once gradient synchronisation costs nothing.
+class NoopHook : public CommHook {
+ public:
+  std::shared_ptr<comm::Work> launch(GradBucket& bucket) override;
+  const char* name() const override { return "noop"; }
+};
+
 /// A user's own hook from two functions (finish may be empty).
 class FunctionHook : public CommHook {
  public:

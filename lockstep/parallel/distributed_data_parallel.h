@@ -19,12 +19,14 @@ struct DistributedDataParallelOptions {
   double first_bucket_mb = 1.0;
   /// Parameters the forward's graph does not reach are reduced as zeros instead of stalling.
   bool find_unused_parameters = false;
-  /// Gradients live inside the communication buckets: no copy in or out. Keep
-  /// Optimizer::zeroGrad(set_to_none=false) to keep them there (it still works otherwise).
+  /// Gradients live inside the communication buckets: nothing is copied back after the allreduce.
+  /// After Optimizer::zeroGrad() (set_to_none) each new gradient is copied into its bucket as it
+  /// becomes ready; after zeroGrad(false) backward adds into the zeroed views in place.
   bool gradient_as_bucket_view = false;
   /// Rank 0's buffers (e.g. batch-norm running stats) are broadcast before every forward.
   bool broadcast_buffers = true;
   /// "allreduce" (default), "fp16_compress" or "bf16_compress"; or registerCommHook() your own.
+  /// "noop" synchronises nothing (ranks train apart): only for measuring the headroom.
   std::string comm_hook = "allreduce";
 };
 
@@ -79,7 +81,7 @@ class DistributedDataParallel : public nn::Module {
 /// One line of key=value pairs, e.g. "iterations=938 forward_compute_ms=1.210 ...".
 std::string formatTimings(const ReducerTimings& t);
 
-/// The comm hook named "allreduce", "fp16_compress" or "bf16_compress"; ValueError otherwise.
+/// The comm hook named "allreduce", "fp16_compress", "bf16_compress" or "noop"; ValueError otherwise.
 std::unique_ptr<CommHook> makeCommHook(const std::string& name);
 
 }  // namespace lockstep::parallel

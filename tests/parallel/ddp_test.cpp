@@ -290,6 +290,34 @@ TEST(ddp, models_that_differ_across_ranks_are_an_error) {
   });
 }
 
+TEST(ddp, noop_hook_leaves_each_rank_its_local_gradients) {
+  // PyTorch's debugging noop_hook: no communication, so each rank keeps the gradient of its own
+  // slice of the batch (the measurement of synchronisation's cost in bench/ddp.bench.sh).
+  std::vector<std::vector<float>> grads(2), local(2);
+  runRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    DistributedDataParallelOptions o;
+    o.comm_hook = "noop";
+    DistributedDataParallel net(makeNet(1), pg, o);
+    auto alone = makeNet(1);
+    auto [x, y] = globalBatch(0, 8);
+    lossOf(net, x.slice(rank * 4, rank * 4 + 4), y.slice(rank * 4, rank * 4 + 4)).backward();
+    lossOf(*alone, x.slice(rank * 4, rank * 4 + 4), y.slice(rank * 4, rank * 4 + 4)).backward();
+    grads[rank] = net.parameters()[0].grad().toVector<float>();
+    local[rank] = alone->parameters()[0].grad().toVector<float>();
+    EXPECT_EQ(net.timings().iterations, 1);
+  });
+  EXPECT_EQ(grads[0], local[0]);
+  EXPECT_EQ(grads[1], local[1]);
+  EXPECT_NE(grads[0], grads[1]);
+  try {
+    parallel::makeCommHook("no_such_hook");
+    FAIL() << "expected an error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown comm_hook 'no_such_hook'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("noop"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ddp, fp16_and_bf16_compression_stay_close) {
   for (const char* hook : {"fp16_compress", "bf16_compress"}) {
     SCOPED_TRACE(hook);

@@ -1,15 +1,17 @@
-// DistributedDataParallel across real processes: the seed 002 example started as ranks the way
-// torchrun would (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), and a rank killed mid-training.
+// DistributedDataParallel across real processes: the seed 002 example and train_fashion_mnist
+// started as ranks the way torchrun would (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), and a rank
+// killed mid-training.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fcntl.h>
-
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -120,4 +122,51 @@ TEST(ddp_processes, a_killed_rank_is_reported_not_waited_for) {
   // The error names the collective, its sequence number and the missing rank.
   EXPECT_NE(out.find("allreduce #"), std::string::npos) << out;
   EXPECT_NE(out.find("ranks [1]"), std::string::npos) << out;
+}
+
+// The benchmark's flags: the clock and the DDP timings start after --warmup-steps; the noop hook
+// trains the ranks apart; gradients in the buckets train the same as copies.
+TEST(ddp_processes, train_fashion_mnist_times_after_the_warmup) {
+  const std::string data = "/usr/share/datasets/fashion-mnist";
+  if (!std::filesystem::exists(data))
+    GTEST_SKIP() << data << " is not installed (apt-get install dataset-fashion-mnist)";
+  const std::string bin = std::string(LOCKSTEP_EXAMPLES_DIR) + "/train_fashion_mnist";
+  std::vector<std::string> accuracy;
+  for (const char* hook : {"allreduce", "noop"}) {
+    SCOPED_TRACE(hook);
+    const int port = freePort();
+    std::vector<Rank> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ranks.push_back(
+          spawnRank({bin, "--max-steps", "30", "--warmup-steps", "10", "--batch-size", "32", "--num-workers",
+                     "0", "--ddp-timings", "--gradient-as-bucket-view", "--comm-hook", hook},
+                    r, 2, port, ::testing::TempDir() + "tfm_" + hook + std::to_string(r) + ".log"));
+    }
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(waitFor(ranks[r].pid, std::chrono::seconds(180)), 0) << slurp(ranks[r].log);
+      std::string out = slurp(ranks[r].log);
+      // 30 steps, of which the 20 after the warm-up are timed.
+      EXPECT_NE(out.find("rank=" + std::to_string(r) + " step_ms="), std::string::npos) << out;
+      EXPECT_NE(out.find(" iterations=20 "), std::string::npos) << out;
+    }
+    std::string out0 = slurp(ranks[0].log);
+    size_t at = out0.find("test_accuracy=");
+    ASSERT_NE(at, std::string::npos) << out0;
+    EXPECT_NE(out0.find("samples_per_second=", at), std::string::npos) << out0;
+    EXPECT_NE(out0.find("steps=30", at), std::string::npos) << out0;
+    accuracy.push_back(out0.substr(at, 20));
+  }
+  // Unsynchronised ranks end with different models than synchronised ones.
+  EXPECT_NE(accuracy[0], accuracy[1]);
+}
+
+TEST(ddp_processes, train_fashion_mnist_rejects_a_warmup_that_leaves_nothing_to_time) {
+  const std::string bin = std::string(LOCKSTEP_EXAMPLES_DIR) + "/train_fashion_mnist";
+  const std::string log = ::testing::TempDir() + "tfm_warmup.log";
+  const std::string cmd = bin + " --max-steps 5 --warmup-steps 5 > " + log + " 2>&1";
+  int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  std::string out = slurp(log);
+  EXPECT_NE(out.find("--warmup-steps 5 leaves no step of --max-steps 5 to time"), std::string::npos) << out;
 }
