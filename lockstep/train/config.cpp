@@ -321,7 +321,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
             {"train_batch_size", "train_micro_batch_size_per_gpu", "train_micro_batch_size_per_rank",
              "gradient_accumulation_steps", "optimizer", "scheduler", "gradient_clipping", "steps_per_print",
              "tensorboard", "csv_monitor", "model", "data", "epochs", "max_steps", "seed", "checkpoint",
-             "eval", "backend"});
+             "eval", "backend", "ddp"});
   TrainConfig c;
   std::optional<int64_t> train, micro, accum;
   get(root, "", "train_batch_size", train);
@@ -351,6 +351,23 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   if (root["eval"]) {
     checkKeys(root["eval"], "eval", {"every_epochs"});
     get(root["eval"], "eval", "every_epochs", c.eval_every_epochs);
+  }
+  if (root["ddp"]) {
+    const YAML::Node k = root["ddp"];
+    checkKeys(k, "ddp",
+              {"bucket_cap_mb", "find_unused_parameters", "gradient_as_bucket_view", "broadcast_buffers",
+               "comm_hook"});
+    get(k, "ddp", "bucket_cap_mb", c.ddp.bucket_cap_mb);
+    get(k, "ddp", "find_unused_parameters", c.ddp.find_unused_parameters);
+    get(k, "ddp", "gradient_as_bucket_view", c.ddp.gradient_as_bucket_view);
+    get(k, "ddp", "broadcast_buffers", c.ddp.broadcast_buffers);
+    get(k, "ddp", "comm_hook", c.ddp.comm_hook);
+    if (!(c.ddp.bucket_cap_mb > 0)) throw ValueError("ddp.bucket_cap_mb must be positive");
+    try {
+      parallel::makeCommHook(c.ddp.comm_hook);
+    } catch (const ValueError& e) {
+      throw ValueError(std::string("ddp.comm_hook: ") + e.what());
+    }
   }
   const auto models = nn::modelNames();
   if (std::find(models.begin(), models.end(), c.model) == models.end()) {

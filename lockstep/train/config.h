@@ -10,6 +10,7 @@
 
 #include "lockstep/nn/model_zoo.h"
 #include "lockstep/optim/lr_schedule.h"
+#include "lockstep/parallel/distributed_data_parallel.h"
 
 namespace lockstep::train {
 
@@ -79,6 +80,9 @@ struct TrainConfig {
   int64_t eval_every_epochs = 1;
   MonitorConfig tensorboard{}, csv_monitor{};
   std::string backend = "auto";
+  /// The `ddp` section: DistributedDataParallel's options (PyTorch's keyword names), used on
+  /// several ranks.
+  parallel::DistributedDataParallelOptions ddp{};
 };
 
 /// Parses `text` (YAML or JSON), applies `overrides` ("a.b=value", value a YAML scalar or flow

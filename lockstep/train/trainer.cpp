@@ -145,7 +145,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   std::shared_ptr<nn::Module> model = nn::makeModel(c.model, mo);
   std::shared_ptr<nn::Module> net = model;
   std::shared_ptr<parallel::DistributedDataParallel> ddp;
-  if (dist.group) net = ddp = std::make_shared<parallel::DistributedDataParallel>(model, dist.group);
+  if (dist.group) net = ddp = std::make_shared<parallel::DistributedDataParallel>(model, dist.group, c.ddp);
   auto params = model->parameters();
   auto opt = makeOptimizer(c.optimizer, params);
   nn::CrossEntropyLoss criterion;

@@ -158,3 +158,31 @@ TEST(config, inconsistent_batch_in_config_uses_world) {
       "train_batch_size: 64\ntrain_micro_batch_size_per_gpu: 8\ngradient_accumulation_steps: 2", {}, 3);
   EXPECT_TRUE(has(m, "world size 3")) << m;
 }
+
+TEST(config, ddp_section_takes_pytorchs_option_names) {
+  auto c = parseTrainConfig("train_batch_size: 8", {}, 1);
+  EXPECT_EQ(c.ddp.comm_hook, "allreduce");
+  EXPECT_FALSE(c.ddp.gradient_as_bucket_view);
+  EXPECT_DOUBLE_EQ(c.ddp.bucket_cap_mb, 25.0);
+  c = parseTrainConfig(
+      "train_batch_size: 8\nddp: {bucket_cap_mb: 4, find_unused_parameters: true, gradient_as_bucket_view: "
+      "true, "
+      "broadcast_buffers: false, comm_hook: bf16_compress}",
+      {}, 1);
+  EXPECT_DOUBLE_EQ(c.ddp.bucket_cap_mb, 4.0);
+  EXPECT_TRUE(c.ddp.find_unused_parameters);
+  EXPECT_TRUE(c.ddp.gradient_as_bucket_view);
+  EXPECT_FALSE(c.ddp.broadcast_buffers);
+  EXPECT_EQ(c.ddp.comm_hook, "bf16_compress");
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8", {"ddp.comm_hook=noop"}, 1).ddp.comm_hook, "noop");
+  std::string m = errorOf("train_batch_size: 8\nddp: {gradient_as_bucket_veiw: true}");
+  EXPECT_TRUE(has(m, "unknown key ddp.gradient_as_bucket_veiw") &&
+              has(m, "did you mean ddp.gradient_as_bucket_view?"))
+      << m;
+  m = errorOf("train_batch_size: 8\nddp: {comm_hook: fp8_compress}");
+  EXPECT_TRUE(has(m, "ddp.comm_hook: unknown comm_hook 'fp8_compress'") && has(m, "fp16_compress")) << m;
+  m = errorOf("train_batch_size: 8\nddp: {bucket_cap_mb: 0}");
+  EXPECT_TRUE(has(m, "ddp.bucket_cap_mb must be positive")) << m;
+  m = errorOf("train_batch_size: 8\nddp: {find_unused_parameters: sometimes}");
+  EXPECT_TRUE(has(m, "ddp.find_unused_parameters") && has(m, "expected a boolean")) << m;
+}

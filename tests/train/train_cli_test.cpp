@@ -182,6 +182,21 @@ TEST_F(TrainCli, two_ranks_log_the_loss_of_the_whole_global_batch) {
   for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(two[i], ref[i], 1e-5 * std::abs(ref[i])) << i;
 }
 
+TEST_F(TrainCli, ddp_options_come_from_the_config) {
+  // Gradients kept in the buckets average exactly as copied ones do; the noop hook trains apart.
+  std::string cfg = writeConfig("c.yaml", kSynthetic);
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/copy --set max_steps=4").code, 0);
+  Result view = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ +
+                    "/view --set max_steps=4 --set ddp.gradient_as_bucket_view=true");
+  ASSERT_EQ(view.code, 0) << view.output;
+  ASSERT_FALSE(readFile(dir_ + "/copy/model.safetensors").empty());
+  EXPECT_EQ(readFile(dir_ + "/copy/model.safetensors"), readFile(dir_ + "/view/model.safetensors"));
+  Result apart = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ +
+                     "/apart --set max_steps=4 --set ddp.comm_hook=noop");
+  ASSERT_EQ(apart.code, 0) << apart.output;
+  EXPECT_NE(readFile(dir_ + "/copy/model.safetensors"), readFile(dir_ + "/apart/model.safetensors"));
+}
+
 TEST_F(TrainCli, max_restarts_resumes_a_crashed_job_bitwise) {
   std::string cfg = writeConfig("c.yaml", kSynthetic);
   ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/s --set max_steps=8").code, 0);
