@@ -23,30 +23,15 @@
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
 
+namespace lockstep::parallel {
+// summary.json's ddp_timings entries, and what ranks send rank 0: the fields by their own names.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReducerTimings, iterations, forward_compute_ms, backward_compute_ms,
+                                   backward_comm_ms, backward_compute_comm_overlap_ms, backward_comm_wait_ms)
+}  // namespace lockstep::parallel
+
 namespace lockstep::train {
 
 namespace fs = std::filesystem;
-
-namespace {
-nlohmann::json timingsJson(const parallel::ReducerTimings& t) {
-  return {{"iterations", t.iterations},
-          {"forward_compute_ms", t.forward_compute_ms},
-          {"backward_compute_ms", t.backward_compute_ms},
-          {"backward_comm_ms", t.backward_comm_ms},
-          {"backward_compute_comm_overlap_ms", t.backward_compute_comm_overlap_ms},
-          {"backward_comm_wait_ms", t.backward_comm_wait_ms}};
-}
-parallel::ReducerTimings timingsFromJson(const nlohmann::json& j) {
-  parallel::ReducerTimings t;
-  t.iterations = j.at("iterations").get<int64_t>();
-  t.forward_compute_ms = j.at("forward_compute_ms").get<double>();
-  t.backward_compute_ms = j.at("backward_compute_ms").get<double>();
-  t.backward_comm_ms = j.at("backward_comm_ms").get<double>();
-  t.backward_compute_comm_overlap_ms = j.at("backward_compute_comm_overlap_ms").get<double>();
-  t.backward_comm_wait_ms = j.at("backward_comm_wait_ms").get<double>();
-  return t;
-}
-}  // namespace
 
 nlohmann::json toJson(const TrainSummary& s) {
   nlohmann::json j = {{"world_size", s.world_size},
@@ -57,10 +42,7 @@ nlohmann::json toJson(const TrainSummary& s) {
                       {"train_seconds", s.train_seconds},
                       {"test_accuracy", s.test_accuracy},
                       {"test_loss", s.test_loss}};
-  if (!s.ddp_timings.empty()) {
-    j["ddp_timings"] = nlohmann::json::array();
-    for (const auto& t : s.ddp_timings) j["ddp_timings"].push_back(timingsJson(t));
-  }
+  if (!s.ddp_timings.empty()) j["ddp_timings"] = s.ddp_timings;
   return j;
 }
 
@@ -284,8 +266,9 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   s.steps = step;
   s.samples_per_second = s.train_seconds > 0 ? static_cast<double>(samples) / s.train_seconds : 0;
   if (ddp) {
-    for (const std::string& r : parallel::allgatherBytes(*dist.group, timingsJson(ddp->timings()).dump())) {
-      s.ddp_timings.push_back(timingsFromJson(nlohmann::json::parse(r)));
+    for (const std::string& r :
+         parallel::allgatherBytes(*dist.group, nlohmann::json(ddp->timings()).dump())) {
+      s.ddp_timings.push_back(nlohmann::json::parse(r).get<parallel::ReducerTimings>());
     }
   }
   EvalResult t = evaluate(*net, data.test, dist.group.get(), rank, world);

@@ -23,6 +23,21 @@ using testing::runRanks;
 
 class FailureTest : public ::testing::TestWithParam<std::string> {};
 
+// Runs op, which must throw E within `within`, with a message that contains every one of parts.
+template <typename E>
+void expectErrorNaming(const std::function<void()>& op, std::initializer_list<const char*> parts,
+                       std::chrono::milliseconds within = std::chrono::hours(24)) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    op();
+    ADD_FAILURE() << "expected an error naming " << *parts.begin();
+  } catch (const E& e) {
+    const std::string m = e.what();
+    for (const char* part : parts) EXPECT_NE(m.find(part), std::string::npos) << m;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, within);
+}
+
 TEST_P(FailureTest, StuckPeerTimesOutNamingOpAndRanks) {
   auto store = std::make_shared<HashStore>();
   std::atomic<bool> done{false};
@@ -65,19 +80,15 @@ TEST_P(FailureTest, DifferentCollectivesInSameSlot) {
   runRanks(2, [&](int r) {
     auto pg = makeGroup(GetParam(), store, r, 2, 10s);
     std::vector<float> v(8, 1.0f);
-    try {
-      if (r == 0) {
-        pg->allreduce(v.data(), 8, DType::f32)->wait();
-      } else {
-        pg->broadcast(v.data(), 8, DType::f32)->wait();
-      }
-      ADD_FAILURE() << "expected PeerError";
-    } catch (const PeerError& e) {
-      std::string m = e.what();
-      EXPECT_NE(m.find("different collectives"), std::string::npos) << m;
-      EXPECT_NE(m.find("allreduce #1"), std::string::npos) << m;
-      EXPECT_NE(m.find("broadcast #1"), std::string::npos) << m;
-    }
+    expectErrorNaming<PeerError>(
+        [&] {
+          if (r == 0) {
+            pg->allreduce(v.data(), 8, DType::f32)->wait();
+          } else {
+            pg->broadcast(v.data(), 8, DType::f32)->wait();
+          }
+        },
+        {"different collectives", "allreduce #1", "broadcast #1"});
   });
 }
 
@@ -152,16 +163,8 @@ TEST_P(FailureTest, DeadPeerProcessIsReportedWithinSeconds) {
       GetParam(), [&](ProcessGroup& pg) { pg.allreduce(&v, 1, DType::i32)->wait(); },
       [&](ProcessGroup& pg) {
         EXPECT_EQ(v, 2);
-        auto start = std::chrono::steady_clock::now();
-        try {
-          pg.allreduce(&v, 1, DType::i32)->wait();
-          ADD_FAILURE() << "expected PeerError";
-        } catch (const PeerError& e) {
-          std::string m = e.what();
-          EXPECT_NE(m.find("allreduce #2"), std::string::npos) << m;
-          EXPECT_NE(m.find("[1]"), std::string::npos) << m;
-        }
-        EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+        expectErrorNaming<PeerError>([&] { pg.allreduce(&v, 1, DType::i32)->wait(); },
+                                     {"allreduce #2", "[1]"}, 10s);
       });
 }
 
@@ -250,30 +253,17 @@ TEST(ShmBackendTest, SendRecvMismatchAndMissingSenderAreNamed) {
       return;
     }
     int32_t v[5];
-    try {
-      pg->recv(v, 5, DType::i32, 0, {.tag = 4})->wait();
-      ADD_FAILURE() << "expected PeerError";
-    } catch (const PeerError& e) {
-      std::string m = e.what();
-      EXPECT_NE(m.find("10 x i32"), std::string::npos) << m;
-      EXPECT_NE(m.find("expects 5 x i32"), std::string::npos) << m;
-    }
+    expectErrorNaming<PeerError>([&] { pg->recv(v, 5, DType::i32, 0, {.tag = 4})->wait(); },
+                                 {"10 x i32", "expects 5 x i32"});
   });
   auto store2 = std::make_shared<HashStore>();
   runRanks(2, [&](int r) {
     auto pg = makeGroup("shm", store2, r, 2, 10s);
     if (r == 0) return;  // never sends
     int32_t v = 0;
-    auto start = std::chrono::steady_clock::now();
-    try {
-      pg->recv(&v, 1, DType::i32, 0, {.tag = 5, .timeout = 300ms})->wait();
-      ADD_FAILURE() << "expected TimeoutError";
-    } catch (const TimeoutError& e) {
-      std::string m = e.what();
-      EXPECT_NE(m.find("recv (p2p #1)"), std::string::npos) << m;
-      EXPECT_NE(m.find("waiting for rank 0 to send (tag 5)"), std::string::npos) << m;
-    }
-    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+    expectErrorNaming<TimeoutError>(
+        [&] { pg->recv(&v, 1, DType::i32, 0, {.tag = 5, .timeout = 300ms})->wait(); },
+        {"recv (p2p #1)", "waiting for rank 0 to send (tag 5)"}, 5s);
   });
 }
 
@@ -281,17 +271,9 @@ TEST(ShmBackendTest, RecvFromADeadPeerIsReported) {
   withPeerThatDies(
       "shm", [](ProcessGroup& pg) { pg.barrier()->wait(); },  // rank 1 then dies without sending
       [](ProcessGroup& pg) {
-        auto start = std::chrono::steady_clock::now();
-        try {
-          int32_t v = 0;
-          pg.recv(&v, 1, DType::i32, 1, {.tag = 2})->wait();
-          ADD_FAILURE() << "expected PeerError";
-        } catch (const PeerError& e) {
-          std::string m = e.what();
-          EXPECT_NE(m.find("waiting for rank 1 to send (tag 2)"), std::string::npos) << m;
-          EXPECT_NE(m.find("rank 1 died"), std::string::npos) << m;
-        }
-        EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+        int32_t v = 0;
+        expectErrorNaming<PeerError>([&] { pg.recv(&v, 1, DType::i32, 1, {.tag = 2})->wait(); },
+                                     {"waiting for rank 1 to send (tag 2)", "rank 1 died"}, 10s);
       });
 }
 
