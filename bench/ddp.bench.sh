@@ -8,7 +8,7 @@
 # r (taskset), for both frameworks alike; BIND=0 leaves placement to the scheduler. samples/s
 # leaves out each run's first WARMUP steps (default 20; the first step builds the kernels), alike.
 # The noop runs synchronise no gradients (PyTorch's debugging noop_hook): two ranks that compute
-# the same steps apart. Their scaling is the ceiling this machine leaves (shared caches and memory,
+# the same steps apart, their samples/s taken at the slower rank's pace (the job's end). Their scaling is the ceiling this machine leaves (shared caches and memory,
 # the hypervisor); the distance from it to the real 2-rank run is what synchronisation costs: the
 # allreduce, and each step waiting for the slower of the two ranks.
 # The lockstep 2-rank runs also report, per rank, where each step's time went (--ddp-timings):

@@ -5,7 +5,9 @@
 //   test_accuracy=<0..1> samples_per_second=<training samples/s> steps=<n>
 // samples/s leaves out the first --warmup-steps steps (oneDNN builds its kernels in the first one).
 // Started with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set (e.g. by `lockstep run`), it trains
-// data-parallel: --batch-size is per rank, rank 0 prints the line, samples/s counts all ranks.
+// data-parallel: --batch-size is per rank, rank 0 prints the line, samples/s counts all ranks and
+// the slowest rank's training time (the job is done when every rank is; with --comm-hook noop the
+// ranks do not wait for each other, so rank 0's own clock would overstate it).
 // --ddp-timings: every rank also prints to stderr where its training steps' time went
 //   rank=<r> step_ms=<mean> <DistributedDataParallel::timings(), see formatTimings>
 // --comm-hook and --gradient-as-bucket-view set the DistributedDataParallel options of those names.
@@ -117,8 +119,16 @@ int main(int argc, char** argv) {
     }
     data::DataLoader loader(train, train_sampler, lo);
 
+    // The slowest rank's training time: collective, so every rank calls it at the same point.
+    auto job_seconds = [&](double mine) {
+      if (!dist.group || world == 1) return mine;
+      Tensor t = Tensor::scalar(mine, DType::f64);
+      parallel::allreduce(*dist.group, t, comm::ReduceOp::max)->wait();
+      return t.item<double>();
+    };
+
     int64_t steps = 0, samples = 0;  // samples counts the timed steps (after the warm-up) of all ranks
-    double train_seconds = 0, test_accuracy = 0;
+    double train_seconds = 0, job_train_seconds = 0, test_accuracy = 0;
     bool done = false;
     for (int epoch = 0; epoch < a.epochs && !done; ++epoch) {
       loader.setEpoch(static_cast<uint64_t>(epoch));
@@ -143,11 +153,13 @@ int main(int argc, char** argv) {
         }
       }
       train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      job_train_seconds = job_seconds(train_seconds);
       auto [tl, acc] = train::evaluate(*model, test, dist.group.get(), rank, world);
       test_accuracy = acc;
       if (rank == 0) {
-        std::fprintf(stderr, "epoch %d: steps=%lld loss=%.4f test_loss=%.4f test_accuracy=%.4f samples/s=%.0f\n",
-                     epoch + 1, static_cast<long long>(steps), last_loss, tl, acc, samples / train_seconds);
+        std::fprintf(
+            stderr, "epoch %d: steps=%lld loss=%.4f test_loss=%.4f test_accuracy=%.4f samples/s=%.0f\n",
+            epoch + 1, static_cast<long long>(steps), last_loss, tl, acc, samples / job_train_seconds);
       }
     }
     const int64_t timed_steps = steps - std::min(steps, a.warmup_steps);
@@ -161,8 +173,8 @@ int main(int argc, char** argv) {
                    parallel::formatTimings(ddp->timings()).c_str());
     }
     if (rank == 0) {
-      std::printf("test_accuracy=%.4f samples_per_second=%.1f steps=%lld\n", test_accuracy, samples / train_seconds,
-                  static_cast<long long>(steps));
+      std::printf("test_accuracy=%.4f samples_per_second=%.1f steps=%lld\n", test_accuracy,
+                  samples / job_train_seconds, static_cast<long long>(steps));
     }
     return 0;
   } catch (const ValueError& e) {
