@@ -16,12 +16,14 @@
 # waiting for the other rank to finish its own backward; its share of the step is the part of the
 # 1 -> 2 rank scaling loss that synchronous data parallelism spends in communication and skew.
 # Targets: lockstep at 2 ranks >= 3x PyTorch's samples/s at 2 ranks; 1 -> 2 rank scaling >= 95%.
+# TORCH=0 leaves PyTorch out (lockstep's scaling only), so that many repetitions fit in minutes.
 set -euo pipefail
 build=${1:-build}
 steps=${2:-1000}
 reps=${3:-3}
 bind=${BIND:-1}
 warmup=${WARMUP:-20}
+with_torch=${TORCH:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
 ncpu=$(nproc --all)  # plain nproc honours OMP_NUM_THREADS
@@ -74,9 +76,14 @@ for ((i = 1; i <= reps; i++)); do
   on=$(run_ranks 2 "$build/examples/train_fashion_mnist" "${ours[@]}" --comm-hook noop 2>/dev/null | rate)
   st1=$(steal_pct "$a" "$b")
   st2=$(steal_pct "$b" "$c")
-  t1=$(run_ranks 1 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}" | rate)
-  t2=$(run_ranks 2 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}" | rate)
-  echo "rep $i: lockstep 1 rank $o1, 2 ranks $o2 (no gradient sync: $on); torch 1 rank $t1, 2 ranks $t2" \
+  t1=nan t2=nan
+  if [ "$with_torch" != 0 ]; then
+    t1=$(run_ranks 1 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}" | rate)
+    t2=$(run_ranks 2 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}" | rate)
+  fi
+  theirs_line="torch 1 rank $t1, 2 ranks $t2"
+  [ "$with_torch" = 0 ] && theirs_line="torch not run"
+  echo "rep $i: lockstep 1 rank $o1, 2 ranks $o2 (no gradient sync: $on); $theirs_line" \
     "(samples/s); steal during lockstep 1 rank $st1%, 2 ranks $st2%"
   steals+=("$st1 $st2")
   grep -h '^rank=' "$timings/rep$i".* | sed 's/^/  lockstep 2 ranks: /' || true
@@ -95,8 +102,11 @@ print(f"lockstep: 1 rank {o1:.0f} samples/s, 2 ranks {o2:.0f} samples/s, scaling
 print(f"lockstep 2 ranks with no gradient sync (comm hook noop): {on:.0f} samples/s, scaling {on / (2 * o1):.1%}"
       " (per rep: " + ", ".join(f"{s:.1%}" for s in each_noop) + "): the ceiling this machine leaves; "
       f"synchronisation costs the remaining {100 * (on - o2) / (2 * o1):.1f} points")
-print(f"torch:    1 rank {t1:.0f} samples/s, 2 ranks {t2:.0f} samples/s, scaling {t2 / (2 * t1):.1%}")
-print(f"2 ranks: lockstep / torch = {o2 / t2:.2f}x (target >= 3x); lockstep scaling target >= 95%")
+if t1 == t1:  # not nan: PyTorch ran
+    print(f"torch:    1 rank {t1:.0f} samples/s, 2 ranks {t2:.0f} samples/s, scaling {t2 / (2 * t1):.1%}")
+    print(f"2 ranks: lockstep / torch = {o2 / t2:.2f}x (target >= 3x); lockstep scaling target >= 95%")
+else:
+    print("torch: not run (TORCH=0); lockstep scaling target >= 95%")
 ' "$bind"
 cat "$timings"/rep*.* | python3 -c '
 import re, statistics, sys
