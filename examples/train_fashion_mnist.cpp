@@ -121,10 +121,7 @@ int main(int argc, char** argv) {
 
     // The slowest rank's training time: collective, so every rank calls it at the same point.
     auto job_seconds = [&](double mine) {
-      if (!dist.group || world == 1) return mine;
-      Tensor t = Tensor::scalar(mine, DType::f64);
-      parallel::allreduce(*dist.group, t, comm::ReduceOp::max)->wait();
-      return t.item<double>();
+      return dist.group ? parallel::allreduceScalar(*dist.group, mine, comm::ReduceOp::max) : mine;
     };
 
     int64_t steps = 0, samples = 0;  // samples counts the timed steps (after the warm-up) of all ranks

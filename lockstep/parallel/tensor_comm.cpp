@@ -18,6 +18,14 @@ std::shared_ptr<comm::Work> allreduce(comm::ProcessGroup& pg, Tensor& t, comm::R
   return pg.allreduce(t.numel() ? t.dataPtr() : nullptr, static_cast<size_t>(t.numel()), t.dtype(), o);
 }
 
+double allreduceScalar(comm::ProcessGroup& pg, double value, comm::ReduceOp op) {
+  comm::AllreduceOptions o;
+  o.op = op;
+  o.defer = true;  // waited for at once
+  pg.allreduce(&value, 1, DType::f64, o)->wait();
+  return value;
+}
+
 void broadcast(comm::ProcessGroup& pg, Tensor& t, int root) {
   checkDense(t, "broadcast");
   comm::BroadcastOptions o;

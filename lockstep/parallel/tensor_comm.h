@@ -12,6 +12,8 @@ namespace lockstep::parallel {
 /// defer: the caller waits at once and runs the op itself (comm::AllreduceOptions::defer).
 std::shared_ptr<comm::Work> allreduce(comm::ProcessGroup& pg, Tensor& t, comm::ReduceOp op = comm::ReduceOp::sum,
                                       bool defer = false);
+/// One number combined over all ranks (e.g. the slowest rank's time with ReduceOp::max). Blocks.
+double allreduceScalar(comm::ProcessGroup& pg, double value, comm::ReduceOp op);
 /// Copies root's tensor into every rank's (same shape and dtype everywhere). Blocks until done.
 void broadcast(comm::ProcessGroup& pg, Tensor& t, int root = 0);
 /// Every rank's bytes, in rank order (lengths may differ). Blocks until done.

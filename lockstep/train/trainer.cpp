@@ -236,9 +236,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
       if (dist.group && step % c.steps_per_print == 0) {
         // The logged loss is the mean over all ranks' micro-batches (what one process with the
         // global batch would report), not rank 0's share of it: every rank takes part.
-        Tensor l = Tensor::full({1}, window_loss, DType::f64);
-        parallel::allreduce(*dist.group, l, comm::ReduceOp::avg)->wait();
-        window_loss = l.item<double>();
+        window_loss = parallel::allreduceScalar(*dist.group, window_loss, comm::ReduceOp::avg);
       }
       if (progress) {
         progress->onStep({static_cast<int64_t>(e), step, window_loss, opt->paramGroups()[0].lr(),
