@@ -37,15 +37,15 @@ int main(int argc, char** argv) {
     po.loader.batch_size = batch_size;
     po.loader.shuffle = true;
     auto job = parallel::prepare(model, opt, dataset, po);
+    parallel::Engine& engine = *job.engine;
     nn::MSELoss mse;
     for (int epoch = 0; epoch < max_epochs; ++epoch) {
       job.setEpoch(static_cast<uint64_t>(epoch));
-      std::printf("[rank %d] Epoch %d | Batchsize %lld | Steps %lld\n", job.env.rank, epoch,
+      std::printf("[rank %d] Epoch %d | Batchsize %lld | Steps %lld\n", job.env.rank(), epoch,
                   static_cast<long long>(batch_size), static_cast<long long>(job.loader->size()));
       for (data::Batch& b : *job.loader) {
-        job.optimizer->zeroGrad();
-        mse(job.model->forward(autograd::Variable(b.input)), b.target).backward();
-        job.optimizer->step();
+        engine.backward(mse(engine.forward(autograd::Variable(b.input)), b.target));
+        engine.step();
       }
     }
     autograd::NoGradGuard ng;

@@ -33,8 +33,8 @@ int main(int argc, char** argv) {
     std::string generated;
     if (data_dir.empty()) {
       // Every rank generates the same deterministic files into its own directory.
-      generated = (std::filesystem::temp_directory_path() /
-                   ("lockstep-cifar-" + std::to_string(::getpid()))).string();
+      generated = (std::filesystem::temp_directory_path() / ("lockstep-cifar-" + std::to_string(::getpid())))
+                      .string();
       std::filesystem::create_directories(generated);
       data::SyntheticCifarOptions sco;
       sco.train_per_file = synthetic_per_file;
@@ -45,14 +45,18 @@ int main(int argc, char** argv) {
     auto train = std::make_shared<data::TensorDataset>(data::loadCifar10(data_dir, data::Split::train));
     auto valid = std::make_shared<data::TensorDataset>(data::loadCifar10(data_dir, data::Split::test));
     auto model = nn::makeModel("cifar_cnn");  // MyNet
-    std::shared_ptr<nn::Module> net = model;  // fleet.distributed_model
-    if (env.group) net = std::make_shared<parallel::DistributedDataParallel>(model, env.group);
-    optim::Adam opt(model->parameters(), {.lr = 0.001});  // fleet.distributed_optimizer: DDP already averages
-    auto sampler = [&](int64_t n, bool shuffle) {
+    // fleet.distributed_model + fleet.distributed_optimizer: the engine wraps the model in DDP,
+    // which already averages the gradients the optimizer sees.
+    parallel::EngineOptions eo;
+    eo.optimizer = {"Adam", {{"lr", 0.001}}};
+    parallel::Engine engine(model, eo, env);
+    nn::Module& net = *engine.module();
+    const int rank = env.rank();
+    auto sampler = [&](int64_t n, bool shuffle) {  // Paddle's DistributedBatchSampler, as the seed
       data::DistributedBatchSamplerOptions o;
       o.batch_size = batch_size;
-      o.num_replicas = env.world_size;
-      o.rank = env.rank;
+      o.num_replicas = env.worldSize();
+      o.rank = rank;
       o.shuffle = shuffle;
       return std::make_shared<data::DistributedBatchSampler>(n, o);
     };
@@ -67,20 +71,19 @@ int main(int argc, char** argv) {
       train_loader.setEpoch(static_cast<uint64_t>(epoch));
       int64_t batch_id = 0;
       for (data::Batch& b : train_loader) {
-        autograd::Variable loss = criterion(net->forward(autograd::Variable(b.input)), b.target);
-        loss.backward();
-        opt.step();
-        opt.zeroGrad();
-        if (batch_id++ % 50 == 0 && env.rank == 0) {
-          std::printf("epoch: %d, batch_id: %lld, loss is: %.4f\n", epoch, static_cast<long long>(batch_id - 1),
-                      loss.item());
+        autograd::Variable loss = criterion(engine.forward(autograd::Variable(b.input)), b.target);
+        engine.backward(loss);
+        engine.step();
+        if (batch_id++ % 50 == 0 && rank == 0) {
+          std::printf("epoch: %d, batch_id: %lld, loss is: %.4f\n", epoch,
+                      static_cast<long long>(batch_id - 1), loss.item());
         }
       }
       autograd::NoGradGuard ng;
-      net->eval();
+      net.eval();
       double s[2] = {0, 0};
       for (data::Batch& b : valid_loader) {
-        Tensor l = net->forward(autograd::Variable(b.input)).tensor().contiguous();
+        Tensor l = net.forward(autograd::Variable(b.input)).tensor().contiguous();
         for (int64_t i = 0; i < l.size(0); ++i) {
           const float* row = l.data<float>() + i * 10;
           s[0] += std::max_element(row, row + 10) - row == b.target.data<int64_t>()[i];
@@ -88,12 +91,12 @@ int main(int argc, char** argv) {
         s[1] += static_cast<double>(l.size(0));
       }
       if (env.group) env.group->allreduce(s, 2, DType::f64)->wait();
-      net->train();
+      net.train();
       accuracy = s[1] > 0 ? s[0] / s[1] : 0;
-      if (env.rank == 0) std::printf("epoch: %d, valid accuracy: %.4f\n", epoch, accuracy);
+      if (rank == 0) std::printf("epoch: %d, valid accuracy: %.4f\n", epoch, accuracy);
     }
     if (!generated.empty()) std::filesystem::remove_all(generated);
-    if (env.rank == 0) std::printf("valid_accuracy=%.4f\n", accuracy);
+    if (rank == 0) std::printf("valid_accuracy=%.4f\n", accuracy);
     return 0;
   } catch (const ValueError& e) {
     std::fprintf(stderr, "fleet_cifar10: error: %s\n", e.what());

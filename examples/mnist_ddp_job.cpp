@@ -17,7 +17,6 @@
 
 using namespace lockstep;
 
-
 int main(int argc, char** argv) {
   std::string data_dir = "/usr/share/datasets/fashion-mnist", save_path, backend = "auto";
   int epochs = 3;
@@ -26,7 +25,8 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", data_dir, "directory with the MNIST-format IDX files");
   app.add_option("--epochs", epochs, "epochs")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", batch_size, "batch size per rank")->check(CLI::PositiveNumber);
-  app.add_option("--save-path,--save_path", save_path, "where rank 0 saves the model's state dict (safetensors)");
+  app.add_option("--save-path,--save_path", save_path,
+                 "where rank 0 saves the model's state dict (safetensors)");
   app.add_option("--backend", backend, "process group backend: auto, shm, gloo, mpi");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -35,40 +35,44 @@ int main(int argc, char** argv) {
     auto parts = data::randomSplit(full, {48000, 12000}, 1);
     auto model = nn::makeModel("mnist_cnn");
     auto env = parallel::initFromEnvironment(backend);
-    optim::AdamOptions ao;
-    ao.lr = 0.001 * env.world_size;
-    auto opt = std::make_shared<optim::Adam>(model->parameters(), ao);
-    optim::StepLR scheduler(*opt, {.step_size = 1, .gamma = 0.7});
-    std::shared_ptr<nn::Module> net = model;
-    if (env.group) net = std::make_shared<parallel::DistributedDataParallel>(model, env.group);
+    const int rank = env.rank(), world = env.worldSize();
+    // Adam's "weight_decay" stays 0, so Adam and AdamW are the same update here.
+    parallel::EngineOptions eo;
+    eo.optimizer = {"Adam", {{"lr", 0.001 * world}}};
+    parallel::Engine engine(model, eo, env);
+    // The seed steps StepLR once per epoch (the engine's schedulers count optimizer steps).
+    optim::StepLR scheduler(*engine.optimizer(), {.step_size = 1, .gamma = 0.7});
+    nn::Module& net = *engine.module();
+    // The seed's DistributedSampler(shuffle=True) on every world size, a world of one included.
     data::DistributedSamplerOptions so;
-    so.num_replicas = env.world_size;
-    so.rank = env.rank;
+    so.num_replicas = world;
+    so.rank = rank;
     so.seed = 1;
     data::DataLoaderOptions lo;
     lo.batch_size = batch_size;
     data::DataLoader loader(parts[0], std::make_shared<data::DistributedSampler>(parts[0]->size(), so), lo);
     nn::CrossEntropyLoss criterion;
-    const int64_t log_every = std::max<int64_t>(1, 500 / env.world_size);
+    const int64_t log_every = std::max<int64_t>(1, 500 / world);
     for (int epoch = 1; epoch <= epochs; ++epoch) {
       loader.setEpoch(static_cast<uint64_t>(epoch));
       int64_t step = 0;
       for (data::Batch& b : loader) {
-        autograd::Variable loss = criterion(net->forward(autograd::Variable(b.input)), b.target);
-        opt->zeroGrad();
-        loss.backward();
-        opt->step();
-        if (++step % log_every == 0 && env.rank == 0) {
-          std::printf("epoch %d/%d, batch %5lld/%lld with loss: %.4f\n", epoch, epochs, static_cast<long long>(step),
-                      static_cast<long long>(loader.size()), loss.item());
+        autograd::Variable loss = criterion(engine.forward(autograd::Variable(b.input)), b.target);
+        engine.backward(loss);
+        engine.step();
+        if (++step % log_every == 0 && rank == 0) {
+          std::printf("epoch %d/%d, batch %5lld/%lld with loss: %.4f\n", epoch, epochs,
+                      static_cast<long long>(step), static_cast<long long>(loader.size()), loss.item());
         }
       }
       scheduler.step();
-      auto [vl, va] = train::evaluate(*net, parts[1], env.group.get(), env.rank, env.world_size);
-      if (env.rank == 0) std::printf("epoch %d: val_loss=%.4f val_accuracy=%.4f lr=%g\n", epoch, vl, va, scheduler.lastLr()[0]);
+      auto [vl, va] = train::evaluate(net, parts[1], env.group.get(), rank, world);
+      if (rank == 0)
+        std::printf("epoch %d: val_loss=%.4f val_accuracy=%.4f lr=%g\n", epoch, vl, va,
+                    scheduler.lastLr()[0]);
     }
-    auto [tl, ta] = train::evaluate(*net, test, env.group.get(), env.rank, env.world_size);
-    if (env.rank == 0) {
+    auto [tl, ta] = train::evaluate(net, test, env.group.get(), rank, world);
+    if (rank == 0) {
       std::printf("test_loss=%.4f test_accuracy=%.4f\n", tl, ta);
       if (!save_path.empty()) {
         train::NamedTensors tensors;

@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Train the seed MNIST CNN on Fashion-MNIST"};
   app.add_option("--data-dir", a.data_dir, "directory with the Fashion-MNIST IDX files (gzip or raw)");
   app.add_option("--epochs", a.epochs, "epochs to train")->check(CLI::PositiveNumber);
-  app.add_option("--max-steps", a.max_steps, "stop after this many steps (0 = no limit)")->check(CLI::NonNegativeNumber);
+  app.add_option("--max-steps", a.max_steps, "stop after this many steps (0 = no limit)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--warmup-steps", a.warmup_steps, "steps left out of samples/s and the DDP timings")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--batch-size", a.batch_size, "samples per step (per rank)")->check(CLI::PositiveNumber);
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
 
   try {
     auto dist = parallel::initFromEnvironment(a.backend);  // world of 1 when not launched distributed
-    const int rank = dist.rank, world = dist.world_size;
+    const int rank = dist.rank(), world = dist.worldSize();
     data::MnistOptions mo;
     mo.mean = 0.2860;  // Fashion-MNIST's statistics
     mo.std = 0.3530;
@@ -89,35 +90,21 @@ int main(int argc, char** argv) {
     Generator init_gen(a.seed);
     nn::ModelOptions model_opts;
     model_opts.generator = &init_gen;
-    std::shared_ptr<nn::Module> model = nn::makeModel("mnist_cnn", model_opts);
-    parallel::DistributedDataParallel* ddp = nullptr;
-    if (dist.group) {
-      parallel::DistributedDataParallelOptions ddp_opts;
-      ddp_opts.comm_hook = a.comm_hook;
-      ddp_opts.gradient_as_bucket_view = a.gradient_as_bucket_view;
-      auto wrapped = std::make_shared<parallel::DistributedDataParallel>(model, dist.group, ddp_opts);
-      ddp = wrapped.get();
-      model = wrapped;
-    }
-    optim::AdamOptions ao;
-    ao.lr = a.lr;
-    optim::Adam opt(model->parameters(), ao);
+    parallel::EngineOptions eo;
+    eo.optimizer = {"Adam", {{"lr", a.lr}}};
+    eo.ddp.comm_hook = a.comm_hook;
+    eo.ddp.gradient_as_bucket_view = a.gradient_as_bucket_view;
+    parallel::Engine engine(nn::makeModel("mnist_cnn", model_opts), eo, dist);
+    parallel::DistributedDataParallel* ddp = engine.ddp();
+    nn::Module& model = *engine.module();
     nn::CrossEntropyLoss criterion;
 
     data::DataLoaderOptions lo;
     lo.batch_size = a.batch_size;
     lo.num_workers = a.num_workers;
-    std::shared_ptr<data::Sampler> train_sampler;
-    if (dist.group) {
-      data::DistributedSamplerOptions so;
-      so.num_replicas = world;
-      so.rank = rank;
-      so.seed = a.seed;
-      train_sampler = std::make_shared<data::DistributedSampler>(train->size(), so);
-    } else {
-      train_sampler = std::make_shared<data::RandomSampler>(train->size(), a.seed);
-    }
-    data::DataLoader loader(train, train_sampler, lo);
+    lo.shuffle = true;
+    lo.seed = a.seed;
+    auto loader = engine.makeLoader(train, lo);
 
     // The slowest rank's training time: collective, so every rank calls it at the same point.
     auto job_seconds = [&](double mine) {
@@ -128,14 +115,13 @@ int main(int argc, char** argv) {
     double train_seconds = 0, job_train_seconds = 0, test_accuracy = 0;
     bool done = false;
     for (int epoch = 0; epoch < a.epochs && !done; ++epoch) {
-      loader.setEpoch(static_cast<uint64_t>(epoch));
+      loader->setEpoch(static_cast<uint64_t>(epoch));
       auto t0 = std::chrono::steady_clock::now();
       double last_loss = 0;
-      for (data::Batch& b : loader) {
-        autograd::Variable loss = criterion(model->forward(autograd::Variable(b.input)), b.target);
-        opt.zeroGrad();
-        loss.backward();
-        opt.step();
+      for (data::Batch& b : *loader) {
+        autograd::Variable loss = criterion(engine.forward(autograd::Variable(b.input)), b.target);
+        engine.backward(loss);
+        engine.step();
         samples += b.input.size(0) * world;
         if (++steps % 200 == 0) last_loss = loss.item();
         if (steps == a.warmup_steps) {  // the clock starts now
@@ -151,7 +137,7 @@ int main(int argc, char** argv) {
       }
       train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       job_train_seconds = job_seconds(train_seconds);
-      auto [tl, acc] = train::evaluate(*model, test, dist.group.get(), rank, world);
+      auto [tl, acc] = train::evaluate(model, test, dist.group.get(), rank, world);
       test_accuracy = acc;
       if (rank == 0) {
         std::fprintf(

@@ -13,3 +13,4 @@
 #include "lockstep/comm/store.h"
 #include "lockstep/comm/tcp_store.h"
 #include "lockstep/comm/work.h"
+#include "lockstep/comm/worker_environment.h"

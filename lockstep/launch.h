@@ -1,11 +1,10 @@
 #pragma once
 // Umbrella header of the launch module: the agent behind `lockstep run` (rendezvous, worker
-// environment, supervision, restarts, failure reports) and workerIdentity() for programs started
-// by lockstep run, torchrun, mpirun or srun.
+// environment, supervision, restarts, failure reports). Programs it starts read who they are with
+// comm::workerEnvironment() (lockstep/comm/worker_environment.h).
 #include "lockstep/launch/agent.h"
 #include "lockstep/launch/failure_report.h"
 #include "lockstep/launch/hostfile.h"
-#include "lockstep/launch/launch_environment.h"
 #include "lockstep/launch/launch_options.h"
 #include "lockstep/launch/orphan_reaper.h"
 #include "lockstep/launch/output_sink.h"

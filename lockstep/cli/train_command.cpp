@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "lockstep/cli/command.h"
+#include "lockstep/comm/worker_environment.h"
 #include "lockstep/launch.h"
 #include "lockstep/train.h"
+#include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 
 namespace {
@@ -24,14 +26,26 @@ struct TrainArgs {
   int max_restarts = 0;
 };
 
-int envInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : fallback;
-}
+// Whether this process starts the ranks itself (as an agent) rather than being one of them.
+bool startsAgent(const TrainArgs& a) { return a.nproc_per_node > 1 || a.max_restarts > 0; }
 
 // Everything a user can get wrong, checked before any process starts or any data loads.
-lockstep::train::TrainConfig validate(const TrainArgs& a, int world) {
+lockstep::train::TrainConfig validate(const TrainArgs& a, const lockstep::comm::WorkerEnvironment& env,
+                                      int world) {
+  if (startsAgent(a) && env.launcher != lockstep::comm::Launcher::none) {
+    throw lockstep::ValueError(
+        std::string("--nproc-per-node and --max-restarts start and supervise the ranks, but this process is "
+                    "already rank ") +
+        std::to_string(env.rank) + " of a job started by " + lockstep::comm::launcherName(env.launcher) +
+        "; leave them out (the launcher decides), or start lockstep train on its own");
+  }
   auto config = lockstep::train::loadTrainConfig(a.config, a.sets, world);
+  if (config.backend == "mpi" && startsAgent(a)) {
+    throw lockstep::ValueError(
+        "backend mpi takes its ranks from mpirun, so lockstep train cannot start or "
+        "restart them (--nproc-per-node, --max-restarts); run `mpirun -np " +
+        std::to_string(world) + " lockstep train " + a.config + " ...`, or use backend shm, gloo or auto");
+  }
   lockstep::train::prepareOutputDir(a.output_dir);
   lockstep::train::checkDataFiles(config.data);
   return config;
@@ -68,27 +82,30 @@ int trainMain(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
-  const int world = a.nproc_per_node > 1 ? a.nproc_per_node : envInt("WORLD_SIZE", 1);
-  const int rank = envInt("RANK", 0);
+  lockstep::comm::WorkerEnvironment env;
   lockstep::train::TrainConfig config;
   try {
-    config = validate(a, world);
+    // Who this process is, whoever started it (lockstep run, torchrun, mpirun, srun).
+    env = lockstep::comm::workerEnvironment();
+    const int world = startsAgent(a) ? a.nproc_per_node : env.world_size;
+    config = validate(a, env, world);
   } catch (const lockstep::Error& e) {
     std::fprintf(stderr, "lockstep train: error: %s\n", e.what());
     return 2;
   }
-  if (a.nproc_per_node > 1) return launch(a);
+  if (startsAgent(a)) return launch(a);
 
   lockstep::train::TrainerOptions to;
   to.output_dir = a.output_dir;
   // A restarted worker (the launcher's --max-restarts) picks up where the job left off.
-  to.resume = a.resume || envInt("LOCKSTEP_RESTART_COUNT", 0) > 0;
+  to.resume = a.resume || env.restart_count > 0;
   // Tests of --max-restarts: crash the first attempt after a given step.
-  if (envInt("LOCKSTEP_RESTART_COUNT", 0) == 0)
-    to.crash_after_step = envInt("LOCKSTEP_TRAIN_CRASH_AFTER_STEP", 0);
+  if (env.restart_count == 0)
+    to.crash_after_step = lockstep::env::getInt("LOCKSTEP_TRAIN_CRASH_AFTER_STEP", 0);
+  const int world = env.world_size;
   to.config_json = {{"config", a.config}, {"overrides", a.sets}, {"world_size", world}};
   auto s = lockstep::train::runTraining(config, to);
-  if (rank == 0) {
+  if (env.rank == 0) {
     std::printf(
         "world_size=%d steps=%lld global_batch_size=%lld samples_per_second=%.1f train_seconds=%.2f "
         "test_loss=%.4f test_accuracy=%.4f\n",

@@ -19,17 +19,6 @@ using ::lockstep::detail::concat;
 
 namespace {
 
-// The first of names that is set, parsed as an int; ValueError naming it when malformed.
-std::optional<int> firstInt(std::initializer_list<const char*> names, const char** which) {
-  for (const char* n : names) {
-    if (auto v = env::getInt(n)) {
-      *which = n;
-      return static_cast<int>(*v);
-    }
-  }
-  return std::nullopt;
-}
-
 uint16_t parsePort(const std::string& s, const std::string& what) {
   int port = -1;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), port);
@@ -42,47 +31,56 @@ uint16_t parsePort(const std::string& s, const std::string& what) {
 
 ResolvedInit resolveInit(const InitOptions& o) {
   ResolvedInit r;
-  const char* which = "rank option";
+  r.env = workerEnvironment();
+  const WorkerEnvironment& w = r.env;
+  const bool launched = w.launcher != Launcher::none;
   if (o.rank >= 0) {
     r.rank = o.rank;
-  } else if (auto v = firstInt({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, &which)) {
-    r.rank = *v;
+  } else if (launched) {
+    r.rank = w.rank;
   } else if (o.backend != "mpi") {
-    throw ValueError("cannot tell this process's rank: RANK is not set (nor OMPI_COMM_WORLD_RANK or "
-                     "SLURM_PROCID); set RANK, start the job with lockstep run, mpirun or srun, or "
-                     "pass InitOptions.rank");
+    throw ValueError(
+        "cannot tell this process's rank: RANK is not set (nor OMPI_COMM_WORLD_RANK or "
+        "SLURM_PROCID); set RANK, start the job with lockstep run, mpirun or srun, or "
+        "pass InitOptions.rank");
   }
-  const char* wwhich = "world_size option";
   if (o.world_size > 0) {
     r.world_size = o.world_size;
-  } else if (auto v = firstInt({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, &wwhich)) {
-    r.world_size = *v;
+  } else if (launched) {
+    r.world_size = w.world_size;
   } else if (o.backend != "mpi") {
-    throw ValueError("cannot tell the world size: WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE or "
-                     "SLURM_NTASKS); set WORLD_SIZE, or pass InitOptions.world_size");
+    throw ValueError(
+        "cannot tell the world size: WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE or "
+        "SLURM_NTASKS); set WORLD_SIZE, or pass InitOptions.world_size");
   }
-  LOCKSTEP_ENFORCE(r.world_size >= 1, ValueError, wwhich, "=", r.world_size, " must be at least 1");
-  LOCKSTEP_ENFORCE(r.rank >= 0 && r.rank < r.world_size, ValueError, which, "=", r.rank,
+  LOCKSTEP_ENFORCE(r.world_size >= 1, ValueError, "world size ", r.world_size, " must be at least 1");
+  LOCKSTEP_ENFORCE(r.rank >= 0 && r.rank < r.world_size, ValueError, "RANK=", r.rank,
                    " is out of range for world size ", r.world_size, " (need 0 <= rank < world size)");
-  const char* lwhich = "";
-  if (auto v = firstInt({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, &lwhich)) r.local_rank = *v;
+  if (launched) r.local_rank = w.local_rank;
 
   LOCKSTEP_ENFORCE(o.backend == "shm" || o.backend == "gloo" || o.backend == "mpi" || o.backend == "auto",
                    ValueError, "unknown backend '", o.backend, "'; use shm, gloo, mpi or auto");
   const std::string& m = o.init_method;
   if (o.backend == "mpi") {
+    // MPI forms its world from mpirun: without it every process would be a world of one alone,
+    // and a job the environment says has several ranks would synchronise nothing.
+    LOCKSTEP_ENFORCE(r.world_size <= 1 || isMpiLauncher(w.launcher), ValueError,
+                     "backend mpi cannot form the world this process was given: ", launcherName(w.launcher),
+                     " says WORLD_SIZE=", r.world_size,
+                     ", but MPI takes its world from mpirun and this process "
+                     "was not started by mpirun (each rank would be a world of 1); start the job with "
+                     "`mpirun -np ",
+                     r.world_size, " PROGRAM`, or use backend shm, gloo or auto");
     r.store_kind = "none";
   } else if (m == "env://") {
-    auto addr = env::get("MASTER_ADDR");
-    LOCKSTEP_ENFORCE(addr && !addr->empty(), ValueError,
+    LOCKSTEP_ENFORCE(!w.master_addr.empty(), ValueError,
                      "init_method env:// needs MASTER_ADDR (the host of rank 0 or of the launcher); "
                      "it is not set");
-    auto port = env::get("MASTER_PORT");
-    LOCKSTEP_ENFORCE(port.has_value(), ValueError,
+    LOCKSTEP_ENFORCE(w.master_port > 0, ValueError,
                      "init_method env:// needs MASTER_PORT (e.g. 29500); it is not set");
     r.store_kind = "tcp";
-    r.host = *addr;
-    r.port = parsePort(*port, "MASTER_PORT");
+    r.host = w.master_addr;
+    r.port = static_cast<uint16_t>(w.master_port);
   } else if (m.rfind("tcp://", 0) == 0) {
     std::string rest = m.substr(6);
     auto colon = rest.rfind(':');
@@ -90,20 +88,21 @@ ResolvedInit resolveInit(const InitOptions& o) {
                      "' is malformed; expected tcp://HOST:PORT");
     r.store_kind = "tcp";
     r.host = rest.substr(0, colon);
-    if (r.host.size() > 2 && r.host.front() == '[' && r.host.back() == ']') r.host = r.host.substr(1, r.host.size() - 2);
+    if (r.host.size() > 2 && r.host.front() == '[' && r.host.back() == ']')
+      r.host = r.host.substr(1, r.host.size() - 2);
     r.port = parsePort(rest.substr(colon + 1), "init_method port");
   } else if (m.rfind("file://", 0) == 0) {
     r.store_kind = "file";
     r.path = m.substr(7);
-    LOCKSTEP_ENFORCE(!r.path.empty(), ValueError, "init_method '", m, "' names no file; expected file:///path");
+    LOCKSTEP_ENFORCE(!r.path.empty(), ValueError, "init_method '", m,
+                     "' names no file; expected file:///path");
   } else {
-    throw ValueError(concat("init_method '", m, "' is not understood; use env://, tcp://HOST:PORT or file:///PATH"));
+    throw ValueError(
+        concat("init_method '", m, "' is not understood; use env://, tcp://HOST:PORT or file:///PATH"));
   }
   // Under `lockstep run` (or torchrun) the agent hosts the store: rank 0 must not bind the port.
-  bool agent_store = env::getBool("LOCKSTEP_USE_AGENT_STORE", false) ||
-                     env::get("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
-  r.host_store_server = r.store_kind == "tcp" && r.rank == 0 && !agent_store;
-  r.key_prefix = env::get("LOCKSTEP_STORE_PREFIX").value_or("");
+  r.host_store_server = r.store_kind == "tcp" && r.rank == 0 && !w.agent_store;
+  r.key_prefix = w.store_prefix;
   return r;
 }
 
@@ -131,7 +130,8 @@ std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std
   if (backend == "shm") {
     ShmOptions o;
     o.timeout = timeout;
-    o.block_bytes = static_cast<size_t>(env::getInt("LOCKSTEP_SHM_BLOCK_BYTES", static_cast<int64_t>(o.block_bytes)));
+    o.block_bytes =
+        static_cast<size_t>(env::getInt("LOCKSTEP_SHM_BLOCK_BYTES", static_cast<int64_t>(o.block_bytes)));
     o.num_slots = static_cast<size_t>(env::getInt("LOCKSTEP_SHM_SLOTS", static_cast<int64_t>(o.num_slots)));
     o.spin = std::chrono::microseconds(env::getInt("LOCKSTEP_SHM_SPIN_US", o.spin.count()));
     o.stream_min_bytes = static_cast<size_t>(
@@ -149,10 +149,12 @@ std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std
     o.timeout = timeout;
     auto pg = MpiProcessGroup::createWorld(o);
     LOCKSTEP_ENFORCE(size <= 0 || pg->size() == size, ValueError, "mpi backend: MPI_COMM_WORLD has ",
-                     pg->size(), " ranks but the world size is ", size, "; start the job with mpirun -np ", size);
+                     pg->size(), " ranks but the world size is ", size, "; start the job with mpirun -np ",
+                     size);
     return pg;
   }
-  LOCKSTEP_ENFORCE(backend == "auto", ValueError, "unknown backend '", backend, "'; use shm, gloo, mpi or auto");
+  LOCKSTEP_ENFORCE(backend == "auto", ValueError, "unknown backend '", backend,
+                   "'; use shm, gloo, mpi or auto");
   auto auto_store = std::make_shared<PrefixStore>("auto", store);
   auto ids = exchangeHostIds(*auto_store, rank, size);
   std::vector<std::string> hosts = ids;
@@ -166,11 +168,6 @@ std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std
 }
 
 std::shared_ptr<ProcessGroup> initProcessGroup(const InitOptions& options) {
-  if (options.backend == "mpi") {
-    MpiOptions o;
-    o.timeout = options.timeout;
-    return MpiProcessGroup::createWorld(o);
-  }
   ResolvedInit r = resolveInit(options);
   auto store = createStore(r, options);
   return createProcessGroup(options.backend, store, r.rank, r.world_size, options.timeout);

@@ -3,16 +3,17 @@
 //
 //   auto pg = lockstep::comm::initProcessGroup({.backend = "auto"});   // env:// by default
 //
-// Rank and world size come from the options, else RANK/WORLD_SIZE, else Open MPI's
-// OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, else Slurm's SLURM_PROCID/SLURM_NTASKS (local rank
-// likewise from LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID). The store:
-//   env://           TCPStore at MASTER_ADDR:MASTER_PORT; rank 0 hosts the server unless
-//                    LOCKSTEP_USE_AGENT_STORE=1 (or TORCHELASTIC_USE_AGENT_STORE=True) says the
-//                    launcher agent already does. Keys go under $LOCKSTEP_STORE_PREFIX (the
-//                    launcher's per-attempt prefix) + group_name.
+// Rank and world size come from the options, else from the worker environment
+// (comm/worker_environment.h: lockstep run / torchrun, mpirun or srun). The store:
+//   env://           TCPStore at MASTER_ADDR:MASTER_PORT (defaults under mpirun / srun on one
+//                    host: see worker_environment.h); rank 0 hosts the server unless the launcher
+//                    agent already does (LOCKSTEP_USE_AGENT_STORE=1 or
+//                    TORCHELASTIC_USE_AGENT_STORE=True). Keys go under $LOCKSTEP_STORE_PREFIX
+//                    (the launcher's per-attempt prefix) + group_name.
 //   tcp://host:port  the same with an explicit address.
 //   file://path      FileStore on a shared filesystem.
-// The mpi backend needs no store (MPI has its own rendezvous).
+// The mpi backend needs no store (MPI has its own rendezvous), but needs mpirun: started any other
+// way with a world of several ranks it is an error, not a world of one per process.
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -20,15 +21,16 @@
 
 #include "lockstep/comm/process_group.h"
 #include "lockstep/comm/store.h"
+#include "lockstep/comm/worker_environment.h"
 
 namespace lockstep::comm {
 
 struct InitOptions {
-  std::string backend = "auto";        // shm | gloo | mpi | auto
-  std::string init_method = "env://";  // env:// | tcp://host:port | file://path
-  int rank = -1;                       // -1: from the environment
-  int world_size = -1;                 // -1: from the environment
-  std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;      // default op timeout
+  std::string backend = "auto";                                   // shm | gloo | mpi | auto
+  std::string init_method = "env://";                             // env:// | tcp://host:port | file://path
+  int rank = -1;                                                  // -1: from the environment
+  int world_size = -1;                                            // -1: from the environment
+  std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;  // default op timeout
   std::chrono::milliseconds store_timeout = std::chrono::minutes(5);  // rendezvous timeout
   std::string group_name = "default";  // store key prefix, so several groups can share a store
 };
@@ -37,16 +39,17 @@ struct InitOptions {
 struct ResolvedInit {
   int rank = 0;
   int world_size = 1;
-  int local_rank = -1;  // -1: unknown
+  int local_rank = -1;     // -1: unknown
   std::string store_kind;  // "tcp", "file" or "none"
   std::string host;
   uint16_t port = 0;
   std::string path;
   bool host_store_server = false;
   std::string key_prefix;  // $LOCKSTEP_STORE_PREFIX, put before group_name
+  WorkerEnvironment env;   // what the environment said
 };
 
-/// Resolves ranks and the store from options and getenv. ValueError naming the missing or
+/// Resolves ranks and the store from options and workerEnvironment(). ValueError naming the missing or
 /// malformed variable (or init_method) otherwise. Thread-safe.
 ResolvedInit resolveInit(const InitOptions& options);
 /// The store a resolved init describes (TCPStore/FileStore, prefixed by group_name).
@@ -54,8 +57,8 @@ std::shared_ptr<Store> createStore(const ResolvedInit& init, const InitOptions& 
 /// Resolves, connects the store and builds the backend. Collective over all world_size ranks.
 std::shared_ptr<ProcessGroup> initProcessGroup(const InitOptions& options = {});
 /// Builds a backend over an existing store (tests, the launcher). Collective.
-std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std::shared_ptr<Store> store,
-                                                 int rank, int size,
-                                                 std::chrono::milliseconds timeout = kDefaultCollectiveTimeout);
+std::shared_ptr<ProcessGroup> createProcessGroup(
+    const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
+    std::chrono::milliseconds timeout = kDefaultCollectiveTimeout);
 
 }  // namespace lockstep::comm

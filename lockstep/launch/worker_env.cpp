@@ -2,6 +2,7 @@
 
 #include <numeric>
 
+#include "lockstep/comm/worker_environment.h"
 #include "lockstep/util/error.h"
 
 extern char** environ;
@@ -32,40 +33,28 @@ std::map<std::string, std::string> buildWorkerEnv(const std::map<std::string, st
                                                   const WorkerEnvSpec& spec) {
   LOCKSTEP_CHECK(spec.local_rank >= 0 && spec.local_rank < spec.layout.local_world_size,
                  "local_rank=", spec.local_rank, " local_world_size=", spec.layout.local_world_size);
-  std::map<std::string, std::string> env = base;
-  auto put = [&](const char* k, const std::string& v) { env[k] = v; };
-  auto num = [](int v) { return std::to_string(v); };
   const RankLayout& l = spec.layout;
-  put("RANK", num(l.first_rank + spec.local_rank));
-  put("LOCAL_RANK", num(spec.local_rank));
-  put("WORLD_SIZE", num(l.world_size));
-  put("LOCAL_WORLD_SIZE", num(l.local_world_size));
-  put("GROUP_RANK", num(l.group_rank));
-  put("GROUP_WORLD_SIZE", num(l.group_world_size));
-  put("ROLE_NAME", "default");
-  put("ROLE_RANK", num(l.first_rank + spec.local_rank));
-  put("ROLE_WORLD_SIZE", num(l.world_size));
-  put("MASTER_ADDR", spec.master_addr);
-  put("MASTER_PORT", num(spec.master_port));
-  put("LOCKSTEP_RUN_ID", spec.run_id);
-  put("LOCKSTEP_RESTART_COUNT", num(spec.restart_count));
-  put("LOCKSTEP_MAX_RESTARTS", num(spec.max_restarts));
-  // The agent hosts the store on MASTER_PORT for the whole job: workers connect as clients
-  // (rank 0 too) and prefix their keys per attempt, as torchrun's TORCHELASTIC_USE_AGENT_STORE.
-  put("LOCKSTEP_USE_AGENT_STORE", "1");
-  put("LOCKSTEP_STORE_PREFIX", workerStorePrefix(spec.restart_count));
-  put("TORCHELASTIC_RUN_ID", spec.run_id);
-  put("TORCHELASTIC_RESTART_COUNT", num(spec.restart_count));
-  put("TORCHELASTIC_MAX_RESTARTS", num(spec.max_restarts));
-  put("TORCHELASTIC_USE_AGENT_STORE", "True");
-  if (!spec.error_file.empty()) {
-    put("LOCKSTEP_ERROR_FILE", spec.error_file);
-    put("TORCHELASTIC_ERROR_FILE", spec.error_file);
-  } else {
-    env.erase("LOCKSTEP_ERROR_FILE");
-    env.erase("TORCHELASTIC_ERROR_FILE");
-  }
-  if (l.local_world_size > 1 && env.count("OMP_NUM_THREADS") == 0) put("OMP_NUM_THREADS", "1");
+  comm::WorkerEnvironment w;
+  w.rank = l.first_rank + spec.local_rank;
+  w.world_size = l.world_size;
+  w.local_rank = spec.local_rank;
+  w.local_world_size = l.local_world_size;
+  w.node_rank = l.group_rank;
+  w.num_nodes = l.group_world_size;
+  w.master_addr = spec.master_addr;
+  w.master_port = spec.master_port;
+  w.run_id = spec.run_id;
+  w.restart_count = spec.restart_count;
+  w.max_restarts = spec.max_restarts;
+  w.agent_store = true;
+  w.store_prefix = workerStorePrefix(spec.restart_count);
+  w.error_file = spec.error_file;
+  w.launcher = comm::Launcher::lockstep_run;
+  std::map<std::string, std::string> env = base;
+  // What the agent itself was given (it may run under another launcher) must not leak through.
+  for (const std::string& name : comm::workerVariableNames()) env.erase(name);
+  for (const auto& [k, v] : comm::workerVariables(w)) env[k] = v;
+  if (l.local_world_size > 1 && env.count("OMP_NUM_THREADS") == 0) env["OMP_NUM_THREADS"] = "1";
   return env;
 }
 

@@ -4,20 +4,27 @@
 #include <string>
 
 #include "lockstep/comm/process_group.h"
+#include "lockstep/comm/worker_environment.h"
 
 namespace lockstep::parallel {
 
 struct DistributedEnvironment {
-  int rank = 0;
-  int world_size = 1;
-  int local_rank = 0;
+  /// Who this process is (comm::workerEnvironment()).
+  comm::WorkerEnvironment worker;
   /// nullptr when the world has one rank (plain single-process training).
   std::shared_ptr<comm::ProcessGroup> group;
+
+  int rank() const { return worker.rank; }
+  int worldSize() const { return worker.world_size; }
+  int localRank() const { return worker.local_rank; }
+  /// Rank 0: the one that writes files and prints summaries.
+  bool isMain() const { return worker.rank == 0; }
 };
 
-/// Reads RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (or Open MPI's / Slurm's variables, see
-/// comm/init.h). With a world of more than one rank it creates the process group on `backend`
+/// Reads the worker environment (comm/worker_environment.h: lockstep run, torchrun, mpirun,
+/// srun). With a world of more than one rank it creates the process group on `backend`
 /// (collective: every rank must call it); otherwise it returns a world of one without a group.
+/// ValueError when the environment is malformed or `backend` cannot form the world it describes.
 DistributedEnvironment initFromEnvironment(const std::string& backend = "auto");
 
 }  // namespace lockstep::parallel

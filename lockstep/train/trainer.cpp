@@ -40,6 +40,9 @@ nlohmann::json toJson(const TrainSummary& s) {
                       {"global_batch_size", s.global_batch_size},
                       {"samples_per_second", s.samples_per_second},
                       {"train_seconds", s.train_seconds},
+                      {"eval_seconds", s.eval_seconds},
+                      {"checkpoint_seconds", s.checkpoint_seconds},
+                      {"wall_seconds", s.wall_seconds},
                       {"test_accuracy", s.test_accuracy},
                       {"test_loss", s.test_loss}};
   if (!s.ddp_timings.empty()) j["ddp_timings"] = s.ddp_timings;
@@ -60,43 +63,30 @@ void prepareOutputDir(const std::string& dir) {
 
 namespace {
 
-std::unique_ptr<optim::Optimizer> makeOptimizer(const OptimizerConfig& o,
-                                                std::vector<autograd::Variable> params) {
-  if (o.type == "SGD") {
-    optim::SGDOptions so;
-    so.lr = o.lr;
-    so.momentum = o.momentum;
-    so.dampening = o.dampening;
-    so.weight_decay = o.weight_decay.value_or(0.0);
-    so.nesterov = o.nesterov;
-    return std::make_unique<optim::SGD>(std::move(params), so);
-  }
-  if (o.type == "AdamW") {
-    optim::AdamWOptions ao;
-    ao.lr = o.lr, ao.beta1 = o.beta1, ao.beta2 = o.beta2, ao.eps = o.eps, ao.amsgrad = o.amsgrad;
-    ao.weight_decay = o.weight_decay.value_or(1e-2);
-    return std::make_unique<optim::AdamW>(std::move(params), ao);
-  }
-  optim::AdamOptions ao;
-  ao.lr = o.lr, ao.beta1 = o.beta1, ao.beta2 = o.beta2, ao.eps = o.eps, ao.amsgrad = o.amsgrad;
-  ao.weight_decay = o.weight_decay.value_or(0.0);
-  return std::make_unique<optim::Adam>(std::move(params), ao);
+// TEMPORARY until the optimizer registry lands in config: the config's optimizer as a spec.
+optim::OptimizerSpec optimizerSpec(const OptimizerConfig& o) {
+  optim::OptimizerSpec s;
+  s.type = o.type;
+  s.params = {{"lr", o.lr},
+              {"betas", std::vector<double>{o.beta1, o.beta2}},
+              {"eps", o.eps},
+              {"momentum", o.momentum},
+              {"dampening", o.dampening},
+              {"nesterov", o.nesterov},
+              {"amsgrad", o.amsgrad}};
+  if (o.weight_decay) s.params["weight_decay"] = *o.weight_decay;
+  return s;
 }
 
-// Schedulers are stepped once per optimizer step (DeepSpeed's convention), so StepLR's step_size
-// and CosineAnnealingLR's T_max count steps.
-std::unique_ptr<optim::LRScheduler> makeScheduler(const SchedulerConfig& s, optim::Optimizer& opt,
-                                                  int64_t total_steps) {
-  if (s.type.empty()) return nullptr;
-  if (s.type == "WarmupLR") return std::make_unique<optim::WarmupLR>(opt, s.warmup);
-  if (s.type == "WarmupDecayLR") {
-    optim::WarmupDecayLROptions w = s.warmup;
-    if (w.total_num_steps == 0) w.total_num_steps = total_steps;
-    return std::make_unique<optim::WarmupDecayLR>(opt, w);
-  }
-  if (s.type == "StepLR")
-    return std::make_unique<optim::StepLR>(opt, optim::StepLROptions{s.step_size, s.gamma});
-  return std::make_unique<optim::CosineAnnealingLR>(opt, optim::CosineAnnealingLROptions{s.t_max, s.eta_min});
+parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps) {
+  parallel::EngineOptions eo;
+  eo.optimizer = optimizerSpec(c.optimizer);
+  eo.total_steps = total_steps;
+  eo.gradient_accumulation_steps = c.batch.gradient_accumulation_steps;
+  eo.gradient_clipping = c.gradient_clipping;
+  eo.ddp = c.ddp;
+  eo.backend = c.backend;
+  return eo;
 }
 
 nn::ModelOptions modelOptions(const TrainConfig& c, Generator* gen) {
@@ -115,9 +105,9 @@ nn::ModelOptions modelOptions(const TrainConfig& c, Generator* gen) {
 }  // namespace
 
 TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
-  auto dist = parallel::initFromEnvironment(c.backend);
-  const int rank = dist.rank, world = dist.world_size;
-  const bool chief = rank == 0;
+  parallel::DistributedEnvironment dist = parallel::initFromEnvironment(c.backend);
+  const int rank = dist.rank(), world = dist.worldSize();
+  const bool chief = dist.isMain();
   const std::string ckpt_dir = c.checkpoint_dir.empty() ? o.output_dir + "/checkpoints" : c.checkpoint_dir;
 
   TrainData data = loadTrainData(c.data, c.seed);
@@ -125,27 +115,11 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   Generator init_gen(c.seed);
   nn::ModelOptions mo = modelOptions(c, &init_gen);
   std::shared_ptr<nn::Module> model = nn::makeModel(c.model, mo);
-  std::shared_ptr<nn::Module> net = model;
-  std::shared_ptr<parallel::DistributedDataParallel> ddp;
-  if (dist.group) net = ddp = std::make_shared<parallel::DistributedDataParallel>(model, dist.group, c.ddp);
-  auto params = model->parameters();
-  auto opt = makeOptimizer(c.optimizer, params);
-  nn::CrossEntropyLoss criterion;
 
   data::DataLoaderOptions lo;
   lo.batch_size = c.batch.micro_batch_size;
   lo.num_workers = c.data.num_workers;
-  std::shared_ptr<data::Sampler> sampler;
-  if (dist.group) {
-    data::DistributedSamplerOptions so;
-    so.num_replicas = world;
-    so.rank = rank;
-    so.seed = c.seed;
-    sampler = std::make_shared<data::DistributedSampler>(data.train->size(), so);
-  } else {
-    sampler = std::make_shared<data::RandomSampler>(data.train->size(), c.seed);
-  }
-  data::DataLoader loader(data.train, sampler, lo);
+  data::DataLoader loader(data.train, parallel::makeTrainSampler(dist, data.train->size(), true, c.seed), lo);
   const int64_t accum = c.batch.gradient_accumulation_steps;
   const int64_t steps_per_epoch = loader.size() / accum;
   if (steps_per_epoch == 0) {
@@ -155,18 +129,21 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   }
   int64_t total_steps = steps_per_epoch * c.epochs;
   if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
-  auto sched = makeScheduler(c.scheduler, *opt, total_steps);
+  parallel::Engine engine(model, engineOptions(c, total_steps), dist);
+  nn::Module& net = *engine.module();
+  optim::Optimizer& opt = *engine.optimizer();
+  nn::CrossEntropyLoss criterion;
 
-  TrainingParts parts{model.get(),         opt.get(),     sched.get(), &loader,
-                      &defaultGenerator(), o.config_json, world};
-  int64_t step = 0;
+  TrainingParts parts{model.get(),   &opt, engine.scheduler(), &loader, &defaultGenerator(),
+                      o.config_json, world};
   if (o.resume) {
     std::string path;
     if (auto ckpt = loadLatestCheckpoint(ckpt_dir, &path)) {
       std::string note = restoreTrainingState(*ckpt, parts);
-      step = ckpt->step;
+      engine.setGlobalSteps(ckpt->step);
       if (chief) {
-        std::fprintf(stderr, "resuming from %s (step %lld)\n", path.c_str(), static_cast<long long>(step));
+        std::fprintf(stderr, "resuming from %s (step %lld)\n", path.c_str(),
+                     static_cast<long long>(ckpt->step));
         if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
       }
     } else if (chief) {
@@ -174,14 +151,30 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
                    ckpt_dir.c_str());
     }
   }
-  int64_t last_saved = step;
+
+  // Throughput counts training alone: evaluation and checkpoint writes are timed apart.
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  double eval_seconds = 0, checkpoint_seconds = 0;
+  const auto t0 = Clock::now();
+  auto train_seconds = [&] { return since(t0) - eval_seconds - checkpoint_seconds; };
+
+  int64_t last_saved = engine.globalSteps();
   auto save = [&] {
-    if (chief && step != last_saved) {
+    const auto t = Clock::now();
+    if (chief && engine.globalSteps() != last_saved) {
       CheckpointOptions co;
       co.keep_last = c.checkpoint_keep_last;
-      saveCheckpoint(ckpt_dir, captureTrainingState(parts, step), co);
+      saveCheckpoint(ckpt_dir, captureTrainingState(parts, engine.globalSteps()), co);
     }
-    last_saved = step;
+    last_saved = engine.globalSteps();
+    checkpoint_seconds += since(t);
+  };
+  auto validate = [&](const std::shared_ptr<data::Dataset>& ds) {
+    const auto t = Clock::now();
+    EvalResult v = evaluate(net, ds, dist.group.get(), rank, world);
+    eval_seconds += since(t);
+    return v;
   };
 
   std::unique_ptr<Progress> progress;
@@ -210,28 +203,18 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   s.world_size = world;
   s.global_batch_size = c.batch.train_batch_size;
   int64_t samples = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  bool done = c.max_steps > 0 && step >= c.max_steps;
+  bool done = c.max_steps > 0 && engine.globalSteps() >= c.max_steps;
   for (uint64_t e = loader.epoch(); e < static_cast<uint64_t>(c.epochs) && !done; ++e) {
     if (loader.state().position == 0) loader.setEpoch(e);
     s.epochs = static_cast<int64_t>(e) + 1;
-    int64_t micro = 0;
+    engine.discardPartialAccumulation();  // an epoch's last micro-batches that fill no step
     double window_loss = 0;
     for (data::Batch& b : loader) {
-      if (micro == 0) opt->zeroGrad(), window_loss = 0;
-      // Accumulation micro-steps reduce nothing; the last one reduces the sum (DDP no_sync).
-      std::unique_ptr<parallel::DistributedDataParallel::NoSyncGuard> no_sync;
-      if (ddp && micro + 1 < accum) no_sync = ddp->noSync();
-      autograd::Variable loss = criterion(net->forward(autograd::Variable(b.input)), b.target);
+      autograd::Variable loss = criterion(engine.forward(autograd::Variable(b.input)), b.target);
       window_loss += loss.item() / static_cast<double>(accum);
-      (accum > 1 ? loss * (1.0 / static_cast<double>(accum)) : loss).backward();
-      if (++micro < accum) continue;
-      micro = 0;
-      if (c.gradient_clipping > 0) optim::clipGradNorm(params, c.gradient_clipping);
-      opt->step();
-      if (sched) sched->step();
-      ++step;
+      engine.backward(loss);
+      if (!engine.step()) continue;
+      const int64_t step = engine.globalSteps();
       samples += c.batch.train_batch_size;
       if (dist.group && step % c.steps_per_print == 0) {
         // The logged loss is the mean over all ranks' micro-batches (what one process with the
@@ -239,9 +222,10 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
         window_loss = parallel::allreduceScalar(*dist.group, window_loss, comm::ReduceOp::avg);
       }
       if (progress) {
-        progress->onStep({static_cast<int64_t>(e), step, window_loss, opt->paramGroups()[0].lr(),
-                          static_cast<double>(samples) / seconds()});
+        progress->onStep({static_cast<int64_t>(e), step, window_loss, opt.paramGroups()[0].lr(),
+                          static_cast<double>(samples) / train_seconds()});
       }
+      window_loss = 0;
       if (c.checkpoint_every_steps > 0 && step % c.checkpoint_every_steps == 0) save();
       if (o.crash_after_step > 0 && step == o.crash_after_step) {
         std::fprintf(stderr, "rank %d: crashing after step %lld (fault injection)\n", rank,
@@ -255,21 +239,24 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     }
     if (loader.state().position >= loader.size()) loader.setEpoch(e + 1);  // the epoch is complete
     if (static_cast<int64_t>(e + 1) % c.eval_every_epochs == 0 || done) {
-      EvalResult v = evaluate(*net, data.val ? data.val : data.test, dist.group.get(), rank, world);
-      if (progress) progress->onValidation(static_cast<int64_t>(e), step, v.loss, v.accuracy);
+      EvalResult v = validate(data.val ? data.val : data.test);
+      if (progress) progress->onValidation(static_cast<int64_t>(e), engine.globalSteps(), v.loss, v.accuracy);
     }
     save();
   }
-  s.train_seconds = seconds();
-  s.steps = step;
+  s.wall_seconds = since(t0);
+  s.train_seconds = train_seconds();
+  s.eval_seconds = eval_seconds;
+  s.checkpoint_seconds = checkpoint_seconds;
+  s.steps = engine.globalSteps();
   s.samples_per_second = s.train_seconds > 0 ? static_cast<double>(samples) / s.train_seconds : 0;
-  if (ddp) {
+  if (engine.ddp()) {
     for (const std::string& r :
-         parallel::allgatherBytes(*dist.group, nlohmann::json(ddp->timings()).dump())) {
+         parallel::allgatherBytes(*dist.group, nlohmann::json(engine.ddp()->timings()).dump())) {
       s.ddp_timings.push_back(nlohmann::json::parse(r).get<parallel::ReducerTimings>());
     }
   }
-  EvalResult t = evaluate(*net, data.test, dist.group.get(), rank, world);
+  EvalResult t = evaluate(net, data.test, dist.group.get(), rank, world);
   s.test_loss = t.loss;
   s.test_accuracy = t.accuracy;
   if (chief) {

@@ -27,8 +27,14 @@ struct TrainSummary {
   int64_t epochs = 0;  // epochs started
   int64_t steps = 0;   // optimizer steps, in all (resumed runs included)
   int64_t global_batch_size = 0;
-  double samples_per_second = 0;  // this process's run only, all ranks' samples
+  /// All ranks' training samples of this process's run over train_seconds.
+  double samples_per_second = 0;
+  /// Time spent training (data loading, forward, backward, optimizer), without evaluation and
+  /// checkpoint writes, which are counted apart; wall_seconds is all of it.
   double train_seconds = 0;
+  double eval_seconds = 0;
+  double checkpoint_seconds = 0;
+  double wall_seconds = 0;
   double test_accuracy = 0;
   double test_loss = 0;
   /// DDP's timings of this run, one entry per rank in rank order (empty on one rank): where each

@@ -31,12 +31,15 @@ int64_t getInt(const char* name, int64_t def) { return getInt(name).value_or(def
 
 bool getBool(const char* name, bool def) {
   auto v = get(name);
-  if (!v) return def;
-  std::string s = *v;
+  return v ? parseBool(name, *v) : def;
+}
+
+bool parseBool(const char* name, const std::string& value) {
+  std::string s = value;
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
   if (s == "0" || s == "false" || s == "no" || s == "off") return false;
-  throw ValueError("environment variable " + std::string(name) + "='" + *v +
+  throw ValueError("environment variable " + std::string(name) + "='" + value +
                    "' is not a boolean; use 1/0, true/false, yes/no or on/off");
 }
 

@@ -15,5 +15,7 @@ std::optional<int64_t> getInt(const char* name);
 int64_t getInt(const char* name, int64_t def);
 /// "1/true/yes/on" or "0/false/no/off" (case-insensitive); ValueError otherwise.
 bool getBool(const char* name, bool def);
+/// `value` (of variable `name`) as getBool reads it; ValueError naming both when malformed.
+bool parseBool(const char* name, const std::string& value);
 
 }  // namespace lockstep::env

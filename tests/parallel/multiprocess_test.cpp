@@ -19,74 +19,9 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
+#include "parallel/process_util.h"
 
-namespace {
-
-struct Rank {
-  pid_t pid = -1;
-  std::string log;
-};
-
-int freePort() {
-  static int next = 31000 + (::getpid() % 2000);
-  return next++;
-}
-
-Rank spawnRank(const std::vector<std::string>& argv, int rank, int world, int port, const std::string& log) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
-  env.push_back("RANK=" + std::to_string(rank));
-  env.push_back("LOCAL_RANK=" + std::to_string(rank));
-  env.push_back("WORLD_SIZE=" + std::to_string(world));
-  env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(world));
-  env.push_back("MASTER_ADDR=127.0.0.1");
-  env.push_back("MASTER_PORT=" + std::to_string(port));
-  env.push_back("OMP_NUM_THREADS=1");
-  std::vector<char*> a, e;
-  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-  a.push_back(nullptr);
-  for (const auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
-  e.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  Rank r;
-  r.log = log;
-  EXPECT_EQ(posix_spawn(&r.pid, a[0], &fa, nullptr, a.data(), e.data()), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  return r;
-}
-
-// Exit status, or -1 if it did not exit within the deadline (then it is killed).
-int waitFor(pid_t pid, std::chrono::seconds deadline) {
-  auto end = std::chrono::steady_clock::now() + deadline;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < end) {
-    pid_t w = ::waitpid(pid, &status, WNOHANG);
-    if (w == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -1;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// The number after `key=` in text (the first occurrence from `from`), or -1.
-double valueAfter(const std::string& text, const std::string& key, size_t from = 0) {
-  size_t at = text.find(key + "=", from);
-  return at == std::string::npos ? -1 : std::atof(text.c_str() + at + key.size() + 1);
-}
-
-}  // namespace
+using namespace lockstep::test;
 
 TEST(ddp_processes, two_ranks_train_the_seed_toy) {
   const std::string bin = std::string(LOCKSTEP_EXAMPLES_DIR) + "/ddp_toy_linear";
@@ -96,7 +31,8 @@ TEST(ddp_processes, two_ranks_train_the_seed_toy) {
     ranks.push_back(spawnRank({bin, "--max-epochs", "2", "--batch-size", "32"}, r, 2, port,
                               ::testing::TempDir() + "ddp_toy_rank" + std::to_string(r) + ".log"));
   }
-  for (int r = 0; r < 2; ++r) EXPECT_EQ(waitFor(ranks[r].pid, std::chrono::seconds(120)), 0) << slurp(ranks[r].log);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(waitFor(ranks[r].pid, std::chrono::seconds(120)), 0) << slurp(ranks[r].log);
   std::string out0 = slurp(ranks[0].log), out1 = slurp(ranks[1].log);
   // 2048 samples / batch 32 / 2 ranks = 32 steps per epoch on each rank.
   EXPECT_NE(out0.find("[rank 0] Epoch 1 | Batchsize 32 | Steps 32"), std::string::npos) << out0;

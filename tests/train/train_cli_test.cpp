@@ -1,5 +1,7 @@
 // `lockstep train` end to end, as a user runs it: the built binary on a synthetic dataset with
 // max_steps (fast), its outputs, bitwise resume, 2 ranks, and every bad input exiting with 2.
+#include "train/train_cli.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,64 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#ifndef LOCKSTEP_BIN
-#error "LOCKSTEP_BIN must name the built lockstep binary"
-#endif
-
+using namespace lockstep::test;
 namespace fs = std::filesystem;
-
-namespace {
-
-struct Result {
-  int code = -1;
-  std::string output;
-};
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-class TrainCli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = (fs::temp_directory_path() / ("lockstep-train-" + std::to_string(::getpid()) + "-" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-               .string();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string writeConfig(const std::string& name, const std::string& text) {
-    std::string path = dir_ + "/" + name;
-    std::ofstream(path) << text;
-    return path;
-  }
-  Result run(const std::string& args) {
-    std::string out = dir_ + "/out.txt";
-    int status = std::system((std::string(LOCKSTEP_BIN) + " train " + args + " > " + out + " 2>&1").c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, readFile(out)};
-  }
-  std::string dir_;
-};
-
-const char* kSynthetic = R"(
-model: {name: mlp, hidden: [8]}
-data: {dataset: synthetic, size: 96, test_size: 32, input_shape: [6], num_classes: 3}
-train_micro_batch_size_per_gpu: 8
-gradient_accumulation_steps: 2
-optimizer: {type: Adam, params: {lr: 0.01}}
-scheduler: {type: WarmupLR, params: {warmup_num_steps: 5, warmup_max_lr: 0.01}}
-gradient_clipping: 1.0
-epochs: 4
-max_steps: 20
-steps_per_print: 3
-checkpoint: {every_steps: 4, keep_last: 3}
-tensorboard: {enabled: true}
-)";
-
-}  // namespace
 
 TEST_F(TrainCli, trains_and_writes_every_output) {
   std::string cfg = writeConfig("c.yaml", kSynthetic);

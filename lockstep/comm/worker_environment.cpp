@@ -1,0 +1,241 @@
+#include "lockstep/comm/worker_environment.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "lockstep/util/env.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::comm {
+
+namespace {
+
+constexpr int kDefaultMasterPort = 29500;
+
+class Reader {
+ public:
+  explicit Reader(const EnvLookup& lookup) : lookup_(lookup) {}
+  std::optional<std::string> str(const char* name) const { return lookup_ ? lookup_(name) : env::get(name); }
+  bool has(const char* name) const { return str(name).has_value(); }
+  std::optional<int> integer(const char* name) const {
+    auto v = str(name);
+    if (!v) return std::nullopt;
+    errno = 0;
+    char* end = nullptr;
+    long x = std::strtol(v->c_str(), &end, 10);
+    LOCKSTEP_ENFORCE(!v->empty() && errno == 0 && *end == '\0' && x >= 0 && x <= 1 << 30, ValueError,
+                     "environment variable ", name, "='", *v, "' is not a non-negative integer");
+    return static_cast<int>(x);
+  }
+  int integer(const char* name, int def) const { return integer(name).value_or(def); }
+  std::optional<int> port(const char* name) const {
+    auto v = integer(name);
+    LOCKSTEP_ENFORCE(!v || (*v > 0 && *v < 65536), ValueError, name, "='", *str(name),
+                     "' is not a valid TCP port (1..65535)");
+    return v;
+  }
+
+ private:
+  const EnvLookup& lookup_;
+};
+
+// "2(x3),1" -> 2: tasks on the first node, which is enough when every node runs the same count.
+std::optional<int> firstTaskCount(const std::optional<std::string>& v) {
+  if (!v || v->empty()) return std::nullopt;
+  return std::atoi(v->c_str());
+}
+
+// mpirun / srun give no rendezvous address: on one host it is this host, across hosts the user
+// must say where rank 0 runs.
+void mpiStyleMaster(const Reader& r, WorkerEnvironment& e, bool single_host, const char* launcher) {
+  if (auto a = r.str("MASTER_ADDR")) {
+    e.master_addr = *a;
+  } else if (e.master_addr.empty()) {
+    LOCKSTEP_ENFORCE(single_host, ValueError, "started by ", launcher,
+                     " across several hosts but MASTER_ADDR is not set; export MASTER_ADDR=<host of rank 0> "
+                     "(mpirun -x MASTER_ADDR=...)");
+    e.master_addr = "127.0.0.1";
+  }
+  e.master_port = r.port("MASTER_PORT").value_or(e.master_port > 0 ? e.master_port : kDefaultMasterPort);
+}
+
+void nodesFromLocal(WorkerEnvironment& e) {
+  e.node_rank = e.rank / e.local_world_size;
+  e.num_nodes = (e.world_size + e.local_world_size - 1) / e.local_world_size;
+}
+
+}  // namespace
+
+const char* launcherName(Launcher l) {
+  switch (l) {
+    case Launcher::none:
+      return "single process";
+    case Launcher::lockstep_run:
+      return "lockstep run";
+    case Launcher::torchrun:
+      return "torchrun";
+    case Launcher::open_mpi:
+      return "Open MPI";
+    case Launcher::mpich:
+      return "MPICH";
+    case Launcher::slurm:
+      return "Slurm";
+  }
+  return "?";
+}
+
+bool isMpiLauncher(Launcher l) { return l == Launcher::open_mpi || l == Launcher::mpich; }
+
+std::string firstSlurmHost(const std::string& nodelist) {
+  std::string first = nodelist.substr(0, nodelist.find(','));
+  auto open = nodelist.find('[');
+  if (open == std::string::npos || open > first.size()) return first;
+  // The comma may sit inside the brackets: "node[03-05,9]".
+  std::string prefix = nodelist.substr(0, open);
+  std::string range = nodelist.substr(open + 1);
+  auto end = range.find_first_of("-,]");
+  return prefix + range.substr(0, end);
+}
+
+WorkerEnvironment workerEnvironment(const EnvLookup& lookup) {
+  Reader r(lookup);
+  WorkerEnvironment e;
+  if (r.has("RANK") || r.has("WORLD_SIZE")) {
+    LOCKSTEP_ENFORCE(r.has("RANK"), ValueError,
+                     "WORLD_SIZE is set but RANK is not: cannot tell this process's rank; set RANK too, or "
+                     "start the job with lockstep run, torchrun, mpirun or srun");
+    LOCKSTEP_ENFORCE(r.has("WORLD_SIZE"), ValueError,
+                     "RANK is set but WORLD_SIZE is not: cannot tell the world size; set WORLD_SIZE too, or "
+                     "start the job with lockstep run, torchrun, mpirun or srun");
+    e.launcher = r.has("LOCKSTEP_RUN_ID") ? Launcher::lockstep_run : Launcher::torchrun;
+    e.rank = *r.integer("RANK");
+    e.world_size = *r.integer("WORLD_SIZE");
+    e.local_rank = r.integer("LOCAL_RANK", e.rank);
+    e.local_world_size = r.integer("LOCAL_WORLD_SIZE", e.world_size);
+    e.node_rank = r.integer("GROUP_RANK", 0);
+    e.num_nodes = r.integer("GROUP_WORLD_SIZE", 1);
+    auto agent = r.str("LOCKSTEP_USE_AGENT_STORE");
+    e.agent_store = (agent && env::parseBool("LOCKSTEP_USE_AGENT_STORE", *agent)) ||
+                    r.str("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
+    e.store_prefix = r.str("LOCKSTEP_STORE_PREFIX").value_or("");
+    e.restart_count = r.integer("LOCKSTEP_RESTART_COUNT", r.integer("TORCHELASTIC_RESTART_COUNT", 0));
+    e.max_restarts = r.integer("LOCKSTEP_MAX_RESTARTS", r.integer("TORCHELASTIC_MAX_RESTARTS", 0));
+    e.run_id = r.str("LOCKSTEP_RUN_ID").value_or(r.str("TORCHELASTIC_RUN_ID").value_or(""));
+    e.error_file = r.str("LOCKSTEP_ERROR_FILE").value_or(r.str("TORCHELASTIC_ERROR_FILE").value_or(""));
+    // As torch: a RANK/WORLD_SIZE job names its rendezvous (torchrun always does).
+    e.master_addr = r.str("MASTER_ADDR").value_or("");
+    e.master_port = r.port("MASTER_PORT").value_or(0);
+  } else if (r.has("OMPI_COMM_WORLD_RANK")) {
+    e.launcher = Launcher::open_mpi;
+    e.rank = *r.integer("OMPI_COMM_WORLD_RANK");
+    e.world_size = r.integer("OMPI_COMM_WORLD_SIZE", 1);
+    e.local_rank = r.integer("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+    e.local_world_size = r.integer("OMPI_COMM_WORLD_LOCAL_SIZE", e.world_size);
+  } else if (r.has("PMI_RANK")) {
+    e.launcher = Launcher::mpich;
+    e.rank = *r.integer("PMI_RANK");
+    e.world_size = r.integer("PMI_SIZE", 1);
+    e.local_rank = r.integer("MPI_LOCALRANKID", 0);
+    e.local_world_size = r.integer("MPI_LOCALNRANKS", e.world_size);
+  } else if (r.has("SLURM_PROCID")) {
+    e.launcher = Launcher::slurm;
+    e.rank = *r.integer("SLURM_PROCID");
+    e.world_size = r.integer("SLURM_NTASKS", 1);
+    e.local_rank = r.integer("SLURM_LOCALID", 0);
+    e.local_world_size =
+        firstTaskCount(r.str("SLURM_NTASKS_PER_NODE"))
+            .value_or(firstTaskCount(r.str("SLURM_STEP_TASKS_PER_NODE")).value_or(e.world_size));
+    e.node_rank = r.integer("SLURM_NODEID", 0);
+    e.num_nodes = r.integer("SLURM_NNODES", r.integer("SLURM_JOB_NUM_NODES", 1));
+    e.restart_count = r.integer("SLURM_RESTART_COUNT", 0);
+    e.run_id = r.str("SLURM_JOB_ID").value_or("");
+    // Jobs sharing a node must not share a port: derive it from the job id unless given.
+    if (auto job = r.integer("SLURM_JOB_ID")) e.master_port = 20000 + *job % 10000;
+    if (!r.has("MASTER_ADDR")) {
+      auto nodes = r.str("SLURM_STEP_NODELIST");
+      if (!nodes) nodes = r.str("SLURM_JOB_NODELIST");
+      if (nodes && !nodes->empty()) e.master_addr = firstSlurmHost(*nodes);
+    }
+    mpiStyleMaster(r, e, true, "srun");
+  } else {
+    e.master_addr = r.str("MASTER_ADDR").value_or("");
+    e.master_port = r.port("MASTER_PORT").value_or(0);
+  }
+  if (isMpiLauncher(e.launcher)) {
+    mpiStyleMaster(r, e, e.world_size == e.local_world_size, "mpirun");
+    nodesFromLocal(e);
+  }
+  const char* name = launcherName(e.launcher);
+  LOCKSTEP_ENFORCE(e.world_size >= 1, ValueError, "the world size is ", e.world_size, " (from ", name,
+                   "'s variables); it must be at least 1");
+  LOCKSTEP_ENFORCE(e.rank < e.world_size, ValueError, "RANK=", e.rank, " is out of range for world size ",
+                   e.world_size, " (from ", name, "'s variables; need 0 <= rank < world size)");
+  LOCKSTEP_ENFORCE(e.local_world_size >= 1 && e.local_rank < e.local_world_size, ValueError, "local rank ",
+                   e.local_rank, " is not below the local world size ", e.local_world_size, " (from ", name,
+                   "'s variables)");
+  LOCKSTEP_ENFORCE(e.num_nodes >= 1 && e.node_rank < e.num_nodes, ValueError, "node rank ", e.node_rank,
+                   " is not below the number of nodes ", e.num_nodes, " (from ", name, "'s variables)");
+  return e;
+}
+
+const std::vector<std::string>& workerVariableNames() {
+  static const std::vector<std::string> names = {"RANK",
+                                                 "LOCAL_RANK",
+                                                 "WORLD_SIZE",
+                                                 "LOCAL_WORLD_SIZE",
+                                                 "GROUP_RANK",
+                                                 "GROUP_WORLD_SIZE",
+                                                 "ROLE_NAME",
+                                                 "ROLE_RANK",
+                                                 "ROLE_WORLD_SIZE",
+                                                 "MASTER_ADDR",
+                                                 "MASTER_PORT",
+                                                 "LOCKSTEP_RUN_ID",
+                                                 "LOCKSTEP_RESTART_COUNT",
+                                                 "LOCKSTEP_MAX_RESTARTS",
+                                                 "LOCKSTEP_USE_AGENT_STORE",
+                                                 "LOCKSTEP_STORE_PREFIX",
+                                                 "LOCKSTEP_ERROR_FILE",
+                                                 "TORCHELASTIC_RUN_ID",
+                                                 "TORCHELASTIC_RESTART_COUNT",
+                                                 "TORCHELASTIC_MAX_RESTARTS",
+                                                 "TORCHELASTIC_USE_AGENT_STORE",
+                                                 "TORCHELASTIC_ERROR_FILE"};
+  return names;
+}
+
+std::map<std::string, std::string> workerVariables(const WorkerEnvironment& e) {
+  std::map<std::string, std::string> v;
+  auto num = [](int x) { return std::to_string(x); };
+  v["RANK"] = num(e.rank);
+  v["LOCAL_RANK"] = num(e.local_rank);
+  v["WORLD_SIZE"] = num(e.world_size);
+  v["LOCAL_WORLD_SIZE"] = num(e.local_world_size);
+  v["GROUP_RANK"] = num(e.node_rank);
+  v["GROUP_WORLD_SIZE"] = num(e.num_nodes);
+  v["ROLE_NAME"] = "default";
+  v["ROLE_RANK"] = num(e.rank);
+  v["ROLE_WORLD_SIZE"] = num(e.world_size);
+  if (!e.master_addr.empty()) v["MASTER_ADDR"] = e.master_addr;
+  if (e.master_port > 0) v["MASTER_PORT"] = num(e.master_port);
+  v["LOCKSTEP_RUN_ID"] = e.run_id;
+  v["LOCKSTEP_RESTART_COUNT"] = num(e.restart_count);
+  v["LOCKSTEP_MAX_RESTARTS"] = num(e.max_restarts);
+  v["TORCHELASTIC_RUN_ID"] = e.run_id;
+  v["TORCHELASTIC_RESTART_COUNT"] = num(e.restart_count);
+  v["TORCHELASTIC_MAX_RESTARTS"] = num(e.max_restarts);
+  if (e.agent_store) {
+    // The agent hosts the store on MASTER_PORT for the whole job: workers connect as clients
+    // (rank 0 too), as torchrun's TORCHELASTIC_USE_AGENT_STORE.
+    v["LOCKSTEP_USE_AGENT_STORE"] = "1";
+    v["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  }
+  if (!e.store_prefix.empty()) v["LOCKSTEP_STORE_PREFIX"] = e.store_prefix;
+  if (!e.error_file.empty()) {
+    v["LOCKSTEP_ERROR_FILE"] = e.error_file;
+    v["TORCHELASTIC_ERROR_FILE"] = e.error_file;
+  }
+  return v;
+}
+
+}  // namespace lockstep::comm

@@ -1,0 +1,118 @@
+#include "lockstep/parallel/engine.h"
+
+#include "lockstep/autograd/ops/math.h"
+#include "lockstep/data/distributed_sampler.h"
+#include "lockstep/data/random_sampler.h"
+#include "lockstep/data/sequential_sampler.h"
+#include "lockstep/optim/clip_grad.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::parallel {
+
+void validateEngineOptions(const EngineOptions& o) {
+  LOCKSTEP_ENFORCE(o.gradient_accumulation_steps >= 1, ValueError,
+                   "gradient_accumulation_steps=", o.gradient_accumulation_steps, " must be at least 1");
+  LOCKSTEP_ENFORCE(
+      o.gradient_clipping >= 0.0 && o.gradient_clipping < std::numeric_limits<double>::infinity(), ValueError,
+      "gradient_clipping=", o.gradient_clipping, " must be a finite number >= 0 (0 turns clipping off)");
+  LOCKSTEP_ENFORCE(o.total_steps >= 0, ValueError, "total_steps=", o.total_steps, " must be >= 0");
+  LOCKSTEP_ENFORCE(o.precision == "fp32", ValueError, "precision '", o.precision,
+                   "' is not implemented yet: lockstep trains in fp32 only (bf16 and fp16 mixed precision "
+                   "are planned); use fp32");
+  LOCKSTEP_ENFORCE(
+      o.zero_stage == 0, ValueError, "ZeRO stage ", o.zero_stage,
+      " is not implemented yet: lockstep replicates optimizer states (stage 0, DDP); use stage 0");
+}
+
+std::shared_ptr<data::Sampler> makeTrainSampler(const DistributedEnvironment& env, int64_t n, bool shuffle,
+                                                uint64_t seed, bool drop_last) {
+  if (env.group) {
+    data::DistributedSamplerOptions so;
+    so.num_replicas = env.worldSize();
+    so.rank = env.rank();
+    so.shuffle = shuffle;
+    so.seed = seed;
+    so.drop_last = drop_last;
+    return std::make_shared<data::DistributedSampler>(n, so);
+  }
+  if (shuffle) return std::make_shared<data::RandomSampler>(n, seed);
+  return std::make_shared<data::SequentialSampler>(n);
+}
+
+Engine::Engine(std::shared_ptr<nn::Module> model, const EngineOptions& options)
+    : Engine(std::move(model), options, initFromEnvironment(options.backend)) {}
+
+Engine::Engine(std::shared_ptr<nn::Module> model, const EngineOptions& options, DistributedEnvironment env)
+    : Engine(model, nullptr, options, std::move(env)) {}
+
+Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimizer> optimizer,
+               const EngineOptions& options, DistributedEnvironment env)
+    : options_(options), env_(std::move(env)), model_(std::move(model)) {
+  LOCKSTEP_ENFORCE(model_ != nullptr, ValueError, "Engine: a model is required");
+  validateEngineOptions(options_);
+  if (env_.group) {
+    ddp_ = std::make_shared<DistributedDataParallel>(model_, env_.group, options_.ddp);
+    wrapped_ = ddp_;
+  } else {
+    wrapped_ = model_;
+  }
+  params_ = model_->parameters();
+  optimizer_ = optimizer ? std::move(optimizer) : optim::makeOptimizer(options_.optimizer, params_);
+  if (!options_.scheduler.type.empty()) {
+    scheduler_ = optim::makeScheduler(options_.scheduler, *optimizer_, options_.total_steps);
+  }
+}
+
+Engine::~Engine() = default;
+
+std::shared_ptr<data::DataLoader> Engine::makeLoader(std::shared_ptr<data::Dataset> dataset,
+                                                     const data::DataLoaderOptions& options) const {
+  LOCKSTEP_ENFORCE(dataset != nullptr, ValueError, "Engine::makeLoader: a dataset is required");
+  auto sampler = makeTrainSampler(env_, dataset->size(), options.shuffle, options.seed, options.drop_last);
+  data::DataLoaderOptions lo = options;
+  lo.shuffle = false;  // the sampler decides the order
+  return std::make_shared<data::DataLoader>(std::move(dataset), std::move(sampler), lo);
+}
+
+autograd::Variable Engine::forward(const autograd::Variable& input) {
+  // Accumulation micro-steps reduce nothing; the last one reduces the sum (DDP no_sync).
+  if (ddp_ && !isGradientAccumulationBoundary() && !no_sync_) no_sync_ = ddp_->noSync();
+  return wrapped_->forward(input);
+}
+
+void Engine::backward(autograd::Variable loss) {
+  const int64_t accum = options_.gradient_accumulation_steps;
+  if (accum > 1) loss = loss * (1.0 / static_cast<double>(accum));
+  loss.backward();
+  no_sync_.reset();
+}
+
+bool Engine::step() {
+  if (++micro_ < options_.gradient_accumulation_steps) return false;
+  micro_ = 0;
+  gradientPhase();
+  updatePhase();
+  return true;
+}
+
+void Engine::discardPartialAccumulation() {
+  if (micro_ == 0) return;
+  optimizer_->zeroGrad();
+  micro_ = 0;
+}
+
+void Engine::gradientPhase() {
+  // Mixed precision goes here: unscale, and skip the step on every rank alike when any rank's
+  // gradients hold an inf or nan.
+  if (options_.gradient_clipping > 0)
+    last_grad_norm_ = optim::clipGradNorm(params_, options_.gradient_clipping);
+}
+
+void Engine::updatePhase() {
+  optimizer_->step();
+  if (scheduler_) scheduler_->step();
+  optimizer_->zeroGrad();
+  ++global_steps_;
+}
+
+}  // namespace lockstep::parallel

@@ -1,0 +1,137 @@
+#pragma once
+// The training engine: how a job trains a step, in one place (DeepSpeed's engine, Accelerate's
+// Accelerator). `lockstep train`, prepare() and the examples all train through it.
+//
+// Built from the worker environment and one options struct, it wraps the model for data
+// parallelism (DistributedDataParallel when the world has several ranks), chooses the training
+// sampler, makes the optimizer and LR scheduler through optim's registry, and runs a step as
+// explicit phases:
+//   micro-steps     forward(), backward(): all but the last of gradient_accumulation_steps
+//                   micro-steps run under DDP's no_sync (gradients accumulate locally)
+//   gradient phase  (where mixed precision unscales and checks every rank's gradients for inf/nan)
+//                   then clipping to gradient_clipping
+//   update phase    optimizer step, LR schedule, gradients cleared
+//
+//   parallel::Engine engine(model, {.optimizer = {"Adam", {{"lr", 1e-3}}}});
+//   auto loader = engine.makeLoader(train_set, {.batch_size = 32, .seed = 1});
+//   for (uint64_t e = 0; e < epochs; ++e) {
+//     loader->setEpoch(e);
+//     for (data::Batch& b : *loader) {
+//       engine.backward(criterion(engine.forward(Variable(b.input)), b.target));
+//       engine.step();  // every micro-step; steps the optimizer at the accumulation boundary
+//     }
+//   }
+//
+// Not thread-safe. The constructor is collective when the world has several ranks, and so is
+// every backward() at an accumulation boundary (DDP's allreduce).
+#include <memory>
+#include <string>
+
+#include "lockstep/data/data_loader.h"
+#include "lockstep/optim/registry.h"
+#include "lockstep/parallel/distributed_data_parallel.h"
+#include "lockstep/parallel/environment.h"
+
+namespace lockstep::parallel {
+
+struct EngineOptions {
+  /// Optimizer and scheduler by name (optim/registry.h); unused when the engine is given an
+  /// optimizer.
+  optim::OptimizerSpec optimizer{};
+  optim::SchedulerSpec scheduler{};
+  /// Optimizer steps of the whole run, for schedules that need it (WarmupDecayLR); 0: unknown.
+  int64_t total_steps = 0;
+  /// Micro-steps (forward + backward) per optimizer step; the loss of each is scaled by 1/this,
+  /// so the step sees the mean gradient over all of them.
+  int64_t gradient_accumulation_steps = 1;
+  /// Clip the gradients' joint 2-norm to this before each optimizer step; 0: off.
+  double gradient_clipping = 0.0;
+  /// DistributedDataParallel's options, used when the world has several ranks.
+  DistributedDataParallelOptions ddp{};
+  /// Process-group backend when the engine reads the environment itself.
+  std::string backend = "auto";
+  /// "fp32". Mixed precision ("bf16", "fp16") is not implemented yet: an error, not a silent f32.
+  std::string precision = "fp32";
+  /// 0: replicated optimizer state (DDP). ZeRO stages 1-3 are not implemented yet: an error.
+  int zero_stage = 0;
+};
+
+/// ValueError naming the field when an option is out of range or not implemented yet. Pure.
+void validateEngineOptions(const EngineOptions& options);
+
+/// The training sampler of this rank: DistributedSampler over the world when it has several ranks
+/// (seed shared, shuffle per epoch), else RandomSampler(seed) or SequentialSampler. Pure.
+std::shared_ptr<data::Sampler> makeTrainSampler(const DistributedEnvironment& env, int64_t dataset_size,
+                                                bool shuffle, uint64_t seed, bool drop_last = false);
+
+class Engine {
+ public:
+  /// Reads the environment (initFromEnvironment(options.backend)); collective when distributed.
+  Engine(std::shared_ptr<nn::Module> model, const EngineOptions& options);
+  /// On an environment already joined (several engines on one group, tests).
+  Engine(std::shared_ptr<nn::Module> model, const EngineOptions& options, DistributedEnvironment env);
+  /// With the caller's optimizer over model->parameters() instead of options.optimizer.
+  Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimizer> optimizer,
+         const EngineOptions& options, DistributedEnvironment env);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const DistributedEnvironment& environment() const { return env_; }
+  /// What forward() runs: the DDP wrapper on several ranks, else the model itself.
+  const std::shared_ptr<nn::Module>& module() const { return wrapped_; }
+  /// The model as built (state dicts, saving: no "module." prefix).
+  const std::shared_ptr<nn::Module>& model() const { return model_; }
+  /// The DDP wrapper, or nullptr on one rank.
+  DistributedDataParallel* ddp() const { return ddp_.get(); }
+  const std::shared_ptr<optim::Optimizer>& optimizer() const { return optimizer_; }
+  /// nullptr when options.scheduler names none.
+  optim::LRScheduler* scheduler() const { return scheduler_.get(); }
+  const EngineOptions& options() const { return options_; }
+
+  /// A loader over this rank's share of `dataset` (makeTrainSampler with options.shuffle and
+  /// options.seed; options.batch_size is per rank).
+  std::shared_ptr<data::DataLoader> makeLoader(std::shared_ptr<data::Dataset> dataset,
+                                               const data::DataLoaderOptions& options) const;
+
+  /// Micro-step, part 1: runs the (wrapped) model. Before the last micro-step of an accumulation
+  /// window, DDP's synchronisation is off until backward() returns.
+  autograd::Variable forward(const autograd::Variable& input);
+  /// Micro-step, part 2: backward of loss / gradient_accumulation_steps.
+  void backward(autograd::Variable loss);
+  /// Ends a micro-step. At the accumulation boundary runs the gradient phase and the update phase
+  /// and returns true; otherwise returns false and changes nothing.
+  bool step();
+
+  /// Drops the gradients of an unfinished accumulation window (fewer micro-steps than
+  /// gradient_accumulation_steps, e.g. at the end of an epoch) and starts a new window.
+  void discardPartialAccumulation();
+
+  /// True when the next backward() completes an optimizer step's gradients.
+  bool isGradientAccumulationBoundary() const { return micro_ + 1 == options_.gradient_accumulation_steps; }
+  /// Optimizer steps taken (counting from a resumed checkpoint's, see setGlobalSteps).
+  int64_t globalSteps() const { return global_steps_; }
+  /// After restoring a checkpoint: the optimizer steps it had taken.
+  void setGlobalSteps(int64_t steps) { global_steps_ = steps; }
+  /// The gradients' joint 2-norm before the last clipping (0 when clipping is off).
+  double lastGradNorm() const { return last_grad_norm_; }
+
+ private:
+  void gradientPhase();
+  void updatePhase();
+
+  EngineOptions options_;
+  DistributedEnvironment env_;
+  std::shared_ptr<nn::Module> model_;
+  std::shared_ptr<DistributedDataParallel> ddp_;
+  std::shared_ptr<nn::Module> wrapped_;
+  std::vector<autograd::Variable> params_;
+  std::shared_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::LRScheduler> scheduler_;
+  std::unique_ptr<DistributedDataParallel::NoSyncGuard> no_sync_;
+  int64_t micro_ = 0;  // micro-steps done in the current accumulation window
+  int64_t global_steps_ = 0;
+  double last_grad_norm_ = 0.0;
+};
+
+}  // namespace lockstep::parallel

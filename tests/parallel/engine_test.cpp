@@ -1,0 +1,192 @@
+// The training engine: its phases (micro-steps under no_sync, the gradient phase, the update
+// phase) against a single process that sees the whole batch, with ranks as threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <mutex>
+
+#include "lockstep/autograd.h"
+#include "lockstep/data/distributed_sampler.h"
+#include "lockstep/data/random_sampler.h"
+#include "lockstep/data/sequential_sampler.h"
+#include "lockstep/nn.h"
+#include "lockstep/optim.h"
+#include "lockstep/parallel.h"
+#include "parallel/thread_ranks.h"
+
+using namespace lockstep;
+using autograd::Variable;
+using parallel::DistributedEnvironment;
+using parallel::Engine;
+using parallel::EngineOptions;
+
+namespace {
+
+constexpr int64_t kIn = 5, kClasses = 3;
+
+std::shared_ptr<nn::Module> makeNet(uint64_t seed) {
+  Generator g(seed);
+  nn::ModelOptions o;
+  o.in_features = kIn;
+  o.out_features = kClasses;
+  o.hidden = {7};
+  o.generator = &g;
+  return nn::makeModel("mlp", o);
+}
+
+std::pair<Tensor, Tensor> batch(int step, int64_t rows) {
+  Tensor x = Tensor::empty({rows, kIn});
+  Generator(100 + step).uniform(x, -1, 1);
+  Tensor y = Tensor::empty({rows}, DType::i64);
+  Generator g(200 + step);
+  for (int64_t i = 0; i < rows; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(g.nextBelow(kClasses));
+  return {x, y};
+}
+
+DistributedEnvironment worldOf(int rank, int world, std::shared_ptr<comm::ProcessGroup> group) {
+  DistributedEnvironment env;
+  env.worker.rank = rank;
+  env.worker.world_size = world;
+  env.worker.local_world_size = world;
+  env.group = world > 1 ? std::move(group) : nullptr;
+  return env;
+}
+
+EngineOptions sgdOptions() {
+  EngineOptions o;
+  o.optimizer = {"SGD", {{"lr", 0.1}, {"momentum", 0.9}}};
+  return o;
+}
+
+double maxAbsDiff(nn::Module& a, nn::Module& b) {
+  auto pa = a.namedParameters(), pb = b.namedParameters();
+  double d = 0;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    auto va = pa[i].second.tensor().toVector<double>(), vb = pb[i].second.tensor().toVector<double>();
+    for (size_t j = 0; j < va.size(); ++j) d = std::max(d, std::abs(va[j] - vb[j]));
+  }
+  return d;
+}
+
+}  // namespace
+
+TEST(Engine, ranks_and_accumulation_match_one_process_with_the_global_batch) {
+  // 3 ranks x 2 micro-steps x 2 rows == 1 process x 12 rows, with clipping in the gradient phase.
+  const int world = 3, accum = 2, steps = 6;
+  const int64_t micro = 2;
+  EngineOptions o = sgdOptions();
+  o.gradient_clipping = 0.1;
+  Engine ref(makeNet(3), o, worldOf(0, 1, nullptr));
+  for (int s = 0; s < steps; ++s) {
+    auto [x, y] = batch(s, micro * accum * world);
+    ref.backward(autograd::crossEntropy(ref.forward(Variable(x)), y));
+    ASSERT_TRUE(ref.step());
+  }
+  EXPECT_GT(ref.lastGradNorm(), 0.1);  // clipping did something
+  std::mutex mu;
+  o.gradient_accumulation_steps = accum;
+  lockstep::testing::runThreadRanks(world, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    Engine engine(makeNet(3 + rank), o, worldOf(rank, world, pg));  // rank 0's weights win
+    ASSERT_NE(engine.ddp(), nullptr);
+    for (int s = 0; s < steps; ++s) {
+      auto [x, y] = batch(s, micro * accum * world);
+      for (int m = 0; m < accum; ++m) {
+        // Micro-step m of rank r takes rows the single process saw as one batch.
+        const int64_t from = (m * world + rank) * micro;
+        EXPECT_EQ(engine.isGradientAccumulationBoundary(), m + 1 == accum);
+        engine.backward(autograd::crossEntropy(engine.forward(Variable(x.slice(from, from + micro))),
+                                               y.slice(from, from + micro)));
+        EXPECT_EQ(engine.step(), m + 1 == accum);
+      }
+    }
+    EXPECT_EQ(engine.globalSteps(), steps);
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_LE(maxAbsDiff(*engine.model(), *ref.model()), 1e-5);
+  });
+}
+
+TEST(Engine, update_phase_steps_schedules_and_clears_gradients) {
+  EngineOptions o = sgdOptions();
+  o.gradient_accumulation_steps = 2;
+  o.scheduler = {"StepLR", {{"step_size", int64_t{1}}, {"gamma", 0.5}}};
+  Engine engine(makeNet(1), o, worldOf(0, 1, nullptr));
+  auto [x, y] = batch(0, 4);
+  engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
+  EXPECT_FALSE(engine.step());
+  EXPECT_TRUE(engine.model()->parameters()[0].hasGrad());  // kept for the next micro-step
+  EXPECT_EQ(engine.globalSteps(), 0);
+  engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
+  EXPECT_TRUE(engine.step());
+  EXPECT_EQ(engine.globalSteps(), 1);
+  EXPECT_FALSE(engine.model()->parameters()[0].hasGrad());
+  ASSERT_NE(engine.scheduler(), nullptr);
+  EXPECT_DOUBLE_EQ(engine.optimizer()->paramGroups()[0].lr(), 0.05);
+}
+
+TEST(Engine, discards_a_partial_accumulation_window) {
+  // Two engines from the same weights: one sees a stray micro-step that is discarded.
+  EngineOptions o = sgdOptions();
+  o.gradient_accumulation_steps = 2;
+  Engine a(makeNet(5), o, worldOf(0, 1, nullptr)), b(makeNet(5), o, worldOf(0, 1, nullptr));
+  auto [stray_x, stray_y] = batch(9, 4);
+  a.backward(autograd::crossEntropy(a.forward(Variable(stray_x)), stray_y));
+  a.step();
+  a.discardPartialAccumulation();
+  for (Engine* e : {&a, &b}) {
+    for (int m = 0; m < 2; ++m) {
+      auto [x, y] = batch(m, 4);
+      e->backward(autograd::crossEntropy(e->forward(Variable(x)), y));
+      e->step();
+    }
+  }
+  EXPECT_EQ(a.globalSteps(), 1);
+  EXPECT_EQ(maxAbsDiff(*a.model(), *b.model()), 0.0);
+}
+
+TEST(Engine, trains_with_the_callers_optimizer) {
+  auto model = makeNet(2);
+  auto opt = std::make_shared<optim::SGD>(model->parameters(), optim::SGDOptions{.lr = 0.5});
+  Engine engine(model, opt, {}, worldOf(0, 1, nullptr));
+  EXPECT_EQ(engine.optimizer(), opt);
+  auto before = model->parameters()[0].tensor().clone();
+  auto [x, y] = batch(0, 4);
+  engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
+  EXPECT_TRUE(engine.step());
+  EXPECT_NE(before.toVector<double>(), model->parameters()[0].tensor().toVector<double>());
+}
+
+TEST(Engine, options_not_implemented_yet_are_errors_naming_them) {
+  auto error = [](EngineOptions o) {
+    try {
+      parallel::validateEngineOptions(o);
+    } catch (const ValueError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EngineOptions o;
+  o.precision = "bf16";
+  EXPECT_NE(error(o).find("precision 'bf16'"), std::string::npos);
+  o = {};
+  o.zero_stage = 2;
+  EXPECT_NE(error(o).find("ZeRO stage 2"), std::string::npos);
+  o = {};
+  o.gradient_accumulation_steps = 0;
+  EXPECT_NE(error(o).find("gradient_accumulation_steps=0"), std::string::npos);
+  o = {};
+  o.gradient_clipping = std::numeric_limits<double>::infinity();
+  EXPECT_NE(error(o).find("gradient_clipping"), std::string::npos);
+  EXPECT_EQ(error({}), "no error");
+}
+
+TEST(Engine, sampler_is_distributed_only_across_ranks) {
+  auto one = parallel::makeTrainSampler(worldOf(0, 1, nullptr), 10, true, 1);
+  EXPECT_NE(dynamic_cast<data::RandomSampler*>(one.get()), nullptr);
+  auto ordered = parallel::makeTrainSampler(worldOf(0, 1, nullptr), 10, false, 1);
+  EXPECT_NE(dynamic_cast<data::SequentialSampler*>(ordered.get()), nullptr);
+  lockstep::testing::runThreadRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    auto s = parallel::makeTrainSampler(worldOf(rank, 2, pg), 10, true, 1);
+    ASSERT_NE(dynamic_cast<data::DistributedSampler*>(s.get()), nullptr);
+    EXPECT_EQ(s->size(), 5);
+  });
+}
