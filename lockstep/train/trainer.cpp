@@ -60,45 +60,6 @@ void prepareOutputDir(const std::string& dir) {
 
 namespace {
 
-std::unique_ptr<optim::Optimizer> makeOptimizer(const OptimizerConfig& o,
-                                                std::vector<autograd::Variable> params) {
-  if (o.type == "SGD") {
-    optim::SGDOptions so;
-    so.lr = o.lr;
-    so.momentum = o.momentum;
-    so.dampening = o.dampening;
-    so.weight_decay = o.weight_decay.value_or(0.0);
-    so.nesterov = o.nesterov;
-    return std::make_unique<optim::SGD>(std::move(params), so);
-  }
-  if (o.type == "AdamW") {
-    optim::AdamWOptions ao;
-    ao.lr = o.lr, ao.beta1 = o.beta1, ao.beta2 = o.beta2, ao.eps = o.eps, ao.amsgrad = o.amsgrad;
-    ao.weight_decay = o.weight_decay.value_or(1e-2);
-    return std::make_unique<optim::AdamW>(std::move(params), ao);
-  }
-  optim::AdamOptions ao;
-  ao.lr = o.lr, ao.beta1 = o.beta1, ao.beta2 = o.beta2, ao.eps = o.eps, ao.amsgrad = o.amsgrad;
-  ao.weight_decay = o.weight_decay.value_or(0.0);
-  return std::make_unique<optim::Adam>(std::move(params), ao);
-}
-
-// Schedulers are stepped once per optimizer step (DeepSpeed's convention), so StepLR's step_size
-// and CosineAnnealingLR's T_max count steps.
-std::unique_ptr<optim::LRScheduler> makeScheduler(const SchedulerConfig& s, optim::Optimizer& opt,
-                                                  int64_t total_steps) {
-  if (s.type.empty()) return nullptr;
-  if (s.type == "WarmupLR") return std::make_unique<optim::WarmupLR>(opt, s.warmup);
-  if (s.type == "WarmupDecayLR") {
-    optim::WarmupDecayLROptions w = s.warmup;
-    if (w.total_num_steps == 0) w.total_num_steps = total_steps;
-    return std::make_unique<optim::WarmupDecayLR>(opt, w);
-  }
-  if (s.type == "StepLR")
-    return std::make_unique<optim::StepLR>(opt, optim::StepLROptions{s.step_size, s.gamma});
-  return std::make_unique<optim::CosineAnnealingLR>(opt, optim::CosineAnnealingLROptions{s.t_max, s.eta_min});
-}
-
 nn::ModelOptions modelOptions(const TrainConfig& c, Generator* gen) {
   nn::ModelOptions mo = c.model_options;
   mo.generator = gen;
@@ -129,7 +90,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   std::shared_ptr<parallel::DistributedDataParallel> ddp;
   if (dist.group) net = ddp = std::make_shared<parallel::DistributedDataParallel>(model, dist.group, c.ddp);
   auto params = model->parameters();
-  auto opt = makeOptimizer(c.optimizer, params);
+  auto opt = optim::makeOptimizer(c.optimizer, params);
   nn::CrossEntropyLoss criterion;
 
   data::DataLoaderOptions lo;
@@ -155,7 +116,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   }
   int64_t total_steps = steps_per_epoch * c.epochs;
   if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
-  auto sched = makeScheduler(c.scheduler, *opt, total_steps);
+  auto sched = optim::makeScheduler(c.scheduler, *opt, total_steps);
 
   TrainingParts parts{model.get(),         opt.get(),     sched.get(), &loader,
                       &defaultGenerator(), o.config_json, world};
