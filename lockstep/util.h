@@ -1,6 +1,8 @@
 #pragma once
-// Umbrella header of the util module: errors, checks, element types, environment variables.
+// Umbrella header of the util module: errors, checks, element types, environment variables,
+// files, name suggestions.
 #include "lockstep/util/dtype.h"
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
+#include "lockstep/util/suggest.h"

@@ -8,11 +8,6 @@
 //
 // Thread-safety: one thread steps an optimizer at a time. Not collective: every rank steps its
 // own replica (DDP averages the gradients before step()).
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-#include <type_traits>
-#include <utility>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -106,34 +101,8 @@ class Optimizer {
 namespace detail {
 /// g laid out exactly like p (the same strides), copying only when it is not already.
 Tensor gradLike(const Tensor& p, const Tensor& g);
-/// ValueError unless p is a dense floating (f32/f64) tensor the update loops can walk flat.
+/// NotSupportedError unless p is a dense f32/f64 tensor the update kernels can walk flat.
 void checkUpdatable(const Tensor& p, const char* optimizer);
-
-/// body(begin, end) over [0, n): split across the OpenMP threads when n is large and there are
-/// several, else one call on this thread (an OpenMP region costs more than a small update).
-template <typename Body>
-void forChunks(int64_t n, Body&& body) {
-#ifdef _OPENMP
-  if (n > 32768 && omp_get_max_threads() > 1) {
-#pragma omp parallel
-    {
-      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-      body(n * t / nt, n * (t + 1) / nt);
-    }
-    return;
-  }
-#endif
-  body(int64_t{0}, n);
-}
-
-/// fn(std::integral_constant<int, flags>{}) for 0 <= flags < 16: four run-time option flags become
-/// a template argument, so every combination gets its own branch-free (vectorizable) loop.
-template <typename Fn>
-void withFlags(int flags, Fn&& fn) {
-  [&]<int... F>(std::integer_sequence<int, F...>) {
-    ((flags == F ? fn(std::integral_constant<int, F>{}) : void()), ...);
-  }(std::make_integer_sequence<int, 16>{});
-}
 }  // namespace detail
 
 }  // namespace lockstep::optim

@@ -1,5 +1,6 @@
 #include "lockstep/optim/sgd.h"
 
+#include "lockstep/kernels/optimizer.h"
 
 namespace lockstep::optim {
 
@@ -12,39 +13,6 @@ void validate(const SGDOptions& o) {
                    "SGD: nesterov momentum requires a momentum and zero dampening");
 }
 
-// One parameter. The casts of the scalars to T and the order of operations mirror PyTorch's
-// _single_tensor_sgd, so f32 results agree with torch to rounding and f64 ones to ~1e-16. The
-// options are template flags, so the loop has no branches and vectorizes.
-template <typename T, bool kMaximize, bool kWd, bool kMomentum, bool kNesterov>
-void sgdLoop(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t begin, int64_t end,
-             const SGDOptions& o, bool first) {
-  const T wd = static_cast<T>(o.weight_decay), mom = static_cast<T>(o.momentum);
-  const T damp = static_cast<T>(1.0 - o.dampening), neg_lr = static_cast<T>(-o.lr);
-#pragma omp simd
-  for (int64_t i = begin; i < end; ++i) {
-    T d = kMaximize ? -g[i] : g[i];
-    if constexpr (kWd) d = d + wd * p[i];
-    if constexpr (kMomentum) {
-      const T later = buf[i] * mom + damp * d;
-      const T b = first ? d : later;
-      buf[i] = b;
-      d = kNesterov ? d + mom * b : b;
-    }
-    p[i] = p[i] + neg_lr * d;
-  }
-}
-
-template <typename T>
-void sgdUpdate(T* p, const T* g, T* buf, int64_t n, const SGDOptions& o, bool first) {
-  const int flags =
-      (o.maximize ? 8 : 0) | (o.weight_decay != 0.0 ? 4 : 0) | (buf ? 2 : 0) | (o.nesterov ? 1 : 0);
-  detail::forChunks(n, [&](int64_t b, int64_t e) {
-    detail::withFlags(flags, [&](auto f) {
-      constexpr int F = decltype(f)::value;
-      sgdLoop<T, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(p, g, buf, b, e, o, first);
-    });
-  });
-}
 }  // namespace
 
 HyperParams SGD::toHyper(const SGDOptions& o) {
@@ -93,13 +61,18 @@ void SGD::step() {
         }
         buf = it->second;
       }
-      visitDType(p.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-          sgdUpdate<T>(p.data<T>(), g.data<T>(), buf.defined() ? buf.data<T>() : nullptr, p.numel(), o,
-                       first);
-        }
-      });
+      kernels::sgdStep({.param = p.dataPtr(),
+                        .grad = g.dataPtr(),
+                        .momentum_buffer = buf.defined() ? buf.dataPtr() : nullptr,
+                        .numel = p.numel(),
+                        .dtype = p.dtype()},
+                       {.lr = o.lr,
+                        .momentum = o.momentum,
+                        .dampening = o.dampening,
+                        .weight_decay = o.weight_decay,
+                        .nesterov = o.nesterov,
+                        .maximize = o.maximize,
+                        .first_step = first});
     }
   }
 }

@@ -8,31 +8,9 @@
 #include <sstream>
 
 #include "lockstep/util/error.h"
+#include "lockstep/util/suggest.h"
 
 namespace lockstep::train {
-
-size_t editDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-std::string nearestKey(const std::string& key, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_d = std::max<size_t>(2, key.size() / 3) + 1;
-  for (const auto& c : candidates) {
-    size_t d = editDistance(key, c);
-    if (d < best_d) best_d = d, best = c;
-  }
-  return best;
-}
 
 BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t> micro,
                              std::optional<int64_t> accum, int64_t world) {
@@ -169,59 +147,43 @@ std::vector<int64_t> intList(const YAML::Node& v, const std::string& path) {
   return out;
 }
 
-void parseOptimizer(const YAML::Node& n, OptimizerConfig& o) {
-  checkKeys(n, "optimizer", {"type", "params"});
-  get(n, "optimizer", "type", o.type);
-  if (o.type != "Adam" && o.type != "AdamW" && o.type != "SGD") {
-    throw ValueError("optimizer.type: " + o.type + " is not supported yet (use Adam, AdamW or SGD)");
+// A YAML value as the registry's SpecValue: a quoted scalar is a string (as in JSON); a plain one
+// is a boolean, an integer, a real or else a string, in that order; a list must hold numbers.
+optim::SpecValue specValue(const YAML::Node& v, const std::string& path) {
+  if (v.IsSequence()) {
+    std::vector<double> out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string at = path + "[" + std::to_string(i) + "]";
+      if (v[i].IsScalar() && v[i].Tag() == "!")
+        throw ValueError(at + ": expected a number, got '" + v[i].Scalar() + "'");
+      out.push_back(convert<double>(v[i], at));
+    }
+    return out;
   }
-  if (!n["params"]) return;
-  const YAML::Node p = n["params"];
-  const std::string path = "optimizer.params";
-  checkKeys(p, path, {"lr", "betas", "eps", "weight_decay", "momentum", "dampening", "nesterov", "amsgrad"});
-  get(p, path, "lr", o.lr);
-  if (p["betas"]) {
-    if (!p["betas"].IsSequence() || p["betas"].size() != 2)
-      throw ValueError(path + ".betas: expected a list of two numbers");
-    o.beta1 = convert<double>(p["betas"][0], path + ".betas[0]");
-    o.beta2 = convert<double>(p["betas"][1], path + ".betas[1]");
-  }
-  get(p, path, "eps", o.eps);
-  get(p, path, "weight_decay", o.weight_decay);
-  get(p, path, "momentum", o.momentum);
-  get(p, path, "dampening", o.dampening);
-  get(p, path, "nesterov", o.nesterov);
-  get(p, path, "amsgrad", o.amsgrad);
+  if (!v.IsScalar())
+    throw ValueError(path + ": expected a value or a list of numbers, got " +
+                     (v.IsMap() ? "a mapping" : "null"));
+  if (v.Tag() == "!") return v.Scalar();
+  bool b;
+  int64_t i;
+  double d;
+  if (YAML::convert<bool>::decode(v, b)) return b;
+  if (YAML::convert<int64_t>::decode(v, i)) return i;
+  if (YAML::convert<double>::decode(v, d)) return d;
+  return v.Scalar();
 }
 
-void parseScheduler(const YAML::Node& n, SchedulerConfig& s) {
-  checkKeys(n, "scheduler", {"type", "params"});
-  get(n, "scheduler", "type", s.type);
-  const std::string path = "scheduler.params";
-  const YAML::Node p = n["params"] ? n["params"] : YAML::Node(YAML::NodeType::Map);
-  if (s.type == "WarmupLR" || s.type == "WarmupDecayLR") {
-    std::vector<std::string> known = {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "warmup_type"};
-    if (s.type == "WarmupDecayLR") known.push_back("total_num_steps");
-    checkKeys(p, path, known);
-    get(p, path, "warmup_min_lr", s.warmup.warmup_min_lr);
-    get(p, path, "warmup_max_lr", s.warmup.warmup_max_lr);
-    get(p, path, "warmup_num_steps", s.warmup.warmup_num_steps);
-    get(p, path, "total_num_steps", s.warmup.total_num_steps);
-    if (p["warmup_type"])
-      s.warmup.warmup_type =
-          optim::warmupTypeFromName(convert<std::string>(p["warmup_type"], path + ".warmup_type"));
-  } else if (s.type == "StepLR") {
-    checkKeys(p, path, {"step_size", "gamma"});
-    get(p, path, "step_size", s.step_size);
-    get(p, path, "gamma", s.gamma);
-  } else if (s.type == "CosineAnnealingLR") {
-    checkKeys(p, path, {"T_max", "t_max", "eta_min"});
-    get(p, path, "T_max", s.t_max);
-    get(p, path, "t_max", s.t_max);
-    get(p, path, "eta_min", s.eta_min);
-  } else {
-    throw ValueError("scheduler.type: " + s.type +
-                     " is not supported yet (use WarmupLR, WarmupDecayLR, StepLR or CosineAnnealingLR)");
+// `section: {type, params}` -> (type, params); the registry checks the names and values.
+void parseSection(const YAML::Node& n, const std::string& section, std::string& type,
+                  optim::SpecParams& params) {
+  checkKeys(n, section, {"type", "params"});
+  get(n, section, "type", type);
+  if (!n["params"]) return;
+  const YAML::Node p = n["params"];
+  if (!p.IsMap()) throw ValueError(section + ".params must be a mapping");
+  for (const auto& kv : p) {
+    const std::string key = kv.first.as<std::string>();
+    params[key] = specValue(kv.second, section + ".params." + key);
   }
 }
 
@@ -329,8 +291,10 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   get(root, "", "train_micro_batch_size_per_rank", micro);
   get(root, "", "gradient_accumulation_steps", accum);
   c.batch = resolveBatchSizes(train, micro, accum, world);
-  if (root["optimizer"]) parseOptimizer(root["optimizer"], c.optimizer);
-  if (root["scheduler"]) parseScheduler(root["scheduler"], c.scheduler);
+  if (root["optimizer"]) parseSection(root["optimizer"], "optimizer", c.optimizer.type, c.optimizer.params);
+  optim::validateOptimizerSpec(c.optimizer);
+  if (root["scheduler"]) parseSection(root["scheduler"], "scheduler", c.scheduler.type, c.scheduler.params);
+  optim::validateSchedulerSpec(c.scheduler);
   if (root["tensorboard"]) parseMonitor(root["tensorboard"], "tensorboard", c.tensorboard);
   if (root["csv_monitor"]) parseMonitor(root["csv_monitor"], "csv_monitor", c.csv_monitor);
   if (root["model"]) parseModel(root["model"], c);

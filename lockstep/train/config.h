@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "lockstep/nn/model_zoo.h"
-#include "lockstep/optim/lr_schedule.h"
+#include "lockstep/optim/registry.h"
 #include "lockstep/parallel/distributed_data_parallel.h"
 
 namespace lockstep::train {
@@ -25,24 +25,6 @@ struct BatchSizes {
 /// divide; when none is set.
 BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t> micro,
                              std::optional<int64_t> accum, int64_t world_size);
-
-struct OptimizerConfig {
-  std::string type = "Adam";  // Adam | AdamW | SGD
-  double lr = 1e-3;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  std::optional<double> weight_decay;  // unset: 0 (Adam, SGD) or 1e-2 (AdamW)
-  double momentum = 0.0, dampening = 0.0;
-  bool nesterov = false, amsgrad = false;
-};
-
-struct SchedulerConfig {
-  std::string type;  // empty: constant lr; WarmupLR | WarmupDecayLR | StepLR | CosineAnnealingLR
-  optim::WarmupDecayLROptions warmup{};
-  int64_t step_size = 1;
-  double gamma = 0.1;
-  int64_t t_max = 1;
-  double eta_min = 0.0;
-};
 
 struct MonitorConfig {
   bool enabled = false;
@@ -67,8 +49,10 @@ struct TrainConfig {
   nn::ModelOptions model_options{};
   DataConfig data{};
   BatchSizes batch{};
-  OptimizerConfig optimizer{};
-  SchedulerConfig scheduler{};
+  /// `optimizer` and `scheduler` as given (names and params checked by optim's registry, which
+  /// builds them).
+  optim::OptimizerSpec optimizer{};
+  optim::SchedulerSpec scheduler{};
   double gradient_clipping = 0.0;  // 0: off
   int64_t steps_per_print = 10;
   int64_t epochs = 1;
@@ -94,10 +78,5 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
 /// Reads the file and calls parseTrainConfig; ValueError naming the path when it cannot be read.
 TrainConfig loadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,
                             int64_t world_size);
-
-/// Levenshtein distance.
-size_t editDistance(const std::string& a, const std::string& b);
-/// The candidate nearest to `key` (edit distance at most max(2, |key| / 3)), or "" when none is.
-std::string nearestKey(const std::string& key, const std::vector<std::string>& candidates);
 
 }  // namespace lockstep::train

@@ -63,24 +63,10 @@ void prepareOutputDir(const std::string& dir) {
 
 namespace {
 
-// TEMPORARY until the optimizer registry lands in config: the config's optimizer as a spec.
-optim::OptimizerSpec optimizerSpec(const OptimizerConfig& o) {
-  optim::OptimizerSpec s;
-  s.type = o.type;
-  s.params = {{"lr", o.lr},
-              {"betas", std::vector<double>{o.beta1, o.beta2}},
-              {"eps", o.eps},
-              {"momentum", o.momentum},
-              {"dampening", o.dampening},
-              {"nesterov", o.nesterov},
-              {"amsgrad", o.amsgrad}};
-  if (o.weight_decay) s.params["weight_decay"] = *o.weight_decay;
-  return s;
-}
-
 parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps) {
   parallel::EngineOptions eo;
-  eo.optimizer = optimizerSpec(c.optimizer);
+  eo.optimizer = c.optimizer;
+  eo.scheduler = c.scheduler;
   eo.total_steps = total_steps;
   eo.gradient_accumulation_steps = c.batch.gradient_accumulation_steps;
   eo.gradient_clipping = c.gradient_clipping;

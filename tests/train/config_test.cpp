@@ -55,14 +55,6 @@ TEST(config, inconsistent_batch_sizes_name_all_three_and_the_world) {
   EXPECT_THROW(resolveBatchSizes(std::nullopt, 0, std::nullopt, 1), ValueError);
 }
 
-TEST(config, nearest_key_by_edit_distance) {
-  EXPECT_EQ(editDistance("lrr", "lr"), 1u);
-  EXPECT_EQ(editDistance("kitten", "sitting"), 3u);
-  EXPECT_EQ(nearestKey("lrr", {"lr", "betas", "eps"}), "lr");
-  EXPECT_EQ(nearestKey("epoch", {"epochs", "seed"}), "epochs");
-  EXPECT_EQ(nearestKey("completely_different", {"lr", "eps"}), "");
-}
-
 TEST(config, yaml_with_every_section) {
   auto c = parseTrainConfig(R"(
 model: {name: mlp, hidden: [16, 8]}
@@ -88,10 +80,12 @@ fp16: {enabled: false}
   EXPECT_EQ(c.model_options.hidden, (std::vector<int64_t>{16, 8}));
   EXPECT_EQ(c.batch.train_batch_size, 16);
   EXPECT_EQ(c.optimizer.type, "AdamW");
-  EXPECT_DOUBLE_EQ(c.optimizer.beta1, 0.8);
-  EXPECT_DOUBLE_EQ(*c.optimizer.weight_decay, 0.1);
-  EXPECT_EQ(c.scheduler.warmup.total_num_steps, 100);
-  EXPECT_EQ(c.scheduler.warmup.warmup_type, optim::WarmupType::linear);
+  EXPECT_EQ(c.optimizer.params.at("betas"), optim::SpecValue(std::vector<double>{0.8, 0.9}));
+  EXPECT_EQ(c.optimizer.params.at("eps"), optim::SpecValue(1.0e-6));
+  EXPECT_EQ(c.optimizer.params.at("weight_decay"), optim::SpecValue(0.1));
+  EXPECT_EQ(c.scheduler.type, "WarmupDecayLR");
+  EXPECT_EQ(c.scheduler.params.at("total_num_steps"), optim::SpecValue(int64_t{100}));
+  EXPECT_EQ(c.scheduler.params.at("warmup_type"), optim::SpecValue(std::string("linear")));
   EXPECT_EQ(c.checkpoint_keep_last, 2);
   EXPECT_EQ(c.eval_every_epochs, 2);
   EXPECT_TRUE(c.tensorboard.enabled);
@@ -108,8 +102,8 @@ TEST(config, json_deepspeed_style) {
                             {}, 4);
   EXPECT_EQ(c.batch.micro_batch_size, 8);
   EXPECT_EQ(c.optimizer.type, "SGD");
-  EXPECT_DOUBLE_EQ(c.optimizer.momentum, 0.9);
-  EXPECT_EQ(c.scheduler.step_size, 5);
+  EXPECT_EQ(c.optimizer.params.at("momentum"), optim::SpecValue(0.9));
+  EXPECT_EQ(c.scheduler.params.at("step_size"), optim::SpecValue(int64_t{5}));
   EXPECT_EQ(c.model, "linear");
 }
 
@@ -146,7 +140,7 @@ TEST(config, set_overrides_parse_yaml_scalars) {
       "train_batch_size: 8\noptimizer: {type: Adam, params: {lr: 0.1}}",
       {"optimizer.params.lr=0.5", "epochs=4", "data.dataset=synthetic", "model.name=mlp", "model.hidden=[3]"},
       1);
-  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.5);
+  EXPECT_EQ(c.optimizer.params.at("lr"), optim::SpecValue(0.5));
   EXPECT_EQ(c.epochs, 4);
   EXPECT_EQ(c.model_options.hidden, std::vector<int64_t>{3});
   EXPECT_TRUE(has(errorOf("train_batch_size: 8", {"epochs"}), "expected key=value"));
@@ -185,4 +179,59 @@ TEST(config, ddp_section_takes_pytorchs_option_names) {
   EXPECT_TRUE(has(m, "ddp.bucket_cap_mb must be positive")) << m;
   m = errorOf("train_batch_size: 8\nddp: {find_unused_parameters: sometimes}");
   EXPECT_TRUE(has(m, "ddp.find_unused_parameters") && has(m, "expected a boolean")) << m;
+}
+
+TEST(TrainConfig, deepspeed_adam_keys_parse_and_reach_the_registry) {
+  auto c = parseTrainConfig(
+      "train_batch_size: 8\noptimizer: {type: Adam, params: {lr: 1.0e-3, adam_w_mode: false, torch_adam: "
+      "true}}",
+      {}, 1);
+  EXPECT_EQ(c.optimizer.type, "Adam");
+  EXPECT_EQ(c.optimizer.params.at("adam_w_mode"), optim::SpecValue(false));
+  EXPECT_EQ(c.optimizer.params.at("torch_adam"), optim::SpecValue(true));
+  c = parseTrainConfig(
+      R"({"train_batch_size": 8, "optimizer": {"type": "adamw", "params": {"adam_w_mode": true}}})", {}, 1);
+  EXPECT_EQ(c.optimizer.type, "adamw");  // DeepSpeed lower-cases its own optimizers' names
+  EXPECT_NO_THROW(optim::validateOptimizerSpec(c.optimizer));
+  c = parseTrainConfig("train_batch_size: 8", {"optimizer.params.adam_w_mode=false"}, 1);
+  EXPECT_EQ(c.optimizer.params.at("adam_w_mode"), optim::SpecValue(false));
+}
+
+TEST(TrainConfig, yaml_values_become_typed_spec_values) {
+  auto c = parseTrainConfig(R"(
+train_batch_size: 8
+optimizer: {type: SGD, params: {lr: 1, momentum: 0.5, nesterov: true}}
+scheduler: {type: MultiStepLR, params: {milestones: [2, 4], gamma: 0.5}}
+)",
+                            {}, 1);
+  EXPECT_EQ(c.optimizer.params.at("lr"), optim::SpecValue(int64_t{1}));
+  EXPECT_EQ(c.optimizer.params.at("momentum"), optim::SpecValue(0.5));
+  EXPECT_EQ(c.optimizer.params.at("nesterov"), optim::SpecValue(true));
+  EXPECT_EQ(c.scheduler.params.at("milestones"), optim::SpecValue(std::vector<double>{2, 4}));
+  EXPECT_EQ(c.scheduler.params.at("gamma"), optim::SpecValue(0.5));
+  // A quoted value is a string, as in JSON.
+  std::string m = errorOf(R"({"train_batch_size": 8, "optimizer": {"params": {"lr": "0.1"}}})");
+  EXPECT_TRUE(has(m, "optimizer.params.lr: expected a number, got '0.1'")) << m;
+  m = errorOf("train_batch_size: 8\noptimizer: {params: {betas: [0.9, x]}}");
+  EXPECT_TRUE(has(m, "optimizer.params.betas[1]: expected a number, got 'x'")) << m;
+  m = errorOf("train_batch_size: 8\noptimizer: {params: {lr: {value: 1}}}");
+  EXPECT_TRUE(has(m, "optimizer.params.lr: expected a value or a list of numbers, got a mapping")) << m;
+  m = errorOf("train_batch_size: 8\noptimizer: {params: [1, 2]}");
+  EXPECT_TRUE(has(m, "optimizer.params must be a mapping")) << m;
+}
+
+TEST(TrainConfig, optimizer_and_scheduler_errors_name_the_key) {
+  std::string m = errorOf("train_batch_size: 8\noptimizer: {type: SGD, params: {betas: [0.9, 0.99]}}");
+  EXPECT_TRUE(has(m, "unknown key optimizer.params.betas") && has(m, "SGD takes")) << m;
+  m = errorOf("train_batch_size: 8\noptimizer: {type: Adam, params: {weight_decay: -1}}");
+  EXPECT_TRUE(has(m, "optimizer.params.weight_decay: must be >= 0, got -1")) << m;
+  m = errorOf("train_batch_size: 8\noptimizer: {type: sgd}");
+  EXPECT_TRUE(has(m, "optimizer.type: sgd") && has(m, "did you mean SGD?")) << m;
+  m = errorOf("train_batch_size: 8\nscheduler: {type: StepLR, params: {step_sise: 2}}");
+  EXPECT_TRUE(has(m, "unknown key scheduler.params.step_sise (did you mean scheduler.params.step_size?)"))
+      << m;
+  m = errorOf("train_batch_size: 8\nscheduler: {params: {step_size: 2}}");
+  EXPECT_TRUE(has(m, "scheduler.type: missing")) << m;
+  m = errorOf("train_batch_size: 8\noptimizer: {typ: Adam}");
+  EXPECT_TRUE(has(m, "unknown key optimizer.typ (did you mean optimizer.type?)")) << m;
 }

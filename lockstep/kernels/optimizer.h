@@ -1,0 +1,81 @@
+#pragma once
+// Optimizer updates over flat spans: element i of every buffer in a span belongs to the same
+// parameter element, and a span may cover a whole parameter or any sub-range of one (a ZeRO shard
+// of a bucket), so stepping a parameter in pieces gives bitwise the result of stepping it whole.
+// The updates are torch.optim's single-tensor ones, with PyTorch's operation order and scalar casts
+// (see optimizer.cpp). Both CPU backends run the same loops (oneDNN has no optimizer primitive); a
+// device backend supplies its own through the dispatch in sgdStep/adamStep.
+//
+// Thread-safety: a call may use the intra-op OpenMP threads; concurrent calls must not share
+// buffers. Not collective.
+#include <cstdint>
+
+#include "lockstep/util/dtype.h"
+
+namespace lockstep::kernels {
+
+/// torch.optim.SGD's hyper-parameters for one update.
+struct SgdParams {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+  bool maximize = false;
+  /// The momentum buffer holds nothing yet (torch: momentum_buffer is None): it becomes the
+  /// gradient instead of being blended into. Ignored when momentum is 0.
+  bool first_step = false;
+};
+
+/// One SGD span: `numel` elements of `dtype` (f32 or f64) in each buffer.
+struct SgdSpan {
+  void* param = nullptr;
+  const void* grad = nullptr;
+  /// Read and written when momentum != 0 (ValueError when null then); unused otherwise.
+  void* momentum_buffer = nullptr;
+  int64_t numel = 0;
+  DType dtype = DType::f32;
+};
+
+/// One SGD update of the span: d = g + wd * p; buf = first ? d : momentum * buf + (1 - dampening)
+/// * d; d = nesterov ? d + momentum * buf : buf; p -= lr * d (g negated first when maximize).
+/// ValueError for a null buffer the options need, a negative numel; NotSupportedError for a dtype
+/// other than f32/f64.
+void sgdStep(const SgdSpan& span, const SgdParams& params);
+
+/// torch.optim.Adam / AdamW's hyper-parameters for one update.
+struct AdamParams {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  /// AdamW: p *= 1 - lr * weight_decay. Adam (false): weight_decay * p is added to the gradient.
+  bool decoupled_weight_decay = false;
+  bool amsgrad = false;
+  bool maximize = false;
+  /// This update's 1-based count, for the bias corrections 1 - beta^step.
+  int64_t step = 1;
+};
+
+/// One Adam span: `numel` elements of `dtype` (f32 or f64) in each buffer.
+struct AdamSpan {
+  void* param = nullptr;
+  const void* grad = nullptr;
+  void* exp_avg = nullptr;
+  void* exp_avg_sq = nullptr;
+  /// Read and written when amsgrad (ValueError when null then); unused otherwise.
+  void* max_exp_avg_sq = nullptr;
+  int64_t numel = 0;
+  DType dtype = DType::f32;
+};
+
+/// One Adam/AdamW update of the span (torch's, with bias correction):
+///   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g;
+///   v_hat = amsgrad ? (vmax = max(vmax, v)) : v;
+///   p -= lr / (1 - beta1^t) * m / (sqrt(v_hat) / sqrt(1 - beta2^t) + eps)
+/// ValueError for a null buffer, a negative numel or step < 1; NotSupportedError for a dtype other
+/// than f32/f64.
+void adamStep(const AdamSpan& span, const AdamParams& params);
+
+}  // namespace lockstep::kernels
