@@ -1,30 +1,44 @@
-# lockstep_module(NAME DEPS ...): a library from lockstep/NAME/**/*.cpp.
+# lockstep_module(NAME DEPS ...): a library from lockstep/NAME/**/*.cpp, target lockstep_NAME, also
+# known as lockstep::NAME (the name the installed package exports it under).
 # A module with no sources yet is an INTERFACE library so later modules can link it already.
+# lockstep_all (lockstep::lockstep) links every module.
 add_library(lockstep_all INTERFACE)
+add_library(lockstep::lockstep ALIAS lockstep_all)
+set_target_properties(lockstep_all PROPERTIES EXPORT_NAME lockstep)
+set_property(GLOBAL PROPERTY LOCKSTEP_MODULE_TARGETS lockstep_all)
 function(lockstep_module name)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
-  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/lockstep/${name}/*.cpp)
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/lockstep/${name}/*.cpp)
+  set(target lockstep_${name})
   if(sources)
-    add_library(lockstep_${name} STATIC ${sources})
-    target_include_directories(lockstep_${name} PUBLIC ${CMAKE_SOURCE_DIR})
-    target_link_libraries(lockstep_${name} PUBLIC ${ARG_DEPS})
+    add_library(${target} STATIC ${sources})
+    set(scope PUBLIC)
   else()
-    add_library(lockstep_${name} INTERFACE)
-    target_include_directories(lockstep_${name} INTERFACE ${CMAKE_SOURCE_DIR})
-    target_link_libraries(lockstep_${name} INTERFACE ${ARG_DEPS})
+    add_library(${target} INTERFACE)
+    set(scope INTERFACE)
   endif()
-  target_link_libraries(lockstep_all INTERFACE lockstep_${name})
+  # Headers are included as "lockstep/MODULE/x.h": the source root while building, include/ once installed.
+  target_include_directories(${target} ${scope} $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                                $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  # The headers are C++20; a consumer compiles them with at least that.
+  target_compile_features(${target} ${scope} cxx_std_20)
+  target_link_libraries(${target} ${scope} ${ARG_DEPS})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${name})
+  add_library(lockstep::${name} ALIAS ${target})
+  target_link_libraries(lockstep_all INTERFACE ${target})
+  set_property(GLOBAL APPEND PROPERTY LOCKSTEP_MODULE_TARGETS ${target})
 endfunction()
 
 # lockstep_test(MODULE): tests/MODULE/*.cpp -> one GoogleTest binary test_MODULE, each test a CTest test.
+# Called from tests/CMakeLists.txt.
 function(lockstep_test module)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
-  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${module}/*.cpp)
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${module}/*.cpp)
   if(NOT sources)
     return()
   endif()
   add_executable(test_${module} ${sources})
   target_link_libraries(test_${module} PRIVATE lockstep_${module} ${ARG_DEPS} GTest::gtest GTest::gtest_main)
-  target_include_directories(test_${module} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_include_directories(test_${module} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   gtest_discover_tests(test_${module} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 endfunction()

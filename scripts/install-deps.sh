@@ -11,7 +11,8 @@ packages=(
   libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist  # the data `make run` trains on
-  python3-torch python3-numpy  # PyTorch 1.13 (CPU): side-by-side benchmarks only
+  python3-torch python3-numpy  # PyTorch 1.13 (CPU): side-by-side benchmarks, interop tests
+  python3-venv           # the interop tests' virtual environment (PyPI's safetensors)
   iproute2 procps        # network namespaces for multi-host tests; ps/pgrep for orphan checks
 )
 
