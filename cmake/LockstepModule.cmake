@@ -1,9 +1,13 @@
-# lockstep_module(NAME DEPS ...): a library from lockstep/NAME/**/*.cpp.
+# lockstep_module(NAME DEPS ... [EXCLUDE regex...]): a library from lockstep/NAME/**/*.cpp, less
+# the files whose paths match an EXCLUDE regex (a part left out of this build, e.g. comm/mpi/).
 # A module with no sources yet is an INTERFACE library so later modules can link it already.
 add_library(lockstep_all INTERFACE)
 function(lockstep_module name)
-  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "DEPS;EXCLUDE" ${ARGN})
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/lockstep/${name}/*.cpp)
+  foreach(pattern ${ARG_EXCLUDE})
+    list(FILTER sources EXCLUDE REGEX "${pattern}")
+  endforeach()
   if(sources)
     add_library(lockstep_${name} STATIC ${sources})
     target_include_directories(lockstep_${name} PUBLIC ${CMAKE_SOURCE_DIR})
@@ -16,10 +20,14 @@ function(lockstep_module name)
   target_link_libraries(lockstep_all INTERFACE lockstep_${name})
 endfunction()
 
-# lockstep_test(MODULE): tests/MODULE/*.cpp -> one GoogleTest binary test_MODULE, each test a CTest test.
+# lockstep_test(MODULE [EXCLUDE regex...]): tests/MODULE/*.cpp -> one GoogleTest binary
+# test_MODULE, each test a CTest test.
 function(lockstep_test module)
-  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "DEPS;EXCLUDE" ${ARGN})
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/${module}/*.cpp)
+  foreach(pattern ${ARG_EXCLUDE})
+    list(FILTER sources EXCLUDE REGEX "${pattern}")
+  endforeach()
   if(NOT sources)
     return()
   endif()

@@ -4,3 +4,4 @@
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
+#include "lockstep/util/names.h"

@@ -1,14 +1,10 @@
 #include "lockstep/comm/init.h"
 
-#include <algorithm>
 #include <charconv>
 
+#include "lockstep/comm/backend_registry.h"
 #include "lockstep/comm/file_store.h"
-#include "lockstep/comm/gloo/gloo_process_group.h"
-#include "lockstep/comm/hierarchical_process_group.h"
-#include "lockstep/comm/mpi/mpi_process_group.h"
 #include "lockstep/comm/prefix_store.h"
-#include "lockstep/comm/shm/shm_process_group.h"
 #include "lockstep/comm/tcp_store.h"
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
@@ -67,10 +63,9 @@ ResolvedInit resolveInit(const InitOptions& o) {
   const char* lwhich = "";
   if (auto v = firstInt({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, &lwhich)) r.local_rank = *v;
 
-  LOCKSTEP_ENFORCE(o.backend == "shm" || o.backend == "gloo" || o.backend == "mpi" || o.backend == "auto",
-                   ValueError, "unknown backend '", o.backend, "'; use shm, gloo, mpi or auto");
+  const Backend& backend = findBackend(o.backend);
   const std::string& m = o.init_method;
-  if (o.backend == "mpi") {
+  if (!backend.needs_store) {
     r.store_kind = "none";
   } else if (m == "env://") {
     auto addr = env::get("MASTER_ADDR");
@@ -128,52 +123,15 @@ std::shared_ptr<Store> createStore(const ResolvedInit& r, const InitOptions& o) 
 
 std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std::shared_ptr<Store> store,
                                                  int rank, int size, std::chrono::milliseconds timeout) {
-  if (backend == "shm") {
-    ShmOptions o;
-    o.timeout = timeout;
-    o.block_bytes = static_cast<size_t>(env::getInt("LOCKSTEP_SHM_BLOCK_BYTES", static_cast<int64_t>(o.block_bytes)));
-    o.num_slots = static_cast<size_t>(env::getInt("LOCKSTEP_SHM_SLOTS", static_cast<int64_t>(o.num_slots)));
-    o.spin = std::chrono::microseconds(env::getInt("LOCKSTEP_SHM_SPIN_US", o.spin.count()));
-    o.stream_min_bytes = static_cast<size_t>(
-        env::getInt("LOCKSTEP_SHM_STREAM_MIN_BYTES", static_cast<int64_t>(o.stream_min_bytes)));
-    return std::make_shared<ShmProcessGroup>(std::make_shared<PrefixStore>("shm", store), rank, size, o);
-  }
-  if (backend == "gloo") {
-    GlooOptions o;
-    o.timeout = timeout;
-    o.check_ops = env::getBool("LOCKSTEP_GLOO_CHECK_OPS", o.check_ops);
-    return std::make_shared<GlooProcessGroup>(std::make_shared<PrefixStore>("gloo", store), rank, size, o);
-  }
-  if (backend == "mpi") {
-    MpiOptions o;
-    o.timeout = timeout;
-    auto pg = MpiProcessGroup::createWorld(o);
-    LOCKSTEP_ENFORCE(size <= 0 || pg->size() == size, ValueError, "mpi backend: MPI_COMM_WORLD has ",
-                     pg->size(), " ranks but the world size is ", size, "; start the job with mpirun -np ", size);
-    return pg;
-  }
-  LOCKSTEP_ENFORCE(backend == "auto", ValueError, "unknown backend '", backend, "'; use shm, gloo, mpi or auto");
-  auto auto_store = std::make_shared<PrefixStore>("auto", store);
-  auto ids = exchangeHostIds(*auto_store, rank, size);
-  std::vector<std::string> hosts = ids;
-  std::sort(hosts.begin(), hosts.end());
-  hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
-  if (hosts.size() == 1) return createProcessGroup("shm", store, rank, size, timeout);
-  if (hosts.size() == ids.size()) return createProcessGroup("gloo", store, rank, size, timeout);
-  HierarchicalOptions h;
-  h.timeout = timeout;
-  return std::make_shared<HierarchicalProcessGroup>(auto_store, rank, size, ids, h);
+  return findBackend(backend).create(std::move(store), rank, size, timeout);
 }
 
 std::shared_ptr<ProcessGroup> initProcessGroup(const InitOptions& options) {
-  if (options.backend == "mpi") {
-    MpiOptions o;
-    o.timeout = options.timeout;
-    return MpiProcessGroup::createWorld(o);
-  }
+  const Backend& backend = findBackend(options.backend);
+  if (!backend.needs_store) return backend.create(nullptr, options.rank, options.world_size, options.timeout);
   ResolvedInit r = resolveInit(options);
   auto store = createStore(r, options);
-  return createProcessGroup(options.backend, store, r.rank, r.world_size, options.timeout);
+  return backend.create(store, r.rank, r.world_size, options.timeout);
 }
 
 }  // namespace lockstep::comm

@@ -12,7 +12,8 @@
 //                    launcher's per-attempt prefix) + group_name.
 //   tcp://host:port  the same with an explicit address.
 //   file://path      FileStore on a shared filesystem.
-// The mpi backend needs no store (MPI has its own rendezvous).
+// A backend that needs no store (mpi: MPI has its own rendezvous) skips all of that. The backend
+// names are backend_registry.h's.
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -24,7 +25,7 @@
 namespace lockstep::comm {
 
 struct InitOptions {
-  std::string backend = "auto";        // shm | gloo | mpi | auto
+  std::string backend = "auto";        // a name from backendNames(): shm | gloo | mpi | auto
   std::string init_method = "env://";  // env:// | tcp://host:port | file://path
   int rank = -1;                       // -1: from the environment
   int world_size = -1;                 // -1: from the environment
@@ -53,7 +54,8 @@ ResolvedInit resolveInit(const InitOptions& options);
 std::shared_ptr<Store> createStore(const ResolvedInit& init, const InitOptions& options);
 /// Resolves, connects the store and builds the backend. Collective over all world_size ranks.
 std::shared_ptr<ProcessGroup> initProcessGroup(const InitOptions& options = {});
-/// Builds a backend over an existing store (tests, the launcher). Collective.
+/// Builds the backend called `backend` (backend_registry.h) over an existing store (tests, the
+/// launcher); ValueError naming the built backends for a name that is not one. Collective.
 std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std::shared_ptr<Store> store,
                                                  int rank, int size,
                                                  std::chrono::milliseconds timeout = kDefaultCollectiveTimeout);

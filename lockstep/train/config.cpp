@@ -7,32 +7,10 @@
 #include <set>
 #include <sstream>
 
+#include "lockstep/comm/backend_registry.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::train {
-
-size_t editDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-std::string nearestKey(const std::string& key, const std::vector<std::string>& candidates) {
-  std::string best;
-  size_t best_d = std::max<size_t>(2, key.size() / 3) + 1;
-  for (const auto& c : candidates) {
-    size_t d = editDistance(key, c);
-    if (d < best_d) best_d = d, best = c;
-  }
-  return best;
-}
 
 BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t> micro,
                              std::optional<int64_t> accum, int64_t world) {
@@ -119,7 +97,7 @@ void checkKeys(const YAML::Node& n, const std::string& path, const std::vector<s
       throw ValueError(key + " is not supported yet");
     }
     std::string msg = "unknown key " + join(path, key);
-    std::string near = nearestKey(key, known);
+    std::string near = nearestName(key, known);
     if (!near.empty()) msg += " (did you mean " + join(path, near) + "?)";
     throw ValueError(msg);
   }
@@ -253,7 +231,7 @@ void parseData(const YAML::Node& n, DataConfig& d) {
   get(n, "data", "dataset", d.dataset);
   const std::vector<std::string> datasets = {"fashion_mnist", "mnist", "cifar10", "synthetic"};
   if (std::find(datasets.begin(), datasets.end(), d.dataset) == datasets.end()) {
-    std::string near = nearestKey(d.dataset, datasets);
+    std::string near = nearestName(d.dataset, datasets);
     throw ValueError("data.dataset: unknown dataset " + d.dataset +
                      (near.empty() ? " (use fashion_mnist, mnist, cifar10 or synthetic)"
                                    : " (did you mean " + near + "?)"));
@@ -341,6 +319,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   get(root, "", "max_steps", c.max_steps);
   get(root, "", "seed", c.seed);
   get(root, "", "backend", c.backend);
+  comm::checkBackendName(c.backend);  // here, so that a bad name fails before any rank starts
   if (root["checkpoint"]) {
     const YAML::Node k = root["checkpoint"];
     checkKeys(k, "checkpoint", {"dir", "every_steps", "keep_last"});
@@ -371,7 +350,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   }
   const auto models = nn::modelNames();
   if (std::find(models.begin(), models.end(), c.model) == models.end()) {
-    std::string near = nearestKey(c.model, models), known;
+    std::string near = nearestName(c.model, models), known;
     for (const auto& m : models) known += (known.empty() ? "" : ", ") + m;
     throw ValueError("model: unknown model " + c.model +
                      (near.empty() ? "" : " (did you mean " + near + "?)") + "; known: " + known);

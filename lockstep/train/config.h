@@ -11,6 +11,7 @@
 #include "lockstep/nn/model_zoo.h"
 #include "lockstep/optim/lr_schedule.h"
 #include "lockstep/parallel/distributed_data_parallel.h"
+#include "lockstep/util/names.h"
 
 namespace lockstep::train {
 
@@ -79,7 +80,7 @@ struct TrainConfig {
   int checkpoint_keep_last = 3;
   int64_t eval_every_epochs = 1;
   MonitorConfig tensorboard{}, csv_monitor{};
-  std::string backend = "auto";
+  std::string backend = "auto";  // a name from comm::backendNames(), checked when parsed
   /// The `ddp` section: DistributedDataParallel's options (PyTorch's keyword names), used on
   /// several ranks.
   parallel::DistributedDataParallelOptions ddp{};
@@ -95,9 +96,8 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
 TrainConfig loadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,
                             int64_t world_size);
 
-/// Levenshtein distance.
-size_t editDistance(const std::string& a, const std::string& b);
-/// The candidate nearest to `key` (edit distance at most max(2, |key| / 3)), or "" when none is.
-std::string nearestKey(const std::string& key, const std::vector<std::string>& candidates);
+// "Did you mean ...?" matching lives in util (comm's backend registry uses it too).
+using ::lockstep::editDistance;
+using ::lockstep::nearestName;
 
 }  // namespace lockstep::train

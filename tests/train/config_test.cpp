@@ -55,14 +55,6 @@ TEST(config, inconsistent_batch_sizes_name_all_three_and_the_world) {
   EXPECT_THROW(resolveBatchSizes(std::nullopt, 0, std::nullopt, 1), ValueError);
 }
 
-TEST(config, nearest_key_by_edit_distance) {
-  EXPECT_EQ(editDistance("lrr", "lr"), 1u);
-  EXPECT_EQ(editDistance("kitten", "sitting"), 3u);
-  EXPECT_EQ(nearestKey("lrr", {"lr", "betas", "eps"}), "lr");
-  EXPECT_EQ(nearestKey("epoch", {"epochs", "seed"}), "epochs");
-  EXPECT_EQ(nearestKey("completely_different", {"lr", "eps"}), "");
-}
-
 TEST(config, yaml_with_every_section) {
   auto c = parseTrainConfig(R"(
 model: {name: mlp, hidden: [16, 8]}
@@ -120,6 +112,14 @@ TEST(config, unknown_key_names_its_path_and_suggests) {
   EXPECT_TRUE(has(m, "unknown key epoch") && has(m, "did you mean epochs?")) << m;
   m = errorOf("train_batch_size: 8\ndata: {datset: mnist}");
   EXPECT_TRUE(has(m, "data.datset") && has(m, "data.dataset")) << m;
+}
+
+TEST(TrainConfig, backend_must_be_a_built_backend) {
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\nbackend: gloo", {}, 1).backend, "gloo");
+  std::string m = errorOf("train_batch_size: 8\nbackend: nccl");
+  EXPECT_TRUE(has(m, "backend nccl is not built into this lockstep") && has(m, "built: shm, gloo")) << m;
+  m = errorOf("train_batch_size: 8\nbackend: shmem");
+  EXPECT_TRUE(has(m, "unknown backend 'shmem' (did you mean shm?)")) << m;
 }
 
 TEST(config, wrong_type_names_key_and_expected_type) {
