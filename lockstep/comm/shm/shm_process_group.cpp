@@ -255,8 +255,8 @@ void ShmProcessGroup::runReduceScatter(const OpContext& ctx, const uint8_t* in, 
   // piece per destination rank, each 64-byte aligned, at piece j * per.
   const size_t align = std::max<size_t>(1, 64 / es);
   size_t per = options_.block_bytes / static_cast<size_t>(n) / es / align * align;
-  if (per == 0) per = std::max<size_t>(1, options_.block_bytes / static_cast<size_t>(n) / es);
-  LOCKSTEP_CHECK(per * n * es <= options_.block_bytes, "per ", per, " n ", n, " es ", es);
+  if (per == 0) per = options_.block_bytes / static_cast<size_t>(n) / es;  // checked >= 1 at issue
+  LOCKSTEP_CHECK(per >= 1 && per * n * es <= options_.block_bytes, "per ", per, " n ", n, " es ", es);
   const size_t nblocks = (count + per - 1) / per;
   peers_->post(ctx, desc(ctx, dtype, count, -1, op));
   auto len = [&](size_t b) { return std::min(per, count - b * per); };
@@ -426,6 +426,12 @@ std::shared_ptr<Work> ShmProcessGroup::reduce(void* data, size_t count, DType dt
 
 std::shared_ptr<Work> ShmProcessGroup::reduceScatter(const void* in, void* out, size_t count,
                                                      DType dtype, const ReduceScatterOptions& o) {
+  // A slot holds one piece per rank: at least one element each.
+  LOCKSTEP_ENFORCE(options_.block_bytes >= static_cast<size_t>(size()) * dtypeSize(dtype), ValueError,
+                   "reduce_scatter: ShmOptions.block_bytes (", options_.block_bytes, ") is too small for ",
+                   size(), " ranks of ", dtypeName(dtype),
+                   "; raise it (env LOCKSTEP_SHM_BLOCK_BYTES) to at least ",
+                   static_cast<size_t>(size()) * dtypeSize(dtype));
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   return enqueue(OpType::reduceScatter, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)), o.timeout,
