@@ -7,11 +7,7 @@ include(CMakePackageConfigHelpers)
 
 set(LOCKSTEP_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/lockstep
     CACHE STRING "Where lockstepConfig.cmake is installed, relative to the prefix")
-# The package needs MPI exactly when lockstep's MPI backend is built. LOCKSTEP_WITH_MPI is that
-# switch's name; until lockstep has the option, the backend is always built.
-if(NOT DEFINED LOCKSTEP_WITH_MPI)
-  set(LOCKSTEP_WITH_MPI ON)
-endif()
+# The package needs MPI exactly when lockstep's MPI backend is built (option LOCKSTEP_WITH_MPI).
 
 get_property(lockstep_module_targets GLOBAL PROPERTY LOCKSTEP_MODULE_TARGETS)
 install(TARGETS ${lockstep_module_targets} EXPORT lockstepTargets

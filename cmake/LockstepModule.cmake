@@ -1,5 +1,6 @@
-# lockstep_module(NAME DEPS ...): a library from lockstep/NAME/**/*.cpp, target lockstep_NAME, also
-# known as lockstep::NAME (the name the installed package exports it under).
+# lockstep_module(NAME DEPS ... [EXCLUDE regex...]): a library from lockstep/NAME/**/*.cpp, less the
+# files whose paths match an EXCLUDE regex (a part left out of this build, e.g. comm/mpi/), target
+# lockstep_NAME, also known as lockstep::NAME (the name the installed package exports it under).
 # A module with no sources yet is an INTERFACE library so later modules can link it already.
 # lockstep_all (lockstep::lockstep) links every module.
 add_library(lockstep_all INTERFACE)
@@ -7,8 +8,11 @@ add_library(lockstep::lockstep ALIAS lockstep_all)
 set_target_properties(lockstep_all PROPERTIES EXPORT_NAME lockstep)
 set_property(GLOBAL PROPERTY LOCKSTEP_MODULE_TARGETS lockstep_all)
 function(lockstep_module name)
-  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "DEPS;EXCLUDE" ${ARGN})
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/lockstep/${name}/*.cpp)
+  foreach(pattern ${ARG_EXCLUDE})
+    list(FILTER sources EXCLUDE REGEX "${pattern}")
+  endforeach()
   set(target lockstep_${name})
   if(sources)
     add_library(${target} STATIC ${sources})
@@ -29,11 +33,14 @@ function(lockstep_module name)
   set_property(GLOBAL APPEND PROPERTY LOCKSTEP_MODULE_TARGETS ${target})
 endfunction()
 
-# lockstep_test(MODULE): tests/MODULE/*.cpp -> one GoogleTest binary test_MODULE, each test a CTest test.
-# Called from tests/CMakeLists.txt.
+# lockstep_test(MODULE [EXCLUDE regex...]): tests/MODULE/*.cpp -> one GoogleTest binary
+# test_MODULE, each test a CTest test. Called from tests/CMakeLists.txt.
 function(lockstep_test module)
-  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "DEPS;EXCLUDE" ${ARGN})
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${module}/*.cpp)
+  foreach(pattern ${ARG_EXCLUDE})
+    list(FILTER sources EXCLUDE REGEX "${pattern}")
+  endforeach()
   if(NOT sources)
     return()
   endif()

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "lockstep/autograd.h"
+#include "lockstep/comm/backend_registry.h"
 #include "lockstep/data.h"
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", epochs, "epochs")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", batch_size, "batch size per rank")->check(CLI::PositiveNumber);
   app.add_option("--synthetic-per-file", synthetic_per_file, "records per generated training file");
-  app.add_option("--backend", backend, "process group backend: auto, shm, gloo, mpi");
+  app.add_option("--backend", backend, "process group backend: " + comm::backendNamesText());
   CLI11_PARSE(app, argc, argv);
   try {
     auto env = parallel::initFromEnvironment(backend);

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "lockstep/autograd.h"
+#include "lockstep/comm/backend_registry.h"
 #include "lockstep/data.h"
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", batch_size, "batch size per rank")->check(CLI::PositiveNumber);
   app.add_option("--save-path,--save_path", save_path,
                  "where rank 0 saves the model's state dict (safetensors)");
-  app.add_option("--backend", backend, "process group backend: auto, shm, gloo, mpi");
+  app.add_option("--backend", backend, "process group backend: " + comm::backendNamesText());
   CLI11_PARSE(app, argc, argv);
   try {
     auto full = std::make_shared<data::TensorDataset>(data::loadMnist(data_dir, data::Split::train));

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "lockstep/autograd.h"
+#include "lockstep/comm/backend_registry.h"
 #include "lockstep/data.h"
 #include "lockstep/kernels.h"
 #include "lockstep/nn.h"
@@ -59,7 +60,8 @@ int main(int argc, char** argv) {
   app.add_option("--lr", a.lr, "Adam learning rate")->check(CLI::PositiveNumber);
   app.add_option("--seed", a.seed, "seed of the model init and the shuffling");
   app.add_option("--num-workers", a.num_workers, "DataLoader worker threads")->check(CLI::NonNegativeNumber);
-  app.add_option("--backend", a.backend, "process group backend when distributed: auto, shm, gloo, mpi");
+  app.add_option("--backend", a.backend,
+                 "process group backend when distributed: " + comm::backendNamesText());
   app.add_flag("--ddp-timings", a.ddp_timings,
                "when distributed, each rank prints its mean step time and DDP's forward/backward/comm split");
   app.add_option("--comm-hook", a.comm_hook,

@@ -1,11 +1,18 @@
-// `lockstep bench allreduce`: allreduce bandwidth/latency of a backend, nccl-tests style.
+// `lockstep bench allreduce|reduce_scatter`: collective bandwidth/latency of a backend,
+// nccl-tests style.
 //
 //   lockstep bench allreduce --backend shm --nproc 2 --sizes 4096,67108864
+//   lockstep bench reduce_scatter --backend gloo --nproc 2 --sizes 4096,67108864
 //
 // The command starts --nproc local ranks itself (re-executing this binary with --worker; for
 // mpi through mpirun), hosts the TCPStore they meet in, and rank 0 prints one line per size:
-//   bytes=<n> time_us=<t> algbw_GBps=<a> busbw_GBps=<b>
-// with busbw = algbw * 2(n-1)/n as nccl-tests defines it for allreduce.
+//   bytes=<S> time_us=<t> algbw_GBps=<a> busbw_GBps=<b> sent_bytes=<s> wchar_bytes=<w>
+// S is each rank's input (reduce_scatter: all n output blocks), algbw = S / t, and as
+// nccl-tests defines them busbw = algbw * 2(n-1)/n for allreduce and algbw * (n-1)/n for
+// reduce_scatter. sent_bytes = busbw * t: what each rank must send at least (a ring sends
+// exactly that). wchar_bytes is measured: bytes a rank's process wrote through system calls per
+// op (/proc/self/io; the most of any rank), i.e. its socket traffic with gloo; shm moves data by
+// memory copies and writes next to none.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +22,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -29,6 +37,8 @@ namespace {
 using namespace lockstep;
 using Clock = std::chrono::steady_clock;
 
+const std::vector<std::string> kBenchmarks = {"allreduce", "reduce_scatter"};
+
 struct BenchArgs {
   std::string what = "allreduce";
   std::string backend = "shm";
@@ -41,42 +51,78 @@ struct BenchArgs {
 };
 
 int itersFor(size_t bytes) {
-  // About 0.5 GB of traffic per size, between 20 and 2000 iterations.
+  // About 0.5 GB of input per size, between 20 and 2000 iterations.
   return static_cast<int>(std::clamp<size_t>((512u << 20) / std::max<size_t>(bytes, 1), 20, 2000));
 }
+
+// Bytes this process has written through system calls (write, writev, send...): /proc/self/io.
+double writtenBytes() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  double value = 0;
+  while (io >> key >> value) {
+    if (key == "wchar:") return value;
+  }
+  return 0;
+}
+
+// One benchmarked collective over a buffer of `bytes` input bytes per rank.
+struct Collective {
+  DType dtype;
+  size_t count = 0;  // allreduce: elements; reduce_scatter: elements of each rank's output block
+  size_t in_elems = 0;
+  std::vector<uint8_t> in, out;
+
+  Collective(const std::string& what, size_t bytes, DType dt, int n) : dtype(dt) {
+    const size_t es = dtypeSize(dt);
+    count = what == "allreduce" ? bytes / es : bytes / es / n;
+    in_elems = what == "allreduce" ? count : count * n;
+    in.resize(in_elems * es + 64);
+    out.resize(what == "allreduce" ? 0 : count * es + 64);
+  }
+  std::shared_ptr<comm::Work> run(comm::ProcessGroup& pg) {
+    if (out.empty()) return pg.allreduce(in.data(), count, dtype);
+    return pg.reduceScatter(in.data(), out.data(), count, dtype);
+  }
+};
 
 int workerMain(const BenchArgs& a) {
   comm::InitOptions init;
   init.backend = a.backend;
   auto pg = comm::initProcessGroup(init);
   const DType dt = dtypeFromName(a.dtype);
-  const size_t es = dtypeSize(dt);
   const int n = pg->size();
+  const bool allreduce = a.what == "allreduce";
   for (size_t bytes : a.sizes) {
-    const size_t count = bytes / es;
-    std::vector<uint8_t> buf(count * es + 64);
+    Collective c(a.what, bytes, dt, n);
     // Check once: ones summed over n ranks.
     visitDType(dt, [&](auto tag) {
       using T = decltype(tag);
-      auto* p = reinterpret_cast<T*>(buf.data());
-      for (size_t i = 0; i < count; ++i) p[i] = T(1.0f);
-      pg->allreduce(p, count, dt)->wait();
-      for (size_t i = 0; i < count; i += std::max<size_t>(1, count / 97)) {
-        LOCKSTEP_ENFORCE(static_cast<float>(p[i]) == static_cast<float>(n), InternalError,
-                         "bench: wrong allreduce result at ", i, ": ", static_cast<float>(p[i]));
+      auto* p = reinterpret_cast<T*>(c.in.data());
+      for (size_t i = 0; i < c.in_elems; ++i) p[i] = T(1.0f);
+      c.run(*pg)->wait();
+      const T* res = allreduce ? p : reinterpret_cast<const T*>(c.out.data());
+      for (size_t i = 0; i < c.count; i += std::max<size_t>(1, c.count / 97)) {
+        LOCKSTEP_ENFORCE(static_cast<float>(res[i]) == static_cast<float>(n), InternalError, "bench: wrong ",
+                         a.what, " result at ", i, ": ", static_cast<float>(res[i]));
       }
     });
     const int iters = a.iters > 0 ? a.iters : itersFor(bytes);
-    for (int i = 0; i < a.warmup; ++i) pg->allreduce(buf.data(), count, dt)->wait();
+    for (int i = 0; i < a.warmup; ++i) c.run(*pg)->wait();
     pg->barrier()->wait();
+    const double w0 = writtenBytes();
     auto t0 = Clock::now();
-    for (int i = 0; i < iters; ++i) pg->allreduce(buf.data(), count, dt)->wait();
-    double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
-    pg->allreduce(&us, 1, DType::f64, {.op = comm::ReduceOp::max})->wait();  // slowest rank
+    for (int i = 0; i < iters; ++i) c.run(*pg)->wait();
+    double stats[2] = {std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters,
+                       (writtenBytes() - w0) / iters};
+    pg->allreduce(stats, 2, DType::f64, {.op = comm::ReduceOp::max})->wait();  // slowest rank, most bytes
     if (pg->rank() == 0) {
-      double algbw = static_cast<double>(count * es) / (us * 1e-6) / 1e9;
-      double busbw = algbw * 2.0 * (n - 1) / n;
-      std::printf("bytes=%zu time_us=%.2f algbw_GBps=%.3f busbw_GBps=%.3f\n", count * es, us, algbw, busbw);
+      const size_t total = c.in_elems * dtypeSize(dt);
+      const double us = stats[0];
+      const double algbw = static_cast<double>(total) / (us * 1e-6) / 1e9;
+      const double bus = (allreduce ? 2.0 : 1.0) * (n - 1) / n;
+      std::printf("bytes=%zu time_us=%.2f algbw_GBps=%.3f busbw_GBps=%.3f sent_bytes=%.0f wchar_bytes=%.0f\n",
+                  total, us, algbw, algbw * bus, static_cast<double>(total) * bus, stats[1]);
       std::fflush(stdout);
     }
   }
@@ -109,7 +155,7 @@ int launcherMain(const BenchArgs& a) {
   for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
   std::vector<pid_t> pids;
   std::unique_ptr<comm::TCPStore> store;
-  if (a.backend == "mpi") {
+  if (!comm::findBackend(a.backend).needs_store) {  // mpi: its ranks are mpirun's to start
     std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(a.nproc), "--allow-run-as-root",
                                     "--oversubscribe"};
     cmd.insert(cmd.end(), args.begin(), args.end());
@@ -148,11 +194,22 @@ int launcherMain(const BenchArgs& a) {
 }
 
 int benchMain(int argc, char** argv) {
-  CLI::App app{"Communication benchmarks. Prints bytes=, time_us=, algbw_GBps=, busbw_GBps= per size."};
+  CLI::App app{
+      "Communication benchmarks. Prints bytes=, time_us=, algbw_GBps=, busbw_GBps=, sent_bytes=, "
+      "wchar_bytes= per size."};
   BenchArgs a;
-  app.add_option("what", a.what, "benchmark to run")->check(CLI::IsMember({"allreduce"}))->required();
-  app.add_option("--backend", a.backend, "shm, gloo, mpi or auto")
-      ->check(CLI::IsMember({"shm", "gloo", "mpi", "auto"}));
+  app.add_option("what", a.what, "benchmark to run: allreduce or reduce_scatter")
+      ->check(CLI::IsMember(kBenchmarks))
+      ->required();
+  app.add_option("--backend", a.backend, "process group backend: " + comm::backendNamesText())
+      ->check([](const std::string& name) {
+        try {
+          comm::checkBackendName(name);
+          return std::string();
+        } catch (const ValueError& e) {
+          return std::string(e.what());
+        }
+      });
   app.add_option("--nproc", a.nproc, "local ranks to start")->check(CLI::Range(1, 256));
   app.add_option("--sizes", a.sizes, "message sizes in bytes, comma separated")->delimiter(',');
   app.add_option("--iters", a.iters, "timed iterations per size (0: about 0.5 GB of traffic)");
@@ -167,6 +224,7 @@ int benchMain(int argc, char** argv) {
   return a.worker ? workerMain(a) : launcherMain(a);
 }
 
-static lockstep::cli::Registration reg{"bench", "communication benchmarks (allreduce bandwidth)", &benchMain};
+static lockstep::cli::Registration reg{
+    "bench", "communication benchmarks (allreduce, reduce_scatter bandwidth)", &benchMain};
 
 }  // namespace

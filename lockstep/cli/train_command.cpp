@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lockstep/cli/command.h"
+#include "lockstep/comm/backend_registry.h"
 #include "lockstep/comm/worker_environment.h"
 #include "lockstep/launch.h"
 #include "lockstep/train.h"

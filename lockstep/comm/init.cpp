@@ -1,14 +1,10 @@
 #include "lockstep/comm/init.h"
 
-#include <algorithm>
 #include <charconv>
 
+#include "lockstep/comm/backend_registry.h"
 #include "lockstep/comm/file_store.h"
-#include "lockstep/comm/gloo/gloo_process_group.h"
-#include "lockstep/comm/hierarchical_process_group.h"
-#include "lockstep/comm/mpi/mpi_process_group.h"
 #include "lockstep/comm/prefix_store.h"
-#include "lockstep/comm/shm/shm_process_group.h"
 #include "lockstep/comm/tcp_store.h"
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
@@ -30,6 +26,7 @@ uint16_t parsePort(const std::string& s, const std::string& what) {
 }  // namespace
 
 ResolvedInit resolveInit(const InitOptions& o) {
+  const Backend& backend = findBackend(o.backend);
   ResolvedInit r;
   r.env = workerEnvironment();
   const WorkerEnvironment& w = r.env;
@@ -38,7 +35,7 @@ ResolvedInit resolveInit(const InitOptions& o) {
     r.rank = o.rank;
   } else if (launched) {
     r.rank = w.rank;
-  } else if (o.backend != "mpi") {
+  } else if (backend.needs_store) {
     throw ValueError(
         "cannot tell this process's rank: RANK is not set (nor OMPI_COMM_WORLD_RANK or "
         "SLURM_PROCID); set RANK, start the job with lockstep run, mpirun or srun, or "
@@ -48,7 +45,7 @@ ResolvedInit resolveInit(const InitOptions& o) {
     r.world_size = o.world_size;
   } else if (launched) {
     r.world_size = w.world_size;
-  } else if (o.backend != "mpi") {
+  } else if (backend.needs_store) {
     throw ValueError(
         "cannot tell the world size: WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE or "
         "SLURM_NTASKS); set WORLD_SIZE, or pass InitOptions.world_size");
@@ -58,14 +55,12 @@ ResolvedInit resolveInit(const InitOptions& o) {
                    " is out of range for world size ", r.world_size, " (need 0 <= rank < world size)");
   if (launched) r.local_rank = w.local_rank;
 
-  LOCKSTEP_ENFORCE(o.backend == "shm" || o.backend == "gloo" || o.backend == "mpi" || o.backend == "auto",
-                   ValueError, "unknown backend '", o.backend, "'; use shm, gloo, mpi or auto");
   const std::string& m = o.init_method;
-  if (o.backend == "mpi") {
+  if (!backend.needs_store) {
     // MPI forms its world from mpirun: without it every process would be a world of one alone,
     // and a job the environment says has several ranks would synchronise nothing.
     LOCKSTEP_ENFORCE(r.world_size <= 1 || isMpiLauncher(w.launcher), ValueError,
-                     "backend mpi cannot form the world this process was given: ", launcherName(w.launcher),
+                     "backend ", backend.name, " cannot form the world this process was given: ", launcherName(w.launcher),
                      " says WORLD_SIZE=", r.world_size,
                      ", but MPI takes its world from mpirun and this process "
                      "was not started by mpirun (each rank would be a world of 1); start the job with "
@@ -127,50 +122,14 @@ std::shared_ptr<Store> createStore(const ResolvedInit& r, const InitOptions& o) 
 
 std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std::shared_ptr<Store> store,
                                                  int rank, int size, std::chrono::milliseconds timeout) {
-  if (backend == "shm") {
-    ShmOptions o;
-    o.timeout = timeout;
-    o.block_bytes =
-        static_cast<size_t>(env::getInt("LOCKSTEP_SHM_BLOCK_BYTES", static_cast<int64_t>(o.block_bytes)));
-    o.num_slots = static_cast<size_t>(env::getInt("LOCKSTEP_SHM_SLOTS", static_cast<int64_t>(o.num_slots)));
-    o.spin = std::chrono::microseconds(env::getInt("LOCKSTEP_SHM_SPIN_US", o.spin.count()));
-    o.stream_min_bytes = static_cast<size_t>(
-        env::getInt("LOCKSTEP_SHM_STREAM_MIN_BYTES", static_cast<int64_t>(o.stream_min_bytes)));
-    return std::make_shared<ShmProcessGroup>(std::make_shared<PrefixStore>("shm", store), rank, size, o);
-  }
-  if (backend == "gloo") {
-    GlooOptions o;
-    o.timeout = timeout;
-    o.check_ops = env::getBool("LOCKSTEP_GLOO_CHECK_OPS", o.check_ops);
-    return std::make_shared<GlooProcessGroup>(std::make_shared<PrefixStore>("gloo", store), rank, size, o);
-  }
-  if (backend == "mpi") {
-    MpiOptions o;
-    o.timeout = timeout;
-    auto pg = MpiProcessGroup::createWorld(o);
-    LOCKSTEP_ENFORCE(size <= 0 || pg->size() == size, ValueError, "mpi backend: MPI_COMM_WORLD has ",
-                     pg->size(), " ranks but the world size is ", size, "; start the job with mpirun -np ",
-                     size);
-    return pg;
-  }
-  LOCKSTEP_ENFORCE(backend == "auto", ValueError, "unknown backend '", backend,
-                   "'; use shm, gloo, mpi or auto");
-  auto auto_store = std::make_shared<PrefixStore>("auto", store);
-  auto ids = exchangeHostIds(*auto_store, rank, size);
-  std::vector<std::string> hosts = ids;
-  std::sort(hosts.begin(), hosts.end());
-  hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
-  if (hosts.size() == 1) return createProcessGroup("shm", store, rank, size, timeout);
-  if (hosts.size() == ids.size()) return createProcessGroup("gloo", store, rank, size, timeout);
-  HierarchicalOptions h;
-  h.timeout = timeout;
-  return std::make_shared<HierarchicalProcessGroup>(auto_store, rank, size, ids, h);
+  return findBackend(backend).create(std::move(store), rank, size, timeout);
 }
 
 std::shared_ptr<ProcessGroup> initProcessGroup(const InitOptions& options) {
+  const Backend& backend = findBackend(options.backend);
   ResolvedInit r = resolveInit(options);
   auto store = createStore(r, options);
-  return createProcessGroup(options.backend, store, r.rank, r.world_size, options.timeout);
+  return backend.create(store, r.rank, r.world_size, options.timeout);
 }
 
 }  // namespace lockstep::comm

@@ -14,6 +14,7 @@
 //   file://path      FileStore on a shared filesystem.
 // The mpi backend needs no store (MPI has its own rendezvous), but needs mpirun: started any other
 // way with a world of several ranks it is an error, not a world of one per process.
+// The backend names are backend_registry.h's.
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -26,11 +27,11 @@
 namespace lockstep::comm {
 
 struct InitOptions {
-  std::string backend = "auto";                                   // shm | gloo | mpi | auto
-  std::string init_method = "env://";                             // env:// | tcp://host:port | file://path
-  int rank = -1;                                                  // -1: from the environment
-  int world_size = -1;                                            // -1: from the environment
-  std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;  // default op timeout
+  std::string backend = "auto";        // a name from backendNames(): shm | gloo | mpi | auto
+  std::string init_method = "env://";  // env:// | tcp://host:port | file://path
+  int rank = -1;                       // -1: from the environment
+  int world_size = -1;                 // -1: from the environment
+  std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;      // default op timeout
   std::chrono::milliseconds store_timeout = std::chrono::minutes(5);  // rendezvous timeout
   std::string group_name = "default";  // store key prefix, so several groups can share a store
 };
@@ -56,9 +57,10 @@ ResolvedInit resolveInit(const InitOptions& options);
 std::shared_ptr<Store> createStore(const ResolvedInit& init, const InitOptions& options);
 /// Resolves, connects the store and builds the backend. Collective over all world_size ranks.
 std::shared_ptr<ProcessGroup> initProcessGroup(const InitOptions& options = {});
-/// Builds a backend over an existing store (tests, the launcher). Collective.
-std::shared_ptr<ProcessGroup> createProcessGroup(
-    const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
-    std::chrono::milliseconds timeout = kDefaultCollectiveTimeout);
+/// Builds the backend called `backend` (backend_registry.h) over an existing store (tests, the
+/// launcher); ValueError naming the built backends for a name that is not one. Collective.
+std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std::shared_ptr<Store> store,
+                                                 int rank, int size,
+                                                 std::chrono::milliseconds timeout = kDefaultCollectiveTimeout);
 
 }  // namespace lockstep::comm

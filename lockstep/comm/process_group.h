@@ -105,7 +105,7 @@ class ProcessGroup {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  /// "shm", "gloo", "mpi", "auto".
+  /// The name this backend is registered under (backend_registry.h): "shm", "gloo", "mpi", "auto".
   virtual std::string backendName() const = 0;
   /// Timeout of ops whose options say kGroupTimeout. Set before issuing ops.
   void setTimeout(std::chrono::milliseconds t) { timeout_ = t; }

@@ -1,5 +1,6 @@
 #include "lockstep/parallel/environment.h"
 
+#include "lockstep/comm/backend_registry.h"
 #include "lockstep/comm/init.h"
 
 namespace lockstep::parallel {
@@ -8,7 +9,7 @@ DistributedEnvironment initFromEnvironment(const std::string& backend) {
   DistributedEnvironment env;
   comm::InitOptions opts;
   opts.backend = backend;
-  if (backend == "mpi") {
+  if (!comm::findBackend(backend).needs_store) {
     // Checks that mpirun formed the world the environment describes, even a world of one.
     env.worker = comm::resolveInit(opts).env;
   } else {

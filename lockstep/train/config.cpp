@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "lockstep/comm/backend_registry.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/suggest.h"
 
@@ -305,6 +306,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   get(root, "", "max_steps", c.max_steps);
   get(root, "", "seed", c.seed);
   get(root, "", "backend", c.backend);
+  comm::checkBackendName(c.backend);  // here, so that a bad name fails before any rank starts
   if (root["checkpoint"]) {
     const YAML::Node k = root["checkpoint"];
     checkKeys(k, "checkpoint", {"dir", "every_steps", "keep_last"});

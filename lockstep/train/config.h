@@ -11,6 +11,7 @@
 #include "lockstep/nn/model_zoo.h"
 #include "lockstep/optim/registry.h"
 #include "lockstep/parallel/distributed_data_parallel.h"
+#include "lockstep/util/suggest.h"
 
 namespace lockstep::train {
 
@@ -63,7 +64,7 @@ struct TrainConfig {
   int checkpoint_keep_last = 3;
   int64_t eval_every_epochs = 1;
   MonitorConfig tensorboard{}, csv_monitor{};
-  std::string backend = "auto";
+  std::string backend = "auto";  // a name from comm::backendNames(), checked when parsed
   /// The `ddp` section: DistributedDataParallel's options (PyTorch's keyword names), used on
   /// several ranks.
   parallel::DistributedDataParallelOptions ddp{};

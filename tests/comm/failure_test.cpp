@@ -277,6 +277,98 @@ TEST(ShmBackendTest, RecvFromADeadPeerIsReported) {
       });
 }
 
+// reduce_scatter has its own data path in every backend (not an allreduce underneath): its
+// stuck, dead and mismatched peers must be named like allreduce's.
+TEST_P(FailureTest, reduce_scatter_stuck_peer_times_out_naming_op_and_ranks) {
+  auto store = std::make_shared<HashStore>();
+  std::atomic<bool> done{false};
+  runRanks(3, [&](int r) {
+    auto pg = makeGroup(GetParam(), store, r, 3, 10s);
+    std::vector<float> in(3 * 5000, 1.0f), out(5000);
+    pg->reduceScatter(in.data(), out.data(), 5000, DType::f32)->wait();  // #1 everywhere
+    EXPECT_EQ(out[4999], 3.0f);
+    if (r == 2) {
+      while (!done) std::this_thread::sleep_for(5ms);
+      return;
+    }
+    std::shared_ptr<void> release(nullptr, [&](void*) {
+      if (r == 0) done = true;
+    });
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      pg->reduceScatter(in.data(), out.data(), 5000, DType::f32, {.timeout = 300ms})->wait();
+      ADD_FAILURE() << "expected TimeoutError";
+    } catch (const Error& e) {
+      std::string m = e.what();
+      EXPECT_TRUE(dynamic_cast<const TimeoutError*>(&e) || m.find("aborted") != std::string::npos) << m;
+      EXPECT_NE(m.find("reduce_scatter #2"), std::string::npos) << m;
+      EXPECT_NE(m.find("[2] did not arrive"), std::string::npos) << m;
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  });
+}
+
+TEST_P(FailureTest, reduce_scatter_dead_peer_is_reported_within_seconds) {
+  std::vector<int32_t> in(2 * 3000, 1), out(3000);
+  withPeerThatDies(
+      GetParam(),
+      [&](ProcessGroup& pg) { pg.reduceScatter(in.data(), out.data(), 3000, DType::i32)->wait(); },
+      [&](ProcessGroup& pg) {
+        EXPECT_EQ(out[2999], 2);
+        expectErrorNaming<PeerError>(
+            [&] { pg.reduceScatter(in.data(), out.data(), 3000, DType::i32)->wait(); },
+            {"reduce_scatter #2", "[1]"}, 10s);
+      });
+}
+
+TEST_P(FailureTest, reduce_scatter_against_another_collective_is_named) {
+  auto store = std::make_shared<HashStore>();
+  runRanks(2, [&](int r) {
+    auto pg = makeGroup(GetParam(), store, r, 2, 10s);
+    std::vector<float> in(16, 1.0f), out(8);
+    expectErrorNaming<PeerError>(
+        [&] {
+          if (r == 0) {
+            pg->reduceScatter(in.data(), out.data(), 8, DType::f32)->wait();
+          } else {
+            pg->allreduce(in.data(), 8, DType::f32)->wait();
+          }
+        },
+        {"different collectives", "reduce_scatter #1", "allreduce #1"});
+  });
+  auto store2 = std::make_shared<HashStore>();
+  runRanks(2, [&](int r) {
+    auto pg = makeGroup(GetParam(), store2, r, 2, 10s);
+    std::vector<float> in(16, 1.0f), out(8);
+    EXPECT_THROW(pg->reduceScatter(in.data(), out.data(), r == 0 ? 8 : 7, DType::f32)->wait(), PeerError);
+  });
+}
+
+TEST(GlooBackendTest, reduce_scatter_ring_stops_at_the_op_deadline_without_op_checks) {
+  // Without the descriptor exchange the ring's own waits must end at the op's deadline, not at a
+  // connection-wide timeout (the group's here is 30 s).
+  auto store = std::make_shared<HashStore>();
+  std::atomic<bool> done{false};
+  runRanks(2, [&](int r) {
+    GlooOptions o;
+    o.hostname = "127.0.0.1";
+    o.timeout = 30s;
+    o.check_ops = false;
+    GlooProcessGroup pg(store, r, 2, o);
+    std::vector<float> in(2 * 300'000, 1.0f), out(300'000);
+    pg.reduceScatter(in.data(), out.data(), 300'000, DType::f32)->wait();  // #1 everywhere
+    EXPECT_EQ(out[299'999], 2.0f);
+    if (r == 1) {
+      while (!done) std::this_thread::sleep_for(5ms);
+      return;
+    }
+    expectErrorNaming<TimeoutError>(
+        [&] { pg.reduceScatter(in.data(), out.data(), 300'000, DType::f32, {.timeout = 300ms})->wait(); },
+        {"reduce_scatter #2", "timed out after 300 ms"}, 5s);
+    done = true;
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, FailureTest, ::testing::Values("shm", "gloo"),
                          [](const auto& info) { return info.param; });
 

@@ -116,6 +116,14 @@ TEST(config, unknown_key_names_its_path_and_suggests) {
   EXPECT_TRUE(has(m, "data.datset") && has(m, "data.dataset")) << m;
 }
 
+TEST(TrainConfig, backend_must_be_a_built_backend) {
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\nbackend: gloo", {}, 1).backend, "gloo");
+  std::string m = errorOf("train_batch_size: 8\nbackend: nccl");
+  EXPECT_TRUE(has(m, "backend nccl is not built into this lockstep") && has(m, "built: shm, gloo")) << m;
+  m = errorOf("train_batch_size: 8\nbackend: shmem");
+  EXPECT_TRUE(has(m, "unknown backend 'shmem' (did you mean shm?)")) << m;
+}
+
 TEST(config, wrong_type_names_key_and_expected_type) {
   std::string m = errorOf("train_batch_size: 8\nepochs: many");
   EXPECT_TRUE(has(m, "epochs") && has(m, "expected an integer") && has(m, "'many'")) << m;

@@ -174,6 +174,7 @@ TEST_F(TrainCli, bad_input_exits_2_with_a_clear_message) {
       {base, "--output-dir " + dir_ + "/a_file/sub", "output dir"},
       {base, "--set epochs", "expected key=value"},
       {base + "model: nosuchmodel", "", "nosuchmodel"},
+      {base + "backend: glo", "", "unknown backend 'glo' (did you mean gloo?); built: shm, gloo"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     std::string cfg = writeConfig("bad" + std::to_string(i) + ".yaml", cases[i].config);
@@ -189,4 +190,17 @@ TEST_F(TrainCli, bad_input_exits_2_with_a_clear_message) {
   Result launched =
       run(writeConfig("l.yaml", base + "epochs: x") + " --nproc-per-node 2 --output-dir " + dir_ + "/o");
   EXPECT_EQ(launched.code, 2) << launched.output;
+}
+
+TEST_F(TrainCli, unbuilt_backend_exits_2_before_any_rank_starts) {
+  std::string cfg = writeConfig("nccl.yaml", std::string(kSynthetic) + "backend: nccl\n");
+  Result r = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/o");
+  EXPECT_EQ(r.code, 2) << r.output;
+  const std::string expect =
+      "backend nccl is not built into this lockstep (CUDA/NCCL support is not available yet); built: shm, "
+      "gloo";
+  EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
+  // Said once, by the launching process: a started worker would have said it again.
+  EXPECT_EQ(r.output.find("not built"), r.output.rfind("not built")) << r.output;
+  EXPECT_EQ(r.output.find("worker"), std::string::npos) << r.output;
 }

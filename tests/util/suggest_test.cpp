@@ -10,6 +10,7 @@ TEST(Suggest, nearest_key_by_edit_distance) {
   EXPECT_EQ(editDistance("kitten", "sitting"), 3u);
   EXPECT_EQ(nearestKey("lrr", {"lr", "betas", "eps"}), "lr");
   EXPECT_EQ(nearestKey("epoch", {"epochs", "seed"}), "epochs");
+  EXPECT_EQ(nearestKey("glo", {"shm", "gloo", "mpi", "auto"}), "gloo");
   EXPECT_EQ(nearestKey("completely_different", {"lr", "eps"}), "");
 }
 

@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "lockstep/comm/gloo/gloo_op_check.h"
+#include "lockstep/comm/gloo/gloo_reduce_scatter.h"
 #include "lockstep/comm/gloo/gloo_store_adapter.h"
 #include "lockstep/comm/prefix_store.h"
 #include "lockstep/util/env.h"
@@ -137,14 +138,9 @@ std::shared_ptr<Work> GlooProcessGroup::allreduce(void* data, size_t count, DTyp
 
 std::shared_ptr<Work> GlooProcessGroup::reduceScatter(const void* in, void* out, size_t count,
                                                       DType dtype, const ReduceScatterOptions& o) {
-  return LOCKSTEP_GLOO_OP(OpType::reduceScatter, concat(count, " x ", dtypeName(dtype)), o.timeout,
-                          dtype, count, -1, o.op, {
-                            const size_t bytes = count * dtypeSize(dtype);
-                            workspace_.resize(bytes * size());
-                            if (bytes > 0) std::memcpy(workspace_.data(), in, bytes * size());
-                            runAllreduce(ctx, workspace_.data(), count * size(), dtype, o.op);
-                            if (bytes > 0) std::memcpy(out, workspace_.data() + bytes * rank(), bytes);
-                          });
+  return LOCKSTEP_GLOO_OP(
+      OpType::reduceScatter, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count, -1, o.op,
+      gloo_detail::ringReduceScatter(*context_, ctx, in, out, count, dtype, o.op, workspace_));
 }
 
 std::shared_ptr<Work> GlooProcessGroup::broadcast(void* data, size_t count, DType dtype,

@@ -70,7 +70,7 @@ class GlooProcessGroup : public ProcessGroup {
   GlooOptions options_;
   std::shared_ptr<::gloo::Context> context_;
   int groups_created_ = 0;
-  std::vector<uint8_t> workspace_;
+  std::vector<uint8_t> workspace_;  // reduceScatter's ring (gloo_reduce_scatter.h), reused
 };
 
 }  // namespace lockstep::comm

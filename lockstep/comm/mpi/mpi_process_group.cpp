@@ -7,7 +7,6 @@
 #include <mutex>
 #include <thread>
 
-#include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::comm {
@@ -111,11 +110,6 @@ void check(int rc, const char* call, const OpContext& ctx) {
 }
 
 }  // namespace
-
-bool MpiProcessGroup::launchedByMpi() {
-  return env::get("OMPI_COMM_WORLD_SIZE").has_value() || env::get("PMI_SIZE").has_value() ||
-         env::get("PMIX_RANK").has_value();
-}
 
 std::shared_ptr<MpiProcessGroup> MpiProcessGroup::createWorld(const MpiOptions& options) {
   ensureMpiInit();

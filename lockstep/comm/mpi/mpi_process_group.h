@@ -26,8 +26,6 @@ class MpiProcessGroup : public ProcessGroup {
   /// The world group. Collective over MPI_COMM_WORLD. NotSupportedError-free: errors from MPI
   /// become PeerError naming the call.
   static std::shared_ptr<MpiProcessGroup> createWorld(const MpiOptions& options = {});
-  /// True when this process was started by mpirun/srun with an MPI launcher (environment check).
-  static bool launchedByMpi();
 
   MpiProcessGroup(MPI_Comm comm, const MpiOptions& options);  // takes ownership unless WORLD
   ~MpiProcessGroup() override;

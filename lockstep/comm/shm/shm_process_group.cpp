@@ -247,6 +247,47 @@ void ShmProcessGroup::runAllreduce(const OpContext& ctx, uint8_t* data, size_t c
   pipeline(ctx, nblocks, stage, middle, final, true);
 }
 
+void ShmProcessGroup::runReduceScatter(const OpContext& ctx, const uint8_t* in, uint8_t* out, size_t count,
+                                       DType dtype, ReduceOp op) {
+  const size_t es = dtypeSize(dtype);
+  const int n = size(), r = rank();
+  // Block b covers elements [b*per, (b+1)*per) of every rank's output chunk: a slot holds one
+  // piece per destination rank, each 64-byte aligned, at piece j * per.
+  const size_t align = std::max<size_t>(1, 64 / es);
+  size_t per = options_.block_bytes / static_cast<size_t>(n) / es / align * align;
+  if (per == 0) per = options_.block_bytes / static_cast<size_t>(n) / es;  // checked >= 1 at issue
+  LOCKSTEP_CHECK(per >= 1 && per * n * es <= options_.block_bytes, "per ", per, " n ", n, " es ", es);
+  const size_t nblocks = (count + per - 1) / per;
+  peers_->post(ctx, desc(ctx, dtype, count, -1, op));
+  auto len = [&](size_t b) { return std::min(per, count - b * per); };
+  // Stage only what the peers reduce: rank j's piece of this block, for every j != r.
+  auto stage = [&](size_t b, uint8_t* mine) {
+    if (count == 0) return;
+    for (int j = 0; j < n; ++j) {
+      if (j != r) std::memcpy(mine + j * per * es, in + (j * count + b * per) * es, len(b) * es);
+    }
+  };
+  // Reduce this rank's own piece straight into out, reading every peer's staged copy of it.
+  auto middle = [&](size_t b, uint64_t g) {
+    if (count == 0) return;
+    uint8_t* acc = out + b * per * es;
+    const uint8_t* first = in + (r * count + b * per) * es;
+    if (n == 1) {
+      std::memcpy(acc, first, len(b) * es);
+      return;
+    }
+    const int last = r == n - 1 ? n - 2 : n - 1;
+    for (int j = 0; j < n; ++j) {
+      if (j == r) continue;
+      const uint8_t* a = j == (r == 0 ? 1 : 0) ? first : acc;  // the first combining step reads in
+      reduceInto(acc, a, slot(j, g) + r * per * es, len(b), dtype, op, nullptr,
+                 j == last && op == ReduceOp::avg ? n : 1);
+    }
+  };
+  pipeline(
+      ctx, nblocks, stage, middle, [](size_t, uint64_t) {}, false);
+}
+
 template <typename Sink>
 void ShmProcessGroup::runRounds(const OpContext& ctx, const uint8_t* my_src,
                                 const std::vector<size_t>& src_bytes, Sink sink) {
@@ -385,16 +426,16 @@ std::shared_ptr<Work> ShmProcessGroup::reduce(void* data, size_t count, DType dt
 
 std::shared_ptr<Work> ShmProcessGroup::reduceScatter(const void* in, void* out, size_t count,
                                                      DType dtype, const ReduceScatterOptions& o) {
+  // A slot holds one piece per rank: at least one element each.
+  LOCKSTEP_ENFORCE(options_.block_bytes >= static_cast<size_t>(size()) * dtypeSize(dtype), ValueError,
+                   "reduce_scatter: ShmOptions.block_bytes (", options_.block_bytes, ") is too small for ",
+                   size(), " ranks of ", dtypeName(dtype),
+                   "; raise it (env LOCKSTEP_SHM_BLOCK_BYTES) to at least ",
+                   static_cast<size_t>(size()) * dtypeSize(dtype));
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  return enqueue(OpType::reduceScatter, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
-                 o.timeout, LOCKSTEP_SHM_BODY({
-                   const size_t bytes = count * dtypeSize(dtype);
-                   workspace_.resize(bytes * size());
-                   if (bytes > 0) std::memcpy(workspace_.data(), src, bytes * size());
-                   runAllreduce(ctx, workspace_.data(), count * size(), dtype, o.op);
-                   if (bytes > 0) std::memcpy(dst, workspace_.data() + bytes * rank(), bytes);
-                 }));
+  return enqueue(OpType::reduceScatter, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)), o.timeout,
+                 LOCKSTEP_SHM_BODY(runReduceScatter(ctx, src, dst, count, dtype, o.op)));
 }
 
 std::shared_ptr<Work> ShmProcessGroup::broadcast(void* data, size_t count, DType dtype,

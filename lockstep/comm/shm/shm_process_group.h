@@ -6,6 +6,8 @@
 // (all ranks work on disjoint chunks) and publishes the result in its slot; once all reduced it,
 // each rank copies the others' results: a reduce-scatter then an allgather. The ring keeps the
 // working set in cache and lets a rank run num_slots blocks ahead of a descheduled peer.
+// reduce_scatter is that pipeline's first half alone: every rank stages the pieces its peers own
+// and reduces its own piece into its output, so each input byte crosses shared memory once.
 // Other collectives stage their blocks the same way. After the ring, the segment holds one
 // point-to-point channel per peer (see ShmOptions::p2p_slots).
 #include <atomic>
@@ -80,6 +82,10 @@ class ShmProcessGroup : public ProcessGroup {
  private:
   // Op bodies, run on the worker thread.
   void runAllreduce(const OpContext& ctx, uint8_t* data, size_t count, DType dtype, ReduceOp op);
+  // Each rank stages the pieces of its input that its peers own and reduces its own piece of out
+  // from every peer's slot: (n-1)/n of the input crosses shared memory once, half an allreduce.
+  void runReduceScatter(const OpContext& ctx, const uint8_t* in, uint8_t* out, size_t count, DType dtype,
+                        ReduceOp op);
   // Runs max(nblocks, 1) blocks through stage -> (all staged) -> middle -> (all reduced) ->
   // final, each step as soon as its inputs are ready; has_final = false skips the last wait.
   template <typename Stage, typename Middle, typename Final>
@@ -108,7 +114,6 @@ class ShmProcessGroup : public ProcessGroup {
   std::unique_ptr<shm::ShmPeers> peers_;
   uint64_t block_ = 0;  // global block counter (across ops): block g uses slot g % num_slots
   int groups_created_ = 0;
-  std::vector<uint8_t> workspace_;  // reduceScatter's copy of its input, reused
   size_t p2p_base_ = 0;             // offset of the channels in a segment
   size_t channel_bytes_ = 0;
   // Messages a recv read past while looking for its tag: (src, tag) -> oldest first.

@@ -1,0 +1,142 @@
+#include "lockstep/comm/backend_registry.h"
+
+#include <algorithm>
+
+#include "lockstep/comm/gloo/gloo_process_group.h"
+#include "lockstep/comm/hierarchical_process_group.h"
+#include "lockstep/comm/prefix_store.h"
+#include "lockstep/comm/shm/shm_process_group.h"
+#include "lockstep/util/env.h"
+#include "lockstep/util/error.h"
+#include "lockstep/util/suggest.h"
+#if LOCKSTEP_WITH_MPI
+#include "lockstep/comm/mpi/mpi_process_group.h"
+#endif
+
+namespace lockstep::comm {
+
+using ::lockstep::detail::concat;
+
+namespace {
+
+// Names lockstep knows of that this build lacks, and why.
+struct Unbuilt {
+  const char* name;
+  const char* why;
+};
+const std::vector<Unbuilt>& unbuiltBackends() {
+  static const std::vector<Unbuilt> list = {
+#if !LOCKSTEP_WITH_MPI
+    {"mpi",
+     "it was configured with -DLOCKSTEP_WITH_MPI=OFF; reconfigure with -DLOCKSTEP_WITH_MPI=ON where an "
+     "MPI such as Open MPI is installed"},
+#endif
+    {"nccl", "CUDA/NCCL support is not available yet"},
+  };
+  return list;
+}
+
+void requireStore(const std::shared_ptr<Store>& store, const char* backend) {
+  LOCKSTEP_ENFORCE(store != nullptr, ValueError, "backend ", backend,
+                   " needs a store to meet its peers; pass one (or use initProcessGroup, which makes one)");
+}
+
+std::shared_ptr<ProcessGroup> createShm(std::shared_ptr<Store> store, int rank, int size,
+                                        std::chrono::milliseconds timeout) {
+  requireStore(store, "shm");
+  ShmOptions o;
+  o.timeout = timeout;
+  o.block_bytes =
+      static_cast<size_t>(env::getInt("LOCKSTEP_SHM_BLOCK_BYTES", static_cast<int64_t>(o.block_bytes)));
+  o.num_slots = static_cast<size_t>(env::getInt("LOCKSTEP_SHM_SLOTS", static_cast<int64_t>(o.num_slots)));
+  o.spin = std::chrono::microseconds(env::getInt("LOCKSTEP_SHM_SPIN_US", o.spin.count()));
+  o.stream_min_bytes = static_cast<size_t>(
+      env::getInt("LOCKSTEP_SHM_STREAM_MIN_BYTES", static_cast<int64_t>(o.stream_min_bytes)));
+  return std::make_shared<ShmProcessGroup>(std::make_shared<PrefixStore>("shm", store), rank, size, o);
+}
+
+std::shared_ptr<ProcessGroup> createGloo(std::shared_ptr<Store> store, int rank, int size,
+                                         std::chrono::milliseconds timeout) {
+  requireStore(store, "gloo");
+  GlooOptions o;
+  o.timeout = timeout;
+  o.check_ops = env::getBool("LOCKSTEP_GLOO_CHECK_OPS", o.check_ops);
+  return std::make_shared<GlooProcessGroup>(std::make_shared<PrefixStore>("gloo", store), rank, size, o);
+}
+
+#if LOCKSTEP_WITH_MPI
+std::shared_ptr<ProcessGroup> createMpi(std::shared_ptr<Store>, int, int size,
+                                        std::chrono::milliseconds timeout) {
+  MpiOptions o;
+  o.timeout = timeout;
+  auto pg = MpiProcessGroup::createWorld(o);
+  LOCKSTEP_ENFORCE(size <= 0 || pg->size() == size, ValueError, "mpi backend: MPI_COMM_WORLD has ",
+                   pg->size(), " ranks but the world size is ", size, "; start the job with mpirun -np ",
+                   size);
+  return pg;
+}
+#endif
+
+// One host: shm. One rank per host: gloo. Otherwise shm inside hosts and gloo across them.
+std::shared_ptr<ProcessGroup> createAuto(std::shared_ptr<Store> store, int rank, int size,
+                                         std::chrono::milliseconds timeout) {
+  requireStore(store, "auto");
+  auto auto_store = std::make_shared<PrefixStore>("auto", store);
+  auto ids = exchangeHostIds(*auto_store, rank, size);
+  std::vector<std::string> hosts = ids;
+  std::sort(hosts.begin(), hosts.end());
+  hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+  if (hosts.size() == 1) return createShm(store, rank, size, timeout);
+  if (hosts.size() == ids.size()) return createGloo(store, rank, size, timeout);
+  HierarchicalOptions h;
+  h.timeout = timeout;
+  return std::make_shared<HierarchicalProcessGroup>(auto_store, rank, size, ids, h);
+}
+
+}  // namespace
+
+const std::vector<Backend>& builtBackends() {
+  static const std::vector<Backend> list = {
+    {"shm", "POSIX shared memory; ranks on one host", true, &createShm},
+    {"gloo", "Gloo over TCP; ranks on any hosts", true, &createGloo},
+#if LOCKSTEP_WITH_MPI
+    {"mpi", "MPI; jobs started by mpirun or srun", false, &createMpi},
+#endif
+    {"auto", "shm on one host, gloo with one rank per host, shm inside hosts + gloo across them otherwise",
+     true, &createAuto},
+  };
+  return list;
+}
+
+std::vector<std::string> backendNames() {
+  std::vector<std::string> names;
+  for (const auto& b : builtBackends()) names.push_back(b.name);
+  return names;
+}
+
+std::string backendNamesText() {
+  std::string text;
+  for (const auto& b : builtBackends()) text += (text.empty() ? "" : ", ") + b.name;
+  return text;
+}
+
+const Backend& findBackend(const std::string& name) {
+  for (const auto& b : builtBackends()) {
+    if (b.name == name) return b;
+  }
+  for (const auto& u : unbuiltBackends()) {
+    if (name == u.name) {
+      throw ValueError(concat("backend ", name, " is not built into this lockstep (", u.why,
+                              "); built: ", backendNamesText()));
+    }
+  }
+  std::vector<std::string> known = backendNames();
+  for (const auto& u : unbuiltBackends()) known.push_back(u.name);
+  const std::string near = nearestKey(name, known);
+  throw ValueError(concat("unknown backend '", name, "'", near.empty() ? "" : " (did you mean " + near + "?)",
+                          "; built: ", backendNamesText()));
+}
+
+void checkBackendName(const std::string& name) { findBackend(name); }
+
+}  // namespace lockstep::comm
