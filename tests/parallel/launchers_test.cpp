@@ -16,11 +16,16 @@ namespace {
 
 const std::string kToy = std::string(LOCKSTEP_EXAMPLES_DIR) + "/ddp_toy_linear";
 
+// Tests of this file run in parallel (ctest -j): every log is this process's own.
+std::string logPath(const std::string& name) {
+  return ::testing::TempDir() + "launchers_" + name + "." + std::to_string(::getpid()) + ".log";
+}
+
 bool haveMpirun() { return std::system("command -v mpirun > /dev/null 2>&1") == 0; }
 
 // Output and exit status of a shell command.
 std::pair<int, std::string> shell(const std::string& cmd) {
-  std::string log = ::testing::TempDir() + "launchers_shell.log";
+  std::string log = logPath("shell");
   int status = std::system((cmd + " > " + log + " 2>&1").c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(log)};
 }
@@ -31,7 +36,7 @@ std::string torchrunToyLoss() {
   std::vector<Rank> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.push_back(spawnRank({kToy, "--max-epochs", "2"}, r, 2, port,
-                              ::testing::TempDir() + "toy_ref" + std::to_string(r) + ".log"));
+                              logPath("toy_ref" + std::to_string(r))));
   }
   for (auto& r : ranks) EXPECT_EQ(waitFor(r.pid, std::chrono::seconds(120)), 0) << slurp(r.log);
   std::string out = slurp(ranks[0].log);
@@ -70,7 +75,7 @@ TEST(Launchers, slurm_variables_form_the_world_without_master_addr) {
                                   {"SLURM_JOB_ID", std::to_string(job)},
                                   {"SLURM_JOB_NODELIST", "localhost"},
                                   {"OMP_NUM_THREADS", "1"}},
-                                 ::testing::TempDir() + "toy_slurm" + std::to_string(r) + ".log"));
+                                 logPath("toy_slurm" + std::to_string(r))));
   }
   for (auto& r : ranks) ASSERT_EQ(waitFor(r.pid, std::chrono::seconds(120)), 0) << slurp(r.log);
   std::string out0 = slurp(ranks[0].log), out1 = slurp(ranks[1].log);
@@ -86,7 +91,7 @@ TEST(Launchers, mpi_backend_without_mpirun_is_an_error_naming_both) {
   std::vector<Rank> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.push_back(spawnRank({bin, "--backend", "mpi", "--epochs", "1"}, r, 2, port,
-                              ::testing::TempDir() + "mpi_no_mpirun" + std::to_string(r) + ".log"));
+                              logPath("mpi_no_mpirun" + std::to_string(r))));
   }
   for (auto& r : ranks) {
     EXPECT_EQ(waitFor(r.pid, std::chrono::seconds(60)), 2) << slurp(r.log);
