@@ -42,21 +42,21 @@ void expectBroadcastGradients(const BinaryCase& op) {
 
 }  // namespace
 
-TEST(add, gradient) { expectGradients(kOps[0], {3, 4}, {3, 4}); }
-TEST(add, broadcast_gradient) { expectBroadcastGradients(kOps[0]); }
-TEST(add, broadcast_both_ways_gradient) {
+TEST(Add, gradient) { expectGradients(kOps[0], {3, 4}, {3, 4}); }
+TEST(Add, broadcast_gradient) { expectBroadcastGradients(kOps[0]); }
+TEST(Add, broadcast_both_ways_gradient) {
   expectGradients(kOps[0], {3, 1}, {1, 4});
   expectGradients(kOps[0], {1, 4}, {3, 1});
 }
-TEST(add, scalar_like_operands_gradient) {
+TEST(Add, scalar_like_operands_gradient) {
   expectGradients(kOps[0], {3, 5}, {1});
   expectGradients(kOps[0], {}, {2, 3});
 }
-TEST(sub, broadcast_gradient) { expectBroadcastGradients(kOps[1]); }
-TEST(mul, broadcast_gradient) { expectBroadcastGradients(kOps[2]); }
-TEST(div, broadcast_gradient) { expectBroadcastGradients(kOps[3]); }
+TEST(Sub, broadcast_gradient) { expectBroadcastGradients(kOps[1]); }
+TEST(Mul, broadcast_gradient) { expectBroadcastGradients(kOps[2]); }
+TEST(Div, broadcast_gradient) { expectBroadcastGradients(kOps[3]); }
 
-TEST(add, rejects_incompatible_shapes) {
+TEST(Add, rejects_incompatible_shapes) {
   Variable a(Tensor::zeros({3, 4}, DType::f64), true), b(Tensor::zeros({5}, DType::f64), true);
   for (const auto& op : kOps) {
     try {
@@ -71,7 +71,7 @@ TEST(add, rejects_incompatible_shapes) {
   }
 }
 
-TEST(add, rejects_mixed_dtypes) {
+TEST(Add, rejects_mixed_dtypes) {
   Variable a(Tensor::zeros({3}, DType::f32)), b(Tensor::zeros({3}, DType::f64));
   for (const auto& op : kOps) {
     try {
@@ -86,7 +86,7 @@ TEST(add, rejects_mixed_dtypes) {
   }
 }
 
-TEST(mul, gradient_to_one_input_only) {
+TEST(Mul, gradient_to_one_input_only) {
   // b does not require grad: a's gradient is still right and b gets none.
   Tensor ta = operand({2, 3}, 1), tb = operand({3}, 2);
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return in[0] * in[1]; }, {ta, tb}, 1e-6,
@@ -95,13 +95,13 @@ TEST(mul, gradient_to_one_input_only) {
                              1e-6, 1e-5, /*no_grad=*/{0}));
 }
 
-TEST(mul, same_variable_twice_gradient) {
+TEST(Mul, same_variable_twice_gradient) {
   Variable x(Tensor::fromVector<double>({1.0, -2.0, 3.0}, {3}), true);
   sum(x * x).backward();
   EXPECT_TRUE(tensorsNear(x.grad(), Tensor::fromVector<double>({2.0, -4.0, 6.0}, {3}), 1e-12));
 }
 
-TEST(scalar_ops, gradient) {
+TEST(ScalarOps, gradient) {
   Tensor x = operand({2, 3}, 4);
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return in[0] + 2.5; }, {x}));
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return in[0] - 2.5; }, {x}));
@@ -111,7 +111,7 @@ TEST(scalar_ops, gradient) {
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return -in[0]; }, {x}));
 }
 
-TEST(scalar_ops, forward_values) {
+TEST(ScalarOps, forward_values) {
   Variable x(Tensor::fromVector<float>({1.f, -2.f}, {2}));
   EXPECT_EQ((x + 1.0).tensor().toVector<float>(), (std::vector<float>{2.f, -1.f}));
   EXPECT_EQ((x * 3.0).tensor().toVector<float>(), (std::vector<float>{3.f, -6.f}));
@@ -119,29 +119,29 @@ TEST(scalar_ops, forward_values) {
   EXPECT_EQ((x / 2.0).tensor().toVector<float>(), (std::vector<float>{0.5f, -1.f}));
 }
 
-TEST(pow, gradient) {
+TEST(Pow, gradient) {
   Tensor x = operand({2, 3}, 5);
   for (double p : {2.0, 3.0, 0.5, -1.5}) {
     EXPECT_TRUE(gradientsMatch([p](const std::vector<Variable>& in) { return pow(in[0], p); }, {x})) << p;
   }
 }
 
-TEST(exp, gradient) {
+TEST(Exp, gradient) {
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return exp(in[0]); },
                              {randomTensor({3, 4}, DType::f64, 6)}));
 }
 
-TEST(log, gradient) {
+TEST(Log, gradient) {
   EXPECT_TRUE(
       gradientsMatch([](const std::vector<Variable>& in) { return log(in[0]); }, {operand({3, 4}, 7)}));
 }
 
-TEST(sqrt, gradient) {
+TEST(Sqrt, gradient) {
   EXPECT_TRUE(
       gradientsMatch([](const std::vector<Variable>& in) { return sqrt(in[0]); }, {operand({3, 4}, 8)}));
 }
 
-TEST(arith, composite_f32_matches_f64) {
+TEST(Arith, composite_f32_matches_f64) {
   // The f32 fast path (oneDNN) and the f64 reference path agree through a whole graph.
   Tensor a = operand({4, 1, 5}, 9), b = operand({3, 1}, 10);
   auto run = [&](DType dt) {

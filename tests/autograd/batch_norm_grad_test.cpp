@@ -6,7 +6,7 @@ using namespace lockstep::autograd;
 using lockstep::testing::gradientsMatch;
 using lockstep::testing::randomTensor;
 
-TEST(batch_norm2d, gradient) {
+TEST(BatchNorm2d, gradient) {
   BatchNormOptions o;  // training: the batch statistics depend on x
   EXPECT_TRUE(gradientsMatch(
       [&](const std::vector<Variable>& in) {
@@ -17,7 +17,7 @@ TEST(batch_norm2d, gradient) {
       1e-6, 1e-5, 1e-4));
 }
 
-TEST(batch_norm2d, gradient_without_affine) {
+TEST(BatchNorm2d, gradient_without_affine) {
   BatchNormOptions o;
   EXPECT_TRUE(gradientsMatch(
       [&](const std::vector<Variable>& in) {
@@ -26,7 +26,7 @@ TEST(batch_norm2d, gradient_without_affine) {
       {randomTensor({2, 3, 2, 2}, DType::f64, 4)}, 1e-6, 1e-5, 1e-4));
 }
 
-TEST(batch_norm2d, gradient_in_eval_mode) {
+TEST(BatchNorm2d, gradient_in_eval_mode) {
   BatchNormOptions o;
   o.training = false;
   Tensor rm = randomTensor({2}, DType::f64, 5), rv = randomTensor({2}, DType::f64, 6, 0.5, 1.5);
@@ -36,7 +36,7 @@ TEST(batch_norm2d, gradient_in_eval_mode) {
        randomTensor({2}, DType::f64, 9)}));
 }
 
-TEST(batch_norm2d, forward_matches_reference) {
+TEST(BatchNorm2d, forward_matches_reference) {
   Tensor x = randomTensor({4, 3, 5, 5}, DType::f32, 10).toFormat(MemoryFormat::channels_last);
   Tensor w = randomTensor({3}, DType::f32, 11), b = randomTensor({3}, DType::f32, 12);
   Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
@@ -52,7 +52,7 @@ TEST(batch_norm2d, forward_matches_reference) {
   }
 }
 
-TEST(batch_norm2d, rejects_mismatched_shapes) {
+TEST(BatchNorm2d, rejects_mismatched_shapes) {
   Variable x(Tensor::zeros({2, 3, 4, 4}));
   EXPECT_THROW(batchNorm2d(x, Variable(Tensor::ones({2})), Variable(), Tensor(), Tensor(), {}), ValueError);
   EXPECT_THROW(batchNorm2d(x, Variable(), Variable(), Tensor::zeros({3}), Tensor(), {}), ValueError);

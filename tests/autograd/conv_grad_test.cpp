@@ -6,7 +6,7 @@ using namespace lockstep::autograd;
 using lockstep::testing::gradientsMatch;
 using lockstep::testing::randomTensor;
 
-TEST(conv2d, gradient) {
+TEST(Conv2d, gradient) {
   Conv2dOptions o;
   o.stride = {2, 1};
   o.padding = {1, 1};
@@ -16,7 +16,7 @@ TEST(conv2d, gradient) {
                               randomTensor({3, 2, 3, 2}, DType::f64, 2), randomTensor({3}, DType::f64, 3)}));
 }
 
-TEST(conv2d, gradient_with_groups_and_fused_relu) {
+TEST(Conv2d, gradient_with_groups_and_fused_relu) {
   Conv2dOptions o;
   o.groups = 2;
   o.fuse_relu = true;
@@ -26,7 +26,7 @@ TEST(conv2d, gradient_with_groups_and_fused_relu) {
                      {randomTensor({1, 4, 4, 3}, DType::f64, 4), randomTensor({4, 2, 2, 2}, DType::f64, 5)}));
 }
 
-TEST(conv2d, gradient_without_input_grad) {
+TEST(Conv2d, gradient_without_input_grad) {
   // The first layer: x needs no gradient, so the backward-data pass is skipped.
   Tensor x = randomTensor({2, 1, 5, 5}, DType::f64, 6);
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return conv2d(in[0], in[1], in[2], {}); },
@@ -38,7 +38,7 @@ TEST(conv2d, gradient_without_input_grad) {
   EXPECT_TRUE(w.hasGrad());
 }
 
-TEST(conv2d, forward_matches_reference) {
+TEST(Conv2d, forward_matches_reference) {
   // The autograd op on f32 channels_last input (oneDNN) against the reference kernel.
   Tensor x = randomTensor({2, 3, 7, 6}, DType::f32, 9).toFormat(MemoryFormat::channels_last);
   Tensor w = randomTensor({4, 3, 3, 3}, DType::f32, 10), b = randomTensor({4}, DType::f32, 11);
@@ -50,7 +50,7 @@ TEST(conv2d, forward_matches_reference) {
       y.tensor(), kernels::reference::conv2dForward(x, w, b, {{1, 1}, {0, 0}, {1, 1}, 1, true}), 1e-5, 1e-5));
 }
 
-TEST(conv2d, rejects_mismatched_shapes) {
+TEST(Conv2d, rejects_mismatched_shapes) {
   Variable x(Tensor::zeros({1, 3, 5, 5}));
   EXPECT_THROW(conv2d(x, Variable(Tensor::zeros({4, 2, 3, 3})), Variable(), {}), ValueError);
   EXPECT_THROW(conv2d(x, Variable(Tensor::zeros({4, 3, 3, 3})), Variable(Tensor::zeros({3})), {}),

@@ -31,7 +31,7 @@ Result run(bool fused, const Tensor& x, const Tensor& w, const Tensor& b, const 
 }
 }  // namespace
 
-TEST(conv2d_max_pool2d, gradient) {
+TEST(Conv2dMaxPool2d, gradient) {
   // f64 runs the reference kernels (no pooling workspace: the chunk's convolution output is kept).
   for (bool relu : {false, true}) {
     Conv2dOptions co;
@@ -47,7 +47,7 @@ TEST(conv2d_max_pool2d, gradient) {
   }
 }
 
-TEST(conv2d_max_pool2d, chunked_equals_conv_then_pool_then_relu) {
+TEST(Conv2dMaxPool2d, chunked_equals_conv_then_pool_then_relu) {
   // 64 channels of 64x64 floats = 1 MiB of convolution output per sample: one sample per chunk on
   // one thread, so a batch of 3 runs as 3 chunks; on 2 threads as 2 chunks (2 + 1).
   Tensor x = randomTensor({3, 3, 66, 66}, DType::f32, 4).toFormat(MemoryFormat::channels_last);
@@ -73,7 +73,7 @@ TEST(conv2d_max_pool2d, chunked_equals_conv_then_pool_then_relu) {
   }
 }
 
-TEST(conv2d_max_pool2d, keeps_no_convolution_output) {
+TEST(Conv2dMaxPool2d, keeps_no_convolution_output) {
   // What the graph holds after forward: input, weights, pooled output (relu's mask) and the pooling
   // workspace, but not the 1 MiB-per-sample convolution output.
   Threads t(1);
@@ -87,7 +87,7 @@ TEST(conv2d_max_pool2d, keeps_no_convolution_output) {
   EXPECT_TRUE(w.hasGrad());
 }
 
-TEST(conv2d_max_pool2d, empty_batch_and_bad_options) {
+TEST(Conv2dMaxPool2d, empty_batch_and_bad_options) {
   Variable w(Tensor::zeros({4, 2, 3, 3}), true);
   Variable y = conv2dMaxPool2d(Variable(Tensor::zeros({0, 2, 8, 8})), w, Variable(), {}, {}, true);
   EXPECT_EQ(y.shape(), (Shape{0, 4, 3, 3}));

@@ -7,7 +7,7 @@ using namespace lockstep;
 using namespace lockstep::autograd;
 using lockstep::testing::randomTensor;
 
-TEST(relu, gradient) {
+TEST(Relu, gradient) {
   // Keep inputs away from the kink at 0, where the finite difference is not the derivative.
   Tensor x = randomTensor({3, 4, 5}, DType::f64, 5);
   auto v = x.toVector<double>();
@@ -16,7 +16,7 @@ TEST(relu, gradient) {
                                                 {Tensor::fromVector<double>(v, {3, 4, 5})}));
 }
 
-TEST(autograd, gradients_accumulate_across_backward_calls) {
+TEST(Autograd, gradients_accumulate_across_backward_calls) {
   Variable x(Tensor::fromVector<double>({1.0, -2.0, 3.0}, {3}), true);
   for (int i = 0; i < 3; ++i) relu(x).backward(Tensor::ones({3}, DType::f64));
   EXPECT_EQ(x.grad().toVector<double>(), (std::vector<double>{3.0, 0.0, 3.0}));
@@ -24,7 +24,7 @@ TEST(autograd, gradients_accumulate_across_backward_calls) {
   EXPECT_FALSE(x.hasGrad());
 }
 
-TEST(autograd, gradients_accumulate_over_two_uses_in_one_graph) {
+TEST(Autograd, gradients_accumulate_over_two_uses_in_one_graph) {
   Variable x(Tensor::fromVector<double>({1.0, 2.0}, {2}), true);
   Variable y = relu(relu(x));
   Variable z = relu(x);
@@ -40,7 +40,7 @@ TEST(autograd, gradients_accumulate_over_two_uses_in_one_graph) {
   EXPECT_EQ(x.grad().toVector<double>(), (std::vector<double>{2.0, 2.0}));
 }
 
-TEST(autograd, hooks_fire_once_per_leaf_during_backward) {
+TEST(Autograd, hooks_fire_once_per_leaf_during_backward) {
   Variable a(Tensor::fromVector<double>({1.0}, {1}), true);
   Variable b(Tensor::fromVector<double>({2.0}, {1}), true);
   std::vector<std::string> events;
@@ -73,7 +73,7 @@ TEST(autograd, hooks_fire_once_per_leaf_during_backward) {
   EXPECT_EQ(events, (std::vector<std::string>{"a"}));
 }
 
-TEST(autograd, no_grad_guard_records_nothing) {
+TEST(Autograd, no_grad_guard_records_nothing) {
   Variable x(Tensor::fromVector<double>({1.0}, {1}), true);
   {
     NoGradGuard ng;
@@ -84,7 +84,7 @@ TEST(autograd, no_grad_guard_records_nothing) {
   EXPECT_TRUE(relu(x).requiresGrad());
 }
 
-TEST(autograd, second_backward_through_freed_graph_is_an_error) {
+TEST(Autograd, second_backward_through_freed_graph_is_an_error) {
   Variable x(Tensor::fromVector<double>({1.0}, {1}), true);
   Variable y = relu(relu(x));
   y.backward();
@@ -99,7 +99,7 @@ TEST(autograd, second_backward_through_freed_graph_is_an_error) {
   EXPECT_NO_THROW(z.backward());
 }
 
-TEST(autograd, backward_needs_scalar_or_gradient) {
+TEST(Autograd, backward_needs_scalar_or_gradient) {
   Variable x(Tensor::fromVector<double>({1.0, 2.0}, {2}), true);
   EXPECT_THROW(relu(x).backward(), ValueError);
   Variable c(Tensor::fromVector<double>({1.0}, {1}));

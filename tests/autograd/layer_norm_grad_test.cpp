@@ -7,7 +7,7 @@ using lockstep::testing::gradientsMatch;
 using lockstep::testing::randomTensor;
 using lockstep::testing::tensorsNear;
 
-TEST(layer_norm, gradient) {
+TEST(LayerNorm, gradient) {
   Tensor x = randomTensor({3, 5}, DType::f64, 1, -2.0, 2.0);
   Tensor w = randomTensor({5}, DType::f64, 2, 0.5, 1.5), b = randomTensor({5}, DType::f64, 3);
   EXPECT_TRUE(gradientsMatch(
@@ -18,7 +18,7 @@ TEST(layer_norm, gradient) {
       [](const std::vector<Variable>& in) { return layerNorm(in[0], {5}, in[1], Variable()); }, {x, w}));
 }
 
-TEST(layer_norm, multi_dim_gradient) {
+TEST(LayerNorm, multi_dim_gradient) {
   Tensor x = randomTensor({2, 2, 3}, DType::f64, 4, -2.0, 2.0);
   Tensor w = randomTensor({2, 3}, DType::f64, 5, 0.5, 1.5), b = randomTensor({2, 3}, DType::f64, 6);
   EXPECT_TRUE(gradientsMatch(
@@ -34,7 +34,7 @@ TEST(layer_norm, multi_dim_gradient) {
       {randomTensor({3, 4}, DType::f64, 7, -2.0, 2.0), randomTensor({3}, DType::f64, 8)}));
 }
 
-TEST(layer_norm, forward_matches_reference) {
+TEST(LayerNorm, forward_matches_reference) {
   // f32 through oneDNN against the f64 reference, values and gradients.
   Tensor x = randomTensor({4, 6, 8}, DType::f64, 9, -2.0, 2.0);
   Tensor w = randomTensor({8}, DType::f64, 10, 0.5, 1.5), b = randomTensor({8}, DType::f64, 11);
@@ -48,7 +48,7 @@ TEST(layer_norm, forward_matches_reference) {
   for (size_t i = 0; i < r32.size(); ++i) EXPECT_TRUE(tensorsNear(r32[i], r64[i], 1e-3, 1e-3)) << i;
 }
 
-TEST(layer_norm, rejects_mismatched_shapes) {
+TEST(LayerNorm, rejects_mismatched_shapes) {
   Variable x(Tensor::zeros({2, 3, 4}, DType::f64), true);
   try {
     layerNorm(x, {3, 5}, Variable(), Variable());

@@ -9,7 +9,7 @@ using lockstep::testing::gradientsMatch;
 using lockstep::testing::randomTensor;
 using lockstep::testing::tensorsNear;
 
-TEST(crossEntropy, gradient) {
+TEST(CrossEntropy, gradient) {
   Tensor t = Tensor::fromVector<int64_t>({2, 0, -100, 3, 1}, {5});
   for (Reduction r : {Reduction::mean, Reduction::sum, Reduction::none}) {
     for (double s : {0.0, 0.1}) {
@@ -20,7 +20,7 @@ TEST(crossEntropy, gradient) {
   }
 }
 
-TEST(crossEntropy, is_a_single_graph_node) {
+TEST(CrossEntropy, is_a_single_graph_node) {
   Variable x(randomTensor({4, 3}, DType::f32, 1), true);
   Variable loss = crossEntropy(x, Tensor::fromVector<int64_t>({0, 1, 2, 1}, {4}));
   ASSERT_TRUE(loss.gradFn());
@@ -29,7 +29,7 @@ TEST(crossEntropy, is_a_single_graph_node) {
   EXPECT_EQ(loss.gradFn()->edges()[0]->name(), "AccumulateGrad");
 }
 
-TEST(crossEntropy, forward_matches_reference) {
+TEST(CrossEntropy, forward_matches_reference) {
   Tensor x = randomTensor({32, 10}, DType::f32, 2, -4, 4);
   Tensor t = Tensor::fromVector<int64_t>(std::vector<int64_t>(32, 3), {32});
   Variable loss = crossEntropy(Variable(x), t, {Reduction::mean, 0.1, -100});
@@ -39,12 +39,12 @@ TEST(crossEntropy, forward_matches_reference) {
               1e-5);
 }
 
-TEST(crossEntropy, rejects_mismatched_shapes) {
+TEST(CrossEntropy, rejects_mismatched_shapes) {
   EXPECT_THROW(crossEntropy(Variable(randomTensor({4, 3})), Tensor::fromVector<int64_t>({0, 1}, {2})),
                ValueError);
 }
 
-TEST(nllLoss, gradient) {
+TEST(NllLoss, gradient) {
   Tensor t = Tensor::fromVector<int64_t>({2, 0, -100, 3}, {4});
   for (Reduction r : {Reduction::mean, Reduction::sum, Reduction::none}) {
     EXPECT_TRUE(
@@ -53,7 +53,7 @@ TEST(nllLoss, gradient) {
   }
 }
 
-TEST(nllLoss, forward_matches_reference) {
+TEST(NllLoss, forward_matches_reference) {
   // nll_loss(log_softmax(x)) is cross-entropy without smoothing.
   Tensor x = randomTensor({6, 4}, DType::f32, 4);
   Tensor t = Tensor::fromVector<int64_t>({0, 1, 2, 3, 2, 1}, {6});
@@ -61,23 +61,23 @@ TEST(nllLoss, forward_matches_reference) {
   EXPECT_NEAR(a.item(), b.item(), 1e-5);
 }
 
-TEST(nllLoss, rejects_mismatched_shapes) {
+TEST(NllLoss, rejects_mismatched_shapes) {
   EXPECT_THROW(nllLoss(Variable(randomTensor({4, 3})), Tensor::fromVector<int64_t>({0, 1}, {2})), ValueError);
 }
 
-TEST(mseLoss, gradient) {
+TEST(MseLoss, gradient) {
   for (Reduction r : {Reduction::mean, Reduction::sum, Reduction::none}) {
     EXPECT_TRUE(gradientsMatch([&](const std::vector<Variable>& in) { return mseLoss(in[0], in[1], r); },
                                {randomTensor({3, 4}, DType::f64, 5), randomTensor({3, 4}, DType::f64, 6)}));
   }
 }
 
-TEST(mseLoss, forward_matches_reference) {
+TEST(MseLoss, forward_matches_reference) {
   Tensor a = randomTensor({3, 4}, DType::f32, 5), b = randomTensor({3, 4}, DType::f32, 6);
   EXPECT_TRUE(tensorsNear(mseLoss(Variable(a), Variable(b)).tensor(),
                           kernels::reference::mseLossForward(a, b, kernels::LossReduction::mean), 1e-6));
 }
 
-TEST(mseLoss, rejects_mismatched_shapes) {
+TEST(MseLoss, rejects_mismatched_shapes) {
   EXPECT_THROW(mseLoss(Variable(randomTensor({3, 4})), Variable(randomTensor({4, 3}))), ValueError);
 }

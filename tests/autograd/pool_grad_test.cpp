@@ -6,7 +6,7 @@ using namespace lockstep::autograd;
 using lockstep::testing::gradientsMatch;
 using lockstep::testing::randomTensor;
 
-TEST(max_pool2d, gradient) {
+TEST(MaxPool2d, gradient) {
   Pool2dOptions o;
   o.kernel = {3, 2};
   o.stride = {2, 1};
@@ -16,7 +16,7 @@ TEST(max_pool2d, gradient) {
                              {randomTensor({2, 2, 5, 4}, DType::f64, 1)}));
 }
 
-TEST(avg_pool2d, gradient) {
+TEST(AvgPool2d, gradient) {
   for (bool include : {true, false}) {
     Pool2dOptions o;
     o.kernel = {3, 3};
@@ -30,14 +30,14 @@ TEST(avg_pool2d, gradient) {
   }
 }
 
-TEST(adaptive_avg_pool2d, gradient) {
+TEST(AdaptiveAvgPool2d, gradient) {
   for (auto out : {std::array<int64_t, 2>{1, 1}, std::array<int64_t, 2>{3, 2}}) {
     EXPECT_TRUE(gradientsMatch([&](const std::vector<Variable>& in) { return adaptiveAvgPool2d(in[0], out); },
                                {randomTensor({2, 2, 5, 4}, DType::f64, 3)}));
   }
 }
 
-TEST(max_pool2d, forward_matches_reference) {
+TEST(MaxPool2d, forward_matches_reference) {
   Tensor x = randomTensor({2, 3, 8, 7}, DType::f32, 4).toFormat(MemoryFormat::channels_last);
   Pool2dOptions o;
   Variable y = maxPool2d(Variable(x, true), o);
@@ -47,7 +47,7 @@ TEST(max_pool2d, forward_matches_reference) {
   y.backward(Tensor::ones(y.shape()));  // uses the oneDNN workspace kept because x requires grad
 }
 
-TEST(pool2d, rejects_mismatched_shapes) {
+TEST(Pool2d, rejects_mismatched_shapes) {
   Pool2dOptions o;
   o.kernel = {5, 5};
   EXPECT_THROW(maxPool2d(Variable(Tensor::zeros({1, 1, 4, 4})), o), ValueError);
@@ -57,7 +57,7 @@ TEST(pool2d, rejects_mismatched_shapes) {
 
 // On the oneDNN path (f32) the backward needs the workspace only: the input's memory is not kept
 // by the graph, so a CNN's largest activation is freed as soon as the pool has read it.
-TEST(max_pool2d, f32_graph_does_not_keep_the_input) {
+TEST(MaxPool2d, f32_graph_does_not_keep_the_input) {
   Tensor x = randomTensor({2, 3, 8, 8}, DType::f32, 4);
   Variable w(Tensor::ones({1}), true);
   Variable xin = mul(Variable(x), w);  // a non-leaf input whose only owner is the graph

@@ -7,7 +7,7 @@ using lockstep::testing::gradientsMatch;
 using lockstep::testing::randomTensor;
 using lockstep::testing::tensorsNear;
 
-TEST(sum, gradient) {
+TEST(Sum, gradient) {
   Tensor x = randomTensor({3, 4}, DType::f64, 1);
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return sum(in[0]); }, {x}));
   for (bool keepdim : {false, true}) {
@@ -22,7 +22,7 @@ TEST(sum, gradient) {
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return sum(in[0], {2, 0}); }, {y}));
 }
 
-TEST(mean, gradient) {
+TEST(Mean, gradient) {
   Tensor x = randomTensor({2, 3, 5}, DType::f64, 3);
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return mean(in[0]); }, {x}));
   for (bool keepdim : {false, true}) {
@@ -34,7 +34,7 @@ TEST(mean, gradient) {
   }
 }
 
-TEST(sum, zero_dim_result_backward) {
+TEST(Sum, zero_dim_result_backward) {
   Variable x(randomTensor({2, 3}, DType::f64), true);
   Variable s = sum(x);
   EXPECT_EQ(s.dim(), 0);
@@ -47,7 +47,7 @@ TEST(sum, zero_dim_result_backward) {
   EXPECT_TRUE(tensorsNear(x.grad(), Tensor::full({2, 3}, 1.0 / 6.0, DType::f64), 1e-15));
 }
 
-TEST(sum, of_0d_input) {
+TEST(Sum, of_0d_input) {
   Variable x(Tensor::scalar(2.5, DType::f64), true);
   Variable s = sum(x);
   EXPECT_EQ(s.dim(), 0);
@@ -56,7 +56,7 @@ TEST(sum, of_0d_input) {
   EXPECT_DOUBLE_EQ(x.grad().itemDouble(), 1.0);
 }
 
-TEST(sum, f32_values_and_gradient) {
+TEST(Sum, f32_values_and_gradient) {
   Variable x(randomTensor({17, 33}, DType::f32, 4), true);
   Variable s = mean(sum(x, {0}) * 2.0);
   double expect = 0;
@@ -66,7 +66,7 @@ TEST(sum, f32_values_and_gradient) {
   EXPECT_TRUE(tensorsNear(x.grad(), Tensor::full({17, 33}, 2.0 / 33.0, DType::f32), 1e-7));
 }
 
-TEST(sum, rejects_bad_dims) {
+TEST(Sum, rejects_bad_dims) {
   Variable x(Tensor::zeros({2, 3}, DType::f64), true);
   EXPECT_THROW(sum(x, {2}), ValueError);
   EXPECT_THROW(sum(x, {1, -1}), ValueError);

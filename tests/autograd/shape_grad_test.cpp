@@ -7,7 +7,7 @@ using lockstep::testing::gradientsMatch;
 using lockstep::testing::randomTensor;
 using lockstep::testing::tensorsNear;
 
-TEST(reshape, gradient) {
+TEST(Reshape, gradient) {
   Tensor x = randomTensor({2, 3, 4}, DType::f64, 1);
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return reshape(in[0], {4, -1}); }, {x}));
   // A non-contiguous input (a transpose) is copied by reshape.
@@ -15,7 +15,7 @@ TEST(reshape, gradient) {
       [](const std::vector<Variable>& in) { return reshape(transpose(in[0], 0, 2), {-1}); }, {x}));
 }
 
-TEST(reshape, is_a_view) {
+TEST(Reshape, is_a_view) {
   Variable x(randomTensor({2, 6}, DType::f32), true);
   Variable y = reshape(x, {3, 4});
   EXPECT_TRUE(y.tensor().sharesStorage(x.tensor()));
@@ -23,7 +23,7 @@ TEST(reshape, is_a_view) {
   EXPECT_THROW(reshape(x, {5, -1}), ValueError);
 }
 
-TEST(flatten, gradient) {
+TEST(Flatten, gradient) {
   Tensor x = randomTensor({2, 3, 2, 2}, DType::f64, 2);
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return flatten(in[0]); }, {x}));
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return flatten(in[0], 0, 1); }, {x}));
@@ -32,7 +32,7 @@ TEST(flatten, gradient) {
   EXPECT_EQ(flatten(v, 1, 2).shape(), (Shape{2, 6, 2}));
 }
 
-TEST(transpose, gradient) {
+TEST(Transpose, gradient) {
   Tensor x = randomTensor({2, 3, 4}, DType::f64, 3);
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return transpose(in[0], 0, 2); }, {x}));
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return transpose(in[0], -1, 1); }, {x}));
@@ -42,7 +42,7 @@ TEST(transpose, gradient) {
   EXPECT_EQ(t.shape(), (Shape{3, 2, 4}));
 }
 
-TEST(permute, gradient) {
+TEST(Permute, gradient) {
   Tensor x = randomTensor({2, 3, 4}, DType::f64, 4);
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return permute(in[0], {2, 0, 1}); }, {x}));
   EXPECT_TRUE(gradientsMatch(
@@ -55,7 +55,7 @@ TEST(permute, gradient) {
   EXPECT_THROW(permute(v, {0, 1}), ValueError);
 }
 
-TEST(narrow, gradient) {
+TEST(Narrow, gradient) {
   Tensor x = randomTensor({4, 5}, DType::f64, 5);
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return narrow(in[0], 1, 1, 3); }, {x}));
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return narrow(in[0], -2, 3, 1); }, {x}));
@@ -68,7 +68,7 @@ TEST(narrow, gradient) {
   EXPECT_THROW(narrow(v, 0, 3, 2), ValueError);
 }
 
-TEST(concat, gradient) {
+TEST(Concat, gradient) {
   Tensor a = randomTensor({2, 3}, DType::f64, 6), b = randomTensor({2, 1}, DType::f64, 7),
          c = randomTensor({2, 2}, DType::f64, 8);
   EXPECT_TRUE(gradientsMatch(
@@ -89,14 +89,14 @@ TEST(concat, gradient) {
       {a, c}, 1e-6, 1e-6, 1e-5, /*no_grad=*/{0}));
 }
 
-TEST(concat, same_variable_twice_gradient) {
+TEST(Concat, same_variable_twice_gradient) {
   Variable x(Tensor::fromVector<double>({1.0, 2.0}, {2}), true);
   Variable y = concat({x, x * 3.0}, 0);
   y.backward(Tensor::fromVector<double>({1.0, 2.0, 3.0, 4.0}, {4}));
   EXPECT_TRUE(tensorsNear(x.grad(), Tensor::fromVector<double>({10.0, 14.0}, {2}), 1e-12));
 }
 
-TEST(concat, rejects_mismatched_shapes) {
+TEST(Concat, rejects_mismatched_shapes) {
   Variable a(Tensor::zeros({2, 3}, DType::f64), true), b(Tensor::zeros({3, 4}, DType::f64), true);
   try {
     concat({a, b}, 0);

@@ -9,33 +9,33 @@ using lockstep::testing::gradientsMatch;
 using lockstep::testing::randomTensor;
 using lockstep::testing::tensorsNear;
 
-TEST(softmax, gradient) {
+TEST(Softmax, gradient) {
   for (int64_t dim : {0, 1, -1}) {
     EXPECT_TRUE(gradientsMatch([&](const std::vector<Variable>& in) { return softmax(in[0], dim); },
                                {randomTensor({2, 3, 4}, DType::f64, 1, -2, 2)}));
   }
 }
 
-TEST(logSoftmax, gradient) {
+TEST(LogSoftmax, gradient) {
   for (int64_t dim : {0, 2}) {
     EXPECT_TRUE(gradientsMatch([&](const std::vector<Variable>& in) { return logSoftmax(in[0], dim); },
                                {randomTensor({2, 3, 4}, DType::f64, 2, -2, 2)}));
   }
 }
 
-TEST(softmax, forward_matches_reference) {
+TEST(Softmax, forward_matches_reference) {
   Tensor x = randomTensor({4, 6}, DType::f32, 3);
   EXPECT_TRUE(tensorsNear(softmax(Variable(x), 1).tensor(), kernels::reference::softmaxForward(x, 1), 1e-6));
   EXPECT_TRUE(
       tensorsNear(logSoftmax(Variable(x), 0).tensor(), kernels::reference::logSoftmaxForward(x, 0), 1e-6));
 }
 
-TEST(softmax, rejects_mismatched_shapes) {
+TEST(Softmax, rejects_mismatched_shapes) {
   EXPECT_THROW(softmax(Variable(randomTensor({4, 6})), 2), ValueError);
   EXPECT_THROW(logSoftmax(Variable(randomTensor({4, 6})), -3), ValueError);
 }
 
-TEST(dropout, gradient) {
+TEST(Dropout, gradient) {
   // A fixed generator state per evaluation, so every finite-difference probe sees the same mask.
   EXPECT_TRUE(gradientsMatch(
       [](const std::vector<Variable>& in) {
@@ -45,7 +45,7 @@ TEST(dropout, gradient) {
       {randomTensor({4, 5}, DType::f64, 4)}));
 }
 
-TEST(dropout, is_identity_when_not_training) {
+TEST(Dropout, is_identity_when_not_training) {
   Variable x(randomTensor({3, 4}), true);
   Generator g(1);
   Variable y = dropout(x, 0.5, false, g);
@@ -53,7 +53,7 @@ TEST(dropout, is_identity_when_not_training) {
   EXPECT_EQ(g.offset(), 0u);
 }
 
-TEST(dropout, same_generator_state_gives_same_mask) {
+TEST(Dropout, same_generator_state_gives_same_mask) {
   Variable x(Tensor::ones({8, 16}), true);
   Generator g1(5), g2(5);
   Variable a = dropout(x, 0.5, true, g1), b = dropout(x, 0.5, true, g2);
@@ -64,7 +64,7 @@ TEST(dropout, same_generator_state_gives_same_mask) {
   EXPECT_TRUE(tensorsNear(x.grad(), a.tensor(), 0.0));
 }
 
-TEST(dropout, rejects_mismatched_shapes) {
+TEST(Dropout, rejects_mismatched_shapes) {
   Generator g(1);
   EXPECT_THROW(dropout(Variable(randomTensor({3})), -0.1, true, g), ValueError);
 }

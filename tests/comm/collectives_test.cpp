@@ -88,7 +88,7 @@ class CollectivesTest : public ::testing::TestWithParam<Param> {
   int world() const { return std::get<1>(GetParam()); }
 };
 
-TEST_P(CollectivesTest, AllreduceEveryDTypeAndOp) {
+TEST_P(CollectivesTest, allreduce_every_d_type_and_op) {
   const int world = this->world();
   withGroups(backend(), world, [&](ProcessGroup& pg) {
     for (DType dt : kAllDTypes) {
@@ -107,7 +107,7 @@ TEST_P(CollectivesTest, AllreduceEveryDTypeAndOp) {
   });
 }
 
-TEST_P(CollectivesTest, AllreduceOneMillion) {
+TEST_P(CollectivesTest, allreduce_one_million) {
   const int world = this->world();
   if (world == 4 || (backend() == "gloo" && world == 7)) GTEST_SKIP() << "large counts on a subset only";
   withGroups(backend(), world, [&](ProcessGroup& pg) {
@@ -122,7 +122,7 @@ TEST_P(CollectivesTest, AllreduceOneMillion) {
   });
 }
 
-TEST_P(CollectivesTest, BroadcastFromEveryRoot) {
+TEST_P(CollectivesTest, broadcast_from_every_root) {
   withGroups(backend(), world(), [&](ProcessGroup& pg) {
     for (DType dt : {DType::f32, DType::i64, DType::bf16}) {
       for (size_t n : {size_t{0}, size_t{1}, size_t{37}, size_t{40000}}) {
@@ -137,7 +137,7 @@ TEST_P(CollectivesTest, BroadcastFromEveryRoot) {
   });
 }
 
-TEST_P(CollectivesTest, ReduceToRoot) {
+TEST_P(CollectivesTest, reduce_to_root) {
   const int world = this->world();
   withGroups(backend(), world, [&](ProcessGroup& pg) {
     for (ReduceOp op : kAllOps) {
@@ -152,7 +152,7 @@ TEST_P(CollectivesTest, ReduceToRoot) {
   });
 }
 
-TEST_P(CollectivesTest, AllgatherEvenAndUneven) {
+TEST_P(CollectivesTest, allgather_even_and_uneven) {
   withGroups(backend(), world(), [&](ProcessGroup& pg) {
     const int w = pg.size();
     for (DType dt : {DType::f32, DType::u8, DType::f16}) {
@@ -177,7 +177,7 @@ TEST_P(CollectivesTest, AllgatherEvenAndUneven) {
   });
 }
 
-TEST_P(CollectivesTest, AllgatherOneMillion) {
+TEST_P(CollectivesTest, allgather_one_million) {
   if (world() != 2 && world() != 3) GTEST_SKIP() << "large counts on a subset only";
   withGroups(backend(), world(), [&](ProcessGroup& pg) {
     const size_t n = 1'000'001;
@@ -227,7 +227,7 @@ TEST_P(CollectivesTest, reduce_scatter_large_counts) {
   });
 }
 
-TEST_P(CollectivesTest, GatherScatterAlltoall) {
+TEST_P(CollectivesTest, gather_scatter_alltoall) {
   withGroups(backend(), world(), [&](ProcessGroup& pg) {
     const int w = pg.size(), me = pg.rank();
     for (size_t n : kCounts) {
@@ -257,7 +257,7 @@ TEST_P(CollectivesTest, GatherScatterAlltoall) {
   });
 }
 
-TEST_P(CollectivesTest, ManyOpsInFlightCompleteInOrder) {
+TEST_P(CollectivesTest, many_ops_in_flight_complete_in_order) {
   withGroups(backend(), world(), [&](ProcessGroup& pg) {
     std::vector<std::vector<int32_t>> bufs(20, std::vector<int32_t>(100, pg.rank() + 1));
     std::vector<std::shared_ptr<Work>> works;
@@ -270,7 +270,7 @@ TEST_P(CollectivesTest, ManyOpsInFlightCompleteInOrder) {
   });
 }
 
-TEST_P(CollectivesTest, DeferredAllreduceRunsWhenWaitedOn) {
+TEST_P(CollectivesTest, deferred_allreduce_runs_when_waited_on) {
   withGroups(backend(), world(), [&](ProcessGroup& pg) {
     const int32_t sum = pg.size() * (pg.size() + 1) / 2;
     AllreduceOptions deferred;
@@ -293,7 +293,7 @@ TEST_P(CollectivesTest, DeferredAllreduceRunsWhenWaitedOn) {
   });
 }
 
-TEST_P(CollectivesTest, Subgroups) {
+TEST_P(CollectivesTest, subgroups) {
   if (world() < 3) GTEST_SKIP() << "needs 3 ranks";
   withGroups(backend(), world(), [&](ProcessGroup& pg) {
     std::vector<int> odd;

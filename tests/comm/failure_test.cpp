@@ -38,7 +38,7 @@ void expectErrorNaming(const std::function<void()>& op, std::initializer_list<co
   EXPECT_LT(std::chrono::steady_clock::now() - start, within);
 }
 
-TEST_P(FailureTest, StuckPeerTimesOutNamingOpAndRanks) {
+TEST_P(FailureTest, stuck_peer_times_out_naming_op_and_ranks) {
   auto store = std::make_shared<HashStore>();
   std::atomic<bool> done{false};
   runRanks(3, [&](int r) {
@@ -75,7 +75,7 @@ TEST_P(FailureTest, StuckPeerTimesOutNamingOpAndRanks) {
   });
 }
 
-TEST_P(FailureTest, DifferentCollectivesInSameSlot) {
+TEST_P(FailureTest, different_collectives_in_same_slot) {
   auto store = std::make_shared<HashStore>();
   runRanks(2, [&](int r) {
     auto pg = makeGroup(GetParam(), store, r, 2, 10s);
@@ -92,7 +92,7 @@ TEST_P(FailureTest, DifferentCollectivesInSameSlot) {
   });
 }
 
-TEST_P(FailureTest, DifferentCountsInSameSlot) {
+TEST_P(FailureTest, different_counts_in_same_slot) {
   auto store = std::make_shared<HashStore>();
   runRanks(2, [&](int r) {
     auto pg = makeGroup(GetParam(), store, r, 2, 10s);
@@ -101,7 +101,7 @@ TEST_P(FailureTest, DifferentCountsInSameSlot) {
   });
 }
 
-TEST_P(FailureTest, WorkWaitTimeoutLeavesOpRunning) {
+TEST_P(FailureTest, work_wait_timeout_leaves_op_running) {
   auto store = std::make_shared<HashStore>();
   runRanks(2, [&](int r) {
     auto pg = makeGroup(GetParam(), store, r, 2, 10s);
@@ -119,7 +119,7 @@ TEST_P(FailureTest, WorkWaitTimeoutLeavesOpRunning) {
   });
 }
 
-TEST_P(FailureTest, InvalidArgumentsAreValueErrors) {
+TEST_P(FailureTest, invalid_arguments_are_value_errors) {
   auto store = std::make_shared<HashStore>();
   auto pg = makeGroup(GetParam(), store, 0, 1, 10s);
   int32_t v = 0;
@@ -157,7 +157,7 @@ void withPeerThatDies(const std::string& backend, const std::function<void(Proce
   std::filesystem::remove(path);
 }
 
-TEST_P(FailureTest, DeadPeerProcessIsReportedWithinSeconds) {
+TEST_P(FailureTest, dead_peer_process_is_reported_within_seconds) {
   int32_t v = 1;
   withPeerThatDies(
       GetParam(), [&](ProcessGroup& pg) { pg.allreduce(&v, 1, DType::i32)->wait(); },
@@ -168,7 +168,7 @@ TEST_P(FailureTest, DeadPeerProcessIsReportedWithinSeconds) {
       });
 }
 
-TEST_P(FailureTest, SendRecv) {
+TEST_P(FailureTest, send_recv) {
   auto store = std::make_shared<HashStore>();
   runRanks(3, [&](int r) {
     auto pg = makeGroup(GetParam(), store, r, 3);
@@ -186,7 +186,7 @@ TEST_P(FailureTest, SendRecv) {
   });
 }
 
-TEST_P(FailureTest, SendRecvLargeMessagesBothWays) {
+TEST_P(FailureTest, send_recv_large_messages_both_ways) {
   // 3 MB each way: many times shm's channel (4 x 64 KiB), so the sender waits for the receiver.
   auto store = std::make_shared<HashStore>();
   runRanks(2, [&](int r) {
@@ -215,7 +215,7 @@ TEST_P(FailureTest, SendRecvLargeMessagesBothWays) {
   });
 }
 
-TEST(ShmBackendTest, RecvMatchesByTagAndBuffersTheOthers) {
+TEST(ShmBackend, recv_matches_by_tag_and_buffers_the_others) {
   auto store = std::make_shared<HashStore>();
   runRanks(2, [&](int r) {
     auto pg = makeGroup("shm", store, r, 2);
@@ -243,7 +243,7 @@ TEST(ShmBackendTest, RecvMatchesByTagAndBuffersTheOthers) {
   });
 }
 
-TEST(ShmBackendTest, SendRecvMismatchAndMissingSenderAreNamed) {
+TEST(ShmBackend, send_recv_mismatch_and_missing_sender_are_named) {
   auto store = std::make_shared<HashStore>();
   runRanks(2, [&](int r) {
     auto pg = makeGroup("shm", store, r, 2, 10s);
@@ -267,7 +267,7 @@ TEST(ShmBackendTest, SendRecvMismatchAndMissingSenderAreNamed) {
   });
 }
 
-TEST(ShmBackendTest, RecvFromADeadPeerIsReported) {
+TEST(ShmBackend, recv_from_a_dead_peer_is_reported) {
   withPeerThatDies(
       "shm", [](ProcessGroup& pg) { pg.barrier()->wait(); },  // rank 1 then dies without sending
       [](ProcessGroup& pg) {
@@ -344,7 +344,7 @@ TEST_P(FailureTest, reduce_scatter_against_another_collective_is_named) {
   });
 }
 
-TEST(GlooBackendTest, reduce_scatter_ring_stops_at_the_op_deadline_without_op_checks) {
+TEST(GlooBackend, reduce_scatter_ring_stops_at_the_op_deadline_without_op_checks) {
   // Without the descriptor exchange the ring's own waits must end at the op's deadline, not at a
   // connection-wide timeout (the group's here is 30 s).
   auto store = std::make_shared<HashStore>();

@@ -57,7 +57,7 @@ std::string errorOf(const InitOptions& o) {
   return "";
 }
 
-TEST(ResolveInitTest, EnvMethod) {
+TEST(ResolveInit, env_method) {
   ScopedEnv env({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "node7"},
                  {"MASTER_PORT", "29511"}});
   auto r = resolveInit({});
@@ -70,7 +70,7 @@ TEST(ResolveInitTest, EnvMethod) {
   EXPECT_FALSE(r.host_store_server);
 }
 
-TEST(ResolveInitTest, RankZeroHostsStoreUnlessAgentDoes) {
+TEST(ResolveInit, rank_zero_hosts_store_unless_agent_does) {
   ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
   EXPECT_TRUE(resolveInit({}).host_store_server);
   ::setenv("LOCKSTEP_USE_AGENT_STORE", "1", 1);
@@ -82,7 +82,7 @@ TEST(ResolveInitTest, RankZeroHostsStoreUnlessAgentDoes) {
   EXPECT_EQ(resolveInit({}).key_prefix, "/worker/attempt_2/");
 }
 
-TEST(ResolveInitTest, OpenMpiAndSlurmVariables) {
+TEST(ResolveInit, open_mpi_and_slurm_variables) {
   {
     ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"},
                    {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}});
@@ -104,7 +104,7 @@ TEST(ResolveInitTest, OpenMpiAndSlurmVariables) {
   }
 }
 
-TEST(ResolveInitTest, ErrorsNameTheVariable) {
+TEST(ResolveInit, errors_name_the_variable) {
   {
     ScopedEnv env({{"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
     EXPECT_NE(errorOf({}).find("RANK"), std::string::npos);
@@ -186,11 +186,11 @@ void runProcesses(const std::string& backend, int world) {
   }
 }
 
-TEST(MultiProcessTest, Shm3Ranks) { runProcesses("shm", 3); }
-TEST(MultiProcessTest, Gloo3Ranks) { runProcesses("gloo", 3); }
-TEST(MultiProcessTest, Auto2Ranks) { runProcesses("auto", 2); }
+TEST(MultiProcess, shm3_ranks) { runProcesses("shm", 3); }
+TEST(MultiProcess, gloo3_ranks) { runProcesses("gloo", 3); }
+TEST(MultiProcess, auto2_ranks) { runProcesses("auto", 2); }
 
-TEST(MultiProcessTest, FileInitMethod) {
+TEST(MultiProcess, file_init_method) {
   std::string path = (std::filesystem::temp_directory_path() / ("lockstep_init_" + std::to_string(::getpid()))).string();
   std::filesystem::remove(path);
   std::vector<pid_t> pids;
@@ -221,7 +221,7 @@ TEST(MultiProcessTest, FileInitMethod) {
 }
 
 // Two simulated hosts with two ranks each: shm inside, gloo between leaders.
-TEST(HierarchicalTest, TwoHostsTwoRanksEach) {
+TEST(Hierarchical, two_hosts_two_ranks_each) {
   auto store = std::make_shared<HashStore>();
   testing::runRanks(4, [&](int r) {
     std::vector<std::string> ids = {"hostA", "hostA", "hostB", "hostB"};

@@ -90,7 +90,7 @@ const int kMpiWorkerHook = [] {
   std::exit(rc);
 }();
 
-TEST(MpiTest, ThreeRanksUnderMpirun) {
+TEST(Mpi, three_ranks_under_mpirun) {
   if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not installed";
   char self[4096] = {};
   ASSERT_GT(::readlink("/proc/self/exe", self, sizeof(self) - 1), 0);

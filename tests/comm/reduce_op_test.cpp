@@ -33,7 +33,7 @@ void expectFusedEqualsSeparate(DType dt, int64_t divisor) {
   EXPECT_EQ(std::memcmp(fused.data(), copy.data(), n * sizeof(T)), 0) << dtypeName(dt) << " / " << divisor;
 }
 
-TEST(ReduceOpTest, FusedDivisorEqualsDividingAfterwards) {
+TEST(ReduceOp, fused_divisor_equals_dividing_afterwards) {
   for (int64_t d : {2, 3, 4, 7, 8}) {
     expectFusedEqualsSeparate<float>(DType::f32, d);
     expectFusedEqualsSeparate<double>(DType::f64, d);
@@ -42,7 +42,7 @@ TEST(ReduceOpTest, FusedDivisorEqualsDividingAfterwards) {
   }
 }
 
-TEST(ReduceOpTest, FusedDivisorRoundsHalfTypesOnce) {
+TEST(ReduceOp, fused_divisor_rounds_half_types_once) {
   // f16/bf16 combine in float: the fused pass rounds (a + b) / d once, which is the float value
   // rounded, while dividing afterwards rounds the sum first.
   const size_t n = 500;
@@ -54,13 +54,13 @@ TEST(ReduceOpTest, FusedDivisorRoundsHalfTypesOnce) {
   }
 }
 
-TEST(ReduceOpTest, PowerOfTwoDivisorIsExact) {
+TEST(ReduceOp, power_of_two_divisor_is_exact) {
   std::vector<float> a = {1.0f, 3.0f, -5.0f, 1e-30f}, b = {2.0f, 0.5f, 5.0f, 3e-30f}, out(4);
   reduceInto(out.data(), a.data(), b.data(), 4, DType::f32, ReduceOp::sum, nullptr, 4);
   EXPECT_EQ(out, (std::vector<float>{0.75f, 0.875f, 0.0f, 1e-30f}));
 }
 
-TEST(ReduceOpTest, DivisorWithOtherOpsIsAnError) {
+TEST(ReduceOp, divisor_with_other_ops_is_an_error) {
   float a = 1, b = 2, out = 0;
   EXPECT_THROW(reduceInto(&out, &a, &b, 1, DType::f32, ReduceOp::max, nullptr, 2), InternalError);
   EXPECT_THROW(reduceInto(&out, &a, &b, 1, DType::f32, ReduceOp::sum, nullptr, 0), InternalError);

@@ -89,7 +89,7 @@ class StoreTest : public ::testing::TestWithParam<StoreKind> {
   std::function<std::shared_ptr<Store>()> factory_;
 };
 
-TEST_P(StoreTest, SetGetAcrossClients) {
+TEST_P(StoreTest, set_get_across_clients) {
   auto a = client();
   auto b = client();
   a->set("k", bytes("v1"));
@@ -104,7 +104,7 @@ TEST_P(StoreTest, SetGetAcrossClients) {
   EXPECT_EQ(b->get("big"), big);
 }
 
-TEST_P(StoreTest, GetBlocksUntilAnotherClientSets) {
+TEST_P(StoreTest, get_blocks_until_another_client_sets) {
   auto a = client();
   auto b = client();
   std::thread t([&] {
@@ -115,7 +115,7 @@ TEST_P(StoreTest, GetBlocksUntilAnotherClientSets) {
   t.join();
 }
 
-TEST_P(StoreTest, GetTimeoutNamesKey) {
+TEST_P(StoreTest, get_timeout_names_key) {
   auto a = client();
   a->setTimeout(100ms);
   try {
@@ -126,7 +126,7 @@ TEST_P(StoreTest, GetTimeoutNamesKey) {
   }
 }
 
-TEST_P(StoreTest, AddIsACounter) {
+TEST_P(StoreTest, add_is_a_counter) {
   auto a = client();
   EXPECT_EQ(a->add("c", 5), 5);
   EXPECT_EQ(a->add("c", -2), 3);
@@ -137,7 +137,7 @@ TEST_P(StoreTest, AddIsACounter) {
   EXPECT_EQ(a->add("c", 1), -3);
 }
 
-TEST_P(StoreTest, CompareSet) {
+TEST_P(StoreTest, compare_set) {
   auto a = client();
   EXPECT_TRUE(a->compareSet("cas", bytes("x"), bytes("y")).empty());  // absent, expected "x"
   EXPECT_FALSE(a->check({"cas"}));
@@ -147,7 +147,7 @@ TEST_P(StoreTest, CompareSet) {
   EXPECT_EQ(a->getString("cas"), "second");
 }
 
-TEST_P(StoreTest, WaitCheckDeleteNumKeys) {
+TEST_P(StoreTest, wait_check_delete_num_keys) {
   auto a = client();
   auto b = client();
   int64_t base = a->numKeys();
@@ -168,7 +168,7 @@ TEST_P(StoreTest, WaitCheckDeleteNumKeys) {
   EXPECT_TRUE(a->check({}));
 }
 
-TEST_P(StoreTest, WaitTimeoutListsMissingKeys) {
+TEST_P(StoreTest, wait_timeout_lists_missing_keys) {
   auto a = client();
   a->setString("present", "1");
   try {
@@ -182,7 +182,7 @@ TEST_P(StoreTest, WaitTimeoutListsMissingKeys) {
   }
 }
 
-TEST_P(StoreTest, ConcurrentAddsAreAtomic) {
+TEST_P(StoreTest, concurrent_adds_are_atomic) {
   constexpr int kThreads = 4, kAdds = 100;
   std::vector<std::shared_ptr<Store>> clients;
   for (int i = 0; i < kThreads; ++i) clients.push_back(i % 2 ? client() : clients.empty() ? client() : clients[0]);
@@ -196,7 +196,7 @@ TEST_P(StoreTest, ConcurrentAddsAreAtomic) {
   EXPECT_EQ(clients[0]->add("counter", 0), kThreads * kAdds);
 }
 
-TEST_P(StoreTest, BlockedGetDoesNotBlockOtherThreadsOfSameClient) {
+TEST_P(StoreTest, blocked_get_does_not_block_other_threads_of_same_client) {
   auto a = client();
   std::thread t([&] { EXPECT_EQ(a->getString("x"), "1"); });
   std::this_thread::sleep_for(20ms);
@@ -207,7 +207,7 @@ TEST_P(StoreTest, BlockedGetDoesNotBlockOtherThreadsOfSameClient) {
 INSTANTIATE_TEST_SUITE_P(AllStores, StoreTest, ::testing::ValuesIn(kinds()),
                          [](const auto& info) { return info.param.name; });
 
-TEST(PrefixStoreTest, KeysAreNamespaced) {
+TEST(PrefixStore, keys_are_namespaced) {
   auto base = std::make_shared<HashStore>();
   PrefixStore a("a", base), b("b", base);
   a.setString("k", "from a");
@@ -237,7 +237,7 @@ TCPStoreOptions serverOptions() {
   return o;
 }
 
-TEST(TCPStoreTest, GarbageAndOversizedFramesDoNotKillServer) {
+TEST(TCPStore, garbage_and_oversized_frames_do_not_kill_server) {
   TCPStore server(serverOptions());
   server.setString("alive", "yes");
   // Pure garbage, an oversized length, a truncated frame then disconnect, an unknown command,
@@ -270,7 +270,7 @@ TEST(TCPStoreTest, GarbageAndOversizedFramesDoNotKillServer) {
   EXPECT_EQ(client.add("n", 1), 1);
 }
 
-TEST(TCPStoreTest, ClientDisconnectingDuringBlockingGet) {
+TEST(TCPStore, client_disconnecting_during_blocking_get) {
   TCPStore server(serverOptions());
   {
     TCPStoreOptions co;
@@ -294,7 +294,7 @@ TEST(TCPStoreTest, ClientDisconnectingDuringBlockingGet) {
   EXPECT_EQ(server.getString("abc"), "1");
 }
 
-TEST(TCPStoreTest, PortInUseIsAClearError) {
+TEST(TCPStore, port_in_use_is_a_clear_error) {
   TCPStore first(serverOptions());
   TCPStoreOptions o = serverOptions();
   o.port = first.port();
@@ -308,7 +308,7 @@ TEST(TCPStoreTest, PortInUseIsAClearError) {
   }
 }
 
-TEST(TCPStoreTest, ConnectTimeoutNamesHostPort) {
+TEST(TCPStore, connect_timeout_names_host_port) {
   uint16_t port;
   {
     TCPStore probe(serverOptions());  // find a port that is free once probe is gone
@@ -328,7 +328,7 @@ TEST(TCPStoreTest, ConnectTimeoutNamesHostPort) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
 
-TEST(TCPStoreTest, ClientConnectsToServerStartedLater) {
+TEST(TCPStore, client_connects_to_server_started_later) {
   uint16_t port;
   {
     TCPStore probe(serverOptions());
@@ -350,7 +350,7 @@ TEST(TCPStoreTest, ClientConnectsToServerStartedLater) {
   t.join();
 }
 
-TEST(TCPStoreTest, ServerGoneIsPeerError) {
+TEST(TCPStore, server_gone_is_peer_error) {
   auto server = std::make_unique<TCPStore>(serverOptions());
   TCPStoreOptions o;
   o.port = server->port();
@@ -363,7 +363,7 @@ TEST(TCPStoreTest, ServerGoneIsPeerError) {
 
 // --- FileStore across real processes ---
 
-TEST(FileStoreTest, TwoProcesses) {
+TEST(FileStore, two_processes) {
   std::string path = tempPath("lockstep_filestore_fork");
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
@@ -395,7 +395,7 @@ TEST(FileStoreTest, TwoProcesses) {
   EXPECT_FALSE(std::filesystem::exists(path)) << "last worker removes the file";
 }
 
-TEST(FileStoreTest, UnwritablePathIsIoError) {
+TEST(FileStore, unwritable_path_is_io_error) {
   EXPECT_THROW(FileStore("/nonexistent_dir_lockstep/x", 1), IoError);
 }
 

@@ -18,7 +18,7 @@ CifarRaw makeRaw(int64_t n) {
   return raw;
 }
 
-TEST(Cifar, WriteThenReadRoundTrips) {
+TEST(Cifar, write_then_read_round_trips) {
   TempDir dir;
   CifarRaw raw = makeRaw(7);
   writeCifarBinary(dir.file("b.bin"), raw.images, raw.labels);
@@ -28,7 +28,7 @@ TEST(Cifar, WriteThenReadRoundTrips) {
   EXPECT_EQ(back.labels.toVector<int64_t>(), raw.labels.toVector<int64_t>());
 }
 
-TEST(Cifar, LoadConcatenatesTrainFilesAndNormalisesPerChannel) {
+TEST(Cifar, load_concatenates_train_files_and_normalises_per_channel) {
   TempDir dir;
   writeSyntheticCifar10(dir.str(), {.train_per_file = 6, .test_samples = 4, .seed = 3});
   TensorDataset train = loadCifar10(dir.str(), Split::train);
@@ -48,7 +48,7 @@ TEST(Cifar, LoadConcatenatesTrainFilesAndNormalisesPerChannel) {
   for (int64_t y : train.targets().toVector<int64_t>()) EXPECT_TRUE(y >= 0 && y <= 9);
 }
 
-TEST(Cifar, SyntheticDataIsDeterministicInSeed) {
+TEST(Cifar, synthetic_data_is_deterministic_in_seed) {
   TempDir a, b, c;
   writeSyntheticCifar10(a.str(), {.train_per_file = 3, .test_samples = 3, .seed = 1});
   writeSyntheticCifar10(b.str(), {.train_per_file = 3, .test_samples = 3, .seed = 1});
@@ -57,7 +57,7 @@ TEST(Cifar, SyntheticDataIsDeterministicInSeed) {
   EXPECT_NE(readFileBytes(a.file("test_batch.bin")), readFileBytes(c.file("test_batch.bin")));
 }
 
-TEST(Cifar, TruncatedFileNamesFileAndRecordSize) {
+TEST(Cifar, truncated_file_names_file_and_record_size) {
   TempDir dir;
   CifarRaw raw = makeRaw(3);
   writeCifarBinary(dir.file("b.bin"), raw.images, raw.labels);
@@ -71,7 +71,7 @@ TEST(Cifar, TruncatedFileNamesFileAndRecordSize) {
       throwsWith<IoError>([&] { readCifarBinary(dir.file("empty.bin")); }, {dir.file("empty.bin"), "empty"}));
 }
 
-TEST(Cifar, LabelOutOfRangeAndMissingFiles) {
+TEST(Cifar, label_out_of_range_and_missing_files) {
   TempDir dir;
   CifarRaw raw = makeRaw(3);
   writeCifarBinary(dir.file("b.bin"), raw.images, raw.labels);
@@ -84,7 +84,7 @@ TEST(Cifar, LabelOutOfRangeAndMissingFiles) {
       throwsWith<IoError>([&] { loadCifar10(dir.str(), Split::train); }, {"data_batch_1.bin", "not found"}));
 }
 
-TEST(Cifar, WriterRejectsBadInput) {
+TEST(Cifar, writer_rejects_bad_input) {
   TempDir dir;
   CifarRaw raw = makeRaw(2);
   EXPECT_THROW(writeCifarBinary(dir.file("x"), raw.images.to(DType::f32), raw.labels), ValueError);

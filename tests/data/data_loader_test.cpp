@@ -69,7 +69,7 @@ class Probe : public Dataset {
   int64_t fail_at_;
 };
 
-TEST(DataLoader, SameBatchesForAnyNumWorkers) {
+TEST(DataLoader, same_batches_for_any_num_workers) {
   auto ds = augmented(203);
   Seen ref;
   for (int64_t workers : {0, 1, 3}) {
@@ -90,7 +90,7 @@ TEST(DataLoader, SameBatchesForAnyNumWorkers) {
   EXPECT_EQ(ref.indices[0], std::vector<int64_t>(order.begin(), order.begin() + 16));
 }
 
-TEST(DataLoader, SlowOutOfOrderWorkersStillDeliverInOrder) {
+TEST(DataLoader, slow_out_of_order_workers_still_deliver_in_order) {
   auto ds = std::make_shared<Probe>(120);
   DataLoader l0(ds, {.batch_size = 4, .shuffle = true, .num_workers = 0});
   DataLoader l3(ds, {.batch_size = 4, .shuffle = true, .num_workers = 3, .prefetch_factor = 1});
@@ -98,7 +98,7 @@ TEST(DataLoader, SlowOutOfOrderWorkersStillDeliverInOrder) {
   EXPECT_EQ(ds->gets.load(), 0);  // the fast batched path was used, never per-sample get()
 }
 
-TEST(DataLoader, DropLastAndSequentialOrder) {
+TEST(DataLoader, drop_last_and_sequential_order) {
   auto ds = std::make_shared<SyntheticDataset>(SyntheticDatasetOptions{.size = 10});
   DataLoader keep(ds, {.batch_size = 4});
   DataLoader drop(ds, {.batch_size = 4, .drop_last = true, .num_workers = 2});
@@ -113,7 +113,7 @@ TEST(DataLoader, DropLastAndSequentialOrder) {
   EXPECT_TRUE(drain(keep) == k);
 }
 
-TEST(DataLoader, EpochsReshuffleAndAugmentDifferently) {
+TEST(DataLoader, epochs_reshuffle_and_augment_differently) {
   auto ds = augmented(64);
   DataLoader loader(ds, {.batch_size = 8, .shuffle = true, .num_workers = 2});
   loader.setEpoch(0);
@@ -125,7 +125,7 @@ TEST(DataLoader, EpochsReshuffleAndAugmentDifferently) {
   EXPECT_TRUE(drain(loader) == e0);
 }
 
-TEST(DataLoader, SkipAndLoadStateResumeMidEpoch) {
+TEST(DataLoader, skip_and_load_state_resume_mid_epoch) {
   auto ds = augmented(50);
   DataLoader full(ds, {.batch_size = 6, .shuffle = true, .seed = 1, .num_workers = 2});
   full.setEpoch(3);
@@ -161,7 +161,7 @@ TEST(DataLoader, SkipAndLoadStateResumeMidEpoch) {
   EXPECT_THROW(resumed.skip(10), ValueError);
 }
 
-TEST(DataLoader, DestroyedMidEpochStopsAndJoinsWorkers) {
+TEST(DataLoader, destroyed_mid_epoch_stops_and_joins_workers) {
   auto ds = std::make_shared<Probe>(2000);
   for (int round = 0; round < 5; ++round) {
     auto loader = std::make_unique<DataLoader>(
@@ -183,7 +183,7 @@ TEST(DataLoader, DestroyedMidEpochStopsAndJoinsWorkers) {
   EXPECT_EQ(drain(loader).indices.size(), 1000u);
 }
 
-TEST(DataLoader, WorkerExceptionIsRethrownWithContextForAnyWorkerCount) {
+TEST(DataLoader, worker_exception_is_rethrown_with_context_for_any_worker_count) {
   for (int64_t workers : {0, 1, 3}) {
     auto ds = std::make_shared<Probe>(40, /*fail_at=*/13);
     DataLoader loader(ds, {.batch_size = 4, .num_workers = workers});
@@ -204,7 +204,7 @@ TEST(DataLoader, WorkerExceptionIsRethrownWithContextForAnyWorkerCount) {
   }
 }
 
-TEST(DataLoader, DistributedSamplerShardsPerRank) {
+TEST(DataLoader, distributed_sampler_shards_per_rank) {
   auto ds = std::make_shared<SyntheticDataset>(SyntheticDatasetOptions{.size = 45});
   std::vector<int64_t> all;
   for (int64_t rank = 0; rank < 4; ++rank) {
@@ -225,7 +225,7 @@ TEST(DataLoader, DistributedSamplerShardsPerRank) {
   EXPECT_THROW(DataLoader(ds, {.num_workers = -1}), ValueError);
 }
 
-TEST(DataLoader, EmptyDatasetYieldsNoBatches) {
+TEST(DataLoader, empty_dataset_yields_no_batches) {
   auto ds = std::make_shared<SyntheticDataset>(SyntheticDatasetOptions{.size = 0});
   DataLoader loader(ds, {.batch_size = 3, .num_workers = 2});
   EXPECT_EQ(loader.size(), 0);

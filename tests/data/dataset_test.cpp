@@ -32,7 +32,7 @@ class SlowPath : public Dataset {
   std::shared_ptr<Dataset> base_;
 };
 
-TEST(TensorDataset, GetAndGather) {
+TEST(TensorDataset, get_and_gather) {
   auto ds = rowsDataset(5);
   EXPECT_EQ(ds->size(), 5);
   Example e = ds->get(3);
@@ -53,7 +53,7 @@ TEST(TensorDataset, GetAndGather) {
   EXPECT_THROW(TensorDataset(Tensor::zeros({3, 2}), Tensor::zeros({4}, DType::i64)), ValueError);
 }
 
-TEST(TensorDataset, FastGatherMatchesTheGenericStack) {
+TEST(TensorDataset, fast_gather_matches_the_generic_stack) {
   auto ds = rowsDataset(9, {1, 4, 4});
   SlowPath slow(ds);
   const std::vector<int64_t> idx = {8, 1, 1, 5};
@@ -64,7 +64,7 @@ TEST(TensorDataset, FastGatherMatchesTheGenericStack) {
   EXPECT_EQ(generic.target.shape(), Shape({4}));
 }
 
-TEST(RandomSplit, SizesDisjointCoverAndDeterministic) {
+TEST(RandomSplit, sizes_disjoint_cover_and_deterministic) {
   auto ds = rowsDataset(100);
   auto parts = randomSplit(ds, {80, 20}, 42);
   ASSERT_EQ(parts.size(), 2u);
@@ -85,7 +85,7 @@ TEST(RandomSplit, SizesDisjointCoverAndDeterministic) {
   EXPECT_THROW(Subset(ds, {100}), ValueError);
 }
 
-TEST(RandomSplit, MnistSizedSplit) {
+TEST(RandomSplit, mnist_sized_split) {
   auto ds = std::make_shared<SyntheticDataset>(SyntheticDatasetOptions{.size = 60000, .input_shape = {1}});
   auto parts = randomSplit(ds, {48000, 12000}, 0);
   EXPECT_EQ(parts[0]->size(), 48000);
@@ -97,7 +97,7 @@ TEST(RandomSplit, MnistSizedSplit) {
   EXPECT_EQ(all.size(), 60000u);
 }
 
-TEST(SyntheticDataset, DeterministicLearnableAndIndependentOfSize) {
+TEST(SyntheticDataset, deterministic_learnable_and_independent_of_size) {
   SyntheticDataset a({.size = 500, .input_shape = {20}, .num_classes = 4, .seed = 1});
   SyntheticDataset b({.size = 100, .input_shape = {20}, .num_classes = 4, .seed = 1});
   SyntheticDataset c({.size = 100, .input_shape = {20}, .num_classes = 4, .seed = 2});
@@ -114,7 +114,7 @@ TEST(SyntheticDataset, DeterministicLearnableAndIndependentOfSize) {
   EXPECT_THROW(SyntheticDataset({.num_classes = 1}), ValueError);
 }
 
-TEST(SyntheticRegressionDataset, TeacherPlusNoise) {
+TEST(SyntheticRegressionDataset, teacher_plus_noise) {
   SyntheticRegressionDataset ds({.noise_std = 0.0, .seed = 4});
   EXPECT_EQ(ds.size(), 2048);
   EXPECT_EQ(ds.inputs().shape(), Shape({2048, 20}));
@@ -129,7 +129,7 @@ TEST(SyntheticRegressionDataset, TeacherPlusNoise) {
   EXPECT_EQ(b.target.shape(), Shape({2, 1}));
 }
 
-TEST(Transforms, NormalizePerChannel) {
+TEST(Transforms, normalize_per_channel) {
   Tensor x = Tensor::fromVector<float>({1, 2, 3, 4}, {2, 2});
   Normalize n({.mean = {1, 2}, .std = {2, 0.5}});
   n.apply(x, {});
@@ -139,7 +139,7 @@ TEST(Transforms, NormalizePerChannel) {
   EXPECT_THROW(Normalize({.mean = {0}, .std = {0}}), ValueError);
 }
 
-TEST(Transforms, FlipAndCropAreFunctionsOfEpochAndIndex) {
+TEST(Transforms, flip_and_crop_are_functions_of_epoch_and_index) {
   Tensor img = Tensor::empty({1, 4, 4});
   for (int i = 0; i < 16; ++i) img.data<float>()[i] = static_cast<float>(i + 1);
   HorizontalFlip always({.p = 1.0});
@@ -180,7 +180,7 @@ TEST(Transforms, FlipAndCropAreFunctionsOfEpochAndIndex) {
   EXPECT_THROW(crop.apply(flat, {}), ValueError);
 }
 
-TEST(Transforms, TransformedDatasetGatherEqualsPerSampleGet) {
+TEST(Transforms, transformed_dataset_gather_equals_per_sample_get) {
   auto base =
       std::make_shared<SyntheticDataset>(SyntheticDatasetOptions{.size = 20, .input_shape = {3, 8, 8}});
   TransformedDataset ds(

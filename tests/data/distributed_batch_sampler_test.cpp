@@ -8,7 +8,7 @@
 using namespace lockstep;
 using namespace lockstep::data;
 
-TEST(distributed_batch_sampler, paddle_block_interleaving) {
+TEST(DistributedBatchSampler, paddle_block_interleaving) {
   // n = 10, R = 2, b = 2: total 10, last = 10 % 4 = 2, last_local = 1.
   // rank 0: [0,1] [4,5] + tail [8];  rank 1: [2,3] [6,7] + tail [9]   (Paddle's order)
   DistributedBatchSamplerOptions o;
@@ -20,7 +20,7 @@ TEST(distributed_batch_sampler, paddle_block_interleaving) {
   EXPECT_EQ(DistributedBatchSampler(10, o).epochIndices(0), (std::vector<int64_t>{2, 3, 6, 7, 9}));
 }
 
-TEST(distributed_batch_sampler, pads_before_splitting) {
+TEST(DistributedBatchSampler, pads_before_splitting) {
   // n = 7, R = 3: per rank ceil(7/3) = 3, total 9 = 0..6 + [0, 1].
   DistributedBatchSamplerOptions o;
   o.batch_size = 1;
@@ -36,7 +36,7 @@ TEST(distributed_batch_sampler, pads_before_splitting) {
   EXPECT_EQ(got, (std::multiset<int64_t>{0, 0, 1, 1, 2, 3, 4, 5, 6}));
 }
 
-TEST(distributed_batch_sampler, shuffle_is_per_epoch_and_covers_everything) {
+TEST(DistributedBatchSampler, shuffle_is_per_epoch_and_covers_everything) {
   DistributedBatchSamplerOptions o;
   o.batch_size = 4;
   o.num_replicas = 2;
@@ -54,7 +54,7 @@ TEST(distributed_batch_sampler, shuffle_is_per_epoch_and_covers_everything) {
   EXPECT_EQ(seen.size(), 32u);
 }
 
-TEST(distributed_batch_sampler, rejects_bad_options) {
+TEST(DistributedBatchSampler, rejects_bad_options) {
   DistributedBatchSamplerOptions o;
   o.num_replicas = 2;
   o.rank = 2;

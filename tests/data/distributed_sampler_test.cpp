@@ -19,12 +19,12 @@ Idx shard(int64_t n, int64_t world, int64_t rank, bool drop_last, bool shuffle =
   return s.epochIndices(epoch);
 }
 
-TEST(DistributedSampler, WorldOneIsTheWholeDataset) {
+TEST(DistributedSampler, world_one_is_the_whole_dataset) {
   EXPECT_EQ(shard(5, 1, 0, false), Idx({0, 1, 2, 3, 4}));
   EXPECT_EQ(shard(5, 1, 0, true), Idx({0, 1, 2, 3, 4}));
 }
 
-TEST(DistributedSampler, WorldTwoInterleaves) {
+TEST(DistributedSampler, world_two_interleaves) {
   EXPECT_EQ(shard(10, 2, 0, false), Idx({0, 2, 4, 6, 8}));
   EXPECT_EQ(shard(10, 2, 1, false), Idx({1, 3, 5, 7, 9}));
   // 11 samples: padded to 12 with index 0.
@@ -33,7 +33,7 @@ TEST(DistributedSampler, WorldTwoInterleaves) {
   EXPECT_EQ(shard(11, 2, 1, true), Idx({1, 3, 5, 7, 9}));
 }
 
-TEST(DistributedSampler, WorldThreePadsOrDrops) {
+TEST(DistributedSampler, world_three_pads_or_drops) {
   // 10 -> total 12 = order + [0, 1].
   EXPECT_EQ(shard(10, 3, 0, false), Idx({0, 3, 6, 9}));
   EXPECT_EQ(shard(10, 3, 1, false), Idx({1, 4, 7, 0}));
@@ -44,7 +44,7 @@ TEST(DistributedSampler, WorldThreePadsOrDrops) {
   EXPECT_EQ(shard(10, 3, 2, true), Idx({2, 5, 8}));
 }
 
-TEST(DistributedSampler, WorldFour) {
+TEST(DistributedSampler, world_four) {
   EXPECT_EQ(shard(10, 4, 0, false), Idx({0, 4, 8}));
   EXPECT_EQ(shard(10, 4, 1, false), Idx({1, 5, 9}));
   EXPECT_EQ(shard(10, 4, 2, false), Idx({2, 6, 0}));
@@ -53,7 +53,7 @@ TEST(DistributedSampler, WorldFour) {
   EXPECT_EQ(shard(10, 4, 3, true), Idx({3, 7}));
 }
 
-TEST(DistributedSampler, FewerSamplesThanRanks) {
+TEST(DistributedSampler, fewer_samples_than_ranks) {
   // Padding longer than the data repeats it: 2 samples on 4 ranks -> [0, 1, 0, 1].
   EXPECT_EQ(shard(2, 4, 2, false), Idx({0}));
   EXPECT_EQ(shard(2, 4, 3, false), Idx({1}));
@@ -63,7 +63,7 @@ TEST(DistributedSampler, FewerSamplesThanRanks) {
   EXPECT_TRUE(shard(0, 3, 1, false).empty());
 }
 
-TEST(DistributedSampler, SizesAndEqualCounts) {
+TEST(DistributedSampler, sizes_and_equal_counts) {
   for (int64_t world : {1, 2, 3, 4, 7}) {
     for (int64_t n : {0, 1, 5, 12, 13, 60}) {
       for (bool drop : {false, true}) {
@@ -78,7 +78,7 @@ TEST(DistributedSampler, SizesAndEqualCounts) {
   }
 }
 
-TEST(DistributedSampler, ShuffledShardsCoverTheDatasetAndFollowThePermutation) {
+TEST(DistributedSampler, shuffled_shards_cover_the_dataset_and_follow_the_permutation) {
   const int64_t n = 23;
   for (int64_t world : {1, 2, 3, 4}) {
     for (bool drop : {false, true}) {
@@ -104,7 +104,7 @@ TEST(DistributedSampler, ShuffledShardsCoverTheDatasetAndFollowThePermutation) {
   }
 }
 
-TEST(DistributedSampler, EpochAndSeedChangeTheOrderTheSameWayOnEveryRank) {
+TEST(DistributedSampler, epoch_and_seed_change_the_order_the_same_way_on_every_rank) {
   EXPECT_NE(shard(50, 2, 0, false, true, 0, 0), shard(50, 2, 0, false, true, 0, 1));
   EXPECT_EQ(shard(50, 2, 0, false, true, 0, 1), shard(50, 2, 0, false, true, 1, 0));  // seed + epoch
   EXPECT_EQ(shard(50, 2, 0, false, true, 5, 2), shard(50, 2, 0, false, true, 5, 2));
@@ -114,7 +114,7 @@ TEST(DistributedSampler, EpochAndSeedChangeTheOrderTheSameWayOnEveryRank) {
   EXPECT_EQ(s.remainingIndices(), shard(50, 2, 1, false, true, 9, 4));
 }
 
-TEST(DistributedSampler, RejectsBadOptions) {
+TEST(DistributedSampler, rejects_bad_options) {
   EXPECT_THROW(DistributedSampler(10, {.num_replicas = 0}), ValueError);
   EXPECT_THROW(DistributedSampler(10, {.num_replicas = 2, .rank = 2}), ValueError);
   EXPECT_THROW(DistributedSampler(10, {.num_replicas = 2, .rank = -1}), ValueError);

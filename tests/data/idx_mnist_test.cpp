@@ -44,7 +44,7 @@ std::vector<uint8_t> idxBytes(uint32_t magic, const std::vector<uint32_t>& dims,
   return out;
 }
 
-TEST(Mnist, RealFashionMnistTrainAndTest) {
+TEST(Mnist, real_fashion_mnist_train_and_test) {
   if (!std::filesystem::exists(std::string(kFashionDir) + "/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   }
@@ -74,7 +74,7 @@ TEST(Mnist, RealFashionMnistTrainAndTest) {
   EXPECT_NEAR(std::sqrt(sq / n - (sum / n) * (sum / n)), 1.0, 0.01);
 }
 
-TEST(Mnist, TinyGzipAndRawGiveTheSameDataset) {
+TEST(Mnist, tiny_gzip_and_raw_give_the_same_dataset) {
   TempDir gz_dir, raw_dir;
   writeTinyMnist(gz_dir, "train", 12, true);
   writeTinyMnist(raw_dir, "train", 12, false);
@@ -88,7 +88,7 @@ TEST(Mnist, TinyGzipAndRawGiveTheSameDataset) {
   EXPECT_FLOAT_EQ(a.inputs().toVector<float>()[5], static_cast<float>((162 / 255.0 - 0.1307) / 0.3081));
 }
 
-TEST(Mnist, TestSplitUsesT10kFiles) {
+TEST(Mnist, test_split_uses_t10k_files) {
   TempDir dir;
   writeTinyMnist(dir, "t10k", 3, true);
   EXPECT_EQ(loadMnist(dir.str(), Split::test).size(), 3);
@@ -96,7 +96,7 @@ TEST(Mnist, TestSplitUsesT10kFiles) {
                                   {"train-images-idx3-ubyte", "not found"}));
 }
 
-TEST(Idx, RoundTripKeepsDimsAndBytes) {
+TEST(Idx, round_trip_keeps_dims_and_bytes) {
   TempDir dir;
   const auto data = pattern(2 * 3 * 4, 5);
   writeIdxFile(dir.file("a.gz"), {2, 3, 4}, data, true);
@@ -106,7 +106,7 @@ TEST(Idx, RoundTripKeepsDimsAndBytes) {
   EXPECT_EQ(a.data, data);
 }
 
-TEST(Idx, BadMagicNamesFileAndMagic) {
+TEST(Idx, bad_magic_names_file_and_magic) {
   TempDir dir;
   writeFileBytes(dir.file("x"), idxBytes(0x00000801, {4}, pattern(4, 1)));
   EXPECT_TRUE(throwsWith<IoError>([&] { readIdxFile(dir.file("x"), kIdxImagesMagic); },
@@ -115,7 +115,7 @@ TEST(Idx, BadMagicNamesFileAndMagic) {
   EXPECT_TRUE(throwsWith<IoError>([&] { readIdxFile(dir.file("y")); }, {dir.file("y"), "bad IDX magic"}));
 }
 
-TEST(Idx, TruncatedRawFile) {
+TEST(Idx, truncated_raw_file) {
   TempDir dir;
   auto bytes = idxBytes(kIdxImagesMagic, {3, 28, 28}, pattern(3 * 784, 3));
   bytes.erase(bytes.end() - 100, bytes.end());
@@ -129,7 +129,7 @@ TEST(Idx, TruncatedRawFile) {
   EXPECT_TRUE(throwsWith<IoError>([&] { readIdxFile(dir.file("empty")); }, {dir.file("empty"), "truncated"}));
 }
 
-TEST(Idx, TrailingBytesAreRejected) {
+TEST(Idx, trailing_bytes_are_rejected) {
   TempDir dir;
   auto bytes = idxBytes(kIdxLabelsMagic, {5}, pattern(5, 1));
   bytes.push_back(0);
@@ -138,13 +138,13 @@ TEST(Idx, TrailingBytesAreRejected) {
                                   {dir.file("lab"), "does not match", "1 trailing bytes"}));
 }
 
-TEST(Idx, ZeroDimIsRejected) {
+TEST(Idx, zero_dim_is_rejected) {
   TempDir dir;
   writeFileBytes(dir.file("z"), idxBytes(kIdxImagesMagic, {0, 28, 28}, {}));
   EXPECT_TRUE(throwsWith<IoError>([&] { readIdxFile(dir.file("z")); }, {dir.file("z"), "dim 0 has size 0"}));
 }
 
-TEST(Idx, TruncatedGzipFile) {
+TEST(Idx, truncated_gzip_file) {
   TempDir dir;
   writeIdxFile(dir.file("full.gz"), {40, 28, 28}, pattern(40 * 784, 131), true);
   auto gz = readFileBytes(dir.file("full.gz"));
@@ -158,7 +158,7 @@ TEST(Idx, TruncatedGzipFile) {
                                   {dir.file("trailer.gz"), "truncated"}));
 }
 
-TEST(Idx, CorruptGzipFile) {
+TEST(Idx, corrupt_gzip_file) {
   TempDir dir;
   writeIdxFile(dir.file("full.gz"), {40, 28, 28}, pattern(40 * 784, 131), true);
   auto gz = readFileBytes(dir.file("full.gz"));
@@ -173,7 +173,7 @@ TEST(Idx, CorruptGzipFile) {
   EXPECT_THROW(readIdxFile(dir.file("garbage.gz")), IoError);
 }
 
-TEST(Mnist, ImageAndLabelCountMismatch) {
+TEST(Mnist, image_and_label_count_mismatch) {
   TempDir dir;
   writeIdxFile(dir.file("train-images-idx3-ubyte"), {4, 28, 28}, pattern(4 * 784, 1), false);
   writeIdxFile(dir.file("train-labels-idx1-ubyte"), {5}, pattern(5, 0), false);
@@ -182,7 +182,7 @@ TEST(Mnist, ImageAndLabelCountMismatch) {
       {"train-images-idx3-ubyte holds 4 images", "train-labels-idx1-ubyte holds 5 labels"}));
 }
 
-TEST(Mnist, WrongImageSizeAndLabelRangeAndSwappedFiles) {
+TEST(Mnist, wrong_image_size_and_label_range_and_swapped_files) {
   TempDir dir;
   writeIdxFile(dir.file("train-images-idx3-ubyte"), {2, 14, 14}, pattern(2 * 196, 1), false);
   writeIdxFile(dir.file("train-labels-idx1-ubyte"), {2}, {1, 2}, false);
@@ -199,7 +199,7 @@ TEST(Mnist, WrongImageSizeAndLabelRangeAndSwappedFiles) {
   EXPECT_TRUE(throwsWith<IoError>([&] { loadMnist(dir.str(), Split::train); }, {"bad IDX magic"}));
 }
 
-TEST(Idx, MissingOrUnwritableFilesNameThePath) {
+TEST(Idx, missing_or_unwritable_files_name_the_path) {
   EXPECT_TRUE(
       throwsWith<IoError>([] { readIdxFile("/nonexistent/x-idx1-ubyte"); }, {"/nonexistent/x-idx1-ubyte"}));
   EXPECT_TRUE(throwsWith<IoError>([] { writeIdxFile("/nonexistent/dir/out.gz", {1}, {0}, true); },
@@ -207,7 +207,7 @@ TEST(Idx, MissingOrUnwritableFilesNameThePath) {
   EXPECT_THROW(writeIdxFile("/tmp/unused", {2, 2}, {0, 1, 2}, false), ValueError);
 }
 
-TEST(Mnist, MissingDirectoryAndBadOptions) {
+TEST(Mnist, missing_directory_and_bad_options) {
   EXPECT_TRUE(throwsWith<IoError>([] { loadMnist("/nonexistent/mnist", Split::train); },
                                   {"/nonexistent/mnist/train-images-idx3-ubyte.gz", "not found"}));
   EXPECT_THROW(loadMnist("/nonexistent", Split::train, {.mean = 0, .std = 0}), ValueError);

@@ -17,14 +17,14 @@ bool isPermutation(std::vector<int64_t> v, int64_t n) {
   return v == want;
 }
 
-TEST(Sampler, SequentialYieldsZeroToN) {
+TEST(Sampler, sequential_yields_zero_to_n) {
   SequentialSampler s(5);
   EXPECT_EQ(s.epochIndices(0), std::vector<int64_t>({0, 1, 2, 3, 4}));
   EXPECT_EQ(s.epochIndices(7), s.epochIndices(0));
   EXPECT_TRUE(SequentialSampler(0).epochIndices(0).empty());
 }
 
-TEST(Sampler, RandomIsADeterministicPermutationPerEpoch) {
+TEST(Sampler, random_is_a_deterministic_permutation_per_epoch) {
   RandomSampler a(1000, 42), b(1000, 42), c(1000, 43);
   const auto e0 = a.epochIndices(0);
   EXPECT_TRUE(isPermutation(e0, 1000));
@@ -38,7 +38,7 @@ TEST(Sampler, RandomIsADeterministicPermutationPerEpoch) {
   EXPECT_TRUE(randomPermutation(0, 9).empty());
 }
 
-TEST(Sampler, RandomPermutationIsRoughlyUniform) {
+TEST(Sampler, random_permutation_is_roughly_uniform) {
   // Position of element 0 over many seeds: each of 4 slots about 1/4 of the time.
   std::vector<int> hits(4, 0);
   for (uint64_t seed = 0; seed < 4000; ++seed) {
@@ -48,7 +48,7 @@ TEST(Sampler, RandomPermutationIsRoughlyUniform) {
   for (int h : hits) EXPECT_NEAR(h, 1000, 120);
 }
 
-TEST(Sampler, StateAdvanceAndRestore) {
+TEST(Sampler, state_advance_and_restore) {
   RandomSampler s(10, 1);
   s.setEpoch(3);
   s.advance(4);
@@ -66,7 +66,7 @@ TEST(Sampler, StateAdvanceAndRestore) {
   EXPECT_EQ(s.position(), 0);
 }
 
-TEST(Sampler, BatchSamplerWithAndWithoutDropLast) {
+TEST(Sampler, batch_sampler_with_and_without_drop_last) {
   auto seq = std::make_shared<SequentialSampler>(10);
   BatchSampler keep(seq, {.batch_size = 4, .drop_last = false});
   EXPECT_EQ(keep.size(), 3);
@@ -82,7 +82,7 @@ TEST(Sampler, BatchSamplerWithAndWithoutDropLast) {
   EXPECT_THROW(BatchSampler(seq, {.batch_size = 0}), ValueError);
 }
 
-TEST(Sampler, BatchSamplerStateKeepsTheIndexSamplerInStep) {
+TEST(Sampler, batch_sampler_state_keeps_the_index_sampler_in_step) {
   auto rnd = std::make_shared<RandomSampler>(10, 5);
   BatchSampler bs(rnd, {.batch_size = 4});
   bs.setEpoch(2);

@@ -5,7 +5,7 @@ using namespace lockstep;
 using lockstep::testing::randomTensor;
 using lockstep::testing::tensorsNear;
 
-TEST(relu, forward_matches_reference) {
+TEST(Relu, forward_matches_reference) {
   for (const Shape& s : std::vector<Shape>{{1}, {7}, {3, 5}, {2, 3, 5, 7}}) {
     Tensor x = randomTensor(s, DType::f32, 3);
     EXPECT_TRUE(tensorsNear(kernels::onednn::reluForward(x), kernels::reference::reluForward(x), 0.0));
@@ -16,7 +16,7 @@ TEST(relu, forward_matches_reference) {
   }
 }
 
-TEST(relu, keeps_channels_last_layout) {
+TEST(Relu, keeps_channels_last_layout) {
   Tensor x = randomTensor({2, 3, 4, 5}, DType::f32).toFormat(MemoryFormat::channels_last);
   Tensor y = kernels::reluForward(x);
   EXPECT_TRUE(y.isChannelsLast());
@@ -35,7 +35,7 @@ std::vector<Tensor> activationInputs() {
 }
 }  // namespace
 
-TEST(leakyRelu, forward_and_backward_match_reference) {
+TEST(LeakyRelu, forward_and_backward_match_reference) {
   for (const Tensor& x : activationInputs()) {
     for (double slope : {0.01, 0.2, -0.5}) {
       Tensor gy = randomTensor(x.shape(), DType::f32, 4);
@@ -47,7 +47,7 @@ TEST(leakyRelu, forward_and_backward_match_reference) {
   }
 }
 
-TEST(gelu, forward_and_backward_match_reference) {
+TEST(Gelu, forward_and_backward_match_reference) {
   for (const Tensor& x : activationInputs()) {
     Tensor gy = randomTensor(x.shape(), DType::f32, 4);
     EXPECT_TRUE(tensorsNear(kernels::onednn::geluForward(x), kernels::reference::geluForward(x), 1e-6, 1e-5));
@@ -56,7 +56,7 @@ TEST(gelu, forward_and_backward_match_reference) {
   }
 }
 
-TEST(tanh, forward_and_backward_match_reference) {
+TEST(Tanh, forward_and_backward_match_reference) {
   for (const Tensor& x : activationInputs()) {
     Tensor gy = randomTensor(x.shape(), DType::f32, 4);
     Tensor y = kernels::onednn::tanhForward(x);
@@ -66,7 +66,7 @@ TEST(tanh, forward_and_backward_match_reference) {
   }
 }
 
-TEST(sigmoid, forward_and_backward_match_reference) {
+TEST(Sigmoid, forward_and_backward_match_reference) {
   for (const Tensor& x : activationInputs()) {
     Tensor gy = randomTensor(x.shape(), DType::f32, 4);
     Tensor y = kernels::onednn::sigmoidForward(x);
@@ -76,13 +76,13 @@ TEST(sigmoid, forward_and_backward_match_reference) {
   }
 }
 
-TEST(sigmoid, keeps_channels_last_layout) {
+TEST(Sigmoid, keeps_channels_last_layout) {
   Tensor x = randomTensor({2, 3, 4, 5}, DType::f32).toFormat(MemoryFormat::channels_last);
   EXPECT_TRUE(kernels::sigmoidForward(x).isChannelsLast());
   EXPECT_TRUE(kernels::geluForward(x).isChannelsLast());
 }
 
-TEST(tanh, rejects_mismatched_shapes) {
+TEST(Tanh, rejects_mismatched_shapes) {
   Tensor y = randomTensor({3, 4}, DType::f32);
   try {
     kernels::tanhBackward(randomTensor({4, 3}, DType::f32), y);

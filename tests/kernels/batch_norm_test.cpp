@@ -20,7 +20,7 @@ Tensor layout(const Tensor& t, bool channels_last) {
 }
 }  // namespace
 
-TEST(batch_norm2d, training_matches_reference_and_updates_running_stats) {
+TEST(BatchNorm2d, training_matches_reference_and_updates_running_stats) {
   uint64_t seed = 1;
   for (const auto& c : kCases) {
     const int64_t C = c.x[1];
@@ -58,7 +58,7 @@ TEST(batch_norm2d, training_matches_reference_and_updates_running_stats) {
   }
 }
 
-TEST(batch_norm2d, eval_uses_running_stats) {
+TEST(BatchNorm2d, eval_uses_running_stats) {
   uint64_t seed = 30;
   for (const auto& c : kCases) {
     const int64_t C = c.x[1];
@@ -83,7 +83,7 @@ TEST(batch_norm2d, eval_uses_running_stats) {
   }
 }
 
-TEST(batch_norm2d, rejects_mismatched_shapes) {
+TEST(BatchNorm2d, rejects_mismatched_shapes) {
   Tensor x = Tensor::zeros({2, 3, 4, 4});
   EXPECT_THROW(kernels::batchNorm2dForward(x, Tensor::ones({4}), Tensor(), Tensor(), Tensor(), {}),
                ValueError);
@@ -106,7 +106,7 @@ TEST(batch_norm2d, rejects_mismatched_shapes) {
   }
 }
 
-TEST(batch_norm2d, weight_or_bias_alone_matches_reference) {
+TEST(BatchNorm2d, weight_or_bias_alone_matches_reference) {
   Tensor x = randomTensor({4, 3, 3, 2}, DType::f32, 70).toFormat(MemoryFormat::channels_last);
   Tensor v = randomTensor({3}, DType::f32, 71), gy = randomTensor({4, 3, 3, 2}, DType::f32, 72);
   for (bool weight_only : {true, false}) {

@@ -28,7 +28,7 @@ void expectMatches(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-TEST(binary, forward_matches_reference) {
+TEST(Binary, forward_matches_reference) {
   const std::vector<std::pair<Shape, Shape>> cases = {
       {{7}, {7}},
       {{3, 5}, {3, 5}},
@@ -53,7 +53,7 @@ TEST(binary, forward_matches_reference) {
   }
 }
 
-TEST(binary, strided_operands_match_reference) {
+TEST(Binary, strided_operands_match_reference) {
   for (BinaryOp op : kOps) {
     Tensor a = randomTensor({5, 7}, DType::f32, 3).transpose(0, 1);  // [7, 5], not contiguous
     Tensor b = operandB({7, 5}, op);
@@ -71,7 +71,7 @@ TEST(binary, strided_operands_match_reference) {
   }
 }
 
-TEST(binary, keeps_channels_last_layout) {
+TEST(Binary, keeps_channels_last_layout) {
   Tensor x = randomTensor({2, 3, 4, 5}, DType::f32).toFormat(MemoryFormat::channels_last);
   Tensor bias = randomTensor({1, 3, 1, 1}, DType::f32, 2);
   for (BinaryOp op : {BinaryOp::add, BinaryOp::mul}) {
@@ -84,14 +84,14 @@ TEST(binary, keeps_channels_last_layout) {
   }
 }
 
-TEST(binary, f64_dispatches_to_reference) {
+TEST(Binary, f64_dispatches_to_reference) {
   Tensor a = randomTensor({3, 1}, DType::f64), b = randomTensor({1, 4}, DType::f64, 2);
   Tensor y = kernels::binary(BinaryOp::mul, a, b);
   EXPECT_EQ(y.dtype(), DType::f64);
   EXPECT_TRUE(tensorsNear(y, kernels::reference::binary(BinaryOp::mul, a, b), 0.0));
 }
 
-TEST(binary, scalar_matches_reference) {
+TEST(Binary, scalar_matches_reference) {
   for (BinaryOp op : kOps) {
     for (const Shape& s : std::vector<Shape>{{}, {1}, {7}, {3, 5}, {2, 3, 5, 7}}) {
       Tensor a = randomTensor(s, DType::f32, 5);
@@ -106,7 +106,7 @@ TEST(binary, scalar_matches_reference) {
   }
 }
 
-TEST(binary, rejects_incompatible_shapes) {
+TEST(Binary, rejects_incompatible_shapes) {
   Tensor a = Tensor::zeros({3, 4}), b = Tensor::zeros({5});
   for (BinaryOp op : kOps) {
     try {
@@ -121,7 +121,7 @@ TEST(binary, rejects_incompatible_shapes) {
   }
 }
 
-TEST(binary, rejects_mismatched_dtypes) {
+TEST(Binary, rejects_mismatched_dtypes) {
   Tensor a = Tensor::zeros({3}, DType::f32), b = Tensor::zeros({3}, DType::f64);
   try {
     kernels::binary(BinaryOp::add, a, b);
@@ -134,7 +134,7 @@ TEST(binary, rejects_mismatched_dtypes) {
   }
 }
 
-TEST(binary, integer_dtypes_stay_exact) {
+TEST(Binary, integer_dtypes_stay_exact) {
   Tensor a = Tensor::fromVector<int64_t>({(int64_t{1} << 40) + 1, 2, 3}, {3, 1});
   Tensor b = Tensor::fromVector<int64_t>({10, 20}, {1, 2});
   Tensor y = kernels::binary(BinaryOp::add, a, b);

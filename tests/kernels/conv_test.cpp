@@ -31,7 +31,7 @@ Tensor layout(const Tensor& t, bool channels_last) {
 }
 }  // namespace
 
-TEST(conv2d, forward_matches_reference) {
+TEST(Conv2d, forward_matches_reference) {
   uint64_t seed = 10;
   for (const auto& c : cases()) {
     Tensor x = layout(randomTensor(c.x, DType::f32, seed++), c.channels_last);
@@ -45,7 +45,7 @@ TEST(conv2d, forward_matches_reference) {
   }
 }
 
-TEST(conv2d, backward_matches_reference) {
+TEST(Conv2d, backward_matches_reference) {
   uint64_t seed = 50;
   for (const auto& c : cases()) {
     Tensor x = layout(randomTensor(c.x, DType::f32, seed++), c.channels_last);
@@ -66,7 +66,7 @@ TEST(conv2d, backward_matches_reference) {
   }
 }
 
-TEST(conv2d, gradient_layout_may_differ_from_input) {
+TEST(Conv2d, gradient_layout_may_differ_from_input) {
   Tensor x = randomTensor({2, 3, 6, 6}, DType::f32, 1).toFormat(MemoryFormat::channels_last);
   Tensor w = randomTensor({4, 3, 3, 3}, DType::f32, 2);
   Tensor gy = randomTensor({2, 4, 4, 4}, DType::f32, 3);  // contiguous, as after a flatten's backward
@@ -74,7 +74,7 @@ TEST(conv2d, gradient_layout_may_differ_from_input) {
                           kernels::reference::conv2dBackwardData(gy, x, w, {}), 1e-4, 1e-4));
 }
 
-TEST(conv2d, rejects_mismatched_shapes) {
+TEST(Conv2d, rejects_mismatched_shapes) {
   Tensor x = Tensor::zeros({1, 3, 5, 5});
   EXPECT_THROW(kernels::conv2dForward(x, Tensor::zeros({4, 2, 3, 3}), Tensor(), {}), ValueError);
   EXPECT_THROW(kernels::conv2dForward(x, Tensor::zeros({4, 3, 3, 3}), Tensor::zeros({5}), {}), ValueError);

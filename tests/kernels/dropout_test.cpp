@@ -5,7 +5,7 @@ using namespace lockstep;
 using lockstep::testing::randomTensor;
 using lockstep::testing::tensorsNear;
 
-TEST(dropout, forward_and_backward_match_reference) {
+TEST(Dropout, forward_and_backward_match_reference) {
   for (const Shape& s : std::vector<Shape>{{1}, {7}, {32, 64}, {3, 5, 7}}) {
     for (double p : {0.1, 0.5}) {
       Tensor x = randomTensor(s, DType::f32, 1);
@@ -25,7 +25,7 @@ TEST(dropout, forward_and_backward_match_reference) {
   }
 }
 
-TEST(dropout, mask_does_not_depend_on_thread_count) {
+TEST(Dropout, mask_does_not_depend_on_thread_count) {
   // Large enough for the parallel loop to split the work.
   Tensor x = randomTensor({300, 1000}, DType::f32, 3);
   const int before = kernels::numThreads();
@@ -42,7 +42,7 @@ TEST(dropout, mask_does_not_depend_on_thread_count) {
   EXPECT_NEAR(kept / static_cast<double>(one.size()), 0.7, 0.01);
 }
 
-TEST(dropout, consecutive_calls_draw_fresh_masks) {
+TEST(Dropout, consecutive_calls_draw_fresh_masks) {
   Tensor x = Tensor::ones({64});
   Generator g(3);
   auto a = kernels::dropoutForward(x, 0.5, g).second.toVector<uint8_t>();
@@ -50,7 +50,7 @@ TEST(dropout, consecutive_calls_draw_fresh_masks) {
   EXPECT_NE(a, b);
 }
 
-TEST(dropout, rejects_mismatched_shapes) {
+TEST(Dropout, rejects_mismatched_shapes) {
   Generator g(1);
   EXPECT_THROW(kernels::dropoutForward(randomTensor({3}, DType::f32), 1.5, g), ValueError);
   auto [y, mask] = kernels::dropoutForward(randomTensor({3, 4}, DType::f32), 0.5, g);

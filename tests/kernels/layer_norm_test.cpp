@@ -31,7 +31,7 @@ void expectMatches(const Tensor& x, const Shape& ns, bool with_weight, bool with
 }
 }  // namespace
 
-TEST(layer_norm, forward_and_backward_match_reference) {
+TEST(LayerNorm, forward_and_backward_match_reference) {
   for (bool w : {false, true}) {
     for (bool b : {false, true}) {
       expectMatches(randomTensor({4, 7}, DType::f32, 30), {7}, w, b);
@@ -45,7 +45,7 @@ TEST(layer_norm, forward_and_backward_match_reference) {
   expectMatches(randomTensor({6, 4}, DType::f32, 30).transpose(0, 1), {6}, true, true);
 }
 
-TEST(layer_norm, dispatch_uses_f64_reference) {
+TEST(LayerNorm, dispatch_uses_f64_reference) {
   Tensor x = randomTensor({3, 4}, DType::f64);
   auto out = kernels::layerNormForward(x, {4}, Tensor(), Tensor(), 1e-5);
   EXPECT_EQ(out.y.dtype(), DType::f64);
@@ -55,7 +55,7 @@ TEST(layer_norm, dispatch_uses_f64_reference) {
   EXPECT_NEAR(m, 0.0, 1e-12);
 }
 
-TEST(layer_norm, rejects_mismatched_shapes) {
+TEST(LayerNorm, rejects_mismatched_shapes) {
   Tensor x = Tensor::zeros({2, 3, 4});
   try {
     kernels::layerNormForward(x, {3}, Tensor(), Tensor(), 1e-5);

@@ -13,7 +13,7 @@ struct LinearCase {
 };
 }  // namespace
 
-TEST(linear, forward_matches_reference) {
+TEST(Linear, forward_matches_reference) {
   // Odd sizes, batch 1, the benchmark's 576->64->10 at batch 32, and a 3-d input.
   for (const LinearCase& c : std::vector<LinearCase>{{{1, 1}, 1, true},
                                                      {{1, 7}, 3, false},
@@ -33,7 +33,7 @@ TEST(linear, forward_matches_reference) {
   }
 }
 
-TEST(linear, backward_matches_reference) {
+TEST(Linear, backward_matches_reference) {
   for (const LinearCase& c : std::vector<LinearCase>{{{1, 1}, 1, true},
                                                      {{5, 13}, 9, true},
                                                      {{32, 576}, 64, true},
@@ -56,7 +56,7 @@ TEST(linear, backward_matches_reference) {
   }
 }
 
-TEST(linear, takes_strided_inputs_without_copy) {
+TEST(Linear, takes_strided_inputs_without_copy) {
   // A transposed input and a transposed-back weight view: oneDNN reads them through their strides.
   Tensor x = randomTensor({13, 5}, DType::f32, 1).transpose(0, 1);
   Tensor w = randomTensor({13, 9}, DType::f32, 2).transpose(0, 1);
@@ -68,7 +68,7 @@ TEST(linear, takes_strided_inputs_without_copy) {
                           1e-5, 1e-5));
 }
 
-TEST(linear, handles_empty_batch) {
+TEST(Linear, handles_empty_batch) {
   Tensor x = Tensor::empty({0, 4}), w = randomTensor({3, 4}, DType::f32), b = randomTensor({3}, DType::f32);
   EXPECT_EQ(kernels::linearForward(x, w, b).shape(), (Shape{0, 3}));
   auto [gw, gb] = kernels::linearBackwardWeights(Tensor::empty({0, 3}), x, true);
@@ -76,7 +76,7 @@ TEST(linear, handles_empty_batch) {
   EXPECT_TRUE(tensorsNear(gb, Tensor::zeros({3}), 0.0));
 }
 
-TEST(linear, rejects_mismatched_shapes) {
+TEST(Linear, rejects_mismatched_shapes) {
   Tensor x = randomTensor({2, 5}, DType::f32), w = randomTensor({3, 4}, DType::f32);
   try {
     kernels::linearForward(x, w, Tensor());
@@ -90,7 +90,7 @@ TEST(linear, rejects_mismatched_shapes) {
   EXPECT_THROW(kernels::linearForward(randomTensor({2, 4}, DType::f64), w, Tensor()), ValueError);
 }
 
-TEST(matmul, forward_matches_reference) {
+TEST(Matmul, forward_matches_reference) {
   std::vector<std::pair<Shape, Shape>> cases{
       {{1, 1}, {1, 1}},    {{3, 5}, {5, 7}},          {{4, 3, 5}, {4, 5, 2}}, {{4, 3, 5}, {5, 2}},
       {{3, 5}, {4, 5, 2}}, {{2, 1, 3, 4}, {5, 4, 6}}, {{1, 3, 4}, {7, 4, 1}}};
@@ -101,7 +101,7 @@ TEST(matmul, forward_matches_reference) {
   }
 }
 
-TEST(matmul, takes_transposed_views_without_copy) {
+TEST(Matmul, takes_transposed_views_without_copy) {
   Tensor a = randomTensor({5, 3}, DType::f32, 9).transpose(0, 1);  // [3, 5], strides (1, 3)
   Tensor b = randomTensor({2, 7, 5}, DType::f32, 10).transpose(1, 2);
   EXPECT_TRUE(tensorsNear(kernels::onednn::matmul(a, b), kernels::reference::matmul(a, b), 1e-5, 1e-5));
@@ -109,7 +109,7 @@ TEST(matmul, takes_transposed_views_without_copy) {
   EXPECT_TRUE(tensorsNear(kernels::onednn::matmul(e, b), kernels::reference::matmul(e, b), 1e-5, 1e-5));
 }
 
-TEST(matmul, backward_matches_reference) {
+TEST(Matmul, backward_matches_reference) {
   std::vector<std::pair<Shape, Shape>> cases{{{3, 5}, {5, 7}},
                                              {{4, 3, 5}, {5, 2}},
                                              {{3, 5}, {4, 5, 2}},
@@ -128,7 +128,7 @@ TEST(matmul, backward_matches_reference) {
   }
 }
 
-TEST(matmul, rejects_mismatched_shapes) {
+TEST(Matmul, rejects_mismatched_shapes) {
   try {
     kernels::matmul(randomTensor({2, 3}, DType::f32), randomTensor({4, 5}, DType::f32));
     FAIL() << "expected ValueError";

@@ -24,7 +24,7 @@ Tensor torchLogits(DType dt) {
 }
 }  // namespace
 
-TEST(crossEntropy, forward_and_backward_match_reference) {
+TEST(CrossEntropy, forward_and_backward_match_reference) {
   for (auto [n, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {1, 5}, {32, 10}, {7, 3}}) {
     Tensor x = randomTensor({n, c}, DType::f32, 1, -5, 5);
     for (int64_t ignore_every : {0, 3}) {
@@ -45,7 +45,7 @@ TEST(crossEntropy, forward_and_backward_match_reference) {
   }
 }
 
-TEST(crossEntropy, label_smoothing_matches_torch) {
+TEST(CrossEntropy, label_smoothing_matches_torch) {
   // Expected values from torch 1.13: F.cross_entropy(x, t, reduction=..., label_smoothing=0.1) on
   // the 3x4 logits of torchLogits(), and x.grad after backward() of the mean.
   const std::vector<double> grad_mean{0.0442869519,  0.0012795258, -0.0725055763, 0.0269390987,
@@ -78,7 +78,7 @@ TEST(crossEntropy, label_smoothing_matches_torch) {
   }
 }
 
-TEST(crossEntropy, rejects_mismatched_shapes) {
+TEST(CrossEntropy, rejects_mismatched_shapes) {
   Tensor x = randomTensor({4, 5}, DType::f32);
   try {
     kernels::crossEntropyForward(x, Tensor::fromVector<int64_t>({1, 2, 3}, {3}), {});
@@ -95,7 +95,7 @@ TEST(crossEntropy, rejects_mismatched_shapes) {
   EXPECT_THROW(kernels::crossEntropyForward(x, Tensor::fromVector<float>({1, 2, 3, 0}, {4}), {}), ValueError);
 }
 
-TEST(nllLoss, forward_and_backward_match_reference) {
+TEST(NllLoss, forward_and_backward_match_reference) {
   Tensor lp = kernels::logSoftmaxForward(torchLogits(DType::f32), 1);
   Tensor t = Tensor::fromVector<int64_t>({2, -100, 3}, {3});
   // torch 1.13: F.nll_loss(log_softmax(x), [2, -100, 3]) = 1.5379378532051275 (mean over the two kept rows).
@@ -113,7 +113,7 @@ TEST(nllLoss, forward_and_backward_match_reference) {
   }
 }
 
-TEST(nllLoss, rejects_mismatched_shapes) {
+TEST(NllLoss, rejects_mismatched_shapes) {
   EXPECT_THROW(kernels::nllLossForward(randomTensor({4, 5}, DType::f32),
                                        Tensor::fromVector<int64_t>({1, 2}, {2}), LossReduction::mean, -100),
                ValueError);
@@ -122,7 +122,7 @@ TEST(nllLoss, rejects_mismatched_shapes) {
                ValueError);
 }
 
-TEST(mseLoss, forward_and_backward_match_reference) {
+TEST(MseLoss, forward_and_backward_match_reference) {
   for (const Shape& s : std::vector<Shape>{{1}, {3, 5}, {2, 3, 4}}) {
     Tensor a = randomTensor(s, DType::f32, 1), b = randomTensor(s, DType::f32, 2);
     for (auto r : {LossReduction::mean, LossReduction::sum, LossReduction::none}) {
@@ -149,7 +149,7 @@ TEST(mseLoss, forward_and_backward_match_reference) {
                    2.5);
 }
 
-TEST(mseLoss, rejects_mismatched_shapes) {
+TEST(MseLoss, rejects_mismatched_shapes) {
   try {
     kernels::mseLossForward(randomTensor({2, 3}, DType::f32), randomTensor({3, 2}, DType::f32),
                             LossReduction::mean);

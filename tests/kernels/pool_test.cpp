@@ -29,7 +29,7 @@ Tensor layout(const Tensor& t, bool channels_last) {
 }
 }  // namespace
 
-TEST(pool2d, output_shape_follows_pytorch) {
+TEST(Pool2d, output_shape_follows_pytorch) {
   Pool2dParams p;
   p.kernel = {2, 2};
   EXPECT_EQ(kernels::pool2dOutputShape({1, 1, 5, 5}, p, "t"), (Shape{1, 1, 2, 2}));
@@ -42,7 +42,7 @@ TEST(pool2d, output_shape_follows_pytorch) {
   EXPECT_EQ(kernels::pool2dOutputShape({1, 1, 5, 5}, p, "t"), (Shape{1, 1, 3, 3}));
 }
 
-TEST(max_pool2d, forward_matches_reference) {
+TEST(MaxPool2d, forward_matches_reference) {
   uint64_t seed = 1;
   for (const auto& c : cases()) {
     Tensor x = layout(randomTensor(c.x, DType::f32, seed++), c.channels_last);
@@ -56,7 +56,7 @@ TEST(max_pool2d, forward_matches_reference) {
   }
 }
 
-TEST(max_pool2d, backward_matches_reference) {
+TEST(MaxPool2d, backward_matches_reference) {
   uint64_t seed = 20;
   for (const auto& c : cases()) {
     Tensor x = layout(randomTensor(c.x, DType::f32, seed++), c.channels_last);
@@ -70,7 +70,7 @@ TEST(max_pool2d, backward_matches_reference) {
   }
 }
 
-TEST(avg_pool2d, forward_and_backward_match_reference) {
+TEST(AvgPool2d, forward_and_backward_match_reference) {
   uint64_t seed = 40;
   for (auto c : cases()) {
     for (bool include : {true, false}) {
@@ -89,7 +89,7 @@ TEST(avg_pool2d, forward_and_backward_match_reference) {
   }
 }
 
-TEST(adaptive_avg_pool2d, forward_and_backward_match_reference) {
+TEST(AdaptiveAvgPool2d, forward_and_backward_match_reference) {
   uint64_t seed = 60;
   struct Case {
     Shape x;
@@ -108,7 +108,7 @@ TEST(adaptive_avg_pool2d, forward_and_backward_match_reference) {
   }
 }
 
-TEST(pool2d, rejects_bad_shapes_and_options) {
+TEST(Pool2d, rejects_bad_shapes_and_options) {
   Pool2dParams p;
   EXPECT_THROW(kernels::maxPool2dForward(Tensor::zeros({3, 4, 4}), p, false), ValueError);
   p.padding = {2, 2};  // more than half the kernel
@@ -126,7 +126,7 @@ TEST(pool2d, rejects_bad_shapes_and_options) {
   EXPECT_THROW(kernels::adaptiveAvgPool2dForward(x, {0, 1}), ValueError);
 }
 
-TEST(max_pool2d, ties_go_to_the_first_maximum) {
+TEST(MaxPool2d, ties_go_to_the_first_maximum) {
   // After a relu whole windows are 0: the gradient must land where PyTorch puts it (the first).
   for (bool cl : {true, false}) {
     Tensor x = layout(Tensor::zeros({2, 3, 6, 6}), cl);

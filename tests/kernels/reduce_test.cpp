@@ -8,7 +8,7 @@ using kernels::ReduceOp;
 using lockstep::testing::randomTensor;
 using lockstep::testing::tensorsNear;
 
-TEST(reduce, sum_and_mean_match_reference) {
+TEST(Reduce, sum_and_mean_match_reference) {
   struct Case {
     Shape shape;
     std::vector<int64_t> dims;
@@ -31,7 +31,7 @@ TEST(reduce, sum_and_mean_match_reference) {
   }
 }
 
-TEST(reduce, all_dims_give_0d) {
+TEST(Reduce, all_dims_give_0d) {
   Tensor x = randomTensor({3, 4, 5}, DType::f32);
   Tensor s = kernels::reduce(ReduceOp::sum, x, kernels::allDims(x));
   EXPECT_EQ(s.dim(), 0);
@@ -41,7 +41,7 @@ TEST(reduce, all_dims_give_0d) {
   EXPECT_NEAR(m.itemDouble(), s.itemDouble() / 60.0, 1e-6);
 }
 
-TEST(reduce, strided_input) {
+TEST(Reduce, strided_input) {
   Tensor x = randomTensor({5, 6, 7}, DType::f32).permute({2, 0, 1});
   Tensor n = randomTensor({6, 9}, DType::f32).narrow(1, 1, 5);
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean}) {
@@ -51,14 +51,14 @@ TEST(reduce, strided_input) {
   }
 }
 
-TEST(reduce, empty_input) {
+TEST(Reduce, empty_input) {
   Tensor x = Tensor::zeros({0, 3});
   EXPECT_TRUE(tensorsNear(kernels::reduce(ReduceOp::sum, x, {0}), Tensor::zeros({3}), 0.0));
   Tensor m = kernels::reduce(ReduceOp::mean, x, {0});
   EXPECT_TRUE(std::isnan(m.toVector<double>()[0]));
 }
 
-TEST(reduce, rejects_bad_dims) {
+TEST(Reduce, rejects_bad_dims) {
   Tensor x = Tensor::zeros({2, 3});
   EXPECT_THROW(kernels::reduce(ReduceOp::sum, x, {0, -2}), ValueError);
   EXPECT_THROW(kernels::reduce(ReduceOp::sum, x, {2}), ValueError);
@@ -70,7 +70,7 @@ TEST(reduce, rejects_bad_dims) {
   }
 }
 
-TEST(sum_to_shape, folds_broadcast_dims) {
+TEST(SumToShape, folds_broadcast_dims) {
   Tensor g = randomTensor({4, 3, 5}, DType::f32);
   struct Case {
     Shape target;
@@ -94,7 +94,7 @@ TEST(sum_to_shape, folds_broadcast_dims) {
                           kernels::reference::reduce(ReduceOp::sum, g64, {1}, true), 1e-12));
 }
 
-TEST(sum_to_shape, rejects_non_broadcast_shape) {
+TEST(SumToShape, rejects_non_broadcast_shape) {
   Tensor g = Tensor::zeros({4, 3});
   EXPECT_THROW(kernels::sumToShape(g, {2, 3}), ValueError);
   EXPECT_THROW(kernels::sumToShape(g, {2, 4, 3}), ValueError);
@@ -108,7 +108,7 @@ TEST(sum_to_shape, rejects_non_broadcast_shape) {
   }
 }
 
-TEST(reduce, integer_sum_stays_exact) {
+TEST(Reduce, integer_sum_stays_exact) {
   Tensor x = Tensor::fromVector<int64_t>({(int64_t{1} << 40) + 1, 2, 3, 4}, {2, 2});
   EXPECT_EQ(kernels::reduce(ReduceOp::sum, x, {0}).toVector<int64_t>(),
             (std::vector<int64_t>{(int64_t{1} << 40) + 4, 6}));

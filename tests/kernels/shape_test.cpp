@@ -5,7 +5,7 @@ using namespace lockstep;
 using lockstep::testing::randomTensor;
 using lockstep::testing::tensorsNear;
 
-TEST(concat, forward_matches_reference) {
+TEST(Concat, forward_matches_reference) {
   struct Case {
     std::vector<Shape> shapes;
     int64_t dim;
@@ -30,7 +30,7 @@ TEST(concat, forward_matches_reference) {
   }
 }
 
-TEST(concat, strided_inputs_and_other_dtypes) {
+TEST(Concat, strided_inputs_and_other_dtypes) {
   Tensor a = randomTensor({5, 3}, DType::f32, 1).transpose(0, 1);  // [3, 5]
   Tensor b = randomTensor({3, 9}, DType::f32, 2).narrow(1, 2, 4);  // [3, 4] with gaps
   Tensor c = randomTensor({2, 3, 4, 5}, DType::f32, 3).toFormat(MemoryFormat::channels_last);
@@ -43,7 +43,7 @@ TEST(concat, strided_inputs_and_other_dtypes) {
   EXPECT_TRUE(tensorsNear(kernels::concat({e, f}, 1), kernels::reference::concat({e, f}, 1), 0.0));
 }
 
-TEST(concat, rejects_mismatched_shapes) {
+TEST(Concat, rejects_mismatched_shapes) {
   Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({2, 4});
   try {
     kernels::concat({a, b}, 0);

@@ -21,7 +21,7 @@ std::vector<SoftmaxCase> softmaxCases() {
 }
 }  // namespace
 
-TEST(softmax, forward_and_backward_match_reference) {
+TEST(Softmax, forward_and_backward_match_reference) {
   for (const auto& c : softmaxCases()) {
     Tensor y = kernels::onednn::softmaxForward(c.x, c.dim);
     EXPECT_TRUE(tensorsNear(y, kernels::reference::softmaxForward(c.x, c.dim), 1e-6, 1e-5)) << c.x.describe();
@@ -32,7 +32,7 @@ TEST(softmax, forward_and_backward_match_reference) {
   }
 }
 
-TEST(logSoftmax, forward_and_backward_match_reference) {
+TEST(LogSoftmax, forward_and_backward_match_reference) {
   for (const auto& c : softmaxCases()) {
     Tensor y = kernels::onednn::logSoftmaxForward(c.x, c.dim);
     EXPECT_TRUE(tensorsNear(y, kernels::reference::logSoftmaxForward(c.x, c.dim), 1e-5, 1e-5))
@@ -44,12 +44,12 @@ TEST(logSoftmax, forward_and_backward_match_reference) {
   }
 }
 
-TEST(softmax, keeps_channels_last_layout) {
+TEST(Softmax, keeps_channels_last_layout) {
   Tensor x = randomTensor({2, 3, 4, 5}, DType::f32).toFormat(MemoryFormat::channels_last);
   EXPECT_TRUE(kernels::softmaxForward(x, 1).isChannelsLast());
 }
 
-TEST(softmax, rejects_mismatched_shapes) {
+TEST(Softmax, rejects_mismatched_shapes) {
   EXPECT_THROW(kernels::softmaxForward(randomTensor({3, 4}, DType::f32), 2), ValueError);
   try {
     kernels::logSoftmaxBackward(randomTensor({3, 5}, DType::f32), randomTensor({3, 4}, DType::f32), 1);

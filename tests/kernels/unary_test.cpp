@@ -14,7 +14,7 @@ Tensor inputFor(UnaryOp op, const Shape& s) {
 }
 }  // namespace
 
-TEST(unary, forward_and_backward_match_reference) {
+TEST(Unary, forward_and_backward_match_reference) {
   const std::vector<std::pair<UnaryOp, double>> ops = {
       {UnaryOp::neg, 0},   {UnaryOp::exp, 0},    {UnaryOp::log, 0},  {UnaryOp::sqrt, 0},
       {UnaryOp::pow, 2.0}, {UnaryOp::pow, -0.5}, {UnaryOp::pow, 3.0}};
@@ -33,7 +33,7 @@ TEST(unary, forward_and_backward_match_reference) {
   }
 }
 
-TEST(unary, strided_input_and_gradient) {
+TEST(Unary, strided_input_and_gradient) {
   Tensor x = randomTensor({4, 6}, DType::f32, 3, 0.5, 2.0).transpose(0, 1);
   Tensor gy = randomTensor({6, 4}, DType::f32, 4);
   for (UnaryOp op : {UnaryOp::exp, UnaryOp::log, UnaryOp::sqrt}) {

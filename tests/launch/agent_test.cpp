@@ -28,7 +28,7 @@ bool contains(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-TEST(launch_agent, all_ranks_succeed_with_their_environment) {
+TEST(LaunchAgent, all_ranks_succeed_with_their_environment) {
   TempDir dir;
   auto r = runAgent(
       {"--nproc-per-node", "3", "--standalone", kWorker, "--pidfile", dir / "pids", "--env-out", dir.path()},
@@ -51,7 +51,7 @@ TEST(launch_agent, all_ranks_succeed_with_their_environment) {
   EXPECT_NO_SURVIVORS(dir / "pids");
 }
 
-TEST(launch_agent, failing_rank_stops_the_others_and_is_named) {
+TEST(LaunchAgent, failing_rank_stops_the_others_and_is_named) {
   TempDir dir;
   // Ranks 0 and 2 would hang forever: only the agent's stop can end them.
   auto r = runAgent({"--nproc-per-node", "3", "--standalone", kWorker, "--pidfile", dir / "pids",
@@ -66,7 +66,7 @@ TEST(launch_agent, failing_rank_stops_the_others_and_is_named) {
   EXPECT_NO_SURVIVORS(dir / "pids");
 }
 
-TEST(launch_agent, kill9_of_a_worker_restarts_and_completes) {
+TEST(LaunchAgent, kill9_of_a_worker_restarts_and_completes) {
   TempDir dir;
   ChildProcess agent({LOCKSTEP_RUN_BIN, "--nproc-per-node", "2", "--standalone", "--max-restarts", "1",
                       kWorker, "--pidfile", dir / "pids", "--victim-rank", "1", "--victim-dir", dir.path(),
@@ -86,7 +86,7 @@ TEST(launch_agent, kill9_of_a_worker_restarts_and_completes) {
   EXPECT_NO_SURVIVORS(dir / "pids");
 }
 
-TEST(launch_agent, restarts_are_bounded_by_max_restarts) {
+TEST(LaunchAgent, restarts_are_bounded_by_max_restarts) {
   TempDir dir;
   auto r = runAgent({"--nproc-per-node", "2", "--standalone", "--max-restarts", "2", kWorker, "--pidfile",
                      dir / "pids", "--fail-rank", "0", "--code", "5"},
@@ -98,7 +98,7 @@ TEST(launch_agent, restarts_are_bounded_by_max_restarts) {
   EXPECT_NO_SURVIVORS(dir / "pids");
 }
 
-TEST(launch_agent, grandchildren_die_with_the_job) {
+TEST(LaunchAgent, grandchildren_die_with_the_job) {
   TempDir dir;
   // Each worker leaves a sleeping grandchild; with --escaping-grandchild it even calls setsid().
   for (const char* flag : {"--grandchild", "--escaping-grandchild"}) {
@@ -118,7 +118,7 @@ TEST(launch_agent, grandchildren_die_with_the_job) {
   EXPECT_NO_SURVIVORS(dir / "pids");
 }
 
-TEST(launch_agent, sigterm_and_sigint_reach_the_workers) {
+TEST(LaunchAgent, sigterm_and_sigint_reach_the_workers) {
   for (int sig : {SIGTERM, SIGINT}) {
     TempDir dir;
     ChildProcess agent({LOCKSTEP_RUN_BIN, "--nproc-per-node", "2", "--standalone", kWorker, "--pidfile",
@@ -135,7 +135,7 @@ TEST(launch_agent, sigterm_and_sigint_reach_the_workers) {
   }
 }
 
-TEST(launch_agent, workers_ignoring_sigterm_are_killed_after_the_grace_period) {
+TEST(LaunchAgent, workers_ignoring_sigterm_are_killed_after_the_grace_period) {
   TempDir dir;
   auto r = runAgent({"--nproc-per-node", "2", "--standalone", "--grace-period", "0.3", kWorker, "--pidfile",
                      dir / "pids", "--ignore-term", "--fail-rank", "1", "--fail-after-ms", "100", "--hang"},
@@ -145,7 +145,7 @@ TEST(launch_agent, workers_ignoring_sigterm_are_killed_after_the_grace_period) {
   EXPECT_NO_SURVIVORS(dir / "pids");
 }
 
-TEST(launch_agent, node_that_never_arrives_times_out_clearly) {
+TEST(LaunchAgent, node_that_never_arrives_times_out_clearly) {
   TempDir dir;
   auto r = runAgent({"--nnodes", "2", "--node-rank", "0", "--master-port", std::to_string(freePort()),
                      "--rdzv-timeout", "1", kWorker, "--pidfile", dir / "pids"},
@@ -157,7 +157,7 @@ TEST(launch_agent, node_that_never_arrives_times_out_clearly) {
   EXPECT_TRUE(pidsIn(dir / "pids").empty());  // no worker was started
 }
 
-TEST(launch_agent, master_port_in_use_is_a_clear_error) {
+TEST(LaunchAgent, master_port_in_use_is_a_clear_error) {
   TempDir dir;
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -178,7 +178,7 @@ TEST(launch_agent, master_port_in_use_is_a_clear_error) {
   EXPECT_TRUE(pidsIn(dir / "pids").empty());
 }
 
-TEST(launch_agent, bad_flags_print_the_usage) {
+TEST(LaunchAgent, bad_flags_print_the_usage) {
   TempDir dir;
   auto r = runAgent({"--nproc-per-node", "2", "--bogus", kWorker}, dir / "out");
   EXPECT_EQ(r.code, 2);
@@ -192,7 +192,7 @@ TEST(launch_agent, bad_flags_print_the_usage) {
   EXPECT_TRUE(contains(missing.output, "'no-such-program-xyz' was not found on PATH")) << missing.output;
 }
 
-TEST(launch_agent, log_dir_keeps_per_rank_files) {
+TEST(LaunchAgent, log_dir_keeps_per_rank_files) {
   TempDir dir;
   auto r = runAgent({"--nproc-per-node", "2", "--standalone", "--rdzv-id", "job1", "--log-dir", dir / "logs",
                      "--redirects", "1", kWorker, "--pidfile", dir / "pids", "--stdout", "hello"},
@@ -206,7 +206,7 @@ TEST(launch_agent, log_dir_keeps_per_rank_files) {
   EXPECT_NO_SURVIVORS(dir / "pids");
 }
 
-TEST(launch_agent, two_agents_on_one_host_assign_node_ranks_by_arrival_and_restart_together) {
+TEST(LaunchAgent, two_agents_on_one_host_assign_node_ranks_by_arrival_and_restart_together) {
   TempDir dir;
   std::string port = std::to_string(freePort());
   auto agentArgs = [&](const std::string& out) {
@@ -262,7 +262,7 @@ TEST(launch_agent, two_agents_on_one_host_assign_node_ranks_by_arrival_and_resta
   EXPECT_NO_SURVIVORS(dir / "pids");
 }
 
-TEST(launch_agent, losing_the_master_agent_stops_the_other_nodes) {
+TEST(LaunchAgent, losing_the_master_agent_stops_the_other_nodes) {
   TempDir dir;
   std::string port = std::to_string(freePort());
   auto agentArgs = [&](int node) {
@@ -298,7 +298,7 @@ TEST(launch_agent, losing_the_master_agent_stops_the_other_nodes) {
 }
 
 // Real process groups (comm::initProcessGroup, gloo) through the agent's store.
-TEST(launch_agent, process_groups_rendezvous_through_the_agent_store) {
+TEST(LaunchAgent, process_groups_rendezvous_through_the_agent_store) {
   TempDir dir;
   auto r = runAgent({"--nproc-per-node", "3", "--standalone", LOCKSTEP_TEST_PG_WORKER}, dir / "out", 60s);
   ASSERT_EQ(r.code, 0) << r.output;
@@ -307,7 +307,7 @@ TEST(launch_agent, process_groups_rendezvous_through_the_agent_store) {
         << r.output;
 }
 
-TEST(launch_agent, the_rank_that_reports_its_error_is_the_root_cause_and_restart_completes) {
+TEST(LaunchAgent, the_rank_that_reports_its_error_is_the_root_cause_and_restart_completes) {
   TempDir dir;
   // Rank 1 writes its error file and exits 3; ranks 0 and 2 then fail in barrier() as its
   // connections close, possibly before rank 1 has finished exiting.

@@ -10,7 +10,7 @@
 
 using namespace lockstep::launch;
 
-TEST(launch_failure_report, names_rank_code_host_and_stderr) {
+TEST(LaunchFailureReport, names_rank_code_host_and_stderr) {
   WorkerFailure f;
   f.rank = 5;
   f.local_rank = 1;
@@ -31,7 +31,7 @@ TEST(launch_failure_report, names_rank_code_host_and_stderr) {
   EXPECT_EQ(signalName(63), "signal 63");
 }
 
-TEST(launch_failure_report, includes_the_error_file) {
+TEST(LaunchFailureReport, includes_the_error_file) {
   lockstep::launch::testing::TempDir dir;
   std::string path = dir / "error.json";
   std::ofstream(path) << "{\"message\": \"oops\"}\n";
@@ -46,7 +46,7 @@ TEST(launch_failure_report, includes_the_error_file) {
   EXPECT_NE(readErrorFile(dir / "big", 10).find("(truncated)"), std::string::npos);
 }
 
-TEST(launch_output_sink, keeps_the_last_lines_and_writes_the_file) {
+TEST(LaunchOutputSink, keeps_the_last_lines_and_writes_the_file) {
   lockstep::launch::testing::TempDir dir;
   OutputSinkOptions o;
   o.file_path = dir / "a/b/stderr.log";

@@ -7,7 +7,7 @@
 using namespace lockstep;
 using namespace lockstep::launch;
 
-TEST(launch_hostfile, parses_deepspeed_and_horovod_formats) {
+TEST(LaunchHostfile, parses_deepspeed_and_horovod_formats) {
   auto hosts = parseHostfile(
       "# cluster\nnode1 slots=4\n\nnode2:2   # comment\nnode3\nnode4 slots=8 max_slots=8\n", "hf");
   ASSERT_EQ(hosts.size(), 4u);
@@ -18,7 +18,7 @@ TEST(launch_hostfile, parses_deepspeed_and_horovod_formats) {
   EXPECT_EQ(hosts[3].slots, 8);
 }
 
-TEST(launch_hostfile, malformed_lines_name_file_and_line) {
+TEST(LaunchHostfile, malformed_lines_name_file_and_line) {
   auto err = [](const std::string& text) {
     try {
       parseHostfile(text, "hosts.txt");
@@ -34,7 +34,7 @@ TEST(launch_hostfile, malformed_lines_name_file_and_line) {
   EXPECT_NE(err("# nothing\n").find("no hosts"), std::string::npos);
 }
 
-TEST(launch_hostfile, prints_one_command_per_host) {
+TEST(LaunchHostfile, prints_one_command_per_host) {
   LaunchOptions o;
   o.run_id = "j1";
   o.master_port = 29600;

@@ -22,7 +22,7 @@ std::string errorOf(std::vector<std::string> args) {
 
 }  // namespace
 
-TEST(launch_options, defaults_follow_torchrun) {
+TEST(LaunchOptions, defaults_follow_torchrun) {
   auto o = parse({"train"});
   EXPECT_EQ(o.nproc_per_node, 1);
   EXPECT_EQ(o.nnodes, 1);
@@ -35,7 +35,7 @@ TEST(launch_options, defaults_follow_torchrun) {
   EXPECT_TRUE(o.program_args.empty());
 }
 
-TEST(launch_options, dash_underscore_and_equals_spellings) {
+TEST(LaunchOptions, dash_underscore_and_equals_spellings) {
   auto o = parse({"--nproc_per_node=4", "--nnodes", "2", "--node_rank=1", "--master_addr", "10.0.0.1",
                   "--master-port=1234", "--max_restarts", "3", "--rdzv_id", "job7", "--monitor_interval",
                   "0.5", "--rdzv-timeout", "12", "prog"});
@@ -50,7 +50,7 @@ TEST(launch_options, dash_underscore_and_equals_spellings) {
   EXPECT_DOUBLE_EQ(o.rdzv_timeout_s, 12);
 }
 
-TEST(launch_options, program_arguments_pass_untouched) {
+TEST(LaunchOptions, program_arguments_pass_untouched) {
   auto o = parse({"--nproc-per-node", "2", "prog", "--nproc-per-node", "9", "--", "-x"});
   EXPECT_EQ(o.nproc_per_node, 2);
   EXPECT_EQ(o.program, "prog");
@@ -60,20 +60,20 @@ TEST(launch_options, program_arguments_pass_untouched) {
   EXPECT_EQ(d.program_args, (std::vector<std::string>{"a"}));
 }
 
-TEST(launch_options, nproc_auto_is_the_core_count) {
+TEST(LaunchOptions, nproc_auto_is_the_core_count) {
   EXPECT_EQ(parse({"--nproc-per-node", "auto", "p"}, 6).nproc_per_node, 6);
   EXPECT_NE(errorOf({"--nproc-per-node", "gpu", "p"}).find("GPU"), std::string::npos);
   EXPECT_NE(errorOf({"--nproc-per-node", "0", "p"}).find("--nproc-per-node"), std::string::npos);
 }
 
-TEST(launch_options, standalone_picks_a_free_port_and_random_id) {
+TEST(LaunchOptions, standalone_picks_a_free_port_and_random_id) {
   auto o = parse({"--standalone", "p"});
   EXPECT_EQ(o.master_port, 0);
   EXPECT_EQ(o.run_id, "");  // the agent draws one
   EXPECT_TRUE(o.standalone);
 }
 
-TEST(launch_options, rdzv_endpoint_sets_master) {
+TEST(LaunchOptions, rdzv_endpoint_sets_master) {
   auto o = parse({"--rdzv-endpoint", "host7:4000", "--rdzv-backend", "c10d", "--nnodes", "3", "p"});
   EXPECT_EQ(o.master_addr, "host7");
   EXPECT_EQ(o.master_port, 4000);
@@ -81,7 +81,7 @@ TEST(launch_options, rdzv_endpoint_sets_master) {
   EXPECT_EQ(parseEndpoint("--rdzv-endpoint", "h").second, 29500);
 }
 
-TEST(launch_options, unknown_and_malformed_flags_name_the_flag) {
+TEST(LaunchOptions, unknown_and_malformed_flags_name_the_flag) {
   EXPECT_NE(errorOf({"--nprocs", "2", "p"}).find("unknown option '--nprocs'"), std::string::npos);
   EXPECT_NE(errorOf({"--max-restarts", "x", "p"}).find("--max-restarts"), std::string::npos);
   EXPECT_NE(errorOf({"--master-port", "70000", "p"}).find("--master-port"), std::string::npos);
@@ -91,7 +91,7 @@ TEST(launch_options, unknown_and_malformed_flags_name_the_flag) {
   EXPECT_NE(errorOf({}).find("missing PROGRAM"), std::string::npos);
 }
 
-TEST(launch_options, conflicting_flags_are_errors) {
+TEST(LaunchOptions, conflicting_flags_are_errors) {
   EXPECT_NE(errorOf({"--standalone", "--rdzv-endpoint", "h:1", "p"}).find("conflict"), std::string::npos);
   EXPECT_NE(errorOf({"--rdzv-endpoint", "h:1", "--master-addr", "x", "p"}).find("conflict"),
             std::string::npos);
@@ -100,7 +100,7 @@ TEST(launch_options, conflicting_flags_are_errors) {
   EXPECT_NE(errorOf({"--hostfile", "h", "--nnodes", "2", "p"}).find("conflict"), std::string::npos);
 }
 
-TEST(launch_options, redirects_and_tee_masks) {
+TEST(LaunchOptions, redirects_and_tee_masks) {
   auto o = parse({"--redirects", "3", "-t", "0:1,2:2", "p"});
   EXPECT_EQ(o.redirects.forLocalRank(5), 3);
   EXPECT_EQ(o.tee.forLocalRank(0), kStdout);
@@ -110,7 +110,7 @@ TEST(launch_options, redirects_and_tee_masks) {
   EXPECT_NE(errorOf({"--tee", "0:1,x", "p"}).find("--tee"), std::string::npos);
 }
 
-TEST(launch_options, usage_lists_every_flag) {
+TEST(LaunchOptions, usage_lists_every_flag) {
   std::string u = launchUsage();
   for (const char* f :
        {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--standalone",

@@ -84,7 +84,7 @@ class NetnsLab {
 
 }  // namespace
 
-TEST(launch_multi_host, three_hosts_rendezvous_by_arrival) {
+TEST(LaunchMultiHost, three_hosts_rendezvous_by_arrival) {
   NetnsLab lab(3);
   SKIP_WITHOUT(lab);
   TempDir dir;
@@ -110,7 +110,7 @@ TEST(launch_multi_host, three_hosts_rendezvous_by_arrival) {
   EXPECT_TRUE(left.empty());
 }
 
-TEST(launch_multi_host, failure_on_one_host_restarts_every_host) {
+TEST(LaunchMultiHost, failure_on_one_host_restarts_every_host) {
   NetnsLab lab(2);
   SKIP_WITHOUT(lab);
   TempDir dir;
@@ -160,7 +160,7 @@ TEST(launch_multi_host, failure_on_one_host_restarts_every_host) {
   EXPECT_TRUE(survivors(dir / "pids").empty());
 }
 
-TEST(launch_multi_host, host_that_never_arrives) {
+TEST(LaunchMultiHost, host_that_never_arrives) {
   NetnsLab lab(2);
   SKIP_WITHOUT(lab);
   TempDir dir;

@@ -26,7 +26,7 @@ RendezvousOptions opts(int nnodes, std::optional<int> node_rank, std::chrono::mi
 
 }  // namespace
 
-TEST(launch_rendezvous, arrival_order_assigns_node_ranks_and_they_stay_across_rounds) {
+TEST(LaunchRendezvous, arrival_order_assigns_node_ranks_and_they_stay_across_rounds) {
   auto store = std::make_shared<comm::HashStore>();
   const int n = 3;
   const std::vector<int> nprocs = {2, 1, 3};
@@ -56,7 +56,7 @@ TEST(launch_rendezvous, arrival_order_assigns_node_ranks_and_they_stay_across_ro
   }
 }
 
-TEST(launch_rendezvous, missing_node_times_out_naming_it) {
+TEST(LaunchRendezvous, missing_node_times_out_naming_it) {
   auto store = std::make_shared<comm::HashStore>();
   Rendezvous r(opts(3, 0, 200ms), store);
   Rendezvous other(opts(3, 2, 200ms), store);
@@ -77,7 +77,7 @@ TEST(launch_rendezvous, missing_node_times_out_naming_it) {
   t.join();
 }
 
-TEST(launch_rendezvous, interrupt_and_duplicate_node_rank) {
+TEST(LaunchRendezvous, interrupt_and_duplicate_node_rank) {
   auto store = std::make_shared<comm::HashStore>();
   Rendezvous a(opts(2, 0), store);
   EXPECT_FALSE(a.join(0, 1, [] { return true; }).has_value());
@@ -90,7 +90,7 @@ TEST(launch_rendezvous, interrupt_and_duplicate_node_rank) {
   }
 }
 
-TEST(launch_rendezvous, first_failure_wins_and_success_needs_every_node) {
+TEST(LaunchRendezvous, first_failure_wins_and_success_needs_every_node) {
   auto store = std::make_shared<comm::HashStore>();
   Rendezvous a(opts(2, 0), store);
   Rendezvous b(opts(2, 1), store);

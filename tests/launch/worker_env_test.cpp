@@ -7,7 +7,7 @@
 using namespace lockstep;
 using namespace lockstep::launch;
 
-TEST(launch_worker_env, rank_layout_is_prefix_sums_of_node_sizes) {
+TEST(LaunchWorkerEnv, rank_layout_is_prefix_sums_of_node_sizes) {
   auto l = computeRankLayout({2, 3, 1}, 1);
   EXPECT_EQ(l.first_rank, 2);
   EXPECT_EQ(l.local_world_size, 3);
@@ -18,7 +18,7 @@ TEST(launch_worker_env, rank_layout_is_prefix_sums_of_node_sizes) {
   EXPECT_THROW(computeRankLayout({2, 0}, 0), ValueError);
 }
 
-TEST(launch_worker_env, sets_torchrun_variables) {
+TEST(LaunchWorkerEnv, sets_torchrun_variables) {
   WorkerEnvSpec s;
   s.layout = computeRankLayout({2, 2}, 1);
   s.local_rank = 1;
@@ -45,7 +45,7 @@ TEST(launch_worker_env, sets_torchrun_variables) {
   EXPECT_EQ(env["PATH"], "/bin");
 }
 
-TEST(launch_worker_env, omp_threads_default_only_when_sharing_a_node) {
+TEST(LaunchWorkerEnv, omp_threads_default_only_when_sharing_a_node) {
   WorkerEnvSpec s;
   s.layout = computeRankLayout({2}, 0);
   EXPECT_EQ(buildWorkerEnv({}, s)["OMP_NUM_THREADS"], "1");
@@ -54,7 +54,7 @@ TEST(launch_worker_env, omp_threads_default_only_when_sharing_a_node) {
   EXPECT_EQ(buildWorkerEnv({}, s).count("OMP_NUM_THREADS"), 0u);
 }
 
-TEST(launch_worker_env, first_attempt_has_restart_count_zero) {
+TEST(LaunchWorkerEnv, first_attempt_has_restart_count_zero) {
   WorkerEnvSpec s;
   auto env = buildWorkerEnv({}, s);
   EXPECT_EQ(env["LOCKSTEP_RESTART_COUNT"], "0");

@@ -39,7 +39,7 @@ void expectUniform(const Tensor& t, double b) {
 }
 }  // namespace
 
-TEST(init, linear_matches_pytorch_bounds) {
+TEST(Init, linear_matches_pytorch_bounds) {
   Linear fc(LinearOptions{400, 300});
   const double b = 1.0 / std::sqrt(400.0);  // kaiming_uniform(a=sqrt(5)): sqrt(6/((1+5)*fan_in))
   expectUniform(fc.weight().tensor(), b);
@@ -48,7 +48,7 @@ TEST(init, linear_matches_pytorch_bounds) {
   EXPECT_EQ(fc.weight().dtype(), DType::f32);
 }
 
-TEST(init, conv2d_fan_in_counts_groups_and_kernel) {
+TEST(Init, conv2d_fan_in_counts_groups_and_kernel) {
   Conv2d conv(Conv2dOptions{.in_channels = 64, .out_channels = 128, .kernel_size = {3, 3}, .groups = 2});
   EXPECT_EQ(conv.weight().shape(), (Shape{128, 32, 3, 3}));
   const double b = 1.0 / std::sqrt(32.0 * 9.0);
@@ -61,7 +61,7 @@ TEST(init, conv2d_fan_in_counts_groups_and_kernel) {
   EXPECT_EQ(nobias.namedParameters().size(), 1u);
 }
 
-TEST(init, norms_start_at_one_and_zero) {
+TEST(Init, norms_start_at_one_and_zero) {
   BatchNorm2d bn(BatchNorm2dOptions{16});
   EXPECT_EQ(bn.weight().tensor().toVector<float>(), std::vector<float>(16, 1.0f));
   EXPECT_EQ(bn.bias().tensor().toVector<float>(), std::vector<float>(16, 0.0f));
@@ -73,7 +73,7 @@ TEST(init, norms_start_at_one_and_zero) {
   EXPECT_EQ(ln.bias().tensor().toVector<float>(), std::vector<float>(8, 0.0f));
 }
 
-TEST(init, seeded_and_reproducible) {
+TEST(Init, seeded_and_reproducible) {
   manualSeed(42);
   Linear a(LinearOptions{10, 5});
   manualSeed(42);
@@ -89,7 +89,7 @@ TEST(init, seeded_and_reproducible) {
   EXPECT_EQ(g1.offset(), 55u);  // weight then bias, one counter per element
 }
 
-TEST(init, initialisers) {
+TEST(Init, initialisers) {
   EXPECT_EQ(init::computeFans({8, 4, 3, 3}), (std::pair<int64_t, int64_t>{36, 72}));
   EXPECT_THROW(init::computeFans({5}), ValueError);
   EXPECT_DOUBLE_EQ(init::calculateGain("relu"), std::sqrt(2.0));

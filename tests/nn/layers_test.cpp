@@ -10,7 +10,7 @@ using namespace lockstep::nn;
 using lockstep::testing::randomTensor;
 using lockstep::testing::tensorsNear;
 
-TEST(layers, linear_computes_x_wt_plus_b) {
+TEST(Layers, linear_computes_x_wt_plus_b) {
   Linear fc(LinearOptions{3, 2});
   fc.to(DType::f64);
   Tensor x = randomTensor({4, 3});
@@ -27,7 +27,7 @@ TEST(layers, linear_computes_x_wt_plus_b) {
   }
 }
 
-TEST(layers, conv2d_options_reach_the_op) {
+TEST(Layers, conv2d_options_reach_the_op) {
   Conv2dOptions o{.in_channels = 4,
                   .out_channels = 6,
                   .kernel_size = {3, 3},
@@ -46,7 +46,7 @@ TEST(layers, conv2d_options_reach_the_op) {
   EXPECT_THROW(Conv2d(Conv2dOptions{.in_channels = 3, .out_channels = 4, .groups = 2}), ValueError);
 }
 
-TEST(layers, pooling_shapes) {
+TEST(Layers, pooling_shapes) {
   Variable x(randomTensor({1, 2, 7, 7}, DType::f32));
   EXPECT_EQ(MaxPool2d(Pool2dOptions{})(x).shape(), (Shape{1, 2, 3, 3}));
   EXPECT_EQ(AvgPool2d(Pool2dOptions{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}})(x).shape(),
@@ -55,7 +55,7 @@ TEST(layers, pooling_shapes) {
   EXPECT_THROW(MaxPool2d(Pool2dOptions{.kernel = {2, 2}, .padding = {2, 2}}), ValueError);
 }
 
-TEST(layers, batch_norm_updates_running_stats_only_in_training) {
+TEST(Layers, batch_norm_updates_running_stats_only_in_training) {
   BatchNorm2d bn(BatchNorm2dOptions{3});
   Variable x(randomTensor({4, 3, 5, 5}, DType::f32, 3, 1.0, 3.0));
   bn(x);
@@ -79,7 +79,7 @@ TEST(layers, batch_norm_updates_running_stats_only_in_training) {
   EXPECT_THROW(bn(Variable(randomTensor({4, 2, 5, 5}, DType::f32))), ValueError);
 }
 
-TEST(layers, layer_norm_normalises_trailing_dims) {
+TEST(Layers, layer_norm_normalises_trailing_dims) {
   LayerNorm ln(LayerNormOptions{{6}});
   Variable y = ln(Variable(randomTensor({3, 6}, DType::f32, 4, 0.0, 5.0)));
   auto v = y.tensor().toVector<double>();
@@ -90,7 +90,7 @@ TEST(layers, layer_norm_normalises_trailing_dims) {
   }
 }
 
-TEST(layers, dropout_is_seeded_and_identity_in_eval) {
+TEST(Layers, dropout_is_seeded_and_identity_in_eval) {
   Variable x(Tensor::ones({1000}));
   Dropout a(DropoutOptions{.p = 0.3, .seed = 11}), b(DropoutOptions{.p = 0.3, .seed = 11});
   auto ya = a(x).tensor().toVector<float>(), yb = b(x).tensor().toVector<float>();
@@ -115,7 +115,7 @@ TEST(layers, dropout_is_seeded_and_identity_in_eval) {
   EXPECT_THROW(Dropout(DropoutOptions{.p = 1.5}), ValueError);
 }
 
-TEST(layers, activations_and_flatten) {
+TEST(Layers, activations_and_flatten) {
   Tensor t = Tensor::fromVector<double>({-2.0, -0.5, 0.0, 1.5}, {2, 2});
   Variable x(t);
   EXPECT_EQ(ReLU()(x).tensor().toVector<double>(), (std::vector<double>{0, 0, 0, 1.5}));
@@ -127,7 +127,7 @@ TEST(layers, activations_and_flatten) {
   EXPECT_EQ(Flatten()(Variable(Tensor::zeros({2, 3, 4, 5}))).shape(), (Shape{2, 60}));
 }
 
-TEST(layers, losses_match_torch) {
+TEST(Layers, losses_match_torch) {
   Variable logits(
       Tensor::fromVector<double>({1.0, 2.0, 0.5, 0.1, -1.0, 3.0, 0.3, 0.3, 0.3, 2.0, -2.0, 0.0}, {4, 3}),
       true);

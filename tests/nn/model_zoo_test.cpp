@@ -88,7 +88,7 @@ std::vector<std::string> paramNames(const Module& m) {
 
 }  // namespace
 
-TEST(model_zoo, parameter_counts_match_torch) {
+TEST(ModelZoo, parameter_counts_match_torch) {
   // Counts from torch 1.13 for the same definitions (tests/nn/torch_reference.py).
   EXPECT_EQ(makeModel("mnist_cnn")->numParameters(), 93322);
   EXPECT_EQ(makeModel("cifar_cnn")->numParameters(), 122570);
@@ -100,7 +100,7 @@ TEST(model_zoo, parameter_counts_match_torch) {
       (10 * 8 + 8) + (8 * 6 + 6) + (6 * 3 + 3));
 }
 
-TEST(model_zoo, parameter_names_and_order) {
+TEST(ModelZoo, parameter_names_and_order) {
   EXPECT_EQ(
       paramNames(*makeModel("mnist_cnn")),
       (std::vector<std::string>{"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", "conv3.weight",
@@ -120,7 +120,7 @@ TEST(model_zoo, parameter_names_and_order) {
             (std::vector<std::string>{"1.weight", "1.bias", "3.weight", "3.bias"}));
 }
 
-TEST(model_zoo, unknown_name_lists_the_known_ones) {
+TEST(ModelZoo, unknown_name_lists_the_known_ones) {
   try {
     makeModel("resnet50");
     FAIL();
@@ -130,7 +130,7 @@ TEST(model_zoo, unknown_name_lists_the_known_ones) {
   }
 }
 
-TEST(model_zoo, seeded_models_are_identical) {
+TEST(ModelZoo, seeded_models_are_identical) {
   Generator g1(5), g2(5);
   auto a = makeModel("mnist_cnn", ModelOptions{.generator = &g1});
   auto b = makeModel("mnist_cnn", ModelOptions{.generator = &g2});
@@ -138,7 +138,7 @@ TEST(model_zoo, seeded_models_are_identical) {
     EXPECT_EQ(t.toVector<float>(), b->stateDict().at(n).toVector<float>());
 }
 
-TEST(model_zoo, mnist_cnn_matches_torch) {
+TEST(ModelZoo, mnist_cnn_matches_torch) {
   OneThread one_thread;
   auto m = makeModel("mnist_cnn");
   setParams(*m);
@@ -153,7 +153,7 @@ TEST(model_zoo, mnist_cnn_matches_torch) {
 
 // small_cnn.h runs relu after the max-pool; the textbook order (relu, then pool) must give the same
 // output and the same gradient for every parameter, bit for bit.
-TEST(model_zoo, mnist_cnn_relu_after_pool_equals_relu_then_pool) {
+TEST(ModelZoo, mnist_cnn_relu_after_pool_equals_relu_then_pool) {
   OneThread one_thread;
   auto m = makeModel("mnist_cnn");
   setParams(*m);
@@ -179,7 +179,7 @@ TEST(model_zoo, mnist_cnn_relu_after_pool_equals_relu_then_pool) {
   }
 }
 
-TEST(model_zoo, cifar_cnn_matches_torch) {
+TEST(ModelZoo, cifar_cnn_matches_torch) {
   OneThread one_thread;
   auto m = makeModel("cifar_cnn");
   setParams(*m);
@@ -188,7 +188,7 @@ TEST(model_zoo, cifar_cnn_matches_torch) {
                                              2e-5, 1e-4));
 }
 
-TEST(model_zoo, resnet18_cifar_matches_torch) {
+TEST(ModelZoo, resnet18_cifar_matches_torch) {
   OneThread one_thread;
   auto m = makeModel("resnet18_cifar");
   setParams(*m);

@@ -44,7 +44,7 @@ std::vector<std::string> names(const std::vector<std::pair<std::string, Variable
 
 }  // namespace
 
-TEST(module, parameters_are_named_recursively_in_registration_order) {
+TEST(Module, parameters_are_named_recursively_in_registration_order) {
   Net net;
   EXPECT_EQ(names(net.namedParameters()),
             (std::vector<std::string>{"alpha", "block.scale", "block.fc.weight", "block.fc.bias",
@@ -66,7 +66,7 @@ TEST(module, parameters_are_named_recursively_in_registration_order) {
   EXPECT_EQ(mods[2].first, "block.fc");
 }
 
-TEST(module, state_dict_lists_parameters_then_buffers_per_module) {
+TEST(Module, state_dict_lists_parameters_then_buffers_per_module) {
   Net net;
   EXPECT_EQ(
       net.stateDict().keys(),
@@ -79,7 +79,7 @@ TEST(module, state_dict_lists_parameters_then_buffers_per_module) {
   EXPECT_TRUE(net.stateDict().at("alpha").sharesStorage(net.alpha.tensor()));
 }
 
-TEST(module, duplicate_or_dotted_names_are_rejected) {
+TEST(Module, duplicate_or_dotted_names_are_rejected) {
   struct Bad : Module {
     explicit Bad(int which) : Module("Bad") {
       registerParameter("w", Tensor::zeros({1}));
@@ -93,7 +93,7 @@ TEST(module, duplicate_or_dotted_names_are_rejected) {
   for (int i = 0; i < 5; ++i) EXPECT_THROW(Bad{i}, ValueError) << i;
 }
 
-TEST(module, train_and_eval_propagate) {
+TEST(Module, train_and_eval_propagate) {
   Net net;
   EXPECT_TRUE(net.isTraining());
   net.eval();
@@ -104,7 +104,7 @@ TEST(module, train_and_eval_propagate) {
   EXPECT_TRUE(net.block->fc->isTraining());
 }
 
-TEST(module, zero_grad_clears_or_zero_fills) {
+TEST(Module, zero_grad_clears_or_zero_fills) {
   Net net;
   for (auto& p : net.parameters()) p.setGrad(Tensor::ones(p.shape()));
   net.zeroGrad(false);
@@ -116,7 +116,7 @@ TEST(module, zero_grad_clears_or_zero_fills) {
   for (auto& p : net.parameters()) EXPECT_FALSE(p.hasGrad());
 }
 
-TEST(module, state_dict_round_trip) {
+TEST(Module, state_dict_round_trip) {
   manualSeed(1);
   Net a;
   manualSeed(2);
@@ -137,7 +137,7 @@ TEST(module, state_dict_round_trip) {
   }
 }
 
-TEST(module, strict_load_lists_every_missing_unexpected_and_mismatched_name) {
+TEST(Module, strict_load_lists_every_missing_unexpected_and_mismatched_name) {
   Net net;
   StateDict sd = net.stateDict().cloned();
   sd.erase("alpha");
@@ -167,7 +167,7 @@ TEST(module, strict_load_lists_every_missing_unexpected_and_mismatched_name) {
   EXPECT_EQ(net.block->scale.tensor().toVector<float>(), std::vector<float>(4, 3.0f));
 }
 
-TEST(module, to_casts_parameters_and_floating_buffers) {
+TEST(Module, to_casts_parameters_and_floating_buffers) {
   Net net;
   net.to(DType::f64);
   for (auto& p : net.parameters()) EXPECT_EQ(p.dtype(), DType::f64);
@@ -175,7 +175,7 @@ TEST(module, to_casts_parameters_and_floating_buffers) {
   EXPECT_EQ(net.stateDict().at("block.bn.num_batches_tracked").dtype(), DType::i64);
 }
 
-TEST(module, sequential_names_children_by_index) {
+TEST(Module, sequential_names_children_by_index) {
   Sequential seq({std::make_shared<Linear>(LinearOptions{2, 3}), std::make_shared<ReLU>(),
                   std::make_shared<Linear>(LinearOptions{3, 1})});
   EXPECT_EQ(names(seq.namedParameters()),
@@ -187,7 +187,7 @@ TEST(module, sequential_names_children_by_index) {
       << seq.describe();
 }
 
-TEST(module, base_forward_is_not_supported) {
+TEST(Module, base_forward_is_not_supported) {
   struct Empty : Module {
     Empty() : Module("Empty") {}
   } m;

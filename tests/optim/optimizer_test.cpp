@@ -132,7 +132,7 @@ void runSteps(Problem& pr, Optimizer& opt, int n) {
 
 }  // namespace
 
-TEST(optim, every_optimizer_matches_torch_in_float64) {
+TEST(Optim, every_optimizer_matches_torch_in_float64) {
   for (auto& [name, make] : factories()) {
     Problem pr;
     auto opt = make(pr.params());
@@ -141,7 +141,7 @@ TEST(optim, every_optimizer_matches_torch_in_float64) {
   }
 }
 
-TEST(optim, adam_and_adamw_match_torch_in_float32) {
+TEST(Optim, adam_and_adamw_match_torch_in_float32) {
   auto f = factories();
   Problem a(DType::f32), b(DType::f32);
   auto oa = f["adam"](a.params());
@@ -153,7 +153,7 @@ TEST(optim, adam_and_adamw_match_torch_in_float32) {
   EXPECT_TRUE(near(b.values(), kTorchAdamWAmsgradF32, 2e-6));
 }
 
-TEST(optim, param_groups_have_their_own_lr) {
+TEST(Optim, param_groups_have_their_own_lr) {
   Problem pr;
   SGD opt({pr.p0}, SGDOptions{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01});
   opt.addParamGroup({pr.p1}, {{"lr", 0.025}});
@@ -164,7 +164,7 @@ TEST(optim, param_groups_have_their_own_lr) {
   EXPECT_TRUE(near(pr.values(), kTorchSgdTwoGroups, 1e-12));
 }
 
-TEST(optim, bad_groups_and_options_are_rejected) {
+TEST(Optim, bad_groups_and_options_are_rejected) {
   Problem pr;
   SGD opt({pr.p0}, SGDOptions{});
   EXPECT_THROW(opt.addParamGroup({pr.p0}), ValueError);                    // already in a group
@@ -174,7 +174,7 @@ TEST(optim, bad_groups_and_options_are_rejected) {
   EXPECT_THROW(Adam({pr.p1}, AdamOptions{.beta2 = 1.0}), ValueError);
 }
 
-TEST(optim, parameters_without_gradients_are_skipped) {
+TEST(Optim, parameters_without_gradients_are_skipped) {
   Problem pr;
   Adam opt(pr.params(), AdamOptions{.lr = 0.1});
   pr.setGrads();
@@ -188,7 +188,7 @@ TEST(optim, parameters_without_gradients_are_skipped) {
   EXPECT_EQ(sd.state.at("0.step").item<int64_t>(), 1);
 }
 
-TEST(optim, zero_grad_clears_or_zero_fills) {
+TEST(Optim, zero_grad_clears_or_zero_fills) {
   Problem pr;
   SGD opt(pr.params(), SGDOptions{});
   pr.setGrads();
@@ -203,7 +203,7 @@ TEST(optim, zero_grad_clears_or_zero_fills) {
 
 // Three steps, save, load into a fresh optimizer over copies of the parameters, then two more
 // steps on both: the trajectories must be identical (bit for bit) and end at torch's 5-step values.
-TEST(optim, state_dict_round_trip_continues_identically) {
+TEST(Optim, state_dict_round_trip_continues_identically) {
   for (auto& [name, make] : factories()) {
     Problem a;
     auto oa = make(a.params());
@@ -223,7 +223,7 @@ TEST(optim, state_dict_round_trip_continues_identically) {
   }
 }
 
-TEST(optim, state_dict_names_every_buffer) {
+TEST(Optim, state_dict_names_every_buffer) {
   Problem pr;
   Adam opt(pr.params(), AdamOptions{.amsgrad = true});
   runSteps(pr, opt, 2);
@@ -240,7 +240,7 @@ TEST(optim, state_dict_names_every_buffer) {
             (std::vector<std::string>{"0.momentum_buffer", "1.momentum_buffer"}));
 }
 
-TEST(optim, load_state_dict_rejects_mismatches) {
+TEST(Optim, load_state_dict_rejects_mismatches) {
   Problem pr;
   Adam opt(pr.params());
   runSteps(pr, opt, 1);
@@ -259,7 +259,7 @@ TEST(optim, load_state_dict_rejects_mismatches) {
 }
 
 // torch.nn.utils.clip_grad_norm_(max_norm=1) on the gradients at the starting point, torch 1.13.
-TEST(optim, clip_grad_norm_matches_torch) {
+TEST(Optim, clip_grad_norm_matches_torch) {
   struct Case {
     double norm_type, total;
     std::vector<double> grads;
@@ -298,7 +298,7 @@ TEST(optim, clip_grad_norm_matches_torch) {
 
 // A channels_last parameter with a contiguous gradient (and the reverse) updates element by element
 // exactly like the contiguous case.
-TEST(optim, layouts_of_parameter_and_gradient_may_differ) {
+TEST(Optim, layouts_of_parameter_and_gradient_may_differ) {
   Tensor base = lockstep::testing::randomTensor({2, 3, 2, 2}, DType::f32, 5);
   Tensor grad = lockstep::testing::randomTensor({2, 3, 2, 2}, DType::f32, 6);
   Variable plain(base.clone(), true), cl(base.toFormat(MemoryFormat::channels_last), true);

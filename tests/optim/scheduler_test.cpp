@@ -105,7 +105,7 @@ std::vector<double> deepspeedSequence(const O& options, int n = 12) {
 
 }  // namespace
 
-TEST(lr_schedule, pure_functions) {
+TEST(LrSchedule, pure_functions) {
   EXPECT_DOUBLE_EQ(stepLr(1.0, 7, 3, 0.5), 0.25);
   EXPECT_DOUBLE_EQ(multiStepLr(1.0, 5, {2, 5, 9}, 0.1), 0.01 * 1.0000000000000002);
   EXPECT_DOUBLE_EQ(multiStepLr(1.0, 1, {2, 5, 9}, 0.1), 1.0);
@@ -131,25 +131,25 @@ TEST(lr_schedule, pure_functions) {
   EXPECT_THROW(stepLr(1.0, 1, 0, 0.1), ValueError);
 }
 
-TEST(lr_scheduler, step_lr_matches_torch) {
+TEST(LrScheduler, step_lr_matches_torch) {
   expectSeq(torchSequence<StepLR>(StepLROptions{3, 0.5}), kTorchStepLR);
 }
 
-TEST(lr_scheduler, multi_step_lr_matches_torch) {
+TEST(LrScheduler, multi_step_lr_matches_torch) {
   expectSeq(torchSequence<MultiStepLR>(MultiStepLROptions{{9, 2, 5}, 0.1}), kTorchMultiStepLR);
 }
 
-TEST(lr_scheduler, cosine_annealing_matches_torch) {
+TEST(LrScheduler, cosine_annealing_matches_torch) {
   expectSeq(torchSequence<CosineAnnealingLR>(CosineAnnealingLROptions{10, 0.001}), kTorchCosine);
 }
 
-TEST(lr_scheduler, warmup_lr_matches_deepspeed) {
+TEST(LrScheduler, warmup_lr_matches_deepspeed) {
   expectSeq(deepspeedSequence<WarmupLR>(WarmupLROptions{0.001, 0.1, 5, WarmupType::log}), kDsWarmupLog);
   expectSeq(deepspeedSequence<WarmupLR>(WarmupLROptions{0.0, 0.1, 5, WarmupType::linear}), kDsWarmupLinear);
   expectSeq(deepspeedSequence<WarmupLR>(WarmupLROptions{0.0, 0.1, 1, WarmupType::linear}), kDsWarmupClamped);
 }
 
-TEST(lr_scheduler, warmup_decay_lr_matches_deepspeed) {
+TEST(LrScheduler, warmup_decay_lr_matches_deepspeed) {
   WarmupDecayLROptions o;
   o.warmup_min_lr = 0.001;
   o.warmup_max_lr = 0.1;
@@ -162,7 +162,7 @@ TEST(lr_scheduler, warmup_decay_lr_matches_deepspeed) {
   expectSeq(deepspeedSequence<WarmupDecayLR>(o), kDsDecayLinear);
 }
 
-TEST(lr_scheduler, schedules_every_group_from_its_own_base_lr) {
+TEST(LrScheduler, schedules_every_group_from_its_own_base_lr) {
   Fixture f;
   Variable q(Tensor::zeros({1}), true);
   f.opt.addParamGroup({q}, {{"lr", 1.0}});
@@ -174,7 +174,7 @@ TEST(lr_scheduler, schedules_every_group_from_its_own_base_lr) {
   EXPECT_EQ(s.baseLrs(), (std::vector<double>{0.1, 1.0}));
 }
 
-TEST(lr_scheduler, state_dict_round_trip_continues_identically) {
+TEST(LrScheduler, state_dict_round_trip_continues_identically) {
   Fixture a;
   CosineAnnealingLR sa(a.opt, CosineAnnealingLROptions{10, 0.001});
   for (int i = 0; i < 4; ++i) sa.step();

@@ -27,7 +27,7 @@ Tensor uniform(const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 
 }  // namespace
 
 // linear 5 -> 2 on y = x A^T + c: SGD with momentum and a cosine schedule drives the MSE to ~0.
-TEST(train, linear_regression_with_sgd_converges) {
+TEST(Train, linear_regression_with_sgd_converges) {
   OneThread one_thread;
   Generator init(1);
   auto model =
@@ -62,7 +62,7 @@ TEST(train, linear_regression_with_sgd_converges) {
 }
 
 // mlp on two-class data separated by a hyperplane: Adam + DeepSpeed warmup + clipping.
-TEST(train, mlp_classifier_with_adam_learns) {
+TEST(Train, mlp_classifier_with_adam_learns) {
   OneThread one_thread;
   Generator init(3);
   auto model = nn::makeModel(

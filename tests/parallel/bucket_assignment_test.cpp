@@ -6,7 +6,7 @@
 using namespace lockstep;
 using namespace lockstep::parallel;
 
-TEST(bucket_assignment, reverse_order_with_small_first_bucket) {
+TEST(BucketAssignment, reverse_order_with_small_first_bucket) {
   // Five 400 KiB f32 parameters: the first bucket closes at >= 1 MiB (3 params), the rest stay
   // together under the 25 MiB cap.
   std::vector<size_t> bytes(5, 400u << 10);
@@ -17,7 +17,7 @@ TEST(bucket_assignment, reverse_order_with_small_first_bucket) {
   EXPECT_EQ(b[1], (std::vector<size_t>{1, 0}));
 }
 
-TEST(bucket_assignment, caps_bound_every_bucket) {
+TEST(BucketAssignment, caps_bound_every_bucket) {
   std::vector<size_t> bytes = {100, 100, 100, 100, 100, 100, 100};
   std::vector<DType> dt(7, DType::f32);
   BucketAssignmentOptions o;
@@ -30,7 +30,7 @@ TEST(bucket_assignment, caps_bound_every_bucket) {
   EXPECT_EQ(b[2], (std::vector<size_t>{2, 1, 0}));
 }
 
-TEST(bucket_assignment, one_dtype_per_bucket) {
+TEST(BucketAssignment, one_dtype_per_bucket) {
   std::vector<size_t> bytes = {8, 8, 8, 8};
   std::vector<DType> dt = {DType::f32, DType::f64, DType::f32, DType::f64};
   auto b = assignBuckets(bytes, dt);
@@ -40,7 +40,7 @@ TEST(bucket_assignment, one_dtype_per_bucket) {
   EXPECT_EQ(b[1], (std::vector<size_t>{2, 0}));
 }
 
-TEST(bucket_assignment, empty_and_single) {
+TEST(BucketAssignment, empty_and_single) {
   EXPECT_TRUE(assignBuckets({}, {}).empty());
   auto b = assignBuckets({4}, {DType::f32});
   ASSERT_EQ(b.size(), 1u);

@@ -112,21 +112,21 @@ void checkEquivalence(const std::string& opt_kind, int world, const DistributedD
 
 }  // namespace
 
-TEST(ddp, matches_single_process_sgd_momentum) {
+TEST(DDP, matches_single_process_sgd_momentum) {
   for (int world : {1, 2, 3, 4}) {
     SCOPED_TRACE("world " + std::to_string(world));
     checkEquivalence("sgd", world);
   }
 }
 
-TEST(ddp, matches_single_process_adam) {
+TEST(DDP, matches_single_process_adam) {
   for (int world : {1, 2, 3, 4}) {
     SCOPED_TRACE("world " + std::to_string(world));
     checkEquivalence("adam", world);
   }
 }
 
-TEST(ddp, gradient_as_bucket_view_matches_and_shares_storage) {
+TEST(DDP, gradient_as_bucket_view_matches_and_shares_storage) {
   DistributedDataParallelOptions o;
   o.gradient_as_bucket_view = true;
   checkEquivalence("sgd", 2, o);
@@ -142,7 +142,7 @@ TEST(ddp, gradient_as_bucket_view_matches_and_shares_storage) {
   });
 }
 
-TEST(ddp, small_buckets_launch_during_backward) {
+TEST(DDP, small_buckets_launch_during_backward) {
   DistributedDataParallelOptions o;
   o.first_bucket_mb = 1e-5;  // ~10 bytes: every parameter gets its own bucket
   o.bucket_cap_mb = 1e-5;
@@ -159,7 +159,7 @@ TEST(ddp, small_buckets_launch_during_backward) {
   });
 }
 
-TEST(ddp, timings_name_the_straggler_and_skip_no_sync) {
+TEST(DDP, timings_name_the_straggler_and_skip_no_sync) {
   // Rank 1 dawdles 100 ms before each backward: rank 0's backward waits for it in the allreduce.
   std::mutex mu;
   std::vector<parallel::ReducerTimings> got(2);
@@ -193,7 +193,7 @@ TEST(ddp, timings_name_the_straggler_and_skip_no_sync) {
   EXPECT_LT(got[1].backward_comm_wait_ms, got[0].backward_comm_wait_ms);
 }
 
-TEST(ddp, no_sync_accumulation_equals_larger_batch) {
+TEST(DDP, no_sync_accumulation_equals_larger_batch) {
   const int world = 2, k = 3;
   const int64_t b = 4;
   auto ref = makeNet(3);
@@ -242,7 +242,7 @@ class TwoHeads : public nn::Module {
 };
 }  // namespace
 
-TEST(ddp, unused_parameters_are_named_without_find_unused) {
+TEST(DDP, unused_parameters_are_named_without_find_unused) {
   runRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
     DistributedDataParallel net(std::make_shared<TwoHeads>(), pg);
     auto [x, y] = globalBatch(0, 8);
@@ -258,7 +258,7 @@ TEST(ddp, unused_parameters_are_named_without_find_unused) {
   });
 }
 
-TEST(ddp, find_unused_parameters_completes_reduction) {
+TEST(DDP, find_unused_parameters_completes_reduction) {
   DistributedDataParallelOptions o;
   o.find_unused_parameters = true;
   runRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
@@ -277,7 +277,7 @@ TEST(ddp, find_unused_parameters_completes_reduction) {
   });
 }
 
-TEST(ddp, models_that_differ_across_ranks_are_an_error) {
+TEST(DDP, models_that_differ_across_ranks_are_an_error) {
   runRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
     try {
       DistributedDataParallel net(makeNet(1, rank == 0 ? 8 : 9), pg);
@@ -290,7 +290,7 @@ TEST(ddp, models_that_differ_across_ranks_are_an_error) {
   });
 }
 
-TEST(ddp, noop_hook_leaves_each_rank_its_local_gradients) {
+TEST(DDP, noop_hook_leaves_each_rank_its_local_gradients) {
   // PyTorch's debugging noop_hook: no communication, so each rank keeps the gradient of its own
   // slice of the batch (the measurement of synchronisation's cost in bench/ddp.bench.sh).
   std::vector<std::vector<float>> grads(2), local(2);
@@ -318,7 +318,7 @@ TEST(ddp, noop_hook_leaves_each_rank_its_local_gradients) {
   }
 }
 
-TEST(ddp, fp16_and_bf16_compression_stay_close) {
+TEST(DDP, fp16_and_bf16_compression_stay_close) {
   for (const char* hook : {"fp16_compress", "bf16_compress"}) {
     SCOPED_TRACE(hook);
     std::vector<std::vector<float>> grads(2), exact(2);

@@ -50,7 +50,7 @@ double maxAbsDiff(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-TEST(distributed_optimizer, matches_single_process_with_tiny_fusion_buffers) {
+TEST(DistributedOptimizer, matches_single_process_with_tiny_fusion_buffers) {
   const int world = 3, steps = 10;
   const int64_t b = 4;
   auto ref = makeNet(10);  // rank 0's model: broadcastParameters copies it everywhere
@@ -85,7 +85,7 @@ TEST(distributed_optimizer, matches_single_process_with_tiny_fusion_buffers) {
   });
 }
 
-TEST(distributed_optimizer, backward_passes_per_step_and_fp16) {
+TEST(DistributedOptimizer, backward_passes_per_step_and_fp16) {
   runRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
     auto net = makeNet(4);
     DistributedOptimizerOptions o;
@@ -105,7 +105,7 @@ TEST(distributed_optimizer, backward_passes_per_step_and_fp16) {
   });
 }
 
-TEST(distributed_optimizer, broadcast_optimizer_state_copies_root_state) {
+TEST(DistributedOptimizer, broadcast_optimizer_state_copies_root_state) {
   std::vector<std::vector<float>> momenta(2);
   runRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
     auto net = makeNet(6);

@@ -23,7 +23,7 @@
 
 using namespace lockstep::test;
 
-TEST(ddp_processes, two_ranks_train_the_seed_toy) {
+TEST(DDPProcesses, two_ranks_train_the_seed_toy) {
   const std::string bin = std::string(LOCKSTEP_EXAMPLES_DIR) + "/ddp_toy_linear";
   const int port = freePort();
   std::vector<Rank> ranks;
@@ -40,7 +40,7 @@ TEST(ddp_processes, two_ranks_train_the_seed_toy) {
   EXPECT_NE(out0.find("final_loss="), std::string::npos) << out0;
 }
 
-TEST(ddp_processes, a_killed_rank_is_reported_not_waited_for) {
+TEST(DDPProcesses, a_killed_rank_is_reported_not_waited_for) {
   const std::string bin = std::string(LOCKSTEP_EXAMPLES_DIR) + "/ddp_toy_linear";
   const int port = freePort();
   Rank r0 = spawnRank({bin, "--max-epochs", "100000", "--batch-size", "1"}, 0, 2, port,
@@ -71,7 +71,7 @@ TEST(ddp_processes, a_killed_rank_is_reported_not_waited_for) {
 // trains the ranks apart; gradients in the buckets train the same as copies. samples/s is the
 // job's: all ranks' samples over the slowest rank's time (with noop the ranks do not wait for
 // each other, so rank 0's own time could be shorter).
-TEST(ddp_processes, train_fashion_mnist_times_after_the_warmup) {
+TEST(DDPProcesses, train_fashion_mnist_times_after_the_warmup) {
   const std::string data = "/usr/share/datasets/fashion-mnist";
   if (!std::filesystem::exists(data))
     GTEST_SKIP() << data << " is not installed (apt-get install dataset-fashion-mnist)";
@@ -114,7 +114,7 @@ TEST(ddp_processes, train_fashion_mnist_times_after_the_warmup) {
   EXPECT_NE(accuracy[0], accuracy[1]);
 }
 
-TEST(ddp_processes, train_fashion_mnist_rejects_a_warmup_that_leaves_nothing_to_time) {
+TEST(DDPProcesses, train_fashion_mnist_rejects_a_warmup_that_leaves_nothing_to_time) {
   const std::string bin = std::string(LOCKSTEP_EXAMPLES_DIR) + "/train_fashion_mnist";
   const std::string log = ::testing::TempDir() + "tfm_warmup.log";
   const std::string cmd = bin + " --max-steps 5 --warmup-steps 5 > " + log + " 2>&1";

@@ -6,7 +6,7 @@
 
 using namespace lockstep;
 
-TEST(tensor, creation_and_properties) {
+TEST(Tensor, creation_and_properties) {
   Tensor t = Tensor::zeros({2, 3, 4});
   EXPECT_EQ(t.dim(), 3);
   EXPECT_EQ(t.numel(), 24);
@@ -19,7 +19,7 @@ TEST(tensor, creation_and_properties) {
   EXPECT_EQ(Tensor::scalar(7.0).item<float>(), 7.0f);
 }
 
-TEST(tensor, views_share_storage) {
+TEST(Tensor, views_share_storage) {
   Tensor t = Tensor::fromVector<float>({0, 1, 2, 3, 4, 5}, {2, 3});
   Tensor tt = t.transpose(0, 1);
   EXPECT_EQ(tt.shape(), (Shape{3, 2}));
@@ -38,7 +38,7 @@ TEST(tensor, views_share_storage) {
   EXPECT_THROW(t.reshape({4, -1}), ValueError);
 }
 
-TEST(tensor, cast_and_copy) {
+TEST(Tensor, cast_and_copy) {
   Tensor t = Tensor::fromVector<float>({1.5f, -2.25f, 3.0f}, {3});
   EXPECT_EQ(t.to(DType::f64).toVector<double>(), (std::vector<double>{1.5, -2.25, 3.0}));
   EXPECT_EQ(t.to(DType::i32).toVector<int32_t>(), (std::vector<int32_t>{1, -2, 3}));
@@ -55,7 +55,7 @@ TEST(tensor, cast_and_copy) {
   EXPECT_THROW(y.copyFrom(x), ValueError);
 }
 
-TEST(tensor, channels_last_layout) {
+TEST(Tensor, channels_last_layout) {
   Tensor t = Tensor::empty({2, 3, 4, 5}, DType::f32, MemoryFormat::channels_last);
   EXPECT_TRUE(t.isChannelsLast());
   EXPECT_TRUE(t.isDense());
@@ -65,7 +65,7 @@ TEST(tensor, channels_last_layout) {
   EXPECT_EQ(cl.contiguous().toVector<float>(), c.toVector<float>());
 }
 
-TEST(tensor, generator_is_counter_based) {
+TEST(Tensor, generator_is_counter_based) {
   Generator g1(42), g2(42);
   Tensor a = Tensor::empty({1000});
   Tensor b = Tensor::empty({600});
@@ -94,7 +94,7 @@ TEST(tensor, generator_is_counter_based) {
   EXPECT_NEAR(std::sqrt(v / 20000), 2.0, 0.05);
 }
 
-TEST(tensor, allocator_reuses_blocks) {
+TEST(Tensor, allocator_reuses_blocks) {
   auto& alloc = CachingAllocator::instance();
   { Tensor warm = Tensor::empty({12345}); }
   auto before = alloc.stats();

@@ -30,7 +30,7 @@ void flipByte(const std::string& path, size_t pos) {
 }
 }  // namespace
 
-TEST(checkpoint, save_load_round_trip) {
+TEST(Checkpoint, save_load_round_trip) {
   std::string dir = tempDir();
   std::string path = saveCheckpoint(dir, sample(10));
   EXPECT_EQ(file::readAll(dir + "/latest"), "ckpt-10\n");
@@ -42,7 +42,7 @@ TEST(checkpoint, save_load_round_trip) {
   fs::remove_all(dir);
 }
 
-TEST(checkpoint, keep_last_prunes_oldest) {
+TEST(Checkpoint, keep_last_prunes_oldest) {
   std::string dir = tempDir();
   for (int s : {1, 2, 3, 4}) saveCheckpoint(dir, sample(s), {.keep_last = 2});
   auto all = listCheckpoints(dir);
@@ -52,7 +52,7 @@ TEST(checkpoint, keep_last_prunes_oldest) {
   fs::remove_all(dir);
 }
 
-TEST(checkpoint, tampered_file_fails_checksum) {
+TEST(Checkpoint, tampered_file_fails_checksum) {
   std::string dir = tempDir();
   std::string path = saveCheckpoint(dir, sample(5));
   flipByte(path + "/model.safetensors", 100);
@@ -66,7 +66,7 @@ TEST(checkpoint, tampered_file_fails_checksum) {
   fs::remove_all(dir);
 }
 
-TEST(checkpoint, truncated_file_is_named) {
+TEST(Checkpoint, truncated_file_is_named) {
   std::string dir = tempDir();
   std::string path = saveCheckpoint(dir, sample(5));
   fs::resize_file(path + "/optimizer.safetensors", 20);
@@ -80,7 +80,7 @@ TEST(checkpoint, truncated_file_is_named) {
   fs::remove_all(dir);
 }
 
-TEST(checkpoint, latest_skips_corrupt_newest) {
+TEST(Checkpoint, latest_skips_corrupt_newest) {
   std::string dir = tempDir();
   saveCheckpoint(dir, sample(1));
   std::string newest = saveCheckpoint(dir, sample(2));
@@ -93,7 +93,7 @@ TEST(checkpoint, latest_skips_corrupt_newest) {
   fs::remove_all(dir);
 }
 
-TEST(checkpoint, unwritable_directory_is_a_clear_error) {
+TEST(Checkpoint, unwritable_directory_is_a_clear_error) {
   if (::geteuid() == 0) {
     // root ignores permissions: use a path under a regular file instead.
     std::string dir = tempDir();

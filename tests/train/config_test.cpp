@@ -24,7 +24,7 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 
 }  // namespace
 
-TEST(config, batch_sizes_any_two_fix_the_third) {
+TEST(Config, batch_sizes_any_two_fix_the_third) {
   auto b = resolveBatchSizes(64, 8, std::nullopt, 2);
   EXPECT_EQ(b.gradient_accumulation_steps, 4);
   b = resolveBatchSizes(64, std::nullopt, 4, 2);
@@ -40,7 +40,7 @@ TEST(config, batch_sizes_any_two_fix_the_third) {
   EXPECT_EQ(b.micro_batch_size, 20);
 }
 
-TEST(config, inconsistent_batch_sizes_name_all_three_and_the_world) {
+TEST(Config, inconsistent_batch_sizes_name_all_three_and_the_world) {
   try {
     resolveBatchSizes(64, 8, 3, 2);
     FAIL();
@@ -55,7 +55,7 @@ TEST(config, inconsistent_batch_sizes_name_all_three_and_the_world) {
   EXPECT_THROW(resolveBatchSizes(std::nullopt, 0, std::nullopt, 1), ValueError);
 }
 
-TEST(config, yaml_with_every_section) {
+TEST(Config, yaml_with_every_section) {
   auto c = parseTrainConfig(R"(
 model: {name: mlp, hidden: [16, 8]}
 data: {dataset: synthetic, size: 100, input_shape: [4], num_classes: 3, val_split: 0.1,
@@ -94,7 +94,7 @@ fp16: {enabled: false}
   EXPECT_EQ(c.seed, 7u);
 }
 
-TEST(config, json_deepspeed_style) {
+TEST(Config, json_deepspeed_style) {
   auto c = parseTrainConfig(R"({"train_batch_size": 32, "gradient_accumulation_steps": 1,
     "optimizer": {"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9}},
     "scheduler": {"type": "StepLR", "params": {"step_size": 5, "gamma": 0.5}},
@@ -107,7 +107,7 @@ TEST(config, json_deepspeed_style) {
   EXPECT_EQ(c.model, "linear");
 }
 
-TEST(config, unknown_key_names_its_path_and_suggests) {
+TEST(Config, unknown_key_names_its_path_and_suggests) {
   std::string m = errorOf("train_batch_size: 8\noptimizer: {type: Adam, params: {lrr: 0.1}}");
   EXPECT_TRUE(has(m, "unknown key optimizer.params.lrr") && has(m, "did you mean optimizer.params.lr?")) << m;
   m = errorOf("train_batch_size: 8\nepoch: 3");
@@ -124,7 +124,7 @@ TEST(TrainConfig, backend_must_be_a_built_backend) {
   EXPECT_TRUE(has(m, "unknown backend 'shmem' (did you mean shm?)")) << m;
 }
 
-TEST(config, wrong_type_names_key_and_expected_type) {
+TEST(Config, wrong_type_names_key_and_expected_type) {
   std::string m = errorOf("train_batch_size: 8\nepochs: many");
   EXPECT_TRUE(has(m, "epochs") && has(m, "expected an integer") && has(m, "'many'")) << m;
   m = errorOf("train_batch_size: 8\noptimizer: {params: {lr: [1, 2]}}");
@@ -133,7 +133,7 @@ TEST(config, wrong_type_names_key_and_expected_type) {
   EXPECT_TRUE(has(m, "csv_monitor.enabled") && has(m, "expected a boolean")) << m;
 }
 
-TEST(config, unsupported_sections_are_rejected) {
+TEST(Config, unsupported_sections_are_rejected) {
   EXPECT_EQ(errorOf("train_batch_size: 8\nfp16: {enabled: true}"), "fp16 is not supported yet");
   EXPECT_EQ(errorOf("train_batch_size: 8\nzero_optimization: {stage: 2}"),
             "zero_optimization is not supported yet");
@@ -143,7 +143,7 @@ TEST(config, unsupported_sections_are_rejected) {
       has(errorOf("train_batch_size: 8\nscheduler: {type: OneCycle}"), "OneCycle is not supported yet"));
 }
 
-TEST(config, set_overrides_parse_yaml_scalars) {
+TEST(Config, set_overrides_parse_yaml_scalars) {
   auto c = parseTrainConfig(
       "train_batch_size: 8\noptimizer: {type: Adam, params: {lr: 0.1}}",
       {"optimizer.params.lr=0.5", "epochs=4", "data.dataset=synthetic", "model.name=mlp", "model.hidden=[3]"},
@@ -155,13 +155,13 @@ TEST(config, set_overrides_parse_yaml_scalars) {
   EXPECT_TRUE(has(errorOf("train_batch_size: 8", {"optimizer.params.lrr=1"}), "optimizer.params.lrr"));
 }
 
-TEST(config, inconsistent_batch_in_config_uses_world) {
+TEST(Config, inconsistent_batch_in_config_uses_world) {
   std::string m = errorOf(
       "train_batch_size: 64\ntrain_micro_batch_size_per_gpu: 8\ngradient_accumulation_steps: 2", {}, 3);
   EXPECT_TRUE(has(m, "world size 3")) << m;
 }
 
-TEST(config, ddp_section_takes_pytorchs_option_names) {
+TEST(Config, ddp_section_takes_pytorchs_option_names) {
   auto c = parseTrainConfig("train_batch_size: 8", {}, 1);
   EXPECT_EQ(c.ddp.comm_hook, "allreduce");
   EXPECT_FALSE(c.ddp.gradient_as_bucket_view);

@@ -16,7 +16,7 @@
 using namespace lockstep::train;
 namespace fs = std::filesystem;
 
-TEST(event_writer, crc32c_known_answers) {
+TEST(EventWriter, crc32c_known_answers) {
   EXPECT_EQ(crc32c("123456789", 9), 0xe3069283u);
   EXPECT_EQ(crc32c("", 0), 0u);
   std::string zeros(32, '\0');
@@ -24,7 +24,7 @@ TEST(event_writer, crc32c_known_answers) {
   EXPECT_EQ(maskCrc(0), 0xa282ead8u);
 }
 
-TEST(event_writer, record_framing) {
+TEST(EventWriter, record_framing) {
   std::string r = encodeRecord("abc");
   ASSERT_EQ(r.size(), 8u + 4u + 3u + 4u);
   uint64_t len;
@@ -35,7 +35,7 @@ TEST(event_writer, record_framing) {
   EXPECT_EQ(dcrc, maskCrc(crc32c("abc", 3)));
 }
 
-TEST(event_writer, formats_durations) {
+TEST(EventWriter, formats_durations) {
   EXPECT_EQ(formatDuration(5), "5s");
   EXPECT_EQ(formatDuration(125), "2m05s");
   EXPECT_EQ(formatDuration(3700), "1h01m");
@@ -94,7 +94,7 @@ while i < len(data):
 )PY";
 }  // namespace
 
-TEST(event_writer, python_reader_decodes_the_file) {
+TEST(EventWriter, python_reader_decodes_the_file) {
   std::string dir = (fs::temp_directory_path() / ("lockstep-ev-" + std::to_string(::getpid()))).string();
   fs::remove_all(dir);
   {

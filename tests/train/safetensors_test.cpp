@@ -25,7 +25,7 @@ std::string errorOf(const std::string& bytes) {
 }
 }  // namespace
 
-TEST(safetensors, round_trip_all_dtypes) {
+TEST(Safetensors, round_trip_all_dtypes) {
   std::string dir = tempDir();
   NamedTensors in;
   in.emplace_back("w", Tensor::fromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}).transpose(0, 1));  // strided
@@ -47,7 +47,7 @@ TEST(safetensors, round_trip_all_dtypes) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(safetensors, python_can_read_it) {
+TEST(Safetensors, python_can_read_it) {
   // Cross-check with the reference implementation when torch (and so a Python reader) is present.
   if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3-torch";
   std::string dir = tempDir();
@@ -65,7 +65,7 @@ TEST(safetensors, python_can_read_it) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(safetensors, rejects_truncated_and_tampered_files) {
+TEST(Safetensors, rejects_truncated_and_tampered_files) {
   std::string good = encodeSafetensors({{"a", Tensor::fromVector<float>({1, 2, 3}, {3})}});
   EXPECT_NE(errorOf(good.substr(0, 5)).find("shorter than the 8-byte"), std::string::npos);
   EXPECT_NE(errorOf(good.substr(0, good.size() - 4)).find("truncated"), std::string::npos);

@@ -71,7 +71,7 @@ std::string tempDir() {
 
 }  // namespace
 
-TEST(checkpoint, resume_mid_epoch_is_bitwise_identical) {
+TEST(Checkpoint, resume_mid_epoch_is_bitwise_identical) {
   Job straight;
   straight.run(0, -1, 3);
   std::string dir = tempDir();
@@ -95,7 +95,7 @@ TEST(checkpoint, resume_mid_epoch_is_bitwise_identical) {
   fs::remove_all(dir);
 }
 
-TEST(checkpoint, model_load_lists_mismatches) {
+TEST(Checkpoint, model_load_lists_mismatches) {
   std::string dir = tempDir();
   Job j;
   saveModel(dir + "/m.safetensors", *j.model);
@@ -140,7 +140,7 @@ std::vector<int> drain(data::DataLoader& l, int64_t batches = -1) {
 
 }  // namespace
 
-TEST(checkpoint, resume_in_another_world_size_continues_after_the_consumed_samples) {
+TEST(Checkpoint, resume_in_another_world_size_continues_after_the_consumed_samples) {
   auto model = nn::makeModel("mlp", {.in_features = 1, .out_features = 2, .hidden = {}});
   // A 2-rank job with batch 4 stops after 3 batches of epoch 1 on every rank: 24 samples consumed.
   std::vector<int> consumed;

@@ -6,7 +6,7 @@
 
 using namespace lockstep;
 
-TEST(util, env_int_parses_and_rejects) {
+TEST(Util, env_int_parses_and_rejects) {
   ::setenv("LOCKSTEP_TEST_INT", "42", 1);
   EXPECT_EQ(env::getInt("LOCKSTEP_TEST_INT", 0), 42);
   ::setenv("LOCKSTEP_TEST_INT", "4x2", 1);
@@ -20,7 +20,7 @@ TEST(util, env_int_parses_and_rejects) {
   EXPECT_EQ(env::getInt("LOCKSTEP_TEST_INT", 5), 5);
 }
 
-TEST(util, check_reports_operands) {
+TEST(Util, check_reports_operands) {
   try {
     int a = 3;
     LOCKSTEP_CHECK(a == 4, "a=", a);
