@@ -86,8 +86,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < steps; ++i) step();
     double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("impl=lockstep batch=%lld threads=%d step_ms=%.3f samples_per_s=%.0f loss=%.4f\n",
-                static_cast<long long>(batch), kernels::numThreads(), 1000.0 * sec / steps, batch * steps / sec,
-                loss_value);
+                static_cast<long long>(batch), kernels::numThreads(), 1000.0 * sec / steps,
+                batch * steps / sec, loss_value);
   }
   return 0;
 }

@@ -19,8 +19,8 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<VariableImpl> leaf) : leaf_(std::
 
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   LOCKSTEP_ENFORCE(grad_output.shape() == leaf_->data.shape(), ValueError, "gradient of shape ",
-                   shapeToString(grad_output.shape()), " does not match parameter '", leaf_->name, "' of shape ",
-                   shapeToString(leaf_->data.shape()));
+                   shapeToString(grad_output.shape()), " does not match parameter '", leaf_->name,
+                   "' of shape ", shapeToString(leaf_->data.shape()));
   Tensor& g = leaf_->grad;
   if (!g.defined()) {
     // Take ownership when nobody else holds the gradient's storage; otherwise copy, so a later

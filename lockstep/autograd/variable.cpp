@@ -47,7 +47,8 @@ bool Variable::requiresGrad() const { return impl_ && impl_->requires_grad; }
 
 void Variable::setRequiresGrad(bool requires_grad) {
   LOCKSTEP_ENFORCE(impl_, ValueError, "setRequiresGrad on an undefined Variable");
-  LOCKSTEP_ENFORCE(isLeaf(), ValueError, "setRequiresGrad: only leaf variables can change requires_grad; use detach()");
+  LOCKSTEP_ENFORCE(isLeaf(), ValueError,
+                   "setRequiresGrad: only leaf variables can change requires_grad; use detach()");
   LOCKSTEP_ENFORCE(!requires_grad || isFloating(impl_->data.dtype()), ValueError,
                    "only floating tensors can require gradients, got dtype ", dtypeName(impl_->data.dtype()));
   impl_->requires_grad = requires_grad;
@@ -59,8 +60,9 @@ const Tensor& Variable::grad() const { return impl_ ? impl_->grad : kUndefined; 
 
 void Variable::setGrad(Tensor grad) {
   LOCKSTEP_ENFORCE(impl_, ValueError, "setGrad on an undefined Variable");
-  LOCKSTEP_ENFORCE(!grad.defined() || grad.shape() == impl_->data.shape(), ValueError, "setGrad: gradient shape ",
-                   shapeToString(grad.shape()), " differs from the variable's ", shapeToString(impl_->data.shape()));
+  LOCKSTEP_ENFORCE(!grad.defined() || grad.shape() == impl_->data.shape(), ValueError,
+                   "setGrad: gradient shape ", shapeToString(grad.shape()), " differs from the variable's ",
+                   shapeToString(impl_->data.shape()));
   impl_->grad = std::move(grad);
 }
 
@@ -86,17 +88,19 @@ std::shared_ptr<Node> Variable::gradEdge() const {
 
 void Variable::backward(const Tensor& grad, bool retain_graph) {
   LOCKSTEP_ENFORCE(defined(), ValueError, "backward() on an undefined Variable");
-  LOCKSTEP_ENFORCE(requiresGrad(), ValueError,
-                   "backward(): this variable does not require grad and has no grad_fn (was it computed under "
-                   "NoGradGuard, or from inputs that do not require grad?)");
+  LOCKSTEP_ENFORCE(
+      requiresGrad(), ValueError,
+      "backward(): this variable does not require grad and has no grad_fn (was it computed under "
+      "NoGradGuard, or from inputs that do not require grad?)");
   Tensor seed = grad;
   if (!seed.defined()) {
-    LOCKSTEP_ENFORCE(numel() == 1, ValueError, "backward() without a gradient needs a one-element output, got shape ",
+    LOCKSTEP_ENFORCE(numel() == 1, ValueError,
+                     "backward() without a gradient needs a one-element output, got shape ",
                      shapeToString(shape()), "; pass the output's gradient explicitly");
     seed = Tensor::full(shape(), 1.0, dtype());
   } else {
-    LOCKSTEP_ENFORCE(seed.shape() == shape(), ValueError, "backward(): gradient shape ", shapeToString(seed.shape()),
-                     " differs from the output shape ", shapeToString(shape()));
+    LOCKSTEP_ENFORCE(seed.shape() == shape(), ValueError, "backward(): gradient shape ",
+                     shapeToString(seed.shape()), " differs from the output shape ", shapeToString(shape()));
   }
   runBackward(gradEdge(), seed, retain_graph);
 }

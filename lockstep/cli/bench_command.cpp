@@ -148,9 +148,13 @@ int launcherMain(const BenchArgs& a) {
   LOCKSTEP_ENFORCE(len > 0, IoError, "bench: cannot find this executable (/proc/self/exe)");
   std::string sizes;
   for (size_t s : a.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
-  std::vector<std::string> args = {exe, "bench", a.what, "--worker", "--backend", a.backend,
-                                   "--sizes", sizes, "--iters", std::to_string(a.iters),
-                                   "--warmup", std::to_string(a.warmup), "--dtype", a.dtype};
+  std::vector<std::string> args = {exe,         "bench",
+                                   a.what,      "--worker",
+                                   "--backend", a.backend,
+                                   "--sizes",   sizes,
+                                   "--iters",   std::to_string(a.iters),
+                                   "--warmup",  std::to_string(a.warmup),
+                                   "--dtype",   a.dtype};
   std::vector<std::string> base_env;
   for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
   std::vector<pid_t> pids;
@@ -214,7 +218,8 @@ int benchMain(int argc, char** argv) {
   app.add_option("--sizes", a.sizes, "message sizes in bytes, comma separated")->delimiter(',');
   app.add_option("--iters", a.iters, "timed iterations per size (0: about 0.5 GB of traffic)");
   app.add_option("--warmup", a.warmup, "untimed iterations per size");
-  app.add_option("--dtype", a.dtype, "element type")->check(CLI::IsMember({"f32", "f64", "bf16", "f16", "i32", "i64", "u8"}));
+  app.add_option("--dtype", a.dtype, "element type")
+      ->check(CLI::IsMember({"f32", "f64", "bf16", "f16", "i32", "i64", "u8"}));
   app.add_flag("--worker", a.worker, "internal: run as one rank");
   try {
     app.parse(argc, argv);

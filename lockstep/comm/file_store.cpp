@@ -40,11 +40,10 @@ class FileStore::Lock {
   std::lock_guard<std::mutex> guard_;
 };
 
-FileStore::FileStore(std::string path, int num_workers)
-    : path_(std::move(path)), num_workers_(num_workers) {
+FileStore::FileStore(std::string path, int num_workers) : path_(std::move(path)), num_workers_(num_workers) {
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  LOCKSTEP_ENFORCE(fd_ >= 0, IoError, "FileStore: cannot open '", path_, "': ",
-                   std::strerror(errno), "; the directory must exist and be writable by every rank");
+  LOCKSTEP_ENFORCE(fd_ >= 0, IoError, "FileStore: cannot open '", path_, "': ", std::strerror(errno),
+                   "; the directory must exist and be writable by every rank");
 }
 
 FileStore::~FileStore() {
@@ -73,8 +72,8 @@ void FileStore::refreshLocked() {
   while (got < buf.size()) {
     ssize_t n = ::pread(fd_, buf.data() + got, buf.size() - got, offset_ + static_cast<off_t>(got));
     if (n < 0 && errno == EINTR) continue;
-    LOCKSTEP_ENFORCE(n > 0, IoError, "FileStore: cannot read '", path_, "': ",
-                     n == 0 ? "unexpected end of file" : std::strerror(errno));
+    LOCKSTEP_ENFORCE(n > 0, IoError, "FileStore: cannot read '", path_,
+                     "': ", n == 0 ? "unexpected end of file" : std::strerror(errno));
     got += static_cast<size_t>(n);
   }
   size_t pos = 0;
@@ -162,8 +161,7 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
   return addLocked(key, delta);
 }
 
-std::vector<uint8_t> FileStore::compareSet(const std::string& key,
-                                           const std::vector<uint8_t>& expected,
+std::vector<uint8_t> FileStore::compareSet(const std::string& key, const std::vector<uint8_t>& expected,
                                            const std::vector<uint8_t>& desired) {
   Lock lock(*this);
   refreshLocked();
@@ -194,11 +192,11 @@ void FileStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
     auto miss = missing(keys);
     if (miss.empty()) return;
     if (std::chrono::steady_clock::now() >= deadline) {
-      throw TimeoutError(::lockstep::detail::concat("FileStore '", path_, "': timed out after ",
-                                        timeout.count(), " ms waiting for keys ",
-                                        detail::joinKeys(miss),
-                                        "; a peer did not publish them (did it start, and does it "
-                                        "use the same file?)"));
+      throw TimeoutError(
+          ::lockstep::detail::concat("FileStore '", path_, "': timed out after ", timeout.count(),
+                                     " ms waiting for keys ", detail::joinKeys(miss),
+                                     "; a peer did not publish them (did it start, and does it "
+                                     "use the same file?)"));
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(20));

@@ -33,8 +33,7 @@ int64_t HashStore::add(const std::string& key, int64_t delta) {
   return v;
 }
 
-std::vector<uint8_t> HashStore::compareSet(const std::string& key,
-                                           const std::vector<uint8_t>& expected,
+std::vector<uint8_t> HashStore::compareSet(const std::string& key, const std::vector<uint8_t>& expected,
                                            const std::vector<uint8_t>& desired) {
   std::vector<uint8_t> result;
   {
@@ -68,9 +67,10 @@ void HashStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
   bool ok = cv_.wait_for(lock, timeout, [&] { return missingLocked(keys).empty(); });
   if (!ok) {
     throw TimeoutError(::lockstep::detail::concat("HashStore: timed out after ", timeout.count(),
-                                      " ms waiting for keys ", detail::joinKeys(missingLocked(keys)),
-                                      "; a peer did not publish them (did it start and reach the "
-                                      "same point?)"));
+                                                  " ms waiting for keys ",
+                                                  detail::joinKeys(missingLocked(keys)),
+                                                  "; a peer did not publish them (did it start and reach the "
+                                                  "same point?)"));
   }
 }
 

@@ -30,8 +30,8 @@ HierarchicalProcessGroup::HierarchicalProcessGroup(std::shared_ptr<Store> store,
                                                    const HierarchicalOptions& options)
     : ProcessGroup(rank, size) {
   setTimeout(options.timeout);
-  LOCKSTEP_ENFORCE(host_ids.size() == static_cast<size_t>(size), ValueError, "auto backend: ",
-                   host_ids.size(), " host ids for ", size, " ranks");
+  LOCKSTEP_ENFORCE(host_ids.size() == static_cast<size_t>(size), ValueError,
+                   "auto backend: ", host_ids.size(), " host ids for ", size, " ranks");
   std::vector<std::string> hosts;  // in order of first rank
   for (const auto& h : host_ids) {
     if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
@@ -61,7 +61,8 @@ HierarchicalProcessGroup::~HierarchicalProcessGroup() { stopWorker(); }
 
 namespace {
 std::chrono::milliseconds remaining(const OpContext& ctx) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline - std::chrono::steady_clock::now());
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline - std::chrono::steady_clock::now());
   return std::max(ms, std::chrono::milliseconds(1));
 }
 }  // namespace
@@ -90,9 +91,9 @@ void HierarchicalProcessGroup::hierarchicalReduce(const OpContext& ctx, void* da
 
 std::shared_ptr<Work> HierarchicalProcessGroup::allreduce(void* data, size_t count, DType dtype,
                                                           const AllreduceOptions& o) {
-  return enqueue(OpType::allreduce, concat(count, " x ", dtypeName(dtype)), o.timeout,
-                 [=, this](const OpContext& ctx) { hierarchicalReduce(ctx, data, count, dtype, o.op, true); },
-                 o.defer);
+  return enqueue(
+      OpType::allreduce, concat(count, " x ", dtypeName(dtype)), o.timeout,
+      [=, this](const OpContext& ctx) { hierarchicalReduce(ctx, data, count, dtype, o.op, true); }, o.defer);
 }
 
 std::shared_ptr<Work> HierarchicalProcessGroup::reduce(void* data, size_t count, DType dtype,
@@ -105,8 +106,9 @@ std::shared_ptr<Work> HierarchicalProcessGroup::reduce(void* data, size_t count,
       return g.reduce(data, count, dtype, r);
     });
   }
-  return enqueue(OpType::reduce, concat(count, " x ", dtypeName(dtype)), o.timeout,
-                 [=, this](const OpContext& ctx) { hierarchicalReduce(ctx, data, count, dtype, o.op, false); });
+  return enqueue(
+      OpType::reduce, concat(count, " x ", dtypeName(dtype)), o.timeout,
+      [=, this](const OpContext& ctx) { hierarchicalReduce(ctx, data, count, dtype, o.op, false); });
 }
 
 std::shared_ptr<Work> HierarchicalProcessGroup::viaFlat(
@@ -123,8 +125,8 @@ std::shared_ptr<Work> HierarchicalProcessGroup::broadcast(void* data, size_t cou
   });
 }
 
-std::shared_ptr<Work> HierarchicalProcessGroup::allgather(const void* in, void* out, size_t count, DType dtype,
-                                                          const AllgatherOptions& o) {
+std::shared_ptr<Work> HierarchicalProcessGroup::allgather(const void* in, void* out, size_t count,
+                                                          DType dtype, const AllgatherOptions& o) {
   return viaFlat(OpType::allgather, o.timeout, [=](ProcessGroup& g, std::chrono::milliseconds t) {
     return g.allgather(in, out, count, dtype, {.timeout = t});
   });

@@ -42,8 +42,8 @@ class HierarchicalProcessGroup : public ProcessGroup {
                                const ReduceOptions& opts = {}) override;
   std::shared_ptr<Work> allgather(const void* in, void* out, size_t count, DType dtype,
                                   const AllgatherOptions& opts = {}) override;
-  std::shared_ptr<Work> allgatherv(const void* in, void* out, const std::vector<size_t>& counts,
-                                   DType dtype, const AllgatherOptions& opts = {}) override;
+  std::shared_ptr<Work> allgatherv(const void* in, void* out, const std::vector<size_t>& counts, DType dtype,
+                                   const AllgatherOptions& opts = {}) override;
   std::shared_ptr<Work> reduceScatter(const void* in, void* out, size_t count, DType dtype,
                                       const ReduceScatterOptions& opts = {}) override;
   std::shared_ptr<Work> gather(const void* in, void* out, size_t count, DType dtype,
@@ -60,8 +60,9 @@ class HierarchicalProcessGroup : public ProcessGroup {
 
  private:
   // Runs a flat-group op from this group's worker, keeping issue order with allreduce.
-  std::shared_ptr<Work> viaFlat(OpType type, std::chrono::milliseconds timeout,
-                                std::function<std::shared_ptr<Work>(ProcessGroup&, std::chrono::milliseconds)> op);
+  std::shared_ptr<Work> viaFlat(
+      OpType type, std::chrono::milliseconds timeout,
+      std::function<std::shared_ptr<Work>(ProcessGroup&, std::chrono::milliseconds)> op);
   void hierarchicalReduce(const OpContext& ctx, void* data, size_t count, DType dtype, ReduceOp op, bool all);
 
   int num_hosts_ = 1;

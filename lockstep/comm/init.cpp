@@ -59,8 +59,8 @@ ResolvedInit resolveInit(const InitOptions& o) {
   if (!backend.needs_store) {
     // MPI forms its world from mpirun: without it every process would be a world of one alone,
     // and a job the environment says has several ranks would synchronise nothing.
-    LOCKSTEP_ENFORCE(r.world_size <= 1 || isMpiLauncher(w.launcher), ValueError,
-                     "backend ", backend.name, " cannot form the world this process was given: ", launcherName(w.launcher),
+    LOCKSTEP_ENFORCE(r.world_size <= 1 || isMpiLauncher(w.launcher), ValueError, "backend ", backend.name,
+                     " cannot form the world this process was given: ", launcherName(w.launcher),
                      " says WORLD_SIZE=", r.world_size,
                      ", but MPI takes its world from mpirun and this process "
                      "was not started by mpirun (each rank would be a world of 1); start the job with "

@@ -59,8 +59,8 @@ std::shared_ptr<Store> createStore(const ResolvedInit& init, const InitOptions& 
 std::shared_ptr<ProcessGroup> initProcessGroup(const InitOptions& options = {});
 /// Builds the backend called `backend` (backend_registry.h) over an existing store (tests, the
 /// launcher); ValueError naming the built backends for a name that is not one. Collective.
-std::shared_ptr<ProcessGroup> createProcessGroup(const std::string& backend, std::shared_ptr<Store> store,
-                                                 int rank, int size,
-                                                 std::chrono::milliseconds timeout = kDefaultCollectiveTimeout);
+std::shared_ptr<ProcessGroup> createProcessGroup(
+    const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
+    std::chrono::milliseconds timeout = kDefaultCollectiveTimeout);
 
 }  // namespace lockstep::comm

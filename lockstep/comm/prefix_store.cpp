@@ -27,12 +27,9 @@ std::vector<uint8_t> PrefixStore::get(const std::string& key) {
   return base_->get(full(key));
 }
 
-int64_t PrefixStore::add(const std::string& key, int64_t delta) {
-  return base_->add(full(key), delta);
-}
+int64_t PrefixStore::add(const std::string& key, int64_t delta) { return base_->add(full(key), delta); }
 
-std::vector<uint8_t> PrefixStore::compareSet(const std::string& key,
-                                             const std::vector<uint8_t>& expected,
+std::vector<uint8_t> PrefixStore::compareSet(const std::string& key, const std::vector<uint8_t>& expected,
                                              const std::vector<uint8_t>& desired) {
   return base_->compareSet(full(key), expected, desired);
 }

@@ -6,18 +6,30 @@ namespace lockstep::comm {
 
 const char* opTypeName(OpType t) {
   switch (t) {
-    case OpType::allreduce: return "allreduce";
-    case OpType::broadcast: return "broadcast";
-    case OpType::reduce: return "reduce";
-    case OpType::allgather: return "allgather";
-    case OpType::allgatherv: return "allgatherv";
-    case OpType::reduceScatter: return "reduce_scatter";
-    case OpType::gather: return "gather";
-    case OpType::scatter: return "scatter";
-    case OpType::alltoall: return "alltoall";
-    case OpType::barrier: return "barrier";
-    case OpType::send: return "send";
-    case OpType::recv: return "recv";
+    case OpType::allreduce:
+      return "allreduce";
+    case OpType::broadcast:
+      return "broadcast";
+    case OpType::reduce:
+      return "reduce";
+    case OpType::allgather:
+      return "allgather";
+    case OpType::allgatherv:
+      return "allgatherv";
+    case OpType::reduceScatter:
+      return "reduce_scatter";
+    case OpType::gather:
+      return "gather";
+    case OpType::scatter:
+      return "scatter";
+    case OpType::alltoall:
+      return "alltoall";
+    case OpType::barrier:
+      return "barrier";
+    case OpType::send:
+      return "send";
+    case OpType::recv:
+      return "recv";
   }
   return "?";
 }
@@ -51,8 +63,7 @@ std::shared_ptr<Work> ProcessGroup::enqueue(OpType type, const std::string& deta
   ctx.timeout = timeout;
   ctx.name = ::lockstep::detail::concat(opTypeName(type), p2p ? " (p2p #" : " #", ctx.seq, p2p ? ")" : "");
   auto work = std::make_shared<Work>(::lockstep::detail::concat(
-      ctx.name, " (", backendName(), ", rank ", rank_, "/", size_, detail.empty() ? "" : ", ",
-      detail, ")"));
+      ctx.name, " (", backendName(), ", rank ", rank_, "/", size_, detail.empty() ? "" : ", ", detail, ")"));
   std::weak_ptr<Executor> weak = executor_;
   work->setHelper([weak](const Work& w, bool run_here) {
     if (auto ex = weak.lock()) run_here ? ex->helpUntil(w) : ex->wake();
@@ -112,7 +123,8 @@ void ProcessGroup::workerLoop() {
   Executor& ex = *executor_;
   std::unique_lock lock(ex.mutex);
   while (true) {
-    ex.cv.wait(lock, [&] { return (ex.stop && ex.queue.empty() && !ex.busy) || (!ex.busy && !ex.queue.empty()); });
+    ex.cv.wait(lock,
+               [&] { return (ex.stop && ex.queue.empty() && !ex.busy) || (!ex.busy && !ex.queue.empty()); });
     if (ex.queue.empty()) return;  // stopping and drained
     Item item = std::move(ex.queue.front());
     ex.queue.pop_front();
@@ -126,8 +138,7 @@ void ProcessGroup::workerLoop() {
 }
 
 void ProcessGroup::notSupported(const char* what) const {
-  throw NotSupportedError(::lockstep::detail::concat("backend ", backendName(),
-                                                     " does not support ", what));
+  throw NotSupportedError(::lockstep::detail::concat("backend ", backendName(), " does not support ", what));
 }
 
 void ProcessGroup::checkRoot(int root, const char* what) const {
@@ -136,8 +147,8 @@ void ProcessGroup::checkRoot(int root, const char* what) const {
 }
 
 void ProcessGroup::checkPeer(int peer, const char* what) const {
-  LOCKSTEP_ENFORCE(peer >= 0 && peer < size_ && peer != rank_, ValueError, what, ": peer rank ",
-                   peer, " is invalid for rank ", rank_, " of a group of size ", size_);
+  LOCKSTEP_ENFORCE(peer >= 0 && peer < size_ && peer != rank_, ValueError, what, ": peer rank ", peer,
+                   " is invalid for rank ", rank_, " of a group of size ", size_);
 }
 
 std::shared_ptr<Work> ProcessGroup::allreduce(void*, size_t, DType, const AllreduceOptions&) {
@@ -149,12 +160,11 @@ std::shared_ptr<Work> ProcessGroup::broadcast(void*, size_t, DType, const Broadc
 std::shared_ptr<Work> ProcessGroup::reduce(void*, size_t, DType, const ReduceOptions&) {
   notSupported("reduce");
 }
-std::shared_ptr<Work> ProcessGroup::allgather(const void*, void*, size_t, DType,
-                                              const AllgatherOptions&) {
+std::shared_ptr<Work> ProcessGroup::allgather(const void*, void*, size_t, DType, const AllgatherOptions&) {
   notSupported("allgather");
 }
-std::shared_ptr<Work> ProcessGroup::allgatherv(const void*, void*, const std::vector<size_t>&,
-                                               DType, const AllgatherOptions&) {
+std::shared_ptr<Work> ProcessGroup::allgatherv(const void*, void*, const std::vector<size_t>&, DType,
+                                               const AllgatherOptions&) {
   notSupported("allgatherv");
 }
 std::shared_ptr<Work> ProcessGroup::reduceScatter(const void*, void*, size_t, DType,
@@ -167,8 +177,7 @@ std::shared_ptr<Work> ProcessGroup::gather(const void*, void*, size_t, DType, co
 std::shared_ptr<Work> ProcessGroup::scatter(const void*, void*, size_t, DType, const ScatterOptions&) {
   notSupported("scatter");
 }
-std::shared_ptr<Work> ProcessGroup::alltoall(const void*, void*, size_t, DType,
-                                             const AlltoallOptions&) {
+std::shared_ptr<Work> ProcessGroup::alltoall(const void*, void*, size_t, DType, const AlltoallOptions&) {
   notSupported("alltoall");
 }
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions&) { notSupported("barrier"); }
@@ -178,8 +187,6 @@ std::shared_ptr<Work> ProcessGroup::send(const void*, size_t, DType, int, const 
 std::shared_ptr<Work> ProcessGroup::recv(void*, size_t, DType, int, const SendRecvOptions&) {
   notSupported("recv");
 }
-std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>&) {
-  notSupported("newGroup");
-}
+std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>&) { notSupported("newGroup"); }
 
 }  // namespace lockstep::comm

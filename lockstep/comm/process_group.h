@@ -79,8 +79,18 @@ struct SendRecvOptions {
 
 /// What an op is, as checked against the peers' ops of the same sequence number.
 enum class OpType : uint8_t {
-  allreduce, broadcast, reduce, allgather, allgatherv, reduceScatter, gather, scatter, alltoall,
-  barrier, send, recv
+  allreduce,
+  broadcast,
+  reduce,
+  allgather,
+  allgatherv,
+  reduceScatter,
+  gather,
+  scatter,
+  alltoall,
+  barrier,
+  send,
+  recv
 };
 const char* opTypeName(OpType t);
 
@@ -121,16 +131,14 @@ class ProcessGroup {
                                           const BroadcastOptions& opts = {});
   /// In place: root's data becomes op over all ranks' data; other ranks' data is unspecified
   /// afterwards (it may hold partial or full results). Collective.
-  virtual std::shared_ptr<Work> reduce(void* data, size_t count, DType dtype,
-                                       const ReduceOptions& opts = {});
+  virtual std::shared_ptr<Work> reduce(void* data, size_t count, DType dtype, const ReduceOptions& opts = {});
   /// out (size() * count elements) receives every rank's in (count elements), in rank order.
   virtual std::shared_ptr<Work> allgather(const void* in, void* out, size_t count, DType dtype,
                                           const AllgatherOptions& opts = {});
   /// Uneven allgather: rank r contributes counts[r] elements (in holds counts[rank()]); out holds
   /// sum(counts) elements, rank order. counts must be equal on every rank. Collective.
-  virtual std::shared_ptr<Work> allgatherv(const void* in, void* out,
-                                           const std::vector<size_t>& counts, DType dtype,
-                                           const AllgatherOptions& opts = {});
+  virtual std::shared_ptr<Work> allgatherv(const void* in, void* out, const std::vector<size_t>& counts,
+                                           DType dtype, const AllgatherOptions& opts = {});
   /// in holds size() * count elements; out (count elements) receives block rank() of the
   /// reduction over all ranks' in. Collective.
   virtual std::shared_ptr<Work> reduceScatter(const void* in, void* out, size_t count, DType dtype,

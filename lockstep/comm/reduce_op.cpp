@@ -9,11 +9,16 @@ namespace lockstep::comm {
 
 const char* reduceOpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::avg: return "avg";
-    case ReduceOp::min: return "min";
-    case ReduceOp::max: return "max";
-    case ReduceOp::product: return "product";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::product:
+      return "product";
   }
   return "?";
 }
@@ -24,8 +29,14 @@ template <typename T>
 struct Compute {
   using type = T;
 };
-template <> struct Compute<BFloat16> { using type = float; };
-template <> struct Compute<Half> { using type = float; };
+template <>
+struct Compute<BFloat16> {
+  using type = float;
+};
+template <>
+struct Compute<Half> {
+  using type = float;
+};
 
 // The loops are written so GCC vectorises them at -O2 with the "cheap" cost model raised.
 template <typename T, typename F>
@@ -34,8 +45,10 @@ __attribute__((optimize("O3"))) void apply(T* dst, const T* a, const T* b, size_
   if (copy != nullptr) {
     for (size_t i = 0; i < n; ++i) {
       T v;
-      if constexpr (std::is_same_v<C, T>) v = f(a[i], b[i]);
-      else v = T(f(static_cast<C>(a[i]), static_cast<C>(b[i])));
+      if constexpr (std::is_same_v<C, T>)
+        v = f(a[i], b[i]);
+      else
+        v = T(f(static_cast<C>(a[i]), static_cast<C>(b[i])));
       dst[i] = v;
       copy[i] = v;
     }
@@ -55,7 +68,8 @@ struct Divide {
   C d, inv;
   bool pow2;
   explicit Divide(int64_t divisor)
-      : d(static_cast<C>(divisor)), inv(static_cast<C>(1) / static_cast<C>(divisor)),
+      : d(static_cast<C>(divisor)),
+        inv(static_cast<C>(1) / static_cast<C>(divisor)),
         pow2(std::is_floating_point_v<C> && divisor > 0 && (divisor & (divisor - 1)) == 0) {}
 };
 
@@ -68,27 +82,40 @@ void reduceTyped(T* dst, const T* a, const T* b, size_t n, ReduceOp op, T* copy,
       if constexpr (std::is_same_v<T, uint8_t>) {
         if (divisor != 1) {
           const C d = static_cast<C>(divisor);
-          apply(dst, a, b, n, [d](C x, C y) { return static_cast<C>(static_cast<C>(x + y) / d); }, copy);
+          apply(
+              dst, a, b, n, [d](C x, C y) { return static_cast<C>(static_cast<C>(x + y) / d); }, copy);
         } else {
-          apply(dst, a, b, n, [](C x, C y) { return static_cast<C>(x + y); }, copy);
+          apply(
+              dst, a, b, n, [](C x, C y) { return static_cast<C>(x + y); }, copy);
         }
       } else if (divisor == 1) {
-        apply(dst, a, b, n, [](C x, C y) { return x + y; }, copy);
+        apply(
+            dst, a, b, n, [](C x, C y) { return x + y; }, copy);
       } else if (Divide<C> dv(divisor); dv.pow2) {
-        apply(dst, a, b, n, [inv = dv.inv](C x, C y) { return static_cast<C>((x + y) * inv); }, copy);
+        apply(
+            dst, a, b, n, [inv = dv.inv](C x, C y) { return static_cast<C>((x + y) * inv); }, copy);
       } else {
-        apply(dst, a, b, n, [d = dv.d](C x, C y) { return static_cast<C>((x + y) / d); }, copy);
+        apply(
+            dst, a, b, n, [d = dv.d](C x, C y) { return static_cast<C>((x + y) / d); }, copy);
       }
       break;
     case ReduceOp::product:
       if constexpr (std::is_same_v<T, uint8_t>) {
-        apply(dst, a, b, n, [](C x, C y) { return static_cast<C>(x * y); }, copy);
+        apply(
+            dst, a, b, n, [](C x, C y) { return static_cast<C>(x * y); }, copy);
       } else {
-        apply(dst, a, b, n, [](C x, C y) { return x * y; }, copy);
+        apply(
+            dst, a, b, n, [](C x, C y) { return x * y; }, copy);
       }
       break;
-    case ReduceOp::min: apply(dst, a, b, n, [](C x, C y) { return y < x ? y : x; }, copy); break;
-    case ReduceOp::max: apply(dst, a, b, n, [](C x, C y) { return x < y ? y : x; }, copy); break;
+    case ReduceOp::min:
+      apply(
+          dst, a, b, n, [](C x, C y) { return y < x ? y : x; }, copy);
+      break;
+    case ReduceOp::max:
+      apply(
+          dst, a, b, n, [](C x, C y) { return x < y ? y : x; }, copy);
+      break;
   }
 }
 

@@ -24,8 +24,7 @@ class Store {
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
   /// Sets key to desired if its current value equals expected (or key is absent and expected is
   /// empty); returns the value after the call (empty when the key is still absent).
-  virtual std::vector<uint8_t> compareSet(const std::string& key,
-                                          const std::vector<uint8_t>& expected,
+  virtual std::vector<uint8_t> compareSet(const std::string& key, const std::vector<uint8_t>& expected,
                                           const std::vector<uint8_t>& desired) = 0;
   /// Blocks until every key exists; TimeoutError listing the missing keys after timeout.
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;

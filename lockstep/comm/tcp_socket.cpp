@@ -89,10 +89,10 @@ int connectWithRetry(const std::string& host, uint16_t port, Clock::time_point d
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(500));
   }
-  throw TimeoutError(::lockstep::detail::concat(what, ": could not connect to ", host, ":", port,
-                            " before the timeout (last error: ", last,
-                            "); check that the server (rank 0 or the launcher) is running and that "
-                            "MASTER_ADDR/MASTER_PORT point to it"));
+  throw TimeoutError(::lockstep::detail::concat(
+      what, ": could not connect to ", host, ":", port, " before the timeout (last error: ", last,
+      "); check that the server (rank 0 or the launcher) is running and that "
+      "MASTER_ADDR/MASTER_PORT point to it"));
 }
 
 int listenOn(const std::string& host, uint16_t port, uint16_t* actual_port) {
@@ -122,19 +122,20 @@ int listenOn(const std::string& host, uint16_t port, uint16_t* actual_port) {
     int err = errno;
     ::close(fd);
     if (err == EADDRINUSE) {
-      throw IoError(::lockstep::detail::concat("TCPStore server cannot listen on ", host, ":", port,
-                           ": address already in use; another job or a leftover process holds "
-                           "this port: choose another MASTER_PORT (or port 0 for any free port) "
-                           "or stop the process that holds it"));
+      throw IoError(
+          ::lockstep::detail::concat("TCPStore server cannot listen on ", host, ":", port,
+                                     ": address already in use; another job or a leftover process holds "
+                                     "this port: choose another MASTER_PORT (or port 0 for any free port) "
+                                     "or stop the process that holds it"));
     }
     throw IoError(::lockstep::detail::concat("TCPStore server cannot listen on ", host, ":", port, ": ",
-                         std::strerror(err)));
+                                             std::strerror(err)));
   }
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
   *actual_port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                                 : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+                                                : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   return fd;
 }
 
@@ -154,7 +155,8 @@ void sendAll(int fd, const void* data, size_t n, Clock::time_point deadline, con
       if (rc == 0) throw TimeoutError(::lockstep::detail::concat(what, ": timed out sending"));
       continue;
     }
-    throw PeerError(::lockstep::detail::concat(what, ": connection lost while sending (", std::strerror(errno), ")"));
+    throw PeerError(
+        ::lockstep::detail::concat(what, ": connection lost while sending (", std::strerror(errno), ")"));
   }
 }
 
@@ -172,8 +174,9 @@ void recvAll(int fd, void* data, size_t n, Clock::time_point deadline, const std
       continue;
     }
     if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-    throw PeerError(::lockstep::detail::concat(what, ": connection closed by the peer",
-                           k < 0 ? std::string(" (") + std::strerror(errno) + ")" : std::string()));
+    throw PeerError(
+        ::lockstep::detail::concat(what, ": connection closed by the peer",
+                                   k < 0 ? std::string(" (") + std::strerror(errno) + ")" : std::string()));
   }
 }
 

@@ -68,8 +68,8 @@ TCPStore::Reply TCPStore::request(std::vector<uint8_t>& frame, std::chrono::mill
     detail::sendAll(fd, frame.data(), frame.size(), deadline, where());
     uint32_t len = 0;
     detail::recvAll(fd, &len, 4, deadline, where());
-    LOCKSTEP_ENFORCE(len >= 1 && len <= detail::kMaxFrameBytes, PeerError, where(),
-                     ": malformed reply of ", len, " bytes; is this port really a lockstep store?");
+    LOCKSTEP_ENFORCE(len >= 1 && len <= detail::kMaxFrameBytes, PeerError, where(), ": malformed reply of ",
+                     len, " bytes; is this port really a lockstep store?");
     std::vector<uint8_t> body(len);
     detail::recvAll(fd, body.data(), len, deadline, where());
     giveBack(fd);
@@ -79,8 +79,9 @@ TCPStore::Reply TCPStore::request(std::vector<uint8_t>& frame, std::chrono::mill
     return r;
   } catch (const PeerError& e) {
     ::close(fd);  // the stream's state is unknown now: never reuse it
-    throw PeerError(::lockstep::detail::concat(e.what(), "; did the process hosting the store (rank 0 or the "
-                                             "launcher) exit?"));
+    throw PeerError(::lockstep::detail::concat(e.what(),
+                                               "; did the process hosting the store (rank 0 or the "
+                                               "launcher) exit?"));
   } catch (...) {
     ::close(fd);
     throw;
@@ -100,9 +101,8 @@ void expectOk(const std::string& where, uint8_t status, FrameReader& r) {
 
 void TCPStore::set(const std::string& key, const std::vector<uint8_t>& value) {
   checkKey(key);
-  LOCKSTEP_ENFORCE(value.size() <= detail::kMaxValueBytes, ValueError, where(), ": value of ",
-                   value.size(), " bytes for key '", key, "' exceeds the limit of ",
-                   detail::kMaxValueBytes, " bytes");
+  LOCKSTEP_ENFORCE(value.size() <= detail::kMaxValueBytes, ValueError, where(), ": value of ", value.size(),
+                   " bytes for key '", key, "' exceeds the limit of ", detail::kMaxValueBytes, " bytes");
   FrameWriter w;
   w.u8(static_cast<uint8_t>(StoreCmd::set)).str(key).vec(value);
   request(w.finish(), std::chrono::milliseconds(0));
@@ -115,9 +115,9 @@ std::vector<uint8_t> TCPStore::get(const std::string& key) {
   auto rep = request(w.finish(), timeout_);
   if (rep.status == static_cast<uint8_t>(StoreStatus::timeout)) {
     throw TimeoutError(::lockstep::detail::concat(where(), ": timed out after ", timeout_.count(),
-                                      " ms waiting for key '", key,
-                                      "'; a peer did not publish it (did it start and reach the "
-                                      "same point?)"));
+                                                  " ms waiting for key '", key,
+                                                  "'; a peer did not publish it (did it start and reach the "
+                                                  "same point?)"));
   }
   FrameReader r(rep.body.data(), rep.body.size());
   expectOk(where(), rep.status, r);
@@ -138,13 +138,12 @@ int64_t TCPStore::add(const std::string& key, int64_t delta) {
   return *v;
 }
 
-std::vector<uint8_t> TCPStore::compareSet(const std::string& key,
-                                          const std::vector<uint8_t>& expected,
+std::vector<uint8_t> TCPStore::compareSet(const std::string& key, const std::vector<uint8_t>& expected,
                                           const std::vector<uint8_t>& desired) {
   checkKey(key);
   LOCKSTEP_ENFORCE(expected.size() <= detail::kMaxValueBytes && desired.size() <= detail::kMaxValueBytes,
-                   ValueError, where(), ": compareSet value exceeds the limit of ",
-                   detail::kMaxValueBytes, " bytes");
+                   ValueError, where(), ": compareSet value exceeds the limit of ", detail::kMaxValueBytes,
+                   " bytes");
   FrameWriter w;
   w.u8(static_cast<uint8_t>(StoreCmd::compareSet)).str(key).vec(expected).vec(desired);
   auto rep = request(w.finish(), std::chrono::milliseconds(0));
@@ -156,8 +155,8 @@ std::vector<uint8_t> TCPStore::compareSet(const std::string& key,
 }
 
 void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  LOCKSTEP_ENFORCE(keys.size() <= detail::kMaxKeysPerRequest, ValueError, where(),
-                   ": wait() on more than ", detail::kMaxKeysPerRequest, " keys");
+  LOCKSTEP_ENFORCE(keys.size() <= detail::kMaxKeysPerRequest, ValueError, where(), ": wait() on more than ",
+                   detail::kMaxKeysPerRequest, " keys");
   FrameWriter w;
   w.u8(static_cast<uint8_t>(StoreCmd::wait)).u32(static_cast<uint32_t>(keys.size()));
   for (const auto& k : keys) {
@@ -170,17 +169,17 @@ void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   if (rep.status == static_cast<uint8_t>(StoreStatus::timeout)) {
     auto miss = r.keys();
     throw TimeoutError(::lockstep::detail::concat(where(), ": timed out after ", timeout.count(),
-                                      " ms waiting for keys ",
-                                      detail::joinKeys(miss ? *miss : keys),
-                                      "; a peer did not publish them (did it start and reach the "
-                                      "same point?)"));
+                                                  " ms waiting for keys ",
+                                                  detail::joinKeys(miss ? *miss : keys),
+                                                  "; a peer did not publish them (did it start and reach the "
+                                                  "same point?)"));
   }
   expectOk(where(), rep.status, r);
 }
 
 bool TCPStore::check(const std::vector<std::string>& keys) {
-  LOCKSTEP_ENFORCE(keys.size() <= detail::kMaxKeysPerRequest, ValueError, where(),
-                   ": check() on more than ", detail::kMaxKeysPerRequest, " keys");
+  LOCKSTEP_ENFORCE(keys.size() <= detail::kMaxKeysPerRequest, ValueError, where(), ": check() on more than ",
+                   detail::kMaxKeysPerRequest, " keys");
   FrameWriter w;
   w.u8(static_cast<uint8_t>(StoreCmd::check)).u32(static_cast<uint32_t>(keys.size()));
   for (const auto& k : keys) {

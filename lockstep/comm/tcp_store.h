@@ -15,7 +15,8 @@ class TCPStoreServer;
 struct TCPStoreOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 29500;  // 0 = pick a free port (server only); see TCPStore::port()
-  bool is_server = false;  // this instance hosts the server (in-process background thread) and is also a client
+  bool is_server =
+      false;  // this instance hosts the server (in-process background thread) and is also a client
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // connect + operation timeout
 };
 

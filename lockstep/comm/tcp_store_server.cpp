@@ -272,8 +272,7 @@ void TCPStoreServer::wakeWaiters(std::chrono::steady_clock::time_point now) {
 
 bool TCPStoreServer::flush(int fd, Client& c) {
   while (c.out_pos < c.out.size()) {
-    ssize_t n = ::send(fd, c.out.data() + c.out_pos, c.out.size() - c.out_pos,
-                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = ::send(fd, c.out.data() + c.out_pos, c.out.size() - c.out_pos, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       c.out_pos += static_cast<size_t>(n);
       continue;

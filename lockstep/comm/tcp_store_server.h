@@ -44,10 +44,10 @@ class TCPStoreServer {
 
   void run();
   void accept();
-  bool readFrom(int fd, Client& c);     // false: drop the client
+  bool readFrom(int fd, Client& c);  // false: drop the client
   bool processFrames(int fd, Client& c);
   bool handle(int fd, Client& c, const uint8_t* body, size_t n);  // false: malformed
-  bool flush(int fd, Client& c);        // false: drop the client
+  bool flush(int fd, Client& c);                                  // false: drop the client
   void drop(int fd);
   void wakeWaiters(std::chrono::steady_clock::time_point now);
   bool finishWaiter(const Waiter& w, bool timed_out);

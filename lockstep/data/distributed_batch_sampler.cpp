@@ -9,10 +9,10 @@ DistributedBatchSampler::DistributedBatchSampler(int64_t n, const DistributedBat
   LOCKSTEP_ENFORCE(n >= 0, ValueError, "DistributedBatchSampler: dataset size ", n, " is negative");
   LOCKSTEP_ENFORCE(o.batch_size >= 1, ValueError, "DistributedBatchSampler: batch_size must be >= 1, got ",
                    o.batch_size);
-  LOCKSTEP_ENFORCE(o.num_replicas >= 1, ValueError, "DistributedBatchSampler: num_replicas must be >= 1, got ",
-                   o.num_replicas);
-  LOCKSTEP_ENFORCE(o.rank >= 0 && o.rank < o.num_replicas, ValueError, "DistributedBatchSampler: rank ", o.rank,
-                   " is outside 0..", o.num_replicas - 1);
+  LOCKSTEP_ENFORCE(o.num_replicas >= 1, ValueError,
+                   "DistributedBatchSampler: num_replicas must be >= 1, got ", o.num_replicas);
+  LOCKSTEP_ENFORCE(o.rank >= 0 && o.rank < o.num_replicas, ValueError, "DistributedBatchSampler: rank ",
+                   o.rank, " is outside 0..", o.num_replicas - 1);
   num_samples_ = (n + o.num_replicas - 1) / o.num_replicas;
 }
 

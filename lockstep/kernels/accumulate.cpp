@@ -41,8 +41,12 @@ void addInto(Tensor& dst, const Tensor& src, double alpha) {
                    shapeToString(dst.shape()), " differs from source shape ", shapeToString(src.shape()));
   Tensor s = src.dtype() == dst.dtype() ? src : src.to(dst.dtype());
   switch (dst.dtype()) {
-    case DType::f32: addTyped<float>(dst, s, alpha); break;
-    case DType::f64: addTyped<double>(dst, s, alpha); break;
+    case DType::f32:
+      addTyped<float>(dst, s, alpha);
+      break;
+    case DType::f64:
+      addTyped<double>(dst, s, alpha);
+      break;
     default: {
       // Low-precision storage: accumulate in f32.
       Tensor d32 = dst.to(DType::f32);

@@ -1,9 +1,9 @@
 #include "lockstep/kernels/linear.h"
-#include "lockstep/kernels/reduce.h"
 
 #include <type_traits>
 
 #include "lockstep/kernels/dispatch.h"
+#include "lockstep/kernels/reduce.h"
 #include "lockstep/tensor/strided.h"
 
 namespace lockstep::kernels {

@@ -40,7 +40,9 @@ autograd::Conv2dOptions Conv2d::functionalOptions() const {
   return o;
 }
 
-Variable Conv2d::forward(const Variable& x) { return autograd::conv2d(x, weight_, bias_, functionalOptions()); }
+Variable Conv2d::forward(const Variable& x) {
+  return autograd::conv2d(x, weight_, bias_, functionalOptions());
+}
 
 std::string Conv2d::extraRepr() const {
   const auto& o = options_;

@@ -42,7 +42,8 @@ Variable SmallCnn::forward(const Variable& input) {
   // conv -> pool -> relu as one op (autograd::conv2dMaxPool2d): the same values and gradients as
   // the three modules, with the convolution's output never materialized for the whole batch.
   for (const auto& conv : {conv1_, conv2_}) {
-    x = autograd::conv2dMaxPool2d(x, conv->weight(), conv->bias(), conv->functionalOptions(), pool_->options(), true);
+    x = autograd::conv2dMaxPool2d(x, conv->weight(), conv->bias(), conv->functionalOptions(),
+                                  pool_->options(), true);
   }
   x = conv3_->forward(x);
   x = autograd::relu(fc1_->forward(flatten_->forward(x)));

@@ -8,8 +8,8 @@
 namespace lockstep::parallel {
 
 struct BucketAssignmentOptions {
-  size_t first_bucket_bytes = 1u << 20;   // small first bucket: its allreduce starts early
-  size_t bucket_bytes = 25u << 20;        // bucket_cap_mb, 25 by default as in PyTorch
+  size_t first_bucket_bytes = 1u << 20;  // small first bucket: its allreduce starts early
+  size_t bucket_bytes = 25u << 20;       // bucket_cap_mb, 25 by default as in PyTorch
 };
 
 /// Groups parameters (given in registration order by byte size and dtype) into buckets, walking

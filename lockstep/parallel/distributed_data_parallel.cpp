@@ -22,7 +22,10 @@ std::unique_ptr<CommHook> makeCommHook(const std::string& name) {
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
                                                  std::shared_ptr<comm::ProcessGroup> group,
                                                  const DistributedDataParallelOptions& opts)
-    : nn::Module("DistributedDataParallel"), module_(std::move(module)), group_(std::move(group)), opts_(opts) {
+    : nn::Module("DistributedDataParallel"),
+      module_(std::move(module)),
+      group_(std::move(group)),
+      opts_(opts) {
   LOCKSTEP_ENFORCE(module_ != nullptr, ValueError, "DistributedDataParallel: module is null");
   LOCKSTEP_ENFORCE(group_ != nullptr, ValueError, "DistributedDataParallel: process group is null");
   LOCKSTEP_ENFORCE(opts.bucket_cap_mb > 0 && opts.first_bucket_mb > 0, ValueError,
@@ -77,9 +80,9 @@ void DistributedDataParallel::verifySameModelEverywhere() {
     for (size_t k = 1; k < all.size(); ++k) {
       if (all[k] != all[0]) differing << (differing.tellp() > 0 ? ", " : "") << k;
     }
-    throw ValueError("DistributedDataParallel: the model differs across ranks. Parameter #" + std::to_string(i) +
-                     ": rank 0 has '" + a + "', rank " + std::to_string(r) + " has '" + b +
-                     "'. Ranks whose model differs from rank 0's: " + differing.str() +
+    throw ValueError("DistributedDataParallel: the model differs across ranks. Parameter #" +
+                     std::to_string(i) + ": rank 0 has '" + a + "', rank " + std::to_string(r) + " has '" +
+                     b + "'. Ranks whose model differs from rank 0's: " + differing.str() +
                      ". Build the same model on every rank.");
   }
 }

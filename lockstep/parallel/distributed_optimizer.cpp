@@ -13,9 +13,10 @@ DistributedOptimizer::DistributedOptimizer(std::shared_ptr<optim::Optimizer> opt
                                            std::shared_ptr<comm::ProcessGroup> group,
                                            const DistributedOptimizerOptions& opts)
     : optimizer_(std::move(optimizer)), group_(std::move(group)), opts_(opts) {
-  LOCKSTEP_ENFORCE(optimizer_ && group_, ValueError, "DistributedOptimizer needs an optimizer and a process group");
-  LOCKSTEP_ENFORCE(opts.backward_passes_per_step >= 1, ValueError, "backward_passes_per_step must be >= 1, got ",
-                   opts.backward_passes_per_step);
+  LOCKSTEP_ENFORCE(optimizer_ && group_, ValueError,
+                   "DistributedOptimizer needs an optimizer and a process group");
+  LOCKSTEP_ENFORCE(opts.backward_passes_per_step >= 1, ValueError,
+                   "backward_passes_per_step must be >= 1, got ", opts.backward_passes_per_step);
   LOCKSTEP_ENFORCE(opts.fusion_threshold_bytes > 0, ValueError, "fusion_threshold_bytes must be positive");
   for (auto& g : optimizer_->paramGroups()) {
     for (auto& p : g.params) params_.push_back(p);
@@ -45,7 +46,8 @@ void DistributedOptimizer::synchronize() {
       elems += params_[j].numel();
       ++j;
     }
-    if (!fusion_.defined() || fusion_.dtype() != dt || fusion_.numel() < elems) fusion_ = Tensor::empty({elems}, dt);
+    if (!fusion_.defined() || fusion_.dtype() != dt || fusion_.numel() < elems)
+      fusion_ = Tensor::empty({elems}, dt);
     Tensor buf = fusion_.narrow(0, 0, elems);
     int64_t off = 0;
     for (size_t k = i; k < j; ++k) {
@@ -85,8 +87,9 @@ void DistributedOptimizer::synchronize() {
 void DistributedOptimizer::step() {
   int passes = 0;
   for (int p : passes_) passes = std::max(passes, p);
-  LOCKSTEP_ENFORCE(passes == opts_.backward_passes_per_step, ValueError, "DistributedOptimizer::step() after ",
-                   passes, " backward passes, but backward_passes_per_step is ", opts_.backward_passes_per_step,
+  LOCKSTEP_ENFORCE(passes == opts_.backward_passes_per_step, ValueError,
+                   "DistributedOptimizer::step() after ", passes,
+                   " backward passes, but backward_passes_per_step is ", opts_.backward_passes_per_step,
                    "; call step() once every ", opts_.backward_passes_per_step, " backward passes");
   synchronize();
   optimizer_->step();
@@ -119,8 +122,9 @@ void broadcastOptimizerState(optim::Optimizer& optimizer, comm::ProcessGroup& gr
   optim::OptimizerStateDict out;
   for (const auto& e : desc["tensors"]) {
     std::string name = e[0];
-    Tensor t = group.rank() == root ? sd.state.at(name).contiguous()
-                                    : Tensor::empty(e[2].get<Shape>(), dtypeFromName(e[1].get<std::string>()));
+    Tensor t = group.rank() == root
+                   ? sd.state.at(name).contiguous()
+                   : Tensor::empty(e[2].get<Shape>(), dtypeFromName(e[1].get<std::string>()));
     broadcast(group, t, root);
     out.state.insert(name, t);
   }

@@ -49,7 +49,8 @@ class DistributedOptimizer {
 };
 
 /// Copies root's parameter values to every rank (hvd.broadcast_parameters). Collective.
-void broadcastParameters(const std::vector<autograd::Variable>& params, comm::ProcessGroup& group, int root = 0);
+void broadcastParameters(const std::vector<autograd::Variable>& params, comm::ProcessGroup& group,
+                         int root = 0);
 /// Copies root's optimizer state (hyper-parameters and per-parameter buffers) to every rank
 /// (hvd.broadcast_optimizer_state). Collective.
 void broadcastOptimizerState(optim::Optimizer& optimizer, comm::ProcessGroup& group, int root = 0);

@@ -10,8 +10,8 @@ namespace lockstep::parallel {
 
 /// In place over a dense tensor; returns the Work (the tensor must stay untouched until done).
 /// defer: the caller waits at once and runs the op itself (comm::AllreduceOptions::defer).
-std::shared_ptr<comm::Work> allreduce(comm::ProcessGroup& pg, Tensor& t, comm::ReduceOp op = comm::ReduceOp::sum,
-                                      bool defer = false);
+std::shared_ptr<comm::Work> allreduce(comm::ProcessGroup& pg, Tensor& t,
+                                      comm::ReduceOp op = comm::ReduceOp::sum, bool defer = false);
 /// One number combined over all ranks (e.g. the slowest rank's time with ReduceOp::max). Blocks.
 double allreduceScalar(comm::ProcessGroup& pg, double value, comm::ReduceOp op);
 /// Copies root's tensor into every rank's (same shape and dtype everywhere). Blocks until done.

@@ -8,10 +8,10 @@
 namespace lockstep {
 
 struct AllocatorStats {
-  uint64_t system_allocs = 0;   // blocks obtained from the system
-  uint64_t cache_hits = 0;      // requests served from the free lists
-  size_t bytes_in_use = 0;      // bytes handed out and not yet returned
-  size_t bytes_cached = 0;      // bytes held on free lists
+  uint64_t system_allocs = 0;  // blocks obtained from the system
+  uint64_t cache_hits = 0;     // requests served from the free lists
+  size_t bytes_in_use = 0;     // bytes handed out and not yet returned
+  size_t bytes_cached = 0;     // bytes held on free lists
   size_t peak_bytes_in_use = 0;
 };
 

@@ -4,9 +4,7 @@
 
 namespace lockstep {
 
-Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
-  data_ = CachingAllocator::instance().allocate(nbytes);
-}
+Storage::Storage(size_t nbytes) : nbytes_(nbytes) { data_ = CachingAllocator::instance().allocate(nbytes); }
 
 Storage::Storage(void* data, size_t nbytes, std::function<void(void*)> deleter)
     : data_(data), nbytes_(nbytes), owned_(false), deleter_(std::move(deleter)) {}

@@ -52,7 +52,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, MemoryFormat format) {
   for (int64_t d : shape) {
     LOCKSTEP_ENFORCE(d >= 0, ValueError, "negative size in shape ", shapeToString(shape));
   }
-  Shape strides = format == MemoryFormat::channels_last ? channelsLastStrides(shape) : contiguousStrides(shape);
+  Shape strides =
+      format == MemoryFormat::channels_last ? channelsLastStrides(shape) : contiguousStrides(shape);
   return emptyStrided(shape, strides, dtype);
 }
 
@@ -109,7 +110,8 @@ Tensor Tensor::fromBlob(void* data, const Shape& shape, DType dtype, std::functi
   t.strides_ = contiguousStrides(shape);
   t.dtype_ = dtype;
   t.numel_ = shapeNumel(shape);
-  t.storage_ = std::make_shared<Storage>(data, static_cast<size_t>(t.numel_) * dtypeSize(dtype), std::move(deleter));
+  t.storage_ =
+      std::make_shared<Storage>(data, static_cast<size_t>(t.numel_) * dtypeSize(dtype), std::move(deleter));
   return t;
 }
 
@@ -256,8 +258,8 @@ Tensor Tensor::expand(const Shape& shape) const {
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i < lead) continue;
     int64_t have = shape_[i - lead];
-    LOCKSTEP_ENFORCE(have == shape[i] || have == 1, ValueError, "expand: cannot expand ", shapeToString(shape_),
-                     " to ", shapeToString(shape));
+    LOCKSTEP_ENFORCE(have == shape[i] || have == 1, ValueError, "expand: cannot expand ",
+                     shapeToString(shape_), " to ", shapeToString(shape));
     st[i] = have == 1 && shape[i] != 1 ? 0 : strides_[i - lead];
   }
   return makeView(shape, st, offset_);
@@ -307,16 +309,16 @@ void Tensor::copyFrom(const Tensor& src) {
       using S = decltype(stag);
       D* d = reinterpret_cast<D*>(dbase);
       const S* s = reinterpret_cast<const S*>(sbase);
-      forEachRun<2>(shape_, {&strides_, &src.strides_}, [&](const std::array<int64_t, 2>& off, int64_t n,
-                                                            const std::array<int64_t, 2>& st) {
-        D* dp = d + off[0];
-        const S* sp = s + off[1];
-        if (st[0] == 1 && st[1] == 1) {
-          for (int64_t i = 0; i < n; ++i) dp[i] = castValue<D>(sp[i]);
-        } else {
-          for (int64_t i = 0; i < n; ++i) dp[i * st[0]] = castValue<D>(sp[i * st[1]]);
-        }
-      });
+      forEachRun<2>(shape_, {&strides_, &src.strides_},
+                    [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+                      D* dp = d + off[0];
+                      const S* sp = s + off[1];
+                      if (st[0] == 1 && st[1] == 1) {
+                        for (int64_t i = 0; i < n; ++i) dp[i] = castValue<D>(sp[i]);
+                      } else {
+                        for (int64_t i = 0; i < n; ++i) dp[i * st[0]] = castValue<D>(sp[i * st[1]]);
+                      }
+                    });
     });
   });
 }
@@ -328,10 +330,10 @@ void Tensor::fill(double value) {
     using T = decltype(tag);
     T v = castValue<T>(value);
     T* p = reinterpret_cast<T*>(base);
-    forEachRun<1>(shape_, {&strides_}, [&](const std::array<int64_t, 1>& off, int64_t n,
-                                           const std::array<int64_t, 1>& st) {
-      for (int64_t i = 0; i < n; ++i) p[off[0] + i * st[0]] = v;
-    });
+    forEachRun<1>(shape_, {&strides_},
+                  [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
+                    for (int64_t i = 0; i < n; ++i) p[off[0] + i * st[0]] = v;
+                  });
   });
 }
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/util/dtype.h"
 #include "lockstep/tensor/shape.h"
 #include "lockstep/tensor/storage.h"
+#include "lockstep/util/dtype.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep {

@@ -44,7 +44,8 @@ int64_t stepOf(const std::string& name) {
 
 }  // namespace
 
-std::string saveCheckpoint(const std::string& dir, const CheckpointData& data, const CheckpointOptions& opts) {
+std::string saveCheckpoint(const std::string& dir, const CheckpointData& data,
+                           const CheckpointOptions& opts) {
   file::makeDirs(dir);
   std::string name = kPrefix + std::to_string(data.step);
   std::string final_path = dir + "/" + name;
@@ -53,10 +54,11 @@ std::string saveCheckpoint(const std::string& dir, const CheckpointData& data, c
   file::makeDirs(tmp);
   std::string model = encodeSafetensors(data.model, {{"format", "pt"}});
   std::string optim = encodeSafetensors(data.optimizer);
-  nlohmann::json state = {{"format", "lockstep-checkpoint-v1"},
-                          {"step", data.step},
-                          {"files", {{"model.safetensors", fileRecord(model)}, {"optimizer.safetensors", fileRecord(optim)}}},
-                          {"state", data.state}};
+  nlohmann::json state = {
+      {"format", "lockstep-checkpoint-v1"},
+      {"step", data.step},
+      {"files", {{"model.safetensors", fileRecord(model)}, {"optimizer.safetensors", fileRecord(optim)}}},
+      {"state", data.state}};
   file::writeAtomic(tmp + "/model.safetensors", model);
   file::writeAtomic(tmp + "/optimizer.safetensors", optim);
   file::writeAtomic(tmp + "/state.json", state.dump(2));
@@ -90,9 +92,10 @@ CheckpointData loadCheckpoint(const std::string& path) {
     out.model = decodeSafetensors(verifiedRead(path, "model.safetensors", files.at("model.safetensors")),
                                   path + "/model.safetensors")
                     .tensors;
-    out.optimizer = decodeSafetensors(verifiedRead(path, "optimizer.safetensors", files.at("optimizer.safetensors")),
-                                      path + "/optimizer.safetensors")
-                        .tensors;
+    out.optimizer =
+        decodeSafetensors(verifiedRead(path, "optimizer.safetensors", files.at("optimizer.safetensors")),
+                          path + "/optimizer.safetensors")
+            .tensors;
     out.state = state.at("state");
     return out;
   } catch (const nlohmann::json::exception& e) {

@@ -32,7 +32,8 @@ struct CheckpointOptions {
 
 /// Saves into dir/ckpt-<data.step>/ and points dir/latest at it. Returns the checkpoint's path.
 /// IoError naming the path when dir is not writable.
-std::string saveCheckpoint(const std::string& dir, const CheckpointData& data, const CheckpointOptions& opts = {});
+std::string saveCheckpoint(const std::string& dir, const CheckpointData& data,
+                           const CheckpointOptions& opts = {});
 
 /// Loads one checkpoint directory, verifying sizes and checksums (IoError naming the file and
 /// the mismatch when it was truncated or tampered with).
@@ -43,6 +44,7 @@ std::vector<std::string> listCheckpoints(const std::string& dir);
 
 /// The newest checkpoint under dir that loads cleanly; a corrupt newer one is skipped with a
 /// warning on stderr. nullopt when there is none.
-std::optional<CheckpointData> loadLatestCheckpoint(const std::string& dir, std::string* loaded_path = nullptr);
+std::optional<CheckpointData> loadLatestCheckpoint(const std::string& dir,
+                                                   std::string* loaded_path = nullptr);
 
 }  // namespace lockstep::train

@@ -13,21 +13,28 @@ namespace {
 
 const char* stName(DType t) {
   switch (t) {
-    case DType::f32: return "F32";
-    case DType::f64: return "F64";
-    case DType::bf16: return "BF16";
-    case DType::f16: return "F16";
-    case DType::i32: return "I32";
-    case DType::i64: return "I64";
-    case DType::u8: return "U8";
+    case DType::f32:
+      return "F32";
+    case DType::f64:
+      return "F64";
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
+    case DType::i32:
+      return "I32";
+    case DType::i64:
+      return "I64";
+    case DType::u8:
+      return "U8";
   }
   return "?";
 }
 
 bool stDType(const std::string& s, DType* out) {
-  static const std::pair<const char*, DType> kMap[] = {{"F32", DType::f32}, {"F64", DType::f64}, {"BF16", DType::bf16},
-                                                       {"F16", DType::f16}, {"I32", DType::i32}, {"I64", DType::i64},
-                                                       {"U8", DType::u8}};
+  static const std::pair<const char*, DType> kMap[] = {
+      {"F32", DType::f32}, {"F64", DType::f64}, {"BF16", DType::bf16}, {"F16", DType::f16},
+      {"I32", DType::i32}, {"I64", DType::i64}, {"U8", DType::u8}};
   for (const auto& [n, t] : kMap) {
     if (s == n) {
       *out = t;
@@ -46,16 +53,19 @@ const Tensor& SafetensorsFile::at(const std::string& name) const {
   throw IoError("safetensors file '" + path + "' has no tensor named '" + name + "'");
 }
 
-std::string encodeSafetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+std::string encodeSafetensors(const NamedTensors& tensors,
+                              const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   std::set<std::string> seen;
   for (const auto& [name, t] : tensors) {
-    LOCKSTEP_ENFORCE(seen.insert(name).second, ValueError, "safetensors: tensor name '", name, "' appears twice");
+    LOCKSTEP_ENFORCE(seen.insert(name).second, ValueError, "safetensors: tensor name '", name,
+                     "' appears twice");
     LOCKSTEP_ENFORCE(name != "__metadata__", ValueError, "safetensors: '__metadata__' is reserved");
     uint64_t n = t.nbytes();
-    header[name] = {{"dtype", stName(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + n}}};
+    header[name] = {
+        {"dtype", stName(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
   std::string h = header.dump();
@@ -78,13 +88,16 @@ void saveSafetensors(const std::string& path, const NamedTensors& tensors,
 }
 
 SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& path) {
-  auto bad = [&](const std::string& what) { return IoError("corrupt safetensors file '" + path + "': " + what); };
-  if (bytes.size() < 8) throw bad("only " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
+  auto bad = [&](const std::string& what) {
+    return IoError("corrupt safetensors file '" + path + "': " + what);
+  };
+  if (bytes.size() < 8)
+    throw bad("only " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
   uint64_t hn = 0;
   for (int i = 0; i < 8; ++i) hn |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
   if (hn > bytes.size() - 8) {
-    throw bad("header length " + std::to_string(hn) + " exceeds the file size " + std::to_string(bytes.size()) +
-              " (truncated?)");
+    throw bad("header length " + std::to_string(hn) + " exceeds the file size " +
+              std::to_string(bytes.size()) + " (truncated?)");
   }
   nlohmann::ordered_json header;
   try {
@@ -113,18 +126,20 @@ SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& p
       if (!stDType(dts, &dt)) throw bad("tensor '" + name + "' has unsupported dtype " + dts);
       Shape shape = entry.at("shape").get<Shape>();
       auto offs = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      if (offs.size() != 2 || offs[0] > offs[1]) throw bad("tensor '" + name + "' has malformed data_offsets");
+      if (offs.size() != 2 || offs[0] > offs[1])
+        throw bad("tensor '" + name + "' has malformed data_offsets");
       for (int64_t d : shape) {
         if (d < 0) throw bad("tensor '" + name + "' has a negative dimension");
       }
       uint64_t want = static_cast<uint64_t>(shapeNumel(shape)) * dtypeSize(dt);
       if (offs[1] - offs[0] != want) {
-        throw bad("tensor '" + name + "' of shape " + shapeToString(shape) + " needs " + std::to_string(want) +
-                  " bytes but its data_offsets span " + std::to_string(offs[1] - offs[0]));
+        throw bad("tensor '" + name + "' of shape " + shapeToString(shape) + " needs " +
+                  std::to_string(want) + " bytes but its data_offsets span " +
+                  std::to_string(offs[1] - offs[0]));
       }
       if (offs[1] > data_size) {
-        throw bad("tensor '" + name + "' ends at byte " + std::to_string(offs[1]) + " past the data section's " +
-                  std::to_string(data_size) + " bytes (truncated?)");
+        throw bad("tensor '" + name + "' ends at byte " + std::to_string(offs[1]) +
+                  " past the data section's " + std::to_string(data_size) + " bytes (truncated?)");
       }
       Tensor t = Tensor::empty(shape, dt);
       if (want) std::memcpy(t.dataPtr(), data + offs[0], want);
@@ -141,11 +156,14 @@ SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& p
     pos = e;
   }
   if (pos != data_size) {
-    throw bad("the data section has " + std::to_string(data_size) + " bytes but tensors cover " + std::to_string(pos));
+    throw bad("the data section has " + std::to_string(data_size) + " bytes but tensors cover " +
+              std::to_string(pos));
   }
   return out;
 }
 
-SafetensorsFile loadSafetensors(const std::string& path) { return decodeSafetensors(file::readAll(path), path); }
+SafetensorsFile loadSafetensors(const std::string& path) {
+  return decodeSafetensors(file::readAll(path), path);
+}
 
 }  // namespace lockstep::train

@@ -24,7 +24,8 @@ struct SafetensorsFile {
 };
 
 /// Serialises tensors (any strides; written row-major) and metadata to bytes.
-std::string encodeSafetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata = {});
+std::string encodeSafetensors(const NamedTensors& tensors,
+                              const std::map<std::string, std::string>& metadata = {});
 /// Writes atomically (temp file, fsync, rename).
 void saveSafetensors(const std::string& path, const NamedTensors& tensors,
                      const std::map<std::string, std::string>& metadata = {});

@@ -6,26 +6,40 @@ namespace lockstep {
 
 size_t dtypeSize(DType t) {
   switch (t) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::bf16: return 2;
-    case DType::f16: return 2;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
-    case DType::u8: return 1;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
+    case DType::bf16:
+      return 2;
+    case DType::f16:
+      return 2;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
+    case DType::u8:
+      return 1;
   }
   LOCKSTEP_CHECK(false, "unknown dtype ", static_cast<int>(t));
 }
 
 const char* dtypeName(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::u8: return "u8";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::u8:
+      return "u8";
   }
   return "?";
 }
@@ -37,9 +51,7 @@ DType dtypeFromName(const std::string& name) {
   throw ValueError("unknown dtype '" + name + "'; expected one of f32, f64, bf16, f16, i32, i64, u8");
 }
 
-bool isFloating(DType t) {
-  return t == DType::f32 || t == DType::f64 || t == DType::bf16 || t == DType::f16;
-}
+bool isFloating(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::bf16 || t == DType::f16; }
 
 Half::Half(float f) {
   uint32_t x;

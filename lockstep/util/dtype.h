@@ -52,13 +52,34 @@ struct Half {
 
 template <typename T>
 struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::f64; };
-template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::bf16; };
-template <> struct DTypeOf<Half> { static constexpr DType value = DType::f16; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::i32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::i64; };
-template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::u8; };
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct DTypeOf<BFloat16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct DTypeOf<Half> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::u8;
+};
 template <typename T>
 inline constexpr DType dtypeOf = DTypeOf<T>::value;
 
@@ -66,13 +87,20 @@ inline constexpr DType dtypeOf = DTypeOf<T>::value;
 template <typename Fn>
 decltype(auto) visitDType(DType t, Fn&& fn) {
   switch (t) {
-    case DType::f32: return fn(float{});
-    case DType::f64: return fn(double{});
-    case DType::bf16: return fn(BFloat16{});
-    case DType::f16: return fn(Half{});
-    case DType::i32: return fn(int32_t{});
-    case DType::i64: return fn(int64_t{});
-    case DType::u8: return fn(uint8_t{});
+    case DType::f32:
+      return fn(float{});
+    case DType::f64:
+      return fn(double{});
+    case DType::bf16:
+      return fn(BFloat16{});
+    case DType::f16:
+      return fn(Half{});
+    case DType::i32:
+      return fn(int32_t{});
+    case DType::i64:
+      return fn(int64_t{});
+    case DType::u8:
+      return fn(uint8_t{});
   }
   return fn(float{});
 }

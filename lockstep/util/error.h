@@ -53,18 +53,18 @@ std::string concat(const Args&... args) {
 }  // namespace lockstep
 
 /// Throw InternalError unless cond holds. Extra arguments are streamed into the message.
-#define LOCKSTEP_CHECK(cond, ...)                                                               \
-  do {                                                                                          \
-    if (!(cond)) [[unlikely]] {                                                                 \
-      ::lockstep::detail::checkFailed(#cond, __FILE__, __LINE__,                                \
+#define LOCKSTEP_CHECK(cond, ...)                                                                 \
+  do {                                                                                            \
+    if (!(cond)) [[unlikely]] {                                                                   \
+      ::lockstep::detail::checkFailed(#cond, __FILE__, __LINE__,                                  \
                                       ::lockstep::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
-    }                                                                                           \
+    }                                                                                             \
   } while (0)
 
 /// Throw the given exception type with a streamed message unless cond holds.
-#define LOCKSTEP_ENFORCE(cond, ExcType, ...)                               \
-  do {                                                                     \
-    if (!(cond)) [[unlikely]] {                                            \
-      throw ExcType(::lockstep::detail::concat(__VA_ARGS__));              \
-    }                                                                      \
+#define LOCKSTEP_ENFORCE(cond, ExcType, ...)                  \
+  do {                                                        \
+    if (!(cond)) [[unlikely]] {                               \
+      throw ExcType(::lockstep::detail::concat(__VA_ARGS__)); \
+    }                                                         \
   } while (0)

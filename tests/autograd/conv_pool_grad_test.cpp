@@ -82,7 +82,8 @@ TEST(Conv2dMaxPool2d, keeps_no_convolution_output) {
   const size_t before = CachingAllocator::instance().stats().bytes_in_use;
   Variable y = conv2dMaxPool2d(Variable(x), w, b, {}, {}, true);
   const size_t held = CachingAllocator::instance().stats().bytes_in_use - before;
-  EXPECT_LT(held, size_t{3} << 20) << "bytes held after forward: " << held;  // 3 samples x 1 MiB would be 3 MiB
+  EXPECT_LT(held, size_t{3} << 20) << "bytes held after forward: "
+                                   << held;  // 3 samples x 1 MiB would be 3 MiB
   sum(y).backward();
   EXPECT_TRUE(w.hasGrad());
 }
@@ -93,6 +94,8 @@ TEST(Conv2dMaxPool2d, empty_batch_and_bad_options) {
   EXPECT_EQ(y.shape(), (Shape{0, 4, 3, 3}));
   Conv2dOptions fused;
   fused.fuse_relu = true;
-  EXPECT_THROW(conv2dMaxPool2d(Variable(Tensor::zeros({1, 2, 8, 8})), w, Variable(), fused, {}, true), ValueError);
-  EXPECT_THROW(conv2dMaxPool2d(Variable(Tensor::zeros({1, 3, 8, 8})), w, Variable(), {}, {}, true), ValueError);
+  EXPECT_THROW(conv2dMaxPool2d(Variable(Tensor::zeros({1, 2, 8, 8})), w, Variable(), fused, {}, true),
+               ValueError);
+  EXPECT_THROW(conv2dMaxPool2d(Variable(Tensor::zeros({1, 3, 8, 8})), w, Variable(), {}, {}, true),
+               ValueError);
 }

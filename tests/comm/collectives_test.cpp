@@ -65,10 +65,18 @@ struct Buf {
       double v = value(r, i, op);
       switch (op) {
         case ReduceOp::sum:
-        case ReduceOp::avg: acc += v; break;
-        case ReduceOp::product: acc *= v; break;
-        case ReduceOp::min: acc = std::min(acc, v); break;
-        case ReduceOp::max: acc = std::max(acc, v); break;
+        case ReduceOp::avg:
+          acc += v;
+          break;
+        case ReduceOp::product:
+          acc *= v;
+          break;
+        case ReduceOp::min:
+          acc = std::min(acc, v);
+          break;
+        case ReduceOp::max:
+          acc = std::max(acc, v);
+          break;
       }
     }
     if (op != ReduceOp::avg) return acc;
@@ -130,7 +138,8 @@ TEST_P(CollectivesTest, broadcast_from_every_root) {
           Buf b(dt, n);
           for (size_t i = 0; i < n; ++i) b.set(i, pg.rank() == root ? value(root, i, ReduceOp::sum) : -1);
           pg.broadcast(b.data(), n, dt, {.root = root})->wait();
-          for (size_t i = 0; i < n; ++i) ASSERT_EQ(b.get(i), value(root, i, ReduceOp::sum)) << root << " " << i;
+          for (size_t i = 0; i < n; ++i)
+            ASSERT_EQ(b.get(i), value(root, i, ReduceOp::sum)) << root << " " << i;
         }
       }
     }
@@ -251,7 +260,8 @@ TEST_P(CollectivesTest, gather_scatter_alltoall) {
         for (size_t i = 0; i < n; ++i) in.set(j * n + i, me * 1000 + j * 10 + static_cast<double>(i));
       pg.alltoall(in.data(), out.data(), n, DType::f32)->wait();
       for (int j = 0; j < w; ++j)
-        for (size_t i = 0; i < n; ++i) ASSERT_EQ(out.get(j * n + i), j * 1000 + me * 10 + static_cast<double>(i));
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_EQ(out.get(j * n + i), j * 1000 + me * 10 + static_cast<double>(i));
     }
     pg.barrier()->wait();
   });
@@ -279,8 +289,8 @@ TEST_P(CollectivesTest, deferred_allreduce_runs_when_waited_on) {
     std::vector<std::vector<int32_t>> bufs(6, std::vector<int32_t>(1000, pg.rank() + 1));
     std::vector<std::shared_ptr<Work>> works;
     for (size_t i = 0; i < bufs.size(); ++i) {
-      works.push_back(pg.allreduce(bufs[i].data(), bufs[i].size(), DType::i32,
-                                   i % 2 ? deferred : AllreduceOptions{}));
+      works.push_back(
+          pg.allreduce(bufs[i].data(), bufs[i].size(), DType::i32, i % 2 ? deferred : AllreduceOptions{}));
     }
     works.back()->wait();
     for (auto& w : works) EXPECT_TRUE(w->isCompleted());

@@ -21,8 +21,8 @@ inline std::shared_ptr<ProcessGroup> makeGroup(const std::string& backend, std::
   if (backend == "shm") {
     ShmOptions o;
     o.timeout = timeout;
-    o.block_bytes = 64 << 10;        // small blocks: many rounds even for modest counts
-    o.stream_min_bytes = 1 << 20;    // the 1M-element cases take the streaming path
+    o.block_bytes = 64 << 10;      // small blocks: many rounds even for modest counts
+    o.stream_min_bytes = 1 << 20;  // the 1M-element cases take the streaming path
     return std::make_shared<ShmProcessGroup>(store, rank, size, o);
   }
   GlooOptions o;
@@ -51,8 +51,7 @@ inline void runRanks(int size, const std::function<void(int)>& fn) {
 }
 
 /// Runs fn(group) on size thread-ranks of a fresh group of backend.
-inline void withGroups(const std::string& backend, int size,
-                       const std::function<void(ProcessGroup&)>& fn,
+inline void withGroups(const std::string& backend, int size, const std::function<void(ProcessGroup&)>& fn,
                        std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
   auto store = std::make_shared<HashStore>();
   store->setTimeout(std::chrono::seconds(30));

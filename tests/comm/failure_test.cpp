@@ -45,7 +45,7 @@ TEST_P(FailureTest, stuck_peer_times_out_naming_op_and_ranks) {
     auto pg = makeGroup(GetParam(), store, r, 3, 10s);
     int32_t v = 1;
     pg->allreduce(&v, 1, DType::i32)->wait();  // #1 succeeds everywhere
-    if (r == 2) {  // stuck: never issues #2
+    if (r == 2) {                              // stuck: never issues #2
       while (!done) std::this_thread::sleep_for(5ms);
       return;
     }

@@ -1,4 +1,6 @@
 // initProcessGroup: environment resolution (pure), and real multi-process jobs per backend.
+#include "lockstep/comm/init.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,7 +12,6 @@
 
 #include "comm/comm_test_util.h"
 #include "lockstep/comm/hierarchical_process_group.h"
-#include "lockstep/comm/init.h"
 #include "lockstep/comm/tcp_store.h"
 #include "lockstep/util/error.h"
 
@@ -34,17 +35,31 @@ class ScopedEnv {
   }
   ~ScopedEnv() {
     for (const auto& [k, v] : saved_) {
-      if (v) ::setenv(k.c_str(), v->c_str(), 1);
-      else ::unsetenv(k.c_str());
+      if (v)
+        ::setenv(k.c_str(), v->c_str(), 1);
+      else
+        ::unsetenv(k.c_str());
     }
   }
 
  private:
-  static constexpr const char* kAll[] = {
-      "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK",
-      "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "LOCKSTEP_USE_AGENT_STORE",
-      "TORCHELASTIC_USE_AGENT_STORE", "LOCKSTEP_STORE_PREFIX"};
+  static constexpr const char* kAll[] = {"RANK",
+                                         "WORLD_SIZE",
+                                         "LOCAL_RANK",
+                                         "LOCAL_WORLD_SIZE",
+                                         "MASTER_ADDR",
+                                         "MASTER_PORT",
+                                         "OMPI_COMM_WORLD_RANK",
+                                         "OMPI_COMM_WORLD_SIZE",
+                                         "OMPI_COMM_WORLD_LOCAL_RANK",
+                                         "PMI_RANK",
+                                         "PMI_SIZE",
+                                         "SLURM_PROCID",
+                                         "SLURM_NTASKS",
+                                         "SLURM_LOCALID",
+                                         "LOCKSTEP_USE_AGENT_STORE",
+                                         "TORCHELASTIC_USE_AGENT_STORE",
+                                         "LOCKSTEP_STORE_PREFIX"};
   std::map<std::string, std::optional<std::string>> saved_;
 };
 
@@ -58,7 +73,10 @@ std::string errorOf(const InitOptions& o) {
 }
 
 TEST(ResolveInit, env_method) {
-  ScopedEnv env({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "node7"},
+  ScopedEnv env({{"RANK", "2"},
+                 {"WORLD_SIZE", "4"},
+                 {"LOCAL_RANK", "0"},
+                 {"MASTER_ADDR", "node7"},
                  {"MASTER_PORT", "29511"}});
   auto r = resolveInit({});
   EXPECT_EQ(r.rank, 2);
@@ -84,8 +102,8 @@ TEST(ResolveInit, rank_zero_hosts_store_unless_agent_does) {
 
 TEST(ResolveInit, open_mpi_and_slurm_variables) {
   {
-    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"},
-                   {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}});
+    ScopedEnv env(
+        {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}});
     auto r = resolveInit({.init_method = "file:///tmp/x"});
     EXPECT_EQ(r.rank, 1);
     EXPECT_EQ(r.world_size, 3);
@@ -191,7 +209,8 @@ TEST(MultiProcess, gloo3_ranks) { runProcesses("gloo", 3); }
 TEST(MultiProcess, auto2_ranks) { runProcesses("auto", 2); }
 
 TEST(MultiProcess, file_init_method) {
-  std::string path = (std::filesystem::temp_directory_path() / ("lockstep_init_" + std::to_string(::getpid()))).string();
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("lockstep_init_" + std::to_string(::getpid()))).string();
   std::filesystem::remove(path);
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r) {
@@ -200,7 +219,8 @@ TEST(MultiProcess, file_init_method) {
     if (pid == 0) {
       int code = 0;
       try {
-        auto pg = initProcessGroup({.backend = "shm", .init_method = "file://" + path, .rank = r, .world_size = 2});
+        auto pg =
+            initProcessGroup({.backend = "shm", .init_method = "file://" + path, .rank = r, .world_size = 2});
         int64_t v = r + 5;
         pg->allreduce(&v, 1, DType::i64, {.op = ReduceOp::max})->wait();
         code = v == 6 ? 0 : 3;

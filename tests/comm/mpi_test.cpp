@@ -15,12 +15,12 @@
 namespace lockstep::comm {
 namespace {
 
-#define WORKER_CHECK(cond)                                                       \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
+#define WORKER_CHECK(cond)                                                                \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
       std::fprintf(stderr, "rank %d: check failed: %s (line %d)\n", me, #cond, __LINE__); \
-      return 1;                                                                  \
-    }                                                                            \
+      return 1;                                                                           \
+    }                                                                                     \
   } while (0)
 
 int mpiWorker() {
@@ -94,8 +94,9 @@ TEST(Mpi, three_ranks_under_mpirun) {
   if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not installed";
   char self[4096] = {};
   ASSERT_GT(::readlink("/proc/self/exe", self, sizeof(self) - 1), 0);
-  std::string cmd = std::string("LOCKSTEP_COMM_TEST_MPI_WORKER=1 OMPI_MCA_btl_vader_single_copy_mechanism=none "
-                                "timeout 120 mpirun -np 3 --allow-run-as-root --oversubscribe ") +
+  std::string cmd = std::string(
+                        "LOCKSTEP_COMM_TEST_MPI_WORKER=1 OMPI_MCA_btl_vader_single_copy_mechanism=none "
+                        "timeout 120 mpirun -np 3 --allow-run-as-root --oversubscribe ") +
                     self + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);

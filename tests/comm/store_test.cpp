@@ -185,7 +185,8 @@ TEST_P(StoreTest, wait_timeout_lists_missing_keys) {
 TEST_P(StoreTest, concurrent_adds_are_atomic) {
   constexpr int kThreads = 4, kAdds = 100;
   std::vector<std::shared_ptr<Store>> clients;
-  for (int i = 0; i < kThreads; ++i) clients.push_back(i % 2 ? client() : clients.empty() ? client() : clients[0]);
+  for (int i = 0; i < kThreads; ++i)
+    clients.push_back(i % 2 ? client() : clients.empty() ? client() : clients[0]);
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {

@@ -23,16 +23,17 @@ inline Tensor randomTensor(const Shape& shape, DType dtype = DType::f64, uint64_
 }
 
 /// Element-wise |a - b| <= atol + rtol * |b|, reporting the first mismatch and its index.
-inline ::testing::AssertionResult tensorsNear(const Tensor& a, const Tensor& b, double atol, double rtol = 0.0) {
+inline ::testing::AssertionResult tensorsNear(const Tensor& a, const Tensor& b, double atol,
+                                              double rtol = 0.0) {
   if (a.shape() != b.shape()) {
-    return ::testing::AssertionFailure() << "shapes differ: " << shapeToString(a.shape()) << " vs "
-                                         << shapeToString(b.shape());
+    return ::testing::AssertionFailure()
+           << "shapes differ: " << shapeToString(a.shape()) << " vs " << shapeToString(b.shape());
   }
   auto va = a.toVector<double>(), vb = b.toVector<double>();
   for (size_t i = 0; i < va.size(); ++i) {
     if (!(std::abs(va[i] - vb[i]) <= atol + rtol * std::abs(vb[i]))) {
-      return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i]
-                                           << " (atol " << atol << ", rtol " << rtol << ")";
+      return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i] << " (atol "
+                                           << atol << ", rtol " << rtol << ")";
     }
   }
   return ::testing::AssertionSuccess();
@@ -85,8 +86,8 @@ inline ::testing::AssertionResult gradientsMatch(const VariadicFn& f, const std:
       }
       double numeric = (objective(plus) - objective(minus)) / (2 * eps);
       if (!(std::abs(numeric - va[j]) <= atol + rtol * std::abs(numeric))) {
-        return ::testing::AssertionFailure() << "input " << i << " element " << j << ": backward gives " << va[j]
-                                             << ", finite differences give " << numeric;
+        return ::testing::AssertionFailure() << "input " << i << " element " << j << ": backward gives "
+                                             << va[j] << ", finite differences give " << numeric;
       }
     }
   }

@@ -1,8 +1,9 @@
+#include "lockstep/data/distributed_batch_sampler.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "lockstep/data/distributed_batch_sampler.h"
 #include "lockstep/util/error.h"
 
 using namespace lockstep;

@@ -137,6 +137,7 @@ TEST(MaxPool2d, ties_go_to_the_first_maximum) {
     auto r = kernels::maxPool2dForward(x, p, true);
     Tensor gy = layout(randomTensor(r.y.shape(), DType::f32, 7), cl);
     EXPECT_TRUE(tensorsNear(kernels::maxPool2dBackward(gy, x, r.workspace, p),
-                            kernels::reference::maxPool2dBackward(gy, x, Tensor(), kernels::resolvePool2d(p)), 1e-6));
+                            kernels::reference::maxPool2dBackward(gy, x, Tensor(), kernels::resolvePool2d(p)),
+                            1e-6));
   }
 }

@@ -166,7 +166,8 @@ TEST(ModelZoo, mnist_cnn_relu_after_pool_equals_relu_then_pool) {
   autograd::Conv2dOptions relu;
   relu.fuse_relu = true;
   autograd::Pool2dOptions pool;
-  Variable h = autograd::maxPool2d(autograd::conv2d(Variable(x), p["conv1.weight"], p["conv1.bias"], relu), pool);
+  Variable h =
+      autograd::maxPool2d(autograd::conv2d(Variable(x), p["conv1.weight"], p["conv1.bias"], relu), pool);
   h = autograd::maxPool2d(autograd::conv2d(h, p["conv2.weight"], p["conv2.bias"], relu), pool);
   h = autograd::flatten(autograd::conv2d(h, p["conv3.weight"], p["conv3.bias"], relu), 1);
   h = autograd::relu(autograd::linear(h, p["fc1.weight"], p["fc1.bias"]));

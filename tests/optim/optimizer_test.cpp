@@ -312,7 +312,8 @@ TEST(Optim, layouts_of_parameter_and_gradient_may_differ) {
   }
   EXPECT_TRUE(cl.tensor().isChannelsLast());
   EXPECT_EQ(plain.tensor().toVector<float>(), cl.tensor().toVector<float>());
-  EXPECT_EQ(a.stateDict().state.at("0.exp_avg").toVector<float>(), b.stateDict().state.at("0.exp_avg").toVector<float>());
+  EXPECT_EQ(a.stateDict().state.at("0.exp_avg").toVector<float>(),
+            b.stateDict().state.at("0.exp_avg").toVector<float>());
   // The loaded state takes the parameter's layout whatever the saved layout was.
   Adam c({cl}, AdamOptions{.lr = 0.1});
   c.loadStateDict(a.stateDict());

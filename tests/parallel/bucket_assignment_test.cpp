@@ -1,6 +1,7 @@
+#include "lockstep/parallel/bucket_assignment.h"
+
 #include <gtest/gtest.h>
 
-#include "lockstep/parallel/bucket_assignment.h"
 #include "lockstep/util/error.h"
 
 using namespace lockstep;

@@ -81,7 +81,8 @@ void expectSameParams(nn::Module& got, nn::Module& want, double tol) {
   }
 }
 
-void checkEquivalence(const std::string& opt_kind, int world, const DistributedDataParallelOptions& ddp_opts = {}) {
+void checkEquivalence(const std::string& opt_kind, int world,
+                      const DistributedDataParallelOptions& ddp_opts = {}) {
   const int64_t b = 4;
   const int steps = 20;
   auto ref = makeNet(7);

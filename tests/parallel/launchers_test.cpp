@@ -35,8 +35,8 @@ std::string torchrunToyLoss() {
   const int port = freePort();
   std::vector<Rank> ranks;
   for (int r = 0; r < 2; ++r) {
-    ranks.push_back(spawnRank({kToy, "--max-epochs", "2"}, r, 2, port,
-                              logPath("toy_ref" + std::to_string(r))));
+    ranks.push_back(
+        spawnRank({kToy, "--max-epochs", "2"}, r, 2, port, logPath("toy_ref" + std::to_string(r))));
   }
   for (auto& r : ranks) EXPECT_EQ(waitFor(r.pid, std::chrono::seconds(120)), 0) << slurp(r.log);
   std::string out = slurp(ranks[0].log);

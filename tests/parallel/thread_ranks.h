@@ -15,7 +15,8 @@
 
 namespace lockstep::testing {
 
-inline void runThreadRanks(int world, const std::function<void(int, std::shared_ptr<comm::ProcessGroup>)>& fn) {
+inline void runThreadRanks(int world,
+                           const std::function<void(int, std::shared_ptr<comm::ProcessGroup>)>& fn) {
   const char* backend = std::getenv("LOCKSTEP_TEST_BACKEND");
   auto store = std::make_shared<comm::HashStore>();
   std::vector<std::thread> threads;

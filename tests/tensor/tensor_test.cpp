@@ -1,8 +1,8 @@
+#include "lockstep/tensor.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "lockstep/tensor.h"
 
 using namespace lockstep;
 
@@ -46,7 +46,7 @@ TEST(Tensor, cast_and_copy) {
   EXPECT_EQ(t.to(DType::f16).toVector<float>(), (std::vector<float>{1.5f, -2.25f, 3.0f}));
   EXPECT_EQ(static_cast<float>(Half(65504.0f)), 65504.0f);
   EXPECT_EQ(static_cast<float>(Half(1e-7f)), static_cast<float>(Half(1e-7f)));
-  EXPECT_NEAR(static_cast<float>(Half(1e-6f)), 1e-6f, 6e-8f);  // subnormal
+  EXPECT_NEAR(static_cast<float>(Half(1e-6f)), 1e-6f, 6e-8f);        // subnormal
   EXPECT_EQ(static_cast<float>(BFloat16(1.0f + 1.0f / 256)), 1.0f);  // ties to even
   Tensor x = Tensor::fromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor y = Tensor::zeros({3, 2});

@@ -1,9 +1,10 @@
+#include "lockstep/train/checkpoint.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "lockstep/train/checkpoint.h"
 #include "lockstep/util/file.h"
 
 using namespace lockstep;

@@ -1,10 +1,11 @@
+#include "lockstep/train/safetensors.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 
-#include "lockstep/train/safetensors.h"
 #include "lockstep/util/file.h"
 
 using namespace lockstep;
@@ -49,10 +50,11 @@ TEST(Safetensors, round_trip_all_dtypes) {
 
 TEST(Safetensors, python_can_read_it) {
   // Cross-check with the reference implementation when torch (and so a Python reader) is present.
-  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3-torch";
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no python3-torch";
   std::string dir = tempDir();
-  saveSafetensors(dir + "/m.safetensors",
-                  {{"a", Tensor::fromVector<float>({1, 2, 3}, {3})}, {"b", Tensor::fromVector<int64_t>({4}, {1})}});
+  saveSafetensors(dir + "/m.safetensors", {{"a", Tensor::fromVector<float>({1, 2, 3}, {3})},
+                                           {"b", Tensor::fromVector<int64_t>({4}, {1})}});
   // A minimal reader following the published format, in Python, independent of lockstep's code.
   std::string py =
       "import json,struct,sys\n"

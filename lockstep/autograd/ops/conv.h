@@ -17,7 +17,8 @@ struct Conv2dOptions {
   bool fuse_relu = false;  // relu(conv(x) + b) as one oneDNN primitive with a post-op
 };
 /// x [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] or undefined.
-Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, const Conv2dOptions& opts = {});
+Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,
+                const Conv2dOptions& opts = {});
 
 struct Pool2dOptions {
   std::array<int64_t, 2> kernel{2, 2};
@@ -32,8 +33,8 @@ Variable maxPool2d(const Variable& x, const Pool2dOptions& opts);
 /// gradient's sums). It runs over the batch in chunks sized so the convolution's output stays in
 /// the core's cache, and keeps only the pooling workspace for backward, never that output: far
 /// less memory traffic for a CNN's first, largest layers. conv.fuse_relu must be false.
-Variable conv2dMaxPool2d(const Variable& x, const Variable& weight, const Variable& bias, const Conv2dOptions& conv,
-                         const Pool2dOptions& pool, bool relu);
+Variable conv2dMaxPool2d(const Variable& x, const Variable& weight, const Variable& bias,
+                         const Conv2dOptions& conv, const Pool2dOptions& pool, bool relu);
 Variable avgPool2d(const Variable& x, const Pool2dOptions& opts);
 /// Output [N, C, oh, ow] with PyTorch's adaptive bin boundaries.
 Variable adaptiveAvgPool2d(const Variable& x, std::array<int64_t, 2> output_size);

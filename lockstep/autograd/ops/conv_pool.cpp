@@ -5,6 +5,8 @@
 // each maximum came from). Backward walks the same chunks: pooling's backward rebuilds one chunk of
 // the convolution's output gradient, which feeds the convolution's backward at once. Fewer bytes
 // through the shared cache per step is what lets ranks on neighbouring cores not slow each other.
+#include <algorithm>
+
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/activation.h"
 #include "lockstep/autograd/ops/conv.h"
@@ -15,8 +17,6 @@
 #include "lockstep/kernels/layout.h"
 #include "lockstep/kernels/pool.h"
 #include "lockstep/kernels/threads.h"
-
-#include <algorithm>
 
 namespace lockstep::autograd {
 
@@ -29,7 +29,8 @@ namespace {
 int64_t chunkSamples(const Shape& conv_out, DType dtype) {
   const int64_t per_sample = conv_out[1] * conv_out[2] * conv_out[3] * static_cast<int64_t>(dtypeSize(dtype));
   const int64_t budget = int64_t{1} << 20;
-  return std::clamp<int64_t>(budget * kernels::numThreads() / std::max<int64_t>(per_sample, 1), 1, conv_out[0]);
+  return std::clamp<int64_t>(budget * kernels::numThreads() / std::max<int64_t>(per_sample, 1), 1,
+                             conv_out[0]);
 }
 
 // out = max(in, 0) for two tensors of one dense layout.
@@ -53,20 +54,26 @@ class Conv2dMaxPool2dBackward final : public Node {
     Tensor conv_out;   // kept only when the pooling kernel has no workspace (reference kernels)
     Shape conv_shape, conv_strides;
   };
-  Conv2dMaxPool2dBackward(Tensor x, Tensor w, bool with_bias, kernels::Conv2dParams cp, kernels::Pool2dParams pp,
-                          Tensor y, std::vector<Chunk> chunks)
-      : x_(std::move(x)), w_(std::move(w)), with_bias_(with_bias), cp_(cp), pp_(pp), y_(std::move(y)),
+  Conv2dMaxPool2dBackward(Tensor x, Tensor w, bool with_bias, kernels::Conv2dParams cp,
+                          kernels::Pool2dParams pp, Tensor y, std::vector<Chunk> chunks)
+      : x_(std::move(x)),
+        w_(std::move(w)),
+        with_bias_(with_bias),
+        cp_(cp),
+        pp_(pp),
+        y_(std::move(y)),
         chunks_(std::move(chunks)) {}
 
   std::vector<Tensor> apply(const Tensor& gy_in) override {
     std::vector<Tensor> grads(3);
     const bool want_x = edges_[0] != nullptr, want_w = edges_[1] != nullptr, want_b = with_bias_ && edges_[2];
-    if (want_x && chunks_.size() > 1) grads[0] = Tensor::empty(x_.shape(), x_.dtype(), MemoryFormat::channels_last);
+    if (want_x && chunks_.size() > 1)
+      grads[0] = Tensor::empty(x_.shape(), x_.dtype(), MemoryFormat::channels_last);
     for (const Chunk& c : chunks_) {
       Tensor gy = gy_in.narrow(0, c.start, c.size);
       if (y_.defined()) gy = kernels::reluBackward(gy, y_.narrow(0, c.start, c.size));
-      const Tensor conv_out = c.conv_out.defined() ? c.conv_out
-                                                   : Tensor::emptyStrided(c.conv_shape, c.conv_strides, x_.dtype());
+      const Tensor conv_out =
+          c.conv_out.defined() ? c.conv_out : Tensor::emptyStrided(c.conv_shape, c.conv_strides, x_.dtype());
       Tensor g = kernels::maxPool2dBackward(gy, conv_out, c.workspace, pp_);
       const Tensor xc = x_.narrow(0, c.start, c.size);
       if (want_x) {
@@ -111,11 +118,12 @@ class Conv2dMaxPool2dBackward final : public Node {
 
 }  // namespace
 
-Variable conv2dMaxPool2d(const Variable& x, const Variable& weight, const Variable& bias, const Conv2dOptions& conv,
-                         const Pool2dOptions& pool, bool relu) {
-  LOCKSTEP_ENFORCE(!conv.fuse_relu, ValueError,
-                   "conv2dMaxPool2d: set relu=true instead of Conv2dOptions.fuse_relu (the relu is applied after "
-                   "the pooling)");
+Variable conv2dMaxPool2d(const Variable& x, const Variable& weight, const Variable& bias,
+                         const Conv2dOptions& conv, const Pool2dOptions& pool, bool relu) {
+  LOCKSTEP_ENFORCE(
+      !conv.fuse_relu, ValueError,
+      "conv2dMaxPool2d: set relu=true instead of Conv2dOptions.fuse_relu (the relu is applied after "
+      "the pooling)");
   const kernels::Conv2dParams cp = convParams(conv);  // fuse_relu is false (checked above)
   const kernels::Pool2dParams pp = poolParams(pool);
   Tensor b = bias.defined() ? bias.tensor() : Tensor();
@@ -150,7 +158,8 @@ Variable conv2dMaxPool2d(const Variable& x, const Variable& weight, const Variab
       }
     }
     if (training) {
-      chunks.push_back({start, size, r.workspace, r.workspace.defined() ? Tensor() : c, c.shape(), c.strides()});
+      chunks.push_back(
+          {start, size, r.workspace, r.workspace.defined() ? Tensor() : c, c.shape(), c.strides()});
     }
   }
   return record<Conv2dMaxPool2dBackward>(y, {&x, &weight, &bias}, xin, weight.tensor(), b.defined(), cp, pp,

@@ -47,7 +47,7 @@ Variable narrow(const Variable& x, int64_t dim, int64_t start, int64_t length);
 Variable concat(const std::vector<Variable>& xs, int64_t dim);
 
 /// Normalises over the trailing dims of normalized_shape; weight/bias of that shape or undefined.
-Variable layerNorm(const Variable& x, const Shape& normalized_shape, const Variable& weight, const Variable& bias,
-                   double eps = 1e-5);
+Variable layerNorm(const Variable& x, const Shape& normalized_shape, const Variable& weight,
+                   const Variable& bias, double eps = 1e-5);
 
 }  // namespace lockstep::autograd

@@ -35,8 +35,8 @@ std::string describe(uint8_t type, uint64_t seq, uint64_t count, uint8_t dtype, 
 }  // namespace
 
 std::chrono::milliseconds remaining(const OpContext& ctx) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline -
-                                                                  std::chrono::steady_clock::now());
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(ctx.deadline - std::chrono::steady_clock::now());
   return std::max(ms, std::chrono::milliseconds(1));
 }
 
@@ -73,8 +73,8 @@ void exchangeOpDescs(::gloo::Context& context, const OpContext& ctx, const GlooO
   }
   if (!failed.empty()) {
     throw PeerError(concat(ctx.name, " failed on rank ", r, ": connections to ranks ", rankList(failed),
-                           " broke (did they die?); ranks ", rankList(failed), " did not arrive (gloo: ",
-                           failure, ")"));
+                           " broke (did they die?); ranks ", rankList(failed),
+                           " did not arrive (gloo: ", failure, ")"));
   }
   if (!missing.empty()) {
     throw TimeoutError(concat(ctx.name, " timed out after ", ctx.timeout.count(), " ms on rank ", r,
@@ -86,12 +86,11 @@ void exchangeOpDescs(::gloo::Context& context, const OpContext& ctx, const GlooO
   }
   for (int j = 0; j < n; ++j) {
     if (!(descs[j] == mine)) {
-      throw PeerError(concat(ctx.name, ": ranks issued different collectives in the same slot: rank ", r,
-                             " issued ", describe(mine.type, mine.seq, mine.count, mine.dtype, mine.root),
-                             " but rank ", j, " issued ",
-                             describe(descs[j].type, descs[j].seq, descs[j].count, descs[j].dtype,
-                                      descs[j].root),
-                             "; every rank must issue the same collectives in the same order"));
+      throw PeerError(concat(
+          ctx.name, ": ranks issued different collectives in the same slot: rank ", r, " issued ",
+          describe(mine.type, mine.seq, mine.count, mine.dtype, mine.root), " but rank ", j, " issued ",
+          describe(descs[j].type, descs[j].seq, descs[j].count, descs[j].dtype, descs[j].root),
+          "; every rank must issue the same collectives in the same order"));
     }
   }
 }

@@ -27,10 +27,10 @@
 
 namespace lockstep::comm {
 
-using ::lockstep::detail::concat;
 using gloo_detail::exchangeOpDescs;
 using gloo_detail::GlooOpDesc;
 using gloo_detail::remaining;
+using ::lockstep::detail::concat;
 
 namespace {
 
@@ -97,19 +97,19 @@ void GlooProcessGroup::run(const OpContext& ctx, DType dtype, size_t count, int 
   } catch (const std::exception& e) {
     std::string m = e.what();
     if (m.find("Timed out") != std::string::npos) {
-      throw TimeoutError(concat(ctx.name, " timed out after ", ctx.timeout.count(), " ms on rank ",
-                                rank(), " during the data exchange (all ranks had arrived; a peer "
-                                        "stalled): ", m));
+      throw TimeoutError(concat(ctx.name, " timed out after ", ctx.timeout.count(), " ms on rank ", rank(),
+                                " during the data exchange (all ranks had arrived; a peer "
+                                "stalled): ",
+                                m));
     }
     throw PeerError(concat(ctx.name, " failed on rank ", rank(),
                            ": a peer connection broke during the data exchange (did a rank die?): ", m));
   }
 }
 
-#define LOCKSTEP_GLOO_OP(TYPE, DETAIL, TIMEOUT, DTYPE, COUNT, ROOT, OP, ...)                    \
-  enqueue(TYPE, DETAIL, TIMEOUT, [=, this](const OpContext& ctx) {                              \
-    run(ctx, DTYPE, COUNT, ROOT, OP, [&] { __VA_ARGS__; });                                     \
-  })
+#define LOCKSTEP_GLOO_OP(TYPE, DETAIL, TIMEOUT, DTYPE, COUNT, ROOT, OP, ...) \
+  enqueue(TYPE, DETAIL, TIMEOUT,                                             \
+          [=, this](const OpContext& ctx) { run(ctx, DTYPE, COUNT, ROOT, OP, [&] { __VA_ARGS__; }); })
 
 void GlooProcessGroup::runAllreduce(const OpContext& ctx, void* data, size_t count, DType dtype,
                                     ReduceOp op) {
@@ -118,9 +118,8 @@ void GlooProcessGroup::runAllreduce(const OpContext& ctx, void* data, size_t cou
     using T = std::remove_pointer_t<decltype(tag)>;
     ::gloo::AllreduceOptions o(context_);
     o.setOutput(static_cast<T*>(data), count);
-    o.setReduceFunction([dtype, op](void* c, const void* a, const void* b, size_t n) {
-      reduceInto(c, a, b, n, dtype, op);
-    });
+    o.setReduceFunction(
+        [dtype, op](void* c, const void* a, const void* b, size_t n) { reduceInto(c, a, b, n, dtype, op); });
     o.setTag(static_cast<uint32_t>(ctx.seq));
     o.setTimeout(remaining(ctx));
     ::gloo::allreduce(o);
@@ -132,12 +131,14 @@ std::shared_ptr<Work> GlooProcessGroup::allreduce(void* data, size_t count, DTyp
                                                   const AllreduceOptions& o) {
   return enqueue(
       OpType::allreduce, concat(count, " x ", dtypeName(dtype)), o.timeout,
-      [=, this](const OpContext& ctx) { run(ctx, dtype, count, -1, o.op, [&] { runAllreduce(ctx, data, count, dtype, o.op); }); },
+      [=, this](const OpContext& ctx) {
+        run(ctx, dtype, count, -1, o.op, [&] { runAllreduce(ctx, data, count, dtype, o.op); });
+      },
       o.defer);
 }
 
-std::shared_ptr<Work> GlooProcessGroup::reduceScatter(const void* in, void* out, size_t count,
-                                                      DType dtype, const ReduceScatterOptions& o) {
+std::shared_ptr<Work> GlooProcessGroup::reduceScatter(const void* in, void* out, size_t count, DType dtype,
+                                                      const ReduceScatterOptions& o) {
   return LOCKSTEP_GLOO_OP(
       OpType::reduceScatter, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count, -1, o.op,
       gloo_detail::ringReduceScatter(*context_, ctx, in, out, count, dtype, o.op, workspace_));
@@ -146,8 +147,8 @@ std::shared_ptr<Work> GlooProcessGroup::reduceScatter(const void* in, void* out,
 std::shared_ptr<Work> GlooProcessGroup::broadcast(void* data, size_t count, DType dtype,
                                                   const BroadcastOptions& o) {
   checkRoot(o.root, "broadcast");
-  return LOCKSTEP_GLOO_OP(OpType::broadcast, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype,
-                          count, o.root, ReduceOp::sum, {
+  return LOCKSTEP_GLOO_OP(OpType::broadcast, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
+                          o.root, ReduceOp::sum, {
                             if (count == 0) return;
                             withType(dtype, [&](auto* tag) {
                               using T = std::remove_pointer_t<decltype(tag)>;
@@ -164,30 +165,29 @@ std::shared_ptr<Work> GlooProcessGroup::broadcast(void* data, size_t count, DTyp
 std::shared_ptr<Work> GlooProcessGroup::reduce(void* data, size_t count, DType dtype,
                                                const ReduceOptions& o) {
   checkRoot(o.root, "reduce");
-  return LOCKSTEP_GLOO_OP(OpType::reduce, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype,
-                          count, o.root, o.op, {
-                            if (count == 0) return;
-                            withType(dtype, [&](auto* tag) {
-                              using T = std::remove_pointer_t<decltype(tag)>;
-                              ::gloo::ReduceOptions g(context_);
-                              g.setOutput(static_cast<T*>(data), count);
-                              g.setRoot(o.root);
-                              g.setReduceFunction([dtype, op = o.op](void* c, const void* a,
-                                                                     const void* b, size_t n) {
-                                reduceInto(c, a, b, n, dtype, op);
-                              });
-                              g.setTag(static_cast<uint32_t>(ctx.seq));
-                              g.setTimeout(remaining(ctx));
-                              ::gloo::reduce(g);
-                            });
-                            if (o.op == ReduceOp::avg && rank() == o.root) divideBy(data, count, dtype, size());
-                          });
+  return LOCKSTEP_GLOO_OP(
+      OpType::reduce, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count, o.root, o.op, {
+        if (count == 0) return;
+        withType(dtype, [&](auto* tag) {
+          using T = std::remove_pointer_t<decltype(tag)>;
+          ::gloo::ReduceOptions g(context_);
+          g.setOutput(static_cast<T*>(data), count);
+          g.setRoot(o.root);
+          g.setReduceFunction([dtype, op = o.op](void* c, const void* a, const void* b, size_t n) {
+            reduceInto(c, a, b, n, dtype, op);
+          });
+          g.setTag(static_cast<uint32_t>(ctx.seq));
+          g.setTimeout(remaining(ctx));
+          ::gloo::reduce(g);
+        });
+        if (o.op == ReduceOp::avg && rank() == o.root) divideBy(data, count, dtype, size());
+      });
 }
 
-std::shared_ptr<Work> GlooProcessGroup::allgather(const void* in, void* out, size_t count,
-                                                  DType dtype, const AllgatherOptions& o) {
-  return LOCKSTEP_GLOO_OP(OpType::allgather, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype,
-                          count, -1, ReduceOp::sum, {
+std::shared_ptr<Work> GlooProcessGroup::allgather(const void* in, void* out, size_t count, DType dtype,
+                                                  const AllgatherOptions& o) {
+  return LOCKSTEP_GLOO_OP(OpType::allgather, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
+                          -1, ReduceOp::sum, {
                             if (count == 0) return;
                             withType(dtype, [&](auto* tag) {
                               using T = std::remove_pointer_t<decltype(tag)>;
@@ -226,8 +226,8 @@ std::shared_ptr<Work> GlooProcessGroup::allgatherv(const void* in, void* out,
 std::shared_ptr<Work> GlooProcessGroup::gather(const void* in, void* out, size_t count, DType dtype,
                                                const GatherOptions& o) {
   checkRoot(o.root, "gather");
-  return LOCKSTEP_GLOO_OP(OpType::gather, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype,
-                          count, o.root, ReduceOp::sum, {
+  return LOCKSTEP_GLOO_OP(OpType::gather, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
+                          o.root, ReduceOp::sum, {
                             if (count == 0) return;
                             withType(dtype, [&](auto* tag) {
                               using T = std::remove_pointer_t<decltype(tag)>;
@@ -245,8 +245,8 @@ std::shared_ptr<Work> GlooProcessGroup::gather(const void* in, void* out, size_t
 std::shared_ptr<Work> GlooProcessGroup::scatter(const void* in, void* out, size_t count, DType dtype,
                                                 const ScatterOptions& o) {
   checkRoot(o.root, "scatter");
-  return LOCKSTEP_GLOO_OP(OpType::scatter, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype,
-                          count, o.root, ReduceOp::sum, {
+  return LOCKSTEP_GLOO_OP(OpType::scatter, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
+                          o.root, ReduceOp::sum, {
                             if (count == 0) return;
                             withType(dtype, [&](auto* tag) {
                               using T = std::remove_pointer_t<decltype(tag)>;
@@ -266,10 +266,10 @@ std::shared_ptr<Work> GlooProcessGroup::scatter(const void* in, void* out, size_
                           });
 }
 
-std::shared_ptr<Work> GlooProcessGroup::alltoall(const void* in, void* out, size_t count,
-                                                 DType dtype, const AlltoallOptions& o) {
-  return LOCKSTEP_GLOO_OP(OpType::alltoall, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype,
-                          count, -1, ReduceOp::sum, {
+std::shared_ptr<Work> GlooProcessGroup::alltoall(const void* in, void* out, size_t count, DType dtype,
+                                                 const AlltoallOptions& o) {
+  return LOCKSTEP_GLOO_OP(OpType::alltoall, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
+                          -1, ReduceOp::sum, {
                             if (count == 0) return;
                             withType(dtype, [&](auto* tag) {
                               using T = std::remove_pointer_t<decltype(tag)>;
@@ -298,7 +298,8 @@ std::shared_ptr<Work> GlooProcessGroup::send(const void* data, size_t count, DTy
   return enqueue(OpType::send, concat(count, " x ", dtypeName(dtype), " to rank ", dst), o.timeout,
                  [=, this](const OpContext& ctx) {
                    run(ctx, dtype, count, dst, ReduceOp::sum, [&] {
-                     auto buf = context_->createUnboundBuffer(const_cast<void*>(data), count * dtypeSize(dtype));
+                     auto buf =
+                         context_->createUnboundBuffer(const_cast<void*>(data), count * dtypeSize(dtype));
                      buf->send(dst, ::gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(o.tag)));
                      buf->waitSend(remaining(ctx));
                    });
@@ -329,9 +330,9 @@ std::shared_ptr<ProcessGroup> GlooProcessGroup::newGroup(const std::vector<int>&
   if (it == sorted.end()) return nullptr;
   GlooOptions o = options_;
   o.timeout = timeout();
-  return std::make_shared<GlooProcessGroup>(
-      std::make_shared<PrefixStore>("sub" + std::to_string(id), store_),
-      static_cast<int>(it - sorted.begin()), static_cast<int>(sorted.size()), o);
+  return std::make_shared<GlooProcessGroup>(std::make_shared<PrefixStore>("sub" + std::to_string(id), store_),
+                                            static_cast<int>(it - sorted.begin()),
+                                            static_cast<int>(sorted.size()), o);
 }
 
 }  // namespace lockstep::comm

@@ -42,8 +42,8 @@ class GlooProcessGroup : public ProcessGroup {
                                const ReduceOptions& opts = {}) override;
   std::shared_ptr<Work> allgather(const void* in, void* out, size_t count, DType dtype,
                                   const AllgatherOptions& opts = {}) override;
-  std::shared_ptr<Work> allgatherv(const void* in, void* out, const std::vector<size_t>& counts,
-                                   DType dtype, const AllgatherOptions& opts = {}) override;
+  std::shared_ptr<Work> allgatherv(const void* in, void* out, const std::vector<size_t>& counts, DType dtype,
+                                   const AllgatherOptions& opts = {}) override;
   std::shared_ptr<Work> reduceScatter(const void* in, void* out, size_t count, DType dtype,
                                       const ReduceScatterOptions& opts = {}) override;
   std::shared_ptr<Work> gather(const void* in, void* out, size_t count, DType dtype,

@@ -13,8 +13,7 @@ std::vector<char> GlooStoreAdapter::get(const std::string& key) {
 
 void GlooStoreAdapter::wait(const std::vector<std::string>& keys) { store_->wait(keys); }
 
-void GlooStoreAdapter::wait(const std::vector<std::string>& keys,
-                            const std::chrono::milliseconds& timeout) {
+void GlooStoreAdapter::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
   store_->wait(keys, timeout);
 }
 

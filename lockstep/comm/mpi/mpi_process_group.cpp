@@ -46,13 +46,19 @@ void ensureMpiInit() {
 
 MPI_Datatype mpiType(DType t) {
   switch (t) {
-    case DType::f32: return MPI_FLOAT;
-    case DType::f64: return MPI_DOUBLE;
-    case DType::i32: return MPI_INT32_T;
-    case DType::i64: return MPI_INT64_T;
-    case DType::u8: return MPI_UINT8_T;
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::f64:
+      return MPI_DOUBLE;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
+    case DType::u8:
+      return MPI_UINT8_T;
     case DType::bf16:
-    case DType::f16: return MPI_UINT16_T;
+    case DType::f16:
+      return MPI_UINT16_T;
   }
   return MPI_BYTE;
 }
@@ -74,10 +80,14 @@ MPI_Op halfOp(ReduceOp op) {
   });
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: return ops[0];
-    case ReduceOp::min: return ops[1];
-    case ReduceOp::max: return ops[2];
-    case ReduceOp::product: return ops[3];
+    case ReduceOp::avg:
+      return ops[0];
+    case ReduceOp::min:
+      return ops[1];
+    case ReduceOp::max:
+      return ops[2];
+    case ReduceOp::product:
+      return ops[3];
   }
   return ops[0];
 }
@@ -87,10 +97,14 @@ MPI_Op mpiOp(ReduceOp op, DType t) {
   if (t == DType::f16) return halfOp<DType::f16>(op);
   switch (op) {
     case ReduceOp::sum:
-    case ReduceOp::avg: return MPI_SUM;
-    case ReduceOp::min: return MPI_MIN;
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::product: return MPI_PROD;
+    case ReduceOp::avg:
+      return MPI_SUM;
+    case ReduceOp::min:
+      return MPI_MIN;
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::product:
+      return MPI_PROD;
   }
   return MPI_SUM;
 }
@@ -154,7 +168,8 @@ void MpiProcessGroup::waitRequest(const OpContext& ctx, MPI_Request* req, const 
     }
     if (std::chrono::steady_clock::now() >= ctx.deadline) {
       throw TimeoutError(concat(ctx.name, " timed out after ", ctx.timeout.count(), " ms on rank ", rank(),
-                                " in ", call, ": some ranks did not arrive (MPI cannot say which; "
+                                " in ", call,
+                                ": some ranks did not arrive (MPI cannot say which; "
                                 "they are stuck or issued fewer collectives)"));
     }
     std::this_thread::sleep_for(pause);
@@ -166,8 +181,13 @@ template <typename Start>
 void MpiProcessGroup::run(const OpContext& ctx, DType dtype, size_t count, int root, ReduceOp op,
                           Start start) {
   if (size() > 1 && ctx.type != OpType::send && ctx.type != OpType::recv) {
-    Desc mine{ctx.seq, count, root, static_cast<uint8_t>(ctx.type), static_cast<uint8_t>(dtype),
-              static_cast<uint8_t>(op), 0};
+    Desc mine{ctx.seq,
+              count,
+              root,
+              static_cast<uint8_t>(ctx.type),
+              static_cast<uint8_t>(dtype),
+              static_cast<uint8_t>(op),
+              0};
     std::vector<Desc> all(size());
     MPI_Request req;
     check(MPI_Iallgather(&mine, sizeof(Desc), MPI_BYTE, all.data(), sizeof(Desc), MPI_BYTE, comm_, &req),
@@ -175,10 +195,10 @@ void MpiProcessGroup::run(const OpContext& ctx, DType dtype, size_t count, int r
     waitRequest(ctx, &req, "the op check (MPI_Iallgather)");
     for (int j = 0; j < size(); ++j) {
       if (all[j] == mine) continue;
-      throw PeerError(concat(ctx.name, ": ranks issued different collectives in the same slot: rank ",
-                             rank(), " issued ", opTypeName(ctx.type), " #", ctx.seq, " (count ", count,
-                             ") but rank ", j, " issued ", opTypeName(static_cast<OpType>(all[j].type)),
-                             " #", all[j].seq, " (count ", all[j].count,
+      throw PeerError(concat(ctx.name, ": ranks issued different collectives in the same slot: rank ", rank(),
+                             " issued ", opTypeName(ctx.type), " #", ctx.seq, " (count ", count,
+                             ") but rank ", j, " issued ", opTypeName(static_cast<OpType>(all[j].type)), " #",
+                             all[j].seq, " (count ", all[j].count,
                              "); every rank must issue the same collectives in the same order"));
     }
   }
@@ -187,24 +207,25 @@ void MpiProcessGroup::run(const OpContext& ctx, DType dtype, size_t count, int r
   if (req != MPI_REQUEST_NULL) waitRequest(ctx, &req, call);
 }
 
-#define LOCKSTEP_MPI_OP(TYPE, DETAIL, TIMEOUT, DTYPE, COUNT, ROOT, OP, ...) \
-  enqueue(TYPE, DETAIL, TIMEOUT, [=, this](const OpContext& ctx) {        \
+#define LOCKSTEP_MPI_OP(TYPE, DETAIL, TIMEOUT, DTYPE, COUNT, ROOT, OP, ...)                 \
+  enqueue(TYPE, DETAIL, TIMEOUT, [=, this](const OpContext& ctx) {                          \
     run(ctx, DTYPE, COUNT, ROOT, OP, [&](MPI_Request* req) -> const char* { __VA_ARGS__ }); \
   })
 
 std::shared_ptr<Work> MpiProcessGroup::allreduce(void* data, size_t count, DType dtype,
                                                  const AllreduceOptions& o) {
   int n = toInt(count, "allreduce");
-  return enqueue(OpType::allreduce, concat(count, " x ", dtypeName(dtype)), o.timeout,
-                 [=, this](const OpContext& ctx) {
-                   run(ctx, dtype, count, -1, o.op, [&](MPI_Request* req) -> const char* {
-                     check(MPI_Iallreduce(MPI_IN_PLACE, data, n, mpiType(dtype), mpiOp(o.op, dtype), comm_, req),
-                           "MPI_Iallreduce", ctx);
-                     return "MPI_Iallreduce";
-                   });
-                   if (o.op == ReduceOp::avg) divideBy(data, count, dtype, size());
-                 },
-                 o.defer);
+  return enqueue(
+      OpType::allreduce, concat(count, " x ", dtypeName(dtype)), o.timeout,
+      [=, this](const OpContext& ctx) {
+        run(ctx, dtype, count, -1, o.op, [&](MPI_Request* req) -> const char* {
+          check(MPI_Iallreduce(MPI_IN_PLACE, data, n, mpiType(dtype), mpiOp(o.op, dtype), comm_, req),
+                "MPI_Iallreduce", ctx);
+          return "MPI_Iallreduce";
+        });
+        if (o.op == ReduceOp::avg) divideBy(data, count, dtype, size());
+      },
+      o.defer);
 }
 
 std::shared_ptr<Work> MpiProcessGroup::reduce(void* data, size_t count, DType dtype, const ReduceOptions& o) {
@@ -263,8 +284,9 @@ std::shared_ptr<Work> MpiProcessGroup::allgather(const void* in, void* out, size
                          });
 }
 
-std::shared_ptr<Work> MpiProcessGroup::allgatherv(const void* in, void* out, const std::vector<size_t>& counts,
-                                                  DType dtype, const AllgatherOptions& o) {
+std::shared_ptr<Work> MpiProcessGroup::allgatherv(const void* in, void* out,
+                                                  const std::vector<size_t>& counts, DType dtype,
+                                                  const AllgatherOptions& o) {
   LOCKSTEP_ENFORCE(counts.size() == static_cast<size_t>(size()), ValueError, "allgatherv: counts has ",
                    counts.size(), " entries but the group has ", size(), " ranks");
   std::vector<int> icounts(size()), displs(size());
@@ -274,8 +296,8 @@ std::shared_ptr<Work> MpiProcessGroup::allgatherv(const void* in, void* out, con
     displs[j] = toInt(total, "allgatherv");
     total += counts[j];
   }
-  return LOCKSTEP_MPI_OP(OpType::allgatherv, concat(counts[rank()], " x ", dtypeName(dtype)), o.timeout, dtype,
-                         total, -1, ReduceOp::sum, {
+  return LOCKSTEP_MPI_OP(OpType::allgatherv, concat(counts[rank()], " x ", dtypeName(dtype)), o.timeout,
+                         dtype, total, -1, ReduceOp::sum, {
                            check(MPI_Iallgatherv(in, icounts[rank()], mpiType(dtype), out, icounts.data(),
                                                  displs.data(), mpiType(dtype), comm_, req),
                                  "MPI_Iallgatherv", ctx);
@@ -334,7 +356,8 @@ std::shared_ptr<Work> MpiProcessGroup::send(const void* data, size_t count, DTyp
   int n = toInt(count, "send");
   return LOCKSTEP_MPI_OP(OpType::send, concat(count, " x ", dtypeName(dtype), " to rank ", dst), o.timeout,
                          dtype, count, dst, ReduceOp::sum, {
-                           check(MPI_Isend(data, n, mpiType(dtype), dst, o.tag, comm_, req), "MPI_Isend", ctx);
+                           check(MPI_Isend(data, n, mpiType(dtype), dst, o.tag, comm_, req), "MPI_Isend",
+                                 ctx);
                            return "MPI_Isend";
                          });
 }
@@ -345,7 +368,8 @@ std::shared_ptr<Work> MpiProcessGroup::recv(void* data, size_t count, DType dtyp
   int n = toInt(count, "recv");
   return LOCKSTEP_MPI_OP(OpType::recv, concat(count, " x ", dtypeName(dtype), " from rank ", src), o.timeout,
                          dtype, count, src, ReduceOp::sum, {
-                           check(MPI_Irecv(data, n, mpiType(dtype), src, o.tag, comm_, req), "MPI_Irecv", ctx);
+                           check(MPI_Irecv(data, n, mpiType(dtype), src, o.tag, comm_, req), "MPI_Irecv",
+                                 ctx);
                            return "MPI_Irecv";
                          });
 }

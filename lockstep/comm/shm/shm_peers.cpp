@@ -56,9 +56,8 @@ std::string rankList(const std::vector<int>& ranks) {
 }  // namespace
 
 std::string describe(const OpDesc& d) {
-  std::string s = ::lockstep::detail::concat(opTypeName(static_cast<OpType>(d.type)), " #", d.seq,
-                                             " (count ", d.count, ", ",
-                                             dtypeName(static_cast<DType>(d.dtype)));
+  std::string s = ::lockstep::detail::concat(opTypeName(static_cast<OpType>(d.type)), " #", d.seq, " (count ",
+                                             d.count, ", ", dtypeName(static_cast<DType>(d.dtype)));
   auto t = static_cast<OpType>(d.type);
   if (t == OpType::allreduce || t == OpType::reduce || t == OpType::reduceScatter) {
     s += std::string(", ") + reduceOpName(static_cast<ReduceOp>(d.op));
@@ -72,21 +71,18 @@ ShmPeers::ShmPeers(int rank, std::vector<ShmHeader*> headers, std::chrono::micro
   many_threads_ = headers_.size() > std::max(1u, std::thread::hardware_concurrency());
 }
 
-void ShmPeers::post(const OpContext& ctx, const OpDesc& desc) {
-  headers_[rank_]->desc[ctx.seq & 1] = desc;
-}
+void ShmPeers::post(const OpContext& ctx, const OpDesc& desc) { headers_[rank_]->desc[ctx.seq & 1] = desc; }
 
 void ShmPeers::checkDescs(const OpContext& ctx) {
   const OpDesc& mine = headers_[rank_]->desc[ctx.seq & 1];
   for (size_t j = 0; j < headers_.size(); ++j) {
     const OpDesc& d = headers_[j]->desc[ctx.seq & 1];
-    bool same = d.seq == mine.seq && d.type == mine.type && d.dtype == mine.dtype &&
-                d.count == mine.count && d.extra == mine.extra && d.root == mine.root &&
-                d.op == mine.op;
+    bool same = d.seq == mine.seq && d.type == mine.type && d.dtype == mine.dtype && d.count == mine.count &&
+                d.extra == mine.extra && d.root == mine.root && d.op == mine.op;
     if (!same) {
       throw PeerError(::lockstep::detail::concat(
-          ctx.name, ": ranks issued different collectives in the same slot: rank ", rank_,
-          " issued ", describe(mine), " but rank ", j, " issued ", describe(d),
+          ctx.name, ": ranks issued different collectives in the same slot: rank ", rank_, " issued ",
+          describe(mine), " but rank ", j, " issued ", describe(d),
           "; every rank must issue the same collectives in the same order"));
     }
   }
@@ -127,15 +123,17 @@ void ShmPeers::fail(const OpContext& ctx, uint64_t first_block, bool timed_out) 
     what = "arrived but stalled mid-op";
   }
   if (timed_out) {
-    throw TimeoutError(::lockstep::detail::concat(
-        ctx.name, " timed out after ", ctx.timeout.count(), " ms on rank ", rank_, ": ranks ",
-        rankList(late), " ", what, " (stuck, or they issued fewer collectives)"));
+    throw TimeoutError(::lockstep::detail::concat(ctx.name, " timed out after ", ctx.timeout.count(),
+                                                  " ms on rank ", rank_, ": ranks ", rankList(late), " ",
+                                                  what, " (stuck, or they issued fewer collectives)"));
   }
   std::vector<int> dead, aborted;
   for (size_t j = 0; j < headers_.size(); ++j) {
     if (static_cast<int>(j) == rank_) continue;
-    if (headers_[j]->aborted.load()) aborted.push_back(static_cast<int>(j));
-    else if (processDead(headers_[j]->pid)) dead.push_back(static_cast<int>(j));
+    if (headers_[j]->aborted.load())
+      aborted.push_back(static_cast<int>(j));
+    else if (processDead(headers_[j]->pid))
+      dead.push_back(static_cast<int>(j));
   }
   throw PeerError(::lockstep::detail::concat(
       ctx.name, " failed on rank ", rank_, ": ranks ", rankList(late), " ", what,

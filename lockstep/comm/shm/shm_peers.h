@@ -37,7 +37,7 @@ struct alignas(64) ShmHeader {
   struct alignas(64) Line {
     std::atomic<uint64_t> value{0};
   };
-  Line counters[3];  // blocks staged / reduced / done, counted across ops
+  Line counters[3];                            // blocks staged / reduced / done, counted across ops
   alignas(64) std::atomic<uint32_t> event{0};  // futex word (used in rank 0's header)
   std::atomic<uint32_t> sleepers{0};
   alignas(64) uint64_t magic = 0;

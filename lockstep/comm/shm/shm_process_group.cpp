@@ -71,8 +71,7 @@ std::string randomToken() {
 }
 }  // namespace
 
-ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int size,
-                                 const ShmOptions& options)
+ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int size, const ShmOptions& options)
     : ProcessGroup(rank, size), store_(std::move(store)), options_(options) {
   setTimeout(options.timeout);
   LOCKSTEP_ENFORCE(options_.block_bytes >= 4096 && options_.block_bytes % 64 == 0, ValueError,
@@ -107,8 +106,8 @@ ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int siz
   for (int j = 0; j < size; ++j) {
     if (j != rank) segments_[j] = ShmSegment::open(base + "_" + std::to_string(j), bytes);
     headers[j] = static_cast<ShmHeader*>(segments_[j].data());
-    LOCKSTEP_ENFORCE(headers[j]->magic == ShmHeader::kMagic, PeerError, "shm backend: segment of rank ",
-                     j, " is not initialised; was it created by another job with the same store?");
+    LOCKSTEP_ENFORCE(headers[j]->magic == ShmHeader::kMagic, PeerError, "shm backend: segment of rank ", j,
+                     " is not initialised; was it created by another job with the same store?");
   }
   store_->setString("shm/mapped/" + std::to_string(rank), "1");
   keys.clear();
@@ -157,14 +156,16 @@ OpDesc ShmProcessGroup::desc(const OpContext& ctx, DType dtype, size_t count, in
 void ShmProcessGroup::fail() { peers_->abort(); }
 
 template <typename Stage, typename Middle, typename Final>
-void ShmProcessGroup::pipeline(const OpContext& ctx, size_t nblocks, Stage stage, Middle middle,
-                               Final final, bool has_final) {
+void ShmProcessGroup::pipeline(const OpContext& ctx, size_t nblocks, Stage stage, Middle middle, Final final,
+                               bool has_final) {
   nblocks = std::max<size_t>(nblocks, 1);  // an empty op still meets its peers once
   const uint64_t g0 = block_;
   const uint64_t slots = options_.num_slots;
   size_t s = 0, m = 0, f = 0;  // blocks staged, reduced, done by this rank
   // Slot g % slots is free once every rank is done with block g - slots (it read our slot).
-  auto canStage = [&] { return s < nblocks && (g0 + s < slots || peers_->allAtLeast(shm::kDone, g0 + s - slots + 1)); };
+  auto canStage = [&] {
+    return s < nblocks && (g0 + s < slots || peers_->allAtLeast(shm::kDone, g0 + s - slots + 1));
+  };
   auto canMiddle = [&] { return m < s && peers_->allAtLeast(shm::kStaged, g0 + m + 1); };
   auto canFinal = [&] { return f < m && (!has_final || peers_->allAtLeast(shm::kReduced, g0 + f + 1)); };
   while (f < nblocks) {
@@ -208,7 +209,8 @@ void ShmProcessGroup::runAllreduce(const OpContext& ctx, uint8_t* data, size_t c
     if (count == 0) return;
     const uint8_t* block = data + b * per_block * es;
     for (int j = 0; j < n; ++j) {
-      if (j != r) std::memcpy(mine + off(b, j) * es, block + off(b, j) * es, (off(b, j + 1) - off(b, j)) * es);
+      if (j != r)
+        std::memcpy(mine + off(b, j) * es, block + off(b, j) * es, (off(b, j + 1) - off(b, j)) * es);
     }
   };
   auto middle = [&](size_t b, uint64_t g) {
@@ -304,7 +306,8 @@ void ShmProcessGroup::runRounds(const OpContext& ctx, const uint8_t* my_src,
       if (piece(j, k) > 0) sink(j, k * B, j == r ? my_src + k * B : slot(j, g), piece(j, k));
     }
   };
-  pipeline(ctx, rounds, stage, middle, [](size_t, uint64_t) {}, false);
+  pipeline(
+      ctx, rounds, stage, middle, [](size_t, uint64_t) {}, false);
 }
 
 void ShmProcessGroup::runSend(const OpContext& ctx, const uint8_t* data, size_t bytes, DType dtype, int dst,
@@ -398,34 +401,33 @@ uint64_t hashCounts(const std::vector<size_t>& counts) {
 }
 }  // namespace
 
-#define LOCKSTEP_SHM_BODY(...)                \
-  [=, this](const OpContext& ctx) {           \
-    try {                                     \
-      __VA_ARGS__;                            \
-    } catch (...) {                           \
-      fail();                                 \
-      throw;                                  \
-    }                                         \
+#define LOCKSTEP_SHM_BODY(...)      \
+  [=, this](const OpContext& ctx) { \
+    try {                           \
+      __VA_ARGS__;                  \
+    } catch (...) {                 \
+      fail();                       \
+      throw;                        \
+    }                               \
   }
 
 std::shared_ptr<Work> ShmProcessGroup::allreduce(void* data, size_t count, DType dtype,
                                                  const AllreduceOptions& o) {
   auto* p = static_cast<uint8_t*>(data);
-  return enqueue(OpType::allreduce, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
-                 o.timeout, LOCKSTEP_SHM_BODY(runAllreduce(ctx, p, count, dtype, o.op)), o.defer);
+  return enqueue(OpType::allreduce, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)), o.timeout,
+                 LOCKSTEP_SHM_BODY(runAllreduce(ctx, p, count, dtype, o.op)), o.defer);
 }
 
-std::shared_ptr<Work> ShmProcessGroup::reduce(void* data, size_t count, DType dtype,
-                                              const ReduceOptions& o) {
+std::shared_ptr<Work> ShmProcessGroup::reduce(void* data, size_t count, DType dtype, const ReduceOptions& o) {
   checkRoot(o.root, "reduce");
   auto* p = static_cast<uint8_t*>(data);
   // Every rank ends with the result: allowed, since non-root buffers are unspecified.
-  return enqueue(OpType::reduce, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
-                 o.timeout, LOCKSTEP_SHM_BODY(runAllreduce(ctx, p, count, dtype, o.op)));
+  return enqueue(OpType::reduce, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)), o.timeout,
+                 LOCKSTEP_SHM_BODY(runAllreduce(ctx, p, count, dtype, o.op)));
 }
 
-std::shared_ptr<Work> ShmProcessGroup::reduceScatter(const void* in, void* out, size_t count,
-                                                     DType dtype, const ReduceScatterOptions& o) {
+std::shared_ptr<Work> ShmProcessGroup::reduceScatter(const void* in, void* out, size_t count, DType dtype,
+                                                     const ReduceScatterOptions& o) {
   // A slot holds one piece per rank: at least one element each.
   LOCKSTEP_ENFORCE(options_.block_bytes >= static_cast<size_t>(size()) * dtypeSize(dtype), ValueError,
                    "reduce_scatter: ShmOptions.block_bytes (", options_.block_bytes, ") is too small for ",
@@ -442,8 +444,8 @@ std::shared_ptr<Work> ShmProcessGroup::broadcast(void* data, size_t count, DType
                                                  const BroadcastOptions& o) {
   checkRoot(o.root, "broadcast");
   auto* p = static_cast<uint8_t*>(data);
-  return enqueue(OpType::broadcast, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
-                 o.timeout, LOCKSTEP_SHM_BODY({
+  return enqueue(OpType::broadcast, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)), o.timeout,
+                 LOCKSTEP_SHM_BODY({
                    const size_t bytes = count * dtypeSize(dtype);
                    std::vector<size_t> src(size(), 0);
                    src[o.root] = bytes;
@@ -457,9 +459,8 @@ std::shared_ptr<Work> ShmProcessGroup::broadcast(void* data, size_t count, DType
 std::shared_ptr<Work> ShmProcessGroup::allgatherv(const void* in, void* out,
                                                   const std::vector<size_t>& counts, DType dtype,
                                                   const AllgatherOptions& o) {
-  LOCKSTEP_ENFORCE(counts.size() == static_cast<size_t>(size()), ValueError,
-                   "allgatherv: counts has ", counts.size(), " entries but the group has ", size(),
-                   " ranks");
+  LOCKSTEP_ENFORCE(counts.size() == static_cast<size_t>(size()), ValueError, "allgatherv: counts has ",
+                   counts.size(), " entries but the group has ", size(), " ranks");
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   return enqueue(OpType::allgatherv, ::lockstep::detail::concat(counts[rank()], " x ", dtypeName(dtype)),
@@ -470,15 +471,16 @@ std::shared_ptr<Work> ShmProcessGroup::allgatherv(const void* in, void* out,
                      bytes[j] = counts[j] * es;
                      displ[j + 1] = displ[j] + bytes[j];
                    }
-                   peers_->post(ctx, desc(ctx, dtype, displ[size()] / es, -1, ReduceOp::sum, hashCounts(counts)));
+                   peers_->post(ctx,
+                                desc(ctx, dtype, displ[size()] / es, -1, ReduceOp::sum, hashCounts(counts)));
                    runRounds(ctx, src, bytes, [&](int j, size_t off, const uint8_t* q, size_t n) {
                      std::memcpy(dst + displ[j] + off, q, n);
                    });
                  }));
 }
 
-std::shared_ptr<Work> ShmProcessGroup::allgather(const void* in, void* out, size_t count,
-                                                 DType dtype, const AllgatherOptions& o) {
+std::shared_ptr<Work> ShmProcessGroup::allgather(const void* in, void* out, size_t count, DType dtype,
+                                                 const AllgatherOptions& o) {
   return allgatherv(in, out, std::vector<size_t>(size(), count), dtype, o);
 }
 
@@ -487,8 +489,8 @@ std::shared_ptr<Work> ShmProcessGroup::gather(const void* in, void* out, size_t 
   checkRoot(o.root, "gather");
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  return enqueue(OpType::gather, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
-                 o.timeout, LOCKSTEP_SHM_BODY({
+  return enqueue(OpType::gather, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)), o.timeout,
+                 LOCKSTEP_SHM_BODY({
                    const size_t bytes = count * dtypeSize(dtype);
                    peers_->post(ctx, desc(ctx, dtype, count, o.root));
                    bool is_root = rank() == o.root;
@@ -504,8 +506,8 @@ std::shared_ptr<Work> ShmProcessGroup::scatter(const void* in, void* out, size_t
   checkRoot(o.root, "scatter");
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  return enqueue(OpType::scatter, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
-                 o.timeout, LOCKSTEP_SHM_BODY({
+  return enqueue(OpType::scatter, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)), o.timeout,
+                 LOCKSTEP_SHM_BODY({
                    const size_t bytes = count * dtypeSize(dtype);
                    std::vector<size_t> srcb(size(), 0);
                    srcb[o.root] = bytes * size();
@@ -516,12 +518,12 @@ std::shared_ptr<Work> ShmProcessGroup::scatter(const void* in, void* out, size_t
                  }));
 }
 
-std::shared_ptr<Work> ShmProcessGroup::alltoall(const void* in, void* out, size_t count,
-                                                DType dtype, const AlltoallOptions& o) {
+std::shared_ptr<Work> ShmProcessGroup::alltoall(const void* in, void* out, size_t count, DType dtype,
+                                                const AlltoallOptions& o) {
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
-  return enqueue(OpType::alltoall, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)),
-                 o.timeout, LOCKSTEP_SHM_BODY({
+  return enqueue(OpType::alltoall, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)), o.timeout,
+                 LOCKSTEP_SHM_BODY({
                    const size_t bytes = count * dtypeSize(dtype);
                    peers_->post(ctx, desc(ctx, dtype, count));
                    runRounds(ctx, src, std::vector<size_t>(size(), bytes * size()),
@@ -532,10 +534,10 @@ std::shared_ptr<Work> ShmProcessGroup::alltoall(const void* in, void* out, size_
 }
 
 std::shared_ptr<Work> ShmProcessGroup::barrier(const BarrierOptions& o) {
-  return enqueue(OpType::barrier, "", o.timeout,
-                 LOCKSTEP_SHM_BODY({
+  return enqueue(OpType::barrier, "", o.timeout, LOCKSTEP_SHM_BODY({
                    peers_->post(ctx, desc(ctx, DType::u8, 0));
-                   runRounds(ctx, nullptr, std::vector<size_t>(size(), 0), [](int, size_t, const uint8_t*, size_t) {});
+                   runRounds(ctx, nullptr, std::vector<size_t>(size(), 0),
+                             [](int, size_t, const uint8_t*, size_t) {});
                  }));
 }
 

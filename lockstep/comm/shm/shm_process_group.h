@@ -25,8 +25,8 @@
 namespace lockstep::comm {
 
 struct ShmOptions {
-  size_t block_bytes = 1 << 20;  // staging slot size; env LOCKSTEP_SHM_BLOCK_BYTES
-  size_t num_slots = 8;          // staging slots per rank (>= 2); env LOCKSTEP_SHM_SLOTS
+  size_t block_bytes = 1 << 20;        // staging slot size; env LOCKSTEP_SHM_BLOCK_BYTES
+  size_t num_slots = 8;                // staging slots per rank (>= 2); env LOCKSTEP_SHM_SLOTS
   size_t stream_min_bytes = 16 << 20;  // allreduce results this large are written with
                                        // non-temporal stores; env LOCKSTEP_SHM_STREAM_MIN_BYTES
   /// How long a rank waiting for its peers polls before it sleeps on a futex, when there are no
@@ -62,8 +62,8 @@ class ShmProcessGroup : public ProcessGroup {
                                const ReduceOptions& opts = {}) override;
   std::shared_ptr<Work> allgather(const void* in, void* out, size_t count, DType dtype,
                                   const AllgatherOptions& opts = {}) override;
-  std::shared_ptr<Work> allgatherv(const void* in, void* out, const std::vector<size_t>& counts,
-                                   DType dtype, const AllgatherOptions& opts = {}) override;
+  std::shared_ptr<Work> allgatherv(const void* in, void* out, const std::vector<size_t>& counts, DType dtype,
+                                   const AllgatherOptions& opts = {}) override;
   std::shared_ptr<Work> reduceScatter(const void* in, void* out, size_t count, DType dtype,
                                       const ReduceScatterOptions& opts = {}) override;
   std::shared_ptr<Work> gather(const void* in, void* out, size_t count, DType dtype,
@@ -114,7 +114,7 @@ class ShmProcessGroup : public ProcessGroup {
   std::unique_ptr<shm::ShmPeers> peers_;
   uint64_t block_ = 0;  // global block counter (across ops): block g uses slot g % num_slots
   int groups_created_ = 0;
-  size_t p2p_base_ = 0;             // offset of the channels in a segment
+  size_t p2p_base_ = 0;  // offset of the channels in a segment
   size_t channel_bytes_ = 0;
   // Messages a recv read past while looking for its tag: (src, tag) -> oldest first.
   struct Buffered {

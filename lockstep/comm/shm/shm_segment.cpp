@@ -15,8 +15,8 @@ namespace lockstep::comm::shm {
 namespace {
 void* mapFd(int fd, size_t bytes, const std::string& name) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  LOCKSTEP_ENFORCE(p != MAP_FAILED, IoError, "shm backend: cannot map shared memory segment '",
-                   name, "' of ", bytes, " bytes: ", std::strerror(errno));
+  LOCKSTEP_ENFORCE(p != MAP_FAILED, IoError, "shm backend: cannot map shared memory segment '", name, "' of ",
+                   bytes, " bytes: ", std::strerror(errno));
   return p;
 }
 }  // namespace
@@ -29,8 +29,8 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
     int err = errno;
     ::close(fd);
     ::shm_unlink(name.c_str());
-    throw IoError(::lockstep::detail::concat("shm backend: cannot size segment '", name, "' to ",
-                                             bytes, " bytes: ", std::strerror(err),
+    throw IoError(::lockstep::detail::concat("shm backend: cannot size segment '", name, "' to ", bytes,
+                                             " bytes: ", std::strerror(err),
                                              "; /dev/shm may be full (df -h /dev/shm)"));
   }
   ShmSegment s;

@@ -51,8 +51,8 @@ Tensor eltwiseBackward(const Tensor& gy0, const Tensor& saved0, Alg alg, float a
       return dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, engine(), fpd));
     });
     execute(prim, {{saved_is_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, memory(md, saved)},
-                            {DNNL_ARG_DIFF_DST, memory(md, gy)},
-                            {DNNL_ARG_DIFF_SRC, memory(md, gx)}});
+                   {DNNL_ARG_DIFF_DST, memory(md, gy)},
+                   {DNNL_ARG_DIFF_SRC, memory(md, gx)}});
   } catch (const dnnl::error& e) {
     rethrow(e, op);
   }

@@ -198,7 +198,9 @@ bool tryOnednn(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor& b) {
       return entry;
     });
     if (!e.usable) return false;
-    execute(e.prim, {{DNNL_ARG_SRC_0, memory(am, a)}, {DNNL_ARG_SRC_1, memory(bm, b)}, {DNNL_ARG_DST, memory(ya, y)}});
+    execute(
+        e.prim,
+        {{DNNL_ARG_SRC_0, memory(am, a)}, {DNNL_ARG_SRC_1, memory(bm, b)}, {DNNL_ARG_DST, memory(ya, y)}});
     stream().wait();
   } catch (const dnnl::error& err) {
     rethrow(err, binaryOpName(op));
@@ -249,8 +251,8 @@ Tensor binaryScalar(BinaryOp op, const Tensor& a0, double s) {
           dnnl::binary::primitive_desc(dnnl::binary::desc(algorithmOf(op), md, sm, md), engine()));
     });
     execute(prim, {{DNNL_ARG_SRC_0, memory(md, a)},
-                            {DNNL_ARG_SRC_1, dnnl::memory(sm, engine(), &sv)},
-                            {DNNL_ARG_DST, memory(md, y)}});
+                   {DNNL_ARG_SRC_1, dnnl::memory(sm, engine(), &sv)},
+                   {DNNL_ARG_DST, memory(md, y)}});
     stream().wait();
   } catch (const dnnl::error& err) {
     rethrow(err, binaryOpName(op));

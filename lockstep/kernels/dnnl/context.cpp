@@ -26,11 +26,16 @@ dnnl::stream& stream() {
 
 dnnl::memory::data_type dataType(DType t) {
   switch (t) {
-    case DType::f32: return dnnl::memory::data_type::f32;
-    case DType::bf16: return dnnl::memory::data_type::bf16;
-    case DType::f16: return dnnl::memory::data_type::f16;
-    case DType::i32: return dnnl::memory::data_type::s32;
-    case DType::u8: return dnnl::memory::data_type::u8;
+    case DType::f32:
+      return dnnl::memory::data_type::f32;
+    case DType::bf16:
+      return dnnl::memory::data_type::bf16;
+    case DType::f16:
+      return dnnl::memory::data_type::f16;
+    case DType::i32:
+      return dnnl::memory::data_type::s32;
+    case DType::u8:
+      return dnnl::memory::data_type::u8;
     default:
       throw NotSupportedError(std::string("oneDNN kernels do not support dtype ") + dtypeName(t));
   }
@@ -65,7 +70,8 @@ Tensor emptyFor(const dnnl::memory::desc& md, const Shape& logical_shape, DType 
 Tensor dense(const Tensor& t) { return t.isDense() ? t : t.contiguous(); }
 
 dnnl::memory::desc flatDesc(const Tensor& t) {
-  return dnnl::memory::desc({std::max<int64_t>(t.numel(), 1)}, dataType(t.dtype()), dnnl::memory::format_tag::a);
+  return dnnl::memory::desc({std::max<int64_t>(t.numel(), 1)}, dataType(t.dtype()),
+                            dnnl::memory::format_tag::a);
 }
 
 Tensor laidOutLike(const Tensor& t, const Tensor& like) {

@@ -166,9 +166,10 @@ Tensor conv2dBackwardData(const Tensor& gy0, const Tensor& x, const Tensor& w0, 
                          pd.weights_desc(), true);
     });
     Tensor w_buffer;
-    execute(prims.prim, {{DNNL_ARG_DIFF_DST, Mem(activationDesc(gy.shape(), gy.dtype(), f), engine(), gy.dataPtr())},
-         {DNNL_ARG_WEIGHTS, primitiveWeights(prims, w, w_buffer)},
-         {DNNL_ARG_DIFF_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), gx.dataPtr())}});
+    execute(prims.prim,
+            {{DNNL_ARG_DIFF_DST, Mem(activationDesc(gy.shape(), gy.dtype(), f), engine(), gy.dataPtr())},
+             {DNNL_ARG_WEIGHTS, primitiveWeights(prims, w, w_buffer)},
+             {DNNL_ARG_DIFF_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), gx.dataPtr())}});
   } catch (const dnnl::error& e) {
     rethrow(e, "conv2d backward (data)");
   }

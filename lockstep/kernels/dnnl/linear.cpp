@@ -101,8 +101,8 @@ Tensor linearBackwardData(const Tensor& gy0, const Tensor& w0) {
           dnnl::inner_product_backward_data::primitive_desc(d, engine(), s.forwardPd(false)));
     });
     execute(prim, {{DNNL_ARG_DIFF_DST, memory(s.dst(), gy)},
-                            {DNNL_ARG_WEIGHTS, memory(s.wei(), w)},
-                            {DNNL_ARG_DIFF_SRC, memory(s.src(), gx)}});
+                   {DNNL_ARG_WEIGHTS, memory(s.wei(), w)},
+                   {DNNL_ARG_DIFF_SRC, memory(s.src(), gx)}});
   } catch (const dnnl::error& e) {
     rethrow(e, "linear backward (data)");
   }
@@ -166,7 +166,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     auto& prim = cache.get(keyOf(pa) + "@" + keyOf(pb), [&] {
       return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ma, mb, my), engine()));
     });
-    execute(prim, {{DNNL_ARG_SRC, memory(ma, pa)}, {DNNL_ARG_WEIGHTS, memory(mb, pb)}, {DNNL_ARG_DST, memory(my, y)}});
+    execute(
+        prim,
+        {{DNNL_ARG_SRC, memory(ma, pa)}, {DNNL_ARG_WEIGHTS, memory(mb, pb)}, {DNNL_ARG_DST, memory(my, y)}});
   } catch (const dnnl::error& e) {
     rethrow(e, "matmul");
   }

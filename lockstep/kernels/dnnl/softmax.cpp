@@ -47,8 +47,8 @@ Tensor backward(const Tensor& gy0, const Tensor& y0, int64_t dim0, const char* o
       return Bwd(typename Bwd::primitive_desc(bd, engine(), fpd));
     });
     execute(prim, {{DNNL_ARG_DST, memory(md, y)},
-                            {DNNL_ARG_DIFF_DST, memory(md, gy)},
-                            {DNNL_ARG_DIFF_SRC, memory(md, gx)}});
+                   {DNNL_ARG_DIFF_DST, memory(md, gy)},
+                   {DNNL_ARG_DIFF_SRC, memory(md, gx)}});
   } catch (const dnnl::error& e) {
     rethrow(e, op);
   }

@@ -31,8 +31,6 @@ Eltwise eltwiseOf(UnaryOp op, double p) {
   return {dnnl::algorithm::eltwise_linear, 1.f, 0.f};
 }
 
-
-
 std::string keyFor(UnaryOp op, const Tensor& t, double p) {
   std::string k = std::string(unaryOpName(op)) + dtypeName(t.dtype()) + std::to_string(t.numel());
   if (op == UnaryOp::pow) k += "^" + std::to_string(p);
@@ -79,8 +77,8 @@ Tensor unaryBackward(UnaryOp op, const Tensor& gy0, const Tensor& saved0, double
     });
     const int saved_arg = unaryBackwardUsesOutput(op) ? DNNL_ARG_DST : DNNL_ARG_SRC;
     execute(prim, {{saved_arg, memory(md, saved)},
-                            {DNNL_ARG_DIFF_DST, memory(md, gy)},
-                            {DNNL_ARG_DIFF_SRC, memory(md, gx)}});
+                   {DNNL_ARG_DIFF_DST, memory(md, gy)},
+                   {DNNL_ARG_DIFF_SRC, memory(md, gx)}});
     stream().wait();
   } catch (const dnnl::error& err) {
     rethrow(err, unaryOpName(op));
