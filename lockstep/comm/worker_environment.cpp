@@ -59,6 +59,24 @@ void mpiStyleMaster(const Reader& r, WorkerEnvironment& e, bool single_host, con
   e.master_port = r.port("MASTER_PORT").value_or(e.master_port > 0 ? e.master_port : kDefaultMasterPort);
 }
 
+// What each MPI launcher calls rank, size, local rank and local size.
+struct MpiVariables {
+  Launcher launcher;
+  const char *rank, *size, *local_rank, *local_size;
+};
+constexpr MpiVariables kMpiLaunchers[] = {
+    {Launcher::open_mpi, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {Launcher::mpich, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+};
+
+const MpiVariables* mpiLauncherOf(const Reader& r) {
+  for (const MpiVariables& m : kMpiLaunchers) {
+    if (r.has(m.rank)) return &m;
+  }
+  return nullptr;
+}
+
 void nodesFromLocal(WorkerEnvironment& e) {
   e.node_rank = e.rank / e.local_world_size;
   e.num_nodes = (e.world_size + e.local_world_size - 1) / e.local_world_size;
@@ -125,18 +143,12 @@ WorkerEnvironment workerEnvironment(const EnvLookup& lookup) {
     // As torch: a RANK/WORLD_SIZE job names its rendezvous (torchrun always does).
     e.master_addr = r.str("MASTER_ADDR").value_or("");
     e.master_port = r.port("MASTER_PORT").value_or(0);
-  } else if (r.has("OMPI_COMM_WORLD_RANK")) {
-    e.launcher = Launcher::open_mpi;
-    e.rank = *r.integer("OMPI_COMM_WORLD_RANK");
-    e.world_size = r.integer("OMPI_COMM_WORLD_SIZE", 1);
-    e.local_rank = r.integer("OMPI_COMM_WORLD_LOCAL_RANK", 0);
-    e.local_world_size = r.integer("OMPI_COMM_WORLD_LOCAL_SIZE", e.world_size);
-  } else if (r.has("PMI_RANK")) {
-    e.launcher = Launcher::mpich;
-    e.rank = *r.integer("PMI_RANK");
-    e.world_size = r.integer("PMI_SIZE", 1);
-    e.local_rank = r.integer("MPI_LOCALRANKID", 0);
-    e.local_world_size = r.integer("MPI_LOCALNRANKS", e.world_size);
+  } else if (const MpiVariables* mpi = mpiLauncherOf(r)) {
+    e.launcher = mpi->launcher;
+    e.rank = *r.integer(mpi->rank);
+    e.world_size = r.integer(mpi->size, 1);
+    e.local_rank = r.integer(mpi->local_rank, 0);
+    e.local_world_size = r.integer(mpi->local_size, e.world_size);
   } else if (r.has("SLURM_PROCID")) {
     e.launcher = Launcher::slurm;
     e.rank = *r.integer("SLURM_PROCID");
