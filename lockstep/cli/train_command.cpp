@@ -41,11 +41,12 @@ lockstep::train::TrainConfig validate(const TrainArgs& a, const lockstep::comm::
         "; leave them out (the launcher decides), or start lockstep train on its own");
   }
   auto config = lockstep::train::loadTrainConfig(a.config, a.sets, world);
-  if (config.backend == "mpi" && startsAgent(a)) {
-    throw lockstep::ValueError(
-        "backend mpi takes its ranks from mpirun, so lockstep train cannot start or "
-        "restart them (--nproc-per-node, --max-restarts); run `mpirun -np " +
-        std::to_string(world) + " lockstep train " + a.config + " ...`, or use backend shm, gloo or auto");
+  if (!lockstep::comm::findBackend(config.backend).needs_store && startsAgent(a)) {
+    throw lockstep::ValueError("backend " + config.backend +
+                               " takes its ranks from mpirun, so lockstep train cannot start or "
+                               "restart them (--nproc-per-node, --max-restarts); run `mpirun -np " +
+                               std::to_string(world) + " lockstep train " + a.config +
+                               " ...`, or use backend shm, gloo or auto");
   }
   lockstep::train::prepareOutputDir(a.output_dir);
   lockstep::train::checkDataFiles(config.data);
