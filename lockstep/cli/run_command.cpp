@@ -13,12 +13,6 @@
 
 namespace {
 
-int availableCores() {
-  cpu_set_t set;
-  if (::sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 int printHostCommands(lockstep::launch::LaunchOptions options) {
   auto hosts = lockstep::launch::readHostfile(options.hostfile);
   if (options.run_id == "none") {
@@ -42,7 +36,7 @@ int runMain(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   lockstep::launch::LaunchOptions options;
   try {
-    options = lockstep::launch::parseLaunchArgs(args, availableCores());
+    options = lockstep::launch::parseLaunchArgs(args, lockstep::launch::availableCores());
   } catch (const lockstep::ValueError& e) {
     std::fprintf(stderr, "lockstep run: error: %s\n\n%s", e.what(), lockstep::launch::launchUsage().c_str());
     return 2;

@@ -20,6 +20,7 @@ namespace {
 
 struct TrainArgs {
   std::string config;
+  std::string nproc = "1";  // --nproc-per-node as given: N, auto or cpu
   int nproc_per_node = 1;
   std::string output_dir = "lockstep-out";
   std::vector<std::string> sets;
@@ -71,13 +72,17 @@ int trainMain(int argc, char** argv) {
   TrainArgs a;
   CLI::App app{"Train a zoo model as a YAML/JSON config says (docs/config.md)", "lockstep train"};
   app.add_option("config", a.config, "YAML or JSON config file")->required();
-  app.add_option("--nproc-per-node", a.nproc_per_node, "ranks to start on this machine")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--output-dir", a.output_dir, "where checkpoints, metrics, the model and summary.json go");
+  // The flags of `lockstep run` in both its spellings: --nproc-per-node and torchrun's
+  // --nproc_per_node, as `--flag value` or `--flag=value`.
+  app.add_option("--nproc-per-node,--nproc_per_node", a.nproc,
+                 "ranks to start on this machine: N, or auto / cpu for one per core");
+  app.add_option("--output-dir,--output_dir", a.output_dir,
+                 "where checkpoints, metrics, the model and summary.json go");
   app.add_option("--set", a.sets, "override a config key: --set optimizer.params.lr=0.01 (repeatable)");
   app.add_flag("--resume", a.resume, "continue from the newest valid checkpoint");
-  app.add_option("--max-restarts", a.max_restarts, "restart all ranks this many times after a failure")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-restarts,--max_restarts", a.max_restarts,
+                 "restart all ranks this many times after a failure")
+      ->check(CLI::Range(0, 1 << 20).description("an integer in [0, 1048576]"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -87,6 +92,8 @@ int trainMain(int argc, char** argv) {
   lockstep::comm::WorkerEnvironment env;
   lockstep::train::TrainConfig config;
   try {
+    a.nproc_per_node =
+        lockstep::launch::parseNprocPerNode("--nproc-per-node", a.nproc, lockstep::launch::availableCores());
     // Who this process is, whoever started it (lockstep run, torchrun, mpirun, srun).
     env = lockstep::comm::workerEnvironment();
     const int world = startsAgent(a) ? a.nproc_per_node : env.world_size;

@@ -1,9 +1,13 @@
 #include "lockstep/launch/launch_options.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <functional>
 #include <set>
+#include <thread>
 
 #include "lockstep/util/error.h"
 
@@ -29,6 +33,23 @@ double parseSeconds(const std::string& flag, const std::string& v) {
   return x;
 }
 
+}  // namespace
+
+int availableCores() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int parseNprocPerNode(const std::string& flag, const std::string& value, int cores) {
+  if (value == "auto" || value == "cpu") return cores;
+  LOCKSTEP_ENFORCE(value != "gpu", ValueError, "option ", flag,
+                   "=gpu: this build of lockstep has no GPU support; use a number or auto");
+  return parseInt(flag, value, 1, 1 << 16);
+}
+
+namespace {
+
 using Setter = std::function<void(LaunchOptions&, const std::string& flag, const std::string& value)>;
 
 struct Flag {
@@ -45,13 +66,7 @@ std::vector<Flag> flagTable(int cores) {
        "N|auto",
        "worker processes per node; auto: one per core (default 1)",
        [cores](LaunchOptions& o, const std::string& f, const std::string& v) {
-         if (v == "auto" || v == "cpu") {
-           o.nproc_per_node = cores;
-         } else {
-           LOCKSTEP_ENFORCE(v != "gpu", ValueError, "option ", f,
-                            "=gpu: this build of lockstep has no GPU support; use a number or auto");
-           o.nproc_per_node = parseInt(f, v, 1, 1 << 16);
-         }
+         o.nproc_per_node = parseNprocPerNode(f, v, cores);
        }},
       {{"--nnodes"},
        "N",

@@ -49,6 +49,12 @@ struct LaunchOptions {
 /// unknown, malformed or conflicting flags.
 LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores);
 
+/// The cores this process may run on (its CPU affinity): what `--nproc-per-node auto` means.
+int availableCores();
+/// A `--nproc-per-node` value: a count in [1, 65536], or auto / cpu (one worker per core of
+/// `cores`). ValueError naming `flag` and the value otherwise (gpu: not in this build).
+int parseNprocPerNode(const std::string& flag, const std::string& value, int cores);
+
 /// The usage text of `lockstep run`.
 std::string launchUsage();
 

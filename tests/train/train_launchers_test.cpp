@@ -2,6 +2,7 @@
 // and what cannot work (the mpi backend without mpirun, a launcher inside a launcher) refused
 // before any rank trains. Also what summary.json's throughput counts.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -89,4 +90,31 @@ TEST_F(TrainCli, throughput_counts_training_without_evaluation_or_checkpoints) {
   EXPECT_NEAR(train + eval + ckpt, wall, 1e-6 + 1e-9 * wall);
   const double samples = s["steps"].get<double>() * s["global_batch_size"].get<double>();
   EXPECT_NEAR(s["samples_per_second"].get<double>(), samples / train, 1e-6 * samples / train);
+}
+
+TEST_F(TrainCli, takes_lockstep_runs_flag_spellings_and_auto) {
+  std::string cfg = writeConfig("c.yaml", kSynthetic);
+  Result r = run(cfg + " --nproc_per_node=2 --output_dir=" + dir_ + "/u --set max_steps=4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(readFile(dir_ + "/u/summary.json"))["world_size"], 2);
+  cpu_set_t set;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof set, &set), 0);
+  const int cores = CPU_COUNT(&set);
+  if (cores > 8) GTEST_SKIP() << cores << " cores: auto would start too many ranks for a test";
+  r = run(cfg + " --nproc-per-node auto --output-dir " + dir_ +
+          "/a --set max_steps=4 --set train_batch_size=" + std::to_string(16 * cores) +
+          " --set train_micro_batch_size_per_gpu=8");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(readFile(dir_ + "/a/summary.json"))["world_size"], cores);
+}
+
+TEST_F(TrainCli, out_of_range_counts_are_errors_in_words) {
+  std::string cfg = writeConfig("c.yaml", kSynthetic);
+  Result r = run(cfg + " --nproc-per-node 0 --output-dir " + dir_ + "/o");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--nproc-per-node expects an integer in [1, 65536], got '0'"), std::string::npos)
+      << r.output;
+  r = run(cfg + " --max-restarts 99999999999999999999 --output-dir " + dir_ + "/o");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_LT(r.output.size(), 400u) << r.output;  // no 300-digit range
 }
