@@ -3,7 +3,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -84,6 +87,28 @@ std::string join(const std::string& path, const std::string& key) {
   return path.empty() ? key : path + "." + key;
 }
 
+// A key given twice in one mapping is an error naming both lines: YAML and JSON parsers disagree on
+// which one wins (yaml-cpp keeps the first, most JSON readers the last), so neither is guessed.
+void checkNoDuplicateKeys(const YAML::Node& n, const std::string& path, const std::string& source) {
+  if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i)
+      checkNoDuplicateKeys(n[i], path + "[" + std::to_string(i) + "]", source);
+    return;
+  }
+  if (!n.IsMap()) return;
+  std::map<std::string, int> seen;  // key -> line (1-based)
+  for (const auto& kv : n) {
+    const std::string key = kv.first.Scalar();
+    const int line = kv.first.Mark().line + 1;
+    auto [it, fresh] = seen.emplace(key, line);
+    if (!fresh) {
+      throw ValueError(source + ": key " + join(path, key) + " is given twice (lines " +
+                       std::to_string(it->second) + " and " + std::to_string(line) + "); keep one");
+    }
+    checkNoDuplicateKeys(kv.second, join(path, key), source);
+  }
+}
+
 // Checks every key of map node `n` (at `path`) is known; throws naming the first unknown one.
 void checkKeys(const YAML::Node& n, const std::string& path, const std::vector<std::string>& known) {
   if (!n.IsMap()) throw ValueError((path.empty() ? "the config" : path) + " must be a mapping");
@@ -116,12 +141,23 @@ const char* typeName() {
     return "a string";
 }
 
+// A number where a finite one is meant: .inf and .nan are not learning rates or clip norms.
+double finite(double d, const YAML::Node& v, const std::string& path) {
+  if (!std::isfinite(d)) throw ValueError(path + ": expected a finite number, got '" + v.Scalar() + "'");
+  return d;
+}
+
 template <typename T>
 T convert(const YAML::Node& v, const std::string& path) {
   if (v.IsScalar()) {
+    std::optional<T> out;
     try {
-      return v.as<T>();
+      out = v.as<T>();
     } catch (const YAML::Exception&) {
+    }
+    if (out) {
+      if constexpr (std::is_floating_point_v<T>) finite(*out, v, path);
+      return *out;
     }
   }
   std::string got = v.IsScalar()     ? "'" + v.Scalar() + "'"
@@ -170,7 +206,7 @@ optim::SpecValue specValue(const YAML::Node& v, const std::string& path) {
   double d;
   if (YAML::convert<bool>::decode(v, b)) return b;
   if (YAML::convert<int64_t>::decode(v, i)) return i;
-  if (YAML::convert<double>::decode(v, d)) return d;
+  if (YAML::convert<double>::decode(v, d)) return finite(d, v, path);
   return v.Scalar();
 }
 
@@ -279,6 +315,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   }
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) throw ValueError(source + ": the top level must be a mapping");
+  checkNoDuplicateKeys(root, "", source);
   for (const auto& o : overrides) applyOverride(root, o);
   checkKeys(root, "",
             {"train_batch_size", "train_micro_batch_size_per_gpu", "train_micro_batch_size_per_rank",

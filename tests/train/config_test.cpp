@@ -24,7 +24,7 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 
 }  // namespace
 
-TEST(Config, batch_sizes_any_two_fix_the_third) {
+TEST(TrainConfig, batch_sizes_any_two_fix_the_third) {
   auto b = resolveBatchSizes(64, 8, std::nullopt, 2);
   EXPECT_EQ(b.gradient_accumulation_steps, 4);
   b = resolveBatchSizes(64, std::nullopt, 4, 2);
@@ -40,7 +40,7 @@ TEST(Config, batch_sizes_any_two_fix_the_third) {
   EXPECT_EQ(b.micro_batch_size, 20);
 }
 
-TEST(Config, inconsistent_batch_sizes_name_all_three_and_the_world) {
+TEST(TrainConfig, inconsistent_batch_sizes_name_all_three_and_the_world) {
   try {
     resolveBatchSizes(64, 8, 3, 2);
     FAIL();
@@ -55,7 +55,7 @@ TEST(Config, inconsistent_batch_sizes_name_all_three_and_the_world) {
   EXPECT_THROW(resolveBatchSizes(std::nullopt, 0, std::nullopt, 1), ValueError);
 }
 
-TEST(Config, yaml_with_every_section) {
+TEST(TrainConfig, yaml_with_every_section) {
   auto c = parseTrainConfig(R"(
 model: {name: mlp, hidden: [16, 8]}
 data: {dataset: synthetic, size: 100, input_shape: [4], num_classes: 3, val_split: 0.1,
@@ -94,7 +94,7 @@ fp16: {enabled: false}
   EXPECT_EQ(c.seed, 7u);
 }
 
-TEST(Config, json_deepspeed_style) {
+TEST(TrainConfig, json_deepspeed_style) {
   auto c = parseTrainConfig(R"({"train_batch_size": 32, "gradient_accumulation_steps": 1,
     "optimizer": {"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9}},
     "scheduler": {"type": "StepLR", "params": {"step_size": 5, "gamma": 0.5}},
@@ -107,7 +107,7 @@ TEST(Config, json_deepspeed_style) {
   EXPECT_EQ(c.model, "linear");
 }
 
-TEST(Config, unknown_key_names_its_path_and_suggests) {
+TEST(TrainConfig, unknown_key_names_its_path_and_suggests) {
   std::string m = errorOf("train_batch_size: 8\noptimizer: {type: Adam, params: {lrr: 0.1}}");
   EXPECT_TRUE(has(m, "unknown key optimizer.params.lrr") && has(m, "did you mean optimizer.params.lr?")) << m;
   m = errorOf("train_batch_size: 8\nepoch: 3");
@@ -124,7 +124,7 @@ TEST(TrainConfig, backend_must_be_a_built_backend) {
   EXPECT_TRUE(has(m, "unknown backend 'shmem' (did you mean shm?)")) << m;
 }
 
-TEST(Config, wrong_type_names_key_and_expected_type) {
+TEST(TrainConfig, wrong_type_names_key_and_expected_type) {
   std::string m = errorOf("train_batch_size: 8\nepochs: many");
   EXPECT_TRUE(has(m, "epochs") && has(m, "expected an integer") && has(m, "'many'")) << m;
   m = errorOf("train_batch_size: 8\noptimizer: {params: {lr: [1, 2]}}");
@@ -133,7 +133,7 @@ TEST(Config, wrong_type_names_key_and_expected_type) {
   EXPECT_TRUE(has(m, "csv_monitor.enabled") && has(m, "expected a boolean")) << m;
 }
 
-TEST(Config, unsupported_sections_are_rejected) {
+TEST(TrainConfig, unsupported_sections_are_rejected) {
   EXPECT_EQ(errorOf("train_batch_size: 8\nfp16: {enabled: true}"), "fp16 is not supported yet");
   EXPECT_EQ(errorOf("train_batch_size: 8\nzero_optimization: {stage: 2}"),
             "zero_optimization is not supported yet");
@@ -143,7 +143,7 @@ TEST(Config, unsupported_sections_are_rejected) {
       has(errorOf("train_batch_size: 8\nscheduler: {type: OneCycle}"), "OneCycle is not supported yet"));
 }
 
-TEST(Config, set_overrides_parse_yaml_scalars) {
+TEST(TrainConfig, set_overrides_parse_yaml_scalars) {
   auto c = parseTrainConfig(
       "train_batch_size: 8\noptimizer: {type: Adam, params: {lr: 0.1}}",
       {"optimizer.params.lr=0.5", "epochs=4", "data.dataset=synthetic", "model.name=mlp", "model.hidden=[3]"},
@@ -155,13 +155,13 @@ TEST(Config, set_overrides_parse_yaml_scalars) {
   EXPECT_TRUE(has(errorOf("train_batch_size: 8", {"optimizer.params.lrr=1"}), "optimizer.params.lrr"));
 }
 
-TEST(Config, inconsistent_batch_in_config_uses_world) {
+TEST(TrainConfig, inconsistent_batch_in_config_uses_world) {
   std::string m = errorOf(
       "train_batch_size: 64\ntrain_micro_batch_size_per_gpu: 8\ngradient_accumulation_steps: 2", {}, 3);
   EXPECT_TRUE(has(m, "world size 3")) << m;
 }
 
-TEST(Config, ddp_section_takes_pytorchs_option_names) {
+TEST(TrainConfig, ddp_section_takes_pytorchs_option_names) {
   auto c = parseTrainConfig("train_batch_size: 8", {}, 1);
   EXPECT_EQ(c.ddp.comm_hook, "allreduce");
   EXPECT_FALSE(c.ddp.gradient_as_bucket_view);
@@ -242,4 +242,23 @@ TEST(TrainConfig, optimizer_and_scheduler_errors_name_the_key) {
   EXPECT_TRUE(has(m, "scheduler.type: missing")) << m;
   m = errorOf("train_batch_size: 8\noptimizer: {typ: Adam}");
   EXPECT_TRUE(has(m, "unknown key optimizer.typ (did you mean optimizer.type?)")) << m;
+}
+
+TEST(TrainConfig, a_key_given_twice_is_an_error_naming_both_lines) {
+  std::string m = errorOf("train_batch_size: 8\nepochs: 2\nseed: 1\nepochs: 3\n");
+  EXPECT_TRUE(has(m, "key epochs is given twice (lines 2 and 4)")) << m;
+  m = errorOf(R"({"train_batch_size": 8,
+ "optimizer": {"type": "Adam", "params": {"lr": 0.1, "lr": 0.2}}})");
+  EXPECT_TRUE(has(m, "key optimizer.params.lr is given twice (lines 2 and 2)")) << m;
+  // --set replaces a key; it never adds a second one.
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\nepochs: 2", {"epochs=5"}, 1).epochs, 5);
+}
+
+TEST(TrainConfig, non_finite_numbers_are_errors_where_a_number_is_meant) {
+  std::string m = errorOf("train_batch_size: 8\noptimizer: {type: SGD, params: {lr: .inf}}");
+  EXPECT_TRUE(has(m, "optimizer.params.lr: expected a finite number, got '.inf'")) << m;
+  m = errorOf("train_batch_size: 8\ngradient_clipping: .nan");
+  EXPECT_TRUE(has(m, "gradient_clipping: expected a finite number, got '.nan'")) << m;
+  m = errorOf("train_batch_size: 8\noptimizer: {type: Adam, params: {betas: [0.9, .inf]}}");
+  EXPECT_TRUE(has(m, "optimizer.params.betas[1]: expected a finite number")) << m;
 }
