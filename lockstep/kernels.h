@@ -8,6 +8,7 @@
 #include "lockstep/kernels/conv.h"
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/dropout.h"
+#include "lockstep/kernels/finite.h"
 #include "lockstep/kernels/layer_norm.h"
 #include "lockstep/kernels/linear.h"
 #include "lockstep/kernels/loss.h"

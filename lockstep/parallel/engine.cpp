@@ -4,7 +4,9 @@
 #include "lockstep/data/distributed_sampler.h"
 #include "lockstep/data/random_sampler.h"
 #include "lockstep/data/sequential_sampler.h"
+#include "lockstep/kernels/finite.h"
 #include "lockstep/optim/clip_grad.h"
+#include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::parallel {
@@ -22,6 +24,7 @@ void validateEngineOptions(const EngineOptions& o) {
   LOCKSTEP_ENFORCE(
       o.zero_stage == 0, ValueError, "ZeRO stage ", o.zero_stage,
       " is not implemented yet: lockstep replicates optimizer states (stage 0, DDP); use stage 0");
+  if (o.loss_scaler) optim::validateLossScalerOptions(*o.loss_scaler);
 }
 
 std::shared_ptr<data::Sampler> makeTrainSampler(const DistributedEnvironment& env, int64_t n, bool shuffle,
@@ -61,6 +64,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimiz
   if (!options_.scheduler.type.empty()) {
     scheduler_ = optim::makeScheduler(options_.scheduler, *optimizer_, options_.total_steps);
   }
+  if (options_.loss_scaler) scaler_ = std::make_unique<optim::LossScaler>(*options_.loss_scaler);
 }
 
 Engine::~Engine() = default;
@@ -82,16 +86,25 @@ autograd::Variable Engine::forward(const autograd::Variable& input) {
 
 void Engine::backward(autograd::Variable loss) {
   const int64_t accum = options_.gradient_accumulation_steps;
-  if (accum > 1) loss = loss * (1.0 / static_cast<double>(accum));
+  if (scaler_) {
+    // One multiplication: scale / accum is exact in double for a power-of-two scale.
+    loss = loss * (scaler_->scale() / static_cast<double>(accum));
+  } else if (accum > 1) {
+    loss = loss * (1.0 / static_cast<double>(accum));
+  }
   loss.backward();
   no_sync_.reset();
 }
 
 bool Engine::step() {
+  step_applied_ = false;
   if (++micro_ < options_.gradient_accumulation_steps) return false;
   micro_ = 0;
-  gradientPhase();
-  updatePhase();
+  if (gradientPhase()) {
+    updatePhase();
+    step_applied_ = true;
+  }
+  ++global_steps_;
   return true;
 }
 
@@ -101,18 +114,39 @@ void Engine::discardPartialAccumulation() {
   micro_ = 0;
 }
 
-void Engine::gradientPhase() {
-  // Mixed precision goes here: unscale, and skip the step on every rank alike when any rank's
-  // gradients hold an inf or nan.
+bool Engine::gradientPhase() {
+  if (scaler_) {
+    const bool overflow = unscaleAndCheckOverflow();
+    // DeepSpeed's order: the scale is updated in the optimizer's step, overflow or not; on an
+    // overflow the gradients are dropped and neither the optimizer nor the schedule steps.
+    if (overflow) optimizer_->zeroGrad();
+    scaler_->update(overflow);
+    if (overflow) return false;
+  }
   if (options_.gradient_clipping > 0)
     last_grad_norm_ = optim::clipGradNorm(params_, options_.gradient_clipping);
+  return true;
+}
+
+bool Engine::unscaleAndCheckOverflow() {
+  // Unscaling before the check costs nothing when the step is skipped (the gradients are dropped)
+  // and saves a second pass when it is not. An inf or nan stays one after the multiplication.
+  const double inverse = 1.0 / scaler_->scale();
+  bool overflow = false;
+  for (auto& p : params_) {
+    if (!p.hasGrad()) continue;
+    Tensor g = p.grad();
+    overflow = kernels::scaleAndCheckNonFinite(g, inverse) || overflow;
+  }
+  // Every rank must decide alike, or their parameters part: the max of the flags.
+  if (env_.group) overflow = allreduceScalar(*env_.group, overflow ? 1.0 : 0.0, comm::ReduceOp::max) != 0.0;
+  return overflow;
 }
 
 void Engine::updatePhase() {
   optimizer_->step();
   if (scheduler_) scheduler_->step();
   optimizer_->zeroGrad();
-  ++global_steps_;
 }
 
 }  // namespace lockstep::parallel

@@ -8,8 +8,9 @@
 // explicit phases:
 //   micro-steps     forward(), backward(): all but the last of gradient_accumulation_steps
 //                   micro-steps run under DDP's no_sync (gradients accumulate locally)
-//   gradient phase  (where mixed precision unscales and checks every rank's gradients for inf/nan)
-//                   then clipping to gradient_clipping
+//   gradient phase  with a loss scaler: unscale, and agree across ranks whether any gradient holds
+//                   an inf or nan (then the step is skipped on every rank alike); then clipping to
+//                   gradient_clipping
 //   update phase    optimizer step, LR schedule, gradients cleared
 //
 //   parallel::Engine engine(model, {.optimizer = {"Adam", {{"lr", 1e-3}}}});
@@ -23,11 +24,14 @@
 //   }
 //
 // Not thread-safe. The constructor is collective when the world has several ranks, and so is
-// every backward() at an accumulation boundary (DDP's allreduce).
+// every backward() at an accumulation boundary (DDP's allreduce), and, with a loss scaler, every
+// step() at an accumulation boundary (the overflow flag's allreduce).
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "lockstep/data/data_loader.h"
+#include "lockstep/optim/loss_scaler.h"
 #include "lockstep/optim/registry.h"
 #include "lockstep/parallel/distributed_data_parallel.h"
 #include "lockstep/parallel/environment.h"
@@ -46,6 +50,10 @@ struct EngineOptions {
   int64_t gradient_accumulation_steps = 1;
   /// Clip the gradients' joint 2-norm to this before each optimizer step; 0: off.
   double gradient_clipping = 0.0;
+  /// Loss scaling (DeepSpeed's "fp16" loss-scale keys, optim/loss_scaler.h): backward() scales the
+  /// loss, the gradient phase unscales the gradients and skips the step on every rank when any
+  /// rank's hold an inf or nan. Unset: no scaling and no checks (no extra pass over the gradients).
+  std::optional<optim::LossScalerOptions> loss_scaler{};
   /// DistributedDataParallel's options, used when the world has several ranks.
   DistributedDataParallelOptions ddp{};
   /// Process-group backend when the engine reads the environment itself.
@@ -97,10 +105,13 @@ class Engine {
   /// Micro-step, part 1: runs the (wrapped) model. Before the last micro-step of an accumulation
   /// window, DDP's synchronisation is off until backward() returns.
   autograd::Variable forward(const autograd::Variable& input);
-  /// Micro-step, part 2: backward of loss / gradient_accumulation_steps.
+  /// Micro-step, part 2: backward of loss * lossScale() / gradient_accumulation_steps.
   void backward(autograd::Variable loss);
-  /// Ends a micro-step. At the accumulation boundary runs the gradient phase and the update phase
-  /// and returns true; otherwise returns false and changes nothing.
+  /// Ends a micro-step. At the accumulation boundary runs the gradient phase and the update phase,
+  /// advances globalSteps() and returns true; otherwise returns false and changes nothing. A step
+  /// that the loss scaler skips for an overflow still returns true and counts in globalSteps(),
+  /// as DeepSpeed's global_steps does (wasStepApplied() tells the two apart). Collective at the
+  /// boundary when a loss scaler is set and the world has several ranks.
   bool step();
 
   /// Drops the gradients of an unfinished accumulation window (fewer micro-steps than
@@ -113,12 +124,29 @@ class Engine {
   int64_t globalSteps() const { return global_steps_; }
   /// After restoring a checkpoint: the optimizer steps it had taken.
   void setGlobalSteps(int64_t steps) { global_steps_ = steps; }
-  /// The gradients' joint 2-norm before the last clipping (0 when clipping is off).
+  /// The gradients' joint 2-norm before the last clipping (0 when clipping is off; unchanged by a
+  /// skipped step, which clips nothing).
   double lastGradNorm() const { return last_grad_norm_; }
 
+  /// Whether the last step() changed the parameters (DeepSpeed's was_step_applied): false after a
+  /// micro-step inside an accumulation window and after a step skipped for an overflow.
+  bool wasStepApplied() const { return step_applied_; }
+  /// Optimizer steps skipped for an overflow (DeepSpeed's skipped_steps): the loss scaler's
+  /// overflows(), restored with its state dict; 0 without a loss scaler.
+  int64_t skippedSteps() const { return scaler_ ? scaler_->overflows() : 0; }
+  /// What backward() multiplies the loss by: the loss scaler's scale, 1 without one.
+  double lossScale() const { return scaler_ ? scaler_->scale() : 1.0; }
+  /// The loss scaler (its stateDict() belongs in a checkpoint), or nullptr when
+  /// options.loss_scaler is unset.
+  optim::LossScaler* lossScaler() const { return scaler_.get(); }
+
  private:
-  void gradientPhase();
+  /// False when the loss scaler found an inf or nan on some rank: the gradients are then cleared
+  /// and the update phase must not run.
+  bool gradientPhase();
   void updatePhase();
+  /// Unscales every gradient and agrees with the other ranks whether any holds an inf or nan.
+  bool unscaleAndCheckOverflow();
 
   EngineOptions options_;
   DistributedEnvironment env_;
@@ -129,9 +157,11 @@ class Engine {
   std::shared_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRScheduler> scheduler_;
   std::unique_ptr<DistributedDataParallel::NoSyncGuard> no_sync_;
+  std::unique_ptr<optim::LossScaler> scaler_;
   int64_t micro_ = 0;  // micro-steps done in the current accumulation window
   int64_t global_steps_ = 0;
   double last_grad_norm_ = 0.0;
+  bool step_applied_ = false;
 };
 
 }  // namespace lockstep::parallel

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <mutex>
+#include <set>
 
 #include "lockstep/autograd.h"
 #include "lockstep/data/distributed_sampler.h"
@@ -188,5 +189,158 @@ TEST(Engine, sampler_is_distributed_only_across_ranks) {
     auto s = parallel::makeTrainSampler(worldOf(rank, 2, pg), 10, true, 1);
     ASSERT_NE(dynamic_cast<data::DistributedSampler*>(s.get()), nullptr);
     EXPECT_EQ(s->size(), 5);
+  });
+}
+
+namespace {
+
+std::vector<std::vector<double>> parameterValues(nn::Module& m) {
+  std::vector<std::vector<double>> out;
+  for (auto& [name, p] : m.namedParameters()) out.push_back(p.tensor().toVector<double>());
+  return out;
+}
+
+// Trains `steps` single-process steps on the global batches, with or without loss scaling.
+std::shared_ptr<nn::Module> trainAlone(EngineOptions o, int steps, int64_t rows) {
+  Engine engine(makeNet(3), o, worldOf(0, 1, nullptr));
+  for (int s = 0; s < steps; ++s) {
+    auto [x, y] = batch(s, rows);
+    for (int64_t m = 0; m < o.gradient_accumulation_steps; ++m) {
+      const int64_t part = rows / o.gradient_accumulation_steps;
+      engine.backward(autograd::crossEntropy(engine.forward(Variable(x.slice(m * part, (m + 1) * part))),
+                                             y.slice(m * part, (m + 1) * part)));
+      engine.step();
+    }
+    EXPECT_TRUE(engine.wasStepApplied());
+  }
+  return engine.model();
+}
+
+}  // namespace
+
+TEST(Engine, loss_scaling_by_a_power_of_two_changes_no_bit) {
+  // Multiplying by 2^k and by 2^-k is exact in f32 (no value comes near the range's ends here), and
+  // so is every sum and product the gradient is made of: the scaled run equals the plain one bitwise.
+  EngineOptions plain = sgdOptions();
+  plain.gradient_clipping = 0.1;
+  plain.gradient_accumulation_steps = 3;
+  auto reference = trainAlone(plain, 5, 12);
+  EngineOptions fixed = plain;
+  fixed.loss_scaler = optim::LossScalerOptions{.loss_scale = 1024};
+  EXPECT_EQ(maxAbsDiff(*trainAlone(fixed, 5, 12), *reference), 0.0);
+  EngineOptions dynamic = plain;
+  dynamic.loss_scaler = optim::LossScalerOptions{.loss_scale_window = 2};  // 2^16, doubling every 2
+  EXPECT_EQ(maxAbsDiff(*trainAlone(dynamic, 5, 12), *reference), 0.0);
+}
+
+TEST(Engine, overflow_on_one_rank_skips_the_step_on_every_rank) {
+  // 3 ranks x 2 micro-steps; rank 1's first micro-step of steps 2 and 4 sees an inf input. With
+  // DeepSpeed's default hysteresis of 2 the first overflow only uses the hysteresis up, the second
+  // halves the scale; both steps are skipped everywhere: no update, no schedule step.
+  const int world = 3, accum = 2, steps = 6;
+  const int64_t micro = 2;
+  const std::set<int> overflowing = {2, 4};
+  EngineOptions o = sgdOptions();
+  o.gradient_clipping = 0.5;
+  o.scheduler = {"StepLR", {{"step_size", int64_t{1}}, {"gamma", 0.9}}};
+  // The run without the skipped steps, in one process with the global batch.
+  Engine ref(makeNet(3), o, worldOf(0, 1, nullptr));
+  for (int s = 0; s < steps; ++s) {
+    if (overflowing.count(s)) continue;
+    auto [x, y] = batch(s, micro * accum * world);
+    ref.backward(autograd::crossEntropy(ref.forward(Variable(x)), y));
+    ASSERT_TRUE(ref.step());
+  }
+  o.gradient_accumulation_steps = accum;
+  o.loss_scaler = optim::LossScalerOptions{};  // dynamic, 2^16, window 1000, hysteresis 2
+  std::mutex mu;
+  std::vector<std::vector<std::vector<double>>> final_params(world);
+  lockstep::testing::runThreadRanks(world, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    Engine engine(makeNet(3 + rank), o, worldOf(rank, world, pg));
+    for (int s = 0; s < steps; ++s) {
+      auto [x, y] = batch(s, micro * accum * world);
+      const auto before = parameterValues(*engine.model());
+      for (int m = 0; m < accum; ++m) {
+        const int64_t from = (m * world + rank) * micro;
+        Tensor xs = x.slice(from, from + micro).clone();
+        if (rank == 1 && m == 0 && overflowing.count(s))
+          xs.data<float>()[3] = std::numeric_limits<float>::infinity();
+        engine.backward(autograd::crossEntropy(engine.forward(Variable(xs)), y.slice(from, from + micro)));
+        EXPECT_EQ(engine.step(), m + 1 == accum);  // a skipped step is still a step taken
+        if (m + 1 < accum) {
+          EXPECT_FALSE(engine.wasStepApplied());
+        }
+      }
+      EXPECT_EQ(engine.globalSteps(), s + 1);
+      EXPECT_EQ(engine.wasStepApplied(), !overflowing.count(s)) << "step " << s;
+      if (overflowing.count(s)) {
+        EXPECT_EQ(parameterValues(*engine.model()), before) << "step " << s << " changed the parameters";
+        EXPECT_FALSE(engine.model()->parameters()[0].hasGrad());  // the bad gradients are dropped
+      }
+      EXPECT_EQ(engine.lossScale(), s < 4 ? 65536.0 : 32768.0) << "after step " << s;
+    }
+    EXPECT_EQ(engine.skippedSteps(), 2);
+    EXPECT_DOUBLE_EQ(engine.optimizer()->paramGroups()[0].lr(), 0.1 * std::pow(0.9, 4));  // 4 applied
+    std::lock_guard<std::mutex> lock(mu);
+    final_params[rank] = parameterValues(*engine.model());
+    EXPECT_LE(maxAbsDiff(*engine.model(), *ref.model()), 1e-5);
+  });
+  for (int r = 1; r < world; ++r) EXPECT_EQ(final_params[r], final_params[0]) << "rank " << r << " parted";
+}
+
+TEST(Engine, loss_scaler_state_and_skipped_steps_resume) {
+  EngineOptions o = sgdOptions();
+  o.loss_scaler = optim::LossScalerOptions{.initial_scale_power = 4, .hysteresis = 1};
+  Engine a(makeNet(1), o, worldOf(0, 1, nullptr));
+  auto [x, y] = batch(0, 4);
+  Tensor bad = x.clone();
+  bad.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  a.backward(autograd::crossEntropy(a.forward(Variable(bad)), y));
+  EXPECT_TRUE(a.step());
+  EXPECT_FALSE(a.wasStepApplied());
+  EXPECT_EQ(a.lossScale(), 8.0);
+  ASSERT_NE(a.lossScaler(), nullptr);
+  Engine b(makeNet(1), o, worldOf(0, 1, nullptr));
+  b.lossScaler()->loadStateDict(a.lossScaler()->stateDict());
+  EXPECT_EQ(b.skippedSteps(), 1);
+  EXPECT_EQ(b.lossScale(), 8.0);
+  Engine plain(makeNet(1), sgdOptions(), worldOf(0, 1, nullptr));
+  EXPECT_EQ(plain.lossScaler(), nullptr);
+  EXPECT_EQ(plain.lossScale(), 1.0);
+  EXPECT_EQ(plain.skippedSteps(), 0);
+}
+
+TEST(Engine, bad_loss_scaler_options_are_errors_naming_the_key) {
+  EngineOptions o;
+  o.loss_scaler = optim::LossScalerOptions{.loss_scale_window = -1};
+  try {
+    parallel::validateEngineOptions(o);
+    FAIL() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("loss_scale_window=-1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Engine, ranks_agree_on_an_overflow_their_gradients_do_not_share) {
+  // With the "noop" comm hook DDP averages nothing, so only rank 2's gradients hold the inf: the
+  // overflow flag's own allreduce must make ranks 0 and 1 skip the step too.
+  EngineOptions o = sgdOptions();
+  o.ddp.comm_hook = "noop";
+  o.loss_scaler = optim::LossScalerOptions{.hysteresis = 1};
+  lockstep::testing::runThreadRanks(3, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    Engine engine(makeNet(3), o, worldOf(rank, 3, pg));
+    for (int s = 0; s < 2; ++s) {
+      auto [x, y] = batch(s, 4);
+      if (rank == 2 && s == 1) x.data<float>()[0] = std::numeric_limits<float>::infinity();
+      const auto before = parameterValues(*engine.model());
+      engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
+      EXPECT_TRUE(engine.step());
+      EXPECT_EQ(engine.wasStepApplied(), s == 0) << "rank " << rank << " step " << s;
+      if (s == 1) {
+        EXPECT_EQ(parameterValues(*engine.model()), before) << "rank " << rank;
+      }
+    }
+    EXPECT_EQ(engine.skippedSteps(), 1);
+    EXPECT_EQ(engine.lossScale(), 32768.0);
   });
 }
