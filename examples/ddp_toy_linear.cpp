@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     nn::MSELoss mse;
     for (int epoch = 0; epoch < max_epochs; ++epoch) {
       job.setEpoch(static_cast<uint64_t>(epoch));
-      std::printf("[rank %d] Epoch %d | Batchsize %lld | Steps %lld\n", job.env.rank(), epoch,
+      std::printf("[rank %d] Epoch %d | Batchsize %lld | Steps %lld\n", job.env().rank(), epoch,
                   static_cast<long long>(batch_size), static_cast<long long>(job.loader->size()));
       for (data::Batch& b : *job.loader) {
         engine.backward(mse(engine.forward(autograd::Variable(b.input)), b.target));

@@ -9,9 +9,6 @@ PreparedJob prepare(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Op
   PreparedJob job;
   job.engine = std::make_shared<Engine>(std::move(model), std::move(optimizer), options.engine,
                                         initFromEnvironment(options.engine.backend));
-  job.env = job.engine->environment();
-  job.model = job.engine->module();
-  job.optimizer = job.engine->optimizer();
   job.loader = job.engine->makeLoader(std::move(train_set), options.loader);
   return job;
 }

@@ -3,7 +3,7 @@
 // Accelerate's prepare() and Paddle Fleet's distributed_model / distributed_optimizer:
 //
 //   auto job = parallel::prepare(model, optimizer, train_set, {.loader = {.batch_size = 32}});
-//   for (epoch ...) { job.setEpoch(epoch); for (auto& b : *job.loader) { ... job.model->forward ... } }
+//   for (epoch ...) { job.setEpoch(epoch); for (auto& b : *job.loader) { ... job.model()->forward ... } }
 //
 // It is the training engine (engine.h) for a loop the user writes with their own optimizer: in a
 // world of one rank (no launcher) the model is returned as is and the loader shuffles the whole
@@ -31,11 +31,12 @@ struct PrepareOptions {
 
 struct PreparedJob {
   std::shared_ptr<Engine> engine;
-  DistributedEnvironment env;
-  std::shared_ptr<nn::Module> model;  // what to run forward: engine->module()
-  std::shared_ptr<optim::Optimizer> optimizer;
   std::shared_ptr<data::DataLoader> loader;
-  bool isMain() const { return env.isMain(); }
+  const DistributedEnvironment& env() const { return engine->environment(); }
+  /// What to run forward: the DDP wrapper on several ranks, else the model itself.
+  const std::shared_ptr<nn::Module>& model() const { return engine->module(); }
+  const std::shared_ptr<optim::Optimizer>& optimizer() const { return engine->optimizer(); }
+  bool isMain() const { return env().isMain(); }
   /// The loader's (and so the sampler's) epoch: call at the start of every epoch.
   void setEpoch(uint64_t epoch) { loader->setEpoch(epoch); }
 };
