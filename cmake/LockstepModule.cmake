@@ -8,7 +8,10 @@ add_library(lockstep::lockstep ALIAS lockstep_all)
 set_target_properties(lockstep_all PROPERTIES EXPORT_NAME lockstep)
 set_property(GLOBAL PROPERTY LOCKSTEP_MODULE_TARGETS lockstep_all)
 function(lockstep_module name)
-  cmake_parse_arguments(ARG "" "" "DEPS;EXCLUDE" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "DEPS;EXCLUDE" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/lockstep/${name}/*.cpp)
   foreach(pattern ${ARG_EXCLUDE})
     list(FILTER sources EXCLUDE REGEX "${pattern}")
@@ -33,8 +36,9 @@ function(lockstep_module name)
   set_property(GLOBAL APPEND PROPERTY LOCKSTEP_MODULE_TARGETS ${target})
 endfunction()
 
-# lockstep_test(MODULE [EXCLUDE regex...]): tests/MODULE/*.cpp -> one GoogleTest binary
-# test_MODULE, each test a CTest test. Called from tests/CMakeLists.txt.
+# lockstep_test(MODULE [EXCLUDE regex...] [TIMEOUT seconds]): tests/MODULE/*.cpp -> one GoogleTest
+# binary test_MODULE, each test a CTest test (timing out after TIMEOUT s, default 300: a guard
+# against hangs, not a speed check). Called from tests/CMakeLists.txt.
 function(lockstep_test module)
   cmake_parse_arguments(ARG "" "" "DEPS;EXCLUDE" ${ARGN})
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${module}/*.cpp)
@@ -47,5 +51,5 @@ function(lockstep_test module)
   add_executable(test_${module} ${sources})
   target_link_libraries(test_${module} PRIVATE lockstep_${module} ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   target_include_directories(test_${module} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-  gtest_discover_tests(test_${module} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+  gtest_discover_tests(test_${module} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${ARG_TIMEOUT})
 endfunction()

@@ -164,8 +164,11 @@ int main(int argc, char** argv) {
                    parallel::formatTimings(ddp->timings()).c_str());
     }
     if (rank == 0) {
-      std::printf("test_accuracy=%.4f samples_per_second=%.1f steps=%lld\n", test_accuracy,
-                  samples / job_train_seconds, static_cast<long long>(steps));
+      const auto low = parallel::precisionDType(a.precision);
+      std::printf("test_accuracy=%.4f samples_per_second=%.1f steps=%lld precision=%s kernels=\"%s\"\n",
+                  test_accuracy, samples / job_train_seconds, static_cast<long long>(steps),
+                  a.precision.c_str(),
+                  low ? kernels::precisionPath(*low).c_str() : kernels::precisionPath(DType::f32).c_str());
     }
     return 0;
   } catch (const ValueError& e) {

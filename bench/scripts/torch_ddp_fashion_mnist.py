@@ -40,6 +40,8 @@ def main():
     ap.add_argument("--warmup-steps", type=int, default=0)
     ap.add_argument("--comm-hook", choices=["allreduce", "noop"], default="allreduce")
     ap.add_argument("--gradient-as-bucket-view", action="store_true")
+    ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                    help="bf16 / fp16: torch.autocast('cpu', dtype) around forward and loss (fp16 with a GradScaler)")
     args = ap.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -62,16 +64,24 @@ def main():
             from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
             model.register_comm_hook(None, noop_hook)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+    scaler = torch.amp.GradScaler("cpu") if args.precision == "fp16" else None
     steps, samples, seconds = 0, 0, 0.0
     done = False
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         t0 = time.perf_counter()
         for data, target in loader:
-            loss = F.cross_entropy(model(data), target)
+            with torch.autocast("cpu", dtype=low, enabled=low is not None):
+                loss = F.cross_entropy(model(data), target)
             opt.zero_grad()
-            loss.backward()
-            opt.step()
+            if scaler:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
             steps += 1
             samples += data.shape[0] * world
             if steps == args.warmup_steps:  # the clock starts now
@@ -90,7 +100,9 @@ def main():
         model.eval()
         acc = (model(tx).argmax(1) == ty).float().mean().item()
     if rank == 0:
-        print(f"impl=torch world={world} steps={steps} samples_per_second={samples / seconds:.1f} "
+        cap = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: "n/a")()
+        print(f"impl=torch version={torch.__version__} cpu_capability={cap} precision={args.precision} "
+              f"world={world} steps={steps} samples_per_second={samples / seconds:.1f} "
               f"test_accuracy={acc:.4f}", flush=True)
     if world > 1:
         dist.destroy_process_group()

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "lockstep/tensor/convert.h"
 #include "lockstep/tensor/strided.h"
 
 namespace lockstep {
@@ -293,6 +294,23 @@ Tensor Tensor::toFormat(MemoryFormat format) const {
   return out;
 }
 
+bool Tensor::convertDense(const Tensor& src) {
+  const auto* s = src.dataPtr();
+  void* d = dataPtr();
+  if (src.dtype_ == DType::f32 && dtype_ == DType::bf16) {
+    convertF32ToBF16(static_cast<const float*>(s), static_cast<uint16_t*>(d), numel_);
+  } else if (src.dtype_ == DType::bf16 && dtype_ == DType::f32) {
+    convertBF16ToF32(static_cast<const uint16_t*>(s), static_cast<float*>(d), numel_);
+  } else if (src.dtype_ == DType::f32 && dtype_ == DType::f16) {
+    convertF32ToF16(static_cast<const float*>(s), static_cast<uint16_t*>(d), numel_);
+  } else if (src.dtype_ == DType::f16 && dtype_ == DType::f32) {
+    convertF16ToF32(static_cast<const uint16_t*>(s), static_cast<float*>(d), numel_);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 void Tensor::copyFrom(const Tensor& src) {
   LOCKSTEP_ENFORCE(src.shape_ == shape_, ValueError, "copy: source shape ", shapeToString(src.shape_),
                    " differs from destination shape ", shapeToString(shape_));
@@ -301,6 +319,7 @@ void Tensor::copyFrom(const Tensor& src) {
     std::memcpy(dataPtr(), src.dataPtr(), nbytes());
     return;
   }
+  if (src.strides_ == strides_ && isDense() && convertDense(src)) return;
   char* dbase = static_cast<char*>(dataPtr());
   const char* sbase = static_cast<const char*>(src.dataPtr());
   visitDType(dtype_, [&](auto dtag) {

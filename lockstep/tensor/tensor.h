@@ -132,6 +132,8 @@ class Tensor {
   DType dtype_ = DType::f32;
 
   Tensor makeView(Shape shape, Shape strides, int64_t offset) const;
+  /// copyFrom's fast path for same-layout dense f32 <-> bf16 / f16: false when it does not apply.
+  bool convertDense(const Tensor& src);
 };
 
 }  // namespace lockstep

@@ -71,18 +71,26 @@ TEST(Add, rejects_incompatible_shapes) {
   }
 }
 
-TEST(Add, rejects_mixed_dtypes) {
-  Variable a(Tensor::zeros({3}, DType::f32)), b(Tensor::zeros({3}, DType::f64));
+TEST(Add, mixed_floating_dtypes_promote_to_the_wider_and_grads_keep_each_dtype) {
+  // PyTorch's type promotion: f32 op f64 computes in f64; each operand's gradient comes back in
+  // its own dtype.
   for (const auto& op : kOps) {
-    try {
-      op.fn(a, b);
-      FAIL() << "expected ValueError";
-    } catch (const ValueError& e) {
-      std::string m = e.what();
-      EXPECT_NE(m.find(op.name), std::string::npos) << m;
-      EXPECT_NE(m.find("f32"), std::string::npos) << m;
-      EXPECT_NE(m.find("f64"), std::string::npos) << m;
-    }
+    Variable a(Tensor::ones({3}, DType::f32), true), b(Tensor::full({3}, 2.0, DType::f64), true);
+    Variable y = op.fn(a, b);
+    EXPECT_EQ(y.dtype(), DType::f64) << op.name;
+    autograd::sum(y).backward();
+    EXPECT_EQ(a.grad().dtype(), DType::f32) << op.name;
+    EXPECT_EQ(b.grad().dtype(), DType::f64) << op.name;
+  }
+  // Integer and floating operands are not promoted: an error naming both dtypes.
+  Variable i(Tensor::zeros({3}, DType::i64)), f(Tensor::zeros({3}, DType::f32));
+  try {
+    autograd::add(i, f);
+    FAIL() << "expected ValueError";
+  } catch (const ValueError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("i64"), std::string::npos) << m;
+    EXPECT_NE(m.find("f32"), std::string::npos) << m;
   }
 }
 

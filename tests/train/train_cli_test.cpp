@@ -167,7 +167,7 @@ TEST_F(TrainCli, bad_input_exits_2_with_a_clear_message) {
       {base + "optimizer: {params: {lrr: 0.1}}", "",
        "unknown key optimizer.params.lrr (did you mean optimizer.params.lr?)"},
       {base + "epochs: three", "", "epochs: expected an integer, got 'three'"},
-      {base + "fp16: {enabled: true}", "", "fp16 is not supported yet"},
+      {base + "zero_optimization: {stage: 3}", "", "zero_optimization is not supported yet"},
       {base + "train_batch_size: 20\ngradient_accumulation_steps: 2", "", "world size 1"},
       {"train_micro_batch_size_per_gpu: 8\ndata: {dataset: fashion_mnist, root: /nonexistent/fm}", "",
        "/nonexistent/fm"},
