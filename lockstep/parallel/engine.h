@@ -58,6 +58,9 @@ struct EngineOptions {
   DistributedDataParallelOptions ddp{};
   /// Process-group backend when the engine reads the environment itself.
   std::string backend = "auto";
+  /// Its collective timeout when the engine reads the environment itself (0: LOCKSTEP_TIMEOUT,
+  /// else comm::kDefaultCollectiveTimeout).
+  std::chrono::milliseconds timeout = comm::kGroupTimeout;
   /// "fp32". Mixed precision ("bf16", "fp16") is not implemented yet: an error, not a silent f32.
   std::string precision = "fp32";
   /// 0: replicated optimizer state (DDP). ZeRO stages 1-3 are not implemented yet: an error.
@@ -74,7 +77,8 @@ std::shared_ptr<data::Sampler> makeTrainSampler(const DistributedEnvironment& en
 
 class Engine {
  public:
-  /// Reads the environment (initFromEnvironment(options.backend)); collective when distributed.
+  /// Reads the environment (initFromEnvironment(options.backend, options.timeout)); collective when
+  /// distributed.
   Engine(std::shared_ptr<nn::Module> model, const EngineOptions& options);
   /// On an environment already joined (several engines on one group, tests).
   Engine(std::shared_ptr<nn::Module> model, const EngineOptions& options, DistributedEnvironment env);

@@ -318,10 +318,26 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   checkNoDuplicateKeys(root, "", source);
   for (const auto& o : overrides) applyOverride(root, o);
   checkKeys(root, "",
-            {"train_batch_size", "train_micro_batch_size_per_gpu", "train_micro_batch_size_per_rank",
-             "gradient_accumulation_steps", "optimizer", "scheduler", "gradient_clipping", "steps_per_print",
-             "tensorboard", "csv_monitor", "model", "data", "epochs", "max_steps", "seed", "checkpoint",
-             "eval", "backend", "ddp"});
+            {"train_batch_size",
+             "train_micro_batch_size_per_gpu",
+             "train_micro_batch_size_per_rank",
+             "gradient_accumulation_steps",
+             "optimizer",
+             "scheduler",
+             "gradient_clipping",
+             "steps_per_print",
+             "tensorboard",
+             "csv_monitor",
+             "model",
+             "data",
+             "epochs",
+             "max_steps",
+             "seed",
+             "checkpoint",
+             "eval",
+             "backend",
+             "comm_timeout_seconds",
+             "ddp"});
   TrainConfig c;
   std::optional<int64_t> train, micro, accum;
   get(root, "", "train_batch_size", train);
@@ -344,6 +360,11 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   get(root, "", "seed", c.seed);
   get(root, "", "backend", c.backend);
   comm::checkBackendName(c.backend);  // here, so that a bad name fails before any rank starts
+  get(root, "", "comm_timeout_seconds", c.comm_timeout_seconds);
+  if (c.comm_timeout_seconds && !(*c.comm_timeout_seconds > 0 && *c.comm_timeout_seconds <= 864000)) {
+    throw ValueError(source + ": comm_timeout_seconds: expected a number of seconds in (0, 864000], got " +
+                     std::to_string(*c.comm_timeout_seconds));
+  }
   if (root["checkpoint"]) {
     const YAML::Node k = root["checkpoint"];
     checkKeys(k, "checkpoint", {"dir", "every_steps", "keep_last"});

@@ -21,6 +21,7 @@ std::shared_ptr<lockstep::comm::ProcessGroup> initWithAttemptPrefix() {
   so.host = env("MASTER_ADDR");
   so.port = static_cast<uint16_t>(std::stoi(env("MASTER_PORT")));
   so.timeout = std::chrono::seconds(20);
+  so.join_token = env("LOCKSTEP_JOIN_TOKEN");
   auto store = std::make_shared<lockstep::comm::PrefixStore>(env("LOCKSTEP_STORE_PREFIX"),
                                                              std::make_shared<lockstep::comm::TCPStore>(so));
   return lockstep::comm::createProcessGroup("gloo", store, std::stoi(env("RANK")),
