@@ -112,7 +112,11 @@ TCPStore::Reply TCPStore::request(std::vector<uint8_t>& frame, std::chrono::mill
     auto deadline = Clock::now() + timeout_ +
                     (server_wait.count() > 0 ? server_wait + kReplySlack : std::chrono::milliseconds(0));
     Reply r = exchange(fd, frame, deadline);
-    giveBack(fd);
+    // A server that refuses a request may close the connection after its answer.
+    if (r.status == static_cast<uint8_t>(StoreStatus::error))
+      ::close(fd);
+    else
+      giveBack(fd);
     return r;
   } catch (const PeerError& e) {
     ::close(fd);  // the stream's state is unknown now: never reuse it
@@ -142,7 +146,9 @@ void TCPStore::set(const std::string& key, const std::vector<uint8_t>& value) {
                    " bytes for key '", key, "' exceeds the limit of ", detail::kMaxValueBytes, " bytes");
   FrameWriter w;
   w.u8(static_cast<uint8_t>(StoreCmd::set)).str(key).vec(value);
-  request(w.finish(), std::chrono::milliseconds(0));
+  auto rep = request(w.finish(), std::chrono::milliseconds(0));
+  FrameReader r(rep.body.data(), rep.body.size());
+  expectOk(where(), rep.status, r);
 }
 
 std::vector<uint8_t> TCPStore::get(const std::string& key) {
