@@ -119,3 +119,14 @@ TEST(LaunchOptions, usage_lists_every_flag) {
     EXPECT_NE(u.find(f), std::string::npos) << f;
   }
 }
+
+TEST(LaunchOptions, timeout_and_join_token) {
+  auto o = parse({"--timeout", "20", "--join-token=0123456789abcdef", "train"});
+  EXPECT_EQ(o.timeout_s, 20.0);
+  EXPECT_EQ(o.join_token, "0123456789abcdef");
+  EXPECT_FALSE(parse({"train"}).timeout_s.has_value());
+  EXPECT_NE(errorOf({"--timeout", "0", "train"}).find("option --timeout='0' is not a timeout in seconds"),
+            std::string::npos);
+  EXPECT_NE(errorOf({"--timeout", "inf", "train"}).find("--timeout"), std::string::npos);
+  EXPECT_NE(errorOf({"--join-token", "short", "train"}).find("at least 16 characters"), std::string::npos);
+}
