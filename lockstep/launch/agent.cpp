@@ -230,7 +230,7 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
   Watchdog watchdog(wo, multi_node ? &rdzv : nullptr);
   auto next_check = std::chrono::steady_clock::now() + interval;
   for (;;) {
-    group.waitForEvents(signals.fd(), multi_node ? interval : std::min(Ms(1000), wo.interval));
+    group.waitForEvents(signals.fd(), std::min(multi_node ? interval : Ms(1000), wo.interval));
     if (int sig = signals.drain(); sig != 0) {
       interrupt_signal_ = sig;
       try {
@@ -282,7 +282,7 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
       try {
         if (!primary) {
           if (std::string s = watchdog.suspects(group); !s.empty()) {
-            report_ = s + "  (then " + report_.substr(std::string("root cause: ").size());
+            report_ = s + "  after which " + report_.substr(std::string("root cause: ").size());
             primary = true;
             node_lost_ = watchdog.nodeLost();
           }
