@@ -115,7 +115,7 @@ TEST(LaunchOptions, usage_lists_every_flag) {
   for (const char* f :
        {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--standalone",
         "--rdzv-endpoint", "--rdzv-id", "--run-id", "--rdzv-timeout", "--max-restarts", "--monitor-interval",
-        "--log-dir", "--redirects", "--tee", "--hostfile"}) {
+        "--log-dir", "--redirects", "--tee", "--hostfile", "--timeout", "--join-token"}) {
     EXPECT_NE(u.find(f), std::string::npos) << f;
   }
 }
