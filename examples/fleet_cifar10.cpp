@@ -22,6 +22,7 @@ using namespace lockstep;
 int main(int argc, char** argv) {
   std::string data_dir, backend = "auto";
   double timeout_s = 0;  // 0: LOCKSTEP_TIMEOUT, else the default
+  std::string precision = "fp32";
   int epochs = 10;
   int64_t batch_size = 32, synthetic_per_file = 200;
   CLI::App app{"Seed 000's Fleet CIFAR-10 training"};
@@ -33,6 +34,10 @@ int main(int argc, char** argv) {
                  "collective timeout in seconds, like torch's init_process_group(timeout=) (default: "
                  "$LOCKSTEP_TIMEOUT, else 300)")
       ->check(CLI::Range(0.001, 864000.0));
+  app.add_option(
+         "--precision", precision,
+         "fp32, or bf16 / fp16 autocast with f32 master weights (fp16 also scales the loss dynamically)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--backend", backend, "process group backend: " + comm::backendNamesText());
   CLI11_PARSE(app, argc, argv);
   try {
@@ -57,6 +62,7 @@ int main(int argc, char** argv) {
     // which already averages the gradients the optimizer sees.
     parallel::EngineOptions eo;
     eo.optimizer = {"Adam", {{"lr", 0.001}}};
+    eo.precision = precision;
     parallel::Engine engine(model, eo, env);
     nn::Module& net = *engine.module();
     const int rank = env.rank();

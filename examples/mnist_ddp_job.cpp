@@ -22,6 +22,7 @@ using namespace lockstep;
 int main(int argc, char** argv) {
   std::string data_dir = "/usr/share/datasets/fashion-mnist", save_path, backend = "auto";
   double timeout_s = 0;  // 0: LOCKSTEP_TIMEOUT, else the default
+  std::string precision = "fp32";
   int epochs = 3;
   int64_t batch_size = 32;
   CLI::App app{"Seed 001's DDP MNIST training job"};
@@ -34,6 +35,10 @@ int main(int argc, char** argv) {
                  "collective timeout in seconds, like torch's init_process_group(timeout=) (default: "
                  "$LOCKSTEP_TIMEOUT, else 300)")
       ->check(CLI::Range(0.001, 864000.0));
+  app.add_option(
+         "--precision", precision,
+         "fp32, or bf16 / fp16 autocast with f32 master weights (fp16 also scales the loss dynamically)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--backend", backend, "process group backend: " + comm::backendNamesText());
   CLI11_PARSE(app, argc, argv);
   try {
@@ -47,6 +52,7 @@ int main(int argc, char** argv) {
     // Adam's "weight_decay" stays 0, so Adam and AdamW are the same update here.
     parallel::EngineOptions eo;
     eo.optimizer = {"Adam", {{"lr", 0.001 * world}}};
+    eo.precision = precision;
     parallel::Engine engine(model, eo, env);
     // The seed steps StepLR once per epoch (the engine's schedulers count optimizer steps).
     optim::StepLR scheduler(*engine.optimizer(), {.step_size = 1, .gamma = 0.7});

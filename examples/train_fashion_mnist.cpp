@@ -41,6 +41,7 @@ struct Args {
   int64_t num_workers = 1;
   std::string backend = "auto";
   double timeout_s = 0;  // 0: LOCKSTEP_TIMEOUT, else the default
+  std::string precision = "fp32";
   bool ddp_timings = false;
   std::string comm_hook = "allreduce";
   bool gradient_as_bucket_view = false;
@@ -65,6 +66,10 @@ int main(int argc, char** argv) {
                  "collective timeout in seconds, like torch's init_process_group(timeout=) (default: "
                  "$LOCKSTEP_TIMEOUT, else 300)")
       ->check(CLI::Range(0.001, 864000.0));
+  app.add_option(
+         "--precision", a.precision,
+         "fp32, or bf16 / fp16 autocast with f32 master weights (fp16 also scales the loss dynamically)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--backend", a.backend,
                  "process group backend when distributed: " + comm::backendNamesText());
   app.add_flag("--ddp-timings", a.ddp_timings,
@@ -102,6 +107,7 @@ int main(int argc, char** argv) {
     parallel::EngineOptions eo;
     eo.optimizer = {"Adam", {{"lr", a.lr}}};
     eo.ddp.comm_hook = a.comm_hook;
+    eo.precision = a.precision;
     eo.ddp.gradient_as_bucket_view = a.gradient_as_bucket_view;
     parallel::Engine engine(nn::makeModel("mnist_cnn", model_opts), eo, dist);
     parallel::DistributedDataParallel* ddp = engine.ddp();

@@ -57,10 +57,20 @@ void Progress::onStep(const StepMetrics& m) {
     writeCsv(m.epoch, m.step, "train/loss", m.loss);
     writeCsv(m.epoch, m.step, "train/lr", m.lr);
     writeCsv(m.epoch, m.step, "train/samples_per_sec", m.samples_per_sec);
+    if (m.has_loss_scale) {
+      writeCsv(m.epoch, m.step, "train/loss_scale", m.loss_scale);
+      writeCsv(m.epoch, m.step, "train/skipped_steps", static_cast<double>(m.skipped_steps));
+    }
     if (events_) {
-      events_->addScalars(m.step, {{"train/loss", static_cast<float>(m.loss)},
-                                   {"train/lr", static_cast<float>(m.lr)},
-                                   {"train/samples_per_sec", static_cast<float>(m.samples_per_sec)}});
+      std::vector<Scalar> scalars{
+          {"train/loss", static_cast<float>(m.loss)},
+          {"train/lr", static_cast<float>(m.lr)},
+          {"train/samples_per_sec", static_cast<float>(m.samples_per_sec)}};
+      if (m.has_loss_scale) {
+        scalars.push_back({"train/loss_scale", static_cast<float>(m.loss_scale)});
+        scalars.push_back({"train/skipped_steps", static_cast<float>(m.skipped_steps)});
+      }
+      events_->addScalars(m.step, scalars);
     }
   }
   double elapsed = std::chrono::duration<double>(now - start_).count();
@@ -82,9 +92,16 @@ void Progress::onStep(const StepMetrics& m) {
                  m.samples_per_sec, formatDuration(eta).c_str());
     bar_open_ = true;
   } else if (print) {
-    std::fprintf(stderr, "epoch %lld step %lld/%lld loss %.4f lr %.3g samples/s %.0f eta %s\n",
+    std::string scale;
+    if (m.has_loss_scale) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " loss_scale %.6g skipped %lld", m.loss_scale,
+                    static_cast<long long>(m.skipped_steps));
+      scale = buf;
+    }
+    std::fprintf(stderr, "epoch %lld step %lld/%lld loss %.4f lr %.3g samples/s %.0f%s eta %s\n",
                  static_cast<long long>(m.epoch + 1), static_cast<long long>(m.step),
-                 static_cast<long long>(options_.total_steps), m.loss, m.lr, m.samples_per_sec,
+                 static_cast<long long>(options_.total_steps), m.loss, m.lr, m.samples_per_sec, scale.c_str(),
                  formatDuration(eta).c_str());
   }
 }

@@ -16,6 +16,10 @@ struct StepMetrics {
   double loss = 0;
   double lr = 0;
   double samples_per_sec = 0;
+  /// fp16's loss scale and the steps skipped for an overflow so far; logged when has_loss_scale.
+  bool has_loss_scale = false;
+  double loss_scale = 1;
+  int64_t skipped_steps = 0;
 };
 
 /// "1h02m", "3m05s", "12s".
