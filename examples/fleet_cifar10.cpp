@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
@@ -20,6 +21,7 @@ using namespace lockstep;
 
 int main(int argc, char** argv) {
   std::string data_dir, backend = "auto";
+  double timeout_s = 0;  // 0: LOCKSTEP_TIMEOUT, else the default
   std::string precision = "fp32";
   int epochs = 10;
   int64_t batch_size = 32, synthetic_per_file = 200;
@@ -28,6 +30,10 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", epochs, "epochs")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", batch_size, "batch size per rank")->check(CLI::PositiveNumber);
   app.add_option("--synthetic-per-file", synthetic_per_file, "records per generated training file");
+  app.add_option("--timeout", timeout_s,
+                 "collective timeout in seconds, like torch's init_process_group(timeout=) (default: "
+                 "$LOCKSTEP_TIMEOUT, else 300)")
+      ->check(CLI::Range(0.001, 864000.0));
   app.add_option(
          "--precision", precision,
          "fp32, or bf16 / fp16 autocast with f32 master weights (fp16 also scales the loss dynamically)")
@@ -35,7 +41,8 @@ int main(int argc, char** argv) {
   app.add_option("--backend", backend, "process group backend: " + comm::backendNamesText());
   CLI11_PARSE(app, argc, argv);
   try {
-    auto env = parallel::initFromEnvironment(backend);
+    auto env = parallel::initFromEnvironment(
+        backend, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0)));
     std::string generated;
     if (data_dir.empty()) {
       // Every rank generates the same deterministic files into its own directory.

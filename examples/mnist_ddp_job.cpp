@@ -5,6 +5,7 @@
 //   lockstep run --nproc-per-node 2 mnist_ddp_job --data-dir DIR --epochs 3 --save-path model.safetensors
 // Works on MNIST or Fashion-MNIST IDX files (Debian ships Fashion-MNIST).
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 
 #include "lockstep/autograd.h"
@@ -20,6 +21,7 @@ using namespace lockstep;
 
 int main(int argc, char** argv) {
   std::string data_dir = "/usr/share/datasets/fashion-mnist", save_path, backend = "auto";
+  double timeout_s = 0;  // 0: LOCKSTEP_TIMEOUT, else the default
   std::string precision = "fp32";
   int epochs = 3;
   int64_t batch_size = 32;
@@ -29,6 +31,10 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", batch_size, "batch size per rank")->check(CLI::PositiveNumber);
   app.add_option("--save-path,--save_path", save_path,
                  "where rank 0 saves the model's state dict (safetensors)");
+  app.add_option("--timeout", timeout_s,
+                 "collective timeout in seconds, like torch's init_process_group(timeout=) (default: "
+                 "$LOCKSTEP_TIMEOUT, else 300)")
+      ->check(CLI::Range(0.001, 864000.0));
   app.add_option(
          "--precision", precision,
          "fp32, or bf16 / fp16 autocast with f32 master weights (fp16 also scales the loss dynamically)")
@@ -40,7 +46,8 @@ int main(int argc, char** argv) {
     auto test = std::make_shared<data::TensorDataset>(data::loadMnist(data_dir, data::Split::test));
     auto parts = data::randomSplit(full, {48000, 12000}, 1);
     auto model = nn::makeModel("mnist_cnn");
-    auto env = parallel::initFromEnvironment(backend);
+    auto env = parallel::initFromEnvironment(
+        backend, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0)));
     const int rank = env.rank(), world = env.worldSize();
     // Adam's "weight_decay" stays 0, so Adam and AdamW are the same update here.
     parallel::EngineOptions eo;

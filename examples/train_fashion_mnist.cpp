@@ -40,6 +40,7 @@ struct Args {
   uint64_t seed = 1;
   int64_t num_workers = 1;
   std::string backend = "auto";
+  double timeout_s = 0;  // 0: LOCKSTEP_TIMEOUT, else the default
   std::string precision = "fp32";
   bool ddp_timings = false;
   std::string comm_hook = "allreduce";
@@ -61,6 +62,10 @@ int main(int argc, char** argv) {
   app.add_option("--lr", a.lr, "Adam learning rate")->check(CLI::PositiveNumber);
   app.add_option("--seed", a.seed, "seed of the model init and the shuffling");
   app.add_option("--num-workers", a.num_workers, "DataLoader worker threads")->check(CLI::NonNegativeNumber);
+  app.add_option("--timeout", a.timeout_s,
+                 "collective timeout in seconds, like torch's init_process_group(timeout=) (default: "
+                 "$LOCKSTEP_TIMEOUT, else 300)")
+      ->check(CLI::Range(0.001, 864000.0));
   app.add_option(
          "--precision", a.precision,
          "fp32, or bf16 / fp16 autocast with f32 master weights (fp16 also scales the loss dynamically)")
@@ -86,7 +91,9 @@ int main(int argc, char** argv) {
   }
 
   try {
-    auto dist = parallel::initFromEnvironment(a.backend);  // world of 1 when not launched distributed
+    auto dist = parallel::initFromEnvironment(
+        a.backend, std::chrono::milliseconds(static_cast<int64_t>(
+                       a.timeout_s * 1000.0)));  // world of 1 when not launched distributed
     const int rank = dist.rank(), world = dist.worldSize();
     data::MnistOptions mo;
     mo.mean = 0.2860;  // Fashion-MNIST's statistics

@@ -25,6 +25,12 @@ int printHostCommands(lockstep::launch::LaunchOptions options) {
   int total = 0;
   for (const auto& h : hosts) total += h.slots;
   std::printf("# %zu hosts, %d workers in all. Run on each host:\n", hosts.size(), total);
+  if (options.join_token.empty()) {
+    std::printf(
+        "# (with the same secret in every host's environment, so that only this job's agents and workers\n"
+        "#  can use the rendezvous store: export LOCKSTEP_JOIN_TOKEN=$(openssl rand -hex 32); "
+        "docs/security.md)\n");
+  }
   for (size_t i = 0; i < hosts.size(); ++i) {
     std::printf("# on %s (node rank %zu, %d slots):\n%s\n", hosts[i].host.c_str(), i, hosts[i].slots,
                 commands[i].c_str());

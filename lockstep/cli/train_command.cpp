@@ -54,8 +54,9 @@ lockstep::train::TrainConfig validate(const TrainArgs& a, const lockstep::comm::
   return config;
 }
 
-int launch(const TrainArgs& a) {
+int launch(const TrainArgs& a, const lockstep::train::TrainConfig& config) {
   lockstep::launch::LaunchOptions lo;
+  lo.timeout_s = config.comm_timeout_seconds;  // the watchdog waits as long as the collectives
   lo.nproc_per_node = a.nproc_per_node;
   lo.standalone = true;
   lo.master_port = 0;
@@ -102,7 +103,7 @@ int trainMain(int argc, char** argv) {
     std::fprintf(stderr, "lockstep train: error: %s\n", e.what());
     return 2;
   }
-  if (startsAgent(a)) return launch(a);
+  if (startsAgent(a)) return launch(a, config);
 
   lockstep::train::TrainerOptions to;
   to.output_dir = a.output_dir;

@@ -25,6 +25,11 @@ uint16_t parsePort(const std::string& s, const std::string& what) {
 
 }  // namespace
 
+std::chrono::milliseconds collectiveTimeout(const InitOptions& o, const WorkerEnvironment& env) {
+  if (o.timeout > kGroupTimeout) return o.timeout;
+  return env.timeout.value_or(kDefaultCollectiveTimeout);
+}
+
 ResolvedInit resolveInit(const InitOptions& o) {
   const Backend& backend = findBackend(o.backend);
   ResolvedInit r;
@@ -109,6 +114,7 @@ std::shared_ptr<Store> createStore(const ResolvedInit& r, const InitOptions& o) 
     t.port = r.port;
     t.is_server = r.host_store_server;
     t.timeout = o.store_timeout;
+    t.join_token = r.env.join_token;
     base = std::make_shared<TCPStore>(t);
   } else if (r.store_kind == "file") {
     base = std::make_shared<FileStore>(r.path, r.world_size);
@@ -129,7 +135,7 @@ std::shared_ptr<ProcessGroup> initProcessGroup(const InitOptions& options) {
   const Backend& backend = findBackend(options.backend);
   ResolvedInit r = resolveInit(options);
   auto store = createStore(r, options);
-  return backend.create(store, r.rank, r.world_size, options.timeout);
+  return backend.create(store, r.rank, r.world_size, collectiveTimeout(options, r.env));
 }
 
 }  // namespace lockstep::comm

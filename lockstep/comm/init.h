@@ -31,7 +31,9 @@ struct InitOptions {
   std::string init_method = "env://";  // env:// | tcp://host:port | file://path
   int rank = -1;                       // -1: from the environment
   int world_size = -1;                 // -1: from the environment
-  std::chrono::milliseconds timeout = kDefaultCollectiveTimeout;      // default op timeout
+  /// The group's op timeout (torch's init_process_group(timeout=)). kGroupTimeout (0): the
+  /// environment's LOCKSTEP_TIMEOUT, else kDefaultCollectiveTimeout.
+  std::chrono::milliseconds timeout = kGroupTimeout;
   std::chrono::milliseconds store_timeout = std::chrono::minutes(5);  // rendezvous timeout
   std::string group_name = "default";  // store key prefix, so several groups can share a store
 };
@@ -50,6 +52,9 @@ struct ResolvedInit {
   WorkerEnvironment env;   // what the environment said
 };
 
+/// The op timeout initProcessGroup gives the group: options.timeout when set, else LOCKSTEP_TIMEOUT
+/// (env.timeout), else kDefaultCollectiveTimeout. Pure.
+std::chrono::milliseconds collectiveTimeout(const InitOptions& options, const WorkerEnvironment& env);
 /// Resolves ranks and the store from options and workerEnvironment(). ValueError naming the missing or
 /// malformed variable (or init_method) otherwise. Thread-safe.
 ResolvedInit resolveInit(const InitOptions& options);

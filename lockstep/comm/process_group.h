@@ -10,7 +10,7 @@
 // saves two thread hand-offs per small collective. Buffers must stay valid and
 // untouched until the Work completes. Issue collectives of one group from one thread at a time.
 //
-// Failure: each op has a timeout (options.timeout, else the group's, default 30 min). A peer
+// Failure: each op has a timeout (options.timeout, else the group's, default 5 min). A peer
 // that dies or does not arrive makes the op fail with PeerError/TimeoutError naming the op, its
 // sequence number and the missing ranks; an op whose peers issued a different op fails with
 // PeerError saying so. After such an error the group is broken: later ops fail at once.
@@ -32,7 +32,10 @@ namespace lockstep::comm {
 
 /// 0 ms in an op's options means "the group's default timeout".
 inline constexpr std::chrono::milliseconds kGroupTimeout{0};
-inline constexpr std::chrono::milliseconds kDefaultCollectiveTimeout = std::chrono::minutes(30);
+/// The group timeout when nobody chose one (InitOptions.timeout, LOCKSTEP_TIMEOUT, `lockstep run
+/// --timeout`, the config's comm_timeout_seconds): 5 minutes, not torch's 30, so that a stuck or
+/// partitioned peer ends the job in minutes; long enough for a slow checkpoint on one rank.
+inline constexpr std::chrono::milliseconds kDefaultCollectiveTimeout = std::chrono::minutes(5);
 
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::sum;

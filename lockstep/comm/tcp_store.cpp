@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "lockstep/comm/tcp_socket.h"
+#include "lockstep/comm/tcp_store_auth.h"
 #include "lockstep/comm/tcp_store_protocol.h"
 #include "lockstep/comm/tcp_store_server.h"
 #include "lockstep/util/error.h"
@@ -20,17 +21,59 @@ namespace {
 constexpr std::chrono::seconds kReplySlack{10};
 }  // namespace
 
-TCPStore::TCPStore(const TCPStoreOptions& options) : host_(options.host), port_(options.port) {
+TCPStore::TCPStore(const TCPStoreOptions& options)
+    : host_(options.host), join_token_(options.join_token), port_(options.port) {
   timeout_ = options.timeout;
   if (options.is_server) {
-    server_ = std::make_unique<TCPStoreServer>(options.host, options.port);
+    server_ = std::make_unique<TCPStoreServer>(options.host, options.port, options.join_token);
     port_ = server_->port();
   } else {
     LOCKSTEP_ENFORCE(options.port != 0, ValueError,
                      "TCPStore client needs the server's port; port 0 is only valid with is_server");
   }
-  // Connect eagerly so a wrong address fails here, not at the first operation.
-  giveBack(detail::connectWithRetry(host_, port_, Clock::now() + timeout_, "TCPStore"));
+  // Connect eagerly so a wrong address (or token) fails here, not at the first operation.
+  giveBack(connect());
+}
+
+int TCPStore::connect() {
+  int fd = detail::connectWithRetry(host_, port_, Clock::now() + timeout_, "TCPStore");
+  if (join_token_.empty()) return fd;
+  try {
+    auto deadline = Clock::now() + timeout_;
+    FrameWriter hello;
+    hello.u8(static_cast<uint8_t>(StoreCmd::challenge));
+    Reply rep = exchange(fd, hello.finish(), deadline);
+    FrameReader r(rep.body.data(), rep.body.size());
+    auto nonce = r.value();
+    LOCKSTEP_ENFORCE(rep.status == static_cast<uint8_t>(StoreStatus::ok) && nonce && !nonce->empty(),
+                     PeerError, where(),
+                     " asks for no join token, but this process was given one (LOCKSTEP_JOIN_TOKEN): it is "
+                     "not this job's store, or its host was started without the token");
+    FrameWriter prove;
+    prove.u8(static_cast<uint8_t>(StoreCmd::prove)).vec(detail::authProof(join_token_, *nonce));
+    rep = exchange(fd, prove.finish(), deadline);
+    LOCKSTEP_ENFORCE(rep.status == static_cast<uint8_t>(StoreStatus::ok), ValueError, where(),
+                     " refused this process's join token: give every node and worker the same "
+                     "LOCKSTEP_JOIN_TOKEN (or --join-token)");
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  return fd;
+}
+
+TCPStore::Reply TCPStore::exchange(int fd, std::vector<uint8_t>& frame, Clock::time_point deadline) {
+  detail::sendAll(fd, frame.data(), frame.size(), deadline, where());
+  uint32_t len = 0;
+  detail::recvAll(fd, &len, 4, deadline, where());
+  LOCKSTEP_ENFORCE(len >= 1 && len <= detail::kMaxFrameBytes, PeerError, where(), ": malformed reply of ",
+                   len, " bytes; is this port really a lockstep store?");
+  std::vector<uint8_t> body(len);
+  detail::recvAll(fd, body.data(), len, deadline, where());
+  Reply r;
+  r.status = body[0];
+  r.body.assign(body.begin() + 1, body.end());
+  return r;
 }
 
 TCPStore::~TCPStore() {
@@ -48,7 +91,7 @@ int TCPStore::takeConnection() {
       return fd;
     }
   }
-  return detail::connectWithRetry(host_, port_, Clock::now() + timeout_, "TCPStore");
+  return connect();
 }
 
 void TCPStore::giveBack(int fd) {
@@ -64,18 +107,16 @@ void TCPStore::checkKey(const std::string& key) const {
 TCPStore::Reply TCPStore::request(std::vector<uint8_t>& frame, std::chrono::milliseconds server_wait) {
   int fd = takeConnection();
   try {
-    auto deadline = Clock::now() + timeout_ + server_wait + kReplySlack;
-    detail::sendAll(fd, frame.data(), frame.size(), deadline, where());
-    uint32_t len = 0;
-    detail::recvAll(fd, &len, 4, deadline, where());
-    LOCKSTEP_ENFORCE(len >= 1 && len <= detail::kMaxFrameBytes, PeerError, where(), ": malformed reply of ",
-                     len, " bytes; is this port really a lockstep store?");
-    std::vector<uint8_t> body(len);
-    detail::recvAll(fd, body.data(), len, deadline, where());
-    giveBack(fd);
-    Reply r;
-    r.status = body[0];
-    r.body.assign(body.begin() + 1, body.end());
+    // A request the server answers at once must be answered within the timeout; one it may hold
+    // (get/wait) gets its wait plus some slack.
+    auto deadline = Clock::now() + timeout_ +
+                    (server_wait.count() > 0 ? server_wait + kReplySlack : std::chrono::milliseconds(0));
+    Reply r = exchange(fd, frame, deadline);
+    // A server that refuses a request may close the connection after its answer.
+    if (r.status == static_cast<uint8_t>(StoreStatus::error))
+      ::close(fd);
+    else
+      giveBack(fd);
     return r;
   } catch (const PeerError& e) {
     ::close(fd);  // the stream's state is unknown now: never reuse it
@@ -105,7 +146,9 @@ void TCPStore::set(const std::string& key, const std::vector<uint8_t>& value) {
                    " bytes for key '", key, "' exceeds the limit of ", detail::kMaxValueBytes, " bytes");
   FrameWriter w;
   w.u8(static_cast<uint8_t>(StoreCmd::set)).str(key).vec(value);
-  request(w.finish(), std::chrono::milliseconds(0));
+  auto rep = request(w.finish(), std::chrono::milliseconds(0));
+  FrameReader r(rep.body.data(), rep.body.size());
+  expectOk(where(), rep.status, r);
 }
 
 std::vector<uint8_t> TCPStore::get(const std::string& key) {

@@ -11,6 +11,9 @@
 namespace lockstep::comm {
 
 class TCPStoreServer;
+namespace detail {
+using Clock = std::chrono::steady_clock;
+}
 
 struct TCPStoreOptions {
   std::string host = "127.0.0.1";
@@ -18,6 +21,10 @@ struct TCPStoreOptions {
   bool is_server =
       false;  // this instance hosts the server (in-process background thread) and is also a client
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // connect + operation timeout
+  /// The job's secret (LOCKSTEP_JOIN_TOKEN, tcp_store_auth.h). A server with one refuses every
+  /// client that does not prove it holds it; a client with one proves it on every connection and
+  /// refuses a server that asks for none. Empty: no handshake.
+  std::string join_token{};
 };
 
 /// Thread-safe: concurrent calls use separate connections, so a blocking get() in one thread
@@ -55,11 +62,15 @@ class TCPStore : public Store {
   // the server may legitimately hold the request (get/wait).
   Reply request(std::vector<uint8_t>& frame, std::chrono::milliseconds server_wait);
   int takeConnection();
+  // A new connection, authenticated when there is a join token.
+  int connect();
+  Reply exchange(int fd, std::vector<uint8_t>& frame, detail::Clock::time_point deadline);
   void giveBack(int fd);
   std::string where() const;
   void checkKey(const std::string& key) const;
 
   std::string host_;
+  std::string join_token_;
   uint16_t port_;
   std::unique_ptr<TCPStoreServer> server_;
   std::mutex mutex_;

@@ -21,7 +21,14 @@ enum class StoreCmd : uint8_t {
   check = 6,       // u32 n, n keys             -> ok u8
   deleteKey = 7,   // key                       -> ok u8
   numKeys = 8,     //                           -> ok i64
+  // The join-token handshake (tcp_store_auth.h), the first two requests on a connection to a
+  // server that has a token; before it succeeds any other request is refused and the connection
+  // closed.
+  challenge = 9,  //                             -> ok nonce | error msg (the server has no token)
+  prove = 10,     // proof                       -> ok | error msg (then the server closes)
 };
+/// Frames a client may send before it has proven the token: the handshake's own, small.
+inline constexpr uint32_t kMaxPreAuthFrameBytes = 256;
 enum class StoreStatus : uint8_t { ok = 0, timeout = 1, error = 2 };
 
 inline constexpr uint32_t kMaxKeyBytes = 4096;

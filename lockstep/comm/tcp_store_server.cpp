@@ -1,5 +1,6 @@
 #include "lockstep/comm/tcp_store_server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -13,6 +14,7 @@
 
 #include "lockstep/comm/store.h"
 #include "lockstep/comm/tcp_socket.h"
+#include "lockstep/comm/tcp_store_auth.h"
 #include "lockstep/comm/tcp_store_protocol.h"
 #include "lockstep/util/error.h"
 
@@ -23,7 +25,39 @@ using detail::FrameWriter;
 using detail::StoreCmd;
 using detail::StoreStatus;
 
-TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port) : host_(host) {
+namespace {
+// Clients that have not proven the token yet: at most this many are kept (the oldest is dropped
+// for a new one), each for at most kPreAuthDeadline, so a flood of idle or garbage connections
+// costs bounded memory and file descriptors and never blocks the job's own clients.
+constexpr size_t kMaxPreAuthClients = 256;
+constexpr auto kPreAuthDeadline = std::chrono::seconds(10);
+constexpr size_t kMaxPreAuthBuffered = 4096;
+
+void append(std::vector<uint8_t>& out, std::vector<uint8_t>& frame) {
+  out.insert(out.end(), frame.begin(), frame.end());
+}
+
+std::string peerName(int fd) {
+  sockaddr_storage a{};
+  socklen_t n = sizeof a;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &n) != 0) return "?";
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (a.ss_family == AF_INET) {
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&a);
+    ::inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
+    port = ntohs(v4->sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&a);
+    ::inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
+    port = ntohs(v6->sin6_port);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+}  // namespace
+
+TCPStoreServer::TCPStoreServer(const std::string& host, uint16_t port, std::string join_token)
+    : host_(host), join_token_(std::move(join_token)) {
   listen_fd_ = detail::listenOn(host, port, &port_);
   if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
     ::close(listen_fd_);
@@ -60,6 +94,14 @@ void TCPStoreServer::run() {
       for (const auto& w : waiters_) next = std::min(next, w.deadline);
       timeout = detail::pollTimeoutMs(next);
     }
+    if (!join_token_.empty()) {
+      for (const auto& [fd, c] : clients_) {
+        if (!c.authed) {
+          timeout = timeout < 0 ? 1000 : std::min(timeout, 1000);
+          break;
+        }
+      }
+    }
     int rc = ::poll(fds.data(), fds.size(), timeout);
     if (rc < 0 && errno != EINTR) {
       std::fprintf(stderr, "lockstep TCPStore server: poll failed: %s\n", std::strerror(errno));
@@ -76,10 +118,12 @@ void TCPStoreServer::run() {
         if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) ok = readFrom(fd, it->second);
         if (ok) ok = processFrames(fd, it->second);
         if (ok) ok = flush(fd, it->second);
+        if (ok && it->second.closing && it->second.out.empty()) ok = false;  // refused: reply sent
         if (!ok) drop(fd);
       }
     }
     wakeWaiters(std::chrono::steady_clock::now());
+    if (!join_token_.empty()) dropStalePreAuth(std::chrono::steady_clock::now());
   }
 }
 
@@ -89,8 +133,70 @@ void TCPStoreServer::accept() {
     if (fd < 0) return;  // EAGAIN, or a transient error such as EMFILE: retried on next poll
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    clients_[fd] = Client{};
+    Client c;
+    c.authed = join_token_.empty();
+    c.accepted = std::chrono::steady_clock::now();
+    if (!c.authed) {
+      c.peer = peerName(fd);
+      // Too many unproven clients: the oldest goes (ours prove themselves within a round trip).
+      size_t pending = 0;
+      int oldest = -1;
+      for (const auto& [ofd, oc] : clients_) {
+        if (oc.authed) continue;
+        ++pending;
+        if (oldest < 0 || oc.accepted < clients_.at(oldest).accepted) oldest = ofd;
+      }
+      if (pending >= kMaxPreAuthClients && oldest >= 0) drop(oldest);
+    }
+    clients_[fd] = std::move(c);
   }
+}
+
+void TCPStoreServer::dropStalePreAuth(std::chrono::steady_clock::time_point now) {
+  std::vector<int> stale;
+  for (const auto& [fd, c] : clients_)
+    if (!c.authed && now - c.accepted > kPreAuthDeadline) stale.push_back(fd);
+  for (int fd : stale) {
+    auto& c = clients_.at(fd);
+    FrameWriter w;
+    refuse(c, "no join token proof within 10 s", w);
+    drop(fd);
+  }
+}
+
+void TCPStoreServer::refuse(Client& c, const std::string& why, FrameWriter& w) {
+  ++refused_;
+  if (refused_ <= 10 || refused_ % 100 == 0) {
+    std::fprintf(stderr,
+                 "lockstep TCPStore server on port %u: refused client %s: %s (%llu refused so far; a "
+                 "client must prove it holds the job's join token, docs/security.md)\n",
+                 static_cast<unsigned>(port_), c.peer.c_str(), why.c_str(),
+                 static_cast<unsigned long long>(refused_));
+  }
+  w.u8(static_cast<uint8_t>(StoreStatus::error))
+      .str("this store requires the job's join token (LOCKSTEP_JOIN_TOKEN) and refused this client: " + why);
+  c.closing = true;
+}
+
+bool TCPStoreServer::handlePreAuth(Client& c, uint8_t cmd, FrameReader& r, FrameWriter& w) {
+  if (static_cast<StoreCmd>(cmd) == StoreCmd::challenge && r.atEnd() && c.nonce.empty()) {
+    c.nonce = detail::authNonce();
+    w.u8(static_cast<uint8_t>(StoreStatus::ok)).vec(c.nonce);
+    return true;
+  }
+  if (static_cast<StoreCmd>(cmd) == StoreCmd::prove && !c.nonce.empty()) {
+    auto proof = r.value();
+    if (proof && r.atEnd() && detail::authProofMatches(join_token_, c.nonce, *proof)) {
+      c.authed = true;
+      c.nonce.clear();
+      w.u8(static_cast<uint8_t>(StoreStatus::ok));
+      return true;
+    }
+    refuse(c, "wrong join token", w);
+    return true;
+  }
+  refuse(c, "request " + std::to_string(cmd) + " before proving the join token", w);
+  return true;
 }
 
 bool TCPStoreServer::readFrom(int fd, Client& c) {
@@ -100,6 +206,10 @@ bool TCPStoreServer::readFrom(int fd, Client& c) {
     if (n > 0) {
       c.in.insert(c.in.end(), buf, buf + n);
       if (c.in.size() > detail::kMaxFrameBytes + 4 + 65536) return false;  // flooding
+      if (!c.authed && c.in.size() > kMaxPreAuthBuffered) {
+        ++refused_;
+        return false;  // far more than a handshake: garbage
+      }
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -110,10 +220,16 @@ bool TCPStoreServer::readFrom(int fd, Client& c) {
 
 bool TCPStoreServer::processFrames(int fd, Client& c) {
   size_t pos = 0;
-  while (!c.parked && c.in.size() - pos >= 4) {
+  while (!c.parked && !c.closing && c.in.size() - pos >= 4) {
     uint32_t len;
     std::memcpy(&len, c.in.data() + pos, 4);
     if (len == 0 || len > detail::kMaxFrameBytes) return false;
+    if (!c.authed && len > detail::kMaxPreAuthFrameBytes) {
+      FrameWriter w;
+      refuse(c, "a " + std::to_string(len) + "-byte request before proving the join token", w);
+      append(c.out, w.finish());
+      break;
+    }
     if (c.in.size() - pos - 4 < len) break;
     if (!handle(fd, c, c.in.data() + pos + 4, len)) return false;
     pos += 4 + len;
@@ -130,19 +246,24 @@ std::vector<std::string> TCPStoreServer::missing(const std::vector<std::string>&
   return out;
 }
 
-namespace {
-void append(std::vector<uint8_t>& out, std::vector<uint8_t>& frame) {
-  out.insert(out.end(), frame.begin(), frame.end());
-}
-}  // namespace
-
 bool TCPStoreServer::handle(int fd, Client& c, const uint8_t* body, size_t n) {
   FrameReader r(body, n);
   auto cmd = r.u8();
   if (!cmd) return false;
   FrameWriter w;
   bool mutated = false;
+  if (!c.authed) {
+    handlePreAuth(c, *cmd, r, w);
+    append(c.out, w.finish());
+    return true;
+  }
   switch (static_cast<StoreCmd>(*cmd)) {
+    case StoreCmd::challenge:
+    case StoreCmd::prove:
+      w.u8(static_cast<uint8_t>(StoreStatus::error))
+          .str(join_token_.empty() ? "this store has no join token"
+                                   : "this connection is already authenticated");
+      break;
     case StoreCmd::set: {
       auto k = r.key();
       auto v = r.value();

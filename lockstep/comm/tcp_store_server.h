@@ -14,11 +14,18 @@
 
 namespace lockstep::comm {
 
+namespace detail {
+class FrameReader;
+class FrameWriter;
+}  // namespace detail
+
 class TCPStoreServer {
  public:
   /// Listens on all interfaces at port (0: a free port); host is only used in messages.
-  /// IoError naming host:port when the port is taken. Starts the thread.
-  TCPStoreServer(const std::string& host, uint16_t port);
+  /// IoError naming host:port when the port is taken. Starts the thread. With a non-empty
+  /// join_token every client must pass the handshake of tcp_store_auth.h before any other
+  /// request; one that does not is answered with an error, logged on stderr and disconnected.
+  TCPStoreServer(const std::string& host, uint16_t port, std::string join_token = "");
   /// Stops the thread and closes every connection.
   ~TCPStoreServer();
   TCPStoreServer(const TCPStoreServer&) = delete;
@@ -32,7 +39,12 @@ class TCPStoreServer {
     std::vector<uint8_t> in;
     std::vector<uint8_t> out;
     size_t out_pos = 0;
-    bool parked = false;  // a blocking request is outstanding; later requests wait behind it
+    bool parked = false;   // a blocking request is outstanding; later requests wait behind it
+    bool authed = false;   // passed the handshake (or the server has no token)
+    bool closing = false;  // refused: close once the error reply is sent
+    std::vector<uint8_t> nonce;
+    std::string peer;  // "address:port", for the log
+    std::chrono::steady_clock::time_point accepted;
   };
   struct Waiter {
     int fd;
@@ -49,11 +61,17 @@ class TCPStoreServer {
   bool handle(int fd, Client& c, const uint8_t* body, size_t n);  // false: malformed
   bool flush(int fd, Client& c);                                  // false: drop the client
   void drop(int fd);
+  // Handshake requests and the refusal of anything else before it.
+  bool handlePreAuth(Client& c, uint8_t cmd, detail::FrameReader& r, detail::FrameWriter& w);
+  void refuse(Client& c, const std::string& why, detail::FrameWriter& w);
+  void dropStalePreAuth(std::chrono::steady_clock::time_point now);
   void wakeWaiters(std::chrono::steady_clock::time_point now);
   bool finishWaiter(const Waiter& w, bool timed_out);
   std::vector<std::string> missing(const std::vector<std::string>& keys) const;
 
   std::string host_;
+  std::string join_token_;
+  uint64_t refused_ = 0;  // clients refused so far (the log names the first ones, then counts)
   uint16_t port_ = 0;
   int listen_fd_ = -1;
   int wake_pipe_[2] = {-1, -1};

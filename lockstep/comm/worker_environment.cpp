@@ -1,7 +1,10 @@
 #include "lockstep/comm/worker_environment.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
@@ -83,6 +86,16 @@ void nodesFromLocal(WorkerEnvironment& e) {
 }
 
 }  // namespace
+
+std::chrono::milliseconds parseTimeoutSeconds(const std::string& what, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  double s = std::strtod(text.c_str(), &end);
+  LOCKSTEP_ENFORCE(!text.empty() && errno == 0 && *end == '\0' && std::isfinite(s) && s > 0 && s <= 864000,
+                   ValueError, what, "='", text,
+                   "' is not a timeout in seconds; give a positive number up to 864000 (ten days), e.g. 60");
+  return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(std::llround(s * 1000.0))));
+}
 
 const char* launcherName(Launcher l) {
   switch (l) {
@@ -177,6 +190,9 @@ WorkerEnvironment workerEnvironment(const EnvLookup& lookup) {
     mpiStyleMaster(r, e, e.world_size == e.local_world_size, "mpirun");
     nodesFromLocal(e);
   }
+  if (auto t = r.str("LOCKSTEP_TIMEOUT"))
+    e.timeout = parseTimeoutSeconds("environment variable LOCKSTEP_TIMEOUT", *t);
+  e.join_token = r.str("LOCKSTEP_JOIN_TOKEN").value_or("");
   const char* name = launcherName(e.launcher);
   LOCKSTEP_ENFORCE(e.world_size >= 1, ValueError, "the world size is ", e.world_size, " (from ", name,
                    "'s variables); it must be at least 1");
@@ -208,6 +224,8 @@ const std::vector<std::string>& workerVariableNames() {
                                                  "LOCKSTEP_USE_AGENT_STORE",
                                                  "LOCKSTEP_STORE_PREFIX",
                                                  "LOCKSTEP_ERROR_FILE",
+                                                 "LOCKSTEP_TIMEOUT",
+                                                 "LOCKSTEP_JOIN_TOKEN",
                                                  "TORCHELASTIC_RUN_ID",
                                                  "TORCHELASTIC_RESTART_COUNT",
                                                  "TORCHELASTIC_MAX_RESTARTS",
@@ -247,6 +265,12 @@ std::map<std::string, std::string> workerVariables(const WorkerEnvironment& e) {
     v["LOCKSTEP_ERROR_FILE"] = e.error_file;
     v["TORCHELASTIC_ERROR_FILE"] = e.error_file;
   }
+  if (e.timeout) {
+    std::ostringstream os;
+    os << static_cast<double>(e.timeout->count()) / 1000.0;  // "20", "0.5"
+    v["LOCKSTEP_TIMEOUT"] = os.str();
+  }
+  if (!e.join_token.empty()) v["LOCKSTEP_JOIN_TOKEN"] = e.join_token;
   return v;
 }
 

@@ -6,6 +6,7 @@
 // with their own variables. workerEnvironment() reads them once; every reader (process-group
 // init, DDP setup, the training engine, `lockstep train`, the examples) asks it, and the launcher
 // writes what it reads with workerVariables(). See docs/launch.md.
+#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
@@ -50,6 +51,12 @@ struct WorkerEnvironment {
   std::string run_id;
   std::string error_file;  ///< Where a failing worker writes its error (empty: none).
   Launcher launcher = Launcher::none;
+  /// LOCKSTEP_TIMEOUT (seconds, under any launcher): the collective timeout chosen for the job
+  /// (`lockstep run --timeout` sets it for its workers); unset: the backend's default.
+  std::optional<std::chrono::milliseconds> timeout;
+  /// LOCKSTEP_JOIN_TOKEN: the secret every store client proves it holds (HMAC challenge-response,
+  /// docs/security.md); empty: the store asks for none.
+  std::string join_token{};
 
   bool distributed() const { return world_size > 1; }
 };
@@ -65,11 +72,16 @@ WorkerEnvironment workerEnvironment(const EnvLookup& lookup = {});
 /// The variables a launcher gives a worker so that workerEnvironment() reads `env` back: RANK,
 /// LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_*, MASTER_ADDR,
 /// MASTER_PORT, LOCKSTEP_RUN_ID, LOCKSTEP_RESTART_COUNT, LOCKSTEP_MAX_RESTARTS,
-/// LOCKSTEP_USE_AGENT_STORE, LOCKSTEP_STORE_PREFIX, LOCKSTEP_ERROR_FILE and their TORCHELASTIC_*
+/// LOCKSTEP_USE_AGENT_STORE, LOCKSTEP_STORE_PREFIX, LOCKSTEP_ERROR_FILE, LOCKSTEP_TIMEOUT,
+/// LOCKSTEP_JOIN_TOKEN (the last two when set) and their TORCHELASTIC_*
 /// twins (what torchrun sets, so torch-style programs read them too). Pure.
 std::map<std::string, std::string> workerVariables(const WorkerEnvironment& env);
 /// Every variable workerVariables() may set (a launcher removes the stale ones it does not set).
 const std::vector<std::string>& workerVariableNames();
+
+/// A timeout in seconds as LOCKSTEP_TIMEOUT, `lockstep run --timeout` and the config give it
+/// ("20", "0.5"): positive and finite, at most ten days. ValueError naming `what` otherwise.
+std::chrono::milliseconds parseTimeoutSeconds(const std::string& what, const std::string& text);
 
 /// The first host of a Slurm node list: "node[03-05,9],gpu1" -> "node03".
 std::string firstSlurmHost(const std::string& nodelist);

@@ -2,17 +2,23 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <thread>
 
+#include "lockstep/comm/process_group.h"
+#include "lockstep/comm/tcp_store_auth.h"
+#include "lockstep/comm/worker_environment.h"
 #include "lockstep/launch/failure_report.h"
 #include "lockstep/launch/orphan_reaper.h"
 #include "lockstep/launch/rendezvous.h"
 #include "lockstep/launch/signal_watcher.h"
+#include "lockstep/launch/watchdog.h"
 #include "lockstep/launch/worker_env.h"
 #include "lockstep/launch/worker_group.h"
 #include "lockstep/util/error.h"
@@ -43,6 +49,22 @@ std::string randomRunId() {
 
 Agent::Agent(const LaunchOptions& options) : options_(options), host_(hostName()) {
   if (options_.run_id.empty()) options_.run_id = randomRunId();
+  if (options_.timeout_s) {
+    timeout_ = toMs(*options_.timeout_s);
+  } else if (const char* t = std::getenv("LOCKSTEP_TIMEOUT")) {
+    timeout_ = comm::parseTimeoutSeconds("environment variable LOCKSTEP_TIMEOUT", t);
+  } else {
+    timeout_ = comm::kDefaultCollectiveTimeout;
+  }
+  join_token_ = options_.join_token;
+  if (join_token_.empty()) {
+    if (const char* t = std::getenv("LOCKSTEP_JOIN_TOKEN")) join_token_ = t;
+  }
+  // One node: every client is a worker this agent starts, so a fresh secret costs nothing.
+  if (join_token_.empty() && options_.nnodes == 1) join_token_ = comm::randomJoinToken();
+  LOCKSTEP_ENFORCE(
+      join_token_.empty() || join_token_.size() >= 16, ValueError,
+      "LOCKSTEP_JOIN_TOKEN needs a secret of at least 16 characters (e.g. `openssl rand -hex 32`)");
   program_path_ =
       resolveProgram(options_.program, std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
   if (!options_.log_dir.empty()) {
@@ -87,6 +109,15 @@ int Agent::run() {
   ro.run_id = options_.run_id;
   ro.timeout = toMs(options_.rdzv_timeout_s);
   ro.hostname = host_;
+  // A master that does not answer a store call within half the timeout is lost: the agent then
+  // ends its workers well within the timeout instead of after it.
+  ro.op_timeout = std::clamp<Ms>(timeout_ / 2, Ms(1000), Ms(30000));
+  ro.join_token = join_token_;
+  if (join_token_.empty()) {
+    log("warning: the rendezvous store at port " + std::to_string(options_.master_port) +
+        " is not authenticated: anyone who reaches it can join the job or change its keys; give every "
+        "node the same LOCKSTEP_JOIN_TOKEN (docs/security.md)");
+  }
   // The store comes first: a Ctrl-C while connecting simply ends the agent (no workers yet).
   Rendezvous rdzv(ro);
   options_.master_port = rdzv.port();
@@ -105,6 +136,7 @@ int Agent::run() {
     Outcome outcome = runAttempt(attempt, rdzv, *r, signals);
     auto leave = [&](Ms linger) {
       if (store_lost_) return;
+      if (node_lost_) linger = std::min(linger, Ms(500));  // a silent node will not leave
       try {
         rdzv.leave(attempt, linger);
       } catch (const Error&) {
@@ -160,6 +192,8 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
     es.restart_count = attempt;
     es.max_restarts = options_.max_restarts;
     es.error_file = s.error_file;
+    es.timeout = timeout_;
+    es.join_token = join_token_;
     s.process.path = program_path_;
     s.process.argv.push_back(options_.program);
     for (const auto& a : options_.program_args) s.process.argv.push_back(a);
@@ -183,9 +217,20 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
   const Ms grace = toMs(options_.grace_period_s);
   const Ms interval = toMs(options_.monitor_interval_s);
   const bool multi_node = options_.nnodes > 1;
+  WatchdogOptions wo;
+  wo.timeout = timeout_;
+  wo.interval = std::min(Ms(1000), std::max(interval, timeout_ / 20));
+  wo.round = attempt;
+  wo.node_rank = r.layout.group_rank;
+  wo.nnodes = options_.nnodes;
+  wo.host = host_;
+  wo.hosts = r.hosts;
+  wo.first_ranks = {0};
+  for (int n : r.nprocs) wo.first_ranks.push_back(wo.first_ranks.back() + n);
+  Watchdog watchdog(wo, multi_node ? &rdzv : nullptr);
   auto next_check = std::chrono::steady_clock::now() + interval;
   for (;;) {
-    group.waitForEvents(signals.fd(), multi_node ? interval : Ms(1000));
+    group.waitForEvents(signals.fd(), std::min(multi_node ? interval : Ms(1000), wo.interval));
     if (int sig = signals.drain(); sig != 0) {
       interrupt_signal_ = sig;
       try {
@@ -196,19 +241,59 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
       return Outcome::kInterrupted;
     }
     auto failed = group.reap([&](pid_t pid) { return signals.exitOrder(pid); });
+    std::optional<std::string> watched;
+    if (failed.empty()) {
+      try {
+        watched = watchdog.check(group);
+      } catch (const Error& e) {
+        store_lost_ = true;
+        report_ = "lost contact with the rendezvous store of the master node (node rank 0) at " +
+                  options_.master_addr + ":" + std::to_string(options_.master_port) + ": " + e.what() + "\n";
+        return stopForRemote(group, signals, Outcome::kStopped);
+      }
+    }
+    if (watched) {
+      report_ = *watched;
+      node_lost_ = watchdog.nodeLost();
+      log("watchdog: " + report_.substr(0, report_.find('\n')));
+      try {
+        rdzv.publishFailure(attempt, report_, true);
+        report_ = rdzv.failure(attempt).value_or(report_);
+      } catch (const Error& e) {
+        store_lost_ = options_.nnodes > 1;
+      }
+      group.stop(SIGTERM, grace, signals.fd());
+      return Outcome::kFailed;
+    }
     if (!failed.empty()) {
-      size_t root = group.firstErrorFileWriter().value_or(failed.front());
+      // A rank that reported its own error comes first; then a rank killed by a signal (not
+      // SIGABRT, which is how an uncaught exception ends) is the likelier root cause than one that
+      // exited with an error because its connections to it broke (gloo mid-exchange).
+      std::optional<size_t> killed;
+      for (size_t i : failed) {
+        int sig = group.worker(i).termSignal();
+        if (!killed && sig != 0 && sig != SIGABRT) killed = i;
+      }
+      auto reporter = group.firstErrorFileWriter();
+      bool primary = !reporter && killed.has_value();
+      size_t root = reporter.value_or(killed.value_or(failed.front()));
       WorkerFailure f = group.failureOf(root, r.layout.group_rank, host_);
       report_ = formatRootCause(f);
       try {
-        if (!rdzv.publishFailure(attempt, report_)) {
-          if (auto first = rdzv.failure(attempt)) report_ = *first;  // another node failed first
+        if (!primary) {
+          if (std::string s = watchdog.suspects(group); !s.empty()) {
+            report_ = s + "  after which " + report_.substr(std::string("root cause: ").size());
+            primary = true;
+            node_lost_ = watchdog.nodeLost();
+          }
         }
+        rdzv.publishFailure(attempt, report_, primary);
       } catch (const Error& e) {
         store_lost_ = options_.nnodes > 1;
         report_ += "(could not tell the other nodes: " + std::string(e.what()) + ")\n";
       }
       group.stop(SIGTERM, grace, signals.fd());
+      if (!store_lost_) settleReport(attempt, rdzv, primary);
       // Ranks that failed on their own, not by the agent's stop: a rank whose exit made its
       // peers abort may exit after them, so the user sees both.
       std::string others;
@@ -221,7 +306,7 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
       if (!others.empty()) report_ += "  other ranks on this host that failed by themselves:\n" + others;
       return Outcome::kFailed;
     }
-    if (group.allSucceeded()) return awaitOtherNodes(attempt, rdzv, group, signals);
+    if (group.allSucceeded()) return awaitOtherNodes(attempt, rdzv, group, signals, watchdog);
     if (multi_node && std::chrono::steady_clock::now() >= next_check) {
       next_check = std::chrono::steady_clock::now() + interval;
       try {
@@ -229,17 +314,46 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
           report_ = "the job was stopped: " + *why + "\n";
           return stopForRemote(group, signals, Outcome::kStopped);
         }
-        if (auto remote = rdzv.failure(attempt)) {
-          report_ = *remote;
-          return stopForRemote(group, signals, Outcome::kFailed);
+        if (rdzv.failure(attempt)) {
+          publishSuspects(attempt, rdzv, watchdog, group);
+          group.stop(SIGTERM, grace, signals.fd());
+          settleReport(attempt, rdzv, false);
+          return Outcome::kFailed;
         }
       } catch (const Error& e) {
         store_lost_ = true;
-        report_ = "lost contact with the rendezvous store at " + options_.master_addr + ":" +
-                  std::to_string(options_.master_port) + ": " + e.what() + "\n";
+        report_ = "lost contact with the rendezvous store of the master node (node rank 0) at " +
+                  options_.master_addr + ":" + std::to_string(options_.master_port) + ": " + e.what() + "\n";
         return stopForRemote(group, signals, Outcome::kStopped);
       }
     }
+  }
+}
+
+void Agent::publishSuspects(int attempt, Rendezvous& rdzv, Watchdog& watchdog, const WorkerGroup& group) {
+  std::string s = watchdog.suspects(group);
+  if (s.empty()) return;
+  node_lost_ = node_lost_ || watchdog.nodeLost();
+  rdzv.publishFailure(attempt, s, true);
+}
+
+void Agent::settleReport(int attempt, Rendezvous& rdzv, bool have_primary) {
+  try {
+    // The agent of a rank killed mid-exchange publishes within milliseconds of its peers' errors;
+    // a second is ample, and is waited only when no primary cause is known yet.
+    auto deadline =
+        std::chrono::steady_clock::now() + (have_primary || options_.nnodes == 1 ? Ms(0) : Ms(1000));
+    for (;;) {
+      if (auto p = rdzv.primaryFailure(attempt)) {
+        report_ = *p;
+        return;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(Ms(20));
+    }
+    if (auto first = rdzv.failure(attempt)) report_ = *first;
+  } catch (const Error&) {
+    store_lost_ = options_.nnodes > 1;
   }
 }
 
@@ -249,7 +363,7 @@ Agent::Outcome Agent::stopForRemote(WorkerGroup& group, SignalWatcher& signals, 
 }
 
 Agent::Outcome Agent::awaitOtherNodes(int attempt, Rendezvous& rdzv, WorkerGroup& group,
-                                      SignalWatcher& signals) {
+                                      SignalWatcher& signals, Watchdog& watchdog) {
   // Descendants a successful worker left behind die with the attempt.
   group.stop(SIGTERM, toMs(options_.grace_period_s), signals.fd());
   try {
@@ -263,7 +377,16 @@ Agent::Outcome Agent::awaitOtherNodes(int attempt, Rendezvous& rdzv, WorkerGroup
       }
       if (auto remote = rdzv.failure(attempt)) {
         report_ = *remote;
+        settleReport(attempt, rdzv, false);
         return Outcome::kFailed;
+      }
+      if (options_.nnodes > 1) {
+        if (auto watched = watchdog.check(group)) {  // keeps beating; a silent node fails the job
+          report_ = *watched;
+          node_lost_ = watchdog.nodeLost();
+          rdzv.publishFailure(attempt, report_, true);
+          return Outcome::kFailed;
+        }
       }
       if (int sig = signals.drain(); sig != 0) {
         interrupt_signal_ = sig;

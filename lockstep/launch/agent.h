@@ -2,6 +2,7 @@
 // The agent behind `lockstep run`: one per node. It rendezvouses with the other nodes' agents,
 // starts this node's workers, watches them, and on the first failure anywhere stops every
 // worker of the job, reports the root cause and restarts the whole group while restarts remain.
+#include <chrono>
 #include <string>
 
 #include "lockstep/launch/launch_options.h"
@@ -12,6 +13,7 @@ class Rendezvous;
 struct RendezvousResult;
 class SignalWatcher;
 class WorkerGroup;
+class Watchdog;
 
 /// Exit codes of run(): kJobFailed when workers failed (after all restarts) or the rendezvous
 /// failed, 128 + N when the agent was stopped by signal N.
@@ -34,8 +36,15 @@ class Agent {
  private:
   enum class Outcome { kSucceeded, kFailed, kInterrupted, kStopped };
   Outcome runAttempt(int attempt, Rendezvous& rdzv, const RendezvousResult& r, SignalWatcher& signals);
-  Outcome awaitOtherNodes(int attempt, Rendezvous& rdzv, WorkerGroup& group, SignalWatcher& signals);
+  Outcome awaitOtherNodes(int attempt, Rendezvous& rdzv, WorkerGroup& group, SignalWatcher& signals,
+                          Watchdog& watchdog);
   Outcome stopForRemote(WorkerGroup& group, SignalWatcher& signals, Outcome outcome);
+  // Publishes what this node's watchdog suspects (a stopped worker, a silent node) as the primary
+  // cause of a failure found elsewhere.
+  void publishSuspects(int attempt, Rendezvous& rdzv, Watchdog& watchdog, const WorkerGroup& group);
+  // After the group stopped: the first primary report of the attempt, waiting briefly for one when
+  // only a secondary one (a rank that failed because a peer vanished) is known.
+  void settleReport(int attempt, Rendezvous& rdzv, bool have_primary);
   void writeReport(const std::string& headline, const std::string& body);
   void log(const std::string& line) const;
   std::string attemptDir(int attempt, int rank) const;
@@ -46,8 +55,11 @@ class Agent {
   std::string run_dir_;  // error files (and logs with --log-dir) live under it
   bool remove_run_dir_ = false;
   int interrupt_signal_ = 0;
-  bool store_lost_ = false;  // the master's store is gone: no more store calls
-  std::string report_;       // the root cause of the last failed attempt
+  bool store_lost_ = false;               // the master's store is gone: no more store calls
+  std::string report_;                    // the root cause of the last failed attempt
+  std::chrono::milliseconds timeout_{0};  // --timeout / LOCKSTEP_TIMEOUT / default (the watchdog's)
+  std::string join_token_;                // the store's secret; empty: an unauthenticated store
+  bool node_lost_ = false;                // the watchdog found a silent node: do not wait for it
 };
 
 }  // namespace lockstep::launch

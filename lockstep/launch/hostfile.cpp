@@ -105,6 +105,8 @@ std::vector<std::string> hostCommands(const std::vector<HostSlots>& hosts, const
     if (options.monitor_interval_s != LaunchOptions{}.monitor_interval_s)
       a.insert(a.end(), {"--monitor-interval", formatSeconds(options.monitor_interval_s)});
     if (!options.log_dir.empty()) a.insert(a.end(), {"--log-dir", options.log_dir});
+    if (options.timeout_s) a.insert(a.end(), {"--timeout", formatSeconds(*options.timeout_s)});
+    if (!options.join_token.empty()) a.insert(a.end(), {"--join-token", options.join_token});
     a.push_back("--");
     a.push_back(options.program);
     a.insert(a.end(), options.program_args.begin(), options.program_args.end());

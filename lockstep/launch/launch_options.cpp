@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "lockstep/comm/worker_environment.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::launch {
@@ -152,6 +153,22 @@ std::vector<Flag> flagTable(int cores) {
        "SIGTERM to SIGKILL delay when stopping workers (default 5)",
        [](LaunchOptions& o, const std::string& f, const std::string& v) {
          o.grace_period_s = parseSeconds(f, v);
+       }},
+      {{"--timeout"},
+       "SEC",
+       "collective timeout of the workers (LOCKSTEP_TIMEOUT) and of the watchdog that ends a job whose rank "
+       "is stopped or hung or whose node is cut off (default: $LOCKSTEP_TIMEOUT, else 300)",
+       [](LaunchOptions& o, const std::string& f, const std::string& v) {
+         o.timeout_s = static_cast<double>(comm::parseTimeoutSeconds("option " + f, v).count()) / 1000.0;
+       }},
+      {{"--join-token"},
+       "TOKEN",
+       "secret every store client must prove it holds (default: $LOCKSTEP_JOIN_TOKEN; one node: a random "
+       "one); prefer the variable, a flag is visible in ps",
+       [](LaunchOptions& o, const std::string& f, const std::string& v) {
+         LOCKSTEP_ENFORCE(v.size() >= 16, ValueError, "option ", f,
+                          " needs a secret of at least 16 characters (e.g. `openssl rand -hex 32`)");
+         o.join_token = v;
        }},
       {{"--log-dir"},
        "DIR",

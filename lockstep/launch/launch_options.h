@@ -33,10 +33,16 @@ struct LaunchOptions {
   int max_restarts = 0;
   double monitor_interval_s = 0.1;  ///< How often remote failures are polled for.
   double grace_period_s = 5;        ///< SIGTERM -> SIGKILL delay when stopping workers.
-  std::string log_dir;              ///< Per-rank stdout/stderr files; empty: none.
-  StreamSelection redirects;        ///< Streams written to files only.
-  StreamSelection tee;              ///< Streams written to files and the console.
-  std::string hostfile;             ///< Non-empty: print per-host command lines only.
+  /// --timeout: the collective timeout given to the workers (LOCKSTEP_TIMEOUT) and the watchdog's
+  /// limit for a stopped worker or a silent node. Unset: LOCKSTEP_TIMEOUT, else 300 s.
+  std::optional<double> timeout_s;
+  /// --join-token: the secret of the rendezvous store (docs/security.md). Empty: LOCKSTEP_JOIN_TOKEN;
+  /// else a random one when the job has one node, none (with a warning) across nodes.
+  std::string join_token{};
+  std::string log_dir;        ///< Per-rank stdout/stderr files; empty: none.
+  StreamSelection redirects;  ///< Streams written to files only.
+  StreamSelection tee;        ///< Streams written to files and the console.
+  std::string hostfile;       ///< Non-empty: print per-host command lines only.
   std::string program;
   std::vector<std::string> program_args;
   bool help = false;

@@ -71,6 +71,7 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options), to
   so.host = options_.master_addr;
   so.port = static_cast<uint16_t>(options_.master_port);
   so.timeout = options_.timeout;
+  so.join_token = options_.join_token;
   std::shared_ptr<comm::TCPStore> tcp;
   // A port freed a moment ago by another process, or two local agents racing for it in arrival
   // mode, can make listen() fail once: try a few times before deciding.
@@ -120,7 +121,7 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options), to
     }
   }
   // After connecting, operations should fail fast when the host is gone.
-  tcp->setTimeout(std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(30)));
+  tcp->setTimeout(std::min(options_.timeout, options_.op_timeout));
   port_ = tcp->port();
   tcp_ = tcp.get();
   base_ = tcp;
@@ -194,10 +195,12 @@ std::optional<RendezvousResult> Rendezvous::join(int round, int nproc,
     r.hosts.push_back(host);
   }
   r.layout = computeRankLayout(nprocs, g);
+  r.nprocs = nprocs;
   return r;
 }
 
-bool Rendezvous::publishFailure(int round, const std::string& report) {
+bool Rendezvous::publishFailure(int round, const std::string& report, bool primary) {
+  if (primary) store_->compareSet(key(round, "failure_primary"), {}, bytes(report));
   auto now = store_->compareSet(key(round, "failure"), {}, bytes(report));
   return text(now) == report;
 }
@@ -205,7 +208,27 @@ bool Rendezvous::publishFailure(int round, const std::string& report) {
 std::optional<std::string> Rendezvous::failure(int round) {
   std::string k = key(round, "failure");
   if (!store_->check({k})) return std::nullopt;
+  if (auto p = primaryFailure(round)) return p;
   return store_->getString(k);
+}
+
+std::optional<std::string> Rendezvous::primaryFailure(int round) {
+  std::string k = key(round, "failure_primary");
+  if (!store_->check({k})) return std::nullopt;
+  return store_->getString(k);
+}
+
+void Rendezvous::beat(int round, int64_t counter) {
+  store_->set(key(round, "alive/" + std::to_string(group_rank_.value_or(0))), bytes(std::to_string(counter)));
+}
+
+std::vector<std::string> Rendezvous::heartbeats(int round) {
+  std::vector<std::string> out;
+  for (int i = 0; i < options_.nnodes; ++i) {
+    std::string k = key(round, "alive/" + std::to_string(i));
+    out.push_back(store_->check({k}) ? store_->getString(k) : std::string());
+  }
+  return out;
 }
 
 void Rendezvous::publishShutdown(const std::string& why) { store_->compareSet("shutdown", {}, bytes(why)); }

@@ -23,12 +23,18 @@ struct RendezvousOptions {
   std::string run_id = "none";
   std::chrono::milliseconds timeout{std::chrono::seconds(900)};  ///< For all nodes to arrive.
   std::string hostname;                                          ///< This node's name, shown in reports.
+  /// Limit of each store call after connecting: a master that does not answer within it (plus the
+  /// store's slack) counts as lost.
+  std::chrono::milliseconds op_timeout{std::chrono::seconds(30)};
+  /// The join token the store demands of every client (comm::TCPStoreOptions::join_token).
+  std::string join_token{};
 };
 
 /// The agreement reached by one round.
 struct RendezvousResult {
   RankLayout layout;
   std::vector<std::string> hosts;  ///< Index: node rank.
+  std::vector<int> nprocs;         ///< Workers per node; index: node rank.
 };
 
 /// Not thread-safe: one agent thread drives it. join() is collective over the nodes.
@@ -54,10 +60,19 @@ class Rendezvous {
   std::optional<RendezvousResult> join(int round, int nproc, const std::function<bool()>& interrupted);
 
   /// Records the root cause of round's failure; only the first report is kept. True when this
-  /// call's report was the first.
-  bool publishFailure(int round, const std::string& report);
-  /// The first failure report of round, if any node published one.
+  /// call's report was the first. `primary`: the report names a rank that died by a signal, was
+  /// stopped, or a node that went silent (what the agents saw themselves), not a rank that only
+  /// failed because a peer did; the first primary report is kept besides and wins in failure().
+  bool publishFailure(int round, const std::string& report, bool primary = false);
+  /// The first primary failure report of round if any, else the first report, if any node
+  /// published one.
   std::optional<std::string> failure(int round);
+  /// The first primary failure report of round, if any.
+  std::optional<std::string> primaryFailure(int round);
+  /// Publishes this node's heartbeat (a counter) for round; heartbeats() reads every node's (index:
+  /// node rank; empty string: none yet). The watchdog's view of the other agents.
+  void beat(int round, int64_t counter);
+  std::vector<std::string> heartbeats(int round);
   /// Tells every node to stop for good (no restart): an agent was interrupted.
   void publishShutdown(const std::string& why);
   std::optional<std::string> shutdown();

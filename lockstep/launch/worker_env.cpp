@@ -49,6 +49,8 @@ std::map<std::string, std::string> buildWorkerEnv(const std::map<std::string, st
   w.agent_store = true;
   w.store_prefix = workerStorePrefix(spec.restart_count);
   w.error_file = spec.error_file;
+  w.timeout = spec.timeout;
+  w.join_token = spec.join_token;
   w.launcher = comm::Launcher::lockstep_run;
   std::map<std::string, std::string> env = base;
   // What the agent itself was given (it may run under another launcher) must not leak through.

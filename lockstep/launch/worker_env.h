@@ -1,7 +1,9 @@
 #pragma once
 // What a worker process is told about itself: its ranks, the job's size and where to rendezvous.
 // Pure functions, unit-tested without processes.
+#include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,13 +31,16 @@ struct WorkerEnvSpec {
   std::string run_id;
   int restart_count = 0;
   int max_restarts = 0;
-  std::string error_file;  ///< Empty: no error file.
+  std::string error_file;                            ///< Empty: no error file.
+  std::optional<std::chrono::milliseconds> timeout;  ///< LOCKSTEP_TIMEOUT; unset: not set.
+  std::string join_token{};                          ///< LOCKSTEP_JOIN_TOKEN; empty: not set.
 };
 
 /// The worker's environment: `base` (the agent's own) plus RANK, LOCAL_RANK, WORLD_SIZE,
 /// LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR,
 /// MASTER_PORT, LOCKSTEP_RUN_ID, LOCKSTEP_RESTART_COUNT, LOCKSTEP_MAX_RESTARTS,
-/// LOCKSTEP_USE_AGENT_STORE=1, LOCKSTEP_STORE_PREFIX, LOCKSTEP_ERROR_FILE, their TORCHELASTIC_*
+/// LOCKSTEP_USE_AGENT_STORE=1, LOCKSTEP_STORE_PREFIX, LOCKSTEP_ERROR_FILE, LOCKSTEP_TIMEOUT,
+/// LOCKSTEP_JOIN_TOKEN, their TORCHELASTIC_*
 /// twins, and OMP_NUM_THREADS=1 when more than one worker shares the node and it is not set.
 std::map<std::string, std::string> buildWorkerEnv(const std::map<std::string, std::string>& base,
                                                   const WorkerEnvSpec& spec);

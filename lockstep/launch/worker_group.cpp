@@ -106,6 +106,8 @@ void WorkerGroup::stop(int sig, std::chrono::milliseconds grace, int wake_fd) {
   stopped_ = true;
   // Every group is signalled, even of workers that exited: their descendants may live on.
   for (auto& w : workers_) w->signalGroup(sig);
+  // A stopped worker (SIGSTOP, Ctrl-Z) would hold `sig` pending for the whole grace period.
+  for (auto& w : workers_) w->signalGroup(SIGCONT);
   auto deadline = std::chrono::steady_clock::now() + grace;
   for (;;) {
     reap();

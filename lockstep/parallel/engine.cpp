@@ -52,7 +52,7 @@ std::shared_ptr<data::Sampler> makeTrainSampler(const DistributedEnvironment& en
 }
 
 Engine::Engine(std::shared_ptr<nn::Module> model, const EngineOptions& options)
-    : Engine(std::move(model), options, initFromEnvironment(options.backend)) {}
+    : Engine(std::move(model), options, initFromEnvironment(options.backend, options.timeout)) {}
 
 Engine::Engine(std::shared_ptr<nn::Module> model, const EngineOptions& options, DistributedEnvironment env)
     : Engine(model, nullptr, options, std::move(env)) {}

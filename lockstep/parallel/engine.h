@@ -58,6 +58,9 @@ struct EngineOptions {
   DistributedDataParallelOptions ddp{};
   /// Process-group backend when the engine reads the environment itself.
   std::string backend = "auto";
+  /// Its collective timeout when the engine reads the environment itself (0: LOCKSTEP_TIMEOUT,
+  /// else comm::kDefaultCollectiveTimeout).
+  std::chrono::milliseconds timeout = comm::kGroupTimeout;
   /// "fp32", or mixed precision: "bf16" or "fp16" run forward() under autocast in that dtype
   /// (autograd/autocast.h; parameters, gradients and optimizer state stay f32) and return its
   /// output in f32. fp16 scales the loss: with loss_scaler when set, else dynamically with
@@ -84,7 +87,8 @@ std::shared_ptr<data::Sampler> makeTrainSampler(const DistributedEnvironment& en
 
 class Engine {
  public:
-  /// Reads the environment (initFromEnvironment(options.backend)); collective when distributed.
+  /// Reads the environment (initFromEnvironment(options.backend, options.timeout)); collective when
+  /// distributed.
   Engine(std::shared_ptr<nn::Module> model, const EngineOptions& options);
   /// On an environment already joined (several engines on one group, tests).
   Engine(std::shared_ptr<nn::Module> model, const EngineOptions& options, DistributedEnvironment env);

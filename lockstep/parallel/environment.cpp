@@ -5,10 +5,11 @@
 
 namespace lockstep::parallel {
 
-DistributedEnvironment initFromEnvironment(const std::string& backend) {
+DistributedEnvironment initFromEnvironment(const std::string& backend, std::chrono::milliseconds timeout) {
   DistributedEnvironment env;
   comm::InitOptions opts;
   opts.backend = backend;
+  opts.timeout = timeout;
   if (!comm::findBackend(backend).needs_store) {
     // Checks that mpirun formed the world the environment describes, even a world of one.
     env.worker = comm::resolveInit(opts).env;

@@ -1,5 +1,6 @@
 #pragma once
 // Joining the job a launcher started (torch's init_process_group + the usual boilerplate).
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -24,7 +25,10 @@ struct DistributedEnvironment {
 /// Reads the worker environment (comm/worker_environment.h: lockstep run, torchrun, mpirun,
 /// srun). With a world of more than one rank it creates the process group on `backend`
 /// (collective: every rank must call it); otherwise it returns a world of one without a group.
-/// ValueError when the environment is malformed or `backend` cannot form the world it describes.
-DistributedEnvironment initFromEnvironment(const std::string& backend = "auto");
+/// `timeout` is the group's collective timeout (comm::InitOptions::timeout; 0: LOCKSTEP_TIMEOUT,
+/// else comm::kDefaultCollectiveTimeout). ValueError when the environment is malformed or
+/// `backend` cannot form the world it describes.
+DistributedEnvironment initFromEnvironment(const std::string& backend = "auto",
+                                           std::chrono::milliseconds timeout = comm::kGroupTimeout);
 
 }  // namespace lockstep::parallel

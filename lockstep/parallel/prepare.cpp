@@ -8,7 +8,7 @@ PreparedJob prepare(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Op
                    "prepare(): model, optimizer and dataset are required");
   PreparedJob job;
   job.engine = std::make_shared<Engine>(std::move(model), std::move(optimizer), options.engine,
-                                        initFromEnvironment(options.engine.backend));
+                                        initFromEnvironment(options.engine.backend, options.engine.timeout));
   job.loader = job.engine->makeLoader(std::move(train_set), options.loader);
   return job;
 }

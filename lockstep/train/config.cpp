@@ -384,6 +384,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
              "checkpoint",
              "eval",
              "backend",
+             "comm_timeout_seconds",
              "ddp",
              "fp16",
              "bf16",
@@ -411,6 +412,11 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   get(root, "", "seed", c.seed);
   get(root, "", "backend", c.backend);
   comm::checkBackendName(c.backend);  // here, so that a bad name fails before any rank starts
+  get(root, "", "comm_timeout_seconds", c.comm_timeout_seconds);
+  if (c.comm_timeout_seconds && !(*c.comm_timeout_seconds > 0 && *c.comm_timeout_seconds <= 864000)) {
+    throw ValueError(source + ": comm_timeout_seconds: expected a number of seconds in (0, 864000], got " +
+                     std::to_string(*c.comm_timeout_seconds));
+  }
   if (root["checkpoint"]) {
     const YAML::Node k = root["checkpoint"];
     checkKeys(k, "checkpoint", {"dir", "every_steps", "keep_last"});

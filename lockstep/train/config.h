@@ -72,6 +72,10 @@ struct TrainConfig {
   int64_t eval_every_epochs = 1;
   MonitorConfig tensorboard{}, csv_monitor{};
   std::string backend = "auto";  // a name from comm::backendNames(), checked when parsed
+  /// `comm_timeout_seconds`: the collective timeout (torch's init_process_group(timeout=),
+  /// torchtitan's comm.train_timeout_seconds); unset: LOCKSTEP_TIMEOUT, else 5 minutes. Also the
+  /// agent's watchdog timeout when `lockstep train --nproc-per-node` starts the ranks.
+  std::optional<double> comm_timeout_seconds;
   /// The `ddp` section: DistributedDataParallel's options (PyTorch's keyword names), used on
   /// several ranks.
   parallel::DistributedDataParallelOptions ddp{};

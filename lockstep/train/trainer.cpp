@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -70,6 +72,11 @@ void prepareOutputDir(const std::string& dir) {
 
 namespace {
 
+std::chrono::milliseconds commTimeout(const TrainConfig& c) {
+  if (!c.comm_timeout_seconds) return comm::kGroupTimeout;  // LOCKSTEP_TIMEOUT, else the default
+  return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(*c.comm_timeout_seconds * 1000.0)));
+}
+
 parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps) {
   parallel::EngineOptions eo;
   eo.optimizer = c.optimizer;
@@ -79,6 +86,7 @@ parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps)
   eo.gradient_clipping = c.gradient_clipping;
   eo.ddp = c.ddp;
   eo.backend = c.backend;
+  eo.timeout = commTimeout(c);
   eo.precision = c.precision;
   eo.loss_scaler = c.loss_scaler;
   eo.auto_cast = c.auto_cast;
@@ -101,7 +109,7 @@ nn::ModelOptions modelOptions(const TrainConfig& c, Generator* gen) {
 }  // namespace
 
 TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
-  parallel::DistributedEnvironment dist = parallel::initFromEnvironment(c.backend);
+  parallel::DistributedEnvironment dist = parallel::initFromEnvironment(c.backend, commTimeout(c));
   const int rank = dist.rank(), world = dist.worldSize();
   const bool chief = dist.isMain();
   const std::string ckpt_dir = c.checkpoint_dir.empty() ? o.output_dir + "/checkpoints" : c.checkpoint_dir;

@@ -273,3 +273,16 @@ TEST(Hierarchical, two_hosts_two_ranks_each) {
 
 }  // namespace
 }  // namespace lockstep::comm
+
+TEST(ResolveInit, collective_timeout_option_then_variable_then_default) {
+  using namespace lockstep::comm;
+  using namespace std::chrono_literals;
+  InitOptions o;
+  WorkerEnvironment env;
+  EXPECT_EQ(collectiveTimeout(o, env), kDefaultCollectiveTimeout);
+  EXPECT_LT(kDefaultCollectiveTimeout, std::chrono::minutes(30));
+  env.timeout = 20s;
+  EXPECT_EQ(collectiveTimeout(o, env), 20s);
+  o.timeout = 7s;
+  EXPECT_EQ(collectiveTimeout(o, env), 7s);
+}

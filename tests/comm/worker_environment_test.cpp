@@ -193,3 +193,24 @@ TEST(WorkerEnvironment, reads_back_what_the_launcher_writes) {
   EXPECT_EQ(r.error_file, w.error_file);
   EXPECT_EQ(r.launcher, w.launcher);
 }
+
+TEST(WorkerEnvironment, timeout_and_join_token_under_any_launcher) {
+  auto e = workerEnvironment(fake({{"LOCKSTEP_TIMEOUT", "2.5"}, {"LOCKSTEP_JOIN_TOKEN", "secret"}}));
+  EXPECT_EQ(e.timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(e.join_token, "secret");
+  EXPECT_FALSE(workerEnvironment(fake({})).timeout.has_value());
+  for (const char* bad : {"0", "-1", "abc", "nan", "inf", ""}) {
+    try {
+      workerEnvironment(fake({{"LOCKSTEP_TIMEOUT", bad}}));
+      ADD_FAILURE() << "LOCKSTEP_TIMEOUT='" << bad << "' accepted";
+    } catch (const ValueError& err) {
+      EXPECT_NE(std::string(err.what()).find("LOCKSTEP_TIMEOUT"), std::string::npos) << err.what();
+    }
+  }
+  WorkerEnvironment w;
+  w.timeout = std::chrono::milliseconds(20000);
+  w.join_token = "tok";
+  auto vars = workerVariables(w);
+  EXPECT_EQ(vars["LOCKSTEP_TIMEOUT"], "20");
+  EXPECT_EQ(vars["LOCKSTEP_JOIN_TOKEN"], "tok");
+}

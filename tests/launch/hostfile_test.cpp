@@ -48,4 +48,8 @@ TEST(LaunchHostfile, prints_one_command_per_host) {
             "--rdzv-id j1 --max-restarts 2 -- ./train --lr 0.1 'a b'");
   EXPECT_NE(cmds[1].find("--node-rank 1 --nproc-per-node 2 --master-addr n1"), std::string::npos);
   EXPECT_EQ(shellQuote("it's"), "'it'\\''s'");
+  o.timeout_s = 20;
+  o.join_token = "0123456789abcdef";
+  EXPECT_NE(hostCommands({{"n1", 1}}, o)[0].find("--timeout 20 --join-token 0123456789abcdef --"),
+            std::string::npos);
 }

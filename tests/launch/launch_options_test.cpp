@@ -115,7 +115,18 @@ TEST(LaunchOptions, usage_lists_every_flag) {
   for (const char* f :
        {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--standalone",
         "--rdzv-endpoint", "--rdzv-id", "--run-id", "--rdzv-timeout", "--max-restarts", "--monitor-interval",
-        "--log-dir", "--redirects", "--tee", "--hostfile"}) {
+        "--log-dir", "--redirects", "--tee", "--hostfile", "--timeout", "--join-token"}) {
     EXPECT_NE(u.find(f), std::string::npos) << f;
   }
+}
+
+TEST(LaunchOptions, timeout_and_join_token) {
+  auto o = parse({"--timeout", "20", "--join-token=0123456789abcdef", "train"});
+  EXPECT_EQ(o.timeout_s, 20.0);
+  EXPECT_EQ(o.join_token, "0123456789abcdef");
+  EXPECT_FALSE(parse({"train"}).timeout_s.has_value());
+  EXPECT_NE(errorOf({"--timeout", "0", "train"}).find("option --timeout='0' is not a timeout in seconds"),
+            std::string::npos);
+  EXPECT_NE(errorOf({"--timeout", "inf", "train"}).find("--timeout"), std::string::npos);
+  EXPECT_NE(errorOf({"--join-token", "short", "train"}).find("at least 16 characters"), std::string::npos);
 }

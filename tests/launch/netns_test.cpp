@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
+#include <fstream>
+#include <thread>
 
 #include "process_harness.h"
 
@@ -60,6 +63,8 @@ class NetnsLab {
     }
   }
   const std::string& whyNot() const { return why_not_; }
+  /// Cuts host i off the bridge: its packets are dropped silently (no reset reaches anyone).
+  bool cut(int i) const { return sh("ip -n " + hub_ + " link set p" + std::to_string(i) + " down"); }
   std::string address(int i) const { return subnet_ + std::to_string(i + 1); }
   /// argv running `lockstep run ARGS` on host i (named nodeI in reports).
   std::vector<std::string> agent(int i, const std::vector<std::string>& args) const {
@@ -172,4 +177,105 @@ TEST(LaunchMultiHost, host_that_never_arrives) {
   EXPECT_TRUE(contains(a.output(), "store at " + lab.address(0) + ":29402 could not be reached"))
       << a.output();
   EXPECT_TRUE(pidsIn(dir / "pids").empty());
+}
+
+namespace {
+
+pid_t readPid(const std::string& path) {
+  std::ifstream in(path);
+  long p = 0;
+  in >> p;
+  return static_cast<pid_t>(p);
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Two hosts, one gloo worker each, allreducing `count` floats in a loop under --timeout SEC.
+std::vector<std::unique_ptr<ChildProcess>> loopingJob(const NetnsLab& lab, const TempDir& dir, int port,
+                                                      const std::string& timeout, const std::string& count) {
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    auto argv = lab.agent(i, {"--nnodes",
+                              "2",
+                              "--node-rank",
+                              std::to_string(i),
+                              "--master-addr",
+                              lab.address(0),
+                              "--master-port",
+                              std::to_string(port),
+                              "--rdzv-timeout",
+                              "20",
+                              "--timeout",
+                              timeout,
+                              "--join-token",
+                              "netns-test-secret-0123456789",
+                              LOCKSTEP_TEST_PG_WORKER,
+                              "--backend",
+                              "gloo",
+                              "--loop-seconds",
+                              "60",
+                              "--count",
+                              count,
+                              "--pid-dir",
+                              dir.path()});
+    // gloo listens on the address the host's name resolves to: give it the namespace's own.
+    argv.insert(argv.begin() + 6, "LOCKSTEP_GLOO_HOSTNAME=" + lab.address(i));
+    agents.push_back(std::make_unique<ChildProcess>(argv, dir / ("agent" + std::to_string(i))));
+  }
+  return agents;
+}
+
+}  // namespace
+
+// A cut link between the hosts: both agents end their workers and exit non-zero within the
+// timeout plus a few seconds; the master's names the silent node, the other the lost master.
+TEST(LaunchMultiHost, cut_link_ends_every_node_naming_the_lost_one) {
+  NetnsLab lab(2);
+  SKIP_WITHOUT(lab);
+  TempDir dir;
+  auto agents = loopingJob(lab, dir, 29403, "4", "1000");
+  ASSERT_TRUE(waitForFile(dir / "pid.0", 30s) && waitForFile(dir / "pid.1", 30s)) << agents[0]->output();
+  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(lab.cut(1));
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<double> took(2, -1);  // each agent's own exit (a zombie is not alive)
+  while ((took[0] < 0 || took[1] < 0) && secondsSince(t0) < 14.0) {
+    for (size_t i = 0; i < 2; ++i)
+      if (took[i] < 0 && !alive(agents[i]->pid())) took[i] = secondsSince(t0);
+    std::this_thread::sleep_for(20ms);
+  }
+  for (auto& a : agents) EXPECT_EQ(a->wait(10s), 1) << a->output();
+  for (auto& t : took)
+    if (t < 0) t = 99;
+  EXPECT_LT(took[0], 14.0) << agents[0]->output();
+  EXPECT_LT(took[1], 14.0) << agents[1]->output();
+  std::string out0 = agents[0]->output(), out1 = agents[1]->output();
+  EXPECT_TRUE(contains(out0, "node rank 1 on host 'node1' (rank 1) has sent no heartbeat")) << out0;
+  EXPECT_TRUE(contains(out1, "lost contact with the rendezvous store of the master node")) << out1;
+  for (int r = 0; r < 2; ++r) EXPECT_FALSE(alive(readPid(dir / ("pid." + std::to_string(r))))) << r;
+  std::printf("[ measured ] cut link, timeout 4 s: master node exited after %.1f s, the other after %.1f s\n",
+              took[0], took[1]);
+}
+
+// kill -9 of a rank during a large gloo allreduce: its peer on the other host only sees a broken
+// connection, but every agent reports the killed rank.
+TEST(LaunchMultiHost, kill_mid_exchange_names_the_killed_rank_on_every_node) {
+  NetnsLab lab(2);
+  SKIP_WITHOUT(lab);
+  TempDir dir;
+  auto agents = loopingJob(lab, dir, 29404, "20", "4000000");
+  ASSERT_TRUE(waitForFile(dir / "pid.0", 30s) && waitForFile(dir / "pid.1", 30s)) << agents[0]->output();
+  std::this_thread::sleep_for(500ms);
+  ASSERT_EQ(::kill(readPid(dir / "pid.1"), SIGKILL), 0);
+  for (auto& a : agents) {
+    EXPECT_EQ(a->wait(20s), 1) << a->output();
+    std::string out = a->output();
+    auto at = out.rfind("[lockstep run] job failed");
+    ASSERT_NE(at, std::string::npos) << out;
+    std::string report = out.substr(at);
+    EXPECT_TRUE(contains(report, "root cause: rank 1 (local rank 0 on host 'node1'")) << out;
+    EXPECT_TRUE(contains(report, "SIGKILL")) << out;
+  }
 }

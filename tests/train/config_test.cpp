@@ -261,6 +261,16 @@ TEST(TrainConfig, non_finite_numbers_are_errors_where_a_number_is_meant) {
   EXPECT_TRUE(has(m, "optimizer.params.betas[1]: expected a finite number")) << m;
 }
 
+TEST(TrainConfig, comm_timeout_seconds_is_a_positive_finite_number) {
+  EXPECT_FALSE(parseTrainConfig("train_batch_size: 8", {}, 1).comm_timeout_seconds.has_value());
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\ncomm_timeout_seconds: 20", {}, 1).comm_timeout_seconds,
+            20.0);
+  for (const char* bad : {"0", "-5", ".inf", "1e9"}) {
+    std::string m = errorOf(std::string("train_batch_size: 8\ncomm_timeout_seconds: ") + bad);
+    EXPECT_TRUE(has(m, "comm_timeout_seconds")) << bad << ": " << m;
+  }
+}
+
 // Seed 002's DeepSpeed config, its fp16 block exactly as the seed writes it.
 TEST(TrainConfig, seed_002_fp16_block_is_accepted_with_deepspeeds_meanings) {
   const std::string json = R"({

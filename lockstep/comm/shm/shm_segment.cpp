@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -54,6 +56,19 @@ ShmSegment ShmSegment::open(const std::string& name, size_t bytes) {
                    "': ", std::strerror(errno),
                    "; all ranks of an shm group must run on one host (use backend gloo or auto "
                    "across hosts)");
+  // Another user could have created a segment under this name (or widened its mode) to read or
+  // change this job's buffers: only the job's own user's private segments are used.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid() || (st.st_mode & 0077) != 0 ||
+      static_cast<size_t>(st.st_size) < bytes) {
+    ::close(fd);
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "0%o", static_cast<unsigned>(st.st_mode & 0777));
+    throw PeerError(::lockstep::detail::concat(
+        "shm backend: shared memory segment '", name, "' is owned by uid ", st.st_uid, " with mode ", mode,
+        " and ", st.st_size, " bytes; this job (uid ", ::geteuid(),
+        ") only maps its own segments of mode 0600 and ", bytes, " bytes: another user or job made it"));
+  }
   ShmSegment s;
   s.name_ = name;
   s.size_ = bytes;

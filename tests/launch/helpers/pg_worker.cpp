@@ -2,9 +2,17 @@
 // the environment the agent set (connecting to the agent's store), one allreduce, a check.
 // --fail-rank R: rank R exits 3 after the allreduce on the first attempt (restart tests).
 // --attempt-prefix: build the store by hand, honouring LOCKSTEP_STORE_PREFIX.
+// Watchdog tests: --backend B (default gloo), --loop-seconds S (allreduce --count elements over
+// and over for S seconds), --pid-dir D (writes D/pid.RANK once the group is up). The collective
+// timeout is the launcher's (LOCKSTEP_TIMEOUT).
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/prefix_store.h"
@@ -21,6 +29,7 @@ std::shared_ptr<lockstep::comm::ProcessGroup> initWithAttemptPrefix() {
   so.host = env("MASTER_ADDR");
   so.port = static_cast<uint16_t>(std::stoi(env("MASTER_PORT")));
   so.timeout = std::chrono::seconds(20);
+  so.join_token = env("LOCKSTEP_JOIN_TOKEN");
   auto store = std::make_shared<lockstep::comm::PrefixStore>(env("LOCKSTEP_STORE_PREFIX"),
                                                              std::make_shared<lockstep::comm::TCPStore>(so));
   return lockstep::comm::createProcessGroup("gloo", store, std::stoi(env("RANK")),
@@ -32,10 +41,17 @@ std::shared_ptr<lockstep::comm::ProcessGroup> initWithAttemptPrefix() {
 int main(int argc, char** argv) {
   int fail_rank = -1;
   bool prefix = false;
+  std::string backend = "gloo", pid_dir;
+  double loop_seconds = 0;
+  size_t count = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--fail-rank" && i + 1 < argc) fail_rank = std::atoi(argv[++i]);
     if (a == "--attempt-prefix") prefix = true;
+    if (a == "--backend" && i + 1 < argc) backend = argv[++i];
+    if (a == "--loop-seconds" && i + 1 < argc) loop_seconds = std::atof(argv[++i]);
+    if (a == "--count" && i + 1 < argc) count = std::strtoull(argv[++i], nullptr, 10);
+    if (a == "--pid-dir" && i + 1 < argc) pid_dir = argv[++i];
   }
   const char* attempt = std::getenv("LOCKSTEP_RESTART_COUNT");
   std::shared_ptr<lockstep::comm::ProcessGroup> pg;
@@ -43,10 +59,20 @@ int main(int argc, char** argv) {
     pg = initWithAttemptPrefix();
   } else {
     lockstep::comm::InitOptions o;
-    o.backend = "gloo";
+    o.backend = backend;
     o.store_timeout = std::chrono::seconds(20);
-    o.timeout = std::chrono::seconds(20);
     pg = lockstep::comm::initProcessGroup(o);
+  }
+  if (!pid_dir.empty()) {
+    std::ofstream(pid_dir + "/pid." + std::to_string(pg->rank())) << ::getpid() << "\n";
+  }
+  if (loop_seconds > 0) {
+    std::vector<float> data(count, 1.0f);
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(loop_seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      pg->allreduce(data.data(), data.size(), lockstep::DType::f32)->wait();
+      data.assign(count, 1.0f);
+    }
   }
   double v = pg->rank() + 1.0;
   pg->allreduce(&v, 1, lockstep::DType::f64)->wait();

@@ -1,0 +1,125 @@
+#include "lockstep/launch/watchdog.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "lockstep/launch/rendezvous.h"
+#include "lockstep/launch/worker_group.h"
+
+namespace lockstep::launch {
+
+namespace {
+
+std::string seconds(std::chrono::steady_clock::duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
+  return buf;
+}
+
+}  // namespace
+
+char processState(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!in || !std::getline(in, stat)) return '?';
+  // "PID (COMM) STATE ...": COMM may hold spaces and parentheses, so look after the last ')'.
+  auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return '?';
+  return stat[close + 2];
+}
+
+Watchdog::Watchdog(const WatchdogOptions& options, Rendezvous* rdzv)
+    : options_(options), rdzv_(rdzv), next_check_(Clock::now()) {
+  last_beat_.assign(static_cast<size_t>(options_.nnodes), "");
+  last_change_.assign(static_cast<size_t>(options_.nnodes), Clock::now());
+}
+
+void Watchdog::observeWorkers(const WorkerGroup& group, Clock::time_point now) {
+  stopped_since_.resize(group.size());
+  for (size_t i = 0; i < group.size(); ++i) {
+    const auto& w = group.worker(i);
+    char state = w.exited() ? '?' : processState(w.pid());
+    bool stopped = state == 'T' || state == 't';
+    if (!stopped) {
+      stopped_since_[i].reset();
+    } else if (!stopped_since_[i]) {
+      stopped_since_[i] = now;
+    }
+  }
+}
+
+void Watchdog::observeNodes(Clock::time_point now) {
+  if (rdzv_ == nullptr || options_.nnodes <= 1) return;
+  rdzv_->beat(options_.round, ++beats_);
+  auto beats = rdzv_->heartbeats(options_.round);
+  for (size_t i = 0; i < beats.size() && i < last_beat_.size(); ++i) {
+    if (beats[i] != last_beat_[i]) {
+      last_beat_[i] = beats[i];
+      last_change_[i] = now;
+    }
+  }
+}
+
+std::string Watchdog::stoppedReport(const WorkerGroup& group, Clock::time_point now,
+                                    std::chrono::milliseconds at_least) const {
+  std::string out;
+  for (size_t i = 0; i < stopped_since_.size() && i < group.size(); ++i) {
+    if (!stopped_since_[i] || group.worker(i).exited()) continue;
+    auto d = now - *stopped_since_[i];
+    if (d < at_least) continue;
+    out += "root cause: rank " + std::to_string(group.spec(i).rank) + " (local rank " +
+           std::to_string(group.spec(i).local_rank) + " on host '" + options_.host + "', node rank " +
+           std::to_string(options_.node_rank) + ", pid " + std::to_string(group.worker(i).pid()) +
+           ") has been stopped (SIGSTOP, Ctrl-Z or a debugger) for " + seconds(d) +
+           ": its peers cannot finish a collective without it (watchdog timeout " +
+           seconds(options_.timeout) + ")\n";
+  }
+  return out;
+}
+
+std::string Watchdog::silentReport(Clock::time_point now, std::chrono::milliseconds at_least) {
+  std::string out;
+  if (rdzv_ == nullptr) return out;
+  for (int i = 0; i < options_.nnodes; ++i) {
+    if (i == options_.node_rank) continue;
+    auto d = now - last_change_[static_cast<size_t>(i)];
+    if (d < at_least) continue;
+    node_lost_ = true;
+    std::string host =
+        static_cast<size_t>(i) < options_.hosts.size() ? options_.hosts[static_cast<size_t>(i)] : "?";
+    std::string ranks;
+    if (static_cast<size_t>(i) + 1 < options_.first_ranks.size()) {
+      int first = options_.first_ranks[static_cast<size_t>(i)];
+      int last = options_.first_ranks[static_cast<size_t>(i) + 1] - 1;
+      ranks = first == last ? " (rank " + std::to_string(first) + ")"
+                            : " (ranks " + std::to_string(first) + "-" + std::to_string(last) + ")";
+    }
+    out += "root cause: node rank " + std::to_string(i) + " on host '" + host + "'" + ranks +
+           " has sent no heartbeat for " + seconds(d) +
+           ": its agent was killed or stopped, its host went down, or the network to it is cut (seen from "
+           "host '" +
+           options_.host + "', node rank " + std::to_string(options_.node_rank) + ")\n";
+  }
+  return out;
+}
+
+std::optional<std::string> Watchdog::check(const WorkerGroup& group) {
+  auto now = Clock::now();
+  if (now < next_check_) return std::nullopt;
+  next_check_ = now + options_.interval;
+  observeWorkers(group, now);
+  observeNodes(now);
+  std::string report = stoppedReport(group, now, options_.timeout) + silentReport(now, options_.timeout);
+  if (report.empty()) return std::nullopt;
+  return report;
+}
+
+std::string Watchdog::suspects(const WorkerGroup& group) {
+  auto now = Clock::now();
+  observeWorkers(group, now);
+  observeNodes(now);  // fresh: a node is silent only if its counter did not move since the last look
+  return stoppedReport(group, now, std::chrono::milliseconds(0)) + silentReport(now, 3 * options_.interval);
+}
+
+}  // namespace lockstep::launch

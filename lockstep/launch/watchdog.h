@@ -1,0 +1,76 @@
+#pragma once
+// The agent's watchdog over one attempt: it publishes this node's heartbeat through the
+// rendezvous store, watches the other nodes' heartbeats and this node's workers' process states,
+// so that a stopped or hung rank, a dead or cut-off node is named and the whole job ends within
+// the timeout instead of waiting on a collective that can never finish (docs/launch.md).
+//
+// What each agent sees itself (a worker killed by a signal, a stopped worker, a silent node) is a
+// *primary* cause; a worker that exited with an error because a peer vanished is *secondary*.
+// The agents publish both kinds and report the first primary one, so a kill during a gloo data
+// exchange is reported as the killed rank, not as the peer whose connection broke.
+// Not thread-safe: the agent's loop drives it.
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lockstep::launch {
+
+class Rendezvous;
+class WorkerGroup;
+
+struct WatchdogOptions {
+  /// How long a worker may stay stopped and a node may stay silent before the job is failed.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  /// How often this node beats and looks at the others and at its workers.
+  std::chrono::milliseconds interval{std::chrono::seconds(1)};
+  int round = 0;                   ///< The attempt.
+  int node_rank = 0;               ///< This node.
+  int nnodes = 1;                  ///< Nodes in the job.
+  std::string host;                ///< This node's name, for reports.
+  std::vector<std::string> hosts;  ///< Every node's name (index: node rank), for reports.
+  std::vector<int> first_ranks;    ///< Every node's first global rank, plus the world size at the end.
+};
+
+class Watchdog {
+ public:
+  /// rdzv may be null (a single node without heartbeats, or a test of the local checks).
+  Watchdog(const WatchdogOptions& options, Rendezvous* rdzv);
+
+  /// At most once per interval: beats, reads the other nodes' heartbeats and this node's workers'
+  /// states. Returns a primary failure report when a worker has been stopped for longer than the
+  /// timeout or another node has been silent for longer than the timeout. Store errors propagate
+  /// (the caller treats the master's store as lost).
+  std::optional<std::string> check(const WorkerGroup& group);
+
+  /// What the watchdog suspects right now, for a failure found elsewhere: workers of this node
+  /// that are stopped, and nodes silent for longer than three intervals. Empty when nothing.
+  std::string suspects(const WorkerGroup& group);
+  /// True when the last report or suspects() named a silent node (the agent then does not wait
+  /// for it to leave).
+  bool nodeLost() const { return node_lost_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void observeWorkers(const WorkerGroup& group, Clock::time_point now);
+  void observeNodes(Clock::time_point now);
+  std::string stoppedReport(const WorkerGroup& group, Clock::time_point now,
+                            std::chrono::milliseconds at_least) const;
+  std::string silentReport(Clock::time_point now, std::chrono::milliseconds at_least);
+
+  WatchdogOptions options_;
+  Rendezvous* rdzv_;
+  Clock::time_point next_check_;
+  int64_t beats_ = 0;
+  std::vector<std::optional<Clock::time_point>> stopped_since_;  // index: worker in the group
+  std::vector<std::string> last_beat_;                           // index: node rank
+  std::vector<Clock::time_point> last_change_;                   // when last_beat_ last changed
+  bool node_lost_ = false;
+};
+
+/// The state letter of /proc/PID/stat ('R', 'S', 'T' stopped, 't' traced, 'Z'...); '?' when the
+/// process is gone or the file cannot be read.
+char processState(int pid);
+
+}  // namespace lockstep::launch
