@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <random>
 
+#include "lockstep/launch/console.h"
 #include "lockstep/launch/failure_report.h"
 #include "lockstep/launch/orphan_reaper.h"
+#include "lockstep/launch/progress_channel.h"
 #include "lockstep/launch/rendezvous.h"
 #include "lockstep/launch/signal_watcher.h"
 #include "lockstep/launch/worker_env.h"
@@ -60,6 +62,8 @@ Agent::Agent(const LaunchOptions& options) : options_(options), host_(hostName()
 }
 
 Agent::~Agent() {
+  progress_.reset();
+  console_.reset();
   if (remove_run_dir_) {
     std::error_code ec;
     std::filesystem::remove_all(run_dir_, ec);
@@ -67,9 +71,7 @@ Agent::~Agent() {
 }
 
 void Agent::log(const std::string& line) const {
-  std::string s = "[lockstep run] " + line + "\n";
-  ssize_t r = ::write(STDERR_FILENO, s.data(), s.size());
-  (void)r;
+  writeConsole(STDERR_FILENO, "[lockstep run] " + line + "\n");
 }
 
 std::string Agent::attemptDir(int attempt, int rank) const {
@@ -91,6 +93,10 @@ int Agent::run() {
   Rendezvous rdzv(ro);
   options_.master_port = rdzv.port();
   SignalWatcher signals;
+  if (::isatty(STDERR_FILENO) == 1) {
+    console_ = std::make_unique<Console>(STDERR_FILENO);
+    progress_ = std::make_unique<ProgressChannel>(*console_);
+  }
   if (options_.log_dir.empty() && !remove_run_dir_) log("worker log files are kept in " + run_dir_);
   auto interrupted = [&] { return signals.terminationSignal() != 0; };
   for (int attempt = 0;; ++attempt) {
@@ -103,6 +109,7 @@ int Agent::run() {
     }
     if (!r) return 128 + signals.terminationSignal();
     Outcome outcome = runAttempt(attempt, rdzv, *r, signals);
+    if (console_) console_->finish();
     auto leave = [&](Ms linger) {
       if (store_lost_) return;
       try {
@@ -136,8 +143,7 @@ int Agent::run() {
 void Agent::writeReport(const std::string& headline, const std::string& body) {
   std::string s = "[lockstep run] " + headline + "\n" + body;
   if (!s.empty() && s.back() != '\n') s += "\n";
-  ssize_t r = ::write(STDERR_FILENO, s.data(), s.size());
-  (void)r;
+  writeConsole(STDERR_FILENO, s);
 }
 
 Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const RendezvousResult& r,
@@ -163,7 +169,9 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
     s.process.path = program_path_;
     s.process.argv.push_back(options_.program);
     for (const auto& a : options_.program_args) s.process.argv.push_back(a);
-    s.process.env = toEnvStrings(buildWorkerEnv(base_env, es));
+    auto env = buildWorkerEnv(base_env, es);
+    setProgressSocket(env, s.rank, progress_ ? progress_->address() : "");
+    s.process.env = toEnvStrings(env);
     int redirect = options_.redirects.forLocalRank(lr);
     int files = redirect | options_.tee.forLocalRank(lr) | (options_.log_dir.empty() ? 0 : kStdout | kStderr);
     if (files & kStdout) {
@@ -175,6 +183,7 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
     OutputSinkOptions e;  // stderr is always piped: its tail goes into the failure report
     if (files & kStderr) e.file_path = dir + "/stderr.log";
     e.console_fd = (redirect & kStderr) ? -1 : STDERR_FILENO;
+    if (r.layout.world_size > 1 && s.rank != 0) e.console_prefix = "[rank " + std::to_string(s.rank) + "] ";
     s.process.stderr_sink = e;
     specs.push_back(std::move(s));
   }

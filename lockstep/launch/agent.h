@@ -2,12 +2,15 @@
 // The agent behind `lockstep run`: one per node. It rendezvouses with the other nodes' agents,
 // starts this node's workers, watches them, and on the first failure anywhere stops every
 // worker of the job, reports the root cause and restarts the whole group while restarts remain.
+#include <memory>
 #include <string>
 
 #include "lockstep/launch/launch_options.h"
 
 namespace lockstep::launch {
 
+class Console;
+class ProgressChannel;
 class Rendezvous;
 struct RendezvousResult;
 class SignalWatcher;
@@ -48,6 +51,9 @@ class Agent {
   int interrupt_signal_ = 0;
   bool store_lost_ = false;  // the master's store is gone: no more store calls
   std::string report_;       // the root cause of the last failed attempt
+  // On a terminal: the one progress line rank 0 reports through the side channel (console.h).
+  std::unique_ptr<Console> console_;
+  std::unique_ptr<ProgressChannel> progress_;
 };
 
 }  // namespace lockstep::launch
