@@ -174,9 +174,10 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
     s.process.env = toEnvStrings(env);
     int redirect = options_.redirects.forLocalRank(lr);
     int files = redirect | options_.tee.forLocalRank(lr) | (options_.log_dir.empty() ? 0 : kStdout | kStderr);
-    if (files & kStdout) {
+    // With a progress line on the terminal, stdout goes through the console too (its lines go above it).
+    if ((files & kStdout) || console_) {
       OutputSinkOptions o;
-      o.file_path = dir + "/stdout.log";
+      if (files & kStdout) o.file_path = dir + "/stdout.log";
       o.console_fd = (redirect & kStdout) ? -1 : STDOUT_FILENO;
       s.process.stdout_sink = o;
     }

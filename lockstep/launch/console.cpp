@@ -70,6 +70,11 @@ void Console::setProgress(const ProgressReport& r) {
   std::lock_guard<std::mutex> lock(mu_);
   report_ = r;
   drawLocked();
+  if (r.total_steps > 0 && r.step >= r.total_steps) {  // done: the line stays, output goes below it
+    writeAll(fd_, "\n");
+    shown_ = false;
+    report_.reset();
+  }
 }
 
 void Console::finish() {

@@ -25,7 +25,8 @@ class Console {
 
   /// Writes whole lines to fd (the terminal or another fd sharing it) above the progress line.
   void writeLines(int fd, const std::string& lines);
-  /// Replaces the progress line and draws it, fitted to the terminal's current width.
+  /// Replaces the progress line and draws it, fitted to the terminal's current width. The last
+  /// step's line stays on the screen, with what follows below it.
   void setProgress(const ProgressReport& r);
   /// Leaves the last progress line on the screen and moves below it; the next setProgress starts
   /// a new line.

@@ -12,6 +12,7 @@
 
 #include "lockstep/launch/console.h"
 #include "lockstep/launch/progress_line.h"
+#include "process_harness.h"
 
 using namespace lockstep::launch;
 
@@ -120,4 +121,15 @@ TEST(ProgressChannel, only_rank_0_is_told_the_socket) {
   EXPECT_EQ(env[kProgressSocketEnv], "@x");
   setProgressSocket(env, 0, "");  // not on a terminal: nobody draws
   EXPECT_EQ(env.count(kProgressSocketEnv), 0u);
+}
+
+TEST(ProgressChannel, other_ranks_lines_reach_the_console_prefixed_with_their_rank) {
+  lockstep::launch::testing::TempDir dir;
+  auto r = lockstep::launch::testing::runAgent(
+      {"--nproc-per-node", "3", "--standalone", LOCKSTEP_TEST_WORKER}, dir / "out");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 0 started (attempt 0)"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[rank 0]"), std::string::npos) << r.output;  // rank 0 speaks for the job
+  EXPECT_NE(r.output.find("[rank 1] rank 1 started (attempt 0)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank 2] rank 2 started (attempt 0)"), std::string::npos) << r.output;
 }
