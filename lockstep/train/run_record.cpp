@@ -147,20 +147,22 @@ RunRecord loadRunRecord(const std::string& dir) {
   r.dir = dir;
   r.run = readJson(dir + "/run.json");
   r.summary = readJson(dir + "/summary.json");
-  std::string csv = dir + "/metrics.csv";
-  if (r.run.contains("metrics_csv") && r.run["metrics_csv"].is_string() &&
-      fs::exists(r.run["metrics_csv"].get<std::string>()))
-    csv = r.run["metrics_csv"].get<std::string>();
+  // The dir's own files first (a run copied or moved elsewhere), else where run.json says they
+  // went (csv_monitor.output_path, checkpoint_dir outside the output dir).
+  auto recorded = [&](const std::string& own, const nlohmann::json& where) {
+    if (fs::exists(own) || !where.is_string()) return own;
+    return where.get<std::string>();
+  };
+  const nlohmann::json none;
+  const std::string csv = recorded(dir + "/metrics.csv", r.run.value("metrics_csv", none));
   const bool has_csv = fs::exists(csv);
   if (has_csv) r.metrics = parseMetricsCsv(file::readAll(csv), csv);
   if (!has_csv && r.run.empty() && r.summary.empty())
     throw ValueError("RUN_DIR " + dir +
                      " has none of metrics.csv, run.json, summary.json: not the output dir of a lockstep "
                      "train run (its --output-dir)");
-  std::string ckpt = dir + "/checkpoints";
-  if (r.run.contains("resolved") && r.run["resolved"].contains("checkpoint_dir"))
-    ckpt = r.run["resolved"]["checkpoint_dir"].get<std::string>();
-  r.checkpoints = readCheckpoints(ckpt);
+  const nlohmann::json resolved = r.run.value("resolved", nlohmann::json::object());
+  r.checkpoints = readCheckpoints(recorded(dir + "/checkpoints", resolved.value("checkpoint_dir", none)));
   return r;
 }
 

@@ -165,6 +165,17 @@ TEST_F(TrainCli, report_opens_in_chromium_with_every_chart_and_table) {
   EXPECT_NE(dom.find(">0.002</td>"), std::string::npos);  // the second run's override
   EXPECT_EQ(summary["steps"], 12);                        // 2 ranks: 3 steps an epoch, 4 epochs
 
+  // On the wall-time axis (report.html#x=time) and the samples axis every point is drawn too.
+  for (const char* axis : {"time", "samples"}) {
+    ASSERT_EQ(std::system((chromium + "--dump-dom 'file://" + page + "#x=" + axis + "' > " + dir_ +
+                           "/dom2.html 2>> " + dir_ + "/chromium.log")
+                              .c_str()),
+              0);
+    const std::string dom2 = readFile(dir_ + "/dom2.html");
+    EXPECT_EQ(attributesOf(dom2, "data-chart=\"loss\"")["data-points"], expected.at("loss")) << axis;
+    EXPECT_NE(dom2.find(std::string("data-x-axis=\"") + axis + "\""), std::string::npos) << axis;
+  }
+
   // A screenshot shows charts: many non-white pixels in several colours.
   ASSERT_EQ(std::system((chromium + "--hide-scrollbars --window-size=1200,1600 --screenshot=" + dir_ +
                          "/shot.png file://" + page + " > /dev/null 2>> " + dir_ + "/chromium.log")
