@@ -15,10 +15,8 @@
 
 namespace lockstep::launch {
 
-namespace {
-
 // "@name" -> an abstract-namespace address (sun_path[0] == '\0').
-socklen_t toAddress(const std::string& address, sockaddr_un& sa) {
+socklen_t progressSocketAddress(const std::string& address, sockaddr_un& sa) {
   std::memset(&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
   std::string name = address.substr(address[0] == '@' ? 1 : 0);
@@ -27,8 +25,6 @@ socklen_t toAddress(const std::string& address, sockaddr_un& sa) {
   std::memcpy(sa.sun_path + 1, name.data(), name.size());
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
 }
-
-}  // namespace
 
 void setProgressSocket(std::map<std::string, std::string>& env, int rank, const std::string& address) {
   if (rank == 0 && !address.empty()) {
@@ -44,7 +40,7 @@ ProgressChannel::ProgressChannel(Console& console) : console_(console) {
   fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   LOCKSTEP_ENFORCE(fd_ >= 0, IoError, "cannot create the progress socket: ", std::strerror(errno));
   sockaddr_un sa{};
-  socklen_t len = toAddress(address_, sa);
+  socklen_t len = progressSocketAddress(address_, sa);
   if (::bind(fd_, reinterpret_cast<sockaddr*>(&sa), len) != 0 || ::pipe2(wake_, O_CLOEXEC) != 0) {
     int e = errno;
     ::close(fd_);
@@ -79,31 +75,6 @@ void ProgressChannel::loop() {
     }
     if (newest) console_.setProgress(*newest);
   }
-}
-
-std::unique_ptr<ProgressSender> ProgressSender::fromEnvironment() {
-  const char* a = std::getenv(kProgressSocketEnv);
-  if (a == nullptr || *a == '\0') return nullptr;
-  return std::make_unique<ProgressSender>(a);
-}
-
-ProgressSender::ProgressSender(const std::string& address) {
-  sockaddr_un sa{};
-  socklen_t len = toAddress(address, sa);
-  fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  LOCKSTEP_ENFORCE(fd_ >= 0, IoError, "cannot create a socket for ", kProgressSocketEnv, ": ",
-                   std::strerror(errno));
-  // An agent that is gone or never listened just means nobody draws: sends then fail quietly.
-  (void)::connect(fd_, reinterpret_cast<sockaddr*>(&sa), len);
-}
-
-ProgressSender::~ProgressSender() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-void ProgressSender::send(const ProgressReport& r) {
-  std::string s = encodeProgressReport(r);
-  (void)::send(fd_, s.data(), s.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 }  // namespace lockstep::launch

@@ -3,6 +3,10 @@
 // as datagrams on a Unix socket in the abstract namespace (no file to clean up, no path length
 // limit), named to the worker by LOCKSTEP_PROGRESS_SOCKET; the agent draws them on its Console.
 // Datagrams never block the sender and never arrive half: a slow terminal only drops updates.
+// Rank 0's end is ProgressSender (progress_sender.h).
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include <map>
 #include <memory>
 #include <string>
@@ -15,6 +19,9 @@ namespace lockstep::launch {
 
 /// The variable naming the socket to rank 0 ("@name": abstract namespace).
 constexpr const char* kProgressSocketEnv = "LOCKSTEP_PROGRESS_SOCKET";
+
+/// The sockaddr for "@name" (the abstract namespace); ValueError when the name is too long.
+socklen_t progressSocketAddress(const std::string& address, sockaddr_un& sa);
 
 /// Names the socket in the environment of rank 0 (when address is not empty) and removes it
 /// from every other worker's, which must not draw.
@@ -40,23 +47,6 @@ class ProgressChannel {
   int fd_ = -1;
   int wake_[2] = {-1, -1};
   std::thread thread_;
-};
-
-/// Rank 0's end. Not thread-safe.
-class ProgressSender {
- public:
-  /// nullptr when LOCKSTEP_PROGRESS_SOCKET is unset or empty (no agent is drawing).
-  static std::unique_ptr<ProgressSender> fromEnvironment();
-  explicit ProgressSender(const std::string& address);
-  ~ProgressSender();
-  ProgressSender(const ProgressSender&) = delete;
-  ProgressSender& operator=(const ProgressSender&) = delete;
-
-  /// Sends without blocking; a report the agent cannot take now is dropped.
-  void send(const ProgressReport& r);
-
- private:
-  int fd_ = -1;
 };
 
 }  // namespace lockstep::launch

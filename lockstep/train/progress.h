@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "lockstep/launch/progress_channel.h"
+#include "lockstep/launch/progress_sender.h"
 #include "lockstep/launch/progress_line.h"
 #include "lockstep/train/event_writer.h"
 

@@ -12,6 +12,7 @@
 
 #include "lockstep/launch/console.h"
 #include "lockstep/launch/progress_line.h"
+#include "lockstep/launch/progress_sender.h"
 #include "process_harness.h"
 
 using namespace lockstep::launch;
