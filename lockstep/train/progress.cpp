@@ -99,21 +99,12 @@ void Progress::onStep(const StepMetrics& m) {
             {"memory/max_rss_mib", maxRssMiB()}});
     flush();
   }
-  launch::ProgressReport r{m.epoch + 1, options_.epochs, m.step, options_.total_steps, m.loss, rate, eta};
+  last_ = {m.epoch + 1, options_.epochs, m.step, options_.total_steps, m.loss, rate, eta};
+  last_shown_ = false;
   const bool last = m.step == options_.total_steps;
   const bool due = std::chrono::duration<double>(now - last_draw_).count() >= 0.1 || last;
-  if (sender_) {  // the agent owns the terminal and draws the line
-    if (due || print) {
-      sender_->send(r);
-      last_draw_ = now;
-    }
-  } else if (options_.tty) {
-    if (!due) return;
-    last_draw_ = now;
-    std::string line = "\r\033[K" + launch::formatProgressLine(r, terminalWidth(STDERR_FILENO));
-    std::fputs(line.c_str(), stderr);
-    std::fflush(stderr);
-    bar_open_ = true;
+  if (sender_ || options_.tty) {
+    if (due || (sender_ && print)) show(last_);
   } else if (print) {
     std::fprintf(stderr, "epoch %lld step %lld/%lld loss %.4f lr %.3g samples/s %.0f eta %s\n",
                  static_cast<long long>(m.epoch + 1), static_cast<long long>(m.step),
@@ -122,7 +113,23 @@ void Progress::onStep(const StepMetrics& m) {
   }
 }
 
+// To the agent that owns the terminal when there is one, else redrawn on our own terminal.
+void Progress::show(const launch::ProgressReport& r) {
+  last_draw_ = std::chrono::steady_clock::now();
+  last_shown_ = true;
+  if (sender_) {
+    sender_->send(r);
+    return;
+  }
+  std::string line = "\r\033[K" + launch::formatProgressLine(r, terminalWidth(STDERR_FILENO));
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  bar_open_ = true;
+}
+
 void Progress::finishLine() {
+  // The epoch's last step, which rate limiting may have skipped, is what stays on the screen.
+  if ((sender_ || options_.tty) && !last_shown_ && last_.step > 0) show(last_);
   if (bar_open_) std::fputc('\n', stderr);
   bar_open_ = false;
 }

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "lockstep/launch/progress_sender.h"
 #include "lockstep/launch/progress_line.h"
+#include "lockstep/launch/progress_sender.h"
 #include "lockstep/train/event_writer.h"
 
 namespace lockstep::train {
@@ -59,6 +59,7 @@ class Progress {
  private:
   void record(int64_t epoch, int64_t step, const std::vector<std::pair<std::string, double>>& values);
   void flush();
+  void show(const launch::ProgressReport& r);
   ProgressOptions options_;
   std::unique_ptr<EventWriter> events_;
   std::unique_ptr<launch::ProgressSender> sender_;
@@ -66,6 +67,8 @@ class Progress {
   std::chrono::steady_clock::time_point last_draw_;
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> window_;  // (time, samples)
   bool bar_open_ = false;
+  launch::ProgressReport last_{};  // the newest step's report
+  bool last_shown_ = true;         // drawn or sent (updates are rate-limited)
 };
 
 }  // namespace lockstep::train
