@@ -54,6 +54,13 @@ constexpr std::string_view kDataMarker = "\"LOCKSTEP_DATA\"";
 std::string renderReport(const std::vector<RunRecord>& runs) {
   nlohmann::json data = {{"runs", nlohmann::json::array()}};
   for (size_t i = 0; i < runs.size(); ++i) data["runs"].push_back(runJson(runs[i], i));
+  // Runs are told apart by their dir's name; where two share one (a/out, b/out), by the whole path.
+  std::vector<bool> shared(runs.size(), false);
+  for (size_t i = 0; i < runs.size(); ++i)
+    for (size_t j = 0; j < runs.size(); ++j)
+      shared[i] = shared[i] || (i != j && data["runs"][i]["name"] == data["runs"][j]["name"]);
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (shared[i]) data["runs"][i]["name"] = data["runs"][i]["dir"];
   // Inside <script>, "</" could end the element early; "<\/" is the same JSON string.
   std::string json = data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string escaped;

@@ -78,3 +78,14 @@ TEST(Report, page_is_self_contained_and_escapes_the_data) {
   EXPECT_EQ(page.find("LOCKSTEP_DATA"), std::string::npos);
   EXPECT_NE(page.find("\"step\":[2]"), std::string::npos);  // the NaN point is left out
 }
+
+TEST(Report, runs_whose_dirs_share_a_name_are_told_apart_by_their_paths) {
+  RunRecord a, b, c;
+  a.dir = "/x/a/out";
+  b.dir = "/x/b/out";
+  c.dir = "/x/other";
+  std::string page = renderReport({a, b, c});
+  EXPECT_NE(page.find("\"name\":\"/x/a/out\""), std::string::npos);
+  EXPECT_NE(page.find("\"name\":\"/x/b/out\""), std::string::npos);
+  EXPECT_NE(page.find("\"name\":\"other\""), std::string::npos);
+}
