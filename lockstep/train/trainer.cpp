@@ -198,13 +198,16 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     file::writeAtomic(o.output_dir + "/run.json", run.dump(2) + "\n");
   }
   // DIR/report.html at every evaluation and at the end: reloading it during a run is a live view.
+  // Its time counts as evaluation's, not training's.
   auto report = [&] {
     if (!chief) return;
+    const auto t = Clock::now();
     try {
       writeReport({o.output_dir}, o.output_dir + "/report.html");
     } catch (const Error& e) {
       std::fprintf(stderr, "warning: could not write %s/report.html: %s\n", o.output_dir.c_str(), e.what());
     }
+    eval_seconds += since(t);
   };
 
   TrainSummary s;
@@ -253,8 +256,10 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     save();
     if (static_cast<int64_t>(e + 1) % c.eval_every_epochs == 0 || done) report();
   }
+  // One clock reading for both, so that train + eval + checkpoint is wall exactly (two readings
+  // drift apart when the machine is loaded).
   s.wall_seconds = since(t0);
-  s.train_seconds = train_seconds();
+  s.train_seconds = s.wall_seconds - eval_seconds - checkpoint_seconds;
   s.eval_seconds = eval_seconds;
   s.checkpoint_seconds = checkpoint_seconds;
   s.steps = engine.globalSteps();
