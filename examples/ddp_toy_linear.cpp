@@ -17,9 +17,14 @@ using namespace lockstep;
 int main(int argc, char** argv) {
   int max_epochs = 5;
   int64_t batch_size = 32;
+  std::string precision = "fp32";
   CLI::App app{"Seed 002's DistributedDataParallel toy: Linear(20, 1) on random data"};
   app.add_option("--max-epochs,--max_epochs", max_epochs, "total epochs")->check(CLI::PositiveNumber);
   app.add_option("--batch-size,--batch_size", batch_size, "batch size per rank")->check(CLI::PositiveNumber);
+  app.add_option(
+         "--precision", precision,
+         "fp32, or bf16 / fp16 autocast with f32 master weights (fp16 also scales the loss dynamically)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines reach log files as they happen
   try {
@@ -35,6 +40,7 @@ int main(int argc, char** argv) {
     auto opt = std::make_shared<optim::SGD>(model->parameters(), so);
     parallel::PrepareOptions po;
     po.loader.batch_size = batch_size;
+    po.engine.precision = precision;
     po.loader.shuffle = true;
     auto job = parallel::prepare(model, opt, dataset, po);
     parallel::Engine& engine = *job.engine;

@@ -20,6 +20,7 @@ using namespace lockstep;
 
 int main(int argc, char** argv) {
   std::string data_dir, backend = "auto";
+  std::string precision = "fp32";
   int epochs = 10;
   int64_t batch_size = 32, synthetic_per_file = 200;
   CLI::App app{"Seed 000's Fleet CIFAR-10 training"};
@@ -27,6 +28,10 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", epochs, "epochs")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", batch_size, "batch size per rank")->check(CLI::PositiveNumber);
   app.add_option("--synthetic-per-file", synthetic_per_file, "records per generated training file");
+  app.add_option(
+         "--precision", precision,
+         "fp32, or bf16 / fp16 autocast with f32 master weights (fp16 also scales the loss dynamically)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--backend", backend, "process group backend: " + comm::backendNamesText());
   CLI11_PARSE(app, argc, argv);
   try {
@@ -50,6 +55,7 @@ int main(int argc, char** argv) {
     // which already averages the gradients the optimizer sees.
     parallel::EngineOptions eo;
     eo.optimizer = {"Adam", {{"lr", 0.001}}};
+    eo.precision = precision;
     parallel::Engine engine(model, eo, env);
     nn::Module& net = *engine.module();
     const int rank = env.rank();

@@ -20,6 +20,7 @@ using namespace lockstep;
 
 int main(int argc, char** argv) {
   std::string data_dir = "/usr/share/datasets/fashion-mnist", save_path, backend = "auto";
+  std::string precision = "fp32";
   int epochs = 3;
   int64_t batch_size = 32;
   CLI::App app{"Seed 001's DDP MNIST training job"};
@@ -28,6 +29,10 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", batch_size, "batch size per rank")->check(CLI::PositiveNumber);
   app.add_option("--save-path,--save_path", save_path,
                  "where rank 0 saves the model's state dict (safetensors)");
+  app.add_option(
+         "--precision", precision,
+         "fp32, or bf16 / fp16 autocast with f32 master weights (fp16 also scales the loss dynamically)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--backend", backend, "process group backend: " + comm::backendNamesText());
   CLI11_PARSE(app, argc, argv);
   try {
@@ -40,6 +45,7 @@ int main(int argc, char** argv) {
     // Adam's "weight_decay" stays 0, so Adam and AdamW are the same update here.
     parallel::EngineOptions eo;
     eo.optimizer = {"Adam", {{"lr", 0.001 * world}}};
+    eo.precision = precision;
     parallel::Engine engine(model, eo, env);
     // The seed steps StepLR once per epoch (the engine's schedulers count optimizer steps).
     optim::StepLR scheduler(*engine.optimizer(), {.step_size = 1, .gamma = 0.7});

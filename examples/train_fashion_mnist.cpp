@@ -40,6 +40,7 @@ struct Args {
   uint64_t seed = 1;
   int64_t num_workers = 1;
   std::string backend = "auto";
+  std::string precision = "fp32";
   bool ddp_timings = false;
   std::string comm_hook = "allreduce";
   bool gradient_as_bucket_view = false;
@@ -60,6 +61,10 @@ int main(int argc, char** argv) {
   app.add_option("--lr", a.lr, "Adam learning rate")->check(CLI::PositiveNumber);
   app.add_option("--seed", a.seed, "seed of the model init and the shuffling");
   app.add_option("--num-workers", a.num_workers, "DataLoader worker threads")->check(CLI::NonNegativeNumber);
+  app.add_option(
+         "--precision", a.precision,
+         "fp32, or bf16 / fp16 autocast with f32 master weights (fp16 also scales the loss dynamically)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--backend", a.backend,
                  "process group backend when distributed: " + comm::backendNamesText());
   app.add_flag("--ddp-timings", a.ddp_timings,
@@ -95,6 +100,7 @@ int main(int argc, char** argv) {
     parallel::EngineOptions eo;
     eo.optimizer = {"Adam", {{"lr", a.lr}}};
     eo.ddp.comm_hook = a.comm_hook;
+    eo.precision = a.precision;
     eo.ddp.gradient_as_bucket_view = a.gradient_as_bucket_view;
     parallel::Engine engine(nn::makeModel("mnist_cnn", model_opts), eo, dist);
     parallel::DistributedDataParallel* ddp = engine.ddp();

@@ -3,6 +3,7 @@
 // and schedulers, and the registry that builds them by name.
 #include "lockstep/optim/adam.h"
 #include "lockstep/optim/clip_grad.h"
+#include "lockstep/optim/grad_scaler.h"
 #include "lockstep/optim/loss_scaler.h"
 #include "lockstep/optim/lr_schedule.h"
 #include "lockstep/optim/lr_scheduler.h"

@@ -5,7 +5,6 @@
 namespace lockstep::kernels {
 
 namespace {
-bool onDnnl(DType t) { return backendFor(t) == Backend::onednn; }
 
 void checkBackward(const char* op, const Tensor& gy, const Tensor& saved) {
   LOCKSTEP_ENFORCE(gy.shape() == saved.shape(), ValueError, op, " backward: gradient shape ",
@@ -15,49 +14,48 @@ void checkBackward(const char* op, const Tensor& gy, const Tensor& saved) {
 }  // namespace
 
 Tensor reluForward(const Tensor& x) {
-  return onDnnl(x.dtype()) ? onednn::reluForward(x) : reference::reluForward(x);
+  return dispatch<onednn::reluForward, reference::reluForward>(x.dtype(), x);
 }
 
 Tensor reluBackward(const Tensor& gy, const Tensor& y) {
   checkBackward("relu", gy, y);
-  return onDnnl(y.dtype()) ? onednn::reluBackward(gy, y) : reference::reluBackward(gy, y);
+  return dispatch<onednn::reluBackward, reference::reluBackward>(y.dtype(), gy, y);
 }
 
 Tensor leakyReluForward(const Tensor& x, double slope) {
-  return onDnnl(x.dtype()) ? onednn::leakyReluForward(x, slope) : reference::leakyReluForward(x, slope);
+  return dispatch<onednn::leakyReluForward, reference::leakyReluForward>(x.dtype(), x, slope);
 }
 
 Tensor leakyReluBackward(const Tensor& gy, const Tensor& x, double slope) {
   checkBackward("leaky_relu", gy, x);
-  return onDnnl(x.dtype()) ? onednn::leakyReluBackward(gy, x, slope)
-                           : reference::leakyReluBackward(gy, x, slope);
+  return dispatch<onednn::leakyReluBackward, reference::leakyReluBackward>(x.dtype(), gy, x, slope);
 }
 
 Tensor geluForward(const Tensor& x) {
-  return onDnnl(x.dtype()) ? onednn::geluForward(x) : reference::geluForward(x);
+  return dispatch<onednn::geluForward, reference::geluForward>(x.dtype(), x);
 }
 
 Tensor geluBackward(const Tensor& gy, const Tensor& x) {
   checkBackward("gelu", gy, x);
-  return onDnnl(x.dtype()) ? onednn::geluBackward(gy, x) : reference::geluBackward(gy, x);
+  return dispatch<onednn::geluBackward, reference::geluBackward>(x.dtype(), gy, x);
 }
 
 Tensor tanhForward(const Tensor& x) {
-  return onDnnl(x.dtype()) ? onednn::tanhForward(x) : reference::tanhForward(x);
+  return dispatch<onednn::tanhForward, reference::tanhForward>(x.dtype(), x);
 }
 
 Tensor tanhBackward(const Tensor& gy, const Tensor& y) {
   checkBackward("tanh", gy, y);
-  return onDnnl(y.dtype()) ? onednn::tanhBackward(gy, y) : reference::tanhBackward(gy, y);
+  return dispatch<onednn::tanhBackward, reference::tanhBackward>(y.dtype(), gy, y);
 }
 
 Tensor sigmoidForward(const Tensor& x) {
-  return onDnnl(x.dtype()) ? onednn::sigmoidForward(x) : reference::sigmoidForward(x);
+  return dispatch<onednn::sigmoidForward, reference::sigmoidForward>(x.dtype(), x);
 }
 
 Tensor sigmoidBackward(const Tensor& gy, const Tensor& y) {
   checkBackward("sigmoid", gy, y);
-  return onDnnl(y.dtype()) ? onednn::sigmoidBackward(gy, y) : reference::sigmoidBackward(gy, y);
+  return dispatch<onednn::sigmoidBackward, reference::sigmoidBackward>(y.dtype(), gy, y);
 }
 
 }  // namespace lockstep::kernels

@@ -45,9 +45,8 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
                      "batch_norm2d: eval mode needs running_mean and running_var (input ",
                      shapeToString(x.shape()), ")");
   }
-  BatchNormResult r = backendFor(x.dtype()) == Backend::onednn
-                          ? onednn::batchNorm2dForward(x, weight, bias, running_mean, running_var, p)
-                          : reference::batchNorm2dForward(x, weight, bias, running_mean, running_var, p);
+  BatchNormResult r = dispatch<onednn::batchNorm2dForward, reference::batchNorm2dForward>(
+      x.dtype(), x, weight, bias, running_mean, running_var, p);
   if (p.training && running_mean.defined()) {
     blend(running_mean, r.mean, p.momentum, 1.0);
     blend(running_var, r.var, p.momentum, double(count) / double(count - 1));  // unbiased, as PyTorch
@@ -59,9 +58,8 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tens
                                    const Tensor& mean, const Tensor& var, const BatchNormParams& p) {
   LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "batch_norm2d backward: gradient ",
                    shapeToString(gy.shape()), " differs from the input shape ", shapeToString(x.shape()));
-  return backendFor(x.dtype()) == Backend::onednn
-             ? onednn::batchNorm2dBackward(gy, x, weight, with_bias, mean, var, p)
-             : reference::batchNorm2dBackward(gy, x, weight, with_bias, mean, var, p);
+  return dispatch<onednn::batchNorm2dBackward, reference::batchNorm2dBackward>(x.dtype(), gy, x, weight,
+                                                                               with_bias, mean, var, p);
 }
 
 }  // namespace lockstep::kernels

@@ -18,10 +18,20 @@ struct BatchNormResult {
   /// batch mean and biased variance when training, copies of the running ones otherwise.
   Tensor mean, var;
 };
+/// Rounds the floating results of an f32 kernel back to `low` (the dispatcher's emulation of bf16/f16).
+inline void narrowResults(BatchNormResult& r, DType low) {
+  if (r.y.defined()) r.y = r.y.to(low);
+}
 
 struct BatchNormGrads {
   Tensor x, weight, bias;  // weight/bias undefined when the forward had none
 };
+/// Rounds the floating results of an f32 kernel back to `low` (the dispatcher's emulation of bf16/f16).
+inline void narrowResults(BatchNormGrads& r, DType low) {
+  if (r.x.defined()) r.x = r.x.to(low);
+  if (r.weight.defined()) r.weight = r.weight.to(low);
+  if (r.bias.defined()) r.bias = r.bias.to(low);
+}
 
 /// weight/bias [C] or undefined (no affine transform). running_mean/var [C] are updated in place
 /// when training (they may then be undefined) and required otherwise. ValueError naming the shapes

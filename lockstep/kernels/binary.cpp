@@ -36,14 +36,13 @@ void checkDivisible(BinaryOp op, const Tensor& a) {
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   checkBinary(op, a, b);
-  return backendFor(a.dtype()) == Backend::onednn ? onednn::binary(op, a, b) : reference::binary(op, a, b);
+  return dispatch<onednn::binary, reference::binary>(a.dtype(), op, a, b);
 }
 
 Tensor binaryScalar(BinaryOp op, const Tensor& a, double s) {
   LOCKSTEP_ENFORCE(a.defined(), ValueError, binaryOpName(op), ": undefined operand");
   checkDivisible(op, a);
-  return backendFor(a.dtype()) == Backend::onednn ? onednn::binaryScalar(op, a, s)
-                                                  : reference::binaryScalar(op, a, s);
+  return dispatch<onednn::binaryScalar, reference::binaryScalar>(a.dtype(), op, a, s);
 }
 
 }  // namespace lockstep::kernels

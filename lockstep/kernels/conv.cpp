@@ -43,16 +43,14 @@ Tensor conv2dInput(const Tensor& x) {
 
 Tensor conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
   checkConv2d(x, w, b, p);
-  return backendFor(x.dtype()) == Backend::onednn ? onednn::conv2dForward(x, w, b, p)
-                                                  : reference::conv2dForward(x, w, b, p);
+  return dispatch<onednn::conv2dForward, reference::conv2dForward>(x.dtype(), x, w, b, p);
 }
 
 Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   Shape out = checkConv2d(x, w, Tensor(), p);
   LOCKSTEP_ENFORCE(gy.shape() == out, ValueError, "conv2d backward: gradient ", shapeToString(gy.shape()),
                    " differs from the output shape ", shapeToString(out));
-  return backendFor(x.dtype()) == Backend::onednn ? onednn::conv2dBackwardData(gy, x, w, p)
-                                                  : reference::conv2dBackwardData(gy, x, w, p);
+  return dispatch<onednn::conv2dBackwardData, reference::conv2dBackwardData>(x.dtype(), gy, x, w, p);
 }
 
 Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape,
@@ -60,9 +58,8 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const
   Shape out = conv2dOutputShape(x.shape(), weight_shape, p);
   LOCKSTEP_ENFORCE(gy.shape() == out, ValueError, "conv2d backward: gradient ", shapeToString(gy.shape()),
                    " differs from the output shape ", shapeToString(out));
-  return backendFor(x.dtype()) == Backend::onednn
-             ? onednn::conv2dBackwardWeights(gy, x, weight_shape, with_bias, p)
-             : reference::conv2dBackwardWeights(gy, x, weight_shape, with_bias, p);
+  return dispatch<onednn::conv2dBackwardWeights, reference::conv2dBackwardWeights>(
+      x.dtype(), gy, x, weight_shape, with_bias, p);
 }
 
 }  // namespace lockstep::kernels

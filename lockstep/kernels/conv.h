@@ -24,6 +24,11 @@ struct Conv2dWeightGrads {
   Tensor weight;  // [O, C/groups, kH, kW] contiguous
   Tensor bias;    // [O], undefined when the forward had no bias
 };
+/// Rounds the floating results of an f32 kernel back to `low` (the dispatcher's emulation of bf16/f16).
+inline void narrowResults(Conv2dWeightGrads& r, DType low) {
+  if (r.weight.defined()) r.weight = r.weight.to(low);
+  if (r.bias.defined()) r.bias = r.bias.to(low);
+}
 
 /// [N, O, oh, ow]; ValueError naming the op and the shapes when x, weight and bias do not fit.
 Shape conv2dOutputShape(const Shape& x, const Shape& weight, const Conv2dParams& p);

@@ -1,6 +1,18 @@
 #pragma once
 // Which implementation computes an op: oneDNN for f32/bf16/f16 (the fast path), the reference loops
 // for f64 (oneDNN has no f64; the gradient tests run in f64) or when LOCKSTEP_KERNELS=reference.
+//
+// Low precision (bf16, f16): oneDNN 2.6 computes bf16 only on CPUs with AVX-512 (natively with
+// avx512_core_bf16 or AMX) and f16 only with avx512_core_fp16. Where the CPU or the kernel has no
+// such path, the op runs emulated: its low-precision operands are widened to f32, the f32 kernel
+// runs, and its floating results are rounded back. That is the same arithmetic the native kernels
+// do (low-precision inputs, f32 accumulation, a rounded output), only not faster than f32.
+// LOCKSTEP_LOW_PRECISION=emulated forces the emulation (to compare the paths on one machine).
+#include <atomic>
+#include <string>
+#include <type_traits>
+#include <utility>
+
 #include "lockstep/tensor/tensor.h"
 
 namespace lockstep::kernels {
@@ -9,5 +21,77 @@ enum class Backend { onednn, reference };
 
 /// The backend for an op whose main operand has dtype t.
 Backend backendFor(DType t);
+
+/// bf16 and f16: storage dtypes the kernels compute with f32 accumulation.
+inline bool isLowPrecision(DType t) { return t == DType::bf16 || t == DType::f16; }
+
+/// Whether ops on dtype t run on native kernels here (always true for f32/f64; for bf16/f16, when
+/// oneDNN has kernels for them on this CPU and LOCKSTEP_LOW_PRECISION does not say "emulated").
+bool computesNatively(DType t);
+
+/// The instruction set oneDNN dispatches to on this machine: "avx2", "avx512_core_bf16",
+/// "avx512_core_amx", ... (dnnl_get_effective_cpu_isa).
+std::string kernelIsa();
+
+/// One line for logs and benchmarks: "bf16 native (oneDNN avx512_core_bf16)" or
+/// "bf16 emulated in f32 (oneDNN has no bf16 kernels for avx2)".
+std::string precisionPath(DType t);
+
+namespace detail {
+inline Tensor widen(const Tensor& t, DType low) {
+  return t.defined() && t.dtype() == low ? t.to(DType::f32) : t;
+}
+template <typename A>
+const A& widen(const A& a, DType) {
+  return a;
+}
+
+inline void narrow(Tensor& t, DType low) {
+  if (t.defined() && t.dtype() == DType::f32) t = t.to(low);
+}
+inline void narrow(std::pair<Tensor, Tensor>& p, DType low) {
+  narrow(p.first, low);
+  narrow(p.second, low);
+}
+/// Result structs (Conv2dWeightGrads, MaxPool2dResult, ...) say which of their members are
+/// floating results by a narrowResults(r, low) overload found by argument-dependent lookup.
+template <typename R>
+auto narrow(R& r, DType low) -> decltype(narrowResults(r, low)) {
+  narrowResults(r, low);
+}
+
+template <typename Fn, typename... Args>
+auto inF32(DType low, Fn fn, const Args&... args) {
+  if constexpr (std::is_void_v<decltype(fn(widen(args, low)...))>) {
+    fn(widen(args, low)...);
+  } else {
+    auto r = fn(widen(args, low)...);
+    narrow(r, low);
+    return r;
+  }
+}
+}  // namespace detail
+
+/// Runs Fast (oneDNN) or Ref (reference loops) as backendFor(t) says; for a low-precision t,
+/// emulated in f32 where the native kernel is missing. A native low-precision kernel that oneDNN
+/// turns out not to implement (NotSupportedError at primitive creation) falls back to emulation,
+/// and from then on that kernel runs emulated without trying again.
+template <auto Fast, auto Ref, typename... Args>
+auto dispatch(DType t, const Args&... args) {
+  if (backendFor(t) == Backend::reference) {
+    if (isLowPrecision(t)) return detail::inF32(t, Ref, args...);
+    return Ref(args...);
+  }
+  if (!isLowPrecision(t)) return Fast(args...);
+  static std::atomic<bool> unimplemented{false};
+  if (computesNatively(t) && !unimplemented.load(std::memory_order_relaxed)) {
+    try {
+      return Fast(args...);
+    } catch (const NotSupportedError&) {
+      unimplemented.store(true, std::memory_order_relaxed);
+    }
+  }
+  return detail::inF32(t, Fast, args...);
+}
 
 }  // namespace lockstep::kernels

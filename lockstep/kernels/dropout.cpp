@@ -44,8 +44,12 @@ void checkP(double p) {
 
 std::pair<Tensor, Tensor> dropoutForward(const Tensor& x0, double p, Generator& gen) {
   checkP(p);
+  if (isLowPrecision(x0.dtype())) {  // the same draws as f32; the kept values scale exactly as f32 does
+    auto [y, mask] = dropoutForward(x0.to(DType::f32), p, gen);
+    return {y.to(x0.dtype()), mask};
+  }
   LOCKSTEP_ENFORCE(x0.dtype() == DType::f32 || x0.dtype() == DType::f64, ValueError,
-                   "dropout: needs an f32 or f64 tensor, got ", x0.describe());
+                   "dropout: needs a floating tensor, got ", x0.describe());
   if (backendFor(x0.dtype()) == Backend::reference) return reference::dropoutForward(x0, p, gen);
   // Row-major order defines which counter an element draws, so work on a contiguous tensor.
   Tensor x = x0.contiguous();
@@ -65,6 +69,7 @@ Tensor dropoutBackward(const Tensor& gy0, const Tensor& mask0, double p) {
   checkP(p);
   LOCKSTEP_ENFORCE(gy0.shape() == mask0.shape() && mask0.dtype() == DType::u8, ValueError,
                    "dropout backward: gradient ", gy0.describe(), " does not match mask ", mask0.describe());
+  if (isLowPrecision(gy0.dtype())) return dropoutBackward(gy0.to(DType::f32), mask0, p).to(gy0.dtype());
   if (backendFor(gy0.dtype()) == Backend::reference) return reference::dropoutBackward(gy0, mask0, p);
   Tensor gy = gy0.contiguous(), mask = mask0.contiguous();
   Tensor gx = Tensor::empty(gy.shape(), gy.dtype());

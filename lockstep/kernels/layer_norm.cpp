@@ -27,9 +27,8 @@ int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Ten
 LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                  const Tensor& bias, double eps) {
   checkLayerNorm(x, normalized_shape, weight, bias);
-  return backendFor(x.dtype()) == Backend::onednn && x.dtype() == DType::f32
-             ? onednn::layerNormForward(x, normalized_shape, weight, bias, eps)
-             : reference::layerNormForward(x, normalized_shape, weight, bias, eps);
+  return dispatch<onednn::layerNormForward, reference::layerNormForward>(x.dtype(), x, normalized_shape,
+                                                                         weight, bias, eps);
 }
 
 LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean,
@@ -38,9 +37,8 @@ LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor
   checkLayerNorm(x, normalized_shape, weight, bias);
   LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "layer_norm backward: gradient shape ",
                    shapeToString(gy.shape()), " differs from input shape ", shapeToString(x.shape()));
-  return backendFor(x.dtype()) == Backend::onednn && x.dtype() == DType::f32
-             ? onednn::layerNormBackward(gy, x, mean, variance, normalized_shape, weight, bias, eps)
-             : reference::layerNormBackward(gy, x, mean, variance, normalized_shape, weight, bias, eps);
+  return dispatch<onednn::layerNormBackward, reference::layerNormBackward>(
+      x.dtype(), gy, x, mean, variance, normalized_shape, weight, bias, eps);
 }
 
 }  // namespace lockstep::kernels

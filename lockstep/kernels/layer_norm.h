@@ -11,12 +11,22 @@ struct LayerNormOutput {
   Tensor mean;      // [rows]: one per leading index; f32 (f64 for f64 inputs)
   Tensor variance;  // [rows], biased (divides by the normalised element count)
 };
+/// Rounds the floating results of an f32 kernel back to `low` (the dispatcher's emulation of bf16/f16).
+inline void narrowResults(LayerNormOutput& r, DType low) {
+  if (r.y.defined()) r.y = r.y.to(low);
+}
 
 struct LayerNormGrads {
   Tensor gx;
   Tensor gweight;  // undefined when weight is
   Tensor gbias;    // undefined when bias is
 };
+/// Rounds the floating results of an f32 kernel back to `low` (the dispatcher's emulation of bf16/f16).
+inline void narrowResults(LayerNormGrads& r, DType low) {
+  if (r.gx.defined()) r.gx = r.gx.to(low);
+  if (r.gweight.defined()) r.gweight = r.gweight.to(low);
+  if (r.gbias.defined()) r.gbias = r.gbias.to(low);
+}
 
 LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                  const Tensor& bias, double eps);

@@ -9,7 +9,6 @@
 namespace lockstep::kernels {
 
 namespace {
-bool onDnnl(DType t) { return backendFor(t) == Backend::onednn; }
 
 void checkLinear(const char* op, const Tensor& x, const Tensor& weight) {
   LOCKSTEP_ENFORCE(weight.dim() == 2, ValueError, op, ": weight must be [out, in], got ",
@@ -31,16 +30,14 @@ Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias) 
                      ValueError, "linear: bias ", bias.describe(), " does not match weight ",
                      weight.describe());
   }
-  return onDnnl(x.dtype()) ? onednn::linearForward(x, weight, bias)
-                           : reference::linearForward(x, weight, bias);
+  return dispatch<onednn::linearForward, reference::linearForward>(x.dtype(), x, weight, bias);
 }
 
 Tensor linearBackwardData(const Tensor& gy, const Tensor& weight) {
   LOCKSTEP_ENFORCE(weight.dim() == 2 && gy.dim() >= 1 && gy.size(gy.dim() - 1) == weight.size(0), ValueError,
                    "linear backward: gradient ", shapeToString(gy.shape()),
                    " does not end in out_features of weight ", shapeToString(weight.shape()));
-  return onDnnl(gy.dtype()) ? onednn::linearBackwardData(gy, weight)
-                            : reference::linearBackwardData(gy, weight);
+  return dispatch<onednn::linearBackwardData, reference::linearBackwardData>(gy.dtype(), gy, weight);
 }
 
 std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& x, bool with_bias) {
@@ -48,8 +45,8 @@ std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& 
   LOCKSTEP_ENFORCE(gy.dim() >= 1 && x.dim() == gy.dim() && lead_gy == lead_x, ValueError,
                    "linear backward: gradient ", shapeToString(gy.shape()), " does not match input ",
                    shapeToString(x.shape()));
-  return onDnnl(x.dtype()) ? onednn::linearBackwardWeights(gy, x, with_bias)
-                           : reference::linearBackwardWeights(gy, x, with_bias);
+  return dispatch<onednn::linearBackwardWeights, reference::linearBackwardWeights>(x.dtype(), gy, x,
+                                                                                   with_bias);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -61,7 +58,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                    dtypeName(b.dtype()), " differ");
   broadcastShapes(Shape(a.shape().begin(), a.shape().end() - 2),
                   Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
-  return onDnnl(a.dtype()) ? onednn::matmul(a, b) : reference::matmul(a, b);
+  return dispatch<onednn::matmul, reference::matmul>(a.dtype(), a, b);
 }
 
 std::pair<Tensor, Tensor> matmulBackward(const Tensor& gy, const Tensor& a, const Tensor& b, bool need_a,

@@ -26,6 +26,10 @@ struct MaxPool2dResult {
   Tensor y;
   Tensor workspace;  // where each maximum came from (training only; opaque, per implementation)
 };
+/// Rounds the floating results of an f32 kernel back to `low` (the dispatcher's emulation of bf16/f16).
+inline void narrowResults(MaxPool2dResult& r, DType low) {
+  if (r.y.defined()) r.y = r.y.to(low);
+}
 /// With training, keeps what the backward needs in `workspace`.
 MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p, bool training);
 /// dL/dx from dL/dy; x is the forward's input, workspace the forward's (training) workspace. With a

@@ -30,8 +30,7 @@ Shape reducedShape(const Shape& shape, const std::vector<bool>& mask, bool keepd
 
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   LOCKSTEP_ENFORCE(x.defined(), ValueError, op == ReduceOp::sum ? "sum" : "mean", ": undefined operand");
-  return backendFor(x.dtype()) == Backend::onednn ? onednn::reduce(op, x, dims, keepdim)
-                                                  : reference::reduce(op, x, dims, keepdim);
+  return dispatch<onednn::reduce, reference::reduce>(x.dtype(), op, x, dims, keepdim);
 }
 
 std::vector<int64_t> allDims(const Tensor& x) {

@@ -30,7 +30,7 @@ Shape checkConcat(const std::vector<Tensor>& xs, int64_t dim, int64_t* d) {
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   int64_t d = 0;
   checkConcat(xs, dim, &d);
-  return backendFor(xs[0].dtype()) == Backend::onednn ? onednn::concat(xs, dim) : reference::concat(xs, dim);
+  return dispatch<onednn::concat, reference::concat>(xs[0].dtype(), xs, dim);
 }
 
 }  // namespace lockstep::kernels

@@ -24,15 +24,14 @@ bool unaryBackwardUsesOutput(UnaryOp op) { return op == UnaryOp::exp || op == Un
 
 Tensor unary(UnaryOp op, const Tensor& x, double p) {
   LOCKSTEP_ENFORCE(x.defined(), ValueError, unaryOpName(op), ": undefined operand");
-  return backendFor(x.dtype()) == Backend::onednn ? onednn::unary(op, x, p) : reference::unary(op, x, p);
+  return dispatch<onednn::unary, reference::unary>(x.dtype(), op, x, p);
 }
 
 Tensor unaryBackward(UnaryOp op, const Tensor& gy, const Tensor& saved, double p) {
   LOCKSTEP_ENFORCE(gy.shape() == saved.shape(), ValueError, unaryOpName(op), " backward: gradient shape ",
                    shapeToString(gy.shape()), " differs from the saved tensor's shape ",
                    shapeToString(saved.shape()));
-  return backendFor(saved.dtype()) == Backend::onednn ? onednn::unaryBackward(op, gy, saved, p)
-                                                      : reference::unaryBackward(op, gy, saved, p);
+  return dispatch<onednn::unaryBackward, reference::unaryBackward>(saved.dtype(), op, gy, saved, p);
 }
 
 }  // namespace lockstep::kernels

@@ -1,5 +1,6 @@
 #include "lockstep/parallel/engine.h"
 
+#include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/ops/math.h"
 #include "lockstep/data/distributed_sampler.h"
 #include "lockstep/data/random_sampler.h"
@@ -18,13 +19,21 @@ void validateEngineOptions(const EngineOptions& o) {
       o.gradient_clipping >= 0.0 && o.gradient_clipping < std::numeric_limits<double>::infinity(), ValueError,
       "gradient_clipping=", o.gradient_clipping, " must be a finite number >= 0 (0 turns clipping off)");
   LOCKSTEP_ENFORCE(o.total_steps >= 0, ValueError, "total_steps=", o.total_steps, " must be >= 0");
-  LOCKSTEP_ENFORCE(o.precision == "fp32", ValueError, "precision '", o.precision,
-                   "' is not implemented yet: lockstep trains in fp32 only (bf16 and fp16 mixed precision "
-                   "are planned); use fp32");
+  precisionDType(o.precision);
+  LOCKSTEP_ENFORCE(!(o.precision == "bf16" && o.loss_scaler), ValueError,
+                   "precision bf16 with loss scaling: bf16 has f32's exponent range and needs no loss scale "
+                   "(DeepSpeed's bf16 has none either); drop the loss scaler or use fp16");
   LOCKSTEP_ENFORCE(
       o.zero_stage == 0, ValueError, "ZeRO stage ", o.zero_stage,
       " is not implemented yet: lockstep replicates optimizer states (stage 0, DDP); use stage 0");
   if (o.loss_scaler) optim::validateLossScalerOptions(*o.loss_scaler);
+}
+
+std::optional<DType> precisionDType(const std::string& precision) {
+  if (precision == "fp32") return std::nullopt;
+  if (precision == "bf16") return DType::bf16;
+  if (precision == "fp16") return DType::f16;
+  throw ValueError("precision '" + precision + "' is not one of fp32, bf16, fp16");
 }
 
 std::shared_ptr<data::Sampler> makeTrainSampler(const DistributedEnvironment& env, int64_t n, bool shuffle,
@@ -64,6 +73,11 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimiz
   if (!options_.scheduler.type.empty()) {
     scheduler_ = optim::makeScheduler(options_.scheduler, *optimizer_, options_.total_steps);
   }
+  autocast_dtype_ = precisionDType(options_.precision);
+  // fp16 without a scaler would underflow small gradients to zero: DeepSpeed's fp16 section
+  // scales dynamically unless told otherwise, and so does the engine.
+  if (options_.precision == "fp16" && !options_.loss_scaler)
+    options_.loss_scaler = optim::LossScalerOptions{};
   if (options_.loss_scaler) scaler_ = std::make_unique<optim::LossScaler>(*options_.loss_scaler);
 }
 
@@ -81,7 +95,16 @@ std::shared_ptr<data::DataLoader> Engine::makeLoader(std::shared_ptr<data::Datas
 autograd::Variable Engine::forward(const autograd::Variable& input) {
   // Accumulation micro-steps reduce nothing; the last one reduces the sum (DDP no_sync).
   if (ddp_ && !isGradientAccumulationBoundary() && !no_sync_) no_sync_ = ddp_->noSync();
-  return wrapped_->forward(input);
+  if (!autocast_dtype_) return wrapped_->forward(input);
+  autograd::Variable out;
+  {
+    autograd::AutocastGuard autocast(*autocast_dtype_);
+    const bool cast = options_.auto_cast && input.dtype() == DType::f32;
+    out = wrapped_->forward(cast ? autograd::toDType(input, *autocast_dtype_) : input);
+  }
+  // The caller's loss then sees f32, as in Accelerate's convert_outputs_to_fp32: a criterion
+  // computed outside an autocast scope stays in f32 (softmax and losses need the range).
+  return autograd::toDType(out, DType::f32);
 }
 
 void Engine::backward(autograd::Variable loss) {

@@ -58,14 +58,24 @@ struct EngineOptions {
   DistributedDataParallelOptions ddp{};
   /// Process-group backend when the engine reads the environment itself.
   std::string backend = "auto";
-  /// "fp32". Mixed precision ("bf16", "fp16") is not implemented yet: an error, not a silent f32.
+  /// "fp32", or mixed precision: "bf16" or "fp16" run forward() under autocast in that dtype
+  /// (autograd/autocast.h; parameters, gradients and optimizer state stay f32) and return its
+  /// output in f32. fp16 scales the loss: with loss_scaler when set, else dynamically with
+  /// LossScalerOptions' defaults (DeepSpeed's). bf16 takes no loss scaler (a ValueError).
   std::string precision = "fp32";
+  /// With bf16/fp16: cast the floating input of forward() to that dtype first (DeepSpeed's
+  /// fp16.auto_cast). Off: the input stays as given and the first lower-precision op casts it.
+  bool auto_cast = false;
   /// 0: replicated optimizer state (DDP). ZeRO stages 1-3 are not implemented yet: an error.
   int zero_stage = 0;
 };
 
 /// ValueError naming the field when an option is out of range or not implemented yet. Pure.
 void validateEngineOptions(const EngineOptions& options);
+
+/// The autocast dtype of a precision name: nullopt for "fp32", bf16, f16; ValueError naming the
+/// name otherwise. Pure.
+std::optional<DType> precisionDType(const std::string& precision);
 
 /// The training sampler of this rank: DistributedSampler over the world when it has several ranks
 /// (seed shared, shuffle per epoch), else RandomSampler(seed) or SequentialSampler. Pure.
@@ -158,6 +168,7 @@ class Engine {
   std::unique_ptr<optim::LRScheduler> scheduler_;
   std::unique_ptr<DistributedDataParallel::NoSyncGuard> no_sync_;
   std::unique_ptr<optim::LossScaler> scaler_;
+  std::optional<DType> autocast_dtype_;
   int64_t micro_ = 0;  // micro-steps done in the current accumulation window
   int64_t global_steps_ = 0;
   double last_grad_norm_ = 0.0;

@@ -54,9 +54,7 @@ BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t
 
 namespace {
 
-const std::set<std::string> kUnsupported = {"fp16",
-                                            "bf16",
-                                            "zero_optimization",
+const std::set<std::string> kUnsupported = {"zero_optimization",
                                             "activation_checkpointing",
                                             "amp",
                                             "flops_profiler",
@@ -279,6 +277,56 @@ void parseData(const YAML::Node& n, DataConfig& d) {
   if (d.dataset == "fashion_mnist" && d.root.empty()) d.root = "/usr/share/datasets/fashion-mnist";
 }
 
+// DeepSpeed's "fp16" section (runtime/constants.py FP16_*, same defaults as LossScalerOptions) and
+// "bf16" (or its older name "bfloat16"): mixed precision with autocast. Disabled sections are
+// checked for unknown keys and otherwise ignored, as DeepSpeed does.
+void parsePrecision(const YAML::Node& root, TrainConfig& c) {
+  bool fp16 = false, bf16 = false;
+  if (root["fp16"]) {
+    const YAML::Node n = root["fp16"];
+    checkKeys(n, "fp16",
+              {"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
+               "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads"});
+    get(n, "fp16", "enabled", fp16);
+    optim::LossScalerOptions ls;
+    get(n, "fp16", "loss_scale", ls.loss_scale);
+    get(n, "fp16", "initial_scale_power", ls.initial_scale_power);
+    get(n, "fp16", "loss_scale_window", ls.loss_scale_window);
+    get(n, "fp16", "hysteresis", ls.hysteresis);
+    get(n, "fp16", "consecutive_hysteresis", ls.consecutive_hysteresis);
+    get(n, "fp16", "min_loss_scale", ls.min_loss_scale);
+    bool master16 = false;
+    get(n, "fp16", "fp16_master_weights_and_grads", master16);
+    if (master16) {
+      throw ValueError(
+          "fp16.fp16_master_weights_and_grads: true is not supported (lockstep keeps f32 master weights and "
+          "gradients); remove the key or set it to false");
+    }
+    if (fp16) {
+      try {
+        optim::validateLossScalerOptions(ls);
+      } catch (const ValueError& e) {
+        throw ValueError(std::string("fp16: ") + e.what());
+      }
+      c.loss_scaler = ls;
+      get(n, "fp16", "auto_cast", c.auto_cast);
+      c.precision = "fp16";
+    }
+  }
+  for (const char* name : {"bf16", "bfloat16"}) {
+    if (!root[name]) continue;
+    checkKeys(root[name], name, {"enabled"});
+    bool on = false;
+    get(root[name], name, "enabled", on);
+    bf16 = bf16 || on;
+  }
+  if (fp16 && bf16) {
+    throw ValueError(
+        "fp16.enabled and bf16.enabled are both true; enable one of them (DeepSpeed refuses both too)");
+  }
+  if (bf16) c.precision = "bf16";
+}
+
 void applyOverride(YAML::Node root, const std::string& spec) {
   size_t eq = spec.find('=');
   if (eq == std::string::npos || eq == 0) throw ValueError("--set " + spec + ": expected key=value");
@@ -354,10 +402,28 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   checkNoDuplicateKeys(root, "", source);
   for (const auto& o : overrides) applyOverride(root, o);
   checkKeys(root, "",
-            {"train_batch_size", "train_micro_batch_size_per_gpu", "train_micro_batch_size_per_rank",
-             "gradient_accumulation_steps", "optimizer", "scheduler", "gradient_clipping", "steps_per_print",
-             "tensorboard", "csv_monitor", "model", "data", "epochs", "max_steps", "seed", "checkpoint",
-             "eval", "backend", "ddp"});
+            {"train_batch_size",
+             "train_micro_batch_size_per_gpu",
+             "train_micro_batch_size_per_rank",
+             "gradient_accumulation_steps",
+             "optimizer",
+             "scheduler",
+             "gradient_clipping",
+             "steps_per_print",
+             "tensorboard",
+             "csv_monitor",
+             "model",
+             "data",
+             "epochs",
+             "max_steps",
+             "seed",
+             "checkpoint",
+             "eval",
+             "backend",
+             "ddp",
+             "fp16",
+             "bf16",
+             "bfloat16"});
   TrainConfig c;
   std::optional<int64_t> train, micro, accum;
   get(root, "", "train_batch_size", train);
@@ -374,6 +440,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   if (root["model"]) parseModel(root["model"], c);
   if (root["data"]) parseData(root["data"], c.data);
   get(root, "", "gradient_clipping", c.gradient_clipping);
+  parsePrecision(root, c);
   get(root, "", "steps_per_print", c.steps_per_print);
   get(root, "", "epochs", c.epochs);
   get(root, "", "max_steps", c.max_steps);

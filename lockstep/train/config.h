@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lockstep/nn/model_zoo.h"
+#include "lockstep/optim/loss_scaler.h"
 #include "lockstep/optim/registry.h"
 #include "lockstep/parallel/distributed_data_parallel.h"
 #include "lockstep/util/suggest.h"
@@ -56,6 +57,12 @@ struct TrainConfig {
   optim::OptimizerSpec optimizer{};
   optim::SchedulerSpec scheduler{};
   double gradient_clipping = 0.0;  // 0: off
+  /// "fp32", or "bf16" / "fp16" from DeepSpeed's bf16.enabled / fp16.enabled (autocast training).
+  std::string precision = "fp32";
+  /// The fp16 section's loss-scale keys (DeepSpeed's meanings); set when fp16 is enabled.
+  std::optional<optim::LossScalerOptions> loss_scaler;
+  /// fp16.auto_cast: cast the model's input to fp16 too.
+  bool auto_cast = false;
   int64_t steps_per_print = 10;
   int64_t epochs = 1;
   int64_t max_steps = 0;  // 0: no limit

@@ -92,11 +92,15 @@ void Progress::onStep(const StepMetrics& m) {
   }
   const bool print = m.step % options_.steps_per_print == 0;
   if (print) {
-    record(m.epoch, m.step,
-           {{"train/loss", m.loss},
-            {"train/lr", m.lr},
-            {"train/samples_per_sec", m.samples_per_sec},
-            {"memory/max_rss_mib", maxRssMiB()}});
+    std::vector<std::pair<std::string, double>> values{{"train/loss", m.loss},
+                                                       {"train/lr", m.lr},
+                                                       {"train/samples_per_sec", m.samples_per_sec},
+                                                       {"memory/max_rss_mib", maxRssMiB()}};
+    if (m.has_loss_scale) {
+      values.emplace_back("train/loss_scale", m.loss_scale);
+      values.emplace_back("train/skipped_steps", static_cast<double>(m.skipped_steps));
+    }
+    record(m.epoch, m.step, values);
     flush();
   }
   last_ = {m.epoch + 1, options_.epochs, m.step, options_.total_steps, m.loss, rate, eta};
@@ -106,9 +110,16 @@ void Progress::onStep(const StepMetrics& m) {
   if (sender_ || options_.tty) {
     if (due || (sender_ && print)) show(last_);
   } else if (print) {
-    std::fprintf(stderr, "epoch %lld step %lld/%lld loss %.4f lr %.3g samples/s %.0f eta %s\n",
+    std::string scale;
+    if (m.has_loss_scale) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " loss_scale %.6g skipped %lld", m.loss_scale,
+                    static_cast<long long>(m.skipped_steps));
+      scale = buf;
+    }
+    std::fprintf(stderr, "epoch %lld step %lld/%lld loss %.4f lr %.3g samples/s %.0f%s eta %s\n",
                  static_cast<long long>(m.epoch + 1), static_cast<long long>(m.step),
-                 static_cast<long long>(options_.total_steps), m.loss, m.lr, rate,
+                 static_cast<long long>(options_.total_steps), m.loss, m.lr, rate, scale.c_str(),
                  formatDuration(eta).c_str());
   }
 }

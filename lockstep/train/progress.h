@@ -27,6 +27,10 @@ struct StepMetrics {
   double lr = 0;
   double samples_per_sec = 0;  // since the start, training time only (what metrics.csv records)
   int64_t samples = 0;         // training samples (all ranks) so far in this process
+  /// fp16's loss scale and the steps skipped for an overflow so far; logged when has_loss_scale.
+  bool has_loss_scale = false;
+  double loss_scale = 1;
+  int64_t skipped_steps = 0;
 };
 
 struct ProgressOptions {

@@ -12,6 +12,7 @@
 
 #include "lockstep/autograd.h"
 #include "lockstep/data.h"
+#include "lockstep/kernels/dispatch.h"
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
 #include "lockstep/parallel.h"
@@ -47,6 +48,12 @@ nlohmann::json toJson(const TrainSummary& s) {
                       {"wall_seconds", s.wall_seconds},
                       {"test_accuracy", s.test_accuracy},
                       {"test_loss", s.test_loss}};
+  j["precision"] = s.precision;
+  if (!s.precision_path.empty()) j["precision_path"] = s.precision_path;
+  if (s.has_loss_scale) {
+    j["loss_scale"] = s.loss_scale;
+    j["skipped_steps"] = s.skipped_steps;
+  }
   if (!s.ddp_timings.empty()) j["ddp_timings"] = s.ddp_timings;
   return j;
 }
@@ -74,6 +81,9 @@ parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps)
   eo.gradient_clipping = c.gradient_clipping;
   eo.ddp = c.ddp;
   eo.backend = c.backend;
+  eo.precision = c.precision;
+  eo.loss_scaler = c.loss_scaler;
+  eo.auto_cast = c.auto_cast;
   return eo;
 }
 
@@ -122,8 +132,8 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   optim::Optimizer& opt = *engine.optimizer();
   nn::CrossEntropyLoss criterion;
 
-  TrainingParts parts{model.get(),   &opt, engine.scheduler(), &loader, &defaultGenerator(),
-                      o.config_json, world};
+  TrainingParts parts{model.get(),   &opt,  engine.scheduler(), &loader, &defaultGenerator(),
+                      o.config_json, world, engine.lossScaler()};
   if (o.resume) {
     std::string path;
     if (auto ckpt = loadLatestCheckpoint(ckpt_dir, &path)) {
@@ -234,7 +244,8 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
       }
       if (progress) {
         progress->onStep({static_cast<int64_t>(e), step, window_loss, opt.paramGroups()[0].lr(),
-                          static_cast<double>(samples) / train_seconds(), samples});
+                          static_cast<double>(samples) / train_seconds(), samples,
+                          engine.lossScaler() != nullptr, engine.lossScale(), engine.skippedSteps()});
       }
       window_loss = 0;
       if (c.checkpoint_every_steps > 0 && step % c.checkpoint_every_steps == 0) save();
@@ -263,6 +274,11 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   s.eval_seconds = eval_seconds;
   s.checkpoint_seconds = checkpoint_seconds;
   s.steps = engine.globalSteps();
+  s.precision = c.precision;
+  if (auto low = parallel::precisionDType(c.precision)) s.precision_path = kernels::precisionPath(*low);
+  s.has_loss_scale = engine.lossScaler() != nullptr;
+  s.loss_scale = engine.lossScale();
+  s.skipped_steps = engine.skippedSteps();
   s.samples_per_second = s.train_seconds > 0 ? static_cast<double>(samples) / s.train_seconds : 0;
   if (engine.ddp()) {
     for (const std::string& r :

@@ -37,6 +37,15 @@ struct TrainSummary {
   double wall_seconds = 0;
   double test_accuracy = 0;
   double test_loss = 0;
+  /// "fp32", "bf16" or "fp16", and how the kernels computed it here (kernels::precisionPath, e.g.
+  /// "bf16 native (oneDNN avx512_core_bf16)").
+  std::string precision = "fp32";
+  std::string precision_path;
+  /// fp16's loss scale at the end and the optimizer steps skipped for an overflow (DeepSpeed's
+  /// skipped_steps); written when the run scaled its loss.
+  bool has_loss_scale = false;
+  double loss_scale = 1;
+  int64_t skipped_steps = 0;
   /// DDP's timings of this run, one entry per rank in rank order (empty on one rank): where each
   /// rank's steps went, to spot a straggler (see DistributedDataParallel::timings).
   std::vector<parallel::ReducerTimings> ddp_timings;

@@ -57,6 +57,7 @@ CheckpointData captureTrainingState(const TrainingParts& parts, int64_t step) {
     state["optimizer"] = {{"type", parts.optimizer->name()}, {"param_groups", groups}};
   }
   if (parts.scheduler) state["scheduler"] = hyperToJson(parts.scheduler->stateDict());
+  if (parts.loss_scaler) state["loss_scaler"] = hyperToJson(parts.loss_scaler->stateDict());
   if (parts.loader) {
     state["data"] = parts.loader->state().toJson();
     state["data"]["world_size"] = parts.world_size;
@@ -117,6 +118,10 @@ std::string restoreTrainingState(const CheckpointData& d, TrainingParts& parts) 
     }
     if (parts.scheduler && s.contains("scheduler"))
       parts.scheduler->loadStateDict(hyperFromJson(s["scheduler"]));
+    // A checkpoint of an fp32 run resumed in fp16 starts the scaler afresh; one with a scaler
+    // resumed without one drops it (the weights are f32 either way).
+    if (parts.loss_scaler && s.contains("loss_scaler"))
+      parts.loss_scaler->loadStateDict(hyperFromJson(s["loss_scaler"]));
     if (parts.loader && s.contains("data")) parts.loader->loadState(rescalePosition(s["data"], parts, &note));
     if (parts.rng && s.contains("rng")) parts.rng->setState(s["rng"]["seed"], s["rng"]["offset"]);
   } catch (const nlohmann::json::exception& e) {

@@ -7,6 +7,7 @@
 
 #include "lockstep/data/data_loader.h"
 #include "lockstep/nn/module.h"
+#include "lockstep/optim/loss_scaler.h"
 #include "lockstep/optim/lr_scheduler.h"
 #include "lockstep/optim/optimizer.h"
 #include "lockstep/tensor/generator.h"
@@ -25,6 +26,8 @@ struct TrainingParts {
   /// The job's world size: with the loader's batch size it says which samples a data position
   /// covers (every rank's shard takes every world_size-th sample of the epoch's order).
   int64_t world_size = 1;
+  /// fp16's loss scaler (scale, hysteresis, counters), or nullptr when the job has none.
+  optim::LossScaler* loss_scaler = nullptr;
 };
 
 /// Snapshot (deep copies) of the parts at global step `step`.

@@ -166,8 +166,13 @@ TEST(Engine, options_not_implemented_yet_are_errors_naming_them) {
     return std::string("no error");
   };
   EngineOptions o;
+  o.precision = "fp8";
+  EXPECT_NE(error(o).find("precision 'fp8'"), std::string::npos);
+  o = {};
   o.precision = "bf16";
-  EXPECT_NE(error(o).find("precision 'bf16'"), std::string::npos);
+  EXPECT_EQ(error(o), "no error");
+  o.loss_scaler = optim::LossScalerOptions{};
+  EXPECT_NE(error(o).find("bf16 with loss scaling"), std::string::npos);
   o = {};
   o.zero_stage = 2;
   EXPECT_NE(error(o).find("ZeRO stage 2"), std::string::npos);
@@ -343,4 +348,47 @@ TEST(Engine, ranks_agree_on_an_overflow_their_gradients_do_not_share) {
     EXPECT_EQ(engine.skippedSteps(), 1);
     EXPECT_EQ(engine.lossScale(), 32768.0);
   });
+}
+
+TEST(Engine, mixed_precision_keeps_f32_master_weights_and_trains_close_to_f32) {
+  auto reference = trainAlone(sgdOptions(), 5, 12);
+  for (const char* precision : {"bf16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    EngineOptions o = sgdOptions();
+    o.precision = precision;
+    Engine engine(makeNet(3), o, worldOf(0, 1, nullptr));
+    if (std::string(precision) == "fp16") {
+      ASSERT_NE(engine.lossScaler(), nullptr) << "fp16 scales the loss dynamically by default";
+      EXPECT_EQ(engine.lossScale(), 65536.0);
+    } else {
+      EXPECT_EQ(engine.lossScaler(), nullptr);
+    }
+    for (int s = 0; s < 5; ++s) {
+      auto [x, y] = batch(s, 12);
+      Variable out = engine.forward(Variable(x));
+      EXPECT_EQ(out.dtype(), DType::f32) << "the engine hands the loss f32 outputs";
+      engine.backward(autograd::crossEntropy(out, y));
+      for (auto& p : engine.model()->parameters()) EXPECT_EQ(p.grad().dtype(), DType::f32);
+      engine.step();
+    }
+    for (auto& p : engine.model()->parameters()) EXPECT_EQ(p.dtype(), DType::f32);
+    // Applied steps only: fp16's first steps may overflow at 2^16 and be skipped.
+    if (engine.skippedSteps() == 0) {
+      EXPECT_LT(maxAbsDiff(*engine.model(), *reference), 2e-2);
+      EXPECT_GT(maxAbsDiff(*engine.model(), *reference), 0.0) << "the forward really ran in " << precision;
+    }
+  }
+}
+
+TEST(Engine, auto_cast_casts_the_input_to_the_autocast_dtype) {
+  EngineOptions o = sgdOptions();
+  o.precision = "bf16";
+  o.auto_cast = true;
+  Engine cast(makeNet(3), o, worldOf(0, 1, nullptr));
+  o.auto_cast = false;
+  Engine plain(makeNet(3), o, worldOf(0, 1, nullptr));
+  auto [x, y] = batch(0, 12);
+  // The mlp's first op is a linear layer, which casts its input anyway: the same values.
+  EXPECT_EQ(cast.forward(Variable(x)).tensor().toVector<float>(),
+            plain.forward(Variable(x)).tensor().toVector<float>());
 }

@@ -134,10 +134,8 @@ TEST(TrainConfig, wrong_type_names_key_and_expected_type) {
 }
 
 TEST(TrainConfig, unsupported_sections_are_rejected) {
-  EXPECT_EQ(errorOf("train_batch_size: 8\nfp16: {enabled: true}"), "fp16 is not supported yet");
   EXPECT_EQ(errorOf("train_batch_size: 8\nzero_optimization: {stage: 2}"),
             "zero_optimization is not supported yet");
-  EXPECT_EQ(errorOf("train_batch_size: 8\nbf16: {enabled: true}"), "bf16 is not supported yet");
   EXPECT_TRUE(has(errorOf("train_batch_size: 8\noptimizer: {type: Lamb}"), "Lamb is not supported yet"));
   EXPECT_TRUE(
       has(errorOf("train_batch_size: 8\nscheduler: {type: OneCycle}"), "OneCycle is not supported yet"));
@@ -261,4 +259,61 @@ TEST(TrainConfig, non_finite_numbers_are_errors_where_a_number_is_meant) {
   EXPECT_TRUE(has(m, "gradient_clipping: expected a finite number, got '.nan'")) << m;
   m = errorOf("train_batch_size: 8\noptimizer: {type: Adam, params: {betas: [0.9, .inf]}}");
   EXPECT_TRUE(has(m, "optimizer.params.betas[1]: expected a finite number")) << m;
+}
+
+// Seed 002's DeepSpeed config, its fp16 block exactly as the seed writes it.
+TEST(TrainConfig, seed_002_fp16_block_is_accepted_with_deepspeeds_meanings) {
+  const std::string json = R"({
+    "train_batch_size": 32,
+    "fp16": {
+        "enabled": true,
+        "auto_cast": false,
+        "loss_scale": 0,
+        "initial_scale_power": 16,
+        "loss_scale_window": 1000,
+        "hysteresis": 2,
+        "consecutive_hysteresis": false,
+        "min_loss_scale": 1
+    }
+})";
+  TrainConfig c = parseTrainConfig(json, {}, 1);
+  EXPECT_EQ(c.precision, "fp16");
+  ASSERT_TRUE(c.loss_scaler.has_value());
+  EXPECT_EQ(c.loss_scaler->loss_scale, 0.0);  // dynamic
+  EXPECT_EQ(c.loss_scaler->initial_scale_power, 16);
+  EXPECT_EQ(c.loss_scaler->loss_scale_window, 1000);
+  EXPECT_EQ(c.loss_scaler->hysteresis, 2);
+  EXPECT_FALSE(c.loss_scaler->consecutive_hysteresis);
+  EXPECT_EQ(c.loss_scaler->min_loss_scale, 1.0);
+  EXPECT_FALSE(c.auto_cast);
+}
+
+TEST(TrainConfig, precision_sections_choose_the_precision) {
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8", {}, 1).precision, "fp32");
+  TrainConfig bf = parseTrainConfig("train_batch_size: 8\nbf16: {enabled: true}", {}, 1);
+  EXPECT_EQ(bf.precision, "bf16");
+  EXPECT_FALSE(bf.loss_scaler.has_value()) << "bf16 scales no loss";
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\nbfloat16: {enabled: true}", {}, 1).precision, "bf16");
+  TrainConfig st =
+      parseTrainConfig("train_batch_size: 8\nfp16: {enabled: true, loss_scale: 128, auto_cast: true}", {}, 1);
+  EXPECT_EQ(st.precision, "fp16");
+  EXPECT_EQ(st.loss_scaler->loss_scale, 128.0);
+  EXPECT_TRUE(st.auto_cast);
+  // A disabled section changes nothing, as in DeepSpeed.
+  TrainConfig off = parseTrainConfig("train_batch_size: 8\nfp16: {enabled: false, loss_scale: 128}", {}, 1);
+  EXPECT_EQ(off.precision, "fp32");
+  EXPECT_FALSE(off.loss_scaler.has_value());
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8", {"bf16.enabled=true"}, 1).precision, "bf16");
+}
+
+TEST(TrainConfig, precision_section_errors_name_the_key) {
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nfp16: {enabled: true, bf16: {enabled: true}}"), "fp16.bf16"));
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nfp16: {enabled: true, loss_scale_windo: 10}"),
+                  "did you mean fp16.loss_scale_window?"));
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nfp16: {enabled: true}\nbf16: {enabled: true}"), "both"));
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nfp16: {enabled: true, loss_scale_window: 0}"), "fp16: "));
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nfp16: {enabled: true, hysteresis: two}"), "fp16.hysteresis"));
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nfp16: {enabled: true, fp16_master_weights_and_grads: true}"),
+                  "not supported"));
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nbf16: {enabled: true, loss_scale: 0}"), "bf16.loss_scale"));
 }

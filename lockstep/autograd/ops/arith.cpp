@@ -2,6 +2,7 @@
 // Broadcast gradients are folded back onto each operand's shape with kernels::sumToShape.
 #include <cctype>
 
+#include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/math.h"
 #include "lockstep/kernels/binary.h"
@@ -126,24 +127,28 @@ Variable unaryOp(UnaryOp op, const Variable& x, double p = 0.0) {
 
 }  // namespace
 
-Variable add(const Variable& a, const Variable& b) {
+Variable add(const Variable& a0, const Variable& b0) {
+  const auto [a, b] = autocast::promote(a0, b0);
   Tensor y = kernels::binary(BinaryOp::add, a.tensor(), b.tensor());
   return record<AddSubBackward>(y, {&a, &b}, false, a.shape(), b.shape());
 }
 
-Variable sub(const Variable& a, const Variable& b) {
+Variable sub(const Variable& a0, const Variable& b0) {
+  const auto [a, b] = autocast::promote(a0, b0);
   Tensor y = kernels::binary(BinaryOp::sub, a.tensor(), b.tensor());
   return record<AddSubBackward>(y, {&a, &b}, true, a.shape(), b.shape());
 }
 
-Variable mul(const Variable& a, const Variable& b) {
+Variable mul(const Variable& a0, const Variable& b0) {
+  const auto [a, b] = autocast::promote(a0, b0);
   Tensor y = kernels::binary(BinaryOp::mul, a.tensor(), b.tensor());
   if (!needsGrad({&a, &b})) return Variable::makeResult(y, nullptr);
   return record<MulBackward>(y, {&a, &b}, b.requiresGrad() ? a.tensor() : Tensor(),
                              a.requiresGrad() ? b.tensor() : Tensor(), a.shape(), b.shape());
 }
 
-Variable div(const Variable& a, const Variable& b) {
+Variable div(const Variable& a0, const Variable& b0) {
+  const auto [a, b] = autocast::promote(a0, b0);
   Tensor y = kernels::binary(BinaryOp::div, a.tensor(), b.tensor());
   if (!needsGrad({&a, &b})) return Variable::makeResult(y, nullptr);
   return record<DivBackward>(y, {&a, &b}, b.tensor(), b.requiresGrad() ? y : Tensor(), a.shape());

@@ -1,5 +1,6 @@
 #include "lockstep/kernels/batch_norm.h"
 
+#include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/conv.h"
 
@@ -32,8 +33,9 @@ class BatchNorm2dBackward final : public Node {
 };
 }  // namespace
 
-Variable batchNorm2d(const Variable& x, const Variable& weight, const Variable& bias, Tensor running_mean,
+Variable batchNorm2d(const Variable& x0, const Variable& weight0, const Variable& bias0, Tensor running_mean,
                      Tensor running_var, const BatchNormOptions& opts) {
+  const Variable x = autocast::fp32(x0), weight = autocast::fp32(weight0), bias = autocast::fp32(bias0);
   const kernels::BatchNormParams p{opts.training, opts.momentum, opts.eps};
   Tensor w = weight.defined() ? weight.tensor() : Tensor(), b = bias.defined() ? bias.tensor() : Tensor();
   auto r = kernels::batchNorm2dForward(x.tensor(), w, b, std::move(running_mean), std::move(running_var), p);

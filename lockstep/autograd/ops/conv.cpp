@@ -1,5 +1,6 @@
 #include "lockstep/autograd/ops/conv.h"
 
+#include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/kernel_params.h"
 #include "lockstep/kernels/activation.h"
@@ -42,7 +43,9 @@ class Conv2dBackward final : public Node {
 };
 }  // namespace
 
-Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias, const Conv2dOptions& opts) {
+Variable conv2d(const Variable& x0, const Variable& weight0, const Variable& bias0,
+                const Conv2dOptions& opts) {
+  const Variable x = autocast::lower(x0), weight = autocast::lower(weight0), bias = autocast::lower(bias0);
   const kernels::Conv2dParams p = convParams(opts);
   Tensor b = bias.defined() ? bias.tensor() : Tensor();
   kernels::checkConv2d(x.tensor(), weight.tensor(), b, p);  // before any reorder, with the caller's shapes

@@ -7,6 +7,7 @@
 // through the shared cache per step is what lets ranks on neighbouring cores not slow each other.
 #include <algorithm>
 
+#include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/activation.h"
 #include "lockstep/autograd/ops/conv.h"
@@ -118,8 +119,9 @@ class Conv2dMaxPool2dBackward final : public Node {
 
 }  // namespace
 
-Variable conv2dMaxPool2d(const Variable& x, const Variable& weight, const Variable& bias,
+Variable conv2dMaxPool2d(const Variable& x0, const Variable& weight0, const Variable& bias0,
                          const Conv2dOptions& conv, const Pool2dOptions& pool, bool relu) {
+  const Variable x = autocast::lower(x0), weight = autocast::lower(weight0), bias = autocast::lower(bias0);
   LOCKSTEP_ENFORCE(
       !conv.fuse_relu, ValueError,
       "conv2dMaxPool2d: set relu=true instead of Conv2dOptions.fuse_relu (the relu is applied after "

@@ -1,6 +1,7 @@
 // layerNorm of math.h: kernels::layerNormForward/Backward with the statistics saved in between.
 #include "lockstep/kernels/layer_norm.h"
 
+#include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/math.h"
 
@@ -35,8 +36,9 @@ class LayerNormBackward final : public Node {
 
 }  // namespace
 
-Variable layerNorm(const Variable& x, const Shape& normalized_shape, const Variable& weight,
-                   const Variable& bias, double eps) {
+Variable layerNorm(const Variable& x0, const Shape& normalized_shape, const Variable& weight0,
+                   const Variable& bias0, double eps) {
+  const Variable x = autocast::fp32(x0), weight = autocast::fp32(weight0), bias = autocast::fp32(bias0);
   auto out = kernels::layerNormForward(x.tensor(), normalized_shape, weight.tensor(), bias.tensor(), eps);
   return record<LayerNormBackward>(out.y, {&x, &weight, &bias}, x.tensor(), out.mean, out.variance,
                                    normalized_shape, weight.tensor(), bias.tensor(), eps);

@@ -2,6 +2,7 @@
 // whose implementations live in ops/activation.cpp, ops/softmax.cpp and ops/loss.cpp).
 #include "lockstep/autograd/ops/linear.h"
 
+#include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/kernels/linear.h"
 
@@ -61,12 +62,14 @@ class MatmulBackward final : public Node {
 };
 }  // namespace
 
-Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+Variable linear(const Variable& x0, const Variable& weight0, const Variable& bias0) {
+  const Variable x = autocast::lower(x0), weight = autocast::lower(weight0), bias = autocast::lower(bias0);
   Tensor y = kernels::linearForward(x.tensor(), weight.tensor(), bias.defined() ? bias.tensor() : Tensor());
   return record<LinearBackward>(y, {&x, &weight, &bias}, x.tensor(), weight.tensor());
 }
 
-Variable matmul(const Variable& a, const Variable& b) {
+Variable matmul(const Variable& a0, const Variable& b0) {
+  const Variable a = autocast::lower(a0), b = autocast::lower(b0);
   LOCKSTEP_ENFORCE(a.dim() >= 1 && b.dim() >= 1, ValueError, "matmul: operands need >= 1 dim, got ",
                    shapeToString(a.shape()), " and ", shapeToString(b.shape()));
   Tensor y = kernels::matmul(MatmulBackward::promoteA(a.tensor()), MatmulBackward::promoteB(b.tensor()));

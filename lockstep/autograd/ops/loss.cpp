@@ -1,6 +1,7 @@
 // crossEntropy, nllLoss and mseLoss (declared in ops/linear.h).
 #include "lockstep/kernels/loss.h"
 
+#include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/linear.h"
 
@@ -78,19 +79,23 @@ class MseLossBackward final : public Node {
 };
 }  // namespace
 
-Variable crossEntropy(const Variable& logits, const Tensor& target, const CrossEntropyOptions& opts) {
+Variable crossEntropy(const Variable& logits0, const Tensor& target, const CrossEntropyOptions& opts) {
+  const Variable logits = autocast::fp32(logits0);
   kernels::CrossEntropyParams p{toKernel(opts.reduction), opts.label_smoothing, opts.ignore_index};
   auto [loss, probs] = kernels::crossEntropyForward(logits.tensor(), target, p);
   return record<CrossEntropyBackward>(loss, {&logits}, probs, target, p);
 }
 
-Variable nllLoss(const Variable& log_probs, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+Variable nllLoss(const Variable& log_probs0, const Tensor& target, Reduction reduction,
+                 int64_t ignore_index) {
+  const Variable log_probs = autocast::fp32(log_probs0);
   auto r = toKernel(reduction);
   Tensor loss = kernels::nllLossForward(log_probs.tensor(), target, r, ignore_index);
   return record<NllLossBackward>(loss, {&log_probs}, target, log_probs.size(1), r, ignore_index);
 }
 
-Variable mseLoss(const Variable& input, const Variable& target, Reduction reduction) {
+Variable mseLoss(const Variable& input0, const Variable& target0, Reduction reduction) {
+  const Variable input = autocast::fp32(input0), target = autocast::fp32(target0);
   auto r = toKernel(reduction);
   Tensor loss = kernels::mseLossForward(input.tensor(), target.tensor(), r);
   return record<MseLossBackward>(loss, {&input, &target}, input.tensor(), target.tensor(), r);

@@ -1,6 +1,7 @@
 // sum and mean of math.h. Backward broadcasts the (scaled) output gradient over the reduced dims.
 #include "lockstep/kernels/reduce.h"
 
+#include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/math.h"
 #include "lockstep/kernels/binary.h"
@@ -30,7 +31,8 @@ class ReduceBackward final : public Node {
   double scale_;
 };
 
-Variable reduceOp(bool mean, const Variable& x, const std::vector<int64_t>& dims, bool keepdim) {
+Variable reduceOp(bool mean, const Variable& x0, const std::vector<int64_t>& dims, bool keepdim) {
+  const Variable x = autocast::fp32(x0);
   const auto op = mean ? kernels::ReduceOp::mean : kernels::ReduceOp::sum;
   Tensor y = kernels::reduce(op, x.tensor(), dims, keepdim);
   if (!needsGrad({&x})) return Variable::makeResult(y, nullptr);

@@ -1,6 +1,7 @@
 // softmax, logSoftmax and dropout (declared in ops/linear.h).
 #include "lockstep/kernels/softmax.h"
 
+#include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/linear.h"
 #include "lockstep/kernels/dropout.h"
@@ -37,12 +38,14 @@ class DropoutBackward final : public Node {
 };
 }  // namespace
 
-Variable softmax(const Variable& x, int64_t dim) {
+Variable softmax(const Variable& x0, int64_t dim) {
+  const Variable x = autocast::fp32(x0);
   Tensor y = kernels::softmaxForward(x.tensor(), dim);
   return record<SoftmaxBackward<false>>(y, {&x}, y, dim);
 }
 
-Variable logSoftmax(const Variable& x, int64_t dim) {
+Variable logSoftmax(const Variable& x0, int64_t dim) {
+  const Variable x = autocast::fp32(x0);
   Tensor y = kernels::logSoftmaxForward(x.tensor(), dim);
   return record<SoftmaxBackward<true>>(y, {&x}, y, dim);
 }

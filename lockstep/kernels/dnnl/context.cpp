@@ -87,7 +87,28 @@ std::string keyOf(const Tensor& t) {
   return os.str();
 }
 
+bool supportsDtype(DType t) {
+  // Probe the two primitives every network needs (an element-wise op and a matrix product): oneDNN
+  // refuses to create either for a dtype this CPU has no kernels for.
+  try {
+    const auto dt = dataType(t);
+    dnnl::memory::desc v({8, 8}, dt, dnnl::memory::format_tag::ab);
+    dnnl::eltwise_forward::primitive_desc relu(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, v, 0.f),
+        engine());
+    dnnl::matmul::primitive_desc mm(dnnl::matmul::desc(v, v, v), engine());
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  } catch (const NotSupportedError&) {
+    return false;
+  }
+}
+
 void rethrow(const dnnl::error& e, const char* op) {
+  if (e.status == dnnl_unimplemented) {
+    throw NotSupportedError(std::string("oneDNN has no kernel for ") + op + " here: " + e.what());
+  }
   throw InternalError(std::string("oneDNN failed in ") + op + ": " + e.what() + " (status " +
                       std::to_string(static_cast<int>(e.status)) + ")");
 }

@@ -66,7 +66,11 @@ class PrimitiveCache {
 /// "f32:[2,3]s[3,1]" — the part of a cache key that describes a tensor.
 std::string keyOf(const Tensor& t);
 
-/// Wraps oneDNN's C++ API errors into lockstep errors naming the op.
+/// Whether oneDNN creates primitives for dtype t on this CPU (bf16 needs AVX-512 in oneDNN 2.6).
+bool supportsDtype(DType t);
+
+/// Wraps oneDNN's C++ API errors into lockstep errors naming the op: NotSupportedError when oneDNN
+/// has no implementation for the request (e.g. a dtype this CPU lacks), InternalError otherwise.
 [[noreturn]] void rethrow(const dnnl::error& e, const char* op);
 
 }  // namespace lockstep::kernels::onednn

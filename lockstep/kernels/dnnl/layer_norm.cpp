@@ -48,6 +48,7 @@ Tensor contiguousF32(const Tensor& t) { return t.isContiguous() ? t : t.contiguo
 
 LayerNormOutput layerNormForward(const Tensor& x0, const Shape& normalized_shape, const Tensor& weight,
                                  const Tensor& bias, double eps) {
+  if (x0.dtype() != DType::f32) throw NotSupportedError("oneDNN layer_norm kernels here are f32 only");
   const int64_t n = checkLayerNorm(x0, normalized_shape, weight, bias);
   const int64_t rows = n == 0 ? 0 : x0.numel() / n;
   // A non-contiguous input is copied once: cheaper than any strided normalisation loop.
@@ -78,6 +79,7 @@ LayerNormOutput layerNormForward(const Tensor& x0, const Shape& normalized_shape
 LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tensor& mean,
                                  const Tensor& variance, const Shape& normalized_shape, const Tensor& weight,
                                  const Tensor& bias, double eps) {
+  if (x0.dtype() != DType::f32) throw NotSupportedError("oneDNN layer_norm kernels here are f32 only");
   const int64_t n = checkLayerNorm(x0, normalized_shape, weight, bias);
   const int64_t rows = n == 0 ? 0 : x0.numel() / n;
   LOCKSTEP_ENFORCE(mean.numel() == rows && variance.numel() == rows, ValueError,

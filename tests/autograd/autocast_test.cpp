@@ -1,0 +1,127 @@
+// The autocast policy (autograd/autocast.h): which ops cast to the lower precision, which to f32,
+// which promote, that parameters stay f32 and are cast once per scope, and that gradients reach
+// the parameters in f32 close to the f32 ones.
+#include "common/check.h"
+#include "lockstep/autograd.h"
+
+using namespace lockstep;
+using autograd::AutocastGuard;
+using autograd::Variable;
+using lockstep::testing::randomTensor;
+using lockstep::testing::tensorsNear;
+
+namespace {
+Variable param(const Shape& s, uint64_t seed) { return Variable(randomTensor(s, DType::f32, seed), true); }
+Variable input(const Shape& s, uint64_t seed) { return Variable(randomTensor(s, DType::f32, seed)); }
+}  // namespace
+
+TEST(Autocast, lower_precision_ops_run_in_the_autocast_dtype) {
+  Variable w = param({8, 16}, 1), b = param({8}, 2), x = input({4, 16}, 3);
+  Variable cw = param({6, 3, 3, 3}, 4), img = input({2, 3, 8, 8}, 5);
+  for (DType low : {DType::bf16, DType::f16}) {
+    AutocastGuard autocast(low);
+    EXPECT_EQ(autograd::linear(x, w, b).dtype(), low);
+    EXPECT_EQ(autograd::matmul(x, autograd::transpose(w, 0, 1)).dtype(), low);
+    EXPECT_EQ(autograd::conv2d(img, cw, Variable(), {}).dtype(), low);
+  }
+  EXPECT_EQ(autograd::linear(x, w, b).dtype(), DType::f32) << "outside the scope nothing is cast";
+}
+
+TEST(Autocast, f32_ops_widen_their_inputs) {
+  AutocastGuard autocast(DType::bf16);
+  Variable h = autograd::linear(input({4, 16}, 3), param({10, 16}, 1), param({10}, 2));
+  ASSERT_EQ(h.dtype(), DType::bf16);
+  EXPECT_EQ(autograd::softmax(h, 1).dtype(), DType::f32);
+  EXPECT_EQ(autograd::logSoftmax(h, 1).dtype(), DType::f32);
+  EXPECT_EQ(autograd::sum(h).dtype(), DType::f32);
+  EXPECT_EQ(autograd::mean(h, {1}).dtype(), DType::f32);
+  EXPECT_EQ(autograd::layerNorm(h, {10}, param({10}, 4), param({10}, 5)).dtype(), DType::f32);
+  Tensor target = Tensor::fromVector<int64_t>({1, 2, 3, 4}, {4});
+  EXPECT_EQ(autograd::crossEntropy(h, target).dtype(), DType::f32);
+  EXPECT_EQ(autograd::mseLoss(h, input({4, 10}, 6)).dtype(), DType::f32);
+}
+
+TEST(Autocast, other_ops_keep_their_dtype_and_mixed_arithmetic_promotes) {
+  AutocastGuard autocast(DType::bf16);
+  Variable h = autograd::linear(input({4, 16}, 3), param({10, 16}, 1), Variable());
+  EXPECT_EQ(autograd::relu(h).dtype(), DType::bf16);
+  EXPECT_EQ(autograd::gelu(h).dtype(), DType::bf16);
+  EXPECT_EQ(autograd::reshape(h, {40}).dtype(), DType::bf16);
+  EXPECT_EQ((h + h).dtype(), DType::bf16);
+  EXPECT_EQ((h + input({4, 10}, 7)).dtype(), DType::f32) << "bf16 + f32 meets in f32";
+  EXPECT_EQ((input({4, 10}, 7) * h).dtype(), DType::f32);
+}
+
+TEST(Autocast, parameters_stay_f32_and_are_cast_once_per_forward) {
+  Variable w = param({16, 16}, 1), b = param({16}, 2);
+  Variable x = input({4, 16}, 3);
+  {
+    AutocastGuard autocast(DType::bf16);
+    Variable h = x;
+    for (int layer = 0; layer < 3; ++layer) h = autograd::linear(h, w, b);  // the same weights thrice
+    EXPECT_EQ(autograd::autocast::castCacheMisses(), 2u) << "w and b are cast once each";
+    autograd::sum(h).backward();
+  }
+  EXPECT_EQ(w.dtype(), DType::f32);
+  ASSERT_TRUE(w.hasGrad());
+  EXPECT_EQ(w.grad().dtype(), DType::f32) << "the gradient reaches the master weight in f32";
+  EXPECT_EQ(b.grad().dtype(), DType::f32);
+}
+
+TEST(Autocast, a_second_forward_in_one_scope_recasts_after_backward) {
+  Variable w = param({8, 8}, 1);
+  AutocastGuard autocast(DType::bf16);
+  autograd::sum(autograd::linear(input({2, 8}, 2), w, Variable())).backward();
+  Tensor first = w.grad().clone();
+  w.zeroGrad();
+  // The cached cast's graph was freed by that backward: a second pass must still reach w.
+  autograd::sum(autograd::linear(input({2, 8}, 2), w, Variable())).backward();
+  EXPECT_TRUE(tensorsNear(w.grad(), first, 0, 0));
+}
+
+TEST(Autocast, nested_disabled_scope_turns_casting_off) {
+  Variable w = param({8, 16}, 1), x = input({4, 16}, 3);
+  AutocastGuard outer(DType::bf16);
+  {
+    AutocastGuard off(DType::bf16, false);
+    EXPECT_FALSE(autograd::autocastDType().has_value());
+    EXPECT_EQ(autograd::linear(x, w, Variable()).dtype(), DType::f32);
+  }
+  EXPECT_EQ(autograd::autocastDType(), DType::bf16);
+  EXPECT_EQ(autograd::linear(x, w, Variable()).dtype(), DType::bf16);
+}
+
+TEST(Autocast, rejects_a_dtype_that_is_not_lower_precision) {
+  EXPECT_THROW(AutocastGuard(DType::f32), ValueError);
+  EXPECT_THROW(AutocastGuard(DType::f64), ValueError);
+}
+
+TEST(Autocast, gradients_of_a_small_network_are_close_to_f32) {
+  // conv -> relu -> avg pool -> linear -> cross entropy, in f32 and under bf16 / f16 autocast.
+  Variable cw = param({8, 3, 3, 3}, 1), cb = param({8}, 2), lw = param({5, 8 * 3 * 3}, 3), lb = param({5}, 4);
+  Variable x = input({6, 3, 8, 8}, 5);
+  Tensor target = Tensor::fromVector<int64_t>({0, 1, 2, 3, 4, 0}, {6});
+  auto run = [&](std::optional<DType> low) {
+    for (auto* p : {&cw, &cb, &lw, &lb}) p->zeroGrad();
+    std::optional<AutocastGuard> guard;
+    if (low) guard.emplace(*low);
+    Variable h = autograd::conv2d(x, cw, cb, {});
+    h = autograd::avgPool2d(autograd::relu(h), {});  // max pooling would route by near-ties
+    Variable loss = autograd::crossEntropy(autograd::linear(autograd::flatten(h), lw, lb), target);
+    guard.reset();
+    loss.backward();
+    return std::vector<Tensor>{loss.tensor(), cw.grad().clone(), cb.grad().clone(), lw.grad().clone(),
+                               lb.grad().clone()};
+  };
+  auto ref = run(std::nullopt);
+  for (auto [low, tol] : {std::pair{DType::bf16, 3e-2}, std::pair{DType::f16, 4e-3}}) {
+    SCOPED_TRACE(dtypeName(low));
+    auto got = run(low);
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].dtype(), DType::f32) << i;
+      double scale = 0;
+      for (double v : ref[i].toVector<double>()) scale = std::max(scale, std::abs(v));
+      EXPECT_TRUE(tensorsNear(got[i], ref[i], tol * scale, 0)) << "tensor " << i;
+    }
+  }
+}
