@@ -14,8 +14,10 @@
 #include "lockstep/comm/process_group.h"
 #include "lockstep/comm/tcp_store_auth.h"
 #include "lockstep/comm/worker_environment.h"
+#include "lockstep/launch/console.h"
 #include "lockstep/launch/failure_report.h"
 #include "lockstep/launch/orphan_reaper.h"
+#include "lockstep/launch/progress_channel.h"
 #include "lockstep/launch/rendezvous.h"
 #include "lockstep/launch/signal_watcher.h"
 #include "lockstep/launch/watchdog.h"
@@ -82,6 +84,8 @@ Agent::Agent(const LaunchOptions& options) : options_(options), host_(hostName()
 }
 
 Agent::~Agent() {
+  progress_.reset();
+  console_.reset();
   if (remove_run_dir_) {
     std::error_code ec;
     std::filesystem::remove_all(run_dir_, ec);
@@ -89,9 +93,7 @@ Agent::~Agent() {
 }
 
 void Agent::log(const std::string& line) const {
-  std::string s = "[lockstep run] " + line + "\n";
-  ssize_t r = ::write(STDERR_FILENO, s.data(), s.size());
-  (void)r;
+  writeConsole(STDERR_FILENO, "[lockstep run] " + line + "\n");
 }
 
 std::string Agent::attemptDir(int attempt, int rank) const {
@@ -122,6 +124,10 @@ int Agent::run() {
   Rendezvous rdzv(ro);
   options_.master_port = rdzv.port();
   SignalWatcher signals;
+  if (::isatty(STDERR_FILENO) == 1) {
+    console_ = std::make_unique<Console>(STDERR_FILENO);
+    progress_ = std::make_unique<ProgressChannel>(*console_);
+  }
   if (options_.log_dir.empty() && !remove_run_dir_) log("worker log files are kept in " + run_dir_);
   auto interrupted = [&] { return signals.terminationSignal() != 0; };
   for (int attempt = 0;; ++attempt) {
@@ -134,6 +140,7 @@ int Agent::run() {
     }
     if (!r) return 128 + signals.terminationSignal();
     Outcome outcome = runAttempt(attempt, rdzv, *r, signals);
+    if (console_) console_->finish();
     auto leave = [&](Ms linger) {
       if (store_lost_) return;
       if (node_lost_) linger = std::min(linger, Ms(500));  // a silent node will not leave
@@ -168,8 +175,7 @@ int Agent::run() {
 void Agent::writeReport(const std::string& headline, const std::string& body) {
   std::string s = "[lockstep run] " + headline + "\n" + body;
   if (!s.empty() && s.back() != '\n') s += "\n";
-  ssize_t r = ::write(STDERR_FILENO, s.data(), s.size());
-  (void)r;
+  writeConsole(STDERR_FILENO, s);
 }
 
 Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const RendezvousResult& r,
@@ -197,18 +203,22 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
     s.process.path = program_path_;
     s.process.argv.push_back(options_.program);
     for (const auto& a : options_.program_args) s.process.argv.push_back(a);
-    s.process.env = toEnvStrings(buildWorkerEnv(base_env, es));
+    auto env = buildWorkerEnv(base_env, es);
+    setProgressSocket(env, s.rank, progress_ ? progress_->address() : "");
+    s.process.env = toEnvStrings(env);
     int redirect = options_.redirects.forLocalRank(lr);
     int files = redirect | options_.tee.forLocalRank(lr) | (options_.log_dir.empty() ? 0 : kStdout | kStderr);
-    if (files & kStdout) {
+    // With a progress line on the terminal, stdout goes through the console too (its lines go above it).
+    if ((files & kStdout) || console_) {
       OutputSinkOptions o;
-      o.file_path = dir + "/stdout.log";
+      if (files & kStdout) o.file_path = dir + "/stdout.log";
       o.console_fd = (redirect & kStdout) ? -1 : STDOUT_FILENO;
       s.process.stdout_sink = o;
     }
     OutputSinkOptions e;  // stderr is always piped: its tail goes into the failure report
     if (files & kStderr) e.file_path = dir + "/stderr.log";
     e.console_fd = (redirect & kStderr) ? -1 : STDERR_FILENO;
+    if (r.layout.world_size > 1 && s.rank != 0) e.console_prefix = "[rank " + std::to_string(s.rank) + "] ";
     s.process.stderr_sink = e;
     specs.push_back(std::move(s));
   }

@@ -3,12 +3,15 @@
 // starts this node's workers, watches them, and on the first failure anywhere stops every
 // worker of the job, reports the root cause and restarts the whole group while restarts remain.
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "lockstep/launch/launch_options.h"
 
 namespace lockstep::launch {
 
+class Console;
+class ProgressChannel;
 class Rendezvous;
 struct RendezvousResult;
 class SignalWatcher;
@@ -60,6 +63,9 @@ class Agent {
   std::chrono::milliseconds timeout_{0};  // --timeout / LOCKSTEP_TIMEOUT / default (the watchdog's)
   std::string join_token_;                // the store's secret; empty: an unauthenticated store
   bool node_lost_ = false;                // the watchdog found a silent node: do not wait for it
+  // On a terminal: the one progress line rank 0 reports through the side channel (console.h).
+  std::unique_ptr<Console> console_;
+  std::unique_ptr<ProgressChannel> progress_;
 };
 
 }  // namespace lockstep::launch

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "lockstep/launch/console.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::launch {
@@ -71,7 +72,7 @@ void OutputSink::flush() {
 
 void OutputSink::emitLine(const std::string& line) {
   // Whole lines only, so ranks sharing the console do not interleave mid-line.
-  if (options_.console_fd >= 0) writeAll(options_.console_fd, line.data(), line.size());
+  if (options_.console_fd >= 0) writeConsole(options_.console_fd, options_.console_prefix + line);
   std::string stored = line;
   if (!stored.empty() && stored.back() == '\n') stored.pop_back();
   tail_.push_back(std::move(stored));

@@ -351,7 +351,43 @@ void applyOverride(YAML::Node root, const std::string& spec) {
   chain.back()[keys.back()] = value;
 }
 
+nlohmann::json toJson(const YAML::Node& n) {
+  if (n.IsMap()) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& kv : n) j[kv.first.as<std::string>()] = toJson(kv.second);
+    return j;
+  }
+  if (n.IsSequence()) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& v : n) j.push_back(toJson(v));
+    return j;
+  }
+  if (!n.IsScalar()) return nullptr;
+  const std::string& s = n.Scalar();
+  if (n.Tag() != "!") {  // unquoted: a number or a boolean when it reads as one
+    int64_t i = 0;
+    double d = 0;
+    bool b = false;
+    if (YAML::convert<int64_t>::decode(n, i)) return i;
+    if (YAML::convert<double>::decode(n, d) && std::isfinite(d)) return d;
+    if (YAML::convert<bool>::decode(n, b)) return b;
+  }
+  return s;
+}
+
 }  // namespace
+
+nlohmann::json configDocument(const std::string& text, const std::vector<std::string>& overrides) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ValueError(std::string("config: not valid YAML or JSON: ") + e.what());
+  }
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  for (const auto& o : overrides) applyOverride(root, o);
+  return toJson(root);
+}
 
 TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::string>& overrides,
                              int64_t world, const std::string& source) {

@@ -4,6 +4,7 @@
 // every key. Resolution is pure: text + overrides + world size -> TrainConfig, or a ValueError
 // naming the key (with its path), what was expected, and the nearest known key for a typo.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -86,6 +87,10 @@ struct TrainConfig {
 /// type, or inconsistent value; `source` names the file in messages.
 TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::string>& overrides,
                              int64_t world_size, const std::string& source = "config");
+
+/// The config document as JSON, overrides applied, without resolving or checking it (what a run
+/// report shows). ValueError when text is not YAML/JSON or an override is malformed.
+nlohmann::json configDocument(const std::string& text, const std::vector<std::string>& overrides);
 
 /// Reads the file and calls parseTrainConfig; ValueError naming the path when it cannot be read.
 TrainConfig loadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,

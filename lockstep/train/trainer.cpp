@@ -21,6 +21,8 @@
 #include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/progress.h"
+#include "lockstep/train/report.h"
+#include "lockstep/train/run_info.h"
 #include "lockstep/train/train_data.h"
 #include "lockstep/train/training_state.h"
 #include "lockstep/util/error.h"
@@ -201,7 +203,30 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
       po.tensorboard_dir = dir + "/" + c.tensorboard.job_name;
     }
     progress = std::make_unique<Progress>(po);
+    RunFacts facts;
+    facts.invocation = o.config_json;
+    facts.world_size = world;
+    facts.backend = dist.group ? dist.group->backendName() : "none";
+    facts.steps_per_epoch = steps_per_epoch;
+    facts.total_steps = total_steps;
+    facts.checkpoint_dir = ckpt_dir;
+    nlohmann::json run = describeRun(c, facts);
+    run["metrics_csv"] = po.csv_path;
+    if (!po.tensorboard_dir.empty()) run["tensorboard_dir"] = po.tensorboard_dir;
+    file::writeAtomic(o.output_dir + "/run.json", run.dump(2) + "\n");
   }
+  // DIR/report.html at every evaluation and at the end: reloading it during a run is a live view.
+  // Its time counts as evaluation's, not training's.
+  auto report = [&] {
+    if (!chief) return;
+    const auto t = Clock::now();
+    try {
+      writeReport({o.output_dir}, o.output_dir + "/report.html");
+    } catch (const Error& e) {
+      std::fprintf(stderr, "warning: could not write %s/report.html: %s\n", o.output_dir.c_str(), e.what());
+    }
+    eval_seconds += since(t);
+  };
 
   TrainSummary s;
   s.world_size = world;
@@ -227,8 +252,8 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
       }
       if (progress) {
         progress->onStep({static_cast<int64_t>(e), step, window_loss, opt.paramGroups()[0].lr(),
-                          static_cast<double>(samples) / train_seconds(), engine.lossScaler() != nullptr,
-                          engine.lossScale(), engine.skippedSteps()});
+                          static_cast<double>(samples) / train_seconds(), samples,
+                          engine.lossScaler() != nullptr, engine.lossScale(), engine.skippedSteps()});
       }
       window_loss = 0;
       if (c.checkpoint_every_steps > 0 && step % c.checkpoint_every_steps == 0) save();
@@ -248,9 +273,12 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
       if (progress) progress->onValidation(static_cast<int64_t>(e), engine.globalSteps(), v.loss, v.accuracy);
     }
     save();
+    if (static_cast<int64_t>(e + 1) % c.eval_every_epochs == 0 || done) report();
   }
+  // One clock reading for both, so that train + eval + checkpoint is wall exactly (two readings
+  // drift apart when the machine is loaded).
   s.wall_seconds = since(t0);
-  s.train_seconds = train_seconds();
+  s.train_seconds = s.wall_seconds - eval_seconds - checkpoint_seconds;
   s.eval_seconds = eval_seconds;
   s.checkpoint_seconds = checkpoint_seconds;
   s.steps = engine.globalSteps();
@@ -271,8 +299,10 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   s.test_accuracy = t.accuracy;
   if (chief) {
     progress->finishLine();
+    progress->onTest(s.epochs - 1, s.steps, t.loss, t.accuracy);
     saveModel(o.output_dir + "/model.safetensors", *model);
     file::writeAtomic(o.output_dir + "/summary.json", toJson(s).dump(2) + "\n");
+    report();
   }
   return s;
 }
