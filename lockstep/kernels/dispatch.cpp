@@ -68,6 +68,11 @@ std::string kernelIsa() {
   }
 }
 
+std::string kernelLibraryVersion() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
 std::string precisionPath(DType t) {
   const std::string name = dtypeName(t);
   if (!isLowPrecision(t)) return name + " native (oneDNN " + kernelIsa() + ")";

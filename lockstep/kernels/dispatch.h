@@ -33,6 +33,9 @@ bool computesNatively(DType t);
 /// "avx512_core_amx", ... (dnnl_get_effective_cpu_isa).
 std::string kernelIsa();
 
+/// oneDNN's version, "2.6.3".
+std::string kernelLibraryVersion();
+
 /// One line for logs and benchmarks: "bf16 native (oneDNN avx512_core_bf16)" or
 /// "bf16 emulated in f32 (oneDNN has no bf16 kernels for avx2)".
 std::string precisionPath(DType t);

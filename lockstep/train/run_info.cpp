@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "lockstep/kernels/dispatch.h"
-#include "lockstep/kernels/dnnl/cpu_info.h"
+#include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/threads.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
@@ -47,10 +47,12 @@ nlohmann::json describeEnvironment(int world_size, const std::string& backend) {
           {"cpu_model", cpuModel()},
           {"cpu_cores", std::thread::hardware_concurrency()},
           {"kernels", onednn ? "oneDNN" : "reference"},
-          {"isa", onednn ? kernels::onednn::effectiveIsa() : "none (plain loops)"},
+          {"isa", onednn ? kernels::kernelIsa() : "none (plain loops)"},
+          {"bf16_kernels", kernels::precisionPath(DType::bf16)},
+          {"f16_kernels", kernels::precisionPath(DType::f16)},
           {"threads_per_rank", kernels::numThreads()},
           {"lockstep_version", LOCKSTEP_VERSION},
-          {"onednn_version", kernels::onednn::version()},
+          {"onednn_version", kernels::kernelLibraryVersion()},
           {"compiler", __VERSION__}};
 }
 
