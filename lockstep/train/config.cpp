@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -265,6 +266,21 @@ void parseData(const YAML::Node& n, DataConfig& d) {
   get(n, "data", "test_size", d.test_size);
   get(n, "data", "num_classes", d.num_classes);
   if (n["input_shape"]) d.input_shape = intList(n["input_shape"], "data.input_shape");
+  // Sizes the synthetic data set is allocated from: bounded here, so that no product overflows.
+  constexpr int64_t kMaxElements = int64_t{1} << 31;
+  int64_t features = 1;
+  for (int64_t v : d.input_shape) {
+    if (v < 1 || v > kMaxElements || features * v > kMaxElements)
+      throw ValueError("data.input_shape: every dimension must be positive and their product at most 2^31");
+    features *= v;
+  }
+  if (d.input_shape.empty()) throw ValueError("data.input_shape must not be empty");
+  for (auto [key, v] : {std::pair<const char*, int64_t>{"size", d.size},
+                        {"test_size", d.test_size},
+                        {"num_classes", d.num_classes}}) {
+    if (v < 1 || v > kMaxElements) throw ValueError(std::string("data.") + key + " must be in [1, 2^31]");
+  }
+  if (d.num_workers < 0) throw ValueError("data.num_workers must be >= 0");
   if (n["transforms"]) {
     const YAML::Node t = n["transforms"];
     checkKeys(t, "data.transforms", {"normalize", "random_crop", "horizontal_flip"});
@@ -303,15 +319,51 @@ void applyOverride(YAML::Node root, const std::string& spec) {
   chain.back()[keys.back()] = value;
 }
 
+// A .json file is held to JSON's grammar (no trailing commas, quoted keys) and its syntax errors
+// are reported as a JSON parser sees them, at the line and column where it went wrong; YAML reads
+// most broken JSON as something else (and then complains of a key or a value far from the typo).
+// (yaml-cpp bounds its own recursion: deep nesting is a DeepRecursion parse error.)
+void checkSyntax(const std::string& text, const std::string& source) {
+  constexpr size_t kMaxConfigBytes = 16 << 20;
+  if (text.size() > kMaxConfigBytes)
+    throw ValueError(source + ": " + std::to_string(text.size()) + " bytes is too large for a config file");
+  const bool json = source.size() >= 5 && source.compare(source.size() - 5, 5, ".json") == 0;
+  if (json) {
+    try {
+      const nlohmann::json parsed = nlohmann::json::parse(text);
+      (void)parsed;
+    } catch (const nlohmann::json::parse_error& e) {
+      // e.byte is 1-based, the position after the offending character.
+      size_t line = 1, col = 1;
+      for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+        if (text[i] == '\n') {
+          ++line;
+          col = 1;
+        } else {
+          ++col;
+        }
+      }
+      std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 4, ...: why"
+      const size_t at = what.find(": ", what.find("parse error"));
+      if (at != std::string::npos) what = what.substr(at + 2);
+      if (what.rfind("syntax error ", 0) == 0) what = what.substr(13);
+      throw ValueError(source + ": line " + std::to_string(line) + ", column " + std::to_string(col) +
+                       ": JSON syntax error: " + what);
+    }
+  }
+}
+
 }  // namespace
 
 TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::string>& overrides,
                              int64_t world, const std::string& source) {
+  checkSyntax(text, source);
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    throw ValueError(source + ": not valid YAML or JSON: " + e.what());
+    throw ValueError(source + ": line " + std::to_string(e.mark.line + 1) + ", column " +
+                     std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
   }
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) throw ValueError(source + ": the top level must be a mapping");

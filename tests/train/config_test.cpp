@@ -262,3 +262,31 @@ TEST(TrainConfig, non_finite_numbers_are_errors_where_a_number_is_meant) {
   m = errorOf("train_batch_size: 8\noptimizer: {type: Adam, params: {betas: [0.9, .inf]}}");
   EXPECT_TRUE(has(m, "optimizer.params.betas[1]: expected a finite number")) << m;
 }
+
+TEST(TrainConfig, syntax_errors_name_the_file_line_and_column) {
+  auto errorIn = [](const std::string& text, const std::string& source) -> std::string {
+    try {
+      parseTrainConfig(text, {}, 1, source);
+    } catch (const ValueError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  // A missing comma: JSON's own parser reports it where it is (YAML used to misread such files).
+  std::string m = errorIn("{\n  \"train_batch_size\": 8\n  \"epochs\": 2\n}\n", "ds.json");
+  EXPECT_TRUE(has(m, "ds.json: line 3, column 10: JSON syntax error")) << m;
+  // JSON's grammar, not YAML's: a trailing comma is an error in a .json file.
+  m = errorIn("{\"train_batch_size\": 8,}", "ds.json");
+  EXPECT_TRUE(has(m, "ds.json: line 1, column 24: JSON syntax error")) << m;
+  m = errorIn("train_batch_size: 8\ndata: [1, 2\nepochs: 2\n", "c.yaml");
+  EXPECT_TRUE(has(m, "c.yaml: line 3, column 7: YAML syntax error: end of sequence flow not found")) << m;
+}
+
+TEST(TrainConfig, synthetic_sizes_are_bounded_so_no_product_overflows) {
+  std::string m = errorOf("train_batch_size: 8\ndata: {input_shape: [4294967296, 4294967296]}");
+  EXPECT_TRUE(has(m, "data.input_shape")) << m;
+  m = errorOf("train_batch_size: 8\ndata: {input_shape: [0]}");
+  EXPECT_TRUE(has(m, "data.input_shape")) << m;
+  m = errorOf("train_batch_size: 8\ndata: {size: -5}");
+  EXPECT_TRUE(has(m, "data.size must be in [1, 2^31]")) << m;
+}
