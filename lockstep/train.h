@@ -4,6 +4,8 @@
 #include "lockstep/train/config.h"
 #include "lockstep/train/event_writer.h"
 #include "lockstep/train/progress.h"
+#include "lockstep/train/resume.h"
+#include "lockstep/train/run_identity.h"
 #include "lockstep/train/safetensors.h"
 #include "lockstep/train/train_data.h"
 #include "lockstep/train/trainer.h"

@@ -10,6 +10,7 @@ packages=(
   libopenmpi-dev openmpi-bin   # MPI backend and mpirun
   libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  time                   # /usr/bin/time: peak memory of the CLI in tests
   clang-14 libclang-rt-14-dev libomp-14-dev  # `make fuzz`: libFuzzer, ASan/UBSan runtimes, OpenMP for clang
   dataset-fashion-mnist  # the data `make run` trains on
   python3-torch python3-numpy  # PyTorch 1.13 (CPU): side-by-side benchmarks, interop tests

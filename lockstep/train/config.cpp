@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 
 #include "lockstep/comm/backend_registry.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
 #include "lockstep/util/suggest.h"
 
 namespace lockstep::train {
@@ -99,8 +101,12 @@ void checkNoDuplicateKeys(const YAML::Node& n, const std::string& path, const st
   if (!n.IsMap()) return;
   std::map<std::string, int> seen;  // key -> line (1-based)
   for (const auto& kv : n) {
-    const std::string key = kv.first.Scalar();
     const int line = kv.first.Mark().line + 1;
+    if (!kv.first.IsScalar()) {
+      throw ValueError(source + ": line " + std::to_string(line) + ": a key of " +
+                       (path.empty() ? "the config" : path) + " is a list or a mapping; keys are names");
+    }
+    const std::string key = kv.first.Scalar();
     auto [it, fresh] = seen.emplace(key, line);
     if (!fresh) {
       throw ValueError(source + ": key " + join(path, key) + " is given twice (lines " +
@@ -353,6 +359,39 @@ void checkSyntax(const std::string& text, const std::string& source) {
   }
 }
 
+// The document as JSON: plain scalars typed as specValue types them, quoted ones strings.
+nlohmann::json toJson(const YAML::Node& n) {
+  if (n.IsMap()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& kv : n) out[kv.first.Scalar()] = toJson(kv.second);
+    return out;
+  }
+  if (n.IsSequence()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : n) out.push_back(toJson(v));
+    return out;
+  }
+  if (!n.IsScalar()) return nullptr;
+  if (n.Tag() == "!") return n.Scalar();
+  bool b;
+  int64_t i;
+  double d;
+  if (YAML::convert<bool>::decode(n, b)) return b;
+  if (YAML::convert<int64_t>::decode(n, i)) return i;
+  if (YAML::convert<double>::decode(n, d) && std::isfinite(d)) return d;
+  return n.Scalar();
+}
+
+std::string identityHash(nlohmann::json doc) {
+  for (const char* k : {"epochs", "max_steps", "steps_per_print", "checkpoint", "eval", "tensorboard",
+                        "csv_monitor", "backend", "seed"})
+    doc.erase(k);
+  if (doc.contains("data") && doc["data"].is_object()) doc["data"].erase("num_workers");
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x", file::crc32(doc.dump()));
+  return buf;
+}
+
 }  // namespace
 
 TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::string>& overrides,
@@ -435,6 +474,8 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   if (c.max_steps < 0) throw ValueError("max_steps must be >= 0");
   if (c.steps_per_print <= 0) throw ValueError("steps_per_print must be positive");
   if (c.eval_every_epochs <= 0) throw ValueError("eval.every_epochs must be positive");
+  c.document = toJson(root);
+  c.identity_hash = identityHash(c.document);
   return c;
 }
 

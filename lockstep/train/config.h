@@ -4,6 +4,7 @@
 // every key. Resolution is pure: text + overrides + world size -> TrainConfig, or a ValueError
 // naming the key (with its path), what was expected, and the nearest known key for a typo.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,6 +69,13 @@ struct TrainConfig {
   /// The `ddp` section: DistributedDataParallel's options (PyTorch's keyword names), used on
   /// several ranks.
   parallel::DistributedDataParallelOptions ddp{};
+  /// The whole config document as parsed, --set overrides applied (a checkpoint's config.json).
+  nlohmann::json document = nlohmann::json::object();
+  /// CRC-32 (8 hex digits) of `document` less the keys that say how long, how often and where a
+  /// run trains (epochs, max_steps, steps_per_print, checkpoint, eval, tensorboard, csv_monitor,
+  /// backend, data.num_workers) and the seed (compared apart): two runs with the same hash and seed train the
+  /// same model, so one may resume the other's checkpoints (run_identity.h).
+  std::string identity_hash;
 };
 
 /// Parses `text` (YAML or JSON), applies `overrides` ("a.b=value", value a YAML scalar or flow
