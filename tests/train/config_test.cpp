@@ -280,6 +280,9 @@ TEST(TrainConfig, syntax_errors_name_the_file_line_and_column) {
   EXPECT_TRUE(has(m, "ds.json: line 1, column 24: JSON syntax error")) << m;
   m = errorIn("train_batch_size: 8\ndata: [1, 2\nepochs: 2\n", "c.yaml");
   EXPECT_TRUE(has(m, "c.yaml: line 3, column 7: YAML syntax error: end of sequence flow not found")) << m;
+  // A key that is a list: an error naming the line (was yaml-cpp's "bad conversion", exit 1).
+  m = errorIn("train_batch_size: 8\n? [1, 2]\n: 3\n", "k.yaml");
+  EXPECT_TRUE(has(m, "k.yaml: line 2: a key of the config is a list or a mapping")) << m;
 }
 
 TEST(TrainConfig, synthetic_sizes_are_bounded_so_no_product_overflows) {
