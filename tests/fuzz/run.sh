@@ -27,7 +27,7 @@ for t in "${targets[@]}"; do
     -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/$t/" \
     >"$log" 2>&1
   rc=$?
-  grep -E "^#[0-9]+ +(DONE|INITED)" "$log" | tail -1
+  grep -E "^#[0-9]+[[:space:]]+DONE" "$log" | tail -1
   grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$log"
   if [ $rc -ne 0 ]; then
     echo "fuzz_$t FOUND A PROBLEM (exit $rc); see $log and $build/fuzz-artifacts/$t/" >&2
