@@ -45,6 +45,11 @@ void checkSyntax(const std::string& text, const std::string& source) {
       if (what.rfind("syntax error ", 0) == 0) what = what.substr(13);
       throw ValueError(source + ": line " + std::to_string(line) + ", column " + std::to_string(col) +
                        ": JSON syntax error: " + what);
+    } catch (const nlohmann::json::exception& e) {
+      // E.g. a number too large for a double (out_of_range.406): found by fuzz_config.
+      std::string what = e.what();
+      const size_t at = what.find("] ");
+      throw ValueError(source + ": JSON error: " + (at == std::string::npos ? what : what.substr(at + 2)));
     }
   }
 }
