@@ -375,7 +375,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   if (c.max_steps < 0) throw ValueError("max_steps must be >= 0");
   if (c.steps_per_print <= 0) throw ValueError("steps_per_print must be positive");
   if (c.eval_every_epochs <= 0) throw ValueError("eval.every_epochs must be positive");
-  c.document = configDocumentToJson(root);
+  c.document = configDocumentToJson(root, source);
   c.identity_hash = configIdentityHash(c.document);
   return c;
 }

@@ -66,12 +66,34 @@ YAML::Node loadConfigDocument(const std::string& text, const std::string& source
   }
 }
 
-// A key given twice in one mapping is an error naming both lines: YAML and JSON parsers disagree on
-// which one wins (yaml-cpp keeps the first, most JSON readers the last), so neither is guessed.
-void checkNoDuplicateKeys(const YAML::Node& n, const std::string& path, const std::string& source) {
+namespace {
+
+// Every walk of the document is bounded: YAML aliases can make a node its own descendant
+// (`a: &x {b: *x}`, found by fuzz_config: the walk overflowed the stack) or a small file expand
+// to billions of values (nested aliases). No config is anywhere near these bounds.
+constexpr int kMaxDepth = 64;
+constexpr int64_t kMaxValues = 100000;
+
+struct Walk {
+  const std::string& source;
+  int64_t values = 0;
+  void enter(int depth, const std::string& path) {
+    if (depth > kMaxDepth) {
+      throw ValueError(source + ": " + (path.empty() ? "the config" : path) + " is nested more than " +
+                       std::to_string(kMaxDepth) + " levels deep (a YAML alias that refers to itself?)");
+    }
+    if (++values > kMaxValues) {
+      throw ValueError(source + ": the config holds more than " + std::to_string(kMaxValues) +
+                       " values (YAML aliases that expand?)");
+    }
+  }
+};
+
+void checkKeysOnce(Walk& w, const YAML::Node& n, const std::string& path, int depth) {
+  w.enter(depth, path);
   if (n.IsSequence()) {
     for (size_t i = 0; i < n.size(); ++i)
-      checkNoDuplicateKeys(n[i], path + "[" + std::to_string(i) + "]", source);
+      checkKeysOnce(w, n[i], path + "[" + std::to_string(i) + "]", depth + 1);
     return;
   }
   if (!n.IsMap()) return;
@@ -79,29 +101,29 @@ void checkNoDuplicateKeys(const YAML::Node& n, const std::string& path, const st
   for (const auto& kv : n) {
     const int line = kv.first.Mark().line + 1;
     if (!kv.first.IsScalar()) {
-      throw ValueError(source + ": line " + std::to_string(line) + ": a key of " +
+      throw ValueError(w.source + ": line " + std::to_string(line) + ": a key of " +
                        (path.empty() ? "the config" : path) + " is a list or a mapping; keys are names");
     }
     const std::string key = kv.first.Scalar();
     auto [it, fresh] = seen.emplace(key, line);
     if (!fresh) {
-      throw ValueError(source + ": key " + join(path, key) + " is given twice (lines " +
+      throw ValueError(w.source + ": key " + join(path, key) + " is given twice (lines " +
                        std::to_string(it->second) + " and " + std::to_string(line) + "); keep one");
     }
-    checkNoDuplicateKeys(kv.second, join(path, key), source);
+    checkKeysOnce(w, kv.second, join(path, key), depth + 1);
   }
 }
 
-// The document as JSON: plain scalars typed as specValue types them, quoted ones strings.
-nlohmann::json configDocumentToJson(const YAML::Node& n) {
+nlohmann::json toJson(Walk& w, const YAML::Node& n, int depth) {
+  w.enter(depth, "");
   if (n.IsMap()) {
     nlohmann::json out = nlohmann::json::object();
-    for (const auto& kv : n) out[kv.first.Scalar()] = configDocumentToJson(kv.second);
+    for (const auto& kv : n) out[kv.first.Scalar()] = toJson(w, kv.second, depth + 1);
     return out;
   }
   if (n.IsSequence()) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& v : n) out.push_back(configDocumentToJson(v));
+    for (const auto& v : n) out.push_back(toJson(w, v, depth + 1));
     return out;
   }
   if (!n.IsScalar()) return nullptr;
@@ -113,6 +135,20 @@ nlohmann::json configDocumentToJson(const YAML::Node& n) {
   if (YAML::convert<int64_t>::decode(n, i)) return i;
   if (YAML::convert<double>::decode(n, d) && std::isfinite(d)) return d;
   return n.Scalar();
+}
+
+}  // namespace
+
+// A key given twice in one mapping is an error naming both lines: YAML and JSON parsers disagree on
+// which one wins (yaml-cpp keeps the first, most JSON readers the last), so neither is guessed.
+void checkNoDuplicateKeys(const YAML::Node& n, const std::string& path, const std::string& source) {
+  Walk w{source};
+  checkKeysOnce(w, n, path, 0);
+}
+
+nlohmann::json configDocumentToJson(const YAML::Node& n, const std::string& source) {
+  Walk w{source};
+  return toJson(w, n, 0);
 }
 
 std::string configIdentityHash(nlohmann::json doc) {

@@ -13,12 +13,13 @@ namespace lockstep::train {
 YAML::Node loadConfigDocument(const std::string& text, const std::string& source);
 
 /// ValueError naming both lines when a mapping gives a key twice, and naming the line when a key
-/// is not a plain name (a list or a mapping).
+/// is not a plain name (a list or a mapping). Also a ValueError when the document nests deeper
+/// than 64 levels or holds more than 100000 values (YAML aliases can make either happen).
 void checkNoDuplicateKeys(const YAML::Node& n, const std::string& path, const std::string& source);
 
 /// The document as JSON: plain scalars typed (bool, integer, finite real, else string), quoted
-/// scalars strings.
-nlohmann::json configDocumentToJson(const YAML::Node& n);
+/// scalars strings. Bounded as checkNoDuplicateKeys (`source` names the file in the error).
+nlohmann::json configDocumentToJson(const YAML::Node& n, const std::string& source);
 
 /// TrainConfig::identity_hash of a document (config.h says which keys it leaves out).
 std::string configIdentityHash(nlohmann::json document);

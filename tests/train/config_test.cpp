@@ -293,3 +293,18 @@ TEST(TrainConfig, synthetic_sizes_are_bounded_so_no_product_overflows) {
   m = errorOf("train_batch_size: 8\ndata: {size: -5}");
   EXPECT_TRUE(has(m, "data.size must be in [1, 2^31]")) << m;
 }
+
+TEST(TrainConfig, yaml_aliases_cannot_recurse_or_explode) {
+  // Found by fuzz_config: an alias inside its own anchor made every walk of the document recurse
+  // until the stack overflowed (old main: SIGSEGV); nested aliases expanded to billions of values.
+  std::string m = errorOf("train_batch_size: 8\na: &x {b: 1, params: *x}\n");
+  EXPECT_TRUE(has(m, "nested more than 64 levels deep")) << m;
+  std::string text = "a: &a [x,x,x,x,x,x,x,x,x,x]\n";
+  for (char c = 'b'; c <= 'h'; ++c) {
+    text += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) text += std::string(i ? "," : "") + "*" + static_cast<char>(c - 1);
+    text += "]\n";
+  }
+  m = errorOf(text);
+  EXPECT_TRUE(has(m, "holds more than 100000 values")) << m;
+}
