@@ -6,7 +6,7 @@ ifeq ($(CI),true)
   CMAKE_FLAGS += -DLOCKSTEP_WERROR=ON
 endif
 
-.PHONY: all deps configure build test run bench clean
+.PHONY: all deps configure build test run bench fuzz clean
 
 all: build
 
@@ -28,5 +28,15 @@ run: build
 bench: build
 	bash bench/run_all.sh $(BUILD)
 
+# libFuzzer targets (docs/fuzzing.md): a separate clang 14 build with ASan + UBSan, then each target
+# for FUZZ_SECONDS (FUZZ_RUNS=N: at most N executions). `make test` replays their corpora with gcc.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-14 \
+	  -DLOCKSTEP_FUZZ=ON
+	cmake --build $(FUZZ_BUILD) --target fuzz_targets -j $(JOBS)
+	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)

@@ -5,6 +5,8 @@
 #include "lockstep/train/event_writer.h"
 #include "lockstep/train/progress.h"
 #include "lockstep/train/report.h"
+#include "lockstep/train/resume.h"
+#include "lockstep/train/run_identity.h"
 #include "lockstep/train/run_info.h"
 #include "lockstep/train/run_record.h"
 #include "lockstep/train/safetensors.h"

@@ -25,6 +25,7 @@ struct TrainArgs {
   std::string output_dir = "lockstep-out";
   std::vector<std::string> sets;
   bool resume = false;
+  std::string resume_from;
   int max_restarts = 0;
 };
 
@@ -65,6 +66,7 @@ int launch(const TrainArgs& a, const lockstep::train::TrainConfig& config) {
   lo.program_args = {"train", a.config, "--output-dir", a.output_dir};
   for (const auto& s : a.sets) lo.program_args.insert(lo.program_args.end(), {"--set", s});
   if (a.resume) lo.program_args.push_back("--resume");
+  if (!a.resume_from.empty()) lo.program_args.insert(lo.program_args.end(), {"--resume-from", a.resume_from});
   lockstep::launch::Agent agent(lo);
   return agent.run();
 }
@@ -80,7 +82,12 @@ int trainMain(int argc, char** argv) {
   app.add_option("--output-dir,--output_dir", a.output_dir,
                  "where checkpoints, metrics, the model and summary.json go");
   app.add_option("--set", a.sets, "override a config key: --set optimizer.params.lr=0.01 (repeatable)");
-  app.add_flag("--resume", a.resume, "continue from the newest valid checkpoint");
+  app.add_flag(
+      "--resume", a.resume,
+      "continue from the newest valid checkpoint of this run or a compatible one (same config and seed)");
+  app.add_option("--resume-from,--resume_from", a.resume_from,
+                 "start from this checkpoint (or the newest valid one in this directory of checkpoints), "
+                 "whatever run wrote it");
   app.add_option("--max-restarts,--max_restarts", a.max_restarts,
                  "restart all ranks this many times after a failure")
       ->check(CLI::Range(0, 1 << 20).description("an integer in [0, 1048576]"));
@@ -109,12 +116,24 @@ int trainMain(int argc, char** argv) {
   to.output_dir = a.output_dir;
   // A restarted worker (the launcher's --max-restarts) picks up where the job left off.
   to.resume = a.resume || env.restart_count > 0;
+  to.resume_required = a.resume;
+  to.resume_from = a.resume_from;
   // Tests of --max-restarts: crash the first attempt after a given step.
   if (env.restart_count == 0)
     to.crash_after_step = lockstep::env::getInt("LOCKSTEP_TRAIN_CRASH_AFTER_STEP", 0);
   const int world = env.world_size;
   to.config_json = {{"config", a.config}, {"overrides", a.sets}, {"world_size", world}};
-  auto s = lockstep::train::runTraining(config, to);
+  lockstep::train::TrainSummary s;
+  try {
+    s = lockstep::train::runTraining(config, to);
+  } catch (const lockstep::ValueError& e) {
+    std::fprintf(stderr, "lockstep train: error: %s\n", e.what());
+    return 2;
+  } catch (const lockstep::IoError& e) {
+    // A file the job reads (data set, checkpoint) that is missing, corrupt or crafted.
+    std::fprintf(stderr, "lockstep train: error: %s\n", e.what());
+    return 2;
+  }
   if (env.rank == 0) {
     std::printf(
         "world_size=%d steps=%lld global_batch_size=%lld samples_per_second=%.1f train_seconds=%.2f "

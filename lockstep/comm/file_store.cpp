@@ -150,7 +150,7 @@ std::vector<uint8_t> FileStore::get(const std::string& key) {
 
 int64_t FileStore::addLocked(const std::string& key, int64_t delta) {
   auto it = cache_.find(key);
-  int64_t v = (it == cache_.end() ? 0 : detail::parseCounter(key, it->second)) + delta;
+  int64_t v = detail::addToCounter(key, it == cache_.end() ? std::vector<uint8_t>{} : it->second, delta);
   appendLocked(kOpSet, key, detail::formatCounter(v));
   return v;
 }

@@ -38,6 +38,14 @@ int64_t parseCounter(const std::string& key, const std::vector<uint8_t>& value) 
   return v;
 }
 
+int64_t addToCounter(const std::string& key, const std::vector<uint8_t>& value, int64_t delta) {
+  const int64_t v = parseCounter(key, value);
+  int64_t sum = 0;
+  LOCKSTEP_ENFORCE(!__builtin_add_overflow(v, delta, &sum), ValueError, "store key '", key, "': adding ",
+                   delta, " to its counter ", v, " overflows 64 bits");
+  return sum;
+}
+
 std::vector<uint8_t> formatCounter(int64_t v) {
   std::string s = std::to_string(v);
   return std::vector<uint8_t>(s.begin(), s.end());

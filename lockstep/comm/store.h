@@ -56,6 +56,9 @@ namespace detail {
 std::string joinKeys(const std::vector<std::string>& keys);
 /// Parses a counter value stored by add(); ValueError naming key when malformed.
 int64_t parseCounter(const std::string& key, const std::vector<uint8_t>& value);
+/// The counter value plus delta (what add() stores); ValueError naming key when the value is
+/// malformed or the sum overflows 64 bits.
+int64_t addToCounter(const std::string& key, const std::vector<uint8_t>& value, int64_t delta);
 /// The decimal bytes of v.
 std::vector<uint8_t> formatCounter(int64_t v);
 }  // namespace detail

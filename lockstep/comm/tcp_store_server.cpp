@@ -15,12 +15,14 @@
 #include "lockstep/comm/store.h"
 #include "lockstep/comm/tcp_socket.h"
 #include "lockstep/comm/tcp_store_auth.h"
+#include "lockstep/comm/tcp_store_request.h"
 #include "lockstep/comm/tcp_store_protocol.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::comm {
 
 using detail::FrameReader;
+using detail::FrameSplit;
 using detail::FrameWriter;
 using detail::StoreCmd;
 using detail::StoreStatus;
@@ -220,19 +222,19 @@ bool TCPStoreServer::readFrom(int fd, Client& c) {
 
 bool TCPStoreServer::processFrames(int fd, Client& c) {
   size_t pos = 0;
-  while (!c.parked && !c.closing && c.in.size() - pos >= 4) {
-    uint32_t len;
-    std::memcpy(&len, c.in.data() + pos, 4);
-    if (len == 0 || len > detail::kMaxFrameBytes) return false;
-    if (!c.authed && len > detail::kMaxPreAuthFrameBytes) {
+  while (!c.parked && !c.closing) {
+    const FrameSplit f = detail::nextFrame(c.in.data() + pos, c.in.size() - pos);
+    if (f.status == FrameSplit::malformed) return false;
+    // Known from the length prefix alone: before the proof, only handshake-sized frames.
+    if (!c.authed && f.body_len > detail::kMaxPreAuthFrameBytes) {
       FrameWriter w;
-      refuse(c, "a " + std::to_string(len) + "-byte request before proving the join token", w);
+      refuse(c, "a " + std::to_string(f.body_len) + "-byte request before proving the join token", w);
       append(c.out, w.finish());
       break;
     }
-    if (c.in.size() - pos - 4 < len) break;
-    if (!handle(fd, c, c.in.data() + pos + 4, len)) return false;
-    pos += 4 + len;
+    if (f.status == FrameSplit::incomplete) break;
+    if (!handle(fd, c, c.in.data() + pos + 4, f.body_len)) return false;
+    pos += 4 + f.body_len;
   }
   c.in.erase(c.in.begin(), c.in.begin() + static_cast<ptrdiff_t>(pos));
   return true;
@@ -247,62 +249,50 @@ std::vector<std::string> TCPStoreServer::missing(const std::vector<std::string>&
 }
 
 bool TCPStoreServer::handle(int fd, Client& c, const uint8_t* body, size_t n) {
-  FrameReader r(body, n);
-  auto cmd = r.u8();
-  if (!cmd) return false;
   FrameWriter w;
-  bool mutated = false;
-  if (!c.authed) {
-    handlePreAuth(c, *cmd, r, w);
+  // The handshake's two commands are not store requests: answered here, before decoding.
+  const bool handshake = n >= 1 && (body[0] == static_cast<uint8_t>(StoreCmd::challenge) ||
+                                    body[0] == static_cast<uint8_t>(StoreCmd::prove));
+  if (!c.authed || handshake) {
+    FrameReader r(body, n);
+    auto cmd = r.u8();
+    if (!cmd) return false;
+    if (!c.authed) {
+      handlePreAuth(c, *cmd, r, w);
+    } else {
+      w.u8(static_cast<uint8_t>(StoreStatus::error))
+          .str(join_token_.empty() ? "this store has no join token" : "this connection is already authenticated");
+    }
     append(c.out, w.finish());
     return true;
   }
-  switch (static_cast<StoreCmd>(*cmd)) {
+  std::optional<detail::StoreRequest> req = detail::decodeStoreRequest(body, n);
+  if (!req) return false;
+  detail::StoreRequest& q = *req;
+  bool mutated = false;
+  switch (q.cmd) {
     case StoreCmd::challenge:
-    case StoreCmd::prove:
-      w.u8(static_cast<uint8_t>(StoreStatus::error))
-          .str(join_token_.empty() ? "this store has no join token"
-                                   : "this connection is already authenticated");
-      break;
-    case StoreCmd::set: {
-      auto k = r.key();
-      auto v = r.value();
-      if (!k || !v || !r.atEnd()) return false;
-      map_[*k] = std::move(*v);
+    case StoreCmd::prove:  // answered above; decodeStoreRequest refuses them
+      return false;
+    case StoreCmd::set:
+      map_[q.keys[0]] = std::move(q.value);
       w.u8(static_cast<uint8_t>(StoreStatus::ok));
       mutated = true;
       break;
-    }
     case StoreCmd::get:
     case StoreCmd::wait: {
-      bool is_get = static_cast<StoreCmd>(*cmd) == StoreCmd::get;
-      std::vector<std::string> keys;
-      if (is_get) {
-        auto k = r.key();
-        if (!k) return false;
-        keys.push_back(std::move(*k));
-      } else {
-        auto ks = r.keys();
-        if (!ks) return false;
-        keys = std::move(*ks);
-      }
-      auto t = r.i64();
-      if (!t || *t < 0 || !r.atEnd()) return false;
-      Waiter wt{fd, is_get, std::move(keys),
-                std::chrono::steady_clock::now() + std::chrono::milliseconds(*t)};
+      Waiter wt{fd, q.cmd == StoreCmd::get, std::move(q.keys),
+                std::chrono::steady_clock::now() + std::chrono::milliseconds(q.number)};
       if (!finishWaiter(wt, false)) {
         c.parked = true;
         waiters_.push_back(std::move(wt));
       }
       return true;
     }
-    case StoreCmd::add: {
-      auto k = r.key();
-      auto d = r.i64();
-      if (!k || !d || !r.atEnd()) return false;
+    case StoreCmd::add:
       try {
-        auto& slot = map_[*k];
-        int64_t v = detail::parseCounter(*k, slot) + *d;
+        auto& slot = map_[q.keys[0]];
+        int64_t v = detail::addToCounter(q.keys[0], slot, q.number);
         slot = detail::formatCounter(v);
         w.u8(static_cast<uint8_t>(StoreStatus::ok)).i64(v);
         mutated = true;
@@ -310,44 +300,29 @@ bool TCPStoreServer::handle(int fd, Client& c, const uint8_t* body, size_t n) {
         w.u8(static_cast<uint8_t>(StoreStatus::error)).str(e.what());
       }
       break;
-    }
     case StoreCmd::compareSet: {
-      auto k = r.key();
-      auto expected = r.value();
-      auto desired = r.value();
-      if (!k || !expected || !desired || !r.atEnd()) return false;
-      auto it = map_.find(*k);
+      auto it = map_.find(q.keys[0]);
       w.u8(static_cast<uint8_t>(StoreStatus::ok));
-      if (it == map_.end() && !expected->empty()) {
+      if (it == map_.end() && !q.value.empty()) {
         w.vec({});
-      } else if (it != map_.end() && it->second != *expected) {
+      } else if (it != map_.end() && it->second != q.value) {
         w.vec(it->second);
       } else {
-        map_[*k] = *desired;
-        w.vec(*desired);
+        map_[q.keys[0]] = q.desired;
+        w.vec(q.desired);
         mutated = true;
       }
       break;
     }
-    case StoreCmd::check: {
-      auto ks = r.keys();
-      if (!ks || !r.atEnd()) return false;
-      w.u8(static_cast<uint8_t>(StoreStatus::ok)).u8(missing(*ks).empty() ? 1 : 0);
+    case StoreCmd::check:
+      w.u8(static_cast<uint8_t>(StoreStatus::ok)).u8(missing(q.keys).empty() ? 1 : 0);
       break;
-    }
-    case StoreCmd::deleteKey: {
-      auto k = r.key();
-      if (!k || !r.atEnd()) return false;
-      w.u8(static_cast<uint8_t>(StoreStatus::ok)).u8(map_.erase(*k) > 0 ? 1 : 0);
+    case StoreCmd::deleteKey:
+      w.u8(static_cast<uint8_t>(StoreStatus::ok)).u8(map_.erase(q.keys[0]) > 0 ? 1 : 0);
       break;
-    }
-    case StoreCmd::numKeys: {
-      if (!r.atEnd()) return false;
+    case StoreCmd::numKeys:
       w.u8(static_cast<uint8_t>(StoreStatus::ok)).i64(static_cast<int64_t>(map_.size()));
       break;
-    }
-    default:
-      return false;
   }
   append(c.out, w.finish());
   if (mutated && !waiters_.empty()) wakeWaiters(std::chrono::steady_clock::now());

@@ -14,18 +14,23 @@ CifarRaw readCifarBinary(const std::string& path) {
   LOCKSTEP_ENFORCE(std::filesystem::is_regular_file(path, ec), IoError, path,
                    ": CIFAR-10 batch file not found (expected data_batch_1..5.bin and test_batch.bin from "
                    "cifar-10-binary.tar.gz, or run writeSyntheticCifar10)");
-  std::vector<uint8_t> bytes = readFileBytes(path);
-  LOCKSTEP_ENFORCE(!bytes.empty(), IoError, path, ": empty CIFAR-10 batch file");
-  LOCKSTEP_ENFORCE(bytes.size() % kCifarRecordBytes == 0, IoError, path,
-                   ": truncated or corrupt CIFAR-10 file: ", bytes.size(), " bytes is not a multiple of the ",
-                   kCifarRecordBytes, "-byte record (", bytes.size() / kCifarRecordBytes,
-                   " whole records and ", bytes.size() % kCifarRecordBytes, " stray bytes)");
-  const int64_t n = static_cast<int64_t>(bytes.size()) / kCifarRecordBytes;
+  const std::vector<uint8_t> bytes = readFileBytes(path);
+  return decodeCifarBinary(bytes.data(), bytes.size(), path);
+}
+
+CifarRaw decodeCifarBinary(const uint8_t* bytes, size_t size, const std::string& path) {
+  LOCKSTEP_ENFORCE(size != 0, IoError, path, ": empty CIFAR-10 batch file");
+  LOCKSTEP_ENFORCE(size % kCifarRecordBytes == 0, IoError, path,
+                   ": truncated or corrupt CIFAR-10 file: ", size, " bytes is not a multiple of the ",
+                   kCifarRecordBytes, "-byte record (", size / kCifarRecordBytes, " whole records and ",
+                   size % kCifarRecordBytes, " stray bytes)");
+  // n * kCifarRecordBytes == size: every offset below stays inside the buffer.
+  const int64_t n = static_cast<int64_t>(size / kCifarRecordBytes);
   CifarRaw raw{Tensor::empty({n, 3, 32, 32}, DType::u8), Tensor::empty({n}, DType::i64)};
   uint8_t* img = raw.images.data<uint8_t>();
   int64_t* lab = raw.labels.data<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
-    const uint8_t* rec = bytes.data() + i * kCifarRecordBytes;
+    const uint8_t* rec = bytes + i * kCifarRecordBytes;
     LOCKSTEP_ENFORCE(rec[0] <= 9, IoError, path, ": record ", i, " has label ", static_cast<int>(rec[0]),
                      ", outside 0..9 (corrupt file, or not CIFAR-10?)");
     lab[i] = rec[0];

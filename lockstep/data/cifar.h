@@ -30,6 +30,9 @@ struct CifarRaw {
 /// Reads one binary batch file. IoError naming the file when it is missing, empty, not a whole
 /// number of 3073-byte records (truncated), or holds a label outside 0..9. Reentrant.
 CifarRaw readCifarBinary(const std::string& path);
+/// Decodes the bytes of one binary batch file (readCifarBinary without the file): IoError naming
+/// `path` when empty, not a whole number of records, or holding a label outside 0..9.
+CifarRaw decodeCifarBinary(const uint8_t* bytes, size_t size, const std::string& path);
 
 /// Loads the train (5 files, concatenated in order) or test split from `dir` as f32
 /// [N, 3, 32, 32] normalised per options, labels i64 [N]. Reentrant.

@@ -6,62 +6,29 @@
 #include <limits>
 #include <string_view>
 
+#include "lockstep/data/gzip_reader.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
 
 namespace lockstep::data {
-
-namespace {
-std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& path) {
-  LOCKSTEP_ENFORCE(in.size() < std::numeric_limits<uInt>::max(), IoError, path,
-                   ": compressed files of 4 GiB or more are not supported");
-  z_stream zs{};
-  // 15 + 16: gzip wrapper only (the caller checked the magic).
-  LOCKSTEP_ENFORCE(inflateInit2(&zs, 15 + 16) == Z_OK, IoError, path, ": cannot initialise zlib");
-  std::vector<uint8_t> out;
-  out.resize(std::max<size_t>(in.size() * 2, 1 << 16));
-  zs.next_in = const_cast<Bytef*>(in.data());
-  zs.avail_in = static_cast<uInt>(in.size());
-  size_t produced = 0;
-  int rc = Z_OK;
-  while (true) {
-    if (produced == out.size()) out.resize(out.size() * 2);
-    zs.next_out = out.data() + produced;
-    zs.avail_out = static_cast<uInt>(std::min<size_t>(out.size() - produced, 1u << 30));
-    const uInt before = zs.avail_out;
-    rc = inflate(&zs, Z_NO_FLUSH);
-    produced += before - zs.avail_out;
-    if (rc == Z_STREAM_END) break;
-    if (rc == Z_BUF_ERROR && zs.avail_in == 0) break;  // input ended before the stream did
-    if (rc != Z_OK) break;
-  }
-  std::string msg = zs.msg ? zs.msg : "";
-  inflateEnd(&zs);
-  if (rc == Z_STREAM_END) {
-    // Concatenated gzip members are legal but not used by any dataset we read; reject trailing junk.
-    LOCKSTEP_ENFORCE(zs.avail_in == 0, IoError, path, ": corrupt gzip file: ", zs.avail_in,
-                     " unexpected bytes after the end of the compressed stream");
-    out.resize(produced);
-    return out;
-  }
-  if (rc == Z_BUF_ERROR || (rc == Z_OK && zs.avail_in == 0)) {
-    throw IoError(path + ": truncated gzip file: the compressed stream ends early after " +
-                  std::to_string(produced) + " decompressed bytes; re-download or re-generate the file");
-  }
-  throw IoError(path + ": corrupt gzip file (" + (msg.empty() ? "zlib error " + std::to_string(rc) : msg) +
-                "); re-download or re-generate the file");
-}
-}  // namespace
 
 std::vector<uint8_t> readFileBytes(const std::string& path) {
   const std::string bytes = file::readAll(path);
   return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
-std::vector<uint8_t> readMaybeGzipFile(const std::string& path) {
+bool isGzip(const uint8_t* data, size_t n) { return n >= 2 && data[0] == 0x1f && data[1] == 0x8b; }
+
+std::vector<uint8_t> readMaybeGzipFile(const std::string& path, size_t max_bytes) {
   std::vector<uint8_t> bytes = readFileBytes(path);
-  if (bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) return gunzip(bytes, path);
-  return bytes;
+  if (!isGzip(bytes.data(), bytes.size())) return bytes;
+  GzipReader gz(bytes.data(), bytes.size(), path);
+  std::vector<uint8_t> out;
+  gz.read(out, max_bytes);
+  std::vector<uint8_t> one;
+  LOCKSTEP_ENFORCE(gz.finished() || gz.read(one, 1) == 0, IoError, path, ": gzip file inflates to more than ",
+                   max_bytes, " bytes, the most this reader accepts (corrupt file or a compressed bomb?)");
+  return out;
 }
 
 void writeFileBytes(const std::string& path, const std::vector<uint8_t>& bytes, bool gzip) {

@@ -1,8 +1,11 @@
 #include "lockstep/data/idx_file.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "lockstep/data/file_bytes.h"
+#include "lockstep/data/gzip_reader.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::data {
@@ -22,12 +25,25 @@ std::string hex(uint32_t v) {
 }
 }  // namespace
 
-IdxArray readIdxFile(const std::string& path, uint32_t expected_magic) {
-  std::vector<uint8_t> bytes = readMaybeGzipFile(path);
-  LOCKSTEP_ENFORCE(bytes.size() >= 4, IoError, path, ": truncated IDX file: ", bytes.size(),
+IdxArray decodeIdx(const uint8_t* bytes, size_t n, const std::string& path, uint32_t expected_magic) {
+  // The bytes come from the file as-is or through a bounded gunzip: take(k) appends up to k more
+  // and returns how many there were, so a header is read before the data it sizes.
+  std::optional<GzipReader> gz;
+  if (isGzip(bytes, n)) gz.emplace(bytes, n, path);
+  size_t raw_pos = 0;
+  std::vector<uint8_t> buf;
+  auto take = [&](size_t k) -> size_t {
+    if (gz) return gz->read(buf, k);
+    const size_t got = std::min(k, n - raw_pos);
+    buf.insert(buf.end(), bytes + raw_pos, bytes + raw_pos + got);
+    raw_pos += got;
+    return got;
+  };
+  take(4);
+  LOCKSTEP_ENFORCE(buf.size() >= 4, IoError, path, ": truncated IDX file: ", buf.size(),
                    " bytes, too short for the 4-byte magic");
   IdxArray a;
-  a.magic = readBe32(bytes.data());
+  a.magic = readBe32(buf.data());
   if (expected_magic != 0) {
     LOCKSTEP_ENFORCE(a.magic == expected_magic, IoError, path, ": bad IDX magic ", hex(a.magic),
                      ", expected ", hex(expected_magic), " (is this the right file, or is it corrupt?)");
@@ -38,26 +54,43 @@ IdxArray readIdxFile(const std::string& path, uint32_t expected_magic) {
                    ": bad IDX magic ", hex(a.magic),
                    " (only unsigned-byte IDX files with 1..8 dims are read)");
   const size_t header = 4 + 4 * static_cast<size_t>(ndims);
-  LOCKSTEP_ENFORCE(bytes.size() >= header, IoError, path, ": truncated IDX file: ", bytes.size(),
+  take(header - 4);
+  LOCKSTEP_ENFORCE(buf.size() >= header, IoError, path, ": truncated IDX file: ", buf.size(),
                    " bytes, too short for the ", header, "-byte header of ", ndims, " dims");
   uint64_t expected = 1;
   for (uint32_t d = 0; d < ndims; ++d) {
-    const uint32_t size = readBe32(bytes.data() + 4 + 4 * d);
+    const uint32_t size = readBe32(buf.data() + 4 + 4 * d);
     LOCKSTEP_ENFORCE(size > 0 && size <= (1u << 31), IoError, path, ": bad IDX header: dim ", d, " has size ",
                      size);
     a.dims.push_back(size);
-    expected *= size;
+    expected *= size;  // < 2^40 * 2^31: no overflow
     LOCKSTEP_ENFORCE(expected <= (uint64_t{1} << 40), IoError, path,
                      ": bad IDX header: the dims describe more than 2^40 bytes");
   }
-  const uint64_t have = bytes.size() - header;
+  // A gzip file cannot hold more than deflate's best ratio allows: refuse before inflating.
+  LOCKSTEP_ENFORCE(!gz || expected <= maxInflatedBytes(n), IoError, path,
+                   ": truncated IDX file: the header promises ", expected, " data bytes but a gzip file of ",
+                   n, " bytes inflates to at most ", maxInflatedBytes(n));
+  buf.clear();
+  const uint64_t have = take(static_cast<size_t>(expected));
   LOCKSTEP_ENFORCE(have >= expected, IoError, path, ": truncated IDX file: the header promises ", expected,
                    " data bytes but only ", have, " are present");
-  LOCKSTEP_ENFORCE(have == expected, IoError, path,
-                   ": IDX file length does not match its header: ", have - expected,
-                   " trailing bytes after the ", expected, " data bytes");
-  a.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(header), bytes.end());
+  a.data = std::move(buf);
+  buf.clear();
+  // Trailing bytes: the raw rest, or what the stream yields beyond the data, inflated no further
+  // than 64 KiB (enough to count a few stray bytes, too little for a bomb to matter).
+  constexpr size_t kLook = 64 << 10;
+  uint64_t trailing = n - raw_pos;
+  if (gz) trailing = gz->read(buf, kLook);
+  LOCKSTEP_ENFORCE(trailing == 0, IoError, path,
+                   ": IDX file length does not match its header: ", trailing == kLook ? "at least " : "",
+                   trailing, " trailing bytes after the ", expected, " data bytes");
   return a;
+}
+
+IdxArray readIdxFile(const std::string& path, uint32_t expected_magic) {
+  const std::vector<uint8_t> bytes = readFileBytes(path);
+  return decodeIdx(bytes.data(), bytes.size(), path, expected_magic);
 }
 
 void writeIdxFile(const std::string& path, const std::vector<int64_t>& dims, const std::vector<uint8_t>& data,

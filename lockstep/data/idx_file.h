@@ -18,9 +18,13 @@ struct IdxArray {
   std::vector<uint8_t> data;  // row-major, product(dims) bytes
 };
 
-/// Reads an IDX file (gzip or raw). When expected_magic is non-zero the magic must equal it.
-/// IoError naming the file and the problem for: a bad magic, a zero size, a file shorter or
-/// longer than its header says (truncated / trailing bytes), a corrupt gzip stream.
+/// Decodes the bytes of an IDX file (gzip or raw). When expected_magic is non-zero the magic must
+/// equal it. IoError naming `path` and the problem for: a bad magic, a zero size, a file shorter or
+/// longer than its header says (truncated / trailing bytes), a corrupt gzip stream. A gzip stream
+/// is inflated no further than the header says the data is (plus one byte to see trailing data),
+/// and a header promising more than the file can hold is refused before any data is inflated.
+IdxArray decodeIdx(const uint8_t* bytes, size_t n, const std::string& path, uint32_t expected_magic = 0);
+/// Reads and decodes an IDX file (decodeIdx); IoError naming the file when it cannot be read.
 IdxArray readIdxFile(const std::string& path, uint32_t expected_magic = 0);
 
 /// Writes an u8 IDX file (gzip when `gzip`), for tests and synthetic data. ValueError when data

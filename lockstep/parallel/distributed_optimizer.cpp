@@ -112,7 +112,7 @@ void broadcastOptimizerState(optim::Optimizer& optimizer, comm::ProcessGroup& gr
     for (const auto& g : sd.param_groups) {
       nlohmann::json opts = nlohmann::json::object();
       for (const auto& [k, v] : g.options) {
-        std::visit([&](auto x) { opts[k] = x; }, v);
+        std::visit([&, &key = k](auto x) { opts[key] = x; }, v);  // clang 14 cannot capture a binding
       }
       groups.push_back({{"options", opts}, {"params", g.params}});
     }

@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 
+#include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
 
 namespace lockstep::train {
@@ -15,31 +15,109 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kPrefix = "ckpt-";
+constexpr const char* kFormat = "lockstep-checkpoint-v2";
+constexpr const char* kManifest = "manifest.json";
+// Every file a checkpoint must have, besides the manifest.
+const char* const kFiles[] = {"model.safetensors", "optimizer.safetensors", "state.json", "config.json"};
 
 nlohmann::json fileRecord(const std::string& bytes) {
   return {{"bytes", bytes.size()}, {"crc32", file::crc32(bytes)}};
 }
 
-std::string verifiedRead(const std::string& dir, const std::string& name, const nlohmann::json& record) {
-  std::string path = dir + "/" + name;
+int64_t stepOf(const std::string& name) {
+  if (name.rfind(kPrefix, 0) != 0) return -1;
+  std::string rest = name.substr(std::char_traits<char>::length(kPrefix));
+  if (rest.empty() || rest.size() > 18 || !std::all_of(rest.begin(), rest.end(), ::isdigit)) return -1;
+  return std::stoll(rest);
+}
+
+// The manifest of a checkpoint dir, its CRC-32 verified: {"format", "step", "identity", "files"}.
+nlohmann::json readManifest(const std::string& path) {
+  const std::string mpath = path + "/" + kManifest;
+  if (!fs::exists(mpath)) {
+    throw IoError("checkpoint '" + path + "' has no " + kManifest +
+                  " (an incomplete save, or written by a lockstep older than checkpoint format v2)");
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(file::readAll(mpath));
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("checkpoint file '" + mpath + "' is not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object() || !j.contains("manifest") || !j.contains("crc32") || !j["crc32"].is_number_unsigned())
+    throw IoError("checkpoint file '" + mpath + "' is not a checkpoint manifest");
+  const nlohmann::json& m = j["manifest"];
+  if (file::crc32(m.dump()) != j["crc32"].get<uint64_t>())
+    throw IoError("checkpoint file '" + mpath + "' fails its CRC-32 check (corrupted or tampered with)");
+  if (!m.is_object() || m.value("format", "") != kFormat) {
+    throw IoError("checkpoint file '" + mpath + "' has format " +
+                  (m.is_object() ? m.value("format", "?") : "?") + ", this lockstep reads " + kFormat);
+  }
+  return m;
+}
+
+std::string verifiedRead(const std::string& dir, const std::string& name, const nlohmann::json& files) {
+  const std::string path = dir + "/" + name;
+  if (!files.contains(name)) {
+    throw IoError("checkpoint '" + dir + "': its manifest does not list " + name);
+  }
+  const nlohmann::json& record = files.at(name);
+  if (!fs::exists(path)) throw IoError("checkpoint file '" + path + "' is missing");
   std::string bytes = file::readAll(path);
-  uint64_t want_size = record.at("bytes").get<uint64_t>();
+  const uint64_t want_size = record.at("bytes").get<uint64_t>();
   if (bytes.size() != want_size) {
     throw IoError("checkpoint file '" + path + "' has " + std::to_string(bytes.size()) + " bytes but " +
                   std::to_string(want_size) + " were written (truncated or replaced)");
   }
-  uint32_t want_crc = record.at("crc32").get<uint32_t>();
-  if (file::crc32(bytes) != want_crc) {
+  if (file::crc32(bytes) != record.at("crc32").get<uint32_t>()) {
     throw IoError("checkpoint file '" + path + "' fails its CRC-32 check (corrupted or tampered with)");
   }
   return bytes;
 }
 
-int64_t stepOf(const std::string& name) {
-  if (name.rfind(kPrefix, 0) != 0) return -1;
-  std::string rest = name.substr(std::char_traits<char>::length(kPrefix));
-  if (rest.empty() || !std::all_of(rest.begin(), rest.end(), ::isdigit)) return -1;
-  return std::stoll(rest);
+// Reads, verifies and (when want_bytes) returns every file the manifest lists.
+CheckpointInfo verify(const std::string& path, std::vector<std::string>* bytes) {
+  const nlohmann::json m = readManifest(path);
+  const std::string mpath = path + "/" + kManifest;
+  try {
+    CheckpointInfo info;
+    info.path = path;
+    info.step = m.at("step").get<int64_t>();
+    info.identity = runIdentityFromJson(m.at("identity"), mpath);
+    for (const char* name : kFiles) {
+      std::string b = verifiedRead(path, name, m.at("files"));
+      if (bytes) bytes->push_back(std::move(b));
+    }
+    return info;
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("checkpoint file '" + mpath + "' is missing fields (" + e.what() + ")");
+  }
+}
+
+nlohmann::json parseJsonFile(const std::string& bytes, const std::string& path) {
+  try {
+    return nlohmann::json::parse(bytes);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("checkpoint file '" + path + "' is not valid JSON (" + e.what() + ")");
+  }
+}
+
+// Removes this run's checkpoints beyond the newest keep_last (never `keep`, the one just written).
+void prune(const std::string& dir, const std::string& run_id, int keep_last, const std::string& keep) {
+  int kept = 0;
+  for (const std::string& path : listCheckpoints(dir)) {
+    std::string owner;
+    try {
+      owner = readCheckpointManifest(path).identity.run_id;
+    } catch (const IoError&) {
+      continue;  // unreadable: not provably ours, so not ours to delete
+    }
+    if (owner != run_id) continue;
+    ++kept;
+    if (path == keep || kept <= keep_last) continue;
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
 }
 
 }  // namespace
@@ -47,60 +125,62 @@ int64_t stepOf(const std::string& name) {
 std::string saveCheckpoint(const std::string& dir, const CheckpointData& data,
                            const CheckpointOptions& opts) {
   file::makeDirs(dir);
-  std::string name = kPrefix + std::to_string(data.step);
-  std::string final_path = dir + "/" + name;
-  std::string tmp = dir + "/." + name + ".tmp-" + std::to_string(::getpid());
+  const std::string name = kPrefix + std::to_string(data.step);
+  const std::string final_path = dir + "/" + name;
+  const std::string tmp = dir + "/." + name + ".tmp-" + std::to_string(::getpid());
   fs::remove_all(tmp);
   file::makeDirs(tmp);
-  std::string model = encodeSafetensors(data.model, {{"format", "pt"}});
-  std::string optim = encodeSafetensors(data.optimizer);
-  nlohmann::json state = {
-      {"format", "lockstep-checkpoint-v1"},
-      {"step", data.step},
-      {"files", {{"model.safetensors", fileRecord(model)}, {"optimizer.safetensors", fileRecord(optim)}}},
-      {"state", data.state}};
-  file::writeAtomic(tmp + "/model.safetensors", model);
-  file::writeAtomic(tmp + "/optimizer.safetensors", optim);
-  file::writeAtomic(tmp + "/state.json", state.dump(2));
+  const std::string contents[] = {
+      encodeSafetensors(data.model, {{"format", "pt"}}), encodeSafetensors(data.optimizer),
+      nlohmann::json{{"step", data.step}, {"state", data.state}}.dump(2), data.config.dump(2)};
+  nlohmann::json files = nlohmann::json::object();
+  for (size_t i = 0; i < std::size(kFiles); ++i) {
+    file::writeAtomic(tmp + "/" + kFiles[i], contents[i]);
+    files[kFiles[i]] = fileRecord(contents[i]);
+  }
+  const nlohmann::json manifest = {
+      {"format", kFormat}, {"step", data.step}, {"identity", toJson(data.identity)}, {"files", files}};
+  file::writeAtomic(tmp + "/" + kManifest,
+                    nlohmann::json{{"manifest", manifest}, {"crc32", file::crc32(manifest.dump())}}.dump(2));
+  // An older save of the same step is moved aside first, so that a crash leaves one whole copy.
   std::error_code ec;
-  fs::remove_all(final_path, ec);  // an older save of the same step
+  const std::string old = dir + "/." + name + ".old-" + std::to_string(::getpid());
+  if (fs::exists(final_path)) fs::rename(final_path, old, ec);
   fs::rename(tmp, final_path, ec);
   if (ec) throw IoError("cannot move checkpoint into place at '" + final_path + "': " + ec.message());
+  fs::remove_all(old, ec);
   file::writeAtomic(dir + "/latest", name + "\n");
-  if (opts.keep_last > 0) {
-    auto all = listCheckpoints(dir);
-    for (size_t i = static_cast<size_t>(opts.keep_last); i < all.size(); ++i) fs::remove_all(all[i], ec);
-  }
+  if (opts.keep_last > 0) prune(dir, data.identity.run_id, opts.keep_last, final_path);
   return final_path;
 }
 
+CheckpointInfo verifyCheckpoint(const std::string& path) { return verify(path, nullptr); }
+
+CheckpointInfo readCheckpointManifest(const std::string& path) {
+  const nlohmann::json m = readManifest(path);
+  try {
+    return {path, m.at("step").get<int64_t>(), runIdentityFromJson(m.at("identity"), path + "/" + kManifest)};
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("checkpoint file '" + path + "/" + kManifest + "' is missing fields (" + e.what() + ")");
+  }
+}
+
 CheckpointData loadCheckpoint(const std::string& path) {
-  std::string state_path = path + "/state.json";
-  nlohmann::json state;
-  try {
-    state = nlohmann::json::parse(file::readAll(state_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError("checkpoint file '" + state_path + "' is not valid JSON (" + e.what() + ")");
+  std::vector<std::string> bytes;
+  const CheckpointInfo info = verify(path, &bytes);
+  CheckpointData out;
+  out.step = info.step;
+  out.identity = info.identity;
+  out.model = decodeSafetensors(bytes[0], path + "/model.safetensors").tensors;
+  out.optimizer = decodeSafetensors(bytes[1], path + "/optimizer.safetensors").tensors;
+  const nlohmann::json state = parseJsonFile(bytes[2], path + "/state.json");
+  if (!state.is_object() || !state.contains("state") || state.value("step", int64_t{-1}) != info.step) {
+    throw IoError("checkpoint file '" + path + "/state.json' does not hold the state of step " +
+                  std::to_string(info.step));
   }
-  try {
-    if (state.at("format") != "lockstep-checkpoint-v1") {
-      throw IoError("checkpoint file '" + state_path + "' has unknown format " + state.at("format").dump());
-    }
-    CheckpointData out;
-    out.step = state.at("step").get<int64_t>();
-    const auto& files = state.at("files");
-    out.model = decodeSafetensors(verifiedRead(path, "model.safetensors", files.at("model.safetensors")),
-                                  path + "/model.safetensors")
-                    .tensors;
-    out.optimizer =
-        decodeSafetensors(verifiedRead(path, "optimizer.safetensors", files.at("optimizer.safetensors")),
-                          path + "/optimizer.safetensors")
-            .tensors;
-    out.state = state.at("state");
-    return out;
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError("checkpoint file '" + state_path + "' is missing fields (" + e.what() + ")");
-  }
+  out.state = state["state"];
+  out.config = parseJsonFile(bytes[3], path + "/config.json");
+  return out;
 }
 
 std::vector<std::string> listCheckpoints(const std::string& dir) {
@@ -117,17 +197,16 @@ std::vector<std::string> listCheckpoints(const std::string& dir) {
   return out;
 }
 
-std::optional<CheckpointData> loadLatestCheckpoint(const std::string& dir, std::string* loaded_path) {
-  for (const std::string& path : listCheckpoints(dir)) {
-    try {
-      CheckpointData d = loadCheckpoint(path);
-      if (loaded_path) *loaded_path = path;
-      return d;
-    } catch (const IoError& e) {
-      std::fprintf(stderr, "lockstep: warning: skipping checkpoint %s: %s\n", path.c_str(), e.what());
-    }
+std::optional<std::string> latestCheckpoint(const std::string& dir) {
+  std::string name;
+  try {
+    name = file::readAll(dir + "/latest");
+  } catch (const IoError&) {
+    return std::nullopt;
   }
-  return std::nullopt;
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  if (stepOf(name) < 0 || !fs::is_directory(dir + "/" + name)) return std::nullopt;
+  return dir + "/" + name;
 }
 
 }  // namespace lockstep::train

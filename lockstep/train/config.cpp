@@ -4,14 +4,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
 
 #include "lockstep/comm/backend_registry.h"
+#include "lockstep/train/config_document.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
 #include "lockstep/util/suggest.h"
 
 namespace lockstep::train {
@@ -83,28 +87,6 @@ const std::set<std::string> kUnsupported = {"zero_optimization",
 
 std::string join(const std::string& path, const std::string& key) {
   return path.empty() ? key : path + "." + key;
-}
-
-// A key given twice in one mapping is an error naming both lines: YAML and JSON parsers disagree on
-// which one wins (yaml-cpp keeps the first, most JSON readers the last), so neither is guessed.
-void checkNoDuplicateKeys(const YAML::Node& n, const std::string& path, const std::string& source) {
-  if (n.IsSequence()) {
-    for (size_t i = 0; i < n.size(); ++i)
-      checkNoDuplicateKeys(n[i], path + "[" + std::to_string(i) + "]", source);
-    return;
-  }
-  if (!n.IsMap()) return;
-  std::map<std::string, int> seen;  // key -> line (1-based)
-  for (const auto& kv : n) {
-    const std::string key = kv.first.Scalar();
-    const int line = kv.first.Mark().line + 1;
-    auto [it, fresh] = seen.emplace(key, line);
-    if (!fresh) {
-      throw ValueError(source + ": key " + join(path, key) + " is given twice (lines " +
-                       std::to_string(it->second) + " and " + std::to_string(line) + "); keep one");
-    }
-    checkNoDuplicateKeys(kv.second, join(path, key), source);
-  }
 }
 
 // Checks every key of map node `n` (at `path`) is known; throws naming the first unknown one.
@@ -263,6 +245,21 @@ void parseData(const YAML::Node& n, DataConfig& d) {
   get(n, "data", "test_size", d.test_size);
   get(n, "data", "num_classes", d.num_classes);
   if (n["input_shape"]) d.input_shape = intList(n["input_shape"], "data.input_shape");
+  // Sizes the synthetic data set is allocated from: bounded here, so that no product overflows.
+  constexpr int64_t kMaxElements = int64_t{1} << 31;
+  int64_t features = 1;
+  for (int64_t v : d.input_shape) {
+    if (v < 1 || v > kMaxElements || features * v > kMaxElements)
+      throw ValueError("data.input_shape: every dimension must be positive and their product at most 2^31");
+    features *= v;
+  }
+  if (d.input_shape.empty()) throw ValueError("data.input_shape must not be empty");
+  for (auto [key, v] : {std::pair<const char*, int64_t>{"size", d.size},
+                        {"test_size", d.test_size},
+                        {"num_classes", d.num_classes}}) {
+    if (v < 1 || v > kMaxElements) throw ValueError(std::string("data.") + key + " must be in [1, 2^31]");
+  }
+  if (d.num_workers < 0) throw ValueError("data.num_workers must be >= 0");
   if (n["transforms"]) {
     const YAML::Node t = n["transforms"];
     checkKeys(t, "data.transforms", {"normalize", "random_crop", "horizontal_flip"});
@@ -351,52 +348,11 @@ void applyOverride(YAML::Node root, const std::string& spec) {
   chain.back()[keys.back()] = value;
 }
 
-nlohmann::json toJson(const YAML::Node& n) {
-  if (n.IsMap()) {
-    nlohmann::json j = nlohmann::json::object();
-    for (const auto& kv : n) j[kv.first.as<std::string>()] = toJson(kv.second);
-    return j;
-  }
-  if (n.IsSequence()) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& v : n) j.push_back(toJson(v));
-    return j;
-  }
-  if (!n.IsScalar()) return nullptr;
-  const std::string& s = n.Scalar();
-  if (n.Tag() != "!") {  // unquoted: a number or a boolean when it reads as one
-    int64_t i = 0;
-    double d = 0;
-    bool b = false;
-    if (YAML::convert<int64_t>::decode(n, i)) return i;
-    if (YAML::convert<double>::decode(n, d) && std::isfinite(d)) return d;
-    if (YAML::convert<bool>::decode(n, b)) return b;
-  }
-  return s;
-}
-
 }  // namespace
-
-nlohmann::json configDocument(const std::string& text, const std::vector<std::string>& overrides) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw ValueError(std::string("config: not valid YAML or JSON: ") + e.what());
-  }
-  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-  for (const auto& o : overrides) applyOverride(root, o);
-  return toJson(root);
-}
 
 TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::string>& overrides,
                              int64_t world, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw ValueError(source + ": not valid YAML or JSON: " + e.what());
-  }
+  YAML::Node root = loadConfigDocument(text, source);
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) throw ValueError(source + ": the top level must be a mapping");
   checkNoDuplicateKeys(root, "", source);
@@ -492,6 +448,8 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   if (c.max_steps < 0) throw ValueError("max_steps must be >= 0");
   if (c.steps_per_print <= 0) throw ValueError("steps_per_print must be positive");
   if (c.eval_every_epochs <= 0) throw ValueError("eval.every_epochs must be positive");
+  c.document = configDocumentToJson(root, source);
+  c.identity_hash = configIdentityHash(c.document);
   return c;
 }
 

@@ -80,6 +80,13 @@ struct TrainConfig {
   /// The `ddp` section: DistributedDataParallel's options (PyTorch's keyword names), used on
   /// several ranks.
   parallel::DistributedDataParallelOptions ddp{};
+  /// The whole config document as parsed, --set overrides applied (a checkpoint's config.json).
+  nlohmann::json document = nlohmann::json::object();
+  /// CRC-32 (8 hex digits) of `document` less the keys that say how long, how often and where a
+  /// run trains (epochs, max_steps, steps_per_print, checkpoint, eval, tensorboard, csv_monitor,
+  /// backend, data.num_workers) and the seed (compared apart): two runs with the same hash and seed train the
+  /// same model, so one may resume the other's checkpoints (run_identity.h).
+  std::string identity_hash;
 };
 
 /// Parses `text` (YAML or JSON), applies `overrides` ("a.b=value", value a YAML scalar or flow
@@ -87,10 +94,6 @@ struct TrainConfig {
 /// type, or inconsistent value; `source` names the file in messages.
 TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::string>& overrides,
                              int64_t world_size, const std::string& source = "config");
-
-/// The config document as JSON, overrides applied, without resolving or checking it (what a run
-/// report shows). ValueError when text is not YAML/JSON or an override is malformed.
-nlohmann::json configDocument(const std::string& text, const std::vector<std::string>& overrides);
 
 /// Reads the file and calls parseTrainConfig; ValueError naming the path when it cannot be read.
 TrainConfig loadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,

@@ -66,11 +66,7 @@ nlohmann::json describeRun(const TrainConfig& c, const RunFacts& f) {
   if (f.invocation.contains("config")) {
     const std::string path = f.invocation["config"].get<std::string>();
     run["config_file"] = path;
-    try {
-      run["config"] = configDocument(file::readAll(path), overrides);
-    } catch (const Error& e) {
-      run["config_error"] = e.what();
-    }
+    run["config"] = c.document;  // the file as parsed, --set overrides applied
   }
   run["overrides"] = overrides;
   run["resolved"] = {{"model", c.model},

@@ -1,6 +1,7 @@
 #include "lockstep/train/safetensors.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -124,14 +125,35 @@ SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& p
       DType dt;
       std::string dts = entry.at("dtype").get<std::string>();
       if (!stDType(dts, &dt)) throw bad("tensor '" + name + "' has unsupported dtype " + dts);
-      Shape shape = entry.at("shape").get<Shape>();
-      auto offs = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      if (offs.size() != 2 || offs[0] > offs[1])
-        throw bad("tensor '" + name + "' has malformed data_offsets");
-      for (int64_t d : shape) {
-        if (d < 0) throw bad("tensor '" + name + "' has a negative dimension");
+      // Every number from the header is checked before any arithmetic on it: an integer in range
+      // (not a float or a negative one), and a shape whose product fits (a crafted header must
+      // not overflow into a small byte count and a tensor that crashes on use).
+      const auto& jshape = entry.at("shape");
+      if (!jshape.is_array()) throw bad("tensor '" + name + "' has a shape that is not a list");
+      Shape shape;
+      uint64_t numel = 1, strides = 1;
+      for (const auto& d : jshape) {
+        if (!d.is_number_unsigned())  // nlohmann keeps non-negative integers as unsigned
+          throw bad("tensor '" + name + "' has a dimension that is not a non-negative integer: " + d.dump());
+        const uint64_t v = d.get<uint64_t>();
+        // strides: the product of all dims counting a 0 as 1 (what the tensor's strides hold).
+        if (__builtin_mul_overflow(strides, std::max<uint64_t>(v, 1), &strides) ||
+            strides > static_cast<uint64_t>(INT64_MAX)) {
+          throw bad("tensor '" + name + "' has a shape " + jshape.dump() + " whose size overflows 64 bits");
+        }
+        numel *= v;  // <= strides
+        shape.push_back(static_cast<int64_t>(v));
       }
-      uint64_t want = static_cast<uint64_t>(shapeNumel(shape)) * dtypeSize(dt);
+      const auto& joffs = entry.at("data_offsets");
+      if (!joffs.is_array() || joffs.size() != 2 || !joffs[0].is_number_unsigned() ||
+          !joffs[1].is_number_unsigned())
+        throw bad("tensor '" + name + "' has malformed data_offsets " + joffs.dump());
+      const uint64_t offs[2] = {joffs[0].get<uint64_t>(), joffs[1].get<uint64_t>()};
+      if (offs[0] > offs[1]) throw bad("tensor '" + name + "' has malformed data_offsets " + joffs.dump());
+      uint64_t want = 0;
+      if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dtypeSize(dt)), &want))
+        throw bad("tensor '" + name + "' has a shape " + jshape.dump() +
+                  " whose byte size overflows 64 bits");
       if (offs[1] - offs[0] != want) {
         throw bad("tensor '" + name + "' of shape " + shapeToString(shape) + " needs " +
                   std::to_string(want) + " bytes but its data_offsets span " +

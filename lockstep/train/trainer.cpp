@@ -23,6 +23,7 @@
 #include "lockstep/train/progress.h"
 #include "lockstep/train/report.h"
 #include "lockstep/train/run_info.h"
+#include "lockstep/train/resume.h"
 #include "lockstep/train/train_data.h"
 #include "lockstep/train/training_state.h"
 #include "lockstep/util/error.h"
@@ -140,22 +141,51 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   optim::Optimizer& opt = *engine.optimizer();
   nn::CrossEntropyLoss criterion;
 
-  TrainingParts parts{model.get(),   &opt,  engine.scheduler(), &loader, &defaultGenerator(),
-                      o.config_json, world, engine.lossScaler()};
-  if (o.resume) {
-    std::string path;
-    if (auto ckpt = loadLatestCheckpoint(ckpt_dir, &path)) {
-      std::string note = restoreTrainingState(*ckpt, parts);
-      engine.setGlobalSteps(ckpt->step);
+  nlohmann::json config_record = o.config_json;
+  config_record["document"] = c.document;
+  TrainingParts parts{model.get(), &opt,  engine.scheduler(), &loader, &defaultGenerator(), config_record,
+                      world,       engine.lossScaler()};
+  RunIdentity identity{newRunId(),
+                       c.identity_hash,
+                       c.seed,
+                       world,
+                       c.batch.train_batch_size,
+                       c.batch.micro_batch_size,
+                       c.batch.gradient_accumulation_steps};
+  auto log = [&](const char* what, const std::vector<std::string>& lines) {
+    if (chief) {
+      for (const auto& l : lines) std::fprintf(stderr, "%s: %s\n", what, l.c_str());
+    }
+  };
+  if (o.resume || !o.resume_from.empty()) {
+    // A restarted worker of a job started --resume-from takes the job's own newer checkpoints
+    // first, and --resume-from again when there are none yet.
+    ResumePick pick;
+    if (o.resume)
+      pick = pickResumeCheckpoint({ckpt_dir, "", o.resume_required && o.resume_from.empty(), identity});
+    if (!pick.data && !o.resume_from.empty()) {
+      ResumePick from = pickResumeCheckpoint({ckpt_dir, o.resume_from, true, identity});
+      from.notes.insert(from.notes.begin(), pick.notes.begin(), pick.notes.end());
+      pick = std::move(from);
+    }
+    log("warning", pick.notes);
+    if (pick.data) {
+      std::string note = restoreTrainingState(*pick.data, parts);
+      engine.setGlobalSteps(pick.data->step);
+      // Resuming continues that run (its pruning and identity), unless it was another's on purpose.
+      if (incompatibility(pick.data->identity, identity).empty())
+        identity.run_id = pick.data->identity.run_id;
       if (chief) {
-        std::fprintf(stderr, "resuming from %s (step %lld)\n", path.c_str(),
-                     static_cast<long long>(ckpt->step));
+        std::fprintf(stderr, "resuming from %s (step %lld)\n", pick.path.c_str(),
+                     static_cast<long long>(pick.data->step));
         if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
       }
     } else if (chief) {
-      std::fprintf(stderr, "warning: --resume: no checkpoint in %s, starting from scratch\n",
+      std::fprintf(stderr, "warning: --resume: no checkpoint to resume in %s, starting from scratch\n",
                    ckpt_dir.c_str());
     }
+  } else {
+    log("note", freshStartNotes(ckpt_dir, identity));
   }
 
   // Throughput counts training alone: evaluation and checkpoint writes are timed apart.
@@ -171,7 +201,9 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     if (chief && engine.globalSteps() != last_saved) {
       CheckpointOptions co;
       co.keep_last = c.checkpoint_keep_last;
-      saveCheckpoint(ckpt_dir, captureTrainingState(parts, engine.globalSteps()), co);
+      CheckpointData d = captureTrainingState(parts, engine.globalSteps());
+      d.identity = identity;
+      saveCheckpoint(ckpt_dir, d, co);
     }
     last_saved = engine.globalSteps();
     checkpoint_seconds += since(t);

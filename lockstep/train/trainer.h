@@ -13,9 +13,15 @@ namespace lockstep::train {
 
 struct TrainerOptions {
   std::string output_dir = "lockstep-out";
-  /// Continue from the newest valid checkpoint in the checkpoint dir (none: start fresh).
+  /// Continue from the checkpoint dir's newest valid checkpoint of this run or a compatible one
+  /// (resume.h); none: start fresh.
   bool resume = false;
-  /// Stored in every checkpoint's state.json (what produced it).
+  /// With resume: the user asked for it (--resume), so finding only other runs' checkpoints is an
+  /// error (a restarted worker starts fresh then).
+  bool resume_required = false;
+  /// --resume-from: a checkpoint (or a dir of them) to start from on purpose, whatever run wrote it.
+  std::string resume_from;
+  /// Stored in every checkpoint's config.json with the config document (what produced it).
   nlohmann::json config_json = nlohmann::json::object();
   /// Fault injection for tests of --max-restarts: after the checkpoint of this step (> 0), the
   /// process exits with code 3 as if it had crashed. 0: off.

@@ -64,7 +64,7 @@ CheckpointData captureTrainingState(const TrainingParts& parts, int64_t step) {
     state["data"]["batch_size"] = parts.loader->options().batch_size;
   }
   if (parts.rng) state["rng"] = {{"seed", parts.rng->seed()}, {"offset", parts.rng->offset()}};
-  state["config"] = parts.config;
+  d.config = parts.config;
   state["global_step"] = step;
   d.state = std::move(state);
   return d;

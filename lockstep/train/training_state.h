@@ -30,7 +30,7 @@ struct TrainingParts {
   optim::LossScaler* loss_scaler = nullptr;
 };
 
-/// Snapshot (deep copies) of the parts at global step `step`.
+/// Snapshot (deep copies) of the parts at global step `step` (identity left for the caller).
 CheckpointData captureTrainingState(const TrainingParts& parts, int64_t step);
 /// Loads a snapshot into the parts. The model load is strict: a model with other names or shapes
 /// fails with the list of mismatches (ValueError), and nothing is changed then.

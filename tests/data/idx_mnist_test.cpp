@@ -214,4 +214,29 @@ TEST(Mnist, missing_directory_and_bad_options) {
 }
 
 }  // namespace
+
+TEST(Idx, gzip_bomb_is_refused_without_inflating_it) {
+  // A header of 10 bytes of data followed by 256 MiB of zeros: a 256 KiB gzip file. It used to be
+  // inflated whole (memory for all of it) before the length check; now no more than the header's
+  // 10 bytes plus 64 KiB is inflated before it is refused (issue 21).
+  TempDir dir;
+  auto bytes = idxBytes(kIdxLabelsMagic, {10}, pattern(10, 1));
+  bytes.resize(bytes.size() + (size_t{256} << 20), 0);
+  writeFileBytes(dir.file("bomb.gz"), bytes, true);
+  bytes = {};
+  EXPECT_LT(readFileBytes(dir.file("bomb.gz")).size(), size_t{1} << 20);
+  EXPECT_TRUE(throwsWith<IoError>([&] { readIdxFile(dir.file("bomb.gz"), kIdxLabelsMagic); },
+                                  {dir.file("bomb.gz"), "at least 65536 trailing bytes"}));
+  // The same bomb through readMaybeGzipFile stops at its bound.
+  EXPECT_TRUE(throwsWith<IoError>([&] { readMaybeGzipFile(dir.file("bomb.gz"), 1 << 20); },
+                                  {dir.file("bomb.gz"), "more than 1048576 bytes"}));
+}
+
+TEST(Idx, header_promising_more_than_the_gzip_file_holds_is_refused_before_inflating) {
+  TempDir dir;
+  writeFileBytes(dir.file("big.gz"), idxBytes(kIdxImagesMagic, {1u << 20, 28, 28}, pattern(100, 1)), true);
+  EXPECT_TRUE(throwsWith<IoError>([&] { readIdxFile(dir.file("big.gz"), kIdxImagesMagic); },
+                                  {dir.file("big.gz"), "822083584 data bytes", "inflates to at most"}));
+}
+
 }  // namespace lockstep::data

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "lockstep/train/resume.h"
 #include "lockstep/util/file.h"
 
 using namespace lockstep;
@@ -16,9 +17,13 @@ std::string tempDir() {
   std::string t = (fs::temp_directory_path() / "lockstep-ckpt-XXXXXX").string();
   return ::mkdtemp(t.data());
 }
-CheckpointData sample(int64_t step) {
+RunIdentity runA() { return {"aaaaaaaaaaaaaaaa", "0000000a", 7, 1, 8, 8, 1}; }
+RunIdentity runB() { return {"bbbbbbbbbbbbbbbb", "0000000b", 7, 1, 8, 8, 1}; }
+CheckpointData sample(int64_t step, const RunIdentity& id = runA()) {
   CheckpointData d;
   d.step = step;
+  d.identity = id;
+  d.config = {{"document", {{"seed", 7}}}};
   d.model = {{"w", Tensor::full({2, 2}, static_cast<double>(step))}};
   d.optimizer = {{"w.momentum", Tensor::full({2, 2}, 0.5)}};
   d.state = {{"data", {{"epoch", 1}, {"step", step}}}, {"rng", {{"seed", 7}, {"offset", 123}}}};
@@ -81,19 +86,6 @@ TEST(Checkpoint, truncated_file_is_named) {
   fs::remove_all(dir);
 }
 
-TEST(Checkpoint, latest_skips_corrupt_newest) {
-  std::string dir = tempDir();
-  saveCheckpoint(dir, sample(1));
-  std::string newest = saveCheckpoint(dir, sample(2));
-  flipByte(newest + "/model.safetensors", 90);
-  std::string loaded;
-  auto d = loadLatestCheckpoint(dir, &loaded);
-  ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(d->step, 1);
-  EXPECT_EQ(fs::path(loaded).filename(), "ckpt-1");
-  fs::remove_all(dir);
-}
-
 TEST(Checkpoint, unwritable_directory_is_a_clear_error) {
   if (::geteuid() == 0) {
     // root ignores permissions: use a path under a regular file instead.
@@ -104,4 +96,127 @@ TEST(Checkpoint, unwritable_directory_is_a_clear_error) {
     return;
   }
   EXPECT_THROW(saveCheckpoint("/proc/lockstep-no-such-dir", sample(1)), IoError);
+}
+
+TEST(Checkpoint, every_file_is_in_the_manifest_and_the_manifest_is_checked) {
+  std::string dir = tempDir();
+  std::string path = saveCheckpoint(dir, sample(5));
+  auto m = nlohmann::json::parse(file::readAll(path + "/manifest.json"));
+  for (const char* f : {"model.safetensors", "optimizer.safetensors", "state.json", "config.json"})
+    EXPECT_TRUE(m["manifest"]["files"].contains(f)) << f;
+  EXPECT_EQ(m["manifest"]["identity"]["run_id"], "aaaaaaaaaaaaaaaa");
+  EXPECT_EQ(loadCheckpoint(path).config["document"]["seed"], 7);
+  // One digit of the manifest changed: its own CRC-32 no longer matches.
+  std::string text = file::readAll(path + "/manifest.json");
+  text.replace(text.find("\"step\": 5"), 9, "\"step\": 6");
+  std::ofstream(path + "/manifest.json") << text;
+  try {
+    loadCheckpoint(path);
+    FAIL() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + "/manifest.json' fails its CRC-32 check"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, a_flipped_digit_in_state_json_is_refused) {
+  // Issue 21: state.json (data position, step, learning rate) was covered by no checksum.
+  std::string dir = tempDir();
+  std::string path = saveCheckpoint(dir, sample(5));
+  std::string text = file::readAll(path + "/state.json");
+  size_t at = text.find("123");  // the RNG offset
+  ASSERT_NE(at, std::string::npos) << text;
+  text[at] = '4';
+  std::ofstream(path + "/state.json") << text;
+  try {
+    loadCheckpoint(path);
+    FAIL() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + "/state.json' fails its CRC-32 check"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, keep_last_prunes_only_this_runs_checkpoints) {
+  // Issue 21: a new run in a reused directory saw its own checkpoints pruned at once, because
+  // another run's higher-numbered ones counted as newer.
+  std::string dir = tempDir();
+  for (int s : {100, 200}) saveCheckpoint(dir, sample(s, runA()));
+  for (int s : {4, 8, 12}) saveCheckpoint(dir, sample(s, runB()), {.keep_last = 2});
+  std::vector<std::string> names;
+  for (const auto& p : listCheckpoints(dir)) names.push_back(fs::path(p).filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{"ckpt-200", "ckpt-100", "ckpt-12", "ckpt-8"}));
+  EXPECT_EQ(file::readAll(dir + "/latest"), "ckpt-12\n");
+  fs::remove_all(dir);
+}
+
+TEST(Resume, takes_latest_then_the_newest_valid_naming_each_file_skipped) {
+  std::string dir = tempDir();
+  saveCheckpoint(dir, sample(1));
+  saveCheckpoint(dir, sample(3));
+  std::string two = saveCheckpoint(dir, sample(2));  // latest names ckpt-2, not the higher ckpt-3
+  ResumePick p = pickResumeCheckpoint({dir, "", true, runA()});
+  ASSERT_TRUE(p.data.has_value());
+  EXPECT_EQ(p.data->step, 2);
+  flipByte(two + "/model.safetensors", 90);
+  p = pickResumeCheckpoint({dir, "", true, runA()});
+  ASSERT_TRUE(p.data.has_value());
+  EXPECT_EQ(p.data->step, 3);
+  ASSERT_EQ(p.notes.size(), 1u);
+  EXPECT_NE(p.notes[0].find(two + "/model.safetensors' fails its CRC-32 check"), std::string::npos)
+      << p.notes[0];
+  fs::remove_all(dir);
+}
+
+TEST(Resume, another_runs_checkpoint_is_refused_with_how_to_take_it_on_purpose) {
+  std::string dir = tempDir();
+  std::string other = saveCheckpoint(dir, sample(100, runA()));
+  try {
+    pickResumeCheckpoint({dir, "", true, runB()});
+    FAIL() << "expected ValueError";
+  } catch (const ValueError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(
+        m.find(
+            "ckpt-100 (it was trained with another config (config hash 0000000a, this run's is 0000000b))"),
+        std::string::npos)
+        << m;
+    EXPECT_NE(m.find("--resume-from " + other), std::string::npos) << m;
+  }
+  // A restarted worker (not --resume) starts afresh with the same note instead.
+  ResumePick p = pickResumeCheckpoint({dir, "", false, runB()});
+  EXPECT_FALSE(p.data.has_value());
+  ASSERT_FALSE(p.notes.empty());
+  EXPECT_NE(p.notes.back().find("starting from scratch"), std::string::npos) << p.notes.back();
+  // Another seed is another run too; another world size is compatible (elastic resume).
+  RunIdentity seed = runA();
+  seed.seed = 8;
+  EXPECT_NE(incompatibility(runA(), seed).find("seed 7"), std::string::npos);
+  RunIdentity world = runA();
+  world.world_size = 4;
+  world.run_id = "cccccccccccccccc";
+  EXPECT_EQ(incompatibility(runA(), world), "");
+  // On purpose: --resume-from takes it, and says whose it is.
+  p = pickResumeCheckpoint({dir, other, true, runB()});
+  ASSERT_TRUE(p.data.has_value());
+  EXPECT_EQ(p.data->step, 100);
+  ASSERT_EQ(p.notes.size(), 1u);
+  EXPECT_NE(p.notes[0].find("resuming on purpose"), std::string::npos) << p.notes[0];
+  fs::remove_all(dir);
+}
+
+TEST(Resume, resume_from_a_corrupt_checkpoint_names_the_file) {
+  std::string dir = tempDir();
+  std::string path = saveCheckpoint(dir, sample(5));
+  fs::resize_file(path + "/optimizer.safetensors", 20);
+  try {
+    pickResumeCheckpoint({dir, path, true, runA()});
+    FAIL() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + "/optimizer.safetensors"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(pickResumeCheckpoint({dir, dir + "/nothing-here", true, runA()}), IoError);
+  fs::remove_all(dir);
 }

@@ -327,3 +327,49 @@ TEST(TrainConfig, precision_section_errors_name_the_key) {
                   "not supported"));
   EXPECT_TRUE(has(errorOf("train_batch_size: 8\nbf16: {enabled: true, loss_scale: 0}"), "bf16.loss_scale"));
 }
+
+TEST(TrainConfig, syntax_errors_name_the_file_line_and_column) {
+  auto errorIn = [](const std::string& text, const std::string& source) -> std::string {
+    try {
+      parseTrainConfig(text, {}, 1, source);
+    } catch (const ValueError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  // A missing comma: JSON's own parser reports it where it is (YAML used to misread such files).
+  std::string m = errorIn("{\n  \"train_batch_size\": 8\n  \"epochs\": 2\n}\n", "ds.json");
+  EXPECT_TRUE(has(m, "ds.json: line 3, column 10: JSON syntax error")) << m;
+  // JSON's grammar, not YAML's: a trailing comma is an error in a .json file.
+  m = errorIn("{\"train_batch_size\": 8,}", "ds.json");
+  EXPECT_TRUE(has(m, "ds.json: line 1, column 24: JSON syntax error")) << m;
+  m = errorIn("train_batch_size: 8\ndata: [1, 2\nepochs: 2\n", "c.yaml");
+  EXPECT_TRUE(has(m, "c.yaml: line 3, column 7: YAML syntax error: end of sequence flow not found")) << m;
+  // A key that is a list: an error naming the line (was yaml-cpp's "bad conversion", exit 1).
+  m = errorIn("train_batch_size: 8\n? [1, 2]\n: 3\n", "k.yaml");
+  EXPECT_TRUE(has(m, "k.yaml: line 2: a key of the config is a list or a mapping")) << m;
+}
+
+TEST(TrainConfig, synthetic_sizes_are_bounded_so_no_product_overflows) {
+  std::string m = errorOf("train_batch_size: 8\ndata: {input_shape: [4294967296, 4294967296]}");
+  EXPECT_TRUE(has(m, "data.input_shape")) << m;
+  m = errorOf("train_batch_size: 8\ndata: {input_shape: [0]}");
+  EXPECT_TRUE(has(m, "data.input_shape")) << m;
+  m = errorOf("train_batch_size: 8\ndata: {size: -5}");
+  EXPECT_TRUE(has(m, "data.size must be in [1, 2^31]")) << m;
+}
+
+TEST(TrainConfig, yaml_aliases_cannot_recurse_or_explode) {
+  // Found by fuzz_config: an alias inside its own anchor made every walk of the document recurse
+  // until the stack overflowed (old main: SIGSEGV); nested aliases expanded to billions of values.
+  std::string m = errorOf("train_batch_size: 8\na: &x {b: 1, params: *x}\n");
+  EXPECT_TRUE(has(m, "nested more than 64 levels deep")) << m;
+  std::string text = "a: &a [x,x,x,x,x,x,x,x,x,x]\n";
+  for (char c = 'b'; c <= 'h'; ++c) {
+    text += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) text += std::string(i ? "," : "") + "*" + static_cast<char>(c - 1);
+    text += "]\n";
+  }
+  m = errorOf(text);
+  EXPECT_TRUE(has(m, "holds more than 100000 values")) << m;
+}

@@ -82,3 +82,31 @@ TEST(Safetensors, rejects_truncated_and_tampered_files) {
   EXPECT_EQ(errorOf(good), "");
   EXPECT_NE(errorOf(extra).find("x.safetensors"), std::string::npos);
 }
+
+namespace {
+std::string withHeader(const std::string& json) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+  return out + json;
+}
+}  // namespace
+
+TEST(Safetensors, shape_whose_product_overflows_is_refused) {
+  // 2^32 x 2^32 x 4 bytes wraps to 0 in 64 bits: the empty data range used to match it, and the
+  // tensor crashed the process on use (issue 21).
+  std::string e =
+      errorOf(withHeader(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})"));
+  EXPECT_NE(e.find("x.safetensors"), std::string::npos) << e;
+  EXPECT_NE(e.find("overflows"), std::string::npos) << e;
+  // A zero dimension makes the product 0, but the other dimensions still make strides that overflow.
+  e = errorOf(withHeader(
+      R"({"w":{"dtype":"F32","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[0,0]}})"));
+  EXPECT_NE(e.find("overflows"), std::string::npos) << e;
+  // Numbers that are not non-negative integers are refused, not truncated or wrapped.
+  e = errorOf(withHeader(R"({"w":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})"));
+  EXPECT_NE(e.find("not a non-negative integer"), std::string::npos) << e;
+  e = errorOf(withHeader(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})"));
+  EXPECT_NE(e.find("not a non-negative integer"), std::string::npos) << e;
+  e = errorOf(withHeader(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})") + "abcd");
+  EXPECT_NE(e.find("malformed data_offsets"), std::string::npos) << e;
+}

@@ -12,6 +12,7 @@
 #include "lockstep/data.h"
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
+#include "lockstep/train/resume.h"
 
 using namespace lockstep;
 using namespace lockstep::train;
@@ -81,7 +82,7 @@ TEST(Checkpoint, resume_mid_epoch_is_bitwise_identical) {
     saveCheckpoint(dir, captureTrainingState(first.parts(), step));
   }
   Job resumed;
-  auto data = loadLatestCheckpoint(dir);
+  auto data = pickResumeCheckpoint({dir, "", true, RunIdentity{}}).data;
   ASSERT_TRUE(data.has_value());
   TrainingParts p = resumed.parts();
   restoreTrainingState(*data, p);

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/TARGET/) and the hand-made
+regression inputs (tests/fuzz/regressions/TARGET/). Run from anywhere; idempotent. The files are
+committed: this script documents how they were made."""
+import gzip, json, os, struct, sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.dirname(os.path.dirname(here))
+
+
+def put(kind, target, name, data):
+    d = os.path.join(here, kind, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def gz(b):
+    return gzip.compress(b, mtime=0)
+
+
+# safetensors
+def st(entries, data, meta=None):
+    h = {}
+    if meta:
+        h["__metadata__"] = meta
+    h.update(entries)
+    hb = json.dumps(h).encode()
+    hb += b" " * ((8 - len(hb) % 8) % 8)
+    return struct.pack("<Q", len(hb)) + hb + data
+
+put("corpus", "safetensors", "two_tensors", st({"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+                                                "b": {"dtype": "I64", "shape": [1], "data_offsets": [16, 24]}},
+                                               struct.pack("<4f", 1, 2, 3, 4) + struct.pack("<q", 7), {"format": "pt"}))
+put("corpus", "safetensors", "empty", st({}, b""))
+put("corpus", "safetensors", "scalar_and_zero", st({"s": {"dtype": "F64", "shape": [], "data_offsets": [0, 8]},
+                                                    "z": {"dtype": "BF16", "shape": [0, 3], "data_offsets": [8, 8]},
+                                                    "u": {"dtype": "U8", "shape": [3], "data_offsets": [8, 11]},
+                                                    "h": {"dtype": "F16", "shape": [1], "data_offsets": [11, 13]},
+                                                    "i": {"dtype": "I32", "shape": [1], "data_offsets": [13, 17]}},
+                                                   b"\0" * 17))
+# Issue 21: 2^32 x 2^32 x 4 bytes overflows 64 bits to 0 and matched an empty data range.
+put("regressions", "safetensors", "shape_product_overflow",
+    st({"w": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}}, b""))
+put("regressions", "safetensors", "huge_dims_with_zero",
+    st({"w": {"dtype": "F32", "shape": [0, 4611686018427387904, 4611686018427387904], "data_offsets": [0, 0]}}, b""))
+
+# IDX
+def idx(dims, data, magic_type=0x08):
+    return struct.pack(">I", (magic_type << 8) | len(dims)) + b"".join(struct.pack(">I", d) for d in dims) + data
+
+img = idx([2, 3, 4], bytes(range(24)))
+lab = idx([5], bytes([1, 2, 3, 4, 5]))
+put("corpus", "idx", "images_raw", img)
+put("corpus", "idx", "labels_raw", lab)
+put("corpus", "idx", "images_gz", gz(img))
+put("corpus", "idx", "labels_gz", gz(lab))
+put("corpus", "idx", "four_dims_gz", gz(idx([1, 2, 2, 2], b"\x09" * 8)))
+# Issue 21: a small gzip file that inflates far beyond what its header says (a compressed bomb).
+put("regressions", "idx", "gzip_bomb", gz(idx([10], b"\0" * 10 + b"\0" * (8 << 20))))
+put("regressions", "idx", "header_promises_more_than_gzip_holds", gz(idx([1 << 31, 1 << 9], b"")))
+
+# CIFAR-10
+rec = lambda label, v: bytes([label]) + bytes([v]) * 3072
+put("corpus", "cifar", "one_record", rec(3, 7))
+put("corpus", "cifar", "two_records", rec(0, 1) + rec(9, 200))
+put("corpus", "cifar", "bad_label", rec(10, 0))
+
+# gzip: the first byte sets the read size (1 + b * 256)
+put("corpus", "gzip", "small", b"\x00" + gz(b"hello lockstep\n" * 10))
+put("corpus", "gzip", "zeros", b"\x10" + gz(b"\0" * 100000))
+put("corpus", "gzip", "empty", b"\x01" + gz(b""))
+put("corpus", "gzip", "two_members", b"\x02" + gz(b"a") + gz(b"b"))
+
+# config: the first byte picks JSON (odd) or YAML (even)
+cfgdir = os.path.join(root, "examples", "configs")
+for name in sorted(os.listdir(cfgdir)):
+    with open(os.path.join(cfgdir, name), "rb") as f:
+        text = f.read()
+    put("corpus", "config", name, (b"\x01" if name.endswith(".json") else b"\x00") + text)
+put("corpus", "config", "inline.json", b"\x01" + json.dumps({
+    "train_batch_size": 32, "gradient_accumulation_steps": 2,
+    "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "betas": [0.9, 0.999], "weight_decay": 0.01}},
+    "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10}},
+    "model": {"name": "mlp", "hidden": [16, 8]},
+    "data": {"dataset": "synthetic", "size": 64, "input_shape": [4, 4]},
+    "checkpoint": {"every_steps": 5, "keep_last": 2}, "ddp": {"bucket_cap_mb": 1}}, indent=1).encode())
+put("corpus", "config", "bad_syntax.json", b'\x01{\n "seed": 1\n "epochs": 2\n}\n')
+put("corpus", "config", "dup.yaml", b"\x00seed: 1\nseed: 2\n")
+put("corpus", "config", "anchors.yaml", b"\x00a: &x {lr: 1}\noptimizer: {type: SGD, params: *x}\n")
+
+# hostfiles
+put("corpus", "hostfile", "slots", "# cluster\nnode1 slots=4\nnode2 slots=4 max_slots=8\n")
+put("corpus", "hostfile", "colon", "10.0.0.1:2\n10.0.0.2\n")
+put("corpus", "hostfile", "bad", "node1 slots=x\n")
+
+# store frames: u32 length, u8 command, fields (bytes = u32 length + data, i64)
+def b(s):
+    s = s.encode() if isinstance(s, str) else s
+    return struct.pack("<I", len(s)) + s
+
+def frame(cmd, body=b""):
+    body = bytes([cmd]) + body
+    return struct.pack("<I", len(body)) + body
+
+q = struct.pack("<q", 100)
+put("corpus", "store", "set_get", frame(1, b("k") + b("v")) + frame(2, b("k") + q))
+put("corpus", "store", "add", frame(3, b("c") + struct.pack("<q", 5)) + frame(3, b("c") + struct.pack("<q", -2)))
+put("corpus", "store", "compare_set", frame(4, b("k") + b("") + b("x")) + frame(4, b("k") + b("x") + b("y")))
+put("corpus", "store", "wait_check", frame(5, struct.pack("<I", 2) + b("a") + b("b") + q) +
+    frame(6, struct.pack("<I", 1) + b("a")))
+put("corpus", "store", "delete_num", frame(7, b("k")) + frame(8))
+# Found while writing the target: a timeout of 2^63-1 ms overflowed the deadline (nanoseconds).
+put("regressions", "store", "huge_timeout", frame(2, b("k") + struct.pack("<q", 2**63 - 1)))
+# An add that overflows the counter (was signed overflow in the server).
+put("regressions", "store", "counter_overflow",
+    frame(1, b("c") + b("9223372036854775807")) + frame(3, b("c") + struct.pack("<q", 1)))
+print("seeds written under", here)
