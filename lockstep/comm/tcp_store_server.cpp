@@ -15,8 +15,8 @@
 #include "lockstep/comm/store.h"
 #include "lockstep/comm/tcp_socket.h"
 #include "lockstep/comm/tcp_store_auth.h"
-#include "lockstep/comm/tcp_store_request.h"
 #include "lockstep/comm/tcp_store_protocol.h"
+#include "lockstep/comm/tcp_store_request.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::comm {
@@ -261,7 +261,8 @@ bool TCPStoreServer::handle(int fd, Client& c, const uint8_t* body, size_t n) {
       handlePreAuth(c, *cmd, r, w);
     } else {
       w.u8(static_cast<uint8_t>(StoreStatus::error))
-          .str(join_token_.empty() ? "this store has no join token" : "this connection is already authenticated");
+          .str(join_token_.empty() ? "this store has no join token"
+                                   : "this connection is already authenticated");
     }
     append(c.out, w.finish());
     return true;

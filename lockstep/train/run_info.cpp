@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "lockstep/kernels/dispatch.h"
-#include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/threads.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"

@@ -22,8 +22,8 @@
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/progress.h"
 #include "lockstep/train/report.h"
-#include "lockstep/train/run_info.h"
 #include "lockstep/train/resume.h"
+#include "lockstep/train/run_info.h"
 #include "lockstep/train/train_data.h"
 #include "lockstep/train/training_state.h"
 #include "lockstep/util/error.h"
@@ -143,8 +143,8 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
 
   nlohmann::json config_record = o.config_json;
   config_record["document"] = c.document;
-  TrainingParts parts{model.get(), &opt,  engine.scheduler(), &loader, &defaultGenerator(), config_record,
-                      world,       engine.lossScaler()};
+  TrainingParts parts{model.get(),   &opt,  engine.scheduler(), &loader, &defaultGenerator(),
+                      config_record, world, engine.lossScaler()};
   RunIdentity identity{newRunId(),
                        c.identity_hash,
                        c.seed,
