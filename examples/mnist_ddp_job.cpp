@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   app.add_option(
          "--precision", precision,
          "fp32, or bf16 / fp16 autocast with f32 master weights (fp16 also scales the loss dynamically)")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+      ->check(CLI::IsMember(parallel::precisionNames()));
   app.add_option("--backend", backend, "process group backend: " + comm::backendNamesText());
   CLI11_PARSE(app, argc, argv);
   try {

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   app.add_option(
          "--precision", a.precision,
          "fp32, or bf16 / fp16 autocast with f32 master weights (fp16 also scales the loss dynamically)")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+      ->check(CLI::IsMember(parallel::precisionNames()));
   app.add_option("--backend", a.backend,
                  "process group backend when distributed: " + comm::backendNamesText());
   app.add_flag("--ddp-timings", a.ddp_timings,

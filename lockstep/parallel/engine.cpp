@@ -36,6 +36,11 @@ std::optional<DType> precisionDType(const std::string& precision) {
   throw ValueError("precision '" + precision + "' is not one of fp32, bf16, fp16");
 }
 
+const std::vector<std::string>& precisionNames() {
+  static const std::vector<std::string> names{"fp32", "bf16", "fp16"};
+  return names;
+}
+
 std::shared_ptr<data::Sampler> makeTrainSampler(const DistributedEnvironment& env, int64_t n, bool shuffle,
                                                 uint64_t seed, bool drop_last) {
   if (env.group) {

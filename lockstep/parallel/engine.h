@@ -29,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lockstep/data/data_loader.h"
 #include "lockstep/optim/loss_scaler.h"
@@ -79,6 +80,8 @@ void validateEngineOptions(const EngineOptions& options);
 /// The autocast dtype of a precision name: nullopt for "fp32", bf16, f16; ValueError naming the
 /// name otherwise. Pure.
 std::optional<DType> precisionDType(const std::string& precision);
+/// The precision names precisionDType knows, in order: fp32, bf16, fp16 (flags list these).
+const std::vector<std::string>& precisionNames();
 
 /// The training sampler of this rank: DistributedSampler over the world when it has several ranks
 /// (seed shared, shuffle per epoch), else RandomSampler(seed) or SequentialSampler. Pure.
