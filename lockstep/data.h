@@ -1,8 +1,9 @@
 #pragma once
 // Umbrella header of the data module: datasets and file readers (IDX/MNIST, CIFAR-10, synthetic),
-// transforms, samplers (incl. DistributedSampler) and the DataLoader. See docs/data.md.
+// text corpora and token files (byte tokenizer, token windows), transforms, samplers (incl. DistributedSampler) and the DataLoader. See docs/data.md.
 #include "lockstep/data/batch_prefetcher.h"
 #include "lockstep/data/batch_sampler.h"
+#include "lockstep/data/byte_tokenizer.h"
 #include "lockstep/data/cifar.h"
 #include "lockstep/data/data_loader.h"
 #include "lockstep/data/dataset.h"
@@ -24,5 +25,8 @@
 #include "lockstep/data/synthetic_dataset.h"
 #include "lockstep/data/synthetic_regression_dataset.h"
 #include "lockstep/data/tensor_dataset.h"
+#include "lockstep/data/text_corpus.h"
+#include "lockstep/data/token_file.h"
+#include "lockstep/data/token_window_dataset.h"
 #include "lockstep/data/transform.h"
 #include "lockstep/data/transformed_dataset.h"

@@ -1,0 +1,114 @@
+#include "lockstep/data/text_corpus.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "lockstep/data/byte_tokenizer.h"
+#include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
+
+namespace lockstep::data {
+
+namespace fs = std::filesystem;
+
+std::string readTextCorpus(const std::string& path) {
+  std::error_code ec;
+  auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) {
+    std::string hint = fs::path(path).lexically_normal() == fs::path(kFortunesDir)
+                           ? " (install Debian's `fortunes` package: apt-get install fortunes)"
+                           : "";
+    throw IoError(fmt::format("text corpus {} does not exist{}", path, hint));
+  }
+  if (!fs::is_directory(status)) return file::readAll(path);
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    if (entry.is_symlink() || !entry.is_regular_file()) continue;
+    if (entry.path().extension() == ".dat") continue;
+    files.push_back(entry.path());
+  }
+  if (ec) throw IoError(fmt::format("cannot list text corpus directory {}: {}", path, ec.message()));
+  if (files.empty()) throw IoError(fmt::format("text corpus directory {} holds no text files", path));
+  std::sort(files.begin(), files.end());
+  std::string text;
+  for (const auto& f : files) {
+    text += file::readAll(f.string());
+    if (!text.empty() && text.back() != '\n') text += '\n';
+  }
+  return text;
+}
+
+namespace {
+void checkFraction(double val_fraction) {
+  if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
+    throw ValueError(fmt::format("val_fraction must be in [0, 1), got {}", val_fraction));
+  }
+}
+int64_t trainCount(size_t n, double val_fraction) {
+  return static_cast<int64_t>(static_cast<double>(n) * (1.0 - val_fraction));
+}
+}  // namespace
+
+TokenSplit splitTokens(const std::string& text, double val_fraction) {
+  checkFraction(val_fraction);
+  std::vector<uint16_t> all = ByteTokenizer::encode(text);
+  const int64_t n_train = trainCount(all.size(), val_fraction);
+  TokenSplit split;
+  if (val_fraction > 0.0) split.val = TokenFile::fromTokens(std::vector<uint16_t>(all.begin() + n_train, all.end()));
+  all.resize(static_cast<size_t>(n_train));
+  split.train = TokenFile::fromTokens(std::move(all));
+  return split;
+}
+
+TokenDirMeta writeTokenDir(const std::string& input, const std::string& out_dir, double val_fraction) {
+  checkFraction(val_fraction);
+  const std::string text = readTextCorpus(input);
+  std::vector<uint16_t> all = ByteTokenizer::encode(text);
+  const int64_t n_train = trainCount(all.size(), val_fraction);
+  file::makeDirs(out_dir);
+  std::vector<uint32_t> train(all.begin(), all.begin() + n_train), val(all.begin() + n_train, all.end());
+  writeTokenFile(out_dir + "/train.bin", train, TokenWidth::u16);
+  if (val_fraction > 0.0) writeTokenFile(out_dir + "/val.bin", val, TokenWidth::u16);
+  TokenDirMeta meta;
+  meta.train_tokens = static_cast<int64_t>(train.size());
+  meta.val_tokens = val_fraction > 0.0 ? static_cast<int64_t>(val.size()) : 0;
+  meta.source = input;
+  nlohmann::json j = {{"tokenizer", meta.tokenizer},       {"vocab_size", meta.vocab_size},
+                      {"dtype", tokenWidthName(meta.dtype)}, {"train_tokens", meta.train_tokens},
+                      {"val_tokens", meta.val_tokens},       {"source", meta.source}};
+  file::writeAtomic(out_dir + "/meta.json", j.dump(2) + "\n");
+  return meta;
+}
+
+TokenSplit openTokenDir(const std::string& dir, TokenDirMeta* meta_out) {
+  const std::string meta_path = dir + "/meta.json";
+  if (!file::exists(meta_path)) {
+    throw IoError(fmt::format("{} is missing: make the token directory with `lockstep data tokenize TEXT -o {}`",
+                              meta_path, dir));
+  }
+  TokenDirMeta meta;
+  try {
+    auto j = nlohmann::json::parse(file::readAll(meta_path));
+    meta.tokenizer = j.value("tokenizer", std::string("byte"));
+    meta.vocab_size = j.at("vocab_size").get<int64_t>();
+    meta.dtype = tokenWidthFromName(j.value("dtype", std::string("uint16")));
+    meta.train_tokens = j.value("train_tokens", int64_t{0});
+    meta.val_tokens = j.value("val_tokens", int64_t{0});
+    meta.source = j.value("source", std::string());
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(fmt::format("{} is not a valid token meta file: {}", meta_path, e.what()));
+  } catch (const ValueError& e) {
+    throw IoError(fmt::format("{}: {}", meta_path, e.what()));
+  }
+  if (meta.vocab_size < 1) throw IoError(fmt::format("{}: vocab_size must be >= 1", meta_path));
+  TokenSplit split;
+  split.train = TokenFile::open(dir + "/train.bin", meta.dtype);
+  if (file::exists(dir + "/val.bin")) split.val = TokenFile::open(dir + "/val.bin", meta.dtype);
+  if (meta_out) *meta_out = meta;
+  return split;
+}
+
+}  // namespace lockstep::data
