@@ -1,6 +1,7 @@
 #pragma once
 // Umbrella header of the autograd module: Variable, the engine, and every differentiable op.
 #include "lockstep/autograd/autocast.h"
+#include "lockstep/autograd/checkpoint.h"
 #include "lockstep/autograd/engine.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/node.h"

@@ -16,9 +16,10 @@ std::string ByteTokenizer::decode(const std::vector<int64_t>& tokens) {
   std::string out(tokens.size(), '\0');
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= kVocabSize) {
-      throw ValueError(fmt::format("ByteTokenizer::decode: token {} at position {} is outside 0..255 (a model "
-                                   "with vocab_size > 256 was not trained on byte tokens)",
-                                   tokens[i], i));
+      throw ValueError(
+          fmt::format("ByteTokenizer::decode: token {} at position {} is outside 0..255 (a model "
+                      "with vocab_size > 256 was not trained on byte tokens)",
+                      tokens[i], i));
     }
     out[i] = static_cast<char>(tokens[i]);
   }
@@ -37,10 +38,10 @@ size_t validSequenceLength(std::string_view s, size_t i) {
   for (size_t k = 1; k < n; ++k) {
     if ((b(i + k) & 0xC0) != 0x80) return 0;
   }
-  if (c == 0xE0 && b(i + 1) < 0xA0) return 0;   // overlong
-  if (c == 0xED && b(i + 1) > 0x9F) return 0;   // surrogates
-  if (c == 0xF0 && b(i + 1) < 0x90) return 0;   // overlong
-  if (c == 0xF4 && b(i + 1) > 0x8F) return 0;   // above U+10FFFF
+  if (c == 0xE0 && b(i + 1) < 0xA0) return 0;  // overlong
+  if (c == 0xED && b(i + 1) > 0x9F) return 0;  // surrogates
+  if (c == 0xF0 && b(i + 1) < 0x90) return 0;  // overlong
+  if (c == 0xF4 && b(i + 1) > 0x8F) return 0;  // above U+10FFFF
   return n;
 }
 }  // namespace

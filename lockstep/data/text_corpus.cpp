@@ -57,7 +57,8 @@ TokenSplit splitTokens(const std::string& text, double val_fraction) {
   std::vector<uint16_t> all = ByteTokenizer::encode(text);
   const int64_t n_train = trainCount(all.size(), val_fraction);
   TokenSplit split;
-  if (val_fraction > 0.0) split.val = TokenFile::fromTokens(std::vector<uint16_t>(all.begin() + n_train, all.end()));
+  if (val_fraction > 0.0)
+    split.val = TokenFile::fromTokens(std::vector<uint16_t>(all.begin() + n_train, all.end()));
   all.resize(static_cast<size_t>(n_train));
   split.train = TokenFile::fromTokens(std::move(all));
   return split;
@@ -76,7 +77,7 @@ TokenDirMeta writeTokenDir(const std::string& input, const std::string& out_dir,
   meta.train_tokens = static_cast<int64_t>(train.size());
   meta.val_tokens = val_fraction > 0.0 ? static_cast<int64_t>(val.size()) : 0;
   meta.source = input;
-  nlohmann::json j = {{"tokenizer", meta.tokenizer},       {"vocab_size", meta.vocab_size},
+  nlohmann::json j = {{"tokenizer", meta.tokenizer},         {"vocab_size", meta.vocab_size},
                       {"dtype", tokenWidthName(meta.dtype)}, {"train_tokens", meta.train_tokens},
                       {"val_tokens", meta.val_tokens},       {"source", meta.source}};
   file::writeAtomic(out_dir + "/meta.json", j.dump(2) + "\n");
@@ -86,8 +87,8 @@ TokenDirMeta writeTokenDir(const std::string& input, const std::string& out_dir,
 TokenSplit openTokenDir(const std::string& dir, TokenDirMeta* meta_out) {
   const std::string meta_path = dir + "/meta.json";
   if (!file::exists(meta_path)) {
-    throw IoError(fmt::format("{} is missing: make the token directory with `lockstep data tokenize TEXT -o {}`",
-                              meta_path, dir));
+    throw IoError(fmt::format(
+        "{} is missing: make the token directory with `lockstep data tokenize TEXT -o {}`", meta_path, dir));
   }
   TokenDirMeta meta;
   try {

@@ -18,7 +18,8 @@ namespace lockstep::data {
 TokenWidth tokenWidthFromName(const std::string& name) {
   if (name == "uint16") return TokenWidth::u16;
   if (name == "uint32") return TokenWidth::u32;
-  throw ValueError(fmt::format("token dtype '{}' is not known: use uint16 (vocabularies up to 65536) or uint32", name));
+  throw ValueError(
+      fmt::format("token dtype '{}' is not known: use uint16 (vocabularies up to 65536) or uint32", name));
 }
 
 const char* tokenWidthName(TokenWidth w) { return w == TokenWidth::u16 ? "uint16" : "uint32"; }
@@ -36,9 +37,10 @@ std::shared_ptr<const TokenFile> TokenFile::open(const std::string& path, TokenW
   const size_t w = static_cast<size_t>(width);
   if (!S_ISREG(st.st_mode) || bytes % w != 0 || bytes == 0) {
     ::close(fd);
-    throw IoError(fmt::format("token file {} is {} bytes, not a non-empty multiple of {} ({} tokens): it is "
-                              "truncated or not a token file of that dtype (write it with `lockstep data tokenize`)",
-                              path, bytes, w, tokenWidthName(width)));
+    throw IoError(
+        fmt::format("token file {} is {} bytes, not a non-empty multiple of {} ({} tokens): it is "
+                    "truncated or not a token file of that dtype (write it with `lockstep data tokenize`)",
+                    path, bytes, w, tokenWidthName(width)));
   }
   void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
   int e = errno;
@@ -68,7 +70,8 @@ TokenFile::~TokenFile() {
 }
 
 void TokenFile::copyTo(int64_t start, int64_t n, int64_t* out) const {
-  LOCKSTEP_CHECK(start >= 0 && n >= 0 && start + n <= count_, "tokens [", start, ", ", start + n, ") of ", count_);
+  LOCKSTEP_CHECK(start >= 0 && n >= 0 && start + n <= count_, "tokens [", start, ", ", start + n, ") of ",
+                 count_);
   if (width_ == TokenWidth::u16) {
     const auto* p = static_cast<const uint16_t*>(base_) + start;
     for (int64_t i = 0; i < n; ++i) out[i] = p[i];
@@ -90,7 +93,8 @@ void writeTokenFile(const std::string& path, const std::vector<uint32_t>& tokens
     uint32_t t = tokens[i];
     if (width == TokenWidth::u16) {
       if (t > 0xFFFF) {
-        throw ValueError(fmt::format("token {} at position {} does not fit uint16: write {} as uint32", t, i, path));
+        throw ValueError(
+            fmt::format("token {} at position {} does not fit uint16: write {} as uint32", t, i, path));
       }
       bytes[2 * i] = static_cast<char>(t & 0xFF);
       bytes[2 * i + 1] = static_cast<char>(t >> 8);

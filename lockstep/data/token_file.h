@@ -32,7 +32,8 @@ class TokenFile {
 
   int64_t size() const { return count_; }
   int64_t at(int64_t i) const {
-    return width_ == TokenWidth::u16 ? static_cast<const uint16_t*>(base_)[i] : static_cast<const uint32_t*>(base_)[i];
+    return width_ == TokenWidth::u16 ? static_cast<const uint16_t*>(base_)[i]
+                                     : static_cast<const uint32_t*>(base_)[i];
   }
   /// Copies tokens [start, start + n) as int64 into out.
   void copyTo(int64_t start, int64_t n, int64_t* out) const;

@@ -10,9 +10,10 @@ TokenWindowDataset::TokenWindowDataset(std::shared_ptr<const TokenFile> tokens, 
     : tokens_(std::move(tokens)), block_size_(block_size) {
   if (block_size_ < 1) throw ValueError(fmt::format("block_size must be >= 1, got {}", block_size_));
   if (tokens_->size() < block_size_ + 1) {
-    throw ValueError(fmt::format("token stream {} holds {} tokens, fewer than one window of block_size + 1 = {}: "
-                                 "use a larger corpus or a smaller block_size",
-                                 tokens_->name(), tokens_->size(), block_size_ + 1));
+    throw ValueError(
+        fmt::format("token stream {} holds {} tokens, fewer than one window of block_size + 1 = {}: "
+                    "use a larger corpus or a smaller block_size",
+                    tokens_->name(), tokens_->size(), block_size_ + 1));
   }
   windows_ = (tokens_->size() - 1) / block_size_;
 }

@@ -42,7 +42,7 @@ TEST(ByteTokenizer, printable_utf8_replaces_only_broken_sequences) {
   EXPECT_EQ(toPrintableUtf8("café 🙂"), "café 🙂");
   std::string cut = std::string("caf") + "\xC3";  // first byte of é only
   EXPECT_EQ(toPrintableUtf8(cut), "caf\xEF\xBF\xBD");
-  EXPECT_EQ(toPrintableUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/'
+  EXPECT_EQ(toPrintableUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // overlong '/'
   EXPECT_EQ(toPrintableUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
 }
 
