@@ -26,6 +26,14 @@ std::string ByteTokenizer::decode(const std::vector<int64_t>& tokens) {
   return out;
 }
 
+std::string ByteTokenizer::decodeForDisplay(const std::vector<int64_t>& tokens) {
+  std::string bytes(tokens.size(), '\0');
+  // 0xFF never occurs in UTF-8, so toPrintableUtf8 replaces it.
+  for (size_t i = 0; i < tokens.size(); ++i)
+    bytes[i] = static_cast<char>(tokens[i] >= 0 && tokens[i] < kVocabSize ? tokens[i] : 0xFF);
+  return toPrintableUtf8(bytes);
+}
+
 namespace {
 // Length of the valid UTF-8 sequence starting at s[i], or 0 when it is invalid (RFC 3629: no
 // overlong forms, no surrogates, nothing above U+10FFFF).

@@ -4,7 +4,9 @@
 #include <map>
 
 #include "lockstep/nn/activation.h"
+#include "lockstep/nn/gpt.h"
 #include "lockstep/nn/linear.h"
+#include "lockstep/nn/llama.h"
 #include "lockstep/nn/resnet.h"
 #include "lockstep/nn/sequential.h"
 #include "lockstep/nn/small_cnn.h"
@@ -30,6 +32,36 @@ std::shared_ptr<Module> makeMlp(const ModelOptions& o) {
   return seq;
 }
 
+std::shared_ptr<Module> makeGpt(const ModelOptions& o) {
+  GptOptions g = gptPreset(o.model_type.empty() ? "gpt-mini" : o.model_type);
+  g.vocab_size = o.vocab_size > 0 ? o.vocab_size : 256;
+  g.block_size = o.block_size > 0 ? o.block_size : 256;
+  if (o.n_layer > 0) g.n_layer = o.n_layer;
+  if (o.n_head > 0) g.n_head = o.n_head;
+  if (o.n_embd > 0) g.n_embd = o.n_embd;
+  LOCKSTEP_ENFORCE(o.n_kv_head == 0 && o.intermediate_size == 0, ValueError,
+                   "model gpt has no n_kv_head or intermediate_size (those are llama's): remove them");
+  if (o.dropout) g.dropout = *o.dropout;
+  g.checkpoint_every = o.checkpoint_every;
+  g.generator = o.generator;
+  return std::make_shared<Gpt>(g);
+}
+
+std::shared_ptr<Module> makeLlama(const ModelOptions& o) {
+  LlamaOptions l = llamaPreset(o.model_type.empty() ? "llama-tiny" : o.model_type);
+  l.vocab_size = o.vocab_size > 0 ? o.vocab_size : 256;
+  l.block_size = o.block_size > 0 ? o.block_size : 256;
+  if (o.n_layer > 0) l.n_layer = o.n_layer;
+  if (o.n_head > 0) l.n_head = o.n_head;
+  if (o.n_kv_head > 0) l.n_kv_head = o.n_kv_head;
+  if (o.n_embd > 0) l.n_embd = o.n_embd;
+  if (o.intermediate_size > 0) l.intermediate_size = o.intermediate_size;
+  if (o.dropout) l.dropout = *o.dropout;
+  l.checkpoint_every = o.checkpoint_every;
+  l.generator = o.generator;
+  return std::make_shared<Llama>(l);
+}
+
 const std::map<std::string, Factory>& registry() {
   static const std::map<std::string, Factory> r = {
       {"mnist_cnn",
@@ -47,6 +79,8 @@ const std::map<std::string, Factory>& registry() {
                                                        o.generator});
        }},
       {"mlp", makeMlp},
+      {"gpt", makeGpt},
+      {"llama", makeLlama},
       {"resnet18_cifar",
        [](const ModelOptions& o) {
          return std::make_shared<ResNet18Cifar>(ResNetCifarOptions{o.num_classes, o.generator});

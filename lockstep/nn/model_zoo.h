@@ -5,10 +5,13 @@
 //   linear          one Linear layer (in_features -> out_features; default 20 -> 1)
 //   mlp             Flatten, then Linear+ReLU per hidden size, then Linear (Sequential: "1.weight", ...)
 //   resnet18_cifar  CIFAR ResNet-18 (see resnet.h), 11,173,962 parameters
+//   gpt             GPT-2 / minGPT language model (see gpt.h); model_type picks minGPT's sizes
+//   llama           Llama language model (see llama.h); model_type llama-tiny or llama-100m
 // All parameters are drawn from options.generator (or the default generator) in registration order,
 // so a seed fixes the model.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,18 @@ struct ModelOptions {
   std::vector<int64_t> hidden{};
   /// mnist_cnn, cifar_cnn and resnet18_cifar.
   int64_t num_classes = 10;
+  // ---- gpt and llama (0 / empty / unset: the model_type preset's value) ----
+  /// A size preset (gptPresetNames(), llamaPresetNames()); empty: gpt-mini, llama-tiny.
+  std::string model_type{};
+  /// Default 256, the byte tokenizer's vocabulary.
+  int64_t vocab_size = 0;
+  /// Longest sequence (learned positions for gpt, rotary tables for llama); default 256.
+  int64_t block_size = 0;
+  int64_t n_layer = 0, n_head = 0, n_kv_head = 0, n_embd = 0, intermediate_size = 0;
+  /// gpt: minGPT's embd/resid/attn_pdrop (default 0.1); llama: attention_dropout (default 0).
+  std::optional<double> dropout{};
+  /// Activation checkpointing: segments of this many consecutive blocks (0: off).
+  int64_t checkpoint_every = 0;
   /// Borrowed during construction; nullptr = defaultGenerator().
   Generator* generator = nullptr;
 };

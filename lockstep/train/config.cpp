@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "lockstep/comm/backend_registry.h"
+#include "lockstep/data/text_corpus.h"
 #include "lockstep/train/config_document.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
@@ -59,7 +60,6 @@ BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t
 namespace {
 
 const std::set<std::string> kUnsupported = {"zero_optimization",
-                                            "activation_checkpointing",
                                             "amp",
                                             "flops_profiler",
                                             "wandb",
@@ -216,13 +216,75 @@ void parseModel(const YAML::Node& n, TrainConfig& c) {
     c.model = n.as<std::string>();
     return;
   }
-  checkKeys(n, "model", {"name", "in_features", "out_features", "hidden", "num_classes"});
+  checkKeys(n, "model",
+            {"name", "in_features", "out_features", "hidden", "num_classes", "model_type", "vocab_size",
+             "block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "intermediate_size", "dropout",
+             "checkpoint_every"});
   if (!n["name"]) throw ValueError("model.name is required when model is a mapping");
+  nn::ModelOptions& m = c.model_options;
   get(n, "model", "name", c.model);
-  get(n, "model", "in_features", c.model_options.in_features);
-  get(n, "model", "out_features", c.model_options.out_features);
-  get(n, "model", "num_classes", c.model_options.num_classes);
-  if (n["hidden"]) c.model_options.hidden = intList(n["hidden"], "model.hidden");
+  get(n, "model", "in_features", m.in_features);
+  get(n, "model", "out_features", m.out_features);
+  get(n, "model", "num_classes", m.num_classes);
+  if (n["hidden"]) m.hidden = intList(n["hidden"], "model.hidden");
+  get(n, "model", "model_type", m.model_type);
+  for (auto [key, v] : {std::pair<const char*, int64_t*>{"vocab_size", &m.vocab_size},
+                        {"block_size", &m.block_size},
+                        {"n_layer", &m.n_layer},
+                        {"n_head", &m.n_head},
+                        {"n_kv_head", &m.n_kv_head},
+                        {"n_embd", &m.n_embd},
+                        {"intermediate_size", &m.intermediate_size},
+                        {"checkpoint_every", &m.checkpoint_every}}) {
+    get(n, "model", key, *v);
+    if (*v < 0 || *v > (int64_t{1} << 24))
+      throw ValueError(std::string("model.") + key + " must be in [0, 2^24]");
+  }
+  get(n, "model", "dropout", m.dropout);
+  if (m.dropout && !(*m.dropout >= 0 && *m.dropout < 1)) throw ValueError("model.dropout must be in [0, 1)");
+  const bool language = c.model == "gpt" || c.model == "llama";
+  for (const char* key : {"model_type", "vocab_size", "block_size", "n_layer", "n_head", "n_kv_head",
+                          "n_embd", "intermediate_size", "dropout", "checkpoint_every"}) {
+    if (n[key] && !language) {
+      throw ValueError(std::string("model.") + key + " applies to the language models (gpt, llama), not " +
+                       c.model);
+    }
+  }
+}
+
+// DeepSpeed's activation_checkpointing section (runtime/activation_checkpointing/config.py): every
+// key is accepted with its type checked; profile is implemented; the others configure how
+// DeepSpeed partitions, offloads or lays out checkpoints across model-parallel GPUs, and the run
+// says which have no effect here.
+void parseActivationCheckpointing(const YAML::Node& n, TrainConfig& c) {
+  const std::string path = "activation_checkpointing";
+  checkKeys(n, path,
+            {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization",
+             "number_checkpoints", "synchronize_checkpoint_boundary", "profile"});
+  ActivationCheckpointingConfig& a = c.activation_checkpointing;
+  a.present = true;
+  get(n, path, "partition_activations", a.partition_activations);
+  get(n, path, "cpu_checkpointing", a.cpu_checkpointing);
+  get(n, path, "contiguous_memory_optimization", a.contiguous_memory_optimization);
+  if (n["number_checkpoints"] && !n["number_checkpoints"].IsNull()) {
+    get(n, path, "number_checkpoints", a.number_checkpoints);
+    if (*a.number_checkpoints < 1) throw ValueError(path + ".number_checkpoints must be positive or null");
+  }
+  get(n, path, "synchronize_checkpoint_boundary", a.synchronize_checkpoint_boundary);
+  get(n, path, "profile", a.profile);
+}
+
+void parseSample(const YAML::Node& n, TrainConfig& c) {
+  checkKeys(n, "sample", {"prompt", "max_new_tokens", "temperature", "top_k"});
+  get(n, "sample", "prompt", c.sample.prompt);
+  get(n, "sample", "max_new_tokens", c.sample.max_new_tokens);
+  get(n, "sample", "temperature", c.sample.temperature);
+  get(n, "sample", "top_k", c.sample.top_k);
+  if (c.sample.max_new_tokens < 0 || c.sample.max_new_tokens > 100000)
+    throw ValueError("sample.max_new_tokens must be in [0, 100000]");
+  if (c.sample.temperature < 0) throw ValueError("sample.temperature must be >= 0 (0: greedy)");
+  if (c.sample.top_k < 0) throw ValueError("sample.top_k must be >= 0 (0: all tokens)");
+  if (c.sample.prompt.empty()) throw ValueError("sample.prompt must not be empty");
 }
 
 void parseData(const YAML::Node& n, DataConfig& d) {
@@ -230,11 +292,12 @@ void parseData(const YAML::Node& n, DataConfig& d) {
             {"dataset", "root", "val_split", "num_workers", "transforms", "size", "test_size", "num_classes",
              "input_shape"});
   get(n, "data", "dataset", d.dataset);
-  const std::vector<std::string> datasets = {"fashion_mnist", "mnist", "cifar10", "synthetic"};
+  const std::vector<std::string> datasets = {"fashion_mnist", "mnist", "cifar10",
+                                             "synthetic",     "text",  "tokens"};
   if (std::find(datasets.begin(), datasets.end(), d.dataset) == datasets.end()) {
     std::string near = nearestKey(d.dataset, datasets);
     throw ValueError("data.dataset: unknown dataset " + d.dataset +
-                     (near.empty() ? " (use fashion_mnist, mnist, cifar10 or synthetic)"
+                     (near.empty() ? " (use fashion_mnist, mnist, cifar10, synthetic, text or tokens)"
                                    : " (did you mean " + near + "?)"));
   }
   get(n, "data", "root", d.root);
@@ -272,6 +335,10 @@ void parseData(const YAML::Node& n, DataConfig& d) {
     get(t, "data.transforms", "horizontal_flip", d.horizontal_flip);
   }
   if (d.dataset == "fashion_mnist" && d.root.empty()) d.root = "/usr/share/datasets/fashion-mnist";
+  if (d.dataset == "text" && d.root.empty()) d.root = data::kFortunesDir;
+  if (d.dataset == "tokens" && d.root.empty())
+    throw ValueError("data.root: set it to a directory written by `lockstep data tokenize TEXT -o DIR`");
+  if (d.dataset == "text" && !n["val_split"]) d.val_split = 0.1;
 }
 
 // DeepSpeed's "fp16" section (runtime/constants.py FP16_*, same defaults as LossScalerOptions) and
@@ -380,7 +447,9 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
              "ddp",
              "fp16",
              "bf16",
-             "bfloat16"});
+             "bfloat16",
+             "activation_checkpointing",
+             "sample"});
   TrainConfig c;
   std::optional<int64_t> train, micro, accum;
   get(root, "", "train_batch_size", train);
@@ -396,6 +465,26 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   if (root["csv_monitor"]) parseMonitor(root["csv_monitor"], "csv_monitor", c.csv_monitor);
   if (root["model"]) parseModel(root["model"], c);
   if (root["data"]) parseData(root["data"], c.data);
+  if (root["activation_checkpointing"]) parseActivationCheckpointing(root["activation_checkpointing"], c);
+  if (root["sample"]) parseSample(root["sample"], c);
+  const bool language_model = c.model == "gpt" || c.model == "llama";
+  if (c.data.isLanguage() != language_model) {
+    throw ValueError(language_model
+                         ? "model " + c.model + " trains on text: set data.dataset to text or tokens"
+                         : "data.dataset " + c.data.dataset +
+                               " holds token sequences: train a language model on it (model.name: gpt "
+                               "or llama)");
+  }
+  if (c.activation_checkpointing.present && !language_model) {
+    throw ValueError("activation_checkpointing: model " + c.model +
+                     " has no transformer blocks to checkpoint (use gpt or llama, or remove the section)");
+  }
+  if (language_model) {
+    if (c.model_options.block_size == 0) c.model_options.block_size = 256;
+    c.data.block_size = c.model_options.block_size;
+    if (c.activation_checkpointing.present && c.model_options.checkpoint_every == 0)
+      c.model_options.checkpoint_every = 1;
+  }
   get(root, "", "gradient_clipping", c.gradient_clipping);
   parsePrecision(root, c);
   get(root, "", "steps_per_print", c.steps_per_print);

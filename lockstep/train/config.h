@@ -36,7 +36,9 @@ struct MonitorConfig {
 };
 
 struct DataConfig {
-  std::string dataset = "synthetic";  // fashion_mnist | mnist | cifar10 | synthetic
+  std::string dataset = "synthetic";  // fashion_mnist | mnist | cifar10 | synthetic | text | tokens
+  /// text: a text file or directory (default Debian's fortunes); tokens: a directory written by
+  /// `lockstep data tokenize` (train.bin, val.bin, meta.json).
   std::string root;
   double val_split = 0.0;  // fraction of the training set held out for per-epoch validation
   int64_t num_workers = 0;
@@ -45,6 +47,19 @@ struct DataConfig {
   // synthetic only
   int64_t size = 1024, test_size = 256, num_classes = 10;
   std::vector<int64_t> input_shape{20};
+  // text and tokens: windows of block_size (the model's) + 1 tokens; val_split is the last
+  // fraction of a text corpus held out (default 0.1).
+  int64_t block_size = 0;
+  bool isLanguage() const { return dataset == "text" || dataset == "tokens"; }
+};
+
+/// DeepSpeed's `activation_checkpointing` section. Present: the language model checkpoints every
+/// block (model.checkpoint_every, when set, says how many blocks per segment).
+struct ActivationCheckpointingConfig {
+  bool present = false;
+  bool partition_activations = false, cpu_checkpointing = false, contiguous_memory_optimization = false,
+       synchronize_checkpoint_boundary = false, profile = false;
+  std::optional<int64_t> number_checkpoints;
 };
 
 struct TrainConfig {
@@ -87,6 +102,14 @@ struct TrainConfig {
   /// backend, data.num_workers) and the seed (compared apart): two runs with the same hash and seed train the
   /// same model, so one may resume the other's checkpoints (run_identity.h).
   std::string identity_hash;
+  ActivationCheckpointingConfig activation_checkpointing{};
+  /// What to sample from a language model at the end (`sample` section).
+  struct Sample {
+    std::string prompt = "\n";
+    int64_t max_new_tokens = 200;
+    double temperature = 0.8;
+    int64_t top_k = 40;
+  } sample{};
 };
 
 /// Parses `text` (YAML or JSON), applies `overrides` ("a.b=value", value a YAML scalar or flow

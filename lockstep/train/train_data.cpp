@@ -16,7 +16,11 @@ bool isMnist(const DataConfig& c) { return c.dataset == "mnist" || c.dataset == 
 }  // namespace
 
 void checkDataFiles(const DataConfig& c) {
-  if (isMnist(c)) {
+  if (c.dataset == "text") {
+    if (!std::filesystem::exists(c.root)) data::readTextCorpus(c.root);  // its IoError says what to install
+  } else if (c.dataset == "tokens") {
+    if (!std::filesystem::exists(c.root + "/meta.json")) data::openTokenDir(c.root);
+  } else if (isMnist(c)) {
     for (const char* base : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
                              "t10k-labels-idx1-ubyte"}) {
       data::findMnistFile(c.root, base);
@@ -30,6 +34,20 @@ void checkDataFiles(const DataConfig& c) {
 
 TrainData loadTrainData(const DataConfig& c, uint64_t seed) {
   TrainData d;
+  if (c.isLanguage()) {
+    // Train and validation windows from the two streams; the validation set is also the test set.
+    data::TokenDirMeta meta;
+    data::TokenSplit split = c.dataset == "text"
+                                 ? data::splitTokens(data::readTextCorpus(c.root), c.val_split)
+                                 : data::openTokenDir(c.root, &meta);
+    d.vocab_size = meta.vocab_size;
+    LOCKSTEP_ENFORCE(split.val, ValueError, "data: ", c.root,
+                     " has no validation tokens (val.bin, or data.val_split > 0 for text)");
+    d.train = std::make_shared<data::TokenWindowDataset>(split.train, c.block_size);
+    d.val = std::make_shared<data::TokenWindowDataset>(split.val, c.block_size);
+    d.test = d.val;
+    return d;
+  }
   std::shared_ptr<data::Dataset> full;
   if (isMnist(c)) {
     data::MnistOptions mo;
@@ -76,12 +94,25 @@ TrainData loadTrainData(const DataConfig& c, uint64_t seed) {
   return d;
 }
 
+autograd::Variable flattenPositions(const autograd::Variable& logits) {
+  if (logits.dim() != 3) return logits;
+  return autograd::reshape(logits, {logits.size(0) * logits.size(1), logits.size(2)});
+}
+
+Tensor flattenPositions(const Tensor& target) {
+  if (target.dim() != 2) return target;
+  return target.reshape({target.size(0) * target.size(1)});
+}
+
 EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds, comm::ProcessGroup* group,
                     int rank, int world) {
   autograd::NoGradGuard ng;
   model.eval();
   data::DataLoaderOptions lo;
+  // About 128K positions per batch for language models (e.g. 512 windows of 256), 500 samples else.
   lo.batch_size = 500;
+  if (auto* w = dynamic_cast<data::TokenWindowDataset*>(ds.get()))
+    lo.batch_size = std::max<int64_t>(1, 131072 / w->blockSize());
   std::shared_ptr<data::Sampler> sampler;
   if (group) {
     data::DistributedSamplerOptions so;
@@ -95,13 +126,14 @@ EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds,
   data::DataLoader loader(ds, sampler, lo);
   double stats[3] = {0, 0, 0};  // correct, loss sum, count
   for (data::Batch& b : loader) {
-    autograd::Variable logits = model(autograd::Variable(b.input));
+    autograd::Variable logits = flattenPositions(model(autograd::Variable(b.input)));
+    Tensor target = flattenPositions(b.target).contiguous();
     autograd::CrossEntropyOptions co;
     co.reduction = autograd::Reduction::sum;
-    stats[1] += autograd::crossEntropy(logits, b.target, co).item();
-    Tensor l = logits.tensor().contiguous();
+    stats[1] += autograd::crossEntropy(logits, target, co).item();
+    Tensor l = logits.tensor().to(DType::f32).contiguous();
     const float* p = l.data<float>();
-    const int64_t* t = b.target.data<int64_t>();
+    const int64_t* t = target.data<int64_t>();
     const int64_t n = l.size(0), classes = l.size(1);
     for (int64_t i = 0; i < n; ++i) {
       int64_t best = 0;

@@ -14,6 +14,8 @@ struct TrainData {
   std::shared_ptr<data::Dataset> train;
   std::shared_ptr<data::Dataset> val;  // null when data.val_split is 0
   std::shared_ptr<data::Dataset> test;
+  /// Language data: the tokenizer's vocabulary (256 for bytes, meta.json's for a token directory).
+  int64_t vocab_size = 0;
 };
 
 /// Checks the dataset's files exist without loading them (for the launcher's parent process);
@@ -24,13 +26,19 @@ void checkDataFiles(const DataConfig& config);
 /// split is drawn with `seed`, so it is the same on every rank.
 TrainData loadTrainData(const DataConfig& config, uint64_t seed);
 
+/// Language models: logits [B, T, V] and targets [B, T] as [B*T, V] and [B*T] (every position is
+/// one prediction); anything else unchanged. Pure.
+autograd::Variable flattenPositions(const autograd::Variable& logits);
+Tensor flattenPositions(const Tensor& target);
+
 struct EvalResult {
   double loss = 0;
   double accuracy = 0;
 };
 
-/// Mean cross-entropy and accuracy of model over ds, in batches without gradients. With a group,
-/// each rank evaluates a fixed shard and the sums are all-reduced (collective).
+/// Mean cross-entropy and accuracy (next-token accuracy for language models, over every position) of model
+/// over ds, in batches without gradients. With a group, each rank evaluates a fixed shard and the sums are
+/// all-reduced (collective).
 EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds, comm::ProcessGroup* group,
                     int rank, int world);
 

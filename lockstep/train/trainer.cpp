@@ -20,6 +20,7 @@
 #include "lockstep/parallel.h"
 #include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/train/checkpoint.h"
+#include "lockstep/train/language_model_run.h"
 #include "lockstep/train/progress.h"
 #include "lockstep/train/report.h"
 #include "lockstep/train/resume.h"
@@ -58,6 +59,14 @@ nlohmann::json toJson(const TrainSummary& s) {
     j["skipped_steps"] = s.skipped_steps;
   }
   if (!s.ddp_timings.empty()) j["ddp_timings"] = s.ddp_timings;
+  if (s.tokens_per_sample > 0)
+    j["tokens_per_second"] = s.samples_per_second * static_cast<double>(s.tokens_per_sample);
+  if (s.val_loss) {
+    j["val_loss"] = *s.val_loss;
+    j["val_perplexity"] = std::exp(*s.val_loss);
+  }
+  if (!s.samples.is_null()) j["samples"] = s.samples;
+  if (!s.checkpoint_profile.is_null()) j["activation_checkpointing_profile"] = s.checkpoint_profile;
   return j;
 }
 
@@ -121,7 +130,17 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   manualSeed(c.seed);  // dropout and other draws during training
   Generator init_gen(c.seed);
   nn::ModelOptions mo = modelOptions(c, &init_gen);
+  if (c.data.isLanguage() && mo.vocab_size == 0) mo.vocab_size = data.vocab_size;
   std::shared_ptr<nn::Module> model = nn::makeModel(c.model, mo);
+  auto* language_model = dynamic_cast<nn::LanguageModel*>(model.get());
+  if (language_model && chief) {
+    std::fprintf(stderr, "model: %s, %lld parameters\n", model->extraRepr().c_str(),
+                 static_cast<long long>(model->numParameters()));
+    std::string note = activationCheckpointingNote(
+        c.activation_checkpointing, language_model->checkpointEvery(), language_model->numLayers(), c.model);
+    if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
+  }
+  if (c.activation_checkpointing.profile) autograd::resetCheckpointProfile();
 
   data::DataLoaderOptions lo;
   lo.batch_size = c.batch.micro_batch_size;
@@ -271,7 +290,8 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     engine.discardPartialAccumulation();  // an epoch's last micro-batches that fill no step
     double window_loss = 0;
     for (data::Batch& b : loader) {
-      autograd::Variable loss = criterion(engine.forward(autograd::Variable(b.input)), b.target);
+      autograd::Variable loss = criterion(flattenPositions(engine.forward(autograd::Variable(b.input))),
+                                          flattenPositions(b.target));
       window_loss += loss.item() / static_cast<double>(accum);
       engine.backward(loss);
       if (!engine.step()) continue;
@@ -302,6 +322,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     if (loader.state().position >= loader.size()) loader.setEpoch(e + 1);  // the epoch is complete
     if (static_cast<int64_t>(e + 1) % c.eval_every_epochs == 0 || done) {
       EvalResult v = validate(data.val ? data.val : data.test);
+      if (data.val) s.val_loss = v.loss;
       if (progress) progress->onValidation(static_cast<int64_t>(e), engine.globalSteps(), v.loss, v.accuracy);
     }
     save();
@@ -329,9 +350,35 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   EvalResult t = evaluate(net, data.test, dist.group.get(), rank, world);
   s.test_loss = t.loss;
   s.test_accuracy = t.accuracy;
+  if (language_model) {
+    s.tokens_per_sample = c.data.block_size;
+    if (chief) s.samples = sampleText(*language_model, c.sample, c.seed);
+  }
+  if (c.activation_checkpointing.profile) {
+    autograd::CheckpointProfile p = autograd::checkpointProfile();
+    s.checkpoint_profile = {{"segments", p.segments},
+                            {"forward_seconds", p.forward_seconds},
+                            {"recomputes", p.recomputes},
+                            {"recompute_seconds", p.recompute_seconds},
+                            {"backward_seconds", p.backward_seconds}};
+    if (chief) {
+      std::fprintf(
+          stderr,
+          "activation checkpointing profile: %lld segment forwards %.2f s, %lld recomputations %.2f s, "
+          "backward through them %.2f s\n",
+          static_cast<long long>(p.segments), p.forward_seconds, static_cast<long long>(p.recomputes),
+          p.recompute_seconds, p.backward_seconds);
+    }
+  }
   if (chief) {
     progress->finishLine();
     progress->onTest(s.epochs - 1, s.steps, t.loss, t.accuracy);
+    if (!s.samples.is_null()) {
+      std::fprintf(stderr, "sample (greedy) after %s:\n%s\nsample (temperature %g, top-k %lld):\n%s\n",
+                   c.sample.prompt == "\n" ? "a newline" : c.sample.prompt.c_str(),
+                   s.samples["greedy"].get<std::string>().c_str(), c.sample.temperature,
+                   static_cast<long long>(c.sample.top_k), s.samples["sampled"].get<std::string>().c_str());
+    }
     saveModel(o.output_dir + "/model.safetensors", *model);
     file::writeAtomic(o.output_dir + "/summary.json", toJson(s).dump(2) + "\n");
     report();

@@ -3,6 +3,7 @@
 // TrainConfig says, on one rank or (started with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT) as one
 // rank of a DistributedDataParallel job.
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,13 @@ struct TrainSummary {
   double wall_seconds = 0;
   double test_accuracy = 0;
   double test_loss = 0;
+  /// Language models: tokens per sample (block_size; 0 otherwise) for tokens_per_second, the last
+  /// validation loss (val_perplexity = exp of it), and the text sampled at the end.
+  int64_t tokens_per_sample = 0;
+  std::optional<double> val_loss;
+  nlohmann::json samples;
+  /// activation_checkpointing.profile: autograd::checkpointProfile() at the end.
+  nlohmann::json checkpoint_profile;
   /// "fp32", "bf16" or "fp16", and how the kernels computed it here (kernels::precisionPath, e.g.
   /// "bf16 native (oneDNN avx512_core_bf16)").
   std::string precision = "fp32";

@@ -1,0 +1,52 @@
+// `lockstep generate PATH --prompt TEXT`: text from a language model that `lockstep train` trained,
+// read from a checkpoint directory or a run's output dir (lockstep/train/language_model_run.h).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "lockstep/cli/command.h"
+#include "lockstep/data/byte_tokenizer.h"
+#include "lockstep/train/language_model_run.h"
+
+namespace {
+
+int generateMain(int argc, char** argv) {
+  std::string path, prompt = "\n";
+  int64_t max_new_tokens = 200, top_k = 40;
+  double temperature = 0.8;
+  uint64_t seed = 1;
+  CLI::App app{"Sample text from a trained language model (gpt, llama)", "lockstep generate"};
+  app.add_option("path", path, "a checkpoint directory, or the output dir of a `lockstep train` run")
+      ->required();
+  app.add_option("--prompt", prompt, "the text to continue (default: a newline)");
+  app.add_option("--max-new-tokens", max_new_tokens, "tokens to generate")->check(CLI::Range(0, 100000));
+  app.add_option("--temperature", temperature, "0: greedy (argmax); else sample logits / temperature")
+      ->check(CLI::Range(0.0, 100.0));
+  app.add_option("--top-k", top_k, "sample among the k most likely tokens (0: all)")
+      ->check(CLI::Range(0, 1 << 24));
+  app.add_option("--seed", seed, "the sampling seed");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  lockstep::train::LoadedLanguageModel lm = lockstep::train::loadLanguageModel(path);
+  std::fprintf(stderr, "%s from %s\n", lm.model->extraRepr().c_str(), lm.weights.c_str());
+  std::vector<uint16_t> bytes = lockstep::data::ByteTokenizer::encode(prompt);
+  std::vector<int64_t> ids(bytes.begin(), bytes.end());
+  lockstep::Generator gen(seed);
+  lockstep::nn::GenerateOptions go;
+  go.max_new_tokens = max_new_tokens;
+  go.temperature = temperature;
+  go.top_k = top_k;
+  go.generator = &gen;
+  std::vector<int64_t> out = lockstep::nn::generate(*lm.model, ids, go);
+  std::printf("%s\n", lockstep::data::ByteTokenizer::decodeForDisplay(out).c_str());
+  return 0;
+}
+
+static lockstep::cli::Registration reg{"generate", "sample text from a trained language model",
+                                       &generateMain};
+
+}  // namespace

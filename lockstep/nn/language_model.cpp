@@ -1,0 +1,106 @@
+#include "lockstep/nn/language_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "lockstep/autograd/checkpoint.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::nn {
+
+void checkTokenInput(const Tensor& idx, int64_t vocab_size, int64_t block_size, const char* model) {
+  LOCKSTEP_ENFORCE(idx.defined() && idx.dtype() == DType::i64 && idx.dim() == 2, ValueError, model,
+                   ": expects token ids as an i64 tensor [batch, time], got ",
+                   idx.defined() ? std::string(dtypeName(idx.dtype())) + " " + shapeToString(idx.shape())
+                                 : std::string("an undefined tensor"));
+  const int64_t t = idx.size(1);
+  LOCKSTEP_ENFORCE(t >= 1 && t <= block_size, ValueError, model, ": sequence length ", t,
+                   " is outside 1..block_size (", block_size,
+                   "); crop the context or build the model with a larger ", "block_size");
+  Tensor c = idx.contiguous();
+  const int64_t* p = c.data<int64_t>();
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    LOCKSTEP_ENFORCE(p[i] >= 0 && p[i] < vocab_size, ValueError, model, ": token id ", p[i], " at position ",
+                     i, " is outside the vocabulary 0..", vocab_size - 1,
+                     " (the data's tokenizer has a larger vocabulary than the model's vocab_size)");
+  }
+}
+
+Variable runBlocks(const std::vector<Module*>& blocks, Variable x, int64_t checkpoint_every) {
+  if (checkpoint_every <= 0) {
+    for (Module* b : blocks) x = b->forward(x);
+    return x;
+  }
+  for (size_t first = 0; first < blocks.size(); first += static_cast<size_t>(checkpoint_every)) {
+    const size_t last = std::min(blocks.size(), first + static_cast<size_t>(checkpoint_every));
+    // The segment runs again in backward, after this function returned: it owns its block list.
+    std::vector<Module*> segment(blocks.begin() + static_cast<std::ptrdiff_t>(first),
+                                 blocks.begin() + static_cast<std::ptrdiff_t>(last));
+    x = autograd::checkpoint(
+        [segment](const std::vector<Variable>& in) {
+          Variable h = in[0];
+          for (Module* b : segment) h = b->forward(h);
+          return h;
+        },
+        {x});
+  }
+  return x;
+}
+
+std::vector<int64_t> generate(LanguageModel& model, const std::vector<int64_t>& prompt,
+                              const GenerateOptions& options) {
+  LOCKSTEP_ENFORCE(!prompt.empty(), ValueError, "generate: the prompt is empty (give at least one token)");
+  LOCKSTEP_ENFORCE(options.temperature >= 0, ValueError, "generate: temperature must be >= 0, got ",
+                   options.temperature);
+  const int64_t vocab = model.vocabSize();
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    LOCKSTEP_ENFORCE(prompt[i] >= 0 && prompt[i] < vocab, ValueError, "generate: prompt token ", prompt[i],
+                     " at position ", i, " is outside the model's vocabulary of ", vocab);
+  }
+  Generator& gen = options.generator ? *options.generator : defaultGenerator();
+  const bool was_training = model.isTraining();
+  model.eval();
+  autograd::NoGradGuard no_grad;
+  std::vector<int64_t> tokens = prompt;
+  std::vector<double> probs(static_cast<size_t>(vocab));
+  for (int64_t n = 0; n < options.max_new_tokens; ++n) {
+    const int64_t t = std::min<int64_t>(static_cast<int64_t>(tokens.size()), model.blockSize());
+    std::vector<int64_t> ctx(tokens.end() - t, tokens.end());
+    Tensor logits =
+        model.forward(Variable(Tensor::fromVector(ctx, {1, t}))).tensor().to(DType::f32).contiguous();
+    const float* last = logits.data<float>() + (t - 1) * vocab;
+    int64_t next = 0;
+    if (options.temperature == 0) {
+      next = std::max_element(last, last + vocab) - last;
+    } else {
+      double limit = -INFINITY;
+      if (options.top_k > 0 && options.top_k < vocab) {
+        std::vector<float> sorted(last, last + vocab);
+        std::nth_element(sorted.begin(), sorted.begin() + (options.top_k - 1), sorted.end(),
+                         std::greater<>());
+        limit = sorted[static_cast<size_t>(options.top_k - 1)];
+      }
+      const double mx = *std::max_element(last, last + vocab);
+      double total = 0;
+      for (int64_t v = 0; v < vocab; ++v) {
+        probs[v] = last[v] < limit ? 0.0 : std::exp((last[v] - mx) / options.temperature);
+        total += probs[v];
+      }
+      double u = gen.nextDouble() * total, acc = 0;
+      next = vocab - 1;
+      for (int64_t v = 0; v < vocab; ++v) {
+        acc += probs[v];
+        if (u < acc && probs[v] > 0) {
+          next = v;
+          break;
+        }
+      }
+    }
+    tokens.push_back(next);
+  }
+  model.train(was_training);
+  return tokens;
+}
+
+}  // namespace lockstep::nn

@@ -1,0 +1,52 @@
+#pragma once
+// LanguageModel: what every decoder-only transformer of the zoo is (gpt, llama). forward() takes
+// token ids, i64 [B, T] with T <= blockSize(), and returns next-token logits [B, T, vocabSize()].
+// generate() samples continuations from any of them.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "lockstep/nn/module.h"
+#include "lockstep/tensor/generator.h"
+
+namespace lockstep::nn {
+
+class LanguageModel : public Module {
+ public:
+  using Module::Module;
+  virtual int64_t blockSize() const = 0;
+  virtual int64_t vocabSize() const = 0;
+  /// Transformer blocks.
+  virtual int64_t numLayers() const = 0;
+  /// Activation checkpointing: every k-th transformer block runs under autograd::checkpoint
+  /// (k = 1: every block; 0: none).
+  virtual void setCheckpointEvery(int64_t k) = 0;
+  virtual int64_t checkpointEvery() const = 0;
+};
+
+/// ValueError unless idx is i64 [B, T] with 1 <= T <= block_size and every id in 0..vocab-1
+/// (`model` names the model in the message). Pure.
+void checkTokenInput(const Tensor& idx, int64_t vocab_size, int64_t block_size, const char* model);
+
+/// Runs x through blocks in order; with checkpoint_every = k > 0 each run of k consecutive blocks
+/// is one autograd::checkpoint segment (its inputs kept, the rest recomputed in backward).
+Variable runBlocks(const std::vector<Module*>& blocks, Variable x, int64_t checkpoint_every);
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 100;
+  /// 0: greedy (argmax); otherwise logits / temperature are sampled.
+  double temperature = 1.0;
+  /// Sample only among the top_k most likely tokens (0: all).
+  int64_t top_k = 0;
+  /// The sampling generator; nullptr = defaultGenerator().
+  Generator* generator = nullptr;
+};
+
+/// minGPT's generate(): appends max_new_tokens tokens to `prompt`, each from the logits of the
+/// last position with the context cropped to the model's block size; runs in eval mode without
+/// gradients and restores the model's mode. Returns prompt + new tokens. ValueError for an empty
+/// prompt, a token outside the vocabulary, or temperature < 0.
+std::vector<int64_t> generate(LanguageModel& model, const std::vector<int64_t>& prompt,
+                              const GenerateOptions& options = {});
+
+}  // namespace lockstep::nn

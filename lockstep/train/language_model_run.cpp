@@ -1,0 +1,126 @@
+#include "lockstep/train/language_model_run.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "lockstep/data/byte_tokenizer.h"
+#include "lockstep/nn/model_zoo.h"
+#include "lockstep/train/checkpoint.h"
+#include "lockstep/train/training_state.h"
+#include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
+
+namespace lockstep::train {
+
+std::string activationCheckpointingNote(const ActivationCheckpointingConfig& a, int64_t every,
+                                        int64_t n_layer, const std::string& model) {
+  if (every <= 0) return "";
+  std::string s = fmt::format("activation checkpointing: segments of {} block{} of {} ({} segments)", every,
+                              every == 1 ? "" : "s", model, (n_layer + every - 1) / every);
+  if (a.profile) s += "; profile: on (times at the end)";
+  std::vector<std::string> none;
+  if (a.partition_activations)
+    none.push_back(
+        "partition_activations (it splits checkpoints across model-parallel ranks; lockstep has no model "
+        "parallelism)");
+  if (a.cpu_checkpointing)
+    none.push_back(
+        "cpu_checkpointing (it moves checkpoints from GPU to CPU memory; they are in CPU memory already)");
+  if (a.contiguous_memory_optimization)
+    none.push_back("contiguous_memory_optimization (DeepSpeed uses it with partitioned activations only)");
+  if (a.number_checkpoints)
+    none.push_back("number_checkpoints (it sizes contiguous_memory_optimization's buffer)");
+  if (a.synchronize_checkpoint_boundary)
+    none.push_back("synchronize_checkpoint_boundary (a device synchronize; CPU work is synchronous)");
+  if (!none.empty()) {
+    s += "; no effect here: ";
+    for (size_t i = 0; i < none.size(); ++i) s += (i ? ", " : "") + none[i];
+  }
+  return s;
+}
+
+nlohmann::json sampleText(nn::LanguageModel& model, const TrainConfig::Sample& sample, uint64_t seed) {
+  std::vector<uint16_t> bytes = data::ByteTokenizer::encode(sample.prompt);
+  std::vector<int64_t> prompt(bytes.begin(), bytes.end());
+  auto decode = [&](const std::vector<int64_t>& tokens) {
+    return data::ByteTokenizer::decodeForDisplay(
+        std::vector<int64_t>(tokens.begin() + static_cast<std::ptrdiff_t>(prompt.size()), tokens.end()));
+  };
+  nn::GenerateOptions greedy;
+  greedy.max_new_tokens = sample.max_new_tokens;
+  greedy.temperature = 0;
+  Generator gen(seed);
+  nn::GenerateOptions sampled = greedy;
+  sampled.temperature = sample.temperature;
+  sampled.top_k = sample.top_k;
+  sampled.generator = &gen;
+  return {{"prompt", sample.prompt},
+          {"greedy", decode(nn::generate(model, prompt, greedy))},
+          {"sampled", decode(nn::generate(model, prompt, sampled))},
+          {"temperature", sample.temperature},
+          {"top_k", sample.top_k}};
+}
+
+namespace {
+// The vocabulary the weights were trained with: the token table's rows.
+int64_t vocabOf(const NamedTensors& tensors) {
+  for (const auto& [name, t] : tensors) {
+    if (name == "transformer.wte.weight" || name == "model.embed_tokens.weight") return t.size(0);
+  }
+  return 0;
+}
+}  // namespace
+
+LoadedLanguageModel loadLanguageModel(const std::string& path) {
+  namespace fs = std::filesystem;
+  nlohmann::json document;
+  NamedTensors weights;
+  LoadedLanguageModel out;
+  if (fs::exists(path + "/manifest.json") || fs::exists(path + "/config.json")) {
+    CheckpointData d = loadCheckpoint(path);
+    document = d.config.value("document", nlohmann::json());
+    weights = std::move(d.model);
+    out.weights = path;
+  } else if (fs::exists(path + "/run.json")) {
+    nlohmann::json run;
+    try {
+      run = nlohmann::json::parse(file::readAll(path + "/run.json"));
+    } catch (const nlohmann::json::exception& e) {
+      throw IoError(path + "/run.json is not valid JSON: " + e.what());
+    }
+    document = run.value("config", nlohmann::json());
+    if (fs::exists(path + "/model.safetensors")) {
+      out.weights = path + "/model.safetensors";
+      weights = loadSafetensors(out.weights).tensors;
+    } else if (auto latest = latestCheckpoint(path + "/checkpoints")) {
+      out.weights = *latest;
+      weights = loadCheckpoint(*latest).model;
+    } else {
+      throw IoError(path + " holds neither model.safetensors nor a checkpoint yet");
+    }
+  } else {
+    throw IoError(path +
+                  " is neither a checkpoint directory (config.json) nor a run's output dir (run.json)");
+  }
+  if (!document.is_object() || document.empty()) {
+    throw IoError(path + " does not record the config that trained it (written by an older lockstep?)");
+  }
+  // The batch keys were resolved for the training run's world size; generation needs none of them.
+  document.erase("train_batch_size");
+  document.erase("gradient_accumulation_steps");
+  out.config = parseTrainConfig(document.dump(), {}, 1, path);
+  nn::ModelOptions mo = out.config.model_options;
+  if (mo.vocab_size == 0) mo.vocab_size = vocabOf(weights);
+  auto model = nn::makeModel(out.config.model, mo);
+  out.model = std::dynamic_pointer_cast<nn::LanguageModel>(model);
+  if (!out.model) {
+    throw ValueError(path + " holds a " + out.config.model + " model, not a language model (gpt or llama)");
+  }
+  nn::StateDict sd;
+  for (auto& [name, t] : weights) sd.insert(name, t);
+  model->loadStateDict(sd, /*strict=*/true);
+  return out;
+}
+
+}  // namespace lockstep::train

@@ -1,0 +1,37 @@
+#pragma once
+// What `lockstep train` adds for language models (gpt, llama): the one line that says how
+// activation checkpointing runs and which DeepSpeed keys have no effect here, and the text sampled
+// from the trained model at the end.
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lockstep/nn/language_model.h"
+#include "lockstep/train/config.h"
+
+namespace lockstep::train {
+
+/// E.g. "activation checkpointing: segments of 1 block of gpt (6 segments); no effect here:
+/// partition_activations (no model parallelism: ...)". Empty when checkpointing is off. Pure.
+std::string activationCheckpointingNote(const ActivationCheckpointingConfig& config, int64_t checkpoint_every,
+                                        int64_t n_layer, const std::string& model);
+
+/// Greedy and sampled (temperature, top-k) continuations of sample.prompt, byte-decoded with broken
+/// UTF-8 replaced: {"prompt", "greedy", "sampled", "temperature", "top_k"}. Deterministic for a
+/// seed. ValueError when the prompt holds a byte outside the model's vocabulary.
+nlohmann::json sampleText(nn::LanguageModel& model, const TrainConfig::Sample& sample, uint64_t seed);
+
+struct LoadedLanguageModel {
+  std::shared_ptr<nn::LanguageModel> model;
+  TrainConfig config;
+  std::string weights;  // the file or checkpoint the weights came from
+};
+
+/// The language model a run trained, for `lockstep generate`: PATH is a checkpoint directory
+/// (its config.json and weights), or a run's output dir (run.json's config and model.safetensors,
+/// else its latest checkpoint). IoError / ValueError naming what is missing, or when the run did not
+/// train gpt or llama.
+LoadedLanguageModel loadLanguageModel(const std::string& path);
+
+}  // namespace lockstep::train
