@@ -11,7 +11,7 @@ namespace lockstep::autograd {
 
 namespace {
 
-CheckpointProfile g_profile;
+thread_local CheckpointProfile g_profile;
 
 double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -46,7 +46,7 @@ struct CheckpointProfile {
   double recompute_seconds = 0;  // their recomputation forwards
   double backward_seconds = 0;   // and the backward passes through them
 };
-/// Thread-safety: updated by the thread that runs forward/backward; read between steps.
+/// Per thread: the totals of the segments this thread ran (ranks as threads count apart).
 CheckpointProfile checkpointProfile();
 void resetCheckpointProfile();
 

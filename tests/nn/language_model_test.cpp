@@ -1,0 +1,201 @@
+// The language models of the zoo (gpt, llama): parameter names and counts as in their originals,
+// shapes and errors, causality, checkpointed blocks bitwise equal to plain ones (dropout on), a
+// tiny model overfitting a short text, and generation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "common/check.h"
+#include "lockstep/autograd.h"
+#include "lockstep/nn.h"
+#include "lockstep/optim.h"
+
+using namespace lockstep;
+using namespace lockstep::nn;
+
+namespace {
+
+std::shared_ptr<LanguageModel> makeLm(const std::string& name, ModelOptions o) {
+  return std::dynamic_pointer_cast<LanguageModel>(makeModel(name, o));
+}
+
+ModelOptions tiny(Generator* gen) {
+  ModelOptions o;
+  o.vocab_size = 32;
+  o.block_size = 16;
+  o.n_layer = 2;
+  o.n_head = 2;
+  o.n_embd = 16;
+  o.generator = gen;
+  return o;
+}
+
+Tensor tokens(int64_t b, int64_t t, int64_t vocab, uint64_t seed) {
+  Generator g(seed);
+  Tensor x = Tensor::empty({b, t}, DType::i64);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<int64_t>()[i] = static_cast<int64_t>(g.nextBelow(vocab));
+  return x;
+}
+
+bool bitwiseEqual(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.shape() != b.shape()) return false;
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.dataPtr(), cb.dataPtr(), ca.numel() * dtypeSize(ca.dtype())) == 0;
+}
+
+}  // namespace
+
+TEST(Gpt, names_and_counts_follow_gpt2) {
+  Generator g(1);
+  ModelOptions o;
+  o.model_type = "gpt-mini";
+  o.generator = &g;
+  auto m = makeLm("gpt", o);
+  // wte V*C + wpe B*C + L * (12 C^2 + 13 C) + ln_f 2C with V = B = 256, C = 192, L = 6.
+  EXPECT_EQ(m->numParameters(), 256 * 192 + 256 * 192 + 6 * (12 * 192 * 192 + 13 * 192) + 2 * 192);
+  auto names = m->namedParameters();
+  EXPECT_EQ(names.front().first, "transformer.wte.weight");
+  EXPECT_EQ(names[2].first, "transformer.h.0.ln_1.weight");
+  EXPECT_EQ(names[4].first, "transformer.h.0.attn.c_attn.weight");
+  EXPECT_EQ(names.back().first, "transformer.ln_f.bias");
+  EXPECT_EQ(m->numLayers(), 6);
+  EXPECT_THROW(gptPreset("gpt-mni"), ValueError);
+}
+
+TEST(Llama, names_and_counts_follow_hugging_face) {
+  Generator g(1);
+  ModelOptions o;
+  o.model_type = "llama-tiny";
+  o.generator = &g;
+  auto m = makeLm("llama", o);
+  // embed + lm_head 2 V C, per layer q,o C^2 + k,v 2 C (C/H * Hkv) + 3 C I + 2 C, norm C.
+  const int64_t c = 128, kv = 128 / 4 * 2, inter = 352;
+  EXPECT_EQ(m->numParameters(), 2 * 256 * c + 4 * (2 * c * c + 2 * c * kv + 3 * c * inter + 2 * c) + c);
+  auto names = m->namedParameters();
+  EXPECT_EQ(names.front().first, "model.embed_tokens.weight");
+  EXPECT_EQ(names[1].first, "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(names.back().first, "lm_head.weight");
+  ModelOptions big;
+  big.model_type = "llama-100m";
+  big.generator = &g;
+  big.n_layer = 1;  // the preset's sizes with one layer: fast to build
+  EXPECT_EQ(makeLm("llama", big)->numParameters(),
+            2 * 256 * 768 + (2 * 768 * 768 + 2 * 768 * 256 + 3 * 768 * 2048 + 2 * 768) + 768);
+}
+
+TEST(LanguageModel, logits_have_batch_time_vocab_shape_and_bad_input_is_named) {
+  for (const char* name : {"gpt", "llama"}) {
+    Generator g(2);
+    auto m = makeLm(name, tiny(&g));
+    for (auto [b, t] : {std::pair<int64_t, int64_t>{1, 1}, {3, 7}, {2, 16}}) {
+      Variable y = m->forward(Variable(tokens(b, t, 32, 5)));
+      EXPECT_EQ(y.shape(), (Shape{b, t, 32})) << name;
+    }
+    EXPECT_THROW(m->forward(Variable(tokens(1, 17, 32, 5))), ValueError) << "longer than block_size";
+    Tensor bad = tokens(1, 4, 32, 5);
+    bad.data<int64_t>()[2] = 32;
+    EXPECT_THROW(m->forward(Variable(bad)), ValueError) << "token outside the vocabulary";
+    EXPECT_THROW(m->forward(Variable(Tensor::zeros({2, 4}))), ValueError) << "f32 input";
+  }
+}
+
+TEST(LanguageModel, position_t_sees_no_later_token) {
+  for (const char* name : {"gpt", "llama"}) {
+    Generator g(3);
+    auto m = makeLm(name, tiny(&g));
+    m->eval();
+    Tensor a = tokens(1, 10, 32, 7), b = a.clone();
+    b.data<int64_t>()[6] = (b.data<int64_t>()[6] + 1) % 32;
+    Tensor ya = m->forward(Variable(a)).tensor(), yb = m->forward(Variable(b)).tensor();
+    EXPECT_TRUE(bitwiseEqual(ya.reshape({10, 32}).slice(0, 6), yb.reshape({10, 32}).slice(0, 6)))
+        << name << ": positions before the change moved";
+    EXPECT_FALSE(bitwiseEqual(ya.reshape({10, 32}).slice(6, 10), yb.reshape({10, 32}).slice(6, 10))) << name;
+  }
+}
+
+TEST(LanguageModel, checkpointed_blocks_give_bitwise_the_plain_gradients_with_dropout) {
+  for (const char* name : {"gpt", "llama"}) {
+    std::vector<Tensor> grads[2];
+    for (int ck = 0; ck < 2; ++ck) {
+      Generator g(4);
+      ModelOptions o = tiny(&g);
+      o.n_layer = 3;
+      o.dropout = 0.2;
+      o.checkpoint_every = ck;
+      auto m = makeLm(name, o);
+      manualSeed(11);
+      Tensor x = tokens(2, 12, 32, 9), target = tokens(2, 12, 32, 10);
+      Variable logits = m->forward(Variable(x));
+      autograd::crossEntropy(autograd::reshape(logits, {24, 32}), target.reshape({24})).backward();
+      for (const auto& p : m->parameters()) grads[ck].push_back(p.grad());
+    }
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    for (size_t i = 0; i < grads[0].size(); ++i) {
+      EXPECT_TRUE(bitwiseEqual(grads[0][i], grads[1][i])) << name << " gradient " << i;
+    }
+  }
+}
+
+TEST(LanguageModel, tiny_gpt_and_llama_overfit_a_short_text) {
+  const std::string text = "to be or not to be, that is the question. ";
+  std::vector<int64_t> ids(text.begin(), text.end());
+  const int64_t t = static_cast<int64_t>(ids.size()) - 1;
+  Tensor x = Tensor::fromVector(std::vector<int64_t>(ids.begin(), ids.end() - 1), {1, t});
+  Tensor y = Tensor::fromVector(std::vector<int64_t>(ids.begin() + 1, ids.end()), {t});
+  for (const char* name : {"gpt", "llama"}) {
+    Generator g(5);
+    ModelOptions o;
+    o.vocab_size = 128;
+    o.block_size = 64;
+    o.n_layer = 2;
+    o.n_head = 2;
+    o.n_embd = 32;
+    o.dropout = 0.0;
+    o.generator = &g;
+    auto m = makeLm(name, o);
+    auto opt = optim::makeOptimizer({"AdamW", {{"lr", 1e-2}, {"weight_decay", 0.0}}}, m->parameters());
+    double loss = 0;
+    for (int step = 0; step < 150; ++step) {
+      opt->zeroGrad();
+      Variable l = autograd::crossEntropy(autograd::reshape(m->forward(Variable(x)), {t, 128}), y);
+      l.backward();
+      opt->step();
+      loss = l.item();
+    }
+    EXPECT_LT(loss, 0.05) << name << " did not memorise the text";
+    // Greedy generation then recites it.
+    std::vector<int64_t> prompt(ids.begin(), ids.begin() + 6);
+    GenerateOptions go;
+    go.max_new_tokens = 20;
+    go.temperature = 0;
+    std::vector<int64_t> out = generate(*m, prompt, go);
+    EXPECT_EQ(std::string(out.begin(), out.end()), text.substr(0, 26)) << name;
+  }
+}
+
+TEST(LanguageModel, generate_is_reproducible_and_top_k_1_is_greedy) {
+  Generator g(6);
+  auto m = makeLm("gpt", tiny(&g));
+  std::vector<int64_t> prompt = {1, 2, 3};
+  GenerateOptions greedy;
+  greedy.max_new_tokens = 30;  // past block_size: the context is cropped
+  greedy.temperature = 0;
+  auto a = generate(*m, prompt, greedy);
+  EXPECT_EQ(a.size(), 33u);
+  Generator s1(9), s2(9);
+  GenerateOptions top1 = greedy;
+  top1.temperature = 1.0;
+  top1.top_k = 1;
+  top1.generator = &s1;
+  EXPECT_EQ(generate(*m, prompt, top1), a);
+  GenerateOptions sampled = greedy;
+  sampled.temperature = 1.5;
+  sampled.generator = &s1;
+  auto b = generate(*m, prompt, sampled);
+  sampled.generator = &s2;
+  EXPECT_EQ(generate(*m, prompt, sampled), b);
+  EXPECT_TRUE(m->isTraining()) << "generate restores the training mode";
+  EXPECT_THROW(generate(*m, {}, greedy), ValueError);
+  EXPECT_THROW(generate(*m, {40}, greedy), ValueError);
+}
