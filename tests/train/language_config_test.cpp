@@ -1,0 +1,95 @@
+// The config keys of language models: model sizes and presets, text and token data, DeepSpeed's
+// activation_checkpointing section as seed 002 writes it, the sample section, and their errors.
+#include <gtest/gtest.h>
+
+#include "lockstep/train/config.h"
+#include "lockstep/train/language_model_run.h"
+#include "lockstep/util/error.h"
+
+using namespace lockstep;
+using namespace lockstep::train;
+
+namespace {
+
+std::string errorOf(const std::string& text) {
+  try {
+    parseTrainConfig(text, {}, 1);
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+const char* kGpt = R"(
+train_micro_batch_size_per_gpu: 8
+model: {name: gpt, model_type: gpt-mini, block_size: 128, dropout: 0.1}
+data: {dataset: text}
+)";
+
+}  // namespace
+
+TEST(LanguageConfig, gpt_on_text_defaults_to_the_fortunes_corpus_and_the_models_block) {
+  TrainConfig c = parseTrainConfig(kGpt, {}, 2);
+  EXPECT_EQ(c.model, "gpt");
+  EXPECT_EQ(c.model_options.model_type, "gpt-mini");
+  EXPECT_EQ(c.data.root, "/usr/share/games/fortunes");
+  EXPECT_EQ(c.data.block_size, 128);
+  EXPECT_DOUBLE_EQ(c.data.val_split, 0.1);
+  EXPECT_EQ(c.model_options.checkpoint_every, 0);
+  EXPECT_FALSE(c.activation_checkpointing.present);
+}
+
+TEST(LanguageConfig, seed_002_activation_checkpointing_block_is_accepted_and_turns_it_on) {
+  const std::string json = R"({
+    "train_micro_batch_size_per_gpu": 1,
+    "model": {"name": "llama", "model_type": "llama-tiny"},
+    "data": {"dataset": "text"},
+    "activation_checkpointing": {
+        "partition_activations": true,
+        "cpu_checkpointing": true,
+        "contiguous_memory_optimization": false,
+        "number_checkpoints": null,
+        "synchronize_checkpoint_boundary": false,
+        "profile": true
+    }
+})";
+  TrainConfig c = parseTrainConfig(json, {}, 1);
+  const ActivationCheckpointingConfig& a = c.activation_checkpointing;
+  EXPECT_TRUE(a.present && a.partition_activations && a.cpu_checkpointing && a.profile);
+  EXPECT_FALSE(a.contiguous_memory_optimization || a.synchronize_checkpoint_boundary);
+  EXPECT_FALSE(a.number_checkpoints.has_value());
+  EXPECT_EQ(c.model_options.checkpoint_every, 1) << "the section checkpoints every block";
+  EXPECT_EQ(c.data.block_size, 256);
+  std::string note = activationCheckpointingNote(a, 1, 4, "llama");
+  EXPECT_TRUE(has(note, "segments of 1 block of llama (4 segments)")) << note;
+  EXPECT_TRUE(has(note, "no effect here: partition_activations")) << note;
+  EXPECT_TRUE(has(note, "cpu_checkpointing")) << note;
+  EXPECT_FALSE(has(note, "synchronize_checkpoint_boundary")) << "only keys that are on are listed: " << note;
+  EXPECT_EQ(activationCheckpointingNote(a, 0, 4, "llama"), "");
+}
+
+TEST(LanguageConfig, model_checkpoint_every_sets_the_segment_length) {
+  TrainConfig c = parseTrainConfig(std::string(kGpt) + "activation_checkpointing: {profile: false}\n",
+                                   {"model.checkpoint_every=2"}, 1);
+  EXPECT_EQ(c.model_options.checkpoint_every, 2);
+}
+
+TEST(LanguageConfig, mismatches_and_bad_values_are_errors_naming_the_key) {
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nmodel: {name: gpt}\n"), "set data.dataset to text or tokens"));
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\ndata: {dataset: text}\n"), "train a language model"));
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nactivation_checkpointing: {profile: true}\n"),
+                  "has no transformer blocks"));
+  EXPECT_TRUE(has(errorOf(std::string(kGpt) + "activation_checkpointing: {partition_activation: true}\n"),
+                  "did you mean activation_checkpointing.partition_activations"));
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nmodel: {name: mlp, n_layer: 2}\n"),
+                  "model.n_layer applies to the language models"));
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nmodel: {name: gpt, dropout: 1.5}\ndata: {dataset: text}\n"),
+                  "model.dropout must be in [0, 1)"));
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nmodel: {name: gpt}\ndata: {dataset: tokens}\n"),
+                  "lockstep data tokenize"));
+  EXPECT_TRUE(has(errorOf(std::string(kGpt) + "sample: {temperature: -1}\n"), "sample.temperature"));
+  EXPECT_TRUE(has(errorOf(std::string(kGpt) + "activation_checkpointing: {number_checkpoints: 0}\n"),
+                  "number_checkpoints must be positive"));
+}
