@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# GPT training throughput, side by side: `lockstep train examples/configs/gpt_fortunes.yaml` (gpt-mini,
+# block 256, micro-batch 8 per rank, fortunes bytes) against the same model, data, batch and optimizer in
+# PyTorch (bench/scripts/torch_gpt.py), written the minGPT way and with F.scaled_dot_product_attention,
+# and with torch.compile where it works here; 1 and 2 ranks, one thread and one core per rank.
+#   bench/gpt.bench.sh [BUILD_DIR] [STEPS] [REPS]
+# Reports tokens/s (all ranks) per configuration, median over REPS, and lockstep / torch ratios.
+# lockstep's figure is summary.json's tokens_per_second over the whole run (its first steps included);
+# torch's leaves out its first WARMUP steps: the peer gets the better deal.
+# The peer: current PyTorch from PyPI in a virtual environment (BUILD_DIR/bench-venv, created on first use;
+# PYTHON=/usr/bin/python3 runs Debian's 1.13 instead). Each torch configuration runs with and without the
+# glibc malloc tunables; the faster counts.
+set -euo pipefail
+build=${1:-build}
+steps=${2:-60}
+reps=${3:-3}
+warmup=${WARMUP:-10}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
+ncpu=$(nproc --all)
+port=$((29700 + RANDOM % 90))
+tunables="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+python=${PYTHON:-}
+if [ -z "$python" ]; then
+  venv=${VENV:-$build/bench-venv}
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import torch, numpy" 2>/dev/null; then
+    echo "gpt.bench: installing PyPI's torch and numpy into $venv (once; gigabytes)" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --upgrade pip
+    "$venv/bin/pip" install -q torch numpy
+  fi
+  python=$venv/bin/python
+fi
+
+run_ranks() {  # run_ranks WORLD CMD...: torchrun's variables, rank r on core r; prints rank 0's stdout
+  local world=$1
+  shift
+  local pids=() r
+  for ((r = world - 1; r >= 0; r--)); do
+    if [ "$r" -eq 0 ]; then
+      RANK=0 LOCAL_RANK=0 WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        taskset -c $((r % ncpu)) "$@" 2>/dev/null
+    else
+      RANK=$r LOCAL_RANK=$r WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        taskset -c $((r % ncpu)) "$@" >/dev/null 2>&1 &
+      pids+=($!)
+    fi
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  port=$((port + 1))
+}
+ours() {  # ours WORLD PRECISION: tokens/s from summary.json
+  local out=$work/o$1-$2-$RANDOM
+  run_ranks "$1" "$build/lockstep" train "$root/examples/configs/gpt_fortunes.yaml" --output-dir "$out" \
+    --set max_steps="$steps" --set checkpoint.every_steps=0 --set tensorboard.enabled=false \
+    --set sample.max_new_tokens=0 >/dev/null 2>&1 || true
+  python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens_per_second'])" "$out/summary.json" 2>/dev/null || echo 0
+}
+theirs() {  # theirs WORLD ATTENTION [--compile] [--precision bf16]: the faster of without and with the tunables
+  local world=$1
+  shift
+  local args=(--max-steps "$steps" --warmup-steps "$warmup" --attention "$@")
+  local plain tuned
+  plain=$(run_ranks "$world" "$python" "$here/scripts/torch_gpt.py" "${args[@]}" | sed -n 's/.*tokens_per_second=\([0-9.]*\).*/\1/p')
+  tuned=$(GLIBC_TUNABLES=$tunables run_ranks "$world" "$python" "$here/scripts/torch_gpt.py" "${args[@]}" |
+    sed -n 's/.*tokens_per_second=\([0-9.]*\).*/\1/p')
+  python3 -c "import sys; print(max(float(sys.argv[1] or 0), float(sys.argv[2] or 0)))" "${plain:-0}" "${tuned:-0}"
+}
+median() { python3 -c "import statistics,sys; print(statistics.median(float(v) for v in sys.argv[1:]))" "$@"; }
+
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc) cores; torch: $("$python" -c 'import torch; print(torch.__version__)')"
+declare -A results
+configs=("lockstep 1" "torch-mingpt 1" "torch-sdpa 1" "torch-compile 1" "lockstep 2" "torch-mingpt 2" "torch-sdpa 2")
+for ((i = 1; i <= reps; i++)); do
+  for cfg in "${configs[@]}"; do
+    set -- $cfg
+    case $1 in
+      lockstep) v=$(ours "$2" fp32) ;;
+      torch-mingpt) v=$(theirs "$2" mingpt) ;;
+      torch-sdpa) v=$(theirs "$2" sdpa) ;;
+      torch-compile) v=$(theirs "$2" sdpa --compile 2>/dev/null || echo 0) ;;
+    esac
+    results["$cfg"]="${results["$cfg"]:-} $v"
+    echo "rep $i: $cfg ranks: $v tokens/s" >&2
+  done
+done
+printf "%-16s %6s %14s\n" config ranks "tokens/s"
+for cfg in "${configs[@]}"; do
+  set -- $cfg
+  m=$(median ${results["$cfg"]})
+  results["$cfg"]=$m
+  printf "%-16s %6s %14.0f\n" "$1" "$2" "$m"
+done
+for w in 1 2; do
+  for peer in torch-mingpt torch-sdpa torch-compile; do
+    [ -n "${results["$peer $w"]:-}" ] || continue
+    python3 -c "import sys; o,t=float(sys.argv[1]),float(sys.argv[2]); print(f'{sys.argv[4]} rank(s): lockstep / {sys.argv[3]} = ' + (f'{o/t:.2f}x' if t>0 else 'n/a (peer did not run)'))" \
+      "${results["lockstep $w"]}" "${results["$peer $w"]}" "$peer" "$w"
+  done
+done
