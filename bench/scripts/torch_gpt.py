@@ -127,8 +127,10 @@ def main():
     if args.n_layer:
         n_layer = args.n_layer
     model = GPT(256, bs, n_layer, n_head, c, args.dropout, args.attention)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    # minGPT's split: Linear weights decay; biases, LayerNorm and embedding weights (the tied table) do not.
+    linear_weights = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)} - {id(model.lm_head.weight)}
+    decay = [p for p in model.parameters() if id(p) in linear_weights]
+    no_decay = [p for p in model.parameters() if id(p) not in linear_weights]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=5e-4, betas=(0.9, 0.95))
     net = model

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <numeric>
 
+#include <set>
+
 #include "lockstep/autograd/checkpoint.h"
+#include "lockstep/nn/linear.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::nn {
@@ -46,6 +49,16 @@ Variable runBlocks(const std::vector<Module*>& blocks, Variable x, int64_t check
         {x});
   }
   return x;
+}
+
+WeightDecayGroups weightDecayGroups(Module& model) {
+  std::set<const autograd::VariableImpl*> decayed;
+  for (auto& [name, m] : model.namedModules()) {
+    if (auto* linear = dynamic_cast<Linear*>(m)) decayed.insert(linear->weight().impl().get());
+  }
+  WeightDecayGroups g;
+  for (const Variable& p : model.parameters()) (decayed.count(p.impl().get()) ? g.decay : g.no_decay).push_back(p);
+  return g;
 }
 
 std::vector<int64_t> generate(LanguageModel& model, const std::vector<int64_t>& prompt,

@@ -32,6 +32,14 @@ void checkTokenInput(const Tensor& idx, int64_t vocab_size, int64_t block_size, 
 /// is one autograd::checkpoint segment (its inputs kept, the rest recomputed in backward).
 Variable runBlocks(const std::vector<Module*>& blocks, Variable x, int64_t checkpoint_every);
 
+/// minGPT's configure_optimizers split: the weights of Linear layers take weight decay; biases,
+/// norm weights and embedding tables (the tied output layer's included) do not. Each list in the
+/// model's parameter order; together they hold every parameter once.
+struct WeightDecayGroups {
+  std::vector<Variable> decay, no_decay;
+};
+WeightDecayGroups weightDecayGroups(Module& model);
+
 struct GenerateOptions {
   int64_t max_new_tokens = 100;
   /// 0: greedy (argmax); otherwise logits / temperature are sampled.

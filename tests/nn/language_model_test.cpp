@@ -199,3 +199,20 @@ TEST(LanguageModel, generate_is_reproducible_and_top_k_1_is_greedy) {
   EXPECT_THROW(generate(*m, {}, greedy), ValueError);
   EXPECT_THROW(generate(*m, {40}, greedy), ValueError);
 }
+
+TEST(LanguageModel, weight_decay_groups_follow_mingpt) {
+  Generator g(7);
+  for (const char* name : {"gpt", "llama"}) {
+    auto m = makeLm(name, tiny(&g));
+    WeightDecayGroups w = weightDecayGroups(*m);
+    EXPECT_EQ(w.decay.size() + w.no_decay.size(), m->parameters().size());
+    for (auto& [pname, p] : m->namedParameters()) {
+      bool decays = false;
+      for (const auto& d : w.decay) decays = decays || d.sameAs(p);
+      const bool linear_weight = pname.find("_proj.weight") != std::string::npos ||
+                                 pname.find("c_attn.weight") != std::string::npos ||
+                                 pname.find("c_fc.weight") != std::string::npos || pname == "lm_head.weight";
+      EXPECT_EQ(decays, linear_weight) << name << " " << pname;
+    }
+  }
+}
