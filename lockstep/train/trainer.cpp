@@ -155,7 +155,15 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   }
   int64_t total_steps = steps_per_epoch * c.epochs;
   if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
-  parallel::Engine engine(model, engineOptions(c, total_steps), dist);
+  // Language models take weight decay on their Linear weights only (minGPT's configure_optimizers):
+  // the optimizer gets a second group with weight_decay 0 for biases, norms and embeddings.
+  std::shared_ptr<optim::Optimizer> lm_optimizer;
+  if (language_model) {
+    nn::WeightDecayGroups groups = nn::weightDecayGroups(*model);
+    lm_optimizer = optim::makeOptimizer(c.optimizer, groups.decay);
+    if (!groups.no_decay.empty()) lm_optimizer->addParamGroup(groups.no_decay, {{"weight_decay", 0.0}});
+  }
+  parallel::Engine engine(model, lm_optimizer, engineOptions(c, total_steps), dist);
   nn::Module& net = *engine.module();
   optim::Optimizer& opt = *engine.optimizer();
   nn::CrossEntropyLoss criterion;
