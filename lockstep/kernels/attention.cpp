@@ -3,6 +3,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -25,10 +26,9 @@ void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const 
                  " n=", n, " k=", k);
 }
 
-// exp(x) for x <= 0 to ~2 ulp, written so that the compiler vectorises the loops that call it (the
-// library expf does not vectorise without -ffast-math): 2^n * poly(r), r = x - n ln 2.
+// exp(x) for x <= 0 to ~2 ulp, written so that the loops calling it vectorise (the library expf
+// does not without -ffast-math): 2^n * poly(r), r = x - n ln 2. Branch-free on purpose.
 inline float expNonPositive(float x) {
-  x = std::max(x, -87.0f);
   const float t = x * 1.44269504088896341f;
   const float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest by the 1.5 * 2^23 trick
   const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
@@ -39,22 +39,45 @@ inline float expNonPositive(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return p * scale;
+  // 2^max(n, -126): the max by |.| (exact on integers) keeps the loop free of branches, which GCC
+  // would not if-convert; below 2^-126 the result is a denormal-free ~1e-38 instead of 0.
+  const float nc = 0.5f * (n - 126.0f + __builtin_fabsf(n + 126.0f));
+  return p * std::bit_cast<float>((static_cast<int32_t>(nc) + 127) << 23);
 }
 
+// The per-row loops of a score block. They are most of the time outside the gemms, so they get an
+// AVX2 clone picked at load time (GCC target_clones) next to the baseline SSE2 one, and this file
+// is compiled with the dynamic vectoriser cost model (CMakeLists.txt): GCC 12's -O2 default
+// ("very cheap") leaves loops with a remainder scalar.
+#define LOCKSTEP_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+
 // row[c] = exp(row[c] - sub) for c < lim, 0 for lim <= c < n; returns the sum.
-inline float expRow(float* row, int64_t lim, int64_t n, float sub) {
+LOCKSTEP_VECTOR_CLONES float expRow(float* __restrict row, int64_t lim, int64_t n, float sub) {
+  for (int64_t c = 0; c < lim; ++c) row[c] = expNonPositive(row[c] - sub);
   float sum = 0;
 #pragma omp simd reduction(+ : sum)
-  for (int64_t c = 0; c < lim; ++c) {
-    row[c] = expNonPositive(row[c] - sub);
-    sum += row[c];
-  }
+  for (int64_t c = 0; c < lim; ++c) sum += row[c];
   for (int64_t c = lim; c < n; ++c) row[c] = 0.0f;
   return sum;
+}
+
+LOCKSTEP_VECTOR_CLONES float rowMax(const float* __restrict row, int64_t n) {
+  float mx = kNegInf;
+#pragma omp simd reduction(max : mx)
+  for (int64_t c = 0; c < n; ++c) mx = mx > row[c] ? mx : row[c];
+  return mx;
+}
+
+// dS = P * (dP - D_i), in place in dp.
+LOCKSTEP_VECTOR_CLONES void softmaxGrad(const float* __restrict pr, float* __restrict dp, int64_t n,
+                                        float di) {
+#pragma omp simd
+  for (int64_t c = 0; c < n; ++c) dp[c] = pr[c] * (dp[c] - di);
+}
+
+LOCKSTEP_VECTOR_CLONES void scaleRow(float* __restrict a, int64_t n, float alpha) {
+#pragma omp simd
+  for (int64_t c = 0; c < n; ++c) a[c] *= alpha;
 }
 
 // q/k/v with a contiguous last dim and a row stride of at least D are read in place.
@@ -110,8 +133,7 @@ AttentionOutput forwardFast(const Tensor& q0, const Tensor& k0, const Tensor& v0
             std::fill(row, row + nc, 0.0f);
             continue;
           }
-          float mx = kNegInf;
-          for (int64_t c = 0; c < lim; ++c) mx = std::max(mx, row[c]);
+          const float mx = rowMax(row, lim);
           const float mnew = std::max(m[r], mx);
           const float alpha = m[r] == kNegInf ? 0.0f : expNonPositive(m[r] - mnew);
           l[r] = l[r] * alpha + expRow(row, lim, nc, mnew);
@@ -122,11 +144,7 @@ AttentionOutput forwardFast(const Tensor& q0, const Tensor& k0, const Tensor& v0
             for (int64_t c = 0; c < lim; ++c)
               row[c] = dropoutKeeps(base + c, p.seed, keep) ? row[c] * keep_scale : 0.0f;
           }
-          if (alpha != 1.0f) {
-            float* a = acc.data() + r * D;
-#pragma omp simd
-            for (int64_t c = 0; c < D; ++c) a[c] *= alpha;
-          }
+          if (alpha != 1.0f) scaleRow(acc.data() + r * D, D, alpha);
         }
         gemm('N', 'N', nr, D, nc, 1.0f, sb.data(), kBlockK, vb + j0 * V.st, V.st, 1.0f, acc.data(), D);
       }
@@ -200,9 +218,7 @@ AttentionGrads backwardFast(const Tensor& gout, const Tensor& q0, const Tensor& 
                   dp[c] *= mk;
                 }
               }
-              const float di = dsum[i];
-#pragma omp simd
-              for (int64_t c = 0; c < nc; ++c) dp[c] = pr[c] * (dp[c] - di);  // dS, unscaled
+              softmaxGrad(pr, dp, nc, dsum[i]);  // dS, unscaled
             }
             gemm('T', 'N', nc, D, nr, 1.0f, dropout ? pdb.data() : pb.data(), kBlockK, dout + i0 * D, D, 1.0f,
                  dv + j0 * D, D);
