@@ -9,4 +9,5 @@
 #include "lockstep/autograd/ops/conv.h"
 #include "lockstep/autograd/ops/linear.h"
 #include "lockstep/autograd/ops/math.h"
+#include "lockstep/autograd/ops/transformer.h"
 #include "lockstep/autograd/variable.h"

@@ -3,6 +3,7 @@
 // (oneDNN in kernels/dnnl/, plain loops in kernels/reference/), optimizer updates over flat spans.
 #include "lockstep/kernels/accumulate.h"
 #include "lockstep/kernels/activation.h"
+#include "lockstep/kernels/attention.h"
 #include "lockstep/kernels/batch_norm.h"
 #include "lockstep/kernels/binary.h"
 #include "lockstep/kernels/conv.h"
@@ -18,4 +19,5 @@
 #include "lockstep/kernels/shape.h"
 #include "lockstep/kernels/softmax.h"
 #include "lockstep/kernels/threads.h"
+#include "lockstep/kernels/transformer.h"
 #include "lockstep/kernels/unary.h"

@@ -1,12 +1,14 @@
 #pragma once
 // Autocast: lockstep's torch.autocast(device_type="cpu", dtype=...). Inside an AutocastGuard, ops
 // choose their compute dtype by a fixed policy (docs/nn.md has the table):
-//   lower precision  conv2d, conv2d+max_pool2d, linear, matmul: operands cast to the autocast dtype
+//   lower precision  conv2d, conv2d+max_pool2d, linear, matmul, scaled_dot_product_attention:
+//                    operands cast to the autocast dtype
 //                    (bf16 or f16); the kernels accumulate in f32 and return the autocast dtype.
-//   f32              softmax, log_softmax, the losses, batch_norm, layer_norm, sum, mean: operands
+//   f32              softmax, log_softmax, the losses, batch_norm, layer_norm, rms_norm, sum, mean: operands
 //                    cast to f32, results in f32.
-//   promote          add, sub, mul, div: operands of different floating dtypes meet in the wider.
-//   everything else  (relu and the other activations, pooling, dropout, reshapes) runs in the dtype
+//   promote          add, sub, mul, div, swiglu: operands of different floating dtypes meet in the wider.
+//   everything else  (relu and the other activations, pooling, dropout, reshapes, embedding in its
+//                    weight's dtype, rotary) runs in the dtype
 //                    it is given.
 // Parameters stay f32 (master weights). A parameter (a leaf that requires a gradient) is cast once
 // per outermost scope, not once per use; its gradient flows back through the cast and reaches the

@@ -40,6 +40,24 @@ Tensor geluBackward(const Tensor& gy, const Tensor& x) {
   return dispatch<onednn::geluBackward, reference::geluBackward>(x.dtype(), gy, x);
 }
 
+Tensor geluTanhForward(const Tensor& x) {
+  return dispatch<onednn::geluTanhForward, reference::geluTanhForward>(x.dtype(), x);
+}
+
+Tensor geluTanhBackward(const Tensor& gy, const Tensor& x) {
+  checkBackward("gelu", gy, x);
+  return dispatch<onednn::geluTanhBackward, reference::geluTanhBackward>(x.dtype(), gy, x);
+}
+
+Tensor siluForward(const Tensor& x) {
+  return dispatch<onednn::siluForward, reference::siluForward>(x.dtype(), x);
+}
+
+Tensor siluBackward(const Tensor& gy, const Tensor& x) {
+  checkBackward("silu", gy, x);
+  return dispatch<onednn::siluBackward, reference::siluBackward>(x.dtype(), gy, x);
+}
+
 Tensor tanhForward(const Tensor& x) {
   return dispatch<onednn::tanhForward, reference::tanhForward>(x.dtype(), x);
 }

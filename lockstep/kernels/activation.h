@@ -16,6 +16,12 @@ Tensor leakyReluBackward(const Tensor& gy, const Tensor& x, double negative_slop
 /// Exact GELU: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
 Tensor geluForward(const Tensor& x);
 Tensor geluBackward(const Tensor& gy, const Tensor& x);
+/// GELU, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Tensor geluTanhForward(const Tensor& x);
+Tensor geluTanhBackward(const Tensor& gy, const Tensor& x);
+/// SiLU (swish): x sigmoid(x); backward from the input.
+Tensor siluForward(const Tensor& x);
+Tensor siluBackward(const Tensor& gy, const Tensor& x);
 Tensor tanhForward(const Tensor& x);
 /// From the output y: dL/dx = gy (1 - y^2).
 Tensor tanhBackward(const Tensor& gy, const Tensor& y);
@@ -30,6 +36,10 @@ Tensor leakyReluForward(const Tensor& x, double negative_slope);
 Tensor leakyReluBackward(const Tensor& gy, const Tensor& x, double negative_slope);
 Tensor geluForward(const Tensor& x);
 Tensor geluBackward(const Tensor& gy, const Tensor& x);
+Tensor geluTanhForward(const Tensor& x);
+Tensor geluTanhBackward(const Tensor& gy, const Tensor& x);
+Tensor siluForward(const Tensor& x);
+Tensor siluBackward(const Tensor& gy, const Tensor& x);
 Tensor tanhForward(const Tensor& x);
 Tensor tanhBackward(const Tensor& gy, const Tensor& y);
 Tensor sigmoidForward(const Tensor& x);
@@ -43,6 +53,10 @@ Tensor leakyReluForward(const Tensor& x, double negative_slope);
 Tensor leakyReluBackward(const Tensor& gy, const Tensor& x, double negative_slope);
 Tensor geluForward(const Tensor& x);
 Tensor geluBackward(const Tensor& gy, const Tensor& x);
+Tensor geluTanhForward(const Tensor& x);
+Tensor geluTanhBackward(const Tensor& gy, const Tensor& x);
+Tensor siluForward(const Tensor& x);
+Tensor siluBackward(const Tensor& gy, const Tensor& x);
 Tensor tanhForward(const Tensor& x);
 Tensor tanhBackward(const Tensor& gy, const Tensor& y);
 Tensor sigmoidForward(const Tensor& x);

@@ -97,4 +97,17 @@ auto dispatch(DType t, const Args&... args) {
   return detail::inF32(t, Fast, args...);
 }
 
+/// For kernels written as f32 loops (no oneDNN primitive): f32 runs Fast, f64 (or
+/// LOCKSTEP_KERNELS=reference) runs Ref, and bf16/f16 always run Fast (or Ref) emulated in f32,
+/// since no native low-precision version exists.
+template <auto Fast, auto Ref, typename... Args>
+auto dispatchF32Loops(DType t, const Args&... args) {
+  if (backendFor(t) == Backend::reference) {
+    if (isLowPrecision(t)) return detail::inF32(t, Ref, args...);
+    return Ref(args...);
+  }
+  if (isLowPrecision(t)) return detail::inF32(t, Fast, args...);
+  return Fast(args...);
+}
+
 }  // namespace lockstep::kernels

@@ -7,13 +7,6 @@
 namespace lockstep::kernels {
 
 namespace {
-// Generator's u01: 53 random bits from the first two Philox words (must match generator.cpp, so
-// that the mask equals gen.bernoulli(mask, 1 - p); the dropout tests check it does).
-inline double u01(uint32_t a, uint32_t b) {
-  uint64_t x = (static_cast<uint64_t>(a) << 21) ^ (b >> 11);
-  return static_cast<double>(x & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
-}
-
 double scaleFor(double p) { return p >= 1.0 ? 0.0 : 1.0 / (1.0 - p); }
 
 template <typename T>
@@ -23,8 +16,7 @@ void dropoutLoop(const T* x, T* y, uint8_t* m, int64_t n, double p, uint64_t bas
   // Each element's draw depends only on its index: any split of the loop gives the same mask.
 #pragma omp parallel for schedule(static) if (n > 32768)
   for (int64_t i = 0; i < n; ++i) {
-    auto r = philox4x32(base + static_cast<uint64_t>(i), 0, key);
-    const uint8_t k = u01(r[0], r[1]) < keep ? 1 : 0;
+    const uint8_t k = dropoutKeeps(base + static_cast<uint64_t>(i), key, keep) ? 1 : 0;
     m[i] = k;
     y[i] = k ? x[i] * scale : T(0);
   }

@@ -39,58 +39,58 @@ void checkTargets(const char* op, const Tensor& target, int64_t c, int64_t ignor
   for (int64_t i = 0; i < t.numel(); ++i) classOf(op, t.data<int64_t>(), i, c, ignore_index);
 }
 
+// Row i's logsumexp and loss in two passes over the row, threaded over rows. Nothing of size
+// [N, C] is allocated: the backward recomputes softmax from the logits and this logsumexp.
 std::pair<Tensor, Tensor> crossEntropyFast(const Tensor& logits0, const Tensor& target0,
                                            const CrossEntropyParams& p) {
   Tensor x = logits0.contiguous(), tg = target0.contiguous();
   const int64_t n = x.size(0), c = x.size(1);
   const float* px = x.data<float>();
   const int64_t* pt = tg.data<int64_t>();
-  Tensor probs = Tensor::empty({n, c}, DType::f32);
-  float* pp = probs.data<float>();
-  Tensor loss =
-      p.reduction == LossReduction::none ? Tensor::empty({n}, DType::f32) : Tensor::scalar(0.0, DType::f32);
-  float* pl = loss.data<float>();
+  checkTargets("cross_entropy", tg, c, p.ignore_index);
+  Tensor lse = Tensor::empty({n}, DType::f32);
+  float* plse = lse.data<float>();
+  Tensor per = Tensor::empty({n}, DType::f32);
+  float* pper = per.data<float>();
   const double on = 1.0 - p.label_smoothing, off = c > 0 ? p.label_smoothing / static_cast<double>(c) : 0.0;
-  double total = 0;
-  int64_t count = 0;
+#pragma omp parallel for schedule(static) if (n * c > 65536)
   for (int64_t i = 0; i < n; ++i) {
     const float* row = px + i * c;
-    float* prow = pp + i * c;
-    const int64_t k = classOf("cross_entropy", pt, i, c, p.ignore_index);
     float mx = -INFINITY, rowsum = 0;
+#pragma omp simd reduction(max : mx) reduction(+ : rowsum)
     for (int64_t j = 0; j < c; ++j) {
       mx = std::max(mx, row[j]);
       rowsum += row[j];
     }
     float se = 0;
-    for (int64_t j = 0; j < c; ++j) {
-      prow[j] = std::exp(row[j] - mx);
-      se += prow[j];
-    }
-    const float inv = 1.0f / se;
-    for (int64_t j = 0; j < c; ++j) prow[j] *= inv;
-    double li = 0;
-    if (k != p.ignore_index) {
-      const double lse = static_cast<double>(mx) + std::log(static_cast<double>(se));
-      // -log p_k weighted (1 - s), plus s/C times -sum_j log p_j = C lse - sum_j x_j.
-      li = on * (lse - row[k]) + off * (static_cast<double>(c) * lse - rowsum);
-      ++count;
-    }
-    if (p.reduction == LossReduction::none) pl[i] = static_cast<float>(li);
-    total += li;
+    for (int64_t j = 0; j < c; ++j) se += std::exp(row[j] - mx);
+    const double l = static_cast<double>(mx) + std::log(static_cast<double>(se));
+    plse[i] = static_cast<float>(l);
+    const int64_t k = pt[i];
+    // -log p_k weighted (1 - s), plus s/C times -sum_j log p_j = C lse - sum_j x_j.
+    pper[i] = k == p.ignore_index
+                  ? 0.0f
+                  : static_cast<float>(on * (l - row[k]) + off * (static_cast<double>(c) * l - rowsum));
   }
-  if (p.reduction == LossReduction::mean) pl[0] = static_cast<float>(total / static_cast<double>(count));
-  if (p.reduction == LossReduction::sum) pl[0] = static_cast<float>(total);
-  return {loss, probs};
+  if (p.reduction == LossReduction::none) return {per, lse};
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    total += pper[i];
+    count += pt[i] != p.ignore_index;
+  }
+  const double v = p.reduction == LossReduction::sum ? total : total / static_cast<double>(count);
+  return {Tensor::scalar(v, DType::f32), lse};
 }
 
-Tensor crossEntropyBackwardFast(const Tensor& gloss0, const Tensor& probs, const Tensor& target0,
-                                const CrossEntropyParams& p) {
+// dL/dx_ij = (exp(x_ij - lse_i) - s/C - (1 - s) [j == k]) * g_i, written straight into the gradient.
+Tensor crossEntropyBackwardFast(const Tensor& gloss0, const Tensor& logits0, const Tensor& lse0,
+                                const Tensor& target0, const CrossEntropyParams& p) {
   Tensor tg = target0.contiguous(), gloss = gloss0.to(DType::f32).contiguous();
-  const int64_t n = probs.size(0), c = probs.size(1);
+  Tensor x = logits0.contiguous(), lse = lse0.contiguous();
+  const int64_t n = x.size(0), c = x.size(1);
   const int64_t* pt = tg.data<int64_t>();
-  const float* pp = probs.data<float>();
-  const float* pg = gloss.data<float>();
+  const float *px = x.data<float>(), *pl = lse.data<float>(), *pg = gloss.data<float>();
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) count += pt[i] != p.ignore_index;
   const float base = p.reduction == LossReduction::none  ? 0.0f
@@ -99,17 +99,19 @@ Tensor crossEntropyBackwardFast(const Tensor& gloss0, const Tensor& probs, const
   const float on = static_cast<float>(1.0 - p.label_smoothing);
   const float off = c > 0 ? static_cast<float>(p.label_smoothing / static_cast<double>(c)) : 0.0f;
   Tensor gx = Tensor::empty({n, c}, DType::f32);
-  float* px = gx.data<float>();
+  float* pgx = gx.data<float>();
+#pragma omp parallel for schedule(static) if (n * c > 65536)
   for (int64_t i = 0; i < n; ++i) {
-    float* grow = px + i * c;
-    const int64_t k = classOf("cross_entropy", pt, i, c, p.ignore_index);
+    float* grow = pgx + i * c;
+    const int64_t k = pt[i];
     if (k == p.ignore_index) {
-      for (int64_t j = 0; j < c; ++j) grow[j] = 0.0f;
+      std::fill(grow, grow + c, 0.0f);
       continue;
     }
     const float s = p.reduction == LossReduction::none ? pg[i] : base;
-    const float* prow = pp + i * c;
-    for (int64_t j = 0; j < c; ++j) grow[j] = (prow[j] - off) * s;
+    const float* row = px + i * c;
+    const float l = pl[i];
+    for (int64_t j = 0; j < c; ++j) grow[j] = (std::exp(row[j] - l) - off) * s;
     grow[k] -= on * s;
   }
   return gx;
@@ -161,18 +163,22 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
   checkClassTarget("cross_entropy", logits, target);
   LOCKSTEP_ENFORCE(p.label_smoothing >= 0.0 && p.label_smoothing <= 1.0, ValueError,
                    "cross_entropy: label_smoothing must be in [0, 1], got ", p.label_smoothing);
-  if (fast(logits.dtype())) return crossEntropyFast(logits, target, p);  // checks targets as it goes
+  if (fast(logits.dtype())) return crossEntropyFast(logits, target, p);  // checks the targets
   checkTargets("cross_entropy", target, logits.size(1), p.ignore_index);
   return reference::crossEntropyForward(logits, target, p);
 }
 
-Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& probs, const Tensor& target,
-                            const CrossEntropyParams& p) {
-  checkClassTarget("cross_entropy", probs, target);
-  checkGloss("cross_entropy", gloss, p.reduction, {probs.size(0)});
-  if (fast(probs.dtype()) && probs.isContiguous()) return crossEntropyBackwardFast(gloss, probs, target, p);
-  checkTargets("cross_entropy", target, probs.size(1), p.ignore_index);
-  return reference::crossEntropyBackward(gloss, probs, target, p);
+Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
+                            const Tensor& target, const CrossEntropyParams& p) {
+  checkClassTarget("cross_entropy", logits, target);
+  checkGloss("cross_entropy", gloss, p.reduction, {logits.size(0)});
+  LOCKSTEP_ENFORCE(lse.shape() == Shape{logits.size(0)}, ValueError, "cross_entropy backward: logsumexp ",
+                   lse.describe(), " does not fit logits ", logits.describe());
+  checkTargets("cross_entropy", target, logits.size(1), p.ignore_index);
+  if (fast(logits.dtype()) && lse.dtype() == DType::f32) {
+    return crossEntropyBackwardFast(gloss, logits, lse, target, p);
+  }
+  return reference::crossEntropyBackward(gloss, logits, lse, target, p);
 }
 
 Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,

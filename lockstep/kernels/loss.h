@@ -1,7 +1,7 @@
 #pragma once
-// Losses. Cross-entropy is one fused kernel (log-softmax + NLL + label smoothing in a single pass
-// over each row) with a single backward, (softmax - smoothed one-hot) * g / count: a [32, 10]
-// batch costs two short loops, not a chain of primitives and temporaries.
+// Losses. Cross-entropy is one fused kernel (log-softmax + NLL + label smoothing in one pass over
+// each row) with a single backward, (softmax - smoothed one-hot) * g / count, recomputed from the
+// logits and the saved per-row logsumexp: no chain of primitives, and no [N, C] temporary.
 // None of these have oneDNN primitives: f32 runs tight loops in loss.cpp, f64 the reference loops
 // (nll_loss, a gather, runs the reference loop for every dtype).
 #include <cstdint>
@@ -21,13 +21,15 @@ struct CrossEntropyParams {
   int64_t ignore_index = -100;
 };
 
-/// logits [N, C] floating, target [N] i64. Returns {loss, probs}: loss is 0-d (mean, sum) or [N]
-/// (none); probs = softmax(logits) [N, C], which is all the backward needs.
+/// logits [N, C] floating, target [N] i64. Returns {loss, lse}: loss is 0-d (mean, sum) or [N]
+/// (none); lse [N] is each row's logsumexp (f32, f64 for f64 logits). With the logits it is all
+/// the backward needs, so no [N, C] softmax is kept between forward and backward (a 50257-word
+/// vocabulary makes that copy as large as the logits).
 std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
                                               const CrossEntropyParams& p);
-/// dL/dlogits from dL/dloss (0-d, or [N] for none).
-Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& probs, const Tensor& target,
-                            const CrossEntropyParams& p);
+/// dL/dlogits from dL/dloss (0-d, or [N] for none): softmax - smoothed target, written directly.
+Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
+                            const Tensor& target, const CrossEntropyParams& p);
 
 /// -log_probs[i, target[i]], reduced; log_probs [N, C], target [N] i64.
 Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
@@ -45,8 +47,8 @@ Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& t
 namespace reference {
 std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
                                               const CrossEntropyParams& p);
-Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& probs, const Tensor& target,
-                            const CrossEntropyParams& p);
+Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
+                            const Tensor& target, const CrossEntropyParams& p);
 Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
                       int64_t ignore_index);
 Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_classes,

@@ -19,6 +19,11 @@ class Error : public std::runtime_error {
 class ValueError : public Error {
   using Error::Error;
 };
+/// An index (a token id, a class, a position) is outside the range it indexes. A ValueError, so
+/// that callers catching bad values catch it too.
+class IndexError : public ValueError {
+  using ValueError::ValueError;
+};
 /// A file or stream could not be read or written, or its content is malformed.
 class IoError : public Error {
   using Error::Error;

@@ -102,6 +102,26 @@ std::vector<Case> cases() {
          auto g = kernels::layerNormBackward(t[3], t[0], out.mean, out.variance, {16}, t[1], t[2], 1e-5);
          return std::vector<Tensor>{out.y, g.gx, g.gweight, g.gbias};
        }});
+  cs.push_back({"attention forward and backward (causal, GQA)",
+                {{2, 4, 19, 8}, {2, 2, 19, 8}, {2, 2, 19, 8}, {2, 4, 19, 8}},
+                [](const std::vector<Tensor>& t) {
+                  kernels::AttentionParams p;
+                  p.causal = true;
+                  p.scale = 0.35;
+                  auto f = kernels::attentionForward(t[0], t[1], t[2], p);
+                  auto g = kernels::attentionBackward(t[3], t[0], t[1], t[2], f.out, f.lse, p);
+                  return std::vector<Tensor>{f.out, g.gq, g.gk, g.gv};
+                }});
+  cs.push_back({"swiglu forward and backward", {{6, 20}, {6, 20}, {6, 20}}, [](const std::vector<Tensor>& t) {
+                  auto [ga, gb] = kernels::swigluBackward(t[2], t[0], t[1]);
+                  return std::vector<Tensor>{kernels::swigluForward(t[0], t[1]), ga, gb};
+                }});
+  cs.push_back({"rotary forward", {{2, 3, 5, 8}, {5, 4}, {5, 4}}, [](const std::vector<Tensor>& t) {
+                  return std::vector<Tensor>{kernels::rotaryForward(t[0], t[1], t[2])};
+                }});
+  cs.push_back({"gelu(tanh) and silu forward", {{6, 20}}, [](const std::vector<Tensor>& t) {
+                  return std::vector<Tensor>{kernels::geluTanhForward(t[0]), kernels::siluForward(t[0])};
+                }});
   return cs;
 }
 

@@ -23,19 +23,17 @@ kernels::LossReduction toKernel(Reduction r) {
 // The fused kernel's single backward: no log-softmax or NLL node in between.
 class CrossEntropyBackward final : public Node {
  public:
-  CrossEntropyBackward(Tensor probs, Tensor target, kernels::CrossEntropyParams p)
-      : probs_(std::move(probs)), target_(std::move(target)), p_(p) {}
+  CrossEntropyBackward(Tensor logits, Tensor lse, Tensor target, kernels::CrossEntropyParams p)
+      : logits_(std::move(logits)), lse_(std::move(lse)), target_(std::move(target)), p_(p) {}
   std::vector<Tensor> apply(const Tensor& g) override {
-    return {kernels::crossEntropyBackward(g, probs_, target_, p_)};
+    return {kernels::crossEntropyBackward(g, logits_, lse_, target_, p_)};
   }
   std::string name() const override { return "CrossEntropyBackward"; }
-  void releaseSaved() override {
-    probs_ = Tensor();
-    target_ = Tensor();
-  }
+  void releaseSaved() override { logits_ = lse_ = target_ = Tensor(); }
 
  private:
-  Tensor probs_, target_;
+  // The logits themselves (no copy) and [N] logsumexps: nothing of size [N, C] beyond the input.
+  Tensor logits_, lse_, target_;
   kernels::CrossEntropyParams p_;
 };
 
@@ -82,8 +80,8 @@ class MseLossBackward final : public Node {
 Variable crossEntropy(const Variable& logits0, const Tensor& target, const CrossEntropyOptions& opts) {
   const Variable logits = autocast::fp32(logits0);
   kernels::CrossEntropyParams p{toKernel(opts.reduction), opts.label_smoothing, opts.ignore_index};
-  auto [loss, probs] = kernels::crossEntropyForward(logits.tensor(), target, p);
-  return record<CrossEntropyBackward>(loss, {&logits}, probs, target, p);
+  auto [loss, lse] = kernels::crossEntropyForward(logits.tensor(), target, p);
+  return record<CrossEntropyBackward>(loss, {&logits}, logits.tensor(), lse, target, p);
 }
 
 Variable nllLoss(const Variable& log_probs0, const Tensor& target, Reduction reduction,

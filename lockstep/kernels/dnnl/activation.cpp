@@ -78,6 +78,19 @@ Tensor geluBackward(const Tensor& gy, const Tensor& x) {
   return eltwiseBackward(gy, x, Alg::eltwise_gelu_erf, 0.f, false, "gelu backward");
 }
 
+Tensor geluTanhForward(const Tensor& x) {
+  return eltwiseForward(x, Alg::eltwise_gelu_tanh, 0.f, "gelu(tanh) forward");
+}
+Tensor geluTanhBackward(const Tensor& gy, const Tensor& x) {
+  return eltwiseBackward(gy, x, Alg::eltwise_gelu_tanh, 0.f, false, "gelu(tanh) backward");
+}
+
+// oneDNN's swish is x sigmoid(alpha x); alpha = 1 is SiLU.
+Tensor siluForward(const Tensor& x) { return eltwiseForward(x, Alg::eltwise_swish, 1.f, "silu forward"); }
+Tensor siluBackward(const Tensor& gy, const Tensor& x) {
+  return eltwiseBackward(gy, x, Alg::eltwise_swish, 1.f, false, "silu backward");
+}
+
 Tensor tanhForward(const Tensor& x) { return eltwiseForward(x, Alg::eltwise_tanh, 0.f, "tanh forward"); }
 Tensor tanhBackward(const Tensor& gy, const Tensor& y) {
   return eltwiseBackward(gy, y, Alg::eltwise_tanh_use_dst_for_bwd, 0.f, true, "tanh backward");

@@ -61,6 +61,28 @@ Tensor geluBackward(const Tensor& gy, const Tensor& x) {
   });
 }
 
+// 0.5 x (1 + tanh(u)), u = c (x + a x^3): d/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3 a x^2).
+constexpr double kGeluC = 0.79788456080286535588, kGeluA = 0.044715;
+Tensor geluTanhForward(const Tensor& x) {
+  return mapF64(x, [](double v) { return 0.5 * v * (1.0 + std::tanh(kGeluC * (v + kGeluA * v * v * v))); });
+}
+Tensor geluTanhBackward(const Tensor& gy, const Tensor& x) {
+  return backwardF64(gy, x, [](double v) {
+    const double t = std::tanh(kGeluC * (v + kGeluA * v * v * v));
+    return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kGeluC * (1.0 + 3.0 * kGeluA * v * v);
+  });
+}
+
+Tensor siluForward(const Tensor& x) {
+  return mapF64(x, [](double v) { return v / (1.0 + std::exp(-v)); });
+}
+Tensor siluBackward(const Tensor& gy, const Tensor& x) {
+  return backwardF64(gy, x, [](double v) {
+    const double s = 1.0 / (1.0 + std::exp(-v));
+    return s + v * s * (1.0 - s);
+  });
+}
+
 Tensor tanhForward(const Tensor& x) {
   return mapF64(x, [](double v) { return std::tanh(v); });
 }

@@ -32,30 +32,29 @@ int64_t countKept(const std::vector<int64_t>& t, int64_t ignore_index) {
 std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
                                               const CrossEntropyParams& p) {
   const int64_t n = logits.size(0), c = logits.size(1);
-  Tensor x = f64(logits), probs = Tensor::empty({n, c}, DType::f64), per = Tensor::zeros({n}, DType::f64);
+  Tensor x = f64(logits), lse = Tensor::empty({n}, DType::f64), per = Tensor::zeros({n}, DType::f64);
   auto t = target.toVector<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     double mx = -INFINITY, s = 0;
     for (int64_t j = 0; j < c; ++j) mx = std::max(mx, x.data<double>()[i * c + j]);
     for (int64_t j = 0; j < c; ++j) s += std::exp(x.data<double>()[i * c + j] - mx);
     std::vector<double> logp(c);
-    for (int64_t j = 0; j < c; ++j) {
-      logp[j] = x.data<double>()[i * c + j] - mx - std::log(s);
-      probs.data<double>()[i * c + j] = std::exp(logp[j]);
-    }
+    lse.data<double>()[i] = mx + std::log(s);
+    for (int64_t j = 0; j < c; ++j) logp[j] = x.data<double>()[i * c + j] - mx - std::log(s);
     if (t[i] == p.ignore_index) continue;
     double smooth = 0;
     for (int64_t j = 0; j < c; ++j) smooth -= logp[j];
     per.data<double>()[i] = (1.0 - p.label_smoothing) * -logp[t[i]] + p.label_smoothing / c * smooth;
   }
   double count = static_cast<double>(countKept(t, p.ignore_index));
-  return {reduce(per, p.reduction, count, logits.dtype()), probs.to(logits.dtype())};
+  return {reduce(per, p.reduction, count, logits.dtype()),
+          lse.to(logits.dtype() == DType::f64 ? DType::f64 : DType::f32)};
 }
 
-Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& probs, const Tensor& target,
-                            const CrossEntropyParams& p) {
-  const int64_t n = probs.size(0), c = probs.size(1);
-  Tensor pr = f64(probs), g = f64(gloss), gx = Tensor::zeros({n, c}, DType::f64);
+Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
+                            const Tensor& target, const CrossEntropyParams& p) {
+  const int64_t n = logits.size(0), c = logits.size(1);
+  Tensor x = f64(logits), l = f64(lse), g = f64(gloss), gx = Tensor::zeros({n, c}, DType::f64);
   auto t = target.toVector<int64_t>();
   double count = static_cast<double>(countKept(t, p.ignore_index));
   for (int64_t i = 0; i < n; ++i) {
@@ -63,10 +62,11 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& probs, const Tens
     const double s = rowScale(g, p.reduction, i, count);
     for (int64_t j = 0; j < c; ++j) {
       double q = p.label_smoothing / c + (j == t[i] ? 1.0 - p.label_smoothing : 0.0);
-      gx.data<double>()[i * c + j] = (pr.data<double>()[i * c + j] - q) * s;
+      const double prob = std::exp(x.data<double>()[i * c + j] - l.data<double>()[i]);
+      gx.data<double>()[i * c + j] = (prob - q) * s;
     }
   }
-  return gx.to(probs.dtype());
+  return gx.to(logits.dtype());
 }
 
 Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,

@@ -1,0 +1,60 @@
+// scaledDotProductAttention of ops/transformer.h: one node around the blocked kernel, saving only
+// q, k, v (the inputs, no copies), the output and the [B, H, T] logsumexp.
+#include "lockstep/kernels/attention.h"
+
+#include <cmath>
+
+#include "lockstep/autograd/autocast.h"
+#include "lockstep/autograd/function.h"
+#include "lockstep/autograd/ops/transformer.h"
+
+namespace lockstep::autograd {
+
+namespace {
+class AttentionBackward final : public Node {
+ public:
+  AttentionBackward(Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, kernels::AttentionParams p)
+      : q_(std::move(q)),
+        k_(std::move(k)),
+        v_(std::move(v)),
+        out_(std::move(out)),
+        lse_(std::move(lse)),
+        p_(p) {}
+  std::vector<Tensor> apply(const Tensor& g) override {
+    auto r = kernels::attentionBackward(g, q_, k_, v_, out_, lse_, p_);
+    return {edges_[0] ? r.gq : Tensor(), edges_[1] ? r.gk : Tensor(), edges_[2] ? r.gv : Tensor()};
+  }
+  std::string name() const override { return "ScaledDotProductAttentionBackward"; }
+  void releaseSaved() override { q_ = k_ = v_ = out_ = lse_ = Tensor(); }
+
+ private:
+  Tensor q_, k_, v_, out_, lse_;
+  kernels::AttentionParams p_;
+};
+}  // namespace
+
+Variable scaledDotProductAttention(const Variable& q0, const Variable& k0, const Variable& v0,
+                                   const AttentionOptions& opts, Generator& gen) {
+  // Autocast: attention runs in the lower-precision dtype, as torch's CPU autocast list has it.
+  const Variable q = autocast::lower(q0), k = autocast::lower(k0), v = autocast::lower(v0);
+  LOCKSTEP_ENFORCE(q.dim() == 4, ValueError, "scaled_dot_product_attention: q must be [B, H, T, D], got ",
+                   q.tensor().describe());
+  LOCKSTEP_ENFORCE(opts.dropout_p >= 0.0 && opts.dropout_p <= 1.0, ValueError,
+                   "scaled_dot_product_attention: dropout_p must be in [0, 1], got ", opts.dropout_p);
+  kernels::AttentionParams p;
+  p.causal = opts.causal;
+  p.dropout_p = opts.dropout_p;
+  p.scale = opts.scale ? *opts.scale : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(q.size(3), 1)));
+  if (p.dropout_p > 0.0) {
+    p.seed = gen.seed();
+    p.offset = gen.offset();
+  }
+  auto r = kernels::attentionForward(q.tensor(), k.tensor(), v.tensor(), p);
+  if (p.dropout_p > 0.0) {
+    const uint64_t draws = static_cast<uint64_t>(q.size(0) * q.size(1) * q.size(2) * k.size(2));
+    gen.setState(p.seed, p.offset + draws);
+  }
+  return record<AttentionBackward>(r.out, {&q, &k, &v}, q.tensor(), k.tensor(), v.tensor(), r.out, r.lse, p);
+}
+
+}  // namespace lockstep::autograd
