@@ -75,6 +75,28 @@ LOCKSTEP_VECTOR_CLONES void softmaxGrad(const float* __restrict pr, float* __res
   for (int64_t c = 0; c < n; ++c) dp[c] = pr[c] * (dp[c] - di);
 }
 
+// out[c] = scale where the weight at counter base + c is kept, 0 where dropped (dropoutKeepsBelow).
+LOCKSTEP_VECTOR_CLONES void dropoutScales(uint64_t base, int64_t n, uint64_t key, uint64_t threshold,
+                                          float scale, float* __restrict out) {
+  for (int64_t c = 0; c < n; ++c)
+    out[c] = dropoutKeepsBelow(base + static_cast<uint64_t>(c), key, threshold) ? scale : 0.0f;
+}
+
+LOCKSTEP_VECTOR_CLONES void mulRow(float* __restrict a, const float* __restrict b, int64_t n) {
+#pragma omp simd
+  for (int64_t c = 0; c < n; ++c) a[c] *= b[c];
+}
+
+// Dropout in the backward: pd = p * mask (what reached v), dp = dp * mask (the gradient of p).
+LOCKSTEP_VECTOR_CLONES void maskRows(const float* __restrict pr, float* __restrict dp, float* __restrict pd,
+                                     const float* __restrict mk, int64_t n) {
+#pragma omp simd
+  for (int64_t c = 0; c < n; ++c) {
+    pd[c] = pr[c] * mk[c];
+    dp[c] *= mk[c];
+  }
+}
+
 LOCKSTEP_VECTOR_CLONES void scaleRow(float* __restrict a, int64_t n, float alpha) {
 #pragma omp simd
   for (int64_t c = 0; c < n; ++c) a[c] *= alpha;
@@ -110,9 +132,10 @@ AttentionOutput forwardFast(const Tensor& q0, const Tensor& k0, const Tensor& v0
   const bool dropout = p.dropout_p > 0.0;
   const double keep = 1.0 - p.dropout_p;
   const float keep_scale = p.dropout_p >= 1.0 ? 0.0f : static_cast<float>(1.0 / keep);
+  const uint64_t threshold = dropoutThreshold(keep);
 #pragma omp parallel
   {
-    std::vector<float> sb(kBlockQ * kBlockK), acc(kBlockQ * D), m(kBlockQ), l(kBlockQ);
+    std::vector<float> sb(kBlockQ * kBlockK), acc(kBlockQ * D), m(kBlockQ), l(kBlockQ), mk(kBlockK);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < B * H * nqb; ++task) {
       const int64_t bh = task / nqb, b = bh / H, h = bh % H, kvh = h / group;
@@ -141,8 +164,8 @@ AttentionOutput forwardFast(const Tensor& q0, const Tensor& k0, const Tensor& v0
           if (dropout) {
             // The softmax normaliser counts every weight; only the weights that reach v are dropped.
             const uint64_t base = p.offset + static_cast<uint64_t>(((b * H + h) * T + i) * S + j0);
-            for (int64_t c = 0; c < lim; ++c)
-              row[c] = dropoutKeeps(base + c, p.seed, keep) ? row[c] * keep_scale : 0.0f;
+            dropoutScales(base, lim, p.seed, threshold, keep_scale, mk.data());
+            mulRow(row, mk.data(), lim);
           }
           if (alpha != 1.0f) scaleRow(acc.data() + r * D, D, alpha);
         }
@@ -177,10 +200,12 @@ AttentionGrads backwardFast(const Tensor& gout, const Tensor& q0, const Tensor& 
   const bool dropout = p.dropout_p > 0.0;
   const double keep = 1.0 - p.dropout_p;
   const float keep_scale = p.dropout_p >= 1.0 ? 0.0f : static_cast<float>(1.0 / keep);
+  const uint64_t threshold = dropoutThreshold(keep);
   // One task per (batch, kv head): the query heads sharing a kv head add into the same dK, dV.
 #pragma omp parallel
   {
-    std::vector<float> pb(kBlockQ * kBlockK), dpb(kBlockQ * kBlockK), pdb(kBlockQ * kBlockK), dsum(T);
+    std::vector<float> pb(kBlockQ * kBlockK), dpb(kBlockQ * kBlockK), pdb(kBlockQ * kBlockK), dsum(T),
+        mk(kBlockK);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < B * Hkv; ++task) {
       const int64_t b = task / Hkv, kvh = task % Hkv;
@@ -212,11 +237,9 @@ AttentionGrads backwardFast(const Tensor& gout, const Tensor& q0, const Tensor& 
               if (dropout) {
                 float* pd = pdb.data() + r * kBlockK;
                 const uint64_t base = p.offset + static_cast<uint64_t>((head + i) * S + j0);
-                for (int64_t c = 0; c < nc; ++c) {
-                  const float mk = c < lim && dropoutKeeps(base + c, p.seed, keep) ? keep_scale : 0.0f;
-                  pd[c] = pr[c] * mk;
-                  dp[c] *= mk;
-                }
+                dropoutScales(base, lim, p.seed, threshold, keep_scale, mk.data());
+                std::fill(mk.data() + lim, mk.data() + nc, 0.0f);
+                maskRows(pr, dp, pd, mk.data(), nc);
               }
               softmaxGrad(pr, dp, nc, dsum[i]);  // dS, unscaled
             }
