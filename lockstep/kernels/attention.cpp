@@ -3,7 +3,6 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,6 +10,7 @@
 
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/dropout.h"
+#include "lockstep/kernels/vector_math.h"
 
 namespace lockstep::kernels {
 
@@ -25,31 +25,6 @@ void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const 
   LOCKSTEP_CHECK(st == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(st), " for m=", m,
                  " n=", n, " k=", k);
 }
-
-// exp(x) for x <= 0 to ~2 ulp, written so that the loops calling it vectorise (the library expf
-// does not without -ffast-math): 2^n * poly(r), r = x - n ln 2. Branch-free on purpose.
-inline float expNonPositive(float x) {
-  const float t = x * 1.44269504088896341f;
-  const float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest by the 1.5 * 2^23 trick
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  // 2^max(n, -126): the max by |.| (exact on integers) keeps the loop free of branches, which GCC
-  // would not if-convert; below 2^-126 the result is a denormal-free ~1e-38 instead of 0.
-  const float nc = 0.5f * (n - 126.0f + __builtin_fabsf(n + 126.0f));
-  return p * std::bit_cast<float>((static_cast<int32_t>(nc) + 127) << 23);
-}
-
-// The per-row loops of a score block. They are most of the time outside the gemms, so they get an
-// AVX2 clone picked at load time (GCC target_clones) next to the baseline SSE2 one, and this file
-// is compiled with the dynamic vectoriser cost model (CMakeLists.txt): GCC 12's -O2 default
-// ("very cheap") leaves loops with a remainder scalar.
-#define LOCKSTEP_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 
 // row[c] = exp(row[c] - sub) for c < lim, 0 for lim <= c < n; returns the sum.
 LOCKSTEP_VECTOR_CLONES float expRow(float* __restrict row, int64_t lim, int64_t n, float sub) {
