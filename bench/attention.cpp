@@ -2,7 +2,8 @@
 // matmul -> softmax -> matmul, forward + backward, one head: time per step and the allocator's
 // peak bytes in use (tensor/allocator.h) during the step. Run one configuration per process, so
 // that each peak starts from an empty allocator (bench/attention.bench.sh runs the sweep).
-//   bench_attention --impl fused|naive --seq 512 [--dim 64 --batch 1 --heads 1 --causal --threads 1]
+//   bench_attention --impl fused|naive --seq 512 [--dim 64 --batch 1 --heads 1 --causal --dropout 0.1
+//                   --threads 1]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   int64_t seq = 512, dim = 64, batch = 1, heads = 1;
   int steps = 10, threads = 1;
   bool causal = false;
+  double dropout = 0.0;
   app.add_option("--impl", impl, "fused or naive")->check(CLI::IsMember({"fused", "naive"}));
   app.add_option("--seq", seq, "sequence length T");
   app.add_option("--dim", dim, "head dim D");
@@ -29,6 +31,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "timed steps");
   app.add_option("--threads", threads, "intra-op threads");
   app.add_flag("--causal", causal, "causal mask");
+  app.add_option("--dropout", dropout, "dropout on the attention weights (naive: dropout after softmax)");
   CLI11_PARSE(app, argc, argv);
   kernels::setNumThreads(threads);
   Generator gen(0);
@@ -51,11 +54,13 @@ int main(int argc, char** argv) {
     Variable q(tq, true), k(tk, true), v(tv, true);
     Variable y;
     if (impl == "fused") {
-      y = scaledDotProductAttention(q, k, v, {causal});
+      y = scaledDotProductAttention(q, k, v, {causal, dropout}, gen);
     } else {
       Variable s = matmul(q, transpose(k, 2, 3)) * scale;
       if (mask.defined()) s = s + Variable(mask, false);
-      y = matmul(softmax(s, -1), v);
+      Variable w = softmax(s, -1);
+      if (dropout > 0) w = autograd::dropout(w, dropout, true, gen);
+      y = matmul(w, v);
     }
     y.backward(tg);
     return q.grad().numel() + k.grad().numel() + v.grad().numel();
@@ -67,8 +72,9 @@ int main(int argc, char** argv) {
   for (int i = 0; i < steps; ++i) step();
   const double ms =
       1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
-  std::printf("impl=%s B=%lld H=%lld T=%lld D=%lld causal=%d threads=%d fwd_bwd_ms=%.3f peak_bytes=%zu\n",
-              impl.c_str(), static_cast<long long>(batch), static_cast<long long>(heads),
-              static_cast<long long>(seq), static_cast<long long>(dim), causal ? 1 : 0, threads, ms, peak);
+  std::printf(
+      "impl=%s B=%lld H=%lld T=%lld D=%lld causal=%d dropout=%g threads=%d fwd_bwd_ms=%.3f peak_bytes=%zu\n",
+      impl.c_str(), static_cast<long long>(batch), static_cast<long long>(heads), static_cast<long long>(seq),
+      static_cast<long long>(dim), causal ? 1 : 0, dropout, threads, ms, peak);
   return 0;
 }

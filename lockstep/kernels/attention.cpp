@@ -3,7 +3,6 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,6 +10,7 @@
 
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/dropout.h"
+#include "lockstep/kernels/vector_math.h"
 
 namespace lockstep::kernels {
 
@@ -25,31 +25,6 @@ void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const 
   LOCKSTEP_CHECK(st == dnnl_success, "dnnl_sgemm failed with status ", static_cast<int>(st), " for m=", m,
                  " n=", n, " k=", k);
 }
-
-// exp(x) for x <= 0 to ~2 ulp, written so that the loops calling it vectorise (the library expf
-// does not without -ffast-math): 2^n * poly(r), r = x - n ln 2. Branch-free on purpose.
-inline float expNonPositive(float x) {
-  const float t = x * 1.44269504088896341f;
-  const float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest by the 1.5 * 2^23 trick
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  // 2^max(n, -126): the max by |.| (exact on integers) keeps the loop free of branches, which GCC
-  // would not if-convert; below 2^-126 the result is a denormal-free ~1e-38 instead of 0.
-  const float nc = 0.5f * (n - 126.0f + __builtin_fabsf(n + 126.0f));
-  return p * std::bit_cast<float>((static_cast<int32_t>(nc) + 127) << 23);
-}
-
-// The per-row loops of a score block. They are most of the time outside the gemms, so they get an
-// AVX2 clone picked at load time (GCC target_clones) next to the baseline SSE2 one, and this file
-// is compiled with the dynamic vectoriser cost model (CMakeLists.txt): GCC 12's -O2 default
-// ("very cheap") leaves loops with a remainder scalar.
-#define LOCKSTEP_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 
 // row[c] = exp(row[c] - sub) for c < lim, 0 for lim <= c < n; returns the sum.
 LOCKSTEP_VECTOR_CLONES float expRow(float* __restrict row, int64_t lim, int64_t n, float sub) {
@@ -73,6 +48,28 @@ LOCKSTEP_VECTOR_CLONES void softmaxGrad(const float* __restrict pr, float* __res
                                         float di) {
 #pragma omp simd
   for (int64_t c = 0; c < n; ++c) dp[c] = pr[c] * (dp[c] - di);
+}
+
+// out[c] = scale where the weight at counter base + c is kept, 0 where dropped (dropoutKeepsBelow).
+LOCKSTEP_VECTOR_CLONES void dropoutScales(uint64_t base, int64_t n, uint64_t key, uint64_t threshold,
+                                          float scale, float* __restrict out) {
+  for (int64_t c = 0; c < n; ++c)
+    out[c] = dropoutKeepsBelow(base + static_cast<uint64_t>(c), key, threshold) ? scale : 0.0f;
+}
+
+LOCKSTEP_VECTOR_CLONES void mulRow(float* __restrict a, const float* __restrict b, int64_t n) {
+#pragma omp simd
+  for (int64_t c = 0; c < n; ++c) a[c] *= b[c];
+}
+
+// Dropout in the backward: pd = p * mask (what reached v), dp = dp * mask (the gradient of p).
+LOCKSTEP_VECTOR_CLONES void maskRows(const float* __restrict pr, float* __restrict dp, float* __restrict pd,
+                                     const float* __restrict mk, int64_t n) {
+#pragma omp simd
+  for (int64_t c = 0; c < n; ++c) {
+    pd[c] = pr[c] * mk[c];
+    dp[c] *= mk[c];
+  }
 }
 
 LOCKSTEP_VECTOR_CLONES void scaleRow(float* __restrict a, int64_t n, float alpha) {
@@ -110,9 +107,10 @@ AttentionOutput forwardFast(const Tensor& q0, const Tensor& k0, const Tensor& v0
   const bool dropout = p.dropout_p > 0.0;
   const double keep = 1.0 - p.dropout_p;
   const float keep_scale = p.dropout_p >= 1.0 ? 0.0f : static_cast<float>(1.0 / keep);
+  const uint64_t threshold = dropoutThreshold(keep);
 #pragma omp parallel
   {
-    std::vector<float> sb(kBlockQ * kBlockK), acc(kBlockQ * D), m(kBlockQ), l(kBlockQ);
+    std::vector<float> sb(kBlockQ * kBlockK), acc(kBlockQ * D), m(kBlockQ), l(kBlockQ), mk(kBlockK);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < B * H * nqb; ++task) {
       const int64_t bh = task / nqb, b = bh / H, h = bh % H, kvh = h / group;
@@ -141,8 +139,8 @@ AttentionOutput forwardFast(const Tensor& q0, const Tensor& k0, const Tensor& v0
           if (dropout) {
             // The softmax normaliser counts every weight; only the weights that reach v are dropped.
             const uint64_t base = p.offset + static_cast<uint64_t>(((b * H + h) * T + i) * S + j0);
-            for (int64_t c = 0; c < lim; ++c)
-              row[c] = dropoutKeeps(base + c, p.seed, keep) ? row[c] * keep_scale : 0.0f;
+            dropoutScales(base, lim, p.seed, threshold, keep_scale, mk.data());
+            mulRow(row, mk.data(), lim);
           }
           if (alpha != 1.0f) scaleRow(acc.data() + r * D, D, alpha);
         }
@@ -177,10 +175,12 @@ AttentionGrads backwardFast(const Tensor& gout, const Tensor& q0, const Tensor& 
   const bool dropout = p.dropout_p > 0.0;
   const double keep = 1.0 - p.dropout_p;
   const float keep_scale = p.dropout_p >= 1.0 ? 0.0f : static_cast<float>(1.0 / keep);
+  const uint64_t threshold = dropoutThreshold(keep);
   // One task per (batch, kv head): the query heads sharing a kv head add into the same dK, dV.
 #pragma omp parallel
   {
-    std::vector<float> pb(kBlockQ * kBlockK), dpb(kBlockQ * kBlockK), pdb(kBlockQ * kBlockK), dsum(T);
+    std::vector<float> pb(kBlockQ * kBlockK), dpb(kBlockQ * kBlockK), pdb(kBlockQ * kBlockK), dsum(T),
+        mk(kBlockK);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < B * Hkv; ++task) {
       const int64_t b = task / Hkv, kvh = task % Hkv;
@@ -212,11 +212,9 @@ AttentionGrads backwardFast(const Tensor& gout, const Tensor& q0, const Tensor& 
               if (dropout) {
                 float* pd = pdb.data() + r * kBlockK;
                 const uint64_t base = p.offset + static_cast<uint64_t>((head + i) * S + j0);
-                for (int64_t c = 0; c < nc; ++c) {
-                  const float mk = c < lim && dropoutKeeps(base + c, p.seed, keep) ? keep_scale : 0.0f;
-                  pd[c] = pr[c] * mk;
-                  dp[c] *= mk;
-                }
+                dropoutScales(base, lim, p.seed, threshold, keep_scale, mk.data());
+                std::fill(mk.data() + lim, mk.data() + nc, 0.0f);
+                maskRows(pr, dp, pd, mk.data(), nc);
               }
               softmaxGrad(pr, dp, nc, dsum[i]);  // dS, unscaled
             }

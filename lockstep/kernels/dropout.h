@@ -3,6 +3,7 @@
 // at counter gen.offset() + i is >= p, exactly as gen.bernoulli(mask, 1 - p) would decide. The
 // mask therefore depends only on the generator's state, never on the thread count; the generator
 // advances by numel.
+#include <cmath>
 #include <cstdint>
 #include <utility>
 
@@ -11,13 +12,19 @@
 
 namespace lockstep::kernels {
 
-/// The Generator's u01 (53 random bits from the first two Philox words at counter under key):
-/// the one definition of "element at counter is kept with probability keep", shared by dropout and
-/// by attention's dropout (which recomputes the decision in backward instead of storing a mask).
+/// The one definition of "the element at counter is kept with probability keep", shared by dropout
+/// and by attention's dropout (which recomputes it in backward instead of storing a mask): the
+/// Generator's u01 (53 bits of the first two Philox words, times 2^-53) is < keep. As integers:
+/// bits < dropoutThreshold(keep), exact since keep * 2^53 is; the integer form vectorises.
+inline uint64_t dropoutThreshold(double keep) {
+  return static_cast<uint64_t>(std::ceil(keep * 9007199254740992.0));
+}
+inline bool dropoutKeepsBelow(uint64_t counter, uint64_t key, uint64_t threshold) {
+  const auto r = philox4x32(counter, 0, key);
+  return (((static_cast<uint64_t>(r[0]) << 21) ^ (r[1] >> 11)) & ((1ull << 53) - 1)) < threshold;
+}
 inline bool dropoutKeeps(uint64_t counter, uint64_t key, double keep) {
-  auto r = philox4x32(counter, 0, key);
-  const uint64_t x = (static_cast<uint64_t>(r[0]) << 21) ^ (r[1] >> 11);
-  return static_cast<double>(x & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0) < keep;
+  return dropoutKeepsBelow(counter, key, dropoutThreshold(keep));
 }
 
 /// {y = x * mask / (1 - p), mask (u8, 1 = kept, x's shape, contiguous)}; y is contiguous.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "lockstep/kernels/dispatch.h"
+#include "lockstep/kernels/vector_math.h"
 
 namespace lockstep::kernels {
 
@@ -39,6 +40,20 @@ void checkTargets(const char* op, const Tensor& target, int64_t c, int64_t ignor
   for (int64_t i = 0; i < t.numel(); ++i) classOf(op, t.data<int64_t>(), i, c, ignore_index);
 }
 
+// sum_j exp(row[j] - mx), row[j] <= mx.
+LOCKSTEP_VECTOR_CLONES float sumExp(const float* __restrict row, int64_t n, float mx) {
+  float se = 0;
+#pragma omp simd reduction(+ : se)
+  for (int64_t j = 0; j < n; ++j) se += expNonPositive(row[j] - mx);
+  return se;
+}
+
+// out[j] = (exp(row[j] - lse) - off) * s: one row of softmax - smoothed target, times the loss grad.
+LOCKSTEP_VECTOR_CLONES void softmaxMinus(const float* __restrict row, int64_t n, float lse, float off,
+                                         float s, float* __restrict out) {
+  for (int64_t j = 0; j < n; ++j) out[j] = (expNonPositive(row[j] - lse) - off) * s;
+}
+
 // Row i's logsumexp and loss in two passes over the row, threaded over rows. Nothing of size
 // [N, C] is allocated: the backward recomputes softmax from the logits and this logsumexp.
 std::pair<Tensor, Tensor> crossEntropyFast(const Tensor& logits0, const Tensor& target0,
@@ -62,8 +77,7 @@ std::pair<Tensor, Tensor> crossEntropyFast(const Tensor& logits0, const Tensor& 
       mx = std::max(mx, row[j]);
       rowsum += row[j];
     }
-    float se = 0;
-    for (int64_t j = 0; j < c; ++j) se += std::exp(row[j] - mx);
+    const float se = sumExp(row, c, mx);
     const double l = static_cast<double>(mx) + std::log(static_cast<double>(se));
     plse[i] = static_cast<float>(l);
     const int64_t k = pt[i];
@@ -111,7 +125,7 @@ Tensor crossEntropyBackwardFast(const Tensor& gloss0, const Tensor& logits0, con
     const float s = p.reduction == LossReduction::none ? pg[i] : base;
     const float* row = px + i * c;
     const float l = pl[i];
-    for (int64_t j = 0; j < c; ++j) grow[j] = (std::exp(row[j] - l) - off) * s;
+    softmaxMinus(row, c, l, off, s, grow);
     grow[k] -= on * s;
   }
   return gx;

@@ -1,0 +1,34 @@
+#pragma once
+// Element math for lockstep's own f32 loops (attention, cross entropy), written so that the loops
+// calling it vectorise: the library expf does not without -ffast-math, and GCC 12's -O2 cost model
+// ("very cheap") leaves loops with a remainder scalar. Files using these are compiled with
+// -fvect-cost-model=dynamic (CMakeLists.txt) and mark their row loops LOCKSTEP_VECTOR_CLONES.
+#include <bit>
+#include <cstdint>
+
+/// An AVX2 clone of the function next to the baseline one, picked at load time (GCC
+/// target_clones), so that row loops run 8 floats wide where the CPU can.
+#define LOCKSTEP_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+
+namespace lockstep::kernels {
+
+/// exp(x) for x <= 0 (softmax arguments, x - max), to ~2 ulp: 2^n * poly(r), r = x - n ln 2.
+/// Branch-free on purpose. Below 2^-126 it gives ~1e-38 instead of 0 (no denormals).
+inline float expNonPositive(float x) {
+  const float t = x * 1.44269504088896341f;
+  const float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest by the 1.5 * 2^23 trick
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  // 2^max(n, -126): the max by |.| (exact on integers) keeps the loop free of branches, which GCC
+  // would not if-convert.
+  const float nc = 0.5f * (n - 126.0f + __builtin_fabsf(n + 126.0f));
+  return p * std::bit_cast<float>((static_cast<int32_t>(nc) + 127) << 23);
+}
+
+}  // namespace lockstep::kernels
