@@ -11,8 +11,14 @@ namespace lockstep::parallel {
 using autograd::Variable;
 
 ZeroGradReducer::ZeroGradReducer(std::vector<Variable> params, std::vector<std::string> names,
-                                 const ZeroLayout& layout, std::shared_ptr<comm::ProcessGroup> group)
-    : params_(std::move(params)), names_(std::move(names)), layout_(layout), group_(std::move(group)) {
+                                 const ZeroLayout& layout, std::shared_ptr<comm::ProcessGroup> group,
+                                 bool overlap, bool reduce_scatter)
+    : params_(std::move(params)),
+      names_(std::move(names)),
+      layout_(layout),
+      group_(std::move(group)),
+      overlap_(overlap),
+      reduce_scatter_(reduce_scatter) {
   LOCKSTEP_CHECK(params_.size() == names_.size());
   rank_ = group_ ? group_->rank() : 0;
   LOCKSTEP_CHECK(layout_.world == (group_ ? group_->size() : 1), "layout world ", layout_.world);
@@ -107,14 +113,21 @@ void ZeroGradReducer::launch(size_t b) {
   }
   for (size_t p : bucket.params) params_[p].setGrad(Tensor());  // the piece is all this rank keeps
   slot.bucket = static_cast<long>(b);
-  if (group_ && layout_.world > 1) {
+  if (group_ && layout_.world > 1 && reduce_scatter_) {
     comm::ReduceScatterOptions o;
     o.op = comm::ReduceOp::avg;
     slot.work = group_->reduceScatter(slot.staging.dataPtr(), slot.recv.dataPtr(), bucket.chunk,
                                       slot.staging.dtype(), o);
+  } else if (group_ && layout_.world > 1) {
+    // DeepSpeed's reduce_scatter: false: every rank averages the whole bucket and keeps its block.
+    comm::AllreduceOptions o;
+    o.op = comm::ReduceOp::avg;
+    group_->allreduce(staging, bucket.chunk * layout_.world, slot.staging.dtype(), o)->wait();
+    std::memcpy(slot.recv.dataPtr(), staging + rank_ * bucket.chunk * elem, bucket.chunk * elem);
   } else {
     std::memcpy(slot.recv.dataPtr(), staging, bucket.chunk * elem);
   }
+  if (!overlap_) complete(slot);
 }
 
 void ZeroGradReducer::complete(Slot& slot) {

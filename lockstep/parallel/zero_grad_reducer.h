@@ -23,8 +23,11 @@ class ZeroGradReducer {
  public:
   /// Registers gradient-ready hooks on params (all of one floating dtype). group may be null on a
   /// world of one rank (the pieces are then the whole gradients).
+  /// overlap: leave each bucket's reduction running while backward goes on (else wait at once);
+  /// reduce_scatter: reduce-scatter the bucket (else allreduce it and keep this rank's piece).
   ZeroGradReducer(std::vector<autograd::Variable> params, std::vector<std::string> names,
-                  const ZeroLayout& layout, std::shared_ptr<comm::ProcessGroup> group);
+                  const ZeroLayout& layout, std::shared_ptr<comm::ProcessGroup> group, bool overlap = true,
+                  bool reduce_scatter = true);
   ~ZeroGradReducer();
   ZeroGradReducer(const ZeroGradReducer&) = delete;
   ZeroGradReducer& operator=(const ZeroGradReducer&) = delete;
@@ -56,6 +59,8 @@ class ZeroGradReducer {
   ZeroLayout layout_;
   std::shared_ptr<comm::ProcessGroup> group_;
   int rank_ = 0;
+  bool overlap_ = true;
+  bool reduce_scatter_ = true;
   std::vector<size_t> bucket_of_;  // parameter -> bucket
   std::vector<size_t> pending_;    // per bucket: gradients not ready yet in this backward
   std::vector<bool> ready_;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
+#include <sstream>
 #include <unordered_map>
 
 #include "lockstep/kernels/finite.h"
@@ -97,7 +99,19 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
     }
   }
   for (size_t g = 0; g < groups.size(); ++g) groups[g].params = std::move(shard_vars[g]);
-  if (options_.stage >= 2) reducer_ = std::make_unique<ZeroGradReducer>(params_, names_, layout_, group_);
+  // The optimizer's own numbering of the shards (its state dict's), and the groups' parameters in
+  // the numbering of the optimizer as it was (a consolidated state dict's).
+  std::unordered_map<const autograd::VariableImpl*, int64_t> opt_index;
+  for (const auto& g : groups)
+    for (const Variable& v : g.params)
+      opt_index.emplace(v.impl().get(), static_cast<int64_t>(opt_index.size()));
+  for (Shard& s : shards_) s.opt_index = opt_index.at(s.var.impl().get());
+  group_params_.resize(groups.size());
+  for (size_t p = 0; p < params_.size(); ++p) group_params_[group_of[p]].push_back(static_cast<int64_t>(p));
+  group_of_ = group_of;
+  if (options_.stage >= 2)
+    reducer_ = std::make_unique<ZeroGradReducer>(params_, names_, layout_, group_, options_.overlap_comm,
+                                                 options_.reduce_scatter);
 
   int64_t block = 0;  // the largest all-gather block: a bucket's chunk, capped by allgather_bucket_size
   const int64_t cap = std::max<int64_t>(1, options_.allgather_bucket_size / world_);
@@ -135,8 +149,13 @@ void ZeroOptimizer::step() {
 }
 
 void ZeroOptimizer::allgatherParameters() {
-  if (world_ == 1) return;  // the shards are views of the parameters: nothing to gather
-  autograd::NoGradGuard ng;
+  std::vector<char*> full;
+  for (Variable& p : params_) full.push_back(static_cast<char*>(p.tensor().dataPtr()));
+  gatherPieces(full);
+}
+
+void ZeroOptimizer::gatherPieces(const std::vector<char*>& full) {
+  if (world_ == 1) return;  // this rank's piece is everything
   const size_t elem = dtypeSize(gather_send_.dtype());
   const int64_t cap = std::max<int64_t>(1, options_.allgather_bucket_size / world_);
   char* send = static_cast<char*>(gather_send_.dataPtr());
@@ -149,15 +168,24 @@ void ZeroOptimizer::allgatherParameters() {
       for (const ZeroSegment& s :
            segmentsIn(bucket, bucket.piece[rank_] + from, bucket.piece[rank_] + mine_end)) {
         std::memcpy(send + (s.bucket_offset - bucket.piece[rank_] - from) * elem,
-                    static_cast<const char*>(params_[s.param].tensor().dataPtr()) + s.param_offset * elem,
-                    s.numel * elem);
+                    full[s.param] + s.param_offset * elem, s.numel * elem);
       }
-      group_->allgather(send, recv, static_cast<size_t>(len), gather_send_.dtype())->wait();
+      if (options_.allgather_partitions) {
+        group_->allgather(send, recv, static_cast<size_t>(len), gather_send_.dtype())->wait();
+      } else {  // DeepSpeed's allgather_partitions: false: one broadcast per rank's block
+        std::memcpy(recv + rank_ * len * elem, send, len * elem);
+        for (int r = 0; r < world_; ++r) {
+          comm::BroadcastOptions bo;
+          bo.root = r;
+          group_->broadcast(recv + r * len * elem, static_cast<size_t>(len), gather_send_.dtype(), bo)
+              ->wait();
+        }
+      }
       for (int r = 0; r < world_; ++r) {
         if (r == rank_) continue;  // this rank's piece is already in place
         const int64_t end = std::min(from + len, bucket.pieceSize(r));
         for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r] + from, bucket.piece[r] + end)) {
-          std::memcpy(static_cast<char*>(params_[s.param].tensor().dataPtr()) + s.param_offset * elem,
+          std::memcpy(full[s.param] + s.param_offset * elem,
                       recv + (r * len + s.bucket_offset - bucket.piece[r] - from) * elem, s.numel * elem);
         }
       }
@@ -212,6 +240,99 @@ ModelStateBytes ZeroOptimizer::memory() const {
   m.gradients = reducer_ ? static_cast<int64_t>(reducer_->pieceBytes()) : m.parameters;
   m.optimizer_states = optimizerStateBytes(*optimizer_);
   return m;
+}
+
+}  // namespace lockstep::parallel
+
+namespace lockstep::parallel {
+
+optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict() {
+  const optim::OptimizerStateDict mine = optimizer_->stateDict();
+  // The buffer names every rank holds (a rank with no elements holds none): the same list everywhere.
+  std::set<std::string> keys;
+  std::vector<double> steps(params_.size(), 0.0);
+  for (const Shard& s : shards_) {
+    const std::string prefix = std::to_string(s.opt_index) + ".";
+    for (const auto& [key, t] : mine.state) {
+      if (key.rfind(prefix, 0) != 0) continue;
+      const std::string name = key.substr(prefix.size());
+      if (name == "step") {
+        steps[s.param] = std::max(steps[s.param], static_cast<double>(t.toVector<int64_t>()[0]));
+      } else {
+        keys.insert(name);
+      }
+    }
+  }
+  if (group_ && world_ > 1) {
+    std::string joined;
+    for (const auto& k : keys) joined += k + "\n";
+    for (const std::string& other : allgatherBytes(*group_, joined)) {
+      std::istringstream in(other);
+      for (std::string k; std::getline(in, k);) keys.insert(k);
+    }
+    if (!steps.empty()) {
+      comm::AllreduceOptions o;
+      o.op = comm::ReduceOp::max;
+      group_->allreduce(steps.data(), steps.size(), DType::f64, o)->wait();
+    }
+  }
+  optim::OptimizerStateDict out;
+  for (const std::string& key : keys) {
+    std::vector<Tensor> full;
+    std::vector<char*> ptrs;
+    for (const Variable& p : params_) {
+      full.push_back(Tensor::zeros(p.shape(), p.dtype()));
+      ptrs.push_back(static_cast<char*>(full.back().dataPtr()));
+    }
+    for (const Shard& s : shards_) {
+      const Tensor* found = mine.state.find(std::to_string(s.opt_index) + "." + key);
+      if (!found) continue;
+      Tensor src = found->contiguous();
+      const size_t elem = dtypeSize(src.dtype());
+      LOCKSTEP_CHECK(src.dtype() == params_[s.param].dtype() && src.numel() == s.numel);
+      std::memcpy(ptrs[s.param] + s.param_offset * elem, src.dataPtr(), s.numel * elem);
+    }
+    gatherPieces(ptrs);
+    for (size_t p = 0; p < params_.size(); ++p) out.state.insert(std::to_string(p) + "." + key, full[p]);
+  }
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (steps[p] > 0) out.state.insert(std::to_string(p) + ".step", Tensor::scalar(steps[p], DType::i64));
+  }
+  for (size_t g = 0; g < mine.param_groups.size(); ++g)
+    out.param_groups.push_back({mine.param_groups[g].options, group_params_[g]});
+  return out;
+}
+
+void ZeroOptimizer::loadConsolidatedStateDict(const optim::OptimizerStateDict& state) {
+  LOCKSTEP_ENFORCE(state.param_groups.size() == group_params_.size(), ValueError,
+                   "ZeRO: the optimizer state has ", state.param_groups.size(),
+                   " parameter groups, this optimizer ", group_params_.size());
+  optim::OptimizerStateDict osd;
+  for (size_t g = 0; g < group_params_.size(); ++g) {
+    LOCKSTEP_ENFORCE(state.param_groups[g].params.size() == group_params_[g].size(), ValueError,
+                     "ZeRO: parameter group ", g, " of the optimizer state has ",
+                     state.param_groups[g].params.size(), " parameters, this optimizer's has ",
+                     group_params_[g].size());
+    osd.param_groups.push_back({state.param_groups[g].options, {}});
+  }
+  for (const Shard& s : shards_) {
+    osd.param_groups[group_of_[s.param]].params.push_back(s.opt_index);
+    const std::string prefix = std::to_string(s.param) + ".";
+    const std::string to = std::to_string(s.opt_index) + ".";
+    for (const auto& [key, t] : state.state) {
+      if (key.rfind(prefix, 0) != 0) continue;
+      const std::string name = key.substr(prefix.size());
+      if (name == "step") {
+        osd.state.insert(to + name, t);
+        continue;
+      }
+      LOCKSTEP_ENFORCE(t.numel() == params_[s.param].numel(), ValueError, "ZeRO: optimizer state '", key,
+                       "' has ", t.numel(), " elements, parameter '", names_[s.param], "' has ",
+                       params_[s.param].numel());
+      osd.state.insert(to + name, t.contiguous().view({t.numel()}).narrow(0, s.param_offset, s.numel));
+    }
+  }
+  optimizer_->loadStateDict(osd);
 }
 
 }  // namespace lockstep::parallel

@@ -41,6 +41,15 @@ struct ZeroOptions {
   int64_t reduce_bucket_size = 500'000'000;
   /// Elements all-gathered at a time after the step (DeepSpeed's allgather_bucket_size).
   int64_t allgather_bucket_size = 500'000'000;
+  /// Stage 2: let a bucket's reduce-scatter run while backward goes on (DeepSpeed's overlap_comm);
+  /// false waits for each bucket's reduction as soon as it is launched.
+  bool overlap_comm = true;
+  /// Stage 2: reduce-scatter each bucket (true) or allreduce it and keep this rank's piece
+  /// (DeepSpeed's reduce_scatter: false).
+  bool reduce_scatter = true;
+  /// Gather the updated parameters with allgather (true) or with one broadcast per rank
+  /// (DeepSpeed's allgather_partitions: false).
+  bool allgather_partitions = true;
 };
 
 /// ValueError naming the field. Pure.
@@ -69,6 +78,16 @@ class ZeroOptimizer {
   /// nan (the loss scaler's check, agreed by every rank).
   bool unscaleAndCheckOverflow(double factor);
 
+  /// Collective. The optimizer's state as the optimizer would hold it over the whole parameters
+  /// (keys "<parameter index>.<name>" shaped like the parameters, groups listing parameter
+  /// indices): what DDP's optimizer saves, so a checkpoint holds the same whatever the stage and
+  /// world size. Every rank gets all of it.
+  optim::OptimizerStateDict consolidatedStateDict();
+  /// Not collective. Loads a whole-parameter state dict (consolidatedStateDict's, or a DDP run's
+  /// optimizer's) keeping this rank's partition: resharding to any world size or stage 1/2.
+  /// ValueError when the groups or sizes do not match.
+  void loadConsolidatedStateDict(const optim::OptimizerStateDict& state);
+
   /// The wrapped optimizer (its groups now hold the shard variables).
   const std::shared_ptr<optim::Optimizer>& optimizer() const { return optimizer_; }
   const ZeroLayout& layout() const { return layout_; }
@@ -86,9 +105,13 @@ class ZeroOptimizer {
     int64_t param_offset;
     int64_t piece_offset;  // within this rank's piece of the bucket
     int64_t numel;
+    int64_t opt_index = 0;  // in the optimizer's state dict
   };
   void pointShardGradients();
   void allgatherParameters();
+  /// full[p]: parameter p's elements (its dtype, contiguous), this rank's pieces filled in; fills
+  /// in every other rank's pieces. Collective.
+  void gatherPieces(const std::vector<char*>& full);
 
   std::shared_ptr<nn::Module> model_;
   std::shared_ptr<optim::Optimizer> optimizer_;
@@ -100,6 +123,8 @@ class ZeroOptimizer {
   std::vector<std::string> names_;
   ZeroLayout layout_;
   std::vector<Shard> shards_;
+  std::vector<size_t> group_of_;                    // parameter -> optimizer group
+  std::vector<std::vector<int64_t>> group_params_;  // group -> parameter indices
   std::unique_ptr<ZeroGradReducer> reducer_;
   Tensor gather_send_, gather_recv_;
 };

@@ -58,8 +58,7 @@ BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t
 
 namespace {
 
-const std::set<std::string> kUnsupported = {"zero_optimization",
-                                            "activation_checkpointing",
+const std::set<std::string> kUnsupported = {"activation_checkpointing",
                                             "amp",
                                             "flops_profiler",
                                             "wandb",
@@ -380,7 +379,8 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
              "ddp",
              "fp16",
              "bf16",
-             "bfloat16"});
+             "bfloat16",
+             "zero_optimization"});
   TrainConfig c;
   std::optional<int64_t> train, micro, accum;
   get(root, "", "train_batch_size", train);
@@ -437,6 +437,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
       throw ValueError(std::string("ddp.comm_hook: ") + e.what());
     }
   }
+  if (root["zero_optimization"]) c.zero = parseZeroConfig(root["zero_optimization"]);
   const auto models = nn::modelNames();
   if (std::find(models.begin(), models.end(), c.model) == models.end()) {
     std::string near = nearestKey(c.model, models), known;
