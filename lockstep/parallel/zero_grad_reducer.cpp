@@ -30,10 +30,8 @@ ZeroGradReducer::ZeroGradReducer(std::vector<Variable> params, std::vector<std::
     max_chunk = std::max(max_chunk, layout_.buckets[b].chunk);
     pieces_.push_back(Tensor::zeros({layout_.buckets[b].pieceSize(rank_)}, dtype));
   }
-  for (Slot& s : slots_) {
-    s.staging = Tensor::zeros({max_chunk * layout_.world}, dtype);
-    s.recv = Tensor::zeros({max_chunk}, dtype);
-  }
+  max_chunk_ = max_chunk;
+  dtype_ = dtype;
   pending_.resize(layout_.buckets.size());
   for (size_t b = 0; b < pending_.size(); ++b) pending_[b] = layout_.buckets[b].params.size();
   ready_.assign(params_.size(), false);
@@ -95,8 +93,13 @@ void ZeroGradReducer::onGradReady(size_t p) {
 
 void ZeroGradReducer::launch(size_t b) {
   const ZeroBucket& bucket = layout_.buckets[b];
-  Slot& slot = slots_[b % 2];
-  complete(slot);  // the bucket two before this one frees its staging buffer
+  // Two buffers alternate only when a reduction may still run while the next bucket fills.
+  Slot& slot = slots_[overlap_ ? b % 2 : 0];
+  complete(slot);                 // the bucket two before this one frees its staging buffer
+  if (!slot.staging.defined()) {  // once, on first use: a model of one bucket never needs the second
+    slot.staging = Tensor::empty({max_chunk_ * layout_.world}, dtype_);
+    slot.recv = Tensor::empty({max_chunk_}, dtype_);
+  }
   const size_t elem = dtypeSize(slot.staging.dtype());
   char* staging = static_cast<char*>(slot.staging.dataPtr());
   if (bucket.chunk * layout_.world != bucket.numel) slot.staging.zero();  // padding travels as zeros

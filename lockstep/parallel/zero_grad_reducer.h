@@ -67,7 +67,9 @@ class ZeroGradReducer {
   size_t ready_count_ = 0;
   size_t next_launch_ = 0;
   std::vector<Tensor> pieces_;
-  Slot slots_[2];
+  Slot slots_[2];  // allocated on first use
+  int64_t max_chunk_ = 0;
+  DType dtype_ = DType::f32;
   std::vector<size_t> hook_ids_;
 };
 

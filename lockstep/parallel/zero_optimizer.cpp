@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -154,7 +155,8 @@ void ZeroOptimizer::allgatherParameters() {
   gatherPieces(full);
 }
 
-void ZeroOptimizer::gatherPieces(const std::vector<char*>& full) {
+void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, int root,
+                                 const std::function<const char*(size_t, int64_t)>& mine) {
   if (world_ == 1) return;  // this rank's piece is everything
   const size_t elem = dtypeSize(gather_send_.dtype());
   const int64_t cap = std::max<int64_t>(1, options_.allgather_bucket_size / world_);
@@ -168,9 +170,15 @@ void ZeroOptimizer::gatherPieces(const std::vector<char*>& full) {
       for (const ZeroSegment& s :
            segmentsIn(bucket, bucket.piece[rank_] + from, bucket.piece[rank_] + mine_end)) {
         std::memcpy(send + (s.bucket_offset - bucket.piece[rank_] - from) * elem,
-                    full[s.param] + s.param_offset * elem, s.numel * elem);
+                    mine ? mine(s.param, s.param_offset) : full[s.param] + s.param_offset * elem,
+                    s.numel * elem);
       }
-      if (options_.allgather_partitions) {
+      if (root >= 0) {
+        comm::GatherOptions go;
+        go.root = root;
+        group_->gather(send, recv, static_cast<size_t>(len), gather_send_.dtype(), go)->wait();
+        if (rank_ != root) continue;
+      } else if (options_.allgather_partitions) {
         group_->allgather(send, recv, static_cast<size_t>(len), gather_send_.dtype())->wait();
       } else {  // DeepSpeed's allgather_partitions: false: one broadcast per rank's block
         std::memcpy(recv + rank_ * len * elem, send, len * elem);
@@ -246,7 +254,10 @@ ModelStateBytes ZeroOptimizer::memory() const {
 
 namespace lockstep::parallel {
 
-optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict() {
+optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
+  LOCKSTEP_ENFORCE(root >= -1 && root < world_, ValueError, "consolidatedStateDict: root ", root,
+                   " is not a rank of ", world_);
+  const bool receives = root < 0 || root == rank_;
   const optim::OptimizerStateDict mine = optimizer_->stateDict();
   // The buffer names every rank holds (a rank with no elements holds none): the same list everywhere.
   std::set<std::string> keys;
@@ -278,24 +289,34 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict() {
   }
   optim::OptimizerStateDict out;
   for (const std::string& key : keys) {
-    std::vector<Tensor> full;
-    std::vector<char*> ptrs;
-    for (const Variable& p : params_) {
-      full.push_back(Tensor::zeros(p.shape(), p.dtype()));
-      ptrs.push_back(static_cast<char*>(full.back().dataPtr()));
-    }
+    // This rank's elements of the key, by parameter (a parameter has at most one shard here: a
+    // rank's piece of a bucket is contiguous). Zeros where the optimizer has no such buffer.
+    std::vector<Tensor> src(params_.size());
+    std::vector<int64_t> src_offset(params_.size(), 0);
     for (const Shard& s : shards_) {
       const Tensor* found = mine.state.find(std::to_string(s.opt_index) + "." + key);
-      if (!found) continue;
-      Tensor src = found->contiguous();
-      const size_t elem = dtypeSize(src.dtype());
-      LOCKSTEP_CHECK(src.dtype() == params_[s.param].dtype() && src.numel() == s.numel);
-      std::memcpy(ptrs[s.param] + s.param_offset * elem, src.dataPtr(), s.numel * elem);
+      src[s.param] = found ? found->contiguous() : Tensor::zeros({s.numel}, params_[s.param].dtype());
+      LOCKSTEP_CHECK(src[s.param].dtype() == params_[s.param].dtype() && src[s.param].numel() == s.numel);
+      src_offset[s.param] = s.param_offset;
     }
-    gatherPieces(ptrs);
+    const size_t elem = dtypeSize(params_.empty() ? DType::f32 : params_.front().dtype());
+    std::vector<Tensor> full;
+    std::vector<char*> ptrs(params_.size(), nullptr);
+    if (receives) {  // only the ranks that get the result hold whole-parameter tensors
+      for (size_t p = 0; p < params_.size(); ++p) {
+        full.push_back(Tensor::zeros(params_[p].shape(), params_[p].dtype()));
+        ptrs[p] = static_cast<char*>(full.back().dataPtr());
+        if (src[p].defined())
+          std::memcpy(ptrs[p] + src_offset[p] * elem, src[p].dataPtr(), src[p].numel() * elem);
+      }
+    }
+    gatherPieces(ptrs, world_ > 1 ? root : -1, [&](size_t p, int64_t offset) {
+      return static_cast<const char*>(src[p].dataPtr()) + (offset - src_offset[p]) * elem;
+    });
+    if (!receives) continue;
     for (size_t p = 0; p < params_.size(); ++p) out.state.insert(std::to_string(p) + "." + key, full[p]);
   }
-  for (size_t p = 0; p < params_.size(); ++p) {
+  for (size_t p = 0; p < params_.size() && receives; ++p) {
     if (steps[p] > 0) out.state.insert(std::to_string(p) + ".step", Tensor::scalar(steps[p], DType::i64));
   }
   for (size_t g = 0; g < mine.param_groups.size(); ++g)

@@ -19,6 +19,7 @@
 //
 // Not thread-safe. The constructor, step(), clipGradNorm() and unscaleAndCheckOverflow() are
 // collective; with stage 2 so is every backward.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,8 +82,9 @@ class ZeroOptimizer {
   /// Collective. The optimizer's state as the optimizer would hold it over the whole parameters
   /// (keys "<parameter index>.<name>" shaped like the parameters, groups listing parameter
   /// indices): what DDP's optimizer saves, so a checkpoint holds the same whatever the stage and
-  /// world size. Every rank gets all of it.
-  optim::OptimizerStateDict consolidatedStateDict();
+  /// world size. root -1: every rank gets all of it; else only rank root does (the others get the
+  /// groups and no state, and never hold more than their partition).
+  optim::OptimizerStateDict consolidatedStateDict(int root = -1);
   /// Not collective. Loads a whole-parameter state dict (consolidatedStateDict's, or a DDP run's
   /// optimizer's) keeping this rank's partition: resharding to any world size or stage 1/2.
   /// ValueError when the groups or sizes do not match.
@@ -111,7 +113,10 @@ class ZeroOptimizer {
   void allgatherParameters();
   /// full[p]: parameter p's elements (its dtype, contiguous), this rank's pieces filled in; fills
   /// in every other rank's pieces. Collective.
-  void gatherPieces(const std::vector<char*>& full);
+  /// root >= 0: only root receives (a gather); `mine`, when given, says where this rank's elements
+  /// of (parameter, offset) are instead of full.
+  void gatherPieces(const std::vector<char*>& full, int root = -1,
+                    const std::function<const char*(size_t, int64_t)>& mine = {});
 
   std::shared_ptr<nn::Module> model_;
   std::shared_ptr<optim::Optimizer> optimizer_;

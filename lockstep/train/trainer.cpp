@@ -217,7 +217,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   auto save = [&] {
     const auto t = Clock::now();
     if (engine.zero() && engine.globalSteps() != last_saved)
-      zero_state = engine.zero()->consolidatedStateDict();  // collective: every rank
+      zero_state = engine.zero()->consolidatedStateDict(0);  // collective; rank 0 writes it
     if (chief && engine.globalSteps() != last_saved) {
       CheckpointOptions co;
       co.keep_last = c.checkpoint_keep_last;
@@ -225,6 +225,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
       d.identity = identity;
       saveCheckpoint(ckpt_dir, d, co);
     }
+    zero_state = {};  // the gathered state is as large as DDP's: not kept between checkpoints
     last_saved = engine.globalSteps();
     checkpoint_seconds += since(t);
   };
