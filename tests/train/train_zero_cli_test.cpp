@@ -1,8 +1,10 @@
 // `lockstep train` with zero_optimization, as a user runs it: real ranks through the launcher, the
 // memory report at the start and in summary.json, weights as DDP's, and a bitwise resume.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "lockstep/train/safetensors.h"
@@ -26,6 +28,13 @@ double relDiff(const std::string& a, const std::string& b) {
     }
   }
   return d / m;
+}
+
+// `lockstep ARGS` (not `lockstep train`), its exit code and output.
+Result runLockstep(const std::string& dir, const std::string& args) {
+  const std::string out = dir + "/cmd.txt";
+  int status = std::system((std::string(LOCKSTEP_BIN) + " " + args + " > " + out + " 2>&1").c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, readFile(out)};
 }
 
 }  // namespace
@@ -76,4 +85,13 @@ TEST_F(TrainCli, zero_resume_is_bitwise_and_reshards_the_optimizer_state) {
                       "/x --set max_steps=8 --resume --set zero_optimization.stage=1");
   ASSERT_EQ(stage1.code, 0) << stage1.output;
   EXPECT_LE(relDiff(dir_ + "/x/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
+  // zero_to_fp32: the checkpoint of step 8 holds the weights the run ended with.
+  Result c =
+      runLockstep(dir_, "checkpoint consolidate " + dir_ + "/s/checkpoints " + dir_ + "/w.safetensors");
+  ASSERT_EQ(c.code, 0) << c.output;
+  EXPECT_NE(c.output.find("(step 8)"), std::string::npos) << c.output;
+  EXPECT_EQ(relDiff(dir_ + "/w.safetensors", dir_ + "/s/model.safetensors"), 0.0);
+  Result bad = runLockstep(dir_, "checkpoint consolidate " + dir_ + " " + dir_ + "/w2.safetensors");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("is neither a checkpoint"), std::string::npos) << bad.output;
 }
