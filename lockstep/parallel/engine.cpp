@@ -32,6 +32,20 @@ void validateEngineOptions(const EngineOptions& o) {
     z.stage = o.zero_stage;
     validateZeroOptions(z);
   }
+  if (o.zero_stage >= 2) {
+    // Stage 2 reduces gradients itself, without DDP: DDP's gradient options would do nothing.
+    const DistributedDataParallelOptions d;
+    const char* what = o.ddp.find_unused_parameters                 ? "find_unused_parameters"
+                       : o.ddp.gradient_as_bucket_view              ? "gradient_as_bucket_view"
+                       : o.ddp.comm_hook != d.comm_hook             ? "comm_hook"
+                       : o.ddp.bucket_cap_mb != d.bucket_cap_mb     ? "bucket_cap_mb"
+                       : o.ddp.first_bucket_mb != d.first_bucket_mb ? "first_bucket_mb"
+                                                                    : nullptr;
+    LOCKSTEP_ENFORCE(
+        what == nullptr, ValueError, "ddp.", what ? what : "",
+        " does not apply to ZeRO stage 2, which reduce-scatters gradients without DDP (its bucket "
+        "size is zero_optimization.reduce_bucket_size); leave it at its default or use stage 0 or 1");
+  }
   if (o.loss_scaler) optim::validateLossScalerOptions(*o.loss_scaler);
 }
 

@@ -197,6 +197,17 @@ TEST(Zero, rejects_stage_3_and_bad_options_naming_the_field) {
   o.zero_stage = 2;
   o.zero.reduce_bucket_size = 0;
   EXPECT_THROW(parallel::validateEngineOptions(o), ValueError);
+  o.zero.reduce_bucket_size = 100;
+  o.ddp.comm_hook = "fp16_compress";  // DDP's options would do nothing at stage 2
+  try {
+    parallel::validateEngineOptions(o);
+    FAIL();
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("ddp.comm_hook does not apply to ZeRO stage 2"), std::string::npos)
+        << e.what();
+  }
+  o.zero_stage = 1;  // stage 1 averages through DDP, hooks included
+  EXPECT_NO_THROW(parallel::validateEngineOptions(o));
 }
 
 TEST(Zero, stage2_names_a_parameter_that_got_no_gradient) {
@@ -309,4 +320,14 @@ TEST(Zero, consolidated_state_is_ddps_and_reshards_across_world_sizes_and_stages
   // A DDP checkpoint resumed by ZeRO stage 2 on 3 ranks.
   Snapshot from_ddp = trainGlobal(3, z2, 10, 20, &half_ddp);
   EXPECT_LE(relDiff(from_ddp.model, straight.model), 1e-6);
+}
+
+TEST(Zero, mixed_precision_matches_ddp) {
+  // Autocast keeps f32 parameters, gradients and states: ZeRO partitions them as in fp32. fp16
+  // brings DeepSpeed's dynamic loss scaler (overflow steps skipped on every rank alike).
+  for (const char* precision : {"bf16", "fp16"}) {
+    EngineOptions o = adam();
+    o.precision = precision;
+    for (int stage : {1, 2}) expectSameAsDdp(o, 2, stage, precision);
+  }
 }
