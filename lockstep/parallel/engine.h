@@ -28,8 +28,10 @@
 //   }
 //
 // Not thread-safe. The constructor is collective when the world has several ranks, and so is
-// every backward() at an accumulation boundary (DDP's allreduce), and, with a loss scaler, every
-// step() at an accumulation boundary (the overflow flag's allreduce).
+// every backward() at an accumulation boundary (DDP's allreduce; with ZeRO stage 2 every
+// backward(), the reduce-scatter), and, with a loss scaler, with ZeRO or with clipping at stage 2,
+// every step() at an accumulation boundary (the overflow flag, the parameters' all-gather, the
+// norm).
 #include <memory>
 #include <optional>
 #include <string>
