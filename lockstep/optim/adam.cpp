@@ -45,6 +45,10 @@ Adam::Adam(std::string name, std::vector<Variable> params, const AdamOptions& op
   validate(options, this->name());
 }
 
+int64_t Adam::stateElementsPerParameterElement(const ParamGroup& group) const {
+  return hyperBool(group.options, "amsgrad") ? 3 : 2;
+}
+
 void Adam::step() {
   autograd::NoGradGuard no_grad;
   for (auto& group : paramGroups()) {

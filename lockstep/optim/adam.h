@@ -24,6 +24,7 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Variable> params, const AdamOptions& options = {});
   void step() override;
+  int64_t stateElementsPerParameterElement(const ParamGroup& group) const override;
 
   static HyperParams toHyper(const AdamOptions& o);
   static AdamOptions fromHyper(const HyperParams& h);

@@ -73,6 +73,11 @@ class Optimizer {
   const HyperParams& defaults() const { return defaults_; }
   const std::string& name() const { return name_; }
 
+  /// How many state elements step() keeps per parameter element of `group` (SGD with momentum 1,
+  /// Adam 2, with amsgrad 3): the memory report's optimizer states before the first step creates
+  /// them. 0 for an optimizer that keeps none or does not say.
+  virtual int64_t stateElementsPerParameterElement(const ParamGroup& group) const { return 0; }
+
   OptimizerStateDict stateDict() const;
   /// Restores hyper-parameters and per-parameter state (copied into new tensors laid out like the
   /// parameters, cast to their dtype). The group structure must match; ValueError naming the

@@ -40,6 +40,10 @@ SGD::SGD(std::vector<Variable> params, const SGDOptions& options)
   validate(options);
 }
 
+int64_t SGD::stateElementsPerParameterElement(const ParamGroup& group) const {
+  return hyperDouble(group.options, "momentum") != 0.0 ? 1 : 0;
+}
+
 void SGD::step() {
   autograd::NoGradGuard no_grad;
   for (auto& group : paramGroups()) {

@@ -2,10 +2,9 @@
 
 #include <chrono>
 #include <cstdio>
-#include <sstream>
 
 #include "lockstep/autograd/variable.h"
-#include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/parallel/model_sync.h"
 
 namespace lockstep::parallel {
 
@@ -31,12 +30,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   LOCKSTEP_ENFORCE(opts.bucket_cap_mb > 0 && opts.first_bucket_mb > 0, ValueError,
                    "bucket_cap_mb and first_bucket_mb must be positive");
   registerModule("module", module_);
-  verifySameModelEverywhere();
-  {
-    autograd::NoGradGuard ng;
-    for (auto& [name, p] : module_->namedParameters()) broadcast(*group_, p.tensor(), 0);
-    for (auto& [name, b] : module_->namedBuffers()) broadcast(*group_, b, 0);
-  }
+  verifySameModelEverywhere(*module_, *group_, "DistributedDataParallel");
+  broadcastModel(*module_, *group_);
   ReducerOptions ro;
   ro.buckets.bucket_bytes = static_cast<size_t>(opts.bucket_cap_mb * 1024 * 1024);
   ro.buckets.first_bucket_bytes = static_cast<size_t>(opts.first_bucket_mb * 1024 * 1024);
@@ -53,45 +48,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   reducer_->setCommHook(makeCommHook(opts.comm_hook));
 }
 
-void DistributedDataParallel::verifySameModelEverywhere() {
-  std::ostringstream sig;
-  for (auto& [name, p] : module_->namedParameters()) {
-    sig << name << " " << dtypeName(p.dtype()) << " " << shapeToString(p.shape()) << "\n";
-  }
-  for (auto& [name, b] : module_->namedBuffers()) {
-    sig << name << " (buffer) " << dtypeName(b.dtype()) << " " << shapeToString(b.shape()) << "\n";
-  }
-  std::vector<std::string> all = allgatherBytes(*group_, sig.str());
-  auto lines = [](const std::string& s) {
-    std::vector<std::string> out;
-    std::istringstream in(s);
-    for (std::string l; std::getline(in, l);) out.push_back(l);
-    return out;
-  };
-  std::vector<std::string> ref = lines(all[0]);
-  for (size_t r = 1; r < all.size(); ++r) {
-    if (all[r] == all[0]) continue;
-    std::vector<std::string> other = lines(all[r]);
-    size_t i = 0;
-    while (i < ref.size() && i < other.size() && ref[i] == other[i]) ++i;
-    std::string a = i < ref.size() ? ref[i] : "(no more parameters)";
-    std::string b = i < other.size() ? other[i] : "(no more parameters)";
-    std::ostringstream differing;
-    for (size_t k = 1; k < all.size(); ++k) {
-      if (all[k] != all[0]) differing << (differing.tellp() > 0 ? ", " : "") << k;
-    }
-    throw ValueError("DistributedDataParallel: the model differs across ranks. Parameter #" +
-                     std::to_string(i) + ": rank 0 has '" + a + "', rank " + std::to_string(r) + " has '" +
-                     b + "'. Ranks whose model differs from rank 0's: " + differing.str() +
-                     ". Build the same model on every rank.");
-  }
-}
-
 Variable DistributedDataParallel::forward(const Variable& x) {
-  if (opts_.broadcast_buffers && group_->size() > 1) {
-    autograd::NoGradGuard ng;
-    for (auto& [name, b] : module_->namedBuffers()) broadcast(*group_, b, 0);
-  }
+  if (opts_.broadcast_buffers && group_->size() > 1) broadcastBuffers(*module_, *group_);
   const auto start = std::chrono::steady_clock::now();
   Variable out = module_->forward(x);
   if (isTraining() && autograd::isGradEnabled() && out.requiresGrad()) {

@@ -70,8 +70,6 @@ class DistributedDataParallel : public nn::Module {
   [[nodiscard]] std::unique_ptr<NoSyncGuard> noSync() { return std::make_unique<NoSyncGuard>(*reducer_); }
 
  private:
-  void verifySameModelEverywhere();
-
   std::shared_ptr<nn::Module> module_;
   std::shared_ptr<comm::ProcessGroup> group_;
   DistributedDataParallelOptions opts_;

@@ -7,6 +7,7 @@
 #include "lockstep/data/sequential_sampler.h"
 #include "lockstep/kernels/finite.h"
 #include "lockstep/optim/clip_grad.h"
+#include "lockstep/parallel/model_sync.h"
 #include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/util/error.h"
 
@@ -23,9 +24,28 @@ void validateEngineOptions(const EngineOptions& o) {
   LOCKSTEP_ENFORCE(!(o.precision == "bf16" && o.loss_scaler), ValueError,
                    "precision bf16 with loss scaling: bf16 has f32's exponent range and needs no loss scale "
                    "(DeepSpeed's bf16 has none either); drop the loss scaler or use fp16");
-  LOCKSTEP_ENFORCE(
-      o.zero_stage == 0, ValueError, "ZeRO stage ", o.zero_stage,
-      " is not implemented yet: lockstep replicates optimizer states (stage 0, DDP); use stage 0");
+  LOCKSTEP_ENFORCE(o.zero_stage >= 0 && o.zero_stage <= 2, ValueError, "ZeRO stage ", o.zero_stage,
+                   o.zero_stage == 3 ? " (parameters partitioned) is not implemented yet; use stage 0, 1 or 2"
+                                     : " does not exist; use 0 (DDP), 1 or 2");
+  if (o.zero_stage > 0) {
+    ZeroOptions z = o.zero;
+    z.stage = o.zero_stage;
+    validateZeroOptions(z);
+  }
+  if (o.zero_stage >= 2) {
+    // Stage 2 reduces gradients itself, without DDP: DDP's gradient options would do nothing.
+    const DistributedDataParallelOptions d;
+    const char* what = o.ddp.find_unused_parameters                 ? "find_unused_parameters"
+                       : o.ddp.gradient_as_bucket_view              ? "gradient_as_bucket_view"
+                       : o.ddp.comm_hook != d.comm_hook             ? "comm_hook"
+                       : o.ddp.bucket_cap_mb != d.bucket_cap_mb     ? "bucket_cap_mb"
+                       : o.ddp.first_bucket_mb != d.first_bucket_mb ? "first_bucket_mb"
+                                                                    : nullptr;
+    LOCKSTEP_ENFORCE(
+        what == nullptr, ValueError, "ddp.", what ? what : "",
+        " does not apply to ZeRO stage 2, which reduce-scatters gradients without DDP (its bucket "
+        "size is zero_optimization.reduce_bucket_size); leave it at its default or use stage 0 or 1");
+  }
   if (o.loss_scaler) optim::validateLossScalerOptions(*o.loss_scaler);
 }
 
@@ -67,7 +87,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimiz
     : options_(options), env_(std::move(env)), model_(std::move(model)) {
   LOCKSTEP_ENFORCE(model_ != nullptr, ValueError, "Engine: a model is required");
   validateEngineOptions(options_);
-  if (env_.group) {
+  if (env_.group && options_.zero_stage < 2) {
     ddp_ = std::make_shared<DistributedDataParallel>(model_, env_.group, options_.ddp);
     wrapped_ = ddp_;
   } else {
@@ -75,6 +95,13 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimiz
   }
   params_ = model_->parameters();
   optimizer_ = optimizer ? std::move(optimizer) : optim::makeOptimizer(options_.optimizer, params_);
+  if (options_.zero_stage > 0) {
+    // Stage 1 keeps DDP's allreduce of the gradients; stage 2 reduce-scatters them itself and
+    // checks and broadcasts the model as DDP would.
+    ZeroOptions z = options_.zero;
+    z.stage = options_.zero_stage;
+    zero_ = std::make_unique<ZeroOptimizer>(model_, optimizer_, env_.group, z);
+  }
   if (!options_.scheduler.type.empty()) {
     scheduler_ = optim::makeScheduler(options_.scheduler, *optimizer_, options_.total_steps);
   }
@@ -100,6 +127,9 @@ std::shared_ptr<data::DataLoader> Engine::makeLoader(std::shared_ptr<data::Datas
 autograd::Variable Engine::forward(const autograd::Variable& input) {
   // Accumulation micro-steps reduce nothing; the last one reduces the sum (DDP no_sync).
   if (ddp_ && !isGradientAccumulationBoundary() && !no_sync_) no_sync_ = ddp_->noSync();
+  // Without the DDP wrapper (stage 2), its per-forward broadcast of rank 0's buffers.
+  if (!ddp_ && env_.group && options_.ddp.broadcast_buffers && model_->isTraining())
+    broadcastBuffers(*model_, *env_.group);
   if (!autocast_dtype_) return wrapped_->forward(input);
   autograd::Variable out;
   {
@@ -136,9 +166,21 @@ bool Engine::step() {
   return true;
 }
 
+ModelStateBytes Engine::memory() const {
+  return zero_ ? zero_->memory() : replicatedModelStateBytes(*optimizer_);
+}
+
+void Engine::clearGradients() {
+  if (zero_) {
+    zero_->zeroGrad();
+  } else {
+    optimizer_->zeroGrad();
+  }
+}
+
 void Engine::discardPartialAccumulation() {
   if (micro_ == 0) return;
-  optimizer_->zeroGrad();
+  clearGradients();
   micro_ = 0;
 }
 
@@ -147,12 +189,15 @@ bool Engine::gradientPhase() {
     const bool overflow = unscaleAndCheckOverflow();
     // DeepSpeed's order: the scale is updated in the optimizer's step, overflow or not; on an
     // overflow the gradients are dropped and neither the optimizer nor the schedule steps.
-    if (overflow) optimizer_->zeroGrad();
+    if (overflow) clearGradients();
     scaler_->update(overflow);
     if (overflow) return false;
   }
+  // Stage 2 holds only its partition of the gradients: the norm is joined across ranks. Stage 1
+  // and DDP hold every averaged gradient and clip them all alike on every rank.
   if (options_.gradient_clipping > 0)
-    last_grad_norm_ = optim::clipGradNorm(params_, options_.gradient_clipping);
+    last_grad_norm_ = zero_ && zero_->stage() >= 2 ? zero_->clipGradNorm(options_.gradient_clipping)
+                                                   : optim::clipGradNorm(params_, options_.gradient_clipping);
   return true;
 }
 
@@ -160,6 +205,7 @@ bool Engine::unscaleAndCheckOverflow() {
   // Unscaling before the check costs nothing when the step is skipped (the gradients are dropped)
   // and saves a second pass when it is not. An inf or nan stays one after the multiplication.
   const double inverse = 1.0 / scaler_->scale();
+  if (zero_ && zero_->stage() >= 2) return zero_->unscaleAndCheckOverflow(inverse);
   bool overflow = false;
   for (auto& p : params_) {
     if (!p.hasGrad()) continue;
@@ -172,9 +218,13 @@ bool Engine::unscaleAndCheckOverflow() {
 }
 
 void Engine::updatePhase() {
-  optimizer_->step();
+  if (zero_) {
+    zero_->step();
+  } else {
+    optimizer_->step();
+  }
   if (scheduler_) scheduler_->step();
-  optimizer_->zeroGrad();
+  clearGradients();
 }
 
 }  // namespace lockstep::parallel

@@ -12,6 +12,10 @@
 //                   an inf or nan (then the step is skipped on every rank alike); then clipping to
 //                   gradient_clipping
 //   update phase    optimizer step, LR schedule, gradients cleared
+// With zero_stage 1 or 2 the optimizer is a ZeroOptimizer's (zero_optimizer.h): each rank steps
+// its partition and all-gathers the parameters; with stage 2 the gradients are reduce-scattered
+// in buckets during backward (no DDP wrapper), every micro-step, and the gradient phase's overflow
+// check and clipping norm are joined across the partitions.
 //
 //   parallel::Engine engine(model, {.optimizer = {"Adam", {{"lr", 1e-3}}}});
 //   auto loader = engine.makeLoader(train_set, {.batch_size = 32, .seed = 1});
@@ -24,8 +28,10 @@
 //   }
 //
 // Not thread-safe. The constructor is collective when the world has several ranks, and so is
-// every backward() at an accumulation boundary (DDP's allreduce), and, with a loss scaler, every
-// step() at an accumulation boundary (the overflow flag's allreduce).
+// every backward() at an accumulation boundary (DDP's allreduce; with ZeRO stage 2 every
+// backward(), the reduce-scatter), and, with a loss scaler, with ZeRO or with clipping at stage 2,
+// every step() at an accumulation boundary (the overflow flag, the parameters' all-gather, the
+// norm).
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +42,8 @@
 #include "lockstep/optim/registry.h"
 #include "lockstep/parallel/distributed_data_parallel.h"
 #include "lockstep/parallel/environment.h"
+#include "lockstep/parallel/memory_report.h"
+#include "lockstep/parallel/zero_optimizer.h"
 
 namespace lockstep::parallel {
 
@@ -70,8 +78,12 @@ struct EngineOptions {
   /// With bf16/fp16: cast the floating input of forward() to that dtype first (DeepSpeed's
   /// fp16.auto_cast). Off: the input stays as given and the first lower-precision op casts it.
   bool auto_cast = false;
-  /// 0: replicated optimizer state (DDP). ZeRO stages 1-3 are not implemented yet: an error.
+  /// 0: replicated optimizer state (DDP). 1: ZeRO stage 1, optimizer states partitioned across
+  /// ranks (gradients still averaged by DDP). 2: ZeRO stage 2, gradients reduce-scattered into
+  /// each rank's partition too (no DDP wrapper). Stage 3 is not implemented yet (a ValueError).
   int zero_stage = 0;
+  /// The ZeRO optimizer's options when zero_stage > 0 (its `stage` is taken from zero_stage).
+  ZeroOptions zero{};
 };
 
 /// ValueError naming the field when an option is out of range or not implemented yet. Pure.
@@ -107,8 +119,13 @@ class Engine {
   const std::shared_ptr<nn::Module>& module() const { return wrapped_; }
   /// The model as built (state dicts, saving: no "module." prefix).
   const std::shared_ptr<nn::Module>& model() const { return model_; }
-  /// The DDP wrapper, or nullptr on one rank.
+  /// The DDP wrapper, or nullptr on one rank and with ZeRO stage 2.
   DistributedDataParallel* ddp() const { return ddp_.get(); }
+  /// The ZeRO optimizer when zero_stage > 0, else nullptr. optimizer() is then the optimizer it
+  /// took over (its groups hold this rank's shards of the parameters).
+  ZeroOptimizer* zero() const { return zero_.get(); }
+  /// This rank's bytes of parameters, gradients and optimizer states (the memory report).
+  ModelStateBytes memory() const;
   const std::shared_ptr<optim::Optimizer>& optimizer() const { return optimizer_; }
   /// nullptr when options.scheduler names none.
   optim::LRScheduler* scheduler() const { return scheduler_.get(); }
@@ -162,6 +179,8 @@ class Engine {
   /// and the update phase must not run.
   bool gradientPhase();
   void updatePhase();
+  /// The optimizer's zeroGrad, or the ZeRO optimizer's (which also clears the partitions).
+  void clearGradients();
   /// Unscales every gradient and agrees with the other ranks whether any holds an inf or nan.
   bool unscaleAndCheckOverflow();
 
@@ -172,6 +191,7 @@ class Engine {
   std::shared_ptr<nn::Module> wrapped_;
   std::vector<autograd::Variable> params_;
   std::shared_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<ZeroOptimizer> zero_;
   std::unique_ptr<optim::LRScheduler> scheduler_;
   std::unique_ptr<DistributedDataParallel::NoSyncGuard> no_sync_;
   std::unique_ptr<optim::LossScaler> scaler_;

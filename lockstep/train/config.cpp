@@ -59,8 +59,7 @@ BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t
 
 namespace {
 
-const std::set<std::string> kUnsupported = {"zero_optimization",
-                                            "amp",
+const std::set<std::string> kUnsupported = {"amp",
                                             "flops_profiler",
                                             "wandb",
                                             "comet",
@@ -449,7 +448,8 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
              "bf16",
              "bfloat16",
              "activation_checkpointing",
-             "sample"});
+             "sample",
+             "zero_optimization"});
   TrainConfig c;
   std::optional<int64_t> train, micro, accum;
   get(root, "", "train_batch_size", train);
@@ -526,6 +526,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
       throw ValueError(std::string("ddp.comm_hook: ") + e.what());
     }
   }
+  if (root["zero_optimization"]) c.zero = parseZeroConfig(root["zero_optimization"]);
   const auto models = nn::modelNames();
   if (std::find(models.begin(), models.end(), c.model) == models.end()) {
     std::string near = nearestKey(c.model, models), known;

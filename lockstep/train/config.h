@@ -13,6 +13,7 @@
 #include "lockstep/optim/loss_scaler.h"
 #include "lockstep/optim/registry.h"
 #include "lockstep/parallel/distributed_data_parallel.h"
+#include "lockstep/train/zero_config.h"
 #include "lockstep/util/suggest.h"
 
 namespace lockstep::train {
@@ -95,12 +96,14 @@ struct TrainConfig {
   /// The `ddp` section: DistributedDataParallel's options (PyTorch's keyword names), used on
   /// several ranks.
   parallel::DistributedDataParallelOptions ddp{};
+  /// The `zero_optimization` section (zero_config.h): ZeRO stage 0 (DDP), 1 or 2 and its options.
+  ZeroConfig zero{};
   /// The whole config document as parsed, --set overrides applied (a checkpoint's config.json).
   nlohmann::json document = nlohmann::json::object();
   /// CRC-32 (8 hex digits) of `document` less the keys that say how long, how often and where a
   /// run trains (epochs, max_steps, steps_per_print, checkpoint, eval, tensorboard, csv_monitor,
-  /// backend, data.num_workers) and the seed (compared apart): two runs with the same hash and seed train the
-  /// same model, so one may resume the other's checkpoints (run_identity.h).
+  /// backend, data.num_workers, zero_optimization) and the seed (compared apart): two runs with the same hash
+  /// and seed train the same model, so one may resume the other's checkpoints (run_identity.h).
   std::string identity_hash;
   ActivationCheckpointingConfig activation_checkpointing{};
   /// What to sample from a language model at the end (`sample` section).

@@ -67,6 +67,13 @@ nlohmann::json toJson(const TrainSummary& s) {
   }
   if (!s.samples.is_null()) j["samples"] = s.samples;
   if (!s.checkpoint_profile.is_null()) j["activation_checkpointing_profile"] = s.checkpoint_profile;
+  j["memory"] = nlohmann::json::array();
+  for (size_t r = 0; r < s.memory.size(); ++r) {
+    j["memory"].push_back({{"rank", r},
+                           {"parameters", s.memory[r].parameters},
+                           {"gradients", s.memory[r].gradients},
+                           {"optimizer_states", s.memory[r].optimizer_states}});
+  }
   return j;
 }
 
@@ -102,6 +109,8 @@ parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps)
   eo.precision = c.precision;
   eo.loss_scaler = c.loss_scaler;
   eo.auto_cast = c.auto_cast;
+  eo.zero_stage = c.zero.stage;
+  eo.zero = c.zero.options;
   return eo;
 }
 
@@ -172,6 +181,15 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   config_record["document"] = c.document;
   TrainingParts parts{model.get(),   &opt,  engine.scheduler(), &loader, &defaultGenerator(),
                       config_record, world, engine.lossScaler()};
+  // ZeRO: checkpoints hold the whole optimizer state (gathered on every rank before rank 0
+  // writes), loaded back as each rank's partition: any world size and stage resumes them.
+  optim::OptimizerStateDict zero_state;
+  if (parallel::ZeroOptimizer* zero = engine.zero()) {
+    parts.optimizer_state = [&zero_state] { return zero_state; };
+    parts.load_optimizer_state = [zero](const optim::OptimizerStateDict& s) {
+      zero->loadConsolidatedStateDict(s);
+    };
+  }
   RunIdentity identity{newRunId(),
                        c.identity_hash,
                        c.seed,
@@ -225,6 +243,8 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   int64_t last_saved = engine.globalSteps();
   auto save = [&] {
     const auto t = Clock::now();
+    if (engine.zero() && engine.globalSteps() != last_saved)
+      zero_state = engine.zero()->consolidatedStateDict(0);  // collective; rank 0 writes it
     if (chief && engine.globalSteps() != last_saved) {
       CheckpointOptions co;
       co.keep_last = c.checkpoint_keep_last;
@@ -232,6 +252,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
       d.identity = identity;
       saveCheckpoint(ckpt_dir, d, co);
     }
+    zero_state = {};  // the gathered state is as large as DDP's: not kept between checkpoints
     last_saved = engine.globalSteps();
     checkpoint_seconds += since(t);
   };
@@ -288,6 +309,20 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   };
 
   TrainSummary s;
+  // The memory report (collective): every rank's model-state bytes, printed once at the start.
+  s.memory = parallel::gatherModelStateBytes(dist.group.get(), engine.memory());
+  if (chief) {
+    for (size_t r = 0; r < s.memory.size(); ++r) {
+      const parallel::ModelStateBytes& m = s.memory[r];
+      std::fprintf(
+          stderr,
+          "memory: rank %zu: parameters %lld B, gradients %lld B, optimizer states %lld B (ZeRO stage "
+          "%d)\n",
+          r, static_cast<long long>(m.parameters), static_cast<long long>(m.gradients),
+          static_cast<long long>(m.optimizer_states), c.zero.stage);
+    }
+    log("note", c.zero.notes);
+  }
   s.world_size = world;
   s.global_batch_size = c.batch.train_batch_size;
   int64_t samples = 0;

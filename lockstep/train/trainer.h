@@ -63,6 +63,9 @@ struct TrainSummary {
   /// DDP's timings of this run, one entry per rank in rank order (empty on one rank): where each
   /// rank's steps went, to spot a straggler (see DistributedDataParallel::timings).
   std::vector<parallel::ReducerTimings> ddp_timings;
+  /// Each rank's bytes of parameters, gradients and optimizer states, in rank order (the memory
+  /// report, parallel/memory_report.h): summary.json's "memory".
+  std::vector<parallel::ModelStateBytes> memory;
 };
 nlohmann::json toJson(const TrainSummary& s);
 

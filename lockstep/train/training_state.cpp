@@ -49,7 +49,8 @@ CheckpointData captureTrainingState(const TrainingParts& parts, int64_t step) {
   d.model = toNamed(parts.model->stateDict());
   nlohmann::json state = nlohmann::json::object();
   if (parts.optimizer) {
-    optim::OptimizerStateDict osd = parts.optimizer->stateDict();
+    optim::OptimizerStateDict osd =
+        parts.optimizer_state ? parts.optimizer_state() : parts.optimizer->stateDict();
     d.optimizer = toNamed(osd.state);
     nlohmann::json groups = nlohmann::json::array();
     for (const auto& g : osd.param_groups)
@@ -114,7 +115,11 @@ std::string restoreTrainingState(const CheckpointData& d, TrainingParts& parts) 
       for (const auto& g : s["optimizer"]["param_groups"]) {
         osd.param_groups.push_back({hyperFromJson(g["options"]), g["params"].get<std::vector<int64_t>>()});
       }
-      parts.optimizer->loadStateDict(osd);
+      if (parts.load_optimizer_state) {
+        parts.load_optimizer_state(osd);
+      } else {
+        parts.optimizer->loadStateDict(osd);
+      }
     }
     if (parts.scheduler && s.contains("scheduler"))
       parts.scheduler->loadStateDict(hyperFromJson(s["scheduler"]));

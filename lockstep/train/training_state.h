@@ -2,6 +2,7 @@
 // What a training job saves and restores, on top of the checkpoint files (checkpoint.h): the
 // model's state dict, the optimizer's state (tensors + hyper-parameters), the scheduler's counter,
 // the data position (epoch and batches consumed), the random generator and the config.
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -28,6 +29,11 @@ struct TrainingParts {
   int64_t world_size = 1;
   /// fp16's loss scaler (scale, hysteresis, counters), or nullptr when the job has none.
   optim::LossScaler* loss_scaler = nullptr;
+  /// When set (ZeRO: each rank's optimizer holds a partition), the optimizer's whole state is read
+  /// and loaded through these instead of optimizer->stateDict() / loadStateDict(), so that the
+  /// checkpoint holds what a DDP run's does.
+  std::function<optim::OptimizerStateDict()> optimizer_state{};
+  std::function<void(const optim::OptimizerStateDict&)> load_optimizer_state{};
 };
 
 /// Snapshot (deep copies) of the parts at global step `step` (identity left for the caller).

@@ -1,0 +1,74 @@
+// `lockstep checkpoint consolidate DIR OUT.safetensors`: one safetensors file of f32 weights from a
+// training checkpoint (DeepSpeed's zero_to_fp32.py). DIR is one checkpoint (ckpt-<step>) or a
+// directory of them (its `latest`, else the newest one that verifies). lockstep's checkpoints hold
+// whole tensors whatever the ZeRO stage and world size that wrote them (docs/parallel.md), so
+// consolidating is reading the model's weights and writing them as f32, atomically.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "lockstep/cli/command.h"
+#include "lockstep/train/checkpoint.h"
+#include "lockstep/train/safetensors.h"
+#include "lockstep/util/error.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace lockstep;
+
+// The checkpoint DIR names: itself when it has a manifest, else DIR/latest, else the newest that
+// verifies. IoError naming DIR when there is none.
+std::string pickCheckpoint(const std::string& dir) {
+  if (fs::exists(fs::path(dir) / "manifest.json")) return dir;
+  if (auto latest = train::latestCheckpoint(dir)) return *latest;
+  for (const std::string& c : train::listCheckpoints(dir)) {
+    try {
+      train::verifyCheckpoint(c);
+      return c;
+    } catch (const IoError&) {
+    }
+  }
+  throw IoError("'" + dir + "' is neither a checkpoint (no manifest.json) nor a directory holding one " +
+                "(no latest, no ckpt-<step> that verifies); pass a training run's checkpoints/ directory");
+}
+
+int consolidate(const std::string& dir, const std::string& out) {
+  const std::string path = pickCheckpoint(dir);
+  train::CheckpointData d = train::loadCheckpoint(path);
+  train::NamedTensors weights;
+  for (const auto& [name, t] : d.model)
+    weights.emplace_back(name, isFloating(t.dtype()) && t.dtype() != DType::f32 ? t.to(DType::f32) : t);
+  train::saveSafetensors(out, weights, {{"source", path}, {"step", std::to_string(d.step)}});
+  std::printf("wrote %s: %zu tensors of %s (step %lld)\n", out.c_str(), weights.size(), path.c_str(),
+              static_cast<long long>(d.step));
+  return 0;
+}
+
+int checkpointMain(int argc, char** argv) {
+  CLI::App app{"Work with training checkpoints", "lockstep checkpoint"};
+  app.require_subcommand(1);
+  std::string dir, out;
+  CLI::App* c = app.add_subcommand(
+      "consolidate", "write a checkpoint's model as one safetensors file of f32 weights (zero_to_fp32)");
+  c->add_option("dir", dir, "a checkpoint (ckpt-<step>) or a directory of them (its latest)")->required();
+  c->add_option("out", out, "the .safetensors file to write")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  try {
+    return consolidate(dir, out);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "lockstep checkpoint consolidate: error: %s\n", e.what());
+    return 2;
+  }
+}
+
+static cli::Registration reg{"checkpoint", "consolidate a training checkpoint into one safetensors file",
+                             &checkpointMain};
+
+}  // namespace

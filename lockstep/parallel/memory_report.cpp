@@ -1,0 +1,35 @@
+#include "lockstep/parallel/memory_report.h"
+
+namespace lockstep::parallel {
+
+int64_t optimizerStateBytes(const optim::Optimizer& optimizer) {
+  int64_t bytes = 0;
+  for (const optim::ParamGroup& g : optimizer.paramGroups()) {
+    const int64_t per_element = optimizer.stateElementsPerParameterElement(g);
+    for (const auto& p : g.params) bytes += per_element * static_cast<int64_t>(p.tensor().nbytes());
+  }
+  return bytes;
+}
+
+ModelStateBytes replicatedModelStateBytes(const optim::Optimizer& optimizer) {
+  ModelStateBytes m;
+  for (const optim::ParamGroup& g : optimizer.paramGroups()) {
+    for (const auto& p : g.params) m.parameters += static_cast<int64_t>(p.tensor().nbytes());
+  }
+  m.gradients = m.parameters;
+  m.optimizer_states = optimizerStateBytes(optimizer);
+  return m;
+}
+
+std::vector<ModelStateBytes> gatherModelStateBytes(comm::ProcessGroup* group, const ModelStateBytes& mine) {
+  if (!group) return {mine};
+  const int n = group->size();
+  int64_t in[3] = {mine.parameters, mine.gradients, mine.optimizer_states};
+  std::vector<int64_t> out(static_cast<size_t>(n) * 3);
+  group->allgather(in, out.data(), 3, DType::i64)->wait();
+  std::vector<ModelStateBytes> all(n);
+  for (int r = 0; r < n; ++r) all[r] = {out[r * 3], out[r * 3 + 1], out[r * 3 + 2]};
+  return all;
+}
+
+}  // namespace lockstep::parallel

@@ -1,0 +1,30 @@
+#pragma once
+// The memory report: each rank's bytes of parameters, gradients and optimizer states (DeepSpeed's
+// "model states"), for DDP and every ZeRO stage alike. With Psi parameters, Adam and f32 on N
+// ranks: DDP 4+4+8 Psi; stage 1 4+4+8/N Psi; stage 2 4+4/N+8/N Psi.
+#include <cstdint>
+#include <vector>
+
+#include "lockstep/comm/process_group.h"
+#include "lockstep/optim/optimizer.h"
+
+namespace lockstep::parallel {
+
+struct ModelStateBytes {
+  int64_t parameters = 0;
+  int64_t gradients = 0;
+  int64_t optimizer_states = 0;
+};
+
+/// The optimizer's state bytes for the elements its groups hold, counted from
+/// Optimizer::stateElementsPerParameterElement (so the report is right before the first step).
+int64_t optimizerStateBytes(const optim::Optimizer& optimizer);
+
+/// Replicated training (DDP or one process): every parameter with a full gradient and full
+/// optimizer state.
+ModelStateBytes replicatedModelStateBytes(const optim::Optimizer& optimizer);
+
+/// Every rank's numbers, in rank order. Collective over group; group null: {mine}.
+std::vector<ModelStateBytes> gatherModelStateBytes(comm::ProcessGroup* group, const ModelStateBytes& mine);
+
+}  // namespace lockstep::parallel

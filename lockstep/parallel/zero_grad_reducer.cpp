@@ -1,0 +1,145 @@
+#include "lockstep/parallel/zero_grad_reducer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "lockstep/kernels/accumulate.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::parallel {
+
+using autograd::Variable;
+
+ZeroGradReducer::ZeroGradReducer(std::vector<Variable> params, std::vector<std::string> names,
+                                 const ZeroLayout& layout, std::shared_ptr<comm::ProcessGroup> group,
+                                 bool overlap, bool reduce_scatter)
+    : params_(std::move(params)),
+      names_(std::move(names)),
+      layout_(layout),
+      group_(std::move(group)),
+      overlap_(overlap),
+      reduce_scatter_(reduce_scatter) {
+  LOCKSTEP_CHECK(params_.size() == names_.size());
+  rank_ = group_ ? group_->rank() : 0;
+  LOCKSTEP_CHECK(layout_.world == (group_ ? group_->size() : 1), "layout world ", layout_.world);
+  const DType dtype = params_.empty() ? DType::f32 : params_.front().dtype();
+  bucket_of_.assign(params_.size(), 0);
+  int64_t max_chunk = 0;
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    for (size_t p : layout_.buckets[b].params) bucket_of_[p] = b;
+    max_chunk = std::max(max_chunk, layout_.buckets[b].chunk);
+    pieces_.push_back(Tensor::zeros({layout_.buckets[b].pieceSize(rank_)}, dtype));
+  }
+  max_chunk_ = max_chunk;
+  dtype_ = dtype;
+  pending_.resize(layout_.buckets.size());
+  for (size_t b = 0; b < pending_.size(); ++b) pending_[b] = layout_.buckets[b].params.size();
+  ready_.assign(params_.size(), false);
+  for (size_t p = 0; p < params_.size(); ++p)
+    hook_ids_.push_back(params_[p].registerGradReadyHook([this, p](Variable&) { onGradReady(p); }));
+}
+
+ZeroGradReducer::~ZeroGradReducer() {
+  for (size_t p = 0; p < params_.size(); ++p) params_[p].removeGradReadyHook(hook_ids_[p]);
+  for (Slot& s : slots_) {
+    if (s.work) s.work->wait();
+  }
+}
+
+std::string ZeroGradReducer::missing() const {
+  std::string out;
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (!ready_[p]) out += (out.empty() ? "" : ", ") + names_[p];
+  }
+  return out;
+}
+
+void ZeroGradReducer::checkComplete() const {
+  LOCKSTEP_ENFORCE(ready_count_ == 0, ValueError,
+                   "ZeRO stage 2: the last backward did not reduce every gradient because these parameters "
+                   "received none: ",
+                   missing(),
+                   ". Make every parameter take part in the loss (ZeRO has no find_unused_parameters).");
+}
+
+void ZeroGradReducer::zero() {
+  for (Tensor& t : pieces_) t.zero();
+}
+
+size_t ZeroGradReducer::pieceBytes() const {
+  size_t n = 0;
+  for (const Tensor& t : pieces_) n += t.nbytes();
+  return n;
+}
+
+void ZeroGradReducer::onGradReady(size_t p) {
+  LOCKSTEP_ENFORCE(
+      !ready_[p], ValueError,
+      "ZeRO stage 2: a new backward started before the previous one reduced every gradient; these "
+      "parameters received none: ",
+      missing(), ". Make every parameter take part in the loss.");
+  ready_[p] = true;
+  ++ready_count_;
+  --pending_[bucket_of_[p]];
+  // Strictly in bucket order, so every rank issues the same collectives in the same order.
+  while (next_launch_ < pending_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
+  if (next_launch_ < pending_.size()) return;
+  for (Slot& s : slots_) complete(s);
+  std::fill(ready_.begin(), ready_.end(), false);
+  ready_count_ = 0;
+  next_launch_ = 0;
+  for (size_t b = 0; b < pending_.size(); ++b) pending_[b] = layout_.buckets[b].params.size();
+}
+
+void ZeroGradReducer::launch(size_t b) {
+  const ZeroBucket& bucket = layout_.buckets[b];
+  // Two buffers alternate only when a reduction may still run while the next bucket fills.
+  Slot& slot = slots_[overlap_ ? b % 2 : 0];
+  complete(slot);                 // the bucket two before this one frees its staging buffer
+  if (!slot.staging.defined()) {  // once, on first use: a model of one bucket never needs the second
+    slot.staging = Tensor::empty({max_chunk_ * layout_.world}, dtype_);
+    slot.recv = Tensor::empty({max_chunk_}, dtype_);
+  }
+  const size_t elem = dtypeSize(slot.staging.dtype());
+  char* staging = static_cast<char*>(slot.staging.dataPtr());
+  if (bucket.chunk * layout_.world != bucket.numel) slot.staging.zero();  // padding travels as zeros
+  for (int r = 0; r < layout_.world; ++r) {
+    for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r], bucket.piece[r + 1])) {
+      Tensor g = params_[s.param].grad();
+      if (!g.isContiguous()) g = g.contiguous();
+      LOCKSTEP_ENFORCE(g.dtype() == slot.staging.dtype(), ValueError, "ZeRO: gradient of '", names_[s.param],
+                       "' is ", dtypeName(g.dtype()), ", its parameter's bucket is ",
+                       dtypeName(slot.staging.dtype()));
+      std::memcpy(staging + (r * bucket.chunk + s.bucket_offset - bucket.piece[r]) * elem,
+                  static_cast<const char*>(g.dataPtr()) + s.param_offset * elem, s.numel * elem);
+    }
+  }
+  for (size_t p : bucket.params) params_[p].setGrad(Tensor());  // the piece is all this rank keeps
+  slot.bucket = static_cast<long>(b);
+  if (group_ && layout_.world > 1 && reduce_scatter_) {
+    comm::ReduceScatterOptions o;
+    o.op = comm::ReduceOp::avg;
+    slot.work = group_->reduceScatter(slot.staging.dataPtr(), slot.recv.dataPtr(), bucket.chunk,
+                                      slot.staging.dtype(), o);
+  } else if (group_ && layout_.world > 1) {
+    // DeepSpeed's reduce_scatter: false: every rank averages the whole bucket and keeps its block.
+    comm::AllreduceOptions o;
+    o.op = comm::ReduceOp::avg;
+    group_->allreduce(staging, bucket.chunk * layout_.world, slot.staging.dtype(), o)->wait();
+    std::memcpy(slot.recv.dataPtr(), staging + rank_ * bucket.chunk * elem, bucket.chunk * elem);
+  } else {
+    std::memcpy(slot.recv.dataPtr(), staging, bucket.chunk * elem);
+  }
+  if (!overlap_) complete(slot);
+}
+
+void ZeroGradReducer::complete(Slot& slot) {
+  if (slot.bucket < 0) return;
+  if (slot.work) slot.work->wait();
+  slot.work.reset();
+  Tensor& piece = pieces_[slot.bucket];
+  if (piece.numel() > 0) kernels::addInto(piece, slot.recv.narrow(0, 0, piece.numel()));
+  slot.bucket = -1;
+}
+
+}  // namespace lockstep::parallel

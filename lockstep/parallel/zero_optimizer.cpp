@@ -1,0 +1,359 @@
+#include "lockstep/parallel/zero_optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "lockstep/kernels/finite.h"
+#include "lockstep/optim/clip_grad.h"
+#include "lockstep/parallel/bucket_assignment.h"
+#include "lockstep/parallel/model_sync.h"
+#include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::parallel {
+
+using autograd::Variable;
+
+void validateZeroOptions(const ZeroOptions& o) {
+  LOCKSTEP_ENFORCE(o.stage == 1 || o.stage == 2, ValueError, "zero_optimization.stage=", o.stage,
+                   " is not supported: lockstep implements stages 1 and 2 (stage 3 is not implemented yet; "
+                   "stage 0 is plain data parallelism)");
+  LOCKSTEP_ENFORCE(o.reduce_bucket_size >= 1, ValueError,
+                   "zero_optimization.reduce_bucket_size=", o.reduce_bucket_size,
+                   " must be a positive number of elements");
+  LOCKSTEP_ENFORCE(o.allgather_bucket_size >= 1, ValueError,
+                   "zero_optimization.allgather_bucket_size=", o.allgather_bucket_size,
+                   " must be a positive number of elements");
+}
+
+ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimizer> optimizer,
+                             std::shared_ptr<comm::ProcessGroup> group, const ZeroOptions& options)
+    : model_(std::move(model)),
+      optimizer_(std::move(optimizer)),
+      group_(std::move(group)),
+      options_(options) {
+  LOCKSTEP_ENFORCE(model_ != nullptr && optimizer_ != nullptr, ValueError,
+                   "ZeroOptimizer needs a model and an optimizer");
+  validateZeroOptions(options_);
+  if (group_) {
+    rank_ = group_->rank();
+    world_ = group_->size();
+  }
+  LOCKSTEP_ENFORCE(
+      optimizer_->stateDict().state.empty(), ValueError,
+      "ZeroOptimizer: the optimizer has already stepped (it holds state); build the ZeRO optimizer "
+      "before the first step");
+  std::unordered_map<const autograd::VariableImpl*, std::string> name_of;
+  for (auto& [name, p] : model_->namedParameters()) name_of.emplace(p.impl().get(), name);
+  std::vector<size_t> group_of;
+  auto& groups = optimizer_->paramGroups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (const Variable& p : groups[g].params) {
+      auto it = name_of.find(p.impl().get());
+      LOCKSTEP_ENFORCE(it != name_of.end(), ValueError,
+                       "ZeroOptimizer: the optimizer holds a parameter that is not the model's (group ", g,
+                       ")");
+      const Tensor& t = p.tensor();
+      LOCKSTEP_ENFORCE(t.isContiguous() && (t.dtype() == DType::f32 || t.dtype() == DType::f64), ValueError,
+                       "ZeRO: parameter '", it->second, "' must be a contiguous f32 or f64 tensor, got ",
+                       t.describe());
+      LOCKSTEP_ENFORCE(params_.empty() || t.dtype() == params_.front().dtype(), ValueError,
+                       "ZeRO: every parameter must have one dtype; '", it->second, "' is ",
+                       dtypeName(t.dtype()), ", '", names_.front(), "' is ",
+                       dtypeName(params_.front().dtype()));
+      params_.push_back(p);
+      names_.push_back(it->second);
+      group_of.push_back(g);
+    }
+  }
+  if (group_ && world_ > 1) {
+    verifySameModelEverywhere(*model_, *group_, "ZeRO");
+    broadcastModel(*model_, *group_);
+  }
+  std::vector<size_t> numels_as_bytes;  // assignBuckets counts bytes; the ZeRO caps count elements
+  std::vector<int64_t> numels;
+  std::vector<DType> dtypes;
+  for (const Variable& p : params_) {
+    numels.push_back(p.numel());
+    numels_as_bytes.push_back(static_cast<size_t>(p.numel()));
+    dtypes.push_back(p.dtype());
+  }
+  BucketAssignmentOptions bo;
+  bo.bucket_bytes = bo.first_bucket_bytes = static_cast<size_t>(options_.reduce_bucket_size);
+  layout_ = makeZeroLayout(numels, assignBuckets(numels_as_bytes, dtypes, bo), world_);
+
+  std::vector<std::vector<Variable>> shard_vars(groups.size());
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    const ZeroBucket& bucket = layout_.buckets[b];
+    for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[rank_], bucket.piece[rank_ + 1])) {
+      Tensor view =
+          params_[s.param].tensor().view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
+      Shard shard{
+          Variable(view, true), s.param, b, s.param_offset, s.bucket_offset - bucket.piece[rank_], s.numel};
+      shard_vars[group_of[s.param]].push_back(shard.var);
+      shards_.push_back(std::move(shard));
+    }
+  }
+  for (size_t g = 0; g < groups.size(); ++g) groups[g].params = std::move(shard_vars[g]);
+  // The optimizer's own numbering of the shards (its state dict's), and the groups' parameters in
+  // the numbering of the optimizer as it was (a consolidated state dict's).
+  std::unordered_map<const autograd::VariableImpl*, int64_t> opt_index;
+  for (const auto& g : groups)
+    for (const Variable& v : g.params)
+      opt_index.emplace(v.impl().get(), static_cast<int64_t>(opt_index.size()));
+  for (Shard& s : shards_) s.opt_index = opt_index.at(s.var.impl().get());
+  group_params_.resize(groups.size());
+  for (size_t p = 0; p < params_.size(); ++p) group_params_[group_of[p]].push_back(static_cast<int64_t>(p));
+  group_of_ = group_of;
+  if (options_.stage >= 2)
+    reducer_ = std::make_unique<ZeroGradReducer>(params_, names_, layout_, group_, options_.overlap_comm,
+                                                 options_.reduce_scatter);
+
+  int64_t block = 0;  // the largest all-gather block: a bucket's chunk, capped by allgather_bucket_size
+  const int64_t cap = std::max<int64_t>(1, options_.allgather_bucket_size / world_);
+  for (const ZeroBucket& b : layout_.buckets) block = std::max(block, std::min(b.chunk, cap));
+  if (world_ > 1 && !params_.empty()) {
+    gather_send_ = Tensor::zeros({block}, params_.front().dtype());
+    gather_recv_ = Tensor::zeros({block * world_}, params_.front().dtype());
+  }
+}
+
+ZeroOptimizer::~ZeroOptimizer() = default;
+
+void ZeroOptimizer::pointShardGradients() {
+  if (reducer_) {
+    reducer_->checkComplete();
+    for (Shard& s : shards_) s.var.setGrad(reducer_->piece(s.bucket).narrow(0, s.piece_offset, s.numel));
+    return;
+  }
+  for (Shard& s : shards_) {
+    const Variable& p = params_[s.param];
+    if (!p.hasGrad()) {
+      s.var.setGrad(Tensor());
+      continue;
+    }
+    Tensor g = p.grad();
+    if (!g.isContiguous()) g = g.contiguous();
+    s.var.setGrad(g.view({p.numel()}).narrow(0, s.param_offset, s.numel));
+  }
+}
+
+void ZeroOptimizer::step() {
+  pointShardGradients();
+  optimizer_->step();
+  allgatherParameters();
+}
+
+void ZeroOptimizer::allgatherParameters() {
+  std::vector<char*> full;
+  for (Variable& p : params_) full.push_back(static_cast<char*>(p.tensor().dataPtr()));
+  gatherPieces(full);
+}
+
+void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, int root,
+                                 const std::function<const char*(size_t, int64_t)>& mine) {
+  if (world_ == 1) return;  // this rank's piece is everything
+  const size_t elem = dtypeSize(gather_send_.dtype());
+  const int64_t cap = std::max<int64_t>(1, options_.allgather_bucket_size / world_);
+  char* send = static_cast<char*>(gather_send_.dataPtr());
+  char* recv = static_cast<char*>(gather_recv_.dataPtr());
+  for (const ZeroBucket& bucket : layout_.buckets) {
+    for (int64_t from = 0; from < bucket.chunk; from += cap) {
+      const int64_t len = std::min(cap, bucket.chunk - from);
+      // Block [from, from + len) of every rank's piece; shorter pieces pad with what send held.
+      const int64_t mine_end = std::min(from + len, bucket.pieceSize(rank_));
+      for (const ZeroSegment& s :
+           segmentsIn(bucket, bucket.piece[rank_] + from, bucket.piece[rank_] + mine_end)) {
+        std::memcpy(send + (s.bucket_offset - bucket.piece[rank_] - from) * elem,
+                    mine ? mine(s.param, s.param_offset) : full[s.param] + s.param_offset * elem,
+                    s.numel * elem);
+      }
+      if (root >= 0) {
+        comm::GatherOptions go;
+        go.root = root;
+        group_->gather(send, recv, static_cast<size_t>(len), gather_send_.dtype(), go)->wait();
+        if (rank_ != root) continue;
+      } else if (options_.allgather_partitions) {
+        group_->allgather(send, recv, static_cast<size_t>(len), gather_send_.dtype())->wait();
+      } else {  // DeepSpeed's allgather_partitions: false: one broadcast per rank's block
+        std::memcpy(recv + rank_ * len * elem, send, len * elem);
+        for (int r = 0; r < world_; ++r) {
+          comm::BroadcastOptions bo;
+          bo.root = r;
+          group_->broadcast(recv + r * len * elem, static_cast<size_t>(len), gather_send_.dtype(), bo)
+              ->wait();
+        }
+      }
+      for (int r = 0; r < world_; ++r) {
+        if (r == rank_) continue;  // this rank's piece is already in place
+        const int64_t end = std::min(from + len, bucket.pieceSize(r));
+        for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r] + from, bucket.piece[r] + end)) {
+          std::memcpy(full[s.param] + s.param_offset * elem,
+                      recv + (r * len + s.bucket_offset - bucket.piece[r] - from) * elem, s.numel * elem);
+        }
+      }
+    }
+  }
+}
+
+void ZeroOptimizer::zeroGrad() {
+  for (Shard& s : shards_) s.var.setGrad(Tensor());
+  if (reducer_) {
+    reducer_->zero();
+    return;
+  }
+  for (Variable& p : params_) p.setGrad(Tensor());
+}
+
+double ZeroOptimizer::clipGradNorm(double max_norm) {
+  pointShardGradients();
+  std::vector<Variable> vars;
+  for (const Shard& s : shards_) vars.push_back(s.var);
+  const double local = optim::gradNorm(vars);
+  double total = local * local;
+  if (group_ && world_ > 1) total = allreduceScalar(*group_, total, comm::ReduceOp::sum);
+  total = std::sqrt(total);
+  const double raw = max_norm / (total + 1e-6);
+  const double coef = std::isnan(raw) ? raw : std::min(1.0, raw);  // clipGradNorm's rule
+  if (coef == 1.0) return total;
+  for (Shard& s : shards_) {
+    if (!s.var.hasGrad()) continue;
+    Tensor g = s.var.grad();
+    kernels::scaleAndCheckNonFinite(g, coef);
+  }
+  return total;
+}
+
+bool ZeroOptimizer::unscaleAndCheckOverflow(double factor) {
+  pointShardGradients();
+  bool overflow = false;
+  for (Shard& s : shards_) {
+    if (!s.var.hasGrad()) continue;
+    Tensor g = s.var.grad();
+    overflow = kernels::scaleAndCheckNonFinite(g, factor) || overflow;
+  }
+  if (group_ && world_ > 1)
+    overflow = allreduceScalar(*group_, overflow ? 1.0 : 0.0, comm::ReduceOp::max) != 0.0;
+  return overflow;
+}
+
+ModelStateBytes ZeroOptimizer::memory() const {
+  ModelStateBytes m;
+  for (const Variable& p : params_) m.parameters += static_cast<int64_t>(p.tensor().nbytes());
+  m.gradients = reducer_ ? static_cast<int64_t>(reducer_->pieceBytes()) : m.parameters;
+  m.optimizer_states = optimizerStateBytes(*optimizer_);
+  return m;
+}
+
+}  // namespace lockstep::parallel
+
+namespace lockstep::parallel {
+
+optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
+  LOCKSTEP_ENFORCE(root >= -1 && root < world_, ValueError, "consolidatedStateDict: root ", root,
+                   " is not a rank of ", world_);
+  const bool receives = root < 0 || root == rank_;
+  const optim::OptimizerStateDict mine = optimizer_->stateDict();
+  // The buffer names every rank holds (a rank with no elements holds none): the same list everywhere.
+  std::set<std::string> keys;
+  std::vector<double> steps(params_.size(), 0.0);
+  for (const Shard& s : shards_) {
+    const std::string prefix = std::to_string(s.opt_index) + ".";
+    for (const auto& [key, t] : mine.state) {
+      if (key.rfind(prefix, 0) != 0) continue;
+      const std::string name = key.substr(prefix.size());
+      if (name == "step") {
+        steps[s.param] = std::max(steps[s.param], static_cast<double>(t.toVector<int64_t>()[0]));
+      } else {
+        keys.insert(name);
+      }
+    }
+  }
+  if (group_ && world_ > 1) {
+    std::string joined;
+    for (const auto& k : keys) joined += k + "\n";
+    for (const std::string& other : allgatherBytes(*group_, joined)) {
+      std::istringstream in(other);
+      for (std::string k; std::getline(in, k);) keys.insert(k);
+    }
+    if (!steps.empty()) {
+      comm::AllreduceOptions o;
+      o.op = comm::ReduceOp::max;
+      group_->allreduce(steps.data(), steps.size(), DType::f64, o)->wait();
+    }
+  }
+  optim::OptimizerStateDict out;
+  for (const std::string& key : keys) {
+    // This rank's elements of the key, by parameter (a parameter has at most one shard here: a
+    // rank's piece of a bucket is contiguous). Zeros where the optimizer has no such buffer.
+    std::vector<Tensor> src(params_.size());
+    std::vector<int64_t> src_offset(params_.size(), 0);
+    for (const Shard& s : shards_) {
+      const Tensor* found = mine.state.find(std::to_string(s.opt_index) + "." + key);
+      src[s.param] = found ? found->contiguous() : Tensor::zeros({s.numel}, params_[s.param].dtype());
+      LOCKSTEP_CHECK(src[s.param].dtype() == params_[s.param].dtype() && src[s.param].numel() == s.numel);
+      src_offset[s.param] = s.param_offset;
+    }
+    const size_t elem = dtypeSize(params_.empty() ? DType::f32 : params_.front().dtype());
+    std::vector<Tensor> full;
+    std::vector<char*> ptrs(params_.size(), nullptr);
+    if (receives) {  // only the ranks that get the result hold whole-parameter tensors
+      for (size_t p = 0; p < params_.size(); ++p) {
+        full.push_back(Tensor::zeros(params_[p].shape(), params_[p].dtype()));
+        ptrs[p] = static_cast<char*>(full.back().dataPtr());
+        if (src[p].defined())
+          std::memcpy(ptrs[p] + src_offset[p] * elem, src[p].dataPtr(), src[p].numel() * elem);
+      }
+    }
+    gatherPieces(ptrs, world_ > 1 ? root : -1, [&](size_t p, int64_t offset) {
+      return static_cast<const char*>(src[p].dataPtr()) + (offset - src_offset[p]) * elem;
+    });
+    if (!receives) continue;
+    for (size_t p = 0; p < params_.size(); ++p) out.state.insert(std::to_string(p) + "." + key, full[p]);
+  }
+  for (size_t p = 0; p < params_.size() && receives; ++p) {
+    if (steps[p] > 0) out.state.insert(std::to_string(p) + ".step", Tensor::scalar(steps[p], DType::i64));
+  }
+  for (size_t g = 0; g < mine.param_groups.size(); ++g)
+    out.param_groups.push_back({mine.param_groups[g].options, group_params_[g]});
+  return out;
+}
+
+void ZeroOptimizer::loadConsolidatedStateDict(const optim::OptimizerStateDict& state) {
+  LOCKSTEP_ENFORCE(state.param_groups.size() == group_params_.size(), ValueError,
+                   "ZeRO: the optimizer state has ", state.param_groups.size(),
+                   " parameter groups, this optimizer ", group_params_.size());
+  optim::OptimizerStateDict osd;
+  for (size_t g = 0; g < group_params_.size(); ++g) {
+    LOCKSTEP_ENFORCE(state.param_groups[g].params.size() == group_params_[g].size(), ValueError,
+                     "ZeRO: parameter group ", g, " of the optimizer state has ",
+                     state.param_groups[g].params.size(), " parameters, this optimizer's has ",
+                     group_params_[g].size());
+    osd.param_groups.push_back({state.param_groups[g].options, {}});
+  }
+  for (const Shard& s : shards_) {
+    osd.param_groups[group_of_[s.param]].params.push_back(s.opt_index);
+    const std::string prefix = std::to_string(s.param) + ".";
+    const std::string to = std::to_string(s.opt_index) + ".";
+    for (const auto& [key, t] : state.state) {
+      if (key.rfind(prefix, 0) != 0) continue;
+      const std::string name = key.substr(prefix.size());
+      if (name == "step") {
+        osd.state.insert(to + name, t);
+        continue;
+      }
+      LOCKSTEP_ENFORCE(t.numel() == params_[s.param].numel(), ValueError, "ZeRO: optimizer state '", key,
+                       "' has ", t.numel(), " elements, parameter '", names_[s.param], "' has ",
+                       params_[s.param].numel());
+      osd.state.insert(to + name, t.contiguous().view({t.numel()}).narrow(0, s.param_offset, s.numel));
+    }
+  }
+  optimizer_->loadStateDict(osd);
+}
+
+}  // namespace lockstep::parallel

@@ -1,0 +1,209 @@
+#include "lockstep/train/zero_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "lockstep/util/error.h"
+#include "lockstep/util/suggest.h"
+
+namespace lockstep::train {
+
+namespace {
+
+const std::string kSection = "zero_optimization";
+
+// DeepSpeed's zero_optimization keys beyond those the issue lists: recognised, not implemented.
+const std::set<std::string> kNotYet = {"load_from_fp32_weights",
+                                       "elastic_checkpoint",
+                                       "ignore_unused_parameters",
+                                       "legacy_stage1",
+                                       "cpu_offload",
+                                       "cpu_offload_params",
+                                       "cpu_offload_use_pin_memory",
+                                       "zero_hpz_partition_size",
+                                       "zero_quantized_weights",
+                                       "zero_quantized_nontrainable_weights",
+                                       "zero_quantized_gradients",
+                                       "mics_shard_size",
+                                       "mics_hierarchical_params_gather",
+                                       "memory_efficient_linear",
+                                       "pipeline_loading_checkpoint",
+                                       "override_module_apply",
+                                       "use_all_reduce_for_fetch_params",
+                                       "stage3_module_granularity_threshold",
+                                       "log_trace_cache_warnings",
+                                       "use_multi_rank_bucket_allreduce"};
+
+void checkKeys(const YAML::Node& n, const std::string& path, const std::vector<std::string>& known) {
+  if (!n.IsMap()) throw ValueError(path + " must be a mapping");
+  for (const auto& kv : n) {
+    const std::string key = kv.first.as<std::string>();
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    if (path == kSection && kNotYet.count(key))
+      throw ValueError(path + "." + key +
+                       " is a DeepSpeed key that lockstep does not support yet; remove it");
+    std::string msg = "unknown key " + path + "." + key;
+    const std::string near = nearestKey(key, known);
+    if (!near.empty()) msg += " (did you mean " + path + "." + near + "?)";
+    throw ValueError(msg);
+  }
+}
+
+std::string describe(const YAML::Node& v) {
+  return v.IsScalar() ? "'" + v.Scalar() + "'" : v.IsMap() ? "a mapping" : v.IsSequence() ? "a list" : "null";
+}
+
+bool boolean(const YAML::Node& n, const std::string& path, const std::string& key, bool fallback) {
+  if (!n[key]) return fallback;
+  bool b;
+  if (n[key].IsScalar() && YAML::convert<bool>::decode(n[key], b)) return b;
+  throw ValueError(path + "." + key + ": expected a boolean, got " + describe(n[key]));
+}
+
+// DeepSpeed's counts are integers that JSON may write as 5e8: any integral number >= min.
+int64_t count(const YAML::Node& n, const std::string& path, const std::string& key, int64_t fallback,
+              int64_t min = 0) {
+  if (!n[key]) return fallback;
+  double d;
+  if (n[key].IsScalar() && YAML::convert<double>::decode(n[key], d) && std::isfinite(d) &&
+      d == std::floor(d) && d >= static_cast<double>(min) && d < 9.2e18)
+    return static_cast<int64_t>(d);
+  throw ValueError(path + "." + key + ": expected a whole number >= " + std::to_string(min) + ", got " +
+                   describe(n[key]));
+}
+
+std::string device(const YAML::Node& n, const std::string& path) {
+  if (!n["device"]) return "none";
+  const std::string d = n["device"].IsScalar() ? n["device"].Scalar() : "";
+  if (d == "none" || d == "cpu" || d == "nvme") return d;
+  throw ValueError(path + ".device: expected none, cpu or nvme, got " + describe(n["device"]));
+}
+
+void parseOffloadOptimizer(const YAML::Node& n, int stage, ZeroConfig& z) {
+  const std::string path = kSection + ".offload_optimizer";
+  checkKeys(n, path,
+            {"device", "nvme_path", "buffer_count", "pin_memory", "pipeline_read", "pipeline_write",
+             "fast_init", "ratio"});
+  z.offload_optimizer_device = device(n, path);
+  // DeepSpeed's defaults; buffer_count, pipeline_*, fast_init and nvme_path serve NVMe swapping only.
+  count(n, path, "buffer_count", 4);
+  const bool pin = boolean(n, path, "pin_memory", false);
+  boolean(n, path, "pipeline_read", false);
+  boolean(n, path, "pipeline_write", false);
+  boolean(n, path, "fast_init", false);
+  if (n["nvme_path"] && !n["nvme_path"].IsScalar())
+    throw ValueError(path + ".nvme_path: expected a path, got " + describe(n["nvme_path"]));
+  if (n["ratio"]) {
+    double r;
+    if (!n["ratio"].IsScalar() || !YAML::convert<double>::decode(n["ratio"], r) || !(r >= 0 && r <= 1))
+      throw ValueError(path + ".ratio: expected a number in [0, 1], got " + describe(n["ratio"]));
+  }
+  if (z.offload_optimizer_device == "nvme") {
+    throw ValueError(
+        path +
+        ".device: nvme is not supported yet (ZeRO-Infinity's NVMe offload of the optimizer states is "
+        "not implemented); use cpu or none");
+  }
+  if (z.offload_optimizer_device == "cpu") {
+    if (stage == 0)
+      throw ValueError(path + ": offloading needs ZeRO stage 1 or 2 (DeepSpeed's rule); set " + kSection +
+                       ".stage");
+    z.notes.push_back(
+        path +
+        ".device cpu: this run has no accelerator, so the optimizer states already live in CPU "
+        "memory and the optimizer already steps on the CPU; nothing is moved" +
+        std::string(pin ? " (pin_memory pins nothing: there is no device to copy to)" : "") +
+        ". buffer_count, pipeline_read/write, fast_init and ratio have no effect without nvme.");
+  }
+}
+
+void parseOffloadParam(const YAML::Node& n, ZeroConfig& z) {
+  const std::string path = kSection + ".offload_param";
+  checkKeys(n, path, {"device", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "pin_memory"});
+  z.offload_param_device = device(n, path);
+  count(n, path, "buffer_count", 5);
+  count(n, path, "buffer_size", 100'000'000, 1);
+  count(n, path, "max_in_cpu", 1'000'000'000);
+  boolean(n, path, "pin_memory", false);
+  if (n["nvme_path"] && !n["nvme_path"].IsScalar())
+    throw ValueError(path + ".nvme_path: expected a path, got " + describe(n["nvme_path"]));
+  if (z.offload_param_device != "none") {
+    throw ValueError(path + ".device " + z.offload_param_device +
+                     ": offloading parameters belongs to ZeRO stage 3 (parameters partitioned), which is not "
+                     "supported yet; use device none");
+  }
+}
+
+}  // namespace
+
+ZeroConfig parseZeroConfig(const YAML::Node& n) {
+  checkKeys(n, kSection,
+            {"stage", "contiguous_gradients", "overlap_comm", "reduce_scatter", "reduce_bucket_size",
+             "allgather_partitions", "allgather_bucket_size", "round_robin_gradients", "offload_param",
+             "offload_optimizer", "sub_group_size", "stage3_prefetch_bucket_size",
+             "stage3_param_persistence_threshold", "stage3_max_live_parameters", "stage3_max_reuse_distance",
+             "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save"});
+  ZeroConfig z;
+  z.stage = static_cast<int>(count(n, kSection, "stage", 0));
+  if (z.stage == 3) {
+    throw ValueError(kSection +
+                     ".stage: 3 (parameters partitioned) is not supported yet; lockstep implements stages 0 "
+                     "(plain data parallelism), 1 (optimizer states partitioned) and 2 (and gradients)");
+  }
+  if (z.stage > 3)
+    throw ValueError(kSection + ".stage: expected 0, 1, 2 or 3, got " + std::to_string(z.stage));
+  parallel::ZeroOptions& o = z.options;
+  o.stage = std::max(z.stage, 1);
+  o.reduce_bucket_size = count(n, kSection, "reduce_bucket_size", 500'000'000, 1);
+  o.allgather_bucket_size = count(n, kSection, "allgather_bucket_size", 500'000'000, 1);
+  o.reduce_scatter = boolean(n, kSection, "reduce_scatter", true);
+  o.allgather_partitions = boolean(n, kSection, "allgather_partitions", true);
+  // DeepSpeed: overlap_comm defaults to true at stage 3 and false below it.
+  o.overlap_comm = boolean(n, kSection, "overlap_comm", false);
+  const bool contiguous = boolean(n, kSection, "contiguous_gradients", true);
+  if (!contiguous && z.stage == 2) {
+    throw ValueError(kSection +
+                     ".contiguous_gradients: false is not supported yet; lockstep's stage 2 always copies "
+                     "gradients into contiguous buckets as they are produced (DeepSpeed's default, true)");
+  }
+  if (boolean(n, kSection, "round_robin_gradients", false)) {
+    throw ValueError(kSection +
+                     ".round_robin_gradients: true is not supported yet (it spreads the copies of gradients "
+                     "to CPU offload memory among ranks); use false");
+  }
+  if (n["offload_optimizer"]) parseOffloadOptimizer(n["offload_optimizer"], z.stage, z);
+  if (n["offload_param"]) parseOffloadParam(n["offload_param"], z);
+  std::vector<std::string> stage3_only;
+  for (const char* key :
+       {"sub_group_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+        "stage3_max_live_parameters", "stage3_max_reuse_distance"}) {
+    if (!n[key]) continue;
+    count(n, kSection, key, 0);
+    stage3_only.push_back(key);
+  }
+  for (const char* key :
+       {"stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save"}) {
+    if (!n[key]) continue;
+    boolean(n, kSection, key, false);
+    stage3_only.push_back(key);
+  }
+  if (!stage3_only.empty()) {
+    std::string keys;
+    for (const auto& k : stage3_only) keys += (keys.empty() ? "" : ", ") + kSection + "." + k;
+    z.notes.push_back(keys + ": used by ZeRO stage 3 only (as in DeepSpeed); no effect at stage " +
+                      std::to_string(z.stage));
+  }
+  if (z.stage == 1 && n["overlap_comm"])
+    z.notes.push_back(kSection +
+                      ".overlap_comm: stage 1 averages gradients through DDP's buckets, whose allreduce "
+                      "always overlaps backward");
+  if (z.stage == 0 && n.size() > 1)
+    z.notes.push_back(kSection +
+                      ".stage is 0 (plain data parallelism): the section's other keys have no effect");
+  return z;
+}
+
+}  // namespace lockstep::train

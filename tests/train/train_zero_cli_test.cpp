@@ -1,0 +1,97 @@
+// `lockstep train` with zero_optimization, as a user runs it: real ranks through the launcher, the
+// memory report at the start and in summary.json, weights as DDP's, and a bitwise resume.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "lockstep/train/safetensors.h"
+#include "train/train_cli.h"
+
+using namespace lockstep::test;
+
+namespace {
+
+// kSynthetic's mlp 6 -> 8 -> 3: Psi = 83 f32 parameters (odd), Adam.
+constexpr int64_t kPsi = 83;
+
+double relDiff(const std::string& a, const std::string& b) {
+  auto fa = lockstep::train::loadSafetensors(a), fb = lockstep::train::loadSafetensors(b);
+  double d = 0, m = 0;
+  for (const auto& [name, t] : fb.tensors) {
+    auto va = fa.at(name).toVector<double>(), vb = t.toVector<double>();
+    for (size_t i = 0; i < va.size(); ++i) {
+      d = std::max(d, std::abs(va[i] - vb[i]));
+      m = std::max(m, std::abs(vb[i]));
+    }
+  }
+  return d / m;
+}
+
+// `lockstep ARGS` (not `lockstep train`), its exit code and output.
+Result runLockstep(const std::string& dir, const std::string& args) {
+  const std::string out = dir + "/cmd.txt";
+  int status = std::system((std::string(LOCKSTEP_BIN) + " " + args + " > " + out + " 2>&1").c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, readFile(out)};
+}
+
+}  // namespace
+
+TEST_F(TrainCli, zero_stage2_reports_memory_and_trains_as_ddp) {
+  std::string cfg = writeConfig("c.yaml", kSynthetic);
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/ddp --set max_steps=6").code, 0);
+  Result zero =
+      run(cfg + " --nproc-per-node 2 --output-dir " + dir_ +
+          "/z2 --set max_steps=6 --set zero_optimization.stage=2 --set "
+          "zero_optimization.reduce_bucket_size=40 --set zero_optimization.offload_optimizer.device=cpu");
+  ASSERT_EQ(zero.code, 0) << zero.output;
+  EXPECT_NE(zero.output.find(
+                "memory: rank 1: parameters 332 B, gradients 164 B, optimizer states 328 B (ZeRO stage 2)"),
+            std::string::npos)
+      << zero.output;
+  EXPECT_NE(zero.output.find("already live in CPU memory"), std::string::npos) << zero.output;
+  auto s = nlohmann::json::parse(readFile(dir_ + "/z2/summary.json"));
+  ASSERT_EQ(s["memory"].size(), 2u) << s.dump();
+  int64_t grads = 0, states = 0;
+  for (int r = 0; r < 2; ++r) {
+    const auto& m = s["memory"][r];
+    EXPECT_EQ(m["rank"], r);
+    EXPECT_EQ(m["parameters"], 4 * kPsi);
+    grads += m["gradients"].get<int64_t>();
+    states += m["optimizer_states"].get<int64_t>();
+  }
+  EXPECT_EQ(grads, 4 * kPsi);   // 4 Psi / N on each rank, every element on one rank
+  EXPECT_EQ(states, 8 * kPsi);  // 8 Psi / N on each rank
+  auto d = nlohmann::json::parse(readFile(dir_ + "/ddp/summary.json"));
+  EXPECT_EQ(d["memory"][0]["optimizer_states"], 8 * kPsi);
+  EXPECT_EQ(d["memory"][1]["gradients"], 4 * kPsi);
+  EXPECT_LE(relDiff(dir_ + "/z2/model.safetensors", dir_ + "/ddp/model.safetensors"), 1e-6);
+}
+
+TEST_F(TrainCli, zero_resume_is_bitwise_and_reshards_the_optimizer_state) {
+  // Stage 2 on 2 ranks, 8 steps straight == 4 steps, then resumed to 8; and a stage-2 checkpoint
+  // resumed by stage 1 (the whole optimizer state is saved, each rank loads its partition).
+  std::string cfg = writeConfig("c.yaml", std::string(kSynthetic) + "zero_optimization: {stage: 2}\n");
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/s --set max_steps=8").code, 0);
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/r --set max_steps=4").code, 0);
+  Result resumed = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/r --set max_steps=8 --resume");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("(step 4)"), std::string::npos) << resumed.output;
+  EXPECT_EQ(readFile(dir_ + "/s/model.safetensors"), readFile(dir_ + "/r/model.safetensors"));
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/x --set max_steps=4").code, 0);
+  Result stage1 = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ +
+                      "/x --set max_steps=8 --resume --set zero_optimization.stage=1");
+  ASSERT_EQ(stage1.code, 0) << stage1.output;
+  EXPECT_LE(relDiff(dir_ + "/x/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
+  // zero_to_fp32: the checkpoint of step 8 holds the weights the run ended with.
+  Result c =
+      runLockstep(dir_, "checkpoint consolidate " + dir_ + "/s/checkpoints " + dir_ + "/w.safetensors");
+  ASSERT_EQ(c.code, 0) << c.output;
+  EXPECT_NE(c.output.find("(step 8)"), std::string::npos) << c.output;
+  EXPECT_EQ(relDiff(dir_ + "/w.safetensors", dir_ + "/s/model.safetensors"), 0.0);
+  Result bad = runLockstep(dir_, "checkpoint consolidate " + dir_ + " " + dir_ + "/w2.safetensors");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("is neither a checkpoint"), std::string::npos) << bad.output;
+}

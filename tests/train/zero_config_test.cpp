@@ -1,0 +1,105 @@
+// The config's zero_optimization section: DeepSpeed's keys, defaults and meanings; every bad or
+// not-yet-supported key or value is an error naming it.
+#include "lockstep/train/zero_config.h"
+
+#include <gtest/gtest.h>
+
+#include "lockstep/train/config.h"
+#include "lockstep/util/error.h"
+
+using namespace lockstep;
+using namespace lockstep::train;
+
+namespace {
+
+std::string errorOf(const std::string& zero) {
+  try {
+    parseTrainConfig("train_batch_size: 8\nzero_optimization: " + zero, {}, 1);
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+ZeroConfig parse(const std::string& zero) {
+  return parseTrainConfig("train_batch_size: 8\nzero_optimization: " + zero, {}, 1).zero;
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST(ZeroConfig, defaults_are_deepspeeds) {
+  ZeroConfig z = parseTrainConfig("train_batch_size: 8", {}, 1).zero;
+  EXPECT_EQ(z.stage, 0);
+  z = parse("{stage: 2}");
+  EXPECT_EQ(z.stage, 2);
+  EXPECT_EQ(z.options.reduce_bucket_size, 500000000);
+  EXPECT_EQ(z.options.allgather_bucket_size, 500000000);
+  EXPECT_TRUE(z.options.reduce_scatter);
+  EXPECT_TRUE(z.options.allgather_partitions);
+  EXPECT_FALSE(z.options.overlap_comm);  // DeepSpeed: true at stage 3 only
+  EXPECT_TRUE(z.notes.empty());
+}
+
+TEST(ZeroConfig, every_listed_key_is_read) {
+  // A DeepSpeed stage-2 block as JSON writes it, numbers in e-notation included.
+  ZeroConfig z = parse(R"({"stage": 2, "contiguous_gradients": true, "overlap_comm": true,
+      "reduce_scatter": false, "reduce_bucket_size": 5e7, "allgather_partitions": false,
+      "allgather_bucket_size": 2e8, "round_robin_gradients": false,
+      "offload_optimizer": {"device": "cpu", "pin_memory": true, "buffer_count": 4, "fast_init": false,
+                            "nvme_path": "/local_nvme"},
+      "offload_param": {"device": "none", "nvme_path": "/local_nvme", "pin_memory": true,
+                        "buffer_count": 5, "buffer_size": 1e8},
+      "sub_group_size": 1e9, "stage3_prefetch_bucket_size": 5e7, "stage3_param_persistence_threshold": 1e5,
+      "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9,
+      "stage3_gather_16bit_weights_on_model_save": true})");
+  EXPECT_EQ(z.stage, 2);
+  EXPECT_EQ(z.options.reduce_bucket_size, 50000000);
+  EXPECT_EQ(z.options.allgather_bucket_size, 200000000);
+  EXPECT_FALSE(z.options.reduce_scatter);
+  EXPECT_FALSE(z.options.allgather_partitions);
+  EXPECT_TRUE(z.options.overlap_comm);
+  EXPECT_EQ(z.offload_optimizer_device, "cpu");
+  EXPECT_EQ(z.offload_param_device, "none");
+  // Said once in the log: the CPU offload moves nothing, the stage-3 keys have no effect at stage 2.
+  ASSERT_EQ(z.notes.size(), 2u);
+  EXPECT_TRUE(has(z.notes[0], "already live in CPU memory")) << z.notes[0];
+  EXPECT_TRUE(has(z.notes[1], "stage3_max_live_parameters") && has(z.notes[1], "stage 3 only")) << z.notes[1];
+}
+
+TEST(ZeroConfig, unsupported_values_are_errors_naming_the_key) {
+  EXPECT_TRUE(
+      has(errorOf("{stage: 3}"), "zero_optimization.stage: 3 (parameters partitioned) is not supported yet"));
+  EXPECT_TRUE(has(errorOf("{stage: 4}"), "zero_optimization.stage: expected 0, 1, 2 or 3"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, offload_optimizer: {device: nvme, nvme_path: /tmp}}"),
+                  "offload_optimizer.device: nvme is not supported yet"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, offload_param: {device: cpu}}"), "offload_param.device cpu"));
+  EXPECT_TRUE(has(errorOf("{stage: 0, offload_optimizer: {device: cpu}}"), "needs ZeRO stage 1 or 2"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, contiguous_gradients: false}"),
+                  "contiguous_gradients: false is not supported"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, round_robin_gradients: true}"),
+                  "round_robin_gradients: true is not supported"));
+  EXPECT_TRUE(
+      has(errorOf("{stage: 2, elastic_checkpoint: true}"),
+          "zero_optimization.elastic_checkpoint is a DeepSpeed key that lockstep does not support yet"));
+}
+
+TEST(ZeroConfig, bad_keys_and_values_are_errors_naming_the_key) {
+  EXPECT_EQ(errorOf("{stage: 2, reduce_bucket_sise: 10}"),
+            "unknown key zero_optimization.reduce_bucket_sise (did you mean "
+            "zero_optimization.reduce_bucket_size?)");
+  EXPECT_TRUE(
+      has(errorOf("{stage: two}"), "zero_optimization.stage: expected a whole number >= 0, got 'two'"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, reduce_bucket_size: 0}"), "zero_optimization.reduce_bucket_size"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, reduce_bucket_size: 1.5}"), "expected a whole number"));
+  EXPECT_TRUE(
+      has(errorOf("{stage: 2, overlap_comm: maybe}"), "zero_optimization.overlap_comm: expected a boolean"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, offload_optimizer: {device: gpu}}"),
+                  "zero_optimization.offload_optimizer.device: expected none, cpu or nvme, got 'gpu'"));
+  EXPECT_TRUE(
+      has(errorOf("{stage: 2, offload_optimizer: {device: cpu, ratio: 2}}"), "offload_optimizer.ratio"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, offload_param: {devise: none}}"),
+                  "unknown key zero_optimization.offload_param.devise"));
+  EXPECT_TRUE(has(errorOf("[1, 2]"), "zero_optimization must be a mapping"));
+}
