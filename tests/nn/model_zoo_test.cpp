@@ -126,7 +126,7 @@ TEST(ModelZoo, unknown_name_lists_the_known_ones) {
     FAIL();
   } catch (const ValueError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "unknown model 'resnet50'; known models: cifar_cnn, linear, mlp, mnist_cnn, resnet18_cifar");
+              "unknown model 'resnet50'; known models: cifar_cnn, gpt, linear, llama, mlp, mnist_cnn, resnet18_cifar");
   }
 }
 
