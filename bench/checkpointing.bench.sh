@@ -16,7 +16,7 @@ trap 'rm -rf "$work"' EXIT
 cfg=$work/gpt12.yaml
 cat > "$cfg" <<YAML
 model: {name: gpt, model_type: gpt-mini, n_layer: 12, block_size: 512, dropout: 0.1}
-data: {dataset: text}
+data: {dataset: text, root: /usr/share/games/fortunes/cookie}   # one 245 KB file: a short validation
 train_micro_batch_size_per_gpu: 8
 optimizer: {type: AdamW, params: {lr: 5.0e-4, betas: [0.9, 0.95], weight_decay: 0.1}}
 gradient_clipping: 1.0

@@ -72,7 +72,7 @@ theirs() {  # theirs WORLD ATTENTION [--compile] [--precision bf16]: the faster 
 }
 median() { python3 -c "import statistics,sys; print(statistics.median(float(v) for v in sys.argv[1:]))" "$@"; }
 
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc) cores; torch: $("$python" -c 'import torch; print(torch.__version__)')"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc --all) cores; torch: $("$python" -c 'import torch; print(torch.__version__)')"
 declare -A results
 configs=("lockstep 1" "torch-mingpt 1" "torch-sdpa 1" "torch-compile 1" "lockstep 2" "torch-mingpt 2" "torch-sdpa 2")
 for ((i = 1; i <= reps; i++)); do
