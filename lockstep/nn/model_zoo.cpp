@@ -90,6 +90,8 @@ const std::map<std::string, Factory>& registry() {
 }
 }  // namespace
 
+bool isLanguageModel(const std::string& name) { return name == "gpt" || name == "llama"; }
+
 std::vector<std::string> modelNames() {
   std::vector<std::string> names;
   for (const auto& [n, f] : registry()) names.push_back(n);

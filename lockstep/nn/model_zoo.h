@@ -47,6 +47,8 @@ struct ModelOptions {
 
 /// Builds the named model; ValueError listing the known names for an unknown one.
 std::shared_ptr<Module> makeModel(const std::string& name, const ModelOptions& options = {});
+/// Whether makeModel(name) builds an nn::LanguageModel (token ids in, next-token logits out): gpt, llama.
+bool isLanguageModel(const std::string& name);
 /// The names makeModel() knows, sorted.
 std::vector<std::string> modelNames();
 

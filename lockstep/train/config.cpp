@@ -15,6 +15,8 @@
 #include "lockstep/comm/backend_registry.h"
 #include "lockstep/data/text_corpus.h"
 #include "lockstep/train/config_document.h"
+#include "lockstep/train/config_keys.h"
+#include "lockstep/train/language_config.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
 #include "lockstep/util/suggest.h"
@@ -84,75 +86,14 @@ const std::set<std::string> kUnsupported = {"amp",
                                             "nebula",
                                             "data_types"};
 
-std::string join(const std::string& path, const std::string& key) {
-  return path.empty() ? key : path + "." + key;
-}
+using config_keys::convert;
+using config_keys::get;
+using config_keys::join;
 
-// Checks every key of map node `n` (at `path`) is known; throws naming the first unknown one.
+// Every key of a section must be known; at the top level, DeepSpeed's sections that lockstep does
+// not implement are named as such.
 void checkKeys(const YAML::Node& n, const std::string& path, const std::vector<std::string>& known) {
-  if (!n.IsMap()) throw ValueError((path.empty() ? "the config" : path) + " must be a mapping");
-  for (const auto& kv : n) {
-    std::string key = kv.first.as<std::string>();
-    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    if (path.empty() && kUnsupported.count(key)) {
-      const YAML::Node& v = kv.second;
-      bool disabled = v.IsMap() && v.size() == 1 && v["enabled"] && v["enabled"].IsScalar() &&
-                      v["enabled"].Scalar() == "false";
-      if (disabled) continue;
-      throw ValueError(key + " is not supported yet");
-    }
-    std::string msg = "unknown key " + join(path, key);
-    std::string near = nearestKey(key, known);
-    if (!near.empty()) msg += " (did you mean " + join(path, near) + "?)";
-    throw ValueError(msg);
-  }
-}
-
-template <typename T>
-const char* typeName() {
-  if constexpr (std::is_same_v<T, bool>)
-    return "a boolean";
-  else if constexpr (std::is_integral_v<T>)
-    return "an integer";
-  else if constexpr (std::is_floating_point_v<T>)
-    return "a number";
-  else
-    return "a string";
-}
-
-// A number where a finite one is meant: .inf and .nan are not learning rates or clip norms.
-double finite(double d, const YAML::Node& v, const std::string& path) {
-  if (!std::isfinite(d)) throw ValueError(path + ": expected a finite number, got '" + v.Scalar() + "'");
-  return d;
-}
-
-template <typename T>
-T convert(const YAML::Node& v, const std::string& path) {
-  if (v.IsScalar()) {
-    std::optional<T> out;
-    try {
-      out = v.as<T>();
-    } catch (const YAML::Exception&) {
-    }
-    if (out) {
-      if constexpr (std::is_floating_point_v<T>) finite(*out, v, path);
-      return *out;
-    }
-  }
-  std::string got = v.IsScalar()     ? "'" + v.Scalar() + "'"
-                    : v.IsMap()      ? "a mapping"
-                    : v.IsSequence() ? "a list"
-                                     : "null";
-  throw ValueError(path + ": expected " + typeName<T>() + ", got " + got);
-}
-
-template <typename T>
-void get(const YAML::Node& n, const std::string& path, const std::string& key, T& out) {
-  if (n[key]) out = convert<T>(n[key], join(path, key));
-}
-template <typename T>
-void get(const YAML::Node& n, const std::string& path, const std::string& key, std::optional<T>& out) {
-  if (n[key]) out = convert<T>(n[key], join(path, key));
+  config_keys::checkKeys(n, path, known, path.empty() ? kUnsupported : std::set<std::string>{});
 }
 
 std::vector<int64_t> intList(const YAML::Node& v, const std::string& path) {
@@ -185,7 +126,7 @@ optim::SpecValue specValue(const YAML::Node& v, const std::string& path) {
   double d;
   if (YAML::convert<bool>::decode(v, b)) return b;
   if (YAML::convert<int64_t>::decode(v, i)) return i;
-  if (YAML::convert<double>::decode(v, d)) return finite(d, v, path);
+  if (YAML::convert<double>::decode(v, d)) return convert<double>(v, path);  // finite, or the error
   return v.Scalar();
 }
 
@@ -226,64 +167,7 @@ void parseModel(const YAML::Node& n, TrainConfig& c) {
   get(n, "model", "out_features", m.out_features);
   get(n, "model", "num_classes", m.num_classes);
   if (n["hidden"]) m.hidden = intList(n["hidden"], "model.hidden");
-  get(n, "model", "model_type", m.model_type);
-  for (auto [key, v] : {std::pair<const char*, int64_t*>{"vocab_size", &m.vocab_size},
-                        {"block_size", &m.block_size},
-                        {"n_layer", &m.n_layer},
-                        {"n_head", &m.n_head},
-                        {"n_kv_head", &m.n_kv_head},
-                        {"n_embd", &m.n_embd},
-                        {"intermediate_size", &m.intermediate_size},
-                        {"checkpoint_every", &m.checkpoint_every}}) {
-    get(n, "model", key, *v);
-    if (*v < 0 || *v > (int64_t{1} << 24))
-      throw ValueError(std::string("model.") + key + " must be in [0, 2^24]");
-  }
-  get(n, "model", "dropout", m.dropout);
-  if (m.dropout && !(*m.dropout >= 0 && *m.dropout < 1)) throw ValueError("model.dropout must be in [0, 1)");
-  const bool language = c.model == "gpt" || c.model == "llama";
-  for (const char* key : {"model_type", "vocab_size", "block_size", "n_layer", "n_head", "n_kv_head",
-                          "n_embd", "intermediate_size", "dropout", "checkpoint_every"}) {
-    if (n[key] && !language) {
-      throw ValueError(std::string("model.") + key + " applies to the language models (gpt, llama), not " +
-                       c.model);
-    }
-  }
-}
-
-// DeepSpeed's activation_checkpointing section (runtime/activation_checkpointing/config.py): every
-// key is accepted with its type checked; profile is implemented; the others configure how
-// DeepSpeed partitions, offloads or lays out checkpoints across model-parallel GPUs, and the run
-// says which have no effect here.
-void parseActivationCheckpointing(const YAML::Node& n, TrainConfig& c) {
-  const std::string path = "activation_checkpointing";
-  checkKeys(n, path,
-            {"partition_activations", "cpu_checkpointing", "contiguous_memory_optimization",
-             "number_checkpoints", "synchronize_checkpoint_boundary", "profile"});
-  ActivationCheckpointingConfig& a = c.activation_checkpointing;
-  a.present = true;
-  get(n, path, "partition_activations", a.partition_activations);
-  get(n, path, "cpu_checkpointing", a.cpu_checkpointing);
-  get(n, path, "contiguous_memory_optimization", a.contiguous_memory_optimization);
-  if (n["number_checkpoints"] && !n["number_checkpoints"].IsNull()) {
-    get(n, path, "number_checkpoints", a.number_checkpoints);
-    if (*a.number_checkpoints < 1) throw ValueError(path + ".number_checkpoints must be positive or null");
-  }
-  get(n, path, "synchronize_checkpoint_boundary", a.synchronize_checkpoint_boundary);
-  get(n, path, "profile", a.profile);
-}
-
-void parseSample(const YAML::Node& n, TrainConfig& c) {
-  checkKeys(n, "sample", {"prompt", "max_new_tokens", "temperature", "top_k"});
-  get(n, "sample", "prompt", c.sample.prompt);
-  get(n, "sample", "max_new_tokens", c.sample.max_new_tokens);
-  get(n, "sample", "temperature", c.sample.temperature);
-  get(n, "sample", "top_k", c.sample.top_k);
-  if (c.sample.max_new_tokens < 0 || c.sample.max_new_tokens > 100000)
-    throw ValueError("sample.max_new_tokens must be in [0, 100000]");
-  if (c.sample.temperature < 0) throw ValueError("sample.temperature must be >= 0 (0: greedy)");
-  if (c.sample.top_k < 0) throw ValueError("sample.top_k must be >= 0 (0: all tokens)");
-  if (c.sample.prompt.empty()) throw ValueError("sample.prompt must not be empty");
+  parseLanguageModelKeys(n, c);
 }
 
 void parseData(const YAML::Node& n, DataConfig& d) {
@@ -465,26 +349,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   if (root["csv_monitor"]) parseMonitor(root["csv_monitor"], "csv_monitor", c.csv_monitor);
   if (root["model"]) parseModel(root["model"], c);
   if (root["data"]) parseData(root["data"], c.data);
-  if (root["activation_checkpointing"]) parseActivationCheckpointing(root["activation_checkpointing"], c);
-  if (root["sample"]) parseSample(root["sample"], c);
-  const bool language_model = c.model == "gpt" || c.model == "llama";
-  if (c.data.isLanguage() != language_model) {
-    throw ValueError(language_model
-                         ? "model " + c.model + " trains on text: set data.dataset to text or tokens"
-                         : "data.dataset " + c.data.dataset +
-                               " holds token sequences: train a language model on it (model.name: gpt "
-                               "or llama)");
-  }
-  if (c.activation_checkpointing.present && !language_model) {
-    throw ValueError("activation_checkpointing: model " + c.model +
-                     " has no transformer blocks to checkpoint (use gpt or llama, or remove the section)");
-  }
-  if (language_model) {
-    if (c.model_options.block_size == 0) c.model_options.block_size = 256;
-    c.data.block_size = c.model_options.block_size;
-    if (c.activation_checkpointing.present && c.model_options.checkpoint_every == 0)
-      c.model_options.checkpoint_every = 1;
-  }
+  parseLanguageSections(root, c);
   get(root, "", "gradient_clipping", c.gradient_clipping);
   parsePrecision(root, c);
   get(root, "", "steps_per_print", c.steps_per_print);

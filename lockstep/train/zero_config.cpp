@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "lockstep/train/config_keys.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/suggest.h"
 
@@ -37,23 +38,10 @@ const std::set<std::string> kNotYet = {"load_from_fp32_weights",
                                        "log_trace_cache_warnings",
                                        "use_multi_rank_bucket_allreduce"};
 
-void checkKeys(const YAML::Node& n, const std::string& path, const std::vector<std::string>& known) {
-  if (!n.IsMap()) throw ValueError(path + " must be a mapping");
-  for (const auto& kv : n) {
-    const std::string key = kv.first.as<std::string>();
-    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    if (path == kSection && kNotYet.count(key))
-      throw ValueError(path + "." + key +
-                       " is a DeepSpeed key that lockstep does not support yet; remove it");
-    std::string msg = "unknown key " + path + "." + key;
-    const std::string near = nearestKey(key, known);
-    if (!near.empty()) msg += " (did you mean " + path + "." + near + "?)";
-    throw ValueError(msg);
-  }
-}
+using config_keys::describe;
 
-std::string describe(const YAML::Node& v) {
-  return v.IsScalar() ? "'" + v.Scalar() + "'" : v.IsMap() ? "a mapping" : v.IsSequence() ? "a list" : "null";
+void checkKeys(const YAML::Node& n, const std::string& path, const std::vector<std::string>& known) {
+  config_keys::checkKeys(n, path, known, path == kSection ? kNotYet : std::set<std::string>{});
 }
 
 bool boolean(const YAML::Node& n, const std::string& path, const std::string& key, bool fallback) {

@@ -82,7 +82,7 @@ TEST(ZeroConfig, unsupported_values_are_errors_naming_the_key) {
                   "round_robin_gradients: true is not supported"));
   EXPECT_TRUE(
       has(errorOf("{stage: 2, elastic_checkpoint: true}"),
-          "zero_optimization.elastic_checkpoint is a DeepSpeed key that lockstep does not support yet"));
+          "zero_optimization.elastic_checkpoint is not supported yet"));
 }
 
 TEST(ZeroConfig, bad_keys_and_values_are_errors_naming_the_key) {

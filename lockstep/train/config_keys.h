@@ -1,0 +1,73 @@
+#pragma once
+// Reading config sections: the one place that checks a section's keys (unknown ones named with the
+// nearest known one, DeepSpeed keys lockstep does not implement named as such) and converts a
+// value to the type a key means, with errors that name the key's path ("fp16.loss_scale"). Every
+// section parser (config.cpp, zero_config.cpp) uses these. Pure.
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <optional>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "lockstep/util/error.h"
+
+namespace lockstep::train::config_keys {
+
+/// "path.key", or "key" at the top level (path "").
+std::string join(const std::string& path, const std::string& key);
+/// A value as a message shows it: 'scalar', "a mapping", "a list" or "null".
+std::string describe(const YAML::Node& v);
+
+/// ValueError unless `n` is a mapping whose every key is in `known`: "unknown key PATH.KEY (did you
+/// mean PATH.NEAR?)". A key in `not_yet` (a DeepSpeed key lockstep does not implement) is skipped
+/// when its value is `{enabled: false}` and otherwise a ValueError "PATH.KEY is not supported yet".
+void checkKeys(const YAML::Node& n, const std::string& path, const std::vector<std::string>& known,
+               const std::set<std::string>& not_yet = {});
+
+template <typename T>
+const char* typeName() {
+  if constexpr (std::is_same_v<T, bool>)
+    return "a boolean";
+  else if constexpr (std::is_integral_v<T>)
+    return "an integer";
+  else if constexpr (std::is_floating_point_v<T>)
+    return "a number";
+  else
+    return "a string";
+}
+
+/// v as T; ValueError "PATH: expected a number, got 'x'" otherwise. Floating values must be finite
+/// (.inf and .nan are not learning rates or clip norms).
+template <typename T>
+T convert(const YAML::Node& v, const std::string& path) {
+  if (v.IsScalar()) {
+    std::optional<T> out;
+    try {
+      out = v.as<T>();
+    } catch (const YAML::Exception&) {
+    }
+    if (out) {
+      if constexpr (std::is_floating_point_v<T>) {
+        if (!std::isfinite(*out))
+          throw ValueError(path + ": expected a finite number, got '" + v.Scalar() + "'");
+      }
+      return *out;
+    }
+  }
+  throw ValueError(path + ": expected " + typeName<T>() + ", got " + describe(v));
+}
+
+/// out = n[key] as T when the key is present; unchanged otherwise.
+template <typename T>
+void get(const YAML::Node& n, const std::string& path, const std::string& key, T& out) {
+  if (n[key]) out = convert<T>(n[key], join(path, key));
+}
+template <typename T>
+void get(const YAML::Node& n, const std::string& path, const std::string& key, std::optional<T>& out) {
+  if (n[key]) out = convert<T>(n[key], join(path, key));
+}
+
+}  // namespace lockstep::train::config_keys
