@@ -68,13 +68,28 @@ TEST(ZeroConfig, every_listed_key_is_read) {
   EXPECT_TRUE(has(z.notes[1], "stage3_max_live_parameters") && has(z.notes[1], "stage 3 only")) << z.notes[1];
 }
 
+TEST(ZeroConfig, stage_3_is_accepted_and_its_knobs_are_logged) {
+  const train::ZeroConfig z = train::parseZeroConfig(
+      YAML::Load("{stage: 3, offload_param: {device: cpu}, stage3_param_persistence_threshold: 100, "
+                 "stage3_gather_16bit_weights_on_model_save: true}"));
+  EXPECT_EQ(z.stage, 3);
+  EXPECT_EQ(z.options.stage, 3);
+  EXPECT_EQ(z.offload_param_device, "cpu");
+  ASSERT_EQ(z.notes.size(), 2u);
+  EXPECT_TRUE(has(z.notes[0], "parameter partitions already live in CPU memory")) << z.notes[0];
+  EXPECT_TRUE(has(z.notes[1], "stage3_param_persistence_threshold") &&
+              has(z.notes[1], "no effect in lockstep's stage 3"))
+      << z.notes[1];
+}
+
 TEST(ZeroConfig, unsupported_values_are_errors_naming_the_key) {
-  EXPECT_TRUE(
-      has(errorOf("{stage: 3}"), "zero_optimization.stage: 3 (parameters partitioned) is not supported yet"));
   EXPECT_TRUE(has(errorOf("{stage: 4}"), "zero_optimization.stage: expected 0, 1, 2 or 3"));
   EXPECT_TRUE(has(errorOf("{stage: 2, offload_optimizer: {device: nvme, nvme_path: /tmp}}"),
                   "offload_optimizer.device: nvme is not supported yet"));
-  EXPECT_TRUE(has(errorOf("{stage: 2, offload_param: {device: cpu}}"), "offload_param.device cpu"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, offload_param: {device: cpu}}"),
+                  "offload_param: offloading parameters needs ZeRO stage 3"));
+  EXPECT_TRUE(has(errorOf("{stage: 3, offload_param: {device: nvme, nvme_path: /tmp}}"),
+                  "offload_param.device: nvme is not supported yet"));
   EXPECT_TRUE(has(errorOf("{stage: 0, offload_optimizer: {device: cpu}}"), "needs ZeRO stage 1 or 2"));
   EXPECT_TRUE(has(errorOf("{stage: 2, contiguous_gradients: false}"),
                   "contiguous_gradients: false is not supported"));
