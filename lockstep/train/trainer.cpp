@@ -235,12 +235,12 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
       std::fprintf(stderr, "warning: --resume: no checkpoint to resume in %s, starting from scratch\n",
                    ckpt_dir.c_str());
     }
-    if (engine.zero()) {
-      engine.zero()->adoptGatheredParameters();
-      engine.zero()->releaseParameters();
-    }
   } else {
     log("note", freshStartNotes(ckpt_dir, identity));
+  }
+  if (engine.zero()) {  // stage 3: back to the partitions alone, holding what was restored
+    engine.zero()->adoptGatheredParameters();
+    engine.zero()->releaseParameters();
   }
 
   // Throughput counts training alone: evaluation and checkpoint writes are timed apart.

@@ -69,9 +69,9 @@ TEST(ZeroConfig, every_listed_key_is_read) {
 }
 
 TEST(ZeroConfig, stage_3_is_accepted_and_its_knobs_are_logged) {
-  const train::ZeroConfig z = train::parseZeroConfig(
-      YAML::Load("{stage: 3, offload_param: {device: cpu}, stage3_param_persistence_threshold: 100, "
-                 "stage3_gather_16bit_weights_on_model_save: true}"));
+  const ZeroConfig z = parse(
+      "{stage: 3, offload_param: {device: cpu}, stage3_param_persistence_threshold: 100, "
+      "stage3_gather_16bit_weights_on_model_save: true}");
   EXPECT_EQ(z.stage, 3);
   EXPECT_EQ(z.options.stage, 3);
   EXPECT_EQ(z.offload_param_device, "cpu");
