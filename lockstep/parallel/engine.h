@@ -84,7 +84,7 @@ struct EngineOptions {
   /// each rank's partition too (no DDP wrapper). 3: ZeRO stage 3, parameters partitioned too: each
   /// rank keeps its partition of them; forward() all-gathers the whole parameters and backward()
   /// releases them after the backward pass (zero()->gatherParameters() brings them back for
-  /// evaluation or saving).
+  /// evaluation or saving; a forward with no backward leaves them gathered until the next step).
   int zero_stage = 0;
   /// The ZeRO optimizer's options when zero_stage > 0 (its `stage` is taken from zero_stage).
   ZeroOptions zero{};

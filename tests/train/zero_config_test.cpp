@@ -82,6 +82,16 @@ TEST(ZeroConfig, stage_3_is_accepted_and_its_knobs_are_logged) {
       << z.notes[1];
 }
 
+TEST(ZeroConfig, seed_002s_stage_3_block_runs_as_written) {
+  const ZeroConfig z = parse(R"({"stage": 3, "offload_param": {"device": "cpu", "pin_memory": true},
+      "offload_optimizer": {"device": "cpu", "pin_memory": true}, "contiguous_gradients": true,
+      "overlap_comm": true})");
+  EXPECT_EQ(z.options.stage, 3);
+  EXPECT_TRUE(z.options.overlap_comm);
+  EXPECT_EQ(z.offload_param_device, "cpu");
+  EXPECT_EQ(z.offload_optimizer_device, "cpu");
+}
+
 TEST(ZeroConfig, unsupported_values_are_errors_naming_the_key) {
   EXPECT_TRUE(has(errorOf("{stage: 4}"), "zero_optimization.stage: expected 0, 1, 2 or 3"));
   EXPECT_TRUE(has(errorOf("{stage: 2, offload_optimizer: {device: nvme, nvme_path: /tmp}}"),
