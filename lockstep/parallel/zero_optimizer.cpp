@@ -172,15 +172,15 @@ void ZeroOptimizer::gatherParameters() {
     params_[p].tensor() = Tensor::empty(shapes_[p], params_[p].dtype());
     full.push_back(static_cast<char*>(params_[p].tensor().dataPtr()));
   }
-  for (const Shard& s : shards_)  // gatherPieces fills in the other ranks' pieces only
+  std::vector<const Shard*> shard_of(params_.size(), nullptr);  // at most one per parameter here
+  for (const Shard& s : shards_) {  // gatherPieces fills in the other ranks' pieces only
+    shard_of[s.param] = &s;
     std::memcpy(full[s.param] + s.param_offset * elem, s.var.tensor().dataPtr(), s.numel * elem);
-  gatherPieces(full, -1, [this, elem](size_t p, int64_t offset) -> const char* {
-    for (const Shard& s : shards_) {  // a parameter has at most one shard on a rank
-      if (s.param == p)
-        return static_cast<const char*>(s.var.tensor().dataPtr()) + (offset - s.param_offset) * elem;
-    }
-    LOCKSTEP_CHECK(false, "ZeRO stage 3: parameter ", p, " has no shard on rank ", rank_);
-    return nullptr;
+  }
+  gatherPieces(full, -1, [&](size_t p, int64_t offset) -> const char* {
+    const Shard* s = shard_of[p];
+    LOCKSTEP_CHECK(s != nullptr, "ZeRO stage 3: parameter ", p, " has no shard on rank ", rank_);
+    return static_cast<const char*>(s->var.tensor().dataPtr()) + (offset - s->param_offset) * elem;
   });
   gathered_ = true;
 }
