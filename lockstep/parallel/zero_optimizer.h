@@ -1,24 +1,28 @@
 #pragma once
-// ZeRO (DeepSpeed's Zero Redundancy Optimizer), stages 1 and 2, for any optimizer that steps flat
+// ZeRO (DeepSpeed's Zero Redundancy Optimizer), stages 1, 2 and 3, for any optimizer that steps flat
 // spans (optim/optimizer.h): each of N ranks keeps the optimizer states of 1/N of the parameter
 // elements (its partition, zero_partition.h), steps only those, and all-gathers the updated
 // parameters. Stage 2 also keeps only its partition of the gradients: they are reduce-scattered
-// in buckets while backward runs (zero_grad_reducer.h).
+// in buckets while backward runs (zero_grad_reducer.h). Stage 3 reduces gradients as stage 2 and
+// keeps only its partition of the parameters too: the shard variables own that storage, and the
+// model's parameters hold whole tensors only between gatherParameters() and releaseParameters()
+// (the Engine gathers for each forward and releases after its backward).
 //
 // The optimizer is taken over: its parameter groups are re-pointed at "shard" variables, views of
 // this rank's pieces of the parameters, so its hyper-parameters, schedulers and per-element
 // updates stay as they were (a shard steps bitwise as the whole parameter would) and its state
 // covers the partition only. Build it before the optimizer's first step.
 //
-// Library use (parallel::Engine does all of this when EngineOptions.zero_stage is 1 or 2):
+// Library use (parallel::Engine does all of this when EngineOptions.zero_stage is 1, 2 or 3):
 //   auto opt = std::make_shared<optim::Adam>(model->parameters());
 //   // stage 1: gradients are averaged by DDP; stage 2: by the ZeroOptimizer itself
 //   auto ddp = std::make_shared<DistributedDataParallel>(model, group);       // stage 1 only
 //   ZeroOptimizer zero(model, opt, group, {.stage = 1});
 //   for (...) { loss(ddp->forward(x)).backward(); zero.step(); zero.zeroGrad(); }
+//   // stage 3: zero.gatherParameters() before each forward, zero.releaseParameters() after backward
 //
-// Not thread-safe. The constructor, step(), clipGradNorm() and unscaleAndCheckOverflow() are
-// collective; with stage 2 so is every backward.
+// Not thread-safe. The constructor, step(), clipGradNorm(), unscaleAndCheckOverflow() and (stage 3,
+// when released) gatherParameters() are collective; with stages 2 and 3 so is every backward.
 #include <functional>
 #include <memory>
 #include <string>
