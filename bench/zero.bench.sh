@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# ZeRO stages 0 (DDP), 1 and 2 side by side through `lockstep train`: samples/s, each rank's
+# ZeRO stages 0 (DDP), 1, 2 and 3 side by side through `lockstep train`: samples/s, each rank's
 # model-state bytes from the memory report, and each rank's peak RSS (VmRSS polled every 50 ms).
-#   bench/zero.bench.sh [BUILD_DIR] [STEPS]
+#   bench/zero.bench.sh [BUILD_DIR] [STEPS]     (STAGES="0 3" to run some stages only)
 # The model is an MLP of 10 hidden layers of 1536 (23.6M f32 parameters, Adam), 2 ranks, buckets
 # of 5e6 elements. Rank 0 also writes the checkpoints (the whole optimizer state, gathered), so
 # rank 1's peak is the one that shows what the stages keep while training. DeepSpeed itself is not
@@ -20,7 +20,7 @@ max_steps: $steps
 steps_per_print: 4
 zero_optimization: {reduce_bucket_size: 5e6, allgather_bucket_size: 5e6}
 YAML
-for stage in 0 1 2; do
+for stage in ${STAGES:-0 1 2 3}; do
   python3 - "$build/lockstep" train "$dir/deep.yaml" --nproc-per-node 2 --output-dir "$dir/s$stage" \
     --set zero_optimization.stage=$stage <<'PY'
 import os, subprocess, sys, time

@@ -24,9 +24,8 @@ void validateEngineOptions(const EngineOptions& o) {
   LOCKSTEP_ENFORCE(!(o.precision == "bf16" && o.loss_scaler), ValueError,
                    "precision bf16 with loss scaling: bf16 has f32's exponent range and needs no loss scale "
                    "(DeepSpeed's bf16 has none either); drop the loss scaler or use fp16");
-  LOCKSTEP_ENFORCE(o.zero_stage >= 0 && o.zero_stage <= 2, ValueError, "ZeRO stage ", o.zero_stage,
-                   o.zero_stage == 3 ? " (parameters partitioned) is not implemented yet; use stage 0, 1 or 2"
-                                     : " does not exist; use 0 (DDP), 1 or 2");
+  LOCKSTEP_ENFORCE(o.zero_stage >= 0 && o.zero_stage <= 3, ValueError, "ZeRO stage ", o.zero_stage,
+                   " does not exist; use 0 (DDP), 1, 2 or 3");
   if (o.zero_stage > 0) {
     ZeroOptions z = o.zero;
     z.stage = o.zero_stage;
@@ -43,7 +42,7 @@ void validateEngineOptions(const EngineOptions& o) {
                                                                     : nullptr;
     LOCKSTEP_ENFORCE(
         what == nullptr, ValueError, "ddp.", what ? what : "",
-        " does not apply to ZeRO stage 2, which reduce-scatters gradients without DDP (its bucket "
+        " does not apply to ZeRO stages 2 and 3, which reduce-scatter gradients without DDP (its bucket "
         "size is zero_optimization.reduce_bucket_size); leave it at its default or use stage 0 or 1");
   }
   if (o.loss_scaler) optim::validateLossScalerOptions(*o.loss_scaler);
@@ -96,8 +95,8 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimiz
   params_ = model_->parameters();
   optimizer_ = optimizer ? std::move(optimizer) : optim::makeOptimizer(options_.optimizer, params_);
   if (options_.zero_stage > 0) {
-    // Stage 1 keeps DDP's allreduce of the gradients; stage 2 reduce-scatters them itself and
-    // checks and broadcasts the model as DDP would.
+    // Stage 1 keeps DDP's allreduce of the gradients; stages 2 and 3 reduce-scatter them
+    // themselves and check and broadcast the model as DDP would.
     ZeroOptions z = options_.zero;
     z.stage = options_.zero_stage;
     zero_ = std::make_unique<ZeroOptimizer>(model_, optimizer_, env_.group, z);
@@ -130,6 +129,8 @@ autograd::Variable Engine::forward(const autograd::Variable& input) {
   // Without the DDP wrapper (stage 2), its per-forward broadcast of rank 0's buffers.
   if (!ddp_ && env_.group && options_.ddp.broadcast_buffers && model_->isTraining())
     broadcastBuffers(*model_, *env_.group);
+  // Stage 3: the whole parameters for this forward and the backward through it.
+  if (zero_) zero_->gatherParameters();
   if (!autocast_dtype_) return wrapped_->forward(input);
   autograd::Variable out;
   {
@@ -152,6 +153,8 @@ void Engine::backward(autograd::Variable loss) {
   }
   loss.backward();
   no_sync_.reset();
+  // Stage 3: back to the partition alone (the graph freed what it had saved).
+  if (zero_) zero_->releaseParameters();
 }
 
 bool Engine::step() {

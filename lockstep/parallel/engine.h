@@ -12,10 +12,11 @@
 //                   an inf or nan (then the step is skipped on every rank alike); then clipping to
 //                   gradient_clipping
 //   update phase    optimizer step, LR schedule, gradients cleared
-// With zero_stage 1 or 2 the optimizer is a ZeroOptimizer's (zero_optimizer.h): each rank steps
+// With zero_stage 1, 2 or 3 the optimizer is a ZeroOptimizer's (zero_optimizer.h): each rank steps
 // its partition and all-gathers the parameters; with stage 2 the gradients are reduce-scattered
 // in buckets during backward (no DDP wrapper), every micro-step, and the gradient phase's overflow
-// check and clipping norm are joined across the partitions.
+// check and clipping norm are joined across the partitions. With stage 3 the parameters are
+// partitioned too: forward() all-gathers them, backward() releases them when its pass is done.
 //
 //   parallel::Engine engine(model, {.optimizer = {"Adam", {{"lr", 1e-3}}}});
 //   auto loader = engine.makeLoader(train_set, {.batch_size = 32, .seed = 1});
@@ -80,7 +81,10 @@ struct EngineOptions {
   bool auto_cast = false;
   /// 0: replicated optimizer state (DDP). 1: ZeRO stage 1, optimizer states partitioned across
   /// ranks (gradients still averaged by DDP). 2: ZeRO stage 2, gradients reduce-scattered into
-  /// each rank's partition too (no DDP wrapper). Stage 3 is not implemented yet (a ValueError).
+  /// each rank's partition too (no DDP wrapper). 3: ZeRO stage 3, parameters partitioned too: each
+  /// rank keeps its partition of them; forward() all-gathers the whole parameters and backward()
+  /// releases them after the backward pass (zero()->gatherParameters() brings them back for
+  /// evaluation or saving; a forward with no backward leaves them gathered until the next step).
   int zero_stage = 0;
   /// The ZeRO optimizer's options when zero_stage > 0 (its `stage` is taken from zero_stage).
   ZeroOptions zero{};

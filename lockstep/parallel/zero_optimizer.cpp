@@ -20,9 +20,9 @@ namespace lockstep::parallel {
 using autograd::Variable;
 
 void validateZeroOptions(const ZeroOptions& o) {
-  LOCKSTEP_ENFORCE(o.stage == 1 || o.stage == 2, ValueError, "zero_optimization.stage=", o.stage,
-                   " is not supported: lockstep implements stages 1 and 2 (stage 3 is not implemented yet; "
-                   "stage 0 is plain data parallelism)");
+  LOCKSTEP_ENFORCE(o.stage >= 1 && o.stage <= 3, ValueError, "zero_optimization.stage=", o.stage,
+                   " is not supported: lockstep implements stages 1, 2 and 3 (stage 0 is plain data "
+                   "parallelism)");
   LOCKSTEP_ENFORCE(o.reduce_bucket_size >= 1, ValueError,
                    "zero_optimization.reduce_bucket_size=", o.reduce_bucket_size,
                    " must be a positive number of elements");
@@ -90,9 +90,17 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   std::vector<std::vector<Variable>> shard_vars(groups.size());
   for (size_t b = 0; b < layout_.buckets.size(); ++b) {
     const ZeroBucket& bucket = layout_.buckets[b];
+    // Stage 3: the shards own their storage (this rank's piece of the bucket), not the parameters'.
+    if (options_.stage == 3)
+      param_pieces_.push_back(Tensor::empty({bucket.pieceSize(rank_)}, params_.front().dtype()));
     for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[rank_], bucket.piece[rank_ + 1])) {
       Tensor view =
           params_[s.param].tensor().view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
+      if (options_.stage == 3) {
+        Tensor own = param_pieces_[b].narrow(0, s.bucket_offset - bucket.piece[rank_], s.numel);
+        own.copyFrom(view);
+        view = own;
+      }
       Shard shard{
           Variable(view, true), s.param, b, s.param_offset, s.bucket_offset - bucket.piece[rank_], s.numel};
       shard_vars[group_of[s.param]].push_back(shard.var);
@@ -121,6 +129,8 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
     gather_send_ = Tensor::zeros({block}, params_.front().dtype());
     gather_recv_ = Tensor::zeros({block * world_}, params_.front().dtype());
   }
+  for (const Variable& p : params_) shapes_.push_back(p.shape());
+  if (options_.stage == 3) releaseParameters();
 }
 
 ZeroOptimizer::~ZeroOptimizer() = default;
@@ -146,7 +156,49 @@ void ZeroOptimizer::pointShardGradients() {
 void ZeroOptimizer::step() {
   pointShardGradients();
   optimizer_->step();
-  allgatherParameters();
+  if (options_.stage == 3) {
+    releaseParameters();  // stale now; the next forward gathers the stepped values
+  } else {
+    allgatherParameters();
+  }
+}
+
+void ZeroOptimizer::gatherParameters() {
+  if (parametersGathered()) return;
+  autograd::NoGradGuard ng;
+  const size_t elem = dtypeSize(params_.empty() ? DType::f32 : params_.front().dtype());
+  std::vector<char*> full;
+  for (size_t p = 0; p < params_.size(); ++p) {
+    params_[p].tensor() = Tensor::empty(shapes_[p], params_[p].dtype());
+    full.push_back(static_cast<char*>(params_[p].tensor().dataPtr()));
+  }
+  std::vector<const Shard*> shard_of(params_.size(), nullptr);  // at most one per parameter here
+  for (const Shard& s : shards_) {  // gatherPieces fills in the other ranks' pieces only
+    shard_of[s.param] = &s;
+    std::memcpy(full[s.param] + s.param_offset * elem, s.var.tensor().dataPtr(), s.numel * elem);
+  }
+  gatherPieces(full, -1, [&](size_t p, int64_t offset) -> const char* {
+    const Shard* s = shard_of[p];
+    LOCKSTEP_CHECK(s != nullptr, "ZeRO stage 3: parameter ", p, " has no shard on rank ", rank_);
+    return static_cast<const char*>(s->var.tensor().dataPtr()) + (offset - s->param_offset) * elem;
+  });
+  gathered_ = true;
+}
+
+void ZeroOptimizer::releaseParameters() {
+  if (options_.stage < 3) return;
+  for (Variable& p : params_) p.tensor() = Tensor::empty({0}, p.dtype());
+  gathered_ = false;
+}
+
+void ZeroOptimizer::adoptGatheredParameters() {
+  if (options_.stage < 3) return;
+  LOCKSTEP_CHECK(gathered_, "ZeRO stage 3: adoptGatheredParameters needs gathered parameters");
+  autograd::NoGradGuard ng;
+  for (Shard& s : shards_) {
+    Tensor src = params_[s.param].tensor().contiguous();
+    s.var.tensor().copyFrom(src.view({src.numel()}).narrow(0, s.param_offset, s.numel));
+  }
 }
 
 void ZeroOptimizer::allgatherParameters() {
@@ -246,6 +298,7 @@ ModelStateBytes ZeroOptimizer::memory() const {
   ModelStateBytes m;
   for (const Variable& p : params_) m.parameters += static_cast<int64_t>(p.tensor().nbytes());
   m.gradients = reducer_ ? static_cast<int64_t>(reducer_->pieceBytes()) : m.parameters;
+  for (const Tensor& t : param_pieces_) m.parameters += static_cast<int64_t>(t.nbytes());
   m.optimizer_states = optimizerStateBytes(*optimizer_);
   return m;
 }
@@ -304,7 +357,7 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
     std::vector<char*> ptrs(params_.size(), nullptr);
     if (receives) {  // only the ranks that get the result hold whole-parameter tensors
       for (size_t p = 0; p < params_.size(); ++p) {
-        full.push_back(Tensor::zeros(params_[p].shape(), params_[p].dtype()));
+        full.push_back(Tensor::zeros(shapes_[p], params_[p].dtype()));
         ptrs[p] = static_cast<char*>(full.back().dataPtr());
         if (src[p].defined())
           std::memcpy(ptrs[p] + src_offset[p] * elem, src[p].dataPtr(), src[p].numel() * elem);
@@ -347,9 +400,9 @@ void ZeroOptimizer::loadConsolidatedStateDict(const optim::OptimizerStateDict& s
         osd.state.insert(to + name, t);
         continue;
       }
-      LOCKSTEP_ENFORCE(t.numel() == params_[s.param].numel(), ValueError, "ZeRO: optimizer state '", key,
+      LOCKSTEP_ENFORCE(t.numel() == shapeNumel(shapes_[s.param]), ValueError, "ZeRO: optimizer state '", key,
                        "' has ", t.numel(), " elements, parameter '", names_[s.param], "' has ",
-                       params_[s.param].numel());
+                       shapeNumel(shapes_[s.param]));
       osd.state.insert(to + name, t.contiguous().view({t.numel()}).narrow(0, s.param_offset, s.numel));
     }
   }

@@ -1,24 +1,28 @@
 #pragma once
-// ZeRO (DeepSpeed's Zero Redundancy Optimizer), stages 1 and 2, for any optimizer that steps flat
+// ZeRO (DeepSpeed's Zero Redundancy Optimizer), stages 1, 2 and 3, for any optimizer that steps flat
 // spans (optim/optimizer.h): each of N ranks keeps the optimizer states of 1/N of the parameter
 // elements (its partition, zero_partition.h), steps only those, and all-gathers the updated
 // parameters. Stage 2 also keeps only its partition of the gradients: they are reduce-scattered
-// in buckets while backward runs (zero_grad_reducer.h).
+// in buckets while backward runs (zero_grad_reducer.h). Stage 3 reduces gradients as stage 2 and
+// keeps only its partition of the parameters too: the shard variables own that storage, and the
+// model's parameters hold whole tensors only between gatherParameters() and releaseParameters()
+// (the Engine gathers for each forward and releases after its backward).
 //
 // The optimizer is taken over: its parameter groups are re-pointed at "shard" variables, views of
 // this rank's pieces of the parameters, so its hyper-parameters, schedulers and per-element
 // updates stay as they were (a shard steps bitwise as the whole parameter would) and its state
 // covers the partition only. Build it before the optimizer's first step.
 //
-// Library use (parallel::Engine does all of this when EngineOptions.zero_stage is 1 or 2):
+// Library use (parallel::Engine does all of this when EngineOptions.zero_stage is 1, 2 or 3):
 //   auto opt = std::make_shared<optim::Adam>(model->parameters());
 //   // stage 1: gradients are averaged by DDP; stage 2: by the ZeroOptimizer itself
 //   auto ddp = std::make_shared<DistributedDataParallel>(model, group);       // stage 1 only
 //   ZeroOptimizer zero(model, opt, group, {.stage = 1});
 //   for (...) { loss(ddp->forward(x)).backward(); zero.step(); zero.zeroGrad(); }
+//   // stage 3: zero.gatherParameters() before each forward, zero.releaseParameters() after backward
 //
-// Not thread-safe. The constructor, step(), clipGradNorm() and unscaleAndCheckOverflow() are
-// collective; with stage 2 so is every backward.
+// Not thread-safe. The constructor, step(), clipGradNorm(), unscaleAndCheckOverflow() and (stage 3,
+// when released) gatherParameters() are collective; with stages 2 and 3 so is every backward.
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,7 +40,9 @@ namespace lockstep::parallel {
 /// DeepSpeed's zero_optimization keys that the ZeRO optimizer implements (config.cpp maps the
 /// JSON onto this; DeepSpeed's defaults).
 struct ZeroOptions {
-  /// 1: optimizer states partitioned; 2: and gradients. (0 is DDP: no ZeroOptimizer.)
+  /// 1: optimizer states partitioned; 2: and gradients; 3: and parameters (each rank keeps its
+  /// partition only; gatherParameters() rebuilds the whole parameters for a forward and backward).
+  /// (0 is DDP: no ZeroOptimizer.)
   int stage = 1;
   /// Elements per gradient bucket (reduce-scatter unit of stage 2, and the partition's buckets).
   int64_t reduce_bucket_size = 500'000'000;
@@ -68,8 +74,23 @@ class ZeroOptimizer {
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
 
   /// Collective. Steps this rank's partition with the averaged gradients (stage 1: the parameters'
-  /// own, averaged by DDP; stage 2: the reduced pieces) and all-gathers the updated parameters.
+  /// own, averaged by DDP; stages 2 and 3: the reduced pieces) and all-gathers the updated
+  /// parameters (stage 3: releases them instead; the next gatherParameters() brings them back).
   void step();
+
+  /// Stage 3. Collective unless the parameters are already gathered: all-gathers every rank's
+  /// partition into whole parameter tensors, which the model's parameters then hold (for a forward
+  /// and the backward through it, an evaluation, a state dict). Other stages: nothing to do.
+  void gatherParameters();
+  /// Stage 3. Not collective. The model's parameters drop their whole tensors again (each then
+  /// holds an empty tensor of its dtype, shape {0}); only the partition stays. The autograd graph
+  /// of a forward keeps what it saved until its backward frees it.
+  void releaseParameters();
+  /// Stage 3, while gathered. Not collective. Copies this rank's elements of the (gathered, then
+  /// changed: a loaded checkpoint) parameters back into its partition, the values stage 3 trains.
+  void adoptGatheredParameters();
+  /// Whether the model's parameters hold their whole values now (always, below stage 3).
+  bool parametersGathered() const { return options_.stage < 3 || gathered_; }
   /// Clears the gradients: the parameters' (stage 1) or the partition's (stage 2).
   void zeroGrad();
   /// Collective. Clips the gradients' joint 2-norm across all partitions to max_norm
@@ -94,9 +115,10 @@ class ZeroOptimizer {
   const std::shared_ptr<optim::Optimizer>& optimizer() const { return optimizer_; }
   const ZeroLayout& layout() const { return layout_; }
   int stage() const { return options_.stage; }
-  /// This rank's model-state bytes: parameters (all), gradients (all, or the partition with
-  /// stage 2), optimizer states (the partition's, counted from the optimizer's kind so the report
-  /// is right before the first step too).
+  /// This rank's model-state bytes: parameters (all; stage 3: the partition, plus the whole
+  /// parameters while they are gathered), gradients (all, or the partition with stage 2 and 3), optimizer
+  /// states (the partition's, counted from the optimizer's kind so the report is right before the first step
+  /// too).
   ModelStateBytes memory() const;
 
  private:
@@ -132,6 +154,11 @@ class ZeroOptimizer {
   std::vector<std::vector<int64_t>> group_params_;  // group -> parameter indices
   std::unique_ptr<ZeroGradReducer> reducer_;
   Tensor gather_send_, gather_recv_;
+  // Stage 3: this rank's piece of each bucket's parameters (the shards are views of these), the
+  // parameters' shapes, and whether the model's parameters hold their whole values now.
+  std::vector<Tensor> param_pieces_;
+  std::vector<Shape> shapes_;
+  bool gathered_ = true;
 };
 
 }  // namespace lockstep::parallel

@@ -96,7 +96,7 @@ struct TrainConfig {
   /// The `ddp` section: DistributedDataParallel's options (PyTorch's keyword names), used on
   /// several ranks.
   parallel::DistributedDataParallelOptions ddp{};
-  /// The `zero_optimization` section (zero_config.h): ZeRO stage 0 (DDP), 1 or 2 and its options.
+  /// The `zero_optimization` section (zero_config.h): ZeRO stage 0 (DDP), 1, 2 or 3 and its options.
   ZeroConfig zero{};
   /// The whole config document as parsed, --set overrides applied (a checkpoint's config.json).
   nlohmann::json document = nlohmann::json::object();

@@ -202,6 +202,12 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
       for (const auto& l : lines) std::fprintf(stderr, "%s: %s\n", what, l.c_str());
     }
   };
+  // ZeRO stage 3: the model's parameters hold their whole values only while gathered (collective;
+  // a no-op below stage 3); a restored checkpoint's values go back into each rank's partition.
+  auto gather_parameters = [&engine] {
+    if (engine.zero()) engine.zero()->gatherParameters();
+  };
+  gather_parameters();
   if (o.resume || !o.resume_from.empty()) {
     // A restarted worker of a job started --resume-from takes the job's own newer checkpoints
     // first, and --resume-from again when there are none yet.
@@ -232,6 +238,10 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   } else {
     log("note", freshStartNotes(ckpt_dir, identity));
   }
+  if (engine.zero()) {  // stage 3: back to the partitions alone, holding what was restored
+    engine.zero()->adoptGatheredParameters();
+    engine.zero()->releaseParameters();
+  }
 
   // Throughput counts training alone: evaluation and checkpoint writes are timed apart.
   using Clock = std::chrono::steady_clock;
@@ -243,8 +253,10 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   int64_t last_saved = engine.globalSteps();
   auto save = [&] {
     const auto t = Clock::now();
-    if (engine.zero() && engine.globalSteps() != last_saved)
+    if (engine.zero() && engine.globalSteps() != last_saved) {
       zero_state = engine.zero()->consolidatedStateDict(0);  // collective; rank 0 writes it
+      gather_parameters();
+    }
     if (chief && engine.globalSteps() != last_saved) {
       CheckpointOptions co;
       co.keep_last = c.checkpoint_keep_last;
@@ -258,6 +270,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   };
   auto validate = [&](const std::shared_ptr<data::Dataset>& ds) {
     const auto t = Clock::now();
+    gather_parameters();
     EvalResult v = evaluate(net, ds, dist.group.get(), rank, world);
     eval_seconds += since(t);
     return v;
@@ -394,6 +407,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
       s.ddp_timings.push_back(nlohmann::json::parse(r).get<parallel::ReducerTimings>());
     }
   }
+  gather_parameters();
   // Language data tests on its validation windows: a validation of these very weights is reused.
   EvalResult t = data.test == data.val && last_val_step == engine.globalSteps()
                      ? last_val

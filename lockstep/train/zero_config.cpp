@@ -108,7 +108,7 @@ void parseOffloadOptimizer(const YAML::Node& n, int stage, ZeroConfig& z) {
   }
 }
 
-void parseOffloadParam(const YAML::Node& n, ZeroConfig& z) {
+void parseOffloadParam(const YAML::Node& n, int stage, ZeroConfig& z) {
   const std::string path = kSection + ".offload_param";
   checkKeys(n, path, {"device", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "pin_memory"});
   z.offload_param_device = device(n, path);
@@ -118,10 +118,19 @@ void parseOffloadParam(const YAML::Node& n, ZeroConfig& z) {
   boolean(n, path, "pin_memory", false);
   if (n["nvme_path"] && !n["nvme_path"].IsScalar())
     throw ValueError(path + ".nvme_path: expected a path, got " + describe(n["nvme_path"]));
-  if (z.offload_param_device != "none") {
-    throw ValueError(path + ".device " + z.offload_param_device +
-                     ": offloading parameters belongs to ZeRO stage 3 (parameters partitioned), which is not "
-                     "supported yet; use device none");
+  if (z.offload_param_device == "nvme") {
+    throw ValueError(path +
+                     ".device: nvme is not supported yet (ZeRO-Infinity's NVMe offload of the parameters is "
+                     "not implemented); use cpu or none");
+  }
+  if (z.offload_param_device == "cpu") {
+    if (stage != 3)
+      throw ValueError(path + ": offloading parameters needs ZeRO stage 3 (DeepSpeed's rule); set " +
+                       kSection + ".stage: 3");
+    z.notes.push_back(path +
+                      ".device cpu: this run has no accelerator, so the parameter partitions already live in "
+                      "CPU memory; nothing is moved. buffer_count, buffer_size and max_in_cpu have no effect "
+                      "without nvme.");
   }
 }
 
@@ -136,11 +145,6 @@ ZeroConfig parseZeroConfig(const YAML::Node& n) {
              "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save"});
   ZeroConfig z;
   z.stage = static_cast<int>(count(n, kSection, "stage", 0));
-  if (z.stage == 3) {
-    throw ValueError(kSection +
-                     ".stage: 3 (parameters partitioned) is not supported yet; lockstep implements stages 0 "
-                     "(plain data parallelism), 1 (optimizer states partitioned) and 2 (and gradients)");
-  }
   if (z.stage > 3)
     throw ValueError(kSection + ".stage: expected 0, 1, 2 or 3, got " + std::to_string(z.stage));
   parallel::ZeroOptions& o = z.options;
@@ -150,7 +154,7 @@ ZeroConfig parseZeroConfig(const YAML::Node& n) {
   o.reduce_scatter = boolean(n, kSection, "reduce_scatter", true);
   o.allgather_partitions = boolean(n, kSection, "allgather_partitions", true);
   // DeepSpeed: overlap_comm defaults to true at stage 3 and false below it.
-  o.overlap_comm = boolean(n, kSection, "overlap_comm", false);
+  o.overlap_comm = boolean(n, kSection, "overlap_comm", z.stage == 3);
   const bool contiguous = boolean(n, kSection, "contiguous_gradients", true);
   if (!contiguous && z.stage == 2) {
     throw ValueError(kSection +
@@ -163,7 +167,7 @@ ZeroConfig parseZeroConfig(const YAML::Node& n) {
                      "to CPU offload memory among ranks); use false");
   }
   if (n["offload_optimizer"]) parseOffloadOptimizer(n["offload_optimizer"], z.stage, z);
-  if (n["offload_param"]) parseOffloadParam(n["offload_param"], z);
+  if (n["offload_param"]) parseOffloadParam(n["offload_param"], z.stage, z);
   std::vector<std::string> stage3_only;
   for (const char* key :
        {"sub_group_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
@@ -181,8 +185,28 @@ ZeroConfig parseZeroConfig(const YAML::Node& n) {
   if (!stage3_only.empty()) {
     std::string keys;
     for (const auto& k : stage3_only) keys += (keys.empty() ? "" : ", ") + kSection + "." + k;
-    z.notes.push_back(keys + ": used by ZeRO stage 3 only (as in DeepSpeed); no effect at stage " +
-                      std::to_string(z.stage));
+    if (z.stage == 3) {
+      // lockstep's stage 3 gathers the whole model for each forward and its backward: the knobs of
+      // DeepSpeed's per-module gathering would be accepted without doing what they say, so they are
+      // errors. sub_group_size (the optimizer steps its whole partition as one group: the same
+      // result) and the gather-on-save flags (saves always hold gathered f32 weights) are noted.
+      for (const char* key : {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+                              "stage3_max_live_parameters", "stage3_max_reuse_distance"}) {
+        if (n[key]) {
+          throw ValueError(kSection + "." + key +
+                           " is not supported yet: lockstep's stage 3 all-gathers every parameter for each "
+                           "forward and its backward (no per-module gathering, prefetch or persistence); "
+                           "remove the key");
+        }
+      }
+      z.notes.push_back(
+          keys +
+          ": no effect in lockstep's stage 3, which steps its whole partition at once and saves "
+          "checkpoints with gathered f32 weights");
+    } else {
+      z.notes.push_back(keys + ": used by ZeRO stage 3 only (as in DeepSpeed); no effect at stage " +
+                        std::to_string(z.stage));
+    }
   }
   if (z.stage == 1 && n["overlap_comm"])
     z.notes.push_back(kSection +

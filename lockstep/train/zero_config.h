@@ -15,7 +15,7 @@ class Node;
 namespace lockstep::train {
 
 struct ZeroConfig {
-  /// zero_optimization.stage: 0 (DDP), 1 or 2.
+  /// zero_optimization.stage: 0 (DDP), 1, 2 or 3.
   int stage = 0;
   /// What the ZeRO optimizer implements, DeepSpeed's defaults filled in.
   parallel::ZeroOptions options{};

@@ -1,7 +1,7 @@
-// ZeRO stages 1 and 2 through the training engine: after 20 steps every rank holds the parameters
-// DDP reaches on the same data, at world sizes 1-4, on a model of 74 parameters (divisible by
-// neither 3 nor 4), with SGD+momentum and Adam; also with gradient accumulation, clipping and a
-// loss scaler, and with buckets small enough that pieces straddle parameters.
+// ZeRO stages 1, 2 and 3 through the training engine: after 20 steps every rank holds the
+// parameters DDP reaches on the same data, at world sizes 1-4, on a model of 74 parameters
+// (divisible by neither 3 nor 4), with SGD+momentum and Adam; also with gradient accumulation,
+// clipping and a loss scaler, and with buckets small enough that pieces straddle parameters.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,109 +13,10 @@
 #include "lockstep/optim.h"
 #include "lockstep/parallel.h"
 #include "parallel/thread_ranks.h"
+#include "parallel/zero_engine_helpers.h"
 
 using namespace lockstep;
-using autograd::Variable;
-using parallel::DistributedEnvironment;
-using parallel::Engine;
-using parallel::EngineOptions;
-
-namespace {
-
-constexpr int64_t kIn = 5, kClasses = 2, kRows = 3;
-
-std::shared_ptr<nn::Module> makeNet(uint64_t seed) {
-  Generator g(seed);
-  nn::ModelOptions o;
-  o.in_features = kIn;
-  o.out_features = kClasses;
-  o.hidden = {9};  // 5*9 + 9 + 9*2 + 2 = 74 parameters
-  o.generator = &g;
-  return nn::makeModel("mlp", o);
-}
-
-std::pair<Tensor, Tensor> batch(int seed, int64_t rows) {
-  Tensor x = Tensor::empty({rows, kIn});
-  Generator(100 + seed).uniform(x, -1, 1);
-  Tensor y = Tensor::empty({rows}, DType::i64);
-  Generator g(500 + seed);
-  for (int64_t i = 0; i < rows; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(g.nextBelow(kClasses));
-  return {x, y};
-}
-
-DistributedEnvironment worldOf(int rank, int world, std::shared_ptr<comm::ProcessGroup> group) {
-  DistributedEnvironment env;
-  env.worker.rank = rank;
-  env.worker.world_size = world;
-  env.worker.local_world_size = world;
-  env.group = world > 1 ? std::move(group) : nullptr;
-  return env;
-}
-
-std::vector<double> flatParams(const nn::Module& m) {
-  std::vector<double> out;
-  for (auto& [name, p] : m.namedParameters()) {
-    auto v = p.tensor().toVector<double>();
-    out.insert(out.end(), v.begin(), v.end());
-  }
-  return out;
-}
-
-// Trains `steps` optimizer steps on `world` thread ranks; returns every rank's final parameters.
-std::vector<std::vector<double>> train(int world, const EngineOptions& o, int steps = 20) {
-  std::vector<std::vector<double>> out(world);
-  lockstep::testing::runThreadRanks(world, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
-    Engine engine(makeNet(7 + rank), o, worldOf(rank, world, pg));  // rank 0's weights win
-    EXPECT_EQ(engine.zero() != nullptr, o.zero_stage > 0);
-    int micro = 0;
-    for (int s = 0; s < steps;) {
-      auto [x, y] = batch(micro++ * world + rank, kRows);
-      engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
-      if (engine.step()) ++s;
-    }
-    out[rank] = flatParams(*engine.model());
-  });
-  return out;
-}
-
-// max |a - b| / max |b|
-double relDiff(const std::vector<double>& a, const std::vector<double>& b) {
-  double d = 0, m = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, std::abs(a[i] - b[i]));
-    m = std::max(m, std::abs(b[i]));
-  }
-  return d / m;
-}
-
-void expectSameAsDdp(const EngineOptions& base, int world, int stage, const char* what) {
-  EngineOptions o = base;
-  const auto ddp = train(world, o);
-  o.zero_stage = stage;
-  const auto zero = train(world, o);
-  for (int r = 0; r < world; ++r) {
-    EXPECT_EQ(zero[r], zero[0]) << "ranks part ways: rank " << r;
-    const double d = relDiff(zero[r], ddp[0]);
-    EXPECT_LE(d, 1e-6) << what << " stage " << stage << " world " << world << " rank " << r;
-    if (r == 0)
-      std::printf("[ zero ] %s stage %d world %d: relative difference to DDP %.3g%s\n", what, stage, world, d,
-                  d == 0 ? " (bitwise)" : "");
-  }
-}
-
-EngineOptions sgd() {
-  EngineOptions o;
-  o.optimizer = {"SGD", {{"lr", 0.1}, {"momentum", 0.9}}};
-  return o;
-}
-
-EngineOptions adam() {
-  EngineOptions o;
-  o.optimizer = {"Adam", {{"lr", 0.01}}};
-  return o;
-}
-
-}  // namespace
+using namespace lockstep::testing::zero;
 
 TEST(Zero, stage1_matches_ddp_with_sgd_momentum_and_adam_at_world_1_to_4) {
   for (int world = 1; world <= 4; ++world) {
@@ -131,9 +32,41 @@ TEST(Zero, stage2_matches_ddp_with_sgd_momentum_and_adam_at_world_1_to_4) {
   }
 }
 
+TEST(Zero, stage3_matches_ddp_with_sgd_momentum_and_adam_at_world_1_to_4) {
+  for (int world = 1; world <= 4; ++world) {
+    expectSameAsDdp(sgd(), world, 3, "SGD");
+    expectSameAsDdp(adam(), world, 3, "Adam");
+  }
+}
+
+TEST(Zero, stage3_keeps_only_its_partition_between_steps) {
+  lockstep::testing::runThreadRanks(3, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    EngineOptions o = adam();
+    o.zero_stage = 3;
+    Engine engine(makeNet(1), o, worldOf(rank, 3, pg));
+    auto params = engine.model()->parameters();
+    auto numel = [&] {
+      int64_t n = 0;
+      for (const auto& p : params) n += p.numel();
+      return n;
+    };
+    EXPECT_FALSE(engine.zero()->parametersGathered());
+    EXPECT_EQ(numel(), 0);  // released: every parameter holds an empty tensor
+    auto [x, y] = batch(rank, kRows);
+    Variable out = engine.forward(Variable(x));
+    EXPECT_TRUE(engine.zero()->parametersGathered());
+    EXPECT_EQ(numel(), 74);
+    EXPECT_EQ(params[0].shape(), (Shape{9, kIn}));
+    engine.backward(autograd::crossEntropy(out, y));
+    EXPECT_EQ(numel(), 0);  // released as soon as backward is done
+    EXPECT_TRUE(engine.step());
+    EXPECT_FALSE(engine.zero()->parametersGathered());
+  });
+}
+
 TEST(Zero, small_buckets_split_parameters_across_ranks_and_still_match) {
   // 20-element buckets (two of them) and all-gathers of 3 elements per rank at a time.
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     for (int world : {3, 4}) {
       EngineOptions o = adam();
       o.zero.reduce_bucket_size = 20;
@@ -150,7 +83,7 @@ TEST(Zero, accumulation_clipping_and_loss_scaling_match_ddp) {
   o.loss_scaler = optim::LossScalerOptions{};
   o.loss_scaler->initial_scale_power = 8;
   o.zero.reduce_bucket_size = 20;
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     for (int world : {2, 3}) expectSameAsDdp(o, world, stage, "SGD, accumulation 3 + clipping + loss scale");
   }
 }
@@ -158,7 +91,7 @@ TEST(Zero, accumulation_clipping_and_loss_scaling_match_ddp) {
 TEST(Zero, memory_report_follows_the_formulas) {
   // Psi = 74 f32 parameters, Adam (2 states), N = 3 ranks of pieces 25, 25, 24 (one bucket).
   const int64_t psi = 74;
-  for (int stage : {0, 1, 2}) {
+  for (int stage : {0, 1, 2, 3}) {
     std::vector<parallel::ModelStateBytes> mem(3);
     lockstep::testing::runThreadRanks(3, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
       EngineOptions o = adam();
@@ -168,32 +101,39 @@ TEST(Zero, memory_report_follows_the_formulas) {
       if (rank == 0) mem = all;
     });
     int64_t states = 0, grads = 0;
+    int64_t params = 0;
     for (int r = 0; r < 3; ++r) {
-      EXPECT_EQ(mem[r].parameters, 4 * psi);
       states += mem[r].optimizer_states;
       grads += mem[r].gradients;
+      params += mem[r].parameters;
       const int64_t piece = r < 2 ? 25 : 24;
+      EXPECT_EQ(mem[r].parameters, stage == 3 ? 4 * piece : 4 * psi) << "stage " << stage;
       EXPECT_EQ(mem[r].optimizer_states, stage == 0 ? 8 * psi : 8 * piece) << "stage " << stage;
-      EXPECT_EQ(mem[r].gradients, stage == 2 ? 4 * piece : 4 * psi) << "stage " << stage;
+      EXPECT_EQ(mem[r].gradients, stage >= 2 ? 4 * piece : 4 * psi) << "stage " << stage;
+    }
+    if (stage == 3) {
+      EXPECT_EQ(params, 4 * psi);  // every parameter element on exactly one rank
     }
     if (stage > 0) {
       EXPECT_EQ(states, 8 * psi);  // every state element on exactly one rank
     }
-    if (stage == 2) {
+    if (stage >= 2) {
       EXPECT_EQ(grads, 4 * psi);
     }
   }
 }
 
-TEST(Zero, rejects_stage_3_and_bad_options_naming_the_field) {
+TEST(Zero, rejects_stage_4_and_bad_options_naming_the_field) {
   EngineOptions o = adam();
-  o.zero_stage = 3;
+  o.zero_stage = 4;
   try {
     parallel::validateEngineOptions(o);
     FAIL();
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("stage 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ZeRO stage 4 does not exist"), std::string::npos) << e.what();
   }
+  o.zero_stage = 3;
+  EXPECT_NO_THROW(parallel::validateEngineOptions(o));
   o.zero_stage = 2;
   o.zero.reduce_bucket_size = 0;
   EXPECT_THROW(parallel::validateEngineOptions(o), ValueError);
@@ -203,7 +143,8 @@ TEST(Zero, rejects_stage_3_and_bad_options_naming_the_field) {
     parallel::validateEngineOptions(o);
     FAIL();
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("ddp.comm_hook does not apply to ZeRO stage 2"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("ddp.comm_hook does not apply to ZeRO stages 2 and 3"),
+              std::string::npos)
         << e.what();
   }
   o.zero_stage = 1;  // stage 1 averages through DDP, hooks included
@@ -251,7 +192,9 @@ Snapshot trainGlobal(int world, const EngineOptions& o, int from, int to, const 
   lockstep::testing::runThreadRanks(world, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
     Engine engine(makeNet(7), o, worldOf(rank, world, pg));
     if (start) {
+      if (engine.zero()) engine.zero()->gatherParameters();  // stage 3: whole parameters to load into
       engine.model()->loadStateDict(start->model);
+      if (engine.zero()) engine.zero()->adoptGatheredParameters();
       if (engine.zero()) {
         engine.zero()->loadConsolidatedStateDict(start->state);
       } else {
@@ -268,6 +211,7 @@ Snapshot trainGlobal(int world, const EngineOptions& o, int from, int to, const 
     }
     optim::OptimizerStateDict state =
         engine.zero() ? engine.zero()->consolidatedStateDict() : engine.optimizer()->stateDict();
+    if (engine.zero()) engine.zero()->gatherParameters();
     if (rank == 0) {
       out.model = engine.model()->stateDict().cloned();
       out.state.state = state.state.cloned();
@@ -320,6 +264,17 @@ TEST(Zero, consolidated_state_is_ddps_and_reshards_across_world_sizes_and_stages
   // A DDP checkpoint resumed by ZeRO stage 2 on 3 ranks.
   Snapshot from_ddp = trainGlobal(3, z2, 10, 20, &half_ddp);
   EXPECT_LE(relDiff(from_ddp.model, straight.model), 1e-6);
+  // Stage 3: its consolidated state is DDP's too; resumed on 3 ranks by DDP, and a DDP checkpoint
+  // resumed by stage 3 on 3 ranks.
+  EngineOptions z3 = z2;
+  z3.zero_stage = 3;
+  Snapshot half3 = trainGlobal(2, z3, 0, 10, nullptr);
+  EXPECT_LE(relDiff(half3.state.state, half_ddp.state.state), 1e-6);
+  EXPECT_LE(relDiff(half3.model, half_ddp.model), 1e-6);
+  Snapshot three_ddp = trainGlobal(3, ddp, 10, 20, &half3);
+  EXPECT_LE(relDiff(three_ddp.model, straight.model), 1e-6);
+  Snapshot three_z3 = trainGlobal(3, z3, 10, 20, &half_ddp);
+  EXPECT_LE(relDiff(three_z3.model, straight.model), 1e-6);
 }
 
 TEST(Zero, mixed_precision_matches_ddp) {
@@ -328,6 +283,6 @@ TEST(Zero, mixed_precision_matches_ddp) {
   for (const char* precision : {"bf16", "fp16"}) {
     EngineOptions o = adam();
     o.precision = precision;
-    for (int stage : {1, 2}) expectSameAsDdp(o, 2, stage, precision);
+    for (int stage : {1, 2, 3}) expectSameAsDdp(o, 2, stage, precision);
   }
 }

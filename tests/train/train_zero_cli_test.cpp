@@ -95,3 +95,36 @@ TEST_F(TrainCli, zero_resume_is_bitwise_and_reshards_the_optimizer_state) {
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("is neither a checkpoint"), std::string::npos) << bad.output;
 }
+
+TEST_F(TrainCli, zero_stage3_partitions_parameters_trains_as_ddp_and_resumes) {
+  // Stage 3 on 2 ranks: parameters 4 Psi / N per rank (pieces of 42 and 41 elements), the weights
+  // DDP reaches; 4 steps then resumed to 8 equals 8 straight (bitwise), and its checkpoint resumes
+  // under DDP.
+  std::string cfg = writeConfig("c.yaml", std::string(kSynthetic) + "zero_optimization: {stage: 3}\n");
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ +
+                "/ddp --set max_steps=8 --set "
+                "zero_optimization.stage=0")
+                .code,
+            0);
+  Result straight = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/s --set max_steps=8");
+  ASSERT_EQ(straight.code, 0) << straight.output;
+  EXPECT_NE(straight.output.find(
+                "memory: rank 1: parameters 164 B, gradients 164 B, optimizer states 328 B (ZeRO stage 3)"),
+            std::string::npos)
+      << straight.output;
+  auto s = nlohmann::json::parse(readFile(dir_ + "/s/summary.json"));
+  ASSERT_EQ(s["memory"].size(), 2u) << s.dump();
+  EXPECT_EQ(s["memory"][0]["parameters"].get<int64_t>() + s["memory"][1]["parameters"].get<int64_t>(),
+            4 * kPsi);
+  EXPECT_LE(relDiff(dir_ + "/s/model.safetensors", dir_ + "/ddp/model.safetensors"), 1e-6);
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/r --set max_steps=4").code, 0);
+  Result resumed = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/r --set max_steps=8 --resume");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("(step 4)"), std::string::npos) << resumed.output;
+  EXPECT_EQ(readFile(dir_ + "/s/model.safetensors"), readFile(dir_ + "/r/model.safetensors"));
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/x --set max_steps=4").code, 0);
+  Result ddp = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ +
+                   "/x --set max_steps=8 --resume --set zero_optimization.stage=0");
+  ASSERT_EQ(ddp.code, 0) << ddp.output;
+  EXPECT_LE(relDiff(dir_ + "/x/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
+}

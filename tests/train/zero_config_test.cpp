@@ -68,21 +68,48 @@ TEST(ZeroConfig, every_listed_key_is_read) {
   EXPECT_TRUE(has(z.notes[1], "stage3_max_live_parameters") && has(z.notes[1], "stage 3 only")) << z.notes[1];
 }
 
+TEST(ZeroConfig, stage_3_is_accepted_and_its_knobs_are_logged_or_refused) {
+  const ZeroConfig z = parse(
+      "{stage: 3, offload_param: {device: cpu}, sub_group_size: 1000000000, "
+      "stage3_gather_16bit_weights_on_model_save: true}");
+  EXPECT_EQ(z.stage, 3);
+  EXPECT_EQ(z.options.stage, 3);
+  EXPECT_EQ(z.offload_param_device, "cpu");
+  ASSERT_EQ(z.notes.size(), 2u);
+  EXPECT_TRUE(has(z.notes[0], "parameter partitions already live in CPU memory")) << z.notes[0];
+  EXPECT_TRUE(has(z.notes[1], "sub_group_size") && has(z.notes[1], "no effect in lockstep's stage 3"))
+      << z.notes[1];
+  // Per-module gathering knobs would do nothing at lockstep's whole-model stage 3: refused.
+  EXPECT_TRUE(has(errorOf("{stage: 3, stage3_param_persistence_threshold: 100}"),
+                  "zero_optimization.stage3_param_persistence_threshold is not supported yet"));
+  EXPECT_TRUE(has(errorOf("{stage: 3, stage3_prefetch_bucket_size: 5e7}"), "not supported yet"));
+}
+
+TEST(ZeroConfig, seed_002s_stage_3_block_runs_as_written) {
+  const ZeroConfig z = parse(R"({"stage": 3, "offload_param": {"device": "cpu", "pin_memory": true},
+      "offload_optimizer": {"device": "cpu", "pin_memory": true}, "contiguous_gradients": true,
+      "overlap_comm": true})");
+  EXPECT_EQ(z.options.stage, 3);
+  EXPECT_TRUE(z.options.overlap_comm);
+  EXPECT_EQ(z.offload_param_device, "cpu");
+  EXPECT_EQ(z.offload_optimizer_device, "cpu");
+}
+
 TEST(ZeroConfig, unsupported_values_are_errors_naming_the_key) {
-  EXPECT_TRUE(
-      has(errorOf("{stage: 3}"), "zero_optimization.stage: 3 (parameters partitioned) is not supported yet"));
   EXPECT_TRUE(has(errorOf("{stage: 4}"), "zero_optimization.stage: expected 0, 1, 2 or 3"));
   EXPECT_TRUE(has(errorOf("{stage: 2, offload_optimizer: {device: nvme, nvme_path: /tmp}}"),
                   "offload_optimizer.device: nvme is not supported yet"));
-  EXPECT_TRUE(has(errorOf("{stage: 2, offload_param: {device: cpu}}"), "offload_param.device cpu"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, offload_param: {device: cpu}}"),
+                  "offload_param: offloading parameters needs ZeRO stage 3"));
+  EXPECT_TRUE(has(errorOf("{stage: 3, offload_param: {device: nvme, nvme_path: /tmp}}"),
+                  "offload_param.device: nvme is not supported yet"));
   EXPECT_TRUE(has(errorOf("{stage: 0, offload_optimizer: {device: cpu}}"), "needs ZeRO stage 1 or 2"));
   EXPECT_TRUE(has(errorOf("{stage: 2, contiguous_gradients: false}"),
                   "contiguous_gradients: false is not supported"));
   EXPECT_TRUE(has(errorOf("{stage: 2, round_robin_gradients: true}"),
                   "round_robin_gradients: true is not supported"));
-  EXPECT_TRUE(
-      has(errorOf("{stage: 2, elastic_checkpoint: true}"),
-          "zero_optimization.elastic_checkpoint is not supported yet"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, elastic_checkpoint: true}"),
+                  "zero_optimization.elastic_checkpoint is not supported yet"));
 }
 
 TEST(ZeroConfig, bad_keys_and_values_are_errors_naming_the_key) {
