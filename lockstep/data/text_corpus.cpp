@@ -84,15 +84,11 @@ TokenDirMeta writeTokenDir(const std::string& input, const std::string& out_dir,
   return meta;
 }
 
-TokenSplit openTokenDir(const std::string& dir, TokenDirMeta* meta_out) {
-  const std::string meta_path = dir + "/meta.json";
-  if (!file::exists(meta_path)) {
-    throw IoError(fmt::format(
-        "{} is missing: make the token directory with `lockstep data tokenize TEXT -o {}`", meta_path, dir));
-  }
+TokenDirMeta parseTokenDirMeta(const std::string& text, const std::string& path) {
   TokenDirMeta meta;
   try {
-    auto j = nlohmann::json::parse(file::readAll(meta_path));
+    auto j = nlohmann::json::parse(text);
+    if (!j.is_object()) throw IoError(path + " is not a JSON object");
     meta.tokenizer = j.value("tokenizer", std::string("byte"));
     meta.vocab_size = j.at("vocab_size").get<int64_t>();
     meta.dtype = tokenWidthFromName(j.value("dtype", std::string("uint16")));
@@ -100,11 +96,27 @@ TokenSplit openTokenDir(const std::string& dir, TokenDirMeta* meta_out) {
     meta.val_tokens = j.value("val_tokens", int64_t{0});
     meta.source = j.value("source", std::string());
   } catch (const nlohmann::json::exception& e) {
-    throw IoError(fmt::format("{} is not a valid token meta file: {}", meta_path, e.what()));
+    throw IoError(fmt::format("{} is not a valid token meta file: {}", path, e.what()));
   } catch (const ValueError& e) {
-    throw IoError(fmt::format("{}: {}", meta_path, e.what()));
+    throw IoError(fmt::format("{}: {}", path, e.what()));
   }
-  if (meta.vocab_size < 1) throw IoError(fmt::format("{}: vocab_size must be >= 1", meta_path));
+  const int64_t limit = meta.dtype == TokenWidth::u16 ? int64_t{1} << 16 : int64_t{1} << 32;
+  if (meta.vocab_size < 1 || meta.vocab_size > limit) {
+    throw IoError(fmt::format("{}: vocab_size {} does not fit dtype {} (1 .. {})", path, meta.vocab_size,
+                              tokenWidthName(meta.dtype), limit));
+  }
+  if (meta.train_tokens < 0 || meta.val_tokens < 0)
+    throw IoError(fmt::format("{}: negative token counts", path));
+  return meta;
+}
+
+TokenSplit openTokenDir(const std::string& dir, TokenDirMeta* meta_out) {
+  const std::string meta_path = dir + "/meta.json";
+  if (!file::exists(meta_path)) {
+    throw IoError(fmt::format(
+        "{} is missing: make the token directory with `lockstep data tokenize TEXT -o {}`", meta_path, dir));
+  }
+  TokenDirMeta meta = parseTokenDirMeta(file::readAll(meta_path), meta_path);
   TokenSplit split;
   split.train = TokenFile::open(dir + "/train.bin", meta.dtype);
   if (file::exists(dir + "/val.bin")) split.val = TokenFile::open(dir + "/val.bin", meta.dtype);

@@ -42,6 +42,11 @@ struct TokenDirMeta {
   std::string source;
 };
 
+/// meta.json's text as TokenDirMeta: vocab_size (required, 1 .. 2^32), dtype (uint16 | uint32),
+/// tokenizer, token counts, source. IoError naming `path` for anything else: invalid JSON, a field of
+/// the wrong type or out of range, a vocabulary that does not fit the dtype. Pure.
+TokenDirMeta parseTokenDirMeta(const std::string& text, const std::string& path);
+
 /// Tokenizes `input` (readTextCorpus) into out_dir/train.bin, val.bin (absent when val_fraction is
 /// 0) and meta.json, each written atomically. Returns what meta.json records.
 TokenDirMeta writeTokenDir(const std::string& input, const std::string& out_dir, double val_fraction);

@@ -159,3 +159,23 @@ TEST(TextCorpus, fortunes_package_gives_megabytes_of_english_text) {
 
 }  // namespace
 }  // namespace lockstep::data
+
+namespace lockstep::data {
+namespace {
+TEST(TextCorpus, meta_json_errors_name_the_file) {
+  TokenDirMeta m = parseTokenDirMeta(R"({"vocab_size": 50257, "dtype": "uint32"})", "d/meta.json");
+  EXPECT_EQ(m.vocab_size, 50257);
+  EXPECT_EQ(m.dtype, TokenWidth::u32);
+  for (const char* bad :
+       {R"({"vocab_size": 70000, "dtype": "uint16"})", R"({"dtype": "uint16"})", R"({"vocab_size": "256"})",
+        R"([256])", "{", R"({"vocab_size": 0})", R"({"vocab_size": 256, "dtype": "int8"})"}) {
+    try {
+      parseTokenDirMeta(bad, "d/meta.json");
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find("d/meta.json"), std::string::npos) << e.what();
+    }
+  }
+}
+}  // namespace
+}  // namespace lockstep::data
