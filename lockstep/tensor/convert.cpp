@@ -1,6 +1,9 @@
 #include "lockstep/tensor/convert.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
+#endif
 
 #include <cstring>
 
@@ -30,8 +33,13 @@ void convertBF16ToF32(const uint16_t* src, float* dst, int64_t n) {
 
 namespace {
 #if defined(__x86_64__)
+// F16C from CPUID leaf 1 (clang 14's __builtin_cpu_supports does not know "f16c"); AVX through the
+// builtin, which also checks that the OS saves the YMM registers.
 bool hasF16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0 && __builtin_cpu_supports("avx");
+  }();
   return yes;
 }
 
