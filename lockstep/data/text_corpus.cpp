@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "lockstep/data/byte_tokenizer.h"
 #include "lockstep/util/error.h"
@@ -84,16 +86,34 @@ TokenDirMeta writeTokenDir(const std::string& input, const std::string& out_dir,
   return meta;
 }
 
+namespace {
+// An integer field, or fallback when absent. JSON numbers that are not integers, or integers past
+// int64, are errors: nlohmann's get<int64_t>() of 1e65 is undefined behaviour (found by fuzz_tokens).
+int64_t intField(const nlohmann::json& j, const char* key, std::optional<int64_t> fallback,
+                 const std::string& path) {
+  if (!j.contains(key)) {
+    if (fallback) return *fallback;
+    throw IoError(fmt::format("{}: {} is missing", path, key));
+  }
+  const nlohmann::json& v = j.at(key);
+  if (v.is_number_unsigned() && v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
+    return static_cast<int64_t>(v.get<uint64_t>());
+  }
+  if (v.is_number_integer() && !v.is_number_unsigned()) return v.get<int64_t>();
+  throw IoError(fmt::format("{}: {} must be an integer, got {}", path, key, v.dump()));
+}
+}  // namespace
+
 TokenDirMeta parseTokenDirMeta(const std::string& text, const std::string& path) {
   TokenDirMeta meta;
   try {
     auto j = nlohmann::json::parse(text);
     if (!j.is_object()) throw IoError(path + " is not a JSON object");
     meta.tokenizer = j.value("tokenizer", std::string("byte"));
-    meta.vocab_size = j.at("vocab_size").get<int64_t>();
+    meta.vocab_size = intField(j, "vocab_size", std::nullopt, path);
     meta.dtype = tokenWidthFromName(j.value("dtype", std::string("uint16")));
-    meta.train_tokens = j.value("train_tokens", int64_t{0});
-    meta.val_tokens = j.value("val_tokens", int64_t{0});
+    meta.train_tokens = intField(j, "train_tokens", 0, path);
+    meta.val_tokens = intField(j, "val_tokens", 0, path);
     meta.source = j.value("source", std::string());
   } catch (const nlohmann::json::exception& e) {
     throw IoError(fmt::format("{} is not a valid token meta file: {}", path, e.what()));
