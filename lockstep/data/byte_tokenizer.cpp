@@ -29,8 +29,11 @@ std::string ByteTokenizer::decode(const std::vector<int64_t>& tokens) {
 std::string ByteTokenizer::decodeForDisplay(const std::vector<int64_t>& tokens) {
   std::string bytes(tokens.size(), '\0');
   // 0xFF never occurs in UTF-8, so toPrintableUtf8 replaces it.
-  for (size_t i = 0; i < tokens.size(); ++i)
-    bytes[i] = static_cast<char>(tokens[i] >= 0 && tokens[i] < kVocabSize ? tokens[i] : 0xFF);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int64_t t = tokens[i];
+    const bool control = (t < 0x20 && t != '\n' && t != '\t') || t == 0x7F;
+    bytes[i] = static_cast<char>(t >= 0 && t < kVocabSize && !control ? t : 0xFF);
+  }
   return toPrintableUtf8(bytes);
 }
 

@@ -17,8 +17,9 @@ struct ByteTokenizer {
   static std::vector<uint16_t> encode(std::string_view text);
   /// The bytes back; ValueError naming the position of a token id outside 0..255.
   static std::string decode(const std::vector<int64_t>& tokens);
-  /// For printing what a model generated: ids outside 0..255 (a model with a larger vocabulary)
-  /// and broken UTF-8 sequences become U+FFFD.
+  /// For printing what a model generated: ids outside 0..255 (a model with a larger vocabulary),
+  /// broken UTF-8 sequences and control characters other than newline and tab (ESC sequences could
+  /// drive the terminal) become U+FFFD.
   static std::string decodeForDisplay(const std::vector<int64_t>& tokens);
 };
 

@@ -33,6 +33,13 @@ TEST(ByteTokenizer, round_trips_every_byte_and_utf8_text) {
   EXPECT_EQ(ByteTokenizer::decode(ids), all);
 }
 
+TEST(ByteTokenizer, display_replaces_control_bytes_and_ids_past_the_bytes) {
+  EXPECT_EQ(ByteTokenizer::decodeForDisplay({'a', '\n', '\t', 'b'}), "a\n\tb");
+  EXPECT_EQ(ByteTokenizer::decodeForDisplay({0x1B, '[', '2', 'J'}), "\xEF\xBF\xBD[2J")
+      << "ESC must not reach the terminal";
+  EXPECT_EQ(ByteTokenizer::decodeForDisplay({'x', 300}), "x\xEF\xBF\xBD");
+}
+
 TEST(ByteTokenizer, decode_rejects_ids_outside_the_byte_range) {
   EXPECT_THROW(ByteTokenizer::decode({104, 256}), ValueError);
   EXPECT_THROW(ByteTokenizer::decode({-1}), ValueError);
