@@ -18,41 +18,13 @@ warmup=${WARMUP:-10}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
-ncpu=$(nproc --all)
 port=$((29700 + RANDOM % 90))
 tunables="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-python=${PYTHON:-}
-if [ -z "$python" ]; then
-  venv=${VENV:-$build/bench-venv}
-  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import torch, numpy" 2>/dev/null; then
-    echo "gpt.bench: installing PyPI's torch and numpy into $venv (once; gigabytes)" >&2
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --upgrade pip
-    "$venv/bin/pip" install -q torch numpy
-  fi
-  python=$venv/bin/python
-fi
-
-run_ranks() {  # run_ranks WORLD CMD...: torchrun's variables, rank r on core r; prints rank 0's stdout
-  local world=$1
-  shift
-  local pids=() r
-  for ((r = world - 1; r >= 0; r--)); do
-    if [ "$r" -eq 0 ]; then
-      RANK=0 LOCAL_RANK=0 WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        taskset -c $((r % ncpu)) "$@" 2>/dev/null
-    else
-      RANK=$r LOCAL_RANK=$r WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        taskset -c $((r % ncpu)) "$@" >/dev/null 2>&1 &
-      pids+=($!)
-    fi
-  done
-  for p in "${pids[@]}"; do wait "$p"; done
-  port=$((port + 1))
-}
+source "$here/scripts/peer.sh"
+peer_python "$build" gpt.bench
 ours() {  # ours WORLD PRECISION: tokens/s from summary.json
   local out=$work/o$1-$2-$RANDOM
   run_ranks "$1" "$build/lockstep" train "$root/examples/configs/gpt_fortunes.yaml" --output-dir "$out" \

@@ -23,39 +23,11 @@ reps=${3:-3}
 warmup=${WARMUP:-20}
 here=$(cd "$(dirname "$0")" && pwd)
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
-ncpu=$(nproc --all)
 port=$((29900 + RANDOM % 90))
 tunables="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
 
-python=${PYTHON:-}
-if [ -z "$python" ]; then
-  venv=${VENV:-$build/bench-venv}
-  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import torch, numpy" 2>/dev/null; then
-    echo "precision.bench: installing PyPI's torch and numpy into $venv (once; gigabytes)" >&2
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --upgrade pip
-    "$venv/bin/pip" install -q torch numpy
-  fi
-  python=$venv/bin/python
-fi
-
-run_ranks() {  # run_ranks WORLD CMD...: WORLD ranks with torchrun's variables, rank r on core r; prints rank 0's stdout
-  local world=$1
-  shift
-  local pids=() r
-  for ((r = world - 1; r >= 0; r--)); do
-    if [ "$r" -eq 0 ]; then
-      RANK=0 LOCAL_RANK=0 WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        taskset -c $((r % ncpu)) "$@" 2>/dev/null
-    else
-      RANK=$r LOCAL_RANK=$r WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        taskset -c $((r % ncpu)) "$@" >/dev/null 2>&1 &
-      pids+=($!)
-    fi
-  done
-  for p in "${pids[@]}"; do wait "$p"; done
-  port=$((port + 1))
-}
+source "$here/scripts/peer.sh"
+peer_python "$build" precision.bench
 rate() { sed -n 's/.*samples_per_second=\([0-9.]*\).*/\1/p' | tail -n 1; }
 ours() {  # ours WORLD BATCH PRECISION
   run_ranks "$1" "$build/examples/train_fashion_mnist" --epochs 1 --max-steps "$steps" --warmup-steps "$warmup" \

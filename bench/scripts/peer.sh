@@ -1,0 +1,38 @@
+# Sourced by the side-by-side benchmarks: the PyTorch peer's interpreter and a torchrun-style rank
+# starter, one copy for all of them.
+#   peer_python BUILD_DIR NAME   sets $python: $PYTHON if given (e.g. /usr/bin/python3 for Debian's
+#                                1.13), else current PyTorch from PyPI in BUILD_DIR/bench-venv ($VENV),
+#                                installed on first use
+#   run_ranks WORLD CMD...       WORLD ranks with torchrun's variables, rank r pinned to core r; prints
+#                                rank 0's stdout. Uses and advances $port.
+peer_python() {
+  python=${PYTHON:-}
+  if [ -n "$python" ]; then return; fi
+  local venv=${VENV:-$1/bench-venv}
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import torch, numpy" 2>/dev/null; then
+    echo "$2: installing PyPI's torch and numpy into $venv (once; gigabytes)" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --upgrade pip
+    "$venv/bin/pip" install -q torch numpy
+  fi
+  python=$venv/bin/python
+}
+
+run_ranks() {
+  local world=$1
+  shift
+  local pids=() r ncpu
+  ncpu=$(nproc --all)
+  for ((r = world - 1; r >= 0; r--)); do
+    if [ "$r" -eq 0 ]; then
+      RANK=0 LOCAL_RANK=0 WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        taskset -c $((r % ncpu)) "$@" 2>/dev/null
+    else
+      RANK=$r LOCAL_RANK=$r WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        taskset -c $((r % ncpu)) "$@" >/dev/null 2>&1 &
+      pids+=($!)
+    fi
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  port=$((port + 1))
+}
