@@ -132,11 +132,11 @@ TEST(ZeroCheckpoint, each_rank_writes_its_elements_and_reads_back_only_its_own_o
   fs::remove_all(dir);
 }
 
-TEST(ZeroCheckpoint, a_save_that_fails_is_an_error_on_every_rank_and_keeps_latest) {
+TEST(ZeroCheckpoint, a_save_that_fails_on_rank_0_is_an_error_on_every_rank) {
   const std::string dir = scratch("fail");
   trainAndSave(2, 2, dir);  // ckpt-2, latest
   // The next save cannot make its temp directory (a file is in the way): every rank gets rank 0's
-  // error, none waits forever, and nothing changes under dir.
+  // error and none waits forever; the checkpoints already there stay.
   std::ofstream(dir + "/blocker") << "x";
   std::vector<std::string> errors(2);
   lockstep::testing::runThreadRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
