@@ -30,18 +30,17 @@ std::string scratch(const char* name) {
   return dir;
 }
 
-EngineOptions adamStage(int stage) {
-  EngineOptions o = adam();
+EngineOptions withStage(EngineOptions o, int stage) {
   o.zero_stage = stage;
   o.zero.reduce_bucket_size = 30;  // several buckets: a rank owns several runs
   return o;
 }
 
 // Two Adam steps on `world` ranks at `stage`, then a partitioned checkpoint of step 2 under dir.
-Saved trainAndSave(int world, int stage, const std::string& dir) {
+Saved trainAndSave(const EngineOptions& opt, int world, int stage, const std::string& dir) {
   Saved out;
   lockstep::testing::runThreadRanks(world, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
-    Engine engine(makeNet(7), adamStage(stage), worldOf(rank, world, pg));
+    Engine engine(makeNet(7), withStage(opt, stage), worldOf(rank, world, pg));
     for (int s = 0; s < 2;) {
       auto [x, y] = batch(s * world + rank, kRows);
       engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
@@ -70,9 +69,19 @@ void expectEqual(const Tensor& a, const Tensor& b, const std::string& what) {
 
 }  // namespace
 
-TEST(ZeroCheckpoint, each_rank_writes_its_elements_and_reads_back_only_its_own_on_another_world) {
-  const std::string dir = scratch("reshard");
-  const Saved saved = trainAndSave(2, 3, dir);
+// Adam (exp_avg, exp_avg_sq, step) and SGD with momentum (momentum_buffer).
+class ZeroCheckpoint : public ::testing::TestWithParam<const char*> {
+ protected:
+  EngineOptions optimizer() const { return std::string(GetParam()) == "Adam" ? adam() : sgd(); }
+  std::vector<const char*> buffers() const {
+    if (std::string(GetParam()) == "Adam") return {"exp_avg", "exp_avg_sq"};
+    return {"momentum_buffer"};
+  }
+};
+
+TEST_P(ZeroCheckpoint, each_rank_writes_its_elements_and_reads_back_only_its_own_on_another_world) {
+  const std::string dir = scratch(GetParam());
+  const Saved saved = trainAndSave(optimizer(), 2, 3, dir);
   ASSERT_EQ(saved.path, dir + "/ckpt-2");
   // Every parameter element is in exactly one of the two files, with Adam's two buffers.
   int64_t elements = 0;
@@ -84,6 +93,7 @@ TEST(ZeroCheckpoint, each_rank_writes_its_elements_and_reads_back_only_its_own_o
       if (name.find('/') == std::string::npos) elements += t.numel();
   }
   EXPECT_EQ(elements, 74);
+  EXPECT_EQ(saved.state.state.size(), 4 * (buffers().size() + (buffers().size() == 2)));  // + Adam's step
 
   const train::CheckpointData d = train::loadCheckpoint(saved.path);
   ASSERT_FALSE(d.zero.is_null());
@@ -99,12 +109,12 @@ TEST(ZeroCheckpoint, each_rank_writes_its_elements_and_reads_back_only_its_own_o
   // consolidated state; loaded, the ZeRO optimizer consolidates to the saved state bitwise.
   for (int stage : {1, 3}) {
     lockstep::testing::runThreadRanks(3, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
-      Engine engine(makeNet(8), adamStage(stage), worldOf(rank, 3, pg));
+      Engine engine(makeNet(8), withStage(optimizer(), stage), worldOf(rank, 3, pg));
       parallel::ZeroOptimizer& zero = *engine.zero();
       const nn::StateDict mine = train::ZeroCheckpointReader(d).partitionState(zero);
       int64_t held = 0;
       for (const auto& s : zero.ownedSegments()) {
-        for (const char* key : {"exp_avg", "exp_avg_sq"}) {
+        for (const char* key : buffers()) {
           const std::string k = std::to_string(s.param) + "." + key;
           const Tensor& full = saved.state.state.at(k);
           expectEqual(mine.at(k), full.contiguous().view({full.numel()}).narrow(0, s.param_offset, s.numel),
@@ -132,15 +142,17 @@ TEST(ZeroCheckpoint, each_rank_writes_its_elements_and_reads_back_only_its_own_o
   fs::remove_all(dir);
 }
 
-TEST(ZeroCheckpoint, a_save_that_fails_on_rank_0_is_an_error_on_every_rank) {
+INSTANTIATE_TEST_SUITE_P(Optimizers, ZeroCheckpoint, ::testing::Values("Adam", "SGD"));
+
+TEST(ZeroCheckpointSave, a_save_that_fails_on_rank_0_is_an_error_on_every_rank) {
   const std::string dir = scratch("fail");
-  trainAndSave(2, 2, dir);  // ckpt-2, latest
+  trainAndSave(adam(), 2, 2, dir);  // ckpt-2, latest
   // The next save cannot make its temp directory (a file is in the way): every rank gets rank 0's
   // error and none waits forever; the checkpoints already there stay.
   std::ofstream(dir + "/blocker") << "x";
   std::vector<std::string> errors(2);
   lockstep::testing::runThreadRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
-    Engine engine(makeNet(7), adamStage(2), worldOf(rank, 2, pg));
+    Engine engine(makeNet(7), withStage(adam(), 2), worldOf(rank, 2, pg));
     train::TrainingParts parts;
     parts.model = engine.model().get();
     parts.optimizer = engine.optimizer().get();
