@@ -376,7 +376,22 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
   return out;
 }
 
+std::vector<ZeroOptimizer::OwnedSegment> ZeroOptimizer::ownedSegments() const {
+  std::vector<OwnedSegment> out;
+  for (const Shard& s : shards_)
+    out.push_back({s.param, s.param_offset, s.numel, s.opt_index, s.var.tensor()});
+  return out;
+}
+
 void ZeroOptimizer::loadConsolidatedStateDict(const optim::OptimizerStateDict& state) {
+  loadStateDictPieces(state, false);
+}
+
+void ZeroOptimizer::loadPartitionStateDict(const optim::OptimizerStateDict& state) {
+  loadStateDictPieces(state, true);
+}
+
+void ZeroOptimizer::loadStateDictPieces(const optim::OptimizerStateDict& state, bool partition) {
   LOCKSTEP_ENFORCE(state.param_groups.size() == group_params_.size(), ValueError,
                    "ZeRO: the optimizer state has ", state.param_groups.size(),
                    " parameter groups, this optimizer ", group_params_.size());
@@ -397,6 +412,13 @@ void ZeroOptimizer::loadConsolidatedStateDict(const optim::OptimizerStateDict& s
       const std::string name = key.substr(prefix.size());
       if (name == "step") {
         osd.state.insert(to + name, t);
+        continue;
+      }
+      if (partition) {
+        LOCKSTEP_ENFORCE(t.numel() == s.numel, ValueError, "ZeRO: optimizer state '", key, "' has ",
+                         t.numel(), " elements, this rank's part of parameter '", names_[s.param], "' has ",
+                         s.numel);
+        osd.state.insert(to + name, t.contiguous().view({s.numel}));
         continue;
       }
       LOCKSTEP_ENFORCE(t.numel() == shapeNumel(shapes_[s.param]), ValueError, "ZeRO: optimizer state '", key,

@@ -129,6 +129,27 @@ class ZeroOptimizer {
   /// ValueError when the groups or sizes do not match.
   void loadConsolidatedStateDict(const optim::OptimizerStateDict& state);
 
+  /// A run of one parameter's elements that this rank owns (at most one per parameter): what a
+  /// partitioned checkpoint saves and loads (train/zero_checkpoint.h).
+  struct OwnedSegment {
+    size_t param = 0;          // index in the parameter order of consolidatedStateDict (DDP's)
+    int64_t param_offset = 0;  // first element within the parameter (flat)
+    int64_t numel = 0;
+    int64_t opt_index = 0;  // its state in optimizer()->stateDict() is "<opt_index>.<key>"
+    Tensor values;          // this rank's current elements (stage 3: the partition's own storage)
+  };
+  /// Not collective. This rank's segments, in partition order.
+  std::vector<OwnedSegment> ownedSegments() const;
+  /// Every parameter's name in the model, shape and the optimizer group's parameters, in the
+  /// order of consolidatedStateDict.
+  const std::vector<std::string>& parameterNames() const { return names_; }
+  const std::vector<Shape>& parameterShapes() const { return shapes_; }
+  const std::vector<std::vector<int64_t>>& groupParameters() const { return group_params_; }
+  /// Not collective. As loadConsolidatedStateDict, but each tensor "<parameter index>.<name>"
+  /// holds only this rank's elements of the parameter (ownedSegments()), or is a scalar ("step"):
+  /// what a partitioned checkpoint's loader reads. ValueError when the groups or sizes differ.
+  void loadPartitionStateDict(const optim::OptimizerStateDict& state);
+
   /// The wrapped optimizer (its groups now hold the shard variables).
   const std::shared_ptr<optim::Optimizer>& optimizer() const { return optimizer_; }
   const ZeroLayout& layout() const { return layout_; }
@@ -150,6 +171,7 @@ class ZeroOptimizer {
     int64_t opt_index = 0;  // in the optimizer's state dict
   };
   void pointShardGradients();
+  void loadStateDictPieces(const optim::OptimizerStateDict& state, bool partition);
   void allgatherParameters();
   /// full[p]: parameter p's elements (its dtype, contiguous), this rank's pieces filled in; fills
   /// in every other rank's pieces. Collective.

@@ -88,29 +88,33 @@ void saveSafetensors(const std::string& path, const NamedTensors& tensors,
   file::writeAtomic(path, encodeSafetensors(tensors, metadata));
 }
 
-SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& path) {
+uint64_t safetensorsHeaderLength(std::string_view first8, uint64_t file_size, const std::string& path) {
+  if (first8.size() < 8 || file_size < 8) {
+    throw IoError("corrupt safetensors file '" + path + "': only " + std::to_string(file_size) +
+                  " bytes, shorter than the 8-byte header length");
+  }
+  uint64_t hn = 0;
+  for (int i = 0; i < 8; ++i) hn |= static_cast<uint64_t>(static_cast<uint8_t>(first8[i])) << (8 * i);
+  if (hn > file_size - 8) {
+    throw IoError("corrupt safetensors file '" + path + "': header length " + std::to_string(hn) +
+                  " exceeds the file size " + std::to_string(file_size) + " (truncated?)");
+  }
+  return hn;
+}
+
+SafetensorsHeader parseSafetensorsHeader(std::string_view header_json, uint64_t data_size,
+                                         const std::string& path) {
   auto bad = [&](const std::string& what) {
     return IoError("corrupt safetensors file '" + path + "': " + what);
   };
-  if (bytes.size() < 8)
-    throw bad("only " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
-  uint64_t hn = 0;
-  for (int i = 0; i < 8; ++i) hn |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
-  if (hn > bytes.size() - 8) {
-    throw bad("header length " + std::to_string(hn) + " exceeds the file size " +
-              std::to_string(bytes.size()) + " (truncated?)");
-  }
   nlohmann::ordered_json header;
   try {
-    header = nlohmann::ordered_json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(hn));
+    header = nlohmann::ordered_json::parse(header_json.begin(), header_json.end());
   } catch (const nlohmann::json::exception& e) {
     throw bad(std::string("header is not valid JSON: ") + e.what());
   }
   if (!header.is_object()) throw bad("header is not a JSON object");
-  SafetensorsFile out;
-  out.path = path;
-  const uint64_t data_size = bytes.size() - 8 - hn;
-  const char* data = bytes.data() + 8 + hn;
+  SafetensorsHeader out;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
@@ -163,9 +167,7 @@ SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& p
         throw bad("tensor '" + name + "' ends at byte " + std::to_string(offs[1]) +
                   " past the data section's " + std::to_string(data_size) + " bytes (truncated?)");
       }
-      Tensor t = Tensor::empty(shape, dt);
-      if (want) std::memcpy(t.dataPtr(), data + offs[0], want);
-      out.tensors.emplace_back(name, std::move(t));
+      out.entries.push_back({name, dt, std::move(shape), offs[0], offs[1]});
       ranges.emplace_back(offs[0], offs[1]);
     } catch (const nlohmann::json::exception& e) {
       throw bad("tensor '" + name + "' has a malformed entry: " + e.what());
@@ -180,6 +182,22 @@ SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& p
   if (pos != data_size) {
     throw bad("the data section has " + std::to_string(data_size) + " bytes but tensors cover " +
               std::to_string(pos));
+  }
+  return out;
+}
+
+SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& path) {
+  const uint64_t hn = safetensorsHeaderLength(bytes, bytes.size(), path);
+  SafetensorsHeader header =
+      parseSafetensorsHeader(std::string_view(bytes).substr(8, hn), bytes.size() - 8 - hn, path);
+  SafetensorsFile out;
+  out.path = path;
+  out.metadata = std::move(header.metadata);
+  const char* data = bytes.data() + 8 + hn;
+  for (SafetensorsEntry& e : header.entries) {
+    Tensor t = Tensor::empty(e.shape, e.dtype);
+    if (e.end > e.begin) std::memcpy(t.dataPtr(), data + e.begin, e.end - e.begin);
+    out.tensors.emplace_back(std::move(e.name), std::move(t));
   }
   return out;
 }

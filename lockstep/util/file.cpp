@@ -78,8 +78,8 @@ void makeDirs(const std::string& path) {
   if (ec) throw IoError("cannot create directory '" + path + "': " + ec.message());
 }
 
-uint32_t crc32(std::string_view bytes) {
-  uLong c = ::crc32(0L, Z_NULL, 0);
+uint32_t crc32(std::string_view bytes, uint32_t start) {
+  uLong c = start;
   // zlib takes uInt lengths: feed large buffers in pieces.
   size_t off = 0;
   while (off < bytes.size()) {

@@ -15,7 +15,8 @@ std::string readAll(const std::string& path);
 bool exists(const std::string& path);
 /// mkdir -p; IoError naming the path on failure.
 void makeDirs(const std::string& path);
-/// CRC-32 (zlib's polynomial), for checksums recorded next to written files.
-uint32_t crc32(std::string_view bytes);
+/// CRC-32 (zlib's polynomial), for checksums recorded next to written files. `start`: the CRC-32
+/// of the bytes before these (0 for none), so that a file can be checked a piece at a time.
+uint32_t crc32(std::string_view bytes, uint32_t start = 0);
 
 }  // namespace lockstep::file
