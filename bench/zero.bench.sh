@@ -121,14 +121,25 @@ PY
       tail -n 8 "$dir/ds$stage.rss.err.0" | sed 's/^/    /'
       ds_sps=failed
     else
+      field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
+      for t in ds$stage ds${stage}t; do  # both runs, so that the tunables' cost in memory shows too
+        line=$(grep '^impl=deepspeed' "$dir/$t.out" || true)
+        if [ -z "$line" ]; then
+          echo "  deepspeed stage $stage, malloc tunables $([ "$t" = "ds$stage" ] && echo off || echo on): did not run"
+          continue
+        fi
+        echo "  deepspeed stage $stage, malloc tunables $([ "$t" = "ds$stage" ] && echo off || echo on):" \
+          "samples/s $(field samples_per_second "$line") (after $warmup warm-up steps; $(field samples_per_second_all "$line")" \
+          "over all steps); peak RSS per rank (MiB): $(peak_mib "$dir/$t.rss") (before the model:" \
+          "$(field start_rss_mib "$line" | tr , ' '))"
+      done
       tag=ds$stage
       [ "$pick" = tuned ] && tag=ds${stage}t
       line=$(grep '^impl=deepspeed' "$dir/$tag.out")
-      field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
-      ds_sps=$(field samples_per_second) ds_all=$(field samples_per_second_all)
+      ds_sps=$(field samples_per_second "$line") ds_all=$(field samples_per_second_all "$line")
       ds_rss=$(peak_mib "$dir/$tag.rss")
-      echo "  deepspeed stage $stage: samples/s $ds_sps (after $warmup warm-up steps; $ds_all over all steps);" \
-        "peak RSS per rank (MiB): $ds_rss (before the model: $(field start_rss_mib | tr , ' ')); malloc tunables: $([ "$pick" = tuned ] && echo on || echo off)"
+      echo "  deepspeed stage $stage counts the run with the tunables $([ "$pick" = tuned ] && echo on || echo off) (the faster);" \
+        "the tensors it holds after backward:"
       grep '^memory ' "$dir/$tag.out" | python3 -c "
 import sys
 out = []
@@ -147,7 +158,9 @@ done
 
 [ -n "$peer_error" ] && echo "DeepSpeed did not run: $peer_error"
 echo
-echo "side by side ($world ranks, Psi = $psi; MiB per rank listed rank 0 first; ratio = lockstep / deepspeed, rank 1's RSS):"
+echo "side by side ($world ranks, Psi = $psi; MiB per rank, rank 0 first; ratio = lockstep / deepspeed, of rank 1's RSS;"
+echo "deepspeed's samples/s and RSS from its faster run; formula = the issue's model states per rank; ls report ="
+echo "lockstep's memory report; ds states = DeepSpeed's parameters + fp32 master + gradients + optimizer states):"
 printf "%-6s %10s %10s %7s  %-11s %-11s %6s  %8s %-11s %-11s\n" stage "ls samp/s" "ds samp/s" ratio \
   "ls RSS" "ds RSS" ratio formula "ls report" "ds states"
 for stage in ${STAGES:-0 1 2 3}; do
