@@ -6,6 +6,8 @@
 #   PEER=0            lockstep alone (no DeepSpeed)
 #   HIDDEN, LAYERS    the MLP's width and depth (default 2304 x 10: 51.4M f32 parameters)
 #   WARMUP            DeepSpeed steps left out of its samples/s (default 2)
+#   S3_PREFETCH, S3_LIVE, S3_REUSE, S3_PERSIST  stage 3's gathering keys on both sides (default: one
+#                     layer prefetched, 1.2e7 live elements, no reuse, DeepSpeed's 1e5 persistence)
 #   DS_OPTIMIZER      config (default): the JSON's "optimizer" section, DeepSpeed's own Adam (on the CPU
 #                     accelerator its fused C++ Adam, JIT-compiled on first use: minutes); torch:
 #                     torch.optim.Adam handed to deepspeed.initialize
@@ -37,6 +39,9 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 source "$here/scripts/peer.sh"
 
+s3_prefetch=${S3_PREFETCH:-6e6} s3_live=${S3_LIVE:-1.2e7} s3_reuse=${S3_REUSE:-0} s3_persist=${S3_PERSIST:-1e5}
+s3_yaml="stage3_prefetch_bucket_size: $s3_prefetch, stage3_max_live_parameters: $s3_live, stage3_max_reuse_distance: $s3_reuse, stage3_param_persistence_threshold: $s3_persist"
+s3_json="{\"stage3_prefetch_bucket_size\": $s3_prefetch, \"stage3_max_live_parameters\": $s3_live, \"stage3_max_reuse_distance\": $s3_reuse, \"stage3_param_persistence_threshold\": $s3_persist}"
 psi=$((features * hidden + hidden + (layers - 1) * (hidden * hidden + hidden) + hidden * classes + classes))
 hidden_list=$(printf "%s, " $(for ((i = 0; i < layers; i++)); do echo "$hidden"; done))
 cat > "$dir/deep.yaml" <<YAML
@@ -46,7 +51,7 @@ train_micro_batch_size_per_gpu: $micro
 optimizer: {type: Adam, params: {lr: 0.0001}}
 max_steps: $steps
 steps_per_print: 4
-zero_optimization: {reduce_bucket_size: $bucket, allgather_bucket_size: $bucket}
+zero_optimization: {reduce_bucket_size: $bucket, allgather_bucket_size: $bucket, $s3_yaml}
 YAML
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc --all) cores; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "model: MLP $features -> ${layers} x $hidden -> $classes, Psi = $psi parameters (f32, Adam), $world ranks, micro-batch $micro, $steps steps"
@@ -75,7 +80,7 @@ peer_run() {  # peer_run STAGE TAG TUNABLES: one DeepSpeed run; its rank-0 lines
   GLIBC_TUNABLES=$3 run_ranks "$world" python3 "$here/scripts/peak_rss.py" "$dir/$2.rss" timeout 1200 "$python" \
     "$here/scripts/deepspeed_zero.py" --stage "$1" --hidden "$hidden" --layers "$layers" --in-features "$features" \
     --classes "$classes" --micro-batch "$micro" --bucket "$bucket" --steps "$steps" --warmup-steps "$warmup" \
-    --optimizer "${DS_OPTIMIZER:-config}" >"$dir/$2.out" || true
+    --optimizer "${DS_OPTIMIZER:-config}" --stage3-json "$s3_json" >"$dir/$2.out" || true
 }
 
 declare -A row

@@ -18,6 +18,7 @@ module's parameters (stage 3: the rank's partitions), the optimizer's fp32 maste
 one even for f32 training), gradients (the .grad of both), the inner optimizer's states, and other
 (reduce buckets, flat buffers not reachable from those)."""
 import argparse
+import json
 import gc
 import os
 import resource
@@ -136,6 +137,7 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup-steps", type=int, default=2)
     ap.add_argument("--optimizer", choices=["config", "torch"], default="config")
+    ap.add_argument("--stage3-json", default="{}", help="stage 3's zero_optimization keys, as JSON")
     args = ap.parse_args()
 
     import deepspeed
@@ -154,6 +156,7 @@ def main():
             "stage": args.stage,
             "reduce_bucket_size": int(args.bucket),
             "allgather_bucket_size": int(args.bucket),
+            **{k: int(v) for k, v in json.loads(args.stage3_json).items()},
         },
         "zero_allow_untested_optimizer": True,
     }
