@@ -4,6 +4,7 @@
 #   bench/zero.bench.sh [BUILD_DIR] [STEPS]
 #   STAGES="0 3"      some stages only
 #   PEER=0            lockstep alone (no DeepSpeed)
+#   WORLD             ranks (default 2; more ranks than cores share them)
 #   HIDDEN, LAYERS    the MLP's width and depth (default 2304 x 10: 51.4M f32 parameters)
 #   WARMUP            DeepSpeed steps left out of its samples/s (default 2)
 #   S3_PREFETCH, S3_LIVE, S3_REUSE, S3_PERSIST  stage 3's gathering keys on both sides (default: one
@@ -31,7 +32,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 hidden=${HIDDEN:-2304}
 layers=${LAYERS:-10}
 warmup=${WARMUP:-2}
-features=1536 classes=10 micro=32 bucket=5e6 world=2
+features=1536 classes=10 micro=32 bucket=5e6 world=${WORLD:-2}
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1 DS_ACCELERATOR=cpu
 port=$((29600 + RANDOM % 90))
 tunables="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"

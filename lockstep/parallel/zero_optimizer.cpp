@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "lockstep/kernels/finite.h"
+#include "lockstep/tensor/allocator.h"
 #include "lockstep/optim/clip_grad.h"
 #include "lockstep/parallel/bucket_assignment.h"
 #include "lockstep/parallel/model_sync.h"
@@ -143,6 +144,9 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
     gather_recv_ = Tensor::zeros({block * world_}, params_.front().dtype());
   }
   for (const Variable& p : params_) shapes_.push_back(p.shape());
+  // Stage 3: the whole parameters the model was built with are freed now; hand their bytes back to
+  // the system rather than keep a whole model's worth cached for gathers that need a layer's.
+  if (coordinator_) CachingAllocator::instance().emptyCache();
 }
 
 ZeroOptimizer::~ZeroOptimizer() = default;

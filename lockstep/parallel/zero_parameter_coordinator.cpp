@@ -250,8 +250,13 @@ void ZeroParameterCoordinator::beginStep() {
 
 void ZeroParameterCoordinator::gatherAll() {
   if (mode_ == Mode::all) return;
-  for (size_t b = 0; b < state_.size(); ++b) launch(b);
-  for (size_t b = 0; b < state_.size(); ++b) complete(b);
+  // One bucket in flight ahead of the one being copied out: receive buffers for two buckets at
+  // most, not for the whole model.
+  if (!state_.empty()) launch(0);
+  for (size_t b = 0; b < state_.size(); ++b) {
+    if (b + 1 < state_.size()) launch(b + 1);
+    complete(b);
+  }
   mode_ = Mode::all;
 }
 

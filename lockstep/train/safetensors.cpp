@@ -54,8 +54,10 @@ const Tensor& SafetensorsFile::at(const std::string& name) const {
   throw IoError("safetensors file '" + path + "' has no tensor named '" + name + "'");
 }
 
-std::string encodeSafetensors(const NamedTensors& tensors,
-                              const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// The 8-byte length and the JSON header of tensors (data section aligned to 8 bytes).
+std::string encodeHeader(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
@@ -74,18 +76,39 @@ std::string encodeSafetensors(const NamedTensors& tensors,
   std::string out(8, '\0');
   uint64_t hn = h.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((hn >> (8 * i)) & 0xff);
-  out += h;
-  out.reserve(out.size() + offset);
-  for (const auto& [name, t] : tensors) {
-    Tensor c = t.contiguous();
-    out.append(static_cast<const char*>(c.numel() ? c.dataPtr() : nullptr), c.nbytes());
-  }
+  return out + h;
+}
+
+std::string_view bytesOf(const Tensor& c) {
+  return {static_cast<const char*>(c.numel() ? c.dataPtr() : nullptr), c.nbytes()};
+}
+
+}  // namespace
+
+std::string encodeSafetensors(const NamedTensors& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  std::string out = encodeHeader(tensors, metadata);
+  size_t data = 0;
+  for (const auto& [name, t] : tensors) data += t.nbytes();
+  out.reserve(out.size() + data);
+  for (const auto& [name, t] : tensors) out.append(bytesOf(t.contiguous()));
   return out;
 }
 
-void saveSafetensors(const std::string& path, const NamedTensors& tensors,
-                     const std::map<std::string, std::string>& metadata) {
-  file::writeAtomic(path, encodeSafetensors(tensors, metadata));
+WrittenFile saveSafetensors(const std::string& path, const NamedTensors& tensors,
+                            const std::map<std::string, std::string>& metadata) {
+  const std::string header = encodeHeader(tensors, metadata);
+  std::vector<Tensor> data;  // contiguous (copies only of non-contiguous tensors), alive until written
+  std::vector<std::string_view> pieces = {header};
+  WrittenFile w{header.size(), file::crc32(header)};
+  for (const auto& [name, t] : tensors) {
+    data.push_back(t.contiguous());
+    pieces.push_back(bytesOf(data.back()));
+    w.bytes += pieces.back().size();
+    w.crc32 = file::crc32(pieces.back(), w.crc32);
+  }
+  file::writeAtomic(path, pieces);
+  return w;
 }
 
 uint64_t safetensorsHeaderLength(std::string_view first8, uint64_t file_size, const std::string& path) {

@@ -27,9 +27,15 @@ struct SafetensorsFile {
 /// Serialises tensors (any strides; written row-major) and metadata to bytes.
 std::string encodeSafetensors(const NamedTensors& tensors,
                               const std::map<std::string, std::string>& metadata = {});
-/// Writes atomically (temp file, fsync, rename).
-void saveSafetensors(const std::string& path, const NamedTensors& tensors,
-                     const std::map<std::string, std::string>& metadata = {});
+/// What saveSafetensors wrote: its size and CRC-32 (a checkpoint manifest's record).
+struct WrittenFile {
+  uint64_t bytes = 0;
+  uint32_t crc32 = 0;
+};
+/// Writes atomically (temp file, fsync, rename), each tensor's bytes straight from its storage
+/// (a non-contiguous one is copied first): no copy of the whole file in memory.
+WrittenFile saveSafetensors(const std::string& path, const NamedTensors& tensors,
+                            const std::map<std::string, std::string>& metadata = {});
 /// Parses and validates (header length, JSON, dtypes, shapes vs byte ranges, bounds, overlaps);
 /// every problem is an IoError naming `path` and what is wrong.
 /// One tensor of a header: offsets relative to the data section (after the 8 + N header bytes).

@@ -262,10 +262,16 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     last_saved = engine.globalSteps();
     checkpoint_seconds += since(t);
   };
+  // Stage 3 evaluates as it trains: each layer gathered for its forward alone (collective).
+  auto evaluate_gathering_layers = [&](const std::shared_ptr<data::Dataset>& ds) {
+    if (engine.zero() && !engine.zero()->parametersGathered()) engine.zero()->beginStep();
+    EvalResult v = evaluate(net, ds, dist.group.get(), rank, world);
+    if (engine.zero()) engine.zero()->releaseParameters();
+    return v;
+  };
   auto validate = [&](const std::shared_ptr<data::Dataset>& ds) {
     const auto t = Clock::now();
-    gather_parameters();
-    EvalResult v = evaluate(net, ds, dist.group.get(), rank, world);
+    EvalResult v = evaluate_gathering_layers(ds);
     eval_seconds += since(t);
     return v;
   };
@@ -401,11 +407,11 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
       s.ddp_timings.push_back(nlohmann::json::parse(r).get<parallel::ReducerTimings>());
     }
   }
-  gather_parameters();
   // Language data tests on its validation windows: a validation of these very weights is reused.
   EvalResult t = data.test == data.val && last_val_step == engine.globalSteps()
                      ? last_val
-                     : evaluate(net, data.test, dist.group.get(), rank, world);
+                     : evaluate_gathering_layers(data.test);
+  gather_parameters();  // the whole weights for the samples and model.safetensors
   s.test_loss = t.loss;
   s.test_accuracy = t.accuracy;
   if (language_model) {

@@ -29,7 +29,7 @@ std::string rankFileName(int rank, int world) {
 
 // Rank `rank`'s partition file: per owned segment, "<name>@<offset>" (the parameter's elements)
 // and "<name>@<offset>/<key>" (each optimizer state buffer's, "step" a scalar), and the map.
-std::string encodePartition(const parallel::ZeroOptimizer& zero, int rank, int world) {
+WrittenFile writePartition(const std::string& path, const parallel::ZeroOptimizer& zero, int rank, int world) {
   const optim::OptimizerStateDict osd = zero.optimizer()->stateDict();
   NamedTensors tensors;
   nlohmann::json segments = nlohmann::json::array();
@@ -54,7 +54,7 @@ std::string encodePartition(const parallel::ZeroOptimizer& zero, int rank, int w
                         {"numel", s.numel},
                         {"state", keys}});
   }
-  return encodeSafetensors(tensors, {{"format", kPartitionFormat},
+  return saveSafetensors(path, tensors, {{"format", kPartitionFormat},
                                      {"rank", std::to_string(rank)},
                                      {"world_size", std::to_string(world)},
                                      {"stage", std::to_string(zero.stage())},
@@ -92,9 +92,8 @@ std::string saveZeroCheckpoint(const std::string& dir, const CheckpointData& rep
   const std::string name = rankFileName(rank, world);
   nlohmann::json mine = {{"name", name}};
   try {
-    const std::string bytes = encodePartition(zero, rank, world);
-    file::writeAtomic(tmp + "/" + name, bytes);
-    mine["record"] = checkpointFileRecord(bytes);
+    const WrittenFile w = writePartition(tmp + "/" + name, zero, rank, world);
+    mine["record"] = {{"bytes", w.bytes}, {"crc32", w.crc32}};
   } catch (const Error& e) {
     mine["error"] = "rank " + std::to_string(rank) + " could not write its checkpoint partition: " + e.what();
   }
