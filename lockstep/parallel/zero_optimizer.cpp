@@ -9,12 +9,12 @@
 #include <unordered_map>
 
 #include "lockstep/kernels/finite.h"
-#include "lockstep/tensor/allocator.h"
 #include "lockstep/optim/clip_grad.h"
 #include "lockstep/parallel/bucket_assignment.h"
 #include "lockstep/parallel/model_sync.h"
 #include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/parallel/zero_parameter_coordinator.h"
+#include "lockstep/tensor/allocator.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::parallel {

@@ -198,13 +198,16 @@ std::string commitCheckpoint(const std::string& dir, const std::string& tmp, int
 std::string saveCheckpoint(const std::string& dir, const CheckpointData& data,
                            const CheckpointOptions& opts) {
   const std::string tmp = makeCheckpointTempDir(dir, data.step, std::to_string(::getpid()));
-  const std::string contents[] = {
-      encodeSafetensors(data.model, {{"format", "pt"}}), encodeSafetensors(data.optimizer),
-      nlohmann::json{{"step", data.step}, {"state", data.state}}.dump(2), data.config.dump(2)};
+  // The tensors stream from their storage into the files (no file-sized copy in memory).
+  auto record = [](const WrittenFile& w) { return nlohmann::json{{"bytes", w.bytes}, {"crc32", w.crc32}}; };
   nlohmann::json files = nlohmann::json::object();
-  for (size_t i = 0; i < std::size(kFiles); ++i) {
-    file::writeAtomic(tmp + "/" + kFiles[i], contents[i]);
-    files[kFiles[i]] = checkpointFileRecord(contents[i]);
+  files[kFiles[0]] = record(saveSafetensors(tmp + "/" + kFiles[0], data.model, {{"format", "pt"}}));
+  files[kFiles[1]] = record(saveSafetensors(tmp + "/" + kFiles[1], data.optimizer));
+  const std::string texts[] = {nlohmann::json{{"step", data.step}, {"state", data.state}}.dump(2),
+                               data.config.dump(2)};
+  for (size_t i = 0; i < std::size(texts); ++i) {
+    file::writeAtomic(tmp + "/" + kFiles[2 + i], texts[i]);
+    files[kFiles[2 + i]] = checkpointFileRecord(texts[i]);
   }
   return commitCheckpoint(dir, tmp, data.step, data.identity, files, nlohmann::json::object(), opts);
 }

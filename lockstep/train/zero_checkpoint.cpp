@@ -29,7 +29,8 @@ std::string rankFileName(int rank, int world) {
 
 // Rank `rank`'s partition file: per owned segment, "<name>@<offset>" (the parameter's elements)
 // and "<name>@<offset>/<key>" (each optimizer state buffer's, "step" a scalar), and the map.
-WrittenFile writePartition(const std::string& path, const parallel::ZeroOptimizer& zero, int rank, int world) {
+WrittenFile writePartition(const std::string& path, const parallel::ZeroOptimizer& zero, int rank,
+                           int world) {
   const optim::OptimizerStateDict osd = zero.optimizer()->stateDict();
   NamedTensors tensors;
   nlohmann::json segments = nlohmann::json::array();
@@ -54,12 +55,13 @@ WrittenFile writePartition(const std::string& path, const parallel::ZeroOptimize
                         {"numel", s.numel},
                         {"state", keys}});
   }
-  return saveSafetensors(path, tensors, {{"format", kPartitionFormat},
-                                     {"rank", std::to_string(rank)},
-                                     {"world_size", std::to_string(world)},
-                                     {"stage", std::to_string(zero.stage())},
-                                     {"parameters", std::to_string(zero.parameterNames().size())},
-                                     {"segments", segments.dump()}});
+  return saveSafetensors(path, tensors,
+                         {{"format", kPartitionFormat},
+                          {"rank", std::to_string(rank)},
+                          {"world_size", std::to_string(world)},
+                          {"stage", std::to_string(zero.stage())},
+                          {"parameters", std::to_string(zero.parameterNames().size())},
+                          {"segments", segments.dump()}});
 }
 
 // Rank 0's string (a path, or an error) on every rank; an error becomes an IoError everywhere.
