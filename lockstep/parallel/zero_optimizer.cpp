@@ -29,6 +29,7 @@ void validateZeroOptions(const ZeroOptions& o) {
   LOCKSTEP_ENFORCE(o.allgather_bucket_size >= 1, ValueError,
                    "zero_optimization.allgather_bucket_size=", o.allgather_bucket_size,
                    " must be a positive number of elements");
+  validateNvmeOffloadOptions(o.offload_optimizer);
 }
 
 ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimizer> optimizer,
@@ -118,6 +119,13 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   group_params_.resize(groups.size());
   for (size_t p = 0; p < params_.size(); ++p) group_params_[group_of[p]].push_back(static_cast<int64_t>(p));
   group_of_ = group_of;
+  if (!options_.offload_optimizer.nvme_path.empty()) {
+    std::vector<ZeroNvmeOffload::Shard> offloaded;
+    for (const Shard& s : shards_) offloaded.push_back({s.var, group_of[s.param], s.opt_index});
+    offload_ = std::make_unique<ZeroNvmeOffload>(optimizer_, std::move(offloaded),
+                                                 params_.empty() ? DType::f32 : params_.front().dtype(),
+                                                 rank_, options_.offload_optimizer);
+  }
   if (options_.stage >= 2)
     reducer_ = std::make_unique<ZeroGradReducer>(params_, names_, layout_, group_, options_.overlap_comm,
                                                  options_.reduce_scatter);
@@ -155,7 +163,11 @@ void ZeroOptimizer::pointShardGradients() {
 
 void ZeroOptimizer::step() {
   pointShardGradients();
-  optimizer_->step();
+  if (offload_) {
+    offload_->step();  // streams the states through the swap file, a sub-group at a time
+  } else {
+    optimizer_->step();
+  }
   if (options_.stage == 3) {
     releaseParameters();  // stale now; the next forward gathers the stepped values
   } else {
@@ -299,7 +311,8 @@ ModelStateBytes ZeroOptimizer::memory() const {
   for (const Variable& p : params_) m.parameters += static_cast<int64_t>(p.tensor().nbytes());
   m.gradients = reducer_ ? static_cast<int64_t>(reducer_->pieceBytes()) : m.parameters;
   for (const Tensor& t : param_pieces_) m.parameters += static_cast<int64_t>(t.nbytes());
-  m.optimizer_states = optimizerStateBytes(*optimizer_);
+  // With NVMe offload, what the states take in memory: the swap buffers.
+  m.optimizer_states = offload_ ? offload_->memoryBytes() : optimizerStateBytes(*optimizer_);
   return m;
 }
 
@@ -311,7 +324,7 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
   LOCKSTEP_ENFORCE(root >= -1 && root < world_, ValueError, "consolidatedStateDict: root ", root,
                    " is not a rank of ", world_);
   const bool receives = root < 0 || root == rank_;
-  const optim::OptimizerStateDict mine = optimizer_->stateDict();
+  const optim::OptimizerStateDict mine = offload_ ? offload_->stateDict() : optimizer_->stateDict();
   // The buffer names every rank holds (a rank with no elements holds none): the same list everywhere.
   std::set<std::string> keys;
   std::vector<double> steps(params_.size(), 0.0);
@@ -406,7 +419,11 @@ void ZeroOptimizer::loadConsolidatedStateDict(const optim::OptimizerStateDict& s
       osd.state.insert(to + name, t.contiguous().view({t.numel()}).narrow(0, s.param_offset, s.numel));
     }
   }
-  optimizer_->loadStateDict(osd);
+  if (offload_) {
+    offload_->loadStateDict(osd);
+  } else {
+    optimizer_->loadStateDict(osd);
+  }
 }
 
 }  // namespace lockstep::parallel

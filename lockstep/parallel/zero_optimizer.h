@@ -33,6 +33,7 @@
 #include "lockstep/optim/optimizer.h"
 #include "lockstep/parallel/memory_report.h"
 #include "lockstep/parallel/zero_grad_reducer.h"
+#include "lockstep/parallel/zero_nvme_offload.h"
 #include "lockstep/parallel/zero_partition.h"
 
 namespace lockstep::parallel {
@@ -57,6 +58,9 @@ struct ZeroOptions {
   /// Gather the updated parameters with allgather (true) or with one broadcast per rank
   /// (DeepSpeed's allgather_partitions: false).
   bool allgather_partitions = true;
+  /// offload_optimizer with device nvme: the partition's optimizer states live in a swap file
+  /// under nvme_path between steps (zero_nvme_offload.h). Empty nvme_path: in memory.
+  NvmeOffloadOptions offload_optimizer{};
 };
 
 /// ValueError naming the field. Pure.
@@ -114,6 +118,8 @@ class ZeroOptimizer {
   /// The wrapped optimizer (its groups now hold the shard variables).
   const std::shared_ptr<optim::Optimizer>& optimizer() const { return optimizer_; }
   const ZeroLayout& layout() const { return layout_; }
+  /// The NVMe offload of the optimizer states (options.offload_optimizer), or nullptr.
+  const ZeroNvmeOffload* nvmeOffload() const { return offload_.get(); }
   int stage() const { return options_.stage; }
   /// This rank's model-state bytes: parameters (all; stage 3: the partition, plus the whole
   /// parameters while they are gathered), gradients (all, or the partition with stage 2 and 3), optimizer
@@ -153,6 +159,7 @@ class ZeroOptimizer {
   std::vector<size_t> group_of_;                    // parameter -> optimizer group
   std::vector<std::vector<int64_t>> group_params_;  // group -> parameter indices
   std::unique_ptr<ZeroGradReducer> reducer_;
+  std::unique_ptr<ZeroNvmeOffload> offload_;  // offload_optimizer device nvme
   Tensor gather_send_, gather_recv_;
   // Stage 3: this rank's piece of each bucket's parameters (the shards are views of these), the
   // parameters' shapes, and whether the model's parameters hold their whole values now.
