@@ -7,24 +7,38 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 
 #include "lockstep/autograd.h"
 #include "lockstep/nn.h"
 #include "lockstep/parallel.h"
+#include "lockstep/tensor/allocator.h"
 
 using namespace lockstep;
 
 namespace {
 
 // This process's peak resident set (VmHWM) in MiB: the kernel's own high-water mark.
-int64_t peakRssMiB() {
+int64_t statusMiB(const char* key) {
   std::ifstream in("/proc/self/status");
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) / 1024;
+    if (line.rfind(key, 0) == 0) return std::stoll(line.substr(std::strlen(key))) / 1024;
   }
   return -1;
+}
+
+// Where the memory is: the process's resident and peak resident sets, and lockstep's caching
+// allocator (tensors in use, freed blocks it keeps for reuse, its peak in use).
+void memoryLine(int rank, const char* when) {
+  const AllocatorStats a = CachingAllocator::instance().stats();
+  std::printf(
+      "rank %d memory %s: RSS %lld MiB (peak %lld MiB); tensors in use %zu MiB, cached %zu MiB, peak in use "
+      "%zu MiB\n",
+      rank, when, static_cast<long long>(statusMiB("VmRSS:")), static_cast<long long>(statusMiB("VmHWM:")),
+      a.bytes_in_use >> 20, a.bytes_cached >> 20, a.peak_bytes_in_use >> 20);
+  std::fflush(stdout);
 }
 
 double seconds(std::chrono::steady_clock::time_point t) {
@@ -91,7 +105,7 @@ int main(int argc, char** argv) {
         static_cast<long long>(off->subGroups()), static_cast<long long>(off->residentSubGroups()),
         off->memoryBytes() / 1e9);
   }
-  std::fflush(stdout);
+  memoryLine(rank, "after setup");
   Tensor x = Tensor::empty({batch, in});
   Generator(100 + rank).uniform(x, -1, 1);
   Tensor y = Tensor::zeros({batch}, DType::i64);
@@ -110,8 +124,7 @@ int main(int argc, char** argv) {
         "rank %d step %lld: %.2f s (forward+backward %.2f s, optimizer step %.2f s); swap read %.2f GB, "
         "written %.2f GB in the step: %.2f GB/s\n",
         rank, static_cast<long long>(s + 1), fb + st, fb, st, r / 1e9, w / 1e9, (r + w) / 1e9 / st);
-    std::fflush(stdout);
+    memoryLine(rank, ("after step " + std::to_string(s + 1)).c_str());
   }
-  std::printf("rank %d: peak RSS %lld MiB\n", rank, static_cast<long long>(peakRssMiB()));
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "lockstep/tensor/allocator.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::parallel {
@@ -117,13 +118,26 @@ void ZeroNvmeOffload::step() {
   }
   const int64_t n = subGroups();
   const size_t resident = slots_.size();
+  auto states = [&](int64_t k) {
+    size_t count = 0;
+    for (size_t pi : groups_[k].pieces) count += pieces_[pi].names.size();
+    return count;
+  };
   for (int64_t k = 0; k < n; ++k) {
     Slot& slot = slots_[k % resident];
     load(k, slot);
     if (options_.pipeline_read && resident > 1 && k + 1 < n) load(k + 1, slots_[(k + 1) % resident]);
     waitReads(slot);
     waitWrites(slot);  // k's own last write (it stayed in memory): the step must not race it
+    const size_t before = states(k);
     stepGroup(k, slot);
+    if (states(k) != before) {
+      // The step created k's states (the first step does): the optimizer's tensors, copied into
+      // the swap buffer and freed, would stay in the caching allocator in as many size classes
+      // as the pieces have sizes, never asked for again: give them back at once, or the first
+      // step would hold the whole partition's states after all.
+      CachingAllocator::instance().emptyCache();
+    }
     for (size_t j = 0; j < groups_[k].regions; ++j)
       slot.writes.push_back(file_->write(fileOffset(k, j), region(slot, j), regionIoBytes(k)));
     if (!options_.pipeline_write) waitWrites(slot);
