@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -122,9 +123,22 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   if (!options_.offload_optimizer.nvme_path.empty()) {
     std::vector<ZeroNvmeOffload::Shard> offloaded;
     for (const Shard& s : shards_) offloaded.push_back({s.var, group_of[s.param], s.opt_index});
-    offload_ = std::make_unique<ZeroNvmeOffload>(optimizer_, std::move(offloaded),
-                                                 params_.empty() ? DType::f32 : params_.front().dtype(),
-                                                 rank_, options_.offload_optimizer);
+    std::exception_ptr failed;
+    try {
+      offload_ = std::make_unique<ZeroNvmeOffload>(optimizer_, std::move(offloaded),
+                                                   params_.empty() ? DType::f32 : params_.front().dtype(),
+                                                   rank_, options_.offload_optimizer);
+    } catch (const Error&) {
+      failed = std::current_exception();
+    }
+    // Every rank learns whether any could not create its swap file (a full or missing disk on one
+    // node), rather than the others waiting for it at the first collective.
+    double any = failed ? 1.0 : 0.0;
+    if (group_ && world_ > 1) any = allreduceScalar(*group_, any, comm::ReduceOp::max);
+    if (failed) std::rethrow_exception(failed);
+    LOCKSTEP_ENFORCE(any == 0.0, IoError,
+                     "ZeRO NVMe offload: another rank could not create its swap file under ",
+                     options_.offload_optimizer.nvme_path, " (its log says why)");
   }
   if (options_.stage >= 2)
     reducer_ = std::make_unique<ZeroGradReducer>(params_, names_, layout_, group_, options_.overlap_comm,

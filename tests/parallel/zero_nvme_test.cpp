@@ -115,6 +115,23 @@ TEST(ZeroNvme, offload_reaches_the_parameters_of_no_offload_bitwise) {
   }
 }
 
+TEST(ZeroNvme, mixed_precision_clipping_and_accumulation_match_no_offload_bitwise) {
+  // fp16 brings the dynamic loss scaler, whose overflow steps are skipped (no optimizer step, so
+  // the files stay as they were); clipping and accumulation act on the gradients before the step.
+  ScratchDir dir;
+  for (const char* precision : {"bf16", "fp16"}) {
+    EngineOptions o = adam();
+    o.precision = precision;
+    o.gradient_clipping = 0.5;
+    o.gradient_accumulation_steps = 2;
+    o.zero_stage = 2;
+    const auto plain = train(2, o);
+    const auto nvme = train(2, withNvme(o, dir.path, 4, true, true));
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(nvme[r], plain[r]) << precision << " rank " << r;
+  }
+  EXPECT_TRUE(dir.empty());
+}
+
 TEST(ZeroNvme, state_comes_back_from_the_files_and_resumes_alike) {
   ScratchDir dir;
   EngineOptions plain = adam();
@@ -160,5 +177,19 @@ TEST(ZeroNvme, bad_settings_are_errors_naming_them) {
   zero_sub.zero.offload_optimizer.sub_group_size = 0;
   e = errorOf(zero_sub);
   EXPECT_NE(e.find("zero_optimization.sub_group_size=0 must be a positive number"), std::string::npos) << e;
+  // One rank's directory is unusable: it says why, the other says so instead of waiting for it.
+  std::vector<std::string> errors(2);
+  lockstep::testing::runThreadRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    try {
+      Engine engine(makeNet(7),
+                    withNvme(o, rank == 0 ? "/nonexistent-lockstep-nvme" : dir.path, 4, false, false),
+                    worldOf(rank, 2, pg));
+    } catch (const IoError& e) {
+      errors[rank] = e.what();
+    }
+  });
+  EXPECT_NE(errors[0].find("cannot create a swap file in '/nonexistent-lockstep-nvme'"), std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("another rank could not create its swap file"), std::string::npos) << errors[1];
   EXPECT_TRUE(dir.empty());
 }
