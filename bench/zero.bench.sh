@@ -1,62 +1,182 @@
 #!/usr/bin/env bash
-# ZeRO stages 0 (DDP), 1, 2 and 3 side by side through `lockstep train`: samples/s, each rank's
-# model-state bytes from the memory report, and each rank's peak RSS (VmRSS polled every 50 ms).
-#   bench/zero.bench.sh [BUILD_DIR] [STEPS]     (STAGES="0 3" to run some stages only)
-# The model is an MLP of 10 hidden layers of 1536 (23.6M f32 parameters, Adam), 2 ranks, buckets
-# of 5e6 elements. Rank 0 also writes the checkpoints (the whole optimizer state, gathered), so
-# rank 1's peak is the one that shows what the stages keep while training. DeepSpeed itself is not
-# run here (no DeepSpeed install on this machine).
+# ZeRO stages 0 (DDP), 1, 2 and 3 side by side: `lockstep train` against DeepSpeed itself (PyPI, its
+# CPU accelerator over gloo) on the same model, data, micro-batch, Adam, steps and bucket sizes.
+#   bench/zero.bench.sh [BUILD_DIR] [STEPS]
+#   STAGES="0 3"      some stages only
+#   PEER=0            lockstep alone (no DeepSpeed)
+#   WORLD             ranks (default 2; more ranks than cores share them)
+#   HIDDEN, LAYERS    the MLP's width and depth (default 2304 x 10: 51.4M f32 parameters)
+#   WARMUP            DeepSpeed steps left out of its samples/s (default 2)
+#   S3_PREFETCH, S3_LIVE, S3_REUSE, S3_PERSIST  stage 3's gathering keys on both sides (default: one
+#                     layer prefetched, 1.2e7 live elements, no reuse, DeepSpeed's 1e5 persistence)
+#   DS_OPTIMIZER      config (default): the JSON's "optimizer" section, DeepSpeed's own Adam (on the CPU
+#                     accelerator its fused C++ Adam, JIT-compiled on first use: minutes); torch:
+#                     torch.optim.Adam handed to deepspeed.initialize
+# The model: an MLP on 1536 synthetic features, LAYERS hidden layers of HIDDEN (ReLU), 10 classes; 2
+# ranks, micro-batch 32 per rank, Adam (lr 1e-4), buckets of 5e6 elements, one thread and one core per
+# rank (taskset, bench/scripts/peer.sh). Per stage it prints lockstep's samples/s, each rank's peak RSS
+# and memory report, the issue's formula for the model states per rank (Adam, f32, N = 2: DDP 16 Psi,
+# stage 1 8 Psi + 8 Psi/N, stage 2 4 Psi + 12 Psi/N, stage 3 16 Psi/N), then DeepSpeed's samples/s,
+# peak RSS per rank and the tensors it holds after backward (bench/scripts/deepspeed_zero.py), and at the
+# end one table with the ratios. Peak RSS is each rank process's kernel high-water mark (getrusage,
+# bench/scripts/peak_rss.py). lockstep's samples/s is summary.json's (the whole run, first step
+# included); DeepSpeed's leaves out its first WARMUP steps: the peer gets the better deal. DeepSpeed runs
+# without and with the glibc malloc tunables; the faster counts. lockstep's rank 0 also writes the
+# checkpoint (the whole optimizer state, gathered), so its rank 1 is the one that shows what the stages
+# keep while training. The peer: PyPI's torch and deepspeed in BUILD_DIR/bench-venv ($VENV), installed on
+# first use; PYTHON=... names another interpreter that has both.
 set -euo pipefail
 build=${1:-build}
 steps=${2:-12}
+here=$(cd "$(dirname "$0")" && pwd)
+hidden=${HIDDEN:-2304}
+layers=${LAYERS:-10}
+warmup=${WARMUP:-2}
+features=1536 classes=10 micro=32 bucket=5e6 world=${WORLD:-2}
+export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1 DS_ACCELERATOR=cpu
+port=$((29600 + RANDOM % 90))
+tunables="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+source "$here/scripts/peer.sh"
+
+s3_prefetch=${S3_PREFETCH:-6e6} s3_live=${S3_LIVE:-1.2e7} s3_reuse=${S3_REUSE:-0} s3_persist=${S3_PERSIST:-1e5}
+s3_yaml="stage3_prefetch_bucket_size: $s3_prefetch, stage3_max_live_parameters: $s3_live, stage3_max_reuse_distance: $s3_reuse, stage3_param_persistence_threshold: $s3_persist"
+s3_json="{\"stage3_prefetch_bucket_size\": $s3_prefetch, \"stage3_max_live_parameters\": $s3_live, \"stage3_max_reuse_distance\": $s3_reuse, \"stage3_param_persistence_threshold\": $s3_persist}"
+psi=$((features * hidden + hidden + (layers - 1) * (hidden * hidden + hidden) + hidden * classes + classes))
+hidden_list=$(printf "%s, " $(for ((i = 0; i < layers; i++)); do echo "$hidden"; done))
 cat > "$dir/deep.yaml" <<YAML
-model: {name: mlp, hidden: [1536, 1536, 1536, 1536, 1536, 1536, 1536, 1536, 1536, 1536]}
-data: {dataset: synthetic, size: 4096, test_size: 64, input_shape: [1536], num_classes: 10}
-train_micro_batch_size_per_gpu: 32
+model: {name: mlp, hidden: [${hidden_list%, }]}
+data: {dataset: synthetic, size: 4096, test_size: 64, input_shape: [$features], num_classes: $classes}
+train_micro_batch_size_per_gpu: $micro
 optimizer: {type: Adam, params: {lr: 0.0001}}
 max_steps: $steps
 steps_per_print: 4
-zero_optimization: {reduce_bucket_size: 5e6, allgather_bucket_size: 5e6}
+zero_optimization: {reduce_bucket_size: $bucket, allgather_bucket_size: $bucket, $s3_yaml}
 YAML
-for stage in ${STAGES:-0 1 2 3}; do
-  python3 - "$build/lockstep" train "$dir/deep.yaml" --nproc-per-node 2 --output-dir "$dir/s$stage" \
-    --set zero_optimization.stage=$stage <<'PY'
-import os, subprocess, sys, time
-p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-peak = {}
-def kids(pid):
-    out = []
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{t}/children") as f:
-                out += [int(x) for x in f.read().split()]
-    except OSError:
-        pass
-    return out
-while p.poll() is None:
-    stack = kids(p.pid)
-    while stack:
-        c = stack.pop()
-        stack += kids(c)
-        try:
-            with open(f"/proc/{c}/status") as f:
-                rss = next(int(l.split()[1]) for l in f if l.startswith("VmRSS"))
-            peak[c] = max(peak.get(c, 0), rss)
-        except (OSError, StopIteration):
-            pass
-    time.sleep(0.05)
-if p.returncode:
-    sys.exit(f"lockstep train exited {p.returncode}")
-print("peak RSS per rank process (MiB):", " ".join(str(v // 1024) for _, v in sorted(peak.items())))
-PY
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc --all) cores; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "model: MLP $features -> ${layers} x $hidden -> $classes, Psi = $psi parameters (f32, Adam), $world ranks, micro-batch $micro, $steps steps"
+
+peer_error=
+if [ "${PEER:-1}" != 0 ]; then
+  peer_python "$build" zero.bench deepspeed
+  if ! versions=$("$python" -c "import torch, deepspeed; print(f'torch {torch.__version__}, deepspeed {deepspeed.__version__}')" 2>"$dir/import.err"); then
+    peer_error="deepspeed does not import in $python: $(tail -n 1 "$dir/import.err")"
+  else
+    echo "peer: $versions (DS_ACCELERATOR=cpu, gloo, DS_OPTIMIZER=${DS_OPTIMIZER:-config})"
+  fi
+fi
+
+formula() {  # formula STAGE: the issue's model-state bytes per rank
   python3 -c "
+s, p, n = $1, $psi, $world
+print(int({0: 16 * p, 1: 8 * p + 8 * p / n, 2: 4 * p + 12 * p / n, 3: 16 * p / n}[s]))"
+}
+peak_mib() {  # peak_mib PREFIX: each rank's peak RSS in MiB, space-separated
+  local r out=()
+  for ((r = 0; r < world; r++)); do out+=($(($(cat "$1.$r" 2>/dev/null || echo 0) / 1024))); done
+  echo "${out[*]}"
+}
+peer_run() {  # peer_run STAGE TAG TUNABLES: one DeepSpeed run; its rank-0 lines in $dir/TAG.out
+  GLIBC_TUNABLES=$3 run_ranks "$world" python3 "$here/scripts/peak_rss.py" "$dir/$2.rss" timeout 1200 "$python" \
+    "$here/scripts/deepspeed_zero.py" --stage "$1" --hidden "$hidden" --layers "$layers" --in-features "$features" \
+    --classes "$classes" --micro-batch "$micro" --bucket "$bucket" --steps "$steps" --warmup-steps "$warmup" \
+    --optimizer "${DS_OPTIMIZER:-config}" --stage3-json "$s3_json" >"$dir/$2.out" || true
+}
+
+declare -A row
+for stage in ${STAGES:-0 1 2 3}; do
+  run_ranks "$world" python3 "$here/scripts/peak_rss.py" "$dir/ls$stage.rss" "$build/lockstep" train "$dir/deep.yaml" \
+    --output-dir "$dir/s$stage" --set zero_optimization.stage="$stage" >/dev/null || true
+  if [ ! -f "$dir/s$stage/summary.json" ]; then
+    echo "stage $stage: lockstep train failed:" >&2
+    tail -n 5 "$dir/ls$stage.rss.err.0" "$dir/ls$stage.rss.err.1" >&2
+    exit 1
+  fi
+  ls_rss=$(peak_mib "$dir/ls$stage.rss")
+  echo "peak RSS per rank process (MiB): $ls_rss"
+  want=$(formula "$stage")
+  python3 - "$dir/s$stage/summary.json" "$stage" "$want" <<'PY'
 import json, sys
-s = json.load(open('$dir/s$stage/summary.json'))
-m = s['memory']
-print('stage $stage: samples/s %.1f' % s['samples_per_second'])
-for r in m:
-    print('  rank %d: parameters %d, gradients %d, optimizer_states %d bytes' % (r['rank'], r['parameters'], r['gradients'], r['optimizer_states']))
-"
+s = json.load(open(sys.argv[1]))
+stage, want = sys.argv[2], int(sys.argv[3])
+print('stage %s: samples/s %.1f' % (stage, s['samples_per_second']))
+for r in s['memory']:
+    have = r['parameters'] + r['gradients'] + r['optimizer_states']
+    print('  rank %d: parameters %d, gradients %d, optimizer_states %d bytes; sum %.1f MiB, formula %.1f MiB (%.3fx)'
+          % (r['rank'], r['parameters'], r['gradients'], r['optimizer_states'], have / 2**20, want / 2**20, have / want))
+PY
+  ls_sps=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))['samples_per_second'])" "$dir/s$stage/summary.json")
+  ls_report=$(python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['memory']; print(' '.join('%.0f' % ((r['parameters']+r['gradients']+r['optimizer_states'])/2**20) for r in m))" "$dir/s$stage/summary.json")
+  ds_sps=- ds_all=- ds_rss=- ds_states=-
+  if [ "${PEER:-1}" != 0 ] && [ -z "$peer_error" ]; then
+    peer_run "$stage" ds$stage ""
+    peer_run "$stage" ds${stage}t "$tunables"
+    pick=$(python3 - "$dir/ds$stage.out" "$dir/ds${stage}t.out" <<'PY'
+import re, sys
+best, tag = -1.0, ""
+for path, name in zip(sys.argv[1:], ("plain", "tuned")):
+    m = re.search(r"samples_per_second=([0-9.]+)", open(path).read())
+    if m and float(m.group(1)) > best:
+        best, tag = float(m.group(1)), name
+print(tag)
+PY
+    )
+    if [ -z "$pick" ]; then
+      echo "  deepspeed stage $stage did not run; rank 0's last error lines:"
+      tail -n 8 "$dir/ds$stage.rss.err.0" | sed 's/^/    /'
+      ds_sps=failed
+    else
+      field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
+      for t in ds$stage ds${stage}t; do  # both runs, so that the tunables' cost in memory shows too
+        line=$(grep '^impl=deepspeed' "$dir/$t.out" || true)
+        if [ -z "$line" ]; then
+          echo "  deepspeed stage $stage, malloc tunables $([ "$t" = "ds$stage" ] && echo off || echo on): did not run"
+          continue
+        fi
+        echo "  deepspeed stage $stage, malloc tunables $([ "$t" = "ds$stage" ] && echo off || echo on):" \
+          "samples/s $(field samples_per_second "$line") (after $warmup warm-up steps; $(field samples_per_second_all "$line")" \
+          "over all steps); peak RSS per rank (MiB): $(peak_mib "$dir/$t.rss") (before the model:" \
+          "$(field start_rss_mib "$line" | tr , ' '))"
+      done
+      tag=ds$stage
+      [ "$pick" = tuned ] && tag=ds${stage}t
+      line=$(grep '^impl=deepspeed' "$dir/$tag.out")
+      ds_sps=$(field samples_per_second "$line") ds_all=$(field samples_per_second_all "$line")
+      ds_rss=$(peak_mib "$dir/$tag.rss")
+      echo "  deepspeed stage $stage counts the run with the tunables $([ "$pick" = tuned ] && echo on || echo off) (the faster);" \
+        "the tensors it holds after backward:"
+      grep '^memory ' "$dir/$tag.out" | python3 -c "
+import sys
+out = []
+for line in sys.stdin:
+    f = dict(kv.split('=') for kv in line.split()[1:])
+    states = sum(int(f[k]) for k in ('parameters', 'master', 'gradients', 'optimizer_states'))
+    print('  deepspeed rank %s: parameters %s, fp32 master %s, gradients %s, optimizer_states %s, other %s bytes; model states %.1f MiB'
+          % (f['rank'], f['parameters'], f['master'], f['gradients'], f['optimizer_states'], f['other'], states / 2**20))
+    out.append('%.0f' % (states / 2**20))
+open(sys.argv[1], 'w').write(' '.join(out))" "$dir/$tag.states"
+      ds_states=$(cat "$dir/$tag.states")
+    fi
+  fi
+  row[$stage]="$ls_sps|$ds_sps|$ds_all|$ls_rss|$ds_rss|$((want / 1048576))|$ls_report|$ds_states"
+done
+
+[ -n "$peer_error" ] && echo "DeepSpeed did not run: $peer_error"
+echo
+echo "side by side ($world ranks, Psi = $psi; MiB per rank, rank 0 first; ratio = lockstep / deepspeed, of rank 1's RSS;"
+echo "deepspeed's samples/s and RSS from its faster run; formula = the issue's model states per rank; ls report ="
+echo "lockstep's memory report; ds states = DeepSpeed's parameters + fp32 master + gradients + optimizer states):"
+printf "%-6s %10s %10s %7s  %-11s %-11s %6s  %8s %-11s %-11s\n" stage "ls samp/s" "ds samp/s" ratio \
+  "ls RSS" "ds RSS" ratio formula "ls report" "ds states"
+for stage in ${STAGES:-0 1 2 3}; do
+  IFS='|' read -r ls_sps ds_sps ds_all ls_rss ds_rss want ls_report ds_states <<<"${row[$stage]}"
+  ratios=$(python3 -c "
+import sys
+def r(a, b):
+    try: return '%.2fx' % (float(a) / float(b))
+    except (ValueError, ZeroDivisionError): return '-'
+print(r(sys.argv[1], sys.argv[2]), r(sys.argv[3].split()[-1], sys.argv[4].split()[-1]))" "$ls_sps" "$ds_sps" "$ls_rss" "$ds_rss")
+  printf "%-6s %10s %10s %7s  %-11s %-11s %6s  %8s %-11s %-11s\n" "$stage" "$ls_sps" "$ds_sps" "${ratios% *}" \
+    "${ls_rss// /,}" "${ds_rss// /,}" "${ratios#* }" "$want" "${ls_report// /,}" "${ds_states// /,}"
 done

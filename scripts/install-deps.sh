@@ -18,6 +18,7 @@ packages=(
   fortunes               # English text: the default corpus of the language-model examples
   python3-torch python3-numpy  # PyTorch 1.13 (CPU): side-by-side benchmarks, interop tests
   python3-venv           # the interop tests' virtual environment (PyPI's safetensors)
+  python3-dev            # Python.h: DeepSpeed's JIT-built C++ ops (CPU Adam, shm comm), bench/zero.bench.sh
   iproute2 procps        # network namespaces for multi-host tests; ps/pgrep for orphan checks
   libjs-chart.js         # Chart.js, built into `lockstep report`'s self-contained pages
   chromium tmux          # the report's browser test; the progress line's terminal test

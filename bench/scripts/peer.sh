@@ -1,8 +1,10 @@
 # Sourced by the side-by-side benchmarks: the PyTorch peer's interpreter and a torchrun-style rank
 # starter, one copy for all of them.
-#   peer_python BUILD_DIR NAME   sets $python: $PYTHON if given (e.g. /usr/bin/python3 for Debian's
+#   peer_python BUILD_DIR NAME [PACKAGE...]
+#                                sets $python: $PYTHON if given (e.g. /usr/bin/python3 for Debian's
 #                                1.13), else current PyTorch from PyPI in BUILD_DIR/bench-venv ($VENV),
-#                                installed on first use
+#                                installed on first use, with the PyPI PACKAGEs (each also the module
+#                                name it imports as, e.g. deepspeed) installed on top when missing
 #   run_ranks WORLD CMD...       WORLD ranks with torchrun's variables, rank r pinned to core r; prints
 #                                rank 0's stdout. Uses and advances $port.
 peer_python() {
@@ -15,6 +17,13 @@ peer_python() {
     "$venv/bin/pip" install -q --upgrade pip
     "$venv/bin/pip" install -q torch numpy
   fi
+  local pkg
+  for pkg in "${@:3}"; do
+    if ! "$venv/bin/python" -c "import $pkg" 2>/dev/null; then
+      echo "$2: installing PyPI's $pkg into $venv (once)" >&2
+      "$venv/bin/pip" install -q "$pkg"
+    fi
+  done
   python=$venv/bin/python
 }
 

@@ -112,10 +112,14 @@ Variable Gpt::forward(const Variable& idx) {
   const double p = isTraining() ? options_.dropout : 0.0;
   Variable pos = wpe_->forward(Variable(Tensor::arange(t)));  // [T, C], broadcast over the batch
   Variable x = dropout(add(wte_->forward(idx), pos), p, p > 0);
+  x = runBlocks(layers(), x, isTraining() ? options_.checkpoint_every : 0);
+  return linear(ln_f_->forward(x), wte_->weight(), Variable());  // tied output layer
+}
+
+std::vector<Module*> Gpt::layers() {
   std::vector<Module*> blocks;
   for (size_t i = 0; i < h_->size(); ++i) blocks.push_back((*h_)[i].get());
-  x = runBlocks(blocks, x, isTraining() ? options_.checkpoint_every : 0);
-  return linear(ln_f_->forward(x), wte_->weight(), Variable());  // tied output layer
+  return blocks;
 }
 
 void Gpt::setCheckpointEvery(int64_t k) {

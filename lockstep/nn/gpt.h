@@ -50,6 +50,8 @@ class Gpt : public LanguageModel {
   /// idx i64 [B, T], T <= block_size -> logits [B, T, vocab_size]. ValueError naming the shape,
   /// dtype or a token outside the vocabulary.
   Variable forward(const Variable& idx) override;
+  /// The transformer blocks, in order.
+  std::vector<Module*> layers() override;
   int64_t blockSize() const override { return options_.block_size; }
   int64_t vocabSize() const override { return options_.vocab_size; }
   int64_t numLayers() const override { return options_.n_layer; }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-
 #include <set>
 
 #include "lockstep/autograd/checkpoint.h"
@@ -32,7 +31,7 @@ void checkTokenInput(const Tensor& idx, int64_t vocab_size, int64_t block_size, 
 
 Variable runBlocks(const std::vector<Module*>& blocks, Variable x, int64_t checkpoint_every) {
   if (checkpoint_every <= 0) {
-    for (Module* b : blocks) x = b->forward(x);
+    for (Module* b : blocks) x = (*b)(x);
     return x;
   }
   for (size_t first = 0; first < blocks.size(); first += static_cast<size_t>(checkpoint_every)) {
@@ -43,7 +42,7 @@ Variable runBlocks(const std::vector<Module*>& blocks, Variable x, int64_t check
     x = autograd::checkpoint(
         [segment](const std::vector<Variable>& in) {
           Variable h = in[0];
-          for (Module* b : segment) h = b->forward(h);
+          for (Module* b : segment) h = (*b)(h);
           return h;
         },
         {x});
@@ -57,7 +56,8 @@ WeightDecayGroups weightDecayGroups(Module& model) {
     if (auto* linear = dynamic_cast<Linear*>(m)) decayed.insert(linear->weight().impl().get());
   }
   WeightDecayGroups g;
-  for (const Variable& p : model.parameters()) (decayed.count(p.impl().get()) ? g.decay : g.no_decay).push_back(p);
+  for (const Variable& p : model.parameters())
+    (decayed.count(p.impl().get()) ? g.decay : g.no_decay).push_back(p);
   return g;
 }
 

@@ -113,16 +113,18 @@ Llama::Llama(const LlamaOptions& options) : LanguageModel("LlamaForCausalLM"), o
   lm_head_ = registerModule("lm_head", makeLinear(o.n_embd, o.vocab_size, gen));
 }
 
+std::vector<Module*> Llama::layers() {
+  std::vector<Module*> blocks;
+  for (size_t i = 0; i < layers_->size(); ++i) blocks.push_back((*layers_)[i].get());
+  return blocks;
+}
+
 Variable Llama::forward(const Variable& idx) {
   checkTokenInput(idx.tensor(), options_.vocab_size, options_.block_size, "Llama");
   const int64_t t = idx.size(1);
   auto [cos, sin] = autograd::rotaryTables(t, options_.n_embd / options_.n_head, options_.rope_theta);
-  std::vector<Module*> blocks;
-  for (size_t i = 0; i < layers_->size(); ++i) {
-    (*layers_)[i]->setRotary(cos, sin);
-    blocks.push_back((*layers_)[i].get());
-  }
-  Variable x = runBlocks(blocks, embed_tokens_->forward(idx), isTraining() ? options_.checkpoint_every : 0);
+  for (size_t i = 0; i < layers_->size(); ++i) (*layers_)[i]->setRotary(cos, sin);
+  Variable x = runBlocks(layers(), embed_tokens_->forward(idx), isTraining() ? options_.checkpoint_every : 0);
   return lm_head_->forward(norm_->forward(x));
 }
 

@@ -46,6 +46,8 @@ class Llama : public LanguageModel {
  public:
   explicit Llama(const LlamaOptions& options);
   Variable forward(const Variable& idx) override;
+  /// The transformer blocks, in order.
+  std::vector<Module*> layers() override;
   int64_t blockSize() const override { return options_.block_size; }
   int64_t vocabSize() const override { return options_.vocab_size; }
   int64_t numLayers() const override { return options_.n_layer; }

@@ -26,6 +26,29 @@ Variable Module::forward(const Variable&) {
   throw NotSupportedError(detail::concat(type_name_, " does not implement forward(x)"));
 }
 
+Variable Module::operator()(const Variable& x) {
+  if (hooks_.empty()) return forward(x);
+  // A copy: a hook may remove itself.
+  const std::vector<ForwardHooks> hooks = hooks_;
+  for (const auto& h : hooks) {
+    if (h.pre) h.pre(*this);
+  }
+  Variable y = forward(x);
+  for (const auto& h : hooks) {
+    if (h.post) y = h.post(*this, y);
+  }
+  return y;
+}
+
+size_t Module::registerForwardHooks(ForwardPreHook pre, ForwardHook post) {
+  hooks_.push_back({next_hook_, std::move(pre), std::move(post)});
+  return next_hook_++;
+}
+
+void Module::removeForwardHooks(size_t handle) {
+  std::erase_if(hooks_, [handle](const ForwardHooks& h) { return h.handle == handle; });
+}
+
 void Module::checkNewName(const std::string& name, const char* what) const {
   LOCKSTEP_ENFORCE(!name.empty() && name.find('.') == std::string::npos, ValueError, type_name_, ": ", what,
                    " name '", name, "' must be non-empty and contain no '.'");

@@ -8,6 +8,7 @@
 // Thread-safety: a module is built and used by one thread at a time. forward() on the same module
 // from two threads at once is only safe for modules without buffers that forward() updates.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -31,7 +32,23 @@ class Module {
   /// The computation. The base implementation throws NotSupportedError (containers and losses
   /// that take other arguments override or overload it).
   virtual Variable forward(const Variable& x);
-  Variable operator()(const Variable& x) { return forward(x); }
+  /// forward(x) between the forward hooks (PyTorch's Module.__call__). Containers call their
+  /// layers this way (Sequential, runBlocks); a direct forward() call runs no hooks.
+  Variable operator()(const Variable& x);
+
+  // ---- forward hooks ----
+  /// Runs before forward(x).
+  using ForwardPreHook = std::function<void(Module&)>;
+  /// Gets forward's output and returns what the caller sees (the output, or the output passed
+  /// through an op that records something for backward).
+  using ForwardHook = std::function<Variable(Module&, const Variable&)>;
+  /// Registers a pair of hooks (either may be empty); returns a handle for removeForwardHooks.
+  size_t registerForwardHooks(ForwardPreHook pre, ForwardHook post);
+  void removeForwardHooks(size_t handle);
+  /// The children this module runs one after another through operator(), in that order
+  /// (Sequential's modules, a language model's transformer blocks): the units ZeRO stage 3
+  /// gathers one at a time. Empty by default.
+  virtual std::vector<Module*> layers() { return {}; }
 
   const std::string& typeName() const { return type_name_; }
 
@@ -100,6 +117,13 @@ class Module {
   std::vector<std::pair<std::string, Variable>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  struct ForwardHooks {
+    size_t handle;
+    ForwardPreHook pre;
+    ForwardHook post;
+  };
+  std::vector<ForwardHooks> hooks_;
+  size_t next_hook_ = 0;
 };
 
 }  // namespace lockstep::nn

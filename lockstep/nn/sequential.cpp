@@ -21,9 +21,15 @@ const std::shared_ptr<Module>& Sequential::operator[](size_t i) const {
   return modules_[i];
 }
 
+std::vector<Module*> Sequential::layers() {
+  std::vector<Module*> out;
+  for (auto& m : modules_) out.push_back(m.get());
+  return out;
+}
+
 Variable Sequential::forward(const Variable& x) {
   Variable y = x;
-  for (auto& m : modules_) y = m->forward(y);
+  for (auto& m : modules_) y = (*m)(y);
   return y;
 }
 

@@ -22,6 +22,8 @@ class Sequential : public Module {
   const std::shared_ptr<Module>& operator[](size_t i) const;
 
   Variable forward(const Variable& x) override;
+  /// The modules, in order.
+  std::vector<Module*> layers() override;
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;

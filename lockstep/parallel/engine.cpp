@@ -129,8 +129,8 @@ autograd::Variable Engine::forward(const autograd::Variable& input) {
   // Without the DDP wrapper (stage 2), its per-forward broadcast of rank 0's buffers.
   if (!ddp_ && env_.group && options_.ddp.broadcast_buffers && model_->isTraining())
     broadcastBuffers(*model_, *env_.group);
-  // Stage 3: the whole parameters for this forward and the backward through it.
-  if (zero_) zero_->gatherParameters();
+  // Stage 3: the root's parameters for this forward and its backward (the layers gather theirs).
+  if (zero_) zero_->beginStep();
   if (!autocast_dtype_) return wrapped_->forward(input);
   autograd::Variable out;
   {

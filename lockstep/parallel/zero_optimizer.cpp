@@ -14,6 +14,8 @@
 #include "lockstep/parallel/bucket_assignment.h"
 #include "lockstep/parallel/model_sync.h"
 #include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/parallel/zero_parameter_coordinator.h"
+#include "lockstep/tensor/allocator.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::parallel {
@@ -30,6 +32,13 @@ void validateZeroOptions(const ZeroOptions& o) {
   LOCKSTEP_ENFORCE(o.allgather_bucket_size >= 1, ValueError,
                    "zero_optimization.allgather_bucket_size=", o.allgather_bucket_size,
                    " must be a positive number of elements");
+  for (const auto& [key, value] : {std::pair{"stage3_prefetch_bucket_size", o.prefetch_bucket_size},
+                                   {"stage3_param_persistence_threshold", o.param_persistence_threshold},
+                                   {"stage3_max_live_parameters", o.max_live_parameters},
+                                   {"stage3_max_reuse_distance", o.max_reuse_distance}}) {
+    LOCKSTEP_ENFORCE(value >= 0, ValueError, "zero_optimization.", key, "=", value,
+                     " must be a non-negative number of elements");
+  }
   validateNvmeOffloadOptions(o.offload_optimizer);
 }
 
@@ -85,24 +94,29 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
     numels_as_bytes.push_back(static_cast<size_t>(p.numel()));
     dtypes.push_back(p.dtype());
   }
-  BucketAssignmentOptions bo;
-  bo.bucket_bytes = bo.first_bucket_bytes = static_cast<size_t>(options_.reduce_bucket_size);
-  layout_ = makeZeroLayout(numels, assignBuckets(numels_as_bytes, dtypes, bo), world_);
+  if (options_.stage == 3) {
+    // Buckets per gather unit (a transformer block, a layer); the coordinator keeps this rank's
+    // pieces, which the shards below view, and frees the parameters.
+    ZeroBucketPlan plan =
+        planZeroBuckets(*model_, params_, options_.reduce_bucket_size, options_.param_persistence_threshold);
+    layout_ = makeZeroLayout(numels, plan.buckets, world_);
+    coordinator_ =
+        std::make_unique<ZeroParameterCoordinator>(params_, layout_, std::move(plan), group_, options_);
+  } else {
+    BucketAssignmentOptions bo;
+    bo.bucket_bytes = bo.first_bucket_bytes = static_cast<size_t>(options_.reduce_bucket_size);
+    layout_ = makeZeroLayout(numels, assignBuckets(numels_as_bytes, dtypes, bo), world_);
+  }
 
   std::vector<std::vector<Variable>> shard_vars(groups.size());
   for (size_t b = 0; b < layout_.buckets.size(); ++b) {
     const ZeroBucket& bucket = layout_.buckets[b];
-    // Stage 3: the shards own their storage (this rank's piece of the bucket), not the parameters'.
-    if (options_.stage == 3)
-      param_pieces_.push_back(Tensor::empty({bucket.pieceSize(rank_)}, params_.front().dtype()));
     for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[rank_], bucket.piece[rank_ + 1])) {
-      Tensor view =
-          params_[s.param].tensor().view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
-      if (options_.stage == 3) {
-        Tensor own = param_pieces_[b].narrow(0, s.bucket_offset - bucket.piece[rank_], s.numel);
-        own.copyFrom(view);
-        view = own;
-      }
+      // Stage 3: the shards view the coordinator's pieces; below, the parameters' own elements.
+      const Tensor view =
+          coordinator_
+              ? coordinator_->piece(b).narrow(0, s.bucket_offset - bucket.piece[rank_], s.numel)
+              : params_[s.param].tensor().view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
       Shard shard{
           Variable(view, true), s.param, b, s.param_offset, s.bucket_offset - bucket.piece[rank_], s.numel};
       shard_vars[group_of[s.param]].push_back(shard.var);
@@ -152,7 +166,9 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
     gather_recv_ = Tensor::zeros({block * world_}, params_.front().dtype());
   }
   for (const Variable& p : params_) shapes_.push_back(p.shape());
-  if (options_.stage == 3) releaseParameters();
+  // Stage 3: the whole parameters the model was built with are freed now; hand their bytes back to
+  // the system rather than keep a whole model's worth cached for gathers that need a layer's.
+  if (coordinator_) CachingAllocator::instance().emptyCache();
 }
 
 ZeroOptimizer::~ZeroOptimizer() = default;
@@ -189,37 +205,24 @@ void ZeroOptimizer::step() {
   }
 }
 
+bool ZeroOptimizer::parametersGathered() const { return !coordinator_ || coordinator_->allGathered(); }
+
+void ZeroOptimizer::beginStep() {
+  if (coordinator_) coordinator_->beginStep();
+}
+
 void ZeroOptimizer::gatherParameters() {
-  if (parametersGathered()) return;
-  autograd::NoGradGuard ng;
-  const size_t elem = dtypeSize(params_.empty() ? DType::f32 : params_.front().dtype());
-  std::vector<char*> full;
-  for (size_t p = 0; p < params_.size(); ++p) {
-    params_[p].tensor() = Tensor::empty(shapes_[p], params_[p].dtype());
-    full.push_back(static_cast<char*>(params_[p].tensor().dataPtr()));
-  }
-  std::vector<const Shard*> shard_of(params_.size(), nullptr);  // at most one per parameter here
-  for (const Shard& s : shards_) {  // gatherPieces fills in the other ranks' pieces only
-    shard_of[s.param] = &s;
-    std::memcpy(full[s.param] + s.param_offset * elem, s.var.tensor().dataPtr(), s.numel * elem);
-  }
-  gatherPieces(full, -1, [&](size_t p, int64_t offset) -> const char* {
-    const Shard* s = shard_of[p];
-    LOCKSTEP_CHECK(s != nullptr, "ZeRO stage 3: parameter ", p, " has no shard on rank ", rank_);
-    return static_cast<const char*>(s->var.tensor().dataPtr()) + (offset - s->param_offset) * elem;
-  });
-  gathered_ = true;
+  if (coordinator_) coordinator_->gatherAll();
 }
 
 void ZeroOptimizer::releaseParameters() {
-  if (options_.stage < 3) return;
-  for (Variable& p : params_) p.tensor() = Tensor::empty({0}, p.dtype());
-  gathered_ = false;
+  if (coordinator_) coordinator_->endStep();
 }
 
 void ZeroOptimizer::adoptGatheredParameters() {
-  if (options_.stage < 3) return;
-  LOCKSTEP_CHECK(gathered_, "ZeRO stage 3: adoptGatheredParameters needs gathered parameters");
+  if (!coordinator_) return;
+  LOCKSTEP_CHECK(coordinator_->allGathered(),
+                 "ZeRO stage 3: adoptGatheredParameters needs gathered parameters");
   autograd::NoGradGuard ng;
   for (Shard& s : shards_) {
     Tensor src = params_[s.param].tensor().contiguous();
@@ -324,7 +327,7 @@ ModelStateBytes ZeroOptimizer::memory() const {
   ModelStateBytes m;
   for (const Variable& p : params_) m.parameters += static_cast<int64_t>(p.tensor().nbytes());
   m.gradients = reducer_ ? static_cast<int64_t>(reducer_->pieceBytes()) : m.parameters;
-  for (const Tensor& t : param_pieces_) m.parameters += static_cast<int64_t>(t.nbytes());
+  if (coordinator_) m.parameters = coordinator_->residentBytes();
   // With NVMe offload, what the states take in memory: the swap buffers.
   m.optimizer_states = offload_ ? offload_->memoryBytes() : optimizerStateBytes(*optimizer_);
   return m;
@@ -338,7 +341,7 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
   LOCKSTEP_ENFORCE(root >= -1 && root < world_, ValueError, "consolidatedStateDict: root ", root,
                    " is not a rank of ", world_);
   const bool receives = root < 0 || root == rank_;
-  const optim::OptimizerStateDict mine = offload_ ? offload_->stateDict() : optimizer_->stateDict();
+  const optim::OptimizerStateDict mine = partitionOptimizerState();
   // The buffer names every rank holds (a rank with no elements holds none): the same list everywhere.
   std::set<std::string> keys;
   std::vector<double> steps(params_.size(), 0.0);
@@ -404,7 +407,26 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
   return out;
 }
 
+optim::OptimizerStateDict ZeroOptimizer::partitionOptimizerState() const {
+  return offload_ ? offload_->stateDict() : optimizer_->stateDict();
+}
+
+std::vector<ZeroOptimizer::OwnedSegment> ZeroOptimizer::ownedSegments() const {
+  std::vector<OwnedSegment> out;
+  for (const Shard& s : shards_)
+    out.push_back({s.param, s.param_offset, s.numel, s.opt_index, s.var.tensor()});
+  return out;
+}
+
 void ZeroOptimizer::loadConsolidatedStateDict(const optim::OptimizerStateDict& state) {
+  loadStateDictPieces(state, false);
+}
+
+void ZeroOptimizer::loadPartitionStateDict(const optim::OptimizerStateDict& state) {
+  loadStateDictPieces(state, true);
+}
+
+void ZeroOptimizer::loadStateDictPieces(const optim::OptimizerStateDict& state, bool partition) {
   LOCKSTEP_ENFORCE(state.param_groups.size() == group_params_.size(), ValueError,
                    "ZeRO: the optimizer state has ", state.param_groups.size(),
                    " parameter groups, this optimizer ", group_params_.size());
@@ -425,6 +447,13 @@ void ZeroOptimizer::loadConsolidatedStateDict(const optim::OptimizerStateDict& s
       const std::string name = key.substr(prefix.size());
       if (name == "step") {
         osd.state.insert(to + name, t);
+        continue;
+      }
+      if (partition) {
+        LOCKSTEP_ENFORCE(t.numel() == s.numel, ValueError, "ZeRO: optimizer state '", key, "' has ",
+                         t.numel(), " elements, this rank's part of parameter '", names_[s.param], "' has ",
+                         s.numel);
+        osd.state.insert(to + name, t.contiguous().view({s.numel}));
         continue;
       }
       LOCKSTEP_ENFORCE(t.numel() == shapeNumel(shapes_[s.param]), ValueError, "ZeRO: optimizer state '", key,

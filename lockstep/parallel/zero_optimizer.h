@@ -4,9 +4,10 @@
 // elements (its partition, zero_partition.h), steps only those, and all-gathers the updated
 // parameters. Stage 2 also keeps only its partition of the gradients: they are reduce-scattered
 // in buckets while backward runs (zero_grad_reducer.h). Stage 3 reduces gradients as stage 2 and
-// keeps only its partition of the parameters too: the shard variables own that storage, and the
-// model's parameters hold whole tensors only between gatherParameters() and releaseParameters()
-// (the Engine gathers for each forward and releases after its backward).
+// keeps only its partition of the parameters too (zero_parameter_coordinator.h): the model's
+// parameters are whole only while a forward or backward uses them, one gather unit (a layer, a
+// transformer block) at a time, between beginStep() and releaseParameters(), or all of them
+// between gatherParameters() and releaseParameters() (evaluation, state dicts).
 //
 // The optimizer is taken over: its parameter groups are re-pointed at "shard" variables, views of
 // this rank's pieces of the parameters, so its hyper-parameters, schedulers and per-element
@@ -19,10 +20,11 @@
 //   auto ddp = std::make_shared<DistributedDataParallel>(model, group);       // stage 1 only
 //   ZeroOptimizer zero(model, opt, group, {.stage = 1});
 //   for (...) { loss(ddp->forward(x)).backward(); zero.step(); zero.zeroGrad(); }
-//   // stage 3: zero.gatherParameters() before each forward, zero.releaseParameters() after backward
+//   // stage 3: zero.beginStep() before each forward, zero.releaseParameters() after backward
 //
-// Not thread-safe. The constructor, step(), clipGradNorm(), unscaleAndCheckOverflow() and (stage 3,
-// when released) gatherParameters() are collective; with stages 2 and 3 so is every backward.
+// Not thread-safe. The constructor, step(), clipGradNorm(), unscaleAndCheckOverflow() and (stage 3)
+// beginStep(), gatherParameters() and releaseParameters() are collective; with stages 2 and 3 so
+// is every backward, and with stage 3 every forward.
 #include <functional>
 #include <memory>
 #include <string>
@@ -38,11 +40,13 @@
 
 namespace lockstep::parallel {
 
+class ZeroParameterCoordinator;
+
 /// DeepSpeed's zero_optimization keys that the ZeRO optimizer implements (config.cpp maps the
 /// JSON onto this; DeepSpeed's defaults).
 struct ZeroOptions {
   /// 1: optimizer states partitioned; 2: and gradients; 3: and parameters (each rank keeps its
-  /// partition only; gatherParameters() rebuilds the whole parameters for a forward and backward).
+  /// partition only; layers are gathered for their forward and backward, one at a time).
   /// (0 is DDP: no ZeroOptimizer.)
   int stage = 1;
   /// Elements per gradient bucket (reduce-scatter unit of stage 2, and the partition's buckets).
@@ -58,6 +62,18 @@ struct ZeroOptions {
   /// Gather the updated parameters with allgather (true) or with one broadcast per rank
   /// (DeepSpeed's allgather_partitions: false).
   bool allgather_partitions = true;
+  // Stage 3's gathering (zero_parameter_coordinator.h), DeepSpeed's stage3_* keys and defaults.
+  /// Elements of the next layers' parameters all-gathered ahead of use (0: no prefetch).
+  int64_t prefetch_bucket_size = 50'000'000;
+  /// Parameters of at most this many elements are not gathered and freed around each layer: they
+  /// are gathered once per step, with the parameters of no layer.
+  int64_t param_persistence_threshold = 100'000;
+  /// Whole parameter elements a rank may hold at once beyond those in use: prefetching and keeping
+  /// layers for reuse stop there.
+  int64_t max_live_parameters = 1'000'000'000;
+  /// A layer whose backward comes within this many parameter elements of its forward's end (the
+  /// elements of the layers after it, forward and backward) stays whole in between.
+  int64_t max_reuse_distance = 1'000'000'000;
   /// offload_optimizer with device nvme: the partition's optimizer states live in a swap file
   /// under nvme_path between steps (zero_nvme_offload.h). Empty nvme_path: in memory.
   NvmeOffloadOptions offload_optimizer{};
@@ -79,22 +95,24 @@ class ZeroOptimizer {
 
   /// Collective. Steps this rank's partition with the averaged gradients (stage 1: the parameters'
   /// own, averaged by DDP; stages 2 and 3: the reduced pieces) and all-gathers the updated
-  /// parameters (stage 3: releases them instead; the next gatherParameters() brings them back).
+  /// parameters (stage 3: releases them instead; the next forward gathers them).
   void step();
 
-  /// Stage 3. Collective unless the parameters are already gathered: all-gathers every rank's
-  /// partition into whole parameter tensors, which the model's parameters then hold (for a forward
-  /// and the backward through it, an evaluation, a state dict). Other stages: nothing to do.
+  /// Stage 3, before a training forward. Collective. Gathers the parameters of no gather unit
+  /// (embeddings, final norms: zero_parameter_coordinator.h); each unit's are gathered by its
+  /// forward hooks, one unit at a time, prefetching the next. Other stages: nothing to do.
+  void beginStep();
+  /// Stage 3. Collective unless the parameters are already gathered: every parameter whole (for an
+  /// evaluation, a state dict, a checkpoint) until releaseParameters(). Other stages: nothing.
   void gatherParameters();
-  /// Stage 3. Not collective. The model's parameters drop their whole tensors again (each then
-  /// holds an empty tensor of its dtype, shape {0}); only the partition stays. The autograd graph
-  /// of a forward keeps what it saved until its backward frees it.
+  /// Stage 3. Collective when prefetches are in flight. The model's parameters are freed again
+  /// (each keeps its shape; its data cannot be read until gathered); only the partition stays.
   void releaseParameters();
   /// Stage 3, while gathered. Not collective. Copies this rank's elements of the (gathered, then
   /// changed: a loaded checkpoint) parameters back into its partition, the values stage 3 trains.
   void adoptGatheredParameters();
-  /// Whether the model's parameters hold their whole values now (always, below stage 3).
-  bool parametersGathered() const { return options_.stage < 3 || gathered_; }
+  /// Whether every parameter of the model is whole now (always, below stage 3).
+  bool parametersGathered() const;
   /// Clears the gradients: the parameters' (stage 1) or the partition's (stage 2).
   void zeroGrad();
   /// Collective. Clips the gradients' joint 2-norm across all partitions to max_norm
@@ -114,6 +132,31 @@ class ZeroOptimizer {
   /// optimizer's) keeping this rank's partition: resharding to any world size or stage 1/2.
   /// ValueError when the groups or sizes do not match.
   void loadConsolidatedStateDict(const optim::OptimizerStateDict& state);
+
+  /// A run of one parameter's elements that this rank owns (at most one per parameter): what a
+  /// partitioned checkpoint saves and loads (train/zero_checkpoint.h).
+  struct OwnedSegment {
+    size_t param = 0;          // index in the parameter order of consolidatedStateDict (DDP's)
+    int64_t param_offset = 0;  // first element within the parameter (flat)
+    int64_t numel = 0;
+    int64_t opt_index = 0;  // its state in partitionOptimizerState() is "<opt_index>.<key>"
+    Tensor values;          // this rank's current elements (stage 3: the partition's own storage)
+  };
+  /// Not collective. This rank's segments, in partition order.
+  std::vector<OwnedSegment> ownedSegments() const;
+  /// Not collective. This rank's optimizer state in the optimizer's own numbering (the
+  /// segments' opt_index): optimizer()->stateDict(), or with NVMe offload the states read back
+  /// from the swap file (the whole partition's states in memory until the result goes).
+  optim::OptimizerStateDict partitionOptimizerState() const;
+  /// Every parameter's name in the model, shape and the optimizer group's parameters, in the
+  /// order of consolidatedStateDict.
+  const std::vector<std::string>& parameterNames() const { return names_; }
+  const std::vector<Shape>& parameterShapes() const { return shapes_; }
+  const std::vector<std::vector<int64_t>>& groupParameters() const { return group_params_; }
+  /// Not collective. As loadConsolidatedStateDict, but each tensor "<parameter index>.<name>"
+  /// holds only this rank's elements of the parameter (ownedSegments()), or is a scalar ("step"):
+  /// what a partitioned checkpoint's loader reads. ValueError when the groups or sizes differ.
+  void loadPartitionStateDict(const optim::OptimizerStateDict& state);
 
   /// The wrapped optimizer (its groups now hold the shard variables).
   const std::shared_ptr<optim::Optimizer>& optimizer() const { return optimizer_; }
@@ -138,6 +181,7 @@ class ZeroOptimizer {
     int64_t opt_index = 0;  // in the optimizer's state dict
   };
   void pointShardGradients();
+  void loadStateDictPieces(const optim::OptimizerStateDict& state, bool partition);
   void allgatherParameters();
   /// full[p]: parameter p's elements (its dtype, contiguous), this rank's pieces filled in; fills
   /// in every other rank's pieces. Collective.
@@ -161,11 +205,9 @@ class ZeroOptimizer {
   std::unique_ptr<ZeroGradReducer> reducer_;
   std::unique_ptr<ZeroNvmeOffload> offload_;  // offload_optimizer device nvme
   Tensor gather_send_, gather_recv_;
-  // Stage 3: this rank's piece of each bucket's parameters (the shards are views of these), the
-  // parameters' shapes, and whether the model's parameters hold their whole values now.
-  std::vector<Tensor> param_pieces_;
+  // Stage 3: this rank's pieces of the parameters and their gathering.
+  std::unique_ptr<ZeroParameterCoordinator> coordinator_;
   std::vector<Shape> shapes_;
-  bool gathered_ = true;
 };
 
 }  // namespace lockstep::parallel

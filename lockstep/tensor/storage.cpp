@@ -1,6 +1,7 @@
 #include "lockstep/tensor/storage.h"
 
 #include "lockstep/tensor/allocator.h"
+#include "lockstep/util/error.h"
 
 namespace lockstep {
 
@@ -9,7 +10,22 @@ Storage::Storage(size_t nbytes) : nbytes_(nbytes) { data_ = CachingAllocator::in
 Storage::Storage(void* data, size_t nbytes, std::function<void(void*)> deleter)
     : data_(data), nbytes_(nbytes), owned_(false), deleter_(std::move(deleter)) {}
 
+void Storage::release() {
+  LOCKSTEP_ENFORCE(owned_, ValueError, "Storage::release: borrowed memory is not the storage's to free");
+  if (released_) return;
+  CachingAllocator::instance().release(data_, nbytes_);
+  data_ = nullptr;
+  released_ = true;
+}
+
+void Storage::materialize() {
+  if (!released_) return;
+  data_ = CachingAllocator::instance().allocate(nbytes_);
+  released_ = false;
+}
+
 Storage::~Storage() {
+  if (released_) return;
   if (owned_) {
     CachingAllocator::instance().release(data_, nbytes_);
   } else if (deleter_) {

@@ -20,10 +20,20 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
 
+  /// Owned storage only: gives the memory back and keeps the size, so that every tensor sharing
+  /// this storage (views, the copies autograd saved for backward) stays valid but must not be read
+  /// until materialize() (ZeRO stage 3 frees a parameter's bytes between uses, as PyTorch FSDP
+  /// resizes a parameter's storage to 0). Tensor::dataPtr() refuses a released storage.
+  void release();
+  /// Fresh, uninitialised memory of nbytes() again after release(); nothing when resident.
+  void materialize();
+  bool resident() const { return !released_; }
+
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   bool owned_ = true;
+  bool released_ = false;
   std::function<void(void*)> deleter_;
 };
 

@@ -153,6 +153,9 @@ bool Tensor::isDense() const {
 
 void* Tensor::dataPtr() const {
   LOCKSTEP_ENFORCE(defined(), ValueError, "data access on an undefined tensor");
+  LOCKSTEP_ENFORCE(storage_->resident(), ValueError,
+                   "data access on a tensor whose storage is released (a ZeRO stage 3 parameter read "
+                   "outside the forward or backward of the module that owns it)");
   return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(dtypeSize(dtype_));
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
@@ -17,12 +18,10 @@ namespace {
 constexpr const char* kPrefix = "ckpt-";
 constexpr const char* kFormat = "lockstep-checkpoint-v2";
 constexpr const char* kManifest = "manifest.json";
-// Every file a checkpoint must have, besides the manifest.
+// Every file a checkpoint must have, besides the manifest; a partitioned one (zero_checkpoint.h)
+// has kZeroFiles and the rank files its manifest names instead.
 const char* const kFiles[] = {"model.safetensors", "optimizer.safetensors", "state.json", "config.json"};
-
-nlohmann::json fileRecord(const std::string& bytes) {
-  return {{"bytes", bytes.size()}, {"crc32", file::crc32(bytes)}};
-}
+const char* const kZeroFiles[] = {"model_buffers.safetensors", "state.json", "config.json"};
 
 int64_t stepOf(const std::string& name) {
   if (name.rfind(kPrefix, 0) != 0) return -1;
@@ -56,27 +55,60 @@ nlohmann::json readManifest(const std::string& path) {
   return m;
 }
 
-std::string verifiedRead(const std::string& dir, const std::string& name, const nlohmann::json& files) {
+// Checks the file's size and CRC-32 against the manifest's record; returns its bytes when `keep`,
+// else streams it (a rank file of a partitioned checkpoint: nothing of it is held).
+std::string verifiedRead(const std::string& dir, const std::string& name, const nlohmann::json& files,
+                         bool keep = true) {
   const std::string path = dir + "/" + name;
   if (!files.contains(name)) {
     throw IoError("checkpoint '" + dir + "': its manifest does not list " + name);
   }
   const nlohmann::json& record = files.at(name);
   if (!fs::exists(path)) throw IoError("checkpoint file '" + path + "' is missing");
-  std::string bytes = file::readAll(path);
+  std::string bytes;
+  uint64_t size = 0;
+  uint32_t crc = 0;
+  if (keep) {
+    bytes = file::readAll(path);
+    size = bytes.size();
+    crc = file::crc32(bytes);
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw IoError("cannot read checkpoint file '" + path + "'");
+    std::string chunk(size_t{4} << 20, '\0');
+    while (in) {
+      in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      const auto got = static_cast<size_t>(in.gcount());
+      crc = file::crc32(std::string_view(chunk.data(), got), crc);
+      size += got;
+    }
+    if (in.bad()) throw IoError("cannot read checkpoint file '" + path + "'");
+  }
   const uint64_t want_size = record.at("bytes").get<uint64_t>();
-  if (bytes.size() != want_size) {
-    throw IoError("checkpoint file '" + path + "' has " + std::to_string(bytes.size()) + " bytes but " +
+  if (size != want_size) {
+    throw IoError("checkpoint file '" + path + "' has " + std::to_string(size) + " bytes but " +
                   std::to_string(want_size) + " were written (truncated or replaced)");
   }
-  if (file::crc32(bytes) != record.at("crc32").get<uint32_t>()) {
+  if (crc != record.at("crc32").get<uint32_t>()) {
     throw IoError("checkpoint file '" + path + "' fails its CRC-32 check (corrupted or tampered with)");
   }
   return bytes;
 }
 
+// The rank files a partitioned checkpoint's manifest names (its "zero" record), checked for shape.
+std::vector<std::string> rankFiles(const nlohmann::json& m, const std::string& mpath) {
+  const nlohmann::json& z = m.at("zero");
+  const auto names = z.at("rank_files").get<std::vector<std::string>>();
+  if (names.empty() || static_cast<int64_t>(names.size()) != z.at("world_size").get<int64_t>()) {
+    throw IoError("checkpoint file '" + mpath + "' names " + std::to_string(names.size()) +
+                  " rank files for a world size of " + z.at("world_size").dump());
+  }
+  return names;
+}
+
 // Reads, verifies and (when want_bytes) returns every file the manifest lists.
-CheckpointInfo verify(const std::string& path, std::vector<std::string>* bytes) {
+// A partitioned checkpoint's bytes are kZeroFiles' and *zero is set to its manifest's "zero".
+CheckpointInfo verify(const std::string& path, std::vector<std::string>* bytes, nlohmann::json* zero_record) {
   const nlohmann::json m = readManifest(path);
   const std::string mpath = path + "/" + kManifest;
   try {
@@ -84,9 +116,15 @@ CheckpointInfo verify(const std::string& path, std::vector<std::string>* bytes) 
     info.path = path;
     info.step = m.at("step").get<int64_t>();
     info.identity = runIdentityFromJson(m.at("identity"), mpath);
-    for (const char* name : kFiles) {
+    const bool zero = m.contains("zero");
+    for (const char* name : zero ? std::vector<const char*>(std::begin(kZeroFiles), std::end(kZeroFiles))
+                                 : std::vector<const char*>(std::begin(kFiles), std::end(kFiles))) {
       std::string b = verifiedRead(path, name, m.at("files"));
       if (bytes) bytes->push_back(std::move(b));
+    }
+    if (zero) {
+      for (const std::string& name : rankFiles(m, mpath)) verifiedRead(path, name, m.at("files"), false);
+      if (zero_record) *zero_record = m.at("zero");
     }
     return info;
   } catch (const nlohmann::json::exception& e) {
@@ -122,24 +160,27 @@ void prune(const std::string& dir, const std::string& run_id, int keep_last, con
 
 }  // namespace
 
-std::string saveCheckpoint(const std::string& dir, const CheckpointData& data,
-                           const CheckpointOptions& opts) {
+nlohmann::json checkpointFileRecord(std::string_view bytes) {
+  return {{"bytes", bytes.size()}, {"crc32", file::crc32(bytes)}};
+}
+
+std::string makeCheckpointTempDir(const std::string& dir, int64_t step, const std::string& tag) {
   file::makeDirs(dir);
-  const std::string name = kPrefix + std::to_string(data.step);
-  const std::string final_path = dir + "/" + name;
-  const std::string tmp = dir + "/." + name + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp);
+  const std::string tmp = dir + "/." + kPrefix + std::to_string(step) + ".tmp-" + tag;
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
   file::makeDirs(tmp);
-  const std::string contents[] = {
-      encodeSafetensors(data.model, {{"format", "pt"}}), encodeSafetensors(data.optimizer),
-      nlohmann::json{{"step", data.step}, {"state", data.state}}.dump(2), data.config.dump(2)};
-  nlohmann::json files = nlohmann::json::object();
-  for (size_t i = 0; i < std::size(kFiles); ++i) {
-    file::writeAtomic(tmp + "/" + kFiles[i], contents[i]);
-    files[kFiles[i]] = fileRecord(contents[i]);
-  }
-  const nlohmann::json manifest = {
-      {"format", kFormat}, {"step", data.step}, {"identity", toJson(data.identity)}, {"files", files}};
+  return tmp;
+}
+
+std::string commitCheckpoint(const std::string& dir, const std::string& tmp, int64_t step,
+                             const RunIdentity& identity, const nlohmann::json& files,
+                             const nlohmann::json& layout, const CheckpointOptions& opts) {
+  const std::string name = kPrefix + std::to_string(step);
+  const std::string final_path = dir + "/" + name;
+  nlohmann::json manifest = {
+      {"format", kFormat}, {"step", step}, {"identity", toJson(identity)}, {"files", files}};
+  for (const auto& [k, v] : layout.items()) manifest[k] = v;
   file::writeAtomic(tmp + "/" + kManifest,
                     nlohmann::json{{"manifest", manifest}, {"crc32", file::crc32(manifest.dump())}}.dump(2));
   // An older save of the same step is moved aside first, so that a crash leaves one whole copy.
@@ -150,11 +191,25 @@ std::string saveCheckpoint(const std::string& dir, const CheckpointData& data,
   if (ec) throw IoError("cannot move checkpoint into place at '" + final_path + "': " + ec.message());
   fs::remove_all(old, ec);
   file::writeAtomic(dir + "/latest", name + "\n");
-  if (opts.keep_last > 0) prune(dir, data.identity.run_id, opts.keep_last, final_path);
+  if (opts.keep_last > 0) prune(dir, identity.run_id, opts.keep_last, final_path);
   return final_path;
 }
 
-CheckpointInfo verifyCheckpoint(const std::string& path) { return verify(path, nullptr); }
+std::string saveCheckpoint(const std::string& dir, const CheckpointData& data,
+                           const CheckpointOptions& opts) {
+  const std::string tmp = makeCheckpointTempDir(dir, data.step, std::to_string(::getpid()));
+  const std::string contents[] = {
+      encodeSafetensors(data.model, {{"format", "pt"}}), encodeSafetensors(data.optimizer),
+      nlohmann::json{{"step", data.step}, {"state", data.state}}.dump(2), data.config.dump(2)};
+  nlohmann::json files = nlohmann::json::object();
+  for (size_t i = 0; i < std::size(kFiles); ++i) {
+    file::writeAtomic(tmp + "/" + kFiles[i], contents[i]);
+    files[kFiles[i]] = checkpointFileRecord(contents[i]);
+  }
+  return commitCheckpoint(dir, tmp, data.step, data.identity, files, nlohmann::json::object(), opts);
+}
+
+CheckpointInfo verifyCheckpoint(const std::string& path) { return verify(path, nullptr, nullptr); }
 
 CheckpointInfo readCheckpointManifest(const std::string& path) {
   const nlohmann::json m = readManifest(path);
@@ -167,12 +222,20 @@ CheckpointInfo readCheckpointManifest(const std::string& path) {
 
 CheckpointData loadCheckpoint(const std::string& path) {
   std::vector<std::string> bytes;
-  const CheckpointInfo info = verify(path, &bytes);
+  nlohmann::json zero;
+  const CheckpointInfo info = verify(path, &bytes, &zero);
   CheckpointData out;
   out.step = info.step;
   out.identity = info.identity;
-  out.model = decodeSafetensors(bytes[0], path + "/model.safetensors").tensors;
-  out.optimizer = decodeSafetensors(bytes[1], path + "/optimizer.safetensors").tensors;
+  out.path = path;
+  if (!zero.is_null()) {  // partitioned: buffers, state, config
+    out.zero = zero;
+    out.model = decodeSafetensors(bytes[0], path + "/" + kZeroFiles[0]).tensors;
+    bytes.insert(bytes.begin() + 1, std::string());  // no optimizer.safetensors
+  } else {
+    out.model = decodeSafetensors(bytes[0], path + "/model.safetensors").tensors;
+    out.optimizer = decodeSafetensors(bytes[1], path + "/optimizer.safetensors").tensors;
+  }
   const nlohmann::json state = parseJsonFile(bytes[2], path + "/state.json");
   if (!state.is_object() || !state.contains("state") || state.value("step", int64_t{-1}) != info.step) {
     throw IoError("checkpoint file '" + path + "/state.json' does not hold the state of step " +

@@ -9,12 +9,16 @@
 //                                          run (run_identity.h), and the size and CRC-32 of every
 //                                          file above; itself covered by a CRC-32
 //   DIR/latest                             the name of the newest complete checkpoint
+// A ZeRO run writes a partitioned checkpoint instead (zero_checkpoint.h): each rank its own file
+// of the parameter elements and optimizer states it owns, under zero/, and rank 0 the model's
+// buffers (model_buffers.safetensors), state.json, config.json and, last, the manifest.
 // A save writes .ckpt-<step>.tmp-*/ (each file fsynced, the manifest last), renames it into place,
 // then replaces `latest` atomically, then prunes the run's own older checkpoints to keep_last. A
 // load verifies the manifest and every file before anything is decoded.
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lockstep/train/run_identity.h"
@@ -32,6 +36,13 @@ struct CheckpointData {
   nlohmann::json config = nlohmann::json::object();
   RunIdentity identity;
   int64_t step = 0;
+  /// Set by loadCheckpoint for a partitioned (ZeRO) checkpoint: the manifest's "zero" record
+  /// ({"world_size", "stage", "rank_files"}). `model` then holds the model's buffers only and
+  /// `optimizer` nothing: the parameters and optimizer states are in the ranks' files under
+  /// `path`, read by zero_checkpoint.h. Null for a checkpoint of whole tensors.
+  nlohmann::json zero;
+  /// The checkpoint's directory (set by loadCheckpoint).
+  std::string path;
 };
 
 struct CheckpointOptions {
@@ -45,6 +56,19 @@ struct CheckpointOptions {
 std::string saveCheckpoint(const std::string& dir, const CheckpointData& data,
                            const CheckpointOptions& opts = {});
 
+/// The pieces of saveCheckpoint, for checkpoints whose files several processes write
+/// (zero_checkpoint.h). A manifest's record of one file: {"bytes", "crc32"}.
+nlohmann::json checkpointFileRecord(std::string_view bytes);
+/// A fresh (emptied) temp directory for the checkpoint of `step` under dir; `tag` tells writers
+/// apart (a process id). IoError naming the path when dir is not writable.
+std::string makeCheckpointTempDir(const std::string& dir, int64_t step, const std::string& tag);
+/// Writes the manifest into tmp, listing `files` (name relative to the checkpoint -> record) and
+/// the extra keys of `layout` (e.g. {"zero": ...}), then moves tmp into place as dir/ckpt-<step>,
+/// points dir/latest at it and prunes, as saveCheckpoint. The files must be complete and fsynced.
+std::string commitCheckpoint(const std::string& dir, const std::string& tmp, int64_t step,
+                             const RunIdentity& identity, const nlohmann::json& files,
+                             const nlohmann::json& layout, const CheckpointOptions& opts);
+
 /// What a verified manifest says.
 struct CheckpointInfo {
   std::string path;
@@ -53,8 +77,9 @@ struct CheckpointInfo {
 };
 
 /// Verifies one checkpoint directory without decoding it: the manifest's own CRC-32, then the
-/// size and CRC-32 of every file it lists. IoError naming the file and what is wrong (missing,
-/// truncated, tampered with, an unknown format) otherwise.
+/// size and CRC-32 of every file it lists (a partitioned checkpoint's rank files are streamed,
+/// not held: every rank checks every file, so that all agree on which checkpoint verifies). IoError naming
+/// the file and what is wrong (missing, truncated, tampered with, an unknown format) otherwise.
 CheckpointInfo verifyCheckpoint(const std::string& ckpt_path);
 
 /// Reads only the manifest (its own CRC-32 checked, the files not): cheap, for telling whose a

@@ -162,7 +162,7 @@ nlohmann::json configDocumentToJson(const YAML::Node& n, const std::string& sour
 
 std::string configIdentityHash(nlohmann::json doc) {
   // zero_optimization says how the ranks share the model state, not what is trained: a checkpoint
-  // holds the whole optimizer state, so any stage resumes any other's.
+  // of any stage is resharded at load (zero_checkpoint.h), so any stage resumes any other's.
   for (const char* k : {"epochs", "max_steps", "steps_per_print", "checkpoint", "eval", "tensorboard",
                         "csv_monitor", "backend", "seed", "zero_optimization"})
     doc.erase(k);

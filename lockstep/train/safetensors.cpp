@@ -54,8 +54,10 @@ const Tensor& SafetensorsFile::at(const std::string& name) const {
   throw IoError("safetensors file '" + path + "' has no tensor named '" + name + "'");
 }
 
-std::string encodeSafetensors(const NamedTensors& tensors,
-                              const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// The 8-byte length and the JSON header of tensors (data section aligned to 8 bytes).
+std::string encodeHeader(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
@@ -74,43 +76,68 @@ std::string encodeSafetensors(const NamedTensors& tensors,
   std::string out(8, '\0');
   uint64_t hn = h.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((hn >> (8 * i)) & 0xff);
-  out += h;
-  out.reserve(out.size() + offset);
-  for (const auto& [name, t] : tensors) {
-    Tensor c = t.contiguous();
-    out.append(static_cast<const char*>(c.numel() ? c.dataPtr() : nullptr), c.nbytes());
-  }
+  return out + h;
+}
+
+std::string_view bytesOf(const Tensor& c) {
+  return {static_cast<const char*>(c.numel() ? c.dataPtr() : nullptr), c.nbytes()};
+}
+
+}  // namespace
+
+std::string encodeSafetensors(const NamedTensors& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  std::string out = encodeHeader(tensors, metadata);
+  size_t data = 0;
+  for (const auto& [name, t] : tensors) data += t.nbytes();
+  out.reserve(out.size() + data);
+  for (const auto& [name, t] : tensors) out.append(bytesOf(t.contiguous()));
   return out;
 }
 
-void saveSafetensors(const std::string& path, const NamedTensors& tensors,
-                     const std::map<std::string, std::string>& metadata) {
-  file::writeAtomic(path, encodeSafetensors(tensors, metadata));
+WrittenFile saveSafetensors(const std::string& path, const NamedTensors& tensors,
+                            const std::map<std::string, std::string>& metadata) {
+  const std::string header = encodeHeader(tensors, metadata);
+  std::vector<Tensor> data;  // contiguous (copies only of non-contiguous tensors), alive until written
+  std::vector<std::string_view> pieces = {header};
+  WrittenFile w{header.size(), file::crc32(header)};
+  for (const auto& [name, t] : tensors) {
+    data.push_back(t.contiguous());
+    pieces.push_back(bytesOf(data.back()));
+    w.bytes += pieces.back().size();
+    w.crc32 = file::crc32(pieces.back(), w.crc32);
+  }
+  file::writeAtomic(path, pieces);
+  return w;
 }
 
-SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& path) {
+uint64_t safetensorsHeaderLength(std::string_view first8, uint64_t file_size, const std::string& path) {
+  if (first8.size() < 8 || file_size < 8) {
+    throw IoError("corrupt safetensors file '" + path + "': only " + std::to_string(file_size) +
+                  " bytes, shorter than the 8-byte header length");
+  }
+  uint64_t hn = 0;
+  for (int i = 0; i < 8; ++i) hn |= static_cast<uint64_t>(static_cast<uint8_t>(first8[i])) << (8 * i);
+  if (hn > file_size - 8) {
+    throw IoError("corrupt safetensors file '" + path + "': header length " + std::to_string(hn) +
+                  " exceeds the file size " + std::to_string(file_size) + " (truncated?)");
+  }
+  return hn;
+}
+
+SafetensorsHeader parseSafetensorsHeader(std::string_view header_json, uint64_t data_size,
+                                         const std::string& path) {
   auto bad = [&](const std::string& what) {
     return IoError("corrupt safetensors file '" + path + "': " + what);
   };
-  if (bytes.size() < 8)
-    throw bad("only " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
-  uint64_t hn = 0;
-  for (int i = 0; i < 8; ++i) hn |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
-  if (hn > bytes.size() - 8) {
-    throw bad("header length " + std::to_string(hn) + " exceeds the file size " +
-              std::to_string(bytes.size()) + " (truncated?)");
-  }
   nlohmann::ordered_json header;
   try {
-    header = nlohmann::ordered_json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(hn));
+    header = nlohmann::ordered_json::parse(header_json.begin(), header_json.end());
   } catch (const nlohmann::json::exception& e) {
     throw bad(std::string("header is not valid JSON: ") + e.what());
   }
   if (!header.is_object()) throw bad("header is not a JSON object");
-  SafetensorsFile out;
-  out.path = path;
-  const uint64_t data_size = bytes.size() - 8 - hn;
-  const char* data = bytes.data() + 8 + hn;
+  SafetensorsHeader out;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
@@ -163,9 +190,7 @@ SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& p
         throw bad("tensor '" + name + "' ends at byte " + std::to_string(offs[1]) +
                   " past the data section's " + std::to_string(data_size) + " bytes (truncated?)");
       }
-      Tensor t = Tensor::empty(shape, dt);
-      if (want) std::memcpy(t.dataPtr(), data + offs[0], want);
-      out.tensors.emplace_back(name, std::move(t));
+      out.entries.push_back({name, dt, std::move(shape), offs[0], offs[1]});
       ranges.emplace_back(offs[0], offs[1]);
     } catch (const nlohmann::json::exception& e) {
       throw bad("tensor '" + name + "' has a malformed entry: " + e.what());
@@ -180,6 +205,22 @@ SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& p
   if (pos != data_size) {
     throw bad("the data section has " + std::to_string(data_size) + " bytes but tensors cover " +
               std::to_string(pos));
+  }
+  return out;
+}
+
+SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& path) {
+  const uint64_t hn = safetensorsHeaderLength(bytes, bytes.size(), path);
+  SafetensorsHeader header =
+      parseSafetensorsHeader(std::string_view(bytes).substr(8, hn), bytes.size() - 8 - hn, path);
+  SafetensorsFile out;
+  out.path = path;
+  out.metadata = std::move(header.metadata);
+  const char* data = bytes.data() + 8 + hn;
+  for (SafetensorsEntry& e : header.entries) {
+    Tensor t = Tensor::empty(e.shape, e.dtype);
+    if (e.end > e.begin) std::memcpy(t.dataPtr(), data + e.begin, e.end - e.begin);
+    out.tensors.emplace_back(std::move(e.name), std::move(t));
   }
   return out;
 }

@@ -6,6 +6,7 @@
 // "__metadata__" object of string -> string.
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -26,11 +27,35 @@ struct SafetensorsFile {
 /// Serialises tensors (any strides; written row-major) and metadata to bytes.
 std::string encodeSafetensors(const NamedTensors& tensors,
                               const std::map<std::string, std::string>& metadata = {});
-/// Writes atomically (temp file, fsync, rename).
-void saveSafetensors(const std::string& path, const NamedTensors& tensors,
-                     const std::map<std::string, std::string>& metadata = {});
+/// What saveSafetensors wrote: its size and CRC-32 (a checkpoint manifest's record).
+struct WrittenFile {
+  uint64_t bytes = 0;
+  uint32_t crc32 = 0;
+};
+/// Writes atomically (temp file, fsync, rename), each tensor's bytes straight from its storage
+/// (a non-contiguous one is copied first): no copy of the whole file in memory.
+WrittenFile saveSafetensors(const std::string& path, const NamedTensors& tensors,
+                            const std::map<std::string, std::string>& metadata = {});
 /// Parses and validates (header length, JSON, dtypes, shapes vs byte ranges, bounds, overlaps);
 /// every problem is an IoError naming `path` and what is wrong.
+/// One tensor of a header: offsets relative to the data section (after the 8 + N header bytes).
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  uint64_t begin = 0, end = 0;
+};
+struct SafetensorsHeader {
+  std::vector<SafetensorsEntry> entries;  // in header order
+  std::map<std::string, std::string> metadata;
+};
+/// The header length N from a file's first 8 bytes; IoError naming `path` when the file is too
+/// short for it. (For readers that fetch byte ranges: safetensors_reader.h.)
+uint64_t safetensorsHeaderLength(std::string_view first8, uint64_t file_size, const std::string& path);
+/// Parses and validates a header as decodeSafetensors does (dtypes, shapes vs byte ranges, ranges
+/// that tile a data section of data_size bytes); IoError naming `path`.
+SafetensorsHeader parseSafetensorsHeader(std::string_view header_json, uint64_t data_size,
+                                         const std::string& path);
 SafetensorsFile decodeSafetensors(const std::string& bytes, const std::string& path);
 SafetensorsFile loadSafetensors(const std::string& path);
 

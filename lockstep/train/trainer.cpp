@@ -27,6 +27,7 @@
 #include "lockstep/train/run_info.h"
 #include "lockstep/train/train_data.h"
 #include "lockstep/train/training_state.h"
+#include "lockstep/train/zero_checkpoint.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
 
@@ -181,15 +182,9 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   config_record["document"] = c.document;
   TrainingParts parts{model.get(),   &opt,  engine.scheduler(), &loader, &defaultGenerator(),
                       config_record, world, engine.lossScaler()};
-  // ZeRO: checkpoints hold the whole optimizer state (gathered on every rank before rank 0
-  // writes), loaded back as each rank's partition: any world size and stage resumes them.
-  optim::OptimizerStateDict zero_state;
-  if (parallel::ZeroOptimizer* zero = engine.zero()) {
-    parts.optimizer_state = [&zero_state] { return zero_state; };
-    parts.load_optimizer_state = [zero](const optim::OptimizerStateDict& s) {
-      zero->loadConsolidatedStateDict(s);
-    };
-  }
+  // ZeRO: each rank writes its own partition of the checkpoint (zero_checkpoint.h), nothing
+  // gathered; a load reshards to this run's world size and stage.
+  parts.zero = engine.zero();
   RunIdentity identity{newRunId(),
                        c.identity_hash,
                        c.seed,
@@ -253,25 +248,30 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   int64_t last_saved = engine.globalSteps();
   auto save = [&] {
     const auto t = Clock::now();
-    if (engine.zero() && engine.globalSteps() != last_saved) {
-      zero_state = engine.zero()->consolidatedStateDict(0);  // collective; rank 0 writes it
-      gather_parameters();
-    }
-    if (chief && engine.globalSteps() != last_saved) {
-      CheckpointOptions co;
-      co.keep_last = c.checkpoint_keep_last;
+    CheckpointOptions co;
+    co.keep_last = c.checkpoint_keep_last;
+    if (engine.zero() && engine.globalSteps() != last_saved) {  // collective: every rank writes
+      CheckpointData d = captureTrainingState(parts, engine.globalSteps());
+      d.identity = identity;
+      saveZeroCheckpoint(ckpt_dir, d, *engine.zero(), dist.group.get(), co);
+    } else if (chief && engine.globalSteps() != last_saved) {
       CheckpointData d = captureTrainingState(parts, engine.globalSteps());
       d.identity = identity;
       saveCheckpoint(ckpt_dir, d, co);
     }
-    zero_state = {};  // the gathered state is as large as DDP's: not kept between checkpoints
     last_saved = engine.globalSteps();
     checkpoint_seconds += since(t);
   };
+  // Stage 3 evaluates as it trains: each layer gathered for its forward alone (collective).
+  auto evaluate_gathering_layers = [&](const std::shared_ptr<data::Dataset>& ds) {
+    if (engine.zero() && !engine.zero()->parametersGathered()) engine.zero()->beginStep();
+    EvalResult v = evaluate(net, ds, dist.group.get(), rank, world);
+    if (engine.zero()) engine.zero()->releaseParameters();
+    return v;
+  };
   auto validate = [&](const std::shared_ptr<data::Dataset>& ds) {
     const auto t = Clock::now();
-    gather_parameters();
-    EvalResult v = evaluate(net, ds, dist.group.get(), rank, world);
+    EvalResult v = evaluate_gathering_layers(ds);
     eval_seconds += since(t);
     return v;
   };
@@ -407,11 +407,11 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
       s.ddp_timings.push_back(nlohmann::json::parse(r).get<parallel::ReducerTimings>());
     }
   }
-  gather_parameters();
   // Language data tests on its validation windows: a validation of these very weights is reused.
   EvalResult t = data.test == data.val && last_val_step == engine.globalSteps()
                      ? last_val
-                     : evaluate(net, data.test, dist.group.get(), rank, world);
+                     : evaluate_gathering_layers(data.test);
+  gather_parameters();  // the whole weights for the samples and model.safetensors
   s.test_loss = t.loss;
   s.test_accuracy = t.accuracy;
   if (language_model) {

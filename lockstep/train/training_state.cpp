@@ -1,7 +1,9 @@
 #include "lockstep/train/training_state.h"
 
 #include <algorithm>
+#include <optional>
 
+#include "lockstep/train/zero_checkpoint.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::train {
@@ -46,11 +48,20 @@ CheckpointData captureTrainingState(const TrainingParts& parts, int64_t step) {
   LOCKSTEP_ENFORCE(parts.model != nullptr, ValueError, "captureTrainingState: no model");
   CheckpointData d;
   d.step = step;
-  d.model = toNamed(parts.model->stateDict());
+  nn::StateDict model = parts.model->stateDict();
+  if (parts.zero) {  // the parameters go into the ranks' partition files
+    for (const auto& [name, p] : parts.model->namedParameters()) model.erase(name);
+  }
+  d.model = toNamed(model);
   nlohmann::json state = nlohmann::json::object();
   if (parts.optimizer) {
-    optim::OptimizerStateDict osd =
-        parts.optimizer_state ? parts.optimizer_state() : parts.optimizer->stateDict();
+    optim::OptimizerStateDict osd = parts.optimizer->stateDict();
+    if (parts.zero) {  // groups in the whole model's parameter numbering; no tensors
+      const auto& groups = parts.zero->groupParameters();
+      for (size_t g = 0; g < osd.param_groups.size() && g < groups.size(); ++g)
+        osd.param_groups[g].params = groups[g];
+      osd.state = {};
+    }
     d.optimizer = toNamed(osd.state);
     nlohmann::json groups = nlohmann::json::array();
     for (const auto& g : osd.param_groups)
@@ -102,7 +113,13 @@ data::SamplerState rescalePosition(const nlohmann::json& j, const TrainingParts&
 std::string restoreTrainingState(const CheckpointData& d, TrainingParts& parts) {
   std::string note;
   LOCKSTEP_ENFORCE(parts.model != nullptr, ValueError, "restoreTrainingState: no model");
-  parts.model->loadStateDict(fromNamed(d.model), /*strict=*/true);
+  std::optional<ZeroCheckpointReader> partitioned;
+  nn::StateDict model = fromNamed(d.model);
+  if (!d.zero.is_null()) {
+    partitioned.emplace(d);
+    for (auto& [name, t] : partitioned->parameters()) model.insert(name, std::move(t));
+  }
+  parts.model->loadStateDict(model, /*strict=*/true);
   const nlohmann::json& s = d.state;
   try {
     if (parts.optimizer) {
@@ -111,12 +128,20 @@ std::string restoreTrainingState(const CheckpointData& d, TrainingParts& parts) 
       LOCKSTEP_ENFORCE(type == parts.optimizer->name(), ValueError, "the checkpoint's optimizer is ", type,
                        " but this job uses ", parts.optimizer->name());
       optim::OptimizerStateDict osd;
-      osd.state = fromNamed(d.optimizer);
+      if (!partitioned) {
+        osd.state = fromNamed(d.optimizer);
+      } else if (parts.zero) {  // this rank's elements only
+        osd.state = partitioned->partitionState(*parts.zero);
+      } else {
+        osd.state = partitioned->optimizerState();
+      }
       for (const auto& g : s["optimizer"]["param_groups"]) {
         osd.param_groups.push_back({hyperFromJson(g["options"]), g["params"].get<std::vector<int64_t>>()});
       }
-      if (parts.load_optimizer_state) {
-        parts.load_optimizer_state(osd);
+      if (parts.zero && partitioned) {
+        parts.zero->loadPartitionStateDict(osd);
+      } else if (parts.zero) {
+        parts.zero->loadConsolidatedStateDict(osd);
       } else {
         parts.optimizer->loadStateDict(osd);
       }

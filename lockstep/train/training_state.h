@@ -2,7 +2,6 @@
 // What a training job saves and restores, on top of the checkpoint files (checkpoint.h): the
 // model's state dict, the optimizer's state (tensors + hyper-parameters), the scheduler's counter,
 // the data position (epoch and batches consumed), the random generator and the config.
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -11,6 +10,7 @@
 #include "lockstep/optim/loss_scaler.h"
 #include "lockstep/optim/lr_scheduler.h"
 #include "lockstep/optim/optimizer.h"
+#include "lockstep/parallel/zero_optimizer.h"
 #include "lockstep/tensor/generator.h"
 #include "lockstep/train/checkpoint.h"
 
@@ -29,17 +29,20 @@ struct TrainingParts {
   int64_t world_size = 1;
   /// fp16's loss scaler (scale, hysteresis, counters), or nullptr when the job has none.
   optim::LossScaler* loss_scaler = nullptr;
-  /// When set (ZeRO: each rank's optimizer holds a partition), the optimizer's whole state is read
-  /// and loaded through these instead of optimizer->stateDict() / loadStateDict(), so that the
-  /// checkpoint holds what a DDP run's does.
-  std::function<optim::OptimizerStateDict()> optimizer_state{};
-  std::function<void(const optim::OptimizerStateDict&)> load_optimizer_state{};
+  /// ZeRO (each rank's optimizer holds its partition): checkpoints are partitioned
+  /// (zero_checkpoint.h). captureTrainingState then leaves out the parameters and the optimizer's
+  /// tensors (each rank writes its own with saveZeroCheckpoint), and restoreTrainingState loads
+  /// this rank's partition of the optimizer state, from a partitioned checkpoint of any world
+  /// size and stage or from a DDP one.
+  parallel::ZeroOptimizer* zero = nullptr;
 };
 
 /// Snapshot (deep copies) of the parts at global step `step` (identity left for the caller).
 CheckpointData captureTrainingState(const TrainingParts& parts, int64_t step);
-/// Loads a snapshot into the parts. The model load is strict: a model with other names or shapes
-/// fails with the list of mismatches (ValueError), and nothing is changed then.
+/// Loads a snapshot into the parts; a partitioned checkpoint's parameters and optimizer state
+/// are read from its rank files (zero_checkpoint.h), resharded. The model load is strict: a model
+/// with other names or shapes fails with the list of mismatches (ValueError), and nothing is
+/// changed then.
 /// A snapshot taken mid-epoch by a job of another world size or batch size (an elastic restart)
 /// resumes at the batch whose samples follow the ones consumed: the ranks' shards interleave, so
 /// the first position x batch_size x world_size samples of the epoch's order are the consumed

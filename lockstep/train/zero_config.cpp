@@ -184,6 +184,12 @@ ZeroConfig parseZeroConfig(const YAML::Node& n) {
   }
   if (n["offload_optimizer"]) parseOffloadOptimizer(n["offload_optimizer"], z.stage, z);
   if (n["offload_param"]) parseOffloadParam(n["offload_param"], z.stage, z);
+  // Stage 3's gathering knobs (zero_parameter_coordinator.h), DeepSpeed's defaults.
+  o.prefetch_bucket_size = count(n, kSection, "stage3_prefetch_bucket_size", o.prefetch_bucket_size, 0);
+  o.param_persistence_threshold =
+      count(n, kSection, "stage3_param_persistence_threshold", o.param_persistence_threshold, 0);
+  o.max_live_parameters = count(n, kSection, "stage3_max_live_parameters", o.max_live_parameters, 0);
+  o.max_reuse_distance = count(n, kSection, "stage3_max_reuse_distance", o.max_reuse_distance, 0);
   std::vector<std::string> stage3_only;
   if (!o.offload_optimizer.nvme_path.empty()) {  // sub-groups are what the NVMe offload streams
     o.offload_optimizer.sub_group_size = count(n, kSection, "sub_group_size", 1'000'000'000, 1);
@@ -207,24 +213,21 @@ ZeroConfig parseZeroConfig(const YAML::Node& n) {
     std::string keys;
     for (const auto& k : stage3_only) keys += (keys.empty() ? "" : ", ") + kSection + "." + k;
     if (z.stage == 3) {
-      // lockstep's stage 3 gathers the whole model for each forward and its backward: the knobs of
-      // DeepSpeed's per-module gathering would be accepted without doing what they say, so they are
-      // errors. sub_group_size without NVMe offload (the optimizer steps its whole partition as one
-      // group: the same result) and the gather-on-save flags (saves always hold gathered f32
-      // weights) are noted.
-      for (const char* key : {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-                              "stage3_max_live_parameters", "stage3_max_reuse_distance"}) {
-        if (n[key]) {
-          throw ValueError(kSection + "." + key +
-                           " is not supported yet: lockstep's stage 3 all-gathers every parameter for each "
-                           "forward and its backward (no per-module gathering, prefetch or persistence); "
-                           "remove the key");
-        }
+      // sub_group_size without NVMe offload (the optimizer steps its whole partition as one group:
+      // the same result) and the gather-on-save flags (saves always hold gathered f32 weights)
+      // are noted.
+      std::string noted;
+      for (const char* key : {"sub_group_size", "stage3_gather_16bit_weights_on_model_save",
+                              "stage3_gather_fp16_weights_on_model_save"}) {
+        if (std::find(stage3_only.begin(), stage3_only.end(), key) != stage3_only.end())
+          noted += (noted.empty() ? "" : ", ") + kSection + "." + key;
       }
-      z.notes.push_back(
-          keys +
-          ": no effect in lockstep's stage 3, which steps its whole partition at once and saves "
-          "checkpoints with gathered f32 weights");
+      if (!noted.empty()) {
+        z.notes.push_back(
+            noted +
+            ": no effect in lockstep's stage 3, which steps its whole partition at once and saves "
+            "checkpoints with gathered f32 weights");
+      }
     } else {
       z.notes.push_back(keys + ": used by ZeRO stage 3 only (as in DeepSpeed); no effect at stage " +
                         std::to_string(z.stage));

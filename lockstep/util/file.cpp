@@ -22,23 +22,29 @@ namespace {
 }  // namespace
 
 void writeAtomic(const std::string& path, std::string_view bytes) {
+  writeAtomic(path, std::vector<std::string_view>{bytes});
+}
+
+void writeAtomic(const std::string& path, const std::vector<std::string_view>& pieces) {
   std::filesystem::path p(path);
   std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
   std::string tmpl = (std::filesystem::path(dir) / ("." + p.filename().string() + ".tmp.XXXXXX")).string();
   int fd = ::mkstemp(tmpl.data());
   if (fd < 0) fail("cannot create a temporary file next to", path);
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmpl.c_str());
-      errno = err;
-      fail("cannot write", path);
+  for (std::string_view bytes : pieces) {
+    size_t off = 0;
+    while (off < bytes.size()) {
+      ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        ::close(fd);
+        ::unlink(tmpl.c_str());
+        errno = err;
+        fail("cannot write", path);
+      }
+      off += static_cast<size_t>(n);
     }
-    off += static_cast<size_t>(n);
   }
   if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) {
     int err = errno;
@@ -78,8 +84,8 @@ void makeDirs(const std::string& path) {
   if (ec) throw IoError("cannot create directory '" + path + "': " + ec.message());
 }
 
-uint32_t crc32(std::string_view bytes) {
-  uLong c = ::crc32(0L, Z_NULL, 0);
+uint32_t crc32(std::string_view bytes, uint32_t start) {
+  uLong c = start;
   // zlib takes uInt lengths: feed large buffers in pieces.
   size_t off = 0;
   while (off < bytes.size()) {

@@ -1,5 +1,6 @@
 // A GPT trained data-parallel on 3 ranks (threads) reaches the parameters of one process that sees
-// the global batch, with and without activation checkpointing.
+// the global batch, with and without activation checkpointing, with DDP and with ZeRO stage 3
+// gathering one transformer block at a time (the tied embedding at the root).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include "lockstep/autograd.h"
 #include "lockstep/nn.h"
 #include "lockstep/parallel.h"
+#include "lockstep/parallel/zero_parameter_coordinator.h"
 #include "parallel/thread_ranks.h"
 
 using namespace lockstep;
@@ -65,16 +67,24 @@ TEST(LanguageModelDdp, gpt_on_three_ranks_matches_one_process_with_the_global_ba
     ref.backward(lmLoss(ref, tokens(s, micro * world, 1), tokens(s, micro * world, 2)));
     ASSERT_TRUE(ref.step());
   }
-  for (int64_t ck : {0, 1}) {
+  // Stage 3's gather units are the two transformer blocks.
+  EXPECT_EQ(parallel::zeroGatherUnits(*makeGpt(0)).size(), 2u);
+  for (auto [ck, stage] : {std::pair<int64_t, int>{0, 0}, {1, 0}, {0, 3}, {1, 3}}) {
     std::mutex mu;
     lockstep::testing::runThreadRanks(world, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
-      parallel::Engine engine(makeGpt(ck), o, worldOf(rank, world, pg));
+      parallel::EngineOptions zo = o;
+      zo.zero_stage = stage;
+      zo.zero.param_persistence_threshold = 0;
+      zo.zero.max_reuse_distance = 0;
+      zo.zero.reduce_bucket_size = 1000;  // several buckets per block
+      parallel::Engine engine(makeGpt(ck), zo, worldOf(rank, world, pg));
       for (int s = 0; s < steps; ++s) {
         Tensor x = tokens(s, micro * world, 1), y = tokens(s, micro * world, 2);
         engine.backward(lmLoss(engine, x.slice(rank * micro, (rank + 1) * micro),
                                y.slice(rank * micro, (rank + 1) * micro)));
         ASSERT_TRUE(engine.step());
       }
+      if (engine.zero()) engine.zero()->gatherParameters();
       std::lock_guard<std::mutex> lock(mu);
       auto pa = engine.model()->namedParameters(), pb = ref.model()->namedParameters();
       double worst = 0;
@@ -82,7 +92,7 @@ TEST(LanguageModelDdp, gpt_on_three_ranks_matches_one_process_with_the_global_ba
         auto va = pa[i].second.tensor().toVector<double>(), vb = pb[i].second.tensor().toVector<double>();
         for (size_t j = 0; j < va.size(); ++j) worst = std::max(worst, std::abs(va[j] - vb[j]));
       }
-      EXPECT_LE(worst, 2e-5) << "rank " << rank << ", checkpoint_every " << ck;
+      EXPECT_LE(worst, 2e-5) << "rank " << rank << ", checkpoint_every " << ck << ", ZeRO stage " << stage;
     });
   }
 }

@@ -114,4 +114,12 @@ inline EngineOptions adam() {
   return o;
 }
 
+// Stage 3 gathering each layer for its forward and backward alone: no parameter is small enough
+// to persist, and no layer is kept whole between its forward and its backward.
+inline EngineOptions perLayer(EngineOptions o) {
+  o.zero.param_persistence_threshold = 0;
+  o.zero.max_reuse_distance = 0;
+  return o;
+}
+
 }  // namespace lockstep::testing::zero

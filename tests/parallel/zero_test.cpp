@@ -34,34 +34,94 @@ TEST(Zero, stage2_matches_ddp_with_sgd_momentum_and_adam_at_world_1_to_4) {
 
 TEST(Zero, stage3_matches_ddp_with_sgd_momentum_and_adam_at_world_1_to_4) {
   for (int world = 1; world <= 4; ++world) {
-    expectSameAsDdp(sgd(), world, 3, "SGD");
+    expectSameAsDdp(sgd(), world, 3, "SGD");  // DeepSpeed's defaults: small parameters persist
     expectSameAsDdp(adam(), world, 3, "Adam");
+    expectSameAsDdp(perLayer(sgd()), world, 3, "SGD, gathered per layer");
+    expectSameAsDdp(perLayer(adam()), world, 3, "Adam, gathered per layer");
   }
 }
 
 TEST(Zero, stage3_keeps_only_its_partition_between_steps) {
   lockstep::testing::runThreadRanks(3, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
-    EngineOptions o = adam();
+    EngineOptions o = perLayer(adam());
     o.zero_stage = 3;
     Engine engine(makeNet(1), o, worldOf(rank, 3, pg));
     auto params = engine.model()->parameters();
-    auto numel = [&] {
-      int64_t n = 0;
-      for (const auto& p : params) n += p.numel();
+    auto resident = [&] {
+      int n = 0;
+      for (const auto& p : params) n += p.tensor().storage()->resident();
       return n;
     };
     EXPECT_FALSE(engine.zero()->parametersGathered());
-    EXPECT_EQ(numel(), 0);  // released: every parameter holds an empty tensor
+    EXPECT_EQ(resident(), 0);                       // released: every parameter's bytes are freed
+    EXPECT_EQ(params[0].shape(), (Shape{9, kIn}));  // its shape stays
+    EXPECT_THROW(params[0].tensor().toVector<float>(), ValueError);
     auto [x, y] = batch(rank, kRows);
     Variable out = engine.forward(Variable(x));
-    EXPECT_TRUE(engine.zero()->parametersGathered());
-    EXPECT_EQ(numel(), 74);
-    EXPECT_EQ(params[0].shape(), (Shape{9, kIn}));
+    EXPECT_EQ(resident(), 0);  // each layer was freed again after its forward
     engine.backward(autograd::crossEntropy(out, y));
-    EXPECT_EQ(numel(), 0);  // released as soon as backward is done
+    EXPECT_EQ(resident(), 0);
     EXPECT_TRUE(engine.step());
-    EXPECT_FALSE(engine.zero()->parametersGathered());
+    engine.zero()->gatherParameters();  // all of them, for a state dict
+    EXPECT_EQ(resident(), 4);
+    EXPECT_TRUE(engine.zero()->parametersGathered());
+    engine.zero()->releaseParameters();
+    EXPECT_EQ(resident(), 0);
   });
+}
+
+TEST(Zero, stage3_gathers_one_layer_at_a_time_in_forward_and_backward) {
+  // Six Linear layers of a Sequential are the gather units: while one runs forward, or backward, at
+  // most it and its neighbour (the prefetch) hold whole parameters; the model still trains as DDP.
+  auto net = [](uint64_t seed) {
+    Generator g(seed);
+    nn::ModelOptions m;
+    m.in_features = kIn;
+    m.out_features = kClasses;
+    m.hidden = {7, 6, 8, 5, 7};
+    m.generator = &g;
+    return nn::makeModel("mlp", m);
+  };
+  for (int world : {1, 2, 3}) {
+    lockstep::testing::runThreadRanks(world, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+      EngineOptions o = perLayer(sgd());
+      o.zero_stage = 3;
+      Engine engine(net(3), o, worldOf(rank, world, pg));
+      std::vector<nn::Module*> linears;
+      for (nn::Module* m : engine.model()->layers()) {
+        if (!m->parameters().empty()) linears.push_back(m);
+      }
+      ASSERT_EQ(linears.size(), 6u);
+      auto whole_layers = [&] {
+        int n = 0;
+        for (nn::Module* m : linears) n += m->parameters()[0].tensor().storage()->resident();
+        return n;
+      };
+      int max_forward = 0, max_backward = 0, seen_forward = 0;
+      for (size_t i = 0; i < linears.size(); ++i) {
+        linears[i]->registerForwardHooks(
+            [&, i](nn::Module& m) {  // runs after ZeRO's pre-hook: this layer is whole
+              EXPECT_TRUE(m.parameters()[0].tensor().storage()->resident()) << "layer " << i;
+              max_forward = std::max(max_forward, whole_layers());
+              ++seen_forward;
+            },
+            {});
+        linears[i]->parameters()[0].registerGradReadyHook(
+            [&](Variable&) { max_backward = std::max(max_backward, whole_layers()); });
+      }
+      auto [x, y] = batch(rank, kRows);
+      engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
+      engine.step();
+      EXPECT_EQ(seen_forward, 6);
+      EXPECT_EQ(max_forward, 1);  // the next layer's prefetch is still in its receive buffer
+      EXPECT_GE(max_backward, 1);
+      EXPECT_LE(max_backward, 2);
+      EXPECT_EQ(whole_layers(), 0);
+    });
+  }
+  EngineOptions o = perLayer(adam());
+  o.zero.reduce_bucket_size = 30;  // units split into several buckets, pieces straddling parameters
+  expectSameAsDdp(o, 3, 3, "Adam, stage 3 over six layers");
 }
 
 TEST(Zero, small_buckets_split_parameters_across_ranks_and_still_match) {
@@ -86,6 +146,7 @@ TEST(Zero, accumulation_clipping_and_loss_scaling_match_ddp) {
   for (int stage : {1, 2, 3}) {
     for (int world : {2, 3}) expectSameAsDdp(o, world, stage, "SGD, accumulation 3 + clipping + loss scale");
   }
+  expectSameAsDdp(perLayer(o), 3, 3, "SGD, accumulation 3 + clipping + loss scale, per layer");
 }
 
 TEST(Zero, memory_report_follows_the_formulas) {
@@ -175,7 +236,10 @@ TEST(Zero, deepspeed_variants_overlap_off_allreduce_and_broadcasts_match_ddp) {
   o.zero.overlap_comm = false;
   o.zero.reduce_scatter = false;
   o.zero.allgather_partitions = false;
-  for (int world : {2, 3}) expectSameAsDdp(o, world, 2, "Adam, no overlap, allreduce, broadcasts");
+  for (int world : {2, 3}) {
+    expectSameAsDdp(o, world, 2, "Adam, no overlap, allreduce, broadcasts");
+    expectSameAsDdp(perLayer(o), world, 3, "Adam, no overlap, allreduce, broadcasts, per layer");
+  }
 }
 
 namespace {

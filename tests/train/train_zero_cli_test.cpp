@@ -72,7 +72,7 @@ TEST_F(TrainCli, zero_stage2_reports_memory_and_trains_as_ddp) {
 
 TEST_F(TrainCli, zero_resume_is_bitwise_and_reshards_the_optimizer_state) {
   // Stage 2 on 2 ranks, 8 steps straight == 4 steps, then resumed to 8; and a stage-2 checkpoint
-  // resumed by stage 1 (the whole optimizer state is saved, each rank loads its partition).
+  // resumed by stage 1 (each rank saved its partition; the load reshards).
   std::string cfg = writeConfig("c.yaml", std::string(kSynthetic) + "zero_optimization: {stage: 2}\n");
   ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/s --set max_steps=8").code, 0);
   ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/r --set max_steps=4").code, 0);

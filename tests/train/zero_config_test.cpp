@@ -68,7 +68,7 @@ TEST(ZeroConfig, every_listed_key_is_read) {
   EXPECT_TRUE(has(z.notes[1], "stage3_max_live_parameters") && has(z.notes[1], "stage 3 only")) << z.notes[1];
 }
 
-TEST(ZeroConfig, stage_3_is_accepted_and_its_knobs_are_logged_or_refused) {
+TEST(ZeroConfig, stage_3_is_accepted_and_its_knobs_are_read_or_logged) {
   const ZeroConfig z = parse(
       "{stage: 3, offload_param: {device: cpu}, sub_group_size: 1000000000, "
       "stage3_gather_16bit_weights_on_model_save: true}");
@@ -79,10 +79,21 @@ TEST(ZeroConfig, stage_3_is_accepted_and_its_knobs_are_logged_or_refused) {
   EXPECT_TRUE(has(z.notes[0], "parameter partitions already live in CPU memory")) << z.notes[0];
   EXPECT_TRUE(has(z.notes[1], "sub_group_size") && has(z.notes[1], "no effect in lockstep's stage 3"))
       << z.notes[1];
-  // Per-module gathering knobs would do nothing at lockstep's whole-model stage 3: refused.
-  EXPECT_TRUE(has(errorOf("{stage: 3, stage3_param_persistence_threshold: 100}"),
-                  "zero_optimization.stage3_param_persistence_threshold is not supported yet"));
-  EXPECT_TRUE(has(errorOf("{stage: 3, stage3_prefetch_bucket_size: 5e7}"), "not supported yet"));
+  // DeepSpeed's defaults, then the per-layer gathering knobs as written.
+  EXPECT_EQ(z.options.prefetch_bucket_size, 50000000);
+  EXPECT_EQ(z.options.param_persistence_threshold, 100000);
+  EXPECT_EQ(z.options.max_live_parameters, 1000000000);
+  EXPECT_EQ(z.options.max_reuse_distance, 1000000000);
+  const ZeroConfig k = parse(
+      "{stage: 3, stage3_prefetch_bucket_size: 0, stage3_param_persistence_threshold: 1e4, "
+      "stage3_max_live_parameters: 3e8, stage3_max_reuse_distance: 0}");
+  EXPECT_EQ(k.options.prefetch_bucket_size, 0);
+  EXPECT_EQ(k.options.param_persistence_threshold, 10000);
+  EXPECT_EQ(k.options.max_live_parameters, 300000000);
+  EXPECT_EQ(k.options.max_reuse_distance, 0);
+  EXPECT_TRUE(k.notes.empty());
+  EXPECT_TRUE(has(errorOf("{stage: 3, stage3_max_live_parameters: -1}"),
+                  "zero_optimization.stage3_max_live_parameters: expected a whole number >= 0"));
 }
 
 TEST(ZeroConfig, nvme_offload_of_the_optimizer_takes_deepspeeds_keys) {

@@ -1,0 +1,170 @@
+// Partitioned ZeRO checkpoints at the library level, ranks as threads: what each rank's file holds
+// and what each rank reads back on another world size and stage, against the consolidated state.
+#include "lockstep/train/zero_checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "lockstep/train/training_state.h"
+#include "lockstep/util/error.h"
+#include "parallel/zero_engine_helpers.h"
+
+using namespace lockstep;
+using namespace lockstep::testing::zero;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Saved {
+  std::string path;
+  nn::StateDict model;              // gathered after the steps
+  optim::OptimizerStateDict state;  // consolidated
+};
+
+std::string scratch(const char* name) {
+  const std::string dir =
+      (fs::temp_directory_path() / ("lockstep-zckpt-" + std::to_string(::getpid()) + name)).string();
+  fs::remove_all(dir);
+  return dir;
+}
+
+EngineOptions withStage(EngineOptions o, int stage) {
+  o.zero_stage = stage;
+  o.zero.reduce_bucket_size = 30;  // several buckets: a rank owns several runs
+  return o;
+}
+
+// Two Adam steps on `world` ranks at `stage`, then a partitioned checkpoint of step 2 under dir.
+Saved trainAndSave(const EngineOptions& opt, int world, int stage, const std::string& dir) {
+  Saved out;
+  lockstep::testing::runThreadRanks(world, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    Engine engine(makeNet(7), withStage(opt, stage), worldOf(rank, world, pg));
+    for (int s = 0; s < 2;) {
+      auto [x, y] = batch(s * world + rank, kRows);
+      engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
+      if (engine.step()) ++s;
+    }
+    train::TrainingParts parts;
+    parts.model = engine.model().get();
+    parts.optimizer = engine.optimizer().get();
+    parts.zero = engine.zero();
+    train::CheckpointData d = train::captureTrainingState(parts, 2);
+    const std::string path = train::saveZeroCheckpoint(dir, d, *engine.zero(), pg.get(), {});
+    optim::OptimizerStateDict state = engine.zero()->consolidatedStateDict();
+    engine.zero()->gatherParameters();
+    if (rank == 0) {
+      out.path = path;
+      out.model = engine.model()->stateDict().cloned();
+      out.state.state = state.state.cloned();
+    }
+  });
+  return out;
+}
+
+void expectEqual(const Tensor& a, const Tensor& b, const std::string& what) {
+  EXPECT_EQ(a.toVector<double>(), b.toVector<double>()) << what;
+}
+
+}  // namespace
+
+// Adam (exp_avg, exp_avg_sq, step) and SGD with momentum (momentum_buffer).
+class ZeroCheckpoint : public ::testing::TestWithParam<const char*> {
+ protected:
+  EngineOptions optimizer() const { return std::string(GetParam()) == "Adam" ? adam() : sgd(); }
+  std::vector<const char*> buffers() const {
+    if (std::string(GetParam()) == "Adam") return {"exp_avg", "exp_avg_sq"};
+    return {"momentum_buffer"};
+  }
+};
+
+TEST_P(ZeroCheckpoint, each_rank_writes_its_elements_and_reads_back_only_its_own_on_another_world) {
+  const std::string dir = scratch(GetParam());
+  const Saved saved = trainAndSave(optimizer(), 2, 3, dir);
+  ASSERT_EQ(saved.path, dir + "/ckpt-2");
+  // Every parameter element is in exactly one of the two files, with Adam's two buffers.
+  int64_t elements = 0;
+  for (int r = 0; r < 2; ++r) {
+    auto f =
+        train::loadSafetensors(dir + "/ckpt-2/zero/rank-0000" + std::to_string(r) + "-of-00002.safetensors");
+    EXPECT_EQ(f.metadata["rank"], std::to_string(r));
+    for (const auto& [name, t] : f.tensors)
+      if (name.find('/') == std::string::npos) elements += t.numel();
+  }
+  EXPECT_EQ(elements, 74);
+  EXPECT_EQ(saved.state.state.size(), 4 * (buffers().size() + (buffers().size() == 2)));  // + Adam's step
+
+  const train::CheckpointData d = train::loadCheckpoint(saved.path);
+  ASSERT_FALSE(d.zero.is_null());
+  EXPECT_TRUE(d.optimizer.empty());
+  // A reader with no ZeRO (DDP, or consolidate) gets the whole model and state, bitwise.
+  const train::ZeroCheckpointReader reader(d);
+  for (const auto& [name, t] : reader.parameters()) expectEqual(t, saved.model.at(name), name);
+  const nn::StateDict whole = reader.optimizerState();
+  EXPECT_EQ(whole.size(), saved.state.state.size());
+  for (const auto& [key, t] : saved.state.state) expectEqual(whole.at(key), t, key);
+
+  // Three ranks at stage 1 and at stage 3: each reads its own elements, which are the slices of the
+  // consolidated state; loaded, the ZeRO optimizer consolidates to the saved state bitwise.
+  for (int stage : {1, 3}) {
+    lockstep::testing::runThreadRanks(3, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+      Engine engine(makeNet(8), withStage(optimizer(), stage), worldOf(rank, 3, pg));
+      parallel::ZeroOptimizer& zero = *engine.zero();
+      const nn::StateDict mine = train::ZeroCheckpointReader(d).partitionState(zero);
+      int64_t held = 0;
+      for (const auto& s : zero.ownedSegments()) {
+        for (const char* key : buffers()) {
+          const std::string k = std::to_string(s.param) + "." + key;
+          const Tensor& full = saved.state.state.at(k);
+          expectEqual(mine.at(k), full.contiguous().view({full.numel()}).narrow(0, s.param_offset, s.numel),
+                      k);
+          held += mine.at(k).numel();
+        }
+      }
+      int64_t total = 0;
+      for (const auto& [k, t] : mine) total += k.find(".step") == std::string::npos ? t.numel() : 0;
+      EXPECT_EQ(total, held) << "rank " << rank << " holds more than its partition";
+      train::TrainingParts parts;
+      parts.model = engine.model().get();
+      parts.optimizer = engine.optimizer().get();
+      parts.zero = &zero;
+      zero.gatherParameters();
+      train::restoreTrainingState(d, parts);
+      zero.adoptGatheredParameters();
+      zero.releaseParameters();
+      const optim::OptimizerStateDict back = zero.consolidatedStateDict();
+      for (const auto& [key, t] : saved.state.state) expectEqual(back.state.at(key), t, key);
+      zero.gatherParameters();
+      for (const auto& [name, t] : saved.model) expectEqual(engine.model()->stateDict().at(name), t, name);
+    });
+  }
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, ZeroCheckpoint, ::testing::Values("Adam", "SGD"));
+
+TEST(ZeroCheckpointSave, a_save_that_fails_on_rank_0_is_an_error_on_every_rank) {
+  const std::string dir = scratch("fail");
+  trainAndSave(adam(), 2, 2, dir);  // ckpt-2, latest
+  // The next save cannot make its temp directory (a file is in the way): every rank gets rank 0's
+  // error and none waits forever; the checkpoints already there stay.
+  std::ofstream(dir + "/blocker") << "x";
+  std::vector<std::string> errors(2);
+  lockstep::testing::runThreadRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    Engine engine(makeNet(7), withStage(adam(), 2), worldOf(rank, 2, pg));
+    train::TrainingParts parts;
+    parts.model = engine.model().get();
+    parts.optimizer = engine.optimizer().get();
+    parts.zero = engine.zero();
+    try {
+      train::saveZeroCheckpoint(dir + "/blocker/sub", train::captureTrainingState(parts, 3), *engine.zero(),
+                                pg.get(), {});
+    } catch (const IoError& e) {
+      errors[rank] = e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_NE(errors[r].find(dir + "/blocker/sub"), std::string::npos) << errors[r];
+  EXPECT_EQ(*train::latestCheckpoint(dir), dir + "/ckpt-2");
+  fs::remove_all(dir);
+}
