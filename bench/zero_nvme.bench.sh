@@ -7,6 +7,8 @@
 # rank's peak RSS (VmHWM), and the disk's own bandwidth measured with dd (O_DIRECT, 64 MiB blocks)
 # in the same directory first.
 #   bench/zero_nvme.bench.sh [BUILD_DIR] [NVME_PARENT_DIR] [bench_zero_nvme_step options...]
+# e.g. `--stage 3 --max-reuse-distance 0 --max-live-parameters 100000000`: stage 3 holding one layer's
+# whole parameters at a time, so each rank keeps its parameter and gradient partitions only.
 # Needs about 9 GB free under NVME_PARENT_DIR (default /tmp) and about 15 GB of memory: without
 # offload_param each rank keeps all the parameters (4 GB) and its gradient partition (2 GB). The
 # swap files are unlinked as soon as they are created; the dd file and the scratch directory are
