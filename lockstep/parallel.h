@@ -12,5 +12,6 @@
 #include "lockstep/parallel/reducer.h"
 #include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/parallel/zero_grad_reducer.h"
+#include "lockstep/parallel/zero_nvme_offload.h"
 #include "lockstep/parallel/zero_optimizer.h"
 #include "lockstep/parallel/zero_partition.h"

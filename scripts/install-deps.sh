@@ -11,6 +11,7 @@ packages=(
   libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev             # OpenSSL's libcrypto: HMAC-SHA256 of the store's join token
+  liburing-dev           # io_uring: ZeRO's NVMe offload swaps optimizer states through it
   time                   # /usr/bin/time: peak memory of the CLI in tests
   clang-14 libclang-rt-14-dev libomp-14-dev  # `make fuzz`: libFuzzer, ASan/UBSan runtimes, OpenMP for clang
   dataset-fashion-mnist  # the data `make run` trains on

@@ -84,15 +84,18 @@ class Optimizer {
   /// first difference otherwise.
   void loadStateDict(const OptimizerStateDict& state);
 
- protected:
-  Optimizer(std::string name, HyperParams defaults, std::vector<Variable> params);
-
   struct ParamState {
     int64_t step = 0;  // saved as "step" when positive
     std::map<std::string, Tensor> buffers;
   };
-  /// The state of p, created empty on first use.
+  /// The live state of p (of any Variable: it need not be in a group now), created empty on first
+  /// use. step() creates a missing buffer and uses a present one as it is, so code that keeps the
+  /// buffers' memory itself between steps can put them in before step() and take them out after
+  /// (ZeRO's NVMe offload, parallel/zero_nvme_offload.h, which steps a few sub-groups at a time).
   ParamState& state(const Variable& p) { return state_[p.impl().get()]; }
+
+ protected:
+  Optimizer(std::string name, HyperParams defaults, std::vector<Variable> params);
   /// A zero tensor laid out like p (for a new buffer).
   static Tensor zerosLike(const Variable& p);
 

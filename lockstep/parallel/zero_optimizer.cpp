@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -38,6 +39,7 @@ void validateZeroOptions(const ZeroOptions& o) {
     LOCKSTEP_ENFORCE(value >= 0, ValueError, "zero_optimization.", key, "=", value,
                      " must be a non-negative number of elements");
   }
+  validateNvmeOffloadOptions(o.offload_optimizer);
 }
 
 ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimizer> optimizer,
@@ -132,6 +134,26 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   group_params_.resize(groups.size());
   for (size_t p = 0; p < params_.size(); ++p) group_params_[group_of[p]].push_back(static_cast<int64_t>(p));
   group_of_ = group_of;
+  if (!options_.offload_optimizer.nvme_path.empty()) {
+    std::vector<ZeroNvmeOffload::Shard> offloaded;
+    for (const Shard& s : shards_) offloaded.push_back({s.var, group_of[s.param], s.opt_index});
+    std::exception_ptr failed;
+    try {
+      offload_ = std::make_unique<ZeroNvmeOffload>(optimizer_, std::move(offloaded),
+                                                   params_.empty() ? DType::f32 : params_.front().dtype(),
+                                                   rank_, options_.offload_optimizer);
+    } catch (const Error&) {
+      failed = std::current_exception();
+    }
+    // Every rank learns whether any could not create its swap file (a full or missing disk on one
+    // node), rather than the others waiting for it at the first collective.
+    double any = failed ? 1.0 : 0.0;
+    if (group_ && world_ > 1) any = allreduceScalar(*group_, any, comm::ReduceOp::max);
+    if (failed) std::rethrow_exception(failed);
+    LOCKSTEP_ENFORCE(any == 0.0, IoError,
+                     "ZeRO NVMe offload: another rank could not create its swap file under ",
+                     options_.offload_optimizer.nvme_path, " (its log says why)");
+  }
   if (options_.stage >= 2)
     reducer_ = std::make_unique<ZeroGradReducer>(params_, names_, layout_, group_, options_.overlap_comm,
                                                  options_.reduce_scatter);
@@ -171,7 +193,11 @@ void ZeroOptimizer::pointShardGradients() {
 
 void ZeroOptimizer::step() {
   pointShardGradients();
-  optimizer_->step();
+  if (offload_) {
+    offload_->step();  // streams the states through the swap file, a sub-group at a time
+  } else {
+    optimizer_->step();
+  }
   if (options_.stage == 3) {
     releaseParameters();  // stale now; the next forward gathers the stepped values
   } else {
@@ -302,7 +328,8 @@ ModelStateBytes ZeroOptimizer::memory() const {
   for (const Variable& p : params_) m.parameters += static_cast<int64_t>(p.tensor().nbytes());
   m.gradients = reducer_ ? static_cast<int64_t>(reducer_->pieceBytes()) : m.parameters;
   if (coordinator_) m.parameters = coordinator_->residentBytes();
-  m.optimizer_states = optimizerStateBytes(*optimizer_);
+  // With NVMe offload, what the states take in memory: the swap buffers.
+  m.optimizer_states = offload_ ? offload_->memoryBytes() : optimizerStateBytes(*optimizer_);
   return m;
 }
 
@@ -314,7 +341,7 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
   LOCKSTEP_ENFORCE(root >= -1 && root < world_, ValueError, "consolidatedStateDict: root ", root,
                    " is not a rank of ", world_);
   const bool receives = root < 0 || root == rank_;
-  const optim::OptimizerStateDict mine = optimizer_->stateDict();
+  const optim::OptimizerStateDict mine = partitionOptimizerState();
   // The buffer names every rank holds (a rank with no elements holds none): the same list everywhere.
   std::set<std::string> keys;
   std::vector<double> steps(params_.size(), 0.0);
@@ -380,6 +407,10 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
   return out;
 }
 
+optim::OptimizerStateDict ZeroOptimizer::partitionOptimizerState() const {
+  return offload_ ? offload_->stateDict() : optimizer_->stateDict();
+}
+
 std::vector<ZeroOptimizer::OwnedSegment> ZeroOptimizer::ownedSegments() const {
   std::vector<OwnedSegment> out;
   for (const Shard& s : shards_)
@@ -431,7 +462,11 @@ void ZeroOptimizer::loadStateDictPieces(const optim::OptimizerStateDict& state, 
       osd.state.insert(to + name, t.contiguous().view({t.numel()}).narrow(0, s.param_offset, s.numel));
     }
   }
-  optimizer_->loadStateDict(osd);
+  if (offload_) {
+    offload_->loadStateDict(osd);
+  } else {
+    optimizer_->loadStateDict(osd);
+  }
 }
 
 }  // namespace lockstep::parallel

@@ -35,6 +35,7 @@
 #include "lockstep/optim/optimizer.h"
 #include "lockstep/parallel/memory_report.h"
 #include "lockstep/parallel/zero_grad_reducer.h"
+#include "lockstep/parallel/zero_nvme_offload.h"
 #include "lockstep/parallel/zero_partition.h"
 
 namespace lockstep::parallel {
@@ -73,6 +74,9 @@ struct ZeroOptions {
   /// A layer whose backward comes within this many parameter elements of its forward's end (the
   /// elements of the layers after it, forward and backward) stays whole in between.
   int64_t max_reuse_distance = 1'000'000'000;
+  /// offload_optimizer with device nvme: the partition's optimizer states live in a swap file
+  /// under nvme_path between steps (zero_nvme_offload.h). Empty nvme_path: in memory.
+  NvmeOffloadOptions offload_optimizer{};
 };
 
 /// ValueError naming the field. Pure.
@@ -135,11 +139,15 @@ class ZeroOptimizer {
     size_t param = 0;          // index in the parameter order of consolidatedStateDict (DDP's)
     int64_t param_offset = 0;  // first element within the parameter (flat)
     int64_t numel = 0;
-    int64_t opt_index = 0;  // its state in optimizer()->stateDict() is "<opt_index>.<key>"
+    int64_t opt_index = 0;  // its state in partitionOptimizerState() is "<opt_index>.<key>"
     Tensor values;          // this rank's current elements (stage 3: the partition's own storage)
   };
   /// Not collective. This rank's segments, in partition order.
   std::vector<OwnedSegment> ownedSegments() const;
+  /// Not collective. This rank's optimizer state in the optimizer's own numbering (the
+  /// segments' opt_index): optimizer()->stateDict(), or with NVMe offload the states read back
+  /// from the swap file (the whole partition's states in memory until the result goes).
+  optim::OptimizerStateDict partitionOptimizerState() const;
   /// Every parameter's name in the model, shape and the optimizer group's parameters, in the
   /// order of consolidatedStateDict.
   const std::vector<std::string>& parameterNames() const { return names_; }
@@ -153,6 +161,8 @@ class ZeroOptimizer {
   /// The wrapped optimizer (its groups now hold the shard variables).
   const std::shared_ptr<optim::Optimizer>& optimizer() const { return optimizer_; }
   const ZeroLayout& layout() const { return layout_; }
+  /// The NVMe offload of the optimizer states (options.offload_optimizer), or nullptr.
+  const ZeroNvmeOffload* nvmeOffload() const { return offload_.get(); }
   int stage() const { return options_.stage; }
   /// This rank's model-state bytes: parameters (all; stage 3: the partition, plus the whole
   /// parameters while they are gathered), gradients (all, or the partition with stage 2 and 3), optimizer
@@ -193,6 +203,7 @@ class ZeroOptimizer {
   std::vector<size_t> group_of_;                    // parameter -> optimizer group
   std::vector<std::vector<int64_t>> group_params_;  // group -> parameter indices
   std::unique_ptr<ZeroGradReducer> reducer_;
+  std::unique_ptr<ZeroNvmeOffload> offload_;  // offload_optimizer device nvme
   Tensor gather_send_, gather_recv_;
   // Stage 3: this rank's pieces of the parameters and their gathering.
   std::unique_ptr<ZeroParameterCoordinator> coordinator_;

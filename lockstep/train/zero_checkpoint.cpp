@@ -31,7 +31,7 @@ std::string rankFileName(int rank, int world) {
 // and "<name>@<offset>/<key>" (each optimizer state buffer's, "step" a scalar), and the map.
 WrittenFile writePartition(const std::string& path, const parallel::ZeroOptimizer& zero, int rank,
                            int world) {
-  const optim::OptimizerStateDict osd = zero.optimizer()->stateDict();
+  const optim::OptimizerStateDict osd = zero.partitionOptimizerState();  // the swap file's, with nvme
   NamedTensors tensors;
   nlohmann::json segments = nlohmann::json::array();
   for (const auto& s : zero.ownedSegments()) {

@@ -77,28 +77,44 @@ void parseOffloadOptimizer(const YAML::Node& n, int stage, ZeroConfig& z) {
              "fast_init", "ratio"});
   z.offload_optimizer_device = device(n, path);
   // DeepSpeed's defaults; buffer_count, pipeline_*, fast_init and nvme_path serve NVMe swapping only.
-  count(n, path, "buffer_count", 4);
+  const int64_t buffer_count = count(n, path, "buffer_count", 4, 1);
   const bool pin = boolean(n, path, "pin_memory", false);
-  boolean(n, path, "pipeline_read", false);
-  boolean(n, path, "pipeline_write", false);
-  boolean(n, path, "fast_init", false);
-  if (n["nvme_path"] && !n["nvme_path"].IsScalar())
-    throw ValueError(path + ".nvme_path: expected a path, got " + describe(n["nvme_path"]));
+  const bool pipeline_read = boolean(n, path, "pipeline_read", false);
+  const bool pipeline_write = boolean(n, path, "pipeline_write", false);
+  const bool fast_init = boolean(n, path, "fast_init", false);
+  if (n["nvme_path"] && (!n["nvme_path"].IsScalar() || n["nvme_path"].Scalar().empty()))
+    throw ValueError(path + ".nvme_path: expected a directory, got " + describe(n["nvme_path"]));
+  double ratio = 1.0;
   if (n["ratio"]) {
-    double r;
-    if (!n["ratio"].IsScalar() || !YAML::convert<double>::decode(n["ratio"], r) || !(r >= 0 && r <= 1))
+    if (!n["ratio"].IsScalar() || !YAML::convert<double>::decode(n["ratio"], ratio) ||
+        !(ratio >= 0 && ratio <= 1))
       throw ValueError(path + ".ratio: expected a number in [0, 1], got " + describe(n["ratio"]));
   }
+  const std::string pin_note =
+      pin ? " pin_memory has no effect on a CPU run (there is no device to copy to, so nothing to pin)." : "";
+  if (z.offload_optimizer_device != "none" && stage == 0)
+    throw ValueError(path + ": offloading needs ZeRO stage 1, 2 or 3; set " + kSection + ".stage");
   if (z.offload_optimizer_device == "nvme") {
-    throw ValueError(
-        path +
-        ".device: nvme is not supported yet (ZeRO-Infinity's NVMe offload of the optimizer states is "
-        "not implemented); use cpu or none");
+    if (!n["nvme_path"])
+      throw ValueError(path + ".nvme_path: device nvme needs the directory to keep the optimizer states in");
+    if (ratio != 1.0)
+      throw ValueError(path +
+                       ".ratio: only 1 (every optimizer state offloaded) is supported with device nvme");
+    parallel::NvmeOffloadOptions& o = z.options.offload_optimizer;
+    o.nvme_path = n["nvme_path"].Scalar();
+    o.buffer_count = buffer_count;
+    o.pipeline_read = pipeline_read;
+    o.pipeline_write = pipeline_write;
+    z.notes.push_back(path + ".device nvme: each rank's optimizer states live in a swap file under " +
+                      o.nvme_path +
+                      " (unlinked as soon as it is created, so it never outlives the run; df shows it, ls "
+                      "does not), stepped in sub-groups of " +
+                      kSection + ".sub_group_size elements." + pin_note +
+                      (fast_init ? " fast_init has no effect: the states are created by the first step and "
+                                   "nothing is written up front."
+                                 : ""));
   }
   if (z.offload_optimizer_device == "cpu") {
-    if (stage == 0)
-      throw ValueError(path + ": offloading needs ZeRO stage 1 or 2 (DeepSpeed's rule); set " + kSection +
-                       ".stage");
     z.notes.push_back(
         path +
         ".device cpu: this run has no accelerator, so the optimizer states already live in CPU "
@@ -175,9 +191,14 @@ ZeroConfig parseZeroConfig(const YAML::Node& n) {
   o.max_live_parameters = count(n, kSection, "stage3_max_live_parameters", o.max_live_parameters, 0);
   o.max_reuse_distance = count(n, kSection, "stage3_max_reuse_distance", o.max_reuse_distance, 0);
   std::vector<std::string> stage3_only;
-  for (const char* key :
-       {"sub_group_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-        "stage3_max_live_parameters", "stage3_max_reuse_distance"}) {
+  if (!o.offload_optimizer.nvme_path.empty()) {  // sub-groups are what the NVMe offload streams
+    o.offload_optimizer.sub_group_size = count(n, kSection, "sub_group_size", 1'000'000'000, 1);
+  } else if (n["sub_group_size"]) {
+    count(n, kSection, "sub_group_size", 0);
+    stage3_only.push_back("sub_group_size");
+  }
+  for (const char* key : {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+                          "stage3_max_live_parameters", "stage3_max_reuse_distance"}) {
     if (!n[key]) continue;
     count(n, kSection, key, 0);
     stage3_only.push_back(key);
@@ -192,12 +213,14 @@ ZeroConfig parseZeroConfig(const YAML::Node& n) {
     std::string keys;
     for (const auto& k : stage3_only) keys += (keys.empty() ? "" : ", ") + kSection + "." + k;
     if (z.stage == 3) {
-      // sub_group_size (the optimizer steps its whole partition as one group: the same result)
-      // and the gather-on-save flags (saves always hold gathered f32 weights) are noted.
+      // sub_group_size without NVMe offload (the optimizer steps its whole partition as one group:
+      // the same result) and the gather-on-save flags (saves always hold gathered f32 weights)
+      // are noted.
       std::string noted;
       for (const char* key : {"sub_group_size", "stage3_gather_16bit_weights_on_model_save",
                               "stage3_gather_fp16_weights_on_model_save"}) {
-        if (n[key]) noted += (noted.empty() ? "" : ", ") + kSection + "." + key;
+        if (std::find(stage3_only.begin(), stage3_only.end(), key) != stage3_only.end())
+          noted += (noted.empty() ? "" : ", ") + kSection + "." + key;
       }
       if (!noted.empty()) {
         z.notes.push_back(

@@ -19,7 +19,8 @@ struct ZeroConfig {
   int stage = 0;
   /// What the ZeRO optimizer implements, DeepSpeed's defaults filled in.
   parallel::ZeroOptions options{};
-  /// offload_optimizer.device / offload_param.device: "none" or "cpu" (this run's memory).
+  /// offload_optimizer.device: "none", "cpu" (this run's memory) or "nvme" (options.offload_optimizer);
+  /// offload_param.device: "none" or "cpu".
   std::string offload_optimizer_device = "none";
   std::string offload_param_device = "none";
   /// Lines the trainer prints once at the start (keys accepted with no effect here, and why).

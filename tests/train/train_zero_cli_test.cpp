@@ -128,3 +128,51 @@ TEST_F(TrainCli, zero_stage3_partitions_parameters_trains_as_ddp_and_resumes) {
   ASSERT_EQ(ddp.code, 0) << ddp.output;
   EXPECT_LE(relDiff(dir_ + "/x/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
 }
+
+TEST_F(TrainCli, zero_nvme_offload_trains_bitwise_as_in_memory_resumes_and_leaves_no_file) {
+  // Stage 2 on 2 ranks (partitions of 42 and 41 elements) with the optimizer states in swap files,
+  // sub-groups of 10: the weights of the same run without offload, bit for bit; a resume reads the
+  // states back from the checkpoint into the files; nothing is left in nvme_path.
+  const std::string nvme = dir_ + "/nvme";
+  fs::create_directories(nvme);
+  std::string cfg = writeConfig("c.yaml", std::string(kSynthetic) + "zero_optimization: {stage: 2}\n");
+  const std::string offload =
+      " --set zero_optimization.offload_optimizer.device=nvme --set "
+      "zero_optimization.offload_optimizer.nvme_path=" +
+      nvme +
+      " --set zero_optimization.sub_group_size=10 --set "
+      "zero_optimization.offload_optimizer.pipeline_read=true"
+      " --set zero_optimization.offload_optimizer.pin_memory=true";
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/m --set max_steps=8").code, 0);
+  Result straight = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/s --set max_steps=8" + offload);
+  ASSERT_EQ(straight.code, 0) << straight.output;
+  EXPECT_NE(
+      straight.output.find("offload_optimizer.device nvme: each rank's optimizer states live in a swap file "
+                           "under " +
+                           nvme),
+      std::string::npos)
+      << straight.output;
+  EXPECT_NE(straight.output.find("pin_memory has no effect on a CPU run"), std::string::npos)
+      << straight.output;
+  // Adam's states of 10-element sub-groups, 2 of them in memory (buffer_count 4): 2 x 2 x 4096 B
+  // (each swap buffer is rounded up to the 4096 B of direct I/O).
+  EXPECT_NE(
+      straight.output.find("memory: rank 1: parameters 332 B, gradients 164 B, optimizer states 16384 B"),
+      std::string::npos)
+      << straight.output;
+  EXPECT_EQ(readFile(dir_ + "/s/model.safetensors"), readFile(dir_ + "/m/model.safetensors"));
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/r --set max_steps=4" + offload).code, 0);
+  Result resumed =
+      run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/r --set max_steps=8 --resume" + offload);
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("(step 4)"), std::string::npos) << resumed.output;
+  EXPECT_EQ(readFile(dir_ + "/r/model.safetensors"), readFile(dir_ + "/m/model.safetensors"));
+  EXPECT_TRUE(fs::is_empty(nvme));
+  // An nvme_path that does not exist: an error naming it, on the command line's exit code.
+  Result bad = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/b --set max_steps=2" + offload +
+                   " --set zero_optimization.offload_optimizer.nvme_path=" + dir_ + "/missing");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("nvme_path: cannot create a swap file in '" + dir_ + "/missing'"),
+            std::string::npos)
+      << bad.output;
+}

@@ -96,6 +96,35 @@ TEST(ZeroConfig, stage_3_is_accepted_and_its_knobs_are_read_or_logged) {
                   "zero_optimization.stage3_max_live_parameters: expected a whole number >= 0"));
 }
 
+TEST(ZeroConfig, nvme_offload_of_the_optimizer_takes_deepspeeds_keys) {
+  ZeroConfig z = parse(R"({"stage": 3, "sub_group_size": 1e8,
+      "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme", "buffer_count": 6,
+                            "pipeline_read": true, "pipeline_write": true, "pin_memory": true,
+                            "fast_init": true}})");
+  const parallel::NvmeOffloadOptions& o = z.options.offload_optimizer;
+  EXPECT_EQ(z.offload_optimizer_device, "nvme");
+  EXPECT_EQ(o.nvme_path, "/local_nvme");
+  EXPECT_EQ(o.sub_group_size, 100000000);
+  EXPECT_EQ(o.buffer_count, 6);
+  EXPECT_TRUE(o.pipeline_read);
+  EXPECT_TRUE(o.pipeline_write);
+  // sub_group_size has its meaning now (no "no effect" note); pin_memory and fast_init are said to
+  // have none.
+  ASSERT_EQ(z.notes.size(), 1u);
+  EXPECT_TRUE(has(z.notes[0], "live in a swap file under /local_nvme")) << z.notes[0];
+  EXPECT_TRUE(has(z.notes[0], "pin_memory has no effect on a CPU run")) << z.notes[0];
+  EXPECT_TRUE(has(z.notes[0], "fast_init has no effect")) << z.notes[0];
+  // DeepSpeed's defaults, at stage 1 too.
+  z = parse("{stage: 1, offload_optimizer: {device: nvme, nvme_path: /x}}");
+  EXPECT_EQ(z.options.offload_optimizer.sub_group_size, 1000000000);
+  EXPECT_EQ(z.options.offload_optimizer.buffer_count, 4);
+  EXPECT_FALSE(z.options.offload_optimizer.pipeline_read);
+  EXPECT_FALSE(z.options.offload_optimizer.pipeline_write);
+  // Without nvme the swap options stay off.
+  EXPECT_TRUE(parse("{stage: 2, offload_optimizer: {device: cpu, nvme_path: /x}}")
+                  .options.offload_optimizer.nvme_path.empty());
+}
+
 TEST(ZeroConfig, seed_002s_stage_3_block_runs_as_written) {
   const ZeroConfig z = parse(R"({"stage": 3, "offload_param": {"device": "cpu", "pin_memory": true},
       "offload_optimizer": {"device": "cpu", "pin_memory": true}, "contiguous_gradients": true,
@@ -108,13 +137,22 @@ TEST(ZeroConfig, seed_002s_stage_3_block_runs_as_written) {
 
 TEST(ZeroConfig, unsupported_values_are_errors_naming_the_key) {
   EXPECT_TRUE(has(errorOf("{stage: 4}"), "zero_optimization.stage: expected 0, 1, 2 or 3"));
-  EXPECT_TRUE(has(errorOf("{stage: 2, offload_optimizer: {device: nvme, nvme_path: /tmp}}"),
-                  "offload_optimizer.device: nvme is not supported yet"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, offload_optimizer: {device: nvme}}"),
+                  "offload_optimizer.nvme_path: device nvme needs the directory"));
+  EXPECT_TRUE(has(errorOf("{stage: 0, offload_optimizer: {device: nvme, nvme_path: /tmp}}"),
+                  "offload_optimizer: offloading needs ZeRO stage 1, 2 or 3"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, offload_optimizer: {device: nvme, nvme_path: /tmp, ratio: 0.5}}"),
+                  "offload_optimizer.ratio: only 1"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, offload_optimizer: {device: nvme, nvme_path: /tmp, buffer_count: 0}}"),
+                  "offload_optimizer.buffer_count: expected a whole number >= 1"));
+  EXPECT_TRUE(
+      has(errorOf("{stage: 2, offload_optimizer: {device: nvme, nvme_path: /tmp}, sub_group_size: 0}"),
+          "zero_optimization.sub_group_size: expected a whole number >= 1"));
   EXPECT_TRUE(has(errorOf("{stage: 2, offload_param: {device: cpu}}"),
                   "offload_param: offloading parameters needs ZeRO stage 3"));
   EXPECT_TRUE(has(errorOf("{stage: 3, offload_param: {device: nvme, nvme_path: /tmp}}"),
                   "offload_param.device: nvme is not supported yet"));
-  EXPECT_TRUE(has(errorOf("{stage: 0, offload_optimizer: {device: cpu}}"), "needs ZeRO stage 1 or 2"));
+  EXPECT_TRUE(has(errorOf("{stage: 0, offload_optimizer: {device: cpu}}"), "needs ZeRO stage 1, 2 or 3"));
   EXPECT_TRUE(has(errorOf("{stage: 2, contiguous_gradients: false}"),
                   "contiguous_gradients: false is not supported"));
   EXPECT_TRUE(has(errorOf("{stage: 2, round_robin_gradients: true}"),
