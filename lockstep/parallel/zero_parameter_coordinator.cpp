@@ -134,11 +134,23 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
     }
     pieces_.push_back(std::move(piece));
   }
-  // Each parameter gets storage of its own, so that freeing it frees nothing else.
-  for (Variable& p : params_) {
-    shapes_.push_back(p.shape());
-    p.tensor() = Tensor::empty(p.shape(), dtype);
-    p.tensor().storage()->release();
+  // A bucket whose pieces are all equally long is one flat tensor, laid out as its all-gather
+  // leaves it: its parameters are views into it and the all-gather writes straight into them.
+  // Elsewhere each parameter gets storage of its own (filled by copies out of a receive buffer).
+  // Either way freeing a bucket frees nothing else.
+  for (const Variable& p : params_) shapes_.push_back(p.shape());
+  flat_.resize(layout_.buckets.size());
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    const ZeroBucket& bucket = layout_.buckets[b];
+    const bool direct = bucket.numel > 0 && bucket.chunk * world_ == bucket.numel;
+    if (direct) flat_[b] = Tensor::empty({bucket.numel}, dtype);
+    for (size_t i = 0; i < bucket.params.size(); ++i) {
+      Variable& p = params_[bucket.params[i]];
+      p.tensor() = direct ? flat_[b].narrow(0, bucket.param_offset[i], p.numel()).view(p.shape())
+                          : Tensor::empty(p.shape(), dtype);
+      if (!direct) p.tensor().storage()->release();
+    }
+    if (direct) flat_[b].storage()->release();
   }
   const size_t nb = layout_.buckets.size();
   state_.assign(nb, State::released);
@@ -183,16 +195,22 @@ void ZeroParameterCoordinator::launch(size_t b) {
   const ZeroBucket& bucket = layout_.buckets[b];
   state_[b] = State::in_flight;
   live_ += bucket.numel;
+  const bool direct = flat_[b].defined();
+  if (direct) flat_[b].storage()->materialize();
   if (world_ == 1) return;  // complete() copies the piece
   const DType dtype = pieces_[b].dtype();
   const size_t elem = dtypeSize(dtype);
   Fetch& f = fetch_[b];
-  f.recv = Tensor::empty({bucket.chunk * world_}, dtype);
-  char* recv = static_cast<char*>(f.recv.dataPtr());
+  if (!direct) f.recv = Tensor::empty({bucket.chunk * world_}, dtype);
+  char* recv = static_cast<char*>(direct ? flat_[b].dataPtr() : f.recv.dataPtr());
   if (options_.allgather_partitions) {
-    f.send = Tensor::zeros({bucket.chunk}, dtype);
-    std::memcpy(f.send.dataPtr(), pieces_[b].dataPtr(), pieces_[b].nbytes());
-    f.works.push_back(group_->allgather(f.send.dataPtr(), recv, static_cast<size_t>(bucket.chunk), dtype));
+    const void* send = pieces_[b].dataPtr();  // as long as the block when the pieces are equal
+    if (!direct) {
+      f.send = Tensor::zeros({bucket.chunk}, dtype);
+      std::memcpy(f.send.dataPtr(), pieces_[b].dataPtr(), pieces_[b].nbytes());
+      send = f.send.dataPtr();
+    }
+    f.works.push_back(group_->allgather(send, recv, static_cast<size_t>(bucket.chunk), dtype));
   } else {  // one broadcast per rank, each from that rank's block
     std::memcpy(recv + rank_ * bucket.chunk * elem, pieces_[b].dataPtr(), pieces_[b].nbytes());
     for (int r = 0; r < world_; ++r) {
@@ -210,6 +228,13 @@ void ZeroParameterCoordinator::complete(size_t b) {
   for (auto& w : f.works) w->wait();
   const ZeroBucket& bucket = layout_.buckets[b];
   const size_t elem = dtypeSize(pieces_[b].dtype());
+  if (flat_[b].defined()) {  // the all-gather wrote the parameters; one rank copies its piece
+    if (world_ == 1) std::memcpy(flat_[b].dataPtr(), pieces_[b].dataPtr(), pieces_[b].nbytes());
+    f = Fetch{};
+    state_[b] = State::resident;
+    peak_resident_ = std::max(peak_resident_, ++resident_);
+    return;
+  }
   for (size_t p : bucket.params) params_[p].tensor().storage()->materialize();
   for (int r = 0; r < world_; ++r) {
     const char* from = r == rank_ ? static_cast<const char*>(pieces_[b].dataPtr())
@@ -232,7 +257,11 @@ void ZeroParameterCoordinator::acquire(size_t b) {
 void ZeroParameterCoordinator::releaseBucket(size_t b) {
   if (state_[b] == State::in_flight) complete(b);  // a collective must finish on every rank
   if (state_[b] != State::resident) return;
-  for (size_t p : layout_.buckets[b].params) params_[p].tensor().storage()->release();
+  if (flat_[b].defined()) {
+    flat_[b].storage()->release();
+  } else {
+    for (size_t p : layout_.buckets[b].params) params_[p].tensor().storage()->release();
+  }
   state_[b] = State::released;
   --resident_;
   live_ -= layout_.buckets[b].numel;
@@ -335,8 +364,15 @@ void ZeroParameterCoordinator::onGradReady(size_t p) {
 int64_t ZeroParameterCoordinator::residentBytes() const {
   int64_t bytes = 0;
   for (const Tensor& t : pieces_) bytes += static_cast<int64_t>(t.nbytes());
-  for (const Variable& p : params_) {
-    if (p.tensor().storage()->resident()) bytes += static_cast<int64_t>(p.tensor().nbytes());
+  for (size_t b = 0; b < flat_.size(); ++b) {
+    if (flat_[b].defined()) {
+      if (flat_[b].storage()->resident()) bytes += static_cast<int64_t>(flat_[b].nbytes());
+      continue;
+    }
+    for (size_t p : layout_.buckets[b].params) {
+      const Tensor& t = params_[p].tensor();
+      if (t.storage()->resident()) bytes += static_cast<int64_t>(t.nbytes());
+    }
   }
   return bytes;
 }

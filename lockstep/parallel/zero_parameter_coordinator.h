@@ -112,6 +112,7 @@ class ZeroParameterCoordinator {
   int rank_ = 0;
   int world_ = 1;
   std::vector<Tensor> pieces_;
+  std::vector<Tensor> flat_;  // per bucket: its parameters' storage when its pieces are equal
   std::vector<State> state_;
   std::vector<Fetch> fetch_;
   std::vector<int> holders_;  // per bucket: active units (and the root) using it
