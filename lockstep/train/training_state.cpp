@@ -30,9 +30,10 @@ optim::HyperParams hyperFromJson(const nlohmann::json& j) {
   return h;
 }
 
+// The tensors alias the live ones: written before training changes them, they need no copy.
 NamedTensors toNamed(const nn::StateDict& sd) {
   NamedTensors out;
-  for (const auto& [name, t] : sd) out.emplace_back(name, t.clone());
+  for (const auto& [name, t] : sd) out.emplace_back(name, t);
   return out;
 }
 

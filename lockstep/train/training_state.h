@@ -37,7 +37,9 @@ struct TrainingParts {
   parallel::ZeroOptimizer* zero = nullptr;
 };
 
-/// Snapshot (deep copies) of the parts at global step `step` (identity left for the caller).
+/// The parts at global step `step` (identity left for the caller). The tensors alias the live
+/// model's and optimizer's (no copy of either in memory): write the checkpoint before the next
+/// step changes them.
 CheckpointData captureTrainingState(const TrainingParts& parts, int64_t step);
 /// Loads a snapshot into the parts; a partitioned checkpoint's parameters and optimizer state
 /// are read from its rank files (zero_checkpoint.h), resharded. The model load is strict: a model
