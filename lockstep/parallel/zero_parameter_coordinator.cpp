@@ -232,7 +232,6 @@ void ZeroParameterCoordinator::complete(size_t b) {
     if (world_ == 1) std::memcpy(flat_[b].dataPtr(), pieces_[b].dataPtr(), pieces_[b].nbytes());
     f = Fetch{};
     state_[b] = State::resident;
-    peak_resident_ = std::max(peak_resident_, ++resident_);
     return;
   }
   for (size_t p : bucket.params) params_[p].tensor().storage()->materialize();
@@ -246,7 +245,6 @@ void ZeroParameterCoordinator::complete(size_t b) {
   }
   f = Fetch{};
   state_[b] = State::resident;
-  peak_resident_ = std::max(peak_resident_, ++resident_);
 }
 
 void ZeroParameterCoordinator::acquire(size_t b) {
@@ -263,7 +261,6 @@ void ZeroParameterCoordinator::releaseBucket(size_t b) {
     for (size_t p : layout_.buckets[b].params) params_[p].tensor().storage()->release();
   }
   state_[b] = State::released;
-  --resident_;
   live_ -= layout_.buckets[b].numel;
 }
 

@@ -81,8 +81,6 @@ class ZeroParameterCoordinator {
   bool allGathered() const { return mode_ == Mode::all; }
   /// Bytes of whole parameters resident now plus this rank's pieces.
   int64_t residentBytes() const;
-  /// The largest number of buckets whole at once since construction (tests, the memory bench).
-  size_t peakResidentBuckets() const { return peak_resident_; }
 
   /// Hook bodies (public for the backward node).
   void acquireUnit(size_t unit, bool backward);
@@ -125,7 +123,6 @@ class ZeroParameterCoordinator {
   std::vector<size_t> hook_ids_, grad_hook_ids_;
   Mode mode_ = Mode::released;
   bool in_backward_ = false;
-  size_t resident_ = 0, peak_resident_ = 0;
 };
 
 }  // namespace lockstep::parallel

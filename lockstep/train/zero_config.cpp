@@ -199,9 +199,7 @@ ZeroConfig parseZeroConfig(const YAML::Node& n) {
   }
   for (const char* key : {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
                           "stage3_max_live_parameters", "stage3_max_reuse_distance"}) {
-    if (!n[key]) continue;
-    count(n, kSection, key, 0);
-    stage3_only.push_back(key);
+    if (n[key]) stage3_only.push_back(key);  // read above
   }
   for (const char* key :
        {"stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save"}) {

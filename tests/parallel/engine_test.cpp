@@ -21,6 +21,8 @@ using parallel::DistributedEnvironment;
 using parallel::Engine;
 using parallel::EngineOptions;
 
+using lockstep::testing::worldOf;
+
 namespace {
 
 constexpr int64_t kIn = 5, kClasses = 3;
@@ -42,15 +44,6 @@ std::pair<Tensor, Tensor> batch(int step, int64_t rows) {
   Generator g(200 + step);
   for (int64_t i = 0; i < rows; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(g.nextBelow(kClasses));
   return {x, y};
-}
-
-DistributedEnvironment worldOf(int rank, int world, std::shared_ptr<comm::ProcessGroup> group) {
-  DistributedEnvironment env;
-  env.worker.rank = rank;
-  env.worker.world_size = world;
-  env.worker.local_world_size = world;
-  env.group = world > 1 ? std::move(group) : nullptr;
-  return env;
 }
 
 EngineOptions sgdOptions() {

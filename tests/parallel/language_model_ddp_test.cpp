@@ -15,6 +15,8 @@
 using namespace lockstep;
 using autograd::Variable;
 
+using lockstep::testing::worldOf;
+
 namespace {
 
 constexpr int64_t kVocab = 40, kT = 12;
@@ -43,15 +45,6 @@ Tensor tokens(int step, int64_t rows, uint64_t salt) {
 Variable lmLoss(parallel::Engine& e, const Tensor& x, const Tensor& y) {
   Variable logits = e.forward(Variable(x));
   return autograd::crossEntropy(autograd::reshape(logits, {x.size(0) * kT, kVocab}), y.reshape({y.numel()}));
-}
-
-parallel::DistributedEnvironment worldOf(int rank, int world, std::shared_ptr<comm::ProcessGroup> group) {
-  parallel::DistributedEnvironment env;
-  env.worker.rank = rank;
-  env.worker.world_size = world;
-  env.worker.local_world_size = world;
-  env.group = world > 1 ? std::move(group) : nullptr;
-  return env;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "lockstep/comm/hash_store.h"
 #include "lockstep/comm/init.h"
+#include "lockstep/parallel/environment.h"
 
 namespace lockstep::testing {
 
@@ -34,6 +35,17 @@ inline void runThreadRanks(int world,
   }
   for (auto& t : threads) t.join();
   if (first) std::rethrow_exception(first);
+}
+
+/// The environment of thread rank `rank` of `world` (no group on a world of one).
+inline parallel::DistributedEnvironment worldOf(int rank, int world,
+                                                std::shared_ptr<comm::ProcessGroup> group) {
+  parallel::DistributedEnvironment env;
+  env.worker.rank = rank;
+  env.worker.world_size = world;
+  env.worker.local_world_size = world;
+  env.group = world > 1 ? std::move(group) : nullptr;
+  return env;
 }
 
 }  // namespace lockstep::testing

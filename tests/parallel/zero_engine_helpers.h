@@ -19,6 +19,7 @@ using autograd::Variable;
 using parallel::DistributedEnvironment;
 using parallel::Engine;
 using parallel::EngineOptions;
+using testing::worldOf;
 
 constexpr int64_t kIn = 5, kClasses = 2, kRows = 3;
 
@@ -39,15 +40,6 @@ inline std::pair<Tensor, Tensor> batch(int seed, int64_t rows) {
   Generator g(500 + seed);
   for (int64_t i = 0; i < rows; ++i) y.data<int64_t>()[i] = static_cast<int64_t>(g.nextBelow(kClasses));
   return {x, y};
-}
-
-inline DistributedEnvironment worldOf(int rank, int world, std::shared_ptr<comm::ProcessGroup> group) {
-  DistributedEnvironment env;
-  env.worker.rank = rank;
-  env.worker.world_size = world;
-  env.worker.local_world_size = world;
-  env.group = world > 1 ? std::move(group) : nullptr;
-  return env;
 }
 
 inline std::vector<double> flatParams(const nn::Module& m) {

@@ -8,22 +8,12 @@
 set -euo pipefail
 
 lockstep=$1 work=$2 venv=$3 python=${4:-/usr/bin/python3}
-safetensors_req=${LOCKSTEP_SAFETENSORS_REQUIREMENT:-safetensors==0.8.0}
 fail() { echo "python_reads_consolidated_zero: FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/interop_venv.sh"
 
 "$python" -c 'import numpy' 2>/dev/null ||
   fail "$python cannot import numpy (Debian: apt install python3-numpy; scripts/install-deps.sh does)"
-if ! "$venv/bin/python" -c 'import safetensors, numpy' 2>/dev/null; then
-  rm -rf "$venv"
-  "$python" -m venv --system-site-packages "$venv" ||
-    fail "$python -m venv failed (Debian: apt install python3-venv; scripts/install-deps.sh does)"
-  if ! "$venv/bin/python" -m pip install --disable-pip-version-check --no-input --timeout 30 --retries 2 -q \
-      "$safetensors_req" >"$work.pip.log" 2>&1; then
-    cat "$work.pip.log" >&2
-    rm -rf "$venv"
-    fail "could not install $safetensors_req from PyPI into $venv (is https://pypi.org reachable?)"
-  fi
-fi
+interop_venv "$venv" "$python" "$work" "numpy"
 
 rm -rf "$work"
 mkdir -p "$work"

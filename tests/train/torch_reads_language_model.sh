@@ -8,18 +8,13 @@
 set -euo pipefail
 
 lockstep=$1 work=$2 venv=$3 python=${4:-/usr/bin/python3}
-safetensors_req=${LOCKSTEP_SAFETENSORS_REQUIREMENT:-safetensors==0.8.0}
 here=$(cd "$(dirname "$0")" && pwd)
 fail() { echo "torch_reads_language_model: FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/interop_venv.sh"
 
 "$python" -c 'import torch, numpy' 2>/dev/null ||
   fail "$python cannot import torch and numpy (Debian: apt install python3-torch python3-numpy; scripts/install-deps.sh does)"
-if ! "$venv/bin/python" -c 'import safetensors, torch, numpy' 2>/dev/null; then
-  rm -rf "$venv"
-  "$python" -m venv --system-site-packages "$venv" || fail "$python -m venv failed (apt install python3-venv)"
-  "$venv/bin/python" -m pip install --disable-pip-version-check --no-input --timeout 30 --retries 2 -q \
-    "$safetensors_req" >"$work.pip.log" 2>&1 || { cat "$work.pip.log" >&2; rm -rf "$venv"; fail "could not install $safetensors_req from PyPI"; }
-fi
+interop_venv "$venv" "$python" "$work" "torch, numpy"
 
 rm -rf "$work"
 mkdir -p "$work"

@@ -8,27 +8,16 @@
 set -euo pipefail
 
 lockstep=$1 work=$2 venv=$3 data=$4 python=${5:-/usr/bin/python3}
-safetensors_req=${LOCKSTEP_SAFETENSORS_REQUIREMENT:-safetensors==0.8.0}
 here=$(cd "$(dirname "$0")" && pwd)
 fail() { echo "torch_reads_model: FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/interop_venv.sh"
 
 "$python" -c 'import torch, numpy' 2>/dev/null ||
   fail "$python cannot import torch and numpy (Debian: apt install python3-torch python3-numpy; scripts/install-deps.sh does)"
 [ -f "$data/t10k-images-idx3-ubyte.gz" ] ||
   fail "no Fashion-MNIST in $data (Debian: apt install dataset-fashion-mnist; scripts/install-deps.sh does)"
 
-if ! "$venv/bin/python" -c 'import safetensors, torch, numpy' 2>/dev/null; then
-  rm -rf "$venv"
-  "$python" -m venv --system-site-packages "$venv" ||
-    fail "$python -m venv failed (Debian: apt install python3-venv; scripts/install-deps.sh does)"
-  if ! "$venv/bin/python" -m pip install --disable-pip-version-check --no-input --timeout 30 --retries 2 -q \
-      "$safetensors_req" >"$work.pip.log" 2>&1; then
-    cat "$work.pip.log" >&2
-    rm -rf "$venv"
-    fail "could not install $safetensors_req from PyPI into $venv (is https://pypi.org reachable? a proxy needs" \
-         "HTTPS_PROXY; pip's output is above). This test needs the real safetensors client; it does not skip."
-  fi
-fi
+interop_venv "$venv" "$python" "$work" "torch, numpy"
 
 rm -rf "$work"
 mkdir -p "$work"

@@ -5,10 +5,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "lockstep/train/safetensors.h"
 
 #ifndef LOCKSTEP_BIN
 #error "LOCKSTEP_BIN must name the built lockstep binary"
@@ -26,6 +30,28 @@ struct Result {
 inline std::string readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// `lockstep ARGS` (any subcommand), its exit code and output (kept in dir/cmd.txt).
+inline Result runLockstep(const std::string& dir, const std::string& args) {
+  const std::string out = dir + "/cmd.txt";
+  int status = std::system((std::string(LOCKSTEP_BIN) + " " + args + " > " + out + " 2>&1").c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, readFile(out)};
+}
+
+// max |a - b| / max |b| over the tensors of safetensors file b (each must be in a, as large).
+inline double safetensorsRelDiff(const std::string& a, const std::string& b) {
+  auto fa = lockstep::train::loadSafetensors(a), fb = lockstep::train::loadSafetensors(b);
+  double d = 0, m = 0;
+  for (const auto& [name, t] : fb.tensors) {
+    auto va = fa.at(name).toVector<double>(), vb = t.toVector<double>();
+    EXPECT_EQ(va.size(), vb.size()) << name;
+    for (size_t i = 0; i < va.size() && i < vb.size(); ++i) {
+      d = std::max(d, std::abs(va[i] - vb[i]));
+      m = std::max(m, std::abs(vb[i]));
+    }
+  }
+  return d / m;
 }
 
 class TrainCli : public ::testing::Test {

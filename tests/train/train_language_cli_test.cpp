@@ -10,12 +10,6 @@ using namespace lockstep::test;
 
 namespace {
 
-Result runCommand(const std::string& dir, const std::string& args) {
-  std::string out = dir + "/cmd.txt";
-  int status = std::system((std::string(LOCKSTEP_BIN) + " " + args + " > " + out + " 2>&1").c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, readFile(out)};
-}
-
 std::string corpus() {
   std::string text;
   for (int i = 0; i < 300; ++i) {
@@ -28,12 +22,16 @@ std::string corpus() {
 
 TEST_F(TrainCli, tokenize_train_gpt_on_two_ranks_and_generate) {
   std::ofstream(dir_ + "/corpus.txt") << corpus();
-  Result tok = runCommand(dir_, "data tokenize " + dir_ + "/corpus.txt -o " + dir_ + "/tok --val-fraction 0.2");
+  Result tok =
+      runLockstep(dir_, "data tokenize " + dir_ + "/corpus.txt -o " + dir_ + "/tok --val-fraction 0.2");
   ASSERT_EQ(tok.code, 0) << tok.output;
   EXPECT_NE(tok.output.find("vocab_size 256"), std::string::npos) << tok.output;
-  EXPECT_EQ(fs::file_size(dir_ + "/tok/train.bin") + fs::file_size(dir_ + "/tok/val.bin"), 2 * corpus().size());
-  std::string cfg = writeConfig("gpt.yaml", "model: {name: gpt, model_type: gpt-nano, block_size: 32}\n"
-                                            "data: {dataset: tokens, root: " + dir_ + "/tok}\n" + R"(
+  EXPECT_EQ(fs::file_size(dir_ + "/tok/train.bin") + fs::file_size(dir_ + "/tok/val.bin"),
+            2 * corpus().size());
+  std::string cfg = writeConfig("gpt.yaml",
+                                "model: {name: gpt, model_type: gpt-nano, block_size: 32}\n"
+                                "data: {dataset: tokens, root: " +
+                                    dir_ + "/tok}\n" + R"(
 train_micro_batch_size_per_gpu: 4
 optimizer: {type: AdamW, params: {lr: 3.0e-3, betas: [0.9, 0.95], weight_decay: 0.1}}
 gradient_clipping: 1.0
@@ -45,12 +43,14 @@ sample: {prompt: "the quick", max_new_tokens: 24, temperature: 0.8, top_k: 10}
 )");
   Result r = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/o");
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("activation checkpointing: segments of 1 block of gpt (3 segments)"), std::string::npos)
+  EXPECT_NE(r.output.find("activation checkpointing: segments of 1 block of gpt (3 segments)"),
+            std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("no effect here: partition_activations"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("activation checkpointing profile:"), std::string::npos) << r.output;
   auto s = nlohmann::json::parse(readFile(dir_ + "/o/summary.json"));
-  ASSERT_TRUE(s.contains("tokens_per_second") && s.contains("val_loss") && s.contains("val_perplexity")) << s.dump();
+  ASSERT_TRUE(s.contains("tokens_per_second") && s.contains("val_loss") && s.contains("val_perplexity"))
+      << s.dump();
   EXPECT_NEAR(s["tokens_per_second"].get<double>(), s["samples_per_second"].get<double>() * 32, 1e-6);
   EXPECT_NEAR(s["val_perplexity"].get<double>(), std::exp(s["val_loss"].get<double>()), 1e-9);
   EXPECT_LT(s["val_loss"].get<double>(), std::log(256.0)) << "30 steps learn something about the text";
@@ -60,14 +60,15 @@ sample: {prompt: "the quick", max_new_tokens: 24, temperature: 0.8, top_k: 10}
   EXPECT_FALSE(greedy.empty());
 
   // Generation from the run's dir reproduces the greedy sample; from a checkpoint it runs too.
-  Result g = runCommand(dir_, "generate " + dir_ + "/o --prompt 'the quick' --max-new-tokens 24 --temperature 0");
+  Result g =
+      runLockstep(dir_, "generate " + dir_ + "/o --prompt 'the quick' --max-new-tokens 24 --temperature 0");
   ASSERT_EQ(g.code, 0) << g.output;
   EXPECT_NE(g.output.find("the quick" + greedy), std::string::npos) << g.output << "\nexpected: " << greedy;
   std::string latest = readFile(dir_ + "/o/checkpoints/latest");
   latest.erase(latest.find_last_not_of("\n") + 1);
-  Result c = runCommand(dir_, "generate " + dir_ + "/o/checkpoints/" + latest + " --max-new-tokens 5");
+  Result c = runLockstep(dir_, "generate " + dir_ + "/o/checkpoints/" + latest + " --max-new-tokens 5");
   EXPECT_EQ(c.code, 0) << c.output;
-  Result bad = runCommand(dir_, "generate " + dir_ + "/nowhere");
+  Result bad = runLockstep(dir_, "generate " + dir_ + "/nowhere");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.output.find("nowhere"), std::string::npos) << bad.output;
 }

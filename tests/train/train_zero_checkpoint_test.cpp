@@ -35,27 +35,6 @@ std::string world(int n) {
          " --set train_micro_batch_size_per_gpu=" + std::to_string(12 / n);
 }
 
-// max |a - b| / max |b| over b's tensors.
-double relDiff(const std::string& a, const std::string& b) {
-  auto fa = lockstep::train::loadSafetensors(a), fb = lockstep::train::loadSafetensors(b);
-  double d = 0, m = 0;
-  for (const auto& [name, t] : fb.tensors) {
-    auto va = fa.at(name).toVector<double>(), vb = t.toVector<double>();
-    EXPECT_EQ(va.size(), vb.size()) << name;
-    for (size_t i = 0; i < va.size() && i < vb.size(); ++i) {
-      d = std::max(d, std::abs(va[i] - vb[i]));
-      m = std::max(m, std::abs(vb[i]));
-    }
-  }
-  return d / m;
-}
-
-Result runLockstep(const std::string& dir, const std::string& args) {
-  const std::string out = dir + "/cmd.txt";
-  int status = std::system((std::string(LOCKSTEP_BIN) + " " + args + " > " + out + " 2>&1").c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, readFile(out)};
-}
-
 }  // namespace
 
 TEST_F(TrainCli, zero_checkpoint_is_per_rank_and_resumes_on_any_world_size_and_stage) {
@@ -102,21 +81,22 @@ TEST_F(TrainCli, zero_checkpoint_is_per_rank_and_resumes_on_any_world_size_and_s
     Result res = run(cfg + r.args + " --output-dir " + out + " --set max_steps=8 --resume-from " + ckpt);
     ASSERT_EQ(res.code, 0) << r.name << "\n" << res.output;
     EXPECT_NE(res.output.find("(step 3)"), std::string::npos) << r.name << "\n" << res.output;
-    EXPECT_LE(relDiff(out + "/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6) << r.name;
+    EXPECT_LE(safetensorsRelDiff(out + "/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6) << r.name;
   }
   // The DDP run's checkpoint goes back into ZeRO stage 3 on 3 ranks (whole tensors, resharded).
   Result back = run(cfg + world(3) + z3 + " --output-dir " + dir_ + "/back --set max_steps=8 --resume-from " +
                     dir_ + "/w1ddp/checkpoints/ckpt-6");
   ASSERT_EQ(back.code, 0) << back.output;
-  EXPECT_LE(relDiff(dir_ + "/back/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/back/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
 
   // zero_to_fp32: the partitioned checkpoint of step 8 is the model the run ended with, bitwise.
   Result c =
       runLockstep(dir_, "checkpoint consolidate " + dir_ + "/s/checkpoints " + dir_ + "/w.safetensors");
   ASSERT_EQ(c.code, 0) << c.output;
   EXPECT_NE(c.output.find("(step 8)"), std::string::npos) << c.output;
-  EXPECT_EQ(relDiff(dir_ + "/w.safetensors", dir_ + "/s/model.safetensors"), 0.0);
-  EXPECT_EQ(relDiff(dir_ + "/s/model.safetensors", dir_ + "/w.safetensors"), 0.0);  // no extra tensors
+  EXPECT_EQ(safetensorsRelDiff(dir_ + "/w.safetensors", dir_ + "/s/model.safetensors"), 0.0);
+  EXPECT_EQ(safetensorsRelDiff(dir_ + "/s/model.safetensors", dir_ + "/w.safetensors"),
+            0.0);  // no extra tensors
 }
 
 TEST_F(TrainCli, zero_stage2_checkpoint_resumes_as_stage1) {
@@ -137,7 +117,7 @@ TEST_F(TrainCli, zero_stage2_checkpoint_resumes_as_stage1) {
                       "/x --set max_steps=8 --resume-from " + dir_ + "/r/checkpoints/ckpt-3");
   ASSERT_EQ(stage1.code, 0) << stage1.output;
   EXPECT_NE(stage1.output.find("(step 3)"), std::string::npos) << stage1.output;
-  EXPECT_LE(relDiff(dir_ + "/x/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/x/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
 }
 
 TEST_F(TrainCli, zero_checkpoint_with_a_damaged_rank_file_is_named_and_skipped) {

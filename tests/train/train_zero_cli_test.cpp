@@ -17,26 +17,6 @@ namespace {
 // kSynthetic's mlp 6 -> 8 -> 3: Psi = 83 f32 parameters (odd), Adam.
 constexpr int64_t kPsi = 83;
 
-double relDiff(const std::string& a, const std::string& b) {
-  auto fa = lockstep::train::loadSafetensors(a), fb = lockstep::train::loadSafetensors(b);
-  double d = 0, m = 0;
-  for (const auto& [name, t] : fb.tensors) {
-    auto va = fa.at(name).toVector<double>(), vb = t.toVector<double>();
-    for (size_t i = 0; i < va.size(); ++i) {
-      d = std::max(d, std::abs(va[i] - vb[i]));
-      m = std::max(m, std::abs(vb[i]));
-    }
-  }
-  return d / m;
-}
-
-// `lockstep ARGS` (not `lockstep train`), its exit code and output.
-Result runLockstep(const std::string& dir, const std::string& args) {
-  const std::string out = dir + "/cmd.txt";
-  int status = std::system((std::string(LOCKSTEP_BIN) + " " + args + " > " + out + " 2>&1").c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, readFile(out)};
-}
-
 }  // namespace
 
 TEST_F(TrainCli, zero_stage2_reports_memory_and_trains_as_ddp) {
@@ -67,7 +47,7 @@ TEST_F(TrainCli, zero_stage2_reports_memory_and_trains_as_ddp) {
   auto d = nlohmann::json::parse(readFile(dir_ + "/ddp/summary.json"));
   EXPECT_EQ(d["memory"][0]["optimizer_states"], 8 * kPsi);
   EXPECT_EQ(d["memory"][1]["gradients"], 4 * kPsi);
-  EXPECT_LE(relDiff(dir_ + "/z2/model.safetensors", dir_ + "/ddp/model.safetensors"), 1e-6);
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/z2/model.safetensors", dir_ + "/ddp/model.safetensors"), 1e-6);
 }
 
 TEST_F(TrainCli, zero_resume_is_bitwise_and_reshards_the_optimizer_state) {
@@ -84,13 +64,13 @@ TEST_F(TrainCli, zero_resume_is_bitwise_and_reshards_the_optimizer_state) {
   Result stage1 = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ +
                       "/x --set max_steps=8 --resume --set zero_optimization.stage=1");
   ASSERT_EQ(stage1.code, 0) << stage1.output;
-  EXPECT_LE(relDiff(dir_ + "/x/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/x/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
   // zero_to_fp32: the checkpoint of step 8 holds the weights the run ended with.
   Result c =
       runLockstep(dir_, "checkpoint consolidate " + dir_ + "/s/checkpoints " + dir_ + "/w.safetensors");
   ASSERT_EQ(c.code, 0) << c.output;
   EXPECT_NE(c.output.find("(step 8)"), std::string::npos) << c.output;
-  EXPECT_EQ(relDiff(dir_ + "/w.safetensors", dir_ + "/s/model.safetensors"), 0.0);
+  EXPECT_EQ(safetensorsRelDiff(dir_ + "/w.safetensors", dir_ + "/s/model.safetensors"), 0.0);
   Result bad = runLockstep(dir_, "checkpoint consolidate " + dir_ + " " + dir_ + "/w2.safetensors");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("is neither a checkpoint"), std::string::npos) << bad.output;
@@ -116,7 +96,7 @@ TEST_F(TrainCli, zero_stage3_partitions_parameters_trains_as_ddp_and_resumes) {
   ASSERT_EQ(s["memory"].size(), 2u) << s.dump();
   EXPECT_EQ(s["memory"][0]["parameters"].get<int64_t>() + s["memory"][1]["parameters"].get<int64_t>(),
             4 * kPsi);
-  EXPECT_LE(relDiff(dir_ + "/s/model.safetensors", dir_ + "/ddp/model.safetensors"), 1e-6);
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/s/model.safetensors", dir_ + "/ddp/model.safetensors"), 1e-6);
   ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/r --set max_steps=4").code, 0);
   Result resumed = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/r --set max_steps=8 --resume");
   ASSERT_EQ(resumed.code, 0) << resumed.output;
@@ -126,7 +106,7 @@ TEST_F(TrainCli, zero_stage3_partitions_parameters_trains_as_ddp_and_resumes) {
   Result ddp = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ +
                    "/x --set max_steps=8 --resume --set zero_optimization.stage=0");
   ASSERT_EQ(ddp.code, 0) << ddp.output;
-  EXPECT_LE(relDiff(dir_ + "/x/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/x/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
 }
 
 TEST_F(TrainCli, zero_nvme_offload_trains_bitwise_as_in_memory_resumes_and_leaves_no_file) {
