@@ -10,6 +10,10 @@ set(LOCKSTEP_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/lockstep
 # The package needs MPI exactly when lockstep's MPI backend is built (option LOCKSTEP_WITH_MPI).
 
 get_property(lockstep_module_targets GLOBAL PROPERTY LOCKSTEP_MODULE_TARGETS)
+# With CUDA, the modules link cuDNN and NCCL through these two interface targets (LockstepCuda.cmake).
+if(LOCKSTEP_WITH_CUDA)
+  list(APPEND lockstep_module_targets lockstep_cudnn lockstep_nccl)
+endif()
 install(TARGETS ${lockstep_module_targets} EXPORT lockstepTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lockstep_development
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lockstep_development)

@@ -15,6 +15,20 @@
 
 #include "lockstep/tensor/tensor.h"
 
+/// In a kernel entry point: `LOCKSTEP_ON_CUDA(x, cuda::op(x, ...));` returns the CUDA kernel's
+/// result when x lives on a GPU (kernels/cuda/, built with LOCKSTEP_CUDA). Without CUDA the call is
+/// not even compiled: no tensor can live on a GPU then.
+#if LOCKSTEP_WITH_CUDA
+#define LOCKSTEP_ON_CUDA(t, call) \
+  do {                            \
+    if ((t).isCuda()) return call; \
+  } while (0)
+#else
+#define LOCKSTEP_ON_CUDA(t, call) \
+  do {                            \
+  } while (0)
+#endif
+
 namespace lockstep::kernels {
 
 enum class Backend { onednn, reference };

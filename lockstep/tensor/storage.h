@@ -1,24 +1,32 @@
 #pragma once
-// A tensor's bytes. Owned storage comes from the CachingAllocator; borrowed storage wraps memory
-// somebody else owns (a memory-mapped file, a communication bucket) and a deleter.
+// A tensor's bytes and the device they live on. Owned storage comes from the device's caching
+// allocator (CachingAllocator on the host, cuda::CudaCachingAllocator on a GPU, allocated on the
+// device's current stream); borrowed storage wraps memory somebody else owns (a memory-mapped file,
+// a communication bucket, pinned host memory) and a deleter.
 #include <cstddef>
 #include <functional>
 #include <memory>
+
+#include "lockstep/tensor/device.h"
 
 namespace lockstep {
 
 class Storage {
  public:
-  /// nbytes of fresh, uninitialised, 64-byte aligned memory.
-  explicit Storage(size_t nbytes);
-  /// Borrowed memory; deleter (may be empty) runs when the last tensor using it goes away.
-  Storage(void* data, size_t nbytes, std::function<void(void*)> deleter);
+  /// nbytes of fresh, uninitialised, 64-byte aligned memory on device.
+  explicit Storage(size_t nbytes, Device device = Device::cpu());
+  /// Borrowed memory on device; deleter (may be empty) runs when the last tensor using it goes away.
+  Storage(void* data, size_t nbytes, std::function<void(void*)> deleter, Device device = Device::cpu());
+  /// nbytes of host memory pinned with cudaHostAlloc (NotSupportedError without CUDA).
+  static std::shared_ptr<Storage> pinnedHost(size_t nbytes);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  bool pinned() const { return pinned_; }
 
   /// Owned storage only: gives the memory back and keeps the size, so that every tensor sharing
   /// this storage (views, the copies autograd saved for backward) stays valid but must not be read
@@ -34,7 +42,9 @@ class Storage {
   size_t nbytes_ = 0;
   bool owned_ = true;
   bool released_ = false;
+  bool pinned_ = false;
   std::function<void(void*)> deleter_;
+  Device device_;
 };
 
 }  // namespace lockstep

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "lockstep/tensor/convert.h"
+#include "lockstep/tensor/device_copy.h"
 #include "lockstep/tensor/strided.h"
 
 namespace lockstep {
@@ -49,16 +50,16 @@ Shape inferShape(const Shape& shape, int64_t numel, const char* op) {
 
 }  // namespace
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, MemoryFormat format) {
+Tensor Tensor::empty(const Shape& shape, DType dtype, MemoryFormat format, Device device) {
   for (int64_t d : shape) {
     LOCKSTEP_ENFORCE(d >= 0, ValueError, "negative size in shape ", shapeToString(shape));
   }
   Shape strides =
       format == MemoryFormat::channels_last ? channelsLastStrides(shape) : contiguousStrides(shape);
-  return emptyStrided(shape, strides, dtype);
+  return emptyStrided(shape, strides, dtype, device);
 }
 
-Tensor Tensor::emptyStrided(const Shape& shape, const Shape& strides, DType dtype) {
+Tensor Tensor::emptyStrided(const Shape& shape, const Shape& strides, DType dtype, Device device) {
   LOCKSTEP_ENFORCE(shape.size() == strides.size(), ValueError, "emptyStrided: shape ", shapeToString(shape),
                    " and strides ", shapeToString(strides), " differ in length");
   Tensor t;
@@ -73,30 +74,34 @@ Tensor Tensor::emptyStrided(const Shape& shape, const Shape& strides, DType dtyp
   if (extent != 0) {
     for (size_t i = 0; i < shape.size(); ++i) extent += (shape[i] - 1) * strides[i];
   }
-  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(extent) * dtypeSize(dtype));
+  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(extent) * dtypeSize(dtype), device);
   return t;
 }
 
 Tensor Tensor::emptyLike(const Tensor& other) {
-  if (other.isDense()) return emptyStrided(other.shape_, other.strides_, other.dtype_);
-  return empty(other.shape_, other.dtype_);
+  if (other.isDense()) return emptyStrided(other.shape_, other.strides_, other.dtype_, other.device());
+  return empty(other.shape_, other.dtype_, MemoryFormat::contiguous, other.device());
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
-  Tensor t = empty(shape, dtype);
-  if (t.nbytes()) std::memset(t.dataPtr(), 0, t.nbytes());
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, MemoryFormat::contiguous, device);
+  if (device.isCuda()) {
+    t.fill(0.0);
+  } else if (t.nbytes()) {
+    std::memset(t.dataPtr(), 0, t.nbytes());
+  }
   return t;
 }
 
-Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
 
-Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
-  Tensor t = empty(shape, dtype);
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, MemoryFormat::contiguous, device);
   t.fill(value);
   return t;
 }
 
-Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype); }
+Tensor Tensor::scalar(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
 
 Tensor Tensor::arange(int64_t n, DType dtype) {
   Tensor t = empty({n}, DType::f64);
@@ -152,6 +157,14 @@ bool Tensor::isDense() const {
 }
 
 void* Tensor::dataPtr() const {
+  LOCKSTEP_ENFORCE(defined(), ValueError, "data access on an undefined tensor");
+  LOCKSTEP_ENFORCE(storage_->device().isCpu(), NotSupportedError, "host code was handed ", describe(),
+                   ", which lives on the GPU: this operation has no CUDA kernel (docs/gpu.md lists those that "
+                   "do); move the tensor with .to(Device::cpu()) first");
+  return devicePtr();
+}
+
+void* Tensor::devicePtr() const {
   LOCKSTEP_ENFORCE(defined(), ValueError, "data access on an undefined tensor");
   LOCKSTEP_ENFORCE(storage_->resident(), ValueError,
                    "data access on a tensor whose storage is released (a ZeRO stage 3 parameter read "
@@ -271,7 +284,7 @@ Tensor Tensor::expand(const Shape& shape) const {
 
 Tensor Tensor::contiguous() const {
   if (isContiguous()) return *this;
-  Tensor out = empty(shape_, dtype_);
+  Tensor out = empty(shape_, dtype_, MemoryFormat::contiguous, device());
   out.copyFrom(*this);
   return out;
 }
@@ -284,15 +297,34 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return *this;
-  Tensor out = isDense() ? emptyStrided(shape_, strides_, dtype) : empty(shape_, dtype);
+  Tensor out = isDense() ? emptyStrided(shape_, strides_, dtype, device())
+                         : empty(shape_, dtype, MemoryFormat::contiguous, device());
   out.copyFrom(*this);
+  return out;
+}
+
+Tensor Tensor::to(const Device& device, bool non_blocking) const {
+  if (device == this->device()) return *this;
+  Tensor out = isDense() ? emptyStrided(shape_, strides_, dtype_, device)
+                         : empty(shape_, dtype_, MemoryFormat::contiguous, device);
+  out.copyFrom(*this, non_blocking);
+  return out;
+}
+
+Tensor Tensor::pinMemory() const {
+  LOCKSTEP_ENFORCE(device().isCpu(), ValueError, "pinMemory: ", describe(), " is not on the host");
+  Tensor src = contiguous();
+  Tensor out = src;
+  out.storage_ = Storage::pinnedHost(nbytes());
+  out.offset_ = 0;
+  if (numel_ != 0) std::memcpy(out.dataPtr(), src.dataPtr(), nbytes());
   return out;
 }
 
 Tensor Tensor::toFormat(MemoryFormat format) const {
   if (format == MemoryFormat::contiguous) return contiguous();
   if (isChannelsLast()) return *this;
-  Tensor out = empty(shape_, dtype_, MemoryFormat::channels_last);
+  Tensor out = empty(shape_, dtype_, MemoryFormat::channels_last, device());
   out.copyFrom(*this);
   return out;
 }
@@ -314,10 +346,14 @@ bool Tensor::convertDense(const Tensor& src) {
   return true;
 }
 
-void Tensor::copyFrom(const Tensor& src) {
+void Tensor::copyFrom(const Tensor& src, bool non_blocking) {
   LOCKSTEP_ENFORCE(src.shape_ == shape_, ValueError, "copy: source shape ", shapeToString(src.shape_),
                    " differs from destination shape ", shapeToString(shape_));
   if (numel_ == 0) return;
+  if (isCuda() || src.isCuda()) {
+    detail::copyWithDevices(*this, src, non_blocking);
+    return;
+  }
   if (src.dtype_ == dtype_ && src.strides_ == strides_ && isDense()) {
     std::memcpy(dataPtr(), src.dataPtr(), nbytes());
     return;
@@ -347,6 +383,10 @@ void Tensor::copyFrom(const Tensor& src) {
 
 void Tensor::fill(double value) {
   if (numel_ == 0) return;
+  if (isCuda()) {
+    detail::fillOnDevice(*this, value);
+    return;
+  }
   char* base = static_cast<char*>(dataPtr());
   visitDType(dtype_, [&](auto tag) {
     using T = decltype(tag);
@@ -362,6 +402,7 @@ void Tensor::fill(double value) {
 double Tensor::itemDouble() const {
   LOCKSTEP_ENFORCE(numel_ == 1, ValueError, "item() needs a one-element tensor, got shape ",
                    shapeToString(shape_));
+  if (isCuda()) return to(Device::cpu()).itemDouble();
   return visitDType(dtype_, [&](auto tag) -> double {
     using T = decltype(tag);
     return castValue<double>(*static_cast<const T*>(dataPtr()));
@@ -371,7 +412,9 @@ double Tensor::itemDouble() const {
 std::string Tensor::describe() const {
   if (!defined()) return "Tensor(undefined)";
   std::ostringstream os;
-  os << "Tensor(" << dtypeName(dtype_) << ", " << shapeToString(shape_) << ")";
+  os << "Tensor(" << dtypeName(dtype_) << ", " << shapeToString(shape_);
+  if (isCuda()) os << ", " << deviceName(device());
+  os << ")";
   return os.str();
 }
 

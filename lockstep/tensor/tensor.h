@@ -1,5 +1,6 @@
 #pragma once
-// Tensor: a dtype, a shape, strides (in elements) and an offset into shared Storage.
+// Tensor: a dtype, a shape, strides (in elements) and an offset into shared Storage, which lives on
+// a Device (the host or one GPU; docs/gpu.md). Ops run where their operands live.
 // Views (view, reshape, slice, narrow, select, transpose, permute, expand) share storage; copies
 // (contiguous, clone, to) do not. No math lives here beyond copies, casts, fills and random init.
 // Thread-safety: a Tensor handle may be copied across threads; writing the same elements from two
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/tensor/device.h"
 #include "lockstep/tensor/shape.h"
 #include "lockstep/tensor/storage.h"
 #include "lockstep/util/dtype.h"
@@ -24,16 +26,20 @@ class Tensor {
   Tensor() = default;  // undefined; defined() is false
 
   // ---- creation ----
+  /// Creation on a GPU (device cuda:N) allocates from that device's caching allocator on its current
+  /// stream, and throws NotSupportedError where the device is not available (checkDeviceAvailable).
   static Tensor empty(const Shape& shape, DType dtype = DType::f32,
-                      MemoryFormat format = MemoryFormat::contiguous);
-  static Tensor emptyStrided(const Shape& shape, const Shape& strides, DType dtype = DType::f32);
-  /// A tensor of the same shape, dtype and (dense) layout as other.
+                      MemoryFormat format = MemoryFormat::contiguous, Device device = Device::cpu());
+  static Tensor emptyStrided(const Shape& shape, const Shape& strides, DType dtype = DType::f32,
+                             Device device = Device::cpu());
+  /// A tensor of the same shape, dtype, device and (dense) layout as other.
   static Tensor emptyLike(const Tensor& other);
-  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
-  static Tensor ones(const Shape& shape, DType dtype = DType::f32);
-  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
+                     Device device = Device::cpu());
   /// A 0-d tensor.
-  static Tensor scalar(double value, DType dtype = DType::f32);
+  static Tensor scalar(double value, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor arange(int64_t n, DType dtype = DType::i64);
   template <typename T>
   static Tensor fromVector(const std::vector<T>& values, const Shape& shape) {
@@ -61,6 +67,11 @@ class Tensor {
   int64_t storageOffset() const { return offset_; }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   bool sharesStorage(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
+  /// Where the elements live (cpu for an undefined tensor).
+  Device device() const { return storage_ ? storage_->device() : Device::cpu(); }
+  bool isCuda() const { return device().isCuda(); }
+  /// Host memory pinned for asynchronous copies (pinMemory()).
+  bool isPinned() const { return storage_ && storage_->pinned(); }
 
   /// Row-major with no gaps.
   bool isContiguous() const;
@@ -69,7 +80,11 @@ class Tensor {
   /// Covers exactly numel() consecutive elements in some dimension order (no gaps, no overlap).
   bool isDense() const;
 
+  /// The first element, for host code: a tensor on a GPU is refused (NotSupportedError naming it),
+  /// so a CPU kernel handed a GPU tensor fails instead of reading device memory.
   void* dataPtr() const;
+  /// The first element wherever it lives: for device kernels and copies (lockstep/*/cuda/).
+  void* devicePtr() const;
   template <typename T>
   T* data() const {
     LOCKSTEP_ENFORCE(dtypeOf<T> == dtype_, ValueError, "data<", dtypeName(dtypeOf<T>),
@@ -100,9 +115,17 @@ class Tensor {
   /// A copy with the same shape and a dense layout (same memory format when dense).
   Tensor clone() const;
   Tensor to(DType dtype) const;
+  /// A copy on device (same dtype, same layout when dense); this tensor itself when already there.
+  /// non_blocking: a copy between pinned host memory and a GPU returns before it has finished
+  /// (ordered on the GPU's current stream, as torch's to(non_blocking=True)); otherwise the copy
+  /// has finished when this returns.
+  Tensor to(const Device& device, bool non_blocking = false) const;
   Tensor toFormat(MemoryFormat format) const;
-  /// Element-wise copy with cast from src (same shape; any strides on both sides).
-  void copyFrom(const Tensor& src);
+  /// A copy in pinned host memory (a CPU tensor; NotSupportedError without CUDA).
+  Tensor pinMemory() const;
+  /// Element-wise copy with cast from src (same shape; any strides on both sides; any devices:
+  /// non_blocking as in to(Device)).
+  void copyFrom(const Tensor& src, bool non_blocking = false);
   void fill(double value);
   void zero() { fill(0.0); }
 
@@ -116,11 +139,11 @@ class Tensor {
   /// All elements in row-major order, cast to T.
   template <typename T>
   std::vector<T> toVector() const {
-    Tensor c = to(dtypeOf<T>).contiguous();
+    Tensor c = to(Device::cpu()).to(dtypeOf<T>).contiguous();
     const T* p = static_cast<const T*>(c.dataPtr());
     return std::vector<T>(p, p + numel_);
   }
-  /// "Tensor(f32, [2, 3])".
+  /// "Tensor(f32, [2, 3])", "Tensor(f32, [2, 3], cuda:0)".
   std::string describe() const;
 
  private:

@@ -1,0 +1,211 @@
+#include "lockstep/tensor/cuda/allocator.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace lockstep::cuda {
+
+namespace {
+
+constexpr size_t kSmall = size_t(1) << 20;      // below: 512-byte classes
+constexpr size_t kLargeRound = size_t(2) << 20; // at and above: 2 MiB classes
+
+size_t roundSize(size_t n) {
+  if (n == 0) n = 1;
+  if (n < kSmall) return (n + 511) / 512 * 512;
+  return (n + kLargeRound - 1) / kLargeRound * kLargeRound;
+}
+
+struct Block {
+  void* ptr = nullptr;
+  size_t size = 0;
+  cudaStream_t stream = nullptr;
+  std::vector<Stream> other_streams;  // recordStream
+  std::vector<cudaEvent_t> pending;   // events on other_streams since release
+};
+
+std::string mib(size_t b) { return detail::concat(b >> 20, " MiB"); }
+
+}  // namespace
+
+struct CudaCachingAllocator::Impl {
+  int device = 0;
+  mutable std::mutex mu;
+  std::unordered_map<void*, std::unique_ptr<Block>> live;            // handed out
+  std::map<std::pair<cudaStream_t, size_t>, std::vector<std::unique_ptr<Block>>> free;
+  std::vector<std::unique_ptr<Block>> pending;                       // released, awaiting events
+  MemoryStats stats;
+
+  void bumpAllocated(size_t n) {
+    stats.allocated_current += n;
+    stats.allocated_peak = std::max(stats.allocated_peak, stats.allocated_current);
+  }
+
+  void toFree(std::unique_ptr<Block> b) {
+    b->other_streams.clear();
+    auto key = std::make_pair(b->stream, b->size);
+    free[key].push_back(std::move(b));
+  }
+
+  void processPending(bool wait) {
+    for (auto it = pending.begin(); it != pending.end();) {
+      Block& b = **it;
+      bool done = true;
+      for (cudaEvent_t e : b.pending) {
+        cudaError_t err = wait ? cudaEventSynchronize(e) : cudaEventQuery(e);
+        if (err == cudaErrorNotReady) {
+          cudaGetLastError();
+          done = false;
+          break;
+        }
+        LOCKSTEP_CUDA_CHECK(err);
+      }
+      if (!done) {
+        ++it;
+        continue;
+      }
+      for (cudaEvent_t e : b.pending) cudaEventDestroy(e);
+      b.pending.clear();
+      toFree(std::move(*it));
+      it = pending.erase(it);
+    }
+  }
+
+  void freeCached() {
+    processPending(true);
+    for (auto& [key, blocks] : free) {
+      for (auto& b : blocks) {
+        LOCKSTEP_CUDA_CHECK(cudaFree(b->ptr));
+        stats.reserved_current -= b->size;
+      }
+    }
+    free.clear();
+  }
+};
+
+CudaCachingAllocator& CudaCachingAllocator::forDevice(int device) {
+  static std::array<std::once_flag, 64> once;
+  static std::array<CudaCachingAllocator*, 64> all{};
+  LOCKSTEP_ENFORCE(device >= 0 && device < 64, ValueError, "cuda:", device, " is past the 64 devices lockstep supports");
+  // Never destroyed: tensors held by static objects may be freed after main returns.
+  std::call_once(once[device], [&] { all[device] = new CudaCachingAllocator(device); });
+  return *all[device];
+}
+
+CudaCachingAllocator::CudaCachingAllocator(int device) : device_(device), impl_(new Impl) { impl_->device = device; }
+CudaCachingAllocator::~CudaCachingAllocator() { delete impl_; }
+
+void* CudaCachingAllocator::allocate(size_t nbytes, const Stream& stream) {
+  const size_t size = roundSize(nbytes);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Impl& m = *impl_;
+  ++m.stats.allocations;
+  if (!m.pending.empty()) m.processPending(false);
+  auto it = m.free.find({stream.handle(), size});
+  if (it != m.free.end() && !it->second.empty()) {
+    std::unique_ptr<Block> b = std::move(it->second.back());
+    it->second.pop_back();
+    void* p = b->ptr;
+    m.live.emplace(p, std::move(b));
+    m.bumpAllocated(size);
+    return p;
+  }
+  DeviceGuard guard(device_);
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, size);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    m.freeCached();
+    ++m.stats.alloc_retries;
+    err = cudaMalloc(&p, size);
+  }
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    ++m.stats.ooms;
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw OutOfMemoryError(detail::concat(
+        "CUDA out of memory: tried to allocate ", mib(size), " on cuda:", device_, " (", mib(total_b), " total, ",
+        mib(free_b), " free; lockstep holds ", mib(m.stats.allocated_current), " in tensors and ",
+        mib(m.stats.reserved_current - m.stats.allocated_current),
+        " cached). Lower the batch size, use bf16 or ZeRO, or free tensors you keep."));
+  }
+  LOCKSTEP_CUDA_CHECK(err);
+  ++m.stats.cuda_mallocs;
+  m.stats.reserved_current += size;
+  m.stats.reserved_peak = std::max(m.stats.reserved_peak, m.stats.reserved_current);
+  auto b = std::make_unique<Block>();
+  b->ptr = p;
+  b->size = size;
+  b->stream = stream.handle();
+  m.live.emplace(p, std::move(b));
+  m.bumpAllocated(size);
+  return p;
+}
+
+void CudaCachingAllocator::release(void* ptr) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Impl& m = *impl_;
+  auto it = m.live.find(ptr);
+  LOCKSTEP_CHECK(it != m.live.end(), "release of a pointer this allocator did not hand out", ptr);
+  std::unique_ptr<Block> b = std::move(it->second);
+  m.live.erase(it);
+  m.stats.allocated_current -= b->size;
+  if (b->other_streams.empty()) {
+    m.toFree(std::move(b));
+    return;
+  }
+  DeviceGuard guard(device_);
+  for (const Stream& s : b->other_streams) {
+    cudaEvent_t e = nullptr;
+    LOCKSTEP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    LOCKSTEP_CUDA_CHECK(cudaEventRecord(e, s.handle()));
+    b->pending.push_back(e);
+  }
+  m.pending.push_back(std::move(b));
+}
+
+void CudaCachingAllocator::recordStream(void* ptr, const Stream& s) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->live.find(ptr);
+  LOCKSTEP_CHECK(it != impl_->live.end(), "recordStream of a pointer this allocator did not hand out", ptr);
+  Block& b = *it->second;
+  if (s.handle() == b.stream) return;
+  if (std::find(b.other_streams.begin(), b.other_streams.end(), s) == b.other_streams.end()) {
+    b.other_streams.push_back(s);
+  }
+}
+
+void CudaCachingAllocator::emptyCache() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  DeviceGuard guard(device_);
+  impl_->freeCached();
+}
+
+MemoryStats CudaCachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
+}
+
+void CudaCachingAllocator::resetPeakStats() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->stats.allocated_peak = impl_->stats.allocated_current;
+  impl_->stats.reserved_peak = impl_->stats.reserved_current;
+}
+
+void* allocatePinned(size_t nbytes) {
+  void* p = nullptr;
+  LOCKSTEP_CUDA_CHECK(cudaHostAlloc(&p, nbytes == 0 ? 1 : nbytes, cudaHostAllocDefault));
+  return p;
+}
+
+void freePinned(void* p) {
+  if (p) cudaFreeHost(p);
+}
+
+}  // namespace lockstep::cuda

@@ -1,0 +1,70 @@
+#pragma once
+// A caching allocator for GPU memory, one per device, after PyTorch's CUDACachingAllocator: blocks
+// come from cudaMalloc once and are kept on free lists by size class after release, so a steady
+// training loop stops calling cudaMalloc (which synchronises the device) after its first step.
+//
+// Streams: a block belongs to the stream it was allocated on, and a release makes it reusable at
+// once on that stream (the stream orders the old and the new use). A block that another stream used
+// too (recordStream) is reused only after events recorded on those streams at release have
+// completed. Out of memory: the cache is emptied and the request tried again; then an
+// OutOfMemoryError names the request, the device and the statistics.
+//
+// Thread-safety: all calls are thread-safe.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "lockstep/tensor/cuda/runtime.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::cuda {
+
+/// torch.cuda.memory_stats's main counters ("allocated_bytes.all.current" = allocated_current, ...).
+struct MemoryStats {
+  size_t allocated_current = 0;   // bytes in blocks handed out
+  size_t allocated_peak = 0;
+  size_t reserved_current = 0;    // bytes obtained with cudaMalloc (handed out + cached)
+  size_t reserved_peak = 0;
+  uint64_t allocations = 0;       // allocate() calls ("allocation.all.allocated")
+  uint64_t cuda_mallocs = 0;      // of those, served by cudaMalloc ("segment.all.allocated")
+  uint64_t alloc_retries = 0;     // cudaMalloc failures cured by emptying the cache ("num_alloc_retries")
+  uint64_t ooms = 0;              // requests that failed even after that ("num_ooms")
+};
+
+/// The GPU ran out of memory.
+class OutOfMemoryError : public Error {
+  using Error::Error;
+};
+
+class CudaCachingAllocator {
+ public:
+  /// The allocator of device (created on first use).
+  static CudaCachingAllocator& forDevice(int device);
+
+  /// At least nbytes (rounded to a size class, 512-byte aligned) usable on stream. nbytes may be 0.
+  void* allocate(size_t nbytes, const Stream& stream);
+  /// Gives back a block from allocate(); its uses on other streams are waited for (recordStream).
+  void release(void* ptr);
+  /// Marks a block as used on stream s too (a communication stream), as torch's record_stream.
+  void recordStream(void* ptr, const Stream& s);
+  /// cudaFree of every cached block not in use (after waiting for their pending events).
+  void emptyCache();
+  MemoryStats stats() const;
+  /// Zeroes the peaks (torch.cuda.reset_peak_memory_stats).
+  void resetPeakStats();
+  int device() const { return device_; }
+
+  struct Impl;
+
+ private:
+  explicit CudaCachingAllocator(int device);
+  ~CudaCachingAllocator();
+  int device_;
+  Impl* impl_;
+};
+
+/// Host memory pinned with cudaHostAlloc (for asynchronous copies): a block of nbytes, and its free.
+void* allocatePinned(size_t nbytes);
+void freePinned(void* p);
+
+}  // namespace lockstep::cuda

@@ -1,0 +1,13 @@
+#pragma once
+// Copies that involve a GPU (host <-> device, device <-> device, any layouts and dtypes), and fills
+// on a GPU: the device side of Tensor::copyFrom and Tensor::fill. Internal to tensor/.
+#include "lockstep/tensor/tensor.h"
+
+namespace lockstep::detail {
+
+/// dst.copyFrom(src) where either side is on a GPU (same shapes, checked by the caller).
+void copyWithDevices(const Tensor& dst, const Tensor& src, bool non_blocking);
+/// dst.fill(value) for a tensor on a GPU.
+void fillOnDevice(const Tensor& dst, double value);
+
+}  // namespace lockstep::detail
