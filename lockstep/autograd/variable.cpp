@@ -97,7 +97,7 @@ void Variable::backward(const Tensor& grad, bool retain_graph) {
     LOCKSTEP_ENFORCE(numel() == 1, ValueError,
                      "backward() without a gradient needs a one-element output, got shape ",
                      shapeToString(shape()), "; pass the output's gradient explicitly");
-    seed = Tensor::full(shape(), 1.0, dtype());
+    seed = Tensor::full(shape(), 1.0, dtype(), tensor().device());
   } else {
     LOCKSTEP_ENFORCE(seed.shape() == shape(), ValueError, "backward(): gradient shape ",
                      shapeToString(seed.shape()), " differs from the output shape ", shapeToString(shape()));

@@ -215,6 +215,36 @@ void Module::to(DType dtype) {
   for (auto& [n, c] : children_) c->to(dtype);
 }
 
+void Module::to(const Device& device) {
+  checkDeviceAvailable(device);
+  for (auto& [n, p] : params_) {
+    if (p.tensor().defined() && p.tensor().device() != device) {
+      p.tensor() = p.tensor().to(device);
+      p.zeroGrad(true);
+    }
+  }
+  // Integer buffers are counters (BatchNorm's num_batches_tracked) the host reads and bumps every
+  // step: they stay on the host, so that no step waits for a GPU to hand one back.
+  for (auto& [n, b] : buffers_) {
+    if (b.defined() && isFloating(b.dtype()) && b.device() != device) b = b.to(device);
+  }
+  for (auto& [n, c] : children_) c->to(device);
+}
+
+Device Module::device() const {
+  for (const auto& [n, p] : params_) {
+    if (p.tensor().defined()) return p.tensor().device();
+  }
+  for (const auto& [n, b] : buffers_) {
+    if (b.defined()) return b.device();
+  }
+  for (const auto& [n, c] : children_) {
+    Device d = c->device();
+    if (d.isCuda()) return d;
+  }
+  return Device::cpu();
+}
+
 std::string Module::describe() const {
   std::string out;
   describeInto(out, 0);

@@ -87,6 +87,12 @@ class Module {
   void zeroGrad(bool set_to_none = true);
   /// Casts every floating parameter and buffer to dtype (gradients are dropped).
   void to(DType dtype);
+  /// Moves every parameter and floating buffer to device (gradients are dropped), as torch's
+  /// module.to(device): build on the host, then move, then make the optimizer. Integer buffers
+  /// (step counters) stay on the host.
+  void to(const Device& device);
+  /// The device of the first parameter (or buffer); cpu for a module with neither.
+  Device device() const;
   /// A one-line-per-module summary, e.g. "MnistCnn(\n  (conv1): Conv2d(1, 32, ...)\n ...".
   std::string describe() const;
   /// What describe() prints inside the parentheses of this module (options); empty by default.

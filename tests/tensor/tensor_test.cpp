@@ -103,3 +103,29 @@ TEST(Tensor, allocator_reuses_blocks) {
   EXPECT_EQ(after.system_allocs, before.system_allocs);
   EXPECT_GE(after.cache_hits, before.cache_hits + 10);
 }
+
+namespace lockstep {
+namespace {
+TEST(Device, parses_and_names_torch_device_strings) {
+  EXPECT_EQ(deviceName(parseDevice("cpu")), "cpu");
+  EXPECT_EQ(parseDevice("cuda"), Device::cuda(0));
+  EXPECT_EQ(parseDevice("cuda:3"), Device::cuda(3));
+  EXPECT_EQ(deviceName(Device::cuda(1)), "cuda:1");
+  for (const char* bad : {"gpu", "cuda:", "cuda:-1", "cuda:x", "CPU", "cuda:1:2"}) {
+    EXPECT_THROW(parseDevice(bad), ValueError) << bad;
+  }
+  EXPECT_TRUE(Tensor::zeros({2}).device().isCpu());
+}
+
+TEST(Device, a_gpu_that_is_not_there_is_a_clear_error) {
+  if (cudaDeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU";
+  try {
+    Tensor::zeros({2}, DType::f32, Device::cuda(0));
+    FAIL();
+  } catch (const NotSupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Tensor::zeros({2}).pinMemory(), NotSupportedError);
+}
+}  // namespace
+}  // namespace lockstep

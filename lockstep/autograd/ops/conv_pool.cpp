@@ -130,7 +130,9 @@ Variable conv2dMaxPool2d(const Variable& x0, const Variable& weight0, const Vari
   const kernels::Pool2dParams pp = poolParams(pool);
   Tensor b = bias.defined() ? bias.tensor() : Tensor();
   kernels::checkConv2d(x.tensor(), weight.tensor(), b, cp);
-  if (x.size(0) == 0) {  // nothing to walk: the plain ops give the empty result and its shape checks
+  // Nothing to walk, or on a GPU (whose whole-batch kernels have no cache to keep chunks in): the
+  // plain ops, which also give the empty result and its shape checks.
+  if (x.size(0) == 0 || x.tensor().isCuda()) {
     Variable y = maxPool2d(conv2d(x, weight, bias, conv), pool);
     return relu ? autograd::relu(y) : y;
   }

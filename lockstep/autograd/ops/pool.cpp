@@ -20,7 +20,7 @@ class MaxPool2dBackward final : public Node {
         workspace_(std::move(workspace)),
         p_(p) {}
   std::vector<Tensor> apply(const Tensor& gy) override {
-    const Tensor x = x_.defined() ? x_ : Tensor::emptyStrided(shape_, strides_, dtype_);  // never read
+    const Tensor x = x_.defined() ? x_ : Tensor::emptyStrided(shape_, strides_, dtype_, gy.device());  // never read
     return {kernels::maxPool2dBackward(gy, x, workspace_, p_)};
   }
   std::string name() const override { return "MaxPool2dBackward"; }

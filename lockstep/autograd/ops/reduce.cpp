@@ -15,11 +15,12 @@ class ReduceBackward final : public Node {
   ReduceBackward(bool mean, Shape input, Shape kept, double scale)
       : mean_(mean), input_(std::move(input)), kept_(std::move(kept)), scale_(scale) {}
   std::vector<Tensor> apply(const Tensor& g) override {
-    if (g.numel() == 1) return {Tensor::full(input_, g.itemDouble() * scale_, g.dtype())};
+    // A scalar gradient on the host is filled directly; on a GPU it stays there (no host sync).
+    if (g.numel() == 1 && !g.isCuda()) return {Tensor::full(input_, g.itemDouble() * scale_, g.dtype())};
     // Scale the small gradient before broadcasting it, then materialise the broadcast: consumers
     // of gradients may assume they own dense memory (no stride-0 aliasing).
     Tensor gs = scale_ == 1.0 ? g : kernels::binaryScalar(kernels::BinaryOp::mul, g, scale_);
-    Tensor gx = Tensor::empty(input_, g.dtype());
+    Tensor gx = Tensor::empty(input_, g.dtype(), MemoryFormat::contiguous, g.device());
     gx.copyFrom(gs.reshape(kept_).expand(input_));
     return {gx};
   }

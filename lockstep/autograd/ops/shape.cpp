@@ -35,7 +35,7 @@ class NarrowBackward final : public Node {
   NarrowBackward(Shape input, int64_t dim, int64_t start)
       : input_(std::move(input)), dim_(dim), start_(start) {}
   std::vector<Tensor> apply(const Tensor& g) override {
-    Tensor gx = Tensor::zeros(input_, g.dtype());
+    Tensor gx = Tensor::zeros(input_, g.dtype(), g.device());
     gx.narrow(dim_, start_, g.size(dim_)).copyFrom(g);
     return {gx};
   }

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Packs built lockstep programs for a GPU machine that lacks lockstep's libraries (the lent H100 has
+# CUDA and PyTorch's CUDA wheels but no oneDNN, Gloo, MPI, yaml-cpp or fmt): copies the programs to
+# OUT/bin and every shared library they need to OUT/lib, less the C library and the CUDA libraries
+# (there, scripts/gpu-env.sh points LD_LIBRARY_PATH at the toolkit and the wheels' copies).
+#   bash scripts/gpu-bundle.sh OUT PROGRAM...
+set -euo pipefail
+out=$1
+shift
+mkdir -p "$out/bin" "$out/lib"
+skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libcuda\.so|libcudart|libcublas|libcudnn|libnccl|libnvrtc|libnvJitLink)'
+for prog in "$@"; do
+  cp -f "$prog" "$out/bin/"
+  ldd "$prog" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
+    [[ $name =~ $skip ]] && continue
+    [[ -e $out/lib/$name ]] || cp -L "$path" "$out/lib/$name"
+  done
+done
+du -sh "$out"

@@ -1,0 +1,18 @@
+# Sourced on a GPU machine before running programs packed by scripts/gpu-bundle.sh DIR:
+#   source scripts/gpu-env.sh DIR
+# Finds the CUDA libraries in the toolkit (/usr/local/cuda) and in PyTorch's CUDA wheels (cuDNN,
+# NCCL, cuBLAS), and puts DIR/lib (lockstep's other libraries) first.
+_lockstep_bundle=${1:-.gpu}
+_lockstep_wheels=$(python3 - <<'PY' 2>/dev/null
+import glob, os
+try:
+    import nvidia
+    roots = [os.path.dirname(p) for p in nvidia.__path__]
+except ImportError:
+    roots = []
+print(":".join(sorted({os.path.dirname(f) for r in roots for f in glob.glob(r + "/nvidia/*/lib/*.so*")})))
+PY
+)
+export LD_LIBRARY_PATH="$(cd "$_lockstep_bundle/lib" && pwd):${_lockstep_wheels}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export PATH="$(cd "$_lockstep_bundle/bin" && pwd):$PATH"
+unset _lockstep_bundle _lockstep_wheels

@@ -1,0 +1,175 @@
+// Tensors on a GPU: creation, copies between host and device in every layout and dtype, pinned
+// asynchronous copies, the caching allocator (reuse, statistics, streams, out of memory), and the
+// errors for host code handed a GPU tensor. Runs with ctest -L gpu; skips without a GPU.
+#include <gtest/gtest.h>
+
+#include "common/gpu.h"
+#include "lockstep/tensor/cuda/allocator.h"
+#include "lockstep/tensor/cuda/runtime.h"
+#include "lockstep/tensor/tensor.h"
+
+namespace lockstep {
+namespace {
+
+Tensor iota(const Shape& shape, DType dtype = DType::f32) {
+  std::vector<float> v(static_cast<size_t>(shapeNumel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  return Tensor::fromVector(v, shape).to(dtype);
+}
+
+TEST(GpuTensor, round_trips_through_the_device_in_every_dtype) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u8}) {
+    Tensor h = iota({3, 5, 7}, DType::f64).to(t);
+    if (t == DType::u8) h = Tensor::arange(105, DType::u8).view({3, 5, 7});
+    Tensor d = h.to(Device::cuda(0));
+    EXPECT_TRUE(d.isCuda());
+    EXPECT_EQ(deviceName(d.device()), "cuda:0");
+    EXPECT_EQ(d.dtype(), t);
+    Tensor back = d.to(Device::cpu());
+    EXPECT_FALSE(back.isCuda());
+    EXPECT_EQ(back.toVector<double>(), h.toVector<double>()) << dtypeName(t);
+  }
+}
+
+TEST(GpuTensor, copies_casts_and_transposes_on_the_device) {
+  LOCKSTEP_REQUIRE_GPU();
+  Tensor h = iota({4, 6});
+  Tensor d = h.to(Device::cuda(0));
+  // A strided view made contiguous on the device, a cast on the device, a channels-last layout.
+  EXPECT_EQ(d.transpose(0, 1).contiguous().toVector<float>(), h.transpose(0, 1).contiguous().toVector<float>());
+  EXPECT_EQ(d.to(DType::bf16).to(DType::f32).toVector<float>(), h.to(DType::bf16).to(DType::f32).toVector<float>());
+  Tensor img = iota({2, 3, 4, 5});
+  Tensor cl = img.to(Device::cuda(0)).toFormat(MemoryFormat::channels_last);
+  EXPECT_TRUE(cl.isChannelsLast());
+  EXPECT_TRUE(cl.isCuda());
+  EXPECT_EQ(cl.toVector<float>(), img.toVector<float>());
+  // Host -> device into a non-dense destination (a column of a wider tensor), and back.
+  Tensor wide = Tensor::zeros({4, 8}, DType::f32, Device::cuda(0));
+  wide.narrow(1, 2, 6).copyFrom(h);
+  Tensor expect = Tensor::zeros({4, 8});
+  expect.narrow(1, 2, 6).copyFrom(h);
+  EXPECT_EQ(wide.toVector<float>(), expect.toVector<float>());
+  // Device -> host from a transposed view into a transposed host view, with a cast.
+  Tensor host64 = Tensor::zeros({6, 4}, DType::f64);
+  host64.copyFrom(d.transpose(0, 1));
+  EXPECT_EQ(host64.toVector<double>(), h.transpose(0, 1).to(DType::f64).contiguous().toVector<double>());
+}
+
+TEST(GpuTensor, fills_and_items) {
+  LOCKSTEP_REQUIRE_GPU();
+  Tensor z = Tensor::zeros({1000}, DType::f32, Device::cuda(0));
+  EXPECT_EQ(z.toVector<float>(), std::vector<float>(1000, 0.0f));
+  Tensor f = Tensor::full({3, 3}, 2.5, DType::bf16, Device::cuda(0));
+  EXPECT_EQ(f.toVector<float>(), std::vector<float>(9, 2.5f));
+  f.transpose(0, 1).narrow(0, 1, 1).fill(-1.0);  // a strided fill: column 1
+  EXPECT_EQ(f.toVector<float>(), (std::vector<float>{2.5f, -1, 2.5f, 2.5f, -1, 2.5f, 2.5f, -1, 2.5f}));
+  EXPECT_EQ(Tensor::scalar(7, DType::i64, Device::cuda(0)).item<int64_t>(), 7);
+}
+
+TEST(GpuTensor, pinned_memory_copies_asynchronously_in_stream_order) {
+  LOCKSTEP_REQUIRE_GPU();
+  Tensor h = iota({1 << 20}).pinMemory();
+  EXPECT_TRUE(h.isPinned());
+  EXPECT_FALSE(h.isCuda());
+  Tensor d = h.to(Device::cuda(0), /*non_blocking=*/true);
+  Tensor back = Tensor::empty({1 << 20}).pinMemory();
+  back.copyFrom(d, /*non_blocking=*/true);
+  cuda::currentStream(0).synchronize();  // the copies are ordered on the current stream
+  EXPECT_EQ(back.toVector<float>(), h.toVector<float>());
+}
+
+TEST(GpuTensor, caching_allocator_reuses_blocks_and_counts_them) {
+  LOCKSTEP_REQUIRE_GPU();
+  auto& alloc = cuda::CudaCachingAllocator::forDevice(0);
+  alloc.emptyCache();
+  const cuda::MemoryStats s0 = alloc.stats();
+  {
+    Tensor a = Tensor::empty({1 << 18}, DType::f32, MemoryFormat::contiguous, Device::cuda(0));  // 1 MiB
+  }
+  const cuda::MemoryStats s1 = alloc.stats();
+  EXPECT_EQ(s1.cuda_mallocs, s0.cuda_mallocs + 1);
+  EXPECT_EQ(s1.allocated_current, s0.allocated_current);
+  EXPECT_GE(s1.allocated_peak, s0.allocated_current + (size_t(1) << 20));
+  EXPECT_GE(s1.reserved_current, s0.reserved_current + (size_t(1) << 20));
+  for (int i = 0; i < 10; ++i) {
+    Tensor a = Tensor::empty({1 << 18}, DType::f32, MemoryFormat::contiguous, Device::cuda(0));
+  }
+  const cuda::MemoryStats s2 = alloc.stats();
+  EXPECT_EQ(s2.cuda_mallocs, s1.cuda_mallocs) << "a freed block of the same size class is reused";
+  EXPECT_EQ(s2.allocations, s1.allocations + 10);
+  alloc.emptyCache();
+  EXPECT_EQ(alloc.stats().reserved_current, alloc.stats().allocated_current);
+}
+
+TEST(GpuTensor, a_block_used_on_another_stream_waits_for_it_before_reuse) {
+  LOCKSTEP_REQUIRE_GPU();
+  auto& alloc = cuda::CudaCachingAllocator::forDevice(0);
+  cuda::Stream side = cuda::streamFromPool(0);
+  const uint64_t mallocs0 = alloc.stats().cuda_mallocs;
+  void* p = nullptr;
+  {
+    Tensor a = Tensor::full({1 << 16}, 1.0, DType::f32, Device::cuda(0));
+    p = a.devicePtr();
+    {
+      cuda::StreamGuard g(side);
+      Tensor b = Tensor::empty({1 << 16}, DType::f32, MemoryFormat::contiguous, Device::cuda(0));
+      b.copyFrom(a);  // a is read on the side stream
+    }
+    alloc.recordStream(p, side);
+  }
+  side.synchronize();
+  Tensor c = Tensor::empty({1 << 16}, DType::f32, MemoryFormat::contiguous, Device::cuda(0));
+  // Once the side stream's work is done the block comes back (pending events are checked on allocate).
+  EXPECT_EQ(c.devicePtr(), p);
+  EXPECT_LE(alloc.stats().cuda_mallocs, mallocs0 + 1);
+}
+
+TEST(GpuTensor, out_of_memory_names_the_request_and_what_to_do) {
+  LOCKSTEP_REQUIRE_GPU();
+  try {
+    Tensor huge = Tensor::empty({int64_t(1) << 40}, DType::f32, MemoryFormat::contiguous, Device::cuda(0));
+    FAIL() << "4 TiB was allocated";
+  } catch (const cuda::OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
+  }
+  EXPECT_GE(cuda::CudaCachingAllocator::forDevice(0).stats().ooms, 1u);
+  // The device still works afterwards.
+  EXPECT_EQ(Tensor::full({4}, 3.0, DType::f32, Device::cuda(0)).toVector<float>(), std::vector<float>(4, 3.0f));
+}
+
+TEST(GpuTensor, host_code_refuses_a_gpu_tensor_and_says_so) {
+  LOCKSTEP_REQUIRE_GPU();
+  Tensor d = Tensor::zeros({2, 3}, DType::f32, Device::cuda(0));
+  try {
+    (void)d.dataPtr();
+    FAIL();
+  } catch (const NotSupportedError& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(d.describe().find("cuda:0"), std::string::npos);
+  EXPECT_THROW(checkDeviceAvailable(Device::cuda(cudaDeviceCount())), NotSupportedError);
+}
+
+TEST(GpuTensor, stream_and_device_guards_restore_what_they_replaced) {
+  LOCKSTEP_REQUIRE_GPU();
+  cuda::Stream before = cuda::currentStream(0);
+  cuda::Stream side = cuda::streamFromPool(0, /*high_priority=*/true);
+  {
+    cuda::StreamGuard g(side);
+    EXPECT_EQ(cuda::currentStream(0), side);
+  }
+  EXPECT_EQ(cuda::currentStream(0), before);
+  EXPECT_EQ(before, cuda::defaultStream(0));
+  cuda::Event start(true), stop(true);
+  start.record(before);
+  Tensor::full({1 << 20}, 1.0, DType::f32, Device::cuda(0));
+  stop.record(before);
+  stop.synchronize();
+  EXPECT_GE(start.elapsedMs(stop), 0.0f);
+  EXPECT_NE(cuda::describeDevice(0).find("sm_"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lockstep
