@@ -41,7 +41,7 @@ std::shared_ptr<comm::Work> NoopHook::launch(GradBucket& bucket) {
 std::shared_ptr<comm::Work> CompressHook::launch(GradBucket& bucket) {
   if (!bucket.scratch.defined() || bucket.scratch.numel() != bucket.buffer.numel() ||
       bucket.scratch.dtype() != wire_) {
-    bucket.scratch = Tensor::empty(bucket.buffer.shape(), wire_);
+    bucket.scratch = Tensor::empty(bucket.buffer.shape(), wire_, MemoryFormat::contiguous, bucket.buffer.device());
   }
   scaleInPlace(bucket.buffer, 1.0 / bucket.group->size());
   bucket.scratch.copyFrom(bucket.buffer);

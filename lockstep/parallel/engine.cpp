@@ -86,6 +86,9 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimiz
     : options_(options), env_(std::move(env)), model_(std::move(model)) {
   LOCKSTEP_ENFORCE(model_ != nullptr, ValueError, "Engine: a model is required");
   validateEngineOptions(options_);
+  LOCKSTEP_ENFORCE(options_.zero_stage == 0 || model_->device().isCpu(), NotSupportedError,
+                   "ZeRO (zero_optimization.stage ", options_.zero_stage, ") runs on CPUs only so far; the model is on ",
+                   deviceName(model_->device()), ": train it with stage 0 (DDP) or on device cpu");
   if (env_.group && options_.zero_stage < 2) {
     ddp_ = std::make_shared<DistributedDataParallel>(model_, env_.group, options_.ddp);
     wrapped_ = ddp_;

@@ -42,7 +42,8 @@ Reducer::Reducer(std::vector<Variable> params, std::vector<std::string> names,
     bucket.grad.index = static_cast<int>(b);
     bucket.grad.group = group_.get();
     bucket.grad.last = b + 1 == assignment_.size();
-    bucket.grad.buffer = Tensor::zeros({total}, params_[assignment_[b].front()].dtype());
+    const Tensor& first = params_[assignment_[b].front()].tensor();
+    bucket.grad.buffer = Tensor::zeros({total}, first.dtype(), first.device());  // where the gradients are
   }
   if (opts_.gradient_as_bucket_view) {
     for (size_t p = 0; p < params_.size(); ++p) {
@@ -129,7 +130,7 @@ void Reducer::onGradReady(size_t p) {
   }
   Tensor view = slotView(p);
   const Tensor& g = params_[p].grad();
-  bool in_place = g.sharesStorage(view) && g.dataPtr() == view.dataPtr() && g.strides() == view.strides();
+  bool in_place = g.sharesStorage(view) && g.devicePtr() == view.devicePtr() && g.strides() == view.strides();
   if (!in_place) {
     view.copyFrom(g);
     if (opts_.gradient_as_bucket_view) params_[p].setGrad(view);

@@ -326,6 +326,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
              "checkpoint",
              "eval",
              "backend",
+             "device",
              "comm_timeout_seconds",
              "ddp",
              "fp16",
@@ -358,6 +359,14 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   get(root, "", "seed", c.seed);
   get(root, "", "backend", c.backend);
   comm::checkBackendName(c.backend);  // here, so that a bad name fails before any rank starts
+  get(root, "", "device", c.device);
+  {
+    const Device d = parseDevice(c.device);  // "cpu", "cuda" or "cuda:N"; ValueError names the text
+    if (d.isCuda() && c.device != "cuda" && world > 1) {
+      throw ValueError(source + ": device: '" + c.device + "' names one GPU for all " + std::to_string(world) +
+                       " ranks; write device: cuda, and each rank trains on cuda:LOCAL_RANK");
+    }
+  }
   get(root, "", "comm_timeout_seconds", c.comm_timeout_seconds);
   if (c.comm_timeout_seconds && !(*c.comm_timeout_seconds > 0 && *c.comm_timeout_seconds <= 864000)) {
     throw ValueError(source + ": comm_timeout_seconds: expected a number of seconds in (0, 864000], got " +

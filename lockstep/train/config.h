@@ -89,6 +89,8 @@ struct TrainConfig {
   int64_t eval_every_epochs = 1;
   MonitorConfig tensorboard{}, csv_monitor{};
   std::string backend = "auto";  // a name from comm::backendNames(), checked when parsed
+  /// Where the model trains: "cpu", "cuda" (each rank on cuda:LOCAL_RANK) or "cuda:N" (one rank).
+  std::string device = "cpu";
   /// `comm_timeout_seconds`: the collective timeout (torch's init_process_group(timeout=),
   /// torchtitan's comm.train_timeout_seconds); unset: LOCKSTEP_TIMEOUT, else 5 minutes. Also the
   /// agent's watchdog timeout when `lockstep train --nproc-per-node` starts the ranks.

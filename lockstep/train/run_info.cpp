@@ -80,6 +80,7 @@ nlohmann::json describeRun(const TrainConfig& c, const RunFacts& f) {
                      {"seed", c.seed},
                      {"checkpoint_dir", f.checkpoint_dir}};
   run["environment"] = describeEnvironment(f.world_size, f.backend);
+  run["environment"]["device"] = f.device;
   return run;
 }
 

@@ -14,6 +14,7 @@ struct RunFacts {
   nlohmann::json invocation = nlohmann::json::object();
   int world_size = 1;
   std::string backend;  // the process group's, "none" on one rank
+  std::string device = "cpu";  // where this rank trains: "cpu", "cuda:0 (NVIDIA H100 ..., sm_90, ...)"
   int64_t steps_per_epoch = 0;
   int64_t total_steps = 0;
   std::string checkpoint_dir;

@@ -91,18 +91,20 @@ std::string encodeSafetensors(const NamedTensors& tensors,
   size_t data = 0;
   for (const auto& [name, t] : tensors) data += t.nbytes();
   out.reserve(out.size() + data);
-  for (const auto& [name, t] : tensors) out.append(bytesOf(t.contiguous()));
+  for (const auto& [name, t] : tensors) out.append(bytesOf(t.to(Device::cpu()).contiguous()));
   return out;
 }
 
 WrittenFile saveSafetensors(const std::string& path, const NamedTensors& tensors,
                             const std::map<std::string, std::string>& metadata) {
   const std::string header = encodeHeader(tensors, metadata);
-  std::vector<Tensor> data;  // contiguous (copies only of non-contiguous tensors), alive until written
+  // Contiguous host tensors (copies only of non-contiguous ones and of those on a GPU), alive until
+  // written.
+  std::vector<Tensor> data;
   std::vector<std::string_view> pieces = {header};
   WrittenFile w{header.size(), file::crc32(header)};
   for (const auto& [name, t] : tensors) {
-    data.push_back(t.contiguous());
+    data.push_back(t.to(Device::cpu()).contiguous());
     pieces.push_back(bytesOf(data.back()));
     w.bytes += pieces.back().size();
     w.crc32 = file::crc32(pieces.back(), w.crc32);

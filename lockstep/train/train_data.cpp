@@ -126,12 +126,14 @@ EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds,
   data::DataLoader loader(ds, sampler, lo);
   double stats[3] = {0, 0, 0};  // correct, loss sum, count
   for (data::Batch& b : loader) {
-    autograd::Variable logits = flattenPositions(model(autograd::Variable(b.input)));
-    Tensor target = flattenPositions(b.target).contiguous();
+    const Device device = model.device();
+    autograd::Variable logits = flattenPositions(model(autograd::Variable(b.input.to(device))));
+    Tensor target = flattenPositions(b.target.to(device)).contiguous();
     autograd::CrossEntropyOptions co;
     co.reduction = autograd::Reduction::sum;
     stats[1] += autograd::crossEntropy(logits, target, co).item();
-    Tensor l = logits.tensor().to(DType::f32).contiguous();
+    Tensor l = logits.tensor().to(Device::cpu()).to(DType::f32).contiguous();
+    target = target.to(Device::cpu());
     const float* p = l.data<float>();
     const int64_t* t = target.data<int64_t>();
     const int64_t n = l.size(0), classes = l.size(1);

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <optional>
 
 #include "lockstep/autograd.h"
 #include "lockstep/data.h"
@@ -30,6 +31,10 @@
 #include "lockstep/train/zero_checkpoint.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
+
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/tensor/cuda/runtime.h"
+#endif
 
 namespace lockstep::parallel {
 // summary.json's ddp_timings entries, and what ranks send rank 0: the fields by their own names.
@@ -97,6 +102,21 @@ std::chrono::milliseconds commTimeout(const TrainConfig& c) {
   return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(*c.comm_timeout_seconds * 1000.0)));
 }
 
+/// The process-group backend: `auto` picks NCCL for a model on GPUs (as torch's default for CUDA).
+std::string backendFor(const TrainConfig& c) {
+  if (c.backend == "auto" && parseDevice(c.device).isCuda()) return "nccl";
+  return c.backend;
+}
+
+/// The device this rank trains on: "cuda" is cuda:LOCAL_RANK (torchrun's convention), checked to
+/// exist here before anything is built on it.
+Device trainingDevice(const TrainConfig& c) {
+  Device d = parseDevice(c.device);
+  if (d.isCuda() && c.device == "cuda") d.index = comm::workerEnvironment().local_rank;
+  checkDeviceAvailable(d);
+  return d;
+}
+
 parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps) {
   parallel::EngineOptions eo;
   eo.optimizer = c.optimizer;
@@ -105,7 +125,7 @@ parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps)
   eo.gradient_accumulation_steps = c.batch.gradient_accumulation_steps;
   eo.gradient_clipping = c.gradient_clipping;
   eo.ddp = c.ddp;
-  eo.backend = c.backend;
+  eo.backend = backendFor(c);
   eo.timeout = commTimeout(c);
   eo.precision = c.precision;
   eo.loss_scaler = c.loss_scaler;
@@ -131,7 +151,12 @@ nn::ModelOptions modelOptions(const TrainConfig& c, Generator* gen) {
 }  // namespace
 
 TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
-  parallel::DistributedEnvironment dist = parallel::initFromEnvironment(c.backend, commTimeout(c));
+  const Device device = trainingDevice(c);  // before the process group: NCCL needs the GPU
+#if LOCKSTEP_WITH_CUDA
+  std::optional<cuda::DeviceGuard> on_gpu;
+  if (device.isCuda()) on_gpu.emplace(device.index);
+#endif
+  parallel::DistributedEnvironment dist = parallel::initFromEnvironment(backendFor(c), commTimeout(c));
   const int rank = dist.rank(), world = dist.worldSize();
   const bool chief = dist.isMain();
   const std::string ckpt_dir = c.checkpoint_dir.empty() ? o.output_dir + "/checkpoints" : c.checkpoint_dir;
@@ -142,6 +167,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   nn::ModelOptions mo = modelOptions(c, &init_gen);
   if (c.data.isLanguage() && mo.vocab_size == 0) mo.vocab_size = data.vocab_size;
   std::shared_ptr<nn::Module> model = nn::makeModel(c.model, mo);
+  model->to(device);  // built on the host with the seeded generator, so every device starts alike
   auto* language_model = dynamic_cast<nn::LanguageModel*>(model.get());
   if (language_model && chief) {
     std::fprintf(stderr, "model: %s, %lld parameters\n", model->extraRepr().c_str(),
@@ -300,6 +326,10 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     facts.invocation = o.config_json;
     facts.world_size = world;
     facts.backend = dist.group ? dist.group->backendName() : "none";
+    facts.device = deviceName(device);
+#if LOCKSTEP_WITH_CUDA
+    if (device.isCuda()) facts.device += " (" + cuda::describeDevice(device.index) + ")";
+#endif
     facts.steps_per_epoch = steps_per_epoch;
     facts.total_steps = total_steps;
     facts.checkpoint_dir = ckpt_dir;
@@ -348,8 +378,9 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     engine.discardPartialAccumulation();  // an epoch's last micro-batches that fill no step
     double window_loss = 0;
     for (data::Batch& b : loader) {
-      autograd::Variable loss = criterion(flattenPositions(engine.forward(autograd::Variable(b.input))),
-                                          flattenPositions(b.target));
+      autograd::Variable loss = criterion(
+          flattenPositions(engine.forward(autograd::Variable(b.input.to(device, /*non_blocking=*/true)))),
+          flattenPositions(b.target.to(device, /*non_blocking=*/true)));
       window_loss += loss.item() / static_cast<double>(accum);
       engine.backward(loss);
       if (!engine.step()) continue;

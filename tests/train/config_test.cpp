@@ -373,3 +373,14 @@ TEST(TrainConfig, yaml_aliases_cannot_recurse_or_explode) {
   m = errorOf(text);
   EXPECT_TRUE(has(m, "holds more than 100000 values")) << m;
 }
+
+TEST(TrainConfig, device_is_cpu_cuda_or_one_gpu_for_one_rank) {
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\n", {}, 1).device, "cpu");
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\ndevice: cuda\n", {}, 4).device, "cuda");
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\ndevice: cuda:1\n", {}, 1).device, "cuda:1");
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\n", {"device=cuda"}, 1).device, "cuda");
+  std::string e = errorOf("train_batch_size: 8\ndevice: gpu\n");
+  EXPECT_TRUE(has(e, "'gpu'") && has(e, "cuda:N")) << e;
+  e = errorOf("train_batch_size: 8\ndevice: cuda:1\n", {}, 2);
+  EXPECT_TRUE(has(e, "cuda:1") && has(e, "LOCAL_RANK")) << e;
+}

@@ -2,6 +2,8 @@
 // max_steps (fast), its outputs, bitwise resume, 2 ranks, and every bad input exiting with 2.
 #include "train/train_cli.h"
 
+#include "lockstep/tensor/device.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -203,4 +205,12 @@ TEST_F(TrainCli, unbuilt_backend_exits_2_before_any_rank_starts) {
   // Said once, by the launching process: a started worker would have said it again.
   EXPECT_EQ(r.output.find("not built"), r.output.rfind("not built")) << r.output;
   EXPECT_EQ(r.output.find("worker"), std::string::npos) << r.output;
+}
+
+TEST_F(TrainCli, device_cuda_without_a_gpu_is_a_clear_error) {
+  if (lockstep::cudaDeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU (tests/train/gpu_train_test.cpp trains on it)";
+  std::string cfg = writeConfig("c.yaml", std::string(kSynthetic) + "device: cuda\n");
+  Result r = run(cfg + " --output-dir " + dir_ + "/out");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("cuda:0 is not available"), std::string::npos) << r.output;
 }
