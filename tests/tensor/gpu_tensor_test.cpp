@@ -5,6 +5,7 @@
 
 #include "common/gpu.h"
 #include "lockstep/tensor/cuda/allocator.h"
+#include "lockstep/tensor/cuda/graph.h"
 #include "lockstep/tensor/cuda/runtime.h"
 #include "lockstep/tensor/tensor.h"
 
@@ -169,6 +170,31 @@ TEST(GpuTensor, stream_and_device_guards_restore_what_they_replaced) {
   stop.synchronize();
   EXPECT_GE(start.elapsedMs(stop), 0.0f);
   EXPECT_NE(cuda::describeDevice(0).find("sm_"), std::string::npos);
+}
+
+TEST(GpuTensor, a_captured_graph_replays_on_refilled_inputs_into_the_same_outputs) {
+  LOCKSTEP_REQUIRE_GPU();
+  Tensor src = iota({64, 32}).to(Device::cuda(0));
+  Tensor out;
+  cuda::Graph g;
+  g.capture(0, [&] {
+    Tensor t = src.transpose(0, 1).contiguous();  // allocated inside: from the graph's pool
+    out = t.to(DType::bf16);
+  });
+  EXPECT_TRUE(g.captured());
+  EXPECT_GE(g.numNodes(), 2u);
+  // Nothing ran yet: capture records. Replay on new input values.
+  for (int round = 0; round < 3; ++round) {
+    Tensor shifted = Tensor::fromVector(std::vector<float>(64 * 32, static_cast<float>(round)), {64, 32});
+    src.copyFrom(shifted);
+    g.replay();
+    EXPECT_EQ(out.toVector<float>(), shifted.transpose(0, 1).contiguous().to(DType::bf16).toVector<float>());
+  }
+  // A host read inside a capture is refused with CUDA's reason, and the device still works.
+  cuda::Graph bad;
+  EXPECT_THROW(bad.capture(0, [&] { (void)src.to(Device::cpu()); }), Error);
+  EXPECT_FALSE(bad.captured());
+  EXPECT_EQ(Tensor::full({2}, 1.0, DType::f32, Device::cuda(0)).toVector<float>(), std::vector<float>(2, 1.0f));
 }
 
 }  // namespace

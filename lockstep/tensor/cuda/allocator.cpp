@@ -5,6 +5,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -25,6 +27,7 @@ struct Block {
   void* ptr = nullptr;
   size_t size = 0;
   cudaStream_t stream = nullptr;
+  int pool = 0;  // 0: the general cache; > 0: a CUDA graph's private pool
   std::vector<Stream> other_streams;  // recordStream
   std::vector<cudaEvent_t> pending;   // events on other_streams since release
 };
@@ -37,7 +40,11 @@ struct CudaCachingAllocator::Impl {
   int device = 0;
   mutable std::mutex mu;
   std::unordered_map<void*, std::unique_ptr<Block>> live;            // handed out
-  std::map<std::pair<cudaStream_t, size_t>, std::vector<std::unique_ptr<Block>>> free;
+  // Free blocks by (pool, stream, size class).
+  std::map<std::tuple<int, cudaStream_t, size_t>, std::vector<std::unique_ptr<Block>>> free;
+  std::set<int> released_pools;
+  int active_pool = 0;               // beginPool .. endPool
+  cudaStream_t pool_stream = nullptr;
   std::vector<std::unique_ptr<Block>> pending;                       // released, awaiting events
   MemoryStats stats;
 
@@ -48,7 +55,8 @@ struct CudaCachingAllocator::Impl {
 
   void toFree(std::unique_ptr<Block> b) {
     b->other_streams.clear();
-    auto key = std::make_pair(b->stream, b->size);
+    if (b->pool != 0 && released_pools.count(b->pool)) b->pool = 0;
+    auto key = std::make_tuple(b->pool, b->stream, b->size);
     free[key].push_back(std::move(b));
   }
 
@@ -106,7 +114,8 @@ void* CudaCachingAllocator::allocate(size_t nbytes, const Stream& stream) {
   Impl& m = *impl_;
   ++m.stats.allocations;
   if (!m.pending.empty()) m.processPending(false);
-  auto it = m.free.find({stream.handle(), size});
+  const int pool = m.active_pool != 0 && stream.handle() == m.pool_stream ? m.active_pool : 0;
+  auto it = m.free.find({pool, stream.handle(), size});
   if (it != m.free.end() && !it->second.empty()) {
     std::unique_ptr<Block> b = std::move(it->second.back());
     it->second.pop_back();
@@ -143,6 +152,7 @@ void* CudaCachingAllocator::allocate(size_t nbytes, const Stream& stream) {
   b->ptr = p;
   b->size = size;
   b->stream = stream.handle();
+  b->pool = pool;
   m.live.emplace(p, std::move(b));
   m.bumpAllocated(size);
   return p;
@@ -196,6 +206,35 @@ void CudaCachingAllocator::resetPeakStats() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->stats.allocated_peak = impl_->stats.allocated_current;
   impl_->stats.reserved_peak = impl_->stats.reserved_current;
+}
+
+void CudaCachingAllocator::beginPool(int pool, const Stream& stream) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  LOCKSTEP_CHECK(pool > 0 && impl_->active_pool == 0, "one pool at a time", pool, impl_->active_pool);
+  impl_->active_pool = pool;
+  impl_->pool_stream = stream.handle();
+  impl_->released_pools.erase(pool);
+}
+
+void CudaCachingAllocator::endPool() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->active_pool = 0;
+  impl_->pool_stream = nullptr;
+}
+
+void CudaCachingAllocator::releasePool(int pool) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Impl& m = *impl_;
+  m.released_pools.insert(pool);
+  for (auto it = m.free.begin(); it != m.free.end();) {
+    if (std::get<0>(it->first) != pool) {
+      ++it;
+      continue;
+    }
+    auto blocks = std::move(it->second);
+    it = m.free.erase(it);
+    for (auto& b : blocks) m.toFree(std::move(b));
+  }
 }
 
 void* allocatePinned(size_t nbytes) {

@@ -52,6 +52,14 @@ class CudaCachingAllocator {
   MemoryStats stats() const;
   /// Zeroes the peaks (torch.cuda.reset_peak_memory_stats).
   void resetPeakStats();
+
+  /// CUDA graph capture (cuda/graph.h): from here until endPool(), allocations on stream come
+  /// from private pool `pool` (> 0), and a block of that pool goes back to it when released, so
+  /// that nothing outside the graph is ever handed memory the graph's replays write. releasePool
+  /// gives the pool's free blocks back to the general cache (its live blocks follow when released).
+  void beginPool(int pool, const Stream& stream);
+  void endPool();
+  void releasePool(int pool);
   int device() const { return device_; }
 
   struct Impl;
