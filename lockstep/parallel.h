@@ -10,6 +10,7 @@
 #include "lockstep/parallel/model_sync.h"
 #include "lockstep/parallel/prepare.h"
 #include "lockstep/parallel/reducer.h"
+#include "lockstep/parallel/step_graph.h"
 #include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/parallel/zero_grad_reducer.h"
 #include "lockstep/parallel/zero_nvme_offload.h"

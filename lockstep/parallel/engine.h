@@ -160,6 +160,11 @@ class Engine {
   bool isGradientAccumulationBoundary() const { return micro_ + 1 == options_.gradient_accumulation_steps; }
   /// Optimizer steps taken (counting from a resumed checkpoint's, see setGlobalSteps).
   int64_t globalSteps() const { return global_steps_; }
+  /// A step that ran as a replay of a captured one (StepGraph): counted as an applied step.
+  void countReplayedStep() {
+    ++global_steps_;
+    step_applied_ = true;
+  }
   /// After restoring a checkpoint: the optimizer steps it had taken.
   void setGlobalSteps(int64_t steps) { global_steps_ = steps; }
   /// The gradients' joint 2-norm before the last clipping (0 when clipping is off; unchanged by a

@@ -327,6 +327,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
              "eval",
              "backend",
              "device",
+             "cuda_graph",
              "comm_timeout_seconds",
              "ddp",
              "fp16",
@@ -360,6 +361,10 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   get(root, "", "backend", c.backend);
   comm::checkBackendName(c.backend);  // here, so that a bad name fails before any rank starts
   get(root, "", "device", c.device);
+  get(root, "", "cuda_graph", c.cuda_graph);
+  if (c.cuda_graph != "auto" && c.cuda_graph != "true" && c.cuda_graph != "false") {
+    throw ValueError(source + ": cuda_graph: expected auto, true or false, got '" + c.cuda_graph + "'");
+  }
   {
     const Device d = parseDevice(c.device);  // "cpu", "cuda" or "cuda:N"; ValueError names the text
     if (d.isCuda() && c.device != "cuda" && world > 1) {

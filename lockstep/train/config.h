@@ -91,6 +91,9 @@ struct TrainConfig {
   std::string backend = "auto";  // a name from comm::backendNames(), checked when parsed
   /// Where the model trains: "cpu", "cuda" (each rank on cuda:LOCAL_RANK) or "cuda:N" (one rank).
   std::string device = "cpu";
+  /// On a GPU, replay the training step as a CUDA graph (parallel/step_graph.h): "auto" when the
+  /// step allows it, "true" (an error naming why when it does not), "false" never.
+  std::string cuda_graph = "auto";
   /// `comm_timeout_seconds`: the collective timeout (torch's init_process_group(timeout=),
   /// torchtitan's comm.train_timeout_seconds); unset: LOCKSTEP_TIMEOUT, else 5 minutes. Also the
   /// agent's watchdog timeout when `lockstep train --nproc-per-node` starts the ranks.

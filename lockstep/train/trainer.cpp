@@ -366,6 +366,21 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     }
     log("note", c.zero.notes);
   }
+  std::unique_ptr<parallel::StepGraph> step_graph;
+  if (device.isCuda() && c.cuda_graph != "false") {
+    const std::string why = parallel::stepGraphBlocker(engine);
+    if (why.empty()) {
+      step_graph = std::make_unique<parallel::StepGraph>(
+          engine, [&](const autograd::Variable& out, const Tensor& target) {
+            return criterion(flattenPositions(out), flattenPositions(target));
+          });
+    } else if (c.cuda_graph == "true") {
+      throw ValueError("cuda_graph: true, but this training step cannot be replayed as a CUDA graph: " + why +
+                       " (set cuda_graph: auto to run it eagerly then)");
+    } else {
+      log("note", {"cuda_graph: the step runs eagerly: " + why});
+    }
+  }
   s.world_size = world;
   s.global_batch_size = c.batch.train_batch_size;
   int64_t samples = 0;
@@ -378,12 +393,17 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     engine.discardPartialAccumulation();  // an epoch's last micro-batches that fill no step
     double window_loss = 0;
     for (data::Batch& b : loader) {
-      autograd::Variable loss = criterion(
-          flattenPositions(engine.forward(autograd::Variable(b.input.to(device, /*non_blocking=*/true)))),
-          flattenPositions(b.target.to(device, /*non_blocking=*/true)));
-      window_loss += loss.item() / static_cast<double>(accum);
-      engine.backward(loss);
-      if (!engine.step()) continue;
+      const Tensor input = b.input.to(device, /*non_blocking=*/true);
+      const Tensor target = b.target.to(device, /*non_blocking=*/true);
+      if (step_graph) {
+        window_loss += step_graph->step(input, target).itemDouble();
+      } else {
+        autograd::Variable loss = criterion(flattenPositions(engine.forward(autograd::Variable(input))),
+                                            flattenPositions(target));
+        window_loss += loss.item() / static_cast<double>(accum);
+        engine.backward(loss);
+        if (!engine.step()) continue;
+      }
       const int64_t step = engine.globalSteps();
       samples += c.batch.train_batch_size;
       if (dist.group && step % c.steps_per_print == 0) {
