@@ -12,6 +12,9 @@
 #if LOCKSTEP_WITH_MPI
 #include "lockstep/comm/mpi/mpi_process_group.h"
 #endif
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/comm/nccl/nccl_process_group.h"
+#endif
 
 namespace lockstep::comm {
 
@@ -31,7 +34,11 @@ const std::vector<Unbuilt>& unbuiltBackends() {
      "it was configured with -DLOCKSTEP_WITH_MPI=OFF; reconfigure with -DLOCKSTEP_WITH_MPI=ON where an "
      "MPI such as Open MPI is installed"},
 #endif
-    {"nccl", "CUDA/NCCL support is not available yet"},
+#if !LOCKSTEP_WITH_CUDA
+    {"nccl",
+     "it was built without CUDA: configure with -DLOCKSTEP_CUDA=ON (or AUTO) on a machine with the CUDA "
+     "toolkit and NCCL 2, as docs/gpu.md says"},
+#endif
   };
   return list;
 }
@@ -77,6 +84,16 @@ std::shared_ptr<ProcessGroup> createMpi(std::shared_ptr<Store>, int, int size,
 }
 #endif
 
+#if LOCKSTEP_WITH_CUDA
+std::shared_ptr<ProcessGroup> createNccl(std::shared_ptr<Store> store, int rank, int size,
+                                         std::chrono::milliseconds timeout) {
+  requireStore(store, "nccl");
+  NcclOptions o;
+  o.timeout = timeout;
+  return std::make_shared<NcclProcessGroup>(std::make_shared<PrefixStore>("nccl", store), rank, size, o);
+}
+#endif
+
 // One host: shm. One rank per host: gloo. Otherwise shm inside hosts and gloo across them.
 std::shared_ptr<ProcessGroup> createAuto(std::shared_ptr<Store> store, int rank, int size,
                                          std::chrono::milliseconds timeout) {
@@ -99,6 +116,9 @@ const std::vector<Backend>& builtBackends() {
   static const std::vector<Backend> list = {
     {"shm", "POSIX shared memory; ranks on one host", true, &createShm},
     {"gloo", "Gloo over TCP; ranks on any hosts", true, &createGloo},
+#if LOCKSTEP_WITH_CUDA
+    {"nccl", "NCCL; GPU buffers, one rank per GPU", true, &createNccl},
+#endif
 #if LOCKSTEP_WITH_MPI
     {"mpi", "MPI; jobs started by mpirun or srun", false, &createMpi},
 #endif
