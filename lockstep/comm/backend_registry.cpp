@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "lockstep/comm/device_routed_process_group.h"
 #include "lockstep/comm/gloo/gloo_process_group.h"
 #include "lockstep/comm/hierarchical_process_group.h"
 #include "lockstep/comm/prefix_store.h"
@@ -14,6 +15,7 @@
 #endif
 #if LOCKSTEP_WITH_CUDA
 #include "lockstep/comm/nccl/nccl_process_group.h"
+#include "lockstep/comm/nccl/nccl_util.h"
 #endif
 
 namespace lockstep::comm {
@@ -95,8 +97,8 @@ std::shared_ptr<ProcessGroup> createNccl(std::shared_ptr<Store> store, int rank,
 #endif
 
 // One host: shm. One rank per host: gloo. Otherwise shm inside hosts and gloo across them.
-std::shared_ptr<ProcessGroup> createAuto(std::shared_ptr<Store> store, int rank, int size,
-                                         std::chrono::milliseconds timeout) {
+std::shared_ptr<ProcessGroup> createHostAuto(std::shared_ptr<Store> store, int rank, int size,
+                                             std::chrono::milliseconds timeout) {
   requireStore(store, "auto");
   auto auto_store = std::make_shared<PrefixStore>("auto", store);
   auto ids = exchangeHostIds(*auto_store, rank, size);
@@ -108,6 +110,21 @@ std::shared_ptr<ProcessGroup> createAuto(std::shared_ptr<Store> store, int rank,
   HierarchicalOptions h;
   h.timeout = timeout;
   return std::make_shared<HierarchicalProcessGroup>(auto_store, rank, size, ids, h);
+}
+
+// The host choice above for host buffers; where this process sees a GPU, nccl for GPU buffers
+// (c10d's "cpu:gloo,cuda:nccl"): the op's BufferPlace picks. The registry decides, not the caller,
+// so a config's `backend: auto` trains on either device.
+std::shared_ptr<ProcessGroup> createAuto(std::shared_ptr<Store> store, int rank, int size,
+                                         std::chrono::milliseconds timeout) {
+  auto host = createHostAuto(store, rank, size, timeout);
+#if LOCKSTEP_WITH_CUDA
+  if (nccl::visibleDeviceCount() > 0) {
+    return std::make_shared<DeviceRoutedProcessGroup>(std::move(host),
+                                                      createNccl(store, rank, size, timeout));
+  }
+#endif
+  return host;
 }
 
 }  // namespace
@@ -122,7 +139,9 @@ const std::vector<Backend>& builtBackends() {
 #if LOCKSTEP_WITH_MPI
     {"mpi", "MPI; jobs started by mpirun or srun", false, &createMpi},
 #endif
-    {"auto", "shm on one host, gloo with one rank per host, shm inside hosts + gloo across them otherwise",
+    {"auto",
+     "shm on one host, gloo with one rank per host, shm inside hosts + gloo across them otherwise; nccl "
+     "for GPU buffers where a GPU is visible",
      true, &createAuto},
   };
   return list;

@@ -7,8 +7,9 @@
 //
 // The registry is one table in backend_registry.cpp, compiled with the backends this build has:
 // shm, gloo, nccl (in a build with CUDA), mpi (unless configured with -DLOCKSTEP_WITH_MPI=OFF) and
-// auto, the chooser for host buffers (shm on one host, gloo with one rank per host,
-// HierarchicalProcessGroup otherwise). Names lockstep knows of but did not build (nccl without
+// auto, the chooser (for host buffers shm on one host, gloo with one rank per host,
+// HierarchicalProcessGroup otherwise; where the process sees a GPU, a DeviceRoutedProcessGroup
+// that sends ops on GPU buffers to nccl). Names lockstep knows of but did not build (nccl without
 // CUDA, mpi without MPI) get an error that says so and how to build them.
 #include <chrono>
 #include <functional>

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "lockstep/comm/device_routed_process_group.h"
 #include "lockstep/comm/hash_store.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/prefix_store.h"
@@ -113,7 +114,13 @@ TEST(BackendRegistry, create_process_group_goes_through_the_registry) {
   auto store = std::make_shared<HashStore>();
   EXPECT_EQ(createProcessGroup("shm", store, 0, 1)->backendName(), "shm");
   EXPECT_EQ(createProcessGroup("gloo", store, 0, 1)->backendName(), "gloo");
-  EXPECT_EQ(createProcessGroup("auto", store, 0, 1)->backendName(), "shm");  // one host
+  auto chosen = createProcessGroup("auto", store, 0, 1);
+  if (auto* routed = dynamic_cast<DeviceRoutedProcessGroup*>(chosen.get())) {  // a GPU is visible
+    EXPECT_EQ(routed->hostGroup().backendName(), "shm");                       // one host
+    EXPECT_EQ(routed->deviceGroup().backendName(), "nccl");
+  } else {
+    EXPECT_EQ(chosen->backendName(), "shm");  // one host
+  }
   if (!LOCKSTEP_WITH_CUDA) {
     try {
       createProcessGroup("nccl", store, 0, 1);

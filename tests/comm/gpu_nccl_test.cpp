@@ -204,6 +204,24 @@ TEST_F(NcclGpu, host_buffers_self_peers_and_tags_are_clear_errors) {
   EXPECT_THROW(pg->allreduce(d, 4, DType::f32, bad), ValueError);  // no such device
 }
 
+TEST_F(NcclGpu, auto_sends_gpu_buffers_to_nccl_and_host_buffers_to_shm) {
+  auto pg = createProcessGroup("auto", std::make_shared<HashStore>(), 0, 1);
+  EXPECT_EQ(pg->backendName(), "auto");
+  auto values = iota<float>(513);
+  void* d = upload(values);
+  AllreduceOptions o;
+  o.place = place();
+  auto on_gpu = pg->allreduce(d, values.size(), DType::f32, o);
+  on_gpu->wait();
+  EXPECT_NE(on_gpu->description().find("(nccl, rank 0/1"), std::string::npos) << on_gpu->description();
+  EXPECT_EQ(download<float>(d, values.size()), values);
+  std::vector<float> host = values;
+  auto on_host = pg->allreduce(host.data(), host.size(), DType::f32);
+  on_host->wait();
+  EXPECT_NE(on_host->description().find("(shm, rank 0/1"), std::string::npos) << on_host->description();
+  EXPECT_EQ(host, values);
+}
+
 // The caller's stream is held by a host function until `release` is set, so the op (which waits
 // for it on the communication stream) cannot finish: as a peer that never arrives.
 struct StreamBlocker {

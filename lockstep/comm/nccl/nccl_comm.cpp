@@ -67,7 +67,7 @@ NcclComm::~NcclComm() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  DeviceGuard guard(device_);
+  DeviceGuard guard(device_, std::nothrow);
   if (broken_.empty()) {
     // Non-blocking communicator: finalize (flushes its work), wait for it, then free it.
     if (ncclCommFinalize(comm_) == ncclInProgress) {
@@ -164,7 +164,7 @@ void NcclComm::pollAll() {
 
 void NcclComm::pollLocked() {
   if (pending_.empty()) return;
-  DeviceGuard guard(device_);
+  DeviceGuard guard(device_, std::nothrow);
   // Ops complete in issue order on the one stream: finish the done prefix.
   size_t done = 0;
   for (; done < pending_.size(); ++done) {
@@ -209,7 +209,7 @@ void NcclComm::abortLocked(const Work* work, const std::string& reason, bool tim
   const std::string why = work != nullptr ? concat(work->description(), ": ", reason) : reason;
   if (broken_.empty()) {
     broken_ = why;
-    DeviceGuard guard(device_);
+    DeviceGuard guard(device_, std::nothrow);
     // Makes NCCL's kernels in flight return, so the end events complete and the stream drains.
     (void)ncclCommAbort(comm_);
   }
@@ -238,7 +238,11 @@ void NcclComm::watchdogLoop() {
   while (!stop_) {
     cv_.wait_for(lock, kWatchdogPeriod, [&] { return stop_; });
     if (stop_) break;
-    pollLocked();
+    try {
+      pollLocked();
+    } catch (const std::exception& e) {  // nothing may escape the thread; fail the ops instead
+      if (!pending_.empty()) abortLocked(pending_.front().get(), concat("watchdog: ", e.what()), false);
+    }
   }
 }
 

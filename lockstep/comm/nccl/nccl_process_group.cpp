@@ -57,7 +57,7 @@ NcclProcessGroup::~NcclProcessGroup() {
   int device = comm_ ? comm_->device() : -1;
   comm_.reset();  // waits for the ops in flight
   if (barrier_buf_ != nullptr) {
-    nccl::DeviceGuard guard(device);
+    nccl::DeviceGuard guard(device, std::nothrow);
     (void)cudaFree(barrier_buf_);
   }
 }

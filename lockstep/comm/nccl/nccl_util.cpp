@@ -74,7 +74,16 @@ DeviceGuard::DeviceGuard(int device) {
   if (previous_ != device) checkCuda(cudaSetDevice(device), concat("cudaSetDevice(", device, ")"));
 }
 
+DeviceGuard::DeviceGuard(int device, std::nothrow_t) noexcept {
+  if (cudaGetDevice(&previous_) != cudaSuccess) {
+    previous_ = -1;
+    return;
+  }
+  if (previous_ != device) (void)cudaSetDevice(device);
+}
+
 DeviceGuard::~DeviceGuard() {
+  if (previous_ < 0) return;
   int now = -1;
   if (cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
 }

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <new>
 #include <string>
 
 #include "lockstep/comm/reduce_op.h"
@@ -27,10 +28,12 @@ ncclRedOp_t toNccl(ReduceOp op);
 /// Number of visible CUDA devices; 0 (not an error) when there is no GPU or no driver.
 int visibleDeviceCount();
 
-/// Makes device current for a scope and restores the previous one.
+/// Makes device current for a scope and restores the previous one. InternalError when CUDA
+/// cannot; the nothrow form (for destructors and the watchdog) leaves the current device as is then.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);
+  DeviceGuard(int device, std::nothrow_t) noexcept;
   ~DeviceGuard();
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
