@@ -39,7 +39,7 @@ const std::vector<Unbuilt>& unbuiltBackends() {
 #if !LOCKSTEP_WITH_CUDA
     {"nccl",
      "it was built without CUDA: configure with -DLOCKSTEP_CUDA=ON (or AUTO) on a machine with the CUDA "
-     "toolkit and NCCL 2, as docs/gpu.md says"},
+     "toolkit and NCCL 2 (nvcc, libnccl)"},
 #endif
   };
   return list;

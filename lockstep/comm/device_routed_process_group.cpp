@@ -92,4 +92,8 @@ std::shared_ptr<Work> DeviceRoutedProcessGroup::recv(void* data, size_t count, D
   return route(o).recv(data, count, dtype, src, o);
 }
 
+std::shared_ptr<ProcessGroup> DeviceRoutedProcessGroup::newGroup(const std::vector<int>& ranks) {
+  return host_->newGroup(ranks);
+}
+
 }  // namespace lockstep::comm

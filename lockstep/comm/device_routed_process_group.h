@@ -43,6 +43,9 @@ class DeviceRoutedProcessGroup : public ProcessGroup {
                              const SendRecvOptions& opts = {}) override;
   std::shared_ptr<Work> recv(void* data, size_t count, DType dtype, int src,
                              const SendRecvOptions& opts = {}) override;
+  /// A subgroup of the host group (nccl has no subgroups yet): its ops take host buffers only, and
+  /// device buffers get the host backend's ValueError. Collective, as ProcessGroup::newGroup.
+  std::shared_ptr<ProcessGroup> newGroup(const std::vector<int>& ranks) override;
 
   ProcessGroup& hostGroup() { return *host_; }
   ProcessGroup& deviceGroup() { return *device_; }

@@ -49,8 +49,8 @@ TEST(BackendRegistry, nccl_in_a_build_without_cuda_says_how_to_build_it) {
   if (LOCKSTEP_WITH_CUDA) GTEST_SKIP() << "this build has CUDA and the nccl backend";
   EXPECT_EQ(errorOf("nccl"),
             "backend nccl is not built into this lockstep (it was built without CUDA: configure with "
-            "-DLOCKSTEP_CUDA=ON (or AUTO) on a machine with the CUDA toolkit and NCCL 2, as docs/gpu.md "
-            "says); built: " +
+            "-DLOCKSTEP_CUDA=ON (or AUTO) on a machine with the CUDA toolkit and NCCL 2 (nvcc, "
+            "libnccl)); built: " +
                 backendNamesText());
   // initProcessGroup and createProcessGroup say the same.
   try {

@@ -45,6 +45,11 @@ TEST(DeviceRoutedProcessGroup, host_buffers_go_to_the_host_group_device_buffers_
   b.place.device = 0;
   EXPECT_THROW(pg.broadcast(x.data(), x.size(), DType::f32, b), ValueError);
   EXPECT_EQ(host->sequenceNumber(), 2u);  // the host group never saw them
+  // Subgroups are the host group's.
+  auto sub = pg.newGroup({0});
+  ASSERT_NE(sub, nullptr);
+  EXPECT_EQ(sub->backendName(), "shm");
+  EXPECT_THROW(sub->allreduce(x.data(), x.size(), DType::f32, on_gpu), ValueError);
 }
 
 TEST(DeviceRoutedProcessGroup, its_timeout_applies_to_ops_that_use_the_group_default) {

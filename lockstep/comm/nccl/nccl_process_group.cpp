@@ -106,7 +106,8 @@ std::shared_ptr<Work> NcclProcessGroup::run(OpType type, const std::string& deta
                    "(BufferPlace::device = -1); set it to the buffers' device and stream, or use "
                    "backend gloo or shm for host buffers");
   OpContext ctx = nextOp(type, timeout);
-  const std::string description = describe(ctx, concat(detail, ", cuda:", place.device));
+  const std::string description =
+      describe(ctx, detail.empty() ? concat("cuda:", place.device) : concat(detail, ", cuda:", place.device));
   nccl::NcclComm& comm = commOn(place.device, description);
   LOCKSTEP_ENFORCE(comm.device() == place.device, ValueError, description,
                    ": the buffers are on cuda:", place.device,
