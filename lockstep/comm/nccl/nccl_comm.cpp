@@ -167,17 +167,18 @@ void NcclComm::pollLocked() {
   DeviceGuard guard(device_, std::nothrow);
   // Ops complete in issue order on the one stream: finish the done prefix.
   size_t done = 0;
+  cudaError_t e = cudaSuccess;
   for (; done < pending_.size(); ++done) {
-    cudaError_t e = cudaEventQuery(pending_[done]->endEvent());
-    if (e == cudaErrorNotReady) break;
-    if (e != cudaSuccess) {
-      std::string reason = concat("CUDA error ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
-      abortLocked(pending_[done].get(), reason, false);
-      return;
-    }
+    e = cudaEventQuery(pending_[done]->endEvent());
+    if (e != cudaSuccess) break;
     pending_[done]->finish();
   }
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
+  if (e != cudaSuccess && e != cudaErrorNotReady) {
+    abortLocked(pending_.front().get(),
+                concat("CUDA error ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")"), false);
+    return;
+  }
   if (pending_.empty()) return;
   ncclResult_t state = ncclSuccess;
   ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
