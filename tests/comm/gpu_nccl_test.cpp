@@ -47,14 +47,18 @@ class NcclGpu : public ::testing::Test {
     buffers_.push_back(p);
     EXPECT_EQ(cudaMemsetAsync(p, 0xff, (values.size() + extra_elements) * sizeof(T) + 16, stream_),
               cudaSuccess);
-    EXPECT_EQ(cudaMemcpyAsync(p, values.data(), values.size() * sizeof(T), cudaMemcpyHostToDevice, stream_),
-              cudaSuccess);
+    if (!values.empty()) {
+      EXPECT_EQ(cudaMemcpyAsync(p, values.data(), values.size() * sizeof(T), cudaMemcpyHostToDevice, stream_),
+                cudaSuccess);
+    }
     return p;
   }
   template <typename T>
   std::vector<T> download(const void* p, size_t n) {
     std::vector<T> out(n);
-    EXPECT_EQ(cudaMemcpyAsync(out.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost, stream_), cudaSuccess);
+    if (n > 0) {
+      EXPECT_EQ(cudaMemcpyAsync(out.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost, stream_), cudaSuccess);
+    }
     EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
     return out;
   }
