@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "lockstep/comm/device_routed_process_group.h"
 #include "lockstep/comm/gloo/gloo_process_group.h"
 #include "lockstep/comm/hierarchical_process_group.h"
 #include "lockstep/comm/prefix_store.h"
@@ -11,6 +12,10 @@
 #include "lockstep/util/suggest.h"
 #if LOCKSTEP_WITH_MPI
 #include "lockstep/comm/mpi/mpi_process_group.h"
+#endif
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/comm/nccl/nccl_process_group.h"
+#include "lockstep/comm/nccl/nccl_util.h"
 #endif
 
 namespace lockstep::comm {
@@ -31,7 +36,11 @@ const std::vector<Unbuilt>& unbuiltBackends() {
      "it was configured with -DLOCKSTEP_WITH_MPI=OFF; reconfigure with -DLOCKSTEP_WITH_MPI=ON where an "
      "MPI such as Open MPI is installed"},
 #endif
-    {"nccl", "CUDA/NCCL support is not available yet"},
+#if !LOCKSTEP_WITH_CUDA
+    {"nccl",
+     "it was built without CUDA: configure with -DLOCKSTEP_CUDA=ON (or AUTO) on a machine with the CUDA "
+     "toolkit and NCCL 2 (nvcc, libnccl)"},
+#endif
   };
   return list;
 }
@@ -77,9 +86,19 @@ std::shared_ptr<ProcessGroup> createMpi(std::shared_ptr<Store>, int, int size,
 }
 #endif
 
-// One host: shm. One rank per host: gloo. Otherwise shm inside hosts and gloo across them.
-std::shared_ptr<ProcessGroup> createAuto(std::shared_ptr<Store> store, int rank, int size,
+#if LOCKSTEP_WITH_CUDA
+std::shared_ptr<ProcessGroup> createNccl(std::shared_ptr<Store> store, int rank, int size,
                                          std::chrono::milliseconds timeout) {
+  requireStore(store, "nccl");
+  NcclOptions o;
+  o.timeout = timeout;
+  return std::make_shared<NcclProcessGroup>(std::make_shared<PrefixStore>("nccl", store), rank, size, o);
+}
+#endif
+
+// One host: shm. One rank per host: gloo. Otherwise shm inside hosts and gloo across them.
+std::shared_ptr<ProcessGroup> createHostAuto(std::shared_ptr<Store> store, int rank, int size,
+                                             std::chrono::milliseconds timeout) {
   requireStore(store, "auto");
   auto auto_store = std::make_shared<PrefixStore>("auto", store);
   auto ids = exchangeHostIds(*auto_store, rank, size);
@@ -93,16 +112,36 @@ std::shared_ptr<ProcessGroup> createAuto(std::shared_ptr<Store> store, int rank,
   return std::make_shared<HierarchicalProcessGroup>(auto_store, rank, size, ids, h);
 }
 
+// The host choice above for host buffers; where this process sees a GPU, nccl for GPU buffers
+// (c10d's "cpu:gloo,cuda:nccl"): the op's BufferPlace picks. The registry decides, not the caller,
+// so a config's `backend: auto` trains on either device.
+std::shared_ptr<ProcessGroup> createAuto(std::shared_ptr<Store> store, int rank, int size,
+                                         std::chrono::milliseconds timeout) {
+  auto host = createHostAuto(store, rank, size, timeout);
+#if LOCKSTEP_WITH_CUDA
+  if (nccl::visibleDeviceCount() > 0) {
+    return std::make_shared<DeviceRoutedProcessGroup>(std::move(host),
+                                                      createNccl(store, rank, size, timeout));
+  }
+#endif
+  return host;
+}
+
 }  // namespace
 
 const std::vector<Backend>& builtBackends() {
   static const std::vector<Backend> list = {
     {"shm", "POSIX shared memory; ranks on one host", true, &createShm},
     {"gloo", "Gloo over TCP; ranks on any hosts", true, &createGloo},
+#if LOCKSTEP_WITH_CUDA
+    {"nccl", "NCCL; GPU buffers, one rank per GPU", true, &createNccl},
+#endif
 #if LOCKSTEP_WITH_MPI
     {"mpi", "MPI; jobs started by mpirun or srun", false, &createMpi},
 #endif
-    {"auto", "shm on one host, gloo with one rank per host, shm inside hosts + gloo across them otherwise",
+    {"auto",
+     "shm on one host, gloo with one rank per host, shm inside hosts + gloo across them otherwise; nccl "
+     "for GPU buffers where a GPU is visible",
      true, &createAuto},
   };
   return list;

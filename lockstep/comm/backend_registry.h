@@ -6,9 +6,11 @@
 //   auto pg = comm::findBackend("gloo").create(store, rank, size, timeout);
 //
 // The registry is one table in backend_registry.cpp, compiled with the backends this build has:
-// shm, gloo, mpi (unless configured with -DLOCKSTEP_WITH_MPI=OFF) and auto, the chooser (shm on
-// one host, gloo with one rank per host, HierarchicalProcessGroup otherwise). Names lockstep knows
-// of but did not build (nccl; mpi in a build without it) get an error that says so.
+// shm, gloo, nccl (in a build with CUDA), mpi (unless configured with -DLOCKSTEP_WITH_MPI=OFF) and
+// auto, the chooser (for host buffers shm on one host, gloo with one rank per host,
+// HierarchicalProcessGroup otherwise; where the process sees a GPU, a DeviceRoutedProcessGroup
+// that sends ops on GPU buffers to nccl). Names lockstep knows of but did not build (nccl without
+// CUDA, mpi without MPI) get an error that says so and how to build them.
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -39,9 +41,9 @@ std::vector<std::string> backendNames();
 /// The names joined for messages and help texts: "shm, gloo, mpi, auto". Thread-safe.
 std::string backendNamesText();
 /// The built backend called name. ValueError otherwise, naming name and the built list: for a
-/// known backend this build lacks, why ("backend nccl is not built into this lockstep (CUDA/NCCL
-/// support is not available yet); built: ..."); for an unknown name, the nearest known one.
-/// Thread-safe.
+/// known backend this build lacks, why and how to get it ("backend nccl is not built into this
+/// lockstep (it was built without CUDA: configure with -DLOCKSTEP_CUDA=ON ...); built: ..."); for an unknown
+/// name, the nearest known one. Thread-safe.
 const Backend& findBackend(const std::string& name);
 /// Throws what findBackend throws; returns nothing.
 void checkBackendName(const std::string& name);

@@ -91,6 +91,7 @@ void HierarchicalProcessGroup::hierarchicalReduce(const OpContext& ctx, void* da
 
 std::shared_ptr<Work> HierarchicalProcessGroup::allreduce(void* data, size_t count, DType dtype,
                                                           const AllreduceOptions& o) {
+  checkHostBuffers(o.place, "allreduce");
   return enqueue(
       OpType::allreduce, concat(count, " x ", dtypeName(dtype)), o.timeout,
       [=, this](const OpContext& ctx) { hierarchicalReduce(ctx, data, count, dtype, o.op, true); }, o.defer);
@@ -98,6 +99,7 @@ std::shared_ptr<Work> HierarchicalProcessGroup::allreduce(void* data, size_t cou
 
 std::shared_ptr<Work> HierarchicalProcessGroup::reduce(void* data, size_t count, DType dtype,
                                                        const ReduceOptions& o) {
+  checkHostBuffers(o.place, "reduce");
   checkRoot(o.root, "reduce");
   if (o.root != 0) {  // the hierarchy reduces to rank 0 (a leader); other roots go flat
     return viaFlat(OpType::reduce, o.timeout, [=](ProcessGroup& g, std::chrono::milliseconds t) {
@@ -119,6 +121,7 @@ std::shared_ptr<Work> HierarchicalProcessGroup::viaFlat(
 
 std::shared_ptr<Work> HierarchicalProcessGroup::broadcast(void* data, size_t count, DType dtype,
                                                           const BroadcastOptions& o) {
+  checkHostBuffers(o.place, "broadcast");
   checkRoot(o.root, "broadcast");
   return viaFlat(OpType::broadcast, o.timeout, [=](ProcessGroup& g, std::chrono::milliseconds t) {
     return g.broadcast(data, count, dtype, {.root = o.root, .timeout = t});
@@ -127,6 +130,7 @@ std::shared_ptr<Work> HierarchicalProcessGroup::broadcast(void* data, size_t cou
 
 std::shared_ptr<Work> HierarchicalProcessGroup::allgather(const void* in, void* out, size_t count,
                                                           DType dtype, const AllgatherOptions& o) {
+  checkHostBuffers(o.place, "allgather");
   return viaFlat(OpType::allgather, o.timeout, [=](ProcessGroup& g, std::chrono::milliseconds t) {
     return g.allgather(in, out, count, dtype, {.timeout = t});
   });
@@ -135,6 +139,7 @@ std::shared_ptr<Work> HierarchicalProcessGroup::allgather(const void* in, void* 
 std::shared_ptr<Work> HierarchicalProcessGroup::allgatherv(const void* in, void* out,
                                                            const std::vector<size_t>& counts, DType dtype,
                                                            const AllgatherOptions& o) {
+  checkHostBuffers(o.place, "allgatherv");
   LOCKSTEP_ENFORCE(counts.size() == static_cast<size_t>(size()), ValueError, "allgatherv: counts has ",
                    counts.size(), " entries but the group has ", size(), " ranks");
   return viaFlat(OpType::allgatherv, o.timeout, [=](ProcessGroup& g, std::chrono::milliseconds t) {
@@ -144,6 +149,7 @@ std::shared_ptr<Work> HierarchicalProcessGroup::allgatherv(const void* in, void*
 
 std::shared_ptr<Work> HierarchicalProcessGroup::reduceScatter(const void* in, void* out, size_t count,
                                                               DType dtype, const ReduceScatterOptions& o) {
+  checkHostBuffers(o.place, "reduce_scatter");
   return viaFlat(OpType::reduceScatter, o.timeout, [=](ProcessGroup& g, std::chrono::milliseconds t) {
     return g.reduceScatter(in, out, count, dtype, {.op = o.op, .timeout = t});
   });
@@ -151,6 +157,7 @@ std::shared_ptr<Work> HierarchicalProcessGroup::reduceScatter(const void* in, vo
 
 std::shared_ptr<Work> HierarchicalProcessGroup::gather(const void* in, void* out, size_t count, DType dtype,
                                                        const GatherOptions& o) {
+  checkHostBuffers(o.place, "gather");
   checkRoot(o.root, "gather");
   return viaFlat(OpType::gather, o.timeout, [=](ProcessGroup& g, std::chrono::milliseconds t) {
     return g.gather(in, out, count, dtype, {.root = o.root, .timeout = t});
@@ -159,6 +166,7 @@ std::shared_ptr<Work> HierarchicalProcessGroup::gather(const void* in, void* out
 
 std::shared_ptr<Work> HierarchicalProcessGroup::scatter(const void* in, void* out, size_t count, DType dtype,
                                                         const ScatterOptions& o) {
+  checkHostBuffers(o.place, "scatter");
   checkRoot(o.root, "scatter");
   return viaFlat(OpType::scatter, o.timeout, [=](ProcessGroup& g, std::chrono::milliseconds t) {
     return g.scatter(in, out, count, dtype, {.root = o.root, .timeout = t});
@@ -167,6 +175,7 @@ std::shared_ptr<Work> HierarchicalProcessGroup::scatter(const void* in, void* ou
 
 std::shared_ptr<Work> HierarchicalProcessGroup::alltoall(const void* in, void* out, size_t count, DType dtype,
                                                          const AlltoallOptions& o) {
+  checkHostBuffers(o.place, "alltoall");
   return viaFlat(OpType::alltoall, o.timeout, [=](ProcessGroup& g, std::chrono::milliseconds t) {
     return g.alltoall(in, out, count, dtype, {.timeout = t});
   });
@@ -179,6 +188,7 @@ std::shared_ptr<Work> HierarchicalProcessGroup::barrier(const BarrierOptions& o)
 
 std::shared_ptr<Work> HierarchicalProcessGroup::send(const void* data, size_t count, DType dtype, int dst,
                                                      const SendRecvOptions& o) {
+  checkHostBuffers(o.place, "send");
   checkPeer(dst, "send");
   return viaFlat(OpType::send, o.timeout, [=](ProcessGroup& g, std::chrono::milliseconds t) {
     return g.send(data, count, dtype, dst, {.tag = o.tag, .timeout = t});
@@ -187,6 +197,7 @@ std::shared_ptr<Work> HierarchicalProcessGroup::send(const void* data, size_t co
 
 std::shared_ptr<Work> HierarchicalProcessGroup::recv(void* data, size_t count, DType dtype, int src,
                                                      const SendRecvOptions& o) {
+  checkHostBuffers(o.place, "recv");
   checkPeer(src, "recv");
   return viaFlat(OpType::recv, o.timeout, [=](ProcessGroup& g, std::chrono::milliseconds t) {
     return g.recv(data, count, dtype, src, {.tag = o.tag, .timeout = t});

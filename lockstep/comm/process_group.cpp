@@ -51,8 +51,7 @@ void ProcessGroup::stopWorker() {
   if (worker_.joinable()) worker_.join();
 }
 
-std::shared_ptr<Work> ProcessGroup::enqueue(OpType type, const std::string& detail,
-                                            std::chrono::milliseconds timeout, OpBody body, bool defer) {
+OpContext ProcessGroup::nextOp(OpType type, std::chrono::milliseconds timeout) {
   if (timeout == kGroupTimeout) timeout = timeout_;
   OpContext ctx;
   ctx.type = type;
@@ -62,8 +61,18 @@ std::shared_ptr<Work> ProcessGroup::enqueue(OpType type, const std::string& deta
   ctx.seq = p2p ? ++p2p_seq_ : ++seq_;
   ctx.timeout = timeout;
   ctx.name = ::lockstep::detail::concat(opTypeName(type), p2p ? " (p2p #" : " #", ctx.seq, p2p ? ")" : "");
-  auto work = std::make_shared<Work>(::lockstep::detail::concat(
-      ctx.name, " (", backendName(), ", rank ", rank_, "/", size_, detail.empty() ? "" : ", ", detail, ")"));
+  return ctx;
+}
+
+std::string ProcessGroup::describe(const OpContext& ctx, const std::string& detail) const {
+  return ::lockstep::detail::concat(ctx.name, " (", backendName(), ", rank ", rank_, "/", size_,
+                                    detail.empty() ? "" : ", ", detail, ")");
+}
+
+std::shared_ptr<Work> ProcessGroup::enqueue(OpType type, const std::string& detail,
+                                            std::chrono::milliseconds timeout, OpBody body, bool defer) {
+  OpContext ctx = nextOp(type, timeout);
+  auto work = std::make_shared<Work>(describe(ctx, detail));
   std::weak_ptr<Executor> weak = executor_;
   work->setHelper([weak](const Work& w, bool run_here) {
     if (auto ex = weak.lock()) run_here ? ex->helpUntil(w) : ex->wake();
@@ -187,6 +196,12 @@ std::shared_ptr<Work> ProcessGroup::send(const void*, size_t, DType, int, const 
 std::shared_ptr<Work> ProcessGroup::recv(void*, size_t, DType, int, const SendRecvOptions&) {
   notSupported("recv");
 }
+void ProcessGroup::checkHostBuffers(const BufferPlace& place, const char* what) const {
+  LOCKSTEP_ENFORCE(!place.onDevice(), ValueError, what, ": backend ", backendName(),
+                   " moves host memory only, but the buffers are on cuda:", place.device,
+                   "; use backend nccl for GPU buffers (or copy them to the host first)");
+}
+
 std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>&) { notSupported("newGroup"); }
 
 }  // namespace lockstep::comm

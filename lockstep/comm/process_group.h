@@ -37,7 +37,21 @@ inline constexpr std::chrono::milliseconds kGroupTimeout{0};
 /// partitioned peer ends the job in minutes; long enough for a slow checkpoint on one rank.
 inline constexpr std::chrono::milliseconds kDefaultCollectiveTimeout = std::chrono::minutes(5);
 
+/// Where an op's buffers live. comm/ knows nothing of tensors: the caller (a tensor's device and
+/// the current stream) says. Host backends (shm, gloo, mpi) take host memory only and reject a
+/// device buffer with a ValueError naming the op and the backend that moves it (nccl).
+struct BufferPlace {
+  /// -1: host memory; N >= 0: memory of cuda:N.
+  int device = -1;
+  /// For device buffers: the cudaStream_t (passed as void* so that comm's headers need no CUDA)
+  /// on which the data is ready, the caller's compute stream; nullptr is CUDA's default stream.
+  /// The NCCL group's communication stream waits on it, and Work::wait makes it wait on the op.
+  void* stream = nullptr;
+  bool onDevice() const { return device >= 0; }
+};
+
 struct AllreduceOptions {
+  BufferPlace place = {};  // host memory unless set
   ReduceOp op = ReduceOp::sum;
   std::chrono::milliseconds timeout = kGroupTimeout;
   /// Queue the op without waking the group's worker thread: the thread that waits on its Work
@@ -46,36 +60,45 @@ struct AllreduceOptions {
   bool defer = false;
 };
 struct BroadcastOptions {
+  BufferPlace place = {};  // host memory unless set
   int root = 0;
   std::chrono::milliseconds timeout = kGroupTimeout;
 };
 struct ReduceOptions {
+  BufferPlace place = {};  // host memory unless set
   ReduceOp op = ReduceOp::sum;
   int root = 0;
   std::chrono::milliseconds timeout = kGroupTimeout;
 };
 struct AllgatherOptions {
+  BufferPlace place = {};  // host memory unless set
   std::chrono::milliseconds timeout = kGroupTimeout;
 };
 struct ReduceScatterOptions {
+  BufferPlace place = {};  // host memory unless set
   ReduceOp op = ReduceOp::sum;
   std::chrono::milliseconds timeout = kGroupTimeout;
 };
 struct GatherOptions {
+  BufferPlace place = {};  // host memory unless set
   int root = 0;
   std::chrono::milliseconds timeout = kGroupTimeout;
 };
 struct ScatterOptions {
+  BufferPlace place = {};  // host memory unless set
   int root = 0;
   std::chrono::milliseconds timeout = kGroupTimeout;
 };
 struct AlltoallOptions {
+  BufferPlace place = {};  // host memory unless set
   std::chrono::milliseconds timeout = kGroupTimeout;
 };
 struct BarrierOptions {
+  BufferPlace place = {};  // host memory unless set
   std::chrono::milliseconds timeout = kGroupTimeout;
 };
 struct SendRecvOptions {
+  BufferPlace place = {};  // host memory unless set
   int tag = 0;
   std::chrono::milliseconds timeout = kGroupTimeout;
 };
@@ -176,11 +199,18 @@ class ProcessGroup {
   /// defer: see AllreduceOptions::defer.
   std::shared_ptr<Work> enqueue(OpType type, const std::string& detail, std::chrono::milliseconds timeout,
                                 OpBody body, bool defer = false);
+  /// Numbers and names an op as enqueue does (timeout resolved against the group's), for
+  /// backends that run ops elsewhere than the worker thread (nccl: on a CUDA stream).
+  OpContext nextOp(OpType type, std::chrono::milliseconds timeout);
+  /// The Work description of ctx: "allreduce #7 (nccl, rank 0/2, detail)".
+  std::string describe(const OpContext& ctx, const std::string& detail) const;
   /// Runs queued ops to completion and joins the worker. Idempotent.
   void stopWorker();
   [[noreturn]] void notSupported(const char* what) const;
   void checkRoot(int root, const char* what) const;
   void checkPeer(int peer, const char* what) const;
+  /// ValueError unless place is host memory: for backends that move host memory only.
+  void checkHostBuffers(const BufferPlace& place, const char* what) const;
 
  private:
   struct Item {

@@ -18,9 +18,11 @@ class Work {
 
   /// description names the op for messages, e.g. "allreduce #12 (gloo, 1024 x f32)".
   explicit Work(std::string description);
+  /// Backends whose ops complete on a device (nccl) override isCompleted and wait.
+  virtual ~Work() = default;
 
   /// True once the op finished, successfully or not. Thread-safe, never blocks.
-  bool isCompleted() const { return completed_.load(std::memory_order_acquire); }
+  virtual bool isCompleted() const { return completed_.load(std::memory_order_acquire); }
   /// The op's error, or nullptr while running or after success. Thread-safe.
   std::exception_ptr exception() const;
   /// Blocks until the op finished and rethrows its error. TimeoutError naming the op when it has
@@ -28,7 +30,7 @@ class Work {
   /// Thread-safe. With the default timeout, when the op has not started yet, the calling thread
   /// runs the group's queued ops itself (in order, up to this one) instead of handing off to
   /// the worker thread; with an explicit timeout it only waits.
-  void wait(std::chrono::milliseconds timeout = kForever);
+  virtual void wait(std::chrono::milliseconds timeout = kForever);
   const std::string& description() const { return description_; }
 
   /// Called once by the backend when the op finished; wakes waiters.

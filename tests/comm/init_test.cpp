@@ -154,7 +154,9 @@ TEST(ResolveInit, errors_name_the_variable) {
   ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
   EXPECT_NE(errorOf({.init_method = "tcp://nohostport"}).find("tcp://nohostport"), std::string::npos);
   EXPECT_NE(errorOf({.init_method = "udp://x"}).find("udp://x"), std::string::npos);
-  EXPECT_NE(errorOf({.backend = "nccl", .init_method = "file:///tmp/x"}).find("nccl"), std::string::npos);
+  if (!LOCKSTEP_WITH_CUDA) {  // known but not built: the error names it (with CUDA it resolves)
+    EXPECT_NE(errorOf({.backend = "nccl", .init_method = "file:///tmp/x"}).find("nccl"), std::string::npos);
+  }
 }
 
 // Real processes: rank 0 hosts the TCPStore (tcp://), every rank runs a few collectives.

@@ -129,6 +129,7 @@ void GlooProcessGroup::runAllreduce(const OpContext& ctx, void* data, size_t cou
 
 std::shared_ptr<Work> GlooProcessGroup::allreduce(void* data, size_t count, DType dtype,
                                                   const AllreduceOptions& o) {
+  checkHostBuffers(o.place, "allreduce");
   return enqueue(
       OpType::allreduce, concat(count, " x ", dtypeName(dtype)), o.timeout,
       [=, this](const OpContext& ctx) {
@@ -139,6 +140,7 @@ std::shared_ptr<Work> GlooProcessGroup::allreduce(void* data, size_t count, DTyp
 
 std::shared_ptr<Work> GlooProcessGroup::reduceScatter(const void* in, void* out, size_t count, DType dtype,
                                                       const ReduceScatterOptions& o) {
+  checkHostBuffers(o.place, "reduce_scatter");
   return LOCKSTEP_GLOO_OP(
       OpType::reduceScatter, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count, -1, o.op,
       gloo_detail::ringReduceScatter(*context_, ctx, in, out, count, dtype, o.op, workspace_));
@@ -146,6 +148,7 @@ std::shared_ptr<Work> GlooProcessGroup::reduceScatter(const void* in, void* out,
 
 std::shared_ptr<Work> GlooProcessGroup::broadcast(void* data, size_t count, DType dtype,
                                                   const BroadcastOptions& o) {
+  checkHostBuffers(o.place, "broadcast");
   checkRoot(o.root, "broadcast");
   return LOCKSTEP_GLOO_OP(OpType::broadcast, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
                           o.root, ReduceOp::sum, {
@@ -164,6 +167,7 @@ std::shared_ptr<Work> GlooProcessGroup::broadcast(void* data, size_t count, DTyp
 
 std::shared_ptr<Work> GlooProcessGroup::reduce(void* data, size_t count, DType dtype,
                                                const ReduceOptions& o) {
+  checkHostBuffers(o.place, "reduce");
   checkRoot(o.root, "reduce");
   return LOCKSTEP_GLOO_OP(
       OpType::reduce, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count, o.root, o.op, {
@@ -186,6 +190,7 @@ std::shared_ptr<Work> GlooProcessGroup::reduce(void* data, size_t count, DType d
 
 std::shared_ptr<Work> GlooProcessGroup::allgather(const void* in, void* out, size_t count, DType dtype,
                                                   const AllgatherOptions& o) {
+  checkHostBuffers(o.place, "allgather");
   return LOCKSTEP_GLOO_OP(OpType::allgather, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
                           -1, ReduceOp::sum, {
                             if (count == 0) return;
@@ -204,6 +209,7 @@ std::shared_ptr<Work> GlooProcessGroup::allgather(const void* in, void* out, siz
 std::shared_ptr<Work> GlooProcessGroup::allgatherv(const void* in, void* out,
                                                    const std::vector<size_t>& counts, DType dtype,
                                                    const AllgatherOptions& o) {
+  checkHostBuffers(o.place, "allgatherv");
   LOCKSTEP_ENFORCE(counts.size() == static_cast<size_t>(size()), ValueError, "allgatherv: counts has ",
                    counts.size(), " entries but the group has ", size(), " ranks");
   size_t total = 0;
@@ -225,6 +231,7 @@ std::shared_ptr<Work> GlooProcessGroup::allgatherv(const void* in, void* out,
 
 std::shared_ptr<Work> GlooProcessGroup::gather(const void* in, void* out, size_t count, DType dtype,
                                                const GatherOptions& o) {
+  checkHostBuffers(o.place, "gather");
   checkRoot(o.root, "gather");
   return LOCKSTEP_GLOO_OP(OpType::gather, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
                           o.root, ReduceOp::sum, {
@@ -244,6 +251,7 @@ std::shared_ptr<Work> GlooProcessGroup::gather(const void* in, void* out, size_t
 
 std::shared_ptr<Work> GlooProcessGroup::scatter(const void* in, void* out, size_t count, DType dtype,
                                                 const ScatterOptions& o) {
+  checkHostBuffers(o.place, "scatter");
   checkRoot(o.root, "scatter");
   return LOCKSTEP_GLOO_OP(OpType::scatter, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
                           o.root, ReduceOp::sum, {
@@ -268,6 +276,7 @@ std::shared_ptr<Work> GlooProcessGroup::scatter(const void* in, void* out, size_
 
 std::shared_ptr<Work> GlooProcessGroup::alltoall(const void* in, void* out, size_t count, DType dtype,
                                                  const AlltoallOptions& o) {
+  checkHostBuffers(o.place, "alltoall");
   return LOCKSTEP_GLOO_OP(OpType::alltoall, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
                           -1, ReduceOp::sum, {
                             if (count == 0) return;
@@ -294,6 +303,7 @@ std::shared_ptr<Work> GlooProcessGroup::barrier(const BarrierOptions& o) {
 
 std::shared_ptr<Work> GlooProcessGroup::send(const void* data, size_t count, DType dtype, int dst,
                                              const SendRecvOptions& o) {
+  checkHostBuffers(o.place, "send");
   checkPeer(dst, "send");
   return enqueue(OpType::send, concat(count, " x ", dtypeName(dtype), " to rank ", dst), o.timeout,
                  [=, this](const OpContext& ctx) {
@@ -308,6 +318,7 @@ std::shared_ptr<Work> GlooProcessGroup::send(const void* data, size_t count, DTy
 
 std::shared_ptr<Work> GlooProcessGroup::recv(void* data, size_t count, DType dtype, int src,
                                              const SendRecvOptions& o) {
+  checkHostBuffers(o.place, "recv");
   checkPeer(src, "recv");
   return enqueue(OpType::recv, concat(count, " x ", dtypeName(dtype), " from rank ", src), o.timeout,
                  [=, this](const OpContext& ctx) {

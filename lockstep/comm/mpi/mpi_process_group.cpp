@@ -214,6 +214,7 @@ void MpiProcessGroup::run(const OpContext& ctx, DType dtype, size_t count, int r
 
 std::shared_ptr<Work> MpiProcessGroup::allreduce(void* data, size_t count, DType dtype,
                                                  const AllreduceOptions& o) {
+  checkHostBuffers(o.place, "allreduce");
   int n = toInt(count, "allreduce");
   return enqueue(
       OpType::allreduce, concat(count, " x ", dtypeName(dtype)), o.timeout,
@@ -229,6 +230,7 @@ std::shared_ptr<Work> MpiProcessGroup::allreduce(void* data, size_t count, DType
 }
 
 std::shared_ptr<Work> MpiProcessGroup::reduce(void* data, size_t count, DType dtype, const ReduceOptions& o) {
+  checkHostBuffers(o.place, "reduce");
   checkRoot(o.root, "reduce");
   int n = toInt(count, "reduce");
   return enqueue(OpType::reduce, concat(count, " x ", dtypeName(dtype)), o.timeout,
@@ -246,6 +248,7 @@ std::shared_ptr<Work> MpiProcessGroup::reduce(void* data, size_t count, DType dt
 
 std::shared_ptr<Work> MpiProcessGroup::reduceScatter(const void* in, void* out, size_t count, DType dtype,
                                                      const ReduceScatterOptions& o) {
+  checkHostBuffers(o.place, "reduce_scatter");
   int n = toInt(count * size(), "reduce_scatter");
   return enqueue(OpType::reduceScatter, concat(count, " x ", dtypeName(dtype)), o.timeout,
                  [=, this](const OpContext& ctx) {
@@ -262,6 +265,7 @@ std::shared_ptr<Work> MpiProcessGroup::reduceScatter(const void* in, void* out, 
 
 std::shared_ptr<Work> MpiProcessGroup::broadcast(void* data, size_t count, DType dtype,
                                                  const BroadcastOptions& o) {
+  checkHostBuffers(o.place, "broadcast");
   checkRoot(o.root, "broadcast");
   int n = toInt(count, "broadcast");
   return LOCKSTEP_MPI_OP(OpType::broadcast, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
@@ -273,6 +277,7 @@ std::shared_ptr<Work> MpiProcessGroup::broadcast(void* data, size_t count, DType
 
 std::shared_ptr<Work> MpiProcessGroup::allgather(const void* in, void* out, size_t count, DType dtype,
                                                  const AllgatherOptions& o) {
+  checkHostBuffers(o.place, "allgather");
   int n = toInt(count * size(), "allgather");
   (void)n;
   return LOCKSTEP_MPI_OP(OpType::allgather, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
@@ -287,6 +292,7 @@ std::shared_ptr<Work> MpiProcessGroup::allgather(const void* in, void* out, size
 std::shared_ptr<Work> MpiProcessGroup::allgatherv(const void* in, void* out,
                                                   const std::vector<size_t>& counts, DType dtype,
                                                   const AllgatherOptions& o) {
+  checkHostBuffers(o.place, "allgatherv");
   LOCKSTEP_ENFORCE(counts.size() == static_cast<size_t>(size()), ValueError, "allgatherv: counts has ",
                    counts.size(), " entries but the group has ", size(), " ranks");
   std::vector<int> icounts(size()), displs(size());
@@ -307,6 +313,7 @@ std::shared_ptr<Work> MpiProcessGroup::allgatherv(const void* in, void* out,
 
 std::shared_ptr<Work> MpiProcessGroup::gather(const void* in, void* out, size_t count, DType dtype,
                                               const GatherOptions& o) {
+  checkHostBuffers(o.place, "gather");
   checkRoot(o.root, "gather");
   toInt(count * size(), "gather");
   return LOCKSTEP_MPI_OP(OpType::gather, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
@@ -320,6 +327,7 @@ std::shared_ptr<Work> MpiProcessGroup::gather(const void* in, void* out, size_t 
 
 std::shared_ptr<Work> MpiProcessGroup::scatter(const void* in, void* out, size_t count, DType dtype,
                                                const ScatterOptions& o) {
+  checkHostBuffers(o.place, "scatter");
   checkRoot(o.root, "scatter");
   toInt(count * size(), "scatter");
   return LOCKSTEP_MPI_OP(OpType::scatter, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
@@ -333,6 +341,7 @@ std::shared_ptr<Work> MpiProcessGroup::scatter(const void* in, void* out, size_t
 
 std::shared_ptr<Work> MpiProcessGroup::alltoall(const void* in, void* out, size_t count, DType dtype,
                                                 const AlltoallOptions& o) {
+  checkHostBuffers(o.place, "alltoall");
   toInt(count * size(), "alltoall");
   return LOCKSTEP_MPI_OP(OpType::alltoall, concat(count, " x ", dtypeName(dtype)), o.timeout, dtype, count,
                          -1, ReduceOp::sum, {
@@ -352,6 +361,7 @@ std::shared_ptr<Work> MpiProcessGroup::barrier(const BarrierOptions& o) {
 
 std::shared_ptr<Work> MpiProcessGroup::send(const void* data, size_t count, DType dtype, int dst,
                                             const SendRecvOptions& o) {
+  checkHostBuffers(o.place, "send");
   checkPeer(dst, "send");
   int n = toInt(count, "send");
   return LOCKSTEP_MPI_OP(OpType::send, concat(count, " x ", dtypeName(dtype), " to rank ", dst), o.timeout,
@@ -364,6 +374,7 @@ std::shared_ptr<Work> MpiProcessGroup::send(const void* data, size_t count, DTyp
 
 std::shared_ptr<Work> MpiProcessGroup::recv(void* data, size_t count, DType dtype, int src,
                                             const SendRecvOptions& o) {
+  checkHostBuffers(o.place, "recv");
   checkPeer(src, "recv");
   int n = toInt(count, "recv");
   return LOCKSTEP_MPI_OP(OpType::recv, concat(count, " x ", dtypeName(dtype), " from rank ", src), o.timeout,

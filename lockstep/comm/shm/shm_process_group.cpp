@@ -413,12 +413,14 @@ uint64_t hashCounts(const std::vector<size_t>& counts) {
 
 std::shared_ptr<Work> ShmProcessGroup::allreduce(void* data, size_t count, DType dtype,
                                                  const AllreduceOptions& o) {
+  checkHostBuffers(o.place, "allreduce");
   auto* p = static_cast<uint8_t*>(data);
   return enqueue(OpType::allreduce, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)), o.timeout,
                  LOCKSTEP_SHM_BODY(runAllreduce(ctx, p, count, dtype, o.op)), o.defer);
 }
 
 std::shared_ptr<Work> ShmProcessGroup::reduce(void* data, size_t count, DType dtype, const ReduceOptions& o) {
+  checkHostBuffers(o.place, "reduce");
   checkRoot(o.root, "reduce");
   auto* p = static_cast<uint8_t*>(data);
   // Every rank ends with the result: allowed, since non-root buffers are unspecified.
@@ -428,6 +430,7 @@ std::shared_ptr<Work> ShmProcessGroup::reduce(void* data, size_t count, DType dt
 
 std::shared_ptr<Work> ShmProcessGroup::reduceScatter(const void* in, void* out, size_t count, DType dtype,
                                                      const ReduceScatterOptions& o) {
+  checkHostBuffers(o.place, "reduce_scatter");
   // A slot holds one piece per rank: at least one element each.
   LOCKSTEP_ENFORCE(options_.block_bytes >= static_cast<size_t>(size()) * dtypeSize(dtype), ValueError,
                    "reduce_scatter: ShmOptions.block_bytes (", options_.block_bytes, ") is too small for ",
@@ -442,6 +445,7 @@ std::shared_ptr<Work> ShmProcessGroup::reduceScatter(const void* in, void* out, 
 
 std::shared_ptr<Work> ShmProcessGroup::broadcast(void* data, size_t count, DType dtype,
                                                  const BroadcastOptions& o) {
+  checkHostBuffers(o.place, "broadcast");
   checkRoot(o.root, "broadcast");
   auto* p = static_cast<uint8_t*>(data);
   return enqueue(OpType::broadcast, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)), o.timeout,
@@ -459,6 +463,7 @@ std::shared_ptr<Work> ShmProcessGroup::broadcast(void* data, size_t count, DType
 std::shared_ptr<Work> ShmProcessGroup::allgatherv(const void* in, void* out,
                                                   const std::vector<size_t>& counts, DType dtype,
                                                   const AllgatherOptions& o) {
+  checkHostBuffers(o.place, "allgatherv");
   LOCKSTEP_ENFORCE(counts.size() == static_cast<size_t>(size()), ValueError, "allgatherv: counts has ",
                    counts.size(), " entries but the group has ", size(), " ranks");
   auto* src = static_cast<const uint8_t*>(in);
@@ -481,11 +486,13 @@ std::shared_ptr<Work> ShmProcessGroup::allgatherv(const void* in, void* out,
 
 std::shared_ptr<Work> ShmProcessGroup::allgather(const void* in, void* out, size_t count, DType dtype,
                                                  const AllgatherOptions& o) {
+  checkHostBuffers(o.place, "allgather");
   return allgatherv(in, out, std::vector<size_t>(size(), count), dtype, o);
 }
 
 std::shared_ptr<Work> ShmProcessGroup::gather(const void* in, void* out, size_t count, DType dtype,
                                               const GatherOptions& o) {
+  checkHostBuffers(o.place, "gather");
   checkRoot(o.root, "gather");
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
@@ -503,6 +510,7 @@ std::shared_ptr<Work> ShmProcessGroup::gather(const void* in, void* out, size_t 
 
 std::shared_ptr<Work> ShmProcessGroup::scatter(const void* in, void* out, size_t count, DType dtype,
                                                const ScatterOptions& o) {
+  checkHostBuffers(o.place, "scatter");
   checkRoot(o.root, "scatter");
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
@@ -520,6 +528,7 @@ std::shared_ptr<Work> ShmProcessGroup::scatter(const void* in, void* out, size_t
 
 std::shared_ptr<Work> ShmProcessGroup::alltoall(const void* in, void* out, size_t count, DType dtype,
                                                 const AlltoallOptions& o) {
+  checkHostBuffers(o.place, "alltoall");
   auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   return enqueue(OpType::alltoall, ::lockstep::detail::concat(count, " x ", dtypeName(dtype)), o.timeout,
@@ -543,6 +552,7 @@ std::shared_ptr<Work> ShmProcessGroup::barrier(const BarrierOptions& o) {
 
 std::shared_ptr<Work> ShmProcessGroup::send(const void* data, size_t count, DType dtype, int dst,
                                             const SendRecvOptions& o) {
+  checkHostBuffers(o.place, "send");
   checkPeer(dst, "send");
   auto* p = static_cast<const uint8_t*>(data);
   return enqueue(
@@ -553,6 +563,7 @@ std::shared_ptr<Work> ShmProcessGroup::send(const void* data, size_t count, DTyp
 
 std::shared_ptr<Work> ShmProcessGroup::recv(void* data, size_t count, DType dtype, int src,
                                             const SendRecvOptions& o) {
+  checkHostBuffers(o.place, "recv");
   checkPeer(src, "recv");
   auto* p = static_cast<uint8_t*>(data);
   return enqueue(

@@ -1,0 +1,99 @@
+#include "lockstep/comm/device_routed_process_group.h"
+
+#include "lockstep/util/error.h"
+
+namespace lockstep::comm {
+
+DeviceRoutedProcessGroup::DeviceRoutedProcessGroup(std::shared_ptr<ProcessGroup> host,
+                                                   std::shared_ptr<ProcessGroup> device)
+    : ProcessGroup(host->rank(), host->size()), host_(std::move(host)), device_(std::move(device)) {
+  LOCKSTEP_CHECK(device_->rank() == rank() && device_->size() == size(), "host group rank ", rank(), "/",
+                 size(), ", device group ", device_->rank(), "/", device_->size());
+  setTimeout(host_->timeout());
+}
+
+DeviceRoutedProcessGroup::~DeviceRoutedProcessGroup() { stopWorker(); }
+
+template <typename Options>
+ProcessGroup& DeviceRoutedProcessGroup::route(Options& opts) {
+  if (opts.timeout == kGroupTimeout) opts.timeout = timeout();
+  return opts.place.onDevice() ? *device_ : *host_;
+}
+
+std::shared_ptr<Work> DeviceRoutedProcessGroup::allreduce(void* data, size_t count, DType dtype,
+                                                          const AllreduceOptions& opts) {
+  AllreduceOptions o = opts;
+  return route(o).allreduce(data, count, dtype, o);
+}
+
+std::shared_ptr<Work> DeviceRoutedProcessGroup::broadcast(void* data, size_t count, DType dtype,
+                                                          const BroadcastOptions& opts) {
+  BroadcastOptions o = opts;
+  return route(o).broadcast(data, count, dtype, o);
+}
+
+std::shared_ptr<Work> DeviceRoutedProcessGroup::reduce(void* data, size_t count, DType dtype,
+                                                       const ReduceOptions& opts) {
+  ReduceOptions o = opts;
+  return route(o).reduce(data, count, dtype, o);
+}
+
+std::shared_ptr<Work> DeviceRoutedProcessGroup::allgather(const void* in, void* out, size_t count,
+                                                          DType dtype, const AllgatherOptions& opts) {
+  AllgatherOptions o = opts;
+  return route(o).allgather(in, out, count, dtype, o);
+}
+
+std::shared_ptr<Work> DeviceRoutedProcessGroup::allgatherv(const void* in, void* out,
+                                                           const std::vector<size_t>& counts, DType dtype,
+                                                           const AllgatherOptions& opts) {
+  AllgatherOptions o = opts;
+  return route(o).allgatherv(in, out, counts, dtype, o);
+}
+
+std::shared_ptr<Work> DeviceRoutedProcessGroup::reduceScatter(const void* in, void* out, size_t count,
+                                                              DType dtype, const ReduceScatterOptions& opts) {
+  ReduceScatterOptions o = opts;
+  return route(o).reduceScatter(in, out, count, dtype, o);
+}
+
+std::shared_ptr<Work> DeviceRoutedProcessGroup::gather(const void* in, void* out, size_t count, DType dtype,
+                                                       const GatherOptions& opts) {
+  GatherOptions o = opts;
+  return route(o).gather(in, out, count, dtype, o);
+}
+
+std::shared_ptr<Work> DeviceRoutedProcessGroup::scatter(const void* in, void* out, size_t count, DType dtype,
+                                                        const ScatterOptions& opts) {
+  ScatterOptions o = opts;
+  return route(o).scatter(in, out, count, dtype, o);
+}
+
+std::shared_ptr<Work> DeviceRoutedProcessGroup::alltoall(const void* in, void* out, size_t count, DType dtype,
+                                                         const AlltoallOptions& opts) {
+  AlltoallOptions o = opts;
+  return route(o).alltoall(in, out, count, dtype, o);
+}
+
+std::shared_ptr<Work> DeviceRoutedProcessGroup::barrier(const BarrierOptions& opts) {
+  BarrierOptions o = opts;
+  return route(o).barrier(o);
+}
+
+std::shared_ptr<Work> DeviceRoutedProcessGroup::send(const void* data, size_t count, DType dtype, int dst,
+                                                     const SendRecvOptions& opts) {
+  SendRecvOptions o = opts;
+  return route(o).send(data, count, dtype, dst, o);
+}
+
+std::shared_ptr<Work> DeviceRoutedProcessGroup::recv(void* data, size_t count, DType dtype, int src,
+                                                     const SendRecvOptions& opts) {
+  SendRecvOptions o = opts;
+  return route(o).recv(data, count, dtype, src, o);
+}
+
+std::shared_ptr<ProcessGroup> DeviceRoutedProcessGroup::newGroup(const std::vector<int>& ranks) {
+  return host_->newGroup(ranks);
+}
+
+}  // namespace lockstep::comm
