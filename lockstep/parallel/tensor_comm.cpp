@@ -1,5 +1,9 @@
 #include "lockstep/parallel/tensor_comm.h"
 
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/tensor/cuda/runtime.h"
+#endif
+
 namespace lockstep::parallel {
 
 namespace {
@@ -10,12 +14,24 @@ Tensor& checkDense(Tensor& t, const char* op) {
 }
 }  // namespace
 
+comm::BufferPlace placeOf(const Tensor& t) {
+  comm::BufferPlace p;
+#if LOCKSTEP_WITH_CUDA
+  if (t.isCuda()) {
+    p.device = t.device().index;
+    p.stream = static_cast<void*>(cuda::currentStream(p.device).handle());
+  }
+#endif
+  return p;
+}
+
 std::shared_ptr<comm::Work> allreduce(comm::ProcessGroup& pg, Tensor& t, comm::ReduceOp op, bool defer) {
   checkDense(t, "allreduce");
   comm::AllreduceOptions o;
   o.op = op;
   o.defer = defer;
-  return pg.allreduce(t.numel() ? t.dataPtr() : nullptr, static_cast<size_t>(t.numel()), t.dtype(), o);
+  o.place = placeOf(t);
+  return pg.allreduce(t.numel() ? t.devicePtr() : nullptr, static_cast<size_t>(t.numel()), t.dtype(), o);
 }
 
 double allreduceScalar(comm::ProcessGroup& pg, double value, comm::ReduceOp op) {
@@ -30,7 +46,8 @@ void broadcast(comm::ProcessGroup& pg, Tensor& t, int root) {
   checkDense(t, "broadcast");
   comm::BroadcastOptions o;
   o.root = root;
-  pg.broadcast(t.numel() ? t.dataPtr() : nullptr, static_cast<size_t>(t.numel()), t.dtype(), o)->wait();
+  o.place = placeOf(t);
+  pg.broadcast(t.numel() ? t.devicePtr() : nullptr, static_cast<size_t>(t.numel()), t.dtype(), o)->wait();
 }
 
 std::vector<std::string> allgatherBytes(comm::ProcessGroup& pg, const std::string& mine) {

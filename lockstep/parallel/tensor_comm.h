@@ -8,6 +8,10 @@
 
 namespace lockstep::parallel {
 
+/// Where t's elements live, for a collective's options: host memory, or a GPU with the current
+/// stream of that device (the stream t's producers queued on; NCCL's stream waits on it).
+comm::BufferPlace placeOf(const Tensor& t);
+
 /// In place over a dense tensor; returns the Work (the tensor must stay untouched until done).
 /// defer: the caller waits at once and runs the op itself (comm::AllreduceOptions::defer).
 std::shared_ptr<comm::Work> allreduce(comm::ProcessGroup& pg, Tensor& t,

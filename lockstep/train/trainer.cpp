@@ -102,12 +102,6 @@ std::chrono::milliseconds commTimeout(const TrainConfig& c) {
   return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(*c.comm_timeout_seconds * 1000.0)));
 }
 
-/// The process-group backend: `auto` picks NCCL for a model on GPUs (as torch's default for CUDA).
-std::string backendFor(const TrainConfig& c) {
-  if (c.backend == "auto" && parseDevice(c.device).isCuda()) return "nccl";
-  return c.backend;
-}
-
 /// The device this rank trains on: "cuda" is cuda:LOCAL_RANK (torchrun's convention), checked to
 /// exist here before anything is built on it.
 Device trainingDevice(const TrainConfig& c) {
@@ -125,7 +119,7 @@ parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps)
   eo.gradient_accumulation_steps = c.batch.gradient_accumulation_steps;
   eo.gradient_clipping = c.gradient_clipping;
   eo.ddp = c.ddp;
-  eo.backend = backendFor(c);
+  eo.backend = c.backend;
   eo.timeout = commTimeout(c);
   eo.precision = c.precision;
   eo.loss_scaler = c.loss_scaler;
@@ -156,7 +150,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   std::optional<cuda::DeviceGuard> on_gpu;
   if (device.isCuda()) on_gpu.emplace(device.index);
 #endif
-  parallel::DistributedEnvironment dist = parallel::initFromEnvironment(backendFor(c), commTimeout(c));
+  parallel::DistributedEnvironment dist = parallel::initFromEnvironment(c.backend, commTimeout(c));
   const int rank = dist.rank(), world = dist.worldSize();
   const bool chief = dist.isMain();
   const std::string ckpt_dir = c.checkpoint_dir.empty() ? o.output_dir + "/checkpoints" : c.checkpoint_dir;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "lockstep/tensor/device.h"
 #include "lockstep/util/error.h"
 
 using namespace lockstep;
@@ -119,7 +120,11 @@ TEST(TrainConfig, unknown_key_names_its_path_and_suggests) {
 TEST(TrainConfig, backend_must_be_a_built_backend) {
   EXPECT_EQ(parseTrainConfig("train_batch_size: 8\nbackend: gloo", {}, 1).backend, "gloo");
   std::string m = errorOf("train_batch_size: 8\nbackend: nccl");
-  EXPECT_TRUE(has(m, "backend nccl is not built into this lockstep") && has(m, "built: shm, gloo")) << m;
+  if (builtWithCuda()) {
+    EXPECT_EQ(m, "(no error)");  // nccl is built; whether a GPU is there is the group's to say
+  } else {
+    EXPECT_TRUE(has(m, "backend nccl is not built into this lockstep") && has(m, "built: shm, gloo")) << m;
+  }
   m = errorOf("train_batch_size: 8\nbackend: shmem");
   EXPECT_TRUE(has(m, "unknown backend 'shmem' (did you mean shm?)")) << m;
 }
