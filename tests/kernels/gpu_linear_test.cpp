@@ -3,8 +3,7 @@
 // the errors. Runs with ctest -L gpu; skips without a GPU.
 #include <gtest/gtest.h>
 
-#include "common/check.h"
-#include "common/gpu.h"
+#include "gpu_oracle.h"
 #include "lockstep/kernels/linear.h"
 
 namespace lockstep {
@@ -13,9 +12,8 @@ namespace {
 using testing::closeness;
 using testing::gpu;
 
-struct Tol {
-  double atol, rtol;
-};
+using testing::Tol;
+
 // f32 at 1e-4 also shows that no TF32 (10-bit mantissa, errors ~1e-3 here) is used.
 Tol tolFor(DType t) {
   switch (t) {
@@ -30,19 +28,14 @@ Tol tolFor(DType t) {
   }
 }
 
-const DType kDtypes[] = {DType::f32, DType::f64, DType::bf16, DType::f16};
+const auto& kDtypes = testing::kGpuFloatDTypes;
 
-// A CPU tensor of `dtype` (rounded from f64 uniforms), so the oracle and the GPU see the same values.
 Tensor input(const Shape& shape, DType dtype, uint64_t seed) {
-  return testing::randomTensor(shape, DType::f64, seed).to(dtype);
+  return testing::roundedInput(shape, dtype, seed);
 }
-Tensor f64(const Tensor& t) { return t.defined() ? t.to(DType::f64) : t; }
-
+Tensor f64(const Tensor& t) { return testing::asF64(t); }
 void expectClose(const Tensor& got, const Tensor& want, DType t, const std::string& what) {
-  ASSERT_TRUE(got.isCuda()) << what;
-  EXPECT_EQ(got.dtype(), t) << what;
-  const Tol tol = tolFor(t);
-  EXPECT_LE(closeness(got, want, tol.atol, tol.rtol), 1.0) << what << " " << dtypeName(t);
+  testing::expectGpuClose(got, want, t, tolFor(t), what);
 }
 
 TEST(GpuLinear, forward_matches_the_cpu_in_every_dtype_and_shape) {
