@@ -18,6 +18,27 @@ struct Geometry4d {
             t.stride(1), t.stride(2), t.stride(3), nhwc};
   }
   __host__ __device__ int64_t numel() const { return n * c * h * w; }
+  /// The logical indices of the i-th element in walk order.
+  __device__ __forceinline__ void index(int64_t i, int64_t& ni, int64_t& ci, int64_t& hi, int64_t& wi) const {
+    if (nhwc) {
+      ci = i % c;
+      i /= c;
+      wi = i % w;
+      i /= w;
+      hi = i % h;
+      ni = i / h;
+    } else {
+      wi = i % w;
+      i /= w;
+      hi = i % h;
+      i /= h;
+      ci = i % c;
+      ni = i / c;
+    }
+  }
+  __device__ __forceinline__ int64_t at(int64_t ni, int64_t ci, int64_t hi, int64_t wi) const {
+    return ni * sn + ci * sc + hi * sh + wi * sw;
+  }
   /// The channel and offset of the i-th element in walk order.
   __device__ __forceinline__ int64_t offset(int64_t i, int64_t* channel) const {
     int64_t ni, ci, hi, wi;
