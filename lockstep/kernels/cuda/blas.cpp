@@ -87,8 +87,10 @@ cudaDataType_t blasType(DType t, const char* op) {
   }
 }
 
-uint32_t alignmentOf(const void* p, int64_t ld, size_t elem) {
-  uintptr_t bits = reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(ld * elem) | uintptr_t{256};
+// The alignment every matrix of a batch keeps: of its pointer, leading dimension and batch stride.
+uint32_t alignmentOf(const void* p, int64_t ld, int64_t batch_stride, size_t elem) {
+  uintptr_t bits = reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(ld * elem) |
+                   static_cast<uintptr_t>(batch_stride * elem) | uintptr_t{256};
   return static_cast<uint32_t>(bits & (~bits + 1));  // lowest set bit, at most 256
 }
 
@@ -176,8 +178,9 @@ void runGemm(const Gemm& g, const Device& device) {
   const rt::Stream stream = rt::currentStream(device.index);
   const Workspace ws = blasWorkspace(stream);
   const cublasLtHandle_t handle = blasLtHandle(device.index);
-  const uint32_t align_a = alignmentOf(g.y.ptr, lda, elem), align_b = alignmentOf(g.x.ptr, ldb, elem),
-                 align_d = alignmentOf(g.d, N, elem);
+  const uint32_t align_a = alignmentOf(g.y.ptr, lda, g.y.batch_stride, elem),
+                 align_b = alignmentOf(g.x.ptr, ldb, g.x.batch_stride, elem),
+                 align_d = alignmentOf(g.d, N, g.batch > 1 ? M * N : 0, elem);
 
   // The heuristic's choice, once per problem (it depends on nothing else).
   static std::mutex mutex;

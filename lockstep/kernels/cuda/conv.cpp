@@ -109,6 +109,12 @@ Choice choose(Pass pass, cudnnHandle_t h, ConvDescs& d) {
   return c;
 }
 
+// The layout cuDNN computes x in: x's own, except f64 in NCHW (cuDNN's f64 kernels are NCHW ones);
+// the results are then brought back to x's layout.
+MemoryFormat computeFormat(const Tensor& x) {
+  return x.dtype() == DType::f64 ? MemoryFormat::contiguous : formatOf(x);
+}
+
 // The weight in the filter order cuDNN is told (NHWC with an NHWC input).
 Tensor filterOf(const Tensor& w, bool nhwc) {
   return inFormat(w, nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous);
@@ -116,12 +122,12 @@ Tensor filterOf(const Tensor& w, bool nhwc) {
 
 }  // namespace
 
-Tensor conv2dInput(const Tensor& x) { return inFormat(x, formatOf(x)); }
+Tensor conv2dInput(const Tensor& x) { return inFormat(x, computeFormat(x)); }
 
 Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv2dParams& p) {
   checkSameDevice("conv2d", x0, w0, b);
   const Tensor x = conv2dInput(x0);
-  const bool nhwc = formatOf(x) == MemoryFormat::channels_last;
+  const bool nhwc = computeFormat(x) == MemoryFormat::channels_last;
   const Tensor w = filterOf(w0, nhwc);
   const Shape ys = conv2dOutputShape(x.shape(), w.shape(), p);
   Tensor y =
@@ -140,14 +146,14 @@ Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b, const 
                               zero.ptr(), d.y.get(), y.devicePtr()),
       d.what);
   addChannelBias(y, b, p.fuse_relu);
-  return y;
+  return inFormat(y, formatOf(x0));
 }
 
 Tensor conv2dBackwardData(const Tensor& gy0, const Tensor& x0, const Tensor& w0, const Conv2dParams& p) {
   checkSameDevice("conv2d backward", gy0, x0, w0);
   const Tensor x = conv2dInput(x0);
-  const bool nhwc = formatOf(x) == MemoryFormat::channels_last;
-  const Tensor w = filterOf(w0, nhwc), gy = inFormat(gy0, formatOf(x));
+  const bool nhwc = computeFormat(x) == MemoryFormat::channels_last;
+  const Tensor w = filterOf(w0, nhwc), gy = inFormat(gy0, computeFormat(x));
   Tensor gx = Tensor::empty(x.shape(), x.dtype(),
                             nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous, x.device());
   if (gx.numel() == 0) return gx;
@@ -167,15 +173,15 @@ Tensor conv2dBackwardData(const Tensor& gy0, const Tensor& x0, const Tensor& w0,
                                    d.conv.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo),
                                    ws.devicePtr(), c.workspace, zero.ptr(), d.x.get(), gx.devicePtr()),
       d.what);
-  return gx;
+  return inFormat(gx, formatOf(x0));
 }
 
 Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, const Shape& weight_shape,
                                         bool with_bias, const Conv2dParams& p) {
   checkSameDevice("conv2d backward", gy0, x0);
   const Tensor x = conv2dInput(x0);
-  const bool nhwc = formatOf(x) == MemoryFormat::channels_last;
-  const Tensor gy = inFormat(gy0, formatOf(x));
+  const bool nhwc = computeFormat(x) == MemoryFormat::channels_last;
+  const Tensor gy = inFormat(gy0, computeFormat(x));
   Conv2dWeightGrads r;
   Tensor gw = Tensor::empty(weight_shape, x.dtype(),
                             nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous, x.device());

@@ -5,7 +5,8 @@
 // Layouts: x NCHW (contiguous) or NHWC (channels_last) is taken as it is and y, dL/dx keep x's layout
 // (another x is made contiguous first); with an NHWC x the weight is handed to cuDNN in NHWC filter
 // order too (what its tensor-core kernels take), and the weight gradient comes back [O, C/g, kH, kW]
-// contiguous as on the CPU. Algorithms: cuDNN's heuristics (the _v7 queries) choose once per shape;
+// contiguous as on the CPU. f64 computes in NCHW (cuDNN's f64 kernels), its results reordered to
+// x's layout. Algorithms: cuDNN's heuristics (the _v7 queries) choose once per shape;
 // workspaces come from the device's caching allocator.
 //
 // Precision: bf16/f16 compute in f32, f64 in f64. f32 follows PyTorch's default
