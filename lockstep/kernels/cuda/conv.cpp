@@ -109,10 +109,13 @@ Choice choose(Pass pass, cudnnHandle_t h, ConvDescs& d) {
   return c;
 }
 
-// The layout cuDNN computes x in: x's own, except f64 in NCHW (cuDNN's f64 kernels are NCHW ones);
-// the results are then brought back to x's layout.
+// The layout cuDNN computes in, and the results' layout: NHWC for a channels_last x that is not also
+// contiguous (a C = 1 or 1x1 input stays NCHW, as PyTorch's suggest_memory_format has it), NCHW
+// otherwise; f64 always NCHW (cuDNN's f64 kernels are NCHW ones; the CPU reference returns
+// contiguous tensors too).
 MemoryFormat computeFormat(const Tensor& x) {
-  return x.dtype() == DType::f64 ? MemoryFormat::contiguous : formatOf(x);
+  const bool nhwc = x.dtype() != DType::f64 && x.isChannelsLast() && !x.isContiguous();
+  return nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous;
 }
 
 // The weight in the filter order cuDNN is told (NHWC with an NHWC input).
@@ -146,7 +149,7 @@ Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b, const 
                               zero.ptr(), d.y.get(), y.devicePtr()),
       d.what);
   addChannelBias(y, b, p.fuse_relu);
-  return inFormat(y, formatOf(x0));
+  return y;
 }
 
 Tensor conv2dBackwardData(const Tensor& gy0, const Tensor& x0, const Tensor& w0, const Conv2dParams& p) {
@@ -173,7 +176,7 @@ Tensor conv2dBackwardData(const Tensor& gy0, const Tensor& x0, const Tensor& w0,
                                    d.conv.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo),
                                    ws.devicePtr(), c.workspace, zero.ptr(), d.x.get(), gx.devicePtr()),
       d.what);
-  return inFormat(gx, formatOf(x0));
+  return gx;
 }
 
 Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, const Shape& weight_shape,

@@ -2,12 +2,13 @@
 // 2-d convolution on a GPU through cuDNN 9's convolution API (cudnn_cnn; built with LOCKSTEP_CUDA
 // only; kernels/conv.cpp routes GPU tensors here). Same shapes and checks as kernels/conv.h.
 //
-// Layouts: x NCHW (contiguous) or NHWC (channels_last) is taken as it is and y, dL/dx keep x's layout
-// (another x is made contiguous first); with an NHWC x the weight is handed to cuDNN in NHWC filter
-// order too (what its tensor-core kernels take), and the weight gradient comes back [O, C/g, kH, kW]
-// contiguous as on the CPU. f64 computes in NCHW (cuDNN's f64 kernels), its results reordered to
-// x's layout. Algorithms: cuDNN's heuristics (the _v7 queries) choose once per shape;
-// workspaces come from the device's caching allocator.
+// Layouts (unlike the oneDNN kernels, which make everything channels_last, and as PyTorch on a GPU):
+// a channels_last x that is not also contiguous computes in NHWC, any other in NCHW (a contiguous
+// copy where x is neither); y and dL/dx come in that layout, and conv2dInput(x) gives x in it. With
+// NHWC the weight is handed to cuDNN in NHWC filter order too (what its tensor-core kernels take);
+// the weight gradient comes back [O, C/g, kH, kW] contiguous as on the CPU. f64 always computes in
+// NCHW (cuDNN's f64 kernels; the CPU reference returns contiguous tensors too). Algorithms: cuDNN's
+// heuristics (the _v7 queries) choose once per shape; workspaces come from the device's caching allocator.
 //
 // Precision: bf16/f16 compute in f32, f64 in f64. f32 follows PyTorch's default
 // torch.backends.cudnn.allow_tf32 = True: cuDNN may use TF32 tensor cores (10-bit mantissa inputs,
