@@ -10,29 +10,33 @@ namespace {
 
 namespace rt = ::lockstep::cuda;
 
-constexpr int kReduceBlock = 512;
-
 template <typename T>
 using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-// One block per channel: the batch mean and biased variance (two passes over the channel).
-template <typename T, typename S>
-__global__ void statistics(const T* x, Geometry4d g, S* mean, S* var) {
-  const int64_t c = blockIdx.x, count = g.n * g.h * g.w;
-  double s = 0;
-  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) s += rt::castTo<double>(x[g.offsetIn(c, j)]);
-  const double m = blockSum(s) / double(count);
-  double q = 0;
-  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-    const double d = rt::castTo<double>(x[g.offsetIn(c, j)]) - m;
-    q += d * d;
+// The batch mean and biased variance from the sums of x and x^2 (in f64: E[x^2] - mean^2 loses
+// nothing that matters at f32 precision unless |mean| / std is beyond ~1e4).
+template <typename T>
+struct MomentTerms {
+  const T* x;
+  Geometry4d g;
+  __device__ void operator()(int64_t c, int64_t j, double& a, double& b) const {
+    const double v = rt::castTo<double>(x[g.offsetIn(c, j)]);
+    a += v;
+    b += v * v;
   }
-  const double v = blockSum(q) / double(count);
-  if (threadIdx.x == 0) {
+};
+
+template <typename S>
+struct StoreMoments {
+  S* mean;
+  S* var;
+  double count;
+  __device__ void operator()(int64_t c, double a, double b) const {
+    const double m = a / count;
     mean[c] = static_cast<S>(m);
-    var[c] = static_cast<S>(v);
+    var[c] = static_cast<S>(fmax(b / count - m * m, 0.0));
   }
-}
+};
 
 template <typename T, typename S>
 __global__ void normalise(const T* x, Geometry4d gx, T* y, Geometry4d gy, const S* mean, const S* var,
@@ -62,28 +66,38 @@ __global__ void blendRunning(R* rm, int64_t sm, R* rv, int64_t sv, const S* mean
   }
 }
 
-// One block per channel: sums[c] = sum(g), sums[C + c] = sum(g * xhat); and the weight/bias
-// gradients from them when asked.
+// sum(g) and sum(g * (x - mean)) per channel.
 template <typename T>
-__global__ void gradientSums(const T* g, Geometry4d gg, const T* x, Geometry4d gx, const double* mean,
-                             const double* var, double eps, double* sums, T* gweight, T* gbias) {
-  const int64_t c = blockIdx.x, count = gx.n * gx.h * gx.w;
-  const double m = mean[c], invstd = 1.0 / sqrt(var[c] + eps);
-  double sg = 0, sgx = 0;
-  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+struct GradientTerms {
+  const T* g;
+  Geometry4d gg;
+  const T* x;
+  Geometry4d gx;
+  const double* mean;
+  __device__ void operator()(int64_t c, int64_t j, double& a, double& b) const {
     const double gv = rt::castTo<double>(g[gg.offsetIn(c, j)]);
-    sg += gv;
-    sgx += gv * (rt::castTo<double>(x[gx.offsetIn(c, j)]) - m) * invstd;
+    a += gv;
+    b += gv * (rt::castTo<double>(x[gx.offsetIn(c, j)]) - mean[c]);
   }
-  sg = blockSum(sg);
-  sgx = blockSum(sgx);
-  if (threadIdx.x == 0) {
-    sums[c] = sg;
-    sums[gx.c + c] = sgx;
+};
+
+// sums[c] = sum(g), sums[C + c] = sum(g * xhat); and the weight/bias gradients when asked.
+template <typename T>
+struct StoreGradientSums {
+  const double* var;
+  double eps;
+  int64_t channels;
+  double* sums;
+  T* gweight;
+  T* gbias;
+  __device__ void operator()(int64_t c, double a, double b) const {
+    const double sgx = b / sqrt(var[c] + eps);
+    sums[c] = a;
+    sums[channels + c] = sgx;
     if (gweight) gweight[c] = rt::castTo<T>(sgx);
-    if (gbias) gbias[c] = rt::castTo<T>(sg);
+    if (gbias) gbias[c] = rt::castTo<T>(a);
   }
-}
+};
 
 template <typename T>
 __global__ void inputGradient(const T* g, Geometry4d gg, const T* x, Geometry4d gx, T* out, Geometry4d go,
@@ -139,6 +153,9 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
                                    const BatchNormParams& p) {
   checkSameDevice("batch_norm2d", x, weight, bias, running_mean);
   checkSameDevice("batch_norm2d", x, running_var);
+  LOCKSTEP_ENFORCE(!running_mean.defined() || running_mean.dtype() == running_var.dtype(), ValueError,
+                   "batch_norm2d: running_mean ", running_mean.describe(), " and running_var ",
+                   running_var.describe(), " differ in dtype");
   const DType stat_type = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
   const int64_t C = x.size(1), count = x.size(0) * x.size(2) * x.size(3);
   BatchNormResult r;
@@ -160,8 +177,8 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
     using T = decltype(tag);
     using S = Acc<T>;
     if (p.training && count > 0) {
-      statistics<T, S><<<static_cast<unsigned>(C), kReduceBlock, 0, stream>>>(in<T>(x), geometry(x),
-                                                                              out<S>(r.mean), out<S>(r.var));
+      channelSums(geometry(x), MomentTerms<T>{in<T>(x), geometry(x)},
+                  StoreMoments<S>{out<S>(r.mean), out<S>(r.var), double(count)}, x.device());
     }
     if (x.numel() > 0) {
       normalise<T, S><<<rt::blocksFor(x.numel()), rt::kBlock, 0, stream>>>(
@@ -169,9 +186,6 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
           p.eps);
     }
     if (p.training && running_mean.defined()) {
-      LOCKSTEP_ENFORCE(running_mean.dtype() == running_var.dtype(), ValueError, "batch_norm2d: running_mean ",
-                       running_mean.describe(), " and running_var ", running_var.describe(),
-                       " differ in dtype");
       floating(running_mean.dtype(), "batch_norm2d (running statistics)", [&](auto rtag) {
         using R = decltype(rtag);
         blendRunning<R, S><<<rt::blocksFor(C), rt::kBlock, 0, stream>>>(
@@ -202,9 +216,10 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tens
   cudaStream_t stream = rt::currentStream(x.device().index).handle();
   floating(x.dtype(), "batch_norm2d backward", [&](auto tag) {
     using T = decltype(tag);
-    gradientSums<T><<<static_cast<unsigned>(C), kReduceBlock, 0, stream>>>(
-        in<T>(gy), geometry(gy), in<T>(x), geometry(x), in<double>(m), in<double>(v), p.eps,
-        out<double>(sums), out<T>(r.weight), out<T>(r.bias));
+    channelSums(
+        geometry(x), GradientTerms<T>{in<T>(gy), geometry(gy), in<T>(x), geometry(x), in<double>(m)},
+        StoreGradientSums<T>{in<double>(v), p.eps, C, out<double>(sums), out<T>(r.weight), out<T>(r.bias)},
+        x.device());
     if (x.numel() > 0) {
       inputGradient<T><<<rt::blocksFor(x.numel()), rt::kBlock, 0, stream>>>(
           in<T>(gy), geometry(gy), in<T>(x), geometry(x), out<T>(r.x), geometry(r.x), in<double>(m),

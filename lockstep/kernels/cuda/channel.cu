@@ -24,13 +24,19 @@ __global__ void biasRelu(T* y, Geometry4d g, const T* bias, bool relu) {
 }
 
 template <typename T>
-__global__ void channelSum(const T* x, Geometry4d g, T* out) {
-  const int64_t ch = blockIdx.x, count = g.n * g.h * g.w;
-  double s = 0;
-  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) s += rt::castTo<double>(x[g.offsetIn(ch, j)]);
-  s = blockSum(s);
-  if (threadIdx.x == 0) out[ch] = rt::castTo<T>(s);
-}
+struct SumTerm {
+  const T* x;
+  Geometry4d g;
+  __device__ void operator()(int64_t c, int64_t j, double& a, double&) const {
+    a += rt::castTo<double>(x[g.offsetIn(c, j)]);
+  }
+};
+
+template <typename T>
+struct StoreSum {
+  T* out;
+  __device__ void operator()(int64_t c, double a, double) const { out[c] = rt::castTo<T>(a); }
+};
 
 }  // namespace
 
@@ -53,18 +59,15 @@ void addChannelBias(const Tensor& y, const Tensor& bias, bool relu) {
 
 Tensor sumPerChannel(const Tensor& x) {
   Tensor out = Tensor::empty({x.size(1)}, x.dtype(), MemoryFormat::contiguous, x.device());
-  if (x.size(1) == 0) return out;
   const Geometry4d g = Geometry4d::of(x, false);
-  cudaStream_t stream = rt::currentStream(x.device().index).handle();
   rt::visitDeviceType(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, __nv_bfloat16> ||
                   std::is_same_v<T, __half>) {
-      channelSum<T><<<static_cast<unsigned>(x.size(1)), rt::kBlock, 0, stream>>>(
-          static_cast<const T*>(x.devicePtr()), g, static_cast<T*>(out.devicePtr()));
+      channelSums(g, SumTerm<T>{static_cast<const T*>(x.devicePtr()), g},
+                  StoreSum<T>{static_cast<T*>(out.devicePtr())}, x.device());
     }
   });
-  LOCKSTEP_CUDA_CHECK(cudaGetLastError());
   return out;
 }
 

@@ -1,8 +1,11 @@
 #pragma once
 // Device helpers for the per-channel kernels over [N, C, H, W] activations in any strides (NCHW,
-// NHWC or other): the 4-d geometry, a linear walk in memory order, and a block-wide f64 sum.
-// .cu files only.
+// NHWC or other): the 4-d geometry, a linear walk in memory order, a block-wide f64 sum, and
+// per-channel sums split over many blocks. .cu files only.
+#include <algorithm>
+
 #include "lockstep/tensor/cuda/device_types.cuh"
+#include "lockstep/tensor/cuda/runtime.h"
 
 namespace lockstep::kernels::cuda {
 
@@ -79,6 +82,81 @@ __device__ __forceinline__ double blockSum(double v) {
   const int warps = (blockDim.x + 31) / 32;
   for (int i = 0; i < warps; ++i) total += partial[i];
   return total;
+}
+
+// Per-channel sums of two quantities over each channel's n*h*w elements, in a fixed order (so
+// deterministic). Term: `void operator()(int64_t c, int64_t j, double& a, double& b) const` adds
+// element j of channel c's terms to a and b. Finish: `void operator()(int64_t c, double a, double b)
+// const` receives the totals. Many blocks share a channel (partial sums, then a second kernel), and a
+// channels-fastest tensor (NHWC) is read with a warp across 32 channels, so both layouts read
+// memory coalesced.
+template <typename Term>
+__global__ void channelPartials(Geometry4d g, bool tiled, Term term, double* partial) {
+  const int64_t count = g.n * g.h * g.w, channels = g.c, split = blockIdx.y, splits = gridDim.y;
+  double a = 0, b = 0;
+  if (tiled) {  // blockDim (32, 8): x across channels, y across elements
+    __shared__ double sa[8][33], sb[8][33];
+    const int64_t c = blockIdx.x * int64_t{32} + threadIdx.x;
+    if (c < channels) {
+      for (int64_t j = split * 8 + threadIdx.y; j < count; j += 8 * splits) term(c, j, a, b);
+    }
+    sa[threadIdx.y][threadIdx.x] = a;
+    sb[threadIdx.y][threadIdx.x] = b;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < channels) {
+      for (int r = 1; r < 8; ++r) {
+        a += sa[r][threadIdx.x];
+        b += sb[r][threadIdx.x];
+      }
+      partial[(split * 2) * channels + c] = a;
+      partial[(split * 2 + 1) * channels + c] = b;
+    }
+  } else {  // blockDim (256): one channel, the block across its elements
+    const int64_t c = blockIdx.x;
+    for (int64_t j = split * blockDim.x + threadIdx.x; j < count; j += int64_t(blockDim.x) * splits)
+      term(c, j, a, b);
+    a = blockSum(a);
+    b = blockSum(b);
+    if (threadIdx.x == 0) {
+      partial[(split * 2) * channels + c] = a;
+      partial[(split * 2 + 1) * channels + c] = b;
+    }
+  }
+}
+
+template <typename Finish>
+__global__ void channelFinish(const double* partial, int64_t splits, int64_t channels, Finish finish) {
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < channels;
+       c += int64_t(gridDim.x) * blockDim.x) {
+    double a = 0, b = 0;
+    for (int64_t s = 0; s < splits; ++s) {
+      a += partial[(s * 2) * channels + c];
+      b += partial[(s * 2 + 1) * channels + c];
+    }
+    finish(c, a, b);
+  }
+}
+
+/// Queues channelPartials and channelFinish on the current stream of device (partial sums in a
+/// scratch tensor from the caching allocator). Nothing for C = 0.
+template <typename Term, typename Finish>
+void channelSums(const Geometry4d& g, const Term& term, const Finish& finish, const Device& device) {
+  if (g.c == 0) return;
+  const int64_t count = g.n * g.h * g.w;
+  const bool tiled = g.sc == 1 && g.c > 1;
+  const int64_t units = tiled ? (g.c + 31) / 32 : g.c;  // blocks per split
+  const int64_t per_block = tiled ? 8 * 64 : 256 * 16;  // elements a block should at least sum
+  const int64_t splits =
+      std::clamp<int64_t>(count / per_block, 1, std::max<int64_t>(1, std::min<int64_t>(1024 / units, 65535)));
+  Tensor partial = Tensor::empty({splits * 2 * g.c}, DType::f64, MemoryFormat::contiguous, device);
+  cudaStream_t stream = ::lockstep::cuda::currentStream(device.index).handle();
+  const dim3 grid(static_cast<unsigned>(units), static_cast<unsigned>(splits));
+  const dim3 block = tiled ? dim3(32, 8) : dim3(256);
+  double* p = static_cast<double*>(partial.devicePtr());
+  channelPartials<Term><<<grid, block, 0, stream>>>(g, tiled, term, p);
+  channelFinish<Finish>
+      <<<::lockstep::cuda::blocksFor(g.c), ::lockstep::cuda::kBlock, 0, stream>>>(p, splits, g.c, finish);
+  LOCKSTEP_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace lockstep::kernels::cuda
