@@ -45,7 +45,10 @@ endfunction()
 # binary test_MODULE, each test a CTest test (timing out after TIMEOUT s, default 300: a guard
 # against hangs, not a speed check). Called from tests/CMakeLists.txt.
 function(lockstep_test module)
-  cmake_parse_arguments(ARG "" "" "DEPS;EXCLUDE" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "DEPS;EXCLUDE" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${module}/*.cpp)
   foreach(pattern ${ARG_EXCLUDE})
     list(FILTER sources EXCLUDE REGEX "${pattern}")

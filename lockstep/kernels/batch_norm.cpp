@@ -1,6 +1,9 @@
 #include "lockstep/kernels/batch_norm.h"
 
 #include "lockstep/kernels/dispatch.h"
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/kernels/cuda/batch_norm.h"
+#endif
 
 namespace lockstep::kernels {
 
@@ -45,6 +48,8 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
                      "batch_norm2d: eval mode needs running_mean and running_var (input ",
                      shapeToString(x.shape()), ")");
   }
+  // The GPU kernels update the running statistics on the device themselves.
+  LOCKSTEP_ON_CUDA(x, cuda::batchNorm2dForward(x, weight, bias, running_mean, running_var, p));
   BatchNormResult r = dispatch<onednn::batchNorm2dForward, reference::batchNorm2dForward>(
       x.dtype(), x, weight, bias, running_mean, running_var, p);
   if (p.training && running_mean.defined()) {
@@ -58,6 +63,7 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tens
                                    const Tensor& mean, const Tensor& var, const BatchNormParams& p) {
   LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "batch_norm2d backward: gradient ",
                    shapeToString(gy.shape()), " differs from the input shape ", shapeToString(x.shape()));
+  LOCKSTEP_ON_CUDA(x, cuda::batchNorm2dBackward(gy, x, weight, with_bias, mean, var, p));
   return dispatch<onednn::batchNorm2dBackward, reference::batchNorm2dBackward>(x.dtype(), gy, x, weight,
                                                                                with_bias, mean, var, p);
 }

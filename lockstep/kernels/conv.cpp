@@ -1,6 +1,9 @@
 #include "lockstep/kernels/conv.h"
 
 #include "lockstep/kernels/dispatch.h"
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/kernels/cuda/conv.h"
+#endif
 
 namespace lockstep::kernels {
 
@@ -38,11 +41,13 @@ Shape checkConv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2
 }
 
 Tensor conv2dInput(const Tensor& x) {
+  LOCKSTEP_ON_CUDA(x, cuda::conv2dInput(x));
   return backendFor(x.dtype()) == Backend::onednn ? onednn::conv2dInput(x) : x;
 }
 
 Tensor conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
   checkConv2d(x, w, b, p);
+  LOCKSTEP_ON_CUDA(x, cuda::conv2dForward(x, w, b, p));
   return dispatch<onednn::conv2dForward, reference::conv2dForward>(x.dtype(), x, w, b, p);
 }
 
@@ -50,6 +55,7 @@ Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& w, co
   Shape out = checkConv2d(x, w, Tensor(), p);
   LOCKSTEP_ENFORCE(gy.shape() == out, ValueError, "conv2d backward: gradient ", shapeToString(gy.shape()),
                    " differs from the output shape ", shapeToString(out));
+  LOCKSTEP_ON_CUDA(x, cuda::conv2dBackwardData(gy, x, w, p));
   return dispatch<onednn::conv2dBackwardData, reference::conv2dBackwardData>(x.dtype(), gy, x, w, p);
 }
 
@@ -58,6 +64,7 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const
   Shape out = conv2dOutputShape(x.shape(), weight_shape, p);
   LOCKSTEP_ENFORCE(gy.shape() == out, ValueError, "conv2d backward: gradient ", shapeToString(gy.shape()),
                    " differs from the output shape ", shapeToString(out));
+  LOCKSTEP_ON_CUDA(x, cuda::conv2dBackwardWeights(gy, x, weight_shape, with_bias, p));
   return dispatch<onednn::conv2dBackwardWeights, reference::conv2dBackwardWeights>(
       x.dtype(), gy, x, weight_shape, with_bias, p);
 }

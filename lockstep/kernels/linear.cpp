@@ -5,6 +5,9 @@
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/reduce.h"
 #include "lockstep/tensor/strided.h"
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/kernels/cuda/blas.h"
+#endif
 
 namespace lockstep::kernels {
 
@@ -30,6 +33,7 @@ Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias) 
                      ValueError, "linear: bias ", bias.describe(), " does not match weight ",
                      weight.describe());
   }
+  LOCKSTEP_ON_CUDA(x, cuda::linearForward(x, weight, bias));
   return dispatch<onednn::linearForward, reference::linearForward>(x.dtype(), x, weight, bias);
 }
 
@@ -37,6 +41,7 @@ Tensor linearBackwardData(const Tensor& gy, const Tensor& weight) {
   LOCKSTEP_ENFORCE(weight.dim() == 2 && gy.dim() >= 1 && gy.size(gy.dim() - 1) == weight.size(0), ValueError,
                    "linear backward: gradient ", shapeToString(gy.shape()),
                    " does not end in out_features of weight ", shapeToString(weight.shape()));
+  LOCKSTEP_ON_CUDA(gy, cuda::linearBackwardData(gy, weight));
   return dispatch<onednn::linearBackwardData, reference::linearBackwardData>(gy.dtype(), gy, weight);
 }
 
@@ -45,6 +50,7 @@ std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& 
   LOCKSTEP_ENFORCE(gy.dim() >= 1 && x.dim() == gy.dim() && lead_gy == lead_x, ValueError,
                    "linear backward: gradient ", shapeToString(gy.shape()), " does not match input ",
                    shapeToString(x.shape()));
+  LOCKSTEP_ON_CUDA(x, cuda::linearBackwardWeights(gy, x, with_bias));
   return dispatch<onednn::linearBackwardWeights, reference::linearBackwardWeights>(x.dtype(), gy, x,
                                                                                    with_bias);
 }
@@ -58,6 +64,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                    dtypeName(b.dtype()), " differ");
   broadcastShapes(Shape(a.shape().begin(), a.shape().end() - 2),
                   Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+  LOCKSTEP_ON_CUDA(a, cuda::matmul(a, b));
   return dispatch<onednn::matmul, reference::matmul>(a.dtype(), a, b);
 }
 

@@ -1,0 +1,351 @@
+#include "lockstep/kernels/cuda/blas.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "lockstep/kernels/cuda/handles.h"
+#include "lockstep/tensor/cuda/runtime.h"
+#include "lockstep/tensor/shape.h"
+
+namespace lockstep::kernels::cuda {
+
+namespace {
+
+namespace rt = ::lockstep::cuda;
+
+// A matrix operand: rows x cols elements from ptr, element (i, j) at i * rs + j * cs, batch b at
+// b * batch_stride. After normalise() one of rs, cs is 1 (row- or column-major, with a leading
+// dimension cuBLASLt accepts).
+struct Mat {
+  const void* ptr = nullptr;
+  int64_t rows = 0, cols = 0, rs = 0, cs = 0, batch_stride = 0;
+  bool rowMajor() const { return cs == 1; }
+};
+
+// The strides of size-1 axes are free; false when no axis has unit stride or the other stride is too
+// small to be a leading dimension (a broadcast axis, an overlapping view).
+bool normalise(Mat& m) {
+  if (m.cols <= 1) m.cs = 1;
+  if (m.rows <= 1) m.rs = m.cs == 1 ? std::max<int64_t>(m.cols, 1) : 1;
+  if (m.cs == 1 && m.rs >= std::max<int64_t>(m.cols, 1)) return true;
+  return m.rs == 1 && m.cs >= std::max<int64_t>(m.rows, 1);
+}
+
+Mat rawMat(const Tensor& t) {
+  const int64_t d = t.dim();
+  return {t.devicePtr(), t.size(d - 2), t.size(d - 1), t.stride(d - 2), t.stride(d - 1), 0};
+}
+
+// The batch axes (all but the last two) of t collapsed into one stride; -1 when they do not collapse.
+int64_t batchStride(const Tensor& t) {
+  int64_t stride = -1, expected = 0;
+  for (int64_t i = t.dim() - 3; i >= 0; --i) {
+    if (t.size(i) == 1) continue;
+    if (stride < 0) {
+      stride = t.stride(i);
+    } else if (t.stride(i) != expected) {
+      return -1;
+    }
+    expected = t.stride(i) * t.size(i);
+  }
+  return stride < 0 ? 0 : stride;
+}
+
+// t as a matrix operand (with its batch stride); t becomes a contiguous copy where cuBLASLt cannot
+// read it as it is.
+Mat matOf(Tensor& t) {
+  Mat m = rawMat(t);
+  int64_t bs = batchStride(t);
+  if (!normalise(m) || bs < 0) {
+    t = t.contiguous();
+    m = rawMat(t);
+    normalise(m);
+    bs = batchStride(t);
+  }
+  m.batch_stride = bs;
+  return m;
+}
+
+cudaDataType_t blasType(DType t, const char* op) {
+  switch (t) {
+    case DType::f32:
+      return CUDA_R_32F;
+    case DType::f64:
+      return CUDA_R_64F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::f16:
+      return CUDA_R_16F;
+    default:
+      throw NotSupportedError(
+          detail::concat(op, " on a GPU takes f32, f64, bf16 or f16 tensors, got ", dtypeName(t)));
+  }
+}
+
+// The alignment every matrix of a batch keeps: of its pointer, leading dimension and batch stride.
+uint32_t alignmentOf(const void* p, int64_t ld, int64_t batch_stride, size_t elem) {
+  uintptr_t bits = reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(ld * elem) |
+                   static_cast<uintptr_t>(batch_stride * elem) | uintptr_t{256};
+  return static_cast<uint32_t>(bits & (~bits + 1));  // lowest set bit, at most 256
+}
+
+// One GEMM (batched): D[b] = X[b] @ Y[b] (+ bias) (+ beta * D[b]), D row-major [M, N] contiguous.
+struct Gemm {
+  const char* op = "matmul";
+  DType dtype = DType::f32;
+  int64_t batch = 1;
+  Mat x, y;
+  void* d = nullptr;
+  const void* bias = nullptr;  // [N], through the bias epilogue
+  double beta = 0;
+};
+
+struct LtObjects {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  LtObjects() = default;
+  LtObjects(const LtObjects&) = delete;
+  LtObjects& operator=(const LtObjects&) = delete;
+  ~LtObjects() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+template <typename T>
+void setDesc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value,
+             const std::string& what) {
+  LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)), what);
+}
+
+void makeLayout(cublasLtMatrixLayout_t* l, cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld,
+                int64_t batch, int64_t batch_stride, const std::string& what) {
+  LOCKSTEP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, type, rows, cols, ld), what);
+  if (batch == 1) return;
+  const int32_t count = static_cast<int32_t>(batch);
+  LOCKSTEP_CUBLAS_CHECK(
+      cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)), what);
+  LOCKSTEP_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                         &batch_stride, sizeof(batch_stride)),
+                        what);
+}
+
+void runGemm(const Gemm& g, const Device& device) {
+  const int64_t M = g.x.rows, K = g.x.cols, N = g.y.cols;
+  const std::string what = detail::concat(g.op, " ([", M, ", ", K, "] @ [", K, ", ", N, "]",
+                                          g.batch > 1 ? detail::concat(" x ", g.batch, " batches") : "", ", ",
+                                          dtypeName(g.dtype), ", ", deviceName(device), ")");
+  LOCKSTEP_ENFORCE(g.batch <= INT32_MAX, NotSupportedError,
+                   "cuBLASLt takes at most 2^31 - 1 batches: ", what);
+  const cudaDataType_t type = blasType(g.dtype, g.op);
+  const bool f64 = g.dtype == DType::f64;
+  const size_t elem = dtypeSize(g.dtype);
+  // Row-major D = X Y is column-major D^T = Y^T X^T: cuBLASLt's A is Y, its B is X, m = N, n = M.
+  const cublasOperation_t ta = g.y.rowMajor() ? CUBLAS_OP_N : CUBLAS_OP_T;
+  const cublasOperation_t tb = g.x.rowMajor() ? CUBLAS_OP_N : CUBLAS_OP_T;
+  const int64_t lda = g.y.rowMajor() ? g.y.rs : g.y.cs, ldb = g.x.rowMajor() ? g.x.rs : g.x.cs;
+  const cublasLtEpilogue_t epilogue = g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+
+  LtObjects lt;
+  LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&lt.desc, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+                                                 f64 ? CUDA_R_64F : CUDA_R_32F),
+                        what);
+  setDesc(lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, ta, what);
+  setDesc(lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, tb, what);
+  setDesc(lt.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue, what);
+  if (g.bias) setDesc(lt.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias, what);
+  if (ta == CUBLAS_OP_N) {
+    makeLayout(&lt.a, type, N, K, lda, g.batch, g.y.batch_stride, what);
+  } else {
+    makeLayout(&lt.a, type, K, N, lda, g.batch, g.y.batch_stride, what);
+  }
+  if (tb == CUBLAS_OP_N) {
+    makeLayout(&lt.b, type, K, M, ldb, g.batch, g.x.batch_stride, what);
+  } else {
+    makeLayout(&lt.b, type, M, K, ldb, g.batch, g.x.batch_stride, what);
+  }
+  makeLayout(&lt.d, type, N, M, N, g.batch, M * N, what);
+
+  const rt::Stream stream = rt::currentStream(device.index);
+  const Workspace ws = blasWorkspace(stream);
+  const cublasLtHandle_t handle = blasLtHandle(device.index);
+  const uint32_t align_a = alignmentOf(g.y.ptr, lda, g.y.batch_stride, elem),
+                 align_b = alignmentOf(g.x.ptr, ldb, g.x.batch_stride, elem),
+                 align_d = alignmentOf(g.d, N, g.batch > 1 ? M * N : 0, elem);
+
+  // The heuristic's choice, once per problem (it depends on nothing else).
+  static std::mutex mutex;
+  static auto* chosen = new std::map<std::vector<int64_t>, cublasLtMatmulAlgo_t>();
+  const std::vector<int64_t> key{device.index,
+                                 static_cast<int64_t>(g.dtype),
+                                 g.batch,
+                                 ta,
+                                 tb,
+                                 M,
+                                 N,
+                                 K,
+                                 lda,
+                                 ldb,
+                                 g.y.batch_stride,
+                                 g.x.batch_stride,
+                                 epilogue,
+                                 align_a,
+                                 align_b,
+                                 align_d,
+                                 g.beta != 0};
+  cublasLtMatmulAlgo_t algo;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = chosen->find(key);
+    if (it == chosen->end()) {
+      LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&lt.pref), what);
+      const uint64_t max_ws = ws.bytes;
+      LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+                                lt.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof(max_ws)),
+                            what);
+      const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
+          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
+          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d},
+          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d}};
+      for (const auto& [attr, value] : aligns) {
+        LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(lt.pref, attr, &value, sizeof(value)),
+                              what);
+      }
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, lt.desc, lt.a, lt.b, lt.d, lt.d, lt.pref,
+                                                           1, &result, &found),
+                            what);
+      LOCKSTEP_ENFORCE(found > 0, NotSupportedError, "cuBLASLt has no algorithm for ", what);
+      it = chosen->emplace(key, result.algo).first;
+    }
+    algo = it->second;
+  }
+  const float alpha32 = 1.0f, beta32 = static_cast<float>(g.beta);
+  const double alpha64 = 1.0, beta64 = g.beta;
+  const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
+  const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
+  LOCKSTEP_CUBLAS_CHECK(cublasLtMatmul(handle, lt.desc, alpha, g.y.ptr, lt.a, g.x.ptr, lt.b, beta, g.d, lt.d,
+                                       g.d, lt.d, &algo, ws.ptr, ws.bytes, stream.handle()),
+                        what);
+}
+
+Shape withLast(const Tensor& t, int64_t last) {
+  Shape s(t.shape().begin(), t.shape().end() - 1);
+  s.push_back(last);
+  return s;
+}
+
+int64_t leadingRows(const Tensor& t) { return shapeNumel(Shape(t.shape().begin(), t.shape().end() - 1)); }
+
+// out [M, N] (contiguous) = x2 [M, K] @ y [K, N] (+ bias [N]); K may be 0.
+void product(const char* op, Tensor out, Tensor x2, Tensor y, Tensor bias) {
+  const int64_t M = x2.size(0), K = x2.size(1), N = y.size(1);
+  if (M == 0 || N == 0) return;
+  if (bias.defined()) bias = bias.contiguous();
+  if (K == 0) {
+    if (bias.defined()) {
+      out.copyFrom(bias.unsqueeze(0).expand({M, N}));
+    } else {
+      out.zero();
+    }
+    return;
+  }
+  Gemm g;
+  g.op = op;
+  g.dtype = out.dtype();
+  g.d = out.devicePtr();
+  if (bias.defined() && out.dtype() == DType::f64) {
+    // cuBLASLt has no f64 epilogues: D = ones [M, 1] @ bias [1, N] first, then D += X Y.
+    Tensor ones = Tensor::ones({M, 1}, DType::f64, out.device());
+    Tensor row = bias.view({1, N});
+    Gemm b = g;
+    b.x = matOf(ones);
+    b.y = matOf(row);
+    runGemm(b, out.device());
+    g.beta = 1;
+  } else if (bias.defined()) {
+    g.bias = bias.devicePtr();
+  }
+  g.x = matOf(x2);
+  g.y = matOf(y);
+  runGemm(g, out.device());
+}
+
+}  // namespace
+
+Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  checkSameDevice("linear", x, weight, bias);
+  const int64_t N = weight.size(0), K = weight.size(1), M = leadingRows(x);
+  Tensor y = Tensor::empty(withLast(x, N), x.dtype(), MemoryFormat::contiguous, x.device());
+  product("linear", y.view({M, N}), x.reshape({M, K}), weight.transpose(0, 1), bias);
+  return y;
+}
+
+Tensor linearBackwardData(const Tensor& gy, const Tensor& weight) {
+  checkSameDevice("linear backward", gy, weight);
+  const int64_t N = weight.size(0), K = weight.size(1), M = leadingRows(gy);
+  Tensor gx = Tensor::empty(withLast(gy, K), gy.dtype(), MemoryFormat::contiguous, gy.device());
+  product("linear backward (data)", gx.view({M, K}), gy.reshape({M, N}), weight, Tensor());
+  return gx;
+}
+
+std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& x, bool with_bias) {
+  checkSameDevice("linear backward", gy, x);
+  const int64_t N = gy.size(gy.dim() - 1), K = x.size(x.dim() - 1), M = leadingRows(x);
+  const Tensor gy2 = gy.reshape({M, N});
+  Tensor gw = Tensor::empty({N, K}, x.dtype(), MemoryFormat::contiguous, x.device());
+  product("linear backward (weight)", gw, gy2.transpose(0, 1), x.reshape({M, K}), Tensor());
+  Tensor gb;
+  if (with_bias) {
+    gb = Tensor::empty({N}, gy.dtype(), MemoryFormat::contiguous, gy.device());
+    // db = gy^T @ ones: the column sums as one GEMM, in the GEMM's f32 (f64) accumulation.
+    product("linear backward (bias)", gb.view({N, 1}), gy2.transpose(0, 1),
+            Tensor::ones({M, 1}, gy.dtype(), gy.device()), Tensor());
+  }
+  return {gw, gb};
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  checkSameDevice("matmul", a, b);
+  const int64_t M = a.size(a.dim() - 2), K = a.size(a.dim() - 1), N = b.size(b.dim() - 1);
+  const Shape batch = broadcastShapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                                      Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+  Shape out_shape = batch, a_shape = batch, b_shape = batch;
+  out_shape.insert(out_shape.end(), {M, N});
+  a_shape.insert(a_shape.end(), {M, K});
+  b_shape.insert(b_shape.end(), {K, N});
+  Tensor out = Tensor::empty(out_shape, a.dtype(), MemoryFormat::contiguous, a.device());
+  const int64_t B = shapeNumel(batch);
+  if (B == 0 || M == 0 || N == 0) return out;
+  if (K == 0) {
+    out.zero();
+    return out;
+  }
+  Tensor ae = a.expand(a_shape), be = b.expand(b_shape);
+  Gemm g;
+  g.dtype = a.dtype();
+  g.batch = B;
+  g.x = matOf(ae);
+  g.y = matOf(be);
+  g.d = out.devicePtr();
+  if (B > 1 && g.y.batch_stride == 0 && g.x.rowMajor() && g.x.batch_stride == M * g.x.rs) {
+    // Every batch shares b and a's rows follow each other: one GEMM of B*M rows.
+    g.x.rows = B * M;
+    g.batch = 1;
+  }
+  runGemm(g, out.device());
+  return out;
+}
+
+}  // namespace lockstep::kernels::cuda

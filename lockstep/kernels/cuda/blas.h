@@ -1,0 +1,27 @@
+#pragma once
+// Dense layers and matrix products on a GPU through cuBLASLt (built with LOCKSTEP_CUDA only;
+// kernels/linear.cpp routes GPU tensors here). Same shapes, checks and results as the CPU kernels of
+// kernels/linear.h; outputs are new contiguous tensors on the operands' device, queued on its
+// current stream without host synchronisation.
+//
+// Precision: f32 GEMMs compute in plain FP32 (CUBLAS_COMPUTE_32F: no TF32, PyTorch's default
+// torch.backends.cuda.matmul.allow_tf32 = False); bf16 and f16 take their storage type in and out
+// and accumulate in f32; f64 computes in f64. The bias of linearForward is added by cuBLASLt's bias
+// epilogue (f64: by a rank-1 GEMM first, cuBLASLt has no f64 epilogues); the bias gradient is a
+// GEMM of the output gradient with a ones vector.
+//
+// Any strides whose matrices have a unit stride along one axis (transposed views included) go to
+// cuBLASLt without a copy; other layouts are made contiguous first.
+#include <utility>
+
+#include "lockstep/tensor/tensor.h"
+
+namespace lockstep::kernels::cuda {
+
+Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias);
+Tensor linearBackwardData(const Tensor& gy, const Tensor& weight);
+std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& x, bool with_bias);
+/// Batched (broadcast batch dims; a batch dim broadcast along one operand costs no copy).
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+}  // namespace lockstep::kernels::cuda

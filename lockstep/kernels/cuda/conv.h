@@ -1,0 +1,26 @@
+#pragma once
+// 2-d convolution on a GPU through cuDNN 9's convolution API (cudnn_cnn; built with LOCKSTEP_CUDA
+// only; kernels/conv.cpp routes GPU tensors here). Same shapes and checks as kernels/conv.h.
+//
+// Layouts (unlike the oneDNN kernels, which make everything channels_last, and as PyTorch on a GPU):
+// a channels_last x that is not also contiguous computes in NHWC, any other in NCHW (a contiguous
+// copy where x is neither); y and dL/dx come in that layout, and conv2dInput(x) gives x in it. With
+// NHWC the weight is handed to cuDNN in NHWC filter order too (what its tensor-core kernels take);
+// the weight gradient comes back [O, C/g, kH, kW] contiguous as on the CPU. f64 always computes in
+// NCHW (cuDNN's f64 kernels; the CPU reference returns contiguous tensors too). Algorithms: cuDNN's
+// heuristics (the _v7 queries) choose once per shape; workspaces come from the device's caching allocator.
+//
+// Precision: bf16/f16 compute in f32, f64 in f64. f32 follows PyTorch's default
+// torch.backends.cudnn.allow_tf32 = True: cuDNN may use TF32 tensor cores (10-bit mantissa inputs,
+// f32 accumulation), so f32 results differ from the CPU's by ~1e-3 relative.
+#include "lockstep/kernels/conv.h"
+
+namespace lockstep::kernels::cuda {
+
+Tensor conv2dInput(const Tensor& x);
+Tensor conv2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
+Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& weight, const Conv2dParams& p);
+Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape,
+                                        bool with_bias, const Conv2dParams& p);
+
+}  // namespace lockstep::kernels::cuda

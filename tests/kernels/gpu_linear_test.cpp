@@ -1,0 +1,171 @@
+// linear and matmul on a GPU (cuBLASLt, kernels/cuda/blas.cpp) against the CPU kernels in f64 on the
+// same (rounded) inputs: every dtype, odd sizes, strided operands, broadcast batches, empty sizes and
+// the errors. Runs with ctest -L gpu; skips without a GPU.
+#include <gtest/gtest.h>
+
+#include "gpu_oracle.h"
+#include "lockstep/kernels/linear.h"
+
+namespace lockstep {
+namespace {
+
+using testing::closeness;
+using testing::gpu;
+
+using testing::Tol;
+
+// f32 at 1e-4 also shows that no TF32 (10-bit mantissa, errors ~1e-3 here) is used.
+Tol tolFor(DType t) {
+  switch (t) {
+    case DType::f64:
+      return {1e-10, 1e-10};
+    case DType::f32:
+      return {1e-4, 1e-4};
+    case DType::f16:
+      return {2e-2, 1e-2};
+    default:
+      return {6e-2, 2e-2};  // bf16: 8-bit mantissa on the rounded output
+  }
+}
+
+const auto& kDtypes = testing::kGpuFloatDTypes;
+
+Tensor input(const Shape& shape, DType dtype, uint64_t seed) {
+  return testing::roundedInput(shape, dtype, seed);
+}
+Tensor f64(const Tensor& t) { return testing::asF64(t); }
+void expectClose(const Tensor& got, const Tensor& want, DType t, const std::string& what) {
+  testing::expectGpuClose(got, want, t, tolFor(t), what);
+}
+
+TEST(GpuLinear, forward_matches_the_cpu_in_every_dtype_and_shape) {
+  LOCKSTEP_REQUIRE_GPU();
+  struct Case {
+    Shape x, w;
+    bool bias;
+  };
+  const Case cases[] = {{{7, 13}, {5, 13}, true},      {{2, 3, 33}, {17, 33}, true}, {{13}, {5, 13}, true},
+                        {{64, 128}, {96, 128}, false}, {{1, 1}, {1, 1}, true},       {{9, 3}, {1, 3}, false}};
+  for (DType t : kDtypes) {
+    for (const Case& c : cases) {
+      Tensor x = input(c.x, t, 1), w = input(c.w, t, 2), b = c.bias ? input({c.w[0]}, t, 3) : Tensor();
+      Tensor want = kernels::linearForward(f64(x), f64(w), f64(b));
+      Tensor got = kernels::linearForward(gpu(x), gpu(w), c.bias ? gpu(b) : Tensor());
+      expectClose(got, want, t, "linear " + shapeToString(c.x) + " x " + shapeToString(c.w));
+    }
+  }
+}
+
+TEST(GpuLinear, backward_matches_the_cpu_in_every_dtype) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (DType t : kDtypes) {
+    for (const Shape& xs : {Shape{7, 13}, Shape{2, 5, 31}}) {
+      const int64_t in = xs.back(), out = 11;
+      Shape ys = xs;
+      ys.back() = out;
+      Tensor x = input(xs, t, 4), w = input({out, in}, t, 5), gy = input(ys, t, 6);
+      expectClose(kernels::linearBackwardData(gpu(gy), gpu(w)), kernels::linearBackwardData(f64(gy), f64(w)),
+                  t, "linear backward data " + shapeToString(xs));
+      auto [gw, gb] = kernels::linearBackwardWeights(gpu(gy), gpu(x), true);
+      auto [ww, wb] = kernels::linearBackwardWeights(f64(gy), f64(x), true);
+      expectClose(gw, ww, t, "linear weight grad " + shapeToString(xs));
+      expectClose(gb, wb, t, "linear bias grad " + shapeToString(xs));
+      EXPECT_FALSE(kernels::linearBackwardWeights(gpu(gy), gpu(x), false).second.defined());
+    }
+  }
+}
+
+TEST(GpuLinear, takes_strided_operands_without_changing_the_result) {
+  LOCKSTEP_REQUIRE_GPU();
+  Tensor xt = input({13, 7}, DType::f32, 7);  // x = xt^T: column-major [7, 13]
+  Tensor wt = input({13, 5}, DType::f32, 8);  // w = wt^T: row-major weight's transpose
+  Tensor big = input({7, 40}, DType::f32, 9);
+  Tensor b = input({5}, DType::f32, 10);
+  Tensor want = kernels::linearForward(f64(xt).transpose(0, 1), f64(wt).transpose(0, 1), f64(b));
+  expectClose(kernels::linearForward(gpu(xt).transpose(0, 1), gpu(wt).transpose(0, 1), gpu(b)), want,
+              DType::f32, "transposed x and weight");
+  // A column slice: rows 40 apart (a leading dimension larger than the row).
+  Tensor xs = big.narrow(1, 3, 13);
+  expectClose(kernels::linearForward(gpu(big).narrow(1, 3, 13), gpu(wt).transpose(0, 1), gpu(b)),
+              kernels::linearForward(f64(xs), f64(wt).transpose(0, 1), f64(b)), DType::f32, "sliced x");
+  // A broadcast (stride 0) input is copied first.
+  Tensor row = input({1, 13}, DType::f32, 11);
+  expectClose(kernels::linearForward(gpu(row).expand({6, 13}), gpu(wt).transpose(0, 1), gpu(b)),
+              kernels::linearForward(f64(row).expand({6, 13}), f64(wt).transpose(0, 1), f64(b)), DType::f32,
+              "expanded x");
+}
+
+TEST(GpuLinear, empty_sizes_give_empty_or_bias_only_results) {
+  LOCKSTEP_REQUIRE_GPU();
+  Tensor w = input({4, 0}, DType::f32, 12), b = input({4}, DType::f32, 13);
+  Tensor y = kernels::linearForward(gpu(Tensor::zeros({3, 0})), gpu(w), gpu(b));
+  EXPECT_LE(closeness(y, b.unsqueeze(0).expand({3, 4}).contiguous(), 0, 0), 1.0);  // in = 0: y = bias
+  Tensor none =
+      kernels::linearForward(gpu(Tensor::zeros({0, 5})), gpu(input({4, 5}, DType::f32, 14)), Tensor());
+  EXPECT_EQ(shapeToString(none.shape()), "[0, 4]");
+  auto [gw, gb] =
+      kernels::linearBackwardWeights(gpu(Tensor::zeros({0, 4})), gpu(Tensor::zeros({0, 5})), true);
+  EXPECT_EQ(gw.toVector<float>(), std::vector<float>(20, 0.0f));
+  EXPECT_EQ(gb.toVector<float>(), std::vector<float>(4, 0.0f));
+}
+
+TEST(GpuMatmul, batched_and_broadcast_products_match_the_cpu) {
+  LOCKSTEP_REQUIRE_GPU();
+  struct Case {
+    Shape a, b;
+  };
+  const Case cases[] = {{{2, 1, 5, 7}, {3, 7, 4}},  // broadcast batch on both sides
+                        {{4, 9, 6}, {6, 3}},        // shared b: one GEMM over 36 rows
+                        {{6, 3}, {4, 3, 5}},        // shared a (stride-0 batch)
+                        {{1, 1}, {1, 1}},
+                        {{3, 33, 65}, {3, 65, 17}}};
+  for (DType t : kDtypes) {
+    for (const Case& c : cases) {
+      Tensor a = input(c.a, t, 15), b = input(c.b, t, 16);
+      expectClose(kernels::matmul(gpu(a), gpu(b)), kernels::matmul(f64(a), f64(b)), t,
+                  "matmul " + shapeToString(c.a) + " @ " + shapeToString(c.b));
+    }
+  }
+  // Transposed and permuted (non-collapsible batch) operands.
+  Tensor a =
+      input({5, 2, 3, 4}, DType::f32, 17).permute({1, 0, 3, 2});  // [2, 5, 4, 3], batch not collapsible
+  Tensor b = input({2, 5, 3, 6}, DType::f32, 18);
+  Tensor ad = gpu(input({5, 2, 3, 4}, DType::f32, 17)).permute({1, 0, 3, 2});
+  expectClose(kernels::matmul(ad, gpu(b)), kernels::matmul(f64(a), f64(b)), DType::f32, "permuted a");
+}
+
+TEST(GpuMatmul, backward_matches_the_cpu) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (DType t : {DType::f32, DType::bf16}) {
+    // Equal batch shapes (no broadcast reduction) and a shared 2-d b (one GEMM over the flattened batch).
+    for (auto [as, bs] : {std::pair<Shape, Shape>{{3, 5, 7}, {3, 7, 4}}, {{2, 3, 5, 7}, {7, 4}}}) {
+      Tensor a = input(as, t, 19), b = input(bs, t, 20);
+      Shape ys = as;
+      ys.back() = bs.back();
+      Tensor gy = input(ys, t, 21);
+      auto [ga, gb] = kernels::matmulBackward(gpu(gy), gpu(a), gpu(b), true, true);
+      auto [wa, wb] = kernels::matmulBackward(f64(gy), f64(a), f64(b), true, true);
+      expectClose(ga, wa, t, "matmul grad a " + shapeToString(as));
+      expectClose(gb, wb, t, "matmul grad b " + shapeToString(bs));
+    }
+  }
+}
+
+TEST(GpuLinear, mixed_devices_and_integer_dtypes_are_refused) {
+  LOCKSTEP_REQUIRE_GPU();
+  Tensor x = input({3, 4}, DType::f32, 22), w = input({2, 4}, DType::f32, 23);
+  try {
+    kernels::linearForward(gpu(x), w, Tensor());
+    FAIL() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("different devices"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(kernels::matmul(gpu(x), w.transpose(0, 1)), ValueError);
+  Tensor xi = Tensor::zeros({3, 4}, DType::i32, Device::cuda(0)),
+         wi = Tensor::zeros({2, 4}, DType::i32, Device::cuda(0));
+  EXPECT_THROW(kernels::linearForward(xi, wi, Tensor()), NotSupportedError);
+}
+
+}  // namespace
+}  // namespace lockstep
