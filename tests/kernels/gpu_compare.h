@@ -23,6 +23,8 @@ inline Tensor hostRandom(const Shape& shape, DType dtype, uint64_t seed, double 
 struct Tol {
   double atol, rtol;
 };
+/// Bitwise equality (up to the sign of zero) for ops that do the same IEEE operations as the CPU.
+inline constexpr Tol kExact{1e-300, 0.0};
 inline Tol tolFor(DType t) {
   switch (t) {
     case DType::f64:
