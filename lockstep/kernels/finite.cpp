@@ -82,7 +82,8 @@ bool scaleAndCheckNonFinite(Tensor& x, double factor) {
 void scaleAndCheckNonFiniteInto(Tensor& x, double factor, Tensor& found_inf) {
   LOCKSTEP_ON_CUDA(x.isCuda() ? x : found_inf, cuda::checkNonFiniteInto(x, factor, true, found_inf));
   LOCKSTEP_ENFORCE(found_inf.numel() == 1 && found_inf.dtype() == DType::f32, ValueError,
-                   "scaleAndCheckNonFiniteInto: found_inf must be one f32 element, got ", found_inf.describe());
+                   "scaleAndCheckNonFiniteInto: found_inf must be one f32 element, got ",
+                   found_inf.describe());
   if (scaleAndCheckNonFinite(x, factor)) found_inf.fill(1.0);
 }
 

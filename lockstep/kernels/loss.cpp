@@ -190,7 +190,8 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
   checkGloss("cross_entropy", gloss, p.reduction, {logits.size(0)});
   LOCKSTEP_ENFORCE(lse.shape() == Shape{logits.size(0)}, ValueError, "cross_entropy backward: logsumexp ",
                    lse.describe(), " does not fit logits ", logits.describe());
-  LOCKSTEP_ON_CUDA(logits.isCuda() ? logits : target, cuda::crossEntropyBackward(gloss, logits, lse, target, p));
+  LOCKSTEP_ON_CUDA(logits.isCuda() ? logits : target,
+                   cuda::crossEntropyBackward(gloss, logits, lse, target, p));
   checkTargets("cross_entropy", target, logits.size(1), p.ignore_index);
   if (fast(logits.dtype()) && lse.dtype() == DType::f32) {
     return crossEntropyBackwardFast(gloss, logits, lse, target, p);

@@ -18,7 +18,8 @@ namespace lockstep {
 
 /// Philox 4x32-10: 4 random 32-bit words for a 128-bit counter under a 64-bit key. Inline and
 /// fully unrolled so that loops drawing one counter per element vectorise (attention's dropout).
-LOCKSTEP_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(uint64_t counter_lo, uint64_t counter_hi, uint64_t key) {
+LOCKSTEP_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(uint64_t counter_lo, uint64_t counter_hi,
+                                                               uint64_t key) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
   constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   uint32_t c0 = static_cast<uint32_t>(counter_lo), c1 = static_cast<uint32_t>(counter_lo >> 32);

@@ -11,7 +11,8 @@
 namespace lockstep::testing {
 
 /// U[low, high) of the given shape and dtype on the host, from a fixed seed.
-inline Tensor hostRandom(const Shape& shape, DType dtype, uint64_t seed, double low = -1.0, double high = 1.0) {
+inline Tensor hostRandom(const Shape& shape, DType dtype, uint64_t seed, double low = -1.0,
+                         double high = 1.0) {
   Tensor t = Tensor::empty(shape, dtype);
   Generator g(seed);
   g.uniform(t, low, high);
@@ -43,8 +44,8 @@ inline ::testing::AssertionResult gpuMatches(const Tensor& gpu_result, const Ten
                                              const std::string& what = "") {
   if (!gpu_result.isCuda()) return ::testing::AssertionFailure() << what << ": result not on the GPU";
   if (gpu_result.dtype() != cpu_result.dtype())
-    return ::testing::AssertionFailure() << what << ": dtype " << dtypeName(gpu_result.dtype()) << " vs "
-                                         << dtypeName(cpu_result.dtype());
+    return ::testing::AssertionFailure()
+           << what << ": dtype " << dtypeName(gpu_result.dtype()) << " vs " << dtypeName(cpu_result.dtype());
   if (gpu_result.shape() != cpu_result.shape())
     return ::testing::AssertionFailure() << what << ": shape " << shapeToString(gpu_result.shape()) << " vs "
                                          << shapeToString(cpu_result.shape());

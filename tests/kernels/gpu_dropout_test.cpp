@@ -26,8 +26,9 @@ TEST(GpuDropout, same_mask_values_and_generator_advance_as_cpu) {
       EXPECT_TRUE(gpuMatches(y_dev, y, lockstep::testing::kExact, what));
       EXPECT_EQ(dev_gen.offset(), host_gen.offset()) << what;
       Tensor gy = hostRandom(x.shape(), t, 5);
-      EXPECT_TRUE(gpuMatches(kernels::dropoutBackward(gpu(gy), mask_dev, p), kernels::dropoutBackward(gy, mask, p),
-                             lockstep::testing::kExact, what + " backward"));
+      EXPECT_TRUE(gpuMatches(kernels::dropoutBackward(gpu(gy), mask_dev, p),
+                             kernels::dropoutBackward(gy, mask, p), lockstep::testing::kExact,
+                             what + " backward"));
     }
   }
 }

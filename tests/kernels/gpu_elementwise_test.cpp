@@ -29,7 +29,8 @@ std::vector<std::pair<Tensor, Tensor>> binaryOperands(DType t) {
 // Inputs for the element-wise maps: odd sizes, a transposed view, a channels-last image.
 std::vector<Tensor> mapInputs(DType t, double low, double high) {
   std::vector<Tensor> xs;
-  for (const Shape& s : std::vector<Shape>{{1}, {7}, {3, 5}, {2, 3, 5, 7}, {4099}}) xs.push_back(hostRandom(s, t, 3, low, high));
+  for (const Shape& s : std::vector<Shape>{{1}, {7}, {3, 5}, {2, 3, 5, 7}, {4099}})
+    xs.push_back(hostRandom(s, t, 3, low, high));
   xs.push_back(hostRandom({5, 3}, t, 4, low, high).transpose(0, 1));
   xs.push_back(hostRandom({2, 3, 4, 5}, t, 5, low, high).toFormat(MemoryFormat::channels_last));
   return xs;
@@ -41,12 +42,15 @@ TEST(GpuBinary, matches_cpu_with_broadcasting_in_every_float_dtype) {
   LOCKSTEP_REQUIRE_GPU();
   for (DType t : kFloatDTypes) {
     for (auto& [a, b] : binaryOperands(t)) {
-      for (auto op : {kernels::BinaryOp::add, kernels::BinaryOp::sub, kernels::BinaryOp::mul, kernels::BinaryOp::div}) {
+      for (auto op :
+           {kernels::BinaryOp::add, kernels::BinaryOp::sub, kernels::BinaryOp::mul, kernels::BinaryOp::div}) {
         const std::string what = std::string(kernels::binaryOpName(op)) + " " + dtypeName(t) + " " +
                                  shapeToString(a.shape()) + " " + shapeToString(b.shape());
         EXPECT_TRUE(gpuMatches(kernels::binary(op, gpu(a), gpu(b)), kernels::binary(op, a, b), what));
-        EXPECT_TRUE(gpuMatches(kernels::binary(op, gpu(b), gpu(a)), kernels::binary(op, b, a), what + " swapped"));
-        EXPECT_TRUE(gpuMatches(kernels::binaryScalar(op, gpu(a), 1.75), kernels::binaryScalar(op, a, 1.75), what));
+        EXPECT_TRUE(
+            gpuMatches(kernels::binary(op, gpu(b), gpu(a)), kernels::binary(op, b, a), what + " swapped"));
+        EXPECT_TRUE(
+            gpuMatches(kernels::binaryScalar(op, gpu(a), 1.75), kernels::binaryScalar(op, a, 1.75), what));
       }
     }
   }
@@ -58,8 +62,10 @@ TEST(GpuBinary, integers_are_exact) {
     Tensor a = Tensor::arange(15, t).view({3, 5});
     Tensor b = Tensor::arange(5, t);
     for (auto op : {kernels::BinaryOp::add, kernels::BinaryOp::sub, kernels::BinaryOp::mul}) {
-      EXPECT_EQ(kernels::binary(op, gpu(a), gpu(b)).toVector<int64_t>(), kernels::binary(op, a, b).toVector<int64_t>());
-      EXPECT_EQ(kernels::binaryScalar(op, gpu(a), 3).toVector<int64_t>(), kernels::binaryScalar(op, a, 3).toVector<int64_t>());
+      EXPECT_EQ(kernels::binary(op, gpu(a), gpu(b)).toVector<int64_t>(),
+                kernels::binary(op, a, b).toVector<int64_t>());
+      EXPECT_EQ(kernels::binaryScalar(op, gpu(a), 3).toVector<int64_t>(),
+                kernels::binaryScalar(op, a, 3).toVector<int64_t>());
     }
   }
 }
@@ -81,7 +87,8 @@ TEST(GpuBinary, rejects_operands_on_different_devices_and_dtypes) {
   EXPECT_THROW(kernels::binary(kernels::BinaryOp::add, gpu(a), a), ValueError);
   EXPECT_THROW(kernels::binary(kernels::BinaryOp::add, a, gpu(a)), ValueError);
   EXPECT_THROW(kernels::binary(kernels::BinaryOp::add, gpu(a), gpu(a.to(DType::f64))), ValueError);
-  EXPECT_THROW(kernels::binary(kernels::BinaryOp::add, gpu(a), gpu(hostRandom({4}, DType::f32, 2))), ValueError);
+  EXPECT_THROW(kernels::binary(kernels::BinaryOp::add, gpu(a), gpu(hostRandom({4}, DType::f32, 2))),
+               ValueError);
   try {
     kernels::binary(kernels::BinaryOp::mul, gpu(a), a);
   } catch (const ValueError& e) {
@@ -120,7 +127,8 @@ TEST(GpuUnary, forward_and_backward_match_cpu) {
     for (const Tensor& x : mapInputs(t, 0.25, 3.0)) {
       Tensor gy = hostRandom(x.shape(), t, 9);
       for (UnaryOp op : {UnaryOp::neg, UnaryOp::exp, UnaryOp::log, UnaryOp::sqrt, UnaryOp::pow}) {
-        const std::string what = std::string(kernels::unaryOpName(op)) + " " + dtypeName(t) + " " + x.describe();
+        const std::string what =
+            std::string(kernels::unaryOpName(op)) + " " + dtypeName(t) + " " + x.describe();
         Tensor y = kernels::unary(op, x, 2.5);
         Tensor gy_dev = kernels::unary(op, gpu(x), 2.5);
         EXPECT_TRUE(gpuMatches(gy_dev, y, what));
@@ -162,7 +170,8 @@ TEST(GpuActivation, forward_and_backward_match_cpu) {
         EXPECT_TRUE(gpuMatches(c.bwd(gpu(gy), gpu(saved)), c.bwd(gy, saved), what + " backward"));
       }
       for (double slope : {0.01, 0.2}) {
-        EXPECT_TRUE(gpuMatches(kernels::leakyReluForward(gpu(x), slope), kernels::leakyReluForward(x, slope)));
+        EXPECT_TRUE(
+            gpuMatches(kernels::leakyReluForward(gpu(x), slope), kernels::leakyReluForward(x, slope)));
         EXPECT_TRUE(gpuMatches(kernels::leakyReluBackward(gpu(gy), gpu(x), slope),
                                kernels::leakyReluBackward(gy, x, slope)));
       }

@@ -17,7 +17,8 @@ using lockstep::testing::kFloatDTypes;
 TEST(GpuFinite, bool_checks_match_cpu) {
   LOCKSTEP_REQUIRE_GPU();
   for (DType t : {DType::f32, DType::f64}) {
-    for (double bad : {0.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    for (double bad :
+         {0.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
       Tensor x = hostRandom({1000, 37}, t, 1);
       if (bad != 0.0) x.narrow(0, 777, 1).narrow(1, 5, 1).fill(bad);
       Tensor d = gpu(x);
@@ -32,7 +33,8 @@ TEST(GpuFinite, bool_checks_match_cpu) {
     Tensor big = Tensor::full({3}, t == DType::f32 ? 3e38 : 1e308, t, Device::cuda(0));
     EXPECT_TRUE(kernels::scaleAndCheckNonFinite(big, 4.0));
   }
-  EXPECT_FALSE(kernels::hasNonFinite(Tensor::empty({0}, DType::f32, MemoryFormat::contiguous, Device::cuda(0))));
+  EXPECT_FALSE(
+      kernels::hasNonFinite(Tensor::empty({0}, DType::f32, MemoryFormat::contiguous, Device::cuda(0))));
 }
 
 TEST(GpuFinite, device_flag_collects_many_tensors_in_every_dtype) {
@@ -52,7 +54,8 @@ TEST(GpuFinite, device_flag_collects_many_tensors_in_every_dtype) {
     Tensor h = hostRandom({33}, t, 9), d = gpu(h);
     Tensor f2 = Tensor::zeros({1}, DType::f32, Device::cuda(0));
     kernels::scaleAndCheckNonFiniteInto(d, 0.5, f2);
-    EXPECT_TRUE(gpuMatches(d, kernels::binaryScalar(kernels::BinaryOp::mul, h, 0.5), lockstep::testing::kExact));
+    EXPECT_TRUE(
+        gpuMatches(d, kernels::binaryScalar(kernels::BinaryOp::mul, h, 0.5), lockstep::testing::kExact));
   }
   Tensor g = gpu(hostRandom({3}, DType::f32, 1));
   Tensor host_flag = Tensor::zeros({1});

@@ -9,12 +9,12 @@
 #include "lockstep/kernels.h"
 
 using namespace lockstep;
+using kernels::LossReduction;
 using lockstep::testing::gpu;
 using lockstep::testing::gpuMatches;
 using lockstep::testing::hostRandom;
 using lockstep::testing::kFloatDTypes;
 using lockstep::testing::Tol;
-using kernels::LossReduction;
 
 namespace {
 const LossReduction kReductions[] = {LossReduction::none, LossReduction::mean, LossReduction::sum};
@@ -38,11 +38,14 @@ TEST(GpuSoftmax, forward_and_backward_match_cpu_along_any_dim) {
   LOCKSTEP_REQUIRE_GPU();
   for (DType t : kFloatDTypes) {
     std::vector<std::pair<Tensor, int64_t>> cases = {
-        {hostRandom({4, 10}, t, 1, -4, 4), -1},         {hostRandom({3, 3000}, t, 2, -4, 4), 1},
-        {hostRandom({2, 3, 5, 7}, t, 3, -4, 4), 1},     {hostRandom({2, 3, 5, 7}, t, 4, -4, 4), 0},
+        {hostRandom({4, 10}, t, 1, -4, 4), -1},
+        {hostRandom({3, 3000}, t, 2, -4, 4), 1},
+        {hostRandom({2, 3, 5, 7}, t, 3, -4, 4), 1},
+        {hostRandom({2, 3, 5, 7}, t, 4, -4, 4), 0},
         {hostRandom({6, 4}, t, 5, -4, 4).transpose(0, 1), 1},
         {hostRandom({2, 3, 4, 5}, t, 6, -4, 4).toFormat(MemoryFormat::channels_last), 1},
-        {hostRandom({5}, t, 7), 0},                     {hostRandom({0, 5}, t, 8), 1}};
+        {hostRandom({5}, t, 7), 0},
+        {hostRandom({0, 5}, t, 8), 1}};
     for (auto& [x, dim] : cases) {
       const std::string what = std::string(dtypeName(t)) + " " + x.describe() + " dim " + std::to_string(dim);
       Tensor gy = hostRandom(x.shape(), t, 11);
@@ -51,8 +54,8 @@ TEST(GpuSoftmax, forward_and_backward_match_cpu_along_any_dim) {
       EXPECT_TRUE(gpuMatches(y_dev, y, what));
       EXPECT_EQ(y_dev.strides(), y.strides()) << what;
       EXPECT_TRUE(gpuMatches(kernels::logSoftmaxForward(gpu(x), dim), ly, what + " log"));
-      EXPECT_TRUE(gpuMatches(kernels::softmaxBackward(gpu(gy), gpu(y), dim), kernels::softmaxBackward(gy, y, dim),
-                             what + " backward"));
+      EXPECT_TRUE(gpuMatches(kernels::softmaxBackward(gpu(gy), gpu(y), dim),
+                             kernels::softmaxBackward(gy, y, dim), what + " backward"));
       EXPECT_TRUE(gpuMatches(kernels::logSoftmaxBackward(gpu(gy), gpu(ly), dim),
                              kernels::logSoftmaxBackward(gy, ly, dim), what + " log backward"));
     }
@@ -73,16 +76,18 @@ TEST(GpuCrossEntropy, matches_cpu_with_smoothing_ignore_index_and_every_reductio
             kernels::CrossEntropyParams p;
             p.reduction = r;
             p.label_smoothing = smoothing;
-            const std::string what = std::string(dtypeName(t)) + " [" + std::to_string(n) + ", " + std::to_string(c) +
-                                     "] reduction " + std::to_string(int(r)) + (ignore ? " ignore" : "") +
-                                     " smoothing " + std::to_string(smoothing);
+            const std::string what = std::string(dtypeName(t)) + " [" + std::to_string(n) + ", " +
+                                     std::to_string(c) + "] reduction " + std::to_string(int(r)) +
+                                     (ignore ? " ignore" : "") + " smoothing " + std::to_string(smoothing);
             auto [loss, lse] = kernels::crossEntropyForward(logits, tg, p);
             auto [loss_dev, lse_dev] = kernels::crossEntropyForward(gpu(logits), gpu(tg), p);
             EXPECT_TRUE(gpuMatches(loss_dev, loss, lossTol(t), what));
             EXPECT_TRUE(gpuMatches(lse_dev, lse, lossTol(lse.dtype()), what + " lse"));
-            Tensor gloss = r == LossReduction::none ? hostRandom({n}, loss.dtype(), 5) : Tensor::scalar(0.75, loss.dtype());
-            EXPECT_TRUE(gpuMatches(kernels::crossEntropyBackward(gpu(gloss), gpu(logits), lse_dev, gpu(tg), p),
-                                   kernels::crossEntropyBackward(gloss, logits, lse, tg, p), what + " backward"));
+            Tensor gloss = r == LossReduction::none ? hostRandom({n}, loss.dtype(), 5)
+                                                    : Tensor::scalar(0.75, loss.dtype());
+            EXPECT_TRUE(
+                gpuMatches(kernels::crossEntropyBackward(gpu(gloss), gpu(logits), lse_dev, gpu(tg), p),
+                           kernels::crossEntropyBackward(gloss, logits, lse, tg, p), what + " backward"));
           }
         }
       }
@@ -133,7 +138,8 @@ TEST(GpuMseLoss, forward_and_backward_match_cpu) {
         {hostRandom({7, 5}, t, 5).transpose(0, 1), hostRandom({5, 7}, t, 6)}};
     for (auto& [a, b] : cases) {
       for (LossReduction r : kReductions) {
-        const std::string what = std::string(dtypeName(t)) + " " + a.describe() + " reduction " + std::to_string(int(r));
+        const std::string what =
+            std::string(dtypeName(t)) + " " + a.describe() + " reduction " + std::to_string(int(r));
         Tensor loss = kernels::mseLossForward(a, b, r);
         Tol tol = lossTol(t);
         if (t == DType::f32 && r == LossReduction::sum) tol.rtol = 1e-4;

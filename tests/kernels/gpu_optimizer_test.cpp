@@ -101,8 +101,8 @@ TEST(GpuOptimizer, sgd_matches_cpu_bitwise_for_every_option) {
         kernels::sgdStep(sgdSpan(b, true), p);
       }
       b.expectEqual(std::string("sgd ") + dtypeName(t) + " momentum " + std::to_string(base.momentum) +
-                    " nesterov " + std::to_string(base.nesterov) + " wd " + std::to_string(base.weight_decay) +
-                    " maximize " + std::to_string(base.maximize));
+                    " nesterov " + std::to_string(base.nesterov) + " wd " +
+                    std::to_string(base.weight_decay) + " maximize " + std::to_string(base.maximize));
     }
   }
 }
@@ -118,9 +118,9 @@ TEST(GpuOptimizer, adam_matches_cpu_bitwise_for_every_option) {
         kernels::adamStep(adamSpan(b, false), p);
         kernels::adamStep(adamSpan(b, true), p);
       }
-      b.expectEqual(std::string("adam ") + dtypeName(t) + " wd " + std::to_string(base.weight_decay) + " decoupled " +
-                    std::to_string(base.decoupled_weight_decay) + " amsgrad " + std::to_string(base.amsgrad) +
-                    " maximize " + std::to_string(base.maximize));
+      b.expectEqual(std::string("adam ") + dtypeName(t) + " wd " + std::to_string(base.weight_decay) +
+                    " decoupled " + std::to_string(base.decoupled_weight_decay) + " amsgrad " +
+                    std::to_string(base.amsgrad) + " maximize " + std::to_string(base.maximize));
     }
   }
 }

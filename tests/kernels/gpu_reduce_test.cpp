@@ -21,10 +21,22 @@ struct Case {
   std::vector<int64_t> dims;
 };
 const Case kCases[] = {
-    {{3, 5}, {1}},          {{3, 5}, {0}},          {{2, 3, 5, 7}, {1, 3}}, {{2, 3, 5, 7}, {0, 2, 3}},
-    {{2, 3, 5, 7}, {-1}},   {{4, 6}, {}},           {{7}, {0}},             {{1}, {0}},
-    {{3, 40000}, {1}},      {{2, 100003}, {-1}},    {{64, 2048}, {0}},      {{5000, 3}, {0}},
-    {{600, 1500}, {1}},     {{0, 4}, {0}},          {{0, 4}, {1}},          {{8, 2, 1025}, {0, 2}},
+    {{3, 5}, {1}},
+    {{3, 5}, {0}},
+    {{2, 3, 5, 7}, {1, 3}},
+    {{2, 3, 5, 7}, {0, 2, 3}},
+    {{2, 3, 5, 7}, {-1}},
+    {{4, 6}, {}},
+    {{7}, {0}},
+    {{1}, {0}},
+    {{3, 40000}, {1}},
+    {{2, 100003}, {-1}},
+    {{64, 2048}, {0}},
+    {{5000, 3}, {0}},
+    {{600, 1500}, {1}},
+    {{0, 4}, {0}},
+    {{0, 4}, {1}},
+    {{8, 2, 1025}, {0, 2}},
 };
 // Sums of many terms differ by their accumulation order: scale the tolerance with the count.
 Tol sumTol(DType t, int64_t terms) {
@@ -39,12 +51,13 @@ TEST(GpuReduce, sum_and_mean_match_cpu_over_any_dims) {
   for (DType t : kFloatDTypes) {
     for (const Case& c : kCases) {
       Tensor x = hostRandom(c.shape, t, 7);
-      const int64_t terms = x.numel() / std::max<int64_t>(1, kernels::reduce(kernels::ReduceOp::sum, x, c.dims).numel());
+      const int64_t terms =
+          x.numel() / std::max<int64_t>(1, kernels::reduce(kernels::ReduceOp::sum, x, c.dims).numel());
       for (bool keepdim : {false, true}) {
         for (auto op : {kernels::ReduceOp::sum, kernels::ReduceOp::mean}) {
-          const std::string what = std::string(op == kernels::ReduceOp::sum ? "sum " : "mean ") + dtypeName(t) + " " +
-                                   shapeToString(c.shape) + " dims " + std::to_string(c.dims.size()) +
-                                   (keepdim ? " keepdim" : "");
+          const std::string what = std::string(op == kernels::ReduceOp::sum ? "sum " : "mean ") +
+                                   dtypeName(t) + " " + shapeToString(c.shape) + " dims " +
+                                   std::to_string(c.dims.size()) + (keepdim ? " keepdim" : "");
           Tensor want = kernels::reduce(op, x, c.dims, keepdim);
           Tensor got = kernels::reduce(op, gpu(x), c.dims, keepdim);
           if (x.numel() == 0 && op == kernels::ReduceOp::mean) {
@@ -64,7 +77,8 @@ TEST(GpuReduce, takes_non_contiguous_inputs_and_zero_dim_results) {
   LOCKSTEP_REQUIRE_GPU();
   Tensor x = hostRandom({6, 5, 4}, DType::f32, 3).permute({2, 0, 1});
   Tensor cl = hostRandom({2, 3, 4, 5}, DType::f32, 4).toFormat(MemoryFormat::channels_last);
-  EXPECT_TRUE(gpuMatches(kernels::reduce(kernels::ReduceOp::sum, gpu(x), {1}), kernels::reduce(kernels::ReduceOp::sum, x, {1})));
+  EXPECT_TRUE(gpuMatches(kernels::reduce(kernels::ReduceOp::sum, gpu(x), {1}),
+                         kernels::reduce(kernels::ReduceOp::sum, x, {1})));
   EXPECT_TRUE(gpuMatches(kernels::reduce(kernels::ReduceOp::sum, gpu(cl), {0, 2, 3}),
                          kernels::reduce(kernels::ReduceOp::sum, cl, {0, 2, 3})));
   Tensor all = kernels::reduce(kernels::ReduceOp::mean, gpu(x), kernels::allDims(x));

@@ -25,12 +25,14 @@ TEST(GpuConcat, matches_cpu_along_any_dim) {
       for (const Tensor& x : xs) ds.push_back(gpu(x));
       Tensor y = kernels::concat(ds, dim);
       EXPECT_TRUE(y.isContiguous());
-      EXPECT_TRUE(gpuMatches(y, kernels::concat(xs, dim), lockstep::testing::kExact, std::string(dtypeName(t)) + " dim " + std::to_string(dim)));
+      EXPECT_TRUE(gpuMatches(y, kernels::concat(xs, dim), lockstep::testing::kExact,
+                             std::string(dtypeName(t)) + " dim " + std::to_string(dim)));
     }
   }
   Tensor a = Tensor::arange(6, DType::i64).view({2, 3});
-  EXPECT_EQ(kernels::concat({gpu(a), gpu(a.transpose(0, 1).contiguous().view({2, 3}))}, 0).toVector<int64_t>(),
-            kernels::concat({a, a.transpose(0, 1).contiguous().view({2, 3})}, 0).toVector<int64_t>());
+  EXPECT_EQ(
+      kernels::concat({gpu(a), gpu(a.transpose(0, 1).contiguous().view({2, 3}))}, 0).toVector<int64_t>(),
+      kernels::concat({a, a.transpose(0, 1).contiguous().view({2, 3})}, 0).toVector<int64_t>());
   EXPECT_THROW(kernels::concat({gpu(a), a}, 0), ValueError);
   EXPECT_THROW(kernels::concat({a, gpu(a)}, 1), ValueError);
 }

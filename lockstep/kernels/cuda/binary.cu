@@ -35,7 +35,8 @@ struct ScalarFn {
 template <typename D, typename S>
 __global__ void addIntoFlat(D* __restrict__ d, const S* __restrict__ s, int64_t n, ComputeT<D> alpha) {
   using C = ComputeT<D>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     d[i] = castTo<D>(castTo<C>(d[i]) + alpha * castTo<C>(s[i]));
   }
 }
@@ -44,7 +45,8 @@ template <typename D, typename S>
 __global__ void addIntoStrided(D* d, StridedIndexer dix, const S* s, StridedIndexer six, int64_t n,
                                ComputeT<D> alpha) {
   using C = ComputeT<D>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     D* p = d + dix.offset(i);
     *p = castTo<D>(castTo<C>(*p) + alpha * castTo<C>(s[six.offset(i)]));
   }
@@ -59,8 +61,9 @@ void addIntoTyped(const Tensor& dst, const Tensor& src, double alpha) {
   if (dst.isDense() && dst.strides() == src.strides()) {
     addIntoFlat<D, S><<<blocksFor(n), kBlock, 0, streamOf(dst)>>>(d, s, n, a);
   } else {
-    addIntoStrided<D, S><<<blocksFor(n), kBlock, 0, streamOf(dst)>>>(
-        d, StridedIndexer::of(dst.shape(), dst.strides()), s, StridedIndexer::of(src.shape(), src.strides()), n, a);
+    addIntoStrided<D, S>
+        <<<blocksFor(n), kBlock, 0, streamOf(dst)>>>(d, StridedIndexer::of(dst.shape(), dst.strides()), s,
+                                                     StridedIndexer::of(src.shape(), src.strides()), n, a);
   }
   LOCKSTEP_CUDA_CHECK(cudaGetLastError());
 }
@@ -88,10 +91,10 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Shape out_shape = checkBinary(op, a, b);
   // The result keeps an operand's dense layout when that operand has the result's shape (as the CPU).
   const bool a_full = a.shape() == out_shape && a.isDense();
-  Tensor y = a_full                                         ? Tensor::emptyLike(a)
-             : b.shape() == out_shape && b.isDense()        ? Tensor::emptyLike(b)
-                                                            : Tensor::empty(out_shape, a.dtype(),
-                                                                            MemoryFormat::contiguous, a.device());
+  Tensor y = a_full ? Tensor::emptyLike(a)
+             : b.shape() == out_shape && b.isDense()
+                 ? Tensor::emptyLike(b)
+                 : Tensor::empty(out_shape, a.dtype(), MemoryFormat::contiguous, a.device());
   const std::array<Tensor, 2> in{a.expand(out_shape), b.expand(out_shape)};
   visitDeviceType(a.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -56,19 +56,25 @@ __device__ __forceinline__ A blockMax(A v, A* shm, A lowest) {
 template <int G>
 struct RowGroup {
   static constexpr bool kWarp = G == 32;
-  __device__ static int64_t first() { return kWarp ? blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32 : blockIdx.x; }
+  __device__ static int64_t first() {
+    return kWarp ? blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32 : blockIdx.x;
+  }
   __device__ static int64_t stride() { return kWarp ? int64_t(gridDim.x) * (blockDim.x / 32) : gridDim.x; }
   __device__ static int lane() { return kWarp ? threadIdx.x % 32 : threadIdx.x; }
   __device__ static int width() { return kWarp ? 32 : blockDim.x; }
   template <typename A>
   __device__ static A sum(A v, A* shm) {
-    if constexpr (kWarp) return warpSum(v);
-    else return blockSum(v, shm);
+    if constexpr (kWarp)
+      return warpSum(v);
+    else
+      return blockSum(v, shm);
   }
   template <typename A>
   __device__ static A max(A v, A* shm, A lowest) {
-    if constexpr (kWarp) return warpMax(v);
-    else return blockMax(v, shm, lowest);
+    if constexpr (kWarp)
+      return warpMax(v);
+    else
+      return blockMax(v, shm, lowest);
   }
 };
 
@@ -78,10 +84,11 @@ constexpr int64_t kWarpRowLimit = 1024;
 /// A row-reduction kernel on a warp per row (short rows) or a block per row.
 template <typename ByWarp, typename ByBlock>
 void launchRowGroups(int64_t m, int64_t c, cudaStream_t stream, ByWarp&& by_warp, ByBlock&& by_block) {
-  if (c <= kWarpRowLimit) by_warp(::lockstep::cuda::blocksFor(m * 32), stream);
-  else by_block(static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(m, 1), 65535)), stream);
+  if (c <= kWarpRowLimit)
+    by_warp(::lockstep::cuda::blocksFor(m * 32), stream);
+  else
+    by_block(static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(m, 1), 65535)), stream);
   LOCKSTEP_CUDA_CHECK(cudaGetLastError());
 }
-
 
 }  // namespace lockstep::kernels::cuda

@@ -5,7 +5,8 @@ namespace lockstep::kernels::cuda {
 Tensor concat(const std::vector<Tensor>& xs, int64_t d, const Shape& out) {
   for (const Tensor& x : xs) {
     LOCKSTEP_ENFORCE(x.device() == xs[0].device(), ValueError, "concat: operands on different devices, ",
-                     xs[0].describe(), " and ", x.describe(), "; move them to one device with to(device) first");
+                     xs[0].describe(), " and ", x.describe(),
+                     "; move them to one device with to(device) first");
   }
   Tensor y = Tensor::empty(out, xs[0].dtype(), MemoryFormat::contiguous, xs[0].device());
   int64_t start = 0;

@@ -10,9 +10,9 @@ namespace {
 
 // Row r: lse[r], and its loss into per_out (reduction none, x's dtype) or per_acc (f64).
 template <int G, typename T>
-__global__ void crossEntropyRows(T* per_out, double* per_acc, ComputeT<T>* __restrict__ lse, const T* __restrict__ x,
-                                 const int64_t* __restrict__ target, int64_t m, int64_t c, ComputeT<T> on,
-                                 ComputeT<T> off, int64_t ignore_index) {
+__global__ void crossEntropyRows(T* per_out, double* per_acc, ComputeT<T>* __restrict__ lse,
+                                 const T* __restrict__ x, const int64_t* __restrict__ target, int64_t m,
+                                 int64_t c, ComputeT<T> on, ComputeT<T> off, int64_t ignore_index) {
   using A = ComputeT<T>;
   using R = RowGroup<G>;
   __shared__ A shm[32];
@@ -34,18 +34,21 @@ __global__ void crossEntropyRows(T* per_out, double* per_acc, ComputeT<T>* __res
       const A l = mx + dLog(se);
       lse[r] = l;
       const int64_t k = target[r];
-      const A loss = k == ignore_index    ? A(0)
-                     : k < 0 || k >= c    ? nanOf<A>()
-                                          : on * (l - castTo<A>(row[k])) + off * (A(c) * l - rowsum);
-      if (per_out) per_out[r] = castTo<T>(loss);
-      else per_acc[r] = static_cast<double>(loss);
+      const A loss = k == ignore_index ? A(0)
+                     : k < 0 || k >= c ? nanOf<A>()
+                                       : on * (l - castTo<A>(row[k])) + off * (A(c) * l - rowsum);
+      if (per_out)
+        per_out[r] = castTo<T>(loss);
+      else
+        per_acc[r] = static_cast<double>(loss);
     }
   }
 }
 
 // gx[r, j] = (exp(x[r, j] - lse[r]) - off - on [j == k]) * s_r, s_r = g[r] (none) or scale[0].
 template <int G, typename T>
-__global__ void crossEntropyBackwardRows(T* __restrict__ gx, const T* __restrict__ x, const ComputeT<T>* __restrict__ lse,
+__global__ void crossEntropyBackwardRows(T* __restrict__ gx, const T* __restrict__ x,
+                                         const ComputeT<T>* __restrict__ lse,
                                          const int64_t* __restrict__ target, const ComputeT<T>* g,
                                          const ComputeT<T>* scale, int64_t m, int64_t c, ComputeT<T> on,
                                          ComputeT<T> off, int64_t ignore_index) {
@@ -59,7 +62,9 @@ __global__ void crossEntropyBackwardRows(T* __restrict__ gx, const T* __restrict
     T* out = gx + r * c;
     const bool ignored = k == ignore_index, bad = !ignored && (k < 0 || k >= c);
     for (int64_t j = R::lane(); j < c; j += R::width()) {
-      A v = ignored ? A(0) : bad ? nanOf<A>() : (dExp(castTo<A>(row[j]) - l) - off - (j == k ? on : A(0))) * s;
+      A v = ignored ? A(0)
+            : bad   ? nanOf<A>()
+                    : (dExp(castTo<A>(row[j]) - l) - off - (j == k ? on : A(0))) * s;
       out[j] = castTo<T>(v);
     }
   }
@@ -81,7 +86,8 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
     using A = ComputeT<T>;
     const A on = static_cast<A>(1.0 - p.label_smoothing);
     const A off = c > 0 ? static_cast<A>(p.label_smoothing / static_cast<double>(c)) : A(0);
-    Tensor per = none ? Tensor::empty({n}, x.dtype(), MemoryFormat::contiguous, x.device()) : f64Scratch(n, x);
+    Tensor per =
+        none ? Tensor::empty({n}, x.dtype(), MemoryFormat::contiguous, x.device()) : f64Scratch(n, x);
     T* per_out = none ? static_cast<T*>(per.devicePtr()) : nullptr;
     double* per_acc = none ? nullptr : static_cast<double*>(per.devicePtr());
     A* pl = static_cast<A*>(lse.devicePtr());
@@ -90,19 +96,22 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
     launchRowGroups(
         n, c, streamOf(x),
         [&](unsigned b, cudaStream_t s) {
-          crossEntropyRows<32, T><<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, on, off, p.ignore_index);
+          crossEntropyRows<32, T>
+              <<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, on, off, p.ignore_index);
         },
         [&](unsigned b, cudaStream_t s) {
-          crossEntropyRows<0, T><<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, on, off, p.ignore_index);
+          crossEntropyRows<0, T>
+              <<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, on, off, p.ignore_index);
         });
     loss = none ? per
-                : finish<T>(per, x.dtype(), p.reduction == LossReduction::mean ? pt : nullptr, p.ignore_index, 1.0);
+                : finish<T>(per, x.dtype(), p.reduction == LossReduction::mean ? pt : nullptr, p.ignore_index,
+                            1.0);
   });
   return {loss, lse};
 }
 
-Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse, const Tensor& target,
-                            const CrossEntropyParams& p) {
+Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
+                            const Tensor& target, const CrossEntropyParams& p) {
   checkSameDevice("cross_entropy backward", gloss, logits);
   checkSameDevice("cross_entropy backward", lse, logits);
   checkSameDevice("cross_entropy backward", target, logits);
@@ -133,10 +142,12 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
     launchRowGroups(
         n, c, stream,
         [&](unsigned b, cudaStream_t s) {
-          crossEntropyBackwardRows<32, T><<<b, kBlock, 0, s>>>(pgx, px, pl, pt, pg, ps, n, c, on, off, p.ignore_index);
+          crossEntropyBackwardRows<32, T>
+              <<<b, kBlock, 0, s>>>(pgx, px, pl, pt, pg, ps, n, c, on, off, p.ignore_index);
         },
         [&](unsigned b, cudaStream_t s) {
-          crossEntropyBackwardRows<0, T><<<b, kBlock, 0, s>>>(pgx, px, pl, pt, pg, ps, n, c, on, off, p.ignore_index);
+          crossEntropyBackwardRows<0, T>
+              <<<b, kBlock, 0, s>>>(pgx, px, pl, pt, pg, ps, n, c, on, off, p.ignore_index);
         });
   });
   return gx;

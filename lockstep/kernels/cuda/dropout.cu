@@ -9,9 +9,10 @@ namespace lockstep::kernels::cuda {
 namespace {
 
 template <typename T>
-__global__ void forwardKernel(T* __restrict__ y, uint8_t* __restrict__ mask, const T* __restrict__ x, int64_t n,
-                              uint64_t base, uint64_t key, uint64_t threshold, ComputeT<T> scale) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+__global__ void forwardKernel(T* __restrict__ y, uint8_t* __restrict__ mask, const T* __restrict__ x,
+                              int64_t n, uint64_t base, uint64_t key, uint64_t threshold, ComputeT<T> scale) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const bool keep = dropoutKeepsBelow(base + static_cast<uint64_t>(i), key, threshold);
     mask[i] = keep ? 1 : 0;
     y[i] = keep ? castTo<T>(castTo<ComputeT<T>>(x[i]) * scale) : castTo<T>(0.0f);
@@ -21,7 +22,8 @@ __global__ void forwardKernel(T* __restrict__ y, uint8_t* __restrict__ mask, con
 template <typename T>
 __global__ void backwardKernel(T* __restrict__ gx, const T* __restrict__ gy, const uint8_t* __restrict__ mask,
                                int64_t n, ComputeT<T> scale) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     gx[i] = mask[i] ? castTo<T>(castTo<ComputeT<T>>(gy[i]) * scale) : castTo<T>(0.0f);
   }
 }
@@ -39,8 +41,9 @@ std::pair<Tensor, Tensor> dropoutForward(const Tensor& x0, double p, uint64_t ke
   visitFloating("dropout", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     forwardKernel<T><<<blocksFor(n), kBlock, 0, streamOf(x)>>>(
-        static_cast<T*>(y.devicePtr()), static_cast<uint8_t*>(mask.devicePtr()), static_cast<const T*>(x.devicePtr()),
-        n, base, key, dropoutThreshold(1.0 - p), static_cast<ComputeT<T>>(scaleFor(p)));
+        static_cast<T*>(y.devicePtr()), static_cast<uint8_t*>(mask.devicePtr()),
+        static_cast<const T*>(x.devicePtr()), n, base, key, dropoutThreshold(1.0 - p),
+        static_cast<ComputeT<T>>(scaleFor(p)));
     LOCKSTEP_CUDA_CHECK(cudaGetLastError());
   });
   return {y, mask};

@@ -39,33 +39,45 @@ inline void checkSameDevice(const char* op, const Tensor& a, const Tensor& b) {
 // Device math on float or double (the global overloads CUDA provides).
 template <typename C>
 __device__ __forceinline__ C dExp(C v) {
-  if constexpr (std::is_same_v<C, double>) return ::exp(v);
-  else return ::expf(v);
+  if constexpr (std::is_same_v<C, double>)
+    return ::exp(v);
+  else
+    return ::expf(v);
 }
 template <typename C>
 __device__ __forceinline__ C dLog(C v) {
-  if constexpr (std::is_same_v<C, double>) return ::log(v);
-  else return ::logf(v);
+  if constexpr (std::is_same_v<C, double>)
+    return ::log(v);
+  else
+    return ::logf(v);
 }
 template <typename C>
 __device__ __forceinline__ C dSqrt(C v) {
-  if constexpr (std::is_same_v<C, double>) return ::sqrt(v);
-  else return ::sqrtf(v);
+  if constexpr (std::is_same_v<C, double>)
+    return ::sqrt(v);
+  else
+    return ::sqrtf(v);
 }
 template <typename C>
 __device__ __forceinline__ C dPow(C v, C p) {
-  if constexpr (std::is_same_v<C, double>) return ::pow(v, p);
-  else return ::powf(v, p);
+  if constexpr (std::is_same_v<C, double>)
+    return ::pow(v, p);
+  else
+    return ::powf(v, p);
 }
 template <typename C>
 __device__ __forceinline__ C dTanh(C v) {
-  if constexpr (std::is_same_v<C, double>) return ::tanh(v);
-  else return ::tanhf(v);
+  if constexpr (std::is_same_v<C, double>)
+    return ::tanh(v);
+  else
+    return ::tanhf(v);
 }
 template <typename C>
 __device__ __forceinline__ C dErf(C v) {
-  if constexpr (std::is_same_v<C, double>) return ::erf(v);
-  else return ::erff(v);
+  if constexpr (std::is_same_v<C, double>)
+    return ::erf(v);
+  else
+    return ::erff(v);
 }
 
 template <typename T, int N>
@@ -76,15 +88,19 @@ struct Inputs {
 
 template <typename C, int N, typename Fn>
 __device__ __forceinline__ C applyFn(const Fn& fn, const C (&v)[N]) {
-  if constexpr (N == 1) return fn(v[0]);
-  else if constexpr (N == 2) return fn(v[0], v[1]);
-  else return fn(v[0], v[1], v[2]);
+  if constexpr (N == 1)
+    return fn(v[0]);
+  else if constexpr (N == 2)
+    return fn(v[0], v[1]);
+  else
+    return fn(v[0], v[1], v[2]);
 }
 
 template <typename T, int N, typename Fn>
 __global__ void mapFlat(T* __restrict__ out, Inputs<T, N> in, int64_t n, Fn fn) {
   using C = ComputeT<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     C v[N];
 #pragma unroll
     for (int k = 0; k < N; ++k) v[k] = castTo<C>(in.p[k][i]);
@@ -95,7 +111,8 @@ __global__ void mapFlat(T* __restrict__ out, Inputs<T, N> in, int64_t n, Fn fn) 
 template <typename T, int N, typename Fn>
 __global__ void mapStrided(T* out, StridedIndexer oix, Inputs<T, N> in, int64_t n, Fn fn) {
   using C = ComputeT<T>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     C v[N];
 #pragma unroll
     for (int k = 0; k < N; ++k) v[k] = castTo<C>(in.p[k][in.ix[k].offset(i)]);
@@ -122,8 +139,8 @@ void launchMap(const Tensor& out, const std::array<Tensor, N>& in, const Fn& fn)
     mapFlat<T, N, Fn><<<blocksFor(n), kBlock, 0, stream>>>(o, args, n, fn);
   } else {
     for (int k = 0; k < N; ++k) args.ix[k] = StridedIndexer::of(in[k].shape(), in[k].strides());
-    mapStrided<T, N, Fn><<<blocksFor(n), kBlock, 0, stream>>>(o, StridedIndexer::of(out.shape(), out.strides()), args,
-                                                               n, fn);
+    mapStrided<T, N, Fn>
+        <<<blocksFor(n), kBlock, 0, stream>>>(o, StridedIndexer::of(out.shape(), out.strides()), args, n, fn);
   }
   LOCKSTEP_CUDA_CHECK(cudaGetLastError());
 }

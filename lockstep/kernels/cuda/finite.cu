@@ -11,7 +11,8 @@ __global__ void checkKernel(T* x, StridedIndexer ix, bool dense, int64_t n, Comp
                             float* found) {
   using C = ComputeT<T>;
   bool bad = false;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     T* p = x + (dense ? i : ix.offset(i));
     C v = castTo<C>(*p);
     if (scale) {
@@ -36,8 +37,8 @@ void checkNonFiniteInto(Tensor& x, double factor, bool scale, Tensor& found_inf)
     using T = decltype(tag);
     const bool dense = x.isDense();
     checkKernel<T><<<blocksFor(n, 4096), kBlock, 0, streamOf(x)>>>(
-        static_cast<T*>(x.devicePtr()), dense ? StridedIndexer{} : StridedIndexer::of(x.shape(), x.strides()), dense,
-        n, static_cast<ComputeT<T>>(factor), scale, static_cast<float*>(found_inf.devicePtr()));
+        static_cast<T*>(x.devicePtr()), dense ? StridedIndexer{} : StridedIndexer::of(x.shape(), x.strides()),
+        dense, n, static_cast<ComputeT<T>>(factor), scale, static_cast<float*>(found_inf.devicePtr()));
     LOCKSTEP_CUDA_CHECK(cudaGetLastError());
   });
 }

@@ -7,14 +7,17 @@ namespace lockstep::kernels::cuda {
 namespace {
 
 template <typename T>
-__global__ void nllRows(T* per_out, double* per_acc, const T* __restrict__ lp, const int64_t* __restrict__ target,
-                        int64_t m, int64_t c, int64_t ignore_index) {
+__global__ void nllRows(T* per_out, double* per_acc, const T* __restrict__ lp,
+                        const int64_t* __restrict__ target, int64_t m, int64_t c, int64_t ignore_index) {
   using A = ComputeT<T>;
-  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < m; r += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < m;
+       r += int64_t(gridDim.x) * blockDim.x) {
     const int64_t k = target[r];
     const A loss = k == ignore_index ? A(0) : k < 0 || k >= c ? nanOf<A>() : -castTo<A>(lp[r * c + k]);
-    if (per_out) per_out[r] = castTo<T>(loss);
-    else per_acc[r] = static_cast<double>(loss);
+    if (per_out)
+      per_out[r] = castTo<T>(loss);
+    else
+      per_acc[r] = static_cast<double>(loss);
   }
 }
 
@@ -23,7 +26,8 @@ template <typename T>
 __global__ void nllBackwardRows(T* gx, const int64_t* __restrict__ target, const ComputeT<T>* g,
                                 const ComputeT<T>* scale, int64_t m, int64_t c, int64_t ignore_index) {
   using A = ComputeT<T>;
-  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < m; r += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < m;
+       r += int64_t(gridDim.x) * blockDim.x) {
     const int64_t k = target[r];
     if (k == ignore_index) continue;
     if (k < 0 || k >= c) {
@@ -36,11 +40,14 @@ __global__ void nllBackwardRows(T* gx, const int64_t* __restrict__ target, const
 
 // Per-block sums of (a - b)^2 over contiguous a, b.
 template <typename T>
-__global__ void squaredDiffPartials(double* partial, const T* __restrict__ a, const T* __restrict__ b, int64_t n) {
+__global__ void squaredDiffPartials(double* partial, const T* __restrict__ a, const T* __restrict__ b,
+                                    int64_t n) {
   __shared__ double shm[32];
   double s = 0;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const double d = static_cast<double>(castTo<ComputeT<T>>(a[i])) - static_cast<double>(castTo<ComputeT<T>>(b[i]));
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const double d =
+        static_cast<double>(castTo<ComputeT<T>>(a[i])) - static_cast<double>(castTo<ComputeT<T>>(b[i]));
     s += d * d;
   }
   s = blockSum(s, shm);
@@ -64,7 +71,8 @@ struct MseGradReduced {
 
 }  // namespace
 
-Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction, int64_t ignore_index) {
+Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
+                      int64_t ignore_index) {
   checkSameDevice("nll_loss", log_probs, target);
   const Tensor lp = log_probs.contiguous(), tg = target.contiguous();
   const int64_t n = lp.size(0), c = lp.size(1);
@@ -72,19 +80,23 @@ Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReducti
   Tensor loss;
   visitFloating("nll_loss", lp.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    Tensor per = none ? Tensor::empty({n}, lp.dtype(), MemoryFormat::contiguous, lp.device()) : f64Scratch(n, lp);
+    Tensor per =
+        none ? Tensor::empty({n}, lp.dtype(), MemoryFormat::contiguous, lp.device()) : f64Scratch(n, lp);
     const int64_t* pt = static_cast<const int64_t*>(tg.devicePtr());
     nllRows<T><<<blocksFor(n), kBlock, 0, streamOf(lp)>>>(
-        none ? static_cast<T*>(per.devicePtr()) : nullptr, none ? nullptr : static_cast<double*>(per.devicePtr()),
-        static_cast<const T*>(lp.devicePtr()), pt, n, c, ignore_index);
+        none ? static_cast<T*>(per.devicePtr()) : nullptr,
+        none ? nullptr : static_cast<double*>(per.devicePtr()), static_cast<const T*>(lp.devicePtr()), pt, n,
+        c, ignore_index);
     LOCKSTEP_CUDA_CHECK(cudaGetLastError());
-    loss = none ? per : finish<T>(per, lp.dtype(), reduction == LossReduction::mean ? pt : nullptr, ignore_index, 1.0);
+    loss =
+        none ? per
+             : finish<T>(per, lp.dtype(), reduction == LossReduction::mean ? pt : nullptr, ignore_index, 1.0);
   });
   return loss;
 }
 
-Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_classes, LossReduction reduction,
-                       int64_t ignore_index) {
+Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_classes,
+                       LossReduction reduction, int64_t ignore_index) {
   checkSameDevice("nll_loss backward", gloss, target);
   const Tensor tg = target.contiguous();
   const int64_t n = tg.size(0);
@@ -137,7 +149,8 @@ Tensor mseLossForward(const Tensor& input, const Tensor& target, LossReduction r
   return loss;
 }
 
-Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& target, LossReduction reduction) {
+Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& target,
+                       LossReduction reduction) {
   checkSameDevice("mse_loss backward", input, target);
   checkSameDevice("mse_loss backward", gloss, input);
   Tensor gx = Tensor::emptyLike(input);

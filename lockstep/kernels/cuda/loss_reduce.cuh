@@ -12,8 +12,8 @@ constexpr int kFinishBlock = 1024;
 
 // out[0] = sum(per) / divisor, or / the number of rows whose target is not ignore_index.
 template <typename Out>
-__global__ void finishSum(Out* out, const double* __restrict__ per, int64_t n, const int64_t* __restrict__ target,
-                          int64_t ignore_index, double divisor) {
+__global__ void finishSum(Out* out, const double* __restrict__ per, int64_t n,
+                          const int64_t* __restrict__ target, int64_t ignore_index, double divisor) {
   __shared__ double shm[32];
   double s = 0, kept = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -27,8 +27,8 @@ __global__ void finishSum(Out* out, const double* __restrict__ per, int64_t n, c
 
 // scale[0] = g[0] for sum, g[0] / (rows kept) for mean.
 template <typename A>
-__global__ void rowScale(A* scale, const A* g, const int64_t* __restrict__ target, int64_t n, int64_t ignore_index,
-                         bool mean) {
+__global__ void rowScale(A* scale, const A* g, const int64_t* __restrict__ target, int64_t n,
+                         int64_t ignore_index, bool mean) {
   __shared__ double shm[32];
   double kept = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) kept += target[i] != ignore_index;
@@ -50,8 +50,8 @@ template <typename T>
 Tensor finish(const Tensor& per, DType dtype, const int64_t* target, int64_t ignore_index, double divisor) {
   Tensor out = Tensor::empty({}, dtype, MemoryFormat::contiguous, per.device());
   finishSum<T><<<1, kFinishBlock, 0, streamOf(per)>>>(static_cast<T*>(out.devicePtr()),
-                                                      static_cast<const double*>(per.devicePtr()), per.numel(),
-                                                      target, ignore_index, divisor);
+                                                      static_cast<const double*>(per.devicePtr()),
+                                                      per.numel(), target, ignore_index, divisor);
   LOCKSTEP_CUDA_CHECK(cudaGetLastError());
   return out;
 }

@@ -80,7 +80,8 @@ struct AdamOp {
 
 template <typename Op>
 __global__ void stepOne(Op op, std::array<void*, Op::kBuffers> bufs, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     op(bufs.data(), i);
   }
 }
@@ -119,7 +120,8 @@ void launchOne(const Op& op, const std::array<void*, Op::kBuffers>& bufs, int64_
 // Steps spans (all on `device`, all of dtype T) with op, filling SpanLists and launching each when
 // its spans or blocks run out.
 template <typename Op, typename Span, typename BufsOf>
-void launchMany(const Op& op, std::span<const Span> spans, DType dtype, const Device& device, BufsOf&& bufs_of) {
+void launchMany(const Op& op, std::span<const Span> spans, DType dtype, const Device& device,
+                BufsOf&& bufs_of) {
   constexpr int K = Op::kBuffers;
   ::lockstep::cuda::DeviceGuard guard(device.index);
   cudaStream_t stream = streamFor(device);
@@ -153,9 +155,15 @@ void launchMany(const Op& op, std::span<const Span> spans, DType dtype, const De
 
 template <typename T>
 SgdOp<T> sgdOp(const SgdParams& o) {
-  return SgdOp<T>{static_cast<T>(o.weight_decay), static_cast<T>(o.momentum), static_cast<T>(1.0 - o.dampening),
-                  static_cast<T>(-o.lr),          o.maximize,                o.weight_decay != 0.0,
-                  o.momentum != 0.0,              o.nesterov,                o.first_step};
+  return SgdOp<T>{static_cast<T>(o.weight_decay),
+                  static_cast<T>(o.momentum),
+                  static_cast<T>(1.0 - o.dampening),
+                  static_cast<T>(-o.lr),
+                  o.maximize,
+                  o.weight_decay != 0.0,
+                  o.momentum != 0.0,
+                  o.nesterov,
+                  o.first_step};
 }
 
 template <typename T>
@@ -166,10 +174,18 @@ AdamOp<T> adamOp(const AdamParams& o) {
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
   const bool decoupled = o.decoupled_weight_decay && o.weight_decay != 0.0;
   const bool l2 = !o.decoupled_weight_decay && o.weight_decay != 0.0;
-  return AdamOp<T>{static_cast<T>(o.beta1),        static_cast<T>(o.beta2), static_cast<T>(1.0 - o.beta1),
-                   static_cast<T>(1.0 - o.beta2),  static_cast<T>(o.weight_decay), static_cast<T>(decay),
-                   static_cast<T>(bc2_sqrt),       static_cast<T>(o.eps),   static_cast<T>(-step_size),
-                   o.maximize,                     l2,                      decoupled,
+  return AdamOp<T>{static_cast<T>(o.beta1),
+                   static_cast<T>(o.beta2),
+                   static_cast<T>(1.0 - o.beta1),
+                   static_cast<T>(1.0 - o.beta2),
+                   static_cast<T>(o.weight_decay),
+                   static_cast<T>(decay),
+                   static_cast<T>(bc2_sqrt),
+                   static_cast<T>(o.eps),
+                   static_cast<T>(-step_size),
+                   o.maximize,
+                   l2,
+                   decoupled,
                    o.amsgrad};
 }
 
@@ -182,8 +198,10 @@ std::array<void*, 5> adamBufs(const AdamSpan& s) {
 
 template <typename Fn>
 void withSpanType(DType t, Fn&& fn) {
-  if (t == DType::f64) fn(double{});
-  else fn(float{});  // the entry points admit only f32 and f64
+  if (t == DType::f64)
+    fn(double{});
+  else
+    fn(float{});  // the entry points admit only f32 and f64
 }
 
 }  // namespace

@@ -32,7 +32,8 @@ __global__ void rowsByWarp(Out* __restrict__ out, const In* __restrict__ x, int6
 
 // One block per row.
 template <typename In, typename Out, typename A>
-__global__ void rowsByBlock(Out* __restrict__ out, const In* __restrict__ x, int64_t m, int64_t k, A divisor) {
+__global__ void rowsByBlock(Out* __restrict__ out, const In* __restrict__ x, int64_t m, int64_t k,
+                            A divisor) {
   __shared__ A shm[32];
   for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
     const In* row = x + r * k;
@@ -59,7 +60,8 @@ __global__ void rowChunks(A* __restrict__ partial, const In* __restrict__ x, int
 // Thread per column of a row-major [k, m].
 template <typename In, typename Out, typename A>
 __global__ void columns(Out* __restrict__ out, const In* __restrict__ x, int64_t k, int64_t m, A divisor) {
-  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < m; j += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < m;
+       j += int64_t(gridDim.x) * blockDim.x) {
     A acc = A(0);
     for (int64_t i = 0; i < k; ++i) acc += castTo<A>(x[i * m + j]);
     out[j] = castTo<Out>(acc / divisor);
@@ -72,18 +74,19 @@ constexpr int64_t kManyRows = 512;      // enough rows to fill the GPU one block
 constexpr int64_t kManyColumns = 1024;  // enough columns for the column kernel
 
 template <typename In, typename Out, typename A>
-void reduceRows(Out* out, const In* x, int64_t m, int64_t k, A divisor, const Tensor& like, cudaStream_t stream) {
+void reduceRows(Out* out, const In* x, int64_t m, int64_t k, A divisor, const Tensor& like,
+                cudaStream_t stream) {
   if (k <= kWarpRowMax) {
     rowsByWarp<In, Out, A><<<blocksFor(m * 32), kBlock, 0, stream>>>(out, x, m, k, divisor);
   } else if (m >= kManyRows || k <= 2 * kChunk) {
-    rowsByBlock<In, Out, A><<<static_cast<unsigned>(std::min<int64_t>(m, 65535)), kBlock, 0, stream>>>(out, x, m, k,
-                                                                                                        divisor);
+    rowsByBlock<In, Out, A>
+        <<<static_cast<unsigned>(std::min<int64_t>(m, 65535)), kBlock, 0, stream>>>(out, x, m, k, divisor);
   } else {
     const int64_t chunks = (k + kChunk - 1) / kChunk;
     Tensor partial = Tensor::empty({m, chunks}, dtypeOf<A>, MemoryFormat::contiguous, like.device());
     A* p = static_cast<A*>(partial.devicePtr());
-    rowChunks<In, A><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(m)), kBlock, 0, stream>>>(p, x, k,
-                                                                                                         kChunk);
+    rowChunks<In, A><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(m)), kBlock, 0, stream>>>(
+        p, x, k, kChunk);
     LOCKSTEP_CUDA_CHECK(cudaGetLastError());
     reduceRows<A, Out, A>(out, p, m, chunks, divisor, like, stream);
     return;  // `partial` goes back to the stream-ordered allocator: reused only by later work on this stream
@@ -96,7 +99,8 @@ void reduceRows(Out* out, const In* x, int64_t m, int64_t k, A divisor, const Te
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   const char* name = op == ReduceOp::sum ? "sum" : "mean";
   const std::vector<bool> mask = reducedMask(dims, x.dim(), name);
-  Tensor y = Tensor::empty(reducedShape(x.shape(), mask, keepdim), x.dtype(), MemoryFormat::contiguous, x.device());
+  Tensor y =
+      Tensor::empty(reducedShape(x.shape(), mask, keepdim), x.dtype(), MemoryFormat::contiguous, x.device());
   const int64_t m = y.numel();
   if (m == 0) return y;
   const int64_t k = x.numel() / m;
@@ -108,8 +112,10 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
   Shape perm;
   bool reduced_leading = true, seen_kept = false;
   for (int64_t d = 0; d < x.dim(); ++d) {
-    if (!mask[d]) perm.push_back(d), seen_kept = true;
-    else if (seen_kept) reduced_leading = false;
+    if (!mask[d])
+      perm.push_back(d), seen_kept = true;
+    else if (seen_kept)
+      reduced_leading = false;
   }
   for (int64_t d = 0; d < x.dim(); ++d)
     if (mask[d]) perm.push_back(d);
@@ -120,7 +126,8 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
     const A divisor = op == ReduceOp::mean ? static_cast<A>(k) : A(1);
     T* out = static_cast<T*>(y.devicePtr());
     if (reduced_leading && x.isContiguous() && m >= kManyColumns) {
-      columns<T, T, A><<<blocksFor(m), kBlock, 0, stream>>>(out, static_cast<const T*>(x.devicePtr()), k, m, divisor);
+      columns<T, T, A>
+          <<<blocksFor(m), kBlock, 0, stream>>>(out, static_cast<const T*>(x.devicePtr()), k, m, divisor);
       LOCKSTEP_CUDA_CHECK(cudaGetLastError());
       return;
     }

@@ -47,7 +47,8 @@ __global__ void backwardRows(T* __restrict__ gx, const T* __restrict__ gy, const
   for (int64_t r = R::first(); r < m; r += R::stride()) {
     const T *g = gy + r * c, *yr = y + r * c;
     A s = A(0);  // sum(gy * y) for softmax, sum(gy) for log-softmax
-    for (int64_t j = R::lane(); j < c; j += R::width()) s += log ? castTo<A>(g[j]) : castTo<A>(g[j]) * castTo<A>(yr[j]);
+    for (int64_t j = R::lane(); j < c; j += R::width())
+      s += log ? castTo<A>(g[j]) : castTo<A>(g[j]) * castTo<A>(yr[j]);
     s = R::sum(s, shm);
     T* out = gx + r * c;
     for (int64_t j = R::lane(); j < c; j += R::width()) {
@@ -102,8 +103,12 @@ Tensor softmaxForward(const Tensor& x, int64_t dim, bool log) {
       const T* px = static_cast<const T*>(in[0].devicePtr());
       launchRowGroups(
           m, c, streamOf(x),
-          [&](unsigned blocks, cudaStream_t s) { forwardRows<32, T><<<blocks, kBlock, 0, s>>>(y, px, m, c, log); },
-          [&](unsigned blocks, cudaStream_t s) { forwardRows<0, T><<<blocks, kBlock, 0, s>>>(y, px, m, c, log); });
+          [&](unsigned blocks, cudaStream_t s) {
+            forwardRows<32, T><<<blocks, kBlock, 0, s>>>(y, px, m, c, log);
+          },
+          [&](unsigned blocks, cudaStream_t s) {
+            forwardRows<0, T><<<blocks, kBlock, 0, s>>>(y, px, m, c, log);
+          });
     });
   });
 }
@@ -120,8 +125,12 @@ Tensor softmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim, bool log)
       const T* py = static_cast<const T*>(in[1].devicePtr());
       launchRowGroups(
           m, c, streamOf(y),
-          [&](unsigned b, cudaStream_t s) { backwardRows<32, T><<<b, kBlock, 0, s>>>(gx, pg, py, m, c, log); },
-          [&](unsigned b, cudaStream_t s) { backwardRows<0, T><<<b, kBlock, 0, s>>>(gx, pg, py, m, c, log); });
+          [&](unsigned b, cudaStream_t s) {
+            backwardRows<32, T><<<b, kBlock, 0, s>>>(gx, pg, py, m, c, log);
+          },
+          [&](unsigned b, cudaStream_t s) {
+            backwardRows<0, T><<<b, kBlock, 0, s>>>(gx, pg, py, m, c, log);
+          });
     });
   });
 }
