@@ -1,6 +1,7 @@
 // The CUDA sum/mean reductions and sumToShape against the CPU kernels: every floating dtype and the
 // integers, leading/trailing/middle/all/no dims, keepdim, long rows (the two-pass path), many
-// columns (the column path), non-contiguous inputs and empty tensors. Skips without a GPU.
+// columns (the column paths, one pass and split), non-contiguous inputs and empty tensors. Skips without a
+// GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,6 +38,9 @@ const Case kCases[] = {
     {{0, 4}, {0}},
     {{0, 4}, {1}},
     {{8, 2, 1025}, {0, 2}},
+    {{20000, 40}, {0}},
+    {{3000, 7, 33}, {0, 1}},
+    {{4, 300}, {0}},
 };
 // Sums of many terms differ by their accumulation order: scale the tolerance with the count.
 Tol sumTol(DType t, int64_t terms) {
