@@ -33,7 +33,7 @@ inline Tol tolFor(DType t) {
     case DType::bf16:
       return {1e-2, 1.6e-2};
     case DType::f16:
-      return {1e-3, 2e-3};
+      return {2e-3, 4e-3};
     default:
       return {2e-6, 2e-5};
   }

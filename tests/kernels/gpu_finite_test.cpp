@@ -45,8 +45,12 @@ TEST(GpuFinite, device_flag_collects_many_tensors_in_every_dtype) {
     for (int i = 0; i < 5; ++i) grads.push_back(gpu(hostRandom({17 * i + 3, 5}, t, i)));
     for (Tensor& g : grads) kernels::scaleAndCheckNonFiniteInto(g, 0.5, found);
     EXPECT_EQ(found.item<float>(), 0.0f) << dtypeName(t);
-    Tensor view = grads[2].transpose(0, 1);  // non-dense path
-    view.narrow(0, 1, 1).fill(std::numeric_limits<double>::infinity());
+    grads[2].narrow(0, 4, 1).narrow(1, 1, 1).fill(std::numeric_limits<double>::infinity());
+    // A column slice (not dense: the strided path) holding the inf sets its own flag.
+    Tensor slice_flag = Tensor::zeros({1}, DType::f32, Device::cuda(0));
+    Tensor slice = grads[2].narrow(1, 0, 3);
+    kernels::scaleAndCheckNonFiniteInto(slice, 1.0, slice_flag);
+    EXPECT_EQ(slice_flag.item<float>(), 1.0f) << dtypeName(t);
     for (Tensor& g : grads) kernels::scaleAndCheckNonFiniteInto(g, 1.0, found);
     kernels::scaleAndCheckNonFiniteInto(grads[0], 1.0, found);  // a later clean tensor does not reset it
     EXPECT_EQ(found.item<float>(), 1.0f) << dtypeName(t);
