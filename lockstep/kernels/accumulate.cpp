@@ -1,5 +1,7 @@
 #include "lockstep/kernels/accumulate.h"
 
+#include "lockstep/kernels/cuda/elementwise.h"
+#include "lockstep/kernels/dispatch.h"
 #include "lockstep/tensor/strided.h"
 
 namespace lockstep::kernels {
@@ -39,6 +41,7 @@ void addTyped(Tensor& dst, const Tensor& src, double alpha) {
 void addInto(Tensor& dst, const Tensor& src, double alpha) {
   LOCKSTEP_ENFORCE(dst.shape() == src.shape(), ValueError, "addInto: destination shape ",
                    shapeToString(dst.shape()), " differs from source shape ", shapeToString(src.shape()));
+  LOCKSTEP_ON_CUDA(dst.isCuda() ? dst : src, cuda::addInto(dst, src, alpha));
   Tensor s = src.dtype() == dst.dtype() ? src : src.to(dst.dtype());
   switch (dst.dtype()) {
     case DType::f32:

@@ -1,5 +1,6 @@
 #include "lockstep/kernels/binary.h"
 
+#include "lockstep/kernels/cuda/elementwise.h"
 #include "lockstep/kernels/dispatch.h"
 
 namespace lockstep::kernels {
@@ -36,12 +37,14 @@ void checkDivisible(BinaryOp op, const Tensor& a) {
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   checkBinary(op, a, b);
+  LOCKSTEP_ON_CUDA(a.isCuda() ? a : b, cuda::binary(op, a, b));
   return dispatch<onednn::binary, reference::binary>(a.dtype(), op, a, b);
 }
 
 Tensor binaryScalar(BinaryOp op, const Tensor& a, double s) {
   LOCKSTEP_ENFORCE(a.defined(), ValueError, binaryOpName(op), ": undefined operand");
   checkDivisible(op, a);
+  LOCKSTEP_ON_CUDA(a, cuda::binaryScalar(op, a, s));
   return dispatch<onednn::binaryScalar, reference::binaryScalar>(a.dtype(), op, a, s);
 }
 

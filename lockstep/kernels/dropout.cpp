@@ -2,6 +2,7 @@
 
 #include <type_traits>
 
+#include "lockstep/kernels/cuda/dropout.h"
 #include "lockstep/kernels/dispatch.h"
 
 namespace lockstep::kernels {
@@ -32,10 +33,21 @@ void backwardLoop(const T* g, const uint8_t* m, T* gx, int64_t n, double p) {
 void checkP(double p) {
   LOCKSTEP_ENFORCE(p >= 0.0 && p <= 1.0, ValueError, "dropout: probability must be in [0, 1], got ", p);
 }
+
+#if LOCKSTEP_WITH_CUDA
+// The device draws the same counters as the host loop, and the generator advances the same way.
+std::pair<Tensor, Tensor> dropoutOnGpu(const Tensor& x, double p, Generator& gen) {
+  const uint64_t base = gen.offset(), key = gen.seed();
+  auto r = cuda::dropoutForward(x, p, key, base);
+  gen.setState(key, base + static_cast<uint64_t>(x.numel()));
+  return r;
+}
+#endif
 }  // namespace
 
 std::pair<Tensor, Tensor> dropoutForward(const Tensor& x0, double p, Generator& gen) {
   checkP(p);
+  LOCKSTEP_ON_CUDA(x0, dropoutOnGpu(x0, p, gen));
   if (isLowPrecision(x0.dtype())) {  // the same draws as f32; the kept values scale exactly as f32 does
     auto [y, mask] = dropoutForward(x0.to(DType::f32), p, gen);
     return {y.to(x0.dtype()), mask};
@@ -61,6 +73,7 @@ Tensor dropoutBackward(const Tensor& gy0, const Tensor& mask0, double p) {
   checkP(p);
   LOCKSTEP_ENFORCE(gy0.shape() == mask0.shape() && mask0.dtype() == DType::u8, ValueError,
                    "dropout backward: gradient ", gy0.describe(), " does not match mask ", mask0.describe());
+  LOCKSTEP_ON_CUDA(gy0.isCuda() ? gy0 : mask0, cuda::dropoutBackward(gy0, mask0, p));
   if (isLowPrecision(gy0.dtype())) return dropoutBackward(gy0.to(DType::f32), mask0, p).to(gy0.dtype());
   if (backendFor(gy0.dtype()) == Backend::reference) return reference::dropoutBackward(gy0, mask0, p);
   Tensor gy = gy0.contiguous(), mask = mask0.contiguous();

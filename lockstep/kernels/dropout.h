@@ -19,7 +19,7 @@ namespace lockstep::kernels {
 inline uint64_t dropoutThreshold(double keep) {
   return static_cast<uint64_t>(std::ceil(keep * 9007199254740992.0));
 }
-inline bool dropoutKeepsBelow(uint64_t counter, uint64_t key, uint64_t threshold) {
+LOCKSTEP_HOST_DEVICE inline bool dropoutKeepsBelow(uint64_t counter, uint64_t key, uint64_t threshold) {
   const auto r = philox4x32(counter, 0, key);
   return (((static_cast<uint64_t>(r[0]) << 21) ^ (r[1] >> 11)) & ((1ull << 53) - 1)) < threshold;
 }
@@ -28,7 +28,8 @@ inline bool dropoutKeeps(uint64_t counter, uint64_t key, double keep) {
 }
 
 /// {y = x * mask / (1 - p), mask (u8, 1 = kept, x's shape, contiguous)}; y is contiguous.
-/// p in [0, 1); p == 1 zeroes everything.
+/// p in [0, 1); p == 1 zeroes everything. On a GPU the same mask as on the host (the same Philox
+/// draws), computed on the device.
 std::pair<Tensor, Tensor> dropoutForward(const Tensor& x, double p, Generator& gen);
 /// dL/dx = gy * mask / (1 - p).
 Tensor dropoutBackward(const Tensor& gy, const Tensor& mask, double p);

@@ -1,5 +1,7 @@
 #include "lockstep/kernels/finite.h"
 
+#include "lockstep/kernels/cuda/finite.h"
+#include "lockstep/kernels/dispatch.h"
 #include "lockstep/tensor/strided.h"
 #include "lockstep/util/error.h"
 
@@ -44,6 +46,15 @@ bool typed(Tensor& x, T factor, bool scale) {
   return bad;
 }
 
+#if LOCKSTEP_WITH_CUDA
+// The bool answers on a GPU: the device check, then one read of its flag.
+bool onGpu(Tensor& x, double factor, bool scale) {
+  Tensor found = Tensor::zeros({1}, DType::f32, x.device());
+  cuda::checkNonFiniteInto(x, factor, scale, found);
+  return found.item<float>() != 0.0f;
+}
+#endif
+
 bool dispatch(Tensor& x, double factor, bool scale, const char* op) {
   switch (x.dtype()) {
     case DType::f32:
@@ -52,18 +63,28 @@ bool dispatch(Tensor& x, double factor, bool scale, const char* op) {
       return typed<double>(x, factor, scale);
     default:
       throw NotSupportedError(
-          detail::concat(op, " supports f32 and f64 tensors, got ", dtypeName(x.dtype())));
+          ::lockstep::detail::concat(op, " supports f32 and f64 tensors, got ", dtypeName(x.dtype())));
   }
 }
 }  // namespace
 
 bool hasNonFinite(const Tensor& x) {
   Tensor view = x;  // shares storage; only read
+  LOCKSTEP_ON_CUDA(x, onGpu(view, 1.0, false));
   return dispatch(view, 1.0, false, "hasNonFinite");
 }
 
 bool scaleAndCheckNonFinite(Tensor& x, double factor) {
+  LOCKSTEP_ON_CUDA(x, onGpu(x, factor, true));
   return dispatch(x, factor, true, "scaleAndCheckNonFinite");
+}
+
+void scaleAndCheckNonFiniteInto(Tensor& x, double factor, Tensor& found_inf) {
+  LOCKSTEP_ON_CUDA(x.isCuda() ? x : found_inf, cuda::checkNonFiniteInto(x, factor, true, found_inf));
+  LOCKSTEP_ENFORCE(found_inf.numel() == 1 && found_inf.dtype() == DType::f32, ValueError,
+                   "scaleAndCheckNonFiniteInto: found_inf must be one f32 element, got ",
+                   found_inf.describe());
+  if (scaleAndCheckNonFinite(x, factor)) found_inf.fill(1.0);
 }
 
 }  // namespace lockstep::kernels

@@ -15,4 +15,11 @@ bool hasNonFinite(const Tensor& x);
 /// strides.
 bool scaleAndCheckNonFinite(Tensor& x, double factor);
 
+/// On a GPU hasNonFinite and scaleAndCheckNonFinite run on the device but read their answer back
+/// (a host sync). This form reads nothing back (CUDA-graph safe): x *= factor, and found_inf (one
+/// f32 element on x's device) is set to 1 when any element of the result is inf or nan. It is never
+/// reset to 0, so one flag collects a whole set of gradients (torch's
+/// _amp_foreach_non_finite_check_and_unscale_). On a GPU also bf16 and f16 (scaled in f32).
+void scaleAndCheckNonFiniteInto(Tensor& x, double factor, Tensor& found_inf);
+
 }  // namespace lockstep::kernels

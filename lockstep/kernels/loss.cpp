@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "lockstep/kernels/cuda/loss.h"
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/vector_math.h"
 
@@ -177,6 +178,7 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
   checkClassTarget("cross_entropy", logits, target);
   LOCKSTEP_ENFORCE(p.label_smoothing >= 0.0 && p.label_smoothing <= 1.0, ValueError,
                    "cross_entropy: label_smoothing must be in [0, 1], got ", p.label_smoothing);
+  LOCKSTEP_ON_CUDA(logits.isCuda() ? logits : target, cuda::crossEntropyForward(logits, target, p));
   if (fast(logits.dtype())) return crossEntropyFast(logits, target, p);  // checks the targets
   checkTargets("cross_entropy", target, logits.size(1), p.ignore_index);
   return reference::crossEntropyForward(logits, target, p);
@@ -188,6 +190,8 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
   checkGloss("cross_entropy", gloss, p.reduction, {logits.size(0)});
   LOCKSTEP_ENFORCE(lse.shape() == Shape{logits.size(0)}, ValueError, "cross_entropy backward: logsumexp ",
                    lse.describe(), " does not fit logits ", logits.describe());
+  LOCKSTEP_ON_CUDA(logits.isCuda() ? logits : target,
+                   cuda::crossEntropyBackward(gloss, logits, lse, target, p));
   checkTargets("cross_entropy", target, logits.size(1), p.ignore_index);
   if (fast(logits.dtype()) && lse.dtype() == DType::f32) {
     return crossEntropyBackwardFast(gloss, logits, lse, target, p);
@@ -198,6 +202,8 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
 Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
                       int64_t ignore_index) {
   checkClassTarget("nll_loss", log_probs, target);
+  LOCKSTEP_ON_CUDA(log_probs.isCuda() ? log_probs : target,
+                   cuda::nllLossForward(log_probs, target, reduction, ignore_index));
   checkTargets("nll_loss", target, log_probs.size(1), ignore_index);
   // A gather and a sum: the reference loop is already the whole kernel.
   return reference::nllLossForward(log_probs, target, reduction, ignore_index);
@@ -208,6 +214,8 @@ Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_cl
   LOCKSTEP_ENFORCE(target.dim() == 1 && target.dtype() == DType::i64, ValueError,
                    "nll_loss backward: target must be [N] i64, got ", target.describe());
   checkGloss("nll_loss", gloss, reduction, {target.size(0)});
+  LOCKSTEP_ON_CUDA(gloss.isCuda() ? gloss : target,
+                   cuda::nllLossBackward(gloss, target, num_classes, reduction, ignore_index));
   checkTargets("nll_loss", target, num_classes, ignore_index);
   return reference::nllLossBackward(gloss, target, num_classes, reduction, ignore_index);
 }
@@ -218,6 +226,7 @@ Tensor mseLossForward(const Tensor& input, const Tensor& target, LossReduction r
   LOCKSTEP_ENFORCE(isFloating(input.dtype()) && input.dtype() == target.dtype(), ValueError,
                    "mse_loss: input and target must share a floating dtype, got ", dtypeName(input.dtype()),
                    " and ", dtypeName(target.dtype()));
+  LOCKSTEP_ON_CUDA(input.isCuda() ? input : target, cuda::mseLossForward(input, target, reduction));
   if (mseFast(input, target)) return mseForwardFast(input, target, reduction);
   return reference::mseLossForward(input, target, reduction);
 }
@@ -227,6 +236,7 @@ Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& t
   LOCKSTEP_ENFORCE(input.shape() == target.shape(), ValueError, "mse_loss backward: input ",
                    shapeToString(input.shape()), " and target ", shapeToString(target.shape()), " differ");
   checkGloss("mse_loss", gloss, reduction, input.shape());
+  LOCKSTEP_ON_CUDA(input.isCuda() ? input : target, cuda::mseLossBackward(gloss, input, target, reduction));
   if (mseFast(input, target)) return mseBackwardFast(gloss, input, target, reduction);
   return reference::mseLossBackward(gloss, input, target, reduction);
 }

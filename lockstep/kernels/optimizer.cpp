@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "lockstep/kernels/cuda/optimizer.h"
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/util/error.h"
 
@@ -165,15 +166,40 @@ void adamCpu(const AdamSpan& sp, const AdamParams& o) {
   });
 }
 
-}  // namespace
-
-void sgdStep(const SgdSpan& span, const SgdParams& params) {
+void checkSgd(const SgdSpan& span, const SgdParams& params) {
   checkSpan("sgdStep", span.param, span.grad, span.numel, span.dtype);
   LOCKSTEP_ENFORCE(span.numel == 0 || params.momentum == 0.0 || span.momentum_buffer, ValueError,
                    "sgdStep: momentum ", params.momentum, " needs a momentum buffer, got null");
+}
+
+void checkAdam(const AdamSpan& span, const AdamParams& params) {
+  checkSpan("adamStep", span.param, span.grad, span.numel, span.dtype);
+  LOCKSTEP_ENFORCE(params.step >= 1, ValueError,
+                   "adamStep: step must be >= 1 (the update's 1-based count), got ", params.step);
+  LOCKSTEP_ENFORCE(span.numel == 0 || (span.exp_avg && span.exp_avg_sq), ValueError,
+                   "adamStep: null exp_avg or exp_avg_sq buffer for ", span.numel, " elements");
+  LOCKSTEP_ENFORCE(span.numel == 0 || !params.amsgrad || span.max_exp_avg_sq, ValueError,
+                   "adamStep: amsgrad needs a max_exp_avg_sq buffer, got null");
+}
+
+// The GPU every span lives on, or the host when they are on the host or on several devices.
+template <typename Span>
+Device oneGpu(std::span<const Span> spans) {
+  if (spans.empty() || !spans[0].device.isCuda()) return Device::cpu();
+  for (const Span& s : spans) {
+    if (s.device != spans[0].device) return Device::cpu();
+  }
+  return spans[0].device;
+}
+
+}  // namespace
+
+void sgdStep(const SgdSpan& span, const SgdParams& params) {
+  checkSgd(span, params);
   if (span.numel == 0) return;
-  // oneDNN has no optimizer primitive: both CPU backends run lockstep's loops. A device backend
-  // adds its own case here (the switch has no default, so a new Backend must say what it does).
+  LOCKSTEP_ON_CUDA(span.device, cuda::sgdStep(span, params));
+  // oneDNN has no optimizer primitive: both CPU backends run lockstep's loops (GPU spans went to
+  // kernels/cuda/ above; the switch has no default, so a new Backend must say what it does).
   switch (backendFor(span.dtype)) {
     case Backend::onednn:
     case Backend::reference:
@@ -183,20 +209,27 @@ void sgdStep(const SgdSpan& span, const SgdParams& params) {
 }
 
 void adamStep(const AdamSpan& span, const AdamParams& params) {
-  checkSpan("adamStep", span.param, span.grad, span.numel, span.dtype);
-  LOCKSTEP_ENFORCE(params.step >= 1, ValueError,
-                   "adamStep: step must be >= 1 (the update's 1-based count), got ", params.step);
-  LOCKSTEP_ENFORCE(span.numel == 0 || (span.exp_avg && span.exp_avg_sq), ValueError,
-                   "adamStep: null exp_avg or exp_avg_sq buffer for ", span.numel, " elements");
-  LOCKSTEP_ENFORCE(span.numel == 0 || !params.amsgrad || span.max_exp_avg_sq, ValueError,
-                   "adamStep: amsgrad needs a max_exp_avg_sq buffer, got null");
+  checkAdam(span, params);
   if (span.numel == 0) return;
+  LOCKSTEP_ON_CUDA(span.device, cuda::adamStep(span, params));
   switch (backendFor(span.dtype)) {
     case Backend::onednn:
     case Backend::reference:
       withFloating(span.dtype, "adamStep", [&](auto tag) { adamCpu<decltype(tag)>(span, params); });
       return;
   }
+}
+
+void sgdStepMany(std::span<const SgdSpan> spans, const SgdParams& params) {
+  for (const SgdSpan& s : spans) checkSgd(s, params);
+  LOCKSTEP_ON_CUDA(oneGpu(spans), cuda::sgdStepMany(spans, params));
+  for (const SgdSpan& s : spans) sgdStep(s, params);
+}
+
+void adamStepMany(std::span<const AdamSpan> spans, const AdamParams& params) {
+  for (const AdamSpan& s : spans) checkAdam(s, params);
+  LOCKSTEP_ON_CUDA(oneGpu(spans), cuda::adamStepMany(spans, params));
+  for (const AdamSpan& s : spans) adamStep(s, params);
 }
 
 }  // namespace lockstep::kernels

@@ -3,13 +3,17 @@
 // parameter element, and a span may cover a whole parameter or any sub-range of one (a ZeRO shard
 // of a bucket), so stepping a parameter in pieces gives bitwise the result of stepping it whole.
 // The updates are torch.optim's single-tensor ones, with PyTorch's operation order and scalar casts
-// (see optimizer.cpp). Both CPU backends run the same loops (oneDNN has no optimizer primitive); a
-// device backend supplies its own through the dispatch in sgdStep/adamStep.
+// (see optimizer.cpp). Both CPU backends run the same loops (oneDNN has no optimizer primitive);
+// spans whose buffers are GPU memory (device cuda:N) run lockstep's CUDA kernels (kernels/cuda/
+// optimizer.cu), queued on that device's current stream, with the same operation order and no
+// fused multiply-adds, so GPU and CPU agree to the last bit.
 //
 // Thread-safety: a call may use the intra-op OpenMP threads; concurrent calls must not share
 // buffers. Not collective.
 #include <cstdint>
+#include <span>
 
+#include "lockstep/tensor/device.h"
 #include "lockstep/util/dtype.h"
 
 namespace lockstep::kernels {
@@ -35,6 +39,8 @@ struct SgdSpan {
   void* momentum_buffer = nullptr;
   int64_t numel = 0;
   DType dtype = DType::f32;
+  /// Where the buffers live: the host, or one GPU (then every pointer is that GPU's memory).
+  Device device = Device::cpu();
 };
 
 /// One SGD update of the span: d = g + wd * p; buf = first ? d : momentum * buf + (1 - dampening)
@@ -68,6 +74,8 @@ struct AdamSpan {
   void* max_exp_avg_sq = nullptr;
   int64_t numel = 0;
   DType dtype = DType::f32;
+  /// Where the buffers live: the host, or one GPU (then every pointer is that GPU's memory).
+  Device device = Device::cpu();
 };
 
 /// One Adam/AdamW update of the span (torch's, with bias correction):
@@ -77,5 +85,13 @@ struct AdamSpan {
 /// ValueError for a null buffer, a negative numel or step < 1; NotSupportedError for a dtype other
 /// than f32/f64.
 void adamStep(const AdamSpan& span, const AdamParams& params);
+
+/// The same update of many spans (every parameter of a group; torch's foreach / fused
+/// implementations): when every span lives on one GPU, a few launches for all of them (each
+/// launch steps up to dozens of spans); otherwise sgdStep / adamStep span by span. The results
+/// are those of the single-span calls. Errors as those calls, checked for every span before any
+/// is stepped.
+void sgdStepMany(std::span<const SgdSpan> spans, const SgdParams& params);
+void adamStepMany(std::span<const AdamSpan> spans, const AdamParams& params);
 
 }  // namespace lockstep::kernels

@@ -1,5 +1,6 @@
 #include "lockstep/kernels/reduce.h"
 
+#include "lockstep/kernels/cuda/reduce.h"
 #include "lockstep/kernels/dispatch.h"
 
 namespace lockstep::kernels {
@@ -30,6 +31,7 @@ Shape reducedShape(const Shape& shape, const std::vector<bool>& mask, bool keepd
 
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   LOCKSTEP_ENFORCE(x.defined(), ValueError, op == ReduceOp::sum ? "sum" : "mean", ": undefined operand");
+  LOCKSTEP_ON_CUDA(x, cuda::reduce(op, x, dims, keepdim));
   return dispatch<onednn::reduce, reference::reduce>(x.dtype(), op, x, dims, keepdim);
 }
 

@@ -1,5 +1,6 @@
 #include "lockstep/kernels/shape.h"
 
+#include "lockstep/kernels/cuda/concat.h"
 #include "lockstep/kernels/dispatch.h"
 
 namespace lockstep::kernels {
@@ -29,7 +30,10 @@ Shape checkConcat(const std::vector<Tensor>& xs, int64_t dim, int64_t* d) {
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   int64_t d = 0;
-  checkConcat(xs, dim, &d);
+  const Shape out = checkConcat(xs, dim, &d);
+  [[maybe_unused]] const Tensor* on_gpu = &xs[0];  // any GPU operand routes (mixed devices: an error there)
+  for (const Tensor& x : xs) on_gpu = x.isCuda() ? &x : on_gpu;
+  LOCKSTEP_ON_CUDA(*on_gpu, cuda::concat(xs, d, out));
   return dispatch<onednn::concat, reference::concat>(xs[0].dtype(), xs, dim);
 }
 

@@ -1,5 +1,6 @@
 #include "lockstep/kernels/softmax.h"
 
+#include "lockstep/kernels/cuda/softmax.h"
 #include "lockstep/kernels/dispatch.h"
 
 namespace lockstep::kernels {
@@ -19,23 +20,27 @@ void checkBackward(const char* op, const Tensor& gy, const Tensor& y) {
 
 Tensor softmaxForward(const Tensor& x, int64_t dim) {
   int64_t d = checkDim("softmax", x, dim);
+  LOCKSTEP_ON_CUDA(x, cuda::softmaxForward(x, d, false));
   return dispatch<onednn::softmaxForward, reference::softmaxForward>(x.dtype(), x, d);
 }
 
 Tensor softmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim) {
   int64_t d = checkDim("softmax", y, dim);
   checkBackward("softmax", gy, y);
+  LOCKSTEP_ON_CUDA(gy.isCuda() ? gy : y, cuda::softmaxBackward(gy, y, d, false));
   return dispatch<onednn::softmaxBackward, reference::softmaxBackward>(y.dtype(), gy, y, d);
 }
 
 Tensor logSoftmaxForward(const Tensor& x, int64_t dim) {
   int64_t d = checkDim("log_softmax", x, dim);
+  LOCKSTEP_ON_CUDA(x, cuda::softmaxForward(x, d, true));
   return dispatch<onednn::logSoftmaxForward, reference::logSoftmaxForward>(x.dtype(), x, d);
 }
 
 Tensor logSoftmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim) {
   int64_t d = checkDim("log_softmax", y, dim);
   checkBackward("log_softmax", gy, y);
+  LOCKSTEP_ON_CUDA(gy.isCuda() ? gy : y, cuda::softmaxBackward(gy, y, d, true));
   return dispatch<onednn::logSoftmaxBackward, reference::logSoftmaxBackward>(y.dtype(), gy, y, d);
 }
 

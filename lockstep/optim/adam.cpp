@@ -1,5 +1,7 @@
 #include "lockstep/optim/adam.h"
 
+#include <map>
+
 #include "lockstep/kernels/optimizer.h"
 
 namespace lockstep::optim {
@@ -54,6 +56,10 @@ void Adam::step() {
   for (auto& group : paramGroups()) {
     const AdamOptions o = fromHyper(group.options);
     validate(o, name());
+    // Parameters at the same step count are updated by one kernel call (on a GPU one launch for
+    // many of them: kernels::adamStepMany); `grads` keeps converted gradients alive until then.
+    std::map<int64_t, std::vector<kernels::AdamSpan>> by_step;
+    std::vector<Tensor> grads;
     for (auto& param : group.params) {
       if (!param.hasGrad()) continue;
       Tensor& p = param.tensor();
@@ -68,22 +74,26 @@ void Adam::step() {
       Tensor m = buffer("exp_avg"), v = buffer("exp_avg_sq");
       Tensor vmax = o.amsgrad ? buffer("max_exp_avg_sq") : Tensor();
       st.step += 1;
-      kernels::adamStep({.param = p.dataPtr(),
-                         .grad = g.dataPtr(),
-                         .exp_avg = m.dataPtr(),
-                         .exp_avg_sq = v.dataPtr(),
-                         .max_exp_avg_sq = vmax.defined() ? vmax.dataPtr() : nullptr,
-                         .numel = p.numel(),
-                         .dtype = p.dtype()},
-                        {.lr = o.lr,
-                         .beta1 = o.beta1,
-                         .beta2 = o.beta2,
-                         .eps = o.eps,
-                         .weight_decay = o.weight_decay,
-                         .decoupled_weight_decay = decoupled_,
-                         .amsgrad = o.amsgrad,
-                         .maximize = o.maximize,
-                         .step = st.step});
+      grads.push_back(g);
+      by_step[st.step].push_back({.param = p.devicePtr(),
+                                  .grad = g.devicePtr(),
+                                  .exp_avg = m.devicePtr(),
+                                  .exp_avg_sq = v.devicePtr(),
+                                  .max_exp_avg_sq = vmax.defined() ? vmax.devicePtr() : nullptr,
+                                  .numel = p.numel(),
+                                  .dtype = p.dtype(),
+                                  .device = p.device()});
+    }
+    for (const auto& [step, spans] : by_step) {
+      kernels::adamStepMany(spans, {.lr = o.lr,
+                                    .beta1 = o.beta1,
+                                    .beta2 = o.beta2,
+                                    .eps = o.eps,
+                                    .weight_decay = o.weight_decay,
+                                    .decoupled_weight_decay = decoupled_,
+                                    .amsgrad = o.amsgrad,
+                                    .maximize = o.maximize,
+                                    .step = step});
     }
   }
 }

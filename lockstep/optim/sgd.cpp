@@ -49,6 +49,11 @@ void SGD::step() {
   for (auto& group : paramGroups()) {
     const SGDOptions o = fromHyper(group.options);
     validate(o);
+    // Parameters whose momentum buffer is new (first) and the others are each updated by one kernel
+    // call (on a GPU one launch for many: kernels::sgdStepMany); `grads` keeps converted gradients
+    // alive until then.
+    std::vector<kernels::SgdSpan> spans[2];
+    std::vector<Tensor> grads;
     for (auto& param : group.params) {
       if (!param.hasGrad()) continue;
       Tensor& p = param.tensor();
@@ -65,18 +70,23 @@ void SGD::step() {
         }
         buf = it->second;
       }
-      kernels::sgdStep({.param = p.dataPtr(),
-                        .grad = g.dataPtr(),
-                        .momentum_buffer = buf.defined() ? buf.dataPtr() : nullptr,
-                        .numel = p.numel(),
-                        .dtype = p.dtype()},
-                       {.lr = o.lr,
-                        .momentum = o.momentum,
-                        .dampening = o.dampening,
-                        .weight_decay = o.weight_decay,
-                        .nesterov = o.nesterov,
-                        .maximize = o.maximize,
-                        .first_step = first});
+      grads.push_back(g);
+      spans[first ? 1 : 0].push_back({.param = p.devicePtr(),
+                                      .grad = g.devicePtr(),
+                                      .momentum_buffer = buf.defined() ? buf.devicePtr() : nullptr,
+                                      .numel = p.numel(),
+                                      .dtype = p.dtype(),
+                                      .device = p.device()});
+    }
+    for (int first = 0; first < 2; ++first) {
+      if (spans[first].empty()) continue;
+      kernels::sgdStepMany(spans[first], {.lr = o.lr,
+                                          .momentum = o.momentum,
+                                          .dampening = o.dampening,
+                                          .weight_decay = o.weight_decay,
+                                          .nesterov = o.nesterov,
+                                          .maximize = o.maximize,
+                                          .first_step = first == 1});
     }
   }
 }

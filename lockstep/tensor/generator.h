@@ -9,15 +9,27 @@
 
 namespace lockstep {
 
+// Functions callable from CUDA kernels too (the GPU draws the same numbers: kernels/cuda/dropout.cu).
+#ifdef __CUDACC__
+#define LOCKSTEP_HOST_DEVICE __host__ __device__
+#else
+#define LOCKSTEP_HOST_DEVICE
+#endif
+
 /// Philox 4x32-10: 4 random 32-bit words for a 128-bit counter under a 64-bit key. Inline and
 /// fully unrolled so that loops drawing one counter per element vectorise (attention's dropout).
-inline std::array<uint32_t, 4> philox4x32(uint64_t counter_lo, uint64_t counter_hi, uint64_t key) {
+LOCKSTEP_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(uint64_t counter_lo, uint64_t counter_hi,
+                                                               uint64_t key) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
   constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   uint32_t c0 = static_cast<uint32_t>(counter_lo), c1 = static_cast<uint32_t>(counter_lo >> 32);
   uint32_t c2 = static_cast<uint32_t>(counter_hi), c3 = static_cast<uint32_t>(counter_hi >> 32);
   uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+#ifdef __CUDACC__
+#pragma unroll
+#else
 #pragma GCC unroll 10
+#endif
   for (int r = 0; r < 10; ++r) {
     const uint64_t p0 = static_cast<uint64_t>(kM0) * c0;
     const uint64_t p1 = static_cast<uint64_t>(kM1) * c2;

@@ -1,0 +1,116 @@
+// Gradient accumulation and broadcasting add/sub/mul/div on a GPU (see elementwise.h).
+#include "lockstep/kernels/cuda/elementwise.cuh"
+#include "lockstep/kernels/cuda/elementwise.h"
+
+namespace lockstep::kernels::cuda {
+
+namespace {
+
+struct BinaryFn {
+  BinaryOp op;
+  template <typename C>
+  __device__ C operator()(C a, C b) const {
+    switch (op) {
+      case BinaryOp::add:
+        return a + b;
+      case BinaryOp::sub:
+        return a - b;
+      case BinaryOp::mul:
+        return a * b;
+      case BinaryOp::div:
+        return a / b;
+    }
+    return a;
+  }
+};
+
+template <typename C>
+struct ScalarFn {
+  BinaryOp op;
+  C s;
+  __device__ C operator()(C a) const { return BinaryFn{op}(a, s); }
+};
+
+// d = d + alpha * s, s of type S read in D's compute type.
+template <typename D, typename S>
+__global__ void addIntoFlat(D* __restrict__ d, const S* __restrict__ s, int64_t n, ComputeT<D> alpha) {
+  using C = ComputeT<D>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    d[i] = castTo<D>(castTo<C>(d[i]) + alpha * castTo<C>(s[i]));
+  }
+}
+
+template <typename D, typename S>
+__global__ void addIntoStrided(D* d, StridedIndexer dix, const S* s, StridedIndexer six, int64_t n,
+                               ComputeT<D> alpha) {
+  using C = ComputeT<D>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    D* p = d + dix.offset(i);
+    *p = castTo<D>(castTo<C>(*p) + alpha * castTo<C>(s[six.offset(i)]));
+  }
+}
+
+template <typename D, typename S>
+void addIntoTyped(const Tensor& dst, const Tensor& src, double alpha) {
+  const int64_t n = dst.numel();
+  D* d = static_cast<D*>(dst.devicePtr());
+  const S* s = static_cast<const S*>(src.devicePtr());
+  const auto a = static_cast<ComputeT<D>>(alpha);
+  if (dst.isDense() && dst.strides() == src.strides()) {
+    addIntoFlat<D, S><<<blocksFor(n), kBlock, 0, streamOf(dst)>>>(d, s, n, a);
+  } else {
+    addIntoStrided<D, S>
+        <<<blocksFor(n), kBlock, 0, streamOf(dst)>>>(d, StridedIndexer::of(dst.shape(), dst.strides()), s,
+                                                     StridedIndexer::of(src.shape(), src.strides()), n, a);
+  }
+  LOCKSTEP_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void addInto(Tensor& dst, const Tensor& src, double alpha) {
+  checkSameDevice("addInto", dst, src);
+  if (dst.numel() == 0) return;
+  visitFloating("addInto", dst.dtype(), [&](auto dtag) {
+    using D = decltype(dtag);
+    if (src.dtype() == dst.dtype()) {
+      addIntoTyped<D, D>(dst, src, alpha);
+    } else if constexpr (std::is_same_v<D, double>) {
+      addIntoTyped<D, D>(dst, src.to(DType::f64), alpha);
+    } else {
+      // As the CPU: a source of another dtype is accumulated in f32 (an f64 source rounded once).
+      addIntoTyped<D, float>(dst, src.dtype() == DType::f32 ? src : src.to(DType::f32), alpha);
+    }
+  });
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  checkSameDevice(binaryOpName(op), a, b);
+  const Shape out_shape = checkBinary(op, a, b);
+  // The result keeps an operand's dense layout when that operand has the result's shape (as the CPU).
+  const bool a_full = a.shape() == out_shape && a.isDense();
+  Tensor y = a_full ? Tensor::emptyLike(a)
+             : b.shape() == out_shape && b.isDense()
+                 ? Tensor::emptyLike(b)
+                 : Tensor::empty(out_shape, a.dtype(), MemoryFormat::contiguous, a.device());
+  const std::array<Tensor, 2> in{a.expand(out_shape), b.expand(out_shape)};
+  visitDeviceType(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    launchMap<T, 2>(y, in, BinaryFn{op});
+  });
+  return y;
+}
+
+Tensor binaryScalar(BinaryOp op, const Tensor& a, double s) {
+  Tensor y = Tensor::emptyLike(a);
+  visitDeviceType(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using C = ComputeT<T>;
+    launchMap<T, 1>(y, {a}, ScalarFn<C>{op, static_cast<C>(s)});
+  });
+  return y;
+}
+
+}  // namespace lockstep::kernels::cuda

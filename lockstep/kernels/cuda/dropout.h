@@ -1,0 +1,17 @@
+#pragma once
+// lockstep's CUDA dropout (built with LOCKSTEP_CUDA only; kernels/dropout.cpp routes GPU tensors
+// here and advances the generator). The mask is the host's: element i (row-major) keeps when the
+// Philox draw at counter base + i under key is below dropoutThreshold(1 - p) (kernels/dropout.h).
+#include <cstdint>
+#include <utility>
+
+#include "lockstep/tensor/tensor.h"
+
+namespace lockstep::kernels::cuda {
+
+/// {y = x * mask / (1 - p) (contiguous, x's dtype; bf16/f16 scaled in f32), mask (u8, contiguous)}.
+std::pair<Tensor, Tensor> dropoutForward(const Tensor& x, double p, uint64_t key, uint64_t base);
+/// dL/dx = gy * mask / (1 - p), contiguous.
+Tensor dropoutBackward(const Tensor& gy, const Tensor& mask, double p);
+
+}  // namespace lockstep::kernels::cuda

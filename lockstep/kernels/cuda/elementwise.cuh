@@ -1,0 +1,166 @@
+#pragma once
+// The element-wise launch machinery of lockstep's CUDA kernels (.cu files only): one kernel maps N
+// same-dtype operands to one result through a functor that computes in float (double for f64; the
+// integer type itself for integers) and rounds on store, as the CPU kernels do. Operands that share
+// the result's dense layout run as one flat loop; any other strides (broadcast views included) go
+// through StridedIndexer.
+#include <array>
+#include <type_traits>
+
+#include "lockstep/tensor/cuda/device_types.cuh"
+#include "lockstep/tensor/cuda/runtime.h"
+#include "lockstep/tensor/tensor.h"
+
+namespace lockstep::kernels::cuda {
+
+using ::lockstep::cuda::blocksFor;
+using ::lockstep::cuda::castTo;
+using ::lockstep::cuda::kBlock;
+using ::lockstep::cuda::StridedIndexer;
+using ::lockstep::cuda::visitDeviceType;
+
+/// The type a kernel computes an element of T in: double for f64, float for f32/bf16/f16, T for
+/// integers.
+template <typename T>
+using ComputeT = std::conditional_t<std::is_same_v<T, double>, double,
+                                    std::conditional_t<std::is_integral_v<T>, T, float>>;
+
+/// The stream kernels for t's device queue on.
+inline cudaStream_t streamOf(const Tensor& t) {
+  return ::lockstep::cuda::currentStream(t.device().index).handle();
+}
+
+/// ValueError unless a and b live on the same device, naming the op and both tensors.
+inline void checkSameDevice(const char* op, const Tensor& a, const Tensor& b) {
+  LOCKSTEP_ENFORCE(a.device() == b.device(), ValueError, op, ": operands on different devices, ",
+                   a.describe(), " and ", b.describe(), "; move one with to(device) first");
+}
+
+// Device math on float or double (the global overloads CUDA provides).
+template <typename C>
+__device__ __forceinline__ C dExp(C v) {
+  if constexpr (std::is_same_v<C, double>)
+    return ::exp(v);
+  else
+    return ::expf(v);
+}
+template <typename C>
+__device__ __forceinline__ C dLog(C v) {
+  if constexpr (std::is_same_v<C, double>)
+    return ::log(v);
+  else
+    return ::logf(v);
+}
+template <typename C>
+__device__ __forceinline__ C dSqrt(C v) {
+  if constexpr (std::is_same_v<C, double>)
+    return ::sqrt(v);
+  else
+    return ::sqrtf(v);
+}
+template <typename C>
+__device__ __forceinline__ C dPow(C v, C p) {
+  if constexpr (std::is_same_v<C, double>)
+    return ::pow(v, p);
+  else
+    return ::powf(v, p);
+}
+template <typename C>
+__device__ __forceinline__ C dTanh(C v) {
+  if constexpr (std::is_same_v<C, double>)
+    return ::tanh(v);
+  else
+    return ::tanhf(v);
+}
+template <typename C>
+__device__ __forceinline__ C dErf(C v) {
+  if constexpr (std::is_same_v<C, double>)
+    return ::erf(v);
+  else
+    return ::erff(v);
+}
+
+template <typename T, int N>
+struct Inputs {
+  const T* p[N];
+  StridedIndexer ix[N];
+};
+
+template <typename C, int N, typename Fn>
+__device__ __forceinline__ C applyFn(const Fn& fn, const C (&v)[N]) {
+  if constexpr (N == 1)
+    return fn(v[0]);
+  else if constexpr (N == 2)
+    return fn(v[0], v[1]);
+  else
+    return fn(v[0], v[1], v[2]);
+}
+
+template <typename T, int N, typename Fn>
+__global__ void mapFlat(T* __restrict__ out, Inputs<T, N> in, int64_t n, Fn fn) {
+  using C = ComputeT<T>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    C v[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[k] = castTo<C>(in.p[k][i]);
+    out[i] = castTo<T>(applyFn<C, N>(fn, v));
+  }
+}
+
+template <typename T, int N, typename Fn>
+__global__ void mapStrided(T* out, StridedIndexer oix, Inputs<T, N> in, int64_t n, Fn fn) {
+  using C = ComputeT<T>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    C v[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[k] = castTo<C>(in.p[k][in.ix[k].offset(i)]);
+    out[oix.offset(i)] = castTo<T>(applyFn<C, N>(fn, v));
+  }
+}
+
+/// out[i] = fn(in[0][i], ...) over out's shape; the inputs have out's dtype, device and shape (any
+/// strides, stride-0 broadcast views included). out may alias an input element for element
+/// (in-place updates). Queued on out's device's current stream; no host synchronisation.
+template <typename T, int N, typename Fn>
+void launchMap(const Tensor& out, const std::array<Tensor, N>& in, const Fn& fn) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  Inputs<T, N> args{};
+  bool flat = out.isDense();
+  for (int k = 0; k < N; ++k) {
+    args.p[k] = static_cast<const T*>(in[k].devicePtr());
+    flat = flat && in[k].strides() == out.strides();
+  }
+  T* o = static_cast<T*>(out.devicePtr());
+  cudaStream_t stream = streamOf(out);
+  if (flat) {
+    mapFlat<T, N, Fn><<<blocksFor(n), kBlock, 0, stream>>>(o, args, n, fn);
+  } else {
+    for (int k = 0; k < N; ++k) args.ix[k] = StridedIndexer::of(in[k].shape(), in[k].strides());
+    mapStrided<T, N, Fn>
+        <<<blocksFor(n), kBlock, 0, stream>>>(o, StridedIndexer::of(out.shape(), out.strides()), args, n, fn);
+  }
+  LOCKSTEP_CUDA_CHECK(cudaGetLastError());
+}
+
+/// Calls fn(T{}) for the floating element types (f32, f64, bf16, f16); NotSupportedError naming
+/// the op and dtype otherwise.
+template <typename Fn>
+decltype(auto) visitFloating(const char* op, DType t, Fn&& fn) {
+  LOCKSTEP_ENFORCE(isFloating(t), NotSupportedError, op, " on a GPU takes f32, f64, bf16 or f16, got ",
+                   dtypeName(t));
+  switch (t) {
+    case DType::f64:
+      return fn(double{});
+    case DType::bf16:
+      return fn(__nv_bfloat16{});
+    case DType::f16:
+      return fn(__half{});
+    default:
+      return fn(float{});
+  }
+}
+
+}  // namespace lockstep::kernels::cuda

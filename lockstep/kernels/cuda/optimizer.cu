@@ -1,0 +1,233 @@
+// SGD and Adam/AdamW updates of flat spans on a GPU, one span per launch or many spans per launch
+// (multi-tensor apply, as torch's _foreach / fused optimizers: each block steps one chunk of one
+// span, the span pointers travel in the kernel's parameters). Every operation is rounded on its own
+// (the __f*_rn / __d*_rn intrinsics keep nvcc from fusing multiply-adds) and in the CPU loops'
+// order, so the results equal the CPU's (kernels/optimizer.cpp) bit for bit.
+#include <array>
+#include <cmath>
+#include <cstdint>
+
+#include "lockstep/kernels/cuda/optimizer.h"
+#include "lockstep/tensor/cuda/device_types.cuh"
+#include "lockstep/tensor/cuda/runtime.h"
+
+namespace lockstep::kernels::cuda {
+
+namespace {
+
+using ::lockstep::cuda::blocksFor;
+using ::lockstep::cuda::kBlock;
+
+__device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float div(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double div(double a, double b) { return __ddiv_rn(a, b); }
+__device__ __forceinline__ float root(float a) { return __fsqrt_rn(a); }
+__device__ __forceinline__ double root(double a) { return __dsqrt_rn(a); }
+
+// b = {param, grad, momentum_buffer}; the CPU's sgdLoop for element i.
+template <typename T>
+struct SgdOp {
+  static constexpr int kBuffers = 3;
+  T wd, mom, damp, neg_lr;
+  bool maximize, has_wd, has_momentum, nesterov, first;
+  __device__ void operator()(void* const* b, int64_t i) const {
+    T* p = static_cast<T*>(b[0]);
+    const T* g = static_cast<const T*>(b[1]);
+    T d = maximize ? -g[i] : g[i];
+    if (has_wd) d = add(d, mul(wd, p[i]));
+    if (has_momentum) {
+      T* buf = static_cast<T*>(b[2]);
+      const T v = first ? d : add(mul(buf[i], mom), mul(damp, d));
+      buf[i] = v;
+      d = nesterov ? add(d, mul(mom, v)) : v;
+    }
+    p[i] = add(p[i], mul(neg_lr, d));
+  }
+};
+
+// b = {param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq}; the CPU's adamLoop for element i.
+template <typename T>
+struct AdamOp {
+  static constexpr int kBuffers = 5;
+  T b1, b2, one_b1, one_b2, wd, decay, bc2_sqrt, eps, neg_step;
+  bool maximize, l2, decoupled, amsgrad;
+  __device__ void operator()(void* const* b, int64_t i) const {
+    T* p = static_cast<T*>(b[0]);
+    const T* g = static_cast<const T*>(b[1]);
+    T* m = static_cast<T*>(b[2]);
+    T* v = static_cast<T*>(b[3]);
+    T gi = maximize ? -g[i] : g[i];
+    T pi = p[i];
+    if (decoupled) pi = mul(pi, decay);
+    if (l2) gi = add(gi, mul(wd, pi));
+    const T mi = add(mul(m[i], b1), mul(one_b1, gi));
+    const T vi = add(mul(v[i], b2), mul(mul(one_b2, gi), gi));
+    m[i] = mi;
+    v[i] = vi;
+    T vh = vi;
+    if (amsgrad) {
+      T* vmax = static_cast<T*>(b[4]);
+      vh = vmax[i] > vi ? vmax[i] : vi;
+      vmax[i] = vh;
+    }
+    const T denom = add(div(root(vh), bc2_sqrt), eps);
+    p[i] = add(pi, mul(neg_step, div(mi, denom)));
+  }
+};
+
+template <typename Op>
+__global__ void stepOne(Op op, std::array<void*, Op::kBuffers> bufs, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    op(bufs.data(), i);
+  }
+}
+
+constexpr int kMaxSpans = 32;
+constexpr int kMaxBlocks = 320;
+constexpr int64_t kChunk = 65536;  // elements per block of a multi-span launch
+
+// Up to kMaxSpans spans and kMaxBlocks (span, chunk) work items, passed by value (< 4 KiB).
+template <int K>
+struct SpanList {
+  void* buf[kMaxSpans][K];
+  int64_t numel[kMaxSpans];
+  uint8_t span_of_block[kMaxBlocks];
+  int32_t chunk_of_block[kMaxBlocks];
+};
+
+template <typename Op>
+__global__ void stepMany(Op op, SpanList<Op::kBuffers> list) {
+  const int s = list.span_of_block[blockIdx.x];
+  const int64_t begin = int64_t(list.chunk_of_block[blockIdx.x]) * kChunk;
+  const int64_t end = min(list.numel[s], begin + kChunk);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) op(list.buf[s], i);
+}
+
+cudaStream_t streamFor(const Device& d) { return ::lockstep::cuda::currentStream(d.index).handle(); }
+
+template <typename Op>
+void launchOne(const Op& op, const std::array<void*, Op::kBuffers>& bufs, int64_t n, const Device& device) {
+  if (n == 0) return;
+  ::lockstep::cuda::DeviceGuard guard(device.index);
+  stepOne<Op><<<blocksFor(n), kBlock, 0, streamFor(device)>>>(op, bufs, n);
+  LOCKSTEP_CUDA_CHECK(cudaGetLastError());
+}
+
+// Steps spans (all on `device`, all of dtype T) with op, filling SpanLists and launching each when
+// its spans or blocks run out.
+template <typename Op, typename Span, typename BufsOf>
+void launchMany(const Op& op, std::span<const Span> spans, DType dtype, const Device& device,
+                BufsOf&& bufs_of) {
+  constexpr int K = Op::kBuffers;
+  ::lockstep::cuda::DeviceGuard guard(device.index);
+  cudaStream_t stream = streamFor(device);
+  SpanList<K> list{};
+  int nspans = 0, nblocks = 0;
+  auto flush = [&] {
+    if (nblocks > 0) {
+      stepMany<Op><<<nblocks, kBlock, 0, stream>>>(op, list);
+      LOCKSTEP_CUDA_CHECK(cudaGetLastError());
+    }
+    nspans = nblocks = 0;
+  };
+  for (const Span& s : spans) {
+    if (s.dtype != dtype || s.numel == 0) continue;
+    const int64_t chunks = (s.numel + kChunk - 1) / kChunk;
+    for (int64_t c = 0; c < chunks; ++c) {
+      if (c == 0 || nspans == 0) {
+        if (nspans == kMaxSpans) flush();
+        const std::array<void*, K> b = bufs_of(s);
+        for (int k = 0; k < K; ++k) list.buf[nspans][k] = b[k];
+        list.numel[nspans] = s.numel;
+        ++nspans;
+      }
+      list.span_of_block[nblocks] = static_cast<uint8_t>(nspans - 1);
+      list.chunk_of_block[nblocks] = static_cast<int32_t>(c);
+      if (++nblocks == kMaxBlocks) flush();
+    }
+  }
+  flush();
+}
+
+template <typename T>
+SgdOp<T> sgdOp(const SgdParams& o) {
+  return SgdOp<T>{static_cast<T>(o.weight_decay),
+                  static_cast<T>(o.momentum),
+                  static_cast<T>(1.0 - o.dampening),
+                  static_cast<T>(-o.lr),
+                  o.maximize,
+                  o.weight_decay != 0.0,
+                  o.momentum != 0.0,
+                  o.nesterov,
+                  o.first_step};
+}
+
+template <typename T>
+AdamOp<T> adamOp(const AdamParams& o) {
+  // The scalars as the CPU computes them (double, then cast to T).
+  const double t = static_cast<double>(o.step);
+  const double decay = 1.0 - o.lr * o.weight_decay, step_size = o.lr / (1.0 - std::pow(o.beta1, t));
+  const double bc2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
+  const bool decoupled = o.decoupled_weight_decay && o.weight_decay != 0.0;
+  const bool l2 = !o.decoupled_weight_decay && o.weight_decay != 0.0;
+  return AdamOp<T>{static_cast<T>(o.beta1),
+                   static_cast<T>(o.beta2),
+                   static_cast<T>(1.0 - o.beta1),
+                   static_cast<T>(1.0 - o.beta2),
+                   static_cast<T>(o.weight_decay),
+                   static_cast<T>(decay),
+                   static_cast<T>(bc2_sqrt),
+                   static_cast<T>(o.eps),
+                   static_cast<T>(-step_size),
+                   o.maximize,
+                   l2,
+                   decoupled,
+                   o.amsgrad};
+}
+
+std::array<void*, 3> sgdBufs(const SgdSpan& s) {
+  return {s.param, const_cast<void*>(s.grad), s.momentum_buffer};
+}
+std::array<void*, 5> adamBufs(const AdamSpan& s) {
+  return {s.param, const_cast<void*>(s.grad), s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq};
+}
+
+template <typename Fn>
+void withSpanType(DType t, Fn&& fn) {
+  if (t == DType::f64)
+    fn(double{});
+  else
+    fn(float{});  // the entry points admit only f32 and f64
+}
+
+}  // namespace
+
+void sgdStep(const SgdSpan& span, const SgdParams& params) {
+  withSpanType(span.dtype, [&](auto tag) {
+    launchOne(sgdOp<decltype(tag)>(params), sgdBufs(span), span.numel, span.device);
+  });
+}
+
+void adamStep(const AdamSpan& span, const AdamParams& params) {
+  withSpanType(span.dtype, [&](auto tag) {
+    launchOne(adamOp<decltype(tag)>(params), adamBufs(span), span.numel, span.device);
+  });
+}
+
+void sgdStepMany(std::span<const SgdSpan> spans, const SgdParams& params) {
+  if (spans.empty()) return;
+  launchMany(sgdOp<float>(params), spans, DType::f32, spans[0].device, sgdBufs);
+  launchMany(sgdOp<double>(params), spans, DType::f64, spans[0].device, sgdBufs);
+}
+
+void adamStepMany(std::span<const AdamSpan> spans, const AdamParams& params) {
+  if (spans.empty()) return;
+  launchMany(adamOp<float>(params), spans, DType::f32, spans[0].device, adamBufs);
+  launchMany(adamOp<double>(params), spans, DType::f64, spans[0].device, adamBufs);
+}
+
+}  // namespace lockstep::kernels::cuda
