@@ -1,7 +1,8 @@
 # CUDA support for lockstep (LOCKSTEP_CUDA = AUTO | ON | OFF). Sets:
 #   LOCKSTEP_WITH_CUDA           ON when the GPU code is built
 #   LOCKSTEP_CUDA_RUNTIME_DEPS   what lockstep_tensor links (cudart)
-#   LOCKSTEP_CUDA_KERNEL_DEPS    what lockstep_kernels links (cuBLASLt, cuBLAS, cuDNN)
+#   LOCKSTEP_CUDA_KERNEL_DEPS    what lockstep_kernels links (cudart, cuDNN, libdl: cuBLASLt is opened at run time)
+#   LOCKSTEP_CUDA_KERNEL_DEFS    its compile definitions (cuBLASLt's soname and build-time directory)
 #   LOCKSTEP_CUDA_COMM_DEPS      what lockstep_comm links (NCCL, cudart)
 # The libraries are found through CMake's CUDAToolkit module; cuDNN and NCCL, which that module
 # does not know, are looked for beside the toolkit's libraries (and in the system's paths).
@@ -75,7 +76,11 @@ add_library(lockstep_nccl INTERFACE)
 target_link_libraries(lockstep_nccl INTERFACE ${LOCKSTEP_NCCL_LIBRARY})
 target_include_directories(lockstep_nccl INTERFACE ${LOCKSTEP_NCCL_INCLUDE})
 set(LOCKSTEP_CUDA_RUNTIME_DEPS CUDA::cudart)
-set(LOCKSTEP_CUDA_KERNEL_DEPS CUDA::cublasLt CUDA::cublas lockstep_cudnn)
+# cuBLASLt is opened on first use (kernels/cuda/cublaslt.cpp), not linked: linking it costs every
+# process ~150 MiB of resident memory at start, CPU-only ranks included. Its headers come with cudart's.
+set(LOCKSTEP_CUDA_KERNEL_DEPS CUDA::cudart lockstep_cudnn ${CMAKE_DL_LIBS})
+set(LOCKSTEP_CUDA_KERNEL_DEFS LOCKSTEP_CUBLASLT_SONAME="libcublasLt.so.${CUDAToolkit_VERSION_MAJOR}"
+                              LOCKSTEP_CUBLASLT_BUILD_DIR="${CUDAToolkit_LIBRARY_DIR}")
 set(LOCKSTEP_CUDA_COMM_DEPS CUDA::cudart lockstep_nccl)
 set(LOCKSTEP_WITH_CUDA ON)
 message(STATUS "lockstep: CUDA support on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures "

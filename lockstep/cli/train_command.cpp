@@ -12,6 +12,7 @@
 #include "lockstep/comm/backend_registry.h"
 #include "lockstep/comm/worker_environment.h"
 #include "lockstep/launch.h"
+#include "lockstep/tensor/device.h"
 #include "lockstep/train.h"
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
@@ -49,6 +50,14 @@ lockstep::train::TrainConfig validate(const TrainArgs& a, const lockstep::comm::
                                "restart them (--nproc-per-node, --max-restarts); run `mpirun -np " +
                                std::to_string(world) + " lockstep train " + a.config +
                                " ...`, or use backend shm, gloo or auto");
+  }
+  // Said once, here, rather than by every rank it would start.
+  if (startsAgent(a)) {
+    lockstep::comm::checkBackendRunsHere(config.backend);
+    // device: cuda is cuda:LOCAL_RANK, so the last local rank's GPU must exist.
+    lockstep::Device d = lockstep::parseDevice(config.device);
+    if (d.isCuda() && config.device == "cuda") d.index = a.nproc_per_node - 1;
+    if (d.isCuda()) lockstep::checkDeviceAvailable(d);
   }
   lockstep::train::prepareOutputDir(a.output_dir);
   lockstep::train::checkDataFiles(config.data);

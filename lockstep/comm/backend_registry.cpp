@@ -134,7 +134,7 @@ const std::vector<Backend>& builtBackends() {
     {"shm", "POSIX shared memory; ranks on one host", true, &createShm},
     {"gloo", "Gloo over TCP; ranks on any hosts", true, &createGloo},
 #if LOCKSTEP_WITH_CUDA
-    {"nccl", "NCCL; GPU buffers, one rank per GPU", true, &createNccl},
+    {"nccl", "NCCL; GPU buffers, one rank per GPU", true, &createNccl, &nccl::requireVisibleDevice},
 #endif
 #if LOCKSTEP_WITH_MPI
     {"mpi", "MPI; jobs started by mpirun or srun", false, &createMpi},
@@ -177,5 +177,10 @@ const Backend& findBackend(const std::string& name) {
 }
 
 void checkBackendName(const std::string& name) { findBackend(name); }
+
+void checkBackendRunsHere(const std::string& name) {
+  const Backend& b = findBackend(name);
+  if (b.check_host != nullptr) b.check_host();
+}
 
 }  // namespace lockstep::comm

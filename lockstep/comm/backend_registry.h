@@ -32,6 +32,9 @@ struct Backend {
   std::string summary;      // one line, for help texts
   bool needs_store = true;  // false: the backend meets its peers itself (mpi, through mpirun)
   BackendFactory create;
+  /// Throws ValueError when this host cannot run the backend (nccl without a visible GPU); null
+  /// when it always can. Cheap enough for a launcher to call before it starts any rank.
+  void (*check_host)() = nullptr;
 };
 
 /// The built backends, in the order help texts list them. Thread-safe.
@@ -47,5 +50,7 @@ std::string backendNamesText();
 const Backend& findBackend(const std::string& name);
 /// Throws what findBackend throws; returns nothing.
 void checkBackendName(const std::string& name);
+/// findBackend, then the backend's check_host: what a launcher calls before it starts ranks here.
+void checkBackendRunsHere(const std::string& name);
 
 }  // namespace lockstep::comm

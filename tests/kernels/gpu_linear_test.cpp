@@ -3,6 +3,9 @@
 // the errors. Runs with ctest -L gpu; skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "gpu_oracle.h"
 #include "lockstep/kernels/linear.h"
 
@@ -54,6 +57,19 @@ TEST(GpuLinear, forward_matches_the_cpu_in_every_dtype_and_shape) {
       expectClose(got, want, t, "linear " + shapeToString(c.x) + " x " + shapeToString(c.w));
     }
   }
+}
+
+// cuBLASLt is opened by the first GPU GEMM (kernels/cuda/cublaslt.cpp), from the toolkit or
+// LD_LIBRARY_PATH; the CPU side of this (not loaded before) is Linear.cpu_gemms_do_not_load_cublaslt.
+TEST(GpuLinear, the_first_gemm_opens_cublaslt) {
+  LOCKSTEP_REQUIRE_GPU();
+  Tensor x = input({4, 8}, DType::f32, 1), w = input({3, 8}, DType::f32, 2);
+  Tensor y = kernels::linearForward(gpu(x), gpu(w), Tensor());
+  EXPECT_TRUE(y.isCuda());
+  std::ifstream maps("/proc/self/maps");
+  std::stringstream all;
+  all << maps.rdbuf();
+  EXPECT_NE(all.str().find("libcublasLt"), std::string::npos);
 }
 
 TEST(GpuLinear, backward_matches_the_cpu_in_every_dtype) {

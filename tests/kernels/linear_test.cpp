@@ -1,3 +1,6 @@
+#include <fstream>
+#include <sstream>
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -139,4 +142,17 @@ TEST(Matmul, rejects_mismatched_shapes) {
   EXPECT_THROW(kernels::matmul(randomTensor({2, 2, 3}, DType::f32), randomTensor({3, 3, 4}, DType::f32)),
                ValueError);
   EXPECT_THROW(kernels::matmul(randomTensor({3}, DType::f32), randomTensor({3, 4}, DType::f32)), ValueError);
+}
+
+// cuBLASLt costs a process ~150 MiB of resident memory when loaded: a CUDA build opens it for the
+// first GPU GEMM (kernels/cuda/cublaslt.cpp), so CPU ranks never carry it.
+TEST(Linear, cpu_gemms_do_not_load_cublaslt) {
+  Tensor x = randomTensor({4, 8}, DType::f32, 1), w = randomTensor({3, 8}, DType::f32, 2);
+  Tensor y = kernels::linearForward(x, w, Tensor());
+  EXPECT_EQ(y.shape(), (Shape{4, 3}));
+  std::ifstream maps("/proc/self/maps");
+  std::stringstream all;
+  all << maps.rdbuf();
+  ASSERT_FALSE(all.str().empty());
+  EXPECT_EQ(all.str().find("libcublasLt"), std::string::npos) << all.str();
 }

@@ -194,17 +194,30 @@ TEST_F(TrainCli, bad_input_exits_2_with_a_clear_message) {
   EXPECT_EQ(launched.code, 2) << launched.output;
 }
 
-TEST_F(TrainCli, unbuilt_backend_exits_2_before_any_rank_starts) {
+// backend nccl where it cannot run (not built, or built but no GPU here): refused by the
+// launching process, before any rank starts.
+TEST_F(TrainCli, unrunnable_backend_exits_2_before_any_rank_starts) {
+  if (lockstep::cudaDeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU: nccl runs here";
   std::string cfg = writeConfig("nccl.yaml", std::string(kSynthetic) + "backend: nccl\n");
   Result r = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/o");
   EXPECT_EQ(r.code, 2) << r.output;
-  const std::string expect =
-      "backend nccl is not built into this lockstep (CUDA/NCCL support is not available yet); built: shm, "
-      "gloo";
+  const std::string expect = lockstep::builtWithCuda()
+                                 ? "backend nccl needs a CUDA GPU, but this process sees none"
+                                 : "backend nccl is not built into this lockstep";
   EXPECT_NE(r.output.find(expect), std::string::npos) << r.output;
   // Said once, by the launching process: a started worker would have said it again.
-  EXPECT_EQ(r.output.find("not built"), r.output.rfind("not built")) << r.output;
+  EXPECT_EQ(r.output.find("backend nccl"), r.output.rfind("backend nccl")) << r.output;
+  EXPECT_EQ(r.output.find("rank 0"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("worker"), std::string::npos) << r.output;
+}
+
+TEST_F(TrainCli, device_cuda_without_a_gpu_is_refused_before_any_rank_starts) {
+  if (lockstep::cudaDeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU";
+  std::string cfg = writeConfig("c2.yaml", std::string(kSynthetic) + "device: cuda\n");
+  Result r = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/o");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("cuda:1 is not available"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("rank 0"), std::string::npos) << r.output;
 }
 
 TEST_F(TrainCli, device_cuda_without_a_gpu_is_a_clear_error) {

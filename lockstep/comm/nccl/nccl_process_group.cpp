@@ -43,10 +43,8 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int s
                                    const NcclOptions& options)
     : ProcessGroup(rank, size), store_(std::move(store)), options_(options) {
   LOCKSTEP_ENFORCE(store_ != nullptr, ValueError, "backend nccl needs a store to share its ncclUniqueId");
+  nccl::requireVisibleDevice();
   const int devices = nccl::visibleDeviceCount();
-  LOCKSTEP_ENFORCE(devices > 0, ValueError,
-                   "backend nccl needs a CUDA GPU, but this process sees none (no device, no driver, or "
-                   "CUDA_VISIBLE_DEVICES hides them); use backend gloo or shm to train on CPUs");
   LOCKSTEP_ENFORCE(options_.device < devices, ValueError, "backend nccl: device cuda:", options_.device,
                    " does not exist; this process sees ", devices, " CUDA device(s)");
   setTimeout(options_.timeout);

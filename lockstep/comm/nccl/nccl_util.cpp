@@ -69,6 +69,12 @@ int visibleDeviceCount() {
   return n;
 }
 
+void requireVisibleDevice() {
+  LOCKSTEP_ENFORCE(visibleDeviceCount() > 0, ValueError,
+                   "backend nccl needs a CUDA GPU, but this process sees none (no device, no driver, or "
+                   "CUDA_VISIBLE_DEVICES hides them); use backend gloo or shm to train on CPUs");
+}
+
 DeviceGuard::DeviceGuard(int device) {
   checkCuda(cudaGetDevice(&previous_), "cudaGetDevice");
   if (previous_ != device) checkCuda(cudaSetDevice(device), concat("cudaSetDevice(", device, ")"));

@@ -27,6 +27,9 @@ ncclRedOp_t toNccl(ReduceOp op);
 
 /// Number of visible CUDA devices; 0 (not an error) when there is no GPU or no driver.
 int visibleDeviceCount();
+/// ValueError saying that backend nccl needs a GPU and what to use instead, unless this process
+/// sees one (the group checks it, and so does a launcher before it starts any rank).
+void requireVisibleDevice();
 
 /// Makes device current for a scope and restores the previous one. InternalError when CUDA
 /// cannot; the nothrow form (for destructors and the watchdog) leaves the current device as is then.

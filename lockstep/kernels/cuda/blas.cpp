@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/kernels/cuda/cublaslt.h"
 #include "lockstep/kernels/cuda/handles.h"
 #include "lockstep/tensor/cuda/runtime.h"
 #include "lockstep/tensor/shape.h"
@@ -113,28 +114,28 @@ struct LtObjects {
   LtObjects(const LtObjects&) = delete;
   LtObjects& operator=(const LtObjects&) = delete;
   ~LtObjects() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (pref) cublasLt().cublasLtMatmulPreferenceDestroy(pref);
+    if (d) cublasLt().cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLt().cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLt().cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLt().cublasLtMatmulDescDestroy(desc);
   }
 };
 
 template <typename T>
 void setDesc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value,
              const std::string& what) {
-  LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)), what);
+  LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)), what);
 }
 
 void makeLayout(cublasLtMatrixLayout_t* l, cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld,
                 int64_t batch, int64_t batch_stride, const std::string& what) {
-  LOCKSTEP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, type, rows, cols, ld), what);
+  LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatrixLayoutCreate(l, type, rows, cols, ld), what);
   if (batch == 1) return;
   const int32_t count = static_cast<int32_t>(batch);
   LOCKSTEP_CUBLAS_CHECK(
-      cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)), what);
-  LOCKSTEP_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+      cublasLt().cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)), what);
+  LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                          &batch_stride, sizeof(batch_stride)),
                         what);
 }
@@ -156,7 +157,7 @@ void runGemm(const Gemm& g, const Device& device) {
   const cublasLtEpilogue_t epilogue = g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 
   LtObjects lt;
-  LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&lt.desc, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+  LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmulDescCreate(&lt.desc, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
                                                  f64 ? CUDA_R_64F : CUDA_R_32F),
                         what);
   setDesc(lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, ta, what);
@@ -207,9 +208,9 @@ void runGemm(const Gemm& g, const Device& device) {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = chosen->find(key);
     if (it == chosen->end()) {
-      LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&lt.pref), what);
+      LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmulPreferenceCreate(&lt.pref), what);
       const uint64_t max_ws = ws.bytes;
-      LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmulPreferenceSetAttribute(
                                 lt.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof(max_ws)),
                             what);
       const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
@@ -218,12 +219,12 @@ void runGemm(const Gemm& g, const Device& device) {
           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d},
           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d}};
       for (const auto& [attr, value] : aligns) {
-        LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(lt.pref, attr, &value, sizeof(value)),
+        LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmulPreferenceSetAttribute(lt.pref, attr, &value, sizeof(value)),
                               what);
       }
       cublasLtMatmulHeuristicResult_t result{};
       int found = 0;
-      LOCKSTEP_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, lt.desc, lt.a, lt.b, lt.d, lt.d, lt.pref,
+      LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmulAlgoGetHeuristic(handle, lt.desc, lt.a, lt.b, lt.d, lt.d, lt.pref,
                                                            1, &result, &found),
                             what);
       LOCKSTEP_ENFORCE(found > 0, NotSupportedError, "cuBLASLt has no algorithm for ", what);
@@ -235,7 +236,7 @@ void runGemm(const Gemm& g, const Device& device) {
   const double alpha64 = 1.0, beta64 = g.beta;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
-  LOCKSTEP_CUBLAS_CHECK(cublasLtMatmul(handle, lt.desc, alpha, g.y.ptr, lt.a, g.x.ptr, lt.b, beta, g.d, lt.d,
+  LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmul(handle, lt.desc, alpha, g.y.ptr, lt.a, g.x.ptr, lt.b, beta, g.d, lt.d,
                                        g.d, lt.d, &algo, ws.ptr, ws.bytes, stream.handle()),
                         what);
 }

@@ -1,6 +1,6 @@
+#include "lockstep/kernels/cuda/cublaslt.h"
 #include "lockstep/kernels/cuda/handles.h"
 
-#include <cublas_api.h>
 
 #include <map>
 #include <mutex>
@@ -26,7 +26,7 @@ cublasLtHandle_t blasLtHandle(int device) {
   if (it != handles->end()) return it->second;
   ::lockstep::cuda::DeviceGuard guard(device);
   cublasLtHandle_t h = nullptr;
-  LOCKSTEP_CUBLAS_CHECK(cublasLtCreate(&h), "creating the cuBLASLt handle of cuda:" + std::to_string(device));
+  LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtCreate(&h), "creating the cuBLASLt handle of cuda:" + std::to_string(device));
   handles->emplace(device, h);
   return h;
 }
@@ -65,8 +65,8 @@ Tensor scratch(size_t bytes, const Device& device) {
 }
 
 void throwBlasError(cublasStatus_t status, const std::string& what) {
-  std::string msg = detail::concat("cuBLASLt error ", cublasGetStatusName(status), " (",
-                                   cublasGetStatusString(status), "): ", what);
+  std::string msg = detail::concat("cuBLASLt error ", cublasLt().cublasLtGetStatusName(status), " (",
+                                   cublasLt().cublasLtGetStatusString(status), "): ", what);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) throw NotSupportedError(msg);
   if (status == CUBLAS_STATUS_ALLOC_FAILED) throw Error(msg + "; the GPU is out of memory");
   throw Error(msg);
