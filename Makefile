@@ -34,7 +34,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-14 \
-	  -DLOCKSTEP_FUZZ=ON
+	  -DLOCKSTEP_FUZZ=ON -DLOCKSTEP_CUDA=OFF
 	cmake --build $(FUZZ_BUILD) --target fuzz_targets -j $(JOBS)
 	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 

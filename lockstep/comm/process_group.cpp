@@ -1,5 +1,9 @@
 #include "lockstep/comm/process_group.h"
 
+#include <thread>
+
+#include "lockstep/comm/op_watch.h"
+#include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::comm {
@@ -86,6 +90,21 @@ std::shared_ptr<Work> ProcessGroup::enqueue(OpType type, const std::string& deta
   return work;
 }
 
+namespace {
+
+// LOCKSTEP_TEST_HANG_AT_OP=N: collective #N of every group in this process never returns and
+// ignores its deadline, as a backend bug or a system call that never comes back would. Only for
+// the tests of the agent's watchdog (tests/launch/), which must see such a rank named.
+void hangIfAsked(const OpContext& ctx) {
+  static const int64_t hang_at = env::getInt("LOCKSTEP_TEST_HANG_AT_OP", 0);
+  if (hang_at <= 0 || static_cast<int64_t>(ctx.seq) != hang_at || ctx.type == OpType::send ||
+      ctx.type == OpType::recv)
+    return;
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+}  // namespace
+
 void ProcessGroup::Executor::runOne(Item& item) {
   std::exception_ptr error;
   if (!broken.empty()) {
@@ -94,6 +113,8 @@ void ProcessGroup::Executor::runOne(Item& item) {
   } else {
     try {
       item.ctx.deadline = std::chrono::steady_clock::now() + item.ctx.timeout;
+      OpWatchScope watched(item.ctx);  // the agent's watchdog sees which op runs, and since when
+      hangIfAsked(item.ctx);
       item.body(item.ctx);
     } catch (const std::exception& e) {
       broken = e.what();

@@ -181,6 +181,7 @@ void Agent::writeReport(const std::string& headline, const std::string& body) {
 Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const RendezvousResult& r,
                                  SignalWatcher& signals) {
   const auto base_env = currentEnvironment();
+  ops_ = std::make_unique<comm::OpWatchTable>(r.layout.local_world_size);  // fresh for each attempt
   std::vector<WorkerSpec> specs;
   for (int lr = 0; lr < r.layout.local_world_size; ++lr) {
     WorkerSpec s;
@@ -205,6 +206,7 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
     for (const auto& a : options_.program_args) s.process.argv.push_back(a);
     auto env = buildWorkerEnv(base_env, es);
     setProgressSocket(env, s.rank, progress_ ? progress_->address() : "");
+    env[comm::kOpWatchFdVariable] = std::to_string(ops_->fd());
     s.process.env = toEnvStrings(env);
     int redirect = options_.redirects.forLocalRank(lr);
     int files = redirect | options_.tee.forLocalRank(lr) | (options_.log_dir.empty() ? 0 : kStdout | kStderr);
@@ -237,6 +239,7 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
   wo.hosts = r.hosts;
   wo.first_ranks = {0};
   for (int n : r.nprocs) wo.first_ranks.push_back(wo.first_ranks.back() + n);
+  wo.ops = ops_.get();
   Watchdog watchdog(wo, multi_node ? &rdzv : nullptr);
   auto next_check = std::chrono::steady_clock::now() + interval;
   for (;;) {

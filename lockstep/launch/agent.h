@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "lockstep/comm/op_watch.h"
 #include "lockstep/launch/launch_options.h"
 
 namespace lockstep::launch {
@@ -66,6 +67,8 @@ class Agent {
   // On a terminal: the one progress line rank 0 reports through the side channel (console.h).
   std::unique_ptr<Console> console_;
   std::unique_ptr<ProgressChannel> progress_;
+  // Which collective each worker of the attempt is inside (comm/op_watch.h), for the watchdog.
+  std::unique_ptr<comm::OpWatchTable> ops_;
 };
 
 }  // namespace lockstep::launch

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "lockstep/comm/op_watch.h"
 #include "lockstep/launch/rendezvous.h"
 #include "lockstep/launch/worker_group.h"
 
@@ -61,6 +62,33 @@ void Watchdog::observeNodes(Clock::time_point now) {
   }
 }
 
+std::string Watchdog::where(const WorkerGroup& group, size_t i) const {
+  return "rank " + std::to_string(group.spec(i).rank) + " (local rank " + std::to_string(group.spec(i).local_rank) +
+         " on host '" + options_.host + "', node rank " + std::to_string(options_.node_rank) + ", pid " +
+         std::to_string(group.worker(i).pid()) + ")";
+}
+
+std::string Watchdog::stuckReport(const WorkerGroup& group, std::chrono::milliseconds grace) const {
+  std::string out;
+  if (options_.ops == nullptr) return out;
+  const int64_t now_ns = comm::monotonicNs();
+  for (size_t i = 0; i < group.size(); ++i) {
+    const auto& w = group.worker(i);
+    const int slot = group.spec(i).local_rank;
+    if (w.exited() || slot < 0 || slot >= options_.ops->slots()) continue;
+    if (i < stopped_since_.size() && stopped_since_[i]) continue;  // said as stopped instead
+    const comm::OpWatchSnapshot s = options_.ops->read(slot);
+    if (!s.busy() || s.pid != w.pid()) continue;
+    const auto busy = s.busyFor(now_ns);
+    if (busy <= std::chrono::milliseconds(s.timeout_ms) + grace) continue;
+    out += "root cause: " + where(group, i) + " has been inside " + s.op + " for " + seconds(busy) +
+           ", past that op's own timeout of " + seconds(std::chrono::milliseconds(s.timeout_ms)) +
+           ": it is stuck in the backend (the op does not honour its deadline: a backend bug, or a system call "
+           "that never returns); `gdb -p " + std::to_string(w.pid()) + "` shows where\n";
+  }
+  return out;
+}
+
 std::string Watchdog::stoppedReport(const WorkerGroup& group, Clock::time_point now,
                                     std::chrono::milliseconds at_least) const {
   std::string out;
@@ -68,10 +96,7 @@ std::string Watchdog::stoppedReport(const WorkerGroup& group, Clock::time_point 
     if (!stopped_since_[i] || group.worker(i).exited()) continue;
     auto d = now - *stopped_since_[i];
     if (d < at_least) continue;
-    out += "root cause: rank " + std::to_string(group.spec(i).rank) + " (local rank " +
-           std::to_string(group.spec(i).local_rank) + " on host '" + options_.host + "', node rank " +
-           std::to_string(options_.node_rank) + ", pid " + std::to_string(group.worker(i).pid()) +
-           ") has been stopped (SIGSTOP, Ctrl-Z or a debugger) for " + seconds(d) +
+    out += "root cause: " + where(group, i) + " has been stopped (SIGSTOP, Ctrl-Z or a debugger) for " + seconds(d) +
            ": its peers cannot finish a collective without it (watchdog timeout " +
            seconds(options_.timeout) + ")\n";
   }
@@ -110,7 +135,8 @@ std::optional<std::string> Watchdog::check(const WorkerGroup& group) {
   next_check_ = now + options_.interval;
   observeWorkers(group, now);
   observeNodes(now);
-  std::string report = stoppedReport(group, now, options_.timeout) + silentReport(now, options_.timeout);
+  std::string report = stoppedReport(group, now, options_.timeout) + stuckReport(group, options_.op_grace) +
+                       silentReport(now, options_.timeout);
   if (report.empty()) return std::nullopt;
   return report;
 }
@@ -119,7 +145,8 @@ std::string Watchdog::suspects(const WorkerGroup& group) {
   auto now = Clock::now();
   observeWorkers(group, now);
   observeNodes(now);  // fresh: a node is silent only if its counter did not move since the last look
-  return stoppedReport(group, now, std::chrono::milliseconds(0)) + silentReport(now, 3 * options_.interval);
+  return stoppedReport(group, now, std::chrono::milliseconds(0)) + stuckReport(group, std::chrono::milliseconds(0)) +
+         silentReport(now, 3 * options_.interval);
 }
 
 }  // namespace lockstep::launch

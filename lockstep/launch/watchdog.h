@@ -1,8 +1,10 @@
 #pragma once
 // The agent's watchdog over one attempt: it publishes this node's heartbeat through the
-// rendezvous store, watches the other nodes' heartbeats and this node's workers' process states,
-// so that a stopped or hung rank, a dead or cut-off node is named and the whole job ends within
-// the timeout instead of waiting on a collective that can never finish (docs/launch.md).
+// rendezvous store, watches the other nodes' heartbeats, this node's workers' process states and
+// the collective each of them is inside (comm/op_watch.h), so that a stopped rank, a rank stuck in a
+// backend past its op's timeout, a dead or cut-off node is named and the whole job ends within the
+// timeout (plus op_grace for a stuck op) instead of waiting on a collective that can never finish
+// (docs/launch.md).
 //
 // What each agent sees itself (a worker killed by a signal, a stopped worker, a silent node) is a
 // *primary* cause; a worker that exited with an error because a peer vanished is *secondary*.
@@ -14,6 +16,10 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace lockstep::comm {
+class OpWatchTable;
+}
 
 namespace lockstep::launch {
 
@@ -31,6 +37,11 @@ struct WatchdogOptions {
   std::string host;                ///< This node's name, for reports.
   std::vector<std::string> hosts;  ///< Every node's name (index: node rank), for reports.
   std::vector<int> first_ranks;    ///< Every node's first global rank, plus the world size at the end.
+  /// The workers' op table (slot: local rank); null: ops are not watched.
+  const comm::OpWatchTable* ops = nullptr;
+  /// How long past its own timeout an op may run before its rank counts as stuck in the backend
+  /// (a backend that honours the deadline has failed the op and ended the rank by then).
+  std::chrono::milliseconds op_grace{std::chrono::seconds(5)};
 };
 
 class Watchdog {
@@ -40,12 +51,14 @@ class Watchdog {
 
   /// At most once per interval: beats, reads the other nodes' heartbeats and this node's workers'
   /// states. Returns a primary failure report when a worker has been stopped for longer than the
-  /// timeout or another node has been silent for longer than the timeout. Store errors propagate
-  /// (the caller treats the master's store as lost).
+  /// timeout, has been inside one op for longer than that op's timeout plus op_grace, or another
+  /// node has been silent for longer than the timeout. Store errors propagate (the caller treats
+  /// the master's store as lost).
   std::optional<std::string> check(const WorkerGroup& group);
 
   /// What the watchdog suspects right now, for a failure found elsewhere: workers of this node
-  /// that are stopped, and nodes silent for longer than three intervals. Empty when nothing.
+  /// that are stopped or inside an op past its timeout, and nodes silent for longer than three
+  /// intervals. Empty when nothing.
   std::string suspects(const WorkerGroup& group);
   /// True when the last report or suspects() named a silent node (the agent then does not wait
   /// for it to leave).
@@ -58,6 +71,8 @@ class Watchdog {
   std::string stoppedReport(const WorkerGroup& group, Clock::time_point now,
                             std::chrono::milliseconds at_least) const;
   std::string silentReport(Clock::time_point now, std::chrono::milliseconds at_least);
+  std::string stuckReport(const WorkerGroup& group, std::chrono::milliseconds grace) const;
+  std::string where(const WorkerGroup& group, size_t i) const;  // "rank 1 (local rank 1 on host ...)"
 
   WatchdogOptions options_;
   Rendezvous* rdzv_;

@@ -1,5 +1,5 @@
-// The agent's watchdog and join token with real processes: a stopped rank is named and the job
-// ends within its timeout on shm and gloo; a store client without the token cannot claim a node.
+// The agent's watchdog and join token with real processes: a stopped rank, and ranks stuck inside a
+// collective past its timeout, are named and the job ends within the timeout on shm and gloo; a store client without the token cannot claim a node.
 #include "lockstep/launch/watchdog.h"
 
 #include <gtest/gtest.h>
@@ -78,6 +78,40 @@ TEST_P(StoppedRank, is_named_and_the_job_ends_within_the_timeout) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoppedRank, ::testing::Values("shm", "gloo"),
+                         [](const auto& info) { return info.param; });
+
+class StuckRank : public ::testing::TestWithParam<std::string> {};
+
+// Every rank stuck inside collective #20, ignoring its deadline (LOCKSTEP_TEST_HANG_AT_OP, as a
+// backend bug would): no rank fails by itself, so without the agent's op watch the job would wait
+// forever. The agent names each rank and the op, and ends the job within the op's timeout plus the
+// watchdog's 5 s grace.
+TEST_P(StuckRank, inside_a_collective_past_its_timeout_is_named_and_the_job_ends) {
+  TempDir dir;
+  ::setenv("LOCKSTEP_TEST_HANG_AT_OP", "20", 1);  // inherited by the agent and its workers
+  auto t0 = std::chrono::steady_clock::now();
+  ChildProcess agent(agentArgv({"--nproc-per-node", "2", "--standalone", "--timeout", "2", kPgWorker,
+                                "--backend", GetParam(), "--loop-seconds", "120", "--pid-dir", dir.path()}),
+                     dir / "out");
+  ::unsetenv("LOCKSTEP_TEST_HANG_AT_OP");
+  int code = agent.wait(60s);
+  double took = secondsSince(t0);
+  std::string out = agent.output();
+  EXPECT_EQ(code, 1) << out;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(contains(out, "root cause: rank " + std::to_string(r) + " (local rank")) << out;
+    EXPECT_FALSE(alive(readPid(dir / ("pid." + std::to_string(r))))) << r;
+  }
+  EXPECT_TRUE(contains(out, "has been inside allreduce #20 for ")) << out;
+  EXPECT_TRUE(contains(out, "past that op's own timeout of 2.0 s: it is stuck in the backend")) << out;
+  // Start-up (rendezvous, 19 allreduces) takes about a second; then 2 s timeout + 5 s grace.
+  EXPECT_LT(took, 2.0 + 5.0 + 8.0) << out;
+  std::printf("[ measured ] %s: ranks stuck in a collective -> job ended %.1f s after start (timeout 2 s, "
+              "grace 5 s)\n",
+              GetParam().c_str(), took);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StuckRank, ::testing::Values("shm", "gloo"),
                          [](const auto& info) { return info.param; });
 
 // Two agents on this host as node ranks 0 and 1 with a join token: a client without it cannot
