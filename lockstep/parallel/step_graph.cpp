@@ -5,6 +5,10 @@
 
 #if LOCKSTEP_WITH_CUDA
 #include "lockstep/tensor/cuda/graph.h"
+#else
+namespace lockstep::cuda {
+class Graph {};  // never made without CUDA; complete, so that graph_'s destructor compiles
+}  // namespace lockstep::cuda
 #endif
 
 namespace lockstep::parallel {
