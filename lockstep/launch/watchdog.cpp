@@ -78,13 +78,17 @@ std::string Watchdog::stuckReport(const WorkerGroup& group, std::chrono::millise
     if (w.exited() || slot < 0 || slot >= options_.ops->slots()) continue;
     if (i < stopped_since_.size() && stopped_since_[i]) continue;  // said as stopped instead
     const comm::OpWatchSnapshot s = options_.ops->read(slot);
-    if (!s.busy() || s.pid != w.pid()) continue;
+    // Any process of the worker may have written the slot (a wrapper script's child, say): the
+    // table is fresh for each attempt, so what is in it is this attempt's.
+    if (!s.busy() || s.pid == 0) continue;
     const auto busy = s.busyFor(now_ns);
     if (busy <= std::chrono::milliseconds(s.timeout_ms) + grace) continue;
-    out += "root cause: " + where(group, i) + " has been inside " + s.op + " for " + seconds(busy) +
+    const std::string who = s.pid == w.pid() ? where(group, i)
+                                             : where(group, i) + ", through its process " + std::to_string(s.pid);
+    out += "root cause: " + who + " has been inside " + s.op + " for " + seconds(busy) +
            ", past that op's own timeout of " + seconds(std::chrono::milliseconds(s.timeout_ms)) +
            ": it is stuck in the backend (the op does not honour its deadline: a backend bug, or a system call "
-           "that never returns); `gdb -p " + std::to_string(w.pid()) + "` shows where\n";
+           "that never returns); `gdb -p " + std::to_string(s.pid) + "` shows where\n";
   }
   return out;
 }
