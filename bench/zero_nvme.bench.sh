@@ -8,11 +8,12 @@
 # in the same directory first.
 #   bench/zero_nvme.bench.sh [BUILD_DIR] [NVME_PARENT_DIR] [bench_zero_nvme_step options...]
 # e.g. `--stage 3 --max-reuse-distance 0 --max-live-parameters 100000000`: stage 3 holding one layer's
-# whole parameters at a time, so each rank keeps its parameter and gradient partitions only.
-# Needs about 9 GB free under NVME_PARENT_DIR (default /tmp) and about 15 GB of memory: without
-# offload_param each rank keeps all the parameters (4 GB) and its gradient partition (2 GB). The
-# swap files are unlinked as soon as they are created; the dd file and the scratch directory are
-# removed at exit.
+# whole parameters at a time, so each rank keeps its parameter and gradient partitions only; add
+# `--offload-param --zero-init` for ZeRO-Infinity: the gradient and parameter partitions in swap files
+# too, and the model built under zero.Init (never whole in a rank's memory), about 2.5 GB per rank.
+# Needs about 9 GB free under NVME_PARENT_DIR (default /tmp; 17 GB with --offload-param --zero-init)
+# and about 15 GB of memory without them. The swap files are unlinked as soon as they are created; the
+# dd file and the scratch directory are removed at exit.
 set -euo pipefail
 build=${1:-build}
 parent=${2:-/tmp}

@@ -5,11 +5,13 @@
 //   bench_zero_nvme_step --nvme DIR [--in 1024] [--hidden 8192] [--layers 16] [--batch 8]
 //                        [--steps 4] [--sub-group 2e7] [--buffer-count 6] [--stage 2] [--no-offload]
 //                        [--max-reuse-distance N] [--max-live-parameters N]   (stage 3's gathering)
+//                        [--offload-param] [--zero-init]   (stage 3: ZeRO-Infinity, zero.Init)
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "lockstep/autograd.h"
@@ -69,6 +71,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-reuse-distance", reuse,
                  "stage 3: stage3_max_reuse_distance (0: free each layer after use)");
   app.add_option("--max-live-parameters", live, "stage 3: stage3_max_live_parameters");
+  bool offload_param = false, zero_init = false;
+  app.add_flag("--offload-param", offload_param,
+               "stage 3: offload_param device nvme too (the parameter and gradient pieces in swap files)");
+  app.add_flag("--zero-init", zero_init,
+               "build the model under zero.Init (its parameters go to a file under --nvme as they are made)");
   CLI11_PARSE(app, argc, argv);
 
   parallel::EngineOptions o;
@@ -83,6 +90,7 @@ int main(int argc, char** argv) {
     o.zero.offload_optimizer.sub_group_size = static_cast<int64_t>(sub_group);
     o.zero.offload_optimizer.buffer_count = buffer_count;
     o.zero.offload_optimizer.pipeline_read = o.zero.offload_optimizer.pipeline_write = true;
+    if (offload_param) o.zero.offload_param_nvme_path = nvme;
   }
   auto t0 = std::chrono::steady_clock::now();
   Generator g(1);
@@ -91,7 +99,12 @@ int main(int argc, char** argv) {
   mo.out_features = 10;
   mo.hidden.assign(static_cast<size_t>(layers), hidden);
   mo.generator = &g;
-  auto model = nn::makeModel("mlp", mo);
+  std::shared_ptr<nn::Module> model;
+  {
+    std::optional<parallel::ZeroInit> scope;
+    if (zero_init) scope.emplace(nvme);
+    model = nn::makeModel("mlp", mo);
+  }
   int64_t psi = 0;
   for (const auto& p : model->parameters()) psi += p.numel();
   parallel::Engine engine(model, o);
@@ -112,6 +125,12 @@ int main(int argc, char** argv) {
         static_cast<long long>(off->subGroups()), static_cast<long long>(off->residentSubGroups()),
         off->memoryBytes() / 1e9);
   }
+  const parallel::ZeroPieceSwap* ps = engine.zero()->parameterSwap();
+  const parallel::ZeroPieceSwap* gs = engine.zero()->gradientSwap();
+  if (ps || gs) {
+    std::printf("rank %d: parameter pieces %.2f GB in a swap file, gradient pieces %.2f GB in a swap file\n", rank,
+                ps ? ps->totalBytes() / 1e9 : 0.0, gs ? gs->totalBytes() / 1e9 : 0.0);
+  }
   memoryLine(rank, "after setup");
   // From here "peak" is the training loop's: the setup's (the whole model is built on every rank
   // before it is partitioned) is printed above. Writing 5 to clear_refs resets VmHWM.
@@ -120,20 +139,26 @@ int main(int argc, char** argv) {
   Generator(100 + rank).uniform(x, -1, 1);
   Tensor y = Tensor::zeros({batch}, DType::i64);
   for (int64_t s = 0; s < steps; ++s) {
+    auto swapRead = [&] {
+      return (off && off->swapFile() ? off->swapFile()->bytesRead() : 0) + (ps ? ps->file().bytesRead() : 0) +
+             (gs ? gs->file().bytesRead() : 0);
+    };
+    auto swapWritten = [&] {
+      return (off && off->swapFile() ? off->swapFile()->bytesWritten() : 0) +
+             (ps ? ps->file().bytesWritten() : 0) + (gs ? gs->file().bytesWritten() : 0);
+    };
+    const int64_t r0 = swapRead(), w0 = swapWritten();
     auto t = std::chrono::steady_clock::now();
     engine.backward(autograd::crossEntropy(engine.forward(autograd::Variable(x)), y));
     const double fb = seconds(t);
-    const int64_t r0 = off && off->swapFile() ? off->swapFile()->bytesRead() : 0;
-    const int64_t w0 = off && off->swapFile() ? off->swapFile()->bytesWritten() : 0;
     t = std::chrono::steady_clock::now();
     engine.step();
     const double st = seconds(t);
-    const int64_t r = off && off->swapFile() ? off->swapFile()->bytesRead() - r0 : 0;
-    const int64_t w = off && off->swapFile() ? off->swapFile()->bytesWritten() - w0 : 0;
+    const int64_t r = swapRead() - r0, w = swapWritten() - w0;
     std::printf(
         "rank %d step %lld: %.2f s (forward+backward %.2f s, optimizer step %.2f s); swap read %.2f GB, "
-        "written %.2f GB in the step: %.2f GB/s\n",
-        rank, static_cast<long long>(s + 1), fb + st, fb, st, r / 1e9, w / 1e9, (r + w) / 1e9 / st);
+        "written %.2f GB in the whole step: %.2f GB/s\n",
+        rank, static_cast<long long>(s + 1), fb + st, fb, st, r / 1e9, w / 1e9, (r + w) / 1e9 / (fb + st));
     memoryLine(rank, ("after step " + std::to_string(s + 1)).c_str());
   }
   return 0;

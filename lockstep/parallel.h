@@ -13,6 +13,8 @@
 #include "lockstep/parallel/step_graph.h"
 #include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/parallel/zero_grad_reducer.h"
+#include "lockstep/parallel/zero_init.h"
 #include "lockstep/parallel/zero_nvme_offload.h"
 #include "lockstep/parallel/zero_optimizer.h"
 #include "lockstep/parallel/zero_partition.h"
+#include "lockstep/parallel/zero_piece_swap.h"

@@ -62,11 +62,21 @@ void Module::checkNewName(const std::string& name, const char* what) const {
                    ": cannot add ", what, " '", name, "': the name is already used");
 }
 
+namespace {
+thread_local ParameterRegisteredHook parameter_registered;
+}  // namespace
+
+ParameterRegisteredHook setParameterRegisteredHook(ParameterRegisteredHook hook) {
+  std::swap(hook, parameter_registered);
+  return hook;
+}
+
 Variable Module::registerParameter(const std::string& name, Tensor value, bool requires_grad) {
   if (!value.defined()) return Variable();
   checkNewName(name, "parameter");
   Variable v(std::move(value), requires_grad);
   v.setName(name);
+  if (parameter_registered) parameter_registered(v);
   params_.emplace_back(name, v);
   return v;
 }

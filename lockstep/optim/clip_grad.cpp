@@ -7,8 +7,6 @@
 
 namespace lockstep::optim {
 
-namespace {
-// The p-norm of one tensor, accumulated in double.
 double tensorNorm(const Tensor& g, double p) {
   const Tensor c = g.to(DType::f64).contiguous();
   const double* x = c.data<double>();
@@ -27,7 +25,6 @@ double tensorNorm(const Tensor& g, double p) {
   for (int64_t i = 0; i < n; ++i) s += std::pow(std::abs(x[i]), p);
   return std::pow(s, 1.0 / p);
 }
-}  // namespace
 
 double gradNorm(const std::vector<autograd::Variable>& params, double norm_type) {
   LOCKSTEP_ENFORCE(norm_type > 0.0, ValueError, "gradNorm: norm_type must be positive, got ", norm_type);
@@ -35,6 +32,10 @@ double gradNorm(const std::vector<autograd::Variable>& params, double norm_type)
   for (const auto& p : params) {
     if (p.hasGrad()) norms.push_back(tensorNorm(p.grad(), norm_type));
   }
+  return combineNorms(norms, norm_type);
+}
+
+double combineNorms(const std::vector<double>& norms, double norm_type) {
   if (norms.empty()) return 0.0;
   if (std::isinf(norm_type)) return *std::max_element(norms.begin(), norms.end());
   double s = 0.0;

@@ -23,5 +23,9 @@ double clipGradNorm(const std::vector<autograd::Variable>& params, double max_no
 
 /// The total norm clipGradNorm would compute, without changing anything.
 double gradNorm(const std::vector<autograd::Variable>& params, double norm_type = 2.0);
+/// Its two halves, for gradients that are not all in memory at once (ZeRO's swapped gradient
+/// pieces): the p-norm of one tensor, accumulated in double, and the norm of such norms.
+double tensorNorm(const Tensor& t, double norm_type = 2.0);
+double combineNorms(const std::vector<double>& norms, double norm_type = 2.0);
 
 }  // namespace lockstep::optim

@@ -1,5 +1,7 @@
 #include "lockstep/parallel/tensor_comm.h"
 
+#include "lockstep/util/error.h"
+
 #if LOCKSTEP_WITH_CUDA
 #include "lockstep/tensor/cuda/runtime.h"
 #endif
@@ -77,6 +79,13 @@ std::string broadcastBytes(comm::ProcessGroup& pg, const std::string& mine, int 
   std::string out = pg.rank() == root ? mine : std::string(static_cast<size_t>(len), '\0');
   pg.broadcast(out.data(), out.size(), DType::u8, o)->wait();
   return out;
+}
+
+void rethrowIfAnyRankFailed(comm::ProcessGroup* pg, std::exception_ptr failed, const std::string& others) {
+  double any = failed ? 1.0 : 0.0;
+  if (pg && pg->size() > 1) any = allreduceScalar(*pg, any, comm::ReduceOp::max);
+  if (failed) std::rethrow_exception(failed);
+  LOCKSTEP_ENFORCE(any == 0.0, IoError, others);
 }
 
 }  // namespace lockstep::parallel

@@ -1,7 +1,10 @@
 #pragma once
 // Collectives on Tensors: comm/ moves typed buffers and knows nothing of tensors; these adapt.
 // Every function here is collective over pg (all ranks call it in the same order).
+#include <exception>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "lockstep/comm/process_group.h"
 #include "lockstep/tensor/tensor.h"
@@ -22,6 +25,10 @@ double allreduceScalar(comm::ProcessGroup& pg, double value, comm::ReduceOp op);
 void broadcast(comm::ProcessGroup& pg, Tensor& t, int root = 0);
 /// Every rank's bytes, in rank order (lengths may differ). Blocks until done.
 std::vector<std::string> allgatherBytes(comm::ProcessGroup& pg, const std::string& mine);
+/// Every rank learns whether any failed a local step (creating a file, say) before the next
+/// collective, instead of the others waiting there for it: rethrows `failed` on the ranks that
+/// failed and throws IoError(others) on the rest when any did. pg may be null (one rank).
+void rethrowIfAnyRankFailed(comm::ProcessGroup* pg, std::exception_ptr failed, const std::string& others);
 /// root's string on every rank. Blocks until done.
 std::string broadcastBytes(comm::ProcessGroup& pg, const std::string& mine, int root = 0);
 

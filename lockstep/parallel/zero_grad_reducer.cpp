@@ -12,7 +12,8 @@ using autograd::Variable;
 
 ZeroGradReducer::ZeroGradReducer(std::vector<Variable> params, std::vector<std::string> names,
                                  const ZeroLayout& layout, std::shared_ptr<comm::ProcessGroup> group,
-                                 bool overlap, bool reduce_scatter)
+                                 bool overlap, bool reduce_scatter, const std::string& swap_dir,
+                                 const std::string& swap_key)
     : params_(std::move(params)),
       names_(std::move(names)),
       layout_(layout),
@@ -28,7 +29,13 @@ ZeroGradReducer::ZeroGradReducer(std::vector<Variable> params, std::vector<std::
   for (size_t b = 0; b < layout_.buckets.size(); ++b) {
     for (size_t p : layout_.buckets[b].params) bucket_of_[p] = b;
     max_chunk = std::max(max_chunk, layout_.buckets[b].chunk);
-    pieces_.push_back(Tensor::zeros({layout_.buckets[b].pieceSize(rank_)}, dtype));
+    // Swapped pieces start as zeros in the file: their memory is never touched here.
+    const Shape shape{layout_.buckets[b].pieceSize(rank_)};
+    pieces_.push_back(swap_dir.empty() ? Tensor::zeros(shape, dtype) : Tensor::empty(shape, dtype));
+  }
+  if (!swap_dir.empty()) {
+    swap_ = std::make_unique<ZeroPieceSwap>(pieces_, swap_dir, "lockstep-zero-gradients-rank" + std::to_string(rank_),
+                                            swap_key, /*zeros=*/true);
   }
   max_chunk_ = max_chunk;
   dtype_ = dtype;
@@ -63,10 +70,23 @@ void ZeroGradReducer::checkComplete() const {
 }
 
 void ZeroGradReducer::zero() {
+  if (swap_) {
+    swap_->setZero();
+    return;
+  }
   for (Tensor& t : pieces_) t.zero();
 }
 
+void ZeroGradReducer::acquirePiece(size_t b) {
+  if (swap_) swap_->acquire(b);
+}
+
+void ZeroGradReducer::releasePiece(size_t b, bool changed) {
+  if (swap_) swap_->release(b, changed);
+}
+
 size_t ZeroGradReducer::pieceBytes() const {
+  if (swap_) return static_cast<size_t>(swap_->residentBytes());
   size_t n = 0;
   for (const Tensor& t : pieces_) n += t.nbytes();
   return n;
@@ -138,7 +158,9 @@ void ZeroGradReducer::complete(Slot& slot) {
   if (slot.work) slot.work->wait();
   slot.work.reset();
   Tensor& piece = pieces_[slot.bucket];
+  acquirePiece(static_cast<size_t>(slot.bucket));
   if (piece.numel() > 0) kernels::addInto(piece, slot.recv.narrow(0, 0, piece.numel()));
+  releasePiece(static_cast<size_t>(slot.bucket), true);
   slot.bucket = -1;
 }
 

@@ -16,6 +16,7 @@
 #include "lockstep/autograd/variable.h"
 #include "lockstep/comm/process_group.h"
 #include "lockstep/parallel/zero_partition.h"
+#include "lockstep/parallel/zero_piece_swap.h"
 
 namespace lockstep::parallel {
 
@@ -25,9 +26,12 @@ class ZeroGradReducer {
   /// world of one rank (the pieces are then the whole gradients).
   /// overlap: leave each bucket's reduction running while backward goes on (else wait at once);
   /// reduce_scatter: reduce-scatter the bucket (else allreduce it and keep this rank's piece).
+  /// swap_dir: keep the pieces in a swap file there (ZeRO-Infinity's gradient swapping): each is
+  /// read, added to and written back as its bucket's reduction completes; IoError naming swap_key
+  /// when the file cannot be made.
   ZeroGradReducer(std::vector<autograd::Variable> params, std::vector<std::string> names,
                   const ZeroLayout& layout, std::shared_ptr<comm::ProcessGroup> group, bool overlap = true,
-                  bool reduce_scatter = true);
+                  bool reduce_scatter = true, const std::string& swap_dir = {}, const std::string& swap_key = {});
   ~ZeroGradReducer();
   ZeroGradReducer(const ZeroGradReducer&) = delete;
   ZeroGradReducer& operator=(const ZeroGradReducer&) = delete;
@@ -39,8 +43,14 @@ class ZeroGradReducer {
   void checkComplete() const;
   /// Zero-fills the pieces: a new accumulation window.
   void zero();
-  /// Bytes of the gradient pieces this rank keeps (not counting the two staging buffers).
+  /// Bytes of the gradient pieces this rank keeps (not counting the two staging buffers); with a
+  /// swap file, those in memory now.
   size_t pieceBytes() const;
+  /// Piece b in memory (with its sums) until the matching releasePiece(); without a swap file both
+  /// do nothing. changed: write it back.
+  void acquirePiece(size_t b);
+  void releasePiece(size_t b, bool changed);
+  const ZeroPieceSwap* pieceSwap() const { return swap_.get(); }
 
  private:
   struct Slot {
@@ -67,6 +77,7 @@ class ZeroGradReducer {
   size_t ready_count_ = 0;
   size_t next_launch_ = 0;
   std::vector<Tensor> pieces_;
+  std::unique_ptr<ZeroPieceSwap> swap_;
   Slot slots_[2];  // allocated on first use
   int64_t max_chunk_ = 0;
   DType dtype_ = DType::f32;

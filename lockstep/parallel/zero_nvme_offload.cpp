@@ -111,9 +111,20 @@ void ZeroNvmeOffload::load(int64_t k, Slot& slot) {
     slot.reads.push_back(file_->read(fileOffset(k, j), region(slot, j), regionIoBytes(k)));
 }
 
+void ZeroNvmeOffload::setShardHooks(std::function<void(size_t)> before, std::function<void(size_t)> after) {
+  before_ = std::move(before);
+  after_ = std::move(after);
+}
+
 void ZeroNvmeOffload::step() {
   if (!file_) {  // no states to keep (SGD without momentum) or no elements here
+    if (before_) {
+      for (size_t i = 0; i < shards_.size(); ++i) before_(i);
+    }
     optimizer_->step();
+    if (after_) {
+      for (size_t i = 0; i < shards_.size(); ++i) after_(i);
+    }
     return;
   }
   const int64_t n = subGroups();
@@ -130,7 +141,18 @@ void ZeroNvmeOffload::step() {
     waitReads(slot);
     waitWrites(slot);  // k's own last write (it stayed in memory): the step must not race it
     const size_t before = states(k);
+    if (before_) {
+      for (size_t pi : groups_[k].pieces) {
+        if (pieces_[pi].shard_offset == 0) before_(pieces_[pi].shard);
+      }
+    }
     stepGroup(k, slot);
+    if (after_) {
+      for (size_t pi : groups_[k].pieces) {
+        const Piece& p = pieces_[pi];
+        if (p.shard_offset + p.numel == shards_[p.shard].var.numel()) after_(p.shard);
+      }
+    }
     if (states(k) != before) {
       // The step created k's states (the first step does): the optimizer's tensors, copied into
       // the swap buffer and freed, would stay in the caching allocator in as many size classes

@@ -23,6 +23,7 @@
 //
 // Not thread-safe. Nothing here is collective.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,10 @@ class ZeroNvmeOffload {
 
   /// One optimizer step of every shard (their gradients set as the optimizer's step expects).
   void step();
+  /// Called around the steps of each shard (its index in the constructor's list): `before` ahead of
+  /// the sub-group holding its first elements, `after` once the sub-group holding its last ones has
+  /// stepped. ZeRO's swapped parameter and gradient pieces come into memory there.
+  void setShardHooks(std::function<void(size_t)> before, std::function<void(size_t)> after);
   /// The optimizer's state dict over the shards as the optimizer would hold it without offload
   /// (keys "<opt_index>.<name>"), read from the swap file: the whole partition's states in memory.
   optim::OptimizerStateDict stateDict();
@@ -123,6 +128,7 @@ class ZeroNvmeOffload {
   std::vector<Slot> slots_;
   std::unique_ptr<char, void (*)(void*)> buffers_{nullptr, nullptr};
   std::unique_ptr<file::SwapFile> file_;
+  std::function<void(size_t)> before_, after_;
 };
 
 }  // namespace lockstep::parallel

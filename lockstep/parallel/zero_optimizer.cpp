@@ -40,6 +40,18 @@ void validateZeroOptions(const ZeroOptions& o) {
                      " must be a non-negative number of elements");
   }
   validateNvmeOffloadOptions(o.offload_optimizer);
+  if (!o.offload_param_nvme_path.empty()) {
+    LOCKSTEP_ENFORCE(o.stage == 3, ValueError,
+                     "zero_optimization.offload_param: offloading parameters needs ZeRO stage 3 (DeepSpeed's "
+                     "rule); set zero_optimization.stage: 3");
+    LOCKSTEP_ENFORCE(!o.offload_optimizer.nvme_path.empty(), ValueError,
+                     "zero_optimization.offload_param.device nvme needs offload_optimizer.device nvme too: the "
+                     "swapped parameter pieces are stepped sub-group by sub-group with their optimizer states "
+                     "(ZeRO-Infinity's configuration); set offload_optimizer {device: nvme, nvme_path: ...}");
+    LOCKSTEP_ENFORCE(o.offload_param_buffer_size >= 1, ValueError,
+                     "zero_optimization.offload_param.buffer_size=", o.offload_param_buffer_size,
+                     " must be a positive number of elements");
+  }
 }
 
 ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimizer> optimizer,
@@ -84,7 +96,19 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   }
   if (group_ && world_ > 1) {
     verifySameModelEverywhere(*model_, *group_, "ZeRO");
-    broadcastModel(*model_, *group_);
+    // Stage 3's coordinator broadcasts the parameters it partitions itself, a bucket at a time;
+    // here the others (frozen ones the optimizer does not hold) and the buffers.
+    if (options_.stage == 3) {
+      autograd::NoGradGuard ng;
+      std::set<const autograd::VariableImpl*> partitioned;
+      for (const Variable& p : params_) partitioned.insert(p.impl().get());
+      for (auto& [name, p] : model_->namedParameters()) {
+        if (!partitioned.count(p.impl().get())) broadcast(*group_, p.tensor(), 0);
+      }
+      broadcastBuffers(*model_, *group_);
+    } else {
+      broadcastModel(*model_, *group_);
+    }
   }
   std::vector<size_t> numels_as_bytes;  // assignBuckets counts bytes; the ZeRO caps count elements
   std::vector<int64_t> numels;
@@ -134,37 +158,12 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   group_params_.resize(groups.size());
   for (size_t p = 0; p < params_.size(); ++p) group_params_[group_of[p]].push_back(static_cast<int64_t>(p));
   group_of_ = group_of;
-  if (!options_.offload_optimizer.nvme_path.empty()) {
-    std::vector<ZeroNvmeOffload::Shard> offloaded;
-    for (const Shard& s : shards_) offloaded.push_back({s.var, group_of[s.param], s.opt_index});
-    std::exception_ptr failed;
-    try {
-      offload_ = std::make_unique<ZeroNvmeOffload>(optimizer_, std::move(offloaded),
-                                                   params_.empty() ? DType::f32 : params_.front().dtype(),
-                                                   rank_, options_.offload_optimizer);
-    } catch (const Error&) {
-      failed = std::current_exception();
-    }
-    // Every rank learns whether any could not create its swap file (a full or missing disk on one
-    // node), rather than the others waiting for it at the first collective.
-    double any = failed ? 1.0 : 0.0;
-    if (group_ && world_ > 1) any = allreduceScalar(*group_, any, comm::ReduceOp::max);
-    if (failed) std::rethrow_exception(failed);
-    LOCKSTEP_ENFORCE(any == 0.0, IoError,
-                     "ZeRO NVMe offload: another rank could not create its swap file under ",
-                     options_.offload_optimizer.nvme_path, " (its log says why)");
-  }
-  if (options_.stage >= 2)
+  // Stage 3 with the states on NVMe swaps the gradient partition too (made in swapPartition).
+  if (options_.stage == 2 || (options_.stage == 3 && options_.offload_optimizer.nvme_path.empty()))
     reducer_ = std::make_unique<ZeroGradReducer>(params_, names_, layout_, group_, options_.overlap_comm,
                                                  options_.reduce_scatter);
+  if (!options_.offload_optimizer.nvme_path.empty()) swapPartition();
 
-  int64_t block = 0;  // the largest all-gather block: a bucket's chunk, capped by allgather_bucket_size
-  const int64_t cap = std::max<int64_t>(1, options_.allgather_bucket_size / world_);
-  for (const ZeroBucket& b : layout_.buckets) block = std::max(block, std::min(b.chunk, cap));
-  if (world_ > 1 && !params_.empty()) {
-    gather_send_ = Tensor::zeros({block}, params_.front().dtype());
-    gather_recv_ = Tensor::zeros({block * world_}, params_.front().dtype());
-  }
   for (const Variable& p : params_) shapes_.push_back(p.shape());
   // Stage 3: the whole parameters the model was built with are freed now; hand their bytes back to
   // the system rather than keep a whole model's worth cached for gathers that need a layer's.
@@ -172,6 +171,72 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
 }
 
 ZeroOptimizer::~ZeroOptimizer() = default;
+
+void ZeroOptimizer::swapPartition() {
+  const std::string& dir = options_.offload_optimizer.nvme_path;
+  std::vector<ZeroNvmeOffload::Shard> offloaded;
+  for (const Shard& s : shards_) offloaded.push_back({s.var, group_of_[s.param], s.opt_index});
+  std::exception_ptr failed;
+  try {
+    offload_ = std::make_unique<ZeroNvmeOffload>(optimizer_, std::move(offloaded),
+                                                 params_.empty() ? DType::f32 : params_.front().dtype(), rank_,
+                                                 options_.offload_optimizer);
+    // Stage 3 swaps the partition's gradients with the states (as DeepSpeed's ZeRO-Infinity does);
+    // the coordinator swaps its parameter pieces with offload_param nvme.
+    if (options_.stage == 3)
+      reducer_ = std::make_unique<ZeroGradReducer>(params_, names_, layout_, group_, options_.overlap_comm,
+                                                   options_.reduce_scatter, dir,
+                                                   "zero_optimization.offload_optimizer.nvme_path");
+  } catch (const Error&) {
+    failed = std::current_exception();
+  }
+  // A full or missing disk on one node: every rank says so rather than wait at the next collective.
+  rethrowIfAnyRankFailed(group_.get(), failed,
+                         "ZeRO NVMe offload: another rank could not create its swap file under " + dir +
+                             " (its log says why)");
+  if (options_.stage != 3) return;
+  // The optimizer steps the swapped pieces one shard at a time: a shard's parameter and gradient
+  // pieces come into memory just before its first elements step and go back after its last.
+  offload_->setShardHooks(
+      [this](size_t i) {
+        coordinator_->acquirePiece(shards_[i].bucket);
+        reducer_->acquirePiece(shards_[i].bucket);
+      },
+      [this](size_t i) {
+        coordinator_->releasePiece(shards_[i].bucket, true);
+        reducer_->releasePiece(shards_[i].bucket, false);
+      });
+}
+
+const ZeroPieceSwap* ZeroOptimizer::parameterSwap() const {
+  return coordinator_ ? coordinator_->pieceSwap() : nullptr;
+}
+
+const ZeroPieceSwap* ZeroOptimizer::gradientSwap() const { return reducer_ ? reducer_->pieceSwap() : nullptr; }
+
+void ZeroOptimizer::forEachShardGradient(bool changes, const std::function<void(Shard&)>& fn) {
+  // The shards go bucket by bucket: one bucket's gradient pieces in memory at a time.
+  long held = -1;
+  auto drop = [&] {
+    if (held >= 0 && reducer_) reducer_->releasePiece(static_cast<size_t>(held), changes);
+    held = -1;
+  };
+  try {
+    for (Shard& s : shards_) {
+      if (!s.var.hasGrad()) continue;
+      if (static_cast<long>(s.bucket) != held) {
+        drop();
+        if (reducer_) reducer_->acquirePiece(s.bucket);
+        held = static_cast<long>(s.bucket);
+      }
+      fn(s);
+    }
+  } catch (...) {
+    drop();
+    throw;
+  }
+  drop();
+}
 
 void ZeroOptimizer::pointShardGradients() {
   if (reducer_) {
@@ -226,7 +291,9 @@ void ZeroOptimizer::adoptGatheredParameters() {
   autograd::NoGradGuard ng;
   for (Shard& s : shards_) {
     Tensor src = params_[s.param].tensor().contiguous();
+    coordinator_->acquirePiece(s.bucket);
     s.var.tensor().copyFrom(src.view({src.numel()}).narrow(0, s.param_offset, s.numel));
+    coordinator_->releasePiece(s.bucket, true);
   }
 }
 
@@ -238,9 +305,15 @@ void ZeroOptimizer::allgatherParameters() {
 
 void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, int root,
                                  const std::function<const char*(size_t, int64_t)>& mine) {
-  if (world_ == 1) return;  // this rank's piece is everything
-  const size_t elem = dtypeSize(gather_send_.dtype());
+  if (world_ == 1 || params_.empty()) return;  // this rank's piece is everything
   const int64_t cap = std::max<int64_t>(1, options_.allgather_bucket_size / world_);
+  if (!gather_send_.defined()) {  // on first use (stage 3 gathers this way only for checkpoints)
+    int64_t block = 0;  // the largest all-gather block: a bucket's chunk, capped by allgather_bucket_size
+    for (const ZeroBucket& b : layout_.buckets) block = std::max(block, std::min(b.chunk, cap));
+    gather_send_ = Tensor::zeros({block}, params_.front().dtype());
+    gather_recv_ = Tensor::zeros({block * world_}, params_.front().dtype());
+  }
+  const size_t elem = dtypeSize(gather_send_.dtype());
   char* send = static_cast<char*>(gather_send_.dataPtr());
   char* recv = static_cast<char*>(gather_recv_.dataPtr());
   for (const ZeroBucket& bucket : layout_.buckets) {
@@ -293,31 +366,30 @@ void ZeroOptimizer::zeroGrad() {
 
 double ZeroOptimizer::clipGradNorm(double max_norm) {
   pointShardGradients();
-  std::vector<Variable> vars;
-  for (const Shard& s : shards_) vars.push_back(s.var);
-  const double local = optim::gradNorm(vars);
+  // optim::gradNorm over the shards, computed a bucket's gradient pieces at a time.
+  std::vector<double> norms;
+  forEachShardGradient(false, [&](Shard& s) { norms.push_back(optim::tensorNorm(s.var.grad())); });
+  const double local = optim::combineNorms(norms);
   double total = local * local;
   if (group_ && world_ > 1) total = allreduceScalar(*group_, total, comm::ReduceOp::sum);
   total = std::sqrt(total);
   const double raw = max_norm / (total + 1e-6);
   const double coef = std::isnan(raw) ? raw : std::min(1.0, raw);  // clipGradNorm's rule
   if (coef == 1.0) return total;
-  for (Shard& s : shards_) {
-    if (!s.var.hasGrad()) continue;
+  forEachShardGradient(true, [&](Shard& s) {
     Tensor g = s.var.grad();
     kernels::scaleAndCheckNonFinite(g, coef);
-  }
+  });
   return total;
 }
 
 bool ZeroOptimizer::unscaleAndCheckOverflow(double factor) {
   pointShardGradients();
   bool overflow = false;
-  for (Shard& s : shards_) {
-    if (!s.var.hasGrad()) continue;
+  forEachShardGradient(factor != 1.0, [&](Shard& s) {
     Tensor g = s.var.grad();
     overflow = kernels::scaleAndCheckNonFinite(g, factor) || overflow;
-  }
+  });
   if (group_ && world_ > 1)
     overflow = allreduceScalar(*group_, overflow ? 1.0 : 0.0, comm::ReduceOp::max) != 0.0;
   return overflow;
@@ -413,8 +485,15 @@ optim::OptimizerStateDict ZeroOptimizer::partitionOptimizerState() const {
 
 std::vector<ZeroOptimizer::OwnedSegment> ZeroOptimizer::ownedSegments() const {
   std::vector<OwnedSegment> out;
-  for (const Shard& s : shards_)
+  for (const Shard& s : shards_) {
+    if (parameterSwap()) {  // a copy read back from the swap file (the whole partition, while saved)
+      coordinator_->acquirePiece(s.bucket);
+      out.push_back({s.param, s.param_offset, s.numel, s.opt_index, s.var.tensor().clone()});
+      coordinator_->releasePiece(s.bucket, false);
+      continue;
+    }
     out.push_back({s.param, s.param_offset, s.numel, s.opt_index, s.var.tensor()});
+  }
   return out;
 }
 

@@ -37,6 +37,7 @@
 #include "lockstep/parallel/zero_grad_reducer.h"
 #include "lockstep/parallel/zero_nvme_offload.h"
 #include "lockstep/parallel/zero_partition.h"
+#include "lockstep/parallel/zero_piece_swap.h"
 
 namespace lockstep::parallel {
 
@@ -77,6 +78,14 @@ struct ZeroOptions {
   /// offload_optimizer with device nvme: the partition's optimizer states live in a swap file
   /// under nvme_path between steps (zero_nvme_offload.h). Empty nvme_path: in memory.
   NvmeOffloadOptions offload_optimizer{};
+  /// offload_param with device nvme (stage 3, with offload_optimizer device nvme): this rank's
+  /// pieces of the parameters live in a swap file under this directory and are read into memory
+  /// only for their all-gather and their optimizer step; the gradient pieces are swapped as well
+  /// (zero_piece_swap.h). Empty: in memory.
+  std::string offload_param_nvme_path;
+  /// offload_param.buffer_size: the most elements a rank's piece of one bucket may have with
+  /// offload_param nvme (DeepSpeed's check that every partitioned parameter fits a swap buffer).
+  int64_t offload_param_buffer_size = 100'000'000;
 };
 
 /// ValueError naming the field. Pure.
@@ -163,6 +172,10 @@ class ZeroOptimizer {
   const ZeroLayout& layout() const { return layout_; }
   /// The NVMe offload of the optimizer states (options.offload_optimizer), or nullptr.
   const ZeroNvmeOffload* nvmeOffload() const { return offload_.get(); }
+  /// The swap files of the parameter pieces (offload_param nvme) and of the gradient pieces
+  /// (stage 3 with offload_optimizer nvme), or nullptr.
+  const ZeroPieceSwap* parameterSwap() const;
+  const ZeroPieceSwap* gradientSwap() const;
   int stage() const { return options_.stage; }
   /// This rank's model-state bytes: parameters (all; stage 3: the partition, plus the whole
   /// parameters while they are gathered), gradients (all, or the partition with stage 2 and 3), optimizer
@@ -181,6 +194,10 @@ class ZeroOptimizer {
     int64_t opt_index = 0;  // in the optimizer's state dict
   };
   void pointShardGradients();
+  /// fn(shard) for every shard with a gradient, the gradient pieces of its bucket in memory
+  /// meanwhile (swapped back out after, as changed when `changes`).
+  void forEachShardGradient(bool changes, const std::function<void(Shard&)>& fn);
+  void swapPartition();
   void loadStateDictPieces(const optim::OptimizerStateDict& state, bool partition);
   void allgatherParameters();
   /// full[p]: parameter p's elements (its dtype, contiguous), this rank's pieces filled in; fills

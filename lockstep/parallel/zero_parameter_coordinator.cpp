@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <set>
 #include <unordered_map>
 
 #include "lockstep/autograd/function.h"
 #include "lockstep/parallel/bucket_assignment.h"
+#include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::parallel {
@@ -125,23 +127,34 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
   autograd::NoGradGuard ng;
   const DType dtype = params_.empty() ? DType::f32 : params_.front().dtype();
   const size_t elem = dtypeSize(dtype);
-  for (const ZeroBucket& bucket : layout_.buckets) {
-    Tensor piece = Tensor::empty({bucket.pieceSize(rank_)}, dtype);
-    for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[rank_], bucket.piece[rank_ + 1])) {
-      const Tensor src = params_[s.param].tensor().contiguous();
-      std::memcpy(static_cast<char*>(piece.dataPtr()) + (s.bucket_offset - bucket.piece[rank_]) * elem,
-                  static_cast<const char*>(src.dataPtr()) + s.param_offset * elem, s.numel * elem);
-    }
-    pieces_.push_back(std::move(piece));
-  }
+  for (const Variable& p : params_) shapes_.push_back(p.shape());
+  for (const ZeroBucket& bucket : layout_.buckets) pieces_.push_back(Tensor::empty({bucket.pieceSize(rank_)}, dtype));
+  if (!options_.offload_param_nvme_path.empty()) swapPieces();
+  // One bucket at a time: rank 0's values of its parameters (broadcast, as DDP starts), this rank's
+  // piece of them, and the whole parameters replaced by freed storage of their own. So a model
+  // built under zero.Init (zero_init.h) or too large to copy is never whole in memory here.
+  //
   // A bucket whose pieces are all equally long is one flat tensor, laid out as its all-gather
   // leaves it: its parameters are views into it and the all-gather writes straight into them.
   // Elsewhere each parameter gets storage of its own (filled by copies out of a receive buffer).
   // Either way freeing a bucket frees nothing else.
-  for (const Variable& p : params_) shapes_.push_back(p.shape());
   flat_.resize(layout_.buckets.size());
   for (size_t b = 0; b < layout_.buckets.size(); ++b) {
     const ZeroBucket& bucket = layout_.buckets[b];
+    if (group_ && world_ > 1) {
+      for (size_t p : bucket.params) {
+        LOCKSTEP_CHECK(params_[p].tensor().isContiguous(), "ZeRO stage 3: parameter ", p, " is not contiguous");
+        broadcast(*group_, params_[p].tensor(), 0);
+      }
+    }
+    acquirePiece(b);
+    Tensor& piece = pieces_[b];
+    for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[rank_], bucket.piece[rank_ + 1])) {
+      const Tensor& src = params_[s.param].tensor();
+      std::memcpy(static_cast<char*>(piece.dataPtr()) + (s.bucket_offset - bucket.piece[rank_]) * elem,
+                  static_cast<const char*>(src.dataPtr()) + s.param_offset * elem, s.numel * elem);
+    }
+    releasePiece(b, true);
     const bool direct = bucket.numel > 0 && bucket.chunk * world_ == bucket.numel;
     if (direct) flat_[b] = Tensor::empty({bucket.numel}, dtype);
     for (size_t i = 0; i < bucket.params.size(); ++i) {
@@ -190,10 +203,43 @@ ZeroParameterCoordinator::~ZeroParameterCoordinator() {
   }
 }
 
+void ZeroParameterCoordinator::swapPieces() {
+  const int64_t buffer_size = options_.offload_param_buffer_size;
+  std::exception_ptr failed;
+  try {
+    for (size_t b = 0; b < pieces_.size(); ++b) {
+      LOCKSTEP_ENFORCE(pieces_[b].numel() <= buffer_size, ValueError,
+                       "zero_optimization.offload_param.buffer_size=", buffer_size, " is smaller than rank ",
+                       rank_, "'s piece of parameter bucket ", b, " (", pieces_[b].numel(),
+                       " elements): raise buffer_size to at least that, or lower reduce_bucket_size (a piece "
+                       "is a bucket's share of one rank; a parameter larger than the bucket size is a bucket "
+                       "of its own)");
+    }
+    swap_ = std::make_unique<ZeroPieceSwap>(pieces_, options_.offload_param_nvme_path,
+                                            "lockstep-zero-parameters-rank" + std::to_string(rank_),
+                                            "zero_optimization.offload_param.nvme_path", /*zeros=*/true);
+  } catch (const Error&) {
+    failed = std::current_exception();
+  }
+  // Every rank learns whether any could not make its swap file before the broadcasts start.
+  rethrowIfAnyRankFailed(group_.get(), failed,
+                         "ZeRO NVMe offload: another rank could not create its swap file under " +
+                             options_.offload_param_nvme_path + " (its log says why)");
+}
+
+void ZeroParameterCoordinator::acquirePiece(size_t b) {
+  if (swap_) swap_->acquire(b);
+}
+
+void ZeroParameterCoordinator::releasePiece(size_t b, bool changed) {
+  if (swap_) swap_->release(b, changed);
+}
+
 void ZeroParameterCoordinator::launch(size_t b) {
   if (state_[b] != State::released) return;
   const ZeroBucket& bucket = layout_.buckets[b];
   state_[b] = State::in_flight;
+  acquirePiece(b);  // read back from the swap file (offload_param nvme) until complete()
   live_ += bucket.numel;
   const bool direct = flat_[b].defined();
   if (direct) flat_[b].storage()->materialize();
@@ -232,6 +278,7 @@ void ZeroParameterCoordinator::complete(size_t b) {
     if (world_ == 1) std::memcpy(flat_[b].dataPtr(), pieces_[b].dataPtr(), pieces_[b].nbytes());
     f = Fetch{};
     state_[b] = State::resident;
+    releasePiece(b, false);
     return;
   }
   for (size_t p : bucket.params) params_[p].tensor().storage()->materialize();
@@ -245,6 +292,7 @@ void ZeroParameterCoordinator::complete(size_t b) {
   }
   f = Fetch{};
   state_[b] = State::resident;
+  releasePiece(b, false);
 }
 
 void ZeroParameterCoordinator::acquire(size_t b) {
@@ -360,7 +408,11 @@ void ZeroParameterCoordinator::onGradReady(size_t p) {
 
 int64_t ZeroParameterCoordinator::residentBytes() const {
   int64_t bytes = 0;
-  for (const Tensor& t : pieces_) bytes += static_cast<int64_t>(t.nbytes());
+  if (swap_) {
+    bytes = swap_->residentBytes();
+  } else {
+    for (const Tensor& t : pieces_) bytes += static_cast<int64_t>(t.nbytes());
+  }
   for (size_t b = 0; b < flat_.size(); ++b) {
     if (flat_[b].defined()) {
       if (flat_[b].storage()->resident()) bytes += static_cast<int64_t>(flat_[b].nbytes());

@@ -33,6 +33,7 @@
 #include "lockstep/nn/module.h"
 #include "lockstep/parallel/zero_optimizer.h"
 #include "lockstep/parallel/zero_partition.h"
+#include "lockstep/parallel/zero_piece_swap.h"
 
 namespace lockstep::parallel {
 
@@ -59,9 +60,9 @@ ZeroBucketPlan planZeroBuckets(nn::Module& model, const std::vector<autograd::Va
 
 class ZeroParameterCoordinator {
  public:
-  /// Not collective. Takes this rank's pieces of params (their current values) and frees the
-  /// parameters. params: one floating dtype, contiguous; layout from plan.buckets. group may be
-  /// null for one rank. From options: allgather_partitions (false: one broadcast per rank),
+  /// Collective (world > 1). Takes this rank's pieces of rank 0's params (broadcast one bucket at
+  /// a time) and frees the parameters. params: one floating dtype, contiguous; layout from
+  /// plan.buckets. group may be null for one rank. From options: allgather_partitions (false: one broadcast per rank),
   /// prefetch_bucket_size, max_live_parameters, max_reuse_distance.
   ZeroParameterCoordinator(std::vector<autograd::Variable> params, ZeroLayout layout, ZeroBucketPlan plan,
                            std::shared_ptr<comm::ProcessGroup> group, const ZeroOptions& options);
@@ -82,6 +83,12 @@ class ZeroParameterCoordinator {
   /// Bytes of whole parameters resident now plus this rank's pieces.
   int64_t residentBytes() const;
 
+  /// Piece b in memory (with its values) until the matching releasePiece(); without a swap file
+  /// both do nothing. changed: write the piece back (the optimizer stepped it).
+  void acquirePiece(size_t b);
+  void releasePiece(size_t b, bool changed);
+  const ZeroPieceSwap* pieceSwap() const { return swap_.get(); }
+
   /// Hook bodies (public for the backward node).
   void acquireUnit(size_t unit, bool backward);
 
@@ -92,6 +99,9 @@ class ZeroParameterCoordinator {
     Tensor send, recv;
     std::vector<std::shared_ptr<comm::Work>> works;
   };
+  /// offload_param nvme: the pieces live in a swap file (IoError naming the key when it cannot be
+  /// made on any rank; ValueError when a piece is larger than buffer_size elements).
+  void swapPieces();
   void launch(size_t bucket);
   void complete(size_t bucket);
   void acquire(size_t bucket);
@@ -110,6 +120,7 @@ class ZeroParameterCoordinator {
   int rank_ = 0;
   int world_ = 1;
   std::vector<Tensor> pieces_;
+  std::unique_ptr<ZeroPieceSwap> swap_;  // offload_param nvme
   std::vector<Tensor> flat_;  // per bucket: its parameters' storage when its pieces are equal
   std::vector<State> state_;
   std::vector<Fetch> fetch_;

@@ -160,7 +160,20 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   Generator init_gen(c.seed);
   nn::ModelOptions mo = modelOptions(c, &init_gen);
   if (c.data.isLanguage() && mo.vocab_size == 0) mo.vocab_size = data.vocab_size;
-  std::shared_ptr<nn::Module> model = nn::makeModel(c.model, mo);
+  std::shared_ptr<nn::Module> model;
+  {
+    // ZeRO stage 3 builds the model under zero.Init (as DeepSpeed's Hugging Face integration does):
+    // its parameters go to a file as they are made, and each rank then takes its partition one
+    // bucket at a time, so the whole model is never in memory. The file is where the partition is
+    // offloaded to, else $TMPDIR.
+    std::optional<parallel::ZeroInit> zero_init;
+    if (c.zero.stage == 3 && device.isCpu()) {
+      const parallel::ZeroOptions& z = c.zero.options;
+      zero_init.emplace(!z.offload_param_nvme_path.empty() ? z.offload_param_nvme_path
+                                                            : z.offload_optimizer.nvme_path);
+    }
+    model = nn::makeModel(c.model, mo);
+  }
   model->to(device);  // built on the host with the seeded generator, so every device starts alike
   auto* language_model = dynamic_cast<nn::LanguageModel*>(model.get());
   if (language_model && chief) {

@@ -129,15 +129,34 @@ void parseOffloadParam(const YAML::Node& n, int stage, ZeroConfig& z) {
   checkKeys(n, path, {"device", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu", "pin_memory"});
   z.offload_param_device = device(n, path);
   count(n, path, "buffer_count", 5);
-  count(n, path, "buffer_size", 100'000'000, 1);
+  const int64_t buffer_size = count(n, path, "buffer_size", 100'000'000, 1);
   count(n, path, "max_in_cpu", 1'000'000'000);
-  boolean(n, path, "pin_memory", false);
+  const bool pin = boolean(n, path, "pin_memory", false);
   if (n["nvme_path"] && !n["nvme_path"].IsScalar())
     throw ValueError(path + ".nvme_path: expected a path, got " + describe(n["nvme_path"]));
   if (z.offload_param_device == "nvme") {
-    throw ValueError(path +
-                     ".device: nvme is not supported yet (ZeRO-Infinity's NVMe offload of the parameters is "
-                     "not implemented); use cpu or none");
+    if (stage != 3)
+      throw ValueError(path + ": offloading parameters needs ZeRO stage 3 (DeepSpeed's rule); set " +
+                       kSection + ".stage: 3");
+    if (!n["nvme_path"] || n["nvme_path"].Scalar().empty())
+      throw ValueError(path + ".nvme_path: device nvme needs the directory to keep the parameters in");
+    if (z.offload_optimizer_device != "nvme")
+      throw ValueError(path +
+                       ".device nvme needs offload_optimizer.device nvme too: the swapped parameter pieces "
+                       "are stepped sub-group by sub-group with their optimizer states (ZeRO-Infinity's "
+                       "configuration); set " +
+                       kSection + ".offload_optimizer: {device: nvme, nvme_path: ...}");
+    z.options.offload_param_nvme_path = n["nvme_path"].Scalar();
+    z.options.offload_param_buffer_size = buffer_size;
+    z.notes.push_back(
+        path + ".device nvme: each rank's pieces of the parameters live in a swap file under " +
+        z.options.offload_param_nvme_path +
+        " (unlinked at once), read into memory only for their all-gather and their optimizer step; the "
+        "gradient pieces are swapped under offload_optimizer.nvme_path. buffer_size (" +
+        std::to_string(buffer_size) +
+        " elements) bounds a rank's piece of one bucket, as in DeepSpeed. buffer_count and max_in_cpu have no "
+        "effect: a piece is in memory only while it is used, not kept in a pool." +
+        (pin ? " pin_memory pins nothing on a CPU run." : ""));
   }
   if (z.offload_param_device == "cpu") {
     if (stage != 3)

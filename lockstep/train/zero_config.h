@@ -20,7 +20,7 @@ struct ZeroConfig {
   /// What the ZeRO optimizer implements, DeepSpeed's defaults filled in.
   parallel::ZeroOptions options{};
   /// offload_optimizer.device: "none", "cpu" (this run's memory) or "nvme" (options.offload_optimizer);
-  /// offload_param.device: "none" or "cpu".
+  /// offload_param.device: "none", "cpu" or "nvme" (options.offload_param_nvme_path).
   std::string offload_optimizer_device = "none";
   std::string offload_param_device = "none";
   /// Lines the trainer prints once at the start (keys accepted with no effect here, and why).

@@ -132,6 +132,80 @@ TEST(ZeroNvme, mixed_precision_clipping_and_accumulation_match_no_offload_bitwis
   EXPECT_TRUE(dir.empty());
 }
 
+EngineOptions infinity(EngineOptions o, const std::string& dir, int64_t buffer_count) {
+  o = withNvme(o, dir, buffer_count, true, true);
+  o.zero.offload_param_nvme_path = dir;
+  return o;
+}
+
+EngineOptions smallBuckets(EngineOptions o) {
+  // Stage 3 gathering each layer on its own, in buckets of at most 16 elements.
+  o = perLayer(o);
+  o.zero.reduce_bucket_size = 16;
+  o.zero.prefetch_bucket_size = 16;
+  return o;
+}
+
+TEST(ZeroNvme, parameters_and_gradients_on_nvme_match_no_offload_bitwise) {
+  // ZeRO-Infinity: stage 3 with offload_param and offload_optimizer on nvme keeps the parameter,
+  // gradient and state pieces in swap files; the result is bitwise that of keeping them in memory.
+  ScratchDir dir;
+  for (int world : {1, 2, 3}) {
+    for (bool is_adam : {false, true}) {
+      for (bool per_layer : {false, true}) {
+        EngineOptions o = is_adam ? adam() : sgd();
+        o.zero_stage = 3;
+        if (per_layer) o = smallBuckets(o);
+        const auto plain = train(world, o);
+        const auto nvme = train(world, infinity(o, dir.path, is_adam ? 6 : 3));
+        for (int r = 0; r < world; ++r) {
+          EXPECT_EQ(nvme[r], plain[r]) << (is_adam ? "Adam" : "SGD") << " world " << world << " rank " << r
+                                       << (per_layer ? " per layer" : " whole");
+        }
+      }
+    }
+  }
+  for (const char* precision : {"bf16", "fp16"}) {
+    EngineOptions o = smallBuckets(adam());
+    o.zero_stage = 3;
+    o.precision = precision;
+    o.gradient_clipping = 0.5;
+    o.gradient_accumulation_steps = 2;
+    const auto plain = train(2, o);
+    const auto nvme = train(2, infinity(o, dir.path, 4));
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(nvme[r], plain[r]) << precision << " rank " << r;
+  }
+  EXPECT_TRUE(dir.empty());
+}
+
+TEST(ZeroNvme, swapped_pieces_are_out_of_memory_between_steps) {
+  ScratchDir dir;
+  EngineOptions o = smallBuckets(adam());
+  o.zero_stage = 3;
+  o = infinity(o, dir.path, 6);
+  lockstep::testing::runThreadRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    Engine engine(makeNet(7), o, worldOf(rank, 2, pg));
+    const parallel::ZeroOptimizer& zero = *engine.zero();
+    ASSERT_NE(zero.parameterSwap(), nullptr);
+    ASSERT_NE(zero.gradientSwap(), nullptr);
+    EXPECT_EQ(zero.parameterSwap()->residentBytes(), 0);
+    EXPECT_EQ(zero.parameterSwap()->totalBytes(), 37 * 4);
+    for (int s = 0; s < 3; ++s) {
+      auto [x, y] = batch(s * 2 + rank, kRows);
+      engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
+      // After backward the reduced gradients are in the file, not in memory.
+      EXPECT_EQ(zero.gradientSwap()->residentBytes(), 0);
+      EXPECT_GT(zero.gradientSwap()->file().bytesWritten(), 0);
+      ASSERT_TRUE(engine.step());
+      const parallel::ModelStateBytes m = zero.memory();
+      EXPECT_EQ(m.parameters, 0) << "step " << s;
+      EXPECT_EQ(m.gradients, 0) << "step " << s;
+    }
+    EXPECT_GT(zero.parameterSwap()->file().bytesRead(), 0);
+  });
+  EXPECT_TRUE(dir.empty());
+}
+
 TEST(ZeroNvme, state_comes_back_from_the_files_and_resumes_alike) {
   ScratchDir dir;
   EngineOptions plain = adam();
@@ -177,6 +251,23 @@ TEST(ZeroNvme, bad_settings_are_errors_naming_them) {
   zero_sub.zero.offload_optimizer.sub_group_size = 0;
   e = errorOf(zero_sub);
   EXPECT_NE(e.find("zero_optimization.sub_group_size=0 must be a positive number"), std::string::npos) << e;
+  // offload_param nvme: stage 3 with offload_optimizer nvme, and pieces no larger than buffer_size.
+  auto expectError = [&](const EngineOptions& opts, const std::string& what) {
+    const std::string got = errorOf(opts);
+    EXPECT_NE(got.find(what), std::string::npos) << got;
+  };
+  EngineOptions p3 = withNvme(o, dir.path, 4, false, false);
+  p3.zero.offload_param_nvme_path = dir.path;
+  expectError(p3, "offload_param: offloading parameters needs ZeRO stage 3");
+  p3.zero_stage = 3;
+  p3.zero.offload_optimizer.nvme_path.clear();
+  expectError(p3, "offload_param.device nvme needs offload_optimizer.device nvme too");
+  p3.zero.offload_optimizer.nvme_path = dir.path;
+  p3.zero.offload_param_buffer_size = 10;
+  expectError(p3, "offload_param.buffer_size=10 is smaller than rank 0's piece of parameter bucket 0 (74 elements)");
+  p3.zero.offload_param_nvme_path = "/nonexistent-lockstep-nvme";
+  p3.zero.offload_param_buffer_size = 100;
+  expectError(p3, "zero_optimization.offload_param.nvme_path: cannot create a swap file in '/nonexistent-lockstep-nvme'");
   // One rank's directory is unusable: it says why, the other says so instead of waiting for it.
   std::vector<std::string> errors(2);
   lockstep::testing::runThreadRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {

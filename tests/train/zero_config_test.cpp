@@ -125,6 +125,23 @@ TEST(ZeroConfig, nvme_offload_of_the_optimizer_takes_deepspeeds_keys) {
                   .options.offload_optimizer.nvme_path.empty());
 }
 
+TEST(ZeroConfig, nvme_offload_of_the_parameters_takes_deepspeeds_keys) {
+  // ZeRO-Infinity's configuration: parameters and optimizer states on NVMe.
+  const ZeroConfig z = parse(R"({"stage": 3,
+      "offload_param": {"device": "nvme", "nvme_path": "/local_nvme", "buffer_count": 5, "buffer_size": 1e8,
+                        "max_in_cpu": 1e9, "pin_memory": true},
+      "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme2"}})");
+  EXPECT_EQ(z.offload_param_device, "nvme");
+  EXPECT_EQ(z.options.offload_param_nvme_path, "/local_nvme");
+  EXPECT_EQ(z.options.offload_param_buffer_size, 100000000);
+  EXPECT_EQ(z.options.offload_optimizer.nvme_path, "/local_nvme2");
+  ASSERT_EQ(z.notes.size(), 2u);
+  EXPECT_TRUE(has(z.notes[1], "pieces of the parameters live in a swap file under /local_nvme")) << z.notes[1];
+  EXPECT_TRUE(has(z.notes[1], "buffer_count and max_in_cpu have no effect")) << z.notes[1];
+  // Not asked for: nothing swapped.
+  EXPECT_TRUE(parse("{stage: 3, offload_param: {device: none, nvme_path: /x}}").options.offload_param_nvme_path.empty());
+}
+
 TEST(ZeroConfig, seed_002s_stage_3_block_runs_as_written) {
   const ZeroConfig z = parse(R"({"stage": 3, "offload_param": {"device": "cpu", "pin_memory": true},
       "offload_optimizer": {"device": "cpu", "pin_memory": true}, "contiguous_gradients": true,
@@ -151,7 +168,16 @@ TEST(ZeroConfig, unsupported_values_are_errors_naming_the_key) {
   EXPECT_TRUE(has(errorOf("{stage: 2, offload_param: {device: cpu}}"),
                   "offload_param: offloading parameters needs ZeRO stage 3"));
   EXPECT_TRUE(has(errorOf("{stage: 3, offload_param: {device: nvme, nvme_path: /tmp}}"),
-                  "offload_param.device: nvme is not supported yet"));
+                  "offload_param.device nvme needs offload_optimizer.device nvme too"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, offload_param: {device: nvme, nvme_path: /tmp}, offload_optimizer: "
+                          "{device: nvme, nvme_path: /tmp}}"),
+                  "offload_param: offloading parameters needs ZeRO stage 3"));
+  EXPECT_TRUE(has(errorOf("{stage: 3, offload_param: {device: nvme}, offload_optimizer: {device: nvme, "
+                          "nvme_path: /tmp}}"),
+                  "offload_param.nvme_path: device nvme needs the directory"));
+  EXPECT_TRUE(has(errorOf("{stage: 3, offload_param: {device: nvme, nvme_path: /tmp, buffer_size: 0}, "
+                          "offload_optimizer: {device: nvme, nvme_path: /tmp}}"),
+                  "offload_param.buffer_size: expected a whole number >= 1"));
   EXPECT_TRUE(has(errorOf("{stage: 0, offload_optimizer: {device: cpu}}"), "needs ZeRO stage 1, 2 or 3"));
   EXPECT_TRUE(has(errorOf("{stage: 2, contiguous_gradients: false}"),
                   "contiguous_gradients: false is not supported"));
