@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
@@ -166,8 +167,16 @@ nlohmann::json checkpointFileRecord(std::string_view bytes) {
 
 std::string makeCheckpointTempDir(const std::string& dir, int64_t step, const std::string& tag) {
   file::makeDirs(dir);
-  const std::string tmp = dir + "/." + kPrefix + std::to_string(step) + ".tmp-" + tag;
+  const std::string stem = "." + std::string(kPrefix) + std::to_string(step) + ".tmp-";
+  // An earlier attempt at this step's checkpoint that never committed (its process died mid-save)
+  // left its temp directory: nothing can read it, so it goes.
   std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().filename().string().rfind(stem, 0) == 0) stale.push_back(entry.path());
+  }
+  for (const fs::path& p : stale) fs::remove_all(p, ec);
+  const std::string tmp = dir + "/" + stem + tag;
   fs::remove_all(tmp, ec);
   file::makeDirs(tmp);
   return tmp;

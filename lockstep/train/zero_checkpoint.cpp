@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <set>
 
 #include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
 
@@ -98,6 +100,16 @@ std::string saveZeroCheckpoint(const std::string& dir, const CheckpointData& rep
     mine["record"] = {{"bytes", w.bytes}, {"crc32", w.crc32}};
   } catch (const Error& e) {
     mine["error"] = "rank " + std::to_string(rank) + " could not write its checkpoint partition: " + e.what();
+  }
+  // Fault injection for tests (LOCKSTEP_TEST_DIE_IN_ZERO_SAVE_AT_STEP=N): in the job's first attempt
+  // the last rank dies right after writing its partition of step N's checkpoint, before any
+  // manifest exists, as a rank killed in the middle of a save.
+  static const int64_t die_at = env::getInt("LOCKSTEP_TEST_DIE_IN_ZERO_SAVE_AT_STEP", 0);
+  if (die_at > 0 && replicated.step == die_at && rank == world - 1 &&
+      env::getInt("LOCKSTEP_RESTART_COUNT", 0) == 0) {
+    std::fprintf(stderr, "rank %d: dying in the middle of the checkpoint of step %lld (fault injection)\n", rank,
+                 static_cast<long long>(die_at));
+    std::_Exit(3);
   }
   std::vector<std::string> all = {mine.dump()};
   if (group && world > 1) all = parallel::allgatherBytes(*group, mine.dump());

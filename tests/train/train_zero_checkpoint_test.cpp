@@ -151,3 +151,22 @@ TEST_F(TrainCli, zero_checkpoint_with_a_damaged_rank_file_is_named_and_skipped) 
       << missing.output;
   EXPECT_FALSE(fs::exists(dir_ + "/w.safetensors"));
 }
+
+TEST_F(TrainCli, zero_checkpoint_killed_mid_save_falls_back_and_resumes_bitwise) {
+  // Rank 1 dies after writing its partition of step 6's checkpoint, before the manifest: the
+  // restarted job resumes from the newest committed one (step 4's, the end of epoch 1), trains to the same model as an uninterrupted run, and the
+  // half-written directory is gone.
+  std::string cfg = writeConfig("c.yaml", kModel);
+  const std::string z2 = world(2) + " --set zero_optimization.stage=2 --set max_steps=8";
+  ASSERT_EQ(run(cfg + z2 + " --output-dir " + dir_ + "/s").code, 0);
+  ::setenv("LOCKSTEP_TEST_DIE_IN_ZERO_SAVE_AT_STEP", "6", 1);
+  Result r = run(cfg + z2 + " --max-restarts 1 --output-dir " + dir_ + "/r");
+  ::unsetenv("LOCKSTEP_TEST_DIE_IN_ZERO_SAVE_AT_STEP");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("dying in the middle of the checkpoint of step 6"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ckpt-4 (step 4)"), std::string::npos) << r.output;
+  EXPECT_EQ(readFile(dir_ + "/r/model.safetensors"), readFile(dir_ + "/s/model.safetensors"));
+  for (const auto& e : fs::directory_iterator(dir_ + "/r/checkpoints"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  EXPECT_TRUE(fs::exists(dir_ + "/r/checkpoints/ckpt-6/manifest.json"));
+}
