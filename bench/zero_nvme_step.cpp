@@ -128,8 +128,8 @@ int main(int argc, char** argv) {
   const parallel::ZeroPieceSwap* ps = engine.zero()->parameterSwap();
   const parallel::ZeroPieceSwap* gs = engine.zero()->gradientSwap();
   if (ps || gs) {
-    std::printf("rank %d: parameter pieces %.2f GB in a swap file, gradient pieces %.2f GB in a swap file\n", rank,
-                ps ? ps->totalBytes() / 1e9 : 0.0, gs ? gs->totalBytes() / 1e9 : 0.0);
+    std::printf("rank %d: parameter pieces %.2f GB in a swap file, gradient pieces %.2f GB in a swap file\n",
+                rank, ps ? ps->totalBytes() / 1e9 : 0.0, gs ? gs->totalBytes() / 1e9 : 0.0);
   }
   memoryLine(rank, "after setup");
   // From here "peak" is the training loop's: the setup's (the whole model is built on every rank
@@ -138,15 +138,16 @@ int main(int argc, char** argv) {
   Tensor x = Tensor::empty({batch, in});
   Generator(100 + rank).uniform(x, -1, 1);
   Tensor y = Tensor::zeros({batch}, DType::i64);
+  // Bytes every swap file moved so far (states, and with --offload-param parameters and gradients).
+  auto swapRead = [&] {
+    return (off && off->swapFile() ? off->swapFile()->bytesRead() : 0) + (ps ? ps->file().bytesRead() : 0) +
+           (gs ? gs->file().bytesRead() : 0);
+  };
+  auto swapWritten = [&] {
+    return (off && off->swapFile() ? off->swapFile()->bytesWritten() : 0) +
+           (ps ? ps->file().bytesWritten() : 0) + (gs ? gs->file().bytesWritten() : 0);
+  };
   for (int64_t s = 0; s < steps; ++s) {
-    auto swapRead = [&] {
-      return (off && off->swapFile() ? off->swapFile()->bytesRead() : 0) + (ps ? ps->file().bytesRead() : 0) +
-             (gs ? gs->file().bytesRead() : 0);
-    };
-    auto swapWritten = [&] {
-      return (off && off->swapFile() ? off->swapFile()->bytesWritten() : 0) +
-             (ps ? ps->file().bytesWritten() : 0) + (gs ? gs->file().bytesWritten() : 0);
-    };
     const int64_t r0 = swapRead(), w0 = swapWritten();
     auto t = std::chrono::steady_clock::now();
     engine.backward(autograd::crossEntropy(engine.forward(autograd::Variable(x)), y));

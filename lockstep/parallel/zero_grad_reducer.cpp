@@ -34,8 +34,8 @@ ZeroGradReducer::ZeroGradReducer(std::vector<Variable> params, std::vector<std::
     pieces_.push_back(swap_dir.empty() ? Tensor::zeros(shape, dtype) : Tensor::empty(shape, dtype));
   }
   if (!swap_dir.empty()) {
-    swap_ = std::make_unique<ZeroPieceSwap>(pieces_, swap_dir, "lockstep-zero-gradients-rank" + std::to_string(rank_),
-                                            swap_key, /*zeros=*/true);
+    swap_ = std::make_unique<ZeroPieceSwap>(
+        pieces_, swap_dir, "lockstep-zero-gradients-rank" + std::to_string(rank_), swap_key, /*zeros=*/true);
   }
   max_chunk_ = max_chunk;
   dtype_ = dtype;

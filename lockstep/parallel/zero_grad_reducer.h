@@ -31,7 +31,8 @@ class ZeroGradReducer {
   /// when the file cannot be made.
   ZeroGradReducer(std::vector<autograd::Variable> params, std::vector<std::string> names,
                   const ZeroLayout& layout, std::shared_ptr<comm::ProcessGroup> group, bool overlap = true,
-                  bool reduce_scatter = true, const std::string& swap_dir = {}, const std::string& swap_key = {});
+                  bool reduce_scatter = true, const std::string& swap_dir = {},
+                  const std::string& swap_key = {});
   ~ZeroGradReducer();
   ZeroGradReducer(const ZeroGradReducer&) = delete;
   ZeroGradReducer& operator=(const ZeroGradReducer&) = delete;

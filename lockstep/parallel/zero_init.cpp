@@ -54,8 +54,8 @@ struct ZeroInit::State {
     const size_t n = src.nbytes();
     const int64_t span = (static_cast<int64_t>(n) + kPage - 1) / kPage * kPage;
     const int err = ::posix_fallocate(file->fd, end, span);
-    LOCKSTEP_ENFORCE(err == 0, IoError, "zero.Init: cannot reserve ", span, " more bytes for the parameters in '",
-                     file->dir, "': ", std::strerror(err),
+    LOCKSTEP_ENFORCE(err == 0, IoError, "zero.Init: cannot reserve ", span,
+                     " more bytes for the parameters in '", file->dir, "': ", std::strerror(err),
                      err == ENOSPC ? " (free space there or choose another directory)" : "");
     void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, file->fd, end);
     LOCKSTEP_ENFORCE(p != MAP_FAILED, IoError, "zero.Init: cannot map the parameters' file in '", file->dir,
@@ -82,8 +82,8 @@ ZeroInit::ZeroInit(const std::string& dir) : state_(std::make_shared<State>()) {
   state_->file = std::make_shared<File>();
   state_->file->dir = where;
   state_->file->fd = ::mkostemp(templ.data(), O_CLOEXEC);
-  LOCKSTEP_ENFORCE(state_->file->fd >= 0, IoError, "zero.Init: cannot create the parameters' file in '", where,
-                   "': ", std::strerror(errno), " (the directory must exist and be writable)");
+  LOCKSTEP_ENFORCE(state_->file->fd >= 0, IoError, "zero.Init: cannot create the parameters' file in '",
+                   where, "': ", std::strerror(errno), " (the directory must exist and be writable)");
   ::unlink(templ.c_str());  // gone with the last mapping and descriptor, however the process ends
   std::weak_ptr<State> weak = state_;
   previous_ = nn::setParameterRegisteredHook([weak](autograd::Variable& v) {

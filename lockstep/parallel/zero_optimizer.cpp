@@ -43,10 +43,11 @@ void validateZeroOptions(const ZeroOptions& o) {
     LOCKSTEP_ENFORCE(o.stage == 3, ValueError,
                      "zero_optimization.offload_param: offloading parameters needs ZeRO stage 3 (DeepSpeed's "
                      "rule); set zero_optimization.stage: 3");
-    LOCKSTEP_ENFORCE(!o.offload_optimizer.nvme_path.empty(), ValueError,
-                     "zero_optimization.offload_param.device nvme needs offload_optimizer.device nvme too: the "
-                     "swapped parameter pieces are stepped sub-group by sub-group with their optimizer states "
-                     "(ZeRO-Infinity's configuration); set offload_optimizer {device: nvme, nvme_path: ...}");
+    LOCKSTEP_ENFORCE(
+        !o.offload_optimizer.nvme_path.empty(), ValueError,
+        "zero_optimization.offload_param.device nvme needs offload_optimizer.device nvme too: the "
+        "swapped parameter pieces are stepped sub-group by sub-group with their optimizer states "
+        "(ZeRO-Infinity's configuration); set offload_optimizer {device: nvme, nvme_path: ...}");
     LOCKSTEP_ENFORCE(o.offload_param_buffer_size >= 1, ValueError,
                      "zero_optimization.offload_param.buffer_size=", o.offload_param_buffer_size,
                      " must be a positive number of elements");
@@ -178,8 +179,8 @@ void ZeroOptimizer::swapPartition() {
   std::exception_ptr failed;
   try {
     offload_ = std::make_unique<ZeroNvmeOffload>(optimizer_, std::move(offloaded),
-                                                 params_.empty() ? DType::f32 : params_.front().dtype(), rank_,
-                                                 options_.offload_optimizer);
+                                                 params_.empty() ? DType::f32 : params_.front().dtype(),
+                                                 rank_, options_.offload_optimizer);
     // Stage 3 swaps the partition's gradients with the states (as DeepSpeed's ZeRO-Infinity does);
     // the coordinator swaps its parameter pieces with offload_param nvme.
     if (options_.stage == 3)
@@ -190,18 +191,21 @@ void ZeroOptimizer::swapPartition() {
     failed = std::current_exception();
   }
   // A full or missing disk on one node: every rank says so rather than wait at the next collective.
-  rethrowIfAnyRankFailed(group_.get(), failed,
-                         "ZeRO NVMe offload: another rank could not create its swap file under " + dir +
-                             " (its log says why)");
+  rethrowIfAnyRankFailed(
+      group_.get(), failed,
+      "ZeRO NVMe offload: another rank could not create its swap file under " + dir + " (its log says why)");
   if (options_.stage != 3) return;
-  // The optimizer steps the swapped pieces one shard at a time: a shard's parameter and gradient
-  // pieces come into memory just before its first elements step and go back after its last.
+  // The optimizer steps the shards in order, so a bucket's shards are stepped one after the other:
+  // its parameter and gradient pieces come into memory before its first shard's first elements step
+  // and go back (the parameters written) after its last shard's last elements.
   offload_->setShardHooks(
       [this](size_t i) {
+        if (i > 0 && shards_[i - 1].bucket == shards_[i].bucket) return;
         coordinator_->acquirePiece(shards_[i].bucket);
         reducer_->acquirePiece(shards_[i].bucket);
       },
       [this](size_t i) {
+        if (i + 1 < shards_.size() && shards_[i + 1].bucket == shards_[i].bucket) return;
         coordinator_->releasePiece(shards_[i].bucket, true);
         reducer_->releasePiece(shards_[i].bucket, false);
       });
@@ -211,21 +215,34 @@ const ZeroPieceSwap* ZeroOptimizer::parameterSwap() const {
   return coordinator_ ? coordinator_->pieceSwap() : nullptr;
 }
 
-const ZeroPieceSwap* ZeroOptimizer::gradientSwap() const { return reducer_ ? reducer_->pieceSwap() : nullptr; }
+const ZeroPieceSwap* ZeroOptimizer::gradientSwap() const {
+  return reducer_ ? reducer_->pieceSwap() : nullptr;
+}
 
-void ZeroOptimizer::forEachShardGradient(bool changes, const std::function<void(Shard&)>& fn) {
-  // The shards go bucket by bucket: one bucket's gradient pieces in memory at a time.
+void ZeroOptimizer::forEachShard(Pieces which, bool changes,
+                                 const std::function<void(const Shard&)>& fn) const {
+  // The shards go bucket by bucket: one bucket's pieces in memory at a time (nothing to do where
+  // the pieces are not swapped).
+  const bool grads = which == Pieces::gradients;
+  auto acquire = [&](size_t b) {
+    if (grads && reducer_) reducer_->acquirePiece(b);
+    if (!grads && coordinator_) coordinator_->acquirePiece(b);
+  };
+  auto release = [&](size_t b) {
+    if (grads && reducer_) reducer_->releasePiece(b, changes);
+    if (!grads && coordinator_) coordinator_->releasePiece(b, changes);
+  };
   long held = -1;
   auto drop = [&] {
-    if (held >= 0 && reducer_) reducer_->releasePiece(static_cast<size_t>(held), changes);
+    if (held >= 0) release(static_cast<size_t>(held));
     held = -1;
   };
   try {
-    for (Shard& s : shards_) {
-      if (!s.var.hasGrad()) continue;
+    for (const Shard& s : shards_) {
+      if (grads && !s.var.hasGrad()) continue;
       if (static_cast<long>(s.bucket) != held) {
         drop();
-        if (reducer_) reducer_->acquirePiece(s.bucket);
+        acquire(s.bucket);
         held = static_cast<long>(s.bucket);
       }
       fn(s);
@@ -288,12 +305,11 @@ void ZeroOptimizer::adoptGatheredParameters() {
   LOCKSTEP_CHECK(coordinator_->allGathered(),
                  "ZeRO stage 3: adoptGatheredParameters needs gathered parameters");
   autograd::NoGradGuard ng;
-  for (Shard& s : shards_) {
+  forEachShard(Pieces::parameters, true, [&](const Shard& s) {
     Tensor src = params_[s.param].tensor().contiguous();
-    coordinator_->acquirePiece(s.bucket);
-    s.var.tensor().copyFrom(src.view({src.numel()}).narrow(0, s.param_offset, s.numel));
-    coordinator_->releasePiece(s.bucket, true);
-  }
+    Tensor dst = s.var.tensor();
+    dst.copyFrom(src.view({src.numel()}).narrow(0, s.param_offset, s.numel));
+  });
 }
 
 void ZeroOptimizer::allgatherParameters() {
@@ -367,7 +383,8 @@ double ZeroOptimizer::clipGradNorm(double max_norm) {
   pointShardGradients();
   // optim::gradNorm over the shards, computed a bucket's gradient pieces at a time.
   std::vector<double> norms;
-  forEachShardGradient(false, [&](Shard& s) { norms.push_back(optim::tensorNorm(s.var.grad())); });
+  forEachShard(Pieces::gradients, false,
+               [&](const Shard& s) { norms.push_back(optim::tensorNorm(s.var.grad())); });
   const double local = optim::combineNorms(norms);
   double total = local * local;
   if (group_ && world_ > 1) total = allreduceScalar(*group_, total, comm::ReduceOp::sum);
@@ -375,7 +392,7 @@ double ZeroOptimizer::clipGradNorm(double max_norm) {
   const double raw = max_norm / (total + 1e-6);
   const double coef = std::isnan(raw) ? raw : std::min(1.0, raw);  // clipGradNorm's rule
   if (coef == 1.0) return total;
-  forEachShardGradient(true, [&](Shard& s) {
+  forEachShard(Pieces::gradients, true, [&](const Shard& s) {
     Tensor g = s.var.grad();
     kernels::scaleAndCheckNonFinite(g, coef);
   });
@@ -385,7 +402,7 @@ double ZeroOptimizer::clipGradNorm(double max_norm) {
 bool ZeroOptimizer::unscaleAndCheckOverflow(double factor) {
   pointShardGradients();
   bool overflow = false;
-  forEachShardGradient(factor != 1.0, [&](Shard& s) {
+  forEachShard(Pieces::gradients, factor != 1.0, [&](const Shard& s) {
     Tensor g = s.var.grad();
     overflow = kernels::scaleAndCheckNonFinite(g, factor) || overflow;
   });

@@ -194,9 +194,11 @@ class ZeroOptimizer {
     int64_t opt_index = 0;  // in the optimizer's state dict
   };
   void pointShardGradients();
-  /// fn(shard) for every shard with a gradient, the gradient pieces of its bucket in memory
-  /// meanwhile (swapped back out after, as changed when `changes`).
-  void forEachShardGradient(bool changes, const std::function<void(Shard&)>& fn);
+  enum class Pieces { parameters, gradients };
+  /// fn(shard) for every shard (with a gradient, for gradients), the swapped pieces of its bucket
+  /// (zero_piece_swap.h) in memory meanwhile, one bucket at a time, written back after when
+  /// `changes`.
+  void forEachShard(Pieces which, bool changes, const std::function<void(const Shard&)>& fn) const;
   void swapPartition();
   void loadStateDictPieces(const optim::OptimizerStateDict& state, bool partition);
   void allgatherParameters();

@@ -1,14 +1,13 @@
 // ZeroOptimizer's state in and out (zero_optimizer.h): the optimizer state as DDP's optimizer would
 // hold it (gathered from every rank's partition), this rank's owned segments and their state for a
 // partitioned checkpoint, and loading either kind back into this rank's partition.
-#include "lockstep/parallel/zero_optimizer.h"
-
 #include <algorithm>
 #include <cstring>
 #include <set>
 #include <sstream>
 
 #include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/parallel/zero_optimizer.h"
 #include "lockstep/parallel/zero_parameter_coordinator.h"
 #include "lockstep/util/error.h"
 
@@ -90,15 +89,12 @@ optim::OptimizerStateDict ZeroOptimizer::partitionOptimizerState() const {
 
 std::vector<ZeroOptimizer::OwnedSegment> ZeroOptimizer::ownedSegments() const {
   std::vector<OwnedSegment> out;
-  for (const Shard& s : shards_) {
-    if (parameterSwap()) {  // a copy read back from the swap file (the whole partition, while saved)
-      coordinator_->acquirePiece(s.bucket);
-      out.push_back({s.param, s.param_offset, s.numel, s.opt_index, s.var.tensor().clone()});
-      coordinator_->releasePiece(s.bucket, false);
-      continue;
-    }
-    out.push_back({s.param, s.param_offset, s.numel, s.opt_index, s.var.tensor()});
-  }
+  // Swapped pieces: copies read back from the swap file (the whole partition, while saved).
+  const bool copy = parameterSwap() != nullptr;
+  forEachShard(Pieces::parameters, false, [&](const Shard& s) {
+    out.push_back(
+        {s.param, s.param_offset, s.numel, s.opt_index, copy ? s.var.tensor().clone() : s.var.tensor()});
+  });
   return out;
 }
 

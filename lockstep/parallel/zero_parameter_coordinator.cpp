@@ -128,7 +128,8 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
   const DType dtype = params_.empty() ? DType::f32 : params_.front().dtype();
   const size_t elem = dtypeSize(dtype);
   for (const Variable& p : params_) shapes_.push_back(p.shape());
-  for (const ZeroBucket& bucket : layout_.buckets) pieces_.push_back(Tensor::empty({bucket.pieceSize(rank_)}, dtype));
+  for (const ZeroBucket& bucket : layout_.buckets)
+    pieces_.push_back(Tensor::empty({bucket.pieceSize(rank_)}, dtype));
   if (!options_.offload_param_nvme_path.empty()) swapPieces();
   // One bucket at a time: rank 0's values of its parameters (broadcast, as DDP starts), this rank's
   // piece of them, and the whole parameters replaced by freed storage of their own. So a model
@@ -143,11 +144,12 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
     const ZeroBucket& bucket = layout_.buckets[b];
     if (group_ && world_ > 1) {
       for (size_t p : bucket.params) {
-        LOCKSTEP_CHECK(params_[p].tensor().isContiguous(), "ZeRO stage 3: parameter ", p, " is not contiguous");
+        LOCKSTEP_CHECK(params_[p].tensor().isContiguous(), "ZeRO stage 3: parameter ", p,
+                       " is not contiguous");
         broadcast(*group_, params_[p].tensor(), 0);
       }
     }
-    acquirePiece(b);
+    if (swap_) swap_->acquire(b, /*contents=*/false);  // every element is written below
     Tensor& piece = pieces_[b];
     for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[rank_], bucket.piece[rank_ + 1])) {
       const Tensor& src = params_[s.param].tensor();

@@ -62,8 +62,8 @@ class ZeroParameterCoordinator {
  public:
   /// Collective (world > 1). Takes this rank's pieces of rank 0's params (broadcast one bucket at
   /// a time) and frees the parameters. params: one floating dtype, contiguous; layout from
-  /// plan.buckets. group may be null for one rank. From options: allgather_partitions (false: one broadcast per rank),
-  /// prefetch_bucket_size, max_live_parameters, max_reuse_distance.
+  /// plan.buckets. group may be null for one rank. From options: allgather_partitions (false: one broadcast
+  /// per rank), prefetch_bucket_size, max_live_parameters, max_reuse_distance.
   ZeroParameterCoordinator(std::vector<autograd::Variable> params, ZeroLayout layout, ZeroBucketPlan plan,
                            std::shared_ptr<comm::ProcessGroup> group, const ZeroOptions& options);
   ~ZeroParameterCoordinator();
@@ -121,7 +121,7 @@ class ZeroParameterCoordinator {
   int world_ = 1;
   std::vector<Tensor> pieces_;
   std::unique_ptr<ZeroPieceSwap> swap_;  // offload_param nvme
-  std::vector<Tensor> flat_;  // per bucket: its parameters' storage when its pieces are equal
+  std::vector<Tensor> flat_;             // per bucket: its parameters' storage when its pieces are equal
   std::vector<State> state_;
   std::vector<Fetch> fetch_;
   std::vector<int> holders_;  // per bucket: active units (and the root) using it

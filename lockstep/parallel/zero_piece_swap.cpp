@@ -14,7 +14,9 @@ namespace {
 // Each bounce buffer: large enough to keep the disk busy, small beside a layer.
 constexpr size_t kBounceBytes = size_t{16} << 20;
 
-size_t alignUp(size_t n) { return (n + SwapFile::kAlignment - 1) / SwapFile::kAlignment * SwapFile::kAlignment; }
+size_t alignUp(size_t n) {
+  return (n + SwapFile::kAlignment - 1) / SwapFile::kAlignment * SwapFile::kAlignment;
+}
 }  // namespace
 
 ZeroPieceSwap::ZeroPieceSwap(std::vector<Tensor> pieces, const std::string& dir, const std::string& prefix,
@@ -84,10 +86,11 @@ void ZeroPieceSwap::writeOut(Entry& e) {
   }
 }
 
-void ZeroPieceSwap::acquire(size_t i) {
+void ZeroPieceSwap::acquire(size_t i, bool contents) {
   Entry& e = entries_.at(i);
   if (e.pins++ > 0) return;
   e.t.storage()->materialize();
+  if (!contents) return;
   if (e.zero) {
     e.t.zero();
   } else if (e.t.nbytes() > 0) {

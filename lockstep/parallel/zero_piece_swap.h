@@ -38,8 +38,9 @@ class ZeroPieceSwap {
   ZeroPieceSwap(const ZeroPieceSwap&) = delete;
   ZeroPieceSwap& operator=(const ZeroPieceSwap&) = delete;
 
-  /// Piece i in memory with its last contents until the matching release().
-  void acquire(size_t i);
+  /// Piece i in memory with its last contents until the matching release(); contents false: its
+  /// memory only (uninitialised unless already in memory), for a caller that writes all of it.
+  void acquire(size_t i, bool contents = true);
   /// Ends one acquire(); the last one writes the piece out when `changed` was said by any of
   /// them, and frees its memory.
   void release(size_t i, bool changed);

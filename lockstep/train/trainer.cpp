@@ -170,7 +170,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     if (c.zero.stage == 3 && device.isCpu()) {
       const parallel::ZeroOptions& z = c.zero.options;
       zero_init.emplace(!z.offload_param_nvme_path.empty() ? z.offload_param_nvme_path
-                                                            : z.offload_optimizer.nvme_path);
+                                                           : z.offload_optimizer.nvme_path);
     }
     model = nn::makeModel(c.model, mo);
   }
@@ -405,8 +405,8 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
       if (step_graph) {
         window_loss += step_graph->step(input, target).itemDouble();
       } else {
-        autograd::Variable loss = criterion(flattenPositions(engine.forward(autograd::Variable(input))),
-                                            flattenPositions(target));
+        autograd::Variable loss =
+            criterion(flattenPositions(engine.forward(autograd::Variable(input))), flattenPositions(target));
         window_loss += loss.item() / static_cast<double>(accum);
         engine.backward(loss);
         if (!engine.step()) continue;

@@ -107,8 +107,8 @@ std::string saveZeroCheckpoint(const std::string& dir, const CheckpointData& rep
   static const int64_t die_at = env::getInt("LOCKSTEP_TEST_DIE_IN_ZERO_SAVE_AT_STEP", 0);
   if (die_at > 0 && replicated.step == die_at && rank == world - 1 &&
       env::getInt("LOCKSTEP_RESTART_COUNT", 0) == 0) {
-    std::fprintf(stderr, "rank %d: dying in the middle of the checkpoint of step %lld (fault injection)\n", rank,
-                 static_cast<long long>(die_at));
+    std::fprintf(stderr, "rank %d: dying in the middle of the checkpoint of step %lld (fault injection)\n",
+                 rank, static_cast<long long>(die_at));
     std::_Exit(3);
   }
   std::vector<std::string> all = {mine.dump()};

@@ -154,7 +154,8 @@ void parseOffloadParam(const YAML::Node& n, int stage, ZeroConfig& z) {
         " (unlinked at once), read into memory only for their all-gather and their optimizer step; the "
         "gradient pieces are swapped under offload_optimizer.nvme_path. buffer_size (" +
         std::to_string(buffer_size) +
-        " elements) bounds a rank's piece of one bucket, as in DeepSpeed. buffer_count and max_in_cpu have no "
+        " elements) bounds a rank's piece of one bucket, as in DeepSpeed. buffer_count and max_in_cpu have "
+        "no "
         "effect: a piece is in memory only while it is used, not kept in a pool." +
         (pin ? " pin_memory pins nothing on a CPU run." : ""));
   }

@@ -2,6 +2,8 @@
 // without it (GPT's re-initialisation after registering included), their parameters' pages are out
 // of the process when the scope ends, and ZeRO stage 3 trains them to bitwise the same parameters,
 // with and without the NVMe offload of the partition.
+#include "lockstep/parallel/zero_init.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,7 +12,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "lockstep/parallel/zero_init.h"
 #include "parallel/zero_engine_helpers.h"
 
 using namespace lockstep;

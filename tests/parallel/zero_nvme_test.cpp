@@ -264,10 +264,13 @@ TEST(ZeroNvme, bad_settings_are_errors_naming_them) {
   expectError(p3, "offload_param.device nvme needs offload_optimizer.device nvme too");
   p3.zero.offload_optimizer.nvme_path = dir.path;
   p3.zero.offload_param_buffer_size = 10;
-  expectError(p3, "offload_param.buffer_size=10 is smaller than rank 0's piece of parameter bucket 0 (74 elements)");
+  expectError(
+      p3, "offload_param.buffer_size=10 is smaller than rank 0's piece of parameter bucket 0 (74 elements)");
   p3.zero.offload_param_nvme_path = "/nonexistent-lockstep-nvme";
   p3.zero.offload_param_buffer_size = 100;
-  expectError(p3, "zero_optimization.offload_param.nvme_path: cannot create a swap file in '/nonexistent-lockstep-nvme'");
+  expectError(
+      p3,
+      "zero_optimization.offload_param.nvme_path: cannot create a swap file in '/nonexistent-lockstep-nvme'");
   // One rank's directory is unusable: it says why, the other says so instead of waiting for it.
   std::vector<std::string> errors(2);
   lockstep::testing::runThreadRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {

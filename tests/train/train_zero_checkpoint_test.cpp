@@ -154,8 +154,8 @@ TEST_F(TrainCli, zero_checkpoint_with_a_damaged_rank_file_is_named_and_skipped) 
 
 TEST_F(TrainCli, zero_checkpoint_killed_mid_save_falls_back_and_resumes_bitwise) {
   // Rank 1 dies after writing its partition of step 6's checkpoint, before the manifest: the
-  // restarted job resumes from the newest committed one (step 4's, the end of epoch 1), trains to the same model as an uninterrupted run, and the
-  // half-written directory is gone.
+  // restarted job resumes from the newest committed one (step 4's, the end of epoch 1), trains to the same
+  // model as an uninterrupted run, and the half-written directory is gone.
   std::string cfg = writeConfig("c.yaml", kModel);
   const std::string z2 = world(2) + " --set zero_optimization.stage=2 --set max_steps=8";
   ASSERT_EQ(run(cfg + z2 + " --output-dir " + dir_ + "/s").code, 0);

@@ -136,10 +136,12 @@ TEST(ZeroConfig, nvme_offload_of_the_parameters_takes_deepspeeds_keys) {
   EXPECT_EQ(z.options.offload_param_buffer_size, 100000000);
   EXPECT_EQ(z.options.offload_optimizer.nvme_path, "/local_nvme2");
   ASSERT_EQ(z.notes.size(), 2u);
-  EXPECT_TRUE(has(z.notes[1], "pieces of the parameters live in a swap file under /local_nvme")) << z.notes[1];
+  EXPECT_TRUE(has(z.notes[1], "pieces of the parameters live in a swap file under /local_nvme"))
+      << z.notes[1];
   EXPECT_TRUE(has(z.notes[1], "buffer_count and max_in_cpu have no effect")) << z.notes[1];
   // Not asked for: nothing swapped.
-  EXPECT_TRUE(parse("{stage: 3, offload_param: {device: none, nvme_path: /x}}").options.offload_param_nvme_path.empty());
+  EXPECT_TRUE(parse("{stage: 3, offload_param: {device: none, nvme_path: /x}}")
+                  .options.offload_param_nvme_path.empty());
 }
 
 TEST(ZeroConfig, seed_002s_stage_3_block_runs_as_written) {
