@@ -127,9 +127,12 @@ int trainMain(int argc, char** argv) {
   to.resume = a.resume || env.restart_count > 0;
   to.resume_required = a.resume;
   to.resume_from = a.resume_from;
-  // Tests of --max-restarts: crash the first attempt after a given step.
-  if (env.restart_count == 0)
+  // Tests of --max-restarts: crash the first attempt after a given step, or in the middle of a
+  // given step's ZeRO checkpoint.
+  if (env.restart_count == 0) {
     to.crash_after_step = lockstep::env::getInt("LOCKSTEP_TRAIN_CRASH_AFTER_STEP", 0);
+    to.die_in_zero_save_at_step = lockstep::env::getInt("LOCKSTEP_TEST_DIE_IN_ZERO_SAVE_AT_STEP", 0);
+  }
   const int world = env.world_size;
   to.config_json = {{"config", a.config}, {"overrides", a.sets}, {"world_size", world}};
   lockstep::train::TrainSummary s;

@@ -49,6 +49,9 @@ struct CheckpointOptions {
   /// How many of this run's checkpoints (same run id) to keep, newest first; 0 keeps every one.
   /// Other runs' checkpoints and the one just written are never pruned.
   int keep_last = 0;
+  /// Fault injection for tests of --max-restarts (saveZeroCheckpoint): at this step (> 0) the last
+  /// rank exits with code 3 after writing its partition, before the manifest. 0: off.
+  int64_t die_in_save_at_step = 0;
 };
 
 /// Saves into dir/ckpt-<data.step>/ (replacing a checkpoint of that step) and points dir/latest

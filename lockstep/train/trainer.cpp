@@ -283,6 +283,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     const auto t = Clock::now();
     CheckpointOptions co;
     co.keep_last = c.checkpoint_keep_last;
+    co.die_in_save_at_step = o.die_in_zero_save_at_step;
     if (engine.zero() && engine.globalSteps() != last_saved) {  // collective: every rank writes
       CheckpointData d = captureTrainingState(parts, engine.globalSteps());
       d.identity = identity;

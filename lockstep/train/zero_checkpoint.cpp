@@ -10,7 +10,6 @@
 #include <set>
 
 #include "lockstep/parallel/tensor_comm.h"
-#include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
 
@@ -101,14 +100,11 @@ std::string saveZeroCheckpoint(const std::string& dir, const CheckpointData& rep
   } catch (const Error& e) {
     mine["error"] = "rank " + std::to_string(rank) + " could not write its checkpoint partition: " + e.what();
   }
-  // Fault injection for tests (LOCKSTEP_TEST_DIE_IN_ZERO_SAVE_AT_STEP=N): in the job's first attempt
-  // the last rank dies right after writing its partition of step N's checkpoint, before any
+  // Fault injection for tests: the last rank dies right after writing its partition, before any
   // manifest exists, as a rank killed in the middle of a save.
-  static const int64_t die_at = env::getInt("LOCKSTEP_TEST_DIE_IN_ZERO_SAVE_AT_STEP", 0);
-  if (die_at > 0 && replicated.step == die_at && rank == world - 1 &&
-      env::getInt("LOCKSTEP_RESTART_COUNT", 0) == 0) {
+  if (opts.die_in_save_at_step > 0 && replicated.step == opts.die_in_save_at_step && rank == world - 1) {
     std::fprintf(stderr, "rank %d: dying in the middle of the checkpoint of step %lld (fault injection)\n",
-                 rank, static_cast<long long>(die_at));
+                 rank, static_cast<long long>(replicated.step));
     std::_Exit(3);
   }
   std::vector<std::string> all = {mine.dump()};
