@@ -6,7 +6,10 @@
 #   PEER=0            lockstep alone (no DeepSpeed)
 #   WORLD             ranks (default 2; more ranks than cores share them)
 #   HIDDEN, LAYERS    the MLP's width and depth (default 2304 x 10: 51.4M f32 parameters)
+#   BUCKET            reduce_bucket_size and allgather_bucket_size, both sides (default 5e6 elements)
 #   WARMUP            DeepSpeed steps left out of its samples/s (default 2)
+#   BUCKET_VIEW=1     lockstep's DDP (stages 0 and 1) with ddp.gradient_as_bucket_view: no second copy of
+#                     the gradients, as the formula counts them (torch's DDP option of that name)
 #   S3_PREFETCH, S3_LIVE, S3_REUSE, S3_PERSIST  stage 3's gathering keys on both sides (default: one
 #                     layer prefetched, 1.2e7 live elements, no reuse, DeepSpeed's 1e5 persistence)
 #   DS_OPTIMIZER      config (default): the JSON's "optimizer" section, DeepSpeed's own Adam (on the CPU
@@ -32,7 +35,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 hidden=${HIDDEN:-2304}
 layers=${LAYERS:-10}
 warmup=${WARMUP:-2}
-features=1536 classes=10 micro=32 bucket=5e6 world=${WORLD:-2}
+features=1536 classes=10 micro=32 bucket=${BUCKET:-5e6} world=${WORLD:-2}
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1 DS_ACCELERATOR=cpu
 port=$((29600 + RANDOM % 90))
 tunables="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
@@ -84,18 +87,35 @@ peer_run() {  # peer_run STAGE TAG TUNABLES: one DeepSpeed run; its rank-0 lines
     --optimizer "${DS_OPTIMIZER:-config}" --stage3-json "$s3_json" >"$dir/$2.out" || true
 }
 
+# The process baseline: the same job with a 16-wide one-layer MLP (libraries, data, process group,
+# allocator), so that peak RSS minus it is what the model and its training add.
+sed "s/^model: .*/model: {name: mlp, hidden: [16]}/" "$dir/deep.yaml" >"$dir/base.yaml"
+run_ranks "$world" python3 "$here/scripts/peak_rss.py" "$dir/base.rss" "$build/lockstep" train "$dir/base.yaml" \
+  --output-dir "$dir/base" >/dev/null || true
+base_rss=$(peak_mib "$dir/base.rss")
+echo "process baseline (16-wide MLP, same data and ranks): peak RSS per rank (MiB): $base_rss"
+above() {  # above "RSS..." : each rank's RSS minus the baseline, and the ratio to formula MiB $2
+  python3 -c "
+import sys
+rss, base, want = [int(v) for v in sys.argv[1].split()], [int(v) for v in sys.argv[2].split()], float(sys.argv[3])
+print(' '.join('%d' % (r - b) for r, b in zip(rss, base)), '(%.2fx the formula)' % (max(r - b for r, b in zip(rss, base)) / want))" \
+    "$1" "$base_rss" "$2"
+}
+
 declare -A row
 for stage in ${STAGES:-0 1 2 3}; do
+  view_arg=
+  [ "${BUCKET_VIEW:-0}" = 1 ] && [ "$stage" -lt 2 ] && view_arg="--set ddp.gradient_as_bucket_view=true"
   run_ranks "$world" python3 "$here/scripts/peak_rss.py" "$dir/ls$stage.rss" "$build/lockstep" train "$dir/deep.yaml" \
-    --output-dir "$dir/s$stage" --set zero_optimization.stage="$stage" >/dev/null || true
+    --output-dir "$dir/s$stage" --set zero_optimization.stage="$stage" $view_arg >/dev/null || true
   if [ ! -f "$dir/s$stage/summary.json" ]; then
     echo "stage $stage: lockstep train failed:" >&2
     tail -n 5 "$dir/ls$stage.rss.err.0" "$dir/ls$stage.rss.err.1" >&2
     exit 1
   fi
   ls_rss=$(peak_mib "$dir/ls$stage.rss")
-  echo "peak RSS per rank process (MiB): $ls_rss"
   want=$(formula "$stage")
+  echo "peak RSS per rank process (MiB): $ls_rss; above the baseline: $(above "$ls_rss" $((want / 1048576)))"
   python3 - "$dir/s$stage/summary.json" "$stage" "$want" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))

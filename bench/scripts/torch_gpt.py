@@ -6,6 +6,11 @@ tiling the stream, DistributedSampler, AdamW (0.9, 0.95), weight decay 0.1, clip
 --attention sdpa: F.scaled_dot_product_attention(is_causal=True). --compile wraps the model in torch.compile.
 Start each rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set (DDP over gloo when WORLD_SIZE > 1).
 tokens/s leaves out the first --warmup-steps steps.
+--order-file FILE trains on exactly those batches (one line per step: window indices, e.g. from
+bench_train_order, the order `lockstep train` uses); --eval-at STEPS evaluates the validation windows
+(all of them, tiled, eval mode: what lockstep's val_loss is) after those steps and prints
+`val step=<n> val_loss=<mean>`; --log-every N prints `train step=<n> loss=<that step's loss>` every N steps
+(what lockstep's steps_per_print logs).
 Prints (rank 0): impl=torch attention=<a> compile=<0|1> world=<n> steps=<n> tokens_per_second=<all ranks> loss=<last>"""
 import argparse
 import math
@@ -113,6 +118,9 @@ def main():
     ap.add_argument("--attention", choices=["mingpt", "sdpa"], default="mingpt")
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--order-file", default="")
+    ap.add_argument("--eval-at", default="")
+    ap.add_argument("--log-every", type=int, default=0)
     args = ap.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -120,7 +128,9 @@ def main():
         dist.init_process_group("gloo")
     torch.manual_seed(1)
     tokens = corpus(args.corpus)
-    train = torch.from_numpy(tokens[: int(len(tokens) * 0.9)])
+    n_train = int(len(tokens) * (1.0 - 0.1))  # lockstep's data.val_split arithmetic
+    train = torch.from_numpy(tokens[:n_train])
+    val = torch.from_numpy(tokens[n_train:])
     bs = args.block_size
     windows = (len(train) - 1) // bs
     n_layer, n_head, c = PRESETS[args.model_type]
@@ -138,11 +148,34 @@ def main():
         net = nn.parallel.DistributedDataParallel(model)
     if args.compile:
         net = torch.compile(net)
-    sampler = torch.utils.data.distributed.DistributedSampler(range(windows), num_replicas=world, rank=rank, seed=1)
-    order = list(sampler)
+    if args.order_file:
+        with open(args.order_file) as f:
+            batches = [[int(v) for v in line.split()] for line in f if line.strip()]
+    else:
+        sampler = torch.utils.data.distributed.DistributedSampler(range(windows), num_replicas=world, rank=rank,
+                                                                  seed=1)
+        order = list(sampler)
+        batches = [order[i:i + args.batch_size] for i in range(0, len(order) - args.batch_size + 1, args.batch_size)]
+    eval_at = {int(v) for v in args.eval_at.split(",") if v}
+
+    def validate():
+        model.eval()
+        total, count = 0.0, 0
+        with torch.no_grad():
+            n = (len(val) - 1) // bs
+            chunk = max(1, 131072 // bs)
+            for i in range(0, n, chunk):
+                idx = range(i, min(n, i + chunk))
+                x = torch.stack([val[j * bs:j * bs + bs] for j in idx])
+                y = torch.stack([val[j * bs + 1:j * bs + bs + 1] for j in idx])
+                total += F.cross_entropy(model(x).float().view(-1, 256), y.view(-1), reduction="sum").item()
+                count += y.numel()
+        model.train()
+        return total / count
+
     step, t0, loss = 0, None, None
-    for i in range(0, len(order) - args.batch_size + 1, args.batch_size):
-        starts = torch.tensor(order[i:i + args.batch_size]) * bs
+    for batch in batches:
+        starts = torch.tensor(batch) * bs
         x = torch.stack([train[s:s + bs] for s in starts.tolist()])
         y = torch.stack([train[s + 1:s + bs + 1] for s in starts.tolist()])
         if step == args.warmup_steps:
@@ -156,6 +189,13 @@ def main():
         opt.step()
         loss = l.item()
         step += 1
+        if args.log_every and step % args.log_every == 0 and rank == 0:
+            print(f"train step={step} loss={loss:.4f}", flush=True)
+        if step in eval_at and rank == 0:
+            t_eval = time.perf_counter()
+            print(f"val step={step} val_loss={validate():.4f}", flush=True)
+            if t0 is not None:
+                t0 += time.perf_counter() - t_eval  # tokens/s counts training only
         if step >= args.max_steps:
             break
     dt = time.perf_counter() - t0

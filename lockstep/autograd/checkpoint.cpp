@@ -1,6 +1,7 @@
 #include "lockstep/autograd/checkpoint.h"
 
 #include <chrono>
+#include <memory>
 #include <optional>
 
 #include "lockstep/autograd/autocast.h"
@@ -12,6 +13,19 @@ namespace lockstep::autograd {
 namespace {
 
 thread_local CheckpointProfile g_profile;
+thread_local CheckpointStash* g_stash = nullptr;
+
+// Makes stash the current one for a scope (the previous comes back after).
+class StashScope {
+ public:
+  explicit StashScope(CheckpointStash* stash) : previous_(g_stash) { g_stash = stash; }
+  ~StashScope() { g_stash = previous_; }
+  StashScope(const StashScope&) = delete;
+  StashScope& operator=(const StashScope&) = delete;
+
+ private:
+  CheckpointStash* previous_;
+};
 
 double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -36,11 +50,12 @@ void restore(const std::vector<GeneratorState>& states) {
 class CheckpointBackward final : public Node {
  public:
   CheckpointBackward(Segment segment, std::vector<Variable> inputs, std::vector<GeneratorState> rng,
-                     std::optional<DType> autocast_dtype)
+                     std::optional<DType> autocast_dtype, std::shared_ptr<CheckpointStash> stash)
       : segment_(std::move(segment)),
         inputs_(std::move(inputs)),
         rng_(std::move(rng)),
-        autocast_dtype_(autocast_dtype) {}
+        autocast_dtype_(autocast_dtype),
+        stash_(std::move(stash)) {}
 
   std::vector<Tensor> apply(const Tensor& grad_output) override {
     auto t0 = std::chrono::steady_clock::now();
@@ -57,6 +72,11 @@ class CheckpointBackward final : public Node {
       restore(rng_);
       bool prev = isGradEnabled();
       setGradEnabled(true);
+      if (stash_) {
+        stash_->replay = true;
+        stash_->next = 0;
+      }
+      StashScope stash_scope(stash_.get());
       try {
         if (autocast_dtype_) {
           AutocastGuard guard(*autocast_dtype_);
@@ -73,6 +93,7 @@ class CheckpointBackward final : public Node {
       setGradEnabled(prev);
       restore(now);
     }
+    stash_.reset();  // the recomputed graph holds what it needs
     g_profile.recomputes++;
     g_profile.recompute_seconds += secondsSince(t0);
     auto t1 = std::chrono::steady_clock::now();
@@ -90,6 +111,7 @@ class CheckpointBackward final : public Node {
   void releaseSaved() override {
     inputs_.clear();
     segment_ = nullptr;
+    stash_.reset();
   }
 
  private:
@@ -97,6 +119,7 @@ class CheckpointBackward final : public Node {
   std::vector<Variable> inputs_;
   std::vector<GeneratorState> rng_;
   std::optional<DType> autocast_dtype_;
+  std::shared_ptr<CheckpointStash> stash_;  // null inside another checkpointed segment
 };
 
 }  // namespace
@@ -115,11 +138,15 @@ Variable checkpoint(const Segment& segment, const std::vector<Variable>& inputs,
   std::vector<GeneratorState> rng = snapshot(gens);
   auto t0 = std::chrono::steady_clock::now();
   Tensor out;
+  // Nested in another checkpointed segment (its first run or its recomputation), this one uses the
+  // outer stash: both runs of the outer segment then see the same calls in the same order.
+  std::shared_ptr<CheckpointStash> stash = g_stash ? nullptr : std::make_shared<CheckpointStash>();
   {
     // The first run records no graph: only the output survives. The node is attached even when no
     // input requires a gradient, since the segment's parameters may (unlike torch's reentrant
     // checkpoint, which then leaves them without gradients).
     NoGradGuard no_grad;
+    StashScope stash_scope(stash ? stash.get() : g_stash);
     out = segment(inputs).tensor();
   }
   g_profile.segments++;
@@ -131,11 +158,19 @@ Variable checkpoint(const Segment& segment, const std::vector<Variable>& inputs,
   for (const Variable& v : inputs)
     saved.push_back(v.defined() ? Variable(v.tensor(), v.requiresGrad()) : Variable());
   // One edge per input; the segment's parameters get their gradients inside the recomputation.
-  auto node =
-      std::make_shared<CheckpointBackward>(segment, std::move(saved), std::move(rng), autocastDType());
+  auto node = std::make_shared<CheckpointBackward>(segment, std::move(saved), std::move(rng), autocastDType(),
+                                                   std::move(stash));
   for (const Variable& v : inputs)
     node->edges().push_back(v.defined() && v.requiresGrad() ? v.gradEdge() : nullptr);
   return Variable::makeResult(std::move(out), std::move(node));
+}
+
+CheckpointStash* checkpointStash() { return g_stash; }
+
+const std::vector<Tensor>* CheckpointStash::take() {
+  if (!replay || next >= saved.size()) return nullptr;
+  g_profile.stash_reuses++;
+  return &saved[next++];
 }
 
 CheckpointProfile checkpointProfile() { return g_profile; }

@@ -14,6 +14,12 @@
 // uses receive their gradients (and fire their gradient-ready hooks, so DDP's buckets work) during
 // the recomputation's backward.
 //
+// Selective recomputation (Megatron's): an op whose outputs are small to keep and costly to compute
+// (the fused attention: its output and [B, H, T] logsumexp, against the whole T x T softmax work)
+// keeps them from the segment's first run in a stash and takes them back in the recomputation
+// instead of running again (checkpointStash()). The recomputation is bitwise the first run, so the
+// gradients stay bitwise a plain backward's.
+//
 // Not thread-safe against other threads using the same generators. The segment must be a pure
 // function of its inputs, the parameters and the listed generators.
 #include <functional>
@@ -37,6 +43,20 @@ struct CheckpointOptions {
 Variable checkpoint(const Segment& segment, const std::vector<Variable>& inputs,
                     const CheckpointOptions& options = {});
 
+/// The outputs an op keeps across a checkpointed segment's first run and its recomputation, in call
+/// order. Per thread.
+struct CheckpointStash {
+  std::vector<std::vector<Tensor>> saved;
+  size_t next = 0;
+  bool replay = false;  // false: the first run (push); true: the recomputation (take in order)
+  /// The next kept result in the recomputation (counted in checkpointProfile().stash_reuses), or
+  /// nullptr: not replaying, or no kept result left.
+  const std::vector<Tensor>* take();
+};
+/// The stash of the checkpointed segment running now on this thread; nullptr outside one. A
+/// segment checkpointed inside another uses the outer one's stash (one call order for both runs).
+CheckpointStash* checkpointStash();
+
 /// What DeepSpeed's activation_checkpointing.profile reports: totals over every checkpointed
 /// segment of this process since the last reset.
 struct CheckpointProfile {
@@ -45,6 +65,7 @@ struct CheckpointProfile {
   int64_t recomputes = 0;
   double recompute_seconds = 0;  // their recomputation forwards
   double backward_seconds = 0;   // and the backward passes through them
+  int64_t stash_reuses = 0;      // op results a recomputation took from its stash (not recomputed)
 };
 /// Per thread: the totals of the segments this thread ran (ranks as threads count apart).
 CheckpointProfile checkpointProfile();

@@ -34,8 +34,16 @@ Variable runBlocks(const std::vector<Module*>& blocks, Variable x, int64_t check
     for (Module* b : blocks) x = (*b)(x);
     return x;
   }
-  for (size_t first = 0; first < blocks.size(); first += static_cast<size_t>(checkpoint_every)) {
-    const size_t last = std::min(blocks.size(), first + static_cast<size_t>(checkpoint_every));
+  const size_t every = static_cast<size_t>(checkpoint_every);
+  for (size_t first = 0; first < blocks.size(); first += every) {
+    const size_t last = std::min(blocks.size(), first + every);
+    // The last segment runs plainly, as torch.utils.checkpoint.checkpoint_sequential runs its last:
+    // its backward comes right after the loss, so recomputing it would cost a forward and free
+    // nothing for long.
+    if (last == blocks.size()) {
+      for (size_t i = first; i < last; ++i) x = (*blocks[i])(x);
+      break;
+    }
     // The segment runs again in backward, after this function returned: it owns its block list.
     std::vector<Module*> segment(blocks.begin() + static_cast<std::ptrdiff_t>(first),
                                  blocks.begin() + static_cast<std::ptrdiff_t>(last));

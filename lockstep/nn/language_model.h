@@ -29,7 +29,8 @@ class LanguageModel : public Module {
 void checkTokenInput(const Tensor& idx, int64_t vocab_size, int64_t block_size, const char* model);
 
 /// Runs x through blocks in order; with checkpoint_every = k > 0 each run of k consecutive blocks
-/// is one autograd::checkpoint segment (its inputs kept, the rest recomputed in backward).
+/// is one autograd::checkpoint segment (its inputs kept, the rest recomputed in backward), except
+/// the last run, which keeps its activations (torch's checkpoint_sequential does the same).
 Variable runBlocks(const std::vector<Module*>& blocks, Variable x, int64_t checkpoint_every);
 
 /// minGPT's configure_optimizers split: the weights of Linear layers take weight decay; biases,

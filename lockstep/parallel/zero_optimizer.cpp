@@ -288,6 +288,16 @@ void ZeroOptimizer::step() {
 
 bool ZeroOptimizer::parametersGathered() const { return !coordinator_ || coordinator_->allGathered(); }
 
+void ZeroOptimizer::forEachParameterBucketWhole(const std::function<void(const std::vector<size_t>&)>& fn) {
+  if (coordinator_) {
+    coordinator_->forEachBucketWhole(fn);
+    return;
+  }
+  std::vector<size_t> all(params_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  fn(all);
+}
+
 void ZeroOptimizer::beginStep() {
   if (coordinator_) coordinator_->beginStep();
 }

@@ -120,6 +120,13 @@ class ZeroOptimizer {
   /// Stage 3, while gathered. Not collective. Copies this rank's elements of the (gathered, then
   /// changed: a loaded checkpoint) parameters back into its partition, the values stage 3 trains.
   void adoptGatheredParameters();
+  /// Collective at stage 3 (outside a step, parameters not gathered): calls fn with the indices
+  /// (into parameters()) of a set of whole parameters at a time, one gathered bucket after
+  /// another, until every parameter was passed once; never the whole model in memory (a final
+  /// model file written as it streams by). Below stage 3: once, with every index.
+  void forEachParameterBucketWhole(const std::function<void(const std::vector<size_t>&)>& fn);
+  /// The optimizer's parameters, in its order.
+  const std::vector<autograd::Variable>& parameters() const { return params_; }
   /// Whether every parameter of the model is whole now (always, below stage 3).
   bool parametersGathered() const;
   /// Clears the gradients: the parameters' (stage 1) or the partition's (stage 2).

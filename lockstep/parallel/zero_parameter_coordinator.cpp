@@ -336,6 +336,25 @@ void ZeroParameterCoordinator::gatherAll() {
   mode_ = Mode::all;
 }
 
+void ZeroParameterCoordinator::forEachBucketWhole(const std::function<void(const std::vector<size_t>&)>& fn) {
+  LOCKSTEP_CHECK(mode_ == Mode::released, "forEachBucketWhole inside a step or while gathered");
+  std::exception_ptr error;
+  if (!state_.empty()) launch(0);
+  for (size_t b = 0; b < state_.size(); ++b) {
+    if (b + 1 < state_.size()) launch(b + 1);
+    complete(b);
+    if (!error) {
+      try {
+        fn(layout_.buckets[b].params);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    releaseBucket(b);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
 void ZeroParameterCoordinator::endStep() {
   for (size_t b = 0; b < state_.size(); ++b) releaseBucket(b);
   std::fill(holders_.begin(), holders_.end(), 0);

@@ -24,6 +24,7 @@
 //
 // Not thread-safe; collective in the same order on every rank (every rank runs the same forward
 // and backward).
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,6 +79,11 @@ class ZeroParameterCoordinator {
   void gatherAll();
   /// Collective when prefetches are in flight (waits for them). Frees every parameter.
   void endStep();
+  /// Collective; outside a step. Makes one bucket after another whole (the next one's gather in
+  /// flight meanwhile), calls fn with its parameter indices and frees it again: at most two
+  /// buckets resident, never the whole model. Every rank gathers every bucket even when fn threw on
+  /// it (rethrown at the end), so the ranks stay in step.
+  void forEachBucketWhole(const std::function<void(const std::vector<size_t>&)>& fn);
   /// Whether every parameter is whole now (gatherAll() since the last endStep()).
   bool allGathered() const { return mode_ == Mode::all; }
   /// Bytes of whole parameters resident now plus this rank's pieces.

@@ -16,8 +16,11 @@ namespace lockstep::train {
 std::string activationCheckpointingNote(const ActivationCheckpointingConfig& a, int64_t every,
                                         int64_t n_layer, const std::string& model) {
   if (every <= 0) return "";
-  std::string s = fmt::format("activation checkpointing: segments of {} block{} of {} ({} segments)", every,
-                              every == 1 ? "" : "s", model, (n_layer + every - 1) / every);
+  const int64_t segments = (n_layer + every - 1) / every;
+  std::string s = fmt::format(
+      "activation checkpointing: segments of {} block{} of {} ({} segments; the last keeps its activations, "
+      "as its backward follows at once)",
+      every, every == 1 ? "" : "s", model, segments);
   if (a.profile) s += "; profile: on (times at the end)";
   std::vector<std::string> none;
   if (a.partition_activations)

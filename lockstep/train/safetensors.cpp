@@ -113,6 +113,41 @@ WrittenFile saveSafetensors(const std::string& path, const NamedTensors& tensors
   return w;
 }
 
+SafetensorsStreamWriter::SafetensorsStreamWriter(const std::string& path, const NamedTensors& layout,
+                                                 const std::map<std::string, std::string>& metadata)
+    : file_(path) {
+  const std::string header = encodeHeader(layout, metadata);  // offsets in layout order
+  uint64_t offset = header.size();
+  for (const auto& [name, t] : layout) {
+    entries_[name] = {t.shape(), t.dtype(), offset};
+    offset += t.nbytes();
+  }
+  file_.append(header);
+}
+
+void SafetensorsStreamWriter::write(const std::string& name, const Tensor& values) {
+  auto it = entries_.find(name);
+  LOCKSTEP_ENFORCE(it != entries_.end(), ValueError, "safetensors stream: '", name, "' is not in the header");
+  Entry& e = it->second;
+  LOCKSTEP_ENFORCE(!e.written, ValueError, "safetensors stream: '", name, "' written twice");
+  LOCKSTEP_ENFORCE(values.shape() == e.shape && values.dtype() == e.dtype, ValueError,
+                   "safetensors stream: '", name, "' is ", dtypeName(values.dtype()), " ",
+                   shapeToString(values.shape()), ", its header says ", dtypeName(e.dtype), " ",
+                   shapeToString(e.shape));
+  const Tensor c = values.to(Device::cpu()).contiguous();
+  file_.writeAt(e.offset, bytesOf(c));
+  e.written = true;
+  ++written_;
+}
+
+void SafetensorsStreamWriter::commit() {
+  for (const auto& [name, e] : entries_) {
+    LOCKSTEP_ENFORCE(e.written, ValueError, "safetensors stream: ", entries_.size() - written_, " of ",
+                     entries_.size(), " tensors were never written (one: '", name, "')");
+  }
+  file_.commit();
+}
+
 uint64_t safetensorsHeaderLength(std::string_view first8, uint64_t file_size, const std::string& path) {
   if (first8.size() < 8 || file_size < 8) {
     throw IoError("corrupt safetensors file '" + path + "': only " + std::to_string(file_size) +

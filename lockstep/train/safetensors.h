@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lockstep/tensor/tensor.h"
+#include "lockstep/util/file.h"
 
 namespace lockstep::train {
 
@@ -36,6 +37,31 @@ struct WrittenFile {
 /// (a non-contiguous one is copied first): no copy of the whole file in memory.
 WrittenFile saveSafetensors(const std::string& path, const NamedTensors& tensors,
                             const std::map<std::string, std::string>& metadata = {});
+/// saveSafetensors for tensors that are never all in memory at once (a ZeRO stage-3 model saved one
+/// gathered bucket at a time): the constructor writes the header from `layout`'s names, shapes and
+/// dtypes (their data is not read) into a temp file next to path; write() puts one tensor's values
+/// at its place, in any order; commit() checks that every tensor came, fsyncs and renames.
+/// Destroyed uncommitted, nothing is left behind. ValueError for an unknown or repeated name or
+/// another shape or dtype; IoError naming path for the file.
+class SafetensorsStreamWriter {
+ public:
+  SafetensorsStreamWriter(const std::string& path, const NamedTensors& layout,
+                          const std::map<std::string, std::string>& metadata = {});
+  void write(const std::string& name, const Tensor& values);
+  void commit();
+
+ private:
+  struct Entry {
+    Shape shape;
+    DType dtype;
+    uint64_t offset;
+    bool written = false;
+  };
+  std::map<std::string, Entry> entries_;
+  size_t written_ = 0;
+  file::AtomicFile file_;
+};
+
 /// Parses and validates (header length, JSON, dtypes, shapes vs byte ranges, bounds, overlaps);
 /// every problem is an IoError naming `path` and what is wrong.
 /// One tensor of a header: offsets relative to the data section (after the 8 + N header bytes).

@@ -231,12 +231,14 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     }
   };
   // ZeRO stage 3: the model's parameters hold their whole values only while gathered (collective;
-  // a no-op below stage 3); a restored checkpoint's values go back into each rank's partition.
+  // a no-op below stage 3); a restored checkpoint's values go back into each rank's partition. A
+  // fresh start gathers nothing: the whole model is never resident on a rank while training.
   auto gather_parameters = [&engine] {
     if (engine.zero()) engine.zero()->gatherParameters();
   };
-  gather_parameters();
-  if (o.resume || !o.resume_from.empty()) {
+  const bool resuming = o.resume || !o.resume_from.empty();
+  if (resuming) gather_parameters();
+  if (resuming) {
     // A restarted worker of a job started --resume-from takes the job's own newer checkpoints
     // first, and --resume-from again when there are none yet.
     ResumePick pick;
@@ -266,7 +268,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   } else {
     log("note", freshStartNotes(ckpt_dir, identity));
   }
-  if (engine.zero()) {  // stage 3: back to the partitions alone, holding what was restored
+  if (resuming && engine.zero()) {  // stage 3: back to the partitions alone, holding what was restored
     engine.zero()->adoptGatheredParameters();
     engine.zero()->releaseParameters();
   }
@@ -470,7 +472,13 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   EvalResult t = data.test == data.val && last_val_step == engine.globalSteps()
                      ? last_val
                      : evaluate_gathering_layers(data.test);
-  gather_parameters();  // the whole weights for the samples and model.safetensors
+  // Stage 3: the samples need the whole weights (generation runs the model token by token); the
+  // model file is written one gathered bucket at a time, so without samples the whole model is
+  // never resident on a rank.
+  if (language_model && c.sample.max_new_tokens > 0) gather_parameters();
+  const bool partitioned_save = engine.zero() && !engine.zero()->parametersGathered();
+  if (partitioned_save)
+    saveModelPartitioned(o.output_dir + "/model.safetensors", *model, *engine.zero(), chief);
   s.test_loss = t.loss;
   s.test_accuracy = t.accuracy;
   if (language_model) {
@@ -483,7 +491,8 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
                             {"forward_seconds", p.forward_seconds},
                             {"recomputes", p.recomputes},
                             {"recompute_seconds", p.recompute_seconds},
-                            {"backward_seconds", p.backward_seconds}};
+                            {"backward_seconds", p.backward_seconds},
+                            {"stash_reuses", p.stash_reuses}};
     if (chief) {
       std::fprintf(
           stderr,
@@ -502,7 +511,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
                    s.samples["greedy"].get<std::string>().c_str(), c.sample.temperature,
                    static_cast<long long>(c.sample.top_k), s.samples["sampled"].get<std::string>().c_str());
     }
-    saveModel(o.output_dir + "/model.safetensors", *model);
+    if (!partitioned_save) saveModel(o.output_dir + "/model.safetensors", *model);
     file::writeAtomic(o.output_dir + "/summary.json", toJson(s).dump(2) + "\n");
     report();
   }

@@ -1,7 +1,10 @@
 #include "lockstep/train/training_state.h"
 
 #include <algorithm>
+#include <exception>
 #include <optional>
+#include <set>
+#include <unordered_map>
 
 #include "lockstep/train/zero_checkpoint.h"
 #include "lockstep/util/error.h"
@@ -163,6 +166,39 @@ std::string restoreTrainingState(const CheckpointData& d, TrainingParts& parts) 
 
 void saveModel(const std::string& path, const nn::Module& model) {
   saveSafetensors(path, toNamed(model.stateDict()), {{"format", "pt"}});
+}
+
+void saveModelPartitioned(const std::string& path, const nn::Module& model, parallel::ZeroOptimizer& zero,
+                          bool write) {
+  std::unordered_map<const autograd::VariableImpl*, std::string> name_of;
+  for (const auto& [name, p] : model.namedParameters()) name_of.emplace(p.impl().get(), name);
+  const std::vector<autograd::Variable>& params = zero.parameters();
+  std::set<std::string> partitioned;  // what the walk below brings; the rest is whole already
+  for (const autograd::Variable& p : params) {
+    auto it = name_of.find(p.impl().get());
+    LOCKSTEP_CHECK(it != name_of.end(), "saveModelPartitioned: an optimizer parameter is not the model's");
+    partitioned.insert(it->second);
+  }
+  const NamedTensors layout = toNamed(model.stateDict());  // shapes and dtypes only are read here
+  std::optional<SafetensorsStreamWriter> out;
+  std::exception_ptr error;  // the walk is collective: every rank takes all of it, then this throws
+  if (write) {
+    try {
+      out.emplace(path, layout, std::map<std::string, std::string>{{"format", "pt"}});
+      for (const auto& [name, t] : layout) {  // buffers (and parameters the optimizer does not train)
+        if (!partitioned.count(name)) out->write(name, t);
+      }
+    } catch (...) {
+      error = std::current_exception();
+      out.reset();
+    }
+  }
+  zero.forEachParameterBucketWhole([&](const std::vector<size_t>& indices) {
+    if (!out) return;
+    for (size_t i : indices) out->write(name_of.at(params[i].impl().get()), params[i].tensor());
+  });
+  if (error) std::rethrow_exception(error);
+  if (out) out->commit();
 }
 
 void loadModel(const std::string& path, nn::Module& model, bool strict) {

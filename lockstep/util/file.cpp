@@ -26,40 +26,65 @@ void writeAtomic(const std::string& path, std::string_view bytes) {
 }
 
 void writeAtomic(const std::string& path, const std::vector<std::string_view>& pieces) {
-  std::filesystem::path p(path);
+  AtomicFile f(path);
+  for (std::string_view bytes : pieces) f.append(bytes);
+  f.commit();
+}
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  std::filesystem::path p(path_);
   std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-  std::string tmpl = (std::filesystem::path(dir) / ("." + p.filename().string() + ".tmp.XXXXXX")).string();
-  int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) fail("cannot create a temporary file next to", path);
-  for (std::string_view bytes : pieces) {
-    size_t off = 0;
-    while (off < bytes.size()) {
-      ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        int err = errno;
-        ::close(fd);
-        ::unlink(tmpl.c_str());
-        errno = err;
-        fail("cannot write", path);
-      }
-      off += static_cast<size_t>(n);
+  tmp_ = (std::filesystem::path(dir) / ("." + p.filename().string() + ".tmp.XXXXXX")).string();
+  fd_ = ::mkstemp(tmp_.data());
+  if (fd_ < 0) fail("cannot create a temporary file next to", path_);
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+}
+
+void AtomicFile::append(std::string_view bytes) {
+  LOCKSTEP_CHECK(fd_ >= 0, "AtomicFile: append after commit");
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::write(fd_, bytes.data() + off, bytes.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write", path_);
     }
+    off += static_cast<size_t>(n);
   }
-  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) {
+}
+
+void AtomicFile::writeAt(uint64_t offset, std::string_view bytes) {
+  LOCKSTEP_CHECK(fd_ >= 0, "AtomicFile: write after commit");
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::pwrite(fd_, bytes.data() + off, bytes.size() - off, static_cast<off_t>(offset + off));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write", path_);
+    }
+    off += static_cast<size_t>(n);
+  }
+}
+
+void AtomicFile::commit() {
+  LOCKSTEP_CHECK(fd_ >= 0, "AtomicFile: commit twice");
+  if (::fchmod(fd_, 0644) != 0 || ::fsync(fd_) != 0) fail("cannot sync", path_);
+  ::close(fd_);
+  fd_ = -1;
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     int err = errno;
-    ::close(fd);
-    ::unlink(tmpl.c_str());
+    ::unlink(tmp_.c_str());
     errno = err;
-    fail("cannot sync", path);
+    fail("cannot rename a temporary file onto", path_);
   }
-  ::close(fd);
-  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmpl.c_str());
-    errno = err;
-    fail("cannot rename a temporary file onto", path);
-  }
+  std::filesystem::path p(path_);
+  std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {
     ::fsync(dfd);

@@ -13,6 +13,25 @@ namespace lockstep::file {
 void writeAtomic(const std::string& path, std::string_view bytes);
 /// The same for a file made of pieces written one after the other (no joined copy in memory).
 void writeAtomic(const std::string& path, const std::vector<std::string_view>& pieces);
+/// A file written a piece at a time with writeAtomic's guarantees: append() and writeAt() (at a
+/// byte offset, as pwrite) write into a temp file next to path; commit() fsyncs it, renames it over path and
+/// fsyncs the directory. Destroyed without commit() (an error on the way), the temp file is removed and path
+/// is untouched. IoError naming path on any failure. Not thread-safe.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  void append(std::string_view bytes);
+  void writeAt(uint64_t offset, std::string_view bytes);
+  void commit();
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+};
+
 /// The whole file; IoError naming the path when it cannot be read.
 std::string readAll(const std::string& path);
 bool exists(const std::string& path);

@@ -124,6 +124,7 @@ TEST(LanguageModel, checkpointed_blocks_give_bitwise_the_plain_gradients_with_dr
       o.checkpoint_every = ck;
       auto m = makeLm(name, o);
       manualSeed(11);
+      autograd::resetCheckpointProfile();
       Tensor x = tokens(2, 12, 32, 9), target = tokens(2, 12, 32, 10);
       Variable logits = m->forward(Variable(x));
       autograd::crossEntropy(autograd::reshape(logits, {24, 32}), target.reshape({24})).backward();
@@ -133,6 +134,10 @@ TEST(LanguageModel, checkpointed_blocks_give_bitwise_the_plain_gradients_with_dr
     for (size_t i = 0; i < grads[0].size(); ++i) {
       EXPECT_TRUE(bitwiseEqual(grads[0][i], grads[1][i])) << name << " gradient " << i;
     }
+    // Blocks 1 and 2 of 3 were recomputed (the last keeps its activations), each taking its
+    // attention's output from the first run instead of recomputing it: still bitwise.
+    EXPECT_EQ(autograd::checkpointProfile().recomputes, 2) << name;
+    EXPECT_EQ(autograd::checkpointProfile().stash_reuses, 2) << name;
   }
 }
 

@@ -70,6 +70,47 @@ TEST(Zero, stage3_keeps_only_its_partition_between_steps) {
   });
 }
 
+TEST(Zero, stage3_walks_its_parameters_one_bucket_at_a_time_never_whole) {
+  // forEachParameterBucketWhole (the final model file's source): every parameter once, whole and
+  // with the values gatherParameters() gives, while the others of the model stay freed.
+  lockstep::testing::runThreadRanks(3, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    EngineOptions o = perLayer(adam());
+    o.zero_stage = 3;
+    o.zero.reduce_bucket_size = 20;  // a bucket per layer or less
+    Generator g(1);
+    nn::ModelOptions m;
+    m.in_features = kIn;
+    m.out_features = kClasses;
+    m.hidden = {7, 6, 8, 5, 7};  // six Linear layers, twelve parameters
+    m.generator = &g;
+    Engine engine(nn::makeModel("mlp", m), o, worldOf(rank, 3, pg));
+    auto [x, y] = batch(rank, kRows);
+    engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
+    ASSERT_TRUE(engine.step());
+    const auto& params = engine.zero()->parameters();
+    std::vector<int> seen(params.size(), 0);
+    std::vector<std::vector<float>> walked(params.size());
+    int calls = 0;
+    engine.zero()->forEachParameterBucketWhole([&](const std::vector<size_t>& indices) {
+      ++calls;
+      size_t resident = 0;
+      for (const auto& p : params) resident += p.tensor().storage()->resident();
+      EXPECT_LE(resident, params.size() / 2) << "more than two buckets were resident";
+      for (size_t i : indices) {
+        ++seen[i];
+        walked[i] = params[i].tensor().contiguous().toVector<float>();
+      }
+    });
+    EXPECT_GT(calls, 1);
+    for (size_t i = 0; i < params.size(); ++i) EXPECT_EQ(seen[i], 1) << "parameter " << i;
+    for (const auto& p : params) EXPECT_FALSE(p.tensor().storage()->resident()) << "freed after the walk";
+    engine.zero()->gatherParameters();
+    for (size_t i = 0; i < params.size(); ++i)
+      EXPECT_EQ(walked[i], params[i].tensor().contiguous().toVector<float>()) << "parameter " << i;
+    engine.zero()->releaseParameters();
+  });
+}
+
 TEST(Zero, stage3_gathers_one_layer_at_a_time_in_forward_and_backward) {
   // Six Linear layers of a Sequential are the gather units: while one runs forward, or backward, at
   // most it, the one before (whose gradients are on their way) and the prefetched one hold whole

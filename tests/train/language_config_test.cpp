@@ -63,7 +63,7 @@ TEST(LanguageConfig, seed_002_activation_checkpointing_block_is_accepted_and_tur
   EXPECT_EQ(c.model_options.checkpoint_every, 1) << "the section checkpoints every block";
   EXPECT_EQ(c.data.block_size, 256);
   std::string note = activationCheckpointingNote(a, 1, 4, "llama");
-  EXPECT_TRUE(has(note, "segments of 1 block of llama (4 segments)")) << note;
+  EXPECT_TRUE(has(note, "segments of 1 block of llama (4 segments; the last keeps its activations")) << note;
   EXPECT_TRUE(has(note, "no effect here: partition_activations")) << note;
   EXPECT_TRUE(has(note, "cpu_checkpointing")) << note;
   EXPECT_FALSE(has(note, "synchronize_checkpoint_boundary")) << "only keys that are on are listed: " << note;
@@ -77,7 +77,8 @@ TEST(LanguageConfig, model_checkpoint_every_sets_the_segment_length) {
 }
 
 TEST(LanguageConfig, mismatches_and_bad_values_are_errors_naming_the_key) {
-  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nmodel: {name: gpt}\n"), "set data.dataset to text or tokens"));
+  EXPECT_TRUE(
+      has(errorOf("train_batch_size: 8\nmodel: {name: gpt}\n"), "set data.dataset to text or tokens"));
   EXPECT_TRUE(has(errorOf("train_batch_size: 8\ndata: {dataset: text}\n"), "train a language model"));
   EXPECT_TRUE(has(errorOf("train_batch_size: 8\nactivation_checkpointing: {profile: true}\n"),
                   "has no transformer blocks"));

@@ -110,3 +110,44 @@ TEST(Safetensors, shape_whose_product_overflows_is_refused) {
   e = errorOf(withHeader(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})") + "abcd");
   EXPECT_NE(e.find("malformed data_offsets"), std::string::npos) << e;
 }
+
+TEST(Safetensors, stream_writer_in_any_order_writes_what_saveSafetensors_writes) {
+  std::string dir = tempDir();
+  NamedTensors in;
+  in.emplace_back("w", Tensor::fromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}).transpose(0, 1));  // strided
+  in.emplace_back("i", Tensor::fromVector<int64_t>({7, -8}, {2}));
+  in.emplace_back("e", Tensor::empty({0, 4}));
+  in.emplace_back("b", Tensor::fromVector<float>({1.5f}, {1}).to(DType::bf16));
+  saveSafetensors(dir + "/whole.safetensors", in, {{"format", "pt"}});
+  {
+    SafetensorsStreamWriter w(dir + "/streamed.safetensors", in, {{"format", "pt"}});
+    for (size_t i : {3u, 0u, 2u, 1u}) w.write(in[i].first, in[i].second);
+    EXPECT_FALSE(std::filesystem::exists(dir + "/streamed.safetensors")) << "visible before commit";
+    w.commit();
+  }
+  EXPECT_EQ(file::readAll(dir + "/streamed.safetensors"), file::readAll(dir + "/whole.safetensors"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Safetensors, stream_writer_refuses_bad_tensors_and_leaves_nothing_uncommitted) {
+  std::string dir = tempDir();
+  NamedTensors in;
+  in.emplace_back("a", Tensor::zeros({2, 2}));
+  in.emplace_back("b", Tensor::zeros({3}));
+  {
+    SafetensorsStreamWriter w(dir + "/m.safetensors", in);
+    EXPECT_THROW(w.write("c", Tensor::zeros({3})), ValueError);
+    EXPECT_THROW(w.write("a", Tensor::zeros({4})), ValueError);
+    EXPECT_THROW(w.write("a", Tensor::zeros({2, 2}, DType::f64)), ValueError);
+    w.write("a", Tensor::zeros({2, 2}));
+    EXPECT_THROW(w.write("a", Tensor::zeros({2, 2})), ValueError);
+    try {
+      w.commit();
+      ADD_FAILURE() << "committed without b";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("'b'"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "an uncommitted stream left a file";
+  std::filesystem::remove_all(dir);
+}

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "lockstep/autograd/autocast.h"
+#include "lockstep/autograd/checkpoint.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/transformer.h"
 
@@ -49,7 +50,21 @@ Variable scaledDotProductAttention(const Variable& q0, const Variable& k0, const
     p.seed = gen.seed();
     p.offset = gen.offset();
   }
-  auto r = kernels::attentionForward(q.tensor(), k.tensor(), v.tensor(), p);
+  // In a checkpointed segment: the first run keeps out and lse (B*H*T*(D+1) values, a small part of
+  // the block's activations), and the recomputation takes them back instead of redoing the T x T
+  // work; its inputs are bitwise the first run's, so the result is too.
+  kernels::AttentionOutput r;
+  CheckpointStash* stash = checkpointStash();
+  const std::vector<Tensor>* kept = stash ? stash->take() : nullptr;
+  if (kept) {
+    LOCKSTEP_CHECK((*kept)[1].shape() == (Shape{q.size(0), q.size(1), q.size(2)}),
+                   "checkpoint: the recomputation's attention calls differ from the first run's");
+    r.out = (*kept)[0];
+    r.lse = (*kept)[1];
+  } else {
+    r = kernels::attentionForward(q.tensor(), k.tensor(), v.tensor(), p);
+    if (stash && !stash->replay) stash->saved.push_back({r.out, r.lse});
+  }
   if (p.dropout_p > 0.0) {
     const uint64_t draws = static_cast<uint64_t>(q.size(0) * q.size(1) * q.size(2) * k.size(2));
     gen.setState(p.seed, p.offset + draws);
