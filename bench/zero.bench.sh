@@ -18,9 +18,9 @@
 # The model: an MLP on 1536 synthetic features, LAYERS hidden layers of HIDDEN (ReLU), 10 classes; 2
 # ranks, micro-batch 32 per rank, Adam (lr 1e-4), buckets of 5e6 elements, one thread and one core per
 # rank (taskset, bench/scripts/peer.sh). Per stage it prints lockstep's samples/s, each rank's peak RSS
-# and memory report, the issue's formula for the model states per rank (Adam, f32, N = 2: DDP 16 Psi,
-# stage 1 8 Psi + 8 Psi/N, stage 2 4 Psi + 12 Psi/N, stage 3 16 Psi/N), then DeepSpeed's samples/s,
-# peak RSS per rank and the tensors it holds after backward (bench/scripts/deepspeed_zero.py), and at the
+# and memory report, the issue's formula for the model states per rank (Adam, f32, N ranks: DDP 16 Psi,
+# stage 1 8 Psi + 8 Psi/N, stage 2 4 Psi + 12 Psi/N, stage 3 16 Psi/N + the live gathered parameters),
+# its peak RSS above a process baseline as a multiple of that formula, then DeepSpeed's samples/s, peak RSS per rank and the tensors it holds after backward (bench/scripts/deepspeed_zero.py), and at the
 # end one table with the ratios. Peak RSS is each rank process's kernel high-water mark (getrusage,
 # bench/scripts/peak_rss.py). lockstep's samples/s is summary.json's (the whole run, first step
 # included); DeepSpeed's leaves out its first WARMUP steps: the peer gets the better deal. DeepSpeed runs
@@ -70,10 +70,32 @@ if [ "${PEER:-1}" != 0 ]; then
   fi
 fi
 
-formula() {  # formula STAGE: the issue's model-state bytes per rank
+# Stage 3's "+ the live gathered modules": the whole parameters resident at once, as the coordinator
+# gathers them (parallel/zero_parameter_coordinator.h): the persistent ones (at most
+# stage3_param_persistence_threshold elements: the biases and the classifier, whole on every rank)
+# and, at the worst layer, that layer's weight plus those prefetched within
+# stage3_prefetch_bucket_size and stage3_max_live_parameters.
+live_gathered=$(python3 -c "
+f, h, l, c = $features, $hidden, $layers, $classes
+pref, live_max, thr = float('$s3_prefetch'), float('$s3_live'), float('$s3_persist')
+params = [f * h, h] + [h * h, h] * (l - 1) + [h * c, c]
+persistent = sum(x for x in params if x <= thr)
+units = [x for x in params if x > thr]
+peak = 0
+for order in (units, units[::-1]):  # forward prefetches the next layers, backward the ones before
+    for i, u in enumerate(order):
+        live, budget = u, pref
+        for v in order[i + 1:]:
+            if budget <= 0 or live + v > live_max: break
+            live += v
+            budget -= v
+        peak = max(peak, live)
+print(int(peak + persistent))")
+echo "stage 3's formula adds the live gathered parameters: $live_gathered elements ($((live_gathered * 4 / 1048576)) MiB; persistent ones, a layer and its prefetch)"
+formula() {  # formula STAGE: the issue's model-state bytes per rank (stage 3: + the live gathered parameters)
   python3 -c "
-s, p, n = $1, $psi, $world
-print(int({0: 16 * p, 1: 8 * p + 8 * p / n, 2: 4 * p + 12 * p / n, 3: 16 * p / n}[s]))"
+s, p, n, g = $1, $psi, $world, $live_gathered
+print(int({0: 16 * p, 1: 8 * p + 8 * p / n, 2: 4 * p + 12 * p / n, 3: 16 * p / n + 4 * g}[s]))"
 }
 peak_mib() {  # peak_mib PREFIX: each rank's peak RSS in MiB, space-separated
   local r out=()

@@ -25,10 +25,9 @@ ZeroGradReducer::ZeroGradReducer(std::vector<Variable> params, std::vector<std::
   LOCKSTEP_CHECK(layout_.world == (group_ ? group_->size() : 1), "layout world ", layout_.world);
   const DType dtype = params_.empty() ? DType::f32 : params_.front().dtype();
   bucket_of_.assign(params_.size(), 0);
-  int64_t max_chunk = 0;
+  for (const ZeroBucket& b : layout_.buckets) max_chunk_ = std::max(max_chunk_, b.chunk);
   for (size_t b = 0; b < layout_.buckets.size(); ++b) {
     for (size_t p : layout_.buckets[b].params) bucket_of_[p] = b;
-    max_chunk = std::max(max_chunk, layout_.buckets[b].chunk);
     // Swapped pieces start as zeros in the file: their memory is never touched here.
     const Shape shape{layout_.buckets[b].pieceSize(rank_)};
     pieces_.push_back(swap_dir.empty() ? Tensor::zeros(shape, dtype) : Tensor::empty(shape, dtype));
@@ -37,7 +36,6 @@ ZeroGradReducer::ZeroGradReducer(std::vector<Variable> params, std::vector<std::
     swap_ = std::make_unique<ZeroPieceSwap>(
         pieces_, swap_dir, "lockstep-zero-gradients-rank" + std::to_string(rank_), swap_key, /*zeros=*/true);
   }
-  max_chunk_ = max_chunk;
   dtype_ = dtype;
   pending_.resize(layout_.buckets.size());
   for (size_t b = 0; b < pending_.size(); ++b) pending_[b] = layout_.buckets[b].params.size();
@@ -113,39 +111,49 @@ void ZeroGradReducer::onGradReady(size_t p) {
 
 void ZeroGradReducer::launch(size_t b) {
   const ZeroBucket& bucket = layout_.buckets[b];
-  // Two buffers alternate only when a reduction may still run while the next bucket fills.
+  // Two slots alternate only when a reduction may still run while the next bucket fills.
   Slot& slot = slots_[overlap_ ? b % 2 : 0];
-  complete(slot);                 // the bucket two before this one frees its staging buffer
-  if (!slot.staging.defined()) {  // once, on first use: a model of one bucket never needs the second
-    slot.staging = Tensor::empty({max_chunk_ * layout_.world}, dtype_);
-    slot.recv = Tensor::empty({max_chunk_}, dtype_);
+  complete(slot);  // the bucket two before this one, unless completeAllButLatest() did already
+  const size_t elem = dtypeSize(dtype_);
+  for (size_t p : bucket.params) {
+    LOCKSTEP_ENFORCE(params_[p].grad().dtype() == dtype_, ValueError, "ZeRO: gradient of '", names_[p],
+                     "' is ", dtypeName(params_[p].grad().dtype()), ", its parameter's bucket is ",
+                     dtypeName(dtype_));
   }
-  const size_t elem = dtypeSize(slot.staging.dtype());
-  char* staging = static_cast<char*>(slot.staging.dataPtr());
-  if (bucket.chunk * layout_.world != bucket.numel) slot.staging.zero();  // padding travels as zeros
-  for (int r = 0; r < layout_.world; ++r) {
-    for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r], bucket.piece[r + 1])) {
-      Tensor g = params_[s.param].grad();
-      if (!g.isContiguous()) g = g.contiguous();
-      LOCKSTEP_ENFORCE(g.dtype() == slot.staging.dtype(), ValueError, "ZeRO: gradient of '", names_[s.param],
-                       "' is ", dtypeName(g.dtype()), ", its parameter's bucket is ",
-                       dtypeName(slot.staging.dtype()));
-      std::memcpy(staging + (r * bucket.chunk + s.bucket_offset - bucket.piece[r]) * elem,
-                  static_cast<const char*>(g.dataPtr()) + s.param_offset * elem, s.numel * elem);
+  // A bucket that is one parameter split evenly is already laid out as `world` blocks: its
+  // gradient is reduced where it is, with no staging copy beside it.
+  const Tensor& first = params_[bucket.params.front()].grad();
+  if (bucket.params.size() == 1 && bucket.chunk * layout_.world == bucket.numel && first.isContiguous()) {
+    slot.staging = first;
+  } else {
+    // Taken from the allocator per launch and handed back at completion, so that between buckets
+    // no staging memory is held (the allocator's cache makes it free after the first step).
+    slot.staging = bucket.chunk * layout_.world != bucket.numel
+                       ? Tensor::zeros({bucket.chunk * layout_.world}, dtype_)  // padding travels as zeros
+                       : Tensor::empty({bucket.chunk * layout_.world}, dtype_);
+    char* staging = static_cast<char*>(slot.staging.dataPtr());
+    for (int r = 0; r < layout_.world; ++r) {
+      for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r], bucket.piece[r + 1])) {
+        Tensor g = params_[s.param].grad();
+        if (!g.isContiguous()) g = g.contiguous();
+        std::memcpy(staging + (r * bucket.chunk + s.bucket_offset - bucket.piece[r]) * elem,
+                    static_cast<const char*>(g.dataPtr()) + s.param_offset * elem, s.numel * elem);
+      }
     }
   }
   for (size_t p : bucket.params) params_[p].setGrad(Tensor());  // the piece is all this rank keeps
+  if (!slot.recv.defined()) slot.recv = Tensor::empty({max_chunk_}, dtype_);  // 1/world of a bucket, kept
   slot.bucket = static_cast<long>(b);
+  char* staging = static_cast<char*>(slot.staging.dataPtr());
   if (group_ && layout_.world > 1 && reduce_scatter_) {
     comm::ReduceScatterOptions o;
     o.op = comm::ReduceOp::avg;
-    slot.work = group_->reduceScatter(slot.staging.dataPtr(), slot.recv.dataPtr(), bucket.chunk,
-                                      slot.staging.dtype(), o);
+    slot.work = group_->reduceScatter(staging, slot.recv.dataPtr(), bucket.chunk, dtype_, o);
   } else if (group_ && layout_.world > 1) {
     // DeepSpeed's reduce_scatter: false: every rank averages the whole bucket and keeps its block.
     comm::AllreduceOptions o;
     o.op = comm::ReduceOp::avg;
-    group_->allreduce(staging, bucket.chunk * layout_.world, slot.staging.dtype(), o)->wait();
+    group_->allreduce(staging, bucket.chunk * layout_.world, dtype_, o)->wait();
     std::memcpy(slot.recv.dataPtr(), staging + rank_ * bucket.chunk * elem, bucket.chunk * elem);
   } else {
     std::memcpy(slot.recv.dataPtr(), staging, bucket.chunk * elem);
@@ -153,10 +161,19 @@ void ZeroGradReducer::launch(size_t b) {
   if (!overlap_) complete(slot);
 }
 
+void ZeroGradReducer::completeAllButLatest() {
+  if (next_launch_ == 0) return;
+  const size_t latest = next_launch_ - 1;
+  for (Slot& s : slots_) {
+    if (s.bucket >= 0 && static_cast<size_t>(s.bucket) != latest) complete(s);
+  }
+}
+
 void ZeroGradReducer::complete(Slot& slot) {
   if (slot.bucket < 0) return;
   if (slot.work) slot.work->wait();
   slot.work.reset();
+  slot.staging = Tensor();
   Tensor& piece = pieces_[slot.bucket];
   acquirePiece(static_cast<size_t>(slot.bucket));
   if (piece.numel() > 0) kernels::addInto(piece, slot.recv.narrow(0, 0, piece.numel()));

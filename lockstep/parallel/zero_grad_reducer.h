@@ -2,11 +2,13 @@
 // ZeRO stage 2's gradient path (DeepSpeed's reduce-scatter of the "ipg" buckets): as backward makes
 // a bucket's last gradient ready, the bucket's gradients are copied into a staging buffer laid out
 // as `world` blocks (zero_partition.h), the parameters' own gradients are freed, and a
-// reduce-scatter (average) is launched that leaves each rank its piece of the bucket; launches go
-// in bucket order on every rank, and two staging buffers alternate so that one bucket's
-// communication overlaps the next bucket's gradients. Each rank accumulates its pieces over the
-// backward passes of an accumulation window, so gradient memory is the partition (1/world of the
-// parameters) plus two buckets, not the whole model.
+// reduce-scatter (average) is launched that leaves each rank its piece of the bucket. A bucket
+// that is one parameter split evenly is reduced from its gradient itself, with no copy. Launches go
+// in bucket order on every rank, and two slots alternate so that one bucket's communication
+// overlaps the next bucket's gradients (DeepSpeed's overlap_comm: one bucket filling, one
+// reducing). Each rank accumulates its pieces over the backward passes of an accumulation window,
+// so gradient memory is the partition (1/world of the parameters) plus two buckets, not the whole
+// model; no staging memory is held between backward passes.
 //
 // Not thread-safe; runs on the thread that runs backward. Every backward is collective.
 #include <memory>
@@ -52,11 +54,15 @@ class ZeroGradReducer {
   void acquirePiece(size_t b);
   void releasePiece(size_t b, bool changed);
   const ZeroPieceSwap* pieceSwap() const { return swap_.get(); }
+  /// Waits for every launched reduction but the latest and adds it to its piece, freeing its
+  /// gradient or staging buffer. Stage 3 calls it before each unit's backward, so that the unit's
+  /// gradients are made beside one bucket in flight, not two.
+  void completeAllButLatest();
 
  private:
   struct Slot {
-    Tensor staging;  // world * max chunk
-    Tensor recv;     // max chunk
+    Tensor staging;  // the bucket as world blocks: a copy, or its one parameter's gradient
+    Tensor recv;     // this rank's block
     std::shared_ptr<comm::Work> work;
     long bucket = -1;
   };
@@ -79,7 +85,7 @@ class ZeroGradReducer {
   size_t next_launch_ = 0;
   std::vector<Tensor> pieces_;
   std::unique_ptr<ZeroPieceSwap> swap_;
-  Slot slots_[2];  // allocated on first use
+  Slot slots_[2];
   int64_t max_chunk_ = 0;
   DType dtype_ = DType::f32;
   std::vector<size_t> hook_ids_;

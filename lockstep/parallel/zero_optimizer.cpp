@@ -163,6 +163,9 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
     reducer_ = std::make_unique<ZeroGradReducer>(params_, names_, layout_, group_, options_.overlap_comm,
                                                  options_.reduce_scatter);
   if (!options_.offload_optimizer.nvme_path.empty()) swapPartition();
+  // Stage 3: a unit's gradients are made beside one bucket's reduction in flight, not two.
+  if (coordinator_ && reducer_)
+    coordinator_->setBeforeUnitBackward([r = reducer_.get()] { r->completeAllButLatest(); });
 
   for (const Variable& p : params_) shapes_.push_back(p.shape());
   // Stage 3: the whole parameters the model was built with are freed now; hand their bytes back to

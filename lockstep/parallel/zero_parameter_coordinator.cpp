@@ -368,6 +368,7 @@ void ZeroParameterCoordinator::acquireUnit(size_t u, bool backward) {
   if (backward) {
     in_backward_ = true;
     unit_pending_[u] = unit_grad_params_[u];
+    if (before_unit_backward_) before_unit_backward_();
   }
   if (!unit_active_[u]) {
     unit_active_[u] = true;

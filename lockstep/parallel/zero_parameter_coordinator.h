@@ -95,6 +95,10 @@ class ZeroParameterCoordinator {
   void releasePiece(size_t b, bool changed);
   const ZeroPieceSwap* pieceSwap() const { return swap_.get(); }
 
+  /// fn runs as each unit's backward begins, before its gradients are made (the optimizer's gradient
+  /// path finishes older reductions there).
+  void setBeforeUnitBackward(std::function<void()> fn) { before_unit_backward_ = std::move(fn); }
+
   /// Hook bodies (public for the backward node).
   void acquireUnit(size_t unit, bool backward);
 
@@ -138,6 +142,7 @@ class ZeroParameterCoordinator {
   std::vector<int64_t> unit_numel_;
   int64_t live_ = 0;  // whole parameter elements resident or in flight
   std::vector<size_t> hook_ids_, grad_hook_ids_;
+  std::function<void()> before_unit_backward_;
   Mode mode_ = Mode::released;
   bool in_backward_ = false;
 };

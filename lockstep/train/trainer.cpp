@@ -20,6 +20,7 @@
 #include "lockstep/optim.h"
 #include "lockstep/parallel.h"
 #include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/tensor/allocator.h"
 #include "lockstep/train/checkpoint.h"
 #include "lockstep/train/language_model_run.h"
 #include "lockstep/train/progress.h"
@@ -376,6 +377,10 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
     }
     log("note", c.zero.notes);
   }
+  // What setup allocated and freed (initialisation, the first broadcast, a resumed checkpoint) is of
+  // sizes training may never ask for again: hand it back before the first step sets the high-water
+  // mark of memory.
+  CachingAllocator::instance().emptyCache();
   std::unique_ptr<parallel::StepGraph> step_graph;
   if (device.isCuda() && c.cuda_graph != "false") {
     const std::string why = parallel::stepGraphBlocker(engine);

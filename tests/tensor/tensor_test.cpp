@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 using namespace lockstep;
 
@@ -102,6 +103,36 @@ TEST(Tensor, allocator_reuses_blocks) {
   auto after = alloc.stats();
   EXPECT_EQ(after.system_allocs, before.system_allocs);
   EXPECT_GE(after.cache_hits, before.cache_hits + 10);
+}
+
+TEST(Tensor, allocator_gives_back_a_size_no_longer_asked_for) {
+  // Large sizes used in one phase (setup, a checkpoint) must not stay cached beside the sizes asked
+  // for later: the cache holds at most the high-water mark of bytes in use.
+  auto& alloc = CachingAllocator::instance();
+  const int64_t first = static_cast<int64_t>(alloc.stats().peak_bytes_in_use + (size_t{8} << 20));
+  const int64_t later = first + (int64_t{4} << 20);  // another size class
+  {
+    std::vector<Tensor> phase;
+    for (int i = 0; i < 3; ++i) phase.push_back(Tensor::empty({first}, DType::u8));
+  }
+  const auto before = alloc.stats();
+  const size_t first_class = CachingAllocator::roundSize(static_cast<size_t>(first));
+  ASSERT_GE(before.bytes_cached, 3 * first_class);
+  const size_t small_cached = before.bytes_cached - 3 * first_class;  // not this test's
+  {
+    std::vector<Tensor> phase;
+    for (int i = 0; i < 3; ++i) phase.push_back(Tensor::empty({later}, DType::u8));
+    const auto during = alloc.stats();
+    EXPECT_EQ(during.system_frees, before.system_frees + 3) << "the blocks of the first size are unmapped";
+    EXPECT_LE(during.bytes_in_use + during.bytes_cached, during.peak_bytes_in_use + small_cached);
+  }
+  // The later size, asked for again, is served from the cache.
+  const auto again = alloc.stats();
+  {
+    std::vector<Tensor> phase;
+    for (int i = 0; i < 3; ++i) phase.push_back(Tensor::empty({later}, DType::u8));
+  }
+  EXPECT_EQ(alloc.stats().system_allocs, again.system_allocs);
 }
 
 namespace lockstep {
