@@ -33,8 +33,8 @@ void writeAtomic(const std::string& path, const std::vector<std::string_view>& p
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   std::filesystem::path p(path_);
-  std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-  tmp_ = (std::filesystem::path(dir) / ("." + p.filename().string() + ".tmp.XXXXXX")).string();
+  dir_ = p.has_parent_path() ? p.parent_path().string() : ".";
+  tmp_ = (std::filesystem::path(dir_) / ("." + p.filename().string() + ".tmp.XXXXXX")).string();
   fd_ = ::mkstemp(tmp_.data());
   if (fd_ < 0) fail("cannot create a temporary file next to", path_);
 }
@@ -47,16 +47,8 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::append(std::string_view bytes) {
-  LOCKSTEP_CHECK(fd_ >= 0, "AtomicFile: append after commit");
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::write(fd_, bytes.data() + off, bytes.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail("cannot write", path_);
-    }
-    off += static_cast<size_t>(n);
-  }
+  writeAt(append_at_, bytes);
+  append_at_ += bytes.size();
 }
 
 void AtomicFile::writeAt(uint64_t offset, std::string_view bytes) {
@@ -83,9 +75,7 @@ void AtomicFile::commit() {
     errno = err;
     fail("cannot rename a temporary file onto", path_);
   }
-  std::filesystem::path p(path_);
-  std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);

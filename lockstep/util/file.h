@@ -28,8 +28,9 @@ class AtomicFile {
   void commit();
 
  private:
-  std::string path_, tmp_;
+  std::string path_, dir_, tmp_;
   int fd_ = -1;
+  uint64_t append_at_ = 0;  // where the next append() writes
 };
 
 /// The whole file; IoError naming the path when it cannot be read.
