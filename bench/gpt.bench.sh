@@ -74,3 +74,26 @@ for w in 1 2; do
       "${results["lockstep $w"]}" "${results["$peer $w"]}" "$peer" "$w"
   done
 done
+
+# The arithmetic ceiling of one core, so the ratios can be read against the hardware: the model's
+# training FLOPs per token (6 per parameter in a matrix product: 12 L d^2 in the blocks, d V in the tied
+# output layer; plus causal attention's 6 L T d for QK^T and PV, forward and backward) into oneDNN's best
+# f32 sgemm rate on the model's own shapes (bench_gemm_peak). Nothing that does all this arithmetic in
+# f32 on this core runs faster, whatever else it saves.
+gemm_peak=$build/bench/bench_gemm_peak
+if [ -x "$gemm_peak" ]; then
+  L=6 d=192 T=256 V=256 M=$((8 * 256))  # gpt-mini, block 256, byte vocabulary, micro-batch 8
+  shapes="${M}x$((3 * d))x$d,${M}x${d}x$d,${M}x$((4 * d))x$d,${M}x${d}x$((4 * d)),${d}x$((3 * d))x$M,$((4 * d))x${d}x$M"
+  peak=$(taskset -c 0 "$gemm_peak" --shapes "$shapes" | sed -n 's/^best_gflops=\([0-9.]*\).*/\1/p')
+  python3 - "$peak" "$L" "$d" "$T" "$V" "${results["lockstep 1"]}" "${results["torch-sdpa 1"]:-0}" <<'PY'
+import sys
+peak, L, d, T, V, ours, sdpa = float(sys.argv[1]), *map(int, sys.argv[2:6]), float(sys.argv[6]), float(sys.argv[7])
+flops = 6 * (12 * L * d * d + d * V) + 6 * L * T * d
+ceiling = peak * 1e9 / flops
+print(f"ceiling, 1 rank: {peak:.1f} GFLOP/s (best oneDNN sgemm on the model's shapes) / {flops / 1e6:.2f} MFLOP "
+      f"per token = {ceiling:.0f} tokens/s; lockstep at {ours / ceiling:.0%} of it" +
+      (f", torch-sdpa at {sdpa / ceiling:.0%}; the ceiling is {ceiling / sdpa:.2f}x torch-sdpa" if sdpa > 0 else ""))
+PY
+else
+  echo "ceiling: $gemm_peak not built (cmake --build $build --target bench_gemm_peak)"
+fi

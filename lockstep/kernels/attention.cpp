@@ -28,6 +28,7 @@ void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 
 // row[c] = exp(row[c] - sub) for c < lim, 0 for lim <= c < n; returns the sum.
 LOCKSTEP_VECTOR_CLONES float expRow(float* __restrict row, int64_t lim, int64_t n, float sub) {
+#pragma omp simd
   for (int64_t c = 0; c < lim; ++c) row[c] = expNonPositive(row[c] - sub);
   float sum = 0;
 #pragma omp simd reduction(+ : sum)
@@ -48,13 +49,6 @@ LOCKSTEP_VECTOR_CLONES void softmaxGrad(const float* __restrict pr, float* __res
                                         float di) {
 #pragma omp simd
   for (int64_t c = 0; c < n; ++c) dp[c] = pr[c] * (dp[c] - di);
-}
-
-// out[c] = scale where the weight at counter base + c is kept, 0 where dropped (dropoutKeepsBelow).
-LOCKSTEP_VECTOR_CLONES void dropoutScales(uint64_t base, int64_t n, uint64_t key, uint64_t threshold,
-                                          float scale, float* __restrict out) {
-  for (int64_t c = 0; c < n; ++c)
-    out[c] = dropoutKeepsBelow(base + static_cast<uint64_t>(c), key, threshold) ? scale : 0.0f;
 }
 
 LOCKSTEP_VECTOR_CLONES void mulRow(float* __restrict a, const float* __restrict b, int64_t n) {

@@ -52,6 +52,7 @@ LOCKSTEP_VECTOR_CLONES float sumExp(const float* __restrict row, int64_t n, floa
 // out[j] = (exp(row[j] - lse) - off) * s: one row of softmax - smoothed target, times the loss grad.
 LOCKSTEP_VECTOR_CLONES void softmaxMinus(const float* __restrict row, int64_t n, float lse, float off,
                                          float s, float* __restrict out) {
+#pragma omp simd
   for (int64_t j = 0; j < n; ++j) out[j] = (expNonPositive(row[j] - lse) - off) * s;
 }
 

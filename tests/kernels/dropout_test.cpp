@@ -1,3 +1,5 @@
+#include <random>
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -6,8 +8,8 @@ using lockstep::testing::randomTensor;
 using lockstep::testing::tensorsNear;
 
 TEST(Dropout, forward_and_backward_match_reference) {
-  for (const Shape& s : std::vector<Shape>{{1}, {7}, {32, 64}, {3, 5, 7}}) {
-    for (double p : {0.1, 0.5}) {
+  for (const Shape& s : std::vector<Shape>{{1}, {7}, {32, 64}, {3, 5, 7}, {70001}}) {
+    for (double p : {0.0, 0.1, 0.5, 1.0}) {
       Tensor x = randomTensor(s, DType::f32, 1);
       Generator g1(42), g2(42);
       g1.setState(42, 1000);
@@ -21,6 +23,44 @@ TEST(Dropout, forward_and_backward_match_reference) {
       Tensor gy = randomTensor(s, DType::f32, 2);
       EXPECT_TRUE(tensorsNear(kernels::dropoutBackward(gy, mask, p),
                               kernels::reference::dropoutBackward(gy, mask, p), 1e-6, 1e-6));
+    }
+  }
+}
+
+TEST(Dropout, vectorised_scales_are_the_per_counter_decisions) {
+  // dropoutScales (32 counters at a time where the CPU has AVX2) against dropoutKeepsBelow one counter
+  // at a time: odd lengths and starts, calls whose low word wraps past 2^32 inside a vector, keep 0
+  // and 1, arbitrary 32-bit thresholds.
+  std::mt19937_64 rng(11);
+  std::vector<float> out(301);
+  int64_t kept = 0, total = 0;
+  for (int t = 0; t < 3000; ++t) {
+    uint64_t base = rng();
+    if (t % 3 == 0) base = ((0xFFFFFFFFull - rng() % 20) << 2) + rng() % 4 + ((rng() % 4) << 34);
+    const uint64_t key = rng();
+    uint64_t threshold = kernels::dropoutThreshold(static_cast<double>(rng() % 1001) / 1000.0);
+    if (t % 5 == 0) threshold = rng() & 0xFFFFFFFFull;
+    if (t % 7 == 0) threshold = t % 14 == 0 ? 0 : 1ull << 32;
+    const auto n = static_cast<int64_t>(rng() % out.size());
+    kernels::dropoutScales(base, n, key, threshold, 1.25f, out.data());
+    for (int64_t c = 0; c < n; ++c) {
+      const bool keep = kernels::dropoutKeepsBelow(base + static_cast<uint64_t>(c), key, threshold);
+      ASSERT_EQ(out[static_cast<size_t>(c)], keep ? 1.25f : 0.0f) << "base " << base << " + " << c;
+      kept += keep;
+      ++total;
+    }
+  }
+  EXPECT_GT(kept, total / 4);  // the draws were not all one way
+  EXPECT_LT(kept, total * 3 / 4);
+  // A word equal to the threshold is dropped, one below it kept: check both sides at every phase.
+  for (uint64_t c = 0; c < 64; ++c) {
+    const uint32_t word = philox4x32(c >> 2, kernels::kDropoutStream, 5)[c & 3];
+    for (uint64_t th : {uint64_t{word}, uint64_t{word} + 1}) {
+      std::vector<float> one(1), run(40);
+      kernels::dropoutScales(c, 1, 5, th, 1.0f, one.data());
+      kernels::dropoutScales(c, 40, 5, th, 1.0f, run.data());
+      EXPECT_EQ(one[0], th > word ? 1.0f : 0.0f);
+      EXPECT_EQ(run[0], one[0]);
     }
   }
 }

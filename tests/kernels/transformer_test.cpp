@@ -88,6 +88,24 @@ TEST(Rotary, forward_and_inverse_match_reference) {
   EXPECT_THROW(kernels::rotaryForward(x, Tensor::zeros({4, 4}), s), ValueError);
 }
 
+TEST(Activation, gelu_tanh_own_loops_match_reference_over_the_whole_range) {
+  // f32 GELU (tanh) runs lockstep's own vector loops: check them where tanh saturates, near 0 (where
+  // 1 - e cancels), where x^3 overflows f32, in the tail past the vector width, and at +inf and NaN.
+  std::vector<float> v;
+  for (int i = -40000; i <= 40000; ++i) v.push_back(static_cast<float>(i) * 5e-4f);  // [-20, 20]
+  for (float tiny : {1e-30f, -1e-30f, 1e-7f, -3e-6f, 0.0f, -0.0f, 1e30f, -1e30f}) v.push_back(tiny);
+  Tensor x = Tensor::fromVector(v, {static_cast<int64_t>(v.size())});
+  Tensor g = randomTensor(x.shape(), DType::f32, 21);
+  EXPECT_TRUE(tensorsNear(kernels::geluTanhForward(x), kernels::reference::geluTanhForward(x), 1e-6, 1e-5));
+  EXPECT_TRUE(
+      tensorsNear(kernels::geluTanhBackward(g, x), kernels::reference::geluTanhBackward(g, x), 1e-6, 1e-4));
+  const float inf = std::numeric_limits<float>::infinity();
+  auto y = kernels::geluTanhForward(Tensor::fromVector(std::vector<float>{inf, 3.0f}, {2})).toVector<float>();
+  EXPECT_EQ(y[0], inf);
+  EXPECT_TRUE(std::isnan(
+      kernels::geluTanhForward(Tensor::fromVector(std::vector<float>{NAN}, {1})).toVector<float>()[0]));
+}
+
 TEST(Activation, gelu_tanh_and_silu_match_reference) {
   Tensor x = randomTensor({5, 13}, DType::f32, 13, -5.0, 5.0), g = randomTensor({5, 13}, DType::f32, 14);
   EXPECT_TRUE(tensorsNear(kernels::geluTanhForward(x), kernels::reference::geluTanhForward(x), 1e-5, 1e-5));

@@ -1,12 +1,13 @@
 // Attention by its definition, in double precision: the whole [T, S] score matrix of each head,
-// softmax, a dropout mask drawn by Generator::bernoulli, and the textbook backward. The ground
-// truth for the blocked kernel in attention.cpp (and the f64 path the gradient checks use).
+// softmax, a dropout mask drawn counter by counter (kernels::dropoutKeeps), and the textbook backward. The
+// ground truth for the blocked kernel in attention.cpp (and the f64 path the gradient checks use).
 #include "lockstep/kernels/attention.h"
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "lockstep/kernels/dropout.h"
 #include "lockstep/tensor/generator.h"
 
 namespace lockstep::kernels::reference {
@@ -29,9 +30,9 @@ Tensor dropoutMask(const Dims& n, const AttentionParams& p) {
     mask.fill(1);
     return mask;
   }
-  Generator g(p.seed);
-  g.setState(p.seed, p.offset);
-  g.bernoulli(mask, 1.0 - p.dropout_p);
+  uint8_t* m = mask.data<uint8_t>();
+  for (int64_t i = 0; i < mask.numel(); ++i)
+    m[i] = dropoutKeeps(p.offset + static_cast<uint64_t>(i), p.seed, 1.0 - p.dropout_p) ? 1 : 0;
   return mask;
 }
 

@@ -1,11 +1,14 @@
-// The ground truth for dropout: the mask straight from Generator::bernoulli, then plain loops.
+// The ground truth for dropout: the mask from the per-counter rule (dropoutKeeps), then plain loops.
 #include "lockstep/kernels/dropout.h"
 
 namespace lockstep::kernels::reference {
 
 std::pair<Tensor, Tensor> dropoutForward(const Tensor& x, double p, Generator& gen) {
   Tensor mask = Tensor::empty(x.shape(), DType::u8);
-  gen.bernoulli(mask, 1.0 - p);
+  const uint64_t base = gen.offset(), key = gen.seed();
+  for (int64_t i = 0; i < x.numel(); ++i)
+    mask.data<uint8_t>()[i] = dropoutKeeps(base + static_cast<uint64_t>(i), key, 1.0 - p) ? 1 : 0;
+  gen.setState(key, base + static_cast<uint64_t>(x.numel()));
   return {dropoutBackward(x, mask, p), mask};
 }
 
