@@ -35,8 +35,8 @@ __attribute__((target("avx2"))) inline HiLo mulHiLo(__m256i a, __m256i m) {
 // counter order (call 0's words 0-3, call 1's, ...) and compared: 32 counters' decisions.
 __attribute__((target("avx2"))) void dropoutScalesAvx2(uint64_t base, int64_t n, uint64_t key,
                                                        uint64_t threshold, float scale, float* out) {
-  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
-  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kPhiloxM0));
+  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(kPhiloxM1));
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));  // unsigned order via signed
   const __m256i hi_lo = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(kDropoutStream)));
@@ -47,8 +47,8 @@ __attribute__((target("avx2"))) void dropoutScalesAvx2(uint64_t base, int64_t n,
   const __m256 sv = _mm256_set1_ps(scale);
   __m256i k0[10], k1[10];
   for (uint32_t r = 0; r < 10; ++r) {
-    k0[r] = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(key) + r * 0x9E3779B9u));
-    k1[r] = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(key >> 32) + r * 0xBB67AE85u));
+    k0[r] = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(key) + r * kPhiloxW0));
+    k1[r] = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(key >> 32) + r * kPhiloxW1));
   }
   alignas(32) float part[32];
   // e: the element the iteration's first word belongs to (negative while base is not a multiple of 4).

@@ -16,12 +16,15 @@ namespace lockstep {
 #define LOCKSTEP_HOST_DEVICE
 #endif
 
+/// Philox 4x32's round multipliers (M) and Weyl key increments (W), from Salmon et al. 2011; also
+/// used by the vectorised copy of philox4x32 in kernels/dropout.cpp.
+inline constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
+inline constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
+
 /// Philox 4x32-10: 4 random 32-bit words for a 128-bit counter under a 64-bit key. Inline and
 /// fully unrolled so that loops drawing one counter per element vectorise (attention's dropout).
 LOCKSTEP_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(uint64_t counter_lo, uint64_t counter_hi,
                                                                uint64_t key) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   uint32_t c0 = static_cast<uint32_t>(counter_lo), c1 = static_cast<uint32_t>(counter_lo >> 32);
   uint32_t c2 = static_cast<uint32_t>(counter_hi), c3 = static_cast<uint32_t>(counter_hi >> 32);
   uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
@@ -31,16 +34,16 @@ LOCKSTEP_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(uint64_t counter_
 #pragma GCC unroll 10
 #endif
   for (int r = 0; r < 10; ++r) {
-    const uint64_t p0 = static_cast<uint64_t>(kM0) * c0;
-    const uint64_t p1 = static_cast<uint64_t>(kM1) * c2;
+    const uint64_t p0 = static_cast<uint64_t>(kPhiloxM0) * c0;
+    const uint64_t p1 = static_cast<uint64_t>(kPhiloxM1) * c2;
     const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
     const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
     c0 = hi1 ^ c1 ^ k0;
     c1 = lo1;
     c2 = hi0 ^ c3 ^ k1;
     c3 = lo0;
-    k0 += kW0;
-    k1 += kW1;
+    k0 += kPhiloxW0;
+    k1 += kPhiloxW1;
   }
   return {c0, c1, c2, c3};
 }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -93,6 +94,16 @@ TEST(Tensor, generator_is_counter_based) {
   for (double x : n.toVector<double>()) v += (x - m) * (x - m);
   EXPECT_NEAR(m, 1.0, 0.05);
   EXPECT_NEAR(std::sqrt(v / 20000), 2.0, 0.05);
+}
+
+// Random123's known-answer vectors for philox4x32_10 (kat_vectors: counter words c0..c3, key words
+// k0, k1; lockstep packs c0 | c1 << 32, c2 | c3 << 32 and k0 | k1 << 32).
+TEST(Tensor, philox_matches_random123_known_answers) {
+  using Words = std::array<uint32_t, 4>;
+  EXPECT_EQ(philox4x32(0, 0, 0), (Words{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  EXPECT_EQ(philox4x32(~0ull, ~0ull, ~0ull), (Words{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
+  EXPECT_EQ(philox4x32(0x85a308d3243f6a88ull, 0x0370734413198a2eull, 0x299f31d0a4093822ull),
+            (Words{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
 }
 
 TEST(Tensor, allocator_reuses_blocks) {
