@@ -16,6 +16,9 @@
 # waiting for the other rank to finish its own backward; its share of the step is the part of the
 # 1 -> 2 rank scaling loss that synchronous data parallelism spends in communication and skew.
 # Targets: lockstep at 2 ranks >= 3x PyTorch's samples/s at 2 ranks; 1 -> 2 rank scaling >= 95%.
+# The peer: current PyTorch from PyPI in a virtual environment (BUILD_DIR/bench-venv, created on first
+# use; PYTHON=/usr/bin/python3 runs Debian's 1.13 instead). Each torch run is made without and with the
+# glibc malloc tunables; the faster counts (bench/scripts/peer.sh: peer_best).
 # TORCH=0 leaves PyTorch out (lockstep's scaling only), so that many repetitions fit in minutes.
 set -euo pipefail
 build=${1:-build}
@@ -26,34 +29,17 @@ warmup=${WARMUP:-20}
 with_torch=${TORCH:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
-ncpu=$(nproc --all)  # plain nproc honours OMP_NUM_THREADS
 port=$((29700 + RANDOM % 200))
 
 timings=$(mktemp -d)
 trap 'rm -rf "$timings"' EXIT
 
-run_ranks() {  # run_ranks WORLD CMD...: starts WORLD ranks with torchrun's variables, prints rank 0's output;
-  # with ERR_TO=PREFIX, rank r's stderr goes to PREFIX.r
-  local world=$1
-  shift
-  local pids=() r pin=()
-  for ((r = world - 1; r >= 0; r--)); do
-    pin=()
-    [ "$bind" = 1 ] && pin=(taskset -c $((r % ncpu)))
-    local err=/dev/null
-    [ -n "${ERR_TO:-}" ] && err="$ERR_TO.$r"
-    if [ "$r" -eq 0 ]; then
-      RANK=0 LOCAL_RANK=0 WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        "${pin[@]}" "$@" 2>"$err"
-    else
-      RANK=$r LOCAL_RANK=$r WORLD_SIZE=$world LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        "${pin[@]}" "$@" >/dev/null 2>"$err" &
-      pids+=($!)
-    fi
-  done
-  for p in "${pids[@]}"; do wait "$p"; done
-  port=$((port + 1))
-}
+source "$here/scripts/peer.sh"  # run_ranks (BIND, ERR_TO), peer_best
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc --all) cores"
+if [ "$with_torch" != 0 ]; then
+  peer_python "$build" ddp.bench
+  echo "torch: $("$python" -c 'import torch; print(torch.__version__, torch.backends.cpu.get_cpu_capability())')"
+fi
 
 # CPU time the hypervisor took from this VM (steal) as a share of the CPU time its work asked for:
 # snap prints "busy steal" ticks from /proc/stat; steal_pct BEFORE AFTER gives the share between.
@@ -78,10 +64,10 @@ for ((i = 1; i <= reps; i++)); do
   st2=$(steal_pct "$b" "$c")
   t1=nan t2=nan
   if [ "$with_torch" != 0 ]; then
-    t1=$(run_ranks 1 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}" | rate)
-    t2=$(run_ranks 2 /usr/bin/python3 "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}" | rate)
+    read -r t1 m1 < <(peer_best samples_per_second 1 "$python" "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}")
+    read -r t2 m2 < <(peer_best samples_per_second 2 "$python" "$here/scripts/torch_ddp_fashion_mnist.py" "${theirs[@]}")
   fi
-  theirs_line="torch 1 rank $t1, 2 ranks $t2"
+  theirs_line="torch 1 rank $t1 (malloc tunables ${m1:-}), 2 ranks $t2 (${m2:-})"
   [ "$with_torch" = 0 ] && theirs_line="torch not run"
   echo "rep $i: lockstep 1 rank $o1, 2 ranks $o2 (no gradient sync: $on); $theirs_line" \
     "(samples/s); steal during lockstep 1 rank $st1%, 2 ranks $st2%"

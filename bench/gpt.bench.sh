@@ -19,7 +19,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
 port=$((29700 + RANDOM % 90))
-tunables="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -35,12 +34,8 @@ ours() {  # ours WORLD PRECISION: tokens/s from summary.json
 theirs() {  # theirs WORLD ATTENTION [--compile] [--precision bf16]: the faster of without and with the tunables
   local world=$1
   shift
-  local args=(--max-steps "$steps" --warmup-steps "$warmup" --attention "$@")
-  local plain tuned
-  plain=$(run_ranks "$world" "$python" "$here/scripts/torch_gpt.py" "${args[@]}" | sed -n 's/.*tokens_per_second=\([0-9.]*\).*/\1/p')
-  tuned=$(GLIBC_TUNABLES=$tunables run_ranks "$world" "$python" "$here/scripts/torch_gpt.py" "${args[@]}" |
-    sed -n 's/.*tokens_per_second=\([0-9.]*\).*/\1/p')
-  python3 -c "import sys; print(max(float(sys.argv[1] or 0), float(sys.argv[2] or 0)))" "${plain:-0}" "${tuned:-0}"
+  peer_best tokens_per_second "$world" "$python" "$here/scripts/torch_gpt.py" --max-steps "$steps" \
+    --warmup-steps "$warmup" --attention "$@" | cut -d' ' -f1
 }
 median() { python3 -c "import statistics,sys; print(statistics.median(float(v) for v in sys.argv[1:]))" "$@"; }
 

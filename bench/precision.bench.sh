@@ -24,7 +24,6 @@ warmup=${WARMUP:-20}
 here=$(cd "$(dirname "$0")" && pwd)
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
 port=$((29900 + RANDOM % 90))
-tunables="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
 
 source "$here/scripts/peer.sh"
 peer_python "$build" precision.bench
@@ -34,11 +33,8 @@ ours() {  # ours WORLD BATCH PRECISION
     --batch-size "$2" --num-workers 0 --gradient-as-bucket-view --precision "$3"
 }
 theirs() {  # theirs WORLD BATCH PRECISION: the faster of without and with the malloc tunables
-  local args=(--max-steps "$steps" --warmup-steps "$warmup" --batch-size "$2" --gradient-as-bucket-view --precision "$3")
-  local plain tuned
-  plain=$(run_ranks "$1" "$python" "$here/scripts/torch_ddp_fashion_mnist.py" "${args[@]}" | rate)
-  tuned=$(GLIBC_TUNABLES=$tunables run_ranks "$1" "$python" "$here/scripts/torch_ddp_fashion_mnist.py" "${args[@]}" | rate)
-  python3 -c "import sys; print(max(float(sys.argv[1]), float(sys.argv[2])))" "${plain:-0}" "${tuned:-0}"
+  peer_best samples_per_second "$1" "$python" "$here/scripts/torch_ddp_fashion_mnist.py" --max-steps "$steps" \
+    --warmup-steps "$warmup" --batch-size "$2" --gradient-as-bucket-view --precision "$3" | cut -d' ' -f1
 }
 
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); AVX-512 bf16: $(grep -qw avx512_bf16 /proc/cpuinfo && echo yes || echo no); AMX: $(grep -qw amx_bf16 /proc/cpuinfo && echo yes || echo no)"

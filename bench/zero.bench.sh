@@ -38,7 +38,6 @@ warmup=${WARMUP:-2}
 features=1536 classes=10 micro=32 bucket=${BUCKET:-5e6} world=${WORLD:-2}
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1 DS_ACCELERATOR=cpu
 port=$((29600 + RANDOM % 90))
-tunables="glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 source "$here/scripts/peer.sh"

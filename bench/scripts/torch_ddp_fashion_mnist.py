@@ -3,7 +3,8 @@ Fashion-MNIST from Debian's IDX files, per-rank batch --batch-size, DistributedS
 Start each rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set (torchrun breaks on Python 3.11).
 samples/s leaves out the first --warmup-steps steps; --comm-hook noop (torch's debugging noop_hook) and
 --gradient-as-bucket-view set DDP up as the lockstep flags of those names do.
-Prints (rank 0): impl=torch world=<n> steps=<n> samples_per_second=<all ranks, at the slowest rank's pace> test_accuracy=<0..1>"""
+Prints (rank 0): impl=torch ... world=<n> steps=<n> samples_per_second=<all ranks, at the slowest rank's pace>
+train_seconds=<the slowest rank's, after the warm-up> test_accuracy=<0..1>"""
 import argparse
 import gzip
 import os
@@ -102,7 +103,7 @@ def main():
     if rank == 0:
         cap = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: "n/a")()
         print(f"impl=torch version={torch.__version__} cpu_capability={cap} precision={args.precision} "
-              f"world={world} steps={steps} samples_per_second={samples / seconds:.1f} "
+              f"world={world} steps={steps} samples_per_second={samples / seconds:.1f} train_seconds={seconds:.1f} "
               f"test_accuracy={acc:.4f}", flush=True)
     if world > 1:
         dist.destroy_process_group()

@@ -1,4 +1,4 @@
-"""The same training step as bench/train_step.cpp, in PyTorch (Debian's python3-torch 1.13, CPU)."""
+"""The same training step as bench/train_step.cpp, in PyTorch on the CPU (bench/train_step.sh runs it with current PyPI torch, or Debian's 1.13 with PYTHON=/usr/bin/python3)."""
 import argparse
 import time
 
@@ -33,7 +33,7 @@ def main():
         for _ in range(args.steps):
             loss = step()
         sec = time.perf_counter() - t0
-        print(f"impl=torch batch={batch} threads={torch.get_num_threads()} step_ms={1000 * sec / args.steps:.3f} "
+        print(f"impl=torch version={torch.__version__} batch={batch} threads={torch.get_num_threads()} step_ms={1000 * sec / args.steps:.3f} "
               f"samples_per_s={batch * args.steps / sec:.0f} loss={loss:.4f}")
 
 
