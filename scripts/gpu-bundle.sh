@@ -2,7 +2,9 @@
 # Packs built lockstep programs for a GPU machine that lacks lockstep's libraries (the lent H100 has
 # CUDA and PyTorch's CUDA wheels but no oneDNN, Gloo, MPI, yaml-cpp or fmt): copies the programs to
 # OUT/bin and every shared library they need to OUT/lib, less the C library and the CUDA libraries
-# (there, scripts/gpu-env.sh points LD_LIBRARY_PATH at the toolkit and the wheels' copies).
+# (there, scripts/gpu-env.sh points LD_LIBRARY_PATH at the toolkit and the wheels' copies), and packs
+# OUT into OUT.tar.gz: the test programs and oneDNN come to over 100 MB, more than the device tool
+# carries (64 MiB), and about 35 MB compressed. Carry OUT.tar.gz; gpu-env.sh unpacks it there.
 #   bash scripts/gpu-bundle.sh OUT PROGRAM...
 set -euo pipefail
 out=$1
@@ -16,4 +18,5 @@ for prog in "$@"; do
     [[ -e $out/lib/$name ]] || cp -L "$path" "$out/lib/$name"
   done
 done
-du -sh "$out"
+tar czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
+du -sh "$out" "$out.tar.gz"

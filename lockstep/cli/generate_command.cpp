@@ -2,16 +2,22 @@
 // read from a checkpoint directory or a run's output dir (lockstep/train/language_model_run.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "lockstep/cli/command.h"
 #include "lockstep/data/byte_tokenizer.h"
+#include "lockstep/tensor/device.h"
 #include "lockstep/train/language_model_run.h"
+
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/tensor/cuda/runtime.h"
+#endif
 
 namespace {
 
 int generateMain(int argc, char** argv) {
-  std::string path, prompt = "\n";
+  std::string path, prompt = "\n", device = "cpu";
   int64_t max_new_tokens = 200, top_k = 40;
   double temperature = 0.8;
   uint64_t seed = 1;
@@ -25,13 +31,20 @@ int generateMain(int argc, char** argv) {
   app.add_option("--top-k", top_k, "sample among the k most likely tokens (0: all)")
       ->check(CLI::Range(0, 1 << 24));
   app.add_option("--seed", seed, "the sampling seed");
+  app.add_option("--device", device, "where the model runs: cpu (default), cuda, cuda:N");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  const lockstep::Device on = lockstep::parseDevice(device);  // ValueError naming a bad name
   lockstep::train::LoadedLanguageModel lm = lockstep::train::loadLanguageModel(path);
+  lm.model->to(on);  // NotSupportedError saying why when `on` cannot be used here
+#if LOCKSTEP_WITH_CUDA
+  std::optional<lockstep::cuda::DeviceGuard> on_gpu;  // the kernels launch on the current device
+  if (on.isCuda()) on_gpu.emplace(on.index);
+#endif
   std::fprintf(stderr, "%s from %s\n", lm.model->extraRepr().c_str(), lm.weights.c_str());
   std::vector<uint16_t> bytes = lockstep::data::ByteTokenizer::encode(prompt);
   std::vector<int64_t> ids(bytes.begin(), bytes.end());

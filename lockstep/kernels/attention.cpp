@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "lockstep/kernels/cuda/attention.h"
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/dropout.h"
 #include "lockstep/kernels/vector_math.h"
@@ -246,6 +247,7 @@ AttentionOutput attentionForward(const Tensor& q, const Tensor& k, const Tensor&
   checkAttention(q, k, v);
   LOCKSTEP_ENFORCE(p.dropout_p >= 0.0 && p.dropout_p <= 1.0, ValueError,
                    "scaled_dot_product_attention: dropout_p must be in [0, 1], got ", p.dropout_p);
+  LOCKSTEP_ON_CUDA(q, cuda::attentionForward(q, k, v, p));
   return dispatchF32Loops<forwardFast, reference::attentionForward>(q.dtype(), q, k, v, p);
 }
 
@@ -254,6 +256,7 @@ AttentionGrads attentionBackward(const Tensor& gout, const Tensor& q, const Tens
   checkAttention(q, k, v);
   LOCKSTEP_ENFORCE(gout.shape() == q.shape(), ValueError, "scaled_dot_product_attention backward: gradient ",
                    gout.describe(), " does not match the output's shape ", shapeToString(q.shape()));
+  LOCKSTEP_ON_CUDA(q, cuda::attentionBackward(gout, q, k, v, out, lse, p));
   return dispatchF32Loops<backwardFast, reference::attentionBackward>(q.dtype(), gout, q, k, v, out, lse, p);
 }
 

@@ -1,5 +1,6 @@
 #include "lockstep/kernels/layer_norm.h"
 
+#include "lockstep/kernels/cuda/layer_norm.h"
 #include "lockstep/kernels/dispatch.h"
 
 namespace lockstep::kernels {
@@ -26,7 +27,8 @@ int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Ten
 
 LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                  const Tensor& bias, double eps) {
-  checkLayerNorm(x, normalized_shape, weight, bias);
+  const int64_t n = checkLayerNorm(x, normalized_shape, weight, bias);
+  LOCKSTEP_ON_CUDA(x, cuda::layerNormForward(x, n, weight, bias, eps));
   return dispatch<onednn::layerNormForward, reference::layerNormForward>(x.dtype(), x, normalized_shape,
                                                                          weight, bias, eps);
 }
@@ -34,9 +36,10 @@ LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape,
 LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean,
                                  const Tensor& variance, const Shape& normalized_shape, const Tensor& weight,
                                  const Tensor& bias, double eps) {
-  checkLayerNorm(x, normalized_shape, weight, bias);
+  const int64_t n = checkLayerNorm(x, normalized_shape, weight, bias);
   LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "layer_norm backward: gradient shape ",
                    shapeToString(gy.shape()), " differs from input shape ", shapeToString(x.shape()));
+  LOCKSTEP_ON_CUDA(x, cuda::layerNormBackward(gy, x, mean, variance, n, weight, bias, eps));
   return dispatch<onednn::layerNormBackward, reference::layerNormBackward>(
       x.dtype(), gy, x, mean, variance, normalized_shape, weight, bias, eps);
 }

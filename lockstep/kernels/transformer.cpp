@@ -4,17 +4,21 @@
 #include <cstring>
 #include <vector>
 
+#include "lockstep/kernels/cuda/transformer.h"
 #include "lockstep/kernels/dispatch.h"
 
 namespace lockstep::kernels {
 
 namespace {
 
-void checkIndices(const Tensor& weight, const Tensor& indices) {
+void checkEmbedding(const Tensor& weight, const Tensor& indices) {
   LOCKSTEP_ENFORCE(weight.dim() == 2, ValueError, "embedding: weight must be [num_embeddings, dim], got ",
                    weight.describe());
   LOCKSTEP_ENFORCE(indices.dtype() == DType::i64, ValueError, "embedding: indices must be i64, got ",
                    indices.describe());
+}
+
+void checkIndices(const Tensor& weight, const Tensor& indices) {
   Tensor ix = indices.contiguous();
   const int64_t* p = ix.data<int64_t>();
   const int64_t v = weight.size(0);
@@ -237,6 +241,8 @@ Tensor rotaryBackwardFast(const Tensor& gy, const Tensor& cos, const Tensor& sin
 }  // namespace
 
 Tensor embeddingForward(const Tensor& weight, const Tensor& indices) {
+  checkEmbedding(weight, indices);
+  LOCKSTEP_ON_CUDA(weight.isCuda() ? weight : indices, cuda::embeddingForward(weight, indices));
   checkIndices(weight, indices);
   if (backendFor(weight.dtype()) == Backend::reference) return reference::embeddingForward(weight, indices);
   return embeddingGather(weight, indices);
@@ -246,12 +252,14 @@ Tensor embeddingBackward(const Tensor& gy, const Tensor& indices, int64_t num_ro
   LOCKSTEP_ENFORCE(gy.dim() == indices.dim() + 1 && isFloating(gy.dtype()), ValueError,
                    "embedding backward: gradient ", gy.describe(), " does not fit indices ",
                    indices.describe());
+  LOCKSTEP_ON_CUDA(gy.isCuda() ? gy : indices, cuda::embeddingBackward(gy, indices, num_rows, padding_idx));
   return dispatchF32Loops<embeddingBackwardFast, reference::embeddingBackward>(gy.dtype(), gy, indices,
                                                                                num_rows, padding_idx);
 }
 
 RmsNormOutput rmsNormForward(const Tensor& x, const Tensor& weight, double eps) {
   checkRmsNorm(x, weight);
+  LOCKSTEP_ON_CUDA(x, cuda::rmsNormForward(x, weight, eps));
   return dispatchF32Loops<rmsNormFast, reference::rmsNormForward>(x.dtype(), x, weight, eps);
 }
 
@@ -259,27 +267,32 @@ RmsNormGrads rmsNormBackward(const Tensor& gy, const Tensor& x, const Tensor& rs
   checkRmsNorm(x, weight);
   LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "rms_norm backward: gradient ", gy.describe(),
                    " does not match input ", x.describe());
+  LOCKSTEP_ON_CUDA(x, cuda::rmsNormBackward(gy, x, rstd, weight));
   return dispatchF32Loops<rmsNormBackwardFast, reference::rmsNormBackward>(x.dtype(), gy, x, rstd, weight);
 }
 
 Tensor swigluForward(const Tensor& gate, const Tensor& up) {
   checkSame("swiglu", gate, up);
+  LOCKSTEP_ON_CUDA(gate, cuda::swigluForward(gate, up));
   return dispatchF32Loops<swigluFast, reference::swigluForward>(gate.dtype(), gate, up);
 }
 
 std::pair<Tensor, Tensor> swigluBackward(const Tensor& gy, const Tensor& gate, const Tensor& up) {
   checkSame("swiglu", gate, up);
   checkSame("swiglu backward", gy, gate);
+  LOCKSTEP_ON_CUDA(gate, cuda::swigluBackward(gy, gate, up));
   return dispatchF32Loops<swigluBackwardFast, reference::swigluBackward>(gate.dtype(), gy, gate, up);
 }
 
 Tensor rotaryForward(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   checkRotary(x, cos, sin);
+  LOCKSTEP_ON_CUDA(x, cuda::rotary(x, cos, sin, 1));
   return dispatchF32Loops<rotaryForwardFast, reference::rotaryForward>(x.dtype(), x, cos, sin);
 }
 
 Tensor rotaryBackward(const Tensor& gy, const Tensor& cos, const Tensor& sin) {
   checkRotary(gy, cos, sin);
+  LOCKSTEP_ON_CUDA(gy, cuda::rotary(gy, cos, sin, -1));
   return dispatchF32Loops<rotaryBackwardFast, reference::rotaryBackward>(gy.dtype(), gy, cos, sin);
 }
 

@@ -107,10 +107,14 @@ Gpt::Gpt(const GptOptions& o) : LanguageModel("GPT"), options_(o) {
 
 Variable Gpt::forward(const Variable& idx) {
   using namespace autograd;
-  checkTokenInput(idx.tensor(), options_.vocab_size, options_.block_size, "GPT");
+  const Device device = wte_->weight().tensor().device();
+  checkTokenInput(idx.tensor(), options_.vocab_size, options_.block_size, "GPT", device);
   const int64_t t = idx.size(1);
   const double p = isTraining() ? options_.dropout : 0.0;
-  Variable pos = wpe_->forward(Variable(Tensor::arange(t)));  // [T, C], broadcast over the batch
+  // The positions are looked up on the table's device; made once there, not copied every step.
+  if (!positions_.defined() || positions_.device() != device)
+    positions_ = Tensor::arange(options_.block_size).to(device);
+  Variable pos = wpe_->forward(Variable(positions_.slice(0, t)));  // [T, C], broadcast over the batch
   Variable x = dropout(add(wte_->forward(idx), pos), p, p > 0);
   x = runBlocks(layers(), x, isTraining() ? options_.checkpoint_every : 0);
   return linear(ln_f_->forward(x), wte_->weight(), Variable());  // tied output layer

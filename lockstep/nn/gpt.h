@@ -65,6 +65,8 @@ class Gpt : public LanguageModel {
   std::shared_ptr<Embedding> wte_, wpe_;
   std::shared_ptr<ModuleList<GptBlock>> h_;
   std::shared_ptr<LayerNorm> ln_f_;
+  /// Positions 0 .. block_size - 1 (i64) where wpe lives, made by the first forward there.
+  Tensor positions_;
 };
 
 /// One pre-norm transformer block (exposed for tests and for users composing their own models).

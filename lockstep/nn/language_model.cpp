@@ -11,7 +11,8 @@
 
 namespace lockstep::nn {
 
-void checkTokenInput(const Tensor& idx, int64_t vocab_size, int64_t block_size, const char* model) {
+void checkTokenInput(const Tensor& idx, int64_t vocab_size, int64_t block_size, const char* model,
+                     const Device& device) {
   LOCKSTEP_ENFORCE(idx.defined() && idx.dtype() == DType::i64 && idx.dim() == 2, ValueError, model,
                    ": expects token ids as an i64 tensor [batch, time], got ",
                    idx.defined() ? std::string(dtypeName(idx.dtype())) + " " + shapeToString(idx.shape())
@@ -20,7 +21,10 @@ void checkTokenInput(const Tensor& idx, int64_t vocab_size, int64_t block_size, 
   LOCKSTEP_ENFORCE(t >= 1 && t <= block_size, ValueError, model, ": sequence length ", t,
                    " is outside 1..block_size (", block_size,
                    "); crop the context or build the model with a larger ", "block_size");
-  Tensor c = idx.contiguous();
+  LOCKSTEP_ENFORCE(idx.device() == device, ValueError, model, ": the token ids are on ",
+                   deviceName(idx.device()), " but the model is on ", deviceName(device),
+                   "; move them there first (idx.to(", deviceName(device), "))");
+  Tensor c = idx.to(Device::cpu()).contiguous();  // on the host: a copy of ids on a GPU
   const int64_t* p = c.data<int64_t>();
   for (int64_t i = 0; i < c.numel(); ++i) {
     LOCKSTEP_ENFORCE(p[i] >= 0 && p[i] < vocab_size, ValueError, model, ": token id ", p[i], " at position ",
@@ -85,12 +89,14 @@ std::vector<int64_t> generate(LanguageModel& model, const std::vector<int64_t>& 
   autograd::NoGradGuard no_grad;
   std::vector<int64_t> tokens = prompt;
   std::vector<double> probs(static_cast<size_t>(vocab));
+  const Device device = model.device();
   for (int64_t n = 0; n < options.max_new_tokens; ++n) {
     const int64_t t = std::min<int64_t>(static_cast<int64_t>(tokens.size()), model.blockSize());
     std::vector<int64_t> ctx(tokens.end() - t, tokens.end());
-    Tensor logits =
-        model.forward(Variable(Tensor::fromVector(ctx, {1, t}))).tensor().to(DType::f32).contiguous();
-    const float* last = logits.data<float>() + (t - 1) * vocab;
+    Tensor logits = model.forward(Variable(Tensor::fromVector(ctx, {1, t}).to(device))).tensor();
+    // Only the last position's row is sampled from: only it comes to the host.
+    Tensor row = logits.select(0).select(t - 1).to(Device::cpu()).to(DType::f32).contiguous();
+    const float* last = row.data<float>();
     int64_t next = 0;
     if (options.temperature == 0) {
       next = std::max_element(last, last + vocab) - last;

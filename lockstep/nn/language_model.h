@@ -1,7 +1,8 @@
 #pragma once
 // LanguageModel: what every decoder-only transformer of the zoo is (gpt, llama). forward() takes
 // token ids, i64 [B, T] with T <= blockSize(), and returns next-token logits [B, T, vocabSize()].
-// generate() samples continuations from any of them.
+// generate() samples continuations from any of them. forward() keeps tables it makes for the model's
+// device (gpt's position ids, llama's rotary tables) on the model: one thread at a time per model.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -24,9 +25,11 @@ class LanguageModel : public Module {
   virtual int64_t checkpointEvery() const = 0;
 };
 
-/// ValueError unless idx is i64 [B, T] with 1 <= T <= block_size and every id in 0..vocab-1
-/// (`model` names the model in the message). Pure.
-void checkTokenInput(const Tensor& idx, int64_t vocab_size, int64_t block_size, const char* model);
+/// ValueError unless idx is i64 [B, T] with 1 <= T <= block_size, every id in 0..vocab-1 and idx on
+/// `device` (the model's; `model` names the model in the message). Ids on a GPU are checked from a
+/// host copy (a device-to-host copy that waits for the GPU). Pure.
+void checkTokenInput(const Tensor& idx, int64_t vocab_size, int64_t block_size, const char* model,
+                     const Device& device);
 
 /// Runs x through blocks in order; with checkpoint_every = k > 0 each run of k consecutive blocks
 /// is one autograd::checkpoint segment (its inputs kept, the rest recomputed in backward), except
@@ -53,8 +56,9 @@ struct GenerateOptions {
 
 /// minGPT's generate(): appends max_new_tokens tokens to `prompt`, each from the logits of the
 /// last position with the context cropped to the model's block size; runs in eval mode without
-/// gradients and restores the model's mode. Returns prompt + new tokens. ValueError for an empty
-/// prompt, a token outside the vocabulary, or temperature < 0.
+/// gradients and restores the model's mode. The model may be on any device: the context goes there
+/// and the last position's logits come back to the host, where the sampling runs. Returns prompt + new
+/// tokens. ValueError for an empty prompt, a token outside the vocabulary, or temperature < 0.
 std::vector<int64_t> generate(LanguageModel& model, const std::vector<int64_t>& prompt,
                               const GenerateOptions& options = {});
 

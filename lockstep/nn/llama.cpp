@@ -1,5 +1,6 @@
 #include "lockstep/nn/llama.h"
 
+#include <algorithm>
 #include <map>
 
 #include "lockstep/autograd/ops/linear.h"
@@ -120,9 +121,19 @@ std::vector<Module*> Llama::layers() {
 }
 
 Variable Llama::forward(const Variable& idx) {
-  checkTokenInput(idx.tensor(), options_.vocab_size, options_.block_size, "Llama");
+  const Device device = embed_tokens_->weight().tensor().device();
+  checkTokenInput(idx.tensor(), options_.vocab_size, options_.block_size, "Llama", device);
   const int64_t t = idx.size(1);
-  auto [cos, sin] = autograd::rotaryTables(t, options_.n_embd / options_.n_head, options_.rope_theta);
+  // Each table entry depends on its position alone, so the first T rows of longer tables are the
+  // tables of T positions. They grow by doubling (up to block_size) as longer sequences come.
+  if (!rotary_cos_.defined() || rotary_cos_.device() != device || rotary_cos_.size(0) < t) {
+    const int64_t rows =
+        std::min(options_.block_size, std::max(t, rotary_cos_.defined() ? 2 * rotary_cos_.size(0) : 256));
+    auto [cos, sin] = autograd::rotaryTables(rows, options_.n_embd / options_.n_head, options_.rope_theta);
+    rotary_cos_ = cos.to(device);
+    rotary_sin_ = sin.to(device);
+  }
+  const Tensor cos = rotary_cos_.slice(0, t), sin = rotary_sin_.slice(0, t);
   for (size_t i = 0; i < layers_->size(); ++i) (*layers_)[i]->setRotary(cos, sin);
   Variable x = runBlocks(layers(), embed_tokens_->forward(idx), isTraining() ? options_.checkpoint_every : 0);
   return lm_head_->forward(norm_->forward(x));

@@ -62,6 +62,9 @@ class Llama : public LanguageModel {
   std::shared_ptr<ModuleList<LlamaBlock>> layers_;
   std::shared_ptr<RMSNorm> norm_;
   std::shared_ptr<Linear> lm_head_;
+  /// The rotary tables of positions 0, 1, ... (at most block_size) where the model lives, made by
+  /// the first forward there; a forward of T positions uses their first T rows.
+  Tensor rotary_cos_, rotary_sin_;
 };
 
 class LlamaBlock : public Module {

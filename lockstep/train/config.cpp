@@ -368,8 +368,20 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   {
     const Device d = parseDevice(c.device);  // "cpu", "cuda" or "cuda:N"; ValueError names the text
     if (d.isCuda() && c.device != "cuda" && world > 1) {
-      throw ValueError(source + ": device: '" + c.device + "' names one GPU for all " + std::to_string(world) +
+      throw ValueError(source + ": device: '" + c.device + "' names one GPU for all " +
+                       std::to_string(world) +
                        " ranks; write device: cuda, and each rank trains on cuda:LOCAL_RANK");
+    }
+    // On a GPU these two would have work to do, which lockstep does not do: an error, not a no-op.
+    const ActivationCheckpointingConfig& a = c.activation_checkpointing;
+    for (auto [on, key] :
+         {std::pair{a.cpu_checkpointing, "cpu_checkpointing (moving checkpoints to CPU memory)"},
+          std::pair{a.synchronize_checkpoint_boundary,
+                    "synchronize_checkpoint_boundary (a device synchronize at each boundary)"}}) {
+      if (d.isCuda() && on) {
+        throw ValueError(source + ": activation_checkpointing." + key +
+                         " is not implemented on a GPU; set it to false or remove it");
+      }
     }
   }
   get(root, "", "comm_timeout_seconds", c.comm_timeout_seconds);

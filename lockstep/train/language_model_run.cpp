@@ -14,14 +14,17 @@
 namespace lockstep::train {
 
 std::string activationCheckpointingNote(const ActivationCheckpointingConfig& a, int64_t every,
-                                        int64_t n_layer, const std::string& model) {
+                                        int64_t n_layer, const std::string& model, bool on_gpu) {
   if (every <= 0) return "";
   const int64_t segments = (n_layer + every - 1) / every;
   std::string s = fmt::format(
       "activation checkpointing: segments of {} block{} of {} ({} segments; the last keeps its activations, "
       "as its backward follows at once)",
       every, every == 1 ? "" : "s", model, segments);
-  if (a.profile) s += "; profile: on (times at the end)";
+  if (a.profile)
+    s += on_gpu ? "; profile: on (times at the end; host times, which on a GPU measure launching the work "
+                  "more than running it)"
+                : "; profile: on (times at the end)";
   std::vector<std::string> none;
   if (a.partition_activations)
     none.push_back(

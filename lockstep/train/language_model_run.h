@@ -13,9 +13,11 @@
 namespace lockstep::train {
 
 /// E.g. "activation checkpointing: segments of 1 block of gpt (6 segments); no effect here:
-/// partition_activations (no model parallelism: ...)". Empty when checkpointing is off. Pure.
+/// partition_activations (no model parallelism: ...)". on_gpu: the run trains on a GPU (the profile's
+/// times are host times; the config refuses cpu_checkpointing and synchronize_checkpoint_boundary
+/// there). Empty when checkpointing is off. Pure.
 std::string activationCheckpointingNote(const ActivationCheckpointingConfig& config, int64_t checkpoint_every,
-                                        int64_t n_layer, const std::string& model);
+                                        int64_t n_layer, const std::string& model, bool on_gpu = false);
 
 /// Greedy and sampled (temperature, top-k) continuations of sample.prompt, byte-decoded with broken
 /// UTF-8 replaced: {"prompt", "greedy", "sampled", "temperature", "top_k"}. Deterministic for a

@@ -180,8 +180,9 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   if (language_model && chief) {
     std::fprintf(stderr, "model: %s, %lld parameters\n", model->extraRepr().c_str(),
                  static_cast<long long>(model->numParameters()));
-    std::string note = activationCheckpointingNote(
-        c.activation_checkpointing, language_model->checkpointEvery(), language_model->numLayers(), c.model);
+    std::string note =
+        activationCheckpointingNote(c.activation_checkpointing, language_model->checkpointEvery(),
+                                    language_model->numLayers(), c.model, device.isCuda());
     if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
   }
   if (c.activation_checkpointing.profile) autograd::resetCheckpointProfile();

@@ -113,6 +113,26 @@ TEST(LanguageModel, position_t_sees_no_later_token) {
   }
 }
 
+TEST(LanguageModel, tables_made_for_short_sequences_serve_longer_ones_bitwise) {
+  // gpt keeps its positions and llama its rotary tables from one forward to the next (growing them
+  // for llama): a long forward after short ones gives a fresh model's logits.
+  for (const char* name : {"gpt", "llama"}) {
+    Variable y[2];
+    for (int warm = 0; warm < 2; ++warm) {
+      Generator g(8);
+      ModelOptions o = tiny(&g);
+      o.block_size = 600;
+      auto m = makeLm(name, o);
+      m->eval();
+      if (warm) {
+        for (int64_t t : {3, 300}) m->forward(Variable(tokens(1, t, 32, 4)));
+      }
+      y[warm] = m->forward(Variable(tokens(1, 600, 32, 5)));
+    }
+    EXPECT_TRUE(bitwiseEqual(y[0].tensor(), y[1].tensor())) << name;
+  }
+}
+
 TEST(LanguageModel, checkpointed_blocks_give_bitwise_the_plain_gradients_with_dropout) {
   for (const char* name : {"gpt", "llama"}) {
     std::vector<Tensor> grads[2];

@@ -68,6 +68,19 @@ TEST(LanguageConfig, seed_002_activation_checkpointing_block_is_accepted_and_tur
   EXPECT_TRUE(has(note, "cpu_checkpointing")) << note;
   EXPECT_FALSE(has(note, "synchronize_checkpoint_boundary")) << "only keys that are on are listed: " << note;
   EXPECT_EQ(activationCheckpointingNote(a, 0, 4, "llama"), "");
+  // On a GPU the profile's times are host times, and the note says so.
+  std::string gpu = activationCheckpointingNote(a, 1, 4, "llama", /*on_gpu=*/true);
+  EXPECT_TRUE(has(gpu, "on a GPU measure launching")) << gpu;
+  // A GPU run would have to move the checkpoints to CPU memory, which lockstep does not: an error.
+  std::string on_gpu = json;
+  on_gpu.insert(1, R"("device": "cuda",)");
+  try {
+    parseTrainConfig(on_gpu, {}, 1);
+    ADD_FAILURE() << "cpu_checkpointing on a GPU run was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_TRUE(has(e.what(), "activation_checkpointing.cpu_checkpointing")) << e.what();
+    EXPECT_TRUE(has(e.what(), "not implemented on a GPU")) << e.what();
+  }
 }
 
 TEST(LanguageConfig, model_checkpoint_every_sets_the_segment_length) {

@@ -68,6 +68,14 @@ sample: {prompt: "the quick", max_new_tokens: 24, temperature: 0.8, top_k: 10}
   latest.erase(latest.find_last_not_of("\n") + 1);
   Result c = runLockstep(dir_, "generate " + dir_ + "/o/checkpoints/" + latest + " --max-new-tokens 5");
   EXPECT_EQ(c.code, 0) << c.output;
+  Result bad_device = runLockstep(dir_, "generate " + dir_ + "/o --device gpu");
+  EXPECT_EQ(bad_device.code, 2) << bad_device.output;
+  EXPECT_NE(bad_device.output.find("gpu"), std::string::npos) << bad_device.output;
+  if (lockstep::cudaDeviceCount() == 0) {  // no GPU here: asking for one is an error saying why
+    Result no_gpu = runLockstep(dir_, "generate " + dir_ + "/o --device cuda --max-new-tokens 2");
+    EXPECT_EQ(no_gpu.code, 1) << no_gpu.output;
+    EXPECT_NE(no_gpu.output.find("cuda:0"), std::string::npos) << no_gpu.output;
+  }
   Result bad = runLockstep(dir_, "generate " + dir_ + "/nowhere");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.output.find("nowhere"), std::string::npos) << bad.output;

@@ -93,6 +93,10 @@ Variable embedding(const Variable& weight, const Tensor& indices, int64_t paddin
   LOCKSTEP_ENFORCE(padding_idx == -1 || (padding_idx >= 0 && padding_idx < weight.size(0)), ValueError,
                    "embedding: padding_idx ", padding_idx, " is out of range for ", weight.size(0),
                    " embeddings (use -1 for none)");
+  // Index tensors are often made on the host (arange, a batch): say so rather than fail in a kernel.
+  LOCKSTEP_ENFORCE(indices.device() == weight.tensor().device(), ValueError, "embedding: the indices are on ",
+                   deviceName(indices.device()), " but the weight is on ",
+                   deviceName(weight.tensor().device()), "; move the indices there first");
   // Autocast: the gather runs in the weight's dtype (torch's embedding is not on a cast list).
   Tensor y = kernels::embeddingForward(weight.tensor(), indices);
   return record<EmbeddingBackward>(y, {&weight}, indices, weight.size(0), padding_idx);
@@ -157,6 +161,10 @@ std::vector<Variable> split(const Variable& x, const std::vector<int64_t>& sizes
 }
 
 Variable applyRotary(const Variable& x, const Tensor& cos, const Tensor& sin) {
+  LOCKSTEP_ENFORCE(cos.device() == x.tensor().device() && sin.device() == x.tensor().device(), ValueError,
+                   "applyRotary: cos (", deviceName(cos.device()), ") and sin (", deviceName(sin.device()),
+                   ") must be on x's device (", deviceName(x.tensor().device()),
+                   "); rotaryTables makes them on the host: move them with .to()");
   Tensor y = kernels::rotaryForward(x.tensor(), cos, sin);
   return record<RotaryBackward>(y, {&x}, cos, sin);
 }

@@ -16,7 +16,8 @@ namespace lockstep::autograd {
 /// torch.nn.functional.embedding: weight [V, D], indices i64 of any shape -> [..., D]. The backward
 /// scatter-adds into the table's gradient (repeated indices accumulate); row padding_idx gets no
 /// gradient. padding_idx = -1 (the default) means no padding row (torch's None); otherwise it must
-/// be in [0, V). An index outside [0, V) is an IndexError naming it and its position.
+/// be in [0, V). An index outside [0, V) is an IndexError naming it and its position; indices on
+/// another device than weight are a ValueError.
 Variable embedding(const Variable& weight, const Tensor& indices, int64_t padding_idx = -1);
 
 /// RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) * weight (torch.nn.functional.rms_norm);
@@ -40,10 +41,11 @@ std::vector<Variable> split(const Variable& x, const std::vector<int64_t>& sizes
 /// Rotary position embedding, HF-Llama "rotate_half" convention: x [B, H, T, D] (D even),
 /// cos/sin [T, D/2] (plain tensors, no gradient, any floating dtype):
 ///   out[..., :D/2] = x1 cos - x2 sin, out[..., D/2:] = x2 cos + x1 sin,
-/// with x1 = x[..., :D/2], x2 = x[..., D/2:]. Result contiguous, x's dtype.
+/// with x1 = x[..., :D/2], x2 = x[..., D/2:]. Result contiguous, x's dtype. cos and sin must be on
+/// x's device (ValueError otherwise).
 Variable applyRotary(const Variable& x, const Tensor& cos, const Tensor& sin);
 /// cos, sin [T, D/2] f32 for positions position_offset .. position_offset + T - 1:
-/// angle(t, i) = (t + position_offset) * theta^(-2i / D) (computed in f64, stored f32).
+/// angle(t, i) = (t + position_offset) * theta^(-2i / D) (computed in f64, stored f32). On the host.
 std::pair<Tensor, Tensor> rotaryTables(int64_t T, int64_t D, double theta = 10000.0,
                                        int64_t position_offset = 0);
 

@@ -78,8 +78,7 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
   const Tensor x = logits.contiguous(), tg = target.contiguous();
   const int64_t n = x.size(0), c = x.size(1);
   const bool none = p.reduction == LossReduction::none;
-  Tensor lse = Tensor::empty({n}, x.dtype() == DType::f64 ? DType::f64 : DType::f32, MemoryFormat::contiguous,
-                             x.device());
+  Tensor lse = Tensor::empty({n}, statsDType(x.dtype()), MemoryFormat::contiguous, x.device());
   Tensor loss;
   visitFloating("cross_entropy", x.dtype(), [&](auto tag) {
     using T = decltype(tag);

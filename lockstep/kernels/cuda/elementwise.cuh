@@ -30,6 +30,15 @@ inline cudaStream_t streamOf(const Tensor& t) {
   return ::lockstep::cuda::currentStream(t.device().index).handle();
 }
 
+/// The dtype of per-row statistics (mean, variance, rstd, logsumexp) of inputs of dtype t: f32, or
+/// f64 for f64, as on the CPU.
+inline DType statsDType(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+
+/// A contiguous tensor of the given shape and dtype on like's device.
+inline Tensor emptyOn(const Shape& shape, DType t, const Tensor& like) {
+  return Tensor::empty(shape, t, MemoryFormat::contiguous, like.device());
+}
+
 /// ValueError unless a and b live on the same device, naming the op and both tensors.
 inline void checkSameDevice(const char* op, const Tensor& a, const Tensor& b) {
   LOCKSTEP_ENFORCE(a.device() == b.device(), ValueError, op, ": operands on different devices, ",

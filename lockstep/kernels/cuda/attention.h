@@ -1,0 +1,20 @@
+#pragma once
+// lockstep's CUDA scaled dot-product attention (built with LOCKSTEP_CUDA only; kernels/attention.cpp
+// routes GPU tensors here after its checks). Same inputs, results and dtypes as the CPU kernel: q
+// [B, H, T, D], k/v [B, Hkv, S, D] strided with a contiguous last dim, causal masking, grouped-query
+// heads, and dropout that drops exactly the weights the CPU drops (the same Philox draws, recomputed
+// in the backward). A warp per query row walks the keys with an online softmax, so nothing of size
+// [T, S] is stored; the backward recomputes the scores, a warp per query row for dq and per key row
+// for dk and dv (no atomics: deterministic). Head dims up to 256. Rows compute in f32 (f64 for f64).
+#include "lockstep/kernels/attention.h"
+
+namespace lockstep::kernels::cuda {
+
+/// The largest head dim the GPU kernels take (a warp holds a row in registers).
+constexpr int64_t kMaxAttentionHeadDim = 256;
+
+AttentionOutput attentionForward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p);
+AttentionGrads attentionBackward(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const Tensor& out, const Tensor& lse, const AttentionParams& p);
+
+}  // namespace lockstep::kernels::cuda

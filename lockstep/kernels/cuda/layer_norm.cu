@@ -1,0 +1,161 @@
+// Layer normalisation forward and backward on a GPU: a warp per row (a block for rows longer than
+// kWarpRowLimit), two passes over the row for the mean and the variance as the CPU reference does.
+#include "lockstep/kernels/cuda/block_reduce.cuh"
+#include "lockstep/kernels/cuda/elementwise.cuh"
+#include "lockstep/kernels/cuda/layer_norm.h"
+#include "lockstep/kernels/cuda/reduce.h"
+
+namespace lockstep::kernels::cuda {
+
+namespace {
+
+template <int G, typename T>
+__global__ void forwardRows(T* __restrict__ y, ComputeT<T>* __restrict__ mean, ComputeT<T>* __restrict__ var,
+                            const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                            int64_t m, int64_t n, ComputeT<T> eps) {
+  using A = ComputeT<T>;
+  using R = RowGroup<G>;
+  __shared__ A shm[32];
+  const A inv_n = A(1) / static_cast<A>(n);
+  for (int64_t r = R::first(); r < m; r += R::stride()) {
+    const T* row = x + r * n;
+    A s = A(0);
+    for (int64_t j = R::lane(); j < n; j += R::width()) s += castTo<A>(row[j]);
+    const A mu = R::sum(s, shm) * inv_n;
+    A sq = A(0);
+    for (int64_t j = R::lane(); j < n; j += R::width()) {
+      const A d = castTo<A>(row[j]) - mu;
+      sq += d * d;
+    }
+    const A v = R::sum(sq, shm) * inv_n;
+    const A rstd = A(1) / dSqrt(v + eps);
+    T* out = y + r * n;
+    for (int64_t j = R::lane(); j < n; j += R::width()) {
+      A o = (castTo<A>(row[j]) - mu) * rstd;
+      if (w) o *= castTo<A>(w[j]);
+      if (b) o += castTo<A>(b[j]);
+      out[j] = castTo<T>(o);
+    }
+    if (R::lane() == 0) {
+      mean[r] = mu;
+      var[r] = v;
+    }
+  }
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w; gyx (when given) receives
+// dy * xhat, whose column sums are the weight's gradient.
+template <int G, typename T>
+__global__ void backwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gyx, const T* __restrict__ gy,
+                             const T* __restrict__ x, const ComputeT<T>* __restrict__ mean,
+                             const ComputeT<T>* __restrict__ var, const T* __restrict__ w, int64_t m,
+                             int64_t n, ComputeT<T> eps) {
+  using A = ComputeT<T>;
+  using R = RowGroup<G>;
+  __shared__ A shm[32];
+  const A inv_n = A(1) / static_cast<A>(n);
+  for (int64_t r = R::first(); r < m; r += R::stride()) {
+    const T *xr = x + r * n, *gr = gy + r * n;
+    const A mu = mean[r], rstd = A(1) / dSqrt(var[r] + eps);
+    A sg = A(0), sgx = A(0);
+    for (int64_t j = R::lane(); j < n; j += R::width()) {
+      const A xhat = (castTo<A>(xr[j]) - mu) * rstd;
+      const A g = castTo<A>(gr[j]) * (w ? castTo<A>(w[j]) : A(1));
+      sg += g;
+      sgx += g * xhat;
+    }
+    const A mean_g = R::sum(sg, shm) * inv_n, mean_gx = R::sum(sgx, shm) * inv_n;
+    for (int64_t j = R::lane(); j < n; j += R::width()) {
+      const A dy = castTo<A>(gr[j]);
+      const A xhat = (castTo<A>(xr[j]) - mu) * rstd;
+      const A g = dy * (w ? castTo<A>(w[j]) : A(1));
+      gx[r * n + j] = castTo<T>(rstd * (g - mean_g - xhat * mean_gx));
+      if (gyx) gyx[r * n + j] = dy * xhat;
+    }
+  }
+}
+
+template <typename T>
+const T* ptrOrNull(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.devicePtr()) : nullptr;
+}
+
+}  // namespace
+
+LayerNormOutput layerNormForward(const Tensor& x0, int64_t n, const Tensor& weight, const Tensor& bias,
+                                 double eps) {
+  for (const Tensor* p : {&weight, &bias})
+    if (p->defined()) checkSameDevice("layer_norm", x0, *p);
+  const Tensor x = x0.contiguous(), w = weight.defined() ? weight.contiguous() : weight,
+               b = bias.defined() ? bias.contiguous() : bias;
+  const int64_t m = n == 0 ? 0 : x.numel() / n;
+  LayerNormOutput r{emptyOn(x.shape(), x.dtype(), x), emptyOn({m}, statsDType(x.dtype()), x),
+                    emptyOn({m}, statsDType(x.dtype()), x)};
+  if (m == 0) return r;
+  visitFloating("layer_norm", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using A = ComputeT<T>;
+    T* y = static_cast<T*>(r.y.devicePtr());
+    A *mu = static_cast<A*>(r.mean.devicePtr()), *var = static_cast<A*>(r.variance.devicePtr());
+    const T *px = static_cast<const T*>(x.devicePtr()), *pw = ptrOrNull<T>(w), *pb = ptrOrNull<T>(b);
+    const A e = static_cast<A>(eps);
+    launchRowGroups(
+        m, n, streamOf(x),
+        [&](unsigned blocks, cudaStream_t s) {
+          forwardRows<32, T><<<blocks, kBlock, 0, s>>>(y, mu, var, px, pw, pb, m, n, e);
+        },
+        [&](unsigned blocks, cudaStream_t s) {
+          forwardRows<0, T><<<blocks, kBlock, 0, s>>>(y, mu, var, px, pw, pb, m, n, e);
+        });
+  });
+  return r;
+}
+
+LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tensor& mean0,
+                                 const Tensor& variance0, int64_t n, const Tensor& weight, const Tensor& bias,
+                                 double eps) {
+  for (const Tensor* p : {&gy0, &mean0, &variance0, &weight, &bias})
+    if (p->defined()) checkSameDevice("layer_norm backward", x0, *p);
+  const DType st = statsDType(x0.dtype());
+  const Tensor x = x0.contiguous(), gy = gy0.to(x0.dtype()).contiguous(), mean = mean0.to(st).contiguous(),
+               var = variance0.to(st).contiguous(), w = weight.defined() ? weight.contiguous() : weight;
+  const int64_t m = n == 0 ? 0 : x.numel() / n;
+  LayerNormGrads g;
+  g.gx = emptyOn(x.shape(), x.dtype(), x);
+  // dy * xhat per element, in the compute type: its column sums are dL/dweight.
+  Tensor gyx = weight.defined() ? emptyOn({m, n}, st, x) : Tensor();
+  if (m > 0) {
+    visitFloating("layer_norm backward", x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      using A = ComputeT<T>;
+      T* pgx = static_cast<T*>(g.gx.devicePtr());
+      A* pgyx = gyx.defined() ? static_cast<A*>(gyx.devicePtr()) : nullptr;
+      const T *pg = static_cast<const T*>(gy.devicePtr()), *px = static_cast<const T*>(x.devicePtr()),
+              *pw = ptrOrNull<T>(w);
+      const A *pm = static_cast<const A*>(mean.devicePtr()), *pv = static_cast<const A*>(var.devicePtr());
+      const A e = static_cast<A>(eps);
+      launchRowGroups(
+          m, n, streamOf(x),
+          [&](unsigned blocks, cudaStream_t s) {
+            backwardRows<32, T><<<blocks, kBlock, 0, s>>>(pgx, pgyx, pg, px, pm, pv, pw, m, n, e);
+          },
+          [&](unsigned blocks, cudaStream_t s) {
+            backwardRows<0, T><<<blocks, kBlock, 0, s>>>(pgx, pgyx, pg, px, pm, pv, pw, m, n, e);
+          });
+    });
+  }
+  if (weight.defined()) {
+    g.gweight = m == 0
+                    ? Tensor::zeros(weight.shape(), weight.dtype(), weight.device())
+                    : cuda::reduce(ReduceOp::sum, gyx, {0}, false).to(weight.dtype()).reshape(weight.shape());
+  }
+  if (bias.defined()) {
+    g.gbias = m == 0 ? Tensor::zeros(bias.shape(), bias.dtype(), bias.device())
+                     : cuda::reduce(ReduceOp::sum, gy.reshape({m, n}), {0}, false)
+                           .to(bias.dtype())
+                           .reshape(bias.shape());
+  }
+  return g;
+}
+
+}  // namespace lockstep::kernels::cuda

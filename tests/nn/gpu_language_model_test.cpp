@@ -1,0 +1,172 @@
+// The language models on a GPU give the CPU's numbers: a tiny GPT and a tiny Llama (grouped-query
+// attention) built twice from one seed, one moved to cuda:0, run forward and backward on the same
+// tokens; logits, loss and every parameter gradient agree, also with dropout in train mode (the GPU
+// draws the CPU's Philox decisions) and with checkpointed blocks. Generation and bad input on the
+// GPU. Runs with ctest -L gpu; skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/gpu.h"
+#include "lockstep/autograd.h"
+#include "lockstep/nn.h"
+
+using namespace lockstep;
+using autograd::Variable;
+using lockstep::testing::closeness;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+constexpr int64_t kVocab = 40, kBatch = 3, kTime = 12;
+
+struct Case {
+  const char* model;
+  double dropout;
+  int64_t checkpoint_every;  // the GPU model's; the CPU model runs plainly
+};
+
+std::shared_ptr<nn::LanguageModel> build(const Case& c, int64_t checkpoint_every) {
+  Generator g(3);
+  nn::ModelOptions o;
+  o.vocab_size = kVocab;
+  o.block_size = 16;
+  o.n_layer = 3;
+  o.n_head = 4;
+  o.n_embd = 32;
+  if (std::string(c.model) == "llama") {
+    o.n_kv_head = 2;  // grouped-query attention: two query heads per key/value head
+    o.intermediate_size = 64;
+  }
+  o.dropout = c.dropout;
+  o.checkpoint_every = checkpoint_every;
+  o.generator = &g;
+  return std::dynamic_pointer_cast<nn::LanguageModel>(nn::makeModel(c.model, o));
+}
+
+Tensor tokens(uint64_t seed) {
+  Generator g(seed);
+  std::vector<int64_t> v(static_cast<size_t>(kBatch * kTime));
+  for (auto& x : v) x = static_cast<int64_t>(g.nextBelow(kVocab));
+  return Tensor::fromVector(v, {kBatch, kTime});
+}
+
+struct Run {
+  Tensor logits, loss;
+  std::vector<std::pair<std::string, Tensor>> grads;
+};
+
+// One training-mode forward and backward of the mean next-token loss, the dropout draws from a
+// freshly seeded default generator (the same on both devices).
+Run forwardBackward(nn::LanguageModel& m, const Device& d) {
+  Tensor x = tokens(5).to(d), y = tokens(6).reshape({kBatch * kTime}).to(d);
+  m.train();
+  m.zeroGrad();
+  manualSeed(11);
+  Variable logits = m.forward(Variable(x));
+  Variable loss = autograd::crossEntropy(autograd::reshape(logits, {kBatch * kTime, kVocab}), y);
+  loss.backward();
+  Run r{logits.tensor(), loss.tensor(), {}};
+  for (const auto& [name, p] : m.namedParameters()) r.grads.emplace_back(name, p.grad());
+  return r;
+}
+
+void gpuMatchesCpu(const Case& c) {
+  auto cpu = build(c, 0), gpu = build(c, c.checkpoint_every);
+  // A forward on the host first: the position table (gpt) and rotary tables (llama) it leaves
+  // behind must be remade on the GPU after the move.
+  {
+    autograd::NoGradGuard no_grad;
+    gpu->eval();
+    gpu->forward(Variable(tokens(5)));
+  }
+  gpu->to(kGpu);
+  ASSERT_EQ(deviceName(gpu->device()), "cuda:0");
+  Run a = forwardBackward(*cpu, Device::cpu()), b = forwardBackward(*gpu, kGpu);
+  ASSERT_EQ(b.logits.device(), kGpu) << c.model;
+  EXPECT_LT(closeness(b.logits, a.logits, 1e-5, 1e-4), 1.0) << c.model << " logits, dropout " << c.dropout;
+  EXPECT_NEAR(b.loss.itemDouble(), a.loss.itemDouble(), 1e-5 * std::max(1.0, std::abs(a.loss.itemDouble())))
+      << c.model << " loss, dropout " << c.dropout;
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    ASSERT_TRUE(a.grads[i].second.defined() && b.grads[i].second.defined())
+        << c.model << " " << a.grads[i].first;
+    EXPECT_EQ(b.grads[i].second.device(), kGpu) << a.grads[i].first;
+    // Gradients of 0.02-scale weights: an absolute floor well below their size, else 1e-3 relative.
+    EXPECT_LT(closeness(b.grads[i].second, a.grads[i].second, 1e-6, 1e-3), 1.0)
+        << c.model << " gradient of " << a.grads[i].first << ", dropout " << c.dropout
+        << ", checkpoint_every " << c.checkpoint_every;
+  }
+}
+
+}  // namespace
+
+TEST(GpuLanguageModel, gpt_forward_and_gradients_match_the_cpu) {
+  LOCKSTEP_REQUIRE_GPU();
+  gpuMatchesCpu({"gpt", 0.0, 0});
+}
+
+TEST(GpuLanguageModel, llama_with_grouped_query_attention_matches_the_cpu) {
+  LOCKSTEP_REQUIRE_GPU();
+  gpuMatchesCpu({"llama", 0.0, 0});
+}
+
+TEST(GpuLanguageModel, gpt_with_dropout_draws_the_cpu_masks) {
+  LOCKSTEP_REQUIRE_GPU();
+  gpuMatchesCpu({"gpt", 0.2, 0});
+}
+
+TEST(GpuLanguageModel, llama_with_attention_dropout_draws_the_cpu_masks) {
+  LOCKSTEP_REQUIRE_GPU();
+  gpuMatchesCpu({"llama", 0.2, 0});
+}
+
+TEST(GpuLanguageModel, checkpointed_blocks_with_dropout_match_the_plain_cpu_run) {
+  LOCKSTEP_REQUIRE_GPU();
+  gpuMatchesCpu({"gpt", 0.2, 1});
+  gpuMatchesCpu({"llama", 0.2, 1});
+}
+
+TEST(GpuLanguageModel, generate_runs_on_the_gpu_and_follows_the_cpu_greedy_path) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (const char* name : {"gpt", "llama"}) {
+    auto cpu = build({name, 0.0, 0}, 0), gpu = build({name, 0.0, 0}, 0);
+    gpu->to(kGpu);
+    nn::GenerateOptions greedy;
+    greedy.max_new_tokens = 24;  // past block_size: the context is cropped
+    greedy.temperature = 0;
+    const std::vector<int64_t> prompt = {1, 2, 3};
+    EXPECT_EQ(nn::generate(*gpu, prompt, greedy), nn::generate(*cpu, prompt, greedy)) << name;
+    Generator s(9);
+    nn::GenerateOptions sampled = greedy;
+    sampled.temperature = 0.8;
+    sampled.top_k = 5;
+    sampled.generator = &s;
+    EXPECT_EQ(nn::generate(*gpu, prompt, sampled).size(), 27u) << name;
+    EXPECT_TRUE(gpu->isTraining()) << "generate restores the training mode";
+    EXPECT_EQ(gpu->device(), kGpu) << name << ": generate leaves the model where it was";
+  }
+}
+
+TEST(GpuLanguageModel, bad_token_ids_on_the_gpu_and_ids_on_the_host_are_named) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (const char* name : {"gpt", "llama"}) {
+    auto m = build({name, 0.0, 0}, 0);
+    m->to(kGpu);
+    std::vector<int64_t> v = {1, 2, kVocab, 3};
+    try {
+      m->forward(Variable(Tensor::fromVector(v, {1, 4}).to(kGpu)));
+      ADD_FAILURE() << name << ": a token outside the vocabulary passed";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("token id 40 at position 2"), std::string::npos) << e.what();
+    }
+    try {
+      m->forward(Variable(tokens(5)));
+      ADD_FAILURE() << name << ": token ids on the host passed into a model on the GPU";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("on cpu but the model is on cuda:0"), std::string::npos)
+          << e.what();
+    }
+  }
+}
