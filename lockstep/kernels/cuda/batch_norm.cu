@@ -136,13 +136,14 @@ void floating(DType t, const char* op, Fn&& fn) {
   LOCKSTEP_CUDA_CHECK(cudaGetLastError());
 }
 
+// Short names for the many operands below.
 template <typename T>
 const T* in(const Tensor& t) {
-  return t.defined() ? static_cast<const T*>(t.devicePtr()) : nullptr;
+  return rt::devicePtrOrNull<const T>(t);
 }
 template <typename T>
 T* out(const Tensor& t) {
-  return t.defined() ? static_cast<T*>(t.devicePtr()) : nullptr;
+  return rt::devicePtrOrNull<T>(t);
 }
 Geometry4d geometry(const Tensor& t) { return Geometry4d::of(t, t.isChannelsLast()); }
 

@@ -15,6 +15,7 @@ namespace lockstep::kernels::cuda {
 
 using ::lockstep::cuda::blocksFor;
 using ::lockstep::cuda::castTo;
+using ::lockstep::cuda::devicePtrOrNull;
 using ::lockstep::cuda::kBlock;
 using ::lockstep::cuda::StridedIndexer;
 using ::lockstep::cuda::visitDeviceType;

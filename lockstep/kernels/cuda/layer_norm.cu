@@ -75,11 +75,6 @@ __global__ void backwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gyx, 
   }
 }
 
-template <typename T>
-const T* ptrOrNull(const Tensor& t) {
-  return t.defined() ? static_cast<const T*>(t.devicePtr()) : nullptr;
-}
-
 }  // namespace
 
 LayerNormOutput layerNormForward(const Tensor& x0, int64_t n, const Tensor& weight, const Tensor& bias,
@@ -97,7 +92,8 @@ LayerNormOutput layerNormForward(const Tensor& x0, int64_t n, const Tensor& weig
     using A = ComputeT<T>;
     T* y = static_cast<T*>(r.y.devicePtr());
     A *mu = static_cast<A*>(r.mean.devicePtr()), *var = static_cast<A*>(r.variance.devicePtr());
-    const T *px = static_cast<const T*>(x.devicePtr()), *pw = ptrOrNull<T>(w), *pb = ptrOrNull<T>(b);
+    const T *px = static_cast<const T*>(x.devicePtr()), *pw = devicePtrOrNull<const T>(w),
+            *pb = devicePtrOrNull<const T>(b);
     const A e = static_cast<A>(eps);
     launchRowGroups(
         m, n, streamOf(x),
@@ -129,9 +125,9 @@ LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tens
       using T = decltype(tag);
       using A = ComputeT<T>;
       T* pgx = static_cast<T*>(g.gx.devicePtr());
-      A* pgyx = gyx.defined() ? static_cast<A*>(gyx.devicePtr()) : nullptr;
+      A* pgyx = devicePtrOrNull<A>(gyx);
       const T *pg = static_cast<const T*>(gy.devicePtr()), *px = static_cast<const T*>(x.devicePtr()),
-              *pw = ptrOrNull<T>(w);
+              *pw = devicePtrOrNull<const T>(w);
       const A *pm = static_cast<const A*>(mean.devicePtr()), *pv = static_cast<const A*>(var.devicePtr());
       const A e = static_cast<A>(eps);
       launchRowGroups(

@@ -213,8 +213,7 @@ RmsNormOutput rmsNormForward(const Tensor& x0, const Tensor& weight, double eps)
     using A = ComputeT<T>;
     T* y = static_cast<T*>(r.y.devicePtr());
     A* rs = static_cast<A*>(r.rstd.devicePtr());
-    const T *px = static_cast<const T*>(x.devicePtr()),
-            *pw = w.defined() ? static_cast<const T*>(w.devicePtr()) : nullptr;
+    const T *px = static_cast<const T*>(x.devicePtr()), *pw = devicePtrOrNull<const T>(w);
     const A e = static_cast<A>(eps);
     launchRowGroups(
         m, d, streamOf(x),
@@ -242,9 +241,9 @@ RmsNormGrads rmsNormBackward(const Tensor& gy0, const Tensor& x0, const Tensor& 
       using T = decltype(tag);
       using A = ComputeT<T>;
       T* pgx = static_cast<T*>(g.gx.devicePtr());
-      A* pgyx = gyx.defined() ? static_cast<A*>(gyx.devicePtr()) : nullptr;
+      A* pgyx = devicePtrOrNull<A>(gyx);
       const T *pg = static_cast<const T*>(gy.devicePtr()), *px = static_cast<const T*>(x.devicePtr()),
-              *pw = w.defined() ? static_cast<const T*>(w.devicePtr()) : nullptr;
+              *pw = devicePtrOrNull<const T>(w);
       const A* pr = static_cast<const A*>(rstd.devicePtr());
       launchRowGroups(
           m, d, streamOf(x),

@@ -91,4 +91,10 @@ inline unsigned blocksFor(int64_t n, int64_t max_blocks = 65536) {
   return static_cast<unsigned>(b < max_blocks ? b : max_blocks);
 }
 
+/// t's device memory as T* (T const for an input), or nullptr for an undefined optional operand.
+template <typename T>
+T* devicePtrOrNull(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.devicePtr()) : nullptr;
+}
+
 }  // namespace lockstep::cuda
