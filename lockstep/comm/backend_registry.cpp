@@ -14,6 +14,8 @@
 #include "lockstep/comm/mpi/mpi_process_group.h"
 #endif
 #if LOCKSTEP_WITH_CUDA
+#include "lockstep/comm/cuda/device_identity.h"
+#include "lockstep/comm/cuda/host_staged_process_group.h"
 #include "lockstep/comm/nccl/nccl_process_group.h"
 #include "lockstep/comm/nccl/nccl_util.h"
 #endif
@@ -112,27 +114,78 @@ std::shared_ptr<ProcessGroup> createHostAuto(std::shared_ptr<Store> store, int r
   return std::make_shared<HierarchicalProcessGroup>(auto_store, rank, size, ids, h);
 }
 
-// The host choice above for host buffers; where this process sees a GPU, nccl for GPU buffers
-// (c10d's "cpu:gloo,cuda:nccl"): the op's BufferPlace picks. The registry decides, not the caller,
-// so a config's `backend: auto` trains on either device.
+// GPU buffers through the host: a host group of their own (made by make_host under the store
+// prefix "staged", at the first op on GPU buffers), whose ops the staging group issues in its own
+// order. Null without CUDA.
+std::function<std::shared_ptr<ProcessGroup>()> hostStaged(BackendFactory make_host, std::shared_ptr<Store> store,
+                                                          int rank, int size, std::chrono::milliseconds timeout) {
+#if LOCKSTEP_WITH_CUDA
+  return [=] {
+    return std::make_shared<cuda::HostStagedProcessGroup>(
+        make_host(std::make_shared<PrefixStore>("staged", store), rank, size, timeout));
+  };
+#else
+  (void)make_host, (void)store, (void)rank, (void)size, (void)timeout;
+  return nullptr;
+#endif
+}
+
+bool seesGpu() {
+#if LOCKSTEP_WITH_CUDA
+  return nccl::visibleDeviceCount() > 0;
+#else
+  return false;
+#endif
+}
+
+// shm or gloo asked for by name: where this process sees a GPU, GPU buffers go through the host
+// (as PyTorch's gloo takes CUDA tensors) instead of being refused.
+std::shared_ptr<ProcessGroup> createHostBackend(BackendFactory make_host, std::shared_ptr<Store> store, int rank,
+                                                int size, std::chrono::milliseconds timeout) {
+  auto host = make_host(store, rank, size, timeout);
+  if (!seesGpu()) return host;
+  DevicePathOptions paths;
+  paths.name = host->backendName();
+  paths.shared_gpus = hostStaged(make_host, store, rank, size, timeout);
+  return std::make_shared<DeviceRoutedProcessGroup>(std::move(host), std::move(paths));
+}
+
+std::shared_ptr<ProcessGroup> createShmBackend(std::shared_ptr<Store> store, int rank, int size,
+                                               std::chrono::milliseconds timeout) {
+  return createHostBackend(&createShm, std::move(store), rank, size, timeout);
+}
+
+std::shared_ptr<ProcessGroup> createGlooBackend(std::shared_ptr<Store> store, int rank, int size,
+                                                std::chrono::milliseconds timeout) {
+  return createHostBackend(&createGloo, std::move(store), rank, size, timeout);
+}
+
+// The host choice above for host buffers; where this process sees a GPU, a group for GPU buffers
+// chosen at their first op (c10d's "cpu:gloo,cuda:nccl", device_routed_process_group.h): nccl where
+// every rank has a GPU of its own, the host choice through pinned memory where ranks share one.
+// The registry decides, not the caller, so a config's `backend: auto` trains on either device.
 std::shared_ptr<ProcessGroup> createAuto(std::shared_ptr<Store> store, int rank, int size,
                                          std::chrono::milliseconds timeout) {
   auto host = createHostAuto(store, rank, size, timeout);
+  if (!seesGpu()) return host;
 #if LOCKSTEP_WITH_CUDA
-  if (nccl::visibleDeviceCount() > 0) {
-    return std::make_shared<DeviceRoutedProcessGroup>(std::move(host),
-                                                      createNccl(store, rank, size, timeout));
-  }
-#endif
+  DevicePathOptions paths;
+  paths.store = std::make_shared<PrefixStore>("auto_gpu", store);
+  paths.identify = &cuda::identifyDevice;
+  paths.own_gpus = [=] { return createNccl(store, rank, size, timeout); };
+  paths.shared_gpus = hostStaged(&createHostAuto, store, rank, size, timeout);
+  return std::make_shared<DeviceRoutedProcessGroup>(std::move(host), std::move(paths));
+#else
   return host;
+#endif
 }
 
 }  // namespace
 
 const std::vector<Backend>& builtBackends() {
   static const std::vector<Backend> list = {
-    {"shm", "POSIX shared memory; ranks on one host", true, &createShm},
-    {"gloo", "Gloo over TCP; ranks on any hosts", true, &createGloo},
+    {"shm", "POSIX shared memory; ranks on one host (GPU buffers through the host)", true, &createShmBackend},
+    {"gloo", "Gloo over TCP; ranks on any hosts (GPU buffers through the host)", true, &createGlooBackend},
 #if LOCKSTEP_WITH_CUDA
     {"nccl", "NCCL; GPU buffers, one rank per GPU", true, &createNccl, &nccl::requireVisibleDevice},
 #endif
@@ -141,7 +194,7 @@ const std::vector<Backend>& builtBackends() {
 #endif
     {"auto",
      "shm on one host, gloo with one rank per host, shm inside hosts + gloo across them otherwise; nccl "
-     "for GPU buffers where a GPU is visible",
+     "for GPU buffers where each rank has a GPU of its own, else the host backend through pinned memory",
      true, &createAuto},
   };
   return list;

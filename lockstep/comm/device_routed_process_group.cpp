@@ -1,5 +1,7 @@
 #include "lockstep/comm/device_routed_process_group.h"
 
+#include <cstdio>
+
 #include "lockstep/util/error.h"
 
 namespace lockstep::comm {
@@ -12,12 +14,64 @@ DeviceRoutedProcessGroup::DeviceRoutedProcessGroup(std::shared_ptr<ProcessGroup>
   setTimeout(host_->timeout());
 }
 
+DeviceRoutedProcessGroup::DeviceRoutedProcessGroup(std::shared_ptr<ProcessGroup> host, DevicePathOptions paths)
+    : ProcessGroup(host->rank(), host->size()), host_(std::move(host)), paths_(std::move(paths)) {
+  LOCKSTEP_CHECK(paths_.shared_gpus != nullptr, "DevicePathOptions::shared_gpus is not set");
+  LOCKSTEP_CHECK(!paths_.identify || (paths_.store && paths_.own_gpus),
+                 "DevicePathOptions::identify needs store and own_gpus");
+  setTimeout(host_->timeout());
+}
+
 DeviceRoutedProcessGroup::~DeviceRoutedProcessGroup() { stopWorker(); }
+
+ProcessGroup* DeviceRoutedProcessGroup::deviceGroup() {
+  std::lock_guard lock(device_mutex_);
+  return device_.get();
+}
+
+ProcessGroup& DeviceRoutedProcessGroup::deviceGroupFor(int device) {
+  std::lock_guard lock(device_mutex_);
+  if (device_) return *device_;
+  LOCKSTEP_ENFORCE(device_error_.empty(), PeerError,
+                   "not run: choosing the group for GPU buffers failed earlier: ", device_error_);
+  try {
+    std::shared_ptr<ProcessGroup> chosen;
+    if (!paths_.identify) {
+      chosen = paths_.shared_gpus();
+    } else {
+      // Every rank gets the same list, so every rank chooses alike (else the ops would deadlock).
+      const std::vector<DeviceIdentity> ids =
+          exchangeDeviceIdentities(*paths_.store, rank(), size(), paths_.identify(device), timeout());
+      const DeviceSharing sharing = findSharedDevices(ids);
+      if (sharing.shared()) {
+        chosen = paths_.shared_gpus();
+        if (rank() == 0) {
+          const std::string note = hostStagedNote(describeSharing(sharing, ids), chosen->backendName());
+          if (paths_.log) {
+            paths_.log(note);
+          } else {
+            std::fprintf(stderr, "lockstep: %s\n", note.c_str());
+            std::fflush(stderr);
+          }
+        }
+      } else {
+        chosen = paths_.own_gpus();
+      }
+    }
+    LOCKSTEP_CHECK(chosen && chosen->rank() == rank() && chosen->size() == size(), "device group for rank ",
+                   rank(), "/", size());
+    device_ = std::move(chosen);
+  } catch (const std::exception& e) {
+    device_error_ = e.what();
+    throw;
+  }
+  return *device_;
+}
 
 template <typename Options>
 ProcessGroup& DeviceRoutedProcessGroup::route(Options& opts) {
   if (opts.timeout == kGroupTimeout) opts.timeout = timeout();
-  return opts.place.onDevice() ? *device_ : *host_;
+  return opts.place.onDevice() ? deviceGroupFor(opts.place.device) : *host_;
 }
 
 std::shared_ptr<Work> DeviceRoutedProcessGroup::allreduce(void* data, size_t count, DType dtype,

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <numeric>
 
+#include "lockstep/comm/cuda/device_identity.h"
+#include "lockstep/comm/device_sharing.h"
 #include "lockstep/comm/nccl/nccl_comm.h"
 #include "lockstep/comm/nccl/nccl_util.h"
 #include "lockstep/comm/worker_environment.h"
@@ -68,6 +70,18 @@ nccl::NcclComm& NcclProcessGroup::commOn(int device, const std::string& what) {
   LOCKSTEP_ENFORCE(device >= 0 && device < devices, ValueError, what, ": cuda:", device,
                    " does not exist; this process sees ", devices, " CUDA device(s)");
   try {
+    // Ranks that share a GPU would fail in ncclCommInitRank (ncclInvalidUsage, on some ranks
+    // only): every rank finds them first, from the same list, and says so with the fix.
+    std::vector<DeviceIdentity> ids;
+    try {
+      ids = exchangeDeviceIdentities(*store_, rank(), size(), cuda::identifyDevice(device), timeout());
+    } catch (const TimeoutError& e) {
+      throw TimeoutError(concat(what, ": creating the NCCL communicator (rank ", rank(), " of ", size(),
+                                " on cuda:", device, ") timed out after ", timeout().count(),
+                                " ms: not every rank joined (", e.what(), ")"));
+    }
+    const DeviceSharing sharing = findSharedDevices(ids);
+    LOCKSTEP_ENFORCE(!sharing.shared(), ValueError, what, ": ", ncclSharedGpuError(describeSharing(sharing, ids)));
     // Rank 0 makes the id and shares it through the store; the others wait for it (the store's
     // timeout). One group per store prefix: the registry gives each its own.
     const std::string key = "nccl_unique_id";
@@ -238,7 +252,7 @@ std::shared_ptr<Work> NcclProcessGroup::barrier(const BarrierOptions& o) {
     } else if (options_.device >= 0) {
       place.device = options_.device;
     } else {
-      place.device = workerEnvironment().local_rank % nccl::visibleDeviceCount();
+      place.device = localRankDevice(workerEnvironment().local_rank, nccl::visibleDeviceCount());
     }
   }
   // The float lives on the communicator's device, made by the first op: run() makes it first.
