@@ -125,6 +125,10 @@ int64_t Tensor::size(int64_t d) const { return shape_[normalizeDim(d, dim())]; }
 int64_t Tensor::stride(int64_t d) const { return strides_[normalizeDim(d, dim())]; }
 
 bool Tensor::isContiguous() const {
+  // No elements: nothing to lay out, so any strides will do (as torch's is_contiguous). Without
+  // this, contiguousStrides() of a shape with a 0 ([3, 0] -> [1, 1]) failed the check below, and
+  // view()/reshape() of such a tensor threw.
+  if (numel_ == 0) return true;
   int64_t expected = 1;
   for (size_t i = shape_.size(); i-- > 0;) {
     if (shape_[i] == 1) continue;
@@ -144,6 +148,7 @@ bool Tensor::isChannelsLast() const {
 }
 
 bool Tensor::isDense() const {
+  if (numel_ == 0) return true;  // as isContiguous()
   std::vector<size_t> order(shape_.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return strides_[a] < strides_[b]; });

@@ -40,6 +40,23 @@ TEST(Tensor, views_share_storage) {
   EXPECT_THROW(t.reshape({4, -1}), ValueError);
 }
 
+TEST(Tensor, an_empty_tensor_is_contiguous_and_dense_whatever_its_strides) {
+  // As torch: no elements, nothing to lay out. A shape with a 0 gets strides from sizes clamped to 1
+  // ([3, 0] -> {1, 1}), which the row-major walk (multiplying by the 0) used to reject, so view()
+  // and reshape() of such a tensor threw ("view [3, 0] -> [3, 0] needs a contiguous tensor").
+  Tensor e = Tensor::zeros({3, 0});
+  EXPECT_EQ(e.strides(), (Shape{1, 1}));
+  EXPECT_TRUE(e.isContiguous());
+  EXPECT_TRUE(e.isDense());
+  EXPECT_EQ(e.view({3, 0}).shape(), (Shape{3, 0}));
+  EXPECT_EQ(e.reshape({0, 7}).shape(), (Shape{0, 7}));
+  EXPECT_TRUE(e.transpose(0, 1).isContiguous());
+  EXPECT_EQ(e.transpose(0, 1).view({0}).shape(), (Shape{0}));
+  EXPECT_EQ(e.flatten().shape(), (Shape{0}));
+  EXPECT_EQ(e.to(DType::f64).strides(), e.strides());
+  EXPECT_TRUE(Tensor::empty({2, 0, 4, 5}, DType::f32, MemoryFormat::channels_last).isContiguous());
+}
+
 TEST(Tensor, cast_and_copy) {
   Tensor t = Tensor::fromVector<float>({1.5f, -2.25f, 3.0f}, {3});
   EXPECT_EQ(t.to(DType::f64).toVector<double>(), (std::vector<double>{1.5, -2.25, 3.0}));
