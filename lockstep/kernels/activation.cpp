@@ -61,9 +61,14 @@ LOCKSTEP_VECTOR_CLONES void geluTanhGradRun(const float* __restrict gy, const fl
 
 constexpr int64_t kGeluChunk = 16384;  // per thread task; the loops are split only past 4 chunks
 
+// A dense x (contiguous, transposed, channels_last) is read as one flat buffer and y takes its
+// layout, as every other activation here (oneDNN's, the reference's) and on a GPU returns it; only
+// a view with gaps or overlaps is made contiguous first.
+Tensor denseOrContiguous(const Tensor& t) { return t.isDense() ? t : t.contiguous(); }
+
 Tensor geluTanhF32(const Tensor& x0) {
-  const Tensor x = x0.contiguous();
-  Tensor y = Tensor::empty(x.shape(), DType::f32);
+  const Tensor x = denseOrContiguous(x0);
+  Tensor y = Tensor::emptyLike(x);
   const float* px = x.data<float>();
   float* py = y.data<float>();
   const int64_t n = x.numel();
@@ -73,8 +78,14 @@ Tensor geluTanhF32(const Tensor& x0) {
 }
 
 Tensor geluTanhGradF32(const Tensor& gy0, const Tensor& x0) {
-  const Tensor gy = gy0.contiguous(), x = x0.contiguous();
-  Tensor gx = Tensor::empty(x.shape(), DType::f32);
+  // gx takes x's dense layout; gy is read in that layout too, so the flat loop pairs the elements.
+  const Tensor x = denseOrContiguous(x0);
+  Tensor gy = gy0;
+  if (gy.strides() != x.strides()) {
+    gy = Tensor::emptyLike(x);
+    gy.copyFrom(gy0);
+  }
+  Tensor gx = Tensor::emptyLike(x);
   const float *pg = gy.data<float>(), *px = x.data<float>();
   float* pgx = gx.data<float>();
   const int64_t n = x.numel();

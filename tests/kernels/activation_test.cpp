@@ -82,6 +82,25 @@ TEST(Sigmoid, keeps_channels_last_layout) {
   EXPECT_TRUE(kernels::geluForward(x).isChannelsLast());
 }
 
+TEST(GeluTanh, keeps_a_dense_inputs_layout_as_the_other_activations) {
+  // f32 GELU (tanh) runs lockstep's own flat loops: a transposed or channels_last input keeps its
+  // strides, as with oneDNN's activations (silu here) and on a GPU; a view with gaps computes
+  // contiguous. The gradient (gy contiguous) takes x's layout too.
+  Tensor transposed = randomTensor({5, 3}, DType::f32, 6, -3, 3).transpose(0, 1);
+  Tensor cl = randomTensor({2, 3, 4, 5}, DType::f32, 7, -3, 3).toFormat(MemoryFormat::channels_last);
+  Tensor gappy = randomTensor({4, 9}, DType::f32, 8, -3, 3).narrow(1, 2, 5);
+  for (const Tensor& x : {transposed, cl, gappy}) {
+    Tensor gy = randomTensor(x.shape(), DType::f32, 9);
+    Tensor y = kernels::geluTanhForward(x), gx = kernels::geluTanhBackward(gy, x);
+    const Shape want = x.isDense() ? x.strides() : contiguousStrides(x.shape());
+    EXPECT_EQ(y.strides(), want) << x.describe();
+    EXPECT_EQ(y.strides(), kernels::siluForward(x).strides()) << x.describe();
+    EXPECT_EQ(gx.strides(), want) << x.describe();
+    EXPECT_TRUE(tensorsNear(y, kernels::reference::geluTanhForward(x), 1e-6, 1e-5));
+    EXPECT_TRUE(tensorsNear(gx, kernels::reference::geluTanhBackward(gy, x), 1e-6, 1e-4));
+  }
+}
+
 TEST(Tanh, rejects_mismatched_shapes) {
   Tensor y = randomTensor({3, 4}, DType::f32);
   try {
