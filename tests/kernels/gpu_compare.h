@@ -1,6 +1,7 @@
 #pragma once
 // Shared by tests/kernels/gpu_*_test.cpp: random CPU inputs, their GPU copies, and the check that a
-// GPU kernel's result lives on the GPU and is close to the CPU kernel's (the oracle) for its dtype.
+// GPU kernel's result lives on the GPU and is close to the CPU kernel's for its dtype, or, for
+// transcendental math, to the f64 oracle's (oracle()).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -57,6 +58,17 @@ inline ::testing::AssertionResult gpuMatches(const Tensor& gpu_result, const Ten
                                              const std::string& what = "") {
   return gpuMatches(gpu_result, cpu_result, tolFor(cpu_result.dtype()), what);
 }
+
+/// The f64 oracle's operand: a floating tensor widened to f64 (same layout); integer tensors (class
+/// targets) and undefined ones as they are.
+inline Tensor f64(const Tensor& t) { return t.defined() && isFloating(t.dtype()) ? t.to(DType::f64) : t; }
+
+/// The exact result a GPU kernel of transcendental math (exp, log, pow, tanh, erf, softmax) is held
+/// to: the kernel run on f64 operands (the reference loops, f64 with libm, exact but for an ulp of
+/// f64) rounded once to `dtype`. Not the CPU kernel on the operands themselves: oneDNN 2.6's f32
+/// eltwise_log and log-softmax are approximations up to 3.7e-6 off in absolute terms (near log 1 = 0
+/// that is 2e5 ulps, past the f32 tolerance), while CUDA's logf/expf are within 2 ulps.
+inline Tensor oracle(const Tensor& exact64, DType dtype) { return exact64.to(dtype); }
 
 inline const DType kFloatDTypes[] = {DType::f32, DType::f64, DType::bf16, DType::f16};
 

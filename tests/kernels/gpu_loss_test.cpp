@@ -10,10 +10,12 @@
 
 using namespace lockstep;
 using kernels::LossReduction;
+using lockstep::testing::f64;
 using lockstep::testing::gpu;
 using lockstep::testing::gpuMatches;
 using lockstep::testing::hostRandom;
 using lockstep::testing::kFloatDTypes;
+using lockstep::testing::oracle;
 using lockstep::testing::Tol;
 
 namespace {
@@ -49,15 +51,19 @@ TEST(GpuSoftmax, forward_and_backward_match_cpu_along_any_dim) {
     for (auto& [x, dim] : cases) {
       const std::string what = std::string(dtypeName(t)) + " " + x.describe() + " dim " + std::to_string(dim);
       Tensor gy = hostRandom(x.shape(), t, 11);
-      Tensor y = kernels::softmaxForward(x, dim), ly = kernels::logSoftmaxForward(x, dim);
+      // Values against the f64 oracle (oneDNN's f32 log-softmax on the CPU is off by up to 3.7e-6),
+      // the layout against the CPU kernel's.
+      const Tensor y = oracle(kernels::softmaxForward(f64(x), dim), t);
+      const Tensor ly = oracle(kernels::logSoftmaxForward(f64(x), dim), t);
       Tensor y_dev = kernels::softmaxForward(gpu(x), dim);
       EXPECT_TRUE(gpuMatches(y_dev, y, what));
-      EXPECT_EQ(y_dev.strides(), y.strides()) << what;
+      EXPECT_EQ(y_dev.strides(), kernels::softmaxForward(x, dim).strides()) << what;
       EXPECT_TRUE(gpuMatches(kernels::logSoftmaxForward(gpu(x), dim), ly, what + " log"));
       EXPECT_TRUE(gpuMatches(kernels::softmaxBackward(gpu(gy), gpu(y), dim),
-                             kernels::softmaxBackward(gy, y, dim), what + " backward"));
+                             oracle(kernels::softmaxBackward(f64(gy), f64(y), dim), t), what + " backward"));
       EXPECT_TRUE(gpuMatches(kernels::logSoftmaxBackward(gpu(gy), gpu(ly), dim),
-                             kernels::logSoftmaxBackward(gy, ly, dim), what + " log backward"));
+                             oracle(kernels::logSoftmaxBackward(f64(gy), f64(ly), dim), t),
+                             what + " log backward"));
     }
   }
   Tensor x = hostRandom({3, 4}, DType::f32, 1);
@@ -79,15 +85,20 @@ TEST(GpuCrossEntropy, matches_cpu_with_smoothing_ignore_index_and_every_reductio
             const std::string what = std::string(dtypeName(t)) + " [" + std::to_string(n) + ", " +
                                      std::to_string(c) + "] reduction " + std::to_string(int(r)) +
                                      (ignore ? " ignore" : "") + " smoothing " + std::to_string(smoothing);
-            auto [loss, lse] = kernels::crossEntropyForward(logits, tg, p);
+            // Values against the f64 oracle (exp and log: see GpuSoftmax), rounded to the dtypes
+            // of the CPU kernel's results (the lse is f32 for bf16/f16 logits).
+            auto [loss_cpu, lse_cpu] = kernels::crossEntropyForward(logits, tg, p);
+            auto [loss64, lse64] = kernels::crossEntropyForward(f64(logits), tg, p);
             auto [loss_dev, lse_dev] = kernels::crossEntropyForward(gpu(logits), gpu(tg), p);
-            EXPECT_TRUE(gpuMatches(loss_dev, loss, lossTol(t), what));
-            EXPECT_TRUE(gpuMatches(lse_dev, lse, lossTol(lse.dtype()), what + " lse"));
-            Tensor gloss = r == LossReduction::none ? hostRandom({n}, loss.dtype(), 5)
-                                                    : Tensor::scalar(0.75, loss.dtype());
+            EXPECT_TRUE(gpuMatches(loss_dev, oracle(loss64, loss_cpu.dtype()), lossTol(t), what));
+            EXPECT_TRUE(
+                gpuMatches(lse_dev, oracle(lse64, lse_cpu.dtype()), lossTol(lse_cpu.dtype()), what + " lse"));
+            Tensor gloss = r == LossReduction::none ? hostRandom({n}, loss_cpu.dtype(), 5)
+                                                    : Tensor::scalar(0.75, loss_cpu.dtype());
             EXPECT_TRUE(
                 gpuMatches(kernels::crossEntropyBackward(gpu(gloss), gpu(logits), lse_dev, gpu(tg), p),
-                           kernels::crossEntropyBackward(gloss, logits, lse, tg, p), what + " backward"));
+                           oracle(kernels::crossEntropyBackward(f64(gloss), f64(logits), lse64, tg, p), t),
+                           what + " backward"));
           }
         }
       }
@@ -100,7 +111,7 @@ TEST(GpuCrossEntropy, non_contiguous_logits_and_bad_input) {
   Tensor logits = hostRandom({10, 6}, DType::f32, 1).transpose(0, 1);
   Tensor tg = targets(6, 10, false);
   kernels::CrossEntropyParams p;
-  auto [loss, lse] = kernels::crossEntropyForward(logits, tg, p);
+  const Tensor loss = oracle(kernels::crossEntropyForward(f64(logits), tg, p).first, DType::f32);
   auto [loss_dev, lse_dev] = kernels::crossEntropyForward(gpu(logits), gpu(tg), p);
   EXPECT_TRUE(gpuMatches(loss_dev, loss, lossTol(DType::f32)));
   // Operands on two devices, a target of the wrong dtype: errors. A target out of range cannot be
