@@ -14,6 +14,7 @@
 
 #include "lockstep/comm/backend_registry.h"
 #include "lockstep/data/text_corpus.h"
+#include "lockstep/train/config_backends.h"
 #include "lockstep/train/config_document.h"
 #include "lockstep/train/config_keys.h"
 #include "lockstep/train/language_config.h"
@@ -328,6 +329,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
              "backend",
              "device",
              "cuda_graph",
+             "backends",
              "comm_timeout_seconds",
              "ddp",
              "fp16",
@@ -384,6 +386,7 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
       }
     }
   }
+  if (root["backends"]) c.gpu_math = parseBackendsConfig(root["backends"]);
   get(root, "", "comm_timeout_seconds", c.comm_timeout_seconds);
   if (c.comm_timeout_seconds && !(*c.comm_timeout_seconds > 0 && *c.comm_timeout_seconds <= 864000)) {
     throw ValueError(source + ": comm_timeout_seconds: expected a number of seconds in (0, 864000], got " +

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/kernels/gpu_math_options.h"
 #include "lockstep/nn/model_zoo.h"
 #include "lockstep/optim/loss_scaler.h"
 #include "lockstep/optim/registry.h"
@@ -94,6 +95,10 @@ struct TrainConfig {
   /// On a GPU, replay the training step as a CUDA graph (parallel/step_graph.h): "auto" when the
   /// step allows it, "true" (an error naming why when it does not), "false" never.
   std::string cuda_graph = "auto";
+  /// The `backends` section (config_backends.h): torch.backends' GPU math switches (deterministic
+  /// cuDNN algorithms, cuDNN benchmarking, TF32 in convolutions and matmuls), set in every rank
+  /// before training. No effect on a CPU run.
+  kernels::GpuMathOptions gpu_math{};
   /// `comm_timeout_seconds`: the collective timeout (torch's init_process_group(timeout=),
   /// torchtitan's comm.train_timeout_seconds); unset: LOCKSTEP_TIMEOUT, else 5 minutes. Also the
   /// agent's watchdog timeout when `lockstep train --nproc-per-node` starts the ranks.
@@ -107,7 +112,7 @@ struct TrainConfig {
   nlohmann::json document = nlohmann::json::object();
   /// CRC-32 (8 hex digits) of `document` less the keys that say how long, how often and where a
   /// run trains (epochs, max_steps, steps_per_print, checkpoint, eval, tensorboard, csv_monitor,
-  /// backend, data.num_workers, zero_optimization) and the seed (compared apart): two runs with the same hash
+  /// backend, device, backends, data.num_workers, zero_optimization) and the seed (compared apart): two runs with the same hash
   /// and seed train the same model, so one may resume the other's checkpoints (run_identity.h).
   std::string identity_hash;
   ActivationCheckpointingConfig activation_checkpointing{};

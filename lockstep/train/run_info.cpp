@@ -8,6 +8,7 @@
 
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/threads.h"
+#include "lockstep/train/config_backends.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
 
@@ -81,6 +82,9 @@ nlohmann::json describeRun(const TrainConfig& c, const RunFacts& f) {
                      {"checkpoint_dir", f.checkpoint_dir}};
   run["environment"] = describeEnvironment(f.world_size, f.backend);
   run["environment"]["device"] = f.device;
+  // The GPU math switches in force (config_backends.h), defaults included: whether a GPU run may use
+  // TF32 or nondeterministic algorithms is part of where it ran (no effect on a CPU run).
+  run["environment"]["backends"] = backendsJson(c.gpu_math);
   return run;
 }
 

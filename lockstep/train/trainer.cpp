@@ -22,6 +22,7 @@
 #include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/tensor/allocator.h"
 #include "lockstep/train/checkpoint.h"
+#include "lockstep/train/config_backends.h"
 #include "lockstep/train/language_model_run.h"
 #include "lockstep/train/progress.h"
 #include "lockstep/train/report.h"
@@ -147,6 +148,7 @@ nn::ModelOptions modelOptions(const TrainConfig& c, Generator* gen) {
 
 TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   const Device device = trainingDevice(c);  // before the process group: NCCL needs the GPU
+  kernels::setGpuMathOptions(c.gpu_math);  // before any GPU kernel chooses an algorithm
 #if LOCKSTEP_WITH_CUDA
   std::optional<cuda::DeviceGuard> on_gpu;
   if (device.isCuda()) on_gpu.emplace(device.index);
@@ -377,6 +379,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
           static_cast<long long>(m.optimizer_states), c.zero.stage);
     }
     log("note", c.zero.notes);
+    log("note", backendsNotes(c.gpu_math, c.document.contains("backends"), device.isCuda()));
   }
   // What setup allocated and freed (initialisation, the first broadcast, a resumed checkpoint) is of
   // sizes training may never ask for again: hand it back before the first step sets the high-water

@@ -10,6 +10,7 @@
 
 #include "lockstep/kernels/cuda/cublaslt.h"
 #include "lockstep/kernels/cuda/handles.h"
+#include "lockstep/kernels/gpu_math_options.h"
 #include "lockstep/tensor/cuda/runtime.h"
 #include "lockstep/tensor/shape.h"
 
@@ -156,10 +157,14 @@ void runGemm(const Gemm& g, const Device& device) {
   const int64_t lda = g.y.rowMajor() ? g.y.rs : g.y.cs, ldb = g.x.rowMajor() ? g.x.rs : g.x.cs;
   const cublasLtEpilogue_t epilogue = g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 
+  // f32 in TF32 only when asked (PyTorch's torch.backends.cuda.matmul.allow_tf32, default off);
+  // bf16/f16 accumulate in f32 either way.
+  const bool tf32 = g.dtype == DType::f32 && gpuMathOptions().matmul_allow_tf32;
+  const cublasComputeType_t compute =
+      f64 ? CUBLAS_COMPUTE_64F : tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   LtObjects lt;
-  LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmulDescCreate(&lt.desc, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
-                                                 f64 ? CUDA_R_64F : CUDA_R_32F),
-                        what);
+  LOCKSTEP_CUBLAS_CHECK(
+      cublasLt().cublasLtMatmulDescCreate(&lt.desc, compute, f64 ? CUDA_R_64F : CUDA_R_32F), what);
   setDesc(lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, ta, what);
   setDesc(lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, tb, what);
   setDesc(lt.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue, what);
@@ -183,7 +188,11 @@ void runGemm(const Gemm& g, const Device& device) {
                  align_b = alignmentOf(g.x.ptr, ldb, g.x.batch_stride, elem),
                  align_d = alignmentOf(g.d, N, g.batch > 1 ? M * N : 0, elem);
 
-  // The heuristic's choice, once per problem (it depends on nothing else).
+  // The heuristic's choice, once per problem and compute type (it depends on nothing else). Every
+  // algorithm cuBLASLt offers is deterministic: a split-K reduction (CUBLASLT_REDUCTION_SCHEME_*)
+  // either sums in a separate pass or in place in a fixed order kept by counters (cublasLt.h), and
+  // each stream has a workspace of its own, which NVIDIA's reproducibility rule for cuBLAS asks for.
+  // So the same problem gives the same bits on the same GPU model and library version.
   static std::mutex mutex;
   static auto* chosen = new std::map<std::vector<int64_t>, cublasLtMatmulAlgo_t>();
   const std::vector<int64_t> key{device.index,
@@ -202,7 +211,8 @@ void runGemm(const Gemm& g, const Device& device) {
                                  align_a,
                                  align_b,
                                  align_d,
-                                 g.beta != 0};
+                                 g.beta != 0,
+                                 compute};
   cublasLtMatmulAlgo_t algo;
   {
     std::lock_guard<std::mutex> lock(mutex);

@@ -4,9 +4,11 @@
 // kernels/linear.h; outputs are new contiguous tensors on the operands' device, queued on its
 // current stream without host synchronisation.
 //
-// Precision: f32 GEMMs compute in plain FP32 (CUBLAS_COMPUTE_32F: no TF32, PyTorch's default
-// torch.backends.cuda.matmul.allow_tf32 = False); bf16 and f16 take their storage type in and out
-// and accumulate in f32; f64 computes in f64. The bias of linearForward is added by cuBLASLt's bias
+// Precision: f32 GEMMs compute in plain FP32 (CUBLAS_COMPUTE_32F: no TF32) unless
+// kernels::gpuMathOptions().matmul_allow_tf32 (default false, as PyTorch's
+// torch.backends.cuda.matmul.allow_tf32) allows TF32 (CUBLAS_COMPUTE_32F_FAST_TF32); bf16 and f16
+// take their storage type in and out and accumulate in f32; f64 computes in f64. Deterministic: the
+// same problem gives the same bits every time (see runGemm). The bias of linearForward is added by cuBLASLt's bias
 // epilogue (f64: by a rank-1 GEMM first, cuBLASLt has no f64 epilogues); the bias gradient is a
 // GEMM of the output gradient with a ones vector.
 //

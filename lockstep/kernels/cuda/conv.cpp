@@ -1,14 +1,18 @@
 #include "lockstep/kernels/cuda/conv.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "lockstep/kernels/cuda/channel.h"
 #include "lockstep/kernels/cuda/dnn_util.h"
 #include "lockstep/kernels/cuda/handles.h"
+#include "lockstep/kernels/gpu_math_options.h"
 #include "lockstep/kernels/layout.h"
+#include "lockstep/tensor/cuda/allocator.h"
 #include "lockstep/tensor/cuda/runtime.h"
 
 namespace lockstep::kernels::cuda {
@@ -24,6 +28,7 @@ struct ConvDescs {
   TensorDesc x, y;
   FilterDesc w;
   ConvDesc conv;
+  DType dtype = DType::f32;
   std::string what;
   std::vector<int64_t> key;
   ConvDescs(const char* op, const Shape& xs, const Shape& ws, const Conv2dParams& p, DType t, bool nhwc,
@@ -33,6 +38,7 @@ struct ConvDescs {
 ConvDescs::ConvDescs(const char* op, const Shape& xs, const Shape& ws, const Conv2dParams& p, DType t,
                      bool nhwc, const Device& device) {
   ConvDescs& d = *this;
+  d.dtype = t;
   const Shape ys = conv2dOutputShape(xs, ws, p);
   d.what = detail::concat(op, " (input ", shapeToString(xs), nhwc ? " channels_last" : "", ", weight ",
                           shapeToString(ws), ", stride ", p.stride[0], "x", p.stride[1], ", padding ",
@@ -53,57 +59,216 @@ ConvDescs::ConvDescs(const char* op, const Shape& xs, const Shape& ws, const Con
            p.groups};
 }
 
-// cuDNN's heuristic choice for a pass: the first algorithm it ranks that it can run, with its math
-// type and workspace, looked up once per problem.
+// The algorithm, math type and workspace a pass runs with, chosen once per problem and options.
 struct Choice {
   int algo = 0;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   size_t workspace = 0;
 };
 
-template <typename Perf, typename Query>
-Choice pickFrom(Query query, const std::string& what) {
-  Perf perf[16];
-  int returned = 0;
-  LOCKSTEP_CUDNN_CHECK(query(16, &returned, perf), what);
-  for (int i = 0; i < returned; ++i) {
-    if (perf[i].status == CUDNN_STATUS_SUCCESS) {
-      return {static_cast<int>(perf[i].algo), perf[i].mathType, perf[i].memory};
-    }
-  }
-  throw NotSupportedError("cuDNN has no algorithm for " + what);
+// What GpuMathOptions ask of a problem's algorithm.
+struct Wants {
+  bool deterministic = true;
+  bool fma_only = false;  // f32 with TF32 not allowed: CUDNN_FMA_MATH, as PyTorch sets it
+  bool benchmark = false;
+};
+
+Wants wantsFor(DType t) {
+  const GpuMathOptions o = gpuMathOptions();
+  return {o.cudnn_deterministic, t == DType::f32 && !o.cudnn_allow_tf32, o.cudnn_benchmark};
 }
 
-Choice choose(Pass pass, cudnnHandle_t h, ConvDescs& d) {
+// The device buffers of a pass (Find*Ex runs the algorithms on them; the output is overwritten by
+// the call that follows).
+struct Buffers {
+  void *x = nullptr, *w = nullptr, *y = nullptr;
+};
+
+// The three passes' query functions under one name each, for choose().
+struct ForwardPass {
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  static constexpr Pass pass = Pass::forward;
+  static cudnnStatus_t maxCount(cudnnHandle_t h, int* n) {
+    return cudnnGetConvolutionForwardAlgorithmMaxCount(h, n);
+  }
+  static cudnnStatus_t heuristics(cudnnHandle_t h, ConvDescs& d, int n, int* got, Perf* perf) {
+    return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), n, got,
+                                                  perf);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, ConvDescs& d, cudnnConvolutionFwdAlgo_t algo,
+                                 size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), algo,
+                                                   bytes);
+  }
+  static cudnnStatus_t find(cudnnHandle_t h, ConvDescs& d, const Buffers& b, int n, int* got, Perf* perf,
+                            void* ws, size_t bytes) {
+    return cudnnFindConvolutionForwardAlgorithmEx(h, d.x.get(), b.x, d.w.get(), b.w, d.conv.get(), d.y.get(),
+                                                  b.y, n, got, perf, ws, bytes);
+  }
+};
+
+struct DataPass {
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  static constexpr Pass pass = Pass::data;
+  static cudnnStatus_t maxCount(cudnnHandle_t h, int* n) {
+    return cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, n);
+  }
+  static cudnnStatus_t heuristics(cudnnHandle_t h, ConvDescs& d, int n, int* got, Perf* perf) {
+    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), n,
+                                                       got, perf);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, ConvDescs& d, cudnnConvolutionBwdDataAlgo_t algo,
+                                 size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(),
+                                                        algo, bytes);
+  }
+  static cudnnStatus_t find(cudnnHandle_t h, ConvDescs& d, const Buffers& b, int n, int* got, Perf* perf,
+                            void* ws, size_t bytes) {
+    return cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.w.get(), b.w, d.y.get(), b.y, d.conv.get(),
+                                                       d.x.get(), b.x, n, got, perf, ws, bytes);
+  }
+};
+
+struct FilterPass {
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  static constexpr Pass pass = Pass::filter;
+  static cudnnStatus_t maxCount(cudnnHandle_t h, int* n) {
+    return cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, n);
+  }
+  static cudnnStatus_t heuristics(cudnnHandle_t h, ConvDescs& d, int n, int* got, Perf* perf) {
+    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), n,
+                                                         got, perf);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, ConvDescs& d, cudnnConvolutionBwdFilterAlgo_t algo,
+                                 size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(),
+                                                          algo, bytes);
+  }
+  static cudnnStatus_t find(cudnnHandle_t h, ConvDescs& d, const Buffers& b, int n, int* got, Perf* perf,
+                            void* ws, size_t bytes) {
+    return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x.get(), b.x, d.y.get(), b.y, d.conv.get(),
+                                                         d.w.get(), b.w, n, got, perf, ws, bytes);
+  }
+};
+
+bool tensorOps(cudnnMathType_t m) {
+  return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+// Whether cuDNN can run perf's algorithm with the math the options allow, determinism aside. Without
+// TF32 an entry must not be a tensor-op one; it then runs with CUDNN_FMA_MATH whatever math type
+// cuDNN reported for it (a DEFAULT_MATH entry of an f32 problem may mean TF32 on Ampere and later).
+template <typename Perf>
+bool runnable(const Perf& p, const Wants& w) {
+  return p.status == CUDNN_STATUS_SUCCESS && !(w.fma_only && tensorOps(p.mathType));
+}
+template <typename Perf>
+bool allowed(const Perf& p, const Wants& w) {
+  return runnable(p, w) && (!w.deterministic || p.determinism == CUDNN_DETERMINISTIC);
+}
+
+// The first allowed entry of a ranked list (heuristics rank by expected speed, Find by measured
+// time) as a choice; without TF32, with FMA math and the workspace cuDNN asks for it then (an entry
+// cuDNN cannot run with FMA math is passed over). The descriptor's math type is the queried one.
+template <typename P>
+std::optional<Choice> firstAllowed(cudnnHandle_t h, ConvDescs& d, const std::vector<typename P::Perf>& perf,
+                                   const Wants& w) {
+  for (const auto& p : perf) {
+    if (!allowed(p, w)) continue;
+    if (!w.fma_only) return Choice{static_cast<int>(p.algo), p.mathType, p.memory};
+    size_t bytes = 0;
+    if (P::workspace(h, d, p.algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+    return Choice{static_cast<int>(p.algo), CUDNN_FMA_MATH, bytes};
+  }
+  return std::nullopt;
+}
+
+// The first allowed entry of cuDNN's heuristic ranking; an error saying which option rules the rest
+// out when there is none.
+template <typename P>
+Choice heuristicChoice(cudnnHandle_t h, ConvDescs& d, const std::vector<typename P::Perf>& perf,
+                       const Wants& w) {
+  if (auto c = firstAllowed<P>(h, d, perf, w)) return *c;
+  using Perf = typename P::Perf;
+  const bool nondeterministic_only = std::any_of(perf.begin(), perf.end(), [&](const Perf& p) {
+    return runnable(p, w) && p.determinism != CUDNN_DETERMINISTIC;
+  });
+  const bool any_success =
+      std::any_of(perf.begin(), perf.end(), [](const Perf& p) { return p.status == CUDNN_STATUS_SUCCESS; });
+  if (nondeterministic_only && w.deterministic) {
+    throw NotSupportedError("cuDNN has no deterministic algorithm for " + d.what +
+                            "; set backends.cudnn.deterministic: false in the config "
+                            "(GpuMathOptions::cudnn_deterministic) to allow nondeterministic algorithms");
+  }
+  if (any_success && w.fma_only) {
+    throw NotSupportedError(
+        "cuDNN has no algorithm without TF32 for " + d.what +
+        "; set backends.cudnn.allow_tf32: true in the config (GpuMathOptions::cudnn_allow_tf32) "
+        "to allow TF32 tensor cores");
+  }
+  throw NotSupportedError("cuDNN has no algorithm for " + d.what);
+}
+
+// Most workspace a benchmark offers the algorithms it times (PyTorch offers what it can allocate).
+constexpr size_t kBenchmarkWorkspaceCap = size_t{1} << 30;
+
+// cudnnFind*AlgorithmEx: every algorithm run and timed on b's buffers (it synchronises the
+// device), with a workspace as large as the largest allowed algorithm's heuristic estimate and the
+// heuristic choice's (capped); nullopt when that workspace cannot be had or no timed algorithm is
+// allowed: the heuristic choice stands then.
+template <typename P>
+std::optional<Choice> measure(cudnnHandle_t h, ConvDescs& d, const Buffers& b, const Device& device,
+                              const std::vector<typename P::Perf>& heuristic, const Choice& chosen,
+                              const Wants& w, int count) {
+  size_t bytes = std::min(chosen.workspace, kBenchmarkWorkspaceCap);
+  for (const auto& p : heuristic) {
+    if (allowed(p, w)) bytes = std::max(bytes, std::min(p.memory, kBenchmarkWorkspaceCap));
+  }
+  Tensor ws;
+  try {
+    ws = scratch(bytes, device);
+  } catch (const ::lockstep::cuda::OutOfMemoryError&) {
+    return std::nullopt;
+  }
+  std::vector<typename P::Perf> perf(static_cast<size_t>(count));
+  int got = 0;
+  LOCKSTEP_CUDNN_CHECK(P::find(h, d, b, count, &got, perf.data(), ws.devicePtr(), bytes),
+                       "timing algorithms of " + d.what);
+  perf.resize(static_cast<size_t>(std::max(got, 0)));
+  return firstAllowed<P>(h, d, perf, w);
+}
+
+template <typename P>
+Choice choose(cudnnHandle_t h, ConvDescs& d, const Buffers& b, const Device& device,
+              const rt::Stream& stream) {
   static std::mutex mutex;
   static auto* chosen = new std::map<std::vector<int64_t>, Choice>();
+  const Wants w = wantsFor(d.dtype);
   std::vector<int64_t> key = d.key;
-  key.push_back(static_cast<int64_t>(pass));
+  key.insert(key.end(), {static_cast<int64_t>(P::pass), w.deterministic, w.fma_only, w.benchmark});
   std::lock_guard<std::mutex> lock(mutex);
   auto it = chosen->find(key);
   if (it != chosen->end()) return it->second;
-  Choice c;
-  if (pass == Pass::forward) {
-    c = pickFrom<cudnnConvolutionFwdAlgoPerf_t>(
-        [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* perf) {
-          return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), n,
-                                                        got, perf);
-        },
-        d.what);
-  } else if (pass == Pass::data) {
-    c = pickFrom<cudnnConvolutionBwdDataAlgoPerf_t>(
-        [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
-          return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(),
-                                                             n, got, perf);
-        },
-        d.what);
-  } else {
-    c = pickFrom<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
-          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x.get(), d.y.get(), d.conv.get(),
-                                                               d.w.get(), n, got, perf);
-        },
-        d.what);
+  // The math type the queries consider (PyTorch sets the same): FMA kernels alone for f32 without
+  // TF32; otherwise the default, which on Ampere and later lets f32 use TF32 and the 16-bit types
+  // tensor cores.
+  LOCKSTEP_CUDNN_CHECK(
+      cudnnSetConvolutionMathType(d.conv.get(), w.fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH), d.what);
+  int count = 0;
+  LOCKSTEP_CUDNN_CHECK(P::maxCount(h, &count), d.what);
+  count = std::max(count, 1);
+  std::vector<typename P::Perf> perf(static_cast<size_t>(count));
+  int got = 0;
+  LOCKSTEP_CUDNN_CHECK(P::heuristics(h, d, count, &got, perf.data()), d.what);
+  perf.resize(static_cast<size_t>(std::max(got, 0)));
+  Choice c = heuristicChoice<P>(h, d, perf, w);
+  if (w.benchmark) {
+    // Timing synchronises the device, which a stream being captured into a CUDA graph must not do:
+    // the heuristic choice serves then, unremembered, and the next eager call times the algorithms.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    LOCKSTEP_CUDA_CHECK(cudaStreamIsCapturing(stream.handle(), &capture));
+    if (capture != cudaStreamCaptureStatusNone) return c;
+    if (auto m = measure<P>(h, d, b, device, perf, c, w, count)) c = *m;
   }
   chosen->emplace(key, c);
   return c;
@@ -139,7 +304,8 @@ Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b, const 
   ConvDescs d("conv2d", x.shape(), w.shape(), p, x.dtype(), nhwc, x.device());
   const rt::Stream stream = rt::currentStream(x.device().index);
   cudnnHandle_t h = dnnHandle(stream);
-  const Choice c = choose(Pass::forward, h, d);
+  const Choice c =
+      choose<ForwardPass>(h, d, {x.devicePtr(), w.devicePtr(), y.devicePtr()}, x.device(), stream);
   LOCKSTEP_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math), d.what);
   Tensor ws = scratch(c.workspace, x.device());
   const Scale one(x.dtype(), 1), zero(x.dtype(), 0);
@@ -167,7 +333,8 @@ Tensor conv2dBackwardData(const Tensor& gy0, const Tensor& x0, const Tensor& w0,
   ConvDescs d("conv2d backward (data)", x.shape(), w.shape(), p, x.dtype(), nhwc, x.device());
   const rt::Stream stream = rt::currentStream(x.device().index);
   cudnnHandle_t h = dnnHandle(stream);
-  const Choice c = choose(Pass::data, h, d);
+  const Choice c =
+      choose<DataPass>(h, d, {gx.devicePtr(), w.devicePtr(), gy.devicePtr()}, x.device(), stream);
   LOCKSTEP_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math), d.what);
   Tensor ws = scratch(c.workspace, x.device());
   const Scale one(x.dtype(), 1), zero(x.dtype(), 0);
@@ -202,7 +369,8 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, con
   ConvDescs d("conv2d backward (weight)", x.shape(), weight_shape, p, x.dtype(), nhwc, x.device());
   const rt::Stream stream = rt::currentStream(x.device().index);
   cudnnHandle_t h = dnnHandle(stream);
-  const Choice c = choose(Pass::filter, h, d);
+  const Choice c =
+      choose<FilterPass>(h, d, {x.devicePtr(), gw.devicePtr(), gy.devicePtr()}, x.device(), stream);
   LOCKSTEP_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math), d.what);
   Tensor ws = scratch(c.workspace, x.device());
   const Scale one(x.dtype(), 1), zero(x.dtype(), 0);

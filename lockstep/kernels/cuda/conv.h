@@ -7,12 +7,19 @@
 // copy where x is neither); y and dL/dx come in that layout, and conv2dInput(x) gives x in it. With
 // NHWC the weight is handed to cuDNN in NHWC filter order too (what its tensor-core kernels take);
 // the weight gradient comes back [O, C/g, kH, kW] contiguous as on the CPU. f64 always computes in
-// NCHW (cuDNN's f64 kernels; the CPU reference returns contiguous tensors too). Algorithms: cuDNN's
-// heuristics (the _v7 queries) choose once per shape; workspaces come from the device's caching allocator.
+// NCHW (cuDNN's f64 kernels; the CPU reference returns contiguous tensors too). Workspaces come from
+// the device's caching allocator.
 //
-// Precision: bf16/f16 compute in f32, f64 in f64. f32 follows PyTorch's default
-// torch.backends.cudnn.allow_tf32 = True: cuDNN may use TF32 tensor cores (10-bit mantissa inputs,
-// f32 accumulation), so f32 results differ from the CPU's by ~1e-3 relative.
+// Algorithms follow kernels::gpuMathOptions() (kernels/gpu_math_options.h, torch.backends' meanings),
+// chosen once per shape and options: cuDNN's heuristics (the _v7 queries), or with cudnn_benchmark
+// the fastest by cudnnFind*AlgorithmEx; with cudnn_deterministic (lockstep's default) only among those
+// cuDNN reports deterministic, so two runs give the same bits (a shape with none is a
+// NotSupportedError naming it and the option).
+//
+// Precision: bf16/f16 compute in f32, f64 in f64. f32 follows cudnn_allow_tf32 (default true, as
+// PyTorch's torch.backends.cudnn.allow_tf32): cuDNN may use TF32 tensor cores (10-bit mantissa
+// inputs, f32 accumulation), so f32 results differ from the CPU's by ~1e-3 relative; false keeps to
+// FMA kernels (CUDNN_FMA_MATH) and full f32.
 #include "lockstep/kernels/conv.h"
 
 namespace lockstep::kernels::cuda {
