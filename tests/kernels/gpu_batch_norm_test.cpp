@@ -48,9 +48,10 @@ TEST(GpuBatchNorm2d, training_forward_and_running_statistics_match_the_cpu) {
         Tensor rm = roundedInput({3}, t, 4), rv = roundedInput({3}, t, 5, 0.5, 2.0);
         BatchNormParams p;
         p.momentum = 0.3;
+        // The GPU's copies first: for f64, asF64 returns rm itself, which the CPU call updates.
+        Tensor gpu_rm = gpu(rm), gpu_rv = gpu(rv);
         Tensor cpu_rm = asF64(rm), cpu_rv = asF64(rv);
         auto want = kernels::batchNorm2dForward(asF64(x), asF64(w), asF64(b), cpu_rm, cpu_rv, p);
-        Tensor gpu_rm = gpu(rm), gpu_rv = gpu(rv);
         auto got = kernels::batchNorm2dForward(onGpu(x, cl), affine ? gpu(w) : w, affine ? gpu(b) : b, gpu_rm,
                                                gpu_rv, p);
         testing::expectGpuClose(got.y, want.y, t, tolFor(t), "y " + what);

@@ -43,7 +43,8 @@ inline Tensor emptyOn(const Shape& shape, DType t, const Tensor& like) {
 /// ValueError unless a and b live on the same device, naming the op and both tensors.
 inline void checkSameDevice(const char* op, const Tensor& a, const Tensor& b) {
   LOCKSTEP_ENFORCE(a.device() == b.device(), ValueError, op, ": operands on different devices, ",
-                   a.describe(), " and ", b.describe(), "; move one with to(device) first");
+                   a.describe(), " on ", deviceName(a.device()), " and ", b.describe(), " on ",
+                   deviceName(b.device()), "; move one with to(device) first");
 }
 
 // Device math on float or double (the global overloads CUDA provides).
