@@ -10,6 +10,7 @@
 
 #include "lockstep/cli/command.h"
 #include "lockstep/comm/backend_registry.h"
+#include "lockstep/comm/device_sharing.h"
 #include "lockstep/comm/worker_environment.h"
 #include "lockstep/launch.h"
 #include "lockstep/tensor/device.h"
@@ -54,9 +55,21 @@ lockstep::train::TrainConfig validate(const TrainArgs& a, const lockstep::comm::
   // Said once, here, rather than by every rank it would start.
   if (startsAgent(a)) {
     lockstep::comm::checkBackendRunsHere(config.backend);
-    // device: cuda is cuda:LOCAL_RANK, so the last local rank's GPU must exist.
+    // device: cuda is cuda:LOCAL_RANK, local ranks sharing GPUs round robin where there are more
+    // of them than GPUs (comm::localRankDevice), which NCCL cannot run; the last one's must exist.
     lockstep::Device d = lockstep::parseDevice(config.device);
-    if (d.isCuda() && config.device == "cuda") d.index = a.nproc_per_node - 1;
+    if (d.isCuda() && config.device == "cuda") {
+      const int gpus = lockstep::cudaDeviceCount();
+      d.index = gpus > 0 ? lockstep::comm::localRankDevice(a.nproc_per_node - 1, gpus) : a.nproc_per_node - 1;
+      if (gpus > 0 && config.backend == "nccl") {
+        const auto ids = lockstep::comm::localRankDevices(a.nproc_per_node, gpus);
+        const auto sharing = lockstep::comm::findSharedDevices(ids);
+        if (sharing.shared()) {
+          throw lockstep::ValueError(
+              lockstep::comm::ncclSharedGpuError(lockstep::comm::describeSharing(sharing, ids)));
+        }
+      }
+    }
     if (d.isCuda()) lockstep::checkDeviceAvailable(d);
   }
   lockstep::train::prepareOutputDir(a.output_dir);

@@ -117,8 +117,9 @@ std::shared_ptr<ProcessGroup> createHostAuto(std::shared_ptr<Store> store, int r
 // GPU buffers through the host: a host group of their own (made by make_host under the store
 // prefix "staged", at the first op on GPU buffers), whose ops the staging group issues in its own
 // order. Null without CUDA.
-std::function<std::shared_ptr<ProcessGroup>()> hostStaged(BackendFactory make_host, std::shared_ptr<Store> store,
-                                                          int rank, int size, std::chrono::milliseconds timeout) {
+std::function<std::shared_ptr<ProcessGroup>()> hostStaged(BackendFactory make_host,
+                                                          std::shared_ptr<Store> store, int rank, int size,
+                                                          std::chrono::milliseconds timeout) {
 #if LOCKSTEP_WITH_CUDA
   return [=] {
     return std::make_shared<cuda::HostStagedProcessGroup>(
@@ -140,8 +141,8 @@ bool seesGpu() {
 
 // shm or gloo asked for by name: where this process sees a GPU, GPU buffers go through the host
 // (as PyTorch's gloo takes CUDA tensors) instead of being refused.
-std::shared_ptr<ProcessGroup> createHostBackend(BackendFactory make_host, std::shared_ptr<Store> store, int rank,
-                                                int size, std::chrono::milliseconds timeout) {
+std::shared_ptr<ProcessGroup> createHostBackend(BackendFactory make_host, std::shared_ptr<Store> store,
+                                                int rank, int size, std::chrono::milliseconds timeout) {
   auto host = make_host(store, rank, size, timeout);
   if (!seesGpu()) return host;
   DevicePathOptions paths;

@@ -14,7 +14,8 @@ DeviceRoutedProcessGroup::DeviceRoutedProcessGroup(std::shared_ptr<ProcessGroup>
   setTimeout(host_->timeout());
 }
 
-DeviceRoutedProcessGroup::DeviceRoutedProcessGroup(std::shared_ptr<ProcessGroup> host, DevicePathOptions paths)
+DeviceRoutedProcessGroup::DeviceRoutedProcessGroup(std::shared_ptr<ProcessGroup> host,
+                                                   DevicePathOptions paths)
     : ProcessGroup(host->rank(), host->size()), host_(std::move(host)), paths_(std::move(paths)) {
   LOCKSTEP_CHECK(paths_.shared_gpus != nullptr, "DevicePathOptions::shared_gpus is not set");
   LOCKSTEP_CHECK(!paths_.identify || (paths_.store && paths_.own_gpus),

@@ -24,7 +24,8 @@ DeviceIdentity parseDeviceIdentity(const std::string& text) {
   return id;
 }
 
-std::vector<DeviceIdentity> exchangeDeviceIdentities(Store& store, int rank, int size, const DeviceIdentity& mine,
+std::vector<DeviceIdentity> exchangeDeviceIdentities(Store& store, int rank, int size,
+                                                     const DeviceIdentity& mine,
                                                      std::chrono::milliseconds timeout) {
   store.setString("gpu/" + std::to_string(rank), formatDeviceIdentity(mine));
   std::vector<std::string> keys;
@@ -44,7 +45,8 @@ DeviceSharing findSharedDevices(const std::vector<DeviceIdentity>& ids) {
   for (auto& [uuid, ranks] : by_gpu) {
     if (ranks.size() > 1) s.groups.push_back(std::move(ranks));  // ranks ascend: pushed in rank order
   }
-  std::sort(s.groups.begin(), s.groups.end(), [](const auto& a, const auto& b) { return a.front() < b.front(); });
+  std::sort(s.groups.begin(), s.groups.end(),
+            [](const auto& a, const auto& b) { return a.front() < b.front(); });
   return s;
 }
 
@@ -66,9 +68,8 @@ std::string describeSharing(const DeviceSharing& sharing, const std::vector<Devi
   std::string text;
   for (const auto& ranks : sharing.groups) {
     const int ordinal = ids.at(static_cast<size_t>(ranks.front())).ordinal;
-    const bool same_ordinal = std::all_of(ranks.begin(), ranks.end(), [&](int r) {
-      return ids.at(static_cast<size_t>(r)).ordinal == ordinal;
-    });
+    const bool same_ordinal = std::all_of(
+        ranks.begin(), ranks.end(), [&](int r) { return ids.at(static_cast<size_t>(r)).ordinal == ordinal; });
     if (!text.empty()) text += "; ";
     text += concat("ranks ", rankList(ranks), " share ");
     if (same_ordinal) {

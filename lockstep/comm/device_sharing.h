@@ -36,7 +36,8 @@ DeviceIdentity parseDeviceIdentity(const std::string& text);
 /// Every rank's identity in rank order, through store keys "gpu/<rank>". Collective: each of the
 /// size ranks calls it once per store prefix; waits up to timeout for the others (the store's
 /// TimeoutError names the keys of the ranks that did not come).
-std::vector<DeviceIdentity> exchangeDeviceIdentities(Store& store, int rank, int size, const DeviceIdentity& mine,
+std::vector<DeviceIdentity> exchangeDeviceIdentities(Store& store, int rank, int size,
+                                                     const DeviceIdentity& mine,
                                                      std::chrono::milliseconds timeout);
 
 /// The ranks that share a GPU.

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "lockstep/autograd.h"
+#include "lockstep/comm/device_sharing.h"
 #include "lockstep/data.h"
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/nn.h"
@@ -104,11 +105,16 @@ std::chrono::milliseconds commTimeout(const TrainConfig& c) {
   return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(*c.comm_timeout_seconds * 1000.0)));
 }
 
-/// The device this rank trains on: "cuda" is cuda:LOCAL_RANK (torchrun's convention), checked to
-/// exist here before anything is built on it.
+/// The device this rank trains on: "cuda" is cuda:LOCAL_RANK (torchrun's convention) while the
+/// machine has a GPU per local rank; with more local ranks than GPUs they share them round robin
+/// (comm::localRankDevice), and the process group then moves GPU buffers through the host. Checked
+/// to exist here before anything is built on it.
 Device trainingDevice(const TrainConfig& c) {
   Device d = parseDevice(c.device);
-  if (d.isCuda() && c.device == "cuda") d.index = comm::workerEnvironment().local_rank;
+  if (d.isCuda() && c.device == "cuda") {
+    const int local_rank = comm::workerEnvironment().local_rank, gpus = cudaDeviceCount();
+    d.index = gpus > 0 ? comm::localRankDevice(local_rank, gpus) : std::max(local_rank, 0);
+  }
   checkDeviceAvailable(d);
   return d;
 }

@@ -50,7 +50,8 @@ TEST(DeviceSharing, ranks_on_one_gpu_are_found_whatever_its_ordinal) {
   auto renumbered = gpus({{"GPU-a", 0}, {"GPU-a", 1}});
   s = findSharedDevices(renumbered);
   EXPECT_EQ(s.groups, (std::vector<std::vector<int>>{{0, 1}}));
-  EXPECT_EQ(describeSharing(s, renumbered), "ranks 0 and 1 share one GPU (cuda:0 on rank 0, cuda:1 on rank 1)");
+  EXPECT_EQ(describeSharing(s, renumbered),
+            "ranks 0 and 1 share one GPU (cuda:0 on rank 0, cuda:1 on rank 1)");
 }
 
 TEST(DeviceSharing, an_unknown_gpu_shares_with_nobody) {
@@ -75,7 +76,8 @@ TEST(DeviceSharing, local_ranks_take_gpus_round_robin) {
   auto ids = localRankDevices(4, 2);
   ASSERT_EQ(ids.size(), 4u);
   EXPECT_EQ(ids[2], (DeviceIdentity{"cuda:0", 0}));
-  EXPECT_EQ(describeSharing(findSharedDevices(ids), ids), "ranks 0 and 2 share cuda:0; ranks 1 and 3 share cuda:1");
+  EXPECT_EQ(describeSharing(findSharedDevices(ids), ids),
+            "ranks 0 and 2 share cuda:0; ranks 1 and 3 share cuda:1");
   EXPECT_FALSE(findSharedDevices(localRankDevices(2, 2)).shared());
   EXPECT_FALSE(findSharedDevices(localRankDevices(1, 1)).shared());
 }
@@ -117,7 +119,8 @@ class AsIfDevice : public ProcessGroup {
       : ProcessGroup(inner->rank(), inner->size()), inner_(std::move(inner)) {}
   ~AsIfDevice() override { stopWorker(); }
   std::string backendName() const override { return inner_->backendName(); }
-  std::shared_ptr<Work> allreduce(void* data, size_t count, DType dtype, const AllreduceOptions& opts) override {
+  std::shared_ptr<Work> allreduce(void* data, size_t count, DType dtype,
+                                  const AllreduceOptions& opts) override {
     AllreduceOptions o = opts;
     o.place = {};
     return inner_->allreduce(data, count, dtype, o);
@@ -190,8 +193,8 @@ TEST(DeviceRoutedProcessGroup, ranks_sharing_a_gpu_all_choose_the_host_path_at_t
     EXPECT_EQ(c.group->hostGroup().sequenceNumber(), 1u);
     // Said once in the job: by rank 0.
     EXPECT_EQ(c.logged, r == 0 ? std::vector<std::string>{"ranks 0 and 2 share cuda:0: GPU collectives go "
-                                                           "through the host (shm), not NCCL, which runs one "
-                                                           "rank per GPU"}
+                                                          "through the host (shm), not NCCL, which runs one "
+                                                          "rank per GPU"}
                                : std::vector<std::string>{});
   }
 }
@@ -247,7 +250,8 @@ TEST(DeviceRoutedProcessGroup, a_rank_that_never_says_its_gpu_fails_the_choice_a
     pg.allreduce(&x, 1, DType::f32, o);
     ADD_FAILURE() << "expected PeerError";
   } catch (const PeerError& e) {
-    EXPECT_NE(std::string(e.what()).find("choosing the group for GPU buffers failed earlier"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("choosing the group for GPU buffers failed earlier"),
+              std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("gpu/1"), std::string::npos) << e.what();
   }
@@ -256,7 +260,8 @@ TEST(DeviceRoutedProcessGroup, a_rank_that_never_says_its_gpu_fails_the_choice_a
   EXPECT_EQ(pg.deviceGroup(), nullptr);
 }
 
-TEST(DeviceRoutedProcessGroup, a_backend_asked_for_by_name_moves_gpu_buffers_through_the_host_without_asking) {
+TEST(DeviceRoutedProcessGroup,
+     a_backend_asked_for_by_name_moves_gpu_buffers_through_the_host_without_asking) {
   auto store = std::make_shared<HashStore>();
   std::shared_ptr<AsIfDevice> staged;
   DevicePathOptions p;

@@ -17,7 +17,8 @@ DeviceIdentity identifyDevice(int device) {
   LOCKSTEP_ENFORCE(device >= 0 && device < devices, ValueError, "cuda:", device,
                    " does not exist; this process sees ", devices, " CUDA device(s)");
   cudaDeviceProp prop{};
-  nccl::checkCuda(cudaGetDeviceProperties(&prop, device), concat("cudaGetDeviceProperties(cuda:", device, ")"));
+  nccl::checkCuda(cudaGetDeviceProperties(&prop, device),
+                  concat("cudaGetDeviceProperties(cuda:", device, ")"));
   bool known = false;
   for (int i = 0; i < 16; ++i) known = known || prop.uuid.bytes[i] != 0;
   if (!known) {

@@ -108,9 +108,11 @@ void waitForInput(cudaEvent_t event, const OpContext& ctx, int rank, int device)
   for (int polls = 0;; ++polls) {
     const cudaError_t e = cudaEventQuery(event);
     if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) checkCuda(e, concat(ctx.name, ": copying the input from cuda:", device, " to the host"));
-    LOCKSTEP_ENFORCE(std::chrono::steady_clock::now() < ctx.deadline, TimeoutError, ctx.name, " timed out after ",
-                     ctx.timeout.count(), " ms on rank ", rank, ": the input on cuda:", device,
+    if (e != cudaErrorNotReady)
+      checkCuda(e, concat(ctx.name, ": copying the input from cuda:", device, " to the host"));
+    LOCKSTEP_ENFORCE(std::chrono::steady_clock::now() < ctx.deadline, TimeoutError, ctx.name,
+                     " timed out after ", ctx.timeout.count(), " ms on rank ", rank,
+                     ": the input on cuda:", device,
                      " was not ready (the work queued before the op on its stream has not finished)");
     if (polls < 200) {
       std::this_thread::yield();
@@ -123,7 +125,8 @@ void waitForInput(cudaEvent_t event, const OpContext& ctx, int rank, int device)
 }  // namespace
 
 HostStagedProcessGroup::HostStagedProcessGroup(std::shared_ptr<ProcessGroup> host)
-    : ProcessGroup(host->rank(), host->size()), host_(std::move(host)),
+    : ProcessGroup(host->rank(), host->size()),
+      host_(std::move(host)),
       pool_(std::make_shared<PinnedStagingPool>()) {
   setTimeout(host_->timeout());
 }
@@ -155,12 +158,13 @@ cudaStream_t HostStagedProcessGroup::copyStream(int device) {
   return copy_streams_[device] = stream;
 }
 
-std::shared_ptr<Work> HostStagedProcessGroup::run(OpType type, const std::string& detail, milliseconds timeout,
-                                                  const BufferPlace& place, const Transfer& t, bool defer,
-                                                  HostCall call) {
+std::shared_ptr<Work> HostStagedProcessGroup::run(OpType type, const std::string& detail,
+                                                  milliseconds timeout, const BufferPlace& place,
+                                                  const Transfer& t, bool defer, HostCall call) {
   const bool moves = t.in_bytes > 0 || t.out_bytes > 0;
   LOCKSTEP_ENFORCE(place.onDevice() || !moves, ValueError, opTypeName(type), " (", detail, "): backend ",
-                   backendName(), " via host takes GPU buffers here, but the op's place says host memory "
+                   backendName(),
+                   " via host takes GPU buffers here, but the op's place says host memory "
                    "(BufferPlace::device = -1); give the buffers' device and stream");
   auto op = std::make_shared<StagedOp>();
   op->pool = pool_;
@@ -197,12 +201,14 @@ std::shared_ptr<Work> HostStagedProcessGroup::run(OpType type, const std::string
     std::optional<DeviceGuard> guard;
     if (op->device >= 0) guard.emplace(op->device);
     if (op->in_bytes > 0) waitForInput(op->block->last_use, ctx, me, op->device);
-    const auto left = std::chrono::duration_cast<milliseconds>(ctx.deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(ctx.deadline - std::chrono::steady_clock::now());
     call(*host, op->host_in, op->host_out, std::max(left, milliseconds(1)))->wait();
     if (op->out_bytes > 0) {
       // On the buffers' stream: whatever is queued there after Work::wait() sees the result.
-      checkCuda(cudaMemcpyAsync(op->device_out, op->host_out, op->out_bytes, cudaMemcpyHostToDevice, op->caller),
-                concat(ctx.name, ": copying the result back to cuda:", op->device));
+      checkCuda(
+          cudaMemcpyAsync(op->device_out, op->host_out, op->out_bytes, cudaMemcpyHostToDevice, op->caller),
+          concat(ctx.name, ": copying the result back to cuda:", op->device));
       checkCuda(cudaEventRecord(op->block->last_use, op->caller), concat(ctx.name, ": cudaEventRecord"));
     }
   };
@@ -239,11 +245,12 @@ std::shared_ptr<Work> HostStagedProcessGroup::broadcast(void* data, size_t count
              });
 }
 
-std::shared_ptr<Work> HostStagedProcessGroup::reduce(void* data, size_t count, DType dtype, const ReduceOptions& o) {
+std::shared_ptr<Work> HostStagedProcessGroup::reduce(void* data, size_t count, DType dtype,
+                                                     const ReduceOptions& o) {
   checkRoot(o.root, "reduce");
   const size_t bytes = count * dtypeSize(dtype);
-  return run(OpType::reduce, concat(sizeText(count, dtype), ", ", reduceOpName(o.op), ", root ", o.root), o.timeout,
-             o.place, {data, bytes, data, rank() == o.root ? bytes : 0, true}, false,
+  return run(OpType::reduce, concat(sizeText(count, dtype), ", ", reduceOpName(o.op), ", root ", o.root),
+             o.timeout, o.place, {data, bytes, data, rank() == o.root ? bytes : 0, true}, false,
              [=](ProcessGroup& h, const void*, void* out, milliseconds timeout) {
                ReduceOptions ho;
                ho.op = o.op;
@@ -281,11 +288,11 @@ std::shared_ptr<Work> HostStagedProcessGroup::allgatherv(const void* in, void* o
              });
 }
 
-std::shared_ptr<Work> HostStagedProcessGroup::reduceScatter(const void* in, void* out, size_t count, DType dtype,
-                                                            const ReduceScatterOptions& o) {
+std::shared_ptr<Work> HostStagedProcessGroup::reduceScatter(const void* in, void* out, size_t count,
+                                                            DType dtype, const ReduceScatterOptions& o) {
   const size_t bytes = count * dtypeSize(dtype);
-  return run(OpType::reduceScatter, concat(sizeText(count, dtype), ", ", reduceOpName(o.op)), o.timeout, o.place,
-             {in, bytes * static_cast<size_t>(size()), out, bytes, false}, false,
+  return run(OpType::reduceScatter, concat(sizeText(count, dtype), ", ", reduceOpName(o.op)), o.timeout,
+             o.place, {in, bytes * static_cast<size_t>(size()), out, bytes, false}, false,
              [=](ProcessGroup& h, const void* hin, void* hout, milliseconds timeout) {
                ReduceScatterOptions ho;
                ho.op = o.op;
@@ -325,8 +332,8 @@ std::shared_ptr<Work> HostStagedProcessGroup::scatter(const void* in, void* out,
 std::shared_ptr<Work> HostStagedProcessGroup::alltoall(const void* in, void* out, size_t count, DType dtype,
                                                        const AlltoallOptions& o) {
   const size_t bytes = count * dtypeSize(dtype) * static_cast<size_t>(size());
-  return run(OpType::alltoall, sizeText(count, dtype), o.timeout, o.place, {in, bytes, out, bytes, false}, false,
-             [=](ProcessGroup& h, const void* hin, void* hout, milliseconds timeout) {
+  return run(OpType::alltoall, sizeText(count, dtype), o.timeout, o.place, {in, bytes, out, bytes, false},
+             false, [=](ProcessGroup& h, const void* hin, void* hout, milliseconds timeout) {
                AlltoallOptions ho;
                ho.timeout = timeout;
                return h.alltoall(hin, hout, count, dtype, ho);

@@ -80,8 +80,8 @@ class HostStagedProcessGroup : public ProcessGroup {
   };
   /// Runs on the worker: the host collective on the staged host_in / host_out, with the op's
   /// remaining time as its timeout; returns its Work (waited on at once).
-  using HostCall = std::function<std::shared_ptr<Work>(ProcessGroup& host, const void* host_in, void* host_out,
-                                                       std::chrono::milliseconds timeout)>;
+  using HostCall = std::function<std::shared_ptr<Work>(ProcessGroup& host, const void* host_in,
+                                                       void* host_out, std::chrono::milliseconds timeout)>;
 
   std::shared_ptr<Work> run(OpType type, const std::string& detail, std::chrono::milliseconds timeout,
                             const BufferPlace& place, const Transfer& transfer, bool defer, HostCall call);

@@ -81,7 +81,8 @@ nccl::NcclComm& NcclProcessGroup::commOn(int device, const std::string& what) {
                                 " ms: not every rank joined (", e.what(), ")"));
     }
     const DeviceSharing sharing = findSharedDevices(ids);
-    LOCKSTEP_ENFORCE(!sharing.shared(), ValueError, what, ": ", ncclSharedGpuError(describeSharing(sharing, ids)));
+    LOCKSTEP_ENFORCE(!sharing.shared(), ValueError, what, ": ",
+                     ncclSharedGpuError(describeSharing(sharing, ids)));
     // Rank 0 makes the id and shares it through the store; the others wait for it (the store's
     // timeout). One group per store prefix: the registry gives each its own.
     const std::string key = "nccl_unique_id";
