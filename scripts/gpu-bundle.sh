@@ -5,6 +5,7 @@
 # (there, scripts/gpu-env.sh points LD_LIBRARY_PATH at the toolkit and the wheels' copies), and packs
 # OUT into OUT.tar.gz: the test programs and oneDNN come to over 100 MB, more than the device tool
 # carries (64 MiB), and about 35 MB compressed. Carry OUT.tar.gz; gpu-env.sh unpacks it there.
+# STRIP=1 strips the copies of their symbols (a third of the size).
 #   bash scripts/gpu-bundle.sh OUT PROGRAM...
 set -euo pipefail
 out=$1
@@ -15,8 +16,12 @@ for prog in "$@"; do
   cp -f "$prog" "$out/bin/"
   ldd "$prog" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
     [[ $name =~ $skip ]] && continue
-    [[ -e $out/lib/$name ]] || cp -L "$path" "$out/lib/$name"
+    if [[ ! -e $out/lib/$name ]]; then
+      cp -L "$path" "$out/lib/$name"
+      if [ "${STRIP:-0}" = 1 ]; then strip --strip-unneeded "$out/lib/$name"; fi
+    fi
   done
+  if [ "${STRIP:-0}" = 1 ]; then strip --strip-unneeded "$out/bin/$(basename "$prog")"; fi
 done
 tar czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
 du -sh "$out" "$out.tar.gz"
