@@ -14,7 +14,8 @@ Each model config (configs/*.yaml) trains on the CPU and on the GPU in fp32, bf1
   of the dtype (FLOOR).
 - repeatable: the GPU run made twice gives the same bytes.
 - graph: the run with cuda_graph: true gives the bytes of the eager (cuda_graph: false) run.
-- ddp: 2 ranks sharing the one GPU against 2 ranks on the CPU (f32 bound).
+- ddp: 2 ranks sharing the one GPU against 2 ranks on the CPU (f32 bound), with the plain and the
+  bf16-compressing comm hook.
 - resume: a GPU run stopped at a checkpoint and resumed gives the bytes of the uninterrupted run.
 """
 import os
@@ -22,13 +23,14 @@ import re
 import subprocess
 import sys
 
-MODELS = ["seed_cnn", "resnet18", "gpt_mini", "llama_tiny"]
+MODELS = ["seed_cnn", "seed_cnn_features", "resnet18", "gpt_mini", "llama_tiny"]
 PRECISIONS = {"fp32": [], "bf16": ["bf16.enabled=true"], "fp16": ["fp16.enabled=true"]}
 # Exact f32 math on the GPU for the f32 comparisons (cuDNN's default TF32 is PyTorch's default too).
 F32_EXACT = ["backends.cudnn.allow_tf32=false", "backends.cuda.matmul.allow_tf32=false"]
 F32_BOUND = 1e-5
 FLOOR = {"bf16": 2e-2, "fp16": 5e-3}
 LANGUAGE = {"gpt_mini", "llama_tiny"}
+# seed_cnn_features: AdamW, accumulation, clipping and a schedule (configs/seed_cnn_features.yaml)
 
 
 def runs(check_dir, work):
@@ -57,8 +59,12 @@ def runs(check_dir, work):
             for run in ("gpu", "gpu_again"):
                 add(f"{m}.{p}.{run}", m, "cuda", psets + exact + ["cuda_graph=false"])
             add(f"{m}.{p}.graph", m, "cuda", psets + exact + ["cuda_graph=true"])
-    add("seed_cnn.fp32.cpu.world2", "seed_cnn", "cpu", [], env="LOCKSTEP_NUM_THREADS=2", nproc=2)
-    add("seed_cnn.fp32.gpu.world2", "seed_cnn", "cuda", F32_EXACT + ["cuda_graph=false"], nproc=2)
+    # DDP: the gradient buckets reduced in full and through the bf16 compression hook
+    for hook in ("allreduce", "bf16_compress"):
+        sets = ["ddp.comm_hook=" + hook]
+        add(f"seed_cnn.fp32.cpu.world2.{hook}", "seed_cnn", "cpu", sets, env="LOCKSTEP_NUM_THREADS=2", nproc=2)
+        add(f"seed_cnn.fp32.gpu.world2.{hook}", "seed_cnn", "cuda", sets + F32_EXACT + ["cuda_graph=false"],
+            nproc=2)
     # Stopped after a checkpoint at step 8, then resumed to the end (16 steps).
     resume = ["cuda_graph=false", "checkpoint.every_steps=4"] + F32_EXACT
     add("seed_cnn.fp32.gpu.resumed", "seed_cnn", "cuda", resume + ["max_steps=8"], extra="resume")
@@ -80,8 +86,9 @@ def checks():
             out.append((f"{m} {p} cpu-vs-gpu", "close", f"{m}.{p}.gpu", f"{m}.{p}.cpu", p, f"{m}.{p}"))
             out.append((f"{m} {p} repeatable", "bitwise", f"{m}.{p}.gpu_again", f"{m}.{p}.gpu", p, ""))
             out.append((f"{m} {p} graph = eager", "bitwise", f"{m}.{p}.graph", f"{m}.{p}.gpu", p, ""))
-    out.append(("seed_cnn fp32 ddp world 2 cpu-vs-gpu", "close", "seed_cnn.fp32.gpu.world2",
-                "seed_cnn.fp32.cpu.world2", "fp32", ""))
+    for hook in ("allreduce", "bf16_compress"):
+        out.append((f"seed_cnn fp32 ddp world 2 ({hook}) cpu-vs-gpu", "close",
+                    f"seed_cnn.fp32.gpu.world2.{hook}", f"seed_cnn.fp32.cpu.world2.{hook}", "fp32", ""))
     out.append(("seed_cnn fp32 resume = straight", "bitwise", "seed_cnn.fp32.gpu.resumed",
                 "seed_cnn.fp32.gpu.straight", "fp32", ""))
     return [c for c in out if selected(c[2]) and selected(c[3])]
@@ -155,7 +162,7 @@ def testSummary(work):
     ok = True
     xml_dir = os.path.join(work, "xml")
     logs = os.path.join(work, "logs")
-    for f in sorted(os.listdir(logs)):
+    for f in sorted(os.listdir(logs) if os.path.isdir(logs) else []):
         if not f.endswith(".rc"):
             continue
         name = f[:-3]
