@@ -17,6 +17,8 @@ Each model config (configs/*.yaml) trains on the CPU and on the GPU in fp32, bf1
 - ddp: 2 ranks sharing the one GPU against 2 ranks on the CPU (f32 bound), with the plain and the
   bf16-compressing comm hook.
 - resume: a GPU run stopped at a checkpoint and resumed gives the bytes of the uninterrupted run.
+- errors: a GPU out of memory and a device ordinal past the GPUs end the run with a message naming
+  the device (exit 1 and 2), not a crash or a hang.
 """
 import os
 import re
@@ -69,6 +71,11 @@ def runs(check_dir, work):
     resume = ["cuda_graph=false", "checkpoint.every_steps=4"] + F32_EXACT
     add("seed_cnn.fp32.gpu.resumed", "seed_cnn", "cuda", resume + ["max_steps=8"], extra="resume")
     add("seed_cnn.fp32.gpu.straight", "seed_cnn", "cuda", resume)
+    # Bad input: a GPU out of memory (ResNet-18 at batch 100,000: ~26 GB per activation), an ordinal
+    # past the machine's GPUs.
+    add("bad.oom", "resnet18", "cuda", ["data.size=100000", "train_micro_batch_size_per_gpu=100000",
+                                        "max_steps=1"])
+    add("bad.ordinal", "seed_cnn", "cuda:7", [])
     return out
 
 
@@ -91,7 +98,11 @@ def checks():
                     f"seed_cnn.fp32.gpu.world2.{hook}", f"seed_cnn.fp32.cpu.world2.{hook}", "fp32", ""))
     out.append(("seed_cnn fp32 resume = straight", "bitwise", "seed_cnn.fp32.gpu.resumed",
                 "seed_cnn.fp32.gpu.straight", "fp32", ""))
-    return [c for c in out if selected(c[2]) and selected(c[3])]
+    # (name, "error", run, expected exit codes, what its output must say, "")
+    out.append(("a GPU out of memory is a clear error", "error", "bad.oom", {"1"},
+                r"out of memory.*cuda:0|cuda:0.*out of memory", ""))
+    out.append(("a device past the GPUs is a config error", "error", "bad.ordinal", {"2"}, r"cuda:7", ""))
+    return [c for c in out if selected(c[2]) and (c[1] == "error" or selected(c[3]))]
 
 
 def plan(check_dir, work):
@@ -197,6 +208,16 @@ def summarize(check_dir, work):
     print("| check | result | measured | bound |")
     print("|---|---|---|---|")
     for name, kind, a, b, p, ref in checks():
+        if kind == "error":
+            rc = readText(os.path.join(work, "runs", a + ".rc")).strip()
+            log = readText(os.path.join(work, "runs", a + ".log"))
+            said = re.search(p, log, re.S) is not None
+            good = rc in b and said
+            ok = ok and good
+            line = lastError(os.path.join(work, "runs", a + ".log"))
+            print(f"| {name} | {'PASS' if good else 'FAIL'} | exit {rc}: {line} | exit {'/'.join(sorted(b))}, "
+                  f"says /{p}/ |")
+            continue
         fields, why = compare(check_dir, work, a, b)
         if fields is None:
             ok = False
