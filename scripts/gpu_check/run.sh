@@ -48,8 +48,10 @@ done
 python3 "$check/check.py" plan "$check" "$work" >"$work/jobs.txt" ||
   { echo "check.py plan failed" | tee -a "$out/summary.md"; exit 1; }
 export LOCKSTEP_BIN_PATH="$bundle/bin/lockstep"
-xargs -a "$work/jobs.txt" -d '\n' -n 1 -P "$(( jobs > 8 ? 8 : jobs ))" bash
+grep -v '/bad\.oom\.sh$' "$work/jobs.txt" | xargs -d '\n' -n 1 -P "$(( jobs > 8 ? 8 : jobs ))" bash
 wait
+# The out-of-memory run alone: it fills the GPU.
+if grep -q '/bad\.oom\.sh$' "$work/jobs.txt"; then bash "$work/jobs/bad.oom.sh"; fi
 
 # 3. The summary.
 python3 "$check/check.py" summarize "$check" "$work" >>"$out/summary.md"
