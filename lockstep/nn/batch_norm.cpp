@@ -1,6 +1,7 @@
 #include "lockstep/nn/batch_norm.h"
 
 #include "lockstep/autograd/ops/conv.h"
+#include "lockstep/kernels/binary.h"
 
 namespace lockstep::nn {
 
@@ -19,6 +20,18 @@ BatchNorm2d::BatchNorm2d(const BatchNorm2dOptions& options) : Module("BatchNorm2
   }
 }
 
+namespace {
+// n += 1 where n lives: on a GPU by a kernel into n's own storage (no host read, and a CUDA graph
+// replay of the step advances it too).
+void bumpBatchesTracked(Tensor& n) {
+  if (n.isCuda()) {
+    n.copyFrom(kernels::binaryScalar(kernels::BinaryOp::add, n, 1.0));
+  } else {
+    n.fill(static_cast<double>(n.item<int64_t>() + 1));
+  }
+}
+}  // namespace
+
 int64_t BatchNorm2d::numBatchesTracked() {
   return options_.track_running_stats ? buffer("num_batches_tracked").item<int64_t>() : 0;
 }
@@ -35,10 +48,7 @@ Variable BatchNorm2d::forward(const Variable& x) {
   if (options_.track_running_stats) {
     mean = buffer("running_mean");
     var = buffer("running_var");
-    if (isTraining()) {
-      Tensor& n = buffer("num_batches_tracked");
-      n.fill(static_cast<double>(n.item<int64_t>() + 1));
-    }
+    if (isTraining()) bumpBatchesTracked(buffer("num_batches_tracked"));
   }
   return autograd::batchNorm2d(x, weight_, bias_, mean, var, o);
 }

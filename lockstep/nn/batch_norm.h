@@ -1,7 +1,8 @@
 #pragma once
 // BatchNorm2d (torch.nn.BatchNorm2d): per-channel normalisation of [N, C, H, W] with learnable
 // weight (1) and bias (0), and running statistics kept as buffers running_mean (0), running_var (1)
-// and num_batches_tracked (i64 0-d, counts training forwards), all saved in stateDict().
+// and num_batches_tracked (i64 0-d, counts training forwards), all saved in stateDict(). All of them
+// live on the module's device; a GPU advances the counter with a kernel.
 #include <cstdint>
 
 #include "lockstep/nn/module.h"
@@ -30,6 +31,7 @@ class BatchNorm2d : public Module {
   /// Undefined when track_running_stats is false.
   Tensor runningMean() { return options_.track_running_stats ? buffer("running_mean") : Tensor(); }
   Tensor runningVar() { return options_.track_running_stats ? buffer("running_var") : Tensor(); }
+  /// Training forwards counted so far; reads the counter back from a GPU (for tests and logs).
   int64_t numBatchesTracked();
   const BatchNorm2dOptions& options() const { return options_; }
 

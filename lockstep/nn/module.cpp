@@ -233,10 +233,10 @@ void Module::to(const Device& device) {
       p.zeroGrad(true);
     }
   }
-  // Integer buffers are counters (BatchNorm's num_batches_tracked) the host reads and bumps every
-  // step: they stay on the host, so that no step waits for a GPU to hand one back.
+  // Every buffer moves, integer ones too (as in PyTorch): BatchNorm's num_batches_tracked is then
+  // counted by a kernel on the device, so no step waits to read it and a CUDA graph replay counts.
   for (auto& [n, b] : buffers_) {
-    if (b.defined() && isFloating(b.dtype()) && b.device() != device) b = b.to(device);
+    if (b.defined() && b.device() != device) b = b.to(device);
   }
   for (auto& [n, c] : children_) c->to(device);
 }

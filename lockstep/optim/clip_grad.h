@@ -1,5 +1,5 @@
 #pragma once
-// Gradient clipping (torch.nn.utils.clip_grad_norm_).
+// Gradient clipping (torch.nn.utils.clip_grad_norm_). The arithmetic is kernels/norm.h's.
 #include <limits>
 #include <vector>
 
@@ -17,9 +17,18 @@ struct ClipGradNormOptions {
 /// Scales the gradients of params in place so that their joint norm (the norm of the per-parameter
 /// norms) is at most max_norm: each is multiplied by min(1, max_norm / (total + 1e-6)). Parameters
 /// without a gradient are skipped. Returns the total norm before clipping. Not collective: with
-/// DDP, call it after the gradients are averaged (they are then equal on every rank).
+/// DDP, call it after the gradients are averaged (they are then equal on every rank). On a GPU it
+/// reads one scalar back (the norm it returns); clipGradNormTensor reads nothing.
 double clipGradNorm(const std::vector<autograd::Variable>& params, double max_norm,
                     const ClipGradNormOptions& options = {});
+
+/// clipGradNorm, returning the total norm as a 0-d f64 tensor on the gradients' device (as
+/// torch's clip_grad_norm_ returns a tensor); a host tensor holding 0 when no parameter has a
+/// gradient. On a GPU the norm and the clip stay on the device: nothing is read back (so the
+/// clipped step can be captured in a CUDA graph) unless error_if_nonfinite asks for the check,
+/// which reads the norm.
+Tensor clipGradNormTensor(const std::vector<autograd::Variable>& params, double max_norm,
+                          const ClipGradNormOptions& options = {});
 
 /// The total norm clipGradNorm would compute, without changing anything.
 double gradNorm(const std::vector<autograd::Variable>& params, double norm_type = 2.0);

@@ -201,9 +201,11 @@ bool Engine::gradientPhase() {
   }
   // Stage 2 holds only its partition of the gradients: the norm is joined across ranks. Stage 1
   // and DDP hold every averaged gradient and clip them all alike on every rank.
+  // The norm stays where it was computed (on a GPU, nothing is read back): lastGradNorm() reads it.
   if (options_.gradient_clipping > 0)
-    last_grad_norm_ = zero_ && zero_->stage() >= 2 ? zero_->clipGradNorm(options_.gradient_clipping)
-                                                   : optim::clipGradNorm(params_, options_.gradient_clipping);
+    last_grad_norm_ = zero_ && zero_->stage() >= 2
+                          ? Tensor::scalar(zero_->clipGradNorm(options_.gradient_clipping), DType::f64)
+                          : optim::clipGradNormTensor(params_, options_.gradient_clipping);
   return true;
 }
 
@@ -212,12 +214,20 @@ bool Engine::unscaleAndCheckOverflow() {
   // and saves a second pass when it is not. An inf or nan stays one after the multiplication.
   const double inverse = 1.0 / scaler_->scale();
   if (zero_ && zero_->stage() >= 2) return zero_->unscaleAndCheckOverflow(inverse);
+  // On a GPU every gradient sets one device flag, read once (not a sync per gradient).
   bool overflow = false;
+  Tensor found_inf;
   for (auto& p : params_) {
     if (!p.hasGrad()) continue;
     Tensor g = p.grad();
-    overflow = kernels::scaleAndCheckNonFinite(g, inverse) || overflow;
+    if (g.isCuda()) {
+      if (!found_inf.defined()) found_inf = Tensor::zeros({1}, DType::f32, g.device());
+      kernels::scaleAndCheckNonFiniteInto(g, inverse, found_inf);
+    } else {
+      overflow = kernels::scaleAndCheckNonFinite(g, inverse) || overflow;
+    }
   }
+  if (found_inf.defined()) overflow = found_inf.item<float>() != 0.0f || overflow;
   // Every rank must decide alike, or their parameters part: the max of the flags.
   if (env_.group) overflow = allreduceScalar(*env_.group, overflow ? 1.0 : 0.0, comm::ReduceOp::max) != 0.0;
   return overflow;

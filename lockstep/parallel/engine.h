@@ -168,8 +168,9 @@ class Engine {
   /// After restoring a checkpoint: the optimizer steps it had taken.
   void setGlobalSteps(int64_t steps) { global_steps_ = steps; }
   /// The gradients' joint 2-norm before the last clipping (0 when clipping is off; unchanged by a
-  /// skipped step, which clips nothing).
-  double lastGradNorm() const { return last_grad_norm_; }
+  /// skipped step, which clips nothing). On a GPU the step leaves it on the device and this reads
+  /// it back (waiting for the step's work): call it when logging, not every step.
+  double lastGradNorm() const { return last_grad_norm_.defined() ? last_grad_norm_.item<double>() : 0.0; }
 
   /// Whether the last step() changed the parameters (DeepSpeed's was_step_applied): false after a
   /// micro-step inside an accumulation window and after a step skipped for an overflow.
@@ -207,7 +208,7 @@ class Engine {
   std::optional<DType> autocast_dtype_;
   int64_t micro_ = 0;  // micro-steps done in the current accumulation window
   int64_t global_steps_ = 0;
-  double last_grad_norm_ = 0.0;
+  Tensor last_grad_norm_;  // 0-d f64 where the gradients are; undefined until clipping runs
   bool step_applied_ = false;
 };
 

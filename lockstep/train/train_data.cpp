@@ -5,6 +5,8 @@
 
 #include "lockstep/autograd.h"
 #include "lockstep/data.h"
+#include "lockstep/kernels/accumulate.h"
+#include "lockstep/kernels/metrics.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::train {
@@ -124,28 +126,22 @@ EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds,
     sampler = std::make_shared<data::SequentialSampler>(ds->size());
   }
   data::DataLoader loader(ds, sampler, lo);
-  double stats[3] = {0, 0, 0};  // correct, loss sum, count
+  // The sums stay on the model's device until the pass ends (one read, not a copy of each batch's
+  // logits); they add up in the order the host loop did, so a CPU run's results are unchanged.
+  const Device device = model.device();
+  Tensor correct = Tensor::scalar(0, DType::i64, device);
+  Tensor loss_sum = Tensor::scalar(0, DType::f64, device);
+  double count = 0;
   for (data::Batch& b : loader) {
-    const Device device = model.device();
     autograd::Variable logits = flattenPositions(model(autograd::Variable(b.input.to(device))));
     Tensor target = flattenPositions(b.target.to(device)).contiguous();
     autograd::CrossEntropyOptions co;
     co.reduction = autograd::Reduction::sum;
-    stats[1] += autograd::crossEntropy(logits, target, co).item();
-    Tensor l = logits.tensor().to(Device::cpu()).to(DType::f32).contiguous();
-    target = target.to(Device::cpu());
-    const float* p = l.data<float>();
-    const int64_t* t = target.data<int64_t>();
-    const int64_t n = l.size(0), classes = l.size(1);
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t best = 0;
-      for (int64_t j = 1; j < classes; ++j) {
-        if (p[i * classes + j] > p[i * classes + best]) best = j;
-      }
-      stats[0] += best == t[i];
-    }
-    stats[2] += static_cast<double>(n);
+    kernels::addInto(loss_sum, autograd::crossEntropy(logits, target, co).tensor());
+    kernels::countCorrectInto(logits.tensor(), target, correct);
+    count += static_cast<double>(logits.size(0));
   }
+  double stats[3] = {static_cast<double>(correct.item<int64_t>()), loss_sum.item<double>(), count};
   if (group) group->allreduce(stats, 3, DType::f64)->wait();
   model.train();
   if (stats[2] == 0) return {};

@@ -224,6 +224,16 @@ TEST_F(TrainCli, device_cuda_without_a_gpu_is_a_clear_error) {
   if (lockstep::cudaDeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU (tests/train/gpu_train_test.cpp trains on it)";
   std::string cfg = writeConfig("c.yaml", std::string(kSynthetic) + "device: cuda\n");
   Result r = run(cfg + " --output-dir " + dir_ + "/out");
-  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_EQ(r.code, 2) << r.output;  // a config error, as the others
   EXPECT_NE(r.output.find("cuda:0 is not available"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("rank 0"), std::string::npos) << r.output;
+}
+
+// Runs on GPU machines too (they have fewer than 65 GPUs): a device ordinal past the count.
+TEST_F(TrainCli, a_gpu_ordinal_past_the_count_is_a_config_error) {
+  std::string cfg = writeConfig("c.yaml", std::string(kSynthetic) + "device: cuda:64\n");
+  Result r = run(cfg + " --output-dir " + dir_ + "/out");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("cuda:64 is not available"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/out/run.json")) << r.output;
 }
