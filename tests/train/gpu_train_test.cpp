@@ -150,4 +150,42 @@ TEST_F(TrainCli, gpu_run_records_its_device) {
   EXPECT_NE(device.find("sm_"), std::string::npos) << device;
 }
 
+// Several ranks on one GPU (issue 35): --nproc-per-node 2 with device: cuda where there are fewer
+// GPUs than ranks (CUDA_VISIBLE_DEVICES=0 makes one of any machine) puts both ranks on cuda:0
+// (cuda:LOCAL_RANK % GPUs). NCCL cannot run two ranks on one device, so backend auto moves the
+// gradients through the host (shm), the run says so once, and it trains as the CPU's 2-rank run
+// within the f32 bound (TF32 off). backend nccl asked for by name is refused before any rank starts.
+TEST_F(TrainCli, two_ranks_sharing_one_gpu_train_as_the_cpu_two_rank_run) {
+  LOCKSTEP_REQUIRE_GPU();
+  std::string cfg = writeConfig("c.yaml", kSeedCnn);
+  Result cpu = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/cpu");
+  ASSERT_EQ(cpu.code, 0) << cpu.output;
+  struct OneGpu {  // for the runs started below, not for this process
+    OneGpu() { ::setenv("CUDA_VISIBLE_DEVICES", "0", 1); }
+    ~OneGpu() { ::unsetenv("CUDA_VISIBLE_DEVICES"); }
+  } one_gpu;
+  Result gpu = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ +
+                   "/gpu --set device=cuda --set backends.cudnn.allow_tf32=false");
+  ASSERT_EQ(gpu.code, 0) << gpu.output;
+  const std::string note = "ranks 0 and 1 share cuda:0: GPU collectives go through the host (shm), not NCCL";
+  const size_t first = gpu.output.find(note);
+  EXPECT_NE(first, std::string::npos) << gpu.output;
+  EXPECT_EQ(first, gpu.output.rfind(note)) << "said more than once:\n" << gpu.output;
+  const double lc = summaryNumber(dir_ + "/cpu", "test_loss"), lg = summaryNumber(dir_ + "/gpu", "test_loss");
+  EXPECT_NEAR(lg, lc, kF32Bound * std::max(1.0, std::abs(lc))) << gpu.output;
+  EXPECT_LT(safetensorsRelDiff(dir_ + "/gpu/model.safetensors", dir_ + "/cpu/model.safetensors"), kF32Bound);
+  auto run_json = nlohmann::json::parse(readFile(dir_ + "/gpu/run.json"));
+  const std::string device = run_json["environment"]["device"];
+  EXPECT_EQ(device.rfind("cuda:0 (", 0), 0u) << device;
+
+  Result nccl =
+      run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/nccl --set device=cuda --set backend=nccl");
+  EXPECT_EQ(nccl.code, 2) << nccl.output;
+  EXPECT_NE(nccl.output.find("backend nccl: ranks 0 and 1 share cuda:0, but NCCL runs one rank per GPU"),
+            std::string::npos)
+      << nccl.output;
+  EXPECT_NE(nccl.output.find("use backend auto (or gloo, shm)"), std::string::npos) << nccl.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/nccl/run.json")) << nccl.output;
+}
+
 }  // namespace

@@ -96,9 +96,12 @@ struct StagedOp {
   size_t out_bytes = 0;
   char* host_in = nullptr;
   char* host_out = nullptr;
-  ~StagedOp() {
+  // Before the Work completes, so that the next op of the same size finds the block free.
+  void releaseBlock() {
     if (block != nullptr) pool->release(block);
+    block = nullptr;
   }
+  ~StagedOp() { releaseBlock(); }
 };
 
 std::string sizeText(size_t count, DType dtype) { return concat(count, " x ", dtypeName(dtype)); }
@@ -211,6 +214,7 @@ std::shared_ptr<Work> HostStagedProcessGroup::run(OpType type, const std::string
           concat(ctx.name, ": copying the result back to cuda:", op->device));
       checkCuda(cudaEventRecord(op->block->last_use, op->caller), concat(ctx.name, ": cudaEventRecord"));
     }
+    op->releaseBlock();
   };
   const std::string where = moves ? concat("cuda:", place.device, " via host") : std::string("via host");
   return enqueue(type, detail.empty() ? where : concat(detail, ", ", where), timeout, std::move(body), defer);
