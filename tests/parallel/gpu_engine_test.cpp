@@ -1,0 +1,111 @@
+// The engine's gradient phase on a GPU as on the host: the loss scaler's unscale and found-inf
+// check over many gradients (one device flag, one read) skips the step when any gradient holds an
+// inf, and clipping (the norm computed and applied on the device) trains as the host does. Runs
+// with ctest -L gpu; skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "common/gpu.h"
+#include "lockstep/autograd.h"
+#include "lockstep/nn.h"
+#include "lockstep/parallel.h"
+
+using namespace lockstep;
+using lockstep::testing::closeness;
+
+namespace {
+
+std::shared_ptr<nn::Module> mlp(const Device& device) {
+  Generator g(3);
+  nn::ModelOptions o;
+  o.generator = &g;
+  o.in_features = 20;
+  o.out_features = 10;
+  o.hidden = {64, 32};
+  auto m = nn::makeModel("mlp", o);
+  m->to(device);
+  return m;
+}
+
+std::pair<Tensor, Tensor> batch(int step, const Device& device) {
+  Tensor x = Tensor::empty({16, 20});
+  Generator(200 + step).uniform(x, -1, 1);
+  std::vector<int64_t> y(16);
+  for (int64_t i = 0; i < 16; ++i) y[static_cast<size_t>(i)] = (i * 3 + step) % 10;
+  return {x.to(device), Tensor::fromVector(y, {16}).to(device)};
+}
+
+void microStep(parallel::Engine& e, int step, const Device& device) {
+  auto [x, y] = batch(step, device);
+  e.backward(autograd::crossEntropy(e.forward(autograd::Variable(x)), y));
+}
+
+void expectSameParameters(nn::Module& gpu, nn::Module& cpu, const std::string& what) {
+  auto pg = gpu.namedParameters(), pc = cpu.namedParameters();
+  ASSERT_EQ(pg.size(), pc.size());
+  for (size_t i = 0; i < pc.size(); ++i) {
+    EXPECT_TRUE(pg[i].second.tensor().isCuda());
+    EXPECT_LE(closeness(pg[i].second.tensor(), pc[i].second.tensor(), 1e-6, 1e-5), 1.0) << what << " " << pc[i].first;
+  }
+}
+
+}  // namespace
+
+TEST(GpuEngine, loss_scaler_skips_the_step_when_any_gradient_overflows) {
+  LOCKSTEP_REQUIRE_GPU();
+  parallel::EngineOptions o;
+  o.optimizer = {"SGD", {{"lr", 0.1}}};
+  o.loss_scaler = optim::LossScalerOptions{};
+  auto gm = mlp(Device::cuda(0)), cm = mlp(Device::cpu());
+  parallel::Engine ge(gm, o, parallel::DistributedEnvironment{}), ce(cm, o, parallel::DistributedEnvironment{});
+  for (int step = 0; step < 2; ++step) {
+    microStep(ge, step, Device::cuda(0));
+    microStep(ce, step, Device::cpu());
+    ge.step();
+    ce.step();
+    EXPECT_TRUE(ge.wasStepApplied());
+  }
+  expectSameParameters(*gm, *cm, "after clean steps");
+  // An inf in one gradient of six: the whole step is skipped, on the GPU as on the host.
+  Tensor before = gm->parameters().front().tensor().clone();
+  microStep(ge, 2, Device::cuda(0));
+  microStep(ce, 2, Device::cpu());
+  for (auto* m : {gm.get(), cm.get()}) {
+    auto ps = m->parameters();
+    ASSERT_GE(ps.size(), 6u);
+    ps[4].grad().narrow(0, 1, 1).fill(std::numeric_limits<double>::infinity());
+  }
+  ge.step();
+  ce.step();
+  EXPECT_FALSE(ge.wasStepApplied());
+  EXPECT_FALSE(ce.wasStepApplied());
+  EXPECT_EQ(ge.skippedSteps(), 1);
+  EXPECT_EQ(ge.lossScale(), ce.lossScale());
+  EXPECT_EQ(gm->parameters().front().tensor().toVector<float>(), before.toVector<float>());
+  // And the next clean step trains as the host's does.
+  microStep(ge, 3, Device::cuda(0));
+  microStep(ce, 3, Device::cpu());
+  ge.step();
+  ce.step();
+  EXPECT_TRUE(ge.wasStepApplied());
+  expectSameParameters(*gm, *cm, "after the skipped step");
+}
+
+TEST(GpuEngine, clipping_trains_as_on_the_host) {
+  LOCKSTEP_REQUIRE_GPU();
+  parallel::EngineOptions o;
+  o.optimizer = {"AdamW", {{"lr", 1e-2}}};
+  o.gradient_clipping = 0.05;  // well below the gradients' norm: every step clips
+  auto gm = mlp(Device::cuda(0)), cm = mlp(Device::cpu());
+  parallel::Engine ge(gm, o, parallel::DistributedEnvironment{}), ce(cm, o, parallel::DistributedEnvironment{});
+  for (int step = 0; step < 4; ++step) {
+    microStep(ge, step, Device::cuda(0));
+    microStep(ce, step, Device::cpu());
+    ge.step();
+    ce.step();
+    EXPECT_GT(ce.lastGradNorm(), 0.05);
+    EXPECT_NEAR(ge.lastGradNorm(), ce.lastGradNorm(), 1e-5 * ce.lastGradNorm()) << "step " << step;
+  }
+  expectSameParameters(*gm, *cm, "clipped AdamW");
+}
