@@ -21,6 +21,9 @@ struct AttentionParams {
   /// at counter offset + ((b * H + h) * T + i) * S + j is kept (kernels::dropoutKeeps).
   uint64_t seed = 0;
   uint64_t offset = 0;
+  /// GPU only, set by kernels::philoxState inside a CUDA graph capture: {key, base} in device
+  /// memory; the draws then start at base + offset under that key (kernels::PhiloxState).
+  const uint64_t* philox_device = nullptr;
 };
 
 struct AttentionOutput {

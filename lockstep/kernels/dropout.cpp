@@ -132,11 +132,11 @@ void checkP(double p) {
 }
 
 #if LOCKSTEP_WITH_CUDA
-// The device draws the same counters as the host loop, and the generator advances the same way.
+// The device draws the same counters as the host loop, and the generator advances the same way
+// (in a CUDA graph capture the kernel reads where they start from device memory: philoxState).
 std::pair<Tensor, Tensor> dropoutOnGpu(const Tensor& x, double p, Generator& gen) {
-  const uint64_t base = gen.offset(), key = gen.seed();
-  auto r = cuda::dropoutForward(x, p, key, base);
-  gen.setState(key, base + static_cast<uint64_t>(x.numel()));
+  auto r = cuda::dropoutForward(x, p, philoxState(gen, x.device()));
+  gen.setState(gen.seed(), gen.offset() + static_cast<uint64_t>(x.numel()));
   return r;
 }
 #endif

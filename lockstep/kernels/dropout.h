@@ -30,6 +30,26 @@ LOCKSTEP_HOST_DEVICE inline bool dropoutKeepsBelow(uint64_t counter, uint64_t ke
 inline bool dropoutKeeps(uint64_t counter, uint64_t key, double keep) {
   return dropoutKeepsBelow(counter, key, dropoutThreshold(keep));
 }
+/// Where a kernel's Philox draws start: the generator's key and first counter. Eagerly those values
+/// themselves. In a step being captured into a CUDA graph (kernels/philox_capture.h) they would be
+/// baked into the graph, so `device` points instead at {key, base} in device memory, which the
+/// host rewrites before each replay, and `offset` is the counters the generator had drawn since the
+/// capture began: the draws start at base + offset.
+struct PhiloxState {
+  uint64_t key = 0;
+  uint64_t offset = 0;
+  const uint64_t* device = nullptr;
+  /// The key and first counter as values (in a kernel: device memory read once per thread).
+  LOCKSTEP_HOST_DEVICE PhiloxState resolved() const {
+    return device ? PhiloxState{device[0], device[1] + offset, nullptr} : *this;
+  }
+};
+
+/// The state the next draws of gen by a kernel on `device` start from: {gen.seed(), gen.offset()},
+/// or, while a PhiloxCapture for that GPU is active on this thread, gen's slot in it. The caller
+/// still advances gen by the counters it draws.
+PhiloxState philoxState(Generator& gen, const Device& device);
+
 /// out[c] = scale where the draw at counter base + c is kept (dropoutKeepsBelow), 0 where it is
 /// dropped, for c < n: bit for bit that function's decisions, 32 counters (8 Philox calls) at a time
 /// with AVX2 where the CPU has it. Attention's dropout spends its time here.

@@ -4,11 +4,15 @@
 #include <omp.h>
 #endif
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "lockstep/kernels/cuda/optimizer.h"
+#include "lockstep/kernels/cuda/words.h"
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/util/error.h"
 
@@ -73,10 +77,10 @@ void checkSpan(const char* op, const void* param, const void* grad, int64_t nume
 // flags, so the loop has no branches and vectorizes.
 template <typename T, bool kMaximize, bool kWd, bool kMomentum, bool kNesterov>
 void sgdLoop(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t begin, int64_t end,
-             const SgdParams& o) {
-  const T wd = static_cast<T>(o.weight_decay), mom = static_cast<T>(o.momentum);
-  const T damp = static_cast<T>(1.0 - o.dampening), neg_lr = static_cast<T>(-o.lr);
-  const bool first = o.first_step;
+             const std::array<double, kSgdScalars>& s) {
+  const T wd = static_cast<T>(s[0]), mom = static_cast<T>(s[1]);
+  const T damp = static_cast<T>(s[2]), neg_lr = static_cast<T>(s[3]);
+  const bool first = s[4] != 0.0;
 #pragma omp simd
   for (int64_t i = begin; i < end; ++i) {
     T d = kMaximize ? -g[i] : g[i];
@@ -98,33 +102,28 @@ void sgdCpu(const SgdSpan& s, const SgdParams& o) {
   T* buf = o.momentum != 0.0 ? static_cast<T*>(s.momentum_buffer) : nullptr;
   const int flags =
       (o.maximize ? 8 : 0) | (o.weight_decay != 0.0 ? 4 : 0) | (buf ? 2 : 0) | (o.nesterov ? 1 : 0);
+  const auto scalars = sgdScalars(o);
   forChunks(s.numel, [&](int64_t b, int64_t e) {
     withFlags(flags, [&](auto f) {
       constexpr int F = decltype(f)::value;
-      sgdLoop<T, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(p, g, buf, b, e, o);
+      sgdLoop<T, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(p, g, buf, b, e, scalars);
     });
   });
 }
 
 // ---- Adam / AdamW ------------------------------------------------------------------------------
 
-struct AdamScalars {
-  double decay_factor;  // AdamW: 1 - lr * wd
-  double step_size;     // lr / (1 - beta1^t)
-  double bc2_sqrt;      // sqrt(1 - beta2^t)
-};
-
 // Mirrors the operation order and scalar casts of PyTorch 1.13's _single_tensor_adam /
 // _single_tensor_adamw (non-capturable path). The options are template flags, so the loop has no
 // branches and vectorizes (a run-time flag per element kept it scalar: 4x slower).
 template <typename T, bool kMaximize, bool kL2, bool kDecay, bool kAmsgrad>
 void adamLoop(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, T* __restrict vmax,
-              int64_t begin, int64_t end, const AdamParams& o, const AdamScalars& s) {
-  const T b1 = static_cast<T>(o.beta1), b2 = static_cast<T>(o.beta2);
-  const T one_b1 = static_cast<T>(1.0 - o.beta1), one_b2 = static_cast<T>(1.0 - o.beta2);
-  const T wd = static_cast<T>(o.weight_decay), decay = static_cast<T>(s.decay_factor);
-  const T bc2_sqrt = static_cast<T>(s.bc2_sqrt), eps = static_cast<T>(o.eps);
-  const T neg_step = static_cast<T>(-s.step_size);
+              int64_t begin, int64_t end, const std::array<double, kAdamScalars>& s) {
+  const T b1 = static_cast<T>(s[0]), b2 = static_cast<T>(s[1]);
+  const T one_b1 = static_cast<T>(s[2]), one_b2 = static_cast<T>(s[3]);
+  const T wd = static_cast<T>(s[4]), decay = static_cast<T>(s[5]);
+  const T bc2_sqrt = static_cast<T>(s[6]), eps = static_cast<T>(s[7]);
+  const T neg_step = static_cast<T>(s[8]);
 #pragma omp simd
   for (int64_t i = begin; i < end; ++i) {
     T gi = kMaximize ? -g[i] : g[i];
@@ -152,16 +151,14 @@ void adamCpu(const AdamSpan& sp, const AdamParams& o) {
   T* m = static_cast<T*>(sp.exp_avg);
   T* v = static_cast<T*>(sp.exp_avg_sq);
   T* vmax = o.amsgrad ? static_cast<T*>(sp.max_exp_avg_sq) : nullptr;
-  const double t = static_cast<double>(o.step);
-  const AdamScalars s{1.0 - o.lr * o.weight_decay, o.lr / (1.0 - std::pow(o.beta1, t)),
-                      std::sqrt(1.0 - std::pow(o.beta2, t))};
+  const auto s = adamScalars(o);
   const bool decoupled = o.decoupled_weight_decay;
   const bool l2 = !decoupled && o.weight_decay != 0.0, decay = decoupled && o.weight_decay != 0.0;
   const int flags = (o.maximize ? 8 : 0) | (l2 ? 4 : 0) | (decay ? 2 : 0) | (vmax ? 1 : 0);
   forChunks(sp.numel, [&](int64_t b, int64_t e) {
     withFlags(flags, [&](auto f) {
       constexpr int F = decltype(f)::value;
-      adamLoop<T, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(p, g, m, v, vmax, b, e, o, s);
+      adamLoop<T, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(p, g, m, v, vmax, b, e, s);
     });
   });
 }
@@ -193,6 +190,41 @@ Device oneGpu(std::span<const Span> spans) {
 }
 
 }  // namespace
+
+std::array<double, kSgdScalars> sgdScalars(const SgdParams& o) {
+  return {o.weight_decay, o.momentum, 1.0 - o.dampening, -o.lr, o.first_step ? 1.0 : 0.0};
+}
+
+std::array<double, kAdamScalars> adamScalars(const AdamParams& o) {
+  const double t = static_cast<double>(o.step);
+  const double step_size = o.lr / (1.0 - std::pow(o.beta1, t));
+  return {o.beta1,
+          o.beta2,
+          1.0 - o.beta1,
+          1.0 - o.beta2,
+          o.weight_decay,
+          1.0 - o.lr * o.weight_decay,
+          std::sqrt(1.0 - std::pow(o.beta2, t)),
+          o.eps,
+          -step_size};
+}
+
+void writeScalars(const Tensor& dst, std::span<const double> values) {
+  LOCKSTEP_ENFORCE(dst.dtype() == DType::f64 && dst.isDense() && dst.numel() >= static_cast<int64_t>(values.size()),
+                   ValueError, "writeScalars: needs a dense f64 tensor of at least ", values.size(),
+                   " elements, got ", dst.describe());
+  if (values.empty()) return;
+#if LOCKSTEP_WITH_CUDA
+  if (dst.isCuda()) {
+    // As 64-bit words (bit_cast): the device stores the host's doubles bit for bit.
+    std::vector<uint64_t> words(values.size());
+    std::transform(values.begin(), values.end(), words.begin(), [](double v) { return std::bit_cast<uint64_t>(v); });
+    cuda::writeWords(static_cast<uint64_t*>(dst.devicePtr()), words, dst.device());
+    return;
+  }
+#endif
+  std::copy(values.begin(), values.end(), static_cast<double*>(dst.dataPtr()));
+}
 
 void sgdStep(const SgdSpan& span, const SgdParams& params) {
   checkSgd(span, params);

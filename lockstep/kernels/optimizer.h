@@ -10,10 +10,12 @@
 //
 // Thread-safety: a call may use the intra-op OpenMP threads; concurrent calls must not share
 // buffers. Not collective.
+#include <array>
 #include <cstdint>
 #include <span>
 
 #include "lockstep/tensor/device.h"
+#include "lockstep/tensor/tensor.h"
 #include "lockstep/util/dtype.h"
 
 namespace lockstep::kernels {
@@ -29,7 +31,18 @@ struct SgdParams {
   /// The momentum buffer holds nothing yet (torch: momentum_buffer is None): it becomes the
   /// gradient instead of being blended into. Ignored when momentum is 0.
   bool first_step = false;
+  /// GPU spans only: device memory holding sgdScalars() of the step the kernels run (written by
+  /// writeScalars), read when the kernels run instead of the values above; null: the values above.
+  /// A CUDA graph's captured update reads each replay's own scalars so (optim::Optimizer's capture).
+  /// The flags (maximize, nesterov, whether weight_decay and momentum are 0) still come from here.
+  const double* device_scalars = nullptr;
 };
+
+/// What an SGD update reads besides its flags, in double, in this order: weight_decay, momentum,
+/// 1 - dampening, -lr, first_step (1 or 0). The CPU loops and the GPU kernels cast each to the
+/// element type, so both compute with the same numbers.
+constexpr int kSgdScalars = 5;
+std::array<double, kSgdScalars> sgdScalars(const SgdParams& params);
 
 /// One SGD span: `numel` elements of `dtype` (f32 or f64) in each buffer.
 struct SgdSpan {
@@ -62,7 +75,18 @@ struct AdamParams {
   bool maximize = false;
   /// This update's 1-based count, for the bias corrections 1 - beta^step.
   int64_t step = 1;
+  /// GPU spans only: device memory holding adamScalars() of the step the kernels run, read instead
+  /// of the values above (as SgdParams::device_scalars). The flags (maximize, amsgrad, decoupled,
+  /// whether weight_decay is 0) still come from here.
+  const double* device_scalars = nullptr;
 };
+
+/// What an Adam update reads besides its flags, in double, in this order: beta1, beta2, 1 - beta1,
+/// 1 - beta2, weight_decay, 1 - lr * weight_decay, sqrt(1 - beta2^step), eps,
+/// -lr / (1 - beta1^step). The bias corrections are computed here, on the host, for the CPU loops
+/// and the GPU kernels alike (std::pow's last bit is the host's, not the device's).
+constexpr int kAdamScalars = 9;
+std::array<double, kAdamScalars> adamScalars(const AdamParams& params);
 
 /// One Adam span: `numel` elements of `dtype` (f32 or f64) in each buffer.
 struct AdamSpan {
@@ -93,5 +117,12 @@ void adamStep(const AdamSpan& span, const AdamParams& params);
 /// is stepped.
 void sgdStepMany(std::span<const SgdSpan> spans, const SgdParams& params);
 void adamStepMany(std::span<const AdamSpan> spans, const AdamParams& params);
+
+/// Writes `values` into dst (f64, dense, at least values.size() elements): on a GPU by a kernel
+/// queued on the device's current stream that carries the values in its parameters, so `values`
+/// may be reused at once and the write is ordered before later work on that stream (never
+/// captured by a CUDA graph being captured: call it outside capture). On the host, a copy.
+/// ValueError for a dst of another dtype, a non-dense dst or one too small.
+void writeScalars(const Tensor& dst, std::span<const double> values);
 
 }  // namespace lockstep::kernels

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "lockstep/autograd/checkpoint.h"
+#include "lockstep/kernels/graph_capture.h"
 #include "lockstep/nn/linear.h"
 #include "lockstep/util/error.h"
 
@@ -24,6 +25,10 @@ void checkTokenInput(const Tensor& idx, int64_t vocab_size, int64_t block_size, 
   LOCKSTEP_ENFORCE(idx.device() == device, ValueError, model, ": the token ids are on ",
                    deviceName(idx.device()), " but the model is on ", deviceName(device),
                    "; move them there first (idx.to(", deviceName(device), "))");
+  // A step being captured into a CUDA graph must not wait for the GPU: the embedding's own check on
+  // the device stands in then (a bad id's row is NaN; the eager warmup steps before a capture
+  // checked here as ever).
+  if (kernels::isCapturingGraph(idx.device())) return;
   Tensor c = idx.to(Device::cpu()).contiguous();  // on the host: a copy of ids on a GPU
   const int64_t* p = c.data<int64_t>();
   for (int64_t i = 0; i < c.numel(); ++i) {

@@ -27,7 +27,8 @@ class LanguageModel : public Module {
 
 /// ValueError unless idx is i64 [B, T] with 1 <= T <= block_size, every id in 0..vocab-1 and idx on
 /// `device` (the model's; `model` names the model in the message). Ids on a GPU are checked from a
-/// host copy (a device-to-host copy that waits for the GPU). Pure.
+/// host copy (a device-to-host copy that waits for the GPU), except while the step is being captured
+/// into a CUDA graph (kernels::isCapturingGraph), when the embedding's device check stands in. Pure.
 void checkTokenInput(const Tensor& idx, int64_t vocab_size, int64_t block_size, const char* model,
                      const Device& device);
 

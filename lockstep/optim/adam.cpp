@@ -51,14 +51,37 @@ int64_t Adam::stateElementsPerParameterElement(const ParamGroup& group) const {
   return hyperBool(group.options, "amsgrad") ? 3 : 2;
 }
 
+namespace {
+kernels::AdamParams paramsOf(const AdamOptions& o, bool decoupled, int64_t step) {
+  return {.lr = o.lr,
+          .beta1 = o.beta1,
+          .beta2 = o.beta2,
+          .eps = o.eps,
+          .weight_decay = o.weight_decay,
+          .decoupled_weight_decay = decoupled,
+          .amsgrad = o.amsgrad,
+          .maximize = o.maximize,
+          .step = step};
+}
+
+// What decides the shape of the update kernels (their flags, which buffers they touch).
+int kernelFlags(const AdamOptions& o) {
+  return (o.amsgrad ? 1 : 0) | (o.maximize ? 2 : 0) | (o.weight_decay != 0.0 ? 4 : 0);
+}
+
+std::vector<double> toVector(const std::array<double, kernels::kAdamScalars>& a) { return {a.begin(), a.end()}; }
+}  // namespace
+
 void Adam::step() {
   autograd::NoGradGuard no_grad;
-  for (auto& group : paramGroups()) {
+  for (size_t gi = 0; gi < paramGroups().size(); ++gi) {
+    ParamGroup& group = paramGroups()[gi];
     const AdamOptions o = fromHyper(group.options);
     validate(o, name());
     // Parameters at the same step count are updated by one kernel call (on a GPU one launch for
     // many of them: kernels::adamStepMany); `grads` keeps converted gradients alive until then.
     std::map<int64_t, std::vector<kernels::AdamSpan>> by_step;
+    std::map<int64_t, std::vector<Variable>> members;  // the parameters of each call (for a capture)
     std::vector<Tensor> grads;
     for (auto& param : group.params) {
       if (!param.hasGrad()) continue;
@@ -83,17 +106,27 @@ void Adam::step() {
                                   .numel = p.numel(),
                                   .dtype = p.dtype(),
                                   .device = p.device()});
+      if (capturing()) members[st.step].push_back(param);
     }
     for (const auto& [step, spans] : by_step) {
-      kernels::adamStepMany(spans, {.lr = o.lr,
-                                    .beta1 = o.beta1,
-                                    .beta2 = o.beta2,
-                                    .eps = o.eps,
-                                    .weight_decay = o.weight_decay,
-                                    .decoupled_weight_decay = decoupled_,
-                                    .amsgrad = o.amsgrad,
-                                    .maximize = o.maximize,
-                                    .step = step});
+      kernels::AdamParams params = paramsOf(o, decoupled_, step);
+      if (capturing()) {
+        // A replay's call: its parameters' step counts advance together (they stay equal), and its
+        // scalars come from the group's hyper-parameters of that time.
+        auto next = [this, gi, vars = members[step], flags = kernelFlags(o)] {
+          const AdamOptions now = fromHyper(paramGroups()[gi].options);
+          validate(now, name());
+          LOCKSTEP_ENFORCE(kernelFlags(now) == flags, ValueError, name(),
+                           ": amsgrad, maximize or whether weight_decay is 0 changed in group ", gi,
+                           " after its step was captured in a CUDA graph; the graph cannot follow");
+          int64_t t = 0;
+          for (const Variable& v : vars) t = ++state(v).step;
+          return toVector(kernels::adamScalars(paramsOf(now, decoupled_, t)));
+        };
+        params.device_scalars =
+            captureUpdate(detail::oneDevice(spans), toVector(kernels::adamScalars(params)), std::move(next));
+      }
+      kernels::adamStepMany(spans, params);
     }
   }
 }

@@ -2,6 +2,8 @@
 
 #include <unordered_set>
 
+#include "lockstep/kernels/optimizer.h"
+
 namespace lockstep::optim {
 
 double hyperDouble(const HyperParams& h, const std::string& key) {
@@ -69,6 +71,9 @@ OptimizerStateDict Optimizer::stateDict() const {
 }
 
 void Optimizer::loadStateDict(const OptimizerStateDict& sd) {
+  LOCKSTEP_ENFORCE(captured_.empty(), ValueError, name_,
+                   ".loadStateDict: a CUDA graph holds a captured step of this optimizer (its kernels would "
+                   "go on updating the old state); load the state before capturing the step");
   LOCKSTEP_ENFORCE(sd.param_groups.size() == groups_.size(), ValueError, name_,
                    ".loadStateDict: the state has ", sd.param_groups.size(),
                    " parameter groups, the optimizer ", groups_.size());
@@ -107,6 +112,42 @@ void Optimizer::loadStateDict(const OptimizerStateDict& sd) {
   }
   for (size_t gi = 0; gi < groups_.size(); ++gi) groups_[gi].options = sd.param_groups[gi].options;
   state_ = std::move(loaded);
+}
+
+void Optimizer::beginCapture() {
+  LOCKSTEP_ENFORCE(!capturing_ && captured_.empty(), ValueError, name_,
+                   ".beginCapture: a step of this optimizer is already captured (discardCapture() first)");
+  capturing_ = true;
+}
+
+void Optimizer::endCapture() {
+  LOCKSTEP_ENFORCE(capturing_, ValueError, name_, ".endCapture: no capture was begun");
+  capturing_ = false;
+  for (const CapturedUpdate& u : captured_) kernels::writeScalars(u.scalars, u.captured);
+}
+
+void Optimizer::replayStep() {
+  LOCKSTEP_ENFORCE(hasCapture(), ValueError, name_, ".replayStep: no step of this optimizer is captured");
+  // Every call's scalars first, then the writes: a ValueError leaves the device side untouched.
+  std::vector<std::vector<double>> values;
+  values.reserve(captured_.size());
+  for (const CapturedUpdate& u : captured_) values.push_back(u.next());
+  for (size_t i = 0; i < captured_.size(); ++i) kernels::writeScalars(captured_[i].scalars, values[i]);
+}
+
+void Optimizer::discardCapture() {
+  capturing_ = false;
+  captured_.clear();
+}
+
+const double* Optimizer::captureUpdate(const Device& device, std::vector<double> values,
+                                       std::function<std::vector<double>()> next) {
+  if (!capturing_) return nullptr;
+  LOCKSTEP_ENFORCE(device.isCuda(), ValueError, name_, ": a step captured into a CUDA graph must update GPU "
+                   "parameters, got ones on ", deviceName(device));
+  Tensor scalars = Tensor::empty({static_cast<int64_t>(values.size())}, DType::f64, MemoryFormat::contiguous, device);
+  captured_.push_back({scalars, std::move(values), std::move(next)});
+  return static_cast<const double*>(scalars.devicePtr());
 }
 
 namespace detail {

@@ -9,6 +9,7 @@
 // Thread-safety: one thread steps an optimizer at a time. Not collective: every rank steps its
 // own replica (DDP averages the gradients before step()).
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -81,7 +82,8 @@ class Optimizer {
   OptimizerStateDict stateDict() const;
   /// Restores hyper-parameters and per-parameter state (copied into new tensors laid out like the
   /// parameters, cast to their dtype). The group structure must match; ValueError naming the
-  /// first difference otherwise.
+  /// first difference otherwise, and while a CUDA graph holds a captured step (hasCapture(): its
+  /// kernels would go on updating the old state tensors).
   void loadStateDict(const OptimizerStateDict& state);
 
   struct ParamState {
@@ -94,16 +96,51 @@ class Optimizer {
   /// (ZeRO's NVMe offload, parallel/zero_nvme_offload.h, which steps a few sub-groups at a time).
   ParamState& state(const Variable& p) { return state_[p.impl().get()]; }
 
+  /// CUDA graphs (parallel/step_graph.h). Between beginCapture() and endCapture() one step() is
+  /// captured into a graph: its GPU updates then read their scalars (learning rate, bias
+  /// corrections, the other hyper-parameters) from device memory instead of their launch
+  /// parameters, which a graph would replay unchanged, and the optimizer records how to compute
+  /// them for a later step. endCapture() writes the captured step's scalars there; replayStep()
+  /// does the host side of one more step (advances the step counts as step() does) and writes its
+  /// scalars, from the groups' hyper-parameters as they are then (an LR schedule's rate). Both
+  /// queue the writes on the device's current stream and must be called outside the capture: a
+  /// launch of the graph after each, on that stream, updates the parameters bit for bit as an eager
+  /// step() would. ValueError from replayStep() when a hyper-parameter that decides the kernels'
+  /// shape (maximize, nesterov, amsgrad, whether momentum or weight_decay is 0) changed since.
+  void beginCapture();
+  void endCapture();
+  void replayStep();
+  /// Forgets the capture (the graph failed or is destroyed); the next step() runs eagerly as ever.
+  void discardCapture();
+  bool capturing() const { return capturing_; }
+  /// Whether a captured step() is recorded (endCapture() .. discardCapture()).
+  bool hasCapture() const { return !capturing_ && !captured_.empty(); }
+
  protected:
   Optimizer(std::string name, HyperParams defaults, std::vector<Variable> params);
   /// A zero tensor laid out like p (for a new buffer).
   static Tensor zerosLike(const Variable& p);
+  /// For step(), per update call while capturing: device memory on `device` (the GPU every span
+  /// of the call lives on) for the call's scalars, which endCapture() fills with `values` and each
+  /// replayStep() with what `next()` returns (next advances the host state of the call's parameters
+  /// as step() does, and computes the scalars). Returns nullptr when not capturing: the call then
+  /// takes its scalars in its parameters.
+  const double* captureUpdate(const Device& device, std::vector<double> values,
+                              std::function<std::vector<double>()> next);
 
  private:
+  struct CapturedUpdate {
+    Tensor scalars;  // f64 on the GPU, read by the captured kernels
+    std::vector<double> captured;
+    std::function<std::vector<double>()> next;
+  };
+
   std::string name_;
   HyperParams defaults_;
   std::vector<ParamGroup> groups_;
   std::unordered_map<const autograd::VariableImpl*, ParamState> state_;
+  bool capturing_ = false;
+  std::vector<CapturedUpdate> captured_;
 };
 
 namespace detail {
@@ -111,6 +148,17 @@ namespace detail {
 Tensor gradLike(const Tensor& p, const Tensor& g);
 /// NotSupportedError unless p is a dense f32/f64 tensor the update kernels can walk flat.
 void checkUpdatable(const Tensor& p, const char* optimizer);
+/// The device of every span of one update call (spans not empty); ValueError when they differ (a
+/// call captured in a CUDA graph reads its scalars from one GPU).
+template <typename Span>
+Device oneDevice(const std::vector<Span>& spans) {
+  for (const Span& s : spans) {
+    LOCKSTEP_ENFORCE(s.device == spans.front().device, ValueError, "an optimizer step captured in a CUDA graph "
+                     "must update parameters on one GPU, got ", deviceName(spans.front().device), " and ",
+                     deviceName(s.device));
+  }
+  return spans.front().device;
+}
 }  // namespace detail
 
 }  // namespace lockstep::optim

@@ -44,9 +44,29 @@ int64_t SGD::stateElementsPerParameterElement(const ParamGroup& group) const {
   return hyperDouble(group.options, "momentum") != 0.0 ? 1 : 0;
 }
 
+namespace {
+// What decides the shape of the update kernels (their flags, which buffers they touch).
+int kernelFlags(const SGDOptions& o) {
+  return (o.maximize ? 1 : 0) | (o.nesterov ? 2 : 0) | (o.momentum != 0.0 ? 4 : 0) | (o.weight_decay != 0.0 ? 8 : 0);
+}
+
+kernels::SgdParams paramsOf(const SGDOptions& o, bool first) {
+  return {.lr = o.lr,
+          .momentum = o.momentum,
+          .dampening = o.dampening,
+          .weight_decay = o.weight_decay,
+          .nesterov = o.nesterov,
+          .maximize = o.maximize,
+          .first_step = first};
+}
+
+std::vector<double> toVector(const std::array<double, kernels::kSgdScalars>& a) { return {a.begin(), a.end()}; }
+}  // namespace
+
 void SGD::step() {
   autograd::NoGradGuard no_grad;
-  for (auto& group : paramGroups()) {
+  for (size_t gi = 0; gi < paramGroups().size(); ++gi) {
+    ParamGroup& group = paramGroups()[gi];
     const SGDOptions o = fromHyper(group.options);
     validate(o);
     // Parameters whose momentum buffer is new (first) and the others are each updated by one kernel
@@ -80,13 +100,21 @@ void SGD::step() {
     }
     for (int first = 0; first < 2; ++first) {
       if (spans[first].empty()) continue;
-      kernels::sgdStepMany(spans[first], {.lr = o.lr,
-                                          .momentum = o.momentum,
-                                          .dampening = o.dampening,
-                                          .weight_decay = o.weight_decay,
-                                          .nesterov = o.nesterov,
-                                          .maximize = o.maximize,
-                                          .first_step = first == 1});
+      kernels::SgdParams params = paramsOf(o, first == 1);
+      if (capturing()) {
+        // A replay's call: the momentum buffers exist by then, so it is never a first step.
+        auto next = [this, gi, flags = kernelFlags(o)] {
+          const SGDOptions now = fromHyper(paramGroups()[gi].options);
+          validate(now);
+          LOCKSTEP_ENFORCE(kernelFlags(now) == flags, ValueError,
+                           "SGD: maximize, nesterov or whether momentum or weight_decay is 0 changed in group ", gi,
+                           " after its step was captured in a CUDA graph; the graph cannot follow");
+          return toVector(kernels::sgdScalars(paramsOf(now, false)));
+        };
+        params.device_scalars =
+            captureUpdate(detail::oneDevice(spans[first]), toVector(kernels::sgdScalars(params)), std::move(next));
+      }
+      kernels::sgdStepMany(spans[first], params);
     }
   }
 }

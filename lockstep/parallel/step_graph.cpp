@@ -1,7 +1,6 @@
 #include "lockstep/parallel/step_graph.h"
 
-#include "lockstep/nn/dropout.h"
-#include "lockstep/nn/language_model.h"
+#include "lockstep/kernels/philox_capture.h"
 
 #if LOCKSTEP_WITH_CUDA
 #include "lockstep/tensor/cuda/graph.h"
@@ -13,35 +12,33 @@ class Graph {};  // never made without CUDA; complete, so that graph_'s destruct
 
 namespace lockstep::parallel {
 
-namespace {
-bool hasDropout(const nn::Module& m) {
-  if (auto* d = dynamic_cast<const nn::Dropout*>(&m); d && d->options().p > 0) return true;
-  for (const auto& c : m.children()) {
-    if (hasDropout(*c)) return true;
-  }
-  return false;
-}
-}  // namespace
-
-std::string stepGraphBlocker(const Engine& engine) {
+StepGraphFacts stepGraphFacts(const Engine& engine) {
   const EngineOptions& o = engine.options();
-  if (!engine.model()->device().isCuda()) return "the model is not on a GPU";
-  if (!builtWithCuda()) return "this lockstep was built without CUDA";
-  if (engine.environment().group) return "several ranks (collectives are not captured yet)";
-  if (engine.zero()) return "ZeRO";
-  if (engine.lossScaler()) return "a loss scaler (it decides on the host whether a step is skipped)";
-  if (o.gradient_clipping > 0) return "gradient clipping (the norm is read on the host)";
-  if (o.gradient_accumulation_steps != 1) return "gradient accumulation";
-  if (engine.scheduler()) return "an LR schedule (the rate would be baked into the graph)";
-  if (engine.optimizer()->name() != "SGD") {
-    return "optimizer " + engine.optimizer()->name() + " (only SGD's update is the same every step)";
+  StepGraphFacts f;
+  f.model_on_gpu = engine.model()->device().isCuda();
+  f.built_with_cuda = builtWithCuda();
+  f.several_ranks = engine.environment().group != nullptr;
+  f.zero = engine.zero() != nullptr;
+  f.loss_scaler = engine.lossScaler() != nullptr;
+  f.gradient_accumulation_steps = o.gradient_accumulation_steps;
+  f.optimizer = engine.optimizer()->name();
+  return f;
+}
+
+std::string stepGraphBlocker(const StepGraphFacts& f) {
+  if (!f.model_on_gpu) return "the model is not on a GPU";
+  if (!f.built_with_cuda) return "this lockstep was built without CUDA";
+  if (f.several_ranks) return "several ranks (collectives are not captured yet)";
+  if (f.zero) return "ZeRO";
+  if (f.loss_scaler) return "a loss scaler (it decides on the host whether a step is skipped)";
+  if (f.gradient_accumulation_steps != 1) return "gradient accumulation";
+  if (f.optimizer != "SGD" && f.optimizer != "Adam" && f.optimizer != "AdamW") {
+    return "optimizer " + f.optimizer + " (only SGD's, Adam's and AdamW's updates are captured)";
   }
-  if (dynamic_cast<const nn::LanguageModel*>(engine.model().get())) {
-    return "a language model (its dropout masks come from the host's generator)";
-  }
-  if (hasDropout(*engine.model())) return "dropout (its masks come from the host's generator)";
   return "";
 }
+
+std::string stepGraphBlocker(const Engine& engine) { return stepGraphBlocker(stepGraphFacts(engine)); }
 
 StepGraph::StepGraph(Engine& engine, LossFn loss, int warmup_steps)
     : engine_(engine), loss_(std::move(loss)), warmup_(warmup_steps) {
@@ -50,7 +47,11 @@ StepGraph::StepGraph(Engine& engine, LossFn loss, int warmup_steps)
   LOCKSTEP_ENFORCE(warmup_steps >= 1, ValueError, "StepGraph: warmup_steps must be >= 1, got ", warmup_steps);
 }
 
-StepGraph::~StepGraph() = default;
+StepGraph::~StepGraph() {
+  graph_.reset();
+  // The optimizer no longer feeds a graph: its next capture (another StepGraph) starts afresh.
+  if (philox_) engine_.optimizer()->discardCapture();
+}
 
 Tensor StepGraph::eager(const Tensor& input, const Tensor& target) {
   autograd::Variable loss = loss_(engine_.forward(autograd::Variable(input)), target);
@@ -68,27 +69,57 @@ Tensor StepGraph::step(const Tensor& input, const Tensor& target) {
   if (graph_ && same_shapes) {
     static_input_.copyFrom(input);
     static_target_.copyFrom(target);
-    graph_->replay();
-    engine_.countReplayedStep();
-    ++replays_;
+    replay();
     return static_loss_;
   }
   if (graph_ || ++eager_steps_ <= warmup_) return eager(input, target);
-  // Capture: the step's GPU work is recorded (its host side, the engine's step count, happens
-  // now), then the first replay does the work of this step.
+  capture(input, target);
+  return static_loss_;
+}
+
+void StepGraph::capture(const Tensor& input, const Tensor& target) {
+  // The step's GPU work is recorded, and its host side (step counts, generator offsets, the
+  // schedule, the engine's count) happens now, as in an eager step; then the first launch does the
+  // work of this step, with the scalars and generator states the capture found (written after it).
   static_input_ = input.clone();
   static_target_ = target.clone();
+  optim::Optimizer& optimizer = *engine_.optimizer();
+  auto philox = std::make_unique<kernels::PhiloxCapture>(input.device());  // its memory: before the capture
   auto g = std::make_unique<cuda::Graph>();
-  g->capture(input.device().index, [&] { static_loss_ = eager(static_input_, static_target_); });
+  optimizer.beginCapture();
+  philox->begin();
+  try {
+    g->capture(input.device().index, [&] { static_loss_ = eager(static_input_, static_target_); });
+  } catch (...) {
+    optimizer.discardCapture();
+    throw;  // philox's destructor ends its capture
+  }
+  philox->end();
+  optimizer.endCapture();
   graph_ = std::move(g);
+  philox_ = std::move(philox);
   graph_->replay();
   ++replays_;
-  return static_loss_;
+}
+
+void StepGraph::replay() {
+  // The host side of the step, as Engine::step() would do it around the captured work: the
+  // optimizer's scalars and the generators' states for this step (queued before the launch), the
+  // schedule after the update.
+  optim::Optimizer& optimizer = *engine_.optimizer();
+  if (optimizer.hasCapture()) optimizer.replayStep();  // a step that updated nothing recorded nothing
+  philox_->prepareReplay();
+  graph_->replay();
+  if (engine_.scheduler()) engine_.scheduler()->step();
+  engine_.countReplayedStep();
+  ++replays_;
 }
 
 #else
 
 Tensor StepGraph::step(const Tensor& input, const Tensor& target) { return eager(input, target); }
+void StepGraph::capture(const Tensor&, const Tensor&) {}
+void StepGraph::replay() {}
 
 #endif
 

@@ -1,16 +1,24 @@
 #pragma once
-// A whole training step (forward, loss, backward, optimizer update) captured once as a CUDA graph
-// and replayed, so that a small model's step costs one launch instead of hundreds (issue 20 item 4;
-// torch.compile(mode="reduce-overhead") does the same for PyTorch). The engine's step runs eagerly
-// for the first warmup steps (cuDNN and cuBLASLt choose their algorithms, the optimizer makes its
-// state, the caching allocator fills), then once under capture, then as replays: each batch is
-// copied into the captured input tensors and the graph relaunched.
+// A whole training step (forward, loss, backward, clipping, optimizer update) captured once as a
+// CUDA graph and replayed, so that a small model's step costs one launch instead of hundreds (issue
+// 20 item 4; torch.compile(mode="reduce-overhead") does the same for PyTorch). The engine's step runs
+// eagerly for the first warmup steps (cuDNN and cuBLASLt choose their algorithms, the optimizer
+// makes its state, the caching allocator fills), then once under capture, then as replays: each
+// batch is copied into the captured input tensors and the graph relaunched.
 //
-// Only a step whose GPU work and host decisions are the same every time can be replayed; what
-// would differ is listed by stepGraphBlocker, and StepGraph refuses such an engine. A batch of
-// another shape (an epoch's last, smaller one) runs eagerly.
+// A replay computes bit for bit what the eager step would have (issue 35 item 4). What changes from
+// step to step reaches the graph's kernels through device memory that the host rewrites before each
+// launch, by kernels queued on the same stream: the optimizer's scalars (the learning rate of an LR
+// schedule, Adam's bias corrections from the step counts the host keeps: optim::Optimizer's
+// capture) and the dropout generators' Philox states (kernels::PhiloxCapture). The host side of a
+// replayed step runs as it would eagerly: step counts and generator offsets advance, the schedule
+// steps, the engine counts the step. What the host would decide differently from step to step (a
+// loss scaler's skip, collectives, accumulation windows) is listed by stepGraphBlocker, and
+// StepGraph refuses such an engine. A batch of another shape (an epoch's last, smaller one) runs
+// eagerly, and the replays after it go on from where it left the state.
 //
-// Not thread-safe; the engine must not be stepped by anything else meanwhile.
+// Replays run on the stream that was current at capture: keep it current. Not thread-safe; the
+// engine must not be stepped by anything else meanwhile, and must outlive the StepGraph.
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,15 +28,35 @@
 namespace lockstep::cuda {
 class Graph;
 }
+namespace lockstep::kernels {
+class PhiloxCapture;
+}
 
 namespace lockstep::parallel {
 
-/// Why engine's step cannot be replayed as a CUDA graph, in words ("" when it can): the model is
-/// not on a GPU; this build has no CUDA; several ranks (the collectives are not captured yet);
-/// ZeRO; a loss scaler (its skip decision is made on the host); gradient clipping (the norm is read
-/// on the host); gradient accumulation; an LR schedule (the rate is a host value baked into the
-/// graph); an optimizer other than SGD (Adam's bias correction uses the host's step count);
-/// dropout (its masks are drawn from the host's generator offsets); a language model.
+/// What decides whether an engine's step can be replayed (stepGraphFacts reads it off an engine),
+/// so that the rule is a pure function, tested without a GPU.
+struct StepGraphFacts {
+  bool model_on_gpu = false;
+  bool built_with_cuda = false;
+  bool several_ranks = false;
+  bool zero = false;
+  bool loss_scaler = false;
+  int64_t gradient_accumulation_steps = 1;
+  /// The optimizer's name ("SGD", "Adam", ...).
+  std::string optimizer;
+};
+
+StepGraphFacts stepGraphFacts(const Engine& engine);
+
+/// Why a step with these facts cannot be replayed as a CUDA graph, in words ("" when it can): the
+/// model is not on a GPU; this build has no CUDA; several ranks (the collectives are not captured
+/// yet); ZeRO; a loss scaler (it decides on the host whether a step is skipped); gradient
+/// accumulation; an optimizer without a captured update (other than SGD, Adam, AdamW). LR
+/// schedules, gradient clipping (the norm stays on the device), dropout (attention's too), Adam's
+/// bias corrections and language models are replayed. Pure.
+std::string stepGraphBlocker(const StepGraphFacts& facts);
+/// stepGraphBlocker(stepGraphFacts(engine)).
 std::string stepGraphBlocker(const Engine& engine);
 
 class StepGraph {
@@ -43,17 +71,22 @@ class StepGraph {
   /// One optimizer step on (input, target), both on the model's GPU. Returns the step's loss (a
   /// GPU tensor, valid until the next call).
   Tensor step(const Tensor& input, const Tensor& target);
-  /// Steps that ran as replays so far.
+  /// Steps that ran as replays so far (the captured step's own launch included).
   int64_t replays() const { return replays_; }
+  /// Whether the step has been captured.
+  bool captured() const { return graph_ != nullptr; }
 
  private:
   Tensor eager(const Tensor& input, const Tensor& target);
+  void capture(const Tensor& input, const Tensor& target);
+  void replay();
 
   Engine& engine_;
   LossFn loss_;
   int warmup_;
   int64_t eager_steps_ = 0, replays_ = 0;
   std::unique_ptr<cuda::Graph> graph_;
+  std::unique_ptr<kernels::PhiloxCapture> philox_;
   Tensor static_input_, static_target_, static_loss_;
 };
 

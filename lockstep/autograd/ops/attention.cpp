@@ -1,6 +1,7 @@
 // scaledDotProductAttention of ops/transformer.h: one node around the blocked kernel, saving only
 // q, k, v (the inputs, no copies), the output and the [B, H, T] logsumexp.
 #include "lockstep/kernels/attention.h"
+#include "lockstep/kernels/dropout.h"
 
 #include <cmath>
 
@@ -47,8 +48,10 @@ Variable scaledDotProductAttention(const Variable& q0, const Variable& k0, const
   p.dropout_p = opts.dropout_p;
   p.scale = opts.scale ? *opts.scale : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(q.size(3), 1)));
   if (p.dropout_p > 0.0) {
-    p.seed = gen.seed();
-    p.offset = gen.offset();
+    const kernels::PhiloxState philox = kernels::philoxState(gen, q.tensor().device());
+    p.seed = philox.key;
+    p.offset = philox.offset;
+    p.philox_device = philox.device;
   }
   // In a checkpointed segment: the first run keeps out and lse (B*H*T*(D+1) values, a small part of
   // the block's activations), and the recomputation takes them back instead of redoing the T x T
@@ -67,7 +70,7 @@ Variable scaledDotProductAttention(const Variable& q0, const Variable& k0, const
   }
   if (p.dropout_p > 0.0) {
     const uint64_t draws = static_cast<uint64_t>(q.size(0) * q.size(1) * q.size(2) * k.size(2));
-    gen.setState(p.seed, p.offset + draws);
+    gen.setState(gen.seed(), gen.offset() + draws);
   }
   return record<AttentionBackward>(r.out, {&q, &k, &v}, q.tensor(), k.tensor(), v.tensor(), r.out, r.lse, p);
 }

@@ -24,13 +24,17 @@ struct HeadView {
 };
 
 /// Attention's dropout: weight (b, h, i, j) is kept iff the draw at offset + ((b H + h) T + i) S + j is.
+/// Each kernel calls resolve() first: in a CUDA graph the key and first counter are read from
+/// device memory (kernels::PhiloxState), once per thread.
 template <typename A>
 struct Drop {
   bool on;
-  uint64_t seed, offset, threshold;
+  PhiloxState philox;
+  uint64_t threshold;
   A keep_scale;
+  __device__ void resolve() { philox = philox.resolved(); }
   __device__ A factor(uint64_t counter) const {
-    return dropoutKeepsBelow(offset + counter, seed, threshold) ? keep_scale : A(0);
+    return dropoutKeepsBelow(philox.offset + counter, philox.key, threshold) ? keep_scale : A(0);
   }
 };
 
@@ -73,6 +77,7 @@ __global__ void forwardKernel(T* __restrict__ out, ComputeT<T>* __restrict__ lse
                               HeadView qv, const T* __restrict__ k, HeadView kv, const T* __restrict__ v,
                               HeadView vv, Dims n, ComputeT<T> scale, bool causal, Drop<ComputeT<T>> drop) {
   using A = ComputeT<T>;
+  drop.resolve();
   const int lane = threadIdx.x % 32;
   const int64_t row = warpRow();  // (b H + h) T + i
   if (row >= n.b * n.h * n.t) return;
@@ -125,6 +130,7 @@ __global__ void gradQKernel(T* __restrict__ gq, const T* __restrict__ gout, cons
                             const ComputeT<T>* __restrict__ dsum, Dims n, ComputeT<T> scale, bool causal,
                             Drop<ComputeT<T>> drop) {
   using A = ComputeT<T>;
+  drop.resolve();
   const int lane = threadIdx.x % 32;
   const int64_t row = warpRow();
   if (row >= n.b * n.h * n.t) return;
@@ -162,6 +168,7 @@ __global__ void gradKVKernel(T* __restrict__ gk, T* __restrict__ gv, const T* __
                              const ComputeT<T>* __restrict__ dsum, Dims n, ComputeT<T> scale, bool causal,
                              Drop<ComputeT<T>> drop) {
   using A = ComputeT<T>;
+  drop.resolve();
   const int lane = threadIdx.x % 32;
   const int64_t row = warpRow();  // (b Hkv + g) S + j
   if (row >= n.b * n.hkv * n.s) return;
@@ -207,7 +214,7 @@ unsigned blocksForRows(int64_t rows) {
 
 template <typename A>
 Drop<A> dropOf(const AttentionParams& p) {
-  return {p.dropout_p > 0.0, p.seed, p.offset, dropoutThreshold(1.0 - p.dropout_p),
+  return {p.dropout_p > 0.0, PhiloxState{p.seed, p.offset, p.philox_device}, dropoutThreshold(1.0 - p.dropout_p),
           static_cast<A>(p.dropout_p >= 1.0 ? 0.0 : 1.0 / (1.0 - p.dropout_p))};
 }
 

@@ -10,10 +10,11 @@ namespace {
 
 template <typename T>
 __global__ void forwardKernel(T* __restrict__ y, uint8_t* __restrict__ mask, const T* __restrict__ x,
-                              int64_t n, uint64_t base, uint64_t key, uint64_t threshold, ComputeT<T> scale) {
+                              int64_t n, PhiloxState philox, uint64_t threshold, ComputeT<T> scale) {
+  const PhiloxState at = philox.resolved();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const bool keep = dropoutKeepsBelow(base + static_cast<uint64_t>(i), key, threshold);
+    const bool keep = dropoutKeepsBelow(at.offset + static_cast<uint64_t>(i), at.key, threshold);
     mask[i] = keep ? 1 : 0;
     y[i] = keep ? castTo<T>(castTo<ComputeT<T>>(x[i]) * scale) : castTo<T>(0.0f);
   }
@@ -32,7 +33,7 @@ double scaleFor(double p) { return p >= 1.0 ? 0.0 : 1.0 / (1.0 - p); }
 
 }  // namespace
 
-std::pair<Tensor, Tensor> dropoutForward(const Tensor& x0, double p, uint64_t key, uint64_t base) {
+std::pair<Tensor, Tensor> dropoutForward(const Tensor& x0, double p, const PhiloxState& philox) {
   const Tensor x = x0.contiguous();  // row-major order numbers the draws
   Tensor y = Tensor::empty(x.shape(), x.dtype(), MemoryFormat::contiguous, x.device());
   Tensor mask = Tensor::empty(x.shape(), DType::u8, MemoryFormat::contiguous, x.device());
@@ -42,7 +43,7 @@ std::pair<Tensor, Tensor> dropoutForward(const Tensor& x0, double p, uint64_t ke
     using T = decltype(tag);
     forwardKernel<T><<<blocksFor(n), kBlock, 0, streamOf(x)>>>(
         static_cast<T*>(y.devicePtr()), static_cast<uint8_t*>(mask.devicePtr()),
-        static_cast<const T*>(x.devicePtr()), n, base, key, dropoutThreshold(1.0 - p),
+        static_cast<const T*>(x.devicePtr()), n, philox, dropoutThreshold(1.0 - p),
         static_cast<ComputeT<T>>(scaleFor(p)));
     LOCKSTEP_CUDA_CHECK(cudaGetLastError());
   });

@@ -2,7 +2,9 @@
 // (multi-tensor apply, as torch's _foreach / fused optimizers: each block steps one chunk of one
 // span, the span pointers travel in the kernel's parameters). Every operation is rounded on its own
 // (the __f*_rn / __d*_rn intrinsics keep nvcc from fusing multiply-adds) and in the CPU loops'
-// order, so the results equal the CPU's (kernels/optimizer.cpp) bit for bit.
+// order, with the CPU's double scalars (kernels::sgdScalars / adamScalars, computed on the host) cast
+// to the element type as the CPU casts them, so the results equal the CPU's (kernels/optimizer.cpp)
+// bit for bit, whether the scalars come in the kernel's parameters or from device memory.
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -27,24 +29,49 @@ __device__ __forceinline__ double div(double a, double b) { return __ddiv_rn(a, 
 __device__ __forceinline__ float root(float a) { return __fsqrt_rn(a); }
 __device__ __forceinline__ double root(double a) { return __dsqrt_rn(a); }
 
-// b = {param, grad, momentum_buffer}; the CPU's sgdLoop for element i.
+// An update's double scalars (kernels::sgdScalars / adamScalars): from device memory when `device`
+// is set (a captured update reads each replay's own), else the values carried in the parameters.
+template <size_t N>
+struct Scalars {
+  const double* device;
+  double value[N];
+  __device__ double operator[](int i) const { return device ? device[i] : value[i]; }
+};
+
+template <size_t N>
+Scalars<N> scalarsOf(const std::array<double, N>& values, const double* device) {
+  Scalars<N> s{device, {}};
+  for (size_t i = 0; i < N; ++i) s.value[i] = values[i];
+  return s;
+}
+
+// b = {param, grad, momentum_buffer}; the CPU's sgdLoop for element i. load() casts the scalars to
+// T once per thread, as the CPU loop casts them once per call (double -> T rounds to nearest on
+// both).
 template <typename T>
 struct SgdOp {
   static constexpr int kBuffers = 3;
-  T wd, mom, damp, neg_lr;
-  bool maximize, has_wd, has_momentum, nesterov, first;
-  __device__ void operator()(void* const* b, int64_t i) const {
+  Scalars<kSgdScalars> s;
+  bool maximize, has_wd, has_momentum, nesterov;
+  struct Values {
+    T wd, mom, damp, neg_lr;
+    bool first;
+  };
+  __device__ Values load() const {
+    return {static_cast<T>(s[0]), static_cast<T>(s[1]), static_cast<T>(s[2]), static_cast<T>(s[3]), s[4] != 0.0};
+  }
+  __device__ void operator()(const Values& c, void* const* b, int64_t i) const {
     T* p = static_cast<T*>(b[0]);
     const T* g = static_cast<const T*>(b[1]);
     T d = maximize ? -g[i] : g[i];
-    if (has_wd) d = add(d, mul(wd, p[i]));
+    if (has_wd) d = add(d, mul(c.wd, p[i]));
     if (has_momentum) {
       T* buf = static_cast<T*>(b[2]);
-      const T v = first ? d : add(mul(buf[i], mom), mul(damp, d));
+      const T v = c.first ? d : add(mul(buf[i], c.mom), mul(c.damp, d));
       buf[i] = v;
-      d = nesterov ? add(d, mul(mom, v)) : v;
+      d = nesterov ? add(d, mul(c.mom, v)) : v;
     }
-    p[i] = add(p[i], mul(neg_lr, d));
+    p[i] = add(p[i], mul(c.neg_lr, d));
   }
 };
 
@@ -52,19 +79,27 @@ struct SgdOp {
 template <typename T>
 struct AdamOp {
   static constexpr int kBuffers = 5;
-  T b1, b2, one_b1, one_b2, wd, decay, bc2_sqrt, eps, neg_step;
+  Scalars<kAdamScalars> s;
   bool maximize, l2, decoupled, amsgrad;
-  __device__ void operator()(void* const* b, int64_t i) const {
+  struct Values {
+    T b1, b2, one_b1, one_b2, wd, decay, bc2_sqrt, eps, neg_step;
+  };
+  __device__ Values load() const {
+    return {static_cast<T>(s[0]), static_cast<T>(s[1]), static_cast<T>(s[2]),
+            static_cast<T>(s[3]), static_cast<T>(s[4]), static_cast<T>(s[5]),
+            static_cast<T>(s[6]), static_cast<T>(s[7]), static_cast<T>(s[8])};
+  }
+  __device__ void operator()(const Values& c, void* const* b, int64_t i) const {
     T* p = static_cast<T*>(b[0]);
     const T* g = static_cast<const T*>(b[1]);
     T* m = static_cast<T*>(b[2]);
     T* v = static_cast<T*>(b[3]);
     T gi = maximize ? -g[i] : g[i];
     T pi = p[i];
-    if (decoupled) pi = mul(pi, decay);
-    if (l2) gi = add(gi, mul(wd, pi));
-    const T mi = add(mul(m[i], b1), mul(one_b1, gi));
-    const T vi = add(mul(v[i], b2), mul(mul(one_b2, gi), gi));
+    if (decoupled) pi = mul(pi, c.decay);
+    if (l2) gi = add(gi, mul(c.wd, pi));
+    const T mi = add(mul(m[i], c.b1), mul(c.one_b1, gi));
+    const T vi = add(mul(v[i], c.b2), mul(mul(c.one_b2, gi), gi));
     m[i] = mi;
     v[i] = vi;
     T vh = vi;
@@ -73,16 +108,17 @@ struct AdamOp {
       vh = vmax[i] > vi ? vmax[i] : vi;
       vmax[i] = vh;
     }
-    const T denom = add(div(root(vh), bc2_sqrt), eps);
-    p[i] = add(pi, mul(neg_step, div(mi, denom)));
+    const T denom = add(div(root(vh), c.bc2_sqrt), c.eps);
+    p[i] = add(pi, mul(c.neg_step, div(mi, denom)));
   }
 };
 
 template <typename Op>
 __global__ void stepOne(Op op, std::array<void*, Op::kBuffers> bufs, int64_t n) {
+  const typename Op::Values c = op.load();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    op(bufs.data(), i);
+    op(c, bufs.data(), i);
   }
 }
 
@@ -104,7 +140,8 @@ __global__ void stepMany(Op op, SpanList<Op::kBuffers> list) {
   const int s = list.span_of_block[blockIdx.x];
   const int64_t begin = int64_t(list.chunk_of_block[blockIdx.x]) * kChunk;
   const int64_t end = min(list.numel[s], begin + kChunk);
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) op(list.buf[s], i);
+  const typename Op::Values c = op.load();
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) op(c, list.buf[s], i);
 }
 
 cudaStream_t streamFor(const Device& d) { return ::lockstep::cuda::currentStream(d.index).handle(); }
@@ -155,38 +192,15 @@ void launchMany(const Op& op, std::span<const Span> spans, DType dtype, const De
 
 template <typename T>
 SgdOp<T> sgdOp(const SgdParams& o) {
-  return SgdOp<T>{static_cast<T>(o.weight_decay),
-                  static_cast<T>(o.momentum),
-                  static_cast<T>(1.0 - o.dampening),
-                  static_cast<T>(-o.lr),
-                  o.maximize,
-                  o.weight_decay != 0.0,
-                  o.momentum != 0.0,
-                  o.nesterov,
-                  o.first_step};
+  return SgdOp<T>{scalarsOf(sgdScalars(o), o.device_scalars), o.maximize, o.weight_decay != 0.0,
+                  o.momentum != 0.0, o.nesterov};
 }
 
 template <typename T>
 AdamOp<T> adamOp(const AdamParams& o) {
-  // The scalars as the CPU computes them (double, then cast to T).
-  const double t = static_cast<double>(o.step);
-  const double decay = 1.0 - o.lr * o.weight_decay, step_size = o.lr / (1.0 - std::pow(o.beta1, t));
-  const double bc2_sqrt = std::sqrt(1.0 - std::pow(o.beta2, t));
   const bool decoupled = o.decoupled_weight_decay && o.weight_decay != 0.0;
   const bool l2 = !o.decoupled_weight_decay && o.weight_decay != 0.0;
-  return AdamOp<T>{static_cast<T>(o.beta1),
-                   static_cast<T>(o.beta2),
-                   static_cast<T>(1.0 - o.beta1),
-                   static_cast<T>(1.0 - o.beta2),
-                   static_cast<T>(o.weight_decay),
-                   static_cast<T>(decay),
-                   static_cast<T>(bc2_sqrt),
-                   static_cast<T>(o.eps),
-                   static_cast<T>(-step_size),
-                   o.maximize,
-                   l2,
-                   decoupled,
-                   o.amsgrad};
+  return AdamOp<T>{scalarsOf(adamScalars(o), o.device_scalars), o.maximize, l2, decoupled, o.amsgrad};
 }
 
 std::array<void*, 3> sgdBufs(const SgdSpan& s) {
