@@ -197,8 +197,8 @@ TEST(GpuMathOptions, nondeterministic_and_benchmarked_algorithms_still_compute_t
       for (bool cl : {false, true}) {
         const Tensor gw = kernels::conv2dBackwardWeights(onGpu(gy, cl), onGpu(x, cl), c.w, false, c.p).weight;
         const Tensor gx = kernels::conv2dBackwardData(onGpu(gy, cl), onGpu(x, cl), gpu(w), c.p);
-        EXPECT_LE(testing::closeness(gw, want_gw, 1e-4, 1e-4), 1.0) << what << (cl ? " channels_last" : "");
-        EXPECT_LE(testing::closeness(gx, want_gx, 1e-4, 1e-4), 1.0) << what << (cl ? " channels_last" : "");
+        EXPECT_LE(testing::closeness(gw, want_gw, 1e-3, 1e-3), 1.0) << what << (cl ? " channels_last" : "");
+        EXPECT_LE(testing::closeness(gx, want_gx, 1e-3, 1e-3), 1.0) << what << (cl ? " channels_last" : "");
         if (deterministic) {  // benchmarked or not, the chosen algorithm repeats bitwise
           expectSameBits(kernels::conv2dBackwardWeights(onGpu(gy, cl), onGpu(x, cl), c.w, false, c.p).weight,
                          gw, what + ": weight gradient");
