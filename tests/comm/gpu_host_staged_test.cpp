@@ -78,12 +78,18 @@ struct Gpu {
   template <typename T>
   void* upload(const std::vector<T>& v, size_t elements = 0) {
     void* d = alloc(std::max(elements, v.size()) * sizeof(T));
-    if (!v.empty()) {
-      void* h = host(v.size() * sizeof(T));
-      std::memcpy(h, v.data(), v.size() * sizeof(T));
-      cudaOk(cudaMemcpyAsync(d, h, v.size() * sizeof(T), cudaMemcpyHostToDevice, stream), "upload");
-    }
+    copyIn(d, pinnedCopy(v), v.size() * sizeof(T));
     return d;
+  }
+  // The two halves of upload, for a copy queued behind hold() with every allocation done before.
+  template <typename T>
+  void* pinnedCopy(const std::vector<T>& v) {
+    void* h = host(v.size() * sizeof(T));
+    if (!v.empty()) std::memcpy(h, v.data(), v.size() * sizeof(T));
+    return h;
+  }
+  void copyIn(void* d, const void* h, size_t bytes) {
+    if (bytes > 0) cudaOk(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, stream), "upload");
   }
   template <typename T>
   std::vector<T> download(const void* d, size_t n) {
@@ -130,8 +136,10 @@ void collectives(ProcessGroup& pg, int r, int n) {
       for (size_t i = 0; i < count; ++i)
         want[i] += static_cast<float>((i * 7 + static_cast<size_t>(j)) % 1009);
     }
-    g.hold(300);
-    void* d = g.upload(mine);
+    void* d = g.alloc(count * sizeof(float));
+    void* h = g.pinnedCopy(mine);
+    g.hold(300);  // the input lands 300 ms after the op is issued: the op must wait for it
+    g.copyIn(d, h, count * sizeof(float));
     AllreduceOptions o;
     o.place = g.place();
     auto work = pg.allreduce(d, count, DType::f32, o);
@@ -147,10 +155,16 @@ void collectives(ProcessGroup& pg, int r, int n) {
     for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<double>(i) + 4.0 * r;
     for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<int32_t>((i + static_cast<size_t>(r) * 13) % 50);
     for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<int64_t>(i) * (r + 1) - 7;
+    void* da = g.alloc(a.size() * sizeof(double));
+    void* db = g.alloc(b.size() * sizeof(int32_t));
+    void* dc = g.alloc(c.size() * sizeof(int64_t));
+    void* ha = g.pinnedCopy(a);
+    void* hb = g.pinnedCopy(b);
+    void* hc = g.pinnedCopy(c);
     g.hold(100);
-    void* da = g.upload(a);
-    void* db = g.upload(b);
-    void* dc = g.upload(c);
+    g.copyIn(da, ha, a.size() * sizeof(double));
+    g.copyIn(db, hb, b.size() * sizeof(int32_t));
+    g.copyIn(dc, hc, c.size() * sizeof(int64_t));
     AllreduceOptions avg, mx, sum;
     avg.op = ReduceOp::avg;
     mx.op = ReduceOp::max;
@@ -183,8 +197,10 @@ void collectives(ProcessGroup& pg, int r, int n) {
       v[i] = static_cast<int64_t>(i) * 3 - 7 + 100 * r;
       want[i] = static_cast<int64_t>(i) * 3 - 7 + 100 * root;
     }
+    void* d = g.alloc(v.size() * sizeof(int64_t));
+    void* h = g.pinnedCopy(v);
     g.hold(50);
-    void* d = g.upload(v);
+    g.copyIn(d, h, v.size() * sizeof(int64_t));
     BroadcastOptions o;
     o.root = root;
     o.place = g.place();
