@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "comm/comm_test_util.h"
 #include "lockstep/comm/hash_store.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/prefix_store.h"
@@ -17,8 +18,9 @@ using namespace std::chrono_literals;
 
 TEST(DeviceRoutedProcessGroup, host_buffers_go_to_the_host_group_device_buffers_to_the_device_group) {
   auto store = std::make_shared<HashStore>();
-  auto host = createProcessGroup("shm", std::make_shared<PrefixStore>("h", store), 0, 1);
-  auto device = createProcessGroup("gloo", std::make_shared<PrefixStore>("d", store), 0, 1);
+  // The groups themselves, not the registry's (which, where a GPU is visible, take GPU buffers).
+  auto host = testing::makeGroup("shm", std::make_shared<PrefixStore>("h", store), 0, 1);
+  auto device = testing::makeGroup("gloo", std::make_shared<PrefixStore>("d", store), 0, 1);
   DeviceRoutedProcessGroup pg(host, device);
   EXPECT_EQ(pg.backendName(), "auto");
   EXPECT_EQ(pg.rank(), 0);
@@ -54,8 +56,8 @@ TEST(DeviceRoutedProcessGroup, host_buffers_go_to_the_host_group_device_buffers_
 
 TEST(DeviceRoutedProcessGroup, its_timeout_applies_to_ops_that_use_the_group_default) {
   auto store = std::make_shared<HashStore>();
-  auto host = createProcessGroup("shm", std::make_shared<PrefixStore>("h", store), 0, 1, 7000ms);
-  auto device = createProcessGroup("gloo", std::make_shared<PrefixStore>("d", store), 0, 1, 7000ms);
+  auto host = testing::makeGroup("shm", std::make_shared<PrefixStore>("h", store), 0, 1, 7000ms);
+  auto device = testing::makeGroup("gloo", std::make_shared<PrefixStore>("d", store), 0, 1, 7000ms);
   DeviceRoutedProcessGroup pg(host, device);
   EXPECT_EQ(pg.timeout(), 7000ms);
   std::vector<int32_t> x = {4, 5};
