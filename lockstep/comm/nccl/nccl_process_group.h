@@ -8,7 +8,10 @@
 //
 // The communicator is created at the group's first op, on the device of that op's buffers
 // (NcclOptions::device for a barrier issued first): rank 0 makes the ncclUniqueId and sets it in
-// the store, the others get it (like c10d). That first op is collective, like every other.
+// the store, the others get it (like c10d). That first op is collective, like every other. First
+// the ranks exchange their GPUs' identities (comm/device_sharing.h): ranks that share a GPU,
+// which NCCL cannot run, get a ValueError on every rank naming them and the fix (backend auto,
+// gloo or shm, which move GPU buffers through the host).
 // Each op runs on the group's own communication stream, which first waits for an event recorded
 // on the caller's stream (BufferPlace::stream), so the op sees the caller's queued kernels; the
 // Work completes through an event recorded after the op (see NcclWork). Ops do not block the
