@@ -91,7 +91,11 @@ void Adam::step() {
       ParamState& st = state(param);
       auto buffer = [&](const char* key) {
         auto it = st.buffers.find(key);
-        if (it == st.buffers.end()) it = st.buffers.emplace(key, zerosLike(param)).first;
+        if (it == st.buffers.end()) {
+          // A graph would zero it again at every replay.
+          detail::checkNotCapturing(*this, param, key);
+          it = st.buffers.emplace(key, zerosLike(param)).first;
+        }
         return it->second;
       };
       Tensor m = buffer("exp_avg"), v = buffer("exp_avg_sq");

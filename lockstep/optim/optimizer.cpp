@@ -160,6 +160,13 @@ Tensor gradLike(const Tensor& p, const Tensor& g) {
   return out;
 }
 
+void checkNotCapturing(const Optimizer& optimizer, const Variable& p, const char* key) {
+  LOCKSTEP_ENFORCE(!optimizer.capturing(), ValueError, optimizer.name(), ": parameter '", p.name(),
+                   "' gets its first gradient in the step being captured in a CUDA graph, and its new ",
+                   key, " would be zeroed again at every replay; run more eager steps before capturing "
+                   "(every parameter must have been stepped once)");
+}
+
 void checkUpdatable(const Tensor& p, const char* optimizer) {
   LOCKSTEP_ENFORCE(p.dtype() == DType::f32 || p.dtype() == DType::f64, NotSupportedError, optimizer,
                    " supports f32 and f64 parameters, got ", dtypeName(p.dtype()));

@@ -148,6 +148,10 @@ namespace detail {
 Tensor gradLike(const Tensor& p, const Tensor& g);
 /// NotSupportedError unless p is a dense f32/f64 tensor the update kernels can walk flat.
 void checkUpdatable(const Tensor& p, const char* optimizer);
+/// ValueError while `optimizer` captures a step (Optimizer::beginCapture) in which p would get a new
+/// state buffer `key`: its zero fill would be part of the graph and run again at every replay. The
+/// steps before a capture make every buffer.
+void checkNotCapturing(const Optimizer& optimizer, const Variable& p, const char* key);
 /// The device of every span of one update call (spans not empty); ValueError when they differ (a
 /// call captured in a CUDA graph reads its scalars from one GPU).
 template <typename Span>

@@ -85,6 +85,7 @@ void SGD::step() {
         auto& buffers = state(param).buffers;
         auto it = buffers.find("momentum_buffer");
         if (it == buffers.end()) {
+          detail::checkNotCapturing(*this, param, "momentum_buffer");  // a graph would zero it at every replay
           first = true;
           it = buffers.emplace("momentum_buffer", zerosLike(param)).first;
         }

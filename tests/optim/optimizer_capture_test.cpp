@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
 #include "lockstep/kernels/optimizer.h"
 #include "lockstep/optim.h"
@@ -49,10 +50,33 @@ TEST(OptimizerScalars, write_scalars_fills_a_host_tensor_and_rejects_a_wrong_one
   EXPECT_THROW(kernels::writeScalars(Tensor::zeros({2}, DType::f64), v), ValueError);
 }
 
+TEST(OptimizerCapture, a_parameter_s_first_step_cannot_be_captured) {
+  // Its new state would be zero-filled by the graph at every replay.
+  for (bool adam : {true, false}) {
+    Variable p(Tensor::full({3}, 1.0, DType::f32), true);
+    p.setGrad(Tensor::full({3}, 0.5, DType::f32));
+    std::unique_ptr<Optimizer> opt;
+    if (adam) {
+      opt = std::make_unique<Adam>(std::vector<Variable>{p}, AdamOptions{});
+    } else {
+      opt = std::make_unique<SGD>(std::vector<Variable>{p}, SGDOptions{.lr = 0.1, .momentum = 0.9});
+    }
+    opt->beginCapture();
+    try {
+      opt->step();
+      FAIL() << "a new state buffer was made in a capture";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("first gradient"), std::string::npos) << e.what();
+    }
+    opt->discardCapture();
+  }
+}
+
 TEST(OptimizerCapture, a_captured_step_must_update_gpu_parameters) {
   Variable p(Tensor::full({3}, 1.0, DType::f32), true);
   p.setGrad(Tensor::full({3}, 0.5, DType::f32));
   Adam opt({p}, AdamOptions{});
+  opt.step();  // the state exists: only the device is wrong
   opt.beginCapture();
   EXPECT_TRUE(opt.capturing());
   try {
