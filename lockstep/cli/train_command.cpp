@@ -53,25 +53,25 @@ lockstep::train::TrainConfig validate(const TrainArgs& a, const lockstep::comm::
                                " ...`, or use backend shm, gloo or auto");
   }
   // Said once, here, rather than by every rank it would start.
-  if (startsAgent(a)) {
-    lockstep::comm::checkBackendRunsHere(config.backend);
-    // device: cuda is cuda:LOCAL_RANK, local ranks sharing GPUs round robin where there are more
-    // of them than GPUs (comm::localRankDevice), which NCCL cannot run; the last one's must exist.
-    lockstep::Device d = lockstep::parseDevice(config.device);
-    if (d.isCuda() && config.device == "cuda") {
-      const int gpus = lockstep::cudaDeviceCount();
-      d.index = gpus > 0 ? lockstep::comm::localRankDevice(a.nproc_per_node - 1, gpus) : a.nproc_per_node - 1;
-      if (gpus > 0 && config.backend == "nccl") {
-        const auto ids = lockstep::comm::localRankDevices(a.nproc_per_node, gpus);
-        const auto sharing = lockstep::comm::findSharedDevices(ids);
-        if (sharing.shared()) {
-          throw lockstep::ValueError(
-              lockstep::comm::ncclSharedGpuError(lockstep::comm::describeSharing(sharing, ids)));
-        }
+  if (startsAgent(a)) lockstep::comm::checkBackendRunsHere(config.backend);
+  // A GPU that is not there is a config error (exit 2) like any other, said before any rank starts
+  // or any data loads. device: cuda is cuda:LOCAL_RANK, local ranks sharing GPUs round robin where
+  // there are more of them than GPUs (comm::localRankDevice), which NCCL cannot run.
+  lockstep::Device d = lockstep::parseDevice(config.device);
+  if (d.isCuda() && config.device == "cuda") {
+    const int gpus = lockstep::cudaDeviceCount();
+    const int last_local_rank = startsAgent(a) ? a.nproc_per_node - 1 : env.local_rank;
+    d.index = gpus > 0 ? lockstep::comm::localRankDevice(last_local_rank, gpus) : last_local_rank;
+    if (gpus > 0 && startsAgent(a) && config.backend == "nccl") {
+      const auto ids = lockstep::comm::localRankDevices(a.nproc_per_node, gpus);
+      const auto sharing = lockstep::comm::findSharedDevices(ids);
+      if (sharing.shared()) {
+        throw lockstep::ValueError(
+            lockstep::comm::ncclSharedGpuError(lockstep::comm::describeSharing(sharing, ids)));
       }
     }
-    if (d.isCuda()) lockstep::checkDeviceAvailable(d);
   }
+  if (d.isCuda()) lockstep::checkDeviceAvailable(d);
   lockstep::train::prepareOutputDir(a.output_dir);
   lockstep::train::checkDataFiles(config.data);
   return config;
