@@ -94,9 +94,9 @@ class Module {
   void zeroGrad(bool set_to_none = true);
   /// Casts every floating parameter and buffer to dtype (gradients are dropped).
   void to(DType dtype);
-  /// Moves every parameter and floating buffer to device (gradients are dropped), as torch's
-  /// module.to(device): build on the host, then move, then make the optimizer. Integer buffers
-  /// (step counters) stay on the host.
+  /// Moves every parameter and buffer (integer ones, such as BatchNorm's num_batches_tracked, too)
+  /// to device (gradients are dropped), as torch's module.to(device): build on the host, then move,
+  /// then make the optimizer.
   void to(const Device& device);
   /// The device of the first parameter (or buffer); cpu for a module with neither.
   Device device() const;
