@@ -210,15 +210,17 @@ std::array<double, kAdamScalars> adamScalars(const AdamParams& o) {
 }
 
 void writeScalars(const Tensor& dst, std::span<const double> values) {
-  LOCKSTEP_ENFORCE(dst.dtype() == DType::f64 && dst.isDense() && dst.numel() >= static_cast<int64_t>(values.size()),
-                   ValueError, "writeScalars: needs a dense f64 tensor of at least ", values.size(),
-                   " elements, got ", dst.describe());
+  LOCKSTEP_ENFORCE(
+      dst.dtype() == DType::f64 && dst.isDense() && dst.numel() >= static_cast<int64_t>(values.size()),
+      ValueError, "writeScalars: needs a dense f64 tensor of at least ", values.size(), " elements, got ",
+      dst.describe());
   if (values.empty()) return;
 #if LOCKSTEP_WITH_CUDA
   if (dst.isCuda()) {
     // As 64-bit words (bit_cast): the device stores the host's doubles bit for bit.
     std::vector<uint64_t> words(values.size());
-    std::transform(values.begin(), values.end(), words.begin(), [](double v) { return std::bit_cast<uint64_t>(v); });
+    std::transform(values.begin(), values.end(), words.begin(),
+                   [](double v) { return std::bit_cast<uint64_t>(v); });
     cuda::writeWords(static_cast<uint64_t*>(dst.devicePtr()), words, dst.device());
     return;
   }

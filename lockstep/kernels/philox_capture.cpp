@@ -31,7 +31,8 @@ PhiloxCapture::~PhiloxCapture() {
 PhiloxCapture* PhiloxCapture::active() { return active_capture; }
 
 void PhiloxCapture::begin() {
-  LOCKSTEP_ENFORCE(!recording_ && entries_.empty(), ValueError, "PhiloxCapture: this capture was already begun");
+  LOCKSTEP_ENFORCE(!recording_ && entries_.empty(), ValueError,
+                   "PhiloxCapture: this capture was already begun");
   LOCKSTEP_ENFORCE(active_capture == nullptr, ValueError,
                    "PhiloxCapture: another capture is active on this thread (one at a time)");
   active_capture = this;
@@ -76,7 +77,8 @@ PhiloxState PhiloxCapture::stateOf(Generator& gen) {
   // need draws the slot cannot express.
   LOCKSTEP_ENFORCE(gen.seed() == e.seed && gen.offset() >= e.start, NotSupportedError,
                    "a random generator was reseeded or rewound inside a step captured in a CUDA graph "
-                   "(seed ", e.seed, " -> ", gen.seed(), ", offset ", e.start, " -> ", gen.offset(),
+                   "(seed ",
+                   e.seed, " -> ", gen.seed(), ", offset ", e.start, " -> ", gen.offset(),
                    "); run the step eagerly (cuda_graph: false)");
   const auto* slot = static_cast<const uint64_t*>(slots_.devicePtr()) + 2 * it->second;
   return {0, gen.offset() - e.start, slot};

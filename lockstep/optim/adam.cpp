@@ -69,7 +69,9 @@ int kernelFlags(const AdamOptions& o) {
   return (o.amsgrad ? 1 : 0) | (o.maximize ? 2 : 0) | (o.weight_decay != 0.0 ? 4 : 0);
 }
 
-std::vector<double> toVector(const std::array<double, kernels::kAdamScalars>& a) { return {a.begin(), a.end()}; }
+std::vector<double> toVector(const std::array<double, kernels::kAdamScalars>& a) {
+  return {a.begin(), a.end()};
+}
 }  // namespace
 
 void Adam::step() {

@@ -143,9 +143,12 @@ void Optimizer::discardCapture() {
 const double* Optimizer::captureUpdate(const Device& device, std::vector<double> values,
                                        std::function<std::vector<double>()> next) {
   if (!capturing_) return nullptr;
-  LOCKSTEP_ENFORCE(device.isCuda(), ValueError, name_, ": a step captured into a CUDA graph must update GPU "
-                   "parameters, got ones on ", deviceName(device));
-  Tensor scalars = Tensor::empty({static_cast<int64_t>(values.size())}, DType::f64, MemoryFormat::contiguous, device);
+  LOCKSTEP_ENFORCE(device.isCuda(), ValueError, name_,
+                   ": a step captured into a CUDA graph must update GPU "
+                   "parameters, got ones on ",
+                   deviceName(device));
+  Tensor scalars =
+      Tensor::empty({static_cast<int64_t>(values.size())}, DType::f64, MemoryFormat::contiguous, device);
   captured_.push_back({scalars, std::move(values), std::move(next)});
   return static_cast<const double*>(scalars.devicePtr());
 }
@@ -162,8 +165,8 @@ Tensor gradLike(const Tensor& p, const Tensor& g) {
 
 void checkNotCapturing(const Optimizer& optimizer, const Variable& p, const char* key) {
   LOCKSTEP_ENFORCE(!optimizer.capturing(), ValueError, optimizer.name(), ": parameter '", p.name(),
-                   "' gets its first gradient in the step being captured in a CUDA graph, and its new ",
-                   key, " would be zeroed again at every replay; run more eager steps before capturing "
+                   "' gets its first gradient in the step being captured in a CUDA graph, and its new ", key,
+                   " would be zeroed again at every replay; run more eager steps before capturing "
                    "(every parameter must have been stepped once)");
 }
 

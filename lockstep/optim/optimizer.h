@@ -157,9 +157,10 @@ void checkNotCapturing(const Optimizer& optimizer, const Variable& p, const char
 template <typename Span>
 Device oneDevice(const std::vector<Span>& spans) {
   for (const Span& s : spans) {
-    LOCKSTEP_ENFORCE(s.device == spans.front().device, ValueError, "an optimizer step captured in a CUDA graph "
-                     "must update parameters on one GPU, got ", deviceName(spans.front().device), " and ",
-                     deviceName(s.device));
+    LOCKSTEP_ENFORCE(s.device == spans.front().device, ValueError,
+                     "an optimizer step captured in a CUDA graph "
+                     "must update parameters on one GPU, got ",
+                     deviceName(spans.front().device), " and ", deviceName(s.device));
   }
   return spans.front().device;
 }

@@ -47,7 +47,8 @@ int64_t SGD::stateElementsPerParameterElement(const ParamGroup& group) const {
 namespace {
 // What decides the shape of the update kernels (their flags, which buffers they touch).
 int kernelFlags(const SGDOptions& o) {
-  return (o.maximize ? 1 : 0) | (o.nesterov ? 2 : 0) | (o.momentum != 0.0 ? 4 : 0) | (o.weight_decay != 0.0 ? 8 : 0);
+  return (o.maximize ? 1 : 0) | (o.nesterov ? 2 : 0) | (o.momentum != 0.0 ? 4 : 0) |
+         (o.weight_decay != 0.0 ? 8 : 0);
 }
 
 kernels::SgdParams paramsOf(const SGDOptions& o, bool first) {
@@ -60,7 +61,9 @@ kernels::SgdParams paramsOf(const SGDOptions& o, bool first) {
           .first_step = first};
 }
 
-std::vector<double> toVector(const std::array<double, kernels::kSgdScalars>& a) { return {a.begin(), a.end()}; }
+std::vector<double> toVector(const std::array<double, kernels::kSgdScalars>& a) {
+  return {a.begin(), a.end()};
+}
 }  // namespace
 
 void SGD::step() {
@@ -85,7 +88,7 @@ void SGD::step() {
         auto& buffers = state(param).buffers;
         auto it = buffers.find("momentum_buffer");
         if (it == buffers.end()) {
-          detail::checkNotCapturing(*this, param, "momentum_buffer");  // a graph would zero it at every replay
+          detail::checkNotCapturing(*this, param, "momentum_buffer");  // a graph would zero it again
           first = true;
           it = buffers.emplace("momentum_buffer", zerosLike(param)).first;
         }
@@ -107,13 +110,14 @@ void SGD::step() {
         auto next = [this, gi, flags = kernelFlags(o)] {
           const SGDOptions now = fromHyper(paramGroups()[gi].options);
           validate(now);
-          LOCKSTEP_ENFORCE(kernelFlags(now) == flags, ValueError,
-                           "SGD: maximize, nesterov or whether momentum or weight_decay is 0 changed in group ", gi,
-                           " after its step was captured in a CUDA graph; the graph cannot follow");
+          LOCKSTEP_ENFORCE(
+              kernelFlags(now) == flags, ValueError,
+              "SGD: maximize, nesterov or whether momentum or weight_decay is 0 changed in group ", gi,
+              " after its step was captured in a CUDA graph; the graph cannot follow");
           return toVector(kernels::sgdScalars(paramsOf(now, false)));
         };
-        params.device_scalars =
-            captureUpdate(detail::oneDevice(spans[first]), toVector(kernels::sgdScalars(params)), std::move(next));
+        params.device_scalars = captureUpdate(detail::oneDevice(spans[first]),
+                                              toVector(kernels::sgdScalars(params)), std::move(next));
       }
       kernels::sgdStepMany(spans[first], params);
     }

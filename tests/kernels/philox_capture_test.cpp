@@ -1,10 +1,11 @@
 // Where dropout's Philox draws start (kernels::PhiloxState): eagerly the generator's own state, in
 // a CUDA graph capture a device slot plus the counters drawn since the capture began (the capture
 // itself: tests/parallel/gpu_step_graph_test.cpp). Runs anywhere.
+#include "lockstep/kernels/philox_capture.h"
+
 #include <gtest/gtest.h>
 
 #include "lockstep/kernels/dropout.h"
-#include "lockstep/kernels/philox_capture.h"
 
 using namespace lockstep;
 

@@ -23,7 +23,8 @@ TEST(OptimizerScalars, sgd_scalars_are_the_update_s_numbers_in_order) {
 }
 
 TEST(OptimizerScalars, adam_scalars_hold_the_bias_corrections_of_the_step) {
-  const kernels::AdamParams p{.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01, .step = 7};
+  const kernels::AdamParams p{
+      .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01, .step = 7};
   const auto s = kernels::adamScalars(p);
   EXPECT_EQ(s[0], 0.9);
   EXPECT_EQ(s[1], 0.999);
@@ -98,7 +99,7 @@ TEST(OptimizerCapture, replays_and_captures_out_of_order_are_errors_that_say_so)
   opt.beginCapture();
   EXPECT_THROW(opt.beginCapture(), ValueError);
   EXPECT_THROW(opt.replayStep(), ValueError);  // not ended yet
-  opt.endCapture();                             // nothing was stepped: nothing to replay
+  opt.endCapture();                            // nothing was stepped: nothing to replay
   EXPECT_FALSE(opt.hasCapture());
   // Eager steps after a capture that recorded nothing update as ever.
   p.setGrad(Tensor::full({3}, 2.0, DType::f32));

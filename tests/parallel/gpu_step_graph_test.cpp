@@ -37,7 +37,7 @@ struct Setup {
 struct Outcome {
   std::vector<double> losses, lrs;
   std::vector<std::pair<std::string, std::vector<double>>> state;  // parameters, buffers, optimizer
-  std::vector<uint64_t> offsets;                                    // every dropout generator's
+  std::vector<uint64_t> offsets;                                   // every dropout generator's
   int64_t replays = 0, global_steps = 0;
 };
 
@@ -74,9 +74,11 @@ Outcome train(const Setup& s, bool graphed) {
     o.losses.push_back(loss.toVector<double>().at(0));
     o.lrs.push_back(engine.optimizer()->paramGroups()[0].lr());
   }
-  for (const auto& [name, p] : model->namedParameters()) o.state.emplace_back(name, p.tensor().toVector<double>());
+  for (const auto& [name, p] : model->namedParameters())
+    o.state.emplace_back(name, p.tensor().toVector<double>());
   for (const auto& [name, b] : model->namedBuffers()) o.state.emplace_back(name, b.toVector<double>());
-  for (const auto& [key, t] : engine.optimizer()->stateDict().state) o.state.emplace_back(key, t.toVector<double>());
+  for (const auto& [key, t] : engine.optimizer()->stateDict().state)
+    o.state.emplace_back(key, t.toVector<double>());
   dropoutOffsets(*model, o.offsets);
   o.offsets.push_back(defaultGenerator().offset());
   o.replays = graph ? graph->replays() : 0;
@@ -165,7 +167,9 @@ parallel::EngineOptions options(optim::OptimizerSpec optimizer, optim::Scheduler
 
 optim::SchedulerSpec warmupDecay() {
   return {"WarmupDecayLR",
-          {{"warmup_min_lr", 0.0}, {"warmup_max_lr", 2e-3}, {"warmup_num_steps", int64_t{4}},
+          {{"warmup_min_lr", 0.0},
+           {"warmup_max_lr", 2e-3},
+           {"warmup_num_steps", int64_t{4}},
            {"total_num_steps", int64_t{12}}}};
 }
 
@@ -179,11 +183,12 @@ TEST(GpuStepGraph, seed_cnn_with_adam_and_a_warmup_decay_schedule_replays_the_ea
 TEST(GpuStepGraph, adamw_with_clipping_and_a_cosine_schedule_replays_the_eager_steps_bitwise) {
   LOCKSTEP_REQUIRE_GPU();
   // 0.05 is well below the seed CNN's gradient norms here: every step clips.
-  expectReplaysAreTheEagerSteps({zoo("mnist_cnn"),
-                                 options({"AdamW", {{"lr", 2e-3}, {"weight_decay", 0.05}}},
-                                         {"CosineAnnealingLR", {{"T_max", int64_t{8}}, {"eta_min", 1e-4}}}, 0.05),
-                                 images({1, 28, 28}), ce},
-                                "mnist_cnn adamw clipping");
+  expectReplaysAreTheEagerSteps(
+      {zoo("mnist_cnn"),
+       options({"AdamW", {{"lr", 2e-3}, {"weight_decay", 0.05}}},
+               {"CosineAnnealingLR", {{"T_max", int64_t{8}}, {"eta_min", 1e-4}}}, 0.05),
+       images({1, 28, 28}), ce},
+      "mnist_cnn adamw clipping");
 }
 
 TEST(GpuStepGraph, dropout_modules_with_nesterov_sgd_and_a_step_schedule_replay_the_eager_steps_bitwise) {

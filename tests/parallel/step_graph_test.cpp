@@ -35,7 +35,9 @@ parallel::StepGraphFacts replayable(const std::string& optimizer = "SGD") {
   return f;
 }
 
-bool mentions(const std::string& text, const std::string& word) { return text.find(word) != std::string::npos; }
+bool mentions(const std::string& text, const std::string& word) {
+  return text.find(word) != std::string::npos;
+}
 
 TEST(StepGraph, a_model_on_the_cpu_is_not_captured_and_the_reason_is_given) {
   parallel::Engine engine(mlp(), sgd(), parallel::DistributedEnvironment{});
@@ -49,7 +51,8 @@ TEST(StepGraph, a_model_on_the_cpu_is_not_captured_and_the_reason_is_given) {
 }
 
 TEST(StepGraph, sgd_adam_and_adamw_steps_on_one_gpu_are_replayable) {
-  for (const char* name : {"SGD", "Adam", "AdamW"}) EXPECT_EQ(parallel::stepGraphBlocker(replayable(name)), "") << name;
+  for (const char* name : {"SGD", "Adam", "AdamW"})
+    EXPECT_EQ(parallel::stepGraphBlocker(replayable(name)), "") << name;
 }
 
 TEST(StepGraph, what_the_host_decides_each_step_blocks_the_replay_and_is_named) {

@@ -214,7 +214,8 @@ unsigned blocksForRows(int64_t rows) {
 
 template <typename A>
 Drop<A> dropOf(const AttentionParams& p) {
-  return {p.dropout_p > 0.0, PhiloxState{p.seed, p.offset, p.philox_device}, dropoutThreshold(1.0 - p.dropout_p),
+  return {p.dropout_p > 0.0, PhiloxState{p.seed, p.offset, p.philox_device},
+          dropoutThreshold(1.0 - p.dropout_p),
           static_cast<A>(p.dropout_p >= 1.0 ? 0.0 : 1.0 / (1.0 - p.dropout_p))};
 }
 

@@ -58,7 +58,8 @@ struct SgdOp {
     bool first;
   };
   __device__ Values load() const {
-    return {static_cast<T>(s[0]), static_cast<T>(s[1]), static_cast<T>(s[2]), static_cast<T>(s[3]), s[4] != 0.0};
+    return {static_cast<T>(s[0]), static_cast<T>(s[1]), static_cast<T>(s[2]), static_cast<T>(s[3]),
+            s[4] != 0.0};
   }
   __device__ void operator()(const Values& c, void* const* b, int64_t i) const {
     T* p = static_cast<T*>(b[0]);
