@@ -3,6 +3,9 @@
 #include <unordered_set>
 
 #include "lockstep/kernels/optimizer.h"
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/tensor/cuda/allocator.h"
+#endif
 
 namespace lockstep::optim {
 
@@ -147,8 +150,16 @@ const double* Optimizer::captureUpdate(const Device& device, std::vector<double>
                    ": a step captured into a CUDA graph must update GPU "
                    "parameters, got ones on ",
                    deviceName(device));
-  Tensor scalars =
-      Tensor::empty({static_cast<int64_t>(values.size())}, DType::f64, MemoryFormat::contiguous, device);
+  Tensor scalars;
+  {
+#if LOCKSTEP_WITH_CUDA
+    // Not from the graph's pool: the host writes these between replays, and a pool block may be
+    // one a temporary of this very step used before, which each replay would overwrite after the
+    // write (the updates then read garbage: the H200 run's graph losses went to NaN).
+    cuda::PoolPause outside_the_graph(device.index);
+#endif
+    scalars = Tensor::empty({static_cast<int64_t>(values.size())}, DType::f64, MemoryFormat::contiguous, device);
+  }
   captured_.push_back({scalars, std::move(values), std::move(next)});
   return static_cast<const double*>(scalars.devicePtr());
 }

@@ -44,6 +44,7 @@ struct CudaCachingAllocator::Impl {
   std::map<std::tuple<int, cudaStream_t, size_t>, std::vector<std::unique_ptr<Block>>> free;
   std::set<int> released_pools;
   int active_pool = 0;               // beginPool .. endPool
+  bool pool_paused = false;          // pausePool .. resumePool
   cudaStream_t pool_stream = nullptr;
   std::vector<std::unique_ptr<Block>> pending;                       // released, awaiting events
   MemoryStats stats;
@@ -114,7 +115,7 @@ void* CudaCachingAllocator::allocate(size_t nbytes, const Stream& stream) {
   Impl& m = *impl_;
   ++m.stats.allocations;
   if (!m.pending.empty()) m.processPending(false);
-  const int pool = m.active_pool != 0 && stream.handle() == m.pool_stream ? m.active_pool : 0;
+  const int pool = m.active_pool != 0 && !m.pool_paused && stream.handle() == m.pool_stream ? m.active_pool : 0;
   auto it = m.free.find({pool, stream.handle(), size});
   if (it != m.free.end() && !it->second.empty()) {
     std::unique_ptr<Block> b = std::move(it->second.back());
@@ -219,7 +220,18 @@ void CudaCachingAllocator::beginPool(int pool, const Stream& stream) {
 void CudaCachingAllocator::endPool() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->active_pool = 0;
+  impl_->pool_paused = false;
   impl_->pool_stream = nullptr;
+}
+
+void CudaCachingAllocator::pausePool() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pool_paused = true;
+}
+
+void CudaCachingAllocator::resumePool() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->pool_paused = false;
 }
 
 void CudaCachingAllocator::releasePool(int pool) {

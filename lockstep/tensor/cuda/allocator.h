@@ -60,6 +60,13 @@ class CudaCachingAllocator {
   void beginPool(int pool, const Stream& stream);
   void endPool();
   void releasePool(int pool);
+  /// From pausePool() until resumePool() (or endPool()), allocations come from the general cache
+  /// even on the capturing stream: for the tensors a capture makes that the host writes between
+  /// replays (a captured update's scalars). From the pool, such a tensor could share a block with
+  /// a temporary the graph freed earlier in the step, which each replay would then overwrite after
+  /// the host's write.
+  void pausePool();
+  void resumePool();
   int device() const { return device_; }
 
   struct Impl;
@@ -69,6 +76,18 @@ class CudaCachingAllocator {
   ~CudaCachingAllocator();
   int device_;
   Impl* impl_;
+};
+
+/// pausePool() on device's allocator for a scope.
+class PoolPause {
+ public:
+  explicit PoolPause(int device) : alloc_(CudaCachingAllocator::forDevice(device)) { alloc_.pausePool(); }
+  ~PoolPause() { alloc_.resumePool(); }
+  PoolPause(const PoolPause&) = delete;
+  PoolPause& operator=(const PoolPause&) = delete;
+
+ private:
+  CudaCachingAllocator& alloc_;
 };
 
 /// Host memory pinned with cudaHostAlloc (for asynchronous copies): a block of nbytes, and its free.
