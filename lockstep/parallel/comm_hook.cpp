@@ -1,11 +1,17 @@
 #include "lockstep/parallel/comm_hook.h"
 
+#include "lockstep/kernels/binary.h"
 #include "lockstep/parallel/tensor_comm.h"
 
 namespace lockstep::parallel {
 
 void scaleInPlace(Tensor& t, double factor) {
   LOCKSTEP_CHECK(t.isDense(), t.describe());
+  if (t.isCuda()) {
+    // The element-wise kernel computes in f32 (f64 for f64) and rounds once, as the loops below.
+    t.copyFrom(kernels::binaryScalar(kernels::BinaryOp::mul, t, factor));
+    return;
+  }
   const int64_t n = t.numel();
   if (t.dtype() == DType::f32) {
     float* p = t.data<float>();
