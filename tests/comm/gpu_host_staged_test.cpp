@@ -71,7 +71,10 @@ struct Gpu {
   void* alloc(size_t bytes) {
     void* p = nullptr;
     cudaOk(cudaMalloc(&p, bytes + 16), "cudaMalloc");
-    cudaOk(cudaMemset(p, 0x7b, bytes + 16), "cudaMemset");
+    // On the buffers' stream: a cudaMemset on the legacy stream is not ordered with this
+    // non-blocking stream, and on the H200 it landed after an upload (the root's input was the
+    // pattern, so gather and reduce reported it).
+    cudaOk(cudaMemsetAsync(p, 0x7b, bytes + 16, stream), "cudaMemsetAsync");
     device.push_back(p);
     return p;
   }
