@@ -127,6 +127,7 @@ def checks():
 
 
 def plan(check_dir, work):
+    os.makedirs(os.path.join(work, "runs"), exist_ok=True)
     with open(os.path.join(work, "corpus.txt"), "w") as f:
         words = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "and", "a", "cat", "sat",
                  "on", "mat", "while", "rain", "fell", "softly", "in", "town"]

@@ -7,10 +7,41 @@
 
 namespace lockstep::cuda {
 
+namespace {
+// Errors a kernel raises while it runs (the device faulted): reported by whichever later call
+// noticed them, and they leave the process's CUDA context unusable.
+bool isKernelFault(cudaError_t err) {
+  switch (err) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
 void throwCudaError(cudaError_t err, const char* what, const char* file, int line) {
   cudaGetLastError();  // clear a sticky launch error so the next call reports its own
-  std::string msg = detail::concat("CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ") in ",
+  int device = -1;
+  const bool known = cudaGetDevice(&device) == cudaSuccess;
+  std::string msg = detail::concat("CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ") on ",
+                                   known ? detail::concat("cuda:", device) : std::string("the current GPU"), " in ",
                                    what, " at ", file, ":", line);
+  if (isKernelFault(err)) {
+    msg += detail::concat(
+        ": a GPU kernel faulted. Kernels run asynchronously, so the call named here is where the fault "
+        "was noticed, not necessarily the op that caused it; run again with CUDA_LAUNCH_BLOCKING=1 to "
+        "have it reported at the kernel's own launch (with its op). The process's CUDA context is unusable "
+        "now: the process must restart (lockstep run --max-restarts resumes from the last checkpoint)");
+  }
   if (err == cudaErrorMemoryAllocation) throw Error(msg + "; the GPU is out of memory");
   if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver || err == cudaErrorInvalidDevice) {
     throw NotSupportedError(msg);

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The GPU check's own logic, without a GPU (scripts/gpu_check: check.py's plan and summary,
+# compare.py): real `lockstep train` runs on the CPU stand in for the GPU's, so that
+#  1. every planned job is a valid shell script, and ONLY selects runs;
+#  2. compare.py says bitwise for a run and its copy, and gives the relative difference of two
+#     runs that differ (another seed);
+#  3. the summary passes bitwise-equal runs and a CPU-vs-"GPU" difference under its bound (the
+#     CPU's own kernels for another ISA), and fails, exiting 1, when a run that must repeat does not.
+#   gpu_check_harness.sh LOCKSTEP_BIN WORK_DIR
+set -euo pipefail
+
+lockstep=$1 work=$2
+here=$(cd "$(dirname "$0")/../.." && pwd)
+check=$here/scripts/gpu_check
+fail() { echo "gpu_check_harness: FAIL: $*" >&2; exit 1; }
+
+rm -rf "$work"
+mkdir -p "$work/runs"
+
+# 1. The plan.
+python3 "$check/check.py" plan "$check" "$work" >"$work/jobs.txt"
+[ "$(wc -l <"$work/jobs.txt")" -gt 50 ] || fail "check.py planned $(wc -l <"$work/jobs.txt") runs"
+while read -r job; do bash -n "$job" || fail "$job is not a valid shell script"; done <"$work/jobs.txt"
+grep -q 'ONEDNN_MAX_CPU_ISA=AVX2' "$work/jobs/seed_cnn.fp32.cpu_avx2.sh" || fail "no AVX2 run for the f32 bound"
+ONLY='^llama_tiny\.' python3 "$check/check.py" plan "$check" "$work/only" >"$work/only.txt"
+grep -qv 'llama_tiny' "$work/only.txt" && fail "ONLY=^llama_tiny. kept other runs: $(cat "$work/only.txt")"
+rm -rf "$work/jobs" "$work/only" "$work/corpus.txt"
+
+# 2. Runs: the seed CNN job on the CPU; the same again as the "GPU" run and its repeats; another ISA's
+#    kernels (SSE4.1: another set on any x86 CPU) for the bound; another seed for a difference.
+train() {
+  local name=$1
+  shift
+  "$lockstep" train "$check/configs/seed_cnn.yaml" --output-dir "$work/runs/$name" --set max_steps=6 "$@" \
+    >"$work/runs/$name.log" 2>&1 || fail "lockstep train ($name) failed: $(tail -3 "$work/runs/$name.log")"
+  echo 0 >"$work/runs/$name.rc"
+}
+train seed_cnn.fp32.cpu
+ONEDNN_MAX_CPU_ISA=SSE41 train seed_cnn.fp32.cpu_avx2
+train seed_cnn.fp32.other_seed --set seed=2
+for copy in gpu gpu_again graph; do
+  cp -r "$work/runs/seed_cnn.fp32.cpu" "$work/runs/seed_cnn.fp32.$copy"
+  echo 0 >"$work/runs/seed_cnn.fp32.$copy.rc"
+done
+a=$work/runs/seed_cnn.fp32.cpu/model.safetensors
+same=$(python3 "$check/compare.py" "$a" "$work/runs/seed_cnn.fp32.gpu/model.safetensors")
+[[ $same == *"rel=0.000e+00 bitwise=yes"* ]] || fail "a run and its copy: $same"
+other=$(python3 "$check/compare.py" "$a" "$work/runs/seed_cnn.fp32.other_seed/model.safetensors")
+[[ $other == *"bitwise=no"* && $other != *"rel=0.000e+00"* ]] || fail "runs of two seeds: $other"
+
+# 3. The summary of those runs' checks.
+only='^seed_cnn\.fp32\.(cpu|cpu_avx2|gpu|gpu_again|graph)$'
+ONLY=$only python3 "$check/check.py" summarize "$check" "$work" >"$work/good.md" || fail "$(cat "$work/good.md")"
+for line in "seed_cnn fp32 cpu-vs-gpu | PASS" "seed_cnn fp32 repeatable | PASS" "seed_cnn fp32 graph = eager | PASS" \
+    "ALL PASSED"; do
+  grep -qF "$line" "$work/good.md" || fail "summary lacks '$line': $(cat "$work/good.md")"
+done
+grep -q "vs avx2 kernels [1-9]" "$work/good.md" || fail "the f32 bound did not come from the second ISA's run"
+rm -rf "$work/runs/seed_cnn.fp32.gpu_again"
+cp -r "$work/runs/seed_cnn.fp32.other_seed" "$work/runs/seed_cnn.fp32.gpu_again"
+if ONLY=$only python3 "$check/check.py" summarize "$check" "$work" >"$work/bad.md"; then
+  fail "a run that did not repeat passed: $(cat "$work/bad.md")"
+fi
+grep -qF "seed_cnn fp32 repeatable | FAIL | bitwise no" "$work/bad.md" || fail "$(cat "$work/bad.md")"
+grep -qF "SOME CHECKS FAILED" "$work/bad.md" || fail "$(cat "$work/bad.md")"
+echo "gpu_check_harness: ok"
