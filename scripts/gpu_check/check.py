@@ -18,7 +18,8 @@ Each model config (configs/*.yaml) trains on the CPU and on the GPU in fp32, bf1
 - graph: the run with cuda_graph: true gives the bytes of the eager (cuda_graph: false) run.
 - ddp: 2 ranks sharing the one GPU against 2 ranks on the CPU (f32 bound), with the plain and the
   bf16-compressing comm hook.
-- resume: a GPU run stopped at a checkpoint and resumed gives the bytes of the uninterrupted run.
+- resume: a GPU run stopped at a checkpoint and resumed, and one whose rank died mid-run (restarted
+  by the agent from the last checkpoint), give the bytes of the uninterrupted run.
 - errors: a GPU out of memory and a device ordinal past the GPUs end the run with a message naming
   the device (exit 1 and 2), not a crash or a hang.
 """
@@ -87,6 +88,10 @@ def runs(check_dir, work):
     resume = ["cuda_graph=false", "checkpoint.every_steps=4"] + F32_EXACT
     add("seed_cnn.fp32.gpu.resumed", "seed_cnn", "cuda", resume + ["max_steps=8"], extra="resume")
     add("seed_cnn.fp32.gpu.straight", "seed_cnn", "cuda", resume)
+    # A rank that dies without cleaning up after step 6 (as kill -9 leaves it), restarted by the
+    # agent from the checkpoint of step 4.
+    add("seed_cnn.fp32.gpu.crashed", "seed_cnn", "cuda", resume, env="LOCKSTEP_TRAIN_CRASH_AFTER_STEP=6",
+        extra="restart")
     # Bad input: a GPU out of memory (ResNet-18 at batch 2,048 needs ~10 GB; another process holds
     # all but 4 GiB of the GPU meanwhile), an ordinal past the machine's GPUs.
     add("bad.oom", "resnet18", "cuda", ["data.size=2048", "train_micro_batch_size_per_gpu=2048", "max_steps=1"],
@@ -118,6 +123,8 @@ def checks():
                 "seed_cnn.fp32.gpu.world2.bf16_compress", "seed_cnn.fp32.cpu.world2.bf16_compress", "fp32",
                 "seed_cnn.fp32", ("seed_cnn.fp32.cpu.world2.bf16_compress", "seed_cnn.fp32.cpu.world2.allreduce")))
     out.append(("seed_cnn fp32 resume = straight", "bitwise", "seed_cnn.fp32.gpu.resumed",
+                "seed_cnn.fp32.gpu.straight", "fp32", ""))
+    out.append(("seed_cnn fp32 crashed and restarted = straight", "bitwise", "seed_cnn.fp32.gpu.crashed",
                 "seed_cnn.fp32.gpu.straight", "fp32", ""))
     # (name, "error", run, expected exit codes, what its output must say, "")
     out.append(("a GPU out of memory is a clear error", "error", "bad.oom", {"1"},
@@ -155,6 +162,8 @@ def plan(check_dir, work):
                    f"open(\"{flag}\", \"w\").close(); time.sleep(600)' & hog=$!; "
                    f"for i in $(seq 600); do [ -e '{flag}' ] && break; sleep 0.1; done; {cmd}; "
                    f"rc=$?; kill $hog; exit $rc")
+        if extra == "restart":
+            cmd = cmd.replace(" train ", " train --max-restarts 1 ", 1)
         if extra == "resume":
             # the same job again, to its end, from the newest checkpoint
             full = quoted.replace(" '--set' 'max_steps=8'", "")
