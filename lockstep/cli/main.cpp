@@ -7,6 +7,7 @@
 
 #include "lockstep/cli/command.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/version.h"
 
 namespace lockstep::cli {
 
@@ -24,6 +25,7 @@ void printUsage(FILE* out) {
   std::sort(cmds.begin(), cmds.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   std::fprintf(out, "usage: lockstep COMMAND [ARGS...]\n\ncommands:\n");
   for (const auto& c : cmds) std::fprintf(out, "  %-10s %s\n", c.name.c_str(), c.summary.c_str());
+  std::fprintf(out, "  %-10s %s\n", "version", "print lockstep's version (also --version)");
   std::fprintf(out, "\n'lockstep COMMAND --help' describes a command.\n");
 }
 
@@ -37,6 +39,10 @@ int main(int argc, char** argv) {
   std::string name = argv[1];
   if (name == "-h" || name == "--help" || name == "help") {
     printUsage(stdout);
+    return 0;
+  }
+  if (name == "--version" || name == "version") {
+    std::printf("lockstep %s\n", lockstep::lockstepVersionLine().c_str());
     return 0;
   }
   for (const auto& c : lockstep::cli::commandRegistry()) {

@@ -11,10 +11,7 @@
 #include "lockstep/train/config_backends.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
-
-#ifndef LOCKSTEP_VERSION
-#define LOCKSTEP_VERSION "unknown"
-#endif
+#include "lockstep/util/version.h"
 
 namespace lockstep::train {
 
@@ -51,7 +48,8 @@ nlohmann::json describeEnvironment(int world_size, const std::string& backend) {
           {"bf16_kernels", kernels::precisionPath(DType::bf16)},
           {"f16_kernels", kernels::precisionPath(DType::f16)},
           {"threads_per_rank", kernels::numThreads()},
-          {"lockstep_version", LOCKSTEP_VERSION},
+          {"lockstep_version", lockstepVersion()},
+          {"lockstep_commit", lockstepCommit()},
           {"onednn_version", kernels::kernelLibraryVersion()},
           {"compiler", __VERSION__}};
 }

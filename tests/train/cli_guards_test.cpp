@@ -1,0 +1,26 @@
+// The habits users bring from other tools, run on the built `lockstep` binary: --version (also
+// in run.json), "did you mean" for a mistyped command, a missing config file named with why and
+// where, and --nproc-per-node far past the machine refused before any rank starts.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "train/train_cli.h"
+
+using namespace lockstep::test;
+
+TEST_F(TrainCli, version_prints_the_project_version_and_run_json_records_it) {
+  Result v = runLockstep(dir_, "--version");
+  ASSERT_EQ(v.code, 0) << v.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(v.output, m, std::regex(R"(lockstep (\d+\.\d+\.\d+)( \(commit ([0-9a-f]+)\))?\n)")))
+      << v.output;
+  EXPECT_EQ(runLockstep(dir_, "version").output, v.output);
+
+  Result r = run(writeConfig("c.yaml", kSynthetic) + " --output-dir " + dir_ + "/o");
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto env = nlohmann::json::parse(readFile(dir_ + "/o/run.json"))["environment"];
+  EXPECT_EQ(env["lockstep_version"], m[1].str()) << env.dump();
+  EXPECT_EQ(env["lockstep_commit"], m[3].str()) << env.dump();
+}
