@@ -7,6 +7,7 @@
 
 #include "lockstep/cli/command.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/suggest.h"
 #include "lockstep/util/version.h"
 
 namespace lockstep::cli {
@@ -62,7 +63,12 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::fprintf(stderr, "lockstep: unknown command '%s'\n\n", name.c_str());
+  std::vector<std::string> names = {"version"};
+  for (const auto& c : lockstep::cli::commandRegistry()) names.push_back(c.name);
+  const std::string near = lockstep::nearestKey(name, names);
+  std::fprintf(stderr, "lockstep: unknown command '%s'", name.c_str());
+  if (!near.empty()) std::fprintf(stderr, "; did you mean '%s'?", near.c_str());
+  std::fprintf(stderr, "\n\n");
   printUsage(stderr);
   return 2;
 }

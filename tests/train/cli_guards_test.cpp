@@ -24,3 +24,16 @@ TEST_F(TrainCli, version_prints_the_project_version_and_run_json_records_it) {
   EXPECT_EQ(env["lockstep_version"], m[1].str()) << env.dump();
   EXPECT_EQ(env["lockstep_commit"], m[3].str()) << env.dump();
 }
+
+TEST_F(TrainCli, a_mistyped_command_suggests_the_nearest_and_lists_them_all) {
+  Result r = runLockstep(dir_, "trian c.yaml");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown command 'trian'; did you mean 'train'?"), std::string::npos) << r.output;
+  for (const char* c : {"run", "train", "report", "version"}) {
+    EXPECT_NE(r.output.find("\n  " + std::string(c) + " "), std::string::npos) << c << "\n" << r.output;
+  }
+  Result far = runLockstep(dir_, "frobnicate");
+  EXPECT_EQ(far.code, 2) << far.output;
+  EXPECT_NE(far.output.find("unknown command 'frobnicate'\n"), std::string::npos) << far.output;
+  EXPECT_EQ(far.output.find("did you mean"), std::string::npos) << far.output;
+}
