@@ -3,8 +3,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -440,7 +443,14 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
 TrainConfig loadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,
                             int64_t world) {
   std::ifstream in(path);
-  if (!in) throw ValueError("cannot read config file " + path);
+  // Why and where: the errno of the open (a directory opens, then reads nothing), the path made
+  // absolute (a relative one is from a working directory the user may not have in mind).
+  const int err = !in ? (errno != 0 ? errno : EIO) : std::filesystem::is_directory(path) ? EISDIR : 0;
+  if (err != 0) {
+    std::error_code ec;
+    const auto where = std::filesystem::absolute(path, ec).lexically_normal().string();
+    throw ValueError("cannot read config file '" + (ec ? path : where) + "': " + std::strerror(err));
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   return parseTrainConfig(ss.str(), overrides, world, path);

@@ -37,3 +37,22 @@ TEST_F(TrainCli, a_mistyped_command_suggests_the_nearest_and_lists_them_all) {
   EXPECT_NE(far.output.find("unknown command 'frobnicate'\n"), std::string::npos) << far.output;
   EXPECT_EQ(far.output.find("did you mean"), std::string::npos) << far.output;
 }
+
+TEST_F(TrainCli, a_config_that_cannot_be_read_is_named_by_its_absolute_path_with_the_reason) {
+  Result missing = run("no_such_dir/nosuch.yaml");
+  EXPECT_EQ(missing.code, 2) << missing.output;
+  const std::string where = (fs::current_path() / "no_such_dir/nosuch.yaml").string();
+  EXPECT_NE(missing.output.find("cannot read config file '" + where + "': No such file or directory"),
+            std::string::npos)
+      << missing.output;
+  Result dir = run(dir_);
+  EXPECT_EQ(dir.code, 2) << dir.output;
+  EXPECT_NE(dir.output.find("cannot read config file '" + dir_ + "': Is a directory"), std::string::npos)
+      << dir.output;
+  if (::geteuid() == 0) return;  // root reads a file whatever its mode
+  std::string locked = writeConfig("locked.yaml", kSynthetic);
+  fs::permissions(locked, fs::perms::none);
+  Result denied = run(locked);
+  EXPECT_EQ(denied.code, 2) << denied.output;
+  EXPECT_NE(denied.output.find("'" + locked + "': Permission denied"), std::string::npos) << denied.output;
+}
