@@ -116,6 +116,9 @@ struct TrainConfig {
   /// and seed train the same model, so one may resume the other's checkpoints (run_identity.h).
   std::string identity_hash;
   ActivationCheckpointingConfig activation_checkpointing{};
+  /// Lines the run logs once: DeepSpeed keys accepted at their default or off value, with no
+  /// effect in lockstep (deepspeed_keys.h).
+  std::vector<std::string> notes;
   /// What to sample from a language model at the end (`sample` section).
   struct Sample {
     std::string prompt = "\n";

@@ -21,9 +21,31 @@ std::string join(const std::string& path, const std::string& key);
 /// A value as a message shows it: 'scalar', "a mapping", "a list" or "null".
 std::string describe(const YAML::Node& v);
 
-/// ValueError unless `n` is a mapping whose every key is in `known`: "unknown key PATH.KEY (did you
-/// mean PATH.NEAR?)". A key in `not_yet` (a DeepSpeed key lockstep does not implement) is skipped
-/// when its value is `{enabled: false}` and otherwise a ValueError "PATH.KEY is not supported yet".
+/// While one lives on this thread (parseTrainConfig holds one), refuse() records its message instead
+/// of throwing, so that one run reports every refused key of a config at once, and note() records
+/// the lines the run logs once. Scopes nest; the innermost collects. Not copyable.
+class Collect {
+ public:
+  Collect();
+  ~Collect();
+  Collect(const Collect&) = delete;
+  Collect& operator=(const Collect&) = delete;
+  std::vector<std::string> refused, notes;
+
+ private:
+  Collect* previous_;
+};
+
+/// ValueError(message), or recorded by the active Collect.
+void refuse(const std::string& message);
+/// Recorded by the active Collect; dropped when none is active.
+void note(const std::string& message);
+
+/// Refuses (above) unless `n` is a mapping whose every key is in `known`: "unknown key PATH.KEY (did
+/// you mean PATH.NEAR?)". A DeepSpeed key lockstep has no feature for (deepspeed_keys.h) is noted
+/// when set to DeepSpeed's default or off value and otherwise refused as "not supported yet",
+/// naming the feature. A key in `not_yet` is skipped when its value is `{enabled: false}` and
+/// otherwise refused as "PATH.KEY is not supported yet".
 void checkKeys(const YAML::Node& n, const std::string& path, const std::vector<std::string>& known,
                const std::set<std::string>& not_yet = {});
 

@@ -384,6 +384,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
           r, static_cast<long long>(m.parameters), static_cast<long long>(m.gradients),
           static_cast<long long>(m.optimizer_states), c.zero.stage);
     }
+    log("note", c.notes);
     log("note", c.zero.notes);
     log("note", backendsNotes(c.gpu_math, c.document.contains("backends"), device.isCuda()));
   }
