@@ -65,39 +65,14 @@ BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t
 
 namespace {
 
-const std::set<std::string> kUnsupported = {"amp",
-                                            "flops_profiler",
-                                            "wandb",
-                                            "comet",
-                                            "comms_logger",
-                                            "autotuning",
-                                            "sparse_attention",
-                                            "pipeline",
-                                            "compression_training",
-                                            "data_efficiency",
-                                            "elasticity",
-                                            "curriculum_learning",
-                                            "aio",
-                                            "zero_allow_untested_optimizer",
-                                            "communication_data_type",
-                                            "prescale_gradients",
-                                            "gradient_predivide_factor",
-                                            "sparse_gradients",
-                                            "wall_clock_breakdown",
-                                            "memory_breakdown",
-                                            "dump_state",
-                                            "fp32_allreduce",
-                                            "nebula",
-                                            "data_types"};
-
 using config_keys::convert;
 using config_keys::get;
 using config_keys::join;
 
-// Every key of a section must be known; at the top level, DeepSpeed's sections that lockstep does
-// not implement are named as such.
+// Every key of a section must be known (DeepSpeed's keys that lockstep has no feature for are
+// judged by deepspeed_keys.h).
 void checkKeys(const YAML::Node& n, const std::string& path, const std::vector<std::string>& known) {
-  config_keys::checkKeys(n, path, known, path.empty() ? kUnsupported : std::set<std::string>{});
+  config_keys::checkKeys(n, path, known);
 }
 
 std::vector<int64_t> intList(const YAML::Node& v, const std::string& path) {
@@ -304,8 +279,10 @@ void applyOverride(YAML::Node root, const std::string& spec) {
 
 }  // namespace
 
-TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::string>& overrides,
-                             int64_t world, const std::string& source) {
+namespace {
+
+TrainConfig parse(const std::string& text, const std::vector<std::string>& overrides, int64_t world,
+                  const std::string& source) {
   YAML::Node root = loadConfigDocument(text, source);
   if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) throw ValueError(source + ": the top level must be a mapping");
@@ -437,6 +414,34 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
   if (c.eval_every_epochs <= 0) throw ValueError("eval.every_epochs must be positive");
   c.document = configDocumentToJson(root, source);
   c.identity_hash = configIdentityHash(c.document);
+  return c;
+}
+
+// Every refused key at once: one line each, then the error that stopped the parse, if any.
+[[noreturn]] void throwRefused(const std::string& source, const std::vector<std::string>& refused,
+                               const std::string& also = "") {
+  if (refused.size() == 1 && also.empty()) throw ValueError(refused[0]);
+  std::string msg = source + ": " + std::to_string(refused.size()) +
+                    (refused.size() == 1 ? " key is refused:" : " keys are refused:");
+  for (const auto& r : refused) msg += "\n  " + r;
+  if (!also.empty()) msg += "\n  " + also;
+  throw ValueError(msg);
+}
+
+}  // namespace
+
+TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::string>& overrides,
+                             int64_t world, const std::string& source) {
+  config_keys::Collect collect;
+  TrainConfig c;
+  try {
+    c = parse(text, overrides, world, source);
+  } catch (const ValueError& e) {
+    if (collect.refused.empty()) throw;
+    throwRefused(source, collect.refused, e.what());
+  }
+  if (!collect.refused.empty()) throwRefused(source, collect.refused);
+  c.notes = std::move(collect.notes);
   return c;
 }
 
