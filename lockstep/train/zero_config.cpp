@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "lockstep/train/config_keys.h"
 #include "lockstep/util/error.h"
@@ -16,14 +17,10 @@ namespace {
 
 const std::string kSection = "zero_optimization";
 
-// DeepSpeed's zero_optimization keys lockstep has no feature for are judged by deepspeed_keys.h;
-// these are recognised and not supported yet.
-const std::set<std::string> kNotYet = {"cpu_offload"};
-
 using config_keys::describe;
 
 void checkKeys(const YAML::Node& n, const std::string& path, const std::vector<std::string>& known) {
-  config_keys::checkKeys(n, path, known, path == kSection ? kNotYet : std::set<std::string>{});
+  config_keys::checkKeys(n, path, known);
 }
 
 bool boolean(const YAML::Node& n, const std::string& path, const std::string& key, bool fallback) {
@@ -152,9 +149,55 @@ void parseOffloadParam(const YAML::Node& n, int stage, ZeroConfig& z) {
   }
 }
 
+// DeepSpeed's other spellings (zero/config.py's pydantic aliases and deprecated fields), read as
+// the key they stand for: (alias, key).
+const std::pair<const char*, const char*> kAliases[] = {
+    {"prefetch_bucket_size", "stage3_prefetch_bucket_size"},
+    {"param_persistence_threshold", "stage3_param_persistence_threshold"},
+    {"max_live_parameters", "stage3_max_live_parameters"},
+    {"max_reuse_distance", "stage3_max_reuse_distance"},
+    {"gather_16bit_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save"},
+    {"module_granularity_threshold", "stage3_module_granularity_threshold"},
+    {"stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params"},
+};
+
+// The section with every alias renamed to its key; an alias given with its key is an error, as
+// DeepSpeed cannot take both either. cpu_offload (deprecated for offload_optimizer) true means
+// offload_optimizer: {device: cpu}; false, nothing.
+YAML::Node canonical(const YAML::Node& given) {
+  if (!given.IsMap()) return given;
+  YAML::Node n = YAML::Clone(given);
+  for (const auto& [alias, key] : kAliases) {
+    if (!n[alias]) continue;
+    if (n[key])
+      throw ValueError(kSection + "." + alias + " and " + kSection + "." + key +
+                       " are the same key in DeepSpeed; give one of them");
+    n[key] = n[alias];
+    n.remove(alias);
+  }
+  if (n["cpu_offload"]) {
+    if (boolean(n, kSection, "cpu_offload", false)) {
+      if (n["offload_optimizer"])
+        throw ValueError(kSection + ".cpu_offload: true is DeepSpeed's deprecated spelling of offload_optimizer: "
+                                    "{device: cpu}; give one of them");
+      YAML::Node o(YAML::NodeType::Map);
+      o["device"] = "cpu";
+      n["offload_optimizer"] = o;
+    }
+    n.remove("cpu_offload");
+  }
+  return n;
+}
+
+ZeroConfig parseZeroFields(const YAML::Node& n);
+
 }  // namespace
 
-ZeroConfig parseZeroConfig(const YAML::Node& n) {
+ZeroConfig parseZeroConfig(const YAML::Node& n) { return parseZeroFields(canonical(n)); }
+
+namespace {
+
+ZeroConfig parseZeroFields(const YAML::Node& n) {
   checkKeys(n, kSection,
             {"stage", "contiguous_gradients", "overlap_comm", "reduce_scatter", "reduce_bucket_size",
              "allgather_partitions", "allgather_bucket_size", "round_robin_gradients", "offload_param",
@@ -242,5 +285,7 @@ ZeroConfig parseZeroConfig(const YAML::Node& n) {
                       ".stage is 0 (plain data parallelism): the section's other keys have no effect");
   return z;
 }
+
+}  // namespace
 
 }  // namespace lockstep::train

@@ -207,3 +207,28 @@ TEST(ZeroConfig, bad_keys_and_values_are_errors_naming_the_key) {
                   "unknown key zero_optimization.offload_param.devise"));
   EXPECT_TRUE(has(errorOf("[1, 2]"), "zero_optimization must be a mapping"));
 }
+
+TEST(ZeroConfig, deepspeeds_plain_names_and_deprecated_spellings_mean_what_they_mean_there) {
+  const ZeroConfig z = parse(
+      "{stage: 3, prefetch_bucket_size: 123, param_persistence_threshold: 7, max_live_parameters: 5e6, "
+      "max_reuse_distance: 0, gather_16bit_weights_on_model_save: true}");
+  EXPECT_EQ(z.options.prefetch_bucket_size, 123);
+  EXPECT_EQ(z.options.param_persistence_threshold, 7);
+  EXPECT_EQ(z.options.max_live_parameters, 5000000);
+  EXPECT_EQ(z.options.max_reuse_distance, 0);
+  std::string notes;
+  for (const auto& n : z.notes) notes += n + "\n";
+  EXPECT_TRUE(has(notes, "stage3_gather_16bit_weights_on_model_save: no effect")) << notes;
+  // At stage 2 the plain names are noted as stage-3 keys, as their stage3_ spellings are.
+  const ZeroConfig z2 = parse("{stage: 2, max_live_parameters: 10}");
+  EXPECT_TRUE(has(z2.notes.at(0), "stage3_max_live_parameters: used by ZeRO stage 3 only")) << z2.notes.at(0);
+  EXPECT_TRUE(has(errorOf("{stage: 3, max_live_parameters: 1, stage3_max_live_parameters: 2}"),
+                  "zero_optimization.max_live_parameters and zero_optimization.stage3_max_live_parameters are "
+                  "the same key in DeepSpeed; give one of them"));
+  EXPECT_TRUE(has(errorOf("{stage: 3, prefetch_bucket_size: -1}"), "stage3_prefetch_bucket_size: expected a whole"));
+  // cpu_offload, deprecated: true is offload_optimizer {device: cpu}; false asks for nothing.
+  EXPECT_EQ(parse("{stage: 2, cpu_offload: true}").offload_optimizer_device, "cpu");
+  EXPECT_EQ(parse("{stage: 2, cpu_offload: false}").offload_optimizer_device, "none");
+  EXPECT_TRUE(has(errorOf("{stage: 2, cpu_offload: true, offload_optimizer: {device: cpu}}"), "give one of them"));
+  EXPECT_TRUE(has(errorOf("{stage: 2, cpu_offload: 3}"), "zero_optimization.cpu_offload: expected a boolean"));
+}
