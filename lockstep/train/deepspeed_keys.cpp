@@ -67,7 +67,8 @@ const std::vector<Entry>& table() {
       {"", "autotuning", offSection(), "{enabled: false}", "autotuning"},
       {"", "elasticity", offSection(), "{enabled: false}", "elastic batch sizes"},
       {"", "curriculum_learning", offSection(), "{enabled: false}", "curriculum learning"},
-      {"", "data_efficiency", offSection(), "{enabled: false}", "data efficiency (data sampling and routing)"},
+      {"", "data_efficiency", offSection(), "{enabled: false}",
+       "data efficiency (data sampling and routing)"},
       {"", "nebula", offSection(), "{enabled: false}", "Nebula checkpointing"},
       {"", "torch_autocast", offSection(), "{enabled: false}",
        "torch.autocast of chosen modules; use bf16 or fp16 for autocast training"},
@@ -75,8 +76,9 @@ const std::vector<Entry>& table() {
       {"", "sparse_attention", emptySection(), "absent", "sparse attention"},
       {"", "pipeline", emptySection(), "absent", "pipeline parallelism"},
       {"", "compression_training", emptySection(), "absent", "compression training"},
-      {"", "aio", anything(), "", "no effect: aio tunes DeepSpeed's libaio NVMe I/O; lockstep's NVMe swap files use "
-                                 "their own reads and writes"},
+      {"", "aio", anything(), "",
+       "no effect: aio tunes DeepSpeed's libaio NVMe I/O; lockstep's NVMe swap files use "
+       "their own reads and writes"},
       {"", "zero_allow_untested_optimizer", anyBoolean(), "true or false",
        "no effect: lockstep's ZeRO steps every optimizer of its registry"},
       {"", "zero_force_ds_cpu_optimizer", anyBoolean(), "true or false",
@@ -84,12 +86,14 @@ const std::vector<Entry>& table() {
       {"", "communication_data_type", null(), "null",
        "communicating gradients in another dtype (ddp.comm_hook bf16_compress or fp16_compress compresses "
        "DDP's buckets)"},
-      {"", "prescale_gradients", boolean(false), "false", "dividing gradients by the world size before the allreduce"},
+      {"", "prescale_gradients", boolean(false), "false",
+       "dividing gradients by the world size before the allreduce"},
       {"", "gradient_predivide_factor", number(1.0), "1.0", "a gradient pre-division factor"},
       {"", "sparse_gradients", boolean(false), "false", "sparse embedding gradients"},
       {"", "wall_clock_breakdown", boolean(false), "false",
        "the wall-clock breakdown of forward, backward and step (progress prints step times)"},
-      {"", "memory_breakdown", boolean(false), "false", "the memory breakdown (the run prints model-state bytes)"},
+      {"", "memory_breakdown", boolean(false), "false",
+       "the memory breakdown (the run prints model-state bytes)"},
       {"", "dump_state", boolean(false), "false", "dumping the engine's state"},
       {"", "fp32_allreduce", boolean(false), "false", "allreduce in fp32 under bf16 or fp16"},
       {"", "graph_harvesting", boolean(false), "false", "graph harvesting (use cuda_graph)"},
@@ -128,7 +132,8 @@ const std::vector<Entry>& table() {
       {"zero_optimization", "zero_quantized_weights", boolean(false), "false", "ZeRO++ quantized weights"},
       {"zero_optimization", "zero_quantized_nontrainable_weights", boolean(false), "false",
        "ZeRO++ quantized non-trainable weights"},
-      {"zero_optimization", "zero_quantized_gradients", boolean(false), "false", "ZeRO++ quantized gradients"},
+      {"zero_optimization", "zero_quantized_gradients", boolean(false), "false",
+       "ZeRO++ quantized gradients"},
       {"zero_optimization", "mics_shard_size", number(-1), "-1", "MiCS sharding"},
       {"zero_optimization", "mics_hierarchical_params_gather", boolean(false), "false",
        "MiCS hierarchical gathering"},
@@ -143,7 +148,8 @@ const std::vector<Entry>& table() {
        "fetching ZeRO-3 parameters by allreduce"},
       {"zero_optimization", "stage3_module_granularity_threshold", number(0), "0",
        "ZeRO-3 leaf-module granularity"},
-      {"zero_optimization", "log_trace_cache_warnings", boolean(false), "false", "ZeRO-3 trace cache warnings"},
+      {"zero_optimization", "log_trace_cache_warnings", boolean(false), "false",
+       "ZeRO-3 trace cache warnings"},
       {"zero_optimization", "use_multi_rank_bucket_allreduce", boolean(true), "true",
        "the multi-rank bucket allreduce"},
   };
@@ -172,8 +178,8 @@ Verdict judge(const std::string& section, const std::string& key, const YAML::No
   const std::string shown = value.IsMap() ? "the section" : config_keys::describe(value);
   if (e->accepts(value)) {
     if (e->feature.rfind("no effect", 0) == 0) return {true, path + ": " + e->feature};
-    return {true, path + ": " + shown + " is DeepSpeed's default or off value; lockstep has no " + e->feature +
-                      ", so the key has no effect"};
+    return {true, path + ": " + shown + " is DeepSpeed's default or off value; lockstep has no " +
+                      e->feature + ", so the key has no effect"};
   }
   return {false, path + " is not supported yet (" + e->feature + "); remove it or set it to " + e->off};
 }

@@ -178,8 +178,9 @@ YAML::Node canonical(const YAML::Node& given) {
   if (n["cpu_offload"]) {
     if (boolean(n, kSection, "cpu_offload", false)) {
       if (n["offload_optimizer"])
-        throw ValueError(kSection + ".cpu_offload: true is DeepSpeed's deprecated spelling of offload_optimizer: "
-                                    "{device: cpu}; give one of them");
+        throw ValueError(kSection +
+                         ".cpu_offload: true is DeepSpeed's deprecated spelling of offload_optimizer: "
+                         "{device: cpu}; give one of them");
       YAML::Node o(YAML::NodeType::Map);
       o["device"] = "cpu";
       n["offload_optimizer"] = o;

@@ -44,19 +44,21 @@ TEST(DeepSpeedKeys, default_and_off_values_are_accepted_with_a_note) {
       {}, 1, "ds.json");
   EXPECT_EQ(c.steps_per_print, 2000);
   const std::string notes = joined(c.notes);
-  for (const char* key : {"wall_clock_breakdown: 'false' is DeepSpeed's default", "prescale_gradients",
-                          "gradient_predivide_factor", "zero_allow_untested_optimizer: no effect",
-                          "flops_profiler", "torch_autocast", "hybrid_engine", "cuda_visible_devices",
-                          "bf16.bf16_master_weights_and_grads", "zero_optimization.memory_efficient_linear",
-                          "zero_optimization.ignore_unused_parameters", "zero_optimization.mics_shard_size"}) {
+  for (const char* key :
+       {"wall_clock_breakdown: 'false' is DeepSpeed's default", "prescale_gradients",
+        "gradient_predivide_factor", "zero_allow_untested_optimizer: no effect", "flops_profiler",
+        "torch_autocast", "hybrid_engine", "cuda_visible_devices", "bf16.bf16_master_weights_and_grads",
+        "zero_optimization.memory_efficient_linear", "zero_optimization.ignore_unused_parameters",
+        "zero_optimization.mics_shard_size"}) {
     EXPECT_TRUE(has(notes, key)) << key << " in\n" << notes;
   }
 }
 
 TEST(DeepSpeedKeys, other_values_are_not_supported_yet_naming_the_feature) {
-  EXPECT_EQ(errorOf("train_batch_size: 8\nwall_clock_breakdown: true"),
-            "wall_clock_breakdown is not supported yet (the wall-clock breakdown of forward, backward and step "
-            "(progress prints step times)); remove it or set it to false");
+  EXPECT_EQ(
+      errorOf("train_batch_size: 8\nwall_clock_breakdown: true"),
+      "wall_clock_breakdown is not supported yet (the wall-clock breakdown of forward, backward and step "
+      "(progress prints step times)); remove it or set it to false");
   EXPECT_TRUE(has(errorOf("train_batch_size: 8\nprescale_gradients: true"),
                   "prescale_gradients is not supported yet (dividing gradients by the world size"));
   EXPECT_TRUE(has(errorOf("train_batch_size: 8\ngradient_predivide_factor: 2"), "set it to 1.0"));
@@ -68,10 +70,11 @@ TEST(DeepSpeedKeys, other_values_are_not_supported_yet_naming_the_feature) {
                   "sparse_attention is not supported yet (sparse attention)"));
   EXPECT_TRUE(has(errorOf("train_batch_size: 8\nbf16: {enabled: true, bf16_master_weights_and_grads: true}"),
                   "bf16.bf16_master_weights_and_grads is not supported yet"));
-  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nzero_optimization: {stage: 2, zero_quantized_gradients: true}"),
-                  "zero_optimization.zero_quantized_gradients is not supported yet (ZeRO++ quantized gradients)"));
-  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nzero_allow_untested_optimizer: maybe"),
-                  "set it to true or false"));
+  EXPECT_TRUE(
+      has(errorOf("train_batch_size: 8\nzero_optimization: {stage: 2, zero_quantized_gradients: true}"),
+          "zero_optimization.zero_quantized_gradients is not supported yet (ZeRO++ quantized gradients)"));
+  EXPECT_TRUE(
+      has(errorOf("train_batch_size: 8\nzero_allow_untested_optimizer: maybe"), "set it to true or false"));
   // A typo of a DeepSpeed key is still unknown, with the DeepSpeed key suggested.
   EXPECT_TRUE(has(errorOf("train_batch_size: 8\nwall_clock_breakdwn: false"),
                   "unknown key wall_clock_breakdwn (did you mean wall_clock_breakdown?)"));

@@ -222,13 +222,17 @@ TEST(ZeroConfig, deepspeeds_plain_names_and_deprecated_spellings_mean_what_they_
   // At stage 2 the plain names are noted as stage-3 keys, as their stage3_ spellings are.
   const ZeroConfig z2 = parse("{stage: 2, max_live_parameters: 10}");
   EXPECT_TRUE(has(z2.notes.at(0), "stage3_max_live_parameters: used by ZeRO stage 3 only")) << z2.notes.at(0);
-  EXPECT_TRUE(has(errorOf("{stage: 3, max_live_parameters: 1, stage3_max_live_parameters: 2}"),
-                  "zero_optimization.max_live_parameters and zero_optimization.stage3_max_live_parameters are "
-                  "the same key in DeepSpeed; give one of them"));
-  EXPECT_TRUE(has(errorOf("{stage: 3, prefetch_bucket_size: -1}"), "stage3_prefetch_bucket_size: expected a whole"));
+  EXPECT_TRUE(
+      has(errorOf("{stage: 3, max_live_parameters: 1, stage3_max_live_parameters: 2}"),
+          "zero_optimization.max_live_parameters and zero_optimization.stage3_max_live_parameters are "
+          "the same key in DeepSpeed; give one of them"));
+  EXPECT_TRUE(
+      has(errorOf("{stage: 3, prefetch_bucket_size: -1}"), "stage3_prefetch_bucket_size: expected a whole"));
   // cpu_offload, deprecated: true is offload_optimizer {device: cpu}; false asks for nothing.
   EXPECT_EQ(parse("{stage: 2, cpu_offload: true}").offload_optimizer_device, "cpu");
   EXPECT_EQ(parse("{stage: 2, cpu_offload: false}").offload_optimizer_device, "none");
-  EXPECT_TRUE(has(errorOf("{stage: 2, cpu_offload: true, offload_optimizer: {device: cpu}}"), "give one of them"));
-  EXPECT_TRUE(has(errorOf("{stage: 2, cpu_offload: 3}"), "zero_optimization.cpu_offload: expected a boolean"));
+  EXPECT_TRUE(
+      has(errorOf("{stage: 2, cpu_offload: true, offload_optimizer: {device: cpu}}"), "give one of them"));
+  EXPECT_TRUE(
+      has(errorOf("{stage: 2, cpu_offload: 3}"), "zero_optimization.cpu_offload: expected a boolean"));
 }
