@@ -52,7 +52,8 @@ void LossScaler::update(bool overflow) {
       LOCKSTEP_ENFORCE(!(cur_scale_ == o.min_loss_scale && o.raise_error_at_min_scale), Error,
                        "loss scaling: the gradients overflowed at the minimum loss scale ", cur_scale_,
                        " (min_loss_scale), which cannot decrease any more; the run diverges. Lower "
-                       "min_loss_scale or the learning rate, or set raise_error_at_min_scale=false");
+                       "fp16.min_loss_scale or the learning rate, or set fp16.raise_error_at_min_scale: "
+                       "false to go on at the minimum");
       cur_scale_ = std::max(cur_scale_ / o.scale_factor, o.min_loss_scale);
     } else {
       --cur_hysteresis_;

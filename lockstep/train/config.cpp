@@ -212,7 +212,8 @@ void parsePrecision(const YAML::Node& root, TrainConfig& c) {
     const YAML::Node n = root["fp16"];
     checkKeys(n, "fp16",
               {"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
-               "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads"});
+               "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads",
+               "raise_error_at_min_scale"});
     get(n, "fp16", "enabled", fp16);
     optim::LossScalerOptions ls;
     get(n, "fp16", "loss_scale", ls.loss_scale);
@@ -221,6 +222,8 @@ void parsePrecision(const YAML::Node& root, TrainConfig& c) {
     get(n, "fp16", "hysteresis", ls.hysteresis);
     get(n, "fp16", "consecutive_hysteresis", ls.consecutive_hysteresis);
     get(n, "fp16", "min_loss_scale", ls.min_loss_scale);
+    // DeepSpeed's DynamicLossScaler(raise_error_at_min_scale=True): an overflow at the floor stops.
+    get(n, "fp16", "raise_error_at_min_scale", ls.raise_error_at_min_scale);
     bool master16 = false;
     get(n, "fp16", "fp16_master_weights_and_grads", master16);
     if (master16) {

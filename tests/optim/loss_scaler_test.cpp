@@ -116,6 +116,9 @@ TEST(LossScaler, overflow_at_the_minimum_raises_like_deepspeed) {
     FAIL() << "expected an error at the minimum scale";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("min_loss_scale"), std::string::npos) << e.what();
+    // The advice names the config key that turns it off (fp16.raise_error_at_min_scale).
+    EXPECT_NE(std::string(e.what()).find("fp16.raise_error_at_min_scale: false"), std::string::npos)
+        << e.what();
   }
 }
 

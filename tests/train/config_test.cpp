@@ -321,6 +321,17 @@ TEST(TrainConfig, precision_sections_choose_the_precision) {
   EXPECT_EQ(parseTrainConfig("train_batch_size: 8", {"bf16.enabled=true"}, 1).precision, "bf16");
 }
 
+TEST(TrainConfig, fp16_raise_error_at_min_scale_is_deepspeeds_key) {
+  // DeepSpeed's DynamicLossScaler default: an overflow at the floor stops the run.
+  EXPECT_TRUE(parseTrainConfig("train_batch_size: 8\nfp16: {enabled: true}", {}, 1)
+                  .loss_scaler->raise_error_at_min_scale);
+  const TrainConfig c =
+      parseTrainConfig("train_batch_size: 8\nfp16: {enabled: true, raise_error_at_min_scale: false}", {}, 1);
+  EXPECT_FALSE(c.loss_scaler->raise_error_at_min_scale);
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nfp16: {enabled: true, raise_error_at_min_scale: sometimes}"),
+                  "fp16.raise_error_at_min_scale: expected a boolean"));
+}
+
 TEST(TrainConfig, precision_section_errors_name_the_key) {
   EXPECT_TRUE(has(errorOf("train_batch_size: 8\nfp16: {enabled: true, bf16: {enabled: true}}"), "fp16.bf16"));
   EXPECT_TRUE(has(errorOf("train_batch_size: 8\nfp16: {enabled: true, loss_scale_windo: 10}"),
