@@ -9,6 +9,7 @@
 
 #include "lockstep/cli/command.h"
 #include "lockstep/launch.h"
+#include "lockstep/launch/rank_capacity.h"
 #include "lockstep/util/error.h"
 
 namespace {
@@ -52,6 +53,13 @@ int runMain(int argc, char** argv) {
     return 0;
   }
   if (!options.hostfile.empty()) return printHostCommands(options);
+  try {
+    lockstep::launch::checkRanksFit("--nproc-per-node", options.nproc_per_node,
+                                    lockstep::launch::probeMachineCapacity(), options.oversubscribe);
+  } catch (const lockstep::ValueError& e) {
+    std::fprintf(stderr, "lockstep run: error: %s\n", e.what());
+    return 2;
+  }
   lockstep::launch::Agent agent(options);
   return agent.run();
 }

@@ -13,6 +13,7 @@
 #include "lockstep/comm/device_sharing.h"
 #include "lockstep/comm/worker_environment.h"
 #include "lockstep/launch.h"
+#include "lockstep/launch/rank_capacity.h"
 #include "lockstep/tensor/device.h"
 #include "lockstep/train.h"
 #include "lockstep/util/env.h"
@@ -24,6 +25,7 @@ struct TrainArgs {
   std::string config;
   std::string nproc = "1";  // --nproc-per-node as given: N, auto or cpu
   int nproc_per_node = 1;
+  bool oversubscribe = false;  // start nproc_per_node ranks even past the machine
   std::string output_dir = "lockstep-out";
   std::vector<std::string> sets;
   bool resume = false;
@@ -101,6 +103,8 @@ int trainMain(int argc, char** argv) {
   // --nproc_per_node, as `--flag value` or `--flag=value`.
   app.add_option("--nproc-per-node,--nproc_per_node", a.nproc,
                  "ranks to start on this machine: N, or auto / cpu for one per core");
+  app.add_flag("--oversubscribe", a.oversubscribe,
+               "start --nproc-per-node ranks even where that is more than 4 per core or the memory holds");
   app.add_option("--output-dir,--output_dir", a.output_dir,
                  "where checkpoints, metrics, the model and summary.json go");
   app.add_option("--set", a.sets, "override a config key: --set optimizer.params.lr=0.01 (repeatable)");
@@ -124,6 +128,8 @@ int trainMain(int argc, char** argv) {
   try {
     a.nproc_per_node =
         lockstep::launch::parseNprocPerNode("--nproc-per-node", a.nproc, lockstep::launch::availableCores());
+    lockstep::launch::checkRanksFit("--nproc-per-node", a.nproc_per_node,
+                                    lockstep::launch::probeMachineCapacity(), a.oversubscribe);
     // Who this process is, whoever started it (lockstep run, torchrun, mpirun, srun).
     env = lockstep::comm::workerEnvironment();
     const int world = startsAgent(a) ? a.nproc_per_node : env.world_size;

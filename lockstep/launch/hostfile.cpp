@@ -100,6 +100,7 @@ std::vector<std::string> hostCommands(const std::vector<HostSlots>& hosts, const
                                   "--rdzv-id",        options.run_id};
     if (options.max_restarts != 0)
       a.insert(a.end(), {"--max-restarts", std::to_string(options.max_restarts)});
+    if (options.oversubscribe) a.push_back("--oversubscribe");
     if (options.rdzv_timeout_s != LaunchOptions{}.rdzv_timeout_s)
       a.insert(a.end(), {"--rdzv-timeout", formatSeconds(options.rdzv_timeout_s)});
     if (options.monitor_interval_s != LaunchOptions{}.monitor_interval_s)

@@ -69,6 +69,10 @@ std::vector<Flag> flagTable(int cores) {
        [cores](LaunchOptions& o, const std::string& f, const std::string& v) {
          o.nproc_per_node = parseNprocPerNode(f, v, cores);
        }},
+      {{"--oversubscribe"},
+       "",
+       "start --nproc-per-node ranks even where that is more than 4 per core or the memory holds",
+       [](LaunchOptions& o, const std::string&, const std::string&) { o.oversubscribe = true; }},
       {{"--nnodes"},
        "N",
        "number of nodes (hosts) in the job (default 1)",

@@ -23,6 +23,7 @@ constexpr int kStderr = 2;
 /// Everything `lockstep run` was asked to do. Defaults are torchrun's.
 struct LaunchOptions {
   int nproc_per_node = 1;
+  bool oversubscribe = false;  ///< Start --nproc-per-node ranks even past the machine (rank_capacity.h).
   int nnodes = 1;
   std::optional<int> node_rank;           ///< Unset: assigned by arrival order at rendezvous.
   std::string master_addr = "127.0.0.1";  ///< Host of the rendezvous store (the master agent).

@@ -52,4 +52,6 @@ TEST(LaunchHostfile, prints_one_command_per_host) {
   o.join_token = "0123456789abcdef";
   EXPECT_NE(hostCommands({{"n1", 1}}, o)[0].find("--timeout 20 --join-token 0123456789abcdef --"),
             std::string::npos);
+  o.oversubscribe = true;  // each host's agent checks its own cores
+  EXPECT_NE(hostCommands({{"n1", 64}}, o)[0].find("--max-restarts 2 --oversubscribe "), std::string::npos);
 }

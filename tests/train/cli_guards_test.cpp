@@ -56,3 +56,19 @@ TEST_F(TrainCli, a_config_that_cannot_be_read_is_named_by_its_absolute_path_with
   EXPECT_EQ(denied.code, 2) << denied.output;
   EXPECT_NE(denied.output.find("'" + locked + "': Permission denied"), std::string::npos) << denied.output;
 }
+
+TEST_F(TrainCli, far_too_many_ranks_are_refused_before_anything_starts_unless_oversubscribe) {
+  std::string cfg = writeConfig("c.yaml", kSynthetic);
+  Result r = run(cfg + " --nproc-per-node 40000 --output-dir " + dir_ + "/o");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--nproc-per-node 40000 would start more than 4 ranks per core"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("--oversubscribe"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ + "/o")) << "refused before the output directory was made";
+  // --oversubscribe passes the guard: the next check (a bad config) is what stops this run.
+  std::string bad = writeConfig("bad.yaml", std::string(kSynthetic) + "epochs: x\n");
+  r = run(bad + " --nproc-per-node 40000 --oversubscribe --output-dir " + dir_ + "/o");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(r.output.find("ranks per core"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("epochs"), std::string::npos) << r.output;
+}
