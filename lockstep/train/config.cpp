@@ -20,6 +20,7 @@
 #include "lockstep/train/config_backends.h"
 #include "lockstep/train/config_document.h"
 #include "lockstep/train/config_keys.h"
+#include "lockstep/train/deepspeed_keys.h"
 #include "lockstep/train/language_config.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
@@ -291,6 +292,17 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
   if (!root.IsMap()) throw ValueError(source + ": the top level must be a mapping");
   checkNoDuplicateKeys(root, "", source);
   for (const auto& o : overrides) applyOverride(root, o);
+  // Hugging Face Trainer's "auto" values: all named in one error (with any other refused key), the
+  // keys removed so that reading goes on to find the rest.
+  const std::vector<std::string> autos = deepspeed_keys::takeAutoValues(root, {"backend", "cuda_graph"});
+  if (!autos.empty()) {
+    std::string keys;
+    for (const auto& a : autos) keys += (keys.empty() ? "" : ", ") + a;
+    config_keys::refuse(std::to_string(autos.size()) + (autos.size() == 1 ? " value is" : " values are") +
+                        " \"auto\" (" + keys +
+                        "): Hugging Face Trainer fills these in from its arguments, which lockstep does not "
+                        "have; give each a value (or --set KEY=VALUE)");
+  }
   checkKeys(root, "",
             {"train_batch_size",
              "train_micro_batch_size_per_gpu",

@@ -184,4 +184,31 @@ Verdict judge(const std::string& section, const std::string& key, const YAML::No
   return {false, path + " is not supported yet (" + e->feature + "); remove it or set it to " + e->off};
 }
 
+namespace {
+
+void takeAuto(YAML::Node n, const std::string& path, int depth, const std::set<std::string>& own,
+              std::vector<std::string>& out) {
+  if (!n.IsMap() || depth > 64) return;  // checkNoDuplicateKeys bounds the document first
+  std::vector<std::string> autos;
+  for (const auto& kv : n) {
+    const std::string key = kv.first.as<std::string>();
+    if (own.count(config_keys::join(path, key))) continue;
+    if (kv.second.IsScalar() && kv.second.Scalar() == "auto") {
+      autos.push_back(key);
+      out.push_back(config_keys::join(path, key));
+    } else {
+      takeAuto(kv.second, config_keys::join(path, key), depth + 1, own, out);
+    }
+  }
+  for (const auto& key : autos) n.remove(key);
+}
+
+}  // namespace
+
+std::vector<std::string> takeAutoValues(YAML::Node root, const std::set<std::string>& own) {
+  std::vector<std::string> out;
+  takeAuto(root, "", 0, own, out);
+  return out;
+}
+
 }  // namespace lockstep::train::deepspeed_keys

@@ -96,3 +96,29 @@ TEST(DeepSpeedKeys, every_refused_key_is_reported_in_one_error) {
   // One refusal alone reads as before.
   EXPECT_EQ(errorOf("train_batch_size: 8\nepochs: 1\nseeed: 1"), "unknown key seeed (did you mean seed?)");
 }
+
+TEST(DeepSpeedKeys, hugging_face_auto_values_are_all_named_in_one_error) {
+  const std::string m = errorOf(
+      R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_clipping": "auto",
+          "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "weight_decay": 0.0}},
+          "fp16": {"enabled": "auto"}, "wall_clock_breakdown": true})");
+  EXPECT_TRUE(
+      has(m,
+          "6 values are \"auto\" (train_batch_size, train_micro_batch_size_per_gpu, gradient_clipping, "
+          "optimizer.params.lr, optimizer.params.betas, fp16.enabled): Hugging Face Trainer"))
+      << m;
+  EXPECT_TRUE(has(m, "give each a value (or --set KEY=VALUE)")) << m;
+  EXPECT_TRUE(has(m, "\n  wall_clock_breakdown is not supported yet")) << m;
+  // One "auto" alone, after --set fills the others, reads as one error.
+  EXPECT_EQ(
+      errorOf("train_batch_size: 8\ngradient_clipping: auto"),
+      "1 value is \"auto\" (gradient_clipping): Hugging Face Trainer fills these in from its arguments, "
+      "which lockstep does not have; give each a value (or --set KEY=VALUE)");
+  const TrainConfig c = parseTrainConfig("train_batch_size: auto\ngradient_clipping: auto",
+                                         {"train_batch_size=8", "gradient_clipping=1.0"}, 1);
+  EXPECT_EQ(c.batch.train_batch_size, 8);
+  // lockstep's own keys whose value may be auto keep it.
+  const TrainConfig own = parseTrainConfig("train_batch_size: 8\nbackend: auto\ncuda_graph: auto", {}, 1);
+  EXPECT_EQ(own.backend, "auto");
+  EXPECT_EQ(own.cuda_graph, "auto");
+}
