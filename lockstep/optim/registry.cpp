@@ -185,6 +185,11 @@ OptimizerBuilder parseAdam(ParamReader& r, bool adamw_type) {
   o.eps = r.number("eps", 1e-8);
   r.atLeast("eps", o.eps, 0.0);
   o.amsgrad = r.boolean("amsgrad", false);
+  // FusedAdam's bias_correction (default true): lockstep's update, torch's, always corrects.
+  if (!r.boolean("bias_correction", true)) {
+    r.invalid("bias_correction",
+              "false (Adam without bias correction) is not supported yet; remove it or set it to true");
+  }
   const bool torch_adam = r.boolean("torch_adam", false);
   const bool adam_w_mode = r.boolean("adam_w_mode", true);
   if (adamw_type && !adam_w_mode) {
@@ -219,8 +224,8 @@ OptimizerBuilder parseSgd(ParamReader& r) {
 }
 
 const std::vector<OptimizerEntry>& optimizers() {
-  static const std::vector<std::string> adam_keys = {"lr",      "betas",       "eps",       "weight_decay",
-                                                     "amsgrad", "adam_w_mode", "torch_adam"};
+  static const std::vector<std::string> adam_keys = {
+      "lr", "betas", "eps", "weight_decay", "amsgrad", "adam_w_mode", "torch_adam", "bias_correction"};
   static const std::vector<OptimizerEntry> entries = {
       {"Adam", true, adam_keys, [](ParamReader& r) { return parseAdam(r, false); }},
       {"AdamW", true, adam_keys, [](ParamReader& r) { return parseAdam(r, true); }},

@@ -254,6 +254,12 @@ TEST(Registry, errors_name_the_key_and_suggest_the_nearest) {
   EXPECT_TRUE(has(e, "unknown key optimizer.params.betas") && has(e, "SGD takes")) << e;
   e = optimizerError({"Adam", {{"max_grad_norm", 1.0}}});
   EXPECT_TRUE(has(e, "optimizer.params.max_grad_norm") && has(e, "gradient_clipping")) << e;
+  // DeepSpeed's FusedAdam bias_correction: true (its default) is what lockstep's Adam does.
+  EXPECT_EQ(optimizerError({"AdamW", {{"bias_correction", true}}}), "(no error)");
+  e = optimizerError({"Adam", {{"bias_correction", false}}});
+  EXPECT_TRUE(
+      has(e, "optimizer.params.bias_correction: false (Adam without bias correction) is not supported yet"))
+      << e;
   e = optimizerError({"Lamb", {}});
   EXPECT_TRUE(has(e, "optimizer.type: Lamb is not supported yet") && has(e, "Adam, AdamW, SGD")) << e;
   e = optimizerError({"", {}});
