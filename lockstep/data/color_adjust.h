@@ -1,6 +1,7 @@
 #pragma once
 // torchvision's adjust_brightness / adjust_contrast / adjust_saturation on PIL images, i.e. Pillow's
-// ImageEnhance: Image.blend(degenerate, image, factor) with Pillow's float arithmetic and truncation.
+// ImageEnhance: Image.blend(degenerate, image, factor) with Pillow's float arithmetic and truncation;
+// adjust_hue through Pillow's HSV conversions.
 #include "lockstep/data/image.h"
 
 namespace lockstep::data {
@@ -11,6 +12,10 @@ void adjustBrightness(Image& image, double factor);
 void adjustContrast(Image& image, double factor);
 /// Blends towards the image's greyscale version (luma); a no-op on 1-channel images.
 void adjustSaturation(Image& image, double factor);
+
+/// torchvision's adjust_hue on a PIL image: RGB -> HSV (Pillow's uint8 HSV), H += int(factor * 255)
+/// modulo 256, HSV -> RGB. factor in [-0.5, 0.5] (ValueError otherwise); a no-op on 1-channel images.
+void adjustHue(Image& image, double factor);
 
 /// Pillow's RGB -> L: (19595 R + 38470 G + 7471 B + 0x8000) >> 16 (ITU-R 601-2 luma).
 inline uint8_t lumaOf(uint8_t r, uint8_t g, uint8_t b) {

@@ -3,20 +3,22 @@
 
 namespace lockstep::data {
 
-/// torchvision's ColorJitter(brightness, contrast, saturation): each factor x >= 0 gives a factor
-/// uniform in [max(0, 1 - x), 1 + x] (0 = leave it alone). Hue is not implemented yet.
+/// torchvision's ColorJitter(brightness, contrast, saturation, hue): brightness, contrast and
+/// saturation x >= 0 give a factor uniform in [max(0, 1 - x), 1 + x], hue h in [0, 0.5] a shift
+/// uniform in [-h, h] (0 = leave that adjustment out).
 struct ColorJitterOptions {
   double brightness = 0.0;
   double contrast = 0.0;
   double saturation = 0.0;
+  double hue = 0.0;
 };
 
-/// Applies adjustBrightness / adjustContrast / adjustSaturation in a random order (torchvision's
-/// randperm of the adjustments), each with its random factor. The factors are words 0..2 of
+/// Applies adjustBrightness / adjustContrast / adjustSaturation / adjustHue in a random order
+/// (torchvision's randperm of the four), each with its random factor. The factors are words 0..3 of
 /// imageRandom(ctx, 0), the order comes from block 1. Thread-safety: immutable.
 class ColorJitter : public ImageTransform {
  public:
-  /// ValueError for a negative factor.
+  /// ValueError for a negative factor or a hue outside [0, 0.5].
   explicit ColorJitter(const ColorJitterOptions& options);
   Image apply(Image image, const TransformContext& ctx) const override;
   std::string name() const override;
@@ -25,7 +27,7 @@ class ColorJitter : public ImageTransform {
   /// and the factors for ctx.
   struct Params {
     std::array<int, 4> order{};
-    double brightness = 1.0, contrast = 1.0, saturation = 1.0;
+    double brightness = 1.0, contrast = 1.0, saturation = 1.0, hue = 0.0;
   };
   Params params(const TransformContext& ctx) const;
 

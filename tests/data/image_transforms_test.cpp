@@ -242,12 +242,22 @@ TEST(ColorAdjust, blends_as_pillow_with_truncation_and_clamping) {
   EXPECT_EQ(grey_out.data, (std::vector<uint8_t>{124, 124, 124}));
   adjustSaturation(rgb, 2.0);  // 124 + 2 * (76, -24, -74)
   EXPECT_EQ(rgb.data, (std::vector<uint8_t>{255, 76, 0}));
+  Image red = Image::zeros(1, 2, 3);
+  red.data = {255, 0, 0, 90, 90, 90};
+  adjustHue(red, 0.4);  // H 0 -> int(0.4 * 255) = 102 of 255: i = 2, f = 0.4 -> (0, 255, round(255 * 0.4))
+  EXPECT_EQ(red.data, (std::vector<uint8_t>{0, 255, 102, 90, 90, 90}));  // grey has no hue
+  adjustHue(red, -0.4);  // back: 102 - 102
+  EXPECT_EQ(red.data, (std::vector<uint8_t>{255, 0, 0, 90, 90, 90}));
+  Image g = grey(1, 1, {7});
+  adjustHue(g, 0.3);
+  EXPECT_EQ(g.data, std::vector<uint8_t>{7});
+  EXPECT_THROW(adjustHue(red, 0.6), ValueError);
   Image four = Image::zeros(1, 1, 4);
   EXPECT_THROW(adjustContrast(four, 0.5), ValueError);
 }
 
 TEST(ColorJitter, factors_lie_in_torchvision_ranges_and_order_is_a_permutation) {
-  ColorJitter jitter({.brightness = 0.4, .contrast = 1.5, .saturation = 0.0});
+  ColorJitter jitter({.brightness = 0.4, .contrast = 1.5, .saturation = 0.0, .hue = 0.1});
   std::set<std::array<int, 4>> orders;
   for (int64_t i = 0; i < 500; ++i) {
     const auto p = jitter.params({.seed = 3, .index = i});
@@ -256,6 +266,8 @@ TEST(ColorJitter, factors_lie_in_torchvision_ranges_and_order_is_a_permutation) 
     EXPECT_GE(p.contrast, 0.0);  // max(0, 1 - 1.5)
     EXPECT_LT(p.contrast, 2.5);
     EXPECT_EQ(p.saturation, 1.0);
+    EXPECT_GE(p.hue, -0.1);
+    EXPECT_LE(p.hue, 0.1);
     auto sorted = p.order;
     std::sort(sorted.begin(), sorted.end());
     EXPECT_EQ(sorted, (std::array<int, 4>{0, 1, 2, 3}));
@@ -266,6 +278,7 @@ TEST(ColorJitter, factors_lie_in_torchvision_ranges_and_order_is_a_permutation) 
   EXPECT_EQ(jitter.apply(image, {.index = 2}).data, jitter.apply(image, {.index = 2}).data);
   EXPECT_EQ(ColorJitter({}).apply(image, {.index = 2}).data, image.data);
   EXPECT_THROW(ColorJitter({.brightness = -0.1}), ValueError);
+  EXPECT_THROW(ColorJitter({.hue = 0.6}), ValueError);
 }
 
 TEST(ImageToTensor, scales_normalises_and_is_channels_last) {
