@@ -436,8 +436,8 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
 [[noreturn]] void throwRefused(const std::string& source, const std::vector<std::string>& refused,
                                const std::string& also = "") {
   if (refused.size() == 1 && also.empty()) throw ValueError(refused[0]);
-  std::string msg = source + ": " + std::to_string(refused.size()) +
-                    (refused.size() == 1 ? " key is refused:" : " keys are refused:");
+  std::string msg =
+      source + ": " + std::to_string(refused.size()) + (refused.size() == 1 ? " refusal:" : " refusals:");
   for (const auto& r : refused) msg += "\n  " + r;
   if (!also.empty()) msg += "\n  " + also;
   throw ValueError(msg);

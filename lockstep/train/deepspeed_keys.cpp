@@ -178,8 +178,8 @@ Verdict judge(const std::string& section, const std::string& key, const YAML::No
   const std::string shown = value.IsMap() ? "the section" : config_keys::describe(value);
   if (e->accepts(value)) {
     if (e->feature.rfind("no effect", 0) == 0) return {true, path + ": " + e->feature};
-    return {true, path + ": " + shown + " is DeepSpeed's default or off value; lockstep has no " +
-                      e->feature + ", so the key has no effect"};
+    return {true, path + ": " + shown + " is DeepSpeed's default or off value: no effect (lockstep lacks " +
+                      e->feature + ")"};
   }
   return {false, path + " is not supported yet (" + e->feature + "); remove it or set it to " + e->off};
 }

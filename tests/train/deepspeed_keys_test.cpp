@@ -84,14 +84,14 @@ TEST(DeepSpeedKeys, every_refused_key_is_reported_in_one_error) {
   const std::string m = errorOf(
       "train_batch_size: 8\nwall_clock_breakdown: true\nfoo: 1\nzero_optimization: {stage: 1, bar: 2}\n"
       "fp16: {enabled: false, baz: 3}");
-  EXPECT_TRUE(has(m, "config: 4 keys are refused:")) << m;
+  EXPECT_TRUE(has(m, "config: 4 refusals:")) << m;
   for (const char* part : {"\n  wall_clock_breakdown is not supported yet", "\n  unknown key foo",
                            "\n  unknown key zero_optimization.bar", "\n  unknown key fp16.baz"}) {
     EXPECT_TRUE(has(m, part)) << part << " in\n" << m;
   }
   // An error that stops the parse comes last, after the refusals found before it.
   const std::string typed = errorOf("train_batch_size: 8\nfoo: 1\nepochs: many");
-  EXPECT_TRUE(has(typed, "1 key is refused:\n  unknown key foo")) << typed;
+  EXPECT_TRUE(has(typed, "1 refusal:\n  unknown key foo")) << typed;
   EXPECT_TRUE(has(typed, "\n  epochs: expected an integer")) << typed;
   // One refusal alone reads as before.
   EXPECT_EQ(errorOf("train_batch_size: 8\nepochs: 1\nseeed: 1"), "unknown key seeed (did you mean seed?)");
