@@ -297,6 +297,12 @@ TEST(ImageToTensor, scales_normalises_and_is_channels_last) {
   Tensor plain = ImageToTensor().apply(image);
   EXPECT_FLOAT_EQ(plain.data<float>()[1], 1.0f);
   EXPECT_FLOAT_EQ(plain.data<float>()[2], 0.2f);
+  Tensor half = ImageToTensor({.mean = {0.5, 0.5, 0.2}, .std = {0.25, 0.5, 0.1}, .dtype = DType::bf16}).apply(image);
+  EXPECT_EQ(half.dtype(), DType::bf16);
+  EXPECT_EQ(half.strides(), Shape({1, 6, 3}));
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_EQ(half.data<BFloat16>()[i].bits, BFloat16(p[i]).bits) << i;  // the f32 value, rounded
+  EXPECT_THROW(ImageToTensor({.mean = {}, .std = {}, .dtype = DType::i64}), ValueError);
   EXPECT_THROW(ImageToTensor({.mean = {0.5}, .std = {0.5}}).apply(image), ValueError);
   EXPECT_THROW(ImageToTensor({.mean = {0.5}, .std = {0.0}}), ValueError);
   EXPECT_THROW(ImageToTensor({.mean = {0.5}, .std = {}}), ValueError);
