@@ -8,9 +8,10 @@
 namespace lockstep::data {
 
 /// Pillow's Image.resize((width, height), BILINEAR) (libImaging/Resample.c): a triangle filter whose
-/// support grows with the downscale factor (antialiasing), separable, the horizontal pass first and
-/// its result rounded to uint8, weights in 22-bit fixed point, results rounded and clamped. An image
-/// already of the target size is copied. ValueError unless height, width >= 1 and the image is
+/// support grows with the downscale factor (antialiasing), separable, the first pass's result
+/// rounded to uint8, weights in 22-bit fixed point, results rounded and clamped. The passes run in
+/// Pillow 13's order (vertical first when the height shrinks by more than twice as many pixels as
+/// the width, else horizontal first). An image already of the target size is copied. ValueError unless height, width >= 1 and the image is
 /// non-empty. Thread-safety: pure.
 Image resizeImage(const Image& image, int64_t height, int64_t width);
 

@@ -66,6 +66,13 @@ TEST(ResizeImage, upscale_is_bilinear_with_half_pixel_centres) {
   EXPECT_EQ(out.data, (std::vector<uint8_t>{0, 50, 150, 200}));
 }
 
+TEST(ResizeImage, runs_the_vertical_pass_first_when_height_shrinks_most) {
+  // Pillow 13's order. Vertical first: columns average to (159, 164.5 -> 165), then 2 -> 4 gives
+  // 159, 160.5 -> 161, 163.5 -> 164, 165. Horizontal first would give 163 for the third.
+  Image out = resizeImage(grey(2, 2, {137, 193, 181, 136}), 1, 4);
+  EXPECT_EQ(out.data, (std::vector<uint8_t>{159, 161, 164, 165}));
+}
+
 TEST(ResizeImage, constant_image_stays_constant) {
   for (auto [h, w, oh, ow] : {std::tuple{8, 6, 4, 3}, {7, 9, 3, 2}, {5, 5, 11, 13}, {1, 1, 224, 224}}) {
     Image out = resizeImage(constant(h, w, 3, 37), oh, ow);
