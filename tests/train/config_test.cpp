@@ -6,22 +6,14 @@
 
 #include "lockstep/tensor/device.h"
 #include "lockstep/util/error.h"
+#include "train/config_test_util.h"
 
 using namespace lockstep;
 using namespace lockstep::train;
+using namespace lockstep::test;
 
 namespace {
 
-std::string errorOf(const std::string& text, const std::vector<std::string>& sets = {}, int64_t world = 1) {
-  try {
-    parseTrainConfig(text, sets, world);
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 

@@ -5,22 +5,14 @@
 #include "lockstep/train/config.h"
 #include "lockstep/train/language_model_run.h"
 #include "lockstep/util/error.h"
+#include "train/config_test_util.h"
 
 using namespace lockstep;
 using namespace lockstep::train;
+using namespace lockstep::test;
 
 namespace {
 
-std::string errorOf(const std::string& text) {
-  try {
-    parseTrainConfig(text, {}, 1);
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 const char* kGpt = R"(
 train_micro_batch_size_per_gpu: 8

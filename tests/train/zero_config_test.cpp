@@ -6,9 +6,11 @@
 
 #include "lockstep/train/config.h"
 #include "lockstep/util/error.h"
+#include "train/config_test_util.h"
 
 using namespace lockstep;
 using namespace lockstep::train;
+using lockstep::test::has;
 
 namespace {
 
@@ -25,7 +27,6 @@ ZeroConfig parse(const std::string& zero) {
   return parseTrainConfig("train_batch_size: 8\nzero_optimization: " + zero, {}, 1).zero;
 }
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 
