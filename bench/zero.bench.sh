@@ -70,7 +70,7 @@ if [ "${PEER:-1}" != 0 ]; then
 fi
 
 # Stage 3's "+ the live gathered modules": the whole parameters resident at once, as the coordinator
-# gathers them (parallel/zero_parameter_coordinator.h): the persistent ones (at most
+# gathers them (parallel/zero/parameter_coordinator.h): the persistent ones (at most
 # stage3_param_persistence_threshold elements: the biases and the classifier, whole on every rank)
 # and, at the worst layer, that layer's weight plus those prefetched within
 # stage3_prefetch_bucket_size and stage3_max_live_parameters.

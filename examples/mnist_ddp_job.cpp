@@ -14,7 +14,7 @@
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
 #include "lockstep/parallel.h"
-#include "lockstep/train/safetensors.h"
+#include "lockstep/train/checkpoint/safetensors.h"
 #include "lockstep/train/train_data.h"
 
 using namespace lockstep;

@@ -30,7 +30,7 @@ class BasicBlock(nn.Module):
 
 
 class ResNet18Cifar(nn.Module):
-    """lockstep's resnet18_cifar (lockstep/nn/resnet.h): 3x3 stem, no max-pool, torchvision names."""
+    """lockstep's resnet18_cifar (lockstep/nn/models/resnet.h): 3x3 stem, no max-pool, torchvision names."""
 
     def __init__(self):
         super().__init__()

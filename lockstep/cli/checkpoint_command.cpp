@@ -1,7 +1,7 @@
 // `lockstep checkpoint consolidate DIR OUT.safetensors`: one safetensors file of f32 weights from a
 // training checkpoint (DeepSpeed's zero_to_fp32.py). DIR is one checkpoint (ckpt-<step>) or a
 // directory of them (its `latest`, else the newest one that verifies). A DDP checkpoint holds whole
-// tensors; a ZeRO run's is partitioned (train/zero_checkpoint.h): each parameter is put together
+// tensors; a ZeRO run's is partitioned (train/checkpoint/zero_checkpoint.h): each parameter is put together
 // from the ranks' files. Either way the weights are written as f32, atomically, with the model's
 // names.
 #include <CLI/CLI.hpp>
@@ -10,9 +10,9 @@
 #include <string>
 
 #include "lockstep/cli/command.h"
-#include "lockstep/train/checkpoint.h"
-#include "lockstep/train/safetensors.h"
-#include "lockstep/train/zero_checkpoint.h"
+#include "lockstep/train/checkpoint/checkpoint.h"
+#include "lockstep/train/checkpoint/safetensors.h"
+#include "lockstep/train/checkpoint/zero_checkpoint.h"
 #include "lockstep/util/error.h"
 
 namespace {

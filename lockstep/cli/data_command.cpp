@@ -5,7 +5,7 @@
 #include <string>
 
 #include "lockstep/cli/command.h"
-#include "lockstep/data/text_corpus.h"
+#include "lockstep/data/datasets/text_corpus.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // `lockstep report RUN_DIR [RUN_DIR ...] [-o FILE.html]`: one self-contained HTML page of one or
-// more training runs, overlaid (lockstep/train/report.h, docs/train.md).
+// more training runs, overlaid (lockstep/train/monitor/report.h, docs/train.md).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "lockstep/cli/command.h"
-#include "lockstep/train/report.h"
+#include "lockstep/train/monitor/report.h"
 #include "lockstep/util/error.h"
 
 namespace {

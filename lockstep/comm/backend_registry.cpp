@@ -5,7 +5,7 @@
 #include "lockstep/comm/device_routed_process_group.h"
 #include "lockstep/comm/gloo/gloo_process_group.h"
 #include "lockstep/comm/hierarchical_process_group.h"
-#include "lockstep/comm/prefix_store.h"
+#include "lockstep/comm/store/prefix_store.h"
 #include "lockstep/comm/shm/shm_process_group.h"
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "lockstep/comm/process_group.h"
-#include "lockstep/comm/store.h"
+#include "lockstep/comm/store/store.h"
 
 namespace lockstep::comm {
 

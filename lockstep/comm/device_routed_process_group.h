@@ -17,7 +17,7 @@
 
 #include "lockstep/comm/device_sharing.h"
 #include "lockstep/comm/process_group.h"
-#include "lockstep/comm/store.h"
+#include "lockstep/comm/store/store.h"
 
 namespace lockstep::comm {
 

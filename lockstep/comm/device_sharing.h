@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/comm/store.h"
+#include "lockstep/comm/store/store.h"
 
 namespace lockstep::comm {
 

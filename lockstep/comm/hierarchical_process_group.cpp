@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "lockstep/comm/prefix_store.h"
+#include "lockstep/comm/store/prefix_store.h"
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 

@@ -10,7 +10,7 @@
 
 #include "lockstep/comm/gloo/gloo_process_group.h"
 #include "lockstep/comm/shm/shm_process_group.h"
-#include "lockstep/comm/store.h"
+#include "lockstep/comm/store/store.h"
 
 namespace lockstep::comm {
 

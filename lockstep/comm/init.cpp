@@ -3,9 +3,9 @@
 #include <charconv>
 
 #include "lockstep/comm/backend_registry.h"
-#include "lockstep/comm/file_store.h"
-#include "lockstep/comm/prefix_store.h"
-#include "lockstep/comm/tcp_store.h"
+#include "lockstep/comm/store/file_store.h"
+#include "lockstep/comm/store/prefix_store.h"
+#include "lockstep/comm/store/tcp_store.h"
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 

@@ -21,7 +21,7 @@
 #include <string>
 
 #include "lockstep/comm/process_group.h"
-#include "lockstep/comm/store.h"
+#include "lockstep/comm/store/store.h"
 #include "lockstep/comm/worker_environment.h"
 
 namespace lockstep::comm {

@@ -1,7 +1,7 @@
 #include "lockstep/data/data_loader.h"
 
-#include "lockstep/data/random_sampler.h"
-#include "lockstep/data/sequential_sampler.h"
+#include "lockstep/data/samplers/random_sampler.h"
+#include "lockstep/data/samplers/sequential_sampler.h"
 
 namespace lockstep::data {
 

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "lockstep/comm/process_group.h"
-#include "lockstep/comm/tcp_store_auth.h"
+#include "lockstep/comm/store/tcp_store_auth.h"
 #include "lockstep/comm/worker_environment.h"
 #include "lockstep/launch/console.h"
 #include "lockstep/launch/failure_report.h"

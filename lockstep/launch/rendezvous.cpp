@@ -11,8 +11,8 @@
 #include <sstream>
 #include <thread>
 
-#include "lockstep/comm/prefix_store.h"
-#include "lockstep/comm/tcp_store.h"
+#include "lockstep/comm/store/prefix_store.h"
+#include "lockstep/comm/store/tcp_store.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::launch {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/comm/store.h"
+#include "lockstep/comm/store/store.h"
 #include "lockstep/launch/worker_env.h"
 
 namespace lockstep::launch {

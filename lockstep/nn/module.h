@@ -21,7 +21,7 @@ namespace lockstep::nn {
 
 /// Called with every parameter Module::registerParameter registers on this thread while set, after
 /// it is made and before the constructor goes on (it may replace the variable's tensor with one of
-/// the same shape, dtype and values: ZeRO's zero.Init scope, parallel/zero_init.h, moves parameters
+/// the same shape, dtype and values: ZeRO's zero.Init scope, parallel/zero/init.h, moves parameters
 /// into a file-backed mapping there). Returns the hook it replaces; an empty function removes it.
 using ParameterRegisteredHook = std::function<void(autograd::Variable&)>;
 ParameterRegisteredHook setParameterRegisteredHook(ParameterRegisteredHook hook);

@@ -93,7 +93,7 @@ class Optimizer {
   /// The live state of p (of any Variable: it need not be in a group now), created empty on first
   /// use. step() creates a missing buffer and uses a present one as it is, so code that keeps the
   /// buffers' memory itself between steps can put them in before step() and take them out after
-  /// (ZeRO's NVMe offload, parallel/zero_nvme_offload.h, which steps a few sub-groups at a time).
+  /// (ZeRO's NVMe offload, parallel/zero/nvme_offload.h, which steps a few sub-groups at a time).
   ParamState& state(const Variable& p) { return state_[p.impl().get()]; }
 
   /// CUDA graphs (parallel/step_graph.h). Between beginCapture() and endCapture() one step() is

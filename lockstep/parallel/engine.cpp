@@ -2,9 +2,9 @@
 
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/ops/math.h"
-#include "lockstep/data/distributed_sampler.h"
-#include "lockstep/data/random_sampler.h"
-#include "lockstep/data/sequential_sampler.h"
+#include "lockstep/data/samplers/distributed_sampler.h"
+#include "lockstep/data/samplers/random_sampler.h"
+#include "lockstep/data/samplers/sequential_sampler.h"
 #include "lockstep/kernels/finite.h"
 #include "lockstep/optim/clip_grad.h"
 #include "lockstep/parallel/model_sync.h"

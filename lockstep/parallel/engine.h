@@ -41,10 +41,10 @@
 #include "lockstep/data/data_loader.h"
 #include "lockstep/optim/loss_scaler.h"
 #include "lockstep/optim/registry.h"
-#include "lockstep/parallel/distributed_data_parallel.h"
+#include "lockstep/parallel/ddp/distributed_data_parallel.h"
 #include "lockstep/parallel/environment.h"
 #include "lockstep/parallel/memory_report.h"
-#include "lockstep/parallel/zero_optimizer.h"
+#include "lockstep/parallel/zero/optimizer.h"
 
 namespace lockstep::parallel {
 

@@ -5,9 +5,9 @@
 #include <filesystem>
 
 #include "lockstep/data/byte_tokenizer.h"
-#include "lockstep/nn/model_zoo.h"
-#include "lockstep/train/checkpoint.h"
-#include "lockstep/train/training_state.h"
+#include "lockstep/nn/models/model_zoo.h"
+#include "lockstep/train/checkpoint/checkpoint.h"
+#include "lockstep/train/checkpoint/training_state.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
 

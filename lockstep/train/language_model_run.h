@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "lockstep/nn/language_model.h"
-#include "lockstep/train/config.h"
+#include "lockstep/nn/models/language_model.h"
+#include "lockstep/train/config/config.h"
 
 namespace lockstep::train {
 

@@ -6,7 +6,7 @@
 #include "lockstep/comm/process_group.h"
 #include "lockstep/data/dataset.h"
 #include "lockstep/nn/module.h"
-#include "lockstep/train/config.h"
+#include "lockstep/train/config/config.h"
 
 namespace lockstep::train {
 

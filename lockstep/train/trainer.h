@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/parallel/reducer.h"
-#include "lockstep/train/config.h"
+#include "lockstep/parallel/ddp/reducer.h"
+#include "lockstep/train/config/config.h"
 
 namespace lockstep::train {
 

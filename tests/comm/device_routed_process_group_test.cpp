@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 
 #include "comm/comm_test_util.h"
-#include "lockstep/comm/hash_store.h"
+#include "lockstep/comm/store/hash_store.h"
 #include "lockstep/comm/init.h"
-#include "lockstep/comm/prefix_store.h"
+#include "lockstep/comm/store/prefix_store.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::comm {

@@ -11,8 +11,8 @@
 
 #include "comm/comm_test_util.h"
 #include "lockstep/comm/device_routed_process_group.h"
-#include "lockstep/comm/hash_store.h"
-#include "lockstep/comm/prefix_store.h"
+#include "lockstep/comm/store/hash_store.h"
+#include "lockstep/comm/store/prefix_store.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::comm {

@@ -11,7 +11,7 @@
 #include <functional>
 
 #include "comm/comm_test_util.h"
-#include "lockstep/comm/file_store.h"
+#include "lockstep/comm/store/file_store.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::comm {

@@ -27,8 +27,8 @@
 #include "lockstep/comm/cuda/host_staged_process_group.h"
 #include "lockstep/comm/device_routed_process_group.h"
 #include "lockstep/comm/init.h"
-#include "lockstep/comm/prefix_store.h"
-#include "lockstep/comm/tcp_store.h"
+#include "lockstep/comm/store/prefix_store.h"
+#include "lockstep/comm/store/tcp_store.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::comm {

@@ -12,7 +12,7 @@
 
 #include "comm/comm_test_util.h"
 #include "lockstep/comm/hierarchical_process_group.h"
-#include "lockstep/comm/tcp_store.h"
+#include "lockstep/comm/store/tcp_store.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::comm {

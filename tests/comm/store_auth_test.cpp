@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "lockstep/comm/shm/shm_segment.h"
-#include "lockstep/comm/tcp_store.h"
-#include "lockstep/comm/tcp_store_auth.h"
-#include "lockstep/comm/tcp_store_protocol.h"
+#include "lockstep/comm/store/tcp_store.h"
+#include "lockstep/comm/store/tcp_store_auth.h"
+#include "lockstep/comm/store/tcp_store_protocol.h"
 #include "lockstep/util/error.h"
 
 using namespace lockstep;

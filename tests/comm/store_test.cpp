@@ -12,10 +12,10 @@
 #include <functional>
 #include <thread>
 
-#include "lockstep/comm/file_store.h"
-#include "lockstep/comm/hash_store.h"
-#include "lockstep/comm/prefix_store.h"
-#include "lockstep/comm/tcp_store.h"
+#include "lockstep/comm/store/file_store.h"
+#include "lockstep/comm/store/hash_store.h"
+#include "lockstep/comm/store/prefix_store.h"
+#include "lockstep/comm/store/tcp_store.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::comm {

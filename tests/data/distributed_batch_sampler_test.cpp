@@ -1,4 +1,4 @@
-#include "lockstep/data/distributed_batch_sampler.h"
+#include "lockstep/data/samplers/distributed_batch_sampler.h"
 
 #include <gtest/gtest.h>
 

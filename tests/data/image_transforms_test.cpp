@@ -6,16 +6,16 @@
 #include <set>
 #include <tuple>
 
-#include "lockstep/data/center_crop.h"
-#include "lockstep/data/color_adjust.h"
-#include "lockstep/data/color_jitter.h"
-#include "lockstep/data/image.h"
-#include "lockstep/data/image_pipeline.h"
-#include "lockstep/data/image_resize.h"
-#include "lockstep/data/image_to_tensor.h"
-#include "lockstep/data/random_horizontal_flip.h"
-#include "lockstep/data/random_resized_crop.h"
-#include "lockstep/data/resize.h"
+#include "lockstep/data/transforms/center_crop.h"
+#include "lockstep/data/transforms/color_adjust.h"
+#include "lockstep/data/transforms/color_jitter.h"
+#include "lockstep/data/transforms/image.h"
+#include "lockstep/data/transforms/image_pipeline.h"
+#include "lockstep/data/transforms/image_resize.h"
+#include "lockstep/data/transforms/image_to_tensor.h"
+#include "lockstep/data/transforms/random_horizontal_flip.h"
+#include "lockstep/data/transforms/random_resized_crop.h"
+#include "lockstep/data/transforms/resize.h"
 
 namespace lockstep::data {
 namespace {

@@ -1,7 +1,7 @@
-// libFuzzer target: the CIFAR-10 binary batch reader (data/cifar.h) on arbitrary bytes.
+// libFuzzer target: the CIFAR-10 binary batch reader (data/datasets/cifar.h) on arbitrary bytes.
 #include <cstdint>
 
-#include "lockstep/data/cifar.h"
+#include "lockstep/data/datasets/cifar.h"
 #include "lockstep/util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,11 +1,11 @@
-// libFuzzer target: the trainer's config parser (train/config.h) on arbitrary text, as a .json
+// libFuzzer target: the trainer's config parser (train/config/config.h) on arbitrary text, as a .json
 // file when the first byte is odd and a .yaml file otherwise. Anything wrong must come out as a
 // lockstep error (what `lockstep train` reports with exit 2); any other exception escaping, or a
 // crash, is a finding.
 #include <cstdint>
 #include <string>
 
-#include "lockstep/train/config.h"
+#include "lockstep/train/config/config.h"
 #include "lockstep/util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

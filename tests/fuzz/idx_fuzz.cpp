@@ -1,9 +1,9 @@
-// libFuzzer target: the IDX reader (data/idx_file.h) on arbitrary bytes, raw or gzip (an input
+// libFuzzer target: the IDX reader (data/datasets/idx_file.h) on arbitrary bytes, raw or gzip (an input
 // starting with 1f 8b takes the bounded gunzip path). An accepted file holds exactly the bytes
 // its dims describe.
 #include <cstdint>
 
-#include "lockstep/data/idx_file.h"
+#include "lockstep/data/datasets/idx_file.h"
 #include "lockstep/util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

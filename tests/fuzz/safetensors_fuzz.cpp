@@ -1,11 +1,11 @@
-// libFuzzer target: the safetensors decoder (train/safetensors.h) on arbitrary bytes. A file it
+// libFuzzer target: the safetensors decoder (train/checkpoint/safetensors.h) on arbitrary bytes. A file it
 // accepts must also be usable: every tensor's bytes are read, and re-encoding then decoding it
 // gives the same names, shapes and bytes.
 #include <cstdint>
 #include <cstring>
 #include <string>
 
-#include "lockstep/train/safetensors.h"
+#include "lockstep/train/checkpoint/safetensors.h"
 #include "lockstep/util/error.h"
 
 uint8_t lockstep_fuzz_sink = 0;

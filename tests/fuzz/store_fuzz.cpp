@@ -1,4 +1,4 @@
-// libFuzzer target: what the TCPStore server reads from a client (comm/tcp_store_request.h):
+// libFuzzer target: what the TCPStore server reads from a client (comm/store/tcp_store_request.h):
 // the input is a byte stream cut into frames as the server cuts it, each frame decoded, and the
 // decoded requests applied to a map as the server applies set/add/compareSet/deleteKey.
 #include <cstdint>
@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/comm/store.h"
-#include "lockstep/comm/tcp_store_request.h"
+#include "lockstep/comm/store/store.h"
+#include "lockstep/comm/store/tcp_store_request.h"
 #include "lockstep/util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,4 +1,4 @@
-// libFuzzer target: the token-data readers (data/text_corpus.h, token_window_dataset.h) on arbitrary
+// libFuzzer target: the token-data readers (data/datasets/text_corpus.h, token_window_dataset.h) on arbitrary
 // bytes. The bytes are a meta.json text: parseTokenDirMeta must accept it with a vocabulary that
 // fits its dtype or refuse it with an IoError. They are also a uint16 token stream: every window of
 // a TokenWindowDataset over it (block 1-8) must hold the stream's tokens at its offset, target
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/data/text_corpus.h"
-#include "lockstep/data/token_window_dataset.h"
+#include "lockstep/data/datasets/text_corpus.h"
+#include "lockstep/data/datasets/token_window_dataset.h"
 #include "lockstep/util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

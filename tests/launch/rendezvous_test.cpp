@@ -5,7 +5,7 @@
 
 #include <thread>
 
-#include "lockstep/comm/hash_store.h"
+#include "lockstep/comm/store/hash_store.h"
 #include "lockstep/util/error.h"
 
 using namespace lockstep;

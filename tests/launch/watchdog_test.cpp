@@ -11,7 +11,7 @@
 #include <fstream>
 #include <thread>
 
-#include "lockstep/comm/tcp_store.h"
+#include "lockstep/comm/store/tcp_store.h"
 #include "lockstep/util/error.h"
 #include "process_harness.h"
 

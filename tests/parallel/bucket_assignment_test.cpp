@@ -1,4 +1,4 @@
-#include "lockstep/parallel/bucket_assignment.h"
+#include "lockstep/parallel/ddp/bucket_assignment.h"
 
 #include <gtest/gtest.h>
 

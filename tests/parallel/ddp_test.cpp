@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "lockstep/autograd.h"
-#include "lockstep/comm/hash_store.h"
+#include "lockstep/comm/store/hash_store.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"

@@ -7,9 +7,9 @@
 #include <set>
 
 #include "lockstep/autograd.h"
-#include "lockstep/data/distributed_sampler.h"
-#include "lockstep/data/random_sampler.h"
-#include "lockstep/data/sequential_sampler.h"
+#include "lockstep/data/samplers/distributed_sampler.h"
+#include "lockstep/data/samplers/random_sampler.h"
+#include "lockstep/data/samplers/sequential_sampler.h"
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
 #include "lockstep/parallel.h"

@@ -9,7 +9,7 @@
 #include "lockstep/autograd.h"
 #include "lockstep/nn.h"
 #include "lockstep/parallel.h"
-#include "lockstep/parallel/zero_parameter_coordinator.h"
+#include "lockstep/parallel/zero/parameter_coordinator.h"
 #include "parallel/thread_ranks.h"
 
 using namespace lockstep;

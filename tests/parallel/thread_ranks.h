@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "lockstep/comm/hash_store.h"
+#include "lockstep/comm/store/hash_store.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/parallel/environment.h"
 

@@ -1,8 +1,8 @@
-// zero.Init (parallel/zero_init.h): models built inside the scope hold exactly the values they hold
+// zero.Init (parallel/zero/init.h): models built inside the scope hold exactly the values they hold
 // without it (GPT's re-initialisation after registering included), their parameters' pages are out
 // of the process when the scope ends, and ZeRO stage 3 trains them to bitwise the same parameters,
 // with and without the NVMe offload of the partition.
-#include "lockstep/parallel/zero_init.h"
+#include "lockstep/parallel/zero/init.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

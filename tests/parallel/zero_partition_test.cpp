@@ -1,5 +1,5 @@
 // ZeRO's flat partition: balanced for any world size, every element owned exactly once.
-#include "lockstep/parallel/zero_partition.h"
+#include "lockstep/parallel/zero/partition.h"
 
 #include <gtest/gtest.h>
 

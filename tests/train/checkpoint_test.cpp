@@ -1,11 +1,11 @@
-#include "lockstep/train/checkpoint.h"
+#include "lockstep/train/checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "lockstep/train/resume.h"
+#include "lockstep/train/checkpoint/resume.h"
 #include "lockstep/util/file.h"
 
 using namespace lockstep;

@@ -1,14 +1,14 @@
 // The config's `backends` section (torch.backends' GPU math switches): defaults, parsing, errors
 // naming the key, what a run logs about them and where run.json records them. Pure; the GPU side
 // (that the kernels obey them) is tests/kernels/gpu_math_options_test.cpp and gpu_train_test.cpp.
-#include "lockstep/train/config_backends.h"
+#include "lockstep/train/config/config_backends.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
 #include "lockstep/kernels/gpu_math_options.h"
-#include "lockstep/train/config.h"
-#include "lockstep/train/run_info.h"
+#include "lockstep/train/config/config.h"
+#include "lockstep/train/monitor/run_info.h"
 #include "lockstep/util/error.h"
 #include "train/config_test_util.h"
 

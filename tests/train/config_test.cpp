@@ -1,6 +1,6 @@
 // Config resolution as pure functions: DeepSpeed batch-size arithmetic, unknown keys with
 // suggestions, wrong types, unsupported sections, --set overrides, YAML and JSON alike.
-#include "lockstep/train/config.h"
+#include "lockstep/train/config/config.h"
 
 #include <gtest/gtest.h>
 

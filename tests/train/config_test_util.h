@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/train/config.h"
+#include "lockstep/train/config/config.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::test {

@@ -3,7 +3,7 @@
 // parse reports every refused key at once.
 #include <gtest/gtest.h>
 
-#include "lockstep/train/config.h"
+#include "lockstep/train/config/config.h"
 #include "lockstep/util/error.h"
 #include "train/config_test_util.h"
 

@@ -1,6 +1,6 @@
 // The TensorBoard event encoder: CRC32C known answers, and the file decoded by an independent
 // Python reader (struct + its own CRC32C), since TensorBoard itself is not installed.
-#include "lockstep/train/event_writer.h"
+#include "lockstep/train/monitor/event_writer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "lockstep/train/progress.h"
+#include "lockstep/train/monitor/progress.h"
 
 using namespace lockstep::train;
 namespace fs = std::filesystem;

@@ -2,7 +2,7 @@
 // activation_checkpointing section as seed 002 writes it, the sample section, and their errors.
 #include <gtest/gtest.h>
 
-#include "lockstep/train/config.h"
+#include "lockstep/train/config/config.h"
 #include "lockstep/train/language_model_run.h"
 #include "lockstep/util/error.h"
 #include "train/config_test_util.h"

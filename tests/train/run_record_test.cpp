@@ -1,7 +1,7 @@
 // Reading a run back for `lockstep report`: metrics.csv in lockstep's long form and a wide form,
 // what a live or crashed run leaves (a torn last line), rows a resumed run logged again, and a
 // directory that is not a run.
-#include "lockstep/train/run_record.h"
+#include "lockstep/train/monitor/run_record.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "lockstep/train/report.h"
+#include "lockstep/train/monitor/report.h"
 #include "lockstep/util/error.h"
 
 using namespace lockstep::train;

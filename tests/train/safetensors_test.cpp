@@ -1,4 +1,4 @@
-#include "lockstep/train/safetensors.h"
+#include "lockstep/train/checkpoint/safetensors.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

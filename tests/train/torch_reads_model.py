@@ -32,7 +32,7 @@ ACCURACY_SAMPLES = 1
 
 
 class MnistCnn(nn.Module):
-    """lockstep's mnist_cnn (lockstep/nn/small_cnn.h) with its parameter names."""
+    """lockstep's mnist_cnn (lockstep/nn/models/small_cnn.h) with its parameter names."""
 
     def __init__(self):
         super().__init__()

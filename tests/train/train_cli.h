@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-#include "lockstep/train/safetensors.h"
+#include "lockstep/train/checkpoint/safetensors.h"
 
 #ifndef LOCKSTEP_BIN
 #error "LOCKSTEP_BIN must name the built lockstep binary"

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/data/file_bytes.h"
-#include "lockstep/data/idx_file.h"
+#include "lockstep/data/datasets/idx_file.h"
 #include "lockstep/util/file.h"
 #include "train/train_cli.h"
 

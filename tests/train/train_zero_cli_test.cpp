@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "lockstep/train/safetensors.h"
+#include "lockstep/train/checkpoint/safetensors.h"
 #include "train/train_cli.h"
 
 using namespace lockstep::test;

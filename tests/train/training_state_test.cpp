@@ -1,6 +1,6 @@
 // Saving and restoring a whole single-process job: a run interrupted by a checkpoint and resumed
 // in a fresh "process" (new objects) ends bitwise equal to an uninterrupted run.
-#include "lockstep/train/training_state.h"
+#include "lockstep/train/checkpoint/training_state.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "lockstep/data.h"
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
-#include "lockstep/train/resume.h"
+#include "lockstep/train/checkpoint/resume.h"
 
 using namespace lockstep;
 using namespace lockstep::train;

@@ -1,13 +1,13 @@
 // Partitioned ZeRO checkpoints at the library level, ranks as threads: what each rank's file holds
 // and what each rank reads back on another world size and stage, against the consolidated state.
-#include "lockstep/train/zero_checkpoint.h"
+#include "lockstep/train/checkpoint/zero_checkpoint.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "lockstep/train/training_state.h"
+#include "lockstep/train/checkpoint/training_state.h"
 #include "lockstep/util/error.h"
 #include "parallel/zero_engine_helpers.h"
 

@@ -1,10 +1,10 @@
 // The config's zero_optimization section: DeepSpeed's keys, defaults and meanings; every bad or
 // not-yet-supported key or value is an error naming it.
-#include "lockstep/train/zero_config.h"
+#include "lockstep/train/config/zero_config.h"
 
 #include <gtest/gtest.h>
 
-#include "lockstep/train/config.h"
+#include "lockstep/train/config/config.h"
 #include "lockstep/util/error.h"
 #include "train/config_test_util.h"
 

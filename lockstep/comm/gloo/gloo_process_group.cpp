@@ -21,7 +21,7 @@
 #include "lockstep/comm/gloo/gloo_op_check.h"
 #include "lockstep/comm/gloo/gloo_reduce_scatter.h"
 #include "lockstep/comm/gloo/gloo_store_adapter.h"
-#include "lockstep/comm/prefix_store.h"
+#include "lockstep/comm/store/prefix_store.h"
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "lockstep/comm/store.h"
+#include "lockstep/comm/store/store.h"
 
 namespace lockstep::comm {
 

@@ -28,7 +28,7 @@
 #include <string>
 
 #include "lockstep/comm/process_group.h"
-#include "lockstep/comm/store.h"
+#include "lockstep/comm/store/store.h"
 
 namespace lockstep::comm {
 

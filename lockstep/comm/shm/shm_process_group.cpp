@@ -9,7 +9,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "lockstep/comm/prefix_store.h"
+#include "lockstep/comm/store/prefix_store.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::comm {

@@ -20,7 +20,7 @@
 #include "lockstep/comm/process_group.h"
 #include "lockstep/comm/shm/shm_peers.h"
 #include "lockstep/comm/shm/shm_segment.h"
-#include "lockstep/comm/store.h"
+#include "lockstep/comm/store/store.h"
 
 namespace lockstep::comm {
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "lockstep/comm/init.h"
-#include "lockstep/comm/prefix_store.h"
-#include "lockstep/comm/tcp_store.h"
+#include "lockstep/comm/store/prefix_store.h"
+#include "lockstep/comm/store/tcp_store.h"
 
 namespace {
 

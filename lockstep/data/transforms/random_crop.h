@@ -1,0 +1,26 @@
+#pragma once
+#include "lockstep/data/transforms/transform.h"
+
+namespace lockstep::data {
+
+struct RandomCropOptions {
+  int64_t padding = 4;  // pixels added on every side before cropping back to H x W
+  /// Value of the padded pixels. Loaders here normalise at load time, so 0 means "the mean".
+  float fill = 0.0f;
+};
+
+/// Pads a [C, H, W] image by `padding` on each side and crops a random H x W window
+/// (torchvision's RandomCrop(size=(H, W), padding=p)). The window's offsets come from
+/// transformRandom(ctx). Thread-safety: immutable.
+class RandomCrop : public Transform {
+ public:
+  /// ValueError for a negative padding.
+  explicit RandomCrop(const RandomCropOptions& options = {});
+  void apply(Tensor& input, const TransformContext& ctx) const override;
+  std::string name() const override;
+
+ private:
+  RandomCropOptions options_;
+};
+
+}  // namespace lockstep::data

@@ -1,0 +1,111 @@
+#include "lockstep/nn/models/model_zoo.h"
+
+#include <functional>
+#include <map>
+
+#include "lockstep/nn/activation.h"
+#include "lockstep/nn/models/gpt.h"
+#include "lockstep/nn/linear.h"
+#include "lockstep/nn/models/llama.h"
+#include "lockstep/nn/models/resnet.h"
+#include "lockstep/nn/sequential.h"
+#include "lockstep/nn/models/small_cnn.h"
+
+namespace lockstep::nn {
+
+namespace {
+using Factory = std::function<std::shared_ptr<Module>(const ModelOptions&)>;
+
+std::shared_ptr<Module> makeMlp(const ModelOptions& o) {
+  const int64_t in = o.in_features > 0 ? o.in_features : 784;
+  const int64_t out = o.out_features > 0 ? o.out_features : 10;
+  const std::vector<int64_t> hidden = o.hidden.empty() ? std::vector<int64_t>{128} : o.hidden;
+  auto seq = std::make_shared<Sequential>();
+  seq->push_back(std::make_shared<Flatten>());
+  int64_t prev = in;
+  for (int64_t h : hidden) {
+    seq->push_back(std::make_shared<Linear>(LinearOptions{prev, h, true, o.generator}));
+    seq->push_back(std::make_shared<ReLU>());
+    prev = h;
+  }
+  seq->push_back(std::make_shared<Linear>(LinearOptions{prev, out, true, o.generator}));
+  return seq;
+}
+
+std::shared_ptr<Module> makeGpt(const ModelOptions& o) {
+  GptOptions g = gptPreset(o.model_type.empty() ? "gpt-mini" : o.model_type);
+  g.vocab_size = o.vocab_size > 0 ? o.vocab_size : 256;
+  g.block_size = o.block_size > 0 ? o.block_size : 256;
+  if (o.n_layer > 0) g.n_layer = o.n_layer;
+  if (o.n_head > 0) g.n_head = o.n_head;
+  if (o.n_embd > 0) g.n_embd = o.n_embd;
+  LOCKSTEP_ENFORCE(o.n_kv_head == 0 && o.intermediate_size == 0, ValueError,
+                   "model gpt has no n_kv_head or intermediate_size (those are llama's): remove them");
+  if (o.dropout) g.dropout = *o.dropout;
+  g.checkpoint_every = o.checkpoint_every;
+  g.generator = o.generator;
+  return std::make_shared<Gpt>(g);
+}
+
+std::shared_ptr<Module> makeLlama(const ModelOptions& o) {
+  LlamaOptions l = llamaPreset(o.model_type.empty() ? "llama-tiny" : o.model_type);
+  l.vocab_size = o.vocab_size > 0 ? o.vocab_size : 256;
+  l.block_size = o.block_size > 0 ? o.block_size : 256;
+  if (o.n_layer > 0) l.n_layer = o.n_layer;
+  if (o.n_head > 0) l.n_head = o.n_head;
+  if (o.n_kv_head > 0) l.n_kv_head = o.n_kv_head;
+  if (o.n_embd > 0) l.n_embd = o.n_embd;
+  if (o.intermediate_size > 0) l.intermediate_size = o.intermediate_size;
+  if (o.dropout) l.dropout = *o.dropout;
+  l.checkpoint_every = o.checkpoint_every;
+  l.generator = o.generator;
+  return std::make_shared<Llama>(l);
+}
+
+const std::map<std::string, Factory>& registry() {
+  static const std::map<std::string, Factory> r = {
+      {"mnist_cnn",
+       [](const ModelOptions& o) {
+         return std::make_shared<SmallCnn>("MnistCnn", SmallCnnOptions{1, 28, o.num_classes, o.generator});
+       }},
+      {"cifar_cnn",
+       [](const ModelOptions& o) {
+         return std::make_shared<SmallCnn>("CifarCnn", SmallCnnOptions{3, 32, o.num_classes, o.generator});
+       }},
+      {"linear",
+       [](const ModelOptions& o) {
+         return std::make_shared<Linear>(LinearOptions{o.in_features > 0 ? o.in_features : 20,
+                                                       o.out_features > 0 ? o.out_features : 1, true,
+                                                       o.generator});
+       }},
+      {"mlp", makeMlp},
+      {"gpt", makeGpt},
+      {"llama", makeLlama},
+      {"resnet18_cifar",
+       [](const ModelOptions& o) {
+         return std::make_shared<ResNet18Cifar>(ResNetCifarOptions{o.num_classes, o.generator});
+       }},
+  };
+  return r;
+}
+}  // namespace
+
+bool isLanguageModel(const std::string& name) { return name == "gpt" || name == "llama"; }
+
+std::vector<std::string> modelNames() {
+  std::vector<std::string> names;
+  for (const auto& [n, f] : registry()) names.push_back(n);
+  return names;
+}
+
+std::shared_ptr<Module> makeModel(const std::string& name, const ModelOptions& options) {
+  auto it = registry().find(name);
+  if (it == registry().end()) {
+    std::string known;
+    for (const auto& n : modelNames()) known += (known.empty() ? "" : ", ") + n;
+    throw ValueError("unknown model '" + name + "'; known models: " + known);
+  }
+  return it->second(options);
+}
+
+}  // namespace lockstep::nn

@@ -1,0 +1,53 @@
+#include "lockstep/nn/models/small_cnn.h"
+
+#include "lockstep/autograd/ops/activation.h"
+#include "lockstep/autograd/ops/conv.h"
+
+namespace lockstep::nn {
+
+Variable toChannelsLast(const Variable& x) {
+  if (x.dim() != 4 || x.requiresGrad() || x.tensor().isChannelsLast()) return x;
+  return Variable(x.tensor().toFormat(MemoryFormat::channels_last));
+}
+
+SmallCnn::SmallCnn(std::string type_name, const SmallCnnOptions& options) : Module(std::move(type_name)) {
+  auto conv = [&](int64_t in, int64_t out, bool fuse_relu) {
+    Conv2dOptions o;
+    o.in_channels = in;
+    o.out_channels = out;
+    o.kernel_size = {3, 3};
+    o.fuse_relu = fuse_relu;
+    o.generator = options.generator;
+    return std::make_shared<Conv2d>(o);
+  };
+  // Spatial size through the stack: s -> s-2 -> /2 -> -2 -> /2 -> -2.
+  int64_t s = options.image_size;
+  s = ((s - 2) / 2 - 2) / 2 - 2;
+  LOCKSTEP_ENFORCE(s > 0, ValueError, typeName(), ": image_size ", options.image_size,
+                   " is too small (need >= 18)");
+  const int64_t flat = 64 * s * s;
+  // Registration order (= parameter order) follows the PyTorch definition: conv1, conv2, conv3, fc1, fc2.
+  conv1_ = registerModule("conv1", conv(options.in_channels, 32, false));
+  pool_ = registerModule("pool", std::make_shared<MaxPool2d>(Pool2dOptions{}));
+  conv2_ = registerModule("conv2", conv(32, 64, false));
+  conv3_ = registerModule("conv3", conv(64, 64, true));
+  flatten_ = registerModule("flatten", std::make_shared<Flatten>());
+  fc1_ = registerModule("fc1", std::make_shared<Linear>(LinearOptions{flat, 64, true, options.generator}));
+  fc2_ = registerModule(
+      "fc2", std::make_shared<Linear>(LinearOptions{64, options.num_classes, true, options.generator}));
+}
+
+Variable SmallCnn::forward(const Variable& input) {
+  Variable x = toChannelsLast(input);
+  // conv -> pool -> relu as one op (autograd::conv2dMaxPool2d): the same values and gradients as
+  // the three modules, with the convolution's output never materialized for the whole batch.
+  for (const auto& conv : {conv1_, conv2_}) {
+    x = autograd::conv2dMaxPool2d(x, conv->weight(), conv->bias(), conv->functionalOptions(),
+                                  pool_->options(), true);
+  }
+  x = conv3_->forward(x);
+  x = autograd::relu(fc1_->forward(flatten_->forward(x)));
+  return fc2_->forward(x);
+}
+
+}  // namespace lockstep::nn

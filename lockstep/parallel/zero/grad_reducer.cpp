@@ -1,0 +1,184 @@
+#include "lockstep/parallel/zero/grad_reducer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "lockstep/kernels/accumulate.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::parallel {
+
+using autograd::Variable;
+
+ZeroGradReducer::ZeroGradReducer(std::vector<Variable> params, std::vector<std::string> names,
+                                 const ZeroLayout& layout, std::shared_ptr<comm::ProcessGroup> group,
+                                 bool overlap, bool reduce_scatter, const std::string& swap_dir,
+                                 const std::string& swap_key)
+    : params_(std::move(params)),
+      names_(std::move(names)),
+      layout_(layout),
+      group_(std::move(group)),
+      overlap_(overlap),
+      reduce_scatter_(reduce_scatter) {
+  LOCKSTEP_CHECK(params_.size() == names_.size());
+  rank_ = group_ ? group_->rank() : 0;
+  LOCKSTEP_CHECK(layout_.world == (group_ ? group_->size() : 1), "layout world ", layout_.world);
+  const DType dtype = params_.empty() ? DType::f32 : params_.front().dtype();
+  bucket_of_.assign(params_.size(), 0);
+  for (const ZeroBucket& b : layout_.buckets) max_chunk_ = std::max(max_chunk_, b.chunk);
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    for (size_t p : layout_.buckets[b].params) bucket_of_[p] = b;
+    // Swapped pieces start as zeros in the file: their memory is never touched here.
+    const Shape shape{layout_.buckets[b].pieceSize(rank_)};
+    pieces_.push_back(swap_dir.empty() ? Tensor::zeros(shape, dtype) : Tensor::empty(shape, dtype));
+  }
+  if (!swap_dir.empty()) {
+    swap_ = std::make_unique<ZeroPieceSwap>(
+        pieces_, swap_dir, "lockstep-zero-gradients-rank" + std::to_string(rank_), swap_key, /*zeros=*/true);
+  }
+  dtype_ = dtype;
+  pending_.resize(layout_.buckets.size());
+  for (size_t b = 0; b < pending_.size(); ++b) pending_[b] = layout_.buckets[b].params.size();
+  ready_.assign(params_.size(), false);
+  for (size_t p = 0; p < params_.size(); ++p)
+    hook_ids_.push_back(params_[p].registerGradReadyHook([this, p](Variable&) { onGradReady(p); }));
+}
+
+ZeroGradReducer::~ZeroGradReducer() {
+  for (size_t p = 0; p < params_.size(); ++p) params_[p].removeGradReadyHook(hook_ids_[p]);
+  for (Slot& s : slots_) {
+    if (s.work) s.work->wait();
+  }
+}
+
+std::string ZeroGradReducer::missing() const {
+  std::string out;
+  for (size_t p = 0; p < params_.size(); ++p) {
+    if (!ready_[p]) out += (out.empty() ? "" : ", ") + names_[p];
+  }
+  return out;
+}
+
+void ZeroGradReducer::checkComplete() const {
+  LOCKSTEP_ENFORCE(ready_count_ == 0, ValueError,
+                   "ZeRO stage 2: the last backward did not reduce every gradient because these parameters "
+                   "received none: ",
+                   missing(),
+                   ". Make every parameter take part in the loss (ZeRO has no find_unused_parameters).");
+}
+
+void ZeroGradReducer::zero() {
+  if (swap_) {
+    swap_->setZero();
+    return;
+  }
+  for (Tensor& t : pieces_) t.zero();
+}
+
+void ZeroGradReducer::acquirePiece(size_t b) {
+  if (swap_) swap_->acquire(b);
+}
+
+void ZeroGradReducer::releasePiece(size_t b, bool changed) {
+  if (swap_) swap_->release(b, changed);
+}
+
+size_t ZeroGradReducer::pieceBytes() const {
+  if (swap_) return static_cast<size_t>(swap_->residentBytes());
+  size_t n = 0;
+  for (const Tensor& t : pieces_) n += t.nbytes();
+  return n;
+}
+
+void ZeroGradReducer::onGradReady(size_t p) {
+  LOCKSTEP_ENFORCE(
+      !ready_[p], ValueError,
+      "ZeRO stage 2: a new backward started before the previous one reduced every gradient; these "
+      "parameters received none: ",
+      missing(), ". Make every parameter take part in the loss.");
+  ready_[p] = true;
+  ++ready_count_;
+  --pending_[bucket_of_[p]];
+  // Strictly in bucket order, so every rank issues the same collectives in the same order.
+  while (next_launch_ < pending_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
+  if (next_launch_ < pending_.size()) return;
+  for (Slot& s : slots_) complete(s);
+  std::fill(ready_.begin(), ready_.end(), false);
+  ready_count_ = 0;
+  next_launch_ = 0;
+  for (size_t b = 0; b < pending_.size(); ++b) pending_[b] = layout_.buckets[b].params.size();
+}
+
+void ZeroGradReducer::launch(size_t b) {
+  const ZeroBucket& bucket = layout_.buckets[b];
+  // Two slots alternate only when a reduction may still run while the next bucket fills.
+  Slot& slot = slots_[overlap_ ? b % 2 : 0];
+  complete(slot);  // the bucket two before this one, unless completeAllButLatest() did already
+  const size_t elem = dtypeSize(dtype_);
+  for (size_t p : bucket.params) {
+    LOCKSTEP_ENFORCE(params_[p].grad().dtype() == dtype_, ValueError, "ZeRO: gradient of '", names_[p],
+                     "' is ", dtypeName(params_[p].grad().dtype()), ", its parameter's bucket is ",
+                     dtypeName(dtype_));
+  }
+  // A bucket that is one parameter split evenly is already laid out as `world` blocks: its
+  // gradient is reduced where it is, with no staging copy beside it.
+  const Tensor& first = params_[bucket.params.front()].grad();
+  if (bucket.params.size() == 1 && bucket.chunk * layout_.world == bucket.numel && first.isContiguous()) {
+    slot.staging = first;
+  } else {
+    // Taken from the allocator per launch and handed back at completion, so that between buckets
+    // no staging memory is held (the allocator's cache makes it free after the first step).
+    slot.staging = bucket.chunk * layout_.world != bucket.numel
+                       ? Tensor::zeros({bucket.chunk * layout_.world}, dtype_)  // padding travels as zeros
+                       : Tensor::empty({bucket.chunk * layout_.world}, dtype_);
+    char* staging = static_cast<char*>(slot.staging.dataPtr());
+    for (int r = 0; r < layout_.world; ++r) {
+      for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r], bucket.piece[r + 1])) {
+        Tensor g = params_[s.param].grad();
+        if (!g.isContiguous()) g = g.contiguous();
+        std::memcpy(staging + (r * bucket.chunk + s.bucket_offset - bucket.piece[r]) * elem,
+                    static_cast<const char*>(g.dataPtr()) + s.param_offset * elem, s.numel * elem);
+      }
+    }
+  }
+  for (size_t p : bucket.params) params_[p].setGrad(Tensor());  // the piece is all this rank keeps
+  if (!slot.recv.defined()) slot.recv = Tensor::empty({max_chunk_}, dtype_);  // 1/world of a bucket, kept
+  slot.bucket = static_cast<long>(b);
+  char* staging = static_cast<char*>(slot.staging.dataPtr());
+  if (group_ && layout_.world > 1 && reduce_scatter_) {
+    comm::ReduceScatterOptions o;
+    o.op = comm::ReduceOp::avg;
+    slot.work = group_->reduceScatter(staging, slot.recv.dataPtr(), bucket.chunk, dtype_, o);
+  } else if (group_ && layout_.world > 1) {
+    // DeepSpeed's reduce_scatter: false: every rank averages the whole bucket and keeps its block.
+    comm::AllreduceOptions o;
+    o.op = comm::ReduceOp::avg;
+    group_->allreduce(staging, bucket.chunk * layout_.world, dtype_, o)->wait();
+    std::memcpy(slot.recv.dataPtr(), staging + rank_ * bucket.chunk * elem, bucket.chunk * elem);
+  } else {
+    std::memcpy(slot.recv.dataPtr(), staging, bucket.chunk * elem);
+  }
+  if (!overlap_) complete(slot);
+}
+
+void ZeroGradReducer::completeAllButLatest() {
+  if (next_launch_ == 0) return;
+  const size_t latest = next_launch_ - 1;
+  for (Slot& s : slots_) {
+    if (s.bucket >= 0 && static_cast<size_t>(s.bucket) != latest) complete(s);
+  }
+}
+
+void ZeroGradReducer::complete(Slot& slot) {
+  if (slot.bucket < 0) return;
+  if (slot.work) slot.work->wait();
+  slot.work.reset();
+  slot.staging = Tensor();
+  Tensor& piece = pieces_[slot.bucket];
+  acquirePiece(static_cast<size_t>(slot.bucket));
+  if (piece.numel() > 0) kernels::addInto(piece, slot.recv.narrow(0, 0, piece.numel()));
+  releasePiece(static_cast<size_t>(slot.bucket), true);
+  slot.bucket = -1;
+}
+
+}  // namespace lockstep::parallel

@@ -1,0 +1,437 @@
+#include "lockstep/parallel/zero/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <set>
+#include <unordered_map>
+
+#include "lockstep/kernels/finite.h"
+#include "lockstep/optim/clip_grad.h"
+#include "lockstep/parallel/ddp/bucket_assignment.h"
+#include "lockstep/parallel/model_sync.h"
+#include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/parallel/zero/parameter_coordinator.h"
+#include "lockstep/tensor/allocator.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::parallel {
+
+using autograd::Variable;
+
+void validateZeroOptions(const ZeroOptions& o) {
+  LOCKSTEP_ENFORCE(o.stage >= 1 && o.stage <= 3, ValueError, "zero_optimization.stage=", o.stage,
+                   " is not supported: lockstep implements stages 1, 2 and 3 (stage 0 is plain data "
+                   "parallelism)");
+  LOCKSTEP_ENFORCE(o.reduce_bucket_size >= 1, ValueError,
+                   "zero_optimization.reduce_bucket_size=", o.reduce_bucket_size,
+                   " must be a positive number of elements");
+  LOCKSTEP_ENFORCE(o.allgather_bucket_size >= 1, ValueError,
+                   "zero_optimization.allgather_bucket_size=", o.allgather_bucket_size,
+                   " must be a positive number of elements");
+  for (const auto& [key, value] : {std::pair{"stage3_prefetch_bucket_size", o.prefetch_bucket_size},
+                                   {"stage3_param_persistence_threshold", o.param_persistence_threshold},
+                                   {"stage3_max_live_parameters", o.max_live_parameters},
+                                   {"stage3_max_reuse_distance", o.max_reuse_distance}}) {
+    LOCKSTEP_ENFORCE(value >= 0, ValueError, "zero_optimization.", key, "=", value,
+                     " must be a non-negative number of elements");
+  }
+  validateNvmeOffloadOptions(o.offload_optimizer);
+  if (!o.offload_param_nvme_path.empty()) {
+    LOCKSTEP_ENFORCE(o.stage == 3, ValueError,
+                     "zero_optimization.offload_param: offloading parameters needs ZeRO stage 3 (DeepSpeed's "
+                     "rule); set zero_optimization.stage: 3");
+    LOCKSTEP_ENFORCE(
+        !o.offload_optimizer.nvme_path.empty(), ValueError,
+        "zero_optimization.offload_param.device nvme needs offload_optimizer.device nvme too: the "
+        "swapped parameter pieces are stepped sub-group by sub-group with their optimizer states "
+        "(ZeRO-Infinity's configuration); set offload_optimizer {device: nvme, nvme_path: ...}");
+    LOCKSTEP_ENFORCE(o.offload_param_buffer_size >= 1, ValueError,
+                     "zero_optimization.offload_param.buffer_size=", o.offload_param_buffer_size,
+                     " must be a positive number of elements");
+  }
+}
+
+ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimizer> optimizer,
+                             std::shared_ptr<comm::ProcessGroup> group, const ZeroOptions& options)
+    : model_(std::move(model)),
+      optimizer_(std::move(optimizer)),
+      group_(std::move(group)),
+      options_(options) {
+  LOCKSTEP_ENFORCE(model_ != nullptr && optimizer_ != nullptr, ValueError,
+                   "ZeroOptimizer needs a model and an optimizer");
+  validateZeroOptions(options_);
+  if (group_) {
+    rank_ = group_->rank();
+    world_ = group_->size();
+  }
+  LOCKSTEP_ENFORCE(
+      optimizer_->stateDict().state.empty(), ValueError,
+      "ZeroOptimizer: the optimizer has already stepped (it holds state); build the ZeRO optimizer "
+      "before the first step");
+  std::unordered_map<const autograd::VariableImpl*, std::string> name_of;
+  for (auto& [name, p] : model_->namedParameters()) name_of.emplace(p.impl().get(), name);
+  std::vector<size_t> group_of;
+  auto& groups = optimizer_->paramGroups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (const Variable& p : groups[g].params) {
+      auto it = name_of.find(p.impl().get());
+      LOCKSTEP_ENFORCE(it != name_of.end(), ValueError,
+                       "ZeroOptimizer: the optimizer holds a parameter that is not the model's (group ", g,
+                       ")");
+      const Tensor& t = p.tensor();
+      LOCKSTEP_ENFORCE(t.isContiguous() && (t.dtype() == DType::f32 || t.dtype() == DType::f64), ValueError,
+                       "ZeRO: parameter '", it->second, "' must be a contiguous f32 or f64 tensor, got ",
+                       t.describe());
+      LOCKSTEP_ENFORCE(params_.empty() || t.dtype() == params_.front().dtype(), ValueError,
+                       "ZeRO: every parameter must have one dtype; '", it->second, "' is ",
+                       dtypeName(t.dtype()), ", '", names_.front(), "' is ",
+                       dtypeName(params_.front().dtype()));
+      params_.push_back(p);
+      names_.push_back(it->second);
+      group_of.push_back(g);
+    }
+  }
+  if (group_ && world_ > 1) {
+    verifySameModelEverywhere(*model_, *group_, "ZeRO");
+    // Stage 3's coordinator broadcasts the parameters it partitions itself, a bucket at a time;
+    // here the others (frozen ones the optimizer does not hold) and the buffers.
+    if (options_.stage == 3) {
+      autograd::NoGradGuard ng;
+      std::set<const autograd::VariableImpl*> partitioned;
+      for (const Variable& p : params_) partitioned.insert(p.impl().get());
+      for (auto& [name, p] : model_->namedParameters()) {
+        if (!partitioned.count(p.impl().get())) broadcast(*group_, p.tensor(), 0);
+      }
+      broadcastBuffers(*model_, *group_);
+    } else {
+      broadcastModel(*model_, *group_);
+    }
+  }
+  std::vector<size_t> numels_as_bytes;  // assignBuckets counts bytes; the ZeRO caps count elements
+  std::vector<int64_t> numels;
+  std::vector<DType> dtypes;
+  for (const Variable& p : params_) {
+    numels.push_back(p.numel());
+    numels_as_bytes.push_back(static_cast<size_t>(p.numel()));
+    dtypes.push_back(p.dtype());
+  }
+  if (options_.stage == 3) {
+    // Buckets per gather unit (a transformer block, a layer); the coordinator keeps this rank's
+    // pieces, which the shards below view, and frees the parameters.
+    ZeroBucketPlan plan =
+        planZeroBuckets(*model_, params_, options_.reduce_bucket_size, options_.param_persistence_threshold);
+    layout_ = makeZeroLayout(numels, plan.buckets, world_);
+    coordinator_ =
+        std::make_unique<ZeroParameterCoordinator>(params_, layout_, std::move(plan), group_, options_);
+  } else {
+    BucketAssignmentOptions bo;
+    bo.bucket_bytes = bo.first_bucket_bytes = static_cast<size_t>(options_.reduce_bucket_size);
+    layout_ = makeZeroLayout(numels, assignBuckets(numels_as_bytes, dtypes, bo), world_);
+  }
+
+  std::vector<std::vector<Variable>> shard_vars(groups.size());
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    const ZeroBucket& bucket = layout_.buckets[b];
+    for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[rank_], bucket.piece[rank_ + 1])) {
+      // Stage 3: the shards view the coordinator's pieces; below, the parameters' own elements.
+      const Tensor view =
+          coordinator_
+              ? coordinator_->piece(b).narrow(0, s.bucket_offset - bucket.piece[rank_], s.numel)
+              : params_[s.param].tensor().view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
+      Shard shard{
+          Variable(view, true), s.param, b, s.param_offset, s.bucket_offset - bucket.piece[rank_], s.numel};
+      shard_vars[group_of[s.param]].push_back(shard.var);
+      shards_.push_back(std::move(shard));
+    }
+  }
+  for (size_t g = 0; g < groups.size(); ++g) groups[g].params = std::move(shard_vars[g]);
+  // The optimizer's own numbering of the shards (its state dict's), and the groups' parameters in
+  // the numbering of the optimizer as it was (a consolidated state dict's).
+  std::unordered_map<const autograd::VariableImpl*, int64_t> opt_index;
+  for (const auto& g : groups)
+    for (const Variable& v : g.params)
+      opt_index.emplace(v.impl().get(), static_cast<int64_t>(opt_index.size()));
+  for (Shard& s : shards_) s.opt_index = opt_index.at(s.var.impl().get());
+  group_params_.resize(groups.size());
+  for (size_t p = 0; p < params_.size(); ++p) group_params_[group_of[p]].push_back(static_cast<int64_t>(p));
+  group_of_ = group_of;
+  // Stage 3 with the states on NVMe swaps the gradient partition too (made in swapPartition).
+  if (options_.stage == 2 || (options_.stage == 3 && options_.offload_optimizer.nvme_path.empty()))
+    reducer_ = std::make_unique<ZeroGradReducer>(params_, names_, layout_, group_, options_.overlap_comm,
+                                                 options_.reduce_scatter);
+  if (!options_.offload_optimizer.nvme_path.empty()) swapPartition();
+  // Stage 3: a unit's gradients are made beside one bucket's reduction in flight, not two.
+  if (coordinator_ && reducer_)
+    coordinator_->setBeforeUnitBackward([r = reducer_.get()] { r->completeAllButLatest(); });
+
+  for (const Variable& p : params_) shapes_.push_back(p.shape());
+  // Stage 3: the whole parameters the model was built with are freed now; hand their bytes back to
+  // the system rather than keep a whole model's worth cached for gathers that need a layer's.
+  if (coordinator_) CachingAllocator::instance().emptyCache();
+}
+
+ZeroOptimizer::~ZeroOptimizer() = default;
+
+void ZeroOptimizer::swapPartition() {
+  const std::string& dir = options_.offload_optimizer.nvme_path;
+  std::vector<ZeroNvmeOffload::Shard> offloaded;
+  for (const Shard& s : shards_) offloaded.push_back({s.var, group_of_[s.param], s.opt_index});
+  std::exception_ptr failed;
+  try {
+    offload_ = std::make_unique<ZeroNvmeOffload>(optimizer_, std::move(offloaded),
+                                                 params_.empty() ? DType::f32 : params_.front().dtype(),
+                                                 rank_, options_.offload_optimizer);
+    // Stage 3 swaps the partition's gradients with the states (as DeepSpeed's ZeRO-Infinity does);
+    // the coordinator swaps its parameter pieces with offload_param nvme.
+    if (options_.stage == 3)
+      reducer_ = std::make_unique<ZeroGradReducer>(params_, names_, layout_, group_, options_.overlap_comm,
+                                                   options_.reduce_scatter, dir,
+                                                   "zero_optimization.offload_optimizer.nvme_path");
+  } catch (const Error&) {
+    failed = std::current_exception();
+  }
+  // A full or missing disk on one node: every rank says so rather than wait at the next collective.
+  rethrowIfAnyRankFailed(
+      group_.get(), failed,
+      "ZeRO NVMe offload: another rank could not create its swap file under " + dir + " (its log says why)");
+  if (options_.stage != 3) return;
+  // The optimizer steps the shards in order, so a bucket's shards are stepped one after the other:
+  // its parameter and gradient pieces come into memory before its first shard's first elements step
+  // and go back (the parameters written) after its last shard's last elements.
+  offload_->setShardHooks(
+      [this](size_t i) {
+        if (i > 0 && shards_[i - 1].bucket == shards_[i].bucket) return;
+        coordinator_->acquirePiece(shards_[i].bucket);
+        reducer_->acquirePiece(shards_[i].bucket);
+      },
+      [this](size_t i) {
+        if (i + 1 < shards_.size() && shards_[i + 1].bucket == shards_[i].bucket) return;
+        coordinator_->releasePiece(shards_[i].bucket, true);
+        reducer_->releasePiece(shards_[i].bucket, false);
+      });
+}
+
+const ZeroPieceSwap* ZeroOptimizer::parameterSwap() const {
+  return coordinator_ ? coordinator_->pieceSwap() : nullptr;
+}
+
+const ZeroPieceSwap* ZeroOptimizer::gradientSwap() const {
+  return reducer_ ? reducer_->pieceSwap() : nullptr;
+}
+
+void ZeroOptimizer::forEachShard(Pieces which, bool changes,
+                                 const std::function<void(const Shard&)>& fn) const {
+  // The shards go bucket by bucket: one bucket's pieces in memory at a time (nothing to do where
+  // the pieces are not swapped).
+  const bool grads = which == Pieces::gradients;
+  auto acquire = [&](size_t b) {
+    if (grads && reducer_) reducer_->acquirePiece(b);
+    if (!grads && coordinator_) coordinator_->acquirePiece(b);
+  };
+  auto release = [&](size_t b) {
+    if (grads && reducer_) reducer_->releasePiece(b, changes);
+    if (!grads && coordinator_) coordinator_->releasePiece(b, changes);
+  };
+  long held = -1;
+  auto drop = [&] {
+    if (held >= 0) release(static_cast<size_t>(held));
+    held = -1;
+  };
+  try {
+    for (const Shard& s : shards_) {
+      if (grads && !s.var.hasGrad()) continue;
+      if (static_cast<long>(s.bucket) != held) {
+        drop();
+        acquire(s.bucket);
+        held = static_cast<long>(s.bucket);
+      }
+      fn(s);
+    }
+  } catch (...) {
+    drop();
+    throw;
+  }
+  drop();
+}
+
+void ZeroOptimizer::pointShardGradients() {
+  if (reducer_) {
+    reducer_->checkComplete();
+    for (Shard& s : shards_) s.var.setGrad(reducer_->piece(s.bucket).narrow(0, s.piece_offset, s.numel));
+    return;
+  }
+  for (Shard& s : shards_) {
+    const Variable& p = params_[s.param];
+    if (!p.hasGrad()) {
+      s.var.setGrad(Tensor());
+      continue;
+    }
+    Tensor g = p.grad();
+    if (!g.isContiguous()) g = g.contiguous();
+    s.var.setGrad(g.view({p.numel()}).narrow(0, s.param_offset, s.numel));
+  }
+}
+
+void ZeroOptimizer::step() {
+  pointShardGradients();
+  if (offload_) {
+    offload_->step();  // streams the states through the swap file, a sub-group at a time
+  } else {
+    optimizer_->step();
+  }
+  if (options_.stage == 3) {
+    releaseParameters();  // stale now; the next forward gathers the stepped values
+  } else {
+    allgatherParameters();
+  }
+}
+
+bool ZeroOptimizer::parametersGathered() const { return !coordinator_ || coordinator_->allGathered(); }
+
+void ZeroOptimizer::forEachParameterBucketWhole(const std::function<void(const std::vector<size_t>&)>& fn) {
+  if (coordinator_) {
+    coordinator_->forEachBucketWhole(fn);
+    return;
+  }
+  std::vector<size_t> all(params_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  fn(all);
+}
+
+void ZeroOptimizer::beginStep() {
+  if (coordinator_) coordinator_->beginStep();
+}
+
+void ZeroOptimizer::gatherParameters() {
+  if (coordinator_) coordinator_->gatherAll();
+}
+
+void ZeroOptimizer::releaseParameters() {
+  if (coordinator_) coordinator_->endStep();
+}
+
+void ZeroOptimizer::adoptGatheredParameters() {
+  if (!coordinator_) return;
+  LOCKSTEP_CHECK(coordinator_->allGathered(),
+                 "ZeRO stage 3: adoptGatheredParameters needs gathered parameters");
+  autograd::NoGradGuard ng;
+  forEachShard(Pieces::parameters, true, [&](const Shard& s) {
+    Tensor src = params_[s.param].tensor().contiguous();
+    Tensor dst = s.var.tensor();
+    dst.copyFrom(src.view({src.numel()}).narrow(0, s.param_offset, s.numel));
+  });
+}
+
+void ZeroOptimizer::allgatherParameters() {
+  std::vector<char*> full;
+  for (Variable& p : params_) full.push_back(static_cast<char*>(p.tensor().dataPtr()));
+  gatherPieces(full);
+}
+
+void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, int root,
+                                 const std::function<const char*(size_t, int64_t)>& mine) {
+  if (world_ == 1 || params_.empty()) return;  // this rank's piece is everything
+  const int64_t cap = std::max<int64_t>(1, options_.allgather_bucket_size / world_);
+  if (!gather_send_.defined()) {  // on first use (stage 3 gathers this way only for checkpoints)
+    int64_t block = 0;  // the largest all-gather block: a bucket's chunk, capped by allgather_bucket_size
+    for (const ZeroBucket& b : layout_.buckets) block = std::max(block, std::min(b.chunk, cap));
+    gather_send_ = Tensor::zeros({block}, params_.front().dtype());
+    gather_recv_ = Tensor::zeros({block * world_}, params_.front().dtype());
+  }
+  const size_t elem = dtypeSize(gather_send_.dtype());
+  char* send = static_cast<char*>(gather_send_.dataPtr());
+  char* recv = static_cast<char*>(gather_recv_.dataPtr());
+  for (const ZeroBucket& bucket : layout_.buckets) {
+    for (int64_t from = 0; from < bucket.chunk; from += cap) {
+      const int64_t len = std::min(cap, bucket.chunk - from);
+      // Block [from, from + len) of every rank's piece; shorter pieces pad with what send held.
+      const int64_t mine_end = std::min(from + len, bucket.pieceSize(rank_));
+      for (const ZeroSegment& s :
+           segmentsIn(bucket, bucket.piece[rank_] + from, bucket.piece[rank_] + mine_end)) {
+        std::memcpy(send + (s.bucket_offset - bucket.piece[rank_] - from) * elem,
+                    mine ? mine(s.param, s.param_offset) : full[s.param] + s.param_offset * elem,
+                    s.numel * elem);
+      }
+      if (root >= 0) {
+        comm::GatherOptions go;
+        go.root = root;
+        group_->gather(send, recv, static_cast<size_t>(len), gather_send_.dtype(), go)->wait();
+        if (rank_ != root) continue;
+      } else if (options_.allgather_partitions) {
+        group_->allgather(send, recv, static_cast<size_t>(len), gather_send_.dtype())->wait();
+      } else {  // DeepSpeed's allgather_partitions: false: one broadcast per rank's block
+        std::memcpy(recv + rank_ * len * elem, send, len * elem);
+        for (int r = 0; r < world_; ++r) {
+          comm::BroadcastOptions bo;
+          bo.root = r;
+          group_->broadcast(recv + r * len * elem, static_cast<size_t>(len), gather_send_.dtype(), bo)
+              ->wait();
+        }
+      }
+      for (int r = 0; r < world_; ++r) {
+        if (r == rank_) continue;  // this rank's piece is already in place
+        const int64_t end = std::min(from + len, bucket.pieceSize(r));
+        for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r] + from, bucket.piece[r] + end)) {
+          std::memcpy(full[s.param] + s.param_offset * elem,
+                      recv + (r * len + s.bucket_offset - bucket.piece[r] - from) * elem, s.numel * elem);
+        }
+      }
+    }
+  }
+}
+
+void ZeroOptimizer::zeroGrad() {
+  for (Shard& s : shards_) s.var.setGrad(Tensor());
+  if (reducer_) {
+    reducer_->zero();
+    return;
+  }
+  for (Variable& p : params_) p.setGrad(Tensor());
+}
+
+double ZeroOptimizer::clipGradNorm(double max_norm) {
+  pointShardGradients();
+  // optim::gradNorm over the shards, computed a bucket's gradient pieces at a time.
+  std::vector<double> norms;
+  forEachShard(Pieces::gradients, false,
+               [&](const Shard& s) { norms.push_back(optim::tensorNorm(s.var.grad())); });
+  const double local = optim::combineNorms(norms);
+  double total = local * local;
+  if (group_ && world_ > 1) total = allreduceScalar(*group_, total, comm::ReduceOp::sum);
+  total = std::sqrt(total);
+  const double raw = max_norm / (total + 1e-6);
+  const double coef = std::isnan(raw) ? raw : std::min(1.0, raw);  // clipGradNorm's rule
+  if (coef == 1.0) return total;
+  forEachShard(Pieces::gradients, true, [&](const Shard& s) {
+    Tensor g = s.var.grad();
+    kernels::scaleAndCheckNonFinite(g, coef);
+  });
+  return total;
+}
+
+bool ZeroOptimizer::unscaleAndCheckOverflow(double factor) {
+  pointShardGradients();
+  bool overflow = false;
+  forEachShard(Pieces::gradients, factor != 1.0, [&](const Shard& s) {
+    Tensor g = s.var.grad();
+    overflow = kernels::scaleAndCheckNonFinite(g, factor) || overflow;
+  });
+  if (group_ && world_ > 1)
+    overflow = allreduceScalar(*group_, overflow ? 1.0 : 0.0, comm::ReduceOp::max) != 0.0;
+  return overflow;
+}
+
+ModelStateBytes ZeroOptimizer::memory() const {
+  ModelStateBytes m;
+  for (const Variable& p : params_) m.parameters += static_cast<int64_t>(p.tensor().nbytes());
+  m.gradients = reducer_ ? static_cast<int64_t>(reducer_->pieceBytes()) : m.parameters;
+  if (coordinator_) m.parameters = coordinator_->residentBytes();
+  // With NVMe offload, what the states take in memory: the swap buffers.
+  m.optimizer_states = offload_ ? offload_->memoryBytes() : optimizerStateBytes(*optimizer_);
+  return m;
+}
+
+}  // namespace lockstep::parallel

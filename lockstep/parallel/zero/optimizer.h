@@ -1,0 +1,239 @@
+#pragma once
+// ZeRO (DeepSpeed's Zero Redundancy Optimizer), stages 1, 2 and 3, for any optimizer that steps flat
+// spans (optim/optimizer.h): each of N ranks keeps the optimizer states of 1/N of the parameter
+// elements (its partition, zero_partition.h), steps only those, and all-gathers the updated
+// parameters. Stage 2 also keeps only its partition of the gradients: they are reduce-scattered
+// in buckets while backward runs (zero_grad_reducer.h). Stage 3 reduces gradients as stage 2 and
+// keeps only its partition of the parameters too (zero_parameter_coordinator.h): the model's
+// parameters are whole only while a forward or backward uses them, one gather unit (a layer, a
+// transformer block) at a time, between beginStep() and releaseParameters(), or all of them
+// between gatherParameters() and releaseParameters() (evaluation, state dicts).
+//
+// The optimizer is taken over: its parameter groups are re-pointed at "shard" variables, views of
+// this rank's pieces of the parameters, so its hyper-parameters, schedulers and per-element
+// updates stay as they were (a shard steps bitwise as the whole parameter would) and its state
+// covers the partition only. Build it before the optimizer's first step.
+//
+// Library use (parallel::Engine does all of this when EngineOptions.zero_stage is 1, 2 or 3):
+//   auto opt = std::make_shared<optim::Adam>(model->parameters());
+//   // stage 1: gradients are averaged by DDP; stage 2: by the ZeroOptimizer itself
+//   auto ddp = std::make_shared<DistributedDataParallel>(model, group);       // stage 1 only
+//   ZeroOptimizer zero(model, opt, group, {.stage = 1});
+//   for (...) { loss(ddp->forward(x)).backward(); zero.step(); zero.zeroGrad(); }
+//   // stage 3: zero.beginStep() before each forward, zero.releaseParameters() after backward
+//
+// Not thread-safe. The constructor, step(), clipGradNorm(), unscaleAndCheckOverflow() and (stage 3)
+// beginStep(), gatherParameters() and releaseParameters() are collective; with stages 2 and 3 so
+// is every backward, and with stage 3 every forward.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lockstep/comm/process_group.h"
+#include "lockstep/nn/module.h"
+#include "lockstep/optim/optimizer.h"
+#include "lockstep/parallel/memory_report.h"
+#include "lockstep/parallel/zero/grad_reducer.h"
+#include "lockstep/parallel/zero/nvme_offload.h"
+#include "lockstep/parallel/zero/partition.h"
+#include "lockstep/parallel/zero/piece_swap.h"
+
+namespace lockstep::parallel {
+
+class ZeroParameterCoordinator;
+
+/// DeepSpeed's zero_optimization keys that the ZeRO optimizer implements (config.cpp maps the
+/// JSON onto this; DeepSpeed's defaults).
+struct ZeroOptions {
+  /// 1: optimizer states partitioned; 2: and gradients; 3: and parameters (each rank keeps its
+  /// partition only; layers are gathered for their forward and backward, one at a time).
+  /// (0 is DDP: no ZeroOptimizer.)
+  int stage = 1;
+  /// Elements per gradient bucket (reduce-scatter unit of stage 2, and the partition's buckets).
+  int64_t reduce_bucket_size = 500'000'000;
+  /// Elements all-gathered at a time after the step (DeepSpeed's allgather_bucket_size).
+  int64_t allgather_bucket_size = 500'000'000;
+  /// Stage 2: let a bucket's reduce-scatter run while backward goes on (DeepSpeed's overlap_comm);
+  /// false waits for each bucket's reduction as soon as it is launched.
+  bool overlap_comm = true;
+  /// Stage 2: reduce-scatter each bucket (true) or allreduce it and keep this rank's piece
+  /// (DeepSpeed's reduce_scatter: false).
+  bool reduce_scatter = true;
+  /// Gather the updated parameters with allgather (true) or with one broadcast per rank
+  /// (DeepSpeed's allgather_partitions: false).
+  bool allgather_partitions = true;
+  // Stage 3's gathering (zero_parameter_coordinator.h), DeepSpeed's stage3_* keys and defaults.
+  /// Elements of the next layers' parameters all-gathered ahead of use (0: no prefetch).
+  int64_t prefetch_bucket_size = 50'000'000;
+  /// Parameters of at most this many elements are not gathered and freed around each layer: they
+  /// are gathered once per step, with the parameters of no layer.
+  int64_t param_persistence_threshold = 100'000;
+  /// Whole parameter elements a rank may hold at once beyond those in use: prefetching and keeping
+  /// layers for reuse stop there.
+  int64_t max_live_parameters = 1'000'000'000;
+  /// A layer whose backward comes within this many parameter elements of its forward's end (the
+  /// elements of the layers after it, forward and backward) stays whole in between.
+  int64_t max_reuse_distance = 1'000'000'000;
+  /// offload_optimizer with device nvme: the partition's optimizer states live in a swap file
+  /// under nvme_path between steps (zero_nvme_offload.h). Empty nvme_path: in memory.
+  NvmeOffloadOptions offload_optimizer{};
+  /// offload_param with device nvme (stage 3, with offload_optimizer device nvme): this rank's
+  /// pieces of the parameters live in a swap file under this directory and are read into memory
+  /// only for their all-gather and their optimizer step; the gradient pieces are swapped as well
+  /// (zero_piece_swap.h). Empty: in memory.
+  std::string offload_param_nvme_path;
+  /// offload_param.buffer_size: the most elements a rank's piece of one bucket may have with
+  /// offload_param nvme (DeepSpeed's check that every partitioned parameter fits a swap buffer).
+  int64_t offload_param_buffer_size = 100'000'000;
+};
+
+/// ValueError naming the field. Pure.
+void validateZeroOptions(const ZeroOptions& options);
+
+class ZeroOptimizer {
+ public:
+  /// Collective. optimizer's parameters must be parameters of model, all of one dtype (f32 or
+  /// f64), dense, and the optimizer must not have stepped yet. Checks that every rank has the same
+  /// model and broadcasts rank 0's parameters and buffers. group may be null for one rank.
+  ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimizer> optimizer,
+                std::shared_ptr<comm::ProcessGroup> group, const ZeroOptions& options);
+  ~ZeroOptimizer();
+  ZeroOptimizer(const ZeroOptimizer&) = delete;
+  ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
+
+  /// Collective. Steps this rank's partition with the averaged gradients (stage 1: the parameters'
+  /// own, averaged by DDP; stages 2 and 3: the reduced pieces) and all-gathers the updated
+  /// parameters (stage 3: releases them instead; the next forward gathers them).
+  void step();
+
+  /// Stage 3, before a training forward. Collective. Gathers the parameters of no gather unit
+  /// (embeddings, final norms: zero_parameter_coordinator.h); each unit's are gathered by its
+  /// forward hooks, one unit at a time, prefetching the next. Other stages: nothing to do.
+  void beginStep();
+  /// Stage 3. Collective unless the parameters are already gathered: every parameter whole (for an
+  /// evaluation, a state dict, a checkpoint) until releaseParameters(). Other stages: nothing.
+  void gatherParameters();
+  /// Stage 3. Collective when prefetches are in flight. The model's parameters are freed again
+  /// (each keeps its shape; its data cannot be read until gathered); only the partition stays.
+  void releaseParameters();
+  /// Stage 3, while gathered. Not collective. Copies this rank's elements of the (gathered, then
+  /// changed: a loaded checkpoint) parameters back into its partition, the values stage 3 trains.
+  void adoptGatheredParameters();
+  /// Collective at stage 3 (outside a step, parameters not gathered): calls fn with the indices
+  /// (into parameters()) of a set of whole parameters at a time, one gathered bucket after
+  /// another, until every parameter was passed once; never the whole model in memory (a final
+  /// model file written as it streams by). Below stage 3: once, with every index.
+  void forEachParameterBucketWhole(const std::function<void(const std::vector<size_t>&)>& fn);
+  /// The optimizer's parameters, in its order.
+  const std::vector<autograd::Variable>& parameters() const { return params_; }
+  /// Whether every parameter of the model is whole now (always, below stage 3).
+  bool parametersGathered() const;
+  /// Clears the gradients: the parameters' (stage 1) or the partition's (stage 2).
+  void zeroGrad();
+  /// Collective. Clips the gradients' joint 2-norm across all partitions to max_norm
+  /// (clip_grad_norm_ of the whole model); returns the norm before clipping.
+  double clipGradNorm(double max_norm);
+  /// Collective. Multiplies the gradients by `factor` and says whether any rank's hold an inf or
+  /// nan (the loss scaler's check, agreed by every rank).
+  bool unscaleAndCheckOverflow(double factor);
+
+  /// Collective. The optimizer's state as the optimizer would hold it over the whole parameters
+  /// (keys "<parameter index>.<name>" shaped like the parameters, groups listing parameter
+  /// indices): what DDP's optimizer saves, so a checkpoint holds the same whatever the stage and
+  /// world size. root -1: every rank gets all of it; else only rank root does (the others get the
+  /// groups and no state, and never hold more than their partition).
+  optim::OptimizerStateDict consolidatedStateDict(int root = -1);
+  /// Not collective. Loads a whole-parameter state dict (consolidatedStateDict's, or a DDP run's
+  /// optimizer's) keeping this rank's partition: resharding to any world size or stage 1/2.
+  /// ValueError when the groups or sizes do not match.
+  void loadConsolidatedStateDict(const optim::OptimizerStateDict& state);
+
+  /// A run of one parameter's elements that this rank owns (at most one per parameter): what a
+  /// partitioned checkpoint saves and loads (train/checkpoint/zero_checkpoint.h).
+  struct OwnedSegment {
+    size_t param = 0;          // index in the parameter order of consolidatedStateDict (DDP's)
+    int64_t param_offset = 0;  // first element within the parameter (flat)
+    int64_t numel = 0;
+    int64_t opt_index = 0;  // its state in partitionOptimizerState() is "<opt_index>.<key>"
+    Tensor values;          // this rank's current elements (stage 3: the partition's own storage)
+  };
+  /// Not collective. This rank's segments, in partition order.
+  std::vector<OwnedSegment> ownedSegments() const;
+  /// Not collective. This rank's optimizer state in the optimizer's own numbering (the
+  /// segments' opt_index): optimizer()->stateDict(), or with NVMe offload the states read back
+  /// from the swap file (the whole partition's states in memory until the result goes).
+  optim::OptimizerStateDict partitionOptimizerState() const;
+  /// Every parameter's name in the model, shape and the optimizer group's parameters, in the
+  /// order of consolidatedStateDict.
+  const std::vector<std::string>& parameterNames() const { return names_; }
+  const std::vector<Shape>& parameterShapes() const { return shapes_; }
+  const std::vector<std::vector<int64_t>>& groupParameters() const { return group_params_; }
+  /// Not collective. As loadConsolidatedStateDict, but each tensor "<parameter index>.<name>"
+  /// holds only this rank's elements of the parameter (ownedSegments()), or is a scalar ("step"):
+  /// what a partitioned checkpoint's loader reads. ValueError when the groups or sizes differ.
+  void loadPartitionStateDict(const optim::OptimizerStateDict& state);
+
+  /// The wrapped optimizer (its groups now hold the shard variables).
+  const std::shared_ptr<optim::Optimizer>& optimizer() const { return optimizer_; }
+  const ZeroLayout& layout() const { return layout_; }
+  /// The NVMe offload of the optimizer states (options.offload_optimizer), or nullptr.
+  const ZeroNvmeOffload* nvmeOffload() const { return offload_.get(); }
+  /// The swap files of the parameter pieces (offload_param nvme) and of the gradient pieces
+  /// (stage 3 with offload_optimizer nvme), or nullptr.
+  const ZeroPieceSwap* parameterSwap() const;
+  const ZeroPieceSwap* gradientSwap() const;
+  int stage() const { return options_.stage; }
+  /// This rank's model-state bytes: parameters (all; stage 3: the partition, plus the whole
+  /// parameters while they are gathered), gradients (all, or the partition with stage 2 and 3), optimizer
+  /// states (the partition's, counted from the optimizer's kind so the report is right before the first step
+  /// too).
+  ModelStateBytes memory() const;
+
+ private:
+  struct Shard {
+    autograd::Variable var;  // view of the parameter's elements [param_offset, +numel)
+    size_t param;
+    size_t bucket;
+    int64_t param_offset;
+    int64_t piece_offset;  // within this rank's piece of the bucket
+    int64_t numel;
+    int64_t opt_index = 0;  // in the optimizer's state dict
+  };
+  void pointShardGradients();
+  enum class Pieces { parameters, gradients };
+  /// fn(shard) for every shard (with a gradient, for gradients), the swapped pieces of its bucket
+  /// (zero_piece_swap.h) in memory meanwhile, one bucket at a time, written back after when
+  /// `changes`.
+  void forEachShard(Pieces which, bool changes, const std::function<void(const Shard&)>& fn) const;
+  void swapPartition();
+  void loadStateDictPieces(const optim::OptimizerStateDict& state, bool partition);
+  void allgatherParameters();
+  /// full[p]: parameter p's elements (its dtype, contiguous), this rank's pieces filled in; fills
+  /// in every other rank's pieces. Collective.
+  /// root >= 0: only root receives (a gather); `mine`, when given, says where this rank's elements
+  /// of (parameter, offset) are instead of full.
+  void gatherPieces(const std::vector<char*>& full, int root = -1,
+                    const std::function<const char*(size_t, int64_t)>& mine = {});
+
+  std::shared_ptr<nn::Module> model_;
+  std::shared_ptr<optim::Optimizer> optimizer_;
+  std::shared_ptr<comm::ProcessGroup> group_;
+  ZeroOptions options_;
+  int rank_ = 0;
+  int world_ = 1;
+  std::vector<autograd::Variable> params_;
+  std::vector<std::string> names_;
+  ZeroLayout layout_;
+  std::vector<Shard> shards_;
+  std::vector<size_t> group_of_;                    // parameter -> optimizer group
+  std::vector<std::vector<int64_t>> group_params_;  // group -> parameter indices
+  std::unique_ptr<ZeroGradReducer> reducer_;
+  std::unique_ptr<ZeroNvmeOffload> offload_;  // offload_optimizer device nvme
+  Tensor gather_send_, gather_recv_;
+  // Stage 3: this rank's pieces of the parameters and their gathering.
+  std::unique_ptr<ZeroParameterCoordinator> coordinator_;
+  std::vector<Shape> shapes_;
+};
+
+}  // namespace lockstep::parallel

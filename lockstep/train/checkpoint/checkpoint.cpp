@@ -1,0 +1,287 @@
+#include "lockstep/train/checkpoint/checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
+
+namespace lockstep::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kPrefix = "ckpt-";
+constexpr const char* kFormat = "lockstep-checkpoint-v2";
+constexpr const char* kManifest = "manifest.json";
+// Every file a checkpoint must have, besides the manifest; a partitioned one (zero_checkpoint.h)
+// has kZeroFiles and the rank files its manifest names instead.
+const char* const kFiles[] = {"model.safetensors", "optimizer.safetensors", "state.json", "config.json"};
+const char* const kZeroFiles[] = {"model_buffers.safetensors", "state.json", "config.json"};
+
+int64_t stepOf(const std::string& name) {
+  if (name.rfind(kPrefix, 0) != 0) return -1;
+  std::string rest = name.substr(std::char_traits<char>::length(kPrefix));
+  if (rest.empty() || rest.size() > 18 || !std::all_of(rest.begin(), rest.end(), ::isdigit)) return -1;
+  return std::stoll(rest);
+}
+
+// The manifest of a checkpoint dir, its CRC-32 verified: {"format", "step", "identity", "files"}.
+nlohmann::json readManifest(const std::string& path) {
+  const std::string mpath = path + "/" + kManifest;
+  if (!fs::exists(mpath)) {
+    throw IoError("checkpoint '" + path + "' has no " + kManifest +
+                  " (an incomplete save, or written by a lockstep older than checkpoint format v2)");
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(file::readAll(mpath));
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("checkpoint file '" + mpath + "' is not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object() || !j.contains("manifest") || !j.contains("crc32") || !j["crc32"].is_number_unsigned())
+    throw IoError("checkpoint file '" + mpath + "' is not a checkpoint manifest");
+  const nlohmann::json& m = j["manifest"];
+  if (file::crc32(m.dump()) != j["crc32"].get<uint64_t>())
+    throw IoError("checkpoint file '" + mpath + "' fails its CRC-32 check (corrupted or tampered with)");
+  if (!m.is_object() || m.value("format", "") != kFormat) {
+    throw IoError("checkpoint file '" + mpath + "' has format " +
+                  (m.is_object() ? m.value("format", "?") : "?") + ", this lockstep reads " + kFormat);
+  }
+  return m;
+}
+
+// Checks the file's size and CRC-32 against the manifest's record; returns its bytes when `keep`,
+// else streams it (a rank file of a partitioned checkpoint: nothing of it is held).
+std::string verifiedRead(const std::string& dir, const std::string& name, const nlohmann::json& files,
+                         bool keep = true) {
+  const std::string path = dir + "/" + name;
+  if (!files.contains(name)) {
+    throw IoError("checkpoint '" + dir + "': its manifest does not list " + name);
+  }
+  const nlohmann::json& record = files.at(name);
+  if (!fs::exists(path)) throw IoError("checkpoint file '" + path + "' is missing");
+  std::string bytes;
+  uint64_t size = 0;
+  uint32_t crc = 0;
+  if (keep) {
+    bytes = file::readAll(path);
+    size = bytes.size();
+    crc = file::crc32(bytes);
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw IoError("cannot read checkpoint file '" + path + "'");
+    std::string chunk(size_t{4} << 20, '\0');
+    while (in) {
+      in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      const auto got = static_cast<size_t>(in.gcount());
+      crc = file::crc32(std::string_view(chunk.data(), got), crc);
+      size += got;
+    }
+    if (in.bad()) throw IoError("cannot read checkpoint file '" + path + "'");
+  }
+  const uint64_t want_size = record.at("bytes").get<uint64_t>();
+  if (size != want_size) {
+    throw IoError("checkpoint file '" + path + "' has " + std::to_string(size) + " bytes but " +
+                  std::to_string(want_size) + " were written (truncated or replaced)");
+  }
+  if (crc != record.at("crc32").get<uint32_t>()) {
+    throw IoError("checkpoint file '" + path + "' fails its CRC-32 check (corrupted or tampered with)");
+  }
+  return bytes;
+}
+
+// The rank files a partitioned checkpoint's manifest names (its "zero" record), checked for shape.
+std::vector<std::string> rankFiles(const nlohmann::json& m, const std::string& mpath) {
+  const nlohmann::json& z = m.at("zero");
+  const auto names = z.at("rank_files").get<std::vector<std::string>>();
+  if (names.empty() || static_cast<int64_t>(names.size()) != z.at("world_size").get<int64_t>()) {
+    throw IoError("checkpoint file '" + mpath + "' names " + std::to_string(names.size()) +
+                  " rank files for a world size of " + z.at("world_size").dump());
+  }
+  return names;
+}
+
+// Reads, verifies and (when want_bytes) returns every file the manifest lists.
+// A partitioned checkpoint's bytes are kZeroFiles' and *zero is set to its manifest's "zero".
+CheckpointInfo verify(const std::string& path, std::vector<std::string>* bytes, nlohmann::json* zero_record) {
+  const nlohmann::json m = readManifest(path);
+  const std::string mpath = path + "/" + kManifest;
+  try {
+    CheckpointInfo info;
+    info.path = path;
+    info.step = m.at("step").get<int64_t>();
+    info.identity = runIdentityFromJson(m.at("identity"), mpath);
+    const bool zero = m.contains("zero");
+    for (const char* name : zero ? std::vector<const char*>(std::begin(kZeroFiles), std::end(kZeroFiles))
+                                 : std::vector<const char*>(std::begin(kFiles), std::end(kFiles))) {
+      std::string b = verifiedRead(path, name, m.at("files"));
+      if (bytes) bytes->push_back(std::move(b));
+    }
+    if (zero) {
+      for (const std::string& name : rankFiles(m, mpath)) verifiedRead(path, name, m.at("files"), false);
+      if (zero_record) *zero_record = m.at("zero");
+    }
+    return info;
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("checkpoint file '" + mpath + "' is missing fields (" + e.what() + ")");
+  }
+}
+
+nlohmann::json parseJsonFile(const std::string& bytes, const std::string& path) {
+  try {
+    return nlohmann::json::parse(bytes);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("checkpoint file '" + path + "' is not valid JSON (" + e.what() + ")");
+  }
+}
+
+// Removes this run's checkpoints beyond the newest keep_last (never `keep`, the one just written).
+void prune(const std::string& dir, const std::string& run_id, int keep_last, const std::string& keep) {
+  int kept = 0;
+  for (const std::string& path : listCheckpoints(dir)) {
+    std::string owner;
+    try {
+      owner = readCheckpointManifest(path).identity.run_id;
+    } catch (const IoError&) {
+      continue;  // unreadable: not provably ours, so not ours to delete
+    }
+    if (owner != run_id) continue;
+    ++kept;
+    if (path == keep || kept <= keep_last) continue;
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+}
+
+}  // namespace
+
+nlohmann::json checkpointFileRecord(std::string_view bytes) {
+  return {{"bytes", bytes.size()}, {"crc32", file::crc32(bytes)}};
+}
+
+std::string makeCheckpointTempDir(const std::string& dir, int64_t step, const std::string& tag) {
+  file::makeDirs(dir);
+  const std::string stem = "." + std::string(kPrefix) + std::to_string(step) + ".tmp-";
+  // An earlier attempt at this step's checkpoint that never committed (its process died mid-save)
+  // left its temp directory: nothing can read it, so it goes.
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().filename().string().rfind(stem, 0) == 0) stale.push_back(entry.path());
+  }
+  for (const fs::path& p : stale) fs::remove_all(p, ec);
+  const std::string tmp = dir + "/" + stem + tag;
+  fs::remove_all(tmp, ec);
+  file::makeDirs(tmp);
+  return tmp;
+}
+
+std::string commitCheckpoint(const std::string& dir, const std::string& tmp, int64_t step,
+                             const RunIdentity& identity, const nlohmann::json& files,
+                             const nlohmann::json& layout, const CheckpointOptions& opts) {
+  const std::string name = kPrefix + std::to_string(step);
+  const std::string final_path = dir + "/" + name;
+  nlohmann::json manifest = {
+      {"format", kFormat}, {"step", step}, {"identity", toJson(identity)}, {"files", files}};
+  for (const auto& [k, v] : layout.items()) manifest[k] = v;
+  file::writeAtomic(tmp + "/" + kManifest,
+                    nlohmann::json{{"manifest", manifest}, {"crc32", file::crc32(manifest.dump())}}.dump(2));
+  // An older save of the same step is moved aside first, so that a crash leaves one whole copy.
+  std::error_code ec;
+  const std::string old = dir + "/." + name + ".old-" + std::to_string(::getpid());
+  if (fs::exists(final_path)) fs::rename(final_path, old, ec);
+  fs::rename(tmp, final_path, ec);
+  if (ec) throw IoError("cannot move checkpoint into place at '" + final_path + "': " + ec.message());
+  fs::remove_all(old, ec);
+  file::writeAtomic(dir + "/latest", name + "\n");
+  if (opts.keep_last > 0) prune(dir, identity.run_id, opts.keep_last, final_path);
+  return final_path;
+}
+
+std::string saveCheckpoint(const std::string& dir, const CheckpointData& data,
+                           const CheckpointOptions& opts) {
+  const std::string tmp = makeCheckpointTempDir(dir, data.step, std::to_string(::getpid()));
+  // The tensors stream from their storage into the files (no file-sized copy in memory).
+  auto record = [](const WrittenFile& w) { return nlohmann::json{{"bytes", w.bytes}, {"crc32", w.crc32}}; };
+  nlohmann::json files = nlohmann::json::object();
+  files[kFiles[0]] = record(saveSafetensors(tmp + "/" + kFiles[0], data.model, {{"format", "pt"}}));
+  files[kFiles[1]] = record(saveSafetensors(tmp + "/" + kFiles[1], data.optimizer));
+  const std::string texts[] = {nlohmann::json{{"step", data.step}, {"state", data.state}}.dump(2),
+                               data.config.dump(2)};
+  for (size_t i = 0; i < std::size(texts); ++i) {
+    file::writeAtomic(tmp + "/" + kFiles[2 + i], texts[i]);
+    files[kFiles[2 + i]] = checkpointFileRecord(texts[i]);
+  }
+  return commitCheckpoint(dir, tmp, data.step, data.identity, files, nlohmann::json::object(), opts);
+}
+
+CheckpointInfo verifyCheckpoint(const std::string& path) { return verify(path, nullptr, nullptr); }
+
+CheckpointInfo readCheckpointManifest(const std::string& path) {
+  const nlohmann::json m = readManifest(path);
+  try {
+    return {path, m.at("step").get<int64_t>(), runIdentityFromJson(m.at("identity"), path + "/" + kManifest)};
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("checkpoint file '" + path + "/" + kManifest + "' is missing fields (" + e.what() + ")");
+  }
+}
+
+CheckpointData loadCheckpoint(const std::string& path) {
+  std::vector<std::string> bytes;
+  nlohmann::json zero;
+  const CheckpointInfo info = verify(path, &bytes, &zero);
+  CheckpointData out;
+  out.step = info.step;
+  out.identity = info.identity;
+  out.path = path;
+  if (!zero.is_null()) {  // partitioned: buffers, state, config
+    out.zero = zero;
+    out.model = decodeSafetensors(bytes[0], path + "/" + kZeroFiles[0]).tensors;
+    bytes.insert(bytes.begin() + 1, std::string());  // no optimizer.safetensors
+  } else {
+    out.model = decodeSafetensors(bytes[0], path + "/model.safetensors").tensors;
+    out.optimizer = decodeSafetensors(bytes[1], path + "/optimizer.safetensors").tensors;
+  }
+  const nlohmann::json state = parseJsonFile(bytes[2], path + "/state.json");
+  if (!state.is_object() || !state.contains("state") || state.value("step", int64_t{-1}) != info.step) {
+    throw IoError("checkpoint file '" + path + "/state.json' does not hold the state of step " +
+                  std::to_string(info.step));
+  }
+  out.state = state["state"];
+  out.config = parseJsonFile(bytes[3], path + "/config.json");
+  return out;
+}
+
+std::vector<std::string> listCheckpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (!entry.is_directory()) continue;
+    int64_t step = stepOf(entry.path().filename().string());
+    if (step >= 0) found.emplace_back(step, entry.path().string());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+std::optional<std::string> latestCheckpoint(const std::string& dir) {
+  std::string name;
+  try {
+    name = file::readAll(dir + "/latest");
+  } catch (const IoError&) {
+    return std::nullopt;
+  }
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+  if (stepOf(name) < 0 || !fs::is_directory(dir + "/" + name)) return std::nullopt;
+  return dir + "/" + name;
+}
+
+}  // namespace lockstep::train

@@ -1,0 +1,208 @@
+#include "lockstep/train/checkpoint/training_state.h"
+
+#include <algorithm>
+#include <exception>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include "lockstep/train/checkpoint/zero_checkpoint.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::train {
+
+namespace {
+
+nlohmann::json hyperToJson(const optim::HyperParams& h) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : h) std::visit([&, &key = k](auto x) { j[key] = x; }, v);
+  return j;
+}
+
+optim::HyperParams hyperFromJson(const nlohmann::json& j) {
+  optim::HyperParams h;
+  for (const auto& [k, v] : j.items()) {
+    if (v.is_boolean()) {
+      h[k] = v.get<bool>();
+    } else if (v.is_number_integer()) {
+      h[k] = v.get<int64_t>();
+    } else {
+      h[k] = v.get<double>();
+    }
+  }
+  return h;
+}
+
+// The tensors alias the live ones: written before training changes them, they need no copy.
+NamedTensors toNamed(const nn::StateDict& sd) {
+  NamedTensors out;
+  for (const auto& [name, t] : sd) out.emplace_back(name, t);
+  return out;
+}
+
+nn::StateDict fromNamed(const NamedTensors& tensors) {
+  nn::StateDict sd;
+  for (const auto& [name, t] : tensors) sd.insert(name, t);
+  return sd;
+}
+
+}  // namespace
+
+CheckpointData captureTrainingState(const TrainingParts& parts, int64_t step) {
+  LOCKSTEP_ENFORCE(parts.model != nullptr, ValueError, "captureTrainingState: no model");
+  CheckpointData d;
+  d.step = step;
+  nn::StateDict model = parts.model->stateDict();
+  if (parts.zero) {  // the parameters go into the ranks' partition files
+    for (const auto& [name, p] : parts.model->namedParameters()) model.erase(name);
+  }
+  d.model = toNamed(model);
+  nlohmann::json state = nlohmann::json::object();
+  if (parts.optimizer) {
+    optim::OptimizerStateDict osd = parts.optimizer->stateDict();
+    if (parts.zero) {  // groups in the whole model's parameter numbering; no tensors
+      const auto& groups = parts.zero->groupParameters();
+      for (size_t g = 0; g < osd.param_groups.size() && g < groups.size(); ++g)
+        osd.param_groups[g].params = groups[g];
+      osd.state = {};
+    }
+    d.optimizer = toNamed(osd.state);
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto& g : osd.param_groups)
+      groups.push_back({{"options", hyperToJson(g.options)}, {"params", g.params}});
+    state["optimizer"] = {{"type", parts.optimizer->name()}, {"param_groups", groups}};
+  }
+  if (parts.scheduler) state["scheduler"] = hyperToJson(parts.scheduler->stateDict());
+  if (parts.loss_scaler) state["loss_scaler"] = hyperToJson(parts.loss_scaler->stateDict());
+  if (parts.loader) {
+    state["data"] = parts.loader->state().toJson();
+    state["data"]["world_size"] = parts.world_size;
+    state["data"]["batch_size"] = parts.loader->options().batch_size;
+  }
+  if (parts.rng) state["rng"] = {{"seed", parts.rng->seed()}, {"offset", parts.rng->offset()}};
+  d.config = parts.config;
+  state["global_step"] = step;
+  d.state = std::move(state);
+  return d;
+}
+
+namespace {
+
+// The loader position of this job that follows the samples a snapshot's job had consumed.
+data::SamplerState rescalePosition(const nlohmann::json& j, const TrainingParts& parts, std::string* note) {
+  data::SamplerState st = data::SamplerState::fromJson(j);
+  const int64_t world = j.value("world_size", parts.world_size);
+  const int64_t batch = j.value("batch_size", parts.loader->options().batch_size);
+  LOCKSTEP_ENFORCE(world >= 1 && batch >= 1, ValueError, "checkpoint data state: bad world_size ", world,
+                   " or batch_size ", batch, " in ", j.dump());
+  const int64_t now_world = parts.world_size, now_batch = parts.loader->options().batch_size;
+  if (st.position == 0 || (world == now_world && batch == now_batch)) return st;
+  const int64_t consumed = st.position * batch * world;
+  const int64_t per_step = now_batch * now_world;
+  const int64_t position = std::min(consumed / per_step, parts.loader->size());
+  *note = ::lockstep::detail::concat(
+      "the checkpoint was written by a job of world size ", world, " and batch size ", batch, " per rank, ",
+      st.position, " batches into epoch ", st.epoch, " (", consumed,
+      " samples of the epoch's order); this job (world size ", now_world, ", batch size ", now_batch,
+      ") resumes at batch ", position, " of that epoch",
+      consumed % per_step == 0 ? ""
+                               : ::lockstep::detail::concat(", seeing ", consumed - position * per_step,
+                                                            " of the consumed samples again"));
+  st.position = position;
+  return st;
+}
+
+}  // namespace
+
+std::string restoreTrainingState(const CheckpointData& d, TrainingParts& parts) {
+  std::string note;
+  LOCKSTEP_ENFORCE(parts.model != nullptr, ValueError, "restoreTrainingState: no model");
+  std::optional<ZeroCheckpointReader> partitioned;
+  nn::StateDict model = fromNamed(d.model);
+  if (!d.zero.is_null()) {
+    partitioned.emplace(d);
+    for (auto& [name, t] : partitioned->parameters()) model.insert(name, std::move(t));
+  }
+  parts.model->loadStateDict(model, /*strict=*/true);
+  const nlohmann::json& s = d.state;
+  try {
+    if (parts.optimizer) {
+      LOCKSTEP_ENFORCE(s.contains("optimizer"), ValueError, "the checkpoint holds no optimizer state");
+      std::string type = s["optimizer"]["type"];
+      LOCKSTEP_ENFORCE(type == parts.optimizer->name(), ValueError, "the checkpoint's optimizer is ", type,
+                       " but this job uses ", parts.optimizer->name());
+      optim::OptimizerStateDict osd;
+      if (!partitioned) {
+        osd.state = fromNamed(d.optimizer);
+      } else if (parts.zero) {  // this rank's elements only
+        osd.state = partitioned->partitionState(*parts.zero);
+      } else {
+        osd.state = partitioned->optimizerState();
+      }
+      for (const auto& g : s["optimizer"]["param_groups"]) {
+        osd.param_groups.push_back({hyperFromJson(g["options"]), g["params"].get<std::vector<int64_t>>()});
+      }
+      if (parts.zero && partitioned) {
+        parts.zero->loadPartitionStateDict(osd);
+      } else if (parts.zero) {
+        parts.zero->loadConsolidatedStateDict(osd);
+      } else {
+        parts.optimizer->loadStateDict(osd);
+      }
+    }
+    if (parts.scheduler && s.contains("scheduler"))
+      parts.scheduler->loadStateDict(hyperFromJson(s["scheduler"]));
+    // A checkpoint of an fp32 run resumed in fp16 starts the scaler afresh; one with a scaler
+    // resumed without one drops it (the weights are f32 either way).
+    if (parts.loss_scaler && s.contains("loss_scaler"))
+      parts.loss_scaler->loadStateDict(hyperFromJson(s["loss_scaler"]));
+    if (parts.loader && s.contains("data")) parts.loader->loadState(rescalePosition(s["data"], parts, &note));
+    if (parts.rng && s.contains("rng")) parts.rng->setState(s["rng"]["seed"], s["rng"]["offset"]);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(std::string("checkpoint state is malformed: ") + e.what());
+  }
+  return note;
+}
+
+void saveModel(const std::string& path, const nn::Module& model) {
+  saveSafetensors(path, toNamed(model.stateDict()), {{"format", "pt"}});
+}
+
+void saveModelPartitioned(const std::string& path, const nn::Module& model, parallel::ZeroOptimizer& zero,
+                          bool write) {
+  std::unordered_map<const autograd::VariableImpl*, std::string> name_of;
+  for (const auto& [name, p] : model.namedParameters()) name_of.emplace(p.impl().get(), name);
+  const std::vector<autograd::Variable>& params = zero.parameters();
+  std::set<std::string> partitioned;  // what the walk below brings; the rest is whole already
+  for (const autograd::Variable& p : params) {
+    auto it = name_of.find(p.impl().get());
+    LOCKSTEP_CHECK(it != name_of.end(), "saveModelPartitioned: an optimizer parameter is not the model's");
+    partitioned.insert(it->second);
+  }
+  const NamedTensors layout = toNamed(model.stateDict());  // shapes and dtypes only are read here
+  std::optional<SafetensorsStreamWriter> out;
+  std::exception_ptr error;  // the walk is collective: every rank takes all of it, then this throws
+  if (write) {
+    try {
+      out.emplace(path, layout, std::map<std::string, std::string>{{"format", "pt"}});
+      for (const auto& [name, t] : layout) {  // buffers (and parameters the optimizer does not train)
+        if (!partitioned.count(name)) out->write(name, t);
+      }
+    } catch (...) {
+      error = std::current_exception();
+      out.reset();
+    }
+  }
+  zero.forEachParameterBucketWhole([&](const std::vector<size_t>& indices) {
+    if (!out) return;
+    for (size_t i : indices) out->write(name_of.at(params[i].impl().get()), params[i].tensor());
+  });
+  if (error) std::rethrow_exception(error);
+  if (out) out->commit();
+}
+
+void loadModel(const std::string& path, nn::Module& model, bool strict) {
+  model.loadStateDict(fromNamed(loadSafetensors(path).tensors), strict);
+}
+
+}  // namespace lockstep::train

@@ -1,0 +1,311 @@
+#include "lockstep/train/checkpoint/zero_checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
+
+namespace lockstep::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kPartitionFormat = "lockstep-zero-partition-v1";
+constexpr const char* kBuffersFile = "model_buffers.safetensors";
+
+std::string rankFileName(int rank, int world) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "zero/rank-%05d-of-%05d.safetensors", rank, world);
+  return buf;
+}
+
+// Rank `rank`'s partition file: per owned segment, "<name>@<offset>" (the parameter's elements)
+// and "<name>@<offset>/<key>" (each optimizer state buffer's, "step" a scalar), and the map.
+WrittenFile writePartition(const std::string& path, const parallel::ZeroOptimizer& zero, int rank,
+                           int world) {
+  const optim::OptimizerStateDict osd = zero.partitionOptimizerState();  // the swap file's, with nvme
+  NamedTensors tensors;
+  nlohmann::json segments = nlohmann::json::array();
+  for (const auto& s : zero.ownedSegments()) {
+    const std::string& name = zero.parameterNames()[s.param];
+    const std::string base = name + "@" + std::to_string(s.param_offset);
+    tensors.emplace_back(base, s.values);
+    nlohmann::json keys = nlohmann::json::array();
+    const std::string prefix = std::to_string(s.opt_index) + ".";
+    for (const auto& [key, t] : osd.state) {
+      if (key.rfind(prefix, 0) != 0) continue;
+      const std::string k = key.substr(prefix.size());
+      LOCKSTEP_CHECK(k == "step" || t.numel() == s.numel, "ZeRO state '", key, "' has ", t.numel(),
+                     " elements, its segment ", s.numel);
+      tensors.emplace_back(base + "/" + k, t);
+      keys.push_back(k);
+    }
+    segments.push_back({{"param", s.param},
+                        {"name", name},
+                        {"shape", zero.parameterShapes()[s.param]},
+                        {"offset", s.param_offset},
+                        {"numel", s.numel},
+                        {"state", keys}});
+  }
+  return saveSafetensors(path, tensors,
+                         {{"format", kPartitionFormat},
+                          {"rank", std::to_string(rank)},
+                          {"world_size", std::to_string(world)},
+                          {"stage", std::to_string(zero.stage())},
+                          {"parameters", std::to_string(zero.parameterNames().size())},
+                          {"segments", segments.dump()}});
+}
+
+// Rank 0's string (a path, or an error) on every rank; an error becomes an IoError everywhere.
+std::string agree(comm::ProcessGroup* group, const nlohmann::json& mine) {
+  const nlohmann::json j = group && group->size() > 1
+                               ? nlohmann::json::parse(parallel::broadcastBytes(*group, mine.dump()))
+                               : mine;
+  if (j.contains("error")) throw IoError(j["error"].get<std::string>());
+  return j.value("value", "");
+}
+
+}  // namespace
+
+std::string saveZeroCheckpoint(const std::string& dir, const CheckpointData& replicated,
+                               const parallel::ZeroOptimizer& zero, comm::ProcessGroup* group,
+                               const CheckpointOptions& opts) {
+  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+  // Rank 0 makes the temp directory; its name (rank 0's pid) reaches the others, who wait for it.
+  nlohmann::json made;
+  if (rank == 0) {
+    try {
+      made["value"] = makeCheckpointTempDir(dir, replicated.step, std::to_string(::getpid()));
+      file::makeDirs(made["value"].get<std::string>() + "/zero");
+    } catch (const Error& e) {
+      made["error"] = e.what();
+    }
+  }
+  const std::string tmp = agree(group, made);
+  // Every rank writes its partition (temp file, fsync, rename) and reports its size and CRC-32.
+  const std::string name = rankFileName(rank, world);
+  nlohmann::json mine = {{"name", name}};
+  try {
+    const WrittenFile w = writePartition(tmp + "/" + name, zero, rank, world);
+    mine["record"] = {{"bytes", w.bytes}, {"crc32", w.crc32}};
+  } catch (const Error& e) {
+    mine["error"] = "rank " + std::to_string(rank) + " could not write its checkpoint partition: " + e.what();
+  }
+  // Fault injection for tests: the last rank dies right after writing its partition, before any
+  // manifest exists, as a rank killed in the middle of a save.
+  if (opts.die_in_save_at_step > 0 && replicated.step == opts.die_in_save_at_step && rank == world - 1) {
+    std::fprintf(stderr, "rank %d: dying in the middle of the checkpoint of step %lld (fault injection)\n",
+                 rank, static_cast<long long>(replicated.step));
+    std::_Exit(3);
+  }
+  std::vector<std::string> all = {mine.dump()};
+  if (group && world > 1) all = parallel::allgatherBytes(*group, mine.dump());
+  nlohmann::json done;
+  if (rank == 0) {
+    try {
+      nlohmann::json files = nlohmann::json::object(), rank_files = nlohmann::json::array();
+      for (int r = 0; r < world; ++r) {
+        const nlohmann::json j = nlohmann::json::parse(all[r]);
+        if (j.contains("error")) throw IoError(j["error"].get<std::string>());
+        const std::string f = j["name"].get<std::string>(), path = tmp + "/" + f;
+        std::error_code ec;
+        const uintmax_t size = fs::file_size(path, ec);
+        if (ec || size != j["record"]["bytes"].get<uintmax_t>()) {
+          throw IoError("rank " + std::to_string(r) + " wrote its checkpoint partition '" + path +
+                        "' but rank 0 does not see it whole: checkpoint.dir must be on a filesystem every "
+                        "rank shares");
+        }
+        files[f] = j["record"];
+        rank_files.push_back(f);
+      }
+      const std::string contents[] = {
+          encodeSafetensors(replicated.model, {{"format", "pt"}}),
+          nlohmann::json{{"step", replicated.step}, {"state", replicated.state}}.dump(2),
+          replicated.config.dump(2)};
+      const char* names[] = {kBuffersFile, "state.json", "config.json"};
+      for (size_t i = 0; i < std::size(names); ++i) {
+        file::writeAtomic(tmp + "/" + names[i], contents[i]);
+        files[names[i]] = checkpointFileRecord(contents[i]);
+      }
+      const nlohmann::json layout = {
+          {"zero", {{"world_size", world}, {"stage", zero.stage()}, {"rank_files", rank_files}}}};
+      done["value"] = commitCheckpoint(dir, tmp, replicated.step, replicated.identity, files, layout, opts);
+    } catch (const Error& e) {
+      done["error"] = e.what();
+    }
+  }
+  return agree(group, done);
+}
+
+ZeroCheckpointReader::ZeroCheckpointReader(const CheckpointData& d) : path_(d.path) {
+  LOCKSTEP_ENFORCE(!d.zero.is_null(), ValueError, "checkpoint '", d.path, "' is not partitioned");
+  std::vector<std::string> names;
+  try {
+    names = d.zero.at("rank_files").get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError("checkpoint '" + path_ + "': malformed zero record in its manifest (" + e.what() + ")");
+  }
+  for (const std::string& n : names) files_.emplace_back(path_ + "/" + n);
+  int64_t count = -1;
+  for (size_t f = 0; f < files_.size(); ++f) {
+    const SafetensorsReader& file = files_[f];
+    auto bad = [&](const std::string& what) {
+      return IoError("checkpoint partition '" + file.path() + "': " + what);
+    };
+    const auto& meta = file.metadata();
+    auto it = meta.find("format");
+    if (it == meta.end() || it->second != kPartitionFormat)
+      throw bad(std::string("is not a ZeRO partition file (__metadata__.format is not ") + kPartitionFormat +
+                ")");
+    try {
+      const int64_t n = std::stoll(meta.at("parameters"));
+      if (count >= 0 && n != count) throw bad("holds a model of another parameter count than rank 0's");
+      count = n;
+      if (n < 0 || n > (int64_t{1} << 32)) throw bad("bad parameter count " + std::to_string(n));
+      params_.resize(static_cast<size_t>(n));
+      for (const auto& s : nlohmann::json::parse(meta.at("segments"))) {
+        const auto p = s.at("param").get<size_t>();
+        if (p >= params_.size())
+          throw bad("names parameter " + std::to_string(p) + " of " + std::to_string(n));
+        Param& param = params_[p];
+        const auto name = s.at("name").get<std::string>();
+        const auto shape = s.at("shape").get<Shape>();
+        if (!param.name.empty() && (param.name != name || param.shape != shape))
+          throw bad("parameter " + std::to_string(p) + " is '" + name + "', another rank's file says '" +
+                    param.name + "'");
+        Segment seg{f, s.at("offset").get<int64_t>(), s.at("numel").get<int64_t>(),
+                    name + "@" + s.at("offset").dump()};
+        const SafetensorsEntry& e = file.entry(seg.tensor);
+        if (static_cast<int64_t>((e.end - e.begin) / dtypeSize(e.dtype)) != seg.numel)
+          throw bad("tensor '" + seg.tensor + "' does not hold the " + std::to_string(seg.numel) +
+                    " elements of its segment");
+        param.name = name;
+        param.shape = shape;
+        param.dtype = e.dtype;
+        for (const auto& k : s.at("state")) {
+          const auto key = k.get<std::string>();
+          file.entry(seg.tensor + "/" + key);  // present, or an IoError naming it
+          if (std::find(param.keys.begin(), param.keys.end(), key) == param.keys.end())
+            param.keys.push_back(key);
+        }
+        param.segments.push_back(std::move(seg));
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw bad(std::string("malformed segment map (") + e.what() + ")");
+    } catch (const std::logic_error& e) {  // std::stoll, map::at
+      throw bad(std::string("malformed __metadata__ (") + e.what() + ")");
+    }
+  }
+  for (size_t p = 0; p < params_.size(); ++p) {
+    Param& param = params_[p];
+    std::sort(param.segments.begin(), param.segments.end(),
+              [](const Segment& a, const Segment& b) { return a.offset < b.offset; });
+    int64_t pos = 0;
+    for (const Segment& s : param.segments) {
+      if (s.offset != pos) break;
+      pos += s.numel;
+    }
+    if (param.name.empty() || pos != shapeNumel(param.shape)) {
+      throw IoError("checkpoint '" + path_ + "': the rank files do not hold every element of parameter " +
+                    std::to_string(p) + (param.name.empty() ? "" : " ('" + param.name + "')") +
+                    " exactly once (elements from " + std::to_string(pos) + " are missing or repeated)");
+    }
+  }
+}
+
+void ZeroCheckpointReader::readRange(const Param& p, const std::string& key, int64_t begin, int64_t count,
+                                     char* dst) const {
+  const size_t elem = dtypeSize(p.dtype);
+  for (const Segment& s : p.segments) {
+    const int64_t lo = std::max(begin, s.offset), hi = std::min(begin + count, s.offset + s.numel);
+    if (lo >= hi) continue;
+    char* out = dst + (lo - begin) * elem;
+    const std::string tensor = key.empty() ? s.tensor : s.tensor + "/" + key;
+    const SafetensorsReader& file = files_[s.file];
+    if (!file.contains(tensor)) {
+      std::memset(out, 0, (hi - lo) * elem);
+      continue;
+    }
+    LOCKSTEP_ENFORCE(file.entry(tensor).dtype == p.dtype, IoError, "checkpoint partition '", file.path(),
+                     "': tensor '", tensor, "' is ", dtypeName(file.entry(tensor).dtype), ", its parameter ",
+                     dtypeName(p.dtype));
+    file.readElements(tensor, lo - s.offset, hi - lo, out);
+  }
+}
+
+Tensor ZeroCheckpointReader::readStep(const Param& p) const {
+  Tensor best;
+  for (const Segment& s : p.segments) {  // every rank steps alike: the largest is the step
+    const std::string tensor = s.tensor + "/step";
+    if (!files_[s.file].contains(tensor)) continue;
+    Tensor t = files_[s.file].read(tensor);
+    if (!best.defined() || t.toVector<double>().at(0) > best.toVector<double>().at(0)) best = t;
+  }
+  return best;
+}
+
+NamedTensors ZeroCheckpointReader::parameters() const {
+  NamedTensors out;
+  for (const Param& p : params_) {
+    Tensor t = Tensor::empty(p.shape, p.dtype);
+    readRange(p, "", 0, t.numel(), static_cast<char*>(t.dataPtr()));
+    out.emplace_back(p.name, std::move(t));
+  }
+  return out;
+}
+
+nn::StateDict ZeroCheckpointReader::optimizerState() const {
+  nn::StateDict out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Param& p = params_[i];
+    for (const std::string& key : p.keys) {
+      const std::string name = std::to_string(i) + "." + key;
+      if (key == "step") {
+        if (Tensor t = readStep(p); t.defined()) out.insert(name, t);
+        continue;
+      }
+      Tensor t = Tensor::empty(p.shape, p.dtype);
+      readRange(p, key, 0, t.numel(), static_cast<char*>(t.dataPtr()));
+      out.insert(name, std::move(t));
+    }
+  }
+  return out;
+}
+
+nn::StateDict ZeroCheckpointReader::partitionState(const parallel::ZeroOptimizer& zero) const {
+  const auto& names = zero.parameterNames();
+  LOCKSTEP_ENFORCE(names.size() == params_.size(), ValueError, "checkpoint '", path_, "' holds ",
+                   params_.size(), " parameters, this model has ", names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    LOCKSTEP_ENFORCE(names[i] == params_[i].name && zero.parameterShapes()[i] == params_[i].shape, ValueError,
+                     "checkpoint '", path_, "': parameter ", i, " is '", params_[i].name, "' of shape ",
+                     shapeToString(params_[i].shape), ", this model's is '", names[i], "' of shape ",
+                     shapeToString(zero.parameterShapes()[i]));
+  }
+  nn::StateDict out;
+  for (const auto& s : zero.ownedSegments()) {
+    const Param& p = params_[s.param];
+    for (const std::string& key : p.keys) {
+      const std::string name = std::to_string(s.param) + "." + key;
+      if (key == "step") {
+        if (Tensor t = readStep(p); t.defined()) out.insert(name, t);
+        continue;
+      }
+      Tensor t = Tensor::empty({s.numel}, p.dtype);
+      readRange(p, key, s.param_offset, s.numel, static_cast<char*>(t.dataPtr()));
+      out.insert(name, std::move(t));
+    }
+  }
+  return out;
+}
+
+}  // namespace lockstep::train

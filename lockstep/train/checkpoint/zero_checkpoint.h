@@ -1,0 +1,74 @@
+#pragma once
+// Partitioned ZeRO checkpoints (docs/checkpoints.md, "Partitioned checkpoints"). A ZeRO run's
+// checkpoint is written by every rank at once, nothing gathered:
+//   ckpt-<step>/zero/rank-<r>-of-<N>.safetensors  rank r's elements of the parameters and of each
+//                                                 optimizer state buffer, one tensor per segment,
+//                                                 the segment map in __metadata__
+//   ckpt-<step>/model_buffers.safetensors        the model's state dict less its parameters
+//   ckpt-<step>/state.json, config.json           as a DDP checkpoint's (rank 0)
+//   ckpt-<step>/manifest.json                     rank 0, last, once every rank's file is complete
+// and loaded by any world size and stage, DDP included: each rank reads the parameters whole (the
+// model holds them whole at load, stage 3 as for a forward) but of the optimizer states only the
+// byte ranges of the elements it owns (a DDP rank: all of them).
+#include <string>
+
+#include "lockstep/comm/process_group.h"
+#include "lockstep/nn/state_dict.h"
+#include "lockstep/parallel/zero/optimizer.h"
+#include "lockstep/train/checkpoint/checkpoint.h"
+#include "lockstep/train/checkpoint/safetensors_reader.h"
+
+namespace lockstep::train {
+
+/// Collective over group (null: one rank): every rank writes its own partition file (fsynced) into
+/// the checkpoint's temp directory, sends rank 0 its size and CRC-32, and rank 0 writes
+/// `replicated`'s files (captureTrainingState's with TrainingParts::zero set: buffers, state,
+/// config, identity, step) and then the manifest, and moves the checkpoint into place
+/// (checkpoint.h's rules). checkpoint dir must be one filesystem that every rank sees. A failure on
+/// any rank is an IoError on every rank, and `latest` still names the previous checkpoint.
+/// Returns the checkpoint's path.
+std::string saveZeroCheckpoint(const std::string& dir, const CheckpointData& replicated,
+                               const parallel::ZeroOptimizer& zero, comm::ProcessGroup* group,
+                               const CheckpointOptions& opts);
+
+/// The partition files of a loaded (verified) partitioned checkpoint, opened by their headers.
+/// Not thread-safe.
+class ZeroCheckpointReader {
+ public:
+  /// data: loadCheckpoint's, with data.zero set. Reads every rank file's header and segment map
+  /// and checks that the segments tile each parameter exactly. IoError naming the file otherwise.
+  explicit ZeroCheckpointReader(const CheckpointData& data);
+
+  /// Every parameter's whole values by its name in the model's state dict.
+  NamedTensors parameters() const;
+  /// The whole optimizer state as a DDP run's optimizer holds it ("<index>.<key>", each buffer
+  /// shaped like its parameter, "step" a scalar): what Optimizer::loadStateDict takes.
+  nn::StateDict optimizerState() const;
+  /// Only this ZeRO rank's elements of the optimizer state (ZeroOptimizer::loadPartitionStateDict's
+  /// input), read by byte range. ValueError when the checkpoint's parameters are not this model's.
+  nn::StateDict partitionState(const parallel::ZeroOptimizer& zero) const;
+
+ private:
+  struct Segment {
+    size_t file = 0;
+    int64_t offset = 0, numel = 0;
+    std::string tensor;  // the values' tensor; a state buffer's is tensor + "/" + key
+  };
+  struct Param {
+    std::string name;
+    Shape shape;
+    DType dtype = DType::f32;
+    std::vector<Segment> segments;  // by offset, tiling [0, numel)
+    std::vector<std::string> keys;  // optimizer state buffers any segment has
+  };
+  // Elements [begin, begin + count) of parameter p's values (key "") or state buffer `key` into
+  // dst; zeros where a segment has no such buffer.
+  void readRange(const Param& p, const std::string& key, int64_t begin, int64_t count, char* dst) const;
+  Tensor readStep(const Param& p) const;
+
+  std::string path_;
+  std::vector<SafetensorsReader> files_;
+  std::vector<Param> params_;  // by parameter index (the optimizer's order)
+};
+
+}  // namespace lockstep::train

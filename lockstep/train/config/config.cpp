@@ -1,0 +1,479 @@
+#include "lockstep/train/config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "lockstep/comm/backend_registry.h"
+#include "lockstep/data/datasets/text_corpus.h"
+#include "lockstep/train/config/config_backends.h"
+#include "lockstep/train/config/config_document.h"
+#include "lockstep/train/config/config_keys.h"
+#include "lockstep/train/config/deepspeed_keys.h"
+#include "lockstep/train/config/language_config.h"
+#include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
+#include "lockstep/util/suggest.h"
+
+namespace lockstep::train {
+
+BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t> micro,
+                             std::optional<int64_t> accum, int64_t world) {
+  auto str = [](std::optional<int64_t> v) { return v ? std::to_string(*v) : std::string("unset"); };
+  auto fail = [&](const std::string& why) {
+    throw ValueError("inconsistent batch sizes: train_batch_size=" + str(train) +
+                     ", train_micro_batch_size_per_gpu=" + str(micro) + ", gradient_accumulation_steps=" +
+                     str(accum) + ", world size " + std::to_string(world) + ": " + why);
+  };
+  for (auto v : {train, micro, accum}) {
+    if (v && *v <= 0) fail("every batch size must be positive");
+  }
+  BatchSizes b;
+  if (train && micro && accum) {
+    if (*train != *micro * *accum * world)
+      fail("train_batch_size must equal micro * accumulation * world size");
+    b = {*train, *micro, *accum};
+  } else if (train && micro) {
+    if (*train % (*micro * world) != 0) fail("train_batch_size is not a multiple of micro * world size");
+    b = {*train, *micro, *train / (*micro * world)};
+  } else if (train && accum) {
+    if (*train % (*accum * world) != 0)
+      fail("train_batch_size is not a multiple of accumulation * world size");
+    b = {*train, *train / (*accum * world), *accum};
+  } else if (micro && accum) {
+    b = {*micro * *accum * world, *micro, *accum};
+  } else if (train) {
+    if (*train % world != 0) fail("train_batch_size is not a multiple of the world size");
+    b = {*train, *train / world, 1};
+  } else if (micro) {
+    b = {*micro * world, *micro, 1};
+  } else {
+    fail("set train_batch_size or train_micro_batch_size_per_gpu");
+  }
+  return b;
+}
+
+namespace {
+
+using config_keys::convert;
+using config_keys::get;
+using config_keys::join;
+
+// Every key of a section must be known (DeepSpeed's keys that lockstep has no feature for are
+// judged by deepspeed_keys.h).
+void checkKeys(const YAML::Node& n, const std::string& path, const std::vector<std::string>& known) {
+  config_keys::checkKeys(n, path, known);
+}
+
+std::vector<int64_t> intList(const YAML::Node& v, const std::string& path) {
+  if (!v.IsSequence()) throw ValueError(path + ": expected a list of integers");
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < v.size(); ++i)
+    out.push_back(convert<int64_t>(v[i], path + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+// A YAML value as the registry's SpecValue: a quoted scalar is a string (as in JSON); a plain one
+// is a boolean, an integer, a real or else a string, in that order; a list must hold numbers.
+optim::SpecValue specValue(const YAML::Node& v, const std::string& path) {
+  if (v.IsSequence()) {
+    std::vector<double> out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string at = path + "[" + std::to_string(i) + "]";
+      if (v[i].IsScalar() && v[i].Tag() == "!")
+        throw ValueError(at + ": expected a number, got '" + v[i].Scalar() + "'");
+      out.push_back(convert<double>(v[i], at));
+    }
+    return out;
+  }
+  if (!v.IsScalar())
+    throw ValueError(path + ": expected a value or a list of numbers, got " +
+                     (v.IsMap() ? "a mapping" : "null"));
+  if (v.Tag() == "!") return v.Scalar();
+  bool b;
+  int64_t i;
+  double d;
+  if (YAML::convert<bool>::decode(v, b)) return b;
+  if (YAML::convert<int64_t>::decode(v, i)) return i;
+  if (YAML::convert<double>::decode(v, d)) return convert<double>(v, path);  // finite, or the error
+  return v.Scalar();
+}
+
+// `section: {type, params}` -> (type, params); the registry checks the names and values.
+void parseSection(const YAML::Node& n, const std::string& section, std::string& type,
+                  optim::SpecParams& params) {
+  checkKeys(n, section, {"type", "params"});
+  get(n, section, "type", type);
+  if (!n["params"]) return;
+  const YAML::Node p = n["params"];
+  if (!p.IsMap()) throw ValueError(section + ".params must be a mapping");
+  for (const auto& kv : p) {
+    const std::string key = kv.first.as<std::string>();
+    params[key] = specValue(kv.second, section + ".params." + key);
+  }
+}
+
+void parseMonitor(const YAML::Node& n, const std::string& path, MonitorConfig& m) {
+  checkKeys(n, path, {"enabled", "output_path", "job_name"});
+  get(n, path, "enabled", m.enabled);
+  get(n, path, "output_path", m.output_path);
+  get(n, path, "job_name", m.job_name);
+}
+
+void parseModel(const YAML::Node& n, TrainConfig& c) {
+  if (n.IsScalar()) {
+    c.model = n.as<std::string>();
+    return;
+  }
+  checkKeys(n, "model",
+            {"name", "in_features", "out_features", "hidden", "num_classes", "model_type", "vocab_size",
+             "block_size", "n_layer", "n_head", "n_kv_head", "n_embd", "intermediate_size", "dropout",
+             "checkpoint_every"});
+  if (!n["name"]) throw ValueError("model.name is required when model is a mapping");
+  nn::ModelOptions& m = c.model_options;
+  get(n, "model", "name", c.model);
+  get(n, "model", "in_features", m.in_features);
+  get(n, "model", "out_features", m.out_features);
+  get(n, "model", "num_classes", m.num_classes);
+  if (n["hidden"]) m.hidden = intList(n["hidden"], "model.hidden");
+  parseLanguageModelKeys(n, c);
+}
+
+void parseData(const YAML::Node& n, DataConfig& d) {
+  checkKeys(n, "data",
+            {"dataset", "root", "val_split", "num_workers", "transforms", "size", "test_size", "num_classes",
+             "input_shape"});
+  get(n, "data", "dataset", d.dataset);
+  const std::vector<std::string> datasets = {"fashion_mnist", "mnist", "cifar10",
+                                             "synthetic",     "text",  "tokens"};
+  if (std::find(datasets.begin(), datasets.end(), d.dataset) == datasets.end()) {
+    std::string near = nearestKey(d.dataset, datasets);
+    throw ValueError("data.dataset: unknown dataset " + d.dataset +
+                     (near.empty() ? " (use fashion_mnist, mnist, cifar10, synthetic, text or tokens)"
+                                   : " (did you mean " + near + "?)"));
+  }
+  get(n, "data", "root", d.root);
+  get(n, "data", "val_split", d.val_split);
+  if (d.val_split < 0 || d.val_split >= 1) throw ValueError("data.val_split must be in [0, 1)");
+  get(n, "data", "num_workers", d.num_workers);
+  get(n, "data", "size", d.size);
+  get(n, "data", "test_size", d.test_size);
+  get(n, "data", "num_classes", d.num_classes);
+  if (n["input_shape"]) d.input_shape = intList(n["input_shape"], "data.input_shape");
+  // Sizes the synthetic data set is allocated from: bounded here, so that no product overflows.
+  constexpr int64_t kMaxElements = int64_t{1} << 31;
+  int64_t features = 1;
+  for (int64_t v : d.input_shape) {
+    if (v < 1 || v > kMaxElements || features * v > kMaxElements)
+      throw ValueError("data.input_shape: every dimension must be positive and their product at most 2^31");
+    features *= v;
+  }
+  if (d.input_shape.empty()) throw ValueError("data.input_shape must not be empty");
+  for (auto [key, v] : {std::pair<const char*, int64_t>{"size", d.size},
+                        {"test_size", d.test_size},
+                        {"num_classes", d.num_classes}}) {
+    if (v < 1 || v > kMaxElements) throw ValueError(std::string("data.") + key + " must be in [1, 2^31]");
+  }
+  if (d.num_workers < 0) throw ValueError("data.num_workers must be >= 0");
+  if (n["transforms"]) {
+    const YAML::Node t = n["transforms"];
+    checkKeys(t, "data.transforms", {"normalize", "random_crop", "horizontal_flip"});
+    if (t["normalize"]) {
+      checkKeys(t["normalize"], "data.transforms.normalize", {"mean", "std"});
+      get(t["normalize"], "data.transforms.normalize", "mean", d.normalize_mean);
+      get(t["normalize"], "data.transforms.normalize", "std", d.normalize_std);
+    }
+    get(t, "data.transforms", "random_crop", d.random_crop);
+    get(t, "data.transforms", "horizontal_flip", d.horizontal_flip);
+  }
+  if (d.dataset == "fashion_mnist" && d.root.empty()) d.root = "/usr/share/datasets/fashion-mnist";
+  if (d.dataset == "text" && d.root.empty()) d.root = data::kFortunesDir;
+  if (d.dataset == "tokens" && d.root.empty())
+    throw ValueError("data.root: set it to a directory written by `lockstep data tokenize TEXT -o DIR`");
+  if (d.dataset == "text" && !n["val_split"]) d.val_split = 0.1;
+}
+
+// DeepSpeed's "fp16" section (runtime/constants.py FP16_*, same defaults as LossScalerOptions) and
+// "bf16" (or its older name "bfloat16"): mixed precision with autocast. Disabled sections are
+// checked for unknown keys and otherwise ignored, as DeepSpeed does.
+void parsePrecision(const YAML::Node& root, TrainConfig& c) {
+  bool fp16 = false, bf16 = false;
+  if (root["fp16"]) {
+    const YAML::Node n = root["fp16"];
+    checkKeys(n, "fp16",
+              {"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
+               "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads",
+               "raise_error_at_min_scale"});
+    get(n, "fp16", "enabled", fp16);
+    optim::LossScalerOptions ls;
+    get(n, "fp16", "loss_scale", ls.loss_scale);
+    get(n, "fp16", "initial_scale_power", ls.initial_scale_power);
+    get(n, "fp16", "loss_scale_window", ls.loss_scale_window);
+    get(n, "fp16", "hysteresis", ls.hysteresis);
+    get(n, "fp16", "consecutive_hysteresis", ls.consecutive_hysteresis);
+    get(n, "fp16", "min_loss_scale", ls.min_loss_scale);
+    // DeepSpeed's DynamicLossScaler(raise_error_at_min_scale=True): an overflow at the floor stops.
+    get(n, "fp16", "raise_error_at_min_scale", ls.raise_error_at_min_scale);
+    bool master16 = false;
+    get(n, "fp16", "fp16_master_weights_and_grads", master16);
+    if (master16) {
+      throw ValueError(
+          "fp16.fp16_master_weights_and_grads: true is not supported (lockstep keeps f32 master weights and "
+          "gradients); remove the key or set it to false");
+    }
+    if (fp16) {
+      try {
+        optim::validateLossScalerOptions(ls);
+      } catch (const ValueError& e) {
+        throw ValueError(std::string("fp16: ") + e.what());
+      }
+      c.loss_scaler = ls;
+      get(n, "fp16", "auto_cast", c.auto_cast);
+      c.precision = "fp16";
+    }
+  }
+  for (const char* name : {"bf16", "bfloat16"}) {
+    if (!root[name]) continue;
+    checkKeys(root[name], name, {"enabled"});
+    bool on = false;
+    get(root[name], name, "enabled", on);
+    bf16 = bf16 || on;
+  }
+  if (fp16 && bf16) {
+    throw ValueError(
+        "fp16.enabled and bf16.enabled are both true; enable one of them (DeepSpeed refuses both too)");
+  }
+  if (bf16) c.precision = "bf16";
+}
+
+void applyOverride(YAML::Node root, const std::string& spec) {
+  size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0) throw ValueError("--set " + spec + ": expected key=value");
+  std::vector<std::string> keys;
+  std::stringstream ss(spec.substr(0, eq));
+  for (std::string k; std::getline(ss, k, '.');) {
+    if (k.empty()) throw ValueError("--set " + spec + ": empty key component");
+    keys.push_back(k);
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(spec.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw ValueError("--set " + spec + ": cannot parse the value: " + e.what());
+  }
+  std::vector<YAML::Node> chain{root};
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    YAML::Node parent = chain.back();
+    if (!parent[keys[i]] || !parent[keys[i]].IsMap()) parent[keys[i]] = YAML::Node(YAML::NodeType::Map);
+    chain.push_back(parent[keys[i]]);
+  }
+  chain.back()[keys.back()] = value;
+}
+
+}  // namespace
+
+namespace {
+
+TrainConfig parse(const std::string& text, const std::vector<std::string>& overrides, int64_t world,
+                  const std::string& source) {
+  YAML::Node root = loadConfigDocument(text, source);
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) throw ValueError(source + ": the top level must be a mapping");
+  checkNoDuplicateKeys(root, "", source);
+  for (const auto& o : overrides) applyOverride(root, o);
+  // Hugging Face Trainer's "auto" values: all named in one error (with any other refused key), the
+  // keys removed so that reading goes on to find the rest.
+  const std::vector<std::string> autos = deepspeed_keys::takeAutoValues(root, {"backend", "cuda_graph"});
+  if (!autos.empty()) {
+    std::string keys;
+    for (const auto& a : autos) keys += (keys.empty() ? "" : ", ") + a;
+    config_keys::refuse(std::to_string(autos.size()) + (autos.size() == 1 ? " value is" : " values are") +
+                        " \"auto\" (" + keys +
+                        "): Hugging Face Trainer fills these in from its arguments, which lockstep does not "
+                        "have; give each a value (or --set KEY=VALUE)");
+  }
+  checkKeys(root, "",
+            {"train_batch_size",
+             "train_micro_batch_size_per_gpu",
+             "train_micro_batch_size_per_rank",
+             "gradient_accumulation_steps",
+             "optimizer",
+             "scheduler",
+             "gradient_clipping",
+             "steps_per_print",
+             "tensorboard",
+             "csv_monitor",
+             "model",
+             "data",
+             "epochs",
+             "max_steps",
+             "seed",
+             "checkpoint",
+             "eval",
+             "backend",
+             "device",
+             "cuda_graph",
+             "backends",
+             "comm_timeout_seconds",
+             "ddp",
+             "fp16",
+             "bf16",
+             "bfloat16",
+             "activation_checkpointing",
+             "sample",
+             "zero_optimization"});
+  TrainConfig c;
+  std::optional<int64_t> train, micro, accum;
+  get(root, "", "train_batch_size", train);
+  get(root, "", "train_micro_batch_size_per_gpu", micro);
+  get(root, "", "train_micro_batch_size_per_rank", micro);
+  get(root, "", "gradient_accumulation_steps", accum);
+  c.batch = resolveBatchSizes(train, micro, accum, world);
+  if (root["optimizer"]) parseSection(root["optimizer"], "optimizer", c.optimizer.type, c.optimizer.params);
+  optim::validateOptimizerSpec(c.optimizer);
+  if (root["scheduler"]) parseSection(root["scheduler"], "scheduler", c.scheduler.type, c.scheduler.params);
+  optim::validateSchedulerSpec(c.scheduler);
+  if (root["tensorboard"]) parseMonitor(root["tensorboard"], "tensorboard", c.tensorboard);
+  if (root["csv_monitor"]) parseMonitor(root["csv_monitor"], "csv_monitor", c.csv_monitor);
+  if (root["model"]) parseModel(root["model"], c);
+  if (root["data"]) parseData(root["data"], c.data);
+  parseLanguageSections(root, c);
+  get(root, "", "gradient_clipping", c.gradient_clipping);
+  parsePrecision(root, c);
+  get(root, "", "steps_per_print", c.steps_per_print);
+  get(root, "", "epochs", c.epochs);
+  get(root, "", "max_steps", c.max_steps);
+  get(root, "", "seed", c.seed);
+  get(root, "", "backend", c.backend);
+  comm::checkBackendName(c.backend);  // here, so that a bad name fails before any rank starts
+  get(root, "", "device", c.device);
+  get(root, "", "cuda_graph", c.cuda_graph);
+  if (c.cuda_graph != "auto" && c.cuda_graph != "true" && c.cuda_graph != "false") {
+    throw ValueError(source + ": cuda_graph: expected auto, true or false, got '" + c.cuda_graph + "'");
+  }
+  {
+    const Device d = parseDevice(c.device);  // "cpu", "cuda" or "cuda:N"; ValueError names the text
+    if (d.isCuda() && c.device != "cuda" && world > 1) {
+      throw ValueError(source + ": device: '" + c.device + "' names one GPU for all " +
+                       std::to_string(world) +
+                       " ranks; write device: cuda, and each rank trains on cuda:LOCAL_RANK");
+    }
+    // On a GPU these two would have work to do, which lockstep does not do: an error, not a no-op.
+    const ActivationCheckpointingConfig& a = c.activation_checkpointing;
+    for (auto [on, key] :
+         {std::pair{a.cpu_checkpointing, "cpu_checkpointing (moving checkpoints to CPU memory)"},
+          std::pair{a.synchronize_checkpoint_boundary,
+                    "synchronize_checkpoint_boundary (a device synchronize at each boundary)"}}) {
+      if (d.isCuda() && on) {
+        throw ValueError(source + ": activation_checkpointing." + key +
+                         " is not implemented on a GPU; set it to false or remove it");
+      }
+    }
+  }
+  if (root["backends"]) c.gpu_math = parseBackendsConfig(root["backends"]);
+  get(root, "", "comm_timeout_seconds", c.comm_timeout_seconds);
+  if (c.comm_timeout_seconds && !(*c.comm_timeout_seconds > 0 && *c.comm_timeout_seconds <= 864000)) {
+    throw ValueError(source + ": comm_timeout_seconds: expected a number of seconds in (0, 864000], got " +
+                     std::to_string(*c.comm_timeout_seconds));
+  }
+  if (root["checkpoint"]) {
+    const YAML::Node k = root["checkpoint"];
+    checkKeys(k, "checkpoint", {"dir", "every_steps", "keep_last"});
+    get(k, "checkpoint", "dir", c.checkpoint_dir);
+    get(k, "checkpoint", "every_steps", c.checkpoint_every_steps);
+    get(k, "checkpoint", "keep_last", c.checkpoint_keep_last);
+  }
+  if (root["eval"]) {
+    checkKeys(root["eval"], "eval", {"every_epochs"});
+    get(root["eval"], "eval", "every_epochs", c.eval_every_epochs);
+  }
+  if (root["ddp"]) {
+    const YAML::Node k = root["ddp"];
+    checkKeys(k, "ddp",
+              {"bucket_cap_mb", "find_unused_parameters", "gradient_as_bucket_view", "broadcast_buffers",
+               "comm_hook"});
+    get(k, "ddp", "bucket_cap_mb", c.ddp.bucket_cap_mb);
+    get(k, "ddp", "find_unused_parameters", c.ddp.find_unused_parameters);
+    get(k, "ddp", "gradient_as_bucket_view", c.ddp.gradient_as_bucket_view);
+    get(k, "ddp", "broadcast_buffers", c.ddp.broadcast_buffers);
+    get(k, "ddp", "comm_hook", c.ddp.comm_hook);
+    if (!(c.ddp.bucket_cap_mb > 0)) throw ValueError("ddp.bucket_cap_mb must be positive");
+    try {
+      parallel::makeCommHook(c.ddp.comm_hook);
+    } catch (const ValueError& e) {
+      throw ValueError(std::string("ddp.comm_hook: ") + e.what());
+    }
+  }
+  if (root["zero_optimization"]) c.zero = parseZeroConfig(root["zero_optimization"]);
+  const auto models = nn::modelNames();
+  if (std::find(models.begin(), models.end(), c.model) == models.end()) {
+    std::string near = nearestKey(c.model, models), known;
+    for (const auto& m : models) known += (known.empty() ? "" : ", ") + m;
+    throw ValueError("model: unknown model " + c.model +
+                     (near.empty() ? "" : " (did you mean " + near + "?)") + "; known: " + known);
+  }
+  if (c.epochs <= 0) throw ValueError("epochs must be positive");
+  if (c.max_steps < 0) throw ValueError("max_steps must be >= 0");
+  if (c.steps_per_print <= 0) throw ValueError("steps_per_print must be positive");
+  if (c.eval_every_epochs <= 0) throw ValueError("eval.every_epochs must be positive");
+  c.document = configDocumentToJson(root, source);
+  c.identity_hash = configIdentityHash(c.document);
+  return c;
+}
+
+// Every refused key at once: one line each, then the error that stopped the parse, if any.
+[[noreturn]] void throwRefused(const std::string& source, const std::vector<std::string>& refused,
+                               const std::string& also = "") {
+  if (refused.size() == 1 && also.empty()) throw ValueError(refused[0]);
+  std::string msg =
+      source + ": " + std::to_string(refused.size()) + (refused.size() == 1 ? " refusal:" : " refusals:");
+  for (const auto& r : refused) msg += "\n  " + r;
+  if (!also.empty()) msg += "\n  " + also;
+  throw ValueError(msg);
+}
+
+}  // namespace
+
+TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::string>& overrides,
+                             int64_t world, const std::string& source) {
+  config_keys::Collect collect;
+  TrainConfig c;
+  try {
+    c = parse(text, overrides, world, source);
+  } catch (const ValueError& e) {
+    if (collect.refused.empty()) throw;
+    throwRefused(source, collect.refused, e.what());
+  }
+  if (!collect.refused.empty()) throwRefused(source, collect.refused);
+  c.notes = std::move(collect.notes);
+  return c;
+}
+
+TrainConfig loadTrainConfig(const std::string& path, const std::vector<std::string>& overrides,
+                            int64_t world) {
+  std::ifstream in(path);
+  // Why and where: the errno of the open (a directory opens, then reads nothing), the path made
+  // absolute (a relative one is from a working directory the user may not have in mind).
+  const int err = !in ? (errno != 0 ? errno : EIO) : std::filesystem::is_directory(path) ? EISDIR : 0;
+  if (err != 0) {
+    std::error_code ec;
+    const auto where = std::filesystem::absolute(path, ec).lexically_normal().string();
+    throw ValueError("cannot read config file '" + (ec ? path : where) + "': " + std::strerror(err));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parseTrainConfig(ss.str(), overrides, world, path);
+}
+
+}  // namespace lockstep::train
