@@ -14,18 +14,8 @@ lockstep=$1 work=$2 venv=$3 python=${4:-/usr/bin/python3}
 tensorboard_req=${LOCKSTEP_TENSORBOARD_REQUIREMENT:-tensorboard==2.21.0}
 fail() { echo "tensorboard_reads_events: FAIL: $*" >&2; exit 1; }
 
-if ! "$venv/bin/python" -c 'import tensorboard' 2>/dev/null; then
-  rm -rf "$venv"
-  "$python" -m venv "$venv" ||
-    fail "$python -m venv failed (Debian: apt install python3-venv; scripts/install-deps.sh does)"
-  if ! "$venv/bin/python" -m pip install --disable-pip-version-check --no-input --timeout 30 --retries 2 -q \
-      "$tensorboard_req" >"$work.pip.log" 2>&1; then
-    cat "$work.pip.log" >&2
-    rm -rf "$venv"
-    fail "could not install $tensorboard_req from PyPI into $venv (is https://pypi.org reachable? a proxy" \
-         "needs HTTPS_PROXY; pip's output is above). This test needs TensorBoard's own reader; it does not skip."
-  fi
-fi
+source "$(dirname "$0")/interop_venv.sh"
+python_venv "$venv" "$python" "$work" "$tensorboard_req" tensorboard
 
 rm -rf "$work"
 mkdir -p "$work"
