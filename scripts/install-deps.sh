@@ -14,6 +14,7 @@ packages=(
   liburing-dev           # io_uring: ZeRO's NVMe offload swaps optimizer states through it
   time                   # /usr/bin/time: peak memory of the CLI in tests
   clang-14 libclang-rt-14-dev libomp-14-dev  # `make fuzz`: libFuzzer, ASan/UBSan runtimes, OpenMP for clang
+  clang-format           # `make format-check` (CI) and `make format`
   dataset-fashion-mnist  # the data `make run` trains on
   fortunes               # English text: the default corpus of the language-model examples
   python3-torch python3-numpy  # PyTorch 1.13 (CPU): side-by-side benchmarks, interop tests
