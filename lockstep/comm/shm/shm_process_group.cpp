@@ -21,17 +21,6 @@ using shm::ShmSegment;
 namespace {
 constexpr size_t kHeaderBytes = 4096;
 static_assert(sizeof(ShmHeader) <= kHeaderBytes);
-// A point-to-point channel: two counter lines (chunks sent on it, by its sender; chunks the
-// channel's owner received from that peer), then the chunk slots, each a ChunkHeader + payload.
-constexpr size_t kChannelCtrlBytes = 128;
-constexpr size_t kChunkHeaderBytes = 64;
-struct ChunkHeader {
-  int64_t tag;
-  uint64_t bytes;  // the whole message's
-  uint32_t dtype;
-  uint32_t index;  // of this chunk in its message
-};
-static_assert(sizeof(ChunkHeader) <= kChunkHeaderBytes);
 
 // Copies into memory this rank owns with non-temporal stores: the result of a large allreduce is
 // not read back soon, and streaming skips reading each destination line before writing it.
@@ -90,9 +79,10 @@ ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int siz
   } else {
     base = store_->getString("shm/name");
   }
-  p2p_base_ = kHeaderBytes + options_.num_slots * options_.block_bytes;
-  channel_bytes_ = kChannelCtrlBytes + options_.p2p_slots * options_.p2p_slot_bytes;
-  size_t bytes = p2p_base_ + static_cast<size_t>(size) * channel_bytes_;
+  // The staging ring, then the point-to-point channels.
+  const size_t p2p_base = kHeaderBytes + options_.num_slots * options_.block_bytes;
+  const size_t bytes =
+      p2p_base + shm::ShmPointToPoint::regionBytes(size, options_.p2p_slot_bytes, options_.p2p_slots);
   segments_.resize(size);
   segments_[rank] = ShmSegment::create(base + "_" + std::to_string(rank), bytes);
   auto* mine = new (segments_[rank].data()) ShmHeader();
@@ -115,6 +105,10 @@ ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int siz
   store_->wait(keys);
   segments_[rank].unlink();  // every peer holds a mapping: nothing is left behind on a crash
   peers_ = std::make_unique<shm::ShmPeers>(rank, std::move(headers), options_.spin);
+  std::vector<uint8_t*> channels(size);
+  for (int j = 0; j < size; ++j) channels[j] = static_cast<uint8_t*>(segments_[j].data()) + p2p_base;
+  p2p_ = std::make_unique<shm::ShmPointToPoint>(rank, std::move(channels), options_.p2p_slot_bytes,
+                                                options_.p2p_slots, peers_.get());
 }
 
 ShmProcessGroup::~ShmProcessGroup() { stopWorker(); }
@@ -122,22 +116,6 @@ ShmProcessGroup::~ShmProcessGroup() { stopWorker(); }
 uint8_t* ShmProcessGroup::slot(int rank, uint64_t block) const {
   return static_cast<uint8_t*>(segments_[rank].data()) + kHeaderBytes +
          (block % options_.num_slots) * options_.block_bytes;
-}
-
-uint8_t* ShmProcessGroup::channel(int from, int to) const {
-  return static_cast<uint8_t*>(segments_[from].data()) + p2p_base_ + static_cast<size_t>(to) * channel_bytes_;
-}
-
-uint8_t* ShmProcessGroup::chunkSlot(int from, int to, uint64_t chunk) const {
-  return channel(from, to) + kChannelCtrlBytes + (chunk % options_.p2p_slots) * options_.p2p_slot_bytes;
-}
-
-std::atomic_ref<uint64_t> ShmProcessGroup::chunksSent(int from, int to) const {
-  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(channel(from, to)));
-}
-
-std::atomic_ref<uint64_t> ShmProcessGroup::chunksReceived(int to, int from) const {
-  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(channel(to, from) + 64));
 }
 
 OpDesc ShmProcessGroup::desc(const OpContext& ctx, DType dtype, size_t count, int root, ReduceOp op,
@@ -310,84 +288,6 @@ void ShmProcessGroup::runRounds(const OpContext& ctx, const uint8_t* my_src,
       ctx, rounds, stage, middle, [](size_t, uint64_t) {}, false);
 }
 
-void ShmProcessGroup::runSend(const OpContext& ctx, const uint8_t* data, size_t bytes, DType dtype, int dst,
-                              int tag) {
-  const size_t payload = options_.p2p_slot_bytes - kChunkHeaderBytes;
-  const size_t chunks = std::max<size_t>(1, (bytes + payload - 1) / payload);
-  std::atomic_ref<uint64_t> sent = chunksSent(rank(), dst);
-  std::atomic_ref<uint64_t> received = chunksReceived(dst, rank());
-  uint64_t s = sent.load(std::memory_order_relaxed);
-  const std::string waiting = ::lockstep::detail::concat("rank ", dst, " to receive (tag ", tag, ")");
-  for (size_t k = 0; k < chunks; ++k) {
-    peers_->waitForPeer(ctx, dst, waiting,
-                        [&] { return s - received.load(std::memory_order_acquire) < options_.p2p_slots; });
-    uint8_t* slot = chunkSlot(rank(), dst, s);
-    ChunkHeader h{tag, bytes, static_cast<uint32_t>(dtype), static_cast<uint32_t>(k)};
-    std::memcpy(slot, &h, sizeof(h));
-    const size_t off = k * payload;
-    if (bytes > off) std::memcpy(slot + kChunkHeaderBytes, data + off, std::min(payload, bytes - off));
-    sent.store(++s, std::memory_order_seq_cst);
-    peers_->wake();
-  }
-}
-
-void ShmProcessGroup::runRecv(const OpContext& ctx, uint8_t* data, size_t bytes, DType dtype, int src,
-                              int tag) {
-  const size_t es = dtypeSize(dtype);
-  auto check = [&](DType got, size_t got_bytes) {
-    if (got == dtype && got_bytes == bytes) return;
-    throw PeerError(::lockstep::detail::concat(
-        ctx.name, " on rank ", rank(), ": rank ", src, "'s message with tag ", tag, " is ",
-        got_bytes / dtypeSize(got), " x ", dtypeName(got), " but this recv expects ", bytes / es, " x ",
-        dtypeName(dtype), "; a send and its recv must agree on count and dtype"));
-  };
-  // A message that came in while an earlier recv looked for another tag.
-  if (auto it = buffered_.find({src, tag}); it != buffered_.end()) {
-    Buffered b = std::move(it->second.front());
-    it->second.pop_front();
-    if (it->second.empty()) buffered_.erase(it);
-    check(b.dtype, b.bytes.size());
-    if (bytes > 0) std::memcpy(data, b.bytes.data(), bytes);
-    return;
-  }
-  const size_t payload = options_.p2p_slot_bytes - kChunkHeaderBytes;
-  std::atomic_ref<uint64_t> sent = chunksSent(src, rank());
-  std::atomic_ref<uint64_t> received = chunksReceived(rank(), src);
-  uint64_t r = received.load(std::memory_order_relaxed);
-  const std::string waiting = ::lockstep::detail::concat("rank ", src, " to send (tag ", tag, ")");
-  while (true) {  // one message from src per round, until the one with this tag
-    uint8_t* out = nullptr;
-    size_t total = 0, chunks = 1;
-    bool mine = false;
-    for (size_t k = 0; k < chunks; ++k) {
-      peers_->waitForPeer(ctx, src, waiting, [&] { return sent.load(std::memory_order_acquire) > r; });
-      const uint8_t* slot = chunkSlot(src, rank(), r);
-      ChunkHeader h;
-      std::memcpy(&h, slot, sizeof(h));
-      LOCKSTEP_CHECK(h.index == k, ctx.name, ": chunk ", h.index, " from rank ", src, " where chunk ", k,
-                     " was due");
-      if (k == 0) {
-        total = h.bytes;
-        chunks = std::max<size_t>(1, (total + payload - 1) / payload);
-        mine = h.tag == tag;
-        if (mine) {
-          check(static_cast<DType>(h.dtype), total);
-          out = data;
-        } else {
-          auto& q = buffered_[{src, static_cast<int>(h.tag)}];
-          q.push_back({static_cast<DType>(h.dtype), std::vector<uint8_t>(total)});
-          out = q.back().bytes.data();
-        }
-      }
-      const size_t off = k * payload;
-      if (total > off) std::memcpy(out + off, slot + kChunkHeaderBytes, std::min(payload, total - off));
-      received.store(++r, std::memory_order_seq_cst);
-      peers_->wake();
-    }
-    if (mine) return;
-  }
-}
-
 namespace {
 // Copies the part of piece [off, off+n) that falls in window [lo, lo+len) to dst + (pos - lo).
 void copyWindow(uint8_t* dst, size_t lo, size_t len, size_t off, const uint8_t* p, size_t n) {
@@ -558,7 +458,7 @@ std::shared_ptr<Work> ShmProcessGroup::send(const void* data, size_t count, DTyp
   return enqueue(
       OpType::send,
       ::lockstep::detail::concat(count, " x ", dtypeName(dtype), " to rank ", dst, ", tag ", o.tag),
-      o.timeout, LOCKSTEP_SHM_BODY(runSend(ctx, p, count * dtypeSize(dtype), dtype, dst, o.tag)));
+      o.timeout, LOCKSTEP_SHM_BODY(p2p_->send(ctx, p, count * dtypeSize(dtype), dtype, dst, o.tag)));
 }
 
 std::shared_ptr<Work> ShmProcessGroup::recv(void* data, size_t count, DType dtype, int src,
@@ -569,7 +469,7 @@ std::shared_ptr<Work> ShmProcessGroup::recv(void* data, size_t count, DType dtyp
   return enqueue(
       OpType::recv,
       ::lockstep::detail::concat(count, " x ", dtypeName(dtype), " from rank ", src, ", tag ", o.tag),
-      o.timeout, LOCKSTEP_SHM_BODY(runRecv(ctx, p, count * dtypeSize(dtype), dtype, src, o.tag)));
+      o.timeout, LOCKSTEP_SHM_BODY(p2p_->recv(ctx, p, count * dtypeSize(dtype), dtype, src, o.tag)));
 }
 
 std::shared_ptr<ProcessGroup> ShmProcessGroup::newGroup(const std::vector<int>& ranks) {

@@ -9,16 +9,14 @@
 // reduce_scatter is that pipeline's first half alone: every rank stages the pieces its peers own
 // and reduces its own piece into its output, so each input byte crosses shared memory once.
 // Other collectives stage their blocks the same way. After the ring, the segment holds one
-// point-to-point channel per peer (see ShmOptions::p2p_slots).
-#include <atomic>
-#include <deque>
-#include <map>
+// point-to-point channel per peer (shm_point_to_point.h, ShmOptions::p2p_slots).
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "lockstep/comm/process_group.h"
 #include "lockstep/comm/shm/shm_peers.h"
+#include "lockstep/comm/shm/shm_point_to_point.h"
 #include "lockstep/comm/shm/shm_segment.h"
 #include "lockstep/comm/store/store.h"
 
@@ -97,13 +95,6 @@ class ShmProcessGroup : public ProcessGroup {
   void runRounds(const OpContext& ctx, const uint8_t* my_src, const std::vector<size_t>& src_bytes,
                  Sink sink);
   uint8_t* slot(int rank, uint64_t block) const;
-  // Point to point. The channel from -> to lives in from's segment.
-  void runSend(const OpContext& ctx, const uint8_t* data, size_t bytes, DType dtype, int dst, int tag);
-  void runRecv(const OpContext& ctx, uint8_t* data, size_t bytes, DType dtype, int src, int tag);
-  uint8_t* channel(int from, int to) const;
-  uint8_t* chunkSlot(int from, int to, uint64_t chunk) const;        // where chunk #chunk of the channel goes
-  std::atomic_ref<uint64_t> chunksSent(int from, int to) const;      // written by from
-  std::atomic_ref<uint64_t> chunksReceived(int to, int from) const;  // written by to, in to's segment
   shm::OpDesc desc(const OpContext& ctx, DType dtype, size_t count, int root = -1,
                    ReduceOp op = ReduceOp::sum, uint64_t extra = 0) const;
   void fail();
@@ -113,15 +104,8 @@ class ShmProcessGroup : public ProcessGroup {
   std::vector<shm::ShmSegment> segments_;
   std::unique_ptr<shm::ShmPeers> peers_;
   uint64_t block_ = 0;  // global block counter (across ops): block g uses slot g % num_slots
+  std::unique_ptr<shm::ShmPointToPoint> p2p_;  // send/recv, in the segments after the ring
   int groups_created_ = 0;
-  size_t p2p_base_ = 0;  // offset of the channels in a segment
-  size_t channel_bytes_ = 0;
-  // Messages a recv read past while looking for its tag: (src, tag) -> oldest first.
-  struct Buffered {
-    DType dtype;
-    std::vector<uint8_t> bytes;
-  };
-  std::map<std::pair<int, int>, std::deque<Buffered>> buffered_;
 };
 
 }  // namespace lockstep::comm
