@@ -11,7 +11,7 @@
 #include "lockstep/kernels/cuda/attention.h"
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/dropout.h"
-#include "lockstep/kernels/vector_math.h"
+#include "lockstep/kernels/cpu/vector_math.h"
 
 namespace lockstep::kernels {
 

@@ -1,9 +1,14 @@
 #include "lockstep/kernels/binary.h"
 
-#include "lockstep/kernels/cuda/elementwise.h"
 #include "lockstep/kernels/dispatch.h"
+#include "lockstep/kernels/tables/binary.h"
 
 namespace lockstep::kernels {
+
+namespace {
+const Backends<BinaryKernels> kBackends{
+    .onednn = &onednn::kBinary, .reference = &reference::kBinary, .cuda = LOCKSTEP_CUDA_TABLE(cuda::kBinary)};
+}  // namespace
 
 const char* binaryOpName(BinaryOp op) {
   switch (op) {
@@ -37,15 +42,13 @@ void checkDivisible(BinaryOp op, const Tensor& a) {
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   checkBinary(op, a, b);
-  LOCKSTEP_ON_CUDA(a.isCuda() ? a : b, cuda::binary(op, a, b));
-  return dispatch<onednn::binary, reference::binary>(a.dtype(), op, a, b);
+  return dispatch<&BinaryKernels::binary>(kBackends, {a.isCuda() || b.isCuda(), a.dtype()}, op, a, b);
 }
 
 Tensor binaryScalar(BinaryOp op, const Tensor& a, double s) {
   LOCKSTEP_ENFORCE(a.defined(), ValueError, binaryOpName(op), ": undefined operand");
   checkDivisible(op, a);
-  LOCKSTEP_ON_CUDA(a, cuda::binaryScalar(op, a, s));
-  return dispatch<onednn::binaryScalar, reference::binaryScalar>(a.dtype(), op, a, s);
+  return dispatch<&BinaryKernels::binaryScalar>(kBackends, a, op, a, s);
 }
 
 }  // namespace lockstep::kernels

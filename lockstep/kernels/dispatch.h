@@ -1,6 +1,13 @@
 #pragma once
-// Which implementation computes an op: oneDNN for f32/bf16/f16 (the fast path), the reference loops
-// for f64 (oneDNN has no f64; the gradient tests run in f64) or when LOCKSTEP_KERNELS=reference.
+// Which implementation computes an op. Each op group lists its ops once, as a table of function
+// pointers (kernels/tables/<group>.h, e.g. BinaryKernels); each backend provides that table, with a
+// null entry where it has no kernel for an op:
+//   onednn     kernels/dnnl/       oneDNN primitives: f32, and bf16/f16 natively where the CPU has them
+//   cpu        kernels/cpu/        lockstep's own f32 loops, where they beat oneDNN or it has no primitive
+//   reference  kernels/reference/  plain loops in every dtype: f64 (oneDNN has no f64; the gradient tests
+//                                  run in f64), LOCKSTEP_KERNELS=reference, and the tests' oracle
+//   cuda       kernels/cuda/       tensors on a GPU (built with LOCKSTEP_CUDA)
+// dispatch() below picks one for a call from (device, dtype): the only place that does.
 //
 // Low precision (bf16, f16): oneDNN 2.6 computes bf16 only on CPUs with AVX-512 (natively with
 // avx512_core_bf16 or AMX) and f16 only with avx512_core_fp16. Where the CPU or the kernel has no
@@ -15,12 +22,19 @@
 
 #include "lockstep/tensor/tensor.h"
 
-/// In a kernel entry point: `LOCKSTEP_ON_CUDA(x, cuda::op(x, ...));` returns the CUDA kernel's
-/// result when x lives on a GPU (kernels/cuda/, built with LOCKSTEP_CUDA). Without CUDA the call is
-/// not even compiled: no tensor can live on a GPU then.
+/// The CUDA backend's table for a Backends<> set: &cuda::kX in a build with CUDA, else null (no
+/// tensor can live on a GPU then).
 #if LOCKSTEP_WITH_CUDA
-#define LOCKSTEP_ON_CUDA(t, call) \
-  do {                            \
+#define LOCKSTEP_CUDA_TABLE(table) (&(table))
+#else
+#define LOCKSTEP_CUDA_TABLE(table) nullptr
+#endif
+
+/// In a kernel entry point not yet dispatched through op tables: `LOCKSTEP_ON_CUDA(x, cuda::op(x));`
+/// returns the CUDA kernel's result when x lives on a GPU.
+#if LOCKSTEP_WITH_CUDA
+#define LOCKSTEP_ON_CUDA(t, call)  \
+  do {                             \
     if ((t).isCuda()) return call; \
   } while (0)
 #else
@@ -88,6 +102,90 @@ auto inF32(DType low, Fn fn, const Args&... args) {
   }
 }
 }  // namespace detail
+
+/// The tables one op group's backends provide; a backend without any kernel of the group is null.
+template <typename Table>
+struct Backends {
+  const Table* onednn = nullptr;
+  const Table* cpu = nullptr;
+  const Table* reference = nullptr;
+  const Table* cuda = nullptr;
+};
+
+/// Where a call computes: the device its tensors live on and the dtype it computes in.
+struct Where {
+  bool cuda;
+  DType dtype;
+  Where(const Tensor& t) : cuda(t.isCuda()), dtype(t.dtype()) {}  // NOLINT: the usual case, implicit
+  Where(bool on_cuda, DType t) : cuda(on_cuda), dtype(t) {}
+  Where(Device device, DType t) : cuda(device.isCuda()), dtype(t) {}
+};
+
+namespace detail {
+template <typename M>
+struct TableOf;
+template <typename Fn, typename T>
+struct TableOf<Fn T::*> {
+  using type = T;
+};
+
+template <auto Op, typename Table>
+auto entry(const Table* table) -> std::remove_cvref_t<decltype(std::declval<Table>().*Op)> {
+  return table ? table->*Op : nullptr;
+}
+
+/// Runs fn, for a low-precision t emulated in f32.
+template <typename Fn, typename... Args>
+auto runOrEmulate(DType t, Fn fn, const Args&... args) {
+  if (isLowPrecision(t)) return inF32(t, fn, args...);
+  return fn(args...);
+}
+}  // namespace detail
+
+/// Runs op `Op` (a member of the group's table, e.g. &BinaryKernels::binary) on the backend that
+/// (device, dtype) selects:
+/// - a GPU tensor: the CUDA table's kernel (which computes every dtype itself);
+/// - LOCKSTEP_KERNELS=reference or f64: the reference loops (else the cpu loops where the op has no
+///   reference), low precision emulated in f32;
+/// - f32 with an own cpu loop: the cpu loop;
+/// - otherwise oneDNN; for a low-precision t emulated in f32 where the native kernel is missing. A
+///   native low-precision kernel that oneDNN turns out not to implement (NotSupportedError at
+///   primitive creation) falls back to emulation, and from then on that kernel runs emulated
+///   without trying again;
+/// - an op oneDNN lacks: the cpu loops, else the reference, low precision emulated in f32.
+template <auto Op, typename Table = typename detail::TableOf<decltype(Op)>::type, typename... Args>
+auto dispatch(const Backends<Table>& backends, Where where, const Args&... args) {
+  const DType t = where.dtype;
+  if (where.cuda) {
+    const auto fn = detail::entry<Op>(backends.cuda);
+    LOCKSTEP_ENFORCE(fn != nullptr, NotSupportedError, Table::kGroup,
+                     ": the CUDA backend has no kernel for this op; move the tensors to the CPU with to()");
+    return fn(args...);
+  }
+  const auto fast = detail::entry<Op>(backends.onednn), own = detail::entry<Op>(backends.cpu),
+             ref = detail::entry<Op>(backends.reference);
+  if (backendFor(t) == Backend::reference) {
+    const auto fn = ref ? ref : own;
+    LOCKSTEP_CHECK(fn != nullptr, Table::kGroup, ": an op with neither a reference nor a cpu kernel");
+    return detail::runOrEmulate(t, fn, args...);
+  }
+  if (own && t == DType::f32) return own(args...);
+  if (fast) {
+    if (!isLowPrecision(t)) return fast(args...);
+    static std::atomic<bool> unimplemented{false};
+    if (computesNatively(t) && !unimplemented.load(std::memory_order_relaxed)) {
+      try {
+        return fast(args...);
+      } catch (const NotSupportedError&) {
+        unimplemented.store(true, std::memory_order_relaxed);
+      }
+    }
+    return detail::inF32(t, fast, args...);
+  }
+  const auto fn = own ? own : ref;
+  LOCKSTEP_CHECK(fn != nullptr, Table::kGroup, ": an op no CPU backend provides");
+  return detail::runOrEmulate(t, fn, args...);
+}
 
 /// Runs Fast (oneDNN) or Ref (reference loops) as backendFor(t) says; for a low-precision t,
 /// emulated in f32 where the native kernel is missing. A native low-precision kernel that oneDNN

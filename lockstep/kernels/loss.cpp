@@ -4,7 +4,7 @@
 
 #include "lockstep/kernels/cuda/loss.h"
 #include "lockstep/kernels/dispatch.h"
-#include "lockstep/kernels/vector_math.h"
+#include "lockstep/kernels/cpu/vector_math.h"
 
 namespace lockstep::kernels {
 

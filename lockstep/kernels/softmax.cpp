@@ -1,11 +1,15 @@
 #include "lockstep/kernels/softmax.h"
 
-#include "lockstep/kernels/cuda/softmax.h"
 #include "lockstep/kernels/dispatch.h"
+#include "lockstep/kernels/tables/softmax.h"
 
 namespace lockstep::kernels {
 
 namespace {
+
+const Backends<SoftmaxKernels> kBackends{.onednn = &onednn::kSoftmax,
+                                         .reference = &reference::kSoftmax,
+                                         .cuda = LOCKSTEP_CUDA_TABLE(cuda::kSoftmax)};
 
 int64_t checkDim(const char* op, const Tensor& x, int64_t dim) {
   LOCKSTEP_ENFORCE(isFloating(x.dtype()), ValueError, op, ": needs a floating tensor, got ", x.describe());
@@ -20,28 +24,26 @@ void checkBackward(const char* op, const Tensor& gy, const Tensor& y) {
 
 Tensor softmaxForward(const Tensor& x, int64_t dim) {
   int64_t d = checkDim("softmax", x, dim);
-  LOCKSTEP_ON_CUDA(x, cuda::softmaxForward(x, d, false));
-  return dispatch<onednn::softmaxForward, reference::softmaxForward>(x.dtype(), x, d);
+  return dispatch<&SoftmaxKernels::softmaxForward>(kBackends, x, x, d);
 }
 
 Tensor softmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim) {
   int64_t d = checkDim("softmax", y, dim);
   checkBackward("softmax", gy, y);
-  LOCKSTEP_ON_CUDA(gy.isCuda() ? gy : y, cuda::softmaxBackward(gy, y, d, false));
-  return dispatch<onednn::softmaxBackward, reference::softmaxBackward>(y.dtype(), gy, y, d);
+  return dispatch<&SoftmaxKernels::softmaxBackward>(kBackends, {gy.isCuda() || y.isCuda(), y.dtype()}, gy, y,
+                                                    d);
 }
 
 Tensor logSoftmaxForward(const Tensor& x, int64_t dim) {
   int64_t d = checkDim("log_softmax", x, dim);
-  LOCKSTEP_ON_CUDA(x, cuda::softmaxForward(x, d, true));
-  return dispatch<onednn::logSoftmaxForward, reference::logSoftmaxForward>(x.dtype(), x, d);
+  return dispatch<&SoftmaxKernels::logSoftmaxForward>(kBackends, x, x, d);
 }
 
 Tensor logSoftmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim) {
   int64_t d = checkDim("log_softmax", y, dim);
   checkBackward("log_softmax", gy, y);
-  LOCKSTEP_ON_CUDA(gy.isCuda() ? gy : y, cuda::softmaxBackward(gy, y, d, true));
-  return dispatch<onednn::logSoftmaxBackward, reference::logSoftmaxBackward>(y.dtype(), gy, y, d);
+  return dispatch<&SoftmaxKernels::logSoftmaxBackward>(kBackends, {gy.isCuda() || y.isCuda(), y.dtype()}, gy,
+                                                       y, d);
 }
 
 }  // namespace lockstep::kernels

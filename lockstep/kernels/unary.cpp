@@ -1,9 +1,14 @@
 #include "lockstep/kernels/unary.h"
 
-#include "lockstep/kernels/cuda/elementwise.h"
 #include "lockstep/kernels/dispatch.h"
+#include "lockstep/kernels/tables/unary.h"
 
 namespace lockstep::kernels {
+
+namespace {
+const Backends<UnaryKernels> kBackends{
+    .onednn = &onednn::kUnary, .reference = &reference::kUnary, .cuda = LOCKSTEP_CUDA_TABLE(cuda::kUnary)};
+}  // namespace
 
 const char* unaryOpName(UnaryOp op) {
   switch (op) {
@@ -25,16 +30,15 @@ bool unaryBackwardUsesOutput(UnaryOp op) { return op == UnaryOp::exp || op == Un
 
 Tensor unary(UnaryOp op, const Tensor& x, double p) {
   LOCKSTEP_ENFORCE(x.defined(), ValueError, unaryOpName(op), ": undefined operand");
-  LOCKSTEP_ON_CUDA(x, cuda::unary(op, x, p));
-  return dispatch<onednn::unary, reference::unary>(x.dtype(), op, x, p);
+  return dispatch<&UnaryKernels::unary>(kBackends, x, op, x, p);
 }
 
 Tensor unaryBackward(UnaryOp op, const Tensor& gy, const Tensor& saved, double p) {
   LOCKSTEP_ENFORCE(gy.shape() == saved.shape(), ValueError, unaryOpName(op), " backward: gradient shape ",
                    shapeToString(gy.shape()), " differs from the saved tensor's shape ",
                    shapeToString(saved.shape()));
-  LOCKSTEP_ON_CUDA(gy.isCuda() ? gy : saved, cuda::unaryBackward(op, gy, saved, p));
-  return dispatch<onednn::unaryBackward, reference::unaryBackward>(saved.dtype(), op, gy, saved, p);
+  return dispatch<&UnaryKernels::unaryBackward>(kBackends, {gy.isCuda() || saved.isCuda(), saved.dtype()}, op,
+                                                gy, saved, p);
 }
 
 }  // namespace lockstep::kernels

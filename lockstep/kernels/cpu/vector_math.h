@@ -1,5 +1,5 @@
 #pragma once
-// Element math for lockstep's own f32 loops (attention, cross entropy), written so that the loops
+// Element math for the cpu backend's f32 loops (attention, cross entropy), written so that the loops
 // calling it vectorise: the library expf does not without -ffast-math, and GCC 12's -O2 cost model
 // ("very cheap") leaves loops with a remainder scalar. Files using these are compiled with
 // -fvect-cost-model=dynamic (CMakeLists.txt) and mark their row loops LOCKSTEP_VECTOR_CLONES.

@@ -3,6 +3,7 @@
 #include <dnnl.hpp>
 
 #include "lockstep/kernels/dnnl/context.h"
+#include "lockstep/kernels/tables/activation.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -102,5 +103,22 @@ Tensor sigmoidForward(const Tensor& x) {
 Tensor sigmoidBackward(const Tensor& gy, const Tensor& y) {
   return eltwiseBackward(gy, y, Alg::eltwise_logistic_use_dst_for_bwd, 0.f, true, "sigmoid backward");
 }
+
+const ActivationKernels kActivation{
+    .reluForward = &reluForward,
+    .reluBackward = &reluBackward,
+    .leakyReluForward = &leakyReluForward,
+    .leakyReluBackward = &leakyReluBackward,
+    .geluForward = &geluForward,
+    .geluBackward = &geluBackward,
+    .geluTanhForward = &geluTanhForward,
+    .geluTanhBackward = &geluTanhBackward,
+    .siluForward = &siluForward,
+    .siluBackward = &siluBackward,
+    .tanhForward = &tanhForward,
+    .tanhBackward = &tanhBackward,
+    .sigmoidForward = &sigmoidForward,
+    .sigmoidBackward = &sigmoidBackward,
+};
 
 }  // namespace lockstep::kernels::onednn

@@ -9,6 +9,7 @@
 #include <dnnl.hpp>
 
 #include "lockstep/kernels/dnnl/context.h"
+#include "lockstep/kernels/tables/binary.h"
 #include "lockstep/kernels/threads.h"
 #include "lockstep/tensor/strided.h"
 
@@ -259,5 +260,7 @@ Tensor binaryScalar(BinaryOp op, const Tensor& a0, double s) {
   }
   return y;
 }
+
+const BinaryKernels kBinary{.binary = &binary, .binaryScalar = &binaryScalar};
 
 }  // namespace lockstep::kernels::onednn

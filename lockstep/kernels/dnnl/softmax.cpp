@@ -3,6 +3,7 @@
 #include <dnnl.hpp>
 
 #include "lockstep/kernels/dnnl/context.h"
+#include "lockstep/kernels/tables/softmax.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -68,5 +69,12 @@ Tensor logSoftmaxForward(const Tensor& x, int64_t dim) {
 Tensor logSoftmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim) {
   return backward<dnnl::logsoftmax_forward, dnnl::logsoftmax_backward>(gy, y, dim, "log_softmax backward");
 }
+
+const SoftmaxKernels kSoftmax{
+    .softmaxForward = &softmaxForward,
+    .softmaxBackward = &softmaxBackward,
+    .logSoftmaxForward = &logSoftmaxForward,
+    .logSoftmaxBackward = &logSoftmaxBackward,
+};
 
 }  // namespace lockstep::kernels::onednn

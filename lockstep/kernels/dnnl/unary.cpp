@@ -5,6 +5,7 @@
 #include <dnnl.hpp>
 
 #include "lockstep/kernels/dnnl/context.h"
+#include "lockstep/kernels/tables/unary.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -85,5 +86,7 @@ Tensor unaryBackward(UnaryOp op, const Tensor& gy0, const Tensor& saved0, double
   }
   return gx;
 }
+
+const UnaryKernels kUnary{.unary = &unary, .unaryBackward = &unaryBackward};
 
 }  // namespace lockstep::kernels::onednn

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "lockstep/kernels/tables/activation.h"
+
 namespace lockstep::kernels::reference {
 
 namespace {
@@ -96,5 +98,22 @@ Tensor sigmoidForward(const Tensor& x) {
 Tensor sigmoidBackward(const Tensor& gy, const Tensor& y) {
   return backwardF64(gy, y, [](double v) { return v * (1.0 - v); });
 }
+
+const ActivationKernels kActivation{
+    .reluForward = &reluForward,
+    .reluBackward = &reluBackward,
+    .leakyReluForward = &leakyReluForward,
+    .leakyReluBackward = &leakyReluBackward,
+    .geluForward = &geluForward,
+    .geluBackward = &geluBackward,
+    .geluTanhForward = &geluTanhForward,
+    .geluTanhBackward = &geluTanhBackward,
+    .siluForward = &siluForward,
+    .siluBackward = &siluBackward,
+    .tanhForward = &tanhForward,
+    .tanhBackward = &tanhBackward,
+    .sigmoidForward = &sigmoidForward,
+    .sigmoidBackward = &sigmoidBackward,
+};
 
 }  // namespace lockstep::kernels::reference

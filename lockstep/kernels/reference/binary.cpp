@@ -1,6 +1,8 @@
 // Plain loops in double precision: the ground truth the fast kernels are tested against.
 #include "lockstep/kernels/binary.h"
 
+#include "lockstep/kernels/tables/binary.h"
+
 namespace lockstep::kernels::reference {
 
 namespace {
@@ -49,5 +51,7 @@ Tensor binaryScalar(BinaryOp op, const Tensor& a, double s) {
   for (int64_t i = 0; i < y.numel(); ++i) py[i] = apply(op, pa[i], s);
   return castLike(y, a);
 }
+
+const BinaryKernels kBinary{.binary = &binary, .binaryScalar = &binaryScalar};
 
 }  // namespace lockstep::kernels::reference

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "lockstep/kernels/tables/softmax.h"
+
 namespace lockstep::kernels::reference {
 
 namespace {
@@ -75,5 +77,12 @@ Tensor logSoftmaxForward(const Tensor& x, int64_t dim) { return forward(x, dim, 
 Tensor logSoftmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim) {
   return backward(gy, y, dim, true);
 }
+
+const SoftmaxKernels kSoftmax{
+    .softmaxForward = &softmaxForward,
+    .softmaxBackward = &softmaxBackward,
+    .logSoftmaxForward = &logSoftmaxForward,
+    .logSoftmaxBackward = &logSoftmaxBackward,
+};
 
 }  // namespace lockstep::kernels::reference

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "lockstep/kernels/tables/unary.h"
+
 namespace lockstep::kernels::reference {
 
 namespace {
@@ -69,5 +71,7 @@ Tensor unaryBackward(UnaryOp op, const Tensor& gy, const Tensor& saved, double p
   }
   return castLike(gx, saved);
 }
+
+const UnaryKernels kUnary{.unary = &unary, .unaryBackward = &unaryBackward};
 
 }  // namespace lockstep::kernels::reference
