@@ -178,60 +178,92 @@ void Agent::writeReport(const std::string& headline, const std::string& body) {
   writeConsole(STDERR_FILENO, s);
 }
 
+// One attempt's parts, as the steps of the monitor loop use them.
+struct Agent::Attempt {
+  int number;
+  Rendezvous& rdzv;
+  const RendezvousResult& result;
+  SignalWatcher& signals;
+  WorkerGroup& group;
+  Watchdog& watchdog;
+};
+
 Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const RendezvousResult& r,
                                  SignalWatcher& signals) {
-  const auto base_env = currentEnvironment();
   ops_ = std::make_unique<comm::OpWatchTable>(r.layout.local_world_size);  // fresh for each attempt
+  WorkerGroup group;
+  group.start(workerSpecs(attempt, r.layout));
+  Watchdog watchdog(watchdogOptions(attempt, r), options_.nnodes > 1 ? &rdzv : nullptr);
+  Attempt a{attempt, rdzv, r, signals, group, watchdog};
+  return monitor(a);
+}
+
+std::vector<WorkerSpec> Agent::workerSpecs(int attempt, const RankLayout& layout) const {
+  const auto base_env = currentEnvironment();
   std::vector<WorkerSpec> specs;
-  for (int lr = 0; lr < r.layout.local_world_size; ++lr) {
+  for (int lr = 0; lr < layout.local_world_size; ++lr) {
     WorkerSpec s;
     s.local_rank = lr;
-    s.rank = r.layout.first_rank + lr;
-    std::string dir = attemptDir(attempt, s.rank);
+    s.rank = layout.first_rank + lr;
+    const std::string dir = attemptDir(attempt, s.rank);
     makeDirs(dir);
     s.error_file = dir + "/error.json";
-    WorkerEnvSpec es;
-    es.layout = r.layout;
-    es.local_rank = lr;
-    es.master_addr = options_.master_addr;
-    es.master_port = options_.master_port;
-    es.run_id = options_.run_id;
-    es.restart_count = attempt;
-    es.max_restarts = options_.max_restarts;
-    es.error_file = s.error_file;
-    es.timeout = timeout_;
-    es.join_token = join_token_;
     s.process.path = program_path_;
     s.process.argv.push_back(options_.program);
     for (const auto& a : options_.program_args) s.process.argv.push_back(a);
-    auto env = buildWorkerEnv(base_env, es);
-    setProgressSocket(env, s.rank, progress_ ? progress_->address() : "");
-    env[comm::kOpWatchFdVariable] = std::to_string(ops_->fd());
-    s.process.env = toEnvStrings(env);
-    int redirect = options_.redirects.forLocalRank(lr);
-    int files = redirect | options_.tee.forLocalRank(lr) | (options_.log_dir.empty() ? 0 : kStdout | kStderr);
-    // With a progress line on the terminal, stdout goes through the console too (its lines go above it).
-    if ((files & kStdout) || console_) {
-      OutputSinkOptions o;
-      if (files & kStdout) o.file_path = dir + "/stdout.log";
-      o.console_fd = (redirect & kStdout) ? -1 : STDOUT_FILENO;
-      s.process.stdout_sink = o;
-    }
-    OutputSinkOptions e;  // stderr is always piped: its tail goes into the failure report
-    if (files & kStderr) e.file_path = dir + "/stderr.log";
-    e.console_fd = (redirect & kStderr) ? -1 : STDERR_FILENO;
-    if (r.layout.world_size > 1 && s.rank != 0) e.console_prefix = "[rank " + std::to_string(s.rank) + "] ";
-    s.process.stderr_sink = e;
+    s.process.env = toEnvStrings(workerEnv(attempt, layout, s, base_env));
+    setOutputSinks(s, dir, layout.world_size);
     specs.push_back(std::move(s));
   }
-  WorkerGroup group;
-  group.start(std::move(specs));
-  const Ms grace = toMs(options_.grace_period_s);
-  const Ms interval = toMs(options_.monitor_interval_s);
-  const bool multi_node = options_.nnodes > 1;
+  return specs;
+}
+
+std::map<std::string, std::string> Agent::workerEnv(int attempt, const RankLayout& layout,
+                                                    const WorkerSpec& s,
+                                                    const std::map<std::string, std::string>& base) const {
+  WorkerEnvSpec es;
+  es.layout = layout;
+  es.local_rank = s.local_rank;
+  es.master_addr = options_.master_addr;
+  es.master_port = options_.master_port;
+  es.run_id = options_.run_id;
+  es.restart_count = attempt;
+  es.max_restarts = options_.max_restarts;
+  es.error_file = s.error_file;
+  es.timeout = timeout_;
+  es.join_token = join_token_;
+  auto env = buildWorkerEnv(base, es);
+  setProgressSocket(env, s.rank, progress_ ? progress_->address() : "");
+  env[comm::kOpWatchFdVariable] = std::to_string(ops_->fd());
+  return env;
+}
+
+void Agent::setOutputSinks(WorkerSpec& s, const std::string& dir, int world_size) const {
+  const int redirect = options_.redirects.forLocalRank(s.local_rank);
+  const int files =
+      redirect | options_.tee.forLocalRank(s.local_rank) | (options_.log_dir.empty() ? 0 : kStdout | kStderr);
+  // With a progress line on the terminal, stdout goes through the console too (its lines go above it).
+  if ((files & kStdout) || console_) {
+    OutputSinkOptions o;
+    if (files & kStdout) o.file_path = dir + "/stdout.log";
+    o.console_fd = (redirect & kStdout) ? -1 : STDOUT_FILENO;
+    s.process.stdout_sink = o;
+  }
+  OutputSinkOptions e;  // stderr is always piped: its tail goes into the failure report
+  if (files & kStderr) e.file_path = dir + "/stderr.log";
+  e.console_fd = (redirect & kStderr) ? -1 : STDERR_FILENO;
+  if (world_size > 1 && s.rank != 0) e.console_prefix = "[rank " + std::to_string(s.rank) + "] ";
+  s.process.stderr_sink = e;
+}
+
+Ms Agent::watchdogInterval() const {
+  return std::min(Ms(1000), std::max(toMs(options_.monitor_interval_s), timeout_ / 20));
+}
+
+WatchdogOptions Agent::watchdogOptions(int attempt, const RendezvousResult& r) {
   WatchdogOptions wo;
   wo.timeout = timeout_;
-  wo.interval = std::min(Ms(1000), std::max(interval, timeout_ / 20));
+  wo.interval = watchdogInterval();
   wo.round = attempt;
   wo.node_rank = r.layout.group_rank;
   wo.nnodes = options_.nnodes;
@@ -240,114 +272,142 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
   wo.first_ranks = {0};
   for (int n : r.nprocs) wo.first_ranks.push_back(wo.first_ranks.back() + n);
   wo.ops = ops_.get();
-  Watchdog watchdog(wo, multi_node ? &rdzv : nullptr);
+  return wo;
+}
+
+Agent::Outcome Agent::monitor(Attempt& a) {
+  const Ms interval = toMs(options_.monitor_interval_s);
+  const bool multi_node = options_.nnodes > 1;
+  const Ms wait = std::min(multi_node ? interval : Ms(1000), watchdogInterval());
   auto next_check = std::chrono::steady_clock::now() + interval;
   for (;;) {
-    group.waitForEvents(signals.fd(), std::min(multi_node ? interval : Ms(1000), wo.interval));
-    if (int sig = signals.drain(); sig != 0) {
-      interrupt_signal_ = sig;
-      try {
-        rdzv.publishShutdown("the agent on host '" + host_ + "' was stopped by " + signalName(sig));
-      } catch (const Error&) {
-      }
-      group.stop(sig, grace, signals.fd());
-      return Outcome::kInterrupted;
-    }
-    auto failed = group.reap([&](pid_t pid) { return signals.exitOrder(pid); });
+    a.group.waitForEvents(a.signals.fd(), wait);
+    if (int sig = a.signals.drain(); sig != 0) return stopForSignal(a, sig);
+    auto failed = a.group.reap([&](pid_t pid) { return a.signals.exitOrder(pid); });
+    if (!failed.empty()) return onWorkersFailed(a, failed);
     std::optional<std::string> watched;
-    if (failed.empty()) {
-      try {
-        watched = watchdog.check(group);
-      } catch (const Error& e) {
-        store_lost_ = true;
-        report_ = "lost contact with the rendezvous store of the master node (node rank 0) at " +
-                  options_.master_addr + ":" + std::to_string(options_.master_port) + ": " + e.what() + "\n";
-        return stopForRemote(group, signals, Outcome::kStopped);
-      }
+    try {
+      watched = a.watchdog.check(a.group);
+    } catch (const Error& e) {
+      return onStoreLost(a, e);
     }
-    if (watched) {
-      report_ = *watched;
-      node_lost_ = watchdog.nodeLost();
-      log("watchdog: " + report_.substr(0, report_.find('\n')));
-      try {
-        rdzv.publishFailure(attempt, report_, true);
-        report_ = rdzv.failure(attempt).value_or(report_);
-      } catch (const Error& e) {
-        store_lost_ = options_.nnodes > 1;
-      }
-      group.stop(SIGTERM, grace, signals.fd());
-      return Outcome::kFailed;
-    }
-    if (!failed.empty()) {
-      // A rank that reported its own error comes first; then a rank killed by a signal (not
-      // SIGABRT, which is how an uncaught exception ends) is the likelier root cause than one that
-      // exited with an error because its connections to it broke (gloo mid-exchange).
-      std::optional<size_t> killed;
-      for (size_t i : failed) {
-        int sig = group.worker(i).termSignal();
-        if (!killed && sig != 0 && sig != SIGABRT) killed = i;
-      }
-      auto reporter = group.firstErrorFileWriter();
-      bool primary = !reporter && killed.has_value();
-      size_t root = reporter.value_or(killed.value_or(failed.front()));
-      WorkerFailure f = group.failureOf(root, r.layout.group_rank, host_);
-      report_ = formatRootCause(f);
-      try {
-        if (!primary) {
-          if (std::string s = watchdog.suspects(group); !s.empty()) {
-            report_ = s + "  after which " + report_.substr(std::string("root cause: ").size());
-            primary = true;
-            node_lost_ = watchdog.nodeLost();
-          }
-        }
-        rdzv.publishFailure(attempt, report_, primary);
-      } catch (const Error& e) {
-        store_lost_ = options_.nnodes > 1;
-        report_ += "(could not tell the other nodes: " + std::string(e.what()) + ")\n";
-      }
-      group.stop(SIGTERM, grace, signals.fd());
-      if (!store_lost_) settleReport(attempt, rdzv, primary);
-      // Ranks that failed on their own, not by the agent's stop: a rank whose exit made its
-      // peers abort may exit after them, so the user sees both.
-      std::string others;
-      for (size_t i = 0; i < group.size(); ++i) {
-        const auto& w = group.worker(i);
-        if (i == root || !w.failed() || w.termSignal() == SIGTERM || w.termSignal() == SIGKILL) continue;
-        others += "    rank " + std::to_string(group.spec(i).rank) + " " +
-                  describeExit(w.exitCode(), w.termSignal()) + "\n";
-      }
-      if (!others.empty()) report_ += "  other ranks on this host that failed by themselves:\n" + others;
-      return Outcome::kFailed;
-    }
-    if (group.allSucceeded()) return awaitOtherNodes(attempt, rdzv, group, signals, watchdog);
+    if (watched) return onWatchdog(a, *watched);
+    if (a.group.allSucceeded()) return awaitOtherNodes(a);
     if (multi_node && std::chrono::steady_clock::now() >= next_check) {
       next_check = std::chrono::steady_clock::now() + interval;
-      try {
-        if (auto why = rdzv.shutdown()) {
-          report_ = "the job was stopped: " + *why + "\n";
-          return stopForRemote(group, signals, Outcome::kStopped);
-        }
-        if (rdzv.failure(attempt)) {
-          publishSuspects(attempt, rdzv, watchdog, group);
-          group.stop(SIGTERM, grace, signals.fd());
-          settleReport(attempt, rdzv, false);
-          return Outcome::kFailed;
-        }
-      } catch (const Error& e) {
-        store_lost_ = true;
-        report_ = "lost contact with the rendezvous store of the master node (node rank 0) at " +
-                  options_.master_addr + ":" + std::to_string(options_.master_port) + ": " + e.what() + "\n";
-        return stopForRemote(group, signals, Outcome::kStopped);
-      }
+      if (auto outcome = checkOtherNodes(a)) return *outcome;
     }
   }
 }
 
-void Agent::publishSuspects(int attempt, Rendezvous& rdzv, Watchdog& watchdog, const WorkerGroup& group) {
-  std::string s = watchdog.suspects(group);
+Agent::Outcome Agent::stopForSignal(Attempt& a, int sig) {
+  interrupt_signal_ = sig;
+  try {
+    a.rdzv.publishShutdown("the agent on host '" + host_ + "' was stopped by " + signalName(sig));
+  } catch (const Error&) {
+  }
+  a.group.stop(sig, toMs(options_.grace_period_s), a.signals.fd());
+  return Outcome::kInterrupted;
+}
+
+Agent::Outcome Agent::onStoreLost(Attempt& a, const Error& e) {
+  store_lost_ = true;
+  report_ = "lost contact with the rendezvous store of the master node (node rank 0) at " +
+            options_.master_addr + ":" + std::to_string(options_.master_port) + ": " + e.what() + "\n";
+  return stopForRemote(a, Outcome::kStopped);
+}
+
+Agent::Outcome Agent::onWatchdog(Attempt& a, const std::string& watched) {
+  report_ = watched;
+  node_lost_ = a.watchdog.nodeLost();
+  log("watchdog: " + report_.substr(0, report_.find('\n')));
+  try {
+    a.rdzv.publishFailure(a.number, report_, true);
+    report_ = a.rdzv.failure(a.number).value_or(report_);
+  } catch (const Error& e) {
+    store_lost_ = options_.nnodes > 1;
+  }
+  a.group.stop(SIGTERM, toMs(options_.grace_period_s), a.signals.fd());
+  return Outcome::kFailed;
+}
+
+namespace {
+
+// The failed worker most likely to be the root cause, and whether it surely is (primary). A rank
+// that reported its own error comes first; then a rank killed by a signal (not SIGABRT, which is
+// how an uncaught exception ends) is the likelier root cause than one that exited with an error
+// because its connections to it broke (gloo mid-exchange).
+std::pair<size_t, bool> rootCause(const WorkerGroup& group, const std::vector<size_t>& failed) {
+  std::optional<size_t> killed;
+  for (size_t i : failed) {
+    int sig = group.worker(i).termSignal();
+    if (!killed && sig != 0 && sig != SIGABRT) killed = i;
+  }
+  auto reporter = group.firstErrorFileWriter();
+  return {reporter.value_or(killed.value_or(failed.front())), !reporter && killed.has_value()};
+}
+
+// Ranks other than root that failed on their own, not by the agent's stop: a rank whose exit made
+// its peers abort may exit after them, so the user sees both.
+std::string othersFailed(const WorkerGroup& group, size_t root) {
+  std::string others;
+  for (size_t i = 0; i < group.size(); ++i) {
+    const auto& w = group.worker(i);
+    if (i == root || !w.failed() || w.termSignal() == SIGTERM || w.termSignal() == SIGKILL) continue;
+    others += "    rank " + std::to_string(group.spec(i).rank) + " " +
+              describeExit(w.exitCode(), w.termSignal()) + "\n";
+  }
+  return others;
+}
+
+}  // namespace
+
+Agent::Outcome Agent::onWorkersFailed(Attempt& a, const std::vector<size_t>& failed) {
+  auto [root, primary] = rootCause(a.group, failed);
+  report_ = formatRootCause(a.group.failureOf(root, a.result.layout.group_rank, host_));
+  try {
+    if (!primary) {
+      if (std::string s = a.watchdog.suspects(a.group); !s.empty()) {
+        report_ = s + "  after which " + report_.substr(std::string("root cause: ").size());
+        primary = true;
+        node_lost_ = a.watchdog.nodeLost();
+      }
+    }
+    a.rdzv.publishFailure(a.number, report_, primary);
+  } catch (const Error& e) {
+    store_lost_ = options_.nnodes > 1;
+    report_ += "(could not tell the other nodes: " + std::string(e.what()) + ")\n";
+  }
+  a.group.stop(SIGTERM, toMs(options_.grace_period_s), a.signals.fd());
+  if (!store_lost_) settleReport(a.number, a.rdzv, primary);
+  if (std::string others = othersFailed(a.group, root); !others.empty())
+    report_ += "  other ranks on this host that failed by themselves:\n" + others;
+  return Outcome::kFailed;
+}
+
+std::optional<Agent::Outcome> Agent::checkOtherNodes(Attempt& a) {
+  try {
+    if (auto why = a.rdzv.shutdown()) {
+      report_ = "the job was stopped: " + *why + "\n";
+      return stopForRemote(a, Outcome::kStopped);
+    }
+    if (a.rdzv.failure(a.number)) {
+      publishSuspects(a);
+      a.group.stop(SIGTERM, toMs(options_.grace_period_s), a.signals.fd());
+      settleReport(a.number, a.rdzv, false);
+      return Outcome::kFailed;
+    }
+  } catch (const Error& e) {
+    return onStoreLost(a, e);
+  }
+  return std::nullopt;
+}
+
+void Agent::publishSuspects(Attempt& a) {
+  std::string s = a.watchdog.suspects(a.group);
   if (s.empty()) return;
-  node_lost_ = node_lost_ || watchdog.nodeLost();
-  rdzv.publishFailure(attempt, s, true);
+  node_lost_ = node_lost_ || a.watchdog.nodeLost();
+  a.rdzv.publishFailure(a.number, s, true);
 }
 
 void Agent::settleReport(int attempt, Rendezvous& rdzv, bool have_primary) {
@@ -370,43 +430,42 @@ void Agent::settleReport(int attempt, Rendezvous& rdzv, bool have_primary) {
   }
 }
 
-Agent::Outcome Agent::stopForRemote(WorkerGroup& group, SignalWatcher& signals, Outcome outcome) {
-  group.stop(SIGTERM, toMs(options_.grace_period_s), signals.fd());
+Agent::Outcome Agent::stopForRemote(Attempt& a, Outcome outcome) {
+  a.group.stop(SIGTERM, toMs(options_.grace_period_s), a.signals.fd());
   return outcome;
 }
 
-Agent::Outcome Agent::awaitOtherNodes(int attempt, Rendezvous& rdzv, WorkerGroup& group,
-                                      SignalWatcher& signals, Watchdog& watchdog) {
+Agent::Outcome Agent::awaitOtherNodes(Attempt& a) {
   // Descendants a successful worker left behind die with the attempt.
-  group.stop(SIGTERM, toMs(options_.grace_period_s), signals.fd());
+  a.group.stop(SIGTERM, toMs(options_.grace_period_s), a.signals.fd());
   try {
-    rdzv.markSucceeded(attempt);
+    a.rdzv.markSucceeded(a.number);
     const Ms interval = toMs(options_.monitor_interval_s);
     for (;;) {
-      if (rdzv.allSucceeded(attempt)) return Outcome::kSucceeded;
-      if (auto why = rdzv.shutdown()) {
+      if (a.rdzv.allSucceeded(a.number)) return Outcome::kSucceeded;
+      if (auto why = a.rdzv.shutdown()) {
         report_ = "the job was stopped: " + *why + "\n";
         return Outcome::kStopped;
       }
-      if (auto remote = rdzv.failure(attempt)) {
+      if (auto remote = a.rdzv.failure(a.number)) {
         report_ = *remote;
-        settleReport(attempt, rdzv, false);
+        settleReport(a.number, a.rdzv, false);
         return Outcome::kFailed;
       }
       if (options_.nnodes > 1) {
-        if (auto watched = watchdog.check(group)) {  // keeps beating; a silent node fails the job
+        if (auto watched = a.watchdog.check(a.group)) {  // keeps beating; a silent node fails the job
           report_ = *watched;
-          node_lost_ = watchdog.nodeLost();
-          rdzv.publishFailure(attempt, report_, true);
+          node_lost_ = a.watchdog.nodeLost();
+          a.rdzv.publishFailure(a.number, report_, true);
           return Outcome::kFailed;
         }
       }
-      if (int sig = signals.drain(); sig != 0) {
+      if (int sig = a.signals.drain(); sig != 0) {
         interrupt_signal_ = sig;
-        rdzv.publishShutdown("the agent on host '" + host_ + "' was stopped by " + signalName(sig));
+        a.rdzv.publishShutdown("the agent on host '" + host_ + "' was stopped by " + signalName(sig));
         return Outcome::kInterrupted;
       }
-      group.waitForEvents(signals.fd(), std::min(interval, Ms(50)));
+      a.group.waitForEvents(a.signals.fd(), std::min(interval, Ms(50)));
     }
   } catch (const Error& e) {
     store_lost_ = true;

@@ -3,21 +3,31 @@
 // starts this node's workers, watches them, and on the first failure anywhere stops every
 // worker of the job, reports the root cause and restarts the whole group while restarts remain.
 #include <chrono>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "lockstep/comm/op_watch.h"
 #include "lockstep/launch/launch_options.h"
+
+namespace lockstep {
+class Error;
+}
 
 namespace lockstep::launch {
 
 class Console;
 class ProgressChannel;
+struct RankLayout;
 class Rendezvous;
 struct RendezvousResult;
 class SignalWatcher;
 class WorkerGroup;
 class Watchdog;
+struct WatchdogOptions;
+struct WorkerSpec;
 
 /// Exit codes of run(): kJobFailed when workers failed (after all restarts) or the rendezvous
 /// failed, 128 + N when the agent was stopped by signal N.
@@ -39,15 +49,33 @@ class Agent {
 
  private:
   enum class Outcome { kSucceeded, kFailed, kInterrupted, kStopped };
+  struct Attempt;
+  // One attempt: start this node's workers, then supervise them until the attempt ends.
   Outcome runAttempt(int attempt, Rendezvous& rdzv, const RendezvousResult& r, SignalWatcher& signals);
-  Outcome awaitOtherNodes(int attempt, Rendezvous& rdzv, WorkerGroup& group, SignalWatcher& signals,
-                          Watchdog& watchdog);
-  Outcome stopForRemote(WorkerGroup& group, SignalWatcher& signals, Outcome outcome);
+
+  // Starting: what each worker runs, with which environment and where its output goes.
+  std::vector<WorkerSpec> workerSpecs(int attempt, const RankLayout& layout) const;
+  std::map<std::string, std::string> workerEnv(int attempt, const RankLayout& layout, const WorkerSpec& s,
+                                               const std::map<std::string, std::string>& base) const;
+  void setOutputSinks(WorkerSpec& s, const std::string& dir, int world_size) const;
+  WatchdogOptions watchdogOptions(int attempt, const RendezvousResult& r);
+  std::chrono::milliseconds watchdogInterval() const;
+
+  // Supervising: the loop waits for worker output, exits and signals and hands each event to the
+  // step that ends the attempt with its outcome.
+  Outcome monitor(Attempt& a);
+  Outcome stopForSignal(Attempt& a, int sig);
+  Outcome onWorkersFailed(Attempt& a, const std::vector<size_t>& failed);
+  Outcome onWatchdog(Attempt& a, const std::string& watched);
+  Outcome onStoreLost(Attempt& a, const Error& e);
+  // Another node failed or the job was stopped: the outcome, or none to keep going.
+  std::optional<Outcome> checkOtherNodes(Attempt& a);
+  // This node's workers all succeeded: wait for the other nodes' (or a failure among them).
+  Outcome awaitOtherNodes(Attempt& a);
+  Outcome stopForRemote(Attempt& a, Outcome outcome);
   // Publishes what this node's watchdog suspects (a stopped worker, a silent node) as the primary
   // cause of a failure found elsewhere.
-  void publishSuspects(int attempt, Rendezvous& rdzv, Watchdog& watchdog, const WorkerGroup& group);
-  // After the group stopped: the first primary report of the attempt, waiting briefly for one when
-  // only a secondary one (a rank that failed because a peer vanished) is known.
+  void publishSuspects(Attempt& a);
   void settleReport(int attempt, Rendezvous& rdzv, bool have_primary);
   void writeReport(const std::string& headline, const std::string& body);
   void log(const std::string& line) const;
