@@ -6,52 +6,46 @@ namespace lockstep {
 
 size_t dtypeSize(DType t) {
   switch (t) {
-    case DType::f32:
-      return 4;
-    case DType::f64:
-      return 8;
-    case DType::bf16:
-      return 2;
-    case DType::f16:
-      return 2;
-    case DType::i32:
-      return 4;
-    case DType::i64:
-      return 8;
-    case DType::u8:
-      return 1;
+#define LOCKSTEP_DTYPE_SIZE(name, host, bytes, floating) \
+  case DType::name:                                      \
+    return bytes;
+    LOCKSTEP_DTYPES(LOCKSTEP_DTYPE_SIZE)
+#undef LOCKSTEP_DTYPE_SIZE
   }
   LOCKSTEP_CHECK(false, "unknown dtype ", static_cast<int>(t));
 }
 
 const char* dtypeName(DType t) {
   switch (t) {
-    case DType::f32:
-      return "f32";
-    case DType::f64:
-      return "f64";
-    case DType::bf16:
-      return "bf16";
-    case DType::f16:
-      return "f16";
-    case DType::i32:
-      return "i32";
-    case DType::i64:
-      return "i64";
-    case DType::u8:
-      return "u8";
+#define LOCKSTEP_DTYPE_NAME(name, host, bytes, floating) \
+  case DType::name:                                      \
+    return #name;
+    LOCKSTEP_DTYPES(LOCKSTEP_DTYPE_NAME)
+#undef LOCKSTEP_DTYPE_NAME
   }
   return "?";
 }
 
 DType dtypeFromName(const std::string& name) {
-  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u8}) {
-    if (name == dtypeName(t)) return t;
-  }
-  throw ValueError("unknown dtype '" + name + "'; expected one of f32, f64, bf16, f16, i32, i64, u8");
+  std::string known;
+#define LOCKSTEP_DTYPE_FROM_NAME(dtype, host, bytes, floating) \
+  if (name == #dtype) return DType::dtype;                     \
+  known += known.empty() ? #dtype : ", " #dtype;
+  LOCKSTEP_DTYPES(LOCKSTEP_DTYPE_FROM_NAME)
+#undef LOCKSTEP_DTYPE_FROM_NAME
+  throw ValueError("unknown dtype '" + name + "'; expected one of " + known);
 }
 
-bool isFloating(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::bf16 || t == DType::f16; }
+bool isFloating(DType t) {
+  switch (t) {
+#define LOCKSTEP_DTYPE_FLOATING(name, host, bytes, floating) \
+  case DType::name:                                          \
+    return floating;
+    LOCKSTEP_DTYPES(LOCKSTEP_DTYPE_FLOATING)
+#undef LOCKSTEP_DTYPE_FLOATING
+  }
+  return false;
+}
 
 Half::Half(float f) {
   uint32_t x;

@@ -7,10 +7,25 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 
 namespace lockstep {
 
-enum class DType : uint8_t { f32, f64, bf16, f16, i32, i64, u8 };
+/// Every element type once: X(name, host C++ type, bytes, floating). The enum, dtypeSize,
+/// dtypeName, isFloating, dtypeOf and the visitors are all made from this list (ggml's
+/// type_traits table), so a new dtype is one line here plus its arithmetic.
+#define LOCKSTEP_DTYPES(X)   \
+  X(f32, float, 4, true)     \
+  X(f64, double, 8, true)    \
+  X(bf16, BFloat16, 2, true) \
+  X(f16, Half, 2, true)      \
+  X(i32, int32_t, 4, false)  \
+  X(i64, int64_t, 8, false)  \
+  X(u8, uint8_t, 1, false)
+
+#define LOCKSTEP_DTYPE_ENUMERATOR(name, type, bytes, floating) name,
+enum class DType : uint8_t { LOCKSTEP_DTYPES(LOCKSTEP_DTYPE_ENUMERATOR) };
+#undef LOCKSTEP_DTYPE_ENUMERATOR
 
 /// Bytes per element.
 size_t dtypeSize(DType t);
@@ -50,59 +65,43 @@ struct Half {
   explicit operator float() const;
 };
 
+/// The host C++ type of each dtype (HostType<DType::f32>::type is float) and back (dtypeOf<float>).
+template <DType D>
+struct HostType;
 template <typename T>
 struct DTypeOf;
-template <>
-struct DTypeOf<float> {
-  static constexpr DType value = DType::f32;
-};
-template <>
-struct DTypeOf<double> {
-  static constexpr DType value = DType::f64;
-};
-template <>
-struct DTypeOf<BFloat16> {
-  static constexpr DType value = DType::bf16;
-};
-template <>
-struct DTypeOf<Half> {
-  static constexpr DType value = DType::f16;
-};
-template <>
-struct DTypeOf<int32_t> {
-  static constexpr DType value = DType::i32;
-};
-template <>
-struct DTypeOf<int64_t> {
-  static constexpr DType value = DType::i64;
-};
-template <>
-struct DTypeOf<uint8_t> {
-  static constexpr DType value = DType::u8;
-};
+#define LOCKSTEP_DTYPE_TRAITS(name, host, bytes, floating) \
+  template <>                                              \
+  struct HostType<DType::name> {                           \
+    using type = host;                                     \
+  };                                                       \
+  template <>                                              \
+  struct DTypeOf<host> {                                   \
+    static constexpr DType value = DType::name;            \
+  };
+LOCKSTEP_DTYPES(LOCKSTEP_DTYPE_TRAITS)
+#undef LOCKSTEP_DTYPE_TRAITS
 template <typename T>
 inline constexpr DType dtypeOf = DTypeOf<T>::value;
 
-/// Calls fn(T{}) with T the C++ type of dtype t: LOCKSTEP_DISPATCH-style visitor.
+/// Calls fn(T{}) with T = TypeOf<t>::type: the one switch over dtypes that every visitor shares
+/// (the host's below, the CUDA kernels' visitDeviceType with __half and __nv_bfloat16).
+template <template <DType> class TypeOf, typename Fn>
+decltype(auto) visitDTypeAs(DType t, Fn&& fn) {
+  switch (t) {
+#define LOCKSTEP_DTYPE_CASE(name, host, bytes, floating) \
+  case DType::name:                                      \
+    return fn(typename TypeOf<DType::name>::type{});
+    LOCKSTEP_DTYPES(LOCKSTEP_DTYPE_CASE)
+#undef LOCKSTEP_DTYPE_CASE
+  }
+  return fn(typename TypeOf<DType::f32>::type{});
+}
+
+/// Calls fn(T{}) with T the host C++ type of dtype t: LOCKSTEP_DISPATCH-style visitor.
 template <typename Fn>
 decltype(auto) visitDType(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::f32:
-      return fn(float{});
-    case DType::f64:
-      return fn(double{});
-    case DType::bf16:
-      return fn(BFloat16{});
-    case DType::f16:
-      return fn(Half{});
-    case DType::i32:
-      return fn(int32_t{});
-    case DType::i64:
-      return fn(int64_t{});
-    case DType::u8:
-      return fn(uint8_t{});
-  }
-  return fn(float{});
+  return visitDTypeAs<HostType>(t, std::forward<Fn>(fn));
 }
 
 }  // namespace lockstep

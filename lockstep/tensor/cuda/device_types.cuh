@@ -10,27 +10,23 @@
 
 namespace lockstep::cuda {
 
+/// The CUDA element type of each dtype: the host's, except __nv_bfloat16 and __half for bf16 and f16.
+template <DType D>
+struct DeviceType : HostType<D> {};
+template <>
+struct DeviceType<DType::bf16> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct DeviceType<DType::f16> {
+  using type = __half;
+};
+
 /// Calls fn(T{}) with the CUDA element type of t (float, double, __nv_bfloat16, __half, int32_t,
 /// int64_t, uint8_t).
 template <typename Fn>
 decltype(auto) visitDeviceType(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::f32:
-      return fn(float{});
-    case DType::f64:
-      return fn(double{});
-    case DType::bf16:
-      return fn(__nv_bfloat16{});
-    case DType::f16:
-      return fn(__half{});
-    case DType::i32:
-      return fn(int32_t{});
-    case DType::i64:
-      return fn(int64_t{});
-    case DType::u8:
-      return fn(uint8_t{});
-  }
-  return fn(float{});
+  return visitDTypeAs<DeviceType>(t, std::forward<Fn>(fn));
 }
 
 /// Value casts as the host's castValue does them: 16-bit floats go through float (round to nearest
