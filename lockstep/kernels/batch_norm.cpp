@@ -1,11 +1,15 @@
 #include "lockstep/kernels/batch_norm.h"
 
 #include "lockstep/kernels/dispatch.h"
-#if LOCKSTEP_WITH_CUDA
-#include "lockstep/kernels/cuda/batch_norm.h"
-#endif
+#include "lockstep/kernels/tables/batch_norm.h"
 
 namespace lockstep::kernels {
+
+namespace {
+const Backends<BatchNormKernels> kBackends{.onednn = &onednn::kBatchNorm,
+                                           .reference = &reference::kBatchNorm,
+                                           .cuda = LOCKSTEP_CUDA_TABLE(cuda::kBatchNorm)};
+}  // namespace
 
 namespace {
 void checkVector(const Tensor& v, const Tensor& x, const char* what) {
@@ -48,11 +52,10 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
                      "batch_norm2d: eval mode needs running_mean and running_var (input ",
                      shapeToString(x.shape()), ")");
   }
+  BatchNormResult r = dispatch<&BatchNormKernels::batchNorm2dForward>(kBackends, x, x, weight, bias,
+                                                                      running_mean, running_var, p);
   // The GPU kernels update the running statistics on the device themselves.
-  LOCKSTEP_ON_CUDA(x, cuda::batchNorm2dForward(x, weight, bias, running_mean, running_var, p));
-  BatchNormResult r = dispatch<onednn::batchNorm2dForward, reference::batchNorm2dForward>(
-      x.dtype(), x, weight, bias, running_mean, running_var, p);
-  if (p.training && running_mean.defined()) {
+  if (p.training && running_mean.defined() && !x.isCuda()) {
     blend(running_mean, r.mean, p.momentum, 1.0);
     blend(running_var, r.var, p.momentum, double(count) / double(count - 1));  // unbiased, as PyTorch
   }
@@ -63,9 +66,8 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tens
                                    const Tensor& mean, const Tensor& var, const BatchNormParams& p) {
   LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "batch_norm2d backward: gradient ",
                    shapeToString(gy.shape()), " differs from the input shape ", shapeToString(x.shape()));
-  LOCKSTEP_ON_CUDA(x, cuda::batchNorm2dBackward(gy, x, weight, with_bias, mean, var, p));
-  return dispatch<onednn::batchNorm2dBackward, reference::batchNorm2dBackward>(x.dtype(), gy, x, weight,
-                                                                               with_bias, mean, var, p);
+  return dispatch<&BatchNormKernels::batchNorm2dBackward>(kBackends, x, gy, x, weight, with_bias, mean, var,
+                                                          p);
 }
 
 }  // namespace lockstep::kernels

@@ -1,11 +1,14 @@
 #include "lockstep/kernels/conv.h"
 
 #include "lockstep/kernels/dispatch.h"
-#if LOCKSTEP_WITH_CUDA
-#include "lockstep/kernels/cuda/conv.h"
-#endif
+#include "lockstep/kernels/tables/conv.h"
 
 namespace lockstep::kernels {
+
+namespace {
+const Backends<ConvKernels> kBackends{
+    .onednn = &onednn::kConv, .reference = &reference::kConv, .cuda = LOCKSTEP_CUDA_TABLE(cuda::kConv)};
+}  // namespace
 
 Shape conv2dOutputShape(const Shape& x, const Shape& w, const Conv2dParams& p) {
   LOCKSTEP_ENFORCE(x.size() == 4 && w.size() == 4, ValueError, "conv2d: input ", shapeToString(x),
@@ -40,23 +43,18 @@ Shape checkConv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2
   return out;
 }
 
-Tensor conv2dInput(const Tensor& x) {
-  LOCKSTEP_ON_CUDA(x, cuda::conv2dInput(x));
-  return backendFor(x.dtype()) == Backend::onednn ? onednn::conv2dInput(x) : x;
-}
+Tensor conv2dInput(const Tensor& x) { return dispatchAsIs<&ConvKernels::conv2dInput>(kBackends, x, x); }
 
 Tensor conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
   checkConv2d(x, w, b, p);
-  LOCKSTEP_ON_CUDA(x, cuda::conv2dForward(x, w, b, p));
-  return dispatch<onednn::conv2dForward, reference::conv2dForward>(x.dtype(), x, w, b, p);
+  return dispatch<&ConvKernels::conv2dForward>(kBackends, x, x, w, b, p);
 }
 
 Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   Shape out = checkConv2d(x, w, Tensor(), p);
   LOCKSTEP_ENFORCE(gy.shape() == out, ValueError, "conv2d backward: gradient ", shapeToString(gy.shape()),
                    " differs from the output shape ", shapeToString(out));
-  LOCKSTEP_ON_CUDA(x, cuda::conv2dBackwardData(gy, x, w, p));
-  return dispatch<onednn::conv2dBackwardData, reference::conv2dBackwardData>(x.dtype(), gy, x, w, p);
+  return dispatch<&ConvKernels::conv2dBackwardData>(kBackends, x, gy, x, w, p);
 }
 
 Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape,
@@ -64,9 +62,7 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const
   Shape out = conv2dOutputShape(x.shape(), weight_shape, p);
   LOCKSTEP_ENFORCE(gy.shape() == out, ValueError, "conv2d backward: gradient ", shapeToString(gy.shape()),
                    " differs from the output shape ", shapeToString(out));
-  LOCKSTEP_ON_CUDA(x, cuda::conv2dBackwardWeights(gy, x, weight_shape, with_bias, p));
-  return dispatch<onednn::conv2dBackwardWeights, reference::conv2dBackwardWeights>(
-      x.dtype(), gy, x, weight_shape, with_bias, p);
+  return dispatch<&ConvKernels::conv2dBackwardWeights>(kBackends, x, gy, x, weight_shape, with_bias, p);
 }
 
 }  // namespace lockstep::kernels

@@ -134,6 +134,16 @@ auto entry(const Table* table) -> std::remove_cvref_t<decltype(std::declval<Tabl
   return table ? table->*Op : nullptr;
 }
 
+/// The CUDA backend's kernel for Op; an op it lacks is an error (the CPU kernels cannot read device
+/// memory).
+template <auto Op, typename Table>
+auto cudaKernel(const Backends<Table>& backends) {
+  const auto fn = entry<Op>(backends.cuda);
+  LOCKSTEP_ENFORCE(fn != nullptr, NotSupportedError, Table::kGroup,
+                   ": the CUDA backend has no kernel for this op; move the tensors to the CPU with to()");
+  return fn;
+}
+
 /// Runs fn, for a low-precision t emulated in f32.
 template <typename Fn, typename... Args>
 auto runOrEmulate(DType t, Fn fn, const Args&... args) {
@@ -156,12 +166,7 @@ auto runOrEmulate(DType t, Fn fn, const Args&... args) {
 template <auto Op, typename Table = typename detail::TableOf<decltype(Op)>::type, typename... Args>
 auto dispatch(const Backends<Table>& backends, Where where, const Args&... args) {
   const DType t = where.dtype;
-  if (where.cuda) {
-    const auto fn = detail::entry<Op>(backends.cuda);
-    LOCKSTEP_ENFORCE(fn != nullptr, NotSupportedError, Table::kGroup,
-                     ": the CUDA backend has no kernel for this op; move the tensors to the CPU with to()");
-    return fn(args...);
-  }
+  if (where.cuda) return detail::cudaKernel<Op>(backends)(args...);
   const auto fast = detail::entry<Op>(backends.onednn), own = detail::entry<Op>(backends.cpu),
              ref = detail::entry<Op>(backends.reference);
   if (backendFor(t) == Backend::reference) {
@@ -185,6 +190,24 @@ auto dispatch(const Backends<Table>& backends, Where where, const Args&... args)
   const auto fn = own ? own : ref;
   LOCKSTEP_CHECK(fn != nullptr, Table::kGroup, ": an op no CPU backend provides");
   return detail::runOrEmulate(t, fn, args...);
+}
+
+/// As dispatch(), for ops whose kernels take every dtype as it is: layout changes, and the loops
+/// that widen low precision themselves (optimizer steps, checks, accumulation). The backend is
+/// chosen the same way; nothing is emulated.
+template <auto Op, typename Table = typename detail::TableOf<decltype(Op)>::type, typename... Args>
+auto dispatchAsIs(const Backends<Table>& backends, Where where, const Args&... args) {
+  if (where.cuda) return detail::cudaKernel<Op>(backends)(args...);
+  const auto fast = detail::entry<Op>(backends.onednn), own = detail::entry<Op>(backends.cpu),
+             ref = detail::entry<Op>(backends.reference);
+  auto fn = fast ? fast : own ? own : ref;
+  if (backendFor(where.dtype) == Backend::reference) {
+    fn = ref ? ref : own;
+  } else if (own && where.dtype == DType::f32) {
+    fn = own;
+  }
+  LOCKSTEP_CHECK(fn != nullptr, Table::kGroup, ": an op no CPU backend provides");
+  return fn(args...);
 }
 
 /// Runs Fast (oneDNN) or Ref (reference loops) as backendFor(t) says; for a low-precision t,

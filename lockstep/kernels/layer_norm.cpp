@@ -1,9 +1,15 @@
 #include "lockstep/kernels/layer_norm.h"
 
-#include "lockstep/kernels/cuda/layer_norm.h"
 #include "lockstep/kernels/dispatch.h"
+#include "lockstep/kernels/tables/layer_norm.h"
 
 namespace lockstep::kernels {
+
+namespace {
+const Backends<LayerNormKernels> kBackends{.onednn = &onednn::kLayerNorm,
+                                           .reference = &reference::kLayerNorm,
+                                           .cuda = LOCKSTEP_CUDA_TABLE(cuda::kLayerNorm)};
+}  // namespace
 
 int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                        const Tensor& bias) {
@@ -27,21 +33,18 @@ int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Ten
 
 LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                  const Tensor& bias, double eps) {
-  const int64_t n = checkLayerNorm(x, normalized_shape, weight, bias);
-  LOCKSTEP_ON_CUDA(x, cuda::layerNormForward(x, n, weight, bias, eps));
-  return dispatch<onednn::layerNormForward, reference::layerNormForward>(x.dtype(), x, normalized_shape,
-                                                                         weight, bias, eps);
+  checkLayerNorm(x, normalized_shape, weight, bias);
+  return dispatch<&LayerNormKernels::layerNormForward>(kBackends, x, x, normalized_shape, weight, bias, eps);
 }
 
 LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean,
                                  const Tensor& variance, const Shape& normalized_shape, const Tensor& weight,
                                  const Tensor& bias, double eps) {
-  const int64_t n = checkLayerNorm(x, normalized_shape, weight, bias);
+  checkLayerNorm(x, normalized_shape, weight, bias);
   LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "layer_norm backward: gradient shape ",
                    shapeToString(gy.shape()), " differs from input shape ", shapeToString(x.shape()));
-  LOCKSTEP_ON_CUDA(x, cuda::layerNormBackward(gy, x, mean, variance, n, weight, bias, eps));
-  return dispatch<onednn::layerNormBackward, reference::layerNormBackward>(
-      x.dtype(), gy, x, mean, variance, normalized_shape, weight, bias, eps);
+  return dispatch<&LayerNormKernels::layerNormBackward>(kBackends, x, gy, x, mean, variance, normalized_shape,
+                                                        weight, bias, eps);
 }
 
 }  // namespace lockstep::kernels

@@ -4,12 +4,15 @@
 
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/reduce.h"
+#include "lockstep/kernels/tables/linear.h"
 #include "lockstep/tensor/strided.h"
-#if LOCKSTEP_WITH_CUDA
-#include "lockstep/kernels/cuda/blas.h"
-#endif
 
 namespace lockstep::kernels {
+
+namespace {
+const Backends<LinearKernels> kBackends{
+    .onednn = &onednn::kLinear, .reference = &reference::kLinear, .cuda = LOCKSTEP_CUDA_TABLE(cuda::kLinear)};
+}  // namespace
 
 namespace {
 
@@ -33,16 +36,14 @@ Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias) 
                      ValueError, "linear: bias ", bias.describe(), " does not match weight ",
                      weight.describe());
   }
-  LOCKSTEP_ON_CUDA(x, cuda::linearForward(x, weight, bias));
-  return dispatch<onednn::linearForward, reference::linearForward>(x.dtype(), x, weight, bias);
+  return dispatch<&LinearKernels::linearForward>(kBackends, x, x, weight, bias);
 }
 
 Tensor linearBackwardData(const Tensor& gy, const Tensor& weight) {
   LOCKSTEP_ENFORCE(weight.dim() == 2 && gy.dim() >= 1 && gy.size(gy.dim() - 1) == weight.size(0), ValueError,
                    "linear backward: gradient ", shapeToString(gy.shape()),
                    " does not end in out_features of weight ", shapeToString(weight.shape()));
-  LOCKSTEP_ON_CUDA(gy, cuda::linearBackwardData(gy, weight));
-  return dispatch<onednn::linearBackwardData, reference::linearBackwardData>(gy.dtype(), gy, weight);
+  return dispatch<&LinearKernels::linearBackwardData>(kBackends, gy, gy, weight);
 }
 
 std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& x, bool with_bias) {
@@ -50,9 +51,7 @@ std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& 
   LOCKSTEP_ENFORCE(gy.dim() >= 1 && x.dim() == gy.dim() && lead_gy == lead_x, ValueError,
                    "linear backward: gradient ", shapeToString(gy.shape()), " does not match input ",
                    shapeToString(x.shape()));
-  LOCKSTEP_ON_CUDA(x, cuda::linearBackwardWeights(gy, x, with_bias));
-  return dispatch<onednn::linearBackwardWeights, reference::linearBackwardWeights>(x.dtype(), gy, x,
-                                                                                   with_bias);
+  return dispatch<&LinearKernels::linearBackwardWeights>(kBackends, x, gy, x, with_bias);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -64,8 +63,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                    dtypeName(b.dtype()), " differ");
   broadcastShapes(Shape(a.shape().begin(), a.shape().end() - 2),
                   Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
-  LOCKSTEP_ON_CUDA(a, cuda::matmul(a, b));
-  return dispatch<onednn::matmul, reference::matmul>(a.dtype(), a, b);
+  return dispatch<&LinearKernels::matmul>(kBackends, a, a, b);
 }
 
 std::pair<Tensor, Tensor> matmulBackward(const Tensor& gy, const Tensor& a, const Tensor& b, bool need_a,

@@ -1,11 +1,14 @@
 #include "lockstep/kernels/pool.h"
 
 #include "lockstep/kernels/dispatch.h"
-#if LOCKSTEP_WITH_CUDA
-#include "lockstep/kernels/cuda/pool.h"
-#endif
+#include "lockstep/kernels/tables/pool.h"
 
 namespace lockstep::kernels {
+
+namespace {
+const Backends<PoolKernels> kBackends{
+    .onednn = &onednn::kPool, .reference = &reference::kPool, .cuda = LOCKSTEP_CUDA_TABLE(cuda::kPool)};
+}  // namespace
 
 Pool2dParams resolvePool2d(const Pool2dParams& p) {
   Pool2dParams r = p;
@@ -52,42 +55,35 @@ Shape adaptiveShape(const Tensor& x, std::array<int64_t, 2> out) {
 MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p0, bool training) {
   const Pool2dParams p = resolvePool2d(p0);
   pool2dOutputShape(x.shape(), p, "max_pool2d");
-  LOCKSTEP_ON_CUDA(x, cuda::maxPool2dForward(x, p, training));
-  return dispatch<onednn::maxPool2dForward, reference::maxPool2dForward>(x.dtype(), x, p, training);
+  return dispatch<&PoolKernels::maxPool2dForward>(kBackends, x, x, p, training);
 }
 
 Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& workspace, const Pool2dParams& p0) {
   const Pool2dParams p = resolvePool2d(p0);
   checkGrad(gy, pool2dOutputShape(x.shape(), p, "max_pool2d"), "max_pool2d");
-  LOCKSTEP_ON_CUDA(x, cuda::maxPool2dBackward(gy, x, workspace, p));
-  return dispatch<onednn::maxPool2dBackward, reference::maxPool2dBackward>(x.dtype(), gy, x, workspace, p);
+  return dispatch<&PoolKernels::maxPool2dBackward>(kBackends, x, gy, x, workspace, p);
 }
 
 Tensor avgPool2dForward(const Tensor& x, const Pool2dParams& p0) {
   const Pool2dParams p = resolvePool2d(p0);
   pool2dOutputShape(x.shape(), p, "avg_pool2d");
-  LOCKSTEP_ON_CUDA(x, cuda::avgPool2dForward(x, p));
-  return dispatch<onednn::avgPool2dForward, reference::avgPool2dForward>(x.dtype(), x, p);
+  return dispatch<&PoolKernels::avgPool2dForward>(kBackends, x, x, p);
 }
 
 Tensor avgPool2dBackward(const Tensor& gy, const Tensor& x, const Pool2dParams& p0) {
   const Pool2dParams p = resolvePool2d(p0);
   checkGrad(gy, pool2dOutputShape(x.shape(), p, "avg_pool2d"), "avg_pool2d");
-  LOCKSTEP_ON_CUDA(x, cuda::avgPool2dBackward(gy, x, p));
-  return dispatch<onednn::avgPool2dBackward, reference::avgPool2dBackward>(x.dtype(), gy, x, p);
+  return dispatch<&PoolKernels::avgPool2dBackward>(kBackends, x, gy, x, p);
 }
 
 Tensor adaptiveAvgPool2dForward(const Tensor& x, std::array<int64_t, 2> out) {
   adaptiveShape(x, out);
-  LOCKSTEP_ON_CUDA(x, cuda::adaptiveAvgPool2dForward(x, out));
-  return dispatch<onednn::adaptiveAvgPool2dForward, reference::adaptiveAvgPool2dForward>(x.dtype(), x, out);
+  return dispatch<&PoolKernels::adaptiveAvgPool2dForward>(kBackends, x, x, out);
 }
 
 Tensor adaptiveAvgPool2dBackward(const Tensor& gy, const Tensor& x, std::array<int64_t, 2> out) {
   checkGrad(gy, adaptiveShape(x, out), "adaptive_avg_pool2d");
-  LOCKSTEP_ON_CUDA(x, cuda::adaptiveAvgPool2dBackward(gy, x, out));
-  return dispatch<onednn::adaptiveAvgPool2dBackward, reference::adaptiveAvgPool2dBackward>(x.dtype(), gy, x,
-                                                                                           out);
+  return dispatch<&PoolKernels::adaptiveAvgPool2dBackward>(kBackends, x, gy, x, out);
 }
 
 }  // namespace lockstep::kernels

@@ -1,9 +1,14 @@
 #include "lockstep/kernels/reduce.h"
 
-#include "lockstep/kernels/cuda/reduce.h"
 #include "lockstep/kernels/dispatch.h"
+#include "lockstep/kernels/tables/reduce.h"
 
 namespace lockstep::kernels {
+
+namespace {
+const Backends<ReduceKernels> kBackends{
+    .onednn = &onednn::kReduce, .reference = &reference::kReduce, .cuda = LOCKSTEP_CUDA_TABLE(cuda::kReduce)};
+}  // namespace
 
 std::vector<bool> reducedMask(const std::vector<int64_t>& dims, int64_t ndim, const char* op) {
   std::vector<bool> mask(static_cast<size_t>(ndim), false);
@@ -31,8 +36,7 @@ Shape reducedShape(const Shape& shape, const std::vector<bool>& mask, bool keepd
 
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   LOCKSTEP_ENFORCE(x.defined(), ValueError, op == ReduceOp::sum ? "sum" : "mean", ": undefined operand");
-  LOCKSTEP_ON_CUDA(x, cuda::reduce(op, x, dims, keepdim));
-  return dispatch<onednn::reduce, reference::reduce>(x.dtype(), op, x, dims, keepdim);
+  return dispatch<&ReduceKernels::reduce>(kBackends, x, op, x, dims, keepdim);
 }
 
 std::vector<int64_t> allDims(const Tensor& x) {

@@ -1,9 +1,16 @@
 #include "lockstep/kernels/shape.h"
 
-#include "lockstep/kernels/cuda/concat.h"
+#include <algorithm>
+
 #include "lockstep/kernels/dispatch.h"
+#include "lockstep/kernels/tables/shape.h"
 
 namespace lockstep::kernels {
+
+namespace {
+const Backends<ShapeKernels> kBackends{
+    .onednn = &onednn::kShape, .reference = &reference::kShape, .cuda = LOCKSTEP_CUDA_TABLE(cuda::kShape)};
+}  // namespace
 
 Shape checkConcat(const std::vector<Tensor>& xs, int64_t dim, int64_t* d) {
   LOCKSTEP_ENFORCE(!xs.empty(), ValueError, "concat: needs at least one tensor");
@@ -30,11 +37,10 @@ Shape checkConcat(const std::vector<Tensor>& xs, int64_t dim, int64_t* d) {
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   int64_t d = 0;
-  const Shape out = checkConcat(xs, dim, &d);
-  [[maybe_unused]] const Tensor* on_gpu = &xs[0];  // any GPU operand routes (mixed devices: an error there)
-  for (const Tensor& x : xs) on_gpu = x.isCuda() ? &x : on_gpu;
-  LOCKSTEP_ON_CUDA(*on_gpu, cuda::concat(xs, d, out));
-  return dispatch<onednn::concat, reference::concat>(xs[0].dtype(), xs, dim);
+  checkConcat(xs, dim, &d);
+  // Any GPU operand routes to the GPU (mixed devices: an error there).
+  const bool on_gpu = std::any_of(xs.begin(), xs.end(), [](const Tensor& x) { return x.isCuda(); });
+  return dispatch<&ShapeKernels::concat>(kBackends, {on_gpu, xs[0].dtype()}, xs, d);
 }
 
 }  // namespace lockstep::kernels

@@ -2,10 +2,24 @@
 // the tables' signatures where one CUDA kernel serves several ops (all activations, softmax and
 // log_softmax).
 #include "lockstep/kernels/cuda/activation.h"
+#include "lockstep/kernels/cuda/batch_norm.h"
+#include "lockstep/kernels/cuda/blas.h"
+#include "lockstep/kernels/cuda/concat.h"
+#include "lockstep/kernels/cuda/conv.h"
 #include "lockstep/kernels/cuda/elementwise.h"
+#include "lockstep/kernels/cuda/layer_norm.h"
+#include "lockstep/kernels/cuda/pool.h"
+#include "lockstep/kernels/cuda/reduce.h"
 #include "lockstep/kernels/cuda/softmax.h"
 #include "lockstep/kernels/tables/activation.h"
+#include "lockstep/kernels/tables/batch_norm.h"
 #include "lockstep/kernels/tables/binary.h"
+#include "lockstep/kernels/tables/conv.h"
+#include "lockstep/kernels/tables/layer_norm.h"
+#include "lockstep/kernels/tables/linear.h"
+#include "lockstep/kernels/tables/pool.h"
+#include "lockstep/kernels/tables/reduce.h"
+#include "lockstep/kernels/tables/shape.h"
 #include "lockstep/kernels/tables/softmax.h"
 #include "lockstep/kernels/tables/unary.h"
 
@@ -55,5 +69,50 @@ const SoftmaxKernels kSoftmax{
     .logSoftmaxBackward = [](const Tensor& gy, const Tensor& y,
                              int64_t dim) { return softmaxBackward(gy, y, dim, true); },
 };
+
+const LayerNormKernels kLayerNorm{
+    .layerNormForward =
+        [](const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+           double eps) { return layerNormForward(x, shapeNumel(normalized_shape), weight, bias, eps); },
+    .layerNormBackward =
+        [](const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& variance,
+           const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
+          return layerNormBackward(gy, x, mean, variance, shapeNumel(normalized_shape), weight, bias, eps);
+        },
+};
+
+const BatchNormKernels kBatchNorm{.batchNorm2dForward = &batchNorm2dForward,
+                                  .batchNorm2dBackward = &batchNorm2dBackward};
+
+const LinearKernels kLinear{
+    .linearForward = &linearForward,
+    .linearBackwardData = &linearBackwardData,
+    .linearBackwardWeights = &linearBackwardWeights,
+    .matmul = &matmul,
+};
+
+const ConvKernels kConv{
+    .conv2dInput = &conv2dInput,
+    .conv2dForward = &conv2dForward,
+    .conv2dBackwardData = &conv2dBackwardData,
+    .conv2dBackwardWeights = &conv2dBackwardWeights,
+};
+
+const PoolKernels kPool{
+    .maxPool2dForward = &maxPool2dForward,
+    .maxPool2dBackward = &maxPool2dBackward,
+    .avgPool2dForward = &avgPool2dForward,
+    .avgPool2dBackward = &avgPool2dBackward,
+    .adaptiveAvgPool2dForward = &adaptiveAvgPool2dForward,
+    .adaptiveAvgPool2dBackward = &adaptiveAvgPool2dBackward,
+};
+
+const ReduceKernels kReduce{.reduce = &reduce};
+
+const ShapeKernels kShape{.concat = [](const std::vector<Tensor>& xs, int64_t dim) {
+  int64_t d = 0;
+  const Shape out = checkConcat(xs, dim, &d);
+  return concat(xs, d, out);
+}};
 
 }  // namespace lockstep::kernels::cuda

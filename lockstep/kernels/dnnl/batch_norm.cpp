@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "lockstep/kernels/dnnl/activation_layout.h"
+#include "lockstep/kernels/tables/batch_norm.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -133,5 +134,10 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy0, const Tensor& x0, const Te
   if (with_bias && x.dtype() != DType::f32) g.bias = g.bias.to(x.dtype());
   return g;
 }
+
+const BatchNormKernels kBatchNorm{
+    .batchNorm2dForward = &batchNorm2dForward,
+    .batchNorm2dBackward = &batchNorm2dBackward,
+};
 
 }  // namespace lockstep::kernels::onednn

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "lockstep/kernels/dnnl/activation_layout.h"
+#include "lockstep/kernels/tables/conv.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -226,5 +227,12 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, con
   }
   return out;
 }
+
+const ConvKernels kConv{
+    .conv2dInput = &conv2dInput,
+    .conv2dForward = &conv2dForward,
+    .conv2dBackwardData = &conv2dBackwardData,
+    .conv2dBackwardWeights = &conv2dBackwardWeights,
+};
 
 }  // namespace lockstep::kernels::onednn

@@ -5,6 +5,7 @@
 #include <dnnl.hpp>
 
 #include "lockstep/kernels/dnnl/context.h"
+#include "lockstep/kernels/tables/layer_norm.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -123,5 +124,10 @@ LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tens
   }
   return out;
 }
+
+const LayerNormKernels kLayerNorm{
+    .layerNormForward = &layerNormForward,
+    .layerNormBackward = &layerNormBackward,
+};
 
 }  // namespace lockstep::kernels::onednn

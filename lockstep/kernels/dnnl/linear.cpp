@@ -3,6 +3,7 @@
 #include <dnnl.hpp>
 
 #include "lockstep/kernels/dnnl/context.h"
+#include "lockstep/kernels/tables/linear.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -174,5 +175,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   }
   return y;
 }
+
+const LinearKernels kLinear{
+    .linearForward = &linearForward,
+    .linearBackwardData = &linearBackwardData,
+    .linearBackwardWeights = &linearBackwardWeights,
+    .matmul = &matmul,
+};
 
 }  // namespace lockstep::kernels::onednn

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "lockstep/kernels/dnnl/activation_layout.h"
+#include "lockstep/kernels/tables/pool.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -178,5 +179,14 @@ Tensor adaptiveAvgPool2dBackward(const Tensor& gy, const Tensor& x, std::array<i
   if (!uniformBins(x, out)) return inFormat(reference::adaptiveAvgPool2dBackward(gy, x, out), formatOf(x));
   return backward(dnnl::algorithm::pooling_avg_exclude_padding, gy, x, Tensor(), uniformParams(x, out));
 }
+
+const PoolKernels kPool{
+    .maxPool2dForward = &maxPool2dForward,
+    .maxPool2dBackward = &maxPool2dBackward,
+    .avgPool2dForward = &avgPool2dForward,
+    .avgPool2dBackward = &avgPool2dBackward,
+    .adaptiveAvgPool2dForward = &adaptiveAvgPool2dForward,
+    .adaptiveAvgPool2dBackward = &adaptiveAvgPool2dBackward,
+};
 
 }  // namespace lockstep::kernels::onednn

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "lockstep/kernels/dnnl/context.h"
+#include "lockstep/kernels/tables/reduce.h"
 #include "lockstep/kernels/threads.h"
 #include "lockstep/tensor/strided.h"
 
@@ -154,5 +155,9 @@ Tensor reduce(ReduceOp op, const Tensor& x0, const std::vector<int64_t>& dims, b
   }
   return y.view(out);
 }
+
+const ReduceKernels kReduce{
+    .reduce = &reduce,
+};
 
 }  // namespace lockstep::kernels::onednn

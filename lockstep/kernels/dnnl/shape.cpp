@@ -5,6 +5,7 @@
 #include <dnnl.hpp>
 
 #include "lockstep/kernels/dnnl/context.h"
+#include "lockstep/kernels/tables/shape.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -49,5 +50,9 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   }
   return y;
 }
+
+const ShapeKernels kShape{
+    .concat = &concat,
+};
 
 }  // namespace lockstep::kernels::onednn

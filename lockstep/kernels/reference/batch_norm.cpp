@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "lockstep/kernels/layout.h"
+#include "lockstep/kernels/tables/batch_norm.h"
 
 namespace lockstep::kernels::reference {
 
@@ -73,5 +74,10 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tens
   if (with_bias) out.bias = Tensor::fromVector<double>(gb, {C}).to(x.dtype());
   return out;
 }
+
+const BatchNormKernels kBatchNorm{
+    .batchNorm2dForward = &batchNorm2dForward,
+    .batchNorm2dBackward = &batchNorm2dBackward,
+};
 
 }  // namespace lockstep::kernels::reference

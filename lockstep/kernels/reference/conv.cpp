@@ -2,6 +2,7 @@
 #include "lockstep/kernels/conv.h"
 
 #include "lockstep/kernels/layout.h"
+#include "lockstep/kernels/tables/conv.h"
 
 namespace lockstep::kernels::reference {
 
@@ -84,5 +85,13 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const
   }
   return out;
 }
+
+const ConvKernels kConv{
+    // The reference loops read any layout.
+    .conv2dInput = [](const Tensor& x) { return x; },
+    .conv2dForward = &conv2dForward,
+    .conv2dBackwardData = &conv2dBackwardData,
+    .conv2dBackwardWeights = &conv2dBackwardWeights,
+};
 
 }  // namespace lockstep::kernels::reference

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "lockstep/kernels/tables/layer_norm.h"
+
 namespace lockstep::kernels::reference {
 
 namespace {
@@ -74,5 +76,10 @@ LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor
   if (bias.defined()) out.gbias = gb.to(bias.dtype());
   return out;
 }
+
+const LayerNormKernels kLayerNorm{
+    .layerNormForward = &layerNormForward,
+    .layerNormBackward = &layerNormBackward,
+};
 
 }  // namespace lockstep::kernels::reference

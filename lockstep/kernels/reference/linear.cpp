@@ -1,6 +1,8 @@
 // Plain loops in double precision: the ground truth the oneDNN kernels are tested against.
 #include "lockstep/kernels/linear.h"
 
+#include "lockstep/kernels/tables/linear.h"
+
 namespace lockstep::kernels::reference {
 
 namespace {
@@ -81,5 +83,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   }
   return y.to(a.dtype());
 }
+
+const LinearKernels kLinear{
+    .linearForward = &linearForward,
+    .linearBackwardData = &linearBackwardData,
+    .linearBackwardWeights = &linearBackwardWeights,
+    .matmul = &matmul,
+};
 
 }  // namespace lockstep::kernels::reference

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "lockstep/kernels/layout.h"
+#include "lockstep/kernels/tables/pool.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::kernels::reference {
@@ -161,5 +162,14 @@ Tensor adaptiveAvgPool2dForward(const Tensor& x, std::array<int64_t, 2> out) {
 Tensor adaptiveAvgPool2dBackward(const Tensor& gy, const Tensor& x, std::array<int64_t, 2> out) {
   return avgBackward(gy, x, adaptiveWindows(x.size(2), out[0]), adaptiveWindows(x.size(3), out[1]), false);
 }
+
+const PoolKernels kPool{
+    .maxPool2dForward = &maxPool2dForward,
+    .maxPool2dBackward = &maxPool2dBackward,
+    .avgPool2dForward = &avgPool2dForward,
+    .avgPool2dBackward = &avgPool2dBackward,
+    .adaptiveAvgPool2dForward = &adaptiveAvgPool2dForward,
+    .adaptiveAvgPool2dBackward = &adaptiveAvgPool2dBackward,
+};
 
 }  // namespace lockstep::kernels::reference

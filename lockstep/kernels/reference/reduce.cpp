@@ -3,6 +3,8 @@
 
 #include <limits>
 
+#include "lockstep/kernels/tables/reduce.h"
+
 namespace lockstep::kernels::reference {
 
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
@@ -36,5 +38,9 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
   }
   return acc.view(reducedShape(x.shape(), mask, keepdim)).to(x.dtype());
 }
+
+const ReduceKernels kReduce{
+    .reduce = &reduce,
+};
 
 }  // namespace lockstep::kernels::reference

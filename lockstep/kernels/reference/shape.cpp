@@ -1,6 +1,8 @@
 // Plain loops: the ground truth the fast kernels are tested against.
 #include "lockstep/kernels/shape.h"
 
+#include "lockstep/kernels/tables/shape.h"
+
 namespace lockstep::kernels::reference {
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
@@ -27,5 +29,9 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   }
   return y.to(xs[0].dtype());
 }
+
+const ShapeKernels kShape{
+    .concat = &concat,
+};
 
 }  // namespace lockstep::kernels::reference

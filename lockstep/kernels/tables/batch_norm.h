@@ -1,0 +1,28 @@
+#pragma once
+// batch_norm2d (kernels/batch_norm.h), as each backend provides it (see kernels/dispatch.h). The CPU
+// kernels leave the running statistics to the entry point; the CUDA ones update them on the device.
+#include "lockstep/kernels/batch_norm.h"
+
+namespace lockstep::kernels {
+
+struct BatchNormKernels {
+  static constexpr const char* kGroup = "batch_norm2d";
+  BatchNormResult (*batchNorm2dForward)(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                        const Tensor& running_mean, const Tensor& running_var,
+                                        const BatchNormParams& p) = nullptr;
+  BatchNormGrads (*batchNorm2dBackward)(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                                        bool with_bias, const Tensor& mean, const Tensor& var,
+                                        const BatchNormParams& p) = nullptr;
+};
+
+namespace onednn {
+extern const BatchNormKernels kBatchNorm;
+}
+namespace reference {
+extern const BatchNormKernels kBatchNorm;
+}
+namespace cuda {
+extern const BatchNormKernels kBatchNorm;
+}
+
+}  // namespace lockstep::kernels
