@@ -2,11 +2,11 @@
 
 #include <sched.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <functional>
-#include <set>
 #include <thread>
 
 #include "lockstep/comm/worker_environment.h"
@@ -51,185 +51,224 @@ int parseNprocPerNode(const std::string& flag, const std::string& value, int cor
 
 namespace {
 
-using Setter = std::function<void(LaunchOptions&, const std::string& flag, const std::string& value)>;
+// Sets one field of LaunchOptions from a flag's value; `flag` is its dash spelling, for messages.
+using Setter = std::function<void(const std::string& flag, const std::string& value)>;
 
-struct Flag {
-  std::vector<std::string> names;  // canonical dash spelling first
-  std::string metavar;             // empty: a switch without a value
-  std::string help;
-  Setter set;
+// CLI11 names for `names` (the dash spelling first) plus torchrun's underscore twin of each long
+// one: "--nproc-per-node,--nproc_per_node".
+std::string withUnderscoreTwins(std::initializer_list<std::string> names) {
+  std::string out;
+  for (const auto& n : names) {
+    out += (out.empty() ? "" : ",") + n;
+    std::string twin = n;
+    if (twin.rfind("--", 0) == 0) std::replace(twin.begin() + 2, twin.end(), '-', '_');
+    if (twin != n) out += "," + twin;
+  }
+  return out;
+}
+
+// A flag that takes a value (METAVAR in the help).
+void option(CLI::App& app, std::initializer_list<std::string> names, const std::string& metavar,
+            const std::string& help, Setter set) {
+  const std::string flag = *names.begin();
+  app.add_option_function<std::string>(
+         withUnderscoreTwins(names), [flag, set](const std::string& v) { set(flag, v); }, help)
+      ->type_name(metavar);
+}
+
+// A switch: no value (`--switch=value` is refused in splitEqualsForms).
+void flag(CLI::App& app, std::initializer_list<std::string> names, const std::string& help,
+          std::function<void()> set) {
+  app.add_flag_callback(withUnderscoreTwins(names), std::move(set), help);
+}
+
+// Every flag of `lockstep run`, writing into o; `cores` resolves --nproc-per-node auto.
+void addFlags(CLI::App& app, LaunchOptions& o, int cores) {
+  option(app, {"--nproc-per-node"}, "N|auto", "worker processes per node; auto: one per core (default 1)",
+         [&o, cores](const std::string& f, const std::string& v) {
+           o.nproc_per_node = parseNprocPerNode(f, v, cores);
+         });
+  flag(app, {"--oversubscribe"},
+       "start --nproc-per-node ranks even where that is more than 4 per core or the memory holds",
+       [&o] { o.oversubscribe = true; });
+  option(app, {"--nnodes"}, "N", "number of nodes (hosts) in the job (default 1)",
+         [&o](const std::string& f, const std::string& v) {
+           auto colon = v.find(':');
+           if (colon == std::string::npos) {
+             o.nnodes = parseInt(f, v, 1, 1 << 16);
+             return;
+           }
+           int lo = parseInt(f, v.substr(0, colon), 1, 1 << 16);
+           int hi = parseInt(f, v.substr(colon + 1), 1, 1 << 16);
+           LOCKSTEP_ENFORCE(lo == hi, ValueError, "option ", f, "=", v,
+                            ": elastic node ranges are not supported; give a fixed number of nodes");
+           o.nnodes = lo;
+         });
+  option(app, {"--node-rank"}, "R", "rank of this node; omitted: assigned by arrival order",
+         [&o](const std::string& f, const std::string& v) { o.node_rank = parseInt(f, v, 0, 1 << 16); });
+  option(app, {"--master-addr"}, "HOST", "address of the master node (default 127.0.0.1)",
+         [&o](const std::string& f, const std::string& v) {
+           LOCKSTEP_ENFORCE(!v.empty(), ValueError, "option ", f, " needs a host name or address");
+           o.master_addr = v;
+         });
+  option(app, {"--master-port"}, "PORT", "port of the rendezvous store on the master (default 29500)",
+         [&o](const std::string& f, const std::string& v) { o.master_port = parseInt(f, v, 1, 65535); });
+  flag(app, {"--standalone"}, "single node; pick a free port for the rendezvous store",
+       [&o] { o.standalone = true; });
+  option(app, {"--rdzv-endpoint"}, "HOST:PORT",
+         "rendezvous store endpoint (instead of --master-addr/--master-port)",
+         [&o](const std::string& f, const std::string& v) {
+           auto [host, port] = parseEndpoint(f, v);
+           o.master_addr = host;
+           o.master_port = port;
+         });
+  option(app, {"--rdzv-backend"}, "c10d|static",
+         "accepted for torchrun compatibility; both use the agent's store",
+         [](const std::string& f, const std::string& v) {
+           LOCKSTEP_ENFORCE(v == "c10d" || v == "static", ValueError, "option ", f, "=", v,
+                            ": only c10d and static are supported");
+         });
+  option(app, {"--rdzv-id", "--run-id"}, "ID",
+         "job id shared by all nodes (default 'none'; --standalone: random)",
+         [&o](const std::string& f, const std::string& v) {
+           LOCKSTEP_ENFORCE(!v.empty() && v.find('/') == std::string::npos, ValueError, "option ", f,
+                            " needs a non-empty id without '/'");
+           o.run_id = v;
+         });
+  option(app, {"--rdzv-timeout"}, "SEC", "seconds to wait for all nodes to arrive (default 900)",
+         [&o](const std::string& f, const std::string& v) { o.rdzv_timeout_s = parseSeconds(f, v); });
+  option(app, {"--max-restarts"}, "N", "restarts of the whole group after a failure (default 0)",
+         [&o](const std::string& f, const std::string& v) { o.max_restarts = parseInt(f, v, 0, 1 << 20); });
+  option(app, {"--monitor-interval"}, "SEC", "how often to poll for failures on other nodes (default 0.1)",
+         [&o](const std::string& f, const std::string& v) { o.monitor_interval_s = parseSeconds(f, v); });
+  option(app, {"--grace-period"}, "SEC", "SIGTERM to SIGKILL delay when stopping workers (default 5)",
+         [&o](const std::string& f, const std::string& v) { o.grace_period_s = parseSeconds(f, v); });
+  option(
+      app, {"--timeout"}, "SEC",
+      "collective timeout of the workers (LOCKSTEP_TIMEOUT) and of the watchdog that ends a job whose rank "
+      "is stopped or hung or whose node is cut off (default: $LOCKSTEP_TIMEOUT, else 300)",
+      [&o](const std::string& f, const std::string& v) {
+        o.timeout_s = static_cast<double>(comm::parseTimeoutSeconds("option " + f, v).count()) / 1000.0;
+      });
+  option(app, {"--join-token"}, "TOKEN",
+         "secret every store client must prove it holds (default: $LOCKSTEP_JOIN_TOKEN; one node: a random "
+         "one); prefer the variable, a flag is visible in ps",
+         [&o](const std::string& f, const std::string& v) {
+           LOCKSTEP_ENFORCE(v.size() >= 16, ValueError, "option ", f,
+                            " needs a secret of at least 16 characters (e.g. `openssl rand -hex 32`)");
+           o.join_token = v;
+         });
+  option(app, {"--log-dir"}, "DIR", "write each rank's stdout/stderr to DIR/RUN_ID/attempt_K/RANK/",
+         [&o](const std::string& f, const std::string& v) {
+           LOCKSTEP_ENFORCE(!v.empty(), ValueError, "option ", f, " needs a directory");
+           o.log_dir = v;
+         });
+  option(app, {"--redirects", "-r"}, "MASK",
+         "streams sent to log files only: 1 stdout, 2 stderr, 3 both, or 0:1,1:2",
+         [&o](const std::string& f, const std::string& v) { o.redirects = parseStreamSelection(f, v); });
+  option(app, {"--tee", "-t"}, "MASK",
+         "streams sent to log files and the console (same values as --redirects)",
+         [&o](const std::string& f, const std::string& v) { o.tee = parseStreamSelection(f, v); });
+  option(app, {"--hostfile"}, "FILE",
+         "'host slots=N' lines: print the command to run on each host, then exit",
+         [&o](const std::string& f, const std::string& v) {
+           LOCKSTEP_ENFORCE(!v.empty(), ValueError, "option ", f, " needs a file");
+           o.hostfile = v;
+         });
+  flag(app, {"--no-python"}, "accepted for torchrun compatibility (PROGRAM is always run directly)", [] {});
+  // Our own help flag rather than CLI11's: --help only sets LaunchOptions::help, the caller prints.
+  flag(app, {"--help", "-h"}, "show this help", [&o] { o.help = true; });
+}
+
+// The help in argparse's layout, as torchrun's: usage, what it does, one line per flag under its
+// dash spelling (the underscore twins are said once in the description).
+class UsageFormatter : public CLI::Formatter {
+ public:
+  std::string make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const override {
+    return make_usage(app, name) + "\n" + app->get_description() + make_groups(app, mode);
+  }
+  std::string make_usage(const CLI::App*, std::string name) const override {
+    return "usage: " + name + " [OPTIONS] PROGRAM [ARGS...]\n";
+  }
+  std::string make_option_name(const CLI::Option* opt, bool) const override {
+    std::string names;
+    for (const auto& s : opt->get_snames()) names += (names.empty() ? "-" : ", -") + s;
+    for (const auto& l : opt->get_lnames())
+      if (l.find('_') == std::string::npos) names += (names.empty() ? "--" : ", --") + l;
+    return names;
+  }
 };
 
-std::vector<Flag> flagTable(int cores) {
-  // Built per call (it captures `cores`); parsing happens once per process.
-  std::vector<Flag> table = {
-      {{"--nproc-per-node"},
-       "N|auto",
-       "worker processes per node; auto: one per core (default 1)",
-       [cores](LaunchOptions& o, const std::string& f, const std::string& v) {
-         o.nproc_per_node = parseNprocPerNode(f, v, cores);
-       }},
-      {{"--oversubscribe"},
-       "",
-       "start --nproc-per-node ranks even where that is more than 4 per core or the memory holds",
-       [](LaunchOptions& o, const std::string&, const std::string&) { o.oversubscribe = true; }},
-      {{"--nnodes"},
-       "N",
-       "number of nodes (hosts) in the job (default 1)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         auto colon = v.find(':');
-         if (colon == std::string::npos) {
-           o.nnodes = parseInt(f, v, 1, 1 << 16);
-           return;
-         }
-         int lo = parseInt(f, v.substr(0, colon), 1, 1 << 16);
-         int hi = parseInt(f, v.substr(colon + 1), 1, 1 << 16);
-         LOCKSTEP_ENFORCE(lo == hi, ValueError, "option ", f, "=", v,
-                          ": elastic node ranges are not supported; give a fixed number of nodes");
-         o.nnodes = lo;
-       }},
-      {{"--node-rank"},
-       "R",
-       "rank of this node; omitted: assigned by arrival order",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         o.node_rank = parseInt(f, v, 0, 1 << 16);
-       }},
-      {{"--master-addr"},
-       "HOST",
-       "address of the master node (default 127.0.0.1)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         LOCKSTEP_ENFORCE(!v.empty(), ValueError, "option ", f, " needs a host name or address");
-         o.master_addr = v;
-       }},
-      {{"--master-port"},
-       "PORT",
-       "port of the rendezvous store on the master (default 29500)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         o.master_port = parseInt(f, v, 1, 65535);
-       }},
-      {{"--standalone"},
-       "",
-       "single node; pick a free port for the rendezvous store",
-       [](LaunchOptions& o, const std::string&, const std::string&) { o.standalone = true; }},
-      {{"--rdzv-endpoint"},
-       "HOST:PORT",
-       "rendezvous store endpoint (instead of --master-addr/--master-port)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         auto [host, port] = parseEndpoint(f, v);
-         o.master_addr = host;
-         o.master_port = port;
-       }},
-      {{"--rdzv-backend"},
-       "c10d|static",
-       "accepted for torchrun compatibility; both use the agent's store",
-       [](LaunchOptions&, const std::string& f, const std::string& v) {
-         LOCKSTEP_ENFORCE(v == "c10d" || v == "static", ValueError, "option ", f, "=", v,
-                          ": only c10d and static are supported");
-       }},
-      {{"--rdzv-id", "--run-id"},
-       "ID",
-       "job id shared by all nodes (default 'none'; --standalone: random)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         LOCKSTEP_ENFORCE(!v.empty() && v.find('/') == std::string::npos, ValueError, "option ", f,
-                          " needs a non-empty id without '/'");
-         o.run_id = v;
-       }},
-      {{"--rdzv-timeout"},
-       "SEC",
-       "seconds to wait for all nodes to arrive (default 900)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         o.rdzv_timeout_s = parseSeconds(f, v);
-       }},
-      {{"--max-restarts"},
-       "N",
-       "restarts of the whole group after a failure (default 0)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         o.max_restarts = parseInt(f, v, 0, 1 << 20);
-       }},
-      {{"--monitor-interval"},
-       "SEC",
-       "how often to poll for failures on other nodes (default 0.1)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         o.monitor_interval_s = parseSeconds(f, v);
-       }},
-      {{"--grace-period"},
-       "SEC",
-       "SIGTERM to SIGKILL delay when stopping workers (default 5)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         o.grace_period_s = parseSeconds(f, v);
-       }},
-      {{"--timeout"},
-       "SEC",
-       "collective timeout of the workers (LOCKSTEP_TIMEOUT) and of the watchdog that ends a job whose rank "
-       "is stopped or hung or whose node is cut off (default: $LOCKSTEP_TIMEOUT, else 300)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         o.timeout_s = static_cast<double>(comm::parseTimeoutSeconds("option " + f, v).count()) / 1000.0;
-       }},
-      {{"--join-token"},
-       "TOKEN",
-       "secret every store client must prove it holds (default: $LOCKSTEP_JOIN_TOKEN; one node: a random "
-       "one); prefer the variable, a flag is visible in ps",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         LOCKSTEP_ENFORCE(v.size() >= 16, ValueError, "option ", f,
-                          " needs a secret of at least 16 characters (e.g. `openssl rand -hex 32`)");
-         o.join_token = v;
-       }},
-      {{"--log-dir"},
-       "DIR",
-       "write each rank's stdout/stderr to DIR/RUN_ID/attempt_K/RANK/",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         LOCKSTEP_ENFORCE(!v.empty(), ValueError, "option ", f, " needs a directory");
-         o.log_dir = v;
-       }},
-      {{"--redirects", "-r"},
-       "MASK",
-       "streams sent to log files only: 1 stdout, 2 stderr, 3 both, or 0:1,1:2",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         o.redirects = parseStreamSelection(f, v);
-       }},
-      {{"--tee", "-t"},
-       "MASK",
-       "streams sent to log files and the console (same values as --redirects)",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         o.tee = parseStreamSelection(f, v);
-       }},
-      {{"--hostfile"},
-       "FILE",
-       "'host slots=N' lines: print the command to run on each host, then exit",
-       [](LaunchOptions& o, const std::string& f, const std::string& v) {
-         LOCKSTEP_ENFORCE(!v.empty(), ValueError, "option ", f, " needs a file");
-         o.hostfile = v;
-       }},
-      {{"--no-python"},
-       "",
-       "accepted for torchrun compatibility (PROGRAM is always run directly)",
-       [](LaunchOptions&, const std::string&, const std::string&) {}},
-      {{"--help", "-h"},
-       "",
-       "show this help",
-       [](LaunchOptions& o, const std::string&, const std::string&) { o.help = true; }},
-  };
-  return table;
+// The command line of `lockstep run`: the flags, then PROGRAM and its arguments, which CLI11 takes
+// as positionals: positionals_at_end() makes everything from PROGRAM on one of them, whatever it
+// looks like.
+struct LaunchApp {
+  CLI::App app{
+      "Starts PROGRAM as --nproc-per-node worker processes on this node, with RANK, LOCAL_RANK,\n"
+      "WORLD_SIZE, MASTER_ADDR, MASTER_PORT... set; supervises them and restarts the group on failure.\n"
+      "Flags also accept torchrun's underscore spellings (--nproc_per_node) and --flag=value.\n",
+      "lockstep run"};
+  LaunchApp(LaunchOptions& o, int cores) {
+    app.set_help_flag();
+    app.formatter(std::make_shared<UsageFormatter>());
+    app.get_formatter()->column_width(32);
+    app.allow_extras();  // unknown flags are collected and reported in our words (parseLaunchArgs)
+    app.positionals_at_end();
+    // A flag given twice: the last one counts, as in torchrun.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->group("options");
+    addFlags(app, o, cores);
+    app.add_option("program", o.program)->group("");
+    app.add_option("args", o.program_args)->group("");
+  }
+  bool given(const std::string& name) const { return app.get_option(name)->count() > 0; }
+};
+
+// The `--flag=value` forms that CLI11 reads otherwise than torchrun: `--flag=` (an empty value, as
+// `--log-dir=$UNSET` gives) would take the next argument as the value, so it becomes `--flag ""`
+// and the flag's own check names it; `--switch=value` would be read as true or false, and is an
+// error. Only the launcher's flags are looked at: the walk stops at `--` or PROGRAM.
+std::vector<std::string> splitEqualsForms(const CLI::App& app, const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--" || a.size() < 2 || a[0] != '-') break;
+    const auto eq = a.find('=');
+    const CLI::Option* opt = app.get_option_no_throw(a.substr(0, eq));
+    if (opt == nullptr) {  // unknown: CLI11 collects it and parseLaunchArgs names it
+      out.push_back(a);
+      continue;
+    }
+    const bool takes_value = opt->get_expected_max() != 0;
+    LOCKSTEP_ENFORCE(takes_value || eq == std::string::npos, ValueError, "option ", opt->get_name(),
+                     " takes no value");
+    if (takes_value && eq == a.size() - 1) {
+      out.insert(out.end(), {a.substr(0, eq), ""});
+      continue;
+    }
+    out.push_back(a);
+    if (takes_value && eq == std::string::npos && i + 1 < args.size()) out.push_back(args[++i]);
+  }
+  out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  return out;
 }
 
-// "--nproc_per_node" -> "--nproc-per-node": torchrun accepts both spellings.
-std::string canonical(std::string name) {
-  for (size_t i = 2; i < name.size(); ++i)
-    if (name[i] == '_') name[i] = '-';
-  return name;
+// CLI11's one parse error that the flags can cause, "--nnodes: 1 required N missing" (a flag
+// with a value came last), as the other flag errors say it.
+[[noreturn]] void throwParseError(const CLI::App& app, const CLI::ParseError& e) {
+  const std::string what = e.what();
+  if (auto colon = what.find(": "); colon != std::string::npos) {
+    if (const CLI::Option* opt = app.get_option_no_throw(what.substr(0, colon)))
+      throw ValueError(::lockstep::detail::concat("option ", opt->get_name(), " needs a value (",
+                                                  opt->get_type_name(), ")"));
+  }
+  throw ValueError(what);
 }
 
-const Flag* findFlag(const std::vector<Flag>& table, const std::string& name) {
-  for (const auto& f : table)
-    for (const auto& n : f.names)
-      if (n == name) return &f;
-  return nullptr;
-}
-
-void validate(const LaunchOptions& o, const std::set<std::string>& given) {
-  auto has = [&](const char* n) { return given.count(n) > 0; };
+void validate(const LaunchOptions& o, const LaunchApp& cli) {
   auto conflict = [&](const char* a, const char* b) {
-    LOCKSTEP_ENFORCE(!(has(a) && has(b)), ValueError, "options ", a, " and ", b, " conflict; give only one");
+    LOCKSTEP_ENFORCE(!(cli.given(a) && cli.given(b)), ValueError, "options ", a, " and ", b,
+                     " conflict; give only one");
   };
   conflict("--rdzv-endpoint", "--master-addr");
   conflict("--rdzv-endpoint", "--master-port");
@@ -302,66 +341,27 @@ std::pair<std::string, int> parseEndpoint(const std::string& flag, const std::st
 }
 
 LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores) {
-  const auto table = flagTable(cores);
   LaunchOptions o;
-  std::set<std::string> given;
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a.size() < 2 || a[0] != '-') break;  // the program
-    std::string name = a;
-    std::optional<std::string> value;
-    auto eq = a.find('=');
-    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
-      name = a.substr(0, eq);
-      value = a.substr(eq + 1);
-    }
-    name = canonical(name);
-    const Flag* f = findFlag(table, name);
-    LOCKSTEP_ENFORCE(f != nullptr, ValueError, "unknown option '", a, "'");
-    const std::string& canon = f->names.front();
-    if (f->metavar.empty()) {
-      LOCKSTEP_ENFORCE(!value, ValueError, "option ", canon, " takes no value");
-      value = "";
-    } else if (!value) {
-      LOCKSTEP_ENFORCE(i + 1 < args.size(), ValueError, "option ", canon, " needs a value (", f->metavar,
-                       ")");
-      value = args[++i];
-    }
-    f->set(o, canon, *value);
-    given.insert(canon);
+  LaunchApp cli(o, cores);
+  std::vector<std::string> reversed = splitEqualsForms(cli.app, args);
+  std::reverse(reversed.begin(), reversed.end());  // CLI11 takes them last first
+  try {
+    cli.app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    throwParseError(cli.app, e);
   }
-  if (i < args.size()) {
-    o.program = args[i];
-    o.program_args.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-  }
-  if (given.count("--rdzv-endpoint") == 0 && given.count("--master-port") == 0 && o.standalone)
-    o.master_port = 0;
-  if (o.standalone && given.count("--rdzv-id") == 0) o.run_id = "";  // the agent makes a random one
-  validate(o, given);
+  // What CLI11 did not recognise before PROGRAM; a `--` that ended the flags is no error.
+  for (const auto& extra : cli.app.remaining())
+    LOCKSTEP_ENFORCE(extra == "--", ValueError, "unknown option '", extra, "'");
+  if (!cli.given("--rdzv-endpoint") && !cli.given("--master-port") && o.standalone) o.master_port = 0;
+  if (o.standalone && !cli.given("--rdzv-id")) o.run_id = "";  // the agent makes a random one
+  validate(o, cli);
   return o;
 }
 
 std::string launchUsage() {
-  std::string u =
-      "usage: lockstep run [OPTIONS] PROGRAM [ARGS...]\n\n"
-      "Starts PROGRAM as --nproc-per-node worker processes on this node, with RANK, LOCAL_RANK,\n"
-      "WORLD_SIZE, MASTER_ADDR, MASTER_PORT... set; supervises them and restarts the group on failure.\n"
-      "Flags also accept torchrun's underscore spellings (--nproc_per_node) and --flag=value.\n\n"
-      "options:\n";
-  for (const auto& f : flagTable(1)) {
-    std::string names;
-    for (const auto& n : f.names) names += (names.empty() ? "" : ", ") + n;
-    if (!f.metavar.empty()) names += " " + f.metavar;
-    u += "  " + names;
-    u += names.size() < 30 ? std::string(30 - names.size(), ' ') : "\n" + std::string(32, ' ');
-    u += f.help + "\n";
-  }
-  return u;
+  LaunchOptions unused;
+  return LaunchApp(unused, 1).app.help();
 }
 
 }  // namespace lockstep::launch

@@ -1,6 +1,7 @@
 #pragma once
-// The options of `lockstep run`, parsed from torchrun-compatible flags. Parsing and validation are
-// pure (no processes, no sockets) so every flag combination is unit-tested.
+// The options of `lockstep run`, parsed from torchrun-compatible flags (by CLI11, as the other
+// commands). Parsing and validation are pure (no processes, no sockets) so every flag combination
+// is unit-tested.
 #include <map>
 #include <optional>
 #include <string>

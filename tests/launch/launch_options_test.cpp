@@ -130,3 +130,23 @@ TEST(LaunchOptions, timeout_and_join_token) {
   EXPECT_NE(errorOf({"--timeout", "inf", "train"}).find("--timeout"), std::string::npos);
   EXPECT_NE(errorOf({"--join-token", "short", "train"}).find("at least 16 characters"), std::string::npos);
 }
+
+TEST(LaunchOptions, equals_forms_read_as_torchrun_reads_them) {
+  // `--flag=` (an unset variable after the '=') is an empty value, not the next argument.
+  EXPECT_NE(errorOf({"--log-dir=", "p", "q"}).find("option --log-dir needs a directory"), std::string::npos);
+  EXPECT_NE(errorOf({"--master_addr=", "p"}).find("option --master-addr needs a host"), std::string::npos);
+  // A switch takes no value in any spelling.
+  EXPECT_NE(errorOf({"--standalone=true", "p"}).find("option --standalone takes no value"),
+            std::string::npos);
+  EXPECT_NE(errorOf({"--no_python=1", "p"}).find("option --no-python takes no value"), std::string::npos);
+  // After PROGRAM such arguments are the program's.
+  EXPECT_EQ(parse({"p", "--log-dir=", "--standalone=1"}).program_args,
+            (std::vector<std::string>{"--log-dir=", "--standalone=1"}));
+}
+
+TEST(LaunchOptions, help_and_repeated_flags) {
+  EXPECT_TRUE(parse({"-h"}).help);
+  EXPECT_TRUE(parse({"--help"}).help);
+  EXPECT_EQ(parse({"--nnodes", "2", "--nnodes", "3", "p"}).nnodes, 3);    // the last one counts
+  EXPECT_EQ(launchUsage().find("--nproc_per_node "), std::string::npos);  // twins are not listed
+}
