@@ -72,9 +72,10 @@ namespace detail {
 inline Tensor widen(const Tensor& t, DType low) {
   return t.defined() && t.dtype() == low ? t.to(DType::f32) : t;
 }
+/// Every other argument passes through as it is (a Generator& stays mutable).
 template <typename A>
-const A& widen(const A& a, DType) {
-  return a;
+requires(!std::is_same_v<std::remove_cvref_t<A>, Tensor>) A && widen(A&& a, DType) {
+  return std::forward<A>(a);
 }
 
 inline void narrow(Tensor& t, DType low) {
@@ -92,7 +93,7 @@ auto narrow(R& r, DType low) -> decltype(narrowResults(r, low)) {
 }
 
 template <typename Fn, typename... Args>
-auto inF32(DType low, Fn fn, const Args&... args) {
+auto inF32(DType low, Fn fn, Args&&... args) {
   if constexpr (std::is_void_v<decltype(fn(widen(args, low)...))>) {
     fn(widen(args, low)...);
   } else {
@@ -146,7 +147,7 @@ auto cudaKernel(const Backends<Table>& backends) {
 
 /// Runs fn, for a low-precision t emulated in f32.
 template <typename Fn, typename... Args>
-auto runOrEmulate(DType t, Fn fn, const Args&... args) {
+auto runOrEmulate(DType t, Fn fn, Args&&... args) {
   if (isLowPrecision(t)) return inF32(t, fn, args...);
   return fn(args...);
 }
@@ -164,7 +165,7 @@ auto runOrEmulate(DType t, Fn fn, const Args&... args) {
 ///   without trying again;
 /// - an op oneDNN lacks: the cpu loops, else the reference, low precision emulated in f32.
 template <auto Op, typename Table = typename detail::TableOf<decltype(Op)>::type, typename... Args>
-auto dispatch(const Backends<Table>& backends, Where where, const Args&... args) {
+auto dispatch(const Backends<Table>& backends, Where where, Args&&... args) {
   const DType t = where.dtype;
   if (where.cuda) return detail::cudaKernel<Op>(backends)(args...);
   const auto fast = detail::entry<Op>(backends.onednn), own = detail::entry<Op>(backends.cpu),
@@ -196,7 +197,7 @@ auto dispatch(const Backends<Table>& backends, Where where, const Args&... args)
 /// that widen low precision themselves (optimizer steps, checks, accumulation). The backend is
 /// chosen the same way; nothing is emulated.
 template <auto Op, typename Table = typename detail::TableOf<decltype(Op)>::type, typename... Args>
-auto dispatchAsIs(const Backends<Table>& backends, Where where, const Args&... args) {
+auto dispatchAsIs(const Backends<Table>& backends, Where where, Args&&... args) {
   if (where.cuda) return detail::cudaKernel<Op>(backends)(args...);
   const auto fast = detail::entry<Op>(backends.onednn), own = detail::entry<Op>(backends.cpu),
              ref = detail::entry<Op>(backends.reference);

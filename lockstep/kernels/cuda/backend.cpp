@@ -2,21 +2,25 @@
 // the tables' signatures where one CUDA kernel serves several ops (all activations, softmax and
 // log_softmax).
 #include "lockstep/kernels/cuda/activation.h"
+#include "lockstep/kernels/cuda/attention.h"
 #include "lockstep/kernels/cuda/batch_norm.h"
 #include "lockstep/kernels/cuda/blas.h"
 #include "lockstep/kernels/cuda/concat.h"
 #include "lockstep/kernels/cuda/conv.h"
 #include "lockstep/kernels/cuda/elementwise.h"
 #include "lockstep/kernels/cuda/layer_norm.h"
+#include "lockstep/kernels/cuda/loss.h"
 #include "lockstep/kernels/cuda/pool.h"
 #include "lockstep/kernels/cuda/reduce.h"
 #include "lockstep/kernels/cuda/softmax.h"
 #include "lockstep/kernels/tables/activation.h"
+#include "lockstep/kernels/tables/attention.h"
 #include "lockstep/kernels/tables/batch_norm.h"
 #include "lockstep/kernels/tables/binary.h"
 #include "lockstep/kernels/tables/conv.h"
 #include "lockstep/kernels/tables/layer_norm.h"
 #include "lockstep/kernels/tables/linear.h"
+#include "lockstep/kernels/tables/loss.h"
 #include "lockstep/kernels/tables/pool.h"
 #include "lockstep/kernels/tables/reduce.h"
 #include "lockstep/kernels/tables/shape.h"
@@ -114,5 +118,17 @@ const ShapeKernels kShape{.concat = [](const std::vector<Tensor>& xs, int64_t di
   const Shape out = checkConcat(xs, dim, &d);
   return concat(xs, d, out);
 }};
+
+const LossKernels kLoss{
+    .crossEntropyForward = &crossEntropyForward,
+    .crossEntropyBackward = &crossEntropyBackward,
+    .nllLossForward = &nllLossForward,
+    .nllLossBackward = &nllLossBackward,
+    .mseLossForward = &mseLossForward,
+    .mseLossBackward = &mseLossBackward,
+};
+
+const AttentionKernels kAttention{.attentionForward = &attentionForward,
+                                  .attentionBackward = &attentionBackward};
 
 }  // namespace lockstep::kernels::cuda

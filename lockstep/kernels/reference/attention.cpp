@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lockstep/kernels/dropout.h"
+#include "lockstep/kernels/tables/attention.h"
 #include "lockstep/tensor/generator.h"
 
 namespace lockstep::kernels::reference {
@@ -132,5 +133,10 @@ AttentionGrads attentionBackward(const Tensor& gout, const Tensor& q0, const Ten
   }
   return {gq.to(q0.dtype()), gk.to(k0.dtype()), gv.to(v0.dtype())};
 }
+
+const AttentionKernels kAttention{
+    .attentionForward = &attentionForward,
+    .attentionBackward = &attentionBackward,
+};
 
 }  // namespace lockstep::kernels::reference

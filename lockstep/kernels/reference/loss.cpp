@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "lockstep/kernels/tables/loss.h"
+
 namespace lockstep::kernels::reference {
 
 namespace {
@@ -111,5 +113,14 @@ Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& t
   }
   return gx.to(input.dtype());
 }
+
+const LossKernels kLoss{
+    .crossEntropyForward = &crossEntropyForward,
+    .crossEntropyBackward = &crossEntropyBackward,
+    .nllLossForward = &nllLossForward,
+    .nllLossBackward = &nllLossBackward,
+    .mseLossForward = &mseLossForward,
+    .mseLossBackward = &mseLossBackward,
+};
 
 }  // namespace lockstep::kernels::reference
