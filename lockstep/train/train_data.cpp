@@ -1,8 +1,5 @@
 #include "lockstep/train/train_data.h"
 
-#include <filesystem>
-#include <numeric>
-
 #include "lockstep/autograd.h"
 #include "lockstep/data.h"
 #include "lockstep/kernels/accumulate.h"
@@ -13,75 +10,41 @@ namespace lockstep::train {
 
 namespace {
 
-bool isMnist(const DataConfig& c) { return c.dataset == "mnist" || c.dataset == "fashion_mnist"; }
+data::DatasetOptions datasetOptions(const DataConfig& c, uint64_t seed) {
+  data::DatasetOptions o;
+  o.root = c.root;
+  o.normalize_mean = c.normalize_mean;
+  o.normalize_std = c.normalize_std;
+  o.size = c.size;
+  o.test_size = c.test_size;
+  o.num_classes = c.num_classes;
+  o.input_shape = c.input_shape;
+  o.val_split = c.val_split;
+  o.block_size = c.block_size;
+  o.seed = seed;
+  return o;
+}
 
 }  // namespace
 
 void checkDataFiles(const DataConfig& c) {
-  if (c.dataset == "text") {
-    if (!std::filesystem::exists(c.root)) data::readTextCorpus(c.root);  // its IoError says what to install
-  } else if (c.dataset == "tokens") {
-    if (!std::filesystem::exists(c.root + "/meta.json")) data::openTokenDir(c.root);
-  } else if (isMnist(c)) {
-    for (const char* base : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-                             "t10k-labels-idx1-ubyte"}) {
-      data::findMnistFile(c.root, base);
-    }
-  } else if (c.dataset == "cifar10") {
-    if (!std::filesystem::is_directory(c.root)) {
-      throw IoError("data.root: CIFAR-10 directory " + c.root + " does not exist");
-    }
-  }
+  const data::DatasetInfo& info = data::findDataset(c.dataset);
+  if (info.check_files) info.check_files(datasetOptions(c, 0));
 }
 
 TrainData loadTrainData(const DataConfig& c, uint64_t seed) {
+  const data::DatasetInfo& info = data::findDataset(c.dataset);
+  data::DatasetSplits s = info.load(datasetOptions(c, seed));
   TrainData d;
-  if (c.isLanguage()) {
-    // Train and validation windows from the two streams; the validation set is also the test set.
-    data::TokenDirMeta meta;
-    data::TokenSplit split = c.dataset == "text"
-                                 ? data::splitTokens(data::readTextCorpus(c.root), c.val_split)
-                                 : data::openTokenDir(c.root, &meta);
-    d.vocab_size = meta.vocab_size;
-    LOCKSTEP_ENFORCE(split.val, ValueError, "data: ", c.root,
-                     " has no validation tokens (val.bin, or data.val_split > 0 for text)");
-    d.train = std::make_shared<data::TokenWindowDataset>(split.train, c.block_size);
-    d.val = std::make_shared<data::TokenWindowDataset>(split.val, c.block_size);
-    d.test = d.val;
-    return d;
-  }
-  std::shared_ptr<data::Dataset> full;
-  if (isMnist(c)) {
-    data::MnistOptions mo;
-    if (c.dataset == "fashion_mnist") mo.mean = 0.2860, mo.std = 0.3530;
-    if (c.normalize_mean) mo.mean = *c.normalize_mean;
-    if (c.normalize_std) mo.std = *c.normalize_std;
-    full = std::make_shared<data::TensorDataset>(data::loadMnist(c.root, data::Split::train, mo));
-    d.test = std::make_shared<data::TensorDataset>(data::loadMnist(c.root, data::Split::test, mo));
-  } else if (c.dataset == "cifar10") {
-    data::CifarOptions co;
-    if (c.normalize_mean) co.mean = {*c.normalize_mean, *c.normalize_mean, *c.normalize_mean};
-    if (c.normalize_std) co.std = {*c.normalize_std, *c.normalize_std, *c.normalize_std};
-    full = std::make_shared<data::TensorDataset>(data::loadCifar10(c.root, data::Split::train, co));
-    d.test = std::make_shared<data::TensorDataset>(data::loadCifar10(c.root, data::Split::test, co));
-  } else {
-    // One synthetic set (one teacher) split into train and test by position.
-    data::SyntheticDatasetOptions so;
-    so.size = c.size + c.test_size;
-    so.input_shape = Shape(c.input_shape.begin(), c.input_shape.end());
-    so.num_classes = c.num_classes;
-    so.seed = seed;
-    auto all = std::make_shared<data::SyntheticDataset>(so);
-    std::vector<int64_t> tr(static_cast<size_t>(c.size)), te(static_cast<size_t>(c.test_size));
-    std::iota(tr.begin(), tr.end(), 0);
-    std::iota(te.begin(), te.end(), c.size);
-    full = std::make_shared<data::Subset>(all, tr);
-    d.test = std::make_shared<data::Subset>(all, te);
-  }
+  d.train = s.train;
+  d.val = s.val;
+  d.test = s.test;
+  d.vocab_size = s.vocab_size;
+  if (info.language) return d;  // its validation windows come with it
   if (c.val_split > 0) {
-    int64_t nval = static_cast<int64_t>(static_cast<double>(full->size()) * c.val_split);
-    auto parts = data::randomSplit(full, {full->size() - nval, nval}, seed);
-    full = parts[0];
+    int64_t nval = static_cast<int64_t>(static_cast<double>(d.train->size()) * c.val_split);
+    auto parts = data::randomSplit(d.train, {d.train->size() - nval, nval}, seed);
+    d.train = parts[0];
     d.val = parts[1];
   }
   std::vector<std::shared_ptr<const data::Transform>> transforms;
@@ -90,9 +53,8 @@ TrainData loadTrainData(const DataConfig& c, uint64_t seed) {
   if (!transforms.empty()) {
     data::TransformedDatasetOptions to;
     to.seed = seed;
-    full = std::make_shared<data::TransformedDataset>(full, transforms, to);
+    d.train = std::make_shared<data::TransformedDataset>(d.train, transforms, to);
   }
-  d.train = full;
   return d;
 }
 

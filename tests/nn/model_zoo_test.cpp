@@ -2,6 +2,7 @@
 // against torch 1.13 for parameters set by a formula (tests/nn/torch_reference.py).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -120,13 +121,24 @@ TEST(ModelZoo, parameter_names_and_order) {
             (std::vector<std::string>{"1.weight", "1.bias", "3.weight", "3.bias"}));
 }
 
+TEST(ModelZoo, language_models_are_those_registered_as_such) {
+  const std::vector<std::string> language = languageModelNames();
+  EXPECT_EQ(language, (std::vector<std::string>{"gpt", "llama"}));
+  for (const std::string& name : modelNames()) {
+    EXPECT_EQ(isLanguageModel(name), std::find(language.begin(), language.end(), name) != language.end())
+        << name;
+  }
+  EXPECT_FALSE(isLanguageModel("gpt5")) << "an unknown name is no language model";
+}
+
 TEST(ModelZoo, unknown_name_lists_the_known_ones) {
   try {
     makeModel("resnet50");
     FAIL();
   } catch (const ValueError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "unknown model 'resnet50'; known models: cifar_cnn, gpt, linear, llama, mlp, mnist_cnn, resnet18_cifar");
+              "unknown model 'resnet50'; known models: cifar_cnn, gpt, linear, llama, mlp, mnist_cnn, "
+              "resnet18_cifar");
   }
 }
 

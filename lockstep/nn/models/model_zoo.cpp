@@ -4,12 +4,12 @@
 #include <map>
 
 #include "lockstep/nn/activation.h"
-#include "lockstep/nn/models/gpt.h"
 #include "lockstep/nn/linear.h"
+#include "lockstep/nn/models/gpt.h"
 #include "lockstep/nn/models/llama.h"
 #include "lockstep/nn/models/resnet.h"
-#include "lockstep/nn/sequential.h"
 #include "lockstep/nn/models/small_cnn.h"
+#include "lockstep/nn/sequential.h"
 
 namespace lockstep::nn {
 
@@ -62,50 +62,79 @@ std::shared_ptr<Module> makeLlama(const ModelOptions& o) {
   return std::make_shared<Llama>(l);
 }
 
-const std::map<std::string, Factory>& registry() {
-  static const std::map<std::string, Factory> r = {
+// What a zoo model is, registered with it, so that callers ask the zoo rather than compare names.
+struct ModelTraits {
+  bool language_model = false;
+};
+
+struct ZooEntry {
+  Factory make;
+  ModelTraits traits;
+};
+
+const std::map<std::string, ZooEntry>& registry() {
+  static const ModelTraits kLanguageModel{.language_model = true};
+  static const std::map<std::string, ZooEntry> r = {
       {"mnist_cnn",
-       [](const ModelOptions& o) {
-         return std::make_shared<SmallCnn>("MnistCnn", SmallCnnOptions{1, 28, o.num_classes, o.generator});
-       }},
+       {[](const ModelOptions& o) {
+          return std::make_shared<SmallCnn>("MnistCnn", SmallCnnOptions{1, 28, o.num_classes, o.generator});
+        },
+        {}}},
       {"cifar_cnn",
-       [](const ModelOptions& o) {
-         return std::make_shared<SmallCnn>("CifarCnn", SmallCnnOptions{3, 32, o.num_classes, o.generator});
-       }},
+       {[](const ModelOptions& o) {
+          return std::make_shared<SmallCnn>("CifarCnn", SmallCnnOptions{3, 32, o.num_classes, o.generator});
+        },
+        {}}},
       {"linear",
-       [](const ModelOptions& o) {
-         return std::make_shared<Linear>(LinearOptions{o.in_features > 0 ? o.in_features : 20,
-                                                       o.out_features > 0 ? o.out_features : 1, true,
-                                                       o.generator});
-       }},
-      {"mlp", makeMlp},
-      {"gpt", makeGpt},
-      {"llama", makeLlama},
+       {[](const ModelOptions& o) {
+          return std::make_shared<Linear>(LinearOptions{o.in_features > 0 ? o.in_features : 20,
+                                                        o.out_features > 0 ? o.out_features : 1, true,
+                                                        o.generator});
+        },
+        {}}},
+      {"mlp", {makeMlp, {}}},
+      {"gpt", {makeGpt, kLanguageModel}},
+      {"llama", {makeLlama, kLanguageModel}},
       {"resnet18_cifar",
-       [](const ModelOptions& o) {
-         return std::make_shared<ResNet18Cifar>(ResNetCifarOptions{o.num_classes, o.generator});
-       }},
+       {[](const ModelOptions& o) {
+          return std::make_shared<ResNet18Cifar>(ResNetCifarOptions{o.num_classes, o.generator});
+        },
+        {}}},
   };
   return r;
 }
+
+std::string knownModels() {
+  std::string known;
+  for (const auto& n : modelNames()) known += (known.empty() ? "" : ", ") + n;
+  return known;
+}
 }  // namespace
 
-bool isLanguageModel(const std::string& name) { return name == "gpt" || name == "llama"; }
+bool isLanguageModel(const std::string& name) {
+  auto it = registry().find(name);
+  return it != registry().end() && it->second.traits.language_model;
+}
 
 std::vector<std::string> modelNames() {
   std::vector<std::string> names;
-  for (const auto& [n, f] : registry()) names.push_back(n);
+  for (const auto& [n, e] : registry()) names.push_back(n);
+  return names;
+}
+
+std::vector<std::string> languageModelNames() {
+  std::vector<std::string> names;
+  for (const auto& [n, e] : registry()) {
+    if (e.traits.language_model) names.push_back(n);
+  }
   return names;
 }
 
 std::shared_ptr<Module> makeModel(const std::string& name, const ModelOptions& options) {
   auto it = registry().find(name);
-  if (it == registry().end()) {
-    std::string known;
-    for (const auto& n : modelNames()) known += (known.empty() ? "" : ", ") + n;
-    throw ValueError("unknown model '" + name + "'; known models: " + known);
-  }
-  return it->second(options);
+  if (it == registry().end())
+    throw ValueError("unknown model '" + name + "'; known models: " + knownModels());
+  return it->second.make(options);
 }
 
 }  // namespace lockstep::nn

@@ -47,9 +47,12 @@ struct ModelOptions {
 
 /// Builds the named model; ValueError listing the known names for an unknown one.
 std::shared_ptr<Module> makeModel(const std::string& name, const ModelOptions& options = {});
-/// Whether makeModel(name) builds an nn::LanguageModel (token ids in, next-token logits out): gpt, llama.
+/// Whether makeModel(name) builds an nn::LanguageModel (token ids in, next-token logits out; it
+/// trains on a language dataset and reads ModelOptions' language keys); false for an unknown name.
 bool isLanguageModel(const std::string& name);
 /// The names makeModel() knows, sorted.
 std::vector<std::string> modelNames();
+/// The names of the language models (ModelTraits::language_model), sorted.
+std::vector<std::string> languageModelNames();
 
 }  // namespace lockstep::nn

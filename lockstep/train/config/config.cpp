@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "lockstep/comm/backend_registry.h"
-#include "lockstep/data/datasets/text_corpus.h"
+#include "lockstep/data/datasets/registry.h"
 #include "lockstep/train/config/config_backends.h"
 #include "lockstep/train/config/config_document.h"
 #include "lockstep/train/config/config_keys.h"
@@ -27,6 +27,8 @@
 #include "lockstep/util/suggest.h"
 
 namespace lockstep::train {
+
+bool DataConfig::isLanguage() const { return data::findDataset(dataset).language; }
 
 BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t> micro,
                              std::optional<int64_t> accum, int64_t world) {
@@ -150,19 +152,44 @@ void parseModel(const YAML::Node& n, TrainConfig& c) {
   parseLanguageModelKeys(n, c);
 }
 
-void parseData(const YAML::Node& n, DataConfig& d) {
-  checkKeys(n, "data",
-            {"dataset", "root", "val_split", "num_workers", "transforms", "size", "test_size", "num_classes",
-             "input_shape"});
-  get(n, "data", "dataset", d.dataset);
-  const std::vector<std::string> datasets = {"fashion_mnist", "mnist", "cifar10",
-                                             "synthetic",     "text",  "tokens"};
-  if (std::find(datasets.begin(), datasets.end(), d.dataset) == datasets.end()) {
-    std::string near = nearestKey(d.dataset, datasets);
-    throw ValueError("data.dataset: unknown dataset " + d.dataset +
-                     (near.empty() ? " (use fashion_mnist, mnist, cifar10, synthetic, text or tokens)"
-                                   : " (did you mean " + near + "?)"));
+// A key that only other datasets read is refused rather than ignored: data.input_shape in a config
+// for mnist means something the run would not do. Unknown keys are checkKeys' to report.
+void refuseOtherDatasetsKeys(const YAML::Node& n, const data::DatasetInfo& dataset) {
+  const auto has = [](const std::vector<std::string>& keys, const std::string& key) {
+    return std::find(keys.begin(), keys.end(), key) != keys.end();
+  };
+  for (const auto& entry : n) {
+    const std::string key = entry.first.as<std::string>();
+    if (has(data::kCommonDataKeys, key) || has(dataset.keys, key)) continue;
+    std::vector<std::string> readers;
+    for (const std::string& name : data::datasetNames()) {
+      if (has(data::findDataset(name).keys, key)) readers.push_back(name);
+    }
+    if (readers.empty()) continue;
+    std::string list;
+    for (size_t i = 0; i < readers.size(); ++i)
+      list += (i == 0 ? "" : i + 1 == readers.size() ? " and " : ", ") + readers[i];
+    throw ValueError("data." + key + " is read only by " + list + ", not by " + dataset.name + ": remove it");
   }
+}
+
+void parseData(const YAML::Node& n, DataConfig& d) {
+  // The keys every dataset reads, then those some registered dataset reads.
+  std::vector<std::string> keys = data::kCommonDataKeys;
+  for (const std::string& name : data::datasetNames()) {
+    for (const std::string& key : data::findDataset(name).keys) {
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    }
+  }
+  checkKeys(n, "data", keys);
+  get(n, "data", "dataset", d.dataset);
+  const data::DatasetInfo* dataset = nullptr;
+  try {
+    dataset = &data::findDataset(d.dataset);
+  } catch (const ValueError& e) {
+    throw ValueError(std::string("data.dataset: ") + e.what());
+  }
+  refuseOtherDatasetsKeys(n, *dataset);
   get(n, "data", "root", d.root);
   get(n, "data", "val_split", d.val_split);
   if (d.val_split < 0 || d.val_split >= 1) throw ValueError("data.val_split must be in [0, 1)");
@@ -197,11 +224,9 @@ void parseData(const YAML::Node& n, DataConfig& d) {
     get(t, "data.transforms", "random_crop", d.random_crop);
     get(t, "data.transforms", "horizontal_flip", d.horizontal_flip);
   }
-  if (d.dataset == "fashion_mnist" && d.root.empty()) d.root = "/usr/share/datasets/fashion-mnist";
-  if (d.dataset == "text" && d.root.empty()) d.root = data::kFortunesDir;
-  if (d.dataset == "tokens" && d.root.empty())
-    throw ValueError("data.root: set it to a directory written by `lockstep data tokenize TEXT -o DIR`");
-  if (d.dataset == "text" && !n["val_split"]) d.val_split = 0.1;
+  if (d.root.empty()) d.root = dataset->default_root;
+  if (d.root.empty() && !dataset->root_hint.empty()) throw ValueError("data.root: " + dataset->root_hint);
+  if (!n["val_split"]) d.val_split = dataset->default_val_split;
 }
 
 // DeepSpeed's "fp16" section (runtime/constants.py FP16_*, same defaults as LossScalerOptions) and

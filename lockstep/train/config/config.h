@@ -38,7 +38,7 @@ struct MonitorConfig {
 };
 
 struct DataConfig {
-  std::string dataset = "synthetic";  // fashion_mnist | mnist | cifar10 | synthetic | text | tokens
+  std::string dataset = "synthetic";  // a name from data::datasetNames()
   /// text: a text file or directory (default Debian's fortunes); tokens: a directory written by
   /// `lockstep data tokenize` (train.bin, val.bin, meta.json).
   std::string root;
@@ -52,7 +52,8 @@ struct DataConfig {
   // text and tokens: windows of block_size (the model's) + 1 tokens; val_split is the last
   // fraction of a text corpus held out (default 0.1).
   int64_t block_size = 0;
-  bool isLanguage() const { return dataset == "text" || dataset == "tokens"; }
+  /// Whether the dataset holds token windows for a language model (data::DatasetInfo::language).
+  bool isLanguage() const;
 };
 
 /// DeepSpeed's `activation_checkpointing` section. Present: the language model checkpoints every

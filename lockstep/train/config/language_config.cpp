@@ -1,5 +1,6 @@
 #include "lockstep/train/config/language_config.h"
 
+#include "lockstep/data/datasets/registry.h"
 #include "lockstep/nn/models/model_zoo.h"
 #include "lockstep/train/config/config_keys.h"
 
@@ -9,6 +10,14 @@ using config_keys::checkKeys;
 using config_keys::get;
 
 namespace {
+
+// The registries' names for a message: "a", "a or b", "a, b or c".
+std::string orList(const std::vector<std::string>& names) {
+  std::string list;
+  for (size_t i = 0; i < names.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return list;
+}
 
 // DeepSpeed's activation_checkpointing section (runtime/activation_checkpointing/config.py): every
 // key is accepted with its type checked; profile is implemented; the others configure how
@@ -68,8 +77,8 @@ void parseLanguageModelKeys(const YAML::Node& n, TrainConfig& c) {
   for (const char* key : {"model_type", "vocab_size", "block_size", "n_layer", "n_head", "n_kv_head",
                           "n_embd", "intermediate_size", "dropout", "checkpoint_every"}) {
     if (n[key] && !language) {
-      throw ValueError(std::string("model.") + key + " applies to the language models (gpt, llama), not " +
-                       c.model);
+      throw ValueError(std::string("model.") + key + " applies to the language models (" +
+                       orList(nn::languageModelNames()) + "), not " + c.model);
     }
   }
 }
@@ -80,14 +89,16 @@ void parseLanguageSections(const YAML::Node& root, TrainConfig& c) {
   const bool language_model = nn::isLanguageModel(c.model);
   if (c.data.isLanguage() != language_model) {
     throw ValueError(language_model
-                         ? "model " + c.model + " trains on text: set data.dataset to text or tokens"
+                         ? "model " + c.model + " trains on text: set data.dataset to " +
+                               orList(data::languageDatasetNames())
                          : "data.dataset " + c.data.dataset +
-                               " holds token sequences: train a language model on it (model.name: gpt "
-                               "or llama)");
+                               " holds token sequences: train a language model on it (model.name: " +
+                               orList(nn::languageModelNames()) + ")");
   }
   if (c.activation_checkpointing.present && !language_model) {
     throw ValueError("activation_checkpointing: model " + c.model +
-                     " has no transformer blocks to checkpoint (use gpt or llama, or remove the section)");
+                     " has no transformer blocks to checkpoint (use " + orList(nn::languageModelNames()) +
+                     ", or remove the section)");
   }
   if (language_model) {
     if (c.model_options.block_size == 0) c.model_options.block_size = 256;

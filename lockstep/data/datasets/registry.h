@@ -1,0 +1,77 @@
+#pragma once
+// Datasets by name, as the trainer's config names them (data.dataset). Each entry says what the
+// dataset is (token windows for a language model, or (input, class) samples), its defaults, the
+// config keys only it reads, and how to check and load its files. The config parser, the trainer
+// and their error messages all read this one list: adding a dataset is one entry in registry.cpp.
+// Thread-safety: the registry is immutable; the functions are reentrant.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lockstep/data/dataset.h"
+
+namespace lockstep::data {
+
+/// What a dataset's loader reads; the trainer fills it from its `data` config section.
+struct DatasetOptions {
+  /// The dataset's file or directory (DatasetInfo::default_root when the config leaves it unset).
+  std::string root;
+  /// Image datasets: one mean / std for every channel, replacing the dataset's own statistics.
+  std::optional<double> normalize_mean, normalize_std;
+  /// synthetic: train and test sample counts, one sample's shape and the class count.
+  int64_t size = 1024, test_size = 256, num_classes = 10;
+  std::vector<int64_t> input_shape{20};
+  /// text: the last fraction of the corpus held out for validation (nanoGPT's split).
+  double val_split = 0.0;
+  /// Language datasets: windows of block_size + 1 tokens (the model's block size).
+  int64_t block_size = 0;
+  /// synthetic: the teacher's and the inputs' seed.
+  uint64_t seed = 0;
+};
+
+/// A loaded dataset: train and test sets, and for a language dataset its validation windows
+/// (also the test set) and vocabulary.
+struct DatasetSplits {
+  std::shared_ptr<Dataset> train;
+  std::shared_ptr<Dataset> val;  // language datasets only; null for the others
+  std::shared_ptr<Dataset> test;
+  /// Language datasets: the tokenizer's vocabulary (256 for bytes, meta.json's for a token directory).
+  int64_t vocab_size = 0;
+};
+
+struct DatasetInfo {
+  std::string name;
+  /// Token windows for a language model (input and target [block_size] token ids); otherwise
+  /// (input, class index) samples.
+  bool language = false;
+  /// data.root when the config leaves it unset; empty: none.
+  std::string default_root;
+  /// When there is no default root, what data.root must name (the error for an unset root);
+  /// empty: an unset root is left to the loader.
+  std::string root_hint;
+  /// data.val_split when the config leaves it unset.
+  double default_val_split = 0.0;
+  /// The data.* keys only this dataset reads, beyond kCommonDataKeys.
+  std::vector<std::string> keys;
+  /// Checks the files exist without loading them (for the launcher's parent process): IoError
+  /// naming the missing file. Null: nothing on disk.
+  std::function<void(const DatasetOptions&)> check_files;
+  /// Loads the dataset: IoError naming the file when one is missing or corrupt, ValueError for
+  /// options it cannot use.
+  std::function<DatasetSplits(const DatasetOptions&)> load;
+};
+
+/// The data.* keys every dataset reads.
+inline const std::vector<std::string> kCommonDataKeys = {"dataset", "root", "val_split", "num_workers"};
+
+/// The named dataset; ValueError naming it, the nearest registered name and all of them otherwise.
+const DatasetInfo& findDataset(const std::string& name);
+/// The registered names, in registration order.
+std::vector<std::string> datasetNames();
+/// The registered names of the language datasets (DatasetInfo::language), in registration order.
+std::vector<std::string> languageDatasetNames();
+
+}  // namespace lockstep::data
