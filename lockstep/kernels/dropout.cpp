@@ -1,198 +1,35 @@
 #include "lockstep/kernels/dropout.h"
 
-#include <immintrin.h>
-
-#include <algorithm>
-#include <type_traits>
-
-#include "lockstep/kernels/cuda/dropout.h"
 #include "lockstep/kernels/dispatch.h"
+#include "lockstep/kernels/tables/dropout.h"
 
 namespace lockstep::kernels {
 
 namespace {
-double scaleFor(double p) { return p >= 1.0 ? 0.0 : 1.0 / (1.0 - p); }
 
-void dropoutScalesScalar(uint64_t base, int64_t n, uint64_t key, uint64_t threshold, float scale,
-                         float* out) {
-  for (int64_t c = 0; c < n; ++c)
-    out[c] = dropoutKeepsBelow(base + static_cast<uint64_t>(c), key, threshold) ? scale : 0.0f;
-}
-
-#if defined(__x86_64__)
-struct HiLo {
-  __m256i hi, lo;
-};
-// The 8 lanes' 32 x 32 -> 64-bit products, split into high and low words: vpmuludq takes the even
-// lanes, a 64-bit shift brings the odd ones down, two blends put the words back in lane order.
-__attribute__((target("avx2"))) inline HiLo mulHiLo(__m256i a, __m256i m) {
-  const __m256i even = _mm256_mul_epu32(a, m), odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
-  return {_mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA),
-          _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA)};
-}
-
-// Per iteration, philox4x32 for 8 consecutive calls (one per lane), their 4 words transposed into
-// counter order (call 0's words 0-3, call 1's, ...) and compared: 32 counters' decisions.
-__attribute__((target("avx2"))) void dropoutScalesAvx2(uint64_t base, int64_t n, uint64_t key,
-                                                       uint64_t threshold, float scale, float* out) {
-  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kPhiloxM0));
-  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(kPhiloxM1));
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));  // unsigned order via signed
-  const __m256i hi_lo = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(kDropoutStream)));
-  const __m256i hi_hi = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(kDropoutStream >> 32)));
-  // threshold <= 2^32: a word is kept when below it; 2^32 keeps every word.
-  const __m256i thv = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(threshold) ^ 0x80000000u));
-  const __m256i all = _mm256_set1_epi32(threshold > 0xFFFFFFFFull ? -1 : 0);
-  const __m256 sv = _mm256_set1_ps(scale);
-  __m256i k0[10], k1[10];
-  for (uint32_t r = 0; r < 10; ++r) {
-    k0[r] = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(key) + r * kPhiloxW0));
-    k1[r] = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(key >> 32) + r * kPhiloxW1));
-  }
-  alignas(32) float part[32];
-  // e: the element the iteration's first word belongs to (negative while base is not a multiple of 4).
-  int64_t e = -static_cast<int64_t>(base & 3);
-  for (uint64_t call = base >> 2; e < n; call += 8, e += 32) {
-    const __m256i lo = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(call)));
-    __m256i c0 = _mm256_add_epi32(lo, lane);
-    // A lane whose low word wrapped past 2^32 carries one into its high word.
-    const __m256i wrapped = _mm256_cmpgt_epi32(_mm256_xor_si256(lo, sign), _mm256_xor_si256(c0, sign));
-    __m256i c1 =
-        _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(call >> 32))), wrapped);
-    __m256i c2 = hi_lo, c3 = hi_hi;
-#pragma GCC unroll 10
-    for (int r = 0; r < 10; ++r) {
-      const HiLo p0 = mulHiLo(c0, m0), p1 = mulHiLo(c2, m1);
-      c0 = _mm256_xor_si256(_mm256_xor_si256(p1.hi, c1), k0[r]);
-      c1 = p1.lo;
-      c2 = _mm256_xor_si256(_mm256_xor_si256(p0.hi, c3), k1[r]);
-      c3 = p0.lo;
-    }
-    // 4 x 8 words -> counter order: u0 = calls 0 | 4, u1 = 1 | 5, u2 = 2 | 6, u3 = 3 | 7.
-    const __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
-    const __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
-    const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
-    const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
-    const __m256i words[4] = {
-        _mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u2, u3, 0x20),
-        _mm256_permute2x128_si256(u0, u1, 0x31), _mm256_permute2x128_si256(u2, u3, 0x31)};
-    const bool whole = e >= 0 && e + 32 <= n;
-    float* dst = whole ? out + e : part;
-    for (int q = 0; q < 4; ++q) {
-      const __m256i kept = _mm256_or_si256(_mm256_cmpgt_epi32(thv, _mm256_xor_si256(words[q], sign)), all);
-      _mm256_storeu_ps(dst + 8 * q, _mm256_and_ps(_mm256_castsi256_ps(kept), sv));
-    }
-    if (!whole) {
-      const int64_t from = std::max<int64_t>(e, 0), to = std::min<int64_t>(e + 32, n);
-      std::copy(part + (from - e), part + (to - e), out + from);
-    }
-  }
-}
-#endif
-
-template <typename T>
-void dropoutLoop(const T* x, T* y, uint8_t* m, int64_t n, double p, uint64_t base, uint64_t key) {
-  const T scale = static_cast<T>(scaleFor(p));
-  const double keep = 1.0 - p;
-  // Each element's draw depends only on its index: any split of the loop gives the same mask.
-  if constexpr (std::is_same_v<T, float>) {
-    constexpr int64_t kChunk = 2048;
-    const uint64_t threshold = dropoutThreshold(keep);
-#pragma omp parallel for schedule(static) if (n > 32768)
-    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
-      float kept[kChunk];
-      const int64_t len = std::min(kChunk, n - i0);
-      dropoutScales(base + static_cast<uint64_t>(i0), len, key, threshold, 1.0f, kept);
-#pragma omp simd
-      for (int64_t i = 0; i < len; ++i) {
-        m[i0 + i] = kept[i] != 0.0f ? 1 : 0;
-        y[i0 + i] = kept[i] != 0.0f ? x[i0 + i] * scale : 0.0f;
-      }
-    }
-  } else {
-#pragma omp parallel for schedule(static) if (n > 32768)
-    for (int64_t i = 0; i < n; ++i) {
-      const uint8_t k = dropoutKeeps(base + static_cast<uint64_t>(i), key, keep) ? 1 : 0;
-      m[i] = k;
-      y[i] = k ? x[i] * scale : T(0);
-    }
-  }
-}
-
-template <typename T>
-void backwardLoop(const T* g, const uint8_t* m, T* gx, int64_t n, double p) {
-  const T scale = static_cast<T>(scaleFor(p));
-#pragma omp parallel for simd schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) gx[i] = m[i] ? g[i] * scale : T(0);
-}
+// Low precision runs emulated in f32: the same draws as f32, and the kept values scale exactly as
+// f32 does.
+const Backends<DropoutKernels> kBackends{
+    .cpu = &cpu::kDropout, .reference = &reference::kDropout, .cuda = LOCKSTEP_CUDA_TABLE(cuda::kDropout)};
 
 void checkP(double p) {
   LOCKSTEP_ENFORCE(p >= 0.0 && p <= 1.0, ValueError, "dropout: probability must be in [0, 1], got ", p);
 }
 
-#if LOCKSTEP_WITH_CUDA
-// The device draws the same counters as the host loop, and the generator advances the same way
-// (in a CUDA graph capture the kernel reads where they start from device memory: philoxState).
-std::pair<Tensor, Tensor> dropoutOnGpu(const Tensor& x, double p, Generator& gen) {
-  auto r = cuda::dropoutForward(x, p, philoxState(gen, x.device()));
-  gen.setState(gen.seed(), gen.offset() + static_cast<uint64_t>(x.numel()));
-  return r;
-}
-#endif
 }  // namespace
 
-void dropoutScales(uint64_t base, int64_t n, uint64_t key, uint64_t threshold, float scale, float* out) {
-#if defined(__x86_64__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return dropoutScalesAvx2(base, n, key, threshold, scale, out);
-#endif
-  dropoutScalesScalar(base, n, key, threshold, scale, out);
+std::pair<Tensor, Tensor> dropoutForward(const Tensor& x, double p, Generator& gen) {
+  checkP(p);
+  LOCKSTEP_ENFORCE(isFloating(x.dtype()), ValueError, "dropout: needs a floating tensor, got ", x.describe());
+  return dispatch<&DropoutKernels::dropoutForward>(kBackends, x, x, p, gen);
 }
 
-std::pair<Tensor, Tensor> dropoutForward(const Tensor& x0, double p, Generator& gen) {
+Tensor dropoutBackward(const Tensor& gy, const Tensor& mask, double p) {
   checkP(p);
-  LOCKSTEP_ON_CUDA(x0, dropoutOnGpu(x0, p, gen));
-  if (isLowPrecision(x0.dtype())) {  // the same draws as f32; the kept values scale exactly as f32 does
-    auto [y, mask] = dropoutForward(x0.to(DType::f32), p, gen);
-    return {y.to(x0.dtype()), mask};
-  }
-  LOCKSTEP_ENFORCE(x0.dtype() == DType::f32 || x0.dtype() == DType::f64, ValueError,
-                   "dropout: needs a floating tensor, got ", x0.describe());
-  if (backendFor(x0.dtype()) == Backend::reference) return reference::dropoutForward(x0, p, gen);
-  // Row-major order defines which counter an element draws, so work on a contiguous tensor.
-  Tensor x = x0.contiguous();
-  Tensor y = Tensor::empty(x.shape(), x.dtype()), mask = Tensor::empty(x.shape(), DType::u8);
-  const uint64_t base = gen.offset(), key = gen.seed();
-  visitDType(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      dropoutLoop<T>(x.data<T>(), y.data<T>(), mask.data<uint8_t>(), x.numel(), p, base, key);
-    }
-  });
-  gen.setState(key, base + static_cast<uint64_t>(x.numel()));
-  return {y, mask};
-}
-
-Tensor dropoutBackward(const Tensor& gy0, const Tensor& mask0, double p) {
-  checkP(p);
-  LOCKSTEP_ENFORCE(gy0.shape() == mask0.shape() && mask0.dtype() == DType::u8, ValueError,
-                   "dropout backward: gradient ", gy0.describe(), " does not match mask ", mask0.describe());
-  LOCKSTEP_ON_CUDA(gy0.isCuda() ? gy0 : mask0, cuda::dropoutBackward(gy0, mask0, p));
-  if (isLowPrecision(gy0.dtype())) return dropoutBackward(gy0.to(DType::f32), mask0, p).to(gy0.dtype());
-  if (backendFor(gy0.dtype()) == Backend::reference) return reference::dropoutBackward(gy0, mask0, p);
-  Tensor gy = gy0.contiguous(), mask = mask0.contiguous();
-  Tensor gx = Tensor::empty(gy.shape(), gy.dtype());
-  visitDType(gy.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      backwardLoop<T>(gy.data<T>(), mask.data<uint8_t>(), gx.data<T>(), gy.numel(), p);
-    } else {
-      throw ValueError(std::string("dropout backward: needs an f32 or f64 gradient, got ") +
-                       dtypeName(gy.dtype()));
-    }
-  });
-  return gx;
+  LOCKSTEP_ENFORCE(gy.shape() == mask.shape() && mask.dtype() == DType::u8, ValueError,
+                   "dropout backward: gradient ", gy.describe(), " does not match mask ", mask.describe());
+  return dispatch<&DropoutKernels::dropoutBackward>(kBackends, {gy.isCuda() || mask.isCuda(), gy.dtype()}, gy,
+                                                    mask, p);
 }
 
 }  // namespace lockstep::kernels

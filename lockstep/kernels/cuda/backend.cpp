@@ -7,17 +7,20 @@
 #include "lockstep/kernels/cuda/blas.h"
 #include "lockstep/kernels/cuda/concat.h"
 #include "lockstep/kernels/cuda/conv.h"
+#include "lockstep/kernels/cuda/dropout.h"
 #include "lockstep/kernels/cuda/elementwise.h"
 #include "lockstep/kernels/cuda/layer_norm.h"
 #include "lockstep/kernels/cuda/loss.h"
 #include "lockstep/kernels/cuda/pool.h"
 #include "lockstep/kernels/cuda/reduce.h"
 #include "lockstep/kernels/cuda/softmax.h"
+#include "lockstep/kernels/cuda/transformer.h"
 #include "lockstep/kernels/tables/activation.h"
 #include "lockstep/kernels/tables/attention.h"
 #include "lockstep/kernels/tables/batch_norm.h"
 #include "lockstep/kernels/tables/binary.h"
 #include "lockstep/kernels/tables/conv.h"
+#include "lockstep/kernels/tables/dropout.h"
 #include "lockstep/kernels/tables/layer_norm.h"
 #include "lockstep/kernels/tables/linear.h"
 #include "lockstep/kernels/tables/loss.h"
@@ -25,6 +28,7 @@
 #include "lockstep/kernels/tables/reduce.h"
 #include "lockstep/kernels/tables/shape.h"
 #include "lockstep/kernels/tables/softmax.h"
+#include "lockstep/kernels/tables/transformer.h"
 #include "lockstep/kernels/tables/unary.h"
 
 namespace lockstep::kernels::cuda {
@@ -130,5 +134,30 @@ const LossKernels kLoss{
 
 const AttentionKernels kAttention{.attentionForward = &attentionForward,
                                   .attentionBackward = &attentionBackward};
+
+const TransformerKernels kTransformer{
+    .embeddingForward = &embeddingForward,
+    .embeddingBackward = &embeddingBackward,
+    .rmsNormForward = &rmsNormForward,
+    .rmsNormBackward = &rmsNormBackward,
+    .swigluForward = &swigluForward,
+    .swigluBackward = &swigluBackward,
+    .rotaryForward = [](const Tensor& x, const Tensor& cos,
+                        const Tensor& sin) { return rotary(x, cos, sin, 1); },
+    .rotaryBackward = [](const Tensor& gy, const Tensor& cos,
+                         const Tensor& sin) { return rotary(gy, cos, sin, -1); },
+};
+
+const DropoutKernels kDropout{
+    // The device draws the same counters as the host loop, and the generator advances the same way
+    // (in a CUDA graph capture the kernel reads where they start from device memory: philoxState).
+    .dropoutForward =
+        [](const Tensor& x, double p, Generator& gen) {
+          auto r = dropoutForward(x, p, philoxState(gen, x.device()));
+          gen.setState(gen.seed(), gen.offset() + static_cast<uint64_t>(x.numel()));
+          return r;
+        },
+    .dropoutBackward = &dropoutBackward,
+};
 
 }  // namespace lockstep::kernels::cuda

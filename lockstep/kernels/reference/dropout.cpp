@@ -1,6 +1,8 @@
 // The ground truth for dropout: the mask from the per-counter rule (dropoutKeeps), then plain loops.
 #include "lockstep/kernels/dropout.h"
 
+#include "lockstep/kernels/tables/dropout.h"
+
 namespace lockstep::kernels::reference {
 
 std::pair<Tensor, Tensor> dropoutForward(const Tensor& x, double p, Generator& gen) {
@@ -19,5 +21,10 @@ Tensor dropoutBackward(const Tensor& gy, const Tensor& mask, double p) {
   for (int64_t i = 0; i < gy.numel(); ++i) gx.data<double>()[i] = m[i] ? g.data<double>()[i] * scale : 0.0;
   return gx.to(gy.dtype());
 }
+
+const DropoutKernels kDropout{
+    .dropoutForward = &dropoutForward,
+    .dropoutBackward = &dropoutBackward,
+};
 
 }  // namespace lockstep::kernels::reference

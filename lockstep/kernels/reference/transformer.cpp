@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "lockstep/kernels/tables/transformer.h"
+
 namespace lockstep::kernels::reference {
 
 namespace {
@@ -120,5 +122,16 @@ Tensor rotaryForward(const Tensor& x, const Tensor& cos, const Tensor& sin) {
 Tensor rotaryBackward(const Tensor& gy, const Tensor& cos, const Tensor& sin) {
   return rotate(gy, cos, sin, -1.0);
 }
+
+const TransformerKernels kTransformer{
+    .embeddingForward = &embeddingForward,
+    .embeddingBackward = &embeddingBackward,
+    .rmsNormForward = &rmsNormForward,
+    .rmsNormBackward = &rmsNormBackward,
+    .swigluForward = &swigluForward,
+    .swigluBackward = &swigluBackward,
+    .rotaryForward = &rotaryForward,
+    .rotaryBackward = &rotaryBackward,
+};
 
 }  // namespace lockstep::kernels::reference
