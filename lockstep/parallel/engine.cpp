@@ -9,6 +9,7 @@
 #include "lockstep/optim/clip_grad.h"
 #include "lockstep/parallel/model_sync.h"
 #include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/parallel/zero/init.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::parallel {
@@ -75,6 +76,33 @@ std::shared_ptr<data::Sampler> makeTrainSampler(const DistributedEnvironment& en
   return std::make_shared<data::SequentialSampler>(n);
 }
 
+GatheredParameters::GatheredParameters(ZeroOptimizer* zero) : zero_(zero) {
+  if (zero_) zero_->gatherParameters();
+}
+
+GatheredParameters::~GatheredParameters() {
+  if (zero_) zero_->releaseParameters();
+}
+
+GatheredParameters::GatheredParameters(GatheredParameters&& other) noexcept : zero_(other.zero_) {
+  other.zero_ = nullptr;
+}
+
+void GatheredParameters::adoptChanges() {
+  if (zero_) zero_->adoptGatheredParameters();
+}
+
+std::shared_ptr<nn::Module> Engine::buildModel(const EngineOptions& options, Device device,
+                                               const std::function<std::shared_ptr<nn::Module>()>& build) {
+  std::optional<ZeroInit> zero_init;
+  if (options.zero_stage == 3 && device.isCpu()) {
+    const ZeroOptions& z = options.zero;
+    zero_init.emplace(!z.offload_param_nvme_path.empty() ? z.offload_param_nvme_path
+                                                         : z.offload_optimizer.nvme_path);
+  }
+  return build();
+}
+
 Engine::Engine(std::shared_ptr<nn::Module> model, const EngineOptions& options)
     : Engine(std::move(model), options, initFromEnvironment(options.backend, options.timeout)) {}
 
@@ -87,8 +115,9 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimiz
   LOCKSTEP_ENFORCE(model_ != nullptr, ValueError, "Engine: a model is required");
   validateEngineOptions(options_);
   LOCKSTEP_ENFORCE(options_.zero_stage == 0 || model_->device().isCpu(), NotSupportedError,
-                   "ZeRO (zero_optimization.stage ", options_.zero_stage, ") runs on CPUs only so far; the model is on ",
-                   deviceName(model_->device()), ": train it with stage 0 (DDP) or on device cpu");
+                   "ZeRO (zero_optimization.stage ", options_.zero_stage,
+                   ") runs on CPUs only so far; the model is on ", deviceName(model_->device()),
+                   ": train it with stage 0 (DDP) or on device cpu");
   if (env_.group && options_.zero_stage < 2) {
     ddp_ = std::make_shared<DistributedDataParallel>(model_, env_.group, options_.ddp);
     wrapped_ = ddp_;
@@ -170,6 +199,28 @@ bool Engine::step() {
   }
   ++global_steps_;
   return true;
+}
+
+void Engine::evaluate(const std::function<void()>& forwards) {
+  const bool by_layer = zero_ && !zero_->parametersGathered();  // whole parameters stay as they are
+  if (by_layer) zero_->beginStep();
+  forwards();
+  if (by_layer) zero_->releaseParameters();
+}
+
+void Engine::forEachWholeParameterBucket(
+    const std::function<void(const std::vector<autograd::Variable>&)>& fn) {
+  if (!zero_) {
+    fn(params_);
+    return;
+  }
+  const std::vector<autograd::Variable>& params = zero_->parameters();
+  zero_->forEachParameterBucketWhole([&](const std::vector<size_t>& indices) {
+    std::vector<autograd::Variable> bucket;
+    bucket.reserve(indices.size());
+    for (size_t i : indices) bucket.push_back(params[i]);
+    fn(bucket);
+  });
 }
 
 ModelStateBytes Engine::memory() const {

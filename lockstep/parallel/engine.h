@@ -33,6 +33,7 @@
 // backward(), the reduce-scatter), and, with a loss scaler, with ZeRO or with clipping at stage 2,
 // every step() at an accumulation boundary (the overflow flag, the parameters' all-gather, the
 // norm).
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,8 +84,8 @@ struct EngineOptions {
   /// ranks (gradients still averaged by DDP). 2: ZeRO stage 2, gradients reduce-scattered into
   /// each rank's partition too (no DDP wrapper). 3: ZeRO stage 3, parameters partitioned too: each
   /// rank keeps its partition of them; forward() all-gathers the whole parameters and backward()
-  /// releases them after the backward pass (zero()->gatherParameters() brings them back for
-  /// evaluation or saving; a forward with no backward leaves them gathered until the next step).
+  /// releases them after the backward pass (Engine::gatheredParameters() brings them back whole;
+  /// Engine::evaluate() runs forwards without a backward as training does).
   int zero_stage = 0;
   /// The ZeRO optimizer's options when zero_stage > 0 (its `stage` is taken from zero_stage).
   ZeroOptions zero{};
@@ -104,8 +105,36 @@ const std::vector<std::string>& precisionNames();
 std::shared_ptr<data::Sampler> makeTrainSampler(const DistributedEnvironment& env, int64_t dataset_size,
                                                 bool shuffle, uint64_t seed, bool drop_last = false);
 
+/// The model's parameters held whole while it lives (ZeRO stage 3; a no-op otherwise), from
+/// Engine::gatheredParameters(). Creating it is collective, and so is its end, which returns each
+/// rank to its partition alone. Not thread-safe.
+class GatheredParameters {
+ public:
+  explicit GatheredParameters(ZeroOptimizer* zero);
+  ~GatheredParameters();
+  GatheredParameters(GatheredParameters&& other) noexcept;
+  GatheredParameters(const GatheredParameters&) = delete;
+  GatheredParameters& operator=(const GatheredParameters&) = delete;
+  GatheredParameters& operator=(GatheredParameters&&) = delete;
+
+  /// Not collective. The whole values were changed (a checkpoint loaded into the model): each rank
+  /// copies its elements of them into its partition, the values that train on.
+  void adoptChanges();
+
+ private:
+  ZeroOptimizer* zero_;  // null: nothing to gather or release
+};
+
 class Engine {
  public:
+  /// Builds the model an engine with `options` will train on `device`: `build()`, except that ZeRO
+  /// stage 3 on the host runs it under zero.Init (zero/init.h, as DeepSpeed's Hugging Face
+  /// integration does), so the whole model is never in memory: its parameters go to a scratch
+  /// file in the offload's NVMe directory (else $TMPDIR) as they are made, and each rank takes its
+  /// partition one bucket at a time when the engine is built.
+  static std::shared_ptr<nn::Module> buildModel(const EngineOptions& options, Device device,
+                                                const std::function<std::shared_ptr<nn::Module>()>& build);
+
   /// Reads the environment (initFromEnvironment(options.backend, options.timeout)); collective when
   /// distributed.
   Engine(std::shared_ptr<nn::Module> model, const EngineOptions& options);
@@ -126,8 +155,24 @@ class Engine {
   /// The DDP wrapper, or nullptr on one rank and with ZeRO stage 2.
   DistributedDataParallel* ddp() const { return ddp_.get(); }
   /// The ZeRO optimizer when zero_stage > 0, else nullptr. optimizer() is then the optimizer it
-  /// took over (its groups hold this rank's shards of the parameters).
+  /// took over (its groups hold this rank's shards of the parameters). Partitioned checkpoints
+  /// need it; training code uses the calls below instead.
   ZeroOptimizer* zero() const { return zero_.get(); }
+
+  /// Collective. The parameters whole until the result goes (ZeRO stage 3: all-gathered, for a
+  /// checkpoint to load into, a state dict or generation); no-op otherwise.
+  [[nodiscard]] GatheredParameters gatheredParameters() { return GatheredParameters(zero_.get()); }
+  /// Whether every parameter of the model is whole now (always, below stage 3).
+  bool parametersWhole() const { return !zero_ || zero_->parametersGathered(); }
+  /// Runs `forwards` (forward passes with no backward: an evaluation) as training runs its own:
+  /// ZeRO stage 3 gathers each layer's parameters for its forward alone and releases them after
+  /// (collective); parameters held whole (gatheredParameters()) stay so. Other stages: runs it.
+  void evaluate(const std::function<void()>& forwards);
+  /// Collective at ZeRO stage 3 (parameters not gathered, outside a step): calls fn with whole
+  /// parameters of the model, one gathered bucket after another, until each was passed once; the
+  /// whole model is never in memory (a model file written as it streams by). Otherwise: once, with
+  /// every trained parameter.
+  void forEachWholeParameterBucket(const std::function<void(const std::vector<autograd::Variable>&)>& fn);
   /// This rank's bytes of parameters, gradients and optimizer states (the memory report).
   ModelStateBytes memory() const;
   const std::shared_ptr<optim::Optimizer>& optimizer() const { return optimizer_; }
