@@ -17,3 +17,4 @@
 #include "lockstep/launch/worker_env.h"
 #include "lockstep/launch/worker_group.h"
 #include "lockstep/launch/worker_process.h"
+#include "lockstep/launch/worker_specs.h"

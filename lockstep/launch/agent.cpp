@@ -23,6 +23,7 @@
 #include "lockstep/launch/watchdog.h"
 #include "lockstep/launch/worker_env.h"
 #include "lockstep/launch/worker_group.h"
+#include "lockstep/launch/worker_specs.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::launch {
@@ -94,10 +95,6 @@ Agent::~Agent() {
 
 void Agent::log(const std::string& line) const {
   writeConsole(STDERR_FILENO, "[lockstep run] " + line + "\n");
-}
-
-std::string Agent::attemptDir(int attempt, int rank) const {
-  return run_dir_ + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(rank);
 }
 
 int Agent::run() {
@@ -199,61 +196,26 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
 }
 
 std::vector<WorkerSpec> Agent::workerSpecs(int attempt, const RankLayout& layout) const {
-  const auto base_env = currentEnvironment();
-  std::vector<WorkerSpec> specs;
-  for (int lr = 0; lr < layout.local_world_size; ++lr) {
-    WorkerSpec s;
-    s.local_rank = lr;
-    s.rank = layout.first_rank + lr;
-    const std::string dir = attemptDir(attempt, s.rank);
-    makeDirs(dir);
-    s.error_file = dir + "/error.json";
-    s.process.path = program_path_;
-    s.process.argv.push_back(options_.program);
-    for (const auto& a : options_.program_args) s.process.argv.push_back(a);
-    s.process.env = toEnvStrings(workerEnv(attempt, layout, s, base_env));
-    setOutputSinks(s, dir, layout.world_size);
-    specs.push_back(std::move(s));
-  }
-  return specs;
-}
-
-std::map<std::string, std::string> Agent::workerEnv(int attempt, const RankLayout& layout,
-                                                    const WorkerSpec& s,
-                                                    const std::map<std::string, std::string>& base) const {
-  WorkerEnvSpec es;
-  es.layout = layout;
-  es.local_rank = s.local_rank;
-  es.master_addr = options_.master_addr;
-  es.master_port = options_.master_port;
-  es.run_id = options_.run_id;
-  es.restart_count = attempt;
-  es.max_restarts = options_.max_restarts;
-  es.error_file = s.error_file;
-  es.timeout = timeout_;
-  es.join_token = join_token_;
-  auto env = buildWorkerEnv(base, es);
-  setProgressSocket(env, s.rank, progress_ ? progress_->address() : "");
-  env[comm::kOpWatchFdVariable] = std::to_string(ops_->fd());
-  return env;
-}
-
-void Agent::setOutputSinks(WorkerSpec& s, const std::string& dir, int world_size) const {
-  const int redirect = options_.redirects.forLocalRank(s.local_rank);
-  const int files =
-      redirect | options_.tee.forLocalRank(s.local_rank) | (options_.log_dir.empty() ? 0 : kStdout | kStderr);
-  // With a progress line on the terminal, stdout goes through the console too (its lines go above it).
-  if ((files & kStdout) || console_) {
-    OutputSinkOptions o;
-    if (files & kStdout) o.file_path = dir + "/stdout.log";
-    o.console_fd = (redirect & kStdout) ? -1 : STDOUT_FILENO;
-    s.process.stdout_sink = o;
-  }
-  OutputSinkOptions e;  // stderr is always piped: its tail goes into the failure report
-  if (files & kStderr) e.file_path = dir + "/stderr.log";
-  e.console_fd = (redirect & kStderr) ? -1 : STDERR_FILENO;
-  if (world_size > 1 && s.rank != 0) e.console_prefix = "[rank " + std::to_string(s.rank) + "] ";
-  s.process.stderr_sink = e;
+  WorkerSpecsOptions o;
+  o.env.layout = layout;
+  o.env.master_addr = options_.master_addr;
+  o.env.master_port = options_.master_port;
+  o.env.run_id = options_.run_id;
+  o.env.restart_count = attempt;
+  o.env.max_restarts = options_.max_restarts;
+  o.env.timeout = timeout_;
+  o.env.join_token = join_token_;
+  o.program_path = program_path_;
+  o.argv.push_back(options_.program);
+  o.argv.insert(o.argv.end(), options_.program_args.begin(), options_.program_args.end());
+  o.attempt_dir = run_dir_ + "/attempt_" + std::to_string(attempt);
+  o.redirects = options_.redirects;
+  o.tee = options_.tee;
+  o.log_files = !options_.log_dir.empty();
+  o.console = console_ != nullptr;
+  o.progress_address = progress_ ? progress_->address() : "";
+  o.op_watch_fd = ops_->fd();
+  return launch::workerSpecs(o, currentEnvironment());
 }
 
 Ms Agent::watchdogInterval() const {

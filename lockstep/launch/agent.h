@@ -3,7 +3,6 @@
 // starts this node's workers, watches them, and on the first failure anywhere stops every
 // worker of the job, reports the root cause and restarts the whole group while restarts remain.
 #include <chrono>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,11 +52,8 @@ class Agent {
   // One attempt: start this node's workers, then supervise them until the attempt ends.
   Outcome runAttempt(int attempt, Rendezvous& rdzv, const RendezvousResult& r, SignalWatcher& signals);
 
-  // Starting: what each worker runs, with which environment and where its output goes.
+  // Starting: the attempt's worker specs (worker_specs.h) and the watchdog's options.
   std::vector<WorkerSpec> workerSpecs(int attempt, const RankLayout& layout) const;
-  std::map<std::string, std::string> workerEnv(int attempt, const RankLayout& layout, const WorkerSpec& s,
-                                               const std::map<std::string, std::string>& base) const;
-  void setOutputSinks(WorkerSpec& s, const std::string& dir, int world_size) const;
   WatchdogOptions watchdogOptions(int attempt, const RendezvousResult& r);
   std::chrono::milliseconds watchdogInterval() const;
 
@@ -79,7 +75,6 @@ class Agent {
   void settleReport(int attempt, Rendezvous& rdzv, bool have_primary);
   void writeReport(const std::string& headline, const std::string& body);
   void log(const std::string& line) const;
-  std::string attemptDir(int attempt, int rank) const;
 
   LaunchOptions options_;
   std::string program_path_;
