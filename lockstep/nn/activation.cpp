@@ -1,8 +1,7 @@
 #include "lockstep/nn/activation.h"
 
 #include "lockstep/autograd/ops/activation.h"
-#include "lockstep/autograd/ops/linear.h"
-#include "lockstep/autograd/ops/math.h"
+#include "lockstep/autograd/ops/shape.h"
 
 namespace lockstep::nn {
 

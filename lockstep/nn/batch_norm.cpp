@@ -1,6 +1,6 @@
 #include "lockstep/nn/batch_norm.h"
 
-#include "lockstep/autograd/ops/conv.h"
+#include "lockstep/autograd/ops/batch_norm.h"
 #include "lockstep/kernels/binary.h"
 
 namespace lockstep::nn {

@@ -1,6 +1,6 @@
 #include "lockstep/nn/dropout.h"
 
-#include "lockstep/autograd/ops/linear.h"
+#include "lockstep/autograd/ops/dropout.h"
 
 namespace lockstep::nn {
 

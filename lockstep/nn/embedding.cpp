@@ -1,6 +1,6 @@
 #include "lockstep/nn/embedding.h"
 
-#include "lockstep/autograd/ops/transformer.h"
+#include "lockstep/autograd/ops/embedding.h"
 #include "lockstep/nn/init.h"
 
 namespace lockstep::nn {

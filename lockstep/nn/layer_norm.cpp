@@ -1,6 +1,6 @@
 #include "lockstep/nn/layer_norm.h"
 
-#include "lockstep/autograd/ops/math.h"
+#include "lockstep/autograd/ops/layer_norm.h"
 
 namespace lockstep::nn {
 

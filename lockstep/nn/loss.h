@@ -3,7 +3,7 @@
 // (input, target) rather than one input; the single-argument forward() is not supported.
 #include <cstdint>
 
-#include "lockstep/autograd/ops/linear.h"
+#include "lockstep/autograd/ops/loss.h"
 #include "lockstep/nn/module.h"
 
 namespace lockstep::nn {

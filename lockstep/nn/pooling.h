@@ -3,7 +3,7 @@
 #include <array>
 #include <cstdint>
 
-#include "lockstep/autograd/ops/conv.h"
+#include "lockstep/autograd/ops/pool.h"
 #include "lockstep/nn/module.h"
 
 namespace lockstep::nn {

@@ -1,6 +1,6 @@
 #include "lockstep/nn/rms_norm.h"
 
-#include "lockstep/autograd/ops/transformer.h"
+#include "lockstep/autograd/ops/rms_norm.h"
 
 namespace lockstep::nn {
 

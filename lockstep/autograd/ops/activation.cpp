@@ -1,9 +1,10 @@
-// relu (ops/activation.h) and leakyRelu/gelu/tanh/sigmoid (declared in ops/linear.h).
+// The activations of ops/activation.h: one node each, forward and backward in kernels/.
 #include "lockstep/autograd/ops/activation.h"
 
+#include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
-#include "lockstep/autograd/ops/linear.h"
 #include "lockstep/kernels/activation.h"
+#include "lockstep/kernels/transformer.h"
 
 namespace lockstep::autograd {
 
@@ -43,6 +44,17 @@ struct SigmoidBackward final : EltwiseBackward<SigmoidBackward> {
   static Tensor grad(const Tensor& gy, const Tensor& y) { return kernels::sigmoidBackward(gy, y); }
 };
 
+struct GeluTanhBackward final : EltwiseBackward<GeluTanhBackward> {
+  using EltwiseBackward::EltwiseBackward;
+  static constexpr const char* kName = "GeluBackward";
+  static Tensor grad(const Tensor& gy, const Tensor& x) { return kernels::geluTanhBackward(gy, x); }
+};
+struct SiluBackward final : EltwiseBackward<SiluBackward> {
+  using EltwiseBackward::EltwiseBackward;
+  static constexpr const char* kName = "SiluBackward";
+  static Tensor grad(const Tensor& gy, const Tensor& x) { return kernels::siluBackward(gy, x); }
+};
+
 class LeakyReluBackward final : public Node {
  public:
   LeakyReluBackward(Tensor x, double slope) : x_(std::move(x)), slope_(slope) {}
@@ -56,6 +68,21 @@ class LeakyReluBackward final : public Node {
   Tensor x_;
   double slope_;
 };
+
+class SwigluBackward final : public Node {
+ public:
+  SwigluBackward(Tensor gate, Tensor up) : gate_(std::move(gate)), up_(std::move(up)) {}
+  std::vector<Tensor> apply(const Tensor& g) override {
+    auto [gg, gu] = kernels::swigluBackward(g, gate_, up_);
+    return {gg, gu};
+  }
+  std::string name() const override { return "SwigluBackward"; }
+  void releaseSaved() override { gate_ = up_ = Tensor(); }
+
+ private:
+  Tensor gate_, up_;
+};
+
 }  // namespace
 
 Variable relu(const Variable& x) {
@@ -81,6 +108,23 @@ Variable tanh(const Variable& x) {
 Variable sigmoid(const Variable& x) {
   Tensor y = kernels::sigmoidForward(x.tensor());
   return record<SigmoidBackward>(y, {&x}, y);
+}
+
+Variable gelu(const Variable& x, GeluApproximation approximate) {
+  if (approximate == GeluApproximation::none) return gelu(x);
+  Tensor y = kernels::geluTanhForward(x.tensor());
+  return record<GeluTanhBackward>(y, {&x}, x.tensor());
+}
+
+Variable silu(const Variable& x) {
+  Tensor y = kernels::siluForward(x.tensor());
+  return record<SiluBackward>(y, {&x}, x.tensor());
+}
+
+Variable swiglu(const Variable& gate0, const Variable& up0) {
+  auto [gate, up] = autocast::promote(gate0, up0);
+  Tensor y = kernels::swigluForward(gate.tensor(), up.tensor());
+  return record<SwigluBackward>(y, {&gate, &up}, gate.tensor(), up.tensor());
 }
 
 }  // namespace lockstep::autograd

@@ -1,10 +1,11 @@
-// Element-wise arithmetic of math.h: broadcasting binary ops, scalar ops and unary math.
+// Element-wise arithmetic of ops/arith.h: broadcasting binary ops, scalar ops and unary math.
 // Broadcast gradients are folded back onto each operand's shape with kernels::sumToShape.
+#include "lockstep/autograd/ops/arith.h"
+
 #include <cctype>
 
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
-#include "lockstep/autograd/ops/math.h"
 #include "lockstep/kernels/binary.h"
 #include "lockstep/kernels/reduce.h"
 #include "lockstep/kernels/unary.h"

@@ -1,13 +1,13 @@
-// scaledDotProductAttention of ops/transformer.h: one node around the blocked kernel, saving only
+// scaledDotProductAttention of ops/attention.h: one node around the blocked kernel, saving only
 // q, k, v (the inputs, no copies), the output and the [B, H, T] logsumexp.
-#include "lockstep/kernels/attention.h"
+#include "lockstep/autograd/ops/attention.h"
 
 #include <cmath>
 
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/checkpoint.h"
 #include "lockstep/autograd/function.h"
-#include "lockstep/autograd/ops/transformer.h"
+#include "lockstep/kernels/attention.h"
 #include "lockstep/kernels/dropout.h"
 
 namespace lockstep::autograd {

@@ -1,8 +1,8 @@
-#include "lockstep/kernels/batch_norm.h"
+#include "lockstep/autograd/ops/batch_norm.h"
 
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
-#include "lockstep/autograd/ops/conv.h"
+#include "lockstep/kernels/batch_norm.h"
 
 namespace lockstep::autograd {
 

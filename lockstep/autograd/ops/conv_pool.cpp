@@ -5,12 +5,13 @@
 // each maximum came from). Backward walks the same chunks: pooling's backward rebuilds one chunk of
 // the convolution's output gradient, which feeds the convolution's backward at once. Fewer bytes
 // through the shared cache per step is what lets ranks on neighbouring cores not slow each other.
+#include "lockstep/autograd/ops/conv_pool.h"
+
 #include <algorithm>
 
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/activation.h"
-#include "lockstep/autograd/ops/conv.h"
 #include "lockstep/autograd/ops/kernel_params.h"
 #include "lockstep/kernels/accumulate.h"
 #include "lockstep/kernels/activation.h"

@@ -1,6 +1,7 @@
 #pragma once
 // The kernels' parameter structs from the autograd ops' options (one conversion, shared by the ops).
 #include "lockstep/autograd/ops/conv.h"
+#include "lockstep/autograd/ops/pool.h"
 #include "lockstep/kernels/conv.h"
 #include "lockstep/kernels/pool.h"
 

@@ -1,9 +1,9 @@
-// layerNorm of math.h: kernels::layerNormForward/Backward with the statistics saved in between.
-#include "lockstep/kernels/layer_norm.h"
+// layerNorm of ops/layer_norm.h: kernels::layerNormForward/Backward with the statistics saved in between.
+#include "lockstep/autograd/ops/layer_norm.h"
 
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
-#include "lockstep/autograd/ops/math.h"
+#include "lockstep/kernels/layer_norm.h"
 
 namespace lockstep::autograd {
 

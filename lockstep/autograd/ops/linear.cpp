@@ -1,5 +1,4 @@
-// linear and matmul (declared in ops/linear.h with the activations, dropout, softmax and losses,
-// whose implementations live in ops/activation.cpp, ops/softmax.cpp and ops/loss.cpp).
+// linear and matmul of ops/linear.h.
 #include "lockstep/autograd/ops/linear.h"
 
 #include "lockstep/autograd/autocast.h"

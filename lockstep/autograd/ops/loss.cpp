@@ -1,9 +1,9 @@
-// crossEntropy, nllLoss and mseLoss (declared in ops/linear.h).
-#include "lockstep/kernels/loss.h"
+// crossEntropy, nllLoss and mseLoss of ops/loss.h.
+#include "lockstep/autograd/ops/loss.h"
 
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
-#include "lockstep/autograd/ops/linear.h"
+#include "lockstep/kernels/loss.h"
 
 namespace lockstep::autograd {
 

@@ -1,8 +1,8 @@
-#include "lockstep/kernels/pool.h"
+#include "lockstep/autograd/ops/pool.h"
 
 #include "lockstep/autograd/function.h"
-#include "lockstep/autograd/ops/conv.h"
 #include "lockstep/autograd/ops/kernel_params.h"
+#include "lockstep/kernels/pool.h"
 
 namespace lockstep::autograd {
 
@@ -20,7 +20,8 @@ class MaxPool2dBackward final : public Node {
         workspace_(std::move(workspace)),
         p_(p) {}
   std::vector<Tensor> apply(const Tensor& gy) override {
-    const Tensor x = x_.defined() ? x_ : Tensor::emptyStrided(shape_, strides_, dtype_, gy.device());  // never read
+    const Tensor x =
+        x_.defined() ? x_ : Tensor::emptyStrided(shape_, strides_, dtype_, gy.device());  // never read
     return {kernels::maxPool2dBackward(gy, x, workspace_, p_)};
   }
   std::string name() const override { return "MaxPool2dBackward"; }

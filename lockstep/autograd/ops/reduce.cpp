@@ -1,10 +1,10 @@
-// sum and mean of math.h. Backward broadcasts the (scaled) output gradient over the reduced dims.
-#include "lockstep/kernels/reduce.h"
+// sum and mean of ops/reduce.h. Backward broadcasts the (scaled) output gradient over the reduced dims.
+#include "lockstep/autograd/ops/reduce.h"
 
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
-#include "lockstep/autograd/ops/math.h"
 #include "lockstep/kernels/binary.h"
+#include "lockstep/kernels/reduce.h"
 
 namespace lockstep::autograd {
 

@@ -1,9 +1,9 @@
-// View ops (reshape, flatten, transpose, permute, narrow) and concat of math.h. Views share the
-// input's storage; their backward maps the gradient back the same way, mostly as views too.
-#include "lockstep/kernels/shape.h"
+// View ops (reshape, flatten, transpose, permute, narrow, split) and concat of ops/shape.h. Views
+// share the input's storage; their backward maps the gradient back the same way, mostly as views too.
+#include "lockstep/autograd/ops/shape.h"
 
 #include "lockstep/autograd/function.h"
-#include "lockstep/autograd/ops/math.h"
+#include "lockstep/kernels/shape.h"
 
 namespace lockstep::autograd {
 
@@ -118,6 +118,41 @@ Variable concat(const std::vector<Variable>& xs, int64_t dim) {
   auto node = std::make_shared<ConcatBackward>(d, std::move(sizes));
   for (const Variable& v : xs) node->edges().push_back(v.gradEdge());
   return Variable::makeResult(y, std::move(node));
+}
+
+std::vector<Variable> split(const Variable& x, int64_t split_size, int64_t dim) {
+  LOCKSTEP_ENFORCE(x.dim() >= 1, ValueError, "split: needs a tensor with >= 1 dim, got ",
+                   x.tensor().describe());
+  const int64_t d = normalizeDim(dim, x.dim(), "split: dim");
+  const int64_t n = x.size(d);
+  LOCKSTEP_ENFORCE(split_size > 0 || (split_size == 0 && n == 0), ValueError,
+                   "split: split_size must be > 0, got ", split_size, " for dim ", d, " of size ", n);
+  std::vector<int64_t> sizes;
+  for (int64_t start = 0; start < n; start += split_size) sizes.push_back(std::min(split_size, n - start));
+  if (sizes.empty()) sizes.push_back(0);  // torch returns the one empty piece
+  return split(x, sizes, d);
+}
+
+std::vector<Variable> split(const Variable& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  LOCKSTEP_ENFORCE(x.dim() >= 1, ValueError, "split: needs a tensor with >= 1 dim, got ",
+                   x.tensor().describe());
+  const int64_t d = normalizeDim(dim, x.dim(), "split: dim");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    LOCKSTEP_ENFORCE(s >= 0, ValueError, "split: sizes must be >= 0, got ", s);
+    total += s;
+  }
+  LOCKSTEP_ENFORCE(total == x.size(d), ValueError, "split: sizes sum to ", total, " but dim ", d, " of ",
+                   shapeToString(x.shape()), " has ", x.size(d));
+  // Each piece is a narrow view: no copy, as torch.split.
+  std::vector<Variable> out;
+  out.reserve(sizes.size());
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    out.push_back(narrow(x, d, start, s));
+    start += s;
+  }
+  return out;
 }
 
 }  // namespace lockstep::autograd

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <map>
 
-#include "lockstep/autograd/ops/linear.h"
-#include "lockstep/autograd/ops/math.h"
-#include "lockstep/autograd/ops/transformer.h"
+#include "lockstep/autograd/ops/activation.h"
+#include "lockstep/autograd/ops/arith.h"
+#include "lockstep/autograd/ops/attention.h"
+#include "lockstep/autograd/ops/rotary.h"
+#include "lockstep/autograd/ops/shape.h"
 #include "lockstep/nn/init.h"
 #include "lockstep/util/suggest.h"
 

@@ -1,7 +1,8 @@
 #include "lockstep/nn/models/resnet.h"
 
 #include "lockstep/autograd/ops/activation.h"
-#include "lockstep/autograd/ops/math.h"
+#include "lockstep/autograd/ops/arith.h"
+#include "lockstep/autograd/ops/shape.h"
 #include "lockstep/nn/models/small_cnn.h"
 
 namespace lockstep::nn {

@@ -1,7 +1,7 @@
 #include "lockstep/nn/models/small_cnn.h"
 
 #include "lockstep/autograd/ops/activation.h"
-#include "lockstep/autograd/ops/conv.h"
+#include "lockstep/autograd/ops/conv_pool.h"
 
 namespace lockstep::nn {
 

@@ -1,0 +1,23 @@
+#pragma once
+// Losses: cross-entropy, negative log-likelihood and mean squared error.
+#include <cstdint>
+
+#include "lockstep/autograd/variable.h"
+
+namespace lockstep::autograd {
+
+enum class Reduction { none, mean, sum };
+
+struct CrossEntropyOptions {
+  Reduction reduction = Reduction::mean;
+  double label_smoothing = 0.0;
+  int64_t ignore_index = -100;
+};
+/// logits [N, C], target [N] of i64 class indices (a plain tensor: no gradient flows to it).
+Variable crossEntropy(const Variable& logits, const Tensor& target, const CrossEntropyOptions& opts = {});
+/// log_probs [N, C], target [N] i64.
+Variable nllLoss(const Variable& log_probs, const Tensor& target, Reduction reduction = Reduction::mean,
+                 int64_t ignore_index = -100);
+Variable mseLoss(const Variable& input, const Variable& target, Reduction reduction = Reduction::mean);
+
+}  // namespace lockstep::autograd

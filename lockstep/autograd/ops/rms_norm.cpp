@@ -1,0 +1,35 @@
+// rmsNorm: kernels::rmsNormForward/Backward with the reciprocal RMS saved in between.
+#include "lockstep/autograd/ops/rms_norm.h"
+
+#include "lockstep/autograd/autocast.h"
+#include "lockstep/autograd/function.h"
+#include "lockstep/kernels/transformer.h"
+
+namespace lockstep::autograd {
+
+namespace {
+
+class RmsNormBackward final : public Node {
+ public:
+  RmsNormBackward(Tensor x, Tensor rstd, Tensor weight)
+      : x_(std::move(x)), rstd_(std::move(rstd)), weight_(std::move(weight)) {}
+  std::vector<Tensor> apply(const Tensor& g) override {
+    auto r = kernels::rmsNormBackward(g, x_, rstd_, weight_);
+    return {edges_[0] ? r.gx : Tensor(), edges_[1] ? r.gweight : Tensor()};
+  }
+  std::string name() const override { return "RmsNormBackward"; }
+  void releaseSaved() override { x_ = rstd_ = weight_ = Tensor(); }
+
+ private:
+  Tensor x_, rstd_, weight_;
+};
+
+}  // namespace
+
+Variable rmsNorm(const Variable& x0, const Variable& weight0, double eps) {
+  const Variable x = autocast::fp32(x0), weight = autocast::fp32(weight0);
+  auto out = kernels::rmsNormForward(x.tensor(), weight.tensor(), eps);
+  return record<RmsNormBackward>(out.y, {&x, &weight}, x.tensor(), out.rstd, weight.tensor());
+}
+
+}  // namespace lockstep::autograd
