@@ -1,63 +1,21 @@
 #include "lockstep/kernels/accumulate.h"
 
-#include "lockstep/kernels/cuda/elementwise.h"
 #include "lockstep/kernels/dispatch.h"
-#include "lockstep/tensor/strided.h"
+#include "lockstep/kernels/tables/accumulate.h"
 
 namespace lockstep::kernels {
 
 namespace {
-template <typename T>
-void addContig(T* d, const T* s, int64_t n, T alpha) {
-  if (alpha == T(1)) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
-  } else {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) d[i] += alpha * s[i];
-  }
-}
-
-template <typename T>
-void addTyped(Tensor& dst, const Tensor& src, double alpha) {
-  T* d = static_cast<T*>(dst.dataPtr());
-  const T* s = static_cast<const T*>(src.dataPtr());
-  const T a = static_cast<T>(alpha);
-  if (dst.isDense() && dst.strides() == src.strides()) {
-    addContig(d, s, dst.numel(), a);
-    return;
-  }
-  forEachRun<2>(dst.shape(), {&dst.strides(), &src.strides()},
-                [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-                  if (st[0] == 1 && st[1] == 1) {
-                    addContig(d + off[0], s + off[1], n, a);
-                  } else {
-                    for (int64_t i = 0; i < n; ++i) d[off[0] + i * st[0]] += a * s[off[1] + i * st[1]];
-                  }
-                });
-}
+// The kernels take every dtype as it is (the cpu loops accumulate low precision in f32).
+const Backends<AccumulateKernels> kBackends{.cpu = &cpu::kAccumulate,
+                                            .cuda = LOCKSTEP_CUDA_TABLE(cuda::kAccumulate)};
 }  // namespace
 
 void addInto(Tensor& dst, const Tensor& src, double alpha) {
   LOCKSTEP_ENFORCE(dst.shape() == src.shape(), ValueError, "addInto: destination shape ",
                    shapeToString(dst.shape()), " differs from source shape ", shapeToString(src.shape()));
-  LOCKSTEP_ON_CUDA(dst.isCuda() ? dst : src, cuda::addInto(dst, src, alpha));
-  Tensor s = src.dtype() == dst.dtype() ? src : src.to(dst.dtype());
-  switch (dst.dtype()) {
-    case DType::f32:
-      addTyped<float>(dst, s, alpha);
-      break;
-    case DType::f64:
-      addTyped<double>(dst, s, alpha);
-      break;
-    default: {
-      // Low-precision storage: accumulate in f32.
-      Tensor d32 = dst.to(DType::f32);
-      Tensor s32 = src.to(DType::f32);
-      addTyped<float>(d32, s32, alpha);
-      dst.copyFrom(d32);
-    }
-  }
+  dispatchAsIs<&AccumulateKernels::addInto>(kBackends, {dst.isCuda() || src.isCuda(), dst.dtype()}, dst, src,
+                                            alpha);
 }
 
 }  // namespace lockstep::kernels

@@ -30,19 +30,6 @@
 #define LOCKSTEP_CUDA_TABLE(table) nullptr
 #endif
 
-/// In a kernel entry point not yet dispatched through op tables: `LOCKSTEP_ON_CUDA(x, cuda::op(x));`
-/// returns the CUDA kernel's result when x lives on a GPU.
-#if LOCKSTEP_WITH_CUDA
-#define LOCKSTEP_ON_CUDA(t, call)  \
-  do {                             \
-    if ((t).isCuda()) return call; \
-  } while (0)
-#else
-#define LOCKSTEP_ON_CUDA(t, call) \
-  do {                            \
-  } while (0)
-#endif
-
 namespace lockstep::kernels {
 
 enum class Backend { onednn, reference };
@@ -209,41 +196,6 @@ auto dispatchAsIs(const Backends<Table>& backends, Where where, Args&&... args) 
   }
   LOCKSTEP_CHECK(fn != nullptr, Table::kGroup, ": an op no CPU backend provides");
   return fn(args...);
-}
-
-/// Runs Fast (oneDNN) or Ref (reference loops) as backendFor(t) says; for a low-precision t,
-/// emulated in f32 where the native kernel is missing. A native low-precision kernel that oneDNN
-/// turns out not to implement (NotSupportedError at primitive creation) falls back to emulation,
-/// and from then on that kernel runs emulated without trying again.
-template <auto Fast, auto Ref, typename... Args>
-auto dispatch(DType t, const Args&... args) {
-  if (backendFor(t) == Backend::reference) {
-    if (isLowPrecision(t)) return detail::inF32(t, Ref, args...);
-    return Ref(args...);
-  }
-  if (!isLowPrecision(t)) return Fast(args...);
-  static std::atomic<bool> unimplemented{false};
-  if (computesNatively(t) && !unimplemented.load(std::memory_order_relaxed)) {
-    try {
-      return Fast(args...);
-    } catch (const NotSupportedError&) {
-      unimplemented.store(true, std::memory_order_relaxed);
-    }
-  }
-  return detail::inF32(t, Fast, args...);
-}
-
-/// For kernels written as f32 loops (no oneDNN primitive): f32 runs Fast, f64 (or
-/// LOCKSTEP_KERNELS=reference) runs Ref, and bf16/f16 always run Fast (or Ref) emulated in f32,
-/// since no native low-precision version exists.
-template <auto Fast, auto Ref, typename... Args>
-auto dispatchF32Loops(DType t, const Args&... args) {
-  if (backendFor(t) == Backend::reference) {
-    if (isLowPrecision(t)) return detail::inF32(t, Ref, args...);
-    return Ref(args...);
-  }
-  if (isLowPrecision(t)) return detail::inF32(t, Fast, args...);
-  return Fast(args...);
 }
 
 }  // namespace lockstep::kernels

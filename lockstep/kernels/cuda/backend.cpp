@@ -9,21 +9,30 @@
 #include "lockstep/kernels/cuda/conv.h"
 #include "lockstep/kernels/cuda/dropout.h"
 #include "lockstep/kernels/cuda/elementwise.h"
+#include "lockstep/kernels/cuda/finite.h"
 #include "lockstep/kernels/cuda/layer_norm.h"
 #include "lockstep/kernels/cuda/loss.h"
+#include "lockstep/kernels/cuda/metrics.h"
+#include "lockstep/kernels/cuda/norm.h"
+#include "lockstep/kernels/cuda/optimizer.h"
 #include "lockstep/kernels/cuda/pool.h"
 #include "lockstep/kernels/cuda/reduce.h"
 #include "lockstep/kernels/cuda/softmax.h"
 #include "lockstep/kernels/cuda/transformer.h"
+#include "lockstep/kernels/tables/accumulate.h"
 #include "lockstep/kernels/tables/activation.h"
 #include "lockstep/kernels/tables/attention.h"
 #include "lockstep/kernels/tables/batch_norm.h"
 #include "lockstep/kernels/tables/binary.h"
 #include "lockstep/kernels/tables/conv.h"
 #include "lockstep/kernels/tables/dropout.h"
+#include "lockstep/kernels/tables/finite.h"
 #include "lockstep/kernels/tables/layer_norm.h"
 #include "lockstep/kernels/tables/linear.h"
 #include "lockstep/kernels/tables/loss.h"
+#include "lockstep/kernels/tables/metrics.h"
+#include "lockstep/kernels/tables/norm.h"
+#include "lockstep/kernels/tables/optimizer.h"
 #include "lockstep/kernels/tables/pool.h"
 #include "lockstep/kernels/tables/reduce.h"
 #include "lockstep/kernels/tables/shape.h"
@@ -158,6 +167,35 @@ const DropoutKernels kDropout{
           return r;
         },
     .dropoutBackward = &dropoutBackward,
+};
+
+const AccumulateKernels kAccumulate{.addInto = &addInto};
+
+const MetricsKernels kMetrics{.countCorrectInto = &countCorrectInto};
+
+const FiniteKernels kFinite{
+    // The bool answers on a GPU: the device check, then one read of its flag.
+    .scaleAndCheck =
+        [](Tensor& x, double factor, bool scale) {
+          Tensor found = Tensor::zeros({1}, DType::f32, x.device());
+          checkNonFiniteInto(x, factor, scale, found);
+          return found.item<float>() != 0.0f;
+        },
+    .scaleAndCheckInto = [](Tensor& x, double factor,
+                            Tensor& found_inf) { checkNonFiniteInto(x, factor, true, found_inf); },
+};
+
+const NormKernels kNorm{
+    .norm = [](const Tensor& x, double p) { return totalNorm({x}, p).item<double>(); },
+    .totalNorm = &totalNorm,
+    .scaleByClipCoefficient = &scaleByClipCoefficient,
+};
+
+const OptimizerKernels kOptimizer{
+    .sgdStep = &sgdStep,
+    .adamStep = &adamStep,
+    .sgdStepMany = &sgdStepMany,
+    .adamStepMany = &adamStepMany,
 };
 
 }  // namespace lockstep::kernels::cuda
