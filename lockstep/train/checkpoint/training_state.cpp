@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "lockstep/parallel/engine.h"
 #include "lockstep/train/checkpoint/zero_checkpoint.h"
 #include "lockstep/util/error.h"
 
@@ -168,37 +169,39 @@ void saveModel(const std::string& path, const nn::Module& model) {
   saveSafetensors(path, toNamed(model.stateDict()), {{"format", "pt"}});
 }
 
-void saveModelPartitioned(const std::string& path, const nn::Module& model, parallel::ZeroOptimizer& zero,
-                          bool write) {
+void saveModel(const std::string& path, parallel::Engine& engine, bool write) {
+  const nn::Module& model = *engine.model();
+  if (engine.parametersWhole()) {
+    if (write) saveModel(path, model);
+    return;
+  }
   std::unordered_map<const autograd::VariableImpl*, std::string> name_of;
   for (const auto& [name, p] : model.namedParameters()) name_of.emplace(p.impl().get(), name);
-  const std::vector<autograd::Variable>& params = zero.parameters();
-  std::set<std::string> partitioned;  // what the walk below brings; the rest is whole already
-  for (const autograd::Variable& p : params) {
-    auto it = name_of.find(p.impl().get());
-    LOCKSTEP_CHECK(it != name_of.end(), "saveModelPartitioned: an optimizer parameter is not the model's");
-    partitioned.insert(it->second);
-  }
   const NamedTensors layout = toNamed(model.stateDict());  // shapes and dtypes only are read here
   std::optional<SafetensorsStreamWriter> out;
   std::exception_ptr error;  // the walk is collective: every rank takes all of it, then this throws
   if (write) {
     try {
       out.emplace(path, layout, std::map<std::string, std::string>{{"format", "pt"}});
-      for (const auto& [name, t] : layout) {  // buffers (and parameters the optimizer does not train)
-        if (!partitioned.count(name)) out->write(name, t);
-      }
     } catch (...) {
       error = std::current_exception();
-      out.reset();
     }
   }
-  zero.forEachParameterBucketWhole([&](const std::vector<size_t>& indices) {
-    if (!out) return;
-    for (size_t i : indices) out->write(name_of.at(params[i].impl().get()), params[i].tensor());
+  std::set<std::string> streamed;  // what the walk brings; the rest (buffers) is whole already
+  engine.forEachWholeParameterBucket([&](const std::vector<autograd::Variable>& bucket) {
+    for (const autograd::Variable& p : bucket) {
+      auto it = name_of.find(p.impl().get());
+      LOCKSTEP_CHECK(it != name_of.end(), "saveModel: an engine's parameter is not its model's");
+      streamed.insert(it->second);
+      if (out) out->write(it->second, p.tensor());
+    }
   });
   if (error) std::rethrow_exception(error);
-  if (out) out->commit();
+  if (!out) return;
+  for (const auto& [name, t] : layout) {  // buffers (and parameters the optimizer does not train)
+    if (!streamed.count(name)) out->write(name, t);
+  }
+  out->commit();
 }
 
 void loadModel(const std::string& path, nn::Module& model, bool strict) {

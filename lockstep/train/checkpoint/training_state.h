@@ -14,6 +14,10 @@
 #include "lockstep/tensor/generator.h"
 #include "lockstep/train/checkpoint/checkpoint.h"
 
+namespace lockstep::parallel {
+class Engine;
+}
+
 namespace lockstep::train {
 
 /// Borrowed parts of a job; any but model may be null.
@@ -55,12 +59,11 @@ std::string restoreTrainingState(const CheckpointData& data, TrainingParts& part
 
 /// The model's state dict as one safetensors file (atomic write), loadable by Python's safetensors.
 void saveModel(const std::string& path, const nn::Module& model);
-/// The same file from a ZeRO stage-3 model whose parameters are partitioned, without ever holding
-/// the whole model: collective; the parameters are gathered one bucket at a time
-/// (ZeroOptimizer::forEachParameterBucketWhole) and the rank with write = true puts each into the
-/// file as it arrives. Below stage 3 it is saveModel on that rank.
-void saveModelPartitioned(const std::string& path, const nn::Module& model, parallel::ZeroOptimizer& zero,
-                          bool write);
+/// The same file from the model an engine trains, whatever its ZeRO stage: collective. When its
+/// parameters are partitioned (stage 3) they are gathered one bucket at a time
+/// (Engine::forEachWholeParameterBucket) and the rank with write = true puts each into the file as
+/// it arrives, so the whole model is never in memory; otherwise that rank writes saveModel's file.
+void saveModel(const std::string& path, parallel::Engine& engine, bool write);
 /// Module-only load from a safetensors file (e.g. a final model or a checkpoint's
 /// model.safetensors). strict as in Module::loadStateDict.
 void loadModel(const std::string& path, nn::Module& model, bool strict = true);

@@ -1,22 +1,13 @@
 #include "lockstep/train/monitor/progress.h"
 
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-
-#include "lockstep/util/error.h"
+#include <cstdio>
 
 namespace lockstep::train {
 
 namespace {
-
-double unixTime() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 int terminalWidth(int fd) {
   winsize ws{};
@@ -24,55 +15,25 @@ int terminalWidth(int fd) {
   return 80;
 }
 
-// Peak resident memory of this process (rank 0), in MiB.
-double maxRssMiB() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;
-}
-
 }  // namespace
 
-Progress::Progress(const ProgressOptions& options) : options_(options) {
+ProgressLine::ProgressLine(const ProgressOptions& options) : options_(options) {
   last_draw_ = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   sender_ = launch::ProgressSender::fromEnvironment();
-  if (!options_.tensorboard_dir.empty()) events_ = std::make_unique<EventWriter>(options_.tensorboard_dir);
-  if (!options_.csv_path.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(options_.csv_path).parent_path(), ec);
-    // Appended to, so a resumed job keeps the rows of the runs before it (those past the
-    // checkpoint it resumes from appear twice, as in TensorBoard's event files).
-    const bool fresh = std::filesystem::file_size(options_.csv_path, ec) == 0 || ec;
-    csv_ = std::fopen(options_.csv_path.c_str(), "a");
-    if (!csv_) throw IoError("cannot write " + options_.csv_path + ": " + std::strerror(errno));
-    if (fresh) std::fprintf(csv_, "%s\n", kMetricsCsvHeader);
+}
+
+void ProgressLine::onStart(const RunStart& start) {
+  for (size_t r = 0; r < start.memory.size(); ++r) {
+    const parallel::ModelStateBytes& m = start.memory[r];
+    std::fprintf(stderr,
+                 "memory: rank %zu: parameters %lld B, gradients %lld B, optimizer states %lld B (ZeRO stage "
+                 "%d)\n",
+                 r, static_cast<long long>(m.parameters), static_cast<long long>(m.gradients),
+                 static_cast<long long>(m.optimizer_states), start.config->zero.stage);
   }
 }
 
-Progress::~Progress() {
-  if (csv_) std::fclose(csv_);
-}
-
-void Progress::record(int64_t epoch, int64_t step,
-                      const std::vector<std::pair<std::string, double>>& values) {
-  const double t = unixTime();
-  std::vector<Scalar> scalars;
-  for (const auto& [tag, value] : values) {
-    if (csv_)
-      std::fprintf(csv_, "%lld,%lld,%s,%.8g,%.3f\n", static_cast<long long>(epoch + 1),
-                   static_cast<long long>(step), tag.c_str(), value, t);
-    scalars.push_back({tag, static_cast<float>(value)});
-  }
-  if (events_) events_->addScalars(step, scalars);
-}
-
-void Progress::flush() {
-  if (csv_ && std::fflush(csv_) != 0)
-    throw IoError("cannot write " + options_.csv_path + ": " + std::strerror(errno));
-  if (events_) events_->flush();
-}
-
-void Progress::onStep(const StepMetrics& m) {
+void ProgressLine::onStep(const StepMetrics& m) {
   const auto now = std::chrono::steady_clock::now();
   // The shown rate is over the last rate_window_seconds (at least two points), not since start.
   window_.emplace_back(now, m.samples);
@@ -91,18 +52,6 @@ void Progress::onStep(const StepMetrics& m) {
     }
   }
   const bool print = m.step % options_.steps_per_print == 0;
-  if (print) {
-    std::vector<std::pair<std::string, double>> values{{"train/loss", m.loss},
-                                                       {"train/lr", m.lr},
-                                                       {"train/samples_per_sec", m.samples_per_sec},
-                                                       {"memory/max_rss_mib", maxRssMiB()}};
-    if (m.has_loss_scale) {
-      values.emplace_back("train/loss_scale", m.loss_scale);
-      values.emplace_back("train/skipped_steps", static_cast<double>(m.skipped_steps));
-    }
-    record(m.epoch, m.step, values);
-    flush();
-  }
   last_ = {m.epoch + 1, options_.epochs, m.step, options_.total_steps, m.loss, rate, eta};
   last_shown_ = false;
   const bool last = m.step == options_.total_steps;
@@ -125,7 +74,7 @@ void Progress::onStep(const StepMetrics& m) {
 }
 
 // To the agent that owns the terminal when there is one, else redrawn on our own terminal.
-void Progress::show(const launch::ProgressReport& r) {
+void ProgressLine::show(const launch::ProgressReport& r) {
   last_draw_ = std::chrono::steady_clock::now();
   last_shown_ = true;
   if (sender_) {
@@ -138,24 +87,37 @@ void Progress::show(const launch::ProgressReport& r) {
   bar_open_ = true;
 }
 
-void Progress::finishLine() {
+void ProgressLine::finishLine() {
   // The epoch's last step, which rate limiting may have skipped, is what stays on the screen.
   if ((sender_ || options_.tty) && !last_shown_ && last_.step > 0) show(last_);
   if (bar_open_) std::fputc('\n', stderr);
   bar_open_ = false;
 }
 
-void Progress::onValidation(int64_t epoch, int64_t step, double loss, double accuracy) {
+void ProgressLine::onEvaluation(const Evaluation& e) {
   finishLine();
-  std::fprintf(stderr, "epoch %lld: val_loss=%.4f val_accuracy=%.4f\n", static_cast<long long>(epoch + 1),
-               loss, accuracy);
-  record(epoch, step, {{"val/loss", loss}, {"val/accuracy", accuracy}});
-  flush();
+  std::fprintf(stderr, "epoch %lld: val_loss=%.4f val_accuracy=%.4f\n", static_cast<long long>(e.epoch + 1),
+               e.loss, e.accuracy);
 }
 
-void Progress::onTest(int64_t epoch, int64_t step, double loss, double accuracy) {
-  record(epoch, step, {{"test/loss", loss}, {"test/accuracy", accuracy}});
-  flush();
+void ProgressLine::onEnd(const TrainSummary& s) {
+  finishLine();
+  if (!s.checkpoint_profile.is_null()) {
+    const nlohmann::json& p = s.checkpoint_profile;
+    std::fprintf(
+        stderr,
+        "activation checkpointing profile: %lld segment forwards %.2f s, %lld recomputations %.2f s, "
+        "backward through them %.2f s\n",
+        p["segments"].get<long long>(), p["forward_seconds"].get<double>(), p["recomputes"].get<long long>(),
+        p["recompute_seconds"].get<double>(), p["backward_seconds"].get<double>());
+  }
+  if (!s.samples.is_null()) {
+    const std::string prompt = s.samples["prompt"].get<std::string>();
+    std::fprintf(stderr, "sample (greedy) after %s:\n%s\nsample (temperature %g, top-k %lld):\n%s\n",
+                 prompt == "\n" ? "a newline" : prompt.c_str(),
+                 s.samples["greedy"].get<std::string>().c_str(), s.samples["temperature"].get<double>(),
+                 s.samples["top_k"].get<long long>(), s.samples["sampled"].get<std::string>().c_str());
+  }
 }
 
 }  // namespace lockstep::train

@@ -1,0 +1,97 @@
+#include "lockstep/train/checkpoint/run_checkpoints.h"
+
+#include <cstdio>
+
+#include "lockstep/train/checkpoint/resume.h"
+#include "lockstep/train/checkpoint/zero_checkpoint.h"
+
+namespace lockstep::train {
+
+namespace {
+
+void log(bool chief, const char* what, const std::vector<std::string>& lines) {
+  if (!chief) return;
+  for (const auto& l : lines) std::fprintf(stderr, "%s: %s\n", what, l.c_str());
+}
+
+}  // namespace
+
+RunCheckpoints::RunCheckpoints(const RunCheckpointsOptions& options, parallel::Engine& engine,
+                               data::DataLoader& loader, nlohmann::json config, RunIdentity identity)
+    : options_(options),
+      engine_(engine),
+      parts_{engine.model().get(),
+             engine.optimizer().get(),
+             engine.scheduler(),
+             &loader,
+             &defaultGenerator(),
+             std::move(config),
+             engine.environment().worldSize(),
+             engine.lossScaler()},
+      identity_(std::move(identity)),
+      last_saved_(engine.globalSteps()) {
+  // ZeRO: each rank writes its own partition of the checkpoint (zero_checkpoint.h), nothing
+  // gathered; a load reshards to this run's world size and stage.
+  parts_.zero = engine.zero();
+}
+
+void RunCheckpoints::resume() {
+  const bool chief = engine_.environment().isMain();
+  if (!options_.resume && options_.resume_from.empty()) {
+    log(chief, "note", freshStartNotes(options_.dir, identity_));
+    return;
+  }
+  // ZeRO stage 3: the checkpoint loads into whole parameters, whose values then go back into each
+  // rank's partition. A fresh start gathers nothing: the whole model is never resident on a rank.
+  parallel::GatheredParameters whole = engine_.gatheredParameters();
+  // A restarted worker of a job started --resume-from takes the job's own newer checkpoints
+  // first, and --resume-from again when there are none yet.
+  ResumePick pick;
+  if (options_.resume) {
+    pick = pickResumeCheckpoint(
+        {options_.dir, "", options_.resume_required && options_.resume_from.empty(), identity_});
+  }
+  if (!pick.data && !options_.resume_from.empty()) {
+    ResumePick from = pickResumeCheckpoint({options_.dir, options_.resume_from, true, identity_});
+    from.notes.insert(from.notes.begin(), pick.notes.begin(), pick.notes.end());
+    pick = std::move(from);
+  }
+  log(chief, "warning", pick.notes);
+  if (!pick.data) {
+    if (chief) {
+      std::fprintf(stderr, "warning: --resume: no checkpoint to resume in %s, starting from scratch\n",
+                   options_.dir.c_str());
+    }
+    return;
+  }
+  const std::string note = restoreTrainingState(*pick.data, parts_);
+  whole.adoptChanges();
+  engine_.setGlobalSteps(pick.data->step);
+  last_saved_ = pick.data->step;
+  // Resuming continues that run (its pruning and identity), unless it was another's on purpose.
+  if (incompatibility(pick.data->identity, identity_).empty()) identity_.run_id = pick.data->identity.run_id;
+  if (chief) {
+    std::fprintf(stderr, "resuming from %s (step %lld)\n", pick.path.c_str(),
+                 static_cast<long long>(pick.data->step));
+    if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
+  }
+}
+
+std::optional<std::string> RunCheckpoints::save() {
+  const int64_t step = engine_.globalSteps();
+  if (step == last_saved_) return std::nullopt;
+  last_saved_ = step;
+  const bool chief = engine_.environment().isMain();
+  if (!parts_.zero && !chief) return std::nullopt;
+  CheckpointOptions co;
+  co.keep_last = options_.keep_last;
+  co.die_in_save_at_step = options_.die_in_save_at_step;
+  CheckpointData d = captureTrainingState(parts_, step);
+  d.identity = identity_;
+  if (parts_.zero) {  // collective: every rank writes its partition
+    return saveZeroCheckpoint(options_.dir, d, *parts_.zero, engine_.environment().group.get(), co);
+  }
+  return saveCheckpoint(options_.dir, d, co);
+}
+
+}  // namespace lockstep::train

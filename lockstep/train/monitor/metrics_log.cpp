@@ -1,0 +1,107 @@
+#include "lockstep/train/monitor/metrics_log.h"
+
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "lockstep/util/error.h"
+
+namespace lockstep::train {
+
+namespace {
+
+double unixTime() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Peak resident memory of this process (rank 0), in MiB.
+double maxRssMiB() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+}  // namespace
+
+MetricsPaths metricsPaths(const TrainConfig& c, const std::string& output_dir) {
+  MetricsPaths p;
+  if (c.csv_monitor.enabled) {
+    std::string dir = c.csv_monitor.output_path.empty() ? output_dir : c.csv_monitor.output_path;
+    p.csv = dir + (c.csv_monitor.output_path.empty() ? "" : "/" + c.csv_monitor.job_name) + "/metrics.csv";
+  } else {
+    p.csv = output_dir + "/metrics.csv";
+  }
+  if (c.tensorboard.enabled) {
+    std::string dir =
+        c.tensorboard.output_path.empty() ? output_dir + "/tensorboard" : c.tensorboard.output_path;
+    p.tensorboard = dir + "/" + c.tensorboard.job_name;
+  }
+  return p;
+}
+
+MetricsLog::MetricsLog(const MetricsPaths& paths, int64_t steps_per_print)
+    : paths_(paths), steps_per_print_(steps_per_print) {
+  if (!paths_.tensorboard.empty()) events_ = std::make_unique<EventWriter>(paths_.tensorboard);
+  if (!paths_.csv.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(paths_.csv).parent_path(), ec);
+    // Appended to, so a resumed job keeps the rows of the runs before it (those past the
+    // checkpoint it resumes from appear twice, as in TensorBoard's event files).
+    const bool fresh = std::filesystem::file_size(paths_.csv, ec) == 0 || ec;
+    csv_ = std::fopen(paths_.csv.c_str(), "a");
+    if (!csv_) throw IoError("cannot write " + paths_.csv + ": " + std::strerror(errno));
+    if (fresh) std::fprintf(csv_, "%s\n", kMetricsCsvHeader);
+  }
+}
+
+MetricsLog::~MetricsLog() {
+  if (csv_) std::fclose(csv_);
+}
+
+void MetricsLog::record(int64_t epoch, int64_t step,
+                        const std::vector<std::pair<std::string, double>>& values) {
+  const double t = unixTime();
+  std::vector<Scalar> scalars;
+  for (const auto& [tag, value] : values) {
+    if (csv_)
+      std::fprintf(csv_, "%lld,%lld,%s,%.8g,%.3f\n", static_cast<long long>(epoch + 1),
+                   static_cast<long long>(step), tag.c_str(), value, t);
+    scalars.push_back({tag, static_cast<float>(value)});
+  }
+  if (events_) events_->addScalars(step, scalars);
+}
+
+void MetricsLog::flush() {
+  if (csv_ && std::fflush(csv_) != 0)
+    throw IoError("cannot write " + paths_.csv + ": " + std::strerror(errno));
+  if (events_) events_->flush();
+}
+
+void MetricsLog::onStep(const StepMetrics& m) {
+  if (m.step % steps_per_print_ != 0) return;
+  std::vector<std::pair<std::string, double>> values{{"train/loss", m.loss},
+                                                     {"train/lr", m.lr},
+                                                     {"train/samples_per_sec", m.samples_per_sec},
+                                                     {"memory/max_rss_mib", maxRssMiB()}};
+  if (m.has_loss_scale) {
+    values.emplace_back("train/loss_scale", m.loss_scale);
+    values.emplace_back("train/skipped_steps", static_cast<double>(m.skipped_steps));
+  }
+  record(m.epoch, m.step, values);
+  flush();
+}
+
+void MetricsLog::onEvaluation(const Evaluation& e) {
+  record(e.epoch, e.step, {{"val/loss", e.loss}, {"val/accuracy", e.accuracy}});
+  flush();
+}
+
+void MetricsLog::onEnd(const TrainSummary& s) {
+  record(s.epochs - 1, s.steps, {{"test/loss", s.test_loss}, {"test/accuracy", s.test_accuracy}});
+  flush();
+}
+
+}  // namespace lockstep::train

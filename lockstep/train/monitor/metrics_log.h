@@ -1,0 +1,50 @@
+#pragma once
+// What rank 0 records while training: metrics.csv and TensorBoard scalars (train/, val/, test/ and
+// memory/ tags), both flushed every steps_per_print steps so that a crash loses at most one print
+// interval.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lockstep/train/monitor/event_writer.h"
+#include "lockstep/train/monitor/run_observer.h"
+
+namespace lockstep::train {
+
+/// metrics.csv's header: the step's wall time (Unix seconds, as TensorBoard's) is the last column.
+constexpr const char* kMetricsCsvHeader = "epoch,step,metric,value,wall_time";
+
+struct MetricsPaths {
+  std::string csv;          // empty: no CSV
+  std::string tensorboard;  // empty: no event file
+};
+/// Where a run's metrics go: the csv_monitor section's path (else DIR/metrics.csv) and the
+/// tensorboard section's (when enabled). Pure.
+MetricsPaths metricsPaths(const TrainConfig& config, const std::string& output_dir);
+
+/// Not thread-safe; rank 0 only. IoError naming the file when it cannot be written.
+class MetricsLog final : public RunObserver {
+ public:
+  MetricsLog(const MetricsPaths& paths, int64_t steps_per_print);
+  ~MetricsLog() override;
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+  void onStep(const StepMetrics& m) override;
+  void onEvaluation(const Evaluation& e) override;
+  /// The final evaluation on the test set (test/loss, test/accuracy, as seed 001 logs them).
+  void onEnd(const TrainSummary& s) override;
+
+ private:
+  void record(int64_t epoch, int64_t step, const std::vector<std::pair<std::string, double>>& values);
+  void flush();
+
+  MetricsPaths paths_;
+  int64_t steps_per_print_;
+  std::unique_ptr<EventWriter> events_;
+  FILE* csv_ = nullptr;
+};
+
+}  // namespace lockstep::train

@@ -1,0 +1,36 @@
+#include "lockstep/train/monitor/run_files.h"
+
+#include <cstdio>
+
+#include "lockstep/train/monitor/report.h"
+#include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
+
+namespace lockstep::train {
+
+RunFiles::RunFiles(std::string output_dir, MetricsPaths metrics)
+    : dir_(std::move(output_dir)), metrics_(std::move(metrics)) {}
+
+void RunFiles::onStart(const RunStart& start) {
+  nlohmann::json run = describeRun(*start.config, start.facts);
+  run["metrics_csv"] = metrics_.csv;
+  if (!metrics_.tensorboard.empty()) run["tensorboard_dir"] = metrics_.tensorboard;
+  file::writeAtomic(dir_ + "/run.json", run.dump(2) + "\n");
+}
+
+void RunFiles::onEvaluation(const Evaluation&) { writeReport(); }
+
+void RunFiles::onEnd(const TrainSummary& s) {
+  file::writeAtomic(dir_ + "/summary.json", toJson(s).dump(2) + "\n");
+  writeReport();
+}
+
+void RunFiles::writeReport() const {
+  try {
+    train::writeReport({dir_}, dir_ + "/report.html");
+  } catch (const Error& e) {
+    std::fprintf(stderr, "warning: could not write %s/report.html: %s\n", dir_.c_str(), e.what());
+  }
+}
+
+}  // namespace lockstep::train

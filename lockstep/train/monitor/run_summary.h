@@ -1,0 +1,59 @@
+#pragma once
+// What a training run did, as runTraining returns it and DIR/summary.json records it: steps,
+// throughput and where the time went, the test results, precision, and each rank's DDP timings
+// and model-state memory.
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lockstep/parallel/ddp/reducer.h"
+#include "lockstep/parallel/memory_report.h"
+
+namespace lockstep::train {
+
+struct TrainSummary {
+  int world_size = 1;
+  int64_t epochs = 0;  // epochs started
+  int64_t steps = 0;   // optimizer steps, in all (resumed runs included)
+  int64_t global_batch_size = 0;
+  /// All ranks' training samples of this process's run over train_seconds.
+  double samples_per_second = 0;
+  /// Time spent training (data loading, forward, backward, optimizer), without evaluation and
+  /// checkpoint writes, which are counted apart; wall_seconds is all of it.
+  double train_seconds = 0;
+  double eval_seconds = 0;
+  double checkpoint_seconds = 0;
+  double wall_seconds = 0;
+  double test_accuracy = 0;
+  double test_loss = 0;
+  /// Language models: tokens per sample (block_size; 0 otherwise) for tokens_per_second, the last
+  /// validation loss (val_perplexity = exp of it), and the text sampled at the end.
+  int64_t tokens_per_sample = 0;
+  std::optional<double> val_loss;
+  nlohmann::json samples;
+  /// activation_checkpointing.profile: autograd::checkpointProfile() at the end.
+  nlohmann::json checkpoint_profile;
+  /// "fp32", "bf16" or "fp16", and how the kernels computed it here (kernels::precisionPath, e.g.
+  /// "bf16 native (oneDNN avx512_core_bf16)").
+  std::string precision = "fp32";
+  std::string precision_path;
+  /// fp16's loss scale at the end and the optimizer steps skipped for an overflow (DeepSpeed's
+  /// skipped_steps); written when the run scaled its loss.
+  bool has_loss_scale = false;
+  double loss_scale = 1;
+  int64_t skipped_steps = 0;
+  /// DDP's timings of this run, one entry per rank in rank order (empty on one rank): where each
+  /// rank's steps went, to spot a straggler (see DistributedDataParallel::timings).
+  std::vector<parallel::ReducerTimings> ddp_timings;
+  /// Each rank's bytes of parameters, gradients and optimizer states, in rank order (the memory
+  /// report, parallel/memory_report.h): summary.json's "memory".
+  std::vector<parallel::ModelStateBytes> memory;
+};
+nlohmann::json toJson(const TrainSummary& s);
+
+/// Collective over group: every rank's DDP timings, in rank order (TrainSummary::ddp_timings).
+std::vector<parallel::ReducerTimings> gatherReducerTimings(comm::ProcessGroup& group,
+                                                           const parallel::ReducerTimings& mine);
+
+}  // namespace lockstep::train

@@ -1,0 +1,167 @@
+#include "lockstep/train/run_setup.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <numeric>
+
+#include "lockstep/comm/device_sharing.h"
+#include "lockstep/comm/worker_environment.h"
+#include "lockstep/nn/models/language_model.h"
+#include "lockstep/nn/models/model_zoo.h"
+#include "lockstep/optim/registry.h"
+#include "lockstep/train/language_model_run.h"
+#include "lockstep/train/monitor/metrics_log.h"
+#include "lockstep/train/monitor/progress.h"
+#include "lockstep/train/monitor/run_files.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::train {
+
+namespace {
+
+nn::ModelOptions modelOptions(const TrainConfig& c, Generator* gen) {
+  nn::ModelOptions mo = c.model_options;
+  mo.generator = gen;
+  if (c.data.dataset == "synthetic") {  // size linear/mlp to the synthetic data unless told
+    if (mo.in_features == 0) {
+      mo.in_features = std::accumulate(c.data.input_shape.begin(), c.data.input_shape.end(), int64_t{1},
+                                       std::multiplies<>());
+    }
+    if (mo.out_features == 0) mo.out_features = c.data.num_classes;
+  }
+  return mo;
+}
+
+}  // namespace
+
+std::chrono::milliseconds commTimeout(const TrainConfig& c) {
+  if (!c.comm_timeout_seconds) return comm::kGroupTimeout;  // LOCKSTEP_TIMEOUT, else the default
+  return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(*c.comm_timeout_seconds * 1000.0)));
+}
+
+Device trainingDevice(const TrainConfig& c) {
+  Device d = parseDevice(c.device);
+  if (d.isCuda() && c.device == "cuda") {
+    const int local_rank = comm::workerEnvironment().local_rank, gpus = cudaDeviceCount();
+    d.index = gpus > 0 ? comm::localRankDevice(local_rank, gpus) : std::max(local_rank, 0);
+  }
+  checkDeviceAvailable(d);
+  return d;
+}
+
+parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps) {
+  parallel::EngineOptions eo;
+  eo.optimizer = c.optimizer;
+  eo.scheduler = c.scheduler;
+  eo.total_steps = total_steps;
+  eo.gradient_accumulation_steps = c.batch.gradient_accumulation_steps;
+  eo.gradient_clipping = c.gradient_clipping;
+  eo.ddp = c.ddp;
+  eo.backend = c.backend;
+  eo.timeout = commTimeout(c);
+  eo.precision = c.precision;
+  eo.loss_scaler = c.loss_scaler;
+  eo.auto_cast = c.auto_cast;
+  eo.zero_stage = c.zero.stage;
+  eo.zero = c.zero.options;
+  return eo;
+}
+
+std::shared_ptr<nn::Module> buildModel(const TrainConfig& c, const TrainData& data, Device device) {
+  Generator init_gen(c.seed);
+  nn::ModelOptions mo = modelOptions(c, &init_gen);
+  if (c.data.isLanguage() && mo.vocab_size == 0) mo.vocab_size = data.vocab_size;
+  std::shared_ptr<nn::Module> model =
+      parallel::Engine::buildModel(engineOptions(c, 0), device, [&] { return nn::makeModel(c.model, mo); });
+  model->to(device);
+  return model;
+}
+
+void describeModel(const TrainConfig& c, nn::Module& model, Device device) {
+  auto* lm = dynamic_cast<nn::LanguageModel*>(&model);
+  if (!lm) return;
+  std::fprintf(stderr, "model: %s, %lld parameters\n", model.extraRepr().c_str(),
+               static_cast<long long>(model.numParameters()));
+  const std::string note = activationCheckpointingNote(c.activation_checkpointing, lm->checkpointEvery(),
+                                                       lm->numLayers(), c.model, device.isCuda());
+  if (!note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
+}
+
+std::shared_ptr<optim::Optimizer> languageModelOptimizer(const TrainConfig& c, nn::Module& model) {
+  if (!dynamic_cast<nn::LanguageModel*>(&model)) return nullptr;
+  nn::WeightDecayGroups groups = nn::weightDecayGroups(model);
+  std::shared_ptr<optim::Optimizer> opt = optim::makeOptimizer(c.optimizer, groups.decay);
+  if (!groups.no_decay.empty()) opt->addParamGroup(groups.no_decay, {{"weight_decay", 0.0}});
+  return opt;
+}
+
+data::DataLoaderOptions loaderOptions(const TrainConfig& c) {
+  data::DataLoaderOptions lo;
+  lo.batch_size = c.batch.micro_batch_size;
+  lo.num_workers = c.data.num_workers;
+  return lo;
+}
+
+RunLength runLength(const TrainConfig& c, const data::DataLoader& loader, int64_t train_size) {
+  RunLength l;
+  l.steps_per_epoch = loader.size() / c.batch.gradient_accumulation_steps;
+  if (l.steps_per_epoch == 0) {
+    throw ValueError("the training set (" + std::to_string(train_size) +
+                     " samples) is smaller than one step (" + std::to_string(c.batch.train_batch_size) +
+                     " samples)");
+  }
+  l.total_steps = l.steps_per_epoch * c.epochs;
+  if (c.max_steps > 0) l.total_steps = std::min(l.total_steps, c.max_steps);
+  return l;
+}
+
+std::string checkpointDir(const TrainConfig& c, const TrainerOptions& o) {
+  return c.checkpoint_dir.empty() ? o.output_dir + "/checkpoints" : c.checkpoint_dir;
+}
+
+RunCheckpointsOptions checkpointOptions(const TrainConfig& c, const TrainerOptions& o) {
+  RunCheckpointsOptions co;
+  co.dir = checkpointDir(c, o);
+  co.keep_last = c.checkpoint_keep_last;
+  co.every_steps = c.checkpoint_every_steps;
+  co.resume = o.resume;
+  co.resume_required = o.resume_required;
+  co.resume_from = o.resume_from;
+  co.die_in_save_at_step = o.die_in_zero_save_at_step;
+  return co;
+}
+
+nlohmann::json configRecord(const TrainConfig& c, const TrainerOptions& o) {
+  nlohmann::json record = o.config_json;
+  record["document"] = c.document;
+  return record;
+}
+
+RunIdentity runIdentity(const TrainConfig& c, int world) {
+  return {newRunId(),
+          c.identity_hash,
+          c.seed,
+          world,
+          c.batch.train_batch_size,
+          c.batch.micro_batch_size,
+          c.batch.gradient_accumulation_steps};
+}
+
+void addOutputs(RunObservers& outputs, const TrainConfig& c, const TrainerOptions& o,
+                const RunLength& length) {
+  const MetricsPaths paths = metricsPaths(c, o.output_dir);
+  outputs.add(std::make_unique<MetricsLog>(paths, c.steps_per_print));
+  ProgressOptions po;
+  po.epochs = c.epochs;
+  po.total_steps = length.total_steps;
+  po.steps_per_print = c.steps_per_print;
+  po.tty = ::isatty(2) == 1;
+  outputs.add(std::make_unique<ProgressLine>(po));
+  outputs.add(std::make_unique<RunFiles>(o.output_dir, paths));
+}
+
+}  // namespace lockstep::train

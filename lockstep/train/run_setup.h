@@ -1,0 +1,69 @@
+#pragma once
+// What runTraining builds from a TrainConfig before its first step: the device, the model, the
+// engine's and the loader's options, the run's length, its checkpoint policy and identity, and
+// rank 0's outputs. Pure functions of the config except where said.
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lockstep/data/data_loader.h"
+#include "lockstep/nn/module.h"
+#include "lockstep/optim/optimizer.h"
+#include "lockstep/parallel/engine.h"
+#include "lockstep/train/checkpoint/run_checkpoints.h"
+#include "lockstep/train/monitor/run_observer.h"
+#include "lockstep/train/train_data.h"
+#include "lockstep/train/trainer.h"
+
+namespace lockstep::train {
+
+/// comm_timeout_seconds, else comm::kGroupTimeout (LOCKSTEP_TIMEOUT, else the default).
+std::chrono::milliseconds commTimeout(const TrainConfig& c);
+
+/// The device this rank trains on: "cuda" is cuda:LOCAL_RANK (torchrun's convention) while the
+/// machine has a GPU per local rank; with more local ranks than GPUs they share them round robin
+/// (comm::localRankDevice), and the process group then moves GPU buffers through the host. Checked
+/// to exist here (NotSupportedError) before anything is built on it.
+Device trainingDevice(const TrainConfig& c);
+
+/// total_steps: 0 until the loader says how long the run is.
+parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps);
+
+/// The model c names, sized to the data, built on the host with the seeded generator (so every
+/// device starts alike; ZeRO stage 3 under zero.Init) and moved to device.
+std::shared_ptr<nn::Module> buildModel(const TrainConfig& c, const TrainData& data, Device device);
+
+/// Rank 0's log of a language model (stderr): its size and how activation checkpointing runs.
+void describeModel(const TrainConfig& c, nn::Module& model, Device device);
+
+/// Language models take weight decay on their Linear weights only (minGPT's configure_optimizers):
+/// a second group with weight_decay 0 for biases, norms and embeddings. nullptr for other models:
+/// the engine makes the config's optimizer.
+std::shared_ptr<optim::Optimizer> languageModelOptimizer(const TrainConfig& c, nn::Module& model);
+
+data::DataLoaderOptions loaderOptions(const TrainConfig& c);
+
+struct RunLength {
+  int64_t steps_per_epoch = 0;
+  int64_t total_steps = 0;
+};
+/// Optimizer steps per epoch of this rank's loader, and in all (epochs, max_steps). ValueError when
+/// the training set (train_size samples) is smaller than one step.
+RunLength runLength(const TrainConfig& c, const data::DataLoader& loader, int64_t train_size);
+
+/// The config's checkpoint dir, else OUTPUT/checkpoints.
+std::string checkpointDir(const TrainConfig& c, const TrainerOptions& o);
+RunCheckpointsOptions checkpointOptions(const TrainConfig& c, const TrainerOptions& o);
+/// What a checkpoint's config.json holds: the invocation and the config document.
+nlohmann::json configRecord(const TrainConfig& c, const TrainerOptions& o);
+/// A fresh run's identity (a new run id) in a world of `world` ranks.
+RunIdentity runIdentity(const TrainConfig& c, int world);
+
+/// Rank 0's outputs, told in this order: the metrics files first (the report reads them), the
+/// progress line, then the run files. Opens the metrics files (IoError naming one that cannot be
+/// written).
+void addOutputs(RunObservers& outputs, const TrainConfig& c, const TrainerOptions& o,
+                const RunLength& length);
+
+}  // namespace lockstep::train
