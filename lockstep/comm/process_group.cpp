@@ -10,30 +10,11 @@ namespace lockstep::comm {
 
 const char* opTypeName(OpType t) {
   switch (t) {
-    case OpType::allreduce:
-      return "allreduce";
-    case OpType::broadcast:
-      return "broadcast";
-    case OpType::reduce:
-      return "reduce";
-    case OpType::allgather:
-      return "allgather";
-    case OpType::allgatherv:
-      return "allgatherv";
-    case OpType::reduceScatter:
-      return "reduce_scatter";
-    case OpType::gather:
-      return "gather";
-    case OpType::scatter:
-      return "scatter";
-    case OpType::alltoall:
-      return "alltoall";
-    case OpType::barrier:
-      return "barrier";
-    case OpType::send:
-      return "send";
-    case OpType::recv:
-      return "recv";
+#define LOCKSTEP_OP_TYPE_NAME(op, name) \
+  case OpType::op:                      \
+    return name;
+    LOCKSTEP_OP_TYPES(LOCKSTEP_OP_TYPE_NAME)
+#undef LOCKSTEP_OP_TYPE_NAME
   }
   return "?";
 }

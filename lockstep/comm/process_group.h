@@ -103,21 +103,26 @@ struct SendRecvOptions {
   std::chrono::milliseconds timeout = kGroupTimeout;
 };
 
-/// What an op is, as checked against the peers' ops of the same sequence number.
-enum class OpType : uint8_t {
-  allreduce,
-  broadcast,
-  reduce,
-  allgather,
-  allgatherv,
-  reduceScatter,
-  gather,
-  scatter,
-  alltoall,
-  barrier,
-  send,
-  recv
-};
+/// What an op is, as checked against the peers' ops of the same sequence number: one entry per op
+/// of ProcessGroup below, with the name messages use.
+// clang-format off
+#define LOCKSTEP_OP_TYPES(X) \
+  X(allreduce, "allreduce") \
+  X(broadcast, "broadcast") \
+  X(reduce, "reduce") \
+  X(allgather, "allgather") \
+  X(allgatherv, "allgatherv") \
+  X(reduceScatter, "reduce_scatter") \
+  X(gather, "gather") \
+  X(scatter, "scatter") \
+  X(alltoall, "alltoall") \
+  X(barrier, "barrier") \
+  X(send, "send") \
+  X(recv, "recv")
+// clang-format on
+#define LOCKSTEP_OP_TYPE_ENUMERATOR(op, name) op,
+enum class OpType : uint8_t { LOCKSTEP_OP_TYPES(LOCKSTEP_OP_TYPE_ENUMERATOR) };
+#undef LOCKSTEP_OP_TYPE_ENUMERATOR
 const char* opTypeName(OpType t);
 
 /// Passed to the backend's op body on the worker thread.
@@ -128,6 +133,44 @@ struct OpContext {
   std::chrono::milliseconds timeout;
   std::string name;  // "allreduce #7" for messages
 };
+
+/// A backend's declarations of the twelve ops of ProcessGroup (allreduce .. recv), written once:
+/// a backend class says `LOCKSTEP_PROCESS_GROUP_OPS_OVERRIDE` in its public section and defines
+/// them all. The defaults match the base class's, so a call through the backend's type reads alike.
+#define LOCKSTEP_PROCESS_GROUP_OPS_OVERRIDE                                                                  \
+  std::shared_ptr<::lockstep::comm::Work> allreduce(void* data, size_t count, ::lockstep::DType dtype,       \
+                                                    const ::lockstep::comm::AllreduceOptions& opts = {})     \
+      override;                                                                                              \
+  std::shared_ptr<::lockstep::comm::Work> broadcast(void* data, size_t count, ::lockstep::DType dtype,       \
+                                                    const ::lockstep::comm::BroadcastOptions& opts = {})     \
+      override;                                                                                              \
+  std::shared_ptr<::lockstep::comm::Work> reduce(void* data, size_t count, ::lockstep::DType dtype,          \
+                                                 const ::lockstep::comm::ReduceOptions& opts = {}) override; \
+  std::shared_ptr<::lockstep::comm::Work> allgather(                                                         \
+      const void* in, void* out, size_t count, ::lockstep::DType dtype,                                      \
+      const ::lockstep::comm::AllgatherOptions& opts = {}) override;                                         \
+  std::shared_ptr<::lockstep::comm::Work> allgatherv(                                                        \
+      const void* in, void* out, const std::vector<size_t>& counts, ::lockstep::DType dtype,                 \
+      const ::lockstep::comm::AllgatherOptions& opts = {}) override;                                         \
+  std::shared_ptr<::lockstep::comm::Work> reduceScatter(                                                     \
+      const void* in, void* out, size_t count, ::lockstep::DType dtype,                                      \
+      const ::lockstep::comm::ReduceScatterOptions& opts = {}) override;                                     \
+  std::shared_ptr<::lockstep::comm::Work> gather(const void* in, void* out, size_t count,                    \
+                                                 ::lockstep::DType dtype,                                    \
+                                                 const ::lockstep::comm::GatherOptions& opts = {}) override; \
+  std::shared_ptr<::lockstep::comm::Work> scatter(                                                           \
+      const void* in, void* out, size_t count, ::lockstep::DType dtype,                                      \
+      const ::lockstep::comm::ScatterOptions& opts = {}) override;                                           \
+  std::shared_ptr<::lockstep::comm::Work> alltoall(                                                          \
+      const void* in, void* out, size_t count, ::lockstep::DType dtype,                                      \
+      const ::lockstep::comm::AlltoallOptions& opts = {}) override;                                          \
+  std::shared_ptr<::lockstep::comm::Work> barrier(const ::lockstep::comm::BarrierOptions& opts = {})         \
+      override;                                                                                              \
+  std::shared_ptr<::lockstep::comm::Work> send(const void* data, size_t count, ::lockstep::DType dtype,      \
+                                               int dst, const ::lockstep::comm::SendRecvOptions& opts = {})  \
+      override;                                                                                              \
+  std::shared_ptr<::lockstep::comm::Work> recv(void* data, size_t count, ::lockstep::DType dtype, int src,   \
+                                               const ::lockstep::comm::SendRecvOptions& opts = {}) override;
 
 class ProcessGroup {
  public:

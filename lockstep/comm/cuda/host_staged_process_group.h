@@ -40,30 +40,8 @@ class HostStagedProcessGroup : public ProcessGroup {
 
   /// The host group's name: "shm", "gloo"; each Work's description adds "via host".
   std::string backendName() const override { return host_->backendName(); }
-  std::shared_ptr<Work> allreduce(void* data, size_t count, DType dtype,
-                                  const AllreduceOptions& opts = {}) override;
-  std::shared_ptr<Work> broadcast(void* data, size_t count, DType dtype,
-                                  const BroadcastOptions& opts = {}) override;
-  std::shared_ptr<Work> reduce(void* data, size_t count, DType dtype,
-                               const ReduceOptions& opts = {}) override;
-  std::shared_ptr<Work> allgather(const void* in, void* out, size_t count, DType dtype,
-                                  const AllgatherOptions& opts = {}) override;
-  std::shared_ptr<Work> allgatherv(const void* in, void* out, const std::vector<size_t>& counts, DType dtype,
-                                   const AllgatherOptions& opts = {}) override;
-  std::shared_ptr<Work> reduceScatter(const void* in, void* out, size_t count, DType dtype,
-                                      const ReduceScatterOptions& opts = {}) override;
-  std::shared_ptr<Work> gather(const void* in, void* out, size_t count, DType dtype,
-                               const GatherOptions& opts = {}) override;
-  std::shared_ptr<Work> scatter(const void* in, void* out, size_t count, DType dtype,
-                                const ScatterOptions& opts = {}) override;
-  std::shared_ptr<Work> alltoall(const void* in, void* out, size_t count, DType dtype,
-                                 const AlltoallOptions& opts = {}) override;
-  /// The host group's barrier; wait() blocks until every rank arrived.
-  std::shared_ptr<Work> barrier(const BarrierOptions& opts = {}) override;
-  std::shared_ptr<Work> send(const void* data, size_t count, DType dtype, int dst,
-                             const SendRecvOptions& opts = {}) override;
-  std::shared_ptr<Work> recv(void* data, size_t count, DType dtype, int src,
-                             const SendRecvOptions& opts = {}) override;
+  /// The ops; barrier is the host group's, its wait() blocks until every rank arrived.
+  LOCKSTEP_PROCESS_GROUP_OPS_OVERRIDE
 
   /// Pinned staging bytes held (in use or cached for reuse). Thread-safe.
   size_t pinnedBytes() const;

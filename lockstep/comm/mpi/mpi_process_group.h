@@ -31,29 +31,7 @@ class MpiProcessGroup : public ProcessGroup {
   ~MpiProcessGroup() override;
 
   std::string backendName() const override { return "mpi"; }
-  std::shared_ptr<Work> allreduce(void* data, size_t count, DType dtype,
-                                  const AllreduceOptions& opts = {}) override;
-  std::shared_ptr<Work> broadcast(void* data, size_t count, DType dtype,
-                                  const BroadcastOptions& opts = {}) override;
-  std::shared_ptr<Work> reduce(void* data, size_t count, DType dtype,
-                               const ReduceOptions& opts = {}) override;
-  std::shared_ptr<Work> allgather(const void* in, void* out, size_t count, DType dtype,
-                                  const AllgatherOptions& opts = {}) override;
-  std::shared_ptr<Work> allgatherv(const void* in, void* out, const std::vector<size_t>& counts, DType dtype,
-                                   const AllgatherOptions& opts = {}) override;
-  std::shared_ptr<Work> reduceScatter(const void* in, void* out, size_t count, DType dtype,
-                                      const ReduceScatterOptions& opts = {}) override;
-  std::shared_ptr<Work> gather(const void* in, void* out, size_t count, DType dtype,
-                               const GatherOptions& opts = {}) override;
-  std::shared_ptr<Work> scatter(const void* in, void* out, size_t count, DType dtype,
-                                const ScatterOptions& opts = {}) override;
-  std::shared_ptr<Work> alltoall(const void* in, void* out, size_t count, DType dtype,
-                                 const AlltoallOptions& opts = {}) override;
-  std::shared_ptr<Work> barrier(const BarrierOptions& opts = {}) override;
-  std::shared_ptr<Work> send(const void* data, size_t count, DType dtype, int dst,
-                             const SendRecvOptions& opts = {}) override;
-  std::shared_ptr<Work> recv(void* data, size_t count, DType dtype, int src,
-                             const SendRecvOptions& opts = {}) override;
+  LOCKSTEP_PROCESS_GROUP_OPS_OVERRIDE
   std::shared_ptr<ProcessGroup> newGroup(const std::vector<int>& ranks) override;
 
  private:

@@ -52,30 +52,8 @@ class NcclProcessGroup : public ProcessGroup {
   ~NcclProcessGroup() override;
 
   std::string backendName() const override { return "nccl"; }
-  std::shared_ptr<Work> allreduce(void* data, size_t count, DType dtype,
-                                  const AllreduceOptions& opts = {}) override;
-  std::shared_ptr<Work> broadcast(void* data, size_t count, DType dtype,
-                                  const BroadcastOptions& opts = {}) override;
-  std::shared_ptr<Work> reduce(void* data, size_t count, DType dtype,
-                               const ReduceOptions& opts = {}) override;
-  std::shared_ptr<Work> allgather(const void* in, void* out, size_t count, DType dtype,
-                                  const AllgatherOptions& opts = {}) override;
-  std::shared_ptr<Work> allgatherv(const void* in, void* out, const std::vector<size_t>& counts, DType dtype,
-                                   const AllgatherOptions& opts = {}) override;
-  std::shared_ptr<Work> reduceScatter(const void* in, void* out, size_t count, DType dtype,
-                                      const ReduceScatterOptions& opts = {}) override;
-  std::shared_ptr<Work> gather(const void* in, void* out, size_t count, DType dtype,
-                               const GatherOptions& opts = {}) override;
-  std::shared_ptr<Work> scatter(const void* in, void* out, size_t count, DType dtype,
-                                const ScatterOptions& opts = {}) override;
-  std::shared_ptr<Work> alltoall(const void* in, void* out, size_t count, DType dtype,
-                                 const AlltoallOptions& opts = {}) override;
-  /// An allreduce of one float; wait() blocks the host until every rank arrived.
-  std::shared_ptr<Work> barrier(const BarrierOptions& opts = {}) override;
-  std::shared_ptr<Work> send(const void* data, size_t count, DType dtype, int dst,
-                             const SendRecvOptions& opts = {}) override;
-  std::shared_ptr<Work> recv(void* data, size_t count, DType dtype, int src,
-                             const SendRecvOptions& opts = {}) override;
+  /// The ops; barrier is an allreduce of one float, its wait() blocks the host until every rank arrived.
+  LOCKSTEP_PROCESS_GROUP_OPS_OVERRIDE
 
  private:
   template <typename Call>

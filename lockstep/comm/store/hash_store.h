@@ -12,16 +12,7 @@ namespace lockstep::comm {
 class HashStore : public Store {
  public:
   HashStore() = default;
-  void set(const std::string& key, const std::vector<uint8_t>& value) override;
-  std::vector<uint8_t> get(const std::string& key) override;
-  int64_t add(const std::string& key, int64_t delta) override;
-  std::vector<uint8_t> compareSet(const std::string& key, const std::vector<uint8_t>& expected,
-                                  const std::vector<uint8_t>& desired) override;
-  using Store::wait;
-  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
-  bool check(const std::vector<std::string>& keys) override;
-  bool deleteKey(const std::string& key) override;
-  int64_t numKeys() override;
+  LOCKSTEP_STORE_OPS_OVERRIDE
 
  private:
   std::vector<std::string> missingLocked(const std::vector<std::string>& keys) const;

@@ -10,17 +10,8 @@ namespace lockstep::comm {
 class PrefixStore : public Store {
  public:
   PrefixStore(std::string prefix, std::shared_ptr<Store> base);
-  void set(const std::string& key, const std::vector<uint8_t>& value) override;
-  std::vector<uint8_t> get(const std::string& key) override;
-  int64_t add(const std::string& key, int64_t delta) override;
-  std::vector<uint8_t> compareSet(const std::string& key, const std::vector<uint8_t>& expected,
-                                  const std::vector<uint8_t>& desired) override;
-  using Store::wait;
-  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
-  bool check(const std::vector<std::string>& keys) override;
-  bool deleteKey(const std::string& key) override;
-  /// Counts the keys of the whole base store (as c10d does).
-  int64_t numKeys() override;
+  /// The ops, forwarded with the prefix; numKeys counts the keys of the whole base store (as c10d does).
+  LOCKSTEP_STORE_OPS_OVERRIDE
 
   /// The store this one forwards to.
   const std::shared_ptr<Store>& base() const { return base_; }

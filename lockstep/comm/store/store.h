@@ -51,6 +51,21 @@ class Store {
   std::chrono::milliseconds timeout_{std::chrono::minutes(5)};
 };
 
+/// A store's declarations of the operations of Store above, written once: an implementation says
+/// `LOCKSTEP_STORE_OPS_OVERRIDE` in its public section and defines them all (wait with a deadline;
+/// the convenience overloads stay visible).
+#define LOCKSTEP_STORE_OPS_OVERRIDE                                                             \
+  void set(const std::string& key, const std::vector<uint8_t>& value) override;                 \
+  std::vector<uint8_t> get(const std::string& key) override;                                    \
+  int64_t add(const std::string& key, int64_t delta) override;                                  \
+  std::vector<uint8_t> compareSet(const std::string& key, const std::vector<uint8_t>& expected, \
+                                  const std::vector<uint8_t>& desired) override;                \
+  using ::lockstep::comm::Store::wait;                                                          \
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;  \
+  bool check(const std::vector<std::string>& keys) override;                                    \
+  bool deleteKey(const std::string& key) override;                                              \
+  int64_t numKeys() override;
+
 namespace detail {
 /// "a, b, c" for error messages.
 std::string joinKeys(const std::vector<std::string>& keys);
