@@ -35,6 +35,7 @@
 #include "lockstep/kernels/tables/optimizer.h"
 #include "lockstep/kernels/tables/pool.h"
 #include "lockstep/kernels/tables/reduce.h"
+#include "lockstep/kernels/tables/scale.h"
 #include "lockstep/kernels/tables/shape.h"
 #include "lockstep/kernels/tables/softmax.h"
 #include "lockstep/kernels/tables/transformer.h"
@@ -197,5 +198,9 @@ const OptimizerKernels kOptimizer{
     .sgdStepMany = &sgdStepMany,
     .adamStepMany = &adamStepMany,
 };
+
+// The element-wise kernel computes in f32 (f64 for f64) and rounds once, as the cpu loops do.
+const ScaleKernels kScale{
+    .scaleInPlace = [](Tensor& x, double factor) { x.copyFrom(cuda::binaryScalar(BinaryOp::mul, x, factor)); }};
 
 }  // namespace lockstep::kernels::cuda

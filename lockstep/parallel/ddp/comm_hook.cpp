@@ -1,32 +1,44 @@
 #include "lockstep/parallel/ddp/comm_hook.h"
 
-#include "lockstep/kernels/binary.h"
+#include <array>
+#include <functional>
+
+#include "lockstep/kernels/scale.h"
 #include "lockstep/parallel/tensor_comm.h"
 
 namespace lockstep::parallel {
 
-void scaleInPlace(Tensor& t, double factor) {
-  LOCKSTEP_CHECK(t.isDense(), t.describe());
-  if (t.isCuda()) {
-    // The element-wise kernel computes in f32 (f64 for f64) and rounds once, as the loops below.
-    t.copyFrom(kernels::binaryScalar(kernels::BinaryOp::mul, t, factor));
-    return;
+namespace {
+
+struct HookEntry {
+  const char* name;
+  std::unique_ptr<CommHook> (*make)();
+  const char* note;  // said after the name in the list of hooks, or empty
+};
+
+// The hooks by name: the one list makeCommHook, the config and its error messages read.
+constexpr std::array<HookEntry, 4> kHooks{{
+    {"allreduce", []() -> std::unique_ptr<CommHook> { return std::make_unique<AllreduceHook>(); }, ""},
+    {"fp16_compress",
+     []() -> std::unique_ptr<CommHook> { return std::make_unique<CompressHook>(DType::f16); }, ""},
+    {"bf16_compress",
+     []() -> std::unique_ptr<CommHook> { return std::make_unique<CompressHook>(DType::bf16); }, ""},
+    {"noop", []() -> std::unique_ptr<CommHook> { return std::make_unique<NoopHook>(); },
+     " (no synchronisation: a measurement only)"},
+}};
+
+}  // namespace
+
+std::unique_ptr<CommHook> makeCommHook(const std::string& name) {
+  for (const HookEntry& h : kHooks) {
+    if (name == h.name) return h.make();
   }
-  const int64_t n = t.numel();
-  if (t.dtype() == DType::f32) {
-    float* p = t.data<float>();
-    const float f = static_cast<float>(factor);
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) p[i] *= f;
-  } else if (t.dtype() == DType::f64) {
-    double* p = t.data<double>();
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) p[i] *= factor;
-  } else {
-    Tensor f = t.to(DType::f32);
-    scaleInPlace(f, factor);
-    t.copyFrom(f);
+  std::string known;
+  for (size_t i = 0; i < kHooks.size(); ++i) {
+    known += i == 0 ? "" : i + 1 == kHooks.size() ? " or " : ", ";
+    known += std::string(kHooks[i].name) + kHooks[i].note;
   }
+  throw ValueError("unknown comm_hook '" + name + "'; use " + known);
 }
 
 std::shared_ptr<comm::Work> AllreduceHook::launch(GradBucket& bucket) {
@@ -34,7 +46,7 @@ std::shared_ptr<comm::Work> AllreduceHook::launch(GradBucket& bucket) {
   if (dt == DType::f32 || dt == DType::f64) {
     return allreduce(*bucket.group, bucket.buffer, comm::ReduceOp::avg, bucket.last);
   }
-  scaleInPlace(bucket.buffer, 1.0 / bucket.group->size());
+  kernels::scaleInPlace(bucket.buffer, 1.0 / bucket.group->size());
   return allreduce(*bucket.group, bucket.buffer, comm::ReduceOp::sum, bucket.last);
 }
 
@@ -47,9 +59,10 @@ std::shared_ptr<comm::Work> NoopHook::launch(GradBucket& bucket) {
 std::shared_ptr<comm::Work> CompressHook::launch(GradBucket& bucket) {
   if (!bucket.scratch.defined() || bucket.scratch.numel() != bucket.buffer.numel() ||
       bucket.scratch.dtype() != wire_) {
-    bucket.scratch = Tensor::empty(bucket.buffer.shape(), wire_, MemoryFormat::contiguous, bucket.buffer.device());
+    bucket.scratch =
+        Tensor::empty(bucket.buffer.shape(), wire_, MemoryFormat::contiguous, bucket.buffer.device());
   }
-  scaleInPlace(bucket.buffer, 1.0 / bucket.group->size());
+  kernels::scaleInPlace(bucket.buffer, 1.0 / bucket.group->size());
   bucket.scratch.copyFrom(bucket.buffer);
   return allreduce(*bucket.group, bucket.scratch, comm::ReduceOp::sum, bucket.last);
 }

@@ -5,6 +5,7 @@
 // Hooks are called on the thread running backward, in bucket order; identical on every rank.
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "lockstep/comm/process_group.h"
 #include "lockstep/tensor/tensor.h"
@@ -80,7 +81,8 @@ class FunctionHook : public CommHook {
   std::function<void(GradBucket&)> finish_;
 };
 
-/// Multiplies a dense floating tensor in place (the averaging step of the hooks).
-void scaleInPlace(Tensor& t, double factor);
+/// The comm hook named "allreduce", "fp16_compress", "bf16_compress" or "noop"; ValueError naming
+/// them otherwise.
+std::unique_ptr<CommHook> makeCommHook(const std::string& name);
 
 }  // namespace lockstep::parallel

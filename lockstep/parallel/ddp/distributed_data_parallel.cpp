@@ -8,16 +8,6 @@
 
 namespace lockstep::parallel {
 
-std::unique_ptr<CommHook> makeCommHook(const std::string& name) {
-  if (name == "allreduce") return std::make_unique<AllreduceHook>();
-  if (name == "fp16_compress") return std::make_unique<CompressHook>(DType::f16);
-  if (name == "bf16_compress") return std::make_unique<CompressHook>(DType::bf16);
-  if (name == "noop") return std::make_unique<NoopHook>();
-  throw ValueError(
-      "unknown comm_hook '" + name +
-      "'; use allreduce, fp16_compress, bf16_compress or noop (no synchronisation: a measurement only)");
-}
-
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
                                                  std::shared_ptr<comm::ProcessGroup> group,
                                                  const DistributedDataParallelOptions& opts)

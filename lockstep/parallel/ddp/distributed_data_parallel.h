@@ -79,7 +79,4 @@ class DistributedDataParallel : public nn::Module {
 /// One line of key=value pairs, e.g. "iterations=938 forward_compute_ms=1.210 ...".
 std::string formatTimings(const ReducerTimings& t);
 
-/// The comm hook named "allreduce", "fp16_compress", "bf16_compress" or "noop"; ValueError otherwise.
-std::unique_ptr<CommHook> makeCommHook(const std::string& name);
-
 }  // namespace lockstep::parallel

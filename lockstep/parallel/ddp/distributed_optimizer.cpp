@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lockstep/parallel/ddp/comm_hook.h"
+#include "lockstep/kernels/scale.h"
 #include "lockstep/parallel/tensor_comm.h"
 
 namespace lockstep::parallel {
@@ -59,7 +59,7 @@ void DistributedOptimizer::synchronize() {
       }
       off += params_[k].numel();
     }
-    scaleInPlace(buf, inv);
+    kernels::scaleInPlace(buf, inv);
     if (opts_.compression == Compression::fp16) {
       if (!wire_.defined() || wire_.numel() < elems) wire_ = Tensor::empty({elems}, DType::f16);
       Tensor w = wire_.narrow(0, 0, elems);

@@ -1,0 +1,12 @@
+#pragma once
+// In-place scaling of a dense floating tensor: the averaging step of DDP's communication hooks and
+// of gradient accumulation.
+#include "lockstep/tensor/tensor.h"
+
+namespace lockstep::kernels {
+
+/// x *= factor in place. f32 and f64 multiply in their own type; bf16 and f16 in f32, rounded once.
+/// x must be dense (ValueError otherwise).
+void scaleInPlace(Tensor& x, double factor);
+
+}  // namespace lockstep::kernels
