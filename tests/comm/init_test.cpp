@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -159,41 +160,19 @@ TEST(ResolveInit, errors_name_the_variable) {
   }
 }
 
-// Real processes: rank 0 hosts the TCPStore (tcp://), every rank runs a few collectives.
-void runProcesses(const std::string& backend, int world) {
-  uint16_t port;
-  {
-    TCPStore probe({.port = 0, .is_server = true});
-    port = probe.port();
-  }
+// Forks one process per rank, each running body(rank) and exiting with its result (2 when it
+// throws, printing the error); every process must exit 0.
+void forkRanks(int world, const std::function<int(int)>& body) {
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
     pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
-      int code = 0;
+      int code = 2;
       try {
-        InitOptions o;
-        o.backend = backend;
-        o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
-        o.rank = r;
-        o.world_size = world;
-        o.timeout = 30s;
-        o.store_timeout = 30s;
-        auto pg = initProcessGroup(o);
-        std::vector<float> v(100003, static_cast<float>(r + 1));
-        pg->allreduce(v.data(), v.size(), DType::f32)->wait();
-        if (v[0] != world * (world + 1) / 2.0f || v.back() != v[0]) code = 3;
-        std::vector<int32_t> all(world);
-        int32_t mine = r * 10;
-        pg->allgather(&mine, all.data(), 1, DType::i32)->wait();
-        for (int j = 0; j < world; ++j) {
-          if (all[j] != j * 10) code = 4;
-        }
-        pg->barrier()->wait();
+        code = body(r);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-        code = 2;
       }
       ::_exit(code);
     }
@@ -206,6 +185,36 @@ void runProcesses(const std::string& backend, int world) {
   }
 }
 
+// Real processes: rank 0 hosts the TCPStore (tcp://), every rank runs a few collectives.
+void runProcesses(const std::string& backend, int world) {
+  uint16_t port;
+  {
+    TCPStore probe({.port = 0, .is_server = true});
+    port = probe.port();
+  }
+  forkRanks(world, [&](int r) {
+    InitOptions o;
+    o.backend = backend;
+    o.init_method = "tcp://127.0.0.1:" + std::to_string(port);
+    o.rank = r;
+    o.world_size = world;
+    o.timeout = 30s;
+    o.store_timeout = 30s;
+    auto pg = initProcessGroup(o);
+    std::vector<float> v(100003, static_cast<float>(r + 1));
+    pg->allreduce(v.data(), v.size(), DType::f32)->wait();
+    if (v[0] != world * (world + 1) / 2.0f || v.back() != v[0]) return 3;
+    std::vector<int32_t> all(world);
+    int32_t mine = r * 10;
+    pg->allgather(&mine, all.data(), 1, DType::i32)->wait();
+    for (int j = 0; j < world; ++j) {
+      if (all[j] != j * 10) return 4;
+    }
+    pg->barrier()->wait();
+    return 0;
+  });
+}
+
 TEST(MultiProcess, shm3_ranks) { runProcesses("shm", 3); }
 TEST(MultiProcess, gloo3_ranks) { runProcesses("gloo", 3); }
 TEST(MultiProcess, auto2_ranks) { runProcesses("auto", 2); }
@@ -214,31 +223,13 @@ TEST(MultiProcess, file_init_method) {
   std::string path =
       (std::filesystem::temp_directory_path() / ("lockstep_init_" + std::to_string(::getpid()))).string();
   std::filesystem::remove(path);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < 2; ++r) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      int code = 0;
-      try {
-        auto pg =
-            initProcessGroup({.backend = "shm", .init_method = "file://" + path, .rank = r, .world_size = 2});
-        int64_t v = r + 5;
-        pg->allreduce(&v, 1, DType::i64, {.op = ReduceOp::max})->wait();
-        code = v == 6 ? 0 : 3;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-        code = 2;
-      }
-      ::_exit(code);
-    }
-    pids.push_back(pid);
-  }
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+  forkRanks(2, [&](int r) {
+    auto pg =
+        initProcessGroup({.backend = "shm", .init_method = "file://" + path, .rank = r, .world_size = 2});
+    int64_t v = r + 5;
+    pg->allreduce(&v, 1, DType::i64, {.op = ReduceOp::max})->wait();
+    return v == 6 ? 0 : 3;
+  });
   std::filesystem::remove(path);
 }
 

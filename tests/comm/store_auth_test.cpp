@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "comm/raw_socket.h"
 #include "lockstep/comm/shm/shm_segment.h"
 #include "lockstep/comm/store/tcp_store.h"
 #include "lockstep/comm/store/tcp_store_auth.h"
@@ -19,6 +20,7 @@
 using namespace lockstep;
 using namespace lockstep::comm;
 using namespace std::chrono_literals;
+using lockstep::comm::testing::rawConnect;
 
 namespace {
 
@@ -41,19 +43,6 @@ std::unique_ptr<TCPStore> client(uint16_t port, const std::string& token) {
   o.join_token = token;
   o.timeout = 5s;
   return std::make_unique<TCPStore>(o);
-}
-
-int rawConnect(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 // Sends a well-formed `set key value` without any handshake; returns what came back before the

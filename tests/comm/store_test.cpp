@@ -12,6 +12,7 @@
 #include <functional>
 #include <thread>
 
+#include "comm/raw_socket.h"
 #include "lockstep/comm/store/file_store.h"
 #include "lockstep/comm/store/hash_store.h"
 #include "lockstep/comm/store/prefix_store.h"
@@ -22,6 +23,7 @@ namespace lockstep::comm {
 namespace {
 
 using namespace std::chrono_literals;
+using ::lockstep::comm::testing::rawConnect;
 
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
@@ -220,16 +222,6 @@ TEST(PrefixStore, keys_are_namespaced) {
 
 // --- TCPStore robustness ---
 
-int rawConnect(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  return fd;
-}
-
 TCPStoreOptions serverOptions() {
   TCPStoreOptions o;
   o.port = 0;
@@ -253,11 +245,13 @@ TEST(TCPStore, garbage_and_oversized_frames_do_not_kill_server) {
   };
   for (const auto& attack : attacks) {
     int fd = rawConnect(server.port());
+    ASSERT_GE(fd, 0) << "could not connect to the store";
     ASSERT_EQ(::send(fd, attack.data(), attack.size(), MSG_NOSIGNAL), static_cast<ssize_t>(attack.size()));
     ::close(fd);
   }
   // A client that sends a garbage header and keeps the socket open must be disconnected.
   int fd = rawConnect(server.port());
+  ASSERT_GE(fd, 0) << "could not connect to the store";
   uint8_t junk[8] = {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
   ::send(fd, junk, sizeof(junk), MSG_NOSIGNAL);
   char c;
@@ -283,6 +277,7 @@ TEST(TCPStore, client_disconnecting_during_blocking_get) {
   }
   // Raw get request for a missing key with a long wait, then hang up.
   int fd = rawConnect(server.port());
+  ASSERT_GE(fd, 0) << "could not connect to the store";
   std::vector<uint8_t> req = {0, 0, 0, 0, 2, 3, 0, 0, 0, 'a', 'b', 'c'};
   int64_t t = 60000;
   req.insert(req.end(), reinterpret_cast<uint8_t*>(&t), reinterpret_cast<uint8_t*>(&t) + 8);

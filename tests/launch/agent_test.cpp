@@ -12,10 +12,6 @@ namespace {
 
 const std::string kWorker = LOCKSTEP_TEST_WORKER;
 
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
-
 // Every process the workers created (they log their pids) must be gone.
 #define EXPECT_NO_SURVIVORS(pidfile)                                                       \
   do {                                                                                     \

@@ -17,10 +17,6 @@ namespace {
 
 const std::string kWorker = LOCKSTEP_TEST_WORKER;
 
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
-
 bool sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
 
 // n namespaces "host" i with address 10.200.S.(i+1)/24 on a bridge in a hub namespace; removed

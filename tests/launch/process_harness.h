@@ -20,6 +20,11 @@
 
 namespace lockstep::launch::testing {
 
+/// Whether text contains what (the tests' checks of an agent's output).
+inline bool contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
 /// A fresh directory under /tmp, removed with everything in it.
 class TempDir {
  public:

@@ -1,5 +1,6 @@
 // The agent's watchdog and join token with real processes: a stopped rank, and ranks stuck inside a
-// collective past its timeout, are named and the job ends within the timeout on shm and gloo; a store client without the token cannot claim a node.
+// collective past its timeout, are named and the job ends within the timeout on shm and gloo; a store client
+// without the token cannot claim a node.
 #include "lockstep/launch/watchdog.h"
 
 #include <gtest/gtest.h>
@@ -21,10 +22,6 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::string kPgWorker = LOCKSTEP_TEST_PG_WORKER;
-
-bool contains(const std::string& text, const std::string& what) {
-  return text.find(what) != std::string::npos;
-}
 
 pid_t readPid(const std::string& path) {
   std::ifstream in(path);
@@ -106,9 +103,10 @@ TEST_P(StuckRank, inside_a_collective_past_its_timeout_is_named_and_the_job_ends
   EXPECT_TRUE(contains(out, "past that op's own timeout of 2.0 s: it is stuck in the backend")) << out;
   // Start-up (rendezvous, 19 allreduces) takes about a second; then 2 s timeout + 5 s grace.
   EXPECT_LT(took, 2.0 + 5.0 + 8.0) << out;
-  std::printf("[ measured ] %s: ranks stuck in a collective -> job ended %.1f s after start (timeout 2 s, "
-              "grace 5 s)\n",
-              GetParam().c_str(), took);
+  std::printf(
+      "[ measured ] %s: ranks stuck in a collective -> job ended %.1f s after start (timeout 2 s, "
+      "grace 5 s)\n",
+      GetParam().c_str(), took);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StuckRank, ::testing::Values("shm", "gloo"),
