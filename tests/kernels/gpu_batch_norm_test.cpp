@@ -4,7 +4,7 @@
 // gradients, and the errors. Runs with ctest -L gpu; skips without a GPU.
 #include <gtest/gtest.h>
 
-#include "gpu_oracle.h"
+#include "gpu_compare.h"
 #include "lockstep/kernels/batch_norm.h"
 
 namespace lockstep {
@@ -13,30 +13,15 @@ namespace {
 using kernels::BatchNormParams;
 using testing::asF64;
 using testing::gpu;
+using testing::onGpu;
+using testing::OpClass;
 using testing::roundedInput;
 using testing::Tol;
-
-Tol tolFor(DType t) {
-  switch (t) {
-    case DType::f64:
-      return {1e-10, 1e-10};
-    case DType::f32:
-      return {1e-5, 1e-5};
-    case DType::f16:
-      return {5e-3, 5e-3};
-    default:
-      return {3e-2, 2e-2};
-  }
-}
-
-Tensor onGpu(const Tensor& t, bool channels_last) {
-  Tensor g = gpu(t);
-  return channels_last ? g.toFormat(MemoryFormat::channels_last) : g;
-}
+using testing::tolFor;
 
 TEST(GpuBatchNorm2d, training_forward_and_running_statistics_match_the_cpu) {
   LOCKSTEP_REQUIRE_GPU();
-  for (DType t : testing::kGpuFloatDTypes) {
+  for (DType t : testing::kFloatDTypes) {
     for (bool cl : {false, true}) {
       for (bool affine : {true, false}) {
         const std::string what =
@@ -54,7 +39,7 @@ TEST(GpuBatchNorm2d, training_forward_and_running_statistics_match_the_cpu) {
         auto want = kernels::batchNorm2dForward(asF64(x), asF64(w), asF64(b), cpu_rm, cpu_rv, p);
         auto got = kernels::batchNorm2dForward(onGpu(x, cl), affine ? gpu(w) : w, affine ? gpu(b) : b, gpu_rm,
                                                gpu_rv, p);
-        testing::expectGpuClose(got.y, want.y, t, tolFor(t), "y " + what);
+        testing::expectGpuClose(got.y, want.y, t, tolFor(t, OpClass::batch_norm), "y " + what);
         if (cl) {
           EXPECT_TRUE(got.y.isChannelsLast()) << what;
         }
@@ -63,8 +48,8 @@ TEST(GpuBatchNorm2d, training_forward_and_running_statistics_match_the_cpu) {
         testing::expectGpuClose(got.mean, want.mean, st, stat, "mean " + what);
         testing::expectGpuClose(got.var, want.var, st, stat, "var " + what);
         // The running statistics, updated in place in their own dtype (rounded once).
-        testing::expectGpuClose(gpu_rm, cpu_rm, t, tolFor(t), "running_mean " + what);
-        testing::expectGpuClose(gpu_rv, cpu_rv, t, tolFor(t), "running_var " + what);
+        testing::expectGpuClose(gpu_rm, cpu_rm, t, tolFor(t, OpClass::batch_norm), "running_mean " + what);
+        testing::expectGpuClose(gpu_rv, cpu_rv, t, tolFor(t, OpClass::batch_norm), "running_var " + what);
       }
     }
   }
@@ -85,7 +70,7 @@ TEST(GpuBatchNorm2d, f32_running_statistics_with_bf16_activations) {
 
 TEST(GpuBatchNorm2d, eval_uses_the_running_statistics_and_leaves_them) {
   LOCKSTEP_REQUIRE_GPU();
-  for (DType t : testing::kGpuFloatDTypes) {
+  for (DType t : testing::kFloatDTypes) {
     for (bool cl : {false, true}) {
       Tensor x = roundedInput({2, 5, 4, 3}, t, 8), w = roundedInput({5}, t, 9), b = roundedInput({5}, t, 10);
       Tensor rm = roundedInput({5}, t, 11), rv = roundedInput({5}, t, 12, 0.5, 2.0);
@@ -94,7 +79,8 @@ TEST(GpuBatchNorm2d, eval_uses_the_running_statistics_and_leaves_them) {
       auto want = kernels::batchNorm2dForward(asF64(x), asF64(w), asF64(b), asF64(rm), asF64(rv), p);
       Tensor gpu_rm = gpu(rm), gpu_rv = gpu(rv);
       auto got = kernels::batchNorm2dForward(onGpu(x, cl), gpu(w), gpu(b), gpu_rm, gpu_rv, p);
-      testing::expectGpuClose(got.y, want.y, t, tolFor(t), std::string("eval y ") + dtypeName(t));
+      testing::expectGpuClose(got.y, want.y, t, tolFor(t, OpClass::batch_norm),
+                              std::string("eval y ") + dtypeName(t));
       EXPECT_EQ(gpu_rm.toVector<double>(), rm.toVector<double>());
       EXPECT_EQ(gpu_rv.toVector<double>(), rv.toVector<double>());
       EXPECT_FALSE(got.mean.sharesStorage(gpu_rm));
@@ -104,7 +90,7 @@ TEST(GpuBatchNorm2d, eval_uses_the_running_statistics_and_leaves_them) {
 
 TEST(GpuBatchNorm2d, backward_matches_the_cpu_in_training_and_eval) {
   LOCKSTEP_REQUIRE_GPU();
-  for (DType t : testing::kGpuFloatDTypes) {
+  for (DType t : testing::kFloatDTypes) {
     for (bool training : {true, false}) {
       for (bool cl : {false, true}) {
         const std::string what =
@@ -120,7 +106,7 @@ TEST(GpuBatchNorm2d, backward_matches_the_cpu_in_training_and_eval) {
             kernels::batchNorm2dBackward(asF64(gy), asF64(x), asF64(w), true, fwd_cpu.mean, fwd_cpu.var, p);
         auto got = kernels::batchNorm2dBackward(onGpu(gy, !cl), onGpu(x, cl), gpu(w), true, fwd_gpu.mean,
                                                 fwd_gpu.var, p);
-        Tol tol = tolFor(t);
+        Tol tol = tolFor(t, OpClass::batch_norm);
         testing::expectGpuClose(got.x, want.x, t, tol, "grad x " + what);
         tol.atol *= 10;  // sums over 120 values per channel, rounded once
         testing::expectGpuClose(got.weight, want.weight, t, tol, "grad weight " + what);

@@ -1,11 +1,13 @@
 #pragma once
 // Shared by tests/kernels/gpu_*_test.cpp: random CPU inputs, their GPU copies, and the check that a
 // GPU kernel's result lives on the GPU and is close to the CPU kernel's for its dtype, or, for
-// transcendental math, to the f64 oracle's (oracle()).
+// transcendental math and the library-backed ops, to the f64 oracle's. One tolerance function,
+// tolFor(dtype, class), holds every comparison.
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "common/check.h"
 #include "common/gpu.h"
 #include "lockstep/tensor.h"
 
@@ -20,23 +22,44 @@ inline Tensor hostRandom(const Shape& shape, DType dtype, uint64_t seed, double 
   return t;
 }
 
-/// The tolerance a GPU kernel is held to against the CPU: a few roundings of the dtype (bf16 and
-/// f16 compute in f32 on both sides, so they differ by at most a rounding of the result).
+/// The tolerance a GPU kernel is held to against the CPU or the f64 oracle.
 struct Tol {
   double atol, rtol;
 };
 /// Bitwise equality (up to the sign of zero) for ops that do the same IEEE operations as the CPU.
 inline constexpr Tol kExact{1e-300, 0.0};
-inline Tol tolFor(DType t) {
+
+/// How much a kind of op may differ from the CPU or the oracle beyond its dtype's rounding.
+enum class OpClass {
+  elementwise,  // a few roundings: bf16 and f16 compute in f32 on both sides and round the result
+  pool,         // sums of a window, in another order
+  batch_norm,   // per-channel statistics reduced in another order
+  gemm,         // cuBLASLt's blocked sums (TF32 off), bf16/f16 inputs with f32 accumulation
+  conv,         // cuDNN's algorithms (Winograd, FFT) against direct sums
+};
+
+/// The one tolerance function of the GPU tests: (dtype, kind of op).
+inline Tol tolFor(DType t, OpClass c = OpClass::elementwise) {
+  struct Row {
+    Tol f64, f32, f16, bf16;
+  };
+  static constexpr Row kRows[] = {
+      /* elementwise */ {{1e-12, 1e-10}, {2e-6, 2e-5}, {2e-3, 4e-3}, {1e-2, 1.6e-2}},
+      /* pool        */ {{1e-12, 1e-12}, {1e-6, 1e-5}, {1e-3, 2e-3}, {1e-2, 1e-2}},
+      /* batch_norm  */ {{1e-10, 1e-10}, {1e-5, 1e-5}, {5e-3, 5e-3}, {3e-2, 2e-2}},
+      /* gemm        */ {{1e-10, 1e-10}, {1e-4, 1e-4}, {2e-2, 1e-2}, {6e-2, 2e-2}},  // bf16: 8-bit mantissa
+      /* conv        */ {{1e-9, 1e-9}, {1e-2, 1e-2}, {3e-2, 1e-2}, {1e-1, 3e-2}},
+  };
+  const Row& r = kRows[static_cast<int>(c)];
   switch (t) {
     case DType::f64:
-      return {1e-12, 1e-10};
-    case DType::bf16:
-      return {1e-2, 1.6e-2};
+      return r.f64;
     case DType::f16:
-      return {2e-3, 4e-3};
+      return r.f16;
+    case DType::bf16:
+      return r.bf16;
     default:
-      return {2e-6, 2e-5};
+      return r.f32;
   }
 }
 
@@ -71,5 +94,28 @@ inline Tensor f64(const Tensor& t) { return t.defined() && isFloating(t.dtype())
 inline Tensor oracle(const Tensor& exact64, DType dtype) { return exact64.to(dtype); }
 
 inline const DType kFloatDTypes[] = {DType::f32, DType::f64, DType::bf16, DType::f16};
+
+/// A host tensor of `dtype` (rounded from f64 uniforms in [low, high)), so that the f64 oracle and
+/// the GPU see the same numbers.
+inline Tensor roundedInput(const Shape& shape, DType dtype, uint64_t seed, double low = -1.0,
+                           double high = 1.0) {
+  return randomTensor(shape, DType::f64, seed, low, high).to(dtype);
+}
+inline Tensor asF64(const Tensor& t) { return t.defined() ? t.to(DType::f64) : t; }
+
+/// t's copy on cuda:0, in channels_last when asked.
+inline Tensor onGpu(const Tensor& t, bool channels_last) {
+  Tensor g = gpu(t);
+  return channels_last ? g.toFormat(MemoryFormat::channels_last) : g;
+}
+
+/// got lives on the GPU, has `dtype` and is within tol of want (the oracle's f64 result).
+inline void expectGpuClose(const Tensor& got, const Tensor& want, DType dtype, Tol tol,
+                           const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what;
+  ASSERT_TRUE(got.isCuda()) << what;
+  EXPECT_EQ(got.dtype(), dtype) << what;
+  EXPECT_LE(closeness(got, want, tol.atol, tol.rtol), 1.0) << what << " (" << dtypeName(dtype) << ")";
+}
 
 }  // namespace lockstep::testing

@@ -3,7 +3,7 @@
 // fused relu, both gradients, empty batches and the errors. Runs with ctest -L gpu; skips without a GPU.
 #include <gtest/gtest.h>
 
-#include "gpu_oracle.h"
+#include "gpu_compare.h"
 #include "lockstep/kernels/conv.h"
 
 namespace lockstep {
@@ -12,22 +12,13 @@ namespace {
 using kernels::Conv2dParams;
 using testing::asF64;
 using testing::gpu;
+using testing::onGpu;
+using testing::OpClass;
 using testing::roundedInput;
 using testing::Tol;
+using testing::tolFor;
 
 // f32 may run on TF32 tensor cores (PyTorch's cudnn default): ~1e-3 relative.
-Tol tolFor(DType t) {
-  switch (t) {
-    case DType::f64:
-      return {1e-9, 1e-9};
-    case DType::f32:
-      return {1e-2, 1e-2};
-    case DType::f16:
-      return {3e-2, 1e-2};
-    default:
-      return {1e-1, 3e-2};
-  }
-}
 
 struct Case {
   Shape x, w;
@@ -56,21 +47,16 @@ std::string name(const Case& c, bool cl) {
   return shapeToString(c.x) + " * " + shapeToString(c.w) + (cl ? " channels_last" : "");
 }
 
-Tensor onGpu(const Tensor& t, bool channels_last) {
-  Tensor g = gpu(t);
-  return channels_last ? g.toFormat(MemoryFormat::channels_last) : g;
-}
-
 TEST(GpuConv2d, forward_matches_the_cpu_in_every_dtype_and_layout) {
   LOCKSTEP_REQUIRE_GPU();
-  for (DType t : testing::kGpuFloatDTypes) {
+  for (DType t : testing::kFloatDTypes) {
     for (const Case& c : cases()) {
       for (bool cl : {false, true}) {
         Tensor x = roundedInput(c.x, t, 1), w = roundedInput(c.w, t, 2);
         Tensor b = c.bias ? roundedInput({c.w[0]}, t, 3) : Tensor();
         Tensor want = kernels::conv2dForward(asF64(x), asF64(w), asF64(b), c.p);
         Tensor got = kernels::conv2dForward(onGpu(x, cl), gpu(w), c.bias ? gpu(b) : Tensor(), c.p);
-        testing::expectGpuClose(got, want, t, tolFor(t), "conv2d " + name(c, cl));
+        testing::expectGpuClose(got, want, t, tolFor(t, OpClass::conv), "conv2d " + name(c, cl));
         // NHWC in, NHWC out (f64: NCHW); a contiguous x, C = 1 included, computes in NCHW.
         if (cl && c.x[1] > 1 && t != DType::f64) {
           EXPECT_TRUE(got.isChannelsLast() && !got.isContiguous()) << name(c, cl);
@@ -91,21 +77,22 @@ TEST(GpuConv2d, fused_relu_clamps_the_biased_output) {
   Tensor want = kernels::conv2dForward(asF64(x), asF64(w), asF64(b), c.p);
   for (bool cl : {false, true}) {
     Tensor got = kernels::conv2dForward(onGpu(x, cl), gpu(w), gpu(b), c.p);
-    testing::expectGpuClose(got, want, DType::f32, tolFor(DType::f32), "conv2d+relu " + name(c, cl));
+    testing::expectGpuClose(got, want, DType::f32, tolFor(DType::f32, OpClass::conv),
+                            "conv2d+relu " + name(c, cl));
     for (float v : got.toVector<float>()) ASSERT_GE(v, 0.0f);
   }
 }
 
 TEST(GpuConv2d, backward_matches_the_cpu_in_every_dtype_and_layout) {
   LOCKSTEP_REQUIRE_GPU();
-  for (DType t : testing::kGpuFloatDTypes) {
+  for (DType t : testing::kFloatDTypes) {
     for (const Case& c : cases()) {
       for (bool cl : {false, true}) {
         Tensor x = roundedInput(c.x, t, 7), w = roundedInput(c.w, t, 8);
         Tensor gy = roundedInput(kernels::conv2dOutputShape(c.x, c.w, c.p), t, 9);
         Tensor want_gx = kernels::conv2dBackwardData(asF64(gy), asF64(x), asF64(w), c.p);
         Tensor gx = kernels::conv2dBackwardData(onGpu(gy, cl), onGpu(x, cl), gpu(w), c.p);
-        testing::expectGpuClose(gx, want_gx, t, tolFor(t), "conv2d data grad " + name(c, cl));
+        testing::expectGpuClose(gx, want_gx, t, tolFor(t, OpClass::conv), "conv2d data grad " + name(c, cl));
         if (cl && c.x[1] > 1 && t != DType::f64) {
           EXPECT_TRUE(gx.isChannelsLast()) << name(c, cl);
         } else {
@@ -115,7 +102,7 @@ TEST(GpuConv2d, backward_matches_the_cpu_in_every_dtype_and_layout) {
         auto want = kernels::conv2dBackwardWeights(asF64(gy), asF64(x), c.w, c.bias, c.p);
         auto got = kernels::conv2dBackwardWeights(onGpu(gy, !cl), onGpu(x, cl), c.w, c.bias, c.p);
         // Sums over N*oh*ow products: a looser absolute bound for the low-precision outputs.
-        Tol tol = tolFor(t);
+        Tol tol = tolFor(t, OpClass::conv);
         tol.atol *= 4;
         testing::expectGpuClose(got.weight, want.weight, t, tol, "conv2d weight grad " + name(c, cl));
         EXPECT_TRUE(got.weight.isContiguous());
@@ -137,7 +124,7 @@ TEST(GpuConv2d, strided_input_and_empty_batch) {
   Tensor w = roundedInput(c.w, DType::f32, 11);
   Tensor want = kernels::conv2dForward(asF64(wide).narrow(3, 2, 7), asF64(w), Tensor(), c.p);
   testing::expectGpuClose(kernels::conv2dForward(gpu(wide).narrow(3, 2, 7), gpu(w), Tensor(), c.p), want,
-                          DType::f32, tolFor(DType::f32), "sliced x");
+                          DType::f32, tolFor(DType::f32, OpClass::conv), "sliced x");
   Tensor empty = Tensor::zeros({0, 4, 10, 7}, DType::f32, Device::cuda(0));
   Tensor y = kernels::conv2dForward(empty, gpu(w), Tensor(), c.p);
   EXPECT_EQ(y.size(0), 0);

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "gpu_oracle.h"
+#include "gpu_compare.h"
 #include "lockstep/kernels/linear.h"
 
 namespace lockstep {
@@ -15,30 +15,21 @@ namespace {
 using testing::closeness;
 using testing::gpu;
 
+using testing::onGpu;
+using testing::OpClass;
 using testing::Tol;
+using testing::tolFor;
 
 // f32 at 1e-4 also shows that no TF32 (10-bit mantissa, errors ~1e-3 here) is used.
-Tol tolFor(DType t) {
-  switch (t) {
-    case DType::f64:
-      return {1e-10, 1e-10};
-    case DType::f32:
-      return {1e-4, 1e-4};
-    case DType::f16:
-      return {2e-2, 1e-2};
-    default:
-      return {6e-2, 2e-2};  // bf16: 8-bit mantissa on the rounded output
-  }
-}
 
-const auto& kDtypes = testing::kGpuFloatDTypes;
+const auto& kDtypes = testing::kFloatDTypes;
 
 Tensor input(const Shape& shape, DType dtype, uint64_t seed) {
   return testing::roundedInput(shape, dtype, seed);
 }
 Tensor f64(const Tensor& t) { return testing::asF64(t); }
 void expectClose(const Tensor& got, const Tensor& want, DType t, const std::string& what) {
-  testing::expectGpuClose(got, want, t, tolFor(t), what);
+  testing::expectGpuClose(got, want, t, tolFor(t, OpClass::gemm), what);
 }
 
 TEST(GpuLinear, forward_matches_the_cpu_in_every_dtype_and_shape) {

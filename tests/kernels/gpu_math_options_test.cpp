@@ -11,7 +11,7 @@
 #include <array>
 #include <cstdio>
 
-#include "gpu_oracle.h"
+#include "gpu_compare.h"
 #include "lockstep/kernels/conv.h"
 #include "lockstep/kernels/linear.h"
 
@@ -23,6 +23,7 @@ using kernels::GpuMathOptions;
 using kernels::ScopedGpuMathOptions;
 using testing::asF64;
 using testing::gpu;
+using testing::onGpu;
 using testing::roundedInput;
 
 struct Case {
@@ -45,11 +46,6 @@ std::vector<Case> resnetCases() {
           {"layer2 3x3 stride 2", {16, 64, 32, 32}, {128, 64, 3, 3}, params(2, 1)},
           {"layer2 1x1 shortcut", {16, 64, 32, 32}, {128, 64, 1, 1}, params(2, 0)},
           {"layer4 3x3", {16, 512, 4, 4}, {512, 512, 3, 3}, params(1, 1)}};
-}
-
-Tensor onGpu(const Tensor& t, bool channels_last) {
-  Tensor g = gpu(t);
-  return channels_last ? g.toFormat(MemoryFormat::channels_last) : g;
 }
 
 // Same shape and the same values bit for bit (f32 and bf16 convert to f64 exactly; NaN fails).

@@ -6,7 +6,7 @@
 
 #include <limits>
 
-#include "gpu_oracle.h"
+#include "gpu_compare.h"
 #include "lockstep/kernels/pool.h"
 
 namespace lockstep {
@@ -15,27 +15,13 @@ namespace {
 using kernels::Pool2dParams;
 using testing::asF64;
 using testing::gpu;
+using testing::onGpu;
+using testing::OpClass;
 using testing::roundedInput;
 using testing::Tol;
+using testing::tolFor;
 
 // Pooling rounds once (a max is exact; a mean of a few values computed in f32).
-Tol tolFor(DType t) {
-  switch (t) {
-    case DType::f64:
-      return {1e-12, 1e-12};
-    case DType::f32:
-      return {1e-6, 1e-5};
-    case DType::f16:
-      return {1e-3, 2e-3};
-    default:
-      return {1e-2, 1e-2};
-  }
-}
-
-Tensor onGpu(const Tensor& t, bool channels_last) {
-  Tensor g = gpu(t);
-  return channels_last ? g.toFormat(MemoryFormat::channels_last) : g;
-}
 
 std::vector<Pool2dParams> params() {
   Pool2dParams two;  // kernel 2, stride 2
@@ -61,23 +47,24 @@ std::string name(const Pool2dParams& p, bool cl) {
 
 TEST(GpuPool2d, max_pool_forward_and_backward_match_the_cpu) {
   LOCKSTEP_REQUIRE_GPU();
-  for (DType t : testing::kGpuFloatDTypes) {
+  for (DType t : testing::kFloatDTypes) {
     for (const Pool2dParams& p : params()) {
       for (bool cl : {false, true}) {
         Tensor x = roundedInput({2, 3, 9, 11}, t, 1);
         auto want = kernels::maxPool2dForward(asF64(x), p, true);
         auto got = kernels::maxPool2dForward(onGpu(x, cl), p, true);
-        testing::expectGpuClose(got.y, want.y, t, tolFor(t), "max_pool2d " + name(p, cl));
+        testing::expectGpuClose(got.y, want.y, t, tolFor(t, OpClass::pool), "max_pool2d " + name(p, cl));
         if (cl) {
           EXPECT_TRUE(got.y.isChannelsLast()) << name(p, cl);
         }
         Tensor gy = roundedInput(want.y.shape(), t, 2);
         Tensor want_gx = kernels::maxPool2dBackward(asF64(gy), asF64(x), want.workspace, p);
         testing::expectGpuClose(kernels::maxPool2dBackward(gpu(gy), onGpu(x, cl), got.workspace, p), want_gx,
-                                t, tolFor(t), "max_pool2d backward " + name(p, cl));
+                                t, tolFor(t, OpClass::pool), "max_pool2d backward " + name(p, cl));
         // Without a workspace (eval mode) the maxima are found again from x.
         testing::expectGpuClose(kernels::maxPool2dBackward(onGpu(gy, cl), onGpu(x, cl), Tensor(), p), want_gx,
-                                t, tolFor(t), "max_pool2d backward without workspace " + name(p, cl));
+                                t, tolFor(t, OpClass::pool),
+                                "max_pool2d backward without workspace " + name(p, cl));
         EXPECT_FALSE(kernels::maxPool2dForward(onGpu(x, cl), p, false).workspace.defined());
       }
     }
@@ -98,17 +85,17 @@ TEST(GpuPool2d, max_pool_propagates_nan_as_pytorch) {
 
 TEST(GpuPool2d, avg_pool_forward_and_backward_match_the_cpu) {
   LOCKSTEP_REQUIRE_GPU();
-  for (DType t : testing::kGpuFloatDTypes) {
+  for (DType t : testing::kFloatDTypes) {
     for (const Pool2dParams& p : params()) {
       for (bool cl : {false, true}) {
         Tensor x = roundedInput({2, 3, 9, 11}, t, 3);
         Tensor want = kernels::avgPool2dForward(asF64(x), p);
-        testing::expectGpuClose(kernels::avgPool2dForward(onGpu(x, cl), p), want, t, tolFor(t),
+        testing::expectGpuClose(kernels::avgPool2dForward(onGpu(x, cl), p), want, t, tolFor(t, OpClass::pool),
                                 "avg_pool2d " + name(p, cl));
         Tensor gy = roundedInput(want.shape(), t, 4);
         Tensor gx = kernels::avgPool2dBackward(gpu(gy), onGpu(x, cl), p);
-        testing::expectGpuClose(gx, kernels::avgPool2dBackward(asF64(gy), asF64(x), p), t, tolFor(t),
-                                "avg_pool2d backward " + name(p, cl));
+        testing::expectGpuClose(gx, kernels::avgPool2dBackward(asF64(gy), asF64(x), p), t,
+                                tolFor(t, OpClass::pool), "avg_pool2d backward " + name(p, cl));
         if (cl) {
           EXPECT_TRUE(gx.isChannelsLast()) << name(p, cl);
         }
@@ -120,18 +107,19 @@ TEST(GpuPool2d, avg_pool_forward_and_backward_match_the_cpu) {
 TEST(GpuPool2d, adaptive_avg_pool_matches_the_cpu) {
   LOCKSTEP_REQUIRE_GPU();
   const std::array<int64_t, 2> outs[] = {{1, 1}, {3, 4}, {5, 7}, {9, 11}, {12, 13}};
-  for (DType t : testing::kGpuFloatDTypes) {
+  for (DType t : testing::kFloatDTypes) {
     for (auto o : outs) {
       for (bool cl : {false, true}) {
         Tensor x = roundedInput({2, 5, 9, 11}, t, 5);
         const std::string what =
             "adaptive_avg_pool2d to " + std::to_string(o[0]) + "x" + std::to_string(o[1]);
         Tensor want = kernels::adaptiveAvgPool2dForward(asF64(x), o);
-        testing::expectGpuClose(kernels::adaptiveAvgPool2dForward(onGpu(x, cl), o), want, t, tolFor(t), what);
+        testing::expectGpuClose(kernels::adaptiveAvgPool2dForward(onGpu(x, cl), o), want, t,
+                                tolFor(t, OpClass::pool), what);
         Tensor gy = roundedInput(want.shape(), t, 6);
         testing::expectGpuClose(kernels::adaptiveAvgPool2dBackward(onGpu(gy, cl), onGpu(x, cl), o),
-                                kernels::adaptiveAvgPool2dBackward(asF64(gy), asF64(x), o), t, tolFor(t),
-                                what + " backward");
+                                kernels::adaptiveAvgPool2dBackward(asF64(gy), asF64(x), o), t,
+                                tolFor(t, OpClass::pool), what + " backward");
       }
     }
   }
@@ -143,7 +131,7 @@ TEST(GpuPool2d, strided_inputs_and_bad_workspaces) {
   Pool2dParams p;
   Tensor want = kernels::maxPool2dForward(asF64(wide).narrow(3, 3, 9), p, false).y;
   testing::expectGpuClose(kernels::maxPool2dForward(gpu(wide).narrow(3, 3, 9), p, false).y, want, DType::f32,
-                          tolFor(DType::f32), "sliced x");
+                          tolFor(DType::f32, OpClass::pool), "sliced x");
   Tensor x = gpu(roundedInput({2, 3, 8, 8}, DType::f32, 8));
   Tensor gy = Tensor::zeros({2, 3, 4, 4}, DType::f32, Device::cuda(0));
   EXPECT_THROW(kernels::maxPool2dBackward(gy, x, Tensor::zeros({5}, DType::i64, Device::cuda(0)), p),
