@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     auto opt = std::make_shared<optim::SGD>(model->parameters(), so);
     parallel::PrepareOptions po;
     po.loader.batch_size = batch_size;
-    po.engine.precision = precision;
+    po.engine.precision = parallel::parsePrecision(precision);
     po.loader.shuffle = true;
     auto job = parallel::prepare(model, opt, dataset, po);
     parallel::Engine& engine = *job.engine;

@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     // which already averages the gradients the optimizer sees.
     parallel::EngineOptions eo;
     eo.optimizer = {"Adam", {{"lr", 0.001}}};
-    eo.precision = precision;
+    eo.precision = parallel::parsePrecision(precision);
     parallel::Engine engine(model, eo, env);
     nn::Module& net = *engine.module();
     const int rank = env.rank();

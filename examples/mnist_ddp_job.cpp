@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     // Adam's "weight_decay" stays 0, so Adam and AdamW are the same update here.
     parallel::EngineOptions eo;
     eo.optimizer = {"Adam", {{"lr", 0.001 * world}}};
-    eo.precision = precision;
+    eo.precision = parallel::parsePrecision(precision);
     parallel::Engine engine(model, eo, env);
     // The seed steps StepLR once per epoch (the engine's schedulers count optimizer steps).
     optim::StepLR scheduler(*engine.optimizer(), {.step_size = 1, .gamma = 0.7});

@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     parallel::EngineOptions eo;
     eo.optimizer = {"Adam", {{"lr", a.lr}}};
     eo.ddp.comm_hook = a.comm_hook;
-    eo.precision = a.precision;
+    eo.precision = parallel::parsePrecision(a.precision);
     eo.ddp.gradient_as_bucket_view = a.gradient_as_bucket_view;
     parallel::Engine engine(nn::makeModel("mnist_cnn", model_opts), eo, dist);
     parallel::DistributedDataParallel* ddp = engine.ddp();
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
                    parallel::formatTimings(ddp->timings()).c_str());
     }
     if (rank == 0) {
-      const auto low = parallel::precisionDType(a.precision);
+      const auto low = parallel::precisionDType(parallel::parsePrecision(a.precision));
       std::printf("test_accuracy=%.4f samples_per_second=%.1f steps=%lld precision=%s kernels=\"%s\"\n",
                   test_accuracy, samples / job_train_seconds, static_cast<long long>(steps),
                   a.precision.c_str(),

@@ -59,8 +59,8 @@ lockstep::train::TrainConfig validate(const TrainArgs& a, const lockstep::comm::
   // A GPU that is not there is a config error (exit 2) like any other, said before any rank starts
   // or any data loads. device: cuda is cuda:LOCAL_RANK, local ranks sharing GPUs round robin where
   // there are more of them than GPUs (comm::localRankDevice), which NCCL cannot run.
-  lockstep::Device d = lockstep::parseDevice(config.device);
-  if (d.isCuda() && config.device == "cuda") {
+  lockstep::Device d = config.device;
+  if (config.device_per_local_rank) {
     const int gpus = lockstep::cudaDeviceCount();
     const int last_local_rank = startsAgent(a) ? a.nproc_per_node - 1 : env.local_rank;
     d.index = gpus > 0 ? lockstep::comm::localRankDevice(last_local_rank, gpus) : last_local_rank;

@@ -21,8 +21,7 @@ void validateEngineOptions(const EngineOptions& o) {
       o.gradient_clipping >= 0.0 && o.gradient_clipping < std::numeric_limits<double>::infinity(), ValueError,
       "gradient_clipping=", o.gradient_clipping, " must be a finite number >= 0 (0 turns clipping off)");
   LOCKSTEP_ENFORCE(o.total_steps >= 0, ValueError, "total_steps=", o.total_steps, " must be >= 0");
-  precisionDType(o.precision);
-  LOCKSTEP_ENFORCE(!(o.precision == "bf16" && o.loss_scaler), ValueError,
+  LOCKSTEP_ENFORCE(!(o.precision == Precision::bf16 && o.loss_scaler), ValueError,
                    "precision bf16 with loss scaling: bf16 has f32's exponent range and needs no loss scale "
                    "(DeepSpeed's bf16 has none either); drop the loss scaler or use fp16");
   LOCKSTEP_ENFORCE(o.zero_stage >= 0 && o.zero_stage <= 3, ValueError, "ZeRO stage ", o.zero_stage,
@@ -47,18 +46,6 @@ void validateEngineOptions(const EngineOptions& o) {
         "size is zero_optimization.reduce_bucket_size); leave it at its default or use stage 0 or 1");
   }
   if (o.loss_scaler) optim::validateLossScalerOptions(*o.loss_scaler);
-}
-
-std::optional<DType> precisionDType(const std::string& precision) {
-  if (precision == "fp32") return std::nullopt;
-  if (precision == "bf16") return DType::bf16;
-  if (precision == "fp16") return DType::f16;
-  throw ValueError("precision '" + precision + "' is not one of fp32, bf16, fp16");
-}
-
-const std::vector<std::string>& precisionNames() {
-  static const std::vector<std::string> names{"fp32", "bf16", "fp16"};
-  return names;
 }
 
 std::shared_ptr<data::Sampler> makeTrainSampler(const DistributedEnvironment& env, int64_t n, bool shuffle,
@@ -139,7 +126,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimiz
   autocast_dtype_ = precisionDType(options_.precision);
   // fp16 without a scaler would underflow small gradients to zero: DeepSpeed's fp16 section
   // scales dynamically unless told otherwise, and so does the engine.
-  if (options_.precision == "fp16" && !options_.loss_scaler)
+  if (options_.precision == Precision::fp16 && !options_.loss_scaler)
     options_.loss_scaler = optim::LossScalerOptions{};
   if (options_.loss_scaler) scaler_ = std::make_unique<optim::LossScaler>(*options_.loss_scaler);
 }

@@ -45,6 +45,7 @@
 #include "lockstep/parallel/ddp/distributed_data_parallel.h"
 #include "lockstep/parallel/environment.h"
 #include "lockstep/parallel/memory_report.h"
+#include "lockstep/parallel/precision.h"
 #include "lockstep/parallel/zero/optimizer.h"
 
 namespace lockstep::parallel {
@@ -72,11 +73,11 @@ struct EngineOptions {
   /// Its collective timeout when the engine reads the environment itself (0: LOCKSTEP_TIMEOUT,
   /// else comm::kDefaultCollectiveTimeout).
   std::chrono::milliseconds timeout = comm::kGroupTimeout;
-  /// "fp32", or mixed precision: "bf16" or "fp16" run forward() under autocast in that dtype
+  /// fp32, or mixed precision: bf16 or fp16 run forward() under autocast in that dtype
   /// (autograd/autocast.h; parameters, gradients and optimizer state stay f32) and return its
   /// output in f32. fp16 scales the loss: with loss_scaler when set, else dynamically with
   /// LossScalerOptions' defaults (DeepSpeed's). bf16 takes no loss scaler (a ValueError).
-  std::string precision = "fp32";
+  Precision precision = Precision::fp32;
   /// With bf16/fp16: cast the floating input of forward() to that dtype first (DeepSpeed's
   /// fp16.auto_cast). Off: the input stays as given and the first lower-precision op casts it.
   bool auto_cast = false;
@@ -93,12 +94,6 @@ struct EngineOptions {
 
 /// ValueError naming the field when an option is out of range or not implemented yet. Pure.
 void validateEngineOptions(const EngineOptions& options);
-
-/// The autocast dtype of a precision name: nullopt for "fp32", bf16, f16; ValueError naming the
-/// name otherwise. Pure.
-std::optional<DType> precisionDType(const std::string& precision);
-/// The precision names precisionDType knows, in order: fp32, bf16, fp16 (flags list these).
-const std::vector<std::string>& precisionNames();
 
 /// The training sampler of this rank: DistributedSampler over the world when it has several ranks
 /// (seed shared, shuffle per epoch), else RandomSampler(seed) or SequentialSampler. Pure.

@@ -44,8 +44,8 @@ std::chrono::milliseconds commTimeout(const TrainConfig& c) {
 }
 
 Device trainingDevice(const TrainConfig& c) {
-  Device d = parseDevice(c.device);
-  if (d.isCuda() && c.device == "cuda") {
+  Device d = c.device;
+  if (c.device_per_local_rank) {
     const int local_rank = comm::workerEnvironment().local_rank, gpus = cudaDeviceCount();
     d.index = gpus > 0 ? comm::localRankDevice(local_rank, gpus) : std::max(local_rank, 0);
   }

@@ -21,7 +21,7 @@ namespace lockstep::train {
 /// comm_timeout_seconds, else comm::kGroupTimeout (LOCKSTEP_TIMEOUT, else the default).
 std::chrono::milliseconds commTimeout(const TrainConfig& c);
 
-/// The device this rank trains on: "cuda" is cuda:LOCAL_RANK (torchrun's convention) while the
+/// The device this rank trains on: `device: cuda` is cuda:LOCAL_RANK (torchrun's convention) while the
 /// machine has a GPU per local rank; with more local ranks than GPUs they share them round robin
 /// (comm::localRankDevice), and the process group then moves GPU buffers through the host. Checked
 /// to exist here (NotSupportedError) before anything is built on it.

@@ -137,7 +137,7 @@ RunFacts runFacts(const Run& r, const RunLength& length) {
 /// the step runs eagerly.
 std::unique_ptr<parallel::StepGraph> makeStepGraph(Run& r) {
   const TrainConfig& c = r.config;
-  if (!r.device.isCuda() || c.cuda_graph == "false") return nullptr;
+  if (!r.device.isCuda() || c.cuda_graph == CudaGraph::never) return nullptr;
   const std::string why = parallel::stepGraphBlocker(r.engine);
   if (why.empty()) {
     return std::make_unique<parallel::StepGraph>(
@@ -145,7 +145,7 @@ std::unique_ptr<parallel::StepGraph> makeStepGraph(Run& r) {
           return r.criterion(flattenPositions(out), flattenPositions(target));
         });
   }
-  if (c.cuda_graph == "true") {
+  if (c.cuda_graph == CudaGraph::always) {
     throw ValueError("cuda_graph: true, but this training step cannot be replayed as a CUDA graph: " + why +
                      " (set cuda_graph: auto to run it eagerly then)");
   }
@@ -275,7 +275,7 @@ void summarizeTraining(Run& r) {
   const parallel::Engine& en = r.engine;
   TrainSummary& s = r.summary;
   s.steps = en.globalSteps();
-  s.precision = r.config.precision;
+  s.precision = parallel::precisionName(r.config.precision);
   if (auto low = parallel::precisionDType(r.config.precision))
     s.precision_path = kernels::precisionPath(*low);
   s.has_loss_scale = en.lossScaler() != nullptr;

@@ -158,11 +158,15 @@ TEST(Engine, options_not_implemented_yet_are_errors_naming_them) {
     }
     return std::string("no error");
   };
+  try {
+    parallel::parsePrecision("fp8");
+    ADD_FAILURE() << "fp8 parsed";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("precision 'fp8' is not one of fp32, bf16, fp16"),
+              std::string::npos);
+  }
   EngineOptions o;
-  o.precision = "fp8";
-  EXPECT_NE(error(o).find("precision 'fp8'"), std::string::npos);
-  o = {};
-  o.precision = "bf16";
+  o.precision = parallel::Precision::bf16;
   EXPECT_EQ(error(o), "no error");
   o.loss_scaler = optim::LossScalerOptions{};
   EXPECT_NE(error(o).find("bf16 with loss scaling"), std::string::npos);
@@ -350,7 +354,7 @@ TEST(Engine, mixed_precision_keeps_f32_master_weights_and_trains_close_to_f32) {
   for (const char* precision : {"bf16", "fp16"}) {
     SCOPED_TRACE(precision);
     EngineOptions o = sgdOptions();
-    o.precision = precision;
+    o.precision = parallel::parsePrecision(precision);
     Engine engine(makeNet(3), o, worldOf(0, 1, nullptr));
     if (std::string(precision) == "fp16") {
       ASSERT_NE(engine.lossScaler(), nullptr) << "fp16 scales the loss dynamically by default";
@@ -377,7 +381,7 @@ TEST(Engine, mixed_precision_keeps_f32_master_weights_and_trains_close_to_f32) {
 
 TEST(Engine, auto_cast_casts_the_input_to_the_autocast_dtype) {
   EngineOptions o = sgdOptions();
-  o.precision = "bf16";
+  o.precision = parallel::Precision::bf16;
   o.auto_cast = true;
   Engine cast(makeNet(3), o, worldOf(0, 1, nullptr));
   o.auto_cast = false;

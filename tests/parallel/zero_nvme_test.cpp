@@ -121,7 +121,7 @@ TEST(ZeroNvme, mixed_precision_clipping_and_accumulation_match_no_offload_bitwis
   ScratchDir dir;
   for (const char* precision : {"bf16", "fp16"}) {
     EngineOptions o = adam();
-    o.precision = precision;
+    o.precision = parallel::parsePrecision(precision);
     o.gradient_clipping = 0.5;
     o.gradient_accumulation_steps = 2;
     o.zero_stage = 2;
@@ -168,7 +168,7 @@ TEST(ZeroNvme, parameters_and_gradients_on_nvme_match_no_offload_bitwise) {
   for (const char* precision : {"bf16", "fp16"}) {
     EngineOptions o = smallBuckets(adam());
     o.zero_stage = 3;
-    o.precision = precision;
+    o.precision = parallel::parsePrecision(precision);
     o.gradient_clipping = 0.5;
     o.gradient_accumulation_steps = 2;
     const auto plain = train(2, o);

@@ -390,7 +390,7 @@ TEST(Zero, mixed_precision_matches_ddp) {
   // brings DeepSpeed's dynamic loss scaler (overflow steps skipped on every rank alike).
   for (const char* precision : {"bf16", "fp16"}) {
     EngineOptions o = adam();
-    o.precision = precision;
+    o.precision = parallel::parsePrecision(precision);
     for (int stage : {1, 2, 3}) expectSameAsDdp(o, 2, stage, precision);
   }
 }

@@ -12,10 +12,7 @@ using namespace lockstep;
 using namespace lockstep::train;
 using namespace lockstep::test;
 
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 TEST(TrainConfig, batch_sizes_any_two_fix_the_third) {
   auto b = resolveBatchSizes(64, 8, std::nullopt, 2);
@@ -284,7 +281,7 @@ TEST(TrainConfig, seed_002_fp16_block_is_accepted_with_deepspeeds_meanings) {
     }
 })";
   TrainConfig c = parseTrainConfig(json, {}, 1);
-  EXPECT_EQ(c.precision, "fp16");
+  EXPECT_EQ(c.precision, parallel::Precision::fp16);
   ASSERT_TRUE(c.loss_scaler.has_value());
   EXPECT_EQ(c.loss_scaler->loss_scale, 0.0);  // dynamic
   EXPECT_EQ(c.loss_scaler->initial_scale_power, 16);
@@ -296,21 +293,23 @@ TEST(TrainConfig, seed_002_fp16_block_is_accepted_with_deepspeeds_meanings) {
 }
 
 TEST(TrainConfig, precision_sections_choose_the_precision) {
-  EXPECT_EQ(parseTrainConfig("train_batch_size: 8", {}, 1).precision, "fp32");
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8", {}, 1).precision, parallel::Precision::fp32);
   TrainConfig bf = parseTrainConfig("train_batch_size: 8\nbf16: {enabled: true}", {}, 1);
-  EXPECT_EQ(bf.precision, "bf16");
+  EXPECT_EQ(bf.precision, parallel::Precision::bf16);
   EXPECT_FALSE(bf.loss_scaler.has_value()) << "bf16 scales no loss";
-  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\nbfloat16: {enabled: true}", {}, 1).precision, "bf16");
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\nbfloat16: {enabled: true}", {}, 1).precision,
+            parallel::Precision::bf16);
   TrainConfig st =
       parseTrainConfig("train_batch_size: 8\nfp16: {enabled: true, loss_scale: 128, auto_cast: true}", {}, 1);
-  EXPECT_EQ(st.precision, "fp16");
+  EXPECT_EQ(st.precision, parallel::Precision::fp16);
   EXPECT_EQ(st.loss_scaler->loss_scale, 128.0);
   EXPECT_TRUE(st.auto_cast);
   // A disabled section changes nothing, as in DeepSpeed.
   TrainConfig off = parseTrainConfig("train_batch_size: 8\nfp16: {enabled: false, loss_scale: 128}", {}, 1);
-  EXPECT_EQ(off.precision, "fp32");
+  EXPECT_EQ(off.precision, parallel::Precision::fp32);
   EXPECT_FALSE(off.loss_scaler.has_value());
-  EXPECT_EQ(parseTrainConfig("train_batch_size: 8", {"bf16.enabled=true"}, 1).precision, "bf16");
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8", {"bf16.enabled=true"}, 1).precision,
+            parallel::Precision::bf16);
 }
 
 TEST(TrainConfig, fp16_raise_error_at_min_scale_is_deepspeeds_key) {
@@ -383,10 +382,16 @@ TEST(TrainConfig, yaml_aliases_cannot_recurse_or_explode) {
 }
 
 TEST(TrainConfig, device_is_cpu_cuda_or_one_gpu_for_one_rank) {
-  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\n", {}, 1).device, "cpu");
-  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\ndevice: cuda\n", {}, 4).device, "cuda");
-  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\ndevice: cuda:1\n", {}, 1).device, "cuda:1");
-  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\n", {"device=cuda"}, 1).device, "cuda");
+  // (device, whether each rank takes cuda:LOCAL_RANK)
+  auto device = [](const std::string& text, const std::vector<std::string>& overrides, int64_t world) {
+    const TrainConfig c = parseTrainConfig(text, overrides, world);
+    return std::pair{deviceName(c.device), c.device_per_local_rank};
+  };
+  EXPECT_EQ(device("train_batch_size: 8\n", {}, 1), std::pair(std::string("cpu"), false));
+  EXPECT_EQ(device("train_batch_size: 8\ndevice: cuda\n", {}, 4), std::pair(std::string("cuda:0"), true));
+  EXPECT_EQ(device("train_batch_size: 8\ndevice: cuda:1\n", {}, 1), std::pair(std::string("cuda:1"), false));
+  EXPECT_EQ(device("train_batch_size: 8\n", {"device=cuda"}, 1), std::pair(std::string("cuda:0"), true));
+  EXPECT_EQ(device("train_batch_size: 8\ndevice: cuda:0\n", {}, 1), std::pair(std::string("cuda:0"), false));
   std::string e = errorOf("train_batch_size: 8\ndevice: gpu\n");
   EXPECT_TRUE(has(e, "'gpu'") && has(e, "cuda:N")) << e;
   e = errorOf("train_batch_size: 8\ndevice: cuda:1\n", {}, 2);

@@ -13,7 +13,6 @@ using namespace lockstep::test;
 
 namespace {
 
-
 std::string joined(const std::vector<std::string>& lines) {
   std::string out;
   for (const auto& l : lines) out += l + "\n";
@@ -112,5 +111,5 @@ TEST(DeepSpeedKeys, hugging_face_auto_values_are_all_named_in_one_error) {
   // lockstep's own keys whose value may be auto keep it.
   const TrainConfig own = parseTrainConfig("train_batch_size: 8\nbackend: auto\ncuda_graph: auto", {}, 1);
   EXPECT_EQ(own.backend, "auto");
-  EXPECT_EQ(own.cuda_graph, "auto");
+  EXPECT_EQ(own.cuda_graph, CudaGraph::automatic);
 }

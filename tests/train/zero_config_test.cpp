@@ -27,7 +27,6 @@ ZeroConfig parse(const std::string& zero) {
   return parseTrainConfig("train_batch_size: 8\nzero_optimization: " + zero, {}, 1).zero;
 }
 
-
 }  // namespace
 
 TEST(ZeroConfig, defaults_are_deepspeeds) {
@@ -61,8 +60,8 @@ TEST(ZeroConfig, every_listed_key_is_read) {
   EXPECT_FALSE(z.options.reduce_scatter);
   EXPECT_FALSE(z.options.allgather_partitions);
   EXPECT_TRUE(z.options.overlap_comm);
-  EXPECT_EQ(z.offload_optimizer_device, "cpu");
-  EXPECT_EQ(z.offload_param_device, "none");
+  EXPECT_EQ(z.offload_optimizer_device, OffloadDevice::cpu);
+  EXPECT_EQ(z.offload_param_device, OffloadDevice::none);
   // Said once in the log: the CPU offload moves nothing, the stage-3 keys have no effect at stage 2.
   ASSERT_EQ(z.notes.size(), 2u);
   EXPECT_TRUE(has(z.notes[0], "already live in CPU memory")) << z.notes[0];
@@ -75,7 +74,7 @@ TEST(ZeroConfig, stage_3_is_accepted_and_its_knobs_are_read_or_logged) {
       "stage3_gather_16bit_weights_on_model_save: true}");
   EXPECT_EQ(z.stage, 3);
   EXPECT_EQ(z.options.stage, 3);
-  EXPECT_EQ(z.offload_param_device, "cpu");
+  EXPECT_EQ(z.offload_param_device, OffloadDevice::cpu);
   ASSERT_EQ(z.notes.size(), 2u);
   EXPECT_TRUE(has(z.notes[0], "parameter partitions already live in CPU memory")) << z.notes[0];
   EXPECT_TRUE(has(z.notes[1], "sub_group_size") && has(z.notes[1], "no effect in lockstep's stage 3"))
@@ -103,7 +102,7 @@ TEST(ZeroConfig, nvme_offload_of_the_optimizer_takes_deepspeeds_keys) {
                             "pipeline_read": true, "pipeline_write": true, "pin_memory": true,
                             "fast_init": true}})");
   const parallel::NvmeOffloadOptions& o = z.options.offload_optimizer;
-  EXPECT_EQ(z.offload_optimizer_device, "nvme");
+  EXPECT_EQ(z.offload_optimizer_device, OffloadDevice::nvme);
   EXPECT_EQ(o.nvme_path, "/local_nvme");
   EXPECT_EQ(o.sub_group_size, 100000000);
   EXPECT_EQ(o.buffer_count, 6);
@@ -132,7 +131,7 @@ TEST(ZeroConfig, nvme_offload_of_the_parameters_takes_deepspeeds_keys) {
       "offload_param": {"device": "nvme", "nvme_path": "/local_nvme", "buffer_count": 5, "buffer_size": 1e8,
                         "max_in_cpu": 1e9, "pin_memory": true},
       "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme2"}})");
-  EXPECT_EQ(z.offload_param_device, "nvme");
+  EXPECT_EQ(z.offload_param_device, OffloadDevice::nvme);
   EXPECT_EQ(z.options.offload_param_nvme_path, "/local_nvme");
   EXPECT_EQ(z.options.offload_param_buffer_size, 100000000);
   EXPECT_EQ(z.options.offload_optimizer.nvme_path, "/local_nvme2");
@@ -151,8 +150,8 @@ TEST(ZeroConfig, seed_002s_stage_3_block_runs_as_written) {
       "overlap_comm": true})");
   EXPECT_EQ(z.options.stage, 3);
   EXPECT_TRUE(z.options.overlap_comm);
-  EXPECT_EQ(z.offload_param_device, "cpu");
-  EXPECT_EQ(z.offload_optimizer_device, "cpu");
+  EXPECT_EQ(z.offload_param_device, OffloadDevice::cpu);
+  EXPECT_EQ(z.offload_optimizer_device, OffloadDevice::cpu);
 }
 
 TEST(ZeroConfig, unsupported_values_are_errors_naming_the_key) {
@@ -230,8 +229,8 @@ TEST(ZeroConfig, deepspeeds_plain_names_and_deprecated_spellings_mean_what_they_
   EXPECT_TRUE(
       has(errorOf("{stage: 3, prefetch_bucket_size: -1}"), "stage3_prefetch_bucket_size: expected a whole"));
   // cpu_offload, deprecated: true is offload_optimizer {device: cpu}; false asks for nothing.
-  EXPECT_EQ(parse("{stage: 2, cpu_offload: true}").offload_optimizer_device, "cpu");
-  EXPECT_EQ(parse("{stage: 2, cpu_offload: false}").offload_optimizer_device, "none");
+  EXPECT_EQ(parse("{stage: 2, cpu_offload: true}").offload_optimizer_device, OffloadDevice::cpu);
+  EXPECT_EQ(parse("{stage: 2, cpu_offload: false}").offload_optimizer_device, OffloadDevice::none);
   EXPECT_TRUE(
       has(errorOf("{stage: 2, cpu_offload: true, offload_optimizer: {device: cpu}}"), "give one of them"));
   EXPECT_TRUE(

@@ -229,6 +229,13 @@ void parseData(const YAML::Node& n, DataConfig& d) {
   if (!n["val_split"]) d.val_split = dataset->default_val_split;
 }
 
+CudaGraph parseCudaGraph(const std::string& text, const std::string& source) {
+  if (text == "auto") return CudaGraph::automatic;
+  if (text == "true") return CudaGraph::always;
+  if (text == "false") return CudaGraph::never;
+  throw ValueError(source + ": cuda_graph: expected auto, true or false, got '" + text + "'");
+}
+
 // DeepSpeed's "fp16" section (runtime/constants.py FP16_*, same defaults as LossScalerOptions) and
 // "bf16" (or its older name "bfloat16"): mixed precision with autocast. Disabled sections are
 // checked for unknown keys and otherwise ignored, as DeepSpeed does.
@@ -265,7 +272,7 @@ void parsePrecision(const YAML::Node& root, TrainConfig& c) {
       }
       c.loss_scaler = ls;
       get(n, "fp16", "auto_cast", c.auto_cast);
-      c.precision = "fp16";
+      c.precision = parallel::Precision::fp16;
     }
   }
   for (const char* name : {"bf16", "bfloat16"}) {
@@ -279,7 +286,7 @@ void parsePrecision(const YAML::Node& root, TrainConfig& c) {
     throw ValueError(
         "fp16.enabled and bf16.enabled are both true; enable one of them (DeepSpeed refuses both too)");
   }
-  if (bf16) c.precision = "bf16";
+  if (bf16) c.precision = parallel::Precision::bf16;
 }
 
 void applyOverride(YAML::Node root, const std::string& spec) {
@@ -382,16 +389,16 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
   get(root, "", "seed", c.seed);
   get(root, "", "backend", c.backend);
   comm::checkBackendName(c.backend);  // here, so that a bad name fails before any rank starts
-  get(root, "", "device", c.device);
-  get(root, "", "cuda_graph", c.cuda_graph);
-  if (c.cuda_graph != "auto" && c.cuda_graph != "true" && c.cuda_graph != "false") {
-    throw ValueError(source + ": cuda_graph: expected auto, true or false, got '" + c.cuda_graph + "'");
-  }
+  std::string device = "cpu", cuda_graph = "auto";
+  get(root, "", "device", device);
+  get(root, "", "cuda_graph", cuda_graph);
+  c.cuda_graph = parseCudaGraph(cuda_graph, source);
   {
-    const Device d = parseDevice(c.device);  // "cpu", "cuda" or "cuda:N"; ValueError names the text
-    if (d.isCuda() && c.device != "cuda" && world > 1) {
-      throw ValueError(source + ": device: '" + c.device + "' names one GPU for all " +
-                       std::to_string(world) +
+    c.device = parseDevice(device);  // "cpu", "cuda" or "cuda:N"; ValueError names the text
+    c.device_per_local_rank = device == "cuda";
+    const Device d = c.device;
+    if (d.isCuda() && !c.device_per_local_rank && world > 1) {
+      throw ValueError(source + ": device: '" + device + "' names one GPU for all " + std::to_string(world) +
                        " ranks; write device: cuda, and each rank trains on cuda:LOCAL_RANK");
     }
     // On a GPU these two would have work to do, which lockstep does not do: an error, not a no-op.

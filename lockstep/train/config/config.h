@@ -14,6 +14,8 @@
 #include "lockstep/optim/loss_scaler.h"
 #include "lockstep/optim/registry.h"
 #include "lockstep/parallel/ddp/distributed_data_parallel.h"
+#include "lockstep/parallel/precision.h"
+#include "lockstep/tensor/device.h"
 #include "lockstep/train/config/zero_config.h"
 #include "lockstep/util/suggest.h"
 
@@ -65,6 +67,11 @@ struct ActivationCheckpointingConfig {
   std::optional<int64_t> number_checkpoints;
 };
 
+/// The `cuda_graph` key: on a GPU, replay the training step as a CUDA graph (parallel/step_graph.h)
+/// when the step allows it ("auto"), always (a ValueError naming why when it cannot: "true"), or
+/// never ("false").
+enum class CudaGraph { automatic, always, never };
+
 struct TrainConfig {
   std::string model = "mlp";
   nn::ModelOptions model_options{};
@@ -75,8 +82,8 @@ struct TrainConfig {
   optim::OptimizerSpec optimizer{};
   optim::SchedulerSpec scheduler{};
   double gradient_clipping = 0.0;  // 0: off
-  /// "fp32", or "bf16" / "fp16" from DeepSpeed's bf16.enabled / fp16.enabled (autocast training).
-  std::string precision = "fp32";
+  /// fp32, or bf16 / fp16 from DeepSpeed's bf16.enabled / fp16.enabled (autocast training).
+  parallel::Precision precision = parallel::Precision::fp32;
   /// The fp16 section's loss-scale keys (DeepSpeed's meanings); set when fp16 is enabled.
   std::optional<optim::LossScalerOptions> loss_scaler;
   /// fp16.auto_cast: cast the model's input to fp16 too.
@@ -91,11 +98,12 @@ struct TrainConfig {
   int64_t eval_every_epochs = 1;
   MonitorConfig tensorboard{}, csv_monitor{};
   std::string backend = "auto";  // a name from comm::backendNames(), checked when parsed
-  /// Where the model trains: "cpu", "cuda" (each rank on cuda:LOCAL_RANK) or "cuda:N" (one rank).
-  std::string device = "cpu";
-  /// On a GPU, replay the training step as a CUDA graph (parallel/step_graph.h): "auto" when the
-  /// step allows it, "true" (an error naming why when it does not), "false" never.
-  std::string cuda_graph = "auto";
+  /// Where the model trains: `device: cpu`, `cuda:N` (one rank) or `cuda`, which sets
+  /// device_per_local_rank: each rank trains on cuda:LOCAL_RANK (device says cuda:0 until the rank
+  /// picks its own).
+  Device device = Device::cpu();
+  bool device_per_local_rank = false;
+  CudaGraph cuda_graph = CudaGraph::automatic;
   /// The `backends` section (config_backends.h): torch.backends' GPU math switches (deterministic
   /// cuDNN algorithms, cuDNN benchmarking, TF32 in convolutions and matmuls), set in every rank
   /// before training. No effect on a CPU run.
@@ -113,8 +121,9 @@ struct TrainConfig {
   nlohmann::json document = nlohmann::json::object();
   /// CRC-32 (8 hex digits) of `document` less the keys that say how long, how often and where a
   /// run trains (epochs, max_steps, steps_per_print, checkpoint, eval, tensorboard, csv_monitor,
-  /// backend, device, backends, data.num_workers, zero_optimization) and the seed (compared apart): two runs with the same hash
-  /// and seed train the same model, so one may resume the other's checkpoints (run_identity.h).
+  /// backend, device, backends, data.num_workers, zero_optimization) and the seed (compared apart): two runs
+  /// with the same hash and seed train the same model, so one may resume the other's checkpoints
+  /// (run_identity.h).
   std::string identity_hash;
   ActivationCheckpointingConfig activation_checkpointing{};
   /// Lines the run logs once: DeepSpeed keys accepted at their default or off value, with no

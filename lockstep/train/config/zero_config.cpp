@@ -42,10 +42,12 @@ int64_t count(const YAML::Node& n, const std::string& path, const std::string& k
                    describe(n[key]));
 }
 
-std::string device(const YAML::Node& n, const std::string& path) {
-  if (!n["device"]) return "none";
+OffloadDevice device(const YAML::Node& n, const std::string& path) {
+  if (!n["device"]) return OffloadDevice::none;
   const std::string d = n["device"].IsScalar() ? n["device"].Scalar() : "";
-  if (d == "none" || d == "cpu" || d == "nvme") return d;
+  if (d == "none") return OffloadDevice::none;
+  if (d == "cpu") return OffloadDevice::cpu;
+  if (d == "nvme") return OffloadDevice::nvme;
   throw ValueError(path + ".device: expected none, cpu or nvme, got " + describe(n["device"]));
 }
 
@@ -71,9 +73,9 @@ void parseOffloadOptimizer(const YAML::Node& n, int stage, ZeroConfig& z) {
   }
   const std::string pin_note =
       pin ? " pin_memory has no effect on a CPU run (there is no device to copy to, so nothing to pin)." : "";
-  if (z.offload_optimizer_device != "none" && stage == 0)
+  if (z.offload_optimizer_device != OffloadDevice::none && stage == 0)
     throw ValueError(path + ": offloading needs ZeRO stage 1, 2 or 3; set " + kSection + ".stage");
-  if (z.offload_optimizer_device == "nvme") {
+  if (z.offload_optimizer_device == OffloadDevice::nvme) {
     if (!n["nvme_path"])
       throw ValueError(path + ".nvme_path: device nvme needs the directory to keep the optimizer states in");
     if (ratio != 1.0)
@@ -93,7 +95,7 @@ void parseOffloadOptimizer(const YAML::Node& n, int stage, ZeroConfig& z) {
                                    "nothing is written up front."
                                  : ""));
   }
-  if (z.offload_optimizer_device == "cpu") {
+  if (z.offload_optimizer_device == OffloadDevice::cpu) {
     z.notes.push_back(
         path +
         ".device cpu: this run has no accelerator, so the optimizer states already live in CPU "
@@ -113,13 +115,13 @@ void parseOffloadParam(const YAML::Node& n, int stage, ZeroConfig& z) {
   const bool pin = boolean(n, path, "pin_memory", false);
   if (n["nvme_path"] && !n["nvme_path"].IsScalar())
     throw ValueError(path + ".nvme_path: expected a path, got " + describe(n["nvme_path"]));
-  if (z.offload_param_device == "nvme") {
+  if (z.offload_param_device == OffloadDevice::nvme) {
     if (stage != 3)
       throw ValueError(path + ": offloading parameters needs ZeRO stage 3 (DeepSpeed's rule); set " +
                        kSection + ".stage: 3");
     if (!n["nvme_path"] || n["nvme_path"].Scalar().empty())
       throw ValueError(path + ".nvme_path: device nvme needs the directory to keep the parameters in");
-    if (z.offload_optimizer_device != "nvme")
+    if (z.offload_optimizer_device != OffloadDevice::nvme)
       throw ValueError(path +
                        ".device nvme needs offload_optimizer.device nvme too: the swapped parameter pieces "
                        "are stepped sub-group by sub-group with their optimizer states (ZeRO-Infinity's "
@@ -138,7 +140,7 @@ void parseOffloadParam(const YAML::Node& n, int stage, ZeroConfig& z) {
         "effect: a piece is in memory only while it is used, not kept in a pool." +
         (pin ? " pin_memory pins nothing on a CPU run." : ""));
   }
-  if (z.offload_param_device == "cpu") {
+  if (z.offload_param_device == OffloadDevice::cpu) {
     if (stage != 3)
       throw ValueError(path + ": offloading parameters needs ZeRO stage 3 (DeepSpeed's rule); set " +
                        kSection + ".stage: 3");

@@ -14,15 +14,18 @@ class Node;
 
 namespace lockstep::train {
 
+/// offload_optimizer.device and offload_param.device: none, cpu (this run's memory) or nvme.
+enum class OffloadDevice { none, cpu, nvme };
+
 struct ZeroConfig {
   /// zero_optimization.stage: 0 (DDP), 1, 2 or 3.
   int stage = 0;
   /// What the ZeRO optimizer implements, DeepSpeed's defaults filled in.
   parallel::ZeroOptions options{};
-  /// offload_optimizer.device: "none", "cpu" (this run's memory) or "nvme" (options.offload_optimizer);
-  /// offload_param.device: "none", "cpu" or "nvme" (options.offload_param_nvme_path).
-  std::string offload_optimizer_device = "none";
-  std::string offload_param_device = "none";
+  /// Where offload_optimizer and offload_param put what they offload (nvme: options.offload_optimizer
+  /// and options.offload_param_nvme_path say how).
+  OffloadDevice offload_optimizer_device = OffloadDevice::none;
+  OffloadDevice offload_param_device = OffloadDevice::none;
   /// Lines the trainer prints once at the start (keys accepted with no effect here, and why).
   std::vector<std::string> notes;
 };

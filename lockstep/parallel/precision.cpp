@@ -1,0 +1,29 @@
+#include "lockstep/parallel/precision.h"
+
+#include "lockstep/util/error.h"
+
+namespace lockstep::parallel {
+
+Precision parsePrecision(const std::string& name) {
+  if (name == "fp32") return Precision::fp32;
+  if (name == "bf16") return Precision::bf16;
+  if (name == "fp16") return Precision::fp16;
+  throw ValueError("precision '" + name + "' is not one of fp32, bf16, fp16");
+}
+
+const char* precisionName(Precision precision) {
+  return precisionNames()[static_cast<size_t>(precision)].c_str();
+}
+
+const std::vector<std::string>& precisionNames() {
+  static const std::vector<std::string> names{"fp32", "bf16", "fp16"};
+  return names;
+}
+
+std::optional<DType> precisionDType(Precision precision) {
+  if (precision == Precision::bf16) return DType::bf16;
+  if (precision == Precision::fp16) return DType::f16;
+  return std::nullopt;
+}
+
+}  // namespace lockstep::parallel
