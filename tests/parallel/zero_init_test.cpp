@@ -2,8 +2,6 @@
 // without it (GPT's re-initialisation after registering included), their parameters' pages are out
 // of the process when the scope ends, and ZeRO stage 3 trains them to bitwise the same parameters,
 // with and without the NVMe offload of the partition.
-#include "lockstep/parallel/zero/init.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "lockstep/parallel/zero/init.h"
 #include "parallel/zero_engine_helpers.h"
 
 using namespace lockstep;
@@ -77,6 +76,22 @@ TEST(ZeroInit, models_hold_the_same_values_and_their_pages_leave_the_process) {
   }
 }
 
+TEST(ZeroInit, the_engine_builds_a_stage_3_model_inside_it_and_others_without) {
+  auto residentKb = [&](const nn::Module& m) {
+    int64_t kb = 0;
+    for (auto& p : m.parameters()) kb += residentKbAt(p.tensor().dataPtr());
+    return kb;
+  };
+  EngineOptions o;
+  o.zero_stage = 3;
+  const auto staged = Engine::buildModel(o, Device::cpu(), [] { return wideMlp(3); });
+  EXPECT_EQ(residentKb(*staged), 0) << "built under zero.Init, its pages left the process";
+  o.zero_stage = 2;
+  const auto plain = Engine::buildModel(o, Device::cpu(), [] { return wideMlp(3); });
+  EXPECT_GT(residentKb(*plain), 0) << "below stage 3 the model is built as it is";
+  EXPECT_EQ(flatParams(*staged), flatParams(*plain));
+}
+
 TEST(ZeroInit, stage_3_trains_a_model_built_inside_it_bitwise_alike) {
   std::string t = (fs::temp_directory_path() / "lockstep-zero-init-test-XXXXXX").string();
   const std::string dir = ::mkdtemp(t.data());
@@ -90,20 +105,16 @@ TEST(ZeroInit, stage_3_trains_a_model_built_inside_it_bitwise_alike) {
     std::vector<std::vector<double>> plain(2), staged(2);
     for (bool inside : {false, true}) {
       lockstep::testing::runThreadRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
-        std::shared_ptr<nn::Module> model;
-        if (inside) {
-          parallel::ZeroInit scope(dir);
-          model = makeNet(7 + rank);  // rank 0's weights win, as without the scope
-        } else {
-          model = makeNet(7 + rank);
-        }
-        Engine engine(model, o, worldOf(rank, 2, pg));
+        // Inside: zero.Init in the offload's directory (else $TMPDIR). Rank 0's weights win, as
+        // without the scope.
+        auto make = [&] { return makeNet(7 + rank); };
+        Engine engine(inside ? Engine::buildModel(o, Device::cpu(), make) : make(), o, worldOf(rank, 2, pg));
         for (int s = 0; s < 6; ++s) {
           auto [x, y] = batch(s * 2 + rank, kRows);
           engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
           engine.step();
         }
-        engine.zero()->gatherParameters();
+        parallel::GatheredParameters whole = engine.gatheredParameters();
         (inside ? staged : plain)[rank] = flatParams(*engine.model());
       });
     }

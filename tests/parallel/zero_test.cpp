@@ -70,6 +70,48 @@ TEST(Zero, stage3_keeps_only_its_partition_between_steps) {
   });
 }
 
+TEST(Zero, engine_holds_stage3_parameters_whole_for_a_scope_and_evaluates_layer_by_layer) {
+  // What the trainer uses instead of ZeroOptimizer calls: gatheredParameters() (a checkpoint's
+  // values loaded into the whole parameters go into each rank's partition with adoptChanges())
+  // and evaluate(), which runs forwards as training does, one layer gathered at a time.
+  lockstep::testing::runThreadRanks(3, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    EngineOptions o = perLayer(adam());
+    o.zero_stage = 3;
+    Engine engine(makeNet(1), o, worldOf(rank, 3, pg));
+    auto params = engine.model()->parameters();
+    auto resident = [&] {
+      int n = 0;
+      for (const auto& p : params) n += p.tensor().storage()->resident();
+      return n;
+    };
+    EXPECT_FALSE(engine.parametersWhole());
+    {
+      parallel::GatheredParameters whole = engine.gatheredParameters();
+      EXPECT_TRUE(engine.parametersWhole());
+      EXPECT_EQ(resident(), 4);
+      params[0].tensor().fill(0.25);  // as a loaded checkpoint would
+      whole.adoptChanges();
+    }
+    EXPECT_FALSE(engine.parametersWhole());
+    EXPECT_EQ(resident(), 0);
+    auto [x, y] = batch(rank, kRows);
+    std::vector<float> expected;
+    {
+      parallel::GatheredParameters whole = engine.gatheredParameters();
+      for (float v : params[0].tensor().toVector<float>())
+        EXPECT_EQ(v, 0.25f) << "the partition kept the change";
+      expected = engine.module()->forward(Variable(x)).tensor().toVector<float>();
+    }
+    std::vector<float> evaluated;
+    engine.evaluate([&] {
+      evaluated = engine.module()->forward(Variable(x)).tensor().toVector<float>();
+      EXPECT_EQ(resident(), 0) << "each layer was freed after its forward";
+    });
+    EXPECT_EQ(evaluated, expected);
+    EXPECT_FALSE(engine.parametersWhole());
+  });
+}
+
 TEST(Zero, stage3_walks_its_parameters_one_bucket_at_a_time_never_whole) {
   // forEachParameterBucketWhole (the final model file's source): every parameter once, whole and
   // with the values gatherParameters() gives, while the others of the model stay freed.
