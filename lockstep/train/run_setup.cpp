@@ -10,6 +10,7 @@
 
 #include "lockstep/comm/device_sharing.h"
 #include "lockstep/comm/worker_environment.h"
+#include "lockstep/data/datasets/registry.h"
 #include "lockstep/nn/models/language_model.h"
 #include "lockstep/nn/models/model_zoo.h"
 #include "lockstep/optim/registry.h"
@@ -26,7 +27,7 @@ namespace {
 nn::ModelOptions modelOptions(const TrainConfig& c, Generator* gen) {
   nn::ModelOptions mo = c.model_options;
   mo.generator = gen;
-  if (c.data.dataset == "synthetic") {  // size linear/mlp to the synthetic data unless told
+  if (data::findDataset(c.data.dataset).shape_from_options) {  // size linear/mlp to the data unless told
     if (mo.in_features == 0) {
       mo.in_features = std::accumulate(c.data.input_shape.begin(), c.data.input_shape.end(), int64_t{1},
                                        std::multiplies<>());

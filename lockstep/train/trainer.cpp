@@ -27,6 +27,7 @@
 
 #if LOCKSTEP_WITH_CUDA
 #include "lockstep/tensor/cuda/runtime.h"
+#include "lockstep/train/monitor/notes.h"
 #endif
 
 namespace lockstep::train {
@@ -112,11 +113,6 @@ class OnDevice {
 #endif
 };
 
-void log(bool chief, const char* what, const std::vector<std::string>& lines) {
-  if (!chief) return;
-  for (const auto& l : lines) std::fprintf(stderr, "%s: %s\n", what, l.c_str());
-}
-
 RunFacts runFacts(const Run& r, const RunLength& length) {
   const parallel::DistributedEnvironment& dist = r.engine.environment();
   RunFacts facts;
@@ -149,7 +145,7 @@ std::unique_ptr<parallel::StepGraph> makeStepGraph(Run& r) {
     throw ValueError("cuda_graph: true, but this training step cannot be replayed as a CUDA graph: " + why +
                      " (set cuda_graph: auto to run it eagerly then)");
   }
-  log(r.engine.environment().isMain(), "note", {"cuda_graph: the step runs eagerly: " + why});
+  printNotes(r.engine.environment().isMain(), "note", {"cuda_graph: the step runs eagerly: " + why});
   return nullptr;
 }
 
@@ -163,9 +159,10 @@ void startRun(Run& r, const RunLength& length) {
   s.global_batch_size = c.batch.train_batch_size;
   s.memory = parallel::gatherModelStateBytes(dist.group.get(), r.engine.memory());
   r.observers.onStart({&c, runFacts(r, length), s.memory});
-  log(dist.isMain(), "note", c.notes);
-  log(dist.isMain(), "note", c.zero.notes);
-  log(dist.isMain(), "note", backendsNotes(c.gpu_math, c.document.contains("backends"), r.device.isCuda()));
+  printNotes(dist.isMain(), "note", c.notes);
+  printNotes(dist.isMain(), "note", c.zero.notes);
+  printNotes(dist.isMain(), "note",
+             backendsNotes(c.gpu_math, c.document.contains("backends"), r.device.isCuda()));
   // What setup allocated and freed (initialisation, the first broadcast, a resumed checkpoint) is of
   // sizes training may never ask for again: hand it back before the first step sets the high-water
   // mark of memory.

@@ -106,6 +106,17 @@ TEST(TrainConfig, unknown_key_names_its_path_and_suggests) {
   EXPECT_TRUE(has(m, "data.datset") && has(m, "data.dataset")) << m;
 }
 
+TEST(TrainConfig, dataset_names_and_their_keys_come_from_the_registry) {
+  std::string m = errorOf("train_batch_size: 8\ndata: {dataset: cifar}");
+  EXPECT_TRUE(has(m, "unknown dataset cifar") && has(m, "did you mean cifar10?") &&
+              has(m, "fashion_mnist, mnist, cifar10, synthetic, text, tokens"))
+      << m;
+  // a key another dataset reads is refused, not ignored
+  m = errorOf("train_batch_size: 8\ndata: {dataset: mnist, input_shape: [4]}");
+  EXPECT_TRUE(has(m, "data.input_shape is read only by synthetic, not by mnist")) << m;
+  EXPECT_EQ(errorOf("train_batch_size: 8\ndata: {dataset: synthetic, input_shape: [4]}"), "(no error)");
+}
+
 TEST(TrainConfig, backend_must_be_a_built_backend) {
   EXPECT_EQ(parseTrainConfig("train_batch_size: 8\nbackend: gloo", {}, 1).backend, "gloo");
   std::string m = errorOf("train_batch_size: 8\nbackend: nccl");

@@ -109,6 +109,7 @@ std::vector<DatasetInfo> builtinDatasets() {
   {
     DatasetInfo d;
     d.name = "synthetic";
+    d.shape_from_options = true;
     d.keys = {"transforms", "size", "test_size", "num_classes", "input_shape"};
     d.load = loadSyntheticSplits;
     r.push_back(std::move(d));

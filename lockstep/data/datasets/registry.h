@@ -54,6 +54,9 @@ struct DatasetInfo {
   std::string root_hint;
   /// data.val_split when the config leaves it unset.
   double default_val_split = 0.0;
+  /// The samples' shape and class count are the config's (DatasetOptions::input_shape,
+  /// num_classes), so a model can be sized from them (linear, mlp).
+  bool shape_from_options = false;
   /// The data.* keys only this dataset reads, beyond kCommonDataKeys.
   std::vector<std::string> keys;
   /// Checks the files exist without loading them (for the launcher's parent process): IoError

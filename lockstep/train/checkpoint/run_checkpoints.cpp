@@ -4,17 +4,9 @@
 
 #include "lockstep/train/checkpoint/resume.h"
 #include "lockstep/train/checkpoint/zero_checkpoint.h"
+#include "lockstep/train/monitor/notes.h"
 
 namespace lockstep::train {
-
-namespace {
-
-void log(bool chief, const char* what, const std::vector<std::string>& lines) {
-  if (!chief) return;
-  for (const auto& l : lines) std::fprintf(stderr, "%s: %s\n", what, l.c_str());
-}
-
-}  // namespace
 
 RunCheckpoints::RunCheckpoints(const RunCheckpointsOptions& options, parallel::Engine& engine,
                                data::DataLoader& loader, nlohmann::json config, RunIdentity identity)
@@ -38,7 +30,7 @@ RunCheckpoints::RunCheckpoints(const RunCheckpointsOptions& options, parallel::E
 void RunCheckpoints::resume() {
   const bool chief = engine_.environment().isMain();
   if (!options_.resume && options_.resume_from.empty()) {
-    log(chief, "note", freshStartNotes(options_.dir, identity_));
+    printNotes(chief, "note", freshStartNotes(options_.dir, identity_));
     return;
   }
   // ZeRO stage 3: the checkpoint loads into whole parameters, whose values then go back into each
@@ -56,7 +48,7 @@ void RunCheckpoints::resume() {
     from.notes.insert(from.notes.begin(), pick.notes.begin(), pick.notes.end());
     pick = std::move(from);
   }
-  log(chief, "warning", pick.notes);
+  printNotes(chief, "warning", pick.notes);
   if (!pick.data) {
     if (chief) {
       std::fprintf(stderr, "warning: --resume: no checkpoint to resume in %s, starting from scratch\n",
