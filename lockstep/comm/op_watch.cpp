@@ -53,7 +53,9 @@ std::string opName(uint64_t code) {
 // id), of which the oldest is published.
 class WorkerSide {
  public:
-  explicit WorkerSide(Slot* slot) : slot_(slot) { write([&] { slot_->pid.store(::getpid()); }); }
+  explicit WorkerSide(Slot* slot) : slot_(slot) {
+    write([&] { slot_->pid.store(::getpid()); });
+  }
 
   uint64_t begin(const OpContext& ctx) {
     std::lock_guard lock(mutex_);
@@ -104,8 +106,10 @@ class WorkerSide {
 };
 
 void warn(const std::string& why) {
-  std::fprintf(stderr, "lockstep: %s=%s is not usable (%s); the agent's watchdog cannot see this rank's "
-               "collectives\n", kOpWatchFdVariable, env::get(kOpWatchFdVariable).value_or("").c_str(), why.c_str());
+  std::fprintf(stderr,
+               "lockstep: %s=%s is not usable (%s); the agent's watchdog cannot see this rank's "
+               "collectives\n",
+               kOpWatchFdVariable, env::get(kOpWatchFdVariable).value_or("").c_str(), why.c_str());
 }
 
 // nullptr without LOCKSTEP_OP_WATCH_FD (not started by a lockstep agent); a warning, then nullptr,
@@ -122,10 +126,12 @@ WorkerSide* attach() {
     }
     const auto need = static_cast<off_t>((local_rank + 1) * static_cast<int64_t>(sizeof(Slot)));
     if (local_rank < 0 || st.st_size < need) {
-      warn(::lockstep::detail::concat("it holds ", st.st_size, " bytes, too few for LOCAL_RANK ", local_rank));
+      warn(
+          ::lockstep::detail::concat("it holds ", st.st_size, " bytes, too few for LOCAL_RANK ", local_rank));
       return nullptr;
     }
-    void* p = ::mmap(nullptr, static_cast<size_t>(need), PROT_READ | PROT_WRITE, MAP_SHARED, static_cast<int>(*fd), 0);
+    void* p = ::mmap(nullptr, static_cast<size_t>(need), PROT_READ | PROT_WRITE, MAP_SHARED,
+                     static_cast<int>(*fd), 0);
     if (p == MAP_FAILED) {
       warn(std::string("mmap: ") + std::strerror(errno));
       return nullptr;

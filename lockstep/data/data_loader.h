@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "lockstep/data/batch_prefetcher.h"
-#include "lockstep/data/samplers/batch_sampler.h"
 #include "lockstep/data/dataset.h"
+#include "lockstep/data/samplers/batch_sampler.h"
 #include "lockstep/data/samplers/sampler.h"
 
 namespace lockstep::data {

@@ -63,9 +63,9 @@ void Watchdog::observeNodes(Clock::time_point now) {
 }
 
 std::string Watchdog::where(const WorkerGroup& group, size_t i) const {
-  return "rank " + std::to_string(group.spec(i).rank) + " (local rank " + std::to_string(group.spec(i).local_rank) +
-         " on host '" + options_.host + "', node rank " + std::to_string(options_.node_rank) + ", pid " +
-         std::to_string(group.worker(i).pid()) + ")";
+  return "rank " + std::to_string(group.spec(i).rank) + " (local rank " +
+         std::to_string(group.spec(i).local_rank) + " on host '" + options_.host + "', node rank " +
+         std::to_string(options_.node_rank) + ", pid " + std::to_string(group.worker(i).pid()) + ")";
 }
 
 std::string Watchdog::stuckReport(const WorkerGroup& group, std::chrono::milliseconds grace) const {
@@ -83,12 +83,15 @@ std::string Watchdog::stuckReport(const WorkerGroup& group, std::chrono::millise
     if (!s.busy() || s.pid == 0) continue;
     const auto busy = s.busyFor(now_ns);
     if (busy <= std::chrono::milliseconds(s.timeout_ms) + grace) continue;
-    const std::string who = s.pid == w.pid() ? where(group, i)
-                                             : where(group, i) + ", through its process " + std::to_string(s.pid);
-    out += "root cause: " + who + " has been inside " + s.op + " for " + seconds(busy) +
-           ", past that op's own timeout of " + seconds(std::chrono::milliseconds(s.timeout_ms)) +
-           ": it is stuck in the backend (the op does not honour its deadline: a backend bug, or a system call "
-           "that never returns); `gdb -p " + std::to_string(s.pid) + "` shows where\n";
+    const std::string who = s.pid == w.pid()
+                                ? where(group, i)
+                                : where(group, i) + ", through its process " + std::to_string(s.pid);
+    out +=
+        "root cause: " + who + " has been inside " + s.op + " for " + seconds(busy) +
+        ", past that op's own timeout of " + seconds(std::chrono::milliseconds(s.timeout_ms)) +
+        ": it is stuck in the backend (the op does not honour its deadline: a backend bug, or a system call "
+        "that never returns); `gdb -p " +
+        std::to_string(s.pid) + "` shows where\n";
   }
   return out;
 }
@@ -100,8 +103,8 @@ std::string Watchdog::stoppedReport(const WorkerGroup& group, Clock::time_point 
     if (!stopped_since_[i] || group.worker(i).exited()) continue;
     auto d = now - *stopped_since_[i];
     if (d < at_least) continue;
-    out += "root cause: " + where(group, i) + " has been stopped (SIGSTOP, Ctrl-Z or a debugger) for " + seconds(d) +
-           ": its peers cannot finish a collective without it (watchdog timeout " +
+    out += "root cause: " + where(group, i) + " has been stopped (SIGSTOP, Ctrl-Z or a debugger) for " +
+           seconds(d) + ": its peers cannot finish a collective without it (watchdog timeout " +
            seconds(options_.timeout) + ")\n";
   }
   return out;
@@ -149,8 +152,8 @@ std::string Watchdog::suspects(const WorkerGroup& group) {
   auto now = Clock::now();
   observeWorkers(group, now);
   observeNodes(now);  // fresh: a node is silent only if its counter did not move since the last look
-  return stoppedReport(group, now, std::chrono::milliseconds(0)) + stuckReport(group, std::chrono::milliseconds(0)) +
-         silentReport(now, 3 * options_.interval);
+  return stoppedReport(group, now, std::chrono::milliseconds(0)) +
+         stuckReport(group, std::chrono::milliseconds(0)) + silentReport(now, 3 * options_.interval);
 }
 
 }  // namespace lockstep::launch

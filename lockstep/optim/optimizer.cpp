@@ -158,7 +158,8 @@ const double* Optimizer::captureUpdate(const Device& device, std::vector<double>
     // write (the updates then read garbage: the H200 run's graph losses went to NaN).
     cuda::PoolPause outside_the_graph(device.index);
 #endif
-    scalars = Tensor::empty({static_cast<int64_t>(values.size())}, DType::f64, MemoryFormat::contiguous, device);
+    scalars =
+        Tensor::empty({static_cast<int64_t>(values.size())}, DType::f64, MemoryFormat::contiguous, device);
   }
   captured_.push_back({scalars, std::move(values), std::move(next)});
   return static_cast<const double*>(scalars.devicePtr());

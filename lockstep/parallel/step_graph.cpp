@@ -64,8 +64,8 @@ Tensor StepGraph::eager(const Tensor& input, const Tensor& target) {
 
 Tensor StepGraph::step(const Tensor& input, const Tensor& target) {
   const bool same_shapes = static_input_.defined() && input.shape() == static_input_.shape() &&
-                           target.shape() == static_target_.shape() && input.dtype() == static_input_.dtype() &&
-                           target.dtype() == static_target_.dtype();
+                           target.shape() == static_target_.shape() &&
+                           input.dtype() == static_input_.dtype() && target.dtype() == static_target_.dtype();
   if (graph_ && same_shapes) {
     static_input_.copyFrom(input);
     static_target_.copyFrom(target);

@@ -21,9 +21,11 @@ Device parseDevice(std::string_view text) {
     std::string_view n = text.substr(5);
     int index = -1;
     auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), index);
-    if (ec == std::errc() && end == n.data() + n.size() && !n.empty() && index >= 0) return Device::cuda(index);
+    if (ec == std::errc() && end == n.data() + n.size() && !n.empty() && index >= 0)
+      return Device::cuda(index);
   }
-  throw ValueError(detail::concat("device '", text, "' is not a device; use 'cpu', 'cuda' or 'cuda:N' (N >= 0)"));
+  throw ValueError(
+      detail::concat("device '", text, "' is not a device; use 'cpu', 'cuda' or 'cuda:N' (N >= 0)"));
 }
 
 bool builtWithCuda() { return LOCKSTEP_WITH_CUDA != 0; }
@@ -41,9 +43,10 @@ void checkDeviceAvailable(const Device& d) {
 #if LOCKSTEP_WITH_CUDA
   cuda::checkDevice(d.index);
 #else
-  throw NotSupportedError(detail::concat(
-      "device ", deviceName(d), " is not available: this lockstep was built without CUDA (configure with "
-      "-DLOCKSTEP_CUDA=ON on a machine with the CUDA toolkit, or use device 'cpu')"));
+  throw NotSupportedError(
+      detail::concat("device ", deviceName(d),
+                     " is not available: this lockstep was built without CUDA (configure with "
+                     "-DLOCKSTEP_CUDA=ON on a machine with the CUDA toolkit, or use device 'cpu')"));
 #endif
 }
 

@@ -35,8 +35,8 @@ void copyBlock(const Tensor& dst, const Tensor& src, bool non_blocking) {
     return;
   }
   const cudaMemcpyKind kind = dst.isCuda() && src.isCuda() ? cudaMemcpyDeviceToDevice
-                              : dst.isCuda()                ? cudaMemcpyHostToDevice
-                                                            : cudaMemcpyDeviceToHost;
+                              : dst.isCuda()               ? cudaMemcpyHostToDevice
+                                                           : cudaMemcpyDeviceToHost;
   LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dst.devicePtr(), src.devicePtr(), dst.nbytes(), kind, stream.handle()));
   // Pageable host memory or a blocking copy: the host may read (or free) its side as soon as this
   // returns, so wait. A device-to-device copy stays ordered on the stream.

@@ -40,11 +40,13 @@ Storage::Storage(void* data, size_t nbytes, std::function<void(void*)> deleter, 
 
 std::shared_ptr<Storage> Storage::pinnedHost(size_t nbytes) {
 #if LOCKSTEP_WITH_CUDA
-  auto s = std::make_shared<Storage>(cuda::allocatePinned(nbytes), nbytes, [](void* p) { cuda::freePinned(p); });
+  auto s =
+      std::make_shared<Storage>(cuda::allocatePinned(nbytes), nbytes, [](void* p) { cuda::freePinned(p); });
   s->pinned_ = true;
   return s;
 #else
-  throw NotSupportedError("pinned host memory needs CUDA: this lockstep was built without it (LOCKSTEP_CUDA)");
+  throw NotSupportedError(
+      "pinned host memory needs CUDA: this lockstep was built without it (LOCKSTEP_CUDA)");
 #endif
 }
 

@@ -93,7 +93,9 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   return t;
 }
 
-Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) {
+  return full(shape, 1.0, dtype, device);
+}
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, MemoryFormat::contiguous, device);
@@ -163,9 +165,10 @@ bool Tensor::isDense() const {
 
 void* Tensor::dataPtr() const {
   LOCKSTEP_ENFORCE(defined(), ValueError, "data access on an undefined tensor");
-  LOCKSTEP_ENFORCE(storage_->device().isCpu(), NotSupportedError, "host code was handed ", describe(),
-                   ", which lives on the GPU: this operation has no CUDA kernel (docs/gpu.md lists those that "
-                   "do); move the tensor with .to(Device::cpu()) first");
+  LOCKSTEP_ENFORCE(
+      storage_->device().isCpu(), NotSupportedError, "host code was handed ", describe(),
+      ", which lives on the GPU: this operation has no CUDA kernel (docs/gpu.md lists those that "
+      "do); move the tensor with .to(Device::cpu()) first");
   return devicePtr();
 }
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "lockstep/comm/device_routed_process_group.h"
-#include "lockstep/comm/store/hash_store.h"
 #include "lockstep/comm/init.h"
+#include "lockstep/comm/store/hash_store.h"
 #include "lockstep/comm/store/prefix_store.h"
 #include "lockstep/tensor/device.h"
 #include "lockstep/util/error.h"

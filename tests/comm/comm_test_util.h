@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "lockstep/comm/gloo/gloo_process_group.h"
+#include "lockstep/comm/shm/shm_process_group.h"
 #include "lockstep/comm/store/hash_store.h"
 #include "lockstep/comm/store/prefix_store.h"
-#include "lockstep/comm/shm/shm_process_group.h"
 
 namespace lockstep::comm::testing {
 

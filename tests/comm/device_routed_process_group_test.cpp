@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "comm/comm_test_util.h"
-#include "lockstep/comm/store/hash_store.h"
 #include "lockstep/comm/init.h"
+#include "lockstep/comm/store/hash_store.h"
 #include "lockstep/comm/store/prefix_store.h"
 #include "lockstep/util/error.h"
 

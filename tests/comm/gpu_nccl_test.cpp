@@ -12,9 +12,9 @@
 
 #include "common/gpu.h"
 #include "lockstep/comm/backend_registry.h"
-#include "lockstep/comm/store/hash_store.h"
 #include "lockstep/comm/init.h"
 #include "lockstep/comm/nccl/nccl_process_group.h"
+#include "lockstep/comm/store/hash_store.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::comm {

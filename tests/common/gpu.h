@@ -8,13 +8,13 @@
 namespace lockstep::testing {
 
 /// Skips the calling test (GTEST_SKIP) unless cuda:0 is usable.
-#define LOCKSTEP_REQUIRE_GPU()                                                                  \
-  do {                                                                                          \
-    if (::lockstep::cudaDeviceCount() == 0) {                                                   \
-      GTEST_SKIP() << "no GPU here (" << (::lockstep::builtWithCuda() ? "no CUDA device found" \
-                                                                       : "built without CUDA") \
-                   << "): GPU tests run with ctest -L gpu on a machine with one";               \
-    }                                                                                           \
+#define LOCKSTEP_REQUIRE_GPU()                                                                      \
+  do {                                                                                              \
+    if (::lockstep::cudaDeviceCount() == 0) {                                                       \
+      GTEST_SKIP() << "no GPU here ("                                                               \
+                   << (::lockstep::builtWithCuda() ? "no CUDA device found" : "built without CUDA") \
+                   << "): GPU tests run with ctest -L gpu on a machine with one";                   \
+    }                                                                                               \
   } while (0)
 
 /// Largest |a - b| / (atol + rtol * |b|) over the elements (a, b brought to the host in f64);

@@ -88,7 +88,8 @@ TEST(ResizeImage, gradient_matches_f64_triangle_filter_within_rounding) {
   Image image = Image::zeros(h, w, c);
   for (int64_t y = 0; y < h; ++y)
     for (int64_t x = 0; x < w; ++x)
-      for (int64_t ch = 0; ch < c; ++ch) image.at(y, x, ch) = static_cast<uint8_t>(ch == 0 ? 19 * x + 3 * y : 250 - 27 * y);
+      for (int64_t ch = 0; ch < c; ++ch)
+        image.at(y, x, ch) = static_cast<uint8_t>(ch == 0 ? 19 * x + 3 * y : 250 - 27 * y);
   for (auto [oh, ow] : {std::pair<int64_t, int64_t>{4, 5}, {3, 13}, {9, 4}, {17, 6}}) {
     Image out = resizeImage(image, oh, ow);
     for (int64_t ch = 0; ch < c; ++ch) {
@@ -189,7 +190,8 @@ TEST(RandomResizedCrop, same_seed_epoch_index_give_the_same_crop) {
   const TransformContext ctx{.seed = 1, .epoch = 2, .index = 3};
   EXPECT_EQ(key(rrc.cropBox(500, 375, ctx)), key(rrc.cropBox(500, 375, ctx)));
   std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> seen;
-  for (int64_t i = 0; i < 20; ++i) seen.insert(key(rrc.cropBox(500, 375, {.seed = 1, .epoch = 2, .index = i})));
+  for (int64_t i = 0; i < 20; ++i)
+    seen.insert(key(rrc.cropBox(500, 375, {.seed = 1, .epoch = 2, .index = i})));
   EXPECT_GE(seen.size(), 19u);  // different indices, different crops
   EXPECT_NE(key(rrc.cropBox(500, 375, ctx)), key(rrc.cropBox(500, 375, {.seed = 1, .epoch = 3, .index = 3})));
   EXPECT_NE(key(rrc.cropBox(500, 375, ctx)), key(rrc.cropBox(500, 375, {.seed = 2, .epoch = 2, .index = 3})));
@@ -253,7 +255,7 @@ TEST(ColorAdjust, blends_as_pillow_with_truncation_and_clamping) {
   red.data = {255, 0, 0, 90, 90, 90};
   adjustHue(red, 0.4);  // H 0 -> int(0.4 * 255) = 102 of 255: i = 2, f = 0.4 -> (0, 255, round(255 * 0.4))
   EXPECT_EQ(red.data, (std::vector<uint8_t>{0, 255, 102, 90, 90, 90}));  // grey has no hue
-  adjustHue(red, -0.4);  // back: 102 - 102
+  adjustHue(red, -0.4);                                                  // back: 102 - 102
   EXPECT_EQ(red.data, (std::vector<uint8_t>{255, 0, 0, 90, 90, 90}));
   Image g = grey(1, 1, {7});
   adjustHue(g, 0.3);
@@ -295,16 +297,17 @@ TEST(ImageToTensor, scales_normalises_and_is_channels_last) {
   EXPECT_EQ(t.shape(), Shape({3, 1, 2}));
   EXPECT_EQ(t.strides(), Shape({1, 6, 3}));
   const float* p = t.data<float>();  // HWC order in memory
-  EXPECT_FLOAT_EQ(p[0], -2.0f);        // (0 - 0.5) / 0.25
-  EXPECT_FLOAT_EQ(p[1], 1.0f);         // (1 - 0.5) / 0.5
-  EXPECT_FLOAT_EQ(p[2], 0.0f);         // (0.2 - 0.2) / 0.1
+  EXPECT_FLOAT_EQ(p[0], -2.0f);      // (0 - 0.5) / 0.25
+  EXPECT_FLOAT_EQ(p[1], 1.0f);       // (1 - 0.5) / 0.5
+  EXPECT_FLOAT_EQ(p[2], 0.0f);       // (0.2 - 0.2) / 0.1
   EXPECT_FLOAT_EQ(p[3], (102.0f / 255.0f - 0.5f) / 0.25f);
   EXPECT_FLOAT_EQ(p[4], -1.0f);
-  EXPECT_FLOAT_EQ(p[5], 8.0f);         // (1 - 0.2) / 0.1
+  EXPECT_FLOAT_EQ(p[5], 8.0f);  // (1 - 0.2) / 0.1
   Tensor plain = ImageToTensor().apply(image);
   EXPECT_FLOAT_EQ(plain.data<float>()[1], 1.0f);
   EXPECT_FLOAT_EQ(plain.data<float>()[2], 0.2f);
-  Tensor half = ImageToTensor({.mean = {0.5, 0.5, 0.2}, .std = {0.25, 0.5, 0.1}, .dtype = DType::bf16}).apply(image);
+  Tensor half =
+      ImageToTensor({.mean = {0.5, 0.5, 0.2}, .std = {0.25, 0.5, 0.1}, .dtype = DType::bf16}).apply(image);
   EXPECT_EQ(half.dtype(), DType::bf16);
   EXPECT_EQ(half.strides(), Shape({1, 6, 3}));
   for (int64_t i = 0; i < 6; ++i)
@@ -316,9 +319,10 @@ TEST(ImageToTensor, scales_normalises_and_is_channels_last) {
 }
 
 TEST(ImagePipeline, is_deterministic_per_epoch_and_index) {
-  ImagePipeline pipeline({std::make_shared<RandomResizedCrop>(RandomResizedCropOptions{.height = 6, .width = 6}),
-                          std::make_shared<RandomHorizontalFlip>()},
-                         ImageToTensor({.mean = {0.5, 0.5, 0.5}, .std = {0.5, 0.5, 0.5}}), /*seed=*/11);
+  ImagePipeline pipeline(
+      {std::make_shared<RandomResizedCrop>(RandomResizedCropOptions{.height = 6, .width = 6}),
+       std::make_shared<RandomHorizontalFlip>()},
+      ImageToTensor({.mean = {0.5, 0.5, 0.5}, .std = {0.5, 0.5, 0.5}}), /*seed=*/11);
   Image image = Image::zeros(20, 30, 3);
   for (size_t i = 0; i < image.data.size(); ++i) image.data[i] = static_cast<uint8_t>(i * 7);
   auto bytes = [&](uint64_t epoch, int64_t index) { return pipeline.augment(image, epoch, index).data; };
@@ -337,7 +341,8 @@ TEST(ImagePipeline, validation_pipeline_on_an_image_smaller_than_the_crop) {
   Tensor t = pipeline.apply(constant(1, 1, 1, 255), 0, 0);
   EXPECT_EQ(t.shape(), Shape({1, 6, 6}));
   for (int64_t i = 0; i < 36; ++i) EXPECT_FLOAT_EQ(t.data<float>()[i], 1.0f);
-  t = ImagePipeline({std::make_shared<CenterCrop>(CenterCropOptions{.height = 3, .width = 3})}, ImageToTensor())
+  t = ImagePipeline({std::make_shared<CenterCrop>(CenterCropOptions{.height = 3, .width = 3})},
+                    ImageToTensor())
           .apply(constant(1, 1, 1, 255), 0, 0);
   EXPECT_FLOAT_EQ(t.data<float>()[4], 1.0f);
   EXPECT_FLOAT_EQ(t.data<float>()[0], 0.0f);

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "lockstep/autograd.h"
-#include "lockstep/comm/store/hash_store.h"
 #include "lockstep/comm/init.h"
+#include "lockstep/comm/store/hash_store.h"
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
 #include "lockstep/parallel.h"

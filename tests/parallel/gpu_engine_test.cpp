@@ -46,7 +46,8 @@ void expectSameParameters(nn::Module& gpu, nn::Module& cpu, const std::string& w
   ASSERT_EQ(pg.size(), pc.size());
   for (size_t i = 0; i < pc.size(); ++i) {
     EXPECT_TRUE(pg[i].second.tensor().isCuda());
-    EXPECT_LE(closeness(pg[i].second.tensor(), pc[i].second.tensor(), 1e-6, 1e-5), 1.0) << what << " " << pc[i].first;
+    EXPECT_LE(closeness(pg[i].second.tensor(), pc[i].second.tensor(), 1e-6, 1e-5), 1.0)
+        << what << " " << pc[i].first;
   }
 }
 
@@ -58,7 +59,8 @@ TEST(GpuEngine, loss_scaler_skips_the_step_when_any_gradient_overflows) {
   o.optimizer = {"SGD", {{"lr", 0.1}}};
   o.loss_scaler = optim::LossScalerOptions{};
   auto gm = mlp(Device::cuda(0)), cm = mlp(Device::cpu());
-  parallel::Engine ge(gm, o, parallel::DistributedEnvironment{}), ce(cm, o, parallel::DistributedEnvironment{});
+  parallel::Engine ge(gm, o, parallel::DistributedEnvironment{}),
+      ce(cm, o, parallel::DistributedEnvironment{});
   for (int step = 0; step < 2; ++step) {
     microStep(ge, step, Device::cuda(0));
     microStep(ce, step, Device::cpu());
@@ -98,7 +100,8 @@ TEST(GpuEngine, clipping_trains_as_on_the_host) {
   o.optimizer = {"AdamW", {{"lr", 1e-2}}};
   o.gradient_clipping = 0.05;  // well below the gradients' norm: every step clips
   auto gm = mlp(Device::cuda(0)), cm = mlp(Device::cpu());
-  parallel::Engine ge(gm, o, parallel::DistributedEnvironment{}), ce(cm, o, parallel::DistributedEnvironment{});
+  parallel::Engine ge(gm, o, parallel::DistributedEnvironment{}),
+      ce(cm, o, parallel::DistributedEnvironment{});
   for (int step = 0; step < 4; ++step) {
     microStep(ge, step, Device::cuda(0));
     microStep(ce, step, Device::cpu());

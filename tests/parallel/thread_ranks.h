@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "lockstep/comm/store/hash_store.h"
 #include "lockstep/comm/init.h"
+#include "lockstep/comm/store/hash_store.h"
 #include "lockstep/parallel/environment.h"
 
 namespace lockstep::testing {

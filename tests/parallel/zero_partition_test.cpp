@@ -1,11 +1,10 @@
 // ZeRO's flat partition: balanced for any world size, every element owned exactly once.
-#include "lockstep/parallel/zero/partition.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 
+#include "lockstep/parallel/zero/partition.h"
 #include "lockstep/util/error.h"
 
 using namespace lockstep;

@@ -38,8 +38,10 @@ TEST(GpuTensor, copies_casts_and_transposes_on_the_device) {
   Tensor h = iota({4, 6});
   Tensor d = h.to(Device::cuda(0));
   // A strided view made contiguous on the device, a cast on the device, a channels-last layout.
-  EXPECT_EQ(d.transpose(0, 1).contiguous().toVector<float>(), h.transpose(0, 1).contiguous().toVector<float>());
-  EXPECT_EQ(d.to(DType::bf16).to(DType::f32).toVector<float>(), h.to(DType::bf16).to(DType::f32).toVector<float>());
+  EXPECT_EQ(d.transpose(0, 1).contiguous().toVector<float>(),
+            h.transpose(0, 1).contiguous().toVector<float>());
+  EXPECT_EQ(d.to(DType::bf16).to(DType::f32).toVector<float>(),
+            h.to(DType::bf16).to(DType::f32).toVector<float>());
   Tensor img = iota({2, 3, 4, 5});
   Tensor cl = img.to(Device::cuda(0)).toFormat(MemoryFormat::channels_last);
   EXPECT_TRUE(cl.isChannelsLast());
@@ -143,7 +145,8 @@ TEST(GpuTensor, out_of_memory_names_the_request_and_what_to_do) {
   }
   EXPECT_GE(cuda::CudaCachingAllocator::forDevice(0).stats().ooms, 1u);
   // The device still works afterwards.
-  EXPECT_EQ(Tensor::full({4}, 3.0, DType::f32, Device::cuda(0)).toVector<float>(), std::vector<float>(4, 3.0f));
+  EXPECT_EQ(Tensor::full({4}, 3.0, DType::f32, Device::cuda(0)).toVector<float>(),
+            std::vector<float>(4, 3.0f));
 }
 
 TEST(GpuTensor, host_code_refuses_a_gpu_tensor_and_says_so) {
@@ -200,7 +203,8 @@ TEST(GpuTensor, a_captured_graph_replays_on_refilled_inputs_into_the_same_output
   cuda::Graph bad;
   EXPECT_THROW(bad.capture(0, [&] { (void)src.to(Device::cpu()); }), Error);
   EXPECT_FALSE(bad.captured());
-  EXPECT_EQ(Tensor::full({2}, 1.0, DType::f32, Device::cuda(0)).toVector<float>(), std::vector<float>(2, 1.0f));
+  EXPECT_EQ(Tensor::full({2}, 1.0, DType::f32, Device::cuda(0)).toVector<float>(),
+            std::vector<float>(2, 1.0f));
 }
 
 }  // namespace

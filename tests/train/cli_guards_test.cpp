@@ -14,7 +14,8 @@ TEST_F(TrainCli, version_prints_the_project_version_and_run_json_records_it) {
   Result v = runLockstep(dir_, "--version");
   ASSERT_EQ(v.code, 0) << v.output;
   std::smatch m;
-  ASSERT_TRUE(std::regex_match(v.output, m, std::regex(R"(lockstep (\d+\.\d+\.\d+)( \(commit ([0-9a-f]+)\))?\n)")))
+  ASSERT_TRUE(
+      std::regex_match(v.output, m, std::regex(R"(lockstep (\d+\.\d+\.\d+)( \(commit ([0-9a-f]+)\))?\n)")))
       << v.output;
   EXPECT_EQ(runLockstep(dir_, "version").output, v.output);
 

@@ -18,7 +18,6 @@ using namespace lockstep::test;
 
 namespace {
 
-
 const char* kBase = "train_micro_batch_size_per_gpu: 8\n";
 
 }  // namespace

@@ -10,7 +10,8 @@ namespace lockstep::test {
 
 /// The ValueError's message that parseTrainConfig gives for text (with --set overrides and a world
 /// size), or "(no error)".
-inline std::string errorOf(const std::string& text, const std::vector<std::string>& sets = {}, int64_t world = 1) {
+inline std::string errorOf(const std::string& text, const std::vector<std::string>& sets = {},
+                           int64_t world = 1) {
   try {
     train::parseTrainConfig(text, sets, world);
   } catch (const ValueError& e) {

@@ -13,7 +13,6 @@ using namespace lockstep::test;
 
 namespace {
 
-
 const char* kGpt = R"(
 train_micro_batch_size_per_gpu: 8
 model: {name: gpt, model_type: gpt-mini, block_size: 128, dropout: 0.1}

@@ -2,8 +2,6 @@
 // max_steps (fast), its outputs, bitwise resume, 2 ranks, and every bad input exiting with 2.
 #include "train/train_cli.h"
 
-#include "lockstep/tensor/device.h"
-
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "lockstep/tensor/device.h"
 
 using namespace lockstep::test;
 namespace fs = std::filesystem;
@@ -221,7 +221,8 @@ TEST_F(TrainCli, device_cuda_without_a_gpu_is_refused_before_any_rank_starts) {
 }
 
 TEST_F(TrainCli, device_cuda_without_a_gpu_is_a_clear_error) {
-  if (lockstep::cudaDeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU (tests/train/gpu_train_test.cpp trains on it)";
+  if (lockstep::cudaDeviceCount() > 0)
+    GTEST_SKIP() << "this machine has a GPU (tests/train/gpu_train_test.cpp trains on it)";
   std::string cfg = writeConfig("c.yaml", std::string(kSynthetic) + "device: cuda\n");
   Result r = run(cfg + " --output-dir " + dir_ + "/out");
   EXPECT_EQ(r.code, 2) << r.output;  // a config error, as the others

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "lockstep/data/file_bytes.h"
 #include "lockstep/data/datasets/idx_file.h"
+#include "lockstep/data/file_bytes.h"
 #include "lockstep/util/file.h"
 #include "train/train_cli.h"
 

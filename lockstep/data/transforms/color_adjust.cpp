@@ -17,7 +17,8 @@ void checkColor(const Image& image, const char* what) {
 // to [0, 255] and truncated. The product and the sum are each rounded to float explicitly, as in C,
 // so no fused multiply-add can change a value.
 uint8_t blend(uint8_t in1, uint8_t in2, float alpha) {
-  const auto product = static_cast<float>(static_cast<double>(alpha) * (static_cast<int>(in2) - static_cast<int>(in1)));
+  const auto product =
+      static_cast<float>(static_cast<double>(alpha) * (static_cast<int>(in2) - static_cast<int>(in1)));
   const auto temp = static_cast<float>(static_cast<double>(in1) + static_cast<double>(product));
   if (temp <= 0.0f) return 0;
   if (temp >= 255.0f) return 255;
@@ -67,26 +68,40 @@ void hsvToRgb(const uint8_t* hsv, uint8_t* rgb) {
   const auto f = static_cast<float>(h6 - i);
   const auto fs = static_cast<float>(static_cast<double>(s) / 255.0);
   const double vd = v;
-  auto clip = [](double x) { return static_cast<uint8_t>(std::clamp(static_cast<int>(std::round(x)), 0, 255)); };
+  auto clip = [](double x) {
+    return static_cast<uint8_t>(std::clamp(static_cast<int>(std::round(x)), 0, 255));
+  };
   const uint8_t p = clip(vd * (1.0 - static_cast<double>(fs)));
   const uint8_t q = clip(vd * (1.0 - static_cast<double>(fs * f)));
   const double fs_rest = static_cast<double>(fs) * (1.0 - static_cast<double>(f));
   const uint8_t t = clip(vd * (1.0 - fs_rest));
   switch (i % 6) {
-    case 0: rgb[0] = v, rgb[1] = t, rgb[2] = p; break;
-    case 1: rgb[0] = q, rgb[1] = v, rgb[2] = p; break;
-    case 2: rgb[0] = p, rgb[1] = v, rgb[2] = t; break;
-    case 3: rgb[0] = p, rgb[1] = q, rgb[2] = v; break;
-    case 4: rgb[0] = t, rgb[1] = p, rgb[2] = v; break;
-    default: rgb[0] = v, rgb[1] = p, rgb[2] = q; break;
+    case 0:
+      rgb[0] = v, rgb[1] = t, rgb[2] = p;
+      break;
+    case 1:
+      rgb[0] = q, rgb[1] = v, rgb[2] = p;
+      break;
+    case 2:
+      rgb[0] = p, rgb[1] = v, rgb[2] = t;
+      break;
+    case 3:
+      rgb[0] = p, rgb[1] = q, rgb[2] = v;
+      break;
+    case 4:
+      rgb[0] = t, rgb[1] = p, rgb[2] = v;
+      break;
+    default:
+      rgb[0] = v, rgb[1] = p, rgb[2] = q;
+      break;
   }
 }
 
 }  // namespace
 
 void adjustHue(Image& image, double factor) {
-  LOCKSTEP_ENFORCE(factor >= -0.5 && factor <= 0.5, ValueError, "adjustHue: the factor must be in [-0.5, 0.5], got ",
-                   factor);
+  LOCKSTEP_ENFORCE(factor >= -0.5 && factor <= 0.5, ValueError,
+                   "adjustHue: the factor must be in [-0.5, 0.5], got ", factor);
   checkColor(image, "adjustHue");
   if (image.channels == 1) return;  // torchvision leaves L images alone
   // numpy's np.array(factor * 255).astype(np.uint8): truncation, then modulo 256.

@@ -18,10 +18,10 @@ double factorIn(double amount, uint32_t word) {
 
 ColorJitter::ColorJitter(const ColorJitterOptions& options) : options_(options) {
   LOCKSTEP_ENFORCE(options.brightness >= 0 && options.contrast >= 0 && options.saturation >= 0, ValueError,
-                   "ColorJitter: brightness, contrast and saturation must be >= 0, got ", options.brightness, ", ",
-                   options.contrast, ", ", options.saturation);
-  LOCKSTEP_ENFORCE(options.hue >= 0 && options.hue <= 0.5, ValueError, "ColorJitter: hue must be in [0, 0.5], got ",
-                   options.hue);
+                   "ColorJitter: brightness, contrast and saturation must be >= 0, got ", options.brightness,
+                   ", ", options.contrast, ", ", options.saturation);
+  LOCKSTEP_ENFORCE(options.hue >= 0 && options.hue <= 0.5, ValueError,
+                   "ColorJitter: hue must be in [0, 0.5], got ", options.hue);
 }
 
 std::string ColorJitter::name() const {

@@ -16,7 +16,9 @@ struct Image {
 
   /// A zero-filled (black) image. ValueError for a negative size or channels < 1.
   static Image zeros(int64_t height, int64_t width, int64_t channels);
-  uint8_t& at(int64_t y, int64_t x, int64_t c) { return data[static_cast<size_t>((y * width + x) * channels + c)]; }
+  uint8_t& at(int64_t y, int64_t x, int64_t c) {
+    return data[static_cast<size_t>((y * width + x) * channels + c)];
+  }
   uint8_t at(int64_t y, int64_t x, int64_t c) const {
     return data[static_cast<size_t>((y * width + x) * channels + c)];
   }

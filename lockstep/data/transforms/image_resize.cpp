@@ -106,8 +106,8 @@ Image resizeVertical(const Image& in, int64_t height) {
 }  // namespace
 
 Image resizeImage(const Image& image, int64_t height, int64_t width) {
-  LOCKSTEP_ENFORCE(height >= 1 && width >= 1, ValueError, "resizeImage: the target size must be at least 1x1, got ",
-                   height, "x", width);
+  LOCKSTEP_ENFORCE(height >= 1 && width >= 1, ValueError,
+                   "resizeImage: the target size must be at least 1x1, got ", height, "x", width);
   LOCKSTEP_ENFORCE(image.height >= 1 && image.width >= 1, ValueError, "resizeImage: cannot resize an empty ",
                    image.describe());
   if (image.height == height && image.width == width) return image;
@@ -123,11 +123,12 @@ Image resizeImage(const Image& image, int64_t height, int64_t width) {
 
 ImageSize shorterSideSize(int64_t height, int64_t width, int64_t size) {
   LOCKSTEP_ENFORCE(size >= 1, ValueError, "Resize: size must be >= 1, got ", size);
-  LOCKSTEP_ENFORCE(height >= 1 && width >= 1, ValueError, "Resize: cannot resize an empty ", height, "x", width,
-                   " image");
+  LOCKSTEP_ENFORCE(height >= 1 && width >= 1, ValueError, "Resize: cannot resize an empty ", height, "x",
+                   width, " image");
   const int64_t shorter = std::min(height, width), longer = std::max(height, width);
   // Python's int(size * long / short): a correctly rounded true division, then truncation.
-  const auto new_long = static_cast<int64_t>(static_cast<double>(size * longer) / static_cast<double>(shorter));
+  const auto new_long =
+      static_cast<int64_t>(static_cast<double>(size * longer) / static_cast<double>(shorter));
   return width <= height ? ImageSize{new_long, size} : ImageSize{size, new_long};
 }
 

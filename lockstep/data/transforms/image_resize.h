@@ -11,8 +11,8 @@ namespace lockstep::data {
 /// support grows with the downscale factor (antialiasing), separable, the first pass's result
 /// rounded to uint8, weights in 22-bit fixed point, results rounded and clamped. The passes run in
 /// Pillow 13's order (vertical first when the height shrinks by more than twice as many pixels as
-/// the width, else horizontal first). An image already of the target size is copied. ValueError unless height, width >= 1 and the image is
-/// non-empty. Thread-safety: pure.
+/// the width, else horizontal first). An image already of the target size is copied. ValueError unless
+/// height, width >= 1 and the image is non-empty. Thread-safety: pure.
 Image resizeImage(const Image& image, int64_t height, int64_t width);
 
 /// torchvision's output size for Resize(size) with an int size: the shorter side becomes `size`, the

@@ -18,7 +18,8 @@ ImageToTensor::ImageToTensor(const ImageToTensorOptions& options) {
     const float sd = normalize_ ? static_cast<float>(options.std[c]) : 1.0f;
     LOCKSTEP_ENFORCE(sd > 0.0f, ValueError, "ImageToTensor: std[", c, "] must be > 0, got ", options.std[c]);
     // torchvision: img.float().div(255), then tensor.sub_(mean).div_(std), all in f32.
-    for (int v = 0; v < 256; ++v) table_[c][static_cast<size_t>(v)] = (static_cast<float>(v) / 255.0f - mean) / sd;
+    for (int v = 0; v < 256; ++v)
+      table_[c][static_cast<size_t>(v)] = (static_cast<float>(v) / 255.0f - mean) / sd;
   }
   if (dtype_ == DType::bf16) {
     table_bf16_.resize(n);
@@ -42,7 +43,8 @@ void lookUp(const Image& image, const Table& table, bool per_channel, T* dst) {
   const int64_t c = image.channels, pixels = image.height * image.width;
   const uint8_t* src = image.data.data();
   for (int64_t p = 0; p < pixels; ++p)
-    for (int64_t ch = 0; ch < c; ++ch) dst[p * c + ch] = table[per_channel ? static_cast<size_t>(ch) : 0][src[p * c + ch]];
+    for (int64_t ch = 0; ch < c; ++ch)
+      dst[p * c + ch] = table[per_channel ? static_cast<size_t>(ch) : 0][src[p * c + ch]];
 }
 
 }  // namespace

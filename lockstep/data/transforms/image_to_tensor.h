@@ -33,7 +33,7 @@ class ImageToTensor {
 
  private:
   void checkChannels(const Image& image) const;
-  std::vector<std::array<float, 256>> table_;  // per channel; one entry when not normalising
+  std::vector<std::array<float, 256>> table_;          // per channel; one entry when not normalising
   std::vector<std::array<BFloat16, 256>> table_bf16_;  // table_ rounded, when dtype is bf16
   bool normalize_ = false;
   DType dtype_ = DType::f32;

@@ -32,7 +32,8 @@ std::string RandomResizedCrop::name() const {
   return "RandomResizedCrop(" + std::to_string(options_.height) + "x" + std::to_string(options_.width) + ")";
 }
 
-CropBox RandomResizedCrop::cropBox(int64_t image_height, int64_t image_width, const TransformContext& ctx) const {
+CropBox RandomResizedCrop::cropBox(int64_t image_height, int64_t image_width,
+                                   const TransformContext& ctx) const {
   const double area = static_cast<double>(image_height) * static_cast<double>(image_width);
   const double log_min = std::log(options_.ratio_min), log_max = std::log(options_.ratio_max);
   for (uint32_t t = 0; t < kTries; ++t) {
@@ -63,7 +64,8 @@ Image RandomResizedCrop::apply(Image image, const TransformContext& ctx) const {
   LOCKSTEP_ENFORCE(image.height >= 1 && image.width >= 1, ValueError, name(), ": cannot crop an empty ",
                    image.describe());
   const CropBox box = cropBox(image.height, image.width, ctx);
-  return resizeImage(cropImage(image, box.top, box.left, box.height, box.width), options_.height, options_.width);
+  return resizeImage(cropImage(image, box.top, box.left, box.height, box.width), options_.height,
+                     options_.width);
 }
 
 }  // namespace lockstep::data

@@ -8,9 +8,9 @@ namespace lockstep::data {
 Resize::Resize(const ResizeOptions& options) : options_(options) {
   const bool by_side = options.size > 0 && options.height == 0 && options.width == 0;
   const bool exact = options.size == 0 && options.height > 0 && options.width > 0;
-  LOCKSTEP_ENFORCE(by_side || exact, ValueError, "Resize: give size > 0 (the shorter side) or height > 0 and ",
-                   "width > 0, not both; got size=", options.size, " height=", options.height,
-                   " width=", options.width);
+  LOCKSTEP_ENFORCE(
+      by_side || exact, ValueError, "Resize: give size > 0 (the shorter side) or height > 0 and ",
+      "width > 0, not both; got size=", options.size, " height=", options.height, " width=", options.width);
 }
 
 std::string Resize::name() const {

@@ -4,7 +4,7 @@
 namespace lockstep::data {
 
 struct ResizeOptions {
-  int64_t size = 0;    // > 0: the shorter side becomes size, the aspect ratio is kept (torchvision's int size)
+  int64_t size = 0;  // > 0: the shorter side becomes size, the aspect ratio is kept (torchvision's int size)
   int64_t height = 0;  // with width, instead of size: this exact size (torchvision's (h, w))
   int64_t width = 0;
 };

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "lockstep/nn/embedding.h"
-#include "lockstep/nn/models/language_model.h"
 #include "lockstep/nn/layer_norm.h"
 #include "lockstep/nn/linear.h"
+#include "lockstep/nn/models/language_model.h"
 #include "lockstep/nn/module_dict.h"
 
 namespace lockstep::nn {

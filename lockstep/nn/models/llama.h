@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "lockstep/nn/embedding.h"
-#include "lockstep/nn/models/language_model.h"
 #include "lockstep/nn/linear.h"
+#include "lockstep/nn/models/language_model.h"
 #include "lockstep/nn/module_dict.h"
 #include "lockstep/nn/rms_norm.h"
 

@@ -14,8 +14,8 @@ namespace lockstep::cuda {
 
 namespace {
 
-constexpr size_t kSmall = size_t(1) << 20;      // below: 512-byte classes
-constexpr size_t kLargeRound = size_t(2) << 20; // at and above: 2 MiB classes
+constexpr size_t kSmall = size_t(1) << 20;       // below: 512-byte classes
+constexpr size_t kLargeRound = size_t(2) << 20;  // at and above: 2 MiB classes
 
 size_t roundSize(size_t n) {
   if (n == 0) n = 1;
@@ -27,7 +27,7 @@ struct Block {
   void* ptr = nullptr;
   size_t size = 0;
   cudaStream_t stream = nullptr;
-  int pool = 0;  // 0: the general cache; > 0: a CUDA graph's private pool
+  int pool = 0;                       // 0: the general cache; > 0: a CUDA graph's private pool
   std::vector<Stream> other_streams;  // recordStream
   std::vector<cudaEvent_t> pending;   // events on other_streams since release
 };
@@ -39,14 +39,14 @@ std::string mib(size_t b) { return detail::concat(b >> 20, " MiB"); }
 struct CudaCachingAllocator::Impl {
   int device = 0;
   mutable std::mutex mu;
-  std::unordered_map<void*, std::unique_ptr<Block>> live;            // handed out
+  std::unordered_map<void*, std::unique_ptr<Block>> live;  // handed out
   // Free blocks by (pool, stream, size class).
   std::map<std::tuple<int, cudaStream_t, size_t>, std::vector<std::unique_ptr<Block>>> free;
   std::set<int> released_pools;
-  int active_pool = 0;               // beginPool .. endPool
-  bool pool_paused = false;          // pausePool .. resumePool
+  int active_pool = 0;       // beginPool .. endPool
+  bool pool_paused = false;  // pausePool .. resumePool
   cudaStream_t pool_stream = nullptr;
-  std::vector<std::unique_ptr<Block>> pending;                       // released, awaiting events
+  std::vector<std::unique_ptr<Block>> pending;  // released, awaiting events
   MemoryStats stats;
 
   void bumpAllocated(size_t n) {
@@ -100,13 +100,16 @@ struct CudaCachingAllocator::Impl {
 CudaCachingAllocator& CudaCachingAllocator::forDevice(int device) {
   static std::array<std::once_flag, 64> once;
   static std::array<CudaCachingAllocator*, 64> all{};
-  LOCKSTEP_ENFORCE(device >= 0 && device < 64, ValueError, "cuda:", device, " is past the 64 devices lockstep supports");
+  LOCKSTEP_ENFORCE(device >= 0 && device < 64, ValueError, "cuda:", device,
+                   " is past the 64 devices lockstep supports");
   // Never destroyed: tensors held by static objects may be freed after main returns.
   std::call_once(once[device], [&] { all[device] = new CudaCachingAllocator(device); });
   return *all[device];
 }
 
-CudaCachingAllocator::CudaCachingAllocator(int device) : device_(device), impl_(new Impl) { impl_->device = device; }
+CudaCachingAllocator::CudaCachingAllocator(int device) : device_(device), impl_(new Impl) {
+  impl_->device = device;
+}
 CudaCachingAllocator::~CudaCachingAllocator() { delete impl_; }
 
 void* CudaCachingAllocator::allocate(size_t nbytes, const Stream& stream) {
@@ -115,7 +118,8 @@ void* CudaCachingAllocator::allocate(size_t nbytes, const Stream& stream) {
   Impl& m = *impl_;
   ++m.stats.allocations;
   if (!m.pending.empty()) m.processPending(false);
-  const int pool = m.active_pool != 0 && !m.pool_paused && stream.handle() == m.pool_stream ? m.active_pool : 0;
+  const int pool =
+      m.active_pool != 0 && !m.pool_paused && stream.handle() == m.pool_stream ? m.active_pool : 0;
   auto it = m.free.find({pool, stream.handle(), size});
   if (it != m.free.end() && !it->second.empty()) {
     std::unique_ptr<Block> b = std::move(it->second.back());
@@ -140,8 +144,8 @@ void* CudaCachingAllocator::allocate(size_t nbytes, const Stream& stream) {
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
     throw OutOfMemoryError(detail::concat(
-        "CUDA out of memory: tried to allocate ", mib(size), " on cuda:", device_, " (", mib(total_b), " total, ",
-        mib(free_b), " free; lockstep holds ", mib(m.stats.allocated_current), " in tensors and ",
+        "CUDA out of memory: tried to allocate ", mib(size), " on cuda:", device_, " (", mib(total_b),
+        " total, ", mib(free_b), " free; lockstep holds ", mib(m.stats.allocated_current), " in tensors and ",
         mib(m.stats.reserved_current - m.stats.allocated_current),
         " cached). Lower the batch size, use bf16 or ZeRO, or free tensors you keep."));
   }

@@ -21,14 +21,14 @@ namespace lockstep::cuda {
 
 /// torch.cuda.memory_stats's main counters ("allocated_bytes.all.current" = allocated_current, ...).
 struct MemoryStats {
-  size_t allocated_current = 0;   // bytes in blocks handed out
+  size_t allocated_current = 0;  // bytes in blocks handed out
   size_t allocated_peak = 0;
-  size_t reserved_current = 0;    // bytes obtained with cudaMalloc (handed out + cached)
+  size_t reserved_current = 0;  // bytes obtained with cudaMalloc (handed out + cached)
   size_t reserved_peak = 0;
-  uint64_t allocations = 0;       // allocate() calls ("allocation.all.allocated")
-  uint64_t cuda_mallocs = 0;      // of those, served by cudaMalloc ("segment.all.allocated")
-  uint64_t alloc_retries = 0;     // cudaMalloc failures cured by emptying the cache ("num_alloc_retries")
-  uint64_t ooms = 0;              // requests that failed even after that ("num_ooms")
+  uint64_t allocations = 0;    // allocate() calls ("allocation.all.allocated")
+  uint64_t cuda_mallocs = 0;   // of those, served by cudaMalloc ("segment.all.allocated")
+  uint64_t alloc_retries = 0;  // cudaMalloc failures cured by emptying the cache ("num_alloc_retries")
+  uint64_t ooms = 0;           // requests that failed even after that ("num_ooms")
 };
 
 /// The GPU ran out of memory.

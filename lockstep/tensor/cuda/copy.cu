@@ -1,5 +1,4 @@
 #include "lockstep/tensor/cuda/copy.h"
-
 #include "lockstep/tensor/cuda/device_types.cuh"
 #include "lockstep/tensor/cuda/runtime.h"
 
@@ -9,7 +8,8 @@ namespace {
 
 template <typename D, typename S>
 __global__ void castContiguous(D* __restrict__ d, const S* __restrict__ s, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     d[i] = castTo<D>(s[i]);
   }
 }
@@ -17,21 +17,24 @@ __global__ void castContiguous(D* __restrict__ d, const S* __restrict__ s, int64
 template <typename D, typename S>
 __global__ void castStrided(D* __restrict__ d, StridedIndexer di, const S* __restrict__ s, StridedIndexer si,
                             int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     d[di.offset(i)] = castTo<D>(s[si.offset(i)]);
   }
 }
 
 template <typename T>
 __global__ void fillStrided(T* __restrict__ d, StridedIndexer di, T v, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     d[di.offset(i)] = v;
   }
 }
 
 template <typename T>
 __global__ void fillContiguous(T* __restrict__ d, T v, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     d[i] = v;
   }
 }
@@ -46,8 +49,8 @@ void copyStrided(const Tensor& dst, const Tensor& src) {
   cudaStream_t stream = currentStream(dst.device().index).handle();
   const bool same_block = dst.strides() == src.strides() && dst.isDense();
   if (same_block && dst.dtype() == src.dtype()) {
-    LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dst.devicePtr(), src.devicePtr(), dst.nbytes(), cudaMemcpyDeviceToDevice,
-                                        stream));
+    LOCKSTEP_CUDA_CHECK(
+        cudaMemcpyAsync(dst.devicePtr(), src.devicePtr(), dst.nbytes(), cudaMemcpyDeviceToDevice, stream));
     return;
   }
   visitDeviceType(dst.dtype(), [&](auto dtag) {
@@ -59,8 +62,9 @@ void copyStrided(const Tensor& dst, const Tensor& src) {
       if (same_block) {
         castContiguous<D, S><<<blocksFor(n), kBlock, 0, stream>>>(d, s, n);
       } else {
-        castStrided<D, S><<<blocksFor(n), kBlock, 0, stream>>>(d, StridedIndexer::of(dst.shape(), dst.strides()), s,
-                                                               StridedIndexer::of(src.shape(), src.strides()), n);
+        castStrided<D, S>
+            <<<blocksFor(n), kBlock, 0, stream>>>(d, StridedIndexer::of(dst.shape(), dst.strides()), s,
+                                                  StridedIndexer::of(src.shape(), src.strides()), n);
       }
     });
   });
@@ -78,15 +82,19 @@ void fill(const Tensor& dst, double value) {
   visitDeviceType(dst.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T v = [&] {
-      if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(static_cast<float>(value));
-      else if constexpr (std::is_same_v<T, __half>) return __float2half_rn(static_cast<float>(value));
-      else return static_cast<T>(value);
+      if constexpr (std::is_same_v<T, __nv_bfloat16>)
+        return __float2bfloat16_rn(static_cast<float>(value));
+      else if constexpr (std::is_same_v<T, __half>)
+        return __float2half_rn(static_cast<float>(value));
+      else
+        return static_cast<T>(value);
     }();
     T* d = static_cast<T*>(dst.devicePtr());
     if (dst.isDense()) {
       fillContiguous<T><<<blocksFor(n), kBlock, 0, stream>>>(d, v, n);
     } else {
-      fillStrided<T><<<blocksFor(n), kBlock, 0, stream>>>(d, StridedIndexer::of(dst.shape(), dst.strides()), v, n);
+      fillStrided<T>
+          <<<blocksFor(n), kBlock, 0, stream>>>(d, StridedIndexer::of(dst.shape(), dst.strides()), v, n);
     }
   });
   LOCKSTEP_CUDA_CHECK(cudaGetLastError());

@@ -32,9 +32,10 @@ void throwCudaError(cudaError_t err, const char* what, const char* file, int lin
   cudaGetLastError();  // clear a sticky launch error so the next call reports its own
   int device = -1;
   const bool known = cudaGetDevice(&device) == cudaSuccess;
-  std::string msg = detail::concat("CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ") on ",
-                                   known ? detail::concat("cuda:", device) : std::string("the current GPU"), " in ",
-                                   what, " at ", file, ":", line);
+  std::string msg =
+      detail::concat("CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ") on ",
+                     known ? detail::concat("cuda:", device) : std::string("the current GPU"), " in ", what,
+                     " at ", file, ":", line);
   if (isKernelFault(err)) {
     msg += detail::concat(
         ": a GPU kernel faulted. Kernels run asynchronously, so the call named here is where the fault "
@@ -66,7 +67,8 @@ void checkDevice(int index) {
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    throw NotSupportedError(detail::concat("device cuda:", index, " is not available: ", cudaGetErrorString(err),
+    throw NotSupportedError(detail::concat("device cuda:", index,
+                                           " is not available: ", cudaGetErrorString(err),
                                            " (no GPU or no NVIDIA driver here; use device 'cpu')"));
   }
   LOCKSTEP_ENFORCE(index >= 0 && index < n, NotSupportedError, "device cuda:", index,

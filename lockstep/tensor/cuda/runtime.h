@@ -104,9 +104,9 @@ class Event {
 
 }  // namespace lockstep::cuda
 
-#define LOCKSTEP_CUDA_CHECK(expr)                                                  \
-  do {                                                                             \
-    cudaError_t lockstep_cuda_err_ = (expr);                                       \
-    if (lockstep_cuda_err_ != cudaSuccess)                                         \
+#define LOCKSTEP_CUDA_CHECK(expr)                                                      \
+  do {                                                                                 \
+    cudaError_t lockstep_cuda_err_ = (expr);                                           \
+    if (lockstep_cuda_err_ != cudaSuccess)                                             \
       ::lockstep::cuda::throwCudaError(lockstep_cuda_err_, #expr, __FILE__, __LINE__); \
   } while (0)

@@ -13,7 +13,7 @@ struct RunFacts {
   /// What the CLI ran: {"config": path, "overrides": [...]} (TrainerOptions::config_json).
   nlohmann::json invocation = nlohmann::json::object();
   int world_size = 1;
-  std::string backend;  // the process group's, "none" on one rank
+  std::string backend;         // the process group's, "none" on one rank
   std::string device = "cpu";  // where this rank trains: "cpu", "cuda:0 (NVIDIA H100 ..., sm_90, ...)"
   int64_t steps_per_epoch = 0;
   int64_t total_steps = 0;
