@@ -1,6 +1,7 @@
 #pragma once
-// Umbrella header of the kernels module: each op group's dispatching entry points
-// (oneDNN in kernels/dnnl/, plain loops in kernels/reference/), optimizer updates over flat spans.
+// Umbrella header of the kernels module: each op group's entry points, which dispatch to the
+// backends providing the group's op table (kernels/dispatch.h): oneDNN in kernels/dnnl/, own loops
+// in kernels/cpu/, plain loops in kernels/reference/, GPU kernels in kernels/cuda/.
 #include "lockstep/kernels/accumulate.h"
 #include "lockstep/kernels/activation.h"
 #include "lockstep/kernels/attention.h"
@@ -16,6 +17,7 @@
 #include "lockstep/kernels/optimizer.h"
 #include "lockstep/kernels/pool.h"
 #include "lockstep/kernels/reduce.h"
+#include "lockstep/kernels/scale.h"
 #include "lockstep/kernels/shape.h"
 #include "lockstep/kernels/softmax.h"
 #include "lockstep/kernels/threads.h"

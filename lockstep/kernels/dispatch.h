@@ -61,7 +61,7 @@ inline Tensor widen(const Tensor& t, DType low) {
 }
 /// Every other argument passes through as it is (a Generator& stays mutable).
 template <typename A>
-requires(!std::is_same_v<std::remove_cvref_t<A>, Tensor>) A && widen(A&& a, DType) {
+auto widen(A&& a, DType) -> std::enable_if_t<!std::is_same_v<std::remove_cvref_t<A>, Tensor>, A&&> {
   return std::forward<A>(a);
 }
 
@@ -181,8 +181,10 @@ auto dispatch(const Backends<Table>& backends, Where where, Args&&... args) {
 }
 
 /// As dispatch(), for ops whose kernels take every dtype as it is: layout changes, and the loops
-/// that widen low precision themselves (optimizer steps, checks, accumulation). The backend is
-/// chosen the same way; nothing is emulated.
+/// that widen low precision themselves (optimizer steps, checks, in-place updates). Nothing is
+/// emulated: a GPU tensor takes the CUDA kernel; LOCKSTEP_KERNELS=reference or f64 the reference
+/// (else the cpu loops); f32 the cpu loops (else oneDNN, else the reference); other dtypes oneDNN
+/// (else the cpu loops, which then see the dtype as it is, else the reference).
 template <auto Op, typename Table = typename detail::TableOf<decltype(Op)>::type, typename... Args>
 auto dispatchAsIs(const Backends<Table>& backends, Where where, Args&&... args) {
   if (where.cuda) return detail::cudaKernel<Op>(backends)(args...);

@@ -200,7 +200,8 @@ const OptimizerKernels kOptimizer{
 };
 
 // The element-wise kernel computes in f32 (f64 for f64) and rounds once, as the cpu loops do.
-const ScaleKernels kScale{
-    .scaleInPlace = [](Tensor& x, double factor) { x.copyFrom(cuda::binaryScalar(BinaryOp::mul, x, factor)); }};
+const ScaleKernels kScale{.scaleInPlace = [](Tensor& x, double factor) {
+  x.copyFrom(cuda::binaryScalar(BinaryOp::mul, x, factor));
+}};
 
 }  // namespace lockstep::kernels::cuda

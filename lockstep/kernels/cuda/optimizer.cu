@@ -3,8 +3,9 @@
 // span, the span pointers travel in the kernel's parameters). Every operation is rounded on its own
 // (the __f*_rn / __d*_rn intrinsics keep nvcc from fusing multiply-adds) and in the CPU loops'
 // order, with the CPU's double scalars (kernels::sgdScalars / adamScalars, computed on the host) cast
-// to the element type as the CPU casts them, so the results equal the CPU's (kernels/optimizer.cpp)
-// bit for bit, whether the scalars come in the kernel's parameters or from device memory.
+// to the element type as the CPU casts them, so the results equal the CPU's
+// (kernels/cpu/optimizer.cpp) bit for bit, whether the scalars come in the kernel's parameters or
+// from device memory.
 #include <array>
 #include <cmath>
 #include <cstdint>
