@@ -89,7 +89,7 @@ Variable GptBlock::forward(const Variable& x) {
   return add(r, dropout(m, p, p > 0));
 }
 
-Gpt::Gpt(const GptOptions& o) : LanguageModel("GPT"), options_(o) {
+Gpt::Gpt(const GptOptions& o) : LanguageModelWith("GPT", o) {
   LOCKSTEP_ENFORCE(o.vocab_size > 0 && o.block_size > 0 && o.n_layer > 0 && o.n_head > 0 && o.n_embd > 0,
                    ValueError, "GPT: vocab_size, block_size, n_layer, n_head and n_embd must be positive");
   LOCKSTEP_ENFORCE(o.n_embd % o.n_head == 0, ValueError, "GPT: n_embd (", o.n_embd,
@@ -127,11 +127,6 @@ std::vector<Module*> Gpt::layers() {
   std::vector<Module*> blocks;
   for (size_t i = 0; i < h_->size(); ++i) blocks.push_back((*h_)[i].get());
   return blocks;
-}
-
-void Gpt::setCheckpointEvery(int64_t k) {
-  LOCKSTEP_ENFORCE(k >= 0, ValueError, "GPT: checkpoint_every must be >= 0, got ", k);
-  options_.checkpoint_every = k;
 }
 
 std::string Gpt::extraRepr() const {

@@ -44,7 +44,7 @@ std::vector<std::string> gptPresetNames();
 
 class GptBlock;
 
-class Gpt : public LanguageModel {
+class Gpt : public LanguageModelWith<GptOptions> {
  public:
   explicit Gpt(const GptOptions& options);
   /// idx i64 [B, T], T <= block_size -> logits [B, T, vocab_size]. ValueError naming the shape,
@@ -52,16 +52,9 @@ class Gpt : public LanguageModel {
   Variable forward(const Variable& idx) override;
   /// The transformer blocks, in order.
   std::vector<Module*> layers() override;
-  int64_t blockSize() const override { return options_.block_size; }
-  int64_t vocabSize() const override { return options_.vocab_size; }
-  int64_t numLayers() const override { return options_.n_layer; }
-  void setCheckpointEvery(int64_t k) override;
-  int64_t checkpointEvery() const override { return options_.checkpoint_every; }
   std::string extraRepr() const override;
-  const GptOptions& options() const { return options_; }
 
  private:
-  GptOptions options_;
   std::shared_ptr<Embedding> wte_, wpe_;
   std::shared_ptr<ModuleList<GptBlock>> h_;
   std::shared_ptr<LayerNorm> ln_f_;

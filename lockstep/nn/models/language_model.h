@@ -5,10 +5,13 @@
 // device (gpt's position ids, llama's rotary tables) on the model: one thread at a time per model.
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/nn/module.h"
 #include "lockstep/tensor/generator.h"
+#include "lockstep/util/error.h"
 
 namespace lockstep::nn {
 
@@ -23,6 +26,28 @@ class LanguageModel : public Module {
   /// (k = 1: every block; 0: none).
   virtual void setCheckpointEvery(int64_t k) = 0;
   virtual int64_t checkpointEvery() const = 0;
+};
+
+/// A language model whose Options has block_size, vocab_size, n_layer and checkpoint_every (gpt's,
+/// llama's): the sizes and the checkpointing switch answered from its options once for them all.
+template <typename Options>
+class LanguageModelWith : public LanguageModel {
+ public:
+  int64_t blockSize() const override { return options_.block_size; }
+  int64_t vocabSize() const override { return options_.vocab_size; }
+  int64_t numLayers() const override { return options_.n_layer; }
+  void setCheckpointEvery(int64_t k) override {
+    LOCKSTEP_ENFORCE(k >= 0, ValueError, typeName(), ": checkpoint_every must be >= 0, got ", k);
+    options_.checkpoint_every = k;
+  }
+  int64_t checkpointEvery() const override { return options_.checkpoint_every; }
+  const Options& options() const { return options_; }
+
+ protected:
+  LanguageModelWith(std::string type_name, const Options& options)
+      : LanguageModel(std::move(type_name)), options_(options) {}
+
+  Options options_;
 };
 
 /// ValueError unless idx is i64 [B, T] with 1 <= T <= block_size, every id in 0..vocab-1 and idx on

@@ -93,7 +93,7 @@ Variable LlamaBlock::forward(const Variable& x) {
   return add(r, down_proj_->forward(swiglu(gate_proj_->forward(m), up_proj_->forward(m))));
 }
 
-Llama::Llama(const LlamaOptions& options) : LanguageModel("LlamaForCausalLM"), options_(options) {
+Llama::Llama(const LlamaOptions& options) : LanguageModelWith("LlamaForCausalLM", options) {
   LlamaOptions& o = options_;
   if (o.n_kv_head == 0) o.n_kv_head = o.n_head;
   LOCKSTEP_ENFORCE(o.vocab_size > 0 && o.block_size > 0 && o.n_layer > 0 && o.n_head > 0 && o.n_embd > 0 &&
@@ -139,11 +139,6 @@ Variable Llama::forward(const Variable& idx) {
   for (size_t i = 0; i < layers_->size(); ++i) (*layers_)[i]->setRotary(cos, sin);
   Variable x = runBlocks(layers(), embed_tokens_->forward(idx), isTraining() ? options_.checkpoint_every : 0);
   return lm_head_->forward(norm_->forward(x));
-}
-
-void Llama::setCheckpointEvery(int64_t k) {
-  LOCKSTEP_ENFORCE(k >= 0, ValueError, "Llama: checkpoint_every must be >= 0, got ", k);
-  options_.checkpoint_every = k;
 }
 
 std::string Llama::extraRepr() const {

@@ -42,22 +42,15 @@ std::vector<std::string> llamaPresetNames();
 
 class LlamaBlock;
 
-class Llama : public LanguageModel {
+class Llama : public LanguageModelWith<LlamaOptions> {
  public:
   explicit Llama(const LlamaOptions& options);
   Variable forward(const Variable& idx) override;
   /// The transformer blocks, in order.
   std::vector<Module*> layers() override;
-  int64_t blockSize() const override { return options_.block_size; }
-  int64_t vocabSize() const override { return options_.vocab_size; }
-  int64_t numLayers() const override { return options_.n_layer; }
-  void setCheckpointEvery(int64_t k) override;
-  int64_t checkpointEvery() const override { return options_.checkpoint_every; }
   std::string extraRepr() const override;
-  const LlamaOptions& options() const { return options_; }
 
  private:
-  LlamaOptions options_;
   std::shared_ptr<Embedding> embed_tokens_;
   std::shared_ptr<ModuleList<LlamaBlock>> layers_;
   std::shared_ptr<RMSNorm> norm_;
