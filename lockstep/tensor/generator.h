@@ -17,7 +17,7 @@ namespace lockstep {
 #endif
 
 /// Philox 4x32's round multipliers (M) and Weyl key increments (W), from Salmon et al. 2011; also
-/// used by the vectorised copy of philox4x32 in kernels/dropout.cpp.
+/// used by the vectorised copy of philox4x32 in kernels/cpu/dropout.cpp.
 inline constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
 inline constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
 

@@ -115,7 +115,8 @@ TEST(GpuNorm, clip_scales_as_the_host_with_the_coefficient_read_on_the_device) {
     kernels::scaleByClipCoefficient(host, total, 0.25);
     kernels::scaleByClipCoefficient(dev, gpu(total), 0.25);
     for (size_t i = 0; i < host.size(); ++i) {
-      EXPECT_TRUE(gpuMatches(dev[i], host[i], kExact, std::string(dtypeName(t)) + " tensor " + std::to_string(i)));
+      EXPECT_TRUE(
+          gpuMatches(dev[i], host[i], kExact, std::string(dtypeName(t)) + " tensor " + std::to_string(i)));
     }
     // Under the limit nothing changes; a NaN total makes everything NaN (PyTorch's rule).
     kernels::scaleByClipCoefficient(dev, gpu(total), 1e9);
@@ -129,7 +130,8 @@ TEST(GpuNorm, clip_scales_as_the_host_with_the_coefficient_read_on_the_device) {
     Tensor h = hostRandom({70001}, t, 3), d = gpu(h);
     const double coef = 0.3 / (2.0 + 1e-6);
     kernels::scaleByClipCoefficient({d}, gpu(Tensor::scalar(2.0, DType::f64)), 0.3);
-    Tensor want = kernels::binaryScalar(kernels::BinaryOp::mul, h.to(DType::f32), static_cast<float>(coef)).to(t);
+    Tensor want =
+        kernels::binaryScalar(kernels::BinaryOp::mul, h.to(DType::f32), static_cast<float>(coef)).to(t);
     EXPECT_TRUE(gpuMatches(d, want, kExact, dtypeName(t)));
   }
   // Operands on different devices are refused.

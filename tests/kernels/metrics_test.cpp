@@ -1,10 +1,11 @@
 // countCorrectInto on the host: the prediction is the first column of a row's largest value in
 // f32, NaNs skipped unless in column 0, and the count adds up over calls.
+#include "lockstep/kernels/metrics.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "lockstep/kernels/metrics.h"
 #include "lockstep/tensor.h"
 
 using namespace lockstep;

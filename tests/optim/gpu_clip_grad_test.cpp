@@ -37,7 +37,8 @@ std::vector<Variable> params(const Device& device, uint64_t seed) {
   return ps;
 }
 
-void expectGradsClose(const std::vector<Variable>& dev, const std::vector<Variable>& host, const std::string& what) {
+void expectGradsClose(const std::vector<Variable>& dev, const std::vector<Variable>& host,
+                      const std::string& what) {
   for (size_t i = 0; i < host.size(); ++i) {
     ASSERT_EQ(dev[i].hasGrad(), host[i].hasGrad());
     if (!host[i].hasGrad()) continue;
@@ -52,7 +53,8 @@ TEST(GpuClipGradNorm, matches_the_host_and_repeats_bitwise) {
   LOCKSTEP_REQUIRE_GPU();
   for (double p : {2.0, 1.0, std::numeric_limits<double>::infinity()}) {
     for (double max_norm : {0.5, 1e9}) {
-      auto host = params(Device::cpu(), 1), dev = params(Device::cuda(0), 1), again = params(Device::cuda(0), 1);
+      auto host = params(Device::cpu(), 1), dev = params(Device::cuda(0), 1),
+           again = params(Device::cuda(0), 1);
       const double h = clipGradNorm(host, max_norm, {.norm_type = p});
       const double d = clipGradNorm(dev, max_norm, {.norm_type = p});
       EXPECT_NEAR(d, h, 1e-12 * h) << "p " << p;

@@ -134,11 +134,13 @@ void makeLayout(cublasLtMatrixLayout_t* l, cudaDataType_t type, int64_t rows, in
   LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatrixLayoutCreate(l, type, rows, cols, ld), what);
   if (batch == 1) return;
   const int32_t count = static_cast<int32_t>(batch);
-  LOCKSTEP_CUBLAS_CHECK(
-      cublasLt().cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)), what);
-  LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                         &batch_stride, sizeof(batch_stride)),
+  LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                                    &count, sizeof(count)),
                         what);
+  LOCKSTEP_CUBLAS_CHECK(
+      cublasLt().cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                  &batch_stride, sizeof(batch_stride)),
+      what);
 }
 
 void runGemm(const Gemm& g, const Device& device) {
@@ -160,11 +162,12 @@ void runGemm(const Gemm& g, const Device& device) {
   // f32 in TF32 only when asked (PyTorch's torch.backends.cuda.matmul.allow_tf32, default off);
   // bf16/f16 accumulate in f32 either way.
   const bool tf32 = g.dtype == DType::f32 && gpuMathOptions().matmul_allow_tf32;
-  const cublasComputeType_t compute =
-      f64 ? CUBLAS_COMPUTE_64F : tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = f64    ? CUBLAS_COMPUTE_64F
+                                      : tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                             : CUBLAS_COMPUTE_32F;
   LtObjects lt;
-  LOCKSTEP_CUBLAS_CHECK(
-      cublasLt().cublasLtMatmulDescCreate(&lt.desc, compute, f64 ? CUDA_R_64F : CUDA_R_32F), what);
+  LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmulDescCreate(&lt.desc, compute, f64 ? CUDA_R_64F : CUDA_R_32F),
+                        what);
   setDesc(lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, ta, what);
   setDesc(lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, tb, what);
   setDesc(lt.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue, what);
@@ -229,13 +232,13 @@ void runGemm(const Gemm& g, const Device& device) {
           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d},
           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d}};
       for (const auto& [attr, value] : aligns) {
-        LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmulPreferenceSetAttribute(lt.pref, attr, &value, sizeof(value)),
-                              what);
+        LOCKSTEP_CUBLAS_CHECK(
+            cublasLt().cublasLtMatmulPreferenceSetAttribute(lt.pref, attr, &value, sizeof(value)), what);
       }
       cublasLtMatmulHeuristicResult_t result{};
       int found = 0;
-      LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmulAlgoGetHeuristic(handle, lt.desc, lt.a, lt.b, lt.d, lt.d, lt.pref,
-                                                           1, &result, &found),
+      LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmulAlgoGetHeuristic(handle, lt.desc, lt.a, lt.b, lt.d, lt.d,
+                                                                      lt.pref, 1, &result, &found),
                             what);
       LOCKSTEP_ENFORCE(found > 0, NotSupportedError, "cuBLASLt has no algorithm for ", what);
       it = chosen->emplace(key, result.algo).first;
@@ -246,9 +249,10 @@ void runGemm(const Gemm& g, const Device& device) {
   const double alpha64 = 1.0, beta64 = g.beta;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
-  LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmul(handle, lt.desc, alpha, g.y.ptr, lt.a, g.x.ptr, lt.b, beta, g.d, lt.d,
-                                       g.d, lt.d, &algo, ws.ptr, ws.bytes, stream.handle()),
-                        what);
+  LOCKSTEP_CUBLAS_CHECK(
+      cublasLt().cublasLtMatmul(handle, lt.desc, alpha, g.y.ptr, lt.a, g.x.ptr, lt.b, beta, g.d, lt.d, g.d,
+                                lt.d, &algo, ws.ptr, ws.bytes, stream.handle()),
+      what);
 }
 
 Shape withLast(const Tensor& t, int64_t last) {

@@ -8,9 +8,9 @@
 // kernels::gpuMathOptions().matmul_allow_tf32 (default false, as PyTorch's
 // torch.backends.cuda.matmul.allow_tf32) allows TF32 (CUBLAS_COMPUTE_32F_FAST_TF32); bf16 and f16
 // take their storage type in and out and accumulate in f32; f64 computes in f64. Deterministic: the
-// same problem gives the same bits every time (see runGemm). The bias of linearForward is added by cuBLASLt's bias
-// epilogue (f64: by a rank-1 GEMM first, cuBLASLt has no f64 epilogues); the bias gradient is a
-// GEMM of the output gradient with a ones vector.
+// same problem gives the same bits every time (see runGemm). The bias of linearForward is added by cuBLASLt's
+// bias epilogue (f64: by a rank-1 GEMM first, cuBLASLt has no f64 epilogues); the bias gradient is a GEMM of
+// the output gradient with a ones vector.
 //
 // Any strides whose matrices have a unit stride along one axis (transposed views included) go to
 // cuBLASLt without a copy; other layouts are made contiguous first.

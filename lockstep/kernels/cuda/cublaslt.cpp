@@ -1,10 +1,9 @@
 #include "lockstep/kernels/cuda/cublaslt.h"
 
+#include <cublas_api.h>
 #include <dlfcn.h>
 
 #include <string>
-
-#include <cublas_api.h>
 
 #include "lockstep/util/error.h"
 
@@ -27,10 +26,11 @@ CublasLt open() {
     if (lib == nullptr) why += std::string("; ") + ::dlerror();
   }
 #endif
-  LOCKSTEP_ENFORCE(lib != nullptr, Error, "cannot open cuBLASLt (", soname, ", which GEMMs on a GPU need): ",
-                   why, "; install the CUDA toolkit's cuBLAS or put its lib directory on LD_LIBRARY_PATH");
+  LOCKSTEP_ENFORCE(lib != nullptr, Error, "cannot open cuBLASLt (", soname,
+                   ", which GEMMs on a GPU need): ", why,
+                   "; install the CUDA toolkit's cuBLAS or put its lib directory on LD_LIBRARY_PATH");
   CublasLt lt;
-#define LOCKSTEP_CUBLASLT_RESOLVE(name)                                                                     \
+#define LOCKSTEP_CUBLASLT_RESOLVE(name)                                                                   \
   lt.name = reinterpret_cast<decltype(lt.name)>(::dlsym(lib, #name));                                     \
   LOCKSTEP_ENFORCE(lt.name != nullptr, Error, soname, " has no ", #name, " (lockstep was built against ", \
                    "cuBLAS ", CUBLAS_VER_MAJOR, ".", CUBLAS_VER_MINOR, "); use that CUDA version's cuBLAS");

@@ -8,13 +8,23 @@
 
 namespace lockstep::kernels::cuda {
 
-#define LOCKSTEP_CUBLASLT_FUNCTIONS(X)                                                                     \
-  X(cublasLtCreate)                                                                                        \
-  X(cublasLtGetStatusName) X(cublasLtGetStatusString) X(cublasLtMatmul) X(cublasLtMatmulAlgoGetHeuristic) \
-  X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute)               \
-  X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy)                                     \
-  X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy)     \
+// clang-format off
+#define LOCKSTEP_CUBLASLT_FUNCTIONS(X) \
+  X(cublasLtCreate) \
+  X(cublasLtGetStatusName) \
+  X(cublasLtGetStatusString) \
+  X(cublasLtMatmul) \
+  X(cublasLtMatmulAlgoGetHeuristic) \
+  X(cublasLtMatmulDescCreate) \
+  X(cublasLtMatmulDescDestroy) \
+  X(cublasLtMatmulDescSetAttribute) \
+  X(cublasLtMatmulPreferenceCreate) \
+  X(cublasLtMatmulPreferenceDestroy) \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatrixLayoutCreate) \
+  X(cublasLtMatrixLayoutDestroy) \
   X(cublasLtMatrixLayoutSetAttribute)
+// clang-format on
 
 /// The cuBLASLt entry points lockstep calls, each with the library's own signature.
 struct CublasLt {

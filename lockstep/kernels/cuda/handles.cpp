@@ -1,11 +1,11 @@
-#include "lockstep/kernels/cuda/cublaslt.h"
 #include "lockstep/kernels/cuda/handles.h"
-
 
 #include <map>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
+
+#include "lockstep/kernels/cuda/cublaslt.h"
 
 namespace lockstep::kernels::cuda {
 
@@ -26,7 +26,8 @@ cublasLtHandle_t blasLtHandle(int device) {
   if (it != handles->end()) return it->second;
   ::lockstep::cuda::DeviceGuard guard(device);
   cublasLtHandle_t h = nullptr;
-  LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtCreate(&h), "creating the cuBLASLt handle of cuda:" + std::to_string(device));
+  LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtCreate(&h),
+                        "creating the cuBLASLt handle of cuda:" + std::to_string(device));
   handles->emplace(device, h);
   return h;
 }

@@ -60,7 +60,8 @@ __device__ __forceinline__ double blockReduce(double v, double* shm) {
 template <Mode M, typename T>
 __device__ double chunkPower(const T* __restrict__ x, int64_t begin, int64_t end, double p) {
   double acc = 0.0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) acc = accumulate<M>(acc, castTo<double>(x[i]), p);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    acc = accumulate<M>(acc, castTo<double>(x[i]), p);
   return acc;
 }
 
@@ -127,7 +128,8 @@ __device__ void scaleChunk(T* __restrict__ x, int64_t begin, int64_t end, double
     for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) x[i] = __dmul_rn(x[i], coef);
   } else {
     const float c = static_cast<float>(coef);  // the CPU's static_cast<T>(coef)
-    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) x[i] = castTo<T>(__fmul_rn(castTo<float>(x[i]), c));
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+      x[i] = castTo<T>(__fmul_rn(castTo<float>(x[i]), c));
   }
 }
 
@@ -245,7 +247,8 @@ Tensor totalNorm(const std::vector<Tensor>& xs, double p) {
       if (t == n || count == kMaxTensors) {
         chunks.first[count] = static_cast<int32_t>(chunk - first_chunk);
         if (count > 0) {
-          tensorNorms<M><<<count, kBlock, 0, stream>>>(partial_p + first_chunk, chunks, p, norms_p + first_tensor);
+          tensorNorms<M>
+              <<<count, kBlock, 0, stream>>>(partial_p + first_chunk, chunks, p, norms_p + first_tensor);
           LOCKSTEP_CUDA_CHECK(cudaGetLastError());
         }
         if (t == n) break;
