@@ -29,38 +29,4 @@ Tensor sigmoidForward(const Tensor& x);
 /// From the output y: dL/dx = gy y (1 - y).
 Tensor sigmoidBackward(const Tensor& gy, const Tensor& y);
 
-namespace onednn {
-Tensor reluForward(const Tensor& x);
-Tensor reluBackward(const Tensor& gy, const Tensor& y);
-Tensor leakyReluForward(const Tensor& x, double negative_slope);
-Tensor leakyReluBackward(const Tensor& gy, const Tensor& x, double negative_slope);
-Tensor geluForward(const Tensor& x);
-Tensor geluBackward(const Tensor& gy, const Tensor& x);
-Tensor geluTanhForward(const Tensor& x);
-Tensor geluTanhBackward(const Tensor& gy, const Tensor& x);
-Tensor siluForward(const Tensor& x);
-Tensor siluBackward(const Tensor& gy, const Tensor& x);
-Tensor tanhForward(const Tensor& x);
-Tensor tanhBackward(const Tensor& gy, const Tensor& y);
-Tensor sigmoidForward(const Tensor& x);
-Tensor sigmoidBackward(const Tensor& gy, const Tensor& y);
-}  // namespace onednn
-
-namespace reference {
-Tensor reluForward(const Tensor& x);
-Tensor reluBackward(const Tensor& gy, const Tensor& y);
-Tensor leakyReluForward(const Tensor& x, double negative_slope);
-Tensor leakyReluBackward(const Tensor& gy, const Tensor& x, double negative_slope);
-Tensor geluForward(const Tensor& x);
-Tensor geluBackward(const Tensor& gy, const Tensor& x);
-Tensor geluTanhForward(const Tensor& x);
-Tensor geluTanhBackward(const Tensor& gy, const Tensor& x);
-Tensor siluForward(const Tensor& x);
-Tensor siluBackward(const Tensor& gy, const Tensor& x);
-Tensor tanhForward(const Tensor& x);
-Tensor tanhBackward(const Tensor& gy, const Tensor& y);
-Tensor sigmoidForward(const Tensor& x);
-Tensor sigmoidBackward(const Tensor& gy, const Tensor& y);
-}  // namespace reference
-
 }  // namespace lockstep::kernels

@@ -50,10 +50,4 @@ AttentionOutput attentionForward(const Tensor& q, const Tensor& k, const Tensor&
 AttentionGrads attentionBackward(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v,
                                  const Tensor& out, const Tensor& lse, const AttentionParams& p);
 
-namespace reference {
-AttentionOutput attentionForward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p);
-AttentionGrads attentionBackward(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v,
-                                 const Tensor& out, const Tensor& lse, const AttentionParams& p);
-}  // namespace reference
-
 }  // namespace lockstep::kernels

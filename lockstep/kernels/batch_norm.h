@@ -43,21 +43,4 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
 BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
                                    const Tensor& mean, const Tensor& var, const BatchNormParams& p);
 
-namespace onednn {
-/// Without the running-statistics update (the dispatching entry point does it).
-BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                   const Tensor& running_mean, const Tensor& running_var,
-                                   const BatchNormParams& p);
-BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
-                                   const Tensor& mean, const Tensor& var, const BatchNormParams& p);
-}  // namespace onednn
-
-namespace reference {
-BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                   const Tensor& running_mean, const Tensor& running_var,
-                                   const BatchNormParams& p);
-BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
-                                   const Tensor& mean, const Tensor& var, const BatchNormParams& p);
-}  // namespace reference
-
 }  // namespace lockstep::kernels

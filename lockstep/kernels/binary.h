@@ -17,18 +17,6 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 /// a op s for a scalar s (a's dtype).
 Tensor binaryScalar(BinaryOp op, const Tensor& a, double s);
 
-namespace onednn {
-/// oneDNN's binary primitive where it applies (f32, dense operands, only b broadcast), otherwise a
-/// strided loop over the broadcast views.
-Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
-Tensor binaryScalar(BinaryOp op, const Tensor& a, double s);
-}  // namespace onednn
-
-namespace reference {
-Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
-Tensor binaryScalar(BinaryOp op, const Tensor& a, double s);
-}  // namespace reference
-
 /// The checks shared by every backend: same dtype, broadcastable shapes. Returns the result shape.
 Shape checkBinary(BinaryOp op, const Tensor& a, const Tensor& b);
 /// div needs a floating dtype.

@@ -46,19 +46,4 @@ Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& weigh
 Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape,
                                         bool with_bias, const Conv2dParams& p);
 
-namespace onednn {
-Tensor conv2dInput(const Tensor& x);
-Tensor conv2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
-Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& weight, const Conv2dParams& p);
-Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape,
-                                        bool with_bias, const Conv2dParams& p);
-}  // namespace onednn
-
-namespace reference {
-Tensor conv2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
-Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& weight, const Conv2dParams& p);
-Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape,
-                                        bool with_bias, const Conv2dParams& p);
-}  // namespace reference
-
 }  // namespace lockstep::kernels

@@ -62,9 +62,4 @@ std::pair<Tensor, Tensor> dropoutForward(const Tensor& x, double p, Generator& g
 /// dL/dx = gy * mask / (1 - p).
 Tensor dropoutBackward(const Tensor& gy, const Tensor& mask, double p);
 
-namespace reference {
-std::pair<Tensor, Tensor> dropoutForward(const Tensor& x, double p, Generator& gen);
-Tensor dropoutBackward(const Tensor& gy, const Tensor& mask, double p);
-}  // namespace reference
-
 }  // namespace lockstep::kernels

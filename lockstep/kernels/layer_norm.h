@@ -35,22 +35,6 @@ LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor
                                  const Tensor& variance, const Shape& normalized_shape, const Tensor& weight,
                                  const Tensor& bias, double eps);
 
-namespace onednn {
-LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                                 const Tensor& bias, double eps);
-LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean,
-                                 const Tensor& variance, const Shape& normalized_shape, const Tensor& weight,
-                                 const Tensor& bias, double eps);
-}  // namespace onednn
-
-namespace reference {
-LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                                 const Tensor& bias, double eps);
-LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean,
-                                 const Tensor& variance, const Shape& normalized_shape, const Tensor& weight,
-                                 const Tensor& bias, double eps);
-}  // namespace reference
-
 /// Validates the arguments (trailing dims of x equal normalized_shape; weight/bias of that shape and
 /// x's dtype). Returns the number of normalised elements per row.
 int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,

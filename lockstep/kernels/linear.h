@@ -22,18 +22,4 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 std::pair<Tensor, Tensor> matmulBackward(const Tensor& gy, const Tensor& a, const Tensor& b, bool need_a,
                                          bool need_b);
 
-namespace onednn {
-Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias);
-Tensor linearBackwardData(const Tensor& gy, const Tensor& weight);
-std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& x, bool with_bias);
-Tensor matmul(const Tensor& a, const Tensor& b);
-}  // namespace onednn
-
-namespace reference {
-Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias);
-Tensor linearBackwardData(const Tensor& gy, const Tensor& weight);
-std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& x, bool with_bias);
-Tensor matmul(const Tensor& a, const Tensor& b);
-}  // namespace reference
-
 }  // namespace lockstep::kernels

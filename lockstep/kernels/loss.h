@@ -44,18 +44,4 @@ Tensor mseLossForward(const Tensor& input, const Tensor& target, LossReduction r
 Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& target,
                        LossReduction reduction);
 
-namespace reference {
-std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
-                                              const CrossEntropyParams& p);
-Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
-                            const Tensor& target, const CrossEntropyParams& p);
-Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
-                      int64_t ignore_index);
-Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_classes,
-                       LossReduction reduction, int64_t ignore_index);
-Tensor mseLossForward(const Tensor& input, const Tensor& target, LossReduction reduction);
-Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& target,
-                       LossReduction reduction);
-}  // namespace reference
-
 }  // namespace lockstep::kernels

@@ -42,24 +42,4 @@ Tensor avgPool2dBackward(const Tensor& gy, const Tensor& x, const Pool2dParams& 
 Tensor adaptiveAvgPool2dForward(const Tensor& x, std::array<int64_t, 2> out);
 Tensor adaptiveAvgPool2dBackward(const Tensor& gy, const Tensor& x, std::array<int64_t, 2> out);
 
-namespace onednn {
-MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p, bool training);
-Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& workspace, const Pool2dParams& p);
-Tensor avgPool2dForward(const Tensor& x, const Pool2dParams& p);
-Tensor avgPool2dBackward(const Tensor& gy, const Tensor& x, const Pool2dParams& p);
-Tensor adaptiveAvgPool2dForward(const Tensor& x, std::array<int64_t, 2> out);
-Tensor adaptiveAvgPool2dBackward(const Tensor& gy, const Tensor& x, std::array<int64_t, 2> out);
-}  // namespace onednn
-
-namespace reference {
-/// The workspace (training) holds each maximum's i64 index within its [H, W] plane, row-major like
-/// y; without one the backward recomputes each window's argmax from x.
-MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p, bool training);
-Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& workspace, const Pool2dParams& p);
-Tensor avgPool2dForward(const Tensor& x, const Pool2dParams& p);
-Tensor avgPool2dBackward(const Tensor& gy, const Tensor& x, const Pool2dParams& p);
-Tensor adaptiveAvgPool2dForward(const Tensor& x, std::array<int64_t, 2> out);
-Tensor adaptiveAvgPool2dBackward(const Tensor& gy, const Tensor& x, std::array<int64_t, 2> out);
-}  // namespace reference
-
 }  // namespace lockstep::kernels

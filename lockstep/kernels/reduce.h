@@ -21,14 +21,6 @@ std::vector<int64_t> allDims(const Tensor& x);
 /// shapes are equal. ValueError when `shape` does not broadcast to g's shape.
 Tensor sumToShape(const Tensor& g, const Shape& shape);
 
-namespace onednn {
-Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
-}  // namespace onednn
-
-namespace reference {
-Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
-}  // namespace reference
-
 /// For each dim of an ndim-tensor, whether it is reduced; ValueError on out-of-range or repeated
 /// dims, naming `op`.
 std::vector<bool> reducedMask(const std::vector<int64_t>& dims, int64_t ndim, const char* op);

@@ -11,14 +11,6 @@ namespace lockstep::kernels {
 /// sizes in every other dim (ValueError naming both shapes otherwise). The result is contiguous.
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 
-namespace onednn {
-Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
-}  // namespace onednn
-
-namespace reference {
-Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
-}  // namespace reference
-
 /// Validates concat's inputs; returns the result shape and sets *d to the normalised dim.
 Shape checkConcat(const std::vector<Tensor>& xs, int64_t dim, int64_t* d);
 

@@ -13,18 +13,4 @@ Tensor logSoftmaxForward(const Tensor& x, int64_t dim);
 /// dL/dx = gy - exp(y) * sum(gy, dim), from the forward's output y.
 Tensor logSoftmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim);
 
-namespace onednn {
-Tensor softmaxForward(const Tensor& x, int64_t dim);
-Tensor softmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim);
-Tensor logSoftmaxForward(const Tensor& x, int64_t dim);
-Tensor logSoftmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim);
-}  // namespace onednn
-
-namespace reference {
-Tensor softmaxForward(const Tensor& x, int64_t dim);
-Tensor softmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim);
-Tensor logSoftmaxForward(const Tensor& x, int64_t dim);
-Tensor logSoftmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim);
-}  // namespace reference
-
 }  // namespace lockstep::kernels

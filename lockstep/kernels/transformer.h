@@ -46,15 +46,4 @@ Tensor rotaryForward(const Tensor& x, const Tensor& cos, const Tensor& sin);
 /// dL/dx: the inverse rotation of gy.
 Tensor rotaryBackward(const Tensor& gy, const Tensor& cos, const Tensor& sin);
 
-namespace reference {
-Tensor embeddingForward(const Tensor& weight, const Tensor& indices);
-Tensor embeddingBackward(const Tensor& gy, const Tensor& indices, int64_t num_rows, int64_t padding_idx);
-RmsNormOutput rmsNormForward(const Tensor& x, const Tensor& weight, double eps);
-RmsNormGrads rmsNormBackward(const Tensor& gy, const Tensor& x, const Tensor& rstd, const Tensor& weight);
-Tensor swigluForward(const Tensor& gate, const Tensor& up);
-std::pair<Tensor, Tensor> swigluBackward(const Tensor& gy, const Tensor& gate, const Tensor& up);
-Tensor rotaryForward(const Tensor& x, const Tensor& cos, const Tensor& sin);
-Tensor rotaryBackward(const Tensor& gy, const Tensor& cos, const Tensor& sin);
-}  // namespace reference
-
 }  // namespace lockstep::kernels

@@ -18,14 +18,4 @@ Tensor unary(UnaryOp op, const Tensor& x, double p = 0.0);
 /// (see unaryBackwardUsesOutput).
 Tensor unaryBackward(UnaryOp op, const Tensor& gy, const Tensor& saved, double p = 0.0);
 
-namespace onednn {
-Tensor unary(UnaryOp op, const Tensor& x, double p = 0.0);
-Tensor unaryBackward(UnaryOp op, const Tensor& gy, const Tensor& saved, double p = 0.0);
-}  // namespace onednn
-
-namespace reference {
-Tensor unary(UnaryOp op, const Tensor& x, double p = 0.0);
-Tensor unaryBackward(UnaryOp op, const Tensor& gy, const Tensor& saved, double p = 0.0);
-}  // namespace reference
-
 }  // namespace lockstep::kernels

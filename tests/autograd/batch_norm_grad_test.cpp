@@ -1,5 +1,6 @@
 #include "common/check.h"
 #include "lockstep/kernels.h"
+#include "lockstep/kernels/tables/batch_norm.h"
 
 using namespace lockstep;
 using namespace lockstep::autograd;
@@ -42,7 +43,7 @@ TEST(BatchNorm2d, forward_matches_reference) {
   Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
   Variable y = batchNorm2d(Variable(x, true), Variable(w, true), Variable(b, true), rm, rv, {});
   EXPECT_TRUE(y.tensor().isChannelsLast());
-  auto ref = kernels::reference::batchNorm2dForward(x, w, b, Tensor(), Tensor(), {});
+  auto ref = kernels::reference::kBatchNorm.batchNorm2dForward(x, w, b, Tensor(), Tensor(), {});
   EXPECT_TRUE(lockstep::testing::tensorsNear(y.tensor(), ref.y, 1e-4, 1e-4));
   // running stats updated in place: 0.9 * 0 + 0.1 * mean, 0.9 * 1 + 0.1 * unbiased var.
   auto m = ref.mean.toVector<double>(), v = ref.var.toVector<double>();

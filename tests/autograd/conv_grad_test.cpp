@@ -1,5 +1,6 @@
 #include "common/check.h"
 #include "lockstep/kernels.h"
+#include "lockstep/kernels/tables/conv.h"
 
 using namespace lockstep;
 using namespace lockstep::autograd;
@@ -47,7 +48,8 @@ TEST(Conv2d, forward_matches_reference) {
   Variable y = conv2d(Variable(x), Variable(w), Variable(b), o);
   EXPECT_TRUE(y.tensor().isChannelsLast());
   EXPECT_TRUE(lockstep::testing::tensorsNear(
-      y.tensor(), kernels::reference::conv2dForward(x, w, b, {{1, 1}, {0, 0}, {1, 1}, 1, true}), 1e-5, 1e-5));
+      y.tensor(), kernels::reference::kConv.conv2dForward(x, w, b, {{1, 1}, {0, 0}, {1, 1}, 1, true}), 1e-5,
+      1e-5));
 }
 
 TEST(Conv2d, rejects_mismatched_shapes) {

@@ -1,5 +1,6 @@
 #include "common/check.h"
 #include "lockstep/kernels.h"
+#include "lockstep/kernels/tables/pool.h"
 
 using namespace lockstep;
 using namespace lockstep::autograd;
@@ -43,7 +44,7 @@ TEST(MaxPool2d, forward_matches_reference) {
   Variable y = maxPool2d(Variable(x, true), o);
   EXPECT_TRUE(y.tensor().isChannelsLast());
   EXPECT_TRUE(lockstep::testing::tensorsNear(
-      y.tensor(), kernels::reference::maxPool2dForward(x, {{2, 2}, {2, 2}}, false).y, 0.0));
+      y.tensor(), kernels::reference::kPool.maxPool2dForward(x, {{2, 2}, {2, 2}}, false).y, 0.0));
   y.backward(Tensor::ones(y.shape()));  // uses the oneDNN workspace kept because x requires grad
 }
 

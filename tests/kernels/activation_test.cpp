@@ -1,3 +1,5 @@
+#include "lockstep/kernels/tables/activation.h"
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -8,11 +10,12 @@ using lockstep::testing::tensorsNear;
 TEST(Relu, forward_matches_reference) {
   for (const Shape& s : std::vector<Shape>{{1}, {7}, {3, 5}, {2, 3, 5, 7}}) {
     Tensor x = randomTensor(s, DType::f32, 3);
-    EXPECT_TRUE(tensorsNear(kernels::onednn::reluForward(x), kernels::reference::reluForward(x), 0.0));
+    EXPECT_TRUE(tensorsNear(kernels::onednn::kActivation.reluForward(x),
+                            kernels::reference::kActivation.reluForward(x), 0.0));
     Tensor gy = randomTensor(s, DType::f32, 4);
-    Tensor y = kernels::onednn::reluForward(x);
-    EXPECT_TRUE(
-        tensorsNear(kernels::onednn::reluBackward(gy, y), kernels::reference::reluBackward(gy, y), 0.0));
+    Tensor y = kernels::onednn::kActivation.reluForward(x);
+    EXPECT_TRUE(tensorsNear(kernels::onednn::kActivation.reluBackward(gy, y),
+                            kernels::reference::kActivation.reluBackward(gy, y), 0.0));
   }
 }
 
@@ -20,7 +23,7 @@ TEST(Relu, keeps_channels_last_layout) {
   Tensor x = randomTensor({2, 3, 4, 5}, DType::f32).toFormat(MemoryFormat::channels_last);
   Tensor y = kernels::reluForward(x);
   EXPECT_TRUE(y.isChannelsLast());
-  EXPECT_TRUE(tensorsNear(y, kernels::reference::reluForward(x), 0.0));
+  EXPECT_TRUE(tensorsNear(y, kernels::reference::kActivation.reluForward(x), 0.0));
 }
 
 namespace {
@@ -39,10 +42,10 @@ TEST(LeakyRelu, forward_and_backward_match_reference) {
   for (const Tensor& x : activationInputs()) {
     for (double slope : {0.01, 0.2, -0.5}) {
       Tensor gy = randomTensor(x.shape(), DType::f32, 4);
-      EXPECT_TRUE(tensorsNear(kernels::onednn::leakyReluForward(x, slope),
-                              kernels::reference::leakyReluForward(x, slope), 1e-7));
-      EXPECT_TRUE(tensorsNear(kernels::onednn::leakyReluBackward(gy, x, slope),
-                              kernels::reference::leakyReluBackward(gy, x, slope), 1e-7));
+      EXPECT_TRUE(tensorsNear(kernels::onednn::kActivation.leakyReluForward(x, slope),
+                              kernels::reference::kActivation.leakyReluForward(x, slope), 1e-7));
+      EXPECT_TRUE(tensorsNear(kernels::onednn::kActivation.leakyReluBackward(gy, x, slope),
+                              kernels::reference::kActivation.leakyReluBackward(gy, x, slope), 1e-7));
     }
   }
 }
@@ -50,29 +53,30 @@ TEST(LeakyRelu, forward_and_backward_match_reference) {
 TEST(Gelu, forward_and_backward_match_reference) {
   for (const Tensor& x : activationInputs()) {
     Tensor gy = randomTensor(x.shape(), DType::f32, 4);
-    EXPECT_TRUE(tensorsNear(kernels::onednn::geluForward(x), kernels::reference::geluForward(x), 1e-6, 1e-5));
-    EXPECT_TRUE(tensorsNear(kernels::onednn::geluBackward(gy, x), kernels::reference::geluBackward(gy, x),
-                            1e-6, 1e-5));
+    EXPECT_TRUE(tensorsNear(kernels::onednn::kActivation.geluForward(x),
+                            kernels::reference::kActivation.geluForward(x), 1e-6, 1e-5));
+    EXPECT_TRUE(tensorsNear(kernels::onednn::kActivation.geluBackward(gy, x),
+                            kernels::reference::kActivation.geluBackward(gy, x), 1e-6, 1e-5));
   }
 }
 
 TEST(Tanh, forward_and_backward_match_reference) {
   for (const Tensor& x : activationInputs()) {
     Tensor gy = randomTensor(x.shape(), DType::f32, 4);
-    Tensor y = kernels::onednn::tanhForward(x);
-    EXPECT_TRUE(tensorsNear(y, kernels::reference::tanhForward(x), 1e-6, 1e-5));
-    EXPECT_TRUE(tensorsNear(kernels::onednn::tanhBackward(gy, y), kernels::reference::tanhBackward(gy, y),
-                            1e-6, 1e-5));
+    Tensor y = kernels::onednn::kActivation.tanhForward(x);
+    EXPECT_TRUE(tensorsNear(y, kernels::reference::kActivation.tanhForward(x), 1e-6, 1e-5));
+    EXPECT_TRUE(tensorsNear(kernels::onednn::kActivation.tanhBackward(gy, y),
+                            kernels::reference::kActivation.tanhBackward(gy, y), 1e-6, 1e-5));
   }
 }
 
 TEST(Sigmoid, forward_and_backward_match_reference) {
   for (const Tensor& x : activationInputs()) {
     Tensor gy = randomTensor(x.shape(), DType::f32, 4);
-    Tensor y = kernels::onednn::sigmoidForward(x);
-    EXPECT_TRUE(tensorsNear(y, kernels::reference::sigmoidForward(x), 1e-6, 1e-5));
-    EXPECT_TRUE(tensorsNear(kernels::onednn::sigmoidBackward(gy, y),
-                            kernels::reference::sigmoidBackward(gy, y), 1e-6, 1e-5));
+    Tensor y = kernels::onednn::kActivation.sigmoidForward(x);
+    EXPECT_TRUE(tensorsNear(y, kernels::reference::kActivation.sigmoidForward(x), 1e-6, 1e-5));
+    EXPECT_TRUE(tensorsNear(kernels::onednn::kActivation.sigmoidBackward(gy, y),
+                            kernels::reference::kActivation.sigmoidBackward(gy, y), 1e-6, 1e-5));
   }
 }
 
@@ -96,8 +100,8 @@ TEST(GeluTanh, keeps_a_dense_inputs_layout_as_the_other_activations) {
     EXPECT_EQ(y.strides(), want) << x.describe();
     EXPECT_EQ(y.strides(), kernels::siluForward(x).strides()) << x.describe();
     EXPECT_EQ(gx.strides(), want) << x.describe();
-    EXPECT_TRUE(tensorsNear(y, kernels::reference::geluTanhForward(x), 1e-6, 1e-5));
-    EXPECT_TRUE(tensorsNear(gx, kernels::reference::geluTanhBackward(gy, x), 1e-6, 1e-4));
+    EXPECT_TRUE(tensorsNear(y, kernels::reference::kActivation.geluTanhForward(x), 1e-6, 1e-5));
+    EXPECT_TRUE(tensorsNear(gx, kernels::reference::kActivation.geluTanhBackward(gy, x), 1e-6, 1e-4));
   }
 }
 

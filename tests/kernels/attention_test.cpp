@@ -2,6 +2,7 @@
 
 #include "common/check.h"
 #include "lockstep/kernels.h"
+#include "lockstep/kernels/tables/attention.h"
 
 using namespace lockstep;
 using lockstep::testing::randomTensor;
@@ -33,13 +34,13 @@ void expectMatchesReference(const Case& c) {
   p.seed = 1234;
   p.offset = 77;
   auto fast = kernels::attentionForward(q, k, v, p);
-  auto ref = kernels::reference::attentionForward(q, k, v, p);
+  auto ref = kernels::reference::kAttention.attentionForward(q, k, v, p);
   EXPECT_EQ(fast.out.dtype(), DType::f32);
   EXPECT_TRUE(tensorsNear(fast.out, ref.out, 2e-5, 1e-4));
   EXPECT_TRUE(tensorsNear(fast.lse, ref.lse, 2e-5, 1e-5));
   Tensor g = randomTensor(q.shape(), DType::f32, 4);
   auto gf = kernels::attentionBackward(g, q, k, v, fast.out, fast.lse, p);
-  auto gr = kernels::reference::attentionBackward(g, q, k, v, ref.out, ref.lse, p);
+  auto gr = kernels::reference::kAttention.attentionBackward(g, q, k, v, ref.out, ref.lse, p);
   EXPECT_TRUE(tensorsNear(gf.gq, gr.gq, 1e-4, 1e-3));
   EXPECT_TRUE(tensorsNear(gf.gk, gr.gk, 1e-4, 1e-3));
   EXPECT_TRUE(tensorsNear(gf.gv, gr.gv, 1e-4, 1e-3));
@@ -78,7 +79,8 @@ TEST(Attention, reads_strided_views_in_place) {
   p.causal = true;
   p.scale = 0.25;
   auto fast = kernels::attentionForward(q, q, q, p);
-  auto ref = kernels::reference::attentionForward(q.contiguous(), q.contiguous(), q.contiguous(), p);
+  auto ref =
+      kernels::reference::kAttention.attentionForward(q.contiguous(), q.contiguous(), q.contiguous(), p);
   EXPECT_TRUE(tensorsNear(fast.out, ref.out, 2e-5, 1e-4));
   EXPECT_TRUE(fast.out.isContiguous());
 }

@@ -1,3 +1,5 @@
+#include "lockstep/kernels/tables/binary.h"
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -18,8 +20,8 @@ Tensor operandB(const Shape& s, BinaryOp op, DType dt = DType::f32) {
 void expectMatches(BinaryOp op, const Tensor& a, const Tensor& b) {
   SCOPED_TRACE(std::string(kernels::binaryOpName(op)) + " " + shapeToString(a.shape()) + " " +
                shapeToString(b.shape()));
-  Tensor fast = kernels::onednn::binary(op, a, b);
-  Tensor ref = kernels::reference::binary(op, a, b);
+  Tensor fast = kernels::onednn::kBinary.binary(op, a, b);
+  Tensor ref = kernels::reference::kBinary.binary(op, a, b);
   EXPECT_TRUE(tensorsNear(fast, ref, 1e-6, 1e-6));
   if (fast.numel() > 0) {
     EXPECT_TRUE(fast.isDense());
@@ -77,7 +79,7 @@ TEST(Binary, keeps_channels_last_layout) {
   for (BinaryOp op : {BinaryOp::add, BinaryOp::mul}) {
     Tensor y = kernels::binary(op, x, bias);
     EXPECT_TRUE(y.isChannelsLast());
-    EXPECT_TRUE(tensorsNear(y, kernels::reference::binary(op, x, bias), 1e-6, 1e-6));
+    EXPECT_TRUE(tensorsNear(y, kernels::reference::kBinary.binary(op, x, bias), 1e-6, 1e-6));
     Tensor z = kernels::binary(op, bias, x);  // broadcast operand first
     EXPECT_TRUE(z.isChannelsLast());
     EXPECT_TRUE(tensorsNear(z, y, 1e-6, 1e-6));
@@ -88,21 +90,21 @@ TEST(Binary, f64_dispatches_to_reference) {
   Tensor a = randomTensor({3, 1}, DType::f64), b = randomTensor({1, 4}, DType::f64, 2);
   Tensor y = kernels::binary(BinaryOp::mul, a, b);
   EXPECT_EQ(y.dtype(), DType::f64);
-  EXPECT_TRUE(tensorsNear(y, kernels::reference::binary(BinaryOp::mul, a, b), 0.0));
+  EXPECT_TRUE(tensorsNear(y, kernels::reference::kBinary.binary(BinaryOp::mul, a, b), 0.0));
 }
 
 TEST(Binary, scalar_matches_reference) {
   for (BinaryOp op : kOps) {
     for (const Shape& s : std::vector<Shape>{{}, {1}, {7}, {3, 5}, {2, 3, 5, 7}}) {
       Tensor a = randomTensor(s, DType::f32, 5);
-      EXPECT_TRUE(tensorsNear(kernels::onednn::binaryScalar(op, a, 1.75),
-                              kernels::reference::binaryScalar(op, a, 1.75), 1e-6, 1e-6));
+      EXPECT_TRUE(tensorsNear(kernels::onednn::kBinary.binaryScalar(op, a, 1.75),
+                              kernels::reference::kBinary.binaryScalar(op, a, 1.75), 1e-6, 1e-6));
       EXPECT_TRUE(tensorsNear(kernels::binaryScalar(op, a, -0.5),
-                              kernels::reference::binaryScalar(op, a, -0.5), 1e-6, 1e-6));
+                              kernels::reference::kBinary.binaryScalar(op, a, -0.5), 1e-6, 1e-6));
     }
     Tensor t = randomTensor({4, 6}, DType::f32).transpose(0, 1);
-    EXPECT_TRUE(tensorsNear(kernels::binaryScalar(op, t, 3.0), kernels::reference::binaryScalar(op, t, 3.0),
-                            1e-6, 1e-6));
+    EXPECT_TRUE(tensorsNear(kernels::binaryScalar(op, t, 3.0),
+                            kernels::reference::kBinary.binaryScalar(op, t, 3.0), 1e-6, 1e-6));
   }
 }
 

@@ -1,3 +1,5 @@
+#include "lockstep/kernels/tables/conv.h"
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -37,8 +39,8 @@ TEST(Conv2d, forward_matches_reference) {
     Tensor x = layout(randomTensor(c.x, DType::f32, seed++), c.channels_last);
     Tensor w = randomTensor(c.w, DType::f32, seed++);
     Tensor b = c.bias ? randomTensor({c.w[0]}, DType::f32, seed++) : Tensor();
-    Tensor y = kernels::onednn::conv2dForward(x, w, b, c.p);
-    EXPECT_TRUE(tensorsNear(y, kernels::reference::conv2dForward(x, w, b, c.p), 1e-4, 1e-4))
+    Tensor y = kernels::onednn::kConv.conv2dForward(x, w, b, c.p);
+    EXPECT_TRUE(tensorsNear(y, kernels::reference::kConv.conv2dForward(x, w, b, c.p), 1e-4, 1e-4))
         << shapeToString(c.x) << " * " << shapeToString(c.w);
     // oneDNN computes channels_last whatever the input's layout.
     EXPECT_TRUE(y.isChannelsLast()) << shapeToString(c.x);
@@ -52,11 +54,11 @@ TEST(Conv2d, backward_matches_reference) {
     Tensor w = randomTensor(c.w, DType::f32, seed++);
     Shape ys = kernels::conv2dOutputShape(c.x, c.w, c.p);
     Tensor gy = layout(randomTensor(ys, DType::f32, seed++), c.channels_last);
-    Tensor gx = kernels::onednn::conv2dBackwardData(gy, x, w, c.p);
-    EXPECT_TRUE(tensorsNear(gx, kernels::reference::conv2dBackwardData(gy, x, w, c.p), 1e-4, 1e-4));
+    Tensor gx = kernels::onednn::kConv.conv2dBackwardData(gy, x, w, c.p);
+    EXPECT_TRUE(tensorsNear(gx, kernels::reference::kConv.conv2dBackwardData(gy, x, w, c.p), 1e-4, 1e-4));
     EXPECT_TRUE(gx.isChannelsLast());
-    auto fast = kernels::onednn::conv2dBackwardWeights(gy, x, c.w, c.bias, c.p);
-    auto ref = kernels::reference::conv2dBackwardWeights(gy, x, c.w, c.bias, c.p);
+    auto fast = kernels::onednn::kConv.conv2dBackwardWeights(gy, x, c.w, c.bias, c.p);
+    auto ref = kernels::reference::kConv.conv2dBackwardWeights(gy, x, c.w, c.bias, c.p);
     EXPECT_TRUE(tensorsNear(fast.weight, ref.weight, 1e-3, 1e-4))
         << shapeToString(c.x) << " * " << shapeToString(c.w);
     EXPECT_EQ(fast.bias.defined(), c.bias);
@@ -71,7 +73,7 @@ TEST(Conv2d, gradient_layout_may_differ_from_input) {
   Tensor w = randomTensor({4, 3, 3, 3}, DType::f32, 2);
   Tensor gy = randomTensor({2, 4, 4, 4}, DType::f32, 3);  // contiguous, as after a flatten's backward
   EXPECT_TRUE(tensorsNear(kernels::conv2dBackwardData(gy, x, w, {}),
-                          kernels::reference::conv2dBackwardData(gy, x, w, {}), 1e-4, 1e-4));
+                          kernels::reference::kConv.conv2dBackwardData(gy, x, w, {}), 1e-4, 1e-4));
 }
 
 TEST(Conv2d, rejects_mismatched_shapes) {

@@ -1,3 +1,5 @@
+#include "lockstep/kernels/tables/dropout.h"
+
 #include <random>
 
 #include "common/check.h"
@@ -15,14 +17,14 @@ TEST(Dropout, forward_and_backward_match_reference) {
       g1.setState(42, 1000);
       g2.setState(42, 1000);
       auto [y, mask] = kernels::dropoutForward(x, p, g1);
-      auto [ry, rmask] = kernels::reference::dropoutForward(x, p, g2);
+      auto [ry, rmask] = kernels::reference::kDropout.dropoutForward(x, p, g2);
       EXPECT_EQ(mask.toVector<uint8_t>(), rmask.toVector<uint8_t>());
       EXPECT_TRUE(tensorsNear(y, ry, 1e-6, 1e-6));
       EXPECT_EQ(g1.offset(), g2.offset());
       EXPECT_EQ(g1.offset(), 1000u + static_cast<uint64_t>(x.numel()));
       Tensor gy = randomTensor(s, DType::f32, 2);
       EXPECT_TRUE(tensorsNear(kernels::dropoutBackward(gy, mask, p),
-                              kernels::reference::dropoutBackward(gy, mask, p), 1e-6, 1e-6));
+                              kernels::reference::kDropout.dropoutBackward(gy, mask, p), 1e-6, 1e-6));
     }
   }
 }

@@ -1,3 +1,5 @@
+#include "lockstep/kernels/tables/layer_norm.h"
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -11,14 +13,14 @@ void expectMatches(const Tensor& x, const Shape& ns, bool with_weight, bool with
                (with_bias ? " b" : ""));
   Tensor w = with_weight ? randomTensor(ns, DType::f32, 31, 0.5, 1.5) : Tensor();
   Tensor b = with_bias ? randomTensor(ns, DType::f32, 32) : Tensor();
-  auto fast = kernels::onednn::layerNormForward(x, ns, w, b, 1e-5);
-  auto ref = kernels::reference::layerNormForward(x, ns, w, b, 1e-5);
+  auto fast = kernels::onednn::kLayerNorm.layerNormForward(x, ns, w, b, 1e-5);
+  auto ref = kernels::reference::kLayerNorm.layerNormForward(x, ns, w, b, 1e-5);
   EXPECT_TRUE(tensorsNear(fast.y, ref.y, 1e-5, 1e-4));
   EXPECT_TRUE(tensorsNear(fast.mean, ref.mean, 1e-6, 1e-5));
   EXPECT_TRUE(tensorsNear(fast.variance, ref.variance, 1e-6, 1e-4));
   Tensor gy = randomTensor(x.shape(), DType::f32, 33);
-  auto gf = kernels::onednn::layerNormBackward(gy, x, fast.mean, fast.variance, ns, w, b, 1e-5);
-  auto gr = kernels::reference::layerNormBackward(gy, x, ref.mean, ref.variance, ns, w, b, 1e-5);
+  auto gf = kernels::onednn::kLayerNorm.layerNormBackward(gy, x, fast.mean, fast.variance, ns, w, b, 1e-5);
+  auto gr = kernels::reference::kLayerNorm.layerNormBackward(gy, x, ref.mean, ref.variance, ns, w, b, 1e-5);
   EXPECT_TRUE(tensorsNear(gf.gx, gr.gx, 1e-4, 1e-4));
   EXPECT_EQ(gf.gweight.defined(), with_weight);
   EXPECT_EQ(gf.gbias.defined(), with_bias);

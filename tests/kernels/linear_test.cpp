@@ -1,3 +1,5 @@
+#include "lockstep/kernels/tables/linear.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -28,8 +30,9 @@ TEST(Linear, forward_matches_reference) {
     const int64_t in = c.x.back();
     Tensor x = randomTensor(c.x, DType::f32, 1), w = randomTensor({c.out, in}, DType::f32, 2);
     Tensor b = c.bias ? randomTensor({c.out}, DType::f32, 3) : Tensor();
-    Tensor y = kernels::onednn::linearForward(x, w, b);
-    EXPECT_TRUE(tensorsNear(y, kernels::reference::linearForward(x, w, b), 1e-4, 1e-5)) << shapeToString(c.x);
+    Tensor y = kernels::onednn::kLinear.linearForward(x, w, b);
+    EXPECT_TRUE(tensorsNear(y, kernels::reference::kLinear.linearForward(x, w, b), 1e-4, 1e-5))
+        << shapeToString(c.x);
     Shape ys = c.x;
     ys.back() = c.out;
     EXPECT_EQ(y.shape(), ys);
@@ -47,10 +50,10 @@ TEST(Linear, backward_matches_reference) {
     ys.back() = c.out;
     Tensor x = randomTensor(c.x, DType::f32, 4), w = randomTensor({c.out, in}, DType::f32, 5);
     Tensor gy = randomTensor(ys, DType::f32, 6);
-    EXPECT_TRUE(tensorsNear(kernels::onednn::linearBackwardData(gy, w),
-                            kernels::reference::linearBackwardData(gy, w), 1e-4, 1e-5));
-    auto [gw, gb] = kernels::onednn::linearBackwardWeights(gy, x, c.bias);
-    auto [rw, rb] = kernels::reference::linearBackwardWeights(gy, x, c.bias);
+    EXPECT_TRUE(tensorsNear(kernels::onednn::kLinear.linearBackwardData(gy, w),
+                            kernels::reference::kLinear.linearBackwardData(gy, w), 1e-4, 1e-5));
+    auto [gw, gb] = kernels::onednn::kLinear.linearBackwardWeights(gy, x, c.bias);
+    auto [rw, rb] = kernels::reference::kLinear.linearBackwardWeights(gy, x, c.bias);
     EXPECT_TRUE(tensorsNear(gw, rw, 1e-4, 1e-5));
     EXPECT_EQ(gb.defined(), c.bias);
     if (c.bias) {
@@ -64,11 +67,11 @@ TEST(Linear, takes_strided_inputs_without_copy) {
   Tensor x = randomTensor({13, 5}, DType::f32, 1).transpose(0, 1);
   Tensor w = randomTensor({13, 9}, DType::f32, 2).transpose(0, 1);
   Tensor b = randomTensor({9}, DType::f32, 3);
-  EXPECT_TRUE(tensorsNear(kernels::onednn::linearForward(x, w, b), kernels::reference::linearForward(x, w, b),
-                          1e-5, 1e-5));
+  EXPECT_TRUE(tensorsNear(kernels::onednn::kLinear.linearForward(x, w, b),
+                          kernels::reference::kLinear.linearForward(x, w, b), 1e-5, 1e-5));
   Tensor e = randomTensor({1, 13}, DType::f32, 4).expand({4, 13});  // stride 0: copied first
-  EXPECT_TRUE(tensorsNear(kernels::onednn::linearForward(e, w, b), kernels::reference::linearForward(e, w, b),
-                          1e-5, 1e-5));
+  EXPECT_TRUE(tensorsNear(kernels::onednn::kLinear.linearForward(e, w, b),
+                          kernels::reference::kLinear.linearForward(e, w, b), 1e-5, 1e-5));
 }
 
 TEST(Linear, handles_empty_batch) {
@@ -99,7 +102,8 @@ TEST(Matmul, forward_matches_reference) {
       {{3, 5}, {4, 5, 2}}, {{2, 1, 3, 4}, {5, 4, 6}}, {{1, 3, 4}, {7, 4, 1}}};
   for (auto& [sa, sb] : cases) {
     Tensor a = randomTensor(sa, DType::f32, 7), b = randomTensor(sb, DType::f32, 8);
-    EXPECT_TRUE(tensorsNear(kernels::onednn::matmul(a, b), kernels::reference::matmul(a, b), 1e-5, 1e-5))
+    EXPECT_TRUE(tensorsNear(kernels::onednn::kLinear.matmul(a, b), kernels::reference::kLinear.matmul(a, b),
+                            1e-5, 1e-5))
         << shapeToString(sa) << " @ " << shapeToString(sb);
   }
 }
@@ -107,9 +111,11 @@ TEST(Matmul, forward_matches_reference) {
 TEST(Matmul, takes_transposed_views_without_copy) {
   Tensor a = randomTensor({5, 3}, DType::f32, 9).transpose(0, 1);  // [3, 5], strides (1, 3)
   Tensor b = randomTensor({2, 7, 5}, DType::f32, 10).transpose(1, 2);
-  EXPECT_TRUE(tensorsNear(kernels::onednn::matmul(a, b), kernels::reference::matmul(a, b), 1e-5, 1e-5));
+  EXPECT_TRUE(tensorsNear(kernels::onednn::kLinear.matmul(a, b), kernels::reference::kLinear.matmul(a, b),
+                          1e-5, 1e-5));
   Tensor e = randomTensor({1, 3, 5}, DType::f32, 11).expand({2, 3, 5});  // stride 0: copied first
-  EXPECT_TRUE(tensorsNear(kernels::onednn::matmul(e, b), kernels::reference::matmul(e, b), 1e-5, 1e-5));
+  EXPECT_TRUE(tensorsNear(kernels::onednn::kLinear.matmul(e, b), kernels::reference::kLinear.matmul(e, b),
+                          1e-5, 1e-5));
 }
 
 TEST(Matmul, backward_matches_reference) {

@@ -1,3 +1,5 @@
+#include "lockstep/kernels/tables/loss.h"
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -33,12 +35,13 @@ TEST(CrossEntropy, forward_and_backward_match_reference) {
         for (double s : {0.0, 0.1}) {
           kernels::CrossEntropyParams p{r, s, -100};
           auto [loss, lse] = kernels::crossEntropyForward(x, t, p);
-          auto [rloss, rlse] = kernels::reference::crossEntropyForward(x, t, p);
+          auto [rloss, rlse] = kernels::reference::kLoss.crossEntropyForward(x, t, p);
           EXPECT_TRUE(tensorsNear(loss, rloss, 1e-5, 1e-5));
           EXPECT_TRUE(tensorsNear(lse, rlse, 1e-6, 1e-5));
           Tensor g = r == LossReduction::none ? randomTensor({n}, DType::f32, 3) : Tensor::scalar(0.7);
           EXPECT_TRUE(tensorsNear(kernels::crossEntropyBackward(g, x, lse, t, p),
-                                  kernels::reference::crossEntropyBackward(g, x, rlse, t, p), 1e-6, 1e-5));
+                                  kernels::reference::kLoss.crossEntropyBackward(g, x, rlse, t, p), 1e-6,
+                                  1e-5));
         }
       }
     }
@@ -105,11 +108,11 @@ TEST(NllLoss, forward_and_backward_match_reference) {
     Tensor x = randomTensor({7, 4}, DType::f32, 1);
     Tensor tt = randomTargets(7, 4, 5, 3, -1);
     EXPECT_TRUE(tensorsNear(kernels::nllLossForward(x, tt, r, -1),
-                            kernels::reference::nllLossForward(x, tt, r, -1), 1e-6));
+                            kernels::reference::kLoss.nllLossForward(x, tt, r, -1), 1e-6));
     Tensor g = r == LossReduction::none ? randomTensor({7}, DType::f32, 3) : Tensor::scalar(0.7);
     Tensor gx = kernels::nllLossBackward(g, tt, 4, r, -1);
     EXPECT_EQ(gx.shape(), (Shape{7, 4}));
-    EXPECT_TRUE(tensorsNear(gx, kernels::reference::nllLossBackward(g, tt, 4, r, -1), 1e-7));
+    EXPECT_TRUE(tensorsNear(gx, kernels::reference::kLoss.nllLossBackward(g, tt, 4, r, -1), 1e-7));
   }
 }
 
@@ -126,21 +129,21 @@ TEST(MseLoss, forward_and_backward_match_reference) {
   for (const Shape& s : std::vector<Shape>{{1}, {3, 5}, {2, 3, 4}}) {
     Tensor a = randomTensor(s, DType::f32, 1), b = randomTensor(s, DType::f32, 2);
     for (auto r : {LossReduction::mean, LossReduction::sum, LossReduction::none}) {
-      EXPECT_TRUE(tensorsNear(kernels::mseLossForward(a, b, r), kernels::reference::mseLossForward(a, b, r),
-                              1e-6, 1e-6));
+      EXPECT_TRUE(tensorsNear(kernels::mseLossForward(a, b, r),
+                              kernels::reference::kLoss.mseLossForward(a, b, r), 1e-6, 1e-6));
       Tensor g = r == LossReduction::none ? randomTensor(s, DType::f32, 3) : Tensor::scalar(0.7);
       EXPECT_TRUE(tensorsNear(kernels::mseLossBackward(g, a, b, r),
-                              kernels::reference::mseLossBackward(g, a, b, r), 1e-6, 1e-6));
+                              kernels::reference::kLoss.mseLossBackward(g, a, b, r), 1e-6, 1e-6));
     }
   }
   // Operands in different layouts take the general path.
   Tensor a = randomTensor({5, 3}, DType::f32, 1).transpose(0, 1), b = randomTensor({3, 5}, DType::f32, 2);
   for (auto r : {LossReduction::mean, LossReduction::none}) {
-    EXPECT_TRUE(tensorsNear(kernels::mseLossForward(a, b, r), kernels::reference::mseLossForward(a, b, r),
-                            1e-6, 1e-6));
+    EXPECT_TRUE(tensorsNear(kernels::mseLossForward(a, b, r),
+                            kernels::reference::kLoss.mseLossForward(a, b, r), 1e-6, 1e-6));
     Tensor g = r == LossReduction::none ? randomTensor({3, 5}, DType::f32, 3) : Tensor::scalar(0.7);
     EXPECT_TRUE(tensorsNear(kernels::mseLossBackward(g, a, b, r),
-                            kernels::reference::mseLossBackward(g, a, b, r), 1e-6, 1e-6));
+                            kernels::reference::kLoss.mseLossBackward(g, a, b, r), 1e-6, 1e-6));
   }
   // mean of (1-0)^2 and (3-1)^2.
   EXPECT_DOUBLE_EQ(kernels::mseLossForward(Tensor::fromVector<double>({1, 3}, {2}),

@@ -1,3 +1,5 @@
+#include "lockstep/kernels/tables/pool.h"
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -46,9 +48,9 @@ TEST(MaxPool2d, forward_matches_reference) {
   uint64_t seed = 1;
   for (const auto& c : cases()) {
     Tensor x = layout(randomTensor(c.x, DType::f32, seed++), c.channels_last);
-    auto fast = kernels::onednn::maxPool2dForward(x, kernels::resolvePool2d(c.p), true);
+    auto fast = kernels::onednn::kPool.maxPool2dForward(x, kernels::resolvePool2d(c.p), true);
     EXPECT_TRUE(tensorsNear(
-        fast.y, kernels::reference::maxPool2dForward(x, kernels::resolvePool2d(c.p), true).y, 0.0))
+        fast.y, kernels::reference::kPool.maxPool2dForward(x, kernels::resolvePool2d(c.p), true).y, 0.0))
         << shapeToString(c.x);
     EXPECT_EQ(fast.y.isChannelsLast(), x.isChannelsLast());
     EXPECT_TRUE(fast.workspace.defined());
@@ -64,7 +66,7 @@ TEST(MaxPool2d, backward_matches_reference) {
     Tensor gy = layout(randomTensor(fwd.y.shape(), DType::f32, seed++), c.channels_last);
     Tensor gx = kernels::maxPool2dBackward(gy, x, fwd.workspace, c.p);
     EXPECT_TRUE(tensorsNear(
-        gx, kernels::reference::maxPool2dBackward(gy, x, Tensor(), kernels::resolvePool2d(c.p)), 1e-6))
+        gx, kernels::reference::kPool.maxPool2dBackward(gy, x, Tensor(), kernels::resolvePool2d(c.p)), 1e-6))
         << shapeToString(c.x);
     EXPECT_EQ(gx.isChannelsLast(), x.isChannelsLast());
   }
@@ -78,12 +80,12 @@ TEST(AvgPool2d, forward_and_backward_match_reference) {
       const Pool2dParams p = kernels::resolvePool2d(c.p);
       Tensor x = layout(randomTensor(c.x, DType::f32, seed++), c.channels_last);
       Tensor y = kernels::avgPool2dForward(x, p);
-      EXPECT_TRUE(tensorsNear(y, kernels::reference::avgPool2dForward(x, p), 1e-6, 1e-5))
+      EXPECT_TRUE(tensorsNear(y, kernels::reference::kPool.avgPool2dForward(x, p), 1e-6, 1e-5))
           << shapeToString(c.x) << " include_pad " << include;
       EXPECT_EQ(y.isChannelsLast(), x.isChannelsLast());
       Tensor gy = layout(randomTensor(y.shape(), DType::f32, seed++), c.channels_last);
       EXPECT_TRUE(tensorsNear(kernels::avgPool2dBackward(gy, x, p),
-                              kernels::reference::avgPool2dBackward(gy, x, p), 1e-6, 1e-5))
+                              kernels::reference::kPool.avgPool2dBackward(gy, x, p), 1e-6, 1e-5))
           << shapeToString(c.x) << " include_pad " << include;
     }
   }
@@ -99,12 +101,12 @@ TEST(AdaptiveAvgPool2d, forward_and_backward_match_reference) {
            {{2, 8, 6, 6}, {1, 1}}, {{2, 3, 8, 6}, {4, 2}}, {{1, 3, 7, 5}, {3, 2}}, {{2, 4, 3, 3}, {5, 4}}}) {
     Tensor x = randomTensor(c.x, DType::f32, seed++).toFormat(MemoryFormat::channels_last);
     Tensor y = kernels::adaptiveAvgPool2dForward(x, c.out);
-    EXPECT_TRUE(tensorsNear(y, kernels::reference::adaptiveAvgPool2dForward(x, c.out), 1e-6, 1e-5))
+    EXPECT_TRUE(tensorsNear(y, kernels::reference::kPool.adaptiveAvgPool2dForward(x, c.out), 1e-6, 1e-5))
         << shapeToString(c.x);
     EXPECT_TRUE(y.isChannelsLast());
     Tensor gy = randomTensor(y.shape(), DType::f32, seed++);
     EXPECT_TRUE(tensorsNear(kernels::adaptiveAvgPool2dBackward(gy, x, c.out),
-                            kernels::reference::adaptiveAvgPool2dBackward(gy, x, c.out), 1e-6, 1e-5));
+                            kernels::reference::kPool.adaptiveAvgPool2dBackward(gy, x, c.out), 1e-6, 1e-5));
   }
 }
 
@@ -136,8 +138,8 @@ TEST(MaxPool2d, ties_go_to_the_first_maximum) {
     p.padding = {1, 1};
     auto r = kernels::maxPool2dForward(x, p, true);
     Tensor gy = layout(randomTensor(r.y.shape(), DType::f32, 7), cl);
-    EXPECT_TRUE(tensorsNear(kernels::maxPool2dBackward(gy, x, r.workspace, p),
-                            kernels::reference::maxPool2dBackward(gy, x, Tensor(), kernels::resolvePool2d(p)),
-                            1e-6));
+    EXPECT_TRUE(tensorsNear(
+        kernels::maxPool2dBackward(gy, x, r.workspace, p),
+        kernels::reference::kPool.maxPool2dBackward(gy, x, Tensor(), kernels::resolvePool2d(p)), 1e-6));
   }
 }

@@ -1,3 +1,5 @@
+#include "lockstep/kernels/tables/reduce.h"
+
 #include <cmath>
 
 #include "common/check.h"
@@ -23,8 +25,8 @@ TEST(Reduce, sum_and_mean_match_reference) {
       for (bool keepdim : {false, true}) {
         SCOPED_TRACE(shapeToString(c.shape) + " dims " + shapeToString(c.dims) + (keepdim ? " keepdim" : ""));
         Tensor x = randomTensor(c.shape, DType::f32, 7);
-        Tensor fast = kernels::onednn::reduce(op, x, c.dims, keepdim);
-        Tensor ref = kernels::reference::reduce(op, x, c.dims, keepdim);
+        Tensor fast = kernels::onednn::kReduce.reduce(op, x, c.dims, keepdim);
+        Tensor ref = kernels::reference::kReduce.reduce(op, x, c.dims, keepdim);
         EXPECT_TRUE(tensorsNear(fast, ref, 1e-5, 1e-5));
       }
     }
@@ -35,7 +37,8 @@ TEST(Reduce, all_dims_give_0d) {
   Tensor x = randomTensor({3, 4, 5}, DType::f32);
   Tensor s = kernels::reduce(ReduceOp::sum, x, kernels::allDims(x));
   EXPECT_EQ(s.dim(), 0);
-  EXPECT_NEAR(s.itemDouble(), kernels::reference::reduce(ReduceOp::sum, x, {0, 1, 2}).itemDouble(), 1e-5);
+  EXPECT_NEAR(s.itemDouble(),
+              kernels::reference::kReduce.reduce(ReduceOp::sum, x, {0, 1, 2}, false).itemDouble(), 1e-5);
   Tensor m = kernels::reduce(ReduceOp::mean, x, {0, 1, 2}, /*keepdim=*/true);
   EXPECT_EQ(m.shape(), (Shape{1, 1, 1}));
   EXPECT_NEAR(m.itemDouble(), s.itemDouble() / 60.0, 1e-6);
@@ -45,9 +48,10 @@ TEST(Reduce, strided_input) {
   Tensor x = randomTensor({5, 6, 7}, DType::f32).permute({2, 0, 1});
   Tensor n = randomTensor({6, 9}, DType::f32).narrow(1, 1, 5);
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean}) {
-    EXPECT_TRUE(
-        tensorsNear(kernels::reduce(op, x, {0, 2}), kernels::reference::reduce(op, x, {0, 2}), 1e-5, 1e-5));
-    EXPECT_TRUE(tensorsNear(kernels::reduce(op, n, {1}), kernels::reference::reduce(op, n, {1}), 1e-5, 1e-5));
+    EXPECT_TRUE(tensorsNear(kernels::reduce(op, x, {0, 2}),
+                            kernels::reference::kReduce.reduce(op, x, {0, 2}, false), 1e-5, 1e-5));
+    EXPECT_TRUE(tensorsNear(kernels::reduce(op, n, {1}),
+                            kernels::reference::kReduce.reduce(op, n, {1}, false), 1e-5, 1e-5));
   }
 }
 
@@ -86,12 +90,12 @@ TEST(SumToShape, folds_broadcast_dims) {
     SCOPED_TRACE(shapeToString(c.target));
     Tensor r = kernels::sumToShape(g, c.target);
     EXPECT_EQ(r.shape(), c.target);
-    Tensor ref = kernels::reference::reduce(ReduceOp::sum, g, c.dims, true).reshape(c.target);
+    Tensor ref = kernels::reference::kReduce.reduce(ReduceOp::sum, g, c.dims, true).reshape(c.target);
     EXPECT_TRUE(tensorsNear(r, ref, 1e-5, 1e-5));
   }
   Tensor g64 = randomTensor({3, 4}, DType::f64);
   EXPECT_TRUE(tensorsNear(kernels::sumToShape(g64, {3, 1}),
-                          kernels::reference::reduce(ReduceOp::sum, g64, {1}, true), 1e-12));
+                          kernels::reference::kReduce.reduce(ReduceOp::sum, g64, {1}, true), 1e-12));
 }
 
 TEST(SumToShape, rejects_non_broadcast_shape) {

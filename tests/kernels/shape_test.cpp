@@ -1,3 +1,5 @@
+#include "lockstep/kernels/tables/shape.h"
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -23,8 +25,8 @@ TEST(Concat, forward_matches_reference) {
   for (const auto& c : cases) {
     std::vector<Tensor> xs;
     for (size_t i = 0; i < c.shapes.size(); ++i) xs.push_back(randomTensor(c.shapes[i], DType::f32, 20 + i));
-    Tensor fast = kernels::onednn::concat(xs, c.dim);
-    Tensor ref = kernels::reference::concat(xs, c.dim);
+    Tensor fast = kernels::onednn::kShape.concat(xs, c.dim);
+    Tensor ref = kernels::reference::kShape.concat(xs, c.dim);
     EXPECT_TRUE(tensorsNear(fast, ref, 0.0)) << "dim " << c.dim;
     EXPECT_TRUE(fast.isContiguous());
   }
@@ -35,12 +37,12 @@ TEST(Concat, strided_inputs_and_other_dtypes) {
   Tensor b = randomTensor({3, 9}, DType::f32, 2).narrow(1, 2, 4);  // [3, 4] with gaps
   Tensor c = randomTensor({2, 3, 4, 5}, DType::f32, 3).toFormat(MemoryFormat::channels_last);
   Tensor d = randomTensor({2, 3, 4, 5}, DType::f32, 4);
-  EXPECT_TRUE(tensorsNear(kernels::concat({a, b}, 1), kernels::reference::concat({a, b}, 1), 0.0));
-  EXPECT_TRUE(tensorsNear(kernels::concat({c, d}, 1), kernels::reference::concat({c, d}, 1), 0.0));
+  EXPECT_TRUE(tensorsNear(kernels::concat({a, b}, 1), kernels::reference::kShape.concat({a, b}, 1), 0.0));
+  EXPECT_TRUE(tensorsNear(kernels::concat({c, d}, 1), kernels::reference::kShape.concat({c, d}, 1), 0.0));
   Tensor i = Tensor::arange(4), j = Tensor::arange(3);
   EXPECT_EQ(kernels::concat({i, j}, 0).toVector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 0, 1, 2}));
   Tensor e = randomTensor({2, 2}, DType::f64), f = randomTensor({2, 1}, DType::f64, 2);
-  EXPECT_TRUE(tensorsNear(kernels::concat({e, f}, 1), kernels::reference::concat({e, f}, 1), 0.0));
+  EXPECT_TRUE(tensorsNear(kernels::concat({e, f}, 1), kernels::reference::kShape.concat({e, f}, 1), 0.0));
 }
 
 TEST(Concat, rejects_mismatched_shapes) {

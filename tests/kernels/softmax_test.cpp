@@ -1,3 +1,5 @@
+#include "lockstep/kernels/tables/softmax.h"
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -23,23 +25,24 @@ std::vector<SoftmaxCase> softmaxCases() {
 
 TEST(Softmax, forward_and_backward_match_reference) {
   for (const auto& c : softmaxCases()) {
-    Tensor y = kernels::onednn::softmaxForward(c.x, c.dim);
-    EXPECT_TRUE(tensorsNear(y, kernels::reference::softmaxForward(c.x, c.dim), 1e-6, 1e-5)) << c.x.describe();
+    Tensor y = kernels::onednn::kSoftmax.softmaxForward(c.x, c.dim);
+    EXPECT_TRUE(tensorsNear(y, kernels::reference::kSoftmax.softmaxForward(c.x, c.dim), 1e-6, 1e-5))
+        << c.x.describe();
     Tensor gy = randomTensor(c.x.shape(), DType::f32, 8);
-    EXPECT_TRUE(tensorsNear(kernels::onednn::softmaxBackward(gy, y, c.dim),
-                            kernels::reference::softmaxBackward(gy, y, c.dim), 1e-6, 1e-5))
+    EXPECT_TRUE(tensorsNear(kernels::onednn::kSoftmax.softmaxBackward(gy, y, c.dim),
+                            kernels::reference::kSoftmax.softmaxBackward(gy, y, c.dim), 1e-6, 1e-5))
         << c.x.describe();
   }
 }
 
 TEST(LogSoftmax, forward_and_backward_match_reference) {
   for (const auto& c : softmaxCases()) {
-    Tensor y = kernels::onednn::logSoftmaxForward(c.x, c.dim);
-    EXPECT_TRUE(tensorsNear(y, kernels::reference::logSoftmaxForward(c.x, c.dim), 1e-5, 1e-5))
+    Tensor y = kernels::onednn::kSoftmax.logSoftmaxForward(c.x, c.dim);
+    EXPECT_TRUE(tensorsNear(y, kernels::reference::kSoftmax.logSoftmaxForward(c.x, c.dim), 1e-5, 1e-5))
         << c.x.describe();
     Tensor gy = randomTensor(c.x.shape(), DType::f32, 8);
-    EXPECT_TRUE(tensorsNear(kernels::onednn::logSoftmaxBackward(gy, y, c.dim),
-                            kernels::reference::logSoftmaxBackward(gy, y, c.dim), 1e-5, 1e-5))
+    EXPECT_TRUE(tensorsNear(kernels::onednn::kSoftmax.logSoftmaxBackward(gy, y, c.dim),
+                            kernels::reference::kSoftmax.logSoftmaxBackward(gy, y, c.dim), 1e-5, 1e-5))
         << c.x.describe();
   }
 }

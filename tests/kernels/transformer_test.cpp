@@ -2,6 +2,8 @@
 
 #include "common/check.h"
 #include "lockstep/kernels.h"
+#include "lockstep/kernels/tables/activation.h"
+#include "lockstep/kernels/tables/transformer.h"
 
 using namespace lockstep;
 using lockstep::testing::randomTensor;
@@ -12,11 +14,12 @@ TEST(Embedding, gathers_rows_and_scatter_adds_repeated_indices) {
   Tensor ix = Tensor::fromVector<int64_t>({4, 0, 4, 2, 4, 1}, {2, 3});
   Tensor y = kernels::embeddingForward(w, ix);
   EXPECT_EQ(y.shape(), (Shape{2, 3, 3}));
-  EXPECT_TRUE(tensorsNear(y, kernels::reference::embeddingForward(w, ix), 0.0));
+  EXPECT_TRUE(tensorsNear(y, kernels::reference::kTransformer.embeddingForward(w, ix), 0.0));
   Tensor g = randomTensor({2, 3, 3}, DType::f32, 2);
   for (int64_t pad : {-1, 4, 0}) {
     Tensor gw = kernels::embeddingBackward(g, ix, 5, pad);
-    EXPECT_TRUE(tensorsNear(gw, kernels::reference::embeddingBackward(g, ix, 5, pad), 1e-6)) << pad;
+    EXPECT_TRUE(tensorsNear(gw, kernels::reference::kTransformer.embeddingBackward(g, ix, 5, pad), 1e-6))
+        << pad;
     if (pad >= 0) {
       EXPECT_EQ(gw.narrow(0, pad, 1).toVector<float>(), std::vector<float>(3, 0.0f));
     }
@@ -48,12 +51,12 @@ TEST(RmsNorm, forward_and_backward_match_reference) {
     for (bool with_w : {false, true}) {
       Tensor w = with_w ? randomTensor({d}, DType::f32, 4, 0.5, 1.5) : Tensor();
       auto f = kernels::rmsNormForward(x, w, 1e-6);
-      auto r = kernels::reference::rmsNormForward(x, w, 1e-6);
+      auto r = kernels::reference::kTransformer.rmsNormForward(x, w, 1e-6);
       EXPECT_TRUE(tensorsNear(f.y, r.y, 1e-5, 1e-5));
       EXPECT_TRUE(tensorsNear(f.rstd, r.rstd, 1e-5, 1e-5));
       Tensor g = randomTensor(shape, DType::f32, 5);
       auto gf = kernels::rmsNormBackward(g, x, f.rstd, w);
-      auto gr = kernels::reference::rmsNormBackward(g, x, r.rstd, w);
+      auto gr = kernels::reference::kTransformer.rmsNormBackward(g, x, r.rstd, w);
       EXPECT_TRUE(tensorsNear(gf.gx, gr.gx, 1e-4, 1e-4));
       EXPECT_EQ(gf.gweight.defined(), with_w);
       if (with_w) {
@@ -65,10 +68,11 @@ TEST(RmsNorm, forward_and_backward_match_reference) {
 
 TEST(Swiglu, forward_and_backward_match_reference) {
   Tensor a = randomTensor({3, 41}, DType::f32, 6, -4.0, 4.0), b = randomTensor({3, 41}, DType::f32, 7);
-  EXPECT_TRUE(tensorsNear(kernels::swigluForward(a, b), kernels::reference::swigluForward(a, b), 1e-6, 1e-5));
+  EXPECT_TRUE(tensorsNear(kernels::swigluForward(a, b), kernels::reference::kTransformer.swigluForward(a, b),
+                          1e-6, 1e-5));
   Tensor g = randomTensor({3, 41}, DType::f32, 8);
   auto [ga, gb] = kernels::swigluBackward(g, a, b);
-  auto [ra, rb] = kernels::reference::swigluBackward(g, a, b);
+  auto [ra, rb] = kernels::reference::kTransformer.swigluBackward(g, a, b);
   EXPECT_TRUE(tensorsNear(ga, ra, 1e-6, 1e-5));
   EXPECT_TRUE(tensorsNear(gb, rb, 1e-6, 1e-5));
   EXPECT_THROW(kernels::swigluForward(a, Tensor::zeros({3, 40})), ValueError);
@@ -77,9 +81,10 @@ TEST(Swiglu, forward_and_backward_match_reference) {
 TEST(Rotary, forward_and_inverse_match_reference) {
   Tensor x = randomTensor({2, 3, 5, 8}, DType::f32, 9);
   Tensor c = randomTensor({5, 4}, DType::f32, 10), s = randomTensor({5, 4}, DType::f32, 11);
-  EXPECT_TRUE(tensorsNear(kernels::rotaryForward(x, c, s), kernels::reference::rotaryForward(x, c, s), 1e-6));
-  EXPECT_TRUE(
-      tensorsNear(kernels::rotaryBackward(x, c, s), kernels::reference::rotaryBackward(x, c, s), 1e-6));
+  EXPECT_TRUE(tensorsNear(kernels::rotaryForward(x, c, s),
+                          kernels::reference::kTransformer.rotaryForward(x, c, s), 1e-6));
+  EXPECT_TRUE(tensorsNear(kernels::rotaryBackward(x, c, s),
+                          kernels::reference::kTransformer.rotaryBackward(x, c, s), 1e-6));
   // A strided input (a transposed [B, T, H, D]) gives the same result as its contiguous copy.
   Tensor xt = randomTensor({2, 5, 3, 8}, DType::f32, 12).transpose(1, 2);
   EXPECT_TRUE(
@@ -96,9 +101,10 @@ TEST(Activation, gelu_tanh_own_loops_match_reference_over_the_whole_range) {
   for (float tiny : {1e-30f, -1e-30f, 1e-7f, -3e-6f, 0.0f, -0.0f, 1e30f, -1e30f}) v.push_back(tiny);
   Tensor x = Tensor::fromVector(v, {static_cast<int64_t>(v.size())});
   Tensor g = randomTensor(x.shape(), DType::f32, 21);
-  EXPECT_TRUE(tensorsNear(kernels::geluTanhForward(x), kernels::reference::geluTanhForward(x), 1e-6, 1e-5));
-  EXPECT_TRUE(
-      tensorsNear(kernels::geluTanhBackward(g, x), kernels::reference::geluTanhBackward(g, x), 1e-6, 1e-4));
+  EXPECT_TRUE(tensorsNear(kernels::geluTanhForward(x), kernels::reference::kActivation.geluTanhForward(x),
+                          1e-6, 1e-5));
+  EXPECT_TRUE(tensorsNear(kernels::geluTanhBackward(g, x),
+                          kernels::reference::kActivation.geluTanhBackward(g, x), 1e-6, 1e-4));
   const float inf = std::numeric_limits<float>::infinity();
   auto y = kernels::geluTanhForward(Tensor::fromVector(std::vector<float>{inf, 3.0f}, {2})).toVector<float>();
   EXPECT_EQ(y[0], inf);
@@ -108,9 +114,12 @@ TEST(Activation, gelu_tanh_own_loops_match_reference_over_the_whole_range) {
 
 TEST(Activation, gelu_tanh_and_silu_match_reference) {
   Tensor x = randomTensor({5, 13}, DType::f32, 13, -5.0, 5.0), g = randomTensor({5, 13}, DType::f32, 14);
-  EXPECT_TRUE(tensorsNear(kernels::geluTanhForward(x), kernels::reference::geluTanhForward(x), 1e-5, 1e-5));
+  EXPECT_TRUE(tensorsNear(kernels::geluTanhForward(x), kernels::reference::kActivation.geluTanhForward(x),
+                          1e-5, 1e-5));
+  EXPECT_TRUE(tensorsNear(kernels::geluTanhBackward(g, x),
+                          kernels::reference::kActivation.geluTanhBackward(g, x), 1e-5, 1e-4));
   EXPECT_TRUE(
-      tensorsNear(kernels::geluTanhBackward(g, x), kernels::reference::geluTanhBackward(g, x), 1e-5, 1e-4));
-  EXPECT_TRUE(tensorsNear(kernels::siluForward(x), kernels::reference::siluForward(x), 1e-5, 1e-5));
-  EXPECT_TRUE(tensorsNear(kernels::siluBackward(g, x), kernels::reference::siluBackward(g, x), 1e-5, 1e-4));
+      tensorsNear(kernels::siluForward(x), kernels::reference::kActivation.siluForward(x), 1e-5, 1e-5));
+  EXPECT_TRUE(tensorsNear(kernels::siluBackward(g, x), kernels::reference::kActivation.siluBackward(g, x),
+                          1e-5, 1e-4));
 }

@@ -145,26 +145,26 @@ Tensor mseBackwardFast(const Tensor& gloss, const Tensor& a, const Tensor& b, Lo
 
 std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
                                               const CrossEntropyParams& p) {
-  if (logits.dtype() != DType::f32) return reference::crossEntropyForward(logits, target, p);
+  if (logits.dtype() != DType::f32) return reference::kLoss.crossEntropyForward(logits, target, p);
   return crossEntropyFast(logits, target, p);
 }
 
 Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
                             const Tensor& target, const CrossEntropyParams& p) {
   if (logits.dtype() != DType::f32 || lse.dtype() != DType::f32) {
-    return reference::crossEntropyBackward(gloss, logits, lse, target, p);
+    return reference::kLoss.crossEntropyBackward(gloss, logits, lse, target, p);
   }
   return crossEntropyBackwardFast(gloss, logits, lse, target, p);
 }
 
 Tensor mseLossForward(const Tensor& input, const Tensor& target, LossReduction reduction) {
-  if (!mseFast(input, target)) return reference::mseLossForward(input, target, reduction);
+  if (!mseFast(input, target)) return reference::kLoss.mseLossForward(input, target, reduction);
   return mseForwardFast(input, target, reduction);
 }
 
 Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& target,
                        LossReduction reduction) {
-  if (!mseFast(input, target)) return reference::mseLossBackward(gloss, input, target, reduction);
+  if (!mseFast(input, target)) return reference::kLoss.mseLossBackward(gloss, input, target, reduction);
   return mseBackwardFast(gloss, input, target, reduction);
 }
 

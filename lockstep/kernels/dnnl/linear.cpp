@@ -64,7 +64,7 @@ Tensor linearForward(const Tensor& x0, const Tensor& w0, const Tensor& b0) {
   Tensor x = x0.dim() == 2 && describable(x0) ? x0 : rows(x0).contiguous();
   Tensor w = describable(w0) ? w0 : w0.contiguous(), b = b0.defined() ? b0.contiguous() : b0;
   const int64_t m = x.size(0), in = x.size(1), out = w.size(0);
-  if (m == 0 || in == 0 || out == 0) return reference::linearForward(x0, w0, b0);
+  if (m == 0 || in == 0 || out == 0) return reference::kLinear.linearForward(x0, w0, b0);
   Tensor y = Tensor::empty({m, out}, x.dtype());
   Tensor wt = w.transpose(0, 1);
   static PrimitiveCache<dnnl::matmul> cache;
@@ -92,7 +92,7 @@ Tensor linearForward(const Tensor& x0, const Tensor& w0, const Tensor& b0) {
 Tensor linearBackwardData(const Tensor& gy0, const Tensor& w0) {
   Tensor gy = rows(gy0), w = w0.contiguous();
   IpShape s{gy.size(0), w.size(1), w.size(0), gy.dtype()};
-  if (s.m == 0 || s.in == 0 || s.out == 0) return reference::linearBackwardData(gy0, w0);
+  if (s.m == 0 || s.in == 0 || s.out == 0) return reference::kLinear.linearBackwardData(gy0, w0);
   Tensor gx = Tensor::empty({s.m, s.in}, gy.dtype());
   static PrimitiveCache<dnnl::inner_product_backward_data> cache;
   try {
@@ -114,7 +114,8 @@ std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy0, const Tensor&
   Tensor gy = rows(gy0), x = rows(x0);
   IpShape s{x.size(0), x.size(1), gy.size(1), x.dtype()};
   // Empty matrices: nothing for oneDNN to do, and the loops handle them exactly.
-  if (s.m == 0 || s.in == 0 || s.out == 0) return reference::linearBackwardWeights(gy0, x0, with_bias);
+  if (s.m == 0 || s.in == 0 || s.out == 0)
+    return reference::kLinear.linearBackwardWeights(gy0, x0, with_bias);
   Tensor gw = Tensor::empty({s.out, s.in}, x.dtype());
   Tensor gb = with_bias ? Tensor::empty({s.out}, x.dtype()) : Tensor();
   static PrimitiveCache<dnnl::inner_product_backward_weights> cache;

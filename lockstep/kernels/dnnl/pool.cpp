@@ -161,22 +161,24 @@ Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& worksp
 }
 
 Tensor avgPool2dForward(const Tensor& x, const Pool2dParams& p) {
-  if (!divisorsAgree(x.shape(), p)) return inFormat(reference::avgPool2dForward(x, p), formatOf(x));
+  if (!divisorsAgree(x.shape(), p)) return inFormat(reference::kPool.avgPool2dForward(x, p), formatOf(x));
   return forward(avgAlgorithm(p.count_include_pad), x, p, false, nullptr);
 }
 
 Tensor avgPool2dBackward(const Tensor& gy, const Tensor& x, const Pool2dParams& p) {
-  if (!divisorsAgree(x.shape(), p)) return inFormat(reference::avgPool2dBackward(gy, x, p), formatOf(x));
+  if (!divisorsAgree(x.shape(), p))
+    return inFormat(reference::kPool.avgPool2dBackward(gy, x, p), formatOf(x));
   return backward(avgAlgorithm(p.count_include_pad), gy, x, Tensor(), p);
 }
 
 Tensor adaptiveAvgPool2dForward(const Tensor& x, std::array<int64_t, 2> out) {
-  if (!uniformBins(x, out)) return inFormat(reference::adaptiveAvgPool2dForward(x, out), formatOf(x));
+  if (!uniformBins(x, out)) return inFormat(reference::kPool.adaptiveAvgPool2dForward(x, out), formatOf(x));
   return forward(dnnl::algorithm::pooling_avg_exclude_padding, x, uniformParams(x, out), false, nullptr);
 }
 
 Tensor adaptiveAvgPool2dBackward(const Tensor& gy, const Tensor& x, std::array<int64_t, 2> out) {
-  if (!uniformBins(x, out)) return inFormat(reference::adaptiveAvgPool2dBackward(gy, x, out), formatOf(x));
+  if (!uniformBins(x, out))
+    return inFormat(reference::kPool.adaptiveAvgPool2dBackward(gy, x, out), formatOf(x));
   return backward(dnnl::algorithm::pooling_avg_exclude_padding, gy, x, Tensor(), uniformParams(x, out));
 }
 
