@@ -1,5 +1,6 @@
 #include "lockstep/comm/process_group.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "lockstep/comm/op_watch.h"
@@ -202,6 +203,17 @@ void ProcessGroup::checkHostBuffers(const BufferPlace& place, const char* what) 
   LOCKSTEP_ENFORCE(!place.onDevice(), ValueError, what, ": backend ", backendName(),
                    " moves host memory only, but the buffers are on cuda:", place.device,
                    "; use backend nccl for GPU buffers (or copy them to the host first)");
+}
+
+ProcessGroup::Subgroup ProcessGroup::subgroup(const std::vector<int>& ranks) const {
+  Subgroup g{ranks};
+  std::sort(g.ranks.begin(), g.ranks.end());
+  LOCKSTEP_ENFORCE(!g.ranks.empty() && std::adjacent_find(g.ranks.begin(), g.ranks.end()) == g.ranks.end() &&
+                       g.ranks.front() >= 0 && g.ranks.back() < size(),
+                   ValueError, "newGroup: ranks must be unique ranks of this group of size ", size());
+  auto it = std::find(g.ranks.begin(), g.ranks.end(), rank());
+  if (it != g.ranks.end()) g.rank = static_cast<int>(it - g.ranks.begin());
+  return g;
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>&) { notSupported("newGroup"); }

@@ -237,6 +237,14 @@ class ProcessGroup {
   virtual std::shared_ptr<ProcessGroup> newGroup(const std::vector<int>& ranks);
 
  protected:
+  /// newGroup's members: ranks sorted, each a rank of this group once (ValueError otherwise), and
+  /// this rank's place among them (-1 when it is not one of them).
+  struct Subgroup {
+    std::vector<int> ranks;
+    int rank = -1;
+  };
+  Subgroup subgroup(const std::vector<int>& ranks) const;
+
   using OpBody = std::function<void(const OpContext&)>;
   /// Validates nothing; numbers the op and queues body on the worker thread.
   /// defer: see AllreduceOptions::defer.

@@ -386,12 +386,7 @@ std::shared_ptr<Work> MpiProcessGroup::recv(void* data, size_t count, DType dtyp
 }
 
 std::shared_ptr<ProcessGroup> MpiProcessGroup::newGroup(const std::vector<int>& ranks) {
-  std::vector<int> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end());
-  LOCKSTEP_ENFORCE(!sorted.empty() && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() &&
-                       sorted.front() >= 0 && sorted.back() < size(),
-                   ValueError, "newGroup: ranks must be unique ranks of this group of size ", size());
-  bool member = std::binary_search(sorted.begin(), sorted.end(), rank());
+  const bool member = subgroup(ranks).rank >= 0;
   // Drain this group's queue first: MPI_Comm_split is collective on comm_ and must not interleave
   // with queued ops on the worker thread.
   barrier()->wait();

@@ -474,18 +474,12 @@ std::shared_ptr<Work> ShmProcessGroup::recv(void* data, size_t count, DType dtyp
 
 std::shared_ptr<ProcessGroup> ShmProcessGroup::newGroup(const std::vector<int>& ranks) {
   auto id = groups_created_++;
-  std::vector<int> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end());
-  LOCKSTEP_ENFORCE(!sorted.empty() && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() &&
-                       sorted.front() >= 0 && sorted.back() < size(),
-                   ValueError, "newGroup: ranks must be unique ranks of this group of size ", size());
-  auto it = std::find(sorted.begin(), sorted.end(), rank());
-  if (it == sorted.end()) return nullptr;
+  const Subgroup g = subgroup(ranks);
+  if (g.rank < 0) return nullptr;
   auto store = std::make_shared<PrefixStore>("sub" + std::to_string(id), store_);
   ShmOptions o = options_;
   o.timeout = timeout();
-  return std::make_shared<ShmProcessGroup>(store, static_cast<int>(it - sorted.begin()),
-                                           static_cast<int>(sorted.size()), o);
+  return std::make_shared<ShmProcessGroup>(store, g.rank, static_cast<int>(g.ranks.size()), o);
 }
 
 }  // namespace lockstep::comm

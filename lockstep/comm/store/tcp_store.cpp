@@ -104,6 +104,20 @@ void TCPStore::checkKey(const std::string& key) const {
                    " bytes exceeds the limit of ", detail::kMaxKeyBytes, " bytes");
 }
 
+std::vector<uint8_t> TCPStore::keysFrame(uint8_t cmd, const char* op, const std::vector<std::string>& keys,
+                                         std::optional<int64_t> timeout_ms) const {
+  LOCKSTEP_ENFORCE(keys.size() <= detail::kMaxKeysPerRequest, ValueError, where(), ": ", op,
+                   "() on more than ", detail::kMaxKeysPerRequest, " keys");
+  FrameWriter w;
+  w.u8(cmd).u32(static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) {
+    checkKey(k);
+    w.str(k);
+  }
+  if (timeout_ms) w.i64(*timeout_ms);
+  return std::move(w.finish());
+}
+
 TCPStore::Reply TCPStore::request(std::vector<uint8_t>& frame, std::chrono::milliseconds server_wait) {
   int fd = takeConnection();
   try {
@@ -198,16 +212,8 @@ std::vector<uint8_t> TCPStore::compareSet(const std::string& key, const std::vec
 }
 
 void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  LOCKSTEP_ENFORCE(keys.size() <= detail::kMaxKeysPerRequest, ValueError, where(), ": wait() on more than ",
-                   detail::kMaxKeysPerRequest, " keys");
-  FrameWriter w;
-  w.u8(static_cast<uint8_t>(StoreCmd::wait)).u32(static_cast<uint32_t>(keys.size()));
-  for (const auto& k : keys) {
-    checkKey(k);
-    w.str(k);
-  }
-  w.i64(timeout.count());
-  auto rep = request(w.finish(), timeout);
+  std::vector<uint8_t> frame = keysFrame(static_cast<uint8_t>(StoreCmd::wait), "wait", keys, timeout.count());
+  auto rep = request(frame, timeout);
   FrameReader r(rep.body.data(), rep.body.size());
   if (rep.status == static_cast<uint8_t>(StoreStatus::timeout)) {
     auto miss = r.keys();
@@ -221,15 +227,8 @@ void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
 }
 
 bool TCPStore::check(const std::vector<std::string>& keys) {
-  LOCKSTEP_ENFORCE(keys.size() <= detail::kMaxKeysPerRequest, ValueError, where(), ": check() on more than ",
-                   detail::kMaxKeysPerRequest, " keys");
-  FrameWriter w;
-  w.u8(static_cast<uint8_t>(StoreCmd::check)).u32(static_cast<uint32_t>(keys.size()));
-  for (const auto& k : keys) {
-    checkKey(k);
-    w.str(k);
-  }
-  auto rep = request(w.finish(), std::chrono::milliseconds(0));
+  std::vector<uint8_t> frame = keysFrame(static_cast<uint8_t>(StoreCmd::check), "check", keys);
+  auto rep = request(frame, std::chrono::milliseconds(0));
   FrameReader r(rep.body.data(), rep.body.size());
   expectOk(where(), rep.status, r);
   auto v = r.u8();

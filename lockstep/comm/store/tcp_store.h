@@ -3,6 +3,7 @@
 // rank 0 hosts the server; every rank connects as a client.
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,9 @@ class TCPStore : public Store {
   void giveBack(int fd);
   std::string where() const;
   void checkKey(const std::string& key) const;
+  /// The frame of a request naming keys (wait, check): each key checked, at most kMaxKeysPerRequest.
+  std::vector<uint8_t> keysFrame(uint8_t cmd, const char* op, const std::vector<std::string>& keys,
+                                 std::optional<int64_t> timeout_ms = std::nullopt) const;
 
   std::string host_;
   std::string join_token_;
