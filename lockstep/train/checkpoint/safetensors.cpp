@@ -1,6 +1,7 @@
 #include "lockstep/train/checkpoint/safetensors.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -12,37 +13,24 @@ namespace lockstep::train {
 
 namespace {
 
-const char* stName(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "F32";
-    case DType::f64:
-      return "F64";
-    case DType::bf16:
-      return "BF16";
-    case DType::f16:
-      return "F16";
-    case DType::i32:
-      return "I32";
-    case DType::i64:
-      return "I64";
-    case DType::u8:
-      return "U8";
-  }
-  return "?";
+// safetensors names the dtypes as lockstep does, in capitals: F32, F64, BF16, F16, I32, I64, U8.
+std::string stName(DType t) {
+  std::string n = dtypeName(t);
+  for (char& c : n) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return n;
 }
 
 bool stDType(const std::string& s, DType* out) {
-  static const std::pair<const char*, DType> kMap[] = {
-      {"F32", DType::f32}, {"F64", DType::f64}, {"BF16", DType::bf16}, {"F16", DType::f16},
-      {"I32", DType::i32}, {"I64", DType::i64}, {"U8", DType::u8}};
-  for (const auto& [n, t] : kMap) {
-    if (s == n) {
-      *out = t;
-      return true;
-    }
+  std::string n = s;
+  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  try {
+    const DType t = dtypeFromName(n);
+    if (stName(t) != s) return false;  // the format's names are capitals only
+    *out = t;
+    return true;
+  } catch (const ValueError&) {
+    return false;
   }
-  return false;
 }
 
 }  // namespace
