@@ -102,28 +102,11 @@ const LayerNormKernels kLayerNorm{
 const BatchNormKernels kBatchNorm{.batchNorm2dForward = &batchNorm2dForward,
                                   .batchNorm2dBackward = &batchNorm2dBackward};
 
-const LinearKernels kLinear{
-    .linearForward = &linearForward,
-    .linearBackwardData = &linearBackwardData,
-    .linearBackwardWeights = &linearBackwardWeights,
-    .matmul = &matmul,
-};
+const LinearKernels kLinear{LOCKSTEP_LINEAR_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
-const ConvKernels kConv{
-    .conv2dInput = &conv2dInput,
-    .conv2dForward = &conv2dForward,
-    .conv2dBackwardData = &conv2dBackwardData,
-    .conv2dBackwardWeights = &conv2dBackwardWeights,
-};
+const ConvKernels kConv{LOCKSTEP_CONV_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
-const PoolKernels kPool{
-    .maxPool2dForward = &maxPool2dForward,
-    .maxPool2dBackward = &maxPool2dBackward,
-    .avgPool2dForward = &avgPool2dForward,
-    .avgPool2dBackward = &avgPool2dBackward,
-    .adaptiveAvgPool2dForward = &adaptiveAvgPool2dForward,
-    .adaptiveAvgPool2dBackward = &adaptiveAvgPool2dBackward,
-};
+const PoolKernels kPool{LOCKSTEP_POOL_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 const ReduceKernels kReduce{.reduce = &reduce};
 
@@ -133,14 +116,7 @@ const ShapeKernels kShape{.concat = [](const std::vector<Tensor>& xs, int64_t di
   return concat(xs, d, out);
 }};
 
-const LossKernels kLoss{
-    .crossEntropyForward = &crossEntropyForward,
-    .crossEntropyBackward = &crossEntropyBackward,
-    .nllLossForward = &nllLossForward,
-    .nllLossBackward = &nllLossBackward,
-    .mseLossForward = &mseLossForward,
-    .mseLossBackward = &mseLossBackward,
-};
+const LossKernels kLoss{LOCKSTEP_LOSS_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 const AttentionKernels kAttention{.attentionForward = &attentionForward,
                                   .attentionBackward = &attentionBackward};

@@ -104,21 +104,6 @@ Tensor sigmoidBackward(const Tensor& gy, const Tensor& y) {
   return eltwiseBackward(gy, y, Alg::eltwise_logistic_use_dst_for_bwd, 0.f, true, "sigmoid backward");
 }
 
-const ActivationKernels kActivation{
-    .reluForward = &reluForward,
-    .reluBackward = &reluBackward,
-    .leakyReluForward = &leakyReluForward,
-    .leakyReluBackward = &leakyReluBackward,
-    .geluForward = &geluForward,
-    .geluBackward = &geluBackward,
-    .geluTanhForward = &geluTanhForward,
-    .geluTanhBackward = &geluTanhBackward,
-    .siluForward = &siluForward,
-    .siluBackward = &siluBackward,
-    .tanhForward = &tanhForward,
-    .tanhBackward = &tanhBackward,
-    .sigmoidForward = &sigmoidForward,
-    .sigmoidBackward = &sigmoidBackward,
-};
+const ActivationKernels kActivation{LOCKSTEP_ACTIVATION_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::onednn

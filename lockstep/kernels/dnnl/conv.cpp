@@ -228,11 +228,6 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, con
   return out;
 }
 
-const ConvKernels kConv{
-    .conv2dInput = &conv2dInput,
-    .conv2dForward = &conv2dForward,
-    .conv2dBackwardData = &conv2dBackwardData,
-    .conv2dBackwardWeights = &conv2dBackwardWeights,
-};
+const ConvKernels kConv{LOCKSTEP_CONV_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::onednn

@@ -177,11 +177,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-const LinearKernels kLinear{
-    .linearForward = &linearForward,
-    .linearBackwardData = &linearBackwardData,
-    .linearBackwardWeights = &linearBackwardWeights,
-    .matmul = &matmul,
-};
+const LinearKernels kLinear{LOCKSTEP_LINEAR_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::onednn

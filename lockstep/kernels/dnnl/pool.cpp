@@ -182,13 +182,6 @@ Tensor adaptiveAvgPool2dBackward(const Tensor& gy, const Tensor& x, std::array<i
   return backward(dnnl::algorithm::pooling_avg_exclude_padding, gy, x, Tensor(), uniformParams(x, out));
 }
 
-const PoolKernels kPool{
-    .maxPool2dForward = &maxPool2dForward,
-    .maxPool2dBackward = &maxPool2dBackward,
-    .avgPool2dForward = &avgPool2dForward,
-    .avgPool2dBackward = &avgPool2dBackward,
-    .adaptiveAvgPool2dForward = &adaptiveAvgPool2dForward,
-    .adaptiveAvgPool2dBackward = &adaptiveAvgPool2dBackward,
-};
+const PoolKernels kPool{LOCKSTEP_POOL_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::onednn

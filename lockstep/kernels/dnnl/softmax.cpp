@@ -70,11 +70,6 @@ Tensor logSoftmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim) {
   return backward<dnnl::logsoftmax_forward, dnnl::logsoftmax_backward>(gy, y, dim, "log_softmax backward");
 }
 
-const SoftmaxKernels kSoftmax{
-    .softmaxForward = &softmaxForward,
-    .softmaxBackward = &softmaxBackward,
-    .logSoftmaxForward = &logSoftmaxForward,
-    .logSoftmaxBackward = &logSoftmaxBackward,
-};
+const SoftmaxKernels kSoftmax{LOCKSTEP_SOFTMAX_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::onednn

@@ -99,21 +99,6 @@ Tensor sigmoidBackward(const Tensor& gy, const Tensor& y) {
   return backwardF64(gy, y, [](double v) { return v * (1.0 - v); });
 }
 
-const ActivationKernels kActivation{
-    .reluForward = &reluForward,
-    .reluBackward = &reluBackward,
-    .leakyReluForward = &leakyReluForward,
-    .leakyReluBackward = &leakyReluBackward,
-    .geluForward = &geluForward,
-    .geluBackward = &geluBackward,
-    .geluTanhForward = &geluTanhForward,
-    .geluTanhBackward = &geluTanhBackward,
-    .siluForward = &siluForward,
-    .siluBackward = &siluBackward,
-    .tanhForward = &tanhForward,
-    .tanhBackward = &tanhBackward,
-    .sigmoidForward = &sigmoidForward,
-    .sigmoidBackward = &sigmoidBackward,
-};
+const ActivationKernels kActivation{LOCKSTEP_ACTIVATION_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

@@ -84,11 +84,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return y.to(a.dtype());
 }
 
-const LinearKernels kLinear{
-    .linearForward = &linearForward,
-    .linearBackwardData = &linearBackwardData,
-    .linearBackwardWeights = &linearBackwardWeights,
-    .matmul = &matmul,
-};
+const LinearKernels kLinear{LOCKSTEP_LINEAR_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

@@ -114,13 +114,6 @@ Tensor mseLossBackward(const Tensor& gloss, const Tensor& input, const Tensor& t
   return gx.to(input.dtype());
 }
 
-const LossKernels kLoss{
-    .crossEntropyForward = &crossEntropyForward,
-    .crossEntropyBackward = &crossEntropyBackward,
-    .nllLossForward = &nllLossForward,
-    .nllLossBackward = &nllLossBackward,
-    .mseLossForward = &mseLossForward,
-    .mseLossBackward = &mseLossBackward,
-};
+const LossKernels kLoss{LOCKSTEP_LOSS_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

@@ -163,13 +163,6 @@ Tensor adaptiveAvgPool2dBackward(const Tensor& gy, const Tensor& x, std::array<i
   return avgBackward(gy, x, adaptiveWindows(x.size(2), out[0]), adaptiveWindows(x.size(3), out[1]), false);
 }
 
-const PoolKernels kPool{
-    .maxPool2dForward = &maxPool2dForward,
-    .maxPool2dBackward = &maxPool2dBackward,
-    .avgPool2dForward = &avgPool2dForward,
-    .avgPool2dBackward = &avgPool2dBackward,
-    .adaptiveAvgPool2dForward = &adaptiveAvgPool2dForward,
-    .adaptiveAvgPool2dBackward = &adaptiveAvgPool2dBackward,
-};
+const PoolKernels kPool{LOCKSTEP_POOL_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

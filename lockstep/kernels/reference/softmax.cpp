@@ -78,11 +78,6 @@ Tensor logSoftmaxBackward(const Tensor& gy, const Tensor& y, int64_t dim) {
   return backward(gy, y, dim, true);
 }
 
-const SoftmaxKernels kSoftmax{
-    .softmaxForward = &softmaxForward,
-    .softmaxBackward = &softmaxBackward,
-    .logSoftmaxForward = &logSoftmaxForward,
-    .logSoftmaxBackward = &logSoftmaxBackward,
-};
+const SoftmaxKernels kSoftmax{LOCKSTEP_SOFTMAX_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

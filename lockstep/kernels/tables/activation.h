@@ -3,25 +3,31 @@
 // A backward takes what its CPU entry point takes: the output y for relu, tanh and sigmoid, the
 // input x for the others.
 #include "lockstep/kernels/activation.h"
+#include "lockstep/kernels/tables/table.h"
 
 namespace lockstep::kernels {
 
+// clang-format off
+#define LOCKSTEP_ACTIVATION_OPS(X) \
+  X(reluForward, Tensor(const Tensor& x)) \
+  X(reluBackward, Tensor(const Tensor& gy, const Tensor& y)) \
+  X(leakyReluForward, Tensor(const Tensor& x, double slope)) \
+  X(leakyReluBackward, Tensor(const Tensor& gy, const Tensor& x, double slope)) \
+  X(geluForward, Tensor(const Tensor& x)) \
+  X(geluBackward, Tensor(const Tensor& gy, const Tensor& x)) \
+  X(geluTanhForward, Tensor(const Tensor& x)) \
+  X(geluTanhBackward, Tensor(const Tensor& gy, const Tensor& x)) \
+  X(siluForward, Tensor(const Tensor& x)) \
+  X(siluBackward, Tensor(const Tensor& gy, const Tensor& x)) \
+  X(tanhForward, Tensor(const Tensor& x)) \
+  X(tanhBackward, Tensor(const Tensor& gy, const Tensor& y)) \
+  X(sigmoidForward, Tensor(const Tensor& x)) \
+  X(sigmoidBackward, Tensor(const Tensor& gy, const Tensor& y))
+// clang-format on
+
 struct ActivationKernels {
   static constexpr const char* kGroup = "activation";
-  Tensor (*reluForward)(const Tensor& x) = nullptr;
-  Tensor (*reluBackward)(const Tensor& gy, const Tensor& y) = nullptr;
-  Tensor (*leakyReluForward)(const Tensor& x, double slope) = nullptr;
-  Tensor (*leakyReluBackward)(const Tensor& gy, const Tensor& x, double slope) = nullptr;
-  Tensor (*geluForward)(const Tensor& x) = nullptr;
-  Tensor (*geluBackward)(const Tensor& gy, const Tensor& x) = nullptr;
-  Tensor (*geluTanhForward)(const Tensor& x) = nullptr;
-  Tensor (*geluTanhBackward)(const Tensor& gy, const Tensor& x) = nullptr;
-  Tensor (*siluForward)(const Tensor& x) = nullptr;
-  Tensor (*siluBackward)(const Tensor& gy, const Tensor& x) = nullptr;
-  Tensor (*tanhForward)(const Tensor& x) = nullptr;
-  Tensor (*tanhBackward)(const Tensor& gy, const Tensor& y) = nullptr;
-  Tensor (*sigmoidForward)(const Tensor& x) = nullptr;
-  Tensor (*sigmoidBackward)(const Tensor& gy, const Tensor& y) = nullptr;
+  LOCKSTEP_ACTIVATION_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
 namespace onednn {

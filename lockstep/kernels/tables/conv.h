@@ -2,18 +2,21 @@
 // conv2d (kernels/conv.h), as each backend provides it (see kernels/dispatch.h). conv2dInput
 // puts an input into the layout the backend's convolutions read fastest.
 #include "lockstep/kernels/conv.h"
+#include "lockstep/kernels/tables/table.h"
 
 namespace lockstep::kernels {
 
+// clang-format off
+#define LOCKSTEP_CONV_OPS(X) \
+  X(conv2dInput, Tensor(const Tensor& x)) \
+  X(conv2dForward, Tensor(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p)) \
+  X(conv2dBackwardData, Tensor(const Tensor& gy, const Tensor& x, const Tensor& weight, const Conv2dParams& p)) \
+  X(conv2dBackwardWeights, Conv2dWeightGrads(const Tensor& gy, const Tensor& x, const Shape& weight_shape, bool with_bias, const Conv2dParams& p))
+// clang-format on
+
 struct ConvKernels {
   static constexpr const char* kGroup = "conv2d";
-  Tensor (*conv2dInput)(const Tensor& x) = nullptr;
-  Tensor (*conv2dForward)(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                          const Conv2dParams& p) = nullptr;
-  Tensor (*conv2dBackwardData)(const Tensor& gy, const Tensor& x, const Tensor& weight,
-                               const Conv2dParams& p) = nullptr;
-  Conv2dWeightGrads (*conv2dBackwardWeights)(const Tensor& gy, const Tensor& x, const Shape& weight_shape,
-                                             bool with_bias, const Conv2dParams& p) = nullptr;
+  LOCKSTEP_CONV_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
 namespace onednn {

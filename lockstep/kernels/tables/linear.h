@@ -2,16 +2,21 @@
 // linear layers and matmul (kernels/linear.h), as each backend provides them (see
 // kernels/dispatch.h).
 #include "lockstep/kernels/linear.h"
+#include "lockstep/kernels/tables/table.h"
 
 namespace lockstep::kernels {
 
+// clang-format off
+#define LOCKSTEP_LINEAR_OPS(X) \
+  X(linearForward, Tensor(const Tensor& x, const Tensor& weight, const Tensor& bias)) \
+  X(linearBackwardData, Tensor(const Tensor& gy, const Tensor& weight)) \
+  X(linearBackwardWeights, std::pair<Tensor, Tensor>(const Tensor& gy, const Tensor& x, bool with_bias)) \
+  X(matmul, Tensor(const Tensor& a, const Tensor& b))
+// clang-format on
+
 struct LinearKernels {
   static constexpr const char* kGroup = "linear";
-  Tensor (*linearForward)(const Tensor& x, const Tensor& weight, const Tensor& bias) = nullptr;
-  Tensor (*linearBackwardData)(const Tensor& gy, const Tensor& weight) = nullptr;
-  std::pair<Tensor, Tensor> (*linearBackwardWeights)(const Tensor& gy, const Tensor& x,
-                                                     bool with_bias) = nullptr;
-  Tensor (*matmul)(const Tensor& a, const Tensor& b) = nullptr;
+  LOCKSTEP_LINEAR_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
 namespace onednn {

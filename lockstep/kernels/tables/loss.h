@@ -2,22 +2,23 @@
 // The losses of kernels/loss.h, as each backend provides them (see kernels/dispatch.h). The CPU
 // entry points check class targets before the call; the CUDA kernels check them on the device.
 #include "lockstep/kernels/loss.h"
+#include "lockstep/kernels/tables/table.h"
 
 namespace lockstep::kernels {
 
+// clang-format off
+#define LOCKSTEP_LOSS_OPS(X) \
+  X(crossEntropyForward, std::pair<Tensor, Tensor>(const Tensor& logits, const Tensor& target, const CrossEntropyParams& p)) \
+  X(crossEntropyBackward, Tensor(const Tensor& gloss, const Tensor& logits, const Tensor& lse, const Tensor& target, const CrossEntropyParams& p)) \
+  X(nllLossForward, Tensor(const Tensor& log_probs, const Tensor& target, LossReduction reduction, int64_t ignore_index)) \
+  X(nllLossBackward, Tensor(const Tensor& gloss, const Tensor& target, int64_t num_classes, LossReduction reduction, int64_t ignore_index)) \
+  X(mseLossForward, Tensor(const Tensor& input, const Tensor& target, LossReduction reduction)) \
+  X(mseLossBackward, Tensor(const Tensor& gloss, const Tensor& input, const Tensor& target, LossReduction reduction))
+// clang-format on
+
 struct LossKernels {
   static constexpr const char* kGroup = "loss";
-  std::pair<Tensor, Tensor> (*crossEntropyForward)(const Tensor& logits, const Tensor& target,
-                                                   const CrossEntropyParams& p) = nullptr;
-  Tensor (*crossEntropyBackward)(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
-                                 const Tensor& target, const CrossEntropyParams& p) = nullptr;
-  Tensor (*nllLossForward)(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
-                           int64_t ignore_index) = nullptr;
-  Tensor (*nllLossBackward)(const Tensor& gloss, const Tensor& target, int64_t num_classes,
-                            LossReduction reduction, int64_t ignore_index) = nullptr;
-  Tensor (*mseLossForward)(const Tensor& input, const Tensor& target, LossReduction reduction) = nullptr;
-  Tensor (*mseLossBackward)(const Tensor& gloss, const Tensor& input, const Tensor& target,
-                            LossReduction reduction) = nullptr;
+  LOCKSTEP_LOSS_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
 namespace cpu {
