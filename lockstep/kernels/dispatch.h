@@ -1,7 +1,7 @@
 #pragma once
-// Which implementation computes an op. Each op group lists its ops once, as a table of function
-// pointers (kernels/tables/<group>.h, e.g. BinaryKernels); each backend provides that table, with a
-// null entry where it has no kernel for an op:
+// Which implementation computes an op. Each op group lists its ops once (LOCKSTEP_<GROUP>_OPS in
+// kernels/tables/<group>.h), which makes its table of function pointers (e.g. BinaryKernels); each
+// backend provides that table, with a null entry where it has no kernel for an op:
 //   onednn     kernels/dnnl/       oneDNN primitives: f32, and bf16/f16 natively where the CPU has them
 //   cpu        kernels/cpu/        lockstep's own f32 loops, where they beat oneDNN or it has no primitive
 //   reference  kernels/reference/  plain loops in every dtype: f64 (oneDNN has no f64; the gradient tests

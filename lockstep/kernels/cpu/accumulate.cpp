@@ -60,6 +60,6 @@ void addInto(Tensor& dst, const Tensor& src, double alpha) {
 
 }  // namespace
 
-const AccumulateKernels kAccumulate{.addInto = &addInto};
+const AccumulateKernels kAccumulate{LOCKSTEP_ACCUMULATE_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::cpu

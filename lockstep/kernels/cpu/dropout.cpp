@@ -174,7 +174,7 @@ Tensor dropoutBackward(const Tensor& gy0, const Tensor& mask0, double p) {
 
 }  // namespace
 
-const DropoutKernels kDropout{.dropoutForward = &dropoutForward, .dropoutBackward = &dropoutBackward};
+const DropoutKernels kDropout{LOCKSTEP_DROPOUT_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace cpu
 

@@ -70,6 +70,6 @@ void scaleAndCheckInto(Tensor& x, double factor, Tensor& found_inf) {
 
 }  // namespace
 
-const FiniteKernels kFinite{.scaleAndCheck = &scaleAndCheck, .scaleAndCheckInto = &scaleAndCheckInto};
+const FiniteKernels kFinite{LOCKSTEP_FINITE_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::cpu

@@ -26,6 +26,6 @@ void countCorrectInto(const Tensor& logits, const Tensor& target, Tensor& correc
 
 }  // namespace
 
-const MetricsKernels kMetrics{.countCorrectInto = &countCorrectInto};
+const MetricsKernels kMetrics{LOCKSTEP_METRICS_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::cpu

@@ -28,6 +28,6 @@ void scaleInPlace(Tensor& x, double factor) {
 
 }  // namespace
 
-const ScaleKernels kScale{.scaleInPlace = &scaleInPlace};
+const ScaleKernels kScale{LOCKSTEP_SCALE_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::cpu

@@ -43,9 +43,9 @@
 
 namespace lockstep::kernels::cuda {
 
-const BinaryKernels kBinary{.binary = &binary, .binaryScalar = &binaryScalar};
+const BinaryKernels kBinary{LOCKSTEP_BINARY_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
-const UnaryKernels kUnary{.unary = &unary, .unaryBackward = &unaryBackward};
+const UnaryKernels kUnary{LOCKSTEP_UNARY_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 namespace {
 template <Activation act>
@@ -99,8 +99,7 @@ const LayerNormKernels kLayerNorm{
         },
 };
 
-const BatchNormKernels kBatchNorm{.batchNorm2dForward = &batchNorm2dForward,
-                                  .batchNorm2dBackward = &batchNorm2dBackward};
+const BatchNormKernels kBatchNorm{LOCKSTEP_BATCH_NORM_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 const LinearKernels kLinear{LOCKSTEP_LINEAR_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
@@ -108,7 +107,7 @@ const ConvKernels kConv{LOCKSTEP_CONV_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 const PoolKernels kPool{LOCKSTEP_POOL_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
-const ReduceKernels kReduce{.reduce = &reduce};
+const ReduceKernels kReduce{LOCKSTEP_REDUCE_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 const ShapeKernels kShape{.concat = [](const std::vector<Tensor>& xs, int64_t dim) {
   int64_t d = 0;
@@ -118,8 +117,7 @@ const ShapeKernels kShape{.concat = [](const std::vector<Tensor>& xs, int64_t di
 
 const LossKernels kLoss{LOCKSTEP_LOSS_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
-const AttentionKernels kAttention{.attentionForward = &attentionForward,
-                                  .attentionBackward = &attentionBackward};
+const AttentionKernels kAttention{LOCKSTEP_ATTENTION_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 const TransformerKernels kTransformer{
     .embeddingForward = &embeddingForward,
@@ -146,9 +144,9 @@ const DropoutKernels kDropout{
     .dropoutBackward = &dropoutBackward,
 };
 
-const AccumulateKernels kAccumulate{.addInto = &addInto};
+const AccumulateKernels kAccumulate{LOCKSTEP_ACCUMULATE_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
-const MetricsKernels kMetrics{.countCorrectInto = &countCorrectInto};
+const MetricsKernels kMetrics{LOCKSTEP_METRICS_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 const FiniteKernels kFinite{
     // The bool answers on a GPU: the device check, then one read of its flag.
@@ -168,12 +166,7 @@ const NormKernels kNorm{
     .scaleByClipCoefficient = &scaleByClipCoefficient,
 };
 
-const OptimizerKernels kOptimizer{
-    .sgdStep = &sgdStep,
-    .adamStep = &adamStep,
-    .sgdStepMany = &sgdStepMany,
-    .adamStepMany = &adamStepMany,
-};
+const OptimizerKernels kOptimizer{LOCKSTEP_OPTIMIZER_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 // The element-wise kernel computes in f32 (f64 for f64) and rounds once, as the cpu loops do.
 const ScaleKernels kScale{.scaleInPlace = [](Tensor& x, double factor) {

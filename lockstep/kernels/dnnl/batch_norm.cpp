@@ -135,9 +135,6 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy0, const Tensor& x0, const Te
   return g;
 }
 
-const BatchNormKernels kBatchNorm{
-    .batchNorm2dForward = &batchNorm2dForward,
-    .batchNorm2dBackward = &batchNorm2dBackward,
-};
+const BatchNormKernels kBatchNorm{LOCKSTEP_BATCH_NORM_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::onednn

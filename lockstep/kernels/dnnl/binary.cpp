@@ -261,6 +261,6 @@ Tensor binaryScalar(BinaryOp op, const Tensor& a0, double s) {
   return y;
 }
 
-const BinaryKernels kBinary{.binary = &binary, .binaryScalar = &binaryScalar};
+const BinaryKernels kBinary{LOCKSTEP_BINARY_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::onednn

@@ -125,9 +125,6 @@ LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tens
   return out;
 }
 
-const LayerNormKernels kLayerNorm{
-    .layerNormForward = &layerNormForward,
-    .layerNormBackward = &layerNormBackward,
-};
+const LayerNormKernels kLayerNorm{LOCKSTEP_LAYER_NORM_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::onednn

@@ -156,8 +156,6 @@ Tensor reduce(ReduceOp op, const Tensor& x0, const std::vector<int64_t>& dims, b
   return y.view(out);
 }
 
-const ReduceKernels kReduce{
-    .reduce = &reduce,
-};
+const ReduceKernels kReduce{LOCKSTEP_REDUCE_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::onednn

@@ -51,8 +51,6 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   return y;
 }
 
-const ShapeKernels kShape{
-    .concat = &concat,
-};
+const ShapeKernels kShape{LOCKSTEP_SHAPE_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::onednn

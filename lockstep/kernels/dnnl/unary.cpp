@@ -87,6 +87,6 @@ Tensor unaryBackward(UnaryOp op, const Tensor& gy0, const Tensor& saved0, double
   return gx;
 }
 
-const UnaryKernels kUnary{.unary = &unary, .unaryBackward = &unaryBackward};
+const UnaryKernels kUnary{LOCKSTEP_UNARY_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::onednn

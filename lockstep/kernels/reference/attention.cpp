@@ -134,9 +134,6 @@ AttentionGrads attentionBackward(const Tensor& gout, const Tensor& q0, const Ten
   return {gq.to(q0.dtype()), gk.to(k0.dtype()), gv.to(v0.dtype())};
 }
 
-const AttentionKernels kAttention{
-    .attentionForward = &attentionForward,
-    .attentionBackward = &attentionBackward,
-};
+const AttentionKernels kAttention{LOCKSTEP_ATTENTION_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

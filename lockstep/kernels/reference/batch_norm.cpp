@@ -75,9 +75,6 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tens
   return out;
 }
 
-const BatchNormKernels kBatchNorm{
-    .batchNorm2dForward = &batchNorm2dForward,
-    .batchNorm2dBackward = &batchNorm2dBackward,
-};
+const BatchNormKernels kBatchNorm{LOCKSTEP_BATCH_NORM_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

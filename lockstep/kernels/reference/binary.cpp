@@ -52,6 +52,6 @@ Tensor binaryScalar(BinaryOp op, const Tensor& a, double s) {
   return castLike(y, a);
 }
 
-const BinaryKernels kBinary{.binary = &binary, .binaryScalar = &binaryScalar};
+const BinaryKernels kBinary{LOCKSTEP_BINARY_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

@@ -22,9 +22,6 @@ Tensor dropoutBackward(const Tensor& gy, const Tensor& mask, double p) {
   return gx.to(gy.dtype());
 }
 
-const DropoutKernels kDropout{
-    .dropoutForward = &dropoutForward,
-    .dropoutBackward = &dropoutBackward,
-};
+const DropoutKernels kDropout{LOCKSTEP_DROPOUT_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

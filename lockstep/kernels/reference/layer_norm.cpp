@@ -77,9 +77,6 @@ LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor
   return out;
 }
 
-const LayerNormKernels kLayerNorm{
-    .layerNormForward = &layerNormForward,
-    .layerNormBackward = &layerNormBackward,
-};
+const LayerNormKernels kLayerNorm{LOCKSTEP_LAYER_NORM_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

@@ -39,8 +39,6 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
   return acc.view(reducedShape(x.shape(), mask, keepdim)).to(x.dtype());
 }
 
-const ReduceKernels kReduce{
-    .reduce = &reduce,
-};
+const ReduceKernels kReduce{LOCKSTEP_REDUCE_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

@@ -30,8 +30,6 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   return y.to(xs[0].dtype());
 }
 
-const ShapeKernels kShape{
-    .concat = &concat,
-};
+const ShapeKernels kShape{LOCKSTEP_SHAPE_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

@@ -123,15 +123,6 @@ Tensor rotaryBackward(const Tensor& gy, const Tensor& cos, const Tensor& sin) {
   return rotate(gy, cos, sin, -1.0);
 }
 
-const TransformerKernels kTransformer{
-    .embeddingForward = &embeddingForward,
-    .embeddingBackward = &embeddingBackward,
-    .rmsNormForward = &rmsNormForward,
-    .rmsNormBackward = &rmsNormBackward,
-    .swigluForward = &swigluForward,
-    .swigluBackward = &swigluBackward,
-    .rotaryForward = &rotaryForward,
-    .rotaryBackward = &rotaryBackward,
-};
+const TransformerKernels kTransformer{LOCKSTEP_TRANSFORMER_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

@@ -72,6 +72,6 @@ Tensor unaryBackward(UnaryOp op, const Tensor& gy, const Tensor& saved, double p
   return castLike(gx, saved);
 }
 
-const UnaryKernels kUnary{.unary = &unary, .unaryBackward = &unaryBackward};
+const UnaryKernels kUnary{LOCKSTEP_UNARY_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

@@ -2,16 +2,19 @@
 // Scaled dot-product attention (kernels/attention.h), as each backend provides it (see
 // kernels/dispatch.h).
 #include "lockstep/kernels/attention.h"
+#include "lockstep/kernels/tables/table.h"
 
 namespace lockstep::kernels {
 
+// clang-format off
+#define LOCKSTEP_ATTENTION_OPS(X) \
+  X(attentionForward, AttentionOutput(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p)) \
+  X(attentionBackward, AttentionGrads(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const AttentionParams& p))
+// clang-format on
+
 struct AttentionKernels {
   static constexpr const char* kGroup = "scaled_dot_product_attention";
-  AttentionOutput (*attentionForward)(const Tensor& q, const Tensor& k, const Tensor& v,
-                                      const AttentionParams& p) = nullptr;
-  AttentionGrads (*attentionBackward)(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v,
-                                      const Tensor& out, const Tensor& lse,
-                                      const AttentionParams& p) = nullptr;
+  LOCKSTEP_ATTENTION_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
 namespace cpu {

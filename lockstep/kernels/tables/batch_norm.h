@@ -2,17 +2,19 @@
 // batch_norm2d (kernels/batch_norm.h), as each backend provides it (see kernels/dispatch.h). The CPU
 // kernels leave the running statistics to the entry point; the CUDA ones update them on the device.
 #include "lockstep/kernels/batch_norm.h"
+#include "lockstep/kernels/tables/table.h"
 
 namespace lockstep::kernels {
 
+// clang-format off
+#define LOCKSTEP_BATCH_NORM_OPS(X) \
+  X(batchNorm2dForward, BatchNormResult(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var, const BatchNormParams& p)) \
+  X(batchNorm2dBackward, BatchNormGrads(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias, const Tensor& mean, const Tensor& var, const BatchNormParams& p))
+// clang-format on
+
 struct BatchNormKernels {
   static constexpr const char* kGroup = "batch_norm2d";
-  BatchNormResult (*batchNorm2dForward)(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                        const Tensor& running_mean, const Tensor& running_var,
-                                        const BatchNormParams& p) = nullptr;
-  BatchNormGrads (*batchNorm2dBackward)(const Tensor& gy, const Tensor& x, const Tensor& weight,
-                                        bool with_bias, const Tensor& mean, const Tensor& var,
-                                        const BatchNormParams& p) = nullptr;
+  LOCKSTEP_BATCH_NORM_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
 namespace onednn {

@@ -2,13 +2,19 @@
 // The element-wise arithmetic ops of kernels/binary.h, as each backend provides them (see
 // kernels/dispatch.h).
 #include "lockstep/kernels/binary.h"
+#include "lockstep/kernels/tables/table.h"
 
 namespace lockstep::kernels {
 
+// clang-format off
+#define LOCKSTEP_BINARY_OPS(X) \
+  X(binary, Tensor(BinaryOp op, const Tensor& a, const Tensor& b)) \
+  X(binaryScalar, Tensor(BinaryOp op, const Tensor& a, double s))
+// clang-format on
+
 struct BinaryKernels {
   static constexpr const char* kGroup = "binary";
-  Tensor (*binary)(BinaryOp op, const Tensor& a, const Tensor& b) = nullptr;
-  Tensor (*binaryScalar)(BinaryOp op, const Tensor& a, double s) = nullptr;
+  LOCKSTEP_BINARY_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
 namespace onednn {

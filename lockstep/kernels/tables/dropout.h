@@ -2,13 +2,19 @@
 // Dropout (kernels/dropout.h), as each backend provides it (see kernels/dispatch.h). The forward
 // draws from gen's Philox stream and advances it by x.numel().
 #include "lockstep/kernels/dropout.h"
+#include "lockstep/kernels/tables/table.h"
 
 namespace lockstep::kernels {
 
+// clang-format off
+#define LOCKSTEP_DROPOUT_OPS(X) \
+  X(dropoutForward, std::pair<Tensor, Tensor>(const Tensor& x, double p, Generator& gen)) \
+  X(dropoutBackward, Tensor(const Tensor& gy, const Tensor& mask, double p))
+// clang-format on
+
 struct DropoutKernels {
   static constexpr const char* kGroup = "dropout";
-  std::pair<Tensor, Tensor> (*dropoutForward)(const Tensor& x, double p, Generator& gen) = nullptr;
-  Tensor (*dropoutBackward)(const Tensor& gy, const Tensor& mask, double p) = nullptr;
+  LOCKSTEP_DROPOUT_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
 namespace cpu {

@@ -1,16 +1,19 @@
 #pragma once
 // layer_norm (kernels/layer_norm.h), as each backend provides it (see kernels/dispatch.h).
 #include "lockstep/kernels/layer_norm.h"
+#include "lockstep/kernels/tables/table.h"
 
 namespace lockstep::kernels {
 
+// clang-format off
+#define LOCKSTEP_LAYER_NORM_OPS(X) \
+  X(layerNormForward, LayerNormOutput(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps)) \
+  X(layerNormBackward, LayerNormGrads(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& variance, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps))
+// clang-format on
+
 struct LayerNormKernels {
   static constexpr const char* kGroup = "layer_norm";
-  LayerNormOutput (*layerNormForward)(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                                      const Tensor& bias, double eps) = nullptr;
-  LayerNormGrads (*layerNormBackward)(const Tensor& gy, const Tensor& x, const Tensor& mean,
-                                      const Tensor& variance, const Shape& normalized_shape,
-                                      const Tensor& weight, const Tensor& bias, double eps) = nullptr;
+  LOCKSTEP_LAYER_NORM_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
 namespace onednn {

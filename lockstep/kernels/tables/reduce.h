@@ -1,12 +1,18 @@
 #pragma once
 // sum and mean over dims (kernels/reduce.h), as each backend provides them (see kernels/dispatch.h).
 #include "lockstep/kernels/reduce.h"
+#include "lockstep/kernels/tables/table.h"
 
 namespace lockstep::kernels {
 
+// clang-format off
+#define LOCKSTEP_REDUCE_OPS(X) \
+  X(reduce, Tensor(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim))
+// clang-format on
+
 struct ReduceKernels {
   static constexpr const char* kGroup = "reduce";
-  Tensor (*reduce)(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) = nullptr;
+  LOCKSTEP_REDUCE_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
 namespace onednn {

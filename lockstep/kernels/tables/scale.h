@@ -1,12 +1,18 @@
 #pragma once
 // In-place scaling (kernels/scale.h), as each backend provides it (see kernels/dispatch.h).
 #include "lockstep/kernels/scale.h"
+#include "lockstep/kernels/tables/table.h"
 
 namespace lockstep::kernels {
 
+// clang-format off
+#define LOCKSTEP_SCALE_OPS(X) \
+  X(scaleInPlace, void(Tensor& x, double factor))
+// clang-format on
+
 struct ScaleKernels {
   static constexpr const char* kGroup = "scale";
-  void (*scaleInPlace)(Tensor& x, double factor) = nullptr;
+  LOCKSTEP_SCALE_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
 namespace cpu {

@@ -1,14 +1,20 @@
 #pragma once
 // The element-wise math ops of kernels/unary.h, as each backend provides them (see
 // kernels/dispatch.h).
+#include "lockstep/kernels/tables/table.h"
 #include "lockstep/kernels/unary.h"
 
 namespace lockstep::kernels {
 
+// clang-format off
+#define LOCKSTEP_UNARY_OPS(X) \
+  X(unary, Tensor(UnaryOp op, const Tensor& x, double p)) \
+  X(unaryBackward, Tensor(UnaryOp op, const Tensor& gy, const Tensor& saved, double p))
+// clang-format on
+
 struct UnaryKernels {
   static constexpr const char* kGroup = "unary";
-  Tensor (*unary)(UnaryOp op, const Tensor& x, double p) = nullptr;
-  Tensor (*unaryBackward)(UnaryOp op, const Tensor& gy, const Tensor& saved, double p) = nullptr;
+  LOCKSTEP_UNARY_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
 namespace onednn {
