@@ -12,7 +12,7 @@
 //                   an inf or nan (then the step is skipped on every rank alike); then clipping to
 //                   gradient_clipping
 //   update phase    optimizer step, LR schedule, gradients cleared
-// With zero_stage 1, 2 or 3 the optimizer is a ZeroOptimizer's (zero_optimizer.h): each rank steps
+// With zero_stage 1, 2 or 3 the optimizer is a ZeroOptimizer's (zero/optimizer.h): each rank steps
 // its partition and all-gathers the parameters; with stage 2 the gradients are reduce-scattered
 // in buckets during backward (no DDP wrapper), every micro-step, and the gradient phase's overflow
 // check and clipping norm are joined across the partitions. With stage 3 the parameters are

@@ -1,7 +1,7 @@
 #pragma once
 // ZeRO stage 2's gradient path (DeepSpeed's reduce-scatter of the "ipg" buckets): as backward makes
 // a bucket's last gradient ready, the bucket's gradients are copied into a staging buffer laid out
-// as `world` blocks (zero_partition.h), the parameters' own gradients are freed, and a
+// as `world` blocks (zero/partition.h), the parameters' own gradients are freed, and a
 // reduce-scatter (average) is launched that leaves each rank its piece of the bucket. A bucket
 // that is one parameter split evenly is reduced from its gradient itself, with no copy. Launches go
 // in bucket order on every rank, and two slots alternate so that one bucket's communication

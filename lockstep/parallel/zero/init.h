@@ -14,7 +14,7 @@
 // cache, which the kernel writes back and reclaims as it needs). A constructor that writes a
 // parameter after registering it (GPT's re-initialisation) writes the mapping, so every value
 // is exactly what it would be without the scope. ZeRO stage 3 then takes each rank's pieces one
-// bucket at a time (zero_parameter_coordinator.h) and the mappings go with the whole parameters.
+// bucket at a time (zero/parameter_coordinator.h) and the mappings go with the whole parameters.
 // Used below stage 3 the parameters stay file-backed and behave as ordinary memory.
 //
 // Not thread-safe; scopes do not nest. Parameters of other devices, or not floating point, or

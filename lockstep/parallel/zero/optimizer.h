@@ -1,10 +1,10 @@
 #pragma once
 // ZeRO (DeepSpeed's Zero Redundancy Optimizer), stages 1, 2 and 3, for any optimizer that steps flat
 // spans (optim/optimizer.h): each of N ranks keeps the optimizer states of 1/N of the parameter
-// elements (its partition, zero_partition.h), steps only those, and all-gathers the updated
+// elements (its partition, zero/partition.h), steps only those, and all-gathers the updated
 // parameters. Stage 2 also keeps only its partition of the gradients: they are reduce-scattered
-// in buckets while backward runs (zero_grad_reducer.h). Stage 3 reduces gradients as stage 2 and
-// keeps only its partition of the parameters too (zero_parameter_coordinator.h): the model's
+// in buckets while backward runs (zero/grad_reducer.h). Stage 3 reduces gradients as stage 2 and
+// keeps only its partition of the parameters too (zero/parameter_coordinator.h): the model's
 // parameters are whole only while a forward or backward uses them, one gather unit (a layer, a
 // transformer block) at a time, between beginStep() and releaseParameters(), or all of them
 // between gatherParameters() and releaseParameters() (evaluation, state dicts).
@@ -63,7 +63,7 @@ struct ZeroOptions {
   /// Gather the updated parameters with allgather (true) or with one broadcast per rank
   /// (DeepSpeed's allgather_partitions: false).
   bool allgather_partitions = true;
-  // Stage 3's gathering (zero_parameter_coordinator.h), DeepSpeed's stage3_* keys and defaults.
+  // Stage 3's gathering (zero/parameter_coordinator.h), DeepSpeed's stage3_* keys and defaults.
   /// Elements of the next layers' parameters all-gathered ahead of use (0: no prefetch).
   int64_t prefetch_bucket_size = 50'000'000;
   /// Parameters of at most this many elements are not gathered and freed around each layer: they
@@ -76,12 +76,12 @@ struct ZeroOptions {
   /// elements of the layers after it, forward and backward) stays whole in between.
   int64_t max_reuse_distance = 1'000'000'000;
   /// offload_optimizer with device nvme: the partition's optimizer states live in a swap file
-  /// under nvme_path between steps (zero_nvme_offload.h). Empty nvme_path: in memory.
+  /// under nvme_path between steps (zero/nvme_offload.h). Empty nvme_path: in memory.
   NvmeOffloadOptions offload_optimizer{};
   /// offload_param with device nvme (stage 3, with offload_optimizer device nvme): this rank's
   /// pieces of the parameters live in a swap file under this directory and are read into memory
   /// only for their all-gather and their optimizer step; the gradient pieces are swapped as well
-  /// (zero_piece_swap.h). Empty: in memory.
+  /// (zero/piece_swap.h). Empty: in memory.
   std::string offload_param_nvme_path;
   /// offload_param.buffer_size: the most elements a rank's piece of one bucket may have with
   /// offload_param nvme (DeepSpeed's check that every partitioned parameter fits a swap buffer).
@@ -108,7 +108,7 @@ class ZeroOptimizer {
   void step();
 
   /// Stage 3, before a training forward. Collective. Gathers the parameters of no gather unit
-  /// (embeddings, final norms: zero_parameter_coordinator.h); each unit's are gathered by its
+  /// (embeddings, final norms: zero/parameter_coordinator.h); each unit's are gathered by its
   /// forward hooks, one unit at a time, prefetching the next. Other stages: nothing to do.
   void beginStep();
   /// Stage 3. Collective unless the parameters are already gathered: every parameter whole (for an
@@ -203,7 +203,7 @@ class ZeroOptimizer {
   void pointShardGradients();
   enum class Pieces { parameters, gradients };
   /// fn(shard) for every shard (with a gradient, for gradients), the swapped pieces of its bucket
-  /// (zero_piece_swap.h) in memory meanwhile, one bucket at a time, written back after when
+  /// (zero/piece_swap.h) in memory meanwhile, one bucket at a time, written back after when
   /// `changes`.
   void forEachShard(Pieces which, bool changes, const std::function<void(const Shard&)>& fn) const;
   void swapPartition();

@@ -1,4 +1,4 @@
-// ZeroOptimizer's state in and out (zero_optimizer.h): the optimizer state as DDP's optimizer would
+// ZeroOptimizer's state in and out (zero/optimizer.h): the optimizer state as DDP's optimizer would
 // hold it (gathered from every rank's partition), this rank's owned segments and their state for a
 // partitioned checkpoint, and loading either kind back into this rank's partition.
 #include <algorithm>

@@ -133,7 +133,7 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
   if (!options_.offload_param_nvme_path.empty()) swapPieces();
   // One bucket at a time: rank 0's values of its parameters (broadcast, as DDP starts), this rank's
   // piece of them, and the whole parameters replaced by freed storage of their own. So a model
-  // built under zero.Init (zero_init.h) or too large to copy is never whole in memory here.
+  // built under zero.Init (zero/init.h) or too large to copy is never whole in memory here.
   //
   // A bucket whose pieces are all equally long is one flat tensor, laid out as its all-gather
   // leaves it: its parameters are views into it and the all-gather writes straight into them.

@@ -1,6 +1,6 @@
 #pragma once
 // ZeRO stage 3's parameters (DeepSpeed's PartitionedParameterCoordinator, PyTorch FSDP's units):
-// each rank keeps only its partition of the parameters (one piece per bucket, zero_partition.h),
+// each rank keeps only its partition of the parameters (one piece per bucket, zero/partition.h),
 // and the whole parameters exist only while something uses them.
 //
 // The model's layers (Module::layers(): a Sequential's modules, a language model's transformer

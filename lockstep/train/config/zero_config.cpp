@@ -232,7 +232,7 @@ ZeroConfig parseZeroFields(const YAML::Node& n) {
   }
   if (n["offload_optimizer"]) parseOffloadOptimizer(n["offload_optimizer"], z.stage, z);
   if (n["offload_param"]) parseOffloadParam(n["offload_param"], z.stage, z);
-  // Stage 3's gathering knobs (zero_parameter_coordinator.h), DeepSpeed's defaults.
+  // Stage 3's gathering knobs (zero/parameter_coordinator.h), DeepSpeed's defaults.
   o.prefetch_bucket_size = count(n, kSection, "stage3_prefetch_bucket_size", o.prefetch_bucket_size, 0);
   o.param_persistence_threshold =
       count(n, kSection, "stage3_param_persistence_threshold", o.param_persistence_threshold, 0);
