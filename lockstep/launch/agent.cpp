@@ -68,8 +68,8 @@ Agent::Agent(const LaunchOptions& options) : options_(options), host_(hostName()
   LOCKSTEP_ENFORCE(
       join_token_.empty() || join_token_.size() >= 16, ValueError,
       "LOCKSTEP_JOIN_TOKEN needs a secret of at least 16 characters (e.g. `openssl rand -hex 32`)");
-  program_path_ =
-      resolveProgram(options_.program, std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
+  command_ = workerCommand(options_);
+  program_path_ = resolveProgram(command_[0], std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
   if (!options_.log_dir.empty()) {
     run_dir_ = options_.log_dir + "/" + options_.run_id;
     makeDirs(run_dir_);
@@ -206,8 +206,7 @@ std::vector<WorkerSpec> Agent::workerSpecs(int attempt, const RankLayout& layout
   o.env.timeout = timeout_;
   o.env.join_token = join_token_;
   o.program_path = program_path_;
-  o.argv.push_back(options_.program);
-  o.argv.insert(o.argv.end(), options_.program_args.begin(), options_.program_args.end());
+  o.argv = command_;
   o.attempt_dir = run_dir_ + "/attempt_" + std::to_string(attempt);
   o.redirects = options_.redirects;
   o.tee = options_.tee;

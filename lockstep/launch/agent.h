@@ -77,6 +77,7 @@ class Agent {
   void log(const std::string& line) const;
 
   LaunchOptions options_;
+  std::vector<std::string> command_;  // what each worker runs (workerCommand), argv[0] first
   std::string program_path_;
   std::string host_;
   std::string run_dir_;  // error files (and logs with --log-dir) live under it

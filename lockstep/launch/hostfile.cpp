@@ -108,6 +108,8 @@ std::vector<std::string> hostCommands(const std::vector<HostSlots>& hosts, const
     if (!options.log_dir.empty()) a.insert(a.end(), {"--log-dir", options.log_dir});
     if (options.timeout_s) a.insert(a.end(), {"--timeout", formatSeconds(*options.timeout_s)});
     if (!options.join_token.empty()) a.insert(a.end(), {"--join-token", options.join_token});
+    if (options.module) a.push_back("--module");
+    if (options.no_python) a.push_back("--no-python");
     a.push_back("--");
     a.push_back(options.program);
     a.insert(a.end(), options.program_args.begin(), options.program_args.end());

@@ -175,7 +175,10 @@ void addFlags(CLI::App& app, LaunchOptions& o, int cores) {
            LOCKSTEP_ENFORCE(!v.empty(), ValueError, "option ", f, " needs a file");
            o.hostfile = v;
          });
-  flag(app, {"--no-python"}, "accepted for torchrun compatibility (PROGRAM is always run directly)", [] {});
+  flag(app, {"--module", "-m"}, "PROGRAM is a Python module: each worker runs python3 -u -m PROGRAM",
+       [&o] { o.module = true; });
+  flag(app, {"--no-python"}, "run PROGRAM directly, also a .py script (default: python3 -u PROGRAM.py)",
+       [&o] { o.no_python = true; });
   // Our own help flag rather than CLI11's: --help only sets LaunchOptions::help, the caller prints.
   flag(app, {"--help", "-h"}, "show this help", [&o] { o.help = true; });
 }
@@ -287,11 +290,27 @@ void validate(const LaunchOptions& o, const LaunchApp& cli) {
   LOCKSTEP_ENFORCE(!o.node_rank || *o.node_rank < o.nnodes, ValueError, "option --node-rank is ",
                    o.node_rank.value_or(0), " but --nnodes is ", o.nnodes, "; node ranks are 0..",
                    o.nnodes - 1);
+  LOCKSTEP_ENFORCE(!(o.module && o.no_python), ValueError,
+                   "options --module and --no-python conflict: a module runs through the Python "
+                   "interpreter; give only one");
   LOCKSTEP_ENFORCE(o.help || !o.program.empty(), ValueError,
                    "missing PROGRAM: give the program to run after the launcher options");
 }
 
 }  // namespace
+
+std::vector<std::string> workerCommand(const LaunchOptions& o) {
+  const bool script = o.program.size() > 3 && o.program.compare(o.program.size() - 3, 3, ".py") == 0;
+  std::vector<std::string> cmd;
+  if (o.module || (script && !o.no_python)) {
+    const char* python = std::getenv("LOCKSTEP_PYTHON");
+    cmd = {python && *python ? python : "python3", "-u"};
+    if (o.module) cmd.push_back("-m");
+  }
+  cmd.push_back(o.program);
+  cmd.insert(cmd.end(), o.program_args.begin(), o.program_args.end());
+  return cmd;
+}
 
 int StreamSelection::forLocalRank(int local_rank) const {
   auto it = by_local_rank.find(local_rank);

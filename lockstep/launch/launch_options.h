@@ -47,6 +47,8 @@ struct LaunchOptions {
   std::string hostfile;       ///< Non-empty: print per-host command lines only.
   std::string program;
   std::vector<std::string> program_args;
+  bool module = false;     ///< -m/--module: PROGRAM names a Python module (`python3 -u -m PROGRAM`).
+  bool no_python = false;  ///< --no-python: run PROGRAM directly, also a .py script.
   bool help = false;
 };
 
@@ -56,6 +58,12 @@ struct LaunchOptions {
 /// everything after PROGRAM is passed to it untouched. Throws ValueError naming the flag on
 /// unknown, malformed or conflicting flags.
 LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores);
+
+/// What each worker executes, argv[0] first: torchrun's `python3 -u PROGRAM ARGS...` for a Python
+/// script (PROGRAM ending in .py) and `python3 -u -m PROGRAM ARGS...` with --module; PROGRAM ARGS...
+/// itself with --no-python and for every other program (torchrun would hand a binary to Python; here
+/// an executable runs as itself). The interpreter is $LOCKSTEP_PYTHON, else python3 from PATH.
+std::vector<std::string> workerCommand(const LaunchOptions& o);
 
 /// The cores this process may run on (its CPU affinity): what `--nproc-per-node auto` means.
 int availableCores();

@@ -317,3 +317,28 @@ TEST(LaunchAgent, the_rank_that_reports_its_error_is_the_root_cause_and_restart_
   EXPECT_TRUE(contains(r.output, "rank 1 gives up on purpose")) << r.output;
   EXPECT_TRUE(contains(r.output, "rank 2 of 3: allreduce ok (attempt 1)")) << r.output;
 }
+
+// `lockstep run script.py` and `lockstep run -m module`, as torchrun: each rank runs the interpreter
+// on it, with the rank's environment.
+TEST(LaunchAgent, python_script_and_module_run_under_the_interpreter) {
+  TempDir dir;
+  {
+    std::ofstream py(dir / "show_rank.py");
+    py << "import os, sys\n"
+          "open(os.path.join(sys.argv[1], 'rank.' + os.environ['RANK']), 'w').write(sys.argv[2])\n";
+  }
+  auto r = runAgent({"--nproc-per-node", "2", "--standalone", dir / "show_rank.py", dir.path(), "script"},
+                    dir / "out");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (int rank = 0; rank < 2; ++rank) EXPECT_EQ(readAll(dir / ("rank." + std::to_string(rank))), "script");
+  ::setenv("PYTHONPATH", dir.path().c_str(), 1);
+  r = runAgent({"--nproc-per-node", "2", "--standalone", "-m", "show_rank", dir.path(), "module"},
+               dir / "out2");
+  ::unsetenv("PYTHONPATH");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (int rank = 0; rank < 2; ++rank) EXPECT_EQ(readAll(dir / ("rank." + std::to_string(rank))), "module");
+  // --no-python runs the script itself: without an executable bit that is an error naming it
+  r = runAgent({"--standalone", "--no-python", dir / "show_rank.py", dir.path(), "x"}, dir / "out3");
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(contains(r.output, "show_rank.py")) << r.output;
+}

@@ -54,4 +54,6 @@ TEST(LaunchHostfile, prints_one_command_per_host) {
             std::string::npos);
   o.oversubscribe = true;  // each host's agent checks its own cores
   EXPECT_NE(hostCommands({{"n1", 64}}, o)[0].find("--max-restarts 2 --oversubscribe "), std::string::npos);
+  o.module = true;  // -m reaches every host's command
+  EXPECT_NE(hostCommands({{"n1", 1}}, o)[0].find(" --module -- "), std::string::npos);
 }

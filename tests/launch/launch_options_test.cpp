@@ -113,9 +113,10 @@ TEST(LaunchOptions, redirects_and_tee_masks) {
 TEST(LaunchOptions, usage_lists_every_flag) {
   std::string u = launchUsage();
   for (const char* f :
-       {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--standalone",
-        "--rdzv-endpoint", "--rdzv-id", "--run-id", "--rdzv-timeout", "--max-restarts", "--monitor-interval",
-        "--log-dir", "--redirects", "--tee", "--hostfile", "--timeout", "--join-token"}) {
+       {"--nproc-per-node", "--nnodes",           "--node-rank",  "--master-addr", "--master-port",
+        "--standalone",     "--rdzv-endpoint",    "--rdzv-id",    "--run-id",      "--rdzv-timeout",
+        "--max-restarts",   "--monitor-interval", "--log-dir",    "--redirects",   "--tee",
+        "--hostfile",       "--timeout",          "--join-token", "--module",      "--no-python"}) {
     EXPECT_NE(u.find(f), std::string::npos) << f;
   }
 }
@@ -149,4 +150,25 @@ TEST(LaunchOptions, help_and_repeated_flags) {
   EXPECT_TRUE(parse({"--help"}).help);
   EXPECT_EQ(parse({"--nnodes", "2", "--nnodes", "3", "p"}).nnodes, 3);    // the last one counts
   EXPECT_EQ(launchUsage().find("--nproc_per_node "), std::string::npos);  // twins are not listed
+}
+
+// torchrun's forms: a .py script runs under the interpreter (-u: unbuffered, as torchrun), -m runs a
+// module, --no-python runs the script itself; any other program is executed as it is.
+TEST(LaunchOptions, python_scripts_and_modules_run_under_the_interpreter_as_torchrun) {
+  ::unsetenv("LOCKSTEP_PYTHON");
+  using Cmd = std::vector<std::string>;
+  EXPECT_EQ(workerCommand(parse({"train.py", "--lr", "0.1"})),
+            (Cmd{"python3", "-u", "train.py", "--lr", "0.1"}));
+  EXPECT_EQ(workerCommand(parse({"-m", "pkg.train", "--lr", "0.1"})),
+            (Cmd{"python3", "-u", "-m", "pkg.train", "--lr", "0.1"}));
+  EXPECT_EQ(workerCommand(parse({"--module", "pkg.train"})), (Cmd{"python3", "-u", "-m", "pkg.train"}));
+  EXPECT_EQ(workerCommand(parse({"--no-python", "./train.py", "x"})), (Cmd{"./train.py", "x"}));
+  EXPECT_EQ(workerCommand(parse({"build/examples/train", "x.py"})), (Cmd{"build/examples/train", "x.py"}));
+  // after PROGRAM, -m belongs to the program
+  EXPECT_EQ(workerCommand(parse({"bin", "-m", "x"})), (Cmd{"bin", "-m", "x"}));
+  ::setenv("LOCKSTEP_PYTHON", "/opt/py/bin/python3.12", 1);
+  EXPECT_EQ(workerCommand(parse({"t.py"})), (Cmd{"/opt/py/bin/python3.12", "-u", "t.py"}));
+  ::unsetenv("LOCKSTEP_PYTHON");
+  EXPECT_NE(errorOf({"-m", "--no-python", "pkg"}).find("options --module and --no-python conflict"),
+            std::string::npos);
 }
