@@ -190,9 +190,15 @@ bool Engine::step() {
 
 void Engine::evaluate(const std::function<void()>& forwards) {
   const bool by_layer = zero_ && !zero_->parametersGathered();  // whole parameters stay as they are
-  if (by_layer) zero_->beginStep();
-  forwards();
-  if (by_layer) zero_->releaseParameters();
+  if (!by_layer) return forwards();
+  zero_->beginStep();
+  try {
+    forwards();
+  } catch (...) {  // an evaluation that fails leaves no layer gathered behind it
+    zero_->releaseParameters();
+    throw;
+  }
+  zero_->releaseParameters();
 }
 
 void Engine::forEachWholeParameterBucket(

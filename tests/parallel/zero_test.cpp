@@ -41,17 +41,20 @@ TEST(Zero, stage3_matches_ddp_with_sgd_momentum_and_adam_at_world_1_to_4) {
   }
 }
 
+// How many of params hold their bytes (ZeRO-3 frees a parameter's storage when it is released).
+static int residentCount(const std::vector<autograd::Variable>& params) {
+  int n = 0;
+  for (const auto& p : params) n += p.tensor().storage()->resident();
+  return n;
+}
+
 TEST(Zero, stage3_keeps_only_its_partition_between_steps) {
   lockstep::testing::runThreadRanks(3, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
     EngineOptions o = perLayer(adam());
     o.zero_stage = 3;
     Engine engine(makeNet(1), o, worldOf(rank, 3, pg));
     auto params = engine.model()->parameters();
-    auto resident = [&] {
-      int n = 0;
-      for (const auto& p : params) n += p.tensor().storage()->resident();
-      return n;
-    };
+    auto resident = [&] { return residentCount(params); };
     EXPECT_FALSE(engine.zero()->parametersGathered());
     EXPECT_EQ(resident(), 0);                       // released: every parameter's bytes are freed
     EXPECT_EQ(params[0].shape(), (Shape{9, kIn}));  // its shape stays
@@ -79,11 +82,7 @@ TEST(Zero, engine_holds_stage3_parameters_whole_for_a_scope_and_evaluates_layer_
     o.zero_stage = 3;
     Engine engine(makeNet(1), o, worldOf(rank, 3, pg));
     auto params = engine.model()->parameters();
-    auto resident = [&] {
-      int n = 0;
-      for (const auto& p : params) n += p.tensor().storage()->resident();
-      return n;
-    };
+    auto resident = [&] { return residentCount(params); };
     EXPECT_FALSE(engine.parametersWhole());
     {
       parallel::GatheredParameters whole = engine.gatheredParameters();
