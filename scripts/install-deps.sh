@@ -12,12 +12,14 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev             # OpenSSL's libcrypto: HMAC-SHA256 of the store's join token
   liburing-dev           # io_uring: ZeRO's NVMe offload swaps optimizer states through it
+  libturbojpeg0-dev libpng-dev  # image datasets: JPEG (libjpeg-turbo) and PNG decoding
   time                   # /usr/bin/time: peak memory of the CLI in tests
   clang-14 libclang-rt-14-dev libomp-14-dev  # `make fuzz`: libFuzzer, ASan/UBSan runtimes, OpenMP for clang
   clang-format           # `make format-check` (CI) and `make format`
   dataset-fashion-mnist  # the data `make run` trains on
   fortunes               # English text: the default corpus of the language-model examples
   python3-torch python3-numpy  # PyTorch 1.13 (CPU): side-by-side benchmarks, interop tests
+  python3-pil            # Pillow: image decoding checked against PIL's pixels (tests/data)
   python3-venv           # the interop tests' virtual environment (PyPI's safetensors)
   python3-dev            # Python.h: DeepSpeed's JIT-built C++ ops (CPU Adam, shm comm), bench/zero.bench.sh
   iproute2 procps        # network namespaces for multi-host tests; ps/pgrep for orphan checks
