@@ -1,5 +1,7 @@
 #include "lockstep/kernels/transformer.h"
 
+#include <cmath>
+
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/tables/transformer.h"
 
@@ -109,6 +111,26 @@ Tensor rotaryForward(const Tensor& x, const Tensor& cos, const Tensor& sin) {
 Tensor rotaryBackward(const Tensor& gy, const Tensor& cos, const Tensor& sin) {
   checkRotary(gy, cos, sin);
   return dispatch<&TransformerKernels::rotaryBackward>(kBackends, gy, gy, cos, sin);
+}
+
+std::pair<Tensor, Tensor> rotaryTables(int64_t T, int64_t D, double theta, int64_t position_offset) {
+  LOCKSTEP_ENFORCE(T >= 0 && D > 0 && D % 2 == 0, ValueError,
+                   "rotaryTables: need T >= 0 and an even D > 0, got T=", T, " D=", D);
+  LOCKSTEP_ENFORCE(theta > 0.0 && position_offset >= 0, ValueError, "rotaryTables: theta must be > 0 and ",
+                   "position_offset >= 0, got theta=", theta, " position_offset=", position_offset);
+  const int64_t h = D / 2;
+  Tensor c = Tensor::empty({T, h}, DType::f32), s = Tensor::empty({T, h}, DType::f32);
+  float* cp = c.data<float>();
+  float* sp = s.data<float>();
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t i = 0; i < h; ++i) {
+      const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+      const double a = static_cast<double>(t + position_offset) * inv_freq;
+      cp[t * h + i] = static_cast<float>(std::cos(a));
+      sp[t * h + i] = static_cast<float>(std::sin(a));
+    }
+  }
+  return {c, s};
 }
 
 }  // namespace lockstep::kernels

@@ -45,5 +45,10 @@ std::pair<Tensor, Tensor> swigluBackward(const Tensor& gy, const Tensor& gate, c
 Tensor rotaryForward(const Tensor& x, const Tensor& cos, const Tensor& sin);
 /// dL/dx: the inverse rotation of gy.
 Tensor rotaryBackward(const Tensor& gy, const Tensor& cos, const Tensor& sin);
+/// The rotation's cos, sin [T, D/2] f32 for positions position_offset .. position_offset + T - 1:
+/// angle(t, i) = (t + position_offset) * theta^(-2i / D) (HF Llama's inv_freq; computed in f64,
+/// stored f32). Made on the host, once per model: move them with .to().
+std::pair<Tensor, Tensor> rotaryTables(int64_t T, int64_t D, double theta = 10000.0,
+                                       int64_t position_offset = 0);
 
 }  // namespace lockstep::kernels

@@ -16,10 +16,7 @@ Embedding::Embedding(const EmbeddingOptions& options) : Module("Embedding"), opt
   }
   Tensor w = Tensor::empty({options.num_embeddings, options.embedding_dim});
   init::normal(w, 0.0, options.init_std, options.generator ? *options.generator : defaultGenerator());
-  if (options.padding_idx) {
-    float* row = w.data<float>() + *options.padding_idx * options.embedding_dim;
-    std::fill(row, row + options.embedding_dim, 0.0f);
-  }
+  if (options.padding_idx) w.narrow(0, *options.padding_idx, 1).zero();
   weight_ = registerParameter("weight", w);
 }
 

@@ -35,19 +35,6 @@ int64_t chunkSamples(const Shape& conv_out, DType dtype) {
                              conv_out[0]);
 }
 
-// out = max(in, 0) for two tensors of one dense layout.
-void reluInto(Tensor& out, const Tensor& in) {
-  if (in.dtype() == DType::f32 && in.isDense() && out.strides() == in.strides()) {
-    const float* s = in.data<float>();
-    float* d = out.data<float>();
-    const int64_t n = in.numel();
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) d[i] = s[i] > 0.f ? s[i] : 0.f;
-  } else {
-    out.copyFrom(kernels::reluForward(in));
-  }
-}
-
 class Conv2dMaxPool2dBackward final : public Node {
  public:
   struct Chunk {
@@ -148,19 +135,14 @@ Variable conv2dMaxPool2d(const Variable& x0, const Variable& weight0, const Vari
     const int64_t size = std::min(step, n - start);
     Tensor c = kernels::conv2dForward(xin.narrow(0, start, size), weight.tensor(), b, cp);
     auto r = kernels::maxPool2dForward(c, pp, training);
-    if (size == n) {  // one chunk: the pooled output is the result, relu'd in place
-      y = r.y;
-      if (relu) reluInto(y, y);
+    if (size == n) {  // one chunk: the pooled output is the result
+      y = relu ? kernels::reluForward(r.y) : r.y;
     } else if (!y.defined()) {
       y = Tensor::empty(pool_shape, r.y.dtype(), kernels::formatOf(r.y));
     }
     if (size < n) {
       Tensor dst = y.narrow(0, start, size);
-      if (relu) {
-        reluInto(dst, r.y);
-      } else {
-        dst.copyFrom(r.y);
-      }
+      dst.copyFrom(relu ? kernels::reluForward(r.y) : r.y);
     }
     if (training) {
       chunks.push_back(

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "lockstep/autograd/variable.h"
+#include "lockstep/kernels/transformer.h"
 
 namespace lockstep::autograd {
 
@@ -13,9 +14,7 @@ namespace lockstep::autograd {
 /// with x1 = x[..., :D/2], x2 = x[..., D/2:]. Result contiguous, x's dtype. cos and sin must be on
 /// x's device (ValueError otherwise).
 Variable applyRotary(const Variable& x, const Tensor& cos, const Tensor& sin);
-/// cos, sin [T, D/2] f32 for positions position_offset .. position_offset + T - 1:
-/// angle(t, i) = (t + position_offset) * theta^(-2i / D) (computed in f64, stored f32). On the host.
-std::pair<Tensor, Tensor> rotaryTables(int64_t T, int64_t D, double theta = 10000.0,
-                                       int64_t position_offset = 0);
+/// cos, sin [T, D/2] for applyRotary (kernels/transformer.h).
+using kernels::rotaryTables;
 
 }  // namespace lockstep::autograd
