@@ -1,13 +1,16 @@
 #pragma once
-// Umbrella header of the data module: datasets and file readers (IDX/MNIST, CIFAR-10, synthetic),
-// text corpora and token files (byte tokenizer, token windows), transforms (tensor and decoded-image),
-// samplers (incl. DistributedSampler) and the DataLoader. See docs/data.md.
+// Umbrella header of the data module: datasets and file readers (IDX/MNIST, CIFAR-10, folders of
+// JPEG/PNG images, synthetic), text corpora and token files (byte tokenizer, token windows),
+// transforms (tensor and decoded-image), samplers (incl. DistributedSampler) and the DataLoader.
+// See docs/data.md.
 #include "lockstep/data/batch_prefetcher.h"
 #include "lockstep/data/byte_tokenizer.h"
 #include "lockstep/data/data_loader.h"
 #include "lockstep/data/dataset.h"
 #include "lockstep/data/datasets/cifar.h"
 #include "lockstep/data/datasets/idx_file.h"
+#include "lockstep/data/datasets/image_file_list.h"
+#include "lockstep/data/datasets/image_folder.h"
 #include "lockstep/data/datasets/mnist.h"
 #include "lockstep/data/datasets/random_split.h"
 #include "lockstep/data/datasets/registry.h"
@@ -21,6 +24,11 @@
 #include "lockstep/data/datasets/token_window_dataset.h"
 #include "lockstep/data/example.h"
 #include "lockstep/data/file_bytes.h"
+#include "lockstep/data/image_codecs/decode_options.h"
+#include "lockstep/data/image_codecs/exif_orientation.h"
+#include "lockstep/data/image_codecs/image_file.h"
+#include "lockstep/data/image_codecs/jpeg_codec.h"
+#include "lockstep/data/image_codecs/png_codec.h"
 #include "lockstep/data/samplers/batch_sampler.h"
 #include "lockstep/data/samplers/distributed_batch_sampler.h"
 #include "lockstep/data/samplers/distributed_sampler.h"

@@ -22,6 +22,13 @@ data::DatasetOptions datasetOptions(const DataConfig& c, uint64_t seed) {
   o.val_split = c.val_split;
   o.block_size = c.block_size;
   o.seed = seed;
+  o.image_size = c.image_size;
+  o.resize_size = c.resize_size;
+  o.skip_bad_files = c.skip_bad_files;
+  o.exif_transpose = c.exif_transpose;
+  o.dct_scaling = c.dct_scaling;
+  o.train_list = c.train_list;
+  o.val_list = c.val_list;
   return o;
 }
 
@@ -40,6 +47,7 @@ TrainData loadTrainData(const DataConfig& c, uint64_t seed) {
   d.val = s.val;
   d.test = s.test;
   d.vocab_size = s.vocab_size;
+  d.classes = s.classes;
   if (info.language) return d;  // its validation windows come with it
   if (c.val_split > 0) {
     int64_t nval = static_cast<int64_t>(static_cast<double>(d.train->size()) * c.val_split);

@@ -2,6 +2,8 @@
 // The trainer's datasets, built from a DataConfig: train (optionally minus a validation split),
 // validation and test sets, and evaluation of a model over one of them.
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "lockstep/comm/process_group.h"
 #include "lockstep/data/dataset.h"
@@ -16,6 +18,8 @@ struct TrainData {
   std::shared_ptr<data::Dataset> test;
   /// Language data: the tokenizer's vocabulary (256 for bytes, meta.json's for a token directory).
   int64_t vocab_size = 0;
+  /// Class i's name, where the dataset names its classes (image_folder); empty otherwise.
+  std::vector<std::string> classes;
 };
 
 /// Checks the dataset's files exist without loading them (for the launcher's parent process);

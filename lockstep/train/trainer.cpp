@@ -126,6 +126,7 @@ RunFacts runFacts(const Run& r, const RunLength& length) {
   facts.steps_per_epoch = length.steps_per_epoch;
   facts.total_steps = length.total_steps;
   facts.checkpoint_dir = checkpointDir(r.config, r.options);
+  facts.classes = r.data.classes;
   return facts;
 }
 

@@ -14,8 +14,8 @@ using testing::TempDir;
 using testing::throwsWith;
 
 TEST(DatasetRegistry, names_in_registration_order) {
-  EXPECT_EQ(datasetNames(),
-            (std::vector<std::string>{"fashion_mnist", "mnist", "cifar10", "synthetic", "text", "tokens"}));
+  EXPECT_EQ(datasetNames(), (std::vector<std::string>{"fashion_mnist", "mnist", "cifar10", "image_folder",
+                                                      "synthetic", "text", "tokens"}));
   EXPECT_EQ(languageDatasetNames(), (std::vector<std::string>{"text", "tokens"}));
 }
 

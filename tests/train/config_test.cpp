@@ -109,12 +109,31 @@ TEST(TrainConfig, unknown_key_names_its_path_and_suggests) {
 TEST(TrainConfig, dataset_names_and_their_keys_come_from_the_registry) {
   std::string m = errorOf("train_batch_size: 8\ndata: {dataset: cifar}");
   EXPECT_TRUE(has(m, "unknown dataset cifar") && has(m, "did you mean cifar10?") &&
-              has(m, "fashion_mnist, mnist, cifar10, synthetic, text, tokens"))
+              has(m, "fashion_mnist, mnist, cifar10, image_folder, synthetic, text, tokens"))
       << m;
   // a key another dataset reads is refused, not ignored
   m = errorOf("train_batch_size: 8\ndata: {dataset: mnist, input_shape: [4]}");
   EXPECT_TRUE(has(m, "data.input_shape is read only by synthetic, not by mnist")) << m;
   EXPECT_EQ(errorOf("train_batch_size: 8\ndata: {dataset: synthetic, input_shape: [4]}"), "(no error)");
+}
+
+TEST(TrainConfig, image_folder_reads_its_own_keys_and_needs_a_root) {
+  const TrainConfig c = parseTrainConfig(
+      "train_batch_size: 8\ndata: {dataset: image_folder, root: /data/imagenet, image_size: 160, "
+      "resize_size: 182, "
+      "skip_bad_files: true, exif_transpose: true, train_list: train.txt}",
+      {}, 1);
+  EXPECT_EQ(c.data.image_size, 160);
+  EXPECT_EQ(c.data.resize_size, 182);
+  EXPECT_TRUE(c.data.skip_bad_files);
+  EXPECT_TRUE(c.data.exif_transpose);
+  EXPECT_FALSE(c.data.dct_scaling);
+  EXPECT_EQ(c.data.train_list, "train.txt");
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\ndata: {dataset: image_folder}"), "make-image-folder"));
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\ndata: {dataset: image_folder, root: /d, image_size: 0}"),
+                  "data.image_size must be in [1, 65535]"));
+  std::string m = errorOf("train_batch_size: 8\ndata: {dataset: mnist, skip_bad_files: true}");
+  EXPECT_TRUE(has(m, "data.skip_bad_files is read only by image_folder, not by mnist")) << m;
 }
 
 TEST(TrainConfig, backend_must_be_a_built_backend) {

@@ -235,4 +235,17 @@ TEST(ZeroConfig, deepspeeds_plain_names_and_deprecated_spellings_mean_what_they_
       has(errorOf("{stage: 2, cpu_offload: true, offload_optimizer: {device: cpu}}"), "give one of them"));
   EXPECT_TRUE(
       has(errorOf("{stage: 2, cpu_offload: 3}"), "zero_optimization.cpu_offload: expected a boolean"));
+  // cpu_offload_param, deprecated: true is offload_param {device: cpu}.
+  EXPECT_EQ(parse("{stage: 3, cpu_offload_param: true}").offload_param_device, OffloadDevice::cpu);
+  EXPECT_TRUE(has(errorOf("{stage: 3, cpu_offload_param: true, offload_param: {device: cpu}}"),
+                  "cpu_offload_param: true is DeepSpeed's deprecated spelling of offload_param"));
+  // The other plain names of stage3_ keys, at their defaults.
+  EXPECT_EQ(
+      errorOf("{stage: 3, model_persistence_threshold: 9223372036854775807, allgather_sequential: false}"),
+      "(no error)");
+  EXPECT_TRUE(has(errorOf("{stage: 3, allgather_sequential: true}"),
+                  "zero_optimization.stage3_allgather_sequential is not supported yet"));
+  // At stage 0 DeepSpeed builds no ZeRO optimizer and never reads offload_param (its hybrid engine
+  // test sets one there).
+  EXPECT_EQ(parse("{stage: 0, offload_param: {device: cpu}}").offload_param_device, OffloadDevice::none);
 }

@@ -1,14 +1,20 @@
 #include "lockstep/data/datasets/registry.h"
 
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 
 #include "lockstep/data/datasets/cifar.h"
+#include "lockstep/data/datasets/image_folder.h"
 #include "lockstep/data/datasets/mnist.h"
 #include "lockstep/data/datasets/subset.h"
 #include "lockstep/data/datasets/synthetic_dataset.h"
 #include "lockstep/data/datasets/text_corpus.h"
 #include "lockstep/data/datasets/token_window_dataset.h"
+#include "lockstep/data/transforms/center_crop.h"
+#include "lockstep/data/transforms/random_horizontal_flip.h"
+#include "lockstep/data/transforms/random_resized_crop.h"
+#include "lockstep/data/transforms/resize.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/suggest.h"
 
@@ -73,6 +79,69 @@ DatasetSplits tokenWindowSplits(const DatasetOptions& o, const TokenSplit& split
   return s;
 }
 
+// image_folder's two file lists: ROOT/train and ROOT/val class folders, or the list files.
+ImageFileList imageFiles(const DatasetOptions& o, const std::string& list, const char* folder) {
+  if (list.empty()) return scanImageFolder((std::filesystem::path(o.root) / folder).string());
+  const std::filesystem::path path = std::filesystem::path(o.root) / list;  // an absolute list stays as it is
+  return readImageList(path.string(), path.parent_path().string());
+}
+
+void checkImageFolderFiles(const DatasetOptions& o) {
+  for (const auto& [list, folder] : {std::pair{o.train_list, "train"}, {o.val_list, "val"}}) {
+    const std::filesystem::path p = std::filesystem::path(o.root) / (list.empty() ? folder : list);
+    if (!std::filesystem::exists(p)) {
+      throw IoError("data.root: " + p.string() + " does not exist (an image folder holds train/ and val/, " +
+                    "each with one subfolder of images per class)");
+    }
+  }
+}
+
+// torchvision's ImageNet recipe: RandomResizedCrop + RandomHorizontalFlip to train, Resize +
+// CenterCrop to validate, then ToTensor + Normalize (ImageNet's statistics unless the config's).
+DatasetSplits loadImageFolderSplits(const DatasetOptions& o) {
+  LOCKSTEP_ENFORCE(o.image_size >= 1 && o.resize_size >= 1, ValueError,
+                   "data.image_size and data.resize_size must be >= 1, got ", o.image_size, " and ",
+                   o.resize_size);
+  ImageToTensorOptions to_tensor;
+  to_tensor.mean = {0.485, 0.456, 0.406};
+  to_tensor.std = {0.229, 0.224, 0.225};
+  if (o.normalize_mean) to_tensor.mean.assign(3, *o.normalize_mean);
+  if (o.normalize_std) to_tensor.std.assign(3, *o.normalize_std);
+  RandomResizedCropOptions crop;
+  crop.height = crop.width = o.image_size;
+  auto train_pipeline = std::make_shared<ImagePipeline>(
+      std::vector<std::shared_ptr<const ImageTransform>>{std::make_shared<RandomResizedCrop>(crop),
+                                                         std::make_shared<RandomHorizontalFlip>()},
+      ImageToTensor(to_tensor), o.seed);
+  auto val_pipeline = std::make_shared<ImagePipeline>(
+      std::vector<std::shared_ptr<const ImageTransform>>{
+          std::make_shared<Resize>(ResizeOptions{.size = o.resize_size}),
+          std::make_shared<CenterCrop>(CenterCropOptions{.height = o.image_size, .width = o.image_size})},
+      ImageToTensor(to_tensor), o.seed);
+  ImageFolderOptions train_options;
+  train_options.skip_bad_files = o.skip_bad_files;
+  train_options.decode.exif_transpose = o.exif_transpose;
+  ImageFolderOptions val_options = train_options;
+  if (o.dct_scaling) {
+    // The smallest crop RandomResizedCrop takes (scale_min of the area) still has image_size
+    // pixels across; validation resizes the shorter side to resize_size.
+    train_options.decode.min_short_side =
+        static_cast<int64_t>(std::ceil(static_cast<double>(o.image_size) / std::sqrt(crop.scale_min)));
+    val_options.decode.min_short_side = o.resize_size;
+  }
+  ImageFileList train = imageFiles(o, o.train_list, "train"), val = imageFiles(o, o.val_list, "val");
+  if (!train.classes.empty() && !val.classes.empty() && train.classes != val.classes) {
+    throw IoError("data.root: " + o.root + "/train and " + o.root + "/val have different class folders (" +
+                  std::to_string(train.classes.size()) + " and " + std::to_string(val.classes.size()) +
+                  "): class indices would not agree; give both the same class folders");
+  }
+  DatasetSplits s;
+  s.classes = train.classes;
+  s.train = std::make_shared<ImageFolder>(std::move(train), train_pipeline, train_options);
+  s.test = std::make_shared<ImageFolder>(std::move(val), val_pipeline, val_options);
+  return s;
+}
+
 std::vector<DatasetInfo> builtinDatasets() {
   std::vector<DatasetInfo> r;
   {
@@ -104,6 +173,19 @@ std::vector<DatasetInfo> builtinDatasets() {
       }
     };
     d.load = loadCifar10Splits;
+    r.push_back(std::move(d));
+  }
+  {
+    DatasetInfo d;
+    d.name = "image_folder";
+    d.root_hint =
+        "set it to a directory with train/ and val/, each with one subfolder of images per class "
+        "(torchvision's "
+        "ImageFolder layout; `lockstep data make-image-folder` writes a small one)";
+    d.keys = {"image_size",  "resize_size", "skip_bad_files", "exif_transpose",
+              "dct_scaling", "train_list",  "val_list"};
+    d.check_files = checkImageFolderFiles;
+    d.load = loadImageFolderSplits;
     r.push_back(std::move(d));
   }
   {

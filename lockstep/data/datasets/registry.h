@@ -28,8 +28,21 @@ struct DatasetOptions {
   double val_split = 0.0;
   /// Language datasets: windows of block_size + 1 tokens (the model's block size).
   int64_t block_size = 0;
-  /// synthetic: the teacher's and the inputs' seed.
+  /// synthetic: the teacher's and the inputs' seed; image_folder: the augmentation's.
   uint64_t seed = 0;
+  /// image_folder: the training crop (RandomResizedCrop) and validation crop (CenterCrop) side, and
+  /// the shorter side validation images are resized to first (torchvision's ImageNet recipe).
+  int64_t image_size = 224, resize_size = 256;
+  /// image_folder: files that fail to decode are counted, logged and skipped (ImageFolderOptions).
+  bool skip_bad_files = false;
+  /// image_folder: apply EXIF orientation (torchvision's ImageFolder does not).
+  bool exif_transpose = false;
+  /// image_folder: decode JPEGs at a DCT scale (1/2, 1/4, 1/8) when the transforms would still
+  /// sample them at full resolution (not torchvision's pixels; off by default).
+  bool dct_scaling = false;
+  /// image_folder: flat lists ("PATH LABEL" or CSV) instead of the train/ and val/ folders; relative
+  /// to root.
+  std::string train_list, val_list;
 };
 
 /// A loaded dataset: train and test sets, and for a language dataset its validation windows
@@ -40,6 +53,9 @@ struct DatasetSplits {
   std::shared_ptr<Dataset> test;
   /// Language datasets: the tokenizer's vocabulary (256 for bytes, meta.json's for a token directory).
   int64_t vocab_size = 0;
+  /// Class i's name where the dataset has names (image_folder's class folders: torchvision's
+  /// classes, class_to_idx = name -> i); empty otherwise.
+  std::vector<std::string> classes;
 };
 
 struct DatasetInfo {

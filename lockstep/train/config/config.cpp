@@ -20,7 +20,7 @@
 #include "lockstep/train/config/config_backends.h"
 #include "lockstep/train/config/config_document.h"
 #include "lockstep/train/config/config_keys.h"
-#include "lockstep/train/config/deepspeed_keys.h"
+#include "lockstep/train/config/hf_auto.h"
 #include "lockstep/train/config/language_config.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
@@ -324,17 +324,9 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
   if (!root.IsMap()) throw ValueError(source + ": the top level must be a mapping");
   checkNoDuplicateKeys(root, "", source);
   for (const auto& o : overrides) applyOverride(root, o);
-  // Hugging Face Trainer's "auto" values: all named in one error (with any other refused key), the
-  // keys removed so that reading goes on to find the rest.
-  const std::vector<std::string> autos = deepspeed_keys::takeAutoValues(root, {"backend", "cuda_graph"});
-  if (!autos.empty()) {
-    std::string keys;
-    for (const auto& a : autos) keys += (keys.empty() ? "" : ", ") + a;
-    config_keys::refuse(std::to_string(autos.size()) + (autos.size() == 1 ? " value is" : " values are") +
-                        " \"auto\" (" + keys +
-                        "): Hugging Face Trainer fills these in from its arguments, which lockstep does not "
-                        "have; give each a value (or --set KEY=VALUE)");
-  }
+  // Hugging Face Trainer's "auto" values, taken out here and filled in where the values they
+  // derive from are known (hf_auto.h).
+  const HfAutoValues autos(root);
   checkKeys(root, "",
             {"train_batch_size",
              "train_micro_batch_size_per_gpu",
@@ -371,9 +363,12 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
   get(root, "", "train_micro_batch_size_per_gpu", micro);
   get(root, "", "train_micro_batch_size_per_rank", micro);
   get(root, "", "gradient_accumulation_steps", accum);
+  autos.checkBatch(train, micro);
   c.batch = resolveBatchSizes(train, micro, accum, world);
+  autos.noteBatch(c.batch, world);
   if (root["optimizer"]) parseSection(root["optimizer"], "optimizer", c.optimizer.type, c.optimizer.params);
   optim::validateOptimizerSpec(c.optimizer);
+  if (root["scheduler"]) autos.fillScheduler(root, c.optimizer);
   if (root["scheduler"]) parseSection(root["scheduler"], "scheduler", c.scheduler.type, c.scheduler.params);
   optim::validateSchedulerSpec(c.scheduler);
   if (root["tensorboard"]) parseMonitor(root["tensorboard"], "tensorboard", c.tensorboard);
@@ -447,7 +442,10 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
       throw ValueError(std::string("ddp.comm_hook: ") + e.what());
     }
   }
-  if (root["zero_optimization"]) c.zero = parseZeroConfig(root["zero_optimization"]);
+  if (root["zero_optimization"]) {
+    autos.fillZero(root, c.model, c.model_options);
+    c.zero = parseZeroConfig(root["zero_optimization"]);
+  }
   const auto models = nn::modelNames();
   if (std::find(models.begin(), models.end(), c.model) == models.end()) {
     std::string near = nearestKey(c.model, models), known;

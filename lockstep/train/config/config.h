@@ -54,6 +54,10 @@ struct DataConfig {
   // text and tokens: windows of block_size (the model's) + 1 tokens; val_split is the last
   // fraction of a text corpus held out (default 0.1).
   int64_t block_size = 0;
+  // image_folder (data::DatasetOptions says what each means)
+  int64_t image_size = 224, resize_size = 256;
+  bool skip_bad_files = false, exif_transpose = false, dct_scaling = false;
+  std::string train_list, val_list;
   /// Whether the dataset holds token windows for a language model (data::DatasetInfo::language).
   bool isLanguage() const;
 };

@@ -37,6 +37,15 @@ Accepts number(double want) {
     return v.IsScalar() && YAML::convert<double>::decode(v, d) && d == want;
   };
 }
+Accepts positive() {
+  return [](const YAML::Node& v) {
+    double d;
+    return v.IsScalar() && YAML::convert<double>::decode(v, d) && std::isfinite(d) && d > 0;
+  };
+}
+Accepts text(const std::set<std::string>& words) {
+  return [words](const YAML::Node& v) { return v.IsScalar() && words.count(v.Scalar()) > 0; };
+}
 Accepts null() {
   return [](const YAML::Node& v) { return v.IsNull(); };
 }
@@ -86,9 +95,49 @@ const std::vector<Entry>& table() {
       {"", "communication_data_type", null(), "null",
        "communicating gradients in another dtype (ddp.comm_hook bf16_compress or fp16_compress compresses "
        "DDP's buckets)"},
-      {"", "prescale_gradients", boolean(false), "false",
-       "dividing gradients by the world size before the allreduce"},
-      {"", "gradient_predivide_factor", number(1.0), "1.0", "a gradient pre-division factor"},
+      // Where the division by the world size happens changes only rounding: lockstep's gradients are
+      // f32 when they are reduced, so the fp16 overflow these guard against cannot happen.
+      {"", "prescale_gradients", anyBoolean(), "true or false",
+       "no effect: lockstep averages f32 gradients, so dividing them before the allreduce (DeepSpeed's guard "
+       "against fp16 overflow in the sum) changes only rounding; ddp.comm_hook fp16_compress divides "
+       "first, as PyTorch's hook does"},
+      {"", "gradient_predivide_factor", positive(), "a positive number",
+       "no effect: lockstep averages f32 gradients, so splitting the division by the world size around the "
+       "allreduce (DeepSpeed's guard against fp16 overflow in the sum) changes only rounding"},
+      {"", "gradient_allreduce_op", text({"mean"}), "mean",
+       "summing gradients across ranks instead of averaging them (gradient_allreduce_op: sum)"},
+      {"", "managed_gradient_accumulation", boolean(true), "true",
+       "client-managed accumulation boundaries (lockstep's loop steps the optimizer at every boundary)"},
+      {"", "seq_parallel_communication_data_type", anything(), "",
+       "no effect: it sets the dtype of sequence-parallel communication, and lockstep has no sequence "
+       "parallelism"},
+      {"", "tensor_parallel",
+       [](const YAML::Node& v) {
+         if (v.IsNull() || (v.IsMap() && v.size() == 0)) return true;
+         return v.IsMap() && v["autotp_size"] && number(0)(v["autotp_size"]);
+       },
+       "{autotp_size: 0}", "tensor parallelism (AutoTP)"},
+      {"", "expert_parallel", offSection(), "{enabled: false}", "expert parallelism (AutoEP)"},
+      {"", "compile",
+       [](const YAML::Node& v) {
+         return v.IsNull() || (v.IsMap() && (!v["deepcompile"] || isBool(v["deepcompile"], false)));
+       },
+       "{deepcompile: false}", "DeepCompile"},
+      {"", "eigenvalue", offSection(), "{enabled: false}", "eigenvalue computation (for MoQ)"},
+      {"", "quantize_training", anything(), "",
+       "no effect: DeepSpeed reads it only with compression_training's weight quantization, which lockstep "
+       "lacks"},
+      {"", "progressive_layer_drop", offSection(), "{enabled: false}", "progressive layer dropping"},
+      {"", "weight_quantization", emptySection(), "absent", "weight quantization"},
+      {"", "datastates_ckpt", emptySection(), "absent", "DataStates asynchronous checkpointing"},
+      {"", "timers", anything(), "",
+       "no effect: DeepSpeed's throughput timer; lockstep's progress prints samples/s and summary.json "
+       "holds the step times"},
+      {"", "log_level", anything(), "", "no effect: lockstep's log has no levels"},
+      {"", "dataloader_drop_last", boolean(false), "false",
+       "dropping the last incomplete batch of DeepSpeed's data loader"},
+      {"", "use_data_before_expert_parallelism", boolean(false), "false",
+       "data-before-expert-parallel process groups"},
       {"", "sparse_gradients", boolean(false), "false", "sparse embedding gradients"},
       {"", "wall_clock_breakdown", boolean(false), "false",
        "the wall-clock breakdown of forward, backward and step (progress prints step times)"},
@@ -99,8 +148,9 @@ const std::vector<Entry>& table() {
       {"", "graph_harvesting", boolean(false), "false", "graph harvesting (use cuda_graph)"},
       {"", "disable_allgather", boolean(false), "false", "disabling ZeRO's allgather"},
       {"", "load_universal_checkpoint", boolean(false), "false", "loading DeepSpeed universal checkpoints"},
-      {"", "cuda_visible_devices", null(), "null",
-       "choosing GPUs from the config; set CUDA_VISIBLE_DEVICES in the environment"},
+      {"", "cuda_visible_devices", anything(), "",
+       "no effect: DeepSpeed reads no such key either; GPUs are chosen by CUDA_VISIBLE_DEVICES in the "
+       "environment"},
       {"", "data_types",
        [](const YAML::Node& v) {
          if (v.IsNull()) return true;
@@ -112,11 +162,33 @@ const std::vector<Entry>& table() {
          return true;
        },
        "{grad_accum_dtype: null}", "a gradient accumulation dtype (gradients accumulate in their own dtype)"},
+      // optimizer (runtime/config.py LEGACY_FUSION).
+      {"optimizer", "legacy_fusion", boolean(false), "false", "DeepSpeed's legacy fused fp16 optimizer"},
+      // checkpoint: DeepSpeed's keys beside lockstep's own (runtime/model_checkpointing/config.py).
+      {"checkpoint", "tag_validation", anything(), "",
+       "no effect: lockstep checks every checkpoint against its manifest of checksums and its run identity "
+       "on every rank (docs/checkpoints.md)"},
+      {"checkpoint", "load_universal", boolean(false), "false", "loading DeepSpeed universal checkpoints"},
+      {"checkpoint", "use_node_local_storage", boolean(false), "false",
+       "node-local checkpoint storage (every node writing its own copy)"},
+      {"checkpoint", "parallel_write",
+       [](const YAML::Node& v) {
+         return v.IsNull() || (v.IsMap() && (!v["pipeline_stage"] || isBool(v["pipeline_stage"], false)));
+       },
+       "{pipeline_stage: false}", "writing checkpoints in parallel by pipeline stage"},
+      {"checkpoint", "serialization", boolean(true), "true", "checkpoints without torch serialization"},
+      {"checkpoint", "writer", null(), "null", "DeepSpeed's fast checkpoint writers"},
       // bf16 (runtime/precision_config.py).
       {"bf16", "bf16_master_weights_and_grads", boolean(false), "false",
        "bf16 master weights and gradients (lockstep keeps f32 master weights and gradients)"},
       {"bf16", "bf16_optimizer_states", boolean(false), "false",
        "bf16 optimizer states (lockstep keeps f32 optimizer states)"},
+      {"bf16", "immediate_grad_update", boolean(false), "false",
+       "applying bf16 gradients to the master weights as they are produced"},
+      // true is DeepSpeed's default: lockstep lacks it (a bf16 step whose gradients hold inf or nan is
+      // taken), which the note says; false asks for what lockstep does.
+      {"bf16", "check_grad_overflow", anyBoolean(), "true or false",
+       "skipping bf16 steps whose gradients hold inf or nan"},
       // zero_optimization (runtime/zero/config.py).
       {"zero_optimization", "load_from_fp32_weights", boolean(true), "true",
        "rebuilding f32 weights from 16-bit ones at load (lockstep's checkpoints hold f32 weights)"},
@@ -124,10 +196,10 @@ const std::vector<Entry>& table() {
       {"zero_optimization", "ignore_unused_parameters", boolean(true), "true",
        "refusing parameters that get no gradient"},
       {"zero_optimization", "legacy_stage1", boolean(false), "false", "DeepSpeed's legacy stage 1"},
-      {"zero_optimization", "cpu_offload_params", boolean(false), "false",
-       "cpu_offload_params (deprecated; use offload_param: {device: cpu})"},
-      {"zero_optimization", "cpu_offload_use_pin_memory", boolean(false), "false",
-       "cpu_offload_use_pin_memory (deprecated; use offload_optimizer.pin_memory)"},
+
+      {"zero_optimization", "cpu_offload_use_pin_memory", anyBoolean(), "true or false",
+       "no effect: DeepSpeed's deprecated key, which it ignores (offload_optimizer.pin_memory and "
+       "offload_param.pin_memory say whether to pin)"},
       {"zero_optimization", "zero_hpz_partition_size", number(1), "1", "ZeRO++ hierarchical partitioning"},
       {"zero_optimization", "zero_quantized_weights", boolean(false), "false", "ZeRO++ quantized weights"},
       {"zero_optimization", "zero_quantized_nontrainable_weights", boolean(false), "false",
@@ -152,6 +224,23 @@ const std::vector<Entry>& table() {
        "ZeRO-3 trace cache warnings"},
       {"zero_optimization", "use_multi_rank_bucket_allreduce", boolean(true), "true",
        "the multi-rank bucket allreduce"},
+      {"zero_optimization", "grad_hooks", boolean(true), "true",
+       "reducing stage 1's gradients after backward instead of during it (lockstep reduces them during "
+       "backward, through DDP's buckets)"},
+      {"zero_optimization", "stage3_model_persistence_threshold", number(9223372036854775807.0),
+       "9223372036854775807 (sys.maxsize)", "a cap on the elements ZeRO-3 keeps unpartitioned"},
+      {"zero_optimization", "stage3_allgather_sequential", boolean(false), "false",
+       "ZeRO-3 all-gathers of one parameter at a time"},
+      {"zero_optimization", "zenflow", null(), "null", "ZenFlow (stall-free offloaded optimizer steps)"},
+      {"zero_optimization", "zeropp_loco_param", null(), "null", "LoCo-ZeRO++ error feedback"},
+      {"zero_optimization", "enable_sanity_checks", boolean(false), "false", "ZeRO's internal sanity checks"},
+      {"zero_optimization", "save_muon_momentum_buffer_in_memory", anyBoolean(), "true or false",
+       "no effect: it places the Muon optimizer's momentum, and lockstep has no Muon"},
+      {"zero_optimization", "leaf_module", emptySection(), "absent", "chosen ZeRO-3 leaf modules"},
+      // zero_optimization.offload_optimizer (runtime/zero/offload_config.py).
+      {"zero_optimization.offload_optimizer", "super_offload", boolean(false), "false", "SuperOffload"},
+      {"zero_optimization.offload_optimizer", "cpuadam_cores_perc", anything(), "",
+       "no effect: it sizes DeepSpeedCPUAdam's thread pool; lockstep's optimizer uses the rank's threads"},
   };
   return entries;
 }
@@ -182,33 +271,6 @@ Verdict judge(const std::string& section, const std::string& key, const YAML::No
                       e->feature + ")"};
   }
   return {false, path + " is not supported yet (" + e->feature + "); remove it or set it to " + e->off};
-}
-
-namespace {
-
-void takeAuto(YAML::Node n, const std::string& path, int depth, const std::set<std::string>& own,
-              std::vector<std::string>& out) {
-  if (!n.IsMap() || depth > 64) return;  // checkNoDuplicateKeys bounds the document first
-  std::vector<std::string> autos;
-  for (const auto& kv : n) {
-    const std::string key = kv.first.as<std::string>();
-    if (own.count(config_keys::join(path, key))) continue;
-    if (kv.second.IsScalar() && kv.second.Scalar() == "auto") {
-      autos.push_back(key);
-      out.push_back(config_keys::join(path, key));
-    } else {
-      takeAuto(kv.second, config_keys::join(path, key), depth + 1, own, out);
-    }
-  }
-  for (const auto& key : autos) n.remove(key);
-}
-
-}  // namespace
-
-std::vector<std::string> takeAutoValues(YAML::Node root, const std::set<std::string>& own) {
-  std::vector<std::string> out;
-  takeAuto(root, "", 0, own, out);
-  return out;
 }
 
 }  // namespace lockstep::train::deepspeed_keys

@@ -3,10 +3,8 @@
 // (deepspeed/runtime/constants.py, runtime/config.py, runtime/zero/config.py): a config that sets
 // one to its default or off value runs as written, said once in the log; any other value is
 // "not supported yet", naming the feature. Pure.
-#include <optional>
 #include <set>
 #include <string>
-#include <vector>
 
 namespace YAML {
 class Node;
@@ -24,11 +22,5 @@ struct Verdict {
   std::string message;
 };
 Verdict judge(const std::string& section, const std::string& key, const YAML::Node& value);
-
-/// Removes every value "auto" (Hugging Face Trainer's placeholder, which its DeepSpeed integration
-/// fills in from the TrainingArguments, the model and the world size) from `root`, and returns the
-/// paths it held ("optimizer.params.lr"), in document order. The paths in `own` are lockstep's keys
-/// for which "auto" is a value (backend, cuda_graph): kept.
-std::vector<std::string> takeAutoValues(YAML::Node root, const std::set<std::string>& own);
 
 }  // namespace lockstep::train::deepspeed_keys

@@ -115,6 +115,12 @@ void parseOffloadParam(const YAML::Node& n, int stage, ZeroConfig& z) {
   const bool pin = boolean(n, path, "pin_memory", false);
   if (n["nvme_path"] && !n["nvme_path"].IsScalar())
     throw ValueError(path + ".nvme_path: expected a path, got " + describe(n["nvme_path"]));
+  // Stage 0 is plain data parallelism: DeepSpeed builds no ZeRO optimizer and never reads the
+  // section (its own hybrid engine test sets offload_param at stage 0); the stage-0 note says so.
+  if (stage == 0) {
+    z.offload_param_device = OffloadDevice::none;
+    return;
+  }
   if (z.offload_param_device == OffloadDevice::nvme) {
     if (stage != 3)
       throw ValueError(path + ": offloading parameters needs ZeRO stage 3 (DeepSpeed's rule); set " +
@@ -161,11 +167,20 @@ const std::pair<const char*, const char*> kAliases[] = {
     {"gather_16bit_weights_on_model_save", "stage3_gather_16bit_weights_on_model_save"},
     {"module_granularity_threshold", "stage3_module_granularity_threshold"},
     {"stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params"},
+    {"model_persistence_threshold", "stage3_model_persistence_threshold"},
+    {"allgather_sequential", "stage3_allgather_sequential"},
+};
+
+// DeepSpeed's deprecated booleans for an offload section (zero/config.py's new_param_fn): true
+// means {device: cpu}; false, nothing.
+const std::pair<const char*, const char*> kDeprecatedOffloads[] = {
+    {"cpu_offload", "offload_optimizer"},
+    {"cpu_offload_param", "offload_param"},
 };
 
 // The section with every alias renamed to its key; an alias given with its key is an error, as
-// DeepSpeed cannot take both either. cpu_offload (deprecated for offload_optimizer) true means
-// offload_optimizer: {device: cpu}; false, nothing.
+// DeepSpeed cannot take both either. cpu_offload and cpu_offload_param (deprecated) true mean
+// offload_optimizer and offload_param {device: cpu}; false, nothing.
 YAML::Node canonical(const YAML::Node& given) {
   if (!given.IsMap()) return given;
   YAML::Node n = YAML::Clone(given);
@@ -177,17 +192,17 @@ YAML::Node canonical(const YAML::Node& given) {
     n[key] = n[alias];
     n.remove(alias);
   }
-  if (n["cpu_offload"]) {
-    if (boolean(n, kSection, "cpu_offload", false)) {
-      if (n["offload_optimizer"])
-        throw ValueError(kSection +
-                         ".cpu_offload: true is DeepSpeed's deprecated spelling of offload_optimizer: "
-                         "{device: cpu}; give one of them");
+  for (const auto& [deprecated, section] : kDeprecatedOffloads) {
+    if (!n[deprecated]) continue;
+    if (boolean(n, kSection, deprecated, false)) {
+      if (n[section])
+        throw ValueError(kSection + "." + deprecated + ": true is DeepSpeed's deprecated spelling of " +
+                         section + ": {device: cpu}; give one of them");
       YAML::Node o(YAML::NodeType::Map);
       o["device"] = "cpu";
-      n["offload_optimizer"] = o;
+      n[section] = o;
     }
-    n.remove("cpu_offload");
+    n.remove(deprecated);
   }
   return n;
 }

@@ -78,6 +78,11 @@ nlohmann::json describeRun(const TrainConfig& c, const RunFacts& f) {
                      {"steps_per_print", c.steps_per_print},
                      {"seed", c.seed},
                      {"checkpoint_dir", f.checkpoint_dir}};
+  if (!f.classes.empty()) {
+    nlohmann::json class_to_idx = nlohmann::json::object();
+    for (size_t i = 0; i < f.classes.size(); ++i) class_to_idx[f.classes[i]] = i;
+    run["class_to_idx"] = class_to_idx;
+  }
   run["environment"] = describeEnvironment(f.world_size, f.backend);
   run["environment"]["device"] = f.device;
   // The GPU math switches in force (config_backends.h), defaults included: whether a GPU run may use

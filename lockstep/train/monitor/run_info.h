@@ -4,6 +4,7 @@
 // the kernels use, versions). `lockstep report` shows it; summary.json holds the results.
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "lockstep/train/config/config.h"
 
@@ -18,6 +19,9 @@ struct RunFacts {
   int64_t steps_per_epoch = 0;
   int64_t total_steps = 0;
   std::string checkpoint_dir;
+  /// The dataset's class names (run.json's class_to_idx, as torchvision's ImageFolder has it);
+  /// empty when its classes are bare numbers.
+  std::vector<std::string> classes;
 };
 
 /// run.json's document. The config file is read again (a file gone since is noted, not fatal).
