@@ -36,6 +36,8 @@ enum class OpClass {
   batch_norm,   // per-channel statistics reduced in another order
   gemm,         // cuBLASLt's blocked sums (TF32 off), bf16/f16 inputs with f32 accumulation
   conv,         // cuDNN's algorithms (Winograd, FFT) against direct sums
+  attention,    // D products per score and S terms per output in another order than the CPU's 64 x 64
+                // f32 blocks; bf16/f16 tensor-core products may round P and dS to the input dtype
 };
 
 /// The one tolerance function of the GPU tests: (dtype, kind of op).
@@ -49,6 +51,7 @@ inline Tol tolFor(DType t, OpClass c = OpClass::elementwise) {
       /* batch_norm  */ {{1e-10, 1e-10}, {1e-5, 1e-5}, {5e-3, 5e-3}, {3e-2, 2e-2}},
       /* gemm        */ {{1e-10, 1e-10}, {1e-4, 1e-4}, {2e-2, 1e-2}, {6e-2, 2e-2}},  // bf16: 8-bit mantissa
       /* conv        */ {{1e-9, 1e-9}, {1e-2, 1e-2}, {3e-2, 1e-2}, {1e-1, 3e-2}},
+      /* attention   */ {{1e-10, 1e-9}, {2e-5, 1e-4}, {4e-3, 8e-3}, {2e-2, 3.2e-2}},
   };
   const Row& r = kRows[static_cast<int>(c)];
   switch (t) {

@@ -47,7 +47,8 @@ enum class Layout {
   cpu,                  // the CPU kernel's strides
   cpu_input,            // the CPU kernel's strides, which are the (dense) input's
   contiguous,           // a contiguous result
-  keeps_channels_last,  // channels-last when the first operand is
+  keeps_channels_last,  // an image result channels-last when the first operand is
+  rule,                 // as the case's layout_rule says
 };
 
 struct OpCase {
@@ -56,17 +57,18 @@ struct OpCase {
   std::function<std::vector<Inputs>(DType)> inputs;  // the host operand sets for one dtype
   Against against = Against::cpu;
   Layout layout = Layout::any;
-  /// The tolerance for a result of this dtype from these operands.
-  std::function<Tol(DType, const Inputs&)> tol = [](DType t, const Inputs&) {
-    return lockstep::testing::tolFor(t);
-  };
+  /// The tolerance for result number `result`, held to `want`, from these operands.
+  std::function<Tol(const Tensor& want, const Inputs&, size_t result)> tol =
+      [](const Tensor& want, const Inputs&, size_t) { return lockstep::testing::tolFor(want.dtype()); };
+  /// For Layout::rule: whether result number `result` has the layout it must.
+  std::function<bool(const Tensor& got, const Inputs&, size_t result)> layout_rule = nullptr;
 };
 
-Tol exact(DType, const Inputs&) { return lockstep::testing::kExact; }
+Tol exact(const Tensor&, const Inputs&, size_t) { return lockstep::testing::kExact; }
 
 Inputs onDevice(const Inputs& in) {
   Inputs g{{}, in.dim, in.dims};
-  for (const Tensor& x : in.x) g.x.push_back(gpu(x));
+  for (const Tensor& x : in.x) g.x.push_back(x.defined() ? gpu(x) : x);
   return g;
 }
 Inputs widened(const Inputs& in) {
@@ -276,7 +278,8 @@ std::vector<Inputs> reduceInputs(DType t, bool with_empty) {
 }
 
 // Sums of many terms differ by their accumulation order: the f32 bound grows with the count.
-Tol sumTol(DType t, const Inputs& in) {
+Tol sumTol(const Tensor& want, const Inputs& in, size_t) {
+  const DType t = want.dtype();
   Tol tol = lockstep::testing::tolFor(t);
   const int64_t out = kernels::reduce(kernels::ReduceOp::sum, in.x[0], in.dims).numel();
   const int64_t terms = in.x[0].numel() / std::max<int64_t>(1, out);
@@ -315,7 +318,8 @@ Tensor classTargets(int64_t n, int64_t c, bool ignore) {
 }
 
 // A reduced loss in bf16/f16 rounds a sum; an f32 one adds in another order than the CPU.
-Tol lossTol(DType t, const Inputs&) {
+Tol lossTol(const Tensor& want, const Inputs&, size_t) {
+  const DType t = want.dtype();
   Tol tol = lockstep::testing::tolFor(t);
   if (t == DType::f32) tol = {1e-5, 1e-5};
   return tol;
@@ -397,8 +401,9 @@ std::vector<OpCase> lossCases() {
     cases.push_back({"mse_loss " + reductionName(r),
                      [r](const Inputs& in) { return Operands{kernels::mseLossForward(in.x[0], in.x[1], r)}; },
                      mse_inputs, Against::cpu, Layout::any,
-                     [r](DType t, const Inputs& in) {
-                       Tol tol = lossTol(t, in);
+                     [r](const Tensor& want, const Inputs& in, size_t i) {
+                       const DType t = want.dtype();
+                       Tol tol = lossTol(want, in, i);
                        if (t == DType::f32 && r == LossReduction::sum) tol.rtol = 1e-4;
                        return tol;
                      }});
@@ -444,7 +449,9 @@ std::function<std::vector<Inputs>(DType)> poolInputs(std::function<Shape(const S
 // oracle on the same numbers.
 std::vector<OpCase> poolCases() {
   std::vector<OpCase> cases;
-  auto poolTol = [](DType t, const Inputs&) { return lockstep::testing::tolFor(t, OpClass::pool); };
+  auto poolTol = [](const Tensor& want, const Inputs&, size_t) {
+    return lockstep::testing::tolFor(want.dtype(), OpClass::pool);
+  };
   for (const auto& [name, p] : poolParams()) {
     auto inputs = poolInputs([p = p](const Shape& s) { return kernels::pool2dOutputShape(s, p, "pool"); });
     cases.push_back(
@@ -520,9 +527,491 @@ std::vector<OpCase> dropoutCases() {
   return cases;
 }
 
+// ---- normalisation: layer norm, RMSNorm, batch norm ----
+
+// Row and column reductions (norm statistics and gradients, the embedding's scatter-add) add in
+// another order than the CPU: f32 and f64 get a margin for that. bf16/f16 compute in f32 on both
+// sides and round once, so tolFor's rounding margin stands.
+Tol accumTol(const Tensor& want, const Inputs&, size_t) {
+  switch (want.dtype()) {
+    case DType::f64:
+      return {1e-11, 1e-10};
+    case DType::f32:
+      return {1e-5, 1e-4};
+    default:
+      return lockstep::testing::tolFor(want.dtype());
+  }
+}
+
+// Short rows (a warp), many rows, a block-wide row, 1-D x, a transposed x (rows not contiguous):
+// {draw shape, normalized shape, transposed}.
+struct NormShape {
+  Shape shape, normalized;
+  bool transposed;
+};
+const NormShape kNormShapes[] = {{{4, 7}, {7}, false},     {{2, 3, 5}, {3, 5}, false},
+                                 {{256, 32}, {32}, false}, {{3, 4096}, {4096}, false},
+                                 {{9}, {9}, false},        {{64, 6}, {64}, true}};
+
+Tensor normInput(const NormShape& s, DType t, uint64_t seed, double low, double high) {
+  Tensor x = hostRandom(s.shape, t, seed, low, high);
+  return s.transposed ? x.transpose(0, 1) : x;
+}
+
+// Layer norm: {x, weight, bias, gy, the CPU's mean, the CPU's variance} over `dims` (the normalized
+// shape), with each of weight and bias present or not. x is shifted off zero, so the variance is not
+// computed around a mean of ~0.
+std::vector<Inputs> layerNormInputs(DType t) {
+  std::vector<Inputs> v;
+  for (const NormShape& s : kNormShapes) {
+    for (auto [weight, bias] : {std::pair{true, true}, {false, false}, {true, false}, {false, true}}) {
+      Tensor x = normInput(s, t, 1, -1.0, 3.0);
+      Tensor w = weight ? hostRandom(s.normalized, t, 2, 0.5, 1.5) : Tensor();
+      Tensor b = bias ? hostRandom(s.normalized, t, 3) : Tensor();
+      auto stats = kernels::layerNormForward(x, s.normalized, w, b, 1e-5);
+      v.push_back({{x, w, b, hostRandom(x.shape(), t, 4), stats.mean, stats.variance}, 0, s.normalized});
+    }
+  }
+  return v;
+}
+
+// RMSNorm over the last dim: {x, weight or none, gy, the CPU's rstd}.
+std::vector<Inputs> rmsNormInputs(DType t) {
+  std::vector<Inputs> v;
+  for (const NormShape& s : kNormShapes) {
+    for (bool weight : {true, false}) {
+      Tensor x = normInput(s, t, 5, -2.0, 2.0);
+      Tensor w = weight ? hostRandom({x.shape().back()}, t, 6, 0.5, 1.5) : Tensor();
+      v.push_back({{x, w, hostRandom(x.shape(), t, 7), kernels::rmsNormForward(x, w, 1e-6).rstd}});
+    }
+  }
+  return v;
+}
+
+// Batch norm: {x, weight, bias, running mean, running variance, gy} with and without the affine
+// parameters, NCHW and channels-last x (gy in the other layout: a gradient may arrive so), x with
+// an offset so the statistics are not trivially 0 and 1/3.
+std::vector<Inputs> batchNormInputs(DType t) {
+  std::vector<Inputs> v;
+  for (bool cl : {false, true}) {
+    for (bool affine : {true, false}) {
+      Tensor x = hostRandom({4, 3, 5, 7}, t, 1, -2.0, 3.0), gy = hostRandom({4, 3, 5, 7}, t, 15);
+      if (cl) x = x.toFormat(MemoryFormat::channels_last);
+      if (!cl) gy = gy.toFormat(MemoryFormat::channels_last);
+      v.push_back({{x, affine ? hostRandom({3}, t, 2) : Tensor(), affine ? hostRandom({3}, t, 3) : Tensor(),
+                    hostRandom({3}, t, 4), hostRandom({3}, t, 5, 0.5, 2.0), gy}});
+    }
+  }
+  return v;
+}
+
+std::vector<OpCase> normCases() {
+  std::vector<OpCase> cases;
+  cases.push_back({"layer_norm",
+                   [](const Inputs& in) {
+                     auto r = kernels::layerNormForward(in.x[0], in.dims, in.x[1], in.x[2], 1e-5);
+                     return Operands{r.y, r.mean, r.variance};
+                   },
+                   layerNormInputs, Against::cpu, Layout::any, accumTol});
+  // Both sides from the CPU's statistics: a forward error does not show up here.
+  cases.push_back({"layer_norm backward",
+                   [](const Inputs& in) {
+                     auto g = kernels::layerNormBackward(in.x[3], in.x[0], in.x[4], in.x[5], in.dims, in.x[1],
+                                                         in.x[2], 1e-5);
+                     return Operands{g.gx, g.gweight, g.gbias};
+                   },
+                   layerNormInputs, Against::cpu, Layout::any, accumTol});
+  cases.push_back({"rms_norm",
+                   [](const Inputs& in) {
+                     auto r = kernels::rmsNormForward(in.x[0], in.x[1], 1e-6);
+                     return Operands{r.y, r.rstd};
+                   },
+                   rmsNormInputs, Against::cpu, Layout::any, accumTol});
+  cases.push_back({"rms_norm backward",
+                   [](const Inputs& in) {
+                     auto g = kernels::rmsNormBackward(in.x[2], in.x[0], in.x[3], in.x[1]);
+                     return Operands{g.gx, g.gweight};
+                   },
+                   rmsNormInputs, Against::cpu, Layout::any, accumTol});
+  // Batch norm against the f64 oracle on the same numbers: y and the running statistics, updated
+  // in place in their own dtype in training and left as they are in evaluation (here on copies, so
+  // that every run starts from the same ones); in training also the batch statistics (f32 or f64
+  // sums of the same inputs).
+  auto bn_tol = [](const Tensor& want, const Inputs&, size_t result) {
+    if (result >= 3) return Tol{1e-6, 1e-6};
+    return lockstep::testing::tolFor(want.dtype(), OpClass::batch_norm);
+  };
+  for (bool training : {true, false}) {
+    kernels::BatchNormParams p;
+    p.training = training;
+    p.momentum = 0.3;
+    const std::string mode = training ? " training" : " eval";
+    cases.push_back({"batch_norm2d" + mode,
+                     [p](const Inputs& in) {
+                       Tensor rm = in.x[3].clone(), rv = in.x[4].clone();
+                       auto r = kernels::batchNorm2dForward(in.x[0], in.x[1], in.x[2], rm, rv, p);
+                       if (!p.training) return Operands{r.y, rm, rv};
+                       return Operands{r.y, rm, rv, r.mean, r.var};
+                     },
+                     batchNormInputs, Against::oracle, Layout::keeps_channels_last, bn_tol});
+    // Each side from its own forward's statistics; the bias gradient's sums over 140 values per
+    // channel, rounded once, get ten times the margin.
+    cases.push_back({"batch_norm2d backward" + mode,
+                     [p](const Inputs& in) {
+                       auto r = kernels::batchNorm2dForward(in.x[0], in.x[1], Tensor(), in.x[3].clone(),
+                                                            in.x[4].clone(), p);
+                       const bool affine = in.x[1].defined();
+                       auto g =
+                           kernels::batchNorm2dBackward(in.x[5], in.x[0], in.x[1], affine, r.mean, r.var, p);
+                       return Operands{g.x, g.weight, g.bias};
+                     },
+                     batchNormInputs, Against::oracle, Layout::keeps_channels_last,
+                     [](const Tensor& want, const Inputs&, size_t result) {
+                       Tol tol = lockstep::testing::tolFor(want.dtype(), OpClass::batch_norm);
+                       if (result > 0) tol.atol *= 10;
+                       return tol;
+                     }});
+  }
+  return cases;
+}
+
+// ---- GEMMs and convolutions: cuBLASLt and cuDNN against the f64 oracle on the same numbers ----
+// (f32 at gemm's 1e-4 also shows that no TF32, 10-bit mantissa, is used.)
+
+Tol gemmTol(const Tensor& want, const Inputs&, size_t) {
+  return lockstep::testing::tolFor(want.dtype(), OpClass::gemm);
+}
+
+std::vector<OpCase> gemmCases() {
+  std::vector<OpCase> cases;
+  // {x, weight, bias or none}: odd sizes, batched x, 1-D x, no bias, 1 x 1, one output.
+  auto linear_inputs = [](DType t) {
+    std::vector<Inputs> v;
+    const std::tuple<Shape, Shape, bool> shapes[] = {{{7, 13}, {5, 13}, true}, {{2, 3, 33}, {17, 33}, true},
+                                                     {{13}, {5, 13}, true},    {{64, 128}, {96, 128}, false},
+                                                     {{1, 1}, {1, 1}, true},   {{9, 3}, {1, 3}, false}};
+    for (const auto& [xs, ws, bias] : shapes) {
+      v.push_back(
+          {{hostRandom(xs, t, 1), hostRandom(ws, t, 2), bias ? hostRandom({ws[0]}, t, 3) : Tensor()}});
+    }
+    // x and the weight as transposes (column-major operands).
+    v.push_back({{hostRandom({13, 7}, t, 7).transpose(0, 1), hostRandom({13, 5}, t, 8).transpose(0, 1),
+                  hostRandom({5}, t, 10)}});
+    return v;
+  };
+  cases.push_back(
+      {"linear", [](const Inputs& in) { return Operands{kernels::linearForward(in.x[0], in.x[1], in.x[2])}; },
+       linear_inputs, Against::oracle, Layout::any, gemmTol});
+  // {x, weight, gy}.
+  auto linear_backward_inputs = [](DType t) {
+    std::vector<Inputs> v;
+    for (const Shape& xs : {Shape{7, 13}, Shape{2, 5, 31}}) {
+      Shape ys = xs;
+      ys.back() = 11;
+      v.push_back({{hostRandom(xs, t, 4), hostRandom({11, xs.back()}, t, 5), hostRandom(ys, t, 6)}});
+    }
+    return v;
+  };
+  cases.push_back({"linear backward",
+                   [](const Inputs& in) {
+                     auto [gw, gb] = kernels::linearBackwardWeights(in.x[2], in.x[0], true);
+                     return Operands{kernels::linearBackwardData(in.x[2], in.x[1]), gw, gb,
+                                     kernels::linearBackwardWeights(in.x[2], in.x[0], false).second};
+                   },
+                   linear_backward_inputs, Against::oracle, Layout::any, gemmTol});
+  // Broadcast batches on both sides, a shared b (one GEMM over the batch), a shared a (stride-0
+  // batch), 1 x 1, a batch of odd sizes, a permuted a whose batch does not collapse.
+  auto matmul_inputs = [](DType t) {
+    std::vector<Inputs> v;
+    const std::pair<Shape, Shape> shapes[] = {{{2, 1, 5, 7}, {3, 7, 4}},
+                                              {{4, 9, 6}, {6, 3}},
+                                              {{6, 3}, {4, 3, 5}},
+                                              {{1, 1}, {1, 1}},
+                                              {{3, 33, 65}, {3, 65, 17}}};
+    for (const auto& [as, bs] : shapes) v.push_back({{hostRandom(as, t, 15), hostRandom(bs, t, 16)}});
+    v.push_back({{hostRandom({5, 2, 3, 4}, t, 17).permute({1, 0, 3, 2}), hostRandom({2, 5, 3, 6}, t, 18)}});
+    return v;
+  };
+  cases.push_back({"matmul", [](const Inputs& in) { return Operands{kernels::matmul(in.x[0], in.x[1])}; },
+                   matmul_inputs, Against::oracle, Layout::any, gemmTol});
+  // Equal batch shapes, and a shared 2-d b (one GEMM over the flattened batch): {a, b, gy}.
+  auto matmul_backward_inputs = [](DType t) {
+    std::vector<Inputs> v;
+    for (auto [as, bs] : {std::pair<Shape, Shape>{{3, 5, 7}, {3, 7, 4}}, {{2, 3, 5, 7}, {7, 4}}}) {
+      Shape ys = as;
+      ys.back() = bs.back();
+      v.push_back({{hostRandom(as, t, 19), hostRandom(bs, t, 20), hostRandom(ys, t, 21)}});
+    }
+    return v;
+  };
+  cases.push_back({"matmul backward",
+                   [](const Inputs& in) {
+                     auto [ga, gb] = kernels::matmulBackward(in.x[2], in.x[0], in.x[1], true, true);
+                     return Operands{ga, gb};
+                   },
+                   matmul_backward_inputs, Against::oracle, Layout::any, gemmTol});
+  return cases;
+}
+
+// Convolutions: padding 1 with a bias; stride, padding, dilation and two groups; depthwise; a
+// kernel as large as the image. x in NCHW and channels-last, gy in x's layout and in the other.
+struct ConvShape {
+  Shape x, w;
+  kernels::Conv2dParams p;
+  bool bias;
+};
+std::vector<ConvShape> convShapes() {
+  kernels::Conv2dParams same, mixed, depthwise;
+  same.padding = {1, 1};
+  mixed.stride = {2, 1};
+  mixed.padding = {1, 0};
+  mixed.dilation = {1, 2};
+  mixed.groups = 2;
+  depthwise.groups = 6;
+  depthwise.padding = {1, 1};
+  return {{{2, 3, 9, 9}, {8, 3, 3, 3}, same, true},
+          {{3, 4, 10, 7}, {6, 2, 3, 2}, mixed, true},
+          {{2, 6, 8, 8}, {6, 1, 3, 3}, depthwise, false},
+          {{1, 1, 5, 5}, {2, 1, 5, 5}, kernels::Conv2dParams{}, true}};
+}
+
+// {x, weight, bias or none, gy in x's layout, gy in the other}.
+std::function<std::vector<Inputs>(DType)> convInputs(const ConvShape& c) {
+  return [c](DType t) {
+    std::vector<Inputs> v;
+    for (bool cl : {false, true}) {
+      Tensor x = hostRandom(c.x, t, 1), gy = hostRandom(kernels::conv2dOutputShape(c.x, c.w, c.p), t, 9);
+      const MemoryFormat mine = cl ? MemoryFormat::channels_last : MemoryFormat::contiguous,
+                         other = cl ? MemoryFormat::contiguous : MemoryFormat::channels_last;
+      v.push_back({{x.toFormat(mine), hostRandom(c.w, t, 2), c.bias ? hostRandom({c.w[0]}, t, 3) : Tensor(),
+                    gy.toFormat(mine), gy.toFormat(other)}});
+    }
+    return v;
+  };
+}
+
+// cuDNN's layout: NHWC in, NHWC out (f64: NCHW); a contiguous x, or C = 1, computes in NCHW.
+bool convLayout(const Tensor& got, const Inputs& in, size_t) {
+  const Tensor& x = in.x[0];
+  if (x.isChannelsLast() && x.size(1) > 1 && x.dtype() != DType::f64) return got.isChannelsLast();
+  return got.isContiguous();
+}
+
+std::vector<OpCase> convCases() {
+  std::vector<OpCase> cases;
+  auto conv_tol = [](const Tensor& want, const Inputs&, size_t) {
+    return lockstep::testing::tolFor(want.dtype(), OpClass::conv);
+  };
+  for (const ConvShape& c : convShapes()) {
+    const std::string name = "conv2d " + shapeToString(c.x) + " * " + shapeToString(c.w);
+    OpCase forward{name,
+                   [p = c.p](const Inputs& in) {
+                     return Operands{kernels::conv2dForward(in.x[0], in.x[1], in.x[2], p)};
+                   },
+                   convInputs(c),
+                   Against::oracle,
+                   Layout::rule,
+                   conv_tol};
+    forward.layout_rule = convLayout;
+    cases.push_back(forward);
+    OpCase data{name + " data gradient",
+                [p = c.p](const Inputs& in) {
+                  return Operands{kernels::conv2dBackwardData(in.x[3], in.x[0], in.x[1], p)};
+                },
+                convInputs(c),
+                Against::oracle,
+                Layout::rule,
+                conv_tol};
+    data.layout_rule = convLayout;
+    cases.push_back(data);
+    // The weight gradient from a gy in the other layout than x; sums over N * oh * ow products get
+    // four times the absolute margin.
+    cases.push_back(
+        {name + " weight gradient",
+         [c](const Inputs& in) {
+           auto g = kernels::conv2dBackwardWeights(in.x[4], in.x[0], c.w, c.bias, c.p);
+           return Operands{g.weight, g.bias};
+         },
+         convInputs(c), Against::oracle, Layout::rule,
+         [](const Tensor& want, const Inputs&, size_t) {
+           Tol tol = lockstep::testing::tolFor(want.dtype(), OpClass::conv);
+           tol.atol *= 4;
+           return tol;
+         },
+         [](const Tensor& got, const Inputs&, size_t result) { return result != 0 || got.isContiguous(); }});
+  }
+  return cases;
+}
+
+// ---- the transformer's own kernels: embedding, SwiGLU, rotary, attention ----
+
+// 512 indices over rows 0..9 of 11 (about 51 repeats each; row 10 never indexed), as given and as
+// a transposed view.
+std::vector<Tensor> embeddingIndices() {
+  std::vector<int64_t> ix(8 * 64);
+  for (size_t i = 0; i < ix.size(); ++i) ix[i] = static_cast<int64_t>((i * 7 + 3) % 10);
+  const Tensor indices = Tensor::fromVector(ix, {8, 64});
+  return {indices, indices.transpose(0, 1)};
+}
+
+std::vector<OpCase> transformerCases() {
+  std::vector<OpCase> cases;
+  // A gather moves bits: exactly the CPU's rows. {weight [11, d], indices}.
+  cases.push_back({"embedding",
+                   [](const Inputs& in) { return Operands{kernels::embeddingForward(in.x[0], in.x[1])}; },
+                   [](DType t) {
+                     std::vector<Inputs> v;
+                     for (int64_t d : {5, 64, 300}) {
+                       for (const Tensor& ix : embeddingIndices())
+                         v.push_back({{hostRandom({11, d}, t, 1), ix}});
+                     }
+                     return v;
+                   },
+                   Against::cpu, Layout::any, exact});
+  // The scatter-add accumulates in f32 (f64) and rounds once on both sides. {gy, indices}, the
+  // padding row in `dim` (-1: none).
+  cases.push_back(
+      {"embedding backward",
+       [](const Inputs& in) { return Operands{kernels::embeddingBackward(in.x[0], in.x[1], 11, in.dim)}; },
+       [](DType t) {
+         std::vector<Inputs> v;
+         const Tensor ix = embeddingIndices()[0];
+         for (int64_t d : {5, 64, 300}) {
+           for (int64_t pad : {-1, 0, 4}) v.push_back({{hostRandom({8, 64, d}, t, 2), ix}, pad});
+         }
+         return v;
+       },
+       Against::cpu, Layout::any, accumTol});
+  // silu's exp: against the f64 oracle. {gate, up, gy}: a short row, many rows, transposed views.
+  auto swiglu_inputs = [](DType t) {
+    std::vector<Inputs> v;
+    for (auto [shape, transposed] :
+         {std::pair<Shape, bool>{{3, 41}, false}, {{257, 129}, false}, {{129, 70}, true}}) {
+      auto draw = [&](uint64_t seed, double low, double high) {
+        Tensor x = hostRandom(shape, t, seed, low, high);
+        return transposed ? x.transpose(0, 1) : x;
+      };
+      Tensor gate = draw(8, -6.0, 6.0);
+      v.push_back({{gate, draw(9, -1.0, 1.0), hostRandom(gate.shape(), t, 10)}});
+    }
+    return v;
+  };
+  cases.push_back({"swiglu",
+                   [](const Inputs& in) { return Operands{kernels::swigluForward(in.x[0], in.x[1])}; },
+                   swiglu_inputs, Against::oracle, Layout::contiguous});
+  cases.push_back({"swiglu backward",
+                   [](const Inputs& in) {
+                     auto [ggate, gup] = kernels::swigluBackward(in.x[2], in.x[0], in.x[1]);
+                     return Operands{ggate, gup};
+                   },
+                   swiglu_inputs, Against::oracle});
+  // Rotary: [B, T, H, D] seen as [B, H, T, D] (the attention's q and k) for D 8, 64 and 128, and a
+  // plain [B, T, D]; tables in f32 (Llama's, whatever the activations) and in x's dtype.
+  // {x, cos, sin, gy}.
+  auto rotary_inputs = [](DType t) {
+    std::vector<Inputs> v;
+    const std::pair<Shape, bool> shapes[] = {
+        {{2, 37, 3, 8}, true}, {{2, 37, 3, 64}, true}, {{1, 5, 4, 128}, true}, {{3, 37, 100}, false}};
+    for (const auto& [shape, heads] : shapes) {
+      auto view = [heads = heads](const Tensor& base) { return heads ? base.transpose(1, 2) : base; };
+      Tensor x = view(hostRandom(shape, t, 11)), gy = view(hostRandom(shape, t, 12));
+      const int64_t T = x.size(x.dim() - 2), D = x.size(x.dim() - 1);
+      for (DType table : {DType::f32, t}) {
+        v.push_back({{x, hostRandom({T, D / 2}, table, 13), hostRandom({T, D / 2}, table, 14), gy}});
+      }
+    }
+    return v;
+  };
+  cases.push_back(
+      {"rotary", [](const Inputs& in) { return Operands{kernels::rotaryForward(in.x[0], in.x[1], in.x[2])}; },
+       rotary_inputs, Against::cpu, Layout::contiguous});
+  cases.push_back(
+      {"rotary backward",
+       [](const Inputs& in) { return Operands{kernels::rotaryBackward(in.x[3], in.x[1], in.x[2])}; },
+       rotary_inputs, Against::cpu});
+  return cases;
+}
+
+// T past a 64-row block, GQA (H 4, Hkv 2), T < S and T > S, one query, D in {8, 64, 100, 128}:
+// {q [B, H, T, D], k, v [B, Hkv, S, D], gout, the CPU forward's out and logsumexp}.
+std::function<std::vector<Inputs>(DType)> attentionInputs(kernels::AttentionParams p) {
+  return [p](DType t) {
+    struct Dims {
+      int64_t b, h, hkv, t, s, d;
+    };
+    const Dims dims[] = {{2, 2, 2, 37, 37, 8},
+                         {1, 4, 2, 70, 70, 64},
+                         {2, 2, 2, 33, 65, 100},
+                         {1, 4, 2, 129, 50, 128},
+                         {1, 4, 2, 1, 70, 64}};
+    std::vector<Inputs> v;
+    for (const Dims& c : dims) {
+      Tensor q = hostRandom({c.b, c.h, c.t, c.d}, t, 1, -2.0, 2.0);
+      Tensor k = hostRandom({c.b, c.hkv, c.s, c.d}, t, 2, -2.0, 2.0),
+             val = hostRandom({c.b, c.hkv, c.s, c.d}, t, 3);
+      kernels::AttentionParams pd = p;
+      pd.scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+      auto fwd = kernels::attentionForward(q, k, val, pd);
+      v.push_back({{q, k, val, hostRandom(q.shape(), t, 4), fwd.out, fwd.lse}});
+    }
+    return v;
+  };
+}
+
+std::vector<OpCase> attentionCases() {
+  std::vector<OpCase> cases;
+  for (bool causal : {false, true}) {
+    kernels::AttentionParams p;
+    p.causal = causal;
+    p.seed = 1234;
+    p.offset = 77;
+    const std::string name = causal ? "attention causal" : "attention";
+    auto params = [p](const Inputs& in) {
+      kernels::AttentionParams pd = p;
+      pd.scale = 1.0 / std::sqrt(static_cast<double>(in.x[0].size(3)));
+      return pd;
+    };
+    cases.push_back({name,
+                     [params](const Inputs& in) {
+                       return Operands{kernels::attentionForward(in.x[0], in.x[1], in.x[2], params(in)).out};
+                     },
+                     attentionInputs(p), Against::cpu, Layout::contiguous,
+                     [](const Tensor& want, const Inputs&, size_t) {
+                       return lockstep::testing::tolFor(want.dtype(), OpClass::attention);
+                     }});
+    // The logsumexp is f32 (f64) for every input dtype: scores of the same rounded inputs.
+    cases.push_back({name + " logsumexp",
+                     [params](const Inputs& in) {
+                       return Operands{kernels::attentionForward(in.x[0], in.x[1], in.x[2], params(in)).lse};
+                     },
+                     attentionInputs(p), Against::cpu, Layout::any,
+                     [](const Tensor& want, const Inputs&, size_t) {
+                       return want.dtype() == DType::f64 ? Tol{1e-10, 1e-10} : Tol{2e-5, 2e-5};
+                     }});
+    // Both sides from the CPU's forward: a forward error does not show up here. Gradients grow with
+    // S and with the query heads sharing a kv head: atol in units of the largest.
+    cases.push_back({name + " backward",
+                     [params](const Inputs& in) {
+                       auto g = kernels::attentionBackward(in.x[3], in.x[0], in.x[1], in.x[2], in.x[4],
+                                                           in.x[5], params(in));
+                       return Operands{g.gq, g.gk, g.gv};
+                     },
+                     attentionInputs(p), Against::cpu, Layout::contiguous,
+                     [](const Tensor& want, const Inputs&, size_t) {
+                       Tol tol = lockstep::testing::tolFor(want.dtype(), OpClass::attention);
+                       double largest = 0;
+                       for (double x : want.toVector<double>()) largest = std::max(largest, std::abs(x));
+                       tol.atol *= std::max(1.0, largest);
+                       return tol;
+                     }});
+  }
+  return cases;
+}
+
 std::vector<OpCase> opCases() {
   std::vector<OpCase> cases;
-  for (auto group : {elementwiseCases, reduceCases, lossCases, poolCases, dropoutCases}) {
+  for (auto group : {elementwiseCases, reduceCases, lossCases, poolCases, dropoutCases, normCases, gemmCases,
+                     convCases, transformerCases, attentionCases}) {
     for (OpCase& c : group()) cases.push_back(std::move(c));
   }
   return cases;
@@ -532,23 +1021,35 @@ void runCase(const OpCase& c) {
   for (DType t : kFloatDTypes) {
     for (const Inputs& in : c.inputs(t)) {
       std::string what = c.name + " " + dtypeName(t) + " dim " + std::to_string(in.dim);
-      for (const Tensor& x : in.x) what += " " + x.describe();
+      for (const Tensor& x : in.x) what += " " + (x.defined() ? x.describe() : std::string("none"));
       const Operands got = c.run(onDevice(in));
       const Operands cpu = c.run(in);
       Operands want = cpu;
       if (c.against == Against::oracle) {
         want = c.run(widened(in));
-        for (size_t i = 0; i < want.size() && i < cpu.size(); ++i) want[i] = oracle(want[i], cpu[i].dtype());
+        for (size_t i = 0; i < want.size() && i < cpu.size(); ++i) {
+          if (want[i].defined()) want[i] = oracle(want[i], cpu[i].dtype());
+        }
       }
       ASSERT_EQ(got.size(), want.size()) << what;
       for (size_t i = 0; i < got.size(); ++i) {
-        EXPECT_TRUE(gpuMatches(got[i], want[i], c.tol(want[i].dtype(), in), what));
+        if (!want[i].defined()) {
+          EXPECT_FALSE(got[i].defined()) << what << ": result " << i << " should be undefined";
+          continue;
+        }
+        ASSERT_TRUE(got[i].defined()) << what << ": result " << i << " undefined";
+        EXPECT_TRUE(gpuMatches(got[i], want[i], c.tol(want[i], in, i), what));
+        if (c.layout == Layout::rule) {
+          EXPECT_TRUE(c.layout_rule(got[i], in, i))
+              << what << ": result " << i << " has strides " << shapeToString(got[i].strides());
+          continue;
+        }
         if (c.layout == Layout::contiguous) {
           EXPECT_TRUE(got[i].isContiguous()) << what;
           continue;
         }
         if (c.layout == Layout::keeps_channels_last) {
-          if (in.x[0].isChannelsLast()) {
+          if (in.x[0].isChannelsLast() && got[i].dim() == 4) {
             EXPECT_TRUE(got[i].isChannelsLast()) << what;
           }
           continue;
