@@ -102,6 +102,20 @@ TEST(DeepSpeedKeys, every_refused_key_is_reported_in_one_error) {
   const std::string typed = errorOf("train_batch_size: 8\nfoo: 1\nepochs: many");
   EXPECT_TRUE(has(typed, "1 refusal:\n  unknown key foo")) << typed;
   EXPECT_TRUE(has(typed, "\n  epochs: expected an integer")) << typed;
+  // Features lockstep lacks in the optimizer, fp16 and ZeRO sections are listed together too: the
+  // registry's refusal does not stop reading.
+  const std::string features = errorOf(
+      "train_batch_size: 8\noptimizer: {type: Lamb, params: {lr: 0.01}}\nscheduler: {type: OneCycle}\n"
+      "fp16: {enabled: true, fp16_master_weights_and_grads: true}\nwall_clock_breakdown: true\n"
+      "zero_optimization: {stage: 2, round_robin_gradients: true, contiguous_gradients: false}");
+  EXPECT_TRUE(has(features, "config: 6 refusals:")) << features;
+  for (const char* part :
+       {"\n  optimizer.type: Lamb is not supported yet", "\n  scheduler.type", "\n  wall_clock_breakdown is",
+        "\n  fp16.fp16_master_weights_and_grads: true is not supported yet",
+        "\n  zero_optimization.round_robin_gradients: true is not supported yet",
+        "\n  zero_optimization.contiguous_gradients: false is not supported yet"}) {
+    EXPECT_TRUE(has(features, part)) << part << " in\n" << features;
+  }
   // One refusal alone reads as before.
   EXPECT_EQ(errorOf("train_batch_size: 8\nepochs: 1\nseeed: 1"), "unknown key seeed (did you mean seed?)");
 }

@@ -260,8 +260,9 @@ void parsePrecision(const YAML::Node& root, TrainConfig& c) {
     bool master16 = false;
     get(n, "fp16", "fp16_master_weights_and_grads", master16);
     if (master16) {
-      throw ValueError(
-          "fp16.fp16_master_weights_and_grads: true is not supported (lockstep keeps f32 master weights and "
+      config_keys::refuse(
+          "fp16.fp16_master_weights_and_grads: true is not supported yet (lockstep keeps f32 master weights "
+          "and "
           "gradients); remove the key or set it to false");
     }
     if (fp16) {
@@ -367,10 +368,22 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
   c.batch = resolveBatchSizes(train, micro, accum, world);
   autos.noteBatch(c.batch, world);
   if (root["optimizer"]) parseSection(root["optimizer"], "optimizer", c.optimizer.type, c.optimizer.params);
-  optim::validateOptimizerSpec(c.optimizer);
-  if (root["scheduler"]) autos.fillScheduler(root, c.optimizer);
+  // The registry's refusals (a type or a parameter lockstep lacks) are collected with the others,
+  // so that reading goes on to the rest of the config.
+  bool optimizer_valid = true;
+  try {
+    optim::validateOptimizerSpec(c.optimizer);
+  } catch (const ValueError& e) {
+    config_keys::refuse(e.what());
+    optimizer_valid = false;
+  }
+  if (root["scheduler"] && optimizer_valid) autos.fillScheduler(root, c.optimizer);
   if (root["scheduler"]) parseSection(root["scheduler"], "scheduler", c.scheduler.type, c.scheduler.params);
-  optim::validateSchedulerSpec(c.scheduler);
+  try {
+    optim::validateSchedulerSpec(c.scheduler);
+  } catch (const ValueError& e) {
+    config_keys::refuse(e.what());
+  }
   if (root["tensorboard"]) parseMonitor(root["tensorboard"], "tensorboard", c.tensorboard);
   if (root["csv_monitor"]) parseMonitor(root["csv_monitor"], "csv_monitor", c.csv_monitor);
   if (root["model"]) parseModel(root["model"], c);

@@ -157,11 +157,13 @@ const std::vector<Entry>& table() {
          if (!v.IsMap()) return false;
          for (const auto& kv : v) {
            const std::string k = kv.first.as<std::string>();
-           if (k != "grad_accum_dtype" || !kv.second.IsNull()) return false;
+           // fp32 is what lockstep does: gradients accumulate into the f32 master weights' gradients.
+           if (k != "grad_accum_dtype" || !(kv.second.IsNull() || kv.second.Scalar() == "fp32")) return false;
          }
          return true;
        },
-       "{grad_accum_dtype: null}", "a gradient accumulation dtype (gradients accumulate in their own dtype)"},
+       "{grad_accum_dtype: fp32}",
+       "a gradient accumulation dtype other than fp32 (lockstep's gradients are f32)"},
       // optimizer (runtime/config.py LEGACY_FUSION).
       {"optimizer", "legacy_fusion", boolean(false), "false", "DeepSpeed's legacy fused fp16 optimizer"},
       // checkpoint: DeepSpeed's keys beside lockstep's own (runtime/model_checkpointing/config.py).

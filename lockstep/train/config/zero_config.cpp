@@ -236,14 +236,15 @@ ZeroConfig parseZeroFields(const YAML::Node& n) {
   o.overlap_comm = boolean(n, kSection, "overlap_comm", z.stage == 3);
   const bool contiguous = boolean(n, kSection, "contiguous_gradients", true);
   if (!contiguous && z.stage == 2) {
-    throw ValueError(kSection +
-                     ".contiguous_gradients: false is not supported yet; lockstep's stage 2 always copies "
-                     "gradients into contiguous buckets as they are produced (DeepSpeed's default, true)");
+    config_keys::refuse(kSection +
+                        ".contiguous_gradients: false is not supported yet; lockstep's stage 2 always copies "
+                        "gradients into contiguous buckets as they are produced (DeepSpeed's default, true)");
   }
   if (boolean(n, kSection, "round_robin_gradients", false)) {
-    throw ValueError(kSection +
-                     ".round_robin_gradients: true is not supported yet (it spreads the copies of gradients "
-                     "to CPU offload memory among ranks); use false");
+    config_keys::refuse(
+        kSection +
+        ".round_robin_gradients: true is not supported yet (it spreads the copies of gradients "
+        "to CPU offload memory among ranks); use false");
   }
   if (n["offload_optimizer"]) parseOffloadOptimizer(n["offload_optimizer"], z.stage, z);
   if (n["offload_param"]) parseOffloadParam(n["offload_param"], z.stage, z);
