@@ -79,8 +79,8 @@ ResolvedInit resolveInit(const InitOptions& o) {
     LOCKSTEP_ENFORCE(w.master_port > 0, ValueError,
                      "init_method env:// needs MASTER_PORT (e.g. 29500); it is not set");
     r.store_kind = "tcp";
-    r.host = w.master_addr;
-    r.port = static_cast<uint16_t>(w.master_port);
+    r.host = w.agent_store ? w.store_addr : w.master_addr;
+    r.port = static_cast<uint16_t>(w.agent_store ? w.store_port : w.master_port);
   } else if (m.rfind("tcp://", 0) == 0) {
     std::string rest = m.substr(6);
     auto colon = rest.rfind(':');

@@ -8,7 +8,8 @@
 //   env://           TCPStore at MASTER_ADDR:MASTER_PORT (defaults under mpirun / srun on one
 //                    host: see worker_environment.h); rank 0 hosts the server unless the launcher
 //                    agent already does (LOCKSTEP_USE_AGENT_STORE=1 or
-//                    TORCHELASTIC_USE_AGENT_STORE=True). Keys go under $LOCKSTEP_STORE_PREFIX
+//                    TORCHELASTIC_USE_AGENT_STORE=True): then the agent's store at
+//                    LOCKSTEP_STORE_ADDR:LOCKSTEP_STORE_PORT. Keys go under $LOCKSTEP_STORE_PREFIX
 //                    (the launcher's per-attempt prefix) + group_name.
 //   tcp://host:port  the same with an explicit address.
 //   file://path      FileStore on a shared filesystem.

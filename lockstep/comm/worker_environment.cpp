@@ -156,6 +156,8 @@ WorkerEnvironment workerEnvironment(const EnvLookup& lookup) {
     // As torch: a RANK/WORLD_SIZE job names its rendezvous (torchrun always does).
     e.master_addr = r.str("MASTER_ADDR").value_or("");
     e.master_port = r.port("MASTER_PORT").value_or(0);
+    e.store_addr = r.str("LOCKSTEP_STORE_ADDR").value_or(e.master_addr);
+    e.store_port = r.port("LOCKSTEP_STORE_PORT").value_or(e.master_port);
   } else if (const MpiVariables* mpi = mpiLauncherOf(r)) {
     e.launcher = mpi->launcher;
     e.rank = *r.integer(mpi->rank);
@@ -222,6 +224,8 @@ const std::vector<std::string>& workerVariableNames() {
                                                  "LOCKSTEP_RESTART_COUNT",
                                                  "LOCKSTEP_MAX_RESTARTS",
                                                  "LOCKSTEP_USE_AGENT_STORE",
+                                                 "LOCKSTEP_STORE_ADDR",
+                                                 "LOCKSTEP_STORE_PORT",
                                                  "LOCKSTEP_STORE_PREFIX",
                                                  "LOCKSTEP_ERROR_FILE",
                                                  "LOCKSTEP_TIMEOUT",
@@ -255,10 +259,13 @@ std::map<std::string, std::string> workerVariables(const WorkerEnvironment& e) {
   v["TORCHELASTIC_RESTART_COUNT"] = num(e.restart_count);
   v["TORCHELASTIC_MAX_RESTARTS"] = num(e.max_restarts);
   if (e.agent_store) {
-    // The agent hosts the store on MASTER_PORT for the whole job: workers connect as clients
-    // (rank 0 too), as torchrun's TORCHELASTIC_USE_AGENT_STORE.
+    // The agent hosts lockstep's store for the whole job: lockstep's workers connect to it as
+    // clients (rank 0 too). PyTorch cannot speak its protocol, so PyTorch's env:// is told to host
+    // its own TCPStore in rank 0 on MASTER_PORT, as torchrun's c10d rendezvous does.
     v["LOCKSTEP_USE_AGENT_STORE"] = "1";
-    v["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+    if (!e.store_addr.empty()) v["LOCKSTEP_STORE_ADDR"] = e.store_addr;
+    if (e.store_port > 0) v["LOCKSTEP_STORE_PORT"] = num(e.store_port);
+    v["TORCHELASTIC_USE_AGENT_STORE"] = "False";
   }
   if (!e.store_prefix.empty()) v["LOCKSTEP_STORE_PREFIX"] = e.store_prefix;
   if (!e.error_file.empty()) {

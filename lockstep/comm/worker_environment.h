@@ -42,8 +42,13 @@ struct WorkerEnvironment {
   std::string master_addr;
   /// 0 when nothing says it; 29500 by default under mpirun, 20000 + SLURM_JOB_ID % 10000 under srun.
   int master_port = 0;
-  /// True under `lockstep run` / torchrun: the agent hosts the store, every rank is a client.
+  /// True under `lockstep run`: the agent hosts the store, every rank is a client.
   bool agent_store = false;
+  /// Where the agent's store is (LOCKSTEP_STORE_ADDR / LOCKSTEP_STORE_PORT, else MASTER_ADDR /
+  /// MASTER_PORT). `lockstep run` gives MASTER_ADDR/MASTER_PORT to PyTorch's rank 0, which hosts
+  /// its own TCPStore there, so lockstep's workers find the agent's store under their own names.
+  std::string store_addr;
+  int store_port = 0;
   /// Put before every store key (the launcher's per-attempt prefix).
   std::string store_prefix;
   int restart_count = 0;
@@ -72,7 +77,8 @@ WorkerEnvironment workerEnvironment(const EnvLookup& lookup = {});
 /// The variables a launcher gives a worker so that workerEnvironment() reads `env` back: RANK,
 /// LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_*, MASTER_ADDR,
 /// MASTER_PORT, LOCKSTEP_RUN_ID, LOCKSTEP_RESTART_COUNT, LOCKSTEP_MAX_RESTARTS,
-/// LOCKSTEP_USE_AGENT_STORE, LOCKSTEP_STORE_PREFIX, LOCKSTEP_ERROR_FILE, LOCKSTEP_TIMEOUT,
+/// LOCKSTEP_USE_AGENT_STORE, LOCKSTEP_STORE_ADDR, LOCKSTEP_STORE_PORT, LOCKSTEP_STORE_PREFIX,
+/// LOCKSTEP_ERROR_FILE, LOCKSTEP_TIMEOUT,
 /// LOCKSTEP_JOIN_TOKEN (the last two when set) and their TORCHELASTIC_*
 /// twins (what torchrun sets, so torch-style programs read them too). Pure.
 std::map<std::string, std::string> workerVariables(const WorkerEnvironment& env);

@@ -189,17 +189,19 @@ Agent::Outcome Agent::runAttempt(int attempt, Rendezvous& rdzv, const Rendezvous
                                  SignalWatcher& signals) {
   ops_ = std::make_unique<comm::OpWatchTable>(r.layout.local_world_size);  // fresh for each attempt
   WorkerGroup group;
-  group.start(workerSpecs(attempt, r.layout));
+  group.start(workerSpecs(attempt, r));
   Watchdog watchdog(watchdogOptions(attempt, r), options_.nnodes > 1 ? &rdzv : nullptr);
   Attempt a{attempt, rdzv, r, signals, group, watchdog};
   return monitor(a);
 }
 
-std::vector<WorkerSpec> Agent::workerSpecs(int attempt, const RankLayout& layout) const {
+std::vector<WorkerSpec> Agent::workerSpecs(int attempt, const RendezvousResult& r) const {
   WorkerSpecsOptions o;
-  o.env.layout = layout;
-  o.env.master_addr = options_.master_addr;
-  o.env.master_port = options_.master_port;
+  o.env.layout = r.layout;
+  o.env.master_addr = r.worker_master_addr;
+  o.env.master_port = r.worker_master_port;
+  o.env.store_addr = options_.master_addr;
+  o.env.store_port = options_.master_port;
   o.env.run_id = options_.run_id;
   o.env.restart_count = attempt;
   o.env.max_restarts = options_.max_restarts;
@@ -295,16 +297,17 @@ Agent::Outcome Agent::onWatchdog(Attempt& a, const std::string& watched) {
 namespace {
 
 // The failed worker most likely to be the root cause, and whether it surely is (primary). A rank
-// that reported its own error comes first; then a rank killed by a signal (not SIGABRT, which is
-// how an uncaught exception ends) is the likelier root cause than one that exited with an error
-// because its connections to it broke (gloo mid-exchange).
+// that reported its own error comes first, unless what it reported is a peer's lost connection;
+// then a rank killed by a signal (not SIGABRT, which is how an uncaught exception ends) is the
+// likelier root cause than one that exited with an error because its connections to it broke
+// (gloo mid-exchange).
 std::pair<size_t, bool> rootCause(const WorkerGroup& group, const std::vector<size_t>& failed) {
   std::optional<size_t> killed;
   for (size_t i : failed) {
     int sig = group.worker(i).termSignal();
     if (!killed && sig != 0 && sig != SIGABRT) killed = i;
   }
-  auto reporter = group.firstErrorFileWriter();
+  auto reporter = group.firstErrorFileWriter(reportsLostPeer);
   return {reporter.value_or(killed.value_or(failed.front())), !reporter && killed.has_value()};
 }
 

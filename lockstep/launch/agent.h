@@ -19,7 +19,6 @@ namespace lockstep::launch {
 
 class Console;
 class ProgressChannel;
-struct RankLayout;
 class Rendezvous;
 struct RendezvousResult;
 class SignalWatcher;
@@ -53,7 +52,7 @@ class Agent {
   Outcome runAttempt(int attempt, Rendezvous& rdzv, const RendezvousResult& r, SignalWatcher& signals);
 
   // Starting: the attempt's worker specs (worker_specs.h) and the watchdog's options.
-  std::vector<WorkerSpec> workerSpecs(int attempt, const RankLayout& layout) const;
+  std::vector<WorkerSpec> workerSpecs(int attempt, const RendezvousResult& r) const;
   WatchdogOptions watchdogOptions(int attempt, const RendezvousResult& r);
   std::chrono::milliseconds watchdogInterval() const;
 

@@ -1,9 +1,12 @@
 #include "lockstep/launch/failure_report.h"
 
+#include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace lockstep::launch {
@@ -27,7 +30,47 @@ std::string utcTime(double t) {
   return buf;
 }
 
+// A traceback deeper than this shows its innermost frames, where the error is.
+constexpr size_t kTracebackLines = 60;
+
+std::string lastLines(const std::string& text, size_t n) {
+  size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+  if (lines <= n) return text;
+  size_t pos = 0;
+  for (size_t skip = lines - n; skip > 0; --skip) pos = text.find('\n', pos) + 1;
+  return "... (" + std::to_string(lines - n) + " earlier lines)\n" + text.substr(pos);
+}
+
 }  // namespace
+
+std::optional<ErrorFileRecord> parseErrorFile(const std::string& content) {
+  auto json = nlohmann::json::parse(content, nullptr, false);
+  if (json.is_discarded() || !json.is_object() || !json.contains("message")) return std::nullopt;
+  const auto& m = json["message"];
+  ErrorFileRecord r;
+  if (m.is_string()) {
+    r.message = m.get<std::string>();
+    return r;
+  }
+  if (!m.is_object() || !m.contains("message") || !m["message"].is_string()) return std::nullopt;
+  r.message = m["message"].get<std::string>();
+  if (m.contains("extraInfo") && m["extraInfo"].is_object()) {
+    const auto& extra = m["extraInfo"];
+    if (extra.contains("py_callstack") && extra["py_callstack"].is_string())
+      r.traceback = extra["py_callstack"].get<std::string>();
+    if (extra.contains("timestamp") && extra["timestamp"].is_string())
+      r.time_s = std::atof(extra["timestamp"].get<std::string>().c_str());
+  }
+  return r;
+}
+
+bool reportsLostPeer(const std::string& error_content) {
+  auto record = parseErrorFile(error_content);
+  const std::string& text = record ? record->message : error_content;
+  for (const char* lost : {"Connection closed by peer", "Connection reset by peer"})
+    if (text.find(lost) != std::string::npos) return true;
+  return false;
+}
 
 std::string signalName(int sig) {
   static const std::pair<int, const char*> kNames[] = {
@@ -54,8 +97,16 @@ std::string formatRootCause(const WorkerFailure& f) {
                          : describeExit(f.exit_code, f.signal));
   if (f.time_s > 0) os << " at " << utcTime(f.time_s);
   os << "\n";
+  std::optional<ErrorFileRecord> record = parseErrorFile(f.error_content);
+  if (record && !record->traceback.empty()) {
+    os << indent(record->message, "  ") << "  traceback (error file " << f.error_file;
+    if (record->time_s > 0) os << ", written " << utcTime(record->time_s);
+    os << "):\n" << indent(lastLines(record->traceback, kTracebackLines), "    ");
+    return os.str();  // the same traceback is what its stderr ends with
+  }
   if (!f.error_content.empty()) {
-    os << "  error file " << f.error_file << ":\n" << indent(f.error_content, "    ");
+    os << "  error file " << f.error_file << ":\n"
+       << indent(record ? record->message : f.error_content, "    ");
   }
   if (!f.stderr_tail.empty()) {
     os << "  last lines of its stderr:\n" << indent(f.stderr_tail, "    ");

@@ -1,5 +1,6 @@
 #pragma once
 // The root cause of a failed attempt: which rank failed first, how, where, and what it said.
+#include <optional>
 #include <string>
 
 namespace lockstep::launch {
@@ -26,12 +27,32 @@ std::string signalName(int sig);
 /// "exited with code 3" or "was killed by signal SIGKILL (9)".
 std::string describeExit(int exit_code, int signal);
 
+/// What a worker wrote to its error file in the JSON PyTorch's @record writes
+/// (torch.distributed.elastic.multiprocessing.errors): {"message": "TEXT"} or {"message":
+/// {"message": "ValueError: ...", "extraInfo": {"py_callstack": "Traceback ...", "timestamp":
+/// "1732620000"}, "errorCode": N}}.
+struct ErrorFileRecord {
+  std::string message;
+  std::string traceback;  ///< Empty when the file has none.
+  double time_s = 0;      ///< When the worker wrote it (seconds since the epoch); 0: not said.
+};
+
+/// The record in an error file's content; nullopt when it is not such JSON (then it is shown as
+/// written).
+std::optional<ErrorFileRecord> parseErrorFile(const std::string& content);
+
+/// True when an error file's content (its message, when it is @record's JSON) says that the
+/// rank lost its connection to a peer (gloo's "Connection closed by peer" / "Connection reset by
+/// peer"): the consequence of another rank's exit, not a root cause.
+bool reportsLostPeer(const std::string& error_content);
+
 /// The multi-line root-cause block printed by the agent (and shared with the other agents):
-/// "root cause: rank N (local rank L on host H, pid P) exited with code C" followed by the error
-/// file's content and the tail of the worker's stderr, indented.
+/// "root cause: rank N (local rank L on host H, pid P) exited with code C" followed by what its
+/// error file says (the exception and its traceback, as torchrun's "Root Cause" block) and the
+/// tail of the worker's stderr (left out when the error file gave the traceback), indented.
 std::string formatRootCause(const WorkerFailure& f);
 
 /// The content of an error file, at most max_bytes (with a note when cut); "" when absent/empty.
-std::string readErrorFile(const std::string& path, size_t max_bytes = 8192);
+std::string readErrorFile(const std::string& path, size_t max_bytes = 65536);
 
 }  // namespace lockstep::launch

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -62,6 +63,47 @@ bool isLocalAddress(const std::string& addr) {
   }
   ::freeaddrinfo(res);
   return local;
+}
+
+std::string localAddressToward(const std::string& addr, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port > 0 ? port : 9);
+  if (::getaddrinfo(addr.c_str(), service.c_str(), &hints, &res) != 0) return addr;
+  std::string out = addr;
+  for (addrinfo* ai = res; ai != nullptr && out == addr; ai = ai->ai_next) {
+    // Connecting a UDP socket sends nothing: it only asks the kernel for the route.
+    int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    char host[NI_MAXHOST] = {};
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        ::getnameinfo(reinterpret_cast<sockaddr*>(&local), len, host, sizeof host, nullptr, 0,
+                      NI_NUMERICHOST) == 0)
+      out = host;
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return out;
+}
+
+int freeTcpPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  LOCKSTEP_ENFORCE(fd >= 0, IoError, "cannot create a socket to find a free port: ", std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof a;
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+            ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  int e = errno;
+  ::close(fd);
+  LOCKSTEP_ENFORCE(ok, IoError,
+                   "cannot find a free TCP port for the workers' MASTER_PORT: ", std::strerror(e));
+  return ntohs(a.sin_port);
 }
 
 Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options), token_(randomToken()) {
@@ -152,7 +194,11 @@ std::optional<RendezvousResult> Rendezvous::join(int round, int nproc,
     }
   }
   const int g = *group_rank_;
-  std::string mine = std::to_string(nproc) + "\n" + options_.hostname + "\n" + token_;
+  // Where rank 0 would host the workers' own store if this node turns out to be node 0: the
+  // address the other nodes already reach it by (the master address when it hosts the agents' store).
+  const std::string addr = hosts_ ? options_.master_addr : localAddressToward(options_.master_addr, port_);
+  std::string mine = std::to_string(nproc) + "\n" + options_.hostname + "\n" + token_ + "\n" + addr + "\n" +
+                     std::to_string(freeTcpPort());
   auto now = text(store_->compareSet(key(round, "node/" + std::to_string(g)), {}, bytes(mine)));
   if (now != mine) {
     std::istringstream in(now);
@@ -188,11 +234,18 @@ std::optional<RendezvousResult> Rendezvous::join(int round, int nproc,
   std::vector<int> nprocs;
   for (const auto& k : keys) {
     std::istringstream in(store_->getString(k));
-    std::string count, host;
+    std::string count, host, token, addr, port;
     std::getline(in, count);
     std::getline(in, host);
+    std::getline(in, token);
+    std::getline(in, addr);
+    std::getline(in, port);
     nprocs.push_back(std::stoi(count));
     r.hosts.push_back(host);
+    if (r.worker_master_port == 0) {  // node 0's
+      r.worker_master_addr = addr;
+      r.worker_master_port = std::stoi(port);
+    }
   }
   r.layout = computeRankLayout(nprocs, g);
   r.nprocs = nprocs;

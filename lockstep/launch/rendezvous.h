@@ -35,6 +35,11 @@ struct RendezvousResult {
   RankLayout layout;
   std::vector<std::string> hosts;  ///< Index: node rank.
   std::vector<int> nprocs;         ///< Workers per node; index: node rank.
+  /// MASTER_ADDR/MASTER_PORT for the workers: an address of node 0 as the other nodes reach it
+  /// and a port that was free there, for global rank 0 to host the workers' own store (PyTorch's
+  /// env:// TCPStore), fresh each round as torchrun's c10d rendezvous does.
+  std::string worker_master_addr;
+  int worker_master_port = 0;
 };
 
 /// Not thread-safe: one agent thread drives it. join() is collective over the nodes.
@@ -98,5 +103,12 @@ class Rendezvous {
 
 /// True when addr resolves to an address of this machine (it can be bound).
 bool isLocalAddress(const std::string& addr);
+
+/// The address of this machine that packets to addr:port leave from (the route's source), as
+/// text; addr itself when there is no route. How other nodes reach this one.
+std::string localAddressToward(const std::string& addr, int port);
+
+/// A TCP port that is free on this machine now (the kernel's pick); IoError when none can be had.
+int freeTcpPort();
 
 }  // namespace lockstep::launch

@@ -47,6 +47,8 @@ std::map<std::string, std::string> buildWorkerEnv(const std::map<std::string, st
   w.restart_count = spec.restart_count;
   w.max_restarts = spec.max_restarts;
   w.agent_store = true;
+  w.store_addr = spec.store_addr;
+  w.store_port = spec.store_port;
   w.store_prefix = workerStorePrefix(spec.restart_count);
   w.error_file = spec.error_file;
   w.timeout = spec.timeout;

@@ -26,8 +26,12 @@ RankLayout computeRankLayout(const std::vector<int>& nprocs_per_node, int group_
 struct WorkerEnvSpec {
   RankLayout layout;
   int local_rank = 0;
+  /// MASTER_ADDR/MASTER_PORT: where global rank 0 hosts the workers' own store (PyTorch's env://).
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  /// LOCKSTEP_STORE_ADDR/LOCKSTEP_STORE_PORT: the agents' store, which lockstep's workers join.
+  std::string store_addr = "127.0.0.1";
+  int store_port = 29500;
   std::string run_id;
   int restart_count = 0;
   int max_restarts = 0;
@@ -39,9 +43,10 @@ struct WorkerEnvSpec {
 /// The worker's environment: `base` (the agent's own) plus RANK, LOCAL_RANK, WORLD_SIZE,
 /// LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR,
 /// MASTER_PORT, LOCKSTEP_RUN_ID, LOCKSTEP_RESTART_COUNT, LOCKSTEP_MAX_RESTARTS,
-/// LOCKSTEP_USE_AGENT_STORE=1, LOCKSTEP_STORE_PREFIX, LOCKSTEP_ERROR_FILE, LOCKSTEP_TIMEOUT,
-/// LOCKSTEP_JOIN_TOKEN, their TORCHELASTIC_*
-/// twins, and OMP_NUM_THREADS=1 when more than one worker shares the node and it is not set.
+/// LOCKSTEP_USE_AGENT_STORE=1, LOCKSTEP_STORE_ADDR, LOCKSTEP_STORE_PORT, LOCKSTEP_STORE_PREFIX,
+/// LOCKSTEP_ERROR_FILE, LOCKSTEP_TIMEOUT, LOCKSTEP_JOIN_TOKEN, their TORCHELASTIC_* twins
+/// (TORCHELASTIC_USE_AGENT_STORE=False), and OMP_NUM_THREADS=1 when more than one worker shares
+/// the node and it is not set.
 std::map<std::string, std::string> buildWorkerEnv(const std::map<std::string, std::string>& base,
                                                   const WorkerEnvSpec& spec);
 

@@ -78,7 +78,8 @@ std::vector<size_t> WorkerGroup::reap(const std::function<uint64_t(pid_t)>& exit
   return failed;
 }
 
-std::optional<size_t> WorkerGroup::firstErrorFileWriter() const {
+std::optional<size_t> WorkerGroup::firstErrorFileWriter(
+    const std::function<bool(const std::string&)>& secondary) const {
   std::optional<size_t> best;
   struct timespec best_time {};
   for (size_t i = 0; i < workers_.size(); ++i) {
@@ -86,6 +87,7 @@ std::optional<size_t> WorkerGroup::firstErrorFileWriter() const {
     if (specs_[i].error_file.empty() || (w.exited() && !w.failed())) continue;
     struct stat st {};
     if (::stat(specs_[i].error_file.c_str(), &st) != 0 || st.st_size == 0) continue;
+    if (secondary && secondary(readErrorFile(specs_[i].error_file))) continue;
     if (!best || st.st_mtim.tv_sec < best_time.tv_sec ||
         (st.st_mtim.tv_sec == best_time.tv_sec && st.st_mtim.tv_nsec < best_time.tv_nsec)) {
       best = i;

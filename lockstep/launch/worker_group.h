@@ -40,8 +40,10 @@ class WorkerGroup {
   std::vector<size_t> reap(const std::function<uint64_t(pid_t)>& exit_order = {});
   /// The worker that wrote its error file first (by modification time) among those that failed
   /// or are still running, if any wrote one: a worker that reports its own error is the likelier
-  /// root cause than peers that died of its exit (torchelastic chooses the same way).
-  std::optional<size_t> firstErrorFileWriter() const;
+  /// root cause than peers that died of its exit (torchelastic chooses the same way). Error files
+  /// whose content `secondary` calls a consequence of another rank's failure are passed over.
+  std::optional<size_t> firstErrorFileWriter(
+      const std::function<bool(const std::string&)>& secondary = {}) const;
   /// True when every worker has exited with code 0.
   bool allSucceeded() const;
   /// Stops the group: `sig` to every running worker's process group, up to `grace` for them to

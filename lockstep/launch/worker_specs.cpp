@@ -24,18 +24,22 @@ std::map<std::string, std::string> workerEnv(const WorkerSpecsOptions& o, const 
 void setOutputSinks(const WorkerSpecsOptions& o, const std::string& dir, WorkerSpec& s) {
   const int redirect = o.redirects.forLocalRank(s.local_rank);
   const int files = redirect | o.tee.forLocalRank(s.local_rank) | (o.log_files ? kStdout | kStderr : 0);
-  // With a progress line on the terminal, stdout goes through the console too (its lines go above it).
-  if ((files & kStdout) || o.console) {
+  const bool several = o.env.layout.world_size > 1;
+  const std::string prefix = several && s.rank != 0 ? "[rank " + std::to_string(s.rank) + "] " : "";
+  // With several ranks stdout goes through the agent too, whole lines at a time, so that lines of
+  // two ranks never run together (Python's print writes the text and its newline separately); with
+  // a progress line on the terminal, its lines go above it.
+  if ((files & kStdout) || o.console || several) {
     OutputSinkOptions out;
     if (files & kStdout) out.file_path = dir + "/stdout.log";
     out.console_fd = (redirect & kStdout) ? -1 : STDOUT_FILENO;
+    out.console_prefix = prefix;
     s.process.stdout_sink = out;
   }
   OutputSinkOptions err;  // stderr is always piped: its tail goes into the failure report
   if (files & kStderr) err.file_path = dir + "/stderr.log";
   err.console_fd = (redirect & kStderr) ? -1 : STDERR_FILENO;
-  if (o.env.layout.world_size > 1 && s.rank != 0)
-    err.console_prefix = "[rank " + std::to_string(s.rank) + "] ";
+  err.console_prefix = prefix;
   s.process.stderr_sink = err;
 }
 

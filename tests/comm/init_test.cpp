@@ -60,6 +60,8 @@ class ScopedEnv {
                                          "SLURM_LOCALID",
                                          "LOCKSTEP_USE_AGENT_STORE",
                                          "TORCHELASTIC_USE_AGENT_STORE",
+                                         "LOCKSTEP_STORE_ADDR",
+                                         "LOCKSTEP_STORE_PORT",
                                          "LOCKSTEP_STORE_PREFIX"};
   std::map<std::string, std::optional<std::string>> saved_;
 };
@@ -99,6 +101,21 @@ TEST(ResolveInit, rank_zero_hosts_store_unless_agent_does) {
   EXPECT_FALSE(resolveInit({}).host_store_server);
   ::setenv("LOCKSTEP_STORE_PREFIX", "/worker/attempt_2/", 1);
   EXPECT_EQ(resolveInit({}).key_prefix, "/worker/attempt_2/");
+}
+
+TEST(ResolveInit, agent_store_is_found_by_its_own_variables) {
+  // lockstep run gives MASTER_ADDR/MASTER_PORT to PyTorch's rank 0; lockstep's workers dial the agent.
+  ScopedEnv env({{"RANK", "1"},
+                 {"WORLD_SIZE", "2"},
+                 {"MASTER_ADDR", "node0"},
+                 {"MASTER_PORT", "41000"},
+                 {"LOCKSTEP_USE_AGENT_STORE", "1"},
+                 {"LOCKSTEP_STORE_ADDR", "agent-host"},
+                 {"LOCKSTEP_STORE_PORT", "29400"}});
+  auto r = resolveInit({});
+  EXPECT_EQ(r.host, "agent-host");
+  EXPECT_EQ(r.port, 29400);
+  EXPECT_FALSE(r.host_store_server);
 }
 
 TEST(ResolveInit, open_mpi_and_slurm_variables) {

@@ -159,6 +159,8 @@ TEST(WorkerEnvironment, reads_back_what_the_launcher_writes) {
   w.master_addr = "node0";
   w.master_port = 29555;
   w.agent_store = true;
+  w.store_addr = "node0-agent";
+  w.store_port = 29400;
   w.store_prefix = "/worker/attempt_3/";
   w.restart_count = 3;
   w.max_restarts = 4;
@@ -186,6 +188,10 @@ TEST(WorkerEnvironment, reads_back_what_the_launcher_writes) {
   EXPECT_EQ(r.master_addr, w.master_addr);
   EXPECT_EQ(r.master_port, w.master_port);
   EXPECT_EQ(r.agent_store, w.agent_store);
+  EXPECT_EQ(r.store_addr, w.store_addr);
+  EXPECT_EQ(r.store_port, w.store_port);
+  // PyTorch's env:// must host its own store on MASTER_PORT, not dial the agent's.
+  EXPECT_EQ(vars["TORCHELASTIC_USE_AGENT_STORE"], "False");
   EXPECT_EQ(r.store_prefix, w.store_prefix);
   EXPECT_EQ(r.restart_count, w.restart_count);
   EXPECT_EQ(r.max_restarts, w.max_restarts);

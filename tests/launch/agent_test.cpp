@@ -248,7 +248,11 @@ TEST(LaunchAgent, two_agents_on_one_host_assign_node_ranks_by_arrival_and_restar
       std::string env = readAll(dir / ("env." + std::to_string(rank) + "." + std::to_string(attempt)));
       EXPECT_TRUE(contains(env, "WORLD_SIZE=4\n")) << env;
       EXPECT_TRUE(contains(env, "GROUP_RANK=" + std::to_string(rank / 2) + "\n")) << env;
-      EXPECT_TRUE(contains(env, "MASTER_PORT=" + port + "\n")) << env;
+      EXPECT_EQ(variable(env, "LOCKSTEP_STORE_PORT"), port) << env;
+      // Node 0's free port, where PyTorch's rank 0 would host its own store: the same on both nodes.
+      EXPECT_EQ(variable(env, "MASTER_PORT"),
+                variable(readAll(dir / ("env.0." + std::to_string(attempt))), "MASTER_PORT"));
+      EXPECT_NE(variable(env, "MASTER_PORT"), port) << env;
     }
   }
   // Both agents report the same root cause: rank 3 on node 1.

@@ -39,11 +39,45 @@ TEST(LaunchFailureReport, includes_the_error_file) {
   f.error_file = path;
   f.error_content = readErrorFile(path);
   EXPECT_EQ(f.error_content, "{\"message\": \"oops\"}");
-  EXPECT_NE(formatRootCause(f).find("error file " + path + ":\n    {\"message\": \"oops\"}"),
-            std::string::npos);
+  EXPECT_NE(formatRootCause(f).find("error file " + path + ":\n    oops\n"), std::string::npos);
+  f.error_content = "not json";  // shown as written
+  EXPECT_NE(formatRootCause(f).find("error file " + path + ":\n    not json\n"), std::string::npos);
   EXPECT_EQ(readErrorFile(dir / "missing"), "");
   std::ofstream(dir / "big") << std::string(100, 'x');
   EXPECT_NE(readErrorFile(dir / "big", 10).find("(truncated)"), std::string::npos);
+}
+
+TEST(LaunchFailureReport, shows_the_exception_and_traceback_pytorch_record_wrote) {
+  // What torch.distributed.elastic.multiprocessing.errors.record writes for an uncaught exception.
+  const std::string content =
+      R"({"message": {"message": "ValueError: bad batch", "extraInfo": {"py_callstack": )"
+      R"("Traceback (most recent call last):\n  File \"train.py\", line 9, in main\n    )"
+      R"(raise ValueError(\"bad batch\")\nValueError: bad batch\n", "timestamp": "1764158400"}}})";
+  auto record = parseErrorFile(content);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->message, "ValueError: bad batch");
+  EXPECT_EQ(record->time_s, 1764158400.0);
+  WorkerFailure f;
+  f.rank = 1;
+  f.exit_code = 1;
+  f.error_file = "/run/1/error.json";
+  f.error_content = content;
+  f.stderr_tail = "Traceback (most recent call last):";
+  std::string r = formatRootCause(f);
+  EXPECT_NE(r.find("exited with code 1\n  ValueError: bad batch\n"
+                   "  traceback (error file /run/1/error.json, written 2025-11-26 12:00:00 UTC):\n"
+                   "    Traceback (most recent call last):\n"
+                   "      File \"train.py\", line 9, in main\n"
+                   "        raise ValueError(\"bad batch\")\n"
+                   "    ValueError: bad batch\n"),
+            std::string::npos)
+      << r;
+  EXPECT_EQ(r.find("last lines of its stderr"), std::string::npos) << r;  // the same traceback again
+  EXPECT_FALSE(reportsLostPeer(content));
+  EXPECT_TRUE(reportsLostPeer(
+      R"({"message": {"message": "RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer [127.0.0.1]:3988"}})"));
+  EXPECT_FALSE(parseErrorFile("{\"other\": 1}").has_value());
+  EXPECT_FALSE(parseErrorFile("Traceback ...").has_value());
 }
 
 TEST(LaunchOutputSink, keeps_the_last_lines_and_writes_the_file) {

@@ -102,8 +102,13 @@ TEST(LaunchMultiHost, three_hosts_rendezvous_by_arrival) {
   for (int rank = 0; rank < 6; ++rank) {
     std::string env = readAll(dir / ("env." + std::to_string(rank) + ".0"));
     EXPECT_TRUE(contains(env, "WORLD_SIZE=6\n")) << env;
-    EXPECT_TRUE(contains(env, "MASTER_ADDR=" + lab.address(0) + "\n")) << env;
-    EXPECT_TRUE(contains(env, "MASTER_PORT=29400\n")) << env;
+    EXPECT_EQ(variable(env, "LOCKSTEP_STORE_ADDR"), lab.address(0)) << env;
+    EXPECT_EQ(variable(env, "LOCKSTEP_STORE_PORT"), "29400") << env;
+    // Node 0's address and a port free there, for PyTorch's rank 0: the same for every rank.
+    std::string rank0 = readAll(dir / "env.0.0");
+    EXPECT_EQ(variable(env, "MASTER_ADDR"), variable(rank0, "MASTER_ADDR")) << env;
+    EXPECT_EQ(variable(env, "MASTER_PORT"), variable(rank0, "MASTER_PORT")) << env;
+    EXPECT_NE(variable(env, "MASTER_PORT"), "29400") << env;
     EXPECT_TRUE(contains(env, "GROUP_RANK=" + std::to_string(rank / 2) + "\n")) << env;
   }
   auto left = survivors(dir / "pids");

@@ -25,6 +25,16 @@ inline bool contains(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
 }
 
+/// The value of NAME in the "NAME=VALUE" lines a test worker wrote (--env-out); "" when absent.
+inline std::string variable(const std::string& env_lines, const std::string& name) {
+  auto at = env_lines.find(name + "=");
+  while (at != std::string::npos && at != 0 && env_lines[at - 1] != '\n')
+    at = env_lines.find(name + "=", at + 1);
+  if (at == std::string::npos) return "";
+  at += name.size() + 1;
+  return env_lines.substr(at, env_lines.find('\n', at) - at);
+}
+
 /// A fresh directory under /tmp, removed with everything in it.
 class TempDir {
  public:

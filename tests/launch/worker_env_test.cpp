@@ -24,6 +24,8 @@ TEST(LaunchWorkerEnv, sets_torchrun_variables) {
   s.local_rank = 1;
   s.master_addr = "10.1.1.1";
   s.master_port = 4242;
+  s.store_addr = "10.1.1.9";
+  s.store_port = 29400;
   s.run_id = "job";
   s.restart_count = 2;
   s.max_restarts = 3;
@@ -36,6 +38,11 @@ TEST(LaunchWorkerEnv, sets_torchrun_variables) {
   EXPECT_EQ(env["GROUP_RANK"], "1");
   EXPECT_EQ(env["MASTER_ADDR"], "10.1.1.1");
   EXPECT_EQ(env["MASTER_PORT"], "4242");
+  // PyTorch's rank 0 hosts its own store on MASTER_PORT; lockstep's workers dial the agents' store.
+  EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "False");
+  EXPECT_EQ(env["LOCKSTEP_USE_AGENT_STORE"], "1");
+  EXPECT_EQ(env["LOCKSTEP_STORE_ADDR"], "10.1.1.9");
+  EXPECT_EQ(env["LOCKSTEP_STORE_PORT"], "29400");
   EXPECT_EQ(env["LOCKSTEP_RUN_ID"], "job");
   EXPECT_EQ(env["LOCKSTEP_RESTART_COUNT"], "2");
   EXPECT_EQ(env["LOCKSTEP_MAX_RESTARTS"], "3");

@@ -70,9 +70,17 @@ TEST(LaunchWorkerSpecs, streams_follow_redirects_tee_and_log_files) {
 
   o.redirects = {};
   o.tee = {};
-  EXPECT_FALSE(workerSpecs(o, {})[0].process.stdout_sink.has_value());  // stdout inherited
-  o.console = true;                                                     // a progress line is drawn
+  // Several ranks: both streams of every rank through the agent, line by line, prefixed but rank 0.
+  auto piped = workerSpecs(o, {});
+  EXPECT_EQ(piped[1].process.stdout_sink->console_fd, STDOUT_FILENO);
+  EXPECT_EQ(piped[1].process.stdout_sink->console_prefix, "[rank 3] ");
+  EXPECT_EQ(piped[1].process.stdout_sink->file_path, "");
+  o.env.layout = computeRankLayout({1}, 0);
+  EXPECT_FALSE(workerSpecs(o, {})[0].process.stdout_sink.has_value());  // one rank: stdout inherited
+  EXPECT_EQ(workerSpecs(o, {})[0].process.stderr_sink->console_prefix, "");
+  o.console = true;  // a progress line is drawn
   EXPECT_TRUE(workerSpecs(o, {})[0].process.stdout_sink.has_value());
+  o.env.layout = computeRankLayout({2, 2}, 1);
   o.log_files = true;
   EXPECT_EQ(workerSpecs(o, {})[1].process.stderr_sink->file_path, dir / "attempt_1/3/stderr.log");
 }

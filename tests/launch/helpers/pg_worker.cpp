@@ -26,8 +26,8 @@ namespace {
 std::shared_ptr<lockstep::comm::ProcessGroup> initWithAttemptPrefix() {
   auto env = [](const char* k) { return std::string(std::getenv(k) ? std::getenv(k) : ""); };
   lockstep::comm::TCPStoreOptions so;
-  so.host = env("MASTER_ADDR");
-  so.port = static_cast<uint16_t>(std::stoi(env("MASTER_PORT")));
+  so.host = env("LOCKSTEP_STORE_ADDR");
+  so.port = static_cast<uint16_t>(std::stoi(env("LOCKSTEP_STORE_PORT")));
   so.timeout = std::chrono::seconds(20);
   so.join_token = env("LOCKSTEP_JOIN_TOKEN");
   auto store = std::make_shared<lockstep::comm::PrefixStore>(env("LOCKSTEP_STORE_PREFIX"),
