@@ -3,7 +3,9 @@
 // the CPU kernel on the same operands, or, for transcendental math (exp, log, pow, erf, tanh,
 // softmax), the f64 oracle rounded once; with which tolerance; and the layout the result must
 // take. One runner and one tolerance function (gpu_compare.h's tolFor) check every case. Cases
-// here: binary, unary, activations, softmax, concat, sum/mean, the losses, pooling and dropout; the
+// here: binary, unary, activations, softmax, concat, sum/mean, the losses, pooling, dropout, layer
+// norm, RMSNorm, batch norm, linear, matmul, conv2d, embedding, SwiGLU, rotary, attention, and the
+// SGD and Adam/AdamW updates; the
 // gpu_<group>_test.cpp files keep what a table cannot say (errors, NaN rules, integer math, device
 // flags, strided views, repeatability). Runs with ctest -L gpu; skips without a GPU.
 #include <gtest/gtest.h>
@@ -1008,10 +1010,95 @@ std::vector<OpCase> attentionCases() {
   return cases;
 }
 
+// ---- optimizer updates: the same IEEE operations in the same order as the CPU loops, bitwise ----
+
+// A flat span over buffers (param, grad, then the optimizer's state) on their own device.
+void* bufferPtr(const Tensor& t) { return t.isCuda() ? t.devicePtr() : t.dataPtr(); }
+
+// {param, grad, state...} in f32 and f64: exp_avg_sq and max_exp_avg_sq (buffers 3 and 4) >= 0.
+std::function<std::vector<Inputs>(DType)> optimizerInputs(int64_t n, int buffers) {
+  return [n, buffers](DType t) -> std::vector<Inputs> {
+    if (t != DType::f32 && t != DType::f64) return {};  // the updates of other dtypes run in f32 masters
+    Operands x;
+    for (int k = 0; k < buffers; ++k)
+      x.push_back(k >= 3 ? hostRandom({n}, t, 1 + k, 0.0, 0.01) : hostRandom({n}, t, 1 + k));
+    return {{x}};
+  };
+}
+
+// Three steps on copies of the buffers; the results are the buffers after them.
+std::vector<OpCase> optimizerCases() {
+  std::vector<OpCase> cases;
+  for (int f = 0; f < 16; ++f) {
+    kernels::SgdParams p;
+    p.lr = 0.05;
+    p.momentum = f & 1 ? 0.9 : 0.0;
+    p.dampening = f & 1 ? 0.1 : 0.0;
+    p.nesterov = (f & 2) && (f & 1);
+    p.weight_decay = f & 4 ? 1e-2 : 0.0;
+    p.maximize = f & 8;
+    const std::string name = "sgd momentum " + std::to_string(p.momentum) + (p.nesterov ? " nesterov" : "") +
+                             " weight_decay " + std::to_string(p.weight_decay) +
+                             (p.maximize ? " maximize" : "");
+    cases.push_back({name,
+                     [p](const Inputs& in) {
+                       Operands b;
+                       for (const Tensor& x : in.x) b.push_back(x.clone());
+                       kernels::SgdSpan s;
+                       s.param = bufferPtr(b[0]);
+                       s.grad = bufferPtr(b[1]);
+                       s.momentum_buffer = bufferPtr(b[2]);
+                       s.numel = b[0].numel();
+                       s.dtype = b[0].dtype();
+                       s.device = b[0].device();
+                       for (int step = 0; step < 3; ++step) {
+                         kernels::SgdParams ps = p;
+                         ps.first_step = step == 0;
+                         kernels::sgdStep(s, ps);
+                       }
+                       return b;
+                     },
+                     optimizerInputs(1000003, 3), Against::cpu, Layout::any, exact});
+  }
+  for (int f = 0; f < 16; ++f) {
+    kernels::AdamParams p;
+    p.lr = 3e-3;
+    p.weight_decay = f & 1 ? 0.05 : 0.0;
+    p.decoupled_weight_decay = f & 2;
+    p.amsgrad = f & 4;
+    p.maximize = f & 8;
+    const std::string name = std::string(p.decoupled_weight_decay ? "adamw" : "adam") + " weight_decay " +
+                             std::to_string(p.weight_decay) + (p.amsgrad ? " amsgrad" : "") +
+                             (p.maximize ? " maximize" : "");
+    cases.push_back({name,
+                     [p](const Inputs& in) {
+                       Operands b;
+                       for (const Tensor& x : in.x) b.push_back(x.clone());
+                       kernels::AdamSpan s;
+                       s.param = bufferPtr(b[0]);
+                       s.grad = bufferPtr(b[1]);
+                       s.exp_avg = bufferPtr(b[2]);
+                       s.exp_avg_sq = bufferPtr(b[3]);
+                       s.max_exp_avg_sq = bufferPtr(b[4]);
+                       s.numel = b[0].numel();
+                       s.dtype = b[0].dtype();
+                       s.device = b[0].device();
+                       for (int step = 1; step <= 3; ++step) {
+                         kernels::AdamParams ps = p;
+                         ps.step = step;
+                         kernels::adamStep(s, ps);
+                       }
+                       return b;
+                     },
+                     optimizerInputs(4099, 5), Against::cpu, Layout::any, exact});
+  }
+  return cases;
+}
+
 std::vector<OpCase> opCases() {
   std::vector<OpCase> cases;
   for (auto group : {elementwiseCases, reduceCases, lossCases, poolCases, dropoutCases, normCases, gemmCases,
-                     convCases, transformerCases, attentionCases}) {
+                     convCases, transformerCases, attentionCases, optimizerCases}) {
     for (OpCase& c : group()) cases.push_back(std::move(c));
   }
   return cases;
