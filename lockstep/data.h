@@ -11,6 +11,7 @@
 #include "lockstep/data/datasets/idx_file.h"
 #include "lockstep/data/datasets/image_file_list.h"
 #include "lockstep/data/datasets/image_folder.h"
+#include "lockstep/data/datasets/image_folder_writer.h"
 #include "lockstep/data/datasets/mnist.h"
 #include "lockstep/data/datasets/random_split.h"
 #include "lockstep/data/datasets/registry.h"

@@ -136,6 +136,16 @@ TEST(JpegCodec, truncated_and_garbage_files_are_errors_naming_the_file) {
   EXPECT_TRUE(throwsWith<IoError>([&] { decodeImage(nullptr, 0, "empty.png"); }, {"empty.png", "empty"}));
 }
 
+TEST(JpegCodec, a_failed_decode_leaves_the_thread_able_to_decode_the_next_file) {
+  const std::vector<uint8_t> good = encodeJpeg(gradient(8, 8, 3));
+  const std::vector<uint8_t> bad = {0xFF, 0xD8, 0xFF, ' ', 'n', 'o', 't', ' ', 'J', 'P', 'E', 'G'};
+  const std::vector<uint8_t> cut(good.begin(), good.end() - 4);
+  for (const std::vector<uint8_t>* broken : {&bad, &cut}) {
+    EXPECT_THROW(decodeJpeg(broken->data(), broken->size(), "bad.jpg"), IoError);
+    EXPECT_EQ(decodeJpeg(good.data(), good.size(), "good.jpg").height, 8);
+  }
+}
+
 TEST(JpegCodec, oversized_header_is_refused_before_decoding) {
   const std::vector<uint8_t> jpeg = encodeJpeg(gradient(40, 40, 3));
   DecodeOptions o;

@@ -19,10 +19,18 @@ struct HandleCloser {
 };
 using Handle = std::unique_ptr<void, HandleCloser>;
 
-tjhandle threadDecompressor() {
-  thread_local Handle h(tjInitDecompress());
+// A decompressor that failed is replaced: libjpeg-turbo 2.1 leaves a handle whose header read
+// failed mid-way in that state, and the next image on it fails with the same error.
+Handle& threadDecompressor() {
+  thread_local Handle h;
+  if (!h) h.reset(tjInitDecompress());
   LOCKSTEP_ENFORCE(h, IoError, "TurboJPEG: cannot create a decompressor: ", tjGetErrorStr2(nullptr));
-  return h.get();
+  return h;
+}
+
+[[noreturn]] void fail(Handle& handle, const std::string& message) {
+  handle.reset();
+  throw IoError(message);
 }
 
 tjhandle threadCompressor() {
@@ -62,14 +70,15 @@ bool isJpeg(const uint8_t* data, size_t size) {
 }
 
 Image decodeJpeg(const uint8_t* data, size_t size, const std::string& name, const DecodeOptions& options) {
-  tjhandle tj = threadDecompressor();
+  Handle& handle = threadDecompressor();
+  tjhandle tj = handle.get();
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
   // TurboJPEG's sizes are unsigned long; larger inputs are not JPEGs anyone decodes.
   LOCKSTEP_ENFORCE(size <= (1ull << 31), IoError, name, ": JPEG file of ", size, " bytes is too large");
   auto* bytes = const_cast<unsigned char*>(data);  // TurboJPEG 2.1 takes non-const input but never writes it
   if (tjDecompressHeader3(tj, bytes, static_cast<unsigned long>(size), &width, &height, &subsamp,
                           &colorspace) != 0) {
-    throw IoError(name + ": not a decodable JPEG (" + tjGetErrorStr2(tj) + ")");
+    fail(handle, name + ": not a decodable JPEG (" + tjGetErrorStr2(tj) + ")");
   }
   LOCKSTEP_ENFORCE(width > 0 && height > 0, IoError, name, ": JPEG has no pixels (", width, "x", height, ")");
   LOCKSTEP_ENFORCE(static_cast<int64_t>(width) * height <= options.max_pixels, IoError, name, ": JPEG of ",
@@ -86,7 +95,7 @@ Image decodeJpeg(const uint8_t* data, size_t size, const std::string& name, cons
     const std::string why = tjGetErrorStr2(tj);
     // libjpeg's warnings leave a complete image; the one for a file that ends early does not.
     if (tjGetErrorCode(tj) != TJERR_WARNING || why.find("Premature end") != std::string::npos) {
-      throw IoError(name + ": corrupt or truncated JPEG (" + why + ")");
+      fail(handle, name + ": corrupt or truncated JPEG (" + why + ")");
     }
   }
   Image image;

@@ -1,0 +1,52 @@
+// `lockstep data make-image-folder` then `lockstep train` on it with data.dataset image_folder: two
+// ranks train, run.json names the classes, a corrupt file stops the run naming it unless
+// data.skip_bad_files is set.
+#include "train_cli.h"
+
+namespace lockstep::test {
+namespace {
+
+constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
+
+class TrainImageFolderCli : public TrainCli {
+ protected:
+  void SetUp() override {
+    TrainCli::SetUp();
+    if (!fs::exists(kFashionMnist))
+      GTEST_SKIP() << kFashionMnist << " missing: apt install dataset-fashion-mnist";
+    const Result made = runLockstep(dir_, "data make-image-folder -o " + dir_ +
+                                              "/images --classes 4 --train-per-class 16 --val-per-class 8 "
+                                              "--min-side 36 --max-side 48");
+    ASSERT_EQ(made.code, 0) << made.output;
+  }
+  std::string config(const std::string& extra_data_keys) {
+    return writeConfig("c.yaml",
+                       "model: cifar_cnn\ndata: {dataset: image_folder, root: " + dir_ +
+                           "/images, image_size: 32, resize_size: 36, num_workers: 2" + extra_data_keys +
+                           "}\ntrain_micro_batch_size_per_gpu: 8\noptimizer: {type: Adam, params: {lr: "
+                           "1.0e-3}}\nepochs: 1\nseed: 1\n");
+  }
+};
+
+TEST_F(TrainImageFolderCli, two_ranks_train_and_run_json_holds_class_to_idx) {
+  const Result r = run(config("") + " --nproc-per-node 2 --output-dir " + dir_ + "/run");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string run_json = readFile(dir_ + "/run/run.json");
+  // torchvision's class_to_idx: the sorted class folder names.
+  for (const char* entry : {"\"Dress\": 0", "\"Pullover\": 1", "\"T-shirt_top\": 2", "\"Trouser\": 3"})
+    EXPECT_NE(run_json.find(entry), std::string::npos) << entry << " in " << run_json;
+}
+
+TEST_F(TrainImageFolderCli, a_corrupt_file_stops_the_run_naming_it_unless_skipped) {
+  const std::string bad = dir_ + "/images/train/Dress/broken.jpg";
+  std::ofstream(bad) << "\xff\xd8\xff but not a JPEG";
+  Result r = run(config("") + " --output-dir " + dir_ + "/strict");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find(bad), std::string::npos) << r.output;
+  r = run(config(", skip_bad_files: true") + " --output-dir " + dir_ + "/lenient");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipping " + bad), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace lockstep::test
