@@ -90,7 +90,7 @@ TEST(MetricsLog, records_print_steps_validations_and_the_test_and_appends_when_r
   fs::remove_all(dir);
   const std::string csv = (dir / "sub" / "metrics.csv").string();
   {
-    MetricsLog log({csv, ""}, 2);
+    MetricsLog log({csv, "", ""}, 2);
     log.onStep({.epoch = 0, .step = 1, .loss = 0.5});  // not a print step: nothing
     log.onStep({.epoch = 0, .step = 2, .loss = 0.25, .lr = 0.1, .samples_per_sec = 8});
     log.onEvaluation({.epoch = 0, .step = 2, .loss = 0.75, .accuracy = 0.5});
@@ -105,7 +105,7 @@ TEST(MetricsLog, records_print_steps_validations_and_the_test_and_appends_when_r
   EXPECT_EQ(rows[5], "1,2,val/loss,0.75");
   EXPECT_EQ(rows[6], "1,2,val/accuracy,0.5");
   {
-    MetricsLog log({csv, ""}, 2);  // a resumed run: no second header
+    MetricsLog log({csv, "", ""}, 2);  // a resumed run: no second header
     TrainSummary s;
     s.epochs = 1;
     s.steps = 2;

@@ -31,6 +31,7 @@ MetricsPaths metricsPaths(const TrainConfig& c, const std::string& output_dir) {
   if (c.csv_monitor.enabled) {
     std::string dir = c.csv_monitor.output_path.empty() ? output_dir : c.csv_monitor.output_path;
     p.csv = dir + (c.csv_monitor.output_path.empty() ? "" : "/" + c.csv_monitor.job_name) + "/metrics.csv";
+    p.csv_monitor = dir + "/" + c.csv_monitor.job_name;
   } else {
     p.csv = output_dir + "/metrics.csv";
   }
@@ -45,6 +46,7 @@ MetricsPaths metricsPaths(const TrainConfig& c, const std::string& output_dir) {
 MetricsLog::MetricsLog(const MetricsPaths& paths, int64_t steps_per_print)
     : paths_(paths), steps_per_print_(steps_per_print) {
   if (!paths_.tensorboard.empty()) events_ = std::make_unique<EventWriter>(paths_.tensorboard);
+  if (!paths_.csv_monitor.empty()) csv_monitor_ = std::make_unique<CsvMonitor>(paths_.csv_monitor);
   if (!paths_.csv.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(paths_.csv).parent_path(), ec);
@@ -78,9 +80,20 @@ void MetricsLog::flush() {
   if (csv_ && std::fflush(csv_) != 0)
     throw IoError("cannot write " + paths_.csv + ": " + std::strerror(errno));
   if (events_) events_->flush();
+  if (csv_monitor_) csv_monitor_->flush();
+}
+
+void MetricsLog::onStart(const RunStart& s) {
+  if (s.config) train_batch_size_ = s.config->batch.train_batch_size;
 }
 
 void MetricsLog::onStep(const StepMetrics& m) {
+  if (csv_monitor_) {
+    const int64_t samples = m.step * train_batch_size_;
+    csv_monitor_->write("Train/Samples/train_loss", m.loss, samples);
+    csv_monitor_->write("Train/Samples/lr", m.lr, samples);
+    if (m.has_loss_scale) csv_monitor_->write("Train/Samples/loss_scale", m.loss_scale, samples);
+  }
   if (m.step % steps_per_print_ != 0) return;
   std::vector<std::pair<std::string, double>> values{{"train/loss", m.loss},
                                                      {"train/lr", m.lr},

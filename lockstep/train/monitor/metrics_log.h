@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/train/monitor/csv_monitor.h"
 #include "lockstep/train/monitor/event_writer.h"
 #include "lockstep/train/monitor/run_observer.h"
 
@@ -19,9 +20,12 @@ constexpr const char* kMetricsCsvHeader = "epoch,step,metric,value,wall_time";
 struct MetricsPaths {
   std::string csv;          // empty: no CSV
   std::string tensorboard;  // empty: no event file
+  /// csv_monitor's directory for DeepSpeed's one-CSV-per-tag files (csv_monitor.h); empty: none.
+  std::string csv_monitor;
 };
-/// Where a run's metrics go: the csv_monitor section's path (else DIR/metrics.csv) and the
-/// tensorboard section's (when enabled). Pure.
+/// Where a run's metrics go: the csv_monitor section's path (else DIR/metrics.csv), the
+/// tensorboard section's (when enabled), and when csv_monitor is enabled its DeepSpeed files in
+/// output_path/job_name (DIR/job_name without an output_path). Pure.
 MetricsPaths metricsPaths(const TrainConfig& config, const std::string& output_dir);
 
 /// Not thread-safe; rank 0 only. IoError naming the file when it cannot be written.
@@ -32,6 +36,12 @@ class MetricsLog final : public RunObserver {
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
 
+  /// Reads the global batch size, DeepSpeed's step unit in the csv_monitor files.
+  void onStart(const RunStart& s) override;
+  /// metrics.csv and TensorBoard every steps_per_print steps; the csv_monitor files every step, as
+  /// DeepSpeed's engine writes them: Train/Samples/train_loss (rank 0's loss, the mean over every
+  /// rank at print steps), Train/Samples/lr and with fp16 Train/Samples/loss_scale, at step =
+  /// samples trained (steps x train_batch_size).
   void onStep(const StepMetrics& m) override;
   void onEvaluation(const Evaluation& e) override;
   /// The final evaluation on the test set (test/loss, test/accuracy, as seed 001 logs them).
@@ -44,6 +54,8 @@ class MetricsLog final : public RunObserver {
   MetricsPaths paths_;
   int64_t steps_per_print_;
   std::unique_ptr<EventWriter> events_;
+  std::unique_ptr<CsvMonitor> csv_monitor_;
+  int64_t train_batch_size_ = 0;
   FILE* csv_ = nullptr;
 };
 
