@@ -161,6 +161,17 @@ TEST(ImageFolderDataset, awkward_images_all_become_same_size_rgb_tensors) {
     EXPECT_EQ(e.target.item<int64_t>(), i < 2 ? 0 : 1);
   }
   EXPECT_EQ(ds.loadImage(2).image.height, 1);
+  // CenterCrop alone on an image smaller than the crop pads it with black, as torchvision does.
+  auto pad_only = std::make_shared<ImagePipeline>(
+      std::vector<std::shared_ptr<const ImageTransform>>{
+          std::make_shared<CenterCrop>(CenterCropOptions{.height = 9, .width = 9})},
+      ImageToTensor());
+  ImageFolder padded(f.list, pad_only);
+  const Tensor small = padded.get(3).input.contiguous();  // b/small.jpg, 5x7
+  EXPECT_EQ(small.shape(), (Shape{3, 9, 9}));
+  const std::vector<float> v = small.toVector<float>();
+  EXPECT_EQ(v[0], 0.0f);          // top-left corner: padding
+  EXPECT_GT(v[4 * 9 + 4], 0.0f);  // centre: the image
   // Random crops of every image, 1x1 included, still give the crop's size.
   auto rrc = std::make_shared<ImagePipeline>(
       std::vector<std::shared_ptr<const ImageTransform>>{

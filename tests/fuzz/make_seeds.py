@@ -89,6 +89,52 @@ put("corpus", "config", "bad_syntax.json", b'\x01{\n "seed": 1\n "epochs": 2\n}\
 put("corpus", "config", "dup.yaml", b"\x00seed: 1\nseed: 2\n")
 put("corpus", "config", "anchors.yaml", b"\x00a: &x {lr: 1}\noptimizer: {type: SGD, params: *x}\n")
 
+# images: JPEG and PNG files in the layouts the decoders convert (Pillow writes them; python3-pil)
+def pil_seeds():
+    try:
+        from PIL import Image
+    except ImportError:
+        print("Pillow (python3-pil) missing: image seeds not written", file=sys.stderr)
+        return
+    import io
+
+    def save(name, im, fmt, **kw):
+        out = io.BytesIO()
+        im.save(out, fmt, **kw)
+        put("corpus", "image", name, out.getvalue())
+
+    rgb = Image.frombytes("RGB", (12, 9), bytes((i * 7) % 256 for i in range(12 * 9 * 3)))
+    save("rgb_420.jpg", rgb, "JPEG", quality=80)
+    save("rgb_444_progressive.jpg", rgb, "JPEG", quality=90, subsampling=0, progressive=True)
+    save("grey.jpg", rgb.convert("L"), "JPEG")
+    save("cmyk.jpg", rgb.convert("CMYK"), "JPEG")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # orientation: rotate 90 degrees clockwise to display
+    save("exif_orientation_6.jpg", rgb, "JPEG", exif=exif.tobytes())
+    save("one_pixel.jpg", Image.new("RGB", (1, 1), (200, 30, 90)), "JPEG")
+    save("rgba.png", rgb.convert("RGBA"), "PNG")
+    pal = rgb.convert("P", palette=Image.ADAPTIVE, colors=8)
+    save("palette_trns.png", pal, "PNG", transparency=0)
+    save("grey_1bit.png", rgb.convert("1"), "PNG")
+    save("grey16.png", rgb.convert("L").convert("I"), "PNG")  # written as 16-bit grey
+    save("interlaced.png", rgb, "PNG", interlace=1)
+    save("exif_orientation_8.png", rgb, "PNG", exif=(lambda e: (e.__setitem__(0x0112, 8), e)[1])(Image.Exif()).tobytes())
+
+    # A small JPEG whose frame header announces 65500 x 65500 pixels: refused from the header,
+    # before anything is allocated.
+    out = io.BytesIO()
+    rgb.save(out, "JPEG")
+    b = bytearray(out.getvalue())
+    sof = b.index(b"\xff\xc0")
+    b[sof + 5:sof + 9] = struct.pack(">HH", 65500, 65500)
+    put("regressions", "image", "huge_dimensions_small_file", bytes(b))
+
+
+pil_seeds()
+# A file starting like a JPEG whose next marker is garbage: once left the thread's TurboJPEG
+# handle broken for every later image (the target decodes a good JPEG after each input).
+put("regressions", "image", "bad_marker_after_soi", b"\xff\xd8\xff not a JPEG")
+
 # hostfiles
 put("corpus", "hostfile", "slots", "# cluster\nnode1 slots=4\nnode2 slots=4 max_slots=8\n")
 put("corpus", "hostfile", "colon", "10.0.0.1:2\n10.0.0.2\n")
