@@ -174,7 +174,30 @@ StateDict Module::stateDict() const {
   return out;
 }
 
-void Module::loadStateDict(const StateDict& state, bool strict) {
+void Module::renameOnLoad(std::string old_prefix, std::string new_prefix) {
+  LOCKSTEP_ENFORCE(!old_prefix.empty() && old_prefix != new_prefix, ValueError, type_name_,
+                   ": renameOnLoad needs two different prefixes, got '", old_prefix, "' and '", new_prefix,
+                   "'");
+  renamed_.emplace_back(std::move(old_prefix), std::move(new_prefix));
+}
+
+std::string Module::currentKey(const std::string& saved) const {
+  for (const auto& [from, to] : renamed_) {
+    if (saved.starts_with(from)) return to + saved.substr(from.size());
+  }
+  return saved;
+}
+
+void Module::loadStateDict(const StateDict& given, bool strict) {
+  // Keys under earlier names take the current ones, unless the state has both.
+  StateDict renamed;
+  if (!renamed_.empty()) {
+    for (const auto& [name, t] : given) {
+      const std::string key = currentKey(name);
+      renamed.insert(key != name && given.contains(key) ? name : key, t);
+    }
+  }
+  const StateDict& state = renamed_.empty() ? given : renamed;
   StateDict mine = stateDict();
   std::vector<std::string> missing, unexpected, mismatched;
   for (const auto& [name, dst] : mine) {

@@ -90,6 +90,12 @@ class Module {
   /// shape-mismatched names. Non-strict: missing/unexpected keys are skipped; a shape mismatch is
   /// still an error (as in PyTorch). Nothing is copied when an error is raised.
   void loadStateDict(const StateDict& state, bool strict = true);
+  /// Keys saved under an earlier name: a state dict key starting with old_prefix loads as
+  /// new_prefix + the rest, so checkpoints written before a rename still load (what the
+  /// load_state_dict pre-hooks of PyTorch models do for renamed layers). Keys of this module.
+  void renameOnLoad(std::string old_prefix, std::string new_prefix);
+  /// A key as a checkpoint may hold it, under this module's current names (renameOnLoad).
+  std::string currentKey(const std::string& saved) const;
   /// Clears (set_to_none) or zero-fills every parameter gradient.
   void zeroGrad(bool set_to_none = true);
   /// Casts every floating parameter and buffer to dtype (gradients are dropped).
@@ -137,6 +143,7 @@ class Module {
   };
   std::vector<ForwardHooks> hooks_;
   size_t next_hook_ = 0;
+  std::vector<std::pair<std::string, std::string>> renamed_;  // {old prefix, new prefix}
 };
 
 }  // namespace lockstep::nn

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
+#include <tuple>
 
 #include "common/check.h"
 #include "lockstep/kernels/threads.h"
@@ -101,11 +103,41 @@ TEST(ModelZoo, parameter_counts_match_torch) {
       (10 * 8 + 8) + (8 * 6 + 6) + (6 * 3 + 3));
 }
 
+// Checkpoints written when the small CNNs' linear layers were fc1 and fc2 load under the seeds'
+// names; a state holding both names keeps the old one as unexpected.
+TEST(ModelZoo, small_cnn_checkpoints_with_the_earlier_names_still_load) {
+  for (auto [name, first, second] :
+       {std::tuple{"mnist_cnn", "dense1", "dense2"}, std::tuple{"cifar_cnn", "linear1", "linear2"}}) {
+    auto saved = makeModel(name), model = makeModel(name);  // two draws: different weights
+    const std::string now1 = first, now2 = second;
+    nn::StateDict old;
+    for (const auto& [key, t] : saved->stateDict()) {
+      std::string k = key;
+      if (k.starts_with(now1 + ".")) k = "fc1" + k.substr(now1.size());
+      if (k.starts_with(now2 + ".")) k = "fc2" + k.substr(now2.size());
+      old.insert(k, t.clone());
+    }
+    ASSERT_TRUE(old.contains("fc1.weight") && old.contains("fc2.bias")) << name;
+    model->loadStateDict(old);
+    for (const auto& [key, t] : model->stateDict()) {
+      EXPECT_EQ(t.toVector<float>(), saved->stateDict().at(key).toVector<float>()) << name << " " << key;
+    }
+    EXPECT_EQ(model->currentKey("fc2.weight"), now2 + ".weight") << name;
+    EXPECT_EQ(model->currentKey("conv1.bias"), "conv1.bias") << name;
+    old.insert(now1 + ".weight", saved->stateDict().at(now1 + ".weight"));  // both names: fc1 unexpected
+    EXPECT_THROW(model->loadStateDict(old), ValueError) << name;
+  }
+}
+
 TEST(ModelZoo, parameter_names_and_order) {
-  EXPECT_EQ(
-      paramNames(*makeModel("mnist_cnn")),
-      (std::vector<std::string>{"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", "conv3.weight",
-                                "conv3.bias", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
+  EXPECT_EQ(paramNames(*makeModel("mnist_cnn")),
+            (std::vector<std::string>{"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
+                                      "conv3.weight", "conv3.bias", "dense1.weight", "dense1.bias",
+                                      "dense2.weight", "dense2.bias"}));
+  // The seeds' names: Net (PyTorch DDP MNIST) and MyNet (Paddle CIFAR-10).
+  const auto cifar = paramNames(*makeModel("cifar_cnn"));
+  EXPECT_EQ(std::vector<std::string>(cifar.begin() + 6, cifar.end()),
+            (std::vector<std::string>{"linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias"}));
   auto resnet = makeModel("resnet18_cifar");
   auto keys = resnet->stateDict().keys();
   ASSERT_EQ(keys.size(), 122u);  // torch 1.13: len(state_dict()) of the same model
@@ -182,8 +214,8 @@ TEST(ModelZoo, mnist_cnn_relu_after_pool_equals_relu_then_pool) {
       autograd::maxPool2d(autograd::conv2d(Variable(x), p["conv1.weight"], p["conv1.bias"], relu), pool);
   h = autograd::maxPool2d(autograd::conv2d(h, p["conv2.weight"], p["conv2.bias"], relu), pool);
   h = autograd::flatten(autograd::conv2d(h, p["conv3.weight"], p["conv3.bias"], relu), 1);
-  h = autograd::relu(autograd::linear(h, p["fc1.weight"], p["fc1.bias"]));
-  Variable y2 = autograd::linear(h, p["fc2.weight"], p["fc2.bias"]);
+  h = autograd::relu(autograd::linear(h, p["dense1.weight"], p["dense1.bias"]));
+  Variable y2 = autograd::linear(h, p["dense2.weight"], p["dense2.bias"]);
   autograd::sum(autograd::mul(y2, y2)).backward();
 
   EXPECT_EQ(y.tensor().toVector<float>(), y2.tensor().toVector<float>());

@@ -3,10 +3,12 @@
   torch_reads_model.py RUN_DIR --data-dir DIR --mean M --std S
 
 RUN_DIR holds model.safetensors and summary.json of a mnist_cnn run on Fashion-MNIST. The file is
-opened with the `safetensors` package from PyPI, loaded (strict: every name and shape) into the
-PyTorch twin of lockstep's mnist_cnn, and the twin evaluates the same test set the way
-train::evaluate does: inputs (v / 255 - mean) / std computed in float64 then stored as float32,
-cross-entropy summed per batch of 500 and divided by the sample count, argmax accuracy. The loss
+opened with the `safetensors` package from PyPI, loaded (strict: every name and shape) into seed
+001's `Net` (the PyTorch DDP MNIST tutorial's model, as written there: dense1, dense2, a softmax
+output), and Net evaluates the same test set the way train::evaluate does: inputs
+(v / 255 - mean) / std computed in float64 then stored as float32, cross-entropy of the logits
+(the layers before the seed's softmax) summed per batch of 500 and divided by the sample count,
+accuracy by the argmax of Net's output. The loss
 must match summary.json's test_loss to 1e-5 relative and the accuracy to one sample. As a control,
 the same comparison must fail once one weight is nudged: a tolerance that lets that through would
 prove nothing. Exit 0 and a last line "torch_reads_model: OK ..." when all holds.
@@ -26,27 +28,34 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 # Measured here: 1e-8 apart (oneDNN vs PyTorch's kernels, float32). 1e-5 leaves three orders of
-# magnitude for other CPUs and still catches one fc2 bias off by 0.01 (4e-5).
+# magnitude for other CPUs and still catches one dense2 bias off by 0.01 (4e-5).
 LOSS_RTOL = 1e-5
 ACCURACY_SAMPLES = 1
 
 
-class MnistCnn(nn.Module):
-    """lockstep's mnist_cnn (lockstep/nn/models/small_cnn.h) with its parameter names."""
+class Net(nn.Module):
+    """Seed 001's model (the tutorial's code; logits() is its forward without the last softmax)."""
 
     def __init__(self):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3)
-        self.conv2 = nn.Conv2d(32, 64, 3)
-        self.conv3 = nn.Conv2d(64, 64, 3)
-        self.fc1 = nn.Linear(576, 64)
-        self.fc2 = nn.Linear(64, 10)
+        self.conv1 = nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = nn.Conv2d(32, 64, 3, 1)
+        self.conv3 = nn.Conv2d(64, 64, 3, 1)
+        self.pool = nn.MaxPool2d(2, 2)
+        self.dense1 = nn.Linear(576, 64)
+        self.dense2 = nn.Linear(64, 10)
+
+    def logits(self, x):
+        x = self.pool(F.relu(self.conv1(x)))
+        x = self.pool(F.relu(self.conv2(x)))
+        x = F.relu(self.conv3(x))
+        x = torch.flatten(x, 1)
+        x = F.relu(self.dense1(x))
+        return self.dense2(x)
 
     def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.conv3(x))
-        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+        output = F.softmax(self.logits(x), dim=1)
+        return output
 
 
 def fail(msg):
@@ -79,9 +88,8 @@ def evaluate(model, x, y, batch=500):
     model.eval()
     loss_sum, correct = 0.0, 0
     for i in range(0, len(x), batch):
-        logits = model(x[i:i + batch])
-        loss_sum += float(F.cross_entropy(logits, y[i:i + batch], reduction="sum"))
-        correct += int((logits.argmax(1) == y[i:i + batch]).sum())
+        loss_sum += float(F.cross_entropy(model.logits(x[i:i + batch]), y[i:i + batch], reduction="sum"))
+        correct += int((model(x[i:i + batch]).argmax(1) == y[i:i + batch]).sum())
     return loss_sum / len(x), correct
 
 
@@ -120,10 +128,10 @@ def main():
     for name, t in state.items():
         if t.dtype != torch.float32:
             fail(f"{model_path}: {name} is {t.dtype}, expected float32")
-    model = MnistCnn()
+    model = Net()
     expected = sorted(model.state_dict().keys())
     if names != expected:
-        fail(f"{model_path}: tensors {names}, PyTorch's twin has {expected}")
+        fail(f"{model_path}: tensors {names}, the seed's Net has {expected}")
     model.load_state_dict(state, strict=True)  # shapes are checked here
 
     x, y = test_set(args.data_dir, args.mean, args.std)
@@ -139,10 +147,10 @@ def main():
 
     # Control: one weight of the last layer nudged must be caught.
     with torch.no_grad():
-        model.fc2.bias[0] += 0.05
+        model.dense2.bias[0] += 0.05
     nudged_loss, nudged_correct = evaluate(model, x, y)
     if not compare(nudged_loss, nudged_correct, n, summary):
-        fail(f"control: with fc2.bias[0] nudged by 0.05 the comparison still passes (loss {nudged_loss:.8f}); "
+        fail(f"control: with dense2.bias[0] nudged by 0.05 the comparison still passes (loss {nudged_loss:.8f}); "
              "the tolerance is too loose to tell models apart")
     print(f"torch_reads_model: OK ({len(names)} tensors; control with one weight nudged: loss {nudged_loss:.8f}, "
           f"caught)")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real clients read what `lockstep train` writes: trains mnist_cnn on Fashion-MNIST for a few
 # steps with the built CLI, then torch_reads_model.py opens model.safetensors with the PyPI
-# `safetensors` package and Debian's PyTorch and must reproduce summary.json's test loss and accuracy.
+# `safetensors` package and Debian's PyTorch, loads it into seed 001's Net (strict) and must reproduce
+# summary.json's test loss and accuracy.
 #   torch_reads_model.sh LOCKSTEP_BIN WORK_DIR VENV_DIR DATA_DIR [PYTHON]
 # VENV_DIR is made once (python -m venv --system-site-packages, so Debian's python3-torch is seen)
 # and reused while it can import safetensors and torch. PyPI out of reach fails the test, loudly.

@@ -111,7 +111,7 @@ TEST_P(ZeroCheckpoint, each_rank_writes_its_elements_and_reads_back_only_its_own
     lockstep::testing::runThreadRanks(3, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
       Engine engine(makeNet(8), withStage(optimizer(), stage), worldOf(rank, 3, pg));
       parallel::ZeroOptimizer& zero = *engine.zero();
-      const nn::StateDict mine = train::ZeroCheckpointReader(d).partitionState(zero);
+      const nn::StateDict mine = train::ZeroCheckpointReader(d).partitionState(zero, *engine.model());
       int64_t held = 0;
       for (const auto& s : zero.ownedSegments()) {
         for (const char* key : buffers()) {

@@ -77,12 +77,15 @@ const std::map<std::string, ZooEntry>& registry() {
   static const std::map<std::string, ZooEntry> r = {
       {"mnist_cnn",
        {[](const ModelOptions& o) {
+          // The PyTorch DDP seed's Net: dense1, dense2.
           return std::make_shared<SmallCnn>("MnistCnn", SmallCnnOptions{1, 28, o.num_classes, o.generator});
         },
         {}}},
       {"cifar_cnn",
        {[](const ModelOptions& o) {
-          return std::make_shared<SmallCnn>("CifarCnn", SmallCnnOptions{3, 32, o.num_classes, o.generator});
+          // The Paddle seed's MyNet: linear1, linear2.
+          return std::make_shared<SmallCnn>(
+              "CifarCnn", SmallCnnOptions{3, 32, o.num_classes, o.generator, {"linear1", "linear2"}});
         },
         {}}},
       {"linear",

@@ -26,15 +26,20 @@ SmallCnn::SmallCnn(std::string type_name, const SmallCnnOptions& options) : Modu
   LOCKSTEP_ENFORCE(s > 0, ValueError, typeName(), ": image_size ", options.image_size,
                    " is too small (need >= 18)");
   const int64_t flat = 64 * s * s;
-  // Registration order (= parameter order) follows the PyTorch definition: conv1, conv2, conv3, fc1, fc2.
+  // Registration order (= parameter order) follows the PyTorch definition: conv1, conv2, conv3, then
+  // the two linear layers.
   conv1_ = registerModule("conv1", conv(options.in_channels, 32, false));
   pool_ = registerModule("pool", std::make_shared<MaxPool2d>(Pool2dOptions{}));
   conv2_ = registerModule("conv2", conv(32, 64, false));
   conv3_ = registerModule("conv3", conv(64, 64, true));
   flatten_ = registerModule("flatten", std::make_shared<Flatten>());
-  fc1_ = registerModule("fc1", std::make_shared<Linear>(LinearOptions{flat, 64, true, options.generator}));
+  const auto& [first, second] = options.linear_names;
+  fc1_ = registerModule(first, std::make_shared<Linear>(LinearOptions{flat, 64, true, options.generator}));
   fc2_ = registerModule(
-      "fc2", std::make_shared<Linear>(LinearOptions{64, options.num_classes, true, options.generator}));
+      second, std::make_shared<Linear>(LinearOptions{64, options.num_classes, true, options.generator}));
+  // lockstep's first names for them.
+  if (first != "fc1") renameOnLoad("fc1.", first + ".");
+  if (second != "fc2") renameOnLoad("fc2.", second + ".");
 }
 
 Variable SmallCnn::forward(const Variable& input) {

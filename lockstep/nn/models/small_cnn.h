@@ -1,15 +1,18 @@
 #pragma once
-// The small three-conv CNNs of the model zoo: mnist_cnn (1x28x28 -> 10) and cifar_cnn (3x32x32 -> 10,
-// the Paddle seed's MyNet). Both are
+// The small three-conv CNNs of the model zoo: mnist_cnn (1x28x28 -> 10, the PyTorch DDP seed's Net)
+// and cifar_cnn (3x32x32 -> 10, the Paddle seed's MyNet). Both are
 //   conv1 3x3 (->32) + relu, maxpool 2, conv2 3x3 (->64) + relu, maxpool 2, conv3 3x3 (->64) + relu,
-//   flatten, fc1 (->64) + relu, fc2 (->num_classes)
-// and output logits (no softmax). Where a max-pool follows, relu runs after the pool instead:
-// max(relu(a), relu(b)) == relu(max(a, b)) exactly, and the gradients agree too (both are zero
-// wherever the window's maximum is <= 0), but relu then touches a 4x smaller tensor and the
-// conv's full-size output is freed right after the pool. conv3 + relu run as one fused kernel. A
-// 4-d input is converted to channels_last first, the layout oneDNN's convolutions are fastest on.
+//   flatten, linear (->64) + relu, linear (->num_classes)
+// with the linear layers named as in the seed's model (Net: dense1, dense2; MyNet: linear1,
+// linear2; checkpoints that call them fc1, fc2 still load), and output logits (no softmax). Where a max-pool
+// follows, relu runs after the pool instead: max(relu(a), relu(b)) == relu(max(a, b)) exactly, and the
+// gradients agree too (both are zero wherever the window's maximum is <= 0), but relu then touches a 4x
+// smaller tensor and the conv's full-size output is freed right after the pool. conv3 + relu run as one fused
+// kernel. A 4-d input is converted to channels_last first, the layout oneDNN's convolutions are fastest on.
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "lockstep/nn/activation.h"
 #include "lockstep/nn/conv2d.h"
@@ -25,6 +28,8 @@ struct SmallCnnOptions {
   int64_t num_classes = 10;
   /// Borrowed during construction; nullptr = defaultGenerator().
   Generator* generator = nullptr;
+  /// The two linear layers' names (the parameters are "<name>.weight", "<name>.bias").
+  std::array<std::string, 2> linear_names = {"dense1", "dense2"};
 };
 
 class SmallCnn : public Module {

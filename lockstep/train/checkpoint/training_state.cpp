@@ -136,7 +136,7 @@ std::string restoreTrainingState(const CheckpointData& d, TrainingParts& parts) 
       if (!partitioned) {
         osd.state = fromNamed(d.optimizer);
       } else if (parts.zero) {  // this rank's elements only
-        osd.state = partitioned->partitionState(*parts.zero);
+        osd.state = partitioned->partitionState(*parts.zero, *parts.model);
       } else {
         osd.state = partitioned->optimizerState();
       }

@@ -281,15 +281,17 @@ nn::StateDict ZeroCheckpointReader::optimizerState() const {
   return out;
 }
 
-nn::StateDict ZeroCheckpointReader::partitionState(const parallel::ZeroOptimizer& zero) const {
+nn::StateDict ZeroCheckpointReader::partitionState(const parallel::ZeroOptimizer& zero,
+                                                   const nn::Module& model) const {
   const auto& names = zero.parameterNames();
   LOCKSTEP_ENFORCE(names.size() == params_.size(), ValueError, "checkpoint '", path_, "' holds ",
                    params_.size(), " parameters, this model has ", names.size());
   for (size_t i = 0; i < names.size(); ++i) {
-    LOCKSTEP_ENFORCE(names[i] == params_[i].name && zero.parameterShapes()[i] == params_[i].shape, ValueError,
-                     "checkpoint '", path_, "': parameter ", i, " is '", params_[i].name, "' of shape ",
-                     shapeToString(params_[i].shape), ", this model's is '", names[i], "' of shape ",
-                     shapeToString(zero.parameterShapes()[i]));
+    LOCKSTEP_ENFORCE(
+        names[i] == model.currentKey(params_[i].name) && zero.parameterShapes()[i] == params_[i].shape,
+        ValueError, "checkpoint '", path_, "': parameter ", i, " is '", params_[i].name, "' of shape ",
+        shapeToString(params_[i].shape), ", this model's is '", names[i], "' of shape ",
+        shapeToString(zero.parameterShapes()[i]));
   }
   nn::StateDict out;
   for (const auto& s : zero.ownedSegments()) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "lockstep/comm/process_group.h"
+#include "lockstep/nn/module.h"
 #include "lockstep/nn/state_dict.h"
 #include "lockstep/parallel/zero/optimizer.h"
 #include "lockstep/train/checkpoint/checkpoint.h"
@@ -45,8 +46,9 @@ class ZeroCheckpointReader {
   /// shaped like its parameter, "step" a scalar): what Optimizer::loadStateDict takes.
   nn::StateDict optimizerState() const;
   /// Only this ZeRO rank's elements of the optimizer state (ZeroOptimizer::loadPartitionStateDict's
-  /// input), read by byte range. ValueError when the checkpoint's parameters are not this model's.
-  nn::StateDict partitionState(const parallel::ZeroOptimizer& zero) const;
+  /// input), read by byte range. ValueError when the checkpoint's parameters are not model's (by
+  /// model's current names: Module::currentKey).
+  nn::StateDict partitionState(const parallel::ZeroOptimizer& zero, const nn::Module& model) const;
 
  private:
   struct Segment {
