@@ -235,6 +235,9 @@ WatchdogOptions Agent::watchdogOptions(int attempt, const RendezvousResult& r) {
   wo.first_ranks = {0};
   for (int n : r.nprocs) wo.first_ranks.push_back(wo.first_ranks.back() + n);
   wo.ops = ops_.get();
+  wo.worker_store_addr = r.worker_master_addr;
+  wo.worker_store_port = r.worker_master_port;
+  wo.join_timeout = toMs(options_.rdzv_timeout_s);
   return wo;
 }
 

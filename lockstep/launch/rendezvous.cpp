@@ -284,6 +284,16 @@ std::vector<std::string> Rendezvous::heartbeats(int round) {
   return out;
 }
 
+void Rendezvous::publishWorkerStore(int round, const std::string& state) {
+  store_->set(key(round, "workers_store"), bytes(state));
+}
+
+std::optional<std::string> Rendezvous::workerStore(int round) {
+  std::string k = key(round, "workers_store");
+  if (!store_->check({k})) return std::nullopt;
+  return store_->getString(k);
+}
+
 void Rendezvous::publishShutdown(const std::string& why) { store_->compareSet("shutdown", {}, bytes(why)); }
 
 std::optional<std::string> Rendezvous::shutdown() {

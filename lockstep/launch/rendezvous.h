@@ -78,6 +78,11 @@ class Rendezvous {
   /// node rank; empty string: none yet). The watchdog's view of the other agents.
   void beat(int round, int64_t counter);
   std::vector<std::string> heartbeats(int round);
+  /// Node 0's word on round's workers' store (the one global rank 0 hosts on the workers'
+  /// MASTER_PORT, PyTorch's env://): "open" once rank 0 listens there, "closed" once it stopped.
+  /// The last word wins; workerStore() is nullopt before any.
+  void publishWorkerStore(int round, const std::string& state);
+  std::optional<std::string> workerStore(int round);
   /// Tells every node to stop for good (no restart): an agent was interrupted.
   void publishShutdown(const std::string& why);
   std::optional<std::string> shutdown();

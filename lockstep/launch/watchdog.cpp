@@ -6,6 +6,7 @@
 
 #include "lockstep/comm/op_watch.h"
 #include "lockstep/launch/rendezvous.h"
+#include "lockstep/launch/tcp_sockets.h"
 #include "lockstep/launch/worker_group.h"
 
 namespace lockstep::launch {
@@ -66,6 +67,58 @@ std::string Watchdog::where(const WorkerGroup& group, size_t i) const {
   return "rank " + std::to_string(group.spec(i).rank) + " (local rank " +
          std::to_string(group.spec(i).local_rank) + " on host '" + options_.host + "', node rank " +
          std::to_string(options_.node_rank) + ", pid " + std::to_string(group.worker(i).pid()) + ")";
+}
+
+void Watchdog::observeWorkerStore(const WorkerGroup& group, Clock::time_point now) {
+  if (options_.worker_store_port == 0 || joins_over_) return;
+  const int port = options_.worker_store_port;
+  const bool publish = rdzv_ != nullptr && options_.nnodes > 1;
+  // Rank 0 (on node 0) says when the store opens and closes; node 0's agent tells the others. Until
+  // it opens only rank 0 is looked at: a job that never uses it costs one look a second.
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (group.spec(i).rank != 0 || group.worker(i).exited()) continue;
+    bool listening = false;
+    for (const TcpSocket& s : processTcpSockets(group.worker(i).pid()))
+      listening = listening || (s.state == kTcpListen && s.local_port == port);
+    if (listening && !worker_store_open_) {
+      worker_store_open_ = now;
+      if (publish) rdzv_->publishWorkerStore(options_.round, "open");
+    } else if (!listening && worker_store_open_) {
+      joins_over_ = true;
+      if (publish) rdzv_->publishWorkerStore(options_.round, "closed");
+      return;
+    }
+  }
+  if (!worker_store_open_ && publish && options_.node_rank != 0) {
+    auto word = rdzv_->workerStore(options_.round);
+    if (word == "open") worker_store_open_ = now;
+    if (word == "closed") joins_over_ = true;
+  }
+  if (!worker_store_open_) return;
+  joined_.resize(group.size(), false);
+  bool all_joined = true;
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (joined_[i] || group.worker(i).exited()) continue;
+    for (const TcpSocket& s : processTcpSockets(group.worker(i).pid()))
+      joined_[i] = joined_[i] || (s.state == kTcpEstablished && s.remote_port == port);
+    all_joined = all_joined && joined_[i];
+  }
+  joins_over_ = all_joined;
+}
+
+std::string Watchdog::unjoinedReport(const WorkerGroup& group, Clock::time_point now) const {
+  std::string out;
+  if (!worker_store_open_ || joins_over_ || now - *worker_store_open_ < options_.join_timeout) return out;
+  const std::string store = options_.worker_store_addr + ":" + std::to_string(options_.worker_store_port);
+  for (size_t i = 0; i < group.size() && i < joined_.size(); ++i) {
+    if (joined_[i] || group.worker(i).exited()) continue;
+    out += "root cause: " + where(group, i) + " has not connected to the workers' store at " + store +
+           " (MASTER_ADDR:MASTER_PORT, hosted by rank 0) within --rdzv-timeout (" +
+           seconds(options_.join_timeout) + ") of rank 0 opening it: host '" + options_.host +
+           "' cannot reach that address (a firewall, no route to node 0), the rank dials another "
+           "MASTER_ADDR/MASTER_PORT than it was given, or it never calls init_process_group\n";
+  }
+  return out;
 }
 
 std::string Watchdog::stuckReport(const WorkerGroup& group, std::chrono::milliseconds grace) const {
@@ -142,8 +195,9 @@ std::optional<std::string> Watchdog::check(const WorkerGroup& group) {
   next_check_ = now + options_.interval;
   observeWorkers(group, now);
   observeNodes(now);
+  observeWorkerStore(group, now);
   std::string report = stoppedReport(group, now, options_.timeout) + stuckReport(group, options_.op_grace) +
-                       silentReport(now, options_.timeout);
+                       unjoinedReport(group, now) + silentReport(now, options_.timeout);
   if (report.empty()) return std::nullopt;
   return report;
 }

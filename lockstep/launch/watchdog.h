@@ -42,6 +42,12 @@ struct WatchdogOptions {
   /// How long past its own timeout an op may run before its rank counts as stuck in the backend
   /// (a backend that honours the deadline has failed the op and ended the rank by then).
   std::chrono::milliseconds op_grace{std::chrono::seconds(5)};
+  /// The workers' MASTER_ADDR/MASTER_PORT, where global rank 0 hosts their own store (PyTorch's
+  /// env://); port 0: not watched. Once rank 0 listens there, every rank must connect to it within
+  /// join_timeout (--rdzv-timeout), or it is named instead of retrying for PyTorch's 30 minutes.
+  std::string worker_store_addr;
+  int worker_store_port = 0;
+  std::chrono::milliseconds join_timeout{std::chrono::seconds(900)};
 };
 
 class Watchdog {
@@ -51,9 +57,9 @@ class Watchdog {
 
   /// At most once per interval: beats, reads the other nodes' heartbeats and this node's workers'
   /// states. Returns a primary failure report when a worker has been stopped for longer than the
-  /// timeout, has been inside one op for longer than that op's timeout plus op_grace, or another
-  /// node has been silent for longer than the timeout. Store errors propagate (the caller treats
-  /// the master's store as lost).
+  /// timeout, has been inside one op for longer than that op's timeout plus op_grace, has not
+  /// joined the workers' store join_timeout after it opened, or another node has been silent for
+  /// longer than the timeout. Store errors propagate (the caller treats the master's store as lost).
   std::optional<std::string> check(const WorkerGroup& group);
 
   /// What the watchdog suspects right now, for a failure found elsewhere: workers of this node
@@ -73,6 +79,9 @@ class Watchdog {
   std::string silentReport(Clock::time_point now, std::chrono::milliseconds at_least);
   std::string stuckReport(const WorkerGroup& group, std::chrono::milliseconds grace) const;
   std::string where(const WorkerGroup& group, size_t i) const;  // "rank 1 (local rank 1 on host ...)"
+  // The workers' store: whether rank 0 listens on its port, which workers have connected to it.
+  void observeWorkerStore(const WorkerGroup& group, Clock::time_point now);
+  std::string unjoinedReport(const WorkerGroup& group, Clock::time_point now) const;
 
   WatchdogOptions options_;
   Rendezvous* rdzv_;
@@ -82,6 +91,9 @@ class Watchdog {
   std::vector<std::string> last_beat_;                           // index: node rank
   std::vector<Clock::time_point> last_change_;                   // when last_beat_ last changed
   bool node_lost_ = false;
+  std::vector<bool> joined_;                            // index: worker; seen connected to the workers' store
+  std::optional<Clock::time_point> worker_store_open_;  // when this agent learnt that rank 0 listens
+  bool joins_over_ = false;  // every worker here joined, or rank 0 stopped listening: nothing to watch
 };
 
 /// The state letter of /proc/PID/stat ('R', 'S', 'T' stopped, 't' traced, 'Z'...); '?' when the

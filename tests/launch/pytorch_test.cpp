@@ -101,3 +101,18 @@ TEST(PyTorch, record_shows_the_exception_and_traceback_as_root_cause) {
       << r.output;
   EXPECT_FALSE(contains(r.output, "py_callstack")) << r.output;  // read, not dumped as JSON
 }
+
+TEST(PyTorch, rank_that_cannot_reach_rank_0s_store_is_named_within_the_rendezvous_timeout) {
+  SKIP_WITHOUT_TORCH();
+  TempDir dir;
+  auto start = std::chrono::steady_clock::now();
+  auto r = lockstepRun(
+      {"--nproc-per-node", "2", "--standalone", "--rdzv-timeout", "3", kScript, "--unreachable-rank", "1"},
+      dir);
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(r.code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "root cause: rank 1 (local rank 1")) << r.output;
+  EXPECT_TRUE(contains(r.output, "has not connected to the workers' store at 127.0.0.1:")) << r.output;
+  EXPECT_FALSE(contains(r.output, "root cause: rank 0")) << r.output;
+  EXPECT_LT(took, 30s) << "PyTorch's own client would retry for 30 minutes";
+}

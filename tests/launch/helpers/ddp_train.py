@@ -7,8 +7,11 @@
 #                            code 3 at step S: a restart must then train to the end
 #   --raise-at-step S        rank 1 raises ValueError at step S inside @record: the agent shows the
 #                            error file it writes (TORCHELASTIC_ERROR_FILE) as the root cause
+#   --unreachable-rank R     rank R dials a port nobody listens on instead of MASTER_PORT, as if
+#                            rank 0's host could not be reached from its own: the agent must name it
 import argparse
 import os
+import socket
 import sys
 
 import torch
@@ -24,8 +27,13 @@ def main():
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--crash-once-at-step", type=int, default=-1)
     parser.add_argument("--raise-at-step", type=int, default=-1)
+    parser.add_argument("--unreachable-rank", type=int, default=-1)
     args = parser.parse_args()
 
+    if int(os.environ["RANK"]) == args.unreachable_rank:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
