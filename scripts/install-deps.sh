@@ -19,7 +19,7 @@ packages=(
   dataset-fashion-mnist  # the data `make run` trains on
   fortunes               # English text: the default corpus of the language-model examples
   python3-torch python3-numpy  # PyTorch 1.13 (CPU): side-by-side benchmarks, interop tests
-  python3-pil            # Pillow: image decoding checked against PIL's pixels (tests/data)
+  python3-pil python3-torchvision  # Pillow, torchvision: image_folder checked against their pixels and ImageFolder (tests/data)
   python3-venv           # the interop tests' virtual environment (PyPI's safetensors)
   python3-dev            # Python.h: DeepSpeed's JIT-built C++ ops (CPU Adam, shm comm), bench/zero.bench.sh
   iproute2 procps        # network namespaces for multi-host tests; ps/pgrep for orphan checks

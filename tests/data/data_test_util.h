@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -29,6 +30,16 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+/// A python3 that can import `module` (Debian's /usr/bin/python3 first, then PATH's), or "" when none
+/// can: tests that compare with Pillow or torchvision skip then.
+inline std::string pythonWith(const std::string& module) {
+  for (const char* py : {"/usr/bin/python3", "python3"}) {
+    const std::string cmd = std::string(py) + " -c 'import " + module + "' >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) return py;
+  }
+  return "";
+}
 
 /// Runs fn, expects an exception of type E whose message contains every string in `parts`.
 template <typename E, typename Fn>

@@ -274,16 +274,9 @@ std::vector<uint8_t> cmykJpeg(int w, int h) {
 }
 
 // PIL's pixels for the same files, where python3 with Pillow is installed (Debian: python3-pil).
-std::string pythonWithPil() {
-  for (const char* py : {"/usr/bin/python3", "python3"}) {
-    const std::string cmd = std::string(py) + " -c 'import PIL' >/dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) return py;
-  }
-  return "";
-}
 
 TEST(ImageFile, decoded_pixels_match_pil_within_one_unit) {
-  const std::string py = pythonWithPil();
+  const std::string py = testing::pythonWith("PIL");
   if (py.empty()) GTEST_SKIP() << "python3 with PIL (Pillow) not installed: apt install python3-pil";
   TempDir dir;
   Image rgba = gradient(9, 11, 4);
