@@ -146,10 +146,13 @@ TEST(DeepSpeedKeys, hugging_face_auto_values_resolve_as_the_trainer_integration_
   EXPECT_EQ(c.batch.gradient_accumulation_steps, 1);
   EXPECT_EQ(c.batch.train_batch_size, 8);  // micro x accumulation x world
   EXPECT_EQ(c.precision, parallel::Precision::fp32);
-  EXPECT_EQ(c.gradient_clipping, 0.0);
-  EXPECT_TRUE(c.optimizer.params.empty());                                    // the optimizer's own defaults
-  EXPECT_EQ(std::get<double>(c.scheduler.params.at("warmup_max_lr")), 1e-3);  // the optimizer's lr
-  EXPECT_FALSE(c.scheduler.params.count("warmup_num_steps"));
+  // What Trainer fills in when its flags are not given.
+  EXPECT_EQ(c.gradient_clipping, 1.0);
+  EXPECT_EQ(std::get<double>(c.optimizer.params.at("lr")), 5e-5);
+  EXPECT_EQ(std::get<double>(c.optimizer.params.at("eps")), 1e-8);
+  EXPECT_EQ(std::get<double>(c.optimizer.params.at("weight_decay")), 0.0);
+  EXPECT_EQ(std::get<double>(c.scheduler.params.at("warmup_max_lr")), 5e-5);  // the optimizer's lr
+  EXPECT_EQ(std::get<double>(c.scheduler.params.at("warmup_min_lr")), 0.0);
   EXPECT_EQ(c.zero.options.reduce_bucket_size, 48 * 48);  // gpt-nano: n_embd 48
   EXPECT_EQ(c.zero.options.prefetch_bucket_size, 2073);   // floor(0.9 * 48 * 48)
   EXPECT_EQ(c.zero.options.param_persistence_threshold, 480);
@@ -157,11 +160,11 @@ TEST(DeepSpeedKeys, hugging_face_auto_values_resolve_as_the_trainer_integration_
   for (const char* part :
        {"train_batch_size: \"auto\" -> 8 (train_batch_size = train_micro_batch_size_per_gpu x "
         "gradient_accumulation_steps x world size: 8 = 4 x 1 x 2)",
-        "optimizer.params.lr: \"auto\" takes lockstep's value for the key left out (Hugging Face Trainer "
-        "fills in "
-        "--learning_rate, 5e-5 by default",
-        "gradient_clipping: \"auto\" takes lockstep's value", "fp16.enabled: \"auto\"",
-        "scheduler.params.warmup_max_lr: \"auto\" -> 0.001, the optimizer's lr",
+        "optimizer.params.lr: \"auto\" -> 5.0e-5 (as Hugging Face Trainer fills it in: --learning_rate's "
+        "default; --set optimizer.params.lr=VALUE gives another)",
+        "gradient_clipping: \"auto\" -> 1.0 (as Hugging Face Trainer fills it in: --max_grad_norm's default",
+        "fp16.enabled: \"auto\" -> false",
+        "scheduler.params.warmup_max_lr: \"auto\" -> 5e-05, the optimizer's lr",
         "zero_optimization.stage3_param_persistence_threshold: \"auto\" -> 480 (10 x hidden, hidden 48 of "
         "model gpt"}) {
     EXPECT_TRUE(has(notes, part)) << part << " in\n" << notes;

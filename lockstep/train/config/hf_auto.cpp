@@ -19,26 +19,38 @@ namespace {
 const char* const kBatchKeys[] = {"train_batch_size", "train_micro_batch_size_per_gpu",
                                   "gradient_accumulation_steps"};
 
-// The keys whose "auto" is lockstep's value for the key left out, and the TrainingArguments value
-// the integration would have filled in instead (for the note).
-struct LeftOut {
+// The keys the integration copies from a TrainingArguments flag, and the value that flag has when
+// it is not given (TrainingArguments' default, YAML), which the "auto" takes here; none where
+// lockstep computes the value as the integration does (the run's total steps).
+struct FromFlag {
   const char* path;
-  const char* hugging_face;
+  const char* flag;
+  const char* trainer_default;
 };
-const LeftOut kLeftOut[] = {
-    {"gradient_clipping", "--max_grad_norm, 1.0 by default; lockstep's default is no clipping"},
-    {"optimizer.params.lr", "--learning_rate, 5e-5 by default"},
-    {"optimizer.params.betas", "--adam_beta1 and --adam_beta2, 0.9 and 0.999 by default"},
-    {"optimizer.params.eps", "--adam_epsilon, 1e-8 by default"},
-    {"optimizer.params.weight_decay", "--weight_decay, 0 by default"},
-    {"scheduler.params.warmup_min_lr", "0"},
-    {"scheduler.params.warmup_num_steps", "--warmup_steps or --warmup_ratio, 0 by default"},
-    {"scheduler.params.total_num_steps", "the run's total number of steps, as lockstep does"},
-    {"fp16.enabled", "--fp16, false by default"},
-    {"bf16.enabled", "--bf16, false by default"},
-    {"amp.enabled", "--fp16 with --fp16_backend apex, false by default"},
-    {"amp.opt_level", "--fp16_opt_level"},
+const FromFlag kFromFlag[] = {
+    {"gradient_clipping", "--max_grad_norm's default", "1.0"},
+    {"optimizer.params.lr", "--learning_rate's default", "5.0e-5"},
+    {"optimizer.params.betas", "--adam_beta1's and --adam_beta2's defaults", "[0.9, 0.999]"},
+    {"optimizer.params.eps", "--adam_epsilon's default", "1.0e-8"},
+    {"optimizer.params.weight_decay", "--weight_decay's default", "0.0"},
+    {"scheduler.params.warmup_min_lr", "always 0", "0.0"},
+    {"scheduler.params.warmup_num_steps", "--warmup_steps' and --warmup_ratio's defaults", "0"},
+    {"scheduler.params.total_num_steps", "the run's total number of steps", nullptr},
+    {"fp16.enabled", "--fp16's default", "false"},
+    {"bf16.enabled", "--bf16's default", "false"},
+    {"amp.enabled", "--fp16's default (with --fp16_backend apex)", "false"},
+    {"amp.opt_level", "--fp16_opt_level's default", "O1"},
 };
+
+// root[a][b][c] = value for path "a.b.c" (whose parents exist: the key was there, "auto").
+void setAt(YAML::Node node, const std::string& path, const YAML::Node& value) {
+  const size_t dot = path.find('.');
+  if (dot == std::string::npos) {
+    node[path] = value;
+    return;
+  }
+  setAt(node[path.substr(0, dot)], path.substr(dot + 1), value);
+}
 
 // The paths the integration fills in (fill_match and fill_only in trainer_config_process and
 // trainer_config_finalize).
@@ -49,8 +61,8 @@ bool filledIn(const std::string& path) {
                                         "zero_optimization.stage3_param_persistence_threshold"};
   for (const char* k : kBatchKeys)
     if (path == k) return true;
-  for (const LeftOut& l : kLeftOut)
-    if (path == l.path) return true;
+  for (const FromFlag& f : kFromFlag)
+    if (path == f.path) return true;
   return std::find(std::begin(derived), std::end(derived), path) != std::end(derived);
 }
 
@@ -92,11 +104,17 @@ std::optional<int64_t> modelHiddenSize(const std::string& model, const nn::Model
 
 HfAutoValues::HfAutoValues(YAML::Node root) {
   take(root, "", 0, paths_);
-  for (const LeftOut& l : kLeftOut) {
-    if (!has(l.path)) continue;
-    config_keys::note(std::string(l.path) +
-                      ": \"auto\" takes lockstep's value for the key left out (Hugging Face " +
-                      "Trainer fills in " + l.hugging_face + "; --set " + l.path + "=VALUE gives one)");
+  for (const FromFlag& f : kFromFlag) {
+    if (!has(f.path)) continue;
+    if (!f.trainer_default) {
+      config_keys::note(std::string(f.path) + ": \"auto\" -> " + f.flag +
+                        ", as Hugging Face Trainer fills it in");
+      continue;
+    }
+    setAt(root, f.path, YAML::Load(f.trainer_default));
+    config_keys::note(std::string(f.path) + ": \"auto\" -> " + f.trainer_default +
+                      " (as Hugging Face Trainer fills it in: " + f.flag + "; --set " + f.path +
+                      "=VALUE gives another)");
   }
 }
 

@@ -1,12 +1,13 @@
 #pragma once
 // Hugging Face Trainer's "auto" values in a DeepSpeed config, resolved as its DeepSpeed integration
 // resolves them (transformers' integrations/deepspeed.py, HfTrainerDeepSpeedConfig's
-// trainer_config_process and trainer_config_finalize), with lockstep's config standing in for the
-// TrainingArguments: an "auto" key takes the value lockstep gives the key when it is left out,
-// except where the integration computes it from other values (train_batch_size from the micro batch,
-// accumulation and world size; warmup_max_lr from the optimizer's lr; the ZeRO bucket sizes from
-// the model's hidden size), which are computed the same way here. Each resolved value is noted once
-// in the log; one lockstep cannot know (no batch size at all, a model without a hidden size) is
+// trainer_config_process and trainer_config_finalize): a key the integration copies from a
+// TrainingArguments flag takes what Trainer fills in when that flag is not given (its default:
+// lr 5e-5, gradient_clipping 1.0, Adam's betas 0.9/0.999 and eps 1e-8, no weight decay, no warmup,
+// fp16/bf16 off), a key it computes from other values is computed the same way (train_batch_size
+// from the micro batch, accumulation and world size; warmup_max_lr from the optimizer's lr; the
+// ZeRO bucket sizes from the model's hidden size; total_num_steps from the run's length). Each resolved value
+// is noted once in the log; one lockstep cannot know (no batch size at all, a model without a hidden size) is
 // refused through config_keys::refuse, so that one error lists them all. An "auto" anywhere else
 // is left in place for its key's own check, as the integration leaves it for DeepSpeed. Pure.
 #include <cstdint>
@@ -27,8 +28,8 @@ struct BatchSizes;
 
 class HfAutoValues {
  public:
-  /// Takes every "auto" at a path the integration fills in out of `root` (a mapping), and notes
-  /// those that simply take lockstep's value for a key left out.
+  /// Takes every "auto" at a path the integration fills in out of `root` (a mapping), writes
+  /// Trainer's default in place of those it copies from a TrainingArguments flag, and notes them.
   explicit HfAutoValues(YAML::Node root);
 
   /// Whether `path` ("optimizer.params.lr") was "auto".
