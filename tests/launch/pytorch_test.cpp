@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <regex>
 
+#include "netns_lab.h"
 #include "process_harness.h"
 
 using namespace lockstep::launch::testing;
@@ -115,4 +116,56 @@ TEST(PyTorch, rank_that_cannot_reach_rank_0s_store_is_named_within_the_rendezvou
   EXPECT_TRUE(contains(r.output, "has not connected to the workers' store at 127.0.0.1:")) << r.output;
   EXPECT_FALSE(contains(r.output, "root cause: rank 0")) << r.output;
   EXPECT_LT(took, 30s) << "PyTorch's own client would retry for 30 minutes";
+}
+
+// Two hosts (network namespaces, one rank each) rendezvous by arrival: rank 0's store is reached
+// across the bridge at node 0's address, and the losses are those of one host with two ranks.
+TEST(PyTorch, ddp_script_across_two_hosts_matches_one_host) {
+  SKIP_WITHOUT_TORCH();
+  NetnsLab lab(2);
+  SKIP_WITHOUT(lab);
+  TempDir dir;
+  auto one_host = lockstepRun({"--nproc-per-node", "2", "--standalone", kScript}, dir);
+  ASSERT_EQ(one_host.code, 0) << one_host.output;
+  // The namespaces share this machine's host name, which resolves to a loopback address: PyTorch's
+  // gloo would offer its peers that, so it is told the interface, as on real hosts named that way.
+  ::setenv("GLOO_SOCKET_IFNAME", "eth0", 1);
+  struct Unset {
+    ~Unset() { ::unsetenv("GLOO_SOCKET_IFNAME"); }
+  } unset;
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(std::make_unique<ChildProcess>(
+        lab.agent(i, {"--nnodes", "2", "--nproc-per-node", "1", "--rdzv-endpoint", lab.address(0) + ":29410",
+                      "--rdzv-id", "pt", "--rdzv-timeout", "20", kScript}),
+        dir / ("host" + std::to_string(i))));
+  }
+  std::vector<std::string> steps;
+  for (auto& a : agents) {
+    ASSERT_EQ(a->wait(60s), 0) << a->output();
+    for (const auto& s : losses(a->output())) steps.push_back(s);  // rank 0's host prints them
+  }
+  EXPECT_EQ(steps, losses(one_host.output));
+}
+
+TEST(PyTorch, rank_on_another_host_that_cannot_reach_rank_0s_store_is_named_on_every_host) {
+  SKIP_WITHOUT_TORCH();
+  NetnsLab lab(2);
+  SKIP_WITHOUT(lab);
+  TempDir dir;
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(std::make_unique<ChildProcess>(
+        lab.agent(i, {"--nnodes", "2", "--node-rank", std::to_string(i), "--nproc-per-node", "1",
+                      "--master-addr", lab.address(0), "--master-port", "29411", "--rdzv-timeout", "3",
+                      kScript, "--unreachable-rank", "1"}),
+        dir / ("host" + std::to_string(i))));
+  }
+  for (auto& a : agents) {
+    ASSERT_EQ(a->wait(60s), 1) << a->output();
+    EXPECT_TRUE(contains(a->output(), "root cause: rank 1 (local rank 0 on host 'node1', node rank 1"))
+        << a->output();
+    EXPECT_TRUE(contains(a->output(), "has not connected to the workers' store at " + lab.address(0) + ":"))
+        << a->output();
+  }
 }
