@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # TensorBoard's own reader (EventAccumulator, PyPI's tensorboard) reads the event files
 # `lockstep train` writes, and metrics reach disk as they happen:
-#  1. a whole run: every tag (train/*, val/*, test/*, memory/*) at every step metrics.csv has;
+#  1. a whole run: every tag (train/*, val/*, test/*, memory/*) at every step metrics.csv has, and
+#     DeepSpeed's (Train/Samples/train_loss, Train/Samples/lr) at every step, counted in samples;
 #  2. a run killed with SIGKILL mid-epoch: metrics.csv and the event file hold the same steps up to
 #     the last one printed (a crash loses at most one steps_per_print interval; the kill may land
 #     between the two files' flushes, leaving one of them a step ahead past that point).
@@ -20,7 +21,8 @@ python_venv "$venv" "$python" "$work" "$tensorboard_req" tensorboard
 rm -rf "$work"
 mkdir -p "$work"
 cat >"$work/reader.py" <<'PY'
-# reader.py RUN_DIR [--upto STEP]: compares the event file with metrics.csv, tag by tag and step by step.
+# reader.py RUN_DIR BATCH [--upto STEP]: compares the event file with metrics.csv, tag by tag and step by
+# step, and checks DeepSpeed's tags.
 import csv, glob, sys
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 run = sys.argv[1]
@@ -28,11 +30,17 @@ run = sys.argv[1]
 acc = EventAccumulator(events_dir, size_guidance={'scalars': 0})
 acc.Reload()
 tb = {tag: [e.step for e in acc.Scalars(tag)] for tag in acc.Tags()['scalars']}
+# DeepSpeed's monitor tags, every step at the samples seen: the train/loss steps times the batch.
+deepspeed = {tag: tb.pop(tag) for tag in list(tb) if tag.startswith('Train/Samples/')}
+assert sorted(deepspeed) == ['Train/Samples/lr', 'Train/Samples/train_loss'], sorted(deepspeed)
+batch = int(sys.argv[2])
+for tag, steps in deepspeed.items():
+    assert steps == [batch * k for k in range(1, len(steps) + 1)], (tag, steps[:5])
 rows = {}
 with open(run + '/metrics.csv') as f:
     for r in csv.DictReader(f):
         rows.setdefault(r['metric'], []).append(int(r['step']))
-upto = int(sys.argv[3]) if len(sys.argv) > 3 else None
+upto = int(sys.argv[4]) if len(sys.argv) > 4 else None
 assert tb.keys() == rows.keys(), ('tags differ', sorted(tb), sorted(rows))
 for tag in rows:
     # A kill may land between the CSV's flush and the event file's, after the last printed step:
@@ -40,7 +48,7 @@ for tag in rows:
     a = [s for s in tb[tag] if upto is None or s <= upto]
     b = [s for s in rows[tag] if upto is None or s <= upto]
     assert a == b, (tag, tb[tag], rows[tag])
-print(' '.join('%s:%d' % (t, len(s)) for t, s in sorted(tb.items())))
+print(' '.join('%s:%d' % (t, len(s)) for t, s in sorted({**tb, **deepspeed}.items())))
 if upto is not None:
     assert max(tb['train/loss']) >= upto, ('event file lost printed steps', max(tb['train/loss']), upto)
     assert max(rows['train/loss']) >= upto, ('metrics.csv lost printed steps', max(rows['train/loss']), upto)
@@ -60,9 +68,10 @@ tensorboard: {enabled: true}
 YAML
 "$lockstep" train "$work/whole.yaml" --output-dir "$work/whole" >"$work/whole.log" 2>&1 ||
   { cat "$work/whole.log" >&2; fail "lockstep train exited with $?"; }
-out=$("$venv/bin/python" "$work/reader.py" "$work/whole") || fail "the whole run's events and CSV differ: $out"
+out=$("$venv/bin/python" "$work/reader.py" "$work/whole" 8) || fail "the whole run's events and CSV differ: $out"
 echo "whole run: $out"
-for tag in train/loss train/lr train/samples_per_sec memory/max_rss_mib val/loss val/accuracy test/loss test/accuracy; do
+for tag in train/loss train/lr train/samples_per_sec memory/max_rss_mib val/loss val/accuracy test/loss test/accuracy \
+  Train/Samples/train_loss Train/Samples/lr; do
   [[ " $out" == *" $tag:"* ]] || fail "no $tag in the event file: $out"
 done
 
@@ -87,5 +96,5 @@ kill -9 $pid
 wait $pid 2>/dev/null || true
 last=$(grep '^epoch 1 step' "$work/long.log" | tail -1 | sed -E 's/^epoch 1 step ([0-9]+)\/.*/\1/')
 [ -n "$last" ] || { cat "$work/long.log" >&2; fail "no step was printed before the kill"; }
-out=$("$venv/bin/python" "$work/reader.py" "$work/long" --upto "$last") || fail "after kill -9: $out"
+out=$("$venv/bin/python" "$work/reader.py" "$work/long" 8 --upto "$last") || fail "after kill -9: $out"
 echo "killed run: $out"

@@ -88,11 +88,19 @@ void MetricsLog::onStart(const RunStart& s) {
 }
 
 void MetricsLog::onStep(const StepMetrics& m) {
-  if (csv_monitor_) {
+  // DeepSpeed's monitors' events (engine.py): every step, at the samples seen so far, in the
+  // DeepSpeed layout's CSV files and in the TensorBoard events beside lockstep's own tags.
+  if (csv_monitor_ || events_) {
     const int64_t samples = m.step * train_batch_size_;
-    csv_monitor_->write("Train/Samples/train_loss", m.loss, samples);
-    csv_monitor_->write("Train/Samples/lr", m.lr, samples);
-    if (m.has_loss_scale) csv_monitor_->write("Train/Samples/loss_scale", m.loss_scale, samples);
+    std::vector<std::pair<const char*, double>> deepspeed{{"Train/Samples/train_loss", m.loss},
+                                                          {"Train/Samples/lr", m.lr}};
+    if (m.has_loss_scale) deepspeed.emplace_back("Train/Samples/loss_scale", m.loss_scale);
+    std::vector<Scalar> scalars;
+    for (const auto& [tag, value] : deepspeed) {
+      if (csv_monitor_) csv_monitor_->write(tag, value, samples);
+      scalars.push_back({tag, static_cast<float>(value)});
+    }
+    if (events_) events_->addScalars(samples, scalars);
   }
   if (m.step % steps_per_print_ != 0) return;
   std::vector<std::pair<std::string, double>> values{{"train/loss", m.loss},
