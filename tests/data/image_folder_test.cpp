@@ -161,6 +161,10 @@ TEST(ImageFolderDataset, awkward_images_all_become_same_size_rgb_tensors) {
     EXPECT_EQ(e.target.item<int64_t>(), i < 2 ? 0 : 1);
   }
   EXPECT_EQ(ds.loadImage(2).image.height, 1);
+  // A loader's worker gets get()'s input from loadImage and the pipeline.
+  ds.setEpoch(3);
+  const Tensor via_parts = ds.pipeline().apply(ds.loadImage(1).image, ds.epoch(), 1).contiguous();
+  EXPECT_EQ(via_parts.toVector<float>(), ds.get(1).input.contiguous().toVector<float>());
   // CenterCrop alone on an image smaller than the crop pads it with black, as torchvision does.
   auto pad_only = std::make_shared<ImagePipeline>(
       std::vector<std::shared_ptr<const ImageTransform>>{

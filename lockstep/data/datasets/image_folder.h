@@ -50,6 +50,10 @@ class ImageFolder : public Dataset {
 
   /// Sample index's file decoded, before any transform: what a loader's worker calls.
   LabeledImage loadImage(int64_t index) const;
+  /// The pipeline get() runs and the epoch it draws for: a loader that decodes with loadImage on its
+  /// workers augments with pipeline().augment(image, epoch(), index) to get get()'s crops.
+  const ImagePipeline& pipeline() const { return *pipeline_; }
+  uint64_t epoch() const { return epoch_.load(); }
   /// The file list: class names (class_to_idx is name -> position), paths and labels.
   const ImageFileList& files() const { return list_; }
   /// How many distinct files failed to decode and were skipped so far (skip_bad_files).
