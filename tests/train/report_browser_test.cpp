@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -186,6 +187,46 @@ TEST_F(TrainCli, report_opens_in_chromium_with_every_chart_and_table) {
   EXPECT_EQ(st.width, 1200u);
   EXPECT_GT(st.non_white, st.width * st.height / 50) << "blank screenshot";
   EXPECT_GT(st.colours, 20u) << "blank screenshot";
+}
+
+// A run with one evaluation: the accuracy chart stays within [0, 1] and the step axis has whole
+// steps only (a one-point series once got an axis to 1.3 and ticks at 99.5, 100.5).
+TEST_F(TrainCli, report_of_one_evaluation_keeps_accuracy_in_range_and_steps_whole) {
+  ASSERT_EQ(std::system("command -v chromium > /dev/null 2>&1"), 0)
+      << "needs chromium (scripts/install-deps.sh)";
+  fs::create_directories(dir_ + "/one");
+  std::ofstream(dir_ + "/one/metrics.csv") << "epoch,step,metric,value,wall_time\n"
+                                              "1,100,train/loss,0.4,100\n1,100,val/loss,0.5,101\n"
+                                              "1,100,val/accuracy,0.87,101\n";
+  std::ofstream(dir_ + "/one/summary.json") << R"({"steps": 100})";
+  ASSERT_EQ(std::system(
+                (std::string(LOCKSTEP_BIN) + " report " + dir_ + "/one -o " + dir_ + "/one.html > /dev/null")
+                    .c_str()),
+            0);
+  ASSERT_EQ(
+      std::system(("chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
+                   dir_ + "/profile --virtual-time-budget=5000 --dump-dom file://" + dir_ + "/one.html > " +
+                   dir_ + "/dom.html 2> /dev/null")
+                      .c_str()),
+      0);
+  const std::string dom = readFile(dir_ + "/dom.html");
+  for (const char* chart : {"accuracy", "loss"}) {
+    auto a = attributesOf(dom, std::string("data-chart=\"") + chart + "\"");
+    ASSERT_EQ(a["data-points"], chart == std::string("loss") ? "2" : "1") << chart;
+    std::istringstream range(a["data-y-range"]);
+    double lo = -1, hi = -1;
+    range >> lo >> hi;
+    EXPECT_LE(lo, chart == std::string("loss") ? 0.4 : 0.8) << chart << " " << a["data-y-range"];
+    EXPECT_GE(hi, chart == std::string("loss") ? 0.5 : 0.9) << chart << " " << a["data-y-range"];
+    if (chart == std::string("accuracy")) {
+      EXPECT_GE(lo, 0.0) << a["data-y-range"];
+      EXPECT_LE(hi, 1.0) << a["data-y-range"];
+    }
+    std::istringstream ticks(a["data-x-ticks"]);
+    int n = 0;
+    for (double t; ticks >> t; ++n) EXPECT_EQ(t, std::floor(t)) << chart << " x ticks " << a["data-x-ticks"];
+    EXPECT_GT(n, 0) << chart;
+  }
 }
 
 TEST_F(TrainCli, report_shows_loss_scale_when_a_run_records_it) {
