@@ -53,7 +53,22 @@ TEST(LaunchRendezvous, arrival_order_assigns_node_ranks_and_they_stay_across_rou
     EXPECT_EQ(l.local_world_size, nprocs[static_cast<size_t>(i)]);
     EXPECT_EQ(again[static_cast<size_t>(i)].layout.group_rank, l.group_rank);
     EXPECT_EQ(again[static_cast<size_t>(i)].layout.first_rank, l.first_rank);
+    // Every node gives its workers node 0's MASTER_ADDR/MASTER_PORT for rank 0's own store.
+    EXPECT_EQ(results[static_cast<size_t>(i)].worker_master_addr, "127.0.0.1");
+    EXPECT_GT(results[static_cast<size_t>(i)].worker_master_port, 0);
+    EXPECT_EQ(results[static_cast<size_t>(i)].worker_master_port, results[0].worker_master_port);
   }
+}
+
+TEST(LaunchRendezvous, node_0_publishes_whether_rank_0s_store_is_open) {
+  auto store = std::make_shared<comm::HashStore>();
+  Rendezvous node0(opts(2, 0), store), node1(opts(2, 1), store);
+  EXPECT_FALSE(node1.workerStore(0).has_value());
+  node0.publishWorkerStore(0, "open");
+  EXPECT_EQ(node1.workerStore(0), "open");
+  EXPECT_FALSE(node1.workerStore(1).has_value());  // each round its own
+  node0.publishWorkerStore(0, "closed");
+  EXPECT_EQ(node1.workerStore(0), "closed");
 }
 
 TEST(LaunchRendezvous, missing_node_times_out_naming_it) {
