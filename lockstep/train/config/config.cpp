@@ -213,6 +213,17 @@ void parseData(const YAML::Node& n, DataConfig& d) {
     if (v < 1 || v > kMaxElements) throw ValueError(std::string("data.") + key + " must be in [1, 2^31]");
   }
   if (d.num_workers < 0) throw ValueError("data.num_workers must be >= 0");
+  get(n, "data", "image_size", d.image_size);
+  get(n, "data", "resize_size", d.resize_size);
+  for (auto [key, v] :
+       {std::pair<const char*, int64_t>{"image_size", d.image_size}, {"resize_size", d.resize_size}}) {
+    if (v < 1 || v > 65535) throw ValueError(std::string("data.") + key + " must be in [1, 65535]");
+  }
+  get(n, "data", "skip_bad_files", d.skip_bad_files);
+  get(n, "data", "exif_transpose", d.exif_transpose);
+  get(n, "data", "dct_scaling", d.dct_scaling);
+  get(n, "data", "train_list", d.train_list);
+  get(n, "data", "val_list", d.val_list);
   if (n["transforms"]) {
     const YAML::Node t = n["transforms"];
     checkKeys(t, "data.transforms", {"normalize", "random_crop", "horizontal_flip"});
