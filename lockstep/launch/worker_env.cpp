@@ -59,6 +59,10 @@ std::map<std::string, std::string> buildWorkerEnv(const std::map<std::string, st
   for (const std::string& name : comm::workerVariableNames()) env.erase(name);
   for (const auto& [k, v] : comm::workerVariables(w)) env[k] = v;
   if (l.local_world_size > 1 && env.count("OMP_NUM_THREADS") == 0) env["OMP_NUM_THREADS"] = "1";
+  // As torchrun: PyTorch's NCCL process groups abort a failed collective instead of hanging in it
+  // (the variable's name before and since PyTorch 2.2).
+  for (const char* nccl : {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING"})
+    if (env.count(nccl) == 0) env[nccl] = "1";
   return env;
 }
 

@@ -45,8 +45,8 @@ struct WorkerEnvSpec {
 /// MASTER_PORT, LOCKSTEP_RUN_ID, LOCKSTEP_RESTART_COUNT, LOCKSTEP_MAX_RESTARTS,
 /// LOCKSTEP_USE_AGENT_STORE=1, LOCKSTEP_STORE_ADDR, LOCKSTEP_STORE_PORT, LOCKSTEP_STORE_PREFIX,
 /// LOCKSTEP_ERROR_FILE, LOCKSTEP_TIMEOUT, LOCKSTEP_JOIN_TOKEN, their TORCHELASTIC_* twins
-/// (TORCHELASTIC_USE_AGENT_STORE=False), and OMP_NUM_THREADS=1 when more than one worker shares
-/// the node and it is not set.
+/// (TORCHELASTIC_USE_AGENT_STORE=False), OMP_NUM_THREADS=1 when more than one worker shares the
+/// node and it is not set, and (TORCH_)NCCL_ASYNC_ERROR_HANDLING=1 when not set, as torchrun.
 std::map<std::string, std::string> buildWorkerEnv(const std::map<std::string, std::string>& base,
                                                   const WorkerEnvSpec& spec);
 

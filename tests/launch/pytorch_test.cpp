@@ -56,13 +56,14 @@ std::vector<std::string> losses(const std::string& output) {
 TEST(PyTorch, ddp_script_under_lockstep_run_matches_torchrun_step_for_step) {
   SKIP_WITHOUT_TORCH();
   TempDir dir;
-  auto ours = lockstepRun({"--nproc-per-node", "2", "--standalone", kScript}, dir);
+  auto ours = lockstepRun({"--nproc-per-node", "2", "--standalone", kScript, "--env-out", dir / "ours"}, dir);
   ASSERT_EQ(ours.code, 0) << ours.output;
   // torchrun 1.13 under Python 3.11 cannot map a stream setting of 0 (its Std enum), so each rank
   // is given one explicitly: rank 0's stdout on the console, rank 1's in its log file.
-  ChildProcess torchrun({kPython, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
-                         "--redirects", "1:1", "--tee", "0:1", "--log_dir", dir / "torchrun-logs", kScript},
-                        dir / "torchrun.out");
+  ChildProcess torchrun(
+      {kPython, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone", "--redirects", "1:1",
+       "--tee", "0:1", "--log_dir", dir / "torchrun-logs", kScript, "--env-out", dir / "torchrun"},
+      dir / "torchrun.out");
   ASSERT_EQ(torchrun.wait(60s), 0) << torchrun.output();
   auto expected = losses(torchrun.output());
   ASSERT_EQ(expected.size(), 8u) << torchrun.output();  // 2 epochs of 4 steps
@@ -72,6 +73,20 @@ TEST(PyTorch, ddp_script_under_lockstep_run_matches_torchrun_step_for_step) {
               ours.output.rfind("[rank 1] rank 1 of 2: 32 samples per epoch\n", 0) == 0)
       << ours.output;
   EXPECT_TRUE(contains(ours.output, "rank 0 of 2: 32 samples per epoch\n")) << ours.output;
+  // Every variable torchrun gives a worker, lockstep run gives too; the identity ones alike.
+  for (const char* rank : {"0", "1"}) {
+    const std::string theirs = readAll(dir / "torchrun." + rank), mine = readAll(dir / "ours." + rank);
+    std::istringstream lines(theirs);
+    for (std::string line; std::getline(lines, line);) {
+      const std::string name = line.substr(0, line.find('='));
+      EXPECT_TRUE(contains("\n" + mine, "\n" + name + "=")) << name << " is missing under lockstep run";
+    }
+    for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                             "GROUP_WORLD_SIZE", "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE",
+                             "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+                             "TORCHELASTIC_USE_AGENT_STORE", "OMP_NUM_THREADS", "NCCL_ASYNC_ERROR_HANDLING"})
+      EXPECT_EQ(variable(mine, name), variable(theirs, name)) << name << " of rank " << rank;
+  }
 }
 
 TEST(PyTorch, crash_once_restarts_and_finishes) {

@@ -57,6 +57,9 @@ TEST(LaunchWorkerEnv, omp_threads_default_only_when_sharing_a_node) {
   s.layout = computeRankLayout({2}, 0);
   EXPECT_EQ(buildWorkerEnv({}, s)["OMP_NUM_THREADS"], "1");
   EXPECT_EQ(buildWorkerEnv({{"OMP_NUM_THREADS", "4"}}, s)["OMP_NUM_THREADS"], "4");
+  EXPECT_EQ(buildWorkerEnv({}, s)["NCCL_ASYNC_ERROR_HANDLING"], "1");  // as torchrun
+  EXPECT_EQ(buildWorkerEnv({{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}}, s)["TORCH_NCCL_ASYNC_ERROR_HANDLING"],
+            "0");
   s.layout = computeRankLayout({1, 1}, 0);
   EXPECT_EQ(buildWorkerEnv({}, s).count("OMP_NUM_THREADS"), 0u);
 }

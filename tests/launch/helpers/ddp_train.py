@@ -9,6 +9,7 @@
 #                            error file it writes (TORCHELASTIC_ERROR_FILE) as the root cause
 #   --unreachable-rank R     rank R dials a port nobody listens on instead of MASTER_PORT, as if
 #                            rank 0's host could not be reached from its own: the agent must name it
+#   --env-out PREFIX         each rank writes its environment to PREFIX.RANK, one NAME=VALUE a line
 import argparse
 import os
 import socket
@@ -28,7 +29,12 @@ def main():
     parser.add_argument("--crash-once-at-step", type=int, default=-1)
     parser.add_argument("--raise-at-step", type=int, default=-1)
     parser.add_argument("--unreachable-rank", type=int, default=-1)
+    parser.add_argument("--env-out", default="")
     args = parser.parse_args()
+
+    if args.env_out:
+        with open(f"{args.env_out}.{os.environ['RANK']}", "w") as f:
+            f.writelines(f"{k}={v}\n" for k, v in sorted(os.environ.items()) if "\n" not in v)
 
     if int(os.environ["RANK"]) == args.unreachable_rank:
         with socket.socket() as s:
