@@ -33,9 +33,12 @@ const std::string& torchMissing() {
 #define SKIP_WITHOUT_TORCH() \
   if (!torchMissing().empty()) GTEST_SKIP() << "PyTorch test skipped: " << torchMissing()
 
-// `lockstep run ARGS` with the workers' Python being the one with torch.
+// The agents this process starts run the workers' scripts with the Python that has torch.
+void useTestPython() { ::setenv("LOCKSTEP_PYTHON", kPython.c_str(), 1); }
+
+// `lockstep run ARGS` on this host.
 RunResult lockstepRun(const std::vector<std::string>& args, const TempDir& dir) {
-  ::setenv("LOCKSTEP_PYTHON", kPython.c_str(), 1);
+  useTestPython();
   return runAgent(args, dir / "lockstep.out", 60s);
 }
 
@@ -168,6 +171,7 @@ TEST(PyTorch, rank_on_another_host_that_cannot_reach_rank_0s_store_is_named_on_e
   NetnsLab lab(2);
   SKIP_WITHOUT(lab);
   TempDir dir;
+  useTestPython();
   std::vector<std::unique_ptr<ChildProcess>> agents;
   for (int i = 0; i < 2; ++i) {
     agents.push_back(std::make_unique<ChildProcess>(
