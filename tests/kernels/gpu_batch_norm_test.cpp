@@ -16,7 +16,6 @@ using testing::gpu;
 using testing::onGpu;
 using testing::OpClass;
 using testing::roundedInput;
-using testing::Tol;
 using testing::tolFor;
 
 TEST(GpuBatchNorm2d, f32_running_statistics_with_bf16_activations) {

@@ -15,7 +15,6 @@ using testing::gpu;
 using testing::onGpu;
 using testing::OpClass;
 using testing::roundedInput;
-using testing::Tol;
 using testing::tolFor;
 
 // f32 may run on TF32 tensor cores (PyTorch's cudnn default): ~1e-3 relative.

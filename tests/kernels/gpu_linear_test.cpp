@@ -15,9 +15,7 @@ namespace {
 using testing::closeness;
 using testing::gpu;
 
-using testing::onGpu;
 using testing::OpClass;
-using testing::Tol;
 using testing::tolFor;
 
 // f32 at 1e-4 also shows that no TF32 (10-bit mantissa, errors ~1e-3 here) is used.

@@ -13,12 +13,10 @@
 #include "lockstep/kernels.h"
 
 using namespace lockstep;
-using lockstep::testing::f64;
 using lockstep::testing::gpu;
 using lockstep::testing::gpuMatches;
 using lockstep::testing::hostRandom;
 using lockstep::testing::kFloatDTypes;
-using lockstep::testing::oracle;
 using lockstep::testing::Tol;
 using lockstep::testing::tolFor;
 

@@ -189,6 +189,24 @@ TEST_F(TrainCli, report_opens_in_chromium_with_every_chart_and_table) {
   EXPECT_GT(st.colours, 20u) << "blank screenshot";
 }
 
+namespace {
+// `lockstep report DIR/RUN` opened by chromium: the page's DOM after its script ran.
+std::string reportDom(const std::string& dir, const std::string& run) {
+  const std::string page = dir + "/" + run + ".html";
+  EXPECT_EQ(
+      std::system((std::string(LOCKSTEP_BIN) + " report " + dir + "/" + run + " -o " + page + " > /dev/null")
+                      .c_str()),
+      0);
+  EXPECT_EQ(
+      std::system(("chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
+                   dir + "/profile --virtual-time-budget=5000 --dump-dom file://" + page + " > " + dir +
+                   "/dom.html 2> /dev/null")
+                      .c_str()),
+      0);
+  return readFile(dir + "/dom.html");
+}
+}  // namespace
+
 // A run with one evaluation: the accuracy chart stays within [0, 1] and the step axis has whole
 // steps only (a one-point series once got an axis to 1.3 and ticks at 99.5, 100.5).
 TEST_F(TrainCli, report_of_one_evaluation_keeps_accuracy_in_range_and_steps_whole) {
@@ -199,17 +217,7 @@ TEST_F(TrainCli, report_of_one_evaluation_keeps_accuracy_in_range_and_steps_whol
                                               "1,100,train/loss,0.4,100\n1,100,val/loss,0.5,101\n"
                                               "1,100,val/accuracy,0.87,101\n";
   std::ofstream(dir_ + "/one/summary.json") << R"({"steps": 100})";
-  ASSERT_EQ(std::system(
-                (std::string(LOCKSTEP_BIN) + " report " + dir_ + "/one -o " + dir_ + "/one.html > /dev/null")
-                    .c_str()),
-            0);
-  ASSERT_EQ(
-      std::system(("chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
-                   dir_ + "/profile --virtual-time-budget=5000 --dump-dom file://" + dir_ + "/one.html > " +
-                   dir_ + "/dom.html 2> /dev/null")
-                      .c_str()),
-      0);
-  const std::string dom = readFile(dir_ + "/dom.html");
+  const std::string dom = reportDom(dir_, "one");
   for (const char* chart : {"accuracy", "loss"}) {
     auto a = attributesOf(dom, std::string("data-chart=\"") + chart + "\"");
     ASSERT_EQ(a["data-points"], chart == std::string("loss") ? "2" : "1") << chart;
@@ -239,17 +247,7 @@ TEST_F(TrainCli, report_shows_loss_scale_when_a_run_records_it) {
          "1,10,train/skipped_steps,1,100\n1,20,train/loss,1.5,101\n"
          "1,20,train/loss_scale,32768,101\n1,20,train/skipped_steps,2,101\n";
   std::ofstream(dir_ + "/mp/summary.json") << R"({"steps": 20, "loss_scale": 32768, "skipped_steps": 2})";
-  ASSERT_EQ(
-      std::system((std::string(LOCKSTEP_BIN) + " report " + dir_ + "/mp -o " + dir_ + "/mp.html > /dev/null")
-                      .c_str()),
-      0);
-  ASSERT_EQ(
-      std::system(("chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir=" +
-                   dir_ + "/profile --virtual-time-budget=5000 --dump-dom file://" + dir_ + "/mp.html > " +
-                   dir_ + "/dom.html 2> /dev/null")
-                      .c_str()),
-      0);
-  const std::string dom = readFile(dir_ + "/dom.html");
+  const std::string dom = reportDom(dir_, "mp");
   EXPECT_EQ(attributesOf(dom, "data-chart=\"loss_scale\"")["data-points"], "2");
   EXPECT_EQ(attributesOf(dom, "data-chart=\"skipped_steps\"")["data-points"], "2");
   EXPECT_NE(dom.find(">loss_scale</th>"), std::string::npos);  // summary.json's key in the table
