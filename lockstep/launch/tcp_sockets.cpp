@@ -28,21 +28,40 @@ std::string readFile(const std::string& path) {
   return ss.str();
 }
 
-// The inodes of the sockets among pid's descriptors ("socket:[12345]").
-std::set<uint64_t> socketInodes(int pid) {
-  std::set<uint64_t> inodes;
-  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+// The names in a /proc directory.
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
   DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return inodes;
-  while (dirent* e = ::readdir(d)) {
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d))
+    if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+  ::closedir(d);
+  return out;
+}
+
+// Adds the inodes of the sockets among pid's descriptors ("socket:[12345]").
+void addSocketInodes(int pid, std::set<uint64_t>& inodes) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  for (const std::string& fd : entries(dir)) {
     char target[64] = {};
-    const std::string link = dir + "/" + e->d_name;
-    ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+    ssize_t n = ::readlink((dir + "/" + fd).c_str(), target, sizeof target - 1);
     if (n <= 0 || std::string(target, 8) != "socket:[") continue;
     inodes.insert(std::strtoull(target + 8, nullptr, 10));
   }
-  ::closedir(d);
-  return inodes;
+}
+
+// pid and its descendants, through every thread's /proc/PID/task/TID/children.
+std::vector<int> processTree(int pid) {
+  constexpr size_t kMaxProcesses = 1024;  // a fork bomb under a worker must not stall the agent
+  std::vector<int> tree = {pid};
+  for (size_t i = 0; i < tree.size() && tree.size() < kMaxProcesses; ++i) {
+    const std::string tasks = "/proc/" + std::to_string(tree[i]) + "/task";
+    for (const std::string& tid : entries(tasks)) {
+      std::istringstream children(readFile(tasks + "/" + tid + "/children"));
+      for (int child; children >> child;) tree.push_back(child);
+    }
+  }
+  return tree;
 }
 
 }  // namespace
@@ -74,7 +93,8 @@ std::vector<TcpSocket> parseProcNetTcp(const std::string& table) {
 
 std::vector<TcpSocket> processTcpSockets(int pid) {
   std::vector<TcpSocket> out;
-  const std::set<uint64_t> inodes = socketInodes(pid);
+  std::set<uint64_t> inodes;
+  for (int p : processTree(pid)) addSocketInodes(p, inodes);
   if (inodes.empty()) return out;
   for (const char* table : {"tcp", "tcp6"}) {
     for (const TcpSocket& s : parseProcNetTcp(readFile("/proc/" + std::to_string(pid) + "/net/" + table)))

@@ -22,7 +22,8 @@ struct TcpSocket {
 /// The rows of a /proc/net/tcp or tcp6 table (the header line and malformed rows are skipped). Pure.
 std::vector<TcpSocket> parseProcNetTcp(const std::string& table);
 
-/// The TCP sockets process pid has open; empty when it is gone or its /proc cannot be read.
+/// The TCP sockets process pid and its descendants have open (a worker started through a wrapper
+/// script holds them in a child); empty when it is gone or its /proc cannot be read.
 std::vector<TcpSocket> processTcpSockets(int pid);
 
 }  // namespace lockstep::launch

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace lockstep::launch;
@@ -55,7 +57,19 @@ TEST(TcpSockets, finds_this_process_listening_and_connected) {
   }
   EXPECT_TRUE(listening);
   EXPECT_TRUE(connected);
+  // A child that inherited the client is seen under this process too (a worker behind a wrapper).
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
   ::close(client);
+  connected = false;
+  for (const TcpSocket& s : processTcpSockets(::getpid()))
+    connected = connected || (s.state == kTcpEstablished && s.remote_port == port);
+  EXPECT_TRUE(connected);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
   ::close(server);
   EXPECT_TRUE(processTcpSockets(-1).empty());
 }
