@@ -79,6 +79,29 @@ lockstep::train::TrainConfig validate(const TrainArgs& a, const lockstep::comm::
   return config;
 }
 
+// torchrun's PET_NPROC_PER_NODE and PET_MAX_RESTARTS for the flags not given (`nproc_flag` becomes
+// the variable's name, for messages); PET_NNODES above 1 asks for what only `lockstep run` does.
+void readTorchrunVariables(const CLI::App& app, TrainArgs& a, std::string& nproc_flag) {
+  if (auto nnodes = lockstep::env::get("PET_NNODES"); nnodes && !nnodes->empty() && *nnodes != "1") {
+    throw lockstep::ValueError("PET_NNODES=" + *nnodes +
+                               " asks for a job across nodes, which lockstep train does not start; run "
+                               "`lockstep run lockstep train CONFIG ...` on each node (docs/deploy.md)");
+  }
+  auto nproc = lockstep::env::get("PET_NPROC_PER_NODE");
+  if (app.get_option("--nproc-per-node")->count() == 0 && nproc && !nproc->empty()) {
+    a.nproc = *nproc;
+    nproc_flag = "PET_NPROC_PER_NODE";
+  }
+  auto restarts = lockstep::env::get("PET_MAX_RESTARTS");
+  if (app.get_option("--max-restarts")->count() == 0 && restarts && !restarts->empty()) {
+    const auto n = lockstep::env::getInt("PET_MAX_RESTARTS");
+    if (*n < 0 || *n > (1 << 20)) {
+      throw lockstep::ValueError("PET_MAX_RESTARTS=" + *restarts + " must be an integer in [0, 1048576]");
+    }
+    a.max_restarts = static_cast<int>(*n);
+  }
+}
+
 int launch(const TrainArgs& a, const lockstep::train::TrainConfig& config) {
   lockstep::launch::LaunchOptions lo;
   lo.timeout_s = config.comm_timeout_seconds;  // the watchdog waits as long as the collectives
@@ -126,12 +149,19 @@ int trainMain(int argc, char** argv) {
   lockstep::comm::WorkerEnvironment env;
   lockstep::train::TrainConfig config;
   try {
-    a.nproc_per_node =
-        lockstep::launch::parseNprocPerNode("--nproc-per-node", a.nproc, lockstep::launch::availableCores());
-    lockstep::launch::checkRanksFit("--nproc-per-node", a.nproc_per_node,
-                                    lockstep::launch::probeMachineCapacity(), a.oversubscribe);
     // Who this process is, whoever started it (lockstep run, torchrun, mpirun, srun).
     env = lockstep::comm::workerEnvironment();
+    std::string nproc_flag = "--nproc-per-node";
+    // As `lockstep run`, the launcher flags default to torchrun's PET_ variables, but only where
+    // this process starts the ranks: a rank inherits its agent's PET_* (a Kubeflow pod's) and must
+    // not start ranks of its own.
+    if (env.launcher == lockstep::comm::Launcher::none) {
+      readTorchrunVariables(app, a, nproc_flag);
+    }
+    a.nproc_per_node =
+        lockstep::launch::parseNprocPerNode(nproc_flag, a.nproc, lockstep::launch::availableCores());
+    lockstep::launch::checkRanksFit(nproc_flag, a.nproc_per_node, lockstep::launch::probeMachineCapacity(),
+                                    a.oversubscribe);
     const int world = startsAgent(a) ? a.nproc_per_node : env.world_size;
     config = validate(a, env, world);
   } catch (const lockstep::Error& e) {

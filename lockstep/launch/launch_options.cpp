@@ -4,12 +4,16 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <functional>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include "lockstep/comm/worker_environment.h"
+#include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::launch {
@@ -209,7 +213,8 @@ struct LaunchApp {
   CLI::App app{
       "Starts PROGRAM as --nproc-per-node worker processes on this node, with RANK, LOCAL_RANK,\n"
       "WORLD_SIZE, MASTER_ADDR, MASTER_PORT... set; supervises them and restarts the group on failure.\n"
-      "Flags also accept torchrun's underscore spellings (--nproc_per_node) and --flag=value.\n",
+      "Flags also accept torchrun's underscore spellings (--nproc_per_node) and --flag=value; as\n"
+      "torchrun's, each takes its default from PET_<FLAG> (PET_NNODES, PET_MASTER_ADDR, ...).\n",
       "lockstep run"};
   LaunchApp(LaunchOptions& o, int cores) {
     app.set_help_flag();
@@ -223,8 +228,75 @@ struct LaunchApp {
     app.add_option("program", o.program)->group("");
     app.add_option("args", o.program_args)->group("");
   }
-  bool given(const std::string& name) const { return app.get_option(name)->count() > 0; }
+  /// Whether flag `name` is on the command line (not just in the environment).
+  bool given(const std::string& name) const {
+    return app.get_option(name)->count() > 0 && from_env.count(name) == 0;
+  }
+  std::set<std::string> from_env;  ///< Flags whose value came from PET_*.
 };
+
+// Pairs of flags that say the same thing two ways; giving both is an error.
+constexpr std::pair<const char*, const char*> kConflicts[] = {
+    {"--rdzv-endpoint", "--master-addr"}, {"--rdzv-endpoint", "--master-port"},
+    {"--standalone", "--rdzv-endpoint"},  {"--standalone", "--master-addr"},
+    {"--standalone", "--master-port"},    {"--hostfile", "--nnodes"},
+    {"--hostfile", "--node-rank"},        {"--hostfile", "--standalone"},
+    {"--hostfile", "--nproc-per-node"},   {"--hostfile", "--master-addr"},
+    {"--hostfile", "--rdzv-endpoint"},
+};
+
+// The flags torchrun has, each defaulting to PET_<ITS NAME> (torch/distributed/argparse_util.py's
+// env and check_env actions); --standalone first and --rdzv-endpoint before --master-addr/-port,
+// because those make the later ones moot (as torchrun's c10d rendezvous ignores the master's).
+constexpr const char* kTorchrunFlags[] = {
+    "--standalone", "--rdzv-endpoint", "--master-addr", "--master-port",  "--nproc-per-node",   "--nnodes",
+    "--node-rank",  "--rdzv-backend",  "--rdzv-id",     "--max-restarts", "--monitor-interval", "--log-dir",
+    "--redirects",  "--tee",           "--module",      "--no-python",
+};
+
+// "--nproc-per-node" -> "PET_NPROC_PER_NODE".
+std::string torchrunVariable(const std::string& flag) {
+  std::string name = "PET_" + flag.substr(2);
+  for (char& c : name) c = c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+// torchrun's environment fallbacks: each of kTorchrunFlags not on the command line (nor made moot
+// by a flag there) takes its PET_ variable's value, through the flag's own parsing.
+void applyTorchrunVariables(LaunchApp& cli, const LaunchOptions& o, const comm::EnvLookup& env) {
+  auto moot = [&](const std::string& flag) {
+    for (const auto& [a, b] : kConflicts) {
+      if ((flag == a && cli.given(b)) || (flag == b && cli.given(a))) return true;
+    }
+    const bool master = flag == "--master-addr" || flag == "--master-port";
+    return cli.given(flag) || (o.standalone && (master || flag == "--rdzv-endpoint")) ||
+           (master && cli.from_env.count("--rdzv-endpoint") > 0);
+  };
+  for (const std::string flag : kTorchrunFlags) {
+    const std::string var = torchrunVariable(flag);
+    std::optional<std::string> value = env(var.c_str());
+    CLI::Option* opt = cli.app.get_option(flag);
+    const bool is_switch = opt->get_expected_max() == 0;
+    if (!value || (value->empty() && !is_switch) || moot(flag)) continue;
+    std::string v = *value;
+    if (is_switch) {  // torchrun's bool(int(value)); "" is Kubeflow's way of saying on
+      char* end = nullptr;
+      const long on = v.empty() ? 1 : std::strtol(v.c_str(), &end, 10);
+      LOCKSTEP_ENFORCE(v.empty() || (*end == '\0' && end != v.c_str()), ValueError, "environment variable ",
+                       var, "='", v, "' (the default of ", flag, ") expects 0 or 1");
+      if (on == 0) continue;
+      v = "true";
+    }
+    try {
+      opt->add_result(v);
+      opt->run_callback();
+    } catch (const ValueError& e) {
+      throw ValueError(
+          ::lockstep::detail::concat("environment variable ", var, "='", *value, "': ", e.what()));
+    }
+    cli.from_env.insert(flag);
+  }
+}
 
 // The `--flag=value` forms that CLI11 reads otherwise than torchrun: `--flag=` (an empty value, as
 // `--log-dir=$UNSET` gives) would take the next argument as the value, so it becomes `--flag ""`
@@ -269,21 +341,10 @@ std::vector<std::string> splitEqualsForms(const CLI::App& app, const std::vector
 }
 
 void validate(const LaunchOptions& o, const LaunchApp& cli) {
-  auto conflict = [&](const char* a, const char* b) {
+  for (const auto& [a, b] : kConflicts) {
     LOCKSTEP_ENFORCE(!(cli.given(a) && cli.given(b)), ValueError, "options ", a, " and ", b,
                      " conflict; give only one");
-  };
-  conflict("--rdzv-endpoint", "--master-addr");
-  conflict("--rdzv-endpoint", "--master-port");
-  conflict("--standalone", "--rdzv-endpoint");
-  conflict("--standalone", "--master-addr");
-  conflict("--standalone", "--master-port");
-  conflict("--hostfile", "--nnodes");
-  conflict("--hostfile", "--node-rank");
-  conflict("--hostfile", "--standalone");
-  conflict("--hostfile", "--nproc-per-node");
-  conflict("--hostfile", "--master-addr");
-  conflict("--hostfile", "--rdzv-endpoint");
+  }
   LOCKSTEP_ENFORCE(!(o.standalone && o.nnodes > 1), ValueError,
                    "option --standalone runs a single node but --nnodes is ", o.nnodes,
                    "; drop --standalone and give --rdzv-endpoint or --master-addr");
@@ -359,7 +420,7 @@ std::pair<std::string, int> parseEndpoint(const std::string& flag, const std::st
   return {host, port.empty() ? 29500 : parseInt(flag, port, 1, 65535)};
 }
 
-LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores) {
+LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores, const comm::EnvLookup& env) {
   LaunchOptions o;
   LaunchApp cli(o, cores);
   std::vector<std::string> reversed = splitEqualsForms(cli.app, args);
@@ -372,6 +433,8 @@ LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores) {
   // What CLI11 did not recognise before PROGRAM; a `--` that ended the flags is no error.
   for (const auto& extra : cli.app.remaining())
     LOCKSTEP_ENFORCE(extra == "--", ValueError, "unknown option '", extra, "'");
+  applyTorchrunVariables(
+      cli, o, env ? env : [](const char* name) { return lockstep::env::get(name); });
   if (!cli.given("--rdzv-endpoint") && !cli.given("--master-port") && o.standalone) o.master_port = 0;
   if (o.standalone && !cli.given("--rdzv-id")) o.run_id = "";  // the agent makes a random one
   validate(o, cli);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/comm/worker_environment.h"
+
 namespace lockstep::launch {
 
 /// Which standard streams of a worker go to files: a bit mask per local rank, torchrun's
@@ -57,7 +59,17 @@ struct LaunchOptions {
 /// as `--flag value` or `--flag=value`; `--` or the first non-option ends launcher options and
 /// everything after PROGRAM is passed to it untouched. Throws ValueError naming the flag on
 /// unknown, malformed or conflicting flags.
-LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores);
+///
+/// As torchrun, every flag torchrun has takes its default from PET_<FLAG> (PET_NPROC_PER_NODE,
+/// PET_NNODES, PET_MASTER_ADDR, PET_STANDALONE=1, ...), looked up in `env` (the process's own
+/// environment by default): what Kubeflow's PyTorchJob sets. A flag on the command line wins over
+/// its variable and over the variables of the flags it conflicts with; PET_RDZV_ENDPOINT wins over
+/// PET_MASTER_ADDR/PET_MASTER_PORT, and standalone over all three. An empty variable counts as
+/// unset, except PET_STANDALONE, PET_MODULE and PET_NO_PYTHON, which are on when set to "" (as
+/// Kubeflow sets PET_STANDALONE) or to a non-zero integer. A bad value is a ValueError naming the
+/// variable. See docs/deploy.md.
+LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores,
+                              const comm::EnvLookup& env = {});
 
 /// What each worker executes, argv[0] first: torchrun's `python3 -u PROGRAM ARGS...` for a Python
 /// script (PROGRAM ending in .py) and `python3 -u -m PROGRAM ARGS...` with --module; PROGRAM ARGS...

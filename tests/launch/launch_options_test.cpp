@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <optional>
+
 #include "lockstep/util/error.h"
 
 using namespace lockstep;
@@ -171,4 +174,99 @@ TEST(LaunchOptions, python_scripts_and_modules_run_under_the_interpreter_as_torc
   ::unsetenv("LOCKSTEP_PYTHON");
   EXPECT_NE(errorOf({"-m", "--no-python", "pkg"}).find("options --module and --no-python conflict"),
             std::string::npos);
+}
+
+namespace {
+
+// parseLaunchArgs with `vars` as the whole environment.
+LaunchOptions parseWithEnv(std::vector<std::string> args, std::map<std::string, std::string> vars) {
+  return parseLaunchArgs(args, 8, [vars](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+  });
+}
+
+std::string envErrorOf(std::vector<std::string> args, std::map<std::string, std::string> vars) {
+  try {
+    parseWithEnv(std::move(args), std::move(vars));
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+}  // namespace
+
+// What Kubeflow's training operator gives a PyTorchJob pod without an elastic policy.
+TEST(LaunchOptions, torchrun_flags_default_to_their_pet_variables) {
+  auto o = parseWithEnv({"prog"}, {{"PET_NPROC_PER_NODE", "3"},
+                                   {"PET_NNODES", "2"},
+                                   {"PET_NODE_RANK", "1"},
+                                   {"PET_MASTER_ADDR", "job-master-0"},
+                                   {"PET_MASTER_PORT", "23456"},
+                                   {"PET_MAX_RESTARTS", "3"},
+                                   {"PET_RDZV_ID", "job7"},
+                                   {"PET_MONITOR_INTERVAL", "0.5"},
+                                   {"PET_RDZV_BACKEND", "c10d"},
+                                   {"PET_LOG_DIR", "/logs"},
+                                   {"PET_TEE", "3"},
+                                   {"PET_NO_PYTHON", "1"},
+                                   {"MASTER_ADDR", "ignored"},
+                                   {"WORLD_SIZE", "6"},
+                                   {"RANK", "1"}});
+  EXPECT_EQ(o.nproc_per_node, 3);
+  EXPECT_EQ(o.nnodes, 2);
+  EXPECT_EQ(o.node_rank.value(), 1);
+  EXPECT_EQ(o.master_addr, "job-master-0");
+  EXPECT_EQ(o.master_port, 23456);
+  EXPECT_EQ(o.max_restarts, 3);
+  EXPECT_EQ(o.run_id, "job7");
+  EXPECT_DOUBLE_EQ(o.monitor_interval_s, 0.5);
+  EXPECT_EQ(o.log_dir, "/logs");
+  EXPECT_EQ(o.tee.all, 3);
+  EXPECT_TRUE(o.no_python);
+  EXPECT_FALSE(o.module);
+}
+
+TEST(LaunchOptions, a_flag_wins_over_its_variable_and_those_it_conflicts_with) {
+  auto o = parseWithEnv({"--nnodes=1", "--rdzv-endpoint", "h:7", "prog"},
+                        {{"PET_NNODES", "2"}, {"PET_MASTER_ADDR", "m"}, {"PET_MASTER_PORT", "9"}});
+  EXPECT_EQ(o.nnodes, 1);
+  EXPECT_EQ(o.master_addr, "h");
+  EXPECT_EQ(o.master_port, 7);
+  // A flag that is off by default is not turned off by its variable being 0.
+  EXPECT_TRUE(parseWithEnv({"--no-python", "prog"}, {{"PET_NO_PYTHON", "0"}}).no_python);
+}
+
+// The elastic policy's variables: the endpoint wins over the master's, as in torchrun's c10d rendezvous.
+TEST(LaunchOptions, rdzv_endpoint_variable_wins_over_master_variables) {
+  auto o = parseWithEnv({"prog"}, {{"PET_RDZV_ENDPOINT", "job-worker-0:29400"},
+                                   {"PET_MASTER_ADDR", "job-master-0"},
+                                   {"PET_MASTER_PORT", "23456"}});
+  EXPECT_EQ(o.master_addr, "job-worker-0");
+  EXPECT_EQ(o.master_port, 29400);
+}
+
+// Kubeflow sets PET_STANDALONE to an empty string for on; torchrun reads an integer.
+TEST(LaunchOptions, standalone_variable_empty_or_integer) {
+  auto on = parseWithEnv({"prog"}, {{"PET_STANDALONE", ""}, {"PET_MASTER_ADDR", "m"}});
+  EXPECT_TRUE(on.standalone);
+  EXPECT_EQ(on.master_port, 0);
+  EXPECT_EQ(on.master_addr, "127.0.0.1");
+  EXPECT_FALSE(parseWithEnv({"prog"}, {{"PET_STANDALONE", "0"}}).standalone);
+  EXPECT_TRUE(parseWithEnv({"prog"}, {{"PET_STANDALONE", "1"}}).standalone);
+  EXPECT_NE(envErrorOf({"prog"}, {{"PET_STANDALONE", "yes"}}).find("PET_STANDALONE='yes'"),
+            std::string::npos);
+}
+
+TEST(LaunchOptions, bad_variable_is_named) {
+  auto e = envErrorOf({"prog"}, {{"PET_NNODES", "two"}});
+  EXPECT_NE(e.find("environment variable PET_NNODES='two'"), std::string::npos) << e;
+  EXPECT_NE(e.find("--nnodes"), std::string::npos) << e;
+  e = envErrorOf({"prog"}, {{"PET_MASTER_PORT", "99999"}});
+  EXPECT_NE(e.find("PET_MASTER_PORT"), std::string::npos) << e;
+  // A flag given on the command line is what is read: its variable is not looked at.
+  EXPECT_EQ(parseWithEnv({"--nnodes", "2", "prog"}, {{"PET_NNODES", "two"}}).nnodes, 2);
+  // An empty value is unset (an empty manifest entry), for flags that take a value.
+  EXPECT_EQ(parseWithEnv({"prog"}, {{"PET_NNODES", ""}, {"PET_LOG_DIR", ""}}).nnodes, 1);
 }
