@@ -165,12 +165,12 @@ TEST(ModelZoo, language_models_are_those_registered_as_such) {
 
 TEST(ModelZoo, unknown_name_lists_the_known_ones) {
   try {
-    makeModel("resnet50");
+    makeModel("resnet101");
     FAIL();
   } catch (const ValueError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "unknown model 'resnet50'; known models: cifar_cnn, gpt, linear, llama, mlp, mnist_cnn, "
-              "resnet18_cifar");
+              "unknown model 'resnet101'; known models: cifar_cnn, gpt, linear, llama, mlp, mnist_cnn, "
+              "resnet18, resnet18_cifar, resnet50");
   }
 }
 

@@ -8,6 +8,7 @@
 #include "lockstep/nn/models/gpt.h"
 #include "lockstep/nn/models/llama.h"
 #include "lockstep/nn/models/resnet.h"
+#include "lockstep/nn/models/resnet_imagenet.h"
 #include "lockstep/nn/models/small_cnn.h"
 #include "lockstep/nn/sequential.h"
 
@@ -98,6 +99,16 @@ const std::map<std::string, ZooEntry>& registry() {
       {"mlp", {makeMlp, {}}},
       {"gpt", {makeGpt, kLanguageModel}},
       {"llama", {makeLlama, kLanguageModel}},
+      {"resnet18",
+       {[](const ModelOptions& o) {
+          return std::make_shared<ResNet>(ResNetOptions{18, o.num_classes, o.generator});
+        },
+        {}}},
+      {"resnet50",
+       {[](const ModelOptions& o) {
+          return std::make_shared<ResNet>(ResNetOptions{50, o.num_classes, o.generator});
+        },
+        {}}},
       {"resnet18_cifar",
        {[](const ModelOptions& o) {
           return std::make_shared<ResNet18Cifar>(ResNetCifarOptions{o.num_classes, o.generator});

@@ -1,0 +1,110 @@
+#include "lockstep/nn/models/resnet_imagenet.h"
+
+#include "lockstep/autograd/ops/activation.h"
+#include "lockstep/autograd/ops/arith.h"
+#include "lockstep/autograd/ops/shape.h"
+#include "lockstep/nn/init.h"
+#include "lockstep/nn/models/resnet.h"
+#include "lockstep/nn/models/small_cnn.h"
+
+namespace lockstep::nn {
+
+namespace {
+std::shared_ptr<Conv2d> conv(int64_t in, int64_t out, int64_t k, int64_t stride, Generator* gen) {
+  Conv2dOptions o;
+  o.in_channels = in;
+  o.out_channels = out;
+  o.kernel_size = {k, k};
+  o.stride = {stride, stride};
+  o.padding = {k / 2, k / 2};
+  o.bias = false;
+  o.generator = gen;
+  return std::make_shared<Conv2d>(o);
+}
+std::shared_ptr<BatchNorm2d> bn(int64_t c) { return std::make_shared<BatchNorm2d>(BatchNorm2dOptions{c}); }
+
+struct Stage {
+  int64_t planes, blocks, stride;
+};
+}  // namespace
+
+Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, Generator* gen)
+    : Module("Bottleneck") {
+  const int64_t out = planes * kExpansion;
+  conv1_ = registerModule("conv1", conv(in_planes, planes, 1, 1, gen));
+  bn1_ = registerModule("bn1", bn(planes));
+  conv2_ = registerModule("conv2", conv(planes, planes, 3, stride, gen));
+  bn2_ = registerModule("bn2", bn(planes));
+  conv3_ = registerModule("conv3", conv(planes, out, 1, 1, gen));
+  bn3_ = registerModule("bn3", bn(out));
+  if (stride != 1 || in_planes != out) {
+    auto ds = std::make_shared<Sequential>();
+    ds->push_back(conv(in_planes, out, 1, stride, gen));
+    ds->push_back(bn(out));
+    downsample_ = registerModule("downsample", ds);
+  }
+}
+
+Variable Bottleneck::forward(const Variable& x) {
+  Variable out = autograd::relu(bn1_->forward(conv1_->forward(x)));
+  out = autograd::relu(bn2_->forward(conv2_->forward(out)));
+  out = bn3_->forward(conv3_->forward(out));
+  Variable shortcut = downsample_ ? downsample_->forward(x) : x;
+  return autograd::relu(autograd::add(out, shortcut));
+}
+
+ResNet::ResNet(const ResNetOptions& options) : Module("ResNet" + std::to_string(options.depth)) {
+  LOCKSTEP_ENFORCE(options.depth == 18 || options.depth == 50, ValueError, "ResNet: depth ", options.depth,
+                   " is not built (18 or 50)");
+  LOCKSTEP_ENFORCE(options.num_classes >= 1, ValueError, "ResNet: num_classes must be >= 1, got ",
+                   options.num_classes);
+  Generator* gen = options.generator;
+  const bool bottleneck = options.depth == 50;
+  conv1_ = registerModule("conv1", conv(3, 64, 7, 2, gen));
+  bn1_ = registerModule("bn1", bn(64));
+  Pool2dOptions pool;
+  pool.kernel = {3, 3};
+  pool.stride = {2, 2};
+  pool.padding = {1, 1};
+  maxpool_ = registerModule("maxpool", std::make_shared<MaxPool2d>(pool));
+  const Stage stages[4] = {{64, bottleneck ? 3 : 2, 1},
+                           {128, bottleneck ? 4 : 2, 2},
+                           {256, bottleneck ? 6 : 2, 2},
+                           {512, bottleneck ? 3 : 2, 2}};
+  const int64_t expansion = bottleneck ? Bottleneck::kExpansion : 1;
+  int64_t in_planes = 64;
+  for (int i = 0; i < 4; ++i) {
+    auto stage = std::make_shared<Sequential>();
+    for (int64_t b = 0; b < stages[i].blocks; ++b) {
+      const int64_t stride = b == 0 ? stages[i].stride : 1;
+      if (bottleneck) {
+        stage->push_back(std::make_shared<Bottleneck>(in_planes, stages[i].planes, stride, gen));
+      } else {
+        stage->push_back(std::make_shared<BasicBlock>(in_planes, stages[i].planes, stride, gen));
+      }
+      in_planes = stages[i].planes * expansion;
+    }
+    layers_[i] = registerModule("layer" + std::to_string(i + 1), stage);
+  }
+  avgpool_ = registerModule("avgpool", std::make_shared<AdaptiveAvgPool2d>(std::array<int64_t, 2>{1, 1}));
+  fc_ = registerModule("fc",
+                       std::make_shared<Linear>(LinearOptions{in_planes, options.num_classes, true, gen}));
+  // torchvision re-draws every conv after construction, in module order; BN already is (1, 0).
+  Generator& g = gen ? *gen : defaultGenerator();
+  for (auto& [name, m] : namedModules()) {
+    if (auto* c = dynamic_cast<Conv2d*>(m)) {
+      Tensor w = c->weight().tensor();
+      init::kaimingNormal(w, 0.0, init::FanMode::fan_out, "relu", g);
+    }
+  }
+}
+
+Variable ResNet::forward(const Variable& input) {
+  Variable x = autograd::relu(bn1_->forward(conv1_->forward(toChannelsLast(input))));
+  x = maxpool_->forward(x);
+  for (auto& stage : layers_) x = stage->forward(x);
+  x = autograd::flatten(avgpool_->forward(x), 1);
+  return fc_->forward(x);
+}
+
+}  // namespace lockstep::nn
