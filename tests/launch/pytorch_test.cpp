@@ -62,11 +62,12 @@ TEST(PyTorch, ddp_script_under_lockstep_run_matches_torchrun_step_for_step) {
   auto ours = lockstepRun({"--nproc-per-node", "2", "--standalone", kScript, "--env-out", dir / "ours"}, dir);
   ASSERT_EQ(ours.code, 0) << ours.output;
   // torchrun 1.13 under Python 3.11 cannot map a stream setting of 0 (its Std enum), so each rank
-  // is given one explicitly: rank 0's stdout on the console, rank 1's in its log file.
-  ChildProcess torchrun(
-      {kPython, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone", "--redirects", "1:1",
-       "--tee", "0:1", "--log_dir", dir / "torchrun-logs", kScript, "--env-out", dir / "torchrun"},
-      dir / "torchrun.out");
+  // is given one explicitly: rank 0's stdout on the console, rank 1's in its log file. Its monitor
+  // interval is lockstep's default (torchrun's 5 s would add up to 5 s before it sees the end).
+  ChildProcess torchrun({kPython, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+                         "--monitor_interval", "0.1", "--redirects", "1:1", "--tee", "0:1", "--log_dir",
+                         dir / "torchrun-logs", kScript, "--env-out", dir / "torchrun"},
+                        dir / "torchrun.out");
   ASSERT_EQ(torchrun.wait(60s), 0) << torchrun.output();
   auto expected = losses(torchrun.output());
   ASSERT_EQ(expected.size(), 8u) << torchrun.output();  // 2 epochs of 4 steps
