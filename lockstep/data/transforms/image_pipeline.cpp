@@ -12,16 +12,27 @@ ImagePipeline::ImagePipeline(std::vector<std::shared_ptr<const ImageTransform>> 
 }
 
 Image ImagePipeline::augment(Image image, uint64_t epoch, int64_t index) const {
-  for (size_t i = 0; i < transforms_.size(); ++i) {
-    const TransformContext ctx{
-        .seed = seed_, .epoch = epoch, .index = index, .slot = static_cast<uint32_t>(i)};
-    image = transforms_[i]->apply(std::move(image), ctx);
-  }
+  for (size_t i = 0; i < transforms_.size(); ++i)
+    image = transforms_[i]->apply(std::move(image), context(epoch, index, i));
   return image;
 }
 
 Tensor ImagePipeline::apply(Image image, uint64_t epoch, int64_t index) const {
-  return to_tensor_.apply(augment(std::move(image), epoch, index));
+  // Trailing flips (RandomHorizontalFlip last, as in torchvision's recipe) become the order in which
+  // ToTensor reads the pixels.
+  size_t end = transforms_.size();
+  bool mirror = false;
+  for (; end > 0; --end) {
+    const std::optional<bool> m = transforms_[end - 1]->mirrorsOnly(context(epoch, index, end - 1));
+    if (!m) break;
+    mirror = mirror != *m;
+  }
+  for (size_t i = 0; i < end; ++i) image = transforms_[i]->apply(std::move(image), context(epoch, index, i));
+  return to_tensor_.apply(image, mirror);
+}
+
+TransformContext ImagePipeline::context(uint64_t epoch, int64_t index, size_t slot) const {
+  return {.seed = seed_, .epoch = epoch, .index = index, .slot = static_cast<uint32_t>(slot)};
 }
 
 std::string ImagePipeline::describe() const {

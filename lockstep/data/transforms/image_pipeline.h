@@ -23,6 +23,7 @@ class ImagePipeline {
   std::string describe() const;
 
  private:
+  TransformContext context(uint64_t epoch, int64_t index, size_t slot) const;
   std::vector<std::shared_ptr<const ImageTransform>> transforms_;
   ImageToTensor to_tensor_;
   uint64_t seed_;

@@ -2,26 +2,35 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "lockstep/util/error.h"
+
+// An AVX2 copy of each pass beside the baseline (SSE2) one, picked at load time: the int32
+// multiplies of the passes are one instruction with AVX2 and a shuffle sequence without.
+#define LOCKSTEP_RESIZE_CLONES __attribute__((target_clones("avx2", "default")))
 
 namespace lockstep::data {
 namespace {
 
 // Pillow: 8 bits for the result, 2 for the overshoot of filters with negative lobes.
 constexpr int kPrecisionBits = 32 - 8 - 2;
+constexpr int32_t kHalf = 1 << (kPrecisionBits - 1);
 
 double bilinearFilter(double x) {
   x = std::fabs(x);
   return x < 1.0 ? 1.0 - x : 0.0;
 }
 
-// One output sample's input window [first, first + count) and its fixed-point weights.
+// Every output sample's input window as `ksize` taps from `first`: Pillow's own window
+// [xmin, xmin + count) sits inside it and the other taps weigh 0, so each sample is the same fixed
+// loop and the sums are Pillow's exactly (adding zeros changes nothing). Windows at the far edge
+// start early to stay inside the input.
 struct Taps {
-  std::vector<int> first, count;
-  std::vector<int32_t> weights;  // out_size x ksize
   int ksize = 0;
+  std::vector<int64_t> first;
+  std::vector<int32_t> weights;  // out_size x ksize
 };
 
 // Pillow's precompute_coeffs + normalize_coeffs_8bpc for the box [0, in_size) and BILINEAR (support 1).
@@ -29,12 +38,13 @@ Taps precomputeTaps(int64_t in_size, int64_t out_size) {
   const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
   const double filterscale = std::max(scale, 1.0);
   const double support = 1.0 * filterscale;
+  // Pillow's window never holds more than ceil(support) * 2 + 1 taps, nor more than the input.
+  const int pillow_ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
   Taps taps;
-  taps.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  taps.ksize = static_cast<int>(std::min<int64_t>(pillow_ksize, in_size));
   taps.first.resize(static_cast<size_t>(out_size));
-  taps.count.resize(static_cast<size_t>(out_size));
   taps.weights.assign(static_cast<size_t>(out_size * taps.ksize), 0);
-  std::vector<double> k(static_cast<size_t>(taps.ksize));
+  std::vector<double> k(static_cast<size_t>(pillow_ksize));
   for (int64_t xx = 0; xx < out_size; ++xx) {
     const double center = (static_cast<double>(xx) + 0.5) * scale;
     const double ss = 1.0 / filterscale;
@@ -46,79 +56,202 @@ Taps precomputeTaps(int64_t in_size, int64_t out_size) {
       k[static_cast<size_t>(x)] = bilinearFilter((x + xmin - center + 0.5) * ss);
       ww += k[static_cast<size_t>(x)];
     }
-    int32_t* w = &taps.weights[static_cast<size_t>(xx * taps.ksize)];
+    const int64_t first = std::min<int64_t>(xmin, in_size - taps.ksize);
+    int32_t* w = &taps.weights[static_cast<size_t>(xx * taps.ksize + (xmin - first))];
     for (int x = 0; x < xmax; ++x) {
       const double v = ww != 0.0 ? k[static_cast<size_t>(x)] / ww : k[static_cast<size_t>(x)];
       w[x] = static_cast<int32_t>(v < 0 ? -0.5 + v * (1 << kPrecisionBits) : 0.5 + v * (1 << kPrecisionBits));
     }
-    taps.first[static_cast<size_t>(xx)] = xmin;
-    taps.count[static_cast<size_t>(xx)] = std::max(xmax, 0);
+    taps.first[static_cast<size_t>(xx)] = first;
   }
   return taps;
 }
 
-// Pillow's clip8: the accumulator holds the value << 22 plus a half for rounding.
-uint8_t clip8(int32_t acc) {
-  const int32_t v = acc >> kPrecisionBits;  // arithmetic shift: floor, as Pillow's table lookup
-  return static_cast<uint8_t>(std::clamp<int32_t>(v, 0, 255));
+// Pillow's clip8: the accumulator holds the value << 22 plus a half for rounding; the arithmetic
+// shift floors, as Pillow's table lookup does.
+inline uint8_t clip8(int32_t acc) {
+  return static_cast<uint8_t>(std::clamp<int32_t>(acc >> kPrecisionBits, 0, 255));
 }
 
-Image resizeHorizontal(const Image& in, int64_t width) {
-  const Taps taps = precomputeTaps(in.width, width);
-  Image out = Image::zeros(in.height, width, in.channels);
-  const int64_t c = in.channels;
-  for (int64_t y = 0; y < in.height; ++y) {
-    const uint8_t* row = in.data.data() + y * in.width * c;
-    uint8_t* dst = out.data.data() + y * width * c;
-    for (int64_t xx = 0; xx < width; ++xx) {
-      const int32_t* w = &taps.weights[static_cast<size_t>(xx * taps.ksize)];
-      const uint8_t* src = row + static_cast<int64_t>(taps.first[static_cast<size_t>(xx)]) * c;
-      const int n = taps.count[static_cast<size_t>(xx)];
-      for (int64_t ch = 0; ch < c; ++ch) {
-        int32_t acc = 1 << (kPrecisionBits - 1);
-        for (int x = 0; x < n; ++x) acc += src[x * c + ch] * w[x];
-        dst[xx * c + ch] = clip8(acc);
+// A window of an interleaved uint8 image: `rows` rows of `cols` pixels, rows `stride` bytes apart.
+struct Plane {
+  const uint8_t* data = nullptr;
+  int64_t stride = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+// One RGB pixel in the first three lanes of a vector (GCC/Clang vector extensions: the compiler
+// picks the instructions, SSE2 or AVX2; byte shuffles rather than conversions, which GCC 12 would
+// do lane by lane).
+using Lanes = int32_t __attribute__((vector_size(16)));
+using Bytes = uint8_t __attribute__((vector_size(16)));
+
+// The RGB pixel at p; `whole` reads four bytes (the fourth, the next pixel's, lands in the unused
+// lane), which is safe except at the very end of a buffer.
+template <bool whole>
+inline Lanes loadRgb(const uint8_t* p) {
+  Bytes b{};
+  std::memcpy(&b, p, whole ? 4 : 3);
+  // Byte i to lane i (16 picks a byte of the zero vector).
+  return reinterpret_cast<Lanes>(
+      __builtin_shuffle(b, Bytes{}, Bytes{0, 16, 16, 16, 1, 16, 16, 16, 2, 16, 16, 16, 3, 16, 16, 16}));
+}
+
+// Lanes 0..2 (each 0..255) as three bytes at p.
+inline void storeRgb(Lanes v, uint8_t* p) {
+  const Bytes b = __builtin_shuffle(reinterpret_cast<Bytes>(v), Bytes{0, 4, 8, 12});
+  std::memcpy(p, &b, 3);
+}
+
+// out[x] for x in [x0, x1) of one row: the taps' weighted sum per channel, all three at once.
+template <bool whole>
+inline void horizontalRgbSpan(const uint8_t* row, const Taps& taps, int64_t x0, int64_t x1, uint8_t* out) {
+  const int k = taps.ksize;
+  for (int64_t x = x0; x < x1; ++x) {
+    const uint8_t* s = row + taps.first[static_cast<size_t>(x)] * 3;
+    const int32_t* w = &taps.weights[static_cast<size_t>(x * k)];
+    Lanes acc = Lanes{} + kHalf;
+    for (int t = 0; t < k; ++t) acc += loadRgb<whole>(s + 3 * t) * w[t];
+    acc >>= kPrecisionBits;
+    acc = acc < 0 ? 0 : acc;
+    acc = acc > 255 ? 255 : acc;
+    storeRgb(acc, out + 3 * x);
+  }
+}
+
+// The horizontal pass for RGB, the pipelines' case. The last input pixel of the plane is read
+// three bytes at a time; every other one as four.
+LOCKSTEP_RESIZE_CLONES void horizontalRgb(const Plane& in, const Taps& taps, int64_t out_cols, uint8_t* dst) {
+  // Output pixels from `tail` on read the plane's last input pixel.
+  int64_t tail = out_cols;
+  while (tail > 0 && taps.first[static_cast<size_t>(tail - 1)] + taps.ksize == in.cols) --tail;
+  for (int64_t y = 0; y < in.rows; ++y) {
+    const uint8_t* row = in.data + y * in.stride;
+    uint8_t* out = dst + y * out_cols * 3;
+    const bool last_row = y == in.rows - 1;
+    horizontalRgbSpan<true>(row, taps, 0, last_row ? tail : out_cols, out);
+    if (last_row) horizontalRgbSpan<false>(row, taps, tail, out_cols, out);
+  }
+}
+
+// The horizontal pass for any channel count.
+void horizontalAny(const Plane& in, int64_t channels, const Taps& taps, int64_t out_cols, uint8_t* dst) {
+  const int k = taps.ksize;
+  for (int64_t y = 0; y < in.rows; ++y) {
+    const uint8_t* row = in.data + y * in.stride;
+    uint8_t* out = dst + y * out_cols * channels;
+    for (int64_t x = 0; x < out_cols; ++x) {
+      const uint8_t* s = row + taps.first[static_cast<size_t>(x)] * channels;
+      const int32_t* w = &taps.weights[static_cast<size_t>(x * k)];
+      for (int64_t c = 0; c < channels; ++c) {
+        int32_t acc = kHalf;
+        for (int t = 0; t < k; ++t) acc += s[t * channels + c] * w[t];
+        out[x * channels + c] = clip8(acc);
       }
     }
   }
-  return out;
 }
 
-Image resizeVertical(const Image& in, int64_t height) {
-  const Taps taps = precomputeTaps(in.height, height);
-  Image out = Image::zeros(height, in.width, in.channels);
-  const int64_t row_len = in.width * in.channels;
-  std::vector<int32_t> acc(static_cast<size_t>(row_len));
-  for (int64_t yy = 0; yy < height; ++yy) {
-    const int32_t* w = &taps.weights[static_cast<size_t>(yy * taps.ksize)];
-    const int64_t first = taps.first[static_cast<size_t>(yy)];
-    std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
-    for (int y = 0; y < taps.count[static_cast<size_t>(yy)]; ++y) {
-      const uint8_t* src = in.data.data() + (first + y) * row_len;
-      for (int64_t i = 0; i < row_len; ++i) acc[static_cast<size_t>(i)] += src[i] * w[y];
+// The vertical pass: each output row a weighted sum of ksize input rows, vectorised along the row
+// (all channels alike). acc holds one row of sums.
+LOCKSTEP_RESIZE_CLONES void verticalRows(const Plane& in, int64_t channels, const Taps& taps,
+                                         int64_t out_rows, uint8_t* __restrict dst, int32_t* __restrict acc) {
+  const int64_t n = in.cols * channels;
+  const int k = taps.ksize;
+  for (int64_t yy = 0; yy < out_rows; ++yy) {
+    const int32_t* w = &taps.weights[static_cast<size_t>(yy * k)];
+    const uint8_t* s = in.data + taps.first[static_cast<size_t>(yy)] * in.stride;
+    const int32_t w0 = w[0];
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) acc[i] = kHalf + s[i] * w0;
+    for (int t = 1; t < k; ++t) {
+      const uint8_t* __restrict st = s + t * in.stride;
+      const int32_t wt = w[t];
+      if (wt == 0) continue;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) acc[i] += st[i] * wt;
     }
-    uint8_t* dst = out.data.data() + yy * row_len;
-    for (int64_t i = 0; i < row_len; ++i) dst[i] = clip8(acc[static_cast<size_t>(i)]);
+    uint8_t* __restrict out = dst + yy * n;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = clip8(acc[i]);
   }
-  return out;
+}
+
+void horizontal(const Plane& in, int64_t channels, int64_t out_cols, uint8_t* dst) {
+  const Taps taps = precomputeTaps(in.cols, out_cols);
+  if (channels == 3) {
+    horizontalRgb(in, taps, out_cols, dst);
+  } else {
+    horizontalAny(in, channels, taps, out_cols, dst);
+  }
+}
+
+void vertical(const Plane& in, int64_t channels, int64_t out_rows, uint8_t* dst) {
+  const Taps taps = precomputeTaps(in.rows, out_rows);
+  thread_local std::vector<int32_t> acc;
+  acc.resize(static_cast<size_t>(in.cols * channels));
+  verticalRows(in, channels, taps, out_rows, dst, acc.data());
 }
 
 }  // namespace
 
-Image resizeImage(const Image& image, int64_t height, int64_t width) {
+Image resizeImageWindow(const Image& image, int64_t top, int64_t left, int64_t window_height,
+                        int64_t window_width, int64_t height, int64_t width) {
   LOCKSTEP_ENFORCE(height >= 1 && width >= 1, ValueError,
                    "resizeImage: the target size must be at least 1x1, got ", height, "x", width);
+  LOCKSTEP_ENFORCE(window_height >= 1 && window_width >= 1, ValueError,
+                   "resizeImage: cannot resize an empty ", window_height, "x", window_width, " window of ",
+                   image.describe());
+  LOCKSTEP_ENFORCE(
+      top >= 0 && left >= 0 && top + window_height <= image.height && left + window_width <= image.width,
+      ValueError, "resizeImage: the window ", window_height, "x", window_width, " at (", top, ", ", left,
+      ") does not lie inside ", image.describe());
+  const int64_t c = image.channels;
+  const Plane window{image.data.data() + (top * image.width + left) * c, image.width * c, window_height,
+                     window_width};
+  Image out;
+  out.height = height;
+  out.width = width;
+  out.channels = c;
+  out.data.resize(static_cast<size_t>(height * width * c));
+  // Pillow skips a pass whose size does not change.
+  const bool scale_h = window_height != height, scale_w = window_width != width;
+  if (!scale_h && !scale_w) {
+    for (int64_t y = 0; y < height; ++y)
+      std::copy_n(window.data + y * window.stride, width * c, out.data.data() + y * width * c);
+    return out;
+  }
+  if (!scale_w) {
+    vertical(window, c, height, out.data.data());
+    return out;
+  }
+  if (!scale_h) {
+    horizontal(window, c, width, out.data.data());
+    return out;
+  }
+  // Pillow 13 runs the vertical pass first when the height shrinks by more than twice as many pixels
+  // as the width (Pillow <= 12 always went horizontal first: results differ by at most one unit).
+  // The first pass's image is rounded to uint8, as Pillow's intermediate image.
+  thread_local std::vector<uint8_t> between;
+  const int64_t dh = window_height - height, dw = window_width - width;
+  if (dh > 0 && dh > dw * 2) {
+    between.resize(static_cast<size_t>(height * window_width * c));
+    vertical(window, c, height, between.data());
+    horizontal(Plane{between.data(), window_width * c, height, window_width}, c, width, out.data.data());
+  } else {
+    between.resize(static_cast<size_t>(window_height * width * c));
+    horizontal(window, c, width, between.data());
+    vertical(Plane{between.data(), width * c, window_height, width}, c, height, out.data.data());
+  }
+  return out;
+}
+
+Image resizeImage(const Image& image, int64_t height, int64_t width) {
   LOCKSTEP_ENFORCE(image.height >= 1 && image.width >= 1, ValueError, "resizeImage: cannot resize an empty ",
                    image.describe());
   if (image.height == height && image.width == width) return image;
-  // Pillow skips a pass whose size does not change.
-  if (image.width == width) return resizeVertical(image, height);
-  if (image.height == height) return resizeHorizontal(image, width);
-  // Pillow 13 runs the vertical pass first when the height shrinks by more than twice as many pixels
-  // as the width (Pillow <= 12 always went horizontal first: results differ by at most one unit).
-  const int64_t dh = image.height - height, dw = image.width - width;
-  if (dh > 0 && dh > dw * 2) return resizeHorizontal(resizeVertical(image, height), width);
-  return resizeVertical(resizeHorizontal(image, width), height);
+  return resizeImageWindow(image, 0, 0, image.height, image.width, height, width);
 }
 
 ImageSize shorterSideSize(int64_t height, int64_t width, int64_t size) {

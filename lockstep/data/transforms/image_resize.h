@@ -15,6 +15,12 @@ namespace lockstep::data {
 /// height, width >= 1 and the image is non-empty. Thread-safety: pure.
 Image resizeImage(const Image& image, int64_t height, int64_t width);
 
+/// resizeImage(cropImage(image, top, left, window_height, window_width), height, width) without the
+/// copy: the window's pixels only, its edges clamping the filter as the crop's would. ValueError
+/// unless the window is non-empty and lies inside the image. Thread-safety: pure.
+Image resizeImageWindow(const Image& image, int64_t top, int64_t left, int64_t window_height,
+                        int64_t window_width, int64_t height, int64_t width);
+
 /// torchvision's output size for Resize(size) with an int size: the shorter side becomes `size`, the
 /// longer int(size * long / short) (truncated), so the aspect ratio is kept. Returns {height, width}.
 struct ImageSize {

@@ -38,41 +38,55 @@ void ImageToTensor::checkChannels(const Image& image) const {
 
 namespace {
 
+// Pixel x of a row goes to column x, or mirrored to column w - 1 - x. RGB with a table per channel
+// (the pipelines' case) gets its own loop: three lookups per pixel from three fixed tables.
 template <typename T, typename Table>
-void lookUp(const Image& image, const Table& table, bool per_channel, T* dst) {
-  const int64_t c = image.channels, pixels = image.height * image.width;
-  const uint8_t* src = image.data.data();
-  for (int64_t p = 0; p < pixels; ++p)
-    for (int64_t ch = 0; ch < c; ++ch)
-      dst[p * c + ch] = table[per_channel ? static_cast<size_t>(ch) : 0][src[p * c + ch]];
+void lookUp(const Image& image, const Table& table, bool per_channel, bool mirror, T* __restrict dst) {
+  const int64_t c = image.channels, w = image.width;
+  const int64_t step = mirror ? -c : c;
+  for (int64_t y = 0; y < image.height; ++y) {
+    const uint8_t* __restrict src = image.data.data() + y * w * c;
+    T* __restrict out = dst + y * w * c + (mirror ? (w - 1) * c : 0);
+    if (c == 3 && per_channel) {
+      const auto &r = table[0], &g = table[1], &b = table[2];
+      for (int64_t x = 0; x < w; ++x, src += 3, out += step) {
+        out[0] = r[src[0]];
+        out[1] = g[src[1]];
+        out[2] = b[src[2]];
+      }
+      continue;
+    }
+    for (int64_t x = 0; x < w; ++x, src += c, out += step)
+      for (int64_t ch = 0; ch < c; ++ch) out[ch] = table[per_channel ? static_cast<size_t>(ch) : 0][src[ch]];
+  }
 }
 
 }  // namespace
 
-void ImageToTensor::writeTo(const Image& image, float* dst) const {
+void ImageToTensor::writeTo(const Image& image, float* dst, bool mirror) const {
   checkChannels(image);
-  lookUp(image, table_, normalize_, dst);
+  lookUp(image, table_, normalize_, mirror, dst);
 }
 
-void ImageToTensor::writeTo(const Image& image, BFloat16* dst) const {
+void ImageToTensor::writeTo(const Image& image, BFloat16* dst, bool mirror) const {
   checkChannels(image);
   if (table_bf16_.empty()) {  // an f32 pipeline asked for bf16 once: round as we go
     std::vector<float> f(image.data.size());
-    lookUp(image, table_, normalize_, f.data());
+    lookUp(image, table_, normalize_, mirror, f.data());
     for (size_t i = 0; i < f.size(); ++i) dst[i] = BFloat16(f[i]);
     return;
   }
-  lookUp(image, table_bf16_, normalize_, dst);
+  lookUp(image, table_bf16_, normalize_, mirror, dst);
 }
 
-Tensor ImageToTensor::apply(const Image& image) const {
+Tensor ImageToTensor::apply(const Image& image, bool mirror) const {
   checkChannels(image);
   const int64_t c = image.channels, h = image.height, w = image.width;
   Tensor out = Tensor::emptyStrided({c, h, w}, {1, w * c, c}, dtype_);
   if (dtype_ == DType::bf16) {
-    writeTo(image, out.data<BFloat16>());
+    writeTo(image, out.data<BFloat16>(), mirror);
   } else {
-    writeTo(image, out.data<float>());
+    writeTo(image, out.data<float>(), mirror);
   }
   return out;
 }

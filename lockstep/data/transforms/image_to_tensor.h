@@ -23,13 +23,14 @@ class ImageToTensor {
  public:
   /// ValueError when mean and std differ in length, a std is not > 0, or dtype is not f32 or bf16.
   explicit ImageToTensor(const ImageToTensorOptions& options = {});
-  /// A new [C, H, W] channels_last tensor of options.dtype. ValueError when the channel count differs
+  /// A new [C, H, W] channels_last tensor of options.dtype; with `mirror`, of the image mirrored
+  /// left-right (a horizontal flip folded into this pass). ValueError when the channel count differs
   /// from mean's.
-  Tensor apply(const Image& image) const;
+  Tensor apply(const Image& image, bool mirror = false) const;
   /// Writes H*W*C floats in HWC order to dst (a row of a channels_last batch).
-  void writeTo(const Image& image, float* dst) const;
+  void writeTo(const Image& image, float* dst, bool mirror = false) const;
   /// The same rounded to bf16.
-  void writeTo(const Image& image, BFloat16* dst) const;
+  void writeTo(const Image& image, BFloat16* dst, bool mirror = false) const;
 
  private:
   void checkChannels(const Image& image) const;

@@ -5,6 +5,7 @@
 // tensor transforms (transform.h): draws depend only on (seed, epoch, index, slot).
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "lockstep/data/transforms/image.h"
@@ -26,6 +27,11 @@ class ImageTransform {
   virtual Image apply(Image image, const TransformContext& ctx) const = 0;
   /// For messages: "Resize(256)", "CenterCrop(224x224)", ...
   virtual std::string name() const = 0;
+  /// A transform that at most mirrors the image left-right (RandomHorizontalFlip) says whether it
+  /// mirrors for ctx, so that ImagePipeline::apply can have ToTensor read the pixels in mirrored
+  /// order instead of moving them first (the same values, one pass over the image fewer). nullopt
+  /// for every other transform.
+  virtual std::optional<bool> mirrorsOnly(const TransformContext& ctx) const { return std::nullopt; }
 };
 
 }  // namespace lockstep::data

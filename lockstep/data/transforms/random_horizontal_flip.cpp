@@ -9,8 +9,12 @@ RandomHorizontalFlip::RandomHorizontalFlip(const RandomHorizontalFlipOptions& op
                    "RandomHorizontalFlip: p must be in [0, 1], got ", options.p);
 }
 
+bool RandomHorizontalFlip::flips(const TransformContext& ctx) const {
+  return unitFromWord(imageRandom(ctx, 0)[0]) < options_.p;
+}
+
 Image RandomHorizontalFlip::apply(Image image, const TransformContext& ctx) const {
-  if (unitFromWord(imageRandom(ctx, 0)[0]) < options_.p) flipImageHorizontally(image);
+  if (flips(ctx)) flipImageHorizontally(image);
   return image;
 }
 

@@ -15,8 +15,10 @@ class RandomHorizontalFlip : public ImageTransform {
   explicit RandomHorizontalFlip(const RandomHorizontalFlipOptions& options = {});
   Image apply(Image image, const TransformContext& ctx) const override;
   std::string name() const override { return "RandomHorizontalFlip"; }
+  std::optional<bool> mirrorsOnly(const TransformContext& ctx) const override { return flips(ctx); }
 
  private:
+  bool flips(const TransformContext& ctx) const;
   RandomHorizontalFlipOptions options_;
 };
 

@@ -64,8 +64,7 @@ Image RandomResizedCrop::apply(Image image, const TransformContext& ctx) const {
   LOCKSTEP_ENFORCE(image.height >= 1 && image.width >= 1, ValueError, name(), ": cannot crop an empty ",
                    image.describe());
   const CropBox box = cropBox(image.height, image.width, ctx);
-  return resizeImage(cropImage(image, box.top, box.left, box.height, box.width), options_.height,
-                     options_.width);
+  return resizeImageWindow(image, box.top, box.left, box.height, box.width, options_.height, options_.width);
 }
 
 }  // namespace lockstep::data
