@@ -76,6 +76,7 @@ BatchPrefetcher::Slot BatchPrefetcher::load(int64_t task, int64_t worker) const 
   Slot slot;
   try {
     slot.batch = dataset_->gather(batches_[static_cast<size_t>(task)]);
+    if (options_.finish) slot.batch = options_.finish(std::move(slot.batch));
   } catch (...) {
     std::ostringstream ctx;
     ctx << "DataLoader " << (worker < 0 ? std::string("(main thread)") : "worker " + std::to_string(worker))

@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,9 @@ struct BatchPrefetcherOptions {
   /// For error messages only: the epoch and the epoch-relative number of batches[0].
   uint64_t epoch = 0;
   int64_t first_batch = 0;
+  /// Run on the loading thread after gather() (e.g. copying the batch into pinned memory for a
+  /// GPU); may be empty. A throw is the batch's loading error.
+  std::function<Batch(Batch)> finish{};
 };
 
 /// Loads batches[0], batches[1], ... through dataset->gather() and hands them out strictly in that

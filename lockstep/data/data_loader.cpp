@@ -1,7 +1,17 @@
 #include "lockstep/data/data_loader.h"
 
+#include <chrono>
+
 #include "lockstep/data/samplers/random_sampler.h"
 #include "lockstep/data/samplers/sequential_sampler.h"
+
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/data/cuda/device_feeder.h"
+#else
+namespace lockstep::data {
+class DeviceFeeder {};  // never made without CUDA; complete for unique_ptr's destructor
+}  // namespace lockstep::data
+#endif
 
 namespace lockstep::data {
 
@@ -23,14 +33,24 @@ const DataLoaderOptions& checked(const DataLoaderOptions& o, bool custom_sampler
   LOCKSTEP_ENFORCE(o.prefetch_factor >= 1, ValueError, "DataLoader: prefetch_factor must be >= 1, got ",
                    o.prefetch_factor);
   LOCKSTEP_ENFORCE(o.batch_size >= 1, ValueError, "DataLoader: batch_size must be >= 1, got ", o.batch_size);
+  LOCKSTEP_ENFORCE(o.device.isCpu() || LOCKSTEP_WITH_CUDA, NotSupportedError, "DataLoader: device ",
+                   deviceName(o.device), " needs CUDA: this lockstep was built without it (LOCKSTEP_CUDA)");
   return o;
+}
+
+std::unique_ptr<DeviceFeeder> makeFeeder([[maybe_unused]] Device device) {
+#if LOCKSTEP_WITH_CUDA
+  if (device.isCuda()) return std::make_unique<DeviceFeeder>(device);
+#endif
+  return nullptr;
 }
 }  // namespace
 
 DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, const DataLoaderOptions& options)
     : dataset_(dataset),
       options_(checked(options, false)),
-      batch_sampler_(defaultSampler(dataset, options), {options.batch_size, options.drop_last}) {}
+      batch_sampler_(defaultSampler(dataset, options), {options.batch_size, options.drop_last}),
+      feeder_(makeFeeder(options.device)) {}
 
 DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, std::shared_ptr<Sampler> sampler,
                        const DataLoaderOptions& options)
@@ -38,12 +58,16 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, std::shared_ptr<Sampler
       options_(checked(options, true)),
       batch_sampler_(std::move(sampler), {options.batch_size, options.drop_last}) {
   LOCKSTEP_ENFORCE(dataset_ != nullptr, ValueError, "DataLoader needs a dataset");
+  feeder_ = makeFeeder(options_.device);
 }
 
 DataLoader::~DataLoader() { stop(); }
 
 void DataLoader::stop() {
   prefetcher_.reset();
+#if LOCKSTEP_WITH_CUDA
+  if (feeder_) feeder_->clear();
+#endif
   has_current_ = false;
 }
 
@@ -60,28 +84,55 @@ DataLoader::Iterator DataLoader::begin() {
   po.capacity = std::max<int64_t>(1, options_.num_workers * options_.prefetch_factor);
   po.epoch = epoch;
   po.first_batch = start;
+#if LOCKSTEP_WITH_CUDA
+  if (feeder_) po.finish = [feeder = feeder_.get()](Batch b) { return feeder->pin(b); };
+#endif
   prefetcher_ = std::make_unique<BatchPrefetcher>(dataset_, std::move(batches), po);
   fetchNext();
   return Iterator(this);
 }
 
 void DataLoader::fetchNext() {
+  const auto start = std::chrono::steady_clock::now();
   has_current_ = false;
-  if (!prefetcher_) return;
-  std::optional<Batch> b;
+  if (prefetcher_) {
+    std::optional<Batch> b = feedThrough(loadNext());
+    if (b) {
+      current_ = std::move(*b);
+      has_current_ = true;
+      batch_sampler_.advance(1);
+    } else {
+      prefetcher_.reset();  // epoch done: join the workers now, not at the next begin()
+    }
+  }
+  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::optional<Batch> DataLoader::loadNext() {
   try {
-    b = prefetcher_->next();
+    return prefetcher_->next();
   } catch (...) {
     stop();
     throw;
   }
-  if (!b) {
-    prefetcher_.reset();  // epoch done: join the workers now, not at the next begin()
-    return;
+}
+
+// On a GPU, batch k is handed out once its copy is queued ahead of the caller's next work, and
+// batch k+1's copy starts right away on the side stream, overlapping step k.
+std::optional<Batch> DataLoader::feedThrough(std::optional<Batch> loaded) {
+#if LOCKSTEP_WITH_CUDA
+  if (!feeder_) return loaded;
+  if (!feeder_->staged()) {  // the pass's first batch
+    if (!loaded) return std::nullopt;
+    feeder_->stage(std::move(*loaded));
+    loaded = loadNext();
   }
-  current_ = std::move(*b);
-  has_current_ = true;
-  batch_sampler_.advance(1);
+  Batch out = feeder_->take();
+  if (loaded) feeder_->stage(std::move(*loaded));
+  return out;
+#else
+  return loaded;
+#endif
 }
 
 DataLoader::Iterator& DataLoader::Iterator::operator++() {

@@ -7,6 +7,7 @@
 #include "lockstep/data/dataset.h"
 #include "lockstep/data/samplers/batch_sampler.h"
 #include "lockstep/data/samplers/sampler.h"
+#include "lockstep/tensor/device.h"
 
 namespace lockstep::data {
 
@@ -21,7 +22,14 @@ struct DataLoaderOptions {
   int64_t num_workers = 0;
   /// Batches loaded ahead per worker (queue bound = num_workers * prefetch_factor).
   int64_t prefetch_factor = 2;
+  /// Where batches are handed out. A GPU (cuda:N): the loading threads copy each batch into pinned
+  /// host memory (torch's pin_memory=True) and the loader copies it to the device on a side stream
+  /// one batch ahead, so the copy overlaps the previous step (NotSupportedError in a build without
+  /// CUDA). cpu: as loaded.
+  Device device = Device::cpu();
 };
+
+class DeviceFeeder;
 
 /// Iterates over one epoch of batches per `for` loop:
 ///
@@ -93,6 +101,10 @@ class DataLoader {
 
   const DataLoaderOptions& options() const { return options_; }
   const BatchSampler& batchSampler() const { return batch_sampler_; }
+  /// Seconds the iterating thread has spent in begin() and ++ waiting for batches (loading, and
+  /// the copy to the device when it is not ahead), over the loader's life: what a training loop
+  /// reports as its data wait.
+  double waitSeconds() const { return wait_seconds_; }
 
  private:
   std::shared_ptr<Dataset> dataset_;
@@ -101,9 +113,13 @@ class DataLoader {
   int64_t resume_from_ = 0;
   Batch current_;
   bool has_current_ = false;
-  std::unique_ptr<BatchPrefetcher> prefetcher_;  // last: destroyed (joined) first
+  double wait_seconds_ = 0;
+  std::unique_ptr<DeviceFeeder> feeder_;         // null: batches stay on the host
+  std::unique_ptr<BatchPrefetcher> prefetcher_;  // last: destroyed (joined) first; its workers use feeder_
 
   void fetchNext();
+  std::optional<Batch> loadNext();
+  std::optional<Batch> feedThrough(std::optional<Batch> loaded);
   void stop();
 };
 

@@ -205,7 +205,8 @@ StepMetrics stepMetrics(const Run& r, uint64_t epoch, double loss) {
           r.samples,
           en.lossScaler() != nullptr,
           en.lossScale(),
-          en.skippedSteps()};
+          en.skippedSteps(),
+          r.loader.waitSeconds()};
 }
 
 /// Fault injection for tests of --max-restarts: the process exits after step crash_after_step as
@@ -280,6 +281,7 @@ void summarizeTraining(Run& r) {
   s.loss_scale = en.lossScale();
   s.skipped_steps = en.skippedSteps();
   s.samples_per_second = s.train_seconds > 0 ? static_cast<double>(r.samples) / s.train_seconds : 0;
+  s.data_wait_seconds = r.loader.waitSeconds();
   if (en.ddp()) s.ddp_timings = gatherReducerTimings(*en.environment().group, en.ddp()->timings());
 }
 
@@ -340,8 +342,10 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   std::shared_ptr<nn::Module> model = buildModel(c, data, device);
   if (chief) describeModel(c, *model, device);
   if (c.activation_checkpointing.profile) autograd::resetCheckpointProfile();
+  data::DataLoaderOptions loader_options = loaderOptions(c);
+  loader_options.device = device;  // on a GPU: pinned batches, copied a batch ahead on a side stream
   data::DataLoader loader(data.train, parallel::makeTrainSampler(dist, data.train->size(), true, c.seed),
-                          loaderOptions(c));
+                          loader_options);
   const RunLength length = runLength(c, loader, data.train->size());
   parallel::Engine engine(model, languageModelOptimizer(c, *model), engineOptions(c, length.total_steps),
                           dist);

@@ -96,14 +96,15 @@ TEST(MetricsLog, records_print_steps_validations_and_the_test_and_appends_when_r
     log.onEvaluation({.epoch = 0, .step = 2, .loss = 0.75, .accuracy = 0.5});
   }
   auto rows = csvRows(csv);
-  ASSERT_EQ(rows.size(), 7u) << readFile(csv);
+  ASSERT_EQ(rows.size(), 8u) << readFile(csv);
   EXPECT_EQ(rows[0], "epoch,step,metric,value");
   EXPECT_EQ(rows[1], "1,2,train/loss,0.25");
   EXPECT_EQ(rows[2], "1,2,train/lr,0.1");
   EXPECT_EQ(rows[3], "1,2,train/samples_per_sec,8");
-  EXPECT_EQ(rows[4].rfind("1,2,memory/max_rss_mib,", 0), 0u) << rows[4];
-  EXPECT_EQ(rows[5], "1,2,val/loss,0.75");
-  EXPECT_EQ(rows[6], "1,2,val/accuracy,0.5");
+  EXPECT_EQ(rows[4], "1,2,train/data_wait_ms,0");
+  EXPECT_EQ(rows[5].rfind("1,2,memory/max_rss_mib,", 0), 0u) << rows[5];
+  EXPECT_EQ(rows[6], "1,2,val/loss,0.75");
+  EXPECT_EQ(rows[7], "1,2,val/accuracy,0.5");
   {
     MetricsLog log({csv, "", ""}, 2);  // a resumed run: no second header
     TrainSummary s;
@@ -114,8 +115,8 @@ TEST(MetricsLog, records_print_steps_validations_and_the_test_and_appends_when_r
     log.onEnd(s);
   }
   rows = csvRows(csv);
-  ASSERT_EQ(rows.size(), 9u) << readFile(csv);
-  EXPECT_EQ(rows[7], "1,2,test/loss,0.125");
-  EXPECT_EQ(rows[8], "1,2,test/accuracy,1");
+  ASSERT_EQ(rows.size(), 10u) << readFile(csv);
+  EXPECT_EQ(rows[8], "1,2,test/loss,0.125");
+  EXPECT_EQ(rows[9], "1,2,test/accuracy,1");
   fs::remove_all(dir);
 }

@@ -102,10 +102,16 @@ void MetricsLog::onStep(const StepMetrics& m) {
     }
     if (events_) events_->addScalars(samples, scalars);
   }
+  ++steps_since_logged_;
   if (m.step % steps_per_print_ != 0) return;
+  const double wait_ms =
+      1000 * (m.data_wait_seconds - data_wait_logged_) / static_cast<double>(steps_since_logged_);
+  steps_since_logged_ = 0;
+  data_wait_logged_ = m.data_wait_seconds;
   std::vector<std::pair<std::string, double>> values{{"train/loss", m.loss},
                                                      {"train/lr", m.lr},
                                                      {"train/samples_per_sec", m.samples_per_sec},
+                                                     {"train/data_wait_ms", wait_ms},
                                                      {"memory/max_rss_mib", maxRssMiB()}};
   if (m.has_loss_scale) {
     values.emplace_back("train/loss_scale", m.loss_scale);

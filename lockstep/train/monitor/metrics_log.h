@@ -53,6 +53,9 @@ class MetricsLog final : public RunObserver {
 
   MetricsPaths paths_;
   int64_t steps_per_print_;
+  // train/data_wait_ms: the mean wait per step since the last logged step.
+  int64_t steps_since_logged_ = 0;
+  double data_wait_logged_ = 0;  // data_wait_seconds at the last logged step
   std::unique_ptr<EventWriter> events_;
   std::unique_ptr<CsvMonitor> csv_monitor_;
   int64_t train_batch_size_ = 0;

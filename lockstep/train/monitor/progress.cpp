@@ -3,6 +3,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace lockstep::train {
@@ -36,19 +37,20 @@ void ProgressLine::onStart(const RunStart& start) {
 void ProgressLine::onStep(const StepMetrics& m) {
   const auto now = std::chrono::steady_clock::now();
   // The shown rate is over the last rate_window_seconds (at least two points), not since start.
-  window_.emplace_back(now, m.samples);
+  window_.push_back({now, m.samples, m.data_wait_seconds});
   while (window_.size() > 2 &&
-         std::chrono::duration<double>(now - window_[1].first).count() >= options_.rate_window_seconds) {
+         std::chrono::duration<double>(now - window_[1].time).count() >= options_.rate_window_seconds) {
     window_.pop_front();
   }
-  double rate = 0, eta = -1;
+  double rate = 0, eta = -1, data_share = 0;
   if (window_.size() >= 2) {
-    const double dt = std::chrono::duration<double>(now - window_.front().first).count();
-    const auto dsamples = static_cast<double>(m.samples - window_.front().second);
+    const double dt = std::chrono::duration<double>(now - window_.front().time).count();
+    const auto dsamples = static_cast<double>(m.samples - window_.front().samples);
     const auto dsteps = static_cast<double>(window_.size() - 1);
     if (dt > 0) {
       rate = dsamples / dt;
       eta = dt / dsteps * static_cast<double>(options_.total_steps - m.step);
+      data_share = std::min(1.0, (m.data_wait_seconds - window_.front().data_wait_seconds) / dt);
     }
   }
   const bool print = m.step % options_.steps_per_print == 0;
@@ -66,10 +68,11 @@ void ProgressLine::onStep(const StepMetrics& m) {
                     static_cast<long long>(m.skipped_steps));
       scale = buf;
     }
-    std::fprintf(stderr, "epoch %lld step %lld/%lld loss %.4f lr %.3g samples/s %.0f%s eta %s\n",
+    // data: the share of the same window the loop spent waiting for batches.
+    std::fprintf(stderr, "epoch %lld step %lld/%lld loss %.4f lr %.3g samples/s %.0f data %.0f%%%s eta %s\n",
                  static_cast<long long>(m.epoch + 1), static_cast<long long>(m.step),
-                 static_cast<long long>(options_.total_steps), m.loss, m.lr, rate, scale.c_str(),
-                 formatDuration(eta).c_str());
+                 static_cast<long long>(options_.total_steps), m.loss, m.lr, rate, 100 * data_share,
+                 scale.c_str(), formatDuration(eta).c_str());
   }
 }
 

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <deque>
 #include <memory>
-#include <utility>
 
 #include "lockstep/launch/progress_line.h"
 #include "lockstep/launch/progress_sender.h"
@@ -42,7 +41,12 @@ class ProgressLine final : public RunObserver {
   ProgressOptions options_;
   std::unique_ptr<launch::ProgressSender> sender_;
   std::chrono::steady_clock::time_point last_draw_;
-  std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> window_;  // (time, samples)
+  struct Point {
+    std::chrono::steady_clock::time_point time;
+    int64_t samples;
+    double data_wait_seconds;
+  };
+  std::deque<Point> window_;
   bool bar_open_ = false;
   launch::ProgressReport last_{};  // the newest step's report
   bool last_shown_ = true;         // drawn or sent (updates are rate-limited)

@@ -33,6 +33,8 @@ struct StepMetrics {
   bool has_loss_scale = false;
   double loss_scale = 1;
   int64_t skipped_steps = 0;
+  /// Seconds this process (rank 0) has waited for its batches so far (DataLoader::waitSeconds).
+  double data_wait_seconds = 0;
 };
 
 /// A validation at the end of an epoch.

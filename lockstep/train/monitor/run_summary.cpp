@@ -13,17 +13,20 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ReducerTimings, iterations, forward_compute_m
 namespace lockstep::train {
 
 nlohmann::json toJson(const TrainSummary& s) {
-  nlohmann::json j = {{"world_size", s.world_size},
-                      {"epochs", s.epochs},
-                      {"steps", s.steps},
-                      {"global_batch_size", s.global_batch_size},
-                      {"samples_per_second", s.samples_per_second},
-                      {"train_seconds", s.train_seconds},
-                      {"eval_seconds", s.eval_seconds},
-                      {"checkpoint_seconds", s.checkpoint_seconds},
-                      {"wall_seconds", s.wall_seconds},
-                      {"test_accuracy", s.test_accuracy},
-                      {"test_loss", s.test_loss}};
+  nlohmann::json j = {
+      {"world_size", s.world_size},
+      {"epochs", s.epochs},
+      {"steps", s.steps},
+      {"global_batch_size", s.global_batch_size},
+      {"samples_per_second", s.samples_per_second},
+      {"train_seconds", s.train_seconds},
+      {"eval_seconds", s.eval_seconds},
+      {"checkpoint_seconds", s.checkpoint_seconds},
+      {"wall_seconds", s.wall_seconds},
+      {"data_wait_seconds", s.data_wait_seconds},
+      {"data_wait_fraction", s.train_seconds > 0 ? s.data_wait_seconds / s.train_seconds : 0.0},
+      {"test_accuracy", s.test_accuracy},
+      {"test_loss", s.test_loss}};
   j["precision"] = s.precision;
   if (!s.precision_path.empty()) j["precision_path"] = s.precision_path;
   if (s.has_loss_scale) {

@@ -25,6 +25,10 @@ struct TrainSummary {
   double eval_seconds = 0;
   double checkpoint_seconds = 0;
   double wall_seconds = 0;
+  /// Of train_seconds, the time rank 0's training loop waited for batches (data loading, and the
+  /// copy to a GPU where it was not ahead): summary.json's data_wait_seconds and, over
+  /// train_seconds, data_wait_fraction.
+  double data_wait_seconds = 0;
   double test_accuracy = 0;
   double test_loss = 0;
   /// Language models: tokens per sample (block_size; 0 otherwise) for tokens_per_second, the last
