@@ -10,6 +10,9 @@
 // An AVX2 copy of each pass beside the baseline (SSE2) one, picked at load time: the int32
 // multiplies of the passes are one instruction with AVX2 and a shuffle sequence without.
 #define LOCKSTEP_RESIZE_CLONES __attribute__((target_clones("avx2", "default")))
+// The helpers of a cloned pass are always inlined, so that each clone compiles them for its
+// instruction set (a separate copy would be baseline code).
+#define LOCKSTEP_RESIZE_INLINE [[gnu::always_inline]] inline
 
 namespace lockstep::data {
 namespace {
@@ -69,7 +72,7 @@ Taps precomputeTaps(int64_t in_size, int64_t out_size) {
 
 // Pillow's clip8: the accumulator holds the value << 22 plus a half for rounding; the arithmetic
 // shift floors, as Pillow's table lookup does.
-inline uint8_t clip8(int32_t acc) {
+LOCKSTEP_RESIZE_INLINE uint8_t clip8(int32_t acc) {
   return static_cast<uint8_t>(std::clamp<int32_t>(acc >> kPrecisionBits, 0, 255));
 }
 
@@ -90,7 +93,7 @@ using Bytes = uint8_t __attribute__((vector_size(16)));
 // The RGB pixel at p; `whole` reads four bytes (the fourth, the next pixel's, lands in the unused
 // lane), which is safe except at the very end of a buffer.
 template <bool whole>
-inline Lanes loadRgb(const uint8_t* p) {
+LOCKSTEP_RESIZE_INLINE Lanes loadRgb(const uint8_t* p) {
   Bytes b{};
   std::memcpy(&b, p, whole ? 4 : 3);
   // Byte i to lane i (16 picks a byte of the zero vector).
@@ -98,40 +101,55 @@ inline Lanes loadRgb(const uint8_t* p) {
       __builtin_shuffle(b, Bytes{}, Bytes{0, 16, 16, 16, 1, 16, 16, 16, 2, 16, 16, 16, 3, 16, 16, 16}));
 }
 
-// Lanes 0..2 (each 0..255) as three bytes at p.
-inline void storeRgb(Lanes v, uint8_t* p) {
+// Lanes 0..2 (each 0..255) as bytes at p; `whole` writes lane 3 too, over the next pixel's first
+// byte (written after this one), which is safe except at the very end of a buffer.
+template <bool whole>
+LOCKSTEP_RESIZE_INLINE void storeRgb(Lanes v, uint8_t* p) {
   const Bytes b = __builtin_shuffle(reinterpret_cast<Bytes>(v), Bytes{0, 4, 8, 12});
-  std::memcpy(p, &b, 3);
+  std::memcpy(p, &b, whole ? 4 : 3);
 }
 
 // out[x] for x in [x0, x1) of one row: the taps' weighted sum per channel, all three at once.
-template <bool whole>
-inline void horizontalRgbSpan(const uint8_t* row, const Taps& taps, int64_t x0, int64_t x1, uint8_t* out) {
-  const int k = taps.ksize;
+// `whole_in` / `whole_out`: loadRgb's and storeRgb's; kTaps: taps.ksize when known at compile time
+// (3: every upscale), 0 otherwise.
+template <bool whole_in, bool whole_out, int kTaps>
+LOCKSTEP_RESIZE_INLINE void horizontalRgbSpan(const uint8_t* row, const Taps& taps, int64_t x0, int64_t x1,
+                                              uint8_t* out) {
+  const int k = kTaps ? kTaps : taps.ksize;
   for (int64_t x = x0; x < x1; ++x) {
     const uint8_t* s = row + taps.first[static_cast<size_t>(x)] * 3;
     const int32_t* w = &taps.weights[static_cast<size_t>(x * k)];
     Lanes acc = Lanes{} + kHalf;
-    for (int t = 0; t < k; ++t) acc += loadRgb<whole>(s + 3 * t) * w[t];
+    for (int t = 0; t < k; ++t) acc += loadRgb<whole_in>(s + 3 * t) * w[t];
     acc >>= kPrecisionBits;
     acc = acc < 0 ? 0 : acc;
     acc = acc > 255 ? 255 : acc;
-    storeRgb(acc, out + 3 * x);
+    storeRgb<whole_out>(acc, out + 3 * x);
   }
 }
 
-// The horizontal pass for RGB, the pipelines' case. The last input pixel of the plane is read
-// three bytes at a time; every other one as four.
-LOCKSTEP_RESIZE_CLONES void horizontalRgb(const Plane& in, const Taps& taps, int64_t out_cols, uint8_t* dst) {
+template <int kTaps>
+LOCKSTEP_RESIZE_INLINE void horizontalRgbRows(const Plane& in, const Taps& taps, int64_t out_cols,
+                                              uint8_t* dst) {
   // Output pixels from `tail` on read the plane's last input pixel.
   int64_t tail = out_cols;
   while (tail > 0 && taps.first[static_cast<size_t>(tail - 1)] + taps.ksize == in.cols) --tail;
-  for (int64_t y = 0; y < in.rows; ++y) {
-    const uint8_t* row = in.data + y * in.stride;
-    uint8_t* out = dst + y * out_cols * 3;
-    const bool last_row = y == in.rows - 1;
-    horizontalRgbSpan<true>(row, taps, 0, last_row ? tail : out_cols, out);
-    if (last_row) horizontalRgbSpan<false>(row, taps, tail, out_cols, out);
+  for (int64_t y = 0; y + 1 < in.rows; ++y)
+    horizontalRgbSpan<true, true, kTaps>(in.data + y * in.stride, taps, 0, out_cols, dst + y * out_cols * 3);
+  // The last row: the input's last pixel and the output's last pixel three bytes at a time.
+  const uint8_t* row = in.data + (in.rows - 1) * in.stride;
+  uint8_t* out = dst + (in.rows - 1) * out_cols * 3;
+  horizontalRgbSpan<true, true, kTaps>(row, taps, 0, std::min(tail, out_cols - 1), out);
+  horizontalRgbSpan<false, true, kTaps>(row, taps, std::min(tail, out_cols - 1), out_cols - 1, out);
+  horizontalRgbSpan<false, false, kTaps>(row, taps, out_cols - 1, out_cols, out);
+}
+
+// The horizontal pass for RGB, the pipelines' case.
+LOCKSTEP_RESIZE_CLONES void horizontalRgb(const Plane& in, const Taps& taps, int64_t out_cols, uint8_t* dst) {
+  if (taps.ksize == 3) {
+    horizontalRgbRows<3>(in, taps, out_cols, dst);
+  } else {
+    horizontalRgbRows<0>(in, taps, out_cols, dst);
   }
 }
 
