@@ -10,6 +10,7 @@
 #include "lockstep/cli/command.h"
 #include "lockstep/launch.h"
 #include "lockstep/launch/rank_capacity.h"
+#include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 
 namespace {
@@ -39,6 +40,26 @@ int printHostCommands(lockstep::launch::LaunchOptions options) {
   return 0;
 }
 
+// A pod of a Kubeflow PyTorchJob from an operator before v1.7 has RANK/WORLD_SIZE (the pod's
+// index, the pod count) but no PET_NNODES: like torchrun, lockstep run does not read them
+// (docs/deploy.md), so without a word every pod would train alone. A launcher's own rank has
+// LOCAL_RANK and is not this case.
+void warnOfUnreadPodVariables(const lockstep::launch::LaunchOptions& options) {
+  const auto world = lockstep::env::get("WORLD_SIZE");
+  const auto rank = lockstep::env::get("RANK");
+  if (!world || !rank || *world == "1" || *world == "0" || options.nnodes != 1 ||
+      lockstep::env::get("PET_NNODES") || lockstep::env::get("LOCAL_RANK")) {
+    return;
+  }
+  std::fprintf(
+      stderr,
+      "lockstep run: warning: WORLD_SIZE=%s and RANK=%s are set but, as under torchrun, not read: this "
+      "node runs alone. A Kubeflow operator from v1.7 on sets PET_NNODES and PET_NODE_RANK; with an "
+      "older one pass --nnodes $(WORLD_SIZE) --node-rank $(RANK) --master-addr $(MASTER_ADDR) "
+      "--master-port $(MASTER_PORT) (docs/deploy.md)\n",
+      world->c_str(), rank->c_str());
+}
+
 int runMain(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   lockstep::launch::LaunchOptions options;
@@ -53,6 +74,7 @@ int runMain(int argc, char** argv) {
     return 0;
   }
   if (!options.hostfile.empty()) return printHostCommands(options);
+  warnOfUnreadPodVariables(options);
   try {
     lockstep::launch::checkRanksFit("--nproc-per-node", options.nproc_per_node,
                                     lockstep::launch::probeMachineCapacity(), options.oversubscribe);
