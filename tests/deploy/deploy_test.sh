@@ -80,6 +80,12 @@ cleanup() {
   namespaces=()
 }
 trap cleanup EXIT
+# The config trains on the image's Fashion-MNIST, the same Debian package here.
+data=$("$py" -c 'import sys, yaml
+d = [x for x in yaml.safe_load_all(open(sys.argv[1])) if x["kind"] == "ConfigMap"][0]
+print(yaml.safe_load(d["data"]["mnist.yaml"])["data"]["root"])' "$k8s/common.yaml")
+[ -f "$data/train-images-idx3-ubyte.gz" ] ||
+  fail "no Fashion-MNIST in $data (Debian: apt install dataset-fashion-mnist; scripts/install-deps.sh does)"
 mkdir -p "$work/bin"
 ln -s "$(readlink -f "$lockstep")" "$work/bin/lockstep"  # the image's /usr/local/bin/lockstep
 subnet=10.201.$(( $$ % 250 + 1 ))
