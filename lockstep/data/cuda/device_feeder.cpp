@@ -71,11 +71,10 @@ Tensor DeviceFeeder::toDevice(const Tensor& host) {
   // Allocated on the compute stream, which frees it after the step; the side stream's write is
   // recorded so that the block is not handed out again before the copy is done.
   Tensor dev = Tensor::empty(host.shape(), host.dtype(), MemoryFormat::contiguous, device_);
+  if (host.nbytes() == 0) return dev;
   cuda::CudaCachingAllocator::forDevice(device_.index).recordStream(dev.storage()->data(), side_);
-  if (host.nbytes() != 0) {
-    LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dev.devicePtr(), host.dataPtr(), host.nbytes(),
-                                        cudaMemcpyHostToDevice, side_.handle()));
-  }
+  LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dev.devicePtr(), host.dataPtr(), host.nbytes(), cudaMemcpyHostToDevice,
+                                      side_.handle()));
   return dev;
 }
 
