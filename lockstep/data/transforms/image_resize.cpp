@@ -86,7 +86,7 @@ struct Plane {
 
 // One RGB pixel in the first three lanes of a vector (GCC/Clang vector extensions: the compiler
 // picks the instructions, SSE2 or AVX2; byte shuffles rather than conversions, which GCC 12 would
-// do lane by lane).
+// do lane by lane). Shuffle index -1: any byte.
 using Lanes = int32_t __attribute__((vector_size(16)));
 using Bytes = uint8_t __attribute__((vector_size(16)));
 
@@ -96,17 +96,19 @@ template <bool whole>
 LOCKSTEP_RESIZE_INLINE Lanes loadRgb(const uint8_t* p) {
   Bytes b{};
   std::memcpy(&b, p, whole ? 4 : 3);
-  // Byte i to lane i (16 picks a byte of the zero vector).
+  // Byte i to lane i; byte 15 is zero.
   return reinterpret_cast<Lanes>(
-      __builtin_shuffle(b, Bytes{}, Bytes{0, 16, 16, 16, 1, 16, 16, 16, 2, 16, 16, 16, 3, 16, 16, 16}));
+      __builtin_shufflevector(b, b, 0, 15, 15, 15, 1, 15, 15, 15, 2, 15, 15, 15, 3, 15, 15, 15));
 }
 
 // Lanes 0..2 (each 0..255) as bytes at p; `whole` writes lane 3 too, over the next pixel's first
 // byte (written after this one), which is safe except at the very end of a buffer.
 template <bool whole>
 LOCKSTEP_RESIZE_INLINE void storeRgb(Lanes v, uint8_t* p) {
-  const Bytes b = __builtin_shuffle(reinterpret_cast<Bytes>(v), Bytes{0, 4, 8, 12});
-  std::memcpy(p, &b, whole ? 4 : 3);
+  const auto b = reinterpret_cast<Bytes>(v);
+  const Bytes packed =
+      __builtin_shufflevector(b, b, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  std::memcpy(p, &packed, whole ? 4 : 3);
 }
 
 // out[x] for x in [x0, x1) of one row: the taps' weighted sum per channel, all three at once.
@@ -128,28 +130,89 @@ LOCKSTEP_RESIZE_INLINE void horizontalRgbSpan(const uint8_t* row, const Taps& ta
   }
 }
 
+// Two output pixels per vector of eight lanes (AVX2's width): pixel x in lanes 0..3, x + 1 in
+// lanes 4..7, each with its own taps. pair_weights holds, per pair and tap, both pixels' weight
+// four times over.
+using PairLanes = int32_t __attribute__((vector_size(32)));
+using PairBytes = uint8_t __attribute__((vector_size(32)));
+
+// Output pixels [x0, x1) of one row, x0 and x1 even, two at a time; four bytes read and written per
+// pixel (safe away from the buffers' ends). The 32-byte vectors stay inside this function: passed
+// to or returned from another, they would make the baseline clone's calling convention differ
+// (GCC's -Wpsabi).
 template <int kTaps>
-LOCKSTEP_RESIZE_INLINE void horizontalRgbRows(const Plane& in, const Taps& taps, int64_t out_cols,
-                                              uint8_t* dst) {
+LOCKSTEP_RESIZE_INLINE void horizontalRgbPairs(const uint8_t* row, const Taps& taps,
+                                               const int32_t* pair_weights, int64_t x0, int64_t x1,
+                                               uint8_t* out) {
+  const int k = kTaps ? kTaps : taps.ksize;
+  for (int64_t x = x0; x < x1; x += 2) {
+    const uint8_t* s0 = row + taps.first[static_cast<size_t>(x)] * 3;
+    const uint8_t* s1 = row + taps.first[static_cast<size_t>(x + 1)] * 3;
+    const int32_t* w = pair_weights + (x / 2) * k * 8;
+    PairLanes acc = PairLanes{} + kHalf;
+    for (int t = 0; t < k; ++t) {
+      int32_t a = 0, b = 0;
+      std::memcpy(&a, s0 + 3 * t, 4);
+      std::memcpy(&b, s1 + 3 * t, 4);
+      const auto bytes = reinterpret_cast<PairBytes>(PairLanes{a, 0, 0, 0, b, 0, 0, 0});
+      // Byte i of each half to lane i of that half; bytes 4 and 20 are zero.
+      const auto pixels = reinterpret_cast<PairLanes>(
+          __builtin_shufflevector(bytes, bytes, 0, 4, 4, 4, 1, 4, 4, 4, 2, 4, 4, 4, 3, 4, 4, 4, 16, 20, 20,
+                                  20, 17, 20, 20, 20, 18, 20, 20, 20, 19, 20, 20, 20));
+      PairLanes wt;
+      std::memcpy(&wt, w + t * 8, sizeof wt);
+      acc += pixels * wt;
+    }
+    acc >>= kPrecisionBits;
+    acc = acc < 0 ? 0 : acc;
+    acc = acc > 255 ? 255 : acc;
+    const auto bytes = reinterpret_cast<PairBytes>(acc);
+    const auto packed = reinterpret_cast<PairLanes>(
+        __builtin_shufflevector(bytes, bytes, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 16,
+                                20, 24, 28, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+    const int32_t first = packed[0], second = packed[4];
+    std::memcpy(out + 3 * x, &first, 4);
+    std::memcpy(out + 3 * x + 3, &second, 4);
+  }
+}
+
+template <int kTaps>
+LOCKSTEP_RESIZE_INLINE void horizontalRgbRows(const Plane& in, const Taps& taps, const int32_t* pair_weights,
+                                              int64_t out_cols, uint8_t* dst) {
   // Output pixels from `tail` on read the plane's last input pixel.
   int64_t tail = out_cols;
   while (tail > 0 && taps.first[static_cast<size_t>(tail - 1)] + taps.ksize == in.cols) --tail;
-  for (int64_t y = 0; y + 1 < in.rows; ++y)
-    horizontalRgbSpan<true, true, kTaps>(in.data + y * in.stride, taps, 0, out_cols, dst + y * out_cols * 3);
+  const int64_t paired = out_cols & ~int64_t{1};
+  for (int64_t y = 0; y + 1 < in.rows; ++y) {
+    const uint8_t* row = in.data + y * in.stride;
+    uint8_t* out = dst + y * out_cols * 3;
+    horizontalRgbPairs<kTaps>(row, taps, pair_weights, 0, paired, out);
+    horizontalRgbSpan<true, true, kTaps>(row, taps, paired, out_cols, out);
+  }
   // The last row: the input's last pixel and the output's last pixel three bytes at a time.
   const uint8_t* row = in.data + (in.rows - 1) * in.stride;
   uint8_t* out = dst + (in.rows - 1) * out_cols * 3;
-  horizontalRgbSpan<true, true, kTaps>(row, taps, 0, std::min(tail, out_cols - 1), out);
-  horizontalRgbSpan<false, true, kTaps>(row, taps, std::min(tail, out_cols - 1), out_cols - 1, out);
+  const int64_t safe = std::min(tail, out_cols - 1);
+  horizontalRgbPairs<kTaps>(row, taps, pair_weights, 0, safe & ~int64_t{1}, out);
+  horizontalRgbSpan<true, true, kTaps>(row, taps, safe & ~int64_t{1}, safe, out);
+  horizontalRgbSpan<false, true, kTaps>(row, taps, safe, out_cols - 1, out);
   horizontalRgbSpan<false, false, kTaps>(row, taps, out_cols - 1, out_cols, out);
 }
 
 // The horizontal pass for RGB, the pipelines' case.
 LOCKSTEP_RESIZE_CLONES void horizontalRgb(const Plane& in, const Taps& taps, int64_t out_cols, uint8_t* dst) {
-  if (taps.ksize == 3) {
-    horizontalRgbRows<3>(in, taps, out_cols, dst);
+  const int k = taps.ksize;
+  thread_local std::vector<int32_t> pair_weights;
+  pair_weights.resize(static_cast<size_t>(out_cols / 2 * k * 8));
+  for (int64_t p = 0; p < out_cols / 2; ++p)
+    for (int t = 0; t < k; ++t)
+      for (int lane = 0; lane < 8; ++lane)
+        pair_weights[static_cast<size_t>((p * k + t) * 8 + lane)] =
+            taps.weights[static_cast<size_t>((2 * p + lane / 4) * k + t)];
+  if (k == 3) {
+    horizontalRgbRows<3>(in, taps, pair_weights.data(), out_cols, dst);
   } else {
-    horizontalRgbRows<0>(in, taps, out_cols, dst);
+    horizontalRgbRows<0>(in, taps, pair_weights.data(), out_cols, dst);
   }
 }
 
