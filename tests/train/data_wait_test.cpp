@@ -48,10 +48,15 @@ TEST(DataWait, the_plain_progress_line_shows_the_share_of_time_waited) {
   ProgressLine line({.epochs = 1, .total_steps = 4, .steps_per_print = 2});
   testing::internal::CaptureStderr();
   line.onStep({.epoch = 0, .step = 1, .samples = 8, .data_wait_seconds = 0});
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  // All of the 0.2 s between the two steps was spent waiting (the share is capped at 100%).
-  line.onStep({.epoch = 0, .step = 2, .samples = 16, .data_wait_seconds = 0.5});
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  line.onStep({.epoch = 0, .step = 2, .samples = 16, .data_wait_seconds = 0});  // no wait at all
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  line.onStep({.epoch = 0, .step = 3, .samples = 24, .data_wait_seconds = 0});
+  // More waited than has passed (the share is capped at 100%), however slow the machine.
+  line.onStep({.epoch = 0, .step = 4, .samples = 32, .data_wait_seconds = 1000});
   const std::string out = testing::internal::GetCapturedStderr();
+  EXPECT_NE(out.find("step 2/4 loss 0.0000 lr 0 samples/s"), std::string::npos) << out;
+  EXPECT_NE(out.find(" data 0% "), std::string::npos) << out;
   EXPECT_NE(out.find(" data 100% "), std::string::npos) << out;
 }
 
