@@ -23,6 +23,10 @@ std::shared_ptr<Sampler> defaultSampler(const std::shared_ptr<Dataset>& dataset,
   return std::make_shared<SequentialSampler>(dataset->size());
 }
 
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 const DataLoaderOptions& checked(const DataLoaderOptions& o, bool custom_sampler) {
   LOCKSTEP_ENFORCE(
       !(custom_sampler && o.shuffle), ValueError,
@@ -72,6 +76,7 @@ void DataLoader::stop() {
 }
 
 DataLoader::Iterator DataLoader::begin() {
+  const auto started = std::chrono::steady_clock::now();  // starting the workers is waiting too
   stop();
   const uint64_t epoch = batch_sampler_.epoch();
   const int64_t start = resume_from_;
@@ -89,11 +94,11 @@ DataLoader::Iterator DataLoader::begin() {
 #endif
   prefetcher_ = std::make_unique<BatchPrefetcher>(dataset_, std::move(batches), po);
   fetchNext();
+  wait_seconds_ += secondsSince(started);
   return Iterator(this);
 }
 
 void DataLoader::fetchNext() {
-  const auto start = std::chrono::steady_clock::now();
   has_current_ = false;
   if (prefetcher_) {
     std::optional<Batch> b = feedThrough(loadNext());
@@ -105,7 +110,6 @@ void DataLoader::fetchNext() {
       prefetcher_.reset();  // epoch done: join the workers now, not at the next begin()
     }
   }
-  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 std::optional<Batch> DataLoader::loadNext() {
@@ -136,7 +140,9 @@ std::optional<Batch> DataLoader::feedThrough(std::optional<Batch> loaded) {
 }
 
 DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  const auto started = std::chrono::steady_clock::now();
   loader_->fetchNext();
+  loader_->wait_seconds_ += secondsSince(started);
   return *this;
 }
 
