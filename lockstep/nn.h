@@ -14,6 +14,7 @@
 #include "lockstep/nn/models/llama.h"
 #include "lockstep/nn/models/model_zoo.h"
 #include "lockstep/nn/models/resnet.h"
+#include "lockstep/nn/models/resnet_imagenet.h"
 #include "lockstep/nn/models/small_cnn.h"
 #include "lockstep/nn/module.h"
 #include "lockstep/nn/module_dict.h"

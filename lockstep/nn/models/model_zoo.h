@@ -5,6 +5,8 @@
 //   linear          one Linear layer (in_features -> out_features; default 20 -> 1)
 //   mlp             Flatten, then Linear+ReLU per hidden size, then Linear (Sequential: "1.weight", ...)
 //   resnet18_cifar  CIFAR ResNet-18 (see resnet.h), 11,173,962 parameters
+//   resnet18        torchvision's ImageNet ResNet-18 (see resnet_imagenet.h), 11,689,512 parameters
+//   resnet50        torchvision's ImageNet ResNet-50 (Bottleneck v1.5), 25,557,032 parameters
 //   gpt             GPT-2 / minGPT language model (see gpt.h); model_type picks minGPT's sizes
 //   llama           Llama language model (see llama.h); model_type llama-tiny or llama-100m
 // All parameters are drawn from options.generator (or the default generator) in registration order,
@@ -27,7 +29,7 @@ struct ModelOptions {
   int64_t out_features = 0;
   /// mlp hidden layer sizes; empty = {128}.
   std::vector<int64_t> hidden{};
-  /// mnist_cnn, cifar_cnn and resnet18_cifar.
+  /// mnist_cnn, cifar_cnn, resnet18_cifar, resnet18 and resnet50 (1000 for ImageNet).
   int64_t num_classes = 10;
   // ---- gpt and llama (0 / empty / unset: the model_type preset's value) ----
   /// A size preset (gptPresetNames(), llamaPresetNames()); empty: gpt-mini, llama-tiny.
