@@ -32,7 +32,7 @@ TEST_F(TrainImageNetConfig, resnet18_on_a_generated_folder_learns_on_two_ranks_a
       " --set model.name=resnet18 --set model.num_classes=10 --set device=cpu --set data.root=" + images +
       " --set data.image_size=32 --set data.resize_size=36 --set data.num_workers=1"
       " --set train_batch_size=32 --set optimizer.params.lr=0.0125 --set epochs=4 --set steps_per_print=5"
-      " --set checkpoint.every_steps=0 --set tensorboard.enabled=false";
+      " --set eval.every_epochs=4 --set checkpoint.every_steps=0 --set tensorboard.enabled=false";
   const Result r = run(exampleConfig() + " --nproc-per-node 2 --output-dir " + dir_ + "/run" + sets);
   ASSERT_EQ(r.code, 0) << r.output;
 
