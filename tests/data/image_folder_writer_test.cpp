@@ -21,13 +21,19 @@ using testing::throwsWith;
 
 constexpr const char* kFashionMnist = "/usr/share/datasets/fashion-mnist";
 
-TEST(ImageFolderWriter, cifar_binaries_become_a_folder_of_varied_jpegs) {
-  TempDir d;
+// Writer options reading a synthetic CIFAR-10 written under d/cifar.
+ImageFolderWriterOptions fromSyntheticCifar(const TempDir& d, const SyntheticCifarOptions& cifar) {
   std::filesystem::create_directories(d.file("cifar"));
-  writeSyntheticCifar10(d.file("cifar"), {.train_per_file = 40, .test_samples = 60, .seed = 3});
+  writeSyntheticCifar10(d.file("cifar"), cifar);
   ImageFolderWriterOptions o;
   o.source = "cifar10";
   o.source_root = d.file("cifar");
+  return o;
+}
+
+TEST(ImageFolderWriter, cifar_binaries_become_a_folder_of_varied_jpegs) {
+  TempDir d;
+  ImageFolderWriterOptions o = fromSyntheticCifar(d, {.train_per_file = 40, .test_samples = 60, .seed = 3});
   o.classes = 3;
   o.train_per_class = 4;
   o.val_per_class = 2;
@@ -58,12 +64,12 @@ TEST(ImageFolderWriter, fashion_mnist_classes_sort_into_torchvision_order) {
   if (!std::filesystem::exists(kFashionMnist))
     GTEST_SKIP() << kFashionMnist << " missing: apt install dataset-fashion-mnist";
   TempDir d;
-  ImageFolderWriterOptions o;
-  o.classes = 4;
-  o.train_per_class = 2;
-  o.val_per_class = 1;
-  o.min_side = 28;
-  o.max_side = 28;
+  const ImageFolderWriterOptions o{.source_root = "",
+                                   .classes = 4,
+                                   .train_per_class = 2,
+                                   .val_per_class = 1,
+                                   .min_side = 28,
+                                   .max_side = 28};
   const ImageFolderWriterResult r = writeImageFolder(d.file("fm"), o);
   EXPECT_EQ(r.classes, (std::vector<std::string>{"Dress", "Pullover", "T-shirt_top", "Trouser"}));
   EXPECT_EQ(scanImageFolder(d.file("fm/train")).paths.size(), 8u);
@@ -71,11 +77,7 @@ TEST(ImageFolderWriter, fashion_mnist_classes_sort_into_torchvision_order) {
 
 TEST(ImageFolderWriter, refuses_a_non_empty_directory_bad_options_and_short_sources) {
   TempDir d;
-  std::filesystem::create_directories(d.file("cifar"));
-  writeSyntheticCifar10(d.file("cifar"), {.train_per_file = 10, .test_samples = 10, .seed = 1});
-  ImageFolderWriterOptions o;
-  o.source = "cifar10";
-  o.source_root = d.file("cifar");
+  ImageFolderWriterOptions o = fromSyntheticCifar(d, {.train_per_file = 10, .test_samples = 10, .seed = 1});
   EXPECT_TRUE(throwsWith<IoError>([&] { writeImageFolder(d.str(), o); }, {d.str(), "not empty"}));
   o.train_per_class = 1000;
   EXPECT_TRUE(

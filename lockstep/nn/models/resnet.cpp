@@ -7,8 +7,7 @@
 
 namespace lockstep::nn {
 
-namespace {
-std::shared_ptr<Conv2d> convNoBias(int64_t in, int64_t out, int64_t k, int64_t stride, Generator* gen) {
+std::shared_ptr<Conv2d> resnetConv(int64_t in, int64_t out, int64_t k, int64_t stride, Generator* gen) {
   Conv2dOptions o;
   o.in_channels = in;
   o.out_channels = out;
@@ -19,19 +18,21 @@ std::shared_ptr<Conv2d> convNoBias(int64_t in, int64_t out, int64_t k, int64_t s
   o.generator = gen;
   return std::make_shared<Conv2d>(o);
 }
-std::shared_ptr<BatchNorm2d> bn(int64_t c) { return std::make_shared<BatchNorm2d>(BatchNorm2dOptions{c}); }
-}  // namespace
+
+std::shared_ptr<BatchNorm2d> resnetBatchNorm(int64_t c) {
+  return std::make_shared<BatchNorm2d>(BatchNorm2dOptions{c});
+}
 
 BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator* gen)
     : Module("BasicBlock") {
-  conv1_ = registerModule("conv1", convNoBias(in_planes, planes, 3, stride, gen));
-  bn1_ = registerModule("bn1", bn(planes));
-  conv2_ = registerModule("conv2", convNoBias(planes, planes, 3, 1, gen));
-  bn2_ = registerModule("bn2", bn(planes));
+  conv1_ = registerModule("conv1", resnetConv(in_planes, planes, 3, stride, gen));
+  bn1_ = registerModule("bn1", resnetBatchNorm(planes));
+  conv2_ = registerModule("conv2", resnetConv(planes, planes, 3, 1, gen));
+  bn2_ = registerModule("bn2", resnetBatchNorm(planes));
   if (stride != 1 || in_planes != planes) {
     auto ds = std::make_shared<Sequential>();
-    ds->push_back(convNoBias(in_planes, planes, 1, stride, gen));
-    ds->push_back(bn(planes));
+    ds->push_back(resnetConv(in_planes, planes, 1, stride, gen));
+    ds->push_back(resnetBatchNorm(planes));
     downsample_ = registerModule("downsample", ds);
   }
 }
@@ -45,8 +46,8 @@ Variable BasicBlock::forward(const Variable& x) {
 
 ResNet18Cifar::ResNet18Cifar(const ResNetCifarOptions& options) : Module("ResNet18Cifar") {
   Generator* gen = options.generator;
-  conv1_ = registerModule("conv1", convNoBias(3, 64, 3, 1, gen));
-  bn1_ = registerModule("bn1", bn(64));
+  conv1_ = registerModule("conv1", resnetConv(3, 64, 3, 1, gen));
+  bn1_ = registerModule("bn1", resnetBatchNorm(64));
   const int64_t planes[4] = {64, 128, 256, 512};
   int64_t in_planes = 64;
   for (int i = 0; i < 4; ++i) {

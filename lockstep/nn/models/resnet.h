@@ -14,6 +14,11 @@
 
 namespace lockstep::nn {
 
+/// The ResNets' convolution: k x k, padding k / 2, no bias (a BatchNorm follows).
+std::shared_ptr<Conv2d> resnetConv(int64_t in, int64_t out, int64_t k, int64_t stride, Generator* gen);
+/// The ResNets' BatchNorm2d over c channels, PyTorch's defaults.
+std::shared_ptr<BatchNorm2d> resnetBatchNorm(int64_t c);
+
 class BasicBlock : public Module {
  public:
   BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator* gen);

@@ -10,19 +10,6 @@
 namespace lockstep::nn {
 
 namespace {
-std::shared_ptr<Conv2d> conv(int64_t in, int64_t out, int64_t k, int64_t stride, Generator* gen) {
-  Conv2dOptions o;
-  o.in_channels = in;
-  o.out_channels = out;
-  o.kernel_size = {k, k};
-  o.stride = {stride, stride};
-  o.padding = {k / 2, k / 2};
-  o.bias = false;
-  o.generator = gen;
-  return std::make_shared<Conv2d>(o);
-}
-std::shared_ptr<BatchNorm2d> bn(int64_t c) { return std::make_shared<BatchNorm2d>(BatchNorm2dOptions{c}); }
-
 struct Stage {
   int64_t planes, blocks, stride;
 };
@@ -31,16 +18,16 @@ struct Stage {
 Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, Generator* gen)
     : Module("Bottleneck") {
   const int64_t out = planes * kExpansion;
-  conv1_ = registerModule("conv1", conv(in_planes, planes, 1, 1, gen));
-  bn1_ = registerModule("bn1", bn(planes));
-  conv2_ = registerModule("conv2", conv(planes, planes, 3, stride, gen));
-  bn2_ = registerModule("bn2", bn(planes));
-  conv3_ = registerModule("conv3", conv(planes, out, 1, 1, gen));
-  bn3_ = registerModule("bn3", bn(out));
+  conv1_ = registerModule("conv1", resnetConv(in_planes, planes, 1, 1, gen));
+  bn1_ = registerModule("bn1", resnetBatchNorm(planes));
+  conv2_ = registerModule("conv2", resnetConv(planes, planes, 3, stride, gen));
+  bn2_ = registerModule("bn2", resnetBatchNorm(planes));
+  conv3_ = registerModule("conv3", resnetConv(planes, out, 1, 1, gen));
+  bn3_ = registerModule("bn3", resnetBatchNorm(out));
   if (stride != 1 || in_planes != out) {
     auto ds = std::make_shared<Sequential>();
-    ds->push_back(conv(in_planes, out, 1, stride, gen));
-    ds->push_back(bn(out));
+    ds->push_back(resnetConv(in_planes, out, 1, stride, gen));
+    ds->push_back(resnetBatchNorm(out));
     downsample_ = registerModule("downsample", ds);
   }
 }
@@ -60,8 +47,8 @@ ResNet::ResNet(const ResNetOptions& options) : Module("ResNet" + std::to_string(
                    options.num_classes);
   Generator* gen = options.generator;
   const bool bottleneck = options.depth == 50;
-  conv1_ = registerModule("conv1", conv(3, 64, 7, 2, gen));
-  bn1_ = registerModule("bn1", bn(64));
+  conv1_ = registerModule("conv1", resnetConv(3, 64, 7, 2, gen));
+  bn1_ = registerModule("bn1", resnetBatchNorm(64));
   Pool2dOptions pool;
   pool.kernel = {3, 3};
   pool.stride = {2, 2};
