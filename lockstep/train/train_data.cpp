@@ -29,6 +29,10 @@ data::DatasetOptions datasetOptions(const DataConfig& c, uint64_t seed) {
   o.dct_scaling = c.dct_scaling;
   o.train_list = c.train_list;
   o.val_list = c.val_list;
+  o.crop_scale = c.crop_scale;
+  o.crop_ratio = c.crop_ratio;
+  o.horizontal_flip = c.image_horizontal_flip;
+  o.color_jitter = c.color_jitter;
   return o;
 }
 

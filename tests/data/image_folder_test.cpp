@@ -278,6 +278,47 @@ TEST(ImageFolderRegistry, loads_train_and_val_folders_with_class_names_and_same_
       throwsWith<IoError>([&] { info.check_files(o); }, {d.file("missing") + "/train", "does not exist"}));
 }
 
+// The config's transforms reach the training pipeline: no flip gives other tensors than the
+// default's, and so does a colour jitter; validation is the same either way.
+TEST(ImageFolderRegistry, training_transforms_follow_the_options) {
+  TempDir d;
+  for (const char* split : {"train", "val"})
+    for (int i = 0; i < 4; ++i)
+      writeJpeg(d.file(std::string(split) + "/c/" + std::to_string(i) + ".jpg"), patterned(16, 20, 3, i));
+  DatasetOptions o;
+  o.root = d.str();
+  o.image_size = 8;
+  o.resize_size = 10;
+  o.seed = 3;
+  auto first = [](const DatasetSplits& s, bool train) {
+    const Dataset& ds = train ? *s.train : *s.test;
+    std::vector<float> all;
+    for (int64_t i = 0; i < ds.size(); ++i) {
+      const std::vector<float> v = ds.get(i).input.contiguous().toVector<float>();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  };
+  const DatasetSplits base = findDataset("image_folder").load(o);
+  o.horizontal_flip = false;
+  const DatasetSplits no_flip = findDataset("image_folder").load(o);
+  o.horizontal_flip = true;
+  o.color_jitter = {0.4, 0.4, 0.4, 0.1};
+  const DatasetSplits jitter = findDataset("image_folder").load(o);
+  o.color_jitter = {0, 0, 0, 0};
+  o.crop_scale = {1.0, 1.0};
+  o.crop_ratio = {16.0 / 20.0, 16.0 / 20.0};  // the whole image, every time
+  const DatasetSplits whole = findDataset("image_folder").load(o);
+  EXPECT_NE(first(base, true), first(no_flip, true));
+  EXPECT_NE(first(base, true), first(jitter, true));
+  EXPECT_NE(first(base, true), first(whole, true));
+  EXPECT_EQ(first(whole, true), first(findDataset("image_folder").load(o), true));  // deterministic
+  EXPECT_EQ(first(base, false), first(jitter, false));
+  EXPECT_EQ(first(base, false), first(no_flip, false));
+  o.color_jitter = {0, 0, 0, 0.7};
+  EXPECT_THROW(findDataset("image_folder").load(o), ValueError);  // hue past 0.5
+}
+
 TEST(ImageFolderRegistry, list_files_replace_the_folders) {
   TempDir d;
   writeJpeg(d.file("img/a.jpg"), patterned(6, 6, 3, 1));

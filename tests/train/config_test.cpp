@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include "lockstep/tensor/device.h"
 #include "lockstep/util/error.h"
 #include "train/config_test_util.h"
@@ -134,6 +136,41 @@ TEST(TrainConfig, image_folder_reads_its_own_keys_and_needs_a_root) {
                   "data.image_size must be in [1, 65535]"));
   std::string m = errorOf("train_batch_size: 8\ndata: {dataset: mnist, skip_bad_files: true}");
   EXPECT_TRUE(has(m, "data.skip_bad_files is read only by image_folder, not by mnist")) << m;
+}
+
+// image_folder's transforms take torchvision's parameters; the tensor datasets' transforms are
+// theirs, and each is refused where it does not apply.
+TEST(TrainConfig, image_folder_transforms_take_torchvisions_parameters) {
+  const std::string head = "train_batch_size: 8\ndata:\n  dataset: image_folder\n  root: /d\n  transforms:\n";
+  const TrainConfig plain =
+      parseTrainConfig("train_batch_size: 8\ndata: {dataset: image_folder, root: /d}", {}, 1);
+  EXPECT_EQ(plain.data.crop_scale, (std::array<double, 2>{0.08, 1.0}));
+  EXPECT_TRUE(plain.data.image_horizontal_flip);
+  EXPECT_EQ(plain.data.color_jitter, (std::array<double, 4>{0, 0, 0, 0}));
+  const TrainConfig c =
+      parseTrainConfig(head +
+                           "    random_resized_crop: {scale: [0.35, 1.0], ratio: [0.5, 2.0]}\n"
+                           "    horizontal_flip: false\n"
+                           "    color_jitter: {brightness: 0.4, contrast: 0.3, saturation: 0.2, hue: 0.1}\n"
+                           "    normalize: {mean: 0.5, std: 0.25}\n",
+                       {}, 1);
+  EXPECT_EQ(c.data.crop_scale, (std::array<double, 2>{0.35, 1.0}));
+  EXPECT_EQ(c.data.crop_ratio, (std::array<double, 2>{0.5, 2.0}));
+  EXPECT_FALSE(c.data.image_horizontal_flip);
+  EXPECT_FALSE(c.data.horizontal_flip);  // the tensor datasets' flip stays off
+  EXPECT_EQ(c.data.color_jitter, (std::array<double, 4>{0.4, 0.3, 0.2, 0.1}));
+  EXPECT_EQ(c.data.normalize_mean, 0.5);
+  EXPECT_TRUE(has(errorOf(head + "    random_resized_crop: {scale: [0.9, 0.1]}\n"),
+                  "data.transforms.random_resized_crop.scale: expected 0 < min <= max"));
+  EXPECT_TRUE(has(errorOf(head + "    random_resized_crop: {ratio: [0.5]}\n"), "expected two numbers"));
+  EXPECT_TRUE(has(errorOf(head + "    random_crop: true\n"), "random_crop is not image_folder's"));
+  EXPECT_TRUE(has(errorOf(head + "    color_jitter: {gamma: 1}\n"), "gamma"));
+  EXPECT_TRUE(has(errorOf(head + "    color_jitter: {hue: 0.7}\n"),
+                  "data.transforms.color_jitter.hue must be in [0, 0.5]"));
+  EXPECT_TRUE(has(errorOf(head + "    color_jitter: {brightness: -1}\n"), "brightness must be >= 0"));
+  EXPECT_TRUE(
+      has(errorOf("train_batch_size: 8\ndata: {dataset: cifar10, transforms: {color_jitter: {hue: 0.1}}}"),
+          "data.transforms.color_jitter is read only by image_folder, not by cifar10"));
 }
 
 TEST(TrainConfig, backend_must_be_a_built_backend) {

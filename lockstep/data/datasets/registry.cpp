@@ -12,6 +12,7 @@
 #include "lockstep/data/datasets/text_corpus.h"
 #include "lockstep/data/datasets/token_window_dataset.h"
 #include "lockstep/data/transforms/center_crop.h"
+#include "lockstep/data/transforms/color_jitter.h"
 #include "lockstep/data/transforms/random_horizontal_flip.h"
 #include "lockstep/data/transforms/random_resized_crop.h"
 #include "lockstep/data/transforms/resize.h"
@@ -109,10 +110,20 @@ DatasetSplits loadImageFolderSplits(const DatasetOptions& o) {
   if (o.normalize_std) to_tensor.std.assign(3, *o.normalize_std);
   RandomResizedCropOptions crop;
   crop.height = crop.width = o.image_size;
-  auto train_pipeline = std::make_shared<ImagePipeline>(
-      std::vector<std::shared_ptr<const ImageTransform>>{std::make_shared<RandomResizedCrop>(crop),
-                                                         std::make_shared<RandomHorizontalFlip>()},
-      ImageToTensor(to_tensor), o.seed);
+  crop.scale_min = o.crop_scale[0];
+  crop.scale_max = o.crop_scale[1];
+  crop.ratio_min = o.crop_ratio[0];
+  crop.ratio_max = o.crop_ratio[1];
+  std::vector<std::shared_ptr<const ImageTransform>> train_transforms{
+      std::make_shared<RandomResizedCrop>(crop)};
+  if (o.horizontal_flip) train_transforms.push_back(std::make_shared<RandomHorizontalFlip>());
+  const auto& [brightness, contrast, saturation, hue] = o.color_jitter;
+  if (brightness > 0 || contrast > 0 || saturation > 0 || hue > 0) {
+    train_transforms.push_back(
+        std::make_shared<ColorJitter>(ColorJitterOptions{brightness, contrast, saturation, hue}));
+  }
+  auto train_pipeline =
+      std::make_shared<ImagePipeline>(std::move(train_transforms), ImageToTensor(to_tensor), o.seed);
   auto val_pipeline = std::make_shared<ImagePipeline>(
       std::vector<std::shared_ptr<const ImageTransform>>{
           std::make_shared<Resize>(ResizeOptions{.size = o.resize_size}),
@@ -183,7 +194,7 @@ std::vector<DatasetInfo> builtinDatasets() {
         "(torchvision's "
         "ImageFolder layout; `lockstep data make-image-folder` writes a small one)";
     d.keys = {"image_size",  "resize_size", "skip_bad_files", "exif_transpose",
-              "dct_scaling", "train_list",  "val_list"};
+              "dct_scaling", "train_list",  "val_list",       "transforms"};
     d.check_files = checkImageFolderFiles;
     d.load = loadImageFolderSplits;
     r.push_back(std::move(d));

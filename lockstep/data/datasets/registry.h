@@ -4,6 +4,7 @@
 // config keys only it reads, and how to check and load its files. The config parser, the trainer
 // and their error messages all read this one list: adding a dataset is one entry in registry.cpp.
 // Thread-safety: the registry is immutable; the functions are reentrant.
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -43,6 +44,11 @@ struct DatasetOptions {
   /// image_folder: flat lists ("PATH LABEL" or CSV) instead of the train/ and val/ folders; relative
   /// to root.
   std::string train_list, val_list;
+  /// image_folder: RandomResizedCrop's scale and ratio, whether RandomHorizontalFlip runs, and
+  /// ColorJitter's brightness, contrast, saturation and hue (all 0: none), torchvision's meanings.
+  std::array<double, 2> crop_scale{0.08, 1.0}, crop_ratio{3.0 / 4.0, 4.0 / 3.0};
+  bool horizontal_flip = true;
+  std::array<double, 4> color_jitter{0, 0, 0, 0};
 };
 
 /// A loaded dataset: train and test sets, and for a language dataset its validation windows

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -226,14 +227,56 @@ void parseData(const YAML::Node& n, DataConfig& d) {
   get(n, "data", "val_list", d.val_list);
   if (n["transforms"]) {
     const YAML::Node t = n["transforms"];
-    checkKeys(t, "data.transforms", {"normalize", "random_crop", "horizontal_flip"});
+    checkKeys(t, "data.transforms",
+              {"normalize", "random_crop", "horizontal_flip", "random_resized_crop", "color_jitter"});
     if (t["normalize"]) {
       checkKeys(t["normalize"], "data.transforms.normalize", {"mean", "std"});
       get(t["normalize"], "data.transforms.normalize", "mean", d.normalize_mean);
       get(t["normalize"], "data.transforms.normalize", "std", d.normalize_std);
     }
+    // image_folder's transforms are its pipeline's (decoded images); the others' act on tensors.
+    const bool images = d.dataset == "image_folder";
+    for (const char* key : {"random_resized_crop", "color_jitter"}) {
+      if (t[key] && !images)
+        throw ValueError(std::string("data.transforms.") + key + " is read only by image_folder, not by " +
+                         d.dataset + ": remove it");
+    }
+    if (t["random_crop"] && images)
+      throw ValueError(
+          "data.transforms.random_crop is not image_folder's (its training crop is random_resized_crop): "
+          "remove "
+          "it");
     get(t, "data.transforms", "random_crop", d.random_crop);
-    get(t, "data.transforms", "horizontal_flip", d.horizontal_flip);
+    get(t, "data.transforms", "horizontal_flip", images ? d.image_horizontal_flip : d.horizontal_flip);
+    if (const YAML::Node r = t["random_resized_crop"]) {
+      const std::string path = "data.transforms.random_resized_crop";
+      checkKeys(r, path, {"scale", "ratio"});
+      for (auto [key, range] : {std::pair<const char*, std::array<double, 2>*>{"scale", &d.crop_scale},
+                                {"ratio", &d.crop_ratio}}) {
+        if (!r[key]) continue;
+        const YAML::Node v = r[key];
+        if (!v.IsSequence() || v.size() != 2)
+          throw ValueError(path + "." + key + ": expected two numbers [min, max], as torchvision's");
+        for (size_t i = 0; i < 2; ++i)
+          (*range)[i] = convert<double>(v[i], path + "." + key + "[" + std::to_string(i) + "]");
+        if (!((*range)[0] > 0 && (*range)[0] <= (*range)[1]))
+          throw ValueError(path + "." + key + ": expected 0 < min <= max, got [" +
+                           std::to_string((*range)[0]) + ", " + std::to_string((*range)[1]) + "]");
+      }
+      if (d.crop_scale[1] > 1.0) throw ValueError(path + ".scale: the crop's area fraction must be <= 1");
+    }
+    if (const YAML::Node j = t["color_jitter"]) {
+      const std::string path = "data.transforms.color_jitter";
+      checkKeys(j, path, {"brightness", "contrast", "saturation", "hue"});
+      const char* names[] = {"brightness", "contrast", "saturation", "hue"};
+      for (size_t i = 0; i < 4; ++i) {
+        get(j, path, names[i], d.color_jitter[i]);
+        const double top = i == 3 ? 0.5 : std::numeric_limits<double>::infinity();
+        if (!(d.color_jitter[i] >= 0 && d.color_jitter[i] <= top))
+          throw ValueError(path + "." + names[i] + " must be " + (i == 3 ? "in [0, 0.5]" : ">= 0") +
+                           " (torchvision's ColorJitter), got " + std::to_string(d.color_jitter[i]));
+      }
+    }
   }
   if (d.root.empty()) d.root = dataset->default_root;
   if (d.root.empty() && !dataset->root_hint.empty()) throw ValueError("data.root: " + dataset->root_hint);

@@ -3,6 +3,7 @@
 // names where they exist, plus lockstep's own (model, data, epochs, ...). docs/config.md lists
 // every key. Resolution is pure: text + overrides + world size -> TrainConfig, or a ValueError
 // naming the key (with its path), what was expected, and the nearest known key for a typo.
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -48,6 +49,12 @@ struct DataConfig {
   int64_t num_workers = 0;
   std::optional<double> normalize_mean, normalize_std;  // transforms.normalize
   bool random_crop = false, horizontal_flip = false;    // transforms (cifar10)
+  /// transforms of image_folder (torchvision's ImageNet recipe, each part with torchvision's
+  /// parameters): RandomResizedCrop's scale and ratio, RandomHorizontalFlip (on unless
+  /// horizontal_flip: false), ColorJitter's strengths (all 0: none).
+  std::array<double, 2> crop_scale{0.08, 1.0}, crop_ratio{3.0 / 4.0, 4.0 / 3.0};
+  bool image_horizontal_flip = true;
+  std::array<double, 4> color_jitter{0, 0, 0, 0};  // brightness, contrast, saturation, hue
   // synthetic only
   int64_t size = 1024, test_size = 256, num_classes = 10;
   std::vector<int64_t> input_shape{20};
