@@ -23,18 +23,22 @@ std::shared_ptr<BatchNorm2d> resnetBatchNorm(int64_t c) {
   return std::make_shared<BatchNorm2d>(BatchNorm2dOptions{c});
 }
 
+std::shared_ptr<Sequential> resnetDownsample(int64_t in, int64_t out, int64_t stride, Generator* gen) {
+  if (stride == 1 && in == out) return nullptr;
+  auto ds = std::make_shared<Sequential>();
+  ds->push_back(resnetConv(in, out, 1, stride, gen));
+  ds->push_back(resnetBatchNorm(out));
+  return ds;
+}
+
 BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Generator* gen)
     : Module("BasicBlock") {
   conv1_ = registerModule("conv1", resnetConv(in_planes, planes, 3, stride, gen));
   bn1_ = registerModule("bn1", resnetBatchNorm(planes));
   conv2_ = registerModule("conv2", resnetConv(planes, planes, 3, 1, gen));
   bn2_ = registerModule("bn2", resnetBatchNorm(planes));
-  if (stride != 1 || in_planes != planes) {
-    auto ds = std::make_shared<Sequential>();
-    ds->push_back(resnetConv(in_planes, planes, 1, stride, gen));
-    ds->push_back(resnetBatchNorm(planes));
+  if (auto ds = resnetDownsample(in_planes, planes, stride, gen))
     downsample_ = registerModule("downsample", ds);
-  }
 }
 
 Variable BasicBlock::forward(const Variable& x) {

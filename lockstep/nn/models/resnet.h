@@ -18,6 +18,9 @@ namespace lockstep::nn {
 std::shared_ptr<Conv2d> resnetConv(int64_t in, int64_t out, int64_t k, int64_t stride, Generator* gen);
 /// The ResNets' BatchNorm2d over c channels, PyTorch's defaults.
 std::shared_ptr<BatchNorm2d> resnetBatchNorm(int64_t c);
+/// A block's shortcut when its output differs from its input in channels or size: 1x1 conv with
+/// the stride + BatchNorm (torchvision's downsample); null when the input passes as it is.
+std::shared_ptr<Sequential> resnetDownsample(int64_t in, int64_t out, int64_t stride, Generator* gen);
 
 class BasicBlock : public Module {
  public:

@@ -24,12 +24,7 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, Genera
   bn2_ = registerModule("bn2", resnetBatchNorm(planes));
   conv3_ = registerModule("conv3", resnetConv(planes, out, 1, 1, gen));
   bn3_ = registerModule("bn3", resnetBatchNorm(out));
-  if (stride != 1 || in_planes != out) {
-    auto ds = std::make_shared<Sequential>();
-    ds->push_back(resnetConv(in_planes, out, 1, stride, gen));
-    ds->push_back(resnetBatchNorm(out));
-    downsample_ = registerModule("downsample", ds);
-  }
+  if (auto ds = resnetDownsample(in_planes, out, stride, gen)) downsample_ = registerModule("downsample", ds);
 }
 
 Variable Bottleneck::forward(const Variable& x) {
