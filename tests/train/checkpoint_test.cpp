@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -55,6 +56,52 @@ TEST(Checkpoint, keep_last_prunes_oldest) {
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(fs::path(all[0]).filename(), "ckpt-4");
   EXPECT_EQ(fs::path(all[1]).filename(), "ckpt-3");
+  fs::remove_all(dir);
+}
+
+namespace {
+std::vector<std::string> entriesOf(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+}  // namespace
+
+TEST(Checkpoint, pruning_leaves_nothing_of_the_pruned_checkpoints) {
+  std::string dir = tempDir();
+  for (int s : {1, 2, 3, 4}) saveCheckpoint(dir, sample(s), {.keep_last = 2});
+  EXPECT_EQ(entriesOf(dir), (std::vector<std::string>{"ckpt-3", "ckpt-4", "latest"}));
+  fs::remove_all(dir);
+}
+
+// What a signal leaves when it cuts a pruning short (a .deleting- directory with some files gone)
+// or a save (a temp directory without its manifest), and an older save of a step whose new save
+// is in place: none of it is listed or resumed, and the next run's start removes it.
+TEST(Checkpoint, leftovers_of_interrupted_saves_and_removals_are_ignored_and_removed) {
+  std::string dir = tempDir();
+  saveCheckpoint(dir, sample(2));
+  saveCheckpoint(dir, sample(4));
+  fs::copy(dir + "/ckpt-2", dir + "/.deleting-ckpt-1");
+  fs::remove(dir + "/.deleting-ckpt-1/optimizer.safetensors");
+  fs::copy(dir + "/ckpt-4", dir + "/.ckpt-6.tmp-4242");
+  fs::remove(dir + "/.ckpt-6.tmp-4242/manifest.json");
+  fs::copy(dir + "/ckpt-4", dir + "/.ckpt-4.old-4242");
+  fs::copy(dir + "/ckpt-4", dir + "/.ckpt-8.old-4242");  // no ckpt-8: the only copy of step 8, kept
+  std::ofstream(dir + "/.deleting-note") << "a file, not a directory: not ours";
+
+  auto listed = listCheckpoints(dir);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(fs::path(listed[0]).filename(), "ckpt-4");
+  ResumePick pick = pickResumeCheckpoint({dir, "", true, runA()});
+  ASSERT_TRUE(pick.data.has_value());
+  EXPECT_EQ(pick.data->step, 4);
+
+  auto removed = removeUnfinishedCheckpoints(dir);
+  EXPECT_EQ(removed.size(), 3u);
+  EXPECT_EQ(entriesOf(dir),
+            (std::vector<std::string>{".ckpt-8.old-4242", ".deleting-note", "ckpt-2", "ckpt-4", "latest"}));
+  EXPECT_EQ(loadCheckpoint(dir + "/ckpt-4").step, 4);
   fs::remove_all(dir);
 }
 

@@ -162,3 +162,29 @@ TEST_F(TrainCli, gzip_bomb_in_the_data_is_refused_with_bounded_memory) {
               static_cast<size_t>(fs::file_size(root + "/train-images-idx3-ubyte.gz")), m.code,
               m.peak_rss_kb);
 }
+
+// A signal that cut a pruning or a save short leaves hidden directories (.deleting-ckpt-<step>
+// missing files, .ckpt-<step>.tmp-* without a manifest): --resume passes over them and the run's
+// start removes them.
+TEST_F(TrainCli, resume_ignores_and_removes_what_interrupted_saves_and_prunings_left) {
+  std::string cfg = writeConfig("c.yaml", kSynthetic);
+  ASSERT_EQ(run(cfg + " --output-dir " + dir_ + "/o --set max_steps=8").code, 0);
+  const std::string ck = dir_ + "/o/checkpoints";
+  fs::copy(ck + "/ckpt-4", ck + "/.deleting-ckpt-2");
+  fs::remove(ck + "/.deleting-ckpt-2/model.safetensors");
+  fs::copy(ck + "/ckpt-8", ck + "/.ckpt-12.tmp-999");
+  fs::remove(ck + "/.ckpt-12.tmp-999/manifest.json");
+  Result resumed = run(cfg + " --output-dir " + dir_ + "/o --set max_steps=10 --resume");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming from " + ck + "/ckpt-8 (step 8)"), std::string::npos)
+      << resumed.output;
+  EXPECT_NE(resumed.output.find("note: removed " + ck + "/.deleting-ckpt-2"), std::string::npos)
+      << resumed.output;
+  EXPECT_FALSE(fs::exists(ck + "/.deleting-ckpt-2"));
+  EXPECT_FALSE(fs::exists(ck + "/.ckpt-12.tmp-999"));
+  for (const auto& e : fs::directory_iterator(ck)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name == "latest" || name.rfind("ckpt-", 0) == 0) << name;
+  }
+  EXPECT_EQ(trimmed(readFile(ck + "/latest")), "ckpt-10");
+}

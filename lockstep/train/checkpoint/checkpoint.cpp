@@ -1,5 +1,6 @@
 #include "lockstep/train/checkpoint/checkpoint.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -141,6 +142,30 @@ nlohmann::json parseJsonFile(const std::string& bytes, const std::string& path) 
   }
 }
 
+constexpr const char* kDeletingPrefix = ".deleting-";
+
+// Makes a rename in dir durable before what follows it (the removal of the renamed files).
+void syncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// Removes a checkpoint as atomically as it was written: it is renamed out of sight first
+// (.deleting-ckpt-<step>, which no listing reads), so that a signal or crash in the middle of the
+// removal leaves a hidden leftover (removeUnfinishedCheckpoints) rather than a ckpt-<step> missing
+// some of its files.
+void removeCheckpoint(const std::string& dir, const std::string& path) {
+  const std::string hidden = dir + "/" + kDeletingPrefix + fs::path(path).filename().string();
+  std::error_code ec;
+  fs::remove_all(hidden, ec);  // a leftover of an earlier removal that was cut short
+  fs::rename(path, hidden, ec);
+  if (ec) return;  // gone already (another process pruned it), or not ours to move
+  syncDir(dir);
+  fs::remove_all(hidden, ec);
+}
+
 // Removes this run's checkpoints beyond the newest keep_last (never `keep`, the one just written).
 void prune(const std::string& dir, const std::string& run_id, int keep_last, const std::string& keep) {
   int kept = 0;
@@ -154,8 +179,7 @@ void prune(const std::string& dir, const std::string& run_id, int keep_last, con
     if (owner != run_id) continue;
     ++kept;
     if (path == keep || kept <= keep_last) continue;
-    std::error_code ec;
-    fs::remove_all(path, ec);
+    removeCheckpoint(dir, path);
   }
 }
 
@@ -270,6 +294,29 @@ std::vector<std::string> listCheckpoints(const std::string& dir) {
   std::vector<std::string> out;
   for (auto& f : found) out.push_back(std::move(f.second));
   return out;
+}
+
+std::vector<std::string> removeUnfinishedCheckpoints(const std::string& dir) {
+  std::vector<fs::path> leftovers;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool deleting = name.rfind(kDeletingPrefix, 0) == 0;
+    // .ckpt-<step>.tmp-<tag>: a save that never committed. .ckpt-<step>.old-<pid>: an older save
+    // of a step moved aside for a new one; only garbage once the new one is in place.
+    const std::string hidden_prefix = "." + std::string(kPrefix);
+    const bool unfinished = name.rfind(hidden_prefix, 0) == 0 && name.find(".tmp-") != std::string::npos;
+    const auto old_at = name.find(".old-");
+    const bool replaced = name.rfind(hidden_prefix, 0) == 0 && old_at != std::string::npos &&
+                          fs::is_directory(dir + "/" + name.substr(1, old_at - 1));
+    if (entry.is_directory() && (deleting || unfinished || replaced)) leftovers.push_back(entry.path());
+  }
+  std::vector<std::string> removed;
+  for (const fs::path& p : leftovers) {
+    fs::remove_all(p, ec);
+    if (!ec) removed.push_back(p.string());
+  }
+  return removed;
 }
 
 std::optional<std::string> latestCheckpoint(const std::string& dir) {

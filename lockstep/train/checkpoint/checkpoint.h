@@ -13,8 +13,9 @@
 // of the parameter elements and optimizer states it owns, under zero/, and rank 0 the model's
 // buffers (model_buffers.safetensors), state.json, config.json and, last, the manifest.
 // A save writes .ckpt-<step>.tmp-*/ (each file fsynced, the manifest last), renames it into place,
-// then replaces `latest` atomically, then prunes the run's own older checkpoints to keep_last. A
-// load verifies the manifest and every file before anything is decoded.
+// then replaces `latest` atomically, then prunes the run's own older checkpoints to keep_last, each
+// renamed out of sight (.deleting-ckpt-<step>) before it is removed. A load verifies the manifest
+// and every file before anything is decoded.
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -94,6 +95,12 @@ CheckpointData loadCheckpoint(const std::string& ckpt_path);
 
 /// The checkpoint directories (ckpt-<step>) under dir, newest (highest step) first.
 std::vector<std::string> listCheckpoints(const std::string& dir);
+
+/// Removes what interrupted saves and removals left in dir, none of it a checkpoint any listing
+/// reads: .ckpt-<step>.tmp-* (a save that never committed), .deleting-* (a pruned checkpoint
+/// whose removal was cut short) and .ckpt-<step>.old-* beside its ckpt-<step>. Returns the paths
+/// removed. For the one process that writes dir's checkpoints, when no save is under way.
+std::vector<std::string> removeUnfinishedCheckpoints(const std::string& dir);
 
 /// The checkpoint dir/latest names, when it names a ckpt-<step> directory that exists.
 std::optional<std::string> latestCheckpoint(const std::string& dir);

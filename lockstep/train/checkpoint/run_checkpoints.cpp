@@ -29,6 +29,13 @@ RunCheckpoints::RunCheckpoints(const RunCheckpointsOptions& options, parallel::E
 
 void RunCheckpoints::resume() {
   const bool chief = engine_.environment().isMain();
+  // Before any save of this run: what a signal cut short (a save, a pruning) is hidden, not a
+  // checkpoint, and nobody else's to finish.
+  if (chief) {
+    for (const std::string& p : removeUnfinishedCheckpoints(options_.dir))
+      std::fprintf(stderr, "note: removed %s, left by an interrupted checkpoint save or removal\n",
+                   p.c_str());
+  }
   if (!options_.resume && options_.resume_from.empty()) {
     printNotes(chief, "note", freshStartNotes(options_.dir, identity_));
     return;
