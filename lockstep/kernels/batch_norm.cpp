@@ -19,6 +19,22 @@ void checkVector(const Tensor& v, const Tensor& x, const char* what) {
                    "])");
 }
 
+// The affine parameters come in x's dtype, or in f32 beside a bf16/f16 x (PyTorch's mixed batch
+// norm under autocast: f32 parameters and statistics, activations in 16 bits).
+void checkParamDType(const Tensor& v, const Tensor& x, const char* what) {
+  if (!v.defined()) return;
+  const bool low = x.dtype() == DType::bf16 || x.dtype() == DType::f16;
+  LOCKSTEP_ENFORCE(v.dtype() == x.dtype() || (low && v.dtype() == DType::f32), ValueError,
+                   "batch_norm2d: ", what, " ", v.describe(), " and input ", x.describe(),
+                   " differ in dtype (the ", what,
+                   " takes the input's dtype, or f32 beside a bf16/f16 input)");
+}
+
+bool mixed(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const Tensor& p = weight.defined() ? weight : bias;
+  return p.defined() && p.dtype() != x.dtype();
+}
+
 // running = (1 - momentum) * running + momentum * scale * stat, in place, in running's dtype.
 void blend(Tensor& running, const Tensor& stat, double momentum, double scale) {
   auto r = running.toVector<double>();
@@ -36,10 +52,11 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
   checkVector(bias, x, "bias");
   checkVector(running_mean, x, "running_mean");
   checkVector(running_var, x, "running_var");
-  LOCKSTEP_ENFORCE(!weight.defined() || weight.dtype() == x.dtype(), ValueError, "batch_norm2d: weight ",
-                   weight.describe(), " and input ", x.describe(), " differ in dtype");
-  LOCKSTEP_ENFORCE(!bias.defined() || bias.dtype() == x.dtype(), ValueError, "batch_norm2d: bias ",
-                   bias.describe(), " and input ", x.describe(), " differ in dtype");
+  checkParamDType(weight, x, "weight");
+  checkParamDType(bias, x, "bias");
+  LOCKSTEP_ENFORCE(!weight.defined() || !bias.defined() || weight.dtype() == bias.dtype(), ValueError,
+                   "batch_norm2d: weight ", weight.describe(), " and bias ", bias.describe(),
+                   " differ in dtype");
   LOCKSTEP_ENFORCE(running_mean.defined() == running_var.defined(), ValueError,
                    "batch_norm2d: running_mean and running_var must both be given or both be undefined");
   const int64_t count = x.size(0) * x.size(2) * x.size(3);
@@ -51,6 +68,12 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
     LOCKSTEP_ENFORCE(running_mean.defined(), ValueError,
                      "batch_norm2d: eval mode needs running_mean and running_var (input ",
                      shapeToString(x.shape()), ")");
+  }
+  if (mixed(x, weight, bias) && !x.isCuda()) {
+    // The CPU kernels take one dtype: normalise the widened x, round y once.
+    BatchNormResult r = batchNorm2dForward(x.to(DType::f32), weight, bias, running_mean, running_var, p);
+    r.y = r.y.to(x.dtype());
+    return r;
   }
   BatchNormResult r = dispatch<&BatchNormKernels::batchNorm2dForward>(kBackends, x, x, weight, bias,
                                                                       running_mean, running_var, p);
@@ -66,6 +89,12 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tens
                                    const Tensor& mean, const Tensor& var, const BatchNormParams& p) {
   LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "batch_norm2d backward: gradient ",
                    shapeToString(gy.shape()), " differs from the input shape ", shapeToString(x.shape()));
+  if (mixed(x, weight, Tensor()) && !x.isCuda()) {
+    BatchNormGrads g =
+        batchNorm2dBackward(gy.to(DType::f32), x.to(DType::f32), weight, with_bias, mean, var, p);
+    g.x = g.x.to(x.dtype());
+    return g;
+  }
   return dispatch<&BatchNormKernels::batchNorm2dBackward>(kBackends, x, gy, x, weight, with_bias, mean, var,
                                                           p);
 }

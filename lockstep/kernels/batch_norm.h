@@ -33,7 +33,8 @@ inline void narrowResults(BatchNormGrads& r, DType low) {
   if (r.bias.defined()) r.bias = r.bias.to(low);
 }
 
-/// weight/bias [C] or undefined (no affine transform). running_mean/var [C] are updated in place
+/// weight/bias [C] or undefined (no affine transform), in x's dtype or f32 beside a bf16/f16 x (as
+/// PyTorch's batch norm under autocast: y in x's dtype, the parameters' gradients in theirs). running_mean/var [C] are updated in place
 /// when training (they may then be undefined) and required otherwise. ValueError naming the shapes
 /// for a mismatch, or when training sees a single value per channel.
 BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,

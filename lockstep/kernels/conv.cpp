@@ -44,6 +44,9 @@ Shape checkConv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2
 }
 
 Tensor conv2dInput(const Tensor& x) { return dispatchAsIs<&ConvKernels::conv2dInput>(kBackends, x, x); }
+Tensor conv2dWeight(const Tensor& weight, const Tensor& x) {
+  return dispatchAsIs<&ConvKernels::conv2dWeight>(kBackends, x, weight, x);
+}
 
 Tensor conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p) {
   checkConv2d(x, w, b, p);

@@ -38,6 +38,9 @@ Shape checkConv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 /// x in the layout the kernels compute in (x itself when it already is): callers that keep x for
 /// the backward pass keep this one, so the backward does not reorder x again.
 Tensor conv2dInput(const Tensor& x);
+/// The weight in the layout the kernels take it with input x (from conv2dInput; the weight itself
+/// when it already is): callers keep this one for the backward too, so a step reorders it once.
+Tensor conv2dWeight(const Tensor& weight, const Tensor& x);
 /// y = conv(x, weight) + bias (bias may be undefined), relu'd when p.fuse_relu.
 Tensor conv2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
 /// dL/dx (x's shape and layout) from dL/dy; x is used for its shape and layout only.

@@ -129,3 +129,37 @@ TEST(BatchNorm2d, weight_or_bias_alone_matches_reference) {
     }
   }
 }
+
+// Autocast's batch norm: a bf16/f16 x with f32 parameters and running statistics normalises the
+// widened x and rounds y once; the parameters' gradients come in f32, the input's in x's dtype.
+TEST(BatchNorm2d, low_precision_input_with_f32_parameters) {
+  for (DType low : {DType::bf16, DType::f16}) {
+    Tensor x = randomTensor({4, 8, 3, 3}, DType::f32, 80).to(low).toFormat(MemoryFormat::channels_last);
+    Tensor w = randomTensor({8}, DType::f32, 81), b = randomTensor({8}, DType::f32, 82);
+    Tensor gy = randomTensor({4, 8, 3, 3}, DType::f32, 83).to(low);
+    Tensor rm = Tensor::zeros({8}), rv = Tensor::ones({8}), rm32 = rm.clone(), rv32 = rv.clone();
+    BatchNormParams p;
+    auto got = kernels::batchNorm2dForward(x, w, b, rm, rv, p);
+    auto want = kernels::batchNorm2dForward(x.to(DType::f32), w, b, rm32, rv32, p);
+    EXPECT_EQ(got.y.dtype(), low);
+    EXPECT_TRUE(got.y.isChannelsLast());
+    EXPECT_EQ(got.y.to(DType::f32).toVector<float>(), want.y.to(low).to(DType::f32).toVector<float>());
+    EXPECT_EQ(rm.toVector<float>(), rm32.toVector<float>());
+    EXPECT_EQ(rv.toVector<float>(), rv32.toVector<float>());
+    auto g = kernels::batchNorm2dBackward(gy, x, w, true, got.mean, got.var, p);
+    auto g32 =
+        kernels::batchNorm2dBackward(gy.to(DType::f32), x.to(DType::f32), w, true, want.mean, want.var, p);
+    EXPECT_EQ(g.x.dtype(), low);
+    EXPECT_EQ(g.weight.dtype(), DType::f32);
+    EXPECT_EQ(g.bias.dtype(), DType::f32);
+    EXPECT_EQ(g.weight.toVector<float>(), g32.weight.toVector<float>());
+    EXPECT_EQ(g.x.to(DType::f32).toVector<float>(), g32.x.to(low).to(DType::f32).toVector<float>());
+  }
+  Tensor x = randomTensor({2, 3, 2, 2}, DType::f32, 84);
+  EXPECT_THROW(
+      kernels::batchNorm2dForward(x, Tensor::ones({3}, DType::bf16), Tensor(), Tensor(), Tensor(), {}),
+      ValueError);
+  EXPECT_THROW(kernels::batchNorm2dForward(x.to(DType::bf16), Tensor::ones({3}),
+                                           Tensor::ones({3}, DType::bf16), Tensor(), Tensor(), {}),
+               ValueError);
+}

@@ -51,6 +51,48 @@ TEST(GpuBatchNorm2d, eval_uses_the_running_statistics_and_leaves_them) {
   }
 }
 
+// Activations large enough that the sums split over many blocks (NHWC: 32 splits of [16384 x 64];
+// NCHW: 2 splits per channel of [32, 8, 32, 32]), against the f64 oracle, and the same bits on a
+// second call (the splits are reduced in a fixed order).
+TEST(GpuBatchNorm2d, large_activations_match_the_oracle_and_repeat_bitwise) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (DType t : {DType::f32, DType::bf16}) {
+    for (const Shape& shape : {Shape{64, 64, 16, 16}, Shape{32, 8, 32, 32}}) {
+      for (bool cl : {false, true}) {
+        const int64_t C = shape[1];
+        Tensor x = roundedInput(shape, t, 20, -2.0, 3.0), gy = roundedInput(shape, t, 21);
+        Tensor w = roundedInput({C}, DType::f32, 22), b = roundedInput({C}, DType::f32, 23);
+        BatchNormParams p;
+        const std::string what =
+            std::string(dtypeName(t)) + " " + shapeToString(shape) + (cl ? " NHWC" : " NCHW");
+        auto want = kernels::batchNorm2dForward(asF64(x), asF64(w), asF64(b), Tensor(), Tensor(), p);
+        auto gwant =
+            kernels::batchNorm2dBackward(asF64(gy), asF64(x), asF64(w), true, want.mean, want.var, p);
+        Tensor gx;
+        for (int rep = 0; rep < 2; ++rep) {
+          auto got = kernels::batchNorm2dForward(onGpu(x, cl), gpu(w), gpu(b), Tensor(), Tensor(), p);
+          auto g =
+              kernels::batchNorm2dBackward(onGpu(gy, cl), onGpu(x, cl), gpu(w), true, got.mean, got.var, p);
+          EXPECT_EQ(got.y.isChannelsLast(), cl) << what;
+          testing::expectGpuClose(got.y, want.y, t, tolFor(t, OpClass::batch_norm), "y " + what);
+          testing::expectGpuClose(got.mean, want.mean, DType::f32, {1e-5, 1e-5}, "mean " + what);
+          testing::expectGpuClose(g.x, gwant.x, t, tolFor(t, OpClass::batch_norm), "dx " + what);
+          // Sums over 16384 or 32768 values: the f64 oracle's, rounded once to f32.
+          testing::expectGpuClose(g.weight, gwant.weight, DType::f32, {1e-3, 1e-4}, "dweight " + what);
+          testing::expectGpuClose(g.bias, gwant.bias, DType::f32, {1e-3, 1e-4}, "dbias " + what);
+          if (rep == 0) {
+            gx = g.x.to(Device::cpu());
+          } else {
+            EXPECT_EQ(g.x.to(Device::cpu()).to(DType::f64).toVector<double>(),
+                      gx.to(DType::f64).toVector<double>())
+                << what;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(GpuBatchNorm2d, mixed_devices_are_refused_naming_both) {
   LOCKSTEP_REQUIRE_GPU();
   Tensor x = roundedInput({2, 3, 4, 4}, DType::f32, 18);

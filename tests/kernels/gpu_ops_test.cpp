@@ -592,16 +592,26 @@ std::vector<Inputs> rmsNormInputs(DType t) {
 
 // Batch norm: {x, weight, bias, running mean, running variance, gy} with and without the affine
 // parameters, NCHW and channels-last x (gy in the other layout: a gradient may arrive so), x with
-// an offset so the statistics are not trivially 0 and 1/3.
+// an offset so the statistics are not trivially 0 and 1/3. Two shapes: [4, 3, 5, 7], which the GPU
+// kernels walk an element at a time, and [4, 16, 4, 6], whose channels (NHWC) and planes (NCHW)
+// they walk in 16-byte packs; a bf16/f16 x also with f32 parameters and running statistics (the
+// mixed batch norm of autocast).
 std::vector<Inputs> batchNormInputs(DType t) {
   std::vector<Inputs> v;
-  for (bool cl : {false, true}) {
-    for (bool affine : {true, false}) {
-      Tensor x = hostRandom({4, 3, 5, 7}, t, 1, -2.0, 3.0), gy = hostRandom({4, 3, 5, 7}, t, 15);
-      if (cl) x = x.toFormat(MemoryFormat::channels_last);
-      if (!cl) gy = gy.toFormat(MemoryFormat::channels_last);
-      v.push_back({{x, affine ? hostRandom({3}, t, 2) : Tensor(), affine ? hostRandom({3}, t, 3) : Tensor(),
-                    hostRandom({3}, t, 4), hostRandom({3}, t, 5, 0.5, 2.0), gy}});
+  for (const Shape& shape : {Shape{4, 3, 5, 7}, Shape{4, 16, 4, 6}}) {
+    const int64_t C = shape[1];
+    const bool low = t == DType::bf16 || t == DType::f16;
+    for (DType pt : low ? std::vector<DType>{t, DType::f32} : std::vector<DType>{t}) {
+      for (bool cl : {false, true}) {
+        for (bool affine : {true, false}) {
+          Tensor x = hostRandom(shape, t, 1, -2.0, 3.0), gy = hostRandom(shape, t, 15);
+          if (cl) x = x.toFormat(MemoryFormat::channels_last);
+          if (!cl) gy = gy.toFormat(MemoryFormat::channels_last);
+          v.push_back(
+              {{x, affine ? hostRandom({C}, pt, 2) : Tensor(), affine ? hostRandom({C}, pt, 3) : Tensor(),
+                hostRandom({C}, pt, 4), hostRandom({C}, pt, 5, 0.5, 2.0), gy}});
+        }
+      }
     }
   }
   return v;
@@ -656,8 +666,8 @@ std::vector<OpCase> normCases() {
                        return Operands{r.y, rm, rv, r.mean, r.var};
                      },
                      batchNormInputs, Against::oracle, Layout::keeps_channels_last, bn_tol});
-    // Each side from its own forward's statistics; the bias gradient's sums over 140 values per
-    // channel, rounded once, get ten times the margin.
+    // Each side from its own forward's statistics; the bias gradient's sums over 140 (96) values
+    // per channel, rounded once, get ten times the margin.
     cases.push_back({"batch_norm2d backward" + mode,
                      [p](const Inputs& in) {
                        auto r = kernels::batchNorm2dForward(in.x[0], in.x[1], Tensor(), in.x[3].clone(),

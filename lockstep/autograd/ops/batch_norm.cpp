@@ -35,7 +35,12 @@ class BatchNorm2dBackward final : public Node {
 
 Variable batchNorm2d(const Variable& x0, const Variable& weight0, const Variable& bias0, Tensor running_mean,
                      Tensor running_var, const BatchNormOptions& opts) {
-  const Variable x = autocast::fp32(x0), weight = autocast::fp32(weight0), bias = autocast::fp32(bias0);
+  // Under autocast a GPU batch norm takes the 16-bit activation as it is, with f32 parameters and
+  // statistics, and returns it in 16 bits (PyTorch's CUDA autocast lists batch_norm in neither
+  // direction: cuDNN's batch norm is mixed-precision), so a bf16 ResNet moves no f32 activations; on
+  // the CPU it runs in f32, as before.
+  const Variable x = x0.tensor().isCuda() ? x0 : autocast::fp32(x0);
+  const Variable weight = autocast::fp32(weight0), bias = autocast::fp32(bias0);
   const kernels::BatchNormParams p{opts.training, opts.momentum, opts.eps};
   Tensor w = weight.defined() ? weight.tensor() : Tensor(), b = bias.defined() ? bias.tensor() : Tensor();
   auto r = kernels::batchNorm2dForward(x.tensor(), w, b, std::move(running_mean), std::move(running_var), p);

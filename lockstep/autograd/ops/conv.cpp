@@ -49,9 +49,9 @@ Variable conv2d(const Variable& x0, const Variable& weight0, const Variable& bia
   const kernels::Conv2dParams p = convParams(opts);
   Tensor b = bias.defined() ? bias.tensor() : Tensor();
   kernels::checkConv2d(x.tensor(), weight.tensor(), b, p);  // before any reorder, with the caller's shapes
-  Tensor xin = kernels::conv2dInput(x.tensor());
-  Tensor y = kernels::conv2dForward(xin, weight.tensor(), b, p);
-  return record<Conv2dBackward>(y, {&x, &weight, &bias}, xin, weight.tensor(), b.defined(), p,
+  Tensor xin = kernels::conv2dInput(x.tensor()), win = kernels::conv2dWeight(weight.tensor(), xin);
+  Tensor y = kernels::conv2dForward(xin, win, b, p);
+  return record<Conv2dBackward>(y, {&x, &weight, &bias}, xin, win, b.defined(), p,
                                 opts.fuse_relu ? y : Tensor());
 }
 

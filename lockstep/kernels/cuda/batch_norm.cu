@@ -4,123 +4,326 @@
 #include "lockstep/kernels/layout.h"
 #include "lockstep/tensor/cuda/runtime.h"
 
+// Batch normalisation at memory speed: every kernel here walks a dense activation (NCHW or NHWC; a
+// tensor in any other strides is made dense in its format first) in packs of 16 bytes where the
+// layout allows it, with 32-bit index arithmetic where the tensor fits, so the statistics read x
+// once, the normalisation reads x and writes y once, and the backward reads dL/dy and x twice (sums,
+// then the input gradient) and writes dL/dx once. Per-channel sums run in f64 over a fixed split of
+// the elements (per-thread sums, then a fixed-order reduction over the block, then over the splits),
+// so a run repeats bitwise.
+
 namespace lockstep::kernels::cuda {
 
 namespace {
 
 namespace rt = ::lockstep::cuda;
 
+// The dtype of the statistics, the affine parameters as the kernels read them, and the arithmetic:
+// f32 for f32/bf16/f16 activations, f64 for f64.
 template <typename T>
 using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-// The batch mean and biased variance from the sums of x and x^2 (in f64: E[x^2] - mean^2 loses
-// nothing that matters at f32 precision unless |mean| / std is beyond ~1e4).
+// A dense [N, C, H, W] activation: element i belongs to channel (i / inner) % channels, with inner 1
+// in NHWC (channels fastest) and H * W in NCHW. I is the index type (32 bits when the tensor fits).
+template <typename I>
+struct Dense {
+  I numel, channels, inner, count;  // count: elements per channel
+  bool nhwc;
+};
+
+// Elements per 16-byte pack.
 template <typename T>
-struct MomentTerms {
+constexpr int kPack = 16 / static_cast<int>(sizeof(T));
+
+template <typename T, int V>
+struct alignas(V * sizeof(T)) Pack {
+  T v[V];
+};
+
+template <typename T, int V>
+__device__ __forceinline__ Pack<T, V> load(const T* p) {
+  return *reinterpret_cast<const Pack<T, V>*>(p);
+}
+template <typename T, int V>
+__device__ __forceinline__ void store(T* p, const Pack<T, V>& v) {
+  *reinterpret_cast<Pack<T, V>*>(p) = v;
+}
+
+// Blocks the statistics kernels aim for in all (a few waves on a GPU of ~130 SMs).
+constexpr int64_t kTargetBlocks = 512;
+constexpr int kThreads = 256;
+
+// --- per-channel sums of two terms -------------------------------------------------------------------
+//
+// Term: `void operator()(I offset, I channel, int dc, double (&a)[V], double (&b)[V]) const` adds the
+// terms of the V elements at offset (channels channel + v * dc) to a[v], b[v].
+
+// NHWC: the tensor as a [count, C] matrix; blockDim (tx, ty), a thread owns V consecutive channels
+// (a column group) and walks rows; the block's rows are summed in fixed order, then written per split.
+template <int V, typename I, typename Term>
+__global__ void rowPartials(Dense<I> d, Term term, double* partial) {
+  const I groups = d.channels / V, g = blockIdx.x * I(blockDim.x) + threadIdx.x;
+  const I split = blockIdx.y, splits = gridDim.y;
+  double a[V] = {}, b[V] = {};
+  if (g < groups) {
+    for (I r = split * I(blockDim.y) + threadIdx.y; r < d.count; r += I(blockDim.y) * splits) {
+      term(r * d.channels + g * V, g * V, 1, a, b);
+    }
+  }
+  __shared__ double sa[kThreads * V], sb[kThreads * V];
+  const int t = threadIdx.y * blockDim.x + threadIdx.x;
+  for (int v = 0; v < V; ++v) {
+    sa[t * V + v] = a[v];
+    sb[t * V + v] = b[v];
+  }
+  __syncthreads();
+  if (threadIdx.y == 0 && g < groups) {
+    for (unsigned y = 1; y < blockDim.y; ++y) {
+      const int u = y * blockDim.x + threadIdx.x;
+      for (int v = 0; v < V; ++v) {
+        a[v] += sa[u * V + v];
+        b[v] += sb[u * V + v];
+      }
+    }
+    for (int v = 0; v < V; ++v) {
+      partial[(I(2) * split) * d.channels + g * V + v] = a[v];
+      partial[(I(2) * split + 1) * d.channels + g * V + v] = b[v];
+    }
+  }
+}
+
+// NCHW: grid (C, splits); the block walks its channel's packs (a pack stays within one H*W plane).
+template <int V, typename I, typename Term>
+__global__ void planePartials(Dense<I> d, Term term, double* partial) {
+  const I c = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
+  const I per_plane = d.inner / V, packs = d.count / V;
+  double a[V] = {}, b[V] = {};
+  for (I j = split * I(blockDim.x) + threadIdx.x; j < packs; j += I(blockDim.x) * splits) {
+    const I n = j / per_plane, r = j - n * per_plane;
+    term((n * d.channels + c) * d.inner + r * V, c, 0, a, b);
+  }
+  double ta = 0, tb = 0;
+  for (int v = 0; v < V; ++v) {
+    ta += a[v];
+    tb += b[v];
+  }
+  ta = blockSum(ta);
+  tb = blockSum(tb);
+  if (threadIdx.x == 0) {
+    partial[(I(2) * split) * d.channels + c] = ta;
+    partial[(I(2) * split + 1) * d.channels + c] = tb;
+  }
+}
+
+// A warp per channel sums the splits' partials in fixed order, then Finish gets the totals:
+// `void operator()(int64_t c, double a, double b) const`.
+template <typename Finish>
+__global__ void finishSums(const double* partial, int64_t splits, int64_t channels, Finish finish) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (c >= channels) return;
+  double a = 0, b = 0;
+  for (int64_t s = lane; s < splits; s += 32) {
+    a += partial[(2 * s) * channels + c];
+    b += partial[(2 * s + 1) * channels + c];
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    a += __shfl_down_sync(0xffffffffu, a, o);
+    b += __shfl_down_sync(0xffffffffu, b, o);
+  }
+  if (lane == 0) finish(c, a, b);
+}
+
+// The launch of the sums: partials (rowPartials or planePartials), then finishSums.
+template <int V, typename I, typename Term, typename Finish>
+void channelSums(const Dense<I>& d, const Term& term, const Finish& finish, const Device& device,
+                 cudaStream_t stream) {
+  const int64_t C = static_cast<int64_t>(d.channels), count = static_cast<int64_t>(d.count);
+  dim3 grid, block;
+  int64_t splits = 1;
+  if (d.nhwc) {
+    const int64_t groups = C / V;
+    int64_t tx = 1;
+    while (tx < groups && tx < 32) tx *= 2;
+    const int64_t ty = kThreads / tx, units = (groups + tx - 1) / tx;
+    splits = std::clamp<int64_t>(kTargetBlocks / units, 1, std::max<int64_t>(1, count / (ty * 8)));
+    grid = dim3(static_cast<unsigned>(units), static_cast<unsigned>(splits));
+    block = dim3(static_cast<unsigned>(tx), static_cast<unsigned>(ty));
+  } else {
+    splits = std::clamp<int64_t>(kTargetBlocks / C, 1, std::max<int64_t>(1, count / V / (kThreads * 8)));
+    splits = std::min<int64_t>(splits, 65535);
+    grid = dim3(static_cast<unsigned>(C), static_cast<unsigned>(splits));
+    block = dim3(kThreads);
+  }
+  Tensor partial = Tensor::empty({splits * 2 * C}, DType::f64, MemoryFormat::contiguous, device);
+  double* p = static_cast<double*>(partial.devicePtr());
+  if (d.nhwc) {
+    rowPartials<V, I, Term><<<grid, block, 0, stream>>>(d, term, p);
+  } else {
+    planePartials<V, I, Term><<<grid, block, 0, stream>>>(d, term, p);
+  }
+  const unsigned warps_per_block = kThreads / 32;
+  finishSums<Finish>
+      <<<static_cast<unsigned>((C + warps_per_block - 1) / warps_per_block), kThreads, 0, stream>>>(
+          p, splits, C, finish);
+}
+
+// --- forward ------------------------------------------------------------------------------------------
+
+template <typename T, int V, typename I>
+struct MomentTerm {
   const T* x;
-  Geometry4d g;
-  __device__ void operator()(int64_t c, int64_t j, double& a, double& b) const {
-    const double v = rt::castTo<double>(x[g.offsetIn(c, j)]);
-    a += v;
-    b += v * v;
+  __device__ void operator()(I off, I, int, double (&a)[V], double (&b)[V]) const {
+    const Pack<T, V> p = load<T, V>(x + off);
+    for (int v = 0; v < V; ++v) {
+      const double xv = rt::castTo<double>(p.v[v]);
+      a[v] += xv;
+      b[v] += xv * xv;
+    }
   }
 };
 
-template <typename S>
+// The batch mean and biased variance (E[x^2] - mean^2 in f64 loses nothing that matters at f32
+// precision unless |mean| / std is beyond ~1e4), the running statistics blended in place, and the
+// normalisation's coefficients per channel: coef = (mean, weight / sqrt(var + eps), bias).
+template <typename S, typename R>
 struct StoreMoments {
   S* mean;
   S* var;
-  double count;
+  R* running_mean;
+  int64_t rm_stride;
+  R* running_var;
+  int64_t rv_stride;
+  double count, momentum, eps;
+  const S* weight;
+  const S* bias;
+  int64_t channels;
+  S* coef;
   __device__ void operator()(int64_t c, double a, double b) const {
-    const double m = a / count;
-    mean[c] = static_cast<S>(m);
-    var[c] = static_cast<S>(fmax(b / count - m * m, 0.0));
+    const S m = static_cast<S>(a / count),
+            v = static_cast<S>(fmax(b / count - (a / count) * (a / count), 0.0));
+    mean[c] = m;
+    var[c] = v;
+    coef[c] = m;
+    coef[channels + c] = (weight ? weight[c] : S(1)) * (S(1) / sqrt(v + static_cast<S>(eps)));
+    coef[2 * channels + c] = bias ? bias[c] : S(0);
+    if (running_mean) {
+      R& rm = running_mean[c * rm_stride];
+      R& rv = running_var[c * rv_stride];
+      rm = rt::castTo<R>((1 - momentum) * rt::castTo<double>(rm) + momentum * static_cast<double>(m));
+      rv = rt::castTo<R>((1 - momentum) * rt::castTo<double>(rv) +
+                         momentum * (count / (count - 1)) * static_cast<double>(v));
+    }
   }
 };
 
-template <typename T, typename S>
-__global__ void normalise(const T* x, Geometry4d gx, T* y, Geometry4d gy, const S* mean, const S* var,
-                          const T* weight, const T* bias, double eps) {
-  using A = Acc<T>;
-  const int64_t total = gy.numel();
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t n, c, h, w;
-    gy.index(i, n, c, h, w);
-    const A invstd = A(1) / sqrt(static_cast<A>(var[c]) + static_cast<A>(eps));
-    A v = (rt::castTo<A>(x[gx.at(n, c, h, w)]) - static_cast<A>(mean[c])) * invstd;
-    if (weight) v *= rt::castTo<A>(weight[c]);
-    if (bias) v += rt::castTo<A>(bias[c]);
-    y[gy.at(n, c, h, w)] = rt::castTo<T>(v);
-  }
-}
-
-template <typename R, typename S>
-__global__ void blendRunning(R* rm, int64_t sm, R* rv, int64_t sv, const S* mean, const S* var,
-                             int64_t channels, double momentum, double unbias) {
+// The coefficients from given statistics (eval mode).
+template <typename S>
+__global__ void evalCoefficients(const S* mean, const S* var, const S* weight, const S* bias, S eps,
+                                 int64_t channels, S* coef) {
   for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < channels;
        c += int64_t(gridDim.x) * blockDim.x) {
-    const double m = rt::castTo<double>(rm[c * sm]), v = rt::castTo<double>(rv[c * sv]);
-    rm[c * sm] = rt::castTo<R>((1 - momentum) * m + momentum * static_cast<double>(mean[c]));
-    rv[c * sv] = rt::castTo<R>((1 - momentum) * v + momentum * unbias * static_cast<double>(var[c]));
+    coef[c] = mean[c];
+    coef[channels + c] = (weight ? weight[c] : S(1)) * (S(1) / sqrt(var[c] + eps));
+    coef[2 * channels + c] = bias ? bias[c] : S(0);
   }
 }
+
+// V per-channel values for the pack whose first element is in channel c0: V consecutive channels'
+// (one load from a 16-byte aligned array) in NHWC, one channel's repeated in NCHW.
+template <typename A, int V, typename I>
+__device__ __forceinline__ Pack<A, V> channelPack(const A* a, I c0, bool nhwc) {
+  if (nhwc) return load<A, V>(a + c0);
+  Pack<A, V> p;
+  const A v = a[c0];
+  for (int i = 0; i < V; ++i) p.v[i] = v;
+  return p;
+}
+
+// y = (x - mean) * scale + shift with coef = (mean, scale, shift), a pack per thread.
+template <typename T, int V, typename I>
+__global__ void normalise(Dense<I> d, const T* __restrict__ x, T* __restrict__ y, const Acc<T>* coef) {
+  using A = Acc<T>;
+  const I packs = d.numel / V, C = d.channels;
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < packs; i += I(gridDim.x) * blockDim.x) {
+    const I off = i * V, c0 = (off / d.inner) % C;
+    const Pack<T, V> p = load<T, V>(x + off);
+    const Pack<A, V> mean = channelPack<A, V>(coef, c0, d.nhwc),
+                     scale = channelPack<A, V>(coef + C, c0, d.nhwc),
+                     shift = channelPack<A, V>(coef + 2 * C, c0, d.nhwc);
+    Pack<T, V> q;
+    for (int v = 0; v < V; ++v)
+      q.v[v] = rt::castTo<T>((rt::castTo<A>(p.v[v]) - mean.v[v]) * scale.v[v] + shift.v[v]);
+    store<T, V>(y + off, q);
+  }
+}
+
+// --- backward -----------------------------------------------------------------------------------------
 
 // sum(g) and sum(g * (x - mean)) per channel.
-template <typename T>
-struct GradientTerms {
+template <typename T, int V, typename I>
+struct GradientTerm {
   const T* g;
-  Geometry4d gg;
   const T* x;
-  Geometry4d gx;
-  const double* mean;
-  __device__ void operator()(int64_t c, int64_t j, double& a, double& b) const {
-    const double gv = rt::castTo<double>(g[gg.offsetIn(c, j)]);
-    a += gv;
-    b += gv * (rt::castTo<double>(x[gx.offsetIn(c, j)]) - mean[c]);
-  }
-};
-
-// sums[c] = sum(g), sums[C + c] = sum(g * xhat); and the weight/bias gradients when asked.
-template <typename T>
-struct StoreGradientSums {
-  const double* var;
-  double eps;
-  int64_t channels;
-  double* sums;
-  T* gweight;
-  T* gbias;
-  __device__ void operator()(int64_t c, double a, double b) const {
-    const double sgx = b / sqrt(var[c] + eps);
-    sums[c] = a;
-    sums[channels + c] = sgx;
-    if (gweight) gweight[c] = rt::castTo<T>(sgx);
-    if (gbias) gbias[c] = rt::castTo<T>(a);
-  }
-};
-
-template <typename T>
-__global__ void inputGradient(const T* g, Geometry4d gg, const T* x, Geometry4d gx, T* out, Geometry4d go,
-                              const double* mean, const double* var, const T* weight, const double* sums,
-                              double eps, bool training) {
-  using A = Acc<T>;
-  const int64_t total = go.numel();
-  const A count = static_cast<A>(gx.n * gx.h * gx.w);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t n, c, h, w;
-    go.index(i, n, c, h, w);
-    const A invstd = static_cast<A>(1.0 / sqrt(var[c] + eps));
-    const A scale = (weight ? rt::castTo<A>(weight[c]) : A(1)) * invstd;
-    const A gv = rt::castTo<A>(g[gg.at(n, c, h, w)]);
-    A r = gv * scale;
-    if (training) {
-      const A xhat = (rt::castTo<A>(x[gx.at(n, c, h, w)]) - static_cast<A>(mean[c])) * invstd;
-      r = scale * (gv - static_cast<A>(sums[c]) / count - xhat * static_cast<A>(sums[gx.c + c]) / count);
+  const Acc<T>* mean;
+  __device__ void operator()(I off, I c, int dc, double (&a)[V], double (&b)[V]) const {
+    const Pack<T, V> gp = load<T, V>(g + off), xp = load<T, V>(x + off);
+    for (int v = 0; v < V; ++v) {
+      const double gv = rt::castTo<double>(gp.v[v]);
+      a[v] += gv;
+      b[v] += gv * (rt::castTo<double>(xp.v[v]) - static_cast<double>(mean[c + v * dc]));
     }
-    out[go.at(n, c, h, w)] = rt::castTo<T>(r);
+  }
+};
+
+// The weight and bias gradients, and the input gradient's coefficients per channel:
+// dL/dx = k[c] * g + k[C + c] * (x - k[3C + c]) + k[2C + c]; in training k = (scale, -scale * invstd
+// * sum(g * xhat) / count, -scale * sum(g) / count, mean) with scale = weight * invstd, in eval
+// (scale, 0, 0, mean).
+template <typename S, typename P>
+struct StoreGradientSums {
+  const S* mean;
+  const S* var;
+  const S* weight;
+  double eps, count;
+  int64_t channels;
+  bool training;
+  S* k;
+  P* gweight;
+  P* gbias;
+  __device__ void operator()(int64_t c, double a, double b) const {
+    const double invstd = 1.0 / sqrt(static_cast<double>(var[c]) + eps), sgx = b * invstd;
+    const double scale = (weight ? static_cast<double>(weight[c]) : 1.0) * invstd;
+    k[c] = static_cast<S>(scale);
+    k[channels + c] = static_cast<S>(training ? -scale * invstd * sgx / count : 0.0);
+    k[2 * channels + c] = static_cast<S>(training ? -scale * a / count : 0.0);
+    k[3 * channels + c] = mean[c];
+    if (gweight) gweight[c] = rt::castTo<P>(sgx);
+    if (gbias) gbias[c] = rt::castTo<P>(a);
+  }
+};
+
+template <typename T, int V, typename I>
+__global__ void inputGradient(Dense<I> d, const T* __restrict__ g, const T* __restrict__ x,
+                              T* __restrict__ out, const Acc<T>* k) {
+  using A = Acc<T>;
+  const I packs = d.numel / V, C = d.channels;
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < packs; i += I(gridDim.x) * blockDim.x) {
+    const I off = i * V, c0 = (off / d.inner) % C;
+    const Pack<T, V> gp = load<T, V>(g + off), xp = load<T, V>(x + off);
+    const Pack<A, V> k1 = channelPack<A, V>(k, c0, d.nhwc), k2 = channelPack<A, V>(k + C, c0, d.nhwc),
+                     k3 = channelPack<A, V>(k + 2 * C, c0, d.nhwc),
+                     mean = channelPack<A, V>(k + 3 * C, c0, d.nhwc);
+    Pack<T, V> q;
+    for (int v = 0; v < V; ++v) {
+      q.v[v] = rt::castTo<T>(k1.v[v] * rt::castTo<A>(gp.v[v]) +
+                             k2.v[v] * (rt::castTo<A>(xp.v[v]) - mean.v[v]) + k3.v[v]);
+    }
+    store<T, V>(out + off, q);
   }
 }
+
+// --- dispatch -----------------------------------------------------------------------------------------
 
 template <typename Fn>
 void floating(DType t, const char* op, Fn&& fn) {
@@ -136,7 +339,6 @@ void floating(DType t, const char* op, Fn&& fn) {
   LOCKSTEP_CUDA_CHECK(cudaGetLastError());
 }
 
-// Short names for the many operands below.
 template <typename T>
 const T* in(const Tensor& t) {
   return rt::devicePtrOrNull<const T>(t);
@@ -145,18 +347,50 @@ template <typename T>
 T* out(const Tensor& t) {
   return rt::devicePtrOrNull<T>(t);
 }
-Geometry4d geometry(const Tensor& t) { return Geometry4d::of(t, t.isChannelsLast()); }
+
+bool aligned(const Tensor& t) { return !t.defined() || reinterpret_cast<uintptr_t>(t.devicePtr()) % 16 == 0; }
+
+// Calls fn(Dense<I>, std::integral_constant<int, V>{}) with the pack width the layout and the
+// operands' alignment allow (16 bytes, else one element) and 32-bit indices where they suffice.
+// Every operand must be dense in x's format.
+template <typename T, typename Fn>
+void withLayout(const Tensor& x, std::initializer_list<const Tensor*> operands, Fn&& fn) {
+  const bool nhwc = formatOf(x) == MemoryFormat::channels_last;
+  const int64_t C = x.size(1), inner = nhwc ? 1 : x.size(2) * x.size(3);
+  constexpr int V = kPack<T>;
+  bool packed = (nhwc ? C : inner) % V == 0;
+  for (const Tensor* t : operands) packed = packed && aligned(*t);
+  auto run = [&](auto index) {
+    using I = decltype(index);
+    const Dense<I> d{static_cast<I>(x.numel()), static_cast<I>(C), static_cast<I>(inner),
+                     static_cast<I>(C == 0 ? 0 : x.numel() / C), nhwc};
+    if (packed) {
+      fn(d, std::integral_constant<int, V>{});
+    } else {
+      fn(d, std::integral_constant<int, 1>{});
+    }
+  };
+  if (x.numel() < (int64_t{1} << 31)) {
+    run(uint32_t{});
+  } else {
+    run(int64_t{});
+  }
+}
+
+// An optional [C] operand as the kernels read it: contiguous, in the statistics' dtype.
+Tensor asStat(const Tensor& t, DType stat) { return t.defined() ? t.to(stat).contiguous() : t; }
 
 }  // namespace
 
-BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+BatchNormResult batchNorm2dForward(const Tensor& x0, const Tensor& weight, const Tensor& bias,
                                    const Tensor& running_mean, const Tensor& running_var,
                                    const BatchNormParams& p) {
-  checkSameDevice("batch_norm2d", x, weight, bias, running_mean);
-  checkSameDevice("batch_norm2d", x, running_var);
+  checkSameDevice("batch_norm2d", x0, weight, bias, running_mean);
+  checkSameDevice("batch_norm2d", x0, running_var);
   LOCKSTEP_ENFORCE(!running_mean.defined() || running_mean.dtype() == running_var.dtype(), ValueError,
                    "batch_norm2d: running_mean ", running_mean.describe(), " and running_var ",
                    running_var.describe(), " differ in dtype");
+  const Tensor x = inFormat(x0, formatOf(x0));
   const DType stat_type = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
   const int64_t C = x.size(1), count = x.size(0) * x.size(2) * x.size(3);
   BatchNormResult r;
@@ -172,60 +406,93 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
     if (r.var.sharesStorage(running_var)) r.var = r.var.clone();
   }
   if (C == 0) return r;
-  const Tensor w = weight.defined() ? weight.contiguous() : weight,
-               b = bias.defined() ? bias.contiguous() : bias;
+  const Tensor w = asStat(weight, stat_type), b = asStat(bias, stat_type);
+  // (mean, scale, shift) per channel, in a buffer of its own so the kernels' pack loads are aligned.
+  Tensor coef = Tensor::empty({3 * C}, stat_type, MemoryFormat::contiguous, x.device());
   floating(x.dtype(), "batch_norm2d", [&](auto tag) {
     using T = decltype(tag);
     using S = Acc<T>;
-    if (p.training && count > 0) {
-      channelSums(geometry(x), MomentTerms<T>{in<T>(x), geometry(x)},
-                  StoreMoments<S>{out<S>(r.mean), out<S>(r.var), double(count)}, x.device());
-    }
-    if (x.numel() > 0) {
-      normalise<T, S><<<rt::blocksFor(x.numel()), rt::kBlock, 0, stream>>>(
-          in<T>(x), geometry(x), out<T>(r.y), geometry(r.y), in<S>(r.mean), in<S>(r.var), in<T>(w), in<T>(b),
-          p.eps);
-    }
-    if (p.training && running_mean.defined()) {
-      floating(running_mean.dtype(), "batch_norm2d (running statistics)", [&](auto rtag) {
-        using R = decltype(rtag);
-        blendRunning<R, S><<<rt::blocksFor(C), rt::kBlock, 0, stream>>>(
-            out<R>(running_mean), running_mean.stride(0), out<R>(running_var), running_var.stride(0),
-            in<S>(r.mean), in<S>(r.var), C, p.momentum, double(count) / double(count - 1));
-      });
-    }
+    withLayout<T>(x, {&x, &r.y}, [&](auto d, auto vec) {
+      constexpr int V = decltype(vec)::value;
+      using I = decltype(d.numel);
+      if (p.training) {
+        auto moments = [&](auto rtag) {
+          using R = decltype(rtag);
+          const bool running = running_mean.defined();
+          const StoreMoments<S, R> finish{out<S>(r.mean),
+                                          out<S>(r.var),
+                                          running ? out<R>(running_mean) : nullptr,
+                                          running ? running_mean.stride(0) : 0,
+                                          running ? out<R>(running_var) : nullptr,
+                                          running ? running_var.stride(0) : 0,
+                                          double(count),
+                                          p.momentum,
+                                          p.eps,
+                                          in<S>(w),
+                                          in<S>(b),
+                                          C,
+                                          out<S>(coef)};
+          channelSums<V, I>(d, MomentTerm<T, V, I>{in<T>(x)}, finish, x.device(), stream);
+        };
+        if (running_mean.defined()) {
+          floating(running_mean.dtype(), "batch_norm2d (running statistics)", moments);
+        } else {
+          moments(S{});
+        }
+      } else {
+        evalCoefficients<S><<<rt::blocksFor(C), rt::kBlock, 0, stream>>>(
+            in<S>(r.mean), in<S>(r.var), in<S>(w), in<S>(b), static_cast<S>(p.eps), C, out<S>(coef));
+      }
+      if (x.numel() > 0) {
+        normalise<T, V, I>
+            <<<rt::blocksFor(x.numel() / V), rt::kBlock, 0, stream>>>(d, in<T>(x), out<T>(r.y), in<S>(coef));
+      }
+    });
   });
   return r;
 }
 
-BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
+BatchNormGrads batchNorm2dBackward(const Tensor& gy0, const Tensor& x0, const Tensor& weight, bool with_bias,
                                    const Tensor& mean, const Tensor& var, const BatchNormParams& p) {
-  checkSameDevice("batch_norm2d backward", x, gy, weight, mean);
-  checkSameDevice("batch_norm2d backward", x, var);
-  const int64_t C = x.size(1);
+  checkSameDevice("batch_norm2d backward", x0, gy0, weight, mean);
+  checkSameDevice("batch_norm2d backward", x0, var);
+  const int64_t C = x0.size(1);
   LOCKSTEP_ENFORCE(mean.defined() && var.defined() && mean.numel() == C && var.numel() == C, ValueError,
                    "batch_norm2d backward: mean ", mean.describe(), " and var ", var.describe(),
                    " must be the forward's [", C, "] statistics");
+  const MemoryFormat fmt = formatOf(x0);
+  const Tensor x = inFormat(x0, fmt), gy = inFormat(gy0, fmt);
+  const DType stat_type = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  // The parameters' gradients come in the weight's dtype (f32 beside a bf16/f16 x under autocast).
+  const DType param_type = weight.defined() ? weight.dtype() : x.dtype();
   BatchNormGrads r;
-  r.x = Tensor::empty(x.shape(), x.dtype(), formatOf(x), x.device());
-  if (weight.defined()) r.weight = Tensor::empty({C}, weight.dtype(), MemoryFormat::contiguous, x.device());
-  if (with_bias) r.bias = Tensor::empty({C}, x.dtype(), MemoryFormat::contiguous, x.device());
+  r.x = Tensor::empty(x.shape(), x.dtype(), fmt, x.device());
+  if (weight.defined()) r.weight = Tensor::empty({C}, param_type, MemoryFormat::contiguous, x.device());
+  if (with_bias) r.bias = Tensor::empty({C}, param_type, MemoryFormat::contiguous, x.device());
   if (C == 0) return r;
-  const Tensor m = mean.to(DType::f64).contiguous(), v = var.to(DType::f64).contiguous();
-  const Tensor w = weight.defined() ? weight.contiguous() : weight;
-  Tensor sums = Tensor::empty({2 * C}, DType::f64, MemoryFormat::contiguous, x.device());
+  const Tensor m = asStat(mean, stat_type), v = asStat(var, stat_type), w = asStat(weight, stat_type);
+  const int64_t count = x.size(0) * x.size(2) * x.size(3);
   cudaStream_t stream = rt::currentStream(x.device().index).handle();
   floating(x.dtype(), "batch_norm2d backward", [&](auto tag) {
     using T = decltype(tag);
-    channelSums(
-        geometry(x), GradientTerms<T>{in<T>(gy), geometry(gy), in<T>(x), geometry(x), in<double>(m)},
-        StoreGradientSums<T>{in<double>(v), p.eps, C, out<double>(sums), out<T>(r.weight), out<T>(r.bias)},
-        x.device());
-    if (x.numel() > 0) {
-      inputGradient<T><<<rt::blocksFor(x.numel()), rt::kBlock, 0, stream>>>(
-          in<T>(gy), geometry(gy), in<T>(x), geometry(x), out<T>(r.x), geometry(r.x), in<double>(m),
-          in<double>(v), in<T>(w), in<double>(sums), p.eps, p.training);
-    }
+    using S = Acc<T>;
+    Tensor k = Tensor::empty({4 * C}, stat_type, MemoryFormat::contiguous, x.device());
+    withLayout<T>(x, {&x, &gy, &r.x}, [&](auto d, auto vec) {
+      constexpr int V = decltype(vec)::value;
+      using I = decltype(d.numel);
+      floating(param_type, "batch_norm2d backward (parameters)", [&](auto ptag) {
+        using P = decltype(ptag);
+        const StoreGradientSums<S, P> finish{
+            in<S>(m),   in<S>(v),  in<S>(w),         p.eps,         double(count), C,
+            p.training, out<S>(k), out<P>(r.weight), out<P>(r.bias)};
+        channelSums<V, I>(d, GradientTerm<T, V, I>{in<T>(gy), in<T>(x), in<S>(m)}, finish, x.device(),
+                          stream);
+      });
+      if (x.numel() > 0) {
+        inputGradient<T, V, I><<<rt::blocksFor(x.numel() / V), rt::kBlock, 0, stream>>>(
+            d, in<T>(gy), in<T>(x), out<T>(r.x), in<S>(k));
+      }
+    });
   });
   return r;
 }

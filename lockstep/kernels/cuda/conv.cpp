@@ -1,6 +1,8 @@
 #include "lockstep/kernels/cuda/conv.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -14,6 +16,7 @@
 #include "lockstep/kernels/layout.h"
 #include "lockstep/tensor/cuda/allocator.h"
 #include "lockstep/tensor/cuda/runtime.h"
+#include "lockstep/util/env.h"
 
 namespace lockstep::kernels::cuda {
 
@@ -71,11 +74,18 @@ struct Wants {
   bool deterministic = true;
   bool fma_only = false;  // f32 with TF32 not allowed: CUDNN_FMA_MATH, as PyTorch sets it
   bool benchmark = false;
+  // The math type the queries consider, as PyTorch sets it: tensor cores for bf16/f16 (cuDNN's
+  // DEFAULT_MATH leaves a 16-bit problem to its FMA kernels, in f32 and NCHW: 30x slower on an
+  // H200), DEFAULT_MATH for f32 with TF32 (tensor cores on Ampere and later), FMA for f32 without.
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
 };
 
 Wants wantsFor(DType t) {
   const GpuMathOptions o = gpuMathOptions();
-  return {o.cudnn_deterministic, t == DType::f32 && !o.cudnn_allow_tf32, o.cudnn_benchmark};
+  Wants w{o.cudnn_deterministic, t == DType::f32 && !o.cudnn_allow_tf32, o.cudnn_benchmark};
+  if (w.fma_only) w.math = CUDNN_FMA_MATH;
+  if (t == DType::bf16 || t == DType::f16) w.math = CUDNN_TENSOR_OP_MATH;
+  return w;
 }
 
 // The device buffers of a pass (Find*Ex runs the algorithms on them; the output is overwritten by
@@ -238,6 +248,59 @@ std::optional<Choice> measure(cudnnHandle_t h, ConvDescs& d, const Buffers& b, c
   return firstAllowed<P>(h, d, perf, w);
 }
 
+// LOCKSTEP_CUDNN_VERBOSE=1 prints each convolution problem's choice once, as it is made (as
+// ONEDNN_VERBOSE does for oneDNN's primitives), to stderr: which algorithm, math type and workspace
+// each pass of each shape runs with, and whether heuristics or timing chose it.
+bool verbose() {
+  static const bool on = env::getBool("LOCKSTEP_CUDNN_VERBOSE", false);
+  return on;
+}
+
+const char* algoName(Pass pass, int algo) {
+  static const char* const kForward[] = {
+      "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+      "WINOGRAD",      "WINOGRAD_NONFUSED"};
+  static const char* const kData[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                      "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static const char* const kFilter[] = {
+      "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+  auto pick = [&](const auto& names) -> const char* {
+    const int n = static_cast<int>(std::size(names));
+    return algo >= 0 && algo < n ? names[algo] : "?";
+  };
+  switch (pass) {
+    case Pass::forward:
+      return pick(kForward);
+    case Pass::data:
+      return pick(kData);
+    case Pass::filter:
+      return pick(kFilter);
+  }
+  return "?";
+}
+
+const char* mathName(cudnnMathType_t m) {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH:
+      return "DEFAULT";
+    case CUDNN_TENSOR_OP_MATH:
+      return "TENSOR_OP";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+      return "TENSOR_OP_ALLOW_CONVERSION";
+    case CUDNN_FMA_MATH:
+      return "FMA";
+  }
+  return "?";
+}
+
+void logChoice(const ConvDescs& d, Pass pass, const Choice& c, const Wants& w, bool measured) {
+  static const char* const kPass[] = {"forward", "backward data", "backward weight"};
+  std::fprintf(stderr, "lockstep cudnn: %s: %s algo %s (%d), math %s, workspace %zu bytes, %s%s\n",
+               d.what.c_str(), kPass[static_cast<int>(pass)], algoName(pass, c.algo), c.algo,
+               mathName(c.math), c.workspace, measured ? "fastest timed" : "heuristic choice",
+               w.deterministic ? " among the deterministic algorithms" : "");
+}
+
 template <typename P>
 Choice choose(cudnnHandle_t h, ConvDescs& d, const Buffers& b, const Device& device,
               const rt::Stream& stream) {
@@ -249,11 +312,7 @@ Choice choose(cudnnHandle_t h, ConvDescs& d, const Buffers& b, const Device& dev
   std::lock_guard<std::mutex> lock(mutex);
   auto it = chosen->find(key);
   if (it != chosen->end()) return it->second;
-  // The math type the queries consider (PyTorch sets the same): FMA kernels alone for f32 without
-  // TF32; otherwise the default, which on Ampere and later lets f32 use TF32 and the 16-bit types
-  // tensor cores.
-  LOCKSTEP_CUDNN_CHECK(
-      cudnnSetConvolutionMathType(d.conv.get(), w.fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH), d.what);
+  LOCKSTEP_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), w.math), d.what);
   int count = 0;
   LOCKSTEP_CUDNN_CHECK(P::maxCount(h, &count), d.what);
   count = std::max(count, 1);
@@ -262,14 +321,19 @@ Choice choose(cudnnHandle_t h, ConvDescs& d, const Buffers& b, const Device& dev
   LOCKSTEP_CUDNN_CHECK(P::heuristics(h, d, count, &got, perf.data()), d.what);
   perf.resize(static_cast<size_t>(std::max(got, 0)));
   Choice c = heuristicChoice<P>(h, d, perf, w);
+  bool measured = false;
   if (w.benchmark) {
     // Timing synchronises the device, which a stream being captured into a CUDA graph must not do:
     // the heuristic choice serves then, unremembered, and the next eager call times the algorithms.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     LOCKSTEP_CUDA_CHECK(cudaStreamIsCapturing(stream.handle(), &capture));
     if (capture != cudaStreamCaptureStatusNone) return c;
-    if (auto m = measure<P>(h, d, b, device, perf, c, w, count)) c = *m;
+    if (auto m = measure<P>(h, d, b, device, perf, c, w, count)) {
+      c = *m;
+      measured = true;
+    }
   }
+  if (verbose()) logChoice(d, P::pass, c, w, measured);
   chosen->emplace(key, c);
   return c;
 }
@@ -291,6 +355,9 @@ Tensor filterOf(const Tensor& w, bool nhwc) {
 }  // namespace
 
 Tensor conv2dInput(const Tensor& x) { return inFormat(x, computeFormat(x)); }
+Tensor conv2dWeight(const Tensor& weight, const Tensor& x) {
+  return filterOf(weight, computeFormat(x) == MemoryFormat::channels_last);
+}
 
 Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv2dParams& p) {
   checkSameDevice("conv2d", x0, w0, b);

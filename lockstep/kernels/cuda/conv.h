@@ -14,9 +14,11 @@
 // chosen once per shape and options: cuDNN's heuristics (the _v7 queries), or with cudnn_benchmark
 // the fastest by cudnnFind*AlgorithmEx; with cudnn_deterministic (lockstep's default) only among those
 // cuDNN reports deterministic, so two runs give the same bits (a shape with none is a
-// NotSupportedError naming it and the option).
+// NotSupportedError naming it and the option). LOCKSTEP_CUDNN_VERBOSE=1 prints each choice once, to
+// stderr (the problem, the pass, the algorithm, math type and workspace, heuristic or timed).
 //
-// Precision: bf16/f16 compute in f32, f64 in f64. f32 follows cudnn_allow_tf32 (default true, as
+// Precision: bf16/f16 on tensor cores (CUDNN_TENSOR_OP_MATH, as PyTorch) with f32 accumulation, f64
+// in f64. f32 follows cudnn_allow_tf32 (default true, as
 // PyTorch's torch.backends.cudnn.allow_tf32): cuDNN may use TF32 tensor cores (10-bit mantissa
 // inputs, f32 accumulation), so f32 results differ from the CPU's by ~1e-3 relative; false keeps to
 // FMA kernels (CUDNN_FMA_MATH) and full f32.
@@ -25,6 +27,7 @@
 namespace lockstep::kernels::cuda {
 
 Tensor conv2dInput(const Tensor& x);
+Tensor conv2dWeight(const Tensor& weight, const Tensor& x);
 Tensor conv2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
 Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& weight, const Conv2dParams& p);
 Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape,

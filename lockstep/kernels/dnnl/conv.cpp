@@ -178,6 +178,8 @@ Tensor conv2dBackwardData(const Tensor& gy0, const Tensor& x, const Tensor& w0, 
 }
 
 Tensor conv2dInput(const Tensor& x) { return inFormat(x, kConvFormat); }
+// oneDNN's primitives reorder the weight into their own blocked format.
+Tensor conv2dWeight(const Tensor& weight, const Tensor&) { return weight; }
 
 Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, const Shape& ws, bool with_bias,
                                         const Conv2dParams& p) {

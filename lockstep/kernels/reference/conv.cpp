@@ -89,6 +89,7 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const
 const ConvKernels kConv{
     // The reference loops read any layout.
     .conv2dInput = [](const Tensor& x) { return x; },
+    .conv2dWeight = [](const Tensor& w, const Tensor&) { return w; },
     .conv2dForward = &conv2dForward,
     .conv2dBackwardData = &conv2dBackwardData,
     .conv2dBackwardWeights = &conv2dBackwardWeights,

@@ -1,6 +1,6 @@
 #pragma once
-// conv2d (kernels/conv.h), as each backend provides it (see kernels/dispatch.h). conv2dInput
-// puts an input into the layout the backend's convolutions read fastest.
+// conv2d (kernels/conv.h), as each backend provides it (see kernels/dispatch.h). conv2dInput and
+// conv2dWeight put an input and a weight into the layouts the backend's convolutions read fastest.
 #include "lockstep/kernels/conv.h"
 #include "lockstep/kernels/tables/table.h"
 
@@ -9,6 +9,7 @@ namespace lockstep::kernels {
 // clang-format off
 #define LOCKSTEP_CONV_OPS(X) \
   X(conv2dInput, Tensor(const Tensor& x)) \
+  X(conv2dWeight, Tensor(const Tensor& weight, const Tensor& x)) \
   X(conv2dForward, Tensor(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p)) \
   X(conv2dBackwardData, Tensor(const Tensor& gy, const Tensor& x, const Tensor& weight, const Conv2dParams& p)) \
   X(conv2dBackwardWeights, Conv2dWeightGrads(const Tensor& gy, const Tensor& x, const Shape& weight_shape, bool with_bias, const Conv2dParams& p))
