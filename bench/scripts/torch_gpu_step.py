@@ -1,15 +1,35 @@
-"""PyTorch's side of bench/gpu.bench.sh: training steps per second on one GPU for the seed CNN
-(batch 32 and 128, f32 and bf16 autocast; eager, torch.compile default and reduce-overhead) and the
-CIFAR ResNet-18 (batch 256, channels-last, eager). Same model, data, loss and SGD as lockstep's
-bench/gpu_step.cpp. Prints one line per case: impl=... model=... batch=... samples_per_s=..."""
+"""PyTorch's side of bench/gpu.bench.sh: training steps per second on one GPU, with SGD and cross
+entropy on fixed random data, for the seed CNN (batch 32 and 128), the CIFAR ResNet-18 (batch 256)
+and ResNet-50 at ImageNet's shape (224x224, 1000 classes, batch 128; torchvision's when it imports,
+else the same network defined here), both ResNets channels-last; f32 and bf16 autocast; eager,
+torch.compile (default mode) and torch.compile(mode="reduce-overhead") (CUDA graphs). The same
+models, data, loss and SGD as lockstep's bench/gpu_step.cpp, and the same step counts: ResNet-18
+times max(steps // 5, 20) steps after 20 warmup, ResNet-50 max(steps // 10, 20) after 10.
+
+Cases run cheapest first: every eager case, then the compiled ones model by model in --models
+order (per dtype, the modes in --modes order). A case that throws prints a `failed:` line (its
+traceback goes to stderr) and the next one runs; with --budget-s, a case that would start after that
+many seconds prints a `skipped:` line instead. The first line names the versions (torch, GPU,
+driver, CUDA, cuDNN, torchvision); then one line per case: impl=... model=... samples_per_s=..."""
 import argparse
+import gc
+import re
+import sys
 import time
+import traceback
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from seed_cnn import Net
+
+try:
+    import torchvision
+
+    TORCHVISION = torchvision.__version__
+except Exception:  # not installed, or built for another torch: the definition below stands in
+    torchvision, TORCHVISION = None, "none"
 
 
 class BasicBlock(nn.Module):
@@ -49,15 +69,85 @@ class ResNet18Cifar(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class Bottleneck(nn.Module):
+    """torchvision's Bottleneck (ResNet v1.5: the stride on the 3x3 convolution)."""
+
+    expansion = 4
+
+    def __init__(self, inp, planes, stride):
+        super().__init__()
+        out = planes * self.expansion
+        self.conv1 = nn.Conv2d(inp, planes, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = nn.Conv2d(planes, out, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(out)
+        self.downsample = None
+        if stride != 1 or inp != out:
+            self.downsample = nn.Sequential(nn.Conv2d(inp, out, 1, stride, bias=False), nn.BatchNorm2d(out))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = F.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        return F.relu(y + (x if self.downsample is None else self.downsample(x)))
+
+
+class ResNet50(nn.Module):
+    """torchvision.models.resnet50's network and names (lockstep's resnet50), where torchvision is missing."""
+
+    def __init__(self, num_classes=1000):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        layers, inp = [], 64
+        for planes, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
+            seq = [Bottleneck(inp, planes, stride)]
+            inp = planes * Bottleneck.expansion
+            seq += [Bottleneck(inp, planes, 1) for _ in range(blocks - 1)]
+            layers.append(nn.Sequential(*seq))
+        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.fc = nn.Linear(512 * Bottleneck.expansion, num_classes)
+
+    def forward(self, x):
+        x = self.maxpool(F.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+# model: (batch, one sample's shape, classes, channels_last, steps(steps), warmup(warmup))
+MODELS = {
+    "seed_cnn": (32, (1, 28, 28), 10, False, lambda s: s, lambda w: w),
+    "resnet18_cifar": (256, (3, 32, 32), 10, True, lambda s: max(s // 5, 20), lambda w: 20),
+    "resnet50": (128, (3, 224, 224), 1000, True, lambda s: max(s // 10, 20), lambda w: 10),
+}
+MODES = ["eager", "compile", "reduce-overhead"]
+
+
+def make_model(name):
+    if name == "seed_cnn":
+        return Net()
+    if name == "resnet18_cifar":
+        return ResNet18Cifar()
+    return torchvision.models.resnet50(num_classes=1000) if torchvision else ResNet50(1000)
+
+
+def batches(name):
+    return [32, 128] if name == "seed_cnn" else [MODELS[name][0]]
+
+
 def measure(model_name, batch, dtype, mode, steps, warmup):
+    _, item, classes, channels_last, _, _ = MODELS[model_name]
     torch.manual_seed(0)
     dev = torch.device("cuda")
-    if model_name == "seed_cnn":
-        net, x = Net().to(dev), torch.rand(batch, 1, 28, 28, device=dev)
-    else:
-        net = ResNet18Cifar().to(dev).to(memory_format=torch.channels_last)
-        x = torch.rand(batch, 3, 32, 32, device=dev).to(memory_format=torch.channels_last)
-    y = torch.arange(batch, device=dev) % 10
+    net = make_model(model_name).to(dev)
+    x = torch.rand(batch, *item, device=dev)
+    if channels_last:
+        net = net.to(memory_format=torch.channels_last)
+        x = x.to(memory_format=torch.channels_last)
+    y = torch.arange(batch, device=dev) % classes
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
 
     def step():
@@ -70,6 +160,9 @@ def measure(model_name, batch, dtype, mode, steps, warmup):
 
     fn = step
     if mode != "eager":
+        # Each case compiles afresh: the guards of the last case's model would otherwise count
+        # towards dynamo's recompile limit, past which it falls back to eager without a word.
+        torch._dynamo.reset()
         fn = torch.compile(step, mode=None if mode == "compile" else mode)
     for _ in range(warmup):
         fn()
@@ -79,30 +172,67 @@ def measure(model_name, batch, dtype, mode, steps, warmup):
         loss = fn()
     torch.cuda.synchronize()
     sec = time.perf_counter() - t0
-    print(f"impl=torch-{mode} model={model_name} batch={batch} dtype={dtype} step_us={1e6 * sec / steps:.1f} "
-          f"samples_per_s={batch * steps / sec:.0f} loss={loss.item():.4f}", flush=True)
+    return sec, loss.item()
+
+
+def driver_version():
+    """The driver's version as nvidia-smi shows it (the kernel module's), or "unknown"."""
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            m = re.search(r"\s(\d+\.\d+(?:\.\d+)?)\s", f.read())
+        return m.group(1) if m else "unknown"
+    except OSError:
+        return "unknown"
+
+
+def cases(models, modes, dtypes, steps, warmup):
+    """(model, batch, dtype, mode, steps, warmup): the eager cases, then the compiled ones."""
+    def of(model, dtype, mode):
+        s, w = MODELS[model][4](steps), MODELS[model][5](warmup)
+        return [(model, b, dtype, mode, s, w) for b in batches(model)]
+
+    out = [c for m in models for d in dtypes for c in of(m, d, "eager") if "eager" in modes]
+    out += [c for m in models for d in dtypes for mode in modes if mode != "eager" for c in of(m, d, mode)]
+    return out
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=500)
-    ap.add_argument("--warmup", type=int, default=50)
-    ap.add_argument("--modes", default="eager,compile,reduce-overhead")
-    ap.add_argument("--resnet", type=int, default=1)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=500, help="timed steps per seed CNN case (ResNets: fewer)")
+    ap.add_argument("--warmup", type=int, default=50, help="untimed steps first (seed CNN; ResNets: 20 and 10)")
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ", ".join(MODELS))
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated: " + ", ".join(MODES))
+    ap.add_argument("--dtypes", default="f32,bf16", help="comma-separated: f32, bf16")
+    ap.add_argument("--budget-s", type=float, default=0, help="start no case after this many seconds (0: no limit)")
     args = ap.parse_args()
+    models, modes, dtypes = args.models.split(","), args.modes.split(","), args.dtypes.split(",")
+    checks = [("--models", models, MODELS), ("--modes", modes, MODES), ("--dtypes", dtypes, ["f32", "bf16"])]
+    for flag, given, known in checks:
+        unknown = [g for g in given if g not in known]
+        if unknown:
+            ap.error(f"{flag}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+    start = time.monotonic()
+    # PyTorch's usual training setting: cuDNN times its algorithms, nondeterministic ones allowed.
     torch.backends.cudnn.benchmark = True
-    print(f"torch={torch.__version__} gpu={torch.cuda.get_device_name()} cudnn={torch.backends.cudnn.version()}",
-          flush=True)
-    for mode in args.modes.split(","):
-        for dtype in ["f32", "bf16"]:
-            for batch in [32, 128]:
-                try:
-                    measure("seed_cnn", batch, dtype, mode, args.steps, args.warmup)
-                except Exception as e:  # torch.compile may not work there: say so and go on
-                    print(f"impl=torch-{mode} model=seed_cnn batch={batch} dtype={dtype} failed: {e!r}"[:400])
-    if args.resnet:
-        for dtype in ["f32", "bf16"]:
-            measure("resnet18_cifar", 256, dtype, "eager", max(args.steps // 5, 50), 20)
+    props = torch.cuda.get_device_properties(0)
+    print(f'torch={torch.__version__} gpu="{props.name}" sm={props.major}{props.minor} driver={driver_version()} '
+          f"cuda={torch.version.cuda} cudnn={torch.backends.cudnn.version()} torchvision={TORCHVISION}", flush=True)
+    for model, batch, dtype, mode, steps, warmup in cases(models, modes, dtypes, args.steps, args.warmup):
+        head = (f"impl=torch-{mode} model={model} batch={batch} dtype={dtype} cudnn=benchmark "
+                f"deterministic={int(torch.backends.cudnn.deterministic)}")
+        if args.budget_s and time.monotonic() - start > args.budget_s:
+            print(f"{head} skipped: the time budget (--budget-s {args.budget_s:g}) is spent", flush=True)
+            continue
+        torch.cuda.reset_peak_memory_stats()
+        try:
+            sec, loss = measure(model, batch, dtype, mode, steps, warmup)
+            print(f"{head} step_us={1e6 * sec / steps:.1f} samples_per_s={batch * steps / sec:.0f} loss={loss:.4f} "
+                  f"peak_mib={torch.cuda.max_memory_allocated() / 2**20:.0f}", flush=True)
+        except Exception as e:  # torch.compile may not work there: say so and go on
+            print(f"{head} failed: {e!r}"[:400].replace("\n", " "), flush=True)
+            traceback.print_exc(file=sys.stderr)
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
