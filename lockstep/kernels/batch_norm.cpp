@@ -1,5 +1,7 @@
 #include "lockstep/kernels/batch_norm.h"
 
+#include "lockstep/kernels/activation.h"
+#include "lockstep/kernels/binary.h"
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/tables/batch_norm.h"
 
@@ -45,7 +47,8 @@ void blend(Tensor& running, const Tensor& stat, double momentum, double scale) {
 }  // namespace
 
 BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                   Tensor running_mean, Tensor running_var, const BatchNormParams& p) {
+                                   Tensor running_mean, Tensor running_var, const BatchNormParams& p,
+                                   const Tensor& residual) {
   LOCKSTEP_ENFORCE(x.dim() == 4, ValueError, "batch_norm2d: input ", shapeToString(x.shape()),
                    " must be 4-d [N, C, H, W]");
   checkVector(weight, x, "weight");
@@ -69,6 +72,21 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
                      "batch_norm2d: eval mode needs running_mean and running_var (input ",
                      shapeToString(x.shape()), ")");
   }
+  if (residual.defined()) {
+    LOCKSTEP_ENFORCE(
+        residual.shape() == x.shape() && residual.dtype() == x.dtype() && residual.device() == x.device(),
+        ValueError, "batch_norm2d: residual ", residual.describe(),
+        " must have the input's shape, dtype and device (", x.describe(), ")");
+  }
+  if (!x.isCuda() && (residual.defined() || p.relu)) {
+    // The CPU kernels normalise; the add and the relu follow as ops of their own.
+    BatchNormParams plain = p;
+    plain.relu = false;
+    BatchNormResult r = batchNorm2dForward(x, weight, bias, running_mean, running_var, plain);
+    if (residual.defined()) r.y = binary(BinaryOp::add, r.y, residual);
+    if (p.relu) r.y = reluForward(r.y);
+    return r;
+  }
   if (mixed(x, weight, bias) && !x.isCuda()) {
     // The CPU kernels take one dtype: normalise the widened x, round y once.
     BatchNormResult r = batchNorm2dForward(x.to(DType::f32), weight, bias, running_mean, running_var, p);
@@ -76,7 +94,7 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
     return r;
   }
   BatchNormResult r = dispatch<&BatchNormKernels::batchNorm2dForward>(kBackends, x, x, weight, bias,
-                                                                      running_mean, running_var, p);
+                                                                      running_mean, running_var, residual, p);
   // The GPU kernels update the running statistics on the device themselves.
   if (p.training && running_mean.defined() && !x.isCuda()) {
     blend(running_mean, r.mean, p.momentum, 1.0);
@@ -86,9 +104,24 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
 }
 
 BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
-                                   const Tensor& mean, const Tensor& var, const BatchNormParams& p) {
+                                   const Tensor& mean, const Tensor& var, const BatchNormParams& p,
+                                   const Tensor& y, bool with_residual) {
   LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "batch_norm2d backward: gradient ",
                    shapeToString(gy.shape()), " differs from the input shape ", shapeToString(x.shape()));
+  LOCKSTEP_ENFORCE(!p.relu || (y.defined() && y.shape() == x.shape()), ValueError,
+                   "batch_norm2d backward: a fused relu needs the forward's output ", x.describe(), ", got ",
+                   y.defined() ? y.describe() : std::string("none"));
+  LOCKSTEP_ENFORCE(!p.relu || y.dtype() == x.dtype(), ValueError,
+                   "batch_norm2d backward: the forward's output ", y.describe(), " and input ", x.describe(),
+                   " differ in dtype");
+  if (!x.isCuda() && (p.relu || with_residual)) {
+    BatchNormParams plain = p;
+    plain.relu = false;
+    const Tensor g = p.relu ? reluBackward(gy, y) : gy;
+    BatchNormGrads r = batchNorm2dBackward(g, x, weight, with_bias, mean, var, plain);
+    if (with_residual) r.residual = g;
+    return r;
+  }
   if (mixed(x, weight, Tensor()) && !x.isCuda()) {
     BatchNormGrads g =
         batchNorm2dBackward(gy.to(DType::f32), x.to(DType::f32), weight, with_bias, mean, var, p);
@@ -96,7 +129,7 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tens
     return g;
   }
   return dispatch<&BatchNormKernels::batchNorm2dBackward>(kBackends, x, gy, x, weight, with_bias, mean, var,
-                                                          p);
+                                                          p.relu ? y : Tensor(), with_residual, p);
 }
 
 }  // namespace lockstep::kernels

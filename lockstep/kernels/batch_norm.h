@@ -10,6 +10,9 @@ struct BatchNormParams {
   bool training = true;
   double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch statistic
   double eps = 1e-5;
+  /// y = relu(normalised x + residual): a ResNet block's tail in the normalisation's pass (on a GPU;
+  /// the CPU runs the add and the relu after it).
+  bool relu = false;
 };
 
 struct BatchNormResult {
@@ -25,23 +28,36 @@ inline void narrowResults(BatchNormResult& r, DType low) {
 
 struct BatchNormGrads {
   Tensor x, weight, bias;  // weight/bias undefined when the forward had none
+  Tensor residual;         // dL/dresidual, when asked for (the relu's masked dL/dy)
 };
 /// Rounds the floating results of an f32 kernel back to `low` (the dispatcher's emulation of bf16/f16).
 inline void narrowResults(BatchNormGrads& r, DType low) {
   if (r.x.defined()) r.x = r.x.to(low);
   if (r.weight.defined()) r.weight = r.weight.to(low);
   if (r.bias.defined()) r.bias = r.bias.to(low);
+  if (r.residual.defined()) r.residual = r.residual.to(low);
 }
 
 /// weight/bias [C] or undefined (no affine transform), in x's dtype or f32 beside a bf16/f16 x (as
-/// PyTorch's batch norm under autocast: y in x's dtype, the parameters' gradients in theirs). running_mean/var [C] are updated in place
-/// when training (they may then be undefined) and required otherwise. ValueError naming the shapes
-/// for a mismatch, or when training sees a single value per channel.
+/// PyTorch's batch norm under autocast: y in x's dtype, the parameters' gradients in theirs).
+/// running_mean/var [C] are updated in place when training (they may then be undefined) and required
+/// otherwise. ValueError naming the shapes for a mismatch, or when training sees a single value per channel.
+/// For the CPU kernels, which the entry point hands no residual and no relu (it runs them itself):
+/// a NotSupportedError should one arrive anyway.
+inline void checkUnfused(bool fused, const char* backend) {
+  LOCKSTEP_ENFORCE(!fused, NotSupportedError, "batch_norm2d: the ", backend,
+                   " kernels take no residual or fused relu (kernels::batchNorm2dForward adds them)");
+}
+
+/// residual (optional, x's shape and dtype) is added to the normalised x, before p.relu.
 BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                   Tensor running_mean, Tensor running_var, const BatchNormParams& p);
+                                   Tensor running_mean, Tensor running_var, const BatchNormParams& p,
+                                   const Tensor& residual = Tensor());
 /// dL/dx, dL/dweight, dL/dbias from dL/dy and the forward's x, weight and statistics; bias tells
-/// whether the forward had a bias.
+/// whether the forward had a bias. With p.relu, y is the forward's output (its sign masks dL/dy);
+/// with_residual also returns dL/dresidual.
 BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
-                                   const Tensor& mean, const Tensor& var, const BatchNormParams& p);
+                                   const Tensor& mean, const Tensor& var, const BatchNormParams& p,
+                                   const Tensor& y = Tensor(), bool with_residual = false);
 
 }  // namespace lockstep::kernels

@@ -36,7 +36,7 @@ int64_t BatchNorm2d::numBatchesTracked() {
   return options_.track_running_stats ? buffer("num_batches_tracked").item<int64_t>() : 0;
 }
 
-Variable BatchNorm2d::forward(const Variable& x) {
+Variable BatchNorm2d::normalise(const Variable& x, const Variable* residual) {
   LOCKSTEP_ENFORCE(x.dim() == 4 && x.size(1) == options_.num_features, ValueError, "BatchNorm2d(",
                    options_.num_features, "): expected input [N, ", options_.num_features, ", H, W], got ",
                    shapeToString(x.shape()));
@@ -50,7 +50,14 @@ Variable BatchNorm2d::forward(const Variable& x) {
     var = buffer("running_var");
     if (isTraining()) bumpBatchesTracked(buffer("num_batches_tracked"));
   }
+  if (residual) return autograd::batchNorm2dRelu(x, weight_, bias_, mean, var, o, *residual);
   return autograd::batchNorm2d(x, weight_, bias_, mean, var, o);
+}
+
+Variable BatchNorm2d::forward(const Variable& x) { return normalise(x, nullptr); }
+
+Variable BatchNorm2d::forwardRelu(const Variable& x, const Variable& residual) {
+  return normalise(x, &residual);
 }
 
 std::string BatchNorm2d::extraRepr() const {

@@ -24,6 +24,9 @@ class BatchNorm2d : public Module {
   /// Training mode (or no running stats): batch statistics, and the running ones are updated.
   /// Eval mode: the running statistics.
   Variable forward(const Variable& x) override;
+  /// relu(forward(x) + residual), residual optional: a ResNet block's tail in one pass on a GPU
+  /// (autograd::batchNorm2dRelu).
+  Variable forwardRelu(const Variable& x, const Variable& residual = Variable());
   std::string extraRepr() const override;
 
   const Variable& weight() const { return weight_; }
@@ -36,6 +39,8 @@ class BatchNorm2d : public Module {
   const BatchNorm2dOptions& options() const { return options_; }
 
  private:
+  // forward (residual null) or forwardRelu.
+  Variable normalise(const Variable& x, const Variable* residual);
   BatchNorm2dOptions options_;
   Variable weight_;
   Variable bias_;

@@ -33,7 +33,7 @@ TEST(BatchNorm2d, training_matches_reference_and_updates_running_stats) {
     Tensor rm0 = rm.clone(), rv0 = rv.clone();
     BatchNormParams p{true, 0.3, 1e-5};
     auto fast = kernels::batchNorm2dForward(x, w, b, rm, rv, p);
-    auto ref = kernels::reference::kBatchNorm.batchNorm2dForward(x, w, b, Tensor(), Tensor(), p);
+    auto ref = kernels::reference::kBatchNorm.batchNorm2dForward(x, w, b, Tensor(), Tensor(), Tensor(), p);
     EXPECT_TRUE(tensorsNear(fast.y, ref.y, 1e-4, 1e-4)) << shapeToString(c.x);
     EXPECT_EQ(fast.y.isChannelsLast(), x.isChannelsLast());
     EXPECT_TRUE(tensorsNear(fast.mean, ref.mean, 1e-5, 1e-5));
@@ -49,7 +49,8 @@ TEST(BatchNorm2d, training_matches_reference_and_updates_running_stats) {
     }
     Tensor gy = layout(randomTensor(c.x, DType::f32, seed++), c.channels_last);
     auto gf = kernels::batchNorm2dBackward(gy, x, w, c.affine, fast.mean, fast.var, p);
-    auto gr = kernels::reference::kBatchNorm.batchNorm2dBackward(gy, x, w, c.affine, ref.mean, ref.var, p);
+    auto gr = kernels::reference::kBatchNorm.batchNorm2dBackward(gy, x, w, c.affine, ref.mean, ref.var,
+                                                                 Tensor(), false, p);
     EXPECT_TRUE(tensorsNear(gf.x, gr.x, 1e-4, 1e-3)) << shapeToString(c.x);
     EXPECT_EQ(gf.x.isChannelsLast(), x.isChannelsLast());
     EXPECT_EQ(gf.weight.defined(), c.affine);
@@ -71,12 +72,13 @@ TEST(BatchNorm2d, eval_uses_running_stats) {
     Tensor rm0 = rm.clone();
     BatchNormParams p{false, 0.1, 1e-3};
     auto fast = kernels::batchNorm2dForward(x, w, b, rm, rv, p);
-    auto ref = kernels::reference::kBatchNorm.batchNorm2dForward(x, w, b, rm, rv, p);
+    auto ref = kernels::reference::kBatchNorm.batchNorm2dForward(x, w, b, rm, rv, Tensor(), p);
     EXPECT_TRUE(tensorsNear(fast.y, ref.y, 1e-5, 1e-5));
     EXPECT_TRUE(tensorsNear(rm, rm0, 0.0));  // untouched
     Tensor gy = layout(randomTensor(c.x, DType::f32, seed++), c.channels_last);
     auto gf = kernels::batchNorm2dBackward(gy, x, w, c.affine, fast.mean, fast.var, p);
-    auto gr = kernels::reference::kBatchNorm.batchNorm2dBackward(gy, x, w, c.affine, ref.mean, ref.var, p);
+    auto gr = kernels::reference::kBatchNorm.batchNorm2dBackward(gy, x, w, c.affine, ref.mean, ref.var,
+                                                                 Tensor(), false, p);
     EXPECT_TRUE(tensorsNear(gf.x, gr.x, 1e-5, 1e-4));
     if (c.affine) {
       EXPECT_TRUE(tensorsNear(gf.weight, gr.weight, 1e-4, 1e-4));
@@ -115,10 +117,11 @@ TEST(BatchNorm2d, weight_or_bias_alone_matches_reference) {
     Tensor w = weight_only ? v : Tensor(), b = weight_only ? Tensor() : v;
     BatchNormParams p;
     auto fast = kernels::batchNorm2dForward(x, w, b, Tensor(), Tensor(), p);
-    auto ref = kernels::reference::kBatchNorm.batchNorm2dForward(x, w, b, Tensor(), Tensor(), p);
+    auto ref = kernels::reference::kBatchNorm.batchNorm2dForward(x, w, b, Tensor(), Tensor(), Tensor(), p);
     EXPECT_TRUE(tensorsNear(fast.y, ref.y, 1e-4, 1e-4));
     auto gf = kernels::batchNorm2dBackward(gy, x, w, b.defined(), fast.mean, fast.var, p);
-    auto gr = kernels::reference::kBatchNorm.batchNorm2dBackward(gy, x, w, b.defined(), ref.mean, ref.var, p);
+    auto gr = kernels::reference::kBatchNorm.batchNorm2dBackward(gy, x, w, b.defined(), ref.mean, ref.var,
+                                                                 Tensor(), false, p);
     EXPECT_TRUE(tensorsNear(gf.x, gr.x, 1e-4, 1e-3));
     EXPECT_EQ(gf.weight.defined(), weight_only);
     EXPECT_EQ(gf.bias.defined(), !weight_only);

@@ -683,6 +683,25 @@ std::vector<OpCase> normCases() {
                        if (result > 0) tol.atol *= 10;
                        return tol;
                      }});
+    // A ResNet block's tail, y = relu(bn(x) + residual), and its gradients (the residual's too):
+    // fused into the normalisation's passes on the GPU, composed on the CPU. The residual is the
+    // inputs' gy (the other layout), the gradient x itself.
+    cases.push_back({"batch_norm2d relu residual" + mode,
+                     [p](const Inputs& in) {
+                       kernels::BatchNormParams q = p;
+                       q.relu = true;
+                       auto r = kernels::batchNorm2dForward(in.x[0], in.x[1], in.x[2], in.x[3].clone(),
+                                                            in.x[4].clone(), q, in.x[5]);
+                       auto g = kernels::batchNorm2dBackward(in.x[0], in.x[0], in.x[1], in.x[2].defined(),
+                                                             r.mean, r.var, q, r.y, true);
+                       return Operands{r.y, g.x, g.weight, g.bias, g.residual};
+                     },
+                     batchNormInputs, Against::oracle, Layout::keeps_channels_last,
+                     [](const Tensor& want, const Inputs&, size_t result) {
+                       Tol tol = lockstep::testing::tolFor(want.dtype(), OpClass::batch_norm);
+                       if (result == 2 || result == 3) tol.atol *= 10;
+                       return tol;
+                     }});
   }
   return cases;
 }

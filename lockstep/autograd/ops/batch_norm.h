@@ -13,5 +13,11 @@ struct BatchNormOptions {
 /// updated in place when training and used when not; they may be undefined when training.
 Variable batchNorm2d(const Variable& x, const Variable& weight, const Variable& bias, Tensor running_mean,
                      Tensor running_var, const BatchNormOptions& opts);
+/// relu(batchNorm2d(x) + residual), residual optional (then relu(batchNorm2d(x))): a ResNet block's
+/// tail, which a GPU runs in the normalisation's pass (forward and backward); the same values and
+/// gradients as the ops composed.
+Variable batchNorm2dRelu(const Variable& x, const Variable& weight, const Variable& bias, Tensor running_mean,
+                         Tensor running_var, const BatchNormOptions& opts,
+                         const Variable& residual = Variable());
 
 }  // namespace lockstep::autograd

@@ -240,9 +240,11 @@ __device__ __forceinline__ Pack<A, V> channelPack(const A* a, I c0, bool nhwc) {
   return p;
 }
 
-// y = (x - mean) * scale + shift with coef = (mean, scale, shift), a pack per thread.
+// y = (x - mean) * scale + shift with coef = (mean, scale, shift), plus the residual when given, then
+// the relu when asked; a pack per thread.
 template <typename T, int V, typename I>
-__global__ void normalise(Dense<I> d, const T* __restrict__ x, T* __restrict__ y, const Acc<T>* coef) {
+__global__ void normalise(Dense<I> d, const T* __restrict__ x, const T* __restrict__ residual, bool relu,
+                          T* __restrict__ y, const Acc<T>* coef) {
   using A = Acc<T>;
   const I packs = d.numel / V, C = d.channels;
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < packs; i += I(gridDim.x) * blockDim.x) {
@@ -251,23 +253,42 @@ __global__ void normalise(Dense<I> d, const T* __restrict__ x, T* __restrict__ y
     const Pack<A, V> mean = channelPack<A, V>(coef, c0, d.nhwc),
                      scale = channelPack<A, V>(coef + C, c0, d.nhwc),
                      shift = channelPack<A, V>(coef + 2 * C, c0, d.nhwc);
+    Pack<A, V> r;
+    for (int v = 0; v < V; ++v) r.v[v] = (rt::castTo<A>(p.v[v]) - mean.v[v]) * scale.v[v] + shift.v[v];
+    if (residual) {
+      const Pack<T, V> res = load<T, V>(residual + off);
+      for (int v = 0; v < V; ++v) r.v[v] += rt::castTo<A>(res.v[v]);
+    }
     Pack<T, V> q;
-    for (int v = 0; v < V; ++v)
-      q.v[v] = rt::castTo<T>((rt::castTo<A>(p.v[v]) - mean.v[v]) * scale.v[v] + shift.v[v]);
+    for (int v = 0; v < V; ++v) q.v[v] = rt::castTo<T>(relu ? (r.v[v] > A(0) ? r.v[v] : A(0)) : r.v[v]);
     store<T, V>(y + off, q);
   }
 }
 
 // --- backward -----------------------------------------------------------------------------------------
 
-// sum(g) and sum(g * (x - mean)) per channel.
+// dL/dy where the fused relu let it through: y > 0 (all of it without the relu).
+template <typename T, int V>
+__device__ __forceinline__ Pack<T, V> masked(const T* g, const T* y, size_t off) {
+  Pack<T, V> gp = load<T, V>(g + off);
+  if (y) {
+    const Pack<T, V> yp = load<T, V>(y + off);
+    for (int v = 0; v < V; ++v) {
+      if (!(rt::castTo<float>(yp.v[v]) > 0.0f)) gp.v[v] = rt::castTo<T>(0.0f);
+    }
+  }
+  return gp;
+}
+
+// sum(g) and sum(g * (x - mean)) per channel, g masked by the fused relu's output when given.
 template <typename T, int V, typename I>
 struct GradientTerm {
   const T* g;
+  const T* y;
   const T* x;
   const Acc<T>* mean;
   __device__ void operator()(I off, I c, int dc, double (&a)[V], double (&b)[V]) const {
-    const Pack<T, V> gp = load<T, V>(g + off), xp = load<T, V>(x + off);
+    const Pack<T, V> gp = masked<T, V>(g, y, off), xp = load<T, V>(x + off);
     for (int v = 0; v < V; ++v) {
       const double gv = rt::castTo<double>(gp.v[v]);
       a[v] += gv;
@@ -304,13 +325,15 @@ struct StoreGradientSums {
 };
 
 template <typename T, int V, typename I>
-__global__ void inputGradient(Dense<I> d, const T* __restrict__ g, const T* __restrict__ x,
-                              T* __restrict__ out, const Acc<T>* k) {
+__global__ void inputGradient(Dense<I> d, const T* __restrict__ g, const T* __restrict__ y,
+                              const T* __restrict__ x, T* __restrict__ out, T* __restrict__ gresidual,
+                              const Acc<T>* k) {
   using A = Acc<T>;
   const I packs = d.numel / V, C = d.channels;
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < packs; i += I(gridDim.x) * blockDim.x) {
     const I off = i * V, c0 = (off / d.inner) % C;
-    const Pack<T, V> gp = load<T, V>(g + off), xp = load<T, V>(x + off);
+    const Pack<T, V> gp = masked<T, V>(g, y, off), xp = load<T, V>(x + off);
+    if (gresidual) store<T, V>(gresidual + off, gp);
     const Pack<A, V> k1 = channelPack<A, V>(k, c0, d.nhwc), k2 = channelPack<A, V>(k + C, c0, d.nhwc),
                      k3 = channelPack<A, V>(k + 2 * C, c0, d.nhwc),
                      mean = channelPack<A, V>(k + 3 * C, c0, d.nhwc);
@@ -384,13 +407,14 @@ Tensor asStat(const Tensor& t, DType stat) { return t.defined() ? t.to(stat).con
 
 BatchNormResult batchNorm2dForward(const Tensor& x0, const Tensor& weight, const Tensor& bias,
                                    const Tensor& running_mean, const Tensor& running_var,
-                                   const BatchNormParams& p) {
+                                   const Tensor& residual0, const BatchNormParams& p) {
   checkSameDevice("batch_norm2d", x0, weight, bias, running_mean);
   checkSameDevice("batch_norm2d", x0, running_var);
   LOCKSTEP_ENFORCE(!running_mean.defined() || running_mean.dtype() == running_var.dtype(), ValueError,
                    "batch_norm2d: running_mean ", running_mean.describe(), " and running_var ",
                    running_var.describe(), " differ in dtype");
   const Tensor x = inFormat(x0, formatOf(x0));
+  const Tensor residual = residual0.defined() ? inFormat(residual0, formatOf(x)) : residual0;
   const DType stat_type = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
   const int64_t C = x.size(1), count = x.size(0) * x.size(2) * x.size(3);
   BatchNormResult r;
@@ -412,7 +436,7 @@ BatchNormResult batchNorm2dForward(const Tensor& x0, const Tensor& weight, const
   floating(x.dtype(), "batch_norm2d", [&](auto tag) {
     using T = decltype(tag);
     using S = Acc<T>;
-    withLayout<T>(x, {&x, &r.y}, [&](auto d, auto vec) {
+    withLayout<T>(x, {&x, &r.y, &residual}, [&](auto d, auto vec) {
       constexpr int V = decltype(vec)::value;
       using I = decltype(d.numel);
       if (p.training) {
@@ -444,8 +468,8 @@ BatchNormResult batchNorm2dForward(const Tensor& x0, const Tensor& weight, const
             in<S>(r.mean), in<S>(r.var), in<S>(w), in<S>(b), static_cast<S>(p.eps), C, out<S>(coef));
       }
       if (x.numel() > 0) {
-        normalise<T, V, I>
-            <<<rt::blocksFor(x.numel() / V), rt::kBlock, 0, stream>>>(d, in<T>(x), out<T>(r.y), in<S>(coef));
+        normalise<T, V, I><<<rt::blocksFor(x.numel() / V), rt::kBlock, 0, stream>>>(
+            d, in<T>(x), in<T>(residual), p.relu, out<T>(r.y), in<S>(coef));
       }
     });
   });
@@ -453,7 +477,8 @@ BatchNormResult batchNorm2dForward(const Tensor& x0, const Tensor& weight, const
 }
 
 BatchNormGrads batchNorm2dBackward(const Tensor& gy0, const Tensor& x0, const Tensor& weight, bool with_bias,
-                                   const Tensor& mean, const Tensor& var, const BatchNormParams& p) {
+                                   const Tensor& mean, const Tensor& var, const Tensor& y0,
+                                   bool with_residual, const BatchNormParams& p) {
   checkSameDevice("batch_norm2d backward", x0, gy0, weight, mean);
   checkSameDevice("batch_norm2d backward", x0, var);
   const int64_t C = x0.size(1);
@@ -462,6 +487,7 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy0, const Tensor& x0, const Te
                    " must be the forward's [", C, "] statistics");
   const MemoryFormat fmt = formatOf(x0);
   const Tensor x = inFormat(x0, fmt), gy = inFormat(gy0, fmt);
+  const Tensor y = p.relu ? inFormat(y0, fmt) : Tensor();
   const DType stat_type = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
   // The parameters' gradients come in the weight's dtype (f32 beside a bf16/f16 x under autocast).
   const DType param_type = weight.defined() ? weight.dtype() : x.dtype();
@@ -469,6 +495,7 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy0, const Tensor& x0, const Te
   r.x = Tensor::empty(x.shape(), x.dtype(), fmt, x.device());
   if (weight.defined()) r.weight = Tensor::empty({C}, param_type, MemoryFormat::contiguous, x.device());
   if (with_bias) r.bias = Tensor::empty({C}, param_type, MemoryFormat::contiguous, x.device());
+  if (with_residual) r.residual = Tensor::empty(x.shape(), x.dtype(), fmt, x.device());
   if (C == 0) return r;
   const Tensor m = asStat(mean, stat_type), v = asStat(var, stat_type), w = asStat(weight, stat_type);
   const int64_t count = x.size(0) * x.size(2) * x.size(3);
@@ -477,7 +504,7 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy0, const Tensor& x0, const Te
     using T = decltype(tag);
     using S = Acc<T>;
     Tensor k = Tensor::empty({4 * C}, stat_type, MemoryFormat::contiguous, x.device());
-    withLayout<T>(x, {&x, &gy, &r.x}, [&](auto d, auto vec) {
+    withLayout<T>(x, {&x, &gy, &y, &r.x, &r.residual}, [&](auto d, auto vec) {
       constexpr int V = decltype(vec)::value;
       using I = decltype(d.numel);
       floating(param_type, "batch_norm2d backward (parameters)", [&](auto ptag) {
@@ -485,12 +512,12 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy0, const Tensor& x0, const Te
         const StoreGradientSums<S, P> finish{
             in<S>(m),   in<S>(v),  in<S>(w),         p.eps,         double(count), C,
             p.training, out<S>(k), out<P>(r.weight), out<P>(r.bias)};
-        channelSums<V, I>(d, GradientTerm<T, V, I>{in<T>(gy), in<T>(x), in<S>(m)}, finish, x.device(),
-                          stream);
+        channelSums<V, I>(d, GradientTerm<T, V, I>{in<T>(gy), in<T>(y), in<T>(x), in<S>(m)}, finish,
+                          x.device(), stream);
       });
       if (x.numel() > 0) {
         inputGradient<T, V, I><<<rt::blocksFor(x.numel() / V), rt::kBlock, 0, stream>>>(
-            d, in<T>(gy), in<T>(x), out<T>(r.x), in<S>(k));
+            d, in<T>(gy), in<T>(y), in<T>(x), out<T>(r.x), out<T>(r.residual), in<S>(k));
       }
     });
   });

@@ -3,7 +3,8 @@
 // kernels/batch_norm.cpp routes GPU tensors here) with the CPU's semantics: biased batch variance
 // for normalising, running statistics updated in place as PyTorch does ((1 - momentum) * running +
 // momentum * stat, the variance unbiased by count / (count - 1)), eval normalising with the running
-// statistics. Per-channel sums in f64; y and dL/dx keep x's layout. Queued on the current stream;
+// statistics. Per-channel sums in f64; y and dL/dx keep x's layout. A residual add and a relu after
+// the normalisation run in its pass (and their gradients in the backward's). Queued on the current stream;
 // nothing is read back to the host.
 #include "lockstep/kernels/batch_norm.h"
 
@@ -13,8 +14,9 @@ namespace lockstep::kernels::cuda {
 /// (when training and given) itself.
 BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                    const Tensor& running_mean, const Tensor& running_var,
-                                   const BatchNormParams& p);
+                                   const Tensor& residual, const BatchNormParams& p);
 BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
-                                   const Tensor& mean, const Tensor& var, const BatchNormParams& p);
+                                   const Tensor& mean, const Tensor& var, const Tensor& y, bool with_residual,
+                                   const BatchNormParams& p);
 
 }  // namespace lockstep::kernels::cuda

@@ -52,7 +52,8 @@ Mem vec(const Tensor& t) { return Mem(vectorDesc(t.numel()), engine(), t.dataPtr
 
 BatchNormResult batchNorm2dForward(const Tensor& x0, const Tensor& weight, const Tensor& bias,
                                    const Tensor& running_mean, const Tensor& running_var,
-                                   const BatchNormParams& p) {
+                                   const Tensor& residual, const BatchNormParams& p) {
+  checkUnfused(residual.defined() || p.relu, "oneDNN");
   const MemoryFormat f = formatOf(x0);
   Tensor x = inFormat(x0, f);
   const int64_t C = x.size(1);
@@ -86,13 +87,16 @@ BatchNormResult batchNorm2dForward(const Tensor& x0, const Tensor& weight, const
 }
 
 BatchNormGrads batchNorm2dBackward(const Tensor& gy0, const Tensor& x0, const Tensor& weight, bool with_bias,
-                                   const Tensor& mean0, const Tensor& var0, const BatchNormParams& p) {
+                                   const Tensor& mean0, const Tensor& var0, const Tensor&, bool with_residual,
+                                   const BatchNormParams& p) {
+  checkUnfused(with_residual || p.relu, "oneDNN");
   const MemoryFormat f = formatOf(x0);
   Tensor x = inFormat(x0, f), gy = inFormat(gy0, f);
   const int64_t C = x.size(1);
-  BatchNormGrads g{Tensor::empty(x.shape(), x.dtype(), f),
-                   weight.defined() ? Tensor::empty({C}, DType::f32) : Tensor(),
-                   with_bias ? Tensor::empty({C}, DType::f32) : Tensor()};
+  BatchNormGrads g;
+  g.x = Tensor::empty(x.shape(), x.dtype(), f);
+  if (weight.defined()) g.weight = Tensor::empty({C}, DType::f32);
+  if (with_bias) g.bias = Tensor::empty({C}, DType::f32);
   if (x.numel() == 0) {
     if (g.weight.defined()) g.weight.zero();
     if (g.bias.defined()) g.bias.zero();

@@ -25,7 +25,8 @@ void forEachElement(const Shape& s, Fn&& fn) {
 
 BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                    const Tensor& running_mean, const Tensor& running_var,
-                                   const BatchNormParams& p) {
+                                   const Tensor& residual, const BatchNormParams& p) {
+  checkUnfused(residual.defined() || p.relu, "reference");
   const Shape& s = x.shape();
   const int64_t C = s[1];
   const double count = double(s[0] * s[2] * s[3]);
@@ -47,7 +48,9 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
 }
 
 BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
-                                   const Tensor& mean_t, const Tensor& var_t, const BatchNormParams& p) {
+                                   const Tensor& mean_t, const Tensor& var_t, const Tensor&,
+                                   bool with_residual, const BatchNormParams& p) {
+  checkUnfused(with_residual || p.relu, "reference");
   const Shape& s = x.shape();
   const int64_t C = s[1];
   const double count = double(s[0] * s[2] * s[3]);
@@ -68,8 +71,8 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tens
       gx[i] = g[i] * w[c] * invstd[c];
     }
   });
-  BatchNormGrads out{inFormat(Tensor::fromVector<double>(gx, s).to(x.dtype()), formatOf(x)), Tensor(),
-                     Tensor()};
+  BatchNormGrads out;
+  out.x = inFormat(Tensor::fromVector<double>(gx, s).to(x.dtype()), formatOf(x));
   if (weight.defined()) out.weight = Tensor::fromVector<double>(gw, {C}).to(weight.dtype());
   if (with_bias) out.bias = Tensor::fromVector<double>(gb, {C}).to(x.dtype());
   return out;

@@ -1,7 +1,5 @@
 #include "lockstep/nn/models/resnet.h"
 
-#include "lockstep/autograd/ops/activation.h"
-#include "lockstep/autograd/ops/arith.h"
 #include "lockstep/autograd/ops/shape.h"
 #include "lockstep/nn/models/small_cnn.h"
 
@@ -42,10 +40,9 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Genera
 }
 
 Variable BasicBlock::forward(const Variable& x) {
-  Variable out = autograd::relu(bn1_->forward(conv1_->forward(x)));
-  out = bn2_->forward(conv2_->forward(out));
+  Variable out = bn1_->forwardRelu(conv1_->forward(x));
   Variable shortcut = downsample_ ? downsample_->forward(x) : x;
-  return autograd::relu(autograd::add(out, shortcut));
+  return bn2_->forwardRelu(conv2_->forward(out), shortcut);
 }
 
 ResNet18Cifar::ResNet18Cifar(const ResNetCifarOptions& options) : Module("ResNet18Cifar") {
@@ -66,7 +63,7 @@ ResNet18Cifar::ResNet18Cifar(const ResNetCifarOptions& options) : Module("ResNet
 }
 
 Variable ResNet18Cifar::forward(const Variable& input) {
-  Variable x = autograd::relu(bn1_->forward(conv1_->forward(toChannelsLast(input))));
+  Variable x = bn1_->forwardRelu(conv1_->forward(toChannelsLast(input)));
   for (auto& stage : layers_) x = stage->forward(x);
   x = autograd::flatten(avgpool_->forward(x), 1);
   return fc_->forward(x);

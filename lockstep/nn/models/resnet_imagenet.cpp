@@ -1,7 +1,5 @@
 #include "lockstep/nn/models/resnet_imagenet.h"
 
-#include "lockstep/autograd/ops/activation.h"
-#include "lockstep/autograd/ops/arith.h"
 #include "lockstep/autograd/ops/shape.h"
 #include "lockstep/nn/init.h"
 #include "lockstep/nn/models/resnet.h"
@@ -28,11 +26,10 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, Genera
 }
 
 Variable Bottleneck::forward(const Variable& x) {
-  Variable out = autograd::relu(bn1_->forward(conv1_->forward(x)));
-  out = autograd::relu(bn2_->forward(conv2_->forward(out)));
-  out = bn3_->forward(conv3_->forward(out));
+  Variable out = bn1_->forwardRelu(conv1_->forward(x));
+  out = bn2_->forwardRelu(conv2_->forward(out));
   Variable shortcut = downsample_ ? downsample_->forward(x) : x;
-  return autograd::relu(autograd::add(out, shortcut));
+  return bn3_->forwardRelu(conv3_->forward(out), shortcut);
 }
 
 ResNet::ResNet(const ResNetOptions& options) : Module("ResNet" + std::to_string(options.depth)) {
@@ -82,7 +79,7 @@ ResNet::ResNet(const ResNetOptions& options) : Module("ResNet" + std::to_string(
 }
 
 Variable ResNet::forward(const Variable& input) {
-  Variable x = autograd::relu(bn1_->forward(conv1_->forward(toChannelsLast(input))));
+  Variable x = bn1_->forwardRelu(conv1_->forward(toChannelsLast(input)));
   x = maxpool_->forward(x);
   for (auto& stage : layers_) x = stage->forward(x);
   x = autograd::flatten(avgpool_->forward(x), 1);
