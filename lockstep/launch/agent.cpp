@@ -118,7 +118,14 @@ int Agent::run() {
         "node the same LOCKSTEP_JOIN_TOKEN (docs/security.md)");
   }
   // The store comes first: a Ctrl-C while connecting simply ends the agent (no workers yet).
-  Rendezvous rdzv(ro);
+  std::unique_ptr<Rendezvous> joined;
+  try {
+    joined = std::make_unique<Rendezvous>(ro);
+  } catch (const TimeoutError& e) {
+    log(std::string("error: ") + e.what());
+    return kJobTimedOut;  // the master's pod may not be up yet: a retry may find it
+  }
+  Rendezvous& rdzv = *joined;
   options_.master_port = rdzv.port();
   SignalWatcher signals;
   if (::isatty(STDERR_FILENO) == 1) {
@@ -133,7 +140,7 @@ int Agent::run() {
       r = rdzv.join(attempt, options_.nproc_per_node, interrupted);
     } catch (const TimeoutError& e) {
       log(std::string("error: ") + e.what());
-      return kJobFailed;
+      return kJobTimedOut;  // a node that never arrived (not scheduled, not started yet) may next time
     }
     if (!r) return 128 + signals.terminationSignal();
     Outcome outcome = runAttempt(attempt, rdzv, *r, signals);
@@ -164,7 +171,7 @@ int Agent::run() {
                 report_);
     if (!can_restart) {
       leave(std::chrono::seconds(5));
-      return kJobFailed;
+      return exit_code_;
     }
   }
 }
@@ -269,7 +276,8 @@ Agent::Outcome Agent::monitor(Attempt& a) {
 Agent::Outcome Agent::stopForSignal(Attempt& a, int sig) {
   interrupt_signal_ = sig;
   try {
-    a.rdzv.publishShutdown("the agent on host '" + host_ + "' was stopped by " + signalName(sig));
+    a.rdzv.publishShutdown(
+        {"the agent on host '" + host_ + "' was stopped by " + signalName(sig), 128 + sig});
   } catch (const Error&) {
   }
   a.group.stop(sig, toMs(options_.grace_period_s), a.signals.fd());
@@ -280,16 +288,18 @@ Agent::Outcome Agent::onStoreLost(Attempt& a, const Error& e) {
   store_lost_ = true;
   report_ = "lost contact with the rendezvous store of the master node (node rank 0) at " +
             options_.master_addr + ":" + std::to_string(options_.master_port) + ": " + e.what() + "\n";
+  exit_code_ = kJobTimedOut;
   return stopForRemote(a, Outcome::kStopped);
 }
 
 Agent::Outcome Agent::onWatchdog(Attempt& a, const std::string& watched) {
   report_ = watched;
+  exit_code_ = kJobTimedOut;
   node_lost_ = a.watchdog.nodeLost();
   log("watchdog: " + report_.substr(0, report_.find('\n')));
   try {
-    a.rdzv.publishFailure(a.number, report_, true);
-    report_ = a.rdzv.failure(a.number).value_or(report_);
+    a.rdzv.publishFailure(a.number, {report_, exit_code_}, true);
+    if (auto end = a.rdzv.failure(a.number)) adopt(*end);
   } catch (const Error& e) {
     store_lost_ = options_.nnodes > 1;
   }
@@ -330,17 +340,32 @@ std::string othersFailed(const WorkerGroup& group, size_t root) {
 }  // namespace
 
 Agent::Outcome Agent::onWorkersFailed(Attempt& a, const std::vector<size_t>& failed) {
+  // Workers that end because the job is being stopped (another node's agent got a signal and its
+  // ranks stopped after the step under way) are not a failure to report or restart for.
+  if (options_.nnodes > 1) {
+    try {
+      if (auto why = a.rdzv.shutdown()) {
+        adopt({"the job was stopped: " + why->report + "\n", why->exit_code});
+        return stopForRemote(a, Outcome::kStopped);
+      }
+    } catch (const Error&) {
+      // The store is gone: the failure below is still this node's to report.
+    }
+  }
   auto [root, primary] = rootCause(a.group, failed);
-  report_ = formatRootCause(a.group.failureOf(root, a.result.layout.group_rank, host_));
+  const WorkerFailure cause = a.group.failureOf(root, a.result.layout.group_rank, host_);
+  report_ = formatRootCause(cause);
+  exit_code_ = exitCodeOf(cause);
   try {
     if (!primary) {
       if (std::string s = a.watchdog.suspects(a.group); !s.empty()) {
         report_ = s + "  after which " + report_.substr(std::string("root cause: ").size());
+        exit_code_ = kJobTimedOut;
         primary = true;
         node_lost_ = a.watchdog.nodeLost();
       }
     }
-    a.rdzv.publishFailure(a.number, report_, primary);
+    a.rdzv.publishFailure(a.number, {report_, exit_code_}, primary);
   } catch (const Error& e) {
     store_lost_ = options_.nnodes > 1;
     report_ += "(could not tell the other nodes: " + std::string(e.what()) + ")\n";
@@ -355,7 +380,7 @@ Agent::Outcome Agent::onWorkersFailed(Attempt& a, const std::vector<size_t>& fai
 std::optional<Agent::Outcome> Agent::checkOtherNodes(Attempt& a) {
   try {
     if (auto why = a.rdzv.shutdown()) {
-      report_ = "the job was stopped: " + *why + "\n";
+      adopt({"the job was stopped: " + why->report + "\n", why->exit_code});
       return stopForRemote(a, Outcome::kStopped);
     }
     if (a.rdzv.failure(a.number)) {
@@ -374,7 +399,12 @@ void Agent::publishSuspects(Attempt& a) {
   std::string s = a.watchdog.suspects(a.group);
   if (s.empty()) return;
   node_lost_ = node_lost_ || a.watchdog.nodeLost();
-  a.rdzv.publishFailure(a.number, s, true);
+  a.rdzv.publishFailure(a.number, {s, kJobTimedOut}, true);
+}
+
+void Agent::adopt(const JobEnd& end) {
+  report_ = end.report;
+  exit_code_ = end.exit_code;
 }
 
 void Agent::settleReport(int attempt, Rendezvous& rdzv, bool have_primary) {
@@ -385,13 +415,13 @@ void Agent::settleReport(int attempt, Rendezvous& rdzv, bool have_primary) {
         std::chrono::steady_clock::now() + (have_primary || options_.nnodes == 1 ? Ms(0) : Ms(1000));
     for (;;) {
       if (auto p = rdzv.primaryFailure(attempt)) {
-        report_ = *p;
+        adopt(*p);
         return;
       }
       if (std::chrono::steady_clock::now() >= deadline) break;
       std::this_thread::sleep_for(Ms(20));
     }
-    if (auto first = rdzv.failure(attempt)) report_ = *first;
+    if (auto first = rdzv.failure(attempt)) adopt(*first);
   } catch (const Error&) {
     store_lost_ = options_.nnodes > 1;
   }
@@ -411,25 +441,26 @@ Agent::Outcome Agent::awaitOtherNodes(Attempt& a) {
     for (;;) {
       if (a.rdzv.allSucceeded(a.number)) return Outcome::kSucceeded;
       if (auto why = a.rdzv.shutdown()) {
-        report_ = "the job was stopped: " + *why + "\n";
+        adopt({"the job was stopped: " + why->report + "\n", why->exit_code});
         return Outcome::kStopped;
       }
       if (auto remote = a.rdzv.failure(a.number)) {
-        report_ = *remote;
+        adopt(*remote);
         settleReport(a.number, a.rdzv, false);
         return Outcome::kFailed;
       }
       if (options_.nnodes > 1) {
         if (auto watched = a.watchdog.check(a.group)) {  // keeps beating; a silent node fails the job
-          report_ = *watched;
+          adopt({*watched, kJobTimedOut});
           node_lost_ = a.watchdog.nodeLost();
-          a.rdzv.publishFailure(a.number, report_, true);
+          a.rdzv.publishFailure(a.number, {report_, exit_code_}, true);
           return Outcome::kFailed;
         }
       }
       if (int sig = a.signals.drain(); sig != 0) {
         interrupt_signal_ = sig;
-        a.rdzv.publishShutdown("the agent on host '" + host_ + "' was stopped by " + signalName(sig));
+        a.rdzv.publishShutdown(
+            {"the agent on host '" + host_ + "' was stopped by " + signalName(sig), 128 + sig});
         return Outcome::kInterrupted;
       }
       a.group.waitForEvents(a.signals.fd(), std::min(interval, Ms(50)));
@@ -439,6 +470,7 @@ Agent::Outcome Agent::awaitOtherNodes(Attempt& a) {
     report_ = "this node's workers succeeded, but the rendezvous store at " + options_.master_addr + ":" +
               std::to_string(options_.master_port) + " was lost before every node finished: " + e.what() +
               "\n";
+    exit_code_ = kJobTimedOut;
     return Outcome::kStopped;
   }
 }

@@ -18,6 +18,7 @@ class Error;
 namespace lockstep::launch {
 
 class Console;
+struct JobEnd;
 class ProgressChannel;
 class Rendezvous;
 struct RendezvousResult;
@@ -27,10 +28,17 @@ class Watchdog;
 struct WatchdogOptions;
 struct WorkerSpec;
 
-/// Exit codes of run(): kJobFailed when workers failed (after all restarts) or the rendezvous
-/// failed, 128 + N when the agent was stopped by signal N.
+/// Exit codes of run(), for a cluster's restart policy (Kubeflow's `restartPolicy: ExitCode`
+/// retries a pod that exits 128 or more and fails the job on any other code; docs/deploy.md):
+///  - the root cause's own: a worker's exit code (2 for a bad config: permanent), or 128 + N when
+///    signal N killed it (retried);
+///  - kJobTimedOut when a rank or node stopped answering (stopped or stuck past the timeout, a
+///    silent node, the master's store lost) or a node never arrived: what a retry elsewhere may cure;
+///  - 128 + N when signal N stopped this agent, or another node's agent (the job was stopped);
+///  - kJobFailed for a failure whose code is not known.
 constexpr int kJobSucceeded = 0;
 constexpr int kJobFailed = 1;
+constexpr int kJobTimedOut = 128 + 15;  // SIGTERM's code: as if the job had been stopped from outside
 
 class Agent {
  public:
@@ -72,6 +80,8 @@ class Agent {
   // cause of a failure found elsewhere.
   void publishSuspects(Attempt& a);
   void settleReport(int attempt, Rendezvous& rdzv, bool have_primary);
+  // The job's end as the agents agreed on it (a failure or a shutdown published in the store).
+  void adopt(const JobEnd& end);
   void writeReport(const std::string& headline, const std::string& body);
   void log(const std::string& line) const;
 
@@ -84,6 +94,7 @@ class Agent {
   int interrupt_signal_ = 0;
   bool store_lost_ = false;               // the master's store is gone: no more store calls
   std::string report_;                    // the root cause of the last failed attempt
+  int exit_code_ = kJobFailed;            // and the code the agent exits with for it
   std::chrono::milliseconds timeout_{0};  // --timeout / LOCKSTEP_TIMEOUT / default (the watchdog's)
   std::string join_token_;                // the store's secret; empty: an unauthenticated store
   bool node_lost_ = false;                // the watchdog found a silent node: do not wait for it

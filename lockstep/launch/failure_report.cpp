@@ -72,6 +72,8 @@ bool reportsLostPeer(const std::string& error_content) {
   return false;
 }
 
+int exitCodeOf(const WorkerFailure& f) { return f.signal != 0 ? 128 + f.signal : f.exit_code; }
+
 std::string signalName(int sig) {
   static const std::pair<int, const char*> kNames[] = {
       {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},

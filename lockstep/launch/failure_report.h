@@ -21,6 +21,10 @@ struct WorkerFailure {
   std::string error_content;   ///< What it wrote there (truncated).
 };
 
+/// The exit code that stands for a failed worker: its own code (2 for a bad config), or 128 + N
+/// when signal N killed it, as a shell reports it.
+int exitCodeOf(const WorkerFailure& f);
+
 /// "SIGKILL" for 9; "signal 77" for numbers without a name.
 std::string signalName(int sig);
 

@@ -26,6 +26,20 @@ constexpr auto kPollPause = std::chrono::milliseconds(5);
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 
+// A JobEnd in the store: the exit code, a newline, the report.
+std::vector<uint8_t> encode(const JobEnd& end) {
+  return bytes(std::to_string(end.exit_code) + "\n" + end.report);
+}
+JobEnd decode(const std::string& value) {
+  const size_t nl = value.find('\n');
+  const std::string code = value.substr(0, nl);
+  if (nl == std::string::npos || code.empty() || code.size() > 3 ||
+      code.find_first_not_of("0123456789") != std::string::npos) {
+    return {value, 1};
+  }
+  return {value.substr(nl + 1), std::stoi(code)};
+}
+
 bool portInUse(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
@@ -252,23 +266,23 @@ std::optional<RendezvousResult> Rendezvous::join(int round, int nproc,
   return r;
 }
 
-bool Rendezvous::publishFailure(int round, const std::string& report, bool primary) {
-  if (primary) store_->compareSet(key(round, "failure_primary"), {}, bytes(report));
-  auto now = store_->compareSet(key(round, "failure"), {}, bytes(report));
-  return text(now) == report;
+bool Rendezvous::publishFailure(int round, const JobEnd& failure, bool primary) {
+  if (primary) store_->compareSet(key(round, "failure_primary"), {}, encode(failure));
+  auto now = store_->compareSet(key(round, "failure"), {}, encode(failure));
+  return now == encode(failure);
 }
 
-std::optional<std::string> Rendezvous::failure(int round) {
+std::optional<JobEnd> Rendezvous::failure(int round) {
   std::string k = key(round, "failure");
   if (!store_->check({k})) return std::nullopt;
   if (auto p = primaryFailure(round)) return p;
-  return store_->getString(k);
+  return decode(store_->getString(k));
 }
 
-std::optional<std::string> Rendezvous::primaryFailure(int round) {
+std::optional<JobEnd> Rendezvous::primaryFailure(int round) {
   std::string k = key(round, "failure_primary");
   if (!store_->check({k})) return std::nullopt;
-  return store_->getString(k);
+  return decode(store_->getString(k));
 }
 
 void Rendezvous::beat(int round, int64_t counter) {
@@ -294,11 +308,11 @@ std::optional<std::string> Rendezvous::workerStore(int round) {
   return store_->getString(k);
 }
 
-void Rendezvous::publishShutdown(const std::string& why) { store_->compareSet("shutdown", {}, bytes(why)); }
+void Rendezvous::publishShutdown(const JobEnd& why) { store_->compareSet("shutdown", {}, encode(why)); }
 
-std::optional<std::string> Rendezvous::shutdown() {
+std::optional<JobEnd> Rendezvous::shutdown() {
   if (!store_->check({"shutdown"})) return std::nullopt;
-  return store_->getString("shutdown");
+  return decode(store_->getString("shutdown"));
 }
 
 void Rendezvous::markSucceeded(int round) { store_->add(key(round, "succeeded"), 1); }

@@ -42,6 +42,14 @@ struct RendezvousResult {
   int worker_master_port = 0;
 };
 
+/// How a round or the job ended, as the agents share it: what every agent prints, and the exit code
+/// every agent then exits with (agent.h), so that all nodes of a job tell the cluster the same.
+struct JobEnd {
+  std::string report;
+  int exit_code = 1;
+  bool operator==(const JobEnd&) const = default;
+};
+
 /// Not thread-safe: one agent thread drives it. join() is collective over the nodes.
 class Rendezvous {
  public:
@@ -68,12 +76,12 @@ class Rendezvous {
   /// call's report was the first. `primary`: the report names a rank that died by a signal, was
   /// stopped, or a node that went silent (what the agents saw themselves), not a rank that only
   /// failed because a peer did; the first primary report is kept besides and wins in failure().
-  bool publishFailure(int round, const std::string& report, bool primary = false);
+  bool publishFailure(int round, const JobEnd& failure, bool primary = false);
   /// The first primary failure report of round if any, else the first report, if any node
   /// published one.
-  std::optional<std::string> failure(int round);
+  std::optional<JobEnd> failure(int round);
   /// The first primary failure report of round, if any.
-  std::optional<std::string> primaryFailure(int round);
+  std::optional<JobEnd> primaryFailure(int round);
   /// Publishes this node's heartbeat (a counter) for round; heartbeats() reads every node's (index:
   /// node rank; empty string: none yet). The watchdog's view of the other agents.
   void beat(int round, int64_t counter);
@@ -84,8 +92,8 @@ class Rendezvous {
   void publishWorkerStore(int round, const std::string& state);
   std::optional<std::string> workerStore(int round);
   /// Tells every node to stop for good (no restart): an agent was interrupted.
-  void publishShutdown(const std::string& why);
-  std::optional<std::string> shutdown();
+  void publishShutdown(const JobEnd& why);
+  std::optional<JobEnd> shutdown();
   /// Counts this node as done with round; allSucceeded says when every node is.
   void markSucceeded(int round);
   bool allSucceeded(int round);

@@ -53,7 +53,7 @@ TEST(LaunchAgent, failing_rank_stops_the_others_and_is_named) {
   auto r = runAgent({"--nproc-per-node", "3", "--standalone", kWorker, "--pidfile", dir / "pids",
                      "--fail-rank", "1", "--code", "3", "--fail-after-ms", "100", "--error-file", "--hang"},
                     dir / "out", 20s);
-  ASSERT_EQ(r.code, 1) << r.output;
+  ASSERT_EQ(r.code, 3) << r.output;  // the root cause's own code, for a cluster's restart policy
   EXPECT_TRUE(contains(r.output, "root cause: rank 1 (local rank 1 on host")) << r.output;
   EXPECT_TRUE(contains(r.output, "exited with code 3")) << r.output;
   EXPECT_TRUE(contains(r.output, "rank 1: failing on purpose with code 3")) << r.output;  // stderr tail
@@ -87,7 +87,7 @@ TEST(LaunchAgent, restarts_are_bounded_by_max_restarts) {
   auto r = runAgent({"--nproc-per-node", "2", "--standalone", "--max-restarts", "2", kWorker, "--pidfile",
                      dir / "pids", "--fail-rank", "0", "--code", "5"},
                     dir / "out", 20s);
-  ASSERT_EQ(r.code, 1) << r.output;
+  ASSERT_EQ(r.code, 5) << r.output;
   EXPECT_TRUE(contains(r.output, "restart 2 of 2")) << r.output;
   EXPECT_TRUE(contains(r.output, "job failed")) << r.output;
   EXPECT_GE(pidsIn(dir / "pids").size(), 3u);  // 3 attempts (a rank may be stopped before it logs)
@@ -146,7 +146,7 @@ TEST(LaunchAgent, node_that_never_arrives_times_out_clearly) {
   auto r = runAgent({"--nnodes", "2", "--node-rank", "0", "--master-port", std::to_string(freePort()),
                      "--rdzv-timeout", "1", kWorker, "--pidfile", dir / "pids"},
                     dir / "out", 20s);
-  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.code, 143) << r.output;  // retryable: the node may be there next time
   EXPECT_TRUE(contains(r.output, "timed out after 1")) << r.output;
   EXPECT_TRUE(contains(r.output, "missing: 1")) << r.output;
   EXPECT_TRUE(contains(r.output, "--rdzv-timeout")) << r.output;
@@ -292,8 +292,59 @@ TEST(LaunchAgent, losing_the_master_agent_stops_the_other_nodes) {
   ASSERT_EQ(pidsIn(dir / "pids").size(), 4u) << master.output() << other.output();
   ::kill(master.pid(), SIGKILL);  // its own workers die with it (PR_SET_PDEATHSIG)
   EXPECT_EQ(master.wait(5s), 128 + SIGKILL);
-  EXPECT_EQ(other.wait(20s), 1) << other.output();
+  EXPECT_EQ(other.wait(20s), 143) << other.output();
   EXPECT_TRUE(contains(other.output(), "lost contact with the rendezvous store")) << other.output();
+  EXPECT_NO_SURVIVORS(dir / "pids");
+}
+
+// The exit codes a cluster's restart policy reads (Kubeflow's ExitCode: 128 and above are retried,
+// the rest fail the job; docs/deploy.md): a rank killed by a signal gives 128 + N after the last
+// restart, and a signal to one node's agent stops every node with 128 + N.
+TEST(LaunchAgent, a_killed_rank_ends_the_job_with_128_plus_its_signal) {
+  TempDir dir;
+  ChildProcess agent({LOCKSTEP_RUN_BIN, "--nproc-per-node", "2", "--standalone", kWorker, "--pidfile",
+                      dir / "pids", "--victim-rank", "1", "--victim-dir", dir.path(), "--hang"},
+                     dir / "out");
+  ASSERT_TRUE(waitForFile(dir / "victim", 10s)) << agent.output();
+  ASSERT_EQ(::kill(static_cast<pid_t>(std::stol(readAll(dir / "victim"))), SIGKILL), 0);
+  EXPECT_EQ(agent.wait(20s), 128 + SIGKILL) << agent.output();
+  EXPECT_TRUE(contains(agent.output(), "was killed by signal SIGKILL (9)")) << agent.output();
+  EXPECT_NO_SURVIVORS(dir / "pids");
+}
+
+TEST(LaunchAgent, sigterm_to_one_nodes_agent_stops_every_node_with_143) {
+  TempDir dir;
+  std::string port = std::to_string(freePort());
+  auto agentArgs = [&](int node) {
+    return std::vector<std::string>{LOCKSTEP_RUN_BIN,
+                                    "--nnodes",
+                                    "2",
+                                    "--node-rank",
+                                    std::to_string(node),
+                                    "--nproc-per-node",
+                                    "1",
+                                    "--master-port",
+                                    port,
+                                    "--monitor-interval",
+                                    "0.05",
+                                    "--max-restarts",
+                                    "3",
+                                    kWorker,
+                                    "--pidfile",
+                                    dir / "pids",
+                                    "--hang"};
+  };
+  ChildProcess master(agentArgs(0), dir / "a.out");
+  ChildProcess other(agentArgs(1), dir / "b.out");
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (pidsIn(dir / "pids").size() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(pidsIn(dir / "pids").size(), 2u) << master.output() << other.output();
+  ::kill(other.pid(), SIGTERM);  // the kubelet deleting one pod
+  EXPECT_EQ(other.wait(15s), 143) << other.output();
+  EXPECT_EQ(master.wait(15s), 143) << master.output();  // not 1, which would fail the whole job
+  EXPECT_TRUE(contains(master.output(), "was stopped by SIGTERM")) << master.output();
+  EXPECT_FALSE(contains(master.output(), "restarting")) << master.output();
   EXPECT_NO_SURVIVORS(dir / "pids");
 }
 

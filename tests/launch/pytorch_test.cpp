@@ -130,7 +130,7 @@ TEST(PyTorch, rank_that_cannot_reach_rank_0s_store_is_named_within_the_rendezvou
       {"--nproc-per-node", "2", "--standalone", "--rdzv-timeout", "3", kScript, "--unreachable-rank", "1"},
       dir);
   auto took = std::chrono::steady_clock::now() - start;
-  ASSERT_EQ(r.code, 1) << r.output;
+  ASSERT_EQ(r.code, 143) << r.output;
   EXPECT_TRUE(contains(r.output, "root cause: rank 1 (local rank 1")) << r.output;
   EXPECT_TRUE(contains(r.output, "has not connected to the workers' store at 127.0.0.1:")) << r.output;
   EXPECT_FALSE(contains(r.output, "root cause: rank 0")) << r.output;
@@ -182,7 +182,7 @@ TEST(PyTorch, rank_on_another_host_that_cannot_reach_rank_0s_store_is_named_on_e
         dir / ("host" + std::to_string(i))));
   }
   for (auto& a : agents) {
-    ASSERT_EQ(a->wait(60s), 1) << a->output();
+    ASSERT_EQ(a->wait(60s), 143) << a->output();
     EXPECT_TRUE(contains(a->output(), "root cause: rank 1 (local rank 0 on host 'node1', node rank 1"))
         << a->output();
     EXPECT_TRUE(contains(a->output(), "has not connected to the workers' store at " + lab.address(0) + ":"))

@@ -110,15 +110,18 @@ TEST(LaunchRendezvous, first_failure_wins_and_success_needs_every_node) {
   Rendezvous a(opts(2, 0), store);
   Rendezvous b(opts(2, 1), store);
   EXPECT_FALSE(a.failure(0));
-  EXPECT_TRUE(a.publishFailure(0, "rank 3 died"));
-  EXPECT_FALSE(b.publishFailure(0, "rank 1 died"));
-  EXPECT_EQ(b.failure(0).value(), "rank 3 died");
+  EXPECT_TRUE(a.publishFailure(0, {"rank 3 died", 137}));
+  EXPECT_FALSE(b.publishFailure(0, {"rank 1 died", 1}));
+  EXPECT_EQ(b.failure(0).value(), (JobEnd{"rank 3 died", 137}));
+  EXPECT_FALSE(b.primaryFailure(0));
+  EXPECT_FALSE(b.publishFailure(0, {"node 1 is silent\nsince 20 s", 143}, true));
+  EXPECT_EQ(a.failure(0).value(), (JobEnd{"node 1 is silent\nsince 20 s", 143}));  // the primary wins
   EXPECT_FALSE(a.failure(1));
   a.markSucceeded(1);
   EXPECT_FALSE(b.allSucceeded(1));
   b.markSucceeded(1);
   EXPECT_TRUE(a.allSucceeded(1));
   EXPECT_FALSE(a.shutdown());
-  b.publishShutdown("ctrl-c on host1");
-  EXPECT_EQ(a.shutdown().value(), "ctrl-c on host1");
+  b.publishShutdown({"ctrl-c on host1", 130});
+  EXPECT_EQ(a.shutdown().value(), (JobEnd{"ctrl-c on host1", 130}));
 }
