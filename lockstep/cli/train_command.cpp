@@ -16,6 +16,7 @@
 #include "lockstep/launch/rank_capacity.h"
 #include "lockstep/tensor/device.h"
 #include "lockstep/train.h"
+#include "lockstep/train/run_setup.h"
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 
@@ -194,6 +195,26 @@ int trainMain(int argc, char** argv) {
     // A file the job reads (data set, checkpoint) that is missing, corrupt or crafted.
     std::fprintf(stderr, "lockstep train: error: %s\n", e.what());
     return 2;
+  } catch (const lockstep::TimeoutError& e) {
+    // A collective or the store that timed out, a peer rank that went away: the world's doing, not
+    // the job's, so the code a cluster retries (kJobTimedOut, as the agent's; docs/deploy.md).
+    std::fprintf(stderr, "lockstep train: error: %s\n", e.what());
+    return lockstep::launch::kJobTimedOut;
+  } catch (const lockstep::PeerError& e) {
+    std::fprintf(stderr, "lockstep train: error: %s\n", e.what());
+    return lockstep::launch::kJobTimedOut;
+  }
+  if (s.stop_signal != 0) {
+    // 128 + N, as if the signal had ended the process: a cluster's restart policy reads it as
+    // "stopped from outside" and retries (docs/deploy.md), and the retry resumes from the checkpoint.
+    if (env.rank == 0) {
+      std::fprintf(stderr,
+                   "lockstep train: stopped by %s after step %lld, whose checkpoint is in %s (continue "
+                   "with --resume)\n",
+                   lockstep::launch::signalName(s.stop_signal).c_str(), static_cast<long long>(s.steps),
+                   lockstep::train::checkpointDir(config, to).c_str());
+    }
+    return 128 + s.stop_signal;
   }
   if (env.rank == 0) {
     std::printf(

@@ -22,6 +22,7 @@
 #include "lockstep/train/config/config_backends.h"
 #include "lockstep/train/language_model_run.h"
 #include "lockstep/train/run_setup.h"
+#include "lockstep/train/stop_signals.h"
 #include "lockstep/train/train_data.h"
 #include "lockstep/util/error.h"
 
@@ -88,6 +89,7 @@ struct Run {
   data::DataLoader& loader;
   RunCheckpoints& checkpoints;
   RunObserver& observers;
+  const StopSignals& stop;
   Device device;
   RunClock clock{};
   nn::CrossEntropyLoss criterion{};
@@ -96,6 +98,7 @@ struct Run {
   EvalResult last_val{};
   int64_t last_val_step = -1;  // the step whose weights last_val evaluated
   TrainSummary summary{};
+  int stop_signal = 0;  // the signal all ranks agreed stops the run after the current step
 };
 
 /// The current GPU for the run's life, when it trains on one.
@@ -224,7 +227,18 @@ void saveCheckpoint(Run& r) {
   if (path) r.observers.onCheckpoint({r.engine.globalSteps(), *path});
 }
 
-/// The steps of epoch e (its rest, when resumed mid-epoch); true when max_steps is reached.
+/// The signal any rank received by the end of this step (StopSignals), or 0; every rank gets the
+/// same answer, so that all stop after the same step. Collective under DDP: one scalar a step,
+/// which is what lets a job stop between steps rather than in the middle of one.
+int agreedStopSignal(const Run& r) {
+  const int mine = r.stop.received();
+  const auto& group = r.engine.environment().group;
+  if (!group) return mine;
+  return static_cast<int>(parallel::allreduceScalar(*group, mine, comm::ReduceOp::max));
+}
+
+/// The steps of epoch e (its rest, when resumed mid-epoch); true when max_steps is reached or a
+/// stop signal ends the run (r.stop_signal).
 bool trainEpoch(Run& r, uint64_t e) {
   if (r.loader.state().position == 0) r.loader.setEpoch(e);
   r.summary.epochs = static_cast<int64_t>(e) + 1;
@@ -239,6 +253,8 @@ bool trainEpoch(Run& r, uint64_t e) {
     if (r.checkpoints.dueAfterStep(step)) saveCheckpoint(r);
     crashIfAsked(r, step);
     if (r.config.max_steps > 0 && step >= r.config.max_steps) return true;
+    r.stop_signal = agreedStopSignal(r);
+    if (r.stop_signal != 0) return true;
   }
   return false;
 }
@@ -328,6 +344,17 @@ TrainSummary finishRun(Run& r) {
   return r.summary;
 }
 
+/// A stop signal ended the run after its current step: that step's checkpoint (collective under
+/// ZeRO) and the summary so far. Neither the test nor the outputs' end: the run is not finished,
+/// and --resume (or the launcher's restart) goes on from the checkpoint.
+TrainSummary stopRun(Run& r) {
+  saveCheckpoint(r);
+  r.clock.fill(r.summary);
+  r.summary.steps = r.engine.globalSteps();
+  r.summary.stop_signal = r.stop_signal;
+  return r.summary;
+}
+
 }  // namespace
 
 TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
@@ -355,12 +382,16 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   checkpoints.resume();
   RunObservers outputs;  // rank 0's
   if (chief) addOutputs(outputs, c, o, length);
-  Run run{c, o, data, engine, loader, checkpoints, outputs, device};
+  // From here on a stop signal ends the run at a step boundary, with a checkpoint; before (setup,
+  // data loading), it ends the process at once, as there is nothing to save.
+  const StopSignals stop;
+  Run run{c, o, data, engine, loader, checkpoints, outputs, stop, device};
   startRun(run, length);
 
   bool done = c.max_steps > 0 && engine.globalSteps() >= c.max_steps;
   for (uint64_t e = loader.epoch(); e < static_cast<uint64_t>(c.epochs) && !done; ++e) {
     done = trainEpoch(run, e);
+    if (run.stop_signal != 0) return stopRun(run);
     endEpoch(run, e, done);
   }
   return finishRun(run);

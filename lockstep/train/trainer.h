@@ -39,7 +39,9 @@ void prepareOutputDir(const std::string& dir);
 /// Trains to the end (epochs or max_steps). Collective under DDP: every rank calls it. Rank 0
 /// writes checkpoints, metrics, DIR/model.safetensors and DIR/summary.json; every rank loads a
 /// checkpoint when resuming. Steps, sample order and parameters are bitwise those of an
-/// uninterrupted run of the same world size when resumed.
+/// uninterrupted run of the same world size when resumed. SIGTERM, SIGINT or SIGHUP from the first
+/// step on stops every rank after the same step, with that step's checkpoint, and returns with
+/// TrainSummary::stop_signal set (stop_signals.h).
 TrainSummary runTraining(const TrainConfig& config, const TrainerOptions& options);
 
 }  // namespace lockstep::train

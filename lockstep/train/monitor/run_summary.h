@@ -13,6 +13,9 @@
 namespace lockstep::train {
 
 struct TrainSummary {
+  /// Non-zero: this signal (SIGTERM, SIGINT, SIGHUP) stopped the run after `steps`, whose
+  /// checkpoint it wrote; the run is not finished (no test, no model file, no summary.json).
+  int stop_signal = 0;
   int world_size = 1;
   int64_t epochs = 0;  // epochs started
   int64_t steps = 0;   // optimizer steps, in all (resumed runs included)
