@@ -34,6 +34,7 @@
 #include "lockstep/parallel.h"
 
 #if LOCKSTEP_WITH_CUDA
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -162,10 +163,22 @@ void resetMemory() {
 #endif
 }
 
+// --profile-step: one step after the warmup runs between cudaProfilerStart and Stop, for a profiler
+// started with profiling off (bench/gpu_kernels.sh: `ncu --profile-from-start off`).
+bool g_profile_step = false;
+
 /// Seconds for `steps` calls of step after `warmup` untimed ones.
 double timeSteps(const std::function<void()>& step, int warmup, int steps) {
   for (int i = 0; i < warmup; ++i) step();
   synchronize();
+#if LOCKSTEP_WITH_CUDA
+  if (g_profile_step) {
+    cudaProfilerStart();
+    step();
+    synchronize();
+    cudaProfilerStop();
+  }
+#endif
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step();
   synchronize();
@@ -281,6 +294,9 @@ int main(int argc, char** argv) {
                "time cuDNN's algorithms once per convolution and keep the fastest (default: its heuristic)");
   app.add_flag("--cudnn-nondeterministic", cudnn_nondeterministic,
                "allow nondeterministic cuDNN algorithms (default: deterministic only)");
+  app.add_flag("--profile-step", g_profile_step,
+               "run one step after each case's warmup inside cudaProfilerStart/Stop (for ncu "
+               "--profile-from-start off: bench/gpu_kernels.sh)");
   CLI11_PARSE(app, argc, argv);
   try {
     checkNames("--models", split(models), {"seed_cnn", "resnet18_cifar", "resnet50"});

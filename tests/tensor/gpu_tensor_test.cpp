@@ -59,6 +59,29 @@ TEST(GpuTensor, copies_casts_and_transposes_on_the_device) {
   EXPECT_EQ(host64.toVector<double>(), h.transpose(0, 1).to(DType::f64).contiguous().toVector<double>());
 }
 
+// NCHW <-> NHWC reorders on the device (a tiled transpose per image, with the cast when the dtypes
+// differ): sizes that are not multiples of the 32x32 tiles, 1x1 planes, one channel, and a
+// conv weight's shape, against the host's reorder.
+TEST(GpuTensor, channels_last_reorders_in_every_direction_and_dtype) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (const Shape& shape : {Shape{2, 3, 4, 5}, Shape{3, 67, 9, 7}, Shape{5, 40, 1, 1}, Shape{4, 1, 33, 35},
+                             Shape{512, 256, 3, 3}}) {
+    for (DType from : {DType::f32, DType::bf16}) {
+      for (DType to : {DType::f32, DType::bf16, DType::f16}) {
+        const std::string what = shapeToString(shape) + " " + dtypeName(from) + " -> " + dtypeName(to);
+        Tensor h = iota(shape, from);
+        Tensor nhwc = Tensor::empty(shape, to, MemoryFormat::channels_last, Device::cuda(0));
+        nhwc.copyFrom(h.to(Device::cuda(0)));
+        EXPECT_TRUE(nhwc.isChannelsLast()) << what;
+        EXPECT_EQ(nhwc.to(Device::cpu()).toVector<double>(), h.to(to).toVector<double>()) << what;
+        Tensor nchw = Tensor::empty(shape, from, MemoryFormat::contiguous, Device::cuda(0));
+        nchw.copyFrom(nhwc);
+        EXPECT_EQ(nchw.to(Device::cpu()).toVector<double>(), h.to(to).to(from).toVector<double>()) << what;
+      }
+    }
+  }
+}
+
 TEST(GpuTensor, fills_and_items) {
   LOCKSTEP_REQUIRE_GPU();
   Tensor z = Tensor::zeros({1000}, DType::f32, Device::cuda(0));

@@ -124,11 +124,15 @@ __global__ void stepOne(Op op, std::array<void*, Op::kBuffers> bufs, int64_t n) 
   }
 }
 
-constexpr int kMaxSpans = 32;
-constexpr int kMaxBlocks = 320;
-constexpr int64_t kChunk = 65536;  // elements per block of a multi-span launch
+// Small chunks and many blocks per launch: a block's threads walk kChunk / 256 = 16 elements each,
+// so a ResNet's 11M parameters are ~2,700 blocks that fill the GPU (with 64Ki-element chunks they
+// were 170 blocks of 256 serial steps per thread, and SGD ran at a tenth of the memory's speed).
+constexpr int kMaxSpans = 96;
+constexpr int kMaxBlocks = 4096;
+constexpr int64_t kChunk = 4096;  // elements per block of a multi-span launch
 
-// Up to kMaxSpans spans and kMaxBlocks (span, chunk) work items, passed by value (< 4 KiB).
+// Up to kMaxSpans spans and kMaxBlocks (span, chunk) work items, passed by value: ~25 KiB, within
+// the 32,764 bytes CUDA 12.1+ allows kernel parameters on Volta and later.
 template <int K>
 struct SpanList {
   void* buf[kMaxSpans][K];
@@ -136,6 +140,9 @@ struct SpanList {
   uint8_t span_of_block[kMaxBlocks];
   int32_t chunk_of_block[kMaxBlocks];
 };
+
+static_assert(kMaxSpans <= 256, "span_of_block holds a span's index in 8 bits");
+static_assert(sizeof(SpanList<5>) <= 32764, "kernel parameters are at most 32,764 bytes");
 
 template <typename Op>
 __global__ void stepMany(Op op, SpanList<Op::kBuffers> list) {

@@ -13,6 +13,8 @@ namespace rt = ::lockstep::cuda;
 // The windows along one axis: pooling (kernel k, stride s, padding pad) or adaptive (k = 0).
 struct Axis {
   int64_t in = 0, out = 0, k = 0, s = 1, pad = 0;
+  // One output whose window is the whole axis, without padding.
+  bool covers_all() const { return out == 1 && pad == 0 && (k == 0 || k == in); }
   // Window o reads [begin, end); its divisor counting padding (not ceil_mode's overhang) is `padded`.
   __device__ __forceinline__ void window(int64_t o, int64_t& begin, int64_t& end, int64_t& padded) const {
     if (k == 0) {
@@ -153,6 +155,18 @@ __global__ void avgBackward(const T* g, Geometry4d gg, T* out, Geometry4d go, Ax
   }
 }
 
+// The backward of a pooling to 1x1 over the whole plane (a ResNet's head): every element of plane
+// (n, c) gets g[n, c] / (H * W). gx dense (NCHW or NHWC), 32-bit indices; g in any strides.
+template <typename T>
+__global__ void planeMeanBackward(const T* g, int64_t gsn, int64_t gsc, T* out, uint32_t total, uint32_t C,
+                                  uint32_t HW, bool nhwc) {
+  const Acc<T> scale = Acc<T>(1) / static_cast<Acc<T>>(HW);
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const uint32_t c = nhwc ? i % C : (i / HW) % C, n = i / (HW * C);
+    out[i] = rt::castTo<T>(rt::castTo<Acc<T>>(g[n * gsn + c * gsc]) * scale);
+  }
+}
+
 std::pair<Axis, Axis> axes(const Shape& xs, const Shape& ys, const Pool2dParams& p) {
   return {{xs[2], ys[2], p.kernel[0], p.stride[0], p.padding[0]},
           {xs[3], ys[3], p.kernel[1], p.stride[1], p.padding[1]}};
@@ -208,6 +222,20 @@ Tensor avgBackwardWith(const Tensor& gy, const Tensor& x, std::pair<Axis, Axis> 
                        const char* op) {
   Tensor gx = like(x, x.shape());
   if (gx.numel() == 0) return gx;
+  // One window over the whole plane (every output 1x1 with no padding): a broadcast, without the
+  // window arithmetic per element.
+  const bool whole_plane =
+      gy.size(2) == 1 && gy.size(3) == 1 && a.first.covers_all() && a.second.covers_all();
+  if (whole_plane && gx.numel() < (int64_t{1} << 31) && (gx.isContiguous() || gx.isChannelsLast())) {
+    floating(x.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      planeMeanBackward<T><<<rt::blocksFor(gx.numel()), rt::kBlock, 0, streamOf(x)>>>(
+          in<T>(gy), gy.stride(0), gy.stride(1), out<T>(gx), static_cast<uint32_t>(gx.numel()),
+          static_cast<uint32_t>(gx.size(1)), static_cast<uint32_t>(gx.size(2) * gx.size(3)),
+          formatOf(gx) == MemoryFormat::channels_last);
+    });
+    return gx;
+  }
   floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     avgBackward<T><<<rt::blocksFor(gx.numel()), rt::kBlock, 0, streamOf(x)>>>(
