@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -99,6 +101,10 @@ struct Run {
   int64_t last_val_step = -1;  // the step whose weights last_val evaluated
   TrainSummary summary{};
   int stop_signal = 0;  // the signal all ranks agreed stops the run after the current step
+  // When the ranks next compare stop signals (agreedStopSignal), and the step and time of the last
+  // comparison, from which the next one is spaced.
+  int64_t next_stop_check = 0, last_stop_check = 0;
+  Clock::time_point last_stop_check_at = Clock::now();
 };
 
 /// The current GPU for the run's life, when it trains on one.
@@ -227,14 +233,33 @@ void saveCheckpoint(Run& r) {
   if (path) r.observers.onCheckpoint({r.engine.globalSteps(), *path});
 }
 
-/// The signal any rank received by the end of this step (StopSignals), or 0; every rank gets the
-/// same answer, so that all stop after the same step. Collective under DDP: one scalar a step,
-/// which is what lets a job stop between steps rather than in the middle of one.
-int agreedStopSignal(const Run& r) {
-  const int mine = r.stop.received();
+/// How often the ranks compare stop signals: about this often, so that the comparison (a small
+/// allreduce, some milliseconds on gloo) costs next to nothing beside the steps, yet a stop comes
+/// well within a launcher's grace period.
+constexpr double kStopCheckSeconds = 0.25;
+
+/// The signal any rank received (StopSignals) by the end of `step`, or 0. Every rank gets the same
+/// answer, so that all stop after the same step. Alone, every step; under DDP the ranks compare
+/// after the first step and then every so many steps that about kStopCheckSeconds pass between
+/// comparisons (each rank proposes a count from its own step time; the fewest wins, so all agree on
+/// the next). Collective then, on the steps the ranks agreed.
+int agreedStopSignal(Run& r, int64_t step) {
   const auto& group = r.engine.environment().group;
-  if (!group) return mine;
-  return static_cast<int>(parallel::allreduceScalar(*group, mine, comm::ReduceOp::max));
+  if (!group) return r.stop.received();
+  if (step < r.next_stop_check) return 0;
+  const double step_seconds = secondsSince(r.last_stop_check_at) /
+                              static_cast<double>(std::max<int64_t>(1, step - r.last_stop_check));
+  const double every = std::clamp(std::floor(kStopCheckSeconds / std::max(step_seconds, 1e-9)), 1.0, 1000.0);
+  // Under max: any rank's signal, and the fewest steps any rank proposes until the next comparison.
+  double v[2] = {static_cast<double>(r.stop.received()), -every};
+  comm::AllreduceOptions o;
+  o.op = comm::ReduceOp::max;
+  o.defer = true;  // waited for at once
+  group->allreduce(v, 2, DType::f64, o)->wait();
+  r.next_stop_check = step + static_cast<int64_t>(-v[1]);
+  r.last_stop_check = step;
+  r.last_stop_check_at = Clock::now();
+  return static_cast<int>(v[0]);
 }
 
 /// The steps of epoch e (its rest, when resumed mid-epoch); true when max_steps is reached or a
@@ -253,7 +278,7 @@ bool trainEpoch(Run& r, uint64_t e) {
     if (r.checkpoints.dueAfterStep(step)) saveCheckpoint(r);
     crashIfAsked(r, step);
     if (r.config.max_steps > 0 && step >= r.config.max_steps) return true;
-    r.stop_signal = agreedStopSignal(r);
+    r.stop_signal = agreedStopSignal(r, step);
     if (r.stop_signal != 0) return true;
   }
   return false;
@@ -387,6 +412,9 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   const StopSignals stop;
   Run run{c, o, data, engine, loader, checkpoints, outputs, stop, device};
   startRun(run, length);
+  run.last_stop_check = engine.globalSteps();
+  run.next_stop_check = engine.globalSteps() + 1;
+  run.last_stop_check_at = Clock::now();
 
   bool done = c.max_steps > 0 && engine.globalSteps() >= c.max_steps;
   for (uint64_t e = loader.epoch(); e < static_cast<uint64_t>(c.epochs) && !done; ++e) {
