@@ -39,7 +39,7 @@ for r in csv.DictReader(rows):
     unit = r.get("Metric Unit", "nsecond")
     ns = float(r["Metric Value"].replace(",", "")) * {"nsecond": 1, "usecond": 1e3, "msecond": 1e6}.get(unit, 1)
     name = r["Kernel Name"]
-    base = re.sub(r"^void ", "", name.replace("(anonymous namespace)::", ""))
+    base = re.sub(r"^void ", "", name.replace("(anonymous namespace)::", "").replace("<unnamed>::", ""))
     base = re.split(r"[<(]", base)[0].split("::")[-1]
     # Library kernels carry their configuration in the name (sm90_xmma_fprop_implicit_gemm_bf16...):
     # keep what says which kernel it is, drop the tile sizes.

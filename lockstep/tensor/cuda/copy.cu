@@ -45,6 +45,19 @@ __global__ void transposeBatched(D* __restrict__ d, const S* __restrict__ s, uin
   }
 }
 
+// The same transposes when a matrix side is under a tile (a conv weight's 3x3 plane: [C, 9] per
+// output channel): a thread per destination element, writes coalesced, the reads' neighbours read by
+// the neighbouring warps (so from cache). 32x32 tiles would leave most of each block idle there.
+template <typename D, typename S>
+__global__ void transposeNarrow(D* __restrict__ d, const S* __restrict__ s, uint32_t rows, uint32_t cols,
+                                uint32_t total) {
+  const uint32_t plane = rows * cols;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const uint32_t n = i / plane, rem = i - n * plane, c = rem / rows, r = rem - c * rows;
+    d[i] = castTo<D>(s[n * plane + r * cols + c]);
+  }
+}
+
 // The [rows, cols] matrices per image when src -> dst is an NCHW <-> NHWC reorder of dense 4-d
 // tensors; false for any other copy.
 bool channelsReorder(const Tensor& dst, const Tensor& src, uint32_t& batch, uint32_t& rows, uint32_t& cols) {
@@ -106,8 +119,13 @@ void copyStrided(const Tensor& dst, const Tensor& src) {
       if (same_block) {
         castContiguous<D, S><<<blocksFor(n), kBlock, 0, stream>>>(d, s, n);
       } else if (channelsReorder(dst, src, batch, rows, cols)) {
-        const dim3 grid((cols + 31) / 32, (rows + 31) / 32, batch);
-        transposeBatched<D, S><<<grid, dim3(32, 8), 0, stream>>>(d, s, rows, cols);
+        if (std::min(rows, cols) < 32 && n < (int64_t{1} << 31)) {
+          transposeNarrow<D, S>
+              <<<blocksFor(n), kBlock, 0, stream>>>(d, s, rows, cols, static_cast<uint32_t>(n));
+        } else {
+          const dim3 grid((cols + 31) / 32, (rows + 31) / 32, batch);
+          transposeBatched<D, S><<<grid, dim3(32, 8), 0, stream>>>(d, s, rows, cols);
+        }
       } else {
         castStrided<D, S>
             <<<blocksFor(n), kBlock, 0, stream>>>(d, StridedIndexer::of(dst.shape(), dst.strides()), s,
