@@ -17,11 +17,14 @@ Batch Dataset::gather(const std::vector<int64_t>& indices) const {
 }
 
 namespace {
+// The rows keep the first sample's memory order when it is dense (a channels_last [C, H, W] image
+// makes an NHWC batch), so a sample laid out as the batch wants it is one memcpy, not a reorder.
 Tensor stackRows(const std::vector<Example>& examples, bool targets, const std::vector<int64_t>& indices) {
   const Tensor& first = targets ? examples[0].target : examples[0].input;
-  Shape shape = first.shape();
+  Shape shape = first.shape(), strides = first.isDense() ? first.strides() : contiguousStrides(first.shape());
   shape.insert(shape.begin(), static_cast<int64_t>(examples.size()));
-  Tensor out = Tensor::empty(shape, first.dtype());
+  strides.insert(strides.begin(), first.numel());
+  Tensor out = Tensor::emptyStrided(shape, strides, first.dtype());
   const size_t row_bytes = first.nbytes();
   auto* dst = static_cast<char*>(out.dataPtr());
   for (size_t i = 0; i < examples.size(); ++i) {
@@ -30,8 +33,12 @@ Tensor stackRows(const std::vector<Example>& examples, bool targets, const std::
                      "cannot stack samples into a batch: sample ", indices[i], " has ",
                      targets ? "target " : "input ", t.describe(), " but sample ", indices[0], " has ",
                      first.describe());
-    Tensor c = t.contiguous();
-    if (row_bytes > 0) std::memcpy(dst + i * row_bytes, c.dataPtr(), row_bytes);
+    if (row_bytes == 0) continue;
+    if (t.isDense() && t.strides() == out.select(0).strides()) {
+      std::memcpy(dst + i * row_bytes, t.dataPtr(), row_bytes);
+    } else {
+      out.select(static_cast<int64_t>(i)).copyFrom(t);
+    }
   }
   return out;
 }

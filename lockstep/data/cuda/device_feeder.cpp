@@ -1,6 +1,8 @@
 #include "lockstep/data/cuda/device_feeder.h"
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "lockstep/tensor/cuda/allocator.h"
 
@@ -38,12 +40,23 @@ size_t PinnedBufferPool::buffersMade() const {
 
 Tensor PinnedBufferPool::pinnedCopy(const Tensor& t) {
   LOCKSTEP_ENFORCE(t.device().isCpu(), ValueError, "pinnedCopy: ", t.describe(), " is not on the host");
-  const Tensor src = t.contiguous();
+  // A dense tensor is copied as its bytes lie (an NHWC batch stays NHWC): the buffer is viewed with
+  // t's dimensions ordered by stride, outermost first, then permuted back to t's order.
+  const Tensor src = t.isDense() ? t : t.contiguous();
   const Buffer b = take(src.nbytes());
   std::shared_ptr<PinnedBufferPool> self = shared_from_this();
-  Tensor out = Tensor::fromBlob(b.data, src.shape(), src.dtype(), [self, b](void*) { self->give(b); });
+  std::vector<int64_t> order(static_cast<size_t>(src.dim()));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t c) { return src.stride(a) > src.stride(c); });
+  Shape blob_shape, back(order.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    blob_shape.push_back(src.size(order[k]));
+    back[static_cast<size_t>(order[k])] = static_cast<int64_t>(k);
+  }
+  Tensor blob = Tensor::fromBlob(b.data, blob_shape, src.dtype(), [self, b](void*) { self->give(b); });
   if (src.nbytes() != 0) std::memcpy(b.data, src.dataPtr(), src.nbytes());
-  return out;
+  return blob.permute(back);
 }
 
 DeviceFeeder::DeviceFeeder(Device device)
@@ -70,7 +83,8 @@ Batch DeviceFeeder::pin(const Batch& b) const {
 Tensor DeviceFeeder::toDevice(const Tensor& host) {
   // Allocated on the compute stream, which frees it after the step; the side stream's write is
   // recorded so that the block is not handed out again before the copy is done.
-  Tensor dev = Tensor::empty(host.shape(), host.dtype(), MemoryFormat::contiguous, device_);
+  // host is dense (pinnedCopy): the device copy takes its strides and its bytes as they are.
+  Tensor dev = Tensor::emptyStrided(host.shape(), host.strides(), host.dtype(), device_);
   if (host.nbytes() == 0) return dev;
   cuda::CudaCachingAllocator::forDevice(device_.index).recordStream(dev.storage()->data(), side_);
   LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(dev.devicePtr(), host.dataPtr(), host.nbytes(), cudaMemcpyHostToDevice,

@@ -21,8 +21,8 @@ namespace lockstep::data {
 class PinnedBufferPool : public std::enable_shared_from_this<PinnedBufferPool> {
  public:
   ~PinnedBufferPool();
-  /// A contiguous host tensor of shape and dtype in pinned memory holding t's values (t dense and
-  /// on the host; its layout becomes row-major).
+  /// A host tensor of t's shape and dtype in pinned memory holding t's values, in t's layout when t
+  /// is dense (an NHWC batch stays NHWC), row-major otherwise (t on the host).
   Tensor pinnedCopy(const Tensor& t);
   /// Buffers made so far (they are reused; the count stops growing in a steady loop).
   size_t buffersMade() const;
