@@ -55,8 +55,12 @@ constexpr int kThreads = 256;
 
 // --- per-channel sums of two terms -------------------------------------------------------------------
 //
-// Term: `void operator()(I offset, I channel, int dc, double (&a)[V], double (&b)[V]) const` adds the
-// terms of the V elements at offset (channels channel + v * dc) to a[v], b[v].
+// Term: `Loaded load(I offset) const` reads the V elements at offset (the packs the terms need), and
+// `void add(const Loaded&, I channel, int dc, double (&a)[V], double (&b)[V]) const` adds their terms
+// (channels channel + v * dc) to a[v], b[v]. The walks load kUnroll positions before adding any, so
+// that each thread has several loads in flight (one at a time reached ~1.6 TB/s on an H200), and add
+// them in position order, so the sums stay in a fixed order.
+constexpr int kUnroll = 4;
 
 // NHWC: the tensor as a [count, C] matrix; blockDim (tx, ty), a thread owns V consecutive channels
 // (a column group) and walks rows; the block's rows are summed in fixed order, then written per split.
@@ -66,9 +70,14 @@ __global__ void rowPartials(Dense<I> d, Term term, double* partial) {
   const I split = blockIdx.y, splits = gridDim.y;
   double a[V] = {}, b[V] = {};
   if (g < groups) {
-    for (I r = split * I(blockDim.y) + threadIdx.y; r < d.count; r += I(blockDim.y) * splits) {
-      term(r * d.channels + g * V, g * V, 1, a, b);
+    const I step = I(blockDim.y) * splits;
+    I r = split * I(blockDim.y) + threadIdx.y;
+    for (; r + (kUnroll - 1) * step < d.count; r += kUnroll * step) {
+      typename Term::Loaded l[kUnroll];
+      for (int u = 0; u < kUnroll; ++u) l[u] = term.load((r + u * step) * d.channels + g * V);
+      for (int u = 0; u < kUnroll; ++u) term.add(l[u], g * V, 1, a, b);
     }
+    for (; r < d.count; r += step) term.add(term.load(r * d.channels + g * V), g * V, 1, a, b);
   }
   __shared__ double sa[kThreads * V], sb[kThreads * V];
   const int t = threadIdx.y * blockDim.x + threadIdx.x;
@@ -98,10 +107,18 @@ __global__ void planePartials(Dense<I> d, Term term, double* partial) {
   const I c = blockIdx.x, split = blockIdx.y, splits = gridDim.y;
   const I per_plane = d.inner / V, packs = d.count / V;
   double a[V] = {}, b[V] = {};
-  for (I j = split * I(blockDim.x) + threadIdx.x; j < packs; j += I(blockDim.x) * splits) {
+  auto offset = [&](I j) {
     const I n = j / per_plane, r = j - n * per_plane;
-    term((n * d.channels + c) * d.inner + r * V, c, 0, a, b);
+    return (n * d.channels + c) * d.inner + r * V;
+  };
+  const I step = I(blockDim.x) * splits;
+  I j = split * I(blockDim.x) + threadIdx.x;
+  for (; j + (kUnroll - 1) * step < packs; j += kUnroll * step) {
+    typename Term::Loaded l[kUnroll];
+    for (int u = 0; u < kUnroll; ++u) l[u] = term.load(offset(j + u * step));
+    for (int u = 0; u < kUnroll; ++u) term.add(l[u], c, 0, a, b);
   }
+  for (; j < packs; j += step) term.add(term.load(offset(j)), c, 0, a, b);
   double ta = 0, tb = 0;
   for (int v = 0; v < V; ++v) {
     ta += a[v];
@@ -123,7 +140,19 @@ __global__ void finishSums(const double* partial, int64_t splits, int64_t channe
   const int lane = threadIdx.x % 32;
   if (c >= channels) return;
   double a = 0, b = 0;
-  for (int64_t s = lane; s < splits; s += 32) {
+  int64_t s = lane;
+  for (; s + 32 * (kUnroll - 1) < splits; s += 32 * kUnroll) {
+    double la[kUnroll], lb[kUnroll];
+    for (int u = 0; u < kUnroll; ++u) {
+      la[u] = partial[(2 * (s + 32 * u)) * channels + c];
+      lb[u] = partial[(2 * (s + 32 * u) + 1) * channels + c];
+    }
+    for (int u = 0; u < kUnroll; ++u) {
+      a += la[u];
+      b += lb[u];
+    }
+  }
+  for (; s < splits; s += 32) {
     a += partial[(2 * s) * channels + c];
     b += partial[(2 * s + 1) * channels + c];
   }
@@ -172,9 +201,10 @@ void channelSums(const Dense<I>& d, const Term& term, const Finish& finish, cons
 
 template <typename T, int V, typename I>
 struct MomentTerm {
+  using Loaded = Pack<T, V>;
   const T* x;
-  __device__ void operator()(I off, I, int, double (&a)[V], double (&b)[V]) const {
-    const Pack<T, V> p = load<T, V>(x + off);
+  __device__ Loaded load(I off) const { return ::lockstep::kernels::cuda::load<T, V>(x + off); }
+  __device__ void add(const Loaded& p, I, int, double (&a)[V], double (&b)[V]) const {
     for (int v = 0; v < V; ++v) {
       const double xv = rt::castTo<double>(p.v[v]);
       a[v] += xv;
@@ -267,32 +297,40 @@ __global__ void normalise(Dense<I> d, const T* __restrict__ x, const T* __restri
 
 // --- backward -----------------------------------------------------------------------------------------
 
-// dL/dy where the fused relu let it through: y > 0 (all of it without the relu).
+// dL/dy where the fused relu let it through: y > 0 (all of it without the relu, y null).
 template <typename T, int V>
-__device__ __forceinline__ Pack<T, V> masked(const T* g, const T* y, size_t off) {
-  Pack<T, V> gp = load<T, V>(g + off);
-  if (y) {
-    const Pack<T, V> yp = load<T, V>(y + off);
+__device__ __forceinline__ Pack<T, V> masked(Pack<T, V> g, const Pack<T, V>& y, bool relu) {
+  if (relu) {
     for (int v = 0; v < V; ++v) {
-      if (!(rt::castTo<float>(yp.v[v]) > 0.0f)) gp.v[v] = rt::castTo<T>(0.0f);
+      if (!(rt::castTo<float>(y.v[v]) > 0.0f)) g.v[v] = rt::castTo<T>(0.0f);
     }
   }
-  return gp;
+  return g;
 }
 
 // sum(g) and sum(g * (x - mean)) per channel, g masked by the fused relu's output when given.
 template <typename T, int V, typename I>
 struct GradientTerm {
+  struct Loaded {
+    Pack<T, V> g, y, x;
+  };
   const T* g;
   const T* y;
   const T* x;
   const Acc<T>* mean;
-  __device__ void operator()(I off, I c, int dc, double (&a)[V], double (&b)[V]) const {
-    const Pack<T, V> gp = masked<T, V>(g, y, off), xp = load<T, V>(x + off);
+  __device__ Loaded load(I off) const {
+    Loaded l;
+    l.g = ::lockstep::kernels::cuda::load<T, V>(g + off);
+    if (y) l.y = ::lockstep::kernels::cuda::load<T, V>(y + off);
+    l.x = ::lockstep::kernels::cuda::load<T, V>(x + off);
+    return l;
+  }
+  __device__ void add(const Loaded& l, I c, int dc, double (&a)[V], double (&b)[V]) const {
+    const Pack<T, V> gp = masked<T, V>(l.g, l.y, y != nullptr);
     for (int v = 0; v < V; ++v) {
       const double gv = rt::castTo<double>(gp.v[v]);
       a[v] += gv;
-      b[v] += gv * (rt::castTo<double>(xp.v[v]) - static_cast<double>(mean[c + v * dc]));
+      b[v] += gv * (rt::castTo<double>(l.x.v[v]) - static_cast<double>(mean[c + v * dc]));
     }
   }
 };
@@ -332,7 +370,9 @@ __global__ void inputGradient(Dense<I> d, const T* __restrict__ g, const T* __re
   const I packs = d.numel / V, C = d.channels;
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < packs; i += I(gridDim.x) * blockDim.x) {
     const I off = i * V, c0 = (off / d.inner) % C;
-    const Pack<T, V> gp = masked<T, V>(g, y, off), xp = load<T, V>(x + off);
+    Pack<T, V> yp;
+    if (y) yp = load<T, V>(y + off);
+    const Pack<T, V> gp = masked<T, V>(load<T, V>(g + off), yp, y != nullptr), xp = load<T, V>(x + off);
     if (gresidual) store<T, V>(gresidual + off, gp);
     const Pack<A, V> k1 = channelPack<A, V>(k, c0, d.nhwc), k2 = channelPack<A, V>(k + C, c0, d.nhwc),
                      k3 = channelPack<A, V>(k + 2 * C, c0, d.nhwc),
