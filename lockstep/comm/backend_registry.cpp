@@ -4,6 +4,7 @@
 
 #include "lockstep/comm/device_routed_process_group.h"
 #include "lockstep/comm/gloo/gloo_process_group.h"
+#include "lockstep/comm/group_arrival.h"
 #include "lockstep/comm/hierarchical_process_group.h"
 #include "lockstep/comm/shm/shm_process_group.h"
 #include "lockstep/comm/store/prefix_store.h"
@@ -103,6 +104,7 @@ std::shared_ptr<ProcessGroup> createHostAuto(std::shared_ptr<Store> store, int r
                                              std::chrono::milliseconds timeout) {
   requireStore(store, "auto");
   auto auto_store = std::make_shared<PrefixStore>("auto", store);
+  awaitGroupArrival(*auto_store, "arrived", "auto", rank, size, timeout);
   auto ids = exchangeHostIds(*auto_store, rank, size);
   std::vector<std::string> hosts = ids;
   std::sort(hosts.begin(), hosts.end());

@@ -107,18 +107,19 @@ ResolvedInit resolveInit(const InitOptions& o) {
 }
 
 std::shared_ptr<Store> createStore(const ResolvedInit& r, const InitOptions& o) {
+  const auto store_timeout = o.store_timeout > kGroupTimeout ? o.store_timeout : collectiveTimeout(o, r.env);
   std::shared_ptr<Store> base;
   if (r.store_kind == "tcp") {
     TCPStoreOptions t;
     t.host = r.host;
     t.port = r.port;
     t.is_server = r.host_store_server;
-    t.timeout = o.store_timeout;
+    t.timeout = store_timeout;
     t.join_token = r.env.join_token;
     base = std::make_shared<TCPStore>(t);
   } else if (r.store_kind == "file") {
     base = std::make_shared<FileStore>(r.path, r.world_size);
-    base->setTimeout(o.store_timeout);
+    base->setTimeout(store_timeout);
   } else {
     return nullptr;
   }

@@ -35,7 +35,10 @@ struct InitOptions {
   /// The group's op timeout (torch's init_process_group(timeout=)). kGroupTimeout (0): the
   /// environment's LOCKSTEP_TIMEOUT, else kDefaultCollectiveTimeout.
   std::chrono::milliseconds timeout = kGroupTimeout;
-  std::chrono::milliseconds store_timeout = std::chrono::minutes(5);  // rendezvous timeout
+  /// How long the store waits: to connect (rank 0 hosts it without a launcher) and for a key.
+  /// kGroupTimeout (0): the group's op timeout, as torch's init_process_group uses one timeout for
+  /// both, so a rank that never started is reported within the timeout the job was given.
+  std::chrono::milliseconds store_timeout = kGroupTimeout;
   std::string group_name = "default";  // store key prefix, so several groups can share a store
 };
 

@@ -127,6 +127,19 @@ TEST_P(FailureTest, invalid_arguments_are_value_errors) {
   EXPECT_THROW(pg->allgatherv(&v, &v, {1, 1}, DType::i32), ValueError);
 }
 
+// A rank that never starts: its peers give up at the group's timeout, not the store's (an hour
+// here), naming it and the setting to raise.
+TEST_P(FailureTest, rank_that_never_arrives_is_named_at_the_group_timeout) {
+  auto store = std::make_shared<HashStore>();
+  store->setTimeout(std::chrono::hours(1));
+  runRanks(3, [&](int r) {
+    if (r == 2) return;
+    expectErrorNaming<TimeoutError>(
+        [&] { makeGroup(GetParam(), store, r, 3, 500ms); },
+        {"waited 0.5 s for rank 2 to join", "comm_timeout_seconds", "LOCKSTEP_TIMEOUT"}, 5s);
+  });
+}
+
 // A rank process that dies: every survivor must fail within seconds, naming the rank.
 // Forks rank 1 of a 2-rank group on `backend` (over a FileStore): it runs first(pg) and then dies
 // abruptly, holding the group. Rank 0 (this process) runs first(pg), then then(pg), then reaps it.

@@ -21,6 +21,7 @@
 #include "lockstep/comm/gloo/gloo_op_check.h"
 #include "lockstep/comm/gloo/gloo_reduce_scatter.h"
 #include "lockstep/comm/gloo/gloo_store_adapter.h"
+#include "lockstep/comm/group_arrival.h"
 #include "lockstep/comm/store/prefix_store.h"
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
@@ -55,15 +56,16 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, int rank, int s
     : ProcessGroup(rank, size), store_(std::move(store)), options_(options) {
   setTimeout(options.timeout);
   if (options_.hostname.empty()) options_.hostname = defaultHostname();
+  // Gloo's own rendezvous names no missing rank: the ranks meet first, within the group's timeout.
+  awaitGroupArrival(*store_, "gloo/arrived", "gloo", rank, size, options_.timeout);
   ::gloo::transport::tcp::attr attr;
   attr.hostname = options_.hostname;
   try {
     auto device = ::gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
-    context->setTimeout(store_->timeout());
+    context->setTimeout(options_.timeout);
     GlooStoreAdapter adapter(store_);
     context->connectFullMesh(adapter, device);
-    context->setTimeout(options_.timeout);
     context_ = context;
   } catch (const Error&) {
     throw;

@@ -28,8 +28,9 @@ struct GlooOptions {
 /// Thread-safety: see ProcessGroup.
 class GlooProcessGroup : public ProcessGroup {
  public:
-  /// Collective over all size ranks: connects the full mesh through store (waits up to
-  /// store->timeout()). PeerError/TimeoutError when peers cannot be reached.
+  /// Collective over all size ranks: meets the others through store (group_arrival.h), then
+  /// connects the full mesh, each within options.timeout. TimeoutError naming the ranks that did not
+  /// arrive; PeerError when peers cannot be reached.
   GlooProcessGroup(std::shared_ptr<Store> store, int rank, int size, const GlooOptions& options = {});
   ~GlooProcessGroup() override;
 

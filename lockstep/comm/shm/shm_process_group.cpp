@@ -9,6 +9,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "lockstep/comm/group_arrival.h"
 #include "lockstep/comm/store/prefix_store.h"
 #include "lockstep/util/error.h"
 
@@ -72,6 +73,7 @@ ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int siz
       options_.p2p_slot_bytes >= 4096 && options_.p2p_slot_bytes % 64 == 0 && options_.p2p_slots >= 1,
       ValueError, "ShmOptions.p2p_slot_bytes must be a multiple of 64 and at least 4096 (got ",
       options_.p2p_slot_bytes, ") and p2p_slots at least 1 (got ", options_.p2p_slots, ")");
+  awaitGroupArrival(*store_, "shm/arrived", "shm", rank, size, options_.timeout);
   std::string base;
   if (rank == 0) {
     base = "/lockstep_" + std::to_string(::getpid()) + "_" + randomToken();

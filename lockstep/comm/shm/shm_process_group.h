@@ -47,7 +47,7 @@ class ShmProcessGroup : public ProcessGroup {
  public:
   /// Collective over all size ranks: creates this rank's segment and maps the others', meeting
   /// through store (keys "shm/..."; give each group its own PrefixStore). Waits up to
-  /// store->timeout() for the peers.
+  /// options.timeout for the peers to arrive (group_arrival.h: TimeoutError naming the missing ranks).
   ShmProcessGroup(std::shared_ptr<Store> store, int rank, int size, const ShmOptions& options = {});
   ~ShmProcessGroup() override;
 
