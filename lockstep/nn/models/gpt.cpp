@@ -108,19 +108,39 @@ Gpt::Gpt(const GptOptions& o) : LanguageModelWith("GPT", o) {
   ln_f_ = transformer->add("ln_f", std::make_shared<LayerNorm>(LayerNormOptions{{o.n_embd}}));
 }
 
-Variable Gpt::forward(const Variable& idx) {
+Variable Gpt::embed(const Variable& idx, bool training) {
   using namespace autograd;
   const Device device = wte_->weight().tensor().device();
   checkTokenInput(idx.tensor(), options_.vocab_size, options_.block_size, "GPT", device);
   const int64_t t = idx.size(1);
-  const double p = isTraining() ? options_.dropout : 0.0;
+  const double p = training ? options_.dropout : 0.0;
   // The positions are looked up on the table's device; made once there, not copied every step.
   if (!positions_.defined() || positions_.device() != device)
     positions_ = Tensor::arange(options_.block_size).to(device);
   Variable pos = wpe_->forward(Variable(positions_.slice(0, t)));  // [T, C], broadcast over the batch
-  Variable x = dropout(add(wte_->forward(idx), pos), p, p > 0);
-  x = runBlocks(layers(), x, isTraining() ? options_.checkpoint_every : 0);
-  return linear(ln_f_->forward(x), wte_->weight(), Variable());  // tied output layer
+  return dropout(add(wte_->forward(idx), pos), p, p > 0);
+}
+
+Variable Gpt::head(const Variable& x) {
+  return autograd::linear(ln_f_->forward(x), wte_->weight(), Variable());  // tied output layer
+}
+
+Variable Gpt::forward(const Variable& idx) {
+  Variable x = runBlocks(layers(), embed(idx, isTraining()), isTraining() ? options_.checkpoint_every : 0);
+  return head(x);
+}
+
+NamedModules Gpt::sequenceLayers() {
+  // The embedding and the head both hold wte: the tied parameter of the sequence.
+  auto embedding = std::make_shared<SequenceLayer>(
+      "GptEmbedding", NamedModules{{"wte", wte_}, {"wpe", wpe_}},
+      [this](Module& self, const Variable& idx) { return embed(idx, self.isTraining()); });
+  NamedModules layers{{"embedding", embedding}};
+  for (size_t i = 0; i < h_->size(); ++i) layers.emplace_back("transformer.h." + std::to_string(i), (*h_)[i]);
+  auto out = std::make_shared<SequenceLayer>("GptHead", NamedModules{{"ln_f", ln_f_}, {"wte", wte_}},
+                                             [this](Module&, const Variable& x) { return head(x); });
+  layers.emplace_back("head", out);
+  return layers;
 }
 
 std::vector<Module*> Gpt::layers() {

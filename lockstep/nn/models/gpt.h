@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/nn/embedding.h"
 #include "lockstep/nn/layer_norm.h"
+#include "lockstep/nn/layer_sequence.h"
 #include "lockstep/nn/linear.h"
 #include "lockstep/nn/models/language_model.h"
 #include "lockstep/nn/module_dict.h"
@@ -44,7 +46,7 @@ std::vector<std::string> gptPresetNames();
 
 class GptBlock;
 
-class Gpt : public LanguageModelWith<GptOptions> {
+class Gpt : public LanguageModelWith<GptOptions>, public HasLayerSequence {
  public:
   explicit Gpt(const GptOptions& options);
   /// idx i64 [B, T], T <= block_size -> logits [B, T, vocab_size]. ValueError naming the shape,
@@ -52,9 +54,17 @@ class Gpt : public LanguageModelWith<GptOptions> {
   Variable forward(const Variable& idx) override;
   /// The transformer blocks, in order.
   std::vector<Module*> layers() override;
+  /// The layers a pipeline cuts into stages (nn/layer_sequence.h): the embedding (wte, wpe, dropout), each
+  /// block, the head (ln_f and the output layer, tied to wte).
+  NamedModules sequenceLayers() override;
   std::string extraRepr() const override;
 
  private:
+  /// The forward before the blocks (token + position embeddings, dropout) and after them (ln_f,
+  /// the tied output layer): the model's and its layer sequence's.
+  Variable embed(const Variable& idx, bool training);
+  Variable head(const Variable& x);
+
   std::shared_ptr<Embedding> wte_, wpe_;
   std::shared_ptr<ModuleList<GptBlock>> h_;
   std::shared_ptr<LayerNorm> ln_f_;

@@ -122,10 +122,8 @@ std::vector<Module*> Llama::layers() {
   return blocks;
 }
 
-Variable Llama::forward(const Variable& idx) {
+std::pair<Tensor, Tensor> Llama::rotary(int64_t t) {
   const Device device = embed_tokens_->weight().tensor().device();
-  checkTokenInput(idx.tensor(), options_.vocab_size, options_.block_size, "Llama", device);
-  const int64_t t = idx.size(1);
   // Each table entry depends on its position alone, so the first T rows of longer tables are the
   // tables of T positions. They grow by doubling (up to block_size) as longer sequences come.
   if (!rotary_cos_.defined() || rotary_cos_.device() != device || rotary_cos_.size(0) < t) {
@@ -135,10 +133,45 @@ Variable Llama::forward(const Variable& idx) {
     rotary_cos_ = cos.to(device);
     rotary_sin_ = sin.to(device);
   }
-  const Tensor cos = rotary_cos_.slice(0, t), sin = rotary_sin_.slice(0, t);
+  return {rotary_cos_.slice(0, t), rotary_sin_.slice(0, t)};
+}
+
+Variable Llama::forward(const Variable& idx) {
+  checkTokenInput(idx.tensor(), options_.vocab_size, options_.block_size, "Llama",
+                  embed_tokens_->weight().tensor().device());
+  const auto [cos, sin] = rotary(idx.size(1));
   for (size_t i = 0; i < layers_->size(); ++i) (*layers_)[i]->setRotary(cos, sin);
   Variable x = runBlocks(layers(), embed_tokens_->forward(idx), isTraining() ? options_.checkpoint_every : 0);
   return lm_head_->forward(norm_->forward(x));
+}
+
+NamedModules Llama::sequenceLayers() {
+  auto embedding = std::make_shared<SequenceLayer>(
+      "LlamaEmbedding", NamedModules{{"embed_tokens", embed_tokens_}}, [this](Module&, const Variable& idx) {
+        checkTokenInput(idx.tensor(), options_.vocab_size, options_.block_size, "Llama",
+                        embed_tokens_->weight().tensor().device());
+        return embed_tokens_->forward(idx);
+      });
+  NamedModules layers{{"embedding", embedding}};
+  for (size_t i = 0; i < layers_->size(); ++i) {
+    std::shared_ptr<LlamaBlock> block = (*layers_)[i];
+    // A block alone on a stage gets its rotary tables from the length of its own input.
+    layers.emplace_back("model.layers." + std::to_string(i),
+                        std::make_shared<SequenceLayer>("LlamaDecoderLayer", NamedModules{{"block", block}},
+                                                        [this, block](Module&, const Variable& x) {
+                                                          const auto [cos, sin] = rotary(x.size(1));
+                                                          block->setRotary(cos, sin);
+                                                          return (*block)(x);
+                                                        }));
+  }
+  auto norm = norm_;
+  auto lm_head = lm_head_;
+  layers.emplace_back(
+      "head", std::make_shared<SequenceLayer>("LlamaHead", NamedModules{{"norm", norm}, {"lm_head", lm_head}},
+                                              [norm, lm_head](Module&, const Variable& x) {
+                                                return lm_head->forward(norm->forward(x));
+                                              }));
+  return layers;
 }
 
 std::string Llama::extraRepr() const {

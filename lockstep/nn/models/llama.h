@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/nn/embedding.h"
+#include "lockstep/nn/layer_sequence.h"
 #include "lockstep/nn/linear.h"
 #include "lockstep/nn/models/language_model.h"
 #include "lockstep/nn/module_dict.h"
@@ -42,15 +44,21 @@ std::vector<std::string> llamaPresetNames();
 
 class LlamaBlock;
 
-class Llama : public LanguageModelWith<LlamaOptions> {
+class Llama : public LanguageModelWith<LlamaOptions>, public HasLayerSequence {
  public:
   explicit Llama(const LlamaOptions& options);
   Variable forward(const Variable& idx) override;
   /// The transformer blocks, in order.
   std::vector<Module*> layers() override;
+  /// The layers a pipeline cuts into stages (nn/layer_sequence.h): the embedding, each block (with its rotary
+  /// tables), the head (norm, lm_head).
+  NamedModules sequenceLayers() override;
   std::string extraRepr() const override;
 
  private:
+  /// The rotary tables of t positions on the model's device (made or grown on first need).
+  std::pair<Tensor, Tensor> rotary(int64_t t);
+
   std::shared_ptr<Embedding> embed_tokens_;
   std::shared_ptr<ModuleList<LlamaBlock>> layers_;
   std::shared_ptr<RMSNorm> norm_;

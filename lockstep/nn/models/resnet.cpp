@@ -62,11 +62,43 @@ ResNet18Cifar::ResNet18Cifar(const ResNetCifarOptions& options) : Module("ResNet
   fc_ = registerModule("fc", std::make_shared<Linear>(LinearOptions{512, options.num_classes, true, gen}));
 }
 
+Variable resnetStem(Conv2d& conv1, BatchNorm2d& bn1, const Variable& input) {
+  return bn1.forwardRelu(conv1.forward(toChannelsLast(input)));
+}
+
+Variable resnetHead(AdaptiveAvgPool2d& avgpool, Linear& fc, const Variable& x) {
+  return fc.forward(autograd::flatten(avgpool.forward(x), 1));
+}
+
+NamedModules resnetSequenceLayers(std::shared_ptr<SequenceLayer> stem,
+                                  const std::shared_ptr<Sequential> (&stages)[4],
+                                  const std::shared_ptr<AdaptiveAvgPool2d>& avgpool,
+                                  const std::shared_ptr<Linear>& fc) {
+  NamedModules layers{{"stem", std::move(stem)}};
+  for (size_t i = 0; i < 4; ++i) {
+    for (size_t b = 0; b < stages[i]->size(); ++b)
+      layers.emplace_back("layer" + std::to_string(i + 1) + "." + std::to_string(b), (*stages[i])[b]);
+  }
+  auto head = std::make_shared<SequenceLayer>(
+      "ResNetHead", NamedModules{{"avgpool", avgpool}, {"fc", fc}},
+      [avgpool, fc](Module&, const Variable& x) { return resnetHead(*avgpool, *fc, x); });
+  layers.emplace_back("head", std::move(head));
+  return layers;
+}
+
 Variable ResNet18Cifar::forward(const Variable& input) {
-  Variable x = bn1_->forwardRelu(conv1_->forward(toChannelsLast(input)));
+  Variable x = resnetStem(*conv1_, *bn1_, input);
   for (auto& stage : layers_) x = stage->forward(x);
-  x = autograd::flatten(avgpool_->forward(x), 1);
-  return fc_->forward(x);
+  return resnetHead(*avgpool_, *fc_, x);
+}
+
+NamedModules ResNet18Cifar::sequenceLayers() {
+  auto conv1 = conv1_;
+  auto bn1 = bn1_;
+  auto stem = std::make_shared<SequenceLayer>(
+      "ResNetStem", NamedModules{{"conv1", conv1}, {"bn1", bn1}},
+      [conv1, bn1](Module&, const Variable& x) { return resnetStem(*conv1, *bn1, x); });
+  return resnetSequenceLayers(stem, layers_, avgpool_, fc_);
 }
 
 }  // namespace lockstep::nn

@@ -79,11 +79,21 @@ ResNet::ResNet(const ResNetOptions& options) : Module("ResNet" + std::to_string(
 }
 
 Variable ResNet::forward(const Variable& input) {
-  Variable x = bn1_->forwardRelu(conv1_->forward(toChannelsLast(input)));
-  x = maxpool_->forward(x);
+  Variable x = maxpool_->forward(resnetStem(*conv1_, *bn1_, input));
   for (auto& stage : layers_) x = stage->forward(x);
-  x = autograd::flatten(avgpool_->forward(x), 1);
-  return fc_->forward(x);
+  return resnetHead(*avgpool_, *fc_, x);
+}
+
+NamedModules ResNet::sequenceLayers() {
+  auto conv1 = conv1_;
+  auto bn1 = bn1_;
+  auto maxpool = maxpool_;
+  auto stem = std::make_shared<SequenceLayer>(
+      "ResNetStem", NamedModules{{"conv1", conv1}, {"bn1", bn1}, {"maxpool", maxpool}},
+      [conv1, bn1, maxpool](Module&, const Variable& x) {
+        return maxpool->forward(resnetStem(*conv1, *bn1, x));
+      });
+  return resnetSequenceLayers(stem, layers_, avgpool_, fc_);
 }
 
 }  // namespace lockstep::nn

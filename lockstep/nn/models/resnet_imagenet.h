@@ -8,9 +8,13 @@
 // parameters with 1000 classes.
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "lockstep/nn/batch_norm.h"
 #include "lockstep/nn/conv2d.h"
+#include "lockstep/nn/layer_sequence.h"
 #include "lockstep/nn/linear.h"
 #include "lockstep/nn/pooling.h"
 #include "lockstep/nn/sequential.h"
@@ -42,11 +46,14 @@ struct ResNetOptions {
 
 /// Initialised as torchvision's ResNet.__init__ does: every conv weight kaiming_normal_(mode
 /// fan_out, relu), every BN weight 1 and bias 0, the Linear layer PyTorch's default.
-class ResNet : public Module {
+class ResNet : public Module, public HasLayerSequence {
  public:
   explicit ResNet(const ResNetOptions& options = {});
   /// [N, 3, H, W] (any H, W >= 32; 224 for ImageNet) -> [N, num_classes] logits.
   Variable forward(const Variable& x) override;
+  /// The layers a pipeline cuts into stages (nn/layer_sequence.h): the stem (conv1, bn1, maxpool), each
+  /// block, the head (avgpool, fc).
+  NamedModules sequenceLayers() override;
 
  private:
   std::shared_ptr<Conv2d> conv1_;

@@ -42,17 +42,54 @@ SmallCnn::SmallCnn(std::string type_name, const SmallCnnOptions& options) : Modu
   if (second != "fc2") renameOnLoad("fc2.", second + ".");
 }
 
+namespace {
+
+// conv -> pool -> relu as one op (autograd::conv2dMaxPool2d): the same values and gradients as
+// the three modules, with the convolution's output never materialized for the whole batch.
+Variable convPoolRelu(Conv2d& conv, const MaxPool2d& pool, const Variable& x) {
+  return autograd::conv2dMaxPool2d(x, conv.weight(), conv.bias(), conv.functionalOptions(), pool.options(),
+                                   true);
+}
+
+Variable flattenLinearRelu(Flatten& flatten, Linear& fc, const Variable& x) {
+  return autograd::relu(fc.forward(flatten.forward(x)));
+}
+
+}  // namespace
+
 Variable SmallCnn::forward(const Variable& input) {
-  Variable x = toChannelsLast(input);
-  // conv -> pool -> relu as one op (autograd::conv2dMaxPool2d): the same values and gradients as
-  // the three modules, with the convolution's output never materialized for the whole batch.
-  for (const auto& conv : {conv1_, conv2_}) {
-    x = autograd::conv2dMaxPool2d(x, conv->weight(), conv->bias(), conv->functionalOptions(),
-                                  pool_->options(), true);
-  }
+  Variable x = convPoolRelu(*conv1_, *pool_, toChannelsLast(input));
+  x = convPoolRelu(*conv2_, *pool_, x);
   x = conv3_->forward(x);
-  x = autograd::relu(fc1_->forward(flatten_->forward(x)));
-  return fc2_->forward(x);
+  return fc2_->forward(flattenLinearRelu(*flatten_, *fc1_, x));
+}
+
+NamedModules SmallCnn::sequenceLayers() {
+  auto pool = pool_;
+  auto conv_pool = [&pool](const std::string& name, const std::shared_ptr<Conv2d>& conv, bool first) {
+    return std::make_shared<SequenceLayer>("Conv2dMaxPool2d", NamedModules{{name, conv}, {"pool", pool}},
+                                           [conv, pool, first](Module&, const Variable& x) {
+                                             return convPoolRelu(*conv, *pool, first ? toChannelsLast(x) : x);
+                                           });
+  };
+  // The linear layers' names are the options' (dense1 or linear1, ...).
+  auto name_of = [this](const std::shared_ptr<Module>& m) {
+    for (const auto& [name, child] : namedChildren())
+      if (child == m) return name;
+    LOCKSTEP_CHECK(false, "a SmallCnn layer is not its child", typeName());
+    return std::string();
+  };
+  const std::string fc1_name = name_of(fc1_), fc2_name = name_of(fc2_);
+  auto flatten = flatten_;
+  auto fc1 = fc1_;
+  auto dense = std::make_shared<SequenceLayer>(
+      "Linear", NamedModules{{"flatten", flatten}, {fc1_name, fc1}},
+      [flatten, fc1](Module&, const Variable& x) { return flattenLinearRelu(*flatten, *fc1, x); });
+  return {{"conv1", conv_pool("conv1", conv1_, true)},
+          {"conv2", conv_pool("conv2", conv2_, false)},
+          {"conv3", conv3_},
+          {fc1_name, dense},
+          {fc2_name, fc2_}};
 }
 
 }  // namespace lockstep::nn

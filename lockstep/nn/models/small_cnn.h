@@ -13,9 +13,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "lockstep/nn/activation.h"
 #include "lockstep/nn/conv2d.h"
+#include "lockstep/nn/layer_sequence.h"
 #include "lockstep/nn/linear.h"
 #include "lockstep/nn/pooling.h"
 
@@ -32,11 +35,14 @@ struct SmallCnnOptions {
   std::array<std::string, 2> linear_names = {"dense1", "dense2"};
 };
 
-class SmallCnn : public Module {
+class SmallCnn : public Module, public HasLayerSequence {
  public:
   /// type_name: "MnistCnn" or "CifarCnn" (what describe() prints).
   SmallCnn(std::string type_name, const SmallCnnOptions& options);
   Variable forward(const Variable& x) override;
+  /// The layers a pipeline cuts into stages (nn/layer_sequence.h): conv1 (+ pool), conv2 (+ pool), conv3, the
+  /// first linear layer (+ flatten), the second.
+  NamedModules sequenceLayers() override;
 
  private:
   std::shared_ptr<Conv2d> conv1_, conv2_, conv3_;
