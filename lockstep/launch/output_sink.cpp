@@ -71,8 +71,13 @@ void OutputSink::flush() {
 }
 
 void OutputSink::emitLine(const std::string& line) {
-  // Whole lines only, so ranks sharing the console do not interleave mid-line.
-  if (options_.console_fd >= 0) writeConsole(options_.console_fd, options_.console_prefix + line);
+  // Whole lines only, so ranks sharing the console do not interleave mid-line. A line the program
+  // already labelled with the same prefix (a script printing "[rank 1] ..." itself, as it must
+  // under mpirun or srun) is not labelled twice.
+  if (options_.console_fd >= 0) {
+    const std::string& p = options_.console_prefix;
+    writeConsole(options_.console_fd, line.compare(0, p.size(), p) == 0 ? line : p + line);
+  }
   std::string stored = line;
   if (!stored.empty() && stored.back() == '\n') stored.pop_back();
   tail_.push_back(std::move(stored));

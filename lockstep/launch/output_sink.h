@@ -9,7 +9,8 @@ namespace lockstep::launch {
 
 struct OutputSinkOptions {
   int console_fd = -1;         ///< Forward complete lines here; -1: do not.
-  std::string console_prefix;  ///< Put before each line forwarded to the console ("[rank 1] ").
+  std::string console_prefix;  ///< Put before each line forwarded to the console ("[rank 1] ")
+                               ///< that does not start with it already.
   std::string file_path;       ///< Append everything here; empty: no file.
   size_t tail_lines = 20;      ///< Lines kept for the failure report.
   size_t max_line = 4096;      ///< Longer lines are split.

@@ -1,6 +1,8 @@
 #include "lockstep/launch/failure_report.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <fstream>
@@ -93,4 +95,24 @@ TEST(LaunchOutputSink, keeps_the_last_lines_and_writes_the_file) {
     EXPECT_EQ(sink.tail(), "three\nfour");
   }
   EXPECT_EQ(lockstep::launch::testing::readAll(dir / "a/b/stderr.log"), "one\ntwo\nthree\nfour");
+}
+
+// The console gets each line with the rank's prefix once: a line the worker labelled itself
+// (ddp_toy_linear prints "[rank 1] Epoch ..." for mpirun and srun) is not labelled again.
+TEST(LaunchOutputSink, labels_console_lines_once) {
+  lockstep::launch::testing::TempDir dir;
+  const std::string console = dir / "console.txt";
+  const int fd = ::open(console.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  {
+    OutputSinkOptions o;
+    o.console_fd = fd;
+    o.console_prefix = "[rank 1] ";
+    OutputSink sink(o);
+    const std::string text = "[rank 1] Epoch 0 | Batchsize 32\nloss 0.5\n[rank 10] other\n";
+    sink.write(text.data(), text.size());
+  }
+  ::close(fd);
+  EXPECT_EQ(lockstep::launch::testing::readAll(console),
+            "[rank 1] Epoch 0 | Batchsize 32\n[rank 1] loss 0.5\n[rank 1] [rank 10] other\n");
 }
