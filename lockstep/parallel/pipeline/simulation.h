@@ -1,0 +1,32 @@
+#pragma once
+// A pipeline step played out on paper: the stages' action lists (schedule.h) run against each
+// other, each transfer completing only when both of its sides have reached it (the strictest a
+// process group may be: a send that returns only once the peer receives), compute taking a fixed
+// time, transfers none. Shows that a schedule cannot deadlock and how long each stage idles.
+// Pure; unit-tested without processes.
+#include <vector>
+
+#include "lockstep/parallel/pipeline/schedule.h"
+
+namespace lockstep::parallel {
+
+struct PipelineCosts {
+  /// The time of one micro-batch's forward and backward on any stage.
+  double forward = 1.0;
+  double backward = 1.0;
+};
+
+struct PipelineTimeline {
+  /// When the last stage finished.
+  double makespan = 0;
+  /// Per stage: time spent computing, and the fraction of the makespan spent waiting.
+  std::vector<double> busy;
+  std::vector<double> idle_fraction;
+};
+
+/// Runs stage_actions[s] as stage s's list. Error naming every stage's blocked action when the
+/// stages wait on each other for ever, or a transfer meets one of another micro-batch.
+PipelineTimeline simulatePipeline(const std::vector<std::vector<PipelineAction>>& stage_actions,
+                                  const PipelineCosts& costs = {});
+
+}  // namespace lockstep::parallel
