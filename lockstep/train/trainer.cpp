@@ -23,6 +23,7 @@
 #include "lockstep/train/checkpoint/training_state.h"
 #include "lockstep/train/config/config_backends.h"
 #include "lockstep/train/language_model_run.h"
+#include "lockstep/train/monitor/model_flops.h"
 #include "lockstep/train/run_setup.h"
 #include "lockstep/train/stop_signals.h"
 #include "lockstep/train/train_data.h"
@@ -345,6 +346,14 @@ void saveModelAndSample(Run& r) {
   saveModel(r.options.output_dir + "/model.safetensors", r.engine, chief);
   if (!lm) return;
   r.summary.tokens_per_sample = r.config.data.block_size;
+  r.summary.flops_per_token = trainingFlopsPerToken(*lm, r.config.data.block_size);
+#if LOCKSTEP_WITH_CUDA
+  if (r.device.isCuda()) {
+    const std::string gpu = cuda::describeDevice(r.device.index);
+    r.summary.peak_gpu = gpu.substr(0, gpu.find(", sm_"));
+    r.summary.peak_flops = denseBf16PeakFlops(r.summary.peak_gpu);
+  }
+#endif
   if (chief) r.summary.samples = sampleText(*lm, r.config.sample, r.config.seed);
 }
 

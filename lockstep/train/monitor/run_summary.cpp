@@ -1,5 +1,6 @@
 #include "lockstep/train/monitor/run_summary.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "lockstep/parallel/tensor_comm.h"
@@ -34,8 +35,19 @@ nlohmann::json toJson(const TrainSummary& s) {
     j["skipped_steps"] = s.skipped_steps;
   }
   if (!s.ddp_timings.empty()) j["ddp_timings"] = s.ddp_timings;
-  if (s.tokens_per_sample > 0)
-    j["tokens_per_second"] = s.samples_per_second * static_cast<double>(s.tokens_per_sample);
+  if (s.tokens_per_sample > 0) {
+    const double tokens_per_second = s.samples_per_second * static_cast<double>(s.tokens_per_sample);
+    j["tokens_per_second"] = tokens_per_second;
+    if (s.flops_per_token) {
+      j["flops_per_token"] = *s.flops_per_token;
+      j["model_flops_per_second"] = tokens_per_second * *s.flops_per_token;
+      if (s.peak_flops) {
+        j["mfu"] = tokens_per_second * *s.flops_per_token / (*s.peak_flops * std::max(1, s.world_size));
+        j["mfu_peak_flops"] = *s.peak_flops;
+        j["mfu_gpu"] = s.peak_gpu;
+      }
+    }
+  }
   if (s.val_loss) {
     j["val_loss"] = *s.val_loss;
     j["val_perplexity"] = std::exp(*s.val_loss);

@@ -37,6 +37,12 @@ struct TrainSummary {
   /// Language models: tokens per sample (block_size; 0 otherwise) for tokens_per_second, the last
   /// validation loss (val_perplexity = exp of it), and the text sampled at the end.
   int64_t tokens_per_sample = 0;
+  /// Language models: a training token's FLOPs (train/monitor/model_flops.h), and on a GPU whose
+  /// dense bf16 peak is known, that peak and the GPU's name: summary.json's model_flops_per_second
+  /// and mfu (over world_size GPUs at that peak).
+  std::optional<double> flops_per_token;
+  std::optional<double> peak_flops;
+  std::string peak_gpu;
   std::optional<double> val_loss;
   nlohmann::json samples;
   /// activation_checkpointing.profile: autograd::checkpointProfile() at the end.
