@@ -59,6 +59,14 @@ Agent::Agent(const LaunchOptions& options) : options_(options), host_(hostName()
   } else {
     timeout_ = comm::kDefaultCollectiveTimeout;
   }
+  if (options_.heartbeat_timeout_s) {
+    node_timeout_ = toMs(*options_.heartbeat_timeout_s);
+  } else if (const char* t = std::getenv("LOCKSTEP_HEARTBEAT_TIMEOUT")) {
+    node_timeout_ = comm::parseTimeoutSeconds("environment variable LOCKSTEP_HEARTBEAT_TIMEOUT", t);
+  } else {
+    node_timeout_ = kDefaultHeartbeatTimeout;
+  }
+  node_timeout_ = std::min(node_timeout_, timeout_);
   join_token_ = options_.join_token;
   if (join_token_.empty()) {
     if (const char* t = std::getenv("LOCKSTEP_JOIN_TOKEN")) join_token_ = t;
@@ -108,9 +116,9 @@ int Agent::run() {
   ro.run_id = options_.run_id;
   ro.timeout = toMs(options_.rdzv_timeout_s);
   ro.hostname = host_;
-  // A master that does not answer a store call within half the timeout is lost: the agent then
-  // ends its workers well within the timeout instead of after it.
-  ro.op_timeout = std::clamp<Ms>(timeout_ / 2, Ms(1000), Ms(30000));
+  // A master that does not answer a store call within half the heartbeat timeout is lost: the agent
+  // then ends its workers within that timeout, as the master's agent does for a silent node.
+  ro.op_timeout = std::clamp<Ms>(node_timeout_ / 2, Ms(1000), Ms(30000));
   ro.join_token = join_token_;
   if (join_token_.empty()) {
     log("warning: the rendezvous store at port " + std::to_string(options_.master_port) +
@@ -233,6 +241,7 @@ Ms Agent::watchdogInterval() const {
 WatchdogOptions Agent::watchdogOptions(int attempt, const RendezvousResult& r) {
   WatchdogOptions wo;
   wo.timeout = timeout_;
+  wo.node_timeout = node_timeout_;
   wo.interval = watchdogInterval();
   wo.round = attempt;
   wo.node_rank = r.layout.group_rank;
@@ -286,7 +295,8 @@ Agent::Outcome Agent::stopForSignal(Attempt& a, int sig) {
 
 Agent::Outcome Agent::onStoreLost(Attempt& a, const Error& e) {
   store_lost_ = true;
-  report_ = "lost contact with the rendezvous store of the master node (node rank 0) at " +
+  const std::string master = a.result.hosts.empty() ? "" : " on host '" + a.result.hosts.front() + "'";
+  report_ = "lost contact with the rendezvous store of the master node (node rank 0" + master + ") at " +
             options_.master_addr + ":" + std::to_string(options_.master_port) + ": " + e.what() + "\n";
   exit_code_ = kJobTimedOut;
   return stopForRemote(a, Outcome::kStopped);

@@ -96,8 +96,10 @@ class Agent {
   std::string report_;                    // the root cause of the last failed attempt
   int exit_code_ = kJobFailed;            // and the code the agent exits with for it
   std::chrono::milliseconds timeout_{0};  // --timeout / LOCKSTEP_TIMEOUT / default (the watchdog's)
-  std::string join_token_;                // the store's secret; empty: an unauthenticated store
-  bool node_lost_ = false;                // the watchdog found a silent node: do not wait for it
+  // --heartbeat-timeout / LOCKSTEP_HEARTBEAT_TIMEOUT / 30 s, at most timeout_: a silent node's limit
+  std::chrono::milliseconds node_timeout_{0};
+  std::string join_token_;  // the store's secret; empty: an unauthenticated store
+  bool node_lost_ = false;  // the watchdog found a silent node: do not wait for it
   // On a terminal: the one progress line rank 0 reports through the side channel (console.h).
   std::unique_ptr<Console> console_;
   std::unique_ptr<ProgressChannel> progress_;

@@ -107,6 +107,8 @@ std::vector<std::string> hostCommands(const std::vector<HostSlots>& hosts, const
       a.insert(a.end(), {"--monitor-interval", formatSeconds(options.monitor_interval_s)});
     if (!options.log_dir.empty()) a.insert(a.end(), {"--log-dir", options.log_dir});
     if (options.timeout_s) a.insert(a.end(), {"--timeout", formatSeconds(*options.timeout_s)});
+    if (options.heartbeat_timeout_s)
+      a.insert(a.end(), {"--heartbeat-timeout", formatSeconds(*options.heartbeat_timeout_s)});
     if (!options.join_token.empty()) a.insert(a.end(), {"--join-token", options.join_token});
     if (options.module) a.push_back("--module");
     if (options.no_python) a.push_back("--no-python");

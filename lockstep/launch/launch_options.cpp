@@ -154,6 +154,15 @@ void addFlags(CLI::App& app, LaunchOptions& o, int cores) {
       [&o](const std::string& f, const std::string& v) {
         o.timeout_s = static_cast<double>(comm::parseTimeoutSeconds("option " + f, v).count()) / 1000.0;
       });
+  option(
+      app, {"--heartbeat-timeout"}, "SEC",
+      "seconds another node may send no heartbeat (the master's store, for half of it, answer no call) "
+      "before the job is ended naming it: a cut network, a dead host (default: $LOCKSTEP_HEARTBEAT_TIMEOUT, "
+      "else 30; at most --timeout)",
+      [&o](const std::string& f, const std::string& v) {
+        o.heartbeat_timeout_s =
+            static_cast<double>(comm::parseTimeoutSeconds("option " + f, v).count()) / 1000.0;
+      });
   option(app, {"--join-token"}, "TOKEN",
          "secret every store client must prove it holds (default: $LOCKSTEP_JOIN_TOKEN; one node: a random "
          "one); prefer the variable, a flag is visible in ps",

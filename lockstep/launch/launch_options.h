@@ -38,8 +38,13 @@ struct LaunchOptions {
   double monitor_interval_s = 0.1;  ///< How often remote failures are polled for.
   double grace_period_s = 5;        ///< SIGTERM -> SIGKILL delay when stopping workers.
   /// --timeout: the collective timeout given to the workers (LOCKSTEP_TIMEOUT) and the watchdog's
-  /// limit for a stopped worker or a silent node. Unset: LOCKSTEP_TIMEOUT, else 300 s.
+  /// limit for a stopped worker. Unset: LOCKSTEP_TIMEOUT, else 300 s.
   std::optional<double> timeout_s;
+  /// --heartbeat-timeout: how long another node may send no heartbeat (and the master's store may
+  /// leave a call unanswered, for half of it) before the job is ended naming it; at most --timeout.
+  /// Short by default, as a collective's timeout need not be: a cut-off node ends the job within a
+  /// minute whatever the collectives may wait. Unset: LOCKSTEP_HEARTBEAT_TIMEOUT, else 30 s.
+  std::optional<double> heartbeat_timeout_s;
   /// --join-token: the secret of the rendezvous store (docs/security.md). Empty: LOCKSTEP_JOIN_TOKEN;
   /// else a random one when the job has one node, none (with a warning) across nodes.
   std::string join_token{};

@@ -197,7 +197,7 @@ std::optional<std::string> Watchdog::check(const WorkerGroup& group) {
   observeNodes(now);
   observeWorkerStore(group, now);
   std::string report = stoppedReport(group, now, options_.timeout) + stuckReport(group, options_.op_grace) +
-                       unjoinedReport(group, now) + silentReport(now, options_.timeout);
+                       unjoinedReport(group, now) + silentReport(now, options_.node_timeout);
   if (report.empty()) return std::nullopt;
   return report;
 }

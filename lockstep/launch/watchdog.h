@@ -3,8 +3,8 @@
 // rendezvous store, watches the other nodes' heartbeats, this node's workers' process states and
 // the collective each of them is inside (comm/op_watch.h), so that a stopped rank, a rank stuck in a
 // backend past its op's timeout, a dead or cut-off node is named and the whole job ends within the
-// timeout (plus op_grace for a stuck op) instead of waiting on a collective that can never finish
-// (docs/launch.md).
+// timeout (plus op_grace for a stuck op; node_timeout for a silent node) instead of waiting on a
+// collective that can never finish (docs/launch.md).
 //
 // What each agent sees itself (a worker killed by a signal, a stopped worker, a silent node) is a
 // *primary* cause; a worker that exited with an error because a peer vanished is *secondary*.
@@ -26,9 +26,16 @@ namespace lockstep::launch {
 class Rendezvous;
 class WorkerGroup;
 
+/// How long another node may send no heartbeat, by default (--heartbeat-timeout): long enough for a
+/// busy host's agent to beat (it beats every second), short enough that a cut-off node ends the job
+/// within a minute, as a cluster expects.
+inline constexpr std::chrono::milliseconds kDefaultHeartbeatTimeout{std::chrono::seconds(30)};
+
 struct WatchdogOptions {
-  /// How long a worker may stay stopped and a node may stay silent before the job is failed.
+  /// How long a worker may stay stopped before the job is failed.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  /// How long another node may stay silent (no heartbeat) before the job is failed.
+  std::chrono::milliseconds node_timeout = kDefaultHeartbeatTimeout;
   /// How often this node beats and looks at the others and at its workers.
   std::chrono::milliseconds interval{std::chrono::seconds(1)};
   int round = 0;                   ///< The attempt.
@@ -59,7 +66,7 @@ class Watchdog {
   /// states. Returns a primary failure report when a worker has been stopped for longer than the
   /// timeout, has been inside one op for longer than that op's timeout plus op_grace, has not
   /// joined the workers' store join_timeout after it opened, or another node has been silent for
-  /// longer than the timeout. Store errors propagate (the caller treats the master's store as lost).
+  /// longer than node_timeout. Store errors propagate (the caller treats the master's store as lost).
   std::optional<std::string> check(const WorkerGroup& group);
 
   /// What the watchdog suspects right now, for a failure found elsewhere: workers of this node

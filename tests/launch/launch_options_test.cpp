@@ -116,10 +116,11 @@ TEST(LaunchOptions, redirects_and_tee_masks) {
 TEST(LaunchOptions, usage_lists_every_flag) {
   std::string u = launchUsage();
   for (const char* f :
-       {"--nproc-per-node", "--nnodes",           "--node-rank",  "--master-addr", "--master-port",
-        "--standalone",     "--rdzv-endpoint",    "--rdzv-id",    "--run-id",      "--rdzv-timeout",
-        "--max-restarts",   "--monitor-interval", "--log-dir",    "--redirects",   "--tee",
-        "--hostfile",       "--timeout",          "--join-token", "--module",      "--no-python"}) {
+       {"--nproc-per-node",   "--nnodes",           "--node-rank",  "--master-addr", "--master-port",
+        "--standalone",       "--rdzv-endpoint",    "--rdzv-id",    "--run-id",      "--rdzv-timeout",
+        "--max-restarts",     "--monitor-interval", "--log-dir",    "--redirects",   "--tee",
+        "--hostfile",         "--timeout",          "--join-token", "--module",      "--no-python",
+        "--heartbeat-timeout"}) {
     EXPECT_NE(u.find(f), std::string::npos) << f;
   }
 }
@@ -132,6 +133,10 @@ TEST(LaunchOptions, timeout_and_join_token) {
   EXPECT_NE(errorOf({"--timeout", "0", "train"}).find("option --timeout='0' is not a timeout in seconds"),
             std::string::npos);
   EXPECT_NE(errorOf({"--timeout", "inf", "train"}).find("--timeout"), std::string::npos);
+  EXPECT_EQ(parse({"--heartbeat-timeout", "12", "train"}).heartbeat_timeout_s, 12.0);
+  EXPECT_FALSE(parse({"train"}).heartbeat_timeout_s.has_value());
+  EXPECT_NE(errorOf({"--heartbeat-timeout", "0", "train"}).find("option --heartbeat-timeout='0'"),
+            std::string::npos);
   EXPECT_NE(errorOf({"--join-token", "short", "train"}).find("at least 16 characters"), std::string::npos);
 }
 

@@ -56,18 +56,20 @@ class NetnsLab {
   /// Cuts host i off the bridge: its packets are dropped silently (no reset reaches anyone).
   bool cut(int i) const { return sh("ip -n " + hub_ + " link set p" + std::to_string(i) + " down"); }
   std::string address(int i) const { return subnet_ + std::to_string(i + 1); }
-  /// argv running `lockstep run ARGS` on host i (named nodeI in reports).
-  std::vector<std::string> agent(int i, const std::vector<std::string>& args) const {
-    std::vector<std::string> a = {"ip",
-                                  "netns",
-                                  "exec",
-                                  names_[static_cast<size_t>(i)],
-                                  "env",
-                                  "LOCKSTEP_HOSTNAME=node" + std::to_string(i),
-                                  LOCKSTEP_RUN_BIN};
-    a.insert(a.end(), args.begin(), args.end());
+  /// argv running argv on host i.
+  std::vector<std::string> exec(int i, const std::vector<std::string>& argv) const {
+    std::vector<std::string> a = {"ip", "netns", "exec", names_[static_cast<size_t>(i)]};
+    a.insert(a.end(), argv.begin(), argv.end());
     return a;
   }
+#ifdef LOCKSTEP_RUN_BIN
+  /// argv running `lockstep run ARGS` on host i (named nodeI in reports).
+  std::vector<std::string> agent(int i, const std::vector<std::string>& args) const {
+    std::vector<std::string> a = {"env", "LOCKSTEP_HOSTNAME=node" + std::to_string(i), LOCKSTEP_RUN_BIN};
+    a.insert(a.end(), args.begin(), args.end());
+    return exec(i, a);
+  }
+#endif
 
  private:
   std::string subnet_, hub_, why_not_;

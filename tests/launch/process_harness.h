@@ -121,6 +121,7 @@ struct RunResult {
   int code = -1;
   std::string output;
 };
+#ifdef LOCKSTEP_RUN_BIN
 inline RunResult runAgent(const std::vector<std::string>& args, const std::string& output_path,
                           std::chrono::milliseconds deadline = std::chrono::seconds(30)) {
   std::vector<std::string> argv = {LOCKSTEP_RUN_BIN};
@@ -131,6 +132,7 @@ inline RunResult runAgent(const std::vector<std::string>& args, const std::strin
   r.output = p.output();
   return r;
 }
+#endif
 
 /// True when pid names a live (non-zombie) process.
 inline bool alive(pid_t pid) {
