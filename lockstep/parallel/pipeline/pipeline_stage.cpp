@@ -1,0 +1,232 @@
+#include "lockstep/parallel/pipeline/pipeline_stage.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "lockstep/kernels/binary.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::parallel {
+
+namespace {
+
+// Tags keep the three kinds of transfer between two stages apart.
+constexpr int kShapeTag = 1, kActivationTag = 2, kGradTag = 3, kTiedTag = 4;
+// A shape header: rank, dtype, then up to kMaxDims sizes.
+constexpr size_t kMaxDims = 8;
+using ShapeHeader = std::array<int64_t, kMaxDims + 2>;
+
+Tensor rowMajor(const Tensor& t) { return t.isContiguous() ? t : t.toFormat(MemoryFormat::contiguous); }
+
+int64_t stageOfLayer(const std::vector<int64_t>& bounds, int64_t layer) {
+  return static_cast<int64_t>(std::upper_bound(bounds.begin(), bounds.end(), layer) - bounds.begin()) - 1;
+}
+
+}  // namespace
+
+PipelineStage::PipelineStage(nn::Module& model, std::shared_ptr<comm::ProcessGroup> group,
+                             const PipelineStageOptions& options)
+    : group_(std::move(group)), options_(options), sequence_(nn::layerSequence(model)) {
+  LOCKSTEP_CHECK(group_ != nullptr, "a pipeline needs a process group");
+  LOCKSTEP_ENFORCE(options.partition.stages == group_->size(), ValueError, "pipeline.stages is ",
+                   options.partition.stages, " but the pipeline's process group has ", group_->size(),
+                   " ranks; each rank runs one stage");
+  std::vector<PipelineLayerInfo> infos;
+  for (const auto& layer : sequence_.layers) infos.push_back({layer->typeName(), layer->numParameters()});
+  bounds_ = partitionLayers(infos, options.partition);
+  stage_ = group_->rank();
+  actions_ = pipelineActions(options.schedule, {stages(), options.micro_batches}, stage_);
+  slots_.resize(static_cast<size_t>(std::max<int64_t>(1, peakActivationsInFlight(actions_))));
+  recv_buffers_.resize(slots_.size());
+
+  std::set<const autograd::VariableImpl*> seen;
+  const auto [first, last] = layerRange();
+  for (int64_t l = first; l < last; ++l) {
+    for (const auto& p : sequence_.layers[static_cast<size_t>(l)]->parameters())
+      if (seen.insert(p.impl().get()).second) parameters_.push_back(p);
+  }
+  std::map<std::string, autograd::Variable> named;
+  for (const auto& [name, p] : model.namedParameters()) named.emplace(name, p);
+  for (const auto& tie : sequence_.tied) {
+    std::set<int> holders;
+    for (size_t l : tie.layers)
+      holders.insert(static_cast<int>(stageOfLayer(bounds_, static_cast<int64_t>(l))));
+    if (holders.size() > 1 && holders.count(static_cast<int>(stage_)))
+      tied_.emplace_back(named.at(tie.name), std::vector<int>(holders.begin(), holders.end()));
+  }
+}
+
+double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
+                                const Loss& loss, optim::Optimizer* optimizer) {
+  const auto m_count = static_cast<size_t>(options_.micro_batches);
+  LOCKSTEP_ENFORCE(stage_ != 0 || inputs.size() == m_count, ValueError, "pipeline stage 0 needs ", m_count,
+                   " micro-batches of inputs, got ", inputs.size());
+  LOCKSTEP_ENFORCE(stage_ + 1 != stages() || targets.size() == m_count, ValueError,
+                   "the last pipeline stage needs ", m_count, " micro-batches of targets, got ",
+                   targets.size());
+  const auto [first, last] = layerRange();
+  for (int64_t l = first; l < last; ++l) sequence_.layers[static_cast<size_t>(l)]->zeroGrad(true);
+  loss_sum_ = 0;
+  for (const PipelineAction& a : actions_) {
+    switch (a.op) {
+      case PipelineOp::recv_activation:
+        recvActivation(a.micro_batch);
+        break;
+      case PipelineOp::forward:
+        forward(a.micro_batch, inputs, targets, loss);
+        break;
+      case PipelineOp::send_activation:
+        sendActivation(a.micro_batch);
+        break;
+      case PipelineOp::recv_grad:
+        recvGrad(a.micro_batch);
+        break;
+      case PipelineOp::backward:
+        backward(a.micro_batch);
+        break;
+      case PipelineOp::send_grad:
+        sendGrad(a.micro_batch);
+        break;
+      case PipelineOp::reduce_grads:
+        for (auto& p : pending_) p.work->wait();
+        pending_.clear();
+        reduceTiedGrads();
+        break;
+      case PipelineOp::optimizer_step:
+        if (optimizer) optimizer->step();
+        break;
+    }
+  }
+  return stage_ + 1 == stages() ? loss_sum_ / static_cast<double>(m_count)
+                                : std::numeric_limits<double>::quiet_NaN();
+}
+
+void PipelineStage::forward(int64_t m, const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
+                            const Loss& loss) {
+  InFlight& slot = slots_[static_cast<size_t>(m) % slots_.size()];
+  if (stage_ == 0) slot.input = autograd::Variable(inputs[static_cast<size_t>(m)]);
+  const auto [first, last] = layerRange();
+  slot.output = sequence_.forward(slot.input, static_cast<size_t>(first), static_cast<size_t>(last));
+  if (stage_ + 1 == stages()) {
+    slot.output = loss(slot.output, targets[static_cast<size_t>(m)]);
+    loss_sum_ += slot.output.tensor().item<double>();
+  }
+}
+
+void PipelineStage::backward(int64_t m) {
+  InFlight& slot = slots_[static_cast<size_t>(m) % slots_.size()];
+  const Tensor& out = slot.output.tensor();
+  if (stage_ + 1 == stages()) {
+    // Each micro-batch's mean loss weighs 1 / M: the gradients are those of the whole batch's mean.
+    slot.output.backward(
+        Tensor::full(out.shape(), 1.0 / static_cast<double>(options_.micro_batches), out.dtype()));
+  } else {
+    slot.output.backward(out.isChannelsLast() ? grad_buffer_.toFormat(MemoryFormat::channels_last)
+                                              : grad_buffer_);
+  }
+  slot.output = autograd::Variable();
+}
+
+void PipelineStage::send(const Tensor& t, int peer, int tag) {
+  comm::SendRecvOptions o;
+  o.tag = tag;
+  Tensor data = rowMajor(t);
+  pending_.push_back(
+      {group_->send(data.dataPtr(), static_cast<size_t>(data.numel()), data.dtype(), peer, o), data});
+}
+
+void PipelineStage::recvActivation(int64_t m) {
+  const int prev = static_cast<int>(stage_ - 1);
+  comm::SendRecvOptions o;
+  if (!in_shape_) {
+    ShapeHeader h{};
+    o.tag = kShapeTag;
+    group_->recv(h.data(), h.size(), DType::i64, prev, o)->wait();
+    in_shape_.emplace(Shape(h.begin() + 2, h.begin() + 2 + h[0]), static_cast<DType>(h[1]));
+  }
+  Tensor& buffer = recv_buffers_[static_cast<size_t>(m) % recv_buffers_.size()];
+  if (!buffer.defined()) buffer = Tensor::empty(in_shape_->first, in_shape_->second);
+  o.tag = kActivationTag;
+  group_->recv(buffer.dataPtr(), static_cast<size_t>(buffer.numel()), buffer.dtype(), prev, o)->wait();
+  slots_[static_cast<size_t>(m) % slots_.size()].input = autograd::Variable(buffer, true);
+}
+
+void PipelineStage::sendActivation(int64_t m) {
+  const Tensor& out = slots_[static_cast<size_t>(m) % slots_.size()].output.tensor();
+  const int next = static_cast<int>(stage_ + 1);
+  if (!out_shape_) {
+    LOCKSTEP_ENFORCE(static_cast<size_t>(out.dim()) <= kMaxDims, ValueError, "pipeline stage ", stage_,
+                     "'s output has ", out.dim(), " dimensions; at most ", kMaxDims,
+                     " can be sent between stages");
+    out_shape_.emplace(out.shape(), out.dtype());
+    ShapeHeader h{};
+    h[0] = out.dim();
+    h[1] = static_cast<int64_t>(out.dtype());
+    for (int64_t d = 0; d < out.dim(); ++d) h[static_cast<size_t>(d) + 2] = out.size(d);
+    Tensor header =
+        Tensor::fromVector<int64_t>(std::vector<int64_t>(h.begin(), h.end()), {int64_t(h.size())});
+    send(header, next, kShapeTag);
+  }
+  LOCKSTEP_ENFORCE(out.shape() == out_shape_->first && out.dtype() == out_shape_->second, ValueError,
+                   "pipeline stage ", stage_, "'s output of micro-batch ", m, " is ", dtypeName(out.dtype()),
+                   " ", shapeToString(out.shape()), " but the first step agreed on ",
+                   dtypeName(out_shape_->second), " ", shapeToString(out_shape_->first),
+                   "; every micro-batch must keep one shape");
+  send(out, next, kActivationTag);
+}
+
+void PipelineStage::recvGrad(int64_t) {
+  LOCKSTEP_CHECK(out_shape_.has_value(), "a gradient arrives before the stage sent its activation", stage_);
+  if (!grad_buffer_.defined()) grad_buffer_ = Tensor::empty(out_shape_->first, out_shape_->second);
+  comm::SendRecvOptions o;
+  o.tag = kGradTag;
+  group_
+      ->recv(grad_buffer_.dataPtr(), static_cast<size_t>(grad_buffer_.numel()), grad_buffer_.dtype(),
+             static_cast<int>(stage_ + 1), o)
+      ->wait();
+}
+
+void PipelineStage::sendGrad(int64_t m) {
+  InFlight& slot = slots_[static_cast<size_t>(m) % slots_.size()];
+  LOCKSTEP_CHECK(slot.input.hasGrad(), "stage's input got no gradient", stage_, m);
+  send(slot.input.grad(), static_cast<int>(stage_ - 1), kGradTag);
+  slot.input = autograd::Variable();
+}
+
+void PipelineStage::reduceTiedGrads() {
+  // The first holder sums the holders' gradients in stage order and sends the sum back: every
+  // copy gets the same bits.
+  comm::SendRecvOptions o;
+  o.tag = kTiedTag;
+  for (auto& [param, holders] : tied_) {
+    Tensor grad = param.hasGrad() ? param.grad() : Tensor::zeros(param.shape(), param.dtype());
+    if (stage_ == holders.front()) {
+      Tensor total = grad;
+      for (size_t i = 1; i < holders.size(); ++i) {
+        Tensor other = Tensor::empty(param.shape(), param.dtype());
+        group_->recv(other.dataPtr(), static_cast<size_t>(other.numel()), other.dtype(), holders[i], o)
+            ->wait();
+        total = kernels::binary(kernels::BinaryOp::add, total, other);
+      }
+      total = rowMajor(total);
+      for (size_t i = 1; i < holders.size(); ++i)
+        group_->send(total.dataPtr(), static_cast<size_t>(total.numel()), total.dtype(), holders[i], o)
+            ->wait();
+      param.setGrad(total);
+    } else {
+      Tensor mine = rowMajor(grad);
+      group_->send(mine.dataPtr(), static_cast<size_t>(mine.numel()), mine.dtype(), holders.front(), o)
+          ->wait();
+      Tensor total = Tensor::empty(param.shape(), param.dtype());
+      group_->recv(total.dataPtr(), static_cast<size_t>(total.numel()), total.dtype(), holders.front(), o)
+          ->wait();
+      param.setGrad(total);
+    }
+  }
+}
+
+}  // namespace lockstep::parallel

@@ -1,0 +1,105 @@
+#pragma once
+// PipelineStage: one rank's part of a model split by layers across the ranks of a process group
+// (rank r runs stage r), trained by a pipeline schedule over micro-batches (schedule.h). The
+// stage's layers come from the model's layer sequence (nn/layer_sequence.h) cut by
+// partitionLayers; activations go forward and their gradients back with the group's send/recv,
+// their shape agreed once (the first step sends a header), receive buffers reused across
+// micro-batches, sends left running while the stage computes on. Gradients accumulate over the
+// micro-batches as those of the mean loss over the whole batch; a parameter tied across stages
+// (GPT's embedding and output layer) has its gradient summed over the stages that hold it, so its
+// copies stay equal.
+//
+// Each rank builds the whole model and keeps only its stage's layers in use (the other
+// parameters stay untouched): the same seed gives every stage the one model's values.
+// Not thread-safe; trainStep is collective over the group.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "lockstep/comm/process_group.h"
+#include "lockstep/nn/layer_sequence.h"
+#include "lockstep/optim/optimizer.h"
+#include "lockstep/parallel/pipeline/partition.h"
+#include "lockstep/parallel/pipeline/schedule.h"
+
+namespace lockstep::parallel {
+
+struct PipelineStageOptions {
+  PipelineScheduleKind schedule = PipelineScheduleKind::one_f_one_b;
+  /// Micro-batches per step (DeepSpeed: gradient_accumulation_steps).
+  int64_t micro_batches = 1;
+  /// How the layers are cut; `stages` must be the group's size.
+  PartitionOptions partition{};
+};
+
+class PipelineStage {
+ public:
+  /// The loss of one micro-batch's output (the last stage's) against its target, reduced to a scalar
+  /// as a mean over the micro-batch.
+  using Loss = std::function<autograd::Variable(const autograd::Variable& output, const Tensor& target)>;
+
+  /// Cuts `model`'s layer sequence for group->size() stages. ValueError naming pipeline.stages when
+  /// the partition's stage count is not the group's size, and the partition's own errors. The model
+  /// must outlive the stage. Not collective.
+  PipelineStage(nn::Module& model, std::shared_ptr<comm::ProcessGroup> group,
+                const PipelineStageOptions& options);
+
+  int64_t stage() const { return stage_; }
+  int64_t stages() const { return static_cast<int64_t>(bounds_.size()) - 1; }
+  /// Layers [first, second) of the model's layer sequence run here.
+  std::pair<int64_t, int64_t> layerRange() const { return {bounds_[stage_], bounds_[stage_ + 1]}; }
+  /// This stage's parameters, tied ones included, once each: what its optimizer steps.
+  const std::vector<autograd::Variable>& parameters() const { return parameters_; }
+
+  /// One training step over micro-batches: `inputs` on the first stage (one tensor per micro-batch,
+  /// all of one shape), `targets` on the last; other stages pass empty lists. Zeroes the stage's
+  /// gradients, runs the schedule, sums tied gradients across stages, then steps `optimizer` (when
+  /// given). Returns the mean loss over the micro-batches on the last stage, NaN elsewhere.
+  /// Collective over the group. ValueError for missing micro-batches or a micro-batch whose
+  /// activation differs in shape from the first step's.
+  double trainStep(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, const Loss& loss,
+                   optim::Optimizer* optimizer = nullptr);
+
+ private:
+  struct InFlight {
+    autograd::Variable input;   // the received activation (a leaf) or the first stage's data
+    autograd::Variable output;  // the stage's output (the loss on the last stage)
+  };
+  struct PendingSend {
+    std::shared_ptr<comm::Work> work;
+    Tensor data;  // kept alive until the send completed
+  };
+
+  void forward(int64_t m, const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
+               const Loss& loss);
+  void backward(int64_t m);
+  void recvActivation(int64_t m);
+  void sendActivation(int64_t m);
+  void sendGrad(int64_t m);
+  void recvGrad(int64_t m);
+  void reduceTiedGrads();
+  void send(const Tensor& t, int peer, int tag);
+
+  std::shared_ptr<comm::ProcessGroup> group_;
+  PipelineStageOptions options_;
+  nn::LayerSequence sequence_;
+  std::vector<int64_t> bounds_;
+  int64_t stage_ = 0;
+  std::vector<autograd::Variable> parameters_;
+  /// Tied parameters held by more than one stage, with the stages holding them (ascending).
+  std::vector<std::pair<autograd::Variable, std::vector<int>>> tied_;
+  std::vector<PipelineAction> actions_;
+  /// Micro-batch m's state lives in slot m % slots: at most this many are in flight (1F1B: S - s).
+  std::vector<InFlight> slots_;
+  std::vector<Tensor> recv_buffers_;
+  Tensor grad_buffer_;
+  /// The activation shape and dtype this stage receives and sends, agreed on the first step.
+  std::optional<std::pair<Shape, DType>> in_shape_, out_shape_;
+  std::vector<PendingSend> pending_;
+  double loss_sum_ = 0;
+};
+
+}  // namespace lockstep::parallel

@@ -1,0 +1,187 @@
+// A model split by layers across ranks (ranks as threads over the shm backend's send/recv),
+// trained by GPipe and 1F1B over micro-batches: after a few SGD steps every stage's weights and
+// the losses match one process training the whole model on the whole batch.
+#include "lockstep/parallel/pipeline/pipeline_stage.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "lockstep/autograd.h"
+#include "lockstep/nn.h"
+#include "lockstep/optim.h"
+#include "parallel/thread_ranks.h"
+
+using namespace lockstep;
+using autograd::Variable;
+using parallel::PipelineScheduleKind;
+using parallel::PipelineStage;
+
+namespace {
+
+constexpr int kSteps = 3;
+constexpr int64_t kBatch = 8, kMicroBatches = 4;
+constexpr double kLr = 0.05;
+
+struct Job {
+  std::string model;
+  nn::ModelOptions options;
+  // The step's whole batch: inputs and targets.
+  std::function<std::pair<Tensor, Tensor>(int step)> batch;
+  PipelineStage::Loss loss;
+};
+
+Variable flatCrossEntropy(const Variable& out, const Tensor& target) {
+  if (out.dim() == 2) return autograd::crossEntropy(out, target);
+  return autograd::crossEntropy(autograd::reshape(out, {out.size(0) * out.size(1), out.size(2)}),
+                                target.reshape({target.numel()}));
+}
+
+std::shared_ptr<nn::Module> build(const Job& job) {
+  Generator gen(42);
+  nn::ModelOptions o = job.options;
+  o.generator = &gen;
+  return nn::makeModel(job.model, o);
+}
+
+Job mnistJob() {
+  Job job{"mnist_cnn", {}, nullptr, flatCrossEntropy};
+  job.batch = [](int step) {
+    Tensor x = Tensor::empty({kBatch, 1, 28, 28});
+    Generator g(1000 + static_cast<uint64_t>(step));
+    g.normal(x, 0.0, 1.0);
+    std::vector<int64_t> y;
+    for (int64_t i = 0; i < kBatch; ++i) y.push_back((i * 7 + step) % 10);
+    return std::make_pair(x, Tensor::fromVector<int64_t>(y, {kBatch}));
+  };
+  return job;
+}
+
+Job gptJob() {
+  nn::ModelOptions o;
+  o.model_type = "gpt-nano";
+  o.vocab_size = 32;
+  o.block_size = 8;
+  o.dropout = 0.0;
+  Job job{"gpt", o, nullptr, flatCrossEntropy};
+  job.batch = [](int step) {
+    std::vector<int64_t> ids, next;
+    for (int64_t i = 0; i < kBatch * 9; ++i) ids.push_back((i * 13 + step * 5 + i / 7) % 32);
+    std::vector<int64_t> x, y;
+    for (int64_t b = 0; b < kBatch; ++b)
+      for (int64_t t = 0; t < 8; ++t) {
+        x.push_back(ids[static_cast<size_t>(b * 9 + t)]);
+        y.push_back(ids[static_cast<size_t>(b * 9 + t + 1)]);
+      }
+    return std::make_pair(Tensor::fromVector<int64_t>(x, {kBatch, 8}),
+                          Tensor::fromVector<int64_t>(y, {kBatch, 8}));
+  };
+  return job;
+}
+
+std::vector<Tensor> split(const Tensor& t) {
+  std::vector<Tensor> parts;
+  const int64_t rows = t.size(0) / kMicroBatches;
+  for (int64_t m = 0; m < kMicroBatches; ++m) parts.push_back(t.slice(m * rows, (m + 1) * rows).contiguous());
+  return parts;
+}
+
+// One process, the whole batch: the reference weights and losses.
+std::pair<std::map<std::string, Tensor>, std::vector<double>> trainAlone(const Job& job) {
+  auto model = build(job);
+  optim::SGD sgd(model->parameters(), {.lr = kLr});
+  std::vector<double> losses;
+  for (int step = 0; step < kSteps; ++step) {
+    auto [x, y] = job.batch(step);
+    sgd.zeroGrad();
+    Variable loss = job.loss(model->forward(Variable(x)), y);
+    losses.push_back(loss.tensor().item<double>());
+    loss.backward();
+    sgd.step();
+  }
+  std::map<std::string, Tensor> weights;
+  for (auto& [name, p] : model->namedParameters()) weights.emplace(name, p.tensor().clone());
+  return {weights, losses};
+}
+
+double relativeDifference(const Tensor& a, const Tensor& b) {
+  auto va = a.toVector<double>(), vb = b.toVector<double>();
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < va.size(); ++i) {
+    diff += (va[i] - vb[i]) * (va[i] - vb[i]);
+    norm += vb[i] * vb[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+void expectPipelineMatchesOneProcess(const Job& job, int stages, PipelineScheduleKind schedule) {
+  const auto [reference, reference_losses] = trainAlone(job);
+  std::mutex mu;
+  std::set<std::string> checked;
+  lockstep::testing::runThreadRanks(stages, [&](int rank, std::shared_ptr<comm::ProcessGroup> group) {
+    auto model = build(job);
+    parallel::PipelineStageOptions o;
+    o.schedule = schedule;
+    o.micro_batches = kMicroBatches;
+    o.partition.stages = stages;
+    PipelineStage stage(*model, group, o);
+    optim::SGD sgd(stage.parameters(), {.lr = kLr});
+    for (int step = 0; step < kSteps; ++step) {
+      auto [x, y] = job.batch(step);
+      const bool first = rank == 0, last = rank + 1 == stages;
+      const double loss = stage.trainStep(first ? split(x) : std::vector<Tensor>{},
+                                          last ? split(y) : std::vector<Tensor>{}, job.loss, &sgd);
+      if (last) {
+        EXPECT_NEAR(loss, reference_losses[static_cast<size_t>(step)], 1e-6 * std::abs(loss))
+            << "step " << step;
+      }
+    }
+    std::set<const autograd::VariableImpl*> mine;
+    for (const auto& p : stage.parameters()) mine.insert(p.impl().get());
+    for (auto& [name, p] : model->namedParameters()) {
+      if (!mine.count(p.impl().get())) continue;
+      EXPECT_LE(relativeDifference(p.tensor(), reference.at(name)), 1e-6) << name << " on stage " << rank;
+      std::lock_guard<std::mutex> lock(mu);
+      checked.insert(name);
+    }
+  });
+  // Together the stages hold every parameter.
+  EXPECT_EQ(checked.size(), reference.size());
+}
+
+}  // namespace
+
+TEST(PipelineStage, two_stages_gpipe_match_one_process) {
+  expectPipelineMatchesOneProcess(mnistJob(), 2, PipelineScheduleKind::gpipe);
+}
+
+TEST(PipelineStage, two_and_three_stages_1f1b_match_one_process) {
+  expectPipelineMatchesOneProcess(mnistJob(), 2, PipelineScheduleKind::one_f_one_b);
+  expectPipelineMatchesOneProcess(mnistJob(), 3, PipelineScheduleKind::one_f_one_b);
+}
+
+TEST(PipelineStage, gpt_with_its_embedding_tied_across_stages_matches_one_process) {
+  expectPipelineMatchesOneProcess(gptJob(), 2, PipelineScheduleKind::one_f_one_b);
+  expectPipelineMatchesOneProcess(gptJob(), 3, PipelineScheduleKind::gpipe);
+}
+
+TEST(PipelineStage, stages_other_than_the_group_size_are_refused_naming_the_key) {
+  lockstep::testing::runThreadRanks(2, [](int, std::shared_ptr<comm::ProcessGroup> group) {
+    Generator gen(1);
+    auto model = nn::makeModel("mnist_cnn", {.generator = &gen});
+    parallel::PipelineStageOptions o;
+    o.partition.stages = 3;
+    try {
+      PipelineStage stage(*model, group, o);
+      ADD_FAILURE() << "3 stages on 2 ranks";
+    } catch (const ValueError& e) {
+      EXPECT_NE(
+          std::string(e.what()).find("pipeline.stages is 3 but the pipeline's process group has 2 ranks"),
+          std::string::npos);
+    }
+  });
+}
