@@ -116,7 +116,17 @@ std::shared_ptr<Store> createStore(const ResolvedInit& r, const InitOptions& o) 
     t.is_server = r.host_store_server;
     t.timeout = store_timeout;
     t.join_token = r.env.join_token;
-    base = std::make_shared<TCPStore>(t);
+    try {
+      base = std::make_shared<TCPStore>(t);
+    } catch (const TimeoutError& e) {
+      const bool agents = r.env.agent_store;
+      throw TimeoutError(concat(
+          "rank ", r.rank, " of ", r.world_size, " could not reach ", agents ? "the launcher's" : "rank 0's",
+          " store within ", static_cast<double>(store_timeout.count()) / 1000.0, " s: ", e.what(),
+          agents ? "" : "; rank 0 may never have started (its pod not scheduled) or have ended",
+          ". The wait is the group's timeout (a config's comm_timeout_seconds, `lockstep run --timeout`, "
+          "LOCKSTEP_TIMEOUT): raise it where ranks start far apart"));
+    }
   } else if (r.store_kind == "file") {
     base = std::make_shared<FileStore>(r.path, r.world_size);
     base->setTimeout(store_timeout);

@@ -205,9 +205,9 @@ TEST_F(TrainCli, pytorchjob_pods_stopped_by_sigterm_checkpoint_and_exit_143) {
   EXPECT_EQ(readFile(volume + "/model.safetensors"), readFile(dir_ + "/whole/model.safetensors"));
 }
 
-// A pod of a job started without an agent (RANK, WORLD_SIZE, MASTER_*) whose peers never start:
-// rank 0 gives up at the config's comm_timeout_seconds, naming the missing ranks and the setting,
-// with the code a cluster retries (their pods may be scheduled next time).
+// Pods of a job started without an agent (RANK, WORLD_SIZE, MASTER_*) whose peers never start:
+// each gives up at the config's comm_timeout_seconds, naming the missing ranks (or rank 0's store)
+// and the setting, with the code a cluster retries (their pods may be scheduled next time).
 TEST_F(TrainCli, ranks_that_never_start_are_named_at_the_comm_timeout_with_exit_143) {
   const std::string cfg = writeConfig("c.yaml", std::string(kSeedJob) + "comm_timeout_seconds: 1\n");
   Process p({LOCKSTEP_BIN, "train", cfg, "--output-dir", dir_ + "/o"},
@@ -220,6 +220,15 @@ TEST_F(TrainCli, ranks_that_never_start_are_named_at_the_comm_timeout_with_exit_
   EXPECT_NE(p.output().find("waited 1.0 s for ranks 1, 2 to join the process group"), std::string::npos)
       << p.output();
   EXPECT_NE(p.output().find("comm_timeout_seconds"), std::string::npos) << p.output();
+
+  // Rank 0, the store's host, never started: rank 1 names it at the same timeout.
+  Process q({LOCKSTEP_BIN, "train", cfg, "--output-dir", dir_ + "/o"},
+            {"PATH=/usr/bin:/bin", "RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+             "MASTER_PORT=" + std::to_string(freePort())},
+            dir_ + "/out1");
+  ASSERT_EQ(q.wait(20s), 143) << q.output();
+  EXPECT_NE(q.output().find("rank 1 of 2 could not reach rank 0's store within 1 s"), std::string::npos)
+      << q.output();
 }
 
 TEST_F(TrainCli, bad_config_exits_2_alone_and_under_the_agent_after_its_restarts) {
