@@ -14,6 +14,7 @@ data::DatasetOptions datasetOptions(const DataConfig& c, uint64_t seed) {
   data::DatasetOptions o;
   o.root = c.root;
   o.normalize_mean = c.normalize_mean;
+  o.image_dtype = c.image_dtype;
   o.normalize_std = c.normalize_std;
   o.size = c.size;
   o.test_size = c.test_size;
@@ -107,7 +108,11 @@ EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds,
   Tensor loss_sum = Tensor::scalar(0, DType::f64, device);
   double count = 0;
   for (data::Batch& b : loader) {
-    autograd::Variable logits = flattenPositions(model(autograd::Variable(b.input.to(device))));
+    // Evaluation runs the f32 model without autocast: bf16 images (data.transforms.to_dtype) widen,
+    // which is exact.
+    Tensor input = b.input.to(device);
+    if (input.dtype() == DType::bf16 || input.dtype() == DType::f16) input = input.to(DType::f32);
+    autograd::Variable logits = flattenPositions(model(autograd::Variable(input)));
     Tensor target = flattenPositions(b.target.to(device)).contiguous();
     autograd::CrossEntropyOptions co;
     co.reduction = autograd::Reduction::sum;

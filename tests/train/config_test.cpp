@@ -171,6 +171,13 @@ TEST(TrainConfig, image_folder_transforms_take_torchvisions_parameters) {
   EXPECT_TRUE(
       has(errorOf("train_batch_size: 8\ndata: {dataset: cifar10, transforms: {color_jitter: {hue: 0.1}}}"),
           "data.transforms.color_jitter is read only by image_folder, not by cifar10"));
+  // to_dtype: bf16 images for a bf16 run only.
+  EXPECT_EQ(plain.data.image_dtype, DType::f32);
+  EXPECT_EQ(
+      parseTrainConfig(head + "    to_dtype: bfloat16\nbf16: {enabled: true}\n", {}, 1).data.image_dtype,
+      DType::bf16);
+  EXPECT_TRUE(has(errorOf(head + "    to_dtype: bfloat16\n"), "to_dtype: bfloat16 needs bf16.enabled: true"));
+  EXPECT_TRUE(has(errorOf(head + "    to_dtype: float16\n"), "expected float32 or bfloat16"));
 }
 
 TEST(TrainConfig, backend_must_be_a_built_backend) {

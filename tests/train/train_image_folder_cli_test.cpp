@@ -48,5 +48,18 @@ TEST_F(TrainImageFolderCli, a_corrupt_file_stops_the_run_naming_it_unless_skippe
   EXPECT_NE(r.output.find("skipping " + bad), std::string::npos) << r.output;
 }
 
+// bf16 images (data.transforms.to_dtype) in a bf16 run: the loader's batches are bf16 and the run
+// trains on them (on a GPU they cross PCIe at half the bytes).
+TEST_F(TrainImageFolderCli, bf16_images_train_a_bf16_run) {
+  const std::string c =
+      writeConfig("bf16.yaml", "model: cifar_cnn\ndata: {dataset: image_folder, root: " + dir_ +
+                                   "/images, image_size: 32, resize_size: 36, transforms: "
+                                   "{to_dtype: bfloat16}}\nbf16: {enabled: true}\n"
+                                   "train_micro_batch_size_per_gpu: 8\nmax_steps: 4\nseed: 1\n");
+  const Result r = run(c + " --output-dir " + dir_ + "/bf16");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(readFile(dir_ + "/bf16/summary.json").find("\"precision\": \"bf16\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace lockstep::test

@@ -108,6 +108,7 @@ DatasetSplits loadImageFolderSplits(const DatasetOptions& o) {
   to_tensor.std = {0.229, 0.224, 0.225};
   if (o.normalize_mean) to_tensor.mean.assign(3, *o.normalize_mean);
   if (o.normalize_std) to_tensor.std.assign(3, *o.normalize_std);
+  to_tensor.dtype = o.image_dtype;
   RandomResizedCropOptions crop;
   crop.height = crop.width = o.image_size;
   crop.scale_min = o.crop_scale[0];

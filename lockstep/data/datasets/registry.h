@@ -49,6 +49,8 @@ struct DatasetOptions {
   std::array<double, 2> crop_scale{0.08, 1.0}, crop_ratio{3.0 / 4.0, 4.0 / 3.0};
   bool horizontal_flip = true;
   std::array<double, 4> color_jitter{0, 0, 0, 0};
+  /// image_folder: the inputs' dtype after Normalize, f32 or bf16 (ImageToTensorOptions::dtype).
+  DType image_dtype = DType::f32;
 };
 
 /// A loaded dataset: train and test sets, and for a language dataset its validation windows

@@ -227,8 +227,9 @@ void parseData(const YAML::Node& n, DataConfig& d) {
   get(n, "data", "val_list", d.val_list);
   if (n["transforms"]) {
     const YAML::Node t = n["transforms"];
-    checkKeys(t, "data.transforms",
-              {"normalize", "random_crop", "horizontal_flip", "random_resized_crop", "color_jitter"});
+    checkKeys(
+        t, "data.transforms",
+        {"normalize", "random_crop", "horizontal_flip", "random_resized_crop", "color_jitter", "to_dtype"});
     if (t["normalize"]) {
       checkKeys(t["normalize"], "data.transforms.normalize", {"mean", "std"});
       get(t["normalize"], "data.transforms.normalize", "mean", d.normalize_mean);
@@ -236,7 +237,7 @@ void parseData(const YAML::Node& n, DataConfig& d) {
     }
     // image_folder's transforms are its pipeline's (decoded images); the others' act on tensors.
     const bool images = d.dataset == "image_folder";
-    for (const char* key : {"random_resized_crop", "color_jitter"}) {
+    for (const char* key : {"random_resized_crop", "color_jitter", "to_dtype"}) {
       if (t[key] && !images)
         throw ValueError(std::string("data.transforms.") + key + " is read only by image_folder, not by " +
                          d.dataset + ": remove it");
@@ -264,6 +265,20 @@ void parseData(const YAML::Node& n, DataConfig& d) {
                            std::to_string((*range)[0]) + ", " + std::to_string((*range)[1]) + "]");
       }
       if (d.crop_scale[1] > 1.0) throw ValueError(path + ".scale: the crop's area fraction must be <= 1");
+    }
+    if (t["to_dtype"]) {
+      std::string name;
+      get(t, "data.transforms", "to_dtype", name);
+      if (name == "float32" || name == "f32" || name == "fp32") {
+        d.image_dtype = DType::f32;
+      } else if (name == "bfloat16" || name == "bf16") {
+        d.image_dtype = DType::bf16;
+      } else {
+        throw ValueError(
+            "data.transforms.to_dtype: expected float32 or bfloat16 (the images' dtype after "
+            "normalize, torchvision's ToDtype), got '" +
+            name + "'");
+      }
     }
     if (const YAML::Node j = t["color_jitter"]) {
       const std::string path = "data.transforms.color_jitter";
@@ -445,6 +460,12 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
   parseLanguageSections(root, c);
   get(root, "", "gradient_clipping", c.gradient_clipping);
   parsePrecision(root, c);
+  if (c.data.image_dtype == DType::bf16 && c.precision != parallel::Precision::bf16) {
+    throw ValueError(
+        "data.transforms.to_dtype: bfloat16 needs bf16.enabled: true (the images then meet bf16 "
+        "computation, as autocast's cast would give them; an f32 or fp16 run computes in another dtype): "
+        "enable bf16 or remove to_dtype");
+  }
   get(root, "", "steps_per_print", c.steps_per_print);
   get(root, "", "epochs", c.epochs);
   get(root, "", "max_steps", c.max_steps);

@@ -55,6 +55,9 @@ struct DataConfig {
   std::array<double, 2> crop_scale{0.08, 1.0}, crop_ratio{3.0 / 4.0, 4.0 / 3.0};
   bool image_horizontal_flip = true;
   std::array<double, 4> color_jitter{0, 0, 0, 0};  // brightness, contrast, saturation, hue
+  /// transforms.to_dtype of image_folder: the images' dtype after Normalize (f32, or bf16 in a bf16
+  /// run: torchvision's ToDtype(torch.bfloat16) after Normalize).
+  DType image_dtype = DType::f32;
   // synthetic only
   int64_t size = 1024, test_size = 256, num_classes = 10;
   std::vector<int64_t> input_shape{20};
