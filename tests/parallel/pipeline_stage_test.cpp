@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
@@ -14,6 +16,8 @@
 #include "lockstep/autograd.h"
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
+#include "lockstep/parallel/environment.h"
+#include "parallel/process_util.h"
 #include "parallel/thread_ranks.h"
 
 using namespace lockstep;
@@ -118,39 +122,51 @@ double relativeDifference(const Tensor& a, const Tensor& b) {
   return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
-void expectPipelineMatchesOneProcess(const Job& job, int stages, PipelineScheduleKind schedule) {
+// Rank `rank`'s stage trained kSteps steps; its weights and (last stage) losses checked against
+// one process. Returns the names of the parameters it checked.
+std::set<std::string> trainStageAndCompare(const Job& job, int rank,
+                                           std::shared_ptr<comm::ProcessGroup> group,
+                                           PipelineScheduleKind schedule) {
   const auto [reference, reference_losses] = trainAlone(job);
+  const int stages = group->size();
+  auto model = build(job);
+  parallel::PipelineStageOptions o;
+  o.schedule = schedule;
+  o.micro_batches = kMicroBatches;
+  o.partition.stages = stages;
+  PipelineStage stage(*model, group, o);
+  optim::SGD sgd(stage.parameters(), {.lr = kLr});
+  for (int step = 0; step < kSteps; ++step) {
+    auto [x, y] = job.batch(step);
+    const bool first = rank == 0, last = rank + 1 == stages;
+    const double loss = stage.trainStep(first ? split(x) : std::vector<Tensor>{},
+                                        last ? split(y) : std::vector<Tensor>{}, job.loss, &sgd);
+    if (last) {
+      EXPECT_NEAR(loss, reference_losses[static_cast<size_t>(step)], 1e-6 * std::abs(loss))
+          << "step " << step;
+    }
+  }
+  std::set<const autograd::VariableImpl*> mine;
+  for (const auto& p : stage.parameters()) mine.insert(p.impl().get());
+  std::set<std::string> checked;
+  for (auto& [name, p] : model->namedParameters()) {
+    if (!mine.count(p.impl().get())) continue;
+    EXPECT_LE(relativeDifference(p.tensor(), reference.at(name)), 1e-6) << name << " on stage " << rank;
+    checked.insert(name);
+  }
+  return checked;
+}
+
+void expectPipelineMatchesOneProcess(const Job& job, int stages, PipelineScheduleKind schedule) {
   std::mutex mu;
   std::set<std::string> checked;
   lockstep::testing::runThreadRanks(stages, [&](int rank, std::shared_ptr<comm::ProcessGroup> group) {
-    auto model = build(job);
-    parallel::PipelineStageOptions o;
-    o.schedule = schedule;
-    o.micro_batches = kMicroBatches;
-    o.partition.stages = stages;
-    PipelineStage stage(*model, group, o);
-    optim::SGD sgd(stage.parameters(), {.lr = kLr});
-    for (int step = 0; step < kSteps; ++step) {
-      auto [x, y] = job.batch(step);
-      const bool first = rank == 0, last = rank + 1 == stages;
-      const double loss = stage.trainStep(first ? split(x) : std::vector<Tensor>{},
-                                          last ? split(y) : std::vector<Tensor>{}, job.loss, &sgd);
-      if (last) {
-        EXPECT_NEAR(loss, reference_losses[static_cast<size_t>(step)], 1e-6 * std::abs(loss))
-            << "step " << step;
-      }
-    }
-    std::set<const autograd::VariableImpl*> mine;
-    for (const auto& p : stage.parameters()) mine.insert(p.impl().get());
-    for (auto& [name, p] : model->namedParameters()) {
-      if (!mine.count(p.impl().get())) continue;
-      EXPECT_LE(relativeDifference(p.tensor(), reference.at(name)), 1e-6) << name << " on stage " << rank;
-      std::lock_guard<std::mutex> lock(mu);
-      checked.insert(name);
-    }
+    auto names = trainStageAndCompare(job, rank, group, schedule);
+    std::lock_guard<std::mutex> lock(mu);
+    checked.insert(names.begin(), names.end());
   });
   // Together the stages hold every parameter.
-  EXPECT_EQ(checked.size(), reference.size());
+  EXPECT_EQ(checked.size(), build(job)->namedParameters().size());
 }
 
 }  // namespace
@@ -184,4 +200,40 @@ TEST(PipelineStage, stages_other_than_the_group_size_are_refused_naming_the_key)
           std::string::npos);
     }
   });
+}
+
+// One rank of the real multi-process runs below: started by them as a child process with a
+// launcher's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...) and the schedule in
+// LOCKSTEP_TEST_PIPELINE_SCHEDULE; not run on its own.
+TEST(PipelineProcesses, DISABLED_rank) {
+  const char* schedule = std::getenv("LOCKSTEP_TEST_PIPELINE_SCHEDULE");
+  ASSERT_NE(schedule, nullptr) << "run by PipelineProcesses.two_processes_match_one_process";
+  parallel::DistributedEnvironment env = parallel::initFromEnvironment("gloo");
+  trainStageAndCompare(mnistJob(), env.worker.rank, env.group, parallel::parsePipelineSchedule(schedule));
+}
+
+TEST(PipelineProcesses, two_processes_match_one_process_with_gpipe_and_1f1b) {
+  using namespace lockstep::test;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    const int port = freePort();
+    std::vector<Rank> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ranks.push_back(spawnWithEnv(
+          {self, "--gtest_filter=PipelineProcesses.DISABLED_rank", "--gtest_also_run_disabled_tests"},
+          {{"RANK", std::to_string(r)},
+           {"LOCAL_RANK", std::to_string(r)},
+           {"WORLD_SIZE", "2"},
+           {"LOCAL_WORLD_SIZE", "2"},
+           {"MASTER_ADDR", "127.0.0.1"},
+           {"MASTER_PORT", std::to_string(port)},
+           {"OMP_NUM_THREADS", "1"},
+           {"LOCKSTEP_TEST_PIPELINE_SCHEDULE", schedule}},
+          ::testing::TempDir() + "pipeline_" + schedule + "_rank" + std::to_string(r) + ".log"));
+    }
+    for (auto& rank : ranks) {
+      EXPECT_EQ(waitFor(rank.pid, std::chrono::seconds(60)), 0) << schedule << ":\n" << slurp(rank.log);
+      EXPECT_NE(slurp(rank.log).find("[  PASSED  ] 1 test"), std::string::npos) << slurp(rank.log);
+    }
+  }
 }
