@@ -262,27 +262,33 @@ TEST(LaunchAgent, two_agents_on_one_host_assign_node_ranks_by_arrival_and_restar
   EXPECT_NO_SURVIVORS(dir / "pids");
 }
 
+namespace {
+// Node `node` of a 2-node job on this host (master port `port`, nproc ranks each of the test
+// worker, which writes its pid to `pidfile` and hangs), with the agent flags `extra`.
+std::vector<std::string> twoNodeAgent(const std::string& port, int node, int nproc,
+                                      const std::vector<std::string>& extra, const std::string& pidfile) {
+  std::vector<std::string> args{LOCKSTEP_RUN_BIN,
+                                "--nnodes",
+                                "2",
+                                "--node-rank",
+                                std::to_string(node),
+                                "--nproc-per-node",
+                                std::to_string(nproc),
+                                "--master-port",
+                                port,
+                                "--monitor-interval",
+                                "0.05"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.insert(args.end(), {kWorker, "--pidfile", pidfile, "--hang"});
+  return args;
+}
+}  // namespace
+
 TEST(LaunchAgent, losing_the_master_agent_stops_the_other_nodes) {
   TempDir dir;
-  std::string port = std::to_string(freePort());
+  const std::string port = std::to_string(freePort());
   auto agentArgs = [&](int node) {
-    return std::vector<std::string>{LOCKSTEP_RUN_BIN,
-                                    "--nnodes",
-                                    "2",
-                                    "--node-rank",
-                                    std::to_string(node),
-                                    "--nproc-per-node",
-                                    "2",
-                                    "--master-port",
-                                    port,
-                                    "--monitor-interval",
-                                    "0.05",
-                                    "--rdzv-timeout",
-                                    "20",
-                                    kWorker,
-                                    "--pidfile",
-                                    dir / "pids",
-                                    "--hang"};
+    return twoNodeAgent(port, node, 2, {"--rdzv-timeout", "20"}, dir / "pids");
   };
   ChildProcess master(agentArgs(0), dir / "a.out");
   ChildProcess other(agentArgs(1), dir / "b.out");
@@ -314,25 +320,9 @@ TEST(LaunchAgent, a_killed_rank_ends_the_job_with_128_plus_its_signal) {
 
 TEST(LaunchAgent, sigterm_to_one_nodes_agent_stops_every_node_with_143) {
   TempDir dir;
-  std::string port = std::to_string(freePort());
+  const std::string port = std::to_string(freePort());
   auto agentArgs = [&](int node) {
-    return std::vector<std::string>{LOCKSTEP_RUN_BIN,
-                                    "--nnodes",
-                                    "2",
-                                    "--node-rank",
-                                    std::to_string(node),
-                                    "--nproc-per-node",
-                                    "1",
-                                    "--master-port",
-                                    port,
-                                    "--monitor-interval",
-                                    "0.05",
-                                    "--max-restarts",
-                                    "3",
-                                    kWorker,
-                                    "--pidfile",
-                                    dir / "pids",
-                                    "--hang"};
+    return twoNodeAgent(port, node, 1, {"--max-restarts", "3"}, dir / "pids");
   };
   ChildProcess master(agentArgs(0), dir / "a.out");
   ChildProcess other(agentArgs(1), dir / "b.out");
