@@ -1,5 +1,5 @@
 #pragma once
-// Umbrella header of the parallel module: DistributedDataParallel and friends.
+// Umbrella header of the parallel module: DistributedDataParallel and friends, ZeRO, pipelines.
 #include "lockstep/parallel/ddp/bucket_assignment.h"
 #include "lockstep/parallel/ddp/comm_hook.h"
 #include "lockstep/parallel/ddp/distributed_data_parallel.h"
@@ -9,6 +9,10 @@
 #include "lockstep/parallel/environment.h"
 #include "lockstep/parallel/memory_report.h"
 #include "lockstep/parallel/model_sync.h"
+#include "lockstep/parallel/pipeline/partition.h"
+#include "lockstep/parallel/pipeline/pipeline_stage.h"
+#include "lockstep/parallel/pipeline/schedule.h"
+#include "lockstep/parallel/pipeline/simulation.h"
 #include "lockstep/parallel/precision.h"
 #include "lockstep/parallel/prepare.h"
 #include "lockstep/parallel/step_graph.h"
