@@ -40,6 +40,8 @@ LayerSequence layerSequence(Module& model) {
         "that has one (mnist_cnn, cifar_cnn, mlp, resnet18_cifar, resnet18, resnet50, gpt, llama) or "
         "give the model nn::HasLayerSequence");
   }
+  // Layers made for the sequence start in the model's mode, as its own submodules are.
+  for (auto& layer : seq.layers) layer->train(model.isTraining());
   // A parameter is tied when two layers hold it: group the layers by the parameter they share.
   std::map<const autograd::VariableImpl*, std::string> names;
   for (const auto& [name, p] : model.namedParameters()) names.emplace(p.impl().get(), name);

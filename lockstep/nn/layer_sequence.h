@@ -56,8 +56,9 @@ class HasLayerSequence {
   virtual NamedModules sequenceLayers() = 0;
 };
 
-/// The model's layer sequence, its tied parameters found: the model's own (HasLayerSequence), or
-/// a Sequential's modules. ValueError naming the model's type when it has none.
+/// The model's layer sequence, its tied parameters found, its layers in the model's mode (training
+/// or evaluation): the model's own (HasLayerSequence), or a Sequential's modules. ValueError naming the
+/// model's type when it has none.
 LayerSequence layerSequence(Module& model);
 
 /// A layer made of some of a model's submodules and the piece of the model's forward that uses them

@@ -111,6 +111,9 @@ TEST(LayerSequence, gpt_runs_as_embedding_blocks_and_tied_head) {
   ASSERT_EQ(seq.tied.size(), 1u);
   EXPECT_EQ(seq.tied[0].name, "transformer.wte.weight");
   EXPECT_EQ(seq.tied[0].layers, (std::vector<size_t>{0, 4}));
+  // The pieces made for the sequence start in the model's mode.
+  gpt->eval();
+  EXPECT_FALSE(layerSequence(*gpt).layers.front()->isTraining());
 }
 
 TEST(LayerSequence, llama_blocks_make_their_own_rotary_tables) {

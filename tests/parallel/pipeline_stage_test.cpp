@@ -146,6 +146,14 @@ std::set<std::string> trainStageAndCompare(const Job& job, int rank,
           << "step " << step;
     }
   }
+  // 1F1B holds at most S - s micro-batches' activations, GPipe all of them.
+  const int64_t held = schedule == PipelineScheduleKind::gpipe
+                           ? kMicroBatches
+                           : std::min<int64_t>(stages - rank, kMicroBatches);
+  EXPECT_EQ(stage.activationSlots(), static_cast<size_t>(held)) << "stage " << rank;
+  const parallel::PipelineStepTimes& times = stage.lastStepTimes();
+  EXPECT_GT(times.compute_s, 0.0);
+  EXPECT_GE(times.wall_s, times.compute_s);
   std::set<const autograd::VariableImpl*> mine;
   for (const auto& p : stage.parameters()) mine.insert(p.impl().get());
   std::set<std::string> checked;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -60,6 +61,11 @@ PipelineStage::PipelineStage(nn::Module& model, std::shared_ptr<comm::ProcessGro
   }
 }
 
+void PipelineStage::train(bool on) {
+  const auto [first, last] = layerRange();
+  for (int64_t l = first; l < last; ++l) sequence_.layers[static_cast<size_t>(l)]->train(on);
+}
+
 double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
                                 const Loss& loss, optim::Optimizer* optimizer) {
   const auto m_count = static_cast<size_t>(options_.micro_batches);
@@ -71,7 +77,11 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
   const auto [first, last] = layerRange();
   for (int64_t l = first; l < last; ++l) sequence_.layers[static_cast<size_t>(l)]->zeroGrad(true);
   loss_sum_ = 0;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  Clock::duration compute{};
   for (const PipelineAction& a : actions_) {
+    const Clock::time_point action_start = Clock::now();
     switch (a.op) {
       case PipelineOp::recv_activation:
         recvActivation(a.micro_batch);
@@ -100,7 +110,10 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
         if (optimizer) optimizer->step();
         break;
     }
+    if (a.op == PipelineOp::forward || a.op == PipelineOp::backward) compute += Clock::now() - action_start;
   }
+  times_.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  times_.compute_s = std::chrono::duration<double>(compute).count();
   return stage_ + 1 == stages() ? loss_sum_ / static_cast<double>(m_count)
                                 : std::numeric_limits<double>::quiet_NaN();
 }

@@ -27,6 +27,16 @@
 
 namespace lockstep::parallel {
 
+/// Where one trainStep's time went on this stage.
+struct PipelineStepTimes {
+  /// The whole step, and its forwards and backwards.
+  double wall_s = 0;
+  double compute_s = 0;
+  /// The fraction of the step the stage did not compute (waiting for its neighbours, transfers,
+  /// the gradient phase): the measured bubble, (S - 1) / (M + S - 1) in theory.
+  double idleFraction() const { return wall_s > 0 ? 1.0 - compute_s / wall_s : 0.0; }
+};
+
 struct PipelineStageOptions {
   PipelineScheduleKind schedule = PipelineScheduleKind::one_f_one_b;
   /// Micro-batches per step (DeepSpeed: gradient_accumulation_steps).
@@ -53,6 +63,13 @@ class PipelineStage {
   std::pair<int64_t, int64_t> layerRange() const { return {bounds_[stage_], bounds_[stage_ + 1]}; }
   /// This stage's parameters, tied ones included, once each: what its optimizer steps.
   const std::vector<autograd::Variable>& parameters() const { return parameters_; }
+  /// How many micro-batches' activations the stage holds at most: the schedule's peak (1F1B:
+  /// min(S - s, M), GPipe: M), the number of its receive buffers.
+  size_t activationSlots() const { return slots_.size(); }
+  /// The last trainStep's times.
+  const PipelineStepTimes& lastStepTimes() const { return times_; }
+  /// Sets the stage's layers to training or evaluation mode.
+  void train(bool on = true);
 
   /// One training step over micro-batches: `inputs` on the first stage (one tensor per micro-batch,
   /// all of one shape), `targets` on the last; other stages pass empty lists. Zeroes the stage's
@@ -100,6 +117,7 @@ class PipelineStage {
   std::optional<std::pair<Shape, DType>> in_shape_, out_shape_;
   std::vector<PendingSend> pending_;
   double loss_sum_ = 0;
+  PipelineStepTimes times_;
 };
 
 }  // namespace lockstep::parallel
