@@ -183,6 +183,30 @@ TEST(PipelineStage, two_stages_gpipe_match_one_process) {
   expectPipelineMatchesOneProcess(mnistJob(), 2, PipelineScheduleKind::gpipe);
 }
 
+TEST(PipelineStage, one_stage_is_gradient_accumulation) {
+  expectPipelineMatchesOneProcess(mnistJob(), 1, PipelineScheduleKind::one_f_one_b);
+}
+
+TEST(PipelineStage, micro_batches_of_different_shapes_are_refused_before_any_transfer) {
+  lockstep::testing::runThreadRanks(1, [](int, std::shared_ptr<comm::ProcessGroup> group) {
+    Generator gen(1);
+    auto model = nn::makeModel("mnist_cnn", {.generator = &gen});
+    parallel::PipelineStageOptions o;
+    o.micro_batches = 2;
+    PipelineStage stage(*model, group, o);
+    std::vector<Tensor> x = {Tensor::zeros({2, 1, 28, 28}), Tensor::zeros({1, 1, 28, 28})};
+    std::vector<Tensor> y = {Tensor::zeros({2}, DType::i64), Tensor::zeros({1}, DType::i64)};
+    try {
+      stage.trainStep(x, y, flatCrossEntropy);
+      ADD_FAILURE() << "micro-batches of 2 and 1 rows";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("pipeline micro-batch 1's input is f32 [1, 1, 28, 28]"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+}
+
 TEST(PipelineStage, two_and_three_stages_1f1b_match_one_process) {
   expectPipelineMatchesOneProcess(mnistJob(), 2, PipelineScheduleKind::one_f_one_b);
   expectPipelineMatchesOneProcess(mnistJob(), 3, PipelineScheduleKind::one_f_one_b);

@@ -74,6 +74,15 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
   LOCKSTEP_ENFORCE(stage_ + 1 != stages() || targets.size() == m_count, ValueError,
                    "the last pipeline stage needs ", m_count, " micro-batches of targets, got ",
                    targets.size());
+  // Refused here, before any transfer, rather than by the next stage's receive.
+  for (size_t m = 1; m < inputs.size(); ++m) {
+    LOCKSTEP_ENFORCE(inputs[m].shape() == inputs[0].shape() && inputs[m].dtype() == inputs[0].dtype(),
+                     ValueError, "pipeline micro-batch ", m, "'s input is ", dtypeName(inputs[m].dtype()),
+                     " ", shapeToString(inputs[m].shape()), " but micro-batch 0's is ",
+                     dtypeName(inputs[0].dtype()), " ", shapeToString(inputs[0].shape()),
+                     "; every micro-batch must have one shape (drop the last "
+                     "partial batch)");
+  }
   const auto [first, last] = layerRange();
   for (int64_t l = first; l < last; ++l) sequence_.layers[static_cast<size_t>(l)]->zeroGrad(true);
   loss_sum_ = 0;
