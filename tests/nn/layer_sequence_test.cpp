@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "lockstep/kernels/threads.h"
 #include "lockstep/nn.h"
 
 using namespace lockstep;
@@ -25,6 +26,13 @@ Tensor tokens(int64_t batch, int64_t time, int64_t vocab) {
   for (int64_t i = 0; i < batch * time; ++i) ids.push_back((i * 31 + 7) % vocab);
   return Tensor::fromVector<int64_t>(ids, {batch, time});
 }
+
+// Small problems: one intra-op thread avoids OpenMP barriers that dominate on a loaded machine.
+struct OneThread {
+  int prev = kernels::numThreads();
+  OneThread() { kernels::setNumThreads(1); }
+  ~OneThread() { kernels::setNumThreads(prev); }
+};
 
 bool bitwiseEqual(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
@@ -72,6 +80,7 @@ TEST(LayerSequence, small_cnns_run_as_their_layers) {
 }
 
 TEST(LayerSequence, resnets_run_as_stem_blocks_and_head) {
+  OneThread one_thread;
   manualSeed(2);
   auto r18 = makeModel("resnet18_cifar");
   // Small images keep it fast: the adaptive pool takes any size.
