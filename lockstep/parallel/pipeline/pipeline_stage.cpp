@@ -9,6 +9,7 @@
 #include <set>
 
 #include "lockstep/kernels/binary.h"
+#include "lockstep/nn/models/language_model.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::parallel {
@@ -44,9 +45,13 @@ PipelineStage::PipelineStage(nn::Module& model, std::shared_ptr<comm::ProcessGro
   slots_.resize(static_cast<size_t>(std::max<int64_t>(1, peakActivationsInFlight(actions_))));
   recv_buffers_.resize(slots_.size());
 
+  LOCKSTEP_ENFORCE(options.activation_checkpoint_interval >= 0, ValueError,
+                   "pipeline.activation_checkpoint_interval must be >= 0 (0: off), got ",
+                   options.activation_checkpoint_interval);
   std::set<const autograd::VariableImpl*> seen;
   const auto [first, last] = layerRange();
   for (int64_t l = first; l < last; ++l) {
+    layers_.push_back(sequence_.layers[static_cast<size_t>(l)].get());
     for (const auto& p : sequence_.layers[static_cast<size_t>(l)]->parameters())
       if (seen.insert(p.impl().get()).second) parameters_.push_back(p);
   }
@@ -62,8 +67,7 @@ PipelineStage::PipelineStage(nn::Module& model, std::shared_ptr<comm::ProcessGro
 }
 
 void PipelineStage::train(bool on) {
-  const auto [first, last] = layerRange();
-  for (int64_t l = first; l < last; ++l) sequence_.layers[static_cast<size_t>(l)]->train(on);
+  for (nn::Module* layer : layers_) layer->train(on);
 }
 
 double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
@@ -83,8 +87,7 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
                      "; every micro-batch must have one shape (drop the last "
                      "partial batch)");
   }
-  const auto [first, last] = layerRange();
-  for (int64_t l = first; l < last; ++l) sequence_.layers[static_cast<size_t>(l)]->zeroGrad(true);
+  for (nn::Module* layer : layers_) layer->zeroGrad(true);
   loss_sum_ = 0;
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
@@ -131,8 +134,8 @@ void PipelineStage::forward(int64_t m, const std::vector<Tensor>& inputs, const 
                             const Loss& loss) {
   InFlight& slot = slots_[static_cast<size_t>(m) % slots_.size()];
   if (stage_ == 0) slot.input = autograd::Variable(inputs[static_cast<size_t>(m)]);
-  const auto [first, last] = layerRange();
-  slot.output = sequence_.forward(slot.input, static_cast<size_t>(first), static_cast<size_t>(last));
+  const bool training = layers_.front()->isTraining();
+  slot.output = nn::runBlocks(layers_, slot.input, training ? options_.activation_checkpoint_interval : 0);
   if (stage_ + 1 == stages()) {
     slot.output = loss(slot.output, targets[static_cast<size_t>(m)]);
     loss_sum_ += slot.output.tensor().item<double>();

@@ -43,6 +43,10 @@ struct PipelineStageOptions {
   int64_t micro_batches = 1;
   /// How the layers are cut; `stages` must be the group's size.
   PartitionOptions partition{};
+  /// DeepSpeed's activation_checkpoint_interval: while training, every run of this many consecutive
+  /// layers of the stage is one autograd::checkpoint segment (its input kept, the rest recomputed in
+  /// backward), the stage's last run excepted (nn::runBlocks); 0: off.
+  int64_t activation_checkpoint_interval = 0;
 };
 
 class PipelineStage {
@@ -104,6 +108,8 @@ class PipelineStage {
   PipelineStageOptions options_;
   nn::LayerSequence sequence_;
   std::vector<int64_t> bounds_;
+  /// This stage's layers, in order.
+  std::vector<nn::Module*> layers_;
   int64_t stage_ = 0;
   std::vector<autograd::Variable> parameters_;
   /// Tied parameters held by more than one stage, with the stages holding them (ascending).
