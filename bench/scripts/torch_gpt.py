@@ -45,7 +45,8 @@ class Attention(nn.Module):
         self.attn_dropout = nn.Dropout(p)
         self.resid_dropout = nn.Dropout(p)
         self.h, self.p, self.kind = h, p, kind
-        self.register_buffer("bias", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
+        if kind == "mingpt":  # sdpa's is_causal needs no mask (at block 1024 it would take 4 MiB a layer)
+            self.register_buffer("bias", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
 
     def forward(self, x):
         b, t, c = x.size()
@@ -102,7 +103,8 @@ class GPT(nn.Module):
         return self.lm_head(tr.ln_f(x))
 
 
-PRESETS = {"gpt-nano": (3, 3, 48), "gpt-micro": (4, 4, 128), "gpt-mini": (6, 6, 192), "gopher-44m": (8, 16, 512)}
+PRESETS = {"gpt-nano": (3, 3, 48), "gpt-micro": (4, 4, 128), "gpt-mini": (6, 6, 192), "gopher-44m": (8, 16, 512),
+           "gpt2": (12, 12, 768)}
 
 
 def main():

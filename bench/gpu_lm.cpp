@@ -1,0 +1,382 @@
+// Language-model training steps on one GPU: lockstep's gpt (nn/models/gpt.h) trained on fixed
+// random tokens with AdamW (lockstep's multi-tensor update; lr 6e-4, betas 0.9/0.95, weight decay
+// 0.1 on every parameter, no clipping) and cross entropy over every position, in the two cases of
+// issue 39:
+//   gpt-mini  batch 64 x block 256, vocabulary 256 (the byte tokenizer's: 2,767,872 parameters, the
+//             issue's "2.8M"), dropout 0.1 (minGPT's)
+//   gpt2      GPT-2 small, batch 16 x block 1024, vocabulary 50257 (124,439,808 parameters),
+//             dropout 0 (nanoGPT's default, what its speed figures use)
+// each in f32 (TF32 off, PyTorch's default too) and bf16 autocast. The same steps as
+// bench/scripts/torch_gpu_lm.py, which bench/gpu_lm.bench.sh runs beside it on the same GPU. Each
+// step runs two ways:
+//   eager  forward, loss, backward and the optimizer step launched op by op (optim::AdamW)
+//   graph  the trainer's `cuda_graph` path: an Engine (one process, no DDP) stepped through a
+//          parallel::StepGraph, the whole step captured once as a CUDA graph and replayed
+// The first line names the GPU, the driver, cuDNN, the CUDA runtime and the GPU's dense bf16 peak
+// (peak_flops=, train::denseBf16PeakFlops; LOCKSTEP_GPU_PEAK_TFLOPS sets it). Then one line per
+// case: tokens/s, MFU (train::trainingFlopsPerToken, nanoGPT's 6N + 12LHQT, over that bf16 peak, for
+// f32 too, as nanoGPT reports it) when the peak is known, the last loss and the case's peak of GPU
+// memory in tensors (`failed:` and the reason when a case throws; the others still run, and the
+// exit status is 1).
+//   bench_gpu_lm [--models gpt-mini,gpt2] [--modes eager,graph] [--dtypes f32,bf16]
+//                [--steps 100] [--warmup 10] [--profile-step]
+//   bench_gpu_lm --count-params [--models ...]   (on the CPU: parameters and FLOPs per token)
+// gpt2 times max(steps/4, 10) steps after max(warmup/2, 5), as the PyTorch side does.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <random>
+#include <sstream>
+
+#include "lockstep/autograd.h"
+#include "lockstep/nn.h"
+#include "lockstep/optim.h"
+#include "lockstep/parallel.h"
+#include "lockstep/train/monitor/model_flops.h"
+#include "lockstep/train/train_data.h"
+
+#if LOCKSTEP_WITH_CUDA
+#include <cuda_profiler_api.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "lockstep/tensor/cuda/allocator.h"
+#include "lockstep/tensor/cuda/runtime.h"
+#endif
+
+using namespace lockstep;
+
+namespace {
+
+// Eager steps StepGraph runs before it captures (cuBLASLt's choices, the optimizer's state and the
+// allocator's pools settle first); a case's warmup covers them and the capture.
+constexpr int kGraphEagerSteps = 3;
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string part; std::getline(ss, part, ',');) out.push_back(part);
+  return out;
+}
+
+void checkNames(const std::string& flag, const std::vector<std::string>& given,
+                const std::vector<std::string>& known) {
+  for (const std::string& g : given) {
+    if (std::find(known.begin(), known.end(), g) == known.end()) {
+      std::string names;
+      for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;
+      throw ValueError(flag + ": unknown '" + g + "' (known: " + names + ")");
+    }
+  }
+}
+
+/// A benchmark case's model (a gpt preset) and what it is fed.
+struct LmShape {
+  int64_t vocab, batch, block;
+  double dropout;
+};
+
+LmShape lmShape(const std::string& model) {
+  if (model == "gpt2") return {50257, 16, 1024, 0.0};
+  return {256, 64, 256, 0.1};
+}
+
+struct Case {
+  std::string model;
+  LmShape shape;
+  std::string dtype;
+  int steps, warmup;
+};
+
+Case caseOf(const std::string& model, const std::string& dtype, int steps, int warmup) {
+  if (model == "gpt2")
+    return {model, lmShape(model), dtype, std::max(steps / 4, 10), std::max(warmup / 2, 5)};
+  return {model, lmShape(model), dtype, steps, warmup};
+}
+
+std::shared_ptr<nn::Module> makeGpt(const std::string& model, Generator& gen) {
+  const LmShape shape = lmShape(model);
+  nn::ModelOptions mo;
+  mo.model_type = model;
+  mo.vocab_size = shape.vocab;
+  mo.block_size = shape.block;
+  mo.dropout = shape.dropout;
+  mo.generator = &gen;
+  return nn::makeModel("gpt", mo);
+}
+
+int64_t parameterCount(const nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) n += p.tensor().numel();
+  return n;
+}
+
+/// The case's model on the GPU in training mode, its input tokens and their next tokens (fixed
+/// random tokens: one stream of block + 1 per row, the target the input shifted by one).
+struct Setup {
+  std::shared_ptr<nn::Module> model;
+  Tensor x, y;
+};
+
+Setup setup(const Case& c) {
+  const Device dev = Device::cuda(0);
+  Generator gen(0);
+  Setup s;
+  s.model = makeGpt(c.model, gen);
+  s.model->to(dev);
+  s.model->train();
+  const int64_t b = c.shape.batch, t = c.shape.block;
+  std::mt19937_64 rng(0);
+  std::uniform_int_distribution<int64_t> token(0, c.shape.vocab - 1);
+  std::vector<int64_t> stream(static_cast<size_t>(b * (t + 1)));
+  for (int64_t& v : stream) v = token(rng);
+  std::vector<int64_t> x, y;
+  for (int64_t i = 0; i < b; ++i) {
+    const auto row = stream.begin() + i * (t + 1);
+    x.insert(x.end(), row, row + t);
+    y.insert(y.end(), row + 1, row + t + 1);
+  }
+  s.x = Tensor::fromVector(x, {b, t}).to(dev);
+  s.y = Tensor::fromVector(y, {b, t}).to(dev);
+  return s;
+}
+
+optim::AdamWOptions adamW() {
+  optim::AdamWOptions o;
+  o.lr = 6e-4;
+  o.beta1 = 0.9;
+  o.beta2 = 0.95;
+  o.weight_decay = 0.1;
+  return o;
+}
+
+/// Mean cross entropy over every position: logits [B, T, V] (f32), targets [B, T].
+autograd::Variable lmLoss(const autograd::Variable& logits, const Tensor& target) {
+  return autograd::crossEntropy(train::flattenPositions(logits), train::flattenPositions(target));
+}
+
+void synchronize() {
+#if LOCKSTEP_WITH_CUDA
+  cuda::currentStream(0).synchronize();
+#endif
+}
+
+/// The GPU memory the case's tensors took at most (MiB); the count starts with the case.
+double peakMiB() {
+#if LOCKSTEP_WITH_CUDA
+  return static_cast<double>(cuda::CudaCachingAllocator::forDevice(0).stats().allocated_peak) / (1 << 20);
+#else
+  return 0;
+#endif
+}
+
+/// Between cases: the cache emptied, as a fresh process would start (GPT-2 after gpt-mini), and the
+/// peak reset.
+void resetMemory() {
+#if LOCKSTEP_WITH_CUDA
+  cuda::CudaCachingAllocator& a = cuda::CudaCachingAllocator::forDevice(0);
+  a.emptyCache();
+  a.resetPeakStats();
+#endif
+}
+
+// --profile-step: one step after the warmup runs between cudaProfilerStart and Stop, for a profiler
+// started with profiling off (ncu --profile-from-start off).
+bool g_profile_step = false;
+
+/// Seconds for `steps` calls of step after `warmup` untimed ones.
+double timeSteps(const std::function<void()>& step, int warmup, int steps) {
+  for (int i = 0; i < warmup; ++i) step();
+  synchronize();
+#if LOCKSTEP_WITH_CUDA
+  if (g_profile_step) {
+    cudaProfilerStart();
+    step();
+    synchronize();
+    cudaProfilerStop();
+  }
+#endif
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct Result {
+  double seconds, loss;
+  int64_t params;
+  double flops_per_token;
+};
+
+Result runEager(const Case& c) {
+  Setup s = setup(c);
+  optim::AdamW opt(s.model->parameters(), adamW());
+  autograd::Variable loss;
+  auto step = [&] {
+    std::optional<autograd::AutocastGuard> ac;
+    if (c.dtype == "bf16") ac.emplace(DType::bf16);
+    autograd::Variable logits = (*s.model)(autograd::Variable(s.x));
+    ac.reset();
+    loss = lmLoss(autograd::toDType(logits, DType::f32), s.y);
+    opt.zeroGrad();
+    loss.backward();
+    opt.step();
+  };
+  const double sec = timeSteps(step, c.warmup, c.steps);
+  return {sec, loss.item(), parameterCount(*s.model), *train::trainingFlopsPerToken(*s.model, c.shape.block)};
+}
+
+Result runGraph(const Case& c) {
+  Setup s = setup(c);
+  parallel::EngineOptions eo;
+  // bf16: the engine runs forward under autocast and returns its output in f32, as the eager step.
+  eo.precision = c.dtype == "bf16" ? parallel::Precision::bf16 : parallel::Precision::fp32;
+  parallel::Engine engine(s.model, std::make_shared<optim::AdamW>(s.model->parameters(), adamW()), eo,
+                          parallel::DistributedEnvironment{});
+  parallel::StepGraph graph(engine, lmLoss, kGraphEagerSteps);
+  Tensor loss;
+  const double sec =
+      timeSteps([&] { loss = graph.step(s.x, s.y); }, std::max(c.warmup, kGraphEagerSteps + 1), c.steps);
+  if (!graph.captured()) throw Error("the step was not captured during the warmup");
+  return {sec, loss.itemDouble(), parameterCount(*s.model),
+          *train::trainingFlopsPerToken(*s.model, c.shape.block)};
+}
+
+std::string caseKeys(const Case& c) {
+  return "model=" + c.model + " batch=" + std::to_string(c.shape.batch) +
+         " block=" + std::to_string(c.shape.block) + " vocab=" + std::to_string(c.shape.vocab) +
+         " dtype=" + c.dtype;
+}
+
+/// Runs one case and prints its line; false (after a `failed:` line) when it threw.
+bool measure(const Case& c, const std::string& mode, std::optional<double> peak_flops) {
+  const std::string head = "impl=lockstep-" + mode + " " + caseKeys(c);
+  bool ok = true;
+  resetMemory();
+  try {
+    const Result r = mode == "graph" ? runGraph(c) : runEager(c);
+    const double tokens_per_s = static_cast<double>(c.shape.batch * c.shape.block) * c.steps / r.seconds;
+    std::string mfu;
+    if (peak_flops) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, " mfu=%.4f", tokens_per_s * r.flops_per_token / *peak_flops);
+      mfu = buf;
+    }
+    std::printf("%s params=%lld step_us=%.1f tokens_per_s=%.0f%s loss=%.4f peak_mib=%.0f\n", head.c_str(),
+                static_cast<long long>(r.params), 1e6 * r.seconds / c.steps, tokens_per_s, mfu.c_str(),
+                r.loss, peakMiB());
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    std::replace(why.begin(), why.end(), '\n', ' ');  // one line per case
+    std::printf("%s failed: %s\n", head.c_str(), why.c_str());
+    ok = false;
+  }
+  std::fflush(stdout);
+  return ok;
+}
+
+/// --count-params: each model built on the CPU, its parameters and training FLOPs per token (what
+/// torch_gpu_lm.py --count-params prints for its twin, so the two can be compared without a GPU).
+void countParams(const std::vector<std::string>& models) {
+  for (const std::string& m : models) {
+    Generator gen(0);
+    const std::shared_ptr<nn::Module> model = makeGpt(m, gen);
+    const LmShape shape = lmShape(m);
+    std::printf("model=%s vocab=%lld block=%lld params=%lld flops_per_token=%.0f\n", m.c_str(),
+                static_cast<long long>(shape.vocab), static_cast<long long>(shape.block),
+                static_cast<long long>(parameterCount(*model)),
+                *train::trainingFlopsPerToken(*model, shape.block));
+  }
+}
+
+#if LOCKSTEP_WITH_CUDA
+/// The driver's version as nvidia-smi shows it (the kernel module's), or "unknown".
+std::string driverVersion() {
+  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..." or "... Open Kernel Module for
+  // x86_64  580.95.05  ...": the first word of digits and dots.
+  std::ifstream f("/proc/driver/nvidia/version");
+  for (std::string word; f >> word;) {
+    if (word.find('.') != std::string::npos && std::isdigit(static_cast<unsigned char>(word[0])) &&
+        word.find_first_not_of("0123456789.") == std::string::npos)
+      return word;
+  }
+  return "unknown";
+}
+#endif
+
+/// The first line: GPU, driver, cuDNN (the library loaded, and the headers built against), CUDA and
+/// the GPU's dense bf16 peak, which it returns: what MFU is measured against (unknown: no mfu= keys).
+std::optional<double> printVersions() {
+#if LOCKSTEP_WITH_CUDA
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  const std::optional<double> peak = train::denseBf16PeakFlops(prop.name);
+  int driver_cuda = 0, runtime = 0;
+  cudaDriverGetVersion(&driver_cuda);
+  cudaRuntimeGetVersion(&runtime);
+  std::printf(
+      "gpu=\"%s\" sm=%d%d driver=%s driver_cuda=%d.%d cuda_runtime=%d.%d cudnn=%zu cudnn_built=%d "
+      "peak_flops=%s\n",
+      prop.name, prop.major, prop.minor, driverVersion().c_str(), driver_cuda / 1000,
+      (driver_cuda % 1000) / 10, runtime / 1000, (runtime % 1000) / 10, cudnnGetVersion(), CUDNN_VERSION,
+      peak ? std::to_string(static_cast<long long>(*peak)).c_str() : "unknown");
+  std::fflush(stdout);
+  return peak;
+#else
+  return std::nullopt;
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Times training steps of gpt-mini and GPT-2 small on a GPU (tokens/s, MFU)"};
+  std::string models = "gpt-mini,gpt2", modes = "eager,graph", dtypes = "f32,bf16";
+  int steps = 100, warmup = 10;
+  bool count_params = false;
+  app.add_option("--models", models, "comma-separated: gpt-mini (64 x 256), gpt2 (16 x 1024)");
+  app.add_option("--modes", modes,
+                 "comma-separated: eager (op by op), graph (StepGraph: one CUDA graph a step)");
+  app.add_option("--dtypes", dtypes, "comma-separated: f32, bf16");
+  app.add_option("--steps", steps, "timed steps per gpt-mini case (gpt2: max(steps/4, 10))")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "untimed steps first (gpt2: max(warmup/2, 5))")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--profile-step", g_profile_step,
+               "run one step after each case's warmup inside cudaProfilerStart/Stop (for ncu "
+               "--profile-from-start off)");
+  app.add_flag(
+      "--count-params", count_params,
+      "build the models on the CPU, print their parameters and FLOPs per token, and exit (no GPU needed)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    checkNames("--models", split(models), {"gpt-mini", "gpt2"});
+    checkNames("--modes", split(modes), {"eager", "graph"});
+    checkNames("--dtypes", split(dtypes), {"f32", "bf16"});
+    if (count_params) {
+      countParams(split(models));
+      return 0;
+    }
+    checkDeviceAvailable(Device::cuda(0));
+#if LOCKSTEP_WITH_CUDA
+    cuda::DeviceGuard guard(0);
+#endif
+    const std::optional<double> peak_flops = printVersions();
+    bool all_ok = true;
+    for (const std::string& m : split(models)) {
+      for (const std::string& d : split(dtypes)) {
+        const Case c = caseOf(m, d, steps, warmup);
+        for (const std::string& mode : split(modes)) all_ok = measure(c, mode, peak_flops) && all_ok;
+      }
+    }
+    return all_ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_gpu_lm: %s\n", e.what());
+    return 1;
+  }
+}
