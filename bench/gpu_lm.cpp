@@ -22,17 +22,12 @@
 //                [--steps 100] [--warmup 10] [--profile-step]
 //   bench_gpu_lm --count-params [--models ...]   (on the CPU: parameters and FLOPs per token)
 // gpt2 times max(steps/4, 10) steps after max(warmup/2, 5), as the PyTorch side does.
-#include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cctype>
-#include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <functional>
 #include <optional>
 #include <random>
-#include <sstream>
 
+#include "bench/gpu_bench.h"
 #include "lockstep/autograd.h"
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
@@ -40,40 +35,9 @@
 #include "lockstep/train/monitor/model_flops.h"
 #include "lockstep/train/train_data.h"
 
-#if LOCKSTEP_WITH_CUDA
-#include <cuda_profiler_api.h>
-#include <cuda_runtime.h>
-#include <cudnn.h>
-
-#include "lockstep/tensor/cuda/allocator.h"
-#include "lockstep/tensor/cuda/runtime.h"
-#endif
-
 using namespace lockstep;
 
 namespace {
-
-// Eager steps StepGraph runs before it captures (cuBLASLt's choices, the optimizer's state and the
-// allocator's pools settle first); a case's warmup covers them and the capture.
-constexpr int kGraphEagerSteps = 3;
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string part; std::getline(ss, part, ',');) out.push_back(part);
-  return out;
-}
-
-void checkNames(const std::string& flag, const std::vector<std::string>& given,
-                const std::vector<std::string>& known) {
-  for (const std::string& g : given) {
-    if (std::find(known.begin(), known.end(), g) == known.end()) {
-      std::string names;
-      for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;
-      throw ValueError(flag + ": unknown '" + g + "' (known: " + names + ")");
-    }
-  }
-}
 
 /// A benchmark case's model (a gpt preset) and what it is fed.
 struct LmShape {
@@ -160,53 +124,6 @@ autograd::Variable lmLoss(const autograd::Variable& logits, const Tensor& target
   return autograd::crossEntropy(train::flattenPositions(logits), train::flattenPositions(target));
 }
 
-void synchronize() {
-#if LOCKSTEP_WITH_CUDA
-  cuda::currentStream(0).synchronize();
-#endif
-}
-
-/// The GPU memory the case's tensors took at most (MiB); the count starts with the case.
-double peakMiB() {
-#if LOCKSTEP_WITH_CUDA
-  return static_cast<double>(cuda::CudaCachingAllocator::forDevice(0).stats().allocated_peak) / (1 << 20);
-#else
-  return 0;
-#endif
-}
-
-/// Between cases: the cache emptied, as a fresh process would start (GPT-2 after gpt-mini), and the
-/// peak reset.
-void resetMemory() {
-#if LOCKSTEP_WITH_CUDA
-  cuda::CudaCachingAllocator& a = cuda::CudaCachingAllocator::forDevice(0);
-  a.emptyCache();
-  a.resetPeakStats();
-#endif
-}
-
-// --profile-step: one step after the warmup runs between cudaProfilerStart and Stop, for a profiler
-// started with profiling off (ncu --profile-from-start off).
-bool g_profile_step = false;
-
-/// Seconds for `steps` calls of step after `warmup` untimed ones.
-double timeSteps(const std::function<void()>& step, int warmup, int steps) {
-  for (int i = 0; i < warmup; ++i) step();
-  synchronize();
-#if LOCKSTEP_WITH_CUDA
-  if (g_profile_step) {
-    cudaProfilerStart();
-    step();
-    synchronize();
-    cudaProfilerStop();
-  }
-#endif
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  synchronize();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 struct Result {
   double seconds, loss;
   int64_t params;
@@ -227,7 +144,7 @@ Result runEager(const Case& c) {
     loss.backward();
     opt.step();
   };
-  const double sec = timeSteps(step, c.warmup, c.steps);
+  const double sec = bench::timeSteps(step, c.warmup, c.steps);
   return {sec, loss.item(), parameterCount(*s.model), *train::trainingFlopsPerToken(*s.model, c.shape.block)};
 }
 
@@ -238,13 +155,9 @@ Result runGraph(const Case& c) {
   eo.precision = c.dtype == "bf16" ? parallel::Precision::bf16 : parallel::Precision::fp32;
   parallel::Engine engine(s.model, std::make_shared<optim::AdamW>(s.model->parameters(), adamW()), eo,
                           parallel::DistributedEnvironment{});
-  parallel::StepGraph graph(engine, lmLoss, kGraphEagerSteps);
-  Tensor loss;
-  const double sec =
-      timeSteps([&] { loss = graph.step(s.x, s.y); }, std::max(c.warmup, kGraphEagerSteps + 1), c.steps);
-  if (!graph.captured()) throw Error("the step was not captured during the warmup");
-  return {sec, loss.itemDouble(), parameterCount(*s.model),
-          *train::trainingFlopsPerToken(*s.model, c.shape.block)};
+  parallel::StepGraph graph(engine, lmLoss, bench::kGraphEagerSteps);
+  const auto [sec, loss] = bench::timeGraphSteps(graph, s.x, s.y, c.warmup, c.steps);
+  return {sec, loss, parameterCount(*s.model), *train::trainingFlopsPerToken(*s.model, c.shape.block)};
 }
 
 std::string caseKeys(const Case& c) {
@@ -256,28 +169,15 @@ std::string caseKeys(const Case& c) {
 /// Runs one case and prints its line; false (after a `failed:` line) when it threw.
 bool measure(const Case& c, const std::string& mode, std::optional<double> peak_flops) {
   const std::string head = "impl=lockstep-" + mode + " " + caseKeys(c);
-  bool ok = true;
-  resetMemory();
-  try {
+  return bench::measure(head, [&] {
     const Result r = mode == "graph" ? runGraph(c) : runEager(c);
     const double tokens_per_s = static_cast<double>(c.shape.batch * c.shape.block) * c.steps / r.seconds;
-    std::string mfu;
-    if (peak_flops) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, " mfu=%.4f", tokens_per_s * r.flops_per_token / *peak_flops);
-      mfu = buf;
-    }
-    std::printf("%s params=%lld step_us=%.1f tokens_per_s=%.0f%s loss=%.4f peak_mib=%.0f\n", head.c_str(),
-                static_cast<long long>(r.params), 1e6 * r.seconds / c.steps, tokens_per_s, mfu.c_str(),
-                r.loss, peakMiB());
-  } catch (const std::exception& e) {
-    std::string why = e.what();
-    std::replace(why.begin(), why.end(), '\n', ' ');  // one line per case
-    std::printf("%s failed: %s\n", head.c_str(), why.c_str());
-    ok = false;
-  }
-  std::fflush(stdout);
-  return ok;
+    const std::string mfu =
+        peak_flops ? bench::formatted(" mfu=%.4f", tokens_per_s * r.flops_per_token / *peak_flops) : "";
+    return bench::formatted("params=%lld step_us=%.1f tokens_per_s=%.0f%s loss=%.4f",
+                            static_cast<long long>(r.params), 1e6 * r.seconds / c.steps, tokens_per_s,
+                            mfu.c_str(), r.loss);
+  });
 }
 
 /// --count-params: each model built on the CPU, its parameters and training FLOPs per token (what
@@ -294,21 +194,6 @@ void countParams(const std::vector<std::string>& models) {
   }
 }
 
-#if LOCKSTEP_WITH_CUDA
-/// The driver's version as nvidia-smi shows it (the kernel module's), or "unknown".
-std::string driverVersion() {
-  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..." or "... Open Kernel Module for
-  // x86_64  580.95.05  ...": the first word of digits and dots.
-  std::ifstream f("/proc/driver/nvidia/version");
-  for (std::string word; f >> word;) {
-    if (word.find('.') != std::string::npos && std::isdigit(static_cast<unsigned char>(word[0])) &&
-        word.find_first_not_of("0123456789.") == std::string::npos)
-      return word;
-  }
-  return "unknown";
-}
-#endif
-
 /// The first line: GPU, driver, cuDNN (the library loaded, and the headers built against), CUDA and
 /// the GPU's dense bf16 peak, which it returns: what MFU is measured against (unknown: no mfu= keys).
 std::optional<double> printVersions() {
@@ -316,16 +201,8 @@ std::optional<double> printVersions() {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   const std::optional<double> peak = train::denseBf16PeakFlops(prop.name);
-  int driver_cuda = 0, runtime = 0;
-  cudaDriverGetVersion(&driver_cuda);
-  cudaRuntimeGetVersion(&runtime);
-  std::printf(
-      "gpu=\"%s\" sm=%d%d driver=%s driver_cuda=%d.%d cuda_runtime=%d.%d cudnn=%zu cudnn_built=%d "
-      "peak_flops=%s\n",
-      prop.name, prop.major, prop.minor, driverVersion().c_str(), driver_cuda / 1000,
-      (driver_cuda % 1000) / 10, runtime / 1000, (runtime % 1000) / 10, cudnnGetVersion(), CUDNN_VERSION,
-      peak ? std::to_string(static_cast<long long>(*peak)).c_str() : "unknown");
-  std::fflush(stdout);
+  bench::printVersions(prop,
+                       " peak_flops=" + (peak ? std::to_string(static_cast<long long>(*peak)) : "unknown"));
   return peak;
 #else
   return std::nullopt;
@@ -339,15 +216,12 @@ int main(int argc, char** argv) {
   std::string models = "gpt-mini,gpt2", modes = "eager,graph", dtypes = "f32,bf16";
   int steps = 100, warmup = 10;
   bool count_params = false;
-  app.add_option("--models", models, "comma-separated: gpt-mini (64 x 256), gpt2 (16 x 1024)");
-  app.add_option("--modes", modes,
-                 "comma-separated: eager (op by op), graph (StepGraph: one CUDA graph a step)");
-  app.add_option("--dtypes", dtypes, "comma-separated: f32, bf16");
+  bench::addCaseOptions(app, models, "comma-separated: gpt-mini (64 x 256), gpt2 (16 x 1024)", modes, dtypes);
   app.add_option("--steps", steps, "timed steps per gpt-mini case (gpt2: max(steps/4, 10))")
       ->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed steps first (gpt2: max(warmup/2, 5))")
       ->check(CLI::NonNegativeNumber);
-  app.add_flag("--profile-step", g_profile_step,
+  app.add_flag("--profile-step", bench::g_profile_step,
                "run one step after each case's warmup inside cudaProfilerStart/Stop (for ncu "
                "--profile-from-start off)");
   app.add_flag(
@@ -355,11 +229,9 @@ int main(int argc, char** argv) {
       "build the models on the CPU, print their parameters and FLOPs per token, and exit (no GPU needed)");
   CLI11_PARSE(app, argc, argv);
   try {
-    checkNames("--models", split(models), {"gpt-mini", "gpt2"});
-    checkNames("--modes", split(modes), {"eager", "graph"});
-    checkNames("--dtypes", split(dtypes), {"f32", "bf16"});
+    bench::checkCaseNames(models, {"gpt-mini", "gpt2"}, modes, dtypes);
     if (count_params) {
-      countParams(split(models));
+      countParams(bench::split(models));
       return 0;
     }
     checkDeviceAvailable(Device::cuda(0));
@@ -368,10 +240,10 @@ int main(int argc, char** argv) {
 #endif
     const std::optional<double> peak_flops = printVersions();
     bool all_ok = true;
-    for (const std::string& m : split(models)) {
-      for (const std::string& d : split(dtypes)) {
+    for (const std::string& m : bench::split(models)) {
+      for (const std::string& d : bench::split(dtypes)) {
         const Case c = caseOf(m, d, steps, warmup);
-        for (const std::string& mode : split(modes)) all_ok = measure(c, mode, peak_flops) && all_ok;
+        for (const std::string& mode : bench::split(modes)) all_ok = measure(c, mode, peak_flops) && all_ok;
       }
     }
     return all_ok ? 0 : 1;

@@ -17,56 +17,20 @@
 //                  [--cudnn-benchmark] [--cudnn-nondeterministic]
 // ResNet cases time fewer steps (ResNet-18: max(steps/5, 20) after 20 warmup; ResNet-50:
 // max(steps/10, 20) after 10), as the PyTorch side does.
-#include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cctype>
-#include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <functional>
 #include <optional>
-#include <sstream>
 
+#include "bench/gpu_bench.h"
 #include "lockstep/autograd.h"
 #include "lockstep/kernels/gpu_math_options.h"
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
 #include "lockstep/parallel.h"
 
-#if LOCKSTEP_WITH_CUDA
-#include <cuda_profiler_api.h>
-#include <cuda_runtime.h>
-#include <cudnn.h>
-
-#include "lockstep/tensor/cuda/allocator.h"
-#include "lockstep/tensor/cuda/runtime.h"
-#endif
-
 using namespace lockstep;
 
 namespace {
-
-// Eager steps StepGraph runs before it captures (cuDNN's and cuBLASLt's choices, the optimizer's
-// state and the allocator's pools settle first); a case's warmup covers them and the capture.
-constexpr int kGraphEagerSteps = 3;
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string part; std::getline(ss, part, ',');) out.push_back(part);
-  return out;
-}
-
-void checkNames(const std::string& flag, const std::vector<std::string>& given,
-                const std::vector<std::string>& known) {
-  for (const std::string& g : given) {
-    if (std::find(known.begin(), known.end(), g) == known.end()) {
-      std::string names;
-      for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;
-      throw ValueError(flag + ": unknown '" + g + "' (known: " + names + ")");
-    }
-  }
-}
 
 /// What a benchmark model is in lockstep's zoo and what it is fed.
 struct ModelShape {
@@ -138,53 +102,6 @@ Setup setup(const Case& c) {
   return s;
 }
 
-void synchronize() {
-#if LOCKSTEP_WITH_CUDA
-  cuda::currentStream(0).synchronize();
-#endif
-}
-
-/// The GPU memory the case's tensors took at most (MiB); the count starts with the case.
-double peakMiB() {
-#if LOCKSTEP_WITH_CUDA
-  return static_cast<double>(cuda::CudaCachingAllocator::forDevice(0).stats().allocated_peak) / (1 << 20);
-#else
-  return 0;
-#endif
-}
-
-/// Between cases: the cache emptied, as a fresh process would start (ResNet-50 after ResNet-18),
-/// and the peak reset.
-void resetMemory() {
-#if LOCKSTEP_WITH_CUDA
-  cuda::CudaCachingAllocator& a = cuda::CudaCachingAllocator::forDevice(0);
-  a.emptyCache();
-  a.resetPeakStats();
-#endif
-}
-
-// --profile-step: one step after the warmup runs between cudaProfilerStart and Stop, for a profiler
-// started with profiling off (bench/gpu_kernels.sh: `ncu --profile-from-start off`).
-bool g_profile_step = false;
-
-/// Seconds for `steps` calls of step after `warmup` untimed ones.
-double timeSteps(const std::function<void()>& step, int warmup, int steps) {
-  for (int i = 0; i < warmup; ++i) step();
-  synchronize();
-#if LOCKSTEP_WITH_CUDA
-  if (g_profile_step) {
-    cudaProfilerStart();
-    step();
-    synchronize();
-    cudaProfilerStop();
-  }
-#endif
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  synchronize();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 struct Result {
   double seconds, loss;
 };
@@ -202,7 +119,7 @@ Result runEager(const Case& c) {
     loss.backward();
     opt.step();
   };
-  const double sec = timeSteps(step, c.warmup, c.steps);
+  const double sec = bench::timeSteps(step, c.warmup, c.steps);
   return {sec, loss.item()};
 }
 
@@ -216,12 +133,9 @@ Result runGraph(const Case& c) {
   parallel::StepGraph graph(
       engine,
       [](const autograd::Variable& out, const Tensor& target) { return autograd::crossEntropy(out, target); },
-      kGraphEagerSteps);
-  Tensor loss;
-  const double sec =
-      timeSteps([&] { loss = graph.step(s.x, s.y); }, std::max(c.warmup, kGraphEagerSteps + 1), c.steps);
-  if (!graph.captured()) throw Error("the step was not captured during the warmup");
-  return {sec, loss.itemDouble()};
+      bench::kGraphEagerSteps);
+  const auto [sec, loss] = bench::timeGraphSteps(graph, s.x, s.y, c.warmup, c.steps);
+  return {sec, loss};
 }
 
 /// Runs one case and prints its line; false (after a `failed:` line) when it threw.
@@ -229,34 +143,11 @@ bool measure(const Case& c, const std::string& mode, const kernels::GpuMathOptio
   const std::string head = "impl=lockstep-" + mode + implSuffix(options) + " model=" + c.model +
                            " batch=" + std::to_string(c.batch) + " dtype=" + c.dtype + " " +
                            optionKeys(options);
-  bool ok = true;
-  resetMemory();
-  try {
+  return bench::measure(head, [&] {
     const Result r = mode == "graph" ? runGraph(c) : runEager(c);
-    std::printf("%s step_us=%.1f samples_per_s=%.0f loss=%.4f peak_mib=%.0f\n", head.c_str(),
-                1e6 * r.seconds / c.steps, static_cast<double>(c.batch) * c.steps / r.seconds, r.loss,
-                peakMiB());
-  } catch (const std::exception& e) {
-    std::string why = e.what();
-    std::replace(why.begin(), why.end(), '\n', ' ');  // one line per case
-    std::printf("%s failed: %s\n", head.c_str(), why.c_str());
-    ok = false;
-  }
-  std::fflush(stdout);
-  return ok;
-}
-
-/// The driver's version as nvidia-smi shows it (the kernel module's), or "unknown".
-std::string driverVersion() {
-  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..." or "... Open Kernel Module for
-  // x86_64  580.95.05  ...": the first word of digits and dots.
-  std::ifstream f("/proc/driver/nvidia/version");
-  for (std::string word; f >> word;) {
-    if (word.find('.') != std::string::npos && std::isdigit(static_cast<unsigned char>(word[0])) &&
-        word.find_first_not_of("0123456789.") == std::string::npos)
-      return word;
-  }
-  return "unknown";
+    return bench::formatted("step_us=%.1f samples_per_s=%.0f loss=%.4f", 1e6 * r.seconds / c.steps,
+                            static_cast<double>(c.batch) * c.steps / r.seconds, r.loss);
+  });
 }
 
 /// The first line: GPU, driver, cuDNN (the library loaded, and the headers built against) and CUDA.
@@ -264,14 +155,7 @@ void printVersions() {
 #if LOCKSTEP_WITH_CUDA
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
-  int driver_cuda = 0, runtime = 0;
-  cudaDriverGetVersion(&driver_cuda);
-  cudaRuntimeGetVersion(&runtime);
-  std::printf("gpu=\"%s\" sm=%d%d driver=%s driver_cuda=%d.%d cuda_runtime=%d.%d cudnn=%zu cudnn_built=%d\n",
-              prop.name, prop.major, prop.minor, driverVersion().c_str(), driver_cuda / 1000,
-              (driver_cuda % 1000) / 10, runtime / 1000, (runtime % 1000) / 10, cudnnGetVersion(),
-              CUDNN_VERSION);
-  std::fflush(stdout);
+  bench::printVersions(prop, "");
 #endif
 }
 
@@ -282,10 +166,7 @@ int main(int argc, char** argv) {
   std::string models = "seed_cnn,resnet18_cifar,resnet50", modes = "eager,graph", dtypes = "f32,bf16";
   int steps = 500, warmup = 50;
   bool cudnn_benchmark = false, cudnn_nondeterministic = false;
-  app.add_option("--models", models, "comma-separated: seed_cnn, resnet18_cifar, resnet50");
-  app.add_option("--modes", modes,
-                 "comma-separated: eager (op by op), graph (StepGraph: one CUDA graph a step)");
-  app.add_option("--dtypes", dtypes, "comma-separated: f32, bf16");
+  bench::addCaseOptions(app, models, "comma-separated: seed_cnn, resnet18_cifar, resnet50", modes, dtypes);
   app.add_option("--steps", steps, "timed steps per seed CNN case (ResNets: fewer)")
       ->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed steps first (seed CNN; ResNets: 20 and 10)")
@@ -294,14 +175,12 @@ int main(int argc, char** argv) {
                "time cuDNN's algorithms once per convolution and keep the fastest (default: its heuristic)");
   app.add_flag("--cudnn-nondeterministic", cudnn_nondeterministic,
                "allow nondeterministic cuDNN algorithms (default: deterministic only)");
-  app.add_flag("--profile-step", g_profile_step,
+  app.add_flag("--profile-step", bench::g_profile_step,
                "run one step after each case's warmup inside cudaProfilerStart/Stop (for ncu "
                "--profile-from-start off: bench/gpu_kernels.sh)");
   CLI11_PARSE(app, argc, argv);
   try {
-    checkNames("--models", split(models), {"seed_cnn", "resnet18_cifar", "resnet50"});
-    checkNames("--modes", split(modes), {"eager", "graph"});
-    checkNames("--dtypes", split(dtypes), {"f32", "bf16"});
+    bench::checkCaseNames(models, {"seed_cnn", "resnet18_cifar", "resnet50"}, modes, dtypes);
     checkDeviceAvailable(Device::cuda(0));
 #if LOCKSTEP_WITH_CUDA
     cuda::DeviceGuard guard(0);
@@ -312,10 +191,10 @@ int main(int argc, char** argv) {
     kernels::setGpuMathOptions(options);
     printVersions();
     bool all_ok = true;
-    for (const std::string& m : split(models)) {
-      for (const std::string& d : split(dtypes)) {
+    for (const std::string& m : bench::split(models)) {
+      for (const std::string& d : bench::split(dtypes)) {
         for (const Case& c : casesOf(m, d, steps, warmup)) {
-          for (const std::string& mode : split(modes)) all_ok = measure(c, mode, options) && all_ok;
+          for (const std::string& mode : bench::split(modes)) all_ok = measure(c, mode, options) && all_ok;
         }
       }
     }
