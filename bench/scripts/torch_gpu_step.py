@@ -12,16 +12,13 @@ traceback goes to stderr) and the next one runs; with --budget-s, a case that wo
 many seconds prints a `skipped:` line instead. The first line names the versions (torch, GPU,
 driver, CUDA, cuDNN, torchvision); then one line per case: impl=... model=... samples_per_s=..."""
 import argparse
-import gc
-import re
-import sys
 import time
-import traceback
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import gpu_bench
 from seed_cnn import Net
 
 try:
@@ -123,7 +120,6 @@ MODELS = {
     "resnet18_cifar": (256, (3, 32, 32), 10, True, lambda s: max(s // 5, 20), lambda w: 20),
     "resnet50": (128, (3, 224, 224), 1000, True, lambda s: max(s // 10, 20), lambda w: 10),
 }
-MODES = ["eager", "compile", "reduce-overhead"]
 
 
 def make_model(name):
@@ -158,31 +154,8 @@ def measure(model_name, batch, dtype, mode, steps, warmup):
         opt.step()
         return loss
 
-    fn = step
-    if mode != "eager":
-        # Each case compiles afresh: the guards of the last case's model would otherwise count
-        # towards dynamo's recompile limit, past which it falls back to eager without a word.
-        torch._dynamo.reset()
-        fn = torch.compile(step, mode=None if mode == "compile" else mode)
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        loss = fn()
-    torch.cuda.synchronize()
-    sec = time.perf_counter() - t0
+    sec, loss = gpu_bench.time_steps(step if mode == "eager" else gpu_bench.compiled(step, mode), warmup, steps)
     return sec, loss.item()
-
-
-def driver_version():
-    """The driver's version as nvidia-smi shows it (the kernel module's), or "unknown"."""
-    try:
-        with open("/proc/driver/nvidia/version") as f:
-            m = re.search(r"\s(\d+\.\d+(?:\.\d+)?)\s", f.read())
-        return m.group(1) if m else "unknown"
-    except OSError:
-        return "unknown"
 
 
 def cases(models, modes, dtypes, steps, warmup):
@@ -191,48 +164,32 @@ def cases(models, modes, dtypes, steps, warmup):
         s, w = MODELS[model][4](steps), MODELS[model][5](warmup)
         return [(model, b, dtype, mode, s, w) for b in batches(model)]
 
-    out = [c for m in models for d in dtypes for c in of(m, d, "eager") if "eager" in modes]
-    out += [c for m in models for d in dtypes for mode in modes if mode != "eager" for c in of(m, d, mode)]
-    return out
+    return gpu_bench.eager_first(models, modes, dtypes, of)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=500, help="timed steps per seed CNN case (ResNets: fewer)")
-    ap.add_argument("--warmup", type=int, default=50, help="untimed steps first (seed CNN; ResNets: 20 and 10)")
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ", ".join(MODELS))
-    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated: " + ", ".join(MODES))
-    ap.add_argument("--dtypes", default="f32,bf16", help="comma-separated: f32, bf16")
-    ap.add_argument("--budget-s", type=float, default=0, help="start no case after this many seconds (0: no limit)")
+    gpu_bench.add_case_args(ap, MODELS, 500, "timed steps per seed CNN case (ResNets: fewer)",
+                            50, "untimed steps first (seed CNN; ResNets: 20 and 10)")
     args = ap.parse_args()
-    models, modes, dtypes = args.models.split(","), args.modes.split(","), args.dtypes.split(",")
-    checks = [("--models", models, MODELS), ("--modes", modes, MODES), ("--dtypes", dtypes, ["f32", "bf16"])]
-    for flag, given, known in checks:
-        unknown = [g for g in given if g not in known]
-        if unknown:
-            ap.error(f"{flag}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
+    models, modes, dtypes = gpu_bench.case_lists(ap, args, MODELS)
     start = time.monotonic()
     # PyTorch's usual training setting: cuDNN times its algorithms, nondeterministic ones allowed.
     torch.backends.cudnn.benchmark = True
-    props = torch.cuda.get_device_properties(0)
-    print(f'torch={torch.__version__} gpu="{props.name}" sm={props.major}{props.minor} driver={driver_version()} '
-          f"cuda={torch.version.cuda} cudnn={torch.backends.cudnn.version()} torchvision={TORCHVISION}", flush=True)
-    for model, batch, dtype, mode, steps, warmup in cases(models, modes, dtypes, args.steps, args.warmup):
+    gpu_bench.print_versions(f"torchvision={TORCHVISION}")
+
+    def case(model, batch, dtype, mode, steps, warmup):
         head = (f"impl=torch-{mode} model={model} batch={batch} dtype={dtype} cudnn=benchmark "
                 f"deterministic={int(torch.backends.cudnn.deterministic)}")
-        if args.budget_s and time.monotonic() - start > args.budget_s:
-            print(f"{head} skipped: the time budget (--budget-s {args.budget_s:g}) is spent", flush=True)
-            continue
-        torch.cuda.reset_peak_memory_stats()
-        try:
+
+        def run():
             sec, loss = measure(model, batch, dtype, mode, steps, warmup)
-            print(f"{head} step_us={1e6 * sec / steps:.1f} samples_per_s={batch * steps / sec:.0f} loss={loss:.4f} "
-                  f"peak_mib={torch.cuda.max_memory_allocated() / 2**20:.0f}", flush=True)
-        except Exception as e:  # torch.compile may not work there: say so and go on
-            print(f"{head} failed: {e!r}"[:400].replace("\n", " "), flush=True)
-            traceback.print_exc(file=sys.stderr)
-        gc.collect()
-        torch.cuda.empty_cache()
+            return f"step_us={1e6 * sec / steps:.1f} samples_per_s={batch * steps / sec:.0f} loss={loss:.4f}"
+
+        return head, run
+
+    todo = [case(*c) for c in cases(models, modes, dtypes, args.steps, args.warmup)]
+    gpu_bench.run_cases(todo, args.budget_s, start)
 
 
 if __name__ == "__main__":
