@@ -35,69 +35,38 @@
 set -uo pipefail
 bundle=${1:-.gpu}
 cd "$(dirname "$0")/.." || exit 2
-# python3 (PyTorch above all) runs with the machine's own library path: scripts/gpu-env.sh puts the
-# bundle's copies of the build machine's libraries (libstdc++, libgomp, zlib, OpenSSL, ...) first,
-# and PyTorch or a module it compiles at run time (torch.compile) must not load those.
-host_ld=${LD_LIBRARY_PATH-}
-# shellcheck disable=SC1091
-source scripts/gpu-env.sh "$bundle" || exit 2
-bundle_lib=$(cd "$bundle/lib" && pwd)
-host_ld=$(tr ':' '\n' <<<"$host_ld" | grep -vxF "$bundle_lib" | paste -sd:)  # gpu-env.sh sourced already
-out=${OUT_DIR:-$(mktemp -d)}
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+# shellcheck source=bench/scripts/gpu_bench.sh
+source bench/scripts/gpu_bench.sh
+gpu_bench_start "$bundle"
 models=${MODELS:-seed_cnn,resnet50,resnet18_cifar}
 steps=${STEPS:-300}
 
-echo "== nvidia-smi: name, driver, memory"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "(nvidia-smi failed)"
-
-limit_note() { if [ "$1" = 124 ]; then echo ": time limit"; fi; }
-
 # NAME FLAGS...: one run of bench_gpu_step, its lines to NAME.txt (and the terminal), stderr to NAME.log.
-lockstep_run() {
+lockstep_step_run() {
   local name=$1
   shift
   echo "== lockstep ($name): bench_gpu_step --models $models --steps $steps $*"
-  {
-    timeout "${LOCKSTEP_LIMIT_S:-150}" bench_gpu_step --models "$models" --steps "$steps" "$@" 2>"$out/$name.log"
-    rc=$?
-    [ "$rc" = 0 ] || echo "(bench_gpu_step exited with status $rc$(limit_note "$rc"); stderr: $out/$name.log)"
-  } | tee "$out/$name.txt"
-  tail -n 5 "$out/$name.log"
+  lockstep_run "$name" "${LOCKSTEP_LIMIT_S:-150}" bench_gpu_step --models "$models" --steps "$steps" "$@"
 }
-lockstep_run lockstep
-lockstep_run lockstep-optin --cudnn-benchmark --cudnn-nondeterministic
+lockstep_step_run lockstep
+lockstep_step_run lockstep-optin --cudnn-benchmark --cudnn-nondeterministic
 
 echo "== PyTorch: torch_gpu_step.py --models $models --steps $steps (stderr: $out/torch.log)"
-{
-  (cd bench/scripts && LD_LIBRARY_PATH=$host_ld PYTHONUNBUFFERED=1 timeout "${TORCH_LIMIT_S:-270}" \
-    python3 torch_gpu_step.py --models "$models" --steps "$steps" \
-    --modes "${TORCH_MODES:-eager,compile,reduce-overhead}" --budget-s "${TORCH_BUDGET_S:-150}" 2>"$out/torch.log")
-  rc=$?
-  [ "$rc" = 0 ] || echo "(torch_gpu_step.py exited with status $rc$(limit_note "$rc"); stderr: $out/torch.log)"
-} | tee "$out/torch.txt"
-tail -n 5 "$out/torch.log"
+torch_run torch "${TORCH_LIMIT_S:-270}" torch_gpu_step.py --models "$models" --steps "$steps" \
+  --modes "${TORCH_MODES:-eager,compile,reduce-overhead}" --budget-s "${TORCH_BUDGET_S:-150}"
 
 echo "== summary ($out/summary.md)"
 LD_LIBRARY_PATH=$host_ld python3 - "$out" <<'PY' | tee "$out/summary.md"
-import os, re, sys
+import sys
 
-out = sys.argv[1]
-KV = re.compile(r'(\w+)=("[^"]*"|\S+)')
-TORCH = ["torch-eager", "torch-compile", "torch-reduce-overhead"]
+sys.path.insert(0, "bench/scripts")
+from gpu_summary import TORCH, read_lines
 
 def read(name):
     """The version line's keys, and {(impl, model, batch, dtype): samples/s or why there is none}."""
-    versions, rows = {}, {}
-    path = os.path.join(out, name)
-    for line in open(path) if os.path.exists(path) else []:
-        kv = {k: v.strip('"') for k, v in KV.findall(line.split(" failed:")[0].split(" skipped:")[0])}
-        if "impl" not in kv:
-            versions = versions or kv
-            continue
-        key = (kv["impl"], kv["model"], kv["batch"], kv["dtype"])
-        why = "failed" if " failed:" in line else "skipped"
-        rows[key] = float(kv["samples_per_s"]) if "samples_per_s" in kv else why
+    versions, lines = read_lines(sys.argv[1], name)
+    rows = {(kv["impl"], kv["model"], kv["batch"], kv["dtype"]): float(kv["samples_per_s"]) if "samples_per_s" in kv
+            else why for kv, why in lines}
     return versions, rows
 
 lv, ours = read("lockstep.txt")

@@ -37,33 +37,15 @@
 set -uo pipefail
 bundle=${1:-.gpu}
 cd "$(dirname "$0")/.." || exit 2
-# python3 (PyTorch above all) runs with the machine's own library path: scripts/gpu-env.sh puts the
-# bundle's copies of the build machine's libraries (libstdc++, libgomp, zlib, OpenSSL, ...) first,
-# and PyTorch or a module it compiles at run time (torch.compile) must not load those.
-host_ld=${LD_LIBRARY_PATH-}
-# shellcheck disable=SC1091
-source scripts/gpu-env.sh "$bundle" || exit 2
-bundle_lib=$(cd "$bundle/lib" && pwd)
-host_ld=$(tr ':' '\n' <<<"$host_ld" | grep -vxF "$bundle_lib" | paste -sd:)  # gpu-env.sh sourced already
-out=${OUT_DIR:-$(mktemp -d)}
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+# shellcheck source=bench/scripts/gpu_bench.sh
+source bench/scripts/gpu_bench.sh
+gpu_bench_start "$bundle"
 models=${MODELS:-gpt2,gpt-mini}
 dtypes=${DTYPES:-bf16,f32}
 steps=${STEPS:-60}
 
-echo "== nvidia-smi: name, driver, memory"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || echo "(nvidia-smi failed)"
-
-limit_note() { if [ "$1" = 124 ]; then echo ": time limit"; fi; }
-
 echo "== lockstep: bench_gpu_lm --models $models --dtypes $dtypes --steps $steps (stderr: $out/lockstep.log)"
-{
-  timeout "${LOCKSTEP_LIMIT_S:-150}" bench_gpu_lm --models "$models" --dtypes "$dtypes" --steps "$steps" \
-    2>"$out/lockstep.log"
-  rc=$?
-  [ "$rc" = 0 ] || echo "(bench_gpu_lm exited with status $rc$(limit_note "$rc"); stderr: $out/lockstep.log)"
-} | tee "$out/lockstep.txt"
-tail -n 5 "$out/lockstep.log"
+lockstep_run lockstep "${LOCKSTEP_LIMIT_S:-150}" bench_gpu_lm --models "$models" --dtypes "$dtypes" --steps "$steps"
 
 # The peak MFU is measured against: lockstep's (its table, or LOCKSTEP_GPU_PEAK_TFLOPS), for PyTorch too.
 peak=$(sed -n 's/^gpu=.* peak_flops=\([0-9][0-9]*\).*/\1/p' "$out/lockstep.txt" | head -n 1)
@@ -71,37 +53,22 @@ peak_args=()
 if [ -n "$peak" ]; then peak_args=(--peak-flops "$peak"); else echo "(no GPU peak from bench_gpu_lm: no MFU)"; fi
 
 echo "== PyTorch: torch_gpu_lm.py --models $models --dtypes $dtypes --steps $steps (stderr: $out/torch.log)"
-{
-  (cd bench/scripts && LD_LIBRARY_PATH=$host_ld PYTHONUNBUFFERED=1 timeout "${TORCH_LIMIT_S:-210}" \
-    python3 torch_gpu_lm.py --models "$models" --dtypes "$dtypes" --steps "$steps" "${peak_args[@]}" \
-    --modes "${TORCH_MODES:-eager,compile}" --budget-s "${TORCH_BUDGET_S:-120}" 2>"$out/torch.log")
-  rc=$?
-  [ "$rc" = 0 ] || echo "(torch_gpu_lm.py exited with status $rc$(limit_note "$rc"); stderr: $out/torch.log)"
-} | tee "$out/torch.txt"
-tail -n 5 "$out/torch.log"
+torch_run torch "${TORCH_LIMIT_S:-210}" torch_gpu_lm.py --models "$models" --dtypes "$dtypes" --steps "$steps" \
+  "${peak_args[@]}" --modes "${TORCH_MODES:-eager,compile}" --budget-s "${TORCH_BUDGET_S:-120}"
 
 echo "== summary ($out/summary.md)"
 LD_LIBRARY_PATH=$host_ld python3 - "$out" <<'PY' | tee "$out/summary.md"
-import os, re, sys
+import sys
 
-out = sys.argv[1]
-KV = re.compile(r'(\w+)=("[^"]*"|\S+)')
-TORCH = ["torch-eager", "torch-compile", "torch-reduce-overhead"]
+sys.path.insert(0, "bench/scripts")
+from gpu_summary import TORCH, read_lines
 
 def read(name):
     """The version line's keys, {(impl, model, dtype): the case's keys or why there are none} and
     {model: parameters}."""
-    versions, rows, params = {}, {}, {}
-    path = os.path.join(out, name)
-    for line in open(path) if os.path.exists(path) else []:
-        kv = {k: v.strip('"') for k, v in KV.findall(line.split(" failed:")[0].split(" skipped:")[0])}
-        if "impl" not in kv:
-            versions = versions or kv
-            continue
-        key = (kv["impl"], kv["model"], kv["dtype"])
-        rows[key] = kv if "tokens_per_s" in kv else ("failed" if " failed:" in line else "skipped")
-        if "params" in kv:
-            params[kv["model"]] = int(kv["params"])
+    versions, lines = read_lines(sys.argv[1], name)
+    rows = {(kv["impl"], kv["model"], kv["dtype"]): kv if "tokens_per_s" in kv else why for kv, why in lines}
+    params = {kv["model"]: int(kv["params"]) for kv, _ in lines if "params" in kv}
     return versions, rows, params
 
 lv, ours, our_params = read("lockstep.txt")
