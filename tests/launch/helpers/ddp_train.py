@@ -60,7 +60,10 @@ def main():
         for xb, yb in loader:
             if rank == 1 and step == args.crash_once_at_step and restart == 0:
                 print(f"rank 1 crashes at step {step} (attempt {restart})", file=sys.stderr, flush=True)
-                sys.exit(3)
+                # A crash, not a clean exit: sys.exit would tear the interpreter down with gloo's
+                # threads still running, which torch sometimes ends in std::terminate (SIGABRT)
+                # instead of exit code 3.
+                os._exit(3)
             if rank == 1 and step == args.raise_at_step:
                 raise ValueError(f"bad batch at step {step} on rank {rank}")
             optimizer.zero_grad()
