@@ -152,8 +152,8 @@ RunIdentity runIdentity(const TrainConfig& c, int world) {
           c.batch.gradient_accumulation_steps};
 }
 
-void addOutputs(RunObservers& outputs, const TrainConfig& c, const TrainerOptions& o,
-                const RunLength& length) {
+void addOutputs(RunObservers& outputs, const TrainConfig& c, const TrainerOptions& o, const RunLength& length,
+                const ModelThroughput& throughput) {
   const MetricsPaths paths = metricsPaths(c, o.output_dir);
   outputs.add(std::make_unique<MetricsLog>(paths, c.steps_per_print));
   ProgressOptions po;
@@ -161,6 +161,7 @@ void addOutputs(RunObservers& outputs, const TrainConfig& c, const TrainerOption
   po.total_steps = length.total_steps;
   po.steps_per_print = c.steps_per_print;
   po.tty = ::isatty(2) == 1;
+  po.throughput = throughput;
   outputs.add(std::make_unique<ProgressLine>(po));
   outputs.add(std::make_unique<RunFiles>(o.output_dir, paths));
 }

@@ -12,6 +12,7 @@
 #include "lockstep/optim/optimizer.h"
 #include "lockstep/parallel/engine.h"
 #include "lockstep/train/checkpoint/run_checkpoints.h"
+#include "lockstep/train/monitor/progress.h"
 #include "lockstep/train/monitor/run_observer.h"
 #include "lockstep/train/train_data.h"
 #include "lockstep/train/trainer.h"
@@ -63,7 +64,7 @@ RunIdentity runIdentity(const TrainConfig& c, int world);
 /// Rank 0's outputs, told in this order: the metrics files first (the report reads them), the
 /// progress line, then the run files. Opens the metrics files (IoError naming one that cannot be
 /// written).
-void addOutputs(RunObservers& outputs, const TrainConfig& c, const TrainerOptions& o,
-                const RunLength& length);
+void addOutputs(RunObservers& outputs, const TrainConfig& c, const TrainerOptions& o, const RunLength& length,
+                const ModelThroughput& throughput);
 
 }  // namespace lockstep::train

@@ -335,6 +335,31 @@ void test(Run& r) {
   r.summary.test_accuracy = t.accuracy;
 }
 
+/// The GPU's name as CUDA reports it ("NVIDIA H200"); empty on the CPU.
+std::string gpuName(const Device& device) {
+#if LOCKSTEP_WITH_CUDA
+  if (device.isCuda()) {
+    const std::string d = cuda::describeDevice(device.index);
+    return d.substr(0, d.find(", sm_"));
+  }
+#endif
+  (void)device;
+  return "";
+}
+
+/// A language model's tokens per sample, FLOPs per token and the job's GPUs' peak, for the progress
+/// line (zeros for other models, and no peak on the CPU or an unknown GPU).
+ModelThroughput modelThroughput(const TrainConfig& c, const nn::Module& model, const Device& device,
+                                int world) {
+  ModelThroughput t;
+  if (!dynamic_cast<const nn::LanguageModel*>(&model)) return t;
+  t.tokens_per_sample = c.data.block_size;
+  t.flops_per_token = trainingFlopsPerToken(model, c.data.block_size).value_or(0.0);
+  const std::string gpu = gpuName(device);
+  if (!gpu.empty()) t.job_peak_flops = denseBf16PeakFlops(gpu).value_or(0.0) * world;
+  return t;
+}
+
 /// DIR/model.safetensors, and a language model's samples. Stage 3: generation runs the model token
 /// by token and needs the whole weights; without samples the model file is written one gathered
 /// bucket at a time, so the whole model is never resident on a rank.
@@ -347,13 +372,8 @@ void saveModelAndSample(Run& r) {
   if (!lm) return;
   r.summary.tokens_per_sample = r.config.data.block_size;
   r.summary.flops_per_token = trainingFlopsPerToken(*lm, r.config.data.block_size);
-#if LOCKSTEP_WITH_CUDA
-  if (r.device.isCuda()) {
-    const std::string gpu = cuda::describeDevice(r.device.index);
-    r.summary.peak_gpu = gpu.substr(0, gpu.find(", sm_"));
-    r.summary.peak_flops = denseBf16PeakFlops(r.summary.peak_gpu);
-  }
-#endif
+  r.summary.peak_gpu = gpuName(r.device);
+  if (!r.summary.peak_gpu.empty()) r.summary.peak_flops = denseBf16PeakFlops(r.summary.peak_gpu);
   if (chief) r.summary.samples = sampleText(*lm, r.config.sample, r.config.seed);
 }
 
@@ -415,7 +435,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
                              runIdentity(c, dist.worldSize()));
   checkpoints.resume();
   RunObservers outputs;  // rank 0's
-  if (chief) addOutputs(outputs, c, o, length);
+  if (chief) addOutputs(outputs, c, o, length, modelThroughput(c, *model, device, dist.worldSize()));
   // From here on a stop signal ends the run at a step boundary, with a checkpoint; before (setup,
   // data loading), it ends the process at once, as there is nothing to save.
   const StopSignals stop;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -58,6 +59,30 @@ TEST(DataWait, the_plain_progress_line_shows_the_share_of_time_waited) {
   EXPECT_NE(out.find("step 2/4 loss 0.0000 lr 0 samples/s"), std::string::npos) << out;
   EXPECT_NE(out.find(" data 0% "), std::string::npos) << out;
   EXPECT_NE(out.find(" data 100% "), std::string::npos) << out;
+}
+
+// A language model's line adds tokens/s (samples/s times the block) and, with the GPUs' peak known,
+// MFU: here 100 tokens per sample of 1e9 FLOPs against a 1e12 FLOP/s job.
+TEST(DataWait, a_language_models_progress_line_shows_tokens_per_second_and_mfu) {
+  ProgressOptions o{.epochs = 1, .total_steps = 2, .steps_per_print = 1};
+  o.throughput = {.tokens_per_sample = 100, .flops_per_token = 1e9, .job_peak_flops = 1e12};
+  ProgressLine line(o);
+  testing::internal::CaptureStderr();
+  line.onStep({.epoch = 0, .step = 1, .samples = 8});
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  line.onStep({.epoch = 0, .step = 2, .samples = 16});
+  const std::string out = testing::internal::GetCapturedStderr();
+  // 8 samples in >= 50 ms: at most 160 samples/s, 16,000 tokens/s, 1.6% of the peak.
+  const size_t at = out.find("step 2/2");
+  ASSERT_NE(at, std::string::npos) << out;
+  double samples = 0, tokens = 0, mfu = 0;
+  ASSERT_EQ(std::sscanf(out.c_str() + out.find("samples/s", at), "samples/s %lf tokens/s %lf mfu %lf%%",
+                        &samples, &tokens, &mfu),
+            3)
+      << out;
+  EXPECT_NEAR(tokens, 100 * samples, 100);  // both printed rounded
+  EXPECT_NEAR(mfu, 100 * tokens * 1e9 / 1e12, 0.06);
+  EXPECT_GT(tokens, 0);
 }
 
 TEST(DataWait, summary_json_has_the_total_and_the_fraction_of_training_time) {

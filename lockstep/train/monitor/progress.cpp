@@ -68,11 +68,25 @@ void ProgressLine::onStep(const StepMetrics& m) {
                     static_cast<long long>(m.skipped_steps));
       scale = buf;
     }
+    // A language model's tokens/s over the same window, and its MFU where the GPUs' peak is known.
+    std::string tokens;
+    const ModelThroughput& t = options_.throughput;
+    if (t.tokens_per_sample > 0) {
+      char buf[96];
+      const double tokens_per_second = rate * static_cast<double>(t.tokens_per_sample);
+      int n = std::snprintf(buf, sizeof buf, " tokens/s %.0f", tokens_per_second);
+      if (t.flops_per_token > 0 && t.job_peak_flops > 0 && n > 0) {
+        std::snprintf(buf + n, sizeof buf - static_cast<size_t>(n), " mfu %.1f%%",
+                      100 * tokens_per_second * t.flops_per_token / t.job_peak_flops);
+      }
+      tokens = buf;
+    }
     // data: the share of the same window the loop spent waiting for batches.
-    std::fprintf(stderr, "epoch %lld step %lld/%lld loss %.4f lr %.3g samples/s %.0f data %.0f%%%s eta %s\n",
+    std::fprintf(stderr,
+                 "epoch %lld step %lld/%lld loss %.4f lr %.3g samples/s %.0f%s data %.0f%%%s eta %s\n",
                  static_cast<long long>(m.epoch + 1), static_cast<long long>(m.step),
-                 static_cast<long long>(options_.total_steps), m.loss, m.lr, rate, 100 * data_share,
-                 scale.c_str(), formatDuration(eta).c_str());
+                 static_cast<long long>(options_.total_steps), m.loss, m.lr, rate, tokens.c_str(),
+                 100 * data_share, scale.c_str(), formatDuration(eta).c_str());
   }
 }
 

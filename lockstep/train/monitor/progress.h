@@ -15,12 +15,22 @@ namespace lockstep::train {
 
 using launch::formatDuration;
 
+/// A language model's throughput terms for the progress line: tokens per sample (0: not a language
+/// model), a training token's FLOPs (train/monitor/model_flops.h) and the job's peak FLOP/s (its
+/// GPUs at their dense bf16 peak; 0 when unknown: no MFU shown).
+struct ModelThroughput {
+  int64_t tokens_per_sample = 0;
+  double flops_per_token = 0;
+  double job_peak_flops = 0;
+};
+
 struct ProgressOptions {
   int64_t epochs = 1;
   int64_t total_steps = 0;  // for the ETA
   int64_t steps_per_print = 10;
   bool tty = false;                 // a redrawn line instead of plain lines (when no agent draws)
   double rate_window_seconds = 10;  // the shown samples/s is over this recent window
+  ModelThroughput throughput{};     // a language model's tokens/s and MFU
 };
 
 /// Not thread-safe; rank 0 only.
