@@ -26,6 +26,7 @@ Tensor stackRows(const std::vector<Example>& examples, bool targets, const std::
   strides.insert(strides.begin(), first.numel());
   Tensor out = Tensor::emptyStrided(shape, strides, first.dtype());
   const size_t row_bytes = first.nbytes();
+  const Shape row_strides = out.select(0).strides();
   auto* dst = static_cast<char*>(out.dataPtr());
   for (size_t i = 0; i < examples.size(); ++i) {
     const Tensor& t = targets ? examples[i].target : examples[i].input;
@@ -34,7 +35,7 @@ Tensor stackRows(const std::vector<Example>& examples, bool targets, const std::
                      targets ? "target " : "input ", t.describe(), " but sample ", indices[0], " has ",
                      first.describe());
     if (row_bytes == 0) continue;
-    if (t.isDense() && t.strides() == out.select(0).strides()) {
+    if (t.isDense() && t.strides() == row_strides) {
       std::memcpy(dst + i * row_bytes, t.dataPtr(), row_bytes);
     } else {
       out.select(static_cast<int64_t>(i)).copyFrom(t);

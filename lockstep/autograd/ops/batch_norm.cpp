@@ -45,9 +45,9 @@ class BatchNorm2dBackward final : public Node {
 // f32 activations; on the CPU it runs in f32.
 Variable normInput(const Variable& x0) { return x0.tensor().isCuda() ? x0 : autocast::fp32(x0); }
 
-Variable normalise(const Variable& x0, const Variable& weight0, const Variable& bias0, Tensor running_mean,
+// x from normInput.
+Variable normalise(const Variable& x, const Variable& weight0, const Variable& bias0, Tensor running_mean,
                    Tensor running_var, const BatchNormOptions& opts, const Variable& residual, bool relu) {
-  const Variable x = normInput(x0);
   const Variable weight = autocast::fp32(weight0), bias = autocast::fp32(bias0);
   kernels::BatchNormParams p{opts.training, opts.momentum, opts.eps};
   p.relu = relu;
@@ -61,7 +61,8 @@ Variable normalise(const Variable& x0, const Variable& weight0, const Variable& 
 
 Variable batchNorm2d(const Variable& x, const Variable& weight, const Variable& bias, Tensor running_mean,
                      Tensor running_var, const BatchNormOptions& opts) {
-  return normalise(x, weight, bias, std::move(running_mean), std::move(running_var), opts, Variable(), false);
+  return normalise(normInput(x), weight, bias, std::move(running_mean), std::move(running_var), opts,
+                   Variable(), false);
 }
 
 Variable batchNorm2dRelu(const Variable& x, const Variable& weight, const Variable& bias, Tensor running_mean,
@@ -73,10 +74,11 @@ Variable batchNorm2dRelu(const Variable& x, const Variable& weight, const Variab
       !residual.defined() || (residual.shape() == xin.shape() && residual.dtype() == xin.dtype() &&
                               residual.tensor().device() == xin.tensor().device());
   if (!fusable) {
-    return relu(
-        add(batchNorm2d(x, weight, bias, std::move(running_mean), std::move(running_var), opts), residual));
+    return relu(add(normalise(xin, weight, bias, std::move(running_mean), std::move(running_var), opts,
+                              Variable(), false),
+                    residual));
   }
-  return normalise(x, weight, bias, std::move(running_mean), std::move(running_var), opts, residual, true);
+  return normalise(xin, weight, bias, std::move(running_mean), std::move(running_var), opts, residual, true);
 }
 
 }  // namespace lockstep::autograd
