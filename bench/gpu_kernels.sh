@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Where one training step's GPU time goes (issue 38's "no kernel family above 40% of a step unless
 # it is a tensor-core GEMM/convolution"): Nsight Compute times every kernel of one eager step of
-# bench_gpu_step (after its warmup, between cudaProfilerStart/Stop: --profile-step) and the table
+# bench_gpu_step, or bench_gpu_lm for the language models gpt-mini and gpt2 (after its warmup,
+# between cudaProfilerStart/Stop: --profile-step) and the table
 # sums them per kernel (templates and arguments dropped), with each one's share of the step and
 # whether it runs on tensor cores. Run it where the GPU is, with the programs of
 # scripts/gpu-check.sh or scripts/gpu-bundle.sh:
 #   bash bench/gpu_kernels.sh .gpu resnet18_cifar bf16 [OUT_DIR]
+#   bash bench/gpu_kernels.sh .gpu gpt2 bf16 [OUT_DIR]
 # Prints the table (and writes it, with ncu's raw CSV, under OUT_DIR when given). About 30-60 s per
 # case on an H100 (ncu replays nothing with this one metric, but serialises the step's kernels).
 set -euo pipefail
 bundle=${1:?usage: gpu_kernels.sh BUNDLE MODEL DTYPE [OUT_DIR]}
-model=${2:?model: seed_cnn, resnet18_cifar or resnet50}
+model=${2:?model: seed_cnn, resnet18_cifar, resnet50, gpt-mini or gpt2}
 dtype=${3:?dtype: f32 or bf16}
 out=${4:-$(mktemp -d)}
 cd "$(dirname "$0")/.."
@@ -19,8 +21,10 @@ host_ld=${LD_LIBRARY_PATH-}
 source scripts/gpu-env.sh "$bundle"
 mkdir -p "$out"
 csv="$out/ncu-$model-$dtype.csv"
+bench=bench_gpu_step
+case "$model" in gpt-mini | gpt2) bench=bench_gpu_lm ;; esac
 ncu --profile-from-start off --metrics gpu__time_duration.sum --csv --print-units base \
-  bench_gpu_step --models "$model" --dtypes "$dtype" --modes eager --steps 20 --warmup 5 --profile-step \
+  "$bench" --models "$model" --dtypes "$dtype" --modes eager --steps 20 --warmup 5 --profile-step \
   ${BENCH_FLAGS:-} >"$csv" 2>"$out/ncu-$model-$dtype.log" || {
   echo "gpu_kernels: ncu failed (log: $out/ncu-$model-$dtype.log)" >&2
   tail -5 "$out/ncu-$model-$dtype.log" >&2

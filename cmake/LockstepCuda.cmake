@@ -4,6 +4,7 @@
 #   LOCKSTEP_CUDA_KERNEL_DEPS    what lockstep_kernels links (cudart, cuDNN, libdl: cuBLASLt is opened at run time)
 #   LOCKSTEP_CUDA_KERNEL_DEFS    its compile definitions (cuBLASLt's soname and build-time directory)
 #   LOCKSTEP_CUDA_COMM_DEPS      what lockstep_comm links (NCCL, cudart)
+#   LOCKSTEP_CUDNN_FRONTEND_INCLUDE  the cuDNN frontend's headers, or "" (LockstepCudnnFrontend.cmake)
 # The libraries are found through CMake's CUDAToolkit module; cuDNN and NCCL, which that module
 # does not know, are looked for beside the toolkit's libraries (and in the system's paths).
 set(LOCKSTEP_WITH_CUDA OFF)
@@ -82,6 +83,7 @@ set(LOCKSTEP_CUDA_KERNEL_DEPS CUDA::cudart lockstep_cudnn ${CMAKE_DL_LIBS})
 set(LOCKSTEP_CUDA_KERNEL_DEFS LOCKSTEP_CUBLASLT_SONAME="libcublasLt.so.${CUDAToolkit_VERSION_MAJOR}"
                               LOCKSTEP_CUBLASLT_BUILD_DIR="${CUDAToolkit_LIBRARY_DIR}")
 set(LOCKSTEP_CUDA_COMM_DEPS CUDA::cudart lockstep_nccl)
+include(${CMAKE_CURRENT_LIST_DIR}/LockstepCudnnFrontend.cmake)  # LOCKSTEP_CUDNN_FRONTEND_INCLUDE
 set(LOCKSTEP_WITH_CUDA ON)
 message(STATUS "lockstep: CUDA support on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures "
                "${CMAKE_CUDA_ARCHITECTURES}, cuDNN ${LOCKSTEP_CUDNN_LIBRARY}, NCCL ${LOCKSTEP_NCCL_LIBRARY})")

@@ -7,17 +7,19 @@ namespace lockstep::kernels {
 
 namespace {
 
-// The four switches as bits of one word, so a read is one atomic load (kernels read them per call).
+// The switches as bits of one word, so a read is one atomic load (kernels read them per call).
 enum Bit : uint32_t {
   kDeterministic = 1u << 0,
   kBenchmark = 1u << 1,
   kCudnnTf32 = 1u << 2,
   kMatmulTf32 = 1u << 3,
+  kCudnnSdp = 1u << 4,
 };
 
 uint32_t pack(const GpuMathOptions& o) {
   return (o.cudnn_deterministic ? kDeterministic : 0u) | (o.cudnn_benchmark ? kBenchmark : 0u) |
-         (o.cudnn_allow_tf32 ? kCudnnTf32 : 0u) | (o.matmul_allow_tf32 ? kMatmulTf32 : 0u);
+         (o.cudnn_allow_tf32 ? kCudnnTf32 : 0u) | (o.matmul_allow_tf32 ? kMatmulTf32 : 0u) |
+         (o.cudnn_sdp ? kCudnnSdp : 0u);
 }
 
 std::atomic<uint32_t>& word() {
@@ -34,6 +36,7 @@ GpuMathOptions gpuMathOptions() {
   o.cudnn_benchmark = (b & kBenchmark) != 0;
   o.cudnn_allow_tf32 = (b & kCudnnTf32) != 0;
   o.matmul_allow_tf32 = (b & kMatmulTf32) != 0;
+  o.cudnn_sdp = (b & kCudnnSdp) != 0;
   return o;
 }
 

@@ -26,6 +26,10 @@ struct GpuMathOptions {
   /// torch.backends.cuda.matmul.allow_tf32 (default False): f32 GEMMs (linear, matmul) may compute
   /// in TF32 (CUBLAS_COMPUTE_32F_FAST_TF32). false: CUBLAS_COMPUTE_32F.
   bool matmul_allow_tf32 = false;
+  /// torch.backends.cuda.enable_cudnn_sdp (default True): bf16/f16 attention may run on cuDNN's
+  /// fused SDPA (kernels/cuda/fused_attention.h says where it applies). false: lockstep's own
+  /// kernel for every attention.
+  bool cudnn_sdp = true;
 
   bool operator==(const GpuMathOptions&) const = default;
 };

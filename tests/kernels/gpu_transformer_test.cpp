@@ -11,6 +11,8 @@
 
 #include "gpu_compare.h"
 #include "lockstep/kernels.h"
+#include "lockstep/kernels/cuda/fused_attention.h"
+#include "lockstep/kernels/gpu_math_options.h"
 
 using namespace lockstep;
 using lockstep::testing::gpu;
@@ -206,4 +208,78 @@ TEST(GpuAttention, head_dim_256_runs_and_320_is_not_supported) {
                  NotSupportedError)
         << dtypeName(t);
   }
+}
+
+// bf16/f16 attention without dropout runs on cuDNN's fused SDPA (kernels/cuda/fused_attention.h):
+// held to the CPU like lockstep's kernel, on GPT's and Llama's shapes (a causal T = 256 past
+// cuDNN's 64/128-row tiles, grouped-query heads, head dims 32 to 256, T != S, strided heads of a
+// fused projection); its backward repeats bitwise (deterministic by default) and takes either
+// kernel's forward (the same logsumexp).
+TEST(GpuAttention, cudnn_fused_attention_matches_the_cpu_repeats_and_mixes_with_lockstep_kernel) {
+  LOCKSTEP_REQUIRE_GPU();
+  const AttnCase cases[] = {
+      {2, 12, 12, 256, 256, 64}, {1, 8, 2, 130, 130, 128}, {2, 4, 4, 64, 96, 32}, {1, 2, 1, 70, 70, 256}};
+  for (DType t : {DType::bf16, DType::f16}) {
+    for (const AttnCase& c : cases) {
+      for (bool causal : {false, true}) {
+        const auto p = attnParams(c, causal);
+        const std::string what = attnName(t, c, p) + " cuDNN";
+        const Qkv host = hostQkv(c, t), dev = onGpu(host);
+        const int64_t before = kernels::cuda::fusedAttentionRuns();
+        auto want = kernels::attentionForward(host.q, host.k, host.v, p);
+        auto got = kernels::attentionForward(dev.q, dev.k, dev.v, p);
+        EXPECT_EQ(kernels::cuda::fusedAttentionRuns(), before + 1)
+            << what << ": cuDNN did not take the forward";
+        expectForwardMatches(got, want, t, what);
+        expectGradsMatch(host, dev, want, got, p, what);
+        EXPECT_EQ(kernels::cuda::fusedAttentionRuns(), before + 2)
+            << what << ": cuDNN did not take the backward";
+
+        Tensor gout = gpu(hostRandom(host.q.shape(), t, 4));
+        auto g1 = kernels::attentionBackward(gout, dev.q, dev.k, dev.v, got.out, got.lse, p);
+        auto g2 = kernels::attentionBackward(gout, dev.q, dev.k, dev.v, got.out, got.lse, p);
+        EXPECT_EQ(g1.gq.to(Device::cpu()).toVector<double>(), g2.gq.to(Device::cpu()).toVector<double>())
+            << what << ": gq repeats";
+        EXPECT_EQ(g1.gk.to(Device::cpu()).toVector<double>(), g2.gk.to(Device::cpu()).toVector<double>())
+            << what << ": gk repeats";
+        EXPECT_EQ(g1.gv.to(Device::cpu()).toVector<double>(), g2.gv.to(Device::cpu()).toVector<double>())
+            << what << ": gv repeats";
+
+        // lockstep's kernel (cudnn_sdp off) against cuDNN: forward, and each backward from the other's
+        // forward.
+        kernels::GpuMathOptions off = kernels::gpuMathOptions();
+        off.cudnn_sdp = false;
+        kernels::AttentionOutput own;
+        kernels::AttentionGrads own_grads;
+        {
+          const kernels::ScopedGpuMathOptions scope(off);
+          own = kernels::attentionForward(dev.q, dev.k, dev.v, p);
+          own_grads = kernels::attentionBackward(gout, dev.q, dev.k, dev.v, got.out, got.lse, p);
+        }
+        EXPECT_TRUE(gpuMatches(got.out, own.out.to(Device::cpu()),
+                               tolFor(t, lockstep::testing::OpClass::attention),
+                               what + " out vs lockstep's kernel"));
+        EXPECT_TRUE(
+            gpuMatches(got.lse, own.lse.to(Device::cpu()), lseTol(t), what + " lse vs lockstep's kernel"));
+        auto mixed = kernels::attentionBackward(gout, dev.q, dev.k, dev.v, own.out, own.lse, p);
+        EXPECT_TRUE(gpuMatches(mixed.gq, own_grads.gq.to(Device::cpu()),
+                               gradTol(t, own_grads.gq.to(Device::cpu())), what + " gq mixed"));
+        EXPECT_TRUE(gpuMatches(mixed.gk, own_grads.gk.to(Device::cpu()),
+                               gradTol(t, own_grads.gk.to(Device::cpu())), what + " gk mixed"));
+        EXPECT_TRUE(gpuMatches(mixed.gv, own_grads.gv.to(Device::cpu()),
+                               gradTol(t, own_grads.gv.to(Device::cpu())), what + " gv mixed"));
+      }
+    }
+  }
+  // What cuDNN does not take runs on lockstep's kernel: dropout (the CPU's mask), f32, head dim 100.
+  const AttnCase c{1, 2, 2, 40, 40, 64};
+  const Qkv host = hostQkv(c, DType::bf16), dev = onGpu(host);
+  const int64_t before = kernels::cuda::fusedAttentionRuns();
+  kernels::attentionForward(dev.q, dev.k, dev.v, attnParams(c, true, 0.1));
+  const Qkv host32 = hostQkv(c, DType::f32), dev32 = onGpu(host32);
+  kernels::attentionForward(dev32.q, dev32.k, dev32.v, attnParams(c, true));
+  const AttnCase odd{1, 2, 2, 40, 40, 100};
+  const Qkv odd_dev = onGpu(hostQkv(odd, DType::bf16));
+  kernels::attentionForward(odd_dev.q, odd_dev.k, odd_dev.v, attnParams(odd, true));
+  EXPECT_EQ(kernels::cuda::fusedAttentionRuns(), before);
 }

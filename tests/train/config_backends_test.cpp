@@ -28,6 +28,7 @@ TEST(BackendsConfig, defaults_are_deterministic_with_pytorchs_tf32_defaults) {
   EXPECT_FALSE(o.cudnn_benchmark);
   EXPECT_TRUE(o.cudnn_allow_tf32);    // torch.backends.cudnn.allow_tf32
   EXPECT_FALSE(o.matmul_allow_tf32);  // torch.backends.cuda.matmul.allow_tf32
+  EXPECT_TRUE(o.cudnn_sdp);           // torch.backends.cuda.enable_cudnn_sdp
   EXPECT_EQ(o, kernels::GpuMathOptions{});
 }
 
@@ -35,7 +36,7 @@ TEST(BackendsConfig, every_key_parses_to_its_option) {
   const kernels::GpuMathOptions o = parseTrainConfig(std::string(kBase) + R"(
 backends:
   cudnn: {deterministic: false, benchmark: true, allow_tf32: false}
-  cuda: {matmul: {allow_tf32: true}}
+  cuda: {matmul: {allow_tf32: true}, enable_cudnn_sdp: false}
 )",
                                                      {}, 1)
                                         .gpu_math;
@@ -43,6 +44,7 @@ backends:
   EXPECT_TRUE(o.cudnn_benchmark);
   EXPECT_FALSE(o.cudnn_allow_tf32);
   EXPECT_TRUE(o.matmul_allow_tf32);
+  EXPECT_FALSE(o.cudnn_sdp);
   // JSON, and --set overrides of single keys (the rest keep their defaults).
   const kernels::GpuMathOptions j =
       parseTrainConfig(

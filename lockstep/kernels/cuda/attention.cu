@@ -6,6 +6,7 @@
 #include "lockstep/kernels/cuda/attention.h"
 #include "lockstep/kernels/cuda/block_reduce.cuh"
 #include "lockstep/kernels/cuda/elementwise.cuh"
+#include "lockstep/kernels/cuda/fused_attention.h"
 #include "lockstep/kernels/dropout.h"
 
 namespace lockstep::kernels::cuda {
@@ -243,6 +244,7 @@ void checkDevices(const char* op, std::initializer_list<const Tensor*> ts) {
 AttentionOutput attentionForward(const Tensor& q0, const Tensor& k0, const Tensor& v0,
                                  const AttentionParams& p) {
   checkDevices("scaled_dot_product_attention", {&q0, &k0, &v0});
+  if (auto fused = fusedAttentionForward(q0, k0, v0, p)) return *std::move(fused);
   const Tensor q = lastDimContiguous(q0), k = lastDimContiguous(k0), v = lastDimContiguous(v0);
   const Dims n = dimsOf(q, k);
   AttentionOutput r{emptyOn({n.b, n.h, n.t, n.d}, q.dtype(), q),
@@ -273,6 +275,7 @@ AttentionOutput attentionForward(const Tensor& q0, const Tensor& k0, const Tenso
 AttentionGrads attentionBackward(const Tensor& gout0, const Tensor& q0, const Tensor& k0, const Tensor& v0,
                                  const Tensor& out0, const Tensor& lse0, const AttentionParams& p) {
   checkDevices("scaled_dot_product_attention backward", {&q0, &k0, &v0, &gout0, &out0, &lse0});
+  if (auto fused = fusedAttentionBackward(gout0, q0, k0, v0, out0, lse0, p)) return *std::move(fused);
   const Tensor q = lastDimContiguous(q0), k = lastDimContiguous(k0), v = lastDimContiguous(v0);
   const DType st = statsDType(q.dtype());
   const Tensor gout = gout0.to(q.dtype()).contiguous(), out = out0.to(q.dtype()).contiguous(),

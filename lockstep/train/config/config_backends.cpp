@@ -21,7 +21,8 @@ kernels::GpuMathOptions parseBackendsConfig(const YAML::Node& n) {
   }
   if (n["cuda"]) {
     const YAML::Node c = n["cuda"];
-    checkKeys(c, "backends.cuda", {"matmul"});
+    checkKeys(c, "backends.cuda", {"matmul", "enable_cudnn_sdp"});
+    get(c, "backends.cuda", "enable_cudnn_sdp", o.cudnn_sdp);
     if (c["matmul"]) {
       checkKeys(c["matmul"], "backends.cuda.matmul", {"allow_tf32"});
       get(c["matmul"], "backends.cuda.matmul", "allow_tf32", o.matmul_allow_tf32);
@@ -57,7 +58,7 @@ nlohmann::json backendsJson(const kernels::GpuMathOptions& o) {
            {{"deterministic", o.cudnn_deterministic},
             {"benchmark", o.cudnn_benchmark},
             {"allow_tf32", o.cudnn_allow_tf32}}},
-          {"cuda", {{"matmul", {{"allow_tf32", o.matmul_allow_tf32}}}}}};
+          {"cuda", {{"matmul", {{"allow_tf32", o.matmul_allow_tf32}}}, {"enable_cudnn_sdp", o.cudnn_sdp}}}};
 }
 
 }  // namespace lockstep::train

@@ -1,0 +1,335 @@
+#include "lockstep/kernels/cuda/fused_attention.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "lockstep/kernels/cuda/handles.h"
+#include "lockstep/kernels/gpu_math_options.h"
+#include "lockstep/tensor/cuda/runtime.h"
+#include "lockstep/util/env.h"
+#include "lockstep/util/error.h"
+
+#if LOCKSTEP_CUDNN_FRONTEND
+// The frontend's dynamic-loading mode: it reaches cuDNN through cudnn_dlhandle (set below to the
+// libcudnn this process links) and opens NVRTC and the driver only if an engine needs them, so
+// lockstep links neither (a machine without a GPU driver still starts every program).
+#define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING 1
+#include <cudnn_frontend.h>
+#include <dlfcn.h>
+
+namespace cudnn_frontend {
+void* cudnn_dlhandle = nullptr;
+}
+#endif
+
+namespace lockstep::kernels::cuda {
+
+namespace {
+
+namespace rt = ::lockstep::cuda;
+
+enum class Mode { automatic, cudnn, lockstep };
+
+std::atomic<int64_t> g_runs{0};
+
+Mode mode() {
+  static const Mode m = [] {
+    const std::string v = env::get("LOCKSTEP_GPU_ATTENTION").value_or("auto");
+    if (v == "auto" || v.empty()) return Mode::automatic;
+    if (v == "cudnn") return Mode::cudnn;
+    if (v == "lockstep") return Mode::lockstep;
+    throw ValueError("LOCKSTEP_GPU_ATTENTION='" + v +
+                     "': use auto (cuDNN's fused attention where it applies), cudnn or lockstep");
+  }();
+  return m;
+}
+
+// Prints "lockstep: attention on cuda:N, <what>: <choice>" the first time each line comes up.
+void announce(const Tensor& q, bool causal, const std::string& choice) {
+  static std::mutex mu;
+  static std::set<std::string> said;
+  const std::string line =
+      detail::concat("lockstep: scaled_dot_product_attention on ", deviceName(q.device()), " (",
+                     dtypeName(q.dtype()), ", head dim ", q.size(3), causal ? ", causal" : "", "): ", choice);
+  std::lock_guard<std::mutex> lock(mu);
+  if (said.insert(line).second) std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+// Why cuDNN's fused attention cannot take these inputs, or "" when it may.
+std::string unsuitable(const Tensor& q, const AttentionParams& p) {
+  if (q.dtype() != DType::bf16 && q.dtype() != DType::f16)
+    return "cuDNN's fused attention takes bf16 and f16 only";
+  if (p.dropout_p > 0.0)
+    return "dropout (lockstep's kernel draws the CPU's Philox mask; cuDNN draws its own)";
+  if (q.size(3) % 8 != 0 || q.size(3) > 256) return "cuDNN's fused attention takes head dims 8, 16, ..., 256";
+#if !LOCKSTEP_CUDNN_FRONTEND
+  return "this build has no cuDNN frontend headers (cmake/LockstepCudnnFrontend.cmake)";
+#else
+  return "";
+#endif
+}
+
+// Decides between the kernels: true for cuDNN; false (after announcing why) for lockstep's; a
+// NotSupportedError under LOCKSTEP_GPU_ATTENTION=cudnn.
+bool wantFused(const Tensor& q, const AttentionParams& p) {
+  if (mode() == Mode::lockstep) {
+    announce(q, p.causal, "lockstep's kernel (LOCKSTEP_GPU_ATTENTION=lockstep)");
+    return false;
+  }
+  if (!gpuMathOptions().cudnn_sdp) {
+    announce(q, p.causal, "lockstep's kernel (GpuMathOptions::cudnn_sdp off)");
+    return false;
+  }
+  const std::string why = unsuitable(q, p);
+  if (why.empty()) return true;
+  LOCKSTEP_ENFORCE(mode() != Mode::cudnn, NotSupportedError, "LOCKSTEP_GPU_ATTENTION=cudnn, but ", why,
+                   " (got ", q.describe(), p.dropout_p > 0.0 ? detail::concat(", dropout ", p.dropout_p) : "",
+                   "); unset it to let lockstep's kernel take such inputs");
+  announce(q, p.causal, "lockstep's kernel: " + why);
+  return false;
+}
+
+#if LOCKSTEP_CUDNN_FRONTEND
+
+#define LOCKSTEP_STR2(x) #x
+#define LOCKSTEP_STR(x) LOCKSTEP_STR2(x)
+
+namespace fe = cudnn_frontend;
+using Graph = fe::graph::Graph;
+using TensorAttr = fe::graph::Tensor_attributes;
+
+// The tensors' uids in both graphs.
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
+
+// t itself when cuDNN can read it in place (contiguous last dim, strides multiples of 8 elements,
+// 16-byte aligned), else a contiguous copy.
+Tensor readable(const Tensor& t) {
+  bool ok = t.stride(3) == 1 && reinterpret_cast<uintptr_t>(t.devicePtr()) % 16 == 0;
+  for (int d = 0; d < 3 && ok; ++d) ok = t.stride(d) % 8 == 0 || t.size(d) == 1;
+  return ok ? t : t.contiguous();
+}
+
+std::vector<int64_t> stridesOf(const Tensor& t) {
+  return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
+}
+
+std::shared_ptr<TensorAttr> input(Graph& g, const char* name, Uid uid, const Tensor& t) {
+  return g.tensor(TensorAttr().set_name(name).set_uid(uid).set_dim(t.shape()).set_stride(stridesOf(t)));
+}
+
+void output(const std::shared_ptr<TensorAttr>& a, Uid uid, const Shape& shape) {
+  a->set_output(true).set_uid(uid).set_dim(shape).set_stride(
+      {shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1});
+}
+
+void statsLayout(const std::shared_ptr<TensorAttr>& a, int64_t b, int64_t h, int64_t t) {
+  a->set_dim({b, h, t, 1}).set_stride({h * t, t, 1, 1}).set_data_type(fe::DataType_t::FLOAT);
+}
+
+// One built graph (or why cuDNN declined the problem).
+struct Plan {
+  std::shared_ptr<Graph> graph;
+  int64_t workspace = 0;
+  std::string declined;
+};
+
+// Points the frontend at the libcudnn this process links, once: "" or why it could not.
+const std::string& frontendReady() {
+  static const std::string why = []() -> std::string {
+    void* h = dlopen("libcudnn.so." LOCKSTEP_STR(CUDNN_MAJOR), RTLD_NOW | RTLD_NOLOAD);
+    if (h == nullptr) h = dlopen("libcudnn.so." LOCKSTEP_STR(CUDNN_MAJOR), RTLD_NOW);
+    if (h == nullptr) return detail::concat("cannot open libcudnn for the cuDNN frontend: ", dlerror());
+    cudnn_frontend::cudnn_dlhandle = h;
+    return "";
+  }();
+  return why;
+}
+
+// Builds g for the problem: "" on success, else cuDNN's reason.
+std::string build(Graph& g, cudnnHandle_t h, int64_t& workspace) {
+  auto step = [](fe::error_t e, const char* what) {
+    return e.is_good() ? std::string() : detail::concat(what, ": ", e.get_message());
+  };
+  std::string why = frontendReady();
+  if (why.empty()) why = step(g.validate(), "validate");
+  if (why.empty()) why = step(g.build_operation_graph(h), "build_operation_graph");
+  if (why.empty()) why = step(g.create_execution_plans({fe::HeurMode_t::A}), "create_execution_plans");
+  if (why.empty()) why = step(g.check_support(h), "check_support");
+  if (why.empty()) why = step(g.build_plans(h), "build_plans");
+  if (why.empty()) why = step(g.get_workspace_size(workspace), "get_workspace_size");
+  return why;
+}
+
+std::shared_ptr<Graph> newGraph(DType t) {
+  auto g = std::make_shared<Graph>();
+  g->set_io_data_type(t == DType::bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  return g;
+}
+
+// The plans built so far, by problem (shapes, strides, dtype, device, options); kept for the
+// process's life, as cuDNN's convolution choices are (kernels/cuda/conv.cpp).
+std::mutex g_plans_mu;
+std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> g_plans;
+
+// The plan for key, made by make() the first time (fresh is then true).
+template <typename Make>
+std::shared_ptr<const Plan> planFor(const std::vector<int64_t>& key, bool& fresh, Make&& make) {
+  fresh = false;
+  {
+    std::lock_guard<std::mutex> lock(g_plans_mu);
+    if (auto it = g_plans.find(key); it != g_plans.end()) return it->second;
+  }
+  std::shared_ptr<const Plan> plan = make();
+  std::lock_guard<std::mutex> lock(g_plans_mu);
+  auto [it, inserted] = g_plans.emplace(key, std::move(plan));
+  fresh = inserted;
+  return it->second;
+}
+
+std::vector<int64_t> keyOf(int pass, const Tensor& q, const AttentionParams& p,
+                           std::initializer_list<const Tensor*> ts) {
+  uint32_t scale_bits = 0;
+  const float scale = static_cast<float>(p.scale);
+  std::memcpy(&scale_bits, &scale, sizeof scale);
+  std::vector<int64_t> key{pass,     q.device().index, static_cast<int64_t>(q.dtype()),
+                           p.causal, scale_bits,       gpuMathOptions().cudnn_deterministic};
+  for (const Tensor* t : ts) {
+    key.insert(key.end(), t->shape().begin(), t->shape().end());
+    key.insert(key.end(), t->strides().begin(), t->strides().end());
+  }
+  return key;
+}
+
+// Runs plan's graph on the current stream of q's device.
+void execute(const Plan& plan, const Tensor& q, std::unordered_map<int64_t, void*>& pack, const char* op) {
+  const rt::Stream stream = rt::currentStream(q.device().index);
+  cudnnHandle_t h = dnnHandle(stream);
+  Tensor ws = plan.workspace > 0 ? scratch(static_cast<size_t>(plan.workspace), q.device()) : Tensor();
+  fe::error_t e = plan.graph->execute(h, pack, ws.defined() ? ws.devicePtr() : nullptr);
+  LOCKSTEP_ENFORCE(e.is_good(), Error, op, " (cuDNN fused attention, ", q.describe(),
+                   ") failed: ", e.get_message());
+  g_runs.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Says whether to use plan, announcing the outcome when the plan is fresh.
+bool usable(const Plan& plan, bool fresh, const Tensor& q, const AttentionParams& p, const char* pass) {
+  if (plan.declined.empty()) {
+    if (fresh) announce(q, p.causal, "cuDNN's fused SDPA (cuDNN " + std::to_string(cudnnGetVersion()) + ")");
+    return true;
+  }
+  LOCKSTEP_ENFORCE(mode() != Mode::cudnn, NotSupportedError,
+                   "LOCKSTEP_GPU_ATTENTION=cudnn, but cuDNN declined the attention ", pass, " of ",
+                   q.describe(), ": ", plan.declined, "; unset it to let lockstep's kernel take it");
+  if (fresh)
+    announce(q, p.causal,
+             detail::concat("lockstep's kernel: cuDNN declined the ", pass, " (", plan.declined, ")"));
+  return false;
+}
+
+#endif  // LOCKSTEP_CUDNN_FRONTEND
+
+}  // namespace
+
+int64_t fusedAttentionRuns() { return g_runs.load(std::memory_order_relaxed); }
+
+std::optional<AttentionOutput> fusedAttentionForward(const Tensor& q0, const Tensor& k0, const Tensor& v0,
+                                                     const AttentionParams& p) {
+  if (!wantFused(q0, p)) return std::nullopt;
+#if !LOCKSTEP_CUDNN_FRONTEND
+  return std::nullopt;
+#else
+  const Tensor q = readable(q0), k = readable(k0), v = readable(v0);
+  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3), s = k.size(2);
+  if (b * h * t == 0 || s == 0 || d == 0) return std::nullopt;  // lockstep's kernel has the edge rules
+  const rt::DeviceGuard guard(q.device().index);
+  bool fresh = false;
+  const auto plan = planFor(keyOf(0, q, p, {&q, &k, &v}), fresh, [&] {
+    auto made = std::make_shared<Plan>();
+    made->graph = newGraph(q.dtype());
+    Graph& g = *made->graph;
+    auto Q = input(g, "Q", kQ, q), K = input(g, "K", kK, k), V = input(g, "V", kV, v);
+    auto attrs = fe::graph::SDPA_attributes()
+                     .set_name("lockstep_sdpa")
+                     .set_generate_stats(true)
+                     .set_causal_mask(p.causal)
+                     .set_attn_scale(static_cast<float>(p.scale));
+    auto [O, stats] = g.sdpa(Q, K, V, attrs);
+    output(O, kO, q.shape());
+    stats->set_output(true).set_uid(kStats);
+    statsLayout(stats, b, h, t);
+    made->declined = build(g, dnnHandle(rt::currentStream(q.device().index)), made->workspace);
+    return std::shared_ptr<const Plan>(std::move(made));
+  });
+  if (!usable(*plan, fresh, q, p, "forward")) return std::nullopt;
+  AttentionOutput r{Tensor::empty(q.shape(), q.dtype(), MemoryFormat::contiguous, q.device()),
+                    Tensor::empty({b, h, t}, DType::f32, MemoryFormat::contiguous, q.device())};
+  std::unordered_map<int64_t, void*> pack{{kQ, q.devicePtr()},
+                                          {kK, k.devicePtr()},
+                                          {kV, v.devicePtr()},
+                                          {kO, r.out.devicePtr()},
+                                          {kStats, r.lse.devicePtr()}};
+  execute(*plan, q, pack, "scaled_dot_product_attention");
+  return r;
+#endif
+}
+
+std::optional<AttentionGrads> fusedAttentionBackward(const Tensor& gout0, const Tensor& q0, const Tensor& k0,
+                                                     const Tensor& v0, const Tensor& out0, const Tensor& lse0,
+                                                     const AttentionParams& p) {
+  if (!wantFused(q0, p)) return std::nullopt;
+#if !LOCKSTEP_CUDNN_FRONTEND
+  return std::nullopt;
+#else
+  const Tensor q = readable(q0), k = readable(k0), v = readable(v0);
+  const Tensor out = readable(out0.to(q.dtype())), gout = readable(gout0.to(q.dtype()));
+  const Tensor lse = lse0.to(DType::f32).contiguous();
+  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3), s = k.size(2);
+  if (b * h * t == 0 || s == 0 || d == 0) return std::nullopt;
+  const rt::DeviceGuard guard(q.device().index);
+  bool fresh = false;
+  const auto plan = planFor(keyOf(1, q, p, {&q, &k, &v, &out, &gout}), fresh, [&] {
+    auto made = std::make_shared<Plan>();
+    made->graph = newGraph(q.dtype());
+    Graph& g = *made->graph;
+    auto Q = input(g, "Q", kQ, q), K = input(g, "K", kK, k), V = input(g, "V", kV, v);
+    auto O = input(g, "O", kO, out), dO = input(g, "dO", kDO, gout);
+    auto stats = g.tensor(TensorAttr().set_name("Stats").set_uid(kStats));
+    statsLayout(stats, b, h, t);
+    auto attrs = fe::graph::SDPA_backward_attributes()
+                     .set_name("lockstep_sdpa_backward")
+                     .set_causal_mask(p.causal)
+                     .set_attn_scale(static_cast<float>(p.scale))
+                     .set_deterministic_algorithm(gpuMathOptions().cudnn_deterministic);
+    auto [dQ, dK, dV] = g.sdpa_backward(Q, K, V, O, dO, stats, attrs);
+    output(dQ, kDQ, q.shape());
+    output(dK, kDK, k.shape());
+    output(dV, kDV, v.shape());
+    made->declined = build(g, dnnHandle(rt::currentStream(q.device().index)), made->workspace);
+    return std::shared_ptr<const Plan>(std::move(made));
+  });
+  if (!usable(*plan, fresh, q, p, "backward")) return std::nullopt;
+  auto empty = [&](const Shape& shape) {
+    return Tensor::empty(shape, q.dtype(), MemoryFormat::contiguous, q.device());
+  };
+  AttentionGrads g{empty(q.shape()), empty(k.shape()), empty(v.shape())};
+  std::unordered_map<int64_t, void*> pack{
+      {kQ, q.devicePtr()},     {kK, k.devicePtr()},     {kV, v.devicePtr()},
+      {kO, out.devicePtr()},   {kDO, gout.devicePtr()}, {kStats, lse.devicePtr()},
+      {kDQ, g.gq.devicePtr()}, {kDK, g.gk.devicePtr()}, {kDV, g.gv.devicePtr()}};
+  execute(*plan, q, pack, "scaled_dot_product_attention backward");
+  return g;
+#endif
+}
+
+}  // namespace lockstep::kernels::cuda
