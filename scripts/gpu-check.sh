@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds the GPU check's bundle here (a machine with the CUDA toolkit, no GPU needed): every GPU test
 # program, `lockstep`, the GPU benches (bench_gpu_step, bench_gpu_lm), and the check itself
-# (scripts/gpu_check/: run.sh, check.py, compare.py, the training configs), packed into OUT.tar.gz
+# (scripts/gpu_check/: run.sh, check.py, compare.py, the training configs), packed into OUT.tar.xz
 # for a GPU machine (docs/gpu.md):
 #   here:  bash scripts/gpu-check.sh [BUILD] [OUT]          (defaults: build .gpu)
-#   there: tar xzf .gpu.tar.gz && bash .gpu/check/run.sh RESULTS
+#   there: tar xJf .gpu.tar.xz && bash .gpu/check/run.sh RESULTS
 # RESULTS/summary.md then says PASS or FAIL for every GPU test program and every CPU-vs-GPU training
 # comparison, and RESULTS/logs.tar.gz holds the logs. The archive must stay under the device tool's
-# 64 MiB (it carries the working tree too); this script fails if it is larger than LIMIT_MB (59; the tree is about 4.5 MiB).
+# 64 MiB (it carries the working tree too); this script fails if it is larger than LIMIT_MB (56).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -16,7 +16,7 @@ out=${2:-.gpu}
 mapfile -t tests < <(ninja -C "$build" -t targets all | sed -n 's/^\(tests\/test_[a-z_]*_gpu\): .*/\1/p' | sort -u)
 [ ${#tests[@]} -gt 0 ] || { echo "gpu-check: $build has no GPU test programs (built without CUDA?)" >&2; exit 2; }
 cmake --build "$build" --target lockstep bench_gpu_step bench_gpu_lm "${tests[@]##*/}" -j "$(nproc)"
-rm -rf "$out" "$out.tar.gz"
+rm -rf "$out" "$out.tar.gz" "$out.tar.xz"
 mkdir -p "$out/check"
 cp scripts/gpu_check/run.sh scripts/gpu_check/check.py scripts/gpu_check/compare.py "$out/check/"
 cp -r scripts/gpu_check/configs "$out/check/"
@@ -26,10 +26,10 @@ echo "$(git describe --always --dirty) built $(date -u +%FT%TZ)" >"$out/check/ve
 progs=("$build/lockstep" "$build/bench/bench_gpu_step" "$build/bench/bench_gpu_lm")
 for t in "${tests[@]}"; do progs+=("$build/$t"); done
 STRIP=1 bash scripts/gpu-bundle.sh "$out" "${progs[@]}"
-size_mb=$(( $(stat -c %s "$out.tar.gz") / 1048576 ))
-if [ "$size_mb" -ge "${LIMIT_MB:-59}" ]; then
-  echo "gpu-check: $out.tar.gz is $size_mb MiB, over ${LIMIT_MB:-59} MiB" >&2
+size_mb=$(( $(stat -c %s "$out.tar.xz") / 1048576 ))
+if [ "$size_mb" -ge "${LIMIT_MB:-56}" ]; then
+  echo "gpu-check: $out.tar.xz is $size_mb MiB, over ${LIMIT_MB:-56} MiB" >&2
   exit 1
 fi
-echo "gpu-check: $out.tar.gz ($size_mb MiB) holds ${#tests[@]} GPU test programs; on the GPU machine:"
-echo "  tar xzf $out.tar.gz && bash $out/check/run.sh RESULTS"
+echo "gpu-check: $out.tar.xz ($size_mb MiB) holds ${#tests[@]} GPU test programs; on the GPU machine:"
+echo "  tar xJf $out.tar.xz && bash $out/check/run.sh RESULTS"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check, run on a GPU machine from a bundle made by scripts/gpu-check.sh (docs/gpu.md):
-#   tar xzf .gpu.tar.gz && bash .gpu/check/run.sh OUT
+#   tar xJf .gpu.tar.xz && bash .gpu/check/run.sh OUT
 # Runs every GPU test program of the bundle and the CPU-vs-GPU training comparisons of check.py
 # (each `lockstep train` run on the CPU and on the GPU, model.safetensors compared by compare.py),
 # at once where they can share the machine, and writes OUT/summary.md (one line per check, PASS or

@@ -346,6 +346,15 @@ std::vector<Inputs> crossEntropyInputs(DType t, const kernels::CrossEntropyParam
   }
   v.push_back({{hostRandom({10, 6}, t, 1).transpose(0, 1), classTargets(6, 10, false),
                 lossGrad(p.reduction, {6}, loss_dtype)}});  // non-contiguous logits
+  // Masked logits (every third class -inf; the kernel's online max and sum skip them), a warp's
+  // row and a block's.
+  for (auto [n, c] : std::vector<std::pair<int64_t, int64_t>>{{9, 700}, {3, 4100}}) {
+    std::vector<double> x = hostRandom({n, c}, DType::f64, 5, -5, 5).toVector<double>();
+    for (size_t i = 0; i < x.size(); ++i)
+      if (i % 3 == 1) x[i] = -std::numeric_limits<double>::infinity();
+    v.push_back({{Tensor::fromVector(x, {n, c}).to(t), classTargets(n, c, true),
+                  lossGrad(p.reduction, {n}, loss_dtype)}});
+  }
   return v;
 }
 

@@ -1,5 +1,8 @@
 #include "lockstep/kernels/tables/loss.h"
 
+#include <cmath>
+#include <limits>
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -78,6 +81,33 @@ TEST(CrossEntropy, label_smoothing_matches_torch) {
     EXPECT_NEAR(kernels::crossEntropyForward(x, ti, sum).first.itemDouble(), 3.1308757064102553, tol);
     EXPECT_TRUE(tensorsNear(kernels::crossEntropyBackward(Tensor::scalar(1.0, dt), x, pi, ti, mean),
                             Tensor::fromVector<double>(grad_mean_ignored, {3, 4}), 1e-7));
+  }
+}
+
+// Masked logits (-inf, as a vocabulary mask leaves them): without smoothing the loss is the plain
+// -log softmax at the target, finite while the target is not masked (torch's); with smoothing the
+// -sum log p term is infinite. The gradient of a masked class is (about) 0. Every dtype and backend.
+TEST(CrossEntropy, masked_logits_give_finite_losses_without_smoothing) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor x64 = Tensor::fromVector<double>({0.5, -inf, 2.0, 0.1, -inf, 1.5, -inf, 0.3}, {2, 4});
+  const Tensor t = Tensor::fromVector<int64_t>({2, 1}, {2});
+  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    const Tensor x = x64.to(dt);
+    kernels::CrossEntropyParams none{LossReduction::none, 0.0, -100};
+    auto [loss, lse] = kernels::crossEntropyForward(x, t, none);
+    const std::vector<double> got = loss.toVector<double>(), l = lse.toVector<double>();
+    const double want0 = std::log(std::exp(0.5) + std::exp(2.0) + std::exp(0.1)) - 2.0;
+    const double want1 = std::log(std::exp(1.5) + std::exp(0.3)) - 1.5;
+    const double tol = dt == DType::bf16 ? 2e-2 : 1e-5;
+    EXPECT_NEAR(got[0], want0, tol) << dtypeName(dt);
+    EXPECT_NEAR(got[1], want1, tol) << dtypeName(dt);
+    const Tensor g = kernels::crossEntropyBackward(
+        Tensor::fromVector<double>({1.0, 1.0}, {2}).to(loss.dtype()), x, lse, t, none);
+    // A masked class's gradient: 0 (the CPU's branch-free exp gives ~1e-38 for exp(-inf)).
+    EXPECT_LE(std::abs(g.toVector<double>()[1]), 1e-30) << dtypeName(dt);
+    EXPECT_TRUE(std::isfinite(l[0]) && std::isfinite(l[1])) << dtypeName(dt);
+    kernels::CrossEntropyParams smooth{LossReduction::none, 0.1, -100};
+    EXPECT_EQ(kernels::crossEntropyForward(x, t, smooth).first.toVector<double>()[0], inf) << dtypeName(dt);
   }
 }
 

@@ -59,6 +59,57 @@ TEST(GpuTensor, copies_casts_and_transposes_on_the_device) {
   EXPECT_EQ(host64.toVector<double>(), h.transpose(0, 1).to(DType::f64).contiguous().toVector<double>());
 }
 
+// Strided copies and casts move 16 bytes per access where the innermost dim is contiguous on both
+// sides and everything is aligned to it (copy.cu), one element otherwise: each layout a transformer
+// makes (heads transposed out of and back into [B, T, H, D], the q/k/v slices of a fused projection
+// written into its gradient, broadcast rows), inner sizes that are not a multiple of the run, and
+// views that start off the alignment, in every dtype pair that casts, against the host's copies.
+TEST(GpuTensor, strided_copies_in_runs_and_single_elements_match_the_host) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Device gpu = Device::cuda(0);
+  const std::pair<DType, DType> pairs[] = {{DType::bf16, DType::bf16}, {DType::f32, DType::bf16},
+                                           {DType::bf16, DType::f32},  {DType::f32, DType::f32},
+                                           {DType::f16, DType::f32},   {DType::f64, DType::f32},
+                                           {DType::u8, DType::u8},     {DType::i64, DType::i32}};
+  for (const auto& [from, to] : pairs) {
+    const std::string what = std::string(dtypeName(from)) + " -> " + dtypeName(to);
+    auto same = [&](const Tensor& got, const Tensor& want, const std::string& how) {
+      EXPECT_TRUE(got.isCuda()) << what << " " << how;
+      EXPECT_EQ(got.dtype(), want.dtype()) << what << " " << how;
+      EXPECT_EQ(got.shape(), want.shape()) << what << " " << how;
+      EXPECT_EQ(got.to(Device::cpu()).toVector<double>(), want.toVector<double>()) << what << " " << how;
+    };
+    for (int64_t d : {64, 8, 7, 1}) {
+      const Tensor h = iota({2, 33, 4, d}, DType::f64).to(from);
+      const Tensor g = h.to(gpu);
+      same(g.transpose(1, 2).to(to).contiguous(), h.transpose(1, 2).to(to).contiguous(),
+           "heads out, D=" + std::to_string(d));
+      const Tensor back = h.transpose(1, 2).contiguous();
+      same(back.to(gpu).transpose(1, 2).to(to).contiguous(), back.transpose(1, 2).to(to).contiguous(),
+           "heads back, D=" + std::to_string(d));
+      // A slice of a fused [B, T, 3, H, D] gradient written from [B, T, H, D].
+      Tensor wide = Tensor::zeros({2, 33, 3, 4, d}, to, gpu);
+      Tensor wide_h = Tensor::zeros({2, 33, 3, 4, d}, to);
+      wide.narrow(2, 1, 1).squeeze(2).copyFrom(g);
+      wide_h.narrow(2, 1, 1).squeeze(2).copyFrom(h);
+      same(wide, wide_h, "slice of a fused gradient, D=" + std::to_string(d));
+    }
+    // A broadcast row (stride 0), a view starting one element in (misaligned), contiguous casts of
+    // a run multiple and of a remainder.
+    const Tensor row = iota({1, 40}, DType::f64).to(from);
+    same(row.to(gpu).expand({5, 40}).to(to).contiguous(), row.expand({5, 40}).to(to).contiguous(),
+         "broadcast");
+    const Tensor m = iota({6, 17}, DType::f64).to(from);
+    same(m.to(gpu).narrow(1, 1, 16).to(to).contiguous(), m.narrow(1, 1, 16).to(to).contiguous(),
+         "misaligned");
+    for (int64_t n : {1024, 1001}) {
+      const Tensor flat = iota({n}, DType::f64).to(from);
+      same(flat.to(gpu).to(to), flat.to(to), "contiguous " + std::to_string(n));
+      same(flat.to(gpu).narrow(0, 1, n - 8).to(to), flat.narrow(0, 1, n - 8).to(to), "contiguous from 1");
+    }
+  }
+}
+
 // NCHW <-> NHWC reorders on the device (a tiled transpose per image, with the cast when the dtypes
 // differ): sizes that are not multiples of the 32x32 tiles, 1x1 planes, one channel, and a
 // conv weight's shape, against the host's reorder.

@@ -53,10 +53,10 @@ std::pair<Tensor, Tensor> crossEntropyFast(const Tensor& logits0, const Tensor& 
     const double l = static_cast<double>(mx) + std::log(static_cast<double>(se));
     plse[i] = static_cast<float>(l);
     const int64_t k = pt[i];
-    // -log p_k weighted (1 - s), plus s/C times -sum_j log p_j = C lse - sum_j x_j.
-    pper[i] = k == p.ignore_index
-                  ? 0.0f
-                  : static_cast<float>(on * (l - row[k]) + off * (static_cast<double>(c) * l - rowsum));
+    // -log p_k weighted (1 - s), plus s/C times -sum_j log p_j = C lse - sum_j x_j, that term only
+    // with smoothing (a masked, -inf, logit makes it infinite; 0 * inf would be NaN).
+    const double smoothed = off > 0 ? off * (static_cast<double>(c) * l - rowsum) : 0.0;
+    pper[i] = k == p.ignore_index ? 0.0f : static_cast<float>(on * (l - row[k]) + smoothed);
   }
   if (p.reduction == LossReduction::none) return {per, lse};
   double total = 0;

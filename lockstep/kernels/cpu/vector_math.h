@@ -13,8 +13,11 @@
 namespace lockstep::kernels {
 
 /// exp(x) for x <= 0 (softmax arguments, x - max), to ~2 ulp: 2^n * poly(r), r = x - n ln 2.
-/// Branch-free on purpose. Below 2^-126 it gives ~1e-38 instead of 0 (no denormals).
+/// Branch-free on purpose. Below 2^-126 it gives ~1e-38 instead of 0 (no denormals), -inf included.
 inline float expNonPositive(float x) {
+  // -inf (a masked logit or score) as -104, where exp is already below float's smallest normal:
+  // -inf itself would make r = -inf + inf, NaN. A NaN stays NaN (the comparison is false).
+  x = x < -104.0f ? -104.0f : x;
   const float t = x * 1.44269504088896341f;
   const float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest by the 1.5 * 2^23 trick
   const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;

@@ -1,6 +1,9 @@
 // Scaled dot-product attention on a GPU (see attention.h): a warp per row; lane l holds elements
-// l, l + 32, ... of a head-dim row in registers (R of them), and each score is a warp-wide dot
-// product.
+// l, l + 32, ... of a head-dim row in registers (R of them). Keys (in the backward of k and v, query
+// rows) come 32 at a time: each lane sums its part of the 32 dot products and one transposed warp
+// reduction leaves lane t with score t, so the softmax, its exponentials and the dropout draws of a
+// chunk run once per lane in parallel (a score at a time took 5 shuffles, 2 exponentials and a
+// Philox call on every lane per key), and the weights go back to the lanes' rows by shuffles.
 #include <limits>
 
 #include "lockstep/kernels/cuda/attention.h"
@@ -48,18 +51,6 @@ __device__ __forceinline__ void loadRow(A (&r)[R], const T* __restrict__ p, int6
   }
 }
 
-// The warp-wide dot product of the row in registers with the row at p.
-template <typename A, int R, typename T>
-__device__ __forceinline__ A dotRow(const A (&r)[R], const T* __restrict__ p, int64_t d, int lane) {
-  A part = A(0);
-#pragma unroll
-  for (int k = 0; k < R; ++k) {
-    const int64_t c = lane + 32 * k;
-    if (c < d) part += r[k] * castTo<A>(p[c]);
-  }
-  return warpSum(part);
-}
-
 template <typename A, int R, typename T>
 __device__ __forceinline__ void storeRow(T* __restrict__ p, const A (&r)[R], A mul, int64_t d, int lane) {
 #pragma unroll
@@ -71,6 +62,50 @@ __device__ __forceinline__ void storeRow(T* __restrict__ p, const A (&r)[R], A m
 
 __device__ __forceinline__ int64_t warpRow() {
   return blockIdx.x * int64_t(kWarpsPerBlock) + threadIdx.x / 32;
+}
+
+// Keys (or query rows) are taken 32 at a time, one per lane: each lane first sums its share of the
+// 32 dot products (its head-dim elements), then transposeSum hands lane t the whole of product t.
+constexpr int kChunk = 32;
+
+// v[t] holds this lane's part of sum t (t < 32); returns sum `lane`, reduced over the warp, in 31
+// shuffles (one warpSum per sum would take 160): at each step a lane keeps the half of its sums that
+// its half of the warp will own and adds its partner's part of that half.
+template <typename A>
+__device__ __forceinline__ A transposeSum(A (&v)[kChunk], int lane) {
+#pragma unroll
+  for (int step = kChunk / 2; step >= 1; step /= 2) {
+    const bool upper = (lane & step) != 0;
+#pragma unroll
+    for (int t = 0; t < step; ++t) {
+      const A send = upper ? v[t] : v[t + step];
+      const A keep = upper ? v[t + step] : v[t];
+      v[t] = keep + __shfl_xor_sync(0xffffffffu, send, step);
+    }
+  }
+  return v[0];
+}
+
+// This lane's part of the dot product of the row in registers with the row at p.
+template <typename A, int R, typename T>
+__device__ __forceinline__ A partDot(const A (&r)[R], const T* __restrict__ p, int64_t d, int lane) {
+  A part = A(0);
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    const int64_t c = lane + 32 * k;
+    if (c < d) part += r[k] * castTo<A>(p[c]);
+  }
+  return part;
+}
+
+// acc += w * row at p (this lane's elements).
+template <typename A, int R, typename T>
+__device__ __forceinline__ void addRow(A (&acc)[R], A w, const T* __restrict__ p, int64_t d, int lane) {
+#pragma unroll
+  for (int k = 0; k < R; ++k) {
+    const int64_t c = lane + 32 * k;
+    if (c < d) acc[k] += w * castTo<A>(p[c]);
+  }
 }
 
 template <typename T, int R>
@@ -89,20 +124,29 @@ __global__ void forwardKernel(T* __restrict__ out, ComputeT<T>* __restrict__ lse
   loadRow(qr, q + b * qv.sb + h * qv.sh + i * qv.sr, n.d, lane);
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = A(0);
-  A m = -std::numeric_limits<A>::infinity(), l = A(0);
+  const A lowest = -std::numeric_limits<A>::infinity();
+  A m = lowest, l = A(0);
   const int64_t lim = causal ? (i + 1 < n.s ? i + 1 : n.s) : n.s;
-  for (int64_t j = 0; j < lim; ++j) {
-    const A s = dotRow(qr, kb + j * kv.sr, n.d, lane) * scale;
-    const A mn = s > m ? s : m;
-    const A corr = dExp(m - mn), e = dExp(s - mn);
-    l = l * corr + e;
-    const A w = drop.on ? e * drop.factor(static_cast<uint64_t>(row * n.s + j)) : e;
-    const T* vj = vb + j * vv.sr;
+  for (int64_t j0 = 0; j0 < lim; j0 += kChunk) {
+    // Lane t: the score of key j0 + t (-inf past the last visible key), its weight and dropout.
+    A part[kChunk];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int64_t c = lane + 32 * r;
-      acc[r] = acc[r] * corr + (c < n.d ? w * castTo<A>(vj[c]) : A(0));
-    }
+    for (int t = 0; t < kChunk; ++t)
+      part[t] = j0 + t < lim ? partDot(qr, kb + (j0 + t) * kv.sr, n.d, lane) : A(0);
+    const int64_t jl = j0 + lane;
+    const bool seen = jl < lim;
+    const A sum = transposeSum(part, lane);  // every lane takes part in the shuffles
+    const A s = seen ? sum * scale : lowest;
+    const A top = warpMax(s);
+    const A mn = top > m ? top : m;
+    const A corr = dExp(m - mn), e = seen ? dExp(s - mn) : A(0);
+    l = l * corr + warpSum(e);
+    const A w = drop.on && seen ? e * drop.factor(static_cast<uint64_t>(row * n.s + jl)) : e;
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] *= corr;
+    const int64_t count = lim - j0 < kChunk ? lim - j0 : kChunk;
+    for (int t = 0; t < count; ++t)
+      addRow(acc, __shfl_sync(0xffffffffu, w, t), vb + (j0 + t) * vv.sr, n.d, lane);
     m = mn;
   }
   storeRow(out + row * n.d, acc, A(1) / l, n.d, lane);
@@ -145,23 +189,31 @@ __global__ void gradQKernel(T* __restrict__ gq, const T* __restrict__ gout, cons
   for (int r = 0; r < R; ++r) dq[r] = A(0);
   const A L = lse[row], D = dsum[row];
   const int64_t lim = causal ? (i + 1 < n.s ? i + 1 : n.s) : n.s;
-  for (int64_t j = 0; j < lim; ++j) {
-    const T* kj = kb + j * kv.sr;
-    const A p = dExp(dotRow(qr, kj, n.d, lane) * scale - L);
-    A dp = dotRow(gr, vb + j * vv.sr, n.d, lane);
-    if (drop.on) dp *= drop.factor(static_cast<uint64_t>(row * n.s + j));
-    const A ds = p * (dp - D) * scale;
+  for (int64_t j0 = 0; j0 < lim; j0 += kChunk) {
+    A ps[kChunk], pd[kChunk];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int64_t c = lane + 32 * r;
-      if (c < n.d) dq[r] += ds * castTo<A>(kj[c]);
+    for (int t = 0; t < kChunk; ++t) {
+      const bool in = j0 + t < lim;
+      ps[t] = in ? partDot(qr, kb + (j0 + t) * kv.sr, n.d, lane) : A(0);
+      pd[t] = in ? partDot(gr, vb + (j0 + t) * vv.sr, n.d, lane) : A(0);
     }
+    const int64_t jl = j0 + lane;
+    const bool seen = jl < lim;
+    const A s = transposeSum(ps, lane);
+    A dp = transposeSum(pd, lane);
+    const A p = seen ? dExp(s * scale - L) : A(0);
+    if (drop.on && seen) dp *= drop.factor(static_cast<uint64_t>(row * n.s + jl));
+    const A ds = seen ? p * (dp - D) * scale : A(0);
+    const int64_t count = lim - j0 < kChunk ? lim - j0 : kChunk;
+    for (int t = 0; t < count; ++t)
+      addRow(dq, __shfl_sync(0xffffffffu, ds, t), kb + (j0 + t) * kv.sr, n.d, lane);
   }
   storeRow(gq + row * n.d, dq, A(1), n.d, lane);
 }
 
 // For key row j of kv head g: dv_j = sum_(h, i) P_ij f_ij dout_i and dk_j = scale * sum P_ij (dP_ij -
 // dsum_i) q_i over the query heads h that share g and the rows i that see j (f: dropout factor).
+// The query rows are taken 32 at a time, one per lane, as the keys are in the forward.
 template <typename T, int R>
 __global__ void gradKVKernel(T* __restrict__ gk, T* __restrict__ gv, const T* __restrict__ gout,
                              const T* __restrict__ q, HeadView qv, const T* __restrict__ k, HeadView kv,
@@ -174,29 +226,33 @@ __global__ void gradKVKernel(T* __restrict__ gk, T* __restrict__ gv, const T* __
   const int64_t row = warpRow();  // (b Hkv + g) S + j
   if (row >= n.b * n.hkv * n.s) return;
   const int64_t j = row % n.s, bg = row / n.s, g = bg % n.hkv, b = bg / n.hkv, group = n.h / n.hkv;
-  A kr[R], vr[R], dk[R], dv[R], qi[R], gi[R];
+  A kr[R], vr[R], dk[R], dv[R];
   loadRow(kr, k + b * kv.sb + g * kv.sh + j * kv.sr, n.d, lane);
   loadRow(vr, v + b * vv.sb + g * vv.sh + j * vv.sr, n.d, lane);
 #pragma unroll
   for (int r = 0; r < R; ++r) dk[r] = dv[r] = A(0);
   for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-    for (int64_t i = causal ? j : 0; i < n.t; ++i) {
-      const int64_t qrow = (b * n.h + h) * n.t + i;
-      loadRow(qi, q + b * qv.sb + h * qv.sh + i * qv.sr, n.d, lane);
-      loadRow(gi, gout + qrow * n.d, n.d, lane);
-      A s = A(0), dp = A(0);
+    const T* qh = q + b * qv.sb + h * qv.sh;
+    const int64_t rows0 = (b * n.h + h) * n.t;  // the query rows of head h
+    for (int64_t i0 = causal ? j : 0; i0 < n.t; i0 += kChunk) {
+      A ps[kChunk], pd[kChunk];
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        s += qi[r] * kr[r];
-        dp += gi[r] * vr[r];
+      for (int t = 0; t < kChunk; ++t) {
+        const bool in = i0 + t < n.t;
+        ps[t] = in ? partDot(kr, qh + (i0 + t) * qv.sr, n.d, lane) : A(0);
+        pd[t] = in ? partDot(vr, gout + (rows0 + i0 + t) * n.d, n.d, lane) : A(0);
       }
-      const A p = dExp(warpSum(s) * scale - lse[qrow]);
-      const A f = drop.on ? drop.factor(static_cast<uint64_t>(qrow * n.s + j)) : A(1);
-      const A ds = p * (warpSum(dp) * f - dsum[qrow]) * scale;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        dv[r] += p * f * gi[r];
-        dk[r] += ds * qi[r];
+      const int64_t il = i0 + lane, qrow = rows0 + il;
+      const bool seen = il < n.t;
+      const A s = transposeSum(ps, lane), dp = transposeSum(pd, lane);
+      const A p = seen ? dExp(s * scale - lse[qrow]) : A(0);
+      const A f = drop.on && seen ? drop.factor(static_cast<uint64_t>(qrow * n.s + j)) : A(1);
+      const A ds = seen ? p * (dp * f - dsum[qrow]) * scale : A(0);
+      const A pf = p * f;
+      const int64_t count = n.t - i0 < kChunk ? n.t - i0 : kChunk;
+      for (int t = 0; t < count; ++t) {
+        addRow(dv, __shfl_sync(0xffffffffu, pf, t), gout + (rows0 + i0 + t) * n.d, n.d, lane);
+        addRow(dk, __shfl_sync(0xffffffffu, ds, t), qh + (i0 + t) * qv.sr, n.d, lane);
       }
     }
   }

@@ -31,14 +31,22 @@ struct ScalarFn {
   __device__ C operator()(C a) const { return BinaryFn{op}(a, s); }
 };
 
-// d = d + alpha * s, s of type S read in D's compute type.
-template <typename D, typename S>
+// d = d + alpha * s, s of type S read in D's compute type; V elements per access (see mapFlat).
+template <typename D, typename S, int V>
 __global__ void addIntoFlat(D* __restrict__ d, const S* __restrict__ s, int64_t n, ComputeT<D> alpha) {
   using C = ComputeT<D>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    d[i] = castTo<D>(castTo<C>(d[i]) + alpha * castTo<C>(s[i]));
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x,
+                step = int64_t(gridDim.x) * blockDim.x;
+  const int64_t packs = n / V;
+  for (int64_t w = first; w < packs; w += step) {
+    Pack<D, V> x = reinterpret_cast<const Pack<D, V>*>(d)[w];
+    const Pack<S, V> y = reinterpret_cast<const Pack<S, V>*>(s)[w];
+#pragma unroll
+    for (int j = 0; j < V; ++j) x.v[j] = castTo<D>(castTo<C>(x.v[j]) + alpha * castTo<C>(y.v[j]));
+    reinterpret_cast<Pack<D, V>*>(d)[w] = x;
   }
+  for (int64_t i = packs * V + first; i < n; i += step)
+    d[i] = castTo<D>(castTo<C>(d[i]) + alpha * castTo<C>(s[i]));
 }
 
 template <typename D, typename S>
@@ -59,7 +67,12 @@ void addIntoTyped(const Tensor& dst, const Tensor& src, double alpha) {
   const S* s = static_cast<const S*>(src.devicePtr());
   const auto a = static_cast<ComputeT<D>>(alpha);
   if (dst.isDense() && dst.strides() == src.strides()) {
-    addIntoFlat<D, S><<<blocksFor(n), kBlock, 0, streamOf(dst)>>>(d, s, n, a);
+    constexpr int V = kPackOf<D, S>;
+    if (packAligned<D, V>(d) && packAligned<S, V>(s)) {
+      addIntoFlat<D, S, V><<<blocksFor((n + V - 1) / V), kBlock, 0, streamOf(dst)>>>(d, s, n, a);
+    } else {
+      addIntoFlat<D, S, 1><<<blocksFor(n), kBlock, 0, streamOf(dst)>>>(d, s, n, a);
+    }
   } else {
     addIntoStrided<D, S>
         <<<blocksFor(n), kBlock, 0, streamOf(dst)>>>(d, StridedIndexer::of(dst.shape(), dst.strides()), s,

@@ -103,6 +103,7 @@ struct Gemm {
   int64_t batch = 1;
   Mat x, y;
   void* d = nullptr;
+  int64_t ldd = 0;             // D's row pitch in elements (0: N, contiguous)
   const void* bias = nullptr;  // [N], through the bias epilogue
   double beta = 0;
 };
@@ -143,7 +144,70 @@ void makeLayout(cublasLtMatrixLayout_t* l, cudaDataType_t type, int64_t rows, in
       what);
 }
 
+// cuBLASLt's fast GEMM kernels read and write rows that start on 16-byte boundaries; a leading
+// dimension that breaks that (GPT-2's vocabulary of 50,257 bf16 logits a row) leaves it an align-2
+// kernel, which ran GPT-2's three LM-head GEMMs at ~100 TFLOP/s on an H200 (a third of the step).
+// A large operand with such rows is copied into a pitch-padded buffer first, and such a D is
+// computed into one and copied out: two cudaMemcpy2DAsync passes cost far less than the slow kernel.
+constexpr int64_t kStageBytes = int64_t{8} << 20;  // below this the slow kernel costs less
+
+int64_t paddedPitch(int64_t width, size_t elem) {
+  return (width * static_cast<int64_t>(elem) + 15) / 16 * 16;
+}
+
+void copyRows(void* dst, int64_t dpitch, const void* src, int64_t spitch, int64_t width, int64_t height,
+              const Device& device) {
+  LOCKSTEP_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(dpitch), src, static_cast<size_t>(spitch),
+                                        static_cast<size_t>(width), static_cast<size_t>(height),
+                                        cudaMemcpyDeviceToDevice, rt::currentStream(device.index).handle()));
+}
+
+bool worthStaging(const Mat& m, size_t elem) {
+  const int64_t ld = m.rowMajor() ? m.rs : m.cs;
+  return (ld * static_cast<int64_t>(elem)) % 16 != 0 &&
+         m.rows * m.cols * static_cast<int64_t>(elem) >= kStageBytes;
+}
+
+// m copied into `keep` with each of its contiguous runs on a 16-byte boundary.
+Mat staged(const Mat& m, size_t elem, const Device& device, Tensor& keep) {
+  const bool row_major = m.rowMajor();
+  const int64_t width = row_major ? m.cols : m.rows, height = row_major ? m.rows : m.cols;
+  const int64_t ld = row_major ? m.rs : m.cs, pitch = paddedPitch(width, elem);
+  keep = Tensor::empty({height * pitch}, DType::u8, MemoryFormat::contiguous, device);
+  copyRows(keep.devicePtr(), pitch, m.ptr, ld * static_cast<int64_t>(elem),
+           width * static_cast<int64_t>(elem), height, device);
+  Mat out = m;
+  out.ptr = keep.devicePtr();
+  (row_major ? out.rs : out.cs) = pitch / static_cast<int64_t>(elem);
+  return out;
+}
+
+void runAlignedGemm(const Gemm& g, const Device& device);
+
 void runGemm(const Gemm& g, const Device& device) {
+  const int64_t M = g.x.rows, N = g.y.cols;
+  const size_t elem = dtypeSize(g.dtype);
+  const int64_t e = static_cast<int64_t>(elem);
+  const bool stage_x = g.batch == 1 && worthStaging(g.x, elem),
+             stage_y = g.batch == 1 && worthStaging(g.y, elem);
+  const bool stage_d = g.batch == 1 && g.ldd == 0 && (N * e) % 16 != 0 && M * N * e >= kStageBytes;
+  if (!stage_x && !stage_y && !stage_d) return runAlignedGemm(g, device);
+  Gemm p = g;
+  Tensor keep_x, keep_y, keep_d;
+  if (stage_x) p.x = staged(g.x, elem, device, keep_x);
+  if (stage_y) p.y = staged(g.y, elem, device, keep_y);
+  const int64_t pitch = paddedPitch(N, elem);
+  if (stage_d) {
+    keep_d = Tensor::empty({M * pitch}, DType::u8, MemoryFormat::contiguous, device);
+    if (g.beta != 0) copyRows(keep_d.devicePtr(), pitch, g.d, N * e, N * e, M, device);
+    p.d = keep_d.devicePtr();
+    p.ldd = pitch / e;
+  }
+  runAlignedGemm(p, device);
+  if (stage_d) copyRows(g.d, N * e, keep_d.devicePtr(), pitch, N * e, M, device);
+}
+
+void runAlignedGemm(const Gemm& g, const Device& device) {
   const int64_t M = g.x.rows, K = g.x.cols, N = g.y.cols;
   const std::string what = detail::concat(g.op, " ([", M, ", ", K, "] @ [", K, ", ", N, "]",
                                           g.batch > 1 ? detail::concat(" x ", g.batch, " batches") : "", ", ",
@@ -182,14 +246,15 @@ void runGemm(const Gemm& g, const Device& device) {
   } else {
     makeLayout(&lt.b, type, M, K, ldb, g.batch, g.x.batch_stride, what);
   }
-  makeLayout(&lt.d, type, N, M, N, g.batch, M * N, what);
+  const int64_t ldd = g.ldd > 0 ? g.ldd : N;
+  makeLayout(&lt.d, type, N, M, ldd, g.batch, M * ldd, what);
 
   const rt::Stream stream = rt::currentStream(device.index);
   const Workspace ws = blasWorkspace(stream);
   const cublasLtHandle_t handle = blasLtHandle(device.index);
   const uint32_t align_a = alignmentOf(g.y.ptr, lda, g.y.batch_stride, elem),
                  align_b = alignmentOf(g.x.ptr, ldb, g.x.batch_stride, elem),
-                 align_d = alignmentOf(g.d, N, g.batch > 1 ? M * N : 0, elem);
+                 align_d = alignmentOf(g.d, ldd, g.batch > 1 ? M * ldd : 0, elem);
 
   // The heuristic's choice, once per problem and compute type (it depends on nothing else). Every
   // algorithm cuBLASLt offers is deterministic: a split-K reduction (CUBLASLT_REDUCTION_SCHEME_*)
@@ -208,6 +273,7 @@ void runGemm(const Gemm& g, const Device& device) {
                                  K,
                                  lda,
                                  ldb,
+                                 ldd,
                                  g.y.batch_stride,
                                  g.x.batch_stride,
                                  epilogue,

@@ -46,7 +46,9 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
     if (t[i] == p.ignore_index) continue;
     double smooth = 0;
     for (int64_t j = 0; j < c; ++j) smooth -= logp[j];
-    per.data<double>()[i] = (1.0 - p.label_smoothing) * -logp[t[i]] + p.label_smoothing / c * smooth;
+    // The smoothing term only with smoothing (as torch): a masked (-inf) logit makes it infinite.
+    per.data<double>()[i] = (1.0 - p.label_smoothing) * -logp[t[i]] +
+                            (p.label_smoothing > 0 ? p.label_smoothing / c * smooth : 0.0);
   }
   double count = static_cast<double>(countKept(t, p.ignore_index));
   return {reduce(per, p.reduction, count, logits.dtype()),

@@ -8,20 +8,97 @@ namespace lockstep::cuda {
 
 namespace {
 
-template <typename D, typename S>
-__global__ void castContiguous(D* __restrict__ d, const S* __restrict__ s, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    d[i] = castTo<D>(s[i]);
+// Casts V consecutive elements s[0..V) to d[0..V): one load and one store when V > 1.
+template <typename D, typename S, int V>
+__device__ __forceinline__ void castRun(D* __restrict__ d, const S* __restrict__ s) {
+  if constexpr (V == 1) {
+    *d = castTo<D>(*s);
+  } else {
+    const Pack<S, V> in = *reinterpret_cast<const Pack<S, V>*>(s);
+    Pack<D, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) out.v[k] = castTo<D>(in.v[k]);
+    *reinterpret_cast<Pack<D, V>*>(d) = out;
   }
 }
 
+// n elements, V per access (both pointers aligned for it), the last n % V one at a time.
+template <typename D, typename S, int V>
+__global__ void castContiguous(D* __restrict__ d, const S* __restrict__ s, int64_t n) {
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x,
+                step = int64_t(gridDim.x) * blockDim.x;
+  const int64_t packs = n / V;
+  for (int64_t w = first; w < packs; w += step) castRun<D, S, V>(d + w * V, s + w * V);
+  for (int64_t i = packs * V + first; i < n; i += step) d[i] = castTo<D>(s[i]);
+}
+
+// The shape of a strided copy with adjacent dims merged where both sides keep them contiguous
+// (stride[d] == stride[d + 1] * size[d + 1]) and size-1 dims dropped: a [B, T, H, D] <-> [B, H, T, D]
+// transpose stays 4-d, a narrow of the last dim becomes 2-d.
+struct CopyShape {
+  int ndim = 0;
+  int64_t size[kMaxDims] = {};
+  int64_t dst[kMaxDims] = {};
+  int64_t src[kMaxDims] = {};
+};
+
+CopyShape copyShapeOf(const Tensor& dst, const Tensor& src) {
+  CopyShape c;
+  for (int64_t k = 0; k < dst.dim(); ++k) {
+    if (dst.size(k) == 1) continue;
+    if (c.ndim > 0) {
+      const int l = c.ndim - 1;
+      if (c.dst[l] == dst.stride(k) * dst.size(k) && c.src[l] == src.stride(k) * src.size(k)) {
+        c.size[l] *= dst.size(k);
+        c.dst[l] = dst.stride(k);
+        c.src[l] = src.stride(k);
+        continue;
+      }
+    }
+    c.size[c.ndim] = dst.size(k);
+    c.dst[c.ndim] = dst.stride(k);
+    c.src[c.ndim] = src.stride(k);
+    ++c.ndim;
+  }
+  if (c.ndim == 0) {  // a single element
+    c.ndim = 1;
+    c.size[0] = 1;
+    c.dst[0] = c.src[0] = 1;
+  }
+  return c;
+}
+
+// Whether a copy of c can move kPackOf<D, S> elements (16 bytes of the wider side) at once: the innermost dim
+// contiguous on both sides, its size and every other stride multiples of the run, both pointers aligned to
+// it.
 template <typename D, typename S>
-__global__ void castStrided(D* __restrict__ d, StridedIndexer di, const S* __restrict__ s, StridedIndexer si,
-                            int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    d[di.offset(i)] = castTo<D>(s[si.offset(i)]);
+bool runs(const CopyShape& c, const D* d, const S* s) {
+  constexpr int v = kPackOf<D, S>;
+  const int l = c.ndim - 1;
+  bool ok =
+      c.dst[l] == 1 && c.src[l] == 1 && c.size[l] % v == 0 && packAligned<D, v>(d) && packAligned<S, v>(s);
+  for (int k = 0; k < l && ok; ++k) ok = c.dst[k] % v == 0 && c.src[k] % v == 0;
+  return ok;
+}
+
+// d[c's offset of i] = s[c's offset of i] for n elements, V consecutive ones per thread (the
+// innermost dim's), the offsets from one division chain per V elements in index type I (32-bit
+// when the copy has under 2^32 elements: 64-bit divisions cost several times more).
+template <typename D, typename S, int V, typename I>
+__global__ void castStrided(D* __restrict__ d, const S* __restrict__ s, CopyShape c, I n) {
+  for (I i = (blockIdx.x * I(blockDim.x) + threadIdx.x) * V; i < n; i += I(gridDim.x) * blockDim.x * V) {
+    I rest = i;
+    int64_t od = 0, os = 0;
+    for (int k = c.ndim - 1; k > 0; --k) {
+      const I size = static_cast<I>(c.size[k]);
+      const I j = rest % size;
+      rest /= size;
+      od += static_cast<int64_t>(j) * c.dst[k];
+      os += static_cast<int64_t>(j) * c.src[k];
+    }
+    od += static_cast<int64_t>(rest) * c.dst[0];
+    os += static_cast<int64_t>(rest) * c.src[0];
+    castRun<D, S, V>(d + od, s + os);
   }
 }
 
@@ -117,7 +194,12 @@ void copyStrided(const Tensor& dst, const Tensor& src) {
       const S* s = static_cast<const S*>(src.devicePtr());
       uint32_t batch = 0, rows = 0, cols = 0;
       if (same_block) {
-        castContiguous<D, S><<<blocksFor(n), kBlock, 0, stream>>>(d, s, n);
+        constexpr int V = kPackOf<D, S>;
+        if (packAligned<D, V>(d) && packAligned<S, V>(s)) {
+          castContiguous<D, S, V><<<blocksFor((n + V - 1) / V), kBlock, 0, stream>>>(d, s, n);
+        } else {
+          castContiguous<D, S, 1><<<blocksFor(n), kBlock, 0, stream>>>(d, s, n);
+        }
       } else if (channelsReorder(dst, src, batch, rows, cols)) {
         if (std::min(rows, cols) < 32 && n < (int64_t{1} << 31)) {
           transposeNarrow<D, S>
@@ -127,9 +209,18 @@ void copyStrided(const Tensor& dst, const Tensor& src) {
           transposeBatched<D, S><<<grid, dim3(32, 8), 0, stream>>>(d, s, rows, cols);
         }
       } else {
-        castStrided<D, S>
-            <<<blocksFor(n), kBlock, 0, stream>>>(d, StridedIndexer::of(dst.shape(), dst.strides()), s,
-                                                  StridedIndexer::of(src.shape(), src.strides()), n);
+        const CopyShape c = copyShapeOf(dst, src);
+        constexpr int V = kPackOf<D, S>;
+        if (n >= (int64_t{1} << 31)) {  // 32-bit indices with room for the grid stride
+          castStrided<D, S, 1, uint64_t>
+              <<<blocksFor(n), kBlock, 0, stream>>>(d, s, c, static_cast<uint64_t>(n));
+        } else if (runs(c, d, s)) {
+          castStrided<D, S, V, uint32_t>
+              <<<blocksFor(n / V), kBlock, 0, stream>>>(d, s, c, static_cast<uint32_t>(n));
+        } else {
+          castStrided<D, S, 1, uint32_t>
+              <<<blocksFor(n), kBlock, 0, stream>>>(d, s, c, static_cast<uint32_t>(n));
+        }
       }
     });
   });

@@ -48,6 +48,22 @@ __device__ __forceinline__ D castTo(S v) {
 
 constexpr int kMaxDims = 8;
 
+/// V elements of T moved as one access (vector loads and stores of up to 16 bytes).
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+/// Elements per 16-byte access of the wider of two element types (a flat kernel's vector width).
+template <typename A, typename B = A>
+constexpr int kPackOf = static_cast<int>(16 / (sizeof(A) > sizeof(B) ? sizeof(A) : sizeof(B)));
+
+/// Whether p is aligned for Pack<T, V> accesses.
+template <typename T, int V>
+__host__ __device__ inline bool packAligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * V) == 0;
+}
+
 /// Element offsets of a strided tensor from a row-major linear index (up to kMaxDims dims).
 struct StridedIndexer {
   int ndim = 0;
