@@ -63,6 +63,33 @@ TEST(GpuLinear, takes_strided_operands_without_changing_the_result) {
               "expanded x");
 }
 
+// GEMMs of 8 MiB and more with N or K not a multiple of 16 bytes (GPT-2's vocabulary: 50,257) run
+// on zero-padded copies (kernels/cuda/blas.cpp): forward with bias, both gradients, x column-major
+// and sliced (rows off the 16-byte boundary), against the f64 oracle. The 8 MiB is of the three
+// matrices together, so f32 and bf16 both take the padded path at these sizes.
+TEST(GpuLinear, large_gemms_with_unaligned_sizes_run_padded_and_match_the_oracle) {
+  LOCKSTEP_REQUIRE_GPU();
+  const int64_t M = 2048, K = 771, N = 1031;
+  for (DType t : {DType::f32, DType::bf16}) {
+    const std::string what = std::string(dtypeName(t)) + " [2048, 771] x [771, 1031]";
+    Tensor x = input({M, K}, t, 21), w = input({N, K}, t, 22), b = input({N}, t, 23), gy = input({M, N}, t, 24);
+    expectClose(kernels::linearForward(gpu(x), gpu(w), gpu(b)), kernels::linearForward(f64(x), f64(w), f64(b)), t,
+                what + " forward");
+    expectClose(kernels::linearBackwardData(gpu(gy), gpu(w)), kernels::linearBackwardData(f64(gy), f64(w)), t,
+                what + " data gradient");
+    auto [gw, gb] = kernels::linearBackwardWeights(gpu(gy), gpu(x), true);
+    auto [gw64, gb64] = kernels::linearBackwardWeights(f64(gy), f64(x), true);
+    expectClose(gw, gw64, t, what + " weight gradient");
+    expectClose(gb, gb64, t, what + " bias gradient");
+    // x column-major (a transposed [K, M]) and x sliced one column in (rows at an odd offset).
+    Tensor xt = input({K, M}, t, 25), wide = input({M, K + 1}, t, 26);
+    expectClose(kernels::linearForward(gpu(xt).transpose(0, 1), gpu(w), gpu(b)),
+                kernels::linearForward(f64(xt).transpose(0, 1), f64(w), f64(b)), t, what + " column-major x");
+    expectClose(kernels::linearForward(gpu(wide).narrow(1, 1, K), gpu(w), Tensor()),
+                kernels::linearForward(f64(wide).narrow(1, 1, K), f64(w), Tensor()), t, what + " sliced x");
+  }
+}
+
 TEST(GpuLinear, empty_sizes_give_empty_or_bias_only_results) {
   LOCKSTEP_REQUIRE_GPU();
   Tensor w = input({4, 0}, DType::f32, 12), b = input({4}, DType::f32, 13);

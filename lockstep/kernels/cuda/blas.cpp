@@ -144,64 +144,93 @@ void makeLayout(cublasLtMatrixLayout_t* l, cudaDataType_t type, int64_t rows, in
       what);
 }
 
-// cuBLASLt's fast GEMM kernels read and write rows that start on 16-byte boundaries; a leading
-// dimension that breaks that (GPT-2's vocabulary of 50,257 bf16 logits a row) leaves it an align-2
-// kernel, which ran GPT-2's three LM-head GEMMs at ~100 TFLOP/s on an H200 (a third of the step).
-// A large operand with such rows is copied into a pitch-padded buffer first, and such a D is
-// computed into one and copied out: two cudaMemcpy2DAsync passes cost far less than the slow kernel.
+// cuBLASLt's fast GEMM kernels want every row on a 16-byte boundary and the dims it calls m (D's
+// rows in its column-major view: our N) and k (our K) multiples of 16 bytes of elements. GPT-2's
+// vocabulary (50,257 logits a row) breaks both; the heuristic then says "The number of rows in
+// matrix D (50257) is not 8 aligned ... consider padding it" and picks a generic CUTLASS kernel
+// (algo 24), which ran the LM head's forward and data-gradient GEMMs at ~115 TFLOP/s on an H200, a
+// third of the step. A large GEMM therefore runs on zero-padded copies: N and K rounded up to 16
+// bytes (zero rows and columns add nothing to the sums; D's extra columns are dropped) and every
+// operand row on a 16-byte boundary. The copies (cudaMemcpy2DAsync, the pads cudaMemset2DAsync,
+// all on the stream, so CUDA graphs capture them) cost far less than the slow kernel.
 constexpr int64_t kStageBytes = int64_t{8} << 20;  // below this the slow kernel costs less
 
 int64_t paddedPitch(int64_t width, size_t elem) {
   return (width * static_cast<int64_t>(elem) + 15) / 16 * 16;
 }
 
+cudaStream_t streamOn(const Device& device) { return rt::currentStream(device.index).handle(); }
+
 void copyRows(void* dst, int64_t dpitch, const void* src, int64_t spitch, int64_t width, int64_t height,
               const Device& device) {
   LOCKSTEP_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(dpitch), src, static_cast<size_t>(spitch),
                                         static_cast<size_t>(width), static_cast<size_t>(height),
-                                        cudaMemcpyDeviceToDevice, rt::currentStream(device.index).handle()));
+                                        cudaMemcpyDeviceToDevice, streamOn(device)));
 }
 
-bool worthStaging(const Mat& m, size_t elem) {
+bool rowsAligned(const Mat& m, size_t elem) {
   const int64_t ld = m.rowMajor() ? m.rs : m.cs;
-  return (ld * static_cast<int64_t>(elem)) % 16 != 0 &&
-         m.rows * m.cols * static_cast<int64_t>(elem) >= kStageBytes;
+  return (ld * static_cast<int64_t>(elem)) % 16 == 0 && reinterpret_cast<uintptr_t>(m.ptr) % 16 == 0;
 }
 
-// m copied into `keep` with each of its contiguous runs on a 16-byte boundary.
-Mat staged(const Mat& m, size_t elem, const Device& device, Tensor& keep) {
+// m [rows, cols] copied into `keep` as [rows_p, cols_p] (rows_p >= rows, cols_p >= cols) in the same
+// major order, each contiguous run on a 16-byte boundary, the added rows and columns zero.
+Mat padded(const Mat& m, int64_t rows_p, int64_t cols_p, size_t elem, const Device& device, Tensor& keep) {
+  const int64_t e = static_cast<int64_t>(elem);
   const bool row_major = m.rowMajor();
+  // In storage order: `height` runs of `width` contiguous elements, ld apart.
   const int64_t width = row_major ? m.cols : m.rows, height = row_major ? m.rows : m.cols;
-  const int64_t ld = row_major ? m.rs : m.cs, pitch = paddedPitch(width, elem);
-  keep = Tensor::empty({height * pitch}, DType::u8, MemoryFormat::contiguous, device);
-  copyRows(keep.devicePtr(), pitch, m.ptr, ld * static_cast<int64_t>(elem),
-           width * static_cast<int64_t>(elem), height, device);
-  Mat out = m;
-  out.ptr = keep.devicePtr();
-  (row_major ? out.rs : out.cs) = pitch / static_cast<int64_t>(elem);
+  const int64_t width_p = row_major ? cols_p : rows_p, height_p = row_major ? rows_p : cols_p;
+  const int64_t ld = row_major ? m.rs : m.cs, pitch = paddedPitch(width_p, elem);
+  keep = Tensor::empty({height_p * pitch}, DType::u8, MemoryFormat::contiguous, device);
+  auto* base = static_cast<uint8_t*>(keep.devicePtr());
+  copyRows(base, pitch, m.ptr, ld * e, width * e, height, device);
+  if (width_p > width) {
+    LOCKSTEP_CUDA_CHECK(cudaMemset2DAsync(base + width * e, static_cast<size_t>(pitch), 0,
+                                          static_cast<size_t>((width_p - width) * e), static_cast<size_t>(height),
+                                          streamOn(device)));
+  }
+  if (height_p > height) {
+    LOCKSTEP_CUDA_CHECK(cudaMemsetAsync(base + height * pitch, 0, static_cast<size_t>((height_p - height) * pitch),
+                                        streamOn(device)));
+  }
+  Mat out;
+  out.ptr = base;
+  out.rows = rows_p;
+  out.cols = cols_p;
+  out.rs = row_major ? pitch / e : 1;
+  out.cs = row_major ? 1 : pitch / e;
   return out;
 }
 
 void runAlignedGemm(const Gemm& g, const Device& device);
 
 void runGemm(const Gemm& g, const Device& device) {
-  const int64_t M = g.x.rows, N = g.y.cols;
+  const int64_t M = g.x.rows, K = g.x.cols, N = g.y.cols;
   const size_t elem = dtypeSize(g.dtype);
-  const int64_t e = static_cast<int64_t>(elem);
-  const bool stage_x = g.batch == 1 && worthStaging(g.x, elem),
-             stage_y = g.batch == 1 && worthStaging(g.y, elem);
-  const bool stage_d = g.batch == 1 && g.ldd == 0 && (N * e) % 16 != 0 && M * N * e >= kStageBytes;
+  const int64_t e = static_cast<int64_t>(elem), run = 16 / e;
+  const int64_t Kp = (K + run - 1) / run * run, Np = (N + run - 1) / run * run;
+  const bool large = g.batch == 1 && g.ldd == 0 && (M * K + K * N + M * N) * e >= kStageBytes;
+  const bool stage_x = large && (Kp != K || !rowsAligned(g.x, elem));
+  const bool stage_y = large && (Kp != K || Np != N || !rowsAligned(g.y, elem));
+  const bool stage_d = large && Np != N;
   if (!stage_x && !stage_y && !stage_d) return runAlignedGemm(g, device);
   Gemm p = g;
-  Tensor keep_x, keep_y, keep_d;
-  if (stage_x) p.x = staged(g.x, elem, device, keep_x);
-  if (stage_y) p.y = staged(g.y, elem, device, keep_y);
-  const int64_t pitch = paddedPitch(N, elem);
+  Tensor keep_x, keep_y, keep_d, keep_bias;
+  if (stage_x) p.x = padded(g.x, M, Kp, elem, device, keep_x);
+  if (stage_y) p.y = padded(g.y, Kp, Np, elem, device, keep_y);
+  const int64_t pitch = paddedPitch(Np, elem);
   if (stage_d) {
     keep_d = Tensor::empty({M * pitch}, DType::u8, MemoryFormat::contiguous, device);
     if (g.beta != 0) copyRows(keep_d.devicePtr(), pitch, g.d, N * e, N * e, M, device);
     p.d = keep_d.devicePtr();
     p.ldd = pitch / e;
+    if (g.bias) {  // the epilogue reads Np entries
+      keep_bias = Tensor::zeros({Np * e}, DType::u8, device);
+      LOCKSTEP_CUDA_CHECK(cudaMemcpyAsync(keep_bias.devicePtr(), g.bias, static_cast<size_t>(N * e),
+                                          cudaMemcpyDeviceToDevice, streamOn(device)));
+      p.bias = keep_bias.devicePtr();
+    }
   }
   runAlignedGemm(p, device);
   if (stage_d) copyRows(g.d, N * e, keep_d.devicePtr(), pitch, N * e, M, device);
