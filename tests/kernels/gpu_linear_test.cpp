@@ -72,9 +72,10 @@ TEST(GpuLinear, large_gemms_with_unaligned_sizes_run_padded_and_match_the_oracle
   const int64_t M = 2048, K = 771, N = 1031;
   for (DType t : {DType::f32, DType::bf16}) {
     const std::string what = std::string(dtypeName(t)) + " [2048, 771] x [771, 1031]";
-    Tensor x = input({M, K}, t, 21), w = input({N, K}, t, 22), b = input({N}, t, 23), gy = input({M, N}, t, 24);
-    expectClose(kernels::linearForward(gpu(x), gpu(w), gpu(b)), kernels::linearForward(f64(x), f64(w), f64(b)), t,
-                what + " forward");
+    Tensor x = input({M, K}, t, 21), w = input({N, K}, t, 22), b = input({N}, t, 23),
+           gy = input({M, N}, t, 24);
+    expectClose(kernels::linearForward(gpu(x), gpu(w), gpu(b)),
+                kernels::linearForward(f64(x), f64(w), f64(b)), t, what + " forward");
     expectClose(kernels::linearBackwardData(gpu(gy), gpu(w)), kernels::linearBackwardData(f64(gy), f64(w)), t,
                 what + " data gradient");
     auto [gw, gb] = kernels::linearBackwardWeights(gpu(gy), gpu(x), true);

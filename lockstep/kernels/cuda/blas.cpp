@@ -187,12 +187,12 @@ Mat padded(const Mat& m, int64_t rows_p, int64_t cols_p, size_t elem, const Devi
   copyRows(base, pitch, m.ptr, ld * e, width * e, height, device);
   if (width_p > width) {
     LOCKSTEP_CUDA_CHECK(cudaMemset2DAsync(base + width * e, static_cast<size_t>(pitch), 0,
-                                          static_cast<size_t>((width_p - width) * e), static_cast<size_t>(height),
-                                          streamOn(device)));
+                                          static_cast<size_t>((width_p - width) * e),
+                                          static_cast<size_t>(height), streamOn(device)));
   }
   if (height_p > height) {
-    LOCKSTEP_CUDA_CHECK(cudaMemsetAsync(base + height * pitch, 0, static_cast<size_t>((height_p - height) * pitch),
-                                        streamOn(device)));
+    LOCKSTEP_CUDA_CHECK(cudaMemsetAsync(base + height * pitch, 0,
+                                        static_cast<size_t>((height_p - height) * pitch), streamOn(device)));
   }
   Mat out;
   out.ptr = base;
