@@ -10,6 +10,7 @@
 #include "lockstep/parallel/memory_report.h"
 #include "lockstep/parallel/model_sync.h"
 #include "lockstep/parallel/pipeline/partition.h"
+#include "lockstep/parallel/pipeline/pipeline_grid.h"
 #include "lockstep/parallel/pipeline/pipeline_stage.h"
 #include "lockstep/parallel/pipeline/schedule.h"
 #include "lockstep/parallel/pipeline/simulation.h"

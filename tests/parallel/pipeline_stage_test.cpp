@@ -14,10 +14,13 @@
 #include <string>
 
 #include "lockstep/autograd.h"
+#include "lockstep/kernels/shape.h"
 #include "lockstep/kernels/threads.h"
 #include "lockstep/nn.h"
 #include "lockstep/optim.h"
 #include "lockstep/parallel/environment.h"
+#include "lockstep/parallel/pipeline/pipeline_grid.h"
+#include "lockstep/parallel/tensor_comm.h"
 #include "parallel/process_util.h"
 #include "parallel/thread_ranks.h"
 
@@ -166,7 +169,8 @@ using Reference = std::pair<std::map<std::string, Tensor>, std::vector<double>>;
 std::set<std::string> trainStageAndCompare(const Job& job, int rank,
                                            std::shared_ptr<comm::ProcessGroup> group,
                                            PipelineScheduleKind schedule, const Reference& one_process,
-                                           int64_t checkpoint_interval = 0) {
+                                           int64_t checkpoint_interval = 0,
+                                           std::shared_ptr<comm::ProcessGroup> data_group = nullptr) {
   const auto& [reference, reference_losses] = one_process;
   const int stages = group->size();
   auto model = build(job);
@@ -175,13 +179,17 @@ std::set<std::string> trainStageAndCompare(const Job& job, int rank,
   o.micro_batches = kMicroBatches;
   o.partition.stages = stages;
   o.activation_checkpoint_interval = checkpoint_interval;
+  o.data_group = data_group;
   PipelineStage stage(*model, group, o);
   optim::SGD sgd(stage.parameters(), {.lr = kLr});
   for (int step = 0; step < kSteps; ++step) {
     auto [x, y] = job.batch(step);
     const bool first = rank == 0, last = rank + 1 == stages;
-    const double loss = stage.trainStep(first ? split(x) : std::vector<Tensor>{},
-                                        last ? split(y) : std::vector<Tensor>{}, job.loss, &sgd);
+    double loss = stage.trainStep(first ? split(x) : std::vector<Tensor>{},
+                                  last ? split(y) : std::vector<Tensor>{}, job.loss, &sgd);
+    // With replicas, each last stage has its replica's mean: theirs together are the whole batch's.
+    if (last && data_group)
+      loss = parallel::allreduceScalar(*data_group, loss, comm::ReduceOp::sum) / data_group->size();
     if (last) {
       EXPECT_NEAR(loss, reference_losses[static_cast<size_t>(step)], 1e-6 * std::abs(loss))
           << "step " << step;
@@ -221,7 +229,66 @@ void expectPipelineMatchesOneProcess(const Job& job, int stages, PipelineSchedul
   EXPECT_EQ(checked.size(), one_process.first.size());
 }
 
+// Pipeline x data parallel on the world's grid (DeepSpeed's topology, makePipelineGrid): replica d
+// trains its part of the global batch (the job's batches step * replicas + d) through its pipeline,
+// and each stage's gradients are averaged over the stage's replicas. One process on the whole
+// global batch is the reference.
+void expectGridMatchesOneProcess(const Job& job, int stages, int replicas, PipelineScheduleKind schedule) {
+  OneThread one_thread;
+  Job global = job;
+  global.batch = [job, replicas](int step) {
+    std::vector<Tensor> xs, ys;
+    for (int d = 0; d < replicas; ++d) {
+      auto [x, y] = job.batch(step * replicas + d);
+      xs.push_back(x);
+      ys.push_back(y);
+    }
+    return std::make_pair(kernels::concat(xs, 0), kernels::concat(ys, 0));
+  };
+  const Reference one_process = trainAlone(global);
+  std::mutex mu;
+  std::set<std::string> checked;
+  lockstep::testing::runThreadRanks(stages * replicas, [&](int, std::shared_ptr<comm::ProcessGroup> world) {
+    OneThread rank_thread;
+    const parallel::PipelineGrid grid = parallel::makePipelineGrid(*world, stages);
+    EXPECT_EQ(grid.pipe->size(), stages);
+    EXPECT_EQ(grid.data->size(), replicas);
+    EXPECT_EQ(grid.pipe->rank(), grid.stage);
+    EXPECT_EQ(world->rank(), grid.stage * replicas + grid.replica);  // the data axis innermost
+    Job mine = job;
+    mine.batch = [job, replicas, d = static_cast<int>(grid.replica)](int step) {
+      return job.batch(step * replicas + d);
+    };
+    auto names = trainStageAndCompare(mine, static_cast<int>(grid.stage), grid.pipe, schedule, one_process, 0,
+                                      grid.data);
+    std::lock_guard<std::mutex> lock(mu);
+    checked.insert(names.begin(), names.end());
+  });
+  EXPECT_EQ(checked.size(), one_process.first.size());
+}
+
 }  // namespace
+
+TEST(PipelineStage, two_stages_by_two_replicas_match_one_process_on_the_global_batch) {
+  expectGridMatchesOneProcess(mnistJob(), 2, 2, PipelineScheduleKind::one_f_one_b);
+  expectGridMatchesOneProcess(mnistJob(), 2, 2, PipelineScheduleKind::gpipe);
+  // GPT's embedding tied across the stages: summed over the stages, then averaged over the replicas.
+  expectGridMatchesOneProcess(gptJob(), 2, 2, PipelineScheduleKind::one_f_one_b);
+  // One stage, four replicas: plain data parallelism with gradient accumulation.
+  expectGridMatchesOneProcess(mnistJob(), 1, 4, PipelineScheduleKind::gpipe);
+}
+
+TEST(PipelineStage, a_grid_whose_stages_do_not_divide_the_world_is_refused_naming_the_key) {
+  lockstep::testing::runThreadRanks(3, [&](int, std::shared_ptr<comm::ProcessGroup> world) {
+    try {
+      parallel::makePipelineGrid(*world, 2);
+      ADD_FAILURE() << "2 stages over 3 ranks were accepted";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("pipeline.stages is 2 but the job has 3 ranks"), std::string::npos)
+          << e.what();
+    }
+  });
+}
 
 TEST(PipelineStage, two_stages_gpipe_match_one_process) {
   expectPipelineMatchesOneProcess(mnistJob(), 2, PipelineScheduleKind::gpipe);

@@ -10,6 +10,8 @@
 
 #include "lockstep/kernels/binary.h"
 #include "lockstep/nn/models/language_model.h"
+#include "lockstep/parallel/ddp/bucket_assignment.h"
+#include "lockstep/parallel/ddp/comm_hook.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::parallel {
@@ -117,6 +119,7 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
         for (auto& p : pending_) p.work->wait();
         pending_.clear();
         reduceTiedGrads();
+        reduceReplicaGrads();
         break;
       case PipelineOp::optimizer_step:
         if (optimizer) optimizer->step();
@@ -250,6 +253,50 @@ void PipelineStage::reduceTiedGrads() {
       group_->recv(total.dataPtr(), static_cast<size_t>(total.numel()), total.dtype(), holders.front(), o)
           ->wait();
       param.setGrad(total);
+    }
+  }
+}
+
+void PipelineStage::reduceReplicaGrads() {
+  comm::ProcessGroup* data = options_.data_group.get();
+  if (data == nullptr || data->size() == 1) return;
+  if (buckets_.empty() && !parameters_.empty()) {
+    std::vector<size_t> bytes;
+    std::vector<DType> dtypes;
+    for (const auto& p : parameters_) {
+      bytes.push_back(static_cast<size_t>(p.tensor().nbytes()));
+      dtypes.push_back(p.dtype());
+    }
+    buckets_ = assignBuckets(bytes, dtypes);
+  }
+  AllreduceHook hook;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const std::vector<size_t>& bucket = buckets_[b];
+    const autograd::Variable& first = parameters_[bucket.front()];
+    int64_t total = 0;
+    for (size_t i : bucket) total += parameters_[i].tensor().numel();
+    GradBucket g;
+    g.index = static_cast<int>(b);
+    g.buffer = Tensor::empty({total}, first.dtype(), MemoryFormat::contiguous, first.tensor().device());
+    g.group = data;
+    g.last = b + 1 == buckets_.size();
+    int64_t offset = 0;
+    for (size_t i : bucket) {
+      const autograd::Variable& p = parameters_[i];
+      Tensor slice = g.buffer.narrow(0, offset, p.tensor().numel()).view(p.shape());
+      if (p.hasGrad())
+        slice.copyFrom(p.grad());
+      else
+        slice.zero();  // a parameter no micro-batch reached still takes part, as zeros
+      offset += p.tensor().numel();
+    }
+    hook.launch(g)->wait();
+    hook.finish(g);
+    offset = 0;
+    for (size_t i : bucket) {
+      autograd::Variable p = parameters_[i];
+      p.setGrad(g.buffer.narrow(0, offset, p.tensor().numel()).view(p.shape()));
+      offset += p.tensor().numel();
     }
   }
 }

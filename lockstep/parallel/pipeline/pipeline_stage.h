@@ -47,6 +47,11 @@ struct PipelineStageOptions {
   /// layers of the stage is one autograd::checkpoint segment (its input kept, the rest recomputed in
   /// backward), the stage's last run excepted (nn::runBlocks); 0: off.
   int64_t activation_checkpoint_interval = 0;
+  /// Pipeline x data parallel: this stage's replicas (PipelineGrid::data). After the schedule and
+  /// the tied sums, the stage's gradients are averaged over it in DDP's buckets (25 MiB, one dtype
+  /// each; DDP's allreduce hook), before the optimizer step, so every replica takes the same update.
+  /// Null or one rank: no data parallelism.
+  std::shared_ptr<comm::ProcessGroup> data_group;
 };
 
 class PipelineStage {
@@ -78,7 +83,8 @@ class PipelineStage {
   /// One training step over micro-batches: `inputs` on the first stage (one tensor per micro-batch,
   /// all of one shape), `targets` on the last; other stages pass empty lists. Zeroes the stage's
   /// gradients, runs the schedule, sums tied gradients across stages, then steps `optimizer` (when
-  /// given). Returns the mean loss over the micro-batches on the last stage, NaN elsewhere.
+  /// given). With a data group, the gradients are averaged over the stage's replicas before the
+  /// step. Returns the mean loss over the micro-batches on the last stage, NaN elsewhere.
   /// Collective over the group. ValueError for missing micro-batches or a micro-batch whose
   /// activation differs in shape from the first step's.
   double trainStep(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, const Loss& loss,
@@ -102,6 +108,7 @@ class PipelineStage {
   void sendGrad(int64_t m);
   void recvGrad(int64_t m);
   void reduceTiedGrads();
+  void reduceReplicaGrads();
   void send(const Tensor& t, int peer, int tag);
 
   std::shared_ptr<comm::ProcessGroup> group_;
@@ -122,6 +129,8 @@ class PipelineStage {
   /// The activation shape and dtype this stage receives and sends, agreed on the first step.
   std::optional<std::pair<Shape, DType>> in_shape_, out_shape_;
   std::vector<PendingSend> pending_;
+  /// The data-parallel buckets: indices into parameters_, one dtype each (assignBuckets).
+  std::vector<std::vector<size_t>> buckets_;
   double loss_sum_ = 0;
   PipelineStepTimes times_;
 };
