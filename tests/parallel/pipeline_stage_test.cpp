@@ -286,9 +286,9 @@ std::map<std::string, Tensor> trainGridWithAdam(const Job& job, int stages, int 
     PipelineStage stage(*model, grid.pipe, o);
     auto adam = std::make_shared<optim::Adam>(stage.parameters(), optim::AdamOptions{.lr = 1e-2});
     std::unique_ptr<parallel::ZeroOptimizer> zero;
-    if (zero_stage_1)
-      zero = std::make_unique<parallel::ZeroOptimizer>(model, adam, grid.data,
-                                                       parallel::ZeroOptions{.stage = 1});
+    parallel::ZeroOptions zero_options;
+    zero_options.stage = 1;
+    if (zero_stage_1) zero = std::make_unique<parallel::ZeroOptimizer>(model, adam, grid.data, zero_options);
     const bool first = grid.stage == 0, last = grid.stage + 1 == stages;
     for (int step = 0; step < kSteps; ++step) {
       auto [x, y] = job.batch(step * replicas + static_cast<int>(grid.replica));

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Pipeline parallelism beside PyTorch (issue 42): gpt-mini (block 64) split in STAGES stages, one
+# rank per core (taskset), MICRO_BATCHES micro-batches of 4 sequences per step, AdamW, fixed random
+# tokens. lockstep's bench/pipeline.cpp against torch.distributed.pipelining
+# (bench/scripts/torch_pipeline.py, PyPI's current torch, its best of with and without the glibc
+# malloc tunables), for 1F1B and GPipe, in one run; lockstep's measured bubble per stage beside the
+# schedule's theoretical (S - 1) / (M + S - 1).
+#   bash bench/pipeline.bench.sh [BUILD_DIR] [STEPS]        (STAGES=2 MICRO_BATCHES=8 by default)
+set -euo pipefail
+build=${1:-build}
+steps=${2:-10}
+stages=${STAGES:-2}
+micro_batches=${MICRO_BATCHES:-8}
+here=$(cd "$(dirname "$0")" && pwd)
+export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
+port=$((29600 + RANDOM % 90))
+# shellcheck source=bench/scripts/peer.sh
+source "$here/scripts/peer.sh"
+peer_python "$build" pipeline.bench
+[ -x "$build/bench/bench_pipeline" ] || { echo "pipeline.bench: build bench_pipeline first (make build)" >&2; exit 2; }
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) cores; torch $("$python" -c 'import torch; print(torch.__version__)')"
+echo "gpt-mini, block 64, $stages stages, $micro_batches micro-batches of 4, $steps timed steps after 3"
+echo
+echo "| schedule | lockstep samples/s | lockstep idle per stage (theoretical) | PyTorch samples/s (tunables) | lockstep / PyTorch |"
+echo "|---|---|---|---|---|"
+for schedule in 1f1b gpipe; do
+  args=(--schedule "$schedule" --steps "$steps" --warmup 3 --micro-batches "$micro_batches")
+  ours=$(run_ranks "$stages" "$build/bench/bench_pipeline" "${args[@]}")
+  ours_rate=$(sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p' <<<"$ours")
+  idle=$(sed -n 's/^stage=\([0-9]*\) idle=\([0-9.]*\) theoretical=\([0-9.]*\).*/\2/p' <<<"$ours" | paste -sd/ -)
+  theory=$(sed -n 's/.*theoretical=\([0-9.]*\).*/\1/p' <<<"$ours" | head -n 1)
+  read -r theirs tuned < <(peer_best samples_per_s "$stages" "$python" "$here/scripts/torch_pipeline.py" "${args[@]}")
+  ratio=$(python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}x')" "${ours_rate:-0}" "${theirs:-0}" 2>/dev/null || echo "-")
+  echo "| $schedule | ${ours_rate:-failed} | $idle ($theory) | $theirs ($tuned) | $ratio |"
+done

@@ -1,0 +1,122 @@
+// Pipeline training speed and bubble (issue 42): one stage per rank of a gpt split by layers
+// (lockstep/parallel/pipeline/), trained on fixed random tokens with AdamW, GPipe or 1F1B over
+// --micro-batches micro-batches. Run under a launcher (`lockstep run --nproc-per-node S`, or
+// bench/pipeline.bench.sh's run_ranks); every rank prints its stage's measured idle fraction (the
+// bubble) beside the schedule's theoretical (S - 1) / (M + S - 1), rank 0 the samples/s:
+//   stage=0 idle=0.1234 theoretical=0.1111 activation_slots=2
+//   samples_per_s=123.4 tokens_per_s=7898 schedule=1f1b stages=2 micro_batches=8 loss=5.2
+// The split is explicit (--boundaries, default: the embedding with the first half of the blocks,
+// the rest with the head), so that bench/scripts/torch_pipeline.py can cut its model at the same
+// place; GPT's embedding stays tied to its output layer across the stages.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <limits>
+
+#include "lockstep/autograd.h"
+#include "lockstep/nn.h"
+#include "lockstep/optim.h"
+#include "lockstep/parallel.h"
+#include "lockstep/parallel/tensor_comm.h"
+
+using namespace lockstep;
+
+int main(int argc, char** argv) {
+  CLI::App app{"pipeline-parallel gpt training speed and bubble"};
+  std::string model_type = "gpt-mini", schedule = "1f1b";
+  int64_t block = 64, micro_batch = 4, micro_batches = 8, steps = 10, warmup = 3;
+  std::vector<int64_t> boundaries;
+  app.add_option("--model-type", model_type, "gpt preset");
+  app.add_option("--block-size", block, "tokens per sequence");
+  app.add_option("--micro-batch", micro_batch, "sequences per micro-batch");
+  app.add_option("--micro-batches", micro_batches, "micro-batches per step");
+  app.add_option("--schedule", schedule, "1f1b or gpipe")->check(CLI::IsMember({"1f1b", "gpipe"}));
+  app.add_option("--steps", steps, "timed steps");
+  app.add_option("--warmup", warmup, "untimed steps first");
+  app.add_option("--boundaries", boundaries, "stage boundaries over the layer sequence (default: halves)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    parallel::DistributedEnvironment env = parallel::initFromEnvironment("gloo");
+    LOCKSTEP_ENFORCE(env.group != nullptr, ValueError, "bench_pipeline needs 2 or more ranks (a launcher's variables)");
+    const int stages = env.worldSize(), rank = env.rank();
+    nn::ModelOptions mo;
+    mo.model_type = model_type;
+    mo.vocab_size = 256;
+    mo.block_size = block;
+    mo.dropout = 0.0;
+    Generator init(42);
+    mo.generator = &init;
+    auto model = nn::makeModel("gpt", mo);
+    const int64_t layers = static_cast<int64_t>(nn::layerSequence(*model).layers.size());
+    if (boundaries.empty()) {  // the blocks halved (quartered, ...) between the stages
+      const int64_t blocks = layers - 2;
+      boundaries.push_back(0);
+      for (int s = 1; s < stages; ++s) boundaries.push_back(1 + blocks * s / stages);
+      boundaries.push_back(layers);
+    }
+    parallel::PipelineStageOptions o;
+    o.schedule = schedule == "gpipe" ? parallel::PipelineScheduleKind::gpipe
+                                     : parallel::PipelineScheduleKind::one_f_one_b;
+    o.micro_batches = micro_batches;
+    o.partition.stages = stages;
+    o.partition.boundaries = boundaries;
+    parallel::PipelineStage stage(*model, env.group, o);
+    stage.train(true);
+    optim::AdamWOptions adamw;
+    adamw.lr = 3e-4;
+    optim::AdamW opt(stage.parameters(), adamw);
+    // Fixed random tokens: micro-batch m of every step is the same [micro_batch, block] ids.
+    Generator data(7);
+    std::vector<Tensor> inputs, targets;
+    for (int64_t m = 0; m < micro_batches; ++m) {
+      std::vector<int64_t> x, y;
+      for (int64_t i = 0; i < micro_batch * (block + 1); ++i) x.push_back(static_cast<int64_t>(data.nextBelow(256)));
+      for (int64_t b = 0; b < micro_batch; ++b)
+        for (int64_t t = 0; t < block; ++t) y.push_back(x[static_cast<size_t>(b * (block + 1) + t + 1)]);
+      std::vector<int64_t> xin;
+      for (int64_t b = 0; b < micro_batch; ++b)
+        for (int64_t t = 0; t < block; ++t) xin.push_back(x[static_cast<size_t>(b * (block + 1) + t)]);
+      inputs.push_back(Tensor::fromVector<int64_t>(xin, {micro_batch, block}));
+      targets.push_back(Tensor::fromVector<int64_t>(y, {micro_batch * block}));
+    }
+    const bool first = stage.stage() == 0, last = stage.stage() + 1 == stages;
+    auto loss = [](const autograd::Variable& out, const Tensor& target) {
+      return autograd::crossEntropy(autograd::reshape(out, {out.size(0) * out.size(1), out.size(2)}), target);
+    };
+    double last_loss = std::numeric_limits<double>::quiet_NaN(), idle = 0;
+    std::chrono::steady_clock::time_point start;
+    for (int64_t s = 0; s < warmup + steps; ++s) {
+      if (s == warmup) {
+        env.group->barrier()->wait();
+        start = std::chrono::steady_clock::now();
+      }
+      last_loss = stage.trainStep(first ? inputs : std::vector<Tensor>{}, last ? targets : std::vector<Tensor>{},
+                                  loss, &opt);
+      if (s >= warmup) idle += stage.lastStepTimes().idleFraction();
+    }
+    env.group->barrier()->wait();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double theory = parallel::theoreticalBubble({stages, micro_batches});
+    // Stage by stage, in rank order (each rank prints to its own stderr; rank 0's stdout is the report).
+    const double loss_everywhere = parallel::allreduceScalar(*env.group, last ? last_loss : 0.0, comm::ReduceOp::sum);
+    for (int r = 0; r < stages; ++r) {
+      const double idle_r =
+          parallel::allreduceScalar(*env.group, r == rank ? idle / static_cast<double>(steps) : 0.0, comm::ReduceOp::sum);
+      if (rank == 0) {
+        std::printf("stage=%d idle=%.4f theoretical=%.4f\n", r, idle_r, theory);
+      }
+    }
+    if (rank == 0) {
+      const double samples = static_cast<double>(steps * micro_batches * micro_batch) / seconds;
+      std::printf("samples_per_s=%.2f tokens_per_s=%.0f schedule=%s stages=%d micro_batches=%lld loss=%.4f\n", samples,
+                  samples * static_cast<double>(block), schedule.c_str(), stages,
+                  static_cast<long long>(micro_batches), loss_everywhere);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_pipeline: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,133 @@
+"""PyTorch's side of bench/pipeline.bench.sh: torch_gpt.py's GPT split by layers across the ranks with
+torch.distributed.pipelining (a PipelineStage per rank, Schedule1F1B or ScheduleGPipe), trained on
+the same fixed random tokens with AdamW as bench/pipeline.cpp. Started with torchrun's variables
+(one rank per stage, gloo). The cut is bench_pipeline's: the embedding with the first blocks, the
+rest of the blocks with the head; the output layer tied to the embedding is summed over the first
+and the last stage after each step's backward (torch.distributed.pipelining leaves ties to the
+user), so both sides train the same model. Rank 0 prints
+  samples_per_s=123.4 tokens_per_s=7898 schedule=1f1b stages=2 micro_batches=8
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_gpt import GPT, PRESETS  # noqa: E402
+
+
+class First(nn.Module):
+    def __init__(self, gpt, blocks):
+        super().__init__()
+        tr = gpt.transformer
+        self.wte, self.wpe, self.drop = tr.wte, tr.wpe, tr.drop
+        self.blocks = nn.ModuleList(blocks)
+
+    def forward(self, idx):
+        x = self.drop(self.wte(idx) + self.wpe(torch.arange(idx.size(1), device=idx.device)))
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+class Middle(nn.Module):
+    def __init__(self, blocks):
+        super().__init__()
+        self.blocks = nn.ModuleList(blocks)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+class Last(nn.Module):
+    def __init__(self, gpt, blocks):
+        super().__init__()
+        self.blocks = nn.ModuleList(blocks)
+        self.ln_f, self.lm_head = gpt.transformer.ln_f, gpt.lm_head
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model-type", default="gpt-mini", choices=sorted(PRESETS))
+    ap.add_argument("--block-size", type=int, default=64)
+    ap.add_argument("--micro-batch", type=int, default=4)
+    ap.add_argument("--micro-batches", type=int, default=8)
+    ap.add_argument("--schedule", choices=["1f1b", "gpipe"], default="1f1b")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    args = ap.parse_args()
+    dist.init_process_group("gloo")
+    rank, stages = dist.get_rank(), dist.get_world_size()
+    torch.set_num_threads(1)
+    torch.manual_seed(42)
+    n_layer, n_head, c = PRESETS[args.model_type]
+    gpt = GPT(256, args.block_size, n_layer, n_head, c, 0.0, "sdpa")
+    blocks = list(gpt.transformer.h)
+    cut = [n_layer * s // stages for s in range(stages + 1)]  # bench_pipeline's default split
+    mine = blocks[cut[rank]:cut[rank + 1]]
+    if rank == 0:
+        module = First(gpt, mine)
+    elif rank == stages - 1:
+        module = Last(gpt, mine)
+    else:
+        module = Middle(mine)
+    module.train()
+    stage = PipelineStage(module, rank, stages, torch.device("cpu"))
+
+    def loss_fn(out, target):
+        return F.cross_entropy(out.flatten(0, 1), target.flatten())
+
+    kind = Schedule1F1B if args.schedule == "1f1b" else ScheduleGPipe
+    schedule = kind(stage, n_microbatches=args.micro_batches, loss_fn=loss_fn)
+    opt = torch.optim.AdamW(module.parameters(), lr=3e-4)
+    tied = gpt.transformer.wte.weight
+    tie_group = dist.new_group([0, stages - 1]) if stages > 1 else None
+    g = torch.Generator().manual_seed(7)
+    rows = args.micro_batch * args.micro_batches
+    ids = torch.randint(0, 256, (rows, args.block_size + 1), generator=g)
+    x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        if rank == 0:
+            schedule.step(x)
+        elif rank == stages - 1:
+            schedule.step(target=y)
+        else:
+            schedule.step()
+        if rank in (0, stages - 1):
+            if tied.grad is None:
+                tied.grad = torch.zeros_like(tied)
+            dist.all_reduce(tied.grad, group=tie_group)
+        opt.step()
+
+    for _ in range(args.warmup):
+        step()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    dist.barrier()
+    seconds = time.perf_counter() - start
+    if rank == 0:
+        samples = args.steps * rows / seconds
+        print(f"samples_per_s={samples:.2f} tokens_per_s={samples * args.block_size:.0f} schedule={args.schedule} "
+              f"stages={stages} micro_batches={args.micro_batches}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
