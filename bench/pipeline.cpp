@@ -9,7 +9,6 @@
 // the rest with the head), so that bench/scripts/torch_pipeline.py can cut its model at the same
 // place; GPT's embedding stays tied to its output layer across the stages.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -39,7 +38,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     parallel::DistributedEnvironment env = parallel::initFromEnvironment("gloo");
-    LOCKSTEP_ENFORCE(env.group != nullptr, ValueError, "bench_pipeline needs 2 or more ranks (a launcher's variables)");
+    LOCKSTEP_ENFORCE(env.group != nullptr, ValueError,
+                     "bench_pipeline needs 2 or more ranks (a launcher's variables)");
     const int stages = env.worldSize(), rank = env.rank();
     nn::ModelOptions mo;
     mo.model_type = model_type;
@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
     std::vector<Tensor> inputs, targets;
     for (int64_t m = 0; m < micro_batches; ++m) {
       std::vector<int64_t> x, y;
-      for (int64_t i = 0; i < micro_batch * (block + 1); ++i) x.push_back(static_cast<int64_t>(data.nextBelow(256)));
+      for (int64_t i = 0; i < micro_batch * (block + 1); ++i)
+        x.push_back(static_cast<int64_t>(data.nextBelow(256)));
       for (int64_t b = 0; b < micro_batch; ++b)
         for (int64_t t = 0; t < block; ++t) y.push_back(x[static_cast<size_t>(b * (block + 1) + t + 1)]);
       std::vector<int64_t> xin;
@@ -92,26 +93,27 @@ int main(int argc, char** argv) {
         env.group->barrier()->wait();
         start = std::chrono::steady_clock::now();
       }
-      last_loss = stage.trainStep(first ? inputs : std::vector<Tensor>{}, last ? targets : std::vector<Tensor>{},
-                                  loss, &opt);
+      last_loss = stage.trainStep(first ? inputs : std::vector<Tensor>{},
+                                  last ? targets : std::vector<Tensor>{}, loss, &opt);
       if (s >= warmup) idle += stage.lastStepTimes().idleFraction();
     }
     env.group->barrier()->wait();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double theory = parallel::theoreticalBubble({stages, micro_batches});
     // Stage by stage, in rank order (each rank prints to its own stderr; rank 0's stdout is the report).
-    const double loss_everywhere = parallel::allreduceScalar(*env.group, last ? last_loss : 0.0, comm::ReduceOp::sum);
+    const double loss_everywhere =
+        parallel::allreduceScalar(*env.group, last ? last_loss : 0.0, comm::ReduceOp::sum);
     for (int r = 0; r < stages; ++r) {
-      const double idle_r =
-          parallel::allreduceScalar(*env.group, r == rank ? idle / static_cast<double>(steps) : 0.0, comm::ReduceOp::sum);
+      const double idle_r = parallel::allreduceScalar(
+          *env.group, r == rank ? idle / static_cast<double>(steps) : 0.0, comm::ReduceOp::sum);
       if (rank == 0) {
         std::printf("stage=%d idle=%.4f theoretical=%.4f\n", r, idle_r, theory);
       }
     }
     if (rank == 0) {
       const double samples = static_cast<double>(steps * micro_batches * micro_batch) / seconds;
-      std::printf("samples_per_s=%.2f tokens_per_s=%.0f schedule=%s stages=%d micro_batches=%lld loss=%.4f\n", samples,
-                  samples * static_cast<double>(block), schedule.c_str(), stages,
+      std::printf("samples_per_s=%.2f tokens_per_s=%.0f schedule=%s stages=%d micro_batches=%lld loss=%.4f\n",
+                  samples, samples * static_cast<double>(block), schedule.c_str(), stages,
                   static_cast<long long>(micro_batches), loss_everywhere);
     }
     return 0;
