@@ -1,9 +1,9 @@
 // Pipeline training speed and bubble (issue 42): one stage per rank of a gpt split by layers
 // (lockstep/parallel/pipeline/), trained on fixed random tokens with AdamW, GPipe or 1F1B over
 // --micro-batches micro-batches. Run under a launcher (`lockstep run --nproc-per-node S`, or
-// bench/pipeline.bench.sh's run_ranks); every rank prints its stage's measured idle fraction (the
-// bubble) beside the schedule's theoretical (S - 1) / (M + S - 1), rank 0 the samples/s:
-//   stage=0 idle=0.1234 theoretical=0.1111 activation_slots=2
+// bench/pipeline.bench.sh's run_ranks); rank 0 prints every stage's measured idle fraction (the
+// bubble) beside the schedule's theoretical (S - 1) / (M + S - 1), then the samples/s:
+//   stage=0 idle=0.1234 theoretical=0.1111
 //   samples_per_s=123.4 tokens_per_s=7898 schedule=1f1b stages=2 micro_batches=8 loss=5.2
 // The split is explicit (--boundaries, default: the embedding with the first half of the blocks,
 // the rest with the head), so that bench/scripts/torch_pipeline.py can cut its model at the same
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     env.group->barrier()->wait();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double theory = parallel::theoreticalBubble({stages, micro_batches});
-    // Stage by stage, in rank order (each rank prints to its own stderr; rank 0's stdout is the report).
+    // Each stage's idle fraction and the last stage's loss, gathered to rank 0, which prints them.
     const double loss_everywhere =
         parallel::allreduceScalar(*env.group, last ? last_loss : 0.0, comm::ReduceOp::sum);
     for (int r = 0; r < stages; ++r) {

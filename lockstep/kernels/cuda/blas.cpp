@@ -169,8 +169,7 @@ void copyRows(void* dst, int64_t dpitch, const void* src, int64_t spitch, int64_
 }
 
 bool rowsAligned(const Mat& m, size_t elem) {
-  const int64_t ld = m.rowMajor() ? m.rs : m.cs;
-  return (ld * static_cast<int64_t>(elem)) % 16 == 0 && reinterpret_cast<uintptr_t>(m.ptr) % 16 == 0;
+  return alignmentOf(m.ptr, m.rowMajor() ? m.rs : m.cs, 0, elem) >= 16;
 }
 
 // m [rows, cols] copied into `keep` as [rows_p, cols_p] (rows_p >= rows, cols_p >= cols) in the same

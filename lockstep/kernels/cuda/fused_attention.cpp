@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -53,19 +54,24 @@ Mode mode() {
   return m;
 }
 
-// Prints "lockstep: attention on cuda:N, <what>: <choice>" the first time each line comes up.
+// Prints "lockstep: scaled_dot_product_attention on cuda:N (<dtype>, head dim D[, causal]): <choice>"
+// the first time each (device, dtype, head dim, mask, choice) comes up. The line is formatted only
+// then: a call that runs lockstep's kernel (every one, with dropout) costs one set lookup.
 void announce(const Tensor& q, bool causal, const std::string& choice) {
   static std::mutex mu;
-  static std::set<std::string> said;
-  const std::string line =
-      detail::concat("lockstep: scaled_dot_product_attention on ", deviceName(q.device()), " (",
-                     dtypeName(q.dtype()), ", head dim ", q.size(3), causal ? ", causal" : "", "): ", choice);
-  std::lock_guard<std::mutex> lock(mu);
-  if (said.insert(line).second) std::fprintf(stderr, "%s\n", line.c_str());
+  static std::set<std::tuple<int, int, int64_t, bool, std::string>> said;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!said.emplace(q.device().index, static_cast<int>(q.dtype()), q.size(3), causal, choice).second)
+      return;
+  }
+  std::fprintf(stderr, "lockstep: scaled_dot_product_attention on %s (%s, head dim %lld%s): %s\n",
+               deviceName(q.device()).c_str(), dtypeName(q.dtype()), static_cast<long long>(q.size(3)),
+               causal ? ", causal" : "", choice.c_str());
 }
 
-// Why cuDNN's fused attention cannot take these inputs, or "" when it may.
-std::string unsuitable(const Tensor& q, const AttentionParams& p) {
+// Why cuDNN's fused attention cannot take these inputs, or nullptr when it may.
+const char* unsuitable(const Tensor& q, const AttentionParams& p) {
   if (q.dtype() != DType::bf16 && q.dtype() != DType::f16)
     return "cuDNN's fused attention takes bf16 and f16 only";
   if (p.dropout_p > 0.0)
@@ -74,7 +80,7 @@ std::string unsuitable(const Tensor& q, const AttentionParams& p) {
 #if !LOCKSTEP_CUDNN_FRONTEND
   return "this build has no cuDNN frontend headers (cmake/LockstepCudnnFrontend.cmake)";
 #else
-  return "";
+  return nullptr;
 #endif
 }
 
@@ -89,12 +95,12 @@ bool wantFused(const Tensor& q, const AttentionParams& p) {
     announce(q, p.causal, "lockstep's kernel (GpuMathOptions::cudnn_sdp off)");
     return false;
   }
-  const std::string why = unsuitable(q, p);
-  if (why.empty()) return true;
+  const char* why = unsuitable(q, p);
+  if (why == nullptr) return true;
   LOCKSTEP_ENFORCE(mode() != Mode::cudnn, NotSupportedError, "LOCKSTEP_GPU_ATTENTION=cudnn, but ", why,
                    " (got ", q.describe(), p.dropout_p > 0.0 ? detail::concat(", dropout ", p.dropout_p) : "",
                    "); unset it to let lockstep's kernel take such inputs");
-  announce(q, p.causal, "lockstep's kernel: " + why);
+  announce(q, p.causal, std::string("lockstep's kernel: ") + why);
   return false;
 }
 
@@ -117,6 +123,23 @@ Tensor readable(const Tensor& t) {
   for (int d = 0; d < 3 && ok; ++d) ok = t.stride(d) % 8 == 0 || t.size(d) == 1;
   return ok ? t : t.contiguous();
 }
+
+// q, k and v as cuDNN reads them (in place where their strides allow) and their sizes.
+struct Problem {
+  Tensor q, k, v;
+  int64_t b, h, t, d, s;
+  Problem(const Tensor& q0, const Tensor& k0, const Tensor& v0)
+      : q(readable(q0)),
+        k(readable(k0)),
+        v(readable(v0)),
+        b(q.size(0)),
+        h(q.size(1)),
+        t(q.size(2)),
+        d(q.size(3)),
+        s(k.size(2)) {}
+  /// No rows, keys or head dims: lockstep's kernel keeps its edge rules for these.
+  bool empty() const { return b * h * t == 0 || s == 0 || d == 0; }
+};
 
 std::vector<int64_t> stridesOf(const Tensor& t) {
   return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
@@ -249,9 +272,10 @@ std::optional<AttentionOutput> fusedAttentionForward(const Tensor& q0, const Ten
 #if !LOCKSTEP_CUDNN_FRONTEND
   return std::nullopt;
 #else
-  const Tensor q = readable(q0), k = readable(k0), v = readable(v0);
-  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3), s = k.size(2);
-  if (b * h * t == 0 || s == 0 || d == 0) return std::nullopt;  // lockstep's kernel has the edge rules
+  const Problem pr(q0, k0, v0);
+  if (pr.empty()) return std::nullopt;
+  const Tensor &q = pr.q, &k = pr.k, &v = pr.v;
+  const int64_t b = pr.b, h = pr.h, t = pr.t;
   const rt::DeviceGuard guard(q.device().index);
   bool fresh = false;
   const auto plan = planFor(keyOf(0, q, p, {&q, &k, &v}), fresh, [&] {
@@ -291,11 +315,12 @@ std::optional<AttentionGrads> fusedAttentionBackward(const Tensor& gout0, const 
 #if !LOCKSTEP_CUDNN_FRONTEND
   return std::nullopt;
 #else
-  const Tensor q = readable(q0), k = readable(k0), v = readable(v0);
+  const Problem pr(q0, k0, v0);
+  if (pr.empty()) return std::nullopt;
+  const Tensor &q = pr.q, &k = pr.k, &v = pr.v;
+  const int64_t b = pr.b, h = pr.h, t = pr.t;
   const Tensor out = readable(out0.to(q.dtype())), gout = readable(gout0.to(q.dtype()));
   const Tensor lse = lse0.to(DType::f32).contiguous();
-  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3), s = k.size(2);
-  if (b * h * t == 0 || s == 0 || d == 0) return std::nullopt;
   const rt::DeviceGuard guard(q.device().index);
   bool fresh = false;
   const auto plan = planFor(keyOf(1, q, p, {&q, &k, &v, &out, &gout}), fresh, [&] {

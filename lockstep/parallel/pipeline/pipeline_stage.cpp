@@ -275,9 +275,14 @@ void PipelineStage::reduceReplicaGrads() {
     const autograd::Variable& first = parameters_[bucket.front()];
     int64_t total = 0;
     for (size_t i : bucket) total += parameters_[i].tensor().numel();
+    // The bucket's buffer is made once and reused: the gradients it held last step were set to
+    // none by this step's zeroing, so nothing refers to its old contents any more.
+    if (bucket_buffers_.size() <= b)
+      bucket_buffers_.push_back(
+          Tensor::empty({total}, first.dtype(), MemoryFormat::contiguous, first.tensor().device()));
     GradBucket g;
     g.index = static_cast<int>(b);
-    g.buffer = Tensor::empty({total}, first.dtype(), MemoryFormat::contiguous, first.tensor().device());
+    g.buffer = bucket_buffers_[b];
     g.group = data;
     g.last = b + 1 == buckets_.size();
     int64_t offset = 0;

@@ -131,6 +131,8 @@ class PipelineStage {
   std::vector<PendingSend> pending_;
   /// The data-parallel buckets: indices into parameters_, one dtype each (assignBuckets).
   std::vector<std::vector<size_t>> buckets_;
+  /// Their flat gradient buffers, made on the first step (the averaged gradients are views of them).
+  std::vector<Tensor> bucket_buffers_;
   double loss_sum_ = 0;
   PipelineStepTimes times_;
 };
