@@ -11,6 +11,7 @@
 #include "lockstep/autograd/ops/batch_norm.h"
 #include "lockstep/autograd/ops/conv.h"
 #include "lockstep/autograd/ops/conv_pool.h"
+#include "lockstep/autograd/ops/device.h"
 #include "lockstep/autograd/ops/dropout.h"
 #include "lockstep/autograd/ops/embedding.h"
 #include "lockstep/autograd/ops/layer_norm.h"

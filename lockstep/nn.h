@@ -7,6 +7,7 @@
 #include "lockstep/nn/embedding.h"
 #include "lockstep/nn/init.h"
 #include "lockstep/nn/layer_norm.h"
+#include "lockstep/nn/layer_placement.h"
 #include "lockstep/nn/layer_sequence.h"
 #include "lockstep/nn/linear.h"
 #include "lockstep/nn/loss.h"

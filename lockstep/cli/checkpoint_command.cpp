@@ -1,8 +1,9 @@
 // `lockstep checkpoint consolidate DIR OUT.safetensors`: one safetensors file of f32 weights from a
 // training checkpoint (DeepSpeed's zero_to_fp32.py). DIR is one checkpoint (ckpt-<step>) or a
 // directory of them (its `latest`, else the newest one that verifies). A DDP checkpoint holds whole
-// tensors; a ZeRO run's is partitioned (train/checkpoint/zero_checkpoint.h): each parameter is put together
-// from the ranks' files. Either way the weights are written as f32, atomically, with the model's
+// tensors; a ZeRO run's is partitioned (train/checkpoint/zero_checkpoint.h), and a pipeline run's
+// per stage (pipeline_checkpoint.h): each parameter is put together from the ranks' or the stages'
+// files. Either way the weights are written as f32, atomically, with the model's
 // names.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -39,11 +40,8 @@ std::string pickCheckpoint(const std::string& dir) {
 int consolidate(const std::string& dir, const std::string& out) {
   const std::string path = pickCheckpoint(dir);
   train::CheckpointData d = train::loadCheckpoint(path);
-  train::NamedTensors model;
-  if (!d.zero.is_null()) model = train::ZeroCheckpointReader(d).parameters();
-  model.insert(model.end(), d.model.begin(), d.model.end());  // (the buffers, when partitioned)
   train::NamedTensors weights;
-  for (const auto& [name, t] : model)
+  for (const auto& [name, t] : train::checkpointModelState(d))
     weights.emplace_back(name, isFloating(t.dtype()) && t.dtype() != DType::f32 ? t.to(DType::f32) : t);
   train::saveSafetensors(out, weights, {{"source", path}, {"step", std::to_string(d.step)}});
   std::printf("wrote %s: %zu tensors of %s (step %lld)\n", out.c_str(), weights.size(), path.c_str(),

@@ -181,6 +181,7 @@ int trainMain(int argc, char** argv) {
   // given step's ZeRO checkpoint.
   if (env.restart_count == 0) {
     to.crash_after_step = lockstep::env::getInt("LOCKSTEP_TRAIN_CRASH_AFTER_STEP", 0);
+    to.crash_rank = static_cast<int>(lockstep::env::getInt("LOCKSTEP_TRAIN_CRASH_RANK", -1));
     to.die_in_zero_save_at_step = lockstep::env::getInt("LOCKSTEP_TEST_DIE_IN_ZERO_SAVE_AT_STEP", 0);
   }
   const int world = env.world_size;

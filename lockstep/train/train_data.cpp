@@ -1,5 +1,7 @@
 #include "lockstep/train/train_data.h"
 
+#include <functional>
+
 #include "lockstep/autograd.h"
 #include "lockstep/data.h"
 #include "lockstep/kernels/accumulate.h"
@@ -81,20 +83,19 @@ Tensor flattenPositions(const Tensor& target) {
   return target.reshape({target.size(0) * target.size(1)});
 }
 
-EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds, comm::ProcessGroup* group,
-                    int rank, int world) {
+EvalResult evaluateWith(const std::shared_ptr<data::Dataset>& ds, const EvalShard& shard, Device device,
+                        const std::function<autograd::Variable(const Tensor& input)>& forward) {
   autograd::NoGradGuard ng;
-  model.eval();
   data::DataLoaderOptions lo;
   // About 128K positions per batch for language models (e.g. 512 windows of 256), 500 samples else.
   lo.batch_size = 500;
   if (auto* w = dynamic_cast<data::TokenWindowDataset*>(ds.get()))
     lo.batch_size = std::max<int64_t>(1, 131072 / w->blockSize());
   std::shared_ptr<data::Sampler> sampler;
-  if (group) {
+  if (shard.count > 1) {
     data::DistributedSamplerOptions so;
-    so.num_replicas = world;
-    so.rank = rank;
+    so.num_replicas = shard.count;
+    so.rank = shard.index;
     so.shuffle = false;
     sampler = std::make_shared<data::DistributedSampler>(ds->size(), so);
   } else {
@@ -103,7 +104,6 @@ EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds,
   data::DataLoader loader(ds, sampler, lo);
   // The sums stay on the model's device until the pass ends (one read, not a copy of each batch's
   // logits); they add up in the order the host loop did, so a CPU run's results are unchanged.
-  const Device device = model.device();
   Tensor correct = Tensor::scalar(0, DType::i64, device);
   Tensor loss_sum = Tensor::scalar(0, DType::f64, device);
   double count = 0;
@@ -112,7 +112,9 @@ EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds,
     // which is exact.
     Tensor input = b.input.to(device);
     if (input.dtype() == DType::bf16 || input.dtype() == DType::f16) input = input.to(DType::f32);
-    autograd::Variable logits = flattenPositions(model(autograd::Variable(input)));
+    const autograd::Variable out = forward(input);
+    if (!out.defined()) continue;  // a pipeline stage before the last
+    autograd::Variable logits = flattenPositions(out);
     Tensor target = flattenPositions(b.target.to(device)).contiguous();
     autograd::CrossEntropyOptions co;
     co.reduction = autograd::Reduction::sum;
@@ -121,10 +123,18 @@ EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds,
     count += static_cast<double>(logits.size(0));
   }
   double stats[3] = {static_cast<double>(correct.item<int64_t>()), loss_sum.item<double>(), count};
-  if (group) group->allreduce(stats, 3, DType::f64)->wait();
-  model.train();
+  if (shard.reduce) shard.reduce->allreduce(stats, 3, DType::f64)->wait();
   if (stats[2] == 0) return {};
   return {stats[1] / stats[2], stats[0] / stats[2]};
+}
+
+EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds, comm::ProcessGroup* group,
+                    int rank, int world) {
+  model.eval();
+  const EvalResult r = evaluateWith(ds, {group ? rank : 0, group ? world : 1, group}, model.device(),
+                                    [&](const Tensor& input) { return model(autograd::Variable(input)); });
+  model.train();
+  return r;
 }
 
 }  // namespace lockstep::train

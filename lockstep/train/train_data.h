@@ -1,6 +1,7 @@
 #pragma once
 // The trainer's datasets, built from a DataConfig: train (optionally minus a validation split),
 // validation and test sets, and evaluation of a model over one of them.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,20 @@ struct EvalResult {
 /// Mean cross-entropy and accuracy (next-token accuracy for language models, over every position) of model
 /// over ds, in batches without gradients. With a group, each rank evaluates a fixed shard and the sums are
 /// all-reduced (collective).
+/// Which part of a dataset a rank evaluates, and over which group the sums are added up.
+struct EvalShard {
+  /// DistributedSampler's rank and replicas (without shuffling); count 1: the whole set in order.
+  int index = 0, count = 1;
+  /// Every rank of this group takes part in the allreduce of the sums; null: none.
+  comm::ProcessGroup* reduce = nullptr;
+};
+
+/// evaluate's pass with any forward: `forward` maps a batch's input (on `device`) to its logits,
+/// or to an undefined Variable on a rank that computes no logits (a pipeline stage before the
+/// last), whose sums are then zero. No gradients. Collective over shard.reduce.
+EvalResult evaluateWith(const std::shared_ptr<data::Dataset>& ds, const EvalShard& shard, Device device,
+                        const std::function<autograd::Variable(const Tensor& input)>& forward);
+
 EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds, comm::ProcessGroup* group,
                     int rank, int world);
 

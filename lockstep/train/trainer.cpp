@@ -24,6 +24,8 @@
 #include "lockstep/train/config/config_backends.h"
 #include "lockstep/train/language_model_run.h"
 #include "lockstep/train/monitor/model_flops.h"
+#include "lockstep/train/monitor/run_clock.h"
+#include "lockstep/train/pipeline_run.h"
 #include "lockstep/train/run_setup.h"
 #include "lockstep/train/stop_signals.h"
 #include "lockstep/train/train_data.h"
@@ -53,35 +55,6 @@ void prepareOutputDir(const std::string& dir) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-/// Where a run's time goes. Throughput counts training alone: evaluation and checkpoint writes
-/// are timed apart.
-class RunClock {
- public:
-  double trainSeconds() const { return secondsSince(start_) - eval_seconds_ - checkpoint_seconds_; }
-  void timeEvaluation(const std::function<void()>& fn) { timed(eval_seconds_, fn); }
-  void timeCheckpoint(const std::function<void()>& fn) { timed(checkpoint_seconds_, fn); }
-  /// One clock reading for all, so that train + eval + checkpoint is wall exactly (two readings
-  /// drift apart when the machine is loaded).
-  void fill(TrainSummary& s) const {
-    s.wall_seconds = secondsSince(start_);
-    s.train_seconds = s.wall_seconds - eval_seconds_ - checkpoint_seconds_;
-    s.eval_seconds = eval_seconds_;
-    s.checkpoint_seconds = checkpoint_seconds_;
-  }
-
- private:
-  static void timed(double& total, const std::function<void()>& fn) {
-    const auto t = Clock::now();
-    fn();
-    total += secondsSince(t);
-  }
-
-  Clock::time_point start_ = Clock::now();
-  double eval_seconds_ = 0, checkpoint_seconds_ = 0;
-};
 
 /// What the loop works with: runTraining owns the parts, the loop borrows them.
 struct Run {
@@ -223,6 +196,7 @@ StepMetrics stepMetrics(const Run& r, uint64_t epoch, double loss) {
 /// if it had crashed.
 void crashIfAsked(const Run& r, int64_t step) {
   if (r.options.crash_after_step <= 0 || step != r.options.crash_after_step) return;
+  if (r.options.crash_rank >= 0 && r.options.crash_rank != r.engine.environment().rank()) return;
   std::fprintf(stderr, "rank %d: crashing after step %lld (fault injection)\n", r.engine.environment().rank(),
                static_cast<long long>(step));
   std::_Exit(3);
@@ -412,6 +386,7 @@ TrainSummary stopRun(Run& r) {
 }  // namespace
 
 TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
+  if (c.pipeline.enabled()) return runPipelineTraining(c, o);
   const Device device = trainingDevice(c);  // before the process group: NCCL needs the GPU
   kernels::setGpuMathOptions(c.gpu_math);   // before any GPU kernel chooses an algorithm
   const OnDevice on_device(device);

@@ -27,6 +27,8 @@ struct TrainerOptions {
   /// Fault injection for tests of --max-restarts: after the checkpoint of this step (> 0), the
   /// process exits with code 3 as if it had crashed. 0: off.
   int64_t crash_after_step = 0;
+  /// With crash_after_step: only this rank exits (a stage or a replica killed alone); -1: every rank.
+  int crash_rank = -1;
   /// Fault injection likewise: in the ZeRO checkpoint of this step (> 0) the last rank dies after
   /// writing its partition (CheckpointOptions::die_in_save_at_step). 0: off.
   int64_t die_in_zero_save_at_step = 0;

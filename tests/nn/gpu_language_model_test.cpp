@@ -170,3 +170,30 @@ TEST(GpuLanguageModel, bad_token_ids_on_the_gpu_and_ids_on_the_host_are_named) {
     }
   }
 }
+
+TEST(GpuLanguageModel, llama_split_between_the_host_and_the_gpu_in_one_process_trains_as_on_the_host) {
+  // One-process model parallelism (nn/layer_placement.h): the embedding and the first decoder layer
+  // on the CPU, the rest on cuda:0, the activation and its gradient moved between them.
+  LOCKSTEP_REQUIRE_GPU();
+  const Case c{"llama", 0.0, 0};
+  auto cpu = build(c, 0);
+  std::shared_ptr<nn::Module> split_model = build(c, 0);
+  const auto layers = static_cast<int64_t>(nn::layerSequence(*split_model).size());
+  nn::PlacedLayers split(split_model, {0, 2, layers}, {Device::cpu(), kGpu});
+  EXPECT_EQ(split.deviceOf(0), Device::cpu());
+  EXPECT_EQ(split.deviceOf(static_cast<size_t>(layers) - 1), kGpu);
+  const auto a = forwardBackward(*cpu, Device::cpu());
+  Tensor x = tokens(5), y = tokens(6).reshape({kBatch * kTime}).to(kGpu);
+  split.train();
+  manualSeed(11);
+  Variable logits = split(Variable(x));
+  ASSERT_EQ(logits.tensor().device(), kGpu);
+  autograd::crossEntropy(autograd::reshape(logits, {kBatch * kTime, kVocab}), y).backward();
+  EXPECT_LT(closeness(logits.tensor(), a.logits, 1e-5, 1e-4), 1.0);
+  size_t i = 0;
+  for (const auto& [name, p] : split_model->namedParameters()) {
+    ASSERT_TRUE(p.hasGrad()) << name;
+    EXPECT_EQ(p.grad().device(), p.tensor().device()) << name;
+    EXPECT_LT(closeness(p.grad(), a.grads.at(i++).second, 1e-6, 1e-3), 1.0) << name;
+  }
+}

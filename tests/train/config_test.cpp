@@ -471,3 +471,37 @@ TEST(TrainConfig, device_is_cpu_cuda_or_one_gpu_for_one_rank) {
   e = errorOf("train_batch_size: 8\ndevice: cuda:1\n", {}, 2);
   EXPECT_TRUE(has(e, "cuda:1") && has(e, "LOCAL_RANK")) << e;
 }
+
+TEST(TrainConfig, pipeline_section_counts_replicas_in_the_batch_and_leaves_the_identity) {
+  const std::string base =
+      "model: {name: gpt}\ndata: {dataset: text}\ntrain_micro_batch_size_per_gpu: "
+      "4\ngradient_accumulation_steps: 8\n";
+  TrainConfig c = parseTrainConfig(base +
+                                       "pipeline: {stages: 2, partition_method: 'type:Block', schedule: "
+                                       "gpipe, activation_checkpoint_interval: 1}\n",
+                                   {}, 4);
+  EXPECT_EQ(c.pipeline.stages, 2);
+  EXPECT_EQ(c.pipeline.partition_method, "type:Block");
+  EXPECT_EQ(c.pipeline.schedule, "gpipe");
+  EXPECT_EQ(c.pipeline.activation_checkpoint_interval, 1);
+  // train_batch_size = micro * micro-batches * data-parallel size (4 ranks / 2 stages).
+  EXPECT_EQ(c.batch.train_batch_size, 4 * 8 * 2);
+  // How the ranks split the work is not what is trained: a checkpoint resumes on any stage count.
+  EXPECT_EQ(c.identity_hash, parseTrainConfig(base, {}, 4).identity_hash);
+  // DeepSpeed's own keys at values without effect here: accepted, with a note.
+  c = parseTrainConfig(
+      base + "pipeline: {stages: 4, partition: best, seed_layers: false, pipe_partitioned: true}\n", {}, 4);
+  EXPECT_EQ(c.batch.train_batch_size, 32);
+  ASSERT_EQ(c.notes.size(), 2u);
+  EXPECT_NE(c.notes[0].find("pipeline.partition: best"), std::string::npos) << c.notes[0];
+  c = parseTrainConfig(base + "pipeline: {stages: 2, boundaries: [0, 3, 6]}\n", {}, 2);
+  EXPECT_EQ(c.pipeline.boundaries, (std::vector<int64_t>{0, 3, 6}));
+  try {
+    parseTrainConfig(base + "train_batch_size: 32\npipeline: {stages: 2}\n", {}, 4);
+    FAIL() << "32 is not 4 x 8 x 2 replicas";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("data-parallel size (world size 4 / pipeline.stages 2) 2"),
+              std::string::npos)
+        << e.what();
+  }
+}

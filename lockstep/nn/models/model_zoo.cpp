@@ -66,6 +66,8 @@ std::shared_ptr<Module> makeLlama(const ModelOptions& o) {
 // What a zoo model is, registered with it, so that callers ask the zoo rather than compare names.
 struct ModelTraits {
   bool language_model = false;
+  /// Whether it lists its layers (nn::layerSequence), so that a pipeline can cut it into stages.
+  bool layer_sequence = true;
 };
 
 struct ZooEntry {
@@ -74,7 +76,8 @@ struct ZooEntry {
 };
 
 const std::map<std::string, ZooEntry>& registry() {
-  static const ModelTraits kLanguageModel{.language_model = true};
+  static const ModelTraits kLanguageModel{.language_model = true, .layer_sequence = true};
+  static const ModelTraits kOneLayer{.language_model = false, .layer_sequence = false};
   static const std::map<std::string, ZooEntry> r = {
       {"mnist_cnn",
        {[](const ModelOptions& o) {
@@ -95,7 +98,7 @@ const std::map<std::string, ZooEntry>& registry() {
                                                         o.out_features > 0 ? o.out_features : 1, true,
                                                         o.generator});
         },
-        {}}},
+        kOneLayer}},
       {"mlp", {makeMlp, {}}},
       {"gpt", {makeGpt, kLanguageModel}},
       {"llama", {makeLlama, kLanguageModel}},
@@ -128,6 +131,11 @@ std::string knownModels() {
 bool isLanguageModel(const std::string& name) {
   auto it = registry().find(name);
   return it != registry().end() && it->second.traits.language_model;
+}
+
+bool hasLayerSequence(const std::string& name) {
+  auto it = registry().find(name);
+  return it != registry().end() && it->second.traits.layer_sequence;
 }
 
 std::vector<std::string> modelNames() {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "lockstep/kernels/binary.h"
+#include "lockstep/kernels/norm.h"
 #include "lockstep/nn/models/language_model.h"
 #include "lockstep/parallel/ddp/bucket_assignment.h"
 #include "lockstep/parallel/ddp/comm_hook.h"
@@ -19,7 +20,7 @@ namespace lockstep::parallel {
 namespace {
 
 // Tags keep the three kinds of transfer between two stages apart.
-constexpr int kShapeTag = 1, kActivationTag = 2, kGradTag = 3, kTiedTag = 4;
+constexpr int kShapeTag = 1, kActivationTag = 2, kGradTag = 3, kTiedTag = 4, kEvalShapeTag = 5, kEvalTag = 6;
 // A shape header: rank, dtype, then up to kMaxDims sizes.
 constexpr size_t kMaxDims = 8;
 using ShapeHeader = std::array<int64_t, kMaxDims + 2>;
@@ -66,6 +67,12 @@ PipelineStage::PipelineStage(nn::Module& model, std::shared_ptr<comm::ProcessGro
     if (holders.size() > 1 && holders.count(static_cast<int>(stage_)))
       tied_.emplace_back(named.at(tie.name), std::vector<int>(holders.begin(), holders.end()));
   }
+}
+
+bool PipelineStage::ownsParameter(const autograd::Variable& p) const {
+  for (const auto& [param, holders] : tied_)
+    if (param.impl() == p.impl()) return holders.front() == stage_;
+  return true;
 }
 
 void PipelineStage::train(bool on) {
@@ -304,6 +311,60 @@ void PipelineStage::reduceReplicaGrads() {
       offset += p.tensor().numel();
     }
   }
+}
+
+}  // namespace lockstep::parallel
+
+namespace lockstep::parallel {
+
+double PipelineStage::clipGradNorm(double max_norm) {
+  std::vector<Tensor> mine, all;
+  for (const auto& p : parameters_) {
+    if (!p.hasGrad()) continue;
+    all.push_back(p.grad());
+    if (ownsParameter(p)) mine.push_back(p.grad());
+  }
+  double squares = 0;
+  if (!mine.empty()) {
+    const double n = kernels::totalNorm(mine, 2.0).item<double>();
+    squares = n * n;
+  }
+  group_->allreduce(&squares, 1, DType::f64)->wait();
+  const double norm = std::sqrt(squares);
+  if (!all.empty()) kernels::scaleByClipCoefficient(all, Tensor::scalar(norm, DType::f64), max_norm);
+  return norm;
+}
+
+autograd::Variable PipelineStage::forwardOnly(const Tensor& input) {
+  autograd::NoGradGuard no_grad;
+  comm::SendRecvOptions o;
+  Tensor x = input;
+  if (stage_ > 0) {
+    const int prev = static_cast<int>(stage_ - 1);
+    ShapeHeader h{};
+    o.tag = kEvalShapeTag;
+    group_->recv(h.data(), h.size(), DType::i64, prev, o)->wait();
+    x = Tensor::empty(Shape(h.begin() + 2, h.begin() + 2 + h[0]), static_cast<DType>(h[1]));
+    o.tag = kEvalTag;
+    group_->recv(x.dataPtr(), static_cast<size_t>(x.numel()), x.dtype(), prev, o)->wait();
+  }
+  autograd::Variable out = autograd::Variable(x);
+  for (nn::Module* layer : layers_) out = (*layer)(out);
+  if (stage_ + 1 == stages()) return out;
+  const Tensor y = rowMajor(out.tensor());
+  LOCKSTEP_ENFORCE(static_cast<size_t>(y.dim()) <= kMaxDims, ValueError, "pipeline stage ", stage_,
+                   "'s output has ", y.dim(), " dimensions; at most ", kMaxDims,
+                   " can be sent between stages");
+  ShapeHeader h{};
+  h[0] = y.dim();
+  h[1] = static_cast<int64_t>(y.dtype());
+  for (int64_t d = 0; d < y.dim(); ++d) h[static_cast<size_t>(d) + 2] = y.size(d);
+  const int next = static_cast<int>(stage_ + 1);
+  o.tag = kEvalShapeTag;
+  group_->send(h.data(), h.size(), DType::i64, next, o)->wait();
+  o.tag = kEvalTag;
+  group_->send(y.dataPtr(), static_cast<size_t>(y.numel()), y.dtype(), next, o)->wait();
+  return {};
 }
 
 }  // namespace lockstep::parallel

@@ -72,6 +72,14 @@ class PipelineStage {
   std::pair<int64_t, int64_t> layerRange() const { return {bounds_[stage_], bounds_[stage_ + 1]}; }
   /// This stage's parameters, tied ones included, once each: what its optimizer steps.
   const std::vector<autograd::Variable>& parameters() const { return parameters_; }
+  /// This stage's layers, in order.
+  const std::vector<nn::Module*>& layers() const { return layers_; }
+  /// The stage boundaries of the partition (stages() + 1 values).
+  const std::vector<int64_t>& boundaries() const { return bounds_; }
+  /// Whether this stage is the one that answers for `p` (its checkpoint, its share of the gradient
+  /// norm): true for every parameter of the stage but a tied one whose first holder is an earlier
+  /// stage.
+  bool ownsParameter(const autograd::Variable& p) const;
   /// How many micro-batches' activations the stage holds at most: the schedule's peak (1F1B:
   /// min(S - s, M), GPipe: M), the number of its receive buffers.
   size_t activationSlots() const { return slots_.size(); }
@@ -89,6 +97,17 @@ class PipelineStage {
   /// activation differs in shape from the first step's.
   double trainStep(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, const Loss& loss,
                    optim::Optimizer* optimizer = nullptr);
+
+  /// Clips the gradients of the whole model, as they are after trainStep(..., nullptr): their joint
+  /// 2-norm over every stage (a tied parameter counted once) is computed across the group, and each
+  /// stage scales its own by min(1, max_norm / (norm + 1e-6)) (torch's clip_grad_norm_). Returns the
+  /// norm before clipping. Collective over the group.
+  double clipGradNorm(double max_norm);
+
+  /// Evaluation: one batch, of any shape, forward through every stage without gradients: stage 0
+  /// runs `input` (ignored elsewhere), the others receive their input with its shape. Returns the
+  /// last stage's output, and an undefined Variable on the other stages. Collective over the group.
+  autograd::Variable forwardOnly(const Tensor& input);
 
  private:
   struct InFlight {

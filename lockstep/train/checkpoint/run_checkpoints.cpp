@@ -27,53 +27,59 @@ RunCheckpoints::RunCheckpoints(const RunCheckpointsOptions& options, parallel::E
   parts_.zero = engine.zero();
 }
 
-void RunCheckpoints::resume() {
-  const bool chief = engine_.environment().isMain();
+ResumePick pickRunResume(const RunCheckpointsOptions& options, const RunIdentity& identity, bool chief) {
   // Before any save of this run: what a signal cut short (a save, a pruning) is hidden, not a
   // checkpoint, and nobody else's to finish.
   if (chief) {
-    for (const std::string& p : removeUnfinishedCheckpoints(options_.dir))
+    for (const std::string& p : removeUnfinishedCheckpoints(options.dir))
       std::fprintf(stderr, "note: removed %s, left by an interrupted checkpoint save or removal\n",
                    p.c_str());
   }
-  if (!options_.resume && options_.resume_from.empty()) {
-    printNotes(chief, "note", freshStartNotes(options_.dir, identity_));
-    return;
+  if (!options.resume && options.resume_from.empty()) {
+    printNotes(chief, "note", freshStartNotes(options.dir, identity));
+    return {};
   }
-  // ZeRO stage 3: the checkpoint loads into whole parameters, whose values then go back into each
-  // rank's partition. A fresh start gathers nothing: the whole model is never resident on a rank.
-  parallel::GatheredParameters whole = engine_.gatheredParameters();
   // A restarted worker of a job started --resume-from takes the job's own newer checkpoints
   // first, and --resume-from again when there are none yet.
   ResumePick pick;
-  if (options_.resume) {
+  if (options.resume) {
     pick = pickResumeCheckpoint(
-        {options_.dir, "", options_.resume_required && options_.resume_from.empty(), identity_});
+        {options.dir, "", options.resume_required && options.resume_from.empty(), identity});
   }
-  if (!pick.data && !options_.resume_from.empty()) {
-    ResumePick from = pickResumeCheckpoint({options_.dir, options_.resume_from, true, identity_});
+  if (!pick.data && !options.resume_from.empty()) {
+    ResumePick from = pickResumeCheckpoint({options.dir, options.resume_from, true, identity});
     from.notes.insert(from.notes.begin(), pick.notes.begin(), pick.notes.end());
     pick = std::move(from);
   }
   printNotes(chief, "warning", pick.notes);
-  if (!pick.data) {
-    if (chief) {
-      std::fprintf(stderr, "warning: --resume: no checkpoint to resume in %s, starting from scratch\n",
-                   options_.dir.c_str());
-    }
-    return;
+  if (!pick.data && chief) {
+    std::fprintf(stderr, "warning: --resume: no checkpoint to resume in %s, starting from scratch\n",
+                 options.dir.c_str());
   }
+  return pick;
+}
+
+void reportResumed(const ResumePick& pick, const std::string& note, bool chief) {
+  if (!chief) return;
+  std::fprintf(stderr, "resuming from %s (step %lld)\n", pick.path.c_str(),
+               static_cast<long long>(pick.data->step));
+  if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
+}
+
+void RunCheckpoints::resume() {
+  const bool chief = engine_.environment().isMain();
+  const ResumePick pick = pickRunResume(options_, identity_, chief);
+  if (!pick.data) return;
+  // ZeRO stage 3: the checkpoint loads into whole parameters, whose values then go back into each
+  // rank's partition. A fresh start gathers nothing: the whole model is never resident on a rank.
+  parallel::GatheredParameters whole = engine_.gatheredParameters();
   const std::string note = restoreTrainingState(*pick.data, parts_);
   whole.adoptChanges();
   engine_.setGlobalSteps(pick.data->step);
   last_saved_ = pick.data->step;
   // Resuming continues that run (its pruning and identity), unless it was another's on purpose.
   if (incompatibility(pick.data->identity, identity_).empty()) identity_.run_id = pick.data->identity.run_id;
-  if (chief) {
-    std::fprintf(stderr, "resuming from %s (step %lld)\n", pick.path.c_str(),
-                 static_cast<long long>(pick.data->step));
-    if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
-  }
+  reportResumed(pick, note, chief);
 }
 
 std::optional<std::string> RunCheckpoints::save() {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "lockstep/parallel/engine.h"
+#include "lockstep/train/checkpoint/resume.h"
 #include "lockstep/train/checkpoint/run_identity.h"
 #include "lockstep/train/checkpoint/training_state.h"
 
@@ -29,6 +30,13 @@ struct RunCheckpointsOptions {
   /// Fault injection (CheckpointOptions::die_in_save_at_step). 0: off.
   int64_t die_in_save_at_step = 0;
 };
+
+/// The checkpoint a run with these options resumes (resume.h's rules; data nullopt: it starts
+/// fresh). Rank 0 (chief) first removes what an interrupted save left, then logs the notes and
+/// the checkpoints passed over. Every rank calls it alike and gets the same answer.
+ResumePick pickRunResume(const RunCheckpointsOptions& options, const RunIdentity& identity, bool chief);
+/// Rank 0's log of a resume: the checkpoint, and restoreTrainingState's note when there is one.
+void reportResumed(const ResumePick& pick, const std::string& note, bool chief);
 
 /// Not thread-safe. resume() and save() are collective (every rank calls them alike).
 class RunCheckpoints {

@@ -28,41 +28,58 @@ std::string rankFileName(int rank, int world) {
   return buf;
 }
 
-// Rank `rank`'s partition file: per owned segment, "<name>@<offset>" (the parameter's elements)
-// and "<name>@<offset>/<key>" (each optimizer state buffer's, "step" a scalar), and the map.
-WrittenFile writePartition(const std::string& path, const parallel::ZeroOptimizer& zero, int rank,
-                           int world) {
-  const optim::OptimizerStateDict osd = zero.partitionOptimizerState();  // the swap file's, with nvme
+// A partition file: per segment, "<name>@<offset>" (the parameter's elements) and
+// "<name>@<offset>/<key>" (each optimizer state buffer's, "step" a scalar), and the map.
+WrittenFile writePartition(const std::string& path, const CheckpointPartition& part) {
   NamedTensors tensors;
   nlohmann::json segments = nlohmann::json::array();
-  for (const auto& s : zero.ownedSegments()) {
-    const std::string& name = zero.parameterNames()[s.param];
-    const std::string base = name + "@" + std::to_string(s.param_offset);
+  for (const PartitionSegment& s : part.segments) {
+    const std::string base = s.name + "@" + std::to_string(s.offset);
     tensors.emplace_back(base, s.values);
     nlohmann::json keys = nlohmann::json::array();
-    const std::string prefix = std::to_string(s.opt_index) + ".";
-    for (const auto& [key, t] : osd.state) {
-      if (key.rfind(prefix, 0) != 0) continue;
-      const std::string k = key.substr(prefix.size());
-      LOCKSTEP_CHECK(k == "step" || t.numel() == s.numel, "ZeRO state '", key, "' has ", t.numel(),
-                     " elements, its segment ", s.numel);
+    for (const auto& [k, t] : s.state) {
+      LOCKSTEP_CHECK(k == "step" || t.numel() == s.numel, "optimizer state '", k, "' of ", base, " has ",
+                     t.numel(), " elements, its segment ", s.numel);
       tensors.emplace_back(base + "/" + k, t);
       keys.push_back(k);
     }
     segments.push_back({{"param", s.param},
-                        {"name", name},
-                        {"shape", zero.parameterShapes()[s.param]},
-                        {"offset", s.param_offset},
+                        {"name", s.name},
+                        {"shape", s.shape},
+                        {"offset", s.offset},
                         {"numel", s.numel},
                         {"state", keys}});
   }
-  return saveSafetensors(path, tensors,
-                         {{"format", kPartitionFormat},
-                          {"rank", std::to_string(rank)},
-                          {"world_size", std::to_string(world)},
-                          {"stage", std::to_string(zero.stage())},
-                          {"parameters", std::to_string(zero.parameterNames().size())},
-                          {"segments", segments.dump()}});
+  std::map<std::string, std::string> meta = part.metadata;
+  meta["format"] = kPartitionFormat;
+  meta["parameters"] = std::to_string(part.parameters);
+  meta["segments"] = segments.dump();
+  return saveSafetensors(path, tensors, meta);
+}
+
+// Rank `rank`'s ZeRO partition: its owned segments of the parameters and of the optimizer state.
+CheckpointPartition zeroPartition(const parallel::ZeroOptimizer& zero, int rank, int world) {
+  const optim::OptimizerStateDict osd = zero.partitionOptimizerState();  // the swap file's, with nvme
+  CheckpointPartition part;
+  part.file = rankFileName(rank, world);
+  part.parameters = static_cast<int64_t>(zero.parameterNames().size());
+  part.metadata = {{"rank", std::to_string(rank)},
+                   {"world_size", std::to_string(world)},
+                   {"stage", std::to_string(zero.stage())}};
+  for (const auto& s : zero.ownedSegments()) {
+    PartitionSegment seg{s.param,
+                         zero.parameterNames()[s.param],
+                         zero.parameterShapes()[s.param],
+                         s.param_offset,
+                         s.numel,
+                         s.values,
+                         {}};
+    const std::string prefix = std::to_string(s.opt_index) + ".";
+    for (const auto& [key, t] : osd.state)
+      if (key.rfind(prefix, 0) == 0) seg.state.emplace_back(key.substr(prefix.size()), t);
+    part.segments.push_back(std::move(seg));
+  }
+  return part;
 }
 
 // Rank 0's string (a path, or an error) on every rank; an error becomes an IoError everywhere.
@@ -80,25 +97,38 @@ std::string saveZeroCheckpoint(const std::string& dir, const CheckpointData& rep
                                const parallel::ZeroOptimizer& zero, comm::ProcessGroup* group,
                                const CheckpointOptions& opts) {
   const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+  return savePartitionedCheckpoint(dir, replicated, zeroPartition(zero, rank, world), zero.stage(),
+                                   nlohmann::json::object(), group, opts);
+}
+
+std::string savePartitionedCheckpoint(const std::string& dir, const CheckpointData& replicated,
+                                      const std::optional<CheckpointPartition>& mine_part, int zero_stage,
+                                      const nlohmann::json& layout_extra, comm::ProcessGroup* group,
+                                      const CheckpointOptions& opts) {
+  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
   // Rank 0 makes the temp directory; its name (rank 0's pid) reaches the others, who wait for it.
   nlohmann::json made;
   if (rank == 0) {
     try {
       made["value"] = makeCheckpointTempDir(dir, replicated.step, std::to_string(::getpid()));
-      file::makeDirs(made["value"].get<std::string>() + "/zero");
     } catch (const Error& e) {
       made["error"] = e.what();
     }
   }
   const std::string tmp = agree(group, made);
-  // Every rank writes its partition (temp file, fsync, rename) and reports its size and CRC-32.
-  const std::string name = rankFileName(rank, world);
-  nlohmann::json mine = {{"name", name}};
-  try {
-    const WrittenFile w = writePartition(tmp + "/" + name, zero, rank, world);
-    mine["record"] = {{"bytes", w.bytes}, {"crc32", w.crc32}};
-  } catch (const Error& e) {
-    mine["error"] = "rank " + std::to_string(rank) + " could not write its checkpoint partition: " + e.what();
+  // Every rank with a partition writes it (temp file, fsync, rename) and reports its size and CRC-32.
+  nlohmann::json mine = nlohmann::json::object();
+  if (mine_part) {
+    mine["name"] = mine_part->file;
+    try {
+      const std::string path = tmp + "/" + mine_part->file;
+      file::makeDirs(fs::path(path).parent_path().string());  // zero/, pipeline/: whoever comes first
+      const WrittenFile w = writePartition(path, *mine_part);
+      mine["record"] = {{"bytes", w.bytes}, {"crc32", w.crc32}};
+    } catch (const Error& e) {
+      mine["error"] =
+          "rank " + std::to_string(rank) + " could not write its checkpoint partition: " + e.what();
+    }
   }
   // Fault injection for tests: the last rank dies right after writing its partition, before any
   // manifest exists, as a rank killed in the middle of a save.
@@ -116,6 +146,7 @@ std::string saveZeroCheckpoint(const std::string& dir, const CheckpointData& rep
       for (int r = 0; r < world; ++r) {
         const nlohmann::json j = nlohmann::json::parse(all[r]);
         if (j.contains("error")) throw IoError(j["error"].get<std::string>());
+        if (!j.contains("name")) continue;  // a rank without a partition
         const std::string f = j["name"].get<std::string>(), path = tmp + "/" + f;
         std::error_code ec;
         const uintmax_t size = fs::file_size(path, ec);
@@ -136,14 +167,21 @@ std::string saveZeroCheckpoint(const std::string& dir, const CheckpointData& rep
         file::writeAtomic(tmp + "/" + names[i], contents[i]);
         files[names[i]] = checkpointFileRecord(contents[i]);
       }
-      const nlohmann::json layout = {
-          {"zero", {{"world_size", world}, {"stage", zero.stage()}, {"rank_files", rank_files}}}};
+      nlohmann::json layout = layout_extra;
+      layout["zero"] = {{"world_size", rank_files.size()}, {"stage", zero_stage}, {"rank_files", rank_files}};
       done["value"] = commitCheckpoint(dir, tmp, replicated.step, replicated.identity, files, layout, opts);
     } catch (const Error& e) {
       done["error"] = e.what();
     }
   }
   return agree(group, done);
+}
+
+NamedTensors checkpointModelState(const CheckpointData& d) {
+  if (d.zero.is_null()) return d.model;
+  NamedTensors model = ZeroCheckpointReader(d).parameters();
+  model.insert(model.end(), d.model.begin(), d.model.end());  // the buffers
+  return model;
 }
 
 ZeroCheckpointReader::ZeroCheckpointReader(const CheckpointData& d) : path_(d.path) {

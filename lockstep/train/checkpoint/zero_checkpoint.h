@@ -10,7 +10,11 @@
 // and loaded by any world size and stage, DDP included: each rank reads the parameters whole (the
 // model holds them whole at load, stage 3 as for a forward) but of the optimizer states only the
 // byte ranges of the elements it owns (a DDP rank: all of them).
+#include <map>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "lockstep/comm/process_group.h"
 #include "lockstep/nn/module.h"
@@ -31,6 +35,46 @@ namespace lockstep::train {
 std::string saveZeroCheckpoint(const std::string& dir, const CheckpointData& replicated,
                                const parallel::ZeroOptimizer& zero, comm::ProcessGroup* group,
                                const CheckpointOptions& opts);
+
+/// One run of a parameter's elements in a partition file, with its optimizer state.
+struct PartitionSegment {
+  /// The parameter's index in the whole model's optimizer numbering (the flat order of a DDP run's
+  /// optimizer), its state-dict name and whole shape.
+  size_t param = 0;
+  std::string name;
+  Shape shape;
+  /// Elements [offset, offset + numel) of it, and its optimizer state buffers over those elements
+  /// ("exp_avg", ...; "step" a scalar).
+  int64_t offset = 0, numel = 0;
+  Tensor values;
+  std::vector<std::pair<std::string, Tensor>> state;
+};
+
+/// What one rank writes of a partitioned checkpoint.
+struct CheckpointPartition {
+  /// Its name in the checkpoint ("zero/rank-00000-of-00002.safetensors",
+  /// "pipeline/stage-00001-of-00002.safetensors").
+  std::string file;
+  /// The whole model's parameter count.
+  int64_t parameters = 0;
+  /// Extra __metadata__ entries (rank, world_size, stage).
+  std::map<std::string, std::string> metadata;
+  std::vector<PartitionSegment> segments;
+};
+
+/// saveZeroCheckpoint's mechanics for any split of the parameters over ranks (a pipeline's stages):
+/// collective over group; the ranks with a partition write it, and between them every parameter's
+/// elements must be written exactly once. The manifest's "zero" record lists the files written (any
+/// partitioned checkpoint loads by ZeroCheckpointReader, whatever wrote it) and `layout_extra`'s keys
+/// are added beside it ({"pipeline": ...}).
+std::string savePartitionedCheckpoint(const std::string& dir, const CheckpointData& replicated,
+                                      const std::optional<CheckpointPartition>& mine, int zero_stage,
+                                      const nlohmann::json& layout_extra, comm::ProcessGroup* group,
+                                      const CheckpointOptions& opts);
+
+/// A loaded checkpoint's model state dict, whatever wrote it: a partitioned one's parameters put
+/// together from its files (ZeroCheckpointReader) and its buffers; a DDP one's model as saved.
+NamedTensors checkpointModelState(const CheckpointData& data);
 
 /// The partition files of a loaded (verified) partitioned checkpoint, opened by their headers.
 /// Not thread-safe.

@@ -32,12 +32,12 @@ namespace lockstep::train {
 bool DataConfig::isLanguage() const { return data::findDataset(dataset).language; }
 
 BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t> micro,
-                             std::optional<int64_t> accum, int64_t world) {
+                             std::optional<int64_t> accum, int64_t world, const std::string& world_name) {
   auto str = [](std::optional<int64_t> v) { return v ? std::to_string(*v) : std::string("unset"); };
   auto fail = [&](const std::string& why) {
     throw ValueError("inconsistent batch sizes: train_batch_size=" + str(train) +
                      ", train_micro_batch_size_per_gpu=" + str(micro) + ", gradient_accumulation_steps=" +
-                     str(accum) + ", world size " + std::to_string(world) + ": " + why);
+                     str(accum) + ", " + world_name + " " + std::to_string(world) + ": " + why);
   };
   for (auto v : {train, micro, accum}) {
     if (v && *v <= 0) fail("every batch size must be positive");
@@ -387,6 +387,46 @@ void applyOverride(YAML::Node root, const std::string& spec) {
 
 namespace {
 
+// What a pipeline run does not combine with (yet), refused before any rank starts.
+void checkPipelineFits(const TrainConfig& c, const YAML::Node& root, int64_t world,
+                       const std::string& source) {
+  const std::string where = source + ": pipeline: ";
+  if (!nn::hasLayerSequence(c.model))
+    throw ValueError(where + "model " + c.model +
+                     " has no layer sequence, so it cannot be cut into pipeline stages; pipeline a model "
+                     "that lists its layers (mlp, the CNNs, the ResNets, gpt, llama) or remove the pipeline "
+                     "section");
+  if (world < 2)
+    throw ValueError(where + "a pipeline needs at least 2 ranks (one per stage), this job has " +
+                     std::to_string(world) +
+                     "; start it with --nproc-per-node N (N a multiple of pipeline.stages), or remove the "
+                     "pipeline section");
+  if (c.zero.stage >= 2)
+    throw ValueError(where + "zero_optimization.stage " + std::to_string(c.zero.stage) +
+                     " partitions gradients during each micro-batch's backward, which a pipeline's schedule "
+                     "does not fit (DeepSpeed allows stages 0 and 1 with pipelines); set stage 0");
+  if (c.zero.stage == 1)
+    throw ValueError(where +
+                     "zero_optimization.stage 1 with a pipeline is not supported by lockstep train "
+                     "yet (parallel::ZeroOptimizer over a stage's data group composes in the "
+                     "library); set stage 0");
+  if (c.precision != parallel::Precision::fp32)
+    throw ValueError(where + parallel::precisionName(c.precision) +
+                     " training with a pipeline is not supported yet; train in fp32 (bf16.enabled and "
+                     "fp16.enabled false)");
+  if (c.device.isCuda()) throw ValueError(where + "pipelines on GPUs are not supported yet; set device: cpu");
+  if (c.activation_checkpointing.present || c.model_options.checkpoint_every > 0)
+    throw ValueError(where +
+                     "a pipeline checkpoints activations by pipeline.activation_checkpoint_interval "
+                     "(layers per segment on each stage); remove the activation_checkpointing "
+                     "section and model.checkpoint_every");
+  if (root["ddp"])
+    throw ValueError(where +
+                     "the ddp section configures DistributedDataParallel, which a pipeline does not "
+                     "use (each stage averages its gradients over its replicas in 25 MiB buckets); "
+                     "remove it");
+}
+
 TrainConfig parse(const std::string& text, const std::vector<std::string>& overrides, int64_t world,
                   const std::string& source) {
   YAML::Node root = loadConfigDocument(text, source);
@@ -426,16 +466,26 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
              "bfloat16",
              "activation_checkpointing",
              "sample",
-             "zero_optimization"});
+             "zero_optimization",
+             "pipeline"});
   TrainConfig c;
+  // Before the batch sizes: with a pipeline they count data-parallel replicas, not ranks.
+  int64_t replicas = world;
+  std::string replicas_name = "world size";
+  if (root["pipeline"]) {
+    c.pipeline = parsePipelineConfig(root["pipeline"]);
+    replicas = pipelineReplicas(c.pipeline.stages, world);
+    replicas_name = "data-parallel size (world size " + std::to_string(world) + " / pipeline.stages " +
+                    std::to_string(c.pipeline.stages) + ")";
+  }
   std::optional<int64_t> train, micro, accum;
   get(root, "", "train_batch_size", train);
   get(root, "", "train_micro_batch_size_per_gpu", micro);
   get(root, "", "train_micro_batch_size_per_rank", micro);
   get(root, "", "gradient_accumulation_steps", accum);
   autos.checkBatch(train, micro);
-  c.batch = resolveBatchSizes(train, micro, accum, world);
-  autos.noteBatch(c.batch, world);
+  c.batch = resolveBatchSizes(train, micro, accum, replicas, replicas_name);
+  autos.noteBatch(c.batch, replicas);
   if (root["optimizer"]) parseSection(root["optimizer"], "optimizer", c.optimizer.type, c.optimizer.params);
   // The registry's refusals (a type or a parameter lockstep lacks) are collected with the others,
   // so that reading goes on to the rest of the config.
@@ -541,6 +591,7 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
     throw ValueError("model: unknown model " + c.model +
                      (near.empty() ? "" : " (did you mean " + near + "?)") + "; known: " + known);
   }
+  if (c.pipeline.enabled()) checkPipelineFits(c, root, world, source);
   if (c.epochs <= 0) throw ValueError("epochs must be positive");
   if (c.max_steps < 0) throw ValueError("max_steps must be >= 0");
   if (c.steps_per_print <= 0) throw ValueError("steps_per_print must be positive");

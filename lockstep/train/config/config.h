@@ -17,6 +17,7 @@
 #include "lockstep/parallel/ddp/distributed_data_parallel.h"
 #include "lockstep/parallel/precision.h"
 #include "lockstep/tensor/device.h"
+#include "lockstep/train/config/pipeline_config.h"
 #include "lockstep/train/config/zero_config.h"
 #include "lockstep/util/suggest.h"
 
@@ -31,8 +32,10 @@ struct BatchSizes {
 /// DeepSpeed's rule: any two of (train, micro, accum) fix the third with the world size; one alone
 /// takes accum = 1. ValueError naming all three and the world size when they disagree or do not
 /// divide; when none is set.
+/// With a pipeline, world_size is the data-parallel size and `world_name` says so in messages.
 BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t> micro,
-                             std::optional<int64_t> accum, int64_t world_size);
+                             std::optional<int64_t> accum, int64_t world_size,
+                             const std::string& world_name = "world size");
 
 struct MonitorConfig {
   bool enabled = false;
@@ -131,12 +134,15 @@ struct TrainConfig {
   parallel::DistributedDataParallelOptions ddp{};
   /// The `zero_optimization` section (zero_config.h): ZeRO stage 0 (DDP), 1, 2 or 3 and its options.
   ZeroConfig zero{};
+  /// The `pipeline` section (pipeline_config.h): the model cut into stages across the ranks; the
+  /// batch sizes then count data-parallel replicas (world / stages), not ranks.
+  PipelineConfig pipeline{};
   /// The whole config document as parsed, --set overrides applied (a checkpoint's config.json).
   nlohmann::json document = nlohmann::json::object();
   /// CRC-32 (8 hex digits) of `document` less the keys that say how long, how often and where a
   /// run trains (epochs, max_steps, steps_per_print, checkpoint, eval, tensorboard, csv_monitor,
-  /// backend, device, backends, data.num_workers, zero_optimization) and the seed (compared apart): two runs
-  /// with the same hash and seed train the same model, so one may resume the other's checkpoints
+  /// backend, device, backends, data.num_workers, zero_optimization, pipeline) and the seed (compared apart):
+  /// two runs with the same hash and seed train the same model, so one may resume the other's checkpoints
   /// (run_identity.h).
   std::string identity_hash;
   ActivationCheckpointingConfig activation_checkpointing{};

@@ -164,9 +164,11 @@ std::string configIdentityHash(nlohmann::json doc) {
   // zero_optimization says how the ranks share the model state, not what is trained: a checkpoint
   // of any stage is resharded at load (zero_checkpoint.h), so any stage resumes any other's. backends
   // (TF32, cuDNN's algorithm choice) says how a GPU computes, as device says where: a run may resume
-  // another's checkpoint with other math switches, as it may on another device.
-  for (const char* k : {"epochs", "max_steps", "steps_per_print", "checkpoint", "eval", "tensorboard",
-                        "csv_monitor", "backend", "device", "backends", "seed", "zero_optimization"})
+  // another's checkpoint with other math switches, as it may on another device. pipeline says how
+  // the ranks split the computation: its checkpoints load into any stage count, or none.
+  for (const char* k :
+       {"epochs", "max_steps", "steps_per_print", "checkpoint", "eval", "tensorboard", "csv_monitor",
+        "backend", "device", "backends", "seed", "zero_optimization", "pipeline"})
     doc.erase(k);
   if (doc.contains("data") && doc["data"].is_object()) doc["data"].erase("num_workers");
   char buf[16];

@@ -83,7 +83,6 @@ const std::vector<Entry>& table() {
        "torch.autocast of chosen modules; use bf16 or fp16 for autocast training"},
       {"", "hybrid_engine", offSection(), "{enabled: false}", "the hybrid engine (RLHF generation)"},
       {"", "sparse_attention", emptySection(), "absent", "sparse attention"},
-      {"", "pipeline", emptySection(), "absent", "pipeline parallelism"},
       {"", "compression_training", emptySection(), "absent", "compression training"},
       {"", "aio", anything(), "",
        "no effect: aio tunes DeepSpeed's libaio NVMe I/O; lockstep's NVMe swap files use "

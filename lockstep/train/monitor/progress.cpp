@@ -24,13 +24,21 @@ ProgressLine::ProgressLine(const ProgressOptions& options) : options_(options) {
 }
 
 void ProgressLine::onStart(const RunStart& start) {
+  const TrainConfig& c = *start.config;
   for (size_t r = 0; r < start.memory.size(); ++r) {
     const parallel::ModelStateBytes& m = start.memory[r];
+    // A pipeline's rank r holds stage r / replicas (the data axis innermost).
+    const std::string what =
+        c.pipeline.enabled()
+            ? "pipeline stage " +
+                  std::to_string(
+                      static_cast<int64_t>(r) /
+                      std::max<int64_t>(1, static_cast<int64_t>(start.memory.size()) / c.pipeline.stages))
+            : "ZeRO stage " + std::to_string(c.zero.stage);
     std::fprintf(stderr,
-                 "memory: rank %zu: parameters %lld B, gradients %lld B, optimizer states %lld B (ZeRO stage "
-                 "%d)\n",
-                 r, static_cast<long long>(m.parameters), static_cast<long long>(m.gradients),
-                 static_cast<long long>(m.optimizer_states), start.config->zero.stage);
+                 "memory: rank %zu: parameters %lld B, gradients %lld B, optimizer states %lld B (%s)\n", r,
+                 static_cast<long long>(m.parameters), static_cast<long long>(m.gradients),
+                 static_cast<long long>(m.optimizer_states), what.c_str());
   }
 }
 

@@ -54,6 +54,7 @@ nlohmann::json toJson(const TrainSummary& s) {
   }
   if (!s.samples.is_null()) j["samples"] = s.samples;
   if (!s.checkpoint_profile.is_null()) j["activation_checkpointing_profile"] = s.checkpoint_profile;
+  if (!s.pipeline.is_null()) j["pipeline"] = s.pipeline;
   j["memory"] = nlohmann::json::array();
   for (size_t r = 0; r < s.memory.size(); ++r) {
     j["memory"].push_back({{"rank", r},

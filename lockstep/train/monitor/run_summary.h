@@ -45,6 +45,10 @@ struct TrainSummary {
   std::string peak_gpu;
   std::optional<double> val_loss;
   nlohmann::json samples;
+  /// A pipeline run's layout and bubble (summary.json's "pipeline"): stages, replicas, schedule,
+  /// micro_batches, boundaries, theoretical_bubble, and per rank its stage, replica, measured
+  /// idle_fraction (over the run's steps), activation_slots and peak_rss_bytes.
+  nlohmann::json pipeline;
   /// activation_checkpointing.profile: autograd::checkpointProfile() at the end.
   nlohmann::json checkpoint_profile;
   /// "fp32", "bf16" or "fp16", and how the kernels computed it here (kernels::precisionPath, e.g.

@@ -1,0 +1,188 @@
+#include "lockstep/train/checkpoint/pipeline_checkpoint.h"
+
+#include <cstdio>
+#include <set>
+
+#include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/train/checkpoint/training_state.h"
+#include "lockstep/train/checkpoint/zero_checkpoint.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::train {
+
+namespace {
+
+Tensor rowMajor(const Tensor& t) { return t.isContiguous() ? t : t.toFormat(MemoryFormat::contiguous); }
+
+std::string stageFileName(int64_t stage, int64_t stages) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "pipeline/stage-%05lld-of-%05lld.safetensors", static_cast<long long>(stage),
+                static_cast<long long>(stages));
+  return buf;
+}
+
+// The state-dict names of the stage's layers' buffers (what is not a parameter), as the whole
+// model names them: the layers hold the model's own tensors, matched by their storage.
+NamedTensors stageBuffers(const nn::Module& model, const parallel::PipelineStage& stage) {
+  std::set<const void*> mine;
+  for (const nn::Module* layer : stage.layers())
+    for (const auto& [name, t] : layer->stateDict()) mine.insert(t.dataPtr());
+  std::set<std::string> params;
+  for (const auto& [name, p] : model.namedParameters()) params.insert(name);
+  NamedTensors out;
+  for (const auto& [name, t] : model.stateDict())
+    if (!params.count(name) && mine.count(t.dataPtr())) out.emplace_back(name, rowMajor(t));
+  return out;
+}
+
+// This stage's partition: its owned parameters whole, with their optimizer state.
+CheckpointPartition stagePartition(const PipelineCheckpointParts& parts) {
+  const parallel::PipelineStage& stage = *parts.stage;
+  const WholeOptimizerLayout& layout = *parts.layout;
+  CheckpointPartition part;
+  part.file = stageFileName(stage.stage(), stage.stages());
+  part.parameters = static_cast<int64_t>(layout.names.size());
+  part.metadata = {{"pipeline_stage", std::to_string(stage.stage())},
+                   {"pipeline_stages", std::to_string(stage.stages())}};
+  const optim::OptimizerStateDict osd = parts.optimizer->stateDict();
+  int64_t j = 0;  // the stage optimizer's flat index
+  for (const auto& group : parts.optimizer->paramGroups()) {
+    for (const auto& p : group.params) {
+      const int64_t index = j++;
+      if (!stage.ownsParameter(p)) continue;
+      const auto w = static_cast<size_t>(layout.index.at(p.impl().get()));
+      PartitionSegment seg{w, layout.names[w], p.shape(), 0, p.tensor().numel(), rowMajor(p.tensor()), {}};
+      const std::string prefix = std::to_string(index) + ".";
+      for (const auto& [key, t] : osd.state)
+        if (key.rfind(prefix, 0) == 0) seg.state.emplace_back(key.substr(prefix.size()), rowMajor(t));
+      part.segments.push_back(std::move(seg));
+    }
+  }
+  return part;
+}
+
+// The parts training_state.h saves and restores as for any run; the stage's optimizer is numbered
+// apart.
+TrainingParts allButTheOptimizer(const PipelineCheckpointParts& parts) {
+  TrainingParts tp;
+  tp.model = parts.model;
+  tp.scheduler = parts.scheduler;
+  tp.loader = parts.loader;
+  tp.rng = parts.rng;
+  tp.config = parts.config;
+  tp.world_size = parts.replicas;  // the loader's shards
+  return tp;
+}
+
+}  // namespace
+
+WholeOptimizerLayout wholeOptimizerLayout(const optim::Optimizer& whole, const nn::Module& model) {
+  WholeOptimizerLayout l;
+  std::unordered_map<const autograd::VariableImpl*, std::string> name_of;
+  for (const auto& [name, p] : model.namedParameters()) name_of.emplace(p.impl().get(), name);
+  for (const auto& g : whole.paramGroups()) {
+    l.groups.push_back(g.params);
+    l.options.push_back(g.options);
+    for (const auto& p : g.params) {
+      l.index.emplace(p.impl().get(), static_cast<int64_t>(l.names.size()));
+      l.names.push_back(name_of.at(p.impl().get()));
+    }
+  }
+  return l;
+}
+
+std::string savePipelineCheckpoint(const std::string& dir, const PipelineCheckpointParts& parts, int64_t step,
+                                   const RunIdentity& identity, const CheckpointOptions& opts) {
+  const parallel::PipelineStage& stage = *parts.stage;
+  const bool writer = parts.replica == 0;  // the replicas of a stage hold the same values
+  // The buffers of every stage reach rank 0 (small: batch norm's statistics), which writes them.
+  const std::string mine = writer ? encodeSafetensors(stageBuffers(*parts.model, stage)) : std::string();
+  const std::vector<std::string> all = parallel::allgatherBytes(*parts.world, mine);
+  CheckpointData d = captureTrainingState(allButTheOptimizer(parts), step);
+  d.identity = identity;
+  NamedTensors buffers;
+  if (parts.world->rank() == 0) {
+    std::map<std::string, Tensor> latest;
+    for (const std::string& bytes : all) {
+      if (bytes.empty()) continue;
+      for (auto& [name, t] : decodeSafetensors(bytes, "a stage's buffers").tensors) latest[name] = t;
+    }
+    std::set<std::string> params;
+    for (const auto& [name, p] : parts.model->namedParameters()) params.insert(name);
+    for (const auto& [name, t] : d.model) {
+      if (params.count(name)) continue;
+      auto it = latest.find(name);
+      buffers.emplace_back(name, it != latest.end() ? it->second : t);
+    }
+  }
+  d.model = std::move(buffers);
+  // The groups in the whole model's numbering, so that any run resumes them.
+  nlohmann::json groups = nlohmann::json::array();
+  const auto& stage_groups = parts.optimizer->paramGroups();
+  for (size_t g = 0; g < parts.layout->groups.size(); ++g) {
+    std::vector<int64_t> indices;
+    for (const auto& p : parts.layout->groups[g]) indices.push_back(parts.layout->index.at(p.impl().get()));
+    nlohmann::json options = nlohmann::json::object();
+    for (const auto& [k, v] : stage_groups[g].options)
+      std::visit([&, &key = k](auto x) { options[key] = x; }, v);
+    groups.push_back({{"options", options}, {"params", indices}});
+  }
+  d.state["optimizer"] = {{"type", parts.optimizer->name()}, {"param_groups", groups}};
+  const nlohmann::json layout = {
+      {"pipeline",
+       {{"stages", stage.stages()}, {"replicas", parts.replicas}, {"boundaries", stage.boundaries()}}}};
+  std::optional<CheckpointPartition> part;
+  if (writer) part = stagePartition(parts);
+  return savePartitionedCheckpoint(dir, d, part, 0, layout, parts.world, opts);
+}
+
+std::string restorePipelineCheckpoint(const CheckpointData& d, const PipelineCheckpointParts& parts) {
+  TrainingParts tp = allButTheOptimizer(parts);
+  const std::string note = restoreTrainingState(d, tp);
+  const nlohmann::json& s = d.state;
+  optim::Optimizer& opt = *parts.optimizer;
+  try {
+    LOCKSTEP_ENFORCE(s.contains("optimizer"), ValueError, "the checkpoint holds no optimizer state");
+    const std::string type = s["optimizer"]["type"];
+    LOCKSTEP_ENFORCE(type == opt.name(), ValueError, "the checkpoint's optimizer is ", type,
+                     " but this job uses ", opt.name());
+    const auto& groups = s["optimizer"]["param_groups"];
+    LOCKSTEP_ENFORCE(groups.size() == opt.paramGroups().size(), ValueError, "the checkpoint's optimizer has ",
+                     groups.size(), " parameter groups, this job's ", opt.paramGroups().size());
+    // The whole model's state ("<whole index>.<key>"), renumbered as this stage's optimizer.
+    const nn::StateDict whole = d.zero.is_null() ? nn::StateDict() : ZeroCheckpointReader(d).optimizerState();
+    std::map<std::string, Tensor> by_key;
+    if (d.zero.is_null()) {
+      for (const auto& [k, t] : d.optimizer) by_key.emplace(k, t);
+    } else {
+      for (const auto& [k, t] : whole) by_key.emplace(k, t);
+    }
+    optim::OptimizerStateDict osd;
+    int64_t j = 0;
+    for (size_t g = 0; g < opt.paramGroups().size(); ++g) {
+      optim::ParamGroupState gs;
+      for (const auto& [k, v] : groups[g]["options"].items()) {
+        if (v.is_boolean())
+          gs.options[k] = v.get<bool>();
+        else if (v.is_number_integer())
+          gs.options[k] = v.get<int64_t>();
+        else
+          gs.options[k] = v.get<double>();
+      }
+      for (const auto& p : opt.paramGroups()[g].params) {
+        const std::string prefix = std::to_string(parts.layout->index.at(p.impl().get())) + ".";
+        for (auto it = by_key.lower_bound(prefix); it != by_key.end() && it->first.rfind(prefix, 0) == 0;
+             ++it)
+          osd.state.insert(std::to_string(j) + "." + it->first.substr(prefix.size()), it->second);
+        gs.params.push_back(j++);
+      }
+      osd.param_groups.push_back(std::move(gs));
+    }
+    opt.loadStateDict(osd);
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(std::string("checkpoint state is malformed: ") + e.what());
+  }
+  return note;
+}
+
+}  // namespace lockstep::train

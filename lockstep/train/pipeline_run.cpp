@@ -1,0 +1,371 @@
+#include "lockstep/train/pipeline_run.h"
+
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <unordered_set>
+
+#include "lockstep/autograd.h"
+#include "lockstep/data.h"
+#include "lockstep/nn.h"
+#include "lockstep/optim/registry.h"
+#include "lockstep/parallel.h"
+#include "lockstep/parallel/pipeline/pipeline_grid.h"
+#include "lockstep/parallel/pipeline/pipeline_stage.h"
+#include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/train/checkpoint/pipeline_checkpoint.h"
+#include "lockstep/train/checkpoint/zero_checkpoint.h"
+#include "lockstep/train/language_model_run.h"
+#include "lockstep/train/monitor/model_flops.h"
+#include "lockstep/train/monitor/notes.h"
+#include "lockstep/train/monitor/run_clock.h"
+#include "lockstep/train/run_setup.h"
+#include "lockstep/train/stop_signals.h"
+#include "lockstep/train/train_data.h"
+#include "lockstep/util/error.h"
+
+namespace lockstep::train {
+
+namespace {
+
+/// The stage's optimizer: the whole model's groups with their options, each holding the stage's
+/// members of it (possibly none), so that every stage's scheduler and checkpoint see the same groups.
+std::unique_ptr<optim::Optimizer> stageOptimizer(const TrainConfig& c, const WholeOptimizerLayout& layout,
+                                                 const parallel::PipelineStage& stage) {
+  std::unordered_set<const autograd::VariableImpl*> mine;
+  for (const auto& p : stage.parameters()) mine.insert(p.impl().get());
+  std::unique_ptr<optim::Optimizer> opt = optim::makeOptimizer(c.optimizer, {});
+  for (size_t g = 0; g < layout.groups.size(); ++g) {
+    std::vector<autograd::Variable> members;
+    for (const auto& p : layout.groups[g])
+      if (mine.count(p.impl().get())) members.push_back(p);
+    opt->addParamGroup(members, layout.options[g]);
+  }
+  return opt;
+}
+
+int64_t peakRssBytes() {
+  struct rusage u {};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+/// What the loop works with; runPipelineTraining owns the parts.
+struct PipelineRun {
+  const TrainConfig& config;
+  const TrainerOptions& options;
+  const TrainData& data;
+  comm::ProcessGroup& world;
+  const parallel::PipelineGrid& grid;
+  parallel::PipelineStage& stage;
+  optim::Optimizer& optimizer;
+  optim::LRScheduler* scheduler;
+  data::DataLoader& loader;
+  PipelineCheckpointParts& parts;
+  RunObservers& observers;
+  const StopSignals& stop;
+  Device device;
+  RunIdentity identity;
+  std::string checkpoint_dir;
+  RunClock clock{};
+  nn::CrossEntropyLoss criterion{};
+  int64_t step = 0, last_saved = 0;
+  std::string last_checkpoint{};  // the newest checkpoint of this run's weights
+  int64_t samples = 0;
+  double idle_sum = 0;
+  int64_t timed_steps = 0;
+  EvalResult last_val{};
+  int64_t last_val_step = -1;
+  TrainSummary summary{};
+  int stop_signal = 0;
+};
+
+bool isFirst(const PipelineRun& r) { return r.grid.stage == 0; }
+bool isLast(const PipelineRun& r) { return r.grid.stage + 1 == r.grid.stages; }
+
+void saveCheckpoint(PipelineRun& r) {
+  if (r.step == r.last_saved && !r.last_checkpoint.empty()) return;
+  r.last_saved = r.step;
+  CheckpointOptions co;
+  co.keep_last = r.config.checkpoint_keep_last;
+  co.die_in_save_at_step = r.options.die_in_zero_save_at_step;
+  r.clock.timeCheckpoint(
+      [&] { r.last_checkpoint = savePipelineCheckpoint(r.checkpoint_dir, r.parts, r.step, r.identity, co); });
+  r.observers.onCheckpoint({r.step, r.last_checkpoint});
+}
+
+/// The mean loss over every replica's micro-batches (the last stages hold it), and the stop signal
+/// any rank received: collective, every step.
+std::pair<double, int> agreeAfterStep(PipelineRun& r, double loss) {
+  double sum = isLast(r) ? loss : 0.0;
+  r.world.allreduce(&sum, 1, DType::f64)->wait();
+  double signal = r.stop.received();
+  comm::AllreduceOptions o;
+  o.op = comm::ReduceOp::max;
+  r.world.allreduce(&signal, 1, DType::f64, o)->wait();
+  return {sum / static_cast<double>(r.grid.replicas), static_cast<int>(signal)};
+}
+
+/// One optimizer step over the micro-batches gathered.
+void trainStep(PipelineRun& r, const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
+               uint64_t epoch) {
+  const double loss = r.stage.trainStep(
+      inputs, targets,
+      [&](const autograd::Variable& out, const Tensor& target) {
+        return r.criterion(flattenPositions(out), flattenPositions(target));
+      },
+      nullptr);
+  if (r.config.gradient_clipping > 0) r.stage.clipGradNorm(r.config.gradient_clipping);
+  r.optimizer.step();
+  if (r.scheduler) r.scheduler->step();
+  ++r.step;
+  r.idle_sum += r.stage.lastStepTimes().idleFraction();
+  ++r.timed_steps;
+  r.samples += r.config.batch.train_batch_size;
+  const auto [mean_loss, signal] = agreeAfterStep(r, loss);
+  r.stop_signal = signal;
+  r.observers.onStep({static_cast<int64_t>(epoch), r.step, mean_loss, r.optimizer.paramGroups()[0].lr(),
+                      static_cast<double>(r.samples) / r.clock.trainSeconds(), r.samples, false, 1.0, 0,
+                      r.loader.waitSeconds()});
+}
+
+/// The steps of epoch e (its rest, when resumed mid-epoch); true when max_steps is reached or a
+/// stop signal ends the run.
+bool trainEpoch(PipelineRun& r, uint64_t e) {
+  if (r.loader.state().position == 0) r.loader.setEpoch(e);
+  r.summary.epochs = static_cast<int64_t>(e) + 1;
+  const auto m = static_cast<size_t>(r.config.batch.gradient_accumulation_steps);
+  std::vector<Tensor> inputs, targets;
+  size_t gathered = 0;
+  for (data::Batch& b : r.loader) {
+    // Stage 0 feeds the inputs and the last stage the targets; every stage walks the loader, so
+    // that its position (a checkpoint's) is the same on all.
+    if (isFirst(r)) inputs.push_back(b.input);
+    if (isLast(r)) targets.push_back(b.target);
+    if (++gathered < m) continue;
+    trainStep(r, inputs, targets, e);
+    inputs.clear();
+    targets.clear();
+    gathered = 0;
+    if (r.config.checkpoint_every_steps > 0 && r.step % r.config.checkpoint_every_steps == 0)
+      saveCheckpoint(r);
+    if (r.options.crash_after_step > 0 && r.step == r.options.crash_after_step &&
+        (r.options.crash_rank < 0 || r.options.crash_rank == r.world.rank())) {
+      std::fprintf(stderr, "rank %d: crashing after step %lld (fault injection)\n", r.world.rank(),
+                   static_cast<long long>(r.step));
+      std::_Exit(3);
+    }
+    if (r.config.max_steps > 0 && r.step >= r.config.max_steps) return true;
+    if (r.stop_signal != 0) return true;
+  }
+  return false;  // an epoch's last micro-batches that fill no step are dropped
+}
+
+/// Collective: `ds` through the stages, each replica its shard.
+EvalResult evaluateOn(PipelineRun& r, const std::shared_ptr<data::Dataset>& ds) {
+  r.stage.train(false);
+  const EvalResult v =
+      evaluateWith(ds, {static_cast<int>(r.grid.replica), static_cast<int>(r.grid.replicas), &r.world},
+                   r.device, [&](const Tensor& input) { return r.stage.forwardOnly(input); });
+  r.stage.train(true);
+  return v;
+}
+
+void endEpoch(PipelineRun& r, uint64_t e, bool done) {
+  if (r.loader.state().position >= r.loader.size()) r.loader.setEpoch(e + 1);
+  std::optional<Evaluation> v;
+  if (static_cast<int64_t>(e + 1) % r.config.eval_every_epochs == 0 || done) {
+    r.clock.timeEvaluation([&] { r.last_val = evaluateOn(r, r.data.val ? r.data.val : r.data.test); });
+    r.last_val_step = r.step;
+    if (r.data.val) r.summary.val_loss = r.last_val.loss;
+    v = Evaluation{static_cast<int64_t>(e), r.step, r.last_val.loss, r.last_val.accuracy};
+  }
+  saveCheckpoint(r);
+  if (v) r.clock.timeEvaluation([&] { r.observers.onEvaluation(*v); });
+}
+
+/// summary.json's "pipeline": the layout and every rank's bubble, activation slots and peak RSS
+/// (collective).
+nlohmann::json pipelineSummary(const PipelineRun& r) {
+  const nlohmann::json mine = {
+      {"rank", r.world.rank()},
+      {"stage", r.grid.stage},
+      {"replica", r.grid.replica},
+      {"layers", {r.stage.layerRange().first, r.stage.layerRange().second}},
+      {"idle_fraction", r.timed_steps > 0 ? r.idle_sum / static_cast<double>(r.timed_steps) : 0.0},
+      {"activation_slots", r.stage.activationSlots()},
+      {"peak_rss_bytes", peakRssBytes()}};
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const std::string& s : parallel::allgatherBytes(r.world, mine.dump()))
+    ranks.push_back(nlohmann::json::parse(s));
+  return {{"stages", r.grid.stages},
+          {"replicas", r.grid.replicas},
+          {"schedule", r.config.pipeline.schedule},
+          {"micro_batches", r.config.batch.gradient_accumulation_steps},
+          {"partition_method",
+           r.config.pipeline.boundaries.empty() ? r.config.pipeline.partition_method : "boundaries"},
+          {"boundaries", r.stage.boundaries()},
+          {"theoretical_bubble",
+           parallel::theoreticalBubble({r.grid.stages, r.config.batch.gradient_accumulation_steps})},
+          {"ranks", ranks}};
+}
+
+/// DIR/model.safetensors from the run's last checkpoint (the stages' files put together), and a
+/// language model's samples from those weights: rank 0, which holds every layer's module.
+void saveModelAndSample(PipelineRun& r, nn::Module& model) {
+  if (r.world.rank() != 0) return;
+  const NamedTensors weights = checkpointModelState(loadCheckpoint(r.last_checkpoint));
+  saveSafetensors(r.options.output_dir + "/model.safetensors", weights, {{"format", "pt"}});
+  auto* lm = dynamic_cast<nn::LanguageModel*>(&model);
+  if (!lm) return;
+  nn::StateDict sd;
+  for (const auto& [name, t] : weights) sd.insert(name, t);
+  model.loadStateDict(sd, /*strict=*/true);
+  r.summary.tokens_per_sample = r.config.data.block_size;
+  r.summary.flops_per_token = trainingFlopsPerToken(*lm, r.config.data.block_size);
+  r.summary.samples = sampleText(*lm, r.config.sample, r.config.seed);
+}
+
+std::string describeLayout(const parallel::PipelineGrid& grid, const TrainConfig& c,
+                           const std::vector<int64_t>& bounds) {
+  std::string s = "pipeline: " + std::to_string(grid.stages) + " stages x " + std::to_string(grid.replicas) +
+                  (grid.replicas == 1 ? " replica" : " replicas") + ", schedule " + c.pipeline.schedule +
+                  ", " + std::to_string(c.batch.gradient_accumulation_steps) + " micro-batches of " +
+                  std::to_string(c.batch.micro_batch_size) + " per replica; layers";
+  for (size_t i = 0; i + 1 < bounds.size(); ++i)
+    s += (i ? ", " : " ") + std::string("[") + std::to_string(bounds[i]) + ", " +
+         std::to_string(bounds[i + 1]) + ") on stage " + std::to_string(i);
+  return s;
+}
+
+}  // namespace
+
+TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) {
+  const Device device = trainingDevice(c);
+  parallel::DistributedEnvironment dist = parallel::initFromEnvironment(c.backend, commTimeout(c));
+  LOCKSTEP_ENFORCE(dist.group != nullptr, ValueError,
+                   "pipeline: a pipeline needs at least 2 ranks; start the job with --nproc-per-node N");
+  comm::ProcessGroup& world = *dist.group;
+  const bool chief = dist.isMain();
+  const parallel::PipelineGrid grid = parallel::makePipelineGrid(world, c.pipeline.stages);
+
+  TrainData data = loadTrainData(c.data, c.seed);
+  manualSeed(c.seed);
+  std::shared_ptr<nn::Module> model = buildModel(c, data, device);
+  if (chief) describeModel(c, *model, device);
+  parallel::PipelineStageOptions so;
+  so.schedule = parallel::parsePipelineSchedule(c.pipeline.schedule);
+  so.micro_batches = c.batch.gradient_accumulation_steps;
+  so.partition.stages = c.pipeline.stages;
+  so.partition.method = c.pipeline.partition_method;
+  so.partition.boundaries = c.pipeline.boundaries;
+  so.activation_checkpoint_interval = c.pipeline.activation_checkpoint_interval;
+  if (grid.replicas > 1) so.data_group = grid.data;
+  parallel::PipelineStage stage(*model, grid.pipe, so);
+  if (chief) std::fprintf(stderr, "%s\n", describeLayout(grid, c, stage.boundaries()).c_str());
+
+  // The whole model's optimizer numbers the parameters (as a DDP run's would) and gives the groups.
+  std::shared_ptr<optim::Optimizer> whole = languageModelOptimizer(c, *model);
+  if (!whole) whole = optim::makeOptimizer(c.optimizer, model->parameters());
+  const WholeOptimizerLayout layout = wholeOptimizerLayout(*whole, *model);
+  whole.reset();
+  std::unique_ptr<optim::Optimizer> optimizer = stageOptimizer(c, layout, stage);
+
+  // Each replica trains on its shard of every epoch, as a DDP rank does.
+  parallel::DistributedEnvironment replica_env;
+  replica_env.worker.rank = static_cast<int>(grid.replica);
+  replica_env.worker.world_size = static_cast<int>(grid.replicas);
+  if (grid.replicas > 1) replica_env.group = grid.data;
+  data::DataLoader loader(data.train,
+                          parallel::makeTrainSampler(replica_env, data.train->size(), true, c.seed),
+                          loaderOptions(c));
+  const RunLength length = runLength(c, loader, data.train->size());
+  std::unique_ptr<optim::LRScheduler> scheduler =
+      optim::makeScheduler(c.scheduler, *optimizer, length.total_steps);
+
+  PipelineCheckpointParts parts;
+  parts.model = model.get();
+  parts.stage = &stage;
+  parts.optimizer = optimizer.get();
+  parts.layout = &layout;
+  parts.scheduler = scheduler.get();
+  parts.loader = &loader;
+  parts.rng = &defaultGenerator();
+  parts.config = configRecord(c, o);
+  parts.replicas = grid.replicas;
+  parts.replica = grid.replica;
+  parts.world = &world;
+
+  RunIdentity identity = runIdentity(c, world.size());
+  const RunCheckpointsOptions co = checkpointOptions(c, o);
+  const ResumePick pick = pickRunResume(co, identity, chief);
+  int64_t step = 0;
+  if (pick.data) {
+    const std::string note = restorePipelineCheckpoint(*pick.data, parts);
+    step = pick.data->step;
+    if (incompatibility(pick.data->identity, identity).empty()) identity.run_id = pick.data->identity.run_id;
+    reportResumed(pick, note, chief);
+  }
+
+  RunObservers outputs;  // rank 0's
+  if (chief) {
+    ModelThroughput throughput;
+    if (auto* lm = dynamic_cast<const nn::LanguageModel*>(model.get())) {
+      throughput.tokens_per_sample = c.data.block_size;
+      throughput.flops_per_token = trainingFlopsPerToken(*lm, c.data.block_size).value_or(0.0);
+    }
+    addOutputs(outputs, c, o, length, throughput);
+  }
+  const StopSignals stop;
+  PipelineRun run{c,      o,     data,    world, grid,   stage,    *optimizer, scheduler.get(),
+                  loader, parts, outputs, stop,  device, identity, co.dir};
+  run.step = run.last_saved = step;
+  if (pick.data) run.last_checkpoint = pick.path;
+  TrainSummary& s = run.summary;
+  s.world_size = world.size();
+  s.global_batch_size = c.batch.train_batch_size;
+  s.memory = parallel::gatherModelStateBytes(&world, parallel::replicatedModelStateBytes(*optimizer));
+  RunFacts facts;
+  facts.invocation = o.config_json;
+  facts.world_size = world.size();
+  facts.backend = world.backendName();
+  facts.device = deviceName(device);
+  facts.steps_per_epoch = length.steps_per_epoch;
+  facts.total_steps = length.total_steps;
+  facts.checkpoint_dir = co.dir;
+  facts.classes = data.classes;
+  outputs.onStart({&c, facts, s.memory});
+  printNotes(chief, "note", c.notes);
+
+  bool done = c.max_steps > 0 && run.step >= c.max_steps;
+  for (uint64_t e = loader.epoch(); e < static_cast<uint64_t>(c.epochs) && !done; ++e) {
+    done = trainEpoch(run, e);
+    if (run.stop_signal != 0) {
+      saveCheckpoint(run);
+      run.clock.fill(s);
+      s.steps = run.step;
+      s.stop_signal = run.stop_signal;
+      return s;
+    }
+    endEpoch(run, e, done);
+  }
+  if (run.last_checkpoint.empty()) saveCheckpoint(run);  // nothing trained: the weights as they are
+
+  run.clock.fill(s);
+  s.steps = run.step;
+  s.precision = parallel::precisionName(c.precision);
+  s.samples_per_second = s.train_seconds > 0 ? static_cast<double>(run.samples) / s.train_seconds : 0;
+  s.data_wait_seconds = loader.waitSeconds();
+  const bool validated = data.test == data.val && run.last_val_step == run.step;
+  const EvalResult t = validated ? run.last_val : evaluateOn(run, data.test);
+  s.test_loss = t.loss;
+  s.test_accuracy = t.accuracy;
+  s.pipeline = pipelineSummary(run);
+  saveModelAndSample(run, *model);
+  outputs.onEnd(s);
+  return s;
+}
+
+}  // namespace lockstep::train
