@@ -165,6 +165,16 @@ TEST_F(TrainCli, pipeline_checkpoints_resume_on_another_stage_count_and_without_
   Result plain = run(cfg + " --output-dir " + dir_ + "/q --resume");
   ASSERT_EQ(plain.code, 0) << plain.output;
   EXPECT_LE(safetensorsRelDiff(dir_ + "/q/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
+  // And by ZeRO stage 1 on 2 ranks, which reads its partition of the optimizer state from the
+  // stages' files.
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/z --set pipeline.stages=2 --set max_steps=6").code,
+            0);
+  // (2 ranks x 2 micro-batches of 4: the same global batch of 16, another config, so on purpose.)
+  Result zero = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/z --resume-from " + dir_ +
+                    "/z/checkpoints --set zero_optimization.stage=1 --set gradient_accumulation_steps=2");
+  ASSERT_EQ(zero.code, 0) << zero.output;
+  EXPECT_NE(zero.output.find("(step 6)"), std::string::npos) << zero.output;
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/z/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
   ASSERT_EQ(run(cfg + " --output-dir " + dir_ + "/r --set max_steps=6").code, 0);
   Result piped =
       run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/r --resume --set pipeline.stages=2");
