@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <set>
 #include <unordered_set>
 
 #include "lockstep/autograd.h"
@@ -46,6 +47,43 @@ std::unique_ptr<optim::Optimizer> stageOptimizer(const TrainConfig& c, const Who
   return opt;
 }
 
+/// The model state of the other stages' layers, released: each rank keeps only its stage's
+/// parameters and buffers in memory (their shapes stay, as ZeRO stage 3 releases a parameter's
+/// bytes). What reads the whole model (loading a checkpoint into it, rank 0's samples at the end)
+/// materializes them first.
+class OtherStages {
+ public:
+  OtherStages(nn::Module& model, const parallel::PipelineStage& stage) {
+    std::set<const Storage*> mine;
+    for (const nn::Module* layer : stage.layers())
+      for (const auto& [name, t] : layer->stateDict()) mine.insert(t.storage().get());
+    std::set<const Storage*> seen;
+    for (const auto& [name, t] : model.stateDict()) {
+      const std::shared_ptr<Storage>& s = t.storage();
+      if (s && !mine.count(s.get()) && seen.insert(s.get()).second) others_.push_back(s);
+    }
+    release();
+  }
+  void release() {
+    for (const auto& s : others_) s->release();
+  }
+  void materialize() {
+    for (const auto& s : others_) s->materialize();
+  }
+  /// The bytes of model state this rank keeps in memory.
+  static int64_t residentBytes(const nn::Module& model) {
+    std::set<const Storage*> seen;
+    int64_t bytes = 0;
+    for (const auto& [name, t] : model.stateDict())
+      if (t.storage() && t.storage()->resident() && seen.insert(t.storage().get()).second)
+        bytes += static_cast<int64_t>(t.storage()->nbytes());
+    return bytes;
+  }
+
+ private:
+  std::vector<std::shared_ptr<Storage>> others_;
+};
+
 int64_t peakRssBytes() {
   struct rusage u {};
   ::getrusage(RUSAGE_SELF, &u);
@@ -64,6 +102,7 @@ struct PipelineRun {
   optim::LRScheduler* scheduler;
   data::DataLoader& loader;
   PipelineCheckpointParts& parts;
+  OtherStages& others;
   RunObservers& observers;
   const StopSignals& stop;
   Device device;
@@ -196,6 +235,7 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
       {"layers", {r.stage.layerRange().first, r.stage.layerRange().second}},
       {"idle_fraction", r.timed_steps > 0 ? r.idle_sum / static_cast<double>(r.timed_steps) : 0.0},
       {"activation_slots", r.stage.activationSlots()},
+      {"model_state_bytes_resident", OtherStages::residentBytes(*r.parts.model)},
       {"peak_rss_bytes", peakRssBytes()}};
   nlohmann::json ranks = nlohmann::json::array();
   for (const std::string& s : parallel::allgatherBytes(r.world, mine.dump()))
@@ -216,6 +256,7 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
 /// language model's samples from those weights: rank 0, which holds every layer's module.
 void saveModelAndSample(PipelineRun& r, nn::Module& model) {
   if (r.world.rank() != 0) return;
+  r.others.materialize();  // rank 0 samples from the whole model
   const NamedTensors weights = checkpointModelState(loadCheckpoint(r.last_checkpoint));
   saveSafetensors(r.options.output_dir + "/model.safetensors", weights, {{"format", "pt"}});
   auto* lm = dynamic_cast<nn::LanguageModel*>(&model);
@@ -272,6 +313,7 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   const WholeOptimizerLayout layout = wholeOptimizerLayout(*whole, *model);
   whole.reset();
   std::unique_ptr<optim::Optimizer> optimizer = stageOptimizer(c, layout, stage);
+  OtherStages others(*model, stage);
 
   // Each replica trains on its shard of every epoch, as a DDP rank does.
   parallel::DistributedEnvironment replica_env;
@@ -303,7 +345,9 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   const ResumePick pick = pickRunResume(co, identity, chief);
   int64_t step = 0;
   if (pick.data) {
+    others.materialize();  // the checkpoint loads into the whole model; this stage keeps its part
     const std::string note = restorePipelineCheckpoint(*pick.data, parts);
+    others.release();
     step = pick.data->step;
     if (incompatibility(pick.data->identity, identity).empty()) identity.run_id = pick.data->identity.run_id;
     reportResumed(pick, note, chief);
@@ -319,8 +363,8 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
     addOutputs(outputs, c, o, length, throughput);
   }
   const StopSignals stop;
-  PipelineRun run{c,      o,     data,    world, grid,   stage,    *optimizer, scheduler.get(),
-                  loader, parts, outputs, stop,  device, identity, co.dir};
+  PipelineRun run{c,      o,     data,   world,   grid, stage,  *optimizer, scheduler.get(),
+                  loader, parts, others, outputs, stop, device, identity,   co.dir};
   run.step = run.last_saved = step;
   if (pick.data) run.last_checkpoint = pick.path;
   TrainSummary& s = run.summary;

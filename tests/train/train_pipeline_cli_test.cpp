@@ -107,6 +107,8 @@ TEST_F(TrainCli, pipeline_trains_as_one_process_with_both_schedules) {
       EXPECT_GT(rank["idle_fraction"].get<double>(), 0.0);
       EXPECT_LT(rank["idle_fraction"].get<double>(), 1.0);
       EXPECT_GT(rank["peak_rss_bytes"].get<int64_t>(), 1 << 20);
+      // The other stage's parameters are released: each rank keeps its stage's 224 / 396 bytes.
+      EXPECT_EQ(rank["model_state_bytes_resident"], r == 0 ? 224 : 396);
       // 1F1B holds at most S - s micro-batches' activations, GPipe all of them.
       EXPECT_EQ(rank["activation_slots"], std::string(schedule) == "gpipe" ? 4 : 2 - r);
     }
@@ -167,8 +169,10 @@ TEST_F(TrainCli, pipeline_checkpoints_resume_on_another_stage_count_and_without_
   EXPECT_LE(safetensorsRelDiff(dir_ + "/q/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
   // And by ZeRO stage 1 on 2 ranks, which reads its partition of the optimizer state from the
   // stages' files.
-  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/z --set pipeline.stages=2 --set max_steps=6").code,
-            0);
+  ASSERT_EQ(
+      run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/z --set pipeline.stages=2 --set max_steps=6")
+          .code,
+      0);
   // (2 ranks x 2 micro-batches of 4: the same global batch of 16, another config, so on purpose.)
   Result zero = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/z --resume-from " + dir_ +
                     "/z/checkpoints --set zero_optimization.stage=1 --set gradient_accumulation_steps=2");

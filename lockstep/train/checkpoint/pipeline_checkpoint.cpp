@@ -21,17 +21,18 @@ std::string stageFileName(int64_t stage, int64_t stages) {
   return buf;
 }
 
-// The state-dict names of the stage's layers' buffers (what is not a parameter), as the whole
-// model names them: the layers hold the model's own tensors, matched by their storage.
+// The stage's layers' buffers (what is not a parameter) under the whole model's names: the layers
+// hold the model's own tensors, matched by their storage.
 NamedTensors stageBuffers(const nn::Module& model, const parallel::PipelineStage& stage) {
-  std::set<const void*> mine;
+  // By storage, not address: the other stages' tensors may be released (no address to read).
+  std::set<const Storage*> mine;
   for (const nn::Module* layer : stage.layers())
-    for (const auto& [name, t] : layer->stateDict()) mine.insert(t.dataPtr());
+    for (const auto& [name, t] : layer->stateDict()) mine.insert(t.storage().get());
   std::set<std::string> params;
   for (const auto& [name, p] : model.namedParameters()) params.insert(name);
   NamedTensors out;
   for (const auto& [name, t] : model.stateDict())
-    if (!params.count(name) && mine.count(t.dataPtr())) out.emplace_back(name, rowMajor(t));
+    if (!params.count(name) && mine.count(t.storage().get())) out.emplace_back(name, rowMajor(t));
   return out;
 }
 
