@@ -203,7 +203,10 @@ std::set<std::string> trainStageAndCompare(const Job& job, int rank,
   EXPECT_EQ(stage.activationSlots(), static_cast<size_t>(held)) << "stage " << rank;
   const parallel::PipelineStepTimes& times = stage.lastStepTimes();
   EXPECT_GT(times.compute_s, 0.0);
-  EXPECT_GE(times.wall_s, times.compute_s);
+  EXPECT_GT(times.gradient_phase_s, 0.0);  // the optimizer step at least
+  EXPECT_GE(times.wall_s, times.compute_s + times.gradient_phase_s);
+  EXPECT_GE(times.idleFraction(), 0.0);
+  EXPECT_LT(times.idleFraction(), 1.0);
   std::set<const autograd::VariableImpl*> mine;
   for (const auto& p : stage.parameters()) mine.insert(p.impl().get());
   std::set<std::string> checked;

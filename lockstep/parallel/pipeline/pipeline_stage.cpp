@@ -100,7 +100,7 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
   loss_sum_ = 0;
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
-  Clock::duration compute{};
+  Clock::duration compute{}, gradient_phase{};
   for (const PipelineAction& a : actions_) {
     const Clock::time_point action_start = Clock::now();
     switch (a.op) {
@@ -133,9 +133,12 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
         break;
     }
     if (a.op == PipelineOp::forward || a.op == PipelineOp::backward) compute += Clock::now() - action_start;
+    if (a.op == PipelineOp::reduce_grads || a.op == PipelineOp::optimizer_step)
+      gradient_phase += Clock::now() - action_start;
   }
   times_.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   times_.compute_s = std::chrono::duration<double>(compute).count();
+  times_.gradient_phase_s = std::chrono::duration<double>(gradient_phase).count();
   return stage_ + 1 == stages() ? loss_sum_ / static_cast<double>(m_count)
                                 : std::numeric_limits<double>::quiet_NaN();
 }

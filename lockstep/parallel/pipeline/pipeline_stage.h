@@ -29,12 +29,17 @@ namespace lockstep::parallel {
 
 /// Where one trainStep's time went on this stage.
 struct PipelineStepTimes {
-  /// The whole step, and its forwards and backwards.
+  /// The whole step; its forwards and backwards; and its gradient phase after the schedule (the
+  /// tied and replica reductions, the optimizer step when given).
   double wall_s = 0;
   double compute_s = 0;
-  /// The fraction of the step the stage did not compute (waiting for its neighbours, transfers,
-  /// the gradient phase): the measured bubble, (S - 1) / (M + S - 1) in theory.
-  double idleFraction() const { return wall_s > 0 ? 1.0 - compute_s / wall_s : 0.0; }
+  double gradient_phase_s = 0;
+  /// The fraction of the schedule (the step less its gradient phase) the stage did not compute:
+  /// waiting for its neighbours and transfers, the measured bubble, (S - 1) / (M + S - 1) in theory.
+  double idleFraction() const {
+    const double schedule = wall_s - gradient_phase_s;
+    return schedule > 0 ? 1.0 - compute_s / schedule : 0.0;
+  }
 };
 
 struct PipelineStageOptions {
