@@ -1,7 +1,5 @@
 #include "lockstep/train/pipeline_run.h"
 
-#include <sys/resource.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -22,6 +20,7 @@
 #include "lockstep/train/monitor/model_flops.h"
 #include "lockstep/train/monitor/notes.h"
 #include "lockstep/train/monitor/run_clock.h"
+#include "lockstep/train/monitor/run_info.h"
 #include "lockstep/train/run_setup.h"
 #include "lockstep/train/stop_signals.h"
 #include "lockstep/train/train_data.h"
@@ -84,12 +83,6 @@ class OtherStages {
   std::vector<std::shared_ptr<Storage>> others_;
 };
 
-int64_t peakRssBytes() {
-  struct rusage u {};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
-}
-
 /// What the loop works with; runPipelineTraining owns the parts.
 struct PipelineRun {
   const TrainConfig& config;
@@ -97,10 +90,7 @@ struct PipelineRun {
   const TrainData& data;
   comm::ProcessGroup& world;
   const parallel::PipelineGrid& grid;
-  parallel::PipelineStage& stage;
-  optim::Optimizer& optimizer;
-  optim::LRScheduler* scheduler;
-  data::DataLoader& loader;
+  /// The stage, its optimizer and scheduler, the loader, the model.
   PipelineCheckpointParts& parts;
   OtherStages& others;
   RunObservers& observers;
@@ -150,35 +140,36 @@ std::pair<double, int> agreeAfterStep(PipelineRun& r, double loss) {
 /// One optimizer step over the micro-batches gathered.
 void trainStep(PipelineRun& r, const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
                uint64_t epoch) {
-  const double loss = r.stage.trainStep(
+  const double loss = r.parts.stage->trainStep(
       inputs, targets,
       [&](const autograd::Variable& out, const Tensor& target) {
         return r.criterion(flattenPositions(out), flattenPositions(target));
       },
       nullptr);
-  if (r.config.gradient_clipping > 0) r.stage.clipGradNorm(r.config.gradient_clipping);
-  r.optimizer.step();
-  if (r.scheduler) r.scheduler->step();
+  if (r.config.gradient_clipping > 0) r.parts.stage->clipGradNorm(r.config.gradient_clipping);
+  r.parts.optimizer->step();
+  if (r.parts.scheduler) r.parts.scheduler->step();
   ++r.step;
-  r.idle_sum += r.stage.lastStepTimes().idleFraction();
+  r.idle_sum += r.parts.stage->lastStepTimes().idleFraction();
   ++r.timed_steps;
   r.samples += r.config.batch.train_batch_size;
   const auto [mean_loss, signal] = agreeAfterStep(r, loss);
   r.stop_signal = signal;
-  r.observers.onStep({static_cast<int64_t>(epoch), r.step, mean_loss, r.optimizer.paramGroups()[0].lr(),
+  r.observers.onStep({static_cast<int64_t>(epoch), r.step, mean_loss,
+                      r.parts.optimizer->paramGroups()[0].lr(),
                       static_cast<double>(r.samples) / r.clock.trainSeconds(), r.samples, false, 1.0, 0,
-                      r.loader.waitSeconds()});
+                      r.parts.loader->waitSeconds()});
 }
 
 /// The steps of epoch e (its rest, when resumed mid-epoch); true when max_steps is reached or a
 /// stop signal ends the run.
 bool trainEpoch(PipelineRun& r, uint64_t e) {
-  if (r.loader.state().position == 0) r.loader.setEpoch(e);
+  if (r.parts.loader->state().position == 0) r.parts.loader->setEpoch(e);
   r.summary.epochs = static_cast<int64_t>(e) + 1;
   const auto m = static_cast<size_t>(r.config.batch.gradient_accumulation_steps);
   std::vector<Tensor> inputs, targets;
   size_t gathered = 0;
-  for (data::Batch& b : r.loader) {
+  for (data::Batch& b : *r.parts.loader) {
     // Stage 0 feeds the inputs and the last stage the targets; every stage walks the loader, so
     // that its position (a checkpoint's) is the same on all.
     if (isFirst(r)) inputs.push_back(b.input);
@@ -190,12 +181,7 @@ bool trainEpoch(PipelineRun& r, uint64_t e) {
     gathered = 0;
     if (r.config.checkpoint_every_steps > 0 && r.step % r.config.checkpoint_every_steps == 0)
       saveCheckpoint(r);
-    if (r.options.crash_after_step > 0 && r.step == r.options.crash_after_step &&
-        (r.options.crash_rank < 0 || r.options.crash_rank == r.world.rank())) {
-      std::fprintf(stderr, "rank %d: crashing after step %lld (fault injection)\n", r.world.rank(),
-                   static_cast<long long>(r.step));
-      std::_Exit(3);
-    }
+    crashIfAsked(r.options, r.world.rank(), r.step);
     if (r.config.max_steps > 0 && r.step >= r.config.max_steps) return true;
     if (r.stop_signal != 0) return true;
   }
@@ -204,16 +190,16 @@ bool trainEpoch(PipelineRun& r, uint64_t e) {
 
 /// Collective: `ds` through the stages, each replica its shard.
 EvalResult evaluateOn(PipelineRun& r, const std::shared_ptr<data::Dataset>& ds) {
-  r.stage.train(false);
+  r.parts.stage->train(false);
   const EvalResult v =
       evaluateWith(ds, {static_cast<int>(r.grid.replica), static_cast<int>(r.grid.replicas), &r.world},
-                   r.device, [&](const Tensor& input) { return r.stage.forwardOnly(input); });
-  r.stage.train(true);
+                   r.device, [&](const Tensor& input) { return r.parts.stage->forwardOnly(input); });
+  r.parts.stage->train(true);
   return v;
 }
 
 void endEpoch(PipelineRun& r, uint64_t e, bool done) {
-  if (r.loader.state().position >= r.loader.size()) r.loader.setEpoch(e + 1);
+  if (r.parts.loader->state().position >= r.parts.loader->size()) r.parts.loader->setEpoch(e + 1);
   std::optional<Evaluation> v;
   if (static_cast<int64_t>(e + 1) % r.config.eval_every_epochs == 0 || done) {
     r.clock.timeEvaluation([&] { r.last_val = evaluateOn(r, r.data.val ? r.data.val : r.data.test); });
@@ -232,9 +218,9 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
       {"rank", r.world.rank()},
       {"stage", r.grid.stage},
       {"replica", r.grid.replica},
-      {"layers", {r.stage.layerRange().first, r.stage.layerRange().second}},
+      {"layers", {r.parts.stage->layerRange().first, r.parts.stage->layerRange().second}},
       {"idle_fraction", r.timed_steps > 0 ? r.idle_sum / static_cast<double>(r.timed_steps) : 0.0},
-      {"activation_slots", r.stage.activationSlots()},
+      {"activation_slots", r.parts.stage->activationSlots()},
       {"model_state_bytes_resident", OtherStages::residentBytes(*r.parts.model)},
       {"peak_rss_bytes", peakRssBytes()}};
   nlohmann::json ranks = nlohmann::json::array();
@@ -246,7 +232,7 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
           {"micro_batches", r.config.batch.gradient_accumulation_steps},
           {"partition_method",
            r.config.pipeline.boundaries.empty() ? r.config.pipeline.partition_method : "boundaries"},
-          {"boundaries", r.stage.boundaries()},
+          {"boundaries", r.parts.stage->boundaries()},
           {"theoretical_bubble",
            parallel::theoreticalBubble({r.grid.stages, r.config.batch.gradient_accumulation_steps})},
           {"ranks", ranks}};
@@ -363,8 +349,7 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
     addOutputs(outputs, c, o, length, throughput);
   }
   const StopSignals stop;
-  PipelineRun run{c,      o,     data,   world,   grid, stage,  *optimizer, scheduler.get(),
-                  loader, parts, others, outputs, stop, device, identity,   co.dir};
+  PipelineRun run{c, o, data, world, grid, parts, others, outputs, stop, device, identity, co.dir};
   run.step = run.last_saved = step;
   if (pick.data) run.last_checkpoint = pick.path;
   TrainSummary& s = run.summary;

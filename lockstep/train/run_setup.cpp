@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 
@@ -150,6 +151,14 @@ RunIdentity runIdentity(const TrainConfig& c, int world) {
           c.batch.train_batch_size,
           c.batch.micro_batch_size,
           c.batch.gradient_accumulation_steps};
+}
+
+void crashIfAsked(const TrainerOptions& o, int rank, int64_t step) {
+  if (o.crash_after_step <= 0 || step != o.crash_after_step) return;
+  if (o.crash_rank >= 0 && o.crash_rank != rank) return;
+  std::fprintf(stderr, "rank %d: crashing after step %lld (fault injection)\n", rank,
+               static_cast<long long>(step));
+  std::_Exit(3);
 }
 
 void addOutputs(RunObservers& outputs, const TrainConfig& c, const TrainerOptions& o, const RunLength& length,

@@ -61,6 +61,10 @@ nlohmann::json configRecord(const TrainConfig& c, const TrainerOptions& o);
 /// A fresh run's identity (a new run id) in a world of `world` ranks.
 RunIdentity runIdentity(const TrainConfig& c, int world);
 
+/// Fault injection for tests of --max-restarts: after step o.crash_after_step this process exits
+/// with code 3 as if it had crashed (on rank o.crash_rank only, when that is set).
+void crashIfAsked(const TrainerOptions& o, int rank, int64_t step);
+
 /// Rank 0's outputs, told in this order: the metrics files first (the report reads them), the
 /// progress line, then the run files. Opens the metrics files (IoError naming one that cannot be
 /// written).

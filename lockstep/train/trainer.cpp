@@ -192,16 +192,6 @@ StepMetrics stepMetrics(const Run& r, uint64_t epoch, double loss) {
           r.loader.waitSeconds()};
 }
 
-/// Fault injection for tests of --max-restarts: the process exits after step crash_after_step as
-/// if it had crashed.
-void crashIfAsked(const Run& r, int64_t step) {
-  if (r.options.crash_after_step <= 0 || step != r.options.crash_after_step) return;
-  if (r.options.crash_rank >= 0 && r.options.crash_rank != r.engine.environment().rank()) return;
-  std::fprintf(stderr, "rank %d: crashing after step %lld (fault injection)\n", r.engine.environment().rank(),
-               static_cast<long long>(step));
-  std::_Exit(3);
-}
-
 void saveCheckpoint(Run& r) {
   std::optional<std::string> path;
   r.clock.timeCheckpoint([&] { path = r.checkpoints.save(); });
@@ -251,7 +241,7 @@ bool trainEpoch(Run& r, uint64_t e) {
     r.observers.onStep(stepMetrics(r, e, loggedLoss(r, window_loss, step)));
     window_loss = 0;
     if (r.checkpoints.dueAfterStep(step)) saveCheckpoint(r);
-    crashIfAsked(r, step);
+    crashIfAsked(r.options, r.engine.environment().rank(), step);
     if (r.config.max_steps > 0 && step >= r.config.max_steps) return true;
     r.stop_signal = agreedStopSignal(r, step);
     if (r.stop_signal != 0) return true;

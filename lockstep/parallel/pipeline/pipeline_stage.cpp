@@ -25,7 +25,22 @@ constexpr int kShapeTag = 1, kActivationTag = 2, kGradTag = 3, kTiedTag = 4, kEv
 constexpr size_t kMaxDims = 8;
 using ShapeHeader = std::array<int64_t, kMaxDims + 2>;
 
-Tensor rowMajor(const Tensor& t) { return t.isContiguous() ? t : t.toFormat(MemoryFormat::contiguous); }
+// What a stage sends before a tensor of a new shape: its rank, dtype and sizes. ValueError naming
+// the stage when it has more dimensions than a header holds.
+ShapeHeader headerOf(const Tensor& t, int64_t stage) {
+  LOCKSTEP_ENFORCE(static_cast<size_t>(t.dim()) <= kMaxDims, ValueError, "pipeline stage ", stage,
+                   "'s output has ", t.dim(), " dimensions; at most ", kMaxDims,
+                   " can be sent between stages");
+  ShapeHeader h{};
+  h[0] = t.dim();
+  h[1] = static_cast<int64_t>(t.dtype());
+  for (int64_t d = 0; d < t.dim(); ++d) h[static_cast<size_t>(d) + 2] = t.size(d);
+  return h;
+}
+
+std::pair<Shape, DType> shapeOf(const ShapeHeader& h) {
+  return {Shape(h.begin() + 2, h.begin() + 2 + h[0]), static_cast<DType>(h[1])};
+}
 
 int64_t stageOfLayer(const std::vector<int64_t>& bounds, int64_t layer) {
   return static_cast<int64_t>(std::upper_bound(bounds.begin(), bounds.end(), layer) - bounds.begin()) - 1;
@@ -172,7 +187,7 @@ void PipelineStage::backward(int64_t m) {
 void PipelineStage::send(const Tensor& t, int peer, int tag) {
   comm::SendRecvOptions o;
   o.tag = tag;
-  Tensor data = rowMajor(t);
+  Tensor data = t.contiguous();
   pending_.push_back(
       {group_->send(data.dataPtr(), static_cast<size_t>(data.numel()), data.dtype(), peer, o), data});
 }
@@ -184,7 +199,7 @@ void PipelineStage::recvActivation(int64_t m) {
     ShapeHeader h{};
     o.tag = kShapeTag;
     group_->recv(h.data(), h.size(), DType::i64, prev, o)->wait();
-    in_shape_.emplace(Shape(h.begin() + 2, h.begin() + 2 + h[0]), static_cast<DType>(h[1]));
+    in_shape_.emplace(shapeOf(h));
   }
   Tensor& buffer = recv_buffers_[static_cast<size_t>(m) % recv_buffers_.size()];
   if (!buffer.defined()) buffer = Tensor::empty(in_shape_->first, in_shape_->second);
@@ -197,14 +212,8 @@ void PipelineStage::sendActivation(int64_t m) {
   const Tensor& out = slots_[static_cast<size_t>(m) % slots_.size()].output.tensor();
   const int next = static_cast<int>(stage_ + 1);
   if (!out_shape_) {
-    LOCKSTEP_ENFORCE(static_cast<size_t>(out.dim()) <= kMaxDims, ValueError, "pipeline stage ", stage_,
-                     "'s output has ", out.dim(), " dimensions; at most ", kMaxDims,
-                     " can be sent between stages");
+    const ShapeHeader h = headerOf(out, stage_);
     out_shape_.emplace(out.shape(), out.dtype());
-    ShapeHeader h{};
-    h[0] = out.dim();
-    h[1] = static_cast<int64_t>(out.dtype());
-    for (int64_t d = 0; d < out.dim(); ++d) h[static_cast<size_t>(d) + 2] = out.size(d);
     Tensor header =
         Tensor::fromVector<int64_t>(std::vector<int64_t>(h.begin(), h.end()), {int64_t(h.size())});
     send(header, next, kShapeTag);
@@ -250,13 +259,13 @@ void PipelineStage::reduceTiedGrads() {
             ->wait();
         total = kernels::binary(kernels::BinaryOp::add, total, other);
       }
-      total = rowMajor(total);
+      total = total.contiguous();
       for (size_t i = 1; i < holders.size(); ++i)
         group_->send(total.dataPtr(), static_cast<size_t>(total.numel()), total.dtype(), holders[i], o)
             ->wait();
       param.setGrad(total);
     } else {
-      Tensor mine = rowMajor(grad);
+      Tensor mine = grad.contiguous();
       group_->send(mine.dataPtr(), static_cast<size_t>(mine.numel()), mine.dtype(), holders.front(), o)
           ->wait();
       Tensor total = Tensor::empty(param.shape(), param.dtype());
@@ -347,21 +356,16 @@ autograd::Variable PipelineStage::forwardOnly(const Tensor& input) {
     ShapeHeader h{};
     o.tag = kEvalShapeTag;
     group_->recv(h.data(), h.size(), DType::i64, prev, o)->wait();
-    x = Tensor::empty(Shape(h.begin() + 2, h.begin() + 2 + h[0]), static_cast<DType>(h[1]));
+    const auto [shape, dtype] = shapeOf(h);
+    x = Tensor::empty(shape, dtype);
     o.tag = kEvalTag;
     group_->recv(x.dataPtr(), static_cast<size_t>(x.numel()), x.dtype(), prev, o)->wait();
   }
   autograd::Variable out = autograd::Variable(x);
   for (nn::Module* layer : layers_) out = (*layer)(out);
   if (stage_ + 1 == stages()) return out;
-  const Tensor y = rowMajor(out.tensor());
-  LOCKSTEP_ENFORCE(static_cast<size_t>(y.dim()) <= kMaxDims, ValueError, "pipeline stage ", stage_,
-                   "'s output has ", y.dim(), " dimensions; at most ", kMaxDims,
-                   " can be sent between stages");
-  ShapeHeader h{};
-  h[0] = y.dim();
-  h[1] = static_cast<int64_t>(y.dtype());
-  for (int64_t d = 0; d < y.dim(); ++d) h[static_cast<size_t>(d) + 2] = y.size(d);
+  const Tensor y = out.tensor().contiguous();
+  const ShapeHeader h = headerOf(y, stage_);
   const int next = static_cast<int>(stage_ + 1);
   o.tag = kEvalShapeTag;
   group_->send(h.data(), h.size(), DType::i64, next, o)->wait();

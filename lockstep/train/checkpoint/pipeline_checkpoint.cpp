@@ -1,6 +1,7 @@
 #include "lockstep/train/checkpoint/pipeline_checkpoint.h"
 
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "lockstep/parallel/tensor_comm.h"
@@ -11,8 +12,6 @@
 namespace lockstep::train {
 
 namespace {
-
-Tensor rowMajor(const Tensor& t) { return t.isContiguous() ? t : t.toFormat(MemoryFormat::contiguous); }
 
 std::string stageFileName(int64_t stage, int64_t stages) {
   char buf[64];
@@ -32,7 +31,7 @@ NamedTensors stageBuffers(const nn::Module& model, const parallel::PipelineStage
   for (const auto& [name, p] : model.namedParameters()) params.insert(name);
   NamedTensors out;
   for (const auto& [name, t] : model.stateDict())
-    if (!params.count(name) && mine.count(t.storage().get())) out.emplace_back(name, rowMajor(t));
+    if (!params.count(name) && mine.count(t.storage().get())) out.emplace_back(name, t.contiguous());
   return out;
 }
 
@@ -45,18 +44,20 @@ CheckpointPartition stagePartition(const PipelineCheckpointParts& parts) {
   part.parameters = static_cast<int64_t>(layout.names.size());
   part.metadata = {{"pipeline_stage", std::to_string(stage.stage())},
                    {"pipeline_stages", std::to_string(stage.stages())}};
-  const optim::OptimizerStateDict osd = parts.optimizer->stateDict();
+  // The optimizer's state by its flat index ("<index>.<key>"), read once.
+  std::map<int64_t, std::vector<std::pair<std::string, Tensor>>> state;
+  for (const auto& [key, t] : parts.optimizer->stateDict().state) {
+    const size_t dot = key.find('.');
+    state[std::stoll(key.substr(0, dot))].emplace_back(key.substr(dot + 1), t.contiguous());
+  }
   int64_t j = 0;  // the stage optimizer's flat index
   for (const auto& group : parts.optimizer->paramGroups()) {
     for (const auto& p : group.params) {
       const int64_t index = j++;
       if (!stage.ownsParameter(p)) continue;
       const auto w = static_cast<size_t>(layout.index.at(p.impl().get()));
-      PartitionSegment seg{w, layout.names[w], p.shape(), 0, p.tensor().numel(), rowMajor(p.tensor()), {}};
-      const std::string prefix = std::to_string(index) + ".";
-      for (const auto& [key, t] : osd.state)
-        if (key.rfind(prefix, 0) == 0) seg.state.emplace_back(key.substr(prefix.size()), rowMajor(t));
-      part.segments.push_back(std::move(seg));
+      part.segments.push_back({w, layout.names[w], p.shape(), 0, p.tensor().numel(), p.tensor().contiguous(),
+                               std::move(state[index])});
     }
   }
   return part;
@@ -123,10 +124,7 @@ std::string savePipelineCheckpoint(const std::string& dir, const PipelineCheckpo
   for (size_t g = 0; g < parts.layout->groups.size(); ++g) {
     std::vector<int64_t> indices;
     for (const auto& p : parts.layout->groups[g]) indices.push_back(parts.layout->index.at(p.impl().get()));
-    nlohmann::json options = nlohmann::json::object();
-    for (const auto& [k, v] : stage_groups[g].options)
-      std::visit([&, &key = k](auto x) { options[key] = x; }, v);
-    groups.push_back({{"options", options}, {"params", indices}});
+    groups.push_back({{"options", hyperToJson(stage_groups[g].options)}, {"params", indices}});
   }
   d.state["optimizer"] = {{"type", parts.optimizer->name()}, {"param_groups", groups}};
   const nlohmann::json layout = {
@@ -151,29 +149,19 @@ std::string restorePipelineCheckpoint(const CheckpointData& d, const PipelineChe
     LOCKSTEP_ENFORCE(groups.size() == opt.paramGroups().size(), ValueError, "the checkpoint's optimizer has ",
                      groups.size(), " parameter groups, this job's ", opt.paramGroups().size());
     // The whole model's state ("<whole index>.<key>"), renumbered as this stage's optimizer.
-    const nn::StateDict whole = d.zero.is_null() ? nn::StateDict() : ZeroCheckpointReader(d).optimizerState();
-    std::map<std::string, Tensor> by_key;
+    std::map<std::string, Tensor> whole;
     if (d.zero.is_null()) {
-      for (const auto& [k, t] : d.optimizer) by_key.emplace(k, t);
+      for (const auto& [k, t] : d.optimizer) whole.emplace(k, t);
     } else {
-      for (const auto& [k, t] : whole) by_key.emplace(k, t);
+      for (const auto& [k, t] : ZeroCheckpointReader(d).optimizerState()) whole.emplace(k, t);
     }
     optim::OptimizerStateDict osd;
     int64_t j = 0;
     for (size_t g = 0; g < opt.paramGroups().size(); ++g) {
-      optim::ParamGroupState gs;
-      for (const auto& [k, v] : groups[g]["options"].items()) {
-        if (v.is_boolean())
-          gs.options[k] = v.get<bool>();
-        else if (v.is_number_integer())
-          gs.options[k] = v.get<int64_t>();
-        else
-          gs.options[k] = v.get<double>();
-      }
+      optim::ParamGroupState gs{hyperFromJson(groups[g]["options"]), {}};
       for (const auto& p : opt.paramGroups()[g].params) {
         const std::string prefix = std::to_string(parts.layout->index.at(p.impl().get())) + ".";
-        for (auto it = by_key.lower_bound(prefix); it != by_key.end() && it->first.rfind(prefix, 0) == 0;
-             ++it)
+        for (auto it = whole.lower_bound(prefix); it != whole.end() && it->first.rfind(prefix, 0) == 0; ++it)
           osd.state.insert(std::to_string(j) + "." + it->first.substr(prefix.size()), it->second);
         gs.params.push_back(j++);
       }

@@ -12,8 +12,6 @@
 
 namespace lockstep::train {
 
-namespace {
-
 nlohmann::json hyperToJson(const optim::HyperParams& h) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : h) std::visit([&, &key = k](auto x) { j[key] = x; }, v);
@@ -33,6 +31,8 @@ optim::HyperParams hyperFromJson(const nlohmann::json& j) {
   }
   return h;
 }
+
+namespace {
 
 // The tensors alias the live ones: written before training changes them, they need no copy.
 NamedTensors toNamed(const nn::StateDict& sd) {

@@ -41,6 +41,11 @@ struct TrainingParts {
   parallel::ZeroOptimizer* zero = nullptr;
 };
 
+/// Hyper-parameters (an optimizer group's options, a scheduler's or loss scaler's state) as
+/// state.json holds them, and back (booleans, integers and reals keep their kind).
+nlohmann::json hyperToJson(const optim::HyperParams& h);
+optim::HyperParams hyperFromJson(const nlohmann::json& j);
+
 /// The parts at global step `step` (identity left for the caller). The tensors alias the live
 /// model's and optimizer's (no copy of either in memory): write the checkpoint before the next
 /// step changes them.

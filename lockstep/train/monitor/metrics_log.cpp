@@ -1,12 +1,11 @@
 #include "lockstep/train/monitor/metrics_log.h"
 
-#include <sys/resource.h>
-
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 
+#include "lockstep/train/monitor/run_info.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::train {
@@ -15,13 +14,6 @@ namespace {
 
 double unixTime() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// Peak resident memory of this process (rank 0), in MiB.
-double maxRssMiB() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;
 }
 
 }  // namespace
@@ -108,11 +100,12 @@ void MetricsLog::onStep(const StepMetrics& m) {
       1000 * (m.data_wait_seconds - data_wait_logged_) / static_cast<double>(steps_since_logged_);
   steps_since_logged_ = 0;
   data_wait_logged_ = m.data_wait_seconds;
-  std::vector<std::pair<std::string, double>> values{{"train/loss", m.loss},
-                                                     {"train/lr", m.lr},
-                                                     {"train/samples_per_sec", m.samples_per_sec},
-                                                     {"train/data_wait_ms", wait_ms},
-                                                     {"memory/max_rss_mib", maxRssMiB()}};
+  std::vector<std::pair<std::string, double>> values{
+      {"train/loss", m.loss},
+      {"train/lr", m.lr},
+      {"train/samples_per_sec", m.samples_per_sec},
+      {"train/data_wait_ms", wait_ms},
+      {"memory/max_rss_mib", static_cast<double>(peakRssBytes()) / (1 << 20)}};
   if (m.has_loss_scale) {
     values.emplace_back("train/loss_scale", m.loss_scale);
     values.emplace_back("train/skipped_steps", static_cast<double>(m.skipped_steps));

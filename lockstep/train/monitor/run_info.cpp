@@ -1,5 +1,6 @@
 #include "lockstep/train/monitor/run_info.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +15,12 @@
 #include "lockstep/util/version.h"
 
 namespace lockstep::train {
+
+int64_t peakRssBytes() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
 
 namespace {
 

@@ -27,6 +27,9 @@ struct RunFacts {
 /// run.json's document. The config file is read again (a file gone since is noted, not fatal).
 nlohmann::json describeRun(const TrainConfig& config, const RunFacts& facts);
 
+/// This process's peak resident memory so far (getrusage's ru_maxrss), in bytes.
+int64_t peakRssBytes();
+
 /// The "environment" part alone: host, CPU model and cores, kernels, ISA, thread count, versions.
 nlohmann::json describeEnvironment(int world_size, const std::string& backend);
 
