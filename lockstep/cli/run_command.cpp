@@ -74,6 +74,7 @@ int runMain(int argc, char** argv) {
     return 0;
   }
   if (!options.hostfile.empty()) return printHostCommands(options);
+  for (const auto& note : options.notes) std::fprintf(stderr, "lockstep run: warning: %s\n", note.c_str());
   warnOfUnreadPodVariables(options);
   try {
     lockstep::launch::checkRanksFit("--nproc-per-node", options.nproc_per_node,

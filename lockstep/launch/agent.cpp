@@ -112,6 +112,8 @@ int Agent::run() {
   ro.master_addr = options_.master_addr;
   ro.master_port = options_.master_port;
   ro.nnodes = options_.nnodes;
+  ro.min_nodes = options_.elastic() ? options_.min_nodes : 0;
+  ro.last_call = toMs(options_.last_call_timeout_s);
   ro.node_rank = options_.nnodes == 1 ? std::optional<int>(0) : options_.node_rank;
   ro.run_id = options_.run_id;
   ro.timeout = toMs(options_.rdzv_timeout_s);
@@ -142,26 +144,45 @@ int Agent::run() {
   }
   if (options_.log_dir.empty() && !remove_run_dir_) log("worker log files are kept in " + run_dir_);
   auto interrupted = [&] { return signals.terminationSignal() != 0; };
-  for (int attempt = 0;; ++attempt) {
+  // Rounds: the group's starts. A failure restarts it (one of --max-restarts); an elastic job also
+  // re-forms, without counting a restart, to admit a node that waits to join.
+  int restarts = 0;
+  std::vector<std::string> members, hosts;  // the last round's nodes, to log who came and went
+  for (int round = 0;; ++round) {
     std::optional<RendezvousResult> r;
     try {
-      r = rdzv.join(attempt, options_.nproc_per_node, interrupted);
+      r = rdzv.join(round, options_.nproc_per_node, interrupted);
     } catch (const TimeoutError& e) {
       log(std::string("error: ") + e.what());
       return kJobTimedOut;  // a node that never arrived (not scheduled, not started yet) may next time
     }
-    if (!r) return 128 + signals.terminationSignal();
-    Outcome outcome = runAttempt(attempt, rdzv, *r, signals);
+    if (!r) {
+      if (signals.terminationSignal() != 0) return 128 + signals.terminationSignal();
+      std::optional<JobEnd> end = rdzv.ended();
+      log(end && end->exit_code == 0 ? "the job finished before this node could join it"
+                                     : "the job was stopped before this node could join it: " +
+                                           (end ? end->report : std::string("(no word why)")));
+      return end ? end->exit_code : kJobFailed;
+    }
+    round = r->round;
+    if (rdzv.elastic()) logMembership(*r, members, hosts);
+    members = r->members;
+    hosts = r->hosts;
+    Outcome outcome = runAttempt(round, rdzv, *r, signals);
     if (console_) console_->finish();
     auto leave = [&](Ms linger) {
       if (store_lost_) return;
       if (node_lost_) linger = std::min(linger, Ms(500));  // a silent node will not leave
       try {
-        rdzv.leave(attempt, linger);
+        rdzv.leave(round, linger);
       } catch (const Error&) {
       }
     };
     if (outcome == Outcome::kSucceeded) {
+      try {
+        if (rdzv.elastic()) rdzv.publishComplete();  // a node still waiting to join ends too
+      } catch (const Error&) {
+      }
       leave(std::chrono::seconds(10));
       return kJobSucceeded;
     }
@@ -170,18 +191,45 @@ int Agent::run() {
       leave(std::chrono::seconds(2));
       return 128 + interrupt_signal_;
     }
-    bool can_restart = outcome == Outcome::kFailed && attempt < options_.max_restarts && !store_lost_;
+    if (outcome == Outcome::kReform) continue;
+    bool can_restart = outcome == Outcome::kFailed && restarts < options_.max_restarts && !store_lost_;
     writeReport(can_restart
-                    ? "attempt " + std::to_string(attempt) + " failed; restarting the group (restart " +
-                          std::to_string(attempt + 1) + " of " + std::to_string(options_.max_restarts) + ")"
-                    : "job failed (run id '" + options_.run_id + "', attempt " + std::to_string(attempt) +
+                    ? "attempt " + std::to_string(round) + " failed; restarting the group (restart " +
+                          std::to_string(restarts + 1) + " of " + std::to_string(options_.max_restarts) + ")"
+                    : "job failed (run id '" + options_.run_id + "', attempt " + std::to_string(round) +
                           ", " + std::to_string(options_.max_restarts) + " restarts allowed)",
                 report_);
     if (!can_restart) {
       leave(std::chrono::seconds(5));
       return exit_code_;
     }
+    ++restarts;
   }
+}
+
+void Agent::logMembership(const RendezvousResult& r, const std::vector<std::string>& before,
+                          const std::vector<std::string>& before_hosts) const {
+  auto named = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+    return out;
+  };
+  std::vector<std::string> came, went;
+  for (size_t i = 0; i < r.members.size(); ++i)
+    if (!before.empty() && std::find(before.begin(), before.end(), r.members[i]) == before.end())
+      came.push_back(r.hosts[i]);
+  for (size_t i = 0; i < before.size(); ++i)
+    if (std::find(r.members.begin(), r.members.end(), before[i]) == r.members.end())
+      went.push_back(before_hosts[i]);
+  std::string line = "round " + std::to_string(r.round) + ": " + std::to_string(r.hosts.size()) + " node" +
+                     (r.hosts.size() == 1 ? "" : "s") + " (of " + std::to_string(options_.min_nodes) + ":" +
+                     std::to_string(options_.nnodes) + "), world size " +
+                     std::to_string(r.layout.world_size) + ": " + named(r.hosts) +
+                     "; this node is node rank " + std::to_string(r.layout.group_rank);
+  if (before.empty() && r.round > 0) line += "; this node joins the job";
+  if (!came.empty()) line += "; joined: " + named(came);
+  if (!went.empty()) line += "; left: " + named(went);
+  log(line);
 }
 
 void Agent::writeReport(const std::string& headline, const std::string& body) {
@@ -245,7 +293,7 @@ WatchdogOptions Agent::watchdogOptions(int attempt, const RendezvousResult& r) {
   wo.interval = watchdogInterval();
   wo.round = attempt;
   wo.node_rank = r.layout.group_rank;
-  wo.nnodes = options_.nnodes;
+  wo.nnodes = static_cast<int>(r.hosts.size());  // this round's (an elastic job's varies)
   wo.host = host_;
   wo.hosts = r.hosts;
   wo.first_ranks = {0};
@@ -358,6 +406,8 @@ Agent::Outcome Agent::onWorkersFailed(Attempt& a, const std::vector<size_t>& fai
         adopt({"the job was stopped: " + why->report + "\n", why->exit_code});
         return stopForRemote(a, Outcome::kStopped);
       }
+      // Workers that stopped because another node's did, for a re-formation, are no failure either.
+      if (auto reform = checkReform(a, false)) return *reform;
     } catch (const Error&) {
       // The store is gone: the failure below is still this node's to report.
     }
@@ -387,12 +437,31 @@ Agent::Outcome Agent::onWorkersFailed(Attempt& a, const std::vector<size_t>& fai
   return Outcome::kFailed;
 }
 
+std::optional<Agent::Outcome> Agent::checkReform(Attempt& a, bool may_request) {
+  if (!a.rdzv.elastic()) return std::nullopt;
+  std::optional<std::string> why = a.rdzv.reformRequested(a.number);
+  const int nodes = static_cast<int>(a.result.hosts.size());
+  if (!why && may_request && nodes < options_.nnodes) {
+    if (const int n = a.rdzv.waiting(a.number); n > 0) {
+      a.rdzv.requestReform(a.number, std::to_string(n) + " node" + (n == 1 ? " waits" : "s wait") +
+                                         " to join and the job has " + std::to_string(nodes) +
+                                         " of at most " + std::to_string(options_.nnodes));
+      why = a.rdzv.reformRequested(a.number);
+    }
+  }
+  if (!why) return std::nullopt;
+  log("re-forming the job: " + *why + "; stopping this node's workers (lockstep train saves a checkpoint)");
+  a.group.stop(SIGTERM, toMs(options_.grace_period_s), a.signals.fd());
+  return Outcome::kReform;
+}
+
 std::optional<Agent::Outcome> Agent::checkOtherNodes(Attempt& a) {
   try {
     if (auto why = a.rdzv.shutdown()) {
       adopt({"the job was stopped: " + why->report + "\n", why->exit_code});
       return stopForRemote(a, Outcome::kStopped);
     }
+    if (auto reform = checkReform(a, true)) return reform;
     if (a.rdzv.failure(a.number)) {
       publishSuspects(a);
       a.group.stop(SIGTERM, toMs(options_.grace_period_s), a.signals.fd());
@@ -453,6 +522,10 @@ Agent::Outcome Agent::awaitOtherNodes(Attempt& a) {
       if (auto why = a.rdzv.shutdown()) {
         adopt({"the job was stopped: " + why->report + "\n", why->exit_code});
         return Outcome::kStopped;
+      }
+      if (a.rdzv.elastic() && a.rdzv.reformRequested(a.number)) {
+        log("re-forming the job although this node's workers finished: " + *a.rdzv.reformRequested(a.number));
+        return Outcome::kReform;
       }
       if (auto remote = a.rdzv.failure(a.number)) {
         adopt(*remote);

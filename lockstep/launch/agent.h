@@ -54,7 +54,8 @@ class Agent {
   int run();
 
  private:
-  enum class Outcome { kSucceeded, kFailed, kInterrupted, kStopped };
+  // kReform: an elastic job ends the round to admit a waiting node (no failure, no restart counted).
+  enum class Outcome { kSucceeded, kFailed, kInterrupted, kStopped, kReform };
   struct Attempt;
   // One attempt: start this node's workers, then supervise them until the attempt ends.
   Outcome runAttempt(int attempt, Rendezvous& rdzv, const RendezvousResult& r, SignalWatcher& signals);
@@ -83,6 +84,12 @@ class Agent {
   // The job's end as the agents agreed on it (a failure or a shutdown published in the store).
   void adopt(const JobEnd& end);
   void writeReport(const std::string& headline, const std::string& body);
+  // Elastic: the round's nodes, and which came and went since this node's previous round.
+  void logMembership(const RendezvousResult& r, const std::vector<std::string>& before,
+                     const std::vector<std::string>& before_hosts) const;
+  // Elastic: the round ends to re-form (another node asked, or one waits and there is room).
+  // may_request: ask for it when a node waits and there is room (else only follow another's word).
+  std::optional<Outcome> checkReform(Attempt& a, bool may_request);
   void log(const std::string& line) const;
 
   LaunchOptions options_;

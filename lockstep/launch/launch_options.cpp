@@ -86,6 +86,32 @@ void flag(CLI::App& app, std::initializer_list<std::string> names, const std::st
   app.add_flag_callback(withUnderscoreTwins(names), std::move(set), help);
 }
 
+// torchrun's --rdzv-conf "key=value,key=value". Only the keys that mean something here are taken;
+// any other is an error rather than a setting silently dropped.
+void parseRendezvousConf(const std::string& flag, const std::string& value, LaunchOptions& o) {
+  size_t pos = 0;
+  while (pos < value.size()) {
+    size_t comma = value.find(',', pos);
+    const std::string item = value.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? value.size() : comma + 1;
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    LOCKSTEP_ENFORCE(eq != std::string::npos, ValueError, "option ", flag, "=", value, ": '", item,
+                     "' is not KEY=VALUE");
+    const std::string key = item.substr(0, eq), v = item.substr(eq + 1);
+    if (key == "join_timeout") {
+      o.rdzv_timeout_s = parseSeconds(flag + " join_timeout", v);
+    } else if (key == "last_call_timeout") {
+      o.last_call_timeout_s = parseSeconds(flag + " last_call_timeout", v);
+    } else {
+      throw ValueError(::lockstep::detail::concat(
+          "option ", flag, ": unknown key '", key,
+          "'; lockstep run takes join_timeout and last_call_timeout (the others of torchrun's c10d "
+          "rendezvous have no counterpart here: heartbeats are --heartbeat-timeout)"));
+    }
+  }
+}
+
 // Every flag of `lockstep run`, writing into o; `cores` resolves --nproc-per-node auto.
 void addFlags(CLI::App& app, LaunchOptions& o, int cores) {
   option(app, {"--nproc-per-node"}, "N|auto", "worker processes per node; auto: one per core (default 1)",
@@ -95,18 +121,21 @@ void addFlags(CLI::App& app, LaunchOptions& o, int cores) {
   flag(app, {"--oversubscribe"},
        "start --nproc-per-node ranks even where that is more than 4 per core or the memory holds",
        [&o] { o.oversubscribe = true; });
-  option(app, {"--nnodes"}, "N", "number of nodes (hosts) in the job (default 1)",
+  option(app, {"--nnodes"}, "N|MIN:MAX",
+         "number of nodes (hosts) in the job, or an elastic range: the job starts with MIN and admits "
+         "nodes up to MAX, re-forming when one joins or is lost (default 1)",
          [&o](const std::string& f, const std::string& v) {
            auto colon = v.find(':');
            if (colon == std::string::npos) {
-             o.nnodes = parseInt(f, v, 1, 1 << 16);
+             o.nnodes = o.min_nodes = parseInt(f, v, 1, 1 << 16);
              return;
            }
            int lo = parseInt(f, v.substr(0, colon), 1, 1 << 16);
            int hi = parseInt(f, v.substr(colon + 1), 1, 1 << 16);
-           LOCKSTEP_ENFORCE(lo == hi, ValueError, "option ", f, "=", v,
-                            ": elastic node ranges are not supported; give a fixed number of nodes");
-           o.nnodes = lo;
+           LOCKSTEP_ENFORCE(lo <= hi, ValueError, "option ", f, "=", v,
+                            ": the minimum number of nodes is larger than the maximum; give MIN:MAX");
+           o.min_nodes = lo;
+           o.nnodes = hi;
          });
   option(app, {"--node-rank"}, "R", "rank of this node; omitted: assigned by arrival order",
          [&o](const std::string& f, const std::string& v) { o.node_rank = parseInt(f, v, 0, 1 << 16); });
@@ -139,8 +168,13 @@ void addFlags(CLI::App& app, LaunchOptions& o, int cores) {
                             " needs a non-empty id without '/'");
            o.run_id = v;
          });
-  option(app, {"--rdzv-timeout"}, "SEC", "seconds to wait for all nodes to arrive (default 900)",
+  option(app, {"--rdzv-timeout"}, "SEC",
+         "seconds to wait for all nodes (elastic: MIN) to arrive (default 900)",
          [&o](const std::string& f, const std::string& v) { o.rdzv_timeout_s = parseSeconds(f, v); });
+  option(app, {"--rdzv-conf"}, "KEY=VALUE,...",
+         "rendezvous settings, as torchrun's: join_timeout (same as --rdzv-timeout), last_call_timeout "
+         "(elastic: how long a round waits for more nodes once MIN are there; default 30)",
+         [&o](const std::string& f, const std::string& v) { parseRendezvousConf(f, v, o); });
   option(app, {"--max-restarts"}, "N", "restarts of the whole group after a failure (default 0)",
          [&o](const std::string& f, const std::string& v) { o.max_restarts = parseInt(f, v, 0, 1 << 20); });
   option(app, {"--monitor-interval"}, "SEC", "how often to poll for failures on other nodes (default 0.1)",
@@ -251,7 +285,7 @@ constexpr std::pair<const char*, const char*> kConflicts[] = {
     {"--standalone", "--master-port"},    {"--hostfile", "--nnodes"},
     {"--hostfile", "--node-rank"},        {"--hostfile", "--standalone"},
     {"--hostfile", "--nproc-per-node"},   {"--hostfile", "--master-addr"},
-    {"--hostfile", "--rdzv-endpoint"},
+    {"--hostfile", "--rdzv-endpoint"},    {"--rdzv-timeout", "--rdzv-conf"},
 };
 
 // The flags torchrun has, each defaulting to PET_<ITS NAME> (torch/distributed/argparse_util.py's
@@ -260,7 +294,7 @@ constexpr std::pair<const char*, const char*> kConflicts[] = {
 constexpr const char* kTorchrunFlags[] = {
     "--standalone", "--rdzv-endpoint", "--master-addr", "--master-port",  "--nproc-per-node",   "--nnodes",
     "--node-rank",  "--rdzv-backend",  "--rdzv-id",     "--max-restarts", "--monitor-interval", "--log-dir",
-    "--redirects",  "--tee",           "--module",      "--no-python",
+    "--redirects",  "--tee",           "--module",      "--no-python",    "--rdzv-conf",
 };
 
 // "--nproc-per-node" -> "PET_NPROC_PER_NODE".
@@ -357,9 +391,13 @@ void validate(const LaunchOptions& o, const LaunchApp& cli) {
   LOCKSTEP_ENFORCE(!(o.standalone && o.nnodes > 1), ValueError,
                    "option --standalone runs a single node but --nnodes is ", o.nnodes,
                    "; drop --standalone and give --rdzv-endpoint or --master-addr");
-  LOCKSTEP_ENFORCE(!o.node_rank || *o.node_rank < o.nnodes, ValueError, "option --node-rank is ",
-                   o.node_rank.value_or(0), " but --nnodes is ", o.nnodes, "; node ranks are 0..",
-                   o.nnodes - 1);
+  LOCKSTEP_ENFORCE(!(o.elastic() && cli.given("--node-rank")), ValueError,
+                   "option --node-rank=", o.node_rank.value_or(0), " and an elastic --nnodes=", o.min_nodes,
+                   ":", o.nnodes,
+                   " conflict: an elastic job numbers its nodes anew each time it forms; drop --node-rank");
+  LOCKSTEP_ENFORCE(!o.node_rank || o.elastic() || *o.node_rank < o.nnodes, ValueError,
+                   "option --node-rank is ", o.node_rank.value_or(0), " but --nnodes is ", o.nnodes,
+                   "; node ranks are 0..", o.nnodes - 1);
   LOCKSTEP_ENFORCE(!(o.module && o.no_python), ValueError,
                    "options --module and --no-python conflict: a module runs through the Python "
                    "interpreter; give only one");
@@ -447,6 +485,12 @@ LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores, c
   if (!cli.given("--rdzv-endpoint") && !cli.given("--master-port") && o.standalone) o.master_port = 0;
   if (o.standalone && !cli.given("--rdzv-id")) o.run_id = "";  // the agent makes a random one
   validate(o, cli);
+  if (o.elastic() && o.node_rank) {  // from PET_NODE_RANK: torchrun's c10d rendezvous ignores it too
+    o.notes.push_back("PET_NODE_RANK=" + std::to_string(*o.node_rank) +
+                      " is not used: an elastic job (--nnodes " + std::to_string(o.min_nodes) + ":" +
+                      std::to_string(o.nnodes) + ") numbers its nodes anew each time it forms");
+    o.node_rank.reset();
+  }
   return o;
 }
 

@@ -27,13 +27,17 @@ constexpr int kStderr = 2;
 struct LaunchOptions {
   int nproc_per_node = 1;
   bool oversubscribe = false;  ///< Start --nproc-per-node ranks even past the machine (rank_capacity.h).
-  int nnodes = 1;
+  int nnodes = 1;              ///< Nodes in the job; elastic (--nnodes MIN:MAX): at most this many.
+  int min_nodes = 1;  ///< Elastic: the job starts (and re-forms) once this many are there; else nnodes.
   std::optional<int> node_rank;           ///< Unset: assigned by arrival order at rendezvous.
   std::string master_addr = "127.0.0.1";  ///< Host of the rendezvous store (the master agent).
   int master_port = 29500;                ///< Its port; 0 means "pick a free one" (--standalone).
   bool standalone = false;
   std::string run_id = "none";  ///< --rdzv-id / --run-id: names the job in the store.
-  double rdzv_timeout_s = 900;  ///< How long to wait for all nodes to arrive.
+  double rdzv_timeout_s = 900;  ///< How long to wait for all (elastic: MIN) nodes to arrive.
+  /// Elastic: once MIN nodes are there, how long a round still waits for more (up to MAX) before it
+  /// closes (torchrun's --rdzv-conf last_call_timeout, default 30 s).
+  double last_call_timeout_s = 30;
   int max_restarts = 0;
   double monitor_interval_s = 0.1;  ///< How often remote failures are polled for.
   double grace_period_s = 5;        ///< SIGTERM -> SIGKILL delay when stopping workers.
@@ -57,6 +61,11 @@ struct LaunchOptions {
   bool module = false;     ///< -m/--module: PROGRAM names a Python module (`python3 -u -m PROGRAM`).
   bool no_python = false;  ///< --no-python: run PROGRAM directly, also a .py script.
   bool help = false;
+  /// What parsing set aside, for the caller to print as warnings (PET_NODE_RANK in an elastic job).
+  std::vector<std::string> notes{};
+
+  /// --nnodes MIN:MAX with MIN < MAX: nodes may join and leave, each change re-forms the job.
+  bool elastic() const { return min_nodes < nnodes; }
 };
 
 /// Parses `lockstep run` arguments (without the program name). `cores` resolves

@@ -5,8 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -120,7 +122,8 @@ int freeTcpPort() {
   return ntohs(a.sin_port);
 }
 
-Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options), token_(randomToken()) {
+Rendezvous::Rendezvous(const RendezvousOptions& options)
+    : options_(options), round_nodes_(options.nnodes), token_(randomToken()) {
   bool want_host = options_.nnodes == 1 || (options_.node_rank && *options_.node_rank == 0) ||
                    (!options_.node_rank && isLocalAddress(options_.master_addr));
   comm::TCPStoreOptions so;
@@ -185,7 +188,11 @@ Rendezvous::Rendezvous(const RendezvousOptions& options) : options_(options), to
 }
 
 Rendezvous::Rendezvous(const RendezvousOptions& options, std::shared_ptr<comm::Store> store)
-    : options_(options), base_(std::move(store)), port_(options.master_port), token_(randomToken()) {
+    : options_(options),
+      base_(std::move(store)),
+      port_(options.master_port),
+      round_nodes_(options.nnodes),
+      token_(randomToken()) {
   store_ = std::make_shared<comm::PrefixStore>("lockstep/run/" + options_.run_id, base_);
 }
 
@@ -195,6 +202,47 @@ std::string Rendezvous::key(int round, const std::string& name) const {
 
 std::optional<RendezvousResult> Rendezvous::join(int round, int nproc,
                                                  const std::function<bool()>& interrupted) {
+  return elastic() ? joinElastic(round, nproc, interrupted) : joinFixed(round, nproc, interrupted);
+}
+
+std::string Rendezvous::record(int nproc) const {
+  // Where rank 0 would host the workers' own store if this node turns out to be node 0: the
+  // address the other nodes already reach it by (the master address when it hosts the agents' store).
+  const std::string addr = hosts_ ? options_.master_addr : localAddressToward(options_.master_addr, port_);
+  return std::to_string(nproc) + "\n" + options_.hostname + "\n" + token_ + "\n" + addr + "\n" +
+         std::to_string(freeTcpPort()) + "\n" + std::to_string(group_rank_.value_or(-1));
+}
+
+RendezvousResult Rendezvous::agree(int round, const std::vector<std::string>& records,
+                                   const std::vector<int>& order, int my_slot) const {
+  RendezvousResult r;
+  r.round = round;
+  std::vector<int> nprocs;
+  int mine = 0;
+  for (int slot : order) {
+    if (slot == my_slot) mine = static_cast<int>(nprocs.size());
+    std::istringstream in(records[static_cast<size_t>(slot)]);
+    std::string count, host, token, addr, port;
+    std::getline(in, count);
+    std::getline(in, host);
+    std::getline(in, token);
+    std::getline(in, addr);
+    std::getline(in, port);
+    nprocs.push_back(std::stoi(count));
+    r.hosts.push_back(host);
+    r.members.push_back(token);
+    if (r.worker_master_port == 0) {  // node 0's
+      r.worker_master_addr = addr;
+      r.worker_master_port = std::stoi(port);
+    }
+  }
+  r.layout = computeRankLayout(nprocs, mine);
+  r.nprocs = nprocs;
+  return r;
+}
+
+std::optional<RendezvousResult> Rendezvous::joinFixed(int round, int nproc,
+                                                      const std::function<bool()>& interrupted) {
   const int n = options_.nnodes;
   if (!group_rank_) {
     if (options_.node_rank) {
@@ -208,11 +256,7 @@ std::optional<RendezvousResult> Rendezvous::join(int round, int nproc,
     }
   }
   const int g = *group_rank_;
-  // Where rank 0 would host the workers' own store if this node turns out to be node 0: the
-  // address the other nodes already reach it by (the master address when it hosts the agents' store).
-  const std::string addr = hosts_ ? options_.master_addr : localAddressToward(options_.master_addr, port_);
-  std::string mine = std::to_string(nproc) + "\n" + options_.hostname + "\n" + token_ + "\n" + addr + "\n" +
-                     std::to_string(freeTcpPort());
+  std::string mine = record(nproc);
   auto now = text(store_->compareSet(key(round, "node/" + std::to_string(g)), {}, bytes(mine)));
   if (now != mine) {
     std::istringstream in(now);
@@ -244,29 +288,124 @@ std::optional<RendezvousResult> Rendezvous::join(int round, int nproc,
     }
     std::this_thread::sleep_for(kPollPause);
   }
-  RendezvousResult r;
-  std::vector<int> nprocs;
-  for (const auto& k : keys) {
-    std::istringstream in(store_->getString(k));
-    std::string count, host, token, addr, port;
-    std::getline(in, count);
-    std::getline(in, host);
-    std::getline(in, token);
-    std::getline(in, addr);
-    std::getline(in, port);
-    nprocs.push_back(std::stoi(count));
-    r.hosts.push_back(host);
-    if (r.worker_master_port == 0) {  // node 0's
-      r.worker_master_addr = addr;
-      r.worker_master_port = std::stoi(port);
-    }
+  std::vector<std::string> records;
+  std::vector<int> order;
+  for (int i = 0; i < n; ++i) {
+    records.push_back(store_->getString(keys[static_cast<size_t>(i)]));
+    order.push_back(i);
   }
-  r.layout = computeRankLayout(nprocs, g);
-  r.nprocs = nprocs;
-  return r;
+  round_nodes_ = n;
+  return agree(round, records, order, g);
+}
+
+std::optional<RendezvousResult> Rendezvous::joinElastic(int round, int nproc,
+                                                        const std::function<bool()>& interrupted) {
+  const int lo = options_.min_nodes, hi = options_.nnodes;
+  // A newcomer skips the rounds that closed before it came.
+  int k = round;
+  if (store_->check({"last_closed"})) k = std::max(k, std::stoi(store_->getString("last_closed")) + 1);
+  const auto deadline = Clock::now() + options_.timeout;
+  auto timedOut = [&](int arrived) {
+    return TimeoutError("rendezvous '" + options_.run_id + "' at " + options_.master_addr + ":" +
+                        std::to_string(port_) + " timed out after " +
+                        std::to_string(options_.timeout.count() / 1000.0).substr(0, 6) + " s with " +
+                        std::to_string(arrived) + " node(s) of the " + std::to_string(lo) +
+                        " needed to start (--nnodes " + std::to_string(lo) + ":" + std::to_string(hi) +
+                        "). Start more nodes with the same --rdzv-id and --rdzv-endpoint/--master-addr, or "
+                        "raise --rdzv-timeout");
+  };
+  for (;; ++k) {
+    // Counted in at once, so that the nodes of a running round see a node waiting (waiting()).
+    const int slot = static_cast<int>(store_->add(key(k, "arrived"), 1) - 1);
+    // Round k opens once round k - 1 ended: a node that came late waits here until then.
+    while (k > 0 && !store_->check({key(k, "open")})) {
+      if (interrupted && interrupted()) return std::nullopt;
+      if (ended()) return std::nullopt;
+      if (Clock::now() >= deadline) {
+        throw TimeoutError("rendezvous '" + options_.run_id + "': this node waited " +
+                           std::to_string(options_.timeout.count() / 1000.0).substr(0, 6) +
+                           " s (--rdzv-timeout) for the running job to admit it, but the job, at its "
+                           "maximum of " +
+                           std::to_string(hi) + " nodes (--nnodes " + std::to_string(lo) + ":" +
+                           std::to_string(hi) + "), neither ended nor lost a node");
+      }
+      std::this_thread::sleep_for(kPollPause * 4);
+    }
+    store_->set(key(k, "slot/" + std::to_string(slot)), bytes(record(nproc)));
+    std::optional<Clock::time_point> min_since;
+    int closed = -1;
+    while (closed < 0) {
+      if (store_->check({key(k, "closed")})) {
+        closed = std::stoi(store_->getString(key(k, "closed")));
+        break;
+      }
+      const int arrived = static_cast<int>(store_->add(key(k, "arrived"), 0));
+      if (arrived >= lo && !min_since) min_since = Clock::now();
+      if (arrived >= hi || (min_since && Clock::now() - *min_since >= options_.last_call)) {
+        const int n = std::min(arrived, hi);
+        const std::string v = std::to_string(n);
+        if (text(store_->compareSet(key(k, "closed"), {}, bytes(v))) == v)
+          store_->set("last_closed", bytes(std::to_string(k)));
+        continue;
+      }
+      if (interrupted && interrupted()) return std::nullopt;
+      if (ended()) return std::nullopt;
+      if (Clock::now() >= deadline) throw timedOut(arrived);
+      std::this_thread::sleep_for(kPollPause);
+    }
+    if (slot >= closed) continue;  // came after the close: wait for the next round
+    std::vector<std::string> records;
+    for (int i = 0; i < closed; ++i) {
+      const std::string k_slot = key(k, "slot/" + std::to_string(i));
+      while (!store_->check({k_slot})) {  // written right after its agent counted itself in
+        if (Clock::now() >= deadline) throw timedOut(i);
+        std::this_thread::sleep_for(kPollPause);
+      }
+      records.push_back(store_->getString(k_slot));
+    }
+    // The previous round's nodes keep their order (node 0 stays node 0 while it is there); the
+    // newcomers follow in arrival order.
+    std::vector<int> order(static_cast<size_t>(closed));
+    std::vector<int> previous(static_cast<size_t>(closed));
+    for (int i = 0; i < closed; ++i) {
+      order[static_cast<size_t>(i)] = i;
+      const std::string& rec = records[static_cast<size_t>(i)];
+      previous[static_cast<size_t>(i)] = std::stoi(rec.substr(rec.rfind('\n') + 1));
+    }
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      const int pa = previous[static_cast<size_t>(a)], pb = previous[static_cast<size_t>(b)];
+      return (pa < 0 ? INT32_MAX : pa) < (pb < 0 ? INT32_MAX : pb);
+    });
+    RendezvousResult r = agree(k, records, order, slot);
+    group_rank_ = r.layout.group_rank;
+    round_nodes_ = closed;
+    return r;
+  }
+}
+
+int Rendezvous::waiting(int round) { return static_cast<int>(store_->add(key(round + 1, "arrived"), 0)); }
+
+void Rendezvous::requestReform(int round, const std::string& why) {
+  store_->compareSet(key(round, "reform"), {}, bytes(why));
+  store_->set(key(round + 1, "open"), bytes("1"));
+}
+
+std::optional<std::string> Rendezvous::reformRequested(int round) {
+  std::string k = key(round, "reform");
+  if (!store_->check({k})) return std::nullopt;
+  return store_->getString(k);
+}
+
+void Rendezvous::publishComplete() { store_->compareSet("complete", {}, encode({"the job succeeded", 0})); }
+
+std::optional<JobEnd> Rendezvous::ended() {
+  if (auto s = shutdown()) return s;
+  if (!store_->check({"complete"})) return std::nullopt;
+  return decode(store_->getString("complete"));
 }
 
 bool Rendezvous::publishFailure(int round, const JobEnd& failure, bool primary) {
+  if (elastic()) store_->set(key(round + 1, "open"), bytes("1"));  // the survivors re-form there
   if (primary) store_->compareSet(key(round, "failure_primary"), {}, encode(failure));
   auto now = store_->compareSet(key(round, "failure"), {}, encode(failure));
   return now == encode(failure);
@@ -291,7 +430,7 @@ void Rendezvous::beat(int round, int64_t counter) {
 
 std::vector<std::string> Rendezvous::heartbeats(int round) {
   std::vector<std::string> out;
-  for (int i = 0; i < options_.nnodes; ++i) {
+  for (int i = 0; i < round_nodes_; ++i) {
     std::string k = key(round, "alive/" + std::to_string(i));
     out.push_back(store_->check({k}) ? store_->getString(k) : std::string());
   }
@@ -317,15 +456,13 @@ std::optional<JobEnd> Rendezvous::shutdown() {
 
 void Rendezvous::markSucceeded(int round) { store_->add(key(round, "succeeded"), 1); }
 
-bool Rendezvous::allSucceeded(int round) {
-  return store_->add(key(round, "succeeded"), 0) >= options_.nnodes;
-}
+bool Rendezvous::allSucceeded(int round) { return store_->add(key(round, "succeeded"), 0) >= round_nodes_; }
 
 void Rendezvous::leave(int round, std::chrono::milliseconds linger) {
   int64_t left = store_->add(key(round, "left"), 1);
   if (!hosts_) return;
   auto deadline = Clock::now() + linger;
-  while (left < options_.nnodes && Clock::now() < deadline) {
+  while (left < round_nodes_ && Clock::now() < deadline) {
     std::this_thread::sleep_for(kPollPause);
     left = store_->add(key(round, "left"), 0);
   }

@@ -18,10 +18,14 @@ namespace lockstep::launch {
 struct RendezvousOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;  ///< 0: the host picks a free port (--standalone).
-  int nnodes = 1;
+  int nnodes = 1;           ///< Nodes in the job; elastic: at most this many.
+  /// Elastic when below nnodes (--nnodes MIN:MAX): a round closes once min_nodes are there and
+  /// last_call has passed, or nnodes are there; node ranks are assigned anew each round.
+  int min_nodes = 0;
+  std::chrono::milliseconds last_call{std::chrono::seconds(30)};
   std::optional<int> node_rank;  ///< Unset: assigned by arrival order in the first round.
   std::string run_id = "none";
-  std::chrono::milliseconds timeout{std::chrono::seconds(900)};  ///< For all nodes to arrive.
+  std::chrono::milliseconds timeout{std::chrono::seconds(900)};  ///< For all (elastic: MIN) nodes to arrive.
   std::string hostname;                                          ///< This node's name, shown in reports.
   /// Limit of each store call after connecting: a master that does not answer within it (plus the
   /// store's slack) counts as lost.
@@ -32,9 +36,12 @@ struct RendezvousOptions {
 
 /// The agreement reached by one round.
 struct RendezvousResult {
+  int round = 0;  ///< The round joined: the one asked for, or (elastic, a newcomer) a later one.
   RankLayout layout;
   std::vector<std::string> hosts;  ///< Index: node rank.
-  std::vector<int> nprocs;         ///< Workers per node; index: node rank.
+  std::vector<std::string>
+      members;              ///< Each node's agent's own id (index: node rank), to tell who came and went.
+  std::vector<int> nprocs;  ///< Workers per node; index: node rank.
   /// MASTER_ADDR/MASTER_PORT for the workers: an address of node 0 as the other nodes reach it
   /// and a port that was free there, for global rank 0 to host the workers' own store (PyTorch's
   /// env:// TCPStore), fresh each round as torchrun's c10d rendezvous does.
@@ -70,7 +77,26 @@ class Rendezvous {
   /// `interrupted` is polled while waiting; nullopt when it returned true. TimeoutError naming
   /// the missing node ranks after options.timeout; ValueError when two nodes claim the same node
   /// rank or more than nnodes join.
+  ///
+  /// Elastic: joins `round`, or the first round not yet closed when that is later (a newcomer).
+  /// Round k > 0 opens once round k - 1 ended (a failure or a re-formation published); it closes
+  /// when MAX nodes are in, or MIN are and last_call has passed since. A node that comes after the
+  /// close waits for the next round (waiting() counts it). Node ranks: the nodes of the previous
+  /// round first, in their old order, then the newcomers in arrival order. Nullopt also when the
+  /// job ended (ended()) while this node waited. TimeoutError when fewer than MIN came within
+  /// options.timeout.
   std::optional<RendezvousResult> join(int round, int nproc, const std::function<bool()>& interrupted);
+  bool elastic() const { return options_.min_nodes > 0 && options_.min_nodes < options_.nnodes; }
+  /// Elastic: nodes waiting to join the round after `round` (newcomers that came after it closed).
+  int waiting(int round);
+  /// Elastic: asks every node to end `round` and re-form (a node is waiting and there is room for
+  /// it); `why` is what the agents log. reformRequested() is that word, if any.
+  void requestReform(int round, const std::string& why);
+  std::optional<std::string> reformRequested(int round);
+  /// The job succeeded: a node still waiting to join has nothing left to join.
+  void publishComplete();
+  /// How the job ended for good, if it did: a shutdown (publishShutdown) or its success.
+  std::optional<JobEnd> ended();
 
   /// Records the root cause of round's failure; only the first report is kept. True when this
   /// call's report was the first. `primary`: the report names a rank that died by a signal, was
@@ -103,6 +129,13 @@ class Rendezvous {
 
  private:
   std::string key(int round, const std::string& name) const;
+  std::optional<RendezvousResult> joinFixed(int round, int nproc, const std::function<bool()>& interrupted);
+  std::optional<RendezvousResult> joinElastic(int round, int nproc, const std::function<bool()>& interrupted);
+  // This node's record for a round: "NPROC\nHOST\nTOKEN\nADDR\nPORT\nPREVIOUS_NODE_RANK".
+  std::string record(int nproc) const;
+  // The agreement from every node's record (index: slot) and the order of the slots by node rank.
+  RendezvousResult agree(int round, const std::vector<std::string>& records, const std::vector<int>& order,
+                         int my_slot) const;
 
   RendezvousOptions options_;
   std::shared_ptr<comm::Store> base_;   // the TCPStore (or a test's store)
@@ -111,6 +144,7 @@ class Rendezvous {
   bool hosts_ = false;
   int port_ = 0;
   std::optional<int> group_rank_;
+  int round_nodes_;  // nodes in the round joined last (before any: nnodes)
   std::string token_;
 };
 

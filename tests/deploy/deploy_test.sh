@@ -11,7 +11,8 @@
 #      env plus what Kubernetes or Kubeflow's training operator adds, `manifests.py pods`), its
 #      volumes as folders, its names in the namespace's /etc/hosts, and the container's command run
 #      as it is (the built lockstep on PATH): the 2 pods train seed 001's job (common.yaml's config,
-#      for 6 steps) as one job of 2 nodes, and both manifests give the same model;
+#      for 6 steps) as one job of 2 nodes (the elastic PyTorchJob's: 2 of 2..4 nodes), and every
+#      manifest gives the same model;
 #   5. train.sbatch run as it is on 2 namespaces, with stand-ins for srun and scontrol.
 #   deploy_test.sh LOCKSTEP_BIN WORK_DIR VENV_DIR [PYTHON]
 # Network namespaces need root; without it steps 4 and 5 are skipped with a message. PyPI out of
@@ -48,6 +49,7 @@ py=$venv/bin/python
 # Each manifest broken in a way only the schema sees must be refused.
 sed 's/nprocPerNode:/nprocsPerNode:/' "$k8s/pytorchjob.yaml" >"$work/bad-pytorchjob.yaml"
 sed 's/subdomain: mnist-nodes/subdomian: mnist-nodes/' "$k8s/indexed-job.yaml" >"$work/bad-indexed-job.yaml"
+sed 's/minReplicas:/minReplica:/' "$k8s/elastic-pytorchjob.yaml" >"$work/bad-elastic-pytorchjob.yaml"
 sed 's/claimName: mnist, readOnly/claimNam: mnist, readOnly/' "$k8s/common.yaml" >"$work/bad-common.yaml"
 for bad in "$work"/bad-*.yaml; do
   cmp -s "$bad" "$k8s/${bad##*/bad-}" && fail "the test's edit of ${bad##*/bad-} no longer applies"
@@ -174,10 +176,13 @@ print(args[args.index("--logdir") + 1])' "$k8s/common.yaml")
 
 run_pods "$k8s/pytorchjob.yaml"
 run_pods "$k8s/indexed-job.yaml"
-# Either way it is the same job: the same model, bit for bit.
-cmp "$work/pytorchjob/claims/mnist/runs/mnist/model.safetensors" \
-  "$work/indexed-job/claims/mnist/runs/mnist/model.safetensors" ||
-  fail "the PyTorchJob and the indexed Job trained different models"
+run_pods "$k8s/elastic-pytorchjob.yaml"
+# Every way it is the same job: the same model, bit for bit.
+for other in indexed-job elastic-pytorchjob; do
+  cmp "$work/pytorchjob/claims/mnist/runs/mnist/model.safetensors" \
+    "$work/$other/claims/mnist/runs/mnist/model.safetensors" ||
+    fail "the PyTorchJob and $other trained different models"
+done
 
 # --- 5. Slurm: train.sbatch with srun and scontrol standing in for Slurm's -------------------
 # srun runs its command once per node, in that node's namespace with the task's SLURM_NODEID;

@@ -182,19 +182,23 @@ def container_argv(container, mounts):
 
 def pytorchjob_pods(job, workdir, configmaps):
     """Kubeflow's training operator (v1): pod <job>-<type>-<index>, reachable by that name (a
-    headless Service each), with the variables of setPodEnv for a job without an elastic policy."""
+    headless Service each), with the variables of setPodEnv: the master's (MASTER_*, WORLD_SIZE,
+    RANK, PET_NODE_RANK...) when the job has a Master, the elastic policy's (elastic.go) when it has
+    one."""
     spec = job["spec"]
-    if "elasticPolicy" in spec:
-        fail("the operator's elastic variables are not emulated")
     name = job["metadata"]["name"]
     specs = spec["pytorchReplicaSpecs"]
-    if "Master" not in specs:
-        fail("a PyTorchJob without a Master gets no MASTER_ADDR/RANK from the operator")
+    elastic = spec.get("elasticPolicy")
+    if "Master" not in specs and elastic is None:
+        fail("a PyTorchJob without a Master or an elastic policy gets no rendezvous from the operator")
     total = sum(s.get("replicas", 1) for s in specs.values())
     nproc = spec.get("nprocPerNode", "auto")  # the operator's default
-    master = specs["Master"]["template"]["spec"]
-    port = next(p["containerPort"] for c in master["containers"] if c["name"] == "pytorch"
-                for p in c.get("ports", []) if p.get("name") == "pytorchjob-port")
+
+    def port_of(rtype):
+        pod_spec = specs[rtype]["template"]["spec"]
+        return next(p["containerPort"] for c in pod_spec["containers"] if c["name"] == "pytorch"
+                    for p in c.get("ports", []) if p.get("name") == "pytorchjob-port")
+
     pods = []
     for rtype in PYTORCH_REPLICA_TYPES:
         for index in range(specs.get(rtype, {}).get("replicas", 0)):
@@ -202,16 +206,33 @@ def pytorchjob_pods(job, workdir, configmaps):
             pod_spec = specs[rtype]["template"]["spec"]
             container = next(c for c in pod_spec["containers"] if c["name"] == "pytorch")
             env = resolve_env(container, {"metadata.name": pod})
-            rank = index + (1 if rtype == "Worker" else 0)
-            env.update({
-                "PYTHONUNBUFFERED": "1",
-                "MASTER_PORT": str(port), "PET_MASTER_PORT": str(port),
-                "MASTER_ADDR": f"{name}-master-0", "PET_MASTER_ADDR": f"{name}-master-0",
-                "WORLD_SIZE": str(total * (int(nproc) if nproc.isdigit() else 1)),
-                "RANK": str(rank), "PET_NODE_RANK": str(rank),
-                "PET_NPROC_PER_NODE": nproc,
-                "PET_NNODES": str(total),
-            })
+            env.update({"PYTHONUNBUFFERED": "1", "PET_NPROC_PER_NODE": nproc})
+            if "Master" in specs:
+                port = port_of("Master")
+                rank = index + (1 if rtype == "Worker" else 0)
+                env.update({
+                    "MASTER_PORT": str(port), "PET_MASTER_PORT": str(port),
+                    "MASTER_ADDR": f"{name}-master-0", "PET_MASTER_ADDR": f"{name}-master-0",
+                    "WORLD_SIZE": str(total * (int(nproc) if nproc.isdigit() else 1)),
+                    "RANK": str(rank), "PET_NODE_RANK": str(rank),
+                    "PET_NNODES": str(total),
+                })
+            if elastic is not None:
+                host = elastic.get("rdzvHost", f"{name}-worker-0")
+                env["PET_RDZV_ENDPOINT"] = f"{host}:{elastic.get('rdzvPort', port_of('Worker'))}"
+                env["PET_RDZV_BACKEND"] = elastic.get("rdzvBackend", "c10d")
+                if "minReplicas" in elastic or "maxReplicas" in elastic:
+                    env["PET_NNODES"] = f"{elastic['minReplicas']}:{elastic['maxReplicas']}"
+                else:
+                    env["PET_NNODES"] = str(specs["Worker"]["replicas"])
+                if "maxRestarts" in elastic:
+                    env["PET_MAX_RESTARTS"] = str(elastic["maxRestarts"])
+                if "rdzvId" in elastic:
+                    env["PET_RDZV_ID"] = elastic["rdzvId"]
+                if elastic.get("rdzvConf"):
+                    env["PET_RDZV_CONF"] = ",".join(f"{c['key']}={c['value']}" for c in elastic["rdzvConf"])
+                if elastic.get("standalone"):
+                    env["PET_STANDALONE"] = ""
             mounts = mount_volumes(pod_spec, container, workdir, pod, configmaps)
             pods.append({"name": pod, "hosts": [pod], "env": env, "argv": container_argv(container, mounts)})
     return pods

@@ -387,3 +387,51 @@ TEST(LaunchAgent, python_script_and_module_run_under_the_interpreter) {
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(contains(r.output, "show_rank.py")) << r.output;
 }
+
+// --nnodes 1:2 on one host: the first agent starts the job alone once the last call has passed; a
+// second agent that comes while it runs is admitted: the first agent stops its workers, both form
+// round 1 with world size 2 (no restart counted: --max-restarts is 0), and the job ends 0 there.
+TEST(LaunchAgent, elastic_job_admits_a_node_that_comes_while_it_runs) {
+  TempDir dir;
+  const std::string port = std::to_string(freePort());
+  auto agentArgs = [&] {
+    // Round 0 would outlast the test: only its end for round 1 ends it.
+    return std::vector<std::string>{LOCKSTEP_RUN_BIN,
+                                    "--nnodes",
+                                    "1:2",
+                                    "--rdzv-endpoint",
+                                    "127.0.0.1:" + port,
+                                    "--rdzv-id",
+                                    "grow",
+                                    "--rdzv-conf",
+                                    "last_call_timeout=0.3",
+                                    "--monitor-interval",
+                                    "0.05",
+                                    kWorker,
+                                    "--pidfile",
+                                    dir / "pids",
+                                    "--env-out",
+                                    dir.path(),
+                                    "--sleep-ms",
+                                    "300",
+                                    "--hang-in-attempt",
+                                    "0"};
+  };
+  ChildProcess a(agentArgs(), dir / "a.out");
+  ASSERT_TRUE(waitForFile(dir / "env.0.0", 20s)) << a.output();
+  ChildProcess b(agentArgs(), dir / "b.out");
+  ASSERT_EQ(b.wait(30s), 0) << b.output() << a.output();
+  ASSERT_EQ(a.wait(30s), 0) << a.output();
+  EXPECT_EQ(variable(readAll(dir / "env.0.0"), "WORLD_SIZE"), "1");
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string env = readAll(dir / ("env." + std::to_string(rank) + ".1"));
+    EXPECT_EQ(variable(env, "WORLD_SIZE"), "2") << env;
+    EXPECT_EQ(variable(env, "LOCKSTEP_RESTART_COUNT"), "1") << env;
+  }
+  EXPECT_TRUE(contains(a.output(), "round 0: 1 node (of 1:2), world size 1")) << a.output();
+  EXPECT_TRUE(contains(a.output(), "re-forming the job: 1 node waits to join")) << a.output();
+  EXPECT_TRUE(contains(a.output(), "round 1: 2 nodes (of 1:2), world size 2")) << a.output();
+  EXPECT_TRUE(contains(a.output(), "; joined: ")) << a.output();
+  EXPECT_TRUE(contains(b.output(), "this node is node rank 1; this node joins the job")) << b.output();
+  EXPECT_NO_SURVIVORS(dir / "pids");
+}

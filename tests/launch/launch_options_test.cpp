@@ -90,7 +90,7 @@ TEST(LaunchOptions, unknown_and_malformed_flags_name_the_flag) {
   EXPECT_NE(errorOf({"--master-port", "70000", "p"}).find("--master-port"), std::string::npos);
   EXPECT_NE(errorOf({"--nnodes"}).find("needs a value"), std::string::npos);
   EXPECT_NE(errorOf({"--standalone=1", "p"}).find("takes no value"), std::string::npos);
-  EXPECT_NE(errorOf({"--nnodes", "1:4", "p"}).find("elastic"), std::string::npos);
+  EXPECT_NE(errorOf({"--nnodes", "4:1", "p"}).find("larger than the maximum"), std::string::npos);
   EXPECT_NE(errorOf({}).find("missing PROGRAM"), std::string::npos);
 }
 
@@ -274,4 +274,44 @@ TEST(LaunchOptions, bad_variable_is_named) {
   EXPECT_EQ(parseWithEnv({"--nnodes", "2", "prog"}, {{"PET_NNODES", "two"}}).nnodes, 2);
   // An empty value is unset (an empty manifest entry), for flags that take a value.
   EXPECT_EQ(parseWithEnv({"prog"}, {{"PET_NNODES", ""}, {"PET_LOG_DIR", ""}}).nnodes, 1);
+}
+
+// torchrun's elastic node counts: MIN:MAX, the rendezvous settings torchrun takes in --rdzv-conf, and
+// a node rank, which an elastic job assigns itself each round: refused as a flag, set aside (with a
+// warning) when it comes from a Kubeflow pod's PET_NODE_RANK.
+TEST(LaunchOptions, elastic_node_range_and_rendezvous_settings) {
+  auto o = parse({"--nnodes", "2:4", "p"});
+  EXPECT_TRUE(o.elastic());
+  EXPECT_EQ(o.min_nodes, 2);
+  EXPECT_EQ(o.nnodes, 4);
+  EXPECT_EQ(o.last_call_timeout_s, 30);
+  auto fixed = parse({"--nnodes", "3:3", "p"});
+  EXPECT_FALSE(fixed.elastic());
+  EXPECT_EQ(fixed.nnodes, 3);
+  EXPECT_EQ(parse({"--nnodes", "3", "p"}).min_nodes, 3);
+  auto conf = parse({"--nnodes=1:3", "--rdzv-conf", "join_timeout=60,last_call_timeout=2.5", "p"});
+  EXPECT_EQ(conf.rdzv_timeout_s, 60);
+  EXPECT_EQ(conf.last_call_timeout_s, 2.5);
+  EXPECT_NE(errorOf({"--rdzv-conf", "close_timeout=5", "p"}).find("unknown key 'close_timeout'"),
+            std::string::npos);
+  EXPECT_NE(errorOf({"--rdzv-conf", "last_call_timeout", "p"}).find("not KEY=VALUE"), std::string::npos);
+  EXPECT_NE(errorOf({"--rdzv-conf", "last_call_timeout=-1", "p"}).find("last_call_timeout"),
+            std::string::npos);
+  EXPECT_NE(errorOf({"--rdzv-conf", "join_timeout=5", "--rdzv-timeout", "5", "p"}).find("conflict"),
+            std::string::npos);
+  EXPECT_NE(errorOf({"--nnodes", "1:3", "--node-rank", "1", "p"}).find("drop --node-rank"),
+            std::string::npos);
+  // What Kubeflow's operator gives a pod of a PyTorchJob with an elastic policy.
+  auto pod = parseWithEnv({"prog"}, {{"PET_NNODES", "2:3"},
+                                     {"PET_NODE_RANK", "1"},
+                                     {"PET_RDZV_BACKEND", "c10d"},
+                                     {"PET_RDZV_ENDPOINT", "job-worker-0:29400"},
+                                     {"PET_RDZV_ID", "job"},
+                                     {"PET_RDZV_CONF", "last_call_timeout=5"}});
+  EXPECT_TRUE(pod.elastic());
+  EXPECT_FALSE(pod.node_rank);
+  ASSERT_EQ(pod.notes.size(), 1u);
+  EXPECT_NE(pod.notes[0].find("PET_NODE_RANK=1 is not used"), std::string::npos);
+  EXPECT_EQ(pod.last_call_timeout_s, 5);
+  EXPECT_EQ(pod.run_id, "job");
 }

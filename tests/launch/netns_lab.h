@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -56,6 +57,19 @@ class NetnsLab {
   /// Cuts host i off the bridge: its packets are dropped silently (no reset reaches anyone).
   bool cut(int i) const { return sh("ip -n " + hub_ + " link set p" + std::to_string(i) + " down"); }
   std::string address(int i) const { return subnet_ + std::to_string(i + 1); }
+  /// Kills every process on host i at once (kill -9), as a host that dies or is preempted.
+  bool killAll(int i) const {
+    return sh("ip netns pids " + names_[static_cast<size_t>(i)] + " | xargs -r kill -9");
+  }
+  /// How many processes still run on host i.
+  int processCount(int i) const {
+    FILE* p = ::popen(("ip netns pids " + names_[static_cast<size_t>(i)] + " 2>/dev/null").c_str(), "r");
+    if (p == nullptr) return -1;
+    int n = 0;
+    for (int c = std::fgetc(p); c != EOF; c = std::fgetc(p)) n += c == '\n';
+    ::pclose(p);
+    return n;
+  }
   /// argv running argv on host i.
   std::vector<std::string> exec(int i, const std::vector<std::string>& argv) const {
     std::vector<std::string> a = {"ip", "netns", "exec", names_[static_cast<size_t>(i)]};

@@ -125,3 +125,111 @@ TEST(LaunchRendezvous, first_failure_wins_and_success_needs_every_node) {
   b.publishShutdown({"ctrl-c on host1", 130});
   EXPECT_EQ(a.shutdown().value(), (JobEnd{"ctrl-c on host1", 130}));
 }
+
+namespace {
+
+RendezvousOptions elastic(const std::string& host, int min_nodes, int max_nodes,
+                          std::chrono::milliseconds last_call = 300ms,
+                          std::chrono::milliseconds timeout = 10s) {
+  RendezvousOptions o;
+  o.nnodes = max_nodes;
+  o.min_nodes = min_nodes;
+  o.last_call = last_call;
+  o.run_id = "e";
+  o.timeout = timeout;
+  o.hostname = host;
+  return o;
+}
+
+// Joins `round` on a thread; the result once it is there.
+struct Joining {
+  Joining(Rendezvous& r, int round) : thread([&r, round, this] { result = r.join(round, 1, {}); }) {}
+  RendezvousResult get() {
+    thread.join();
+    return result.value();
+  }
+  std::optional<RendezvousResult> result;
+  std::thread thread;
+};
+
+}  // namespace
+
+// --nnodes 2:3: the first round closes with two nodes once the last call has passed; a third node
+// that comes later waits until the running round ends (here: re-forms to admit it), then is the last
+// node rank while the others keep theirs; a failure re-forms the survivors without it.
+TEST(LaunchRendezvous, elastic_rounds_admit_newcomers_and_reform_without_the_lost) {
+  auto store = std::make_shared<comm::HashStore>();
+  Rendezvous a(elastic("a", 2, 3), store), b(elastic("b", 2, 3), store), c(elastic("c", 2, 3), store);
+  const auto t0 = std::chrono::steady_clock::now();
+  Joining ja(a, 0), jb(b, 0);
+  RendezvousResult ra = ja.get(), rb = jb.get();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms);  // the last call for a third node
+  EXPECT_EQ(ra.round, 0);
+  EXPECT_EQ(ra.layout.world_size, 2);
+  EXPECT_EQ(ra.hosts, rb.hosts);
+  EXPECT_EQ(ra.members, rb.members);
+  EXPECT_NE(ra.layout.group_rank, rb.layout.group_rank);
+  EXPECT_EQ(a.waiting(0), 0);
+
+  // The newcomer waits for round 1, which opens when round 0 ends.
+  Joining jc(c, 0);
+  while (a.waiting(0) == 0) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(a.waiting(0), 1);
+  EXPECT_FALSE(a.reformRequested(0));
+  a.requestReform(0, "a node waits");
+  EXPECT_EQ(b.reformRequested(0), "a node waits");
+  const auto t1 = std::chrono::steady_clock::now();
+  Joining ja1(a, 1), jb1(b, 1);
+  RendezvousResult rc = jc.get(), ra1 = ja1.get(), rb1 = jb1.get();
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, 300ms);  // MAX nodes: no last call
+  EXPECT_EQ(rc.round, 1);
+  EXPECT_EQ(rc.layout.world_size, 3);
+  EXPECT_EQ(rc.layout.group_rank, 2);  // the newcomer comes last
+  EXPECT_EQ(ra1.layout.group_rank, ra.layout.group_rank);
+  EXPECT_EQ(rb1.layout.group_rank, rb.layout.group_rank);
+  EXPECT_EQ(rc.hosts.back(), "c");
+  EXPECT_EQ(ra1.members, rc.members);
+
+  // c is lost: a's watchdog publishes the failure, which opens round 2 for the survivors.
+  a.publishFailure(1, {"node 'c' has sent no heartbeat", 143}, true);
+  Joining ja2(a, 2), jb2(b, 2);
+  RendezvousResult ra2 = ja2.get(), rb2 = jb2.get();
+  EXPECT_EQ(ra2.layout.world_size, 2);
+  EXPECT_EQ(ra2.hosts, (std::vector<std::string>{ra.hosts[0], ra.hosts[1]}));
+  EXPECT_EQ(ra2.layout.group_rank, ra.layout.group_rank);
+  EXPECT_EQ(ra2.members, rb2.members);
+  EXPECT_FALSE(a.allSucceeded(2));
+  a.markSucceeded(2);
+  b.markSucceeded(2);
+  EXPECT_TRUE(a.allSucceeded(2));  // two nodes in this round, not --nnodes' three
+}
+
+// A node that waits while the job runs at its maximum ends with the job: nullopt, and ended() says
+// it succeeded. Fewer than MIN nodes time out, saying how many came.
+TEST(LaunchRendezvous, elastic_waiter_ends_with_the_job_and_too_few_nodes_time_out) {
+  auto store = std::make_shared<comm::HashStore>();
+  Rendezvous a(elastic("a", 1, 1 + 1, 100ms), store), b(elastic("b", 1, 2, 100ms), store),
+      late(elastic("late", 1, 2, 100ms), store);
+  Joining ja(a, 0), jb(b, 0);
+  EXPECT_EQ(ja.get().layout.world_size, 2);
+  EXPECT_EQ(jb.get().layout.world_size, 2);
+  std::optional<RendezvousResult> waited;
+  std::thread t([&] { waited = late.join(0, 1, {}); });
+  while (a.waiting(0) == 0) std::this_thread::sleep_for(5ms);
+  a.publishComplete();
+  t.join();
+  EXPECT_FALSE(waited.has_value());
+  ASSERT_TRUE(late.ended().has_value());
+  EXPECT_EQ(late.ended()->exit_code, 0);
+
+  auto other = std::make_shared<comm::HashStore>();
+  Rendezvous alone(elastic("alone", 2, 4, 100ms, 300ms), other);
+  try {
+    alone.join(0, 1, {});
+    FAIL() << "joined without the minimum";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("with 1 node(s) of the 2 needed to start (--nnodes 2:4)"),
+              std::string::npos)
+        << e.what();
+  }
+}

@@ -128,3 +128,129 @@ TEST_F(TrainMultiHost, cut_node_ends_the_job_on_every_other_node_within_a_minute
       "master after %.1f s\n",
       took[0], took[1], took[2], took[4], took[5], took[3]);
 }
+
+namespace {
+
+// Long enough (about 15 s of steps at 2 nodes) for a node to join and another to die on the way,
+// a checkpoint every 20 steps, all kept: the one the last round resumes from is compared against.
+constexpr const char* kElasticJob = R"(
+model: {name: mlp, hidden: [256, 256]}
+data: {dataset: synthetic, size: 2048, test_size: 32, input_shape: [128], num_classes: 3}
+train_micro_batch_size_per_gpu: 16
+optimizer: {type: Adam, params: {lr: 0.001}}
+epochs: 12
+backend: gloo
+checkpoint: {every_steps: 20, keep_last: 1000}
+)";
+
+// The newest checkpoint's step in dir/checkpoints (-1: none yet).
+long newestCheckpoint(const std::string& dir) {
+  long newest = -1;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir + "/checkpoints", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ckpt-", 0) == 0 && name.find_first_not_of("0123456789", 5) == std::string::npos)
+      newest = std::max(newest, std::stol(name.substr(5)));
+  }
+  return newest;
+}
+
+// Waits up to `limit` for pred; false on the deadline.
+template <typename Pred>
+bool waitFor(Pred pred, std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+}  // namespace
+
+// torchrun's elastic --nnodes MIN:MAX across three hosts: the job starts with two nodes, a third that
+// comes late is admitted (the job re-forms at world size 3 from the checkpoint its stop wrote), then
+// that node dies (every process on it killed at once): the survivors re-form at two nodes, resume
+// from the newest checkpoint and finish with the model a fresh 2-rank run from that checkpoint gives,
+// bitwise. Every round and who joined and left is in the agents' log; nothing is left running.
+TEST_F(TrainMultiHost, elastic_job_admits_a_late_node_and_reforms_without_a_dead_one) {
+  NetnsLab lab(3);
+  SKIP_WITHOUT(lab);
+  const std::string cfg = writeConfig("c.yaml", kElasticJob);
+  const std::string out = dir_ + "/elastic";
+  auto agent = [&](int h) {
+    return std::make_unique<ChildProcess>(lab.exec(h, {"env",
+                                                       "LOCKSTEP_HOSTNAME=node" + std::to_string(h),
+                                                       "LOCKSTEP_GLOO_HOSTNAME=" + lab.address(h),
+                                                       LOCKSTEP_BIN,
+                                                       "run",
+                                                       "--nnodes",
+                                                       "2:3",
+                                                       "--rdzv-endpoint",
+                                                       lab.address(0) + ":29430",
+                                                       "--rdzv-id",
+                                                       "elastic",
+                                                       "--rdzv-conf",
+                                                       "last_call_timeout=1",
+                                                       "--max-restarts",
+                                                       "3",
+                                                       "--join-token",
+                                                       "netns-elastic-secret-01234",
+                                                       LOCKSTEP_BIN,
+                                                       "train",
+                                                       cfg,
+                                                       "--output-dir",
+                                                       out}),
+                                          dir_ + "/agent-" + std::to_string(h));
+  };
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  agents.push_back(agent(0));
+  agents.push_back(agent(1));
+  auto logs = [&] {
+    std::string all;
+    for (size_t h = 0; h < agents.size(); ++h)
+      all += "--- agent " + std::to_string(h) + "\n" + agents[h]->output();
+    return all;
+  };
+  ASSERT_TRUE(waitFor([&] { return newestCheckpoint(out) >= 20; }, 60s)) << logs();
+  agents.push_back(agent(2));  // comes late: the job re-forms to admit it
+  ASSERT_TRUE(waitFor([&] { return contains(agents[0]->output(), "round 1: 3 nodes"); }, 60s)) << logs();
+  const long reformed_at = newestCheckpoint(out);  // the checkpoint the stop for the re-formation wrote
+  ASSERT_TRUE(waitFor([&] { return newestCheckpoint(out) > reformed_at; }, 60s)) << logs();
+  ASSERT_TRUE(lab.killAll(2));  // the late node dies: agent and worker at once
+  EXPECT_EQ(agents[0]->wait(120s), 0) << logs();
+  EXPECT_EQ(agents[1]->wait(30s), 0) << logs();
+  agents[2]->wait(5s);
+  for (int h : {0, 1}) EXPECT_EQ(lab.processCount(h), 0) << "processes left on host " << h;
+
+  const std::string log0 = agents[0]->output(), log1 = agents[1]->output();
+  for (const std::string& log : {log0, log1}) {
+    EXPECT_TRUE(contains(log, "round 0: 2 nodes (of 2:3), world size 2")) << log;
+    EXPECT_TRUE(contains(log, "re-forming the job: 1 node waits to join")) << log;
+    EXPECT_TRUE(contains(log, "round 1: 3 nodes (of 2:3), world size 3")) << log;
+    EXPECT_TRUE(contains(log, "joined: 'node2'")) << log;
+    EXPECT_TRUE(contains(log, "round 2: 2 nodes (of 2:3), world size 2")) << log;
+    EXPECT_TRUE(contains(log, "left: 'node2'")) << log;
+    EXPECT_TRUE(contains(log, "restart 1 of 3")) << log;  // the loss counts; the admission did not
+  }
+  // The checkpoint the last round resumed from (rank 0 says which).
+  std::string resumed;
+  for (const std::string& log : {log0, log1}) {
+    for (size_t at = log.find("resuming from "); at != std::string::npos;
+         at = log.find("resuming from ", at + 1)) {
+      const size_t from = at + std::string("resuming from ").size();
+      if (log.find(" (step", from) != std::string::npos)
+        resumed = log.substr(from, log.find(" (step", from) - from);
+    }
+  }
+  ASSERT_FALSE(resumed.empty()) << log0;
+  EXPECT_GT(std::stol(resumed.substr(resumed.rfind('-') + 1)), reformed_at) << resumed;
+  // A fresh 2-rank run from that checkpoint ends with the same model, bit for bit.
+  Result fresh = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/fresh --resume-from " + resumed);
+  ASSERT_EQ(fresh.code, 0) << fresh.output;
+  EXPECT_EQ(safetensorsRelDiff(out + "/model.safetensors", dir_ + "/fresh/model.safetensors"), 0.0);
+  std::printf(
+      "[ measured ] elastic 2:3: re-formed at 3 nodes from ckpt-%ld, at 2 nodes from %s after the "
+      "late node died\n",
+      reformed_at, resumed.c_str());
+}

@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
                    .count();
   const int rank = envInt("RANK", -1);
   const int attempt = envInt("LOCKSTEP_RESTART_COUNT", 0);
-  int fail_rank = -1, code = 1, only_attempt = -1, victim_rank = -1;
+  int fail_rank = -1, code = 1, only_attempt = -1, victim_rank = -1, hang_in_attempt = -1;
   long sleep_ms = 0, fail_after_ms = 0;
   bool hang = false, grandchild = false, escape = false, error_file = false, ignore_term = false;
   std::string env_out, stdout_line, timestamp_dir, victim_dir;
@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
       sleep_ms = std::atol(next().c_str());
     else if (a == "--hang")
       hang = true;
+    else if (a == "--hang-in-attempt")
+      hang_in_attempt = std::atoi(next().c_str());
     else if (a == "--grandchild")
       grandchild = true;
     else if (a == "--escaping-grandchild")
@@ -137,7 +139,7 @@ int main(int argc, char** argv) {
     }
     return code;
   }
-  if (hang) {
+  if (hang || hang_in_attempt == attempt) {
     for (;;) sleepMs(1000);
   }
   sleepMs(sleep_ms);
