@@ -256,7 +256,7 @@ std::map<std::string, std::string> workerVariables(const WorkerEnvironment& e) {
   v["LOCKSTEP_RESTART_COUNT"] = num(e.restart_count);
   v["LOCKSTEP_MAX_RESTARTS"] = num(e.max_restarts);
   v["TORCHELASTIC_RUN_ID"] = e.run_id;
-  v["TORCHELASTIC_RESTART_COUNT"] = num(e.restart_count);
+  v["TORCHELASTIC_RESTART_COUNT"] = num(e.failure_restarts.value_or(e.restart_count));
   v["TORCHELASTIC_MAX_RESTARTS"] = num(e.max_restarts);
   if (e.agent_store) {
     // The agent hosts lockstep's store for the whole job: lockstep's workers connect to it as

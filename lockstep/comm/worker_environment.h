@@ -51,7 +51,11 @@ struct WorkerEnvironment {
   int store_port = 0;
   /// Put before every store key (the launcher's per-attempt prefix).
   std::string store_prefix;
+  /// How many times the job's workers were started before this start (LOCKSTEP_RESTART_COUNT, else
+  /// TORCHELASTIC_RESTART_COUNT): restarts after failures and, in an elastic job, re-formations.
   int restart_count = 0;
+  /// TORCHELASTIC_RESTART_COUNT as torchrun means it, restarts after failures only; unset: restart_count.
+  std::optional<int> failure_restarts{};
   int max_restarts = 0;
   std::string run_id;
   std::string error_file;  ///< Where a failing worker writes its error (empty: none).

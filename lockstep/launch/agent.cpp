@@ -146,7 +146,7 @@ int Agent::run() {
   auto interrupted = [&] { return signals.terminationSignal() != 0; };
   // Rounds: the group's starts. A failure restarts it (one of --max-restarts); an elastic job also
   // re-forms, without counting a restart, to admit a node that waits to join.
-  int restarts = 0;
+  restarts_ = 0;
   std::vector<std::string> members, hosts;  // the last round's nodes, to log who came and went
   for (int round = 0;; ++round) {
     std::optional<RendezvousResult> r;
@@ -192,10 +192,10 @@ int Agent::run() {
       return 128 + interrupt_signal_;
     }
     if (outcome == Outcome::kReform) continue;
-    bool can_restart = outcome == Outcome::kFailed && restarts < options_.max_restarts && !store_lost_;
+    bool can_restart = outcome == Outcome::kFailed && restarts_ < options_.max_restarts && !store_lost_;
     writeReport(can_restart
                     ? "attempt " + std::to_string(round) + " failed; restarting the group (restart " +
-                          std::to_string(restarts + 1) + " of " + std::to_string(options_.max_restarts) + ")"
+                          std::to_string(restarts_ + 1) + " of " + std::to_string(options_.max_restarts) + ")"
                     : "job failed (run id '" + options_.run_id + "', attempt " + std::to_string(round) +
                           ", " + std::to_string(options_.max_restarts) + " restarts allowed)",
                 report_);
@@ -203,7 +203,7 @@ int Agent::run() {
       leave(std::chrono::seconds(5));
       return exit_code_;
     }
-    ++restarts;
+    ++restarts_;
   }
 }
 
@@ -267,6 +267,7 @@ std::vector<WorkerSpec> Agent::workerSpecs(int attempt, const RendezvousResult& 
   o.env.store_port = options_.master_port;
   o.env.run_id = options_.run_id;
   o.env.restart_count = attempt;
+  o.env.failure_restarts = restarts_;  // below the round once an elastic job re-formed to admit a node
   o.env.max_restarts = options_.max_restarts;
   o.env.timeout = timeout_;
   o.env.join_token = join_token_;

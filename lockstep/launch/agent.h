@@ -102,6 +102,7 @@ class Agent {
   bool store_lost_ = false;               // the master's store is gone: no more store calls
   std::string report_;                    // the root cause of the last failed attempt
   int exit_code_ = kJobFailed;            // and the code the agent exits with for it
+  int restarts_ = 0;                      // restarts after failures so far (of --max-restarts)
   std::chrono::milliseconds timeout_{0};  // --timeout / LOCKSTEP_TIMEOUT / default (the watchdog's)
   // --heartbeat-timeout / LOCKSTEP_HEARTBEAT_TIMEOUT / 30 s, at most timeout_: a silent node's limit
   std::chrono::milliseconds node_timeout_{0};

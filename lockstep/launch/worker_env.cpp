@@ -45,6 +45,7 @@ std::map<std::string, std::string> buildWorkerEnv(const std::map<std::string, st
   w.master_port = spec.master_port;
   w.run_id = spec.run_id;
   w.restart_count = spec.restart_count;
+  w.failure_restarts = spec.failure_restarts;
   w.max_restarts = spec.max_restarts;
   w.agent_store = true;
   w.store_addr = spec.store_addr;

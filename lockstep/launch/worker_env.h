@@ -33,7 +33,9 @@ struct WorkerEnvSpec {
   std::string store_addr = "127.0.0.1";
   int store_port = 29500;
   std::string run_id;
-  int restart_count = 0;
+  int restart_count = 0;  ///< The round: every start of the group before this one (LOCKSTEP_RESTART_COUNT).
+  /// Restarts after failures (TORCHELASTIC_RESTART_COUNT, torchrun's meaning); unset: restart_count.
+  std::optional<int> failure_restarts{};
   int max_restarts = 0;
   std::string error_file;                            ///< Empty: no error file.
   std::optional<std::chrono::milliseconds> timeout;  ///< LOCKSTEP_TIMEOUT; unset: not set.

@@ -427,6 +427,8 @@ TEST(LaunchAgent, elastic_job_admits_a_node_that_comes_while_it_runs) {
     const std::string env = readAll(dir / ("env." + std::to_string(rank) + ".1"));
     EXPECT_EQ(variable(env, "WORLD_SIZE"), "2") << env;
     EXPECT_EQ(variable(env, "LOCKSTEP_RESTART_COUNT"), "1") << env;
+    EXPECT_EQ(variable(env, "TORCHELASTIC_RESTART_COUNT"), "0") << env;  // torchrun's: failures only
+    EXPECT_EQ(variable(env, "GROUP_WORLD_SIZE"), "2") << env;
   }
   EXPECT_TRUE(contains(a.output(), "round 0: 1 node (of 1:2), world size 1")) << a.output();
   EXPECT_TRUE(contains(a.output(), "re-forming the job: 1 node waits to join")) << a.output();

@@ -112,11 +112,27 @@ int main(int argc, char** argv) {
   if (grandchild) spawnGrandchild(escape);
   if (!env_out.empty()) {
     std::string text;
-    for (const char* k :
-         {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
-          "LOCKSTEP_STORE_ADDR", "LOCKSTEP_STORE_PORT", "TORCHELASTIC_USE_AGENT_STORE", "LOCKSTEP_RUN_ID",
-          "LOCKSTEP_RESTART_COUNT", "LOCKSTEP_MAX_RESTARTS", "OMP_NUM_THREADS", "LOCKSTEP_ERROR_FILE",
-          "TORCHELASTIC_ERROR_FILE", "LOCKSTEP_STORE_PREFIX", "LOCKSTEP_TIMEOUT", "LOCKSTEP_JOIN_TOKEN"}) {
+    for (const char* k : {"RANK",
+                          "LOCAL_RANK",
+                          "WORLD_SIZE",
+                          "LOCAL_WORLD_SIZE",
+                          "GROUP_RANK",
+                          "MASTER_ADDR",
+                          "MASTER_PORT",
+                          "LOCKSTEP_STORE_ADDR",
+                          "LOCKSTEP_STORE_PORT",
+                          "TORCHELASTIC_USE_AGENT_STORE",
+                          "LOCKSTEP_RUN_ID",
+                          "LOCKSTEP_RESTART_COUNT",
+                          "TORCHELASTIC_RESTART_COUNT",
+                          "GROUP_WORLD_SIZE",
+                          "LOCKSTEP_MAX_RESTARTS",
+                          "OMP_NUM_THREADS",
+                          "LOCKSTEP_ERROR_FILE",
+                          "TORCHELASTIC_ERROR_FILE",
+                          "LOCKSTEP_STORE_PREFIX",
+                          "LOCKSTEP_TIMEOUT",
+                          "LOCKSTEP_JOIN_TOKEN"}) {
       const char* v = std::getenv(k);
       text += std::string(k) + "=" + (v ? v : "<unset>") + "\n";
     }
