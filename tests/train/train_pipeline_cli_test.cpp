@@ -238,7 +238,7 @@ TEST_F(TrainCli, pipeline_of_gpt_keeps_its_tied_embedding_and_samples_text) {
       runLockstep(dir_, "data tokenize " + dir_ + "/corpus.txt -o " + dir_ + "/tok --val-fraction 0.2").code,
       0);
   std::string cfg = writeConfig("gpt.yaml",
-                                "model: {name: gpt, model_type: gpt-nano, block_size: 32, dropout: 0}\n"
+                                "model: {name: gpt, model_type: gpt-nano, block_size: 32, dropout: 0.1}\n"
                                 "data: {dataset: tokens, root: " +
                                     dir_ + "/tok}\n" + R"(
 train_micro_batch_size_per_gpu: 2
@@ -255,6 +255,7 @@ sample: {prompt: "the quick", max_new_tokens: 8, temperature: 0.8, top_k: 10}
   }();
   ASSERT_EQ(one.code, 0) << one.output;
   // The embedding on stage 0 and the head (tied to it) on stage 1; its gradient summed over both.
+  // Dropout 0.1: every stage draws the masks one process draws (PipelineStage::countDraws).
   // SGD: Adam would turn the rounding noise of gradients that are zero in exact arithmetic (the
   // attention's key bias) into whole steps of either sign, whatever the order of the sums.
   Result pp = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/pp --set pipeline.stages=2 --set " +
@@ -265,6 +266,13 @@ sample: {prompt: "the quick", max_new_tokens: 8, temperature: 0.8, top_k: 10}
   EXPECT_NEAR(s["val_loss"].get<double>(), s1["val_loss"].get<double>(), 1e-6);
   EXPECT_EQ(s["samples"], s1["samples"]);
   EXPECT_EQ(s["tokens_per_second"].get<double>() > 0, true);
+  // Dropout (0.1, also attention's) draws one process's masks on every stage: 3 stages, GPipe,
+  // no recomputation, the same model.
+  Result three = run(cfg + " --nproc-per-node 3 --oversubscribe --output-dir " + dir_ +
+                     "/three --set pipeline.stages=3 --set pipeline.schedule=gpipe");
+  ASSERT_EQ(three.code, 0) << three.output;
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/three/model.safetensors", dir_ + "/one/model.safetensors"), 1e-6);
+  EXPECT_EQ(summary(dir_ + "/three")["samples"], s1["samples"]);
 }
 
 TEST_F(TrainCli, pipeline_of_resnet_keeps_every_stages_batch_norm_statistics) {

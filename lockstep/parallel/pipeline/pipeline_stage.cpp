@@ -13,6 +13,7 @@
 #include "lockstep/nn/models/language_model.h"
 #include "lockstep/parallel/ddp/bucket_assignment.h"
 #include "lockstep/parallel/ddp/comm_hook.h"
+#include "lockstep/tensor/generator.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::parallel {
@@ -113,6 +114,9 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
   }
   for (nn::Module* layer : layers_) layer->zeroGrad(true);
   loss_sum_ = 0;
+  if (!draws_) countDraws(stage_ == 0 ? inputs.front() : Tensor());
+  Generator& rng = defaultGenerator();
+  const uint64_t rng_seed = rng.seed(), rng_base = rng.offset();
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   Clock::duration compute{}, gradient_phase{};
@@ -123,6 +127,11 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
         recvActivation(a.micro_batch);
         break;
       case PipelineOp::forward:
+        // Micro-batch m draws where one process's m-th forward would, this stage's layers after the
+        // earlier stages': dropout masks are one process's whatever the stage count and schedule.
+        if (draws_->first > 0)
+          rng.setState(rng_seed,
+                       rng_base + static_cast<uint64_t>(a.micro_batch) * draws_->first + draws_->second);
         forward(a.micro_batch, inputs, targets, loss);
         break;
       case PipelineOp::send_activation:
@@ -151,6 +160,8 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
     if (a.op == PipelineOp::reduce_grads || a.op == PipelineOp::optimizer_step)
       gradient_phase += Clock::now() - action_start;
   }
+  if (draws_->first > 0)
+    rng.setState(rng_seed, rng_base + m_count * draws_->first);  // as after one process's step
   times_.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   times_.compute_s = std::chrono::duration<double>(compute).count();
   times_.gradient_phase_s = std::chrono::duration<double>(gradient_phase).count();
@@ -345,6 +356,29 @@ double PipelineStage::clipGradNorm(double max_norm) {
   const double norm = std::sqrt(squares);
   if (!all.empty()) kernels::scaleByClipCoefficient(all, Tensor::scalar(norm, DType::f64), max_norm);
   return norm;
+}
+
+void PipelineStage::countDraws(const Tensor& first_input) {
+  // One forward of micro-batch 0 through the stages in training mode, without gradients, each stage
+  // counting the default generator's counters its layers draw; the generator and the layers'
+  // buffers (batch norm's running statistics) are put back as they were.
+  Generator& rng = defaultGenerator();
+  const uint64_t seed = rng.seed(), offset = rng.offset();
+  std::vector<std::pair<Tensor, Tensor>> buffers;  // {the buffer, its copy}
+  for (nn::Module* layer : layers_)
+    for (auto& [name, b] : layer->namedBuffers()) buffers.emplace_back(b, b.clone());
+  forwardOnly(first_input);
+  const auto mine = static_cast<int64_t>(rng.offset() - offset);
+  rng.setState(seed, offset);
+  for (auto& [b, copy] : buffers) b.copyFrom(copy);
+  std::vector<int64_t> all(static_cast<size_t>(stages()));
+  group_->allgather(&mine, all.data(), 1, DType::i64)->wait();
+  uint64_t total = 0, before = 0;
+  for (int64_t s = 0; s < stages(); ++s) {
+    if (s < stage_) before += static_cast<uint64_t>(all[static_cast<size_t>(s)]);
+    total += static_cast<uint64_t>(all[static_cast<size_t>(s)]);
+  }
+  draws_ = {total, before};
 }
 
 autograd::Variable PipelineStage::forwardOnly(const Tensor& input) {

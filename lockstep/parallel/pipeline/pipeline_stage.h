@@ -159,6 +159,11 @@ class PipelineStage {
   std::vector<Tensor> bucket_buffers_;
   double loss_sum_ = 0;
   PipelineStepTimes times_;
+  /// Where the default generator's draws of a micro-batch start, as one process draws them: a
+  /// micro-batch draws `draws_per_micro_batch_` counters across all stages (dropout, attention's
+  /// dropout), those of the stages before this one first. Learnt on the first step (countDraws).
+  std::optional<std::pair<uint64_t, uint64_t>> draws_;  // {per micro-batch, before this stage}
+  void countDraws(const Tensor& first_input);
 };
 
 }  // namespace lockstep::parallel
