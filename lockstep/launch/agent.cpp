@@ -462,13 +462,15 @@ std::optional<Agent::Outcome> Agent::checkOtherNodes(Attempt& a) {
       adopt({"the job was stopped: " + why->report + "\n", why->exit_code});
       return stopForRemote(a, Outcome::kStopped);
     }
-    if (auto reform = checkReform(a, true)) return reform;
+    // A failure first: a node whose workers failed publishes it and then waits for the next round,
+    // where it would otherwise look like a newcomer to admit without counting a restart.
     if (a.rdzv.failure(a.number)) {
       publishSuspects(a);
       a.group.stop(SIGTERM, toMs(options_.grace_period_s), a.signals.fd());
       settleReport(a.number, a.rdzv, false);
       return Outcome::kFailed;
     }
+    if (auto reform = checkReform(a, true)) return reform;
   } catch (const Error& e) {
     return onStoreLost(a, e);
   }
