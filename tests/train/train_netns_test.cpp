@@ -143,16 +143,18 @@ backend: gloo
 checkpoint: {every_steps: 20, keep_last: 1000}
 )";
 
-// The newest checkpoint's step in dir/checkpoints (-1: none yet).
+// The step of the checkpoint dir/checkpoints/latest names (-1: none yet): the newest one committed.
+// (A ckpt-N directory can be there a moment before `latest` names it: a node lost in that moment
+// leaves the job resuming from the one before.)
 long newestCheckpoint(const std::string& dir) {
-  long newest = -1;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir + "/checkpoints", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("ckpt-", 0) == 0 && name.find_first_not_of("0123456789", 5) == std::string::npos)
-      newest = std::max(newest, std::stol(name.substr(5)));
+  const std::string latest = readFile(dir + "/checkpoints/latest");
+  const size_t dash = latest.find("ckpt-");
+  if (dash == std::string::npos) return -1;
+  try {
+    return std::stol(latest.substr(dash + 5));
+  } catch (const std::exception&) {
+    return -1;
   }
-  return newest;
 }
 
 // Waits up to `limit` for pred; false on the deadline.
@@ -244,7 +246,8 @@ TEST_F(TrainMultiHost, elastic_job_admits_a_late_node_and_reforms_without_a_dead
     }
   }
   ASSERT_FALSE(resumed.empty()) << log0;
-  EXPECT_GT(std::stol(resumed.substr(resumed.rfind('-') + 1)), reformed_at) << resumed;
+  EXPECT_GT(std::stol(resumed.substr(resumed.rfind('-') + 1)), reformed_at) << resumed << "\n"
+                                                                            << log0 << log1;
   // A fresh 2-rank run from that checkpoint ends with the same model, bit for bit.
   Result fresh = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/fresh --resume-from " + resumed);
   ASSERT_EQ(fresh.code, 0) << fresh.output;
