@@ -526,9 +526,11 @@ Agent::Outcome Agent::awaitOtherNodes(Attempt& a) {
         adopt({"the job was stopped: " + why->report + "\n", why->exit_code});
         return Outcome::kStopped;
       }
-      if (a.rdzv.elastic() && a.rdzv.reformRequested(a.number)) {
-        log("re-forming the job although this node's workers finished: " + *a.rdzv.reformRequested(a.number));
-        return Outcome::kReform;
+      if (a.rdzv.elastic()) {
+        if (auto why = a.rdzv.reformRequested(a.number)) {
+          log("re-forming the job although this node's workers finished: " + *why);
+          return Outcome::kReform;
+        }
       }
       if (auto remote = a.rdzv.failure(a.number)) {
         adopt(*remote);

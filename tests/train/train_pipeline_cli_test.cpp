@@ -56,6 +56,13 @@ class OneThread {
   std::string old_;
 };
 
+// What run(), called in it, gives for one process with one thread (OneThread).
+template <typename Run>
+Result runOneThread(Run run) {
+  OneThread t;
+  return run();
+}
+
 nlohmann::json summary(const std::string& dir) {
   return nlohmann::json::parse(readFile(dir + "/summary.json"));
 }
@@ -64,10 +71,7 @@ nlohmann::json summary(const std::string& dir) {
 
 TEST_F(TrainCli, pipeline_trains_as_one_process_with_both_schedules) {
   std::string cfg = writeConfig("c.yaml", kPipelined);
-  Result one = [&] {
-    OneThread t;
-    return run(cfg + " --output-dir " + dir_ + "/one");
-  }();
+  Result one = runOneThread([&] { return run(cfg + " --output-dir " + dir_ + "/one"); });
   ASSERT_EQ(one.code, 0) << one.output;
   for (const char* schedule : {"1f1b", "gpipe"}) {
     const std::string out = dir_ + "/" + schedule;
@@ -129,10 +133,8 @@ TEST_F(TrainCli, pipeline_by_data_grid_trains_as_one_process_on_the_global_batch
   // 2 stages x 2 replicas (micro-batches of 4, 4 of them, per replica: 32 samples a step) against
   // one process with micro-batches of 8.
   std::string cfg = writeConfig("c.yaml", kPipelined);
-  Result one = [&] {
-    OneThread t;
-    return run(cfg + " --output-dir " + dir_ + "/one --set train_micro_batch_size_per_gpu=8");
-  }();
+  Result one = runOneThread(
+      [&] { return run(cfg + " --output-dir " + dir_ + "/one --set train_micro_batch_size_per_gpu=8"); });
   ASSERT_EQ(one.code, 0) << one.output;
   Result grid =
       run(cfg + " --nproc-per-node 4 --oversubscribe --output-dir " + dir_ + "/grid --set pipeline.stages=2");
@@ -249,10 +251,7 @@ max_steps: 4
 steps_per_print: 2
 sample: {prompt: "the quick", max_new_tokens: 8, temperature: 0.8, top_k: 10}
 )");
-  Result one = [&] {
-    OneThread t;
-    return run(cfg + " --output-dir " + dir_ + "/one");
-  }();
+  Result one = runOneThread([&] { return run(cfg + " --output-dir " + dir_ + "/one"); });
   ASSERT_EQ(one.code, 0) << one.output;
   // The embedding on stage 0 and the head (tied to it) on stage 1; its gradient summed over both.
   // Dropout 0.1: every stage draws the masks one process draws (PipelineStage::countDraws).
@@ -286,10 +285,7 @@ gradient_accumulation_steps: 2
 optimizer: {type: SGD, params: {lr: 0.05, momentum: 0.9}}
 max_steps: 2
 )");
-  Result one = [&] {
-    OneThread t;
-    return run(cfg + " --output-dir " + dir_ + "/one");
-  }();
+  Result one = runOneThread([&] { return run(cfg + " --output-dir " + dir_ + "/one"); });
   ASSERT_EQ(one.code, 0) << one.output;
   Result pp = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/pp --set pipeline.stages=2");
   ASSERT_EQ(pp.code, 0) << pp.output;
