@@ -1,6 +1,7 @@
 #pragma once
 // Umbrella header of the tensor module.
 #include "lockstep/tensor/allocator.h"
+#include "lockstep/tensor/deferred_init.h"
 #include "lockstep/tensor/generator.h"
 #include "lockstep/tensor/shape.h"
 #include "lockstep/tensor/storage.h"

@@ -14,14 +14,39 @@ template <typename Fn>
 void fillByIndex(Tensor& t, Fn&& value_at) {
   LOCKSTEP_ENFORCE(isFloating(t.dtype()) || t.dtype() == DType::u8, ValueError,
                    "random fill needs a floating tensor, got ", dtypeName(t.dtype()));
+  const int64_t n = t.numel();
+  // A contiguous host tensor of f32 or f64 takes its values in place: no scratch copy of it in f64
+  // (3x a f32 weight's bytes at once, the peak of building a model's largest layer).
+  if (!t.isCuda() && t.isContiguous() && (t.dtype() == DType::f32 || t.dtype() == DType::f64)) {
+    if (t.dtype() == DType::f32) {
+      float* p = t.data<float>();
+#pragma omp parallel for schedule(static) if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(value_at(static_cast<uint64_t>(i)));
+    } else {
+      double* p = t.data<double>();
+#pragma omp parallel for schedule(static) if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) p[i] = value_at(static_cast<uint64_t>(i));
+    }
+    return;
+  }
   Tensor work = Tensor::empty(t.shape(), DType::f64);
   double* p = work.data<double>();
-  const int64_t n = t.numel();
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) p[i] = value_at(static_cast<uint64_t>(i));
   t.copyFrom(work);
 }
 }  // namespace
+
+bool Generator::deferFill(const Tensor& t, std::function<void(Generator&, Tensor&)> fill) {
+  const uint64_t seed = seed_, offset = offset_;
+  const bool deferred = t.deferWrite([seed, offset, fill = std::move(fill)](Tensor& v) {
+    Generator replay(seed);
+    replay.setState(seed, offset);
+    fill(replay, v);
+  });
+  if (deferred) offset_ += static_cast<uint64_t>(t.numel());
+  return deferred;
+}
 
 uint64_t Generator::nextU64() {
   auto r = philox4x32(offset_++, 0, seed_);
@@ -45,6 +70,7 @@ uint64_t Generator::nextBelow(uint64_t n) {
 }
 
 void Generator::uniform(Tensor& t, double low, double high) {
+  if (deferFill(t, [low, high](Generator& g, Tensor& v) { g.uniform(v, low, high); })) return;
   const uint64_t base = offset_, key = seed_;
   fillByIndex(t, [&](uint64_t i) {
     auto r = philox4x32(base + i, 0, key);
@@ -54,6 +80,7 @@ void Generator::uniform(Tensor& t, double low, double high) {
 }
 
 void Generator::normal(Tensor& t, double mean, double std) {
+  if (deferFill(t, [mean, std](Generator& g, Tensor& v) { g.normal(v, mean, std); })) return;
   const uint64_t base = offset_, key = seed_;
   fillByIndex(t, [&](uint64_t i) {
     auto r = philox4x32(base + i, 0, key);
@@ -65,6 +92,7 @@ void Generator::normal(Tensor& t, double mean, double std) {
 }
 
 void Generator::bernoulli(Tensor& t, double p) {
+  if (deferFill(t, [p](Generator& g, Tensor& v) { g.bernoulli(v, p); })) return;
   const uint64_t base = offset_, key = seed_;
   fillByIndex(t, [&](uint64_t i) {
     auto r = philox4x32(base + i, 0, key);

@@ -4,6 +4,7 @@
 // the element's index: never on the thread count or on how the work is split.
 #include <array>
 #include <cstdint>
+#include <functional>
 
 #include "lockstep/tensor/tensor.h"
 
@@ -66,6 +67,9 @@ class Generator {
   /// Uniform integer in [0, n); n > 0.
   uint64_t nextBelow(uint64_t n);
 
+  // The fills below draw counter (offset + i) for element i and advance the offset by numel(). On a
+  // deferred tensor (tensor/deferred_init.h) they record the draw, to replay from the same state.
+
   /// Fills a floating tensor with U[low, high).
   void uniform(Tensor& t, double low, double high);
   /// Fills a floating tensor with N(mean, std^2) (Box-Muller).
@@ -74,6 +78,10 @@ class Generator {
   void bernoulli(Tensor& t, double p);
 
  private:
+  /// Records fill(generator at this state, t) when t is deferred and advances the offset; false
+  /// otherwise.
+  bool deferFill(const Tensor& t, std::function<void(Generator&, Tensor&)> fill);
+
   uint64_t seed_;
   uint64_t offset_ = 0;
 };

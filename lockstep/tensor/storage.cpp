@@ -1,6 +1,7 @@
 #include "lockstep/tensor/storage.h"
 
 #include "lockstep/tensor/allocator.h"
+#include "lockstep/tensor/deferred_init.h"
 #include "lockstep/util/error.h"
 
 #if LOCKSTEP_WITH_CUDA
@@ -32,6 +33,10 @@ void releaseOn(const Device& d, void* p, size_t nbytes) {
 }  // namespace
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  if (nbytes > 0 && DeferredInit::active()) {
+    released_ = deferred_ = true;
+    return;
+  }
   data_ = allocateOn(device_, nbytes);
 }
 
@@ -62,6 +67,16 @@ void Storage::materialize() {
   if (!released_) return;
   data_ = allocateOn(device_, nbytes_);
   released_ = false;
+  if (!deferred_) return;
+  deferred_ = false;
+  std::vector<std::function<void(void*)>> writes;
+  writes.swap(deferred_writes_);
+  for (const auto& write : writes) write(data_);
+}
+
+void Storage::deferWrite(std::function<void(void* data)> write) {
+  LOCKSTEP_CHECK(deferred_, "deferWrite on a storage that is not deferred");
+  deferred_writes_.push_back(std::move(write));
 }
 
 Storage::~Storage() {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "lockstep/tensor/device.h"
 
@@ -13,7 +14,8 @@ namespace lockstep {
 
 class Storage {
  public:
-  /// nbytes of fresh, uninitialised, 64-byte aligned memory on device.
+  /// nbytes of fresh, uninitialised, 64-byte aligned memory on device; inside a DeferredInit scope
+  /// (tensor/deferred_init.h) no memory yet: the storage is deferred (below).
   explicit Storage(size_t nbytes, Device device = Device::cpu());
   /// Borrowed memory on device; deleter (may be empty) runs when the last tensor using it goes away.
   Storage(void* data, size_t nbytes, std::function<void(void*)> deleter, Device device = Device::cpu());
@@ -33,9 +35,16 @@ class Storage {
   /// until materialize() (ZeRO stage 3 frees a parameter's bytes between uses, as PyTorch FSDP
   /// resizes a parameter's storage to 0). Tensor::dataPtr() refuses a released storage.
   void release();
-  /// Fresh, uninitialised memory of nbytes() again after release(); nothing when resident.
+  /// Fresh, uninitialised memory of nbytes() again after release(); nothing when resident. A
+  /// deferred storage gets its memory and then its recorded fills, in the order they were written.
   void materialize();
   bool resident() const { return !released_; }
+
+  /// Created in a DeferredInit scope and not used since: no memory, only recorded fills. release()
+  /// leaves it so; materialize() (also called by the first data access) ends it.
+  bool deferred() const { return deferred_; }
+  /// Records a write to replay when a deferred storage is materialised: `write` gets its memory.
+  void deferWrite(std::function<void(void* data)> write);
 
  private:
   void* data_ = nullptr;
@@ -43,6 +52,8 @@ class Storage {
   bool owned_ = true;
   bool released_ = false;
   bool pinned_ = false;
+  bool deferred_ = false;
+  std::vector<std::function<void(void*)>> deferred_writes_;
   std::function<void(void*)> deleter_;
   Device device_;
 };

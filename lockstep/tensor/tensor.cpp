@@ -85,7 +85,7 @@ Tensor Tensor::emptyLike(const Tensor& other) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, MemoryFormat::contiguous, device);
-  if (device.isCuda()) {
+  if (device.isCuda() || (t.storage_ && t.storage_->deferred())) {
     t.fill(0.0);
   } else if (t.nbytes()) {
     std::memset(t.dataPtr(), 0, t.nbytes());
@@ -112,14 +112,15 @@ Tensor Tensor::arange(int64_t n, DType dtype) {
   return dtype == DType::f64 ? t : t.to(dtype);
 }
 
-Tensor Tensor::fromBlob(void* data, const Shape& shape, DType dtype, std::function<void(void*)> deleter) {
+Tensor Tensor::fromBlob(void* data, const Shape& shape, DType dtype, std::function<void(void*)> deleter,
+                        Device device) {
   Tensor t;
   t.shape_ = shape;
   t.strides_ = contiguousStrides(shape);
   t.dtype_ = dtype;
   t.numel_ = shapeNumel(shape);
-  t.storage_ =
-      std::make_shared<Storage>(data, static_cast<size_t>(t.numel_) * dtypeSize(dtype), std::move(deleter));
+  t.storage_ = std::make_shared<Storage>(data, static_cast<size_t>(t.numel_) * dtypeSize(dtype),
+                                         std::move(deleter), device);
   return t;
 }
 
@@ -174,6 +175,7 @@ void* Tensor::dataPtr() const {
 
 void* Tensor::devicePtr() const {
   LOCKSTEP_ENFORCE(defined(), ValueError, "data access on an undefined tensor");
+  if (storage_->deferred()) storage_->materialize();  // deferred initialisation ends at first use
   LOCKSTEP_ENFORCE(storage_->resident(), ValueError,
                    "data access on a tensor whose storage is released (a ZeRO stage 3 parameter read "
                    "outside the forward or backward of the module that owns it)");
@@ -391,6 +393,7 @@ void Tensor::copyFrom(const Tensor& src, bool non_blocking) {
 
 void Tensor::fill(double value) {
   if (numel_ == 0) return;
+  if (deferWrite([value](Tensor& t) { t.fill(value); })) return;
   if (isCuda()) {
     detail::fillOnDevice(*this, value);
     return;
@@ -405,6 +408,17 @@ void Tensor::fill(double value) {
                     for (int64_t i = 0; i < n; ++i) p[off[0] + i * st[0]] = v;
                   });
   });
+}
+
+bool Tensor::deferWrite(std::function<void(Tensor&)> write) const {
+  if (!defined() || numel_ == 0 || !storage_->deferred() || !isContiguous()) return false;
+  const size_t byte_offset = static_cast<size_t>(offset_) * dtypeSize(dtype_);
+  storage_->deferWrite([byte_offset, shape = shape_, dtype = dtype_, device = storage_->device(),
+                        write = std::move(write)](void* data) {
+    Tensor view = Tensor::fromBlob(static_cast<char*>(data) + byte_offset, shape, dtype, {}, device);
+    write(view);
+  });
+  return true;
 }
 
 double Tensor::itemDouble() const {

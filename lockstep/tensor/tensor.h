@@ -49,9 +49,9 @@ class Tensor {
     if (!values.empty()) std::memcpy(t.dataPtr(), values.data(), values.size() * sizeof(T));
     return t;
   }
-  /// Wraps memory owned elsewhere (contiguous). deleter runs when the last user goes away.
-  static Tensor fromBlob(void* data, const Shape& shape, DType dtype,
-                         std::function<void(void*)> deleter = {});
+  /// Wraps memory owned elsewhere (contiguous) on device. deleter runs when the last user goes away.
+  static Tensor fromBlob(void* data, const Shape& shape, DType dtype, std::function<void(void*)> deleter = {},
+                         Device device = Device::cpu());
 
   // ---- properties ----
   bool defined() const { return storage_ != nullptr; }
@@ -126,8 +126,13 @@ class Tensor {
   /// Element-wise copy with cast from src (same shape; any strides on both sides; any devices:
   /// non_blocking as in to(Device)).
   void copyFrom(const Tensor& src, bool non_blocking = false);
+  /// Recorded instead of written when the storage is deferred (deferWrite).
   void fill(double value);
   void zero() { fill(0.0); }
+  /// Deferred initialisation (tensor/deferred_init.h): when this tensor's storage is deferred and
+  /// the tensor is contiguous, records `write` to run on these elements once the storage is
+  /// materialised and returns true; otherwise returns false, and the caller writes now.
+  bool deferWrite(std::function<void(Tensor&)> write) const;
 
   template <typename T>
   T item() const {

@@ -8,12 +8,14 @@
 
 #include "lockstep/autograd.h"
 #include "lockstep/data.h"
+#include "lockstep/kernels/finite.h"
 #include "lockstep/nn.h"
 #include "lockstep/optim/registry.h"
 #include "lockstep/parallel.h"
 #include "lockstep/parallel/pipeline/pipeline_grid.h"
 #include "lockstep/parallel/pipeline/pipeline_stage.h"
 #include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/tensor.h"
 #include "lockstep/train/checkpoint/pipeline_checkpoint.h"
 #include "lockstep/train/checkpoint/zero_checkpoint.h"
 #include "lockstep/train/language_model_run.h"
@@ -46,16 +48,20 @@ std::unique_ptr<optim::Optimizer> stageOptimizer(const TrainConfig& c, const Who
   return opt;
 }
 
-/// The model state of the other stages' layers, released: each rank keeps only its stage's
-/// parameters and buffers in memory (their shapes stay, as ZeRO stage 3 releases a parameter's
-/// bytes). What reads the whole model (loading a checkpoint into it, rank 0's samples at the end)
-/// materializes them first.
+/// The model is built deferred (tensor/deferred_init.h): no layer has memory until this takes the
+/// stage's layers' parameters and buffers into memory, initialised as a whole build would have
+/// them. The other stages' stay without memory (their shapes stay, as ZeRO stage 3 releases a
+/// parameter's bytes). What reads the whole model (loading a checkpoint into it, rank 0's samples
+/// at the end) materializes them first and may release them again.
 class OtherStages {
  public:
   OtherStages(nn::Module& model, const parallel::PipelineStage& stage) {
     std::set<const Storage*> mine;
     for (const nn::Module* layer : stage.layers())
-      for (const auto& [name, t] : layer->stateDict()) mine.insert(t.storage().get());
+      for (const auto& [name, t] : layer->stateDict()) {
+        if (t.storage()) t.storage()->materialize();
+        mine.insert(t.storage().get());
+      }
     std::set<const Storage*> seen;
     for (const auto& [name, t] : model.stateDict()) {
       const std::shared_ptr<Storage>& s = t.storage();
@@ -109,6 +115,7 @@ struct PipelineRun {
   int64_t last_val_step = -1;
   TrainSummary summary{};
   int stop_signal = 0;
+  size_t build_peak_bytes = 0;  // the host allocator's peak once the stage was built
 };
 
 bool isFirst(const PipelineRun& r) { return r.grid.stage == 0; }
@@ -137,18 +144,48 @@ std::pair<double, int> agreeAfterStep(PipelineRun& r, double loss) {
   return {sum / static_cast<double>(r.grid.replicas), static_cast<int>(signal)};
 }
 
+/// What stage 0 feeds its layers: with bf16/fp16's auto_cast, an f32 input in the autocast dtype
+/// (Engine::forward's rule).
+Tensor stageInput(const PipelineRun& r, const Tensor& input) {
+  const std::optional<DType> autocast = parallel::precisionDType(r.config.precision);
+  return autocast && r.config.auto_cast && input.dtype() == DType::f32 ? input.to(*autocast) : input;
+}
+
+/// fp16: the stage's gradients unscaled, and whether any rank's held an inf or nan (agreed by the
+/// whole job, so that every stage and replica skips the same steps).
+bool unscaleAndCheckOverflow(PipelineRun& r) {
+  const double inverse = 1.0 / r.parts.loss_scaler->scale();
+  bool overflow = false;
+  for (const autograd::Variable& p : r.parts.stage->parameters()) {
+    if (!p.hasGrad()) continue;
+    Tensor g = p.grad();
+    overflow = kernels::scaleAndCheckNonFinite(g, inverse) || overflow;
+  }
+  return parallel::allreduceScalar(r.world, overflow ? 1.0 : 0.0, comm::ReduceOp::max) != 0.0;
+}
+
 /// One optimizer step over the micro-batches gathered.
 void trainStep(PipelineRun& r, const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
                uint64_t epoch) {
+  optim::LossScaler* scaler = r.parts.loss_scaler;
   const double loss = r.parts.stage->trainStep(
       inputs, targets,
       [&](const autograd::Variable& out, const Tensor& target) {
         return r.criterion(flattenPositions(out), flattenPositions(target));
       },
-      nullptr);
-  if (r.config.gradient_clipping > 0) r.parts.stage->clipGradNorm(r.config.gradient_clipping);
-  r.parts.optimizer->step();
-  if (r.parts.scheduler) r.parts.scheduler->step();
+      nullptr, scaler ? scaler->scale() : 1.0);
+  // DeepSpeed's order (as Engine's): on an overflow the scale shrinks and neither the optimizer nor
+  // the schedule steps; the next step's trainStep drops the gradients.
+  const bool overflow = scaler && unscaleAndCheckOverflow(r);
+  if (scaler) scaler->update(overflow);
+  if (!overflow) {
+    if (r.config.gradient_clipping > 0) r.parts.stage->clipGradNorm(r.config.gradient_clipping);
+    if (r.parts.zero)
+      r.parts.zero->step();  // this replica's partition, then the updated parameters all-gathered
+    else
+      r.parts.optimizer->step();
+    if (r.parts.scheduler) r.parts.scheduler->step();
+  }
   ++r.step;
   r.idle_sum += r.parts.stage->lastStepTimes().idleFraction();
   ++r.timed_steps;
@@ -172,7 +209,7 @@ bool trainEpoch(PipelineRun& r, uint64_t e) {
   for (data::Batch& b : *r.parts.loader) {
     // Stage 0 feeds the inputs and the last stage the targets; every stage walks the loader, so
     // that its position (a checkpoint's) is the same on all.
-    if (isFirst(r)) inputs.push_back(b.input);
+    if (isFirst(r)) inputs.push_back(stageInput(r, b.input));
     if (isLast(r)) targets.push_back(b.target);
     if (++gathered < m) continue;
     trainStep(r, inputs, targets, e);
@@ -222,6 +259,7 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
       {"idle_fraction", r.timed_steps > 0 ? r.idle_sum / static_cast<double>(r.timed_steps) : 0.0},
       {"activation_slots", r.parts.stage->activationSlots()},
       {"model_state_bytes_resident", OtherStages::residentBytes(*r.parts.model)},
+      {"build_peak_bytes", r.build_peak_bytes},
       {"peak_rss_bytes", peakRssBytes()}};
   nlohmann::json ranks = nlohmann::json::array();
   for (const std::string& s : parallel::allgatherBytes(r.world, mine.dump()))
@@ -280,7 +318,11 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
 
   TrainData data = loadTrainData(c.data, c.seed);
   manualSeed(c.seed);
-  std::shared_ptr<nn::Module> model = buildModel(c, data, device);
+  std::shared_ptr<nn::Module> model;
+  {
+    DeferredInit deferred;  // only the stage's layers get memory and values (OtherStages)
+    model = buildModel(c, data, device);
+  }
   if (chief) describeModel(c, *model, device);
   parallel::PipelineStageOptions so;
   so.schedule = parallel::parsePipelineSchedule(c.pipeline.schedule);
@@ -290,6 +332,7 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   so.partition.boundaries = c.pipeline.boundaries;
   so.activation_checkpoint_interval = c.pipeline.activation_checkpoint_interval;
   if (grid.replicas > 1) so.data_group = grid.data;
+  so.autocast = parallel::precisionDType(c.precision);
   parallel::PipelineStage stage(*model, grid.pipe, so);
   if (chief) std::fprintf(stderr, "%s\n", describeLayout(grid, c, stage.boundaries()).c_str());
 
@@ -298,8 +341,19 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   if (!whole) whole = optim::makeOptimizer(c.optimizer, model->parameters());
   const WholeOptimizerLayout layout = wholeOptimizerLayout(*whole, *model);
   whole.reset();
-  std::unique_ptr<optim::Optimizer> optimizer = stageOptimizer(c, layout, stage);
+  std::shared_ptr<optim::Optimizer> optimizer = stageOptimizer(c, layout, stage);
+  // ZeRO stage 1 over the stage's replicas: each keeps its partition of the stage's optimizer state
+  // (the replicas' models are equal already: one seed; the other stages' layers have no memory).
+  std::unique_ptr<parallel::ZeroOptimizer> zero;
+  if (c.zero.stage == 1) {
+    parallel::ZeroOptions zo = c.zero.options;
+    zo.stage = 1;
+    zo.broadcast_model = false;
+    zero = std::make_unique<parallel::ZeroOptimizer>(model, optimizer,
+                                                     grid.replicas > 1 ? grid.data : nullptr, zo);
+  }
   OtherStages others(*model, stage);
+  const size_t build_peak_bytes = CachingAllocator::instance().stats().peak_bytes_in_use;
 
   // Each replica trains on its shard of every epoch, as a DDP rank does.
   parallel::DistributedEnvironment replica_env;
@@ -317,6 +371,12 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   parts.model = model.get();
   parts.stage = &stage;
   parts.optimizer = optimizer.get();
+  parts.zero = zero.get();
+  // fp16: DeepSpeed's loss scaler (dynamic unless fp16.loss_scale is set), as Engine's.
+  std::unique_ptr<optim::LossScaler> scaler;
+  if (c.precision == parallel::Precision::fp16)
+    scaler = std::make_unique<optim::LossScaler>(c.loss_scaler.value_or(optim::LossScalerOptions{}));
+  parts.loss_scaler = scaler.get();
   parts.layout = &layout;
   parts.scheduler = scheduler.get();
   parts.loader = &loader;
@@ -350,12 +410,14 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   }
   const StopSignals stop;
   PipelineRun run{c, o, data, world, grid, parts, others, outputs, stop, device, identity, co.dir};
+  run.build_peak_bytes = build_peak_bytes;
   run.step = run.last_saved = step;
   if (pick.data) run.last_checkpoint = pick.path;
   TrainSummary& s = run.summary;
   s.world_size = world.size();
   s.global_batch_size = c.batch.train_batch_size;
-  s.memory = parallel::gatherModelStateBytes(&world, parallel::replicatedModelStateBytes(*optimizer));
+  s.memory = parallel::gatherModelStateBytes(
+      &world, zero ? zero->memory() : parallel::replicatedModelStateBytes(*optimizer));
   RunFacts facts;
   facts.invocation = o.config_json;
   facts.world_size = world.size();

@@ -182,6 +182,34 @@ TEST(ModelZoo, seeded_models_are_identical) {
     EXPECT_EQ(t.toVector<float>(), b->stateDict().at(n).toVector<float>());
 }
 
+// Every zoo model built in a DeferredInit scope (what a pipeline stage does) allocates none of its
+// parameters or buffers, and materialised they are bitwise those of an eager build, and the
+// generator ends where an eager build leaves it.
+TEST(ModelZoo, deferred_builds_allocate_nothing_and_materialise_to_the_eager_model) {
+  for (const std::string& name : modelNames()) {
+    ModelOptions o;
+    if (isLanguageModel(name)) o.model_type = name == "gpt" ? "gpt-nano" : "llama-tiny";
+    Generator g_eager(9), g_lazy(9);
+    o.generator = &g_eager;
+    auto eager = makeModel(name, o);
+    o.generator = &g_lazy;
+    std::shared_ptr<Module> lazy;
+    {
+      DeferredInit scope;
+      lazy = makeModel(name, o);
+    }
+    EXPECT_EQ(g_lazy.offset(), g_eager.offset()) << name;
+    for (const auto& [key, t] : lazy->stateDict()) EXPECT_TRUE(t.storage()->deferred()) << name << " " << key;
+    const StateDict want = eager->stateDict();
+    for (const auto& [key, t] : lazy->stateDict()) {
+      const Tensor& e = want.at(key);
+      ASSERT_EQ(t.shape(), e.shape()) << name << " " << key;
+      Tensor a = t.to(DType::f64), b = e.to(DType::f64);
+      EXPECT_EQ(a.toVector<double>(), b.toVector<double>()) << name << " " << key;
+    }
+  }
+}
+
 TEST(ModelZoo, mnist_cnn_matches_torch) {
   OneThread one_thread;
   auto m = makeModel("mnist_cnn");

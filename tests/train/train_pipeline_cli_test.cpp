@@ -129,6 +129,35 @@ TEST_F(TrainCli, pipeline_trains_as_one_process_with_both_schedules) {
   EXPECT_EQ(safetensorsRelDiff(dir_ + "/w.safetensors", dir_ + "/1f1b/model.safetensors"), 0.0);
 }
 
+// A model of 37.8 MB (mlp 512 -> 2048 -> 2048 -> 2048 -> 3): each rank builds it deferred and
+// allocates only its stage's layers, so no rank's memory ever held the whole model.
+TEST_F(TrainCli, pipeline_ranks_allocate_only_their_stage_while_building) {
+  std::string cfg = writeConfig("c.yaml", R"(
+model: {name: mlp, hidden: [2048, 2048, 2048]}
+data: {dataset: synthetic, size: 64, test_size: 8, input_shape: [512], num_classes: 3}
+train_micro_batch_size_per_gpu: 2
+gradient_accumulation_steps: 2
+optimizer: {type: SGD, params: {lr: 0.01}}
+max_steps: 1
+pipeline: {stages: 2}
+)");
+  Result pp = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/pp");
+  ASSERT_EQ(pp.code, 0) << pp.output;
+  constexpr int64_t kWhole = (512 * 2048 + 2048 + 2 * (2048 * 2048 + 2048) + 2048 * 3 + 3) * 4;
+  const nlohmann::json ranks = summary(dir_ + "/pp")["pipeline"]["ranks"];
+  ASSERT_EQ(ranks.size(), 2u);
+  int64_t resident = 0;
+  for (const auto& rank : ranks) {
+    const int64_t mine = rank["model_state_bytes_resident"], peak = rank["build_peak_bytes"];
+    resident += mine;
+    EXPECT_GT(mine, kWhole / 3) << rank;
+    // The build's peak is the stage's state and what the process had before (its data), not more.
+    EXPECT_GE(peak, mine) << rank;
+    EXPECT_LT(peak, mine + kWhole / 8) << rank;
+  }
+  EXPECT_EQ(resident, kWhole);
+}
+
 TEST_F(TrainCli, pipeline_by_data_grid_trains_as_one_process_on_the_global_batch) {
   // 2 stages x 2 replicas (micro-batches of 4, 4 of them, per replica: 32 samples a step) against
   // one process with micro-batches of 8.
@@ -144,6 +173,75 @@ TEST_F(TrainCli, pipeline_by_data_grid_trains_as_one_process_on_the_global_batch
   EXPECT_LE(safetensorsRelDiff(dir_ + "/grid/model.safetensors", dir_ + "/one/model.safetensors"), 1e-6);
   EXPECT_NEAR(summary(dir_ + "/grid")["test_loss"].get<double>(),
               summary(dir_ + "/one")["test_loss"].get<double>(), 1e-6);
+}
+
+// ZeRO stage 1 over each stage's replicas (DeepSpeed allows stage 1 with pipelines): each of a
+// stage's 2 replicas keeps half of its stage's optimizer state, the weights are one process's,
+// every replica writes its partition, and its checkpoints resume without ZeRO and back.
+TEST_F(TrainCli, pipeline_with_zero_stage_1_partitions_each_stages_optimizer_state) {
+  std::string cfg = writeConfig("c.yaml", kPipelined);
+  Result one = runOneThread(
+      [&] { return run(cfg + " --output-dir " + dir_ + "/one --set train_micro_batch_size_per_gpu=8"); });
+  ASSERT_EQ(one.code, 0) << one.output;
+  const std::string grid = " --nproc-per-node 4 --oversubscribe --set pipeline.stages=2";
+  Result z = run(cfg + grid + " --output-dir " + dir_ + "/z --set zero_optimization.stage=1");
+  ASSERT_EQ(z.code, 0) << z.output;
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/z/model.safetensors", dir_ + "/one/model.safetensors"), 1e-6);
+  // Stage 0 holds 56 parameters (224 B), AdamW's two states of them 448 B: 224 B per replica.
+  for (int r : {0, 1})
+    EXPECT_NE(z.output.find("rank " + std::to_string(r) +
+                            ": parameters 224 B, gradients 224 B, optimizer states 224 B (pipeline stage 0)"),
+              std::string::npos)
+        << z.output;
+  for (const char* f :
+       {"stage-00000-of-00002-zero-00000-of-00002", "stage-00000-of-00002-zero-00001-of-00002",
+        "stage-00001-of-00002-zero-00000-of-00002", "stage-00001-of-00002-zero-00001-of-00002"})
+    EXPECT_TRUE(fs::exists(dir_ + "/z/checkpoints/ckpt-9/pipeline/" + std::string(f) + ".safetensors")) << f;
+  Result c =
+      runLockstep(dir_, "checkpoint consolidate " + dir_ + "/z/checkpoints " + dir_ + "/z/whole.safetensors");
+  ASSERT_EQ(c.code, 0) << c.output;
+  EXPECT_EQ(safetensorsRelDiff(dir_ + "/z/whole.safetensors", dir_ + "/z/model.safetensors"), 0.0);
+  // Half the run with ZeRO, the rest without; and the other way round.
+  ASSERT_EQ(
+      run(cfg + grid + " --output-dir " + dir_ + "/a --set zero_optimization.stage=1 --set max_steps=6").code,
+      0);
+  Result a = run(cfg + grid + " --output-dir " + dir_ + "/a --resume");
+  ASSERT_EQ(a.code, 0) << a.output;
+  EXPECT_NE(a.output.find("(step 6)"), std::string::npos) << a.output;
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/a/model.safetensors", dir_ + "/one/model.safetensors"), 1e-6);
+  ASSERT_EQ(run(cfg + grid + " --output-dir " + dir_ + "/b --set max_steps=6").code, 0);
+  Result b = run(cfg + grid + " --output-dir " + dir_ + "/b --resume --set zero_optimization.stage=1");
+  ASSERT_EQ(b.code, 0) << b.output;
+  EXPECT_NE(b.output.find("(step 6)"), std::string::npos) << b.output;
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/b/model.safetensors", dir_ + "/one/model.safetensors"), 1e-6);
+}
+
+// Mixed precision: each stage's layers under autocast, activations sent in the dtype they come in;
+// fp16's loss scaler agreed by every stage. bf16 and fp16 (its scale starting at 2^30, so that the
+// first steps overflow and are skipped) end with one process's weights and scaler state.
+TEST_F(TrainCli, pipeline_trains_in_bf16_and_fp16_as_one_process) {
+  std::string cfg = writeConfig("c.yaml", kPipelined);
+  for (const std::string prec :
+       {"--set bf16.enabled=true", "--set fp16.enabled=true --set fp16.initial_scale_power=30"}) {
+    Result one = runOneThread([&] { return run(cfg + " --output-dir " + dir_ + "/one " + prec); });
+    ASSERT_EQ(one.code, 0) << one.output;
+    Result pp = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/pp --set pipeline.stages=2 " + prec);
+    ASSERT_EQ(pp.code, 0) << pp.output;
+    EXPECT_EQ(safetensorsRelDiff(dir_ + "/pp/model.safetensors", dir_ + "/one/model.safetensors"), 0.0)
+        << prec;
+    EXPECT_EQ(summary(dir_ + "/pp")["test_loss"], summary(dir_ + "/one")["test_loss"]) << prec;
+    EXPECT_EQ(summary(dir_ + "/pp")["precision"], summary(dir_ + "/one")["precision"]) << prec;
+    const auto state = [&](const std::string& run_dir) {
+      return nlohmann::json::parse(readFile(run_dir + "/checkpoints/ckpt-12/state.json"))["state"];
+    };
+    if (prec.find("fp16") != std::string::npos) {
+      const auto scaler = state(dir_ + "/pp")["loss_scaler"];
+      EXPECT_EQ(scaler, state(dir_ + "/one")["loss_scaler"]);
+      EXPECT_GE(scaler["overflows"].get<int>(), 1) << scaler;  // steps were skipped, alike
+    }
+    fs::remove_all(dir_ + "/one");
+    fs::remove_all(dir_ + "/pp");
+  }
 }
 
 TEST_F(TrainCli, pipeline_checkpoints_resume_on_another_stage_count_and_without_a_pipeline) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "lockstep/autograd/autocast.h"
 #include "lockstep/kernels/binary.h"
 #include "lockstep/kernels/norm.h"
 #include "lockstep/nn/models/language_model.h"
@@ -96,7 +97,7 @@ void PipelineStage::train(bool on) {
 }
 
 double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
-                                const Loss& loss, optim::Optimizer* optimizer) {
+                                const Loss& loss, optim::Optimizer* optimizer, double loss_scale) {
   const auto m_count = static_cast<size_t>(options_.micro_batches);
   LOCKSTEP_ENFORCE(stage_ != 0 || inputs.size() == m_count, ValueError, "pipeline stage 0 needs ", m_count,
                    " micro-batches of inputs, got ", inputs.size());
@@ -114,6 +115,7 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
   }
   for (nn::Module* layer : layers_) layer->zeroGrad(true);
   loss_sum_ = 0;
+  loss_scale_ = loss_scale;
   if (!draws_) countDraws(stage_ == 0 ? inputs.front() : Tensor());
   Generator& rng = defaultGenerator();
   const uint64_t rng_seed = rng.seed(), rng_base = rng.offset();
@@ -174,8 +176,13 @@ void PipelineStage::forward(int64_t m, const std::vector<Tensor>& inputs, const 
   InFlight& slot = slots_[static_cast<size_t>(m) % slots_.size()];
   if (stage_ == 0) slot.input = autograd::Variable(inputs[static_cast<size_t>(m)]);
   const bool training = layers_.front()->isTraining();
-  slot.output = nn::runBlocks(layers_, slot.input, training ? options_.activation_checkpoint_interval : 0);
+  {
+    std::optional<autograd::AutocastGuard> autocast;
+    if (options_.autocast) autocast.emplace(*options_.autocast);
+    slot.output = nn::runBlocks(layers_, slot.input, training ? options_.activation_checkpoint_interval : 0);
+  }
   if (stage_ + 1 == stages()) {
+    if (options_.autocast) slot.output = autograd::toDType(slot.output, DType::f32);
     slot.output = loss(slot.output, targets[static_cast<size_t>(m)]);
     loss_sum_ += slot.output.tensor().item<double>();
   }
@@ -186,8 +193,9 @@ void PipelineStage::backward(int64_t m) {
   const Tensor& out = slot.output.tensor();
   if (stage_ + 1 == stages()) {
     // Each micro-batch's mean loss weighs 1 / M: the gradients are those of the whole batch's mean.
+    // One multiplication by loss_scale / M (exact for a power-of-two scale), as Engine::backward.
     slot.output.backward(
-        Tensor::full(out.shape(), 1.0 / static_cast<double>(options_.micro_batches), out.dtype()));
+        Tensor::full(out.shape(), loss_scale_ / static_cast<double>(options_.micro_batches), out.dtype()));
   } else {
     slot.output.backward(out.isChannelsLast() ? grad_buffer_.toFormat(MemoryFormat::channels_last)
                                               : grad_buffer_);

@@ -57,6 +57,12 @@ struct PipelineStageOptions {
   /// each; DDP's allreduce hook), before the optimizer step, so every replica takes the same update.
   /// Null or one rank: no data parallelism.
   std::shared_ptr<comm::ProcessGroup> data_group;
+  /// Mixed precision (bf16, f16; nullopt: fp32): the stage's layers run under an
+  /// autograd::AutocastGuard of this dtype, as parallel::Engine runs a model's forward; the last
+  /// stage's output is widened to f32 before the loss (Engine's rule). Activations and their
+  /// gradients travel in the dtype the layers give (bf16 halves the bytes sent). forwardOnly
+  /// (evaluation) runs in f32, as `lockstep train` evaluates any model.
+  std::optional<DType> autocast{};
 };
 
 class PipelineStage {
@@ -98,10 +104,12 @@ class PipelineStage {
   /// gradients, runs the schedule, sums tied gradients across stages, then steps `optimizer` (when
   /// given). With a data group, the gradients are averaged over the stage's replicas before the
   /// step. Returns the mean loss over the micro-batches on the last stage, NaN elsewhere.
-  /// Collective over the group. ValueError for missing micro-batches or a micro-batch whose
-  /// activation differs in shape from the first step's.
+  /// `loss_scale` (fp16's loss scaler) multiplies every micro-batch's loss before its backward, so
+  /// the gradients come out scaled by it (the returned loss is not). Collective over the group.
+  /// ValueError for missing micro-batches or a micro-batch whose activation differs in shape from
+  /// the first step's.
   double trainStep(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, const Loss& loss,
-                   optim::Optimizer* optimizer = nullptr);
+                   optim::Optimizer* optimizer = nullptr, double loss_scale = 1.0);
 
   /// Clips the gradients of the whole model, as they are after trainStep(..., nullptr): their joint
   /// 2-norm over every stage (a tied parameter counted once) is computed across the group, and each
@@ -158,6 +166,7 @@ class PipelineStage {
   /// Their flat gradient buffers, made on the first step (the averaged gradients are views of them).
   std::vector<Tensor> bucket_buffers_;
   double loss_sum_ = 0;
+  double loss_scale_ = 1.0;  // this step's (trainStep)
   PipelineStepTimes times_;
   /// Where the default generator's draws of a micro-batch start, as one process draws them: a
   /// micro-batch draws `draws_per_micro_batch_` counters across all stages (dropout, attention's

@@ -106,7 +106,7 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
         if (!partitioned.count(p.impl().get())) broadcast(*group_, p.tensor(), 0);
       }
       broadcastBuffers(*model_, *group_);
-    } else {
+    } else if (options_.broadcast_model) {
       broadcastModel(*model_, *group_);
     }
   }

@@ -86,6 +86,11 @@ struct ZeroOptions {
   /// offload_param.buffer_size: the most elements a rank's piece of one bucket may have with
   /// offload_param nvme (DeepSpeed's check that every partitioned parameter fits a swap buffer).
   int64_t offload_param_buffer_size = 100'000'000;
+  /// Not a DeepSpeed key. true: the constructor broadcasts rank 0's model (parameters and buffers)
+  /// to the group. false: the caller's ranks hold equal values already and only the optimizer's
+  /// parameters are the group's business (a pipeline stage's replicas, built from one seed, whose
+  /// models hold the other stages' layers without memory: parallel/pipeline/). Stages 1 and 2.
+  bool broadcast_model = true;
 };
 
 /// ValueError naming the field. Pure.

@@ -20,6 +20,57 @@ std::string stageFileName(int64_t stage, int64_t stages) {
   return buf;
 }
 
+std::string stageReplicaFileName(int64_t stage, int64_t stages, int64_t replica, int64_t replicas) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "pipeline/stage-%05lld-of-%05lld-zero-%05lld-of-%05lld.safetensors",
+                static_cast<long long>(stage), static_cast<long long>(stages),
+                static_cast<long long>(replica), static_cast<long long>(replicas));
+  return buf;
+}
+
+// The stage's parameters in its optimizer's order, by group (ZeRO's groups hold shard variables,
+// so its own record of the parameters is read then).
+std::vector<std::vector<autograd::Variable>> stageParamGroups(const PipelineCheckpointParts& parts) {
+  std::vector<std::vector<autograd::Variable>> groups;
+  if (parts.zero) {
+    for (const auto& indices : parts.zero->groupParameters()) {
+      groups.emplace_back();
+      for (int64_t i : indices) groups.back().push_back(parts.zero->parameters()[static_cast<size_t>(i)]);
+    }
+    return groups;
+  }
+  for (const auto& g : parts.optimizer->paramGroups()) groups.push_back(g.params);
+  return groups;
+}
+
+// This replica's ZeRO partition of the stage: its runs of the stage's owned parameters, with
+// their optimizer state.
+CheckpointPartition stageZeroPartition(const PipelineCheckpointParts& parts) {
+  const parallel::PipelineStage& stage = *parts.stage;
+  const parallel::ZeroOptimizer& zero = *parts.zero;
+  const WholeOptimizerLayout& layout = *parts.layout;
+  CheckpointPartition part;
+  part.file = stageReplicaFileName(stage.stage(), stage.stages(), parts.replica, parts.replicas);
+  part.parameters = static_cast<int64_t>(layout.names.size());
+  part.metadata = {{"pipeline_stage", std::to_string(stage.stage())},
+                   {"pipeline_stages", std::to_string(stage.stages())},
+                   {"replica", std::to_string(parts.replica)},
+                   {"replicas", std::to_string(parts.replicas)},
+                   {"stage", "1"}};
+  const optim::OptimizerStateDict osd = zero.partitionOptimizerState();
+  for (const auto& s : zero.ownedSegments()) {
+    const autograd::Variable& p = zero.parameters()[s.param];
+    if (!stage.ownsParameter(p)) continue;
+    const auto w = static_cast<size_t>(layout.index.at(p.impl().get()));
+    PartitionSegment seg{w, layout.names[w], p.shape(), s.param_offset, s.numel, s.values, {}};
+    const std::string prefix = std::to_string(s.opt_index) + ".";
+    for (const auto& [key, t] : osd.state)
+      if (key.rfind(prefix, 0) == 0) seg.state.emplace_back(key.substr(prefix.size()), t);
+    part.segments.push_back(std::move(seg));
+  }
+  return part;
+}
+
 // The stage's layers' buffers (what is not a parameter) under the whole model's names: the layers
 // hold the model's own tensors, matched by their storage.
 NamedTensors stageBuffers(const nn::Module& model, const parallel::PipelineStage& stage) {
@@ -69,6 +120,7 @@ TrainingParts allButTheOptimizer(const PipelineCheckpointParts& parts) {
   TrainingParts tp;
   tp.model = parts.model;
   tp.scheduler = parts.scheduler;
+  tp.loss_scaler = parts.loss_scaler;
   tp.loader = parts.loader;
   tp.rng = parts.rng;
   tp.config = parts.config;
@@ -131,8 +183,11 @@ std::string savePipelineCheckpoint(const std::string& dir, const PipelineCheckpo
       {"pipeline",
        {{"stages", stage.stages()}, {"replicas", parts.replicas}, {"boundaries", stage.boundaries()}}}};
   std::optional<CheckpointPartition> part;
-  if (writer) part = stagePartition(parts);
-  return savePartitionedCheckpoint(dir, d, part, 0, layout, parts.world, opts);
+  if (parts.zero)
+    part = stageZeroPartition(parts);
+  else if (writer)
+    part = stagePartition(parts);
+  return savePartitionedCheckpoint(dir, d, part, parts.zero ? 1 : 0, layout, parts.world, opts);
 }
 
 std::string restorePipelineCheckpoint(const CheckpointData& d, const PipelineCheckpointParts& parts) {
@@ -157,9 +212,10 @@ std::string restorePipelineCheckpoint(const CheckpointData& d, const PipelineChe
     }
     optim::OptimizerStateDict osd;
     int64_t j = 0;
-    for (size_t g = 0; g < opt.paramGroups().size(); ++g) {
+    const std::vector<std::vector<autograd::Variable>> stage_groups = stageParamGroups(parts);
+    for (size_t g = 0; g < stage_groups.size(); ++g) {
       optim::ParamGroupState gs{hyperFromJson(groups[g]["options"]), {}};
-      for (const auto& p : opt.paramGroups()[g].params) {
+      for (const auto& p : stage_groups[g]) {
         const std::string prefix = std::to_string(parts.layout->index.at(p.impl().get())) + ".";
         for (auto it = whole.lower_bound(prefix); it != whole.end() && it->first.rfind(prefix, 0) == 0; ++it)
           osd.state.insert(std::to_string(j) + "." + it->first.substr(prefix.size()), it->second);
@@ -167,7 +223,10 @@ std::string restorePipelineCheckpoint(const CheckpointData& d, const PipelineChe
       }
       osd.param_groups.push_back(std::move(gs));
     }
-    opt.loadStateDict(osd);
+    if (parts.zero)
+      parts.zero->loadConsolidatedStateDict(osd);  // this replica's partition of it
+    else
+      opt.loadStateDict(osd);
   } catch (const nlohmann::json::exception& e) {
     throw IoError(std::string("checkpoint state is malformed: ") + e.what());
   }

@@ -3,6 +3,8 @@
 // nothing gathered. The first replica of each stage writes its stage's parameters (a tied one by
 // its first holder only) with their optimizer state as a partition file,
 //   ckpt-<step>/pipeline/stage-<s>-of-<S>.safetensors
+// (with ZeRO stage 1 over the replicas every replica writes its partition of the stage,
+//   ckpt-<step>/pipeline/stage-<s>-of-<S>-zero-<r>-of-<R>.safetensors)
 // in the ZeRO partition format (zero_checkpoint.h), whole parameters as single segments numbered as
 // the whole model's optimizer numbers them; rank 0 writes the model's buffers (each stage's own,
 // collected from the stages), state.json, config.json and the manifest ("zero" lists the stage
@@ -17,9 +19,11 @@
 #include "lockstep/comm/process_group.h"
 #include "lockstep/data/data_loader.h"
 #include "lockstep/nn/module.h"
+#include "lockstep/optim/loss_scaler.h"
 #include "lockstep/optim/lr_scheduler.h"
 #include "lockstep/optim/optimizer.h"
 #include "lockstep/parallel/pipeline/pipeline_stage.h"
+#include "lockstep/parallel/zero/optimizer.h"
 #include "lockstep/tensor/generator.h"
 #include "lockstep/train/checkpoint/checkpoint.h"
 
@@ -43,6 +47,10 @@ struct PipelineCheckpointParts {
   nn::Module* model = nullptr;  // the whole model (every rank builds it)
   parallel::PipelineStage* stage = nullptr;
   optim::Optimizer* optimizer = nullptr;  // the stage's (groups as the layout's)
+  /// ZeRO stage 1 over the stage's replicas (its optimizer is `optimizer`), or nullptr.
+  parallel::ZeroOptimizer* zero = nullptr;
+  /// fp16's loss scaler, or nullptr.
+  optim::LossScaler* loss_scaler = nullptr;
   const WholeOptimizerLayout* layout = nullptr;
   optim::LRScheduler* scheduler = nullptr;
   data::DataLoader* loader = nullptr;

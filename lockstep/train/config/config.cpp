@@ -405,15 +405,6 @@ void checkPipelineFits(const TrainConfig& c, const YAML::Node& root, int64_t wor
     throw ValueError(where + "zero_optimization.stage " + std::to_string(c.zero.stage) +
                      " partitions gradients during each micro-batch's backward, which a pipeline's schedule "
                      "does not fit (DeepSpeed allows stages 0 and 1 with pipelines); set stage 0");
-  if (c.zero.stage == 1)
-    throw ValueError(where +
-                     "zero_optimization.stage 1 with a pipeline is not supported by lockstep train "
-                     "yet (parallel::ZeroOptimizer over a stage's data group composes in the "
-                     "library); set stage 0");
-  if (c.precision != parallel::Precision::fp32)
-    throw ValueError(where + parallel::precisionName(c.precision) +
-                     " training with a pipeline is not supported yet; train in fp32 (bf16.enabled and "
-                     "fp16.enabled false)");
   if (c.device.isCuda()) throw ValueError(where + "pipelines on GPUs are not supported yet; set device: cpu");
   if (c.activation_checkpointing.present || c.model_options.checkpoint_every > 0)
     throw ValueError(where +
