@@ -391,9 +391,7 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   const ResumePick pick = pickRunResume(co, identity, chief);
   int64_t step = 0;
   if (pick.data) {
-    others.materialize();  // the checkpoint loads into the whole model; this stage keeps its part
-    const std::string note = restorePipelineCheckpoint(*pick.data, parts);
-    others.release();
+    const std::string note = restorePipelineCheckpoint(*pick.data, parts);  // the stage's part only
     step = pick.data->step;
     if (incompatibility(pick.data->identity, identity).empty()) identity.run_id = pick.data->identity.run_id;
     reportResumed(pick, note, chief);

@@ -192,7 +192,18 @@ std::string savePipelineCheckpoint(const std::string& dir, const PipelineCheckpo
 
 std::string restorePipelineCheckpoint(const CheckpointData& d, const PipelineCheckpointParts& parts) {
   TrainingParts tp = allButTheOptimizer(parts);
+  // Only the stage's layers are read and loaded: the other stages' have no memory here.
+  std::set<const Storage*> mine;
+  for (const nn::Module* layer : parts.stage->layers())
+    for (const auto& [name, t] : layer->stateDict()) mine.insert(t.storage().get());
+  std::set<std::string> keys;
+  for (const auto& [name, t] : parts.model->stateDict())
+    if (mine.count(t.storage().get())) keys.insert(name);
+  tp.model_keys = [&](const std::string& key) { return keys.count(key) > 0; };
   const std::string note = restoreTrainingState(d, tp);
+  std::set<int64_t> stage_indices;
+  for (const auto& group : stageParamGroups(parts))
+    for (const auto& p : group) stage_indices.insert(parts.layout->index.at(p.impl().get()));
   const nlohmann::json& s = d.state;
   optim::Optimizer& opt = *parts.optimizer;
   try {
@@ -208,7 +219,9 @@ std::string restorePipelineCheckpoint(const CheckpointData& d, const PipelineChe
     if (d.zero.is_null()) {
       for (const auto& [k, t] : d.optimizer) whole.emplace(k, t);
     } else {
-      for (const auto& [k, t] : ZeroCheckpointReader(d).optimizerState()) whole.emplace(k, t);
+      for (const auto& [k, t] :
+           ZeroCheckpointReader(d).optimizerState([&](int64_t i) { return stage_indices.count(i) > 0; }))
+        whole.emplace(k, t);
     }
     optim::OptimizerStateDict osd;
     int64_t j = 0;

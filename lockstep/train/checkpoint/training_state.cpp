@@ -119,12 +119,24 @@ std::string restoreTrainingState(const CheckpointData& d, TrainingParts& parts) 
   std::string note;
   LOCKSTEP_ENFORCE(parts.model != nullptr, ValueError, "restoreTrainingState: no model");
   std::optional<ZeroCheckpointReader> partitioned;
-  nn::StateDict model = fromNamed(d.model);
+  const auto wanted = [&](const std::string& key) {
+    return !parts.model_keys || parts.model_keys(parts.model->currentKey(key));
+  };
+  nn::StateDict model;
+  for (const auto& [name, t] : d.model)
+    if (wanted(name)) model.insert(name, t);
   if (!d.zero.is_null()) {
     partitioned.emplace(d);
-    for (auto& [name, t] : partitioned->parameters()) model.insert(name, std::move(t));
+    for (auto& [name, t] : partitioned->parameters(wanted)) model.insert(name, std::move(t));
   }
-  parts.model->loadStateDict(model, /*strict=*/true);
+  if (parts.model_keys) {
+    std::vector<std::string> missing;
+    for (const auto& [key, t] : parts.model->stateDict())
+      if (parts.model_keys(key) && !model.contains(key)) missing.push_back(key);
+    LOCKSTEP_ENFORCE(missing.empty(), ValueError, "checkpoint '", d.path, "' lacks ", missing.size(),
+                     " of the tensors this rank loads, the first '", missing.front(), "'");
+  }
+  parts.model->loadStateDict(model, /*strict=*/!parts.model_keys);
   const nlohmann::json& s = d.state;
   try {
     if (parts.optimizer) {

@@ -2,6 +2,7 @@
 // What a training job saves and restores, on top of the checkpoint files (checkpoint.h): the
 // model's state dict, the optimizer's state (tensors + hyper-parameters), the scheduler's counter,
 // the data position (epoch and batches consumed), the random generator and the config.
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -39,6 +40,10 @@ struct TrainingParts {
   /// this rank's partition of the optimizer state, from a partitioned checkpoint of any world
   /// size and stage or from a DDP one.
   parallel::ZeroOptimizer* zero = nullptr;
+  /// When set, restoreTrainingState reads and loads only the model's keys it accepts (a pipeline
+  /// stage's), each of which the checkpoint must hold; the others are left as they are (a
+  /// partitioned checkpoint's other parameters are not even read). Unset: the whole model, strict.
+  std::function<bool(const std::string& key)> model_keys{};
 };
 
 /// Hyper-parameters (an optimizer group's options, a scheduler's or loss scaler's state) as

@@ -291,9 +291,10 @@ Tensor ZeroCheckpointReader::readStep(const Param& p) const {
   return best;
 }
 
-NamedTensors ZeroCheckpointReader::parameters() const {
+NamedTensors ZeroCheckpointReader::parameters(const std::function<bool(const std::string&)>& wanted) const {
   NamedTensors out;
   for (const Param& p : params_) {
+    if (wanted && !wanted(p.name)) continue;
     Tensor t = Tensor::empty(p.shape, p.dtype);
     readRange(p, "", 0, t.numel(), static_cast<char*>(t.dataPtr()));
     out.emplace_back(p.name, std::move(t));
@@ -301,9 +302,10 @@ NamedTensors ZeroCheckpointReader::parameters() const {
   return out;
 }
 
-nn::StateDict ZeroCheckpointReader::optimizerState() const {
+nn::StateDict ZeroCheckpointReader::optimizerState(const std::function<bool(int64_t)>& wanted) const {
   nn::StateDict out;
   for (size_t i = 0; i < params_.size(); ++i) {
+    if (wanted && !wanted(static_cast<int64_t>(i))) continue;
     const Param& p = params_[i];
     for (const std::string& key : p.keys) {
       const std::string name = std::to_string(i) + "." + key;

@@ -10,6 +10,7 @@
 // and loaded by any world size and stage, DDP included: each rank reads the parameters whole (the
 // model holds them whole at load, stage 3 as for a forward) but of the optimizer states only the
 // byte ranges of the elements it owns (a DDP rank: all of them).
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -84,11 +85,13 @@ class ZeroCheckpointReader {
   /// and checks that the segments tile each parameter exactly. IoError naming the file otherwise.
   explicit ZeroCheckpointReader(const CheckpointData& data);
 
-  /// Every parameter's whole values by its name in the model's state dict.
-  NamedTensors parameters() const;
+  /// Every parameter's whole values by its name in the model's state dict; with `wanted`, only
+  /// those whose name it accepts (the others are not read).
+  NamedTensors parameters(const std::function<bool(const std::string& name)>& wanted = {}) const;
   /// The whole optimizer state as a DDP run's optimizer holds it ("<index>.<key>", each buffer
-  /// shaped like its parameter, "step" a scalar): what Optimizer::loadStateDict takes.
-  nn::StateDict optimizerState() const;
+  /// shaped like its parameter, "step" a scalar): what Optimizer::loadStateDict takes. With
+  /// `wanted`, only the parameters whose index it accepts (the others are not read).
+  nn::StateDict optimizerState(const std::function<bool(int64_t index)>& wanted = {}) const;
   /// Only this ZeRO rank's elements of the optimizer state (ZeroOptimizer::loadPartitionStateDict's
   /// input), read by byte range. ValueError when the checkpoint's parameters are not model's (by
   /// model's current names: Module::currentKey).
