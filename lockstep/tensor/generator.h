@@ -60,6 +60,17 @@ class Generator {
     offset_ = offset;
   }
 
+  /// A replica's share of a batch drawn as one process draws the whole batch (a pipeline stage's
+  /// replicas: parallel/pipeline/pipeline_stage.h). This rank holds samples j * replicas + replica
+  /// of the one-process batch (the strided DistributedSampler's layout); batch-major draws
+  /// (autograd's dropout and attention's dropout) take those samples' counters and advance the
+  /// generator by the whole batch's. {1, 0}: off, the default.
+  struct BatchShare {
+    int64_t replicas = 1, replica = 0;
+  };
+  void setBatchShare(BatchShare share) { share_ = share; }
+  BatchShare batchShare() const { return share_; }
+
   /// Next random 64-bit value.
   uint64_t nextU64();
   /// Uniform in [0, 1) (double precision).
@@ -84,6 +95,7 @@ class Generator {
 
   uint64_t seed_;
   uint64_t offset_ = 0;
+  BatchShare share_{};
 };
 
 /// The process-wide default generator (seedable, like torch.manual_seed).

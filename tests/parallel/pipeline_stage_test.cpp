@@ -236,17 +236,25 @@ void expectPipelineMatchesOneProcess(const Job& job, int stages, PipelineSchedul
 // Pipeline x data parallel on the world's grid (DeepSpeed's topology, makePipelineGrid): replica d
 // trains its part of the global batch (the job's batches step * replicas + d) through its pipeline,
 // and each stage's gradients are averaged over the stage's replicas. One process on the whole
-// global batch is the reference.
+// global batch is the reference, its samples laid out as a strided DistributedSampler deals them:
+// sample j of replica d's micro-batch m is sample j * replicas + d of the global micro-batch m
+// (what a replica's share of one process's dropout masks assumes: Generator::BatchShare; thread
+// ranks share the process's default generator, so dropout is checked with processes, in
+// tests/train/train_pipeline_cli_test.cpp).
 void expectGridMatchesOneProcess(const Job& job, int stages, int replicas, PipelineScheduleKind schedule) {
   OneThread one_thread;
   Job global = job;
   global.batch = [job, replicas](int step) {
+    std::vector<std::pair<Tensor, Tensor>> parts;
+    for (int d = 0; d < replicas; ++d) parts.push_back(job.batch(step * replicas + d));
     std::vector<Tensor> xs, ys;
-    for (int d = 0; d < replicas; ++d) {
-      auto [x, y] = job.batch(step * replicas + d);
-      xs.push_back(x);
-      ys.push_back(y);
-    }
+    const int64_t micro = kBatch / kMicroBatches;
+    for (int64_t m = 0; m < kMicroBatches; ++m)
+      for (int64_t j = 0; j < micro; ++j)
+        for (int d = 0; d < replicas; ++d) {
+          xs.push_back(parts[static_cast<size_t>(d)].first.narrow(0, m * micro + j, 1));
+          ys.push_back(parts[static_cast<size_t>(d)].second.narrow(0, m * micro + j, 1));
+        }
     return std::make_pair(kernels::concat(xs, 0), kernels::concat(ys, 0));
   };
   const Reference one_process = trainAlone(global);

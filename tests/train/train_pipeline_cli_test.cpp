@@ -370,6 +370,16 @@ sample: {prompt: "the quick", max_new_tokens: 8, temperature: 0.8, top_k: 10}
   ASSERT_EQ(three.code, 0) << three.output;
   EXPECT_LE(safetensorsRelDiff(dir_ + "/three/model.safetensors", dir_ + "/one/model.safetensors"), 1e-6);
   EXPECT_EQ(summary(dir_ + "/three")["samples"], s1["samples"]);
+  // 2 stages x 2 replicas: each replica draws its samples' part of one process's masks for the
+  // global micro-batch (replica r's sample j is the one process's sample 2j + r), so the run is one
+  // process on micro-batches of 4 (a DDP run, each rank drawing its own masks, is not).
+  Result wide = runOneThread(
+      [&] { return run(cfg + " --output-dir " + dir_ + "/wide --set train_micro_batch_size_per_gpu=4"); });
+  ASSERT_EQ(wide.code, 0) << wide.output;
+  Result grid = run(cfg + " --nproc-per-node 4 --oversubscribe --output-dir " + dir_ +
+                    "/grid --set pipeline.stages=2 --set pipeline.partition_method=type:Block");
+  ASSERT_EQ(grid.code, 0) << grid.output;
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/grid/model.safetensors", dir_ + "/wide/model.safetensors"), 1e-6);
 }
 
 TEST_F(TrainCli, pipeline_of_resnet_keeps_every_stages_batch_norm_statistics) {

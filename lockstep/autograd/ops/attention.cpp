@@ -7,6 +7,7 @@
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/checkpoint.h"
 #include "lockstep/autograd/function.h"
+#include "lockstep/autograd/ops/shape.h"
 #include "lockstep/kernels/attention.h"
 #include "lockstep/kernels/dropout.h"
 
@@ -35,8 +36,40 @@ class AttentionBackward final : public Node {
 };
 }  // namespace
 
+namespace {
+// A replica's share of the batch (Generator::BatchShare) with dropout: one call per sample, each
+// drawing the counters of its sample in the one-process batch; the generator ends past the whole
+// batch's draws.
+Variable sharedBatchAttention(const Variable& q, const Variable& k, const Variable& v,
+                              const AttentionOptions& opts, Generator& gen) {
+  const Generator::BatchShare share = gen.batchShare();
+  LOCKSTEP_ENFORCE(!q.tensor().isCuda(), NotSupportedError,
+                   "scaled_dot_product_attention: drawing a replica's share of one process's dropout "
+                   "(pipeline replicas) runs on the CPU only; q is on the GPU");
+  const int64_t batch = q.size(0);
+  const auto per_sample = static_cast<uint64_t>(q.size(1) * q.size(2) * k.size(2));
+  const uint64_t seed = gen.seed(), base = gen.offset();
+  std::vector<Variable> outs;
+  struct Plain {  // each call below draws its one sample's counters plainly; the share comes back
+    Generator& gen;
+    Generator::BatchShare share;
+    ~Plain() { gen.setBatchShare(share); }
+  } plain{gen, share};
+  gen.setBatchShare({});
+  for (int64_t b = 0; b < batch; ++b) {
+    gen.setState(seed, base + static_cast<uint64_t>(b * share.replicas + share.replica) * per_sample);
+    outs.push_back(
+        scaledDotProductAttention(narrow(q, 0, b, 1), narrow(k, 0, b, 1), narrow(v, 0, b, 1), opts, gen));
+  }
+  gen.setState(seed, base + static_cast<uint64_t>(batch * share.replicas) * per_sample);
+  return batch == 1 ? outs.front() : concat(outs, 0);
+}
+}  // namespace
+
 Variable scaledDotProductAttention(const Variable& q0, const Variable& k0, const Variable& v0,
                                    const AttentionOptions& opts, Generator& gen) {
+  if (opts.dropout_p > 0.0 && gen.batchShare().replicas > 1 && q0.dim() == 4 && q0.size(0) > 0)
+    return sharedBatchAttention(q0, k0, v0, opts, gen);
   // Autocast: attention runs in the lower-precision dtype, as torch's CPU autocast list has it.
   const Variable q = autocast::lower(q0), k = autocast::lower(k0), v = autocast::lower(v0);
   LOCKSTEP_ENFORCE(q.dim() == 4, ValueError, "scaled_dot_product_attention: q must be [B, H, T, D], got ",

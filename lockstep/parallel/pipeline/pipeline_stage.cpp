@@ -116,8 +116,18 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
   for (nn::Module* layer : layers_) layer->zeroGrad(true);
   loss_sum_ = 0;
   loss_scale_ = loss_scale;
-  if (!draws_) countDraws(stage_ == 0 ? inputs.front() : Tensor());
   Generator& rng = defaultGenerator();
+  // Replicas draw their samples' part of one process's dropout masks (counted so by countDraws too);
+  // the share is put back however the step ends.
+  struct ShareScope {
+    Generator& gen;
+    Generator::BatchShare previous;
+    ~ShareScope() { gen.setBatchShare(previous); }
+  } share_scope{rng, rng.batchShare()};
+  comm::ProcessGroup* data = options_.data_group.get();
+  if (options_.one_process_dropout && data && data->size() > 1)
+    rng.setBatchShare({data->size(), data->rank()});
+  if (!draws_) countDraws(stage_ == 0 ? inputs.front() : Tensor());
   const uint64_t rng_seed = rng.seed(), rng_base = rng.offset();
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();

@@ -63,6 +63,12 @@ struct PipelineStageOptions {
   /// gradients travel in the dtype the layers give (bf16 halves the bytes sent). forwardOnly
   /// (evaluation) runs in f32, as `lockstep train` evaluates any model.
   std::optional<DType> autocast{};
+  /// With a data group: each replica draws its samples' dropout masks from one process's masks
+  /// for the whole global micro-batch (Generator::BatchShare: replica r's sample j is sample
+  /// j * replicas + r of it, the strided DistributedSampler's layout), so dropout is one
+  /// process's too. false: every replica draws as one process on its own micro-batch, as DDP's
+  /// ranks do (faster: no per-sample draws).
+  bool one_process_dropout = true;
 };
 
 class PipelineStage {

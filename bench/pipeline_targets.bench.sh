@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# Issue 42's equivalence target, run as a user runs `lockstep train`: gpt-mini (block 64, dropout
+# Issue 42's equivalence and memory targets, run as a user runs `lockstep train`.
+#
+# Equivalence: gpt-mini (block 64, dropout
 # 0.1, embedding tied across the stages) and ResNet-18 (CIFAR) trained 20 steps on 2 stages x 1
 # replica, 2 x 2 and 4 x 1, with 1F1B and GPipe, each against the run it must equal: one process
-# with one thread on the same global batch and micro-batches (1 replica), or a DDP run of 2 ranks
-# with the same micro-batches (2 replicas: each replica draws its own dropout masks and batch norm
-# normalises over its own micro-batch, as each DDP rank does). Prints the largest weight difference
+# with one thread on the same global batch and micro-batches (gpt-mini at 2 replicas too: each
+# replica draws its samples' part of that process's dropout masks), or for ResNet-18 at 2 replicas
+# a DDP run of 2 ranks with the same micro-batches (batch norm normalises over each replica's own
+# micro-batch, as over each DDP rank's). Prints the largest weight difference
 # relative to the largest weight, as the tests' safetensorsRelDiff; the target is 1e-6.
-#   bash bench/pipeline_equivalence.bench.sh [BUILD_DIR] [STEPS]
+#
+# Memory: with 1F1B a stage holds at most `stages - s` micro-batches' activations, with GPipe all M
+# of them; each rank's peak RSS (summary.json's pipeline.ranks) shows it. gpt-mini (block 256) on 2
+# stages, MICRO_BATCHES (8) micro-batches of 8 sequences, AdamW, 2 steps with each schedule.
+#   bash bench/pipeline_targets.bench.sh [BUILD_DIR] [STEPS]
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 steps=${2:-20}
+micro_batches=${MICRO_BATCHES:-8}
 lockstep=$build/lockstep
-[ -x "$lockstep" ] || { echo "pipeline_equivalence: build lockstep first (make build)" >&2; exit 2; }
+[ -x "$lockstep" ] || { echo "pipeline_targets: build lockstep first (make build)" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1
@@ -75,7 +83,7 @@ train() {  # train OUT CONFIG ARGS...
   local out=$1 cfg=$2
   shift 2
   "$lockstep" train "$cfg" --output-dir "$work/$out" "$@" >"$work/$out.log" 2>&1 ||
-    { echo "pipeline_equivalence: $out failed:" >&2; tail -n 20 "$work/$out.log" >&2; exit 1; }
+    { echo "pipeline_targets: $out failed:" >&2; tail -n 20 "$work/$out.log" >&2; exit 1; }
 }
 
 echo
@@ -85,8 +93,12 @@ for model in gpt resnet; do
   cfg=$work/$model.yaml
   extra=()
   [ "$model" = gpt ] && extra=(--set pipeline.partition_method=type:Block)
-  train "$model-one" "$cfg"                                      # 1 replica's reference
-  train "$model-ddp" "$cfg" --nproc-per-node 2                   # 2 replicas' reference
+  train "$model-one" "$cfg"                                        # 1 replica's reference
+  if [ "$model" = gpt ]; then                                      # 2 replicas'
+    train "$model-wide" "$cfg" --set train_micro_batch_size_per_gpu=4
+  else
+    train "$model-ddp" "$cfg" --nproc-per-node 2
+  fi
   for layout in 2x1 2x2 4x1; do
     stages=${layout%x*} replicas=${layout#*x}
     ranks=$((stages * replicas))
@@ -95,8 +107,32 @@ for model in gpt resnet; do
       train "$out" "$cfg" --nproc-per-node "$ranks" --oversubscribe --set pipeline.stages="$stages" \
         --set pipeline.schedule="$schedule" "${extra[@]}"
       ref=$model-one
-      [ "$replicas" = 2 ] && ref=$model-ddp
+      if [ "$replicas" = 2 ]; then ref=$model-ddp; [ "$model" = gpt ] && ref=$model-wide; fi
       echo "| $model | $stages stages x $replicas | $schedule | $ref | $(reldiff "$work/$out/model.safetensors" "$work/$ref/model.safetensors") |"
     done
   done
+done
+
+cat > "$work/memory.yaml" <<YAML
+model: {name: gpt, model_type: gpt-mini, block_size: 256, dropout: 0.1}
+data: {dataset: tokens, root: $work/tok}
+train_micro_batch_size_per_gpu: 8
+gradient_accumulation_steps: $micro_batches
+optimizer: {type: AdamW, params: {lr: 0.001}}
+max_steps: 2
+steps_per_print: 100
+sample: {max_new_tokens: 1}
+YAML
+echo
+echo "| schedule | stage | activation slots | peak RSS (MiB) | model state resident (MiB) |"
+echo "|---|---|---|---|---|"
+for schedule in 1f1b gpipe; do
+  train "memory-$schedule" "$work/memory.yaml" --nproc-per-node 2 --set pipeline.stages=2 \
+    --set pipeline.schedule="$schedule" --set pipeline.partition_method=type:Block
+  python3 - "$work/memory-$schedule/summary.json" "$schedule" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["pipeline"]["ranks"]:
+    print(f"| {sys.argv[2]} | {r['stage']} | {r['activation_slots']} | {r['peak_rss_bytes'] / 2**20:.1f} | "
+          f"{r['model_state_bytes_resident'] / 2**20:.2f} |")
+PY
 done
