@@ -116,18 +116,17 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
   for (nn::Module* layer : layers_) layer->zeroGrad(true);
   loss_sum_ = 0;
   loss_scale_ = loss_scale;
+  if (!draws_) countDraws(stage_ == 0 ? inputs.front() : Tensor());
   Generator& rng = defaultGenerator();
-  // Replicas draw their samples' part of one process's dropout masks (counted so by countDraws too);
-  // the share is put back however the step ends.
+  // Replicas draw their samples' part of one process's dropout masks; the share is put back however
+  // the step ends. Set only where the model draws at all (thread ranks share the generator).
   struct ShareScope {
     Generator& gen;
     Generator::BatchShare previous;
     ~ShareScope() { gen.setBatchShare(previous); }
   } share_scope{rng, rng.batchShare()};
-  comm::ProcessGroup* data = options_.data_group.get();
-  if (options_.one_process_dropout && data && data->size() > 1)
-    rng.setBatchShare({data->size(), data->rank()});
-  if (!draws_) countDraws(stage_ == 0 ? inputs.front() : Tensor());
+  if (sharesBatchDraws() && draws_->first > 0)
+    rng.setBatchShare({options_.data_group->size(), options_.data_group->rank()});
   const uint64_t rng_seed = rng.seed(), rng_base = rng.offset();
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
@@ -376,6 +375,10 @@ double PipelineStage::clipGradNorm(double max_norm) {
   return norm;
 }
 
+bool PipelineStage::sharesBatchDraws() const {
+  return options_.one_process_dropout && options_.data_group && options_.data_group->size() > 1;
+}
+
 void PipelineStage::countDraws(const Tensor& first_input) {
   // One forward of micro-batch 0 through the stages in training mode, without gradients, each stage
   // counting the default generator's counters its layers draw; the generator and the layers'
@@ -386,7 +389,9 @@ void PipelineStage::countDraws(const Tensor& first_input) {
   for (nn::Module* layer : layers_)
     for (auto& [name, b] : layer->namedBuffers()) buffers.emplace_back(b, b.clone());
   forwardOnly(first_input);
-  const auto mine = static_cast<int64_t>(rng.offset() - offset);
+  // Drawn as a replica's share of the one-process batch, each draw covers the replicas' samples.
+  const auto mine = static_cast<int64_t>(rng.offset() - offset) *
+                    (sharesBatchDraws() ? static_cast<int64_t>(options_.data_group->size()) : 1);
   rng.setState(seed, offset);
   for (auto& [b, copy] : buffers) b.copyFrom(copy);
   std::vector<int64_t> all(static_cast<size_t>(stages()));

@@ -178,6 +178,9 @@ class PipelineStage {
   /// micro-batch draws `draws_per_micro_batch_` counters across all stages (dropout, attention's
   /// dropout), those of the stages before this one first. Learnt on the first step (countDraws).
   std::optional<std::pair<uint64_t, uint64_t>> draws_;  // {per micro-batch, before this stage}
+  /// Whether replicas draw their part of one process's dropout masks (one_process_dropout with a
+  /// data group of several ranks).
+  bool sharesBatchDraws() const;
   void countDraws(const Tensor& first_input);
 };
 
