@@ -363,6 +363,18 @@ sample: {prompt: "the quick", max_new_tokens: 8, temperature: 0.8, top_k: 10}
   EXPECT_NEAR(s["val_loss"].get<double>(), s1["val_loss"].get<double>(), 1e-6);
   EXPECT_EQ(s["samples"], s1["samples"]);
   EXPECT_EQ(s["tokens_per_second"].get<double>() > 0, true);
+  // Stopped after step 2 and resumed: each rank reads only its stage's part of the checkpoint
+  // (the tied embedding on both), and the run ends bitwise as the uninterrupted one.
+  const std::string stages2 =
+      " --nproc-per-node 2 --output-dir " + dir_ +
+      "/half --set pipeline.stages=2 --set pipeline.partition_method=type:Block --set "
+      "pipeline.activation_checkpoint_interval=1";
+  ASSERT_EQ(run(cfg + stages2 + " --set max_steps=2").code, 0);
+  Result rest = run(cfg + stages2 + " --resume");
+  ASSERT_EQ(rest.code, 0) << rest.output;
+  EXPECT_NE(rest.output.find("(step 2)"), std::string::npos) << rest.output;
+  EXPECT_EQ(safetensorsRelDiff(dir_ + "/half/model.safetensors", dir_ + "/pp/model.safetensors"), 0.0);
+  EXPECT_EQ(summary(dir_ + "/half")["samples"], s["samples"]);
   // Dropout (0.1, also attention's) draws one process's masks on every stage: 3 stages, GPipe,
   // no recomputation, the same model.
   Result three = run(cfg + " --nproc-per-node 3 --oversubscribe --output-dir " + dir_ +
