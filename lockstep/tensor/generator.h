@@ -98,6 +98,21 @@ class Generator {
   BatchShare share_{};
 };
 
+/// Sets a generator's batch share for a scope and puts the previous one back however it ends.
+class BatchShareScope {
+ public:
+  BatchShareScope(Generator& gen, Generator::BatchShare share) : gen_(gen), previous_(gen.batchShare()) {
+    gen.setBatchShare(share);
+  }
+  ~BatchShareScope() { gen_.setBatchShare(previous_); }
+  BatchShareScope(const BatchShareScope&) = delete;
+  BatchShareScope& operator=(const BatchShareScope&) = delete;
+
+ private:
+  Generator& gen_;
+  Generator::BatchShare previous_;
+};
+
 /// The process-wide default generator (seedable, like torch.manual_seed).
 Generator& defaultGenerator();
 void manualSeed(uint64_t seed);

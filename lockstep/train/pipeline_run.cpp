@@ -51,8 +51,7 @@ std::unique_ptr<optim::Optimizer> stageOptimizer(const TrainConfig& c, const Who
 /// The model is built deferred (tensor/deferred_init.h): no layer has memory until this takes the
 /// stage's layers' parameters and buffers into memory, initialised as a whole build would have
 /// them. The other stages' stay without memory (their shapes stay, as ZeRO stage 3 releases a
-/// parameter's bytes). What reads the whole model (loading a checkpoint into it, rank 0's samples
-/// at the end) materializes them first and may release them again.
+/// parameter's bytes); rank 0 materializes them at the end to write and sample the whole model.
 class OtherStages {
  public:
   OtherStages(nn::Module& model, const parallel::PipelineStage& stage) {
@@ -67,10 +66,6 @@ class OtherStages {
       const std::shared_ptr<Storage>& s = t.storage();
       if (s && !mine.count(s.get()) && seen.insert(s.get()).second) others_.push_back(s);
     }
-    release();
-  }
-  void release() {
-    for (const auto& s : others_) s->release();
   }
   void materialize() {
     for (const auto& s : others_) s->materialize();

@@ -50,12 +50,7 @@ Variable sharedBatchAttention(const Variable& q, const Variable& k, const Variab
   const auto per_sample = static_cast<uint64_t>(q.size(1) * q.size(2) * k.size(2));
   const uint64_t seed = gen.seed(), base = gen.offset();
   std::vector<Variable> outs;
-  struct Plain {  // each call below draws its one sample's counters plainly; the share comes back
-    Generator& gen;
-    Generator::BatchShare share;
-    ~Plain() { gen.setBatchShare(share); }
-  } plain{gen, share};
-  gen.setBatchShare({});
+  const BatchShareScope plain(gen, {});  // each call below draws its one sample's counters plainly
   for (int64_t b = 0; b < batch; ++b) {
     gen.setState(seed, base + static_cast<uint64_t>(b * share.replicas + share.replica) * per_sample);
     outs.push_back(

@@ -118,15 +118,11 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
   loss_scale_ = loss_scale;
   if (!draws_) countDraws(stage_ == 0 ? inputs.front() : Tensor());
   Generator& rng = defaultGenerator();
-  // Replicas draw their samples' part of one process's dropout masks; the share is put back however
-  // the step ends. Set only where the model draws at all (thread ranks share the generator).
-  struct ShareScope {
-    Generator& gen;
-    Generator::BatchShare previous;
-    ~ShareScope() { gen.setBatchShare(previous); }
-  } share_scope{rng, rng.batchShare()};
+  // Replicas draw their samples' part of one process's dropout masks, for this step. Set only where
+  // the model draws at all (thread ranks share the generator).
+  std::optional<BatchShareScope> share;
   if (sharesBatchDraws() && draws_->first > 0)
-    rng.setBatchShare({options_.data_group->size(), options_.data_group->rank()});
+    share.emplace(rng, Generator::BatchShare{options_.data_group->size(), options_.data_group->rank()});
   const uint64_t rng_seed = rng.seed(), rng_base = rng.offset();
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
