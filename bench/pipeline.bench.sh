@@ -4,13 +4,16 @@
 # tokens. lockstep's bench/pipeline.cpp against torch.distributed.pipelining
 # (bench/scripts/torch_pipeline.py, PyPI's current torch, its best of with and without the glibc
 # malloc tunables), for 1F1B and GPipe, in one run; lockstep's measured bubble per stage beside the
-# schedule's theoretical (S - 1) / (M + S - 1).
-#   bash bench/pipeline.bench.sh [BUILD_DIR] [STEPS]        (STAGES=2 MICRO_BATCHES=8 by default)
+# schedule's theoretical (S - 1) / (V M + S - 1); interleaved 1F1B with V = VIRTUAL_STAGES chunks
+# per stage (3 by default: gpt-mini's 6 blocks one per part on 2 stages) against torch's
+# ScheduleInterleaved1F1B on the same cut.
+#   bash bench/pipeline.bench.sh [BUILD_DIR] [STEPS]   (STAGES=2 MICRO_BATCHES=8 VIRTUAL_STAGES=3)
 set -euo pipefail
 build=${1:-build}
 steps=${2:-10}
 stages=${STAGES:-2}
 micro_batches=${MICRO_BATCHES:-8}
+virtual_stages=${VIRTUAL_STAGES:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
 port=$((29600 + RANDOM % 90))
@@ -23,13 +26,16 @@ echo "gpt-mini, block 64, $stages stages, $micro_batches micro-batches of 4, $st
 echo
 echo "| schedule | lockstep samples/s | lockstep idle per stage (theoretical) | PyTorch samples/s (tunables) | lockstep / PyTorch |"
 echo "|---|---|---|---|---|"
-for schedule in 1f1b gpipe; do
+for schedule in 1f1b gpipe interleaved_1f1b; do
   args=(--schedule "$schedule" --steps "$steps" --warmup 3 --micro-batches "$micro_batches")
+  [ "$schedule" = interleaved_1f1b ] && args+=(--virtual-stages "$virtual_stages")
   ours=$(run_ranks "$stages" "$build/bench/bench_pipeline" "${args[@]}")
   ours_rate=$(sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p' <<<"$ours")
   idle=$(sed -n 's/^stage=\([0-9]*\) idle=\([0-9.]*\) theoretical=\([0-9.]*\).*/\2/p' <<<"$ours" | paste -sd/ -)
   theory=$(sed -n 's/.*theoretical=\([0-9.]*\).*/\1/p' <<<"$ours" | head -n 1)
   read -r theirs tuned < <(peer_best samples_per_s "$stages" "$python" "$here/scripts/torch_pipeline.py" "${args[@]}")
   ratio=$(python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}x')" "${ours_rate:-0}" "${theirs:-0}" 2>/dev/null || echo "-")
-  echo "| $schedule | ${ours_rate:-failed} | $idle ($theory) | $theirs ($tuned) | $ratio |"
+  label=$schedule
+  [ "$schedule" = interleaved_1f1b ] && label="$schedule ($virtual_stages chunks per stage)"
+  echo "| $label | ${ours_rate:-failed} | $idle ($theory) | $theirs ($tuned) | $ratio |"
 done

@@ -6,8 +6,9 @@
 //   stage=0 idle=0.1234 theoretical=0.1111
 //   samples_per_s=123.4 tokens_per_s=7898 schedule=1f1b stages=2 micro_batches=8 loss=5.2
 // The split is explicit (--boundaries, default: the embedding with the first half of the blocks,
-// the rest with the head), so that bench/scripts/torch_pipeline.py can cut its model at the same
-// place; GPT's embedding stays tied to its output layer across the stages.
+// the rest with the head; with --virtual-stages V the blocks in S x V equal parts), so that
+// bench/scripts/torch_pipeline.py can cut its model at the same place; GPT's embedding stays tied
+// to its output layer across the stages.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -24,20 +25,23 @@ using namespace lockstep;
 
 int main(int argc, char** argv) {
   CLI::App app{"pipeline-parallel gpt training speed and bubble"};
-  std::string model_type = "gpt-mini", schedule = "1f1b";
-  int64_t block = 64, micro_batch = 4, micro_batches = 8, steps = 10, warmup = 3;
+  std::string model_type = "gpt-mini", schedule = "1f1b", backend = "gloo";
+  int64_t block = 64, micro_batch = 4, micro_batches = 8, steps = 10, warmup = 3, virtual_stages = 1;
   std::vector<int64_t> boundaries;
   app.add_option("--model-type", model_type, "gpt preset");
   app.add_option("--block-size", block, "tokens per sequence");
   app.add_option("--micro-batch", micro_batch, "sequences per micro-batch");
   app.add_option("--micro-batches", micro_batches, "micro-batches per step");
-  app.add_option("--schedule", schedule, "1f1b or gpipe")->check(CLI::IsMember({"1f1b", "gpipe"}));
+  app.add_option("--schedule", schedule, "1f1b, gpipe or interleaved_1f1b")
+      ->check(CLI::IsMember({"1f1b", "gpipe", "interleaved_1f1b"}));
+  app.add_option("--virtual-stages", virtual_stages, "chunks per stage (interleaved_1f1b)");
+  app.add_option("--backend", backend, "process group backend (gloo, as PyTorch's side; shm, mpi)");
   app.add_option("--steps", steps, "timed steps");
   app.add_option("--warmup", warmup, "untimed steps first");
   app.add_option("--boundaries", boundaries, "stage boundaries over the layer sequence (default: halves)");
   CLI11_PARSE(app, argc, argv);
   try {
-    parallel::DistributedEnvironment env = parallel::initFromEnvironment("gloo");
+    parallel::DistributedEnvironment env = parallel::initFromEnvironment(backend);
     LOCKSTEP_ENFORCE(env.group != nullptr, ValueError,
                      "bench_pipeline needs 2 or more ranks (a launcher's variables)");
     const int stages = env.worldSize(), rank = env.rank();
@@ -50,15 +54,15 @@ int main(int argc, char** argv) {
     mo.generator = &init;
     auto model = nn::makeModel("gpt", mo);
     const int64_t layers = static_cast<int64_t>(nn::layerSequence(*model).layers.size());
-    if (boundaries.empty()) {  // the blocks halved (quartered, ...) between the stages
-      const int64_t blocks = layers - 2;
+    if (boundaries.empty()) {  // the blocks halved (quartered, ...) between the parts
+      const int64_t blocks = layers - 2, parts = stages * virtual_stages;
       boundaries.push_back(0);
-      for (int s = 1; s < stages; ++s) boundaries.push_back(1 + blocks * s / stages);
+      for (int64_t p = 1; p < parts; ++p) boundaries.push_back(1 + blocks * p / parts);
       boundaries.push_back(layers);
     }
     parallel::PipelineStageOptions o;
-    o.schedule = schedule == "gpipe" ? parallel::PipelineScheduleKind::gpipe
-                                     : parallel::PipelineScheduleKind::one_f_one_b;
+    o.schedule = parallel::parsePipelineSchedule(schedule);
+    o.virtual_stages = virtual_stages;
     o.micro_batches = micro_batches;
     o.partition.stages = stages;
     o.partition.boundaries = boundaries;
@@ -99,7 +103,7 @@ int main(int argc, char** argv) {
     }
     env.group->barrier()->wait();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double theory = parallel::theoreticalBubble({stages, micro_batches});
+    const double theory = parallel::theoreticalBubble({stages, micro_batches, virtual_stages});
     // Each stage's idle fraction and the last stage's loss, gathered to rank 0, which prints them.
     const double loss_everywhere =
         parallel::allreduceScalar(*env.group, last ? last_loss : 0.0, comm::ReduceOp::sum);

@@ -3,7 +3,7 @@
 #
 # Equivalence: gpt-mini (block 64, dropout
 # 0.1, embedding tied across the stages) and ResNet-18 (CIFAR) trained 20 steps on 2 stages x 1
-# replica, 2 x 2 and 4 x 1, with 1F1B and GPipe, each against the run it must equal: one process
+# replica, 2 x 2 and 4 x 1, with 1F1B, GPipe and interleaved 1F1B (2 chunks per stage), each against the run it must equal: one process
 # with one thread on the same global batch and micro-batches (gpt-mini at 2 replicas too: each
 # replica draws its samples' part of that process's dropout masks), or for ResNet-18 at 2 replicas
 # a DDP run of 2 ranks with the same micro-batches (batch norm normalises over each replica's own
@@ -11,8 +11,9 @@
 # relative to the largest weight, as the tests' safetensorsRelDiff; the target is 1e-6.
 #
 # Memory: with 1F1B a stage holds at most `stages - s` micro-batches' activations, with GPipe all M
-# of them; each rank's peak RSS (summary.json's pipeline.ranks) shows it. gpt-mini (block 256) on 2
-# stages, MICRO_BATCHES (8) micro-batches of 8 sequences, AdamW, 2 steps with each schedule.
+# of them, with interleaved 1F1B (3 chunks per stage) its warm-up's chunks; each rank's peak RSS
+# (summary.json's pipeline.ranks) shows it. gpt-mini (block 256) on 2 stages, MICRO_BATCHES (8)
+# micro-batches of 8 sequences, AdamW, 2 steps with each schedule.
 #   bash bench/pipeline_targets.bench.sh [BUILD_DIR] [STEPS]
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
@@ -102,10 +103,12 @@ for model in gpt resnet; do
   for layout in 2x1 2x2 4x1; do
     stages=${layout%x*} replicas=${layout#*x}
     ranks=$((stages * replicas))
-    for schedule in 1f1b gpipe; do
+    for schedule in 1f1b gpipe interleaved_1f1b; do
       out=$model-$layout-$schedule
+      chunks=1
+      [ "$schedule" = interleaved_1f1b ] && chunks=2
       train "$out" "$cfg" --nproc-per-node "$ranks" --oversubscribe --set pipeline.stages="$stages" \
-        --set pipeline.schedule="$schedule" "${extra[@]}"
+        --set pipeline.schedule="$schedule" --set pipeline.virtual_stages=$chunks "${extra[@]}"
       ref=$model-one
       if [ "$replicas" = 2 ]; then ref=$model-ddp; [ "$model" = gpt ] && ref=$model-wide; fi
       echo "| $model | $stages stages x $replicas | $schedule | $ref | $(reldiff "$work/$out/model.safetensors" "$work/$ref/model.safetensors") |"
@@ -126,9 +129,11 @@ YAML
 echo
 echo "| schedule | stage | activation slots | peak RSS (MiB) | model state resident (MiB) |"
 echo "|---|---|---|---|---|"
-for schedule in 1f1b gpipe; do
+for schedule in 1f1b gpipe interleaved_1f1b; do
+  chunks=1
+  [ "$schedule" = interleaved_1f1b ] && chunks=3
   train "memory-$schedule" "$work/memory.yaml" --nproc-per-node 2 --set pipeline.stages=2 \
-    --set pipeline.schedule="$schedule" --set pipeline.partition_method=type:Block
+    --set pipeline.schedule="$schedule" --set pipeline.virtual_stages=$chunks --set pipeline.partition_method=type:Block
   python3 - "$work/memory-$schedule/summary.json" "$schedule" <<'PY'
 import json, sys
 for r in json.load(open(sys.argv[1]))["pipeline"]["ranks"]:

@@ -2,7 +2,8 @@
 torch.distributed.pipelining (a PipelineStage per rank, Schedule1F1B or ScheduleGPipe), trained on
 the same fixed random tokens with AdamW as bench/pipeline.cpp. Started with torchrun's variables
 (one rank per stage, gloo). The cut is bench_pipeline's: the embedding with the first blocks, the
-rest of the blocks with the head; the output layer tied to the embedding is summed over the first
+rest of the blocks with the head; with --schedule interleaved_1f1b the blocks in stages x
+--virtual-stages parts, rank r holding parts r, r + S, ... (ScheduleInterleaved1F1B's loop order); the output layer tied to the embedding is summed over the first
 and the last stage after each step's backward (torch.distributed.pipelining leaves ties to the
 user), so both sides train the same model. Rank 0 prints
   samples_per_s=123.4 tokens_per_s=7898 schedule=1f1b stages=2 micro_batches=8
@@ -16,7 +17,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_gpt import GPT, PRESETS  # noqa: E402
@@ -65,7 +66,8 @@ def main():
     ap.add_argument("--block-size", type=int, default=64)
     ap.add_argument("--micro-batch", type=int, default=4)
     ap.add_argument("--micro-batches", type=int, default=8)
-    ap.add_argument("--schedule", choices=["1f1b", "gpipe"], default="1f1b")
+    ap.add_argument("--schedule", choices=["1f1b", "gpipe", "interleaved_1f1b"], default="1f1b")
+    ap.add_argument("--virtual-stages", type=int, default=1)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     args = ap.parse_args()
@@ -76,22 +78,31 @@ def main():
     n_layer, n_head, c = PRESETS[args.model_type]
     gpt = GPT(256, args.block_size, n_layer, n_head, c, 0.0, "sdpa")
     blocks = list(gpt.transformer.h)
-    cut = [n_layer * s // stages for s in range(stages + 1)]  # bench_pipeline's default split
-    mine = blocks[cut[rank]:cut[rank + 1]]
-    if rank == 0:
-        module = First(gpt, mine)
-    elif rank == stages - 1:
-        module = Last(gpt, mine)
-    else:
-        module = Middle(mine)
-    module.train()
-    stage = PipelineStage(module, rank, stages, torch.device("cpu"))
+    parts = stages * args.virtual_stages
+    # bench_pipeline's default split: layer 0 the embedding, 1..n_layer the blocks, then the head.
+    bounds = [0] + [1 + n_layer * p // parts for p in range(1, parts)] + [n_layer + 2]
+    modules, pipe_stages = [], []
+    for p in range(rank, parts, stages):
+        mine = blocks[max(bounds[p] - 1, 0):min(bounds[p + 1] - 1, n_layer)]
+        if p == 0:
+            module = First(gpt, mine)
+        elif p == parts - 1:
+            module = Last(gpt, mine)
+        else:
+            module = Middle(mine)
+        module.train()
+        modules.append(module)
+        pipe_stages.append(PipelineStage(module, p, parts, torch.device("cpu")))
+    module = nn.ModuleList(modules)
 
     def loss_fn(out, target):
         return F.cross_entropy(out.flatten(0, 1), target.flatten())
 
-    kind = Schedule1F1B if args.schedule == "1f1b" else ScheduleGPipe
-    schedule = kind(stage, n_microbatches=args.micro_batches, loss_fn=loss_fn)
+    if args.schedule == "interleaved_1f1b":
+        schedule = ScheduleInterleaved1F1B(pipe_stages, n_microbatches=args.micro_batches, loss_fn=loss_fn)
+    else:
+        kind = Schedule1F1B if args.schedule == "1f1b" else ScheduleGPipe
+        schedule = kind(pipe_stages[0], n_microbatches=args.micro_batches, loss_fn=loss_fn)
     opt = torch.optim.AdamW(module.parameters(), lr=3e-4)
     tied = gpt.transformer.wte.weight
     tie_group = dist.new_group([0, stages - 1]) if stages > 1 else None

@@ -204,8 +204,8 @@ bool trainEpoch(PipelineRun& r, uint64_t e) {
   for (data::Batch& b : *r.parts.loader) {
     // Stage 0 feeds the inputs and the last stage the targets; every stage walks the loader, so
     // that its position (a checkpoint's) is the same on all.
-    if (isFirst(r)) inputs.push_back(stageInput(r, b.input));
-    if (isLast(r)) targets.push_back(b.target);
+    if (isFirst(r)) inputs.push_back(stageInput(r, b.input.to(r.device)));
+    if (isLast(r)) targets.push_back(b.target.to(r.device));
     if (++gathered < m) continue;
     trainStep(r, inputs, targets, e);
     inputs.clear();
@@ -250,7 +250,7 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
       {"rank", r.world.rank()},
       {"stage", r.grid.stage},
       {"replica", r.grid.replica},
-      {"layers", {r.parts.stage->layerRange().first, r.parts.stage->layerRange().second}},
+      {"layers", r.parts.stage->layerRanges()},
       {"idle_fraction", r.timed_steps > 0 ? r.idle_sum / static_cast<double>(r.timed_steps) : 0.0},
       {"activation_slots", r.parts.stage->activationSlots()},
       {"model_state_bytes_resident", OtherStages::residentBytes(*r.parts.model)},
@@ -266,8 +266,10 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
           {"partition_method",
            r.config.pipeline.boundaries.empty() ? r.config.pipeline.partition_method : "boundaries"},
           {"boundaries", r.parts.stage->boundaries()},
+          {"virtual_stages", r.config.pipeline.virtual_stages},
           {"theoretical_bubble",
-           parallel::theoreticalBubble({r.grid.stages, r.config.batch.gradient_accumulation_steps})},
+           parallel::theoreticalBubble({r.grid.stages, r.config.batch.gradient_accumulation_steps,
+                                        r.config.pipeline.virtual_stages})},
           {"ranks", ranks}};
 }
 
@@ -275,7 +277,8 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
 /// language model's samples from those weights: rank 0, which holds every layer's module.
 void saveModelAndSample(PipelineRun& r, nn::Module& model) {
   if (r.world.rank() != 0) return;
-  r.others.materialize();  // rank 0 samples from the whole model
+  r.others.materialize();  // rank 0 samples from the whole model, on the host
+  model.to(Device::cpu());
   const NamedTensors weights = checkpointModelState(loadCheckpoint(r.last_checkpoint));
   saveSafetensors(r.options.output_dir + "/model.safetensors", weights, {{"format", "pt"}});
   auto* lm = dynamic_cast<nn::LanguageModel*>(&model);
@@ -290,13 +293,17 @@ void saveModelAndSample(PipelineRun& r, nn::Module& model) {
 
 std::string describeLayout(const parallel::PipelineGrid& grid, const TrainConfig& c,
                            const std::vector<int64_t>& bounds) {
-  std::string s = "pipeline: " + std::to_string(grid.stages) + " stages x " + std::to_string(grid.replicas) +
-                  (grid.replicas == 1 ? " replica" : " replicas") + ", schedule " + c.pipeline.schedule +
-                  ", " + std::to_string(c.batch.gradient_accumulation_steps) + " micro-batches of " +
-                  std::to_string(c.batch.micro_batch_size) + " per replica; layers";
+  std::string s =
+      "pipeline: " + std::to_string(grid.stages) + " stages x " + std::to_string(grid.replicas) +
+      (grid.replicas == 1 ? " replica" : " replicas") + ", schedule " + c.pipeline.schedule +
+      (c.pipeline.virtual_stages > 1 ? " (" + std::to_string(c.pipeline.virtual_stages) + " chunks per stage)"
+                                     : std::string()) +
+      ", " + std::to_string(c.batch.gradient_accumulation_steps) + " micro-batches of " +
+      std::to_string(c.batch.micro_batch_size) + " per replica; layers";
   for (size_t i = 0; i + 1 < bounds.size(); ++i)
     s += (i ? ", " : " ") + std::string("[") + std::to_string(bounds[i]) + ", " +
-         std::to_string(bounds[i + 1]) + ") on stage " + std::to_string(i);
+         std::to_string(bounds[i + 1]) + ") on stage " +
+         std::to_string(static_cast<int64_t>(i) % grid.stages);
   return s;
 }
 
@@ -315,8 +322,10 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   manualSeed(c.seed);
   std::shared_ptr<nn::Module> model;
   {
-    DeferredInit deferred;  // only the stage's layers get memory and values (OtherStages)
-    model = buildModel(c, data, device);
+    // Only the stage's layers get memory and values (OtherStages): built on the host, where the
+    // deferred values are made, and the stage's layers moved to a GPU below.
+    DeferredInit deferred;
+    model = buildModel(c, data, Device::cpu());
   }
   if (chief) describeModel(c, *model, device);
   parallel::PipelineStageOptions so;
@@ -325,11 +334,17 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   so.partition.stages = c.pipeline.stages;
   so.partition.method = c.pipeline.partition_method;
   so.partition.boundaries = c.pipeline.boundaries;
+  so.virtual_stages = c.pipeline.virtual_stages;
   so.activation_checkpoint_interval = c.pipeline.activation_checkpoint_interval;
   if (grid.replicas > 1) so.data_group = grid.data;
   so.autocast = parallel::precisionDType(c.precision);
+  // A replica's share of one process's dropout masks is drawn per sample, on the host only.
+  so.one_process_dropout = device.isCpu();
   parallel::PipelineStage stage(*model, grid.pipe, so);
   if (chief) std::fprintf(stderr, "%s\n", describeLayout(grid, c, stage.boundaries()).c_str());
+  OtherStages others(*model, stage);
+  for (nn::Module* layer : stage.layers()) layer->to(device);
+  const size_t build_peak_bytes = CachingAllocator::instance().stats().peak_bytes_in_use;
 
   // The whole model's optimizer numbers the parameters (as a DDP run's would) and gives the groups.
   std::shared_ptr<optim::Optimizer> whole = languageModelOptimizer(c, *model);
@@ -347,8 +362,6 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
     zero = std::make_unique<parallel::ZeroOptimizer>(model, optimizer,
                                                      grid.replicas > 1 ? grid.data : nullptr, zo);
   }
-  OtherStages others(*model, stage);
-  const size_t build_peak_bytes = CachingAllocator::instance().stats().peak_bytes_in_use;
 
   // Each replica trains on its shard of every epoch, as a DDP rank does.
   parallel::DistributedEnvironment replica_env;

@@ -197,3 +197,154 @@ TEST(PipelineSchedule, bad_settings_are_errors_naming_the_key) {
   EXPECT_THROW(pipelineActions(PipelineScheduleKind::gpipe, {2, 4}, 2), ValueError);
   EXPECT_THROW(pipelineActions(PipelineScheduleKind::gpipe, {0, 4}, 0), ValueError);
 }
+
+namespace {
+
+// Runs f for interleaved 1F1B on 2..5 stages, 2..4 chunks and 1..3 rounds of micro-batches.
+template <typename F>
+void forEachInterleavedShape(F f) {
+  for (int64_t s = 2; s <= 5; ++s)
+    for (int64_t v = 2; v <= 4; ++v)
+      for (int64_t rounds = 1; rounds <= 3; ++rounds) f(PipelineShape{s, rounds * s, v});
+}
+
+std::string where(const PipelineShape& shape) {
+  return where(PipelineScheduleKind::interleaved_1f1b, shape) + " x " + std::to_string(shape.chunks) +
+         " chunks";
+}
+
+std::vector<std::vector<PipelineAction>> allInterleaved(const PipelineShape& shape) {
+  return allStages(PipelineScheduleKind::interleaved_1f1b, shape);
+}
+
+}  // namespace
+
+TEST(PipelineSchedule, interleaved_runs_every_chunk_of_every_micro_batch_forward_then_backward) {
+  forEachInterleavedShape([](const PipelineShape& shape) {
+    for (int64_t s = 0; s < shape.stages; ++s) {
+      std::vector<int> forwarded(static_cast<size_t>(shape.micro_batches * shape.chunks), 0);
+      std::vector<int> backwarded = forwarded;
+      for (const auto& a : pipelineActions(PipelineScheduleKind::interleaved_1f1b, shape, s)) {
+        const auto i = static_cast<size_t>(a.chunk * shape.micro_batches + a.micro_batch);
+        if (a.op == PipelineOp::forward) ++forwarded[i];
+        if (a.op == PipelineOp::backward) {
+          EXPECT_EQ(forwarded[i], 1) << where(shape) << ", stage " << s;
+          ++backwarded[i];
+        }
+        // Stage 0's chunk 0 takes the data, the last stage's last chunk makes the loss.
+        if (a.op == PipelineOp::recv_activation) {
+          EXPECT_FALSE(s == 0 && a.chunk == 0) << where(shape);
+        }
+        if (a.op == PipelineOp::send_activation) {
+          EXPECT_FALSE(s + 1 == shape.stages && a.chunk + 1 == shape.chunks) << where(shape);
+        }
+      }
+      EXPECT_EQ(forwarded, std::vector<int>(forwarded.size(), 1)) << where(shape);
+      EXPECT_EQ(backwarded, std::vector<int>(backwarded.size(), 1)) << where(shape);
+    }
+  });
+}
+
+TEST(PipelineSchedule, interleaved_computes_in_megatrons_order) {
+  // 2 stages x 2 chunks x 4 micro-batches. Stage 0 warms up with 2 (S - 1) + (V - 1) S = 4
+  // forwards: micro-batches 0, 1 of chunk 0, then of chunk 1; stage 1 with 2.
+  using Op = PipelineOp;
+  const std::vector<std::vector<PipelineAction>> expected = {{{Op::forward, 0, 0},
+                                                              {Op::forward, 1, 0},
+                                                              {Op::forward, 0, 1},
+                                                              {Op::forward, 1, 1},
+                                                              {Op::forward, 2, 0},
+                                                              {Op::backward, 0, 1},
+                                                              {Op::forward, 3, 0},
+                                                              {Op::backward, 1, 1},
+                                                              {Op::forward, 2, 1},
+                                                              {Op::backward, 0, 0},
+                                                              {Op::forward, 3, 1},
+                                                              {Op::backward, 1, 0},
+                                                              {Op::backward, 2, 1},
+                                                              {Op::backward, 3, 1},
+                                                              {Op::backward, 2, 0},
+                                                              {Op::backward, 3, 0}},
+                                                             {{Op::forward, 0, 0},
+                                                              {Op::forward, 1, 0},
+                                                              {Op::forward, 0, 1},
+                                                              {Op::backward, 0, 1},
+                                                              {Op::forward, 1, 1},
+                                                              {Op::backward, 1, 1},
+                                                              {Op::forward, 2, 0},
+                                                              {Op::backward, 0, 0},
+                                                              {Op::forward, 3, 0},
+                                                              {Op::backward, 1, 0},
+                                                              {Op::forward, 2, 1},
+                                                              {Op::backward, 2, 1},
+                                                              {Op::forward, 3, 1},
+                                                              {Op::backward, 3, 1},
+                                                              {Op::backward, 2, 0},
+                                                              {Op::backward, 3, 0}}};
+  for (int64_t s = 0; s < 2; ++s) {
+    std::vector<PipelineAction> compute;
+    for (const auto& a : pipelineActions(PipelineScheduleKind::interleaved_1f1b, {2, 4, 2}, s))
+      if (a.op == Op::forward || a.op == Op::backward) compute.push_back(a);
+    EXPECT_EQ(compute, expected[static_cast<size_t>(s)]) << "stage " << s;
+  }
+}
+
+TEST(PipelineSchedule, interleaved_never_deadlocks_and_shrinks_the_bubble_by_the_chunks) {
+  EXPECT_DOUBLE_EQ(theoreticalBubble({4, 8, 2}), 3.0 / 19.0);
+  forEachInterleavedShape([](const PipelineShape& shape) {
+    const double v = static_cast<double>(shape.chunks);
+    for (PipelineCosts costs : {PipelineCosts{1 / v, 1 / v}, PipelineCosts{1 / v, 2 / v}}) {
+      PipelineTimeline t;
+      ASSERT_NO_THROW(t = simulatePipeline(allInterleaved(shape), costs)) << where(shape);
+      const double plain =
+          simulatePipeline(allStages(PipelineScheduleKind::one_f_one_b, {shape.stages, shape.micro_batches}),
+                           {costs.forward * v, costs.backward * v})
+              .idle_fraction.front();
+      for (double idle : t.idle_fraction) {
+        EXPECT_LT(idle, plain) << where(shape);
+        EXPECT_NEAR(idle, theoreticalBubble(shape), 1e-9) << where(shape) << " F " << costs.forward;
+      }
+    }
+  });
+}
+
+TEST(PipelineSchedule, interleaved_holds_its_warmup_of_chunk_activations) {
+  forEachInterleavedShape([](const PipelineShape& shape) {
+    for (int64_t s = 0; s < shape.stages; ++s) {
+      const auto actions = pipelineActions(PipelineScheduleKind::interleaved_1f1b, shape, s);
+      const int64_t total = shape.micro_batches * shape.chunks;
+      const int64_t warmup = std::min(total, 2 * (shape.stages - s - 1) + (shape.chunks - 1) * shape.stages);
+      EXPECT_EQ(peakActivationsInFlight(actions), std::min(total, warmup + 1)) << where(shape);
+      int64_t per_chunk = 0;
+      for (int64_t c = 0; c < shape.chunks; ++c) {
+        per_chunk += peakActivationsInFlight(actions, c);
+        // Receives are posted ahead, so a chunk holds at least as many inputs as activations.
+        EXPECT_GE(peakInputsHeld(actions, c), peakActivationsInFlight(actions, c)) << where(shape);
+      }
+      EXPECT_GE(per_chunk, peakActivationsInFlight(actions)) << where(shape);
+    }
+  });
+}
+
+TEST(PipelineSchedule, interleaved_settings_that_cannot_run_are_errors_naming_the_key) {
+  EXPECT_EQ(parsePipelineSchedule("interleaved_1f1b"), PipelineScheduleKind::interleaved_1f1b);
+  EXPECT_EQ(parsePipelineSchedule("Interleaved1F1B"), PipelineScheduleKind::interleaved_1f1b);
+  EXPECT_EQ(parsePipelineSchedule("GPipe"), PipelineScheduleKind::gpipe);
+  auto message = [](PipelineScheduleKind kind, const PipelineShape& shape) {
+    try {
+      checkPipelineShape(kind, shape);
+    } catch (const ValueError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  using K = PipelineScheduleKind;
+  EXPECT_NE(message(K::interleaved_1f1b, {2, 4, 1}).find("needs pipeline.virtual_stages >= 2"),
+            std::string::npos);
+  EXPECT_NE(message(K::interleaved_1f1b, {1, 4, 2}).find("needs pipeline.stages >= 2"), std::string::npos);
+  EXPECT_NE(message(K::interleaved_1f1b, {4, 6, 2}).find("gradient_accumulation_steps 6 must be a multiple"),
+            std::string::npos);
+  EXPECT_NE(message(K::one_f_one_b, {2, 4, 2}).find("pipeline.virtual_stages is 2 but schedule 1f1b"),
+            std::string::npos);
+  EXPECT_EQ(message(K::interleaved_1f1b, {4, 8, 3}), "no error");
+}

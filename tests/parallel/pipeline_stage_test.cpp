@@ -171,7 +171,8 @@ std::set<std::string> trainStageAndCompare(const Job& job, int rank,
                                            std::shared_ptr<comm::ProcessGroup> group,
                                            PipelineScheduleKind schedule, const Reference& one_process,
                                            int64_t checkpoint_interval = 0,
-                                           std::shared_ptr<comm::ProcessGroup> data_group = nullptr) {
+                                           std::shared_ptr<comm::ProcessGroup> data_group = nullptr,
+                                           int64_t virtual_stages = 1) {
   const auto& [reference, reference_losses] = one_process;
   const int stages = group->size();
   auto model = build(job);
@@ -181,7 +182,9 @@ std::set<std::string> trainStageAndCompare(const Job& job, int rank,
   o.partition.stages = stages;
   o.activation_checkpoint_interval = checkpoint_interval;
   o.data_group = data_group;
+  o.virtual_stages = virtual_stages;
   PipelineStage stage(*model, group, o);
+  EXPECT_EQ(stage.chunks(), virtual_stages);
   optim::SGD sgd(stage.parameters(), {.lr = kLr});
   for (int step = 0; step < kSteps; ++step) {
     auto [x, y] = job.batch(step);
@@ -196,10 +199,13 @@ std::set<std::string> trainStageAndCompare(const Job& job, int rank,
           << "step " << step;
     }
   }
-  // 1F1B holds at most S - s micro-batches' activations, GPipe all of them.
-  const int64_t held = schedule == PipelineScheduleKind::gpipe
-                           ? kMicroBatches
-                           : std::min<int64_t>(stages - rank, kMicroBatches);
+  // 1F1B holds at most S - s micro-batches' activations, GPipe all of them, interleaved 1F1B its
+  // warm-up forwards' and one more (each a chunk's).
+  int64_t held = schedule == PipelineScheduleKind::gpipe ? kMicroBatches
+                                                         : std::min<int64_t>(stages - rank, kMicroBatches);
+  if (schedule == PipelineScheduleKind::interleaved_1f1b)
+    held =
+        std::min(kMicroBatches * virtual_stages, 2 * (stages - rank - 1) + (virtual_stages - 1) * stages + 1);
   EXPECT_EQ(stage.activationSlots(), static_cast<size_t>(held)) << "stage " << rank;
   const parallel::PipelineStepTimes& times = stage.lastStepTimes();
   EXPECT_GT(times.compute_s, 0.0);
@@ -218,14 +224,15 @@ std::set<std::string> trainStageAndCompare(const Job& job, int rank,
   return checked;
 }
 
-void expectPipelineMatchesOneProcess(const Job& job, int stages, PipelineScheduleKind schedule) {
+void expectPipelineMatchesOneProcess(const Job& job, int stages, PipelineScheduleKind schedule,
+                                     int64_t virtual_stages = 1) {
   OneThread one_thread;
   const Reference one_process = trainAlone(job);
   std::mutex mu;
   std::set<std::string> checked;
   lockstep::testing::runThreadRanks(stages, [&](int rank, std::shared_ptr<comm::ProcessGroup> group) {
     OneThread rank_thread;
-    auto names = trainStageAndCompare(job, rank, group, schedule, one_process);
+    auto names = trainStageAndCompare(job, rank, group, schedule, one_process, 0, nullptr, virtual_stages);
     std::lock_guard<std::mutex> lock(mu);
     checked.insert(names.begin(), names.end());
   });
@@ -241,7 +248,8 @@ void expectPipelineMatchesOneProcess(const Job& job, int stages, PipelineSchedul
 // (what a replica's share of one process's dropout masks assumes: Generator::BatchShare; thread
 // ranks share the process's default generator, so dropout is checked with processes, in
 // tests/train/train_pipeline_cli_test.cpp).
-void expectGridMatchesOneProcess(const Job& job, int stages, int replicas, PipelineScheduleKind schedule) {
+void expectGridMatchesOneProcess(const Job& job, int stages, int replicas, PipelineScheduleKind schedule,
+                                 int64_t virtual_stages = 1) {
   OneThread one_thread;
   Job global = job;
   global.batch = [job, replicas](int step) {
@@ -272,7 +280,7 @@ void expectGridMatchesOneProcess(const Job& job, int stages, int replicas, Pipel
       return job.batch(step * replicas + d);
     };
     auto names = trainStageAndCompare(mine, static_cast<int>(grid.stage), grid.pipe, schedule, one_process, 0,
-                                      grid.data);
+                                      grid.data, virtual_stages);
     std::lock_guard<std::mutex> lock(mu);
     checked.insert(names.begin(), names.end());
   });
@@ -401,6 +409,15 @@ TEST(PipelineStage, two_and_three_stages_1f1b_match_one_process) {
 TEST(PipelineStage, gpt_with_its_embedding_tied_across_stages_matches_one_process) {
   expectPipelineMatchesOneProcess(gptJob(), 2, PipelineScheduleKind::one_f_one_b);
   expectPipelineMatchesOneProcess(gptJob(), 3, PipelineScheduleKind::gpipe);
+}
+
+TEST(PipelineStage, interleaved_1f1b_chunks_go_round_the_stages_and_match_one_process) {
+  // gpt-nano: 5 layers in 4 parts, the embedding on stage 0's chunk 0 tied to the head on stage
+  // 1's chunk 1; ResNet-18's batch norm in every part, 2 stages x 3 chunks and 4 x 2.
+  expectPipelineMatchesOneProcess(gptJob(), 2, PipelineScheduleKind::interleaved_1f1b, 2);
+  expectPipelineMatchesOneProcess(resnetJob(), 2, PipelineScheduleKind::interleaved_1f1b, 3);
+  expectPipelineMatchesOneProcess(resnetJob(), 4, PipelineScheduleKind::interleaved_1f1b, 2);
+  expectGridMatchesOneProcess(gptJob(), 2, 2, PipelineScheduleKind::interleaved_1f1b, 2);
 }
 
 TEST(PipelineStage, resnet18_with_batch_norm_matches_one_process_accumulating_the_micro_batches) {

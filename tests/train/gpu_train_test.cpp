@@ -188,4 +188,35 @@ TEST_F(TrainCli, two_ranks_sharing_one_gpu_train_as_the_cpu_two_rank_run) {
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/nccl/run.json")) << nccl.output;
 }
 
+// A pipeline on a GPU (issue 42): two stages sharing cuda:0 (their activations and gradients through
+// the host, as the shared GPU's collectives go) train as the CPU pipeline does, with 1F1B and with
+// interleaved 1F1B; the model file holds both stages' weights.
+TEST_F(TrainCli, gpu_pipeline_trains_as_the_cpu_pipeline) {
+  LOCKSTEP_REQUIRE_GPU();
+  std::string cfg = writeConfig(
+      "c.yaml", std::string(kSeedCnn) +
+                    "gradient_accumulation_steps: 4\npipeline: {stages: 2, partition_method: uniform}\n");
+  struct OneGpu {  // for the runs started below, not for this process
+    OneGpu() { ::setenv("CUDA_VISIBLE_DEVICES", "0", 1); }
+    ~OneGpu() { ::unsetenv("CUDA_VISIBLE_DEVICES"); }
+  } one_gpu;
+  for (const std::string schedule : {"1f1b", "interleaved_1f1b"}) {
+    const std::string set =
+        " --nproc-per-node 2 --set train_micro_batch_size_per_gpu=8 --set pipeline.schedule=" + schedule +
+        (schedule == "1f1b" ? "" : " --set pipeline.virtual_stages=2");
+    Result cpu = run(cfg + set + " --output-dir " + dir_ + "/cpu-" + schedule);
+    ASSERT_EQ(cpu.code, 0) << cpu.output;
+    Result gpu = run(cfg + set + " --output-dir " + dir_ + "/gpu-" + schedule +
+                     " --set device=cuda --set backends.cudnn.allow_tf32=false");
+    ASSERT_EQ(gpu.code, 0) << gpu.output;
+    const double lc = summaryNumber(dir_ + "/cpu-" + schedule, "test_loss"),
+                 lg = summaryNumber(dir_ + "/gpu-" + schedule, "test_loss");
+    EXPECT_NEAR(lg, lc, kF32Bound * std::max(1.0, std::abs(lc))) << gpu.output;
+    EXPECT_LT(safetensorsRelDiff(dir_ + "/gpu-" + schedule + "/model.safetensors",
+                                 dir_ + "/cpu-" + schedule + "/model.safetensors"),
+              kF32Bound)
+        << schedule;
+  }
+}
+
 }  // namespace

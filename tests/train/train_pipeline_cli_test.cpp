@@ -131,6 +131,45 @@ TEST_F(TrainCli, pipeline_trains_as_one_process_with_both_schedules) {
 
 // A model of 37.8 MB (mlp 512 -> 2048 -> 2048 -> 2048 -> 3): each rank builds it deferred and
 // allocates only its stage's layers, so no rank's memory ever held the whole model.
+TEST_F(TrainCli, pipeline_interleaved_1f1b_trains_as_one_process_and_resumes_as_plain_1f1b) {
+  std::string cfg = writeConfig("c.yaml", kPipelined);
+  Result one = runOneThread([&] { return run(cfg + " --output-dir " + dir_ + "/one"); });
+  ASSERT_EQ(one.code, 0) << one.output;
+  const std::string interleaved =
+      " --nproc-per-node 2 --set pipeline.stages=2 --set pipeline.schedule=interleaved_1f1b "
+      "--set pipeline.virtual_stages=2 --set pipeline.partition_method=uniform";
+  Result i = run(cfg + interleaved + " --output-dir " + dir_ + "/i");
+  ASSERT_EQ(i.code, 0) << i.output;
+  // Six layers in four parts, going round the two stages twice.
+  EXPECT_NE(
+      i.output.find("pipeline: 2 stages x 1 replica, schedule interleaved_1f1b (2 chunks per stage), 4 "
+                    "micro-batches of 4 per replica; layers [0, 2) on stage 0, [2, 4) on stage 1, [4, 5) "
+                    "on stage 0, [5, 6) on stage 1"),
+      std::string::npos)
+      << i.output;
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/i/model.safetensors", dir_ + "/one/model.safetensors"), 1e-6);
+  EXPECT_EQ(lossRows(dir_ + "/i"), lossRows(dir_ + "/one"));
+  const auto s = summary(dir_ + "/i"), s1 = summary(dir_ + "/one");
+  EXPECT_NEAR(s["test_loss"].get<double>(), s1["test_loss"].get<double>(), 1e-6);
+  const auto& p = s["pipeline"];
+  EXPECT_EQ(p["schedule"], "interleaved_1f1b");
+  EXPECT_EQ(p["virtual_stages"], 2);
+  EXPECT_EQ(p["boundaries"], nlohmann::json::array({0, 2, 4, 5, 6}));
+  EXPECT_NEAR(p["theoretical_bubble"].get<double>(), 1.0 / 9.0, 1e-12);  // (S - 1) / (V M + S - 1)
+  ASSERT_EQ(p["ranks"].size(), 2u);
+  EXPECT_EQ(p["ranks"][0]["layers"], nlohmann::json::parse("[[0, 2], [4, 5]]"));
+  EXPECT_EQ(p["ranks"][1]["layers"], nlohmann::json::parse("[[2, 4], [5, 6]]"));
+  // Megatron's warm-up: 2 (S - s - 1) + (V - 1) S forwards, then one more, each a chunk's.
+  EXPECT_EQ(p["ranks"][0]["activation_slots"], 5);
+  EXPECT_EQ(p["ranks"][1]["activation_slots"], 3);
+  // Its checkpoints (each stage's file holds both its chunks) resume on plain 1F1B.
+  ASSERT_EQ(run(cfg + interleaved + " --output-dir " + dir_ + "/k --set max_steps=6").code, 0);
+  Result rest = run(cfg + " --nproc-per-node 2 --set pipeline.stages=2 --output-dir " + dir_ + "/k --resume");
+  ASSERT_EQ(rest.code, 0) << rest.output;
+  EXPECT_NE(rest.output.find("(step 6)"), std::string::npos) << rest.output;
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/k/model.safetensors", dir_ + "/one/model.safetensors"), 1e-6);
+}
+
 TEST_F(TrainCli, pipeline_ranks_allocate_only_their_stage_while_building) {
   std::string cfg = writeConfig("c.yaml", R"(
 model: {name: mlp, hidden: [2048, 2048, 2048]}
@@ -314,6 +353,13 @@ TEST_F(TrainCli, pipeline_configs_that_cannot_run_are_refused_before_any_rank_st
        "pipeline.boundaries has 2 values but 2 stages need 3"},
       {"--nproc-per-node 4 --oversubscribe --set pipeline.stages=2 --set train_batch_size=24",
        "data-parallel size (world size 4 / pipeline.stages 2) 2"},
+      {"--nproc-per-node 2 --set pipeline.stages=2 --set pipeline.schedule=interleaved_1f1b",
+       "pipeline.schedule interleaved_1f1b needs pipeline.virtual_stages >= 2"},
+      {"--nproc-per-node 2 --set pipeline.stages=2 --set pipeline.virtual_stages=2",
+       "pipeline.virtual_stages is 2 but schedule 1f1b runs one chunk per stage"},
+      {"--nproc-per-node 2 --set pipeline.stages=2 --set pipeline.schedule=interleaved_1f1b "
+       "--set pipeline.virtual_stages=2 --set gradient_accumulation_steps=3",
+       "gradient_accumulation_steps 3 must be a multiple of it"},
   };
   for (const Case& k : cases) {
     Result r = run(cfg + " --output-dir " + dir_ + "/o " + k.args);
@@ -326,6 +372,14 @@ TEST_F(TrainCli, pipeline_configs_that_cannot_run_are_refused_before_any_rank_st
       run(cfg + " --nproc-per-node 8 --oversubscribe --output-dir " + dir_ + "/o --set pipeline.stages=8");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("pipeline.stages is 8 but the model has only 6 layers"), std::string::npos)
+      << r.output;
+  r = run(
+      cfg + " --nproc-per-node 2 --output-dir " + dir_ +
+      "/o --set pipeline.stages=2 --set pipeline.schedule=interleaved_1f1b --set pipeline.virtual_stages=4");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("pipeline.stages 2 x pipeline.virtual_stages 4 = 8 parts, but the model has only 6 "
+                          "layers"),
+            std::string::npos)
       << r.output;
 }
 

@@ -14,6 +14,7 @@
 #include "lockstep/nn/models/language_model.h"
 #include "lockstep/parallel/ddp/bucket_assignment.h"
 #include "lockstep/parallel/ddp/comm_hook.h"
+#include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/tensor/generator.h"
 #include "lockstep/util/error.h"
 
@@ -21,8 +22,11 @@ namespace lockstep::parallel {
 
 namespace {
 
-// Tags keep the three kinds of transfer between two stages apart.
+// Tags keep the kinds of transfer between two stages apart, and the links between parts: a
+// transfer between part p and part p + 1 has tag kind + kTagsPerLink * p.
 constexpr int kShapeTag = 1, kActivationTag = 2, kGradTag = 3, kTiedTag = 4, kEvalShapeTag = 5, kEvalTag = 6;
+constexpr int kTagsPerLink = 8;
+int linkTag(int kind, int64_t link) { return kind + kTagsPerLink * static_cast<int>(link); }
 // A shape header: rank, dtype, then up to kMaxDims sizes.
 constexpr size_t kMaxDims = 8;
 using ShapeHeader = std::array<int64_t, kMaxDims + 2>;
@@ -57,33 +61,67 @@ PipelineStage::PipelineStage(nn::Module& model, std::shared_ptr<comm::ProcessGro
   LOCKSTEP_ENFORCE(options.partition.stages == group_->size(), ValueError, "pipeline.stages is ",
                    options.partition.stages, " but the pipeline's process group has ", group_->size(),
                    " ranks; each rank runs one stage");
+  stages_ = options.partition.stages;
+  stage_ = group_->rank();
+  const PipelineShape shape{stages_, options.micro_batches, options.virtual_stages};
+  actions_ = pipelineActions(options.schedule, shape, stage_);  // checks the shape
   std::vector<PipelineLayerInfo> infos;
   for (const auto& layer : sequence_.layers) infos.push_back({layer->typeName(), layer->numParameters()});
-  bounds_ = partitionLayers(infos, options.partition);
-  stage_ = group_->rank();
-  actions_ = pipelineActions(options.schedule, {stages(), options.micro_batches}, stage_);
-  slots_.resize(static_cast<size_t>(std::max<int64_t>(1, peakActivationsInFlight(actions_))));
-  recv_buffers_.resize(slots_.size());
+  PartitionOptions parts = options.partition;
+  parts.stages = shape.parts();
+  if (options.virtual_stages > 1 && !parts.boundaries.empty())
+    LOCKSTEP_ENFORCE(static_cast<int64_t>(parts.boundaries.size()) == parts.stages + 1, ValueError,
+                     "pipeline.boundaries has ", parts.boundaries.size(), " values but ", stages_,
+                     " stages x ", options.virtual_stages, " virtual_stages need ", parts.stages + 1,
+                     " ([0, b1, ..., layers], one part per chunk)");
+  const auto layer_count = static_cast<int64_t>(infos.size());
+  LOCKSTEP_ENFORCE(options.virtual_stages == 1 || parts.stages <= layer_count, ValueError, "pipeline.stages ",
+                   stages_, " x pipeline.virtual_stages ", options.virtual_stages, " = ", parts.stages,
+                   " parts, but the model has only ", layer_count,
+                   " layers to split; every part needs at least one layer: use fewer virtual_stages");
+  bounds_ = partitionLayers(infos, parts);
+  activation_slots_ = static_cast<size_t>(std::max<int64_t>(1, peakActivationsInFlight(actions_)));
 
   LOCKSTEP_ENFORCE(options.activation_checkpoint_interval >= 0, ValueError,
                    "pipeline.activation_checkpoint_interval must be >= 0 (0: off), got ",
                    options.activation_checkpoint_interval);
   std::set<const autograd::VariableImpl*> seen;
-  const auto [first, last] = layerRange();
-  for (int64_t l = first; l < last; ++l) {
-    layers_.push_back(sequence_.layers[static_cast<size_t>(l)].get());
-    for (const auto& p : sequence_.layers[static_cast<size_t>(l)]->parameters())
-      if (seen.insert(p.impl().get()).second) parameters_.push_back(p);
+  for (int64_t c = 0; c < options.virtual_stages; ++c) {
+    Chunk chunk;
+    chunk.part = c * stages_ + stage_;
+    chunk.slots.resize(static_cast<size_t>(std::max<int64_t>(1, peakInputsHeld(actions_, c))));
+    for (int64_t l = bounds_[static_cast<size_t>(chunk.part)];
+         l < bounds_[static_cast<size_t>(chunk.part) + 1]; ++l) {
+      nn::Module* layer = sequence_.layers[static_cast<size_t>(l)].get();
+      chunk.layers.push_back(layer);
+      layers_.push_back(layer);
+      for (const auto& p : layer->parameters())
+        if (seen.insert(p.impl().get()).second) parameters_.push_back(p);
+    }
+    chunks_.push_back(std::move(chunk));
   }
   std::map<std::string, autograd::Variable> named;
   for (const auto& [name, p] : model.namedParameters()) named.emplace(name, p);
   for (const auto& tie : sequence_.tied) {
     std::set<int> holders;
     for (size_t l : tie.layers)
-      holders.insert(static_cast<int>(stageOfLayer(bounds_, static_cast<int64_t>(l))));
+      holders.insert(static_cast<int>(stageOfLayer(bounds_, static_cast<int64_t>(l)) % stages_));
     if (holders.size() > 1 && holders.count(static_cast<int>(stage_)))
       tied_.emplace_back(named.at(tie.name), std::vector<int>(holders.begin(), holders.end()));
   }
+}
+
+Device PipelineStage::device() const {
+  for (const auto& p : parameters_)
+    if (p.tensor().defined()) return p.tensor().device();
+  return Device::cpu();
+}
+
+std::vector<std::pair<int64_t, int64_t>> PipelineStage::layerRanges() const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const Chunk& c : chunks_)
+    out.emplace_back(bounds_[static_cast<size_t>(c.part)], bounds_[static_cast<size_t>(c.part) + 1]);
+  return out;
 }
 
 bool PipelineStage::ownsParameter(const autograd::Variable& p) const {
@@ -121,37 +159,40 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
   // Replicas draw their samples' part of one process's dropout masks, for this step. Set only where
   // the model draws at all (thread ranks share the generator).
   std::optional<BatchShareScope> share;
-  if (sharesBatchDraws() && draws_->first > 0)
+  if (sharesBatchDraws() && *draws_ > 0)
     share.emplace(rng, Generator::BatchShare{options_.data_group->size(), options_.data_group->rank()});
   const uint64_t rng_seed = rng.seed(), rng_base = rng.offset();
+  auto chunk = [&](const PipelineAction& a) -> Chunk& { return chunks_[static_cast<size_t>(a.chunk)]; };
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   Clock::duration compute{}, gradient_phase{};
   for (const PipelineAction& a : actions_) {
+    // A compute first waits for its received tensor (idle time, not compute).
+    if (a.op == PipelineOp::forward || a.op == PipelineOp::backward) awaitReceive(chunk(a), a);
     const Clock::time_point action_start = Clock::now();
     switch (a.op) {
       case PipelineOp::recv_activation:
-        recvActivation(a.micro_batch);
+        recvActivation(chunk(a), a.micro_batch);
         break;
       case PipelineOp::forward:
-        // Micro-batch m draws where one process's m-th forward would, this stage's layers after the
-        // earlier stages': dropout masks are one process's whatever the stage count and schedule.
-        if (draws_->first > 0)
+        // Micro-batch m draws where one process's m-th forward would, this chunk's layers after the
+        // earlier parts': dropout masks are one process's whatever the stage count and schedule.
+        if (*draws_ > 0)
           rng.setState(rng_seed,
-                       rng_base + static_cast<uint64_t>(a.micro_batch) * draws_->first + draws_->second);
-        forward(a.micro_batch, inputs, targets, loss);
+                       rng_base + static_cast<uint64_t>(a.micro_batch) * *draws_ + chunk(a).draws_before);
+        forward(chunk(a), a.micro_batch, inputs, targets, loss);
         break;
       case PipelineOp::send_activation:
-        sendActivation(a.micro_batch);
+        sendActivation(chunk(a), a.micro_batch);
         break;
       case PipelineOp::recv_grad:
-        recvGrad(a.micro_batch);
+        recvGrad(chunk(a), a.micro_batch);
         break;
       case PipelineOp::backward:
-        backward(a.micro_batch);
+        backward(chunk(a), a.micro_batch);
         break;
       case PipelineOp::send_grad:
-        sendGrad(a.micro_batch);
+        sendGrad(chunk(a), a.micro_batch);
         break;
       case PipelineOp::reduce_grads:
         for (auto& p : pending_) p.work->wait();
@@ -167,8 +208,7 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
     if (a.op == PipelineOp::reduce_grads || a.op == PipelineOp::optimizer_step)
       gradient_phase += Clock::now() - action_start;
   }
-  if (draws_->first > 0)
-    rng.setState(rng_seed, rng_base + m_count * draws_->first);  // as after one process's step
+  if (*draws_ > 0) rng.setState(rng_seed, rng_base + m_count * *draws_);  // as after one process's step
   times_.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   times_.compute_s = std::chrono::duration<double>(compute).count();
   times_.gradient_phase_s = std::chrono::duration<double>(gradient_phase).count();
@@ -176,95 +216,117 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
                                 : std::numeric_limits<double>::quiet_NaN();
 }
 
-void PipelineStage::forward(int64_t m, const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
-                            const Loss& loss) {
-  InFlight& slot = slots_[static_cast<size_t>(m) % slots_.size()];
-  if (stage_ == 0) slot.input = autograd::Variable(inputs[static_cast<size_t>(m)]);
-  const bool training = layers_.front()->isTraining();
+void PipelineStage::forward(Chunk& chunk, int64_t m, const std::vector<Tensor>& inputs,
+                            const std::vector<Tensor>& targets, const Loss& loss) {
+  InFlight& slot = chunk.slots[static_cast<size_t>(m) % chunk.slots.size()];
+  if (isFirstPart(chunk))
+    slot.input = autograd::Variable(inputs[static_cast<size_t>(m)]);
+  else
+    slot.input = autograd::Variable(slot.input_buffer, true);  // received: awaitReceive
+  const bool training = chunk.layers.front()->isTraining();
   {
     std::optional<autograd::AutocastGuard> autocast;
     if (options_.autocast) autocast.emplace(*options_.autocast);
-    slot.output = nn::runBlocks(layers_, slot.input, training ? options_.activation_checkpoint_interval : 0);
+    slot.output =
+        nn::runBlocks(chunk.layers, slot.input, training ? options_.activation_checkpoint_interval : 0);
   }
-  if (stage_ + 1 == stages()) {
+  if (isLastPart(chunk)) {
     if (options_.autocast) slot.output = autograd::toDType(slot.output, DType::f32);
     slot.output = loss(slot.output, targets[static_cast<size_t>(m)]);
     loss_sum_ += slot.output.tensor().item<double>();
   }
 }
 
-void PipelineStage::backward(int64_t m) {
-  InFlight& slot = slots_[static_cast<size_t>(m) % slots_.size()];
+void PipelineStage::backward(Chunk& chunk, int64_t m) {
+  InFlight& slot = chunk.slots[static_cast<size_t>(m) % chunk.slots.size()];
   const Tensor& out = slot.output.tensor();
-  if (stage_ + 1 == stages()) {
+  if (isLastPart(chunk)) {
     // Each micro-batch's mean loss weighs 1 / M: the gradients are those of the whole batch's mean.
     // One multiplication by loss_scale / M (exact for a power-of-two scale), as Engine::backward.
-    slot.output.backward(
-        Tensor::full(out.shape(), loss_scale_ / static_cast<double>(options_.micro_batches), out.dtype()));
+    slot.output.backward(Tensor::full(out.shape(), loss_scale_ / static_cast<double>(options_.micro_batches),
+                                      out.dtype(), out.device()));
   } else {
-    slot.output.backward(out.isChannelsLast() ? grad_buffer_.toFormat(MemoryFormat::channels_last)
-                                              : grad_buffer_);
+    slot.output.backward(out.isChannelsLast() ? slot.grad_buffer.toFormat(MemoryFormat::channels_last)
+                                              : slot.grad_buffer);
   }
   slot.output = autograd::Variable();
+}
+
+void PipelineStage::awaitReceive(Chunk& chunk, const PipelineAction& a) {
+  InFlight& slot = chunk.slots[static_cast<size_t>(a.micro_batch) % chunk.slots.size()];
+  const bool forward = a.op == PipelineOp::forward;
+  if (forward ? isFirstPart(chunk) : isLastPart(chunk)) return;  // the data, the loss
+  std::shared_ptr<comm::Work>& work = forward ? slot.input_recv : slot.grad_recv;
+  LOCKSTEP_CHECK(work != nullptr, "a compute before the receive of its input", toString(a), chunk.part);
+  work->wait();
+  work.reset();
 }
 
 void PipelineStage::send(const Tensor& t, int peer, int tag) {
   comm::SendRecvOptions o;
   o.tag = tag;
   Tensor data = t.contiguous();
+  o.place = placeOf(data);
   pending_.push_back(
       {group_->send(data.dataPtr(), static_cast<size_t>(data.numel()), data.dtype(), peer, o), data});
 }
 
-void PipelineStage::recvActivation(int64_t m) {
-  const int prev = static_cast<int>(stage_ - 1);
+void PipelineStage::recvActivation(Chunk& chunk, int64_t m) {
   comm::SendRecvOptions o;
-  if (!in_shape_) {
+  if (!chunk.in_shape) {
     ShapeHeader h{};
-    o.tag = kShapeTag;
-    group_->recv(h.data(), h.size(), DType::i64, prev, o)->wait();
-    in_shape_.emplace(shapeOf(h));
+    o.tag = linkTag(kShapeTag, chunk.part - 1);
+    group_->recv(h.data(), h.size(), DType::i64, prevRank(), o)->wait();
+    chunk.in_shape.emplace(shapeOf(h));
   }
-  Tensor& buffer = recv_buffers_[static_cast<size_t>(m) % recv_buffers_.size()];
-  if (!buffer.defined()) buffer = Tensor::empty(in_shape_->first, in_shape_->second);
-  o.tag = kActivationTag;
-  group_->recv(buffer.dataPtr(), static_cast<size_t>(buffer.numel()), buffer.dtype(), prev, o)->wait();
-  slots_[static_cast<size_t>(m) % slots_.size()].input = autograd::Variable(buffer, true);
+  InFlight& slot = chunk.slots[static_cast<size_t>(m) % chunk.slots.size()];
+  LOCKSTEP_CHECK(slot.input_recv == nullptr && !slot.input.defined(), "an input slot still in use",
+                 chunk.part, m);
+  if (!slot.input_buffer.defined())
+    slot.input_buffer =
+        Tensor::empty(chunk.in_shape->first, chunk.in_shape->second, MemoryFormat::contiguous, device());
+  o.tag = linkTag(kActivationTag, chunk.part - 1);
+  o.place = placeOf(slot.input_buffer);
+  // Posted now, waited for by the forward: the transfer runs while the stage computes.
+  slot.input_recv = group_->recv(slot.input_buffer.dataPtr(), static_cast<size_t>(slot.input_buffer.numel()),
+                                 slot.input_buffer.dtype(), prevRank(), o);
 }
 
-void PipelineStage::sendActivation(int64_t m) {
-  const Tensor& out = slots_[static_cast<size_t>(m) % slots_.size()].output.tensor();
-  const int next = static_cast<int>(stage_ + 1);
-  if (!out_shape_) {
+void PipelineStage::sendActivation(Chunk& chunk, int64_t m) {
+  const Tensor& out = chunk.slots[static_cast<size_t>(m) % chunk.slots.size()].output.tensor();
+  if (!chunk.out_shape) {
     const ShapeHeader h = headerOf(out, stage_);
-    out_shape_.emplace(out.shape(), out.dtype());
+    chunk.out_shape.emplace(out.shape(), out.dtype());
     Tensor header =
         Tensor::fromVector<int64_t>(std::vector<int64_t>(h.begin(), h.end()), {int64_t(h.size())});
-    send(header, next, kShapeTag);
+    send(header, nextRank(), linkTag(kShapeTag, chunk.part));
   }
-  LOCKSTEP_ENFORCE(out.shape() == out_shape_->first && out.dtype() == out_shape_->second, ValueError,
-                   "pipeline stage ", stage_, "'s output of micro-batch ", m, " is ", dtypeName(out.dtype()),
-                   " ", shapeToString(out.shape()), " but the first step agreed on ",
-                   dtypeName(out_shape_->second), " ", shapeToString(out_shape_->first),
+  LOCKSTEP_ENFORCE(out.shape() == chunk.out_shape->first && out.dtype() == chunk.out_shape->second,
+                   ValueError, "pipeline stage ", stage_, "'s output of micro-batch ", m, " is ",
+                   dtypeName(out.dtype()), " ", shapeToString(out.shape()), " but the first step agreed on ",
+                   dtypeName(chunk.out_shape->second), " ", shapeToString(chunk.out_shape->first),
                    "; every micro-batch must keep one shape");
-  send(out, next, kActivationTag);
+  send(out, nextRank(), linkTag(kActivationTag, chunk.part));
 }
 
-void PipelineStage::recvGrad(int64_t) {
-  LOCKSTEP_CHECK(out_shape_.has_value(), "a gradient arrives before the stage sent its activation", stage_);
-  if (!grad_buffer_.defined()) grad_buffer_ = Tensor::empty(out_shape_->first, out_shape_->second);
+void PipelineStage::recvGrad(Chunk& chunk, int64_t m) {
+  LOCKSTEP_CHECK(chunk.out_shape.has_value(), "a gradient arrives before the stage sent its activation",
+                 chunk.part);
+  InFlight& slot = chunk.slots[static_cast<size_t>(m) % chunk.slots.size()];
+  if (!slot.grad_buffer.defined())
+    slot.grad_buffer =
+        Tensor::empty(chunk.out_shape->first, chunk.out_shape->second, MemoryFormat::contiguous, device());
   comm::SendRecvOptions o;
-  o.tag = kGradTag;
-  group_
-      ->recv(grad_buffer_.dataPtr(), static_cast<size_t>(grad_buffer_.numel()), grad_buffer_.dtype(),
-             static_cast<int>(stage_ + 1), o)
-      ->wait();
+  o.tag = linkTag(kGradTag, chunk.part);
+  o.place = placeOf(slot.grad_buffer);
+  slot.grad_recv = group_->recv(slot.grad_buffer.dataPtr(), static_cast<size_t>(slot.grad_buffer.numel()),
+                                slot.grad_buffer.dtype(), nextRank(), o);
 }
 
-void PipelineStage::sendGrad(int64_t m) {
-  InFlight& slot = slots_[static_cast<size_t>(m) % slots_.size()];
+void PipelineStage::sendGrad(Chunk& chunk, int64_t m) {
+  InFlight& slot = chunk.slots[static_cast<size_t>(m) % chunk.slots.size()];
   LOCKSTEP_CHECK(slot.input.hasGrad(), "stage's input got no gradient", stage_, m);
-  send(slot.input.grad(), static_cast<int>(stage_ - 1), kGradTag);
+  send(slot.input.grad(), prevRank(), linkTag(kGradTag, chunk.part - 1));
   slot.input = autograd::Variable();
 }
 
@@ -274,11 +336,13 @@ void PipelineStage::reduceTiedGrads() {
   comm::SendRecvOptions o;
   o.tag = kTiedTag;
   for (auto& [param, holders] : tied_) {
-    Tensor grad = param.hasGrad() ? param.grad() : Tensor::zeros(param.shape(), param.dtype());
+    const Device where = param.tensor().device();
+    Tensor grad = param.hasGrad() ? param.grad() : Tensor::zeros(param.shape(), param.dtype(), where);
+    o.place = placeOf(grad);
     if (stage_ == holders.front()) {
       Tensor total = grad;
       for (size_t i = 1; i < holders.size(); ++i) {
-        Tensor other = Tensor::empty(param.shape(), param.dtype());
+        Tensor other = Tensor::empty(param.shape(), param.dtype(), MemoryFormat::contiguous, where);
         group_->recv(other.dataPtr(), static_cast<size_t>(other.numel()), other.dtype(), holders[i], o)
             ->wait();
         total = kernels::binary(kernels::BinaryOp::add, total, other);
@@ -292,7 +356,7 @@ void PipelineStage::reduceTiedGrads() {
       Tensor mine = grad.contiguous();
       group_->send(mine.dataPtr(), static_cast<size_t>(mine.numel()), mine.dtype(), holders.front(), o)
           ->wait();
-      Tensor total = Tensor::empty(param.shape(), param.dtype());
+      Tensor total = Tensor::empty(param.shape(), param.dtype(), MemoryFormat::contiguous, where);
       group_->recv(total.dataPtr(), static_cast<size_t>(total.numel()), total.dtype(), holders.front(), o)
           ->wait();
       param.setGrad(total);
@@ -376,7 +440,7 @@ bool PipelineStage::sharesBatchDraws() const {
 }
 
 void PipelineStage::countDraws(const Tensor& first_input) {
-  // One forward of micro-batch 0 through the stages in training mode, without gradients, each stage
+  // One forward of micro-batch 0 through the stages in training mode, without gradients, each chunk
   // counting the default generator's counters its layers draw; the generator and the layers'
   // buffers (batch norm's running statistics) are put back as they were.
   Generator& rng = defaultGenerator();
@@ -384,46 +448,65 @@ void PipelineStage::countDraws(const Tensor& first_input) {
   std::vector<std::pair<Tensor, Tensor>> buffers;  // {the buffer, its copy}
   for (nn::Module* layer : layers_)
     for (auto& [name, b] : layer->namedBuffers()) buffers.emplace_back(b, b.clone());
-  forwardOnly(first_input);
+  std::vector<int64_t> mine;
+  forwardThroughChunks(first_input, &mine);
   // Drawn as a replica's share of the one-process batch, each draw covers the replicas' samples.
-  const auto mine = static_cast<int64_t>(rng.offset() - offset) *
-                    (sharesBatchDraws() ? static_cast<int64_t>(options_.data_group->size()) : 1);
+  if (sharesBatchDraws())
+    for (int64_t& d : mine) d *= static_cast<int64_t>(options_.data_group->size());
   rng.setState(seed, offset);
   for (auto& [b, copy] : buffers) b.copyFrom(copy);
-  std::vector<int64_t> all(static_cast<size_t>(stages()));
-  group_->allgather(&mine, all.data(), 1, DType::i64)->wait();
-  uint64_t total = 0, before = 0;
-  for (int64_t s = 0; s < stages(); ++s) {
-    if (s < stage_) before += static_cast<uint64_t>(all[static_cast<size_t>(s)]);
-    total += static_cast<uint64_t>(all[static_cast<size_t>(s)]);
+  std::vector<int64_t> all(static_cast<size_t>(stages_ * chunks()));
+  group_->allgather(mine.data(), all.data(), mine.size(), DType::i64)->wait();
+  // all[r * V + c] is rank r's chunk c: part c * S + r.
+  std::vector<uint64_t> per_part(all.size());
+  for (int64_t r = 0; r < stages_; ++r)
+    for (int64_t c = 0; c < chunks(); ++c)
+      per_part[static_cast<size_t>(c * stages_ + r)] =
+          static_cast<uint64_t>(all[static_cast<size_t>(r * chunks() + c)]);
+  uint64_t total = 0;
+  for (size_t p = 0; p < per_part.size(); ++p) {
+    for (Chunk& chunk : chunks_)
+      if (static_cast<size_t>(chunk.part) == p) chunk.draws_before = total;
+    total += per_part[p];
   }
-  draws_ = {total, before};
+  draws_ = total;
 }
 
 autograd::Variable PipelineStage::forwardOnly(const Tensor& input) {
+  return forwardThroughChunks(input, nullptr);
+}
+
+autograd::Variable PipelineStage::forwardThroughChunks(const Tensor& input, std::vector<int64_t>* draws) {
   autograd::NoGradGuard no_grad;
   comm::SendRecvOptions o;
-  Tensor x = input;
-  if (stage_ > 0) {
-    const int prev = static_cast<int>(stage_ - 1);
-    ShapeHeader h{};
-    o.tag = kEvalShapeTag;
-    group_->recv(h.data(), h.size(), DType::i64, prev, o)->wait();
-    const auto [shape, dtype] = shapeOf(h);
-    x = Tensor::empty(shape, dtype);
-    o.tag = kEvalTag;
-    group_->recv(x.dataPtr(), static_cast<size_t>(x.numel()), x.dtype(), prev, o)->wait();
+  Generator& rng = defaultGenerator();
+  for (Chunk& chunk : chunks_) {
+    Tensor x = input;
+    if (!isFirstPart(chunk)) {
+      ShapeHeader h{};
+      o.tag = linkTag(kEvalShapeTag, chunk.part - 1);
+      o.place = {};
+      group_->recv(h.data(), h.size(), DType::i64, prevRank(), o)->wait();
+      const auto [shape, dtype] = shapeOf(h);
+      x = Tensor::empty(shape, dtype, MemoryFormat::contiguous, device());
+      o.tag = linkTag(kEvalTag, chunk.part - 1);
+      o.place = placeOf(x);
+      group_->recv(x.dataPtr(), static_cast<size_t>(x.numel()), x.dtype(), prevRank(), o)->wait();
+    }
+    const uint64_t before = rng.offset();
+    autograd::Variable out = autograd::Variable(x);
+    for (nn::Module* layer : chunk.layers) out = (*layer)(out);
+    if (draws) draws->push_back(static_cast<int64_t>(rng.offset() - before));
+    if (isLastPart(chunk)) return out;
+    const Tensor y = out.tensor().contiguous();
+    const ShapeHeader h = headerOf(y, stage_);
+    o.tag = linkTag(kEvalShapeTag, chunk.part);
+    o.place = {};
+    group_->send(h.data(), h.size(), DType::i64, nextRank(), o)->wait();
+    o.tag = linkTag(kEvalTag, chunk.part);
+    o.place = placeOf(y);
+    group_->send(y.dataPtr(), static_cast<size_t>(y.numel()), y.dtype(), nextRank(), o)->wait();
   }
-  autograd::Variable out = autograd::Variable(x);
-  for (nn::Module* layer : layers_) out = (*layer)(out);
-  if (stage_ + 1 == stages()) return out;
-  const Tensor y = out.tensor().contiguous();
-  const ShapeHeader h = headerOf(y, stage_);
-  const int next = static_cast<int>(stage_ + 1);
-  o.tag = kEvalShapeTag;
-  group_->send(h.data(), h.size(), DType::i64, next, o)->wait();
-  o.tag = kEvalTag;
-  group_->send(y.dataPtr(), static_cast<size_t>(y.numel()), y.dtype(), next, o)->wait();
   return {};
 }
 

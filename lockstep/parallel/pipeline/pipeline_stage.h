@@ -2,9 +2,11 @@
 // PipelineStage: one rank's part of a model split by layers across the ranks of a process group
 // (rank r runs stage r), trained by a pipeline schedule over micro-batches (schedule.h). The
 // stage's layers come from the model's layer sequence (nn/layer_sequence.h) cut by
-// partitionLayers; activations go forward and their gradients back with the group's send/recv,
-// their shape agreed once (the first step sends a header), receive buffers reused across
-// micro-batches, sends left running while the stage computes on. Gradients accumulate over the
+// partitionLayers; with interleaved 1F1B the cut has stages x virtual_stages parts and rank r
+// runs parts r, r + S, ... as its chunks. Activations go forward and their gradients back with the
+// group's send/recv, their shape agreed once (the first step sends a header), receive buffers
+// reused across micro-batches and posted where the schedule says (ahead of the compute that uses
+// them, for interleaved 1F1B), sends left running while the stage computes on. Gradients accumulate over the
 // micro-batches as those of the mean loss over the whole batch; a parameter tied across stages
 // (GPT's embedding and output layer) has its gradient summed over the stages that hold it, so its
 // copies stay equal.
@@ -46,8 +48,12 @@ struct PipelineStageOptions {
   PipelineScheduleKind schedule = PipelineScheduleKind::one_f_one_b;
   /// Micro-batches per step (DeepSpeed: gradient_accumulation_steps).
   int64_t micro_batches = 1;
-  /// How the layers are cut; `stages` must be the group's size.
+  /// How the layers are cut; `stages` must be the group's size (the cut has stages x
+  /// virtual_stages parts; explicit boundaries have that many plus one values).
   PartitionOptions partition{};
+  /// Chunks of layers per rank (pipeline.virtual_stages; Megatron-LM's virtual pipeline size):
+  /// 1, or >= 2 with the interleaved_1f1b schedule.
+  int64_t virtual_stages = 1;
   /// DeepSpeed's activation_checkpoint_interval: while training, every run of this many consecutive
   /// layers of the stage is one autograd::checkpoint segment (its input kept, the rest recomputed in
   /// backward), the stage's last run excepted (nn::runBlocks); 0: off.
@@ -84,22 +90,29 @@ class PipelineStage {
                 const PipelineStageOptions& options);
 
   int64_t stage() const { return stage_; }
-  int64_t stages() const { return static_cast<int64_t>(bounds_.size()) - 1; }
-  /// Layers [first, second) of the model's layer sequence run here.
-  std::pair<int64_t, int64_t> layerRange() const { return {bounds_[stage_], bounds_[stage_ + 1]}; }
+  int64_t stages() const { return stages_; }
+  /// Chunks per rank (virtual_stages).
+  int64_t chunks() const { return static_cast<int64_t>(chunks_.size()); }
+  /// Where the stage computes: its parameters' device (the host when it has none). Activations,
+  /// gradients and their buffers live there; on a GPU they travel with the group's device path
+  /// (NCCL, or through the host where ranks share a GPU), the shape headers through the host.
+  Device device() const;
+  /// Per chunk, the layers [first, second) of the model's layer sequence it runs.
+  std::vector<std::pair<int64_t, int64_t>> layerRanges() const;
   /// This stage's parameters, tied ones included, once each: what its optimizer steps.
   const std::vector<autograd::Variable>& parameters() const { return parameters_; }
-  /// This stage's layers, in order.
+  /// This stage's layers, in order (its chunks' one after the other).
   const std::vector<nn::Module*>& layers() const { return layers_; }
-  /// The stage boundaries of the partition (stages() + 1 values).
+  /// The part boundaries of the partition (stages() x chunks() + 1 values; part p runs on stage
+  /// p % stages()).
   const std::vector<int64_t>& boundaries() const { return bounds_; }
   /// Whether this stage is the one that answers for `p` (its checkpoint, its share of the gradient
   /// norm): true for every parameter of the stage but a tied one whose first holder is an earlier
   /// stage.
   bool ownsParameter(const autograd::Variable& p) const;
   /// How many micro-batches' activations the stage holds at most: the schedule's peak (1F1B:
-  /// min(S - s, M), GPipe: M), the number of its receive buffers.
-  size_t activationSlots() const { return slots_.size(); }
+  /// min(S - s, M), GPipe: M; interleaved 1F1B: its warm-up forwards plus one, each a chunk's).
+  size_t activationSlots() const { return activation_slots_; }
   /// The last trainStep's times.
   const PipelineStepTimes& lastStepTimes() const { return times_; }
   /// Sets the stage's layers to training or evaluation mode.
@@ -129,22 +142,46 @@ class PipelineStage {
   autograd::Variable forwardOnly(const Tensor& input);
 
  private:
+  /// One micro-batch's state on a chunk, from its input's receive to its input's gradient sent.
   struct InFlight {
-    autograd::Variable input;   // the received activation (a leaf) or the first stage's data
-    autograd::Variable output;  // the stage's output (the loss on the last stage)
+    Tensor input_buffer;                     // where the received activation lands (reused)
+    std::shared_ptr<comm::Work> input_recv;  // its receive, posted by recv_activation
+    autograd::Variable input;                // the received activation (a leaf) or the first stage's data
+    autograd::Variable output;               // the chunk's output (the loss on the last part)
+    Tensor grad_buffer;                      // where the output's gradient lands (reused)
+    std::shared_ptr<comm::Work> grad_recv;   // its receive, posted by recv_grad
+  };
+  struct Chunk {
+    int64_t part = 0;  // chunk * stages + stage
+    std::vector<nn::Module*> layers;
+    /// Micro-batch m lives in slot m % slots (peakInputsHeld of the schedule).
+    std::vector<InFlight> slots;
+    /// The activation shape and dtype this chunk receives and sends, agreed on the first step.
+    std::optional<std::pair<Shape, DType>> in_shape, out_shape;
+    /// The default generator's counters the parts before this one draw for a micro-batch.
+    uint64_t draws_before = 0;
   };
   struct PendingSend {
     std::shared_ptr<comm::Work> work;
     Tensor data;  // kept alive until the send completed
   };
 
-  void forward(int64_t m, const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
+  void forward(Chunk& chunk, int64_t m, const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets,
                const Loss& loss);
-  void backward(int64_t m);
-  void recvActivation(int64_t m);
-  void sendActivation(int64_t m);
-  void sendGrad(int64_t m);
-  void recvGrad(int64_t m);
+  void backward(Chunk& chunk, int64_t m);
+  /// Waits for the receive a forward or backward `a` computes on (none for the first part's
+  /// forward and the last part's backward).
+  void awaitReceive(Chunk& chunk, const PipelineAction& a);
+  void recvActivation(Chunk& chunk, int64_t m);
+  void sendActivation(Chunk& chunk, int64_t m);
+  void sendGrad(Chunk& chunk, int64_t m);
+  void recvGrad(Chunk& chunk, int64_t m);
+  bool isFirstPart(const Chunk& c) const { return c.part == 0; }
+  bool isLastPart(const Chunk& c) const { return c.part + 1 == stages_ * chunks(); }
+  int prevRank() const { return static_cast<int>((stage_ + stages_ - 1) % stages_); }
+  int nextRank() const { return static_cast<int>((stage_ + 1) % stages_); }
+  /// forwardOnly's body; `draws` (when given) gets each chunk's count of default-generator draws.
+  autograd::Variable forwardThroughChunks(const Tensor& input, std::vector<int64_t>* draws);
   void reduceTiedGrads();
   void reduceReplicaGrads();
   void send(const Tensor& t, int peer, int tag);
@@ -153,6 +190,8 @@ class PipelineStage {
   PipelineStageOptions options_;
   nn::LayerSequence sequence_;
   std::vector<int64_t> bounds_;
+  int64_t stages_ = 1;
+  std::vector<Chunk> chunks_;
   /// This stage's layers, in order.
   std::vector<nn::Module*> layers_;
   int64_t stage_ = 0;
@@ -160,12 +199,7 @@ class PipelineStage {
   /// Tied parameters held by more than one stage, with the stages holding them (ascending).
   std::vector<std::pair<autograd::Variable, std::vector<int>>> tied_;
   std::vector<PipelineAction> actions_;
-  /// Micro-batch m's state lives in slot m % slots: at most this many are in flight (1F1B: S - s).
-  std::vector<InFlight> slots_;
-  std::vector<Tensor> recv_buffers_;
-  Tensor grad_buffer_;
-  /// The activation shape and dtype this stage receives and sends, agreed on the first step.
-  std::optional<std::pair<Shape, DType>> in_shape_, out_shape_;
+  size_t activation_slots_ = 0;
   std::vector<PendingSend> pending_;
   /// The data-parallel buckets: indices into parameters_, one dtype each (assignBuckets).
   std::vector<std::vector<size_t>> buckets_;
@@ -174,10 +208,10 @@ class PipelineStage {
   double loss_sum_ = 0;
   double loss_scale_ = 1.0;  // this step's (trainStep)
   PipelineStepTimes times_;
-  /// Where the default generator's draws of a micro-batch start, as one process draws them: a
-  /// micro-batch draws `draws_per_micro_batch_` counters across all stages (dropout, attention's
-  /// dropout), those of the stages before this one first. Learnt on the first step (countDraws).
-  std::optional<std::pair<uint64_t, uint64_t>> draws_;  // {per micro-batch, before this stage}
+  /// The default generator's counters one micro-batch draws across all stages (dropout,
+  /// attention's dropout), as one process draws them; each chunk's start among them is its
+  /// draws_before. Learnt on the first step (countDraws).
+  std::optional<uint64_t> draws_;
   /// Whether replicas draw their part of one process's dropout masks (one_process_dropout with a
   /// data group of several ranks).
   bool sharesBatchDraws() const;

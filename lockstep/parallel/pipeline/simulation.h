@@ -1,7 +1,10 @@
 #pragma once
 // A pipeline step played out on paper: the stages' action lists (schedule.h) run against each
-// other, each transfer completing only when both of its sides have reached it (the strictest a
-// process group may be: a send that returns only once the peer receives), compute taking a fixed
+// other as PipelineStage runs them on a process group. Each rank's compute thread issues its
+// transfers without waiting (a receive into its buffer, a send of its data) and waits only where a
+// compute needs a received tensor, or at reduce_grads for its sends; each rank's worker runs the
+// transfers in issue order, each completing only when both workers have reached it (the strictest
+// a process group may be: a send that returns only once the peer receives). Compute takes a fixed
 // time, transfers none. Shows that a schedule cannot deadlock and how long each stage idles.
 // Pure; unit-tested without processes.
 #include <vector>
@@ -24,8 +27,10 @@ struct PipelineTimeline {
   std::vector<double> idle_fraction;
 };
 
-/// Runs stage_actions[s] as stage s's list. Error naming every stage's blocked action when the
-/// stages wait on each other for ever, or a transfer meets one of another micro-batch.
+/// Runs stage_actions[s] as stage s's list. Error naming every stage's blocked action (its worker's
+/// first transfer, else its next action) when the stages wait on each other for ever, or a
+/// transfer meets one of another micro-batch or chunk. Stage S - 1's activation goes to stage 0's
+/// next chunk, as interleaved 1F1B sends it.
 PipelineTimeline simulatePipeline(const std::vector<std::vector<PipelineAction>>& stage_actions,
                                   const PipelineCosts& costs = {});
 

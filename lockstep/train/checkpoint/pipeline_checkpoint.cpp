@@ -82,7 +82,8 @@ NamedTensors stageBuffers(const nn::Module& model, const parallel::PipelineStage
   for (const auto& [name, p] : model.namedParameters()) params.insert(name);
   NamedTensors out;
   for (const auto& [name, t] : model.stateDict())
-    if (!params.count(name) && mine.count(t.storage().get())) out.emplace_back(name, t.contiguous());
+    if (!params.count(name) && mine.count(t.storage().get()))
+      out.emplace_back(name, t.to(Device::cpu()).contiguous());  // a GPU stage's too
   return out;
 }
 
@@ -99,7 +100,7 @@ CheckpointPartition stagePartition(const PipelineCheckpointParts& parts) {
   std::map<int64_t, std::vector<std::pair<std::string, Tensor>>> state;
   for (const auto& [key, t] : parts.optimizer->stateDict().state) {
     const size_t dot = key.find('.');
-    state[std::stoll(key.substr(0, dot))].emplace_back(key.substr(dot + 1), t.contiguous());
+    state[std::stoll(key.substr(0, dot))].emplace_back(key.substr(dot + 1), t.to(Device::cpu()).contiguous());
   }
   int64_t j = 0;  // the stage optimizer's flat index
   for (const auto& group : parts.optimizer->paramGroups()) {
@@ -107,8 +108,8 @@ CheckpointPartition stagePartition(const PipelineCheckpointParts& parts) {
       const int64_t index = j++;
       if (!stage.ownsParameter(p)) continue;
       const auto w = static_cast<size_t>(layout.index.at(p.impl().get()));
-      part.segments.push_back({w, layout.names[w], p.shape(), 0, p.tensor().numel(), p.tensor().contiguous(),
-                               std::move(state[index])});
+      part.segments.push_back({w, layout.names[w], p.shape(), 0, p.tensor().numel(),
+                               p.tensor().to(Device::cpu()).contiguous(), std::move(state[index])});
     }
   }
   return part;

@@ -18,6 +18,7 @@
 
 #include "lockstep/comm/backend_registry.h"
 #include "lockstep/data/datasets/registry.h"
+#include "lockstep/parallel/pipeline/schedule.h"
 #include "lockstep/train/config/config_backends.h"
 #include "lockstep/train/config/config_document.h"
 #include "lockstep/train/config/config_keys.h"
@@ -405,7 +406,13 @@ void checkPipelineFits(const TrainConfig& c, const YAML::Node& root, int64_t wor
     throw ValueError(where + "zero_optimization.stage " + std::to_string(c.zero.stage) +
                      " partitions gradients during each micro-batch's backward, which a pipeline's schedule "
                      "does not fit (DeepSpeed allows stages 0 and 1 with pipelines); set stage 0");
-  if (c.device.isCuda()) throw ValueError(where + "pipelines on GPUs are not supported yet; set device: cpu");
+  try {  // the schedule's own rules (interleaved 1F1B's rounds of micro-batches)
+    parallel::checkPipelineShape(
+        parallel::parsePipelineSchedule(c.pipeline.schedule),
+        {c.pipeline.stages, c.batch.gradient_accumulation_steps, c.pipeline.virtual_stages});
+  } catch (const ValueError& e) {
+    throw ValueError(where + e.what());
+  }
   if (c.activation_checkpointing.present || c.model_options.checkpoint_every > 0)
     throw ValueError(where +
                      "a pipeline checkpoints activations by pipeline.activation_checkpoint_interval "

@@ -13,8 +13,8 @@ PipelineConfig parsePipelineConfig(const YAML::Node& n) {
   const std::string path = "pipeline";
   config_keys::checkKeys(
       n, path,
-      {"stages", "partition_method", "boundaries", "schedule", "activation_checkpoint_interval", "partition",
-       "seed_layers", "pipe_partitioned", "grad_partitioned"});
+      {"stages", "partition_method", "boundaries", "schedule", "virtual_stages",
+       "activation_checkpoint_interval", "partition", "seed_layers", "pipe_partitioned", "grad_partitioned"});
   PipelineConfig p;
   // DeepSpeed's own pipeline keys, at values that mean nothing different here.
   if (n["partition"]) {
@@ -44,6 +44,7 @@ PipelineConfig parsePipelineConfig(const YAML::Node& n) {
   get(n, path, "stages", p.stages);
   get(n, path, "partition_method", p.partition_method);
   get(n, path, "schedule", p.schedule);
+  get(n, path, "virtual_stages", p.virtual_stages);
   get(n, path, "activation_checkpoint_interval", p.activation_checkpoint_interval);
   if (n["boundaries"]) {
     if (!n["boundaries"].IsSequence())
@@ -56,15 +57,28 @@ PipelineConfig parsePipelineConfig(const YAML::Node& n) {
   if (p.stages < 1)
     throw ValueError("pipeline.stages must be at least 1, got " + std::to_string(p.stages) +
                      " (remove the pipeline section for plain data-parallel training)");
-  if (!p.boundaries.empty() && static_cast<int64_t>(p.boundaries.size()) != p.stages + 1) {
-    throw ValueError("pipeline.boundaries has " + std::to_string(p.boundaries.size()) + " values but " +
-                     std::to_string(p.stages) + " stages need " + std::to_string(p.stages + 1) +
-                     " ([0, b1, ..., layers])");
+  if (p.virtual_stages < 1)
+    throw ValueError("pipeline.virtual_stages must be at least 1, got " + std::to_string(p.virtual_stages));
+  const int64_t parts = p.stages * p.virtual_stages;
+  if (!p.boundaries.empty() && static_cast<int64_t>(p.boundaries.size()) != parts + 1) {
+    throw ValueError(
+        "pipeline.boundaries has " + std::to_string(p.boundaries.size()) + " values but " +
+        std::to_string(p.stages) + " stages" +
+        (p.virtual_stages > 1 ? " x " + std::to_string(p.virtual_stages) + " virtual_stages" : "") +
+        " need " + std::to_string(parts + 1) + " ([0, b1, ..., layers])");
   }
   if (p.activation_checkpoint_interval < 0)
     throw ValueError("pipeline.activation_checkpoint_interval must be >= 0 (0: off), got " +
                      std::to_string(p.activation_checkpoint_interval));
-  parallel::parsePipelineSchedule(p.schedule);  // ValueError naming pipeline.schedule
+  const parallel::PipelineScheduleKind kind = parallel::parsePipelineSchedule(p.schedule);  // names the key
+  if (kind == parallel::PipelineScheduleKind::interleaved_1f1b && p.virtual_stages < 2)
+    throw ValueError(
+        "pipeline.schedule interleaved_1f1b needs pipeline.virtual_stages >= 2 (chunks of layers "
+        "per stage), got " +
+        std::to_string(p.virtual_stages));
+  if (kind != parallel::PipelineScheduleKind::interleaved_1f1b && p.virtual_stages != 1)
+    throw ValueError("pipeline.virtual_stages is " + std::to_string(p.virtual_stages) + " but schedule " +
+                     p.schedule + " runs one chunk per stage; use schedule: interleaved_1f1b");
   const std::string& m = p.partition_method;
   if (m != "parameters" && m != "uniform" && m.rfind("type:", 0) != 0)
     throw ValueError("pipeline.partition_method '" + m +

@@ -6,7 +6,10 @@
 //                                   replicas = world / stages, the data axis innermost)
 //   partition_method                parameters (default), uniform or type:REGEX
 //   boundaries                      explicit stage boundaries [0, b1, ..., L] instead
-//   schedule                        1f1b (default, DeepSpeed's TrainSchedule) or gpipe
+//   schedule                        1f1b (default, DeepSpeed's TrainSchedule), gpipe or
+//                                   interleaved_1f1b (torch's ScheduleInterleaved1F1B)
+//   virtual_stages                  chunks of layers per stage (interleaved_1f1b: >= 2; the
+//                                   layers are cut into stages x virtual_stages parts)
 //   activation_checkpoint_interval  layers per activation checkpoint (0: off)
 // DeepSpeed's partition: best, seed_layers: false, pipe_partitioned and grad_partitioned are
 // accepted with a note (no effect here). gradient_accumulation_steps is the micro-batch count, and
@@ -27,6 +30,7 @@ struct PipelineConfig {
   std::string partition_method = "parameters";
   std::vector<int64_t> boundaries;
   std::string schedule = "1f1b";
+  int64_t virtual_stages = 1;
   int64_t activation_checkpoint_interval = 0;
   bool enabled() const { return stages > 0; }
 };
