@@ -7,13 +7,18 @@
 # schedule's theoretical (S - 1) / (V M + S - 1); interleaved 1F1B with V = VIRTUAL_STAGES chunks
 # per stage (3 by default: gpt-mini's 6 blocks one per part on 2 stages) against torch's
 # ScheduleInterleaved1F1B on the same cut.
-#   bash bench/pipeline.bench.sh [BUILD_DIR] [STEPS]   (STAGES=2 MICRO_BATCHES=8 VIRTUAL_STAGES=3)
+#   bash bench/pipeline.bench.sh [BUILD_DIR] [STEPS]
+#     (STAGES=2 MICRO_BATCHES=8 VIRTUAL_STAGES=3 MODEL=gpt-mini; gpt-nano, gpt-micro: smaller blocks;
+#      VIRTUAL_STAGES=1 leaves interleaved 1F1B out, as gpt-nano's 3 blocks need; BOUNDARIES="0 3 5"
+#      cuts both sides there instead of halving the blocks)
 set -euo pipefail
 build=${1:-build}
 steps=${2:-10}
 stages=${STAGES:-2}
 micro_batches=${MICRO_BATCHES:-8}
 virtual_stages=${VIRTUAL_STAGES:-3}
+model=${MODEL:-gpt-mini}
+boundaries=${BOUNDARIES:-}  # e.g. "0 3 5": gpt-nano's embedding and 2 blocks, then a block and the head
 here=$(cd "$(dirname "$0")" && pwd)
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
 port=$((29600 + RANDOM % 90))
@@ -22,13 +27,17 @@ source "$here/scripts/peer.sh"
 peer_python "$build" pipeline.bench
 [ -x "$build/bench/bench_pipeline" ] || { echo "pipeline.bench: build bench_pipeline first (make build)" >&2; exit 2; }
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) cores; torch $("$python" -c 'import torch; print(torch.__version__)')"
-echo "gpt-mini, block 64, $stages stages, $micro_batches micro-batches of 4, $steps timed steps after 3"
+echo "$model, block 64, $stages stages${boundaries:+ (boundaries $boundaries)}, $micro_batches micro-batches of 4, $steps timed steps after 3"
 echo
 echo "| schedule | lockstep samples/s | lockstep idle per stage (theoretical) | PyTorch samples/s (tunables) | lockstep / PyTorch |"
 echo "|---|---|---|---|---|"
-for schedule in 1f1b gpipe interleaved_1f1b; do
-  args=(--schedule "$schedule" --steps "$steps" --warmup 3 --micro-batches "$micro_batches")
+schedules=(1f1b gpipe)
+[ "$virtual_stages" -ge 2 ] && schedules+=(interleaved_1f1b)  # VIRTUAL_STAGES=1: without it
+for schedule in "${schedules[@]}"; do
+  args=(--model-type "$model" --schedule "$schedule" --steps "$steps" --warmup 3 --micro-batches "$micro_batches")
   [ "$schedule" = interleaved_1f1b ] && args+=(--virtual-stages "$virtual_stages")
+  # shellcheck disable=SC2206
+  [ -n "$boundaries" ] && [ "$schedule" != interleaved_1f1b ] && args+=(--boundaries $boundaries)
   ours=$(run_ranks "$stages" "$build/bench/bench_pipeline" "${args[@]}")
   ours_rate=$(sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p' <<<"$ours")
   idle=$(sed -n 's/^stage=\([0-9]*\) idle=\([0-9.]*\) theoretical=\([0-9.]*\).*/\2/p' <<<"$ours" | paste -sd/ -)

@@ -68,6 +68,7 @@ def main():
     ap.add_argument("--micro-batches", type=int, default=8)
     ap.add_argument("--schedule", choices=["1f1b", "gpipe", "interleaved_1f1b"], default="1f1b")
     ap.add_argument("--virtual-stages", type=int, default=1)
+    ap.add_argument("--boundaries", type=int, nargs="+", help="bench_pipeline's --boundaries: [0, b1, ..., layers]")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     args = ap.parse_args()
@@ -81,6 +82,9 @@ def main():
     parts = stages * args.virtual_stages
     # bench_pipeline's default split: layer 0 the embedding, 1..n_layer the blocks, then the head.
     bounds = [0] + [1 + n_layer * p // parts for p in range(1, parts)] + [n_layer + 2]
+    if args.boundaries:
+        bounds = args.boundaries
+        assert len(bounds) == parts + 1 and bounds[0] == 0 and bounds[-1] == n_layer + 2, bounds
     modules, pipe_stages = [], []
     for p in range(rank, parts, stages):
         mine = blocks[max(bounds[p] - 1, 0):min(bounds[p + 1] - 1, n_layer)]

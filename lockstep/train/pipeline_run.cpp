@@ -274,15 +274,17 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
 }
 
 /// DIR/model.safetensors from the run's last checkpoint (the stages' files put together), and a
-/// language model's samples from those weights: rank 0, which holds every layer's module.
+/// language model's samples from those weights: rank 0, which holds every layer's module (the
+/// other stages' take memory only then, for a language model).
 void saveModelAndSample(PipelineRun& r, nn::Module& model) {
   if (r.world.rank() != 0) return;
-  r.others.materialize();  // rank 0 samples from the whole model, on the host
-  model.to(Device::cpu());
+  // The model file comes from the checkpoint's files: no layer of the other stages is needed.
   const NamedTensors weights = checkpointModelState(loadCheckpoint(r.last_checkpoint));
   saveSafetensors(r.options.output_dir + "/model.safetensors", weights, {{"format", "pt"}});
   auto* lm = dynamic_cast<nn::LanguageModel*>(&model);
   if (!lm) return;
+  r.others.materialize();  // rank 0 samples from the whole model, on the host
+  model.to(Device::cpu());
   nn::StateDict sd;
   for (const auto& [name, t] : weights) sd.insert(name, t);
   model.loadStateDict(sd, /*strict=*/true);
