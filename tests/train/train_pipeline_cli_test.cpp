@@ -162,6 +162,10 @@ TEST_F(TrainCli, pipeline_interleaved_1f1b_trains_as_one_process_and_resumes_as_
   // Megatron's warm-up: 2 (S - s - 1) + (V - 1) S forwards, then one more, each a chunk's.
   EXPECT_EQ(p["ranks"][0]["activation_slots"], 5);
   EXPECT_EQ(p["ranks"][1]["activation_slots"], 3);
+  // A first part without parameters (the mlp's Flatten alone) has no backward to run.
+  Result flat = run(cfg + interleaved + " --output-dir " + dir_ + "/f --set pipeline.boundaries=[0,1,2,3,6]");
+  ASSERT_EQ(flat.code, 0) << flat.output;
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/f/model.safetensors", dir_ + "/one/model.safetensors"), 1e-6);
   // Its checkpoints (each stage's file holds both its chunks) resume on plain 1F1B.
   ASSERT_EQ(run(cfg + interleaved + " --output-dir " + dir_ + "/k --set max_steps=6").code, 0);
   Result rest = run(cfg + " --nproc-per-node 2 --set pipeline.stages=2 --output-dir " + dir_ + "/k --resume");

@@ -239,6 +239,11 @@ void PipelineStage::forward(Chunk& chunk, int64_t m, const std::vector<Tensor>& 
 
 void PipelineStage::backward(Chunk& chunk, int64_t m) {
   InFlight& slot = chunk.slots[static_cast<size_t>(m) % chunk.slots.size()];
+  if (!slot.output.requiresGrad()) {
+    // The first part with no parameters (an mlp's Flatten): nothing before it takes a gradient.
+    slot.output = autograd::Variable();
+    return;
+  }
   const Tensor& out = slot.output.tensor();
   if (isLastPart(chunk)) {
     // Each micro-batch's mean loss weighs 1 / M: the gradients are those of the whole batch's mean.
