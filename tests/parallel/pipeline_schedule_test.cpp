@@ -3,6 +3,7 @@
 // receiver, 1F1B's memory bound and both schedules' bubble.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 #include "lockstep/parallel/pipeline/schedule.h"
@@ -347,4 +348,35 @@ TEST(PipelineSchedule, interleaved_settings_that_cannot_run_are_errors_naming_th
   EXPECT_NE(message(K::one_f_one_b, {2, 4, 2}).find("pipeline.virtual_stages is 2 but schedule 1f1b"),
             std::string::npos);
   EXPECT_EQ(message(K::interleaved_1f1b, {4, 8, 3}), "no error");
+}
+
+TEST(PipelineSchedule, every_schedules_inputs_fit_their_slots_without_two_in_one) {
+  // The executor keeps micro-batch m of a chunk in slot m % peakInputsHeld, from its receive (or
+  // forward) to its gradient's send (or backward): no slot may hold two micro-batches at once.
+  auto check = [](PipelineScheduleKind kind, const PipelineShape& shape) {
+    for (int64_t s = 0; s < shape.stages; ++s) {
+      const auto actions = pipelineActions(kind, shape, s);
+      for (int64_t c = 0; c < shape.chunks; ++c) {
+        const int64_t slots = peakInputsHeld(actions, c);
+        std::vector<int64_t> held(static_cast<size_t>(slots), -1);
+        std::set<int64_t> sends_grad;
+        for (const auto& a : actions)
+          if (a.chunk == c && a.op == PipelineOp::send_grad) sends_grad.insert(a.micro_batch);
+        for (const auto& a : actions) {
+          if (a.chunk != c) continue;
+          int64_t& slot = held[static_cast<size_t>(a.micro_batch % slots)];
+          if (a.op == PipelineOp::recv_activation || (a.op == PipelineOp::forward && slot != a.micro_batch)) {
+            EXPECT_EQ(slot, -1) << where(kind, shape) << " stage " << s << " chunk " << c << ": "
+                                << toString(a) << " finds micro-batch " << slot << " in its slot";
+            slot = a.micro_batch;
+          }
+          if (a.op == (sends_grad.count(a.micro_batch) ? PipelineOp::send_grad : PipelineOp::backward))
+            slot = -1;
+        }
+      }
+    }
+  };
+  forEachShape([&](PipelineScheduleKind kind, const PipelineShape& shape) { check(kind, shape); });
+  forEachInterleavedShape(
+      [&](const PipelineShape& shape) { check(PipelineScheduleKind::interleaved_1f1b, shape); });
 }
