@@ -24,6 +24,7 @@
 #include "lockstep/train/config/config_backends.h"
 #include "lockstep/train/language_model_run.h"
 #include "lockstep/train/monitor/model_flops.h"
+#include "lockstep/train/monitor/notes.h"
 #include "lockstep/train/monitor/run_clock.h"
 #include "lockstep/train/pipeline_run.h"
 #include "lockstep/train/run_setup.h"
@@ -33,7 +34,6 @@
 
 #if LOCKSTEP_WITH_CUDA
 #include "lockstep/tensor/cuda/runtime.h"
-#include "lockstep/train/monitor/notes.h"
 #endif
 
 namespace lockstep::train {
