@@ -421,6 +421,13 @@ sample: {prompt: "the quick", max_new_tokens: 8, temperature: 0.8, top_k: 10}
   EXPECT_NEAR(s["val_loss"].get<double>(), s1["val_loss"].get<double>(), 1e-6);
   EXPECT_EQ(s["samples"], s1["samples"]);
   EXPECT_EQ(s["tokens_per_second"].get<double>() > 0, true);
+  // Interleaved 1F1B, 2 chunks a stage: each chunk draws its masks after the parts before it.
+  Result il = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/il --set pipeline.stages=2 --set " +
+                  "pipeline.schedule=interleaved_1f1b --set pipeline.virtual_stages=2 --set " +
+                  "pipeline.partition_method=uniform");
+  ASSERT_EQ(il.code, 0) << il.output;
+  EXPECT_LE(safetensorsRelDiff(dir_ + "/il/model.safetensors", dir_ + "/one/model.safetensors"), 1e-6);
+  EXPECT_EQ(summary(dir_ + "/il")["samples"], s1["samples"]);
   // Stopped after step 2 and resumed: each rank reads only its stage's part of the checkpoint
   // (the tied embedding on both), and the run ends bitwise as the uninterrupted one.
   const std::string stages2 =

@@ -180,9 +180,11 @@ std::string savePipelineCheckpoint(const std::string& dir, const PipelineCheckpo
     groups.push_back({{"options", hyperToJson(stage_groups[g].options)}, {"params", indices}});
   }
   d.state["optimizer"] = {{"type", parts.optimizer->name()}, {"param_groups", groups}};
-  const nlohmann::json layout = {
-      {"pipeline",
-       {{"stages", stage.stages()}, {"replicas", parts.replicas}, {"boundaries", stage.boundaries()}}}};
+  const nlohmann::json layout = {{"pipeline",
+                                  {{"stages", stage.stages()},
+                                   {"virtual_stages", stage.chunks()},
+                                   {"replicas", parts.replicas},
+                                   {"boundaries", stage.boundaries()}}}};
   std::optional<CheckpointPartition> part;
   if (parts.zero)
     part = stageZeroPartition(parts);
