@@ -462,19 +462,14 @@ void PipelineStage::countDraws(const Tensor& first_input) {
   for (auto& [b, copy] : buffers) b.copyFrom(copy);
   std::vector<int64_t> all(static_cast<size_t>(stages_ * chunks()));
   group_->allgather(mine.data(), all.data(), mine.size(), DType::i64)->wait();
-  // all[r * V + c] is rank r's chunk c: part c * S + r.
-  std::vector<uint64_t> per_part(all.size());
-  for (int64_t r = 0; r < stages_; ++r)
-    for (int64_t c = 0; c < chunks(); ++c)
-      per_part[static_cast<size_t>(c * stages_ + r)] =
-          static_cast<uint64_t>(all[static_cast<size_t>(r * chunks() + c)]);
-  uint64_t total = 0;
-  for (size_t p = 0; p < per_part.size(); ++p) {
-    for (Chunk& chunk : chunks_)
-      if (static_cast<size_t>(chunk.part) == p) chunk.draws_before = total;
-    total += per_part[p];
-  }
-  draws_ = total;
+  // all[r * V + c] is rank r's chunk c, part c * S + r; before[p]: the draws of the parts before p.
+  std::vector<uint64_t> before(all.size() + 1, 0);
+  for (int64_t p = 0; p < stages_ * chunks(); ++p)
+    before[static_cast<size_t>(p) + 1] =
+        before[static_cast<size_t>(p)] +
+        static_cast<uint64_t>(all[static_cast<size_t>((p % stages_) * chunks() + p / stages_)]);
+  for (Chunk& chunk : chunks_) chunk.draws_before = before[static_cast<size_t>(chunk.part)];
+  draws_ = before.back();
 }
 
 autograd::Variable PipelineStage::forwardOnly(const Tensor& input) {
