@@ -972,18 +972,15 @@ std::vector<OpCase> transformerCases() {
   return cases;
 }
 
-// T past a 64-row block, GQA (H 4, Hkv 2), T < S and T > S, one query, D in {8, 64, 100, 128}:
+// T past a 64-row block, GQA (H 4, Hkv 2), T < S and T > S, one query, D in {8, 32, 64, 100, 128}:
 // {q [B, H, T, D], k, v [B, Hkv, S, D], gout, the CPU forward's out and logsumexp}.
 std::function<std::vector<Inputs>(DType)> attentionInputs(kernels::AttentionParams p) {
   return [p](DType t) {
     struct Dims {
       int64_t b, h, hkv, t, s, d;
     };
-    const Dims dims[] = {{2, 2, 2, 37, 37, 8},
-                         {1, 4, 2, 70, 70, 64},
-                         {2, 2, 2, 33, 65, 100},
-                         {1, 4, 2, 129, 50, 128},
-                         {1, 4, 2, 1, 70, 64}};
+    const Dims dims[] = {{2, 2, 2, 37, 37, 8},   {1, 4, 2, 70, 70, 64},   {2, 2, 1, 130, 200, 32},
+                         {2, 2, 2, 33, 65, 100}, {1, 4, 2, 129, 50, 128}, {1, 4, 2, 1, 70, 64}};
     std::vector<Inputs> v;
     for (const Dims& c : dims) {
       Tensor q = hostRandom({c.b, c.h, c.t, c.d}, t, 1, -2.0, 2.0);

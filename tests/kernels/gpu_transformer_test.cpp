@@ -48,12 +48,11 @@ Tol lseTol(DType t) { return t == DType::f64 ? Tol{1e-10, 1e-10} : Tol{2e-5, 2e-
 struct AttnCase {
   int64_t b, h, hkv, t, s, d;
 };
-// T past a 64-row block, GQA (H 4, Hkv 2), T < S and T > S, one query, D in {8, 64, 100, 128}.
-const AttnCase kAttnCases[] = {{2, 2, 2, 37, 37, 8},
-                               {1, 4, 2, 70, 70, 64},
-                               {2, 2, 2, 33, 65, 100},
-                               {1, 4, 2, 129, 50, 128},
-                               {1, 4, 2, 1, 70, 64}};
+// T past a 64-row block, GQA (H 4, Hkv 2), T < S and T > S, one query, D in {8, 32, 64, 100, 128}:
+// the tiled kernels take D <= 64 (several query and key blocks in the D 32 case), the warp-per-row
+// ones the rest.
+const AttnCase kAttnCases[] = {{2, 2, 2, 37, 37, 8},   {1, 4, 2, 70, 70, 64},   {2, 2, 1, 130, 200, 32},
+                               {2, 2, 2, 33, 65, 100}, {1, 4, 2, 129, 50, 128}, {1, 4, 2, 1, 70, 64}};
 
 std::string attnName(DType t, const AttnCase& c, const kernels::AttentionParams& p) {
   return std::string(dtypeName(t)) + " B=" + std::to_string(c.b) + " H=" + std::to_string(c.h) +

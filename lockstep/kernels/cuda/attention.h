@@ -3,9 +3,12 @@
 // routes GPU tensors here after its checks). Same inputs, results and dtypes as the CPU kernel: q
 // [B, H, T, D], k/v [B, Hkv, S, D] strided with a contiguous last dim, causal masking, grouped-query
 // heads, and dropout that drops exactly the weights the CPU drops (the same Philox draws, recomputed
-// in the backward). A warp per query row walks the keys with an online softmax, so nothing of size
-// [T, S] is stored; the backward recomputes the scores, a warp per query row for dq and per key row
-// for dk and dv (no atomics: deterministic). Head dims up to 256. Rows compute in f32 (f64 for f64).
+// in the backward). An online softmax walks the keys, so nothing of size [T, S] is stored, and the
+// backward recomputes the scores, once for dq and once for dk and dv (no atomics: deterministic).
+// f32/bf16/f16 with head dims up to 64 run tiled (64 query rows by 64 keys per step through shared
+// memory, as FlashAttention-2); f64 and head dims to 256 a warp per row (per query row for dq, per
+// key row for dk and dv). Scores compute in f32 (f64 for f64). cuDNN's fused SDPA
+// (fused_attention.h) is asked first.
 #include "lockstep/kernels/attention.h"
 
 namespace lockstep::kernels::cuda {
