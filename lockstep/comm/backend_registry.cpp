@@ -133,6 +133,17 @@ std::function<std::shared_ptr<ProcessGroup>()> hostStaged(BackendFactory make_ho
 #endif
 }
 
+// A subgroup's GPU buffers through the host, on a host subgroup of their own. Null without CUDA.
+std::function<std::shared_ptr<ProcessGroup>(std::shared_ptr<ProcessGroup>)> stagedSubgroups() {
+#if LOCKSTEP_WITH_CUDA
+  return [](std::shared_ptr<ProcessGroup> host) {
+    return std::make_shared<cuda::HostStagedProcessGroup>(std::move(host));
+  };
+#else
+  return nullptr;
+#endif
+}
+
 bool seesGpu() {
 #if LOCKSTEP_WITH_CUDA
   return nccl::visibleDeviceCount() > 0;
@@ -150,6 +161,7 @@ std::shared_ptr<ProcessGroup> createHostBackend(BackendFactory make_host, std::s
   DevicePathOptions paths;
   paths.name = host->backendName();
   paths.shared_gpus = hostStaged(make_host, store, rank, size, timeout);
+  paths.subgroup_gpus = stagedSubgroups();
   return std::make_shared<DeviceRoutedProcessGroup>(std::move(host), std::move(paths));
 }
 
@@ -177,6 +189,7 @@ std::shared_ptr<ProcessGroup> createAuto(std::shared_ptr<Store> store, int rank,
   paths.identify = &cuda::identifyDevice;
   paths.own_gpus = [=] { return createNccl(store, rank, size, timeout); };
   paths.shared_gpus = hostStaged(&createHostAuto, store, rank, size, timeout);
+  paths.subgroup_gpus = stagedSubgroups();
   return std::make_shared<DeviceRoutedProcessGroup>(std::move(host), std::move(paths));
 #else
   return host;

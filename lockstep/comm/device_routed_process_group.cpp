@@ -148,7 +148,19 @@ std::shared_ptr<Work> DeviceRoutedProcessGroup::recv(void* data, size_t count, D
 }
 
 std::shared_ptr<ProcessGroup> DeviceRoutedProcessGroup::newGroup(const std::vector<int>& ranks) {
-  return host_->newGroup(ranks);
+  std::shared_ptr<ProcessGroup> host = host_->newGroup(ranks);
+  if (!paths_.subgroup_gpus) return host;
+  // The staging group's host subgroup is made now, by every rank of this group (newGroup is
+  // collective over it), not at the subgroup's first op on GPU buffers, which only its members make.
+  std::shared_ptr<ProcessGroup> staging_host = host_->newGroup(ranks);
+  if (!host) return nullptr;
+  DevicePathOptions paths;
+  paths.name = paths_.name;
+  paths.log = paths_.log;
+  paths.subgroup_gpus = paths_.subgroup_gpus;
+  std::shared_ptr<ProcessGroup> staged = paths_.subgroup_gpus(std::move(staging_host));
+  paths.shared_gpus = [staged] { return staged; };  // no identify: always this one
+  return std::make_shared<DeviceRoutedProcessGroup>(std::move(host), std::move(paths));
 }
 
 }  // namespace lockstep::comm

@@ -36,6 +36,10 @@ struct DevicePathOptions {
   std::function<void(const std::string&)> log;
   /// What backendName() says: "auto", or "shm" / "gloo" where this wraps a backend asked for by name.
   std::string name = "auto";
+  /// The group for a subgroup's GPU buffers, made of a host subgroup that newGroup makes for it
+  /// alone (HostStagedProcessGroup: through pinned host memory). Null: a subgroup takes host buffers
+  /// only.
+  std::function<std::shared_ptr<ProcessGroup>(std::shared_ptr<ProcessGroup> host)> subgroup_gpus;
 };
 
 /// Thread-safety: see ProcessGroup.
@@ -52,8 +56,10 @@ class DeviceRoutedProcessGroup : public ProcessGroup {
   std::string backendName() const override { return paths_.name; }
   /// The ops, on the host group unless opts.place names a device.
   LOCKSTEP_PROCESS_GROUP_OPS_OVERRIDE
-  /// A subgroup of the host group (nccl has no subgroups yet): its ops take host buffers only, and
-  /// device buffers get the host backend's ValueError. Collective, as ProcessGroup::newGroup.
+  /// A subgroup: host buffers on a subgroup of the host group, GPU buffers through the host on a
+  /// second one (DevicePathOptions::subgroup_gpus; nccl has no subgroups yet, so even ranks with a
+  /// GPU each stage them). Without subgroup_gpus the host subgroup alone, whose ops refuse GPU
+  /// buffers with the host backend's ValueError. Collective, as ProcessGroup::newGroup.
   std::shared_ptr<ProcessGroup> newGroup(const std::vector<int>& ranks) override;
 
   ProcessGroup& hostGroup() { return *host_; }

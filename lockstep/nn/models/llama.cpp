@@ -122,24 +122,26 @@ std::vector<Module*> Llama::layers() {
   return blocks;
 }
 
-std::pair<Tensor, Tensor> Llama::rotary(int64_t t) {
-  const Device device = embed_tokens_->weight().tensor().device();
+std::pair<Tensor, Tensor> Llama::rotary(int64_t t, const Device& device) {
+  auto it =
+      std::find_if(rotary_.begin(), rotary_.end(), [&](const RotaryTables& r) { return r.device == device; });
+  if (it == rotary_.end()) it = rotary_.insert(rotary_.end(), RotaryTables{device, {}, {}});
   // Each table entry depends on its position alone, so the first T rows of longer tables are the
   // tables of T positions. They grow by doubling (up to block_size) as longer sequences come.
-  if (!rotary_cos_.defined() || rotary_cos_.device() != device || rotary_cos_.size(0) < t) {
+  if (!it->cos.defined() || it->cos.size(0) < t) {
     const int64_t rows =
-        std::min(options_.block_size, std::max(t, rotary_cos_.defined() ? 2 * rotary_cos_.size(0) : 256));
+        std::min(options_.block_size, std::max(t, it->cos.defined() ? 2 * it->cos.size(0) : 256));
     auto [cos, sin] = autograd::rotaryTables(rows, options_.n_embd / options_.n_head, options_.rope_theta);
-    rotary_cos_ = cos.to(device);
-    rotary_sin_ = sin.to(device);
+    it->cos = cos.to(device);
+    it->sin = sin.to(device);
   }
-  return {rotary_cos_.slice(0, t), rotary_sin_.slice(0, t)};
+  return {it->cos.slice(0, t), it->sin.slice(0, t)};
 }
 
 Variable Llama::forward(const Variable& idx) {
   checkTokenInput(idx.tensor(), options_.vocab_size, options_.block_size, "Llama",
                   embed_tokens_->weight().tensor().device());
-  const auto [cos, sin] = rotary(idx.size(1));
+  const auto [cos, sin] = rotary(idx.size(1), embed_tokens_->weight().tensor().device());
   for (size_t i = 0; i < layers_->size(); ++i) (*layers_)[i]->setRotary(cos, sin);
   Variable x = runBlocks(layers(), embed_tokens_->forward(idx), isTraining() ? options_.checkpoint_every : 0);
   return lm_head_->forward(norm_->forward(x));
@@ -155,11 +157,12 @@ NamedModules Llama::sequenceLayers() {
   NamedModules layers{{"embedding", embedding}};
   for (size_t i = 0; i < layers_->size(); ++i) {
     std::shared_ptr<LlamaBlock> block = (*layers_)[i];
-    // A block alone on a stage gets its rotary tables from the length of its own input.
+    // A block alone on a stage gets its rotary tables from the length and the device of its own input.
     layers.emplace_back("model.layers." + std::to_string(i),
                         std::make_shared<SequenceLayer>("LlamaDecoderLayer", NamedModules{{"block", block}},
                                                         [this, block](Module&, const Variable& x) {
-                                                          const auto [cos, sin] = rotary(x.size(1));
+                                                          const auto [cos, sin] =
+                                                              rotary(x.size(1), x.tensor().device());
                                                           block->setRotary(cos, sin);
                                                           return (*block)(x);
                                                         }));

@@ -57,15 +57,20 @@ class Llama : public LanguageModelWith<LlamaOptions>, public HasLayerSequence {
 
  private:
   /// The rotary tables of t positions on the model's device (made or grown on first need).
-  std::pair<Tensor, Tensor> rotary(int64_t t);
+  std::pair<Tensor, Tensor> rotary(int64_t t, const Device& device);
 
   std::shared_ptr<Embedding> embed_tokens_;
   std::shared_ptr<ModuleList<LlamaBlock>> layers_;
   std::shared_ptr<RMSNorm> norm_;
   std::shared_ptr<Linear> lm_head_;
-  /// The rotary tables of positions 0, 1, ... (at most block_size) where the model lives, made by
-  /// the first forward there; a forward of T positions uses their first T rows.
-  Tensor rotary_cos_, rotary_sin_;
+  /// The rotary tables of positions 0, 1, ... (at most block_size) on each device a block of the
+  /// model runs on (the blocks of a model split between the host and a GPU use both), made by the
+  /// first forward there; a forward of T positions uses their first T rows.
+  struct RotaryTables {
+    Device device;
+    Tensor cos, sin;
+  };
+  std::vector<RotaryTables> rotary_;
 };
 
 class LlamaBlock : public Module {

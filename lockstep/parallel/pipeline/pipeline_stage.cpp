@@ -273,7 +273,7 @@ void PipelineStage::send(const Tensor& t, int peer, int tag) {
   Tensor data = t.contiguous();
   o.place = placeOf(data);
   pending_.push_back(
-      {group_->send(data.dataPtr(), static_cast<size_t>(data.numel()), data.dtype(), peer, o), data});
+      {group_->send(data.devicePtr(), static_cast<size_t>(data.numel()), data.dtype(), peer, o), data});
 }
 
 void PipelineStage::recvActivation(Chunk& chunk, int64_t m) {
@@ -293,8 +293,9 @@ void PipelineStage::recvActivation(Chunk& chunk, int64_t m) {
   o.tag = linkTag(kActivationTag, chunk.part - 1);
   o.place = placeOf(slot.input_buffer);
   // Posted now, waited for by the forward: the transfer runs while the stage computes.
-  slot.input_recv = group_->recv(slot.input_buffer.dataPtr(), static_cast<size_t>(slot.input_buffer.numel()),
-                                 slot.input_buffer.dtype(), prevRank(), o);
+  slot.input_recv =
+      group_->recv(slot.input_buffer.devicePtr(), static_cast<size_t>(slot.input_buffer.numel()),
+                   slot.input_buffer.dtype(), prevRank(), o);
 }
 
 void PipelineStage::sendActivation(Chunk& chunk, int64_t m) {
@@ -324,7 +325,7 @@ void PipelineStage::recvGrad(Chunk& chunk, int64_t m) {
   comm::SendRecvOptions o;
   o.tag = linkTag(kGradTag, chunk.part);
   o.place = placeOf(slot.grad_buffer);
-  slot.grad_recv = group_->recv(slot.grad_buffer.dataPtr(), static_cast<size_t>(slot.grad_buffer.numel()),
+  slot.grad_recv = group_->recv(slot.grad_buffer.devicePtr(), static_cast<size_t>(slot.grad_buffer.numel()),
                                 slot.grad_buffer.dtype(), nextRank(), o);
 }
 
@@ -348,21 +349,21 @@ void PipelineStage::reduceTiedGrads() {
       Tensor total = grad;
       for (size_t i = 1; i < holders.size(); ++i) {
         Tensor other = Tensor::empty(param.shape(), param.dtype(), MemoryFormat::contiguous, where);
-        group_->recv(other.dataPtr(), static_cast<size_t>(other.numel()), other.dtype(), holders[i], o)
+        group_->recv(other.devicePtr(), static_cast<size_t>(other.numel()), other.dtype(), holders[i], o)
             ->wait();
         total = kernels::binary(kernels::BinaryOp::add, total, other);
       }
       total = total.contiguous();
       for (size_t i = 1; i < holders.size(); ++i)
-        group_->send(total.dataPtr(), static_cast<size_t>(total.numel()), total.dtype(), holders[i], o)
+        group_->send(total.devicePtr(), static_cast<size_t>(total.numel()), total.dtype(), holders[i], o)
             ->wait();
       param.setGrad(total);
     } else {
       Tensor mine = grad.contiguous();
-      group_->send(mine.dataPtr(), static_cast<size_t>(mine.numel()), mine.dtype(), holders.front(), o)
+      group_->send(mine.devicePtr(), static_cast<size_t>(mine.numel()), mine.dtype(), holders.front(), o)
           ->wait();
       Tensor total = Tensor::empty(param.shape(), param.dtype(), MemoryFormat::contiguous, where);
-      group_->recv(total.dataPtr(), static_cast<size_t>(total.numel()), total.dtype(), holders.front(), o)
+      group_->recv(total.devicePtr(), static_cast<size_t>(total.numel()), total.dtype(), holders.front(), o)
           ->wait();
       param.setGrad(total);
     }
@@ -491,7 +492,7 @@ autograd::Variable PipelineStage::forwardThroughChunks(const Tensor& input, std:
       x = Tensor::empty(shape, dtype, MemoryFormat::contiguous, device());
       o.tag = linkTag(kEvalTag, chunk.part - 1);
       o.place = placeOf(x);
-      group_->recv(x.dataPtr(), static_cast<size_t>(x.numel()), x.dtype(), prevRank(), o)->wait();
+      group_->recv(x.devicePtr(), static_cast<size_t>(x.numel()), x.dtype(), prevRank(), o)->wait();
     }
     const uint64_t before = rng.offset();
     autograd::Variable out = autograd::Variable(x);
@@ -505,7 +506,7 @@ autograd::Variable PipelineStage::forwardThroughChunks(const Tensor& input, std:
     group_->send(h.data(), h.size(), DType::i64, nextRank(), o)->wait();
     o.tag = linkTag(kEvalTag, chunk.part);
     o.place = placeOf(y);
-    group_->send(y.dataPtr(), static_cast<size_t>(y.numel()), y.dtype(), nextRank(), o)->wait();
+    group_->send(y.devicePtr(), static_cast<size_t>(y.numel()), y.dtype(), nextRank(), o)->wait();
   }
   return {};
 }
