@@ -1,5 +1,7 @@
 #include "lockstep/parallel/tensor_comm.h"
 
+#include <cstring>
+
 #include "lockstep/util/error.h"
 
 #if LOCKSTEP_WITH_CUDA
@@ -25,6 +27,21 @@ comm::BufferPlace placeOf(const Tensor& t) {
   }
 #endif
   return p;
+}
+
+void copyBytes(void* dst, const void* src, size_t bytes, const comm::BufferPlace& place) {
+  if (bytes == 0) return;
+  if (!place.onDevice()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+#if LOCKSTEP_WITH_CUDA
+  cuda::DeviceGuard guard(place.device);
+  LOCKSTEP_CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(place.stream)));
+#else
+  LOCKSTEP_CHECK(false, "copyBytes: a device buffer in a build without CUDA");
+#endif
 }
 
 std::shared_ptr<comm::Work> allreduce(comm::ProcessGroup& pg, Tensor& t, comm::ReduceOp op, bool defer) {

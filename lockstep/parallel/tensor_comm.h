@@ -14,6 +14,10 @@ namespace lockstep::parallel {
 /// Where t's elements live, for a collective's options: host memory, or a GPU with the current
 /// stream of that device (the stream t's producers queued on; NCCL's stream waits on it).
 comm::BufferPlace placeOf(const Tensor& t);
+/// bytes from src to dst, both in the memory `place` names: memcpy on the host; on a GPU an
+/// asynchronous device copy on place's stream, ordered before the ops issued there after it (a
+/// collective with the same place included).
+void copyBytes(void* dst, const void* src, size_t bytes, const comm::BufferPlace& place);
 
 /// In place over a dense tensor; returns the Work (the tensor must stay untouched until done).
 /// defer: the caller waits at once and runs the op itself (comm::AllreduceOptions::defer).

@@ -472,6 +472,21 @@ TEST(TrainConfig, device_is_cpu_cuda_or_one_gpu_for_one_rank) {
   EXPECT_TRUE(has(e, "cuda:1") && has(e, "LOCAL_RANK")) << e;
 }
 
+TEST(TrainConfig, zero_on_a_gpu_takes_stages_1_and_2_and_refuses_stage_3_and_the_offloads) {
+  const std::string base = "train_batch_size: 8\ndevice: cuda\n";
+  EXPECT_EQ(parseTrainConfig(base + "zero_optimization: {stage: 2}\n", {}, 2).zero.stage, 2);
+  EXPECT_EQ(parseTrainConfig(base + "zero_optimization: {stage: 1}\n", {}, 2).zero.stage, 1);
+  std::string e = errorOf(base + "zero_optimization: {stage: 3}\n", {}, 2);
+  EXPECT_TRUE(has(e, "zero_optimization.stage 3 is not implemented on a GPU") && has(e, "stage 1 or 2")) << e;
+  e = errorOf(base + "zero_optimization: {stage: 2, offload_optimizer: {device: cpu}}\n", {}, 2);
+  EXPECT_TRUE(has(e, "zero_optimization.offload_optimizer (ZeRO-Offload) is not implemented on a GPU")) << e;
+  // The same keys on the CPU: accepted, as before.
+  EXPECT_EQ(parseTrainConfig(
+                "train_batch_size: 8\nzero_optimization: {stage: 3, offload_param: {device: cpu}}\n", {}, 2)
+                .zero.stage,
+            3);
+}
+
 TEST(TrainConfig, pipeline_section_counts_replicas_in_the_batch_and_leaves_the_identity) {
   const std::string base =
       "model: {name: gpt}\ndata: {dataset: text}\ntrain_micro_batch_size_per_gpu: "

@@ -1,9 +1,9 @@
 #include "lockstep/parallel/zero/grad_reducer.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "lockstep/kernels/accumulate.h"
+#include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::parallel {
@@ -24,13 +24,22 @@ ZeroGradReducer::ZeroGradReducer(std::vector<Variable> params, std::vector<std::
   rank_ = group_ ? group_->rank() : 0;
   LOCKSTEP_CHECK(layout_.world == (group_ ? group_->size() : 1), "layout world ", layout_.world);
   const DType dtype = params_.empty() ? DType::f32 : params_.front().dtype();
+  device_ = params_.empty() ? Device::cpu() : params_.front().tensor().device();
+  for (size_t p = 0; p < params_.size(); ++p) {
+    LOCKSTEP_ENFORCE(params_[p].tensor().device() == device_, ValueError, "ZeRO: parameter '", names_[p],
+                     "' is on ", deviceName(params_[p].tensor().device()), ", '", names_.front(), "' on ",
+                     deviceName(device_), "; a rank's parameters must share one device");
+  }
+  LOCKSTEP_ENFORCE(swap_dir.empty() || device_.isCpu(), NotSupportedError,
+                   "ZeRO: swapping gradient pieces to NVMe (", swap_key,
+                   ") takes parameters on the host; they are on ", deviceName(device_));
   bucket_of_.assign(params_.size(), 0);
   for (const ZeroBucket& b : layout_.buckets) max_chunk_ = std::max(max_chunk_, b.chunk);
   for (size_t b = 0; b < layout_.buckets.size(); ++b) {
     for (size_t p : layout_.buckets[b].params) bucket_of_[p] = b;
     // Swapped pieces start as zeros in the file: their memory is never touched here.
     const Shape shape{layout_.buckets[b].pieceSize(rank_)};
-    pieces_.push_back(swap_dir.empty() ? Tensor::zeros(shape, dtype) : Tensor::empty(shape, dtype));
+    pieces_.push_back(swap_dir.empty() ? Tensor::zeros(shape, dtype, device_) : Tensor::empty(shape, dtype));
   }
   if (!swap_dir.empty()) {
     swap_ = std::make_unique<ZeroPieceSwap>(
@@ -128,35 +137,42 @@ void ZeroGradReducer::launch(size_t b) {
   } else {
     // Taken from the allocator per launch and handed back at completion, so that between buckets
     // no staging memory is held (the allocator's cache makes it free after the first step).
+    const Shape shape{bucket.chunk * layout_.world};
     slot.staging = bucket.chunk * layout_.world != bucket.numel
-                       ? Tensor::zeros({bucket.chunk * layout_.world}, dtype_)  // padding travels as zeros
-                       : Tensor::empty({bucket.chunk * layout_.world}, dtype_);
-    char* staging = static_cast<char*>(slot.staging.dataPtr());
+                       ? Tensor::zeros(shape, dtype_, device_)  // padding travels as zeros
+                       : Tensor::empty(shape, dtype_, MemoryFormat::contiguous, device_);
+    char* staging = static_cast<char*>(slot.staging.devicePtr());
+    const comm::BufferPlace place = placeOf(slot.staging);
     for (int r = 0; r < layout_.world; ++r) {
       for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r], bucket.piece[r + 1])) {
         Tensor g = params_[s.param].grad();
         if (!g.isContiguous()) g = g.contiguous();
-        std::memcpy(staging + (r * bucket.chunk + s.bucket_offset - bucket.piece[r]) * elem,
-                    static_cast<const char*>(g.dataPtr()) + s.param_offset * elem, s.numel * elem);
+        copyBytes(staging + (r * bucket.chunk + s.bucket_offset - bucket.piece[r]) * elem,
+                  static_cast<const char*>(g.devicePtr()) + s.param_offset * elem, s.numel * elem, place);
       }
     }
   }
   for (size_t p : bucket.params) params_[p].setGrad(Tensor());  // the piece is all this rank keeps
-  if (!slot.recv.defined()) slot.recv = Tensor::empty({max_chunk_}, dtype_);  // 1/world of a bucket, kept
+  if (!slot.recv.defined())                                     // 1/world of a bucket, kept
+    slot.recv = Tensor::empty({max_chunk_}, dtype_, MemoryFormat::contiguous, device_);
   slot.bucket = static_cast<long>(b);
-  char* staging = static_cast<char*>(slot.staging.dataPtr());
+  char* staging = static_cast<char*>(slot.staging.devicePtr());
+  void* recv = slot.recv.devicePtr();
+  const comm::BufferPlace place = placeOf(slot.staging);
   if (group_ && layout_.world > 1 && reduce_scatter_) {
     comm::ReduceScatterOptions o;
     o.op = comm::ReduceOp::avg;
-    slot.work = group_->reduceScatter(staging, slot.recv.dataPtr(), bucket.chunk, dtype_, o);
+    o.place = place;
+    slot.work = group_->reduceScatter(staging, recv, bucket.chunk, dtype_, o);
   } else if (group_ && layout_.world > 1) {
     // DeepSpeed's reduce_scatter: false: every rank averages the whole bucket and keeps its block.
     comm::AllreduceOptions o;
     o.op = comm::ReduceOp::avg;
+    o.place = place;
     group_->allreduce(staging, bucket.chunk * layout_.world, dtype_, o)->wait();
-    std::memcpy(slot.recv.dataPtr(), staging + rank_ * bucket.chunk * elem, bucket.chunk * elem);
+    copyBytes(recv, staging + rank_ * bucket.chunk * elem, bucket.chunk * elem, place);
   } else {
-    std::memcpy(slot.recv.dataPtr(), staging, bucket.chunk * elem);
+    copyBytes(recv, staging, bucket.chunk * elem, place);
   }
   if (!overlap_) complete(slot);
 }

@@ -8,7 +8,8 @@
 // overlaps the next bucket's gradients (DeepSpeed's overlap_comm: one bucket filling, one
 // reducing). Each rank accumulates its pieces over the backward passes of an accumulation window,
 // so gradient memory is the partition (1/world of the parameters) plus two buckets, not the whole
-// model; no staging memory is held between backward passes.
+// model; no staging memory is held between backward passes. Pieces and buffers live where the
+// parameters do (the host or one GPU: copies and collectives then on the current stream).
 //
 // Not thread-safe; runs on the thread that runs backward. Every backward is collective.
 #include <memory>
@@ -88,6 +89,7 @@ class ZeroGradReducer {
   Slot slots_[2];
   int64_t max_chunk_ = 0;
   DType dtype_ = DType::f32;
+  Device device_;  // the parameters', the pieces' and the buffers' (host memory or one GPU)
   std::vector<size_t> hook_ids_;
 };
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <exception>
 #include <functional>
 #include <set>
@@ -327,23 +326,25 @@ void ZeroOptimizer::adoptGatheredParameters() {
 
 void ZeroOptimizer::allgatherParameters() {
   std::vector<char*> full;
-  for (Variable& p : params_) full.push_back(static_cast<char*>(p.tensor().dataPtr()));
-  gatherPieces(full);
+  for (Variable& p : params_) full.push_back(static_cast<char*>(p.tensor().devicePtr()));
+  gatherPieces(full, params_.empty() ? Device::cpu() : params_.front().tensor().device());
 }
 
-void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, int root,
+void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, const Device& where, int root,
                                  const std::function<const char*(size_t, int64_t)>& mine) {
   if (world_ == 1 || params_.empty()) return;  // this rank's piece is everything
   const int64_t cap = std::max<int64_t>(1, options_.allgather_bucket_size / world_);
-  if (!gather_send_.defined()) {  // on first use (stage 3 gathers this way only for checkpoints)
+  // Made on first use (stage 3 gathers this way only for checkpoints) where the pointers are.
+  if (!gather_send_.defined() || gather_send_.device() != where) {
     int64_t block = 0;  // the largest all-gather block: a bucket's chunk, capped by allgather_bucket_size
     for (const ZeroBucket& b : layout_.buckets) block = std::max(block, std::min(b.chunk, cap));
-    gather_send_ = Tensor::zeros({block}, params_.front().dtype());
-    gather_recv_ = Tensor::zeros({block * world_}, params_.front().dtype());
+    gather_send_ = Tensor::zeros({block}, params_.front().dtype(), where);
+    gather_recv_ = Tensor::zeros({block * world_}, params_.front().dtype(), where);
   }
   const size_t elem = dtypeSize(gather_send_.dtype());
-  char* send = static_cast<char*>(gather_send_.dataPtr());
-  char* recv = static_cast<char*>(gather_recv_.dataPtr());
+  char* send = static_cast<char*>(gather_send_.devicePtr());
+  char* recv = static_cast<char*>(gather_recv_.devicePtr());
+  const comm::BufferPlace place = placeOf(gather_send_);
   for (const ZeroBucket& bucket : layout_.buckets) {
     for (int64_t from = 0; from < bucket.chunk; from += cap) {
       const int64_t len = std::min(cap, bucket.chunk - from);
@@ -351,22 +352,26 @@ void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, int root,
       const int64_t mine_end = std::min(from + len, bucket.pieceSize(rank_));
       for (const ZeroSegment& s :
            segmentsIn(bucket, bucket.piece[rank_] + from, bucket.piece[rank_] + mine_end)) {
-        std::memcpy(send + (s.bucket_offset - bucket.piece[rank_] - from) * elem,
-                    mine ? mine(s.param, s.param_offset) : full[s.param] + s.param_offset * elem,
-                    s.numel * elem);
+        copyBytes(send + (s.bucket_offset - bucket.piece[rank_] - from) * elem,
+                  mine ? mine(s.param, s.param_offset) : full[s.param] + s.param_offset * elem,
+                  s.numel * elem, place);
       }
       if (root >= 0) {
         comm::GatherOptions go;
         go.root = root;
+        go.place = place;
         group_->gather(send, recv, static_cast<size_t>(len), gather_send_.dtype(), go)->wait();
         if (rank_ != root) continue;
       } else if (options_.allgather_partitions) {
-        group_->allgather(send, recv, static_cast<size_t>(len), gather_send_.dtype())->wait();
+        comm::AllgatherOptions ao;
+        ao.place = place;
+        group_->allgather(send, recv, static_cast<size_t>(len), gather_send_.dtype(), ao)->wait();
       } else {  // DeepSpeed's allgather_partitions: false: one broadcast per rank's block
-        std::memcpy(recv + rank_ * len * elem, send, len * elem);
+        copyBytes(recv + rank_ * len * elem, send, len * elem, place);
         for (int r = 0; r < world_; ++r) {
           comm::BroadcastOptions bo;
           bo.root = r;
+          bo.place = place;
           group_->broadcast(recv + r * len * elem, static_cast<size_t>(len), gather_send_.dtype(), bo)
               ->wait();
         }
@@ -375,8 +380,9 @@ void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, int root,
         if (r == rank_) continue;  // this rank's piece is already in place
         const int64_t end = std::min(from + len, bucket.pieceSize(r));
         for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r] + from, bucket.piece[r] + end)) {
-          std::memcpy(full[s.param] + s.param_offset * elem,
-                      recv + (r * len + s.bucket_offset - bucket.piece[r] - from) * elem, s.numel * elem);
+          copyBytes(full[s.param] + s.param_offset * elem,
+                    recv + (r * len + s.bucket_offset - bucket.piece[r] - from) * elem, s.numel * elem,
+                    place);
         }
       }
     }

@@ -215,10 +215,11 @@ class ZeroOptimizer {
   void loadStateDictPieces(const optim::OptimizerStateDict& state, bool partition);
   void allgatherParameters();
   /// full[p]: parameter p's elements (its dtype, contiguous), this rank's pieces filled in; fills
-  /// in every other rank's pieces. Collective.
+  /// in every other rank's pieces. Collective. Every pointer is memory of `where` (the host or the
+  /// GPU the parameters are on).
   /// root >= 0: only root receives (a gather); `mine`, when given, says where this rank's elements
   /// of (parameter, offset) are instead of full.
-  void gatherPieces(const std::vector<char*>& full, int root = -1,
+  void gatherPieces(const std::vector<char*>& full, const Device& where, int root = -1,
                     const std::function<const char*(size_t, int64_t)>& mine = {});
 
   std::shared_ptr<nn::Module> model_;

@@ -52,9 +52,11 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
     // rank's piece of a bucket is contiguous). Zeros where the optimizer has no such buffer.
     std::vector<Tensor> src(params_.size());
     std::vector<int64_t> src_offset(params_.size(), 0);
+    // Gathered in host memory (a state dict's tensors are the host's, whatever the parameters' device).
     for (const Shard& s : shards_) {
       const Tensor* found = mine.state.find(std::to_string(s.opt_index) + "." + key);
-      src[s.param] = found ? found->contiguous() : Tensor::zeros({s.numel}, params_[s.param].dtype());
+      src[s.param] =
+          found ? found->to(Device::cpu()).contiguous() : Tensor::zeros({s.numel}, params_[s.param].dtype());
       LOCKSTEP_CHECK(src[s.param].dtype() == params_[s.param].dtype() && src[s.param].numel() == s.numel);
       src_offset[s.param] = s.param_offset;
     }
@@ -69,7 +71,7 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
           std::memcpy(ptrs[p] + src_offset[p] * elem, src[p].dataPtr(), src[p].numel() * elem);
       }
     }
-    gatherPieces(ptrs, world_ > 1 ? root : -1, [&](size_t p, int64_t offset) {
+    gatherPieces(ptrs, Device::cpu(), world_ > 1 ? root : -1, [&](size_t p, int64_t offset) {
       return static_cast<const char*>(src[p].dataPtr()) + (offset - src_offset[p]) * elem;
     });
     if (!receives) continue;

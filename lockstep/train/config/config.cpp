@@ -425,6 +425,24 @@ void checkPipelineFits(const TrainConfig& c, const YAML::Node& root, int64_t wor
                      "remove it");
 }
 
+// ZeRO on a GPU: stages 1 and 2 keep the partition in GPU memory; stage 3 and the offloads (which
+// on a GPU would move states or parameters to the host or NVMe) are not implemented there yet: an
+// error before any rank starts, not a key that does nothing.
+void checkZeroOnDevice(const ZeroConfig& z, const Device& device, const std::string& source) {
+  if (!device.isCuda() || z.stage == 0) return;
+  if (z.stage == 3)
+    throw ValueError(source +
+                     ": zero_optimization.stage 3 is not implemented on a GPU yet (stages 1 and 2 "
+                     "are); use stage 1 or 2, or device: cpu");
+  for (auto [d, key] : {std::pair{z.offload_optimizer_device, "offload_optimizer"},
+                        std::pair{z.offload_param_device, "offload_param"}}) {
+    if (d != OffloadDevice::none)
+      throw ValueError(source + ": zero_optimization." + key +
+                       " (ZeRO-Offload) is not implemented on a GPU " +
+                       "yet; remove it (the partition then stays in GPU memory) or train with device: cpu");
+  }
+}
+
 TrainConfig parse(const std::string& text, const std::vector<std::string>& overrides, int64_t world,
                   const std::string& source) {
   YAML::Node root = loadConfigDocument(text, source);
@@ -581,6 +599,7 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
   if (root["zero_optimization"]) {
     autos.fillZero(root, c.model, c.model_options);
     c.zero = parseZeroConfig(root["zero_optimization"]);
+    checkZeroOnDevice(c.zero, c.device, source);
   }
   const auto models = nn::modelNames();
   if (std::find(models.begin(), models.end(), c.model) == models.end()) {
