@@ -18,8 +18,9 @@ Each model config (configs/*.yaml) trains on the CPU and on the GPU in fp32, bf1
 - graph: the run with cuda_graph: true gives the bytes of the eager (cuda_graph: false) run.
 - ddp: 2 ranks sharing the one GPU against 2 ranks on the CPU (f32 bound), with the plain and the
   bf16-compressing comm hook.
-- zero: ZeRO stages 1 and 2 with 2 ranks sharing the GPU against DDP there (f32 bound), and stage 2
-  stopped at a checkpoint and resumed against its uninterrupted run (bitwise).
+- zero: ZeRO stages 1 and 2 and ZeRO-Offload (stage 2, the optimizer on the host) with 2 ranks
+  sharing the GPU against DDP there (f32 bound), and stage 2 stopped at a checkpoint and resumed
+  against its uninterrupted run (bitwise).
 - resume: a GPU run stopped at a checkpoint and resumed, and one whose rank died mid-run (restarted
   by the agent from the last checkpoint), give the bytes of the uninterrupted run.
 - errors: a GPU out of memory and a device ordinal past the GPUs end the run with a message naming
@@ -91,6 +92,10 @@ def runs(check_dir, work):
     for stage in (1, 2):
         add(f"seed_cnn.fp32.gpu.world2.zero{stage}", "seed_cnn", "cuda",
             [f"zero_optimization.stage={stage}"] + F32_EXACT + ["cuda_graph=false"], nproc=2)
+    # ZeRO-Offload: stage 2 with the optimizer on the host (pinned copies).
+    add("seed_cnn.fp32.gpu.world2.zero2.offload", "seed_cnn", "cuda",
+        ["zero_optimization.stage=2", "zero_optimization.offload_optimizer.device=cpu",
+         "zero_optimization.offload_optimizer.pin_memory=true"] + F32_EXACT + ["cuda_graph=false"], nproc=2)
     zero_resume = ["zero_optimization.stage=2", "cuda_graph=false", "checkpoint.every_steps=4"] + F32_EXACT
     add("seed_cnn.fp32.gpu.world2.zero2.resumed", "seed_cnn", "cuda", zero_resume + ["max_steps=8"], nproc=2,
         extra="resume")
@@ -137,6 +142,9 @@ def checks():
         out.append((f"seed_cnn fp32 ZeRO stage {stage} world 2 gpu = ddp gpu", "close",
                     f"seed_cnn.fp32.gpu.world2.zero{stage}", "seed_cnn.fp32.gpu.world2.allreduce", "fp32",
                     "seed_cnn.fp32"))
+    out.append(("seed_cnn fp32 ZeRO-Offload (stage 2, optimizer on the host) world 2 gpu = ddp gpu", "close",
+                "seed_cnn.fp32.gpu.world2.zero2.offload", "seed_cnn.fp32.gpu.world2.allreduce", "fp32",
+                "seed_cnn.fp32"))
     out.append(("seed_cnn fp32 ZeRO stage 2 world 2 resume = straight", "bitwise",
                 "seed_cnn.fp32.gpu.world2.zero2.resumed", "seed_cnn.fp32.gpu.world2.zero2.straight", "fp32", ""))
     out.append(("seed_cnn fp32 resume = straight", "bitwise", "seed_cnn.fp32.gpu.resumed",

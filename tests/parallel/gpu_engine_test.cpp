@@ -113,18 +113,23 @@ TEST(GpuEngine, clipping_trains_as_on_the_host) {
   expectSameParameters(*gm, *cm, "clipped AdamW");
 }
 
-TEST(GpuEngine, zero_stages_1_and_2_train_as_on_the_host_with_the_partition_on_the_gpu) {
+TEST(GpuEngine, zero_stages_1_and_2_and_zero_offload_train_as_on_the_host) {
   // One rank: the partition is the whole model, but the path is the ranks' own (buckets staged and
   // reduced in GPU memory, shards stepped there, the parameters gathered back); small buckets so
   // that there are several, some of them parameters split across buckets.
+  // With offload_optimizer_cpu (ZeRO-Offload) the optimizer steps pinned host copies instead.
   LOCKSTEP_REQUIRE_GPU();
-  for (int stage : {1, 2}) {
+  for (int run = 0; run < 4; ++run) {
+    const int stage = 1 + run % 2;
+    const bool offload = run >= 2;
     parallel::EngineOptions o;
     o.optimizer = {"AdamW", {{"lr", 1e-2}}};
     o.gradient_clipping = 0.05;
     o.zero_stage = stage;
     o.zero.reduce_bucket_size = 700;
     o.zero.allgather_bucket_size = 300;
+    o.zero.offload_optimizer_cpu = offload;
+    o.zero.offload_optimizer_pin_memory = offload;
     auto gm = mlp(Device::cuda(0)), cm = mlp(Device::cpu());
     parallel::Engine ge(gm, o, parallel::DistributedEnvironment{}),
         ce(cm, o, parallel::DistributedEnvironment{});
@@ -135,7 +140,7 @@ TEST(GpuEngine, zero_stages_1_and_2_train_as_on_the_host_with_the_partition_on_t
       ce.step();
       EXPECT_NEAR(ge.lastGradNorm(), ce.lastGradNorm(), 1e-5 * ce.lastGradNorm()) << "step " << step;
     }
-    expectSameParameters(*gm, *cm, "ZeRO stage " + std::to_string(stage));
+    expectSameParameters(*gm, *cm, "ZeRO stage " + std::to_string(stage) + (offload ? " offloaded" : ""));
   }
 }
 

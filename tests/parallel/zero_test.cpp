@@ -435,3 +435,46 @@ TEST(Zero, mixed_precision_matches_ddp) {
     for (int stage : {1, 2, 3}) expectSameAsDdp(o, 2, stage, precision);
   }
 }
+
+TEST(Zero, offload_optimizer_cpu_steps_host_copies_and_matches_ddp) {
+  // ZeRO-Offload's path (a GPU run's `offload_optimizer: {device: cpu}`: the optimizer steps host
+  // copies of the partition, the gradients copied in before the step and the values back after it),
+  // here with host parameters: the copies must change nothing.
+  for (int stage : {1, 2}) {
+    EngineOptions o = adam();
+    o.zero.offload_optimizer_cpu = true;
+    o.zero.reduce_bucket_size = 20;
+    o.zero.allgather_bucket_size = 9;
+    for (int world : {1, 2, 3}) expectSameAsDdp(o, world, stage, "Adam, ZeRO-Offload's host copies");
+    EngineOptions s = sgd();
+    s.zero.offload_optimizer_cpu = true;
+    s.gradient_accumulation_steps = 3;
+    s.gradient_clipping = 0.05;  // clipped and unscaled on the host copies, copied once per step
+    s.loss_scaler = optim::LossScalerOptions{};
+    s.loss_scaler->initial_scale_power = 8;
+    expectSameAsDdp(s, 2, stage, "SGD, ZeRO-Offload, accumulation 3 + clipping + loss scale");
+  }
+}
+
+TEST(Zero, offload_optimizer_cpu_adopts_loaded_parameters_into_its_host_copies) {
+  // A resumed run loads the parameters; the engine's adoptChanges() (RunCheckpoints::resume) copies
+  // them into the host copies the optimizer steps, which would otherwise hold the old values.
+  EngineOptions o = sgd();
+  o.zero_stage = 2;
+  o.zero.offload_optimizer_cpu = true;
+  Engine engine(makeNet(7), o, DistributedEnvironment{});
+  for (auto& p : engine.model()->parameters()) p.tensor().fill(0.5);
+  auto held = [&] {
+    double lo = 1e9, hi = -1e9;
+    for (const auto& s : engine.zero()->ownedSegments()) {
+      for (double v : s.values.toVector<double>()) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    }
+    return std::pair{lo, hi};
+  };
+  EXPECT_NE(held(), std::pair(0.5, 0.5));  // still the values the model was built with
+  engine.gatheredParameters().adoptChanges();
+  EXPECT_EQ(held(), std::pair(0.5, 0.5));
+}

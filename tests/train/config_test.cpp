@@ -472,14 +472,28 @@ TEST(TrainConfig, device_is_cpu_cuda_or_one_gpu_for_one_rank) {
   EXPECT_TRUE(has(e, "cuda:1") && has(e, "LOCAL_RANK")) << e;
 }
 
-TEST(TrainConfig, zero_on_a_gpu_takes_stages_1_and_2_and_refuses_stage_3_and_the_offloads) {
+TEST(TrainConfig, zero_on_a_gpu_takes_stages_1_and_2_with_or_without_zero_offload) {
   const std::string base = "train_batch_size: 8\ndevice: cuda\n";
   EXPECT_EQ(parseTrainConfig(base + "zero_optimization: {stage: 2}\n", {}, 2).zero.stage, 2);
   EXPECT_EQ(parseTrainConfig(base + "zero_optimization: {stage: 1}\n", {}, 2).zero.stage, 1);
+  // ZeRO-Offload: the optimizer on the host, said once; the CPU run's "nothing is moved" is not said.
+  TrainConfig c = parseTrainConfig(
+      base + "zero_optimization: {stage: 2, offload_optimizer: {device: cpu, pin_memory: true}}\n", {}, 2);
+  EXPECT_TRUE(c.zero.options.offload_optimizer_cpu);
+  EXPECT_TRUE(c.zero.options.offload_optimizer_pin_memory);
+  ASSERT_EQ(c.zero.notes.size(), 1u);
+  EXPECT_TRUE(has(c.zero.notes[0], "ZeRO-Offload") && has(c.zero.notes[0], "pinned")) << c.zero.notes[0];
+  // On the CPU the same key moves nothing (a note), and the optimizer is not told to copy.
+  c = parseTrainConfig(
+      "train_batch_size: 8\nzero_optimization: {stage: 2, offload_optimizer: {device: cpu}}\n", {}, 2);
+  EXPECT_FALSE(c.zero.options.offload_optimizer_cpu);
+  ASSERT_EQ(c.zero.notes.size(), 1u);
+  EXPECT_TRUE(has(c.zero.notes[0], "nothing is moved")) << c.zero.notes[0];
   std::string e = errorOf(base + "zero_optimization: {stage: 3}\n", {}, 2);
   EXPECT_TRUE(has(e, "zero_optimization.stage 3 is not implemented on a GPU") && has(e, "stage 1 or 2")) << e;
-  e = errorOf(base + "zero_optimization: {stage: 2, offload_optimizer: {device: cpu}}\n", {}, 2);
-  EXPECT_TRUE(has(e, "zero_optimization.offload_optimizer (ZeRO-Offload) is not implemented on a GPU")) << e;
+  e = errorOf(base + "zero_optimization: {stage: 2, offload_optimizer: {device: nvme, nvme_path: /tmp}}\n",
+              {}, 2);
+  EXPECT_TRUE(has(e, "offload_optimizer with device nvme is not implemented on a GPU")) << e;
   // The same keys on the CPU: accepted, as before.
   EXPECT_EQ(parseTrainConfig(
                 "train_batch_size: 8\nzero_optimization: {stage: 3, offload_param: {device: cpu}}\n", {}, 2)

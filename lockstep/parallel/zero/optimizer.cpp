@@ -131,6 +131,10 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
     layout_ = makeZeroLayout(numels, assignBuckets(numels_as_bytes, dtypes, bo), world_);
   }
 
+  offload_cpu_ = options_.offload_optimizer_cpu;
+  LOCKSTEP_ENFORCE(
+      !offload_cpu_ || (options_.stage <= 2 && options_.offload_optimizer.nvme_path.empty()), ValueError,
+      "zero_optimization.offload_optimizer device cpu takes stages 1 and 2 and no nvme_path here");
   std::vector<std::vector<Variable>> shard_vars(groups.size());
   for (size_t b = 0; b < layout_.buckets.size(); ++b) {
     const ZeroBucket& bucket = layout_.buckets[b];
@@ -140,8 +144,21 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
           coordinator_
               ? coordinator_->piece(b).narrow(0, s.bucket_offset - bucket.piece[rank_], s.numel)
               : params_[s.param].tensor().view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
-      Shard shard{
-          Variable(view, true), s.param, b, s.param_offset, s.bucket_offset - bucket.piece[rank_], s.numel};
+      Tensor elements, values = view;
+      if (offload_cpu_) {  // the optimizer's shard is a host copy of the parameter's elements
+        elements = view;
+        values = Tensor::empty({s.numel}, view.dtype());
+        if (options_.offload_optimizer_pin_memory) values = values.pinMemory();
+        values.copyFrom(view);
+      }
+      Shard shard{Variable(values, true),
+                  elements,
+                  Tensor(),
+                  s.param,
+                  b,
+                  s.param_offset,
+                  s.bucket_offset - bucket.piece[rank_],
+                  s.numel};
       shard_vars[group_of[s.param]].push_back(shard.var);
       shards_.push_back(std::move(shard));
     }
@@ -257,6 +274,34 @@ void ZeroOptimizer::forEachShard(Pieces which, bool changes,
 }
 
 void ZeroOptimizer::pointShardGradients() {
+  if (offload_cpu_) {
+    // Once per step (clipping and the loss scaler's unscale come before the step and change the
+    // host copies): the partition's gradients, wherever they are, copied to the host.
+    if (host_grads_current_) return;
+    if (reducer_) reducer_->checkComplete();
+    for (Shard& s : shards_) {
+      Tensor g;
+      if (reducer_) {
+        g = reducer_->piece(s.bucket).narrow(0, s.piece_offset, s.numel);
+      } else if (params_[s.param].hasGrad()) {
+        g = params_[s.param].grad();
+        if (!g.isContiguous()) g = g.contiguous();
+        g = g.view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
+      }
+      if (!g.defined()) {
+        s.var.setGrad(Tensor());
+        continue;
+      }
+      if (!s.host_grad.defined()) {
+        s.host_grad = Tensor::empty({s.numel}, g.dtype());
+        if (options_.offload_optimizer_pin_memory) s.host_grad = s.host_grad.pinMemory();
+      }
+      s.host_grad.copyFrom(g);
+      s.var.setGrad(s.host_grad);
+    }
+    host_grads_current_ = true;
+    return;
+  }
   if (reducer_) {
     reducer_->checkComplete();
     for (Shard& s : shards_) s.var.setGrad(reducer_->piece(s.bucket).narrow(0, s.piece_offset, s.numel));
@@ -280,6 +325,10 @@ void ZeroOptimizer::step() {
     offload_->step();  // streams the states through the swap file, a sub-group at a time
   } else {
     optimizer_->step();
+  }
+  if (offload_cpu_) {
+    copyShardsToParameters();
+    host_grads_current_ = false;  // the next step copies the gradients afresh
   }
   if (options_.stage == 3) {
     releaseParameters();  // stale now; the next forward gathers the stepped values
@@ -312,7 +361,21 @@ void ZeroOptimizer::releaseParameters() {
   if (coordinator_) coordinator_->endStep();
 }
 
+void ZeroOptimizer::copyShardsToParameters() {
+  autograd::NoGradGuard ng;
+  for (Shard& s : shards_) s.elements.copyFrom(s.var.tensor());
+}
+
+void ZeroOptimizer::copyShardsFromParameters() {
+  autograd::NoGradGuard ng;
+  for (Shard& s : shards_) {
+    Tensor host = s.var.tensor();
+    host.copyFrom(s.elements);
+  }
+}
+
 void ZeroOptimizer::adoptGatheredParameters() {
+  if (offload_cpu_) copyShardsFromParameters();
   if (!coordinator_) return;
   LOCKSTEP_CHECK(coordinator_->allGathered(),
                  "ZeRO stage 3: adoptGatheredParameters needs gathered parameters");
@@ -391,6 +454,7 @@ void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, const Device& w
 
 void ZeroOptimizer::zeroGrad() {
   for (Shard& s : shards_) s.var.setGrad(Tensor());
+  host_grads_current_ = false;
   if (reducer_) {
     reducer_->zero();
     return;

@@ -78,6 +78,15 @@ struct ZeroOptions {
   /// offload_optimizer with device nvme: the partition's optimizer states live in a swap file
   /// under nvme_path between steps (zero/nvme_offload.h). Empty nvme_path: in memory.
   NvmeOffloadOptions offload_optimizer{};
+  /// offload_optimizer with device cpu (ZeRO-Offload, stages 1 and 2): the optimizer steps f32
+  /// host copies of this rank's pieces (its states in host memory); before each step the
+  /// partition's gradients are copied to the host, after it the updated pieces back to the
+  /// parameters, which are then all-gathered where they live. The config sets it for GPU runs
+  /// (on a CPU run the states live on the host anyway); on host parameters it is a copy.
+  bool offload_optimizer_cpu = false;
+  /// offload_optimizer.pin_memory: the host copies (values and gradients) in page-locked memory,
+  /// so the copies to and from a GPU are direct DMA.
+  bool offload_optimizer_pin_memory = false;
   /// offload_param with device nvme (stage 3, with offload_optimizer device nvme): this rank's
   /// pieces of the parameters live in a swap file under this directory and are read into memory
   /// only for their all-gather and their optimizer step; the gradient pieces are swapped as well
@@ -122,8 +131,9 @@ class ZeroOptimizer {
   /// Stage 3. Collective when prefetches are in flight. The model's parameters are freed again
   /// (each keeps its shape; its data cannot be read until gathered); only the partition stays.
   void releaseParameters();
-  /// Stage 3, while gathered. Not collective. Copies this rank's elements of the (gathered, then
-  /// changed: a loaded checkpoint) parameters back into its partition, the values stage 3 trains.
+  /// Stage 3, while gathered (and stages 1 and 2 with offload_optimizer_cpu). Not collective.
+  /// Copies this rank's elements of the (gathered, then changed: a loaded checkpoint) parameters
+  /// back into its partition, the values stage 3 (the host copies of the offload) trains.
   void adoptGatheredParameters();
   /// Collective at stage 3 (outside a step, parameters not gathered): calls fn with the indices
   /// (into parameters()) of a set of whole parameters at a time, one gathered bucket after
@@ -197,7 +207,10 @@ class ZeroOptimizer {
 
  private:
   struct Shard {
-    autograd::Variable var;  // view of the parameter's elements [param_offset, +numel)
+    autograd::Variable var;  // view of the parameter's elements [param_offset, +numel), or with
+                             // offload_optimizer_cpu a host copy of them
+    Tensor elements;         // with offload_optimizer_cpu: that view (else undefined)
+    Tensor host_grad;        // with offload_optimizer_cpu: the host copy of its gradient
     size_t param;
     size_t bucket;
     int64_t param_offset;
@@ -206,6 +219,9 @@ class ZeroOptimizer {
     int64_t opt_index = 0;  // in the optimizer's state dict
   };
   void pointShardGradients();
+  // With offload_optimizer_cpu: the shards' host values from the parameters, and back.
+  void copyShardsFromParameters();
+  void copyShardsToParameters();
   enum class Pieces { parameters, gradients };
   /// fn(shard) for every shard (with a gradient, for gradients), the swapped pieces of its bucket
   /// (zero/piece_swap.h) in memory meanwhile, one bucket at a time, written back after when
@@ -237,6 +253,8 @@ class ZeroOptimizer {
   std::unique_ptr<ZeroGradReducer> reducer_;
   std::unique_ptr<ZeroNvmeOffload> offload_;  // offload_optimizer device nvme
   Tensor gather_send_, gather_recv_;
+  bool offload_cpu_ = false;         // offload_optimizer_cpu (stages 1 and 2)
+  bool host_grads_current_ = false;  // the shards' host gradients hold this step's (offload)
   // Stage 3: this rank's pieces of the parameters and their gathering.
   std::unique_ptr<ZeroParameterCoordinator> coordinator_;
   std::vector<Shape> shapes_;

@@ -425,21 +425,35 @@ void checkPipelineFits(const TrainConfig& c, const YAML::Node& root, int64_t wor
                      "remove it");
 }
 
-// ZeRO on a GPU: stages 1 and 2 keep the partition in GPU memory; stage 3 and the offloads (which
-// on a GPU would move states or parameters to the host or NVMe) are not implemented there yet: an
-// error before any rank starts, not a key that does nothing.
-void checkZeroOnDevice(const ZeroConfig& z, const Device& device, const std::string& source) {
+// ZeRO on a GPU: stages 1 and 2 keep the partition in GPU memory, or with offload_optimizer
+// {device: cpu} (ZeRO-Offload) its optimizer states and update on the host. Stage 3 and the other
+// offloads are not implemented there yet: an error before any rank starts, not a key that does
+// nothing.
+void checkZeroOnDevice(ZeroConfig& z, const Device& device, const std::string& source) {
   if (!device.isCuda() || z.stage == 0) return;
   if (z.stage == 3)
     throw ValueError(source +
                      ": zero_optimization.stage 3 is not implemented on a GPU yet (stages 1 and 2 "
                      "are); use stage 1 or 2, or device: cpu");
-  for (auto [d, key] : {std::pair{z.offload_optimizer_device, "offload_optimizer"},
-                        std::pair{z.offload_param_device, "offload_param"}}) {
-    if (d != OffloadDevice::none)
-      throw ValueError(source + ": zero_optimization." + key +
-                       " (ZeRO-Offload) is not implemented on a GPU " +
-                       "yet; remove it (the partition then stays in GPU memory) or train with device: cpu");
+  if (z.offload_param_device != OffloadDevice::none)
+    throw ValueError(source +
+                     ": zero_optimization.offload_param is not implemented on a GPU yet; remove it " +
+                     "or train with device: cpu");
+  if (z.offload_optimizer_device == OffloadDevice::nvme)
+    throw ValueError(source +
+                     ": zero_optimization.offload_optimizer with device nvme is not implemented on a " +
+                     "GPU yet; use device cpu (ZeRO-Offload), remove it, or train with device: cpu");
+  if (z.offload_optimizer_device == OffloadDevice::cpu) {
+    z.options.offload_optimizer_cpu = true;
+    // The CPU run's note ("nothing is moved") is not this run's.
+    std::erase_if(z.notes, [](const std::string& n) {
+      return n.rfind("zero_optimization.offload_optimizer.device cpu", 0) == 0;
+    });
+    z.notes.push_back(std::string("zero_optimization") +
+                      ".offload_optimizer.device cpu (ZeRO-Offload): each rank's optimizer states and update "
+                      "live on the host; its gradients go to the host before each step and its updated "
+                      "parameters back to the GPU" +
+                      std::string(z.options.offload_optimizer_pin_memory ? ", through pinned memory." : "."));
   }
 }
 
@@ -609,6 +623,10 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
                      (near.empty() ? "" : " (did you mean " + near + "?)") + "; known: " + known);
   }
   if (c.pipeline.enabled()) checkPipelineFits(c, root, world, source);
+  if (c.pipeline.enabled() && c.zero.options.offload_optimizer_cpu)
+    throw ValueError(source +
+                     ": zero_optimization.offload_optimizer (ZeRO-Offload) is not implemented for a "
+                     "pipeline on a GPU yet; remove it or drop the pipeline section");
   if (c.epochs <= 0) throw ValueError("epochs must be positive");
   if (c.max_steps < 0) throw ValueError("max_steps must be >= 0");
   if (c.steps_per_print <= 0) throw ValueError("steps_per_print must be positive");

@@ -96,6 +96,7 @@ void parseOffloadOptimizer(const YAML::Node& n, int stage, ZeroConfig& z) {
                                  : ""));
   }
   if (z.offload_optimizer_device == OffloadDevice::cpu) {
+    z.options.offload_optimizer_pin_memory = pin;  // a GPU run's ZeRO-Offload (config.cpp) pins with it
     z.notes.push_back(
         path +
         ".device cpu: this run has no accelerator, so the optimizer states already live in CPU "
