@@ -101,19 +101,15 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimiz
     : options_(options), env_(std::move(env)), model_(std::move(model)) {
   LOCKSTEP_ENFORCE(model_ != nullptr, ValueError, "Engine: a model is required");
   validateEngineOptions(options_);
-  // ZeRO on a GPU: stages 1 and 2 with the partition in GPU memory. Stage 3 and the NVMe offloads
-  // keep their pieces on the host only so far.
-  LOCKSTEP_ENFORCE(options_.zero_stage <= 2 || model_->device().isCpu(), NotSupportedError,
-                   "ZeRO stage 3 (zero_optimization.stage ", options_.zero_stage,
-                   ") runs on CPUs only so far; the model is on ", deviceName(model_->device()),
-                   ": train it on the GPU with stage 1 or 2, or on device cpu");
-  LOCKSTEP_ENFORCE(
-      options_.zero_stage == 0 || options_.zero.offload_optimizer.nvme_path.empty() ||
-          model_->device().isCpu(),
-      NotSupportedError,
-      "zero_optimization.offload_optimizer with device nvme runs on CPUs only so far; the model is "
-      "on ",
-      deviceName(model_->device()), ": drop the offload or train on device cpu");
+  // ZeRO on a GPU: the partition in GPU memory (or, offload_optimizer cpu, the optimizer on the
+  // host). The NVMe offloads keep their pieces on the host only so far.
+  LOCKSTEP_ENFORCE(options_.zero_stage == 0 ||
+                       (options_.zero.offload_optimizer.nvme_path.empty() &&
+                        options_.zero.offload_param_nvme_path.empty()) ||
+                       model_->device().isCpu(),
+                   NotSupportedError,
+                   "zero_optimization's NVMe offload runs on CPUs only so far; the model is on ",
+                   deviceName(model_->device()), ": drop the offload or train on device cpu");
   if (env_.group && options_.zero_stage < 2) {
     ddp_ = std::make_shared<DistributedDataParallel>(model_, env_.group, options_.ddp);
     wrapped_ = ddp_;

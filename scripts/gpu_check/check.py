@@ -18,7 +18,7 @@ Each model config (configs/*.yaml) trains on the CPU and on the GPU in fp32, bf1
 - graph: the run with cuda_graph: true gives the bytes of the eager (cuda_graph: false) run.
 - ddp: 2 ranks sharing the one GPU against 2 ranks on the CPU (f32 bound), with the plain and the
   bf16-compressing comm hook.
-- zero: ZeRO stages 1 and 2 and ZeRO-Offload (stage 2, the optimizer on the host) with 2 ranks
+- zero: ZeRO stages 1, 2 and 3 and ZeRO-Offload (stage 2, the optimizer on the host) with 2 ranks
   sharing the GPU against DDP there (f32 bound), and stage 2 stopped at a checkpoint and resumed
   against its uninterrupted run (bitwise).
 - resume: a GPU run stopped at a checkpoint and resumed, and one whose rank died mid-run (restarted
@@ -89,7 +89,7 @@ def runs(check_dir, work):
             nproc=2)
     # ZeRO stages 1 and 2 on the GPU (2 ranks sharing it): the partition in GPU memory, against DDP
     # there; stage 2 also stopped at a checkpoint and resumed.
-    for stage in (1, 2):
+    for stage in (1, 2, 3):
         add(f"seed_cnn.fp32.gpu.world2.zero{stage}", "seed_cnn", "cuda",
             [f"zero_optimization.stage={stage}"] + F32_EXACT + ["cuda_graph=false"], nproc=2)
     # ZeRO-Offload: stage 2 with the optimizer on the host (pinned copies).
@@ -138,7 +138,7 @@ def checks():
     out.append(("seed_cnn fp32 ddp world 2 (bf16_compress) cpu-vs-gpu", "close",
                 "seed_cnn.fp32.gpu.world2.bf16_compress", "seed_cnn.fp32.cpu.world2.bf16_compress", "fp32",
                 "seed_cnn.fp32", ("seed_cnn.fp32.cpu.world2.bf16_compress", "seed_cnn.fp32.cpu.world2.allreduce")))
-    for stage in (1, 2):
+    for stage in (1, 2, 3):
         out.append((f"seed_cnn fp32 ZeRO stage {stage} world 2 gpu = ddp gpu", "close",
                     f"seed_cnn.fp32.gpu.world2.zero{stage}", "seed_cnn.fp32.gpu.world2.allreduce", "fp32",
                     "seed_cnn.fp32"))

@@ -472,7 +472,7 @@ TEST(TrainConfig, device_is_cpu_cuda_or_one_gpu_for_one_rank) {
   EXPECT_TRUE(has(e, "cuda:1") && has(e, "LOCAL_RANK")) << e;
 }
 
-TEST(TrainConfig, zero_on_a_gpu_takes_stages_1_and_2_with_or_without_zero_offload) {
+TEST(TrainConfig, zero_on_a_gpu_takes_stages_1_to_3_and_zero_offload_at_1_and_2) {
   const std::string base = "train_batch_size: 8\ndevice: cuda\n";
   EXPECT_EQ(parseTrainConfig(base + "zero_optimization: {stage: 2}\n", {}, 2).zero.stage, 2);
   EXPECT_EQ(parseTrainConfig(base + "zero_optimization: {stage: 1}\n", {}, 2).zero.stage, 1);
@@ -489,8 +489,11 @@ TEST(TrainConfig, zero_on_a_gpu_takes_stages_1_and_2_with_or_without_zero_offloa
   EXPECT_FALSE(c.zero.options.offload_optimizer_cpu);
   ASSERT_EQ(c.zero.notes.size(), 1u);
   EXPECT_TRUE(has(c.zero.notes[0], "nothing is moved")) << c.zero.notes[0];
-  std::string e = errorOf(base + "zero_optimization: {stage: 3}\n", {}, 2);
-  EXPECT_TRUE(has(e, "zero_optimization.stage 3 is not implemented on a GPU") && has(e, "stage 1 or 2")) << e;
+  EXPECT_EQ(parseTrainConfig(base + "zero_optimization: {stage: 3}\n", {}, 2).zero.stage, 3);
+  std::string e = errorOf(base + "zero_optimization: {stage: 3, offload_optimizer: {device: cpu}}\n", {}, 2);
+  EXPECT_TRUE(has(e, "(ZeRO-Offload) at stage 3 is not implemented on a GPU")) << e;
+  e = errorOf(base + "zero_optimization: {stage: 3, offload_param: {device: cpu}}\n", {}, 2);
+  EXPECT_TRUE(has(e, "zero_optimization.offload_param is not implemented on a GPU")) << e;
   e = errorOf(base + "zero_optimization: {stage: 2, offload_optimizer: {device: nvme, nvme_path: /tmp}}\n",
               {}, 2);
   EXPECT_TRUE(has(e, "offload_optimizer with device nvme is not implemented on a GPU")) << e;

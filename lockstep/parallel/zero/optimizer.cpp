@@ -14,6 +14,9 @@
 #include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/parallel/zero/parameter_coordinator.h"
 #include "lockstep/tensor/allocator.h"
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/tensor/cuda/allocator.h"
+#endif
 #include "lockstep/util/error.h"
 
 namespace lockstep::parallel {
@@ -186,7 +189,13 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   for (const Variable& p : params_) shapes_.push_back(p.shape());
   // Stage 3: the whole parameters the model was built with are freed now; hand their bytes back to
   // the system rather than keep a whole model's worth cached for gathers that need a layer's.
-  if (coordinator_) CachingAllocator::instance().emptyCache();
+  if (coordinator_) {
+    CachingAllocator::instance().emptyCache();
+#if LOCKSTEP_WITH_CUDA
+    const Device d = params_.empty() ? Device::cpu() : params_.front().tensor().device();
+    if (d.isCuda()) cuda::CudaCachingAllocator::forDevice(d.index).emptyCache();
+#endif
+  }
 }
 
 ZeroOptimizer::~ZeroOptimizer() = default;

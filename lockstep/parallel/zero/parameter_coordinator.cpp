@@ -1,7 +1,6 @@
 #include "lockstep/parallel/zero/parameter_coordinator.h"
 
 #include <algorithm>
-#include <cstring>
 #include <exception>
 #include <set>
 #include <unordered_map>
@@ -127,9 +126,19 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
   autograd::NoGradGuard ng;
   const DType dtype = params_.empty() ? DType::f32 : params_.front().dtype();
   const size_t elem = dtypeSize(dtype);
-  for (const Variable& p : params_) shapes_.push_back(p.shape());
+  device_ = params_.empty() ? Device::cpu() : params_.front().tensor().device();
+  for (const Variable& p : params_) {
+    shapes_.push_back(p.shape());
+    LOCKSTEP_ENFORCE(p.tensor().device() == device_, ValueError,
+                     "ZeRO stage 3: a rank's parameters must share one device; they are on ",
+                     deviceName(device_), " and ", deviceName(p.tensor().device()));
+  }
+  LOCKSTEP_ENFORCE(options_.offload_param_nvme_path.empty() || device_.isCpu(), NotSupportedError,
+                   "ZeRO stage 3: offload_param nvme takes parameters on the host; they are on ",
+                   deviceName(device_));
+  const comm::BufferPlace place = placeOf(Tensor::empty({0}, dtype, MemoryFormat::contiguous, device_));
   for (const ZeroBucket& bucket : layout_.buckets)
-    pieces_.push_back(Tensor::empty({bucket.pieceSize(rank_)}, dtype));
+    pieces_.push_back(Tensor::empty({bucket.pieceSize(rank_)}, dtype, MemoryFormat::contiguous, device_));
   if (!options_.offload_param_nvme_path.empty()) swapPieces();
   // One bucket at a time: rank 0's values of its parameters (broadcast, as DDP starts), this rank's
   // piece of them, and the whole parameters replaced by freed storage of their own. So a model
@@ -153,16 +162,16 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
     Tensor& piece = pieces_[b];
     for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[rank_], bucket.piece[rank_ + 1])) {
       const Tensor& src = params_[s.param].tensor();
-      std::memcpy(static_cast<char*>(piece.dataPtr()) + (s.bucket_offset - bucket.piece[rank_]) * elem,
-                  static_cast<const char*>(src.dataPtr()) + s.param_offset * elem, s.numel * elem);
+      copyBytes(static_cast<char*>(piece.devicePtr()) + (s.bucket_offset - bucket.piece[rank_]) * elem,
+                static_cast<const char*>(src.devicePtr()) + s.param_offset * elem, s.numel * elem, place);
     }
     releasePiece(b, true);
     const bool direct = bucket.numel > 0 && bucket.chunk * world_ == bucket.numel;
-    if (direct) flat_[b] = Tensor::empty({bucket.numel}, dtype);
+    if (direct) flat_[b] = Tensor::empty({bucket.numel}, dtype, MemoryFormat::contiguous, device_);
     for (size_t i = 0; i < bucket.params.size(); ++i) {
       Variable& p = params_[bucket.params[i]];
       p.tensor() = direct ? flat_[b].narrow(0, bucket.param_offset[i], p.numel()).view(p.shape())
-                          : Tensor::empty(p.shape(), dtype);
+                          : Tensor::empty(p.shape(), dtype, MemoryFormat::contiguous, device_);
       if (!direct) p.tensor().storage()->release();
     }
     if (direct) flat_[b].storage()->release();
@@ -249,21 +258,25 @@ void ZeroParameterCoordinator::launch(size_t b) {
   const DType dtype = pieces_[b].dtype();
   const size_t elem = dtypeSize(dtype);
   Fetch& f = fetch_[b];
-  if (!direct) f.recv = Tensor::empty({bucket.chunk * world_}, dtype);
-  char* recv = static_cast<char*>(direct ? flat_[b].dataPtr() : f.recv.dataPtr());
+  if (!direct) f.recv = Tensor::empty({bucket.chunk * world_}, dtype, MemoryFormat::contiguous, device_);
+  char* recv = static_cast<char*>(direct ? flat_[b].devicePtr() : f.recv.devicePtr());
+  const comm::BufferPlace place = placeOf(pieces_[b]);
   if (options_.allgather_partitions) {
-    const void* send = pieces_[b].dataPtr();  // as long as the block when the pieces are equal
+    const void* send = pieces_[b].devicePtr();  // as long as the block when the pieces are equal
     if (!direct) {
-      f.send = Tensor::zeros({bucket.chunk}, dtype);
-      std::memcpy(f.send.dataPtr(), pieces_[b].dataPtr(), pieces_[b].nbytes());
-      send = f.send.dataPtr();
+      f.send = Tensor::zeros({bucket.chunk}, dtype, device_);
+      copyBytes(f.send.devicePtr(), pieces_[b].devicePtr(), pieces_[b].nbytes(), place);
+      send = f.send.devicePtr();
     }
-    f.works.push_back(group_->allgather(send, recv, static_cast<size_t>(bucket.chunk), dtype));
+    comm::AllgatherOptions ao;
+    ao.place = place;
+    f.works.push_back(group_->allgather(send, recv, static_cast<size_t>(bucket.chunk), dtype, ao));
   } else {  // one broadcast per rank, each from that rank's block
-    std::memcpy(recv + rank_ * bucket.chunk * elem, pieces_[b].dataPtr(), pieces_[b].nbytes());
+    copyBytes(recv + rank_ * bucket.chunk * elem, pieces_[b].devicePtr(), pieces_[b].nbytes(), place);
     for (int r = 0; r < world_; ++r) {
       comm::BroadcastOptions bo;
       bo.root = r;
+      bo.place = place;
       f.works.push_back(
           group_->broadcast(recv + r * bucket.chunk * elem, static_cast<size_t>(bucket.chunk), dtype, bo));
     }
@@ -276,8 +289,9 @@ void ZeroParameterCoordinator::complete(size_t b) {
   for (auto& w : f.works) w->wait();
   const ZeroBucket& bucket = layout_.buckets[b];
   const size_t elem = dtypeSize(pieces_[b].dtype());
+  const comm::BufferPlace place = placeOf(pieces_[b]);
   if (flat_[b].defined()) {  // the all-gather wrote the parameters; one rank copies its piece
-    if (world_ == 1) std::memcpy(flat_[b].dataPtr(), pieces_[b].dataPtr(), pieces_[b].nbytes());
+    if (world_ == 1) copyBytes(flat_[b].devicePtr(), pieces_[b].devicePtr(), pieces_[b].nbytes(), place);
     f = Fetch{};
     state_[b] = State::resident;
     releasePiece(b, false);
@@ -285,11 +299,11 @@ void ZeroParameterCoordinator::complete(size_t b) {
   }
   for (size_t p : bucket.params) params_[p].tensor().storage()->materialize();
   for (int r = 0; r < world_; ++r) {
-    const char* from = r == rank_ ? static_cast<const char*>(pieces_[b].dataPtr())
-                                  : static_cast<const char*>(f.recv.dataPtr()) + r * bucket.chunk * elem;
+    const char* from = r == rank_ ? static_cast<const char*>(pieces_[b].devicePtr())
+                                  : static_cast<const char*>(f.recv.devicePtr()) + r * bucket.chunk * elem;
     for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r], bucket.piece[r + 1])) {
-      std::memcpy(static_cast<char*>(params_[s.param].tensor().dataPtr()) + s.param_offset * elem,
-                  from + (s.bucket_offset - bucket.piece[r]) * elem, s.numel * elem);
+      copyBytes(static_cast<char*>(params_[s.param].tensor().devicePtr()) + s.param_offset * elem,
+                from + (s.bucket_offset - bucket.piece[r]) * elem, s.numel * elem, place);
     }
   }
   f = Fetch{};

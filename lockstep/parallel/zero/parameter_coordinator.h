@@ -22,6 +22,10 @@
 // gatherAll() makes every parameter whole until endStep() (evaluation, state dicts, checkpoints):
 // the hooks do nothing meanwhile.
 //
+// On a GPU the pieces, the gathered parameters and the gather buffers are GPU memory (copies and
+// collectives on the current stream; a freed parameter's memory goes back to the device's caching
+// allocator, stream-ordered).
+//
 // Not thread-safe; collective in the same order on every rank (every rank runs the same forward
 // and backward).
 #include <functional>
@@ -129,6 +133,7 @@ class ZeroParameterCoordinator {
   ZeroOptions options_;
   int rank_ = 0;
   int world_ = 1;
+  Device device_;  // the parameters', the pieces' and the buffers' (the host or one GPU)
   std::vector<Tensor> pieces_;
   std::unique_ptr<ZeroPieceSwap> swap_;  // offload_param nvme
   std::vector<Tensor> flat_;             // per bucket: its parameters' storage when its pieces are equal

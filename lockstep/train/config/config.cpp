@@ -425,16 +425,15 @@ void checkPipelineFits(const TrainConfig& c, const YAML::Node& root, int64_t wor
                      "remove it");
 }
 
-// ZeRO on a GPU: stages 1 and 2 keep the partition in GPU memory, or with offload_optimizer
-// {device: cpu} (ZeRO-Offload) its optimizer states and update on the host. Stage 3 and the other
-// offloads are not implemented there yet: an error before any rank starts, not a key that does
-// nothing.
+// ZeRO on a GPU: stages 1-3 keep the partition in GPU memory; at stages 1 and 2 offload_optimizer
+// {device: cpu} (ZeRO-Offload) puts its optimizer states and update on the host. The other offloads
+// are not implemented there yet: an error before any rank starts, not a key that does nothing.
 void checkZeroOnDevice(ZeroConfig& z, const Device& device, const std::string& source) {
   if (!device.isCuda() || z.stage == 0) return;
-  if (z.stage == 3)
-    throw ValueError(source +
-                     ": zero_optimization.stage 3 is not implemented on a GPU yet (stages 1 and 2 "
-                     "are); use stage 1 or 2, or device: cpu");
+  if (z.stage == 3 && z.offload_optimizer_device == OffloadDevice::cpu)
+    throw ValueError(source + ": zero_optimization.offload_optimizer (ZeRO-Offload) at stage 3 is not " +
+                     "implemented on a GPU yet (at stages 1 and 2 it is); use stage 2 with it, or stage 3 " +
+                     "without it");
   if (z.offload_param_device != OffloadDevice::none)
     throw ValueError(source +
                      ": zero_optimization.offload_param is not implemented on a GPU yet; remove it " +
