@@ -51,6 +51,35 @@ void expectSameParameters(nn::Module& gpu, nn::Module& cpu, const std::string& w
   }
 }
 
+// `steps` steps of an engine with options o on the GPU and one on the host (AdamW with clipping
+// below the gradients' norm: every step clips), their gradient norms compared each step and
+// their final parameters (gathered, for ZeRO stage 3) at the end.
+void expectTrainsAsOnTheHost(const parallel::EngineOptions& o, const std::string& what, int steps = 4) {
+  auto gm = mlp(Device::cuda(0)), cm = mlp(Device::cpu());
+  parallel::Engine ge(gm, o, parallel::DistributedEnvironment{}),
+      ce(cm, o, parallel::DistributedEnvironment{});
+  for (int step = 0; step < steps; ++step) {
+    microStep(ge, step, Device::cuda(0));
+    microStep(ce, step, Device::cpu());
+    ge.step();
+    ce.step();
+    if (o.gradient_clipping > 0) {
+      EXPECT_GT(ce.lastGradNorm(), o.gradient_clipping) << what;
+    }
+    EXPECT_NEAR(ge.lastGradNorm(), ce.lastGradNorm(), 1e-5 * ce.lastGradNorm()) << what << " step " << step;
+  }
+  if (ge.zero()) ge.zero()->gatherParameters();
+  if (ce.zero()) ce.zero()->gatherParameters();
+  expectSameParameters(*gm, *cm, what);
+}
+
+parallel::EngineOptions clippedAdamW() {
+  parallel::EngineOptions o;
+  o.optimizer = {"AdamW", {{"lr", 1e-2}}};
+  o.gradient_clipping = 0.05;  // well below the gradients' norm: every step clips
+  return o;
+}
+
 }  // namespace
 
 TEST(GpuEngine, loss_scaler_skips_the_step_when_any_gradient_overflows) {
@@ -96,21 +125,7 @@ TEST(GpuEngine, loss_scaler_skips_the_step_when_any_gradient_overflows) {
 
 TEST(GpuEngine, clipping_trains_as_on_the_host) {
   LOCKSTEP_REQUIRE_GPU();
-  parallel::EngineOptions o;
-  o.optimizer = {"AdamW", {{"lr", 1e-2}}};
-  o.gradient_clipping = 0.05;  // well below the gradients' norm: every step clips
-  auto gm = mlp(Device::cuda(0)), cm = mlp(Device::cpu());
-  parallel::Engine ge(gm, o, parallel::DistributedEnvironment{}),
-      ce(cm, o, parallel::DistributedEnvironment{});
-  for (int step = 0; step < 4; ++step) {
-    microStep(ge, step, Device::cuda(0));
-    microStep(ce, step, Device::cpu());
-    ge.step();
-    ce.step();
-    EXPECT_GT(ce.lastGradNorm(), 0.05);
-    EXPECT_NEAR(ge.lastGradNorm(), ce.lastGradNorm(), 1e-5 * ce.lastGradNorm()) << "step " << step;
-  }
-  expectSameParameters(*gm, *cm, "clipped AdamW");
+  expectTrainsAsOnTheHost(clippedAdamW(), "clipped AdamW");
 }
 
 TEST(GpuEngine, zero_stages_1_and_2_and_zero_offload_train_as_on_the_host) {
@@ -122,25 +137,13 @@ TEST(GpuEngine, zero_stages_1_and_2_and_zero_offload_train_as_on_the_host) {
   for (int run = 0; run < 4; ++run) {
     const int stage = 1 + run % 2;
     const bool offload = run >= 2;
-    parallel::EngineOptions o;
-    o.optimizer = {"AdamW", {{"lr", 1e-2}}};
-    o.gradient_clipping = 0.05;
+    parallel::EngineOptions o = clippedAdamW();
     o.zero_stage = stage;
     o.zero.reduce_bucket_size = 700;
     o.zero.allgather_bucket_size = 300;
     o.zero.offload_optimizer_cpu = offload;
     o.zero.offload_optimizer_pin_memory = offload;
-    auto gm = mlp(Device::cuda(0)), cm = mlp(Device::cpu());
-    parallel::Engine ge(gm, o, parallel::DistributedEnvironment{}),
-        ce(cm, o, parallel::DistributedEnvironment{});
-    for (int step = 0; step < 4; ++step) {
-      microStep(ge, step, Device::cuda(0));
-      microStep(ce, step, Device::cpu());
-      ge.step();
-      ce.step();
-      EXPECT_NEAR(ge.lastGradNorm(), ce.lastGradNorm(), 1e-5 * ce.lastGradNorm()) << "step " << step;
-    }
-    expectSameParameters(*gm, *cm, "ZeRO stage " + std::to_string(stage) + (offload ? " offloaded" : ""));
+    expectTrainsAsOnTheHost(o, "ZeRO stage " + std::to_string(stage) + (offload ? " offloaded" : ""));
   }
 }
 
@@ -148,26 +151,12 @@ TEST(GpuEngine, zero_stage_3_trains_as_on_the_host_gathering_layer_by_layer) {
   // Each layer's parameters gathered into GPU memory for its forward and again for its backward,
   // freed in between (no persistence, no reuse), small buckets.
   LOCKSTEP_REQUIRE_GPU();
-  parallel::EngineOptions o;
-  o.optimizer = {"AdamW", {{"lr", 1e-2}}};
-  o.gradient_clipping = 0.05;
+  parallel::EngineOptions o = clippedAdamW();
   o.zero_stage = 3;
   o.zero.reduce_bucket_size = 700;
   o.zero.param_persistence_threshold = 0;
   o.zero.max_reuse_distance = 0;
-  auto gm = mlp(Device::cuda(0)), cm = mlp(Device::cpu());
-  parallel::Engine ge(gm, o, parallel::DistributedEnvironment{}),
-      ce(cm, o, parallel::DistributedEnvironment{});
-  for (int step = 0; step < 4; ++step) {
-    microStep(ge, step, Device::cuda(0));
-    microStep(ce, step, Device::cpu());
-    ge.step();
-    ce.step();
-    EXPECT_NEAR(ge.lastGradNorm(), ce.lastGradNorm(), 1e-5 * ce.lastGradNorm()) << "step " << step;
-  }
-  ge.zero()->gatherParameters();
-  ce.zero()->gatherParameters();
-  expectSameParameters(*gm, *cm, "ZeRO stage 3");
+  expectTrainsAsOnTheHost(o, "ZeRO stage 3");
 }
 
 TEST(GpuEngine, zero_nvme_offload_on_a_gpu_is_refused_by_name) {
