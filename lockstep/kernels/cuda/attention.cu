@@ -372,6 +372,31 @@ __device__ __forceinline__ int64_t visibleKeys(int64_t i, const Dims& n, bool ca
   return causal ? (i + 1 < n.s ? i + 1 : n.s) : n.s;
 }
 
+// The end of the keys that any row of the query block at i0 sees.
+__device__ __forceinline__ int64_t keysEnd(int64_t i0, const Dims& n, bool causal) {
+  const int64_t rows_end = i0 + kTile < n.t ? i0 + kTile : n.t;
+  return causal ? (rows_end < n.s ? rows_end : n.s) : n.s;
+}
+
+// The dropout factors of a thread's 8 columns of one query row, whose first key's counter is first.
+__device__ __forceinline__ void rowDropFactors(float (&f)[8], const Drop<float>& drop, uint64_t first,
+                                               int tx) {
+#pragma unroll
+  for (int mm = 0; mm < 2; ++mm) {
+    float f4[4];
+    dropFactors4(f4, drop, first + patchCol(tx, mm, 0));
+#pragma unroll
+    for (int cc = 0; cc < 4; ++cc) f[4 * mm + cc] = f4[cc];
+  }
+}
+
+// Row ii of a thread's patch into a column-major [kTile][kLdT] buffer (buf[col][row]).
+__device__ __forceinline__ void storePatchRow(float* __restrict__ buf, const float (&v)[8], int ty, int tx,
+                                              int ii) {
+#pragma unroll
+  for (int c = 0; c < 8; ++c) buf[patchCol(tx, c / 4, c % 4) * kLdT + 4 * ty + ii] = v[c];
+}
+
 template <int DP>
 constexpr size_t tiledForwardSmem() {
   return sizeof(float) * (2 * DP * kLdT + kTile * ldNatural<DP>() + kTile * kLdT);
@@ -413,8 +438,7 @@ __global__ void __launch_bounds__(kTileThreads)
     l[ii] = 0.f;
     lim[ii] = visibleKeys(i0 + 4 * ty + ii, n, causal);
   }
-  const int64_t rows_end = i0 + kTile < n.t ? i0 + kTile : n.t;
-  const int64_t kend = causal ? (rows_end < n.s ? rows_end : n.s) : n.s;
+  const int64_t kend = keysEnd(i0, n, causal);
   for (int64_t j0 = 0; j0 < kend; j0 += kTile) {
     __syncthreads();  // the previous step's readers of kt, vs and pt are done
     loadTile<DP, false>(kt, kb, kv.sr, j0, n.s, n.d);
@@ -446,17 +470,12 @@ __global__ void __launch_bounds__(kTileThreads)
 #pragma unroll
       for (int c = 0; c < 4 * NO; ++c) o[ii][c] *= corr;
       if (drop.on && lim[ii] > 0) {
-        const uint64_t row = static_cast<uint64_t>(bh * n.t + i0 + 4 * ty + ii);
+        float f[8];
+        rowDropFactors(f, drop, static_cast<uint64_t>(bh * n.t + i0 + 4 * ty + ii) * n.s + j0, tx);
 #pragma unroll
-        for (int mm = 0; mm < 2; ++mm) {
-          float f[4];
-          dropFactors4(f, drop, row * n.s + j0 + patchCol(tx, mm, 0));
-#pragma unroll
-          for (int cc = 0; cc < 4; ++cc) s[ii][4 * mm + cc] *= f[cc];
-        }
+        for (int c = 0; c < 8; ++c) s[ii][c] *= f[c];
       }
-#pragma unroll
-      for (int c = 0; c < 8; ++c) pt[patchCol(tx, c / 4, c % 4) * kLdT + 4 * ty + ii] = s[ii][c];
+      storePatchRow(pt, s[ii], ty, tx, ii);
     }
     __syncthreads();
     tileProduct<NO, kTile>(o, pt, kLdT, vs, ldNatural<DP>(), ty, tx);
@@ -509,8 +528,7 @@ __global__ void __launch_bounds__(kTileThreads)
     L[ii] = i < n.t ? lse[bh * n.t + i] : 0.f;
     D[ii] = i < n.t ? dsum[bh * n.t + i] : 0.f;
   }
-  const int64_t rows_end = i0 + kTile < n.t ? i0 + kTile : n.t;
-  const int64_t kend = causal ? (rows_end < n.s ? rows_end : n.s) : n.s;
+  const int64_t kend = keysEnd(i0, n, causal);
   for (int64_t j0 = 0; j0 < kend; j0 += kTile) {
     __syncthreads();
     loadTile<DP, false>(kt, kb, kv.sr, j0, n.s, n.d);
@@ -527,16 +545,8 @@ __global__ void __launch_bounds__(kTileThreads)
       float f[8];
 #pragma unroll
       for (int c = 0; c < 8; ++c) f[c] = 1.f;
-      if (drop.on && lim[ii] > 0) {
-        const uint64_t row = static_cast<uint64_t>(bh * n.t + i0 + 4 * ty + ii);
-#pragma unroll
-        for (int mm = 0; mm < 2; ++mm) {
-          float f4[4];
-          dropFactors4(f4, drop, row * n.s + j0 + patchCol(tx, mm, 0));
-#pragma unroll
-          for (int cc = 0; cc < 4; ++cc) f[4 * mm + cc] = f4[cc];
-        }
-      }
+      if (drop.on && lim[ii] > 0)
+        rowDropFactors(f, drop, static_cast<uint64_t>(bh * n.t + i0 + 4 * ty + ii) * n.s + j0, tx);
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
         const int jl = patchCol(tx, c / 4, c % 4);
@@ -626,6 +636,7 @@ __global__ void __launch_bounds__(kTileThreads)
       __syncthreads();
       tileProduct<NO, kTile>(dv, ps, kLdT, gs, ldNatural<DP>(), ty, tx);
       __syncthreads();  // every reader of P is done: ps takes dS (one buffer: a third block per SM)
+                        // Column by column: a column's 4 rows are adjacent in ps, one 16-byte store.
 #pragma unroll
       for (int c = 0; c < 8; ++c)
 #pragma unroll

@@ -132,6 +132,7 @@ void ZeroGradReducer::launch(size_t b) {
   // A bucket that is one parameter split evenly is already laid out as `world` blocks: its
   // gradient is reduced where it is, with no staging copy beside it.
   const Tensor& first = params_[bucket.params.front()].grad();
+  const comm::BufferPlace place = placeOf(first);  // the gradients', the buffers' and the ops'
   if (bucket.params.size() == 1 && bucket.chunk * layout_.world == bucket.numel && first.isContiguous()) {
     slot.staging = first;
   } else {
@@ -142,7 +143,6 @@ void ZeroGradReducer::launch(size_t b) {
                        ? Tensor::zeros(shape, dtype_, device_)  // padding travels as zeros
                        : Tensor::empty(shape, dtype_, MemoryFormat::contiguous, device_);
     char* staging = static_cast<char*>(slot.staging.devicePtr());
-    const comm::BufferPlace place = placeOf(slot.staging);
     for (int r = 0; r < layout_.world; ++r) {
       for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r], bucket.piece[r + 1])) {
         Tensor g = params_[s.param].grad();
@@ -158,7 +158,6 @@ void ZeroGradReducer::launch(size_t b) {
   slot.bucket = static_cast<long>(b);
   char* staging = static_cast<char*>(slot.staging.devicePtr());
   void* recv = slot.recv.devicePtr();
-  const comm::BufferPlace place = placeOf(slot.staging);
   if (group_ && layout_.world > 1 && reduce_scatter_) {
     comm::ReduceScatterOptions o;
     o.op = comm::ReduceOp::avg;

@@ -282,50 +282,34 @@ void ZeroOptimizer::forEachShard(Pieces which, bool changes,
   drop();
 }
 
+Tensor ZeroOptimizer::partitionGradient(const Shard& s) const {
+  if (reducer_) return reducer_->piece(s.bucket).narrow(0, s.piece_offset, s.numel);
+  const Variable& p = params_[s.param];
+  if (!p.hasGrad()) return Tensor();
+  Tensor g = p.grad();
+  if (!g.isContiguous()) g = g.contiguous();
+  return g.view({p.numel()}).narrow(0, s.param_offset, s.numel);
+}
+
 void ZeroOptimizer::pointShardGradients() {
-  if (offload_cpu_) {
-    // Once per step (clipping and the loss scaler's unscale come before the step and change the
-    // host copies): the partition's gradients, wherever they are, copied to the host.
-    if (host_grads_current_) return;
-    if (reducer_) reducer_->checkComplete();
-    for (Shard& s : shards_) {
-      Tensor g;
-      if (reducer_) {
-        g = reducer_->piece(s.bucket).narrow(0, s.piece_offset, s.numel);
-      } else if (params_[s.param].hasGrad()) {
-        g = params_[s.param].grad();
-        if (!g.isContiguous()) g = g.contiguous();
-        g = g.view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
-      }
-      if (!g.defined()) {
-        s.var.setGrad(Tensor());
-        continue;
-      }
+  // With offload_optimizer_cpu, once per step (clipping and the loss scaler's unscale come before
+  // the step and change the host copies): the partition's gradients, wherever they are, copied to
+  // the host.
+  if (offload_cpu_ && host_grads_current_) return;
+  if (reducer_) reducer_->checkComplete();
+  for (Shard& s : shards_) {
+    Tensor g = partitionGradient(s);
+    if (offload_cpu_ && g.defined()) {
       if (!s.host_grad.defined()) {
         s.host_grad = Tensor::empty({s.numel}, g.dtype());
         if (options_.offload_optimizer_pin_memory) s.host_grad = s.host_grad.pinMemory();
       }
       s.host_grad.copyFrom(g);
-      s.var.setGrad(s.host_grad);
+      g = s.host_grad;
     }
-    host_grads_current_ = true;
-    return;
+    s.var.setGrad(g);
   }
-  if (reducer_) {
-    reducer_->checkComplete();
-    for (Shard& s : shards_) s.var.setGrad(reducer_->piece(s.bucket).narrow(0, s.piece_offset, s.numel));
-    return;
-  }
-  for (Shard& s : shards_) {
-    const Variable& p = params_[s.param];
-    if (!p.hasGrad()) {
-      s.var.setGrad(Tensor());
-      continue;
-    }
-    Tensor g = p.grad();
-    if (!g.isContiguous()) g = g.contiguous();
-    s.var.setGrad(g.view({p.numel()}).narrow(0, s.param_offset, s.numel));
-  }
+  host_grads_current_ = offload_cpu_;
 }
 
 void ZeroOptimizer::step() {

@@ -218,6 +218,9 @@ class ZeroOptimizer {
     int64_t numel;
     int64_t opt_index = 0;  // in the optimizer's state dict
   };
+  /// The partition's gradient of s where it is (the reduced piece, or the parameter's own
+  /// gradient's elements); undefined when the parameter got none.
+  Tensor partitionGradient(const Shard& s) const;
   void pointShardGradients();
   // With offload_optimizer_cpu: the shards' host values from the parameters, and back.
   void copyShardsFromParameters();

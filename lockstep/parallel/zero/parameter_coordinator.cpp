@@ -136,7 +136,6 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
   LOCKSTEP_ENFORCE(options_.offload_param_nvme_path.empty() || device_.isCpu(), NotSupportedError,
                    "ZeRO stage 3: offload_param nvme takes parameters on the host; they are on ",
                    deviceName(device_));
-  const comm::BufferPlace place = placeOf(Tensor::empty({0}, dtype, MemoryFormat::contiguous, device_));
   for (const ZeroBucket& bucket : layout_.buckets)
     pieces_.push_back(Tensor::empty({bucket.pieceSize(rank_)}, dtype, MemoryFormat::contiguous, device_));
   if (!options_.offload_param_nvme_path.empty()) swapPieces();
@@ -160,6 +159,7 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
     }
     if (swap_) swap_->acquire(b, /*contents=*/false);  // every element is written below
     Tensor& piece = pieces_[b];
+    const comm::BufferPlace place = placeOf(piece);
     for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[rank_], bucket.piece[rank_ + 1])) {
       const Tensor& src = params_[s.param].tensor();
       copyBytes(static_cast<char*>(piece.devicePtr()) + (s.bucket_offset - bucket.piece[rank_]) * elem,
