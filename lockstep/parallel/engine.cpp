@@ -82,12 +82,15 @@ void GatheredParameters::adoptChanges() {
 std::shared_ptr<nn::Module> Engine::buildModel(const EngineOptions& options, Device device,
                                                const std::function<std::shared_ptr<nn::Module>()>& build) {
   std::optional<ZeroInit> zero_init;
-  if (options.zero_stage == 3 && device.isCpu()) {
+  const bool from_host = options.zero_stage == 3 && options.zero.gather_device.has_value();
+  if (options.zero_stage == 3 && (device.isCpu() || from_host)) {
     const ZeroOptions& z = options.zero;
     zero_init.emplace(!z.offload_param_nvme_path.empty() ? z.offload_param_nvme_path
                                                          : z.offload_optimizer.nvme_path);
   }
-  return build();
+  std::shared_ptr<nn::Module> model = build();
+  if (!from_host) model->to(device);
+  return model;
 }
 
 Engine::Engine(std::shared_ptr<nn::Module> model, const EngineOptions& options)
@@ -101,15 +104,16 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimiz
     : options_(options), env_(std::move(env)), model_(std::move(model)) {
   LOCKSTEP_ENFORCE(model_ != nullptr, ValueError, "Engine: a model is required");
   validateEngineOptions(options_);
-  // ZeRO on a GPU: the partition in GPU memory (or, offload_optimizer cpu, the optimizer on the
-  // host). The NVMe offloads keep their pieces on the host only so far.
-  LOCKSTEP_ENFORCE(options_.zero_stage == 0 ||
-                       (options_.zero.offload_optimizer.nvme_path.empty() &&
-                        options_.zero.offload_param_nvme_path.empty()) ||
-                       model_->device().isCpu(),
-                   NotSupportedError,
-                   "zero_optimization's NVMe offload runs on CPUs only so far; the model is on ",
-                   deviceName(model_->device()), ": drop the offload or train on device cpu");
+  // ZeRO on a GPU: the partition in GPU memory (or, offloaded, on the host). NVMe offload there
+  // takes ZeRO-Infinity's configuration, whose pieces are host memory while in use.
+  const ZeroOptions& z = options_.zero;
+  const Device compute = z.gather_device.value_or(model_->device());
+  LOCKSTEP_ENFORCE(options_.zero_stage == 0 || compute.isCpu() ||
+                       (z.offload_optimizer.nvme_path.empty() && z.offload_param_nvme_path.empty()) ||
+                       (options_.zero_stage == 3 && !z.offload_param_nvme_path.empty()),
+                   NotSupportedError, "zero_optimization's NVMe offload on ", deviceName(compute),
+                   " takes ZeRO-Infinity's configuration: stage 3 with offload_param and offload_optimizer "
+                   "both on nvme; use that, offload_optimizer device cpu, or train on device cpu");
   if (env_.group && options_.zero_stage < 2) {
     ddp_ = std::make_shared<DistributedDataParallel>(model_, env_.group, options_.ddp);
     wrapped_ = ddp_;

@@ -122,11 +122,14 @@ class GatheredParameters {
 
 class Engine {
  public:
-  /// Builds the model an engine with `options` will train on `device`: `build()`, except that ZeRO
-  /// stage 3 on the host runs it under zero.Init (zero/init.h, as DeepSpeed's Hugging Face
-  /// integration does), so the whole model is never in memory: its parameters go to a scratch
-  /// file in the offload's NVMe directory (else $TMPDIR) as they are made, and each rank takes its
-  /// partition one bucket at a time when the engine is built.
+  /// Builds the model an engine with `options` will train on `device`: `build()` moved to device,
+  /// except that ZeRO stage 3 on the host runs it under zero.Init (zero/init.h, as DeepSpeed's
+  /// Hugging Face integration does), so the whole model is never in memory: its parameters go to a
+  /// scratch file in the offload's NVMe directory (else $TMPDIR) as they are made, and each rank
+  /// takes its partition one bucket at a time when the engine is built. So does stage 3 with
+  /// options.zero.gather_device (offload_param cpu on a GPU), and the model stays on the host: the
+  /// engine takes each rank's partition into host memory and gathers layers on the GPU, so the
+  /// whole model is never on the GPU either.
   static std::shared_ptr<nn::Module> buildModel(const EngineOptions& options, Device device,
                                                 const std::function<std::shared_ptr<nn::Module>()>& build);
 

@@ -24,11 +24,11 @@ ModelStateBytes replicatedModelStateBytes(const optim::Optimizer& optimizer) {
 std::vector<ModelStateBytes> gatherModelStateBytes(comm::ProcessGroup* group, const ModelStateBytes& mine) {
   if (!group) return {mine};
   const int n = group->size();
-  int64_t in[3] = {mine.parameters, mine.gradients, mine.optimizer_states};
-  std::vector<int64_t> out(static_cast<size_t>(n) * 3);
-  group->allgather(in, out.data(), 3, DType::i64)->wait();
+  int64_t in[4] = {mine.parameters, mine.gradients, mine.optimizer_states, mine.host_offload};
+  std::vector<int64_t> out(static_cast<size_t>(n) * 4);
+  group->allgather(in, out.data(), 4, DType::i64)->wait();
   std::vector<ModelStateBytes> all(n);
-  for (int r = 0; r < n; ++r) all[r] = {out[r * 3], out[r * 3 + 1], out[r * 3 + 2]};
+  for (int r = 0; r < n; ++r) all[r] = {out[r * 4], out[r * 4 + 1], out[r * 4 + 2], out[r * 4 + 3]};
   return all;
 }
 

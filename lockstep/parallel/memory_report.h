@@ -14,6 +14,10 @@ struct ModelStateBytes {
   int64_t parameters = 0;
   int64_t gradients = 0;
   int64_t optimizer_states = 0;
+  /// A GPU run's model-state bytes kept in host memory instead (ZeRO-Offload: the optimizer
+  /// states and the f32 host copies of the partition's values and gradients; offload_param: the
+  /// parameters' pieces). 0 when the model is on the host (everything is host memory there).
+  int64_t host_offload = 0;
 };
 
 /// The optimizer's state bytes for the elements its groups hold, counted from

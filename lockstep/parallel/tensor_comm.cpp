@@ -18,15 +18,25 @@ Tensor& checkDense(Tensor& t, const char* op) {
 }
 }  // namespace
 
-comm::BufferPlace placeOf(const Tensor& t) {
+comm::BufferPlace placeOf(const Device& device) {
   comm::BufferPlace p;
 #if LOCKSTEP_WITH_CUDA
-  if (t.isCuda()) {
-    p.device = t.device().index;
+  if (device.isCuda()) {
+    p.device = device.index;
     p.stream = static_cast<void*>(cuda::currentStream(p.device).handle());
   }
 #endif
   return p;
+}
+
+comm::BufferPlace placeOf(const Tensor& t) { return placeOf(t.device()); }
+
+void waitForCopies(const comm::BufferPlace& place) {
+  if (!place.onDevice()) return;
+#if LOCKSTEP_WITH_CUDA
+  cuda::DeviceGuard guard(place.device);
+  LOCKSTEP_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(place.stream)));
+#endif
 }
 
 void copyBytes(void* dst, const void* src, size_t bytes, const comm::BufferPlace& place) {
@@ -38,7 +48,7 @@ void copyBytes(void* dst, const void* src, size_t bytes, const comm::BufferPlace
 #if LOCKSTEP_WITH_CUDA
   cuda::DeviceGuard guard(place.device);
   LOCKSTEP_CUDA_CHECK(
-      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(place.stream)));
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(place.stream)));
 #else
   LOCKSTEP_CHECK(false, "copyBytes: a device buffer in a build without CUDA");
 #endif

@@ -14,10 +14,16 @@ namespace lockstep::parallel {
 /// Where t's elements live, for a collective's options: host memory, or a GPU with the current
 /// stream of that device (the stream t's producers queued on; NCCL's stream waits on it).
 comm::BufferPlace placeOf(const Tensor& t);
-/// bytes from src to dst, both in the memory `place` names: memcpy on the host; on a GPU an
-/// asynchronous device copy on place's stream, ordered before the ops issued there after it (a
-/// collective with the same place included).
+/// The same for memory of `device` (its current stream).
+comm::BufferPlace placeOf(const Device& device);
+/// bytes from src to dst: memcpy when place is the host; for a GPU place an asynchronous copy on
+/// place's stream, ordered before the ops issued there after it (a collective with the same place
+/// included), in whichever direction the pointers say (each of src and dst may be that GPU's
+/// memory or host memory, pinned for a truly asynchronous copy). Host memory a GPU copy reads or
+/// writes must stay untouched until waitForCopies(place).
 void copyBytes(void* dst, const void* src, size_t bytes, const comm::BufferPlace& place);
+/// Blocks until what was queued on place's stream is done (nothing for the host).
+void waitForCopies(const comm::BufferPlace& place);
 
 /// In place over a dense tensor; returns the Work (the tensor must stay untouched until done).
 /// defer: the caller waits at once and runs the op itself (comm::AllreduceOptions::defer).

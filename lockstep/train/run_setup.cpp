@@ -55,7 +55,7 @@ Device trainingDevice(const TrainConfig& c) {
   return d;
 }
 
-parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps) {
+parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps, Device device) {
   parallel::EngineOptions eo;
   eo.optimizer = c.optimizer;
   eo.scheduler = c.scheduler;
@@ -70,6 +70,11 @@ parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps)
   eo.auto_cast = c.auto_cast;
   eo.zero_stage = c.zero.stage;
   eo.zero = c.zero.options;
+  // ZeRO-3 Offload / ZeRO-Infinity on a GPU: the model built on the host, each rank's partition
+  // kept there (or on NVMe), layers gathered on the GPU (never the whole model on it).
+  if (device.isCuda() && c.zero.stage == 3 &&
+      (c.zero.options.offload_param_cpu || !c.zero.options.offload_param_nvme_path.empty()))
+    eo.zero.gather_device = device;
   return eo;
 }
 
@@ -77,9 +82,8 @@ std::shared_ptr<nn::Module> buildModel(const TrainConfig& c, const TrainData& da
   Generator init_gen(c.seed);
   nn::ModelOptions mo = modelOptions(c, &init_gen);
   if (c.data.isLanguage() && mo.vocab_size == 0) mo.vocab_size = data.vocab_size;
-  std::shared_ptr<nn::Module> model =
-      parallel::Engine::buildModel(engineOptions(c, 0), device, [&] { return nn::makeModel(c.model, mo); });
-  model->to(device);
+  std::shared_ptr<nn::Module> model = parallel::Engine::buildModel(
+      engineOptions(c, 0, device), device, [&] { return nn::makeModel(c.model, mo); });
   return model;
 }
 

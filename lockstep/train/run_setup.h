@@ -29,7 +29,8 @@ std::chrono::milliseconds commTimeout(const TrainConfig& c);
 Device trainingDevice(const TrainConfig& c);
 
 /// total_steps: 0 until the loader says how long the run is.
-parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps);
+/// device: the training device (ZeRO-3 Offload on a GPU gathers the host-built model there).
+parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps, Device device);
 
 /// The model c names, sized to the data, built on the host with the seeded generator (so every
 /// device starts alike; ZeRO stage 3 under zero.Init) and moved to device.

@@ -26,6 +26,7 @@
 #include "lockstep/train/monitor/model_flops.h"
 #include "lockstep/train/monitor/notes.h"
 #include "lockstep/train/monitor/run_clock.h"
+#include "lockstep/train/monitor/run_info.h"
 #include "lockstep/train/pipeline_run.h"
 #include "lockstep/train/run_setup.h"
 #include "lockstep/train/stop_signals.h"
@@ -33,6 +34,7 @@
 #include "lockstep/util/error.h"
 
 #if LOCKSTEP_WITH_CUDA
+#include "lockstep/tensor/cuda/allocator.h"
 #include "lockstep/tensor/cuda/runtime.h"
 #endif
 
@@ -275,7 +277,31 @@ void endEpoch(Run& r, uint64_t e, bool done) {
   if (v) r.clock.timeEvaluation([&] { r.observers.onEvaluation(*v); });
 }
 
-/// The engine's part of the summary; each rank's DDP timings are gathered (collective).
+/// Collective: every rank's measured memory now (TrainSummary::measured_memory).
+std::vector<TrainSummary::RankMemory> gatherMeasuredMemory(comm::ProcessGroup* group, const Device& device) {
+  int64_t mine[4] = {peakRssBytes(), -1, -1, -1};
+#if LOCKSTEP_WITH_CUDA
+  if (device.isCuda()) {
+    const cuda::MemoryStats st = cuda::CudaCachingAllocator::forDevice(device.index).stats();
+    mine[1] = static_cast<int64_t>(st.allocated_peak);
+    mine[2] = static_cast<int64_t>(st.reserved_peak);
+    mine[3] = static_cast<int64_t>(st.allocated_current);
+  }
+#endif
+  const int n = group ? group->size() : 1;
+  std::vector<int64_t> all(static_cast<size_t>(n) * 4);
+  if (group) {
+    group->allgather(mine, all.data(), 4, DType::i64)->wait();
+  } else {
+    std::copy(mine, mine + 4, all.begin());
+  }
+  std::vector<TrainSummary::RankMemory> out(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) out[r] = {all[r * 4], all[r * 4 + 1], all[r * 4 + 2], all[r * 4 + 3]};
+  return out;
+}
+
+/// The engine's part of the summary; each rank's DDP timings and measured memory are gathered
+/// (collective).
 void summarizeTraining(Run& r) {
   const parallel::Engine& en = r.engine;
   TrainSummary& s = r.summary;
@@ -289,6 +315,7 @@ void summarizeTraining(Run& r) {
   s.samples_per_second = s.train_seconds > 0 ? static_cast<double>(r.samples) / s.train_seconds : 0;
   s.data_wait_seconds = r.loader.waitSeconds();
   if (en.ddp()) s.ddp_timings = gatherReducerTimings(*en.environment().group, en.ddp()->timings());
+  s.measured_memory = gatherMeasuredMemory(en.environment().group.get(), r.device);
 }
 
 /// Language data tests on its validation windows: a validation of these very weights is reused.
@@ -393,8 +420,8 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   data::DataLoader loader(data.train, parallel::makeTrainSampler(dist, data.train->size(), true, c.seed),
                           loader_options);
   const RunLength length = runLength(c, loader, data.train->size());
-  parallel::Engine engine(model, languageModelOptimizer(c, *model), engineOptions(c, length.total_steps),
-                          dist);
+  parallel::Engine engine(model, languageModelOptimizer(c, *model),
+                          engineOptions(c, length.total_steps, device), dist);
 
   RunCheckpoints checkpoints(checkpointOptions(c, o), engine, loader, configRecord(c, o),
                              runIdentity(c, dist.worldSize()));

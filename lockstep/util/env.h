@@ -17,5 +17,12 @@ int64_t getInt(const char* name, int64_t def);
 bool getBool(const char* name, bool def);
 /// `value` (of variable `name`) as getBool reads it; ValueError naming both when malformed.
 bool parseBool(const char* name, const std::string& value);
+/// A size in bytes: a number (fractions allowed before a unit) with an optional unit, B, K/KiB,
+/// M/MiB, G/GiB, T/TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000), any case, spaces
+/// allowed before it: "8GiB", "1.5G", "4096", "500 MB". ValueError naming `name` when malformed
+/// or not a whole number of bytes in range.
+int64_t parseBytes(const char* name, const std::string& value);
+/// The variable read by parseBytes; nullopt when unset.
+std::optional<int64_t> getBytes(const char* name);
 
 }  // namespace lockstep::env

@@ -18,7 +18,8 @@ Each model config (configs/*.yaml) trains on the CPU and on the GPU in fp32, bf1
 - graph: the run with cuda_graph: true gives the bytes of the eager (cuda_graph: false) run.
 - ddp: 2 ranks sharing the one GPU against 2 ranks on the CPU (f32 bound), with the plain and the
   bf16-compressing comm hook.
-- zero: ZeRO stages 1, 2 and 3 and ZeRO-Offload (stage 2, the optimizer on the host) with 2 ranks
+- zero: ZeRO stages 1, 2 and 3, ZeRO-Offload (stage 2, the optimizer on the host), ZeRO-3 Offload
+  (the optimizer and the parameters' partition on the host) and ZeRO-Infinity (on NVMe) with 2 ranks
   sharing the GPU against DDP there (f32 bound), and stage 2 stopped at a checkpoint and resumed
   against its uninterrupted run (bitwise).
 - resume: a GPU run stopped at a checkpoint and resumed, and one whose rank died mid-run (restarted
@@ -96,6 +97,22 @@ def runs(check_dir, work):
     add("seed_cnn.fp32.gpu.world2.zero2.offload", "seed_cnn", "cuda",
         ["zero_optimization.stage=2", "zero_optimization.offload_optimizer.device=cpu",
          "zero_optimization.offload_optimizer.pin_memory=true"] + F32_EXACT + ["cuda_graph=false"], nproc=2)
+    # ZeRO-3 Offload: stage 3 with the optimizer and the parameters' partition on the host.
+    zero3_offload = ["zero_optimization.stage=3", "zero_optimization.offload_optimizer.device=cpu",
+                     "zero_optimization.offload_optimizer.pin_memory=true",
+                     "zero_optimization.offload_param.device=cpu", "zero_optimization.offload_param.pin_memory=true",
+                     "zero_optimization.stage3_param_persistence_threshold=0"] + F32_EXACT + ["cuda_graph=false"]
+    add("seed_cnn.fp32.gpu.world2.zero3.offload", "seed_cnn", "cuda", zero3_offload, nproc=2)
+    add("seed_cnn.fp32.gpu.world2.zero3.offload.resumed", "seed_cnn", "cuda",
+        zero3_offload + ["checkpoint.every_steps=4", "max_steps=8"], nproc=2, extra="resume")
+    add("seed_cnn.fp32.gpu.world2.zero3.offload.straight", "seed_cnn", "cuda",
+        zero3_offload + ["checkpoint.every_steps=4"], nproc=2)
+    # ZeRO-Infinity: stage 3 with the parameters' and the optimizer's partitions on NVMe (/tmp here).
+    add("seed_cnn.fp32.gpu.world2.zero3.infinity", "seed_cnn", "cuda",
+        ["zero_optimization.stage=3", "zero_optimization.offload_optimizer.device=nvme",
+         "zero_optimization.offload_optimizer.nvme_path=/tmp", "zero_optimization.offload_param.device=nvme",
+         "zero_optimization.offload_param.nvme_path=/tmp", "zero_optimization.stage3_param_persistence_threshold=0"]
+        + F32_EXACT + ["cuda_graph=false"], nproc=2)
     zero_resume = ["zero_optimization.stage=2", "cuda_graph=false", "checkpoint.every_steps=4"] + F32_EXACT
     add("seed_cnn.fp32.gpu.world2.zero2.resumed", "seed_cnn", "cuda", zero_resume + ["max_steps=8"], nproc=2,
         extra="resume")
@@ -145,6 +162,15 @@ def checks():
     out.append(("seed_cnn fp32 ZeRO-Offload (stage 2, optimizer on the host) world 2 gpu = ddp gpu", "close",
                 "seed_cnn.fp32.gpu.world2.zero2.offload", "seed_cnn.fp32.gpu.world2.allreduce", "fp32",
                 "seed_cnn.fp32"))
+    out.append(("seed_cnn fp32 ZeRO-3 Offload (optimizer and parameters on the host) world 2 gpu = ddp gpu",
+                "close", "seed_cnn.fp32.gpu.world2.zero3.offload", "seed_cnn.fp32.gpu.world2.allreduce", "fp32",
+                "seed_cnn.fp32"))
+    out.append(("seed_cnn fp32 ZeRO-Infinity (partitions on NVMe) world 2 gpu = ddp gpu", "close",
+                "seed_cnn.fp32.gpu.world2.zero3.infinity", "seed_cnn.fp32.gpu.world2.allreduce", "fp32",
+                "seed_cnn.fp32"))
+    out.append(("seed_cnn fp32 ZeRO-3 Offload world 2 resume = straight", "bitwise",
+                "seed_cnn.fp32.gpu.world2.zero3.offload.resumed", "seed_cnn.fp32.gpu.world2.zero3.offload.straight",
+                "fp32", ""))
     out.append(("seed_cnn fp32 ZeRO stage 2 world 2 resume = straight", "bitwise",
                 "seed_cnn.fp32.gpu.world2.zero2.resumed", "seed_cnn.fp32.gpu.world2.zero2.straight", "fp32", ""))
     out.append(("seed_cnn fp32 resume = straight", "bitwise", "seed_cnn.fp32.gpu.resumed",

@@ -53,11 +53,15 @@ void expectSameParameters(nn::Module& gpu, nn::Module& cpu, const std::string& w
 
 // `steps` steps of an engine with options o on the GPU and one on the host (AdamW with clipping
 // below the gradients' norm: every step clips), their gradient norms compared each step and
-// their final parameters (gathered, for ZeRO stage 3) at the end.
+// their final parameters (gathered, for ZeRO stage 3) at the end. With o.zero.gather_device the
+// GPU engine's model is built on the host and gathered on the GPU layer by layer.
 void expectTrainsAsOnTheHost(const parallel::EngineOptions& o, const std::string& what, int steps = 4) {
-  auto gm = mlp(Device::cuda(0)), cm = mlp(Device::cpu());
+  auto gm = mlp(o.zero.gather_device ? Device::cpu() : Device::cuda(0)), cm = mlp(Device::cpu());
+  parallel::EngineOptions host = o;
+  host.zero.gather_device.reset();
   parallel::Engine ge(gm, o, parallel::DistributedEnvironment{}),
-      ce(cm, o, parallel::DistributedEnvironment{});
+      ce(cm, host, parallel::DistributedEnvironment{});
+  EXPECT_TRUE(gm->device().isCuda()) << what;
   for (int step = 0; step < steps; ++step) {
     microStep(ge, step, Device::cuda(0));
     microStep(ce, step, Device::cpu());
@@ -157,6 +161,54 @@ TEST(GpuEngine, zero_stage_3_trains_as_on_the_host_gathering_layer_by_layer) {
   o.zero.param_persistence_threshold = 0;
   o.zero.max_reuse_distance = 0;
   expectTrainsAsOnTheHost(o, "ZeRO stage 3");
+}
+
+TEST(GpuEngine, zero_stage_3_offloaded_to_the_host_trains_as_on_the_host) {
+  // ZeRO-Offload at stage 3: the optimizer steps pinned host copies of GPU pieces; then with
+  // offload_param cpu too (ZeRO-3 Offload), the pieces themselves are pinned host memory, copied
+  // to the GPU for each layer's gather and stepped in place on the host.
+  LOCKSTEP_REQUIRE_GPU();
+  for (bool offload_param : {false, true}) {
+    parallel::EngineOptions o = clippedAdamW();
+    o.zero_stage = 3;
+    o.zero.reduce_bucket_size = 700;
+    o.zero.param_persistence_threshold = 0;
+    o.zero.max_reuse_distance = 0;
+    o.zero.offload_optimizer_cpu = true;
+    o.zero.offload_optimizer_pin_memory = true;
+    o.zero.offload_param_cpu = offload_param;
+    o.zero.offload_param_pin_memory = offload_param;
+    expectTrainsAsOnTheHost(o, offload_param ? "ZeRO-3 with optimizer and parameters offloaded"
+                                             : "ZeRO-3 with the optimizer offloaded");
+  }
+  // zero.Init's use: the model built on the host, each parameter taken to the host pieces and
+  // made a GPU tensor without memory; only gathered layers ever reach the GPU.
+  parallel::EngineOptions o = clippedAdamW();
+  o.zero_stage = 3;
+  o.zero.reduce_bucket_size = 700;
+  o.zero.param_persistence_threshold = 0;
+  o.zero.max_reuse_distance = 0;
+  o.zero.offload_optimizer_cpu = o.zero.offload_param_cpu = true;
+  o.zero.offload_param_pin_memory = true;
+  o.zero.gather_device = Device::cuda(0);
+  expectTrainsAsOnTheHost(o, "ZeRO-3 Offload of a model built on the host");
+}
+
+TEST(GpuEngine, zero_infinity_trains_as_on_the_host_from_a_model_built_there) {
+  // ZeRO-Infinity: stage 3 with the parameters', gradients' and optimizer states' pieces in swap
+  // files, read into host memory for their gather (then copied to the GPU), their reduction and
+  // their step; the model built on the host.
+  LOCKSTEP_REQUIRE_GPU();
+  const std::string dir = ::testing::TempDir();
+  parallel::EngineOptions o = clippedAdamW();
+  o.zero_stage = 3;
+  o.zero.reduce_bucket_size = 700;
+  o.zero.param_persistence_threshold = 0;
+  o.zero.max_reuse_distance = 0;
+  o.zero.offload_optimizer.nvme_path = dir;
+  o.zero.offload_param_nvme_path = dir;
+  o.zero.gather_device = Device::cuda(0);
+  expectTrainsAsOnTheHost(o, "ZeRO-Infinity (NVMe) of a model built on the host");
 }
 
 TEST(GpuEngine, zero_nvme_offload_on_a_gpu_is_refused_by_name) {

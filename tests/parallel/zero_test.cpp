@@ -439,15 +439,21 @@ TEST(Zero, mixed_precision_matches_ddp) {
 TEST(Zero, offload_optimizer_cpu_steps_host_copies_and_matches_ddp) {
   // ZeRO-Offload's path (a GPU run's `offload_optimizer: {device: cpu}`: the optimizer steps host
   // copies of the partition, the gradients copied in before the step and the values back after it),
-  // here with host parameters: the copies must change nothing.
-  for (int stage : {1, 2}) {
-    EngineOptions o = adam();
+  // here with host parameters: the copies must change nothing. Stage 3 also with offload_param cpu
+  // (the optimizer steps the coordinator's host pieces themselves, the gradients copied in).
+  for (int run = 0; run < 4; ++run) {
+    const int stage = std::min(run + 1, 3);
+    EngineOptions o = run >= 2 ? perLayer(adam()) : adam();
     o.zero.offload_optimizer_cpu = true;
+    o.zero.offload_param_cpu = run == 3;
     o.zero.reduce_bucket_size = 20;
     o.zero.allgather_bucket_size = 9;
-    for (int world : {1, 2, 3}) expectSameAsDdp(o, world, stage, "Adam, ZeRO-Offload's host copies");
+    const std::string adam_what = run == 3 ? "Adam, ZeRO-Offload with the parameters' pieces on the host"
+                                           : "Adam, ZeRO-Offload's host copies";
+    for (int world : {1, 2, 3}) expectSameAsDdp(o, world, stage, adam_what.c_str());
     EngineOptions s = sgd();
     s.zero.offload_optimizer_cpu = true;
+    s.zero.offload_param_cpu = run == 3;
     s.gradient_accumulation_steps = 3;
     s.gradient_clipping = 0.05;  // clipped and unscaled on the host copies, copied once per step
     s.loss_scaler = optim::LossScalerOptions{};
@@ -458,23 +464,37 @@ TEST(Zero, offload_optimizer_cpu_steps_host_copies_and_matches_ddp) {
 
 TEST(Zero, offload_optimizer_cpu_adopts_loaded_parameters_into_its_host_copies) {
   // A resumed run loads the parameters; the engine's adoptChanges() (RunCheckpoints::resume) copies
-  // them into the host copies the optimizer steps, which would otherwise hold the old values.
-  EngineOptions o = sgd();
-  o.zero_stage = 2;
-  o.zero.offload_optimizer_cpu = true;
-  Engine engine(makeNet(7), o, DistributedEnvironment{});
-  for (auto& p : engine.model()->parameters()) p.tensor().fill(0.5);
-  auto held = [&] {
-    double lo = 1e9, hi = -1e9;
-    for (const auto& s : engine.zero()->ownedSegments()) {
-      for (double v : s.values.toVector<double>()) {
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
+  // them into the host copies the optimizer steps, which would otherwise hold the old values. At
+  // stage 3 the pieces the next forward gathers must hold them too (and with offload_param cpu the
+  // host pieces are the values stepped).
+  for (int run = 0; run < 3; ++run) {
+    EngineOptions o = sgd();
+    o.zero_stage = run == 0 ? 2 : 3;
+    o.zero.offload_optimizer_cpu = true;
+    o.zero.offload_param_cpu = run == 2;
+    SCOPED_TRACE("stage " + std::to_string(o.zero_stage) + (run == 2 ? " offload_param" : ""));
+    Engine engine(makeNet(7), o, DistributedEnvironment{});
+    auto held = [&] {
+      double lo = 1e9, hi = -1e9;
+      for (const auto& s : engine.zero()->ownedSegments()) {
+        for (double v : s.values.toVector<double>()) {
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+        }
       }
+      return std::pair{lo, hi};
+    };
+    {
+      parallel::GatheredParameters whole = engine.gatheredParameters();
+      for (auto& p : engine.model()->parameters()) p.tensor().fill(0.5);
+      EXPECT_NE(held(), std::pair(0.5, 0.5));  // still the values the model was built with
+      whole.adoptChanges();
+      EXPECT_EQ(held(), std::pair(0.5, 0.5));
     }
-    return std::pair{lo, hi};
-  };
-  EXPECT_NE(held(), std::pair(0.5, 0.5));  // still the values the model was built with
-  engine.gatheredParameters().adoptChanges();
-  EXPECT_EQ(held(), std::pair(0.5, 0.5));
+    // Gathered again from the partition (stage 3: the parameters were freed meanwhile).
+    parallel::GatheredParameters again = engine.gatheredParameters();
+    for (auto& p : engine.model()->parameters()) {
+      for (double v : p.tensor().toVector<double>()) ASSERT_EQ(v, 0.5);
+    }
+  }
 }

@@ -472,7 +472,7 @@ TEST(TrainConfig, device_is_cpu_cuda_or_one_gpu_for_one_rank) {
   EXPECT_TRUE(has(e, "cuda:1") && has(e, "LOCAL_RANK")) << e;
 }
 
-TEST(TrainConfig, zero_on_a_gpu_takes_stages_1_to_3_and_zero_offload_at_1_and_2) {
+TEST(TrainConfig, zero_on_a_gpu_takes_stages_1_to_3_zero_offload_and_parameter_offload_to_the_host) {
   const std::string base = "train_batch_size: 8\ndevice: cuda\n";
   EXPECT_EQ(parseTrainConfig(base + "zero_optimization: {stage: 2}\n", {}, 2).zero.stage, 2);
   EXPECT_EQ(parseTrainConfig(base + "zero_optimization: {stage: 1}\n", {}, 2).zero.stage, 1);
@@ -490,13 +490,42 @@ TEST(TrainConfig, zero_on_a_gpu_takes_stages_1_to_3_and_zero_offload_at_1_and_2)
   ASSERT_EQ(c.zero.notes.size(), 1u);
   EXPECT_TRUE(has(c.zero.notes[0], "nothing is moved")) << c.zero.notes[0];
   EXPECT_EQ(parseTrainConfig(base + "zero_optimization: {stage: 3}\n", {}, 2).zero.stage, 3);
-  std::string e = errorOf(base + "zero_optimization: {stage: 3, offload_optimizer: {device: cpu}}\n", {}, 2);
-  EXPECT_TRUE(has(e, "(ZeRO-Offload) at stage 3 is not implemented on a GPU")) << e;
-  e = errorOf(base + "zero_optimization: {stage: 3, offload_param: {device: cpu}}\n", {}, 2);
-  EXPECT_TRUE(has(e, "zero_optimization.offload_param is not implemented on a GPU")) << e;
-  e = errorOf(base + "zero_optimization: {stage: 2, offload_optimizer: {device: nvme, nvme_path: /tmp}}\n",
-              {}, 2);
-  EXPECT_TRUE(has(e, "offload_optimizer with device nvme is not implemented on a GPU")) << e;
+  // Stage 3: ZeRO-Offload, and the parameters' partition on the host (ZeRO-3 Offload), each said.
+  c = parseTrainConfig(base +
+                           "zero_optimization: {stage: 3, offload_optimizer: {device: cpu}, offload_param: "
+                           "{device: cpu, pin_memory: true}}\n",
+                       {}, 2);
+  EXPECT_TRUE(c.zero.options.offload_optimizer_cpu);
+  EXPECT_TRUE(c.zero.options.offload_param_cpu);
+  EXPECT_TRUE(c.zero.options.offload_param_pin_memory);
+  ASSERT_EQ(c.zero.notes.size(), 2u);
+  EXPECT_TRUE(has(c.zero.notes[1], "offload_param.device cpu") && has(c.zero.notes[1], "pinned"))
+      << c.zero.notes[1];
+  EXPECT_FALSE(has(c.zero.notes[0] + c.zero.notes[1], "nothing is moved"));
+  c = parseTrainConfig(base + "zero_optimization: {stage: 3, offload_optimizer: {device: cpu}}\n", {}, 2);
+  EXPECT_TRUE(c.zero.options.offload_optimizer_cpu);
+  EXPECT_FALSE(c.zero.options.offload_param_cpu);
+  // The parameters on the host need the optimizer there (it steps them), before any rank starts.
+  std::string e = errorOf(base + "zero_optimization: {stage: 3, offload_param: {device: cpu}}\n", {}, 2);
+  EXPECT_TRUE(has(e, "offload_param.device cpu needs offload_optimizer.device cpu")) << e;
+  // NVMe on a GPU: ZeRO-Infinity's configuration only (the pieces pass through host memory).
+  for (const char* z : {"{stage: 2, offload_optimizer: {device: nvme, nvme_path: /tmp}}",
+                        "{stage: 3, offload_optimizer: {device: nvme, nvme_path: /tmp}}"}) {
+    e = errorOf(base + "zero_optimization: " + z + "\n", {}, 2);
+    EXPECT_TRUE(has(e, "offload_optimizer with device nvme on a GPU takes ZeRO-Infinity's configuration"))
+        << e;
+  }
+  c = parseTrainConfig(
+      base +
+          "zero_optimization: {stage: 3, offload_optimizer: {device: nvme, nvme_path: /tmp}, "
+          "offload_param: {device: nvme, nvme_path: /tmp}}\n",
+      {}, 2);
+  EXPECT_EQ(c.zero.options.offload_param_nvme_path, "/tmp");
+  EXPECT_EQ(c.zero.options.offload_optimizer.nvme_path, "/tmp");
+  // On the CPU the parameters' key moves nothing either (a note), and the optimizer is not told to.
+  c = parseTrainConfig("train_batch_size: 8\nzero_optimization: {stage: 3, offload_param: {device: cpu}}\n",
+                       {}, 2);
+  EXPECT_FALSE(c.zero.options.offload_param_cpu);
   // The same keys on the CPU: accepted, as before.
   EXPECT_EQ(parseTrainConfig(
                 "train_batch_size: 8\nzero_optimization: {stage: 3, offload_param: {device: cpu}}\n", {}, 2)

@@ -41,6 +41,10 @@ TEST_F(TrainCli, zero_stage2_reports_memory_and_trains_as_ddp) {
     EXPECT_EQ(m["parameters"], 4 * kPsi);
     grads += m["gradients"].get<int64_t>();
     states += m["optimizer_states"].get<int64_t>();
+    // Measured: the process's peak resident memory (a CPU run: nothing offloaded, no GPU fields).
+    EXPECT_GT(m["peak_rss_bytes"].get<int64_t>(), 1 << 20) << m.dump();
+    EXPECT_EQ(m["host_offload"], 0) << m.dump();
+    EXPECT_FALSE(m.contains("gpu_allocated_peak_bytes")) << m.dump();
   }
   EXPECT_EQ(grads, 4 * kPsi);   // 4 Psi / N on each rank, every element on one rank
   EXPECT_EQ(states, 8 * kPsi);  // 8 Psi / N on each rank

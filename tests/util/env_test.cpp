@@ -30,3 +30,25 @@ TEST(Util, check_reports_operands) {
     EXPECT_NE(std::string(e.what()).find("a=3"), std::string::npos);
   }
 }
+
+TEST(Util, env_bytes_read_sizes_with_units_and_reject_the_rest) {
+  EXPECT_EQ(env::parseBytes("X", "4096"), 4096);
+  EXPECT_EQ(env::parseBytes("X", "8GiB"), int64_t{8} << 30);
+  EXPECT_EQ(env::parseBytes("X", "8g"), int64_t{8} << 30);
+  EXPECT_EQ(env::parseBytes("X", "1.5G"), int64_t{3} << 29);
+  EXPECT_EQ(env::parseBytes("X", "500 MB"), 500'000'000);
+  EXPECT_EQ(env::parseBytes("X", "2kib"), 2048);
+  EXPECT_EQ(env::parseBytes("X", "3B"), 3);
+  for (const char* bad : {"", "lots", "8 GiBs", "-1G", "0.3", "1e30", "nan"}) {
+    try {
+      env::parseBytes("LOCKSTEP_CUDA_MEMORY_LIMIT", bad);
+      FAIL() << "accepted '" << bad << "'";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("LOCKSTEP_CUDA_MEMORY_LIMIT"), std::string::npos) << e.what();
+    }
+  }
+  ::setenv("LOCKSTEP_TEST_BYTES", "2M", 1);
+  EXPECT_EQ(env::getBytes("LOCKSTEP_TEST_BYTES"), int64_t{2} << 20);
+  ::unsetenv("LOCKSTEP_TEST_BYTES");
+  EXPECT_FALSE(env::getBytes("LOCKSTEP_TEST_BYTES").has_value());
+}

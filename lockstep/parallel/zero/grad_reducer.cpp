@@ -13,7 +13,7 @@ using autograd::Variable;
 ZeroGradReducer::ZeroGradReducer(std::vector<Variable> params, std::vector<std::string> names,
                                  const ZeroLayout& layout, std::shared_ptr<comm::ProcessGroup> group,
                                  bool overlap, bool reduce_scatter, const std::string& swap_dir,
-                                 const std::string& swap_key)
+                                 const std::string& swap_key, bool host_pieces, bool pin_memory)
     : params_(std::move(params)),
       names_(std::move(names)),
       layout_(layout),
@@ -30,7 +30,9 @@ ZeroGradReducer::ZeroGradReducer(std::vector<Variable> params, std::vector<std::
                      "' is on ", deviceName(params_[p].tensor().device()), ", '", names_.front(), "' on ",
                      deviceName(device_), "; a rank's parameters must share one device");
   }
-  LOCKSTEP_ENFORCE(swap_dir.empty() || device_.isCpu(), NotSupportedError,
+  piece_device_ = host_pieces ? Device::cpu() : device_;
+  pin_memory_ = pin_memory && piece_device_ != device_;
+  LOCKSTEP_ENFORCE(swap_dir.empty() || piece_device_.isCpu(), NotSupportedError,
                    "ZeRO: swapping gradient pieces to NVMe (", swap_key,
                    ") takes parameters on the host; they are on ", deviceName(device_));
   bucket_of_.assign(params_.size(), 0);
@@ -39,7 +41,8 @@ ZeroGradReducer::ZeroGradReducer(std::vector<Variable> params, std::vector<std::
     for (size_t p : layout_.buckets[b].params) bucket_of_[p] = b;
     // Swapped pieces start as zeros in the file: their memory is never touched here.
     const Shape shape{layout_.buckets[b].pieceSize(rank_)};
-    pieces_.push_back(swap_dir.empty() ? Tensor::zeros(shape, dtype, device_) : Tensor::empty(shape, dtype));
+    pieces_.push_back(swap_dir.empty() ? Tensor::zeros(shape, dtype, piece_device_)
+                                       : Tensor::empty(shape, dtype));
   }
   if (!swap_dir.empty()) {
     swap_ = std::make_unique<ZeroPieceSwap>(
@@ -191,7 +194,18 @@ void ZeroGradReducer::complete(Slot& slot) {
   slot.staging = Tensor();
   Tensor& piece = pieces_[slot.bucket];
   acquirePiece(static_cast<size_t>(slot.bucket));
-  if (piece.numel() > 0) kernels::addInto(piece, slot.recv.narrow(0, 0, piece.numel()));
+  Tensor block = slot.recv;
+  if (piece_device_ != device_ && piece.numel() > 0) {  // host pieces: the block copied down first
+    if (!slot.host_recv.defined()) {
+      slot.host_recv = Tensor::empty({max_chunk_}, dtype_);
+      if (pin_memory_) slot.host_recv = slot.host_recv.pinMemory();
+    }
+    const comm::BufferPlace place = placeOf(device_);
+    copyBytes(slot.host_recv.devicePtr(), slot.recv.devicePtr(), piece.nbytes(), place);
+    waitForCopies(place);
+    block = slot.host_recv;
+  }
+  if (piece.numel() > 0) kernels::addInto(piece, block.narrow(0, 0, piece.numel()));
   releasePiece(static_cast<size_t>(slot.bucket), true);
   slot.bucket = -1;
 }

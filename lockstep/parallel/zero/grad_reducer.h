@@ -9,7 +9,11 @@
 // reducing). Each rank accumulates its pieces over the backward passes of an accumulation window,
 // so gradient memory is the partition (1/world of the parameters) plus two buckets, not the whole
 // model; no staging memory is held between backward passes. Pieces and buffers live where the
-// parameters do (the host or one GPU: copies and collectives then on the current stream).
+// parameters do (the host or one GPU: copies and collectives then on the current stream), except
+// that ZeRO-Offload keeps a GPU run's pieces in host memory (host_pieces, as DeepSpeed's CPU
+// offload accumulates the gradient partition there): each reduced block is copied down through a
+// host buffer (pinned with pin_memory) and added on the host, so the GPU holds two buckets in
+// flight and no gradient partition.
 //
 // Not thread-safe; runs on the thread that runs backward. Every backward is collective.
 #include <memory>
@@ -32,16 +36,20 @@ class ZeroGradReducer {
   /// swap_dir: keep the pieces in a swap file there (ZeRO-Infinity's gradient swapping): each is
   /// read, added to and written back as its bucket's reduction completes; IoError naming swap_key
   /// when the file cannot be made.
+  /// host_pieces: the pieces in host memory while the parameters are on a GPU (pinned receive
+  /// buffers with pin_memory); nothing changes for host parameters.
   ZeroGradReducer(std::vector<autograd::Variable> params, std::vector<std::string> names,
                   const ZeroLayout& layout, std::shared_ptr<comm::ProcessGroup> group, bool overlap = true,
                   bool reduce_scatter = true, const std::string& swap_dir = {},
-                  const std::string& swap_key = {});
+                  const std::string& swap_key = {}, bool host_pieces = false, bool pin_memory = false);
   ~ZeroGradReducer();
   ZeroGradReducer(const ZeroGradReducer&) = delete;
   ZeroGradReducer& operator=(const ZeroGradReducer&) = delete;
 
   /// This rank's averaged gradient piece of bucket b, summed over the backward passes since zero().
   Tensor& piece(size_t b) { return pieces_[b]; }
+  /// Whether the pieces are host memory while the parameters are on a GPU (host_pieces).
+  bool piecesOnHost() const { return piece_device_ != device_; }
   /// Throws a ValueError naming the parameters that got no gradient when the last backward did not
   /// reduce every bucket (a parameter unused in forward).
   void checkComplete() const;
@@ -62,8 +70,9 @@ class ZeroGradReducer {
 
  private:
   struct Slot {
-    Tensor staging;  // the bucket as world blocks: a copy, or its one parameter's gradient
-    Tensor recv;     // this rank's block
+    Tensor staging;    // the bucket as world blocks: a copy, or its one parameter's gradient
+    Tensor recv;       // this rank's block
+    Tensor host_recv;  // host_pieces: the block copied down to the host
     std::shared_ptr<comm::Work> work;
     long bucket = -1;
   };
@@ -89,7 +98,9 @@ class ZeroGradReducer {
   Slot slots_[2];
   int64_t max_chunk_ = 0;
   DType dtype_ = DType::f32;
-  Device device_;  // the parameters', the pieces' and the buffers' (host memory or one GPU)
+  Device device_;        // the parameters' and the buffers' (host memory or one GPU)
+  Device piece_device_;  // the pieces': device_, or the host (host_pieces)
+  bool pin_memory_ = false;
   std::vector<size_t> hook_ids_;
 };
 

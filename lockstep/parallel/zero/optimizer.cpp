@@ -41,6 +41,20 @@ void validateZeroOptions(const ZeroOptions& o) {
                      " must be a non-negative number of elements");
   }
   validateNvmeOffloadOptions(o.offload_optimizer);
+  LOCKSTEP_ENFORCE(
+      !o.gather_device || o.stage == 3, ValueError,
+      "ZeroOptions::gather_device (a model built on the host, gathered on a device) needs stage 3");
+  if (o.offload_param_cpu) {
+    LOCKSTEP_ENFORCE(o.stage == 3, ValueError,
+                     "zero_optimization.offload_param: offloading parameters needs ZeRO stage 3 (DeepSpeed's "
+                     "rule); set zero_optimization.stage: 3");
+    LOCKSTEP_ENFORCE(o.offload_optimizer_cpu && o.offload_optimizer.nvme_path.empty(), ValueError,
+                     "zero_optimization.offload_param.device cpu needs offload_optimizer.device cpu too: the "
+                     "host pieces are the values the optimizer steps, so it steps them on the host "
+                     "(ZeRO-Offload's configuration); set offload_optimizer: {device: cpu}");
+    LOCKSTEP_ENFORCE(o.offload_param_nvme_path.empty(), ValueError,
+                     "zero_optimization.offload_param: device cpu and an nvme_path at once");
+  }
   if (!o.offload_param_nvme_path.empty()) {
     LOCKSTEP_ENFORCE(o.stage == 3, ValueError,
                      "zero_optimization.offload_param: offloading parameters needs ZeRO stage 3 (DeepSpeed's "
@@ -128,6 +142,9 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
     layout_ = makeZeroLayout(numels, plan.buckets, world_);
     coordinator_ =
         std::make_unique<ZeroParameterCoordinator>(params_, layout_, std::move(plan), group_, options_);
+    // Built on the host, gathered on a GPU: the parameters are that GPU's tensors now (holding no
+    // memory); the buffers and any parameters the optimizer does not hold follow them.
+    if (options_.gather_device) model_->to(*options_.gather_device);
   } else {
     BucketAssignmentOptions bo;
     bo.bucket_bytes = bo.first_bucket_bytes = static_cast<size_t>(options_.reduce_bucket_size);
@@ -135,9 +152,8 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   }
 
   offload_cpu_ = options_.offload_optimizer_cpu;
-  LOCKSTEP_ENFORCE(
-      !offload_cpu_ || (options_.stage <= 2 && options_.offload_optimizer.nvme_path.empty()), ValueError,
-      "zero_optimization.offload_optimizer device cpu takes stages 1 and 2 and no nvme_path here");
+  LOCKSTEP_ENFORCE(!offload_cpu_ || options_.offload_optimizer.nvme_path.empty(), ValueError,
+                   "zero_optimization.offload_optimizer: device cpu and an nvme_path at once");
   std::vector<std::vector<Variable>> shard_vars(groups.size());
   for (size_t b = 0; b < layout_.buckets.size(); ++b) {
     const ZeroBucket& bucket = layout_.buckets[b];
@@ -148,7 +164,9 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
               ? coordinator_->piece(b).narrow(0, s.bucket_offset - bucket.piece[rank_], s.numel)
               : params_[s.param].tensor().view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
       Tensor elements, values = view;
-      if (offload_cpu_) {  // the optimizer's shard is a host copy of the parameter's elements
+      // The optimizer's shard is a host copy of the parameter's elements, unless it steps the
+      // host pieces of offload_param cpu themselves.
+      if (offload_cpu_ && !options_.offload_param_cpu) {
         elements = view;
         values = Tensor::empty({s.numel}, view.dtype());
         if (options_.offload_optimizer_pin_memory) values = values.pinMemory();
@@ -180,7 +198,8 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   // Stage 3 with the states on NVMe swaps the gradient partition too (made in swapPartition).
   if (options_.stage == 2 || (options_.stage == 3 && options_.offload_optimizer.nvme_path.empty()))
     reducer_ = std::make_unique<ZeroGradReducer>(params_, names_, layout_, group_, options_.overlap_comm,
-                                                 options_.reduce_scatter);
+                                                 options_.reduce_scatter, "", "", offload_cpu_,
+                                                 options_.offload_optimizer_pin_memory);
   if (!options_.offload_optimizer.nvme_path.empty()) swapPartition();
   // Stage 3: a unit's gradients are made beside one bucket's reduction in flight, not two.
   if (coordinator_ && reducer_)
@@ -214,7 +233,8 @@ void ZeroOptimizer::swapPartition() {
     if (options_.stage == 3)
       reducer_ = std::make_unique<ZeroGradReducer>(params_, names_, layout_, group_, options_.overlap_comm,
                                                    options_.reduce_scatter, dir,
-                                                   "zero_optimization.offload_optimizer.nvme_path");
+                                                   "zero_optimization.offload_optimizer.nvme_path",
+                                                   /*host_pieces=*/true);
   } catch (const Error&) {
     failed = std::current_exception();
   }
@@ -299,7 +319,8 @@ void ZeroOptimizer::pointShardGradients() {
   if (reducer_) reducer_->checkComplete();
   for (Shard& s : shards_) {
     Tensor g = partitionGradient(s);
-    if (offload_cpu_ && g.defined()) {
+    // (A GPU run's stage 2 and 3 reduce into host pieces already.)
+    if (offload_cpu_ && g.defined() && !(reducer_ && reducer_->piecesOnHost())) {
       if (!s.host_grad.defined()) {
         s.host_grad = Tensor::empty({s.numel}, g.dtype());
         if (options_.offload_optimizer_pin_memory) s.host_grad = s.host_grad.pinMemory();
@@ -314,6 +335,10 @@ void ZeroOptimizer::pointShardGradients() {
 
 void ZeroOptimizer::step() {
   pointShardGradients();
+  // offload_param cpu: the host pieces about to be stepped may still be read by gathers queued on
+  // the GPU (a step without gradients copied in between).
+  if (coordinator_ && coordinator_->pieceDevice() != coordinator_->device())
+    waitForCopies(placeOf(coordinator_->device()));
   if (offload_) {
     offload_->step();  // streams the states through the swap file, a sub-group at a time
   } else {
@@ -356,27 +381,37 @@ void ZeroOptimizer::releaseParameters() {
 
 void ZeroOptimizer::copyShardsToParameters() {
   autograd::NoGradGuard ng;
-  for (Shard& s : shards_) s.elements.copyFrom(s.var.tensor());
+  for (Shard& s : shards_) {
+    if (s.elements.defined()) s.elements.copyFrom(s.var.tensor());
+  }
 }
 
 void ZeroOptimizer::copyShardsFromParameters() {
   autograd::NoGradGuard ng;
   for (Shard& s : shards_) {
     Tensor host = s.var.tensor();
-    host.copyFrom(s.elements);
+    if (s.elements.defined()) host.copyFrom(s.elements);
   }
 }
 
 void ZeroOptimizer::adoptGatheredParameters() {
-  if (offload_cpu_) copyShardsFromParameters();
-  if (!coordinator_) return;
+  if (!coordinator_) {
+    if (offload_cpu_) copyShardsFromParameters();
+    return;
+  }
   LOCKSTEP_CHECK(coordinator_->allGathered(),
                  "ZeRO stage 3: adoptGatheredParameters needs gathered parameters");
   autograd::NoGradGuard ng;
+  if (coordinator_->pieceDevice() != coordinator_->device()) waitForCopies(placeOf(coordinator_->device()));
   forEachShard(Pieces::parameters, true, [&](const Shard& s) {
     Tensor src = params_[s.param].tensor().contiguous();
     Tensor dst = s.var.tensor();
     dst.copyFrom(src.view({src.numel()}).narrow(0, s.param_offset, s.numel));
+    // ZeRO-Offload's host copy stepped, and the piece gathered: both hold the loaded values.
+    if (s.elements.defined()) {
+      Tensor elements = s.elements;
+      elements.copyFrom(dst);
+    }
   });
 }
 
@@ -494,6 +529,25 @@ ModelStateBytes ZeroOptimizer::memory() const {
   if (coordinator_) m.parameters = coordinator_->residentBytes();
   // With NVMe offload, what the states take in memory: the swap buffers.
   m.optimizer_states = offload_ ? offload_->memoryBytes() : optimizerStateBytes(*optimizer_);
+  const Device device = coordinator_ ? coordinator_->device()
+                                     : (params_.empty() ? Device::cpu() : params_.front().tensor().device());
+  if (device.isCuda()) {
+    if (offload_cpu_) {
+      // The states, the f32 host copies of the values (unless offload_param's pieces are stepped
+      // themselves), and the gradients: the reducer's host pieces, else (stage 1) host copies.
+      m.host_offload += m.optimizer_states;
+      const int64_t elem = params_.empty() ? 0 : static_cast<int64_t>(dtypeSize(params_.front().dtype()));
+      for (const Shard& s : shards_) {
+        if (s.elements.defined()) m.host_offload += s.numel * elem;
+        if (!reducer_) m.host_offload += s.numel * elem;
+      }
+      if (reducer_ && reducer_->piecesOnHost()) m.host_offload += m.gradients;
+    }
+    if (coordinator_ && coordinator_->pieceDevice().isCpu()) {
+      for (size_t b = 0; b < layout_.buckets.size(); ++b)
+        m.host_offload += static_cast<int64_t>(coordinator_->piece(b).nbytes());
+    }
+  }
   return m;
 }
 

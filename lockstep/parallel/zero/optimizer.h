@@ -27,6 +27,7 @@
 // is every backward, and with stage 3 every forward.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,15 +79,23 @@ struct ZeroOptions {
   /// offload_optimizer with device nvme: the partition's optimizer states live in a swap file
   /// under nvme_path between steps (zero/nvme_offload.h). Empty nvme_path: in memory.
   NvmeOffloadOptions offload_optimizer{};
-  /// offload_optimizer with device cpu (ZeRO-Offload, stages 1 and 2): the optimizer steps f32
-  /// host copies of this rank's pieces (its states in host memory); before each step the
-  /// partition's gradients are copied to the host, after it the updated pieces back to the
-  /// parameters, which are then all-gathered where they live. The config sets it for GPU runs
-  /// (on a CPU run the states live on the host anyway); on host parameters it is a copy.
+  /// offload_optimizer with device cpu (ZeRO-Offload): the optimizer steps f32 host copies of
+  /// this rank's pieces (its states in host memory); before each step the partition's gradients
+  /// are copied to the host, after it the updated pieces back to the parameters (stage 3: to the
+  /// pieces), which are then all-gathered where they live. With offload_param_cpu (stage 3) the
+  /// pieces are host memory already and the optimizer steps them in place. The config sets it for
+  /// GPU runs (on a CPU run the states live on the host anyway); on host parameters it is a copy.
   bool offload_optimizer_cpu = false;
   /// offload_optimizer.pin_memory: the host copies (values and gradients) in page-locked memory,
   /// so the copies to and from a GPU are direct DMA.
   bool offload_optimizer_pin_memory = false;
+  /// offload_param with device cpu (stage 3, with offload_optimizer_cpu; the config sets it for
+  /// GPU runs): this rank's pieces of the parameters live in host memory and each gather copies
+  /// them to the parameters' GPU (zero/parameter_coordinator.h), so the GPU holds whole parameters
+  /// only while they are used, and no piece of the partition between uses.
+  bool offload_param_cpu = false;
+  /// offload_param.pin_memory: those host pieces page-locked (direct DMA to the GPU).
+  bool offload_param_pin_memory = false;
   /// offload_param with device nvme (stage 3, with offload_optimizer device nvme): this rank's
   /// pieces of the parameters live in a swap file under this directory and are read into memory
   /// only for their all-gather and their optimizer step; the gradient pieces are swapped as well
@@ -100,6 +109,12 @@ struct ZeroOptions {
   /// parameters are the group's business (a pipeline stage's replicas, built from one seed, whose
   /// models hold the other stages' layers without memory: parallel/pipeline/). Stages 1 and 2.
   bool broadcast_model = true;
+  /// Not a DeepSpeed key. Stage 3: the device the layers are gathered on and computed on when the
+  /// model was built on the host (zero.Init's use with offload_param cpu: a model larger than the
+  /// GPU is never whole on it): each parameter becomes a tensor of that device holding no memory
+  /// until gathered, and the model's other tensors (buffers, parameters the optimizer does not
+  /// hold) move there. Empty: where the parameters are.
+  std::optional<Device> gather_device;
 };
 
 /// ValueError naming the field. Pure.
@@ -208,8 +223,9 @@ class ZeroOptimizer {
  private:
   struct Shard {
     autograd::Variable var;  // view of the parameter's elements [param_offset, +numel), or with
-                             // offload_optimizer_cpu a host copy of them
-    Tensor elements;         // with offload_optimizer_cpu: that view (else undefined)
+                             // offload_optimizer_cpu a host copy of them (with offload_param_cpu
+                             // too: the view of the host piece)
+    Tensor elements;         // with that host copy: the view it copies (else undefined)
     Tensor host_grad;        // with offload_optimizer_cpu: the host copy of its gradient
     size_t param;
     size_t bucket;

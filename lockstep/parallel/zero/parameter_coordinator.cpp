@@ -126,18 +126,28 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
   autograd::NoGradGuard ng;
   const DType dtype = params_.empty() ? DType::f32 : params_.front().dtype();
   const size_t elem = dtypeSize(dtype);
-  device_ = params_.empty() ? Device::cpu() : params_.front().tensor().device();
+  const Device built_on = params_.empty() ? Device::cpu() : params_.front().tensor().device();
   for (const Variable& p : params_) {
     shapes_.push_back(p.shape());
-    LOCKSTEP_ENFORCE(p.tensor().device() == device_, ValueError,
+    LOCKSTEP_ENFORCE(p.tensor().device() == built_on, ValueError,
                      "ZeRO stage 3: a rank's parameters must share one device; they are on ",
-                     deviceName(device_), " and ", deviceName(p.tensor().device()));
+                     deviceName(built_on), " and ", deviceName(p.tensor().device()));
   }
-  LOCKSTEP_ENFORCE(options_.offload_param_nvme_path.empty() || device_.isCpu(), NotSupportedError,
-                   "ZeRO stage 3: offload_param nvme takes parameters on the host; they are on ",
-                   deviceName(device_));
-  for (const ZeroBucket& bucket : layout_.buckets)
-    pieces_.push_back(Tensor::empty({bucket.pieceSize(rank_)}, dtype, MemoryFormat::contiguous, device_));
+  // Built on the host and gathered on a GPU (options.gather_device): the pieces are taken from the
+  // host values, and each parameter becomes a GPU tensor holding no memory until gathered.
+  device_ = options_.gather_device.value_or(built_on);
+  LOCKSTEP_ENFORCE(device_ == built_on || built_on.isCpu(), ValueError, "ZeRO stage 3: parameters on ",
+                   deviceName(built_on), " cannot be gathered on ", deviceName(device_),
+                   "; build the model on the host or on that device");
+  // offload_param cpu: the pieces in host memory (pinned for a GPU's direct copies), the whole
+  // parameters on their device; offload_param nvme: host memory while in use, else the swap file.
+  const bool nvme = !options_.offload_param_nvme_path.empty();
+  piece_device_ = options_.offload_param_cpu || nvme ? Device::cpu() : device_;
+  const bool pin = piece_device_ != device_ && options_.offload_param_pin_memory && !nvme;
+  for (const ZeroBucket& bucket : layout_.buckets) {
+    Tensor piece = Tensor::empty({bucket.pieceSize(rank_)}, dtype, MemoryFormat::contiguous, piece_device_);
+    pieces_.push_back(pin ? piece.pinMemory() : piece);
+  }
   if (!options_.offload_param_nvme_path.empty()) swapPieces();
   // One bucket at a time: rank 0's values of its parameters (broadcast, as DDP starts), this rank's
   // piece of them, and the whole parameters replaced by freed storage of their own. So a model
@@ -159,12 +169,14 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
     }
     if (swap_) swap_->acquire(b, /*contents=*/false);  // every element is written below
     Tensor& piece = pieces_[b];
-    const comm::BufferPlace place = placeOf(piece);
+    // Where the copies run: the GPU's stream when either side is GPU memory.
+    const comm::BufferPlace place = placeOf(piece_device_ != Device::cpu() ? piece_device_ : built_on);
     for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[rank_], bucket.piece[rank_ + 1])) {
       const Tensor& src = params_[s.param].tensor();
       copyBytes(static_cast<char*>(piece.devicePtr()) + (s.bucket_offset - bucket.piece[rank_]) * elem,
                 static_cast<const char*>(src.devicePtr()) + s.param_offset * elem, s.numel * elem, place);
     }
+    if (swap_ && piece_device_ != built_on) waitForCopies(place);  // written out next
     releasePiece(b, true);
     const bool direct = bucket.numel > 0 && bucket.chunk * world_ == bucket.numel;
     if (direct) flat_[b] = Tensor::empty({bucket.numel}, dtype, MemoryFormat::contiguous, device_);
@@ -176,6 +188,8 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
     }
     if (direct) flat_[b].storage()->release();
   }
+  // Host pieces filled from GPU parameters: the host reads them next (the optimizer's step).
+  if (piece_device_ != built_on) waitForCopies(placeOf(piece_device_.isCpu() ? built_on : piece_device_));
   const size_t nb = layout_.buckets.size();
   state_.assign(nb, State::released);
   fetch_.resize(nb);
@@ -260,11 +274,12 @@ void ZeroParameterCoordinator::launch(size_t b) {
   Fetch& f = fetch_[b];
   if (!direct) f.recv = Tensor::empty({bucket.chunk * world_}, dtype, MemoryFormat::contiguous, device_);
   char* recv = static_cast<char*>(direct ? flat_[b].devicePtr() : f.recv.devicePtr());
-  const comm::BufferPlace place = placeOf(pieces_[b]);
+  const comm::BufferPlace place = placeOf(device_);
   if (options_.allgather_partitions) {
     const void* send = pieces_[b].devicePtr();  // as long as the block when the pieces are equal
-    if (!direct) {
-      f.send = Tensor::zeros({bucket.chunk}, dtype, device_);
+    if (!direct || piece_device_ != device_) {  // padded, or (offload_param) copied to the device
+      f.send = direct ? Tensor::empty({bucket.chunk}, dtype, MemoryFormat::contiguous, device_)
+                      : Tensor::zeros({bucket.chunk}, dtype, device_);
       copyBytes(f.send.devicePtr(), pieces_[b].devicePtr(), pieces_[b].nbytes(), place);
       send = f.send.devicePtr();
     }
@@ -289,11 +304,12 @@ void ZeroParameterCoordinator::complete(size_t b) {
   for (auto& w : f.works) w->wait();
   const ZeroBucket& bucket = layout_.buckets[b];
   const size_t elem = dtypeSize(pieces_[b].dtype());
-  const comm::BufferPlace place = placeOf(pieces_[b]);
+  const comm::BufferPlace place = placeOf(device_);
   if (flat_[b].defined()) {  // the all-gather wrote the parameters; one rank copies its piece
     if (world_ == 1) copyBytes(flat_[b].devicePtr(), pieces_[b].devicePtr(), pieces_[b].nbytes(), place);
     f = Fetch{};
     state_[b] = State::resident;
+    if (swap_ && piece_device_ != device_) waitForCopies(place);  // the copies read the piece's memory
     releasePiece(b, false);
     return;
   }
@@ -308,6 +324,7 @@ void ZeroParameterCoordinator::complete(size_t b) {
   }
   f = Fetch{};
   state_[b] = State::resident;
+  if (swap_ && piece_device_ != device_) waitForCopies(place);
   releasePiece(b, false);
 }
 

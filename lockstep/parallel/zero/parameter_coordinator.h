@@ -24,7 +24,10 @@
 //
 // On a GPU the pieces, the gathered parameters and the gather buffers are GPU memory (copies and
 // collectives on the current stream; a freed parameter's memory goes back to the device's caching
-// allocator, stream-ordered).
+// allocator, stream-ordered). With offload_param cpu (ZeRO-Offload of stage 3) the pieces are host
+// memory instead (pinned with its pin_memory): a gather copies the piece into a GPU send buffer
+// first, and the GPU holds only whole parameters in use. The host pieces are what the optimizer
+// steps there (ZeroOptimizer's shards view them); it waits for the gathers' copies first.
 //
 // Not thread-safe; collective in the same order on every rank (every rank runs the same forward
 // and backward).
@@ -77,6 +80,10 @@ class ZeroParameterCoordinator {
 
   /// This rank's piece of bucket b (the values stage 3 trains; the optimizer's shards view it).
   Tensor& piece(size_t b) { return pieces_[b]; }
+  /// Where the pieces are: the parameters' device, or the host with offload_param cpu.
+  const Device& pieceDevice() const { return piece_device_; }
+  /// Where the parameters are gathered.
+  const Device& device() const { return device_; }
   /// Collective. The root's parameters whole, the units' gathered by their hooks.
   void beginStep();
   /// Collective unless already all whole. Every parameter whole until endStep().
@@ -114,7 +121,9 @@ class ZeroParameterCoordinator {
     std::vector<std::shared_ptr<comm::Work>> works;
   };
   /// offload_param nvme: the pieces live in a swap file (IoError naming the key when it cannot be
-  /// made on any rank; ValueError when a piece is larger than buffer_size elements).
+  /// made on any rank; ValueError when a piece is larger than buffer_size elements). On a GPU run
+  /// a piece read back is host memory, copied to the GPU for its gather and freed once the copy
+  /// is done.
   void swapPieces();
   void launch(size_t bucket);
   void complete(size_t bucket);
@@ -133,7 +142,8 @@ class ZeroParameterCoordinator {
   ZeroOptions options_;
   int rank_ = 0;
   int world_ = 1;
-  Device device_;  // the parameters', the pieces' and the buffers' (the host or one GPU)
+  Device device_;        // the parameters' and the gather buffers' (the host or one GPU)
+  Device piece_device_;  // the pieces': device_, or the host with offload_param cpu
   std::vector<Tensor> pieces_;
   std::unique_ptr<ZeroPieceSwap> swap_;  // offload_param nvme
   std::vector<Tensor> flat_;             // per bucket: its parameters' storage when its pieces are equal

@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "lockstep/util/env.h"
+
 namespace lockstep::cuda {
 
 namespace {
@@ -33,6 +35,15 @@ struct Block {
 };
 
 std::string mib(size_t b) { return detail::concat(b >> 20, " MiB"); }
+
+constexpr const char* kLimitVariable = "LOCKSTEP_CUDA_MEMORY_LIMIT";
+
+// LOCKSTEP_CUDA_MEMORY_LIMIT: the most bytes each device's allocator may hold from cudaMalloc (0:
+// no limit), read once.
+size_t memoryLimit() {
+  static const size_t limit = static_cast<size_t>(env::getBytes(kLimitVariable).value_or(0));
+  return limit;
+}
 
 }  // namespace
 
@@ -131,6 +142,23 @@ void* CudaCachingAllocator::allocate(size_t nbytes, const Stream& stream) {
   }
   DeviceGuard guard(device_);
   void* p = nullptr;
+  // A memory cap set on purpose (a smaller GPU's, or a model larger than the memory it may use):
+  // past it the cache is emptied, then the request fails as on a full GPU.
+  if (const size_t limit = memoryLimit(); limit != 0 && m.stats.reserved_current + size > limit) {
+    m.freeCached();
+    ++m.stats.alloc_retries;
+    if (m.stats.reserved_current + size > limit) {
+      ++m.stats.ooms;
+      throw OutOfMemoryError(detail::concat("CUDA out of memory: tried to allocate ", mib(size),
+                                            " on cuda:", device_, " past ", kLimitVariable, "=",
+                                            *env::get(kLimitVariable), " (", mib(limit), "; lockstep holds ",
+                                            mib(m.stats.allocated_current), " in tensors and ",
+                                            mib(m.stats.reserved_current - m.stats.allocated_current),
+                                            " cached). Raise or unset ", kLimitVariable,
+                                            ", lower the batch size, use bf16 or ZeRO (stage 3 "
+                                            "with offload_param keeps only the layers in use on the GPU)."));
+    }
+  }
   cudaError_t err = cudaMalloc(&p, size);
   if (err == cudaErrorMemoryAllocation) {
     cudaGetLastError();

@@ -430,29 +430,39 @@ void checkPipelineFits(const TrainConfig& c, const YAML::Node& root, int64_t wor
 // are not implemented there yet: an error before any rank starts, not a key that does nothing.
 void checkZeroOnDevice(ZeroConfig& z, const Device& device, const std::string& source) {
   if (!device.isCuda() || z.stage == 0) return;
-  if (z.stage == 3 && z.offload_optimizer_device == OffloadDevice::cpu)
-    throw ValueError(source + ": zero_optimization.offload_optimizer (ZeRO-Offload) at stage 3 is not " +
-                     "implemented on a GPU yet (at stages 1 and 2 it is); use stage 2 with it, or stage 3 " +
-                     "without it");
-  if (z.offload_param_device != OffloadDevice::none)
+  // NVMe on a GPU: ZeRO-Infinity's configuration (stage 3, the parameters' pieces on nvme, which
+  // needs the optimizer's there too: zero_config.cpp says so).
+  if (z.offload_optimizer_device == OffloadDevice::nvme && z.offload_param_device != OffloadDevice::nvme)
     throw ValueError(source +
-                     ": zero_optimization.offload_param is not implemented on a GPU yet; remove it " +
-                     "or train with device: cpu");
-  if (z.offload_optimizer_device == OffloadDevice::nvme)
+                     ": zero_optimization.offload_optimizer with device nvme on a GPU takes ZeRO-Infinity's "
+                     "configuration: stage 3 with offload_param {device: nvme} too; or use device cpu "
+                     "(ZeRO-Offload), or train with device: cpu");
+  if (z.offload_param_device == OffloadDevice::cpu && z.offload_optimizer_device != OffloadDevice::cpu)
     throw ValueError(source +
-                     ": zero_optimization.offload_optimizer with device nvme is not implemented on a " +
-                     "GPU yet; use device cpu (ZeRO-Offload), remove it, or train with device: cpu");
+                     ": zero_optimization.offload_param.device cpu needs offload_optimizer.device cpu too "
+                     "on a GPU: the host pieces of the parameters are what the optimizer steps, so it "
+                     "steps them on the host; add offload_optimizer: {device: cpu}");
+  // The CPU run's notes ("nothing is moved") are not this run's.
+  std::erase_if(z.notes, [](const std::string& n) {
+    return n.rfind("zero_optimization.offload_optimizer.device cpu", 0) == 0 ||
+           n.rfind("zero_optimization.offload_param.device cpu", 0) == 0;
+  });
   if (z.offload_optimizer_device == OffloadDevice::cpu) {
     z.options.offload_optimizer_cpu = true;
-    // The CPU run's note ("nothing is moved") is not this run's.
-    std::erase_if(z.notes, [](const std::string& n) {
-      return n.rfind("zero_optimization.offload_optimizer.device cpu", 0) == 0;
-    });
     z.notes.push_back(std::string("zero_optimization") +
                       ".offload_optimizer.device cpu (ZeRO-Offload): each rank's optimizer states and update "
                       "live on the host; its gradients go to the host before each step and its updated "
                       "parameters back to the GPU" +
                       std::string(z.options.offload_optimizer_pin_memory ? ", through pinned memory." : "."));
+  }
+  if (z.offload_param_device == OffloadDevice::cpu) {
+    z.options.offload_param_cpu = true;
+    z.notes.push_back(std::string("zero_optimization") +
+                      ".offload_param.device cpu: each rank's partition of the parameters lives in host " +
+                      (z.options.offload_param_pin_memory ? "pinned " : "") +
+                      "memory, stepped there; a layer's parameters are copied to the GPU for its forward "
+                      "and backward only. buffer_count, buffer_size and max_in_cpu have no effect without "
+                      "nvme.");
   }
 }
 

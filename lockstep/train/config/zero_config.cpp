@@ -114,6 +114,7 @@ void parseOffloadParam(const YAML::Node& n, int stage, ZeroConfig& z) {
   const int64_t buffer_size = count(n, path, "buffer_size", 100'000'000, 1);
   count(n, path, "max_in_cpu", 1'000'000'000);
   const bool pin = boolean(n, path, "pin_memory", false);
+  z.options.offload_param_pin_memory = pin;  // a GPU run's offload_param cpu (config.cpp) pins with it
   if (n["nvme_path"] && !n["nvme_path"].IsScalar())
     throw ValueError(path + ".nvme_path: expected a path, got " + describe(n["nvme_path"]));
   // Stage 0 is plain data parallelism: DeepSpeed builds no ZeRO optimizer and never reads the

@@ -35,10 +35,12 @@ void ProgressLine::onStart(const RunStart& start) {
                       static_cast<int64_t>(r) /
                       std::max<int64_t>(1, static_cast<int64_t>(start.memory.size()) / c.pipeline.stages))
             : "ZeRO stage " + std::to_string(c.zero.stage);
+    const std::string host =
+        m.host_offload > 0 ? ", in host memory (offloaded) " + std::to_string(m.host_offload) + " B" : "";
     std::fprintf(stderr,
-                 "memory: rank %zu: parameters %lld B, gradients %lld B, optimizer states %lld B (%s)\n", r,
+                 "memory: rank %zu: parameters %lld B, gradients %lld B, optimizer states %lld B%s (%s)\n", r,
                  static_cast<long long>(m.parameters), static_cast<long long>(m.gradients),
-                 static_cast<long long>(m.optimizer_states), what.c_str());
+                 static_cast<long long>(m.optimizer_states), host.c_str(), what.c_str());
   }
 }
 

@@ -57,10 +57,21 @@ nlohmann::json toJson(const TrainSummary& s) {
   if (!s.pipeline.is_null()) j["pipeline"] = s.pipeline;
   j["memory"] = nlohmann::json::array();
   for (size_t r = 0; r < s.memory.size(); ++r) {
-    j["memory"].push_back({{"rank", r},
-                           {"parameters", s.memory[r].parameters},
-                           {"gradients", s.memory[r].gradients},
-                           {"optimizer_states", s.memory[r].optimizer_states}});
+    nlohmann::json m = {{"rank", r},
+                        {"parameters", s.memory[r].parameters},
+                        {"gradients", s.memory[r].gradients},
+                        {"optimizer_states", s.memory[r].optimizer_states},
+                        {"host_offload", s.memory[r].host_offload}};
+    if (r < s.measured_memory.size()) {
+      const TrainSummary::RankMemory& mm = s.measured_memory[r];
+      m["peak_rss_bytes"] = mm.peak_rss_bytes;
+      if (mm.gpu_allocated_peak_bytes >= 0) {
+        m["gpu_allocated_peak_bytes"] = mm.gpu_allocated_peak_bytes;
+        m["gpu_reserved_peak_bytes"] = mm.gpu_reserved_peak_bytes;
+        m["gpu_allocated_between_steps_bytes"] = mm.gpu_allocated_between_steps_bytes;
+      }
+    }
+    j["memory"].push_back(std::move(m));
   }
   return j;
 }

@@ -66,6 +66,17 @@ struct TrainSummary {
   /// Each rank's bytes of parameters, gradients and optimizer states, in rank order (the memory
   /// report, parallel/memory_report.h): summary.json's "memory".
   std::vector<parallel::ModelStateBytes> memory;
+  /// Each rank's measured memory at the end of training (before the test), in rank order: the
+  /// process's peak resident host memory, and on a GPU its caching allocator's peaks (torch's
+  /// max_memory_allocated / max_memory_reserved) and what stays allocated between steps (the
+  /// model states on the GPU, with the loader's batches and library workspaces). -1: no GPU.
+  struct RankMemory {
+    int64_t peak_rss_bytes = 0;
+    int64_t gpu_allocated_peak_bytes = -1;
+    int64_t gpu_reserved_peak_bytes = -1;
+    int64_t gpu_allocated_between_steps_bytes = -1;
+  };
+  std::vector<RankMemory> measured_memory;
 };
 nlohmann::json toJson(const TrainSummary& s);
 
