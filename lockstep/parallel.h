@@ -22,5 +22,6 @@
 #include "lockstep/parallel/zero/init.h"
 #include "lockstep/parallel/zero/nvme_offload.h"
 #include "lockstep/parallel/zero/optimizer.h"
+#include "lockstep/parallel/zero/parameter_coordinator.h"
 #include "lockstep/parallel/zero/partition.h"
 #include "lockstep/parallel/zero/piece_swap.h"

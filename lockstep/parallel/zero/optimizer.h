@@ -214,6 +214,8 @@ class ZeroOptimizer {
   const ZeroPieceSwap* parameterSwap() const;
   const ZeroPieceSwap* gradientSwap() const;
   int stage() const { return options_.stage; }
+  /// Stage 3's gathering (zero/parameter_coordinator.h), or nullptr.
+  const ZeroParameterCoordinator* coordinator() const { return coordinator_.get(); }
   /// This rank's model-state bytes: parameters (all; stage 3: the partition, plus the whole
   /// parameters while they are gathered), gradients (all, or the partition with stage 2 and 3), optimizer
   /// states (the partition's, counted from the optimizer's kind so the report is right before the first step

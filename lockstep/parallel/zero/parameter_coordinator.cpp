@@ -349,6 +349,9 @@ void ZeroParameterCoordinator::beginStep() {
   if (mode_ != Mode::released) return;
   mode_ = Mode::step;
   in_backward_ = false;
+  recording_.clear();
+  trace_pos_ = 0;
+  on_trace_ = !trace_.empty();
   for (size_t b : plan_.root_buckets) {
     acquire(b);
     ++holders_[b];
@@ -387,6 +390,11 @@ void ZeroParameterCoordinator::forEachBucketWhole(const std::function<void(const
 }
 
 void ZeroParameterCoordinator::endStep() {
+  // A training step's order (it had a backward) is what the next step prefetches by.
+  if (mode_ == Mode::step &&
+      std::any_of(recording_.begin(), recording_.end(), [](const TraceEvent& e) { return e.backward; }))
+    trace_ = recording_;
+  recording_.clear();
   for (size_t b = 0; b < state_.size(); ++b) releaseBucket(b);
   std::fill(holders_.begin(), holders_.end(), 0);
   std::fill(unit_active_.begin(), unit_active_.end(), false);
@@ -401,6 +409,10 @@ void ZeroParameterCoordinator::acquireUnit(size_t u, bool backward) {
     unit_pending_[u] = unit_grad_params_[u];
     if (before_unit_backward_) before_unit_backward_();
   }
+  ++fetch_stats_.unit_gathers;
+  bool ready = true;
+  for (size_t b : plan_.unit_buckets[u]) ready = ready && state_[b] != State::released;
+  fetch_stats_.ready += ready ? 1 : 0;
   if (!unit_active_[u]) {
     unit_active_[u] = true;
     for (size_t b : plan_.unit_buckets[u]) {
@@ -408,6 +420,13 @@ void ZeroParameterCoordinator::acquireUnit(size_t u, bool backward) {
       ++holders_[b];
     }
   }
+  const TraceEvent event{u, backward};
+  recording_.push_back(event);
+  if (on_trace_ && trace_pos_ < trace_.size() && trace_[trace_pos_] == event) {
+    prefetchByTrace(trace_pos_++);
+    return;
+  }
+  on_trace_ = false;  // off the recorded order: the layers' order for the rest of this step
   // The units next in the direction this pass runs, up to stage3_prefetch_bucket_size elements
   // and within stage3_max_live_parameters (a recomputation inside backward prefetches nothing:
   // the backward's own order does).
@@ -416,6 +435,27 @@ void ZeroParameterCoordinator::acquireUnit(size_t u, bool backward) {
   for (size_t v = u; budget > 0;) {
     if (backward ? v == 0 : v + 1 >= plan_.units.size()) break;
     v = backward ? v - 1 : v + 1;
+    bool fetched = true;
+    for (size_t b : plan_.unit_buckets[v]) fetched = fetched && state_[b] != State::released;
+    if (!fetched) {
+      if (live_ + unit_numel_[v] > options_.max_live_parameters) break;
+      prefetchUnit(v);
+    }
+    budget -= unit_numel_[v];
+  }
+}
+
+void ZeroParameterCoordinator::prefetchByTrace(size_t at) {
+  // The units that followed in the recorded order, each counted once against
+  // stage3_prefetch_bucket_size (those still whole or in flight too), fetched within
+  // stage3_max_live_parameters.
+  int64_t budget = options_.prefetch_bucket_size;
+  std::vector<bool> counted(plan_.units.size(), false);
+  counted[trace_[at].unit] = true;
+  for (size_t i = at + 1; i < trace_.size() && budget > 0; ++i) {
+    const size_t v = trace_[i].unit;
+    if (counted[v]) continue;
+    counted[v] = true;
     bool fetched = true;
     for (size_t b : plan_.unit_buckets[v]) fetched = fetched && state_[b] != State::released;
     if (!fetched) {

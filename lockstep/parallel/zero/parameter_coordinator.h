@@ -12,6 +12,11 @@
 //   - a unit's forward pre-hook gathers it (waiting for its prefetch) and prefetches the next unit;
 //     its forward hook frees it again and passes the output through a node whose backward gathers
 //     it once more (prefetching the unit before it) just before the unit's own backward runs;
+//   - "next" is the recorded execution order (DeepSpeed's trace): each training step records the
+//     order its units were gathered in (forward, backward, recomputations), and the next step
+//     prefetches the units that followed in that order. The first step, and a step from the
+//     point it leaves the recorded order, fall back to the layers' order (forward, and reversed
+//     in backward);
 //   - once every parameter of a unit has its gradient, the unit is freed again;
 //   - endStep() waits for what is in flight and frees everything.
 // A parameter tensor keeps its shape and Storage throughout; "freed" is Storage::release(), so the
@@ -99,6 +104,13 @@ class ZeroParameterCoordinator {
   bool allGathered() const { return mode_ == Mode::all; }
   /// Bytes of whole parameters resident now plus this rank's pieces.
   int64_t residentBytes() const;
+  /// Unit gathers (forward, backward and recomputation) so far, and of those the ones whose
+  /// parameters were already fetched or on their way (prefetched, or kept for reuse).
+  struct FetchStats {
+    int64_t unit_gathers = 0;
+    int64_t ready = 0;
+  };
+  const FetchStats& fetchStats() const { return fetch_stats_; }
 
   /// Piece b in memory (with its values) until the matching releasePiece(); without a swap file
   /// both do nothing. changed: write the piece back (the optimizer stepped it).
@@ -158,6 +170,19 @@ class ZeroParameterCoordinator {
   int64_t live_ = 0;  // whole parameter elements resident or in flight
   std::vector<size_t> hook_ids_, grad_hook_ids_;
   std::function<void()> before_unit_backward_;
+  // The recorded execution order: the last training step's unit gathers (trace_), this step's so
+  // far (recording_), and where this step is in trace_ while it follows it.
+  struct TraceEvent {
+    size_t unit;
+    bool backward;
+    bool operator==(const TraceEvent&) const = default;
+  };
+  std::vector<TraceEvent> trace_, recording_;
+  size_t trace_pos_ = 0;
+  bool on_trace_ = false;
+  FetchStats fetch_stats_;
+  /// Prefetches the units after event `at` of trace_, within the budget and the live limit.
+  void prefetchByTrace(size_t at);
   Mode mode_ = Mode::released;
   bool in_backward_ = false;
 };
