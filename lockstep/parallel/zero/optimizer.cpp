@@ -335,10 +335,11 @@ void ZeroOptimizer::pointShardGradients() {
 
 void ZeroOptimizer::step() {
   pointShardGradients();
-  // offload_param cpu: the host pieces about to be stepped may still be read by gathers queued on
-  // the GPU (a step without gradients copied in between).
-  if (coordinator_ && coordinator_->pieceDevice() != coordinator_->device())
-    waitForCopies(placeOf(coordinator_->device()));
+  // Host memory the step writes may still be read by copies queued on the GPU: offload_param's
+  // pieces by gathers, ZeRO-Offload's host copies by the last step's uploads.
+  if (offload_cpu_ || (coordinator_ && coordinator_->pieceDevice() != coordinator_->device()))
+    waitForCopies(placeOf(coordinator_ ? coordinator_->device()
+                                       : (params_.empty() ? Device::cpu() : params_.front().tensor().device())));
   if (offload_) {
     offload_->step();  // streams the states through the swap file, a sub-group at a time
   } else {
@@ -380,9 +381,11 @@ void ZeroOptimizer::releaseParameters() {
 }
 
 void ZeroOptimizer::copyShardsToParameters() {
+  // From pinned host copies the uploads are queued on the GPU's stream and the host goes on (the
+  // all-gather after them is ordered behind them; the next step waits for them before writing).
   autograd::NoGradGuard ng;
   for (Shard& s : shards_) {
-    if (s.elements.defined()) s.elements.copyFrom(s.var.tensor());
+    if (s.elements.defined()) s.elements.copyFrom(s.var.tensor(), /*non_blocking=*/true);
   }
 }
 
