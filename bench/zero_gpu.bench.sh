@@ -58,6 +58,7 @@ zero_optimization: {reduce_bucket_size: 20000000, allgather_bucket_size: 2000000
 device: cuda
 cuda_graph: false
 max_steps: $steps
+sample: {max_new_tokens: 16}
 steps_per_print: 1000
 seed: 1
 EOF
@@ -86,7 +87,8 @@ for w in $worlds; do
   train_run "zero2_offload.w$w" "$w" zero_optimization.stage=2 "${offload[@]}"
   train_run "zero3_offload.w$w" "$w" zero_optimization.stage=3 "${offload[@]}" "${param[@]}"
 done
-big=("model.model_type=$big_model" "max_steps=$big_steps")
+# No sample at the end: it would gather the whole model on the GPU.
+big=("model.model_type=$big_model" "max_steps=$big_steps" "sample.max_new_tokens=0")
 LOCKSTEP_CUDA_MEMORY_LIMIT=$big_limit train_run big.zero3_offload 1 "${big[@]}" zero_optimization.stage=3 \
   "${offload[@]}" "${param[@]}"
 LOCKSTEP_CUDA_MEMORY_LIMIT=$big_limit train_run big.ddp 1 "${big[@]}" zero_optimization.stage=0

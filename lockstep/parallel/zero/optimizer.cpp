@@ -338,8 +338,9 @@ void ZeroOptimizer::step() {
   // Host memory the step writes may still be read by copies queued on the GPU: offload_param's
   // pieces by gathers, ZeRO-Offload's host copies by the last step's uploads.
   if (offload_cpu_ || (coordinator_ && coordinator_->pieceDevice() != coordinator_->device()))
-    waitForCopies(placeOf(coordinator_ ? coordinator_->device()
-                                       : (params_.empty() ? Device::cpu() : params_.front().tensor().device())));
+    waitForCopies(placeOf(coordinator_
+                              ? coordinator_->device()
+                              : (params_.empty() ? Device::cpu() : params_.front().tensor().device())));
   if (offload_) {
     offload_->step();  // streams the states through the swap file, a sub-group at a time
   } else {
