@@ -31,6 +31,25 @@ comm::BufferPlace placeOf(const Device& device) {
 
 comm::BufferPlace placeOf(const Tensor& t) { return placeOf(t.device()); }
 
+void CopyFence::record(const comm::BufferPlace& place) {
+  pending_ = true;
+  if (!place.onDevice()) return;
+#if LOCKSTEP_WITH_CUDA
+  cuda::DeviceGuard guard(place.device);
+  if (!event_) event_ = std::make_shared<cuda::Event>();
+  static_cast<cuda::Event*>(event_.get())
+      ->record(cuda::Stream(place.device, static_cast<cudaStream_t>(place.stream)));
+#endif
+}
+
+void CopyFence::wait() {
+  if (!pending_) return;
+  pending_ = false;
+#if LOCKSTEP_WITH_CUDA
+  if (event_) static_cast<cuda::Event*>(event_.get())->synchronize();
+#endif
+}
+
 void waitForCopies(const comm::BufferPlace& place) {
   if (!place.onDevice()) return;
 #if LOCKSTEP_WITH_CUDA

@@ -25,6 +25,21 @@ void copyBytes(void* dst, const void* src, size_t bytes, const comm::BufferPlace
 /// Blocks until what was queued on place's stream is done (nothing for the host).
 void waitForCopies(const comm::BufferPlace& place);
 
+/// A mark in a place's stream: wait() blocks the host until the work queued there before record()
+/// is done (a copy to host memory the host reads next), without waiting for what came after it.
+/// On the host both do nothing. Not thread-safe.
+class CopyFence {
+ public:
+  void record(const comm::BufferPlace& place);
+  /// Waits for the last record(), once; then nothing until the next record().
+  void wait();
+  bool pending() const { return pending_; }
+
+ private:
+  std::shared_ptr<void> event_;  // a cuda::Event, made on first use
+  bool pending_ = false;
+};
+
 /// In place over a dense tensor; returns the Work (the tensor must stay untouched until done).
 /// defer: the caller waits at once and runs the op itself (comm::AllreduceOptions::defer).
 std::shared_ptr<comm::Work> allreduce(comm::ProcessGroup& pg, Tensor& t,

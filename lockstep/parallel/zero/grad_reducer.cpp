@@ -115,6 +115,7 @@ void ZeroGradReducer::onGradReady(size_t p) {
   while (next_launch_ < pending_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
   if (next_launch_ < pending_.size()) return;
   for (Slot& s : slots_) complete(s);
+  for (Slot& s : slots_) addHostBlock(s);  // the pieces whole once backward is done
   std::fill(ready_.begin(), ready_.end(), false);
   ready_count_ = 0;
   next_launch_ = 0;
@@ -193,21 +194,37 @@ void ZeroGradReducer::complete(Slot& slot) {
   slot.work.reset();
   slot.staging = Tensor();
   Tensor& piece = pieces_[slot.bucket];
-  acquirePiece(static_cast<size_t>(slot.bucket));
-  Tensor block = slot.recv;
-  if (piece_device_ != device_ && piece.numel() > 0) {  // host pieces: the block copied down first
-    if (!slot.host_recv.defined()) {
-      slot.host_recv = Tensor::empty({max_chunk_}, dtype_);
-      if (pin_memory_) slot.host_recv = slot.host_recv.pinMemory();
+  if (piece_device_ != device_) {
+    // Host pieces: the block is copied down now and added when the host needs the slot again (or
+    // backward ends), so the host does not wait for the GPU at every bucket.
+    addHostBlock(slot);  // the block before, from this slot's last use
+    if (piece.numel() > 0) {
+      if (!slot.host_recv.defined()) {
+        slot.host_recv = Tensor::empty({max_chunk_}, dtype_);
+        if (pin_memory_) slot.host_recv = slot.host_recv.pinMemory();
+      }
+      const comm::BufferPlace place = placeOf(device_);
+      copyBytes(slot.host_recv.devicePtr(), slot.recv.devicePtr(), piece.nbytes(), place);
+      slot.copied.record(place);
+      slot.host_bucket = slot.bucket;
     }
-    const comm::BufferPlace place = placeOf(device_);
-    copyBytes(slot.host_recv.devicePtr(), slot.recv.devicePtr(), piece.nbytes(), place);
-    waitForCopies(place);
-    block = slot.host_recv;
+    slot.bucket = -1;
+    return;
   }
-  if (piece.numel() > 0) kernels::addInto(piece, block.narrow(0, 0, piece.numel()));
+  acquirePiece(static_cast<size_t>(slot.bucket));
+  if (piece.numel() > 0) kernels::addInto(piece, slot.recv.narrow(0, 0, piece.numel()));
   releasePiece(static_cast<size_t>(slot.bucket), true);
   slot.bucket = -1;
+}
+
+void ZeroGradReducer::addHostBlock(Slot& slot) {
+  if (slot.host_bucket < 0) return;
+  slot.copied.wait();
+  const auto b = static_cast<size_t>(slot.host_bucket);
+  slot.host_bucket = -1;
+  acquirePiece(b);
+  kernels::addInto(pieces_[b], slot.host_recv.narrow(0, 0, pieces_[b].numel()));
+  releasePiece(b, true);
 }
 
 }  // namespace lockstep::parallel

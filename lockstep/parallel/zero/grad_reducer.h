@@ -11,9 +11,10 @@
 // model; no staging memory is held between backward passes. Pieces and buffers live where the
 // parameters do (the host or one GPU: copies and collectives then on the current stream), except
 // that ZeRO-Offload keeps a GPU run's pieces in host memory (host_pieces, as DeepSpeed's CPU
-// offload accumulates the gradient partition there): each reduced block is copied down through a
-// host buffer (pinned with pin_memory) and added on the host, so the GPU holds two buckets in
-// flight and no gradient partition.
+// offload accumulates the gradient partition there): each reduced block is copied down into a
+// host buffer (pinned with pin_memory) and added on the host once the copy is done, when the
+// buffer is needed again or backward ends, so the GPU holds two buckets in flight and no gradient
+// partition, and the host never waits for more than that copy.
 //
 // Not thread-safe; runs on the thread that runs backward. Every backward is collective.
 #include <memory>
@@ -22,6 +23,7 @@
 
 #include "lockstep/autograd/variable.h"
 #include "lockstep/comm/process_group.h"
+#include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/parallel/zero/partition.h"
 #include "lockstep/parallel/zero/piece_swap.h"
 
@@ -70,15 +72,19 @@ class ZeroGradReducer {
 
  private:
   struct Slot {
-    Tensor staging;    // the bucket as world blocks: a copy, or its one parameter's gradient
-    Tensor recv;       // this rank's block
-    Tensor host_recv;  // host_pieces: the block copied down to the host
+    Tensor staging;         // the bucket as world blocks: a copy, or its one parameter's gradient
+    Tensor recv;            // this rank's block
+    Tensor host_recv;       // host_pieces: the block copied down to the host
+    CopyFence copied;       // host_pieces: that copy, queued; its sum into the piece comes later
+    long host_bucket = -1;  // the bucket host_recv holds, not yet added (-1: none)
     std::shared_ptr<comm::Work> work;
     long bucket = -1;
   };
   void onGradReady(size_t param);
   void launch(size_t bucket);
   void complete(Slot& slot);
+  /// host_pieces: adds the block host_recv holds into its piece once its copy is done.
+  void addHostBlock(Slot& slot);
   std::string missing() const;
 
   std::vector<autograd::Variable> params_;
