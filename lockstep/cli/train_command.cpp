@@ -77,6 +77,7 @@ lockstep::train::TrainConfig validate(const TrainArgs& a, const lockstep::comm::
   if (d.isCuda()) lockstep::checkDeviceAvailable(d);
   lockstep::train::prepareOutputDir(a.output_dir);
   lockstep::train::checkDataFiles(config.data);
+  lockstep::train::checkOffloadDirs(config.zero);
   return config;
 }
 

@@ -2,6 +2,7 @@
 // memory report at the start and in summary.json, weights as DDP's, and a bitwise resume.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -152,11 +153,24 @@ TEST_F(TrainCli, zero_nvme_offload_trains_bitwise_as_in_memory_resumes_and_leave
   EXPECT_NE(resumed.output.find("(step 4)"), std::string::npos) << resumed.output;
   EXPECT_EQ(readFile(dir_ + "/r/model.safetensors"), readFile(dir_ + "/m/model.safetensors"));
   EXPECT_TRUE(fs::is_empty(nvme));
-  // An nvme_path that does not exist: an error naming it, on the command line's exit code.
+  // An nvme_path that does not exist, or that cannot be written: an error naming the key and the
+  // directory, before any rank starts (no rank's log line).
   Result bad = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/b --set max_steps=2" + offload +
                    " --set zero_optimization.offload_optimizer.nvme_path=" + dir_ + "/missing");
-  EXPECT_NE(bad.code, 0);
-  EXPECT_NE(bad.output.find("nvme_path: cannot create a swap file in '" + dir_ + "/missing'"),
-            std::string::npos)
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_NE(
+      bad.output.find("zero_optimization.offload_optimizer.nvme_path: '" + dir_ + "/missing' does not exist"),
+      std::string::npos)
       << bad.output;
+  EXPECT_EQ(bad.output.find("rank 0"), std::string::npos) << bad.output;
+  fs::create_directories(dir_ + "/readonly");
+  fs::permissions(dir_ + "/readonly", fs::perms::owner_read | fs::perms::owner_exec);
+  if (::access((dir_ + "/readonly").c_str(), W_OK) != 0) {  // (root may write anywhere)
+    bad = run(cfg + " --output-dir " + dir_ + "/b --set max_steps=2" + offload +
+              " --set zero_optimization.offload_optimizer.nvme_path=" + dir_ + "/readonly");
+    EXPECT_EQ(bad.code, 2) << bad.output;
+    EXPECT_NE(bad.output.find("nvme_path: '" + dir_ + "/readonly' is not writable"), std::string::npos)
+        << bad.output;
+  }
+  fs::permissions(dir_ + "/readonly", fs::perms::owner_all);
 }

@@ -1,9 +1,13 @@
 #include "lockstep/train/config/zero_config.h"
 
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <set>
 #include <utility>
 
@@ -308,5 +312,30 @@ ZeroConfig parseZeroFields(const YAML::Node& n) {
 }
 
 }  // namespace
+
+void checkOffloadDirs(const ZeroConfig& z) {
+  auto check = [](const std::string& key, const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::file_status st = fs::status(dir, ec);
+    std::string why;
+    if (st.type() == fs::file_type::not_found) {
+      why = "does not exist";
+    } else if (ec) {
+      why = "cannot be read (" + ec.message() + ")";
+    } else if (st.type() != fs::file_type::directory) {
+      why = "is not a directory";
+    } else if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+      why = "is not writable (" + std::string(std::strerror(errno)) + ")";
+    }
+    if (!why.empty())
+      throw IoError(kSection + "." + key + ": '" + dir + "' " + why + "; create it or point " + key +
+                    " at a writable directory on a local drive (each rank keeps its swap files there)");
+  };
+  if (z.offload_optimizer_device == OffloadDevice::nvme)
+    check("offload_optimizer.nvme_path", z.options.offload_optimizer.nvme_path);
+  if (z.offload_param_device == OffloadDevice::nvme)
+    check("offload_param.nvme_path", z.options.offload_param_nvme_path);
+}
 
 }  // namespace lockstep::train

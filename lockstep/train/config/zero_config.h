@@ -35,4 +35,9 @@ struct ZeroConfig {
 /// supported yet.
 ZeroConfig parseZeroConfig(const YAML::Node& node);
 
+/// The NVMe offloads' directories (offload_optimizer.nvme_path, offload_param.nvme_path, where
+/// their device is nvme) exist and are writable here: the launching process checks them before
+/// any rank starts. IoError naming the key and the directory otherwise.
+void checkOffloadDirs(const ZeroConfig& z);
+
 }  // namespace lockstep::train
