@@ -107,6 +107,15 @@ def runs(check_dir, work):
         zero3_offload + ["checkpoint.every_steps=4", "max_steps=8"], nproc=2, extra="resume")
     add("seed_cnn.fp32.gpu.world2.zero3.offload.straight", "seed_cnn", "cuda",
         zero3_offload + ["checkpoint.every_steps=4"], nproc=2)
+    # Seed 002's zero_optimization section (stage 3, parameters and optimizer offloaded to pinned
+    # host memory) with fp16 on gpt-mini, one rank: against the plain fp16 GPU run.
+    add("gpt_mini.fp16.gpu.zero3_offload", "gpt_mini", "cuda",
+        PRECISIONS["fp16"] + ["zero_optimization.stage=3", "zero_optimization.offload_param.device=cpu",
+                              "zero_optimization.offload_param.pin_memory=true",
+                              "zero_optimization.offload_optimizer.device=cpu",
+                              "zero_optimization.offload_optimizer.pin_memory=true",
+                              "zero_optimization.contiguous_gradients=true", "zero_optimization.overlap_comm=true",
+                              "zero_optimization.stage3_param_persistence_threshold=0", "cuda_graph=false"])
     # ZeRO-Infinity: stage 3 with the parameters' and the optimizer's partitions on NVMe (/tmp here).
     add("seed_cnn.fp32.gpu.world2.zero3.infinity", "seed_cnn", "cuda",
         ["zero_optimization.stage=3", "zero_optimization.offload_optimizer.device=nvme",
@@ -165,6 +174,8 @@ def checks():
     out.append(("seed_cnn fp32 ZeRO-3 Offload (optimizer and parameters on the host) world 2 gpu = ddp gpu",
                 "close", "seed_cnn.fp32.gpu.world2.zero3.offload", "seed_cnn.fp32.gpu.world2.allreduce", "fp32",
                 "seed_cnn.fp32"))
+    out.append(("gpt_mini fp16 ZeRO-3 Offload (seed 002's section) gpu = gpu", "close",
+                "gpt_mini.fp16.gpu.zero3_offload", "gpt_mini.fp16.gpu", "fp16", "gpt_mini.fp16"))
     out.append(("seed_cnn fp32 ZeRO-Infinity (partitions on NVMe) world 2 gpu = ddp gpu", "close",
                 "seed_cnn.fp32.gpu.world2.zero3.infinity", "seed_cnn.fp32.gpu.world2.allreduce", "fp32",
                 "seed_cnn.fp32"))
