@@ -47,6 +47,15 @@ std::string activationCheckpointingNote(const ActivationCheckpointingConfig& a, 
 }
 
 nlohmann::json sampleText(nn::LanguageModel& model, const TrainConfig::Sample& sample, uint64_t seed) {
+  return sampleTextWith(sample, seed, [&](const std::vector<int64_t>& prompt, const nn::GenerateOptions& o) {
+    return nn::generate(model, prompt, o);
+  });
+}
+
+nlohmann::json sampleTextWith(
+    const TrainConfig::Sample& sample, uint64_t seed,
+    const std::function<std::vector<int64_t>(const std::vector<int64_t>&, const nn::GenerateOptions&)>&
+        generate) {
   std::vector<uint16_t> bytes = data::ByteTokenizer::encode(sample.prompt);
   std::vector<int64_t> prompt(bytes.begin(), bytes.end());
   auto decode = [&](const std::vector<int64_t>& tokens) {
@@ -62,8 +71,8 @@ nlohmann::json sampleText(nn::LanguageModel& model, const TrainConfig::Sample& s
   sampled.top_k = sample.top_k;
   sampled.generator = &gen;
   return {{"prompt", sample.prompt},
-          {"greedy", decode(nn::generate(model, prompt, greedy))},
-          {"sampled", decode(nn::generate(model, prompt, sampled))},
+          {"greedy", decode(generate(prompt, greedy))},
+          {"sampled", decode(generate(prompt, sampled))},
           {"temperature", sample.temperature},
           {"top_k", sample.top_k}};
 }

@@ -3,6 +3,7 @@
 // activation checkpointing runs and which DeepSpeed keys have no effect here, and the text sampled
 // from the trained model at the end.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,6 +24,12 @@ std::string activationCheckpointingNote(const ActivationCheckpointingConfig& con
 /// UTF-8 replaced: {"prompt", "greedy", "sampled", "temperature", "top_k"}. Deterministic for a
 /// seed. ValueError when the prompt holds a byte outside the model's vocabulary.
 nlohmann::json sampleText(nn::LanguageModel& model, const TrainConfig::Sample& sample, uint64_t seed);
+/// The same with the generation given: generate(prompt, options) returns prompt + new tokens (a
+/// pipeline's, through its stages: nn::generateWith).
+nlohmann::json sampleTextWith(
+    const TrainConfig::Sample& sample, uint64_t seed,
+    const std::function<std::vector<int64_t>(const std::vector<int64_t>&, const nn::GenerateOptions&)>&
+        generate);
 
 struct LoadedLanguageModel {
   std::shared_ptr<nn::LanguageModel> model;

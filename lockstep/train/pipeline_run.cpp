@@ -48,41 +48,26 @@ std::unique_ptr<optim::Optimizer> stageOptimizer(const TrainConfig& c, const Who
   return opt;
 }
 
-/// The model is built deferred (tensor/deferred_init.h): no layer has memory until this takes the
-/// stage's layers' parameters and buffers into memory, initialised as a whole build would have
-/// them. The other stages' stay without memory (their shapes stay, as ZeRO stage 3 releases a
-/// parameter's bytes); rank 0 materializes them at the end to write and sample the whole model.
-class OtherStages {
- public:
-  OtherStages(nn::Module& model, const parallel::PipelineStage& stage) {
-    std::set<const Storage*> mine;
-    for (const nn::Module* layer : stage.layers())
-      for (const auto& [name, t] : layer->stateDict()) {
-        if (t.storage()) t.storage()->materialize();
-        mine.insert(t.storage().get());
-      }
-    std::set<const Storage*> seen;
-    for (const auto& [name, t] : model.stateDict()) {
-      const std::shared_ptr<Storage>& s = t.storage();
-      if (s && !mine.count(s.get()) && seen.insert(s.get()).second) others_.push_back(s);
-    }
-  }
-  void materialize() {
-    for (const auto& s : others_) s->materialize();
-  }
-  /// The bytes of model state this rank keeps in memory.
-  static int64_t residentBytes(const nn::Module& model) {
-    std::set<const Storage*> seen;
-    int64_t bytes = 0;
-    for (const auto& [name, t] : model.stateDict())
-      if (t.storage() && t.storage()->resident() && seen.insert(t.storage().get()).second)
-        bytes += static_cast<int64_t>(t.storage()->nbytes());
-    return bytes;
-  }
+/// The model is built deferred (tensor/deferred_init.h): no layer has memory until the stage's
+/// layers' parameters and buffers are taken into memory (materializeStage), initialised as a whole
+/// build would have them. The other stages' stay without memory for the whole run (their shapes
+/// stay, as ZeRO stage 3 releases a parameter's bytes): the model file is put together from the
+/// checkpoint's files and a language model samples through the stages.
+void materializeStage(const parallel::PipelineStage& stage) {
+  for (const nn::Module* layer : stage.layers())
+    for (const auto& [name, t] : layer->stateDict())
+      if (t.storage()) t.storage()->materialize();
+}
 
- private:
-  std::vector<std::shared_ptr<Storage>> others_;
-};
+/// The bytes of model state this rank keeps in memory.
+int64_t residentModelBytes(const nn::Module& model) {
+  std::set<const Storage*> seen;
+  int64_t bytes = 0;
+  for (const auto& [name, t] : model.stateDict())
+    if (t.storage() && t.storage()->resident() && seen.insert(t.storage().get()).second)
+      bytes += static_cast<int64_t>(t.storage()->nbytes());
+  return bytes;
+}
 
 /// What the loop works with; runPipelineTraining owns the parts.
 struct PipelineRun {
@@ -93,7 +78,6 @@ struct PipelineRun {
   const parallel::PipelineGrid& grid;
   /// The stage, its optimizer and scheduler, the loader, the model.
   PipelineCheckpointParts& parts;
-  OtherStages& others;
   RunObservers& observers;
   const StopSignals& stop;
   Device device;
@@ -253,7 +237,7 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
       {"layers", r.parts.stage->layerRanges()},
       {"idle_fraction", r.timed_steps > 0 ? r.idle_sum / static_cast<double>(r.timed_steps) : 0.0},
       {"activation_slots", r.parts.stage->activationSlots()},
-      {"model_state_bytes_resident", OtherStages::residentBytes(*r.parts.model)},
+      {"model_state_bytes_resident", residentModelBytes(*r.parts.model)},
       {"build_peak_bytes", r.build_peak_bytes},
       {"peak_rss_bytes", peakRssBytes()}};
   nlohmann::json ranks = nlohmann::json::array();
@@ -273,24 +257,42 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
           {"ranks", ranks}};
 }
 
-/// DIR/model.safetensors from the run's last checkpoint (the stages' files put together), and a
-/// language model's samples from those weights: rank 0, which holds every layer's module (the
-/// other stages' take memory only then, for a language model).
+/// DIR/model.safetensors from the run's last checkpoint (the stages' files put together, by rank
+/// 0), and a language model's samples, generated through the stages (collective: each replica's
+/// pipeline runs every context forward, its last stage picks the token and tells the others), so
+/// no rank ever holds the other stages' layers.
 void saveModelAndSample(PipelineRun& r, nn::Module& model) {
-  if (r.world.rank() != 0) return;
-  // The model file comes from the checkpoint's files: no layer of the other stages is needed.
-  const NamedTensors weights = checkpointModelState(loadCheckpoint(r.last_checkpoint));
-  saveSafetensors(r.options.output_dir + "/model.safetensors", weights, {{"format", "pt"}});
+  if (r.world.rank() == 0) {
+    // The model file comes from the checkpoint's files: no layer of the other stages is needed.
+    const NamedTensors weights = checkpointModelState(loadCheckpoint(r.last_checkpoint));
+    saveSafetensors(r.options.output_dir + "/model.safetensors", weights, {{"format", "pt"}});
+  }
   auto* lm = dynamic_cast<nn::LanguageModel*>(&model);
   if (!lm) return;
-  r.others.materialize();  // rank 0 samples from the whole model, on the host
-  model.to(Device::cpu());
-  nn::StateDict sd;
-  for (const auto& [name, t] : weights) sd.insert(name, t);
-  model.loadStateDict(sd, /*strict=*/true);
+  parallel::PipelineStage& stage = *r.parts.stage;
+  const int last = static_cast<int>(r.grid.stages - 1);
+  auto generate = [&](const std::vector<int64_t>& prompt, const nn::GenerateOptions& o) {
+    return nn::generateWith(
+        prompt, lm->vocabSize(), lm->blockSize(), o,
+        [&](const std::vector<int64_t>& ctx) {
+          const auto t = static_cast<int64_t>(ctx.size());
+          const autograd::Variable out = stage.forwardOnly(Tensor::fromVector(ctx, {1, t}).to(r.device));
+          if (!out.defined()) return Tensor();
+          return out.tensor().select(0).select(t - 1).to(Device::cpu()).to(DType::f32).contiguous();
+        },
+        [&](int64_t mine) {
+          Tensor token = Tensor::fromVector(std::vector<int64_t>{mine}, {1});
+          parallel::broadcast(*r.grid.pipe, token, last);
+          return token.data<int64_t>()[0];
+        });
+  };
+  stage.train(false);
+  const nlohmann::json samples = sampleTextWith(r.config.sample, r.config.seed, generate);
+  stage.train(true);
+  if (r.world.rank() != 0) return;
   r.summary.tokens_per_sample = r.config.data.block_size;
   r.summary.flops_per_token = trainingFlopsPerToken(*lm, r.config.data.block_size);
-  r.summary.samples = sampleText(*lm, r.config.sample, r.config.seed);
+  r.summary.samples = samples;
 }
 
 std::string describeLayout(const parallel::PipelineGrid& grid, const TrainConfig& c,
@@ -324,7 +326,7 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   manualSeed(c.seed);
   std::shared_ptr<nn::Module> model;
   {
-    // Only the stage's layers get memory and values (OtherStages): built on the host, where the
+    // Only the stage's layers get memory and values (materializeStage): built on the host, where the
     // deferred values are made, and the stage's layers moved to a GPU below.
     DeferredInit deferred;
     model = buildModel(c, data, Device::cpu());
@@ -344,7 +346,7 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   so.one_process_dropout = device.isCpu();
   parallel::PipelineStage stage(*model, grid.pipe, so);
   if (chief) std::fprintf(stderr, "%s\n", describeLayout(grid, c, stage.boundaries()).c_str());
-  OtherStages others(*model, stage);
+  materializeStage(stage);
   for (nn::Module* layer : stage.layers()) layer->to(device);
   const size_t build_peak_bytes = CachingAllocator::instance().stats().peak_bytes_in_use;
 
@@ -417,7 +419,7 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
     addOutputs(outputs, c, o, length, throughput);
   }
   const StopSignals stop;
-  PipelineRun run{c, o, data, world, grid, parts, others, outputs, stop, device, identity, co.dir};
+  PipelineRun run{c, o, data, world, grid, parts, outputs, stop, device, identity, co.dir};
   run.build_peak_bytes = build_peak_bytes;
   run.step = run.last_saved = step;
   if (pick.data) run.last_checkpoint = pick.path;

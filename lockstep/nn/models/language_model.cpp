@@ -80,58 +80,79 @@ WeightDecayGroups weightDecayGroups(Module& model) {
 
 std::vector<int64_t> generate(LanguageModel& model, const std::vector<int64_t>& prompt,
                               const GenerateOptions& options) {
+  const bool was_training = model.isTraining();
+  model.eval();
+  const Device device = model.device();
+  std::vector<int64_t> tokens;
+  try {
+    tokens = generateWith(
+        prompt, model.vocabSize(), model.blockSize(), options, [&](const std::vector<int64_t>& ctx) {
+          const auto t = static_cast<int64_t>(ctx.size());
+          Tensor logits = model.forward(Variable(Tensor::fromVector(ctx, {1, t}).to(device))).tensor();
+          // Only the last position's row is sampled from: only it comes to the host.
+          return logits.select(0).select(t - 1).to(Device::cpu()).to(DType::f32).contiguous();
+        });
+  } catch (...) {
+    model.train(was_training);
+    throw;
+  }
+  model.train(was_training);
+  return tokens;
+}
+
+std::vector<int64_t> generateWith(const std::vector<int64_t>& prompt, int64_t vocab, int64_t block_size,
+                                  const GenerateOptions& options,
+                                  const std::function<Tensor(const std::vector<int64_t>&)>& last_logits,
+                                  const std::function<int64_t(int64_t)>& agree) {
   LOCKSTEP_ENFORCE(!prompt.empty(), ValueError, "generate: the prompt is empty (give at least one token)");
   LOCKSTEP_ENFORCE(options.temperature >= 0, ValueError, "generate: temperature must be >= 0, got ",
                    options.temperature);
-  const int64_t vocab = model.vocabSize();
   for (size_t i = 0; i < prompt.size(); ++i) {
     LOCKSTEP_ENFORCE(prompt[i] >= 0 && prompt[i] < vocab, ValueError, "generate: prompt token ", prompt[i],
                      " at position ", i, " is outside the model's vocabulary of ", vocab);
   }
   Generator& gen = options.generator ? *options.generator : defaultGenerator();
-  const bool was_training = model.isTraining();
-  model.eval();
   autograd::NoGradGuard no_grad;
   std::vector<int64_t> tokens = prompt;
   std::vector<double> probs(static_cast<size_t>(vocab));
-  const Device device = model.device();
   for (int64_t n = 0; n < options.max_new_tokens; ++n) {
-    const int64_t t = std::min<int64_t>(static_cast<int64_t>(tokens.size()), model.blockSize());
-    std::vector<int64_t> ctx(tokens.end() - t, tokens.end());
-    Tensor logits = model.forward(Variable(Tensor::fromVector(ctx, {1, t}).to(device))).tensor();
-    // Only the last position's row is sampled from: only it comes to the host.
-    Tensor row = logits.select(0).select(t - 1).to(Device::cpu()).to(DType::f32).contiguous();
-    const float* last = row.data<float>();
-    int64_t next = 0;
-    if (options.temperature == 0) {
-      next = std::max_element(last, last + vocab) - last;
-    } else {
-      double limit = -INFINITY;
-      if (options.top_k > 0 && options.top_k < vocab) {
-        std::vector<float> sorted(last, last + vocab);
-        std::nth_element(sorted.begin(), sorted.begin() + (options.top_k - 1), sorted.end(),
-                         std::greater<>());
-        limit = sorted[static_cast<size_t>(options.top_k - 1)];
-      }
-      const double mx = *std::max_element(last, last + vocab);
-      double total = 0;
-      for (int64_t v = 0; v < vocab; ++v) {
-        probs[v] = last[v] < limit ? 0.0 : std::exp((last[v] - mx) / options.temperature);
-        total += probs[v];
-      }
-      double u = gen.nextDouble() * total, acc = 0;
-      next = vocab - 1;
-      for (int64_t v = 0; v < vocab; ++v) {
-        acc += probs[v];
-        if (u < acc && probs[v] > 0) {
-          next = v;
-          break;
+    const int64_t t = std::min<int64_t>(static_cast<int64_t>(tokens.size()), block_size);
+    const Tensor row = last_logits(std::vector<int64_t>(tokens.end() - t, tokens.end()));
+    int64_t next = -1;
+    if (row.defined()) {
+      const float* last = row.data<float>();
+      next = 0;
+      if (options.temperature == 0) {
+        next = std::max_element(last, last + vocab) - last;
+      } else {
+        double limit = -INFINITY;
+        if (options.top_k > 0 && options.top_k < vocab) {
+          std::vector<float> sorted(last, last + vocab);
+          std::nth_element(sorted.begin(), sorted.begin() + (options.top_k - 1), sorted.end(),
+                           std::greater<>());
+          limit = sorted[static_cast<size_t>(options.top_k - 1)];
+        }
+        const double mx = *std::max_element(last, last + vocab);
+        double total = 0;
+        for (int64_t v = 0; v < vocab; ++v) {
+          probs[v] = last[v] < limit ? 0.0 : std::exp((last[v] - mx) / options.temperature);
+          total += probs[v];
+        }
+        double u = gen.nextDouble() * total, acc = 0;
+        next = vocab - 1;
+        for (int64_t v = 0; v < vocab; ++v) {
+          acc += probs[v];
+          if (u < acc && probs[v] > 0) {
+            next = v;
+            break;
+          }
         }
       }
     }
+    if (agree) next = agree(next);
+    LOCKSTEP_CHECK(next >= 0 && next < vocab, "generate: no token agreed (", next, ")");
     tokens.push_back(next);
   }
-  model.train(was_training);
   return tokens;
 }
 

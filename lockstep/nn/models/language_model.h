@@ -4,6 +4,7 @@
 // generate() samples continuations from any of them. forward() keeps tables it makes for the model's
 // device (gpt's position ids, llama's rotary tables) on the model: one thread at a time per model.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -87,5 +88,17 @@ struct GenerateOptions {
 /// tokens. ValueError for an empty prompt, a token outside the vocabulary, or temperature < 0.
 std::vector<int64_t> generate(LanguageModel& model, const std::vector<int64_t>& prompt,
                               const GenerateOptions& options = {});
+
+/// generate()'s loop over any forward (a model split over processes: a pipeline's stages):
+/// `last_logits(context)` runs the context [1, T] (T at most block_size, the window generate()
+/// takes) and returns the last position's logits as host f32 [vocab], or an undefined tensor in a
+/// process that does not compute them; `agree(token)` then gets this process's choice (-1 without
+/// logits) and returns the one every process takes (the last stage's). Without `agree` the choice
+/// stands. The same tokens as generate() for the same logits and generator. Not in eval mode by
+/// itself: the caller sets it.
+std::vector<int64_t> generateWith(const std::vector<int64_t>& prompt, int64_t vocab, int64_t block_size,
+                                  const GenerateOptions& options,
+                                  const std::function<Tensor(const std::vector<int64_t>&)>& last_logits,
+                                  const std::function<int64_t(int64_t)>& agree = {});
 
 }  // namespace lockstep::nn
