@@ -40,11 +40,12 @@ std::string pickCheckpoint(const std::string& dir) {
 int consolidate(const std::string& dir, const std::string& out) {
   const std::string path = pickCheckpoint(dir);
   train::CheckpointData d = train::loadCheckpoint(path);
-  train::NamedTensors weights;
-  for (const auto& [name, t] : train::checkpointModelState(d))
-    weights.emplace_back(name, isFloating(t.dtype()) && t.dtype() != DType::f32 ? t.to(DType::f32) : t);
-  train::saveSafetensors(out, weights, {{"source", path}, {"step", std::to_string(d.step)}});
-  std::printf("wrote %s: %zu tensors of %s (step %lld)\n", out.c_str(), weights.size(), path.c_str(),
+  // One parameter in memory at a time (a partitioned checkpoint of a model larger than memory).
+  train::saveCheckpointModel(d, out, {{"source", path}, {"step", std::to_string(d.step)}}, DType::f32);
+  const size_t tensors = d.zero.is_null()
+                             ? d.model.size()
+                             : train::ZeroCheckpointReader(d).parameterLayout().size() + d.model.size();
+  std::printf("wrote %s: %zu tensors of %s (step %lld)\n", out.c_str(), tensors, path.c_str(),
               static_cast<long long>(d.step));
   return 0;
 }

@@ -263,9 +263,10 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
 /// no rank ever holds the other stages' layers.
 void saveModelAndSample(PipelineRun& r, nn::Module& model) {
   if (r.world.rank() == 0) {
-    // The model file comes from the checkpoint's files: no layer of the other stages is needed.
-    const NamedTensors weights = checkpointModelState(loadCheckpoint(r.last_checkpoint));
-    saveSafetensors(r.options.output_dir + "/model.safetensors", weights, {{"format", "pt"}});
+    // The model file comes from the checkpoint's files, one parameter at a time: no layer of the
+    // other stages is needed, and the whole model is never in memory.
+    saveCheckpointModel(loadCheckpoint(r.last_checkpoint), r.options.output_dir + "/model.safetensors",
+                        {{"format", "pt"}});
   }
   auto* lm = dynamic_cast<nn::LanguageModel*>(&model);
   if (!lm) return;

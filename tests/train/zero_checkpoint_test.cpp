@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -101,6 +102,24 @@ TEST_P(ZeroCheckpoint, each_rank_writes_its_elements_and_reads_back_only_its_own
   // A reader with no ZeRO (DDP, or consolidate) gets the whole model and state, bitwise.
   const train::ZeroCheckpointReader reader(d);
   for (const auto& [name, t] : reader.parameters()) expectEqual(t, saved.model.at(name), name);
+  // Written to one model file a parameter at a time: checkpointModelState's tensors, bitwise, and
+  // as f64 when asked (consolidate's cast).
+  for (std::optional<DType> as : {std::optional<DType>{}, std::optional<DType>{DType::f64}}) {
+    const std::string file = dir + "/model.safetensors";
+    train::saveCheckpointModel(d, file, {{"format", "pt"}}, as);
+    const auto written = train::loadSafetensors(file);
+    EXPECT_EQ(written.metadata.at("format"), "pt");
+    const train::NamedTensors expected = train::checkpointModelState(d);
+    ASSERT_EQ(written.tensors.size(), expected.size());
+    for (const auto& [name, t] : expected) {
+      auto it = std::find_if(written.tensors.begin(), written.tensors.end(),
+                             [&](const auto& e) { return e.first == name; });
+      ASSERT_NE(it, written.tensors.end()) << name;
+      EXPECT_EQ(it->second.shape(), t.shape()) << name;
+      EXPECT_EQ(it->second.dtype(), as && isFloating(t.dtype()) ? *as : t.dtype()) << name;
+      expectEqual(it->second, t, name);
+    }
+  }
   const nn::StateDict whole = reader.optimizerState();
   EXPECT_EQ(whole.size(), saved.state.state.size());
   for (const auto& [key, t] : saved.state.state) expectEqual(whole.at(key), t, key);

@@ -10,6 +10,8 @@
 #include <set>
 
 #include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/tensor/deferred_init.h"
+#include "lockstep/train/checkpoint/safetensors.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
 
@@ -182,6 +184,45 @@ NamedTensors checkpointModelState(const CheckpointData& d) {
   NamedTensors model = ZeroCheckpointReader(d).parameters();
   model.insert(model.end(), d.model.begin(), d.model.end());  // the buffers
   return model;
+}
+
+void saveCheckpointModel(const CheckpointData& d, const std::string& path,
+                         const std::map<std::string, std::string>& metadata,
+                         std::optional<DType> floating_as) {
+  auto cast = [&](const Tensor& t) {
+    return floating_as && isFloating(t.dtype()) && t.dtype() != *floating_as ? t.to(*floating_as) : t;
+  };
+  if (d.zero.is_null()) {  // whole tensors, in memory already
+    NamedTensors tensors;
+    for (const auto& [name, t] : d.model) tensors.emplace_back(name, cast(t));
+    saveSafetensors(path, tensors, metadata);
+    return;
+  }
+  const ZeroCheckpointReader reader(d);
+  const std::vector<SafetensorsEntry> params = reader.parameterLayout();
+  NamedTensors layout;  // shapes and dtypes: the parameters' without memory
+  {
+    DeferredInit no_memory;
+    for (const SafetensorsEntry& e : params) {
+      const DType dtype = floating_as && isFloating(e.dtype) ? *floating_as : e.dtype;
+      layout.emplace_back(e.name, Tensor::empty(e.shape, dtype));
+    }
+  }
+  for (const auto& [name, t] : d.model) layout.emplace_back(name, cast(t));  // the buffers
+  SafetensorsStreamWriter out(path, layout, metadata);
+  for (const SafetensorsEntry& e : params) {
+    const NamedTensors one = reader.parameters([&](const std::string& n) { return n == e.name; });
+    LOCKSTEP_CHECK(one.size() == 1, "checkpoint parameter ", e.name, " read ", one.size(), " times");
+    out.write(e.name, cast(one.front().second));
+  }
+  for (const auto& [name, t] : d.model) out.write(name, cast(t));
+  out.commit();
+}
+
+std::vector<SafetensorsEntry> ZeroCheckpointReader::parameterLayout() const {
+  std::vector<SafetensorsEntry> out;
+  for (const Param& p : params_) out.push_back({p.name, p.dtype, p.shape, 0, 0});
+  return out;
 }
 
 ZeroCheckpointReader::ZeroCheckpointReader(const CheckpointData& d) : path_(d.path) {

@@ -77,6 +77,14 @@ std::string savePartitionedCheckpoint(const std::string& dir, const CheckpointDa
 /// together from its files (ZeroCheckpointReader) and its buffers; a DDP one's model as saved.
 NamedTensors checkpointModelState(const CheckpointData& data);
 
+/// checkpointModelState(data) written to one safetensors file at path (atomically), never whole in
+/// memory: a partitioned checkpoint's parameters are read (by byte range) and written one at a
+/// time. floating_as: floating tensors cast to that dtype (zero_to_fp32's f32). The same file as
+/// saveSafetensors(path, checkpointModelState(data), metadata) would write.
+void saveCheckpointModel(const CheckpointData& data, const std::string& path,
+                         const std::map<std::string, std::string>& metadata,
+                         std::optional<DType> floating_as = std::nullopt);
+
 /// The partition files of a loaded (verified) partitioned checkpoint, opened by their headers.
 /// Not thread-safe.
 class ZeroCheckpointReader {
@@ -88,6 +96,8 @@ class ZeroCheckpointReader {
   /// Every parameter's whole values by its name in the model's state dict; with `wanted`, only
   /// those whose name it accepts (the others are not read).
   NamedTensors parameters(const std::function<bool(const std::string& name)>& wanted = {}) const;
+  /// Every parameter's name, shape and dtype, in parameters()'s order (nothing read).
+  std::vector<SafetensorsEntry> parameterLayout() const;
   /// The whole optimizer state as a DDP run's optimizer holds it ("<index>.<key>", each buffer
   /// shaped like its parameter, "step" a scalar): what Optimizer::loadStateDict takes. With
   /// `wanted`, only the parameters whose index it accepts (the others are not read).
