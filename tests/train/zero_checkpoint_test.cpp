@@ -38,10 +38,11 @@ EngineOptions withStage(EngineOptions o, int stage) {
 }
 
 // Two Adam steps on `world` ranks at `stage`, then a partitioned checkpoint of step 2 under dir.
-Saved trainAndSave(const EngineOptions& opt, int world, int stage, const std::string& dir) {
+Saved trainAndSave(const EngineOptions& opt, int world, int stage, const std::string& dir,
+                   const std::function<std::shared_ptr<nn::Module>(uint64_t)>& net = makeNet) {
   Saved out;
   lockstep::testing::runThreadRanks(world, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
-    Engine engine(makeNet(7), withStage(opt, stage), worldOf(rank, world, pg));
+    Engine engine(net(7), withStage(opt, stage), worldOf(rank, world, pg));
     for (int s = 0; s < 2;) {
       auto [x, y] = batch(s * world + rank, kRows);
       engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
@@ -162,6 +163,67 @@ TEST_P(ZeroCheckpoint, each_rank_writes_its_elements_and_reads_back_only_its_own
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, ZeroCheckpoint, ::testing::Values("Adam", "SGD"));
+
+TEST(ZeroCheckpointResume, stage3_loads_one_gathered_bucket_at_a_time_and_equals_a_whole_load) {
+  // A stage-3 checkpoint of 2 ranks resumed by stage 3 on 3 ranks, layer by layer: at no point are
+  // more than two buckets of parameters whole (the one loading and the next one's gather), and the
+  // partition ends as the whole load (gather everything, load, adopt) leaves it, bitwise.
+  const std::string dir = scratch("resume3");
+  auto deep = [](uint64_t seed) {  // six Linear layers: six gather units
+    Generator g(seed);
+    nn::ModelOptions m;
+    m.in_features = kIn;
+    m.out_features = kClasses;
+    m.hidden = {7, 6, 8, 5, 7};
+    m.generator = &g;
+    return nn::makeModel("mlp", m);
+  };
+  const Saved saved = trainAndSave(adam(), 2, 3, dir, deep);
+  const train::CheckpointData d = train::loadCheckpoint(saved.path);
+  lockstep::testing::runThreadRanks(3, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    EngineOptions o = withStage(perLayer(adam()), 3);
+    o.zero.reduce_bucket_size = 12;  // many buckets
+    auto parts = [](Engine& e) {
+      train::TrainingParts p;
+      p.model = e.model().get();
+      p.optimizer = e.optimizer().get();
+      p.zero = e.zero();
+      return p;
+    };
+    Engine by_bucket(deep(8), o, worldOf(rank, 3, pg));
+    train::TrainingParts pb = parts(by_bucket);
+    parallel::ZeroParameterCoordinator& coordinator = *by_bucket.zero()->coordinator();
+    coordinator.resetPeakLive();
+    int64_t total = 0, largest = 0, second = 0;
+    for (const auto& b : by_bucket.zero()->layout().buckets) {
+      total += b.numel;
+      second = std::max(second, std::min(largest, b.numel));
+      largest = std::max(largest, b.numel);
+    }
+    train::restoreTrainingStateByBucket(d, pb);
+    EXPECT_GT(coordinator.fetchStats().peak_live, 0);
+    EXPECT_LE(coordinator.fetchStats().peak_live, largest + second) << "rank " << rank;
+    EXPECT_LT(largest + second, total);
+    EXPECT_FALSE(by_bucket.zero()->parametersGathered());
+    // The whole load: every parameter gathered, loaded, adopted.
+    Engine whole(deep(9), o, worldOf(rank, 3, pg));
+    train::TrainingParts pw = parts(whole);
+    whole.zero()->gatherParameters();
+    train::restoreTrainingState(d, pw);
+    whole.zero()->adoptGatheredParameters();
+    whole.zero()->releaseParameters();
+    const auto a = by_bucket.zero()->ownedSegments(), b = whole.zero()->ownedSegments();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      expectEqual(a[i].values, b[i].values, "segment " + std::to_string(i));
+    const optim::OptimizerStateDict sa = by_bucket.zero()->consolidatedStateDict(),
+                                    sb = whole.zero()->consolidatedStateDict();
+    for (const auto& [key, t] : sb.state) expectEqual(sa.state.at(key), t, key);
+    by_bucket.zero()->gatherParameters();
+    for (const auto& [name, t] : saved.model) expectEqual(by_bucket.model()->stateDict().at(name), t, name);
+  });
+  fs::remove_all(dir);
+}
 
 TEST(ZeroCheckpointSave, a_save_that_fails_on_rank_0_is_an_error_on_every_rank) {
   const std::string dir = scratch("fail");

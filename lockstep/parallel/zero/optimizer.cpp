@@ -419,6 +419,37 @@ void ZeroOptimizer::adoptGatheredParameters() {
   });
 }
 
+void ZeroOptimizer::adoptParameters(const std::vector<size_t>& indices) {
+  LOCKSTEP_CHECK(coordinator_, "adoptParameters is stage 3's");
+  std::vector<bool> chosen(params_.size(), false);
+  for (size_t i : indices) chosen.at(i) = true;
+  autograd::NoGradGuard ng;
+  if (coordinator_->pieceDevice() != coordinator_->device()) waitForCopies(placeOf(coordinator_->device()));
+  // Bucket by bucket (shards are in bucket order), only the buckets holding a chosen shard.
+  for (size_t i = 0; i < shards_.size();) {
+    const size_t b = shards_[i].bucket;
+    size_t end = i;
+    bool any = false;
+    for (; end < shards_.size() && shards_[end].bucket == b; ++end) any = any || chosen[shards_[end].param];
+    if (any) {
+      coordinator_->acquirePiece(b);
+      for (; i < end; ++i) {
+        const Shard& s = shards_[i];
+        if (!chosen[s.param]) continue;
+        Tensor src = params_[s.param].tensor().contiguous();
+        Tensor dst = s.var.tensor();
+        dst.copyFrom(src.view({src.numel()}).narrow(0, s.param_offset, s.numel));
+        if (s.elements.defined()) {
+          Tensor elements = s.elements;
+          elements.copyFrom(dst);
+        }
+      }
+      coordinator_->releasePiece(b, true);
+    }
+    i = end;
+  }
+}
+
 void ZeroOptimizer::allgatherParameters() {
   std::vector<char*> full;
   for (Variable& p : params_) full.push_back(static_cast<char*>(p.tensor().devicePtr()));
@@ -536,20 +567,25 @@ ModelStateBytes ZeroOptimizer::memory() const {
   const Device device = coordinator_ ? coordinator_->device()
                                      : (params_.empty() ? Device::cpu() : params_.front().tensor().device());
   if (device.isCuda()) {
+    // The states (ZeRO-Offload's, or the NVMe offload's buffers), ZeRO-Offload's f32 host copies
+    // of the values (unless offload_param's pieces are stepped themselves), and the gradients: the
+    // reducer's host pieces, else (stage 1) host copies.
+    if (offload_cpu_ || offload_) m.host_offload += m.optimizer_states;
     if (offload_cpu_) {
-      // The states, the f32 host copies of the values (unless offload_param's pieces are stepped
-      // themselves), and the gradients: the reducer's host pieces, else (stage 1) host copies.
-      m.host_offload += m.optimizer_states;
       const int64_t elem = params_.empty() ? 0 : static_cast<int64_t>(dtypeSize(params_.front().dtype()));
       for (const Shard& s : shards_) {
         if (s.elements.defined()) m.host_offload += s.numel * elem;
         if (!reducer_) m.host_offload += s.numel * elem;
       }
-      if (reducer_ && reducer_->piecesOnHost()) m.host_offload += m.gradients;
     }
-    if (coordinator_ && coordinator_->pieceDevice().isCpu()) {
-      for (size_t b = 0; b < layout_.buckets.size(); ++b)
-        m.host_offload += static_cast<int64_t>(coordinator_->piece(b).nbytes());
+    if (reducer_ && reducer_->piecesOnHost()) m.host_offload += m.gradients;
+    if (coordinator_ && coordinator_->pieceDevice().isCpu()) {  // offload_param (nvme: those in memory)
+      if (const ZeroPieceSwap* swap = coordinator_->pieceSwap()) {
+        m.host_offload += swap->residentBytes();
+      } else {
+        for (size_t b = 0; b < layout_.buckets.size(); ++b)
+          m.host_offload += static_cast<int64_t>(coordinator_->piece(b).nbytes());
+      }
     }
   }
   return m;

@@ -150,6 +150,10 @@ class ZeroOptimizer {
   /// Copies this rank's elements of the (gathered, then changed: a loaded checkpoint) parameters
   /// back into its partition, the values stage 3 (the host copies of the offload) trains.
   void adoptGatheredParameters();
+  /// Stage 3, with those parameters whole (forEachParameterBucketWhole's bucket). Not collective.
+  /// adoptGatheredParameters for the parameters `indices` (into parameters()) alone: a checkpoint
+  /// loaded one gathered bucket at a time, never the whole model.
+  void adoptParameters(const std::vector<size_t>& indices);
   /// Collective at stage 3 (outside a step, parameters not gathered): calls fn with the indices
   /// (into parameters()) of a set of whole parameters at a time, one gathered bucket after
   /// another, until every parameter was passed once; never the whole model in memory (a final
@@ -216,6 +220,7 @@ class ZeroOptimizer {
   int stage() const { return options_.stage; }
   /// Stage 3's gathering (zero/parameter_coordinator.h), or nullptr.
   const ZeroParameterCoordinator* coordinator() const { return coordinator_.get(); }
+  ZeroParameterCoordinator* coordinator() { return coordinator_.get(); }
   /// This rank's model-state bytes: parameters (all; stage 3: the partition, plus the whole
   /// parameters while they are gathered), gradients (all, or the partition with stage 2 and 3), optimizer
   /// states (the partition's, counted from the optimizer's kind so the report is right before the first step

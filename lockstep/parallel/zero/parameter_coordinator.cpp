@@ -266,6 +266,7 @@ void ZeroParameterCoordinator::launch(size_t b) {
   state_[b] = State::in_flight;
   acquirePiece(b);  // read back from the swap file (offload_param nvme) until complete()
   live_ += bucket.numel;
+  fetch_stats_.peak_live = std::max(fetch_stats_.peak_live, live_);
   const bool direct = flat_[b].defined();
   if (direct) flat_[b].storage()->materialize();
   if (world_ == 1) return;  // complete() copies the piece

@@ -106,11 +106,15 @@ class ZeroParameterCoordinator {
   int64_t residentBytes() const;
   /// Unit gathers (forward, backward and recomputation) so far, and of those the ones whose
   /// parameters were already fetched or on their way (prefetched, or kept for reuse).
+  /// peak_live: the most whole parameter elements resident or in flight at once since the last
+  /// resetPeakLive() (or the start).
   struct FetchStats {
     int64_t unit_gathers = 0;
     int64_t ready = 0;
+    int64_t peak_live = 0;
   };
   const FetchStats& fetchStats() const { return fetch_stats_; }
+  void resetPeakLive() { fetch_stats_.peak_live = live_; }
 
   /// Piece b in memory (with its values) until the matching releasePiece(); without a swap file
   /// both do nothing. changed: write the piece back (the optimizer stepped it).

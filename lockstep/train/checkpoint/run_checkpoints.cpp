@@ -70,11 +70,11 @@ void RunCheckpoints::resume() {
   const bool chief = engine_.environment().isMain();
   const ResumePick pick = pickRunResume(options_, identity_, chief);
   if (!pick.data) return;
-  // ZeRO stage 3: the checkpoint loads into whole parameters, whose values then go back into each
-  // rank's partition. A fresh start gathers nothing: the whole model is never resident on a rank.
-  parallel::GatheredParameters whole = engine_.gatheredParameters();
-  const std::string note = restoreTrainingState(*pick.data, parts_);
-  whole.adoptChanges();
+  // ZeRO stage 3: the parameters load one gathered bucket at a time, their values then going back
+  // into each rank's partition, so the whole model is never resident on a rank (nor on its GPU).
+  const std::string note = parts_.zero && !engine_.parametersWhole()
+                               ? restoreTrainingStateByBucket(*pick.data, parts_)
+                               : restoreTrainingState(*pick.data, parts_);
   engine_.setGlobalSteps(pick.data->step);
   last_saved_ = pick.data->step;
   // Resuming continues that run (its pruning and identity), unless it was another's on purpose.

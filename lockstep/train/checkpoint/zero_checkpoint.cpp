@@ -8,10 +8,12 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <unordered_map>
 
 #include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/tensor/deferred_init.h"
 #include "lockstep/train/checkpoint/safetensors.h"
+#include "lockstep/train/checkpoint/training_state.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
 
@@ -389,6 +391,65 @@ nn::StateDict ZeroCheckpointReader::partitionState(const parallel::ZeroOptimizer
     }
   }
   return out;
+}
+
+std::string restoreTrainingStateByBucket(const CheckpointData& d, TrainingParts& parts) {
+  LOCKSTEP_ENFORCE(parts.zero && parts.model && !parts.model_keys, ValueError,
+                   "restoreTrainingStateByBucket: ZeRO stage 3's model and optimizer, every key");
+  parallel::ZeroOptimizer& zero = *parts.zero;
+  const nn::Module& model = *parts.model;
+  // The partitioned parameters by their names (the model's current ones); the rest of the state
+  // (buffers, other parameters, optimizer partition, scheduler, data position) as usual.
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < zero.parameterNames().size(); ++i) index.emplace(zero.parameterNames()[i], i);
+  TrainingParts rest = parts;
+  rest.model_keys = [&](const std::string& key) { return !index.count(key); };
+  const std::string note = restoreTrainingState(d, rest);
+  std::optional<ZeroCheckpointReader> partitioned;
+  std::unordered_map<std::string, std::string> saved_name;  // current name -> the checkpoint's
+  std::unordered_map<std::string, const Tensor*> whole;     // a DDP checkpoint's, by current name
+  if (!d.zero.is_null()) {
+    partitioned.emplace(d);
+    for (const SafetensorsEntry& e : partitioned->parameterLayout())
+      saved_name[model.currentKey(e.name)] = e.name;
+  } else {
+    for (const auto& [name, t] : d.model) whole[model.currentKey(name)] = &t;
+  }
+  zero.forEachParameterBucketWhole([&](const std::vector<size_t>& bucket) {
+    std::unordered_map<std::string, Tensor> values;
+    if (partitioned) {
+      std::set<std::string> wanted;
+      for (size_t i : bucket) {
+        auto it = saved_name.find(zero.parameterNames()[i]);
+        LOCKSTEP_ENFORCE(it != saved_name.end(), ValueError, "checkpoint '", d.path, "' lacks parameter '",
+                         zero.parameterNames()[i], "'");
+        wanted.insert(it->second);
+      }
+      for (auto& [name, t] :
+           partitioned->parameters([&](const std::string& n) { return wanted.count(n) > 0; }))
+        values.emplace(model.currentKey(name), std::move(t));
+    }
+    autograd::NoGradGuard ng;
+    for (size_t i : bucket) {
+      const std::string& name = zero.parameterNames()[i];
+      const Tensor* src = nullptr;
+      if (partitioned) {
+        src = &values.at(name);
+      } else {
+        auto it = whole.find(name);
+        LOCKSTEP_ENFORCE(it != whole.end(), ValueError, "checkpoint '", d.path, "' lacks parameter '", name,
+                         "'");
+        src = it->second;
+      }
+      Tensor dst = zero.parameters()[i].tensor();
+      LOCKSTEP_ENFORCE(src->shape() == dst.shape(), ValueError, "checkpoint '", d.path, "': parameter '",
+                       name, "' is ", shapeToString(src->shape()), ", the model's is ",
+                       shapeToString(dst.shape()));
+      dst.copyFrom(*src);
+    }
+    zero.adoptParameters(bucket);
+  });
+  return note;
 }
 
 }  // namespace lockstep::train

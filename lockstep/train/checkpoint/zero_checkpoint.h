@@ -23,6 +23,7 @@
 #include "lockstep/parallel/zero/optimizer.h"
 #include "lockstep/train/checkpoint/checkpoint.h"
 #include "lockstep/train/checkpoint/safetensors_reader.h"
+#include "lockstep/train/checkpoint/training_state.h"
 
 namespace lockstep::train {
 
@@ -76,6 +77,15 @@ std::string savePartitionedCheckpoint(const std::string& dir, const CheckpointDa
 /// A loaded checkpoint's model state dict, whatever wrote it: a partitioned one's parameters put
 /// together from its files (ZeroCheckpointReader) and its buffers; a DDP one's model as saved.
 NamedTensors checkpointModelState(const CheckpointData& data);
+
+/// restoreTrainingState for ZeRO stage 3 whose parameters are partitioned now (collective): the
+/// optimizer's parameters are loaded one gathered bucket at a time (ZeroOptimizer::
+/// forEachParameterBucketWhole: their values read from the checkpoint, partitioned or whole, and
+/// taken into each rank's partition with adoptParameters), so the whole model is never resident
+/// on a rank or its GPU; the rest (buffers, the optimizer's partition, schedule, data position) as
+/// restoreTrainingState loads it. Returns its note. ValueError naming a parameter the checkpoint
+/// lacks or holds in another shape.
+std::string restoreTrainingStateByBucket(const CheckpointData& data, TrainingParts& parts);
 
 /// checkpointModelState(data) written to one safetensors file at path (atomically), never whole in
 /// memory: a partitioned checkpoint's parameters are read (by byte range) and written one at a
