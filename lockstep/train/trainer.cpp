@@ -357,15 +357,21 @@ ModelThroughput modelThroughput(const TrainConfig& c, const nn::Module& model, c
 void saveModelAndSample(Run& r) {
   const bool chief = r.engine.environment().isMain();
   auto* lm = dynamic_cast<nn::LanguageModel*>(r.engine.model().get());
-  std::optional<parallel::GatheredParameters> whole;
-  if (lm && r.config.sample.max_new_tokens > 0) whole.emplace(r.engine.gatheredParameters());
-  saveModel(r.options.output_dir + "/model.safetensors", r.engine, chief);
+  saveModel(r.options.output_dir + "/model.safetensors", r.engine, chief);  // ZeRO-3: a bucket at a time
   if (!lm) return;
   r.summary.tokens_per_sample = r.config.data.block_size;
   r.summary.flops_per_token = trainingFlopsPerToken(*lm, r.config.data.block_size);
   r.summary.peak_gpu = gpuName(r.device);
   if (!r.summary.peak_gpu.empty()) r.summary.peak_flops = denseBf16PeakFlops(r.summary.peak_gpu);
-  if (chief) r.summary.samples = sampleText(*lm, r.config.sample, r.config.seed);
+  // ZeRO stage 3 generates as it evaluates, each layer gathered for its forward (collective: every
+  // rank generates the same tokens), so the whole model is never resident; else the chief alone.
+  if (r.engine.parametersWhole()) {
+    if (chief) r.summary.samples = sampleText(*lm, r.config.sample, r.config.seed);
+    return;
+  }
+  nlohmann::json samples;
+  r.engine.evaluate([&] { samples = sampleText(*lm, r.config.sample, r.config.seed); });
+  if (chief) r.summary.samples = std::move(samples);
 }
 
 nlohmann::json checkpointProfileJson() {
