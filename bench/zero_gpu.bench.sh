@@ -87,7 +87,7 @@ for w in $worlds; do
   train_run "zero2_offload.w$w" "$w" zero_optimization.stage=2 "${offload[@]}"
   train_run "zero3_offload.w$w" "$w" zero_optimization.stage=3 "${offload[@]}" "${param[@]}"
 done
-# No sample at the end: it would gather the whole model on the GPU.
+# No sample at the end: generating gathers every layer from the host for each token (slow here).
 big=("model.model_type=$big_model" "max_steps=$big_steps" "sample.max_new_tokens=0")
 LOCKSTEP_CUDA_MEMORY_LIMIT=$big_limit train_run big.zero3_offload 1 "${big[@]}" zero_optimization.stage=3 \
   "${offload[@]}" "${param[@]}"
