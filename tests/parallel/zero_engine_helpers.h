@@ -33,6 +33,17 @@ inline std::shared_ptr<nn::Module> makeNet(uint64_t seed) {
   return nn::makeModel("mlp", o);
 }
 
+// Six Linear layers (5-7-6-8-5-7-2): six gather units at stage 3.
+inline std::shared_ptr<nn::Module> makeDeepNet(uint64_t seed) {
+  Generator g(seed);
+  nn::ModelOptions o;
+  o.in_features = kIn;
+  o.out_features = kClasses;
+  o.hidden = {7, 6, 8, 5, 7};
+  o.generator = &g;
+  return nn::makeModel("mlp", o);
+}
+
 inline std::pair<Tensor, Tensor> batch(int seed, int64_t rows) {
   Tensor x = Tensor::empty({rows, kIn});
   Generator(100 + seed).uniform(x, -1, 1);

@@ -156,15 +156,7 @@ TEST(Zero, stage3_gathers_one_layer_at_a_time_in_forward_and_backward) {
   // Six Linear layers of a Sequential are the gather units: while one runs forward, or backward, at
   // most it, the one before (whose gradients are on their way) and the prefetched one hold whole
   // parameters; the model still trains as DDP.
-  auto net = [](uint64_t seed) {
-    Generator g(seed);
-    nn::ModelOptions m;
-    m.in_features = kIn;
-    m.out_features = kClasses;
-    m.hidden = {7, 6, 8, 5, 7};
-    m.generator = &g;
-    return nn::makeModel("mlp", m);
-  };
+  auto net = makeDeepNet;
   for (auto [world, prefetch] : {std::pair{1, 0}, {2, 0}, {2, 1}, {3, 1}}) {
     lockstep::testing::runThreadRanks(world, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
       EngineOptions o = perLayer(sgd());

@@ -169,15 +169,7 @@ TEST(ZeroCheckpointResume, stage3_loads_one_gathered_bucket_at_a_time_and_equals
   // more than two buckets of parameters whole (the one loading and the next one's gather), and the
   // partition ends as the whole load (gather everything, load, adopt) leaves it, bitwise.
   const std::string dir = scratch("resume3");
-  auto deep = [](uint64_t seed) {  // six Linear layers: six gather units
-    Generator g(seed);
-    nn::ModelOptions m;
-    m.in_features = kIn;
-    m.out_features = kClasses;
-    m.hidden = {7, 6, 8, 5, 7};
-    m.generator = &g;
-    return nn::makeModel("mlp", m);
-  };
+  auto deep = makeDeepNet;  // six Linear layers: six gather units
   const Saved saved = trainAndSave(adam(), 2, 3, dir, deep);
   const train::CheckpointData d = train::loadCheckpoint(saved.path);
   lockstep::testing::runThreadRanks(3, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {

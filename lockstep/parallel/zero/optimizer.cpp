@@ -407,16 +407,18 @@ void ZeroOptimizer::adoptGatheredParameters() {
                  "ZeRO stage 3: adoptGatheredParameters needs gathered parameters");
   autograd::NoGradGuard ng;
   if (coordinator_->pieceDevice() != coordinator_->device()) waitForCopies(placeOf(coordinator_->device()));
-  forEachShard(Pieces::parameters, true, [&](const Shard& s) {
-    Tensor src = params_[s.param].tensor().contiguous();
-    Tensor dst = s.var.tensor();
-    dst.copyFrom(src.view({src.numel()}).narrow(0, s.param_offset, s.numel));
-    // ZeRO-Offload's host copy stepped, and the piece gathered: both hold the loaded values.
-    if (s.elements.defined()) {
-      Tensor elements = s.elements;
-      elements.copyFrom(dst);
-    }
-  });
+  forEachShard(Pieces::parameters, true, [&](const Shard& s) { adoptShard(s); });
+}
+
+void ZeroOptimizer::adoptShard(const Shard& s) {
+  Tensor src = params_[s.param].tensor().contiguous();
+  Tensor dst = s.var.tensor();
+  dst.copyFrom(src.view({src.numel()}).narrow(0, s.param_offset, s.numel));
+  // ZeRO-Offload's host copy stepped, and the piece gathered: both hold the loaded values.
+  if (s.elements.defined()) {
+    Tensor elements = s.elements;
+    elements.copyFrom(dst);
+  }
 }
 
 void ZeroOptimizer::adoptParameters(const std::vector<size_t>& indices) {
@@ -434,15 +436,7 @@ void ZeroOptimizer::adoptParameters(const std::vector<size_t>& indices) {
     if (any) {
       coordinator_->acquirePiece(b);
       for (; i < end; ++i) {
-        const Shard& s = shards_[i];
-        if (!chosen[s.param]) continue;
-        Tensor src = params_[s.param].tensor().contiguous();
-        Tensor dst = s.var.tensor();
-        dst.copyFrom(src.view({src.numel()}).narrow(0, s.param_offset, s.numel));
-        if (s.elements.defined()) {
-          Tensor elements = s.elements;
-          elements.copyFrom(dst);
-        }
+        if (chosen[shards_[i].param]) adoptShard(shards_[i]);
       }
       coordinator_->releasePiece(b, true);
     }
