@@ -410,6 +410,61 @@ constexpr size_t tiledGradKVSmem() {
   return sizeof(float) * (4 * DP * kLdT + 2 * kTile * ldNatural<DP>() + kTile * kLdT + 2 * kTile);
 }
 
+// Backward's two 4x8 patch products over depth-major blocks: s = x y^T (the scores) and
+// dp = g w^T (the attention weights' gradient), both from zero. dq passes (q, k, dout, v); dk/dv
+// passes them transposed, (k, q, v, dout).
+template <int DP>
+__device__ __forceinline__ void scoresAndWeightGrads(float (&s)[4][8], float (&dp)[4][8], const float* x,
+                                                     const float* y, const float* g, const float* w, int ty,
+                                                     int tx) {
+  zeroTile(s);
+  zeroTile(dp);
+  tileProduct<2, DP>(s, x, kLdT, y, kLdT, ty, tx);
+  tileProduct<2, DP>(dp, g, kLdT, w, kLdT, ty, tx);
+}
+
+// What a query-block kernel (forward, dq) starts from: its thread's place in the 8 x 16 grid of
+// 4x8 patches, its (batch, head) and first query row, the K and V heads of its GQA group, and the q
+// block loaded into shared memory depth-major (qt).
+template <typename T>
+struct QueryBlock {
+  int ty, tx;
+  int64_t bh, i0;
+  const T* kb;
+  const T* vb;
+};
+template <typename T, int DP>
+__device__ QueryBlock<T> startQueryBlock(float* qt, const T* q, HeadView qv, const T* k, HeadView kv,
+                                         const T* v, HeadView vv, Dims n, bool causal) {
+  QueryBlock<T> qb;
+  qb.ty = threadIdx.x >> 3;
+  qb.tx = threadIdx.x & 7;
+  qb.bh = blockIdx.x;
+  const int64_t h = qb.bh % n.h, b = qb.bh / n.h, g = h / (n.h / n.hkv);
+  qb.i0 = queryBlock(causal) * kTile;
+  qb.kb = k + b * kv.sb + g * kv.sh;
+  qb.vb = v + b * vv.sb + g * vv.sh;
+  loadTile<DP, false>(qt, q + b * qv.sb + h * qv.sh, qv.sr, qb.i0, n.t, n.d);
+  return qb;
+}
+
+// A query block's output patch (rows i0 + 4 ty + ii, its thread's columns), each row times
+// rowScale[ii], into dst [B H, T, D].
+template <typename T, int NO>
+__device__ void storeQueryPatch(T* dst, const float (&acc)[4][4 * NO], const float (&rowScale)[4],
+                                const QueryBlock<T>& qb, Dims n) {
+#pragma unroll
+  for (int ii = 0; ii < 4; ++ii) {
+    const int64_t i = qb.i0 + 4 * qb.ty + ii;
+    if (i >= n.t) continue;
+#pragma unroll
+    for (int c = 0; c < 4 * NO; ++c) {
+      const int col = patchCol(qb.tx, c / 4, c % 4);
+      if (col < n.d) dst[(qb.bh * n.t + i) * n.d + col] = castTo<T>(acc[ii][c] * rowScale[ii]);
+    }
+  }
+}
+
 // Grid (B H, query blocks).
 template <typename T, int DP>
 __global__ void __launch_bounds__(kTileThreads)
@@ -423,12 +478,8 @@ __global__ void __launch_bounds__(kTileThreads)
   float* vs = kt + DP * kLdT;                   // [kTile][DP+4] v block
   float* pt = vs + kTile * ldNatural<DP>();     // [kTile][kLdT] weights, key-major
   drop.resolve();
-  const int ty = threadIdx.x >> 3, tx = threadIdx.x & 7;
-  const int64_t bh = blockIdx.x, h = bh % n.h, b = bh / n.h, g = h / (n.h / n.hkv);
-  const int64_t i0 = queryBlock(causal) * kTile;
-  const T* kb = k + b * kv.sb + g * kv.sh;
-  const T* vb = v + b * vv.sb + g * vv.sh;
-  loadTile<DP, false>(qt, q + b * qv.sb + h * qv.sh, qv.sr, i0, n.t, n.d);
+  const QueryBlock<T> qb = startQueryBlock<T, DP>(qt, q, qv, k, kv, v, vv, n, causal);
+  const auto [ty, tx, bh, i0, kb, vb] = qb;
   float o[4][4 * NO], m[4], l[4];
   int64_t lim[4];
   zeroTile(o);
@@ -480,18 +531,14 @@ __global__ void __launch_bounds__(kTileThreads)
     __syncthreads();
     tileProduct<NO, kTile>(o, pt, kLdT, vs, ldNatural<DP>(), ty, tx);
   }
+  float inv[4];
+#pragma unroll
+  for (int ii = 0; ii < 4; ++ii) inv[ii] = 1.f / l[ii];
+  storeQueryPatch<T, NO>(out, o, inv, qb, n);
 #pragma unroll
   for (int ii = 0; ii < 4; ++ii) {
     const int64_t i = i0 + 4 * ty + ii;
-    if (i >= n.t) continue;
-    const int64_t row = bh * n.t + i;
-    const float inv = 1.f / l[ii];
-#pragma unroll
-    for (int c = 0; c < 4 * NO; ++c) {
-      const int col = patchCol(tx, c / 4, c % 4);
-      if (col < n.d) out[row * n.d + col] = castTo<T>(o[ii][c] * inv);
-    }
-    if (tx == 0) lse[row] = m[ii] + logf(l[ii]);
+    if (i < n.t && tx == 0) lse[bh * n.t + i] = m[ii] + logf(l[ii]);
   }
 }
 
@@ -511,12 +558,8 @@ __global__ void __launch_bounds__(kTileThreads)
   float* ks = vt + DP * kLdT;                   // [kTile][DP+4] k block
   float* st = ks + kTile * ldNatural<DP>();     // [kTile][kLdT] dS, key-major
   drop.resolve();
-  const int ty = threadIdx.x >> 3, tx = threadIdx.x & 7;
-  const int64_t bh = blockIdx.x, h = bh % n.h, b = bh / n.h, g = h / (n.h / n.hkv);
-  const int64_t i0 = queryBlock(causal) * kTile;
-  const T* kb = k + b * kv.sb + g * kv.sh;
-  const T* vb = v + b * vv.sb + g * vv.sh;
-  loadTile<DP, false>(qt, q + b * qv.sb + h * qv.sh, qv.sr, i0, n.t, n.d);
+  const QueryBlock<T> qb = startQueryBlock<T, DP>(qt, q, qv, k, kv, v, vv, n, causal);
+  const auto [ty, tx, bh, i0, kb, vb] = qb;
   loadTile<DP, false>(gt, gout + bh * n.t * n.d, n.d, i0, n.t, n.d);
   float dq[4][4 * NO], L[4], D[4];
   int64_t lim[4];
@@ -536,10 +579,7 @@ __global__ void __launch_bounds__(kTileThreads)
     loadTile<DP, true>(ks, kb, kv.sr, j0, n.s, n.d);
     __syncthreads();
     float s[4][8], dp[4][8];
-    zeroTile(s);
-    zeroTile(dp);
-    tileProduct<2, DP>(s, qt, kLdT, kt, kLdT, ty, tx);
-    tileProduct<2, DP>(dp, gt, kLdT, vt, kLdT, ty, tx);
+    scoresAndWeightGrads<DP>(s, dp, qt, kt, gt, vt, ty, tx);
 #pragma unroll
     for (int ii = 0; ii < 4; ++ii) {
       float f[8];
@@ -557,16 +597,8 @@ __global__ void __launch_bounds__(kTileThreads)
     __syncthreads();
     tileProduct<NO, kTile>(dq, st, kLdT, ks, ldNatural<DP>(), ty, tx);
   }
-#pragma unroll
-  for (int ii = 0; ii < 4; ++ii) {
-    const int64_t i = i0 + 4 * ty + ii;
-    if (i >= n.t) continue;
-#pragma unroll
-    for (int c = 0; c < 4 * NO; ++c) {
-      const int col = patchCol(tx, c / 4, c % 4);
-      if (col < n.d) gq[(bh * n.t + i) * n.d + col] = castTo<T>(dq[ii][c]);
-    }
-  }
+  const float one[4] = {1.f, 1.f, 1.f, 1.f};
+  storeQueryPatch<T, NO>(gq, dq, one, qb, n);
 }
 
 // dk and dv, a block per key block of a kv head, over the query heads that share it: grid
@@ -614,10 +646,7 @@ __global__ void __launch_bounds__(kTileThreads)
       }
       __syncthreads();
       float s[4][8], dp[4][8];
-      zeroTile(s);
-      zeroTile(dp);
-      tileProduct<2, DP>(s, kt, kLdT, qt, kLdT, ty, tx);
-      tileProduct<2, DP>(dp, vt, kLdT, gt, kLdT, ty, tx);
+      scoresAndWeightGrads<DP>(s, dp, kt, qt, vt, gt, ty, tx);
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
         const int il = patchCol(tx, c / 4, c % 4);

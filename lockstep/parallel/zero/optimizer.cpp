@@ -211,7 +211,7 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   if (coordinator_) {
     CachingAllocator::instance().emptyCache();
 #if LOCKSTEP_WITH_CUDA
-    const Device d = params_.empty() ? Device::cpu() : params_.front().tensor().device();
+    const Device d = device();
     if (d.isCuda()) cuda::CudaCachingAllocator::forDevice(d.index).emptyCache();
 #endif
   }
@@ -337,10 +337,7 @@ void ZeroOptimizer::step() {
   pointShardGradients();
   // Host memory the step writes may still be read by copies queued on the GPU: offload_param's
   // pieces by gathers, ZeRO-Offload's host copies by the last step's uploads.
-  if (offload_cpu_ || (coordinator_ && coordinator_->pieceDevice() != coordinator_->device()))
-    waitForCopies(placeOf(coordinator_
-                              ? coordinator_->device()
-                              : (params_.empty() ? Device::cpu() : params_.front().tensor().device())));
+  if (offload_cpu_ || (coordinator_ && coordinator_->piecesOffDevice())) waitForCopies(placeOf(device()));
   if (offload_) {
     offload_->step();  // streams the states through the swap file, a sub-group at a time
   } else {
@@ -406,7 +403,7 @@ void ZeroOptimizer::adoptGatheredParameters() {
   LOCKSTEP_CHECK(coordinator_->allGathered(),
                  "ZeRO stage 3: adoptGatheredParameters needs gathered parameters");
   autograd::NoGradGuard ng;
-  if (coordinator_->pieceDevice() != coordinator_->device()) waitForCopies(placeOf(coordinator_->device()));
+  if (coordinator_->piecesOffDevice()) waitForCopies(placeOf(device()));
   forEachShard(Pieces::parameters, true, [&](const Shard& s) { adoptShard(s); });
 }
 
@@ -426,7 +423,7 @@ void ZeroOptimizer::adoptParameters(const std::vector<size_t>& indices) {
   std::vector<bool> chosen(params_.size(), false);
   for (size_t i : indices) chosen.at(i) = true;
   autograd::NoGradGuard ng;
-  if (coordinator_->pieceDevice() != coordinator_->device()) waitForCopies(placeOf(coordinator_->device()));
+  if (coordinator_->piecesOffDevice()) waitForCopies(placeOf(device()));
   // Bucket by bucket (shards are in bucket order), only the buckets holding a chosen shard.
   for (size_t i = 0; i < shards_.size();) {
     const size_t b = shards_[i].bucket;
@@ -447,7 +444,7 @@ void ZeroOptimizer::adoptParameters(const std::vector<size_t>& indices) {
 void ZeroOptimizer::allgatherParameters() {
   std::vector<char*> full;
   for (Variable& p : params_) full.push_back(static_cast<char*>(p.tensor().devicePtr()));
-  gatherPieces(full, params_.empty() ? Device::cpu() : params_.front().tensor().device());
+  gatherPieces(full, device());
 }
 
 void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, const Device& where, int root,
@@ -558,9 +555,7 @@ ModelStateBytes ZeroOptimizer::memory() const {
   if (coordinator_) m.parameters = coordinator_->residentBytes();
   // With NVMe offload, what the states take in memory: the swap buffers.
   m.optimizer_states = offload_ ? offload_->memoryBytes() : optimizerStateBytes(*optimizer_);
-  const Device device = coordinator_ ? coordinator_->device()
-                                     : (params_.empty() ? Device::cpu() : params_.front().tensor().device());
-  if (device.isCuda()) {
+  if (device().isCuda()) {
     // The states (ZeRO-Offload's, or the NVMe offload's buffers), ZeRO-Offload's f32 host copies
     // of the values (unless offload_param's pieces are stepped themselves), and the gradients: the
     // reducer's host pieces, else (stage 1) host copies.

@@ -245,6 +245,8 @@ class ZeroOptimizer {
   /// gradient's elements); undefined when the parameter got none.
   Tensor partitionGradient(const Shard& s) const;
   void pointShardGradients();
+  /// Where the parameters are (stage 3: where they are gathered): the host or one GPU.
+  Device device() const { return params_.empty() ? Device::cpu() : params_.front().tensor().device(); }
   /// The gathered parameter's elements into s's values (and ZeRO-Offload's device piece).
   void adoptShard(const Shard& s);
   // With offload_optimizer_cpu: the shards' host values from the parameters, and back.

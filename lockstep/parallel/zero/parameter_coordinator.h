@@ -89,6 +89,9 @@ class ZeroParameterCoordinator {
   const Device& pieceDevice() const { return piece_device_; }
   /// Where the parameters are gathered.
   const Device& device() const { return device_; }
+  /// Whether the pieces are not where the parameters are gathered (offload_param: the host), so
+  /// the host must wait for the gathers' copies before writing them.
+  bool piecesOffDevice() const { return piece_device_ != device_; }
   /// Collective. The root's parameters whole, the units' gathered by their hooks.
   void beginStep();
   /// Collective unless already all whole. Every parameter whole until endStep().
