@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -235,14 +236,24 @@ TEST_F(TrainMultiHost, elastic_job_admits_a_late_node_and_reforms_without_a_dead
     EXPECT_TRUE(contains(log, "left: 'node2'")) << log;
     EXPECT_TRUE(contains(log, "restart 1 of 3")) << log;  // the loss counts; the admission did not
   }
-  // The checkpoint the last round resumed from: rank 0 (on node 0) says which, last in its log.
-  // Node 1's log is no witness: it may quote rank 0's earlier lines (a root cause's stderr tail).
+  // The checkpoint the last round resumed from: the newest one a rank 0 said it resumed from, on
+  // whichever node the rendezvous made node rank 0 in that round. Lines quoted in a root cause's
+  // stderr tail (indented) are no witness.
   std::string resumed;
-  for (size_t at = log0.find("resuming from "); at != std::string::npos;
-       at = log0.find("resuming from ", at + 1)) {
-    const size_t from = at + std::string("resuming from ").size();
-    if (log0.find(" (step", from) != std::string::npos)
-      resumed = log0.substr(from, log0.find(" (step", from) - from);
+  long resumed_step = -1;
+  for (const std::string& log : {log0, log1}) {
+    std::istringstream lines(log);
+    for (std::string line; std::getline(lines, line);) {
+      const std::string lead = "resuming from ";
+      const size_t step_at = line.find(" (step");
+      if (line.rfind(lead, 0) != 0 || step_at == std::string::npos) continue;
+      const std::string path = line.substr(lead.size(), step_at - lead.size());
+      const long step = std::stol(path.substr(path.rfind('-') + 1));
+      if (step > resumed_step) {
+        resumed_step = step;
+        resumed = path;
+      }
+    }
   }
   ASSERT_FALSE(resumed.empty()) << log0;
   EXPECT_GT(std::stol(resumed.substr(resumed.rfind('-') + 1)), reformed_at) << resumed << "\n"
