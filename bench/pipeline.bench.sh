@@ -6,7 +6,11 @@
 # malloc tunables), for 1F1B and GPipe, in one run; lockstep's measured bubble per stage beside the
 # schedule's theoretical (S - 1) / (V M + S - 1); interleaved 1F1B with V = VIRTUAL_STAGES chunks
 # per stage (3 by default: gpt-mini's 6 blocks one per part on 2 stages) against torch's
-# ScheduleInterleaved1F1B on the same cut.
+# ScheduleInterleaved1F1B on the same cut. The 1F1B row also runs DeepSpeed's PipelineModule
+# (bench/scripts/deepspeed_pipeline.py: its pipeline engine's TrainSchedule, the tied head a
+# TiedLayerSpec, partition_method type:Block, which is the default cut; CPU accelerator, gloo; its
+# best of with and without the tunables); DeepSpeed has no GPipe or interleaved training schedule, and
+# with BOUNDARIES it is left out (PipelineModule takes no explicit cut).
 #   bash bench/pipeline.bench.sh [BUILD_DIR] [STEPS]
 #     (STAGES=2 MICRO_BATCHES=8 VIRTUAL_STAGES=3 MODEL=gpt-mini; gpt-nano, gpt-micro: smaller blocks;
 #      VIRTUAL_STAGES=1 leaves interleaved 1F1B out, as gpt-nano's 3 blocks need; BOUNDARIES="0 3 5"
@@ -24,13 +28,13 @@ export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1
 port=$((29600 + RANDOM % 90))
 # shellcheck source=bench/scripts/peer.sh
 source "$here/scripts/peer.sh"
-peer_python "$build" pipeline.bench
+peer_python "$build" pipeline.bench deepspeed
 [ -x "$build/bench/bench_pipeline" ] || { echo "pipeline.bench: build bench_pipeline first (make build)" >&2; exit 2; }
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) cores; torch $("$python" -c 'import torch; print(torch.__version__)')"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p') (family $(lscpu | sed -n 's/^CPU family: *//p')), $(nproc --all) cores; torch $("$python" -c 'import torch; print(torch.__version__)'), deepspeed $("$python" -c 'import deepspeed; print(deepspeed.__version__)' 2>/dev/null | tail -n 1 || echo '(does not import)')"
 echo "$model, block 64, $stages stages${boundaries:+ (boundaries $boundaries)}, $micro_batches micro-batches of 4, $steps timed steps after 3"
 echo
-echo "| schedule | lockstep samples/s | lockstep idle per stage (theoretical) | PyTorch samples/s (tunables) | lockstep / PyTorch |"
-echo "|---|---|---|---|---|"
+echo "| schedule | lockstep samples/s | lockstep idle per stage (theoretical) | PyTorch samples/s (tunables) | lockstep / PyTorch | DeepSpeed samples/s (tunables) | lockstep / DeepSpeed |"
+echo "|---|---|---|---|---|---|---|"
 schedules=(1f1b gpipe)
 [ "$virtual_stages" -ge 2 ] && schedules+=(interleaved_1f1b)  # VIRTUAL_STAGES=1: without it
 for schedule in "${schedules[@]}"; do
@@ -44,7 +48,14 @@ for schedule in "${schedules[@]}"; do
   theory=$(sed -n 's/.*theoretical=\([0-9.]*\).*/\1/p' <<<"$ours" | head -n 1)
   read -r theirs tuned < <(peer_best samples_per_s "$stages" "$python" "$here/scripts/torch_pipeline.py" "${args[@]}")
   ratio=$(python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}x')" "${ours_rate:-0}" "${theirs:-0}" 2>/dev/null || echo "-")
+  ds="- | -"
+  if [ "$schedule" = 1f1b ] && [ -z "$boundaries" ]; then
+    read -r ds_rate ds_tuned < <(peer_best samples_per_s "$stages" "$python" "$here/scripts/deepspeed_pipeline.py" \
+      --model-type "$model" --steps "$steps" --warmup 3 --micro-batches "$micro_batches")
+    ds_ratio=$(python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}x')" "${ours_rate:-0}" "${ds_rate:-0}" 2>/dev/null || echo "-")
+    ds="$ds_rate ($ds_tuned) | $ds_ratio"
+  fi
   label=$schedule
   [ "$schedule" = interleaved_1f1b ] && label="$schedule ($virtual_stages chunks per stage)"
-  echo "| $label | ${ours_rate:-failed} | $idle ($theory) | $theirs ($tuned) | $ratio |"
+  echo "| $label | ${ours_rate:-failed} | $idle ($theory) | $theirs ($tuned) | $ratio | $ds |"
 done

@@ -237,6 +237,11 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
       {"layers", r.parts.stage->layerRanges()},
       {"idle_fraction", r.timed_steps > 0 ? r.idle_sum / static_cast<double>(r.timed_steps) : 0.0},
       {"activation_slots", r.parts.stage->activationSlots()},
+      // The last step's gradient buckets over the stage's replicas, and how many of them left
+      // while its last backwards ran (DDP's overlap).
+      {"replica_buckets", r.parts.stage->lastStepTimes().replica_buckets},
+      {"replica_buckets_launched_in_backward",
+       r.parts.stage->lastStepTimes().replica_buckets_launched_in_backward},
       {"model_state_bytes_resident", residentModelBytes(*r.parts.model)},
       {"build_peak_bytes", r.build_peak_bytes},
       {"peak_rss_bytes", peakRssBytes()}};
@@ -265,8 +270,10 @@ void saveModelAndSample(PipelineRun& r, nn::Module& model) {
   if (r.world.rank() == 0) {
     // The model file comes from the checkpoint's files, one parameter at a time: no layer of the
     // other stages is needed, and the whole model is never in memory.
-    saveCheckpointModel(loadCheckpoint(r.last_checkpoint), r.options.output_dir + "/model.safetensors",
-                        {{"format", "pt"}});
+    CheckpointSelection model_only;  // a DDP checkpoint resumed and not saved since: not its optimizer
+    model_only.optimizer = [](const std::string&) { return false; };
+    saveCheckpointModel(loadCheckpoint(r.last_checkpoint, model_only),
+                        r.options.output_dir + "/model.safetensors", {{"format", "pt"}});
   }
   auto* lm = dynamic_cast<nn::LanguageModel*>(&model);
   if (!lm) return;
@@ -342,6 +349,7 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   so.virtual_stages = c.pipeline.virtual_stages;
   so.activation_checkpoint_interval = c.pipeline.activation_checkpoint_interval;
   if (grid.replicas > 1) so.data_group = grid.data;
+  so.buckets.bucket_bytes = static_cast<size_t>(c.ddp.bucket_cap_mb * 1024 * 1024);
   so.autocast = parallel::precisionDType(c.precision);
   // A replica's share of one process's dropout masks is drawn per sample, on the host only.
   so.one_process_dropout = device.isCpu();
@@ -401,7 +409,8 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
 
   RunIdentity identity = runIdentity(c, world.size());
   const RunCheckpointsOptions co = checkpointOptions(c, o);
-  const ResumePick pick = pickRunResume(co, identity, chief);
+  // Of a DDP checkpoint (whole tensors) the stage's tensors only are read.
+  const ResumePick pick = pickRunResume(co, identity, chief, pipelineCheckpointSelection(parts));
   int64_t step = 0;
   if (pick.data) {
     const std::string note = restorePipelineCheckpoint(*pick.data, parts);  // the stage's part only

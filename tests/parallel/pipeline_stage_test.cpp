@@ -291,7 +291,12 @@ void expectGridMatchesOneProcess(const Job& job, int stages, int replicas, Pipel
 // keeps Adam's state for half of its stage's parameters, steps that half with the averaged
 // gradients and all-gathers the rest. Returns the stages' parameters after kSteps Adam steps, with
 // or without ZeRO: a shard steps bitwise as the whole parameter would, so the two must be equal.
-std::map<std::string, Tensor> trainGridWithAdam(const Job& job, int stages, int replicas, bool zero_stage_1) {
+// buckets: the replicas' gradient buckets; launches (when given) gets, per rank, the last step's
+// buckets launched during its backwards and all its buckets.
+std::map<std::string, Tensor> trainGridWithAdam(
+    const Job& job, int stages, int replicas, bool zero_stage_1,
+    const parallel::BucketAssignmentOptions& buckets = {},
+    std::map<int, std::pair<int64_t, int64_t>>* launches = nullptr) {
   std::mutex mu;
   std::map<std::string, Tensor> weights;
   lockstep::testing::runThreadRanks(stages * replicas, [&](int, std::shared_ptr<comm::ProcessGroup> world) {
@@ -302,6 +307,7 @@ std::map<std::string, Tensor> trainGridWithAdam(const Job& job, int stages, int 
     o.micro_batches = kMicroBatches;
     o.partition.stages = stages;
     o.data_group = grid.data;
+    o.buckets = buckets;
     PipelineStage stage(*model, grid.pipe, o);
     auto adam = std::make_shared<optim::Adam>(stage.parameters(), optim::AdamOptions{.lr = 1e-2});
     std::unique_ptr<parallel::ZeroOptimizer> zero;
@@ -318,6 +324,9 @@ std::map<std::string, Tensor> trainGridWithAdam(const Job& job, int stages, int 
     std::set<const autograd::VariableImpl*> mine;
     for (const auto& p : stage.parameters()) mine.insert(p.impl().get());
     std::lock_guard<std::mutex> lock(mu);
+    if (launches)
+      (*launches)[world->rank()] = {stage.lastStepTimes().replica_buckets_launched_in_backward,
+                                    stage.lastStepTimes().replica_buckets};
     for (auto& [name, p] : model->namedParameters()) {
       if (!mine.count(p.impl().get())) continue;
       auto [it, fresh] = weights.emplace(name, p.tensor().clone());
@@ -346,6 +355,30 @@ void expectZeroOneIsBitwiseThePlainGrid(const Job& job, int stages, int replicas
 }
 
 }  // namespace
+
+TEST(PipelineStage, replica_buckets_launch_during_the_last_backward_and_average_bitwise_as_whole) {
+  // DDP's overlap: with small buckets each stage's replica sums start while its last backward still
+  // runs. The averages are elementwise, so the weights are bitwise those of one bucket per stage.
+  OneThread one_thread;
+  for (const Job& job : {mnistJob(), gptJob()}) {
+    std::map<int, std::pair<int64_t, int64_t>> small_launches, whole_launches;
+    const auto small = trainGridWithAdam(job, 2, 2, false, {.first_bucket_bytes = 1024, .bucket_bytes = 4096},
+                                         &small_launches);
+    const auto whole = trainGridWithAdam(
+        job, 2, 2, false, {.first_bucket_bytes = size_t{1} << 30, .bucket_bytes = size_t{1} << 30},
+        &whole_launches);
+    ASSERT_EQ(small.size(), whole.size());
+    for (const auto& [name, w] : whole)
+      EXPECT_EQ(small.at(name).toVector<double>(), w.toVector<double>()) << name;
+    ASSERT_EQ(small_launches.size(), 4u);
+    for (const auto& [rank, counts] : small_launches) {
+      EXPECT_GE(counts.second, 2) << "rank " << rank;
+      // Every parameter is reached by the last backward: every bucket left while it ran.
+      EXPECT_EQ(counts.first, counts.second) << "rank " << rank;
+      EXPECT_EQ(whole_launches.at(rank).second, 1) << "rank " << rank;
+    }
+  }
+}
 
 TEST(PipelineStage, zero_stage_1_over_each_stages_replicas_steps_bitwise_as_the_plain_grid) {
   expectZeroOneIsBitwiseThePlainGrid(mnistJob(), 2, 2);

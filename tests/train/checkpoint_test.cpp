@@ -119,6 +119,46 @@ TEST(Checkpoint, tampered_file_fails_checksum) {
   fs::remove_all(dir);
 }
 
+TEST(Checkpoint, a_selection_loads_only_the_tensors_it_names_and_still_verifies_every_file_whole) {
+  // What a pipeline stage resuming a DDP checkpoint does: its layers' tensors and their optimizer
+  // state, the rest never decoded.
+  std::string dir = tempDir();
+  CheckpointData d = sample(6);
+  d.model = {{"a", Tensor::full({64}, 1.0)}, {"b", Tensor::full({3}, 2.0)}, {"c", Tensor::full({64}, 3.0)}};
+  d.optimizer = {{"0.exp_avg", Tensor::full({64}, 4.0)},
+                 {"1.exp_avg", Tensor::full({3}, 5.0)},
+                 {"1.step", Tensor::full({1}, 6.0)},
+                 {"12.exp_avg", Tensor::full({64}, 7.0)}};
+  const std::string path = saveCheckpoint(dir, d);
+  CheckpointSelection keep;
+  keep.model = [](const std::string& name) { return name == "b"; };
+  keep.optimizer = [](const std::string& key) { return key.rfind("1.", 0) == 0; };
+  const CheckpointData got = loadCheckpoint(path, keep);
+  ASSERT_EQ(got.model.size(), 1u);
+  EXPECT_EQ(got.model[0].first, "b");
+  EXPECT_EQ(got.model[0].second.toVector<float>(), std::vector<float>(3, 2.0f));
+  ASSERT_EQ(got.optimizer.size(), 2u);
+  EXPECT_EQ(got.optimizer[0].first, "1.exp_avg");
+  EXPECT_EQ(got.optimizer[0].second.toVector<float>(), std::vector<float>(3, 5.0f));
+  EXPECT_EQ(got.optimizer[1].first, "1.step");
+  EXPECT_EQ(got.state["rng"]["offset"], 123);
+  // Only the model's file selected: the optimizer's comes whole.
+  CheckpointSelection model_only;
+  model_only.model = keep.model;
+  EXPECT_EQ(loadCheckpoint(path, model_only).optimizer.size(), 4u);
+  // A byte of a tensor nobody selected is still checked: every rank agrees on what verifies.
+  const std::string bytes = file::readAll(path + "/model.safetensors");
+  flipByte(path + "/model.safetensors", bytes.size() - 4);  // in "c", the last tensor
+  try {
+    loadCheckpoint(path, keep);
+    FAIL() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.safetensors"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("CRC-32"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Checkpoint, truncated_file_is_named) {
   std::string dir = tempDir();
   std::string path = saveCheckpoint(dir, sample(5));

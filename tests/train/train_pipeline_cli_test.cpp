@@ -208,11 +208,17 @@ TEST_F(TrainCli, pipeline_by_data_grid_trains_as_one_process_on_the_global_batch
   Result one = runOneThread(
       [&] { return run(cfg + " --output-dir " + dir_ + "/one --set train_micro_batch_size_per_gpu=8"); });
   ASSERT_EQ(one.code, 0) << one.output;
-  Result grid =
-      run(cfg + " --nproc-per-node 4 --oversubscribe --output-dir " + dir_ + "/grid --set pipeline.stages=2");
+  // Buckets of 64 bytes (ddp.bucket_cap_mb, the one ddp key a pipeline takes): several per stage,
+  // launched while each stage's last backward runs.
+  Result grid = run(cfg + " --nproc-per-node 4 --oversubscribe --output-dir " + dir_ +
+                    "/grid --set pipeline.stages=2 --set ddp.bucket_cap_mb=0.00006");
   ASSERT_EQ(grid.code, 0) << grid.output;
   EXPECT_NE(grid.output.find("pipeline: 2 stages x 2 replicas"), std::string::npos) << grid.output;
   EXPECT_EQ(summary(dir_ + "/grid")["global_batch_size"], 32);
+  for (const auto& rank : summary(dir_ + "/grid")["pipeline"]["ranks"]) {
+    EXPECT_GE(rank["replica_buckets"].get<int64_t>(), 2) << rank.dump();
+    EXPECT_EQ(rank["replica_buckets_launched_in_backward"], rank["replica_buckets"]) << rank.dump();
+  }
   EXPECT_LE(safetensorsRelDiff(dir_ + "/grid/model.safetensors", dir_ + "/one/model.safetensors"), 1e-6);
   EXPECT_NEAR(summary(dir_ + "/grid")["test_loss"].get<double>(),
               summary(dir_ + "/one")["test_loss"].get<double>(), 1e-6);
@@ -345,6 +351,8 @@ TEST_F(TrainCli, pipeline_configs_that_cannot_run_are_refused_before_any_rank_st
        "pipeline.seed_layers: true (seeding each layer apart) is not supported"},
       {"--nproc-per-node 2 --set pipeline.stages=2 --set zero_optimization.stage=2",
        "zero_optimization.stage 2 partitions gradients during each micro-batch's backward"},
+      {"--nproc-per-node 2 --set pipeline.stages=2 --set ddp.find_unused_parameters=true",
+       "ddp.find_unused_parameters configures DistributedDataParallel, which a pipeline does not use"},
       {"--nproc-per-node 2 --set pipeline.stages=2 --set model.name=linear",
        "model linear has no layer sequence, so it cannot be cut into pipeline stages"},
       {"--nproc-per-node 2 --set pipeline.stages=2 --set pipeline.schedule=zb",

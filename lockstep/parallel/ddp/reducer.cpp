@@ -109,16 +109,25 @@ void Reducer::prepareForBackward(const Variable& output, Clock::duration forward
     }
   }
   if (output.isLeaf() && output.requiresGrad()) reached.insert(output.impl().get());
-  for (size_t p = 0; p < params_.size(); ++p) {
-    if (reached.count(params_[p].impl().get())) continue;
-    Tensor view = slotView(p);
-    if (params_[p].hasGrad() && !params_[p].grad().sharesStorage(view)) {
-      view.copyFrom(params_[p].grad());
-    } else if (!params_[p].hasGrad() || !opts_.gradient_as_bucket_view) {
-      view.zero();
-    }
-    markReady(p);
+  for (size_t p = 0; p < params_.size(); ++p)
+    if (!reached.count(params_[p].impl().get())) markWithoutBackward(p);
+}
+
+void Reducer::markWithoutBackward(size_t p) {
+  Tensor view = slotView(p);
+  if (params_[p].hasGrad() && !params_[p].grad().sharesStorage(view)) {
+    view.copyFrom(params_[p].grad());
+  } else if (!params_[p].hasGrad() || !opts_.gradient_as_bucket_view) {
+    view.zero();
   }
+  markReady(p);
+}
+
+void Reducer::finishIteration() {
+  if (!armed_) return;
+  for (size_t p = 0; p < params_.size(); ++p)
+    if (!ready_[p]) markWithoutBackward(p);
+  if (armed_) finalize();
 }
 
 void Reducer::onGradReady(size_t p) {
@@ -146,7 +155,7 @@ void Reducer::markReady(size_t p) {
   LOCKSTEP_CHECK(b.pending > 0);
   if (ready_count_ == params_.size()) launched_before_last_ready_ = static_cast<int>(next_launch_);
   if (--b.pending == 0) launchReadyBuckets();
-  if (next_launch_ == buckets_.size()) finalize();
+  if (next_launch_ == buckets_.size() && opts_.finalize_in_backward) finalize();
 }
 
 void Reducer::launchReadyBuckets() {

@@ -23,6 +23,10 @@ struct ReducerOptions {
   BucketAssignmentOptions buckets;
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
+  /// true: when the last bucket is launched, backward waits for every bucket and writes the
+  /// averaged gradients back (DDP). false: it only launches; finishIteration() waits and writes
+  /// back (a pipeline stage sends its input's gradient on before its replicas' sums complete).
+  bool finalize_in_backward = true;
 };
 
 /// Where the time of synchronized iterations went (PyTorch DDP's logging data, avg_*_time), as
@@ -58,6 +62,11 @@ class Reducer {
   /// forward_time: how long the forward that produced `output` took (for timings()).
   void prepareForBackward(const autograd::Variable& output,
                           std::chrono::steady_clock::duration forward_time = {});
+  /// Completes the armed iteration: every parameter whose gradient did not become ready in its
+  /// backward takes part with the gradient it has (accumulated earlier, e.g. under no_sync) or
+  /// zeros, the remaining buckets are launched, and all are waited for and written back. Nothing
+  /// when the iteration already finished. Collective over the group (every rank calls it alike).
+  void finishIteration();
   /// While disabled (DDP's no_sync), hooks do nothing and gradients accumulate locally.
   void setSyncEnabled(bool on) { sync_enabled_ = on; }
   bool syncEnabled() const { return sync_enabled_; }
@@ -89,6 +98,8 @@ class Reducer {
 
   void onGradReady(size_t param);
   void markReady(size_t param);
+  /// Marks a parameter whose gradient backward did not produce ready: its own gradient, or zeros.
+  void markWithoutBackward(size_t param);
   void launchReadyBuckets();
   void finalize();
   void recordTimings();

@@ -12,8 +12,6 @@
 #include "lockstep/kernels/binary.h"
 #include "lockstep/kernels/norm.h"
 #include "lockstep/nn/models/language_model.h"
-#include "lockstep/parallel/ddp/bucket_assignment.h"
-#include "lockstep/parallel/ddp/comm_hook.h"
 #include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/tensor/generator.h"
 #include "lockstep/util/error.h"
@@ -152,6 +150,8 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
                      "partial batch)");
   }
   for (nn::Module* layer : layers_) layer->zeroGrad(true);
+  if (!replica_reducers_made_ && options_.data_group && options_.data_group->size() > 1)
+    makeReplicaReducers();
   loss_sum_ = 0;
   loss_scale_ = loss_scale;
   if (!draws_) countDraws(stage_ == 0 ? inputs.front() : Tensor());
@@ -197,8 +197,10 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
       case PipelineOp::reduce_grads:
         for (auto& p : pending_) p.work->wait();
         pending_.clear();
+        // Replicas first (their buckets were launched during the last backwards), then the tied
+        // sums over the stages of the averaged gradients: the same sum, and every copy the same bits.
+        finishReplicaGrads();
         reduceTiedGrads();
-        reduceReplicaGrads();
         break;
       case PipelineOp::optimizer_step:
         if (optimizer) optimizer->step();
@@ -244,6 +246,13 @@ void PipelineStage::backward(Chunk& chunk, int64_t m) {
     slot.output = autograd::Variable();
     return;
   }
+  // The chunk's last backward runs with its replicas' reducer armed: a bucket is launched as soon
+  // as its gradients are final (DDP's overlap), and awaited after the schedule.
+  const bool last = chunk.reducer && m == chunk.last_backward;
+  if (last) {
+    chunk.reducer->setSyncEnabled(true);
+    chunk.reducer->prepareForBackward(slot.output);
+  }
   const Tensor& out = slot.output.tensor();
   if (isLastPart(chunk)) {
     // Each micro-batch's mean loss weighs 1 / M: the gradients are those of the whole batch's mean.
@@ -254,6 +263,7 @@ void PipelineStage::backward(Chunk& chunk, int64_t m) {
     slot.output.backward(out.isChannelsLast() ? slot.grad_buffer.toFormat(MemoryFormat::channels_last)
                                               : slot.grad_buffer);
   }
+  if (last) chunk.reducer->setSyncEnabled(false);  // until the next step's last backward
   slot.output = autograd::Variable();
 }
 
@@ -370,53 +380,59 @@ void PipelineStage::reduceTiedGrads() {
   }
 }
 
-void PipelineStage::reduceReplicaGrads() {
-  comm::ProcessGroup* data = options_.data_group.get();
-  if (data == nullptr || data->size() == 1) return;
-  if (buckets_.empty() && !parameters_.empty()) {
-    std::vector<size_t> bytes;
-    std::vector<DType> dtypes;
-    for (const auto& p : parameters_) {
-      bytes.push_back(static_cast<size_t>(p.tensor().nbytes()));
-      dtypes.push_back(p.dtype());
-    }
-    buckets_ = assignBuckets(bytes, dtypes);
+void PipelineStage::makeReplicaReducers() {
+  replica_reducers_made_ = true;
+  // Each chunk's last backward in the schedule; a parameter of several chunks (a tie within the
+  // stage) has its gradient final only after the last of them, so that chunk reduces it.
+  std::vector<size_t> last_at(chunks_.size(), 0);
+  for (size_t i = 0; i < actions_.size(); ++i) {
+    const PipelineAction& a = actions_[i];
+    if (a.op != PipelineOp::backward) continue;
+    chunks_[static_cast<size_t>(a.chunk)].last_backward = a.micro_batch;
+    last_at[static_cast<size_t>(a.chunk)] = i;
   }
-  AllreduceHook hook;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    const std::vector<size_t>& bucket = buckets_[b];
-    const autograd::Variable& first = parameters_[bucket.front()];
-    int64_t total = 0;
-    for (size_t i : bucket) total += parameters_[i].tensor().numel();
-    // The bucket's buffer is made once and reused: the gradients it held last step were set to
-    // none by this step's zeroing, so nothing refers to its old contents any more.
-    if (bucket_buffers_.size() <= b)
-      bucket_buffers_.push_back(
-          Tensor::empty({total}, first.dtype(), MemoryFormat::contiguous, first.tensor().device()));
-    GradBucket g;
-    g.index = static_cast<int>(b);
-    g.buffer = bucket_buffers_[b];
-    g.group = data;
-    g.last = b + 1 == buckets_.size();
-    int64_t offset = 0;
-    for (size_t i : bucket) {
-      const autograd::Variable& p = parameters_[i];
-      Tensor slice = g.buffer.narrow(0, offset, p.tensor().numel()).view(p.shape());
-      if (p.hasGrad())
-        slice.copyFrom(p.grad());
-      else
-        slice.zero();  // a parameter no micro-batch reached still takes part, as zeros
-      offset += p.tensor().numel();
+  std::map<const autograd::VariableImpl*, size_t> owner;
+  for (size_t c = 0; c < chunks_.size(); ++c)
+    for (nn::Module* layer : chunks_[c].layers)
+      for (const auto& p : layer->parameters()) {
+        auto [it, fresh] = owner.emplace(p.impl().get(), c);
+        if (!fresh && last_at[c] > last_at[it->second]) it->second = c;
+      }
+  ReducerOptions ro;
+  ro.buckets = options_.buckets;
+  ro.finalize_in_backward = false;  // the input's gradient goes to the previous stage first
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    Chunk& chunk = chunks_[c];
+    std::vector<autograd::Variable> params;
+    std::vector<std::string> names;
+    std::set<const autograd::VariableImpl*> taken;
+    int64_t layer_index = bounds_[static_cast<size_t>(chunk.part)];
+    for (nn::Module* layer : chunk.layers) {
+      for (const auto& [name, p] : layer->namedParameters()) {
+        if (owner.at(p.impl().get()) != c || !p.requiresGrad() || !isFloating(p.dtype()) ||
+            !taken.insert(p.impl().get()).second)
+          continue;
+        params.push_back(p);
+        names.push_back(
+            ::lockstep::detail::concat("layer ", layer_index, " (", layer->typeName(), ") ", name));
+      }
+      ++layer_index;
     }
-    hook.launch(g)->wait();
-    hook.finish(g);
-    offset = 0;
-    for (size_t i : bucket) {
-      autograd::Variable p = parameters_[i];
-      p.setGrad(g.buffer.narrow(0, offset, p.tensor().numel()).view(p.shape()));
-      offset += p.tensor().numel();
-    }
+    if (!params.empty())
+      chunk.reducer = std::make_unique<Reducer>(std::move(params), std::move(names), options_.data_group, ro);
   }
+}
+
+void PipelineStage::finishReplicaGrads() {
+  int64_t in_backward = 0, buckets = 0;
+  for (Chunk& chunk : chunks_) {
+    if (!chunk.reducer) continue;
+    in_backward += static_cast<int64_t>(chunk.reducer->lastLaunchOrder().size());
+    buckets += static_cast<int64_t>(chunk.reducer->bucketAssignment().size());
+    chunk.reducer->finishIteration();
+  }
+  times_.replica_buckets_launched_in_backward = in_backward;
+  times_.replica_buckets = buckets;
 }
 
 }  // namespace lockstep::parallel

@@ -24,6 +24,8 @@
 #include "lockstep/comm/process_group.h"
 #include "lockstep/nn/layer_sequence.h"
 #include "lockstep/optim/optimizer.h"
+#include "lockstep/parallel/ddp/bucket_assignment.h"
+#include "lockstep/parallel/ddp/reducer.h"
 #include "lockstep/parallel/pipeline/partition.h"
 #include "lockstep/parallel/pipeline/schedule.h"
 
@@ -36,6 +38,11 @@ struct PipelineStepTimes {
   double wall_s = 0;
   double compute_s = 0;
   double gradient_phase_s = 0;
+  /// With replicas: the gradient buckets launched while the schedule ran (during the chunks' last
+  /// backwards), and all of them; the rest were launched after the schedule (parameters no last
+  /// backward reached).
+  int64_t replica_buckets_launched_in_backward = 0;
+  int64_t replica_buckets = 0;
   /// The fraction of the schedule (the step less its gradient phase) the stage did not compute:
   /// waiting for its neighbours and transfers, the measured bubble, (S - 1) / (M + S - 1) in theory.
   double idleFraction() const {
@@ -58,11 +65,14 @@ struct PipelineStageOptions {
   /// layers of the stage is one autograd::checkpoint segment (its input kept, the rest recomputed in
   /// backward), the stage's last run excepted (nn::runBlocks); 0: off.
   int64_t activation_checkpoint_interval = 0;
-  /// Pipeline x data parallel: this stage's replicas (PipelineGrid::data). After the schedule and
-  /// the tied sums, the stage's gradients are averaged over it in DDP's buckets (25 MiB, one dtype
-  /// each; DDP's allreduce hook), before the optimizer step, so every replica takes the same update.
-  /// Null or one rank: no data parallelism.
+  /// Pipeline x data parallel: this stage's replicas (PipelineGrid::data). The stage's gradients
+  /// are averaged over it in DDP's buckets (`buckets`; DDP's Reducer and allreduce hook), launched
+  /// while each chunk's last backward runs (as DDP launches during the backward that is not under
+  /// no_sync) and awaited after the schedule, before the tied sums and the optimizer step, so every
+  /// replica takes the same update. Null or one rank: no data parallelism.
   std::shared_ptr<comm::ProcessGroup> data_group;
+  /// The replicas' gradient buckets (DDP's bucket_cap_mb, 25 MiB by default).
+  BucketAssignmentOptions buckets{};
   /// Mixed precision (bf16, f16; nullopt: fp32): the stage's layers run under an
   /// autograd::AutocastGuard of this dtype, as parallel::Engine runs a model's forward; the last
   /// stage's output is widened to f32 before the loss (Engine's rule). Activations and their
@@ -160,6 +170,11 @@ class PipelineStage {
     std::optional<std::pair<Shape, DType>> in_shape, out_shape;
     /// The default generator's counters the parts before this one draw for a micro-batch.
     uint64_t draws_before = 0;
+    /// With replicas: averages the gradients of the chunk's parameters over them, armed for the
+    /// chunk's last backward (null: no parameter is the chunk's to reduce).
+    std::unique_ptr<Reducer> reducer;
+    /// The micro-batch of the chunk's last backward in the schedule.
+    int64_t last_backward = -1;
   };
   struct PendingSend {
     std::shared_ptr<comm::Work> work;
@@ -183,7 +198,11 @@ class PipelineStage {
   /// forwardOnly's body; `draws` (when given) gets each chunk's count of default-generator draws.
   autograd::Variable forwardThroughChunks(const Tensor& input, std::vector<int64_t>* draws);
   void reduceTiedGrads();
-  void reduceReplicaGrads();
+  /// Makes each chunk's Reducer over the data group (first step): a parameter in several chunks is
+  /// reduced by the one whose last backward comes last.
+  void makeReplicaReducers();
+  /// Waits for the replicas' averages (finishing what no last backward launched).
+  void finishReplicaGrads();
   void send(const Tensor& t, int peer, int tag);
 
   std::shared_ptr<comm::ProcessGroup> group_;
@@ -201,10 +220,7 @@ class PipelineStage {
   std::vector<PipelineAction> actions_;
   size_t activation_slots_ = 0;
   std::vector<PendingSend> pending_;
-  /// The data-parallel buckets: indices into parameters_, one dtype each (assignBuckets).
-  std::vector<std::vector<size_t>> buckets_;
-  /// Their flat gradient buffers, made on the first step (the averaged gradients are views of them).
-  std::vector<Tensor> bucket_buffers_;
+  bool replica_reducers_made_ = false;
   double loss_sum_ = 0;
   double loss_scale_ = 1.0;  // this step's (trainStep)
   PipelineStepTimes times_;

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <vector>
 
+#include "lockstep/train/checkpoint/safetensors_reader.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
 
@@ -108,9 +110,11 @@ std::vector<std::string> rankFiles(const nlohmann::json& m, const std::string& m
   return names;
 }
 
-// Reads, verifies and (when want_bytes) returns every file the manifest lists.
+// Reads, verifies and (when want_bytes) returns every file the manifest lists; the files `streamed`
+// names are verified without being held (their bytes are left empty).
 // A partitioned checkpoint's bytes are kZeroFiles' and *zero is set to its manifest's "zero".
-CheckpointInfo verify(const std::string& path, std::vector<std::string>* bytes, nlohmann::json* zero_record) {
+CheckpointInfo verify(const std::string& path, std::vector<std::string>* bytes, nlohmann::json* zero_record,
+                      const std::function<bool(const std::string&)>& streamed = {}) {
   const nlohmann::json m = readManifest(path);
   const std::string mpath = path + "/" + kManifest;
   try {
@@ -121,7 +125,7 @@ CheckpointInfo verify(const std::string& path, std::vector<std::string>* bytes, 
     const bool zero = m.contains("zero");
     for (const char* name : zero ? std::vector<const char*>(std::begin(kZeroFiles), std::end(kZeroFiles))
                                  : std::vector<const char*>(std::begin(kFiles), std::end(kFiles))) {
-      std::string b = verifiedRead(path, name, m.at("files"));
+      std::string b = verifiedRead(path, name, m.at("files"), !(streamed && streamed(name)));
       if (bytes) bytes->push_back(std::move(b));
     }
     if (zero) {
@@ -256,10 +260,28 @@ CheckpointInfo readCheckpointManifest(const std::string& path) {
   }
 }
 
-CheckpointData loadCheckpoint(const std::string& path) {
+namespace {
+
+// The tensors of a verified safetensors file that `keep` names, read one at a time.
+NamedTensors readSelected(const std::string& path, const std::function<bool(const std::string&)>& keep) {
+  const SafetensorsReader in(path);
+  NamedTensors out;
+  for (const SafetensorsEntry& e : in.entries())
+    if (keep(e.name)) out.emplace_back(e.name, in.read(e.name));
+  return out;
+}
+
+}  // namespace
+
+CheckpointData loadCheckpoint(const std::string& path, const CheckpointSelection& keep) {
   std::vector<std::string> bytes;
   nlohmann::json zero;
-  const CheckpointInfo info = verify(path, &bytes, &zero);
+  // A selection reads the whole-tensor files twice (a streamed check, then its tensors) and never
+  // holds more than it keeps.
+  const auto streamed = [&](const std::string& name) {
+    return (name == kFiles[0] && keep.model) || (name == kFiles[1] && keep.optimizer);
+  };
+  const CheckpointInfo info = verify(path, &bytes, &zero, streamed);
   CheckpointData out;
   out.step = info.step;
   out.identity = info.identity;
@@ -269,8 +291,10 @@ CheckpointData loadCheckpoint(const std::string& path) {
     out.model = decodeSafetensors(bytes[0], path + "/" + kZeroFiles[0]).tensors;
     bytes.insert(bytes.begin() + 1, std::string());  // no optimizer.safetensors
   } else {
-    out.model = decodeSafetensors(bytes[0], path + "/model.safetensors").tensors;
-    out.optimizer = decodeSafetensors(bytes[1], path + "/optimizer.safetensors").tensors;
+    const std::string model = path + "/" + kFiles[0], optimizer = path + "/" + kFiles[1];
+    out.model = keep.model ? readSelected(model, keep.model) : decodeSafetensors(bytes[0], model).tensors;
+    out.optimizer = keep.optimizer ? readSelected(optimizer, keep.optimizer)
+                                   : decodeSafetensors(bytes[1], optimizer).tensors;
   }
   const nlohmann::json state = parseJsonFile(bytes[2], path + "/state.json");
   if (!state.is_object() || !state.contains("state") || state.value("step", int64_t{-1}) != info.step) {

@@ -16,6 +16,7 @@
 // then replaces `latest` atomically, then prunes the run's own older checkpoints to keep_last, each
 // renamed out of sight (.deleting-ckpt-<step>) before it is removed. A load verifies the manifest
 // and every file before anything is decoded.
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -90,8 +91,19 @@ CheckpointInfo verifyCheckpoint(const std::string& ckpt_path);
 /// checkpoint is. IoError as verifyCheckpoint.
 CheckpointInfo readCheckpointManifest(const std::string& ckpt_path);
 
-/// Verifies (as verifyCheckpoint) and loads one checkpoint directory.
-CheckpointData loadCheckpoint(const std::string& ckpt_path);
+/// Which tensors of a checkpoint of whole tensors a load keeps: a predicate on the names in
+/// model.safetensors and one on those in optimizer.safetensors ("<parameter index>.<state>"); null
+/// keeps every one. A pipeline stage resuming a DDP checkpoint reads its own layers' only. The
+/// files are still verified whole (streamed), so every rank agrees on which checkpoint verifies. A
+/// partitioned checkpoint's files are read by range anyway (zero_checkpoint.h): no selection there.
+struct CheckpointSelection {
+  std::function<bool(const std::string& name)> model;
+  std::function<bool(const std::string& key)> optimizer;
+};
+
+/// Verifies (as verifyCheckpoint) and loads one checkpoint directory, of its tensors those `keep`
+/// selects.
+CheckpointData loadCheckpoint(const std::string& ckpt_path, const CheckpointSelection& keep = {});
 
 /// The checkpoint directories (ckpt-<step>) under dir, newest (highest step) first.
 std::vector<std::string> listCheckpoints(const std::string& dir);

@@ -1,7 +1,9 @@
 #include "lockstep/train/checkpoint/pipeline_checkpoint.h"
 
+#include <charconv>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "lockstep/parallel/tensor_comm.h"
@@ -193,20 +195,53 @@ std::string savePipelineCheckpoint(const std::string& dir, const PipelineCheckpo
   return savePartitionedCheckpoint(dir, d, part, parts.zero ? 1 : 0, layout, parts.world, opts);
 }
 
-std::string restorePipelineCheckpoint(const CheckpointData& d, const PipelineCheckpointParts& parts) {
-  TrainingParts tp = allButTheOptimizer(parts);
-  // Only the stage's layers are read and loaded: the other stages' have no memory here.
+namespace {
+
+// The model's state-dict keys of the stage's layers (parameters and buffers).
+std::set<std::string> stageModelKeys(const PipelineCheckpointParts& parts) {
   std::set<const Storage*> mine;
   for (const nn::Module* layer : parts.stage->layers())
     for (const auto& [name, t] : layer->stateDict()) mine.insert(t.storage().get());
   std::set<std::string> keys;
   for (const auto& [name, t] : parts.model->stateDict())
     if (mine.count(t.storage().get())) keys.insert(name);
+  return keys;
+}
+
+// The whole optimizer's indices of the stage's parameters.
+std::set<int64_t> stageParameterIndices(const PipelineCheckpointParts& parts) {
+  std::set<int64_t> indices;
+  for (const auto& group : stageParamGroups(parts))
+    for (const auto& p : group) indices.insert(parts.layout->index.at(p.impl().get()));
+  return indices;
+}
+
+}  // namespace
+
+CheckpointSelection pipelineCheckpointSelection(const PipelineCheckpointParts& parts) {
+  auto keys = std::make_shared<const std::set<std::string>>(stageModelKeys(parts));
+  auto indices = std::make_shared<const std::set<int64_t>>(stageParameterIndices(parts));
+  const nn::Module* model = parts.model;
+  CheckpointSelection keep;
+  keep.model = [keys, model](const std::string& name) { return keys->count(model->currentKey(name)) > 0; };
+  keep.optimizer = [indices](const std::string& key) {  // "<whole index>.<state>"
+    const auto dot = key.find('.');
+    if (dot == 0 || dot == std::string::npos) return false;
+    int64_t index = 0;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + dot, index);
+    return ec == std::errc() && end == key.data() + dot && indices->count(index) > 0;
+  };
+  return keep;
+}
+
+std::string restorePipelineCheckpoint(const CheckpointData& d, const PipelineCheckpointParts& parts) {
+  TrainingParts tp = allButTheOptimizer(parts);
+  // Only the stage's layers are loaded (and, given pipelineCheckpointSelection, read): the other
+  // stages' have no memory here.
+  const std::set<std::string> keys = stageModelKeys(parts);
   tp.model_keys = [&](const std::string& key) { return keys.count(key) > 0; };
   const std::string note = restoreTrainingState(d, tp);
-  std::set<int64_t> stage_indices;
-  for (const auto& group : stageParamGroups(parts))
-    for (const auto& p : group) stage_indices.insert(parts.layout->index.at(p.impl().get()));
+  const std::set<int64_t> stage_indices = stageParameterIndices(parts);
   const nlohmann::json& s = d.state;
   optim::Optimizer& opt = *parts.optimizer;
   try {

@@ -67,8 +67,13 @@ struct PipelineCheckpointParts {
 std::string savePipelineCheckpoint(const std::string& dir, const PipelineCheckpointParts& parts, int64_t step,
                                    const RunIdentity& identity, const CheckpointOptions& opts);
 
+/// What this stage loads of a checkpoint of whole tensors (a DDP run's): its layers' tensors and
+/// their optimizer state, for loadCheckpoint (a partitioned checkpoint is read by range anyway).
+/// The predicates hold their own copies: they outlive `parts`' call but not its model.
+CheckpointSelection pipelineCheckpointSelection(const PipelineCheckpointParts& parts);
+
 /// Loads a checkpoint of any kind (pipeline, ZeRO or DDP, of any stage count or world size) into
-/// this rank: the whole model's values, this stage's optimizer state, the scheduler, the loader's
+/// this rank: the stage's layers' values, this stage's optimizer state, the scheduler, the loader's
 /// position (rescaled to this run's replicas and batch) and the generator. Not collective. Returns
 /// restoreTrainingState's note (a rescaled data position) or "".
 std::string restorePipelineCheckpoint(const CheckpointData& data, const PipelineCheckpointParts& parts);

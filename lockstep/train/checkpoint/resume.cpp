@@ -36,7 +36,7 @@ ResumePick onPurpose(const ResumeRequest& r) {
   std::string skipped;
   for (const std::string& path : paths) {
     try {
-      pick.data = loadCheckpoint(path);
+      pick.data = loadCheckpoint(path, r.keep);
     } catch (const IoError& e) {
       if (paths.size() == 1) throw;
       pick.notes.push_back(std::string("skipping checkpoint: ") + e.what());
@@ -77,7 +77,7 @@ ResumePick pickResumeCheckpoint(const ResumeRequest& r) {
       continue;
     }
     try {
-      pick.data = loadCheckpoint(path);
+      pick.data = loadCheckpoint(path, r.keep);
     } catch (const IoError& e) {
       pick.notes.push_back(std::string("skipping checkpoint: ") + e.what());
       continue;

@@ -23,6 +23,8 @@ struct ResumeRequest {
   /// then; for a restarted worker it is a fresh start with a note.
   bool required = false;
   RunIdentity now;
+  /// The tensors of a whole-tensor checkpoint to load (checkpoint.h); default: all.
+  CheckpointSelection keep{};
 };
 
 struct ResumePick {

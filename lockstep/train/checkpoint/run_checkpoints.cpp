@@ -27,7 +27,8 @@ RunCheckpoints::RunCheckpoints(const RunCheckpointsOptions& options, parallel::E
   parts_.zero = engine.zero();
 }
 
-ResumePick pickRunResume(const RunCheckpointsOptions& options, const RunIdentity& identity, bool chief) {
+ResumePick pickRunResume(const RunCheckpointsOptions& options, const RunIdentity& identity, bool chief,
+                         const CheckpointSelection& keep) {
   // Before any save of this run: what a signal cut short (a save, a pruning) is hidden, not a
   // checkpoint, and nobody else's to finish.
   if (chief) {
@@ -44,10 +45,10 @@ ResumePick pickRunResume(const RunCheckpointsOptions& options, const RunIdentity
   ResumePick pick;
   if (options.resume) {
     pick = pickResumeCheckpoint(
-        {options.dir, "", options.resume_required && options.resume_from.empty(), identity});
+        {options.dir, "", options.resume_required && options.resume_from.empty(), identity, keep});
   }
   if (!pick.data && !options.resume_from.empty()) {
-    ResumePick from = pickResumeCheckpoint({options.dir, options.resume_from, true, identity});
+    ResumePick from = pickResumeCheckpoint({options.dir, options.resume_from, true, identity, keep});
     from.notes.insert(from.notes.begin(), pick.notes.begin(), pick.notes.end());
     pick = std::move(from);
   }

@@ -34,7 +34,8 @@ struct RunCheckpointsOptions {
 /// The checkpoint a run with these options resumes (resume.h's rules; data nullopt: it starts
 /// fresh). Rank 0 (chief) first removes what an interrupted save left, then logs the notes and
 /// the checkpoints passed over. Every rank calls it alike and gets the same answer.
-ResumePick pickRunResume(const RunCheckpointsOptions& options, const RunIdentity& identity, bool chief);
+ResumePick pickRunResume(const RunCheckpointsOptions& options, const RunIdentity& identity, bool chief,
+                         const CheckpointSelection& keep = {});
 /// Rank 0's log of a resume: the checkpoint, and restoreTrainingState's note when there is one.
 void reportResumed(const ResumePick& pick, const std::string& note, bool chief);
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "lockstep/train/checkpoint/safetensors.h"
 
@@ -26,6 +27,8 @@ class SafetensorsReader {
   const std::string& path() const { return path_; }
   const std::map<std::string, std::string>& metadata() const { return header_.metadata; }
   bool contains(const std::string& name) const { return index_.count(name) > 0; }
+  /// Every tensor's entry, in header order.
+  const std::vector<SafetensorsEntry>& entries() const { return header_.entries; }
   /// The tensor's entry; IoError naming the file and the tensor when absent.
   const SafetensorsEntry& entry(const std::string& name) const;
   /// Elements [first, first + count) of the tensor (flat, row-major) into dst, which must hold

@@ -418,11 +418,17 @@ void checkPipelineFits(const TrainConfig& c, const YAML::Node& root, int64_t wor
                      "a pipeline checkpoints activations by pipeline.activation_checkpoint_interval "
                      "(layers per segment on each stage); remove the activation_checkpointing "
                      "section and model.checkpoint_every");
+  // Each stage averages its gradients over its replicas with DDP's reducer: its bucket size is
+  // DDP's; the rest of the section configures a DistributedDataParallel a pipeline does not build.
   if (root["ddp"])
-    throw ValueError(where +
-                     "the ddp section configures DistributedDataParallel, which a pipeline does not "
-                     "use (each stage averages its gradients over its replicas in 25 MiB buckets); "
-                     "remove it");
+    for (const auto& kv : root["ddp"]) {
+      const std::string key = kv.first.as<std::string>();
+      if (key != "bucket_cap_mb")
+        throw ValueError(where + "ddp." + key +
+                         " configures DistributedDataParallel, which a pipeline does not use (each "
+                         "stage averages its gradients over its replicas in buckets of "
+                         "ddp.bucket_cap_mb, the one ddp key a pipeline takes); remove it");
+    }
 }
 
 // ZeRO on a GPU: stages 1-3 keep the partition in GPU memory; at stages 1 and 2 offload_optimizer
