@@ -9,10 +9,8 @@ rest with the head, bench_pipeline's default cut (printed per rank). gradient_ac
 number of micro-batches, as in DeepSpeed's pipelines. Rank 0 prints
   samples_per_s=123.4 tokens_per_s=7898 schedule=1f1b stages=2 micro_batches=8 impl=deepspeed version=<v>
 """
-import argparse
 import os
 import sys
-import time
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
@@ -22,6 +20,7 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_gpt import PRESETS, Block  # noqa: E402
+from torch_pipeline import fixed_tokens, peer_arguments, timed_steps  # noqa: E402
 
 
 class Embed(nn.Module):
@@ -43,15 +42,7 @@ def head(embed, x):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model-type", default="gpt-mini", choices=sorted(PRESETS))
-    ap.add_argument("--block-size", type=int, default=64)
-    ap.add_argument("--micro-batch", type=int, default=4)
-    ap.add_argument("--micro-batches", type=int, default=8)
-    ap.add_argument("--schedule", choices=["1f1b"], default="1f1b")
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=3)
-    args = ap.parse_args()
+    args = peer_arguments(["1f1b"]).parse_args()
 
     import deepspeed
     from deepspeed.pipe import LayerSpec, PipelineModule, TiedLayerSpec
@@ -86,30 +77,16 @@ def main():
     }
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=config)
 
-    g = torch.Generator().manual_seed(7)
-    rows = args.micro_batch * args.micro_batches
-    ids = torch.randint(0, vocab, (rows, args.block_size + 1), generator=g)
-    x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
-    micro = [(x[i:i + args.micro_batch], y[i:i + args.micro_batch]) for i in range(0, rows, args.micro_batch)]
+    x, y = fixed_tokens(args)
+    micro = [(x[i:i + args.micro_batch], y[i:i + args.micro_batch]) for i in range(0, len(x), args.micro_batch)]
 
     def batches():
         while True:
             yield from micro
 
     data = batches()
-    for _ in range(args.warmup):
-        engine.train_batch(data_iter=data)
-    dist.barrier()
-    start = time.perf_counter()
-    for _ in range(args.steps):
-        loss = engine.train_batch(data_iter=data)
-    dist.barrier()
-    seconds = time.perf_counter() - start
-    if rank == 0:
-        samples = args.steps * rows / seconds
-        print(f"samples_per_s={samples:.2f} tokens_per_s={samples * args.block_size:.0f} schedule={args.schedule} "
-              f"stages={stages} micro_batches={args.micro_batches} impl=deepspeed version={deepspeed.__version__} "
-              f"loss={float(loss):.4f}", flush=True)
+    timed_steps(args, lambda: engine.train_batch(data_iter=data), rank, stages,
+                f" impl=deepspeed version={deepspeed.__version__}")
     dist.barrier()  # no destroy_process_group: with DeepSpeed's groups it aborts the process at exit
 
 

@@ -60,17 +60,47 @@ class Last(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
-def main():
+def peer_arguments(schedules):
+    """bench_pipeline's arguments that every peer of bench/pipeline.bench.sh takes."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--model-type", default="gpt-mini", choices=sorted(PRESETS))
     ap.add_argument("--block-size", type=int, default=64)
     ap.add_argument("--micro-batch", type=int, default=4)
     ap.add_argument("--micro-batches", type=int, default=8)
-    ap.add_argument("--schedule", choices=["1f1b", "gpipe", "interleaved_1f1b"], default="1f1b")
-    ap.add_argument("--virtual-stages", type=int, default=1)
-    ap.add_argument("--boundaries", type=int, nargs="+", help="bench_pipeline's --boundaries: [0, b1, ..., layers]")
+    ap.add_argument("--schedule", choices=schedules, default="1f1b")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
+    return ap
+
+
+def fixed_tokens(args):
+    """The step's batch, the same every step: inputs and next-token targets of micro_batch x
+    micro_batches rows."""
+    g = torch.Generator().manual_seed(7)
+    ids = torch.randint(0, 256, (args.micro_batch * args.micro_batches, args.block_size + 1), generator=g)
+    return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+
+
+def timed_steps(args, step, rank, stages, extra=""):
+    """Runs step() warmup then steps times; rank 0 prints the rate of the timed ones."""
+    for _ in range(args.warmup):
+        step()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    dist.barrier()
+    seconds = time.perf_counter() - start
+    if rank == 0:
+        samples = args.steps * args.micro_batch * args.micro_batches / seconds
+        print(f"samples_per_s={samples:.2f} tokens_per_s={samples * args.block_size:.0f} schedule={args.schedule} "
+              f"stages={stages} micro_batches={args.micro_batches}{extra}", flush=True)
+
+
+def main():
+    ap = peer_arguments(["1f1b", "gpipe", "interleaved_1f1b"])
+    ap.add_argument("--virtual-stages", type=int, default=1)
+    ap.add_argument("--boundaries", type=int, nargs="+", help="bench_pipeline's --boundaries: [0, b1, ..., layers]")
     args = ap.parse_args()
     dist.init_process_group("gloo")
     rank, stages = dist.get_rank(), dist.get_world_size()
@@ -110,10 +140,7 @@ def main():
     opt = torch.optim.AdamW(module.parameters(), lr=3e-4)
     tied = gpt.transformer.wte.weight
     tie_group = dist.new_group([0, stages - 1]) if stages > 1 else None
-    g = torch.Generator().manual_seed(7)
-    rows = args.micro_batch * args.micro_batches
-    ids = torch.randint(0, 256, (rows, args.block_size + 1), generator=g)
-    x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+    x, y = fixed_tokens(args)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -129,18 +156,7 @@ def main():
             dist.all_reduce(tied.grad, group=tie_group)
         opt.step()
 
-    for _ in range(args.warmup):
-        step()
-    dist.barrier()
-    start = time.perf_counter()
-    for _ in range(args.steps):
-        step()
-    dist.barrier()
-    seconds = time.perf_counter() - start
-    if rank == 0:
-        samples = args.steps * rows / seconds
-        print(f"samples_per_s={samples:.2f} tokens_per_s={samples * args.block_size:.0f} schedule={args.schedule} "
-              f"stages={stages} micro_batches={args.micro_batches}", flush=True)
+    timed_steps(args, step, rank, stages)
     dist.destroy_process_group()
 
 
