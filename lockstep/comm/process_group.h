@@ -9,6 +9,8 @@
 // whose op has not started yet runs the queued ops itself (in order, never two at once), which
 // saves two thread hand-offs per small collective. Buffers must stay valid and
 // untouched until the Work completes. Issue collectives of one group from one thread at a time.
+// A backend may complete send and recv beside the queue (gloo: the queue posts them in order and
+// the transfer completes in gloo), so that a receive waiting for its data holds no later op back.
 //
 // Failure: each op has a timeout (options.timeout, else the group's, default 5 min). A peer
 // that dies or does not arrive makes the op fail with PeerError/TimeoutError naming the op, its

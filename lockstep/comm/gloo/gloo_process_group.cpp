@@ -12,16 +12,19 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 #include "lockstep/comm/gloo/gloo_op_check.h"
 #include "lockstep/comm/gloo/gloo_reduce_scatter.h"
 #include "lockstep/comm/gloo/gloo_store_adapter.h"
 #include "lockstep/comm/group_arrival.h"
+#include "lockstep/comm/op_watch.h"
 #include "lockstep/comm/store/prefix_store.h"
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
@@ -303,33 +306,112 @@ std::shared_ptr<Work> GlooProcessGroup::barrier(const BarrierOptions& o) {
   });
 }
 
+namespace {
+
+// A send or receive: the group's queue posts it to gloo (in issue order, after the ops before it)
+// and goes on; the transfer completes in gloo, and wait() waits for it there. Waiting in the queue
+// instead, a receive posted ahead of its data held every later op of the rank back until the
+// data came: a pipeline stage's sends waited for gradients it had asked for early.
+struct PostedP2P {
+  std::unique_ptr<::gloo::transport::UnboundBuffer> buf;
+  OpContext ctx;
+};
+
+class GlooP2PWork final : public Work {
+ public:
+  GlooP2PWork(std::shared_ptr<Work> posting, std::shared_ptr<PostedP2P> posted, int peer, int tag, int rank)
+      : Work(posting->description()),
+        posting_(std::move(posting)),
+        posted_(std::move(posted)),
+        peer_(peer),
+        tag_(tag),
+        rank_(rank) {}
+
+  void wait(std::chrono::milliseconds timeout) override {
+    {
+      std::lock_guard lock(waiting_);
+      if (!isCompleted()) complete(timeout);
+    }
+    Work::wait(timeout);  // done: rethrows the op's error
+  }
+
+ private:
+  void complete(std::chrono::milliseconds timeout) {
+    std::exception_ptr error;
+    try {
+      posting_->wait(timeout);  // posted (runs the queue up to it on this thread when idle)
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (!error) {
+      const OpContext& ctx = posted_->ctx;
+      const bool sending = ctx.type == OpType::send;
+      // A wait cut short fails gloo's context, as any gloo op that times out does.
+      const auto limit = std::min(timeout, remaining(ctx));
+      try {
+        OpWatchScope watched(ctx);  // the agent's watchdog sees the wait
+        if (sending)
+          posted_->buf->waitSend(limit);
+        else
+          posted_->buf->waitRecv(limit);
+      } catch (const std::exception& e) {
+        const std::string what = e.what(),
+                          peer = concat("waiting for rank ", peer_, sending ? " to receive" : " to send",
+                                        " (tag ", tag_, ")");
+        if (what.find("Timed out") != std::string::npos)
+          error =
+              std::make_exception_ptr(TimeoutError(concat(description(), " timed out after ", limit.count(),
+                                                          " ms on rank ", rank_, " ", peer, ": ", what)));
+        else
+          error = std::make_exception_ptr(
+              PeerError(concat(description(), " failed on rank ", rank_, " ", peer,
+                               ": a peer connection broke (did rank ", peer_, " die?): ", what)));
+      }
+    }
+    posted_.reset();  // gloo's buffer: its transfer is over
+    finish(error);
+  }
+
+  std::shared_ptr<Work> posting_;
+  std::shared_ptr<PostedP2P> posted_;
+  int peer_, tag_, rank_;
+  std::mutex waiting_;
+};
+
+}  // namespace
+
+std::shared_ptr<Work> GlooProcessGroup::postP2P(OpType type, void* data, size_t count, DType dtype, int peer,
+                                                const SendRecvOptions& o) {
+  const bool sending = type == OpType::send;
+  auto posted = std::make_shared<PostedP2P>();
+  auto posting =
+      enqueue(type, concat(count, " x ", dtypeName(dtype), sending ? " to rank " : " from rank ", peer),
+              o.timeout, [=, this](const OpContext& ctx) {
+                run(ctx, dtype, count, peer, ReduceOp::sum, [&] {
+                  posted->ctx = ctx;
+                  posted->buf = context_->createUnboundBuffer(data, count * dtypeSize(dtype));
+                  const auto slot = ::gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(o.tag));
+                  if (sending)
+                    posted->buf->send(peer, slot);
+                  else
+                    posted->buf->recv(peer, slot);
+                });
+              });
+  return std::make_shared<GlooP2PWork>(std::move(posting), std::move(posted), peer, o.tag, rank());
+}
+
 std::shared_ptr<Work> GlooProcessGroup::send(const void* data, size_t count, DType dtype, int dst,
                                              const SendRecvOptions& o) {
   checkHostBuffers(o.place, "send");
   checkPeer(dst, "send");
-  return enqueue(OpType::send, concat(count, " x ", dtypeName(dtype), " to rank ", dst), o.timeout,
-                 [=, this](const OpContext& ctx) {
-                   run(ctx, dtype, count, dst, ReduceOp::sum, [&] {
-                     auto buf =
-                         context_->createUnboundBuffer(const_cast<void*>(data), count * dtypeSize(dtype));
-                     buf->send(dst, ::gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(o.tag)));
-                     buf->waitSend(remaining(ctx));
-                   });
-                 });
+  return postP2P(OpType::send, const_cast<void*>(data), count, dtype, dst, o);
 }
 
 std::shared_ptr<Work> GlooProcessGroup::recv(void* data, size_t count, DType dtype, int src,
                                              const SendRecvOptions& o) {
   checkHostBuffers(o.place, "recv");
   checkPeer(src, "recv");
-  return enqueue(OpType::recv, concat(count, " x ", dtypeName(dtype), " from rank ", src), o.timeout,
-                 [=, this](const OpContext& ctx) {
-                   run(ctx, dtype, count, src, ReduceOp::sum, [&] {
-                     auto buf = context_->createUnboundBuffer(data, count * dtypeSize(dtype));
-                     buf->recv(src, ::gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(o.tag)));
-                     buf->waitRecv(remaining(ctx));
-                   });
-                 });
+  return postP2P(OpType::recv, data, count, dtype, src, o);
 }
 
 std::shared_ptr<ProcessGroup> GlooProcessGroup::newGroup(const std::vector<int>& ranks) {

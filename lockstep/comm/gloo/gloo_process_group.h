@@ -44,6 +44,9 @@ class GlooProcessGroup : public ProcessGroup {
   template <typename Body>
   void run(const OpContext& ctx, DType dtype, size_t count, int root, ReduceOp op, Body body);
   void runAllreduce(const OpContext& ctx, void* data, size_t count, DType dtype, ReduceOp op);
+  // A send or recv: posted by the queue, waited for in gloo by wait() (GlooP2PWork).
+  std::shared_ptr<Work> postP2P(OpType type, void* data, size_t count, DType dtype, int peer,
+                                const SendRecvOptions& o);
 
   std::shared_ptr<Store> store_;
   GlooOptions options_;
