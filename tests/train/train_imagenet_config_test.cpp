@@ -31,15 +31,18 @@ TEST_F(TrainImageNetConfig, resnet18_on_a_generated_folder_learns_on_two_ranks_a
   const std::string sets =
       " --set model.name=resnet18 --set model.num_classes=10 --set device=cpu --set data.root=" + images +
       " --set data.image_size=32 --set data.resize_size=36 --set data.num_workers=1"
-      " --set train_batch_size=32 --set optimizer.params.lr=0.0125 --set epochs=4 --set steps_per_print=5"
-      " --set eval.every_epochs=4 --set checkpoint.every_steps=0 --set tensorboard.enabled=false";
+      " --set train_batch_size=32 --set optimizer.params.lr=0.0125 --set epochs=8 --set steps_per_print=5"
+      " --set eval.every_epochs=8 --set checkpoint.every_steps=0 --set tensorboard.enabled=false";
   const Result r = run(exampleConfig() + " --nproc-per-node 2 --output-dir " + dir_ + "/run" + sets);
   ASSERT_EQ(r.code, 0) << r.output;
 
   const nlohmann::json s = nlohmann::json::parse(readFile(dir_ + "/run/summary.json"));
   EXPECT_EQ(s["world_size"], 2);
-  EXPECT_EQ(s["steps"], 40);  // 320 images, 160 per rank in batches of 16, 4 epochs
-  EXPECT_GE(s["test_accuracy"].get<double>(), 0.3) << r.output;  // chance is 0.1
+  EXPECT_EQ(s["steps"], 80);  // 320 images, 160 per rank in batches of 16, 8 epochs
+  // Chance is 0.1. After 8 epochs seeds 1-5 and the default end at 0.42-0.55 (one run each, AMD
+  // EPYC Zen 5); after 4 they ended at 0.18-0.42, the default at 0.26 or above 0.3 depending on
+  // the CPU's vector width in the loss's rounding: too close to the bound to tell learning apart.
+  EXPECT_GE(s["test_accuracy"].get<double>(), 0.3) << r.output;
   ASSERT_TRUE(s.contains("data_wait_seconds")) << s.dump();
   const double wait = s["data_wait_seconds"], fraction = s["data_wait_fraction"];
   EXPECT_GE(wait, 0);

@@ -6,9 +6,11 @@
 #include <bit>
 #include <cstdint>
 
-/// An AVX2 clone of the function next to the baseline one, picked at load time (GCC
-/// target_clones), so that row loops run 8 floats wide where the CPU can.
-#define LOCKSTEP_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+/// AVX-512 and AVX2 clones of the function next to the baseline one, picked at load time (GCC
+/// target_clones), so that row loops run 16 or 8 floats wide where the CPU can. On a Zen 5 (a full
+/// 512-bit datapath) the AVX-512 clones made gpt-mini's pipeline stages 5-14% faster (GELU,
+/// attention's softmax rows; bench/pipeline.bench.sh, docs/pipeline.md).
+#define LOCKSTEP_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 namespace lockstep::kernels {
 
