@@ -27,7 +27,9 @@ struct AttentionParams {
 };
 
 struct AttentionOutput {
-  Tensor out;  // [B, H, T, D] contiguous, q's dtype
+  /// [B, H, T, D], q's dtype. Contiguous, or token-major (the cpu kernel's: its memory is
+  /// [B, T, H, D], so out.transpose(1, 2) is contiguous and merging the heads costs no copy).
+  Tensor out;
   Tensor lse;  // [B, H, T] logsumexp of each scaled score row; f32 (f64 for f64 inputs)
 };
 inline void narrowResults(AttentionOutput& r, DType low) {
@@ -35,7 +37,7 @@ inline void narrowResults(AttentionOutput& r, DType low) {
 }
 
 struct AttentionGrads {
-  Tensor gq, gk, gv;  // contiguous, shapes of q, k, v
+  Tensor gq, gk, gv;  // shapes of q, k, v; contiguous or token-major as AttentionOutput::out
 };
 inline void narrowResults(AttentionGrads& r, DType low) {
   r.gq = r.gq.to(low);
@@ -46,7 +48,8 @@ inline void narrowResults(AttentionGrads& r, DType low) {
 /// q [B, H, T, D], k/v [B, Hkv, S, D], H % Hkv == 0, one floating dtype. Inputs may be strided as
 /// long as their last dim is contiguous (no copy then).
 AttentionOutput attentionForward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& p);
-/// Gradients from dL/dout and the forward's inputs, output and logsumexp.
+/// Gradients from dL/dout and the forward's inputs, output and logsumexp. gout and out may be
+/// strided as q may.
 AttentionGrads attentionBackward(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v,
                                  const Tensor& out, const Tensor& lse, const AttentionParams& p);
 

@@ -82,7 +82,24 @@ TEST(Attention, reads_strided_views_in_place) {
   auto ref =
       kernels::reference::kAttention.attentionForward(q.contiguous(), q.contiguous(), q.contiguous(), p);
   EXPECT_TRUE(tensorsNear(fast.out, ref.out, 2e-5, 1e-4));
-  EXPECT_TRUE(fast.out.isContiguous());
+  // The cpu kernel (whatever LOCKSTEP_KERNELS picks above) writes token-major, as the heads came:
+  // going back to [B, T, H * D] is a view.
+  const auto cpu = kernels::cpu::kAttention.attentionForward(q, q, q, p);
+  EXPECT_TRUE(cpu.out.transpose(1, 2).isContiguous());
+  EXPECT_TRUE(tensorsNear(cpu.out, ref.out, 2e-5, 1e-4));
+  // Its backward reads the token-major output and a token-major dO in place and writes its
+  // gradients token-major too; the values are the reference's on contiguous copies.
+  Tensor gbase = randomTensor({2, 37, 3, 8}, DType::f32, 6, -1.0, 1.0);
+  const Tensor gout = gbase.transpose(1, 2);
+  auto grads = kernels::cpu::kAttention.attentionBackward(gout, q, q, q, cpu.out, cpu.lse, p);
+  auto ref_grads = kernels::reference::kAttention.attentionBackward(
+      gout.contiguous(), q.contiguous(), q.contiguous(), q.contiguous(), ref.out, ref.lse, p);
+  for (const auto& [got, want] : {std::pair{grads.gq, ref_grads.gq}, std::pair{grads.gk, ref_grads.gk},
+                                  std::pair{grads.gv, ref_grads.gv}}) {
+    EXPECT_EQ(got.shape(), want.shape());
+    EXPECT_TRUE(got.transpose(1, 2).isContiguous());
+    EXPECT_TRUE(tensorsNear(got, want, 2e-5, 1e-4));
+  }
 }
 
 TEST(Attention, low_precision_runs_in_f32_and_rounds_the_output) {

@@ -94,10 +94,14 @@ inline int64_t visibleCols(bool causal, int64_t i, int64_t j0, int64_t nc) {
 AttentionOutput forwardFast(const Tensor& q0, const Tensor& k0, const Tensor& v0, const AttentionParams& p) {
   const Tensor q = rowsReadable(q0), k = rowsReadable(k0), v = rowsReadable(v0);
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), Hkv = k.size(1), S = k.size(2);
-  Tensor out = Tensor::zeros({B, H, T, D}, DType::f32), lse = Tensor::full({B, H, T}, kNegInf, DType::f32);
+  // The output is written token-major, [B, T, H, D], and returned as its [B, H, T, D] view: merging
+  // the heads back into [B, T, C] (transpose(1, 2), then reshape) is then a view, not a copy.
+  Tensor out = Tensor::zeros({B, T, H, D}, DType::f32).transpose(1, 2);
+  Tensor lse = Tensor::full({B, H, T}, kNegInf, DType::f32);
   if (B * H * T == 0 || S == 0 || D == 0) return {out, lse};
-  const HeadMat Q(q), K(k), V(v);
-  float *po = out.data<float>(), *pl = lse.data<float>();
+  const HeadMat Q(q), K(k), V(v), O(out);
+  float* po = out.data<float>();
+  float* pl = lse.data<float>();
   const int64_t group = H / Hkv, nqb = (T + kBlockQ - 1) / kBlockQ;
   const float scale = static_cast<float>(p.scale);
   const bool dropout = p.dropout_p > 0.0;
@@ -144,7 +148,7 @@ AttentionOutput forwardFast(const Tensor& q0, const Tensor& k0, const Tensor& v0
       }
       for (int64_t r = 0; r < nr; ++r) {
         const float inv = 1.0f / l[r];
-        float* o = po + ((b * H + h) * T + i0 + r) * D;
+        float* o = po + (O.at(b, h) - O.base) + (i0 + r) * O.st;
         const float* a = acc.data() + r * D;
 #pragma omp simd
         for (int64_t c = 0; c < D; ++c) o[c] = a[c] * inv;
@@ -158,13 +162,19 @@ AttentionOutput forwardFast(const Tensor& q0, const Tensor& k0, const Tensor& v0
 AttentionGrads backwardFast(const Tensor& gout, const Tensor& q0, const Tensor& k0, const Tensor& v0,
                             const Tensor& out0, const Tensor& lse0, const AttentionParams& p) {
   const Tensor q = rowsReadable(q0), k = rowsReadable(k0), v = rowsReadable(v0);
-  const Tensor go = gout.contiguous(), out = out0.contiguous(), lse = lse0.contiguous();
+  // dO and O are read in place in any layout with contiguous rows (the forward's token-major O, and
+  // the gradient of the heads' merge, which is token-major too).
+  const Tensor go = rowsReadable(gout), out = rowsReadable(out0), lse = lse0.contiguous();
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), Hkv = k.size(1), S = k.size(2);
-  AttentionGrads g{Tensor::zeros(q.shape(), DType::f32), Tensor::zeros(k.shape(), DType::f32),
-                   Tensor::zeros(v.shape(), DType::f32)};
+  // Token-major as the forward's output, so that the gradients flow back through the heads' split
+  // (transpose, reshape) as views.
+  auto tokenMajor = [&](int64_t heads, int64_t len) {
+    return Tensor::zeros({B, len, heads, D}, DType::f32).transpose(1, 2);
+  };
+  AttentionGrads g{tokenMajor(H, T), tokenMajor(Hkv, S), tokenMajor(Hkv, S)};
   if (B * H * T == 0 || S == 0 || D == 0) return g;
-  const HeadMat Q(q), K(k), V(v);
-  const float *pgo = go.data<float>(), *pout = out.data<float>(), *plse = lse.data<float>();
+  const HeadMat Q(q), K(k), V(v), GO(go), O(out), GQ(g.gq), GK(g.gk), GV(g.gv);
+  const float* plse = lse.data<float>();
   float *pgq = g.gq.data<float>(), *pgk = g.gk.data<float>(), *pgv = g.gv.data<float>();
   const int64_t group = H / Hkv;
   const float scale = static_cast<float>(p.scale);
@@ -181,15 +191,15 @@ AttentionGrads backwardFast(const Tensor& gout, const Tensor& q0, const Tensor& 
     for (int64_t task = 0; task < B * Hkv; ++task) {
       const int64_t b = task / Hkv, kvh = task % Hkv;
       const float *kb = K.at(b, kvh), *vb = V.at(b, kvh);
-      float *dk = pgk + (b * Hkv + kvh) * S * D, *dv = pgv + (b * Hkv + kvh) * S * D;
+      float *dk = pgk + (GK.at(b, kvh) - GK.base), *dv = pgv + (GV.at(b, kvh) - GV.base);
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
         const int64_t head = (b * H + h) * T;
-        const float *qb = Q.at(b, h), *dout = pgo + head * D, *o = pout + head * D, *L = plse + head;
-        float* dq = pgq + head * D;
+        const float *qb = Q.at(b, h), *dout = GO.at(b, h), *o = O.at(b, h), *L = plse + head;
+        float* dq = pgq + (GQ.at(b, h) - GQ.base);
         for (int64_t i = 0; i < T; ++i) {  // rowsum(dO * O) = sum_j P_ij dP_ij, also with dropout
           float s = 0;
 #pragma omp simd reduction(+ : s)
-          for (int64_t c = 0; c < D; ++c) s += dout[i * D + c] * o[i * D + c];
+          for (int64_t c = 0; c < D; ++c) s += dout[i * GO.st + c] * o[i * O.st + c];
           dsum[i] = s;
         }
         for (int64_t j0 = 0; j0 < S; j0 += kBlockK) {
@@ -199,7 +209,7 @@ AttentionGrads backwardFast(const Tensor& gout, const Tensor& q0, const Tensor& 
             const int64_t nr = std::min(kBlockQ, T - i0);
             gemm('N', 'T', nr, nc, D, scale, qb + i0 * Q.st, Q.st, kb + j0 * K.st, K.st, 0.0f, pb.data(),
                  kBlockK);
-            gemm('N', 'T', nr, nc, D, 1.0f, dout + i0 * D, D, vb + j0 * V.st, V.st, 0.0f, dpb.data(),
+            gemm('N', 'T', nr, nc, D, 1.0f, dout + i0 * GO.st, GO.st, vb + j0 * V.st, V.st, 0.0f, dpb.data(),
                  kBlockK);
             for (int64_t r = 0; r < nr; ++r) {
               const int64_t i = i0 + r, lim = visibleCols(p.causal, i, j0, nc);
@@ -214,10 +224,12 @@ AttentionGrads backwardFast(const Tensor& gout, const Tensor& q0, const Tensor& 
               }
               softmaxGrad(pr, dp, nc, dsum[i]);  // dS, unscaled
             }
-            gemm('T', 'N', nc, D, nr, 1.0f, dropout ? pdb.data() : pb.data(), kBlockK, dout + i0 * D, D, 1.0f,
-                 dv + j0 * D, D);
-            gemm('T', 'N', nc, D, nr, scale, dpb.data(), kBlockK, qb + i0 * Q.st, Q.st, 1.0f, dk + j0 * D, D);
-            gemm('N', 'N', nr, D, nc, scale, dpb.data(), kBlockK, kb + j0 * K.st, K.st, 1.0f, dq + i0 * D, D);
+            gemm('T', 'N', nc, D, nr, 1.0f, dropout ? pdb.data() : pb.data(), kBlockK, dout + i0 * GO.st,
+                 GO.st, 1.0f, dv + j0 * GV.st, GV.st);
+            gemm('T', 'N', nc, D, nr, scale, dpb.data(), kBlockK, qb + i0 * Q.st, Q.st, 1.0f, dk + j0 * GK.st,
+                 GK.st);
+            gemm('N', 'N', nr, D, nc, scale, dpb.data(), kBlockK, kb + j0 * K.st, K.st, 1.0f, dq + i0 * GQ.st,
+                 GQ.st);
           }
         }
       }
