@@ -12,6 +12,10 @@
 #                     the gradients, as the formula counts them (torch's DDP option of that name)
 #   S3_PREFETCH, S3_LIVE, S3_REUSE, S3_PERSIST  stage 3's gathering keys on both sides (default: one
 #                     layer prefetched, 1.2e7 live elements, no reuse, DeepSpeed's 1e5 persistence)
+#   PRECISION=bf16    both sides in bf16 (lockstep: bf16.enabled, which with ZeRO keeps bf16 parameters and
+#                     gradients and f32 master weights; DeepSpeed: its bf16 section); the formula is then
+#                     DeepSpeed's bf16 one: stage 1 4 Psi + 12 Psi/N, stage 2 2 Psi + 14 Psi/N, stage 3
+#                     16 Psi/N + the live gathered bf16 parameters (DDP: lockstep's f32 16 Psi)
 #   DS_OPTIMIZER      config (default): the JSON's "optimizer" section, DeepSpeed's own Adam (on the CPU
 #                     accelerator its fused C++ Adam, JIT-compiled on first use: minutes); torch:
 #                     torch.optim.Adam handed to deepspeed.initialize
@@ -36,6 +40,8 @@ hidden=${HIDDEN:-2304}
 layers=${LAYERS:-10}
 warmup=${WARMUP:-2}
 features=1536 classes=10 micro=32 bucket=${BUCKET:-5e6} world=${WORLD:-2}
+precision=${PRECISION:-fp32}
+case $precision in fp32 | bf16) ;; *) echo "PRECISION=$precision: fp32 or bf16" >&2; exit 2 ;; esac
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1 DS_ACCELERATOR=cpu
 port=$((29600 + RANDOM % 90))
 dir=$(mktemp -d)
@@ -56,8 +62,9 @@ max_steps: $steps
 steps_per_print: 4
 zero_optimization: {reduce_bucket_size: $bucket, allgather_bucket_size: $bucket, $s3_yaml}
 YAML
+[ "$precision" = bf16 ] && echo "bf16: {enabled: true}" >>"$dir/deep.yaml"
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc --all) cores; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "model: MLP $features -> ${layers} x $hidden -> $classes, Psi = $psi parameters (f32, Adam), $world ranks, micro-batch $micro, $steps steps"
+echo "model: MLP $features -> ${layers} x $hidden -> $classes, Psi = $psi parameters ($precision, Adam), $world ranks, micro-batch $micro, $steps steps"
 
 peer_error=
 if [ "${PEER:-1}" != 0 ]; then
@@ -94,7 +101,10 @@ echo "stage 3's formula adds the live gathered parameters: $live_gathered elemen
 formula() {  # formula STAGE: the issue's model-state bytes per rank (stage 3: + the live gathered parameters)
   python3 -c "
 s, p, n, g = $1, $psi, $world, $live_gathered
-print(int({0: 16 * p, 1: 8 * p + 8 * p / n, 2: 4 * p + 12 * p / n, 3: 16 * p / n + 4 * g}[s]))"
+if '$precision' == 'bf16':
+    print(int({0: 16 * p, 1: 4 * p + 12 * p / n, 2: 2 * p + 14 * p / n, 3: 16 * p / n + 2 * g}[s]))
+else:
+    print(int({0: 16 * p, 1: 8 * p + 8 * p / n, 2: 4 * p + 12 * p / n, 3: 16 * p / n + 4 * g}[s]))"
 }
 peak_mib() {  # peak_mib PREFIX: each rank's peak RSS in MiB, space-separated
   local r out=()
@@ -105,7 +115,7 @@ peer_run() {  # peer_run STAGE TAG TUNABLES: one DeepSpeed run; its rank-0 lines
   GLIBC_TUNABLES=$3 run_ranks "$world" python3 "$here/scripts/peak_rss.py" "$dir/$2.rss" timeout 1200 "$python" \
     "$here/scripts/deepspeed_zero.py" --stage "$1" --hidden "$hidden" --layers "$layers" --in-features "$features" \
     --classes "$classes" --micro-batch "$micro" --bucket "$bucket" --steps "$steps" --warmup-steps "$warmup" \
-    --optimizer "${DS_OPTIMIZER:-config}" --stage3-json "$s3_json" >"$dir/$2.out" || true
+    --optimizer "${DS_OPTIMIZER:-config}" --stage3-json "$s3_json" --precision "$precision" >"$dir/$2.out" || true
 }
 
 # The process baseline: the same job with a 16-wide one-layer MLP (libraries, data, process group,

@@ -17,7 +17,10 @@
 # workspaces), the allocator's peaks and the peak host RSS. The formula is DeepSpeed's for the model
 # states on the GPU with f32 Adam, Psi parameters, N ranks: DDP 16 Psi, stage 1 8 Psi + 8 Psi/N,
 # stage 2 4 Psi + 12 Psi/N, stage 3 16 Psi/N, ZeRO-Offload 4 Psi (the parameters; gradients and
-# states on the host), ZeRO-3 Offload 0 (only the layers in use).
+# states on the host), ZeRO-3 Offload 0 (only the layers in use). With BF16=1 (the default) also
+# stages 1-3 and ZeRO-Offload in bf16 (bf16 parameters and gradients, f32 master weights in the
+# partition, as DeepSpeed keeps them; rows *_bf16), against DeepSpeed's bf16 formula: stage 1
+# 4 Psi + 12 Psi/N, stage 2 2 Psi + 14 Psi/N, stage 3 16 Psi/N, ZeRO-Offload 2 Psi.
 #
 # Part 2: BIG_MODEL (default gpt2-large, ~708M parameters: 11.3 GB of f32 Adam model states) under
 # LOCKSTEP_CUDA_MEMORY_LIMIT=BIG_LIMIT (default 4GiB) for BIG_STEPS steps (default 4): ZeRO-3 Offload
@@ -39,6 +42,7 @@ big_model=${BIG_MODEL:-gpt2-large}
 big_limit=${BIG_LIMIT:-4GiB}
 big_steps=${BIG_STEPS:-4}
 limit_s=${RUN_LIMIT_S:-150}
+bf16=${BF16:-1}
 
 corpus="$out/corpus.txt"
 LD_LIBRARY_PATH=$host_ld python3 -c "
@@ -86,6 +90,10 @@ for w in $worlds; do
   for s in 1 2 3; do train_run "zero$s.w$w" "$w" "zero_optimization.stage=$s"; done
   train_run "zero2_offload.w$w" "$w" zero_optimization.stage=2 "${offload[@]}"
   train_run "zero3_offload.w$w" "$w" zero_optimization.stage=3 "${offload[@]}" "${param[@]}"
+  if [ "$bf16" = 1 ]; then
+    for s in 1 2 3; do train_run "zero${s}_bf16.w$w" "$w" "zero_optimization.stage=$s" bf16.enabled=true; done
+    train_run "zero2_offload_bf16.w$w" "$w" zero_optimization.stage=2 "${offload[@]}" bf16.enabled=true
+  fi
 done
 # No sample at the end: generating gathers every layer from the host for each token (slow here).
 big=("model.model_type=$big_model" "max_steps=$big_steps" "sample.max_new_tokens=0")
@@ -113,7 +121,9 @@ def load(name):
 
 def formula(kind, psi, n):
     return {"ddp": 16 * psi, "zero1": 8 * psi + 8 * psi / n, "zero2": 4 * psi + 12 * psi / n,
-            "zero3": 16 * psi / n, "zero2_offload": 4 * psi, "zero3_offload": 0}[kind]
+            "zero3": 16 * psi / n, "zero2_offload": 4 * psi, "zero3_offload": 0,
+            "zero1_bf16": 4 * psi + 12 * psi / n, "zero2_bf16": 2 * psi + 14 * psi / n,
+            "zero3_bf16": 16 * psi / n, "zero2_offload_bf16": 2 * psi}[kind]
 
 print("| run | world | Psi | samples/s | vs DDP | GPU between steps (max rank) | DeepSpeed formula | ratio | "
       "GPU allocated peak | GPU reserved peak | host peak RSS | host offload (report) |")
@@ -121,8 +131,11 @@ print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for w in sorted({int(f.split(".w")[1].split(".")[0]) for f in os.listdir(os.path.join(out, "runs"))
                  if ".w" in f and f.endswith(".log")}):
     ddp, _, _ = load(f"ddp.w{w}")
-    for kind in ("ddp", "zero1", "zero2", "zero3", "zero2_offload", "zero3_offload"):
+    for kind in ("ddp", "zero1", "zero2", "zero3", "zero2_offload", "zero3_offload", "zero1_bf16", "zero2_bf16",
+                 "zero3_bf16", "zero2_offload_bf16"):
         s, psi, _ = load(f"{kind}.w{w}")
+        if kind.endswith("_bf16") and not os.path.exists(os.path.join(out, "runs", f"{kind}.w{w}.log")):
+            continue
         if s is None or psi is None:
             print(f"| {kind} | {w} | | failed (see runs/{kind}.w{w}.log) | | | | | | | | |")
             continue

@@ -2,6 +2,8 @@
 Linear(--hidden) + ReLU, then Linear(--classes); f32), synthetic data of the same shapes (normal inputs
 of --in-features, labels from a random linear teacher), micro-batch --micro-batch per rank, Adam
 (lr 1e-4, betas (0.9, 0.999), eps 1e-8, no weight decay), ZeRO stage --stage with the same bucket sizes,
+--precision fp32 or bf16 (DeepSpeed's "bf16": {"enabled": true}: the module in bf16, f32 master weights;
+the inputs cast to bf16, the loss computed in f32),
 through deepspeed.initialize with a DeepSpeed JSON config, on DeepSpeed's CPU accelerator
 (DS_ACCELERATOR=cpu) over gloo.
 --optimizer config: the config's "optimizer" section (DeepSpeed builds its own Adam: on the CPU
@@ -138,6 +140,7 @@ def main():
     ap.add_argument("--warmup-steps", type=int, default=2)
     ap.add_argument("--optimizer", choices=["config", "torch"], default="config")
     ap.add_argument("--stage3-json", default="{}", help="stage 3's zero_optimization keys, as JSON")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     args = ap.parse_args()
 
     import deepspeed
@@ -160,6 +163,8 @@ def main():
         },
         "zero_allow_untested_optimizer": True,
     }
+    if args.precision == "bf16":
+        config["bf16"] = {"enabled": True}
     x, y = synthetic(args.data_size, args.in_features, args.classes, 0)
     if args.stage == 3:
         with deepspeed.zero.Init(config_dict_or_path=config):
@@ -183,7 +188,10 @@ def main():
         if step == args.warmup_steps:
             t_warm = time.perf_counter()
         i = (step * args.micro_batch) % (per_rank - args.micro_batch + 1) + rank * per_rank
-        loss = criterion(engine(x[i:i + args.micro_batch]), y[i:i + args.micro_batch])
+        xb = x[i:i + args.micro_batch]
+        if args.precision == "bf16":
+            xb = xb.to(torch.bfloat16)
+        loss = criterion(engine(xb).float(), y[i:i + args.micro_batch])
         engine.backward(loss)
         if step == args.steps - 1:
             memory = tensor_bytes(model, engine, (x, y))
@@ -200,7 +208,8 @@ def main():
     if rank == 0:
         rss = ",".join(str(int(m[0]) // 1024) for m in mems)
         start = ",".join(str(int(m[1]) // 1024) for m in mems)
-        print(f"impl=deepspeed version={deepspeed.__version__} stage={args.stage} world={world} params={params} "
+        print(f"impl=deepspeed version={deepspeed.__version__} stage={args.stage} precision={args.precision} "
+              f"world={world} params={params} "
               f"steps={args.steps} samples_per_second={sps:.2f} samples_per_second_all={sps_all:.2f} "
               f"peak_rss_mib={rss} start_rss_mib={start} loss={loss.item():.4f}", flush=True)
         for r, m in enumerate(mems):

@@ -31,6 +31,13 @@ void validateEngineOptions(const EngineOptions& o) {
     z.stage = o.zero_stage;
     validateZeroOptions(z);
   }
+  if (o.zero.param_dtype) {
+    LOCKSTEP_ENFORCE(o.zero_stage > 0 && precisionDType(o.precision) == o.zero.param_dtype, ValueError,
+                     "ZeroOptions::param_dtype ", dtypeName(*o.zero.param_dtype),
+                     " (parameters with f32 master weights) needs ZeRO stage 1-3 and precision ",
+                     *o.zero.param_dtype == DType::bf16 ? "bf16" : "fp16", "; this engine has stage ",
+                     o.zero_stage, " and precision ", precisionName(o.precision));
+  }
   if (o.zero_stage >= 2) {
     // Stage 2 reduces gradients itself, without DDP: DDP's gradient options would do nothing.
     const DistributedDataParallelOptions d;
@@ -114,20 +121,21 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimiz
                    NotSupportedError, "zero_optimization's NVMe offload on ", deviceName(compute),
                    " takes ZeRO-Infinity's configuration: stage 3 with offload_param and offload_optimizer "
                    "both on nvme; use that, offload_optimizer device cpu, or train on device cpu");
+  params_ = model_->parameters();
+  optimizer_ = optimizer ? std::move(optimizer) : optim::makeOptimizer(options_.optimizer, params_);
+  if (options_.zero_stage > 0) {
+    // Stage 1 keeps DDP's allreduce of the gradients; stages 2 and 3 reduce-scatter them
+    // themselves and check and broadcast the model as DDP would. Made before DDP: with master
+    // weights it rounds the parameters, whose dtype DDP's buckets take.
+    ZeroOptions z = options_.zero;
+    z.stage = options_.zero_stage;
+    zero_ = std::make_unique<ZeroOptimizer>(model_, optimizer_, env_.group, z);
+  }
   if (env_.group && options_.zero_stage < 2) {
     ddp_ = std::make_shared<DistributedDataParallel>(model_, env_.group, options_.ddp);
     wrapped_ = ddp_;
   } else {
     wrapped_ = model_;
-  }
-  params_ = model_->parameters();
-  optimizer_ = optimizer ? std::move(optimizer) : optim::makeOptimizer(options_.optimizer, params_);
-  if (options_.zero_stage > 0) {
-    // Stage 1 keeps DDP's allreduce of the gradients; stages 2 and 3 reduce-scatter them
-    // themselves and check and broadcast the model as DDP would.
-    ZeroOptions z = options_.zero;
-    z.stage = options_.zero_stage;
-    zero_ = std::make_unique<ZeroOptimizer>(model_, optimizer_, env_.group, z);
   }
   if (!options_.scheduler.type.empty()) {
     scheduler_ = optim::makeScheduler(options_.scheduler, *optimizer_, options_.total_steps);
@@ -198,6 +206,9 @@ bool Engine::step() {
 }
 
 void Engine::evaluate(const std::function<void()>& forwards) {
+  // 16-bit parameters (ZeRO's master weights) meet f32 inputs under autocast, as in training.
+  std::optional<autograd::AutocastGuard> autocast;
+  if (zero_ && zero_->masterWeights()) autocast.emplace(*autocast_dtype_);
   const bool by_layer = zero_ && !zero_->parametersGathered();  // whole parameters stay as they are
   if (!by_layer) return forwards();
   zero_->beginStep();
@@ -253,10 +264,11 @@ bool Engine::gradientPhase() {
     if (overflow) return false;
   }
   // Stage 2 holds only its partition of the gradients: the norm is joined across ranks. Stage 1
-  // and DDP hold every averaged gradient and clip them all alike on every rank.
+  // and DDP hold every averaged gradient and clip them all alike on every rank; stage 1 with master
+  // weights clips its partition's f32 copies as stage 2 does.
   // The norm stays where it was computed (on a GPU, nothing is read back): lastGradNorm() reads it.
   if (options_.gradient_clipping > 0)
-    last_grad_norm_ = zero_ && zero_->stage() >= 2
+    last_grad_norm_ = shardedGradients()
                           ? Tensor::scalar(zero_->clipGradNorm(options_.gradient_clipping), DType::f64)
                           : optim::clipGradNormTensor(params_, options_.gradient_clipping);
   return true;
@@ -266,7 +278,7 @@ bool Engine::unscaleAndCheckOverflow() {
   // Unscaling before the check costs nothing when the step is skipped (the gradients are dropped)
   // and saves a second pass when it is not. An inf or nan stays one after the multiplication.
   const double inverse = 1.0 / scaler_->scale();
-  if (zero_ && zero_->stage() >= 2) return zero_->unscaleAndCheckOverflow(inverse);
+  if (shardedGradients()) return zero_->unscaleAndCheckOverflow(inverse);
   // On a GPU every gradient sets one device flag, read once (not a sync per gradient).
   bool overflow = false;
   Tensor found_inf;

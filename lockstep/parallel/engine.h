@@ -165,6 +165,7 @@ class Engine {
   /// Runs `forwards` (forward passes with no backward: an evaluation) as training runs its own:
   /// ZeRO stage 3 gathers each layer's parameters for its forward alone and releases them after
   /// (collective); parameters held whole (gatheredParameters()) stay so. Other stages: runs it.
+  /// With ZeRO's master weights (16-bit parameters) it runs under autocast in their dtype.
   void evaluate(const std::function<void()>& forwards);
   /// Collective at ZeRO stage 3 (parameters not gathered, outside a step): calls fn with whole
   /// parameters of the model, one gathered bucket after another, until each was passed once; the
@@ -248,6 +249,10 @@ class Engine {
   std::unique_ptr<optim::LRScheduler> scheduler_;
   std::unique_ptr<DistributedDataParallel::NoSyncGuard> no_sync_;
   std::unique_ptr<optim::LossScaler> scaler_;
+  /// Whether clipping and the loss scaler work on the ZeRO optimizer's partition (stages 2-3,
+  /// and any stage with master weights: its f32 copies of the gradients) rather than on the
+  /// parameters' gradients.
+  bool shardedGradients() const { return zero_ && (zero_->stage() >= 2 || zero_->masterWeights()); }
   std::optional<DType> autocast_dtype_;
   int64_t micro_ = 0;  // micro-steps done in the current accumulation window
   int64_t global_steps_ = 0;

@@ -116,6 +116,15 @@ def runs(check_dir, work):
                               "zero_optimization.offload_optimizer.pin_memory=true",
                               "zero_optimization.contiguous_gradients=true", "zero_optimization.overlap_comm=true",
                               "zero_optimization.stage3_param_persistence_threshold=0", "cuda_graph=false"])
+    # bf16 with ZeRO stage 2 (2 ranks sharing the GPU): bf16 parameters and gradients, f32 master
+    # weights in the partition; against DDP's bf16 autocast there, and stopped and resumed.
+    bf16_zero = PRECISIONS["bf16"] + ["zero_optimization.stage=2", "cuda_graph=false"]
+    add("seed_cnn.bf16.gpu.world2.ddp", "seed_cnn", "cuda", PRECISIONS["bf16"] + ["cuda_graph=false"], nproc=2)
+    add("seed_cnn.bf16.gpu.world2.zero2", "seed_cnn", "cuda", bf16_zero, nproc=2)
+    add("seed_cnn.bf16.gpu.world2.zero2.resumed", "seed_cnn", "cuda",
+        bf16_zero + ["checkpoint.every_steps=4", "max_steps=8"], nproc=2, extra="resume")
+    add("seed_cnn.bf16.gpu.world2.zero2.straight", "seed_cnn", "cuda", bf16_zero + ["checkpoint.every_steps=4"],
+        nproc=2)
     # ZeRO-Infinity: stage 3 with the parameters' and the optimizer's partitions on NVMe (/tmp here).
     add("seed_cnn.fp32.gpu.world2.zero3.infinity", "seed_cnn", "cuda",
         ["zero_optimization.stage=3", "zero_optimization.offload_optimizer.device=nvme",
@@ -176,6 +185,10 @@ def checks():
                 "seed_cnn.fp32"))
     out.append(("gpt_mini fp16 ZeRO-3 Offload (seed 002's section) gpu = gpu", "close",
                 "gpt_mini.fp16.gpu.zero3_offload", "gpt_mini.fp16.gpu", "fp16", "gpt_mini.fp16"))
+    out.append(("seed_cnn bf16 ZeRO stage 2 (f32 master weights) world 2 gpu = ddp gpu", "close",
+                "seed_cnn.bf16.gpu.world2.zero2", "seed_cnn.bf16.gpu.world2.ddp", "bf16", "seed_cnn.bf16"))
+    out.append(("seed_cnn bf16 ZeRO stage 2 world 2 resume = straight", "bitwise",
+                "seed_cnn.bf16.gpu.world2.zero2.resumed", "seed_cnn.bf16.gpu.world2.zero2.straight", "bf16", ""))
     out.append(("seed_cnn fp32 ZeRO-Infinity (partitions on NVMe) world 2 gpu = ddp gpu", "close",
                 "seed_cnn.fp32.gpu.world2.zero3.infinity", "seed_cnn.fp32.gpu.world2.allreduce", "fp32",
                 "seed_cnn.fp32"))

@@ -41,12 +41,13 @@ void microStep(parallel::Engine& e, int step, const Device& device) {
   e.backward(autograd::crossEntropy(e.forward(autograd::Variable(x)), y));
 }
 
-void expectSameParameters(nn::Module& gpu, nn::Module& cpu, const std::string& what) {
+void expectSameParameters(nn::Module& gpu, nn::Module& cpu, const std::string& what, double rtol = 1e-5) {
   auto pg = gpu.namedParameters(), pc = cpu.namedParameters();
   ASSERT_EQ(pg.size(), pc.size());
   for (size_t i = 0; i < pc.size(); ++i) {
     EXPECT_TRUE(pg[i].second.tensor().isCuda());
-    EXPECT_LE(closeness(pg[i].second.tensor(), pc[i].second.tensor(), 1e-6, 1e-5), 1.0)
+    EXPECT_EQ(pg[i].second.dtype(), pc[i].second.dtype()) << what << " " << pc[i].first;
+    EXPECT_LE(closeness(pg[i].second.tensor(), pc[i].second.tensor(), rtol / 10, rtol), 1.0)
         << what << " " << pc[i].first;
   }
 }
@@ -55,7 +56,8 @@ void expectSameParameters(nn::Module& gpu, nn::Module& cpu, const std::string& w
 // below the gradients' norm: every step clips), their gradient norms compared each step and
 // their final parameters (gathered, for ZeRO stage 3) at the end. With o.zero.gather_device the
 // GPU engine's model is built on the host and gathered on the GPU layer by layer.
-void expectTrainsAsOnTheHost(const parallel::EngineOptions& o, const std::string& what, int steps = 4) {
+void expectTrainsAsOnTheHost(const parallel::EngineOptions& o, const std::string& what, int steps = 4,
+                             double rtol = 1e-5) {
   auto gm = mlp(o.zero.gather_device ? Device::cpu() : Device::cuda(0)), cm = mlp(Device::cpu());
   parallel::EngineOptions host = o;
   host.zero.gather_device.reset();
@@ -70,11 +72,19 @@ void expectTrainsAsOnTheHost(const parallel::EngineOptions& o, const std::string
     if (o.gradient_clipping > 0) {
       EXPECT_GT(ce.lastGradNorm(), o.gradient_clipping) << what;
     }
-    EXPECT_NEAR(ge.lastGradNorm(), ce.lastGradNorm(), 1e-5 * ce.lastGradNorm()) << what << " step " << step;
+    EXPECT_NEAR(ge.lastGradNorm(), ce.lastGradNorm(), rtol * ce.lastGradNorm()) << what << " step " << step;
+  }
+  if (ge.zero() && ce.zero()) {  // the values the optimizer steps (f32 master weights, too)
+    auto sg = ge.zero()->ownedSegments(), sc = ce.zero()->ownedSegments();
+    ASSERT_EQ(sg.size(), sc.size());
+    for (size_t i = 0; i < sc.size(); ++i) {
+      EXPECT_EQ(sg[i].values.dtype(), sc[i].values.dtype()) << what;
+      EXPECT_LE(closeness(sg[i].values.to(Device::cpu()), sc[i].values, rtol / 10, rtol), 1.0) << what;
+    }
   }
   if (ge.zero()) ge.zero()->gatherParameters();
   if (ce.zero()) ce.zero()->gatherParameters();
-  expectSameParameters(*gm, *cm, what);
+  expectSameParameters(*gm, *cm, what, rtol);
 }
 
 parallel::EngineOptions clippedAdamW() {
@@ -148,6 +158,46 @@ TEST(GpuEngine, zero_stages_1_and_2_and_zero_offload_train_as_on_the_host) {
     o.zero.offload_optimizer_cpu = offload;
     o.zero.offload_optimizer_pin_memory = offload;
     expectTrainsAsOnTheHost(o, "ZeRO stage " + std::to_string(stage) + (offload ? " offloaded" : ""));
+  }
+}
+
+TEST(GpuEngine, zero_bf16_master_weights_train_as_on_the_host) {
+  // bf16 parameters and gradients on the GPU, f32 master weights in the partition (on the GPU, or
+  // with ZeRO-Offload pinned host copies; stage 3 also with its pieces on the host), against the
+  // same configuration on the host: bf16 products summed in another order, so within a few bf16
+  // roundings, not bit for bit. The model-state bytes are DeepSpeed's layout (one rank: Psi each).
+  LOCKSTEP_REQUIRE_GPU();
+  for (int run = 0; run < 6; ++run) {
+    const int stage = 1 + run % 3;
+    const bool offload = run >= 3;
+    parallel::EngineOptions o = clippedAdamW();
+    o.precision = parallel::Precision::bf16;
+    o.zero_stage = stage;
+    o.zero.param_dtype = DType::bf16;
+    o.zero.reduce_bucket_size = 700;
+    o.zero.allgather_bucket_size = 300;
+    o.zero.param_persistence_threshold = 0;
+    o.zero.offload_optimizer_cpu = offload;
+    o.zero.offload_optimizer_pin_memory = offload;
+    o.zero.offload_param_cpu = offload && stage == 3;
+    o.zero.offload_param_pin_memory = offload && stage == 3;
+    const std::string what =
+        "bf16 master weights, ZeRO stage " + std::to_string(stage) + (offload ? " offloaded" : "");
+    expectTrainsAsOnTheHost(o, what, 4, 2e-2);
+    parallel::Engine e(mlp(Device::cuda(0)), o, parallel::DistributedEnvironment{});
+    const parallel::ModelStateBytes m = e.memory();
+    int64_t psi = 0;
+    for (const auto& p : e.zero()->parameters()) psi += p.numel();
+    if (!offload) {
+      EXPECT_EQ(m.parameters, stage == 3 ? 4 * psi : 2 * psi) << what;
+      EXPECT_EQ(m.gradients, 2 * psi) << what;
+      EXPECT_EQ(m.optimizer_states, stage == 3 ? 8 * psi : 12 * psi) << what;  // + the f32 master copies
+      EXPECT_EQ(m.host_offload, 0) << what;
+    } else {
+      EXPECT_EQ(m.optimizer_states, 8 * psi) << what;  // Adam's f32 states, on the host
+      // The states and the f32 master weights (copies, or stage 3's pieces) at least.
+      EXPECT_GE(m.host_offload, 12 * psi) << what;
+    }
   }
 }
 

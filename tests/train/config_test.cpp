@@ -533,6 +533,39 @@ TEST(TrainConfig, zero_on_a_gpu_takes_stages_1_to_3_zero_offload_and_parameter_o
             3);
 }
 
+TEST(TrainConfig, bf16_and_fp16_with_zero_keep_16_bit_parameters_and_f32_master_weights) {
+  // DeepSpeed's layout: 16-bit parameters with f32 master weights at every ZeRO stage; DDP, a
+  // pipeline's ZeRO-1 and the NVMe offloads keep f32 parameters under autocast (a note says so).
+  auto parse = [](const std::string& text, int64_t world = 2) {
+    return parseTrainConfig("train_batch_size: 8\n" + text, {}, world);
+  };
+  for (int stage : {1, 2, 3}) {
+    const std::string z = "zero_optimization: {stage: " + std::to_string(stage) + "}\n";
+    TrainConfig c = parse("bf16: {enabled: true}\n" + z);
+    EXPECT_EQ(c.zero.options.param_dtype, DType::bf16) << stage;
+    ASSERT_FALSE(c.zero.notes.empty());
+    EXPECT_TRUE(has(c.zero.notes.back(), "f32 master weights and optimizer states")) << c.zero.notes.back();
+    EXPECT_EQ(parse("fp16: {enabled: true}\n" + z).zero.options.param_dtype, DType::f16) << stage;
+    EXPECT_FALSE(parse(z).zero.options.param_dtype.has_value()) << stage;
+  }
+  EXPECT_FALSE(parse("bf16: {enabled: true}\n").zero.options.param_dtype.has_value());
+  TrainConfig c = parse(
+      "bf16: {enabled: true}\nzero_optimization: {stage: 1, offload_optimizer: {device: nvme, "
+      "nvme_path: /tmp}}\n");
+  EXPECT_FALSE(c.zero.options.param_dtype.has_value());
+  ASSERT_FALSE(c.zero.notes.empty());
+  EXPECT_TRUE(has(c.zero.notes.back(), "bf16 with zero_optimization.stage 1 and NVMe offload"))
+      << c.zero.notes.back();
+  c = parseTrainConfig(
+      "model: {name: gpt}\ndata: {dataset: text}\ntrain_micro_batch_size_per_gpu: 4\n"
+      "gradient_accumulation_steps: 8\nbf16: {enabled: true}\nzero_optimization: {stage: 1}\npipeline: "
+      "{stages: 2}\n",
+      {}, 4);
+  EXPECT_FALSE(c.zero.options.param_dtype.has_value());
+  ASSERT_FALSE(c.zero.notes.empty());
+  EXPECT_TRUE(has(c.zero.notes.back(), "in a pipeline")) << c.zero.notes.back();
+}
+
 TEST(TrainConfig, pipeline_section_counts_replicas_in_the_batch_and_leaves_the_identity) {
   const std::string base =
       "model: {name: gpt}\ndata: {dataset: text}\ntrain_micro_batch_size_per_gpu: "

@@ -115,6 +115,58 @@ TEST_F(TrainCli, zero_stage3_partitions_parameters_trains_as_ddp_and_resumes) {
   EXPECT_LE(safetensorsRelDiff(dir_ + "/x/model.safetensors", dir_ + "/s/model.safetensors"), 1e-6);
 }
 
+TEST_F(TrainCli, zero_bf16_keeps_f32_master_weights_resumes_bitwise_and_consolidates_them) {
+  // DeepSpeed's bf16 with ZeRO: bf16 parameters and gradients, f32 master weights and Adam states
+  // in each rank's partition. Stages 2 and 3 on 2 ranks: the memory line is DeepSpeed's layout
+  // (stage 2: 2 Psi + 2 Psi / N + 12 Psi / N; stage 3: (4 + 2 + 8) Psi / N, the pieces being the
+  // master weights), the weights within bf16's rounding of DDP's autocast run, 4 steps resumed to 8
+  // equal to 8 straight bit for bit, and the checkpoint's consolidation the f32 master weights
+  // whose rounding the final bf16 model file holds.
+  std::string cfg = writeConfig("c.yaml", std::string(kSynthetic) + "bf16: {enabled: true}\n");
+  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/ddp --set max_steps=8").code, 0);
+  for (int stage : {2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    const std::string z = " --set zero_optimization.stage=" + std::to_string(stage);
+    const std::string s = dir_ + "/s" + std::to_string(stage), r = dir_ + "/r" + std::to_string(stage);
+    Result straight = run(cfg + " --nproc-per-node 2 --output-dir " + s + " --set max_steps=8" + z);
+    ASSERT_EQ(straight.code, 0) << straight.output;
+    EXPECT_NE(straight.output.find("f32 master weights and optimizer states in each rank's partition"),
+              std::string::npos)
+        << straight.output;
+    const std::string memory =
+        stage == 2 ? "memory: rank 1: parameters 166 B, gradients 82 B, optimizer states 492 B"
+                   : "memory: rank 1: parameters 164 B, gradients 82 B, optimizer states 328 B";
+    EXPECT_NE(straight.output.find(memory), std::string::npos) << straight.output;
+    const auto model = lockstep::train::loadSafetensors(s + "/model.safetensors");
+    for (const auto& [name, t] : model.tensors) EXPECT_EQ(t.dtype(), lockstep::DType::bf16) << name;
+    EXPECT_LE(safetensorsRelDiff(s + "/model.safetensors", dir_ + "/ddp/model.safetensors"), 2e-2);
+    ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + r + " --set max_steps=4" + z).code, 0);
+    Result resumed = run(cfg + " --nproc-per-node 2 --output-dir " + r + " --set max_steps=8 --resume" + z);
+    ASSERT_EQ(resumed.code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("(step 4)"), std::string::npos) << resumed.output;
+    EXPECT_EQ(readFile(s + "/model.safetensors"), readFile(r + "/model.safetensors"));
+    for (const std::string& run_dir : {s, r}) {
+      Result c = runLockstep(
+          dir_, "checkpoint consolidate " + run_dir + "/checkpoints " + run_dir + "/w.safetensors");
+      ASSERT_EQ(c.code, 0) << c.output;
+    }
+    EXPECT_EQ(safetensorsRelDiff(s + "/w.safetensors", r + "/w.safetensors"),
+              0.0);  // the f32 master weights too
+    const auto master = lockstep::train::loadSafetensors(s + "/w.safetensors");
+    bool finer = false;
+    for (const auto& [name, t] : master.tensors) {
+      ASSERT_EQ(t.dtype(), lockstep::DType::f32) << name;
+      const lockstep::Tensor* rounded = nullptr;
+      for (const auto& [n, m] : model.tensors)
+        if (n == name) rounded = &m;
+      ASSERT_NE(rounded, nullptr) << name;
+      EXPECT_EQ(t.to(lockstep::DType::bf16).toVector<float>(), rounded->toVector<float>()) << name;
+      finer = finer || t.toVector<float>() != rounded->toVector<float>();
+    }
+    EXPECT_TRUE(finer) << "the master weights hold no more than their bf16 rounding";
+  }
+}
+
 TEST_F(TrainCli, zero_nvme_offload_trains_bitwise_as_in_memory_resumes_and_leaves_no_file) {
   // Stage 2 on 2 ranks (partitions of 42 and 41 elements) with the optimizer states in swap files,
   // sub-groups of 10: the weights of the same run without offload, bit for bit; a resume reads the

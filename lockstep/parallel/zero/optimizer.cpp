@@ -55,6 +55,15 @@ void validateZeroOptions(const ZeroOptions& o) {
     LOCKSTEP_ENFORCE(o.offload_param_nvme_path.empty(), ValueError,
                      "zero_optimization.offload_param: device cpu and an nvme_path at once");
   }
+  if (o.param_dtype) {
+    LOCKSTEP_ENFORCE(*o.param_dtype == DType::bf16 || *o.param_dtype == DType::f16, ValueError,
+                     "ZeroOptions::param_dtype ", dtypeName(*o.param_dtype),
+                     ": the parameters of mixed precision with f32 master weights are bf16 or f16");
+    LOCKSTEP_ENFORCE(o.offload_optimizer.nvme_path.empty() && o.offload_param_nvme_path.empty(), ValueError,
+                     "ZeroOptions::param_dtype (bf16 / fp16 parameters with f32 master weights) does not "
+                     "combine with NVMe offload: the swap files hold the parameters' own dtype; leave "
+                     "param_dtype unset (f32 parameters under autocast) with offload to nvme");
+  }
   if (!o.offload_param_nvme_path.empty()) {
     LOCKSTEP_ENFORCE(o.stage == 3, ValueError,
                      "zero_optimization.offload_param: offloading parameters needs ZeRO stage 3 (DeepSpeed's "
@@ -101,6 +110,9 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
       LOCKSTEP_ENFORCE(t.isContiguous() && (t.dtype() == DType::f32 || t.dtype() == DType::f64), ValueError,
                        "ZeRO: parameter '", it->second, "' must be a contiguous f32 or f64 tensor, got ",
                        t.describe());
+      LOCKSTEP_ENFORCE(!options_.param_dtype || t.dtype() == DType::f32, ValueError, "ZeRO: parameter '",
+                       it->second, "' must be f32 to keep f32 master weights for ",
+                       dtypeName(*options_.param_dtype), " parameters, got ", t.describe());
       LOCKSTEP_ENFORCE(params_.empty() || t.dtype() == params_.front().dtype(), ValueError,
                        "ZeRO: every parameter must have one dtype; '", it->second, "' is ",
                        dtypeName(t.dtype()), ", '", names_.front(), "' is ",
@@ -152,6 +164,7 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   }
 
   offload_cpu_ = options_.offload_optimizer_cpu;
+  master_ = options_.param_dtype.has_value();
   LOCKSTEP_ENFORCE(!offload_cpu_ || options_.offload_optimizer.nvme_path.empty(), ValueError,
                    "zero_optimization.offload_optimizer: device cpu and an nvme_path at once");
   std::vector<std::vector<Variable>> shard_vars(groups.size());
@@ -165,11 +178,13 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
               : params_[s.param].tensor().view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
       Tensor elements, values = view;
       // The optimizer's shard is a host copy of the parameter's elements, unless it steps the
-      // host pieces of offload_param cpu themselves.
-      if (offload_cpu_ && !options_.offload_param_cpu) {
+      // host pieces of offload_param cpu themselves; with master weights below stage 3 an f32
+      // copy of them (on the host with offload) that the parameter's elements are rounded from.
+      if ((offload_cpu_ && !options_.offload_param_cpu) || (master_ && !coordinator_)) {
         elements = view;
-        values = Tensor::empty({s.numel}, view.dtype());
-        if (options_.offload_optimizer_pin_memory) values = values.pinMemory();
+        values = Tensor::empty({s.numel}, view.dtype(), MemoryFormat::contiguous,
+                               offload_cpu_ ? Device::cpu() : view.device());
+        if (offload_cpu_ && options_.offload_optimizer_pin_memory) values = values.pinMemory();
         values.copyFrom(view);
       }
       Shard shard{Variable(values, true),
@@ -185,6 +200,19 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
     }
   }
   for (size_t g = 0; g < groups.size(); ++g) groups[g].params = std::move(shard_vars[g]);
+  // Master weights below stage 3: the f32 values are in the shards now; the parameters become
+  // their rounding (stage 3's coordinator gathers in param_dtype itself), and every gradient,
+  // reduction and gather after this is in that dtype.
+  if (master_ && !coordinator_) {
+    autograd::NoGradGuard ng;
+    for (Variable& p : params_) {
+      p.tensor() = p.tensor().to(*options_.param_dtype);
+      p.zeroGrad(true);
+    }
+    for (Shard& s : shards_)
+      s.elements =
+          params_[s.param].tensor().view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
+  }
   // The optimizer's own numbering of the shards (its state dict's), and the groups' parameters in
   // the numbering of the optimizer as it was (a consolidated state dict's).
   std::unordered_map<const autograd::VariableImpl*, int64_t> opt_index;
@@ -315,22 +343,26 @@ void ZeroOptimizer::pointShardGradients() {
   // With offload_optimizer_cpu, once per step (clipping and the loss scaler's unscale come before
   // the step and change the host copies): the partition's gradients, wherever they are, copied to
   // the host.
-  if (offload_cpu_ && host_grads_current_) return;
+  // With master weights likewise, into f32 copies beside the master values.
+  const bool copies = offload_cpu_ || master_;
+  if (copies && host_grads_current_) return;
   if (reducer_) reducer_->checkComplete();
   for (Shard& s : shards_) {
     Tensor g = partitionGradient(s);
     // (A GPU run's stage 2 and 3 reduce into host pieces already.)
-    if (offload_cpu_ && g.defined() && !(reducer_ && reducer_->piecesOnHost())) {
+    const bool moved = offload_cpu_ && !(reducer_ && reducer_->piecesOnHost());
+    if (g.defined() && (moved || g.dtype() != s.var.dtype())) {
       if (!s.host_grad.defined()) {
-        s.host_grad = Tensor::empty({s.numel}, g.dtype());
-        if (options_.offload_optimizer_pin_memory) s.host_grad = s.host_grad.pinMemory();
+        s.host_grad =
+            Tensor::empty({s.numel}, s.var.dtype(), MemoryFormat::contiguous, s.var.tensor().device());
+        if (offload_cpu_ && options_.offload_optimizer_pin_memory) s.host_grad = s.host_grad.pinMemory();
       }
       s.host_grad.copyFrom(g);
       g = s.host_grad;
     }
     s.var.setGrad(g);
   }
-  host_grads_current_ = offload_cpu_;
+  host_grads_current_ = copies;
 }
 
 void ZeroOptimizer::step() {
@@ -343,9 +375,17 @@ void ZeroOptimizer::step() {
   } else {
     optimizer_->step();
   }
-  if (offload_cpu_) {
+  if (offload_cpu_ || master_) {
     copyShardsToParameters();
     host_grads_current_ = false;  // the next step copies the gradients afresh
+  }
+  // Master weights on the parameters' device: the f32 gradient copies live for the step only (as
+  // DeepSpeed's), not between steps.
+  if (master_ && !offload_cpu_) {
+    for (Shard& s : shards_) {
+      s.var.setGrad(Tensor());
+      s.host_grad = Tensor();
+    }
   }
   if (options_.stage == 3) {
     releaseParameters();  // stale now; the next forward gathers the stepped values
@@ -397,7 +437,7 @@ void ZeroOptimizer::copyShardsFromParameters() {
 
 void ZeroOptimizer::adoptGatheredParameters() {
   if (!coordinator_) {
-    if (offload_cpu_) copyShardsFromParameters();
+    if (offload_cpu_ || master_) copyShardsFromParameters();
     return;
   }
   LOCKSTEP_CHECK(coordinator_->allGathered(),
@@ -407,8 +447,10 @@ void ZeroOptimizer::adoptGatheredParameters() {
   forEachShard(Pieces::parameters, true, [&](const Shard& s) { adoptShard(s); });
 }
 
-void ZeroOptimizer::adoptShard(const Shard& s) {
-  Tensor src = params_[s.param].tensor().contiguous();
+void ZeroOptimizer::adoptShard(const Shard& s) { adoptShard(s, params_[s.param].tensor()); }
+
+void ZeroOptimizer::adoptShard(const Shard& s, const Tensor& whole) {
+  Tensor src = whole.contiguous();
   Tensor dst = s.var.tensor();
   dst.copyFrom(src.view({src.numel()}).narrow(0, s.param_offset, s.numel));
   // ZeRO-Offload's host copy stepped, and the piece gathered: both hold the loaded values.
@@ -418,11 +460,28 @@ void ZeroOptimizer::adoptShard(const Shard& s) {
   }
 }
 
-void ZeroOptimizer::adoptParameters(const std::vector<size_t>& indices) {
-  LOCKSTEP_CHECK(coordinator_, "adoptParameters is stage 3's");
+void ZeroOptimizer::adoptParameters(const std::vector<size_t>& indices,
+                                    const std::function<Tensor(size_t)>& values) {
   std::vector<bool> chosen(params_.size(), false);
   for (size_t i : indices) chosen.at(i) = true;
   autograd::NoGradGuard ng;
+  auto adopt = [&](const Shard& s) {
+    if (values) {
+      const Tensor whole = values(s.param);
+      LOCKSTEP_ENFORCE(whole.numel() == params_[s.param].numel(), ValueError, "ZeRO: values of parameter '",
+                       names_[s.param], "' have ", whole.numel(), " elements, the parameter ",
+                       params_[s.param].numel());
+      adoptShard(s, whole);
+    } else {
+      adoptShard(s);
+    }
+  };
+  if (!coordinator_) {
+    if (offload_cpu_) waitForCopies(placeOf(device()));  // last step's uploads read the host copies
+    for (const Shard& s : shards_)
+      if (chosen[s.param]) adopt(s);
+    return;
+  }
   if (coordinator_->piecesOffDevice()) waitForCopies(placeOf(device()));
   // Bucket by bucket (shards are in bucket order), only the buckets holding a chosen shard.
   for (size_t i = 0; i < shards_.size();) {
@@ -433,7 +492,7 @@ void ZeroOptimizer::adoptParameters(const std::vector<size_t>& indices) {
     if (any) {
       coordinator_->acquirePiece(b);
       for (; i < end; ++i) {
-        if (chosen[shards_[i].param]) adoptShard(shards_[i]);
+        if (chosen[shards_[i].param]) adopt(shards_[i]);
       }
       coordinator_->releasePiece(b, true);
     }
@@ -442,21 +501,22 @@ void ZeroOptimizer::adoptParameters(const std::vector<size_t>& indices) {
 }
 
 void ZeroOptimizer::allgatherParameters() {
+  if (params_.empty()) return;
   std::vector<char*> full;
   for (Variable& p : params_) full.push_back(static_cast<char*>(p.tensor().devicePtr()));
-  gatherPieces(full, device());
+  gatherPieces(full, device(), params_.front().dtype());
 }
 
-void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, const Device& where, int root,
+void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, const Device& where, DType dtype, int root,
                                  const std::function<const char*(size_t, int64_t)>& mine) {
   if (world_ == 1 || params_.empty()) return;  // this rank's piece is everything
   const int64_t cap = std::max<int64_t>(1, options_.allgather_bucket_size / world_);
   // Made on first use (stage 3 gathers this way only for checkpoints) where the pointers are.
-  if (!gather_send_.defined() || gather_send_.device() != where) {
+  if (!gather_send_.defined() || gather_send_.device() != where || gather_send_.dtype() != dtype) {
     int64_t block = 0;  // the largest all-gather block: a bucket's chunk, capped by allgather_bucket_size
     for (const ZeroBucket& b : layout_.buckets) block = std::max(block, std::min(b.chunk, cap));
-    gather_send_ = Tensor::zeros({block}, params_.front().dtype(), where);
-    gather_recv_ = Tensor::zeros({block * world_}, params_.front().dtype(), where);
+    gather_send_ = Tensor::zeros({block}, dtype, where);
+    gather_recv_ = Tensor::zeros({block * world_}, dtype, where);
   }
   const size_t elem = dtypeSize(gather_send_.dtype());
   char* send = static_cast<char*>(gather_send_.devicePtr());
@@ -507,7 +567,10 @@ void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, const Device& w
 }
 
 void ZeroOptimizer::zeroGrad() {
-  for (Shard& s : shards_) s.var.setGrad(Tensor());
+  for (Shard& s : shards_) {
+    s.var.setGrad(Tensor());
+    if (master_ && !offload_cpu_) s.host_grad = Tensor();  // a step's f32 copies only
+  }
   host_grads_current_ = false;
   if (reducer_) {
     reducer_->zero();
@@ -555,14 +618,20 @@ ModelStateBytes ZeroOptimizer::memory() const {
   if (coordinator_) m.parameters = coordinator_->residentBytes();
   // With NVMe offload, what the states take in memory: the swap buffers.
   m.optimizer_states = offload_ ? offload_->memoryBytes() : optimizerStateBytes(*optimizer_);
+  // Master weights below stage 3 without offload: the f32 copies of the partition's values count
+  // with the optimizer's states, as in DeepSpeed's 12 bytes per parameter (stage 3's are the pieces).
+  if (master_ && !offload_cpu_) {
+    for (const Shard& s : shards_)
+      if (s.elements.defined()) m.optimizer_states += static_cast<int64_t>(s.var.tensor().nbytes());
+  }
   if (device().isCuda()) {
     // The states (ZeRO-Offload's, or the NVMe offload's buffers), ZeRO-Offload's f32 host copies
     // of the values (unless offload_param's pieces are stepped themselves), and the gradients: the
     // reducer's host pieces, else (stage 1) host copies.
     if (offload_cpu_ || offload_) m.host_offload += m.optimizer_states;
     if (offload_cpu_) {
-      const int64_t elem = params_.empty() ? 0 : static_cast<int64_t>(dtypeSize(params_.front().dtype()));
       for (const Shard& s : shards_) {
+        const int64_t elem = static_cast<int64_t>(dtypeSize(s.var.dtype()));
         if (s.elements.defined()) m.host_offload += s.numel * elem;
         if (!reducer_) m.host_offload += s.numel * elem;
       }

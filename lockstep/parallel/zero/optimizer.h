@@ -109,6 +109,16 @@ struct ZeroOptions {
   /// parameters are the group's business (a pipeline stage's replicas, built from one seed, whose
   /// models hold the other stages' layers without memory: parallel/pipeline/). Stages 1 and 2.
   bool broadcast_model = true;
+  /// DeepSpeed's bf16 / fp16 with ZeRO (mixed precision with master weights): the model's
+  /// parameters, their gradients and their gathers in this dtype (bf16 or f16), and this rank's
+  /// partition of the values the optimizer steps in f32 ("master weights": stages 1-2 copies of
+  /// its elements, stage 3 its pieces), updated in f32 and rounded into the parameters after each
+  /// step. Gradients are reduced in this dtype and copied into f32 for clipping, the loss
+  /// scaler's unscale and the step. Model states per rank, Psi parameters, Adam, N ranks: stage 1
+  /// 2+2+12/N Psi, stage 2 2+14/N Psi, stage 3 (4+2+8)/N Psi (DeepSpeed's (2+2+12)/N: the f32
+  /// pieces are the master weights and what a gather rounds). The parameters must be f32 when the
+  /// ZeroOptimizer is built (it rounds them). nullopt: the parameters' own dtype throughout.
+  std::optional<DType> param_dtype;
   /// Not a DeepSpeed key. Stage 3: the device the layers are gathered on and computed on when the
   /// model was built on the host (zero.Init's use with offload_param cpu: a model larger than the
   /// GPU is never whole on it): each parameter becomes a tensor of that device holding no memory
@@ -150,10 +160,13 @@ class ZeroOptimizer {
   /// Copies this rank's elements of the (gathered, then changed: a loaded checkpoint) parameters
   /// back into its partition, the values stage 3 (the host copies of the offload) trains.
   void adoptGatheredParameters();
-  /// Stage 3, with those parameters whole (forEachParameterBucketWhole's bucket). Not collective.
-  /// adoptGatheredParameters for the parameters `indices` (into parameters()) alone: a checkpoint
-  /// loaded one gathered bucket at a time, never the whole model.
-  void adoptParameters(const std::vector<size_t>& indices);
+  /// Not collective. adoptGatheredParameters for the parameters `indices` (into parameters())
+  /// alone: a checkpoint loaded one gathered bucket at a time, never the whole model (stage 3:
+  /// with those parameters whole, forEachParameterBucketWhole's bucket). With `values`, this rank's
+  /// elements are taken from values(index) (the parameter's whole values, any dtype and device: a
+  /// checkpoint's f32 ones) instead of the parameter, and the parameter's elements rounded from
+  /// them: so master weights (param_dtype) resume exactly, not from their rounding.
+  void adoptParameters(const std::vector<size_t>& indices, const std::function<Tensor(size_t)>& values = {});
   /// Collective at stage 3 (outside a step, parameters not gathered): calls fn with the indices
   /// (into parameters()) of a set of whole parameters at a time, one gathered bucket after
   /// another, until every parameter was passed once; never the whole model in memory (a final
@@ -218,6 +231,8 @@ class ZeroOptimizer {
   const ZeroPieceSwap* parameterSwap() const;
   const ZeroPieceSwap* gradientSwap() const;
   int stage() const { return options_.stage; }
+  /// Whether the parameters are param_dtype with f32 master weights in the partition.
+  bool masterWeights() const { return master_; }
   /// Stage 3's gathering (zero/parameter_coordinator.h), or nullptr.
   const ZeroParameterCoordinator* coordinator() const { return coordinator_.get(); }
   ZeroParameterCoordinator* coordinator() { return coordinator_.get(); }
@@ -249,6 +264,8 @@ class ZeroOptimizer {
   Device device() const { return params_.empty() ? Device::cpu() : params_.front().tensor().device(); }
   /// The gathered parameter's elements into s's values (and ZeRO-Offload's device piece).
   void adoptShard(const Shard& s);
+  /// The same from `whole`, the parameter's values held elsewhere.
+  void adoptShard(const Shard& s, const Tensor& whole);
   // With offload_optimizer_cpu: the shards' host values from the parameters, and back.
   void copyShardsFromParameters();
   void copyShardsToParameters();
@@ -260,12 +277,12 @@ class ZeroOptimizer {
   void swapPartition();
   void loadStateDictPieces(const optim::OptimizerStateDict& state, bool partition);
   void allgatherParameters();
-  /// full[p]: parameter p's elements (its dtype, contiguous), this rank's pieces filled in; fills
+  /// full[p]: parameter p's elements (in dtype, contiguous), this rank's pieces filled in; fills
   /// in every other rank's pieces. Collective. Every pointer is memory of `where` (the host or the
   /// GPU the parameters are on).
   /// root >= 0: only root receives (a gather); `mine`, when given, says where this rank's elements
   /// of (parameter, offset) are instead of full.
-  void gatherPieces(const std::vector<char*>& full, const Device& where, int root = -1,
+  void gatherPieces(const std::vector<char*>& full, const Device& where, DType dtype, int root = -1,
                     const std::function<const char*(size_t, int64_t)>& mine = {});
 
   std::shared_ptr<nn::Module> model_;
@@ -284,6 +301,7 @@ class ZeroOptimizer {
   std::unique_ptr<ZeroNvmeOffload> offload_;  // offload_optimizer device nvme
   Tensor gather_send_, gather_recv_;
   bool offload_cpu_ = false;         // offload_optimizer_cpu (stages 1 and 2)
+  bool master_ = false;              // param_dtype: f32 master weights of low-precision parameters
   bool host_grads_current_ = false;  // the shards' host gradients hold this step's (offload)
   // Stage 3: this rank's pieces of the parameters and their gathering.
   std::unique_ptr<ZeroParameterCoordinator> coordinator_;

@@ -55,23 +55,24 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
     // Gathered in host memory (a state dict's tensors are the host's, whatever the parameters' device).
     for (const Shard& s : shards_) {
       const Tensor* found = mine.state.find(std::to_string(s.opt_index) + "." + key);
-      src[s.param] =
-          found ? found->to(Device::cpu()).contiguous() : Tensor::zeros({s.numel}, params_[s.param].dtype());
-      LOCKSTEP_CHECK(src[s.param].dtype() == params_[s.param].dtype() && src[s.param].numel() == s.numel);
+      src[s.param] = found ? found->to(Device::cpu()).contiguous() : Tensor::zeros({s.numel}, s.var.dtype());
+      LOCKSTEP_CHECK(src[s.param].dtype() == s.var.dtype() && src[s.param].numel() == s.numel);
       src_offset[s.param] = s.param_offset;
     }
-    const size_t elem = dtypeSize(params_.empty() ? DType::f32 : params_.front().dtype());
+    // The states' dtype: the shards' (f32 with master weights, whatever the parameters').
+    const DType dtype = shards_.empty() ? DType::f32 : shards_.front().var.dtype();
+    const size_t elem = dtypeSize(dtype);
     std::vector<Tensor> full;
     std::vector<char*> ptrs(params_.size(), nullptr);
     if (receives) {  // only the ranks that get the result hold whole-parameter tensors
       for (size_t p = 0; p < params_.size(); ++p) {
-        full.push_back(Tensor::zeros(shapes_[p], params_[p].dtype()));
+        full.push_back(Tensor::zeros(shapes_[p], dtype));
         ptrs[p] = static_cast<char*>(full.back().dataPtr());
         if (src[p].defined())
           std::memcpy(ptrs[p] + src_offset[p] * elem, src[p].dataPtr(), src[p].numel() * elem);
       }
     }
-    gatherPieces(ptrs, Device::cpu(), world_ > 1 ? root : -1, [&](size_t p, int64_t offset) {
+    gatherPieces(ptrs, Device::cpu(), dtype, world_ > 1 ? root : -1, [&](size_t p, int64_t offset) {
       return static_cast<const char*>(src[p].dataPtr()) + (offset - src_offset[p]) * elem;
     });
     if (!receives) continue;

@@ -126,6 +126,9 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
   autograd::NoGradGuard ng;
   const DType dtype = params_.empty() ? DType::f32 : params_.front().dtype();
   const size_t elem = dtypeSize(dtype);
+  // Master weights (param_dtype): the pieces keep the f32 values the optimizer steps; the whole
+  // parameters, the gathers and so the gradients are in param_dtype, rounded from the pieces.
+  gather_dtype_ = options_.param_dtype.value_or(dtype);
   const Device built_on = params_.empty() ? Device::cpu() : params_.front().tensor().device();
   for (const Variable& p : params_) {
     shapes_.push_back(p.shape());
@@ -179,11 +182,11 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
     if (swap_ && piece_device_ != built_on) waitForCopies(place);  // written out next
     releasePiece(b, true);
     const bool direct = bucket.numel > 0 && bucket.chunk * world_ == bucket.numel;
-    if (direct) flat_[b] = Tensor::empty({bucket.numel}, dtype, MemoryFormat::contiguous, device_);
+    if (direct) flat_[b] = Tensor::empty({bucket.numel}, gather_dtype_, MemoryFormat::contiguous, device_);
     for (size_t i = 0; i < bucket.params.size(); ++i) {
       Variable& p = params_[bucket.params[i]];
       p.tensor() = direct ? flat_[b].narrow(0, bucket.param_offset[i], p.numel()).view(p.shape())
-                          : Tensor::empty(p.shape(), dtype, MemoryFormat::contiguous, device_);
+                          : Tensor::empty(p.shape(), gather_dtype_, MemoryFormat::contiguous, device_);
       if (!direct) p.tensor().storage()->release();
     }
     if (direct) flat_[b].storage()->release();
@@ -270,7 +273,7 @@ void ZeroParameterCoordinator::launch(size_t b) {
   const bool direct = flat_[b].defined();
   if (direct) flat_[b].storage()->materialize();
   if (world_ == 1) return;  // complete() copies the piece
-  const DType dtype = pieces_[b].dtype();
+  const DType dtype = gather_dtype_;
   const size_t elem = dtypeSize(dtype);
   Fetch& f = fetch_[b];
   if (!direct) f.recv = Tensor::empty({bucket.chunk * world_}, dtype, MemoryFormat::contiguous, device_);
@@ -278,17 +281,18 @@ void ZeroParameterCoordinator::launch(size_t b) {
   const comm::BufferPlace place = placeOf(device_);
   if (options_.allgather_partitions) {
     const void* send = pieces_[b].devicePtr();  // as long as the block when the pieces are equal
-    if (!direct || piece_device_ != device_) {  // padded, or (offload_param) copied to the device
+    // Padded, (offload_param) copied to the device, or (master weights) rounded: a send buffer.
+    if (!direct || piece_device_ != device_ || pieces_[b].dtype() != dtype) {
       f.send = direct ? Tensor::empty({bucket.chunk}, dtype, MemoryFormat::contiguous, device_)
                       : Tensor::zeros({bucket.chunk}, dtype, device_);
-      copyBytes(f.send.devicePtr(), pieces_[b].devicePtr(), pieces_[b].nbytes(), place);
+      copyPiece(b, f.send, 0);
       send = f.send.devicePtr();
     }
     comm::AllgatherOptions ao;
     ao.place = place;
     f.works.push_back(group_->allgather(send, recv, static_cast<size_t>(bucket.chunk), dtype, ao));
   } else {  // one broadcast per rank, each from that rank's block
-    copyBytes(recv + rank_ * bucket.chunk * elem, pieces_[b].devicePtr(), pieces_[b].nbytes(), place);
+    copyPiece(b, direct ? flat_[b] : f.recv, rank_ * bucket.chunk);
     for (int r = 0; r < world_; ++r) {
       comm::BroadcastOptions bo;
       bo.root = r;
@@ -299,15 +303,25 @@ void ZeroParameterCoordinator::launch(size_t b) {
   }
 }
 
+void ZeroParameterCoordinator::copyPiece(size_t b, const Tensor& to, int64_t at) {
+  const Tensor& piece = pieces_[b];
+  if (piece.dtype() == to.dtype()) {
+    copyBytes(static_cast<char*>(to.devicePtr()) + at * dtypeSize(to.dtype()), piece.devicePtr(),
+              piece.nbytes(), placeOf(device_));
+    return;
+  }
+  to.narrow(0, at, piece.numel()).copyFrom(piece);  // rounded on the way (on either device)
+}
+
 void ZeroParameterCoordinator::complete(size_t b) {
   if (state_[b] != State::in_flight) return;
   Fetch& f = fetch_[b];
   for (auto& w : f.works) w->wait();
   const ZeroBucket& bucket = layout_.buckets[b];
-  const size_t elem = dtypeSize(pieces_[b].dtype());
+  const size_t elem = dtypeSize(gather_dtype_);
   const comm::BufferPlace place = placeOf(device_);
   if (flat_[b].defined()) {  // the all-gather wrote the parameters; one rank copies its piece
-    if (world_ == 1) copyBytes(flat_[b].devicePtr(), pieces_[b].devicePtr(), pieces_[b].nbytes(), place);
+    if (world_ == 1) copyPiece(b, flat_[b], 0);
     f = Fetch{};
     state_[b] = State::resident;
     if (swap_ && piece_device_ != device_) waitForCopies(place);  // the copies read the piece's memory
@@ -316,6 +330,14 @@ void ZeroParameterCoordinator::complete(size_t b) {
   }
   for (size_t p : bucket.params) params_[p].tensor().storage()->materialize();
   for (int r = 0; r < world_; ++r) {
+    if (r == rank_ && pieces_[b].dtype() != gather_dtype_) {  // this rank's piece, rounded
+      for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r], bucket.piece[r + 1])) {
+        Tensor to =
+            params_[s.param].tensor().view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
+        to.copyFrom(pieces_[b].narrow(0, s.bucket_offset - bucket.piece[r], s.numel));
+      }
+      continue;
+    }
     const char* from = r == rank_ ? static_cast<const char*>(pieces_[b].devicePtr())
                                   : static_cast<const char*>(f.recv.devicePtr()) + r * bucket.chunk * elem;
     for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r], bucket.piece[r + 1])) {

@@ -144,6 +144,10 @@ class ZeroParameterCoordinator {
   /// a piece read back is host memory, copied to the GPU for its gather and freed once the copy
   /// is done.
   void swapPieces();
+  /// Piece b's values into to's elements [at, at + piece size) (a send or receive buffer, or a
+  /// bucket's flat parameters): a copy on the gathers' stream, rounded to to's dtype when that is
+  /// param_dtype.
+  void copyPiece(size_t b, const Tensor& to, int64_t at);
   void launch(size_t bucket);
   void complete(size_t bucket);
   void acquire(size_t bucket);
@@ -161,8 +165,9 @@ class ZeroParameterCoordinator {
   ZeroOptions options_;
   int rank_ = 0;
   int world_ = 1;
-  Device device_;        // the parameters' and the gather buffers' (the host or one GPU)
-  Device piece_device_;  // the pieces': device_, or the host with offload_param cpu
+  Device device_;                    // the parameters' and the gather buffers' (the host or one GPU)
+  Device piece_device_;              // the pieces': device_, or the host with offload_param cpu
+  DType gather_dtype_ = DType::f32;  // the whole parameters': the pieces', or param_dtype
   std::vector<Tensor> pieces_;
   std::unique_ptr<ZeroPieceSwap> swap_;  // offload_param nvme
   std::vector<Tensor> flat_;             // per bucket: its parameters' storage when its pieces are equal

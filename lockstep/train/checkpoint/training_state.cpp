@@ -137,6 +137,21 @@ std::string restoreTrainingState(const CheckpointData& d, TrainingParts& parts) 
                      " of the tensors this rank loads, the first '", missing.front(), "'");
   }
   parts.model->loadStateDict(model, /*strict=*/!parts.model_keys);
+  // ZeRO below stage 3: the partition's values the optimizer steps (f32 master weights, ZeRO-
+  // Offload's host copies) from the checkpoint's values themselves, not from the parameters just
+  // loaded (with master weights their rounding): the resumed run steps what the saved one did.
+  if (parts.zero && parts.zero->stage() < 3) {
+    std::unordered_map<std::string, const Tensor*> saved;  // by the model's current names
+    for (const auto& [name, t] : model) saved.emplace(parts.model->currentKey(name), &t);
+    const auto& names = parts.zero->parameterNames();
+    std::vector<size_t> all(names.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    autograd::NoGradGuard ng;
+    parts.zero->adoptParameters(all, [&](size_t i) {
+      auto it = saved.find(names[i]);
+      return it != saved.end() ? *it->second : parts.zero->parameters()[i].tensor();
+    });
+  }
   const nlohmann::json& s = d.state;
   try {
     if (parts.optimizer) {

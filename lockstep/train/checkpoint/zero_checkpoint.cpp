@@ -430,6 +430,7 @@ std::string restoreTrainingStateByBucket(const CheckpointData& d, TrainingParts&
         values.emplace(model.currentKey(name), std::move(t));
     }
     autograd::NoGradGuard ng;
+    std::unordered_map<size_t, const Tensor*> sources;
     for (size_t i : bucket) {
       const std::string& name = zero.parameterNames()[i];
       const Tensor* src = nullptr;
@@ -446,8 +447,10 @@ std::string restoreTrainingStateByBucket(const CheckpointData& d, TrainingParts&
                        name, "' is ", shapeToString(src->shape()), ", the model's is ",
                        shapeToString(dst.shape()));
       dst.copyFrom(*src);
+      sources[i] = src;
     }
-    zero.adoptParameters(bucket);
+    // The partition from the checkpoint's values themselves (f32 master weights stay exact).
+    zero.adoptParameters(bucket, [&](size_t i) { return *sources.at(i); });
   });
   return note;
 }

@@ -431,6 +431,32 @@ void checkPipelineFits(const TrainConfig& c, const YAML::Node& root, int64_t wor
     }
 }
 
+// DeepSpeed's bf16 / fp16 with ZeRO: the model in 16 bits (parameters, gradients, their reductions
+// and gathers) and f32 master weights in each rank's partition, stepped in f32 and rounded back
+// (zero/optimizer.h's param_dtype). A pipeline's ZeRO-1 and the NVMe offloads keep f32 parameters
+// under autocast (their swap files and stage buffers hold the parameters' own dtype); the note says so.
+void useMasterWeights(TrainConfig& c) {
+  const std::optional<DType> low = parallel::precisionDType(c.precision);
+  if (!low || c.zero.stage == 0) return;
+  const char* name = c.precision == parallel::Precision::bf16 ? "bf16" : "fp16";
+  const std::string stage = "zero_optimization.stage " + std::to_string(c.zero.stage);
+  const bool nvme = c.zero.offload_optimizer_device == OffloadDevice::nvme ||
+                    c.zero.offload_param_device == OffloadDevice::nvme;
+  if (c.pipeline.enabled() || nvme) {
+    c.zero.notes.push_back(std::string(name) + " with " + stage +
+                           (nvme ? " and NVMe offload" : " in a pipeline") +
+                           ": the parameters, their gradients and the optimizer states stay f32 (autocast "
+                           "computes in " +
+                           name + "); DeepSpeed would keep " + name + " parameters with f32 master weights");
+    return;
+  }
+  c.zero.options.param_dtype = low;
+  c.zero.notes.push_back(std::string(name) + " with " + stage + ": " + name +
+                         " parameters and gradients (reduced and gathered in " + name +
+                         "), f32 master weights and optimizer states in each rank's partition, as "
+                         "DeepSpeed keeps them");
+}
+
 // ZeRO on a GPU: stages 1-3 keep the partition in GPU memory; at stages 1 and 2 offload_optimizer
 // {device: cpu} (ZeRO-Offload) puts its optimizer states and update on the host. The other offloads
 // are not implemented there yet: an error before any rank starts, not a key that does nothing.
@@ -638,6 +664,7 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
                      (near.empty() ? "" : " (did you mean " + near + "?)") + "; known: " + known);
   }
   if (c.pipeline.enabled()) checkPipelineFits(c, root, world, source);
+  useMasterWeights(c);
   if (c.pipeline.enabled() && c.zero.options.offload_optimizer_cpu)
     throw ValueError(source +
                      ": zero_optimization.offload_optimizer (ZeRO-Offload) is not implemented for a "

@@ -1,0 +1,223 @@
+// ZeRO with bf16 / f16 parameters and f32 master weights (ZeroOptions::param_dtype, DeepSpeed's
+// bf16 / fp16 with ZeRO): the model holds 16-bit parameters and gradients, each rank's partition
+// the f32 values the optimizer steps. Trained through the engine on thread ranks against DDP's
+// autocast run (f32 parameters), checked for the layout (dtypes, bytes per rank: DeepSpeed's
+// formulas), for updates too small for the 16-bit parameters still adding up in the master weights,
+// and for a resume from f32 values.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "lockstep/autograd.h"
+#include "lockstep/nn.h"
+#include "lockstep/optim.h"
+#include "lockstep/parallel.h"
+#include "parallel/thread_ranks.h"
+#include "parallel/zero_engine_helpers.h"
+
+using namespace lockstep;
+using namespace lockstep::testing::zero;
+
+namespace {
+
+EngineOptions withMasterWeights(EngineOptions o, parallel::Precision precision, int stage) {
+  o.precision = precision;
+  o.zero_stage = stage;
+  o.zero.param_dtype = parallel::precisionDType(precision);
+  return o;
+}
+
+// The f32 master values of every parameter, put together from every rank's owned segments.
+std::vector<double> masterValues(const std::vector<std::vector<parallel::ZeroOptimizer::OwnedSegment>>& ranks,
+                                 const std::vector<int64_t>& offsets, int64_t total) {
+  std::vector<double> out(static_cast<size_t>(total), std::nan(""));
+  for (const auto& segments : ranks) {
+    for (const auto& s : segments) {
+      EXPECT_EQ(s.values.dtype(), DType::f32);
+      const auto v = s.values.toVector<double>();
+      for (int64_t i = 0; i < s.numel; ++i) out[static_cast<size_t>(offsets[s.param] + s.param_offset + i)] = v[i];
+    }
+  }
+  return out;
+}
+
+struct MasterRun {
+  std::vector<std::vector<double>> params;  // each rank's parameters (their 16-bit values)
+  std::vector<double> master;               // the partition's f32 values, put together
+  std::vector<parallel::ModelStateBytes> memory;
+};
+
+MasterRun trainWithMasterWeights(int world, const EngineOptions& o, int steps) {
+  MasterRun out;
+  out.params.resize(world);
+  out.memory.resize(world);
+  std::vector<std::vector<parallel::ZeroOptimizer::OwnedSegment>> segments(world);
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  lockstep::testing::runThreadRanks(world, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+    Engine engine(makeNet(7 + rank), o, worldOf(rank, world, pg));
+    for (const auto& p : engine.model()->parameters())
+      EXPECT_EQ(p.dtype(), *o.zero.param_dtype) << "the model's parameters are rounded to param_dtype";
+    int micro = 0;
+    for (int s = 0; s < steps;) {
+      auto [x, y] = batch(micro++ * world + rank, kRows);
+      engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
+      if (engine.step()) ++s;
+    }
+    out.memory[rank] = engine.memory();
+    for (auto& s : engine.zero()->ownedSegments()) {
+      s.values = s.values.clone();
+      segments[rank].push_back(s);
+    }
+    engine.zero()->gatherParameters();
+    out.params[rank] = flatParams(*engine.model());
+    if (rank == 0) {
+      for (const auto& p : engine.zero()->parameters()) {
+        offsets.push_back(total);
+        total += p.numel();
+      }
+    }
+  });
+  out.master = masterValues(segments, offsets, total);
+  return out;
+}
+
+}  // namespace
+
+TEST(ZeroMasterWeights, bf16_and_fp16_parameters_train_within_their_rounding_of_ddp_at_stages_1_to_3) {
+  // Against DDP under autocast (f32 parameters): the same forward (autocast rounds the f32 weights
+  // the same way) and the same 16-bit weight gradients (autocast's come back through the cast), so
+  // one rank is bit for bit DDP's; with more, the 16-bit sums of the reduction differ from f32's.
+  // 20 Adam steps; the bound is a few roundings of each dtype over the run. fp16 brings the loss
+  // scaler (unscaled in the f32 copies), here at 2^8 so that neither run overflows and skips (a
+  // 16-bit sum overflows sooner than an f32 one, as in DeepSpeed).
+  for (auto [precision, bound] : {std::pair{parallel::Precision::bf16, 4e-3}, {parallel::Precision::fp16, 1e-3}}) {
+    EngineOptions base = adam();
+    base.precision = precision;
+    if (precision == parallel::Precision::fp16) {
+      base.loss_scaler = optim::LossScalerOptions{};
+      base.loss_scaler->initial_scale_power = 8;
+    }
+    for (int world : {1, 2, 3}) {
+      const auto ddp = train(world, base);
+      for (int stage : {1, 2, 3}) {
+        EngineOptions o = withMasterWeights(base, precision, stage);
+        o.zero.reduce_bucket_size = 30;  // pieces straddle parameters
+        const MasterRun run = trainWithMasterWeights(world, o, 20);
+        SCOPED_TRACE(std::string(parallel::precisionName(precision)) + " stage " + std::to_string(stage) +
+                     " world " + std::to_string(world));
+        for (int r = 0; r < world; ++r) EXPECT_EQ(run.params[r], run.params[0]) << "ranks part ways: " << r;
+        const double d = relDiff(run.master, ddp[0]);
+        EXPECT_LE(d, bound);
+        if (world == 1) {
+          EXPECT_EQ(d, 0.0) << "one rank reduces nothing: DDP's autocast run bit for bit";
+        } else {
+          EXPECT_GT(d, 0.0) << "16-bit sums cannot give an f32 reduction's bits";
+        }
+        // The parameters are the master weights rounded.
+        const DType low = *o.zero.param_dtype;
+        for (size_t i = 0; i < run.master.size(); ++i) {
+          const double rounded = Tensor::scalar(run.master[i], DType::f32).to(low).itemDouble();
+          ASSERT_EQ(run.params[0][i], rounded) << "element " << i;
+        }
+        std::printf("[ zero ] %s master weights stage %d world %d: relative difference to DDP %.3g\n",
+                    parallel::precisionName(precision), stage, world, d);
+      }
+    }
+  }
+}
+
+TEST(ZeroMasterWeights, updates_below_the_parameters_rounding_add_up_in_the_master_weights) {
+  // SGD with a learning rate so small that no single update moves a bf16 parameter (each is far
+  // below half a bf16 step at these magnitudes): the f32 master weights still move as DDP's f32
+  // parameters do, and the parameters follow once the sum crosses a rounding step.
+  EngineOptions base;
+  base.optimizer = {"SGD", {{"lr", 2e-4}}};
+  base.precision = parallel::Precision::bf16;
+  const int steps = 30;
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    const auto ddp = train(2, base, steps);
+    const auto start = train(2, base, 0);
+    const MasterRun run = trainWithMasterWeights(2, withMasterWeights(base, parallel::Precision::bf16, stage), steps);
+    double moved = 0, off = 0;
+    for (size_t i = 0; i < run.master.size(); ++i) {
+      const double want = ddp[0][i] - start[0][i];
+      moved = std::max(moved, std::abs(want));
+      off = std::max(off, std::abs((run.master[i] - start[0][i]) - want));
+    }
+    EXPECT_GT(moved, 1e-4);
+    EXPECT_LE(off, 0.05 * moved) << "the master weights moved " << moved << " as DDP's, off by " << off;
+  }
+}
+
+TEST(ZeroMasterWeights, memory_per_rank_is_deepspeeds_formula) {
+  // Psi = 74 parameters, Adam, N = 3 ranks with pieces of 25, 25 and 24 elements (one bucket).
+  // DeepSpeed: stage 1 2 Psi + 2 Psi + 12 Psi / N; stage 2 2 Psi + (2 + 12) Psi / N; stage 3
+  // (2 + 2 + 12) Psi / N, where lockstep's stage 3 keeps its f32 pieces as the master weights
+  // (4 + 2 + 8) Psi / N.
+  const int64_t psi = 74;
+  for (int stage : {1, 2, 3}) {
+    const MasterRun run =
+        trainWithMasterWeights(3, withMasterWeights(adam(), parallel::Precision::bf16, stage), 1);
+    for (int r = 0; r < 3; ++r) {
+      const int64_t piece = r < 2 ? 25 : 24;
+      const parallel::ModelStateBytes& m = run.memory[r];
+      SCOPED_TRACE("stage " + std::to_string(stage) + " rank " + std::to_string(r));
+      EXPECT_EQ(m.parameters, stage == 3 ? 4 * piece : 2 * psi);
+      EXPECT_EQ(m.gradients, stage >= 2 ? 2 * piece : 2 * psi);
+      EXPECT_EQ(m.optimizer_states, stage == 3 ? 8 * piece : 12 * piece);
+    }
+  }
+}
+
+TEST(ZeroMasterWeights, loaded_f32_values_become_the_master_weights_not_their_rounding) {
+  // A resume hands the checkpoint's f32 values to adoptParameters: the master weights take them
+  // exactly and the parameters their rounding (from the parameters alone, the master weights would
+  // hold the rounding).
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    Engine engine(makeNet(7), withMasterWeights(sgd(), parallel::Precision::bf16, stage),
+                  parallel::DistributedEnvironment{});
+    parallel::ZeroOptimizer& zero = *engine.zero();
+    const double exact = 0.30000001192092896;  // an f32 value that bf16 cannot hold
+    std::vector<size_t> all(zero.parameters().size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    zero.forEachParameterBucketWhole([&](const std::vector<size_t>& bucket) {
+      zero.adoptParameters(bucket, [&](size_t i) { return Tensor::full(zero.parameterShapes()[i], exact); });
+    });
+    for (const auto& s : zero.ownedSegments()) {
+      for (double v : s.values.toVector<double>()) ASSERT_EQ(v, exact);
+    }
+    parallel::GatheredParameters whole = engine.gatheredParameters();
+    const double rounded = Tensor::scalar(exact, DType::f32).to(DType::bf16).itemDouble();
+    ASSERT_NE(rounded, exact);
+    for (const auto& p : engine.model()->parameters()) {
+      for (double v : p.tensor().toVector<double>()) ASSERT_EQ(v, rounded);
+    }
+  }
+}
+
+TEST(ZeroMasterWeights, refusals_name_the_option) {
+  EngineOptions o = withMasterWeights(adam(), parallel::Precision::bf16, 2);
+  o.precision = parallel::Precision::fp32;
+  try {
+    parallel::validateEngineOptions(o);
+    FAIL() << "param_dtype without the matching precision was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("param_dtype bf16"), std::string::npos) << e.what();
+  }
+  parallel::ZeroOptions z;
+  z.stage = 2;
+  z.param_dtype = DType::f32;
+  EXPECT_THROW(parallel::validateZeroOptions(z), ValueError);
+  z.param_dtype = DType::bf16;
+  z.offload_optimizer.nvme_path = "/tmp";
+  try {
+    parallel::validateZeroOptions(z);
+    FAIL() << "param_dtype with NVMe offload was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("NVMe"), std::string::npos) << e.what();
+  }
+}
