@@ -36,7 +36,8 @@ std::vector<double> masterValues(const std::vector<std::vector<parallel::ZeroOpt
     for (const auto& s : segments) {
       EXPECT_EQ(s.values.dtype(), DType::f32);
       const auto v = s.values.toVector<double>();
-      for (int64_t i = 0; i < s.numel; ++i) out[static_cast<size_t>(offsets[s.param] + s.param_offset + i)] = v[i];
+      for (int64_t i = 0; i < s.numel; ++i)
+        out[static_cast<size_t>(offsets[s.param] + s.param_offset + i)] = v[i];
     }
   }
   return out;
@@ -92,7 +93,8 @@ TEST(ZeroMasterWeights, bf16_and_fp16_parameters_train_within_their_rounding_of_
   // 20 Adam steps; the bound is a few roundings of each dtype over the run. fp16 brings the loss
   // scaler (unscaled in the f32 copies), here at 2^8 so that neither run overflows and skips (a
   // 16-bit sum overflows sooner than an f32 one, as in DeepSpeed).
-  for (auto [precision, bound] : {std::pair{parallel::Precision::bf16, 4e-3}, {parallel::Precision::fp16, 1e-3}}) {
+  for (auto [precision, bound] :
+       {std::pair{parallel::Precision::bf16, 4e-3}, {parallel::Precision::fp16, 1e-3}}) {
     EngineOptions base = adam();
     base.precision = precision;
     if (precision == parallel::Precision::fp16) {
@@ -128,6 +130,32 @@ TEST(ZeroMasterWeights, bf16_and_fp16_parameters_train_within_their_rounding_of_
   }
 }
 
+TEST(ZeroMasterWeights, accumulation_clipping_and_loss_scaling_work_on_the_f32_copies) {
+  // 3 micro-steps per step (16-bit gradients accumulated, reduced once), clipping below the norm
+  // (every step clips: the partition's f32 norm joined across ranks, also at stage 1), and for
+  // fp16 the loss scaler's unscale and overflow check on the f32 copies.
+  for (auto precision : {parallel::Precision::bf16, parallel::Precision::fp16}) {
+    EngineOptions base = sgd();
+    base.precision = precision;
+    base.gradient_accumulation_steps = 3;
+    base.gradient_clipping = 0.05;
+    if (precision == parallel::Precision::fp16) {
+      base.loss_scaler = optim::LossScalerOptions{};
+      base.loss_scaler->initial_scale_power = 8;
+    }
+    const auto ddp = train(2, base);
+    for (int stage : {1, 2, 3}) {
+      SCOPED_TRACE(std::string(parallel::precisionName(precision)) + " stage " + std::to_string(stage));
+      const MasterRun run = trainWithMasterWeights(2, withMasterWeights(base, precision, stage), 20);
+      EXPECT_EQ(run.params[1], run.params[0]);
+      const double d = relDiff(run.master, ddp[0]);
+      EXPECT_LE(d, precision == parallel::Precision::bf16 ? 4e-3 : 1e-3);
+      std::printf("[ zero ] %s master weights, accumulation 3 + clipping stage %d world 2: %.3g\n",
+                  parallel::precisionName(precision), stage, d);
+    }
+  }
+}
+
 TEST(ZeroMasterWeights, updates_below_the_parameters_rounding_add_up_in_the_master_weights) {
   // SGD with a learning rate so small that no single update moves a bf16 parameter (each is far
   // below half a bf16 step at these magnitudes): the f32 master weights still move as DDP's f32
@@ -140,7 +168,8 @@ TEST(ZeroMasterWeights, updates_below_the_parameters_rounding_add_up_in_the_mast
     SCOPED_TRACE("stage " + std::to_string(stage));
     const auto ddp = train(2, base, steps);
     const auto start = train(2, base, 0);
-    const MasterRun run = trainWithMasterWeights(2, withMasterWeights(base, parallel::Precision::bf16, stage), steps);
+    const MasterRun run =
+        trainWithMasterWeights(2, withMasterWeights(base, parallel::Precision::bf16, stage), steps);
     double moved = 0, off = 0;
     for (size_t i = 0; i < run.master.size(); ++i) {
       const double want = ddp[0][i] - start[0][i];

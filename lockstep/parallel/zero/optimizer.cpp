@@ -423,7 +423,16 @@ void ZeroOptimizer::copyShardsToParameters() {
   // all-gather after them is ordered behind them; the next step waits for them before writing).
   autograd::NoGradGuard ng;
   for (Shard& s : shards_) {
-    if (s.elements.defined()) s.elements.copyFrom(s.var.tensor(), /*non_blocking=*/true);
+    if (!s.elements.defined()) continue;
+    // f32 host master weights to 16-bit GPU parameters: rounded on the host into pinned memory
+    // (half the bytes to move), then a DMA that does not hold the host up (DeepSpeed's path).
+    if (master_ && offload_cpu_ && s.elements.isCuda()) {
+      if (!s.upload.defined()) s.upload = Tensor::empty({s.numel}, s.elements.dtype()).pinMemory();
+      s.upload.copyFrom(s.var.tensor());
+      s.elements.copyFrom(s.upload, /*non_blocking=*/true);
+      continue;
+    }
+    s.elements.copyFrom(s.var.tensor(), /*non_blocking=*/true);
   }
 }
 
@@ -634,6 +643,7 @@ ModelStateBytes ZeroOptimizer::memory() const {
         const int64_t elem = static_cast<int64_t>(dtypeSize(s.var.dtype()));
         if (s.elements.defined()) m.host_offload += s.numel * elem;
         if (!reducer_) m.host_offload += s.numel * elem;
+        if (s.upload.defined()) m.host_offload += static_cast<int64_t>(s.upload.nbytes());
       }
     }
     if (reducer_ && reducer_->piecesOnHost()) m.host_offload += m.gradients;

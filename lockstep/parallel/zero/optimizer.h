@@ -255,6 +255,7 @@ class ZeroOptimizer {
     int64_t piece_offset;  // within this rank's piece of the bucket
     int64_t numel;
     int64_t opt_index = 0;  // in the optimizer's state dict
+    Tensor upload{};        // ZeRO-Offload of master weights to a GPU: pinned 16-bit staging of the update
   };
   /// The partition's gradient of s where it is (the reduced piece, or the parameter's own
   /// gradient's elements); undefined when the parameter got none.
