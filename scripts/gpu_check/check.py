@@ -125,6 +125,12 @@ def runs(check_dir, work):
         bf16_zero + ["checkpoint.every_steps=4", "max_steps=8"], nproc=2, extra="resume")
     add("seed_cnn.bf16.gpu.world2.zero2.straight", "seed_cnn", "cuda", bf16_zero + ["checkpoint.every_steps=4"],
         nproc=2)
+    # ... and with a rank dying after step 6 as kill -9 leaves it, the job restarted from step 4.
+    add("seed_cnn.bf16.gpu.world2.zero2.crashed", "seed_cnn", "cuda", bf16_zero + ["checkpoint.every_steps=4"],
+        env="LOCKSTEP_TRAIN_CRASH_AFTER_STEP=6", nproc=2, extra="restart")
+    # World 4 (four ranks sharing the GPU): ZeRO stage 3 against DDP there.
+    for kind, sets in (("ddp", []), ("zero3", ["zero_optimization.stage=3"])):
+        add(f"seed_cnn.fp32.gpu.world4.{kind}", "seed_cnn", "cuda", sets + F32_EXACT + ["cuda_graph=false"], nproc=4)
     # ZeRO-Infinity: stage 3 with the parameters' and the optimizer's partitions on NVMe (/tmp here).
     add("seed_cnn.fp32.gpu.world2.zero3.infinity", "seed_cnn", "cuda",
         ["zero_optimization.stage=3", "zero_optimization.offload_optimizer.device=nvme",
@@ -187,6 +193,10 @@ def checks():
                 "gpt_mini.fp16.gpu.zero3_offload", "gpt_mini.fp16.gpu", "fp16", "gpt_mini.fp16"))
     out.append(("seed_cnn bf16 ZeRO stage 2 (f32 master weights) world 2 gpu = ddp gpu", "close",
                 "seed_cnn.bf16.gpu.world2.zero2", "seed_cnn.bf16.gpu.world2.ddp", "bf16", "seed_cnn.bf16"))
+    out.append(("seed_cnn bf16 ZeRO stage 2 world 2 crashed and restarted = straight", "bitwise",
+                "seed_cnn.bf16.gpu.world2.zero2.crashed", "seed_cnn.bf16.gpu.world2.zero2.straight", "bf16", ""))
+    out.append(("seed_cnn fp32 ZeRO stage 3 world 4 gpu = ddp gpu", "close", "seed_cnn.fp32.gpu.world4.zero3",
+                "seed_cnn.fp32.gpu.world4.ddp", "fp32", "seed_cnn.fp32"))
     out.append(("seed_cnn bf16 ZeRO stage 2 world 2 resume = straight", "bitwise",
                 "seed_cnn.bf16.gpu.world2.zero2.resumed", "seed_cnn.bf16.gpu.world2.zero2.straight", "bf16", ""))
     out.append(("seed_cnn fp32 ZeRO-Infinity (partitions on NVMe) world 2 gpu = ddp gpu", "close",
