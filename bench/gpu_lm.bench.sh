@@ -20,6 +20,8 @@
 #             compiled cases first)
 #   DTYPES    default bf16,f32 (bf16 first, for the same reason)
 #   STEPS     timed steps per gpt-mini case (default 60; GPT-2 STEPS/4, at least 10, after 5 warmup)
+#   LOCKSTEP_MODES   default eager,graph,master (master: bf16 parameters with f32 master weights,
+#                    ZeRO stage 1 on one rank: no per-forward weight casts; bf16 cases only)
 #   TORCH_MODES      default eager,compile (add reduce-overhead: about a minute more per GPT-2 case)
 #   TORCH_BUDGET_S   PyTorch starts no case after this many seconds (default 120)
 #   LOCKSTEP_LIMIT_S, TORCH_LIMIT_S   hard limits for the lockstep run and for PyTorch (150, 210 s)
@@ -45,7 +47,8 @@ dtypes=${DTYPES:-bf16,f32}
 steps=${STEPS:-60}
 
 echo "== lockstep: bench_gpu_lm --models $models --dtypes $dtypes --steps $steps (stderr: $out/lockstep.log)"
-lockstep_run lockstep "${LOCKSTEP_LIMIT_S:-150}" bench_gpu_lm --models "$models" --dtypes "$dtypes" --steps "$steps"
+lockstep_run lockstep "${LOCKSTEP_LIMIT_S:-150}" bench_gpu_lm --models "$models" --dtypes "$dtypes" --steps "$steps" \
+  --modes "${LOCKSTEP_MODES:-eager,graph,master}"
 
 # The peak MFU is measured against: lockstep's (its table, or LOCKSTEP_GPU_PEAK_TFLOPS), for PyTorch too.
 peak=$(sed -n 's/^gpu=.* peak_flops=\([0-9][0-9]*\).*/\1/p' "$out/lockstep.txt" | head -n 1)

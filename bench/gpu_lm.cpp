@@ -160,6 +160,27 @@ Result runGraph(const Case& c) {
   return {sec, loss, parameterCount(*s.model), *train::trainingFlopsPerToken(*s.model, c.shape.block)};
 }
 
+/// bf16 parameters with f32 master weights (ZeRO stage 1 on one rank: the partition is every
+/// parameter, as DeepSpeed's bf16 layout): no per-forward weight casts, the optimizer steps f32
+/// copies and rounds them into the parameters. Eager (the engine does not replay ZeRO as a graph).
+Result runMaster(const Case& c) {
+  Setup s = setup(c);
+  parallel::EngineOptions eo;
+  eo.precision = parallel::Precision::bf16;
+  eo.zero_stage = 1;
+  eo.zero.param_dtype = DType::bf16;
+  parallel::Engine engine(s.model, std::make_shared<optim::AdamW>(s.model->parameters(), adamW()), eo,
+                          parallel::DistributedEnvironment{});
+  autograd::Variable loss;
+  auto step = [&] {
+    loss = lmLoss(engine.forward(autograd::Variable(s.x)), s.y);
+    engine.backward(loss);
+    engine.step();
+  };
+  const double sec = bench::timeSteps(step, c.warmup, c.steps);
+  return {sec, loss.item(), parameterCount(*s.model), *train::trainingFlopsPerToken(*s.model, c.shape.block)};
+}
+
 std::string caseKeys(const Case& c) {
   return "model=" + c.model + " batch=" + std::to_string(c.shape.batch) +
          " block=" + std::to_string(c.shape.block) + " vocab=" + std::to_string(c.shape.vocab) +
@@ -170,7 +191,7 @@ std::string caseKeys(const Case& c) {
 bool measure(const Case& c, const std::string& mode, std::optional<double> peak_flops) {
   const std::string head = "impl=lockstep-" + mode + " " + caseKeys(c);
   return bench::measure(head, [&] {
-    const Result r = mode == "graph" ? runGraph(c) : runEager(c);
+    const Result r = mode == "graph" ? runGraph(c) : mode == "master" ? runMaster(c) : runEager(c);
     const double tokens_per_s = static_cast<double>(c.shape.batch * c.shape.block) * c.steps / r.seconds;
     const std::string mfu =
         peak_flops ? bench::formatted(" mfu=%.4f", tokens_per_s * r.flops_per_token / *peak_flops) : "";
@@ -217,6 +238,9 @@ int main(int argc, char** argv) {
   int steps = 100, warmup = 10;
   bool count_params = false;
   bench::addCaseOptions(app, models, "comma-separated: gpt-mini (64 x 256), gpt2 (16 x 1024)", modes, dtypes);
+  app.get_option("--modes")->description(
+      "comma-separated: eager (op by op), graph (StepGraph: one CUDA graph a step), master (bf16 only: bf16 "
+      "parameters with f32 master weights, ZeRO stage 1 on one rank, eager)");
   app.add_option("--steps", steps, "timed steps per gpt-mini case (gpt2: max(steps/4, 10))")
       ->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed steps first (gpt2: max(warmup/2, 5))")
@@ -229,7 +253,9 @@ int main(int argc, char** argv) {
       "build the models on the CPU, print their parameters and FLOPs per token, and exit (no GPU needed)");
   CLI11_PARSE(app, argc, argv);
   try {
-    bench::checkCaseNames(models, {"gpt-mini", "gpt2"}, modes, dtypes);
+    bench::checkNames("--models", bench::split(models), {"gpt-mini", "gpt2"});
+    bench::checkNames("--modes", bench::split(modes), {"eager", "graph", "master"});
+    bench::checkNames("--dtypes", bench::split(dtypes), {"f32", "bf16"});
     if (count_params) {
       countParams(bench::split(models));
       return 0;
@@ -243,7 +269,10 @@ int main(int argc, char** argv) {
     for (const std::string& m : bench::split(models)) {
       for (const std::string& d : bench::split(dtypes)) {
         const Case c = caseOf(m, d, steps, warmup);
-        for (const std::string& mode : bench::split(modes)) all_ok = measure(c, mode, peak_flops) && all_ok;
+        for (const std::string& mode : bench::split(modes)) {
+          if (mode == "master" && d != "bf16") continue;  // master weights are bf16's layout
+          all_ok = measure(c, mode, peak_flops) && all_ok;
+        }
       }
     }
     return all_ok ? 0 : 1;
