@@ -156,6 +156,20 @@ TEST(ZeroMasterWeights, accumulation_clipping_and_loss_scaling_work_on_the_f32_c
   }
 }
 
+TEST(ZeroMasterWeights, stage3_with_the_pieces_offloaded_gathers_their_rounding_as_without) {
+  // offload_param cpu (here with host parameters): the optimizer steps the f32 host pieces in place
+  // and the gathers send their bf16 rounding, kept beside them and rounded again after each step;
+  // a stale rounding would gather the last step's values. Bit for bit the run without offload.
+  EngineOptions o = withMasterWeights(perLayer(adam()), parallel::Precision::bf16, 3);
+  o.zero.reduce_bucket_size = 30;
+  const MasterRun plain = trainWithMasterWeights(2, o, 12);
+  o.zero.offload_optimizer_cpu = o.zero.offload_param_cpu = true;
+  const MasterRun offloaded = trainWithMasterWeights(2, o, 12);
+  EXPECT_EQ(offloaded.master, plain.master);
+  EXPECT_EQ(offloaded.params[0], plain.params[0]);
+  EXPECT_EQ(offloaded.params[1], plain.params[0]);
+}
+
 TEST(ZeroMasterWeights, updates_below_the_parameters_rounding_add_up_in_the_master_weights) {
   // SGD with a learning rate so small that no single update moves a bf16 parameter (each is far
   // below half a bf16 step at these magnitudes): the f32 master weights still move as DDP's f32
@@ -205,10 +219,12 @@ TEST(ZeroMasterWeights, loaded_f32_values_become_the_master_weights_not_their_ro
   // A resume hands the checkpoint's f32 values to adoptParameters: the master weights take them
   // exactly and the parameters their rounding (from the parameters alone, the master weights would
   // hold the rounding).
-  for (int stage : {1, 2, 3}) {
-    SCOPED_TRACE("stage " + std::to_string(stage));
-    Engine engine(makeNet(7), withMasterWeights(sgd(), parallel::Precision::bf16, stage),
-                  parallel::DistributedEnvironment{});
+  for (int run = 0; run < 4; ++run) {
+    const int stage = std::min(run + 1, 3);
+    SCOPED_TRACE("stage " + std::to_string(stage) + (run == 3 ? ", pieces offloaded" : ""));
+    EngineOptions o = withMasterWeights(sgd(), parallel::Precision::bf16, stage);
+    o.zero.offload_optimizer_cpu = o.zero.offload_param_cpu = run == 3;
+    Engine engine(makeNet(7), o, parallel::DistributedEnvironment{});
     parallel::ZeroOptimizer& zero = *engine.zero();
     const double exact = 0.30000001192092896;  // an f32 value that bf16 cannot hold
     std::vector<size_t> all(zero.parameters().size());

@@ -388,7 +388,8 @@ void ZeroOptimizer::step() {
     }
   }
   if (options_.stage == 3) {
-    releaseParameters();  // stale now; the next forward gathers the stepped values
+    coordinator_->roundPieces();  // offload_param with master weights: what the gathers send
+    releaseParameters();          // stale now; the next forward gathers the stepped values
   } else {
     allgatherParameters();
   }
@@ -454,6 +455,7 @@ void ZeroOptimizer::adoptGatheredParameters() {
   autograd::NoGradGuard ng;
   if (coordinator_->piecesOffDevice()) waitForCopies(placeOf(device()));
   forEachShard(Pieces::parameters, true, [&](const Shard& s) { adoptShard(s); });
+  coordinator_->roundPieces();
 }
 
 void ZeroOptimizer::adoptShard(const Shard& s) { adoptShard(s, params_[s.param].tensor()); }
@@ -507,6 +509,7 @@ void ZeroOptimizer::adoptParameters(const std::vector<size_t>& indices,
     }
     i = end;
   }
+  coordinator_->roundPieces();
 }
 
 void ZeroOptimizer::allgatherParameters() {
@@ -653,6 +656,7 @@ ModelStateBytes ZeroOptimizer::memory() const {
       } else {
         for (size_t b = 0; b < layout_.buckets.size(); ++b)
           m.host_offload += static_cast<int64_t>(coordinator_->piece(b).nbytes());
+        m.host_offload += coordinator_->roundedBytes();
       }
     }
   }

@@ -193,6 +193,16 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
   }
   // Host pieces filled from GPU parameters: the host reads them next (the optimizer's step).
   if (piece_device_ != built_on) waitForCopies(placeOf(piece_device_.isCpu() ? built_on : piece_device_));
+  // offload_param with master weights: beside each f32 host piece its rounding in param_dtype
+  // (pinned for a GPU), what the gathers copy up without waiting (DeepSpeed keeps such a 16-bit
+  // partition on the host too); rounded again whenever the pieces change (roundPieces()).
+  if (options_.offload_param_cpu && gather_dtype_ != dtype && !swap_) {
+    for (const Tensor& piece : pieces_) {
+      Tensor low = Tensor::empty({piece.numel()}, gather_dtype_);
+      rounded_.push_back(pin ? low.pinMemory() : low);
+    }
+    roundPieces();
+  }
   const size_t nb = layout_.buckets.size();
   state_.assign(nb, State::released);
   fetch_.resize(nb);
@@ -280,9 +290,9 @@ void ZeroParameterCoordinator::launch(size_t b) {
   char* recv = static_cast<char*>(direct ? flat_[b].devicePtr() : f.recv.devicePtr());
   const comm::BufferPlace place = placeOf(device_);
   if (options_.allgather_partitions) {
-    const void* send = pieces_[b].devicePtr();  // as long as the block when the pieces are equal
+    const void* send = source(b).devicePtr();  // as long as the block when the pieces are equal
     // Padded, (offload_param) copied to the device, or (master weights) rounded: a send buffer.
-    if (!direct || piece_device_ != device_ || pieces_[b].dtype() != dtype) {
+    if (!direct || piece_device_ != device_ || source(b).dtype() != dtype) {
       f.send = direct ? Tensor::empty({bucket.chunk}, dtype, MemoryFormat::contiguous, device_)
                       : Tensor::zeros({bucket.chunk}, dtype, device_);
       copyPiece(b, f.send, 0);
@@ -303,8 +313,16 @@ void ZeroParameterCoordinator::launch(size_t b) {
   }
 }
 
+const Tensor& ZeroParameterCoordinator::source(size_t b) const {
+  return rounded_.empty() ? pieces_[b] : rounded_[b];
+}
+
+void ZeroParameterCoordinator::roundPieces() {
+  for (size_t b = 0; b < rounded_.size(); ++b) rounded_[b].copyFrom(pieces_[b]);
+}
+
 void ZeroParameterCoordinator::copyPiece(size_t b, const Tensor& to, int64_t at) {
-  const Tensor& piece = pieces_[b];
+  const Tensor& piece = source(b);
   if (piece.dtype() == to.dtype()) {
     copyBytes(static_cast<char*>(to.devicePtr()) + at * dtypeSize(to.dtype()), piece.devicePtr(),
               piece.nbytes(), placeOf(device_));
@@ -330,7 +348,7 @@ void ZeroParameterCoordinator::complete(size_t b) {
   }
   for (size_t p : bucket.params) params_[p].tensor().storage()->materialize();
   for (int r = 0; r < world_; ++r) {
-    if (r == rank_ && pieces_[b].dtype() != gather_dtype_) {  // this rank's piece, rounded
+    if (r == rank_ && source(b).dtype() != gather_dtype_) {  // this rank's piece, rounded
       for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r], bucket.piece[r + 1])) {
         Tensor to =
             params_[s.param].tensor().view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
@@ -338,7 +356,7 @@ void ZeroParameterCoordinator::complete(size_t b) {
       }
       continue;
     }
-    const char* from = r == rank_ ? static_cast<const char*>(pieces_[b].devicePtr())
+    const char* from = r == rank_ ? static_cast<const char*>(source(b).devicePtr())
                                   : static_cast<const char*>(f.recv.devicePtr()) + r * bucket.chunk * elem;
     for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r], bucket.piece[r + 1])) {
       copyBytes(static_cast<char*>(params_[s.param].tensor().devicePtr()) + s.param_offset * elem,

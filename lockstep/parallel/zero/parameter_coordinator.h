@@ -124,6 +124,16 @@ class ZeroParameterCoordinator {
   void acquirePiece(size_t b);
   void releasePiece(size_t b, bool changed);
   const ZeroPieceSwap* pieceSwap() const { return swap_.get(); }
+  /// offload_param with master weights: rounds every f32 host piece into the param_dtype copy the
+  /// gathers send. The optimizer calls it after changing the pieces (its step, a loaded checkpoint),
+  /// with no gather's copy in flight. Otherwise nothing to do.
+  void roundPieces();
+  /// Bytes of those rounded copies (host memory).
+  int64_t roundedBytes() const {
+    int64_t n = 0;
+    for (const Tensor& t : rounded_) n += static_cast<int64_t>(t.nbytes());
+    return n;
+  }
 
   /// fn runs as each unit's backward begins, before its gradients are made (the optimizer's gradient
   /// path finishes older reductions there).
@@ -144,6 +154,9 @@ class ZeroParameterCoordinator {
   /// a piece read back is host memory, copied to the GPU for its gather and freed once the copy
   /// is done.
   void swapPieces();
+  /// What a gather of bucket b sends: its piece, or (offload_param with master weights) the
+  /// piece's rounding kept beside it.
+  const Tensor& source(size_t b) const;
   /// Piece b's values into to's elements [at, at + piece size) (a send or receive buffer, or a
   /// bucket's flat parameters): a copy on the gathers' stream, rounded to to's dtype when that is
   /// param_dtype.
@@ -169,6 +182,7 @@ class ZeroParameterCoordinator {
   Device piece_device_;              // the pieces': device_, or the host with offload_param cpu
   DType gather_dtype_ = DType::f32;  // the whole parameters': the pieces', or param_dtype
   std::vector<Tensor> pieces_;
+  std::vector<Tensor> rounded_;          // offload_param with master weights: pieces_ in param_dtype
   std::unique_ptr<ZeroPieceSwap> swap_;  // offload_param nvme
   std::vector<Tensor> flat_;             // per bucket: its parameters' storage when its pieces are equal
   std::vector<State> state_;
