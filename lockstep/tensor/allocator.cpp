@@ -94,11 +94,13 @@ void* CachingAllocator::allocate(size_t nbytes) {
       return p;
     }
     if (isLarge(size)) {
-      // A size given back once and asked for again takes turns with another at the peak (a loop
-      // would unmap and map the two every step): from then on one block of it may be held past
-      // the mark. Sizes of a phase that is over never come back, so they never add to it.
+      // A size given back once and asked for again takes turns with others at the peak (a loop
+      // would unmap and map them every step): from then on one more block may be held past the
+      // mark, each time this happens, up to a quarter of the mark (mixed precision's casts take
+      // turns with the f32 blocks they come from, a block of each per layer). Sizes of a phase
+      // that is over never come back, so they never add to it.
       if (own.given_back) {
-        s.slack = std::max(s.slack, size);
+        s.slack = std::max(size, std::min(s.slack + size, s.stats.peak_bytes_in_use / 4));
         own.given_back = false;
       }
       // Room within the high-water mark: give back cached large blocks, least recently asked-for

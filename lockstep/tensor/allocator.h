@@ -9,8 +9,9 @@
 // large blocks are unmapped first, those of the size least recently asked for first. A size that
 // a phase used once (setup, initialisation, a checkpoint) therefore gives its memory back to the
 // sizes training asks for, instead of holding it for the rest of the run. A size given back and
-// asked for again (two sizes taking turns at the peak of every step) lets the cache hold one block
-// of it past the mark from then on, so a steady loop does not map and unmap them every step.
+// asked for again (sizes taking turns at the peak of every step) lets the cache hold one more block
+// past the mark from then on, each time, up to a quarter of the mark: a steady loop stops mapping
+// and unmapping them after a few steps.
 #include <cstddef>
 #include <cstdint>
 

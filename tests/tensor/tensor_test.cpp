@@ -163,6 +163,36 @@ TEST(Tensor, allocator_gives_back_a_size_no_longer_asked_for) {
   EXPECT_EQ(alloc.stats().system_allocs, again.system_allocs);
 }
 
+TEST(Tensor, allocator_settles_on_sizes_that_take_turns_at_the_peak) {
+  // A step that takes turns between blocks of two sizes, more of them together than the high-water
+  // mark (mixed precision: a layer's f32 gradients and its bf16 casts): the cache must settle on
+  // holding both within a quarter past the mark after a few steps, not unmap and map them every step
+  // (a page fault per 4 KiB, every step). Holding one block past the mark is not enough here.
+  auto& alloc = CachingAllocator::instance();
+  size_t x = size_t{64} << 20;
+  while (x < alloc.stats().peak_bytes_in_use + (size_t{64} << 20)) x <<= 1;  // above anything so far
+  const int64_t a = static_cast<int64_t>(x), b = a - a / 16;                // two size classes
+  ASSERT_NE(CachingAllocator::roundSize(static_cast<size_t>(a)), CachingAllocator::roundSize(static_cast<size_t>(b)));
+  auto phase = [](int64_t bytes, int blocks) {
+    std::vector<Tensor> held;
+    for (int i = 0; i < blocks; ++i) held.push_back(Tensor::empty({bytes}, DType::u8));
+  };
+  phase(a, 8);  // the mark: 8 blocks; each step then needs 5 + 5 (9.7 blocks' worth)
+  for (int step = 0; step < 10; ++step) {
+    phase(a, 5);
+    phase(b, 5);
+  }
+  const auto settled = alloc.stats();
+  for (int step = 0; step < 5; ++step) {
+    phase(a, 5);
+    phase(b, 5);
+  }
+  const auto after = alloc.stats();
+  EXPECT_EQ(after.system_allocs, settled.system_allocs) << "still mapped and unmapped every step";
+  EXPECT_LE(after.peak_bytes_held, after.peak_bytes_in_use + after.peak_bytes_in_use / 4 + (size_t{64} << 20));
+  alloc.emptyCache();
+}
+
 namespace lockstep {
 namespace {
 TEST(Device, parses_and_names_torch_device_strings) {
