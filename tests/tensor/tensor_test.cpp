@@ -171,8 +171,9 @@ TEST(Tensor, allocator_settles_on_sizes_that_take_turns_at_the_peak) {
   auto& alloc = CachingAllocator::instance();
   size_t x = size_t{64} << 20;
   while (x < alloc.stats().peak_bytes_in_use + (size_t{64} << 20)) x <<= 1;  // above anything so far
-  const int64_t a = static_cast<int64_t>(x), b = a - a / 16;                // two size classes
-  ASSERT_NE(CachingAllocator::roundSize(static_cast<size_t>(a)), CachingAllocator::roundSize(static_cast<size_t>(b)));
+  const int64_t a = static_cast<int64_t>(x), b = a - a / 16;                 // two size classes
+  ASSERT_NE(CachingAllocator::roundSize(static_cast<size_t>(a)),
+            CachingAllocator::roundSize(static_cast<size_t>(b)));
   auto phase = [](int64_t bytes, int blocks) {
     std::vector<Tensor> held;
     for (int i = 0; i < blocks; ++i) held.push_back(Tensor::empty({bytes}, DType::u8));
@@ -189,7 +190,8 @@ TEST(Tensor, allocator_settles_on_sizes_that_take_turns_at_the_peak) {
   }
   const auto after = alloc.stats();
   EXPECT_EQ(after.system_allocs, settled.system_allocs) << "still mapped and unmapped every step";
-  EXPECT_LE(after.peak_bytes_held, after.peak_bytes_in_use + after.peak_bytes_in_use / 4 + (size_t{64} << 20));
+  EXPECT_LE(after.peak_bytes_held,
+            after.peak_bytes_in_use + after.peak_bytes_in_use / 4 + (size_t{64} << 20));
   alloc.emptyCache();
 }
 
