@@ -564,6 +564,23 @@ TEST(TrainConfig, bf16_and_fp16_with_zero_keep_16_bit_parameters_and_f32_master_
   EXPECT_FALSE(c.zero.options.param_dtype.has_value());
   ASSERT_FALSE(c.zero.notes.empty());
   EXPECT_TRUE(has(c.zero.notes.back(), "in a pipeline")) << c.zero.notes.back();
+  // DeepSpeed's keys asking for f32 accumulation, or (fp16) for dividing before an f16 sum: f32
+  // gradients, so f32 parameters.
+  for (const char* keys : {"bf16: {enabled: true}\ndata_types: {grad_accum_dtype: fp32}\n",
+                           "fp16: {enabled: true}\nprescale_gradients: true\n",
+                           "fp16: {enabled: true}\ngradient_predivide_factor: 2.0\n"}) {
+    c = parse(std::string(keys) + "zero_optimization: {stage: 2}\n");
+    EXPECT_FALSE(c.zero.options.param_dtype.has_value()) << keys;
+    ASSERT_FALSE(c.zero.notes.empty()) << keys;
+    EXPECT_TRUE(has(c.zero.notes.back(), "stay f32")) << c.zero.notes.back();
+  }
+  EXPECT_EQ(parse("bf16: {enabled: true}\nprescale_gradients: true\nzero_optimization: {stage: 2}\n")
+                .zero.options.param_dtype,
+            DType::bf16);  // bf16 sums have f32's range
+  EXPECT_EQ(parse("fp16: {enabled: true}\nprescale_gradients: false\ngradient_predivide_factor: 1.0\n"
+                  "zero_optimization: {stage: 2}\n")
+                .zero.options.param_dtype,
+            DType::f16);
 }
 
 TEST(TrainConfig, pipeline_section_counts_replicas_in_the_batch_and_leaves_the_identity) {

@@ -435,16 +435,32 @@ void checkPipelineFits(const TrainConfig& c, const YAML::Node& root, int64_t wor
 // and gathers) and f32 master weights in each rank's partition, stepped in f32 and rounded back
 // (zero/optimizer.h's param_dtype). A pipeline's ZeRO-1 and the NVMe offloads keep f32 parameters
 // under autocast (their swap files and stage buffers hold the parameters' own dtype); the note says so.
-void useMasterWeights(TrainConfig& c) {
+void useMasterWeights(TrainConfig& c, const YAML::Node& root) {
   const std::optional<DType> low = parallel::precisionDType(c.precision);
   if (!low || c.zero.stage == 0) return;
   const char* name = c.precision == parallel::Precision::bf16 ? "bf16" : "fp16";
   const std::string stage = "zero_optimization.stage " + std::to_string(c.zero.stage);
   const bool nvme = c.zero.offload_optimizer_device == OffloadDevice::nvme ||
                     c.zero.offload_param_device == OffloadDevice::nvme;
-  if (c.pipeline.enabled() || nvme) {
-    c.zero.notes.push_back(std::string(name) + " with " + stage +
-                           (nvme ? " and NVMe offload" : " in a pipeline") +
+  // DeepSpeed's keys asking for f32 gradient accumulation, or (fp16) for the division by the world
+  // size before an f16 sum that could overflow: f32 gradients do both.
+  std::string f32_for;
+  const YAML::Node types = root["data_types"];
+  if (types && types.IsMap() && types["grad_accum_dtype"] && types["grad_accum_dtype"].IsScalar() &&
+      types["grad_accum_dtype"].Scalar() == "fp32")
+    f32_for = "data_types.grad_accum_dtype fp32 (gradients accumulated in f32)";
+  if (c.precision == parallel::Precision::fp16) {
+    const YAML::Node pre = root["prescale_gradients"], factor = root["gradient_predivide_factor"];
+    if (pre && pre.IsScalar() && (pre.Scalar() == "true" || pre.Scalar() == "True"))
+      f32_for = "prescale_gradients (no f16 sum to overflow)";
+    if (factor && factor.IsScalar() && std::strtod(factor.Scalar().c_str(), nullptr) != 1.0)
+      f32_for = "gradient_predivide_factor " + factor.Scalar() + " (no f16 sum to overflow)";
+  }
+  if (c.pipeline.enabled() || nvme || !f32_for.empty()) {
+    const std::string why = nvme                   ? " and NVMe offload"
+                            : c.pipeline.enabled() ? " in a pipeline"
+                                                   : " and " + f32_for;
+    c.zero.notes.push_back(std::string(name) + " with " + stage + why +
                            ": the parameters, their gradients and the optimizer states stay f32 (autocast "
                            "computes in " +
                            name + "); DeepSpeed would keep " + name + " parameters with f32 master weights");
@@ -664,7 +680,7 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
                      (near.empty() ? "" : " (did you mean " + near + "?)") + "; known: " + known);
   }
   if (c.pipeline.enabled()) checkPipelineFits(c, root, world, source);
-  useMasterWeights(c);
+  useMasterWeights(c, root);
   if (c.pipeline.enabled() && c.zero.options.offload_optimizer_cpu)
     throw ValueError(source +
                      ": zero_optimization.offload_optimizer (ZeRO-Offload) is not implemented for a "

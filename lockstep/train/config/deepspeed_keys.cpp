@@ -94,15 +94,19 @@ const std::vector<Entry>& table() {
       {"", "communication_data_type", null(), "null",
        "communicating gradients in another dtype (ddp.comm_hook bf16_compress or fp16_compress compresses "
        "DDP's buckets)"},
-      // Where the division by the world size happens changes only rounding: lockstep's gradients are
-      // f32 when they are reduced, so the fp16 overflow these guard against cannot happen.
+      // Where the division by the world size happens changes only rounding where the gradients are
+      // f32 when they are reduced: the fp16 overflow these guard against cannot happen. fp16 at ZeRO
+      // stages 1-3 would reduce f16 gradients; asking for these keeps f32 ones there
+      // (config.cpp's useMasterWeights).
       {"", "prescale_gradients", anyBoolean(), "true or false",
        "no effect: lockstep averages f32 gradients, so dividing them before the allreduce (DeepSpeed's guard "
-       "against fp16 overflow in the sum) changes only rounding; ddp.comm_hook fp16_compress divides "
+       "against fp16 overflow in the sum) changes only rounding (with fp16 at ZeRO stages 1-3, true keeps "
+       "f32 parameters and gradients rather than f16 ones); ddp.comm_hook fp16_compress divides "
        "first, as PyTorch's hook does"},
       {"", "gradient_predivide_factor", positive(), "a positive number",
        "no effect: lockstep averages f32 gradients, so splitting the division by the world size around the "
-       "allreduce (DeepSpeed's guard against fp16 overflow in the sum) changes only rounding"},
+       "allreduce (DeepSpeed's guard against fp16 overflow in the sum) changes only rounding (with fp16 at "
+       "ZeRO stages 1-3, a factor other than 1 keeps f32 parameters and gradients rather than f16 ones)"},
       {"", "gradient_allreduce_op", text({"mean"}), "mean",
        "summing gradients across ranks instead of averaging them (gradient_allreduce_op: sum)"},
       {"", "managed_gradient_accumulation", boolean(true), "true",
@@ -156,7 +160,8 @@ const std::vector<Entry>& table() {
          if (!v.IsMap()) return false;
          for (const auto& kv : v) {
            const std::string k = kv.first.as<std::string>();
-           // fp32 is what lockstep does: gradients accumulate into the f32 master weights' gradients.
+           // fp32 is what lockstep does: gradients accumulate in f32 (with bf16/fp16 at ZeRO stages
+           // 1-3 it keeps f32 parameters for that: config.cpp's useMasterWeights).
            if (k != "grad_accum_dtype" || !(kv.second.IsNull() || kv.second.Scalar() == "fp32")) return false;
          }
          return true;
