@@ -167,7 +167,9 @@ const std::vector<Entry>& table() {
          return true;
        },
        "{grad_accum_dtype: fp32}",
-       "a gradient accumulation dtype other than fp32 (lockstep's gradients are f32)"},
+       "a gradient accumulation dtype named other than fp32 (leave it null: gradients accumulate in f32, "
+       "or with bf16/fp16 at ZeRO stages 1-3 in the model's dtype as DeepSpeed's default does; fp32 keeps "
+       "them f32 there too)"},
       // optimizer (runtime/config.py LEGACY_FUSION).
       {"optimizer", "legacy_fusion", boolean(false), "false", "DeepSpeed's legacy fused fp16 optimizer"},
       // checkpoint: DeepSpeed's keys beside lockstep's own (runtime/model_checkpointing/config.py).
