@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
     auto loss = [](const autograd::Variable& out, const Tensor& target) {
       return autograd::crossEntropy(autograd::reshape(out, {out.size(0) * out.size(1), out.size(2)}), target);
     };
-    double last_loss = std::numeric_limits<double>::quiet_NaN(), idle = 0;
+    double last_loss = std::numeric_limits<double>::quiet_NaN(), idle = 0, compute = 0;
     std::chrono::steady_clock::time_point start;
     for (int64_t s = 0; s < warmup + steps; ++s) {
       if (s == warmup) {
@@ -99,7 +99,10 @@ int main(int argc, char** argv) {
       }
       last_loss = stage.trainStep(first ? inputs : std::vector<Tensor>{},
                                   last ? targets : std::vector<Tensor>{}, loss, &opt);
-      if (s >= warmup) idle += stage.lastStepTimes().idleFraction();
+      if (s >= warmup) {
+        idle += stage.lastStepTimes().idleFraction();
+        compute += stage.lastStepTimes().compute_s;
+      }
     }
     env.group->barrier()->wait();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -110,8 +113,11 @@ int main(int argc, char** argv) {
     for (int r = 0; r < stages; ++r) {
       const double idle_r = parallel::allreduceScalar(
           *env.group, r == rank ? idle / static_cast<double>(steps) : 0.0, comm::ReduceOp::sum);
-      if (rank == 0) {
-        std::printf("stage=%d idle=%.4f theoretical=%.4f\n", r, idle_r, theory);
+      const double compute_r = parallel::allreduceScalar(
+          *env.group, r == rank ? compute / static_cast<double>(steps) : 0.0, comm::ReduceOp::sum);
+      if (rank == 0) {  // compute_ms: the stage's forwards and backwards a step (balance)
+        std::printf("stage=%d idle=%.4f theoretical=%.4f compute_ms=%.2f\n", r, idle_r, theory,
+                    1e3 * compute_r);
       }
     }
     if (rank == 0) {

@@ -156,23 +156,26 @@ void ShmPeers::waitUntil(const OpContext& ctx, uint64_t first_block, const std::
 
 void ShmPeers::waitForPeer(const OpContext& ctx, int peer, const std::string& waiting_for,
                            const std::function<bool()>& ready) {
-  waitLoop(ready, [&] {
-    const ShmHeader* h = headers_[peer];
-    std::string why;
-    if (h->aborted.load(std::memory_order_acquire))
-      why = "rank " + std::to_string(peer) + " failed an op and aborted";
-    else if (processDead(h->pid))
-      why = "rank " + std::to_string(peer) + " died";
-    if (!why.empty()) {
-      throw PeerError(::lockstep::detail::concat(ctx.name, " failed on rank ", rank_, " waiting for ",
-                                                 waiting_for, ": ", why));
-    }
-    if (std::chrono::steady_clock::now() >= ctx.deadline) {
-      throw TimeoutError(::lockstep::detail::concat(ctx.name, " timed out after ", ctx.timeout.count(),
-                                                    " ms on rank ", rank_, " waiting for ", waiting_for,
-                                                    " (does it post the matching op?)"));
-    }
-  });
+  waitLoop(
+      ready,
+      [&] {
+        const ShmHeader* h = headers_[peer];
+        std::string why;
+        if (h->aborted.load(std::memory_order_acquire))
+          why = "rank " + std::to_string(peer) + " failed an op and aborted";
+        else if (processDead(h->pid))
+          why = "rank " + std::to_string(peer) + " died";
+        if (!why.empty()) {
+          throw PeerError(::lockstep::detail::concat(ctx.name, " failed on rank ", rank_, " waiting for ",
+                                                     waiting_for, ": ", why));
+        }
+        if (std::chrono::steady_clock::now() >= ctx.deadline) {
+          throw TimeoutError(::lockstep::detail::concat(ctx.name, " timed out after ", ctx.timeout.count(),
+                                                        " ms on rank ", rank_, " waiting for ", waiting_for,
+                                                        " (does it post the matching op?)"));
+        }
+      },
+      /*spin=*/false);
 }
 
 void ShmPeers::wake() {
@@ -183,9 +186,9 @@ void ShmPeers::wake() {
   }
 }
 
-void ShmPeers::waitLoop(const std::function<bool()>& ready, const std::function<void()>& check) {
+void ShmPeers::waitLoop(const std::function<bool()>& ready, const std::function<void()>& check, bool spin) {
   if (ready()) return;
-  if (!many_threads_) {
+  if (spin && !many_threads_) {
     // Poll, yielding now and then so a thread of this process (a data loader) can still run here.
     const auto spin_until = std::chrono::steady_clock::now() + spin_;
     for (int round = 1;; ++round) {
