@@ -116,18 +116,27 @@ TEST_F(TrainCli, zero_stage3_partitions_parameters_trains_as_ddp_and_resumes) {
 }
 
 TEST_F(TrainCli, zero_bf16_keeps_f32_master_weights_resumes_bitwise_and_consolidates_them) {
-  // DeepSpeed's bf16 with ZeRO: bf16 parameters and gradients, f32 master weights and Adam states
-  // in each rank's partition. Stages 2 and 3 on 2 ranks: the memory line is DeepSpeed's layout
-  // (stage 2: 2 Psi + 2 Psi / N + 12 Psi / N; stage 3: (4 + 2 + 8) Psi / N, the pieces being the
-  // master weights), the weights within bf16's rounding of DDP's autocast run, 4 steps resumed to 8
+  // DeepSpeed's bf16 / fp16 with ZeRO: 16-bit parameters and gradients, f32 master weights and
+  // Adam states in each rank's partition. bf16 at stages 2 and 3, fp16 (its loss scaler's state in
+  // the checkpoint too) at stage 2, on 2 ranks: the memory line is DeepSpeed's layout (stage 2:
+  // 2 Psi + 2 Psi / N + 12 Psi / N; stage 3: (4 + 2 + 8) Psi / N, the pieces being the master
+  // weights), the weights within the dtype's rounding of DDP's autocast run, 4 steps resumed to 8
   // equal to 8 straight bit for bit, and the checkpoint's consolidation the f32 master weights
-  // whose rounding the final bf16 model file holds.
-  std::string cfg = writeConfig("c.yaml", std::string(kSynthetic) + "bf16: {enabled: true}\n");
-  ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/ddp --set max_steps=8").code, 0);
-  for (int stage : {2, 3}) {
-    SCOPED_TRACE("stage " + std::to_string(stage));
+  // whose rounding the final 16-bit model file holds.
+  const std::pair<const char*, int> runs[] = {{"bf16", 2}, {"bf16", 3}, {"fp16", 2}};
+  for (const auto& [precision, stage] : runs) {
+    SCOPED_TRACE(std::string(precision) + " stage " + std::to_string(stage));
+    const lockstep::DType low =
+        std::string(precision) == "bf16" ? lockstep::DType::bf16 : lockstep::DType::f16;
+    std::string cfg = writeConfig(std::string(precision) + ".yaml",
+                                  std::string(kSynthetic) + precision + ": {enabled: true}\n");
+    const std::string tag = std::string(precision) + std::to_string(stage);
+    const std::string ddp = dir_ + "/ddp-" + precision;
+    if (!fs::exists(ddp + "/model.safetensors")) {
+      ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + ddp + " --set max_steps=8").code, 0);
+    }
     const std::string z = " --set zero_optimization.stage=" + std::to_string(stage);
-    const std::string s = dir_ + "/s" + std::to_string(stage), r = dir_ + "/r" + std::to_string(stage);
+    const std::string s = dir_ + "/s" + tag, r = dir_ + "/r" + tag;
     Result straight = run(cfg + " --nproc-per-node 2 --output-dir " + s + " --set max_steps=8" + z);
     ASSERT_EQ(straight.code, 0) << straight.output;
     EXPECT_NE(straight.output.find("f32 master weights and optimizer states in each rank's partition"),
@@ -138,8 +147,8 @@ TEST_F(TrainCli, zero_bf16_keeps_f32_master_weights_resumes_bitwise_and_consolid
                    : "memory: rank 1: parameters 164 B, gradients 82 B, optimizer states 328 B";
     EXPECT_NE(straight.output.find(memory), std::string::npos) << straight.output;
     const auto model = lockstep::train::loadSafetensors(s + "/model.safetensors");
-    for (const auto& [name, t] : model.tensors) EXPECT_EQ(t.dtype(), lockstep::DType::bf16) << name;
-    EXPECT_LE(safetensorsRelDiff(s + "/model.safetensors", dir_ + "/ddp/model.safetensors"), 2e-2);
+    for (const auto& [name, t] : model.tensors) EXPECT_EQ(t.dtype(), low) << name;
+    EXPECT_LE(safetensorsRelDiff(s + "/model.safetensors", ddp + "/model.safetensors"), 2e-2);
     ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + r + " --set max_steps=4" + z).code, 0);
     Result resumed = run(cfg + " --nproc-per-node 2 --output-dir " + r + " --set max_steps=8 --resume" + z);
     ASSERT_EQ(resumed.code, 0) << resumed.output;
@@ -160,10 +169,10 @@ TEST_F(TrainCli, zero_bf16_keeps_f32_master_weights_resumes_bitwise_and_consolid
       for (const auto& [n, m] : model.tensors)
         if (n == name) rounded = &m;
       ASSERT_NE(rounded, nullptr) << name;
-      EXPECT_EQ(t.to(lockstep::DType::bf16).toVector<float>(), rounded->toVector<float>()) << name;
+      EXPECT_EQ(t.to(low).toVector<float>(), rounded->toVector<float>()) << name;
       finer = finer || t.toVector<float>() != rounded->toVector<float>();
     }
-    EXPECT_TRUE(finer) << "the master weights hold no more than their bf16 rounding";
+    EXPECT_TRUE(finer) << "the master weights hold no more than their 16-bit rounding";
   }
 }
 
