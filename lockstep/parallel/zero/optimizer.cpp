@@ -347,10 +347,10 @@ void ZeroOptimizer::pointShardGradients() {
   const bool copies = offload_cpu_ || master_;
   if (copies && host_grads_current_) return;
   if (reducer_) reducer_->checkComplete();
+  // (A GPU run's stage 2 and 3 reduce into host pieces already.)
+  const bool moved = offload_cpu_ && !(reducer_ && reducer_->piecesOnHost());
   for (Shard& s : shards_) {
     Tensor g = partitionGradient(s);
-    // (A GPU run's stage 2 and 3 reduce into host pieces already.)
-    const bool moved = offload_cpu_ && !(reducer_ && reducer_->piecesOnHost());
     if (g.defined() && (moved || g.dtype() != s.var.dtype())) {
       if (!s.host_grad.defined()) {
         s.host_grad =
@@ -379,14 +379,7 @@ void ZeroOptimizer::step() {
     copyShardsToParameters();
     host_grads_current_ = false;  // the next step copies the gradients afresh
   }
-  // Master weights on the parameters' device: the f32 gradient copies live for the step only (as
-  // DeepSpeed's), not between steps.
-  if (master_ && !offload_cpu_) {
-    for (Shard& s : shards_) {
-      s.var.setGrad(Tensor());
-      s.host_grad = Tensor();
-    }
-  }
+  if (master_ && !offload_cpu_) dropGradientCopies();  // the f32 copies live for the step only
   if (options_.stage == 3) {
     coordinator_->roundPieces();  // offload_param with master weights: what the gathers send
     releaseParameters();          // stale now; the next forward gathers the stepped values
@@ -578,11 +571,17 @@ void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, const Device& w
   }
 }
 
-void ZeroOptimizer::zeroGrad() {
+void ZeroOptimizer::dropGradientCopies() {
   for (Shard& s : shards_) {
     s.var.setGrad(Tensor());
-    if (master_ && !offload_cpu_) s.host_grad = Tensor();  // a step's f32 copies only
+    // Master weights on the parameters' device: the f32 gradient copies live for a step only (as
+    // DeepSpeed's), not between steps; ZeRO-Offload's pinned host copies are kept for reuse.
+    if (master_ && !offload_cpu_) s.host_grad = Tensor();
   }
+}
+
+void ZeroOptimizer::zeroGrad() {
+  dropGradientCopies();
   host_grads_current_ = false;
   if (reducer_) {
     reducer_->zero();

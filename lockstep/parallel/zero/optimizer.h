@@ -261,6 +261,9 @@ class ZeroOptimizer {
   /// gradient's elements); undefined when the parameter got none.
   Tensor partitionGradient(const Shard& s) const;
   void pointShardGradients();
+  /// The shards' gradients unset, and with master weights on the parameters' device their f32
+  /// copies freed.
+  void dropGradientCopies();
   /// Where the parameters are (stage 3: where they are gathered): the host or one GPU.
   Device device() const { return params_.empty() ? Device::cpu() : params_.front().tensor().device(); }
   /// The gathered parameter's elements into s's values (and ZeRO-Offload's device piece).

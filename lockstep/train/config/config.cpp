@@ -450,11 +450,14 @@ void useMasterWeights(TrainConfig& c, const YAML::Node& root) {
       types["grad_accum_dtype"].Scalar() == "fp32")
     f32_for = "data_types.grad_accum_dtype fp32 (gradients accumulated in f32)";
   if (c.precision == parallel::Precision::fp16) {
-    const YAML::Node pre = root["prescale_gradients"], factor = root["gradient_predivide_factor"];
-    if (pre && pre.IsScalar() && (pre.Scalar() == "true" || pre.Scalar() == "True"))
-      f32_for = "prescale_gradients (no f16 sum to overflow)";
-    if (factor && factor.IsScalar() && std::strtod(factor.Scalar().c_str(), nullptr) != 1.0)
-      f32_for = "gradient_predivide_factor " + factor.Scalar() + " (no f16 sum to overflow)";
+    bool prescale = false;
+    double predivide = 1.0;
+    get(root, "", "prescale_gradients", prescale);
+    get(root, "", "gradient_predivide_factor", predivide);
+    if (prescale) f32_for = "prescale_gradients (no f16 sum to overflow)";
+    if (predivide != 1.0)
+      f32_for = "gradient_predivide_factor " + root["gradient_predivide_factor"].Scalar() +
+                " (no f16 sum to overflow)";
   }
   if (c.pipeline.enabled() || nvme || !f32_for.empty()) {
     const std::string why = nvme                   ? " and NVMe offload"
