@@ -25,7 +25,7 @@ using namespace lockstep;
 
 int main(int argc, char** argv) {
   CLI::App app{"pipeline-parallel gpt training speed and bubble"};
-  std::string model_type = "gpt-mini", schedule = "1f1b", backend = "gloo";
+  std::string model_type = "gpt-mini", schedule = "1f1b", backend = "auto";
   int64_t block = 64, micro_batch = 4, micro_batches = 8, steps = 10, warmup = 3, virtual_stages = 1;
   std::vector<int64_t> boundaries;
   app.add_option("--model-type", model_type, "gpt preset");
@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
   app.add_option("--schedule", schedule, "1f1b, gpipe or interleaved_1f1b")
       ->check(CLI::IsMember({"1f1b", "gpipe", "interleaved_1f1b"}));
   app.add_option("--virtual-stages", virtual_stages, "chunks per stage (interleaved_1f1b)");
-  app.add_option("--backend", backend, "process group backend (gloo, as PyTorch's side; shm, mpi)");
+  app.add_option(
+      "--backend", backend,
+      "process group backend (auto, as lockstep train: shm on one host; gloo, as PyTorch's side; mpi)");
   app.add_option("--steps", steps, "timed steps");
   app.add_option("--warmup", warmup, "untimed steps first");
   app.add_option("--boundaries", boundaries, "stage boundaries over the layer sequence (default: halves)");

@@ -55,20 +55,48 @@ std::string ProcessGroup::describe(const OpContext& ctx, const std::string& deta
                                     detail.empty() ? "" : ", ", detail, ")");
 }
 
-std::shared_ptr<Work> ProcessGroup::enqueue(OpType type, const std::string& detail,
-                                            std::chrono::milliseconds timeout, OpBody body, bool defer) {
-  OpContext ctx = nextOp(type, timeout);
+std::shared_ptr<Work> ProcessGroup::makeWork(const OpContext& ctx, const std::string& detail) {
   auto work = std::make_shared<Work>(describe(ctx, detail));
   std::weak_ptr<Executor> weak = executor_;
   work->setHelper([weak](const Work& w, bool run_here) {
     if (auto ex = weak.lock()) run_here ? ex->helpUntil(w) : ex->wake();
   });
+  return work;
+}
+
+std::shared_ptr<Work> ProcessGroup::enqueue(OpType type, const std::string& detail,
+                                            std::chrono::milliseconds timeout, OpBody body, bool defer) {
+  OpContext ctx = nextOp(type, timeout);
+  auto work = makeWork(ctx, detail);
   {
     std::lock_guard lock(executor_->mutex);
     LOCKSTEP_ENFORCE(!executor_->stop, ValueError, work->description(), ": process group is shutting down");
     executor_->queue.push_back(Item{work, std::move(ctx), std::move(body)});
   }
   if (!defer) executor_->cv.notify_all();
+  return work;
+}
+
+std::shared_ptr<Work> ProcessGroup::enqueueOrRun(OpType type, const std::string& detail,
+                                                 std::chrono::milliseconds timeout, OpBody body) {
+  OpContext ctx = nextOp(type, timeout);
+  auto work = makeWork(ctx, detail);
+  Executor& ex = *executor_;
+  std::unique_lock lock(ex.mutex);
+  LOCKSTEP_ENFORCE(!ex.stop, ValueError, work->description(), ": process group is shutting down");
+  Item item{work, std::move(ctx), std::move(body)};
+  if (ex.busy || !ex.queue.empty()) {
+    ex.queue.push_back(std::move(item));
+    lock.unlock();
+    ex.cv.notify_all();
+    return work;
+  }
+  ex.busy = true;  // as helpUntil: runOne never runs concurrently
+  lock.unlock();
+  ex.runOne(item);
+  lock.lock();
+  ex.busy = false;
+  if (!ex.queue.empty() || ex.stop) ex.cv.notify_all();
   return work;
 }
 

@@ -9,8 +9,9 @@
 // whose op has not started yet runs the queued ops itself (in order, never two at once), which
 // saves two thread hand-offs per small collective. Buffers must stay valid and
 // untouched until the Work completes. Issue collectives of one group from one thread at a time.
-// A backend may complete send and recv beside the queue (gloo: the queue posts them in order and
-// the transfer completes in gloo), so that a receive waiting for its data holds no later op back.
+// A backend may complete send and recv beside the queue (gloo, shm: the queue posts them in order
+// and the transfer completes in the backend), so that a receive waiting for its data holds no
+// later op back.
 //
 // Failure: each op has a timeout (options.timeout, else the group's, default 5 min). A peer
 // that dies or does not arrive makes the op fail with PeerError/TimeoutError naming the op, its
@@ -252,6 +253,12 @@ class ProcessGroup {
   /// defer: see AllreduceOptions::defer.
   std::shared_ptr<Work> enqueue(OpType type, const std::string& detail, std::chrono::milliseconds timeout,
                                 OpBody body, bool defer = false);
+  /// As enqueue, for a body that does not block (posting a send or receive whose transfer goes on
+  /// elsewhere): it runs on this thread at once when the group has no op queued or running, else
+  /// after them on the worker. Either way in issue order; the common case hands nothing to the
+  /// worker thread, which on a rank with one core would wait for the compute to yield it.
+  std::shared_ptr<Work> enqueueOrRun(OpType type, const std::string& detail,
+                                     std::chrono::milliseconds timeout, OpBody body);
   /// Numbers and names an op as enqueue does (timeout resolved against the group's), for
   /// backends that run ops elsewhere than the worker thread (nccl: on a CUDA stream).
   OpContext nextOp(OpType type, std::chrono::milliseconds timeout);
@@ -284,6 +291,8 @@ class ProcessGroup {
     void wake();                       // makes the worker run what is queued (deferred ops)
   };
   void workerLoop();
+  // A numbered op's Work, whose wait() runs queued ops inline (Executor::helpUntil).
+  std::shared_ptr<Work> makeWork(const OpContext& ctx, const std::string& detail);
 
   int rank_;
   int size_;

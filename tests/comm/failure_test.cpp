@@ -290,6 +290,17 @@ TEST(ShmBackend, recv_from_a_dead_peer_is_reported) {
       });
 }
 
+TEST(ShmBackend, send_to_a_dead_peer_is_reported) {
+  std::vector<int32_t> big(1 << 20);  // 16 times the channel: waits for the receiver to drain it
+  withPeerThatDies(
+      "shm", [](ProcessGroup& pg) { pg.barrier()->wait(); },  // rank 1 then dies without receiving
+      [&](ProcessGroup& pg) {
+        expectErrorNaming<PeerError>(
+            [&] { pg.send(big.data(), big.size(), DType::i32, 1, {.tag = 3})->wait(); },
+            {"send (p2p #1)", "waiting for rank 1 to receive (tag 3)", "rank 1 died"}, 10s);
+      });
+}
+
 // reduce_scatter has its own data path in every backend (not an allreduce underneath): its
 // stuck, dead and mismatched peers must be named like allreduce's.
 TEST_P(FailureTest, reduce_scatter_stuck_peer_times_out_naming_op_and_ranks) {

@@ -157,25 +157,37 @@ void ShmPeers::waitUntil(const OpContext& ctx, uint64_t first_block, const std::
 void ShmPeers::waitForPeer(const OpContext& ctx, int peer, const std::string& waiting_for,
                            const std::function<bool()>& ready) {
   waitLoop(
-      ready,
-      [&] {
-        const ShmHeader* h = headers_[peer];
-        std::string why;
-        if (h->aborted.load(std::memory_order_acquire))
-          why = "rank " + std::to_string(peer) + " failed an op and aborted";
-        else if (processDead(h->pid))
-          why = "rank " + std::to_string(peer) + " died";
-        if (!why.empty()) {
-          throw PeerError(::lockstep::detail::concat(ctx.name, " failed on rank ", rank_, " waiting for ",
-                                                     waiting_for, ": ", why));
-        }
-        if (std::chrono::steady_clock::now() >= ctx.deadline) {
-          throw TimeoutError(::lockstep::detail::concat(ctx.name, " timed out after ", ctx.timeout.count(),
-                                                        " ms on rank ", rank_, " waiting for ", waiting_for,
-                                                        " (does it post the matching op?)"));
-        }
-      },
-      /*spin=*/false);
+      ready, [&] { checkPeer(ctx, peer, waiting_for); }, /*spin=*/false);
+}
+
+void ShmPeers::checkPeer(const OpContext& ctx, int peer, const std::string& waiting_for) const {
+  const ShmHeader* h = headers_[peer];
+  std::string why;
+  if (h->aborted.load(std::memory_order_acquire))
+    why = "rank " + std::to_string(peer) + " failed an op and aborted";
+  else if (processDead(h->pid))
+    why = "rank " + std::to_string(peer) + " died";
+  if (!why.empty()) {
+    throw PeerError(::lockstep::detail::concat(ctx.name, " failed on rank ", rank_, " waiting for ",
+                                               waiting_for, ": ", why));
+  }
+  if (std::chrono::steady_clock::now() >= ctx.deadline) {
+    throw TimeoutError(::lockstep::detail::concat(ctx.name, " timed out after ", ctx.timeout.count(),
+                                                  " ms on rank ", rank_, " waiting for ", waiting_for,
+                                                  " (does it post the matching op?)"));
+  }
+}
+
+uint32_t ShmPeers::sleepBegin() {
+  ShmHeader* g = headers_[0];
+  g->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  return g->event.load(std::memory_order_seq_cst);
+}
+
+void ShmPeers::sleepEnd(uint32_t count, std::chrono::milliseconds slice) {
+  ShmHeader* g = headers_[0];
+  if (slice.count() > 0) futexWait(&g->event, count, slice);
+  g->sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void ShmPeers::wake() {

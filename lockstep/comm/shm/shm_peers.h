@@ -46,7 +46,8 @@ struct alignas(64) ShmHeader {
   OpDesc desc[2];  // by seq parity: a peer may post op seq+1 before this rank read op seq
 };
 
-/// Synchronisation over the mapped headers of all ranks. Used by one thread at a time.
+/// Synchronisation over the mapped headers of all ranks. The collectives' calls come from one
+/// thread at a time; waitForPeer, checkPeer, wake and the sleeps from any thread.
 class ShmPeers {
  public:
   ShmPeers(int rank, std::vector<ShmHeader*> headers, std::chrono::microseconds spin);
@@ -63,12 +64,21 @@ class ShmPeers {
   void waitUntil(const OpContext& ctx, uint64_t first_block, const std::function<bool()>& ready);
   /// Point to point: blocks until ready() holds, waiting on rank `peer` only. `waiting_for`
   /// says what for, in failure messages ("rank 1 to receive (tag 7)"). PeerError when the peer
-  /// died or aborted, TimeoutError at the op's deadline. It does not spin: a receive is posted
-  /// ahead of the compute that needs it (a pipeline stage's), so the group's worker waits while
-  /// its rank computes, and polling would take that compute's core (with one core a rank, 1F1B
-  /// over shm idled 0.27 of the schedule spinning, 0.145 sleeping).
+  /// died or aborted, TimeoutError at the op's deadline. It does not spin: a transfer may be
+  /// waited for beside its rank's compute (the point-to-point thread), and polling would take
+  /// that compute's core (with one core a rank, 1F1B over shm idled 0.27 of the schedule
+  /// spinning, 0.145 sleeping); where the waiter is the thread that needs the data, polling
+  /// gained nothing measurable either (gpt-mini's 2-stage 1F1B, 3 runs each way).
   void waitForPeer(const OpContext& ctx, int peer, const std::string& waiting_for,
                    const std::function<bool()>& ready);
+  /// PeerError when rank `peer` died or aborted, TimeoutError when ctx's deadline passed, each
+  /// naming the op and what it waits for (`waiting_for`, as waitForPeer).
+  void checkPeer(const OpContext& ctx, int peer, const std::string& waiting_for) const;
+  /// For a thread that waits for any change (the point-to-point progress thread): sleepBegin()
+  /// registers it as a sleeper and returns the event count; after checking its condition it calls
+  /// sleepEnd(count, slice), which returns once a rank woke sleepers since (or after slice).
+  uint32_t sleepBegin();
+  void sleepEnd(uint32_t count, std::chrono::milliseconds slice);
   /// Wakes ranks sleeping in a wait (after a store they may be waiting for).
   void wake();
   /// Marks this rank as failed so peers stop waiting for it at once.

@@ -109,7 +109,7 @@ ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int siz
   peers_ = std::make_unique<shm::ShmPeers>(rank, std::move(headers), options_.spin);
   std::vector<uint8_t*> channels(size);
   for (int j = 0; j < size; ++j) channels[j] = static_cast<uint8_t*>(segments_[j].data()) + p2p_base;
-  p2p_ = std::make_unique<shm::ShmPointToPoint>(rank, std::move(channels), options_.p2p_slot_bytes,
+  p2p_ = std::make_shared<shm::ShmPointToPoint>(rank, std::move(channels), options_.p2p_slot_bytes,
                                                 options_.p2p_slots, peers_.get());
 }
 
@@ -452,26 +452,88 @@ std::shared_ptr<Work> ShmProcessGroup::barrier(const BarrierOptions& o) {
                  }));
 }
 
+namespace {
+
+// A send or receive: the group's queue posts it to the channels (in issue order, on the calling
+// thread when the queue is idle) and goes on; the transfer advances beside the queue
+// (shm_point_to_point.h), and wait() advances it on the waiting thread.
+class ShmP2PWork final : public Work {
+ public:
+  ShmP2PWork(std::shared_ptr<Work> posting, std::shared_ptr<shm::Transfer> transfer,
+             std::weak_ptr<shm::ShmPointToPoint> p2p)
+      : Work(posting->description()),
+        posting_(std::move(posting)),
+        transfer_(std::move(transfer)),
+        p2p_(std::move(p2p)) {}
+
+  bool isCompleted() const override {
+    return Work::isCompleted() ||
+           (posting_->isCompleted() && (posting_->exception() != nullptr || transfer_->finished()));
+  }
+
+  void wait(std::chrono::milliseconds timeout) override {
+    {
+      std::lock_guard lock(waiting_);
+      if (!Work::isCompleted()) complete(timeout);
+    }
+    Work::wait(timeout);  // done: rethrows the op's error
+  }
+
+ private:
+  void complete(std::chrono::milliseconds timeout) {
+    std::exception_ptr error;
+    try {
+      posting_->wait(timeout);  // posted (runs the queue up to it on this thread when idle)
+      auto p2p = p2p_.lock();
+      LOCKSTEP_ENFORCE(p2p || transfer_->finished(), ValueError, description(),
+                       ": its process group was destroyed before the transfer finished");
+      if (p2p && !p2p->await(*transfer_, timeout)) {
+        throw TimeoutError(::lockstep::detail::concat(description(), ": Work::wait timed out after ",
+                                                      timeout.count(), " ms; the op is still running"));
+      }
+      if (transfer_->state.load() == shm::Transfer::State::failed) std::rethrow_exception(transfer_->error);
+    } catch (const TimeoutError&) {
+      if (!posting_->isCompleted() || !transfer_->finished()) throw;  // the wait's limit: the op goes on
+      error = std::current_exception();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    finish(error);
+  }
+
+  std::shared_ptr<Work> posting_;
+  std::shared_ptr<shm::Transfer> transfer_;
+  std::weak_ptr<shm::ShmPointToPoint> p2p_;
+  std::mutex waiting_;
+};
+
+}  // namespace
+
+std::shared_ptr<Work> ShmProcessGroup::postP2P(OpType type, uint8_t* data, size_t count, DType dtype,
+                                               int peer, int tag, std::chrono::milliseconds timeout) {
+  const bool sending = type == OpType::send;
+  auto transfer = std::make_shared<shm::Transfer>(sending, data, count * dtypeSize(dtype), dtype, peer, tag);
+  auto posting =
+      enqueueOrRun(type,
+                   ::lockstep::detail::concat(count, " x ", dtypeName(dtype),
+                                              sending ? " to rank " : " from rank ", peer, ", tag ", tag),
+                   timeout, LOCKSTEP_SHM_BODY(p2p_->post(ctx, transfer)));
+  return std::make_shared<ShmP2PWork>(std::move(posting), std::move(transfer), p2p_);
+}
+
 std::shared_ptr<Work> ShmProcessGroup::send(const void* data, size_t count, DType dtype, int dst,
                                             const SendRecvOptions& o) {
   checkHostBuffers(o.place, "send");
   checkPeer(dst, "send");
-  auto* p = static_cast<const uint8_t*>(data);
-  return enqueue(
-      OpType::send,
-      ::lockstep::detail::concat(count, " x ", dtypeName(dtype), " to rank ", dst, ", tag ", o.tag),
-      o.timeout, LOCKSTEP_SHM_BODY(p2p_->send(ctx, p, count * dtypeSize(dtype), dtype, dst, o.tag)));
+  return postP2P(OpType::send, static_cast<uint8_t*>(const_cast<void*>(data)), count, dtype, dst, o.tag,
+                 o.timeout);
 }
 
 std::shared_ptr<Work> ShmProcessGroup::recv(void* data, size_t count, DType dtype, int src,
                                             const SendRecvOptions& o) {
   checkHostBuffers(o.place, "recv");
   checkPeer(src, "recv");
-  auto* p = static_cast<uint8_t*>(data);
-  return enqueue(
-      OpType::recv,
-      ::lockstep::detail::concat(count, " x ", dtypeName(dtype), " from rank ", src, ", tag ", o.tag),
-      o.timeout, LOCKSTEP_SHM_BODY(p2p_->recv(ctx, p, count * dtypeSize(dtype), dtype, src, o.tag)));
+  return postP2P(OpType::recv, static_cast<uint8_t*>(data), count, dtype, src, o.tag, o.timeout);
 }
 
 std::shared_ptr<ProcessGroup> ShmProcessGroup::newGroup(const std::vector<int>& ranks) {

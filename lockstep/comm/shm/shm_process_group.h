@@ -42,7 +42,9 @@ struct ShmOptions {
 };
 
 /// Thread-safety: see ProcessGroup. send/recv: a recv matches the oldest unreceived send from
-/// that rank with the same tag (messages with other tags that arrive first are buffered).
+/// that rank with the same tag (messages with other tags that arrive first are buffered). They
+/// are posted in issue order with the collectives but complete beside them, each as soon as its
+/// channel lets it: a recv waiting for its data holds no later op back.
 class ShmProcessGroup : public ProcessGroup {
  public:
   /// Collective over all size ranks: creates this rank's segment and maps the others', meeting
@@ -76,13 +78,16 @@ class ShmProcessGroup : public ProcessGroup {
   shm::OpDesc desc(const OpContext& ctx, DType dtype, size_t count, int root = -1,
                    ReduceOp op = ReduceOp::sum, uint64_t extra = 0) const;
   void fail();
+  // send / recv: posted through the queue, the transfer advancing beside it.
+  std::shared_ptr<Work> postP2P(OpType type, uint8_t* data, size_t count, DType dtype, int peer, int tag,
+                                std::chrono::milliseconds timeout);
 
   std::shared_ptr<Store> store_;
   ShmOptions options_;
   std::vector<shm::ShmSegment> segments_;
   std::unique_ptr<shm::ShmPeers> peers_;
   uint64_t block_ = 0;  // global block counter (across ops): block g uses slot g % num_slots
-  std::unique_ptr<shm::ShmPointToPoint> p2p_;  // send/recv, in the segments after the ring
+  std::shared_ptr<shm::ShmPointToPoint> p2p_;  // send/recv, in the segments after the ring
   int groups_created_ = 0;
 };
 
