@@ -38,4 +38,36 @@ void Work::wait(std::chrono::milliseconds timeout) {
   if (error_) std::rethrow_exception(error_);
 }
 
+PostedWork::PostedWork(std::shared_ptr<Work> posting)
+    : Work(posting->description()), posting_(std::move(posting)) {}
+
+bool PostedWork::isCompleted() const {
+  return Work::isCompleted() ||
+         (posting_->isCompleted() && (posting_->exception() != nullptr || transferFinished()));
+}
+
+void PostedWork::wait(std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard lock(waiting_);
+    if (!Work::isCompleted()) {
+      std::exception_ptr error;
+      bool over = true;
+      try {
+        posting_->wait(timeout);
+        over = awaitTransfer(timeout);
+      } catch (...) {
+        error = std::current_exception();
+        over = posting_->isCompleted();  // a posting still queued when the wait's limit passed goes on
+      }
+      if (!over) {
+        if (error) std::rethrow_exception(error);
+        throw TimeoutError(::lockstep::detail::concat(description(), ": Work::wait timed out after ",
+                                                      timeout.count(), " ms; the op is still running"));
+      }
+      finish(error);
+    }
+  }
+  Work::wait(timeout);  // done: rethrows the op's error
+}
+
 }  // namespace lockstep::comm

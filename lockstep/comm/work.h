@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -46,6 +47,30 @@ class Work {
   std::condition_variable cv_;
   std::exception_ptr error_;
   std::function<void(const Work&, bool)> helper_;
+};
+
+/// A send or receive that the group's queue posts and the backend completes beside the queue
+/// (gloo, shm): done once its posting op ran and then its transfer finished. wait() waits for the
+/// posting (running the queue up to it on this thread when idle), then awaitTransfer().
+class PostedWork : public Work {
+ public:
+  explicit PostedWork(std::shared_ptr<Work> posting);
+  /// Also true once the posting failed, or ran and transferFinished() says the transfer is over
+  /// (its error then comes from wait()).
+  bool isCompleted() const override;
+  void wait(std::chrono::milliseconds timeout = kForever) override;
+
+ protected:
+  /// After the posting ran: waits up to timeout for the transfer and throws its error; false when
+  /// timeout passed first and the transfer goes on (wait() then throws TimeoutError and the Work
+  /// stays pending).
+  virtual bool awaitTransfer(std::chrono::milliseconds timeout) = 0;
+  /// Whether the transfer is over without waiting; false where the backend cannot tell.
+  virtual bool transferFinished() const { return false; }
+
+ private:
+  std::shared_ptr<Work> posting_;
+  std::mutex waiting_;
 };
 
 }  // namespace lockstep::comm

@@ -317,65 +317,40 @@ struct PostedP2P {
   OpContext ctx;
 };
 
-class GlooP2PWork final : public Work {
+class GlooP2PWork final : public PostedWork {
  public:
   GlooP2PWork(std::shared_ptr<Work> posting, std::shared_ptr<PostedP2P> posted, int peer, int tag, int rank)
-      : Work(posting->description()),
-        posting_(std::move(posting)),
-        posted_(std::move(posted)),
-        peer_(peer),
-        tag_(tag),
-        rank_(rank) {}
-
-  void wait(std::chrono::milliseconds timeout) override {
-    {
-      std::lock_guard lock(waiting_);
-      if (!isCompleted()) complete(timeout);
-    }
-    Work::wait(timeout);  // done: rethrows the op's error
-  }
+      : PostedWork(std::move(posting)), posted_(std::move(posted)), peer_(peer), tag_(tag), rank_(rank) {}
 
  private:
-  void complete(std::chrono::milliseconds timeout) {
-    std::exception_ptr error;
+  bool awaitTransfer(std::chrono::milliseconds timeout) override {
+    // The buffer goes with the transfer, however it ended: a wait cut short fails gloo's context,
+    // as any gloo op that times out does.
+    std::shared_ptr<PostedP2P> posted = std::move(posted_);
+    const OpContext& ctx = posted->ctx;
+    const bool sending = ctx.type == OpType::send;
+    const auto limit = std::min(timeout, remaining(ctx));
     try {
-      posting_->wait(timeout);  // posted (runs the queue up to it on this thread when idle)
-    } catch (...) {
-      error = std::current_exception();
+      OpWatchScope watched(ctx);  // the agent's watchdog sees the wait
+      if (sending)
+        posted->buf->waitSend(limit);
+      else
+        posted->buf->waitRecv(limit);
+    } catch (const std::exception& e) {
+      const std::string what = e.what(),
+                        peer = concat("waiting for rank ", peer_, sending ? " to receive" : " to send",
+                                      " (tag ", tag_, ")");
+      if (what.find("Timed out") != std::string::npos)
+        throw TimeoutError(concat(description(), " timed out after ", limit.count(), " ms on rank ", rank_,
+                                  " ", peer, ": ", what));
+      throw PeerError(concat(description(), " failed on rank ", rank_, " ", peer,
+                             ": a peer connection broke (did rank ", peer_, " die?): ", what));
     }
-    if (!error) {
-      const OpContext& ctx = posted_->ctx;
-      const bool sending = ctx.type == OpType::send;
-      // A wait cut short fails gloo's context, as any gloo op that times out does.
-      const auto limit = std::min(timeout, remaining(ctx));
-      try {
-        OpWatchScope watched(ctx);  // the agent's watchdog sees the wait
-        if (sending)
-          posted_->buf->waitSend(limit);
-        else
-          posted_->buf->waitRecv(limit);
-      } catch (const std::exception& e) {
-        const std::string what = e.what(),
-                          peer = concat("waiting for rank ", peer_, sending ? " to receive" : " to send",
-                                        " (tag ", tag_, ")");
-        if (what.find("Timed out") != std::string::npos)
-          error =
-              std::make_exception_ptr(TimeoutError(concat(description(), " timed out after ", limit.count(),
-                                                          " ms on rank ", rank_, " ", peer, ": ", what)));
-        else
-          error = std::make_exception_ptr(
-              PeerError(concat(description(), " failed on rank ", rank_, " ", peer,
-                               ": a peer connection broke (did rank ", peer_, " die?): ", what)));
-      }
-    }
-    posted_.reset();  // gloo's buffer: its transfer is over
-    finish(error);
+    return true;
   }
 
-  std::shared_ptr<Work> posting_;
   std::shared_ptr<PostedP2P> posted_;
   int peer_, tag_, rank_;
-  std::mutex waiting_;
 };
 
 }  // namespace

@@ -457,54 +457,25 @@ namespace {
 // A send or receive: the group's queue posts it to the channels (in issue order, on the calling
 // thread when the queue is idle) and goes on; the transfer advances beside the queue
 // (shm_point_to_point.h), and wait() advances it on the waiting thread.
-class ShmP2PWork final : public Work {
+class ShmP2PWork final : public PostedWork {
  public:
   ShmP2PWork(std::shared_ptr<Work> posting, std::shared_ptr<shm::Transfer> transfer,
              std::weak_ptr<shm::ShmPointToPoint> p2p)
-      : Work(posting->description()),
-        posting_(std::move(posting)),
-        transfer_(std::move(transfer)),
-        p2p_(std::move(p2p)) {}
-
-  bool isCompleted() const override {
-    return Work::isCompleted() ||
-           (posting_->isCompleted() && (posting_->exception() != nullptr || transfer_->finished()));
-  }
-
-  void wait(std::chrono::milliseconds timeout) override {
-    {
-      std::lock_guard lock(waiting_);
-      if (!Work::isCompleted()) complete(timeout);
-    }
-    Work::wait(timeout);  // done: rethrows the op's error
-  }
+      : PostedWork(std::move(posting)), transfer_(std::move(transfer)), p2p_(std::move(p2p)) {}
 
  private:
-  void complete(std::chrono::milliseconds timeout) {
-    std::exception_ptr error;
-    try {
-      posting_->wait(timeout);  // posted (runs the queue up to it on this thread when idle)
-      auto p2p = p2p_.lock();
-      LOCKSTEP_ENFORCE(p2p || transfer_->finished(), ValueError, description(),
-                       ": its process group was destroyed before the transfer finished");
-      if (p2p && !p2p->await(*transfer_, timeout)) {
-        throw TimeoutError(::lockstep::detail::concat(description(), ": Work::wait timed out after ",
-                                                      timeout.count(), " ms; the op is still running"));
-      }
-      if (transfer_->state.load() == shm::Transfer::State::failed) std::rethrow_exception(transfer_->error);
-    } catch (const TimeoutError&) {
-      if (!posting_->isCompleted() || !transfer_->finished()) throw;  // the wait's limit: the op goes on
-      error = std::current_exception();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    finish(error);
+  bool transferFinished() const override { return transfer_->finished(); }
+  bool awaitTransfer(std::chrono::milliseconds timeout) override {
+    auto p2p = p2p_.lock();
+    if (p2p) return p2p->await(*transfer_, timeout);
+    LOCKSTEP_ENFORCE(transfer_->finished(), ValueError, description(),
+                     ": its process group was destroyed before the transfer finished");
+    if (transfer_->state.load() == shm::Transfer::State::failed) std::rethrow_exception(transfer_->error);
+    return true;
   }
 
-  std::shared_ptr<Work> posting_;
   std::shared_ptr<shm::Transfer> transfer_;
   std::weak_ptr<shm::ShmPointToPoint> p2p_;
-  std::mutex waiting_;
 };
 
 }  // namespace
