@@ -2,8 +2,10 @@
 // (lockstep/parallel/pipeline/), trained on fixed random tokens with AdamW, GPipe or 1F1B over
 // --micro-batches micro-batches. Run under a launcher (`lockstep run --nproc-per-node S`, or
 // bench/pipeline.bench.sh's run_ranks); rank 0 prints every stage's measured idle fraction (the
-// bubble) beside the schedule's theoretical (S - 1) / (M + S - 1), then the samples/s:
-//   stage=0 idle=0.1234 theoretical=0.1111
+// bubble) beside the schedule's theoretical (S - 1) / (M + S - 1) (equal stages), the stage's
+// compute a step and the idle its schedule would have with the stages' measured forward and
+// backward times and transfers that take no time (simulatePipeline), then the samples/s:
+//   stage=0 idle=0.1234 theoretical=0.1111 compute_ms=95.1 ideal_for_these_costs=0.1180
 //   samples_per_s=123.4 tokens_per_s=7898 schedule=1f1b stages=2 micro_batches=8 loss=5.2
 // The split is explicit (--boundaries, default: the embedding with the first half of the blocks,
 // the rest with the head; with --virtual-stages V the blocks in S x V equal parts), so that
@@ -93,6 +95,9 @@ int main(int argc, char** argv) {
       return autograd::crossEntropy(autograd::reshape(out, {out.size(0) * out.size(1), out.size(2)}), target);
     };
     double last_loss = std::numeric_limits<double>::quiet_NaN(), idle = 0, compute = 0;
+    // [stage][chunk][forward, backward]: this stage's summed over the timed steps, others 0.
+    const auto chunks = static_cast<size_t>(virtual_stages);
+    std::vector<double> costs(static_cast<size_t>(stages) * chunks * 2, 0.0);
     std::chrono::steady_clock::time_point start;
     for (int64_t s = 0; s < warmup + steps; ++s) {
       if (s == warmup) {
@@ -104,11 +109,32 @@ int main(int argc, char** argv) {
       if (s >= warmup) {
         idle += stage.lastStepTimes().idleFraction();
         compute += stage.lastStepTimes().compute_s;
+        for (size_t c = 0; c < chunks; ++c) {
+          costs[(static_cast<size_t>(rank) * chunks + c) * 2] += stage.lastStepTimes().forward_s[c];
+          costs[(static_cast<size_t>(rank) * chunks + c) * 2 + 1] += stage.lastStepTimes().backward_s[c];
+        }
       }
     }
     env.group->barrier()->wait();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double theory = parallel::theoreticalBubble({stages, micro_batches, virtual_stages});
+    // The bubble these stages' own compute times leave with transfers that take no time
+    // (simulatePipeline): what is left of the measured idle is the transfers' and waits' cost.
+    env.group->allreduce(costs.data(), costs.size(), DType::f64)->wait();
+    parallel::PipelineCosts measured;
+    std::vector<std::vector<parallel::PipelineAction>> lists;
+    for (int64_t r = 0; r < stages; ++r) {
+      measured.stage_forward.emplace_back();
+      measured.stage_backward.emplace_back();
+      for (size_t c = 0; c < chunks; ++c) {
+        const double per = static_cast<double>(steps * micro_batches);
+        measured.stage_forward.back().push_back(costs[(static_cast<size_t>(r) * chunks + c) * 2] / per);
+        measured.stage_backward.back().push_back(costs[(static_cast<size_t>(r) * chunks + c) * 2 + 1] / per);
+      }
+      lists.push_back(parallel::pipelineActions(parallel::parsePipelineSchedule(schedule),
+                                                {stages, micro_batches, virtual_stages}, r));
+    }
+    const parallel::PipelineTimeline ideal = parallel::simulatePipeline(lists, measured);
     // Each stage's idle fraction and the last stage's loss, gathered to rank 0, which prints them.
     const double loss_everywhere =
         parallel::allreduceScalar(*env.group, last ? last_loss : 0.0, comm::ReduceOp::sum);
@@ -118,8 +144,8 @@ int main(int argc, char** argv) {
       const double compute_r = parallel::allreduceScalar(
           *env.group, r == rank ? compute / static_cast<double>(steps) : 0.0, comm::ReduceOp::sum);
       if (rank == 0) {  // compute_ms: the stage's forwards and backwards a step (balance)
-        std::printf("stage=%d idle=%.4f theoretical=%.4f compute_ms=%.2f\n", r, idle_r, theory,
-                    1e3 * compute_r);
+        std::printf("stage=%d idle=%.4f theoretical=%.4f compute_ms=%.2f ideal_for_these_costs=%.4f\n", r,
+                    idle_r, theory, 1e3 * compute_r, ideal.own_idle_fraction[static_cast<size_t>(r)]);
       }
     }
     if (rank == 0) {

@@ -185,6 +185,32 @@ TEST(PipelineSchedule, both_schedules_idle_for_the_theoretical_bubble) {
   });
 }
 
+TEST(PipelineSchedule, stages_with_costs_of_their_own_idle_as_their_critical_path_says) {
+  const PipelineShape shape{2, 8};
+  const auto lists = allStages(PipelineScheduleKind::one_f_one_b, shape);
+  // The same costs given per stage: the uniform result.
+  PipelineCosts same;
+  same.stage_forward = {{1.0}, {1.0}};
+  same.stage_backward = {{2.0}, {2.0}};
+  const PipelineTimeline u = simulatePipeline(lists, PipelineCosts{1, 2}), p = simulatePipeline(lists, same);
+  EXPECT_DOUBLE_EQ(p.makespan, u.makespan);
+  EXPECT_EQ(p.idle_fraction, u.idle_fraction);
+  // Each stage's own window ends with its last action: the last stage's before the first's, so it
+  // counts less idle than the common makespan gives.
+  EXPECT_LT(u.own_idle_fraction[1], u.idle_fraction[1]);
+  EXPECT_DOUBLE_EQ(u.own_idle_fraction[0], u.idle_fraction[0]);
+  // A last stage 1.5x as slow (it holds the head) sets the pace: it computes without a break after
+  // the first forward, and the first stage waits for it.
+  PipelineCosts slow_last;
+  slow_last.stage_forward = {{1.0}, {1.5}};
+  slow_last.stage_backward = {{2.0}, {3.0}};
+  const PipelineTimeline t = simulatePipeline(lists, slow_last);
+  EXPECT_DOUBLE_EQ(t.makespan, 1.0 + 8 * 4.5 + 2.0);
+  EXPECT_NEAR(t.own_idle_fraction[1], 1.0 / 37.0, 1e-12);
+  EXPECT_NEAR(t.own_idle_fraction[0], 1.0 - 24.0 / 39.0, 1e-12);
+  EXPECT_GT(t.own_idle_fraction[0], theoreticalBubble(shape));
+}
+
 TEST(PipelineSchedule, bad_settings_are_errors_naming_the_key) {
   EXPECT_EQ(parsePipelineSchedule("1f1b"), PipelineScheduleKind::one_f_one_b);
   EXPECT_EQ(parsePipelineSchedule("gpipe"), PipelineScheduleKind::gpipe);

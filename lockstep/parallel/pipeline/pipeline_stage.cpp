@@ -166,6 +166,7 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   Clock::duration compute{}, gradient_phase{};
+  std::vector<Clock::duration> forward_took(chunks_.size()), backward_took(chunks_.size());
   for (const PipelineAction& a : actions_) {
     // A compute first waits for its received tensor (idle time, not compute).
     if (a.op == PipelineOp::forward || a.op == PipelineOp::backward) awaitReceive(chunk(a), a);
@@ -206,7 +207,11 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
         if (optimizer) optimizer->step();
         break;
     }
-    if (a.op == PipelineOp::forward || a.op == PipelineOp::backward) compute += Clock::now() - action_start;
+    if (a.op == PipelineOp::forward || a.op == PipelineOp::backward) {
+      const Clock::duration took = Clock::now() - action_start;
+      compute += took;
+      (a.op == PipelineOp::forward ? forward_took : backward_took)[static_cast<size_t>(a.chunk)] += took;
+    }
     if (a.op == PipelineOp::reduce_grads || a.op == PipelineOp::optimizer_step)
       gradient_phase += Clock::now() - action_start;
   }
@@ -214,6 +219,12 @@ double PipelineStage::trainStep(const std::vector<Tensor>& inputs, const std::ve
   times_.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   times_.compute_s = std::chrono::duration<double>(compute).count();
   times_.gradient_phase_s = std::chrono::duration<double>(gradient_phase).count();
+  times_.forward_s.clear();
+  times_.backward_s.clear();
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    times_.forward_s.push_back(std::chrono::duration<double>(forward_took[c]).count());
+    times_.backward_s.push_back(std::chrono::duration<double>(backward_took[c]).count());
+  }
   return stage_ + 1 == stages() ? loss_sum_ / static_cast<double>(m_count)
                                 : std::numeric_limits<double>::quiet_NaN();
 }

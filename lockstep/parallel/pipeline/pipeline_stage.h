@@ -38,6 +38,8 @@ struct PipelineStepTimes {
   double wall_s = 0;
   double compute_s = 0;
   double gradient_phase_s = 0;
+  /// compute_s by chunk (chunks()) and kind: the micro-batches' forwards and backwards.
+  std::vector<double> forward_s, backward_s;
   /// With replicas: the gradient buckets launched while the schedule ran (during the chunks' last
   /// backwards), and all of them; the rest were launched after the schedule (parameters no last
   /// backward reached).

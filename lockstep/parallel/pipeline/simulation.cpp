@@ -70,7 +70,10 @@ PipelineTimeline simulatePipeline(const std::vector<std::vector<PipelineAction>>
             if (it->second < 0) break;  // posted, not arrived
             r.clock = std::max(r.clock, it->second);
           }
-          const double cost = (a.op == PipelineOp::forward ? costs.forward : costs.backward);
+          const auto& by_stage = a.op == PipelineOp::forward ? costs.stage_forward : costs.stage_backward;
+          const double cost = by_stage.empty()
+                                  ? (a.op == PipelineOp::forward ? costs.forward : costs.backward)
+                                  : by_stage.at(static_cast<size_t>(s)).at(static_cast<size_t>(a.chunk));
           r.clock += cost;
           r.busy += cost;
         } else if (const Partner p = partner(a, s, stages); p.stage >= 0) {
@@ -126,6 +129,10 @@ PipelineTimeline simulatePipeline(const std::vector<std::vector<PipelineAction>>
     t.busy.push_back(r.busy);
   }
   for (double b : t.busy) t.idle_fraction.push_back(t.makespan > 0 ? 1.0 - b / t.makespan : 0.0);
+  for (const Rank& r : ranks) {
+    const double end = std::max(r.clock, r.worker);
+    t.own_idle_fraction.push_back(end > 0 ? 1.0 - r.busy / end : 0.0);
+  }
   return t;
 }
 

@@ -14,9 +14,13 @@
 namespace lockstep::parallel {
 
 struct PipelineCosts {
+  PipelineCosts(double forward = 1.0, double backward = 1.0) : forward(forward), backward(backward) {}
   /// The time of one micro-batch's forward and backward on any stage.
-  double forward = 1.0;
-  double backward = 1.0;
+  double forward;
+  double backward;
+  /// Where set, [stage][chunk]: that chunk's own (measured) times instead, e.g. a stage that holds
+  /// the head computes longer than the others.
+  std::vector<std::vector<double>> stage_forward, stage_backward;
 };
 
 struct PipelineTimeline {
@@ -25,6 +29,9 @@ struct PipelineTimeline {
   /// Per stage: time spent computing, and the fraction of the makespan spent waiting.
   std::vector<double> busy;
   std::vector<double> idle_fraction;
+  /// Per stage: the fraction of its own schedule (from the start to its last action, as
+  /// PipelineStepTimes measures a stage) spent waiting.
+  std::vector<double> own_idle_fraction;
 };
 
 /// Runs stage_actions[s] as stage s's list. Error naming every stage's blocked action (its worker's
