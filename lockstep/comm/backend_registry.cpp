@@ -64,6 +64,9 @@ std::shared_ptr<ProcessGroup> createShm(std::shared_ptr<Store> store, int rank, 
   o.spin = std::chrono::microseconds(env::getInt("LOCKSTEP_SHM_SPIN_US", o.spin.count()));
   o.stream_min_bytes = static_cast<size_t>(
       env::getInt("LOCKSTEP_SHM_STREAM_MIN_BYTES", static_cast<int64_t>(o.stream_min_bytes)));
+  o.p2p_slots = static_cast<size_t>(env::getInt("LOCKSTEP_SHM_P2P_SLOTS", static_cast<int64_t>(o.p2p_slots)));
+  o.p2p_slot_bytes =
+      static_cast<size_t>(env::getInt("LOCKSTEP_SHM_P2P_SLOT_BYTES", static_cast<int64_t>(o.p2p_slot_bytes)));
   return std::make_shared<ShmProcessGroup>(std::make_shared<PrefixStore>("shm", store), rank, size, o);
 }
 
