@@ -1,5 +1,6 @@
 #include "lockstep/train/pipeline_run.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -89,6 +90,7 @@ struct PipelineRun {
   std::string last_checkpoint{};  // the newest checkpoint of this run's weights
   int64_t samples = 0;
   double idle_sum = 0;
+  std::vector<double> forward_sum{}, backward_sum{};  // by chunk, over the timed steps
   int64_t timed_steps = 0;
   EvalResult last_val{};
   int64_t last_val_step = -1;
@@ -166,7 +168,14 @@ void trainStep(PipelineRun& r, const std::vector<Tensor>& inputs, const std::vec
     if (r.parts.scheduler) r.parts.scheduler->step();
   }
   ++r.step;
-  r.idle_sum += r.parts.stage->lastStepTimes().idleFraction();
+  const parallel::PipelineStepTimes& times = r.parts.stage->lastStepTimes();
+  r.idle_sum += times.idleFraction();
+  r.forward_sum.resize(times.forward_s.size());
+  r.backward_sum.resize(times.backward_s.size());
+  for (size_t c = 0; c < times.forward_s.size(); ++c) {
+    r.forward_sum[c] += times.forward_s[c];
+    r.backward_sum[c] += times.backward_s[c];
+  }
   ++r.timed_steps;
   r.samples += r.config.batch.train_batch_size;
   const auto [mean_loss, signal] = agreeAfterStep(r, loss);
@@ -227,15 +236,59 @@ void endEpoch(PipelineRun& r, uint64_t e, bool done) {
   if (v) r.clock.timeEvaluation([&] { r.observers.onEvaluation(*v); });
 }
 
+/// The idle fraction each stage's schedule would have with the stages' measured forward and backward
+/// times (per micro-batch and chunk, averaged over replicas) and transfers that take no time: the
+/// part of the measured bubble that is the cut's imbalance. ranks: summary.json's rank entries.
+std::vector<double> idleForStageCosts(const PipelineRun& r, const nlohmann::json& ranks) {
+  const auto stages = static_cast<size_t>(r.grid.stages);
+  const auto chunks = static_cast<size_t>(std::max<int64_t>(1, r.config.pipeline.virtual_stages));
+  parallel::PipelineCosts costs;
+  costs.stage_forward.assign(stages, std::vector<double>(chunks, 0.0));
+  costs.stage_backward.assign(stages, std::vector<double>(chunks, 0.0));
+  std::vector<double> replicas(stages, 0.0);
+  for (const auto& rank : ranks) {
+    const auto stage = rank["stage"].get<size_t>();
+    const auto forward = rank["forward_ms"].get<std::vector<double>>(),
+               backward = rank["backward_ms"].get<std::vector<double>>();
+    if (forward.size() != chunks || backward.size() != chunks) return {};  // no timed step
+    for (size_t c = 0; c < chunks; ++c) {
+      costs.stage_forward[stage][c] += forward[c];
+      costs.stage_backward[stage][c] += backward[c];
+    }
+    replicas[stage] += 1;
+  }
+  std::vector<std::vector<parallel::PipelineAction>> lists;
+  const parallel::PipelineShape shape{r.grid.stages, r.config.batch.gradient_accumulation_steps,
+                                      r.config.pipeline.virtual_stages};
+  for (size_t s = 0; s < stages; ++s) {
+    for (size_t c = 0; c < chunks; ++c) {
+      costs.stage_forward[s][c] /= std::max(1.0, replicas[s]);
+      costs.stage_backward[s][c] /= std::max(1.0, replicas[s]);
+    }
+    lists.push_back(parallel::pipelineActions(parallel::parsePipelineSchedule(r.config.pipeline.schedule),
+                                              shape, static_cast<int64_t>(s)));
+  }
+  return parallel::simulatePipeline(lists, costs).own_idle_fraction;
+}
+
 /// summary.json's "pipeline": the layout and every rank's bubble, activation slots and peak RSS
 /// (collective).
 nlohmann::json pipelineSummary(const PipelineRun& r) {
+  // Each chunk's forward and backward of one micro-batch, mean over the timed steps.
+  auto perMicroBatchMs = [&](const std::vector<double>& sums) {
+    std::vector<double> ms;
+    const double n = static_cast<double>(r.timed_steps * r.config.batch.gradient_accumulation_steps);
+    for (double v : sums) ms.push_back(n > 0 ? 1e3 * v / n : 0.0);
+    return ms;
+  };
   const nlohmann::json mine = {
       {"rank", r.world.rank()},
       {"stage", r.grid.stage},
       {"replica", r.grid.replica},
       {"layers", r.parts.stage->layerRanges()},
       {"idle_fraction", r.timed_steps > 0 ? r.idle_sum / static_cast<double>(r.timed_steps) : 0.0},
+      {"forward_ms", perMicroBatchMs(r.forward_sum)},
+      {"backward_ms", perMicroBatchMs(r.backward_sum)},
       {"activation_slots", r.parts.stage->activationSlots()},
       // The last step's gradient buckets over the stage's replicas, and how many of them left
       // while its last backwards ran (DDP's overlap).
@@ -248,6 +301,10 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const std::string& s : parallel::allgatherBytes(r.world, mine.dump()))
     ranks.push_back(nlohmann::json::parse(s));
+  const std::vector<double> ideal = idleForStageCosts(r, ranks);
+  for (auto& rank : ranks) {
+    if (!ideal.empty()) rank["idle_fraction_for_stage_costs"] = ideal[rank["stage"].get<size_t>()];
+  }
   return {{"stages", r.grid.stages},
           {"replicas", r.grid.replicas},
           {"schedule", r.config.pipeline.schedule},

@@ -110,6 +110,13 @@ TEST_F(TrainCli, pipeline_trains_as_one_process_with_both_schedules) {
       EXPECT_EQ(rank["stage"], r);
       EXPECT_GT(rank["idle_fraction"].get<double>(), 0.0);
       EXPECT_LT(rank["idle_fraction"].get<double>(), 1.0);
+      // The stage's measured compute per micro-batch and chunk, and the bubble those costs leave.
+      for (const char* kind : {"forward_ms", "backward_ms"}) {
+        ASSERT_EQ(rank[kind].size(), 1u) << kind;
+        EXPECT_GT(rank[kind][0].get<double>(), 0.0) << kind;
+      }
+      EXPECT_GE(rank["idle_fraction_for_stage_costs"].get<double>(), 0.0);
+      EXPECT_LT(rank["idle_fraction_for_stage_costs"].get<double>(), 1.0);
       EXPECT_GT(rank["peak_rss_bytes"].get<int64_t>(), 1 << 20);
       // The other stage's parameters are released: each rank keeps its stage's 224 / 396 bytes.
       EXPECT_EQ(rank["model_state_bytes_resident"], r == 0 ? 224 : 396);
@@ -162,6 +169,11 @@ TEST_F(TrainCli, pipeline_interleaved_1f1b_trains_as_one_process_and_resumes_as_
   // Megatron's warm-up: 2 (S - s - 1) + (V - 1) S forwards, then one more, each a chunk's.
   EXPECT_EQ(p["ranks"][0]["activation_slots"], 5);
   EXPECT_EQ(p["ranks"][1]["activation_slots"], 3);
+  for (const auto& rank : p["ranks"]) {  // each chunk's compute, and the bubble it leaves
+    EXPECT_EQ(rank["forward_ms"].size(), 2u);
+    EXPECT_EQ(rank["backward_ms"].size(), 2u);
+    EXPECT_LT(rank["idle_fraction_for_stage_costs"].get<double>(), 1.0);
+  }
   // A first part without parameters (the mlp's Flatten alone) has no backward to run.
   Result flat = run(cfg + interleaved + " --output-dir " + dir_ + "/f --set pipeline.boundaries=[0,1,2,3,6]");
   ASSERT_EQ(flat.code, 0) << flat.output;
