@@ -82,6 +82,20 @@ std::exception_ptr mismatch(const OpContext& ctx, int rank, int src, int tag, DT
                                  dtypeName(want), "; a send and its recv must agree on count and dtype")));
 }
 
+// Throws a copy of a transfer's error, made on this thread: the transfer (and its exception_ptr)
+// may be let go last by the progress thread while this thread still handles the exception.
+[[noreturn]] void rethrowCopy(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(e.what());
+  } catch (const PeerError& e) {
+    throw PeerError(e.what());
+  } catch (const std::exception& e) {
+    throw Error(e.what());
+  }
+}
+
 std::string waitingFor(const Transfer& t) {
   return ::lockstep::detail::concat("rank ", t.peer, t.sending ? " to receive" : " to send", " (tag ", t.tag,
                                     ")");
@@ -294,7 +308,7 @@ bool ShmPointToPoint::await(Transfer& t, std::chrono::milliseconds limit) {
     }
     if (limited && !t.finished()) return false;
   }
-  if (t.state.load(std::memory_order_acquire) == Transfer::State::failed) std::rethrow_exception(t.error);
+  if (t.state.load(std::memory_order_acquire) == Transfer::State::failed) rethrowCopy(t.error);
   return true;
 }
 

@@ -471,7 +471,7 @@ class ShmP2PWork final : public PostedWork {
     LOCKSTEP_ENFORCE(transfer_->finished(), ValueError, description(),
                      ": its process group was destroyed before the transfer finished");
     if (transfer_->state.load() == shm::Transfer::State::failed) std::rethrow_exception(transfer_->error);
-    return true;
+    return true;  // (the group, and its progress thread, are gone: this thread owns the error now)
   }
 
   std::shared_ptr<shm::Transfer> transfer_;
