@@ -1,10 +1,13 @@
 #pragma once
 // Real processes for the parallel tests: ranks spawned with a launcher's variables, waited for
 // with a deadline, and their logs read back.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,9 +29,18 @@ struct Rank {
   std::string log;
 };
 
+/// A TCP port nobody listens on right now, chosen by the kernel (a port counted from the pid could
+/// be one a test running beside this one, or an outgoing connection, holds).
 inline int freePort() {
-  static int next = 31000 + (::getpid() % 2000);
-  return next++;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
 }
 
 // argv[0] started with this process's environment plus `vars` (which win), stdout and stderr to
