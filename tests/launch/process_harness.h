@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/free_port.h"
+
 namespace lockstep::launch::testing {
 
 /// Whether text contains what (the tests' checks of an agent's output).
@@ -174,17 +176,6 @@ inline bool waitForFile(const std::string& path, std::chrono::milliseconds deadl
   return true;
 }
 
-/// A TCP port nobody listens on right now.
-inline int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using ::lockstep::testing::freePort;  // common/free_port.h
 
 }  // namespace lockstep::launch::testing

@@ -1,13 +1,10 @@
 #pragma once
 // Real processes for the parallel tests: ranks spawned with a launcher's variables, waited for
 // with a deadline, and their logs read back.
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/free_port.h"
+
 extern char** environ;
 
 namespace lockstep::test {
@@ -29,19 +28,7 @@ struct Rank {
   std::string log;
 };
 
-/// A TCP port nobody listens on right now, chosen by the kernel (a port counted from the pid could
-/// be one a test running beside this one, or an outgoing connection, holds).
-inline int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using ::lockstep::testing::freePort;  // common/free_port.h
 
 // argv[0] started with this process's environment plus `vars` (which win), stdout and stderr to
 // `log`. Every variable a launcher sets is removed first, so the test's own environment (a CTest

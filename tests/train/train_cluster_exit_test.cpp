@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/free_port.h"
 #include "lockstep/train/checkpoint/checkpoint.h"
 #include "train/train_cli.h"
 
@@ -85,17 +86,7 @@ bool waitForPath(const std::string& path, std::chrono::milliseconds deadline) {
   return true;
 }
 
-int freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using ::lockstep::testing::freePort;
 
 // The step N of "stopped by SIGTERM after step N", or -1.
 long long stoppedAfter(const std::string& output) {
