@@ -122,19 +122,17 @@ int main(int argc, char** argv) {
     // (simulatePipeline): what is left of the measured idle is the transfers' and waits' cost.
     env.group->allreduce(costs.data(), costs.size(), DType::f64)->wait();
     parallel::PipelineCosts measured;
-    std::vector<std::vector<parallel::PipelineAction>> lists;
+    const double per = static_cast<double>(steps * micro_batches);
     for (int64_t r = 0; r < stages; ++r) {
       measured.stage_forward.emplace_back();
       measured.stage_backward.emplace_back();
       for (size_t c = 0; c < chunks; ++c) {
-        const double per = static_cast<double>(steps * micro_batches);
         measured.stage_forward.back().push_back(costs[(static_cast<size_t>(r) * chunks + c) * 2] / per);
         measured.stage_backward.back().push_back(costs[(static_cast<size_t>(r) * chunks + c) * 2 + 1] / per);
       }
-      lists.push_back(parallel::pipelineActions(parallel::parsePipelineSchedule(schedule),
-                                                {stages, micro_batches, virtual_stages}, r));
     }
-    const parallel::PipelineTimeline ideal = parallel::simulatePipeline(lists, measured);
+    const std::vector<double> ideal = parallel::idleForStageCosts(
+        parallel::parsePipelineSchedule(schedule), {stages, micro_batches, virtual_stages}, measured);
     // Each stage's idle fraction and the last stage's loss, gathered to rank 0, which prints them.
     const double loss_everywhere =
         parallel::allreduceScalar(*env.group, last ? last_loss : 0.0, comm::ReduceOp::sum);
@@ -145,7 +143,7 @@ int main(int argc, char** argv) {
           *env.group, r == rank ? compute / static_cast<double>(steps) : 0.0, comm::ReduceOp::sum);
       if (rank == 0) {  // compute_ms: the stage's forwards and backwards a step (balance)
         std::printf("stage=%d idle=%.4f theoretical=%.4f compute_ms=%.2f ideal_for_these_costs=%.4f\n", r,
-                    idle_r, theory, 1e3 * compute_r, ideal.own_idle_fraction[static_cast<size_t>(r)]);
+                    idle_r, theory, 1e3 * compute_r, ideal[static_cast<size_t>(r)]);
       }
     }
     if (rank == 0) {

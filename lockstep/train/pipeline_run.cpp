@@ -239,7 +239,7 @@ void endEpoch(PipelineRun& r, uint64_t e, bool done) {
 /// The idle fraction each stage's schedule would have with the stages' measured forward and backward
 /// times (per micro-batch and chunk, averaged over replicas) and transfers that take no time: the
 /// part of the measured bubble that is the cut's imbalance. ranks: summary.json's rank entries.
-std::vector<double> idleForStageCosts(const PipelineRun& r, const nlohmann::json& ranks) {
+std::vector<double> ranksIdleForStageCosts(const PipelineRun& r, const nlohmann::json& ranks) {
   const auto stages = static_cast<size_t>(r.grid.stages);
   const auto chunks = static_cast<size_t>(std::max<int64_t>(1, r.config.pipeline.virtual_stages));
   parallel::PipelineCosts costs;
@@ -257,18 +257,15 @@ std::vector<double> idleForStageCosts(const PipelineRun& r, const nlohmann::json
     }
     replicas[stage] += 1;
   }
-  std::vector<std::vector<parallel::PipelineAction>> lists;
-  const parallel::PipelineShape shape{r.grid.stages, r.config.batch.gradient_accumulation_steps,
-                                      r.config.pipeline.virtual_stages};
   for (size_t s = 0; s < stages; ++s) {
     for (size_t c = 0; c < chunks; ++c) {
       costs.stage_forward[s][c] /= std::max(1.0, replicas[s]);
       costs.stage_backward[s][c] /= std::max(1.0, replicas[s]);
     }
-    lists.push_back(parallel::pipelineActions(parallel::parsePipelineSchedule(r.config.pipeline.schedule),
-                                              shape, static_cast<int64_t>(s)));
   }
-  return parallel::simulatePipeline(lists, costs).own_idle_fraction;
+  return parallel::idleForStageCosts(
+      parallel::parsePipelineSchedule(r.config.pipeline.schedule),
+      {r.grid.stages, r.config.batch.gradient_accumulation_steps, r.config.pipeline.virtual_stages}, costs);
 }
 
 /// summary.json's "pipeline": the layout and every rank's bubble, activation slots and peak RSS
@@ -301,7 +298,7 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const std::string& s : parallel::allgatherBytes(r.world, mine.dump()))
     ranks.push_back(nlohmann::json::parse(s));
-  const std::vector<double> ideal = idleForStageCosts(r, ranks);
+  const std::vector<double> ideal = ranksIdleForStageCosts(r, ranks);
   for (auto& rank : ranks) {
     if (!ideal.empty()) rank["idle_fraction_for_stage_costs"] = ideal[rank["stage"].get<size_t>()];
   }

@@ -70,6 +70,11 @@ std::atomic_ref<uint64_t> ShmPointToPoint::chunksReceived(int to, int from) cons
 
 size_t ShmPointToPoint::payloadBytes() const { return slot_bytes_ - kChunkHeaderBytes; }
 
+size_t ShmPointToPoint::chunksOf(size_t bytes) const {
+  const size_t payload = payloadBytes();
+  return std::max<size_t>(1, (bytes + payload - 1) / payload);  // an empty message is one chunk
+}
+
 namespace {
 // A receive's message of the wrong size or dtype (the two ranks disagree on the call): its error.
 std::exception_ptr mismatch(const OpContext& ctx, int rank, int src, int tag, DType want, size_t want_bytes,
@@ -155,7 +160,7 @@ bool ShmPointToPoint::progressSends(int peer) {
   bool moved = false;
   while (!o.queue.empty()) {
     Transfer& t = *o.queue.front();
-    const size_t chunks = std::max<size_t>(1, (t.bytes + payload - 1) / payload);
+    const size_t chunks = chunksOf(t.bytes);
     while (t.chunks_done < chunks && s - received.load(std::memory_order_acquire) < slots_) {
       const size_t k = t.chunks_done;
       uint8_t* slot = chunkSlot(rank_, peer, s);
@@ -197,7 +202,7 @@ bool ShmPointToPoint::progressReceives(int peer) {
       m->tag = static_cast<int>(h.tag);
       m->dtype = static_cast<DType>(h.dtype);
       m->bytes = h.bytes;
-      m->chunks = std::max<size_t>(1, (m->bytes + payload - 1) / payload);
+      m->chunks = chunksOf(m->bytes);
       auto it = std::find_if(in.posted.begin(), in.posted.end(),
                              [&](const std::shared_ptr<Transfer>& t) { return t->tag == m->tag; });
       if (it != in.posted.end()) {
@@ -332,7 +337,7 @@ void ShmPointToPoint::progressLoop() {
     try {
       for (size_t j = 0; j < regions_.size(); ++j) {
         if (static_cast<int>(j) == rank_) continue;
-        if (hasSends(static_cast<int>(j))) moved |= progressSends(static_cast<int>(j));
+        moved |= progressSends(static_cast<int>(j));  // nothing to do without sends
         if (hasReceives(static_cast<int>(j))) moved |= progressReceives(static_cast<int>(j));
       }
     } catch (...) {
@@ -347,11 +352,6 @@ void ShmPointToPoint::progressLoop() {
                                 ? std::chrono::milliseconds(0)
                                 : kCheckInterval);
   }
-}
-
-bool ShmPointToPoint::hasSends(int peer) {
-  std::lock_guard lock(out_[peer]->mutex);
-  return !out_[peer]->queue.empty();
 }
 
 bool ShmPointToPoint::hasReceives(int peer) {

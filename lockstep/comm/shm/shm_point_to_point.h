@@ -103,13 +103,13 @@ class ShmPointToPoint {
   std::atomic_ref<uint64_t> chunksSent(int from, int to) const;      // written by from
   std::atomic_ref<uint64_t> chunksReceived(int to, int from) const;  // written by to, in to's segment
   size_t payloadBytes() const;
+  size_t chunksOf(size_t bytes) const;  // of a message of `bytes`
 
   // Advance the channel to / from peer as far as it allows; true when anything moved. Take the
   // peer's lock.
   bool progressSends(int peer);
   bool progressReceives(int peer);
   bool progress(const Transfer& t) { return t.sending ? progressSends(t.peer) : progressReceives(t.peer); }
-  bool hasSends(int peer);
   bool hasReceives(int peer);
   // With its peer's lock held: a finished message goes to its receive; t is done / failed (the
   // first failure breaks the group's point to point: peers are told at once, later posts refused).

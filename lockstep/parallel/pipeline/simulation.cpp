@@ -136,4 +136,11 @@ PipelineTimeline simulatePipeline(const std::vector<std::vector<PipelineAction>>
   return t;
 }
 
+std::vector<double> idleForStageCosts(PipelineScheduleKind kind, const PipelineShape& shape,
+                                      const PipelineCosts& costs) {
+  std::vector<std::vector<PipelineAction>> lists;
+  for (int64_t s = 0; s < shape.stages; ++s) lists.push_back(pipelineActions(kind, shape, s));
+  return simulatePipeline(lists, costs).own_idle_fraction;
+}
+
 }  // namespace lockstep::parallel

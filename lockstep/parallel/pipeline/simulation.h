@@ -41,4 +41,10 @@ struct PipelineTimeline {
 PipelineTimeline simulatePipeline(const std::vector<std::vector<PipelineAction>>& stage_actions,
                                   const PipelineCosts& costs = {});
 
+/// Each stage's own idle fraction (PipelineTimeline::own_idle_fraction) when schedule `kind` over
+/// `shape` runs with `costs` (a stage's measured times) and transfers that take no time: the part
+/// of a measured bubble that the cut's imbalance leaves.
+std::vector<double> idleForStageCosts(PipelineScheduleKind kind, const PipelineShape& shape,
+                                      const PipelineCosts& costs);
+
 }  // namespace lockstep::parallel
