@@ -41,6 +41,11 @@ void checkTargets(const char* op, const Tensor& target, int64_t c, int64_t ignor
   for (int64_t i = 0; i < t.numel(); ++i) classOf(op, t.data<int64_t>(), i, c, ignore_index);
 }
 
+// Cross entropy's f32_loss on bf16/f16 logits (see loss.h).
+bool narrowF32Loss(const Tensor& logits, const CrossEntropyParams& p) {
+  return p.f32_loss && (logits.dtype() == DType::bf16 || logits.dtype() == DType::f16);
+}
+
 }  // namespace
 
 std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
@@ -50,6 +55,8 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
                    "cross_entropy: label_smoothing must be in [0, 1], got ", p.label_smoothing);
   const bool on_gpu = logits.isCuda() || target.isCuda();
   if (!on_gpu) checkTargets("cross_entropy", target, logits.size(1), p.ignore_index);
+  // The CPU's own loops take f32 (they would compute narrow logits in f64): f32_loss casts first.
+  if (narrowF32Loss(logits, p) && !on_gpu) return crossEntropyForward(logits.to(DType::f32), target, p);
   return dispatchAsIs<&LossKernels::crossEntropyForward>(kBackends, {on_gpu, logits.dtype()}, logits, target,
                                                          p);
 }
@@ -62,6 +69,9 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
                    lse.describe(), " does not fit logits ", logits.describe());
   const bool on_gpu = logits.isCuda() || target.isCuda();
   if (!on_gpu) checkTargets("cross_entropy", target, logits.size(1), p.ignore_index);
+  if (narrowF32Loss(logits, p) && !on_gpu) {
+    return crossEntropyBackward(gloss, logits.to(DType::f32), lse, target, p).to(logits.dtype());
+  }
   return dispatchAsIs<&LossKernels::crossEntropyBackward>(kBackends, {on_gpu, logits.dtype()}, gloss, logits,
                                                           lse, target, p);
 }

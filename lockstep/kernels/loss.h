@@ -19,6 +19,13 @@ struct CrossEntropyParams {
   double label_smoothing = 0.0;
   /// Rows whose target is this contribute nothing, and are left out of the mean's count.
   int64_t ignore_index = -100;
+  /// For bf16/f16 logits (autocast's f32 policy for losses): the loss comes back f32, exactly as
+  /// if the logits had been cast to f32 first, and the gradient is rounded once to the logits'
+  /// dtype, as that cast's backward would. A GPU reads the narrow logits as they are (its kernels
+  /// compute in f32 anyway), so no [N, C] f32 copy is made or kept for the backward, and none of
+  /// the gradient is cast back: a GPT-2 head's logits are 823M values at batch 16 x 1024. No
+  /// effect on f32 or f64 logits.
+  bool f32_loss = false;
 };
 
 /// logits [N, C] floating, target [N] i64. Returns {loss, lse}: loss is 0-d (mean, sum) or [N]

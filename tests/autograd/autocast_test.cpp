@@ -41,6 +41,34 @@ TEST(Autocast, f32_ops_widen_their_inputs) {
   EXPECT_EQ(autograd::mseLoss(h, input({4, 10}, 6)).dtype(), DType::f32);
 }
 
+// The loss on bf16/f16 logits is not cast to f32 first (the kernels read them as they are), yet
+// gives what the cast would: the f32 loss, and the gradient rounded once to the logits' dtype.
+TEST(Autocast, cross_entropy_reads_narrow_logits_as_if_cast_to_f32) {
+  Tensor target = Tensor::fromVector<int64_t>({1, -100, 3, 0, 9}, {5});
+  for (DType low : {DType::bf16, DType::f16}) {
+    for (autograd::Reduction r : {autograd::Reduction::mean, autograd::Reduction::none}) {
+      autograd::CrossEntropyOptions o;
+      o.reduction = r;
+      o.label_smoothing = 0.1;
+      Variable logits(randomTensor({5, 10}, DType::f32, 8, -4, 4).to(low), true);
+      Variable loss;
+      {
+        AutocastGuard autocast(low);
+        loss = autograd::crossEntropy(logits, target, o);
+      }
+      ASSERT_EQ(loss.dtype(), DType::f32);
+      autograd::sum(loss).backward();
+      ASSERT_EQ(logits.grad().dtype(), low);
+      // The same, cast by hand outside autocast.
+      Variable wide(logits.tensor(), true);
+      Variable want = autograd::crossEntropy(autograd::toDType(wide, DType::f32), target, o);
+      autograd::sum(want).backward();
+      EXPECT_TRUE(tensorsNear(loss.tensor(), want.tensor(), 0, 0)) << dtypeName(low);
+      EXPECT_TRUE(tensorsNear(logits.grad(), wide.grad(), 0, 0)) << dtypeName(low);
+    }
+  }
+}
+
 TEST(Autocast, other_ops_keep_their_dtype_and_mixed_arithmetic_promotes) {
   AutocastGuard autocast(DType::bf16);
   Variable h = autograd::linear(input({4, 16}, 3), param({10, 16}, 1), Variable());

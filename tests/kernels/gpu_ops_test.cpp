@@ -361,12 +361,14 @@ std::vector<Inputs> crossEntropyInputs(DType t, const kernels::CrossEntropyParam
 std::vector<OpCase> lossCases() {
   std::vector<OpCase> cases;
   for (LossReduction r : kReductions) {
-    for (double smoothing : {0.0, 0.1}) {
+    // f32_loss (autocast's loss on bf16/f16 logits): an f32 loss read from the narrow logits.
+    for (auto [smoothing, f32_loss] : std::vector<std::pair<double, bool>>{{0.0, false}, {0.1, false}, {0.1, true}}) {
       kernels::CrossEntropyParams p;
       p.reduction = r;
       p.label_smoothing = smoothing;
-      const std::string name =
-          "cross_entropy " + reductionName(r) + " smoothing " + std::to_string(smoothing);
+      p.f32_loss = f32_loss;
+      const std::string name = "cross_entropy " + reductionName(r) + " smoothing " + std::to_string(smoothing) +
+                               (f32_loss ? " f32_loss" : "");
       auto inputs = [p](DType t) { return crossEntropyInputs(t, p); };
       // Values against the f64 oracle (exp and log), rounded to the dtypes of the CPU kernel's
       // results (the log-sum-exp is f32 for bf16/f16 logits).

@@ -51,6 +51,29 @@ TEST(CrossEntropy, forward_and_backward_match_reference) {
   }
 }
 
+// f32_loss (autocast's loss): bf16/f16 logits give the f32 logits' loss and logsumexp, and their
+// gradient rounded to the logits' dtype; on f32 logits the flag changes nothing.
+TEST(CrossEntropy, f32_loss_on_narrow_logits_is_the_f32_loss) {
+  Tensor t = randomTargets(9, 40, 2, 3);
+  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+    Tensor x = randomTensor({9, 40}, DType::f32, 1, -5, 5).to(dt);
+    for (auto r : {LossReduction::mean, LossReduction::sum, LossReduction::none}) {
+      kernels::CrossEntropyParams p{r, 0.1, -100}, narrow = p;
+      narrow.f32_loss = true;
+      auto [want, want_lse] = kernels::crossEntropyForward(x.to(DType::f32), t, p);
+      auto [loss, lse] = kernels::crossEntropyForward(x, t, narrow);
+      ASSERT_EQ(loss.dtype(), DType::f32) << dtypeName(dt);
+      EXPECT_TRUE(tensorsNear(loss, want, 0, 0)) << dtypeName(dt);
+      EXPECT_TRUE(tensorsNear(lse, want_lse, 0, 0)) << dtypeName(dt);
+      Tensor g = r == LossReduction::none ? randomTensor({9}, DType::f32, 3) : Tensor::scalar(0.7f);
+      Tensor gx = kernels::crossEntropyBackward(g, x, lse, t, narrow);
+      ASSERT_EQ(gx.dtype(), dt);
+      EXPECT_TRUE(tensorsNear(gx, kernels::crossEntropyBackward(g, x.to(DType::f32), want_lse, t, p).to(dt), 0, 0))
+          << dtypeName(dt);
+    }
+  }
+}
+
 TEST(CrossEntropy, label_smoothing_matches_torch) {
   // Expected values from torch 1.13: F.cross_entropy(x, t, reduction=..., label_smoothing=0.1) on
   // the 3x4 logits of torchLogits(), and x.grad after backward() of the mean.

@@ -78,8 +78,12 @@ class MseLossBackward final : public Node {
 }  // namespace
 
 Variable crossEntropy(const Variable& logits0, const Tensor& target, const CrossEntropyOptions& opts) {
-  const Variable logits = autocast::fp32(logits0);
   kernels::CrossEntropyParams p{toKernel(opts.reduction), opts.label_smoothing, opts.ignore_index};
+  // Autocast runs the loss in f32. Narrow logits are not cast for it: the kernels give the f32 loss
+  // from them (f32_loss) and the gradient in their dtype, the values the cast would have given.
+  const DType d = logits0.dtype();
+  p.f32_loss = autocastDType().has_value() && (d == DType::bf16 || d == DType::f16);
+  const Variable logits = p.f32_loss ? logits0 : autocast::fp32(logits0);
   auto [loss, lse] = kernels::crossEntropyForward(logits.tensor(), target, p);
   return record<CrossEntropyBackward>(loss, {&logits}, logits.tensor(), lse, target, p);
 }

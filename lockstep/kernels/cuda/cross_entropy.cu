@@ -28,10 +28,10 @@ __device__ __forceinline__ void online(A v, A& m, A& s) {
   }
 }
 
-// Row r: lse[r], and its loss into per_out (reduction none, x's dtype) or per_acc (f64); one pass
-// over the row (the max and the sum of exponentials together, online).
-template <int G, typename T>
-__global__ void crossEntropyRows(T* per_out, double* per_acc, ComputeT<T>* __restrict__ lse,
+// Row r: lse[r], and its loss into per_out (reduction none: x's dtype, or f32 for f32_loss) or
+// per_acc (f64); one pass over the row (the max and the sum of exponentials together, online).
+template <int G, typename T, typename O>
+__global__ void crossEntropyRows(O* per_out, double* per_acc, ComputeT<T>* __restrict__ lse,
                                  const T* __restrict__ x, const int64_t* __restrict__ target, int64_t m,
                                  int64_t c, ComputeT<T> on, ComputeT<T> off, int64_t ignore_index) {
   using A = ComputeT<T>;
@@ -72,7 +72,7 @@ __global__ void crossEntropyRows(T* per_out, double* per_acc, ComputeT<T>* __res
                      : k < 0 || k >= c ? nanOf<A>()
                                        : on * (l - castTo<A>(row[k])) + smoothed;
       if (per_out)
-        per_out[r] = castTo<T>(loss);
+        per_out[r] = castTo<O>(loss);
       else
         per_acc[r] = static_cast<double>(loss);
     }
@@ -119,6 +119,8 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
   const Tensor x = logits.contiguous(), tg = target.contiguous();
   const int64_t n = x.size(0), c = x.size(1);
   const bool none = p.reduction == LossReduction::none;
+  // f32_loss: bf16/f16 logits read as they are, the loss in their compute dtype (f32).
+  const DType loss_dtype = p.f32_loss ? statsDType(x.dtype()) : x.dtype();
   Tensor lse = Tensor::empty({n}, statsDType(x.dtype()), MemoryFormat::contiguous, x.device());
   Tensor loss;
   visitFloating("cross_entropy", x.dtype(), [&](auto tag) {
@@ -126,26 +128,32 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
     using A = ComputeT<T>;
     const A on = static_cast<A>(1.0 - p.label_smoothing);
     const A off = c > 0 ? static_cast<A>(p.label_smoothing / static_cast<double>(c)) : A(0);
-    Tensor per =
-        none ? Tensor::empty({n}, x.dtype(), MemoryFormat::contiguous, x.device()) : f64Scratch(n, x);
-    T* per_out = none ? static_cast<T*>(per.devicePtr()) : nullptr;
-    double* per_acc = none ? nullptr : static_cast<double*>(per.devicePtr());
     A* pl = static_cast<A*>(lse.devicePtr());
     const T* px = static_cast<const T*>(x.devicePtr());
     const int64_t* pt = static_cast<const int64_t*>(tg.devicePtr());
-    launchRowGroups(
-        n, c, streamOf(x),
-        [&](unsigned b, cudaStream_t s) {
-          crossEntropyRows<32, T>
-              <<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, on, off, p.ignore_index);
-        },
-        [&](unsigned b, cudaStream_t s) {
-          crossEntropyRows<0, T>
-              <<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, on, off, p.ignore_index);
-        });
-    loss = none ? per
-                : finish<T>(per, x.dtype(), p.reduction == LossReduction::mean ? pt : nullptr, p.ignore_index,
-                            1.0);
+    const int64_t* mean_target = p.reduction == LossReduction::mean ? pt : nullptr;
+    auto run = [&](auto out_tag) {
+      using O = decltype(out_tag);
+      Tensor per =
+          none ? Tensor::empty({n}, loss_dtype, MemoryFormat::contiguous, x.device()) : f64Scratch(n, x);
+      O* per_out = none ? static_cast<O*>(per.devicePtr()) : nullptr;
+      double* per_acc = none ? nullptr : static_cast<double*>(per.devicePtr());
+      launchRowGroups(
+          n, c, streamOf(x),
+          [&](unsigned b, cudaStream_t s) {
+            crossEntropyRows<32, T, O>
+                <<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, on, off, p.ignore_index);
+          },
+          [&](unsigned b, cudaStream_t s) {
+            crossEntropyRows<0, T, O>
+                <<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, on, off, p.ignore_index);
+          });
+      loss = none ? per : finish<O>(per, loss_dtype, mean_target, p.ignore_index, 1.0);
+    };
+    if (loss_dtype == x.dtype())
+      run(T{});
+    else
+      run(A{});
   });
   return {loss, lse};
 }
