@@ -32,9 +32,15 @@ int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Ten
 }
 
 LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                                 const Tensor& bias, double eps) {
+                                 const Tensor& bias, double eps, std::optional<DType> y_dtype) {
   checkLayerNorm(x, normalized_shape, weight, bias);
-  return dispatch<&LayerNormKernels::layerNormForward>(kBackends, x, x, normalized_shape, weight, bias, eps);
+  const DType yt = y_dtype.value_or(x.dtype());
+  LOCKSTEP_ENFORCE(isFloating(yt), ValueError, "layer_norm: the output dtype must be floating, got ",
+                   dtypeName(yt));
+  LayerNormOutput r =
+      dispatch<&LayerNormKernels::layerNormForward>(kBackends, x, x, normalized_shape, weight, bias, eps, yt);
+  if (r.y.dtype() != yt) r.y = r.y.to(yt);  // a backend that writes x's dtype only
+  return r;
 }
 
 LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean,
@@ -43,7 +49,11 @@ LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor
   checkLayerNorm(x, normalized_shape, weight, bias);
   LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "layer_norm backward: gradient shape ",
                    shapeToString(gy.shape()), " differs from input shape ", shapeToString(x.shape()));
-  return dispatch<&LayerNormKernels::layerNormBackward>(kBackends, x, gy, x, mean, variance, normalized_shape,
+  LOCKSTEP_ENFORCE(isFloating(gy.dtype()), ValueError, "layer_norm backward: gradient ", gy.describe(),
+                   " is not floating");
+  // The CPU kernels take gy in x's dtype; a GPU reads it as it is.
+  const Tensor g = gy.dtype() == x.dtype() || x.isCuda() ? gy : gy.to(x.dtype());
+  return dispatch<&LayerNormKernels::layerNormBackward>(kBackends, x, g, x, mean, variance, normalized_shape,
                                                         weight, bias, eps);
 }
 

@@ -2,6 +2,7 @@
 
 #include <type_traits>
 
+#include "lockstep/kernels/activation.h"
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/reduce.h"
 #include "lockstep/kernels/tables/linear.h"
@@ -12,6 +13,7 @@ namespace lockstep::kernels {
 namespace {
 const Backends<LinearKernels> kBackends{
     .onednn = &onednn::kLinear, .reference = &reference::kLinear, .cuda = LOCKSTEP_CUDA_TABLE(cuda::kLinear)};
+const Backends<LinearEpilogueKernels> kEpilogueBackends{.cuda = LOCKSTEP_CUDA_TABLE(cuda::kLinearEpilogue)};
 }  // namespace
 
 namespace {
@@ -26,17 +28,49 @@ void checkLinear(const char* op, const Tensor& x, const Tensor& weight) {
                    " differs from weight dtype ", dtypeName(weight.dtype()));
 }
 
+void checkBias(const char* op, const Tensor& weight, const Tensor& bias) {
+  if (!bias.defined()) return;
+  LOCKSTEP_ENFORCE(bias.dim() == 1 && bias.size(0) == weight.size(0) && bias.dtype() == weight.dtype(),
+                   ValueError, op, ": bias ", bias.describe(), " does not match weight ", weight.describe());
+}
+
 Tensor transposeLast(const Tensor& t) { return t.transpose(t.dim() - 2, t.dim() - 1); }
 }  // namespace
 
 Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   checkLinear("linear", x, weight);
-  if (bias.defined()) {
-    LOCKSTEP_ENFORCE(bias.dim() == 1 && bias.size(0) == weight.size(0) && bias.dtype() == weight.dtype(),
-                     ValueError, "linear: bias ", bias.describe(), " does not match weight ",
-                     weight.describe());
-  }
+  checkBias("linear", weight, bias);
   return dispatch<&LinearKernels::linearForward>(kBackends, x, x, weight, bias);
+}
+
+std::pair<Tensor, Tensor> linearGeluTanhForward(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  checkLinear("linear+gelu", x, weight);
+  checkBias("linear+gelu", weight, bias);
+  if (x.isCuda()) {
+    auto fused =
+        dispatch<&LinearEpilogueKernels::linearGeluTanhForward>(kEpilogueBackends, x, x, weight, bias);
+    if (fused.first.defined()) return fused;
+  }
+  Tensor z = linearForward(x, weight, bias);
+  return {geluTanhForward(z), z};
+}
+
+std::pair<Tensor, Tensor> linearBackwardDataGeluTanh(const Tensor& gy, const Tensor& weight, const Tensor& z,
+                                                     bool with_bias) {
+  LOCKSTEP_ENFORCE(weight.dim() == 2 && gy.dim() >= 1 && gy.size(gy.dim() - 1) == weight.size(0), ValueError,
+                   "linear+gelu backward: gradient ", shapeToString(gy.shape()),
+                   " does not end in out_features of weight ", shapeToString(weight.shape()));
+  Shape want(gy.shape().begin(), gy.shape().end() - 1);
+  want.push_back(weight.size(1));
+  LOCKSTEP_ENFORCE(z.shape() == want && z.dtype() == gy.dtype() && weight.dtype() == gy.dtype(), ValueError,
+                   "linear+gelu backward: pre-activation ", z.describe(), " does not fit gradient ",
+                   gy.describe(), " and weight ", weight.describe());
+  if (gy.isCuda()) {
+    auto fused = dispatch<&LinearEpilogueKernels::linearBackwardDataGeluTanh>(kEpilogueBackends, gy, gy,
+                                                                              weight, z, with_bias);
+    if (fused.first.defined()) return fused;
+  }
+  return {geluTanhBackward(linearBackwardData(gy, weight), z), Tensor()};
 }
 
 Tensor linearBackwardData(const Tensor& gy, const Tensor& weight) {

@@ -14,6 +14,22 @@ Tensor linearBackwardData(const Tensor& gy, const Tensor& weight);
 /// {dL/dW [out, in], dL/db [out] (undefined unless with_bias)} from gy [..., out] and x [..., in].
 std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& x, bool with_bias);
 
+/// A transformer MLP's first layer and its GELU (tanh form, GPT-2's): {y, z}, z = x W^T + b the
+/// pre-activation (the backward's operand) and y = gelu_tanh(z). On a GPU one cuBLASLt GEMM with
+/// the bias and the GELU in its epilogue (CUBLASLT_EPILOGUE_GELU_AUX_BIAS, z written beside y)
+/// where cuBLASLt's epilogues take the problem (bf16, f16 or f32, rows of whole 16-byte runs):
+/// no separate pass over the [..., out] activation. Elsewhere linearForward then geluTanhForward.
+std::pair<Tensor, Tensor> linearGeluTanhForward(const Tensor& x, const Tensor& weight, const Tensor& bias);
+/// The data gradient of the layer after such a GELU, through the GELU: {gz, gb}, gz =
+/// gelu_tanh'(z) * (gy W) with gy [..., out] and weight [out, in] the next layer's and z [..., in]
+/// linearGeluTanhForward's pre-activation; gb, the first layer's bias gradient (column sums of gz).
+/// On a GPU one GEMM with the GELU's derivative and the bias gradient in its epilogue
+/// (CUBLASLT_EPILOGUE_DGELU_BGRAD). gb comes back only from that epilogue and only with_bias;
+/// undefined otherwise, the caller then takes it with the weight gradient (linearBackwardWeights),
+/// as a plain linear layer's backward does.
+std::pair<Tensor, Tensor> linearBackwardDataGeluTanh(const Tensor& gy, const Tensor& weight, const Tensor& z,
+                                                     bool with_bias);
+
 /// torch.matmul for operands of >= 2 dims: a [..., M, K] @ b [..., K, N] -> [batch..., M, N], where
 /// the batch dims broadcast (numpy rules). Any strides (transposed views need no copy on oneDNN).
 Tensor matmul(const Tensor& a, const Tensor& b);

@@ -17,6 +17,10 @@ Variable LayerNorm::forward(const Variable& x) {
   return autograd::layerNorm(x, options_.normalized_shape, weight_, bias_, options_.eps);
 }
 
+Variable LayerNorm::forwardLowered(const Variable& x) {
+  return autograd::layerNormLowered(x, options_.normalized_shape, weight_, bias_, options_.eps);
+}
+
 std::string LayerNorm::extraRepr() const {
   return detail::concat(shapeToString(options_.normalized_shape), ", eps=", options_.eps,
                         ", elementwise_affine=", options_.elementwise_affine ? "true" : "false");

@@ -15,6 +15,9 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(const LayerNormOptions& options);
   Variable forward(const Variable& x) override;
+  /// forward(x) for a reader that runs in autocast's lower precision (autograd::layerNormLowered):
+  /// the same values that reader gets from forward(x), rounded without a cast of their own.
+  Variable forwardLowered(const Variable& x);
   std::string extraRepr() const override;
 
   const Variable& weight() const { return weight_; }

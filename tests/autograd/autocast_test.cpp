@@ -1,6 +1,8 @@
 // The autocast policy (autograd/autocast.h): which ops cast to the lower precision, which to f32,
 // which promote, that parameters stay f32 and are cast once per scope, and that gradients reach
 // the parameters in f32 close to the f32 ones.
+#include <optional>
+
 #include "common/check.h"
 #include "lockstep/autograd.h"
 
@@ -65,6 +67,30 @@ TEST(Autocast, cross_entropy_reads_narrow_logits_as_if_cast_to_f32) {
       autograd::sum(want).backward();
       EXPECT_TRUE(tensorsNear(loss.tensor(), want.tensor(), 0, 0)) << dtypeName(low);
       EXPECT_TRUE(tensorsNear(logits.grad(), wide.grad(), 0, 0)) << dtypeName(low);
+    }
+  }
+}
+
+// layerNormLowered = autocast::lower(layerNorm(...)) in one op: the same values and gradients (the
+// reader's cast rounds the same f32 values), and layerNorm itself outside autocast.
+TEST(Autocast, layer_norm_lowered_equals_layer_norm_then_the_readers_cast) {
+  for (bool autocast : {true, false}) {
+    Variable x = param({4, 16}, 1), w = param({16}, 2), b = param({16}, 3), lw = param({8, 16}, 4);
+    Variable x2(x.tensor(), true), w2(w.tensor(), true), b2(b.tensor(), true), lw2(lw.tensor(), true);
+    Variable y, want;
+    {
+      std::optional<AutocastGuard> scope;
+      if (autocast) scope.emplace(DType::bf16);
+      y = autograd::linear(autograd::layerNormLowered(x, {16}, w, b), lw, Variable());
+      want = autograd::linear(autograd::layerNorm(x2, {16}, w2, b2), lw2, Variable());
+    }
+    ASSERT_EQ(y.dtype(), autocast ? DType::bf16 : DType::f32);
+    EXPECT_TRUE(tensorsNear(y.tensor(), want.tensor(), 0, 0));
+    Tensor g = randomTensor({4, 8}, DType::f32, 5).to(y.dtype());
+    y.backward(g);
+    want.backward(g);
+    for (auto [got, ref] : {std::pair{x, x2}, {w, w2}, {b, b2}, {lw, lw2}}) {
+      EXPECT_TRUE(tensorsNear(got.grad(), ref.grad(), 0, 0)) << (autocast ? "autocast" : "plain");
     }
   }
 }

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 #include "lockstep/kernels/tables/linear.h"
@@ -17,6 +19,61 @@ TEST(Linear, gradient) {
   // [..., in] input, no bias.
   EXPECT_TRUE(gradientsMatch([](const std::vector<Variable>& in) { return linear(in[0], in[1], Variable()); },
                              {randomTensor({2, 3, 4}, DType::f64, 4), randomTensor({2, 4}, DType::f64, 5)}));
+}
+
+// geluMlp = linear(gelu_tanh(linear(x, w1, b1)), w2, b2): gradients by central differences, and
+// values and gradients equal to the composed ops (the CPU runs the same kernels), with and without
+// biases, under autocast too, and only the gradients that are needed.
+TEST(GeluMlp, gradient) {
+  auto mlp = [](const std::vector<Variable>& in) { return geluMlp(in[0], in[1], in[2], in[3], in[4]); };
+  EXPECT_TRUE(gradientsMatch(mlp, {randomTensor({2, 3, 4}, DType::f64, 1),
+                                   randomTensor({6, 4}, DType::f64, 2), randomTensor({6}, DType::f64, 3),
+                                   randomTensor({5, 6}, DType::f64, 4), randomTensor({5}, DType::f64, 5)}));
+  EXPECT_TRUE(gradientsMatch(
+      [](const std::vector<Variable>& in) { return geluMlp(in[0], in[1], Variable(), in[2], Variable()); },
+      {randomTensor({3, 4}, DType::f64, 6), randomTensor({6, 4}, DType::f64, 7),
+       randomTensor({5, 6}, DType::f64, 8)}));
+}
+
+TEST(GeluMlp, equals_the_composed_ops) {
+  for (bool bias : {true, false}) {
+    for (bool autocast : {false, true}) {
+      auto leaf = [](const Shape& s, uint64_t seed, bool grad) {
+        return Variable(randomTensor(s, DType::f32, seed), grad);
+      };
+      Variable x = leaf({2, 5, 8}, 1, true), w1 = leaf({32, 8}, 2, true), w2 = leaf({8, 32}, 4, true);
+      Variable b1 = bias ? leaf({32}, 3, true) : Variable(), b2 = bias ? leaf({8}, 5, true) : Variable();
+      std::vector<Variable> fused{x, w1, b1, w2, b2}, plain;
+      for (const Variable& v : fused) plain.push_back(v.defined() ? Variable(v.tensor(), true) : Variable());
+      Tensor g = randomTensor({2, 5, 8}, DType::f32, 6);
+      Variable y, want;
+      {
+        std::optional<AutocastGuard> scope;
+        if (autocast) scope.emplace(DType::bf16);
+        y = geluMlp(fused[0], fused[1], fused[2], fused[3], fused[4]);
+        want =
+            linear(gelu(linear(plain[0], plain[1], plain[2]), GeluApproximation::tanh), plain[3], plain[4]);
+      }
+      ASSERT_EQ(y.dtype(), want.dtype());
+      EXPECT_TRUE(tensorsNear(y.tensor(), want.tensor(), 0, 0));
+      y.backward(g.to(y.dtype()));
+      want.backward(g.to(want.dtype()));
+      for (size_t i = 0; i < fused.size(); ++i) {
+        if (!fused[i].defined()) continue;
+        ASSERT_TRUE(fused[i].hasGrad()) << i;
+        EXPECT_TRUE(tensorsNear(fused[i].grad(), plain[i].grad(), 1e-6, 1e-5))
+            << "input " << i << (bias ? " with" : " without") << " biases" << (autocast ? ", autocast" : "");
+      }
+    }
+  }
+  // Only what is needed: x and the first layer's bias want no gradient here.
+  Variable x(randomTensor({3, 4}, DType::f32, 1)), w1(randomTensor({6, 4}, DType::f32, 2), true),
+      b1(randomTensor({6}, DType::f32, 3)), w2(randomTensor({5, 6}, DType::f32, 4), true);
+  geluMlp(x, w1, b1, w2, Variable()).backward(Tensor::ones({3, 5}));
+  EXPECT_TRUE(w1.hasGrad());
+  EXPECT_TRUE(w2.hasGrad());
+  EXPECT_FALSE(x.hasGrad());
+  EXPECT_FALSE(b1.hasGrad());
 }
 
 TEST(Linear, forward_matches_reference) {

@@ -9,7 +9,9 @@
 #include <sstream>
 
 #include "gpu_compare.h"
+#include "lockstep/kernels/activation.h"
 #include "lockstep/kernels/linear.h"
+#include "lockstep/kernels/reduce.h"
 
 namespace lockstep {
 namespace {
@@ -104,6 +106,39 @@ TEST(GpuLinear, large_gemms_with_unaligned_sizes_run_padded_and_match_the_oracle
                 kernels::linearForward(f64(xt).transpose(0, 1), f64(w), f64(b)), t, what + " column-major x");
     expectClose(kernels::linearForward(gpu(wide).narrow(1, 1, K), gpu(w), Tensor()),
                 kernels::linearForward(f64(wide).narrow(1, 1, K), f64(w), Tensor()), t, what + " sliced x");
+  }
+}
+
+// The GELU in the GEMMs' epilogues (a transformer MLP's c_fc and GELU, and the backward through
+// c_proj and the GELU): one cuBLASLt GEMM each on a GPU (the bias gradient from the epilogue too),
+// against the composed ops in f64. GPT-2's shapes are these, larger; f32 at the GEMM tolerance also
+// shows that the epilogue's GELU is the tanh form (the erf form differs by up to 5e-4).
+TEST(GpuLinear, gelu_epilogues_match_the_composed_ops) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (DType t : kDtypes) {
+    if (t == DType::f64) continue;  // no f64 epilogues: kernels::linear* composes (the CPU test's path)
+    const std::string what = dtypeName(t);
+    Tensor x = input({2, 32, 48}, t, 31), w1 = input({96, 48}, t, 32), b1 = input({96}, t, 33);
+    auto [y, z] = kernels::linearGeluTanhForward(gpu(x), gpu(w1), gpu(b1));
+    Tensor z64 = kernels::linearForward(f64(x), f64(w1), f64(b1));
+    expectClose(z, z64, t, what + " pre-activation");
+    expectClose(y, kernels::geluTanhForward(z64), t, what + " gelu");
+    auto [y_nb, z_nb] = kernels::linearGeluTanhForward(gpu(x), gpu(w1), Tensor());
+    expectClose(y_nb, kernels::geluTanhForward(kernels::linearForward(f64(x), f64(w1), Tensor())), t,
+                what + " gelu without bias");
+    // Backward through a [40, 96] layer after it, from the GPU's own pre-activation.
+    Tensor w2 = input({40, 96}, t, 34), gy = input({2, 32, 40}, t, 35);
+    Tensor zh = z.to(Device::cpu());
+    auto [gz, gb] = kernels::linearBackwardDataGeluTanh(gpu(gy), gpu(w2), z, true);
+    Tensor gz64 = kernels::geluTanhBackward(kernels::linearBackwardData(f64(gy), f64(w2)), f64(zh));
+    expectClose(gz, gz64, t, what + " gelu gradient");
+    ASSERT_TRUE(gb.defined()) << what
+                              << ": the bias gradient should come from cuBLASLt's DGELU_BGRAD epilogue";
+    expectCloseAtScale(gb, kernels::reduce(kernels::ReduceOp::sum, gz64.reshape({64, 96}), {0}), t,
+                       what + " bias gradient");
+    auto [gz_nb, none] = kernels::linearBackwardDataGeluTanh(gpu(gy), gpu(w2), z, false);
+    expectClose(gz_nb, gz64, t, what + " gelu gradient without bias");
+    EXPECT_FALSE(none.defined());
   }
 }
 

@@ -362,13 +362,14 @@ std::vector<OpCase> lossCases() {
   std::vector<OpCase> cases;
   for (LossReduction r : kReductions) {
     // f32_loss (autocast's loss on bf16/f16 logits): an f32 loss read from the narrow logits.
-    for (auto [smoothing, f32_loss] : std::vector<std::pair<double, bool>>{{0.0, false}, {0.1, false}, {0.1, true}}) {
+    for (auto [smoothing, f32_loss] :
+         std::vector<std::pair<double, bool>>{{0.0, false}, {0.1, false}, {0.1, true}}) {
       kernels::CrossEntropyParams p;
       p.reduction = r;
       p.label_smoothing = smoothing;
       p.f32_loss = f32_loss;
-      const std::string name = "cross_entropy " + reductionName(r) + " smoothing " + std::to_string(smoothing) +
-                               (f32_loss ? " f32_loss" : "");
+      const std::string name = "cross_entropy " + reductionName(r) + " smoothing " +
+                               std::to_string(smoothing) + (f32_loss ? " f32_loss" : "");
       auto inputs = [p](DType t) { return crossEntropyInputs(t, p); };
       // Values against the f64 oracle (exp and log), rounded to the dtypes of the CPU kernel's
       // results (the log-sum-exp is f32 for bf16/f16 logits).
@@ -644,6 +645,24 @@ std::vector<OpCase> normCases() {
                      return Operands{g.gx, g.gweight, g.gbias};
                    },
                    layerNormInputs, Against::cpu, Layout::any, accumTol});
+  // Autocast's LayerNorm before a linear layer (autograd::layerNormLowered): y written in bf16 / f16
+  // (an f32 x's kernels round it once; other dtypes through a cast), and the gradient read in it.
+  for (DType low : {DType::bf16, DType::f16}) {
+    const std::string name = std::string("layer_norm to ") + dtypeName(low);
+    cases.push_back({name,
+                     [low](const Inputs& in) {
+                       return Operands{
+                           kernels::layerNormForward(in.x[0], in.dims, in.x[1], in.x[2], 1e-5, low).y};
+                     },
+                     layerNormInputs, Against::cpu, Layout::any, accumTol});
+    cases.push_back({name + " backward",
+                     [low](const Inputs& in) {
+                       auto g = kernels::layerNormBackward(in.x[3].to(low), in.x[0], in.x[4], in.x[5],
+                                                           in.dims, in.x[1], in.x[2], 1e-5);
+                       return Operands{g.gx, g.gweight, g.gbias};
+                     },
+                     layerNormInputs, Against::cpu, Layout::any, accumTol});
+  }
   cases.push_back({"rms_norm",
                    [](const Inputs& in) {
                      auto r = kernels::rmsNormForward(in.x[0], in.x[1], 1e-6);

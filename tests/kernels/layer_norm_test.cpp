@@ -13,8 +13,8 @@ void expectMatches(const Tensor& x, const Shape& ns, bool with_weight, bool with
                (with_bias ? " b" : ""));
   Tensor w = with_weight ? randomTensor(ns, DType::f32, 31, 0.5, 1.5) : Tensor();
   Tensor b = with_bias ? randomTensor(ns, DType::f32, 32) : Tensor();
-  auto fast = kernels::onednn::kLayerNorm.layerNormForward(x, ns, w, b, 1e-5);
-  auto ref = kernels::reference::kLayerNorm.layerNormForward(x, ns, w, b, 1e-5);
+  auto fast = kernels::onednn::kLayerNorm.layerNormForward(x, ns, w, b, 1e-5, x.dtype());
+  auto ref = kernels::reference::kLayerNorm.layerNormForward(x, ns, w, b, 1e-5, x.dtype());
   EXPECT_TRUE(tensorsNear(fast.y, ref.y, 1e-5, 1e-4));
   EXPECT_TRUE(tensorsNear(fast.mean, ref.mean, 1e-6, 1e-5));
   EXPECT_TRUE(tensorsNear(fast.variance, ref.variance, 1e-6, 1e-4));
@@ -71,4 +71,25 @@ TEST(LayerNorm, rejects_mismatched_shapes) {
   EXPECT_THROW(kernels::layerNormForward(x, {4}, Tensor::ones({5}), Tensor(), 1e-5), ValueError);
   EXPECT_THROW(kernels::layerNormForward(x, {4}, Tensor(), Tensor::ones({4}, DType::f64), 1e-5), ValueError);
   EXPECT_THROW(kernels::layerNormForward(x, {}, Tensor(), Tensor(), 1e-5), ValueError);
+}
+
+// y_dtype: the f32 normalisation rounded to bf16 / f16 (what a cast of y would give), and a gradient
+// in that dtype read as the f32 one it equals.
+TEST(LayerNorm, output_in_a_narrower_dtype_is_the_rounded_f32_output) {
+  Tensor x = randomTensor({6, 24}, DType::f32, 1, -2, 3), w = randomTensor({24}, DType::f32, 2),
+         b = randomTensor({24}, DType::f32, 3);
+  auto wide = kernels::layerNormForward(x, {24}, w, b, 1e-5);
+  for (DType low : {DType::bf16, DType::f16}) {
+    auto narrow = kernels::layerNormForward(x, {24}, w, b, 1e-5, low);
+    ASSERT_EQ(narrow.y.dtype(), low);
+    EXPECT_TRUE(tensorsNear(narrow.y, wide.y.to(low), 0, 0)) << dtypeName(low);
+    EXPECT_TRUE(tensorsNear(narrow.mean, wide.mean, 0, 0));
+    Tensor gy = randomTensor({6, 24}, DType::f32, 4).to(low);
+    auto g = kernels::layerNormBackward(gy, x, narrow.mean, narrow.variance, {24}, w, b, 1e-5);
+    auto want = kernels::layerNormBackward(gy.to(DType::f32), x, wide.mean, wide.variance, {24}, w, b, 1e-5);
+    EXPECT_TRUE(tensorsNear(g.gx, want.gx, 0, 0)) << dtypeName(low);
+    EXPECT_TRUE(tensorsNear(g.gweight, want.gweight, 0, 0)) << dtypeName(low);
+    EXPECT_TRUE(tensorsNear(g.gbias, want.gbias, 0, 0)) << dtypeName(low);
+  }
+  EXPECT_THROW(kernels::layerNormForward(x, {24}, w, b, 1e-5, DType::i32), ValueError);
 }

@@ -162,3 +162,21 @@ TEST(Linear, cpu_gemms_do_not_load_cublaslt) {
   ASSERT_FALSE(all.str().empty());
   EXPECT_EQ(all.str().find("libcublasLt"), std::string::npos) << all.str();
 }
+
+// The GELU-epilogue ops on the CPU: the composed kernels (the bias gradient is left to
+// linearBackwardWeights), and their shape checks.
+TEST(Linear, gelu_epilogue_ops_compose_the_plain_kernels_on_the_cpu) {
+  Tensor x = randomTensor({2, 3, 8}, DType::f32, 1), w = randomTensor({16, 8}, DType::f32, 2),
+         b = randomTensor({16}, DType::f32, 3);
+  auto [y, z] = kernels::linearGeluTanhForward(x, w, b);
+  EXPECT_TRUE(tensorsNear(z, kernels::linearForward(x, w, b), 0, 0));
+  EXPECT_TRUE(tensorsNear(y, kernels::geluTanhForward(z), 0, 0));
+  Tensor w2 = randomTensor({5, 16}, DType::f32, 4), gy = randomTensor({2, 3, 5}, DType::f32, 5);
+  auto [gz, gb] = kernels::linearBackwardDataGeluTanh(gy, w2, z, true);
+  EXPECT_TRUE(tensorsNear(gz, kernels::geluTanhBackward(kernels::linearBackwardData(gy, w2), z), 0, 0));
+  EXPECT_FALSE(gb.defined());
+  EXPECT_THROW(kernels::linearBackwardDataGeluTanh(gy, w2, z.narrow(2, 0, 15), true), ValueError);
+  EXPECT_THROW(kernels::linearBackwardDataGeluTanh(gy, w2, z.to(DType::f64), true), ValueError);
+  EXPECT_THROW(kernels::linearGeluTanhForward(x, w2, Tensor()), ValueError);
+  EXPECT_THROW(kernels::linearGeluTanhForward(x, w, randomTensor({15}, DType::f32, 6)), ValueError);
+}

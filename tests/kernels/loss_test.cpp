@@ -68,7 +68,8 @@ TEST(CrossEntropy, f32_loss_on_narrow_logits_is_the_f32_loss) {
       Tensor g = r == LossReduction::none ? randomTensor({9}, DType::f32, 3) : Tensor::scalar(0.7f);
       Tensor gx = kernels::crossEntropyBackward(g, x, lse, t, narrow);
       ASSERT_EQ(gx.dtype(), dt);
-      EXPECT_TRUE(tensorsNear(gx, kernels::crossEntropyBackward(g, x.to(DType::f32), want_lse, t, p).to(dt), 0, 0))
+      EXPECT_TRUE(
+          tensorsNear(gx, kernels::crossEntropyBackward(g, x.to(DType::f32), want_lse, t, p).to(dt), 0, 0))
           << dtypeName(dt);
     }
   }

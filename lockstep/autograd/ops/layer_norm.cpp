@@ -1,6 +1,8 @@
 // layerNorm of ops/layer_norm.h: kernels::layerNormForward/Backward with the statistics saved in between.
 #include "lockstep/autograd/ops/layer_norm.h"
 
+#include <optional>
+
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/kernels/layer_norm.h"
@@ -34,14 +36,29 @@ class LayerNormBackward final : public Node {
   double eps_;
 };
 
-}  // namespace
-
-Variable layerNorm(const Variable& x0, const Shape& normalized_shape, const Variable& weight0,
-                   const Variable& bias0, double eps) {
+Variable layerNormTo(const Variable& x0, const Shape& normalized_shape, const Variable& weight0,
+                     const Variable& bias0, double eps, std::optional<DType> y_dtype) {
   const Variable x = autocast::fp32(x0), weight = autocast::fp32(weight0), bias = autocast::fp32(bias0);
-  auto out = kernels::layerNormForward(x.tensor(), normalized_shape, weight.tensor(), bias.tensor(), eps);
+  auto out =
+      kernels::layerNormForward(x.tensor(), normalized_shape, weight.tensor(), bias.tensor(), eps, y_dtype);
   return record<LayerNormBackward>(out.y, {&x, &weight, &bias}, x.tensor(), out.mean, out.variance,
                                    normalized_shape, weight.tensor(), bias.tensor(), eps);
+}
+
+}  // namespace
+
+Variable layerNorm(const Variable& x, const Shape& normalized_shape, const Variable& weight,
+                   const Variable& bias, double eps) {
+  return layerNormTo(x, normalized_shape, weight, bias, eps, std::nullopt);
+}
+
+Variable layerNormLowered(const Variable& x, const Shape& normalized_shape, const Variable& weight,
+                          const Variable& bias, double eps) {
+  const std::optional<DType> low = autocastDType();
+  // Under autocast the normalisation computes in f32 (f64 stays f64, and its reader casts it).
+  if (!low || x.dtype() == DType::f64)
+    return autocast::lower(layerNorm(x, normalized_shape, weight, bias, eps));
+  return layerNormTo(x, normalized_shape, weight, bias, eps, *low);
 }
 
 }  // namespace lockstep::autograd

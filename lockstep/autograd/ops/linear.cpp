@@ -32,6 +32,43 @@ class LinearBackward final : public Node {
   Tensor x_, weight_;
 };
 
+// geluMlp's one node: proj's gradients, then fc's through the GELU (its bias gradient from the GEMM's
+// epilogue where a GPU gave one, else with fc's weight gradient).
+class GeluMlpBackward final : public Node {
+ public:
+  GeluMlpBackward(Tensor x, Tensor fc_weight, Tensor z, Tensor h, Tensor proj_weight)
+      : x_(std::move(x)),
+        w1_(std::move(fc_weight)),
+        z_(std::move(z)),
+        h_(std::move(h)),
+        w2_(std::move(proj_weight)) {}
+  std::vector<Tensor> apply(const Tensor& gy) override {
+    // Edges: x, fc weight, fc bias, proj weight, proj bias.
+    std::vector<Tensor> out(5);
+    if (edges_[3] || edges_[4]) {
+      auto [gw, gb] = kernels::linearBackwardWeights(gy, h_, edges_[4] != nullptr);
+      if (edges_[3]) out[3] = std::move(gw);
+      if (edges_[4]) out[4] = std::move(gb);
+    }
+    if (!edges_[0] && !edges_[1] && !edges_[2]) return out;
+    auto [gz, gb1] = kernels::linearBackwardDataGeluTanh(gy, w2_, z_, edges_[2] != nullptr);
+    const bool bias_here = edges_[2] && !gb1.defined();
+    if (edges_[1] || bias_here) {
+      auto [gw, gb] = kernels::linearBackwardWeights(gz, x_, bias_here);
+      if (edges_[1]) out[1] = std::move(gw);
+      if (bias_here) gb1 = std::move(gb);
+    }
+    if (edges_[2]) out[2] = std::move(gb1);
+    if (edges_[0]) out[0] = kernels::linearBackwardData(gz, w1_);
+    return out;
+  }
+  std::string name() const override { return "GeluMlpBackward"; }
+  void releaseSaved() override { x_ = w1_ = z_ = h_ = w2_ = Tensor(); }
+
+ private:
+  Tensor x_, w1_, z_, h_, w2_;
+};
+
 class MatmulBackward final : public Node {
  public:
   MatmulBackward(Tensor a, Tensor b) : a_(std::move(a)), b_(std::move(b)) {}
@@ -65,6 +102,16 @@ Variable linear(const Variable& x0, const Variable& weight0, const Variable& bia
   const Variable x = autocast::lower(x0), weight = autocast::lower(weight0), bias = autocast::lower(bias0);
   Tensor y = kernels::linearForward(x.tensor(), weight.tensor(), bias.defined() ? bias.tensor() : Tensor());
   return record<LinearBackward>(y, {&x, &weight, &bias}, x.tensor(), weight.tensor());
+}
+
+Variable geluMlp(const Variable& x0, const Variable& fc_weight0, const Variable& fc_bias0,
+                 const Variable& proj_weight0, const Variable& proj_bias0) {
+  const Variable x = autocast::lower(x0), w1 = autocast::lower(fc_weight0), b1 = autocast::lower(fc_bias0),
+                 w2 = autocast::lower(proj_weight0), b2 = autocast::lower(proj_bias0);
+  auto [h, z] =
+      kernels::linearGeluTanhForward(x.tensor(), w1.tensor(), b1.defined() ? b1.tensor() : Tensor());
+  Tensor y = kernels::linearForward(h, w2.tensor(), b2.defined() ? b2.tensor() : Tensor());
+  return record<GeluMlpBackward>(y, {&x, &w1, &b1, &w2, &b2}, x.tensor(), w1.tensor(), z, h, w2.tensor());
 }
 
 Variable matmul(const Variable& a0, const Variable& b0) {

@@ -91,7 +91,9 @@ const SoftmaxKernels kSoftmax{
 const LayerNormKernels kLayerNorm{
     .layerNormForward =
         [](const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-           double eps) { return layerNormForward(x, shapeNumel(normalized_shape), weight, bias, eps); },
+           double eps, DType y_dtype) {
+          return layerNormForward(x, shapeNumel(normalized_shape), weight, bias, eps, y_dtype);
+        },
     .layerNormBackward =
         [](const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& variance,
            const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps) {
@@ -102,6 +104,8 @@ const LayerNormKernels kLayerNorm{
 const BatchNormKernels kBatchNorm{LOCKSTEP_BATCH_NORM_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 const LinearKernels kLinear{LOCKSTEP_LINEAR_OPS(LOCKSTEP_KERNEL_ENTRY)};
+
+const LinearEpilogueKernels kLinearEpilogue{LOCKSTEP_LINEAR_EPILOGUE_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 const ConvKernels kConv{LOCKSTEP_CONV_OPS(LOCKSTEP_KERNEL_ENTRY)};
 

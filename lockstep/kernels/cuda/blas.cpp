@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,7 +108,25 @@ struct Gemm {
   int64_t ldd = 0;             // D's row pitch in elements (0: N, contiguous)
   const void* bias = nullptr;  // [N], through the bias epilogue
   double beta = 0;
+  // An activation in the epilogue (bf16, f16, f32; beta 0): gelu_aux writes gelu_tanh(X Y + bias)
+  // to D and X Y + bias to aux; dgelu writes (X Y) * gelu_tanh'(aux) to D and, with bgrad, that
+  // result's column sums to bgrad [N]. aux is [M, N] with D's row pitch.
+  enum class Act { none, gelu_aux, dgelu } act = Act::none;
+  void* aux = nullptr;
+  void* bgrad = nullptr;
 };
+
+cublasLtEpilogue_t epilogueOf(const Gemm& g) {
+  switch (g.act) {
+    case Gemm::Act::gelu_aux:
+      return g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    case Gemm::Act::dgelu:
+      return g.bgrad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+    case Gemm::Act::none:
+      break;
+  }
+  return g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
 
 struct LtObjects {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -202,18 +222,40 @@ Mat padded(const Mat& m, int64_t rows_p, int64_t cols_p, size_t elem, const Devi
   return out;
 }
 
-void runAlignedGemm(const Gemm& g, const Device& device);
+bool runAlignedGemm(const Gemm& g, const Device& device);
 
-void runGemm(const Gemm& g, const Device& device) {
+// Which operands runGemm stages in padded copies (none: cuBLASLt's fast kernels take it as it is).
+struct Staging {
+  int64_t Kp = 0, Np = 0;
+  bool x = false, y = false, d = false;
+  bool any() const { return x || y || d; }
+};
+
+Staging stagingOf(const Gemm& g) {
   const int64_t M = g.x.rows, K = g.x.cols, N = g.y.cols;
   const size_t elem = dtypeSize(g.dtype);
   const int64_t e = static_cast<int64_t>(elem), run = 16 / e;
-  const int64_t Kp = (K + run - 1) / run * run, Np = (N + run - 1) / run * run;
+  Staging st;
+  st.Kp = (K + run - 1) / run * run;
+  st.Np = (N + run - 1) / run * run;
   const bool large = g.batch == 1 && g.ldd == 0 && (M * K + K * N + M * N) * e >= kStageBytes;
-  const bool stage_x = large && (Kp != K || !rowsAligned(g.x, elem));
-  const bool stage_y = large && (Kp != K || Np != N || !rowsAligned(g.y, elem));
-  const bool stage_d = large && Np != N;
-  if (!stage_x && !stage_y && !stage_d) return runAlignedGemm(g, device);
+  st.x = large && (st.Kp != K || !rowsAligned(g.x, elem));
+  st.y = large && (st.Kp != K || st.Np != N || !rowsAligned(g.y, elem));
+  st.d = large && st.Np != N;
+  return st;
+}
+
+void runGemm(const Gemm& g, const Device& device) {
+  const int64_t M = g.x.rows, N = g.y.cols;
+  const size_t elem = dtypeSize(g.dtype);
+  const int64_t e = static_cast<int64_t>(elem);
+  const Staging st = stagingOf(g);
+  const int64_t Kp = st.Kp, Np = st.Np;
+  const bool stage_x = st.x, stage_y = st.y, stage_d = st.d;
+  if (!st.any()) {
+    runAlignedGemm(g, device);
+    return;
+  }
   Gemm p = g;
   Tensor keep_x, keep_y, keep_d, keep_bias;
   if (stage_x) p.x = padded(g.x, M, Kp, elem, device, keep_x);
@@ -235,7 +277,9 @@ void runGemm(const Gemm& g, const Device& device) {
   if (stage_d) copyRows(g.d, N * e, keep_d.devicePtr(), pitch, N * e, M, device);
 }
 
-void runAlignedGemm(const Gemm& g, const Device& device) {
+// Runs g; false (nothing run) only for a GEMM with an activation in its epilogue that cuBLASLt has
+// no algorithm for. A plain GEMM without one is a NotSupportedError.
+bool runAlignedGemm(const Gemm& g, const Device& device) {
   const int64_t M = g.x.rows, K = g.x.cols, N = g.y.cols;
   const std::string what = detail::concat(g.op, " ([", M, ", ", K, "] @ [", K, ", ", N, "]",
                                           g.batch > 1 ? detail::concat(" x ", g.batch, " batches") : "", ", ",
@@ -249,7 +293,7 @@ void runAlignedGemm(const Gemm& g, const Device& device) {
   const cublasOperation_t ta = g.y.rowMajor() ? CUBLAS_OP_N : CUBLAS_OP_T;
   const cublasOperation_t tb = g.x.rowMajor() ? CUBLAS_OP_N : CUBLAS_OP_T;
   const int64_t lda = g.y.rowMajor() ? g.y.rs : g.y.cs, ldb = g.x.rowMajor() ? g.x.rs : g.x.cs;
-  const cublasLtEpilogue_t epilogue = g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  const cublasLtEpilogue_t epilogue = epilogueOf(g);
 
   // f32 in TF32 only when asked (PyTorch's torch.backends.cuda.matmul.allow_tf32, default off);
   // bf16/f16 accumulate in f32 either way.
@@ -264,6 +308,12 @@ void runAlignedGemm(const Gemm& g, const Device& device) {
   setDesc(lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, tb, what);
   setDesc(lt.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue, what);
   if (g.bias) setDesc(lt.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias, what);
+  if (g.bgrad) setDesc(lt.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(g.bgrad), what);
+  if (g.aux) {
+    // In cuBLASLt's column-major view the aux matrix is D's shape, [N, M], with D's leading dimension.
+    setDesc(lt.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<const void*>(g.aux), what);
+    setDesc(lt.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, static_cast<int64_t>(g.ldd > 0 ? g.ldd : N), what);
+  }
   if (ta == CUBLAS_OP_N) {
     makeLayout(&lt.a, type, N, K, lda, g.batch, g.y.batch_stride, what);
   } else {
@@ -290,7 +340,8 @@ void runAlignedGemm(const Gemm& g, const Device& device) {
   // each stream has a workspace of its own, which NVIDIA's reproducibility rule for cuBLAS asks for.
   // So the same problem gives the same bits on the same GPU model and library version.
   static std::mutex mutex;
-  static auto* chosen = new std::map<std::vector<int64_t>, cublasLtMatmulAlgo_t>();
+  // nullopt: no algorithm (kept, so an epilogue cuBLASLt lacks is asked about once).
+  static auto* chosen = new std::map<std::vector<int64_t>, std::optional<cublasLtMatmulAlgo_t>>();
   const std::vector<int64_t> key{device.index,
                                  static_cast<int64_t>(g.dtype),
                                  g.batch,
@@ -334,10 +385,21 @@ void runAlignedGemm(const Gemm& g, const Device& device) {
       LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmulAlgoGetHeuristic(handle, lt.desc, lt.a, lt.b, lt.d, lt.d,
                                                                       lt.pref, 1, &result, &found),
                             what);
-      LOCKSTEP_ENFORCE(found > 0, NotSupportedError, "cuBLASLt has no algorithm for ", what);
-      it = chosen->emplace(key, result.algo).first;
+      std::optional<cublasLtMatmulAlgo_t> choice;
+      if (found > 0) choice = result.algo;
+      if (found == 0 && g.act != Gemm::Act::none) {
+        std::fprintf(stderr,
+                     "lockstep: cuBLASLt has no algorithm for %s with the GELU in its epilogue; "
+                     "the GELU runs as a kernel of its own\n",
+                     what.c_str());
+      }
+      it = chosen->emplace(key, choice).first;
     }
-    algo = it->second;
+    if (!it->second) {
+      LOCKSTEP_ENFORCE(g.act != Gemm::Act::none, NotSupportedError, "cuBLASLt has no algorithm for ", what);
+      return false;
+    }
+    algo = *it->second;
   }
   const float alpha32 = 1.0f, beta32 = static_cast<float>(g.beta);
   const double alpha64 = 1.0, beta64 = g.beta;
@@ -347,6 +409,7 @@ void runAlignedGemm(const Gemm& g, const Device& device) {
       cublasLt().cublasLtMatmul(handle, lt.desc, alpha, g.y.ptr, lt.a, g.x.ptr, lt.b, beta, g.d, lt.d, g.d,
                                 lt.d, &algo, ws.ptr, ws.bytes, stream.handle()),
       what);
+  return true;
 }
 
 Shape withLast(const Tensor& t, int64_t last) {
@@ -423,6 +486,63 @@ std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& 
             Tensor::ones({M, 1}, gy.dtype(), gy.device()), Tensor());
   }
   return {gw, gb};
+}
+
+namespace {
+// A GEMM with an activation in its epilogue, when cuBLASLt's epilogues take it as it is: rows of
+// whole 16-byte runs for D and aux, the aux matrix's leading dimension a multiple of 8 elements
+// (cublasLt.h's rule for CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD with GELU), and no padded staging
+// (runGemm's copies would need the aux matrix padded as well). False: nothing ran, the caller
+// composes.
+bool runEpilogueGemm(const Gemm& g, const Device& device) {
+  if (g.dtype == DType::f64 || stagingOf(g).any()) return false;
+  const size_t elem = dtypeSize(g.dtype);
+  const int64_t N = g.y.cols;
+  if (N % 8 != 0 || alignmentOf(g.d, N, 0, elem) < 16 || alignmentOf(g.aux, N, 0, elem) < 16) return false;
+  return runAlignedGemm(g, device);
+}
+}  // namespace
+
+std::pair<Tensor, Tensor> linearGeluTanhForward(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  checkSameDevice("linear+gelu", x, weight, bias);
+  const int64_t N = weight.size(0), K = weight.size(1), M = leadingRows(x);
+  if (M == 0 || N == 0 || K == 0) return {};
+  Tensor y = Tensor::empty(withLast(x, N), x.dtype(), MemoryFormat::contiguous, x.device());
+  Tensor z = Tensor::empty(withLast(x, N), x.dtype(), MemoryFormat::contiguous, x.device());
+  Tensor x2 = x.reshape({M, K}), wt = weight.transpose(0, 1), b = bias.defined() ? bias.contiguous() : bias;
+  Gemm g;
+  g.op = "linear+gelu";
+  g.dtype = x.dtype();
+  g.x = matOf(x2);
+  g.y = matOf(wt);
+  g.d = y.devicePtr();
+  g.bias = b.defined() ? b.devicePtr() : nullptr;
+  g.act = Gemm::Act::gelu_aux;
+  g.aux = z.devicePtr();
+  if (!runEpilogueGemm(g, x.device())) return {};
+  return {y, z};
+}
+
+std::pair<Tensor, Tensor> linearBackwardDataGeluTanh(const Tensor& gy, const Tensor& weight, const Tensor& z,
+                                                     bool with_bias) {
+  checkSameDevice("linear+gelu backward", gy, weight);
+  checkSameDevice("linear+gelu backward", gy, z);
+  const int64_t N = weight.size(0), K = weight.size(1), M = leadingRows(gy);
+  if (M == 0 || N == 0 || K == 0) return {};
+  Tensor gz = Tensor::empty(withLast(gy, K), gy.dtype(), MemoryFormat::contiguous, gy.device());
+  Tensor gb = with_bias ? Tensor::empty({K}, gy.dtype(), MemoryFormat::contiguous, gy.device()) : Tensor();
+  Tensor gy2 = gy.reshape({M, N}), w = weight, zc = z.contiguous();
+  Gemm g;
+  g.op = "linear+gelu backward (data)";
+  g.dtype = gy.dtype();
+  g.x = matOf(gy2);
+  g.y = matOf(w);
+  g.d = gz.devicePtr();
+  g.act = Gemm::Act::dgelu;
+  g.aux = zc.devicePtr();
+  g.bgrad = with_bias ? gb.devicePtr() : nullptr;
+  if (!runEpilogueGemm(g, gy.device())) return {};
+  return {gz, gb};
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

@@ -26,4 +26,15 @@ std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& 
 /// Batched (broadcast batch dims; a batch dim broadcast along one operand costs no copy).
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+/// kernels::linearGeluTanhForward in one GEMM, its bias and GELU in cuBLASLt's epilogue
+/// (GELU_AUX_BIAS: z = x W^T + b rounded into the aux matrix, y = gelu_tanh(z) from z in f32).
+/// Undefined tensors where the epilogues do not take the problem: f64 (cuBLASLt has no f64
+/// epilogues), an empty or unaligned one (the padded copies of a large unaligned GEMM would need
+/// the aux matrix padded too), or no algorithm for it.
+std::pair<Tensor, Tensor> linearGeluTanhForward(const Tensor& x, const Tensor& weight, const Tensor& bias);
+/// kernels::linearBackwardDataGeluTanh in one GEMM (DGELU_BGRAD: gy W times gelu'(z) from the
+/// accumulator in f32, the bias gradient summed in the epilogue); undefined tensors as above.
+std::pair<Tensor, Tensor> linearBackwardDataGeluTanh(const Tensor& gy, const Tensor& weight, const Tensor& z,
+                                                     bool with_bias);
+
 }  // namespace lockstep::kernels::cuda

@@ -9,8 +9,8 @@ namespace lockstep::kernels::cuda {
 
 namespace {
 
-template <int G, typename T>
-__global__ void forwardRows(T* __restrict__ y, ComputeT<T>* __restrict__ mean, ComputeT<T>* __restrict__ var,
+template <int G, typename T, typename O>
+__global__ void forwardRows(O* __restrict__ y, ComputeT<T>* __restrict__ mean, ComputeT<T>* __restrict__ var,
                             const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
                             int64_t m, int64_t n, ComputeT<T> eps) {
   using A = ComputeT<T>;
@@ -29,12 +29,12 @@ __global__ void forwardRows(T* __restrict__ y, ComputeT<T>* __restrict__ mean, C
     }
     const A v = R::sum(sq, shm) * inv_n;
     const A rstd = A(1) / dSqrt(v + eps);
-    T* out = y + r * n;
+    O* out = y + r * n;
     for (int64_t j = R::lane(); j < n; j += R::width()) {
       A o = (castTo<A>(row[j]) - mu) * rstd;
       if (w) o *= castTo<A>(w[j]);
       if (b) o += castTo<A>(b[j]);
-      out[j] = castTo<T>(o);
+      out[j] = castTo<O>(o);
     }
     if (R::lane() == 0) {
       mean[r] = mu;
@@ -44,18 +44,20 @@ __global__ void forwardRows(T* __restrict__ y, ComputeT<T>* __restrict__ mean, C
 }
 
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w; gyx (when given) receives
-// dy * xhat, whose column sums are the weight's gradient.
-template <int G, typename T>
-__global__ void backwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gyx, const T* __restrict__ gy,
-                             const T* __restrict__ x, const ComputeT<T>* __restrict__ mean,
-                             const ComputeT<T>* __restrict__ var, const T* __restrict__ w, int64_t m,
-                             int64_t n, ComputeT<T> eps) {
+// dy * xhat, whose column sums are the weight's gradient. dy of type GT (x's, or bf16/f16 for f32 x);
+// gyf (when given) receives dy widened, whose column sums are the bias's gradient in f32.
+template <int G, typename T, typename GT>
+__global__ void backwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gyx, ComputeT<T>* __restrict__ gyf,
+                             const GT* __restrict__ gy, const T* __restrict__ x,
+                             const ComputeT<T>* __restrict__ mean, const ComputeT<T>* __restrict__ var,
+                             const T* __restrict__ w, int64_t m, int64_t n, ComputeT<T> eps) {
   using A = ComputeT<T>;
   using R = RowGroup<G>;
   __shared__ A shm[32];
   const A inv_n = A(1) / static_cast<A>(n);
   for (int64_t r = R::first(); r < m; r += R::stride()) {
-    const T *xr = x + r * n, *gr = gy + r * n;
+    const T* xr = x + r * n;
+    const GT* gr = gy + r * n;
     const A mu = mean[r], rstd = A(1) / dSqrt(var[r] + eps);
     A sg = A(0), sgx = A(0);
     for (int64_t j = R::lane(); j < n; j += R::width()) {
@@ -71,38 +73,69 @@ __global__ void backwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gyx, 
       const A g = dy * (w ? castTo<A>(w[j]) : A(1));
       gx[r * n + j] = castTo<T>(rstd * (g - mean_g - xhat * mean_gx));
       if (gyx) gyx[r * n + j] = dy * xhat;
+      if (gyf) gyf[r * n + j] = dy;
     }
   }
 }
 
 }  // namespace
 
+namespace {
+// fn(O{}) for the y (or gy) dtype t of an x of element type T: T itself, or bf16/f16 for an f32 x
+// (autocast's LayerNorm before a lower-precision op). False for any other pair (the caller casts).
+template <typename T, typename Fn>
+bool visitNarrowOf(DType t, DType x_dtype, Fn&& fn) {
+  if (t == x_dtype) {
+    fn(T{});
+    return true;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (t == DType::bf16) {
+      fn(__nv_bfloat16{});
+      return true;
+    }
+    if (t == DType::f16) {
+      fn(__half{});
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
 LayerNormOutput layerNormForward(const Tensor& x0, int64_t n, const Tensor& weight, const Tensor& bias,
-                                 double eps) {
+                                 double eps, DType y_dtype) {
   for (const Tensor* p : {&weight, &bias})
     if (p->defined()) checkSameDevice("layer_norm", x0, *p);
   const Tensor x = x0.contiguous(), w = weight.defined() ? weight.contiguous() : weight,
                b = bias.defined() ? bias.contiguous() : bias;
   const int64_t m = n == 0 ? 0 : x.numel() / n;
-  LayerNormOutput r{emptyOn(x.shape(), x.dtype(), x), emptyOn({m}, statsDType(x.dtype()), x),
+  LayerNormOutput r{emptyOn(x.shape(), y_dtype, x), emptyOn({m}, statsDType(x.dtype()), x),
                     emptyOn({m}, statsDType(x.dtype()), x)};
   if (m == 0) return r;
   visitFloating("layer_norm", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using A = ComputeT<T>;
-    T* y = static_cast<T*>(r.y.devicePtr());
     A *mu = static_cast<A*>(r.mean.devicePtr()), *var = static_cast<A*>(r.variance.devicePtr());
     const T *px = static_cast<const T*>(x.devicePtr()), *pw = devicePtrOrNull<const T>(w),
             *pb = devicePtrOrNull<const T>(b);
     const A e = static_cast<A>(eps);
-    launchRowGroups(
-        m, n, streamOf(x),
-        [&](unsigned blocks, cudaStream_t s) {
-          forwardRows<32, T><<<blocks, kBlock, 0, s>>>(y, mu, var, px, pw, pb, m, n, e);
-        },
-        [&](unsigned blocks, cudaStream_t s) {
-          forwardRows<0, T><<<blocks, kBlock, 0, s>>>(y, mu, var, px, pw, pb, m, n, e);
-        });
+    auto run = [&](auto out_tag) {
+      using O = decltype(out_tag);
+      O* y = static_cast<O*>(r.y.devicePtr());
+      launchRowGroups(
+          m, n, streamOf(x),
+          [&](unsigned blocks, cudaStream_t s) {
+            forwardRows<32, T, O><<<blocks, kBlock, 0, s>>>(y, mu, var, px, pw, pb, m, n, e);
+          },
+          [&](unsigned blocks, cudaStream_t s) {
+            forwardRows<0, T, O><<<blocks, kBlock, 0, s>>>(y, mu, var, px, pw, pb, m, n, e);
+          });
+    };
+    if (!visitNarrowOf<T>(y_dtype, x.dtype(), run)) {
+      r.y = emptyOn(x.shape(), x.dtype(), x);  // computed in x's dtype; kernels::layerNormForward casts
+      run(T{});
+    }
   });
   return r;
 }
@@ -113,31 +146,41 @@ LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tens
   for (const Tensor* p : {&gy0, &mean0, &variance0, &weight, &bias})
     if (p->defined()) checkSameDevice("layer_norm backward", x0, *p);
   const DType st = statsDType(x0.dtype());
-  const Tensor x = x0.contiguous(), gy = gy0.to(x0.dtype()).contiguous(), mean = mean0.to(st).contiguous(),
-               var = variance0.to(st).contiguous(), w = weight.defined() ? weight.contiguous() : weight;
+  // gy as it is where the kernels read its dtype (x's, or bf16/f16 for an f32 x), else in x's.
+  const bool as_is = gy0.dtype() == x0.dtype() ||
+                     (x0.dtype() == DType::f32 && (gy0.dtype() == DType::bf16 || gy0.dtype() == DType::f16));
+  const Tensor x = x0.contiguous(), gy = (as_is ? gy0 : gy0.to(x0.dtype())).contiguous(),
+               mean = mean0.to(st).contiguous(), var = variance0.to(st).contiguous(),
+               w = weight.defined() ? weight.contiguous() : weight;
   const int64_t m = n == 0 ? 0 : x.numel() / n;
   LayerNormGrads g;
   g.gx = emptyOn(x.shape(), x.dtype(), x);
   // dy * xhat per element, in the compute type: its column sums are dL/dweight.
   Tensor gyx = weight.defined() ? emptyOn({m, n}, st, x) : Tensor();
+  // A narrower gy widened on the way for the bias's column sums (the reduce rounds to its input's dtype).
+  Tensor gyf = bias.defined() && gy.dtype() != x.dtype() ? emptyOn({m, n}, st, x) : Tensor();
   if (m > 0) {
     visitFloating("layer_norm backward", x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       using A = ComputeT<T>;
       T* pgx = static_cast<T*>(g.gx.devicePtr());
-      A* pgyx = devicePtrOrNull<A>(gyx);
-      const T *pg = static_cast<const T*>(gy.devicePtr()), *px = static_cast<const T*>(x.devicePtr()),
-              *pw = devicePtrOrNull<const T>(w);
+      A *pgyx = devicePtrOrNull<A>(gyx), *pgyf = devicePtrOrNull<A>(gyf);
+      const T *px = static_cast<const T*>(x.devicePtr()), *pw = devicePtrOrNull<const T>(w);
       const A *pm = static_cast<const A*>(mean.devicePtr()), *pv = static_cast<const A*>(var.devicePtr());
       const A e = static_cast<A>(eps);
-      launchRowGroups(
-          m, n, streamOf(x),
-          [&](unsigned blocks, cudaStream_t s) {
-            backwardRows<32, T><<<blocks, kBlock, 0, s>>>(pgx, pgyx, pg, px, pm, pv, pw, m, n, e);
-          },
-          [&](unsigned blocks, cudaStream_t s) {
-            backwardRows<0, T><<<blocks, kBlock, 0, s>>>(pgx, pgyx, pg, px, pm, pv, pw, m, n, e);
-          });
+      const bool ran = visitNarrowOf<T>(gy.dtype(), x.dtype(), [&](auto g_tag) {
+        using GT = decltype(g_tag);
+        const GT* pg = static_cast<const GT*>(gy.devicePtr());
+        launchRowGroups(
+            m, n, streamOf(x),
+            [&](unsigned blocks, cudaStream_t s) {
+              backwardRows<32, T, GT><<<blocks, kBlock, 0, s>>>(pgx, pgyx, pgyf, pg, px, pm, pv, pw, m, n, e);
+            },
+            [&](unsigned blocks, cudaStream_t s) {
+              backwardRows<0, T, GT><<<blocks, kBlock, 0, s>>>(pgx, pgyx, pgyf, pg, px, pm, pv, pw, m, n, e);
+            });
+      });
+      LOCKSTEP_CHECK(ran, "layer_norm backward: gradient dtype ", dtypeName(gy.dtype()), " left uncast");
     });
   }
   if (weight.defined()) {
@@ -147,7 +190,7 @@ LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tens
   }
   if (bias.defined()) {
     g.gbias = m == 0 ? Tensor::zeros(bias.shape(), bias.dtype(), bias.device())
-                     : cuda::reduce(ReduceOp::sum, gy.reshape({m, n}), {0}, false)
+                     : cuda::reduce(ReduceOp::sum, gyf.defined() ? gyf : gy.reshape({m, n}), {0}, false)
                            .to(bias.dtype())
                            .reshape(bias.shape());
   }

@@ -47,8 +47,9 @@ Tensor contiguousF32(const Tensor& t) { return t.isContiguous() ? t : t.contiguo
 
 }  // namespace
 
+// y in x's dtype whatever y_dtype says: kernels::layerNormForward rounds it.
 LayerNormOutput layerNormForward(const Tensor& x0, const Shape& normalized_shape, const Tensor& weight,
-                                 const Tensor& bias, double eps) {
+                                 const Tensor& bias, double eps, DType /*y_dtype*/) {
   if (x0.dtype() != DType::f32) throw NotSupportedError("oneDNN layer_norm kernels here are f32 only");
   const int64_t n = checkLayerNorm(x0, normalized_shape, weight, bias);
   const int64_t rows = n == 0 ? 0 : x0.numel() / n;

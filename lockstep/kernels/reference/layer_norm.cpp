@@ -12,8 +12,9 @@ DType statsDType(DType x) { return x == DType::f64 ? DType::f64 : DType::f32; }
 Tensor asF64(const Tensor& t) { return t.to(DType::f64).contiguous(); }
 }  // namespace
 
+// y in x's dtype whatever y_dtype says: kernels::layerNormForward rounds it.
 LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
-                                 const Tensor& bias, double eps) {
+                                 const Tensor& bias, double eps, DType /*y_dtype*/) {
   const int64_t n = checkLayerNorm(x, normalized_shape, weight, bias);
   const int64_t rows = n == 0 ? 0 : x.numel() / n;
   Tensor xd = asF64(x);

@@ -7,7 +7,7 @@ namespace lockstep::kernels {
 
 // clang-format off
 #define LOCKSTEP_LAYER_NORM_OPS(X) \
-  X(layerNormForward, LayerNormOutput(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps)) \
+  X(layerNormForward, LayerNormOutput(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps, DType y_dtype)) \
   X(layerNormBackward, LayerNormGrads(const Tensor& gy, const Tensor& x, const Tensor& mean, const Tensor& variance, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias, double eps))
 // clang-format on
 

@@ -19,6 +19,20 @@ struct LinearKernels {
   LOCKSTEP_LINEAR_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
+// A linear layer with an activation in the GEMM's epilogue: only a GPU has them (cuBLASLt), and
+// its kernels return undefined tensors for a problem cuBLASLt's epilogues do not take;
+// kernels/linear.cpp then composes the plain ops.
+// clang-format off
+#define LOCKSTEP_LINEAR_EPILOGUE_OPS(X) \
+  X(linearGeluTanhForward, std::pair<Tensor, Tensor>(const Tensor& x, const Tensor& weight, const Tensor& bias)) \
+  X(linearBackwardDataGeluTanh, std::pair<Tensor, Tensor>(const Tensor& gy, const Tensor& weight, const Tensor& z, bool with_bias))
+// clang-format on
+
+struct LinearEpilogueKernels {
+  static constexpr const char* kGroup = "linear with an activation";
+  LOCKSTEP_LINEAR_EPILOGUE_OPS(LOCKSTEP_KERNEL_MEMBER)
+};
+
 namespace onednn {
 extern const LinearKernels kLinear;
 }
@@ -27,6 +41,7 @@ extern const LinearKernels kLinear;
 }
 namespace cuda {
 extern const LinearKernels kLinear;
-}
+extern const LinearEpilogueKernels kLinearEpilogue;
+}  // namespace cuda
 
 }  // namespace lockstep::kernels
