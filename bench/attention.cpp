@@ -1,9 +1,11 @@
 // Fused attention (autograd::scaledDotProductAttention) against the plain composition
-// matmul -> softmax -> matmul, forward + backward, one head: time per step and the allocator's
-// peak bytes in use (tensor/allocator.h) during the step. Run one configuration per process, so
-// that each peak starts from an empty allocator (bench/attention.bench.sh runs the sweep).
+// matmul -> softmax -> matmul, forward + backward: time per step and the allocator's peak bytes in
+// use during the step (tensor/allocator.h on the CPU; on a GPU the device allocator's peak, as
+// torch.cuda.max_memory_allocated). Run one configuration per process, so that each peak starts
+// from an empty allocator (bench/attention.bench.sh runs the CPU sweep, bench/gpu_attention.bench.sh
+// the GPU's beside PyTorch's SDPA).
 //   bench_attention --impl fused|naive --seq 512 [--dim 64 --batch 1 --heads 1 --causal --dropout 0.1
-//                   --threads 1]
+//                   --threads 1 --device cpu|cuda --dtype f32|bf16|f16]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -12,9 +14,17 @@
 #include "lockstep/autograd.h"
 #include "lockstep/kernels/threads.h"
 #include "lockstep/tensor/allocator.h"
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/tensor/cuda/allocator.h"
+#include "lockstep/tensor/cuda/runtime.h"
+#endif
 
 using namespace lockstep;
 using namespace lockstep::autograd;
+
+int run(const std::string& impl, int64_t seq, int64_t dim, int64_t batch, int64_t heads, int steps,
+        int threads, bool causal, double dropout, const std::string& device_name,
+        const std::string& dtype_name);
 
 int main(int argc, char** argv) {
   CLI::App app{"Fused vs naive attention: time and peak memory of forward + backward"};
@@ -23,7 +33,10 @@ int main(int argc, char** argv) {
   int steps = 10, threads = 1;
   bool causal = false;
   double dropout = 0.0;
+  std::string device_name = "cpu", dtype_name = "f32";
   app.add_option("--impl", impl, "fused or naive")->check(CLI::IsMember({"fused", "naive"}));
+  app.add_option("--device", device_name, "cpu or cuda (GPU 0)")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--dtype", dtype_name, "f32, bf16 or f16")->check(CLI::IsMember({"f32", "bf16", "f16"}));
   app.add_option("--seq", seq, "sequence length T");
   app.add_option("--dim", dim, "head dim D");
   app.add_option("--batch", batch, "batch B");
@@ -34,6 +47,26 @@ int main(int argc, char** argv) {
   app.add_option("--dropout", dropout, "dropout on the attention weights (naive: dropout after softmax)");
   CLI11_PARSE(app, argc, argv);
   kernels::setNumThreads(threads);
+#if !LOCKSTEP_WITH_CUDA
+  if (device_name == "cuda") {
+    std::fprintf(stderr, "bench_attention: built without CUDA; --device cuda needs a LOCKSTEP_CUDA build\n");
+    return 2;
+  }
+#endif
+  try {
+    return run(impl, seq, dim, batch, heads, steps, threads, causal, dropout, device_name, dtype_name);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_attention: %s\n", e.what());
+    return 1;
+  }
+}
+
+int run(const std::string& impl, int64_t seq, int64_t dim, int64_t batch, int64_t heads, int steps,
+        int threads, bool causal, double dropout, const std::string& device_name,
+        const std::string& dtype_name) {
+  const bool gpu = device_name == "cuda";
+  const DType dtype = dtype_name == "bf16" ? DType::bf16 : dtype_name == "f16" ? DType::f16 : DType::f32;
+  const Device device = gpu ? Device::cuda(0) : Device::cpu();
   Generator gen(0);
   Tensor tq = Tensor::empty({batch, heads, seq, dim}), tk = Tensor::empty({batch, heads, seq, dim});
   Tensor tv = Tensor::empty({batch, heads, seq, dim}), tg = Tensor::empty({batch, heads, seq, dim});
@@ -41,6 +74,7 @@ int main(int argc, char** argv) {
   gen.uniform(tk, -1, 1);
   gen.uniform(tv, -1, 1);
   gen.uniform(tg, -1, 1);
+  for (Tensor* t : {&tq, &tk, &tv, &tg}) *t = t->to(dtype).to(device);
   Tensor mask;
   if (causal && impl == "naive") {
     mask = Tensor::zeros({seq, seq});
@@ -48,6 +82,7 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < seq; ++i) {
       for (int64_t j = i + 1; j < seq; ++j) m[i * seq + j] = -INFINITY;
     }
+    mask = mask.to(dtype).to(device);
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
   auto step = [&] {
@@ -65,16 +100,42 @@ int main(int argc, char** argv) {
     y.backward(tg);
     return q.grad().numel() + k.grad().numel() + v.grad().numel();
   };
-  const size_t before = CachingAllocator::instance().stats().bytes_in_use;
-  step();  // warm-up; also sets the peak
-  const size_t peak = CachingAllocator::instance().stats().peak_bytes_in_use - before;
+  // Bytes in use now, the peak since, and waiting for the device: the CPU's allocator or GPU 0's.
+  auto in_use = [&] {
+#if LOCKSTEP_WITH_CUDA
+    if (gpu) return lockstep::cuda::CudaCachingAllocator::forDevice(0).stats().allocated_current;
+#endif
+    return CachingAllocator::instance().stats().bytes_in_use;
+  };
+  auto peak_in_use = [&] {
+#if LOCKSTEP_WITH_CUDA
+    if (gpu) return lockstep::cuda::CudaCachingAllocator::forDevice(0).stats().allocated_peak;
+#endif
+    return CachingAllocator::instance().stats().peak_bytes_in_use;
+  };
+  auto sync = [&] {
+#if LOCKSTEP_WITH_CUDA
+    if (gpu) lockstep::cuda::currentStream(0).synchronize();
+#endif
+  };
+#if LOCKSTEP_WITH_CUDA
+  if (gpu) lockstep::cuda::CudaCachingAllocator::forDevice(0).resetPeakStats();
+#endif
+  const size_t before = in_use();
+  step();  // warm-up (cuDNN's plans, cuBLASLt's choices); also sets the peak
+  sync();
+  const size_t peak = peak_in_use() - before;
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step();
+  sync();
   const double ms =
       1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
   std::printf(
-      "impl=%s B=%lld H=%lld T=%lld D=%lld causal=%d dropout=%g threads=%d fwd_bwd_ms=%.3f peak_bytes=%zu\n",
-      impl.c_str(), static_cast<long long>(batch), static_cast<long long>(heads), static_cast<long long>(seq),
-      static_cast<long long>(dim), causal ? 1 : 0, dropout, threads, ms, peak);
+      "impl=%s device=%s dtype=%s B=%lld H=%lld T=%lld D=%lld causal=%d dropout=%g threads=%d "
+      "fwd_bwd_ms=%.3f "
+      "peak_bytes=%zu\n",
+      impl.c_str(), device_name.c_str(), dtype_name.c_str(), static_cast<long long>(batch),
+      static_cast<long long>(heads), static_cast<long long>(seq), static_cast<long long>(dim), causal ? 1 : 0,
+      dropout, threads, ms, peak);
   return 0;
 }
