@@ -80,16 +80,26 @@ Tensor embeddingBackward(const Tensor& gy, const Tensor& indices, int64_t num_ro
       kBackends, {gy.isCuda() || indices.isCuda(), gy.dtype()}, gy, indices, num_rows, padding_idx);
 }
 
-RmsNormOutput rmsNormForward(const Tensor& x, const Tensor& weight, double eps) {
+RmsNormOutput rmsNormForward(const Tensor& x, const Tensor& weight, double eps,
+                             std::optional<DType> y_dtype) {
   checkRmsNorm(x, weight);
-  return dispatch<&TransformerKernels::rmsNormForward>(kBackends, x, x, weight, eps);
+  const DType yt = y_dtype.value_or(x.dtype());
+  LOCKSTEP_ENFORCE(isFloating(yt), ValueError, "rms_norm: the output dtype must be floating, got ",
+                   dtypeName(yt));
+  RmsNormOutput r = dispatch<&TransformerKernels::rmsNormForward>(kBackends, x, x, weight, eps, yt);
+  if (r.y.dtype() != yt) r.y = r.y.to(yt);  // a backend that writes x's dtype only
+  return r;
 }
 
 RmsNormGrads rmsNormBackward(const Tensor& gy, const Tensor& x, const Tensor& rstd, const Tensor& weight) {
   checkRmsNorm(x, weight);
   LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "rms_norm backward: gradient ", gy.describe(),
                    " does not match input ", x.describe());
-  return dispatch<&TransformerKernels::rmsNormBackward>(kBackends, x, gy, x, rstd, weight);
+  LOCKSTEP_ENFORCE(isFloating(gy.dtype()), ValueError, "rms_norm backward: gradient ", gy.describe(),
+                   " is not floating");
+  // The CPU kernels take gy in x's dtype; a GPU reads it as it is.
+  const Tensor g = gy.dtype() == x.dtype() || x.isCuda() ? gy : gy.to(x.dtype());
+  return dispatch<&TransformerKernels::rmsNormBackward>(kBackends, x, g, x, rstd, weight);
 }
 
 Tensor swigluForward(const Tensor& gate, const Tensor& up) {

@@ -4,6 +4,7 @@
 // runs the loops in transformer.cpp (threaded over rows), f64 the reference loops, bf16/f16
 // emulated in f32 (kernels/dispatch.h). Attention lives in kernels/attention.h.
 #include <cstdint>
+#include <optional>
 #include <utility>
 
 #include "lockstep/tensor/tensor.h"
@@ -32,8 +33,11 @@ inline void narrowResults(RmsNormGrads& r, DType low) {
   if (r.gx.defined()) r.gx = r.gx.to(low);
   if (r.gweight.defined()) r.gweight = r.gweight.to(low);
 }
-/// Over the last dim of x; weight [D] or undefined.
-RmsNormOutput rmsNormForward(const Tensor& x, const Tensor& weight, double eps);
+/// Over the last dim of x; weight [D] or undefined. y_dtype (default x's): y rounded to it, as
+/// layerNormForward's (autocast's RMSNorm before its linear layers).
+RmsNormOutput rmsNormForward(const Tensor& x, const Tensor& weight, double eps,
+                             std::optional<DType> y_dtype = std::nullopt);
+/// gy may have another floating dtype than x (a y_dtype forward's gradient), read as x's.
 RmsNormGrads rmsNormBackward(const Tensor& gy, const Tensor& x, const Tensor& rstd, const Tensor& weight);
 
 /// silu(gate) * up (same shapes) -> contiguous.

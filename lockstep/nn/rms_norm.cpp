@@ -11,6 +11,10 @@ RMSNorm::RMSNorm(const RMSNormOptions& options) : Module("RMSNorm"), options_(op
 
 Variable RMSNorm::forward(const Variable& x) { return autograd::rmsNorm(x, weight_, options_.eps); }
 
+Variable RMSNorm::forwardLowered(const Variable& x) {
+  return autograd::rmsNormLowered(x, weight_, options_.eps);
+}
+
 std::string RMSNorm::extraRepr() const { return detail::concat("(", options_.dim, ",), eps=", options_.eps); }
 
 }  // namespace lockstep::nn

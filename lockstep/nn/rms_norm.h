@@ -16,6 +16,8 @@ class RMSNorm : public Module {
  public:
   explicit RMSNorm(const RMSNormOptions& options);
   Variable forward(const Variable& x) override;
+  /// forward(x) for readers that run in autocast's lower precision (autograd::rmsNormLowered).
+  Variable forwardLowered(const Variable& x);
   std::string extraRepr() const override;
   const Variable& weight() const { return weight_; }
 

@@ -95,6 +95,30 @@ TEST(Autocast, layer_norm_lowered_equals_layer_norm_then_the_readers_cast) {
   }
 }
 
+TEST(Autocast, rms_norm_lowered_equals_rms_norm_then_the_readers_cast) {
+  for (bool autocast : {true, false}) {
+    Variable x = param({4, 16}, 1), w = param({16}, 2), lw = param({8, 16}, 4), lw2 = param({6, 16}, 5);
+    Variable xr(x.tensor(), true), wr(w.tensor(), true), lwr(lw.tensor(), true), lw2r(lw2.tensor(), true);
+    Variable y, want;
+    {
+      std::optional<AutocastGuard> scope;
+      if (autocast) scope.emplace(DType::bf16);
+      // One reader, as Llama's head (with two, the lowered gradients would add in bf16).
+      Variable n = autograd::rmsNormLowered(x, w), nr = autograd::rmsNorm(xr, wr);
+      y = autograd::sum(autograd::linear(n, lw, Variable())) +
+          autograd::sum(autograd::linear(x, lw2, Variable()));
+      want = autograd::sum(autograd::linear(nr, lwr, Variable())) +
+             autograd::sum(autograd::linear(xr, lw2r, Variable()));
+    }
+    EXPECT_TRUE(tensorsNear(y.tensor(), want.tensor(), 0, 0));
+    y.backward();
+    want.backward();
+    for (auto [got, ref] : {std::pair{x, xr}, {w, wr}, {lw, lwr}, {lw2, lw2r}}) {
+      EXPECT_TRUE(tensorsNear(got.grad(), ref.grad(), 0, 0)) << (autocast ? "autocast" : "plain");
+    }
+  }
+}
+
 TEST(Autocast, other_ops_keep_their_dtype_and_mixed_arithmetic_promotes) {
   AutocastGuard autocast(DType::bf16);
   Variable h = autograd::linear(input({4, 16}, 3), param({10, 16}, 1), Variable());

@@ -675,6 +675,20 @@ std::vector<OpCase> normCases() {
                      return Operands{g.gx, g.gweight};
                    },
                    rmsNormInputs, Against::cpu, Layout::any, accumTol});
+  // Autocast's RMSNorm before its linear layers (autograd::rmsNormLowered), as layer_norm's above.
+  for (DType low : {DType::bf16, DType::f16}) {
+    const std::string name = std::string("rms_norm to ") + dtypeName(low);
+    cases.push_back(
+        {name,
+         [low](const Inputs& in) { return Operands{kernels::rmsNormForward(in.x[0], in.x[1], 1e-6, low).y}; },
+         rmsNormInputs, Against::cpu, Layout::any, accumTol});
+    cases.push_back({name + " backward",
+                     [low](const Inputs& in) {
+                       auto g = kernels::rmsNormBackward(in.x[2].to(low), in.x[0], in.x[3], in.x[1]);
+                       return Operands{g.gx, g.gweight};
+                     },
+                     rmsNormInputs, Against::cpu, Layout::any, accumTol});
+  }
   // Batch norm against the f64 oracle on the same numbers: y and the running statistics, updated
   // in place in their own dtype in training and left as they are in evaluation (here on copies, so
   // that every run starts from the same ones); in training also the batch statistics (f32 or f64

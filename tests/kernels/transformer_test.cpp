@@ -51,7 +51,7 @@ TEST(RmsNorm, forward_and_backward_match_reference) {
     for (bool with_w : {false, true}) {
       Tensor w = with_w ? randomTensor({d}, DType::f32, 4, 0.5, 1.5) : Tensor();
       auto f = kernels::rmsNormForward(x, w, 1e-6);
-      auto r = kernels::reference::kTransformer.rmsNormForward(x, w, 1e-6);
+      auto r = kernels::reference::kTransformer.rmsNormForward(x, w, 1e-6, x.dtype());
       EXPECT_TRUE(tensorsNear(f.y, r.y, 1e-5, 1e-5));
       EXPECT_TRUE(tensorsNear(f.rstd, r.rstd, 1e-5, 1e-5));
       Tensor g = randomTensor(shape, DType::f32, 5);
@@ -64,6 +64,25 @@ TEST(RmsNorm, forward_and_backward_match_reference) {
       }
     }
   }
+}
+
+// y_dtype: the f32 normalisation rounded to bf16 / f16, and a gradient in that dtype read as the
+// f32 one it equals (autocast's RMSNorm before its linear layers).
+TEST(RmsNorm, output_in_a_narrower_dtype_is_the_rounded_f32_output) {
+  Tensor x = randomTensor({5, 32}, DType::f32, 1, -2, 2), w = randomTensor({32}, DType::f32, 2);
+  auto wide = kernels::rmsNormForward(x, w, 1e-6);
+  for (DType low : {DType::bf16, DType::f16}) {
+    auto narrow = kernels::rmsNormForward(x, w, 1e-6, low);
+    ASSERT_EQ(narrow.y.dtype(), low);
+    EXPECT_TRUE(tensorsNear(narrow.y, wide.y.to(low), 0, 0)) << dtypeName(low);
+    EXPECT_TRUE(tensorsNear(narrow.rstd, wide.rstd, 0, 0));
+    Tensor gy = randomTensor({5, 32}, DType::f32, 3).to(low);
+    auto g = kernels::rmsNormBackward(gy, x, narrow.rstd, w);
+    auto want = kernels::rmsNormBackward(gy.to(DType::f32), x, wide.rstd, w);
+    EXPECT_TRUE(tensorsNear(g.gx, want.gx, 0, 0)) << dtypeName(low);
+    EXPECT_TRUE(tensorsNear(g.gweight, want.gweight, 0, 0)) << dtypeName(low);
+  }
+  EXPECT_THROW(kernels::rmsNormForward(x, w, 1e-6, DType::i64), ValueError);
 }
 
 TEST(Swiglu, forward_and_backward_match_reference) {

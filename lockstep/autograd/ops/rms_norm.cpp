@@ -1,6 +1,8 @@
 // rmsNorm: kernels::rmsNormForward/Backward with the reciprocal RMS saved in between.
 #include "lockstep/autograd/ops/rms_norm.h"
 
+#include <optional>
+
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/kernels/transformer.h"
@@ -24,12 +26,22 @@ class RmsNormBackward final : public Node {
   Tensor x_, rstd_, weight_;
 };
 
+Variable rmsNormTo(const Variable& x0, const Variable& weight0, double eps, std::optional<DType> y_dtype) {
+  const Variable x = autocast::fp32(x0), weight = autocast::fp32(weight0);
+  auto out = kernels::rmsNormForward(x.tensor(), weight.tensor(), eps, y_dtype);
+  return record<RmsNormBackward>(out.y, {&x, &weight}, x.tensor(), out.rstd, weight.tensor());
+}
+
 }  // namespace
 
-Variable rmsNorm(const Variable& x0, const Variable& weight0, double eps) {
-  const Variable x = autocast::fp32(x0), weight = autocast::fp32(weight0);
-  auto out = kernels::rmsNormForward(x.tensor(), weight.tensor(), eps);
-  return record<RmsNormBackward>(out.y, {&x, &weight}, x.tensor(), out.rstd, weight.tensor());
+Variable rmsNorm(const Variable& x, const Variable& weight, double eps) {
+  return rmsNormTo(x, weight, eps, std::nullopt);
+}
+
+Variable rmsNormLowered(const Variable& x, const Variable& weight, double eps) {
+  const std::optional<DType> low = autocastDType();
+  if (!low || x.dtype() == DType::f64) return autocast::lower(rmsNorm(x, weight, eps));
+  return rmsNormTo(x, weight, eps, *low);
 }
 
 }  // namespace lockstep::autograd

@@ -59,7 +59,8 @@ Tensor embeddingBackwardFast(const Tensor& gy0, const Tensor& indices, int64_t n
 
 int64_t lastDim(const Tensor& x) { return x.dim() == 0 ? 1 : x.size(x.dim() - 1); }
 
-RmsNormOutput rmsNormFast(const Tensor& x0, const Tensor& weight, double eps) {
+// y in x's dtype whatever y_dtype says: kernels::rmsNormForward rounds it.
+RmsNormOutput rmsNormFast(const Tensor& x0, const Tensor& weight, double eps, DType /*y_dtype*/) {
   Tensor x = x0.contiguous();
   const int64_t d = lastDim(x), rows = d == 0 ? 0 : x.numel() / d;
   Tensor y = Tensor::empty(x.shape(), DType::f32), rstd = Tensor::empty({rows}, DType::f32);

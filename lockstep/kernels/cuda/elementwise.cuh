@@ -184,6 +184,27 @@ void launchMap(const Tensor& out, const std::array<Tensor, N>& in, const Fn& fn)
   LOCKSTEP_CUDA_CHECK(cudaGetLastError());
 }
 
+/// fn(O{}) for the output (or incoming gradient) dtype t of a normalisation whose input x has element
+/// type T and dtype x_dtype: T itself, or bf16/f16 for an f32 x (autocast's LayerNorm or RMSNorm
+/// before a lower-precision op). False for any other pair (the caller casts).
+template <typename T, typename Fn>
+bool visitNarrowOf(DType t, DType x_dtype, Fn&& fn) {
+  if (t == x_dtype) {
+    fn(T{});
+    return true;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (t == DType::bf16) {
+      fn(__nv_bfloat16{});
+      return true;
+    }
+    if (t == DType::f16) {
+      fn(__half{});
+      return true;
+    }
+  }
+  return false;
+}
 /// Calls fn(T{}) for the floating element types (f32, f64, bf16, f16); NotSupportedError naming
 /// the op and dtype otherwise.
 template <typename Fn>

@@ -80,29 +80,6 @@ __global__ void backwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gyx, 
 
 }  // namespace
 
-namespace {
-// fn(O{}) for the y (or gy) dtype t of an x of element type T: T itself, or bf16/f16 for an f32 x
-// (autocast's LayerNorm before a lower-precision op). False for any other pair (the caller casts).
-template <typename T, typename Fn>
-bool visitNarrowOf(DType t, DType x_dtype, Fn&& fn) {
-  if (t == x_dtype) {
-    fn(T{});
-    return true;
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    if (t == DType::bf16) {
-      fn(__nv_bfloat16{});
-      return true;
-    }
-    if (t == DType::f16) {
-      fn(__half{});
-      return true;
-    }
-  }
-  return false;
-}
-}  // namespace
-
 LayerNormOutput layerNormForward(const Tensor& x0, int64_t n, const Tensor& weight, const Tensor& bias,
                                  double eps, DType y_dtype) {
   for (const Tensor* p : {&weight, &bias})

@@ -57,8 +57,8 @@ __global__ void sumRuns(T* __restrict__ gw, const T* __restrict__ g, const int64
 
 // --- RMS normalisation ---
 
-template <int G, typename T>
-__global__ void rmsForwardRows(T* __restrict__ y, ComputeT<T>* __restrict__ rstd, const T* __restrict__ x,
+template <int G, typename T, typename O>
+__global__ void rmsForwardRows(O* __restrict__ y, ComputeT<T>* __restrict__ rstd, const T* __restrict__ x,
                                const T* __restrict__ w, int64_t m, int64_t d, ComputeT<T> eps) {
   using A = ComputeT<T>;
   using R = RowGroup<G>;
@@ -72,21 +72,23 @@ __global__ void rmsForwardRows(T* __restrict__ y, ComputeT<T>* __restrict__ rstd
     }
     const A s = A(1) / dSqrt(R::sum(ss, shm) / static_cast<A>(d) + eps);
     for (int64_t j = R::lane(); j < d; j += R::width())
-      y[r * d + j] = castTo<T>(castTo<A>(row[j]) * s * (w ? castTo<A>(w[j]) : A(1)));
+      y[r * d + j] = castTo<O>(castTo<A>(row[j]) * s * (w ? castTo<A>(w[j]) : A(1)));
     if (R::lane() == 0) rstd[r] = s;
   }
 }
 
-// gx = s (g w - x s^2 mean(g w x)); gyx (when given) receives g x s, whose column sums are dL/dw.
-template <int G, typename T>
-__global__ void rmsBackwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gyx, const T* __restrict__ gy,
+// gx = s (g w - x s^2 mean(g w x)); gyx (when given) receives g x s, whose column sums are dL/dw. g of
+// type GT (x's, or bf16/f16 for an f32 x).
+template <int G, typename T, typename GT>
+__global__ void rmsBackwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gyx, const GT* __restrict__ gy,
                                 const T* __restrict__ x, const ComputeT<T>* __restrict__ rstd,
                                 const T* __restrict__ w, int64_t m, int64_t d) {
   using A = ComputeT<T>;
   using R = RowGroup<G>;
   __shared__ A shm[32];
   for (int64_t r = R::first(); r < m; r += R::stride()) {
-    const T *xr = x + r * d, *gr = gy + r * d;
+    const T* xr = x + r * d;
+    const GT* gr = gy + r * d;
     const A s = rstd[r];
     A dot = A(0);
     for (int64_t j = R::lane(); j < d; j += R::width())
@@ -202,27 +204,34 @@ Tensor embeddingBackward(const Tensor& gy0, const Tensor& indices, int64_t num_r
   return gw;
 }
 
-RmsNormOutput rmsNormForward(const Tensor& x0, const Tensor& weight, double eps) {
+RmsNormOutput rmsNormForward(const Tensor& x0, const Tensor& weight, double eps, DType y_dtype) {
   if (weight.defined()) checkSameDevice("rms_norm", x0, weight);
   const Tensor x = x0.contiguous(), w = weight.defined() ? weight.contiguous() : weight;
   const int64_t d = lastDim(x), m = d == 0 ? 0 : x.numel() / d;
-  RmsNormOutput r{emptyOn(x.shape(), x.dtype(), x), emptyOn({m}, statsDType(x.dtype()), x)};
+  RmsNormOutput r{emptyOn(x.shape(), y_dtype, x), emptyOn({m}, statsDType(x.dtype()), x)};
   if (m == 0) return r;
   visitFloating("rms_norm", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using A = ComputeT<T>;
-    T* y = static_cast<T*>(r.y.devicePtr());
     A* rs = static_cast<A*>(r.rstd.devicePtr());
     const T *px = static_cast<const T*>(x.devicePtr()), *pw = devicePtrOrNull<const T>(w);
     const A e = static_cast<A>(eps);
-    launchRowGroups(
-        m, d, streamOf(x),
-        [&](unsigned b, cudaStream_t s) {
-          rmsForwardRows<32, T><<<b, kBlock, 0, s>>>(y, rs, px, pw, m, d, e);
-        },
-        [&](unsigned b, cudaStream_t s) {
-          rmsForwardRows<0, T><<<b, kBlock, 0, s>>>(y, rs, px, pw, m, d, e);
-        });
+    auto run = [&](auto out_tag) {
+      using O = decltype(out_tag);
+      O* y = static_cast<O*>(r.y.devicePtr());
+      launchRowGroups(
+          m, d, streamOf(x),
+          [&](unsigned b, cudaStream_t s) {
+            rmsForwardRows<32, T, O><<<b, kBlock, 0, s>>>(y, rs, px, pw, m, d, e);
+          },
+          [&](unsigned b, cudaStream_t s) {
+            rmsForwardRows<0, T, O><<<b, kBlock, 0, s>>>(y, rs, px, pw, m, d, e);
+          });
+    };
+    if (!visitNarrowOf<T>(y_dtype, x.dtype(), run)) {
+      r.y = emptyOn(x.shape(), x.dtype(), x);  // computed in x's dtype; kernels::rmsNormForward casts
+      run(T{});
+    }
   });
   return r;
 }
@@ -231,8 +240,11 @@ RmsNormGrads rmsNormBackward(const Tensor& gy0, const Tensor& x0, const Tensor& 
   for (const Tensor* p : {&gy0, &rstd0, &weight})
     if (p->defined()) checkSameDevice("rms_norm backward", x0, *p);
   const DType st = statsDType(x0.dtype());
-  const Tensor x = x0.contiguous(), gy = gy0.to(x0.dtype()).contiguous(), rstd = rstd0.to(st).contiguous(),
-               w = weight.defined() ? weight.contiguous() : weight;
+  // gy as it is where the kernels read its dtype (x's, or bf16/f16 for an f32 x), else in x's.
+  const bool as_is = gy0.dtype() == x0.dtype() ||
+                     (x0.dtype() == DType::f32 && (gy0.dtype() == DType::bf16 || gy0.dtype() == DType::f16));
+  const Tensor x = x0.contiguous(), gy = (as_is ? gy0 : gy0.to(x0.dtype())).contiguous(),
+               rstd = rstd0.to(st).contiguous(), w = weight.defined() ? weight.contiguous() : weight;
   const int64_t d = lastDim(x), m = d == 0 ? 0 : x.numel() / d;
   RmsNormGrads g{emptyOn(x.shape(), x.dtype(), x), Tensor()};
   Tensor gyx = weight.defined() ? emptyOn({m, d}, st, x) : Tensor();
@@ -242,17 +254,21 @@ RmsNormGrads rmsNormBackward(const Tensor& gy0, const Tensor& x0, const Tensor& 
       using A = ComputeT<T>;
       T* pgx = static_cast<T*>(g.gx.devicePtr());
       A* pgyx = devicePtrOrNull<A>(gyx);
-      const T *pg = static_cast<const T*>(gy.devicePtr()), *px = static_cast<const T*>(x.devicePtr()),
-              *pw = devicePtrOrNull<const T>(w);
+      const T *px = static_cast<const T*>(x.devicePtr()), *pw = devicePtrOrNull<const T>(w);
       const A* pr = static_cast<const A*>(rstd.devicePtr());
-      launchRowGroups(
-          m, d, streamOf(x),
-          [&](unsigned b, cudaStream_t s) {
-            rmsBackwardRows<32, T><<<b, kBlock, 0, s>>>(pgx, pgyx, pg, px, pr, pw, m, d);
-          },
-          [&](unsigned b, cudaStream_t s) {
-            rmsBackwardRows<0, T><<<b, kBlock, 0, s>>>(pgx, pgyx, pg, px, pr, pw, m, d);
-          });
+      const bool ran = visitNarrowOf<T>(gy.dtype(), x.dtype(), [&](auto g_tag) {
+        using GT = decltype(g_tag);
+        const GT* pg = static_cast<const GT*>(gy.devicePtr());
+        launchRowGroups(
+            m, d, streamOf(x),
+            [&](unsigned b, cudaStream_t s) {
+              rmsBackwardRows<32, T, GT><<<b, kBlock, 0, s>>>(pgx, pgyx, pg, px, pr, pw, m, d);
+            },
+            [&](unsigned b, cudaStream_t s) {
+              rmsBackwardRows<0, T, GT><<<b, kBlock, 0, s>>>(pgx, pgyx, pg, px, pr, pw, m, d);
+            });
+      });
+      LOCKSTEP_CHECK(ran, "rms_norm backward: gradient dtype ", dtypeName(gy.dtype()), " left uncast");
     });
   }
   if (weight.defined()) {

@@ -16,7 +16,7 @@ namespace lockstep::kernels::cuda {
 
 Tensor embeddingForward(const Tensor& weight, const Tensor& indices);
 Tensor embeddingBackward(const Tensor& gy, const Tensor& indices, int64_t num_rows, int64_t padding_idx);
-RmsNormOutput rmsNormForward(const Tensor& x, const Tensor& weight, double eps);
+RmsNormOutput rmsNormForward(const Tensor& x, const Tensor& weight, double eps, DType y_dtype);
 RmsNormGrads rmsNormBackward(const Tensor& gy, const Tensor& x, const Tensor& rstd, const Tensor& weight);
 Tensor swigluForward(const Tensor& gate, const Tensor& up);
 std::pair<Tensor, Tensor> swigluBackward(const Tensor& gy, const Tensor& gate, const Tensor& up);

@@ -39,7 +39,8 @@ Tensor embeddingBackward(const Tensor& gy, const Tensor& indices, int64_t num_ro
   return gw.to(gy.dtype());
 }
 
-RmsNormOutput rmsNormForward(const Tensor& x, const Tensor& weight, double eps) {
+// y in x's dtype whatever y_dtype says: kernels::rmsNormForward rounds it.
+RmsNormOutput rmsNormForward(const Tensor& x, const Tensor& weight, double eps, DType /*y_dtype*/) {
   Tensor xd = asF64(x);
   const int64_t d = lastDim(x), rows = d == 0 ? 0 : x.numel() / d;
   Tensor w = weight.defined() ? asF64(weight) : Tensor::ones({d}, DType::f64);

@@ -10,7 +10,7 @@ namespace lockstep::kernels {
 #define LOCKSTEP_TRANSFORMER_OPS(X) \
   X(embeddingForward, Tensor(const Tensor& weight, const Tensor& indices)) \
   X(embeddingBackward, Tensor(const Tensor& gy, const Tensor& indices, int64_t num_rows, int64_t padding_idx)) \
-  X(rmsNormForward, RmsNormOutput(const Tensor& x, const Tensor& weight, double eps)) \
+  X(rmsNormForward, RmsNormOutput(const Tensor& x, const Tensor& weight, double eps, DType y_dtype)) \
   X(rmsNormBackward, RmsNormGrads(const Tensor& gy, const Tensor& x, const Tensor& rstd, const Tensor& weight)) \
   X(swigluForward, Tensor(const Tensor& gate, const Tensor& up)) \
   X(swigluBackward, std::pair<Tensor, Tensor>(const Tensor& gy, const Tensor& gate, const Tensor& up)) \

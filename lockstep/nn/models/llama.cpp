@@ -80,6 +80,8 @@ Variable LlamaBlock::forward(const Variable& x) {
   const int64_t b = x.size(0), t = x.size(1), h = options_.n_head, kv = options_.n_kv_head;
   const int64_t d = options_.n_embd / h;
   const double p = isTraining() ? options_.dropout : 0.0;
+  // Not forwardLowered: n and m have several readers, whose gradients must add in f32 (autocast's
+  // own casts do that; a lowered norm's gradients would add in bf16).
   Variable n = input_layernorm_->forward(x);
   auto heads = [&](const Variable& v, int64_t count) {
     return transpose(reshape(v, {b, t, count, d}), 1, 2);
@@ -144,7 +146,7 @@ Variable Llama::forward(const Variable& idx) {
   const auto [cos, sin] = rotary(idx.size(1), embed_tokens_->weight().tensor().device());
   for (size_t i = 0; i < layers_->size(); ++i) (*layers_)[i]->setRotary(cos, sin);
   Variable x = runBlocks(layers(), embed_tokens_->forward(idx), isTraining() ? options_.checkpoint_every : 0);
-  return lm_head_->forward(norm_->forward(x));
+  return lm_head_->forward(norm_->forwardLowered(x));  // the head is the final norm's one reader
 }
 
 NamedModules Llama::sequenceLayers() {
@@ -172,7 +174,7 @@ NamedModules Llama::sequenceLayers() {
   layers.emplace_back(
       "head", std::make_shared<SequenceLayer>("LlamaHead", NamedModules{{"norm", norm}, {"lm_head", lm_head}},
                                               [norm, lm_head](Module&, const Variable& x) {
-                                                return lm_head->forward(norm->forward(x));
+                                                return lm_head->forward(norm->forwardLowered(x));
                                               }));
   return layers;
 }
