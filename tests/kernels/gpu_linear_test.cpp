@@ -132,10 +132,16 @@ TEST(GpuLinear, gelu_epilogues_match_the_composed_ops) {
     auto [gz, gb] = kernels::linearBackwardDataGeluTanh(gpu(gy), gpu(w2), z, true);
     Tensor gz64 = kernels::geluTanhBackward(kernels::linearBackwardData(f64(gy), f64(w2)), f64(zh));
     expectClose(gz, gz64, t, what + " gelu gradient");
-    ASSERT_TRUE(gb.defined()) << what
-                              << ": the bias gradient should come from cuBLASLt's DGELU_BGRAD epilogue";
-    expectCloseAtScale(gb, kernels::reduce(kernels::ReduceOp::sum, gz64.reshape({64, 96}), {0}), t,
-                       what + " bias gradient");
+    // bf16/f16 (the autocast dtypes GPT trains in) must take the epilogue; f32 may fall back to the
+    // plain kernels (then the bias gradient comes from the weight-gradient GEMM, tested elsewhere).
+    if (t != DType::f32) {
+      ASSERT_TRUE(gb.defined()) << what
+                                << ": the bias gradient should come from cuBLASLt's DGELU_BGRAD epilogue";
+    }
+    if (gb.defined()) {
+      expectCloseAtScale(gb, kernels::reduce(kernels::ReduceOp::sum, gz64.reshape({64, 96}), {0}), t,
+                         what + " bias gradient");
+    }
     auto [gz_nb, none] = kernels::linearBackwardDataGeluTanh(gpu(gy), gpu(w2), z, false);
     expectClose(gz_nb, gz64, t, what + " gelu gradient without bias");
     EXPECT_FALSE(none.defined());

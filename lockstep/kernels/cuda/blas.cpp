@@ -382,9 +382,14 @@ bool runAlignedGemm(const Gemm& g, const Device& device) {
       }
       cublasLtMatmulHeuristicResult_t result{};
       int found = 0;
-      LOCKSTEP_CUBLAS_CHECK(cublasLt().cublasLtMatmulAlgoGetHeuristic(handle, lt.desc, lt.a, lt.b, lt.d, lt.d,
-                                                                      lt.pref, 1, &result, &found),
-                            what);
+      const cublasStatus_t status = cublasLt().cublasLtMatmulAlgoGetHeuristic(
+          handle, lt.desc, lt.a, lt.b, lt.d, lt.d, lt.pref, 1, &result, &found);
+      // An epilogue this cuBLASLt does not know for the problem may be refused outright: no algorithm.
+      if (status != CUBLAS_STATUS_SUCCESS && g.act != Gemm::Act::none) {
+        found = 0;
+      } else if (status != CUBLAS_STATUS_SUCCESS) {
+        throwBlasError(status, "cublasLtMatmulAlgoGetHeuristic in " + what);
+      }
       std::optional<cublasLtMatmulAlgo_t> choice;
       if (found > 0) choice = result.algo;
       if (found == 0 && g.act != Gemm::Act::none) {
