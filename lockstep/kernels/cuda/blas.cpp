@@ -506,6 +506,19 @@ bool runEpilogueGemm(const Gemm& g, const Device& device) {
   if (N % 8 != 0 || alignmentOf(g.d, N, 0, elem) < 16 || alignmentOf(g.aux, N, 0, elem) < 16) return false;
   return runAlignedGemm(g, device);
 }
+
+// d = x @ y with act in the epilogue and aux its [M, N] matrix (x and y may become copies).
+Gemm epilogueGemm(const char* op, Gemm::Act act, Tensor& x, Tensor& y, const Tensor& d, const Tensor& aux) {
+  Gemm g;
+  g.op = op;
+  g.dtype = d.dtype();
+  g.x = matOf(x);
+  g.y = matOf(y);
+  g.d = d.devicePtr();
+  g.act = act;
+  g.aux = aux.devicePtr();
+  return g;
+}
 }  // namespace
 
 std::pair<Tensor, Tensor> linearGeluTanhForward(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -515,15 +528,8 @@ std::pair<Tensor, Tensor> linearGeluTanhForward(const Tensor& x, const Tensor& w
   Tensor y = Tensor::empty(withLast(x, N), x.dtype(), MemoryFormat::contiguous, x.device());
   Tensor z = Tensor::empty(withLast(x, N), x.dtype(), MemoryFormat::contiguous, x.device());
   Tensor x2 = x.reshape({M, K}), wt = weight.transpose(0, 1), b = bias.defined() ? bias.contiguous() : bias;
-  Gemm g;
-  g.op = "linear+gelu";
-  g.dtype = x.dtype();
-  g.x = matOf(x2);
-  g.y = matOf(wt);
-  g.d = y.devicePtr();
+  Gemm g = epilogueGemm("linear+gelu", Gemm::Act::gelu_aux, x2, wt, y, z);
   g.bias = b.defined() ? b.devicePtr() : nullptr;
-  g.act = Gemm::Act::gelu_aux;
-  g.aux = z.devicePtr();
   if (!runEpilogueGemm(g, x.device())) return {};
   return {y, z};
 }
@@ -537,14 +543,7 @@ std::pair<Tensor, Tensor> linearBackwardDataGeluTanh(const Tensor& gy, const Ten
   Tensor gz = Tensor::empty(withLast(gy, K), gy.dtype(), MemoryFormat::contiguous, gy.device());
   Tensor gb = with_bias ? Tensor::empty({K}, gy.dtype(), MemoryFormat::contiguous, gy.device()) : Tensor();
   Tensor gy2 = gy.reshape({M, N}), w = weight, zc = z.contiguous();
-  Gemm g;
-  g.op = "linear+gelu backward (data)";
-  g.dtype = gy.dtype();
-  g.x = matOf(gy2);
-  g.y = matOf(w);
-  g.d = gz.devicePtr();
-  g.act = Gemm::Act::dgelu;
-  g.aux = zc.devicePtr();
+  Gemm g = epilogueGemm("linear+gelu backward (data)", Gemm::Act::dgelu, gy2, w, gz, zc);
   g.bgrad = with_bias ? gb.devicePtr() : nullptr;
   if (!runEpilogueGemm(g, gy.device())) return {};
   return {gz, gb};

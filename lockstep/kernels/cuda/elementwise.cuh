@@ -187,6 +187,11 @@ void launchMap(const Tensor& out, const std::array<Tensor, N>& in, const Fn& fn)
 /// fn(O{}) for the output (or incoming gradient) dtype t of a normalisation whose input x has element
 /// type T and dtype x_dtype: T itself, or bf16/f16 for an f32 x (autocast's LayerNorm or RMSNorm
 /// before a lower-precision op). False for any other pair (the caller casts).
+/// Whether visitNarrowOf takes dtype t for an x of x_dtype (the caller casts otherwise).
+inline bool narrowReadable(DType t, DType x_dtype) {
+  return t == x_dtype || (x_dtype == DType::f32 && (t == DType::bf16 || t == DType::f16));
+}
+
 template <typename T, typename Fn>
 bool visitNarrowOf(DType t, DType x_dtype, Fn&& fn) {
   if (t == x_dtype) {

@@ -124,8 +124,7 @@ LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tens
     if (p->defined()) checkSameDevice("layer_norm backward", x0, *p);
   const DType st = statsDType(x0.dtype());
   // gy as it is where the kernels read its dtype (x's, or bf16/f16 for an f32 x), else in x's.
-  const bool as_is = gy0.dtype() == x0.dtype() ||
-                     (x0.dtype() == DType::f32 && (gy0.dtype() == DType::bf16 || gy0.dtype() == DType::f16));
+  const bool as_is = narrowReadable(gy0.dtype(), x0.dtype());
   const Tensor x = x0.contiguous(), gy = (as_is ? gy0 : gy0.to(x0.dtype())).contiguous(),
                mean = mean0.to(st).contiguous(), var = variance0.to(st).contiguous(),
                w = weight.defined() ? weight.contiguous() : weight;
