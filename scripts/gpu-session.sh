@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# One device call's worth of GPU work, run on the GPU machine from the repository root with the bundle
+# of scripts/gpu-check.sh unpacked: the parts named in PARTS, in order, each stopped at its own time
+# limit so the whole ends well inside one call (the device tool allows 600 s a call), every log under
+# OUT and one OUT/session.tar.gz of them all.
+#   here:  bash scripts/gpu-check.sh                     (.gpu.tar.xz; carry it)
+#   there: tar xJf .gpu.tar.xz && bash scripts/gpu-session.sh "$OUT"
+# Parts (PARTS, comma-separated; default tests,lm,attention):
+#   tests      the GPU test programs of TESTS (glob, default test_[kn]*_gpu: kernels and models), no
+#              training comparisons (scripts/gpu_check/run.sh with ONLY=none)         limit 180 s
+#   check      the CPU-vs-GPU training comparisons of ONLY (regex, default seed_cnn|gpt_mini.fp16)
+#              and the test programs of CHECK_TESTS (default test_[pt][ar]*_gpu)     limit 240 s
+#   lm         bench/gpu_lm.bench.sh, GPT-2 small (MODELS, default gpt2), PyTorch eager (TORCH_MODES)
+#                                                                                   limit 200 s
+#   attention  bench/gpu_attention.bench.sh                                          limit 100 s
+#   zero       bench/zero_gpu.bench.sh                                               limit 240 s
+# LIMIT_<PART>=seconds changes a part's limit. Prints each part's summary as it ends.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+out=${1:?usage: gpu-session.sh OUT}
+bundle=${BUNDLE:-.gpu}
+[ -d "$bundle/bin" ] || { echo "gpu-session: no bundle in $bundle (tar xJf .gpu.tar.xz first)" >&2; exit 2; }
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+start=$(date +%s)
+
+limit_of() {  # PART DEFAULT
+  local var
+  var="LIMIT_$(tr '[:lower:]' '[:upper:]' <<<"$1")"
+  echo "${!var:-$2}"
+}
+
+run_part() {  # PART DEFAULT_LIMIT COMMAND...
+  local part=$1 limit
+  limit=$(limit_of "$1" "$2")
+  shift 2
+  echo "== $part (limit ${limit} s; log $out/$part.log) at $(( $(date +%s) - start )) s"
+  timeout --kill-after=10 "$limit" "$@" >"$out/$part.log" 2>&1
+  local rc=$?
+  [ "$rc" = 124 ] && echo "($part stopped at its ${limit} s limit)"
+  echo "($part exited $rc)" >>"$out/$part.log"
+  tail -n 40 "$out/$part.log"
+}
+
+IFS=, read -r -a parts <<<"${PARTS:-tests,lm,attention}"
+for part in "${parts[@]}"; do
+  case $part in
+    tests) run_part tests 180 env ONLY=none TESTS="${TESTS:-test_[kn]*_gpu}" bash "$bundle/check/run.sh" "$out/tests" ;;
+    check)
+      run_part check 240 env ONLY="${ONLY:-seed_cnn|gpt_mini.fp16}" TESTS="${CHECK_TESTS:-test_[pt][ar]*_gpu}" \
+        bash "$bundle/check/run.sh" "$out/check"
+      ;;
+    lm)
+      run_part lm 200 env OUT_DIR="$out/lm" MODELS="${MODELS:-gpt2}" TORCH_MODES="${TORCH_MODES:-eager}" \
+        LOCKSTEP_MODES="${LOCKSTEP_MODES:-eager,master}" bash bench/gpu_lm.bench.sh "$bundle"
+      ;;
+    attention) run_part attention 100 env OUT_DIR="$out/attention" bash bench/gpu_attention.bench.sh "$bundle" ;;
+    zero) run_part zero 240 env OUT_DIR="$out/zero" bash bench/zero_gpu.bench.sh "$bundle" ;;
+    *) echo "gpu-session: unknown part '$part' (known: tests, check, lm, attention, zero)" >&2 ;;
+  esac
+done
+echo "== done in $(( $(date +%s) - start )) s"
+tar czf "$out/session.tar.gz" -C "$out" --exclude=session.tar.gz . 2>/dev/null || true
