@@ -119,7 +119,7 @@ optim::AdamWOptions adamW() {
   return o;
 }
 
-/// Mean cross entropy over every position: logits [B, T, V] (f32), targets [B, T].
+/// Mean cross entropy over every position: logits [B, T, V] (f32, or bf16 under autocast), targets [B, T].
 autograd::Variable lmLoss(const autograd::Variable& logits, const Tensor& target) {
   return autograd::crossEntropy(train::flattenPositions(logits), train::flattenPositions(target));
 }
@@ -137,9 +137,10 @@ Result runEager(const Case& c) {
   auto step = [&] {
     std::optional<autograd::AutocastGuard> ac;
     if (c.dtype == "bf16") ac.emplace(DType::bf16);
-    autograd::Variable logits = (*s.model)(autograd::Variable(s.x));
+    // The loss inside the autocast scope, as nanoGPT's (and the engine's forwardLoss): cross entropy
+    // reads the bf16 logits in place, with the f32 loss it gives on them widened.
+    loss = lmLoss((*s.model)(autograd::Variable(s.x)), s.y);
     ac.reset();
-    loss = lmLoss(autograd::toDType(logits, DType::f32), s.y);
     opt.zeroGrad();
     loss.backward();
     opt.step();
@@ -151,7 +152,7 @@ Result runEager(const Case& c) {
 Result runGraph(const Case& c) {
   Setup s = setup(c);
   parallel::EngineOptions eo;
-  // bf16: the engine runs forward under autocast and returns its output in f32, as the eager step.
+  // bf16: the engine runs forward and the loss under autocast (forwardLoss), as the eager step.
   eo.precision = c.dtype == "bf16" ? parallel::Precision::bf16 : parallel::Precision::fp32;
   parallel::Engine engine(s.model, std::make_shared<optim::AdamW>(s.model->parameters(), adamW()), eo,
                           parallel::DistributedEnvironment{});
@@ -173,7 +174,8 @@ Result runMaster(const Case& c) {
                           parallel::DistributedEnvironment{});
   autograd::Variable loss;
   auto step = [&] {
-    loss = lmLoss(engine.forward(autograd::Variable(s.x)), s.y);
+    loss = engine.forwardLoss(autograd::Variable(s.x),
+                              [&](const autograd::Variable& out) { return lmLoss(out, s.y); });
     engine.backward(loss);
     engine.step();
   };

@@ -123,7 +123,9 @@ def main():
     ap.add_argument("--order-file", default="")
     ap.add_argument("--eval-at", default="")
     ap.add_argument("--log-every", type=int, default=0)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = ap.parse_args()
+    dev = torch.device(args.device)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     if world > 1:
@@ -138,7 +140,7 @@ def main():
     n_layer, n_head, c = PRESETS[args.model_type]
     if args.n_layer:
         n_layer = args.n_layer
-    model = GPT(256, bs, n_layer, n_head, c, args.dropout, args.attention)
+    model = GPT(256, bs, n_layer, n_head, c, args.dropout, args.attention).to(dev)
     # minGPT's split: Linear weights decay; biases, LayerNorm and embedding weights (the tied table) do not.
     linear_weights = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)} - {id(model.lm_head.weight)}
     decay = [p for p in model.parameters() if id(p) in linear_weights]
@@ -168,8 +170,8 @@ def main():
             chunk = max(1, 131072 // bs)
             for i in range(0, n, chunk):
                 idx = range(i, min(n, i + chunk))
-                x = torch.stack([val[j * bs:j * bs + bs] for j in idx])
-                y = torch.stack([val[j * bs + 1:j * bs + bs + 1] for j in idx])
+                x = torch.stack([val[j * bs:j * bs + bs] for j in idx]).to(dev)
+                y = torch.stack([val[j * bs + 1:j * bs + bs + 1] for j in idx]).to(dev)
                 total += F.cross_entropy(model(x).float().view(-1, 256), y.view(-1), reduction="sum").item()
                 count += y.numel()
         model.train()
@@ -178,11 +180,11 @@ def main():
     step, t0, loss = 0, None, None
     for batch in batches:
         starts = torch.tensor(batch) * bs
-        x = torch.stack([train[s:s + bs] for s in starts.tolist()])
-        y = torch.stack([train[s + 1:s + bs + 1] for s in starts.tolist()])
+        x = torch.stack([train[s:s + bs] for s in starts.tolist()]).to(dev)
+        y = torch.stack([train[s + 1:s + bs + 1] for s in starts.tolist()]).to(dev)
         if step == args.warmup_steps:
             t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+        with torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
             logits = net(x)
             l = F.cross_entropy(logits.float().view(-1, 256), y.view(-1))
         opt.zero_grad(set_to_none=True)

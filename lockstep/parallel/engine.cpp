@@ -160,6 +160,22 @@ std::shared_ptr<data::DataLoader> Engine::makeLoader(std::shared_ptr<data::Datas
 }
 
 autograd::Variable Engine::forward(const autograd::Variable& input) {
+  autograd::Variable out = forwardAsComputed(input);
+  // The caller's loss then sees f32, as in Accelerate's convert_outputs_to_fp32: a criterion
+  // computed outside an autocast scope stays in f32 (softmax and losses need the range).
+  return autocast_dtype_ ? autograd::toDType(out, DType::f32) : out;
+}
+
+autograd::Variable Engine::forwardLoss(
+    const autograd::Variable& input,
+    const std::function<autograd::Variable(const autograd::Variable&)>& loss) {
+  if (!autocast_dtype_) return loss(forward(input));
+  autograd::Variable out = forwardAsComputed(input);
+  autograd::AutocastGuard autocast(*autocast_dtype_);
+  return loss(out);
+}
+
+autograd::Variable Engine::forwardAsComputed(const autograd::Variable& input) {
   // Accumulation micro-steps reduce nothing; the last one reduces the sum (DDP no_sync).
   if (ddp_ && !isGradientAccumulationBoundary() && !no_sync_) no_sync_ = ddp_->noSync();
   // Without the DDP wrapper (stage 2), its per-forward broadcast of rank 0's buffers.
@@ -168,15 +184,9 @@ autograd::Variable Engine::forward(const autograd::Variable& input) {
   // Stage 3: the root's parameters for this forward and its backward (the layers gather theirs).
   if (zero_) zero_->beginStep();
   if (!autocast_dtype_) return wrapped_->forward(input);
-  autograd::Variable out;
-  {
-    autograd::AutocastGuard autocast(*autocast_dtype_);
-    const bool cast = options_.auto_cast && input.dtype() == DType::f32;
-    out = wrapped_->forward(cast ? autograd::toDType(input, *autocast_dtype_) : input);
-  }
-  // The caller's loss then sees f32, as in Accelerate's convert_outputs_to_fp32: a criterion
-  // computed outside an autocast scope stays in f32 (softmax and losses need the range).
-  return autograd::toDType(out, DType::f32);
+  autograd::AutocastGuard autocast(*autocast_dtype_);
+  const bool cast = options_.auto_cast && input.dtype() == DType::f32;
+  return wrapped_->forward(cast ? autograd::toDType(input, *autocast_dtype_) : input);
 }
 
 void Engine::backward(autograd::Variable loss) {

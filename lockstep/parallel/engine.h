@@ -187,6 +187,13 @@ class Engine {
   /// Micro-step, part 1: runs the (wrapped) model. Before the last micro-step of an accumulation
   /// window, DDP's synchronisation is off until backward() returns.
   autograd::Variable forward(const autograd::Variable& input);
+  /// forward(input), then loss(output): with bf16/fp16 the loss runs under the same autocast scope
+  /// on the output as the model computed it, not widened to f32 first (nanoGPT computes its loss so).
+  /// A loss of autocast's f32 policy (cross entropy, NLL, MSE) gives the values it gives on the
+  /// widened output, and cross entropy reads bf16/f16 logits in place (kernels' f32_loss): no f32
+  /// copy of a language model's logits, nor the cast of their gradient back.
+  autograd::Variable forwardLoss(const autograd::Variable& input,
+                                 const std::function<autograd::Variable(const autograd::Variable&)>& loss);
   /// Micro-step, part 2: backward of loss * lossScale() / gradient_accumulation_steps.
   void backward(autograd::Variable loss);
   /// Ends a micro-step. At the accumulation boundary runs the gradient phase and the update phase,
@@ -229,6 +236,8 @@ class Engine {
   optim::LossScaler* lossScaler() const { return scaler_.get(); }
 
  private:
+  /// forward() without widening the output (under autocast, in the autocast dtype).
+  autograd::Variable forwardAsComputed(const autograd::Variable& input);
   /// False when the loss scaler found an inf or nan on some rank: the gradients are then cleared
   /// and the update phase must not run.
   bool gradientPhase();

@@ -54,7 +54,8 @@ StepGraph::~StepGraph() {
 }
 
 Tensor StepGraph::eager(const Tensor& input, const Tensor& target) {
-  autograd::Variable loss = loss_(engine_.forward(autograd::Variable(input)), target);
+  autograd::Variable loss = engine_.forwardLoss(
+      autograd::Variable(input), [&](const autograd::Variable& out) { return loss_(out, target); });
   engine_.backward(loss);
   engine_.step();
   return loss.tensor();

@@ -166,7 +166,9 @@ bool microStep(Run& r, const data::Batch& b, double& window_loss) {
     return true;
   }
   autograd::Variable loss =
-      r.criterion(flattenPositions(r.engine.forward(autograd::Variable(input))), flattenPositions(target));
+      r.engine.forwardLoss(autograd::Variable(input), [&](const autograd::Variable& out) {
+        return r.criterion(flattenPositions(out), flattenPositions(target));
+      });
   window_loss += loss.item() / static_cast<double>(r.config.batch.gradient_accumulation_steps);
   r.engine.backward(loss);
   return r.engine.step();

@@ -391,3 +391,45 @@ TEST(Engine, auto_cast_casts_the_input_to_the_autocast_dtype) {
   EXPECT_EQ(cast.forward(Variable(x)).tensor().toVector<float>(),
             plain.forward(Variable(x)).tensor().toVector<float>());
 }
+
+// forwardLoss runs the loss under the autocast scope on the output as computed: a language model's
+// bf16 logits are not widened first, and the loss and every gradient are bitwise those of
+// criterion(forward(x)) (autocast's f32 policy gives cross entropy the same f32 values), with and
+// without bf16; without autocast it is criterion(forward(x)) itself.
+TEST(Engine, forward_loss_equals_the_loss_of_the_widened_output) {
+  for (auto precision : {parallel::Precision::bf16, parallel::Precision::fp32}) {
+    auto gpt = [] {
+      Generator g(5);
+      nn::ModelOptions m;
+      m.vocab_size = 17;
+      m.block_size = 8;
+      m.n_layer = 1;
+      m.n_head = 2;
+      m.n_embd = 16;
+      m.dropout = 0.0;
+      m.generator = &g;
+      return nn::makeModel("gpt", m);
+    };
+    EngineOptions o = sgdOptions();
+    o.precision = precision;
+    Engine fused(gpt(), o, worldOf(0, 1, nullptr)), plain(gpt(), o, worldOf(0, 1, nullptr));
+    std::vector<int64_t> tokens(2 * 8);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 5 + 3) % 17);
+    std::vector<int64_t> next(tokens.size());
+    for (size_t i = 0; i < next.size(); ++i) next[i] = static_cast<int64_t>((i * 7 + 1) % 17);
+    const Tensor x = Tensor::fromVector(tokens, {2, 8}), y = Tensor::fromVector(next, {2, 8});
+    auto lm = [&](const Variable& logits) {
+      return autograd::crossEntropy(autograd::reshape(logits, {16, 17}), y.reshape({16}));
+    };
+    Variable a = fused.forwardLoss(Variable(x), lm), b = lm(plain.forward(Variable(x)));
+    ASSERT_EQ(a.dtype(), DType::f32);
+    EXPECT_EQ(a.tensor().toVector<float>(), b.tensor().toVector<float>());
+    fused.backward(a);
+    plain.backward(b);
+    const auto pa = fused.model()->namedParameters(), pb = plain.model()->namedParameters();
+    ASSERT_EQ(pa.size(), pb.size());
+    for (size_t i = 0; i < pa.size(); ++i) {
+      EXPECT_EQ(pa[i].second.grad().toVector<float>(), pb[i].second.grad().toVector<float>()) << pa[i].first;
+    }
+  }
+}
