@@ -43,7 +43,7 @@ void checkTargets(const char* op, const Tensor& target, int64_t c, int64_t ignor
 
 // Cross entropy's f32_loss on bf16/f16 logits (see loss.h).
 bool narrowF32Loss(const Tensor& logits, const CrossEntropyParams& p) {
-  return p.f32_loss && (logits.dtype() == DType::bf16 || logits.dtype() == DType::f16);
+  return p.f32_loss && isLowPrecision(logits.dtype());
 }
 
 }  // namespace

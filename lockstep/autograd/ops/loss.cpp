@@ -3,6 +3,7 @@
 
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
+#include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/loss.h"
 
 namespace lockstep::autograd {
@@ -81,8 +82,7 @@ Variable crossEntropy(const Variable& logits0, const Tensor& target, const Cross
   kernels::CrossEntropyParams p{toKernel(opts.reduction), opts.label_smoothing, opts.ignore_index};
   // Autocast runs the loss in f32. Narrow logits are not cast for it: the kernels give the f32 loss
   // from them (f32_loss) and the gradient in their dtype, the values the cast would have given.
-  const DType d = logits0.dtype();
-  p.f32_loss = autocastDType().has_value() && (d == DType::bf16 || d == DType::f16);
+  p.f32_loss = autocastDType().has_value() && kernels::isLowPrecision(logits0.dtype());
   const Variable logits = p.f32_loss ? logits0 : autocast::fp32(logits0);
   auto [loss, lse] = kernels::crossEntropyForward(logits.tensor(), target, p);
   return record<CrossEntropyBackward>(loss, {&logits}, logits.tensor(), lse, target, p);

@@ -7,6 +7,7 @@
 #include <array>
 #include <type_traits>
 
+#include "lockstep/kernels/dispatch.h"
 #include "lockstep/tensor/cuda/device_types.cuh"
 #include "lockstep/tensor/cuda/runtime.h"
 #include "lockstep/tensor/tensor.h"
@@ -189,7 +190,7 @@ void launchMap(const Tensor& out, const std::array<Tensor, N>& in, const Fn& fn)
 /// before a lower-precision op). False for any other pair (the caller casts).
 /// Whether visitNarrowOf takes dtype t for an x of x_dtype (the caller casts otherwise).
 inline bool narrowReadable(DType t, DType x_dtype) {
-  return t == x_dtype || (x_dtype == DType::f32 && (t == DType::bf16 || t == DType::f16));
+  return t == x_dtype || (x_dtype == DType::f32 && isLowPrecision(t));
 }
 
 template <typename T, typename Fn>
