@@ -7,17 +7,12 @@
 //   bench_attention --impl fused|naive --seq 512 [--dim 64 --batch 1 --heads 1 --causal --dropout 0.1
 //                   --threads 1 --device cpu|cuda --dtype f32|bf16|f16]
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 
+#include "bench/step_measure.h"
 #include "lockstep/autograd.h"
 #include "lockstep/kernels/threads.h"
-#include "lockstep/tensor/allocator.h"
-#if LOCKSTEP_WITH_CUDA
-#include "lockstep/tensor/cuda/allocator.h"
-#include "lockstep/tensor/cuda/runtime.h"
-#endif
 
 using namespace lockstep;
 using namespace lockstep::autograd;
@@ -100,42 +95,13 @@ int run(const std::string& impl, int64_t seq, int64_t dim, int64_t batch, int64_
     y.backward(tg);
     return q.grad().numel() + k.grad().numel() + v.grad().numel();
   };
-  // Bytes in use now, the peak since, and waiting for the device: the CPU's allocator or GPU 0's.
-  auto in_use = [&] {
-#if LOCKSTEP_WITH_CUDA
-    if (gpu) return lockstep::cuda::CudaCachingAllocator::forDevice(0).stats().allocated_current;
-#endif
-    return CachingAllocator::instance().stats().bytes_in_use;
-  };
-  auto peak_in_use = [&] {
-#if LOCKSTEP_WITH_CUDA
-    if (gpu) return lockstep::cuda::CudaCachingAllocator::forDevice(0).stats().allocated_peak;
-#endif
-    return CachingAllocator::instance().stats().peak_bytes_in_use;
-  };
-  auto sync = [&] {
-#if LOCKSTEP_WITH_CUDA
-    if (gpu) lockstep::cuda::currentStream(0).synchronize();
-#endif
-  };
-#if LOCKSTEP_WITH_CUDA
-  if (gpu) lockstep::cuda::CudaCachingAllocator::forDevice(0).resetPeakStats();
-#endif
-  const size_t before = in_use();
-  step();  // warm-up (cuDNN's plans, cuBLASLt's choices); also sets the peak
-  sync();
-  const size_t peak = peak_in_use() - before;
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  sync();
-  const double ms =
-      1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+  const bench::StepMeasure m = bench::measureStep([&] { step(); }, steps, gpu);
   std::printf(
       "impl=%s device=%s dtype=%s B=%lld H=%lld T=%lld D=%lld causal=%d dropout=%g threads=%d "
       "fwd_bwd_ms=%.3f "
       "peak_bytes=%zu\n",
       impl.c_str(), device_name.c_str(), dtype_name.c_str(), static_cast<long long>(batch),
       static_cast<long long>(heads), static_cast<long long>(seq), static_cast<long long>(dim), causal ? 1 : 0,
-      dropout, threads, ms, peak);
+      dropout, threads, m.ms, m.peak_bytes);
   return 0;
 }

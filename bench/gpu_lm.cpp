@@ -17,7 +17,8 @@
 // case: tokens/s, MFU (train::trainingFlopsPerToken, nanoGPT's 6N + 12LHQT, over that bf16 peak, for
 // f32 too, as nanoGPT reports it) when the peak is known, the last loss and the case's peak of GPU
 // memory in tensors (`failed:` and the reason when a case throws; the others still run, and the
-// exit status is 1).
+// exit status is 1). The loss is the trainer's: GPT's output layer and cross entropy as one chunked
+// op (nn::LanguageModel::forwardLoss); LOCKSTEP_FUSED_LM_LOSS=0 makes the logits whole, then the loss.
 //   bench_gpu_lm [--models gpt-mini,gpt2] [--modes eager,graph] [--dtypes f32,bf16]
 //                [--steps 100] [--warmup 10] [--profile-step]
 //   bench_gpu_lm --count-params [--models ...]   (on the CPU: parameters and FLOPs per token)
@@ -34,6 +35,7 @@
 #include "lockstep/parallel.h"
 #include "lockstep/train/monitor/model_flops.h"
 #include "lockstep/train/train_data.h"
+#include "lockstep/util/env.h"
 
 using namespace lockstep;
 
@@ -124,6 +126,15 @@ autograd::Variable lmLoss(const autograd::Variable& logits, const Tensor& target
   return autograd::crossEntropy(train::flattenPositions(logits), train::flattenPositions(target));
 }
 
+/// The step's loss as lockstep train takes it (train::microBatchLoss): GPT's output layer and cross
+/// entropy as one op (LanguageModel::forwardLoss), or with LOCKSTEP_FUSED_LM_LOSS=0 the logits, then
+/// cross entropy.
+autograd::Variable stepLoss(nn::Module& model, const Tensor& x, const Tensor& y) {
+  if (env::getBool("LOCKSTEP_FUSED_LM_LOSS", true))
+    return dynamic_cast<nn::LanguageModel&>(model).forwardLoss(autograd::Variable(x), y);
+  return lmLoss(model(autograd::Variable(x)), y);
+}
+
 struct Result {
   double seconds, loss;
   int64_t params;
@@ -139,7 +150,7 @@ Result runEager(const Case& c) {
     if (c.dtype == "bf16") ac.emplace(DType::bf16);
     // The loss inside the autocast scope, as nanoGPT's (and the engine's forwardLoss): cross entropy
     // reads the bf16 logits in place, with the f32 loss it gives on them widened.
-    loss = lmLoss((*s.model)(autograd::Variable(s.x)), s.y);
+    loss = stepLoss(*s.model, s.x, s.y);
     ac.reset();
     opt.zeroGrad();
     loss.backward();
@@ -156,7 +167,11 @@ Result runGraph(const Case& c) {
   eo.precision = c.dtype == "bf16" ? parallel::Precision::bf16 : parallel::Precision::fp32;
   parallel::Engine engine(s.model, std::make_shared<optim::AdamW>(s.model->parameters(), adamW()), eo,
                           parallel::DistributedEnvironment{});
-  parallel::StepGraph graph(engine, lmLoss, bench::kGraphEagerSteps);
+  nn::CrossEntropyLoss criterion;
+  parallel::StepGraph graph(
+      engine,
+      [&](const Tensor& x, const Tensor& y) { return train::microBatchLoss(engine, criterion, x, y); },
+      bench::kGraphEagerSteps);
   const auto [sec, loss] = bench::timeGraphSteps(graph, s.x, s.y, c.warmup, c.steps);
   return {sec, loss, parameterCount(*s.model), *train::trainingFlopsPerToken(*s.model, c.shape.block)};
 }
@@ -173,9 +188,9 @@ Result runMaster(const Case& c) {
   parallel::Engine engine(s.model, std::make_shared<optim::AdamW>(s.model->parameters(), adamW()), eo,
                           parallel::DistributedEnvironment{});
   autograd::Variable loss;
+  nn::CrossEntropyLoss criterion;
   auto step = [&] {
-    loss = engine.forwardLoss(autograd::Variable(s.x),
-                              [&](const autograd::Variable& out) { return lmLoss(out, s.y); });
+    loss = train::microBatchLoss(engine, criterion, s.x, s.y);
     engine.backward(loss);
     engine.step();
   };

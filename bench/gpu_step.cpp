@@ -132,7 +132,11 @@ Result runGraph(const Case& c) {
   parallel::Engine engine(s.model, eo, parallel::DistributedEnvironment{});
   parallel::StepGraph graph(
       engine,
-      [](const autograd::Variable& out, const Tensor& target) { return autograd::crossEntropy(out, target); },
+      [&engine](const Tensor& input, const Tensor& target) {
+        return engine.forwardLoss(autograd::Variable(input), [&](const autograd::Variable& out) {
+          return autograd::crossEntropy(out, target);
+        });
+      },
       bench::kGraphEagerSteps);
   const auto [sec, loss] = bench::timeGraphSteps(graph, s.x, s.y, c.warmup, c.steps);
   return {sec, loss};

@@ -5,15 +5,20 @@
 # OUT and one OUT/session.tar.gz of them all.
 #   here:  bash scripts/gpu-check.sh                     (.gpu.tar.xz; carry it)
 #   there: tar xJf .gpu.tar.xz && bash scripts/gpu-session.sh "$OUT"
-# Parts (PARTS, comma-separated; default tests,lm,attention):
+# Parts (PARTS, comma-separated; default tests,head,lm,attention):
 #   tests      the GPU test programs of TESTS (glob, default test_[kn]*_gpu: kernels and models), no
 #              training comparisons (scripts/gpu_check/run.sh with ONLY=none)         limit 180 s
 #   check      the CPU-vs-GPU training comparisons of ONLY (regex, default seed_cnn|gpt_mini.fp16)
 #              and the test programs of CHECK_TESTS (default test_[pt][ar]*_gpu)     limit 240 s
 #   lm         bench/gpu_lm.bench.sh, GPT-2 small (MODELS, default gpt2), PyTorch eager (TORCH_MODES)
 #                                                                                   limit 200 s
+#   head       bench/gpu_lm_head.bench.sh: GPT-2's output layer + loss, fused and composed  limit 60 s
 #   attention  bench/gpu_attention.bench.sh                                          limit 100 s
 #   zero       bench/zero_gpu.bench.sh                                               limit 240 s
+#   valloss    bench/gpt_val_loss.bench.sh with DEVICE=cuda: gpt-mini's validation loss beside PyTorch's
+#              after VALLOSS_STEPS steps (default 2000) on the same batches, PRECISION (default bf16),
+#              the bundle's fortunes; lockstep, then PyTorch eager (estimate: under
+#              a minute each plus start-up; never run yet)                           limit 240 s
 # LIMIT_<PART>=seconds changes a part's limit. Prints each part's summary as it ends.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -41,7 +46,7 @@ run_part() {  # PART DEFAULT_LIMIT COMMAND...
   tail -n 40 "$out/$part.log"
 }
 
-IFS=, read -r -a parts <<<"${PARTS:-tests,lm,attention}"
+IFS=, read -r -a parts <<<"${PARTS:-tests,head,lm,attention}"
 for part in "${parts[@]}"; do
   case $part in
     tests) run_part tests 180 env ONLY=none TESTS="${TESTS:-test_[kn]*_gpu}" bash "$bundle/check/run.sh" "$out/tests" ;;
@@ -53,9 +58,14 @@ for part in "${parts[@]}"; do
       run_part lm 200 env OUT_DIR="$out/lm" MODELS="${MODELS:-gpt2}" TORCH_MODES="${TORCH_MODES:-eager}" \
         LOCKSTEP_MODES="${LOCKSTEP_MODES:-eager,master}" bash bench/gpu_lm.bench.sh "$bundle"
       ;;
+    head) run_part head 60 env OUT_DIR="$out/head" bash bench/gpu_lm_head.bench.sh "$bundle" ;;
     attention) run_part attention 100 env OUT_DIR="$out/attention" bash bench/gpu_attention.bench.sh "$bundle" ;;
     zero) run_part zero 240 env OUT_DIR="$out/zero" bash bench/zero_gpu.bench.sh "$bundle" ;;
-    *) echo "gpu-session: unknown part '$part' (known: tests, check, lm, attention, zero)" >&2 ;;
+    valloss)
+      run_part valloss 240 env DEVICE=cuda PRECISION="${PRECISION:-bf16}" OUT_DIR="$out/valloss" \
+        bash bench/gpt_val_loss.bench.sh "$bundle" "${VALLOSS_STEPS:-2000}" 200
+      ;;
+    *) echo "gpu-session: unknown part '$part' (known: tests, check, head, lm, attention, zero, valloss)" >&2 ;;
   esac
 done
 echo "== done in $(( $(date +%s) - start )) s"

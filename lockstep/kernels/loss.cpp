@@ -76,6 +76,18 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
                                                           lse, target, p);
 }
 
+Tensor crossEntropyRowWeights(const Tensor& target, int64_t ignore_index, LossReduction reduction,
+                              DType dtype) {
+  LOCKSTEP_ENFORCE(target.dim() == 1 && target.dtype() == DType::i64, ValueError,
+                   "cross_entropy row weights: target must be [N] i64, got ", target.describe());
+  LOCKSTEP_ENFORCE(reduction != LossReduction::none, ValueError,
+                   "cross_entropy row weights: a reduction (mean or sum) is needed, got none");
+  LOCKSTEP_ENFORCE(dtype == DType::f32 || dtype == DType::f64, ValueError,
+                   "cross_entropy row weights: f32 or f64, got ", dtypeName(dtype));
+  return dispatchAsIs<&LossKernels::crossEntropyRowWeights>(kBackends, {target.isCuda(), dtype}, target,
+                                                            ignore_index, reduction, dtype);
+}
+
 Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
                       int64_t ignore_index) {
   checkClassTarget("nll_loss", log_probs, target);

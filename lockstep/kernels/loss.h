@@ -38,6 +38,43 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
 Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
                             const Tensor& target, const CrossEntropyParams& p);
 
+/// Each row's share of a reduced loss: [N] in dtype, 0 where target[i] is ignore_index, else 1
+/// (sum) or 1 / the rows kept (mean). reduction none: ValueError. Computed where target lives (a
+/// GPU's count stays on the device).
+Tensor crossEntropyRowWeights(const Tensor& target, int64_t ignore_index, LossReduction reduction,
+                              DType dtype);
+
+/// A language model's output layer and its cross entropy as one op, chunk by chunk over the rows
+/// (Liger's fused linear cross entropy): the loss of the logits x W^T against target, and (with_grad)
+/// the logits' gradient for a loss gradient of 1, without ever holding every row's logits. The
+/// logits of a chunk of rows exist while that chunk's loss and gradient are taken; what the backward
+/// keeps is that gradient ([N, V] in x's dtype, where the composed ops keep the logits and then
+/// make their gradient beside them).
+///
+/// x [N, C] and weight [V, C] of one floating dtype, target [N] i64; p.reduction mean or sum (none:
+/// ValueError); label smoothing and ignore_index as crossEntropyForward; p.f32_loss as there. The
+/// loss is what crossEntropyForward(linearForward(x, weight), target, p) gives, its rows summed in
+/// another order.
+///
+/// On a GPU, a vocabulary that leaves a row of logits off a 16-byte boundary (GPT-2's 50,257) is
+/// padded to one (50,264 in bf16) without smoothing: zero weight rows whose logits the GEMM's bias
+/// epilogue sets to -inf, so they add nothing to a row's softmax and get a zero gradient, and every
+/// GEMM of the head takes cuBLASLt's fast kernels with no staging copies (see kernels/cuda/blas.cpp).
+struct LinearCrossEntropy {
+  /// 0-d: the loss.
+  Tensor loss;
+  /// with_grad: dL/dlogits for dL/dloss = 1, [N, Vp] with Vp >= V the padded vocabulary (columns
+  /// past V zero); and the weight the forward multiplied, [Vp, C] (rows past V zero).
+  Tensor grad_logits, weight;
+};
+LinearCrossEntropy linearCrossEntropyForward(const Tensor& x, const Tensor& weight, const Tensor& target,
+                                             const CrossEntropyParams& p, bool with_grad);
+/// {dL/dx [N, C], dL/dW [V, C]} from gloss (0-d) and the forward's result (x the forward's x; V =
+/// the forward weight's rows). A gradient is computed only when asked for (undefined otherwise).
+std::pair<Tensor, Tensor> linearCrossEntropyBackward(const Tensor& gloss, const LinearCrossEntropy& forward,
+                                                     const Tensor& x, int64_t vocab, bool need_x,
+                                                     bool need_weight);
+
 /// -log_probs[i, target[i]], reduced; log_probs [N, C], target [N] i64.
 Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
                       int64_t ignore_index);

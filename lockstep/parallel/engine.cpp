@@ -176,6 +176,13 @@ autograd::Variable Engine::forwardLoss(
 }
 
 autograd::Variable Engine::forwardAsComputed(const autograd::Variable& input) {
+  return forwardWith([&] {
+    const bool cast = autocast_dtype_ && options_.auto_cast && input.dtype() == DType::f32;
+    return model_->forward(cast ? autograd::toDType(input, *autocast_dtype_) : input);
+  });
+}
+
+autograd::Variable Engine::forwardWith(const std::function<autograd::Variable()>& run) {
   // Accumulation micro-steps reduce nothing; the last one reduces the sum (DDP no_sync).
   if (ddp_ && !isGradientAccumulationBoundary() && !no_sync_) no_sync_ = ddp_->noSync();
   // Without the DDP wrapper (stage 2), its per-forward broadcast of rank 0's buffers.
@@ -183,10 +190,9 @@ autograd::Variable Engine::forwardAsComputed(const autograd::Variable& input) {
     broadcastBuffers(*model_, *env_.group);
   // Stage 3: the root's parameters for this forward and its backward (the layers gather theirs).
   if (zero_) zero_->beginStep();
-  if (!autocast_dtype_) return wrapped_->forward(input);
-  autograd::AutocastGuard autocast(*autocast_dtype_);
-  const bool cast = options_.auto_cast && input.dtype() == DType::f32;
-  return wrapped_->forward(cast ? autograd::toDType(input, *autocast_dtype_) : input);
+  std::optional<autograd::AutocastGuard> autocast;
+  if (autocast_dtype_) autocast.emplace(*autocast_dtype_);
+  return ddp_ ? ddp_->forwardWith(run) : run();
 }
 
 void Engine::backward(autograd::Variable loss) {

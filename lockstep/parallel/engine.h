@@ -194,6 +194,12 @@ class Engine {
   /// copy of a language model's logits, nor the cast of their gradient back.
   autograd::Variable forwardLoss(const autograd::Variable& input,
                                  const std::function<autograd::Variable(const autograd::Variable&)>& loss);
+  /// forwardLoss for a model that computes its loss itself: `run` calls the (unwrapped) model its
+  /// own way and returns the loss, e.g. a language model's forwardLoss, whose output layer and cross
+  /// entropy are one op. Everything forward() does around the model is done around `run` (DDP's
+  /// forward and its reducer armed for the loss, the no_sync window, ZeRO-3's gathers), under the
+  /// autocast scope; the input is `run`'s business (autocast's cast of an f32 input is not applied).
+  autograd::Variable forwardWith(const std::function<autograd::Variable()>& run);
   /// Micro-step, part 2: backward of loss * lossScale() / gradient_accumulation_steps.
   void backward(autograd::Variable loss);
   /// Ends a micro-step. At the accumulation boundary runs the gradient phase and the update phase,

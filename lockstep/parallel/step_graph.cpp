@@ -54,8 +54,7 @@ StepGraph::~StepGraph() {
 }
 
 Tensor StepGraph::eager(const Tensor& input, const Tensor& target) {
-  autograd::Variable loss = engine_.forwardLoss(
-      autograd::Variable(input), [&](const autograd::Variable& out) { return loss_(out, target); });
+  autograd::Variable loss = loss_(input, target);
   engine_.backward(loss);
   engine_.step();
   return loss.tensor();

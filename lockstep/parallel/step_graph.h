@@ -61,8 +61,9 @@ std::string stepGraphBlocker(const Engine& engine);
 
 class StepGraph {
  public:
-  /// The loss of one step from the model's output and the target (the caller's criterion).
-  using LossFn = std::function<autograd::Variable(const autograd::Variable& output, const Tensor& target)>;
+  /// One step's loss: the engine's forward of input and the loss against target (the caller's
+  /// criterion through Engine::forwardLoss, or a model's own loss through Engine::forwardWith).
+  using LossFn = std::function<autograd::Variable(const Tensor& input, const Tensor& target)>;
 
   /// ValueError naming stepGraphBlocker's reason when the engine's step cannot be replayed.
   StepGraph(Engine& engine, LossFn loss, int warmup_steps = 3);

@@ -216,9 +216,9 @@ bool trainEpoch(PipelineRun& r, uint64_t e) {
 /// Collective: `ds` through the stages, each replica its shard.
 EvalResult evaluateOn(PipelineRun& r, const std::shared_ptr<data::Dataset>& ds) {
   r.parts.stage->train(false);
-  const EvalResult v =
-      evaluateWith(ds, {static_cast<int>(r.grid.replica), static_cast<int>(r.grid.replicas), &r.world},
-                   r.device, [&](const Tensor& input) { return r.parts.stage->forwardOnly(input); });
+  const EvalResult v = evaluateWith(
+      ds, {static_cast<int>(r.grid.replica), static_cast<int>(r.grid.replicas), &r.world}, r.device,
+      [&](const Tensor& input) { return r.parts.stage->forwardOnly(input); }, r.data.vocab_size);
   r.parts.stage->train(true);
   return v;
 }

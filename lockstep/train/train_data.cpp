@@ -1,11 +1,14 @@
 #include "lockstep/train/train_data.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "lockstep/autograd.h"
 #include "lockstep/data.h"
 #include "lockstep/kernels/accumulate.h"
 #include "lockstep/kernels/metrics.h"
+#include "lockstep/nn/models/language_model.h"
+#include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::train {
@@ -83,14 +86,32 @@ Tensor flattenPositions(const Tensor& target) {
   return target.reshape({target.size(0) * target.size(1)});
 }
 
+autograd::Variable microBatchLoss(parallel::Engine& engine, nn::CrossEntropyLoss& criterion,
+                                  const Tensor& input, const Tensor& target) {
+  static const bool fused = env::getBool("LOCKSTEP_FUSED_LM_LOSS", true);
+  auto* lm = dynamic_cast<nn::LanguageModel*>(engine.model().get());
+  if (lm && fused) {
+    return engine.forwardWith(
+        [&] { return lm->forwardLoss(autograd::Variable(input), target, criterion.options()); });
+  }
+  return engine.forwardLoss(autograd::Variable(input), [&](const autograd::Variable& out) {
+    return criterion(flattenPositions(out), flattenPositions(target));
+  });
+}
+
+int64_t evalBatchWindows(int64_t block_size, int64_t vocab) {
+  const int64_t positions = vocab > 0 ? std::min<int64_t>(131072, (int64_t{64} << 20) / vocab) : 131072;
+  return std::max<int64_t>(1, positions / std::max<int64_t>(1, block_size));
+}
+
 EvalResult evaluateWith(const std::shared_ptr<data::Dataset>& ds, const EvalShard& shard, Device device,
-                        const std::function<autograd::Variable(const Tensor& input)>& forward) {
+                        const std::function<autograd::Variable(const Tensor& input)>& forward,
+                        int64_t vocab) {
   autograd::NoGradGuard ng;
   data::DataLoaderOptions lo;
-  // About 128K positions per batch for language models (e.g. 512 windows of 256), 500 samples else.
   lo.batch_size = 500;
   if (auto* w = dynamic_cast<data::TokenWindowDataset*>(ds.get()))
-    lo.batch_size = std::max<int64_t>(1, 131072 / w->blockSize());
+    lo.batch_size = evalBatchWindows(w->blockSize(), vocab);
   std::shared_ptr<data::Sampler> sampler;
   if (shard.count > 1) {
     data::DistributedSamplerOptions so;
@@ -129,10 +150,11 @@ EvalResult evaluateWith(const std::shared_ptr<data::Dataset>& ds, const EvalShar
 }
 
 EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds, comm::ProcessGroup* group,
-                    int rank, int world) {
+                    int rank, int world, int64_t vocab) {
   model.eval();
-  const EvalResult r = evaluateWith(ds, {group ? rank : 0, group ? world : 1, group}, model.device(),
-                                    [&](const Tensor& input) { return model(autograd::Variable(input)); });
+  const EvalResult r = evaluateWith(
+      ds, {group ? rank : 0, group ? world : 1, group}, model.device(),
+      [&](const Tensor& input) { return model(autograd::Variable(input)); }, vocab);
   model.train();
   return r;
 }

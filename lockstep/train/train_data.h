@@ -8,7 +8,9 @@
 
 #include "lockstep/comm/process_group.h"
 #include "lockstep/data/dataset.h"
+#include "lockstep/nn/loss.h"
 #include "lockstep/nn/module.h"
+#include "lockstep/parallel/engine.h"
 #include "lockstep/train/config/config.h"
 
 namespace lockstep::train {
@@ -36,6 +38,14 @@ TrainData loadTrainData(const DataConfig& config, uint64_t seed);
 autograd::Variable flattenPositions(const autograd::Variable& logits);
 Tensor flattenPositions(const Tensor& target);
 
+/// One micro-batch's training loss on the engine's model: a language model's output layer and
+/// cross entropy in one op (nn::LanguageModel::forwardLoss through Engine::forwardWith: the
+/// [B, T, V] logits are never held whole), any other model's output through `criterion` (positions
+/// flattened, Engine::forwardLoss). LOCKSTEP_FUSED_LM_LOSS=0 gives language models the composed ops
+/// too (the same loss, rows summed in another order).
+autograd::Variable microBatchLoss(parallel::Engine& engine, nn::CrossEntropyLoss& criterion,
+                                  const Tensor& input, const Tensor& target);
+
 struct EvalResult {
   double loss = 0;
   double accuracy = 0;
@@ -52,13 +62,21 @@ struct EvalShard {
   comm::ProcessGroup* reduce = nullptr;
 };
 
+/// Windows per evaluation batch of a language model: about 128K positions (512 windows of 256),
+/// fewer where `vocab` (the logits' width; 0: unknown) would take their f32 logits past 256 MiB
+/// (GPT-2's 50,257 words: one window of 1,024 positions, not 128 whose logits are 26 GB); at
+/// least 1. Pure.
+int64_t evalBatchWindows(int64_t block_size, int64_t vocab);
+
 /// evaluate's pass with any forward: `forward` maps a batch's input (on `device`) to its logits,
 /// or to an undefined Variable on a rank that computes no logits (a pipeline stage before the
-/// last), whose sums are then zero. No gradients. Collective over shard.reduce.
+/// last), whose sums are then zero. No gradients. Collective over shard.reduce. A language model's
+/// batches hold evalBatchWindows(block, vocab) windows.
 EvalResult evaluateWith(const std::shared_ptr<data::Dataset>& ds, const EvalShard& shard, Device device,
-                        const std::function<autograd::Variable(const Tensor& input)>& forward);
+                        const std::function<autograd::Variable(const Tensor& input)>& forward,
+                        int64_t vocab = 0);
 
 EvalResult evaluate(nn::Module& model, const std::shared_ptr<data::Dataset>& ds, comm::ProcessGroup* group,
-                    int rank, int world);
+                    int rank, int world, int64_t vocab = 0);
 
 }  // namespace lockstep::train

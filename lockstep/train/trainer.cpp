@@ -122,10 +122,9 @@ std::unique_ptr<parallel::StepGraph> makeStepGraph(Run& r) {
   if (!r.device.isCuda() || c.cuda_graph == CudaGraph::never) return nullptr;
   const std::string why = parallel::stepGraphBlocker(r.engine);
   if (why.empty()) {
-    return std::make_unique<parallel::StepGraph>(
-        r.engine, [&r](const autograd::Variable& out, const Tensor& target) {
-          return r.criterion(flattenPositions(out), flattenPositions(target));
-        });
+    return std::make_unique<parallel::StepGraph>(r.engine, [&r](const Tensor& input, const Tensor& target) {
+      return microBatchLoss(r.engine, r.criterion, input, target);
+    });
   }
   if (c.cuda_graph == CudaGraph::always) {
     throw ValueError("cuda_graph: true, but this training step cannot be replayed as a CUDA graph: " + why +
@@ -165,10 +164,7 @@ bool microStep(Run& r, const data::Batch& b, double& window_loss) {
     window_loss += r.step_graph->step(input, target).itemDouble();
     return true;
   }
-  autograd::Variable loss =
-      r.engine.forwardLoss(autograd::Variable(input), [&](const autograd::Variable& out) {
-        return r.criterion(flattenPositions(out), flattenPositions(target));
-      });
+  autograd::Variable loss = microBatchLoss(r.engine, r.criterion, input, target);
   window_loss += loss.item() / static_cast<double>(r.config.batch.gradient_accumulation_steps);
   r.engine.backward(loss);
   return r.engine.step();
@@ -257,8 +253,9 @@ bool trainEpoch(Run& r, uint64_t e) {
 EvalResult evaluateOn(Run& r, const std::shared_ptr<data::Dataset>& ds) {
   const parallel::DistributedEnvironment& env = r.engine.environment();
   EvalResult v;
-  r.engine.evaluate(
-      [&] { v = evaluate(*r.engine.module(), ds, env.group.get(), env.rank(), env.worldSize()); });
+  r.engine.evaluate([&] {
+    v = evaluate(*r.engine.module(), ds, env.group.get(), env.rank(), env.worldSize(), r.data.vocab_size);
+  });
   return v;
 }
 

@@ -4,18 +4,25 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gpu_compare.h"
 #include "lockstep/kernels.h"
 
 using namespace lockstep;
 using kernels::LossReduction;
+using lockstep::testing::expectGpuClose;
 using lockstep::testing::f64;
 using lockstep::testing::gpu;
 using lockstep::testing::gpuMatches;
 using lockstep::testing::hostRandom;
+using lockstep::testing::OpClass;
 using lockstep::testing::oracle;
+using lockstep::testing::roundedInput;
 using lockstep::testing::Tol;
+using lockstep::testing::tolFor;
 
 namespace {
 // Targets in [0, c) with every third row ignore_index (-100) when `ignore`.
@@ -54,6 +61,53 @@ TEST(GpuCrossEntropy, non_contiguous_logits_and_bad_input) {
   EXPECT_THROW(kernels::crossEntropyForward(gpu(logits), gpu(tg.to(DType::i32)), p), ValueError);
   Tensor bad = Tensor::fromVector(std::vector<int64_t>{0, 1, 10, 2, 3, 4}, {6});
   EXPECT_TRUE(std::isnan(kernels::crossEntropyForward(gpu(logits), gpu(bad), p).first.item<double>()));
+}
+
+// The fused output layer + cross entropy on a GPU against the composed ops on the f64 values:
+// vocabularies whose rows of logits are whole 16-byte runs and ones that are not (padded with -inf
+// logits: 4,099 words -> 4,100 in f32, 4,104 in bf16 and f16), label smoothing (never padded),
+// ignored rows, mean (the small case, its loss gradient 100 so that the gradients are O(1) against
+// the bounds) and sum (gradient 0.75), and in f32 at 4,099 words two chunks of rows (1,920
+// rows of about 32 MiB of logits, then 80).
+TEST(GpuLinearCrossEntropy, matches_the_composed_ops_with_and_without_a_padded_vocabulary) {
+  LOCKSTEP_REQUIRE_GPU();
+  const int64_t c = 16;
+  for (auto [n, v] : std::vector<std::pair<int64_t, int64_t>>{{300, 1024}, {2000, 4099}}) {
+    for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+      const Tensor x = roundedInput({n, c}, dt, 1), w = roundedInput({v, c}, dt, 2);
+      const Tensor tg = targets(n, v, true);
+      for (double smoothing : {0.0, 0.1}) {
+        const bool mean = v == 1024;
+        const double gv = mean ? 100.0 : 0.75;
+        kernels::CrossEntropyParams p{mean ? LossReduction::mean : LossReduction::sum, smoothing, -100};
+        p.f32_loss = dt != DType::f32;
+        const std::string what =
+            std::string(dtypeName(dt)) + " vocab " + std::to_string(v) + (smoothing > 0 ? " smoothed" : "");
+        // The oracle: the composed ops on the f64 values.
+        kernels::CrossEntropyParams p64 = p;
+        p64.f32_loss = false;
+        const Tensor logits = kernels::linearForward(f64(x), f64(w), Tensor());
+        auto [want, lse] = kernels::crossEntropyForward(logits, tg, p64);
+        const Tensor g = Tensor::scalar(gv, DType::f64);
+        const Tensor dlogits = kernels::crossEntropyBackward(g, logits, lse, tg, p64);
+        const Tensor want_dx = kernels::linearBackwardData(dlogits, f64(w));
+        const Tensor want_dw = kernels::linearBackwardWeights(dlogits, f64(x), false).first;
+
+        kernels::LinearCrossEntropy fused =
+            kernels::linearCrossEntropyForward(gpu(x), gpu(w), gpu(tg), p, true);
+        const DType loss_dtype = p.f32_loss ? DType::f32 : dt;
+        expectGpuClose(fused.loss, want, loss_dtype, lossTol(dt), what + " loss");
+        auto [dx, dw] = kernels::linearCrossEntropyBackward(gpu(Tensor::scalar(gv, loss_dtype)), fused,
+                                                            gpu(x), v, true, true);
+        const Tol t = tolFor(dt, OpClass::gemm);
+        EXPECT_TRUE(gpuMatches(dx.to(DType::f64), want_dx, t, what + " dx"));
+        EXPECT_TRUE(gpuMatches(dw.to(DType::f64), want_dw, t, what + " dw"));
+        EXPECT_EQ(dx.dtype(), dt) << what;
+        EXPECT_EQ(dw.dtype(), dt) << what;
+        EXPECT_EQ(dw.shape(), w.shape()) << what;
+      }
+    }
+  }
 }
 
 TEST(GpuMseLoss, rejects_operands_on_different_devices) {

@@ -1,7 +1,10 @@
 #include "lockstep/kernels/tables/loss.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <string>
 
 #include "common/check.h"
 #include "lockstep/kernels.h"
@@ -20,6 +23,12 @@ Tensor randomTargets(int64_t n, int64_t c, uint64_t seed, int64_t ignore_every =
     t[i] = ignore_every && i % ignore_every == 1 ? ignore_index : static_cast<int64_t>(g.nextBelow(c));
   }
   return Tensor::fromVector<int64_t>(t, {n});
+}
+
+double maxAbs(const Tensor& t) {
+  double m = 0;
+  for (double v : t.toVector<double>()) m = std::max(m, std::abs(v));
+  return m;
 }
 
 // The fixed example whose expected values came from torch 1.13 (see tests below).
@@ -150,6 +159,111 @@ TEST(CrossEntropy, rejects_mismatched_shapes) {
   EXPECT_THROW(kernels::crossEntropyForward(x, Tensor::fromVector<int64_t>({1, 2, -1, 0}, {4}), {}),
                ValueError);
   EXPECT_THROW(kernels::crossEntropyForward(x, Tensor::fromVector<float>({1, 2, 3, 0}, {4}), {}), ValueError);
+}
+
+// The fused output layer + cross entropy against the composed ops: the loss, x's and the weight's
+// gradients for a loss gradient g. The vocabulary makes the CPU take several chunks of rows (64 MiB
+// of f32 logits a chunk: 48 rows at 300,001 words), the last one short.
+TEST(LinearCrossEntropy, equals_the_linear_layer_then_cross_entropy_chunk_by_chunk) {
+  const int64_t n = 101, c = 16, v = 300001;
+  const Tensor x = randomTensor({n, c}, DType::f32, 5, -1, 1), w = randomTensor({v, c}, DType::f32, 6, -1, 1);
+  for (int64_t ignore_every : {0, 4}) {
+    const Tensor t = randomTargets(n, v, 7, ignore_every);
+    for (auto r : {LossReduction::mean, LossReduction::sum}) {
+      for (double s : {0.0, 0.1}) {
+        kernels::CrossEntropyParams p{r, s, -100};
+        const Tensor logits = kernels::linearForward(x, w, Tensor());
+        auto [want, lse] = kernels::crossEntropyForward(logits, t, p);
+        const Tensor g = Tensor::scalar(0.7);
+        const Tensor dlogits = kernels::crossEntropyBackward(g, logits, lse, t, p);
+        const Tensor want_dx = kernels::linearBackwardData(dlogits, w);
+        const Tensor want_dw = kernels::linearBackwardWeights(dlogits, x, false).first;
+
+        kernels::LinearCrossEntropy fused = kernels::linearCrossEntropyForward(x, w, t, p, true);
+        ASSERT_EQ(fused.loss.shape(), Shape{});
+        ASSERT_EQ(fused.loss.dtype(), DType::f32);
+        EXPECT_TRUE(tensorsNear(fused.loss, want, 1e-6, 1e-6))
+            << fused.loss.itemDouble() << " vs " << want.itemDouble();
+        auto [dx, dw] = kernels::linearCrossEntropyBackward(g, fused, x, v, true, true);
+        ASSERT_EQ(dw.shape(), w.shape());
+        // The sums over 300,001 words cancel (the softmax adds up to the target's 1): bounds
+        // relative to the largest entry.
+        EXPECT_TRUE(tensorsNear(dx, want_dx, 1e-5 * maxAbs(want_dx), 1e-5));
+        EXPECT_TRUE(tensorsNear(dw, want_dw, 1e-5 * maxAbs(want_dw), 1e-5));
+        // Without the gradient only the loss is taken.
+        kernels::LinearCrossEntropy loss_only = kernels::linearCrossEntropyForward(x, w, t, p, false);
+        EXPECT_FALSE(loss_only.grad_logits.defined());
+        EXPECT_TRUE(tensorsNear(loss_only.loss, fused.loss, 0, 0));
+      }
+    }
+  }
+}
+
+// f64 (the gradient checks' dtype) and bf16 with f32_loss (autocast's) give what the composed ops
+// give; a mean over no kept rows is NaN, as cross entropy's is, with zero gradients.
+TEST(LinearCrossEntropy, keeps_the_composed_ops_dtypes_and_edge_cases) {
+  const int64_t n = 9, c = 8, v = 30;
+  const Tensor t = randomTargets(n, v, 3, 3);
+  for (DType dt : {DType::f64, DType::bf16}) {
+    const Tensor x = randomTensor({n, c}, DType::f32, 1).to(dt),
+                 w = randomTensor({v, c}, DType::f32, 2).to(dt);
+    kernels::CrossEntropyParams p{LossReduction::mean, 0.0, -100};
+    p.f32_loss = dt == DType::bf16;
+    const Tensor logits = kernels::linearForward(x, w, Tensor());
+    auto [want, lse] = kernels::crossEntropyForward(logits, t, p);
+    kernels::LinearCrossEntropy fused = kernels::linearCrossEntropyForward(x, w, t, p, true);
+    ASSERT_EQ(fused.loss.dtype(), want.dtype()) << dtypeName(dt);
+    EXPECT_TRUE(tensorsNear(fused.loss, want, dt == DType::f64 ? 1e-14 : 1e-6, 1e-6)) << dtypeName(dt);
+    const Tensor g = Tensor::scalar(1.0, want.dtype());
+    const Tensor dlogits = kernels::crossEntropyBackward(g, logits, lse, t, p);
+    auto [dx, dw] = kernels::linearCrossEntropyBackward(g, fused, x, v, true, true);
+    ASSERT_EQ(dx.dtype(), dt);
+    ASSERT_EQ(dw.dtype(), dt);
+    const double tol = dt == DType::f64 ? 1e-14 : 2e-2;
+    EXPECT_TRUE(tensorsNear(dx, kernels::linearBackwardData(dlogits, w), tol, tol)) << dtypeName(dt);
+    EXPECT_TRUE(tensorsNear(dw, kernels::linearBackwardWeights(dlogits, x, false).first, tol, tol))
+        << dtypeName(dt);
+  }
+  const Tensor x = randomTensor({3, 4}, DType::f32, 1), w = randomTensor({5, 4}, DType::f32, 2);
+  const Tensor ignored = Tensor::fromVector<int64_t>({-100, -100, -100}, {3});
+  kernels::LinearCrossEntropy none_kept =
+      kernels::linearCrossEntropyForward(x, w, ignored, {LossReduction::mean, 0.0, -100}, true);
+  EXPECT_TRUE(std::isnan(none_kept.loss.itemDouble()));
+  auto [dx, dw] = kernels::linearCrossEntropyBackward(Tensor::scalar(1.0), none_kept, x, 5, true, true);
+  EXPECT_TRUE(tensorsNear(dx, Tensor::zeros({3, 4}), 0, 0));
+  EXPECT_TRUE(tensorsNear(dw, Tensor::zeros({5, 4}), 0, 0));
+  EXPECT_EQ(kernels::linearCrossEntropyForward(x, w, ignored, {LossReduction::sum, 0.0, -100}, false)
+                .loss.itemDouble(),
+            0.0);
+}
+
+TEST(LinearCrossEntropy, refuses_what_it_cannot_do_by_name) {
+  const Tensor x = randomTensor({3, 4}, DType::f32, 1), w = randomTensor({5, 4}, DType::f32, 2);
+  const Tensor t = Tensor::fromVector<int64_t>({0, 1, 2}, {3});
+  auto refuses = [](const std::function<void()>& f, const std::string& what) {
+    try {
+      f();
+    } catch (const ValueError& e) {
+      return std::string(e.what()).find(what) != std::string::npos;
+    }
+    return false;
+  };
+  EXPECT_TRUE(refuses(
+      [&] {
+        kernels::linearCrossEntropyForward(x, w, t, {LossReduction::none, 0.0, -100}, true);
+      },
+      "reduction none"));
+  EXPECT_TRUE(refuses([&] { kernels::linearCrossEntropyForward(x, w.to(DType::f64), t, {}, true); },
+                      "weight [V, C]"));
+  EXPECT_TRUE(refuses(
+      [&] {
+        kernels::linearCrossEntropyForward(x, randomTensor({5, 3}), t, {}, true);
+      },
+      "weight [V, C]"));
+  EXPECT_TRUE(refuses([&] { kernels::linearCrossEntropyForward(x, w, t.slice(0, 2), {}, true); }, "target"));
+  const Tensor out_of_range = Tensor::fromVector<int64_t>({0, 5, 2}, {3});
+  EXPECT_TRUE(
+      refuses([&] { kernels::linearCrossEntropyForward(x, w, out_of_range, {}, true); }, "out of range"));
 }
 
 TEST(NllLoss, forward_and_backward_match_reference) {

@@ -3,8 +3,11 @@
 // (tests/optim/language_model_overfit_test.cpp trains one).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "common/check.h"
 #include "lockstep/autograd.h"
@@ -158,6 +161,63 @@ TEST(LanguageModel, checkpointed_blocks_give_bitwise_the_plain_gradients_with_dr
     // attention's output from the first run instead of recomputing it: still bitwise.
     EXPECT_EQ(autograd::checkpointProfile().recomputes, 2) << name;
     EXPECT_EQ(autograd::checkpointProfile().stash_reuses, 2) << name;
+  }
+}
+
+// forwardLoss (the output layer and the cross entropy as one op) against the logits' cross entropy:
+// the loss and every parameter's gradient, in f32 and under bf16 autocast (where both read bf16
+// logits of the same GEMM); per-row losses (reduction none) come from the logits; a target that does
+// not match the input is named.
+TEST(LanguageModel, forward_loss_is_the_cross_entropy_of_the_logits) {
+  auto maxAbs = [](const Tensor& t) {
+    double m = 0;
+    for (double v : t.toVector<double>()) m = std::max(m, std::abs(v));
+    return m;
+  };
+  for (const char* name : {"gpt", "llama"}) {
+    for (bool bf16 : {false, true}) {
+      std::vector<Tensor> grads[2];
+      double losses[2] = {0, 0};
+      for (int fused = 0; fused < 2; ++fused) {
+        Generator g(4);
+        auto m = makeLm(name, tiny(&g));
+        manualSeed(11);  // the same dropout masks
+        std::optional<autograd::AutocastGuard> ac;
+        if (bf16) ac.emplace(DType::bf16);
+        Tensor x = tokens(2, 12, 32, 9), target = tokens(2, 12, 32, 10);
+        target.data<int64_t>()[5] = -100;  // an ignored position
+        Variable loss = fused ? m->forwardLoss(Variable(x), target)
+                              : autograd::crossEntropy(autograd::reshape(m->forward(Variable(x)), {24, 32}),
+                                                       target.reshape({24}));
+        ac.reset();
+        EXPECT_EQ(loss.dtype(), DType::f32);
+        losses[fused] = loss.item();
+        loss.backward();
+        for (const auto& p : m->parameters()) grads[fused].push_back(p.grad());
+      }
+      const std::string what = std::string(name) + (bf16 ? " bf16" : " f32");
+      EXPECT_NEAR(losses[1], losses[0], 1e-6 * std::abs(losses[0])) << what;
+      ASSERT_EQ(grads[0].size(), grads[1].size());
+      for (size_t i = 0; i < grads[0].size(); ++i) {
+        const double tol = (bf16 ? 1e-2 : 1e-5) * maxAbs(grads[0][i]);
+        EXPECT_TRUE(lockstep::testing::tensorsNear(grads[1][i], grads[0][i], tol, 0))
+            << what << " gradient " << i;
+      }
+    }
+    Generator g(4);
+    auto m = makeLm(name, tiny(&g));
+    Tensor x = tokens(2, 12, 32, 9), target = tokens(2, 12, 32, 10);
+    autograd::CrossEntropyOptions none;
+    none.reduction = autograd::Reduction::none;
+    EXPECT_EQ(m->forwardLoss(Variable(x), target, none).shape(), (Shape{24}));
+    try {
+      m->forwardLoss(Variable(x), target.reshape({24}));
+      ADD_FAILURE() << name << ": a flat target was taken";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("targets must be i64 token ids of the input's shape"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 

@@ -31,7 +31,8 @@ struct Setup {
   std::function<std::shared_ptr<nn::Module>()> make;  // built on the host after manualSeed
   parallel::EngineOptions options;
   std::function<std::pair<Tensor, Tensor>(int step, int64_t rows)> batch;  // host tensors
-  parallel::StepGraph::LossFn loss;
+  // One step's loss through the engine (its forward included), eager or captured.
+  std::function<Variable(parallel::Engine&, const Tensor& x, const Tensor& y)> loss;
 };
 
 struct Outcome {
@@ -55,7 +56,8 @@ Outcome train(const Setup& s, bool graphed) {
   std::unique_ptr<parallel::StepGraph> graph;
   if (graphed) {
     EXPECT_EQ(parallel::stepGraphBlocker(engine), "");
-    graph = std::make_unique<parallel::StepGraph>(engine, s.loss, kWarmup);
+    graph = std::make_unique<parallel::StepGraph>(
+        engine, [&](const Tensor& x, const Tensor& y) { return s.loss(engine, x, y); }, kWarmup);
   }
   Outcome o;
   for (int step = 0; step < kSteps; ++step) {
@@ -66,7 +68,7 @@ Outcome train(const Setup& s, bool graphed) {
     if (graph) {
       loss = graph->step(x, y);
     } else {
-      Variable l = s.loss(engine.forward(Variable(x)), y);
+      Variable l = s.loss(engine, x, y);
       engine.backward(l);
       engine.step();
       loss = l.tensor();
@@ -101,12 +103,15 @@ void expectReplaysAreTheEagerSteps(const Setup& s, const std::string& what) {
   }
 }
 
-Variable ce(const Variable& out, const Tensor& target) { return autograd::crossEntropy(out, target); }
+Variable ce(parallel::Engine& engine, const Tensor& x, const Tensor& y) {
+  return engine.forwardLoss(Variable(x), [&](const Variable& out) { return autograd::crossEntropy(out, y); });
+}
 
-// Next-token loss over every position: logits [B, T, V], targets [B, T].
-Variable lmLoss(const Variable& out, const Tensor& target) {
-  const int64_t n = out.size(0) * out.size(1);
-  return autograd::crossEntropy(autograd::reshape(out, {n, out.size(2)}), target.reshape({n}));
+// Next-token loss over every position, as the trainer takes it: the output layer and the cross
+// entropy in one op (LanguageModel::forwardLoss).
+Variable lmLoss(parallel::Engine& engine, const Tensor& x, const Tensor& y) {
+  auto& lm = dynamic_cast<nn::LanguageModel&>(*engine.model());
+  return engine.forwardWith([&] { return lm.forwardLoss(Variable(x), y); });
 }
 
 std::function<std::pair<Tensor, Tensor>(int, int64_t)> images(const Shape& item) {

@@ -43,7 +43,8 @@ TEST(StepGraph, a_model_on_the_cpu_is_not_captured_and_the_reason_is_given) {
   parallel::Engine engine(mlp(), sgd(), parallel::DistributedEnvironment{});
   EXPECT_EQ(parallel::stepGraphBlocker(engine), "the model is not on a GPU");
   try {
-    parallel::StepGraph g(engine, [](const autograd::Variable& out, const Tensor&) { return out; });
+    parallel::StepGraph g(engine,
+                          [](const Tensor& input, const Tensor&) { return autograd::Variable(input); });
     FAIL();
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("not on a GPU"), std::string::npos) << e.what();

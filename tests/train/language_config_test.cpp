@@ -4,6 +4,7 @@
 
 #include "lockstep/train/config/config.h"
 #include "lockstep/train/language_model_run.h"
+#include "lockstep/train/train_data.h"
 #include "lockstep/util/error.h"
 #include "train/config_test_util.h"
 
@@ -97,4 +98,15 @@ TEST(LanguageConfig, mismatches_and_bad_values_are_errors_naming_the_key) {
   EXPECT_TRUE(has(errorOf(std::string(kGpt) + "sample: {temperature: -1}\n"), "sample.temperature"));
   EXPECT_TRUE(has(errorOf(std::string(kGpt) + "activation_checkpointing: {number_checkpoints: 0}\n"),
                   "number_checkpoints must be positive"));
+}
+
+// Evaluation batches of a language model: 128K positions for a byte vocabulary, as many windows of a
+// 50,257-word one as keep their f32 logits within 256 MiB (one of 1,024 positions), never none.
+TEST(LanguageEvaluation, batches_keep_the_logits_within_256_mib) {
+  EXPECT_EQ(evalBatchWindows(256, 256), 512);
+  EXPECT_EQ(evalBatchWindows(256, 0), 512);
+  EXPECT_EQ(evalBatchWindows(1024, 50257), 1);
+  EXPECT_EQ(evalBatchWindows(64, 50257), 20);
+  EXPECT_EQ(evalBatchWindows(8192, 50257), 1);
+  EXPECT_LE(evalBatchWindows(64, 50257) * 64 * 50257 * 4, int64_t{256} << 20);
 }

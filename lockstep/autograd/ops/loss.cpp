@@ -38,6 +38,29 @@ class CrossEntropyBackward final : public Node {
   kernels::CrossEntropyParams p_;
 };
 
+// The forward took the logits' gradient for dL/dloss = 1; the backward multiplies it into the
+// GEMMs of x's and the weight's gradients and scales them by g.
+class LinearCrossEntropyBackward final : public Node {
+ public:
+  LinearCrossEntropyBackward(kernels::LinearCrossEntropy forward, Tensor x, int64_t vocab)
+      : forward_(std::move(forward)), x_(std::move(x)), vocab_(vocab) {}
+  std::vector<Tensor> apply(const Tensor& g) override {
+    auto [dx, dw] = kernels::linearCrossEntropyBackward(g, forward_, x_, vocab_, edges_[0] != nullptr,
+                                                        edges_[1] != nullptr);
+    return {dx, dw};
+  }
+  std::string name() const override { return "LinearCrossEntropyBackward"; }
+  void releaseSaved() override {
+    forward_ = {};
+    x_ = Tensor();
+  }
+
+ private:
+  kernels::LinearCrossEntropy forward_;
+  Tensor x_;
+  int64_t vocab_;
+};
+
 class NllLossBackward final : public Node {
  public:
   NllLossBackward(Tensor target, int64_t classes, kernels::LossReduction r, int64_t ignore_index)
@@ -86,6 +109,20 @@ Variable crossEntropy(const Variable& logits0, const Tensor& target, const Cross
   const Variable logits = p.f32_loss ? logits0 : autocast::fp32(logits0);
   auto [loss, lse] = kernels::crossEntropyForward(logits.tensor(), target, p);
   return record<CrossEntropyBackward>(loss, {&logits}, logits.tensor(), lse, target, p);
+}
+
+Variable linearCrossEntropy(const Variable& x0, const Variable& weight0, const Tensor& target,
+                            const CrossEntropyOptions& opts) {
+  const Variable x = autocast::lower(x0), weight = autocast::lower(weight0);
+  kernels::CrossEntropyParams p{toKernel(opts.reduction), opts.label_smoothing, opts.ignore_index};
+  p.f32_loss = autocastDType().has_value() && kernels::isLowPrecision(x.dtype());
+  const bool grad = needsGrad({&x, &weight});
+  kernels::LinearCrossEntropy forward =
+      kernels::linearCrossEntropyForward(x.tensor(), weight.tensor(), target, p, grad);
+  Tensor loss = std::move(forward.loss);
+  if (!grad) return Variable::makeResult(loss, nullptr);
+  return record<LinearCrossEntropyBackward>(loss, {&x, &weight}, std::move(forward), x.tensor(),
+                                            weight.size(0));
 }
 
 Variable nllLoss(const Variable& log_probs0, const Tensor& target, Reduction reduction,

@@ -15,6 +15,14 @@ struct CrossEntropyOptions {
 };
 /// logits [N, C], target [N] of i64 class indices (a plain tensor: no gradient flows to it).
 Variable crossEntropy(const Variable& logits, const Tensor& target, const CrossEntropyOptions& opts = {});
+/// A language model's output layer and the cross entropy of its logits as one op: the loss of
+/// crossEntropy(linear(x, weight), target, opts), without ever holding every row's logits
+/// (kernels::linearCrossEntropyForward, chunk by chunk; the gradient of the logits is taken in the
+/// forward and kept for the backward instead of the logits). x [N, C], weight [V, C] (no bias),
+/// target [N] i64; reduction mean or sum (none: ValueError). Under autocast x and weight are lowered
+/// as linear's operands are, and the loss is f32 as crossEntropy's.
+Variable linearCrossEntropy(const Variable& x, const Variable& weight, const Tensor& target,
+                            const CrossEntropyOptions& opts = {});
 /// log_probs [N, C], target [N] i64.
 Variable nllLoss(const Variable& log_probs, const Tensor& target, Reduction reduction = Reduction::mean,
                  int64_t ignore_index = -100);

@@ -111,7 +111,42 @@ __global__ void crossEntropyBackwardRows(T* __restrict__ gx, const T* __restrict
   }
 }
 
+// w[i] = 0 for an ignored row, else 1 (sum) or 1 / the rows kept (mean; NaN for every row when none
+// is kept: the mean over no rows). One block.
+template <typename A>
+__global__ void rowWeights(A* __restrict__ w, const int64_t* __restrict__ target, int64_t n,
+                           int64_t ignore_index, bool mean) {
+  __shared__ double shm[32];
+  double kept = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) kept += target[i] != ignore_index;
+  kept = blockSum(kept, shm);
+  const A share = !mean ? A(1) : kept > 0 ? A(1) / A(kept) : nanOf<A>();
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    w[i] = target[i] == ignore_index && kept > 0 ? A(0) : share;
+}
+
 }  // namespace
+
+Tensor crossEntropyRowWeights(const Tensor& target, int64_t ignore_index, LossReduction reduction,
+                              DType dtype) {
+  const Tensor tg = target.contiguous();
+  const int64_t n = tg.numel();
+  Tensor w = Tensor::empty({n}, dtype, MemoryFormat::contiguous, tg.device());
+  LOCKSTEP_ENFORCE(dtype == DType::f32 || dtype == DType::f64, ValueError,
+                   "cross_entropy row weights: f32 or f64, got ", dtypeName(dtype));
+  auto run = [&](auto tag) {
+    using A = decltype(tag);
+    rowWeights<A><<<1, kFinishBlock, 0, streamOf(tg)>>>(static_cast<A*>(w.devicePtr()),
+                                                        static_cast<const int64_t*>(tg.devicePtr()), n,
+                                                        ignore_index, reduction == LossReduction::mean);
+    LOCKSTEP_CUDA_CHECK(cudaGetLastError());
+  };
+  if (dtype == DType::f32)
+    run(float{});
+  else
+    run(double{});
+  return w;
+}
 
 std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
                                               const CrossEntropyParams& p) {

@@ -18,6 +18,8 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
                                               const CrossEntropyParams& p);
 Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
                             const Tensor& target, const CrossEntropyParams& p);
+Tensor crossEntropyRowWeights(const Tensor& target, int64_t ignore_index, LossReduction reduction,
+                              DType dtype);
 Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
                       int64_t ignore_index);
 Tensor nllLossBackward(const Tensor& gloss, const Tensor& target, int64_t num_classes,

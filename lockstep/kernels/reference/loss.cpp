@@ -73,6 +73,18 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
   return gx.to(logits.dtype());
 }
 
+Tensor crossEntropyRowWeights(const Tensor& target, int64_t ignore_index, LossReduction reduction,
+                              DType dtype) {
+  auto t = target.toVector<int64_t>();
+  const int64_t kept = countKept(t, ignore_index);
+  // A mean over no rows is NaN (0 / 0, as the loss itself): every row carries it then.
+  const bool mean = reduction == LossReduction::mean;
+  const double share = !mean ? 1.0 : kept > 0 ? 1.0 / static_cast<double>(kept) : std::nan("");
+  Tensor w = Tensor::empty({static_cast<int64_t>(t.size())}, DType::f64);
+  for (size_t i = 0; i < t.size(); ++i) w.data<double>()[i] = t[i] == ignore_index && kept > 0 ? 0.0 : share;
+  return w.to(dtype);
+}
+
 Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,
                       int64_t ignore_index) {
   const int64_t n = log_probs.size(0), c = log_probs.size(1);

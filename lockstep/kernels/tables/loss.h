@@ -10,6 +10,7 @@ namespace lockstep::kernels {
 #define LOCKSTEP_LOSS_OPS(X) \
   X(crossEntropyForward, std::pair<Tensor, Tensor>(const Tensor& logits, const Tensor& target, const CrossEntropyParams& p)) \
   X(crossEntropyBackward, Tensor(const Tensor& gloss, const Tensor& logits, const Tensor& lse, const Tensor& target, const CrossEntropyParams& p)) \
+  X(crossEntropyRowWeights, Tensor(const Tensor& target, int64_t ignore_index, LossReduction reduction, DType dtype)) \
   X(nllLossForward, Tensor(const Tensor& log_probs, const Tensor& target, LossReduction reduction, int64_t ignore_index)) \
   X(nllLossBackward, Tensor(const Tensor& gloss, const Tensor& target, int64_t num_classes, LossReduction reduction, int64_t ignore_index)) \
   X(mseLossForward, Tensor(const Tensor& input, const Tensor& target, LossReduction reduction)) \

@@ -128,9 +128,20 @@ Variable Gpt::head(const Variable& x) {
   return autograd::linear(ln_f_->forwardLowered(x), wte_->weight(), Variable());  // tied output layer
 }
 
-Variable Gpt::forward(const Variable& idx) {
-  Variable x = runBlocks(layers(), embed(idx, isTraining()), isTraining() ? options_.checkpoint_every : 0);
-  return head(x);
+Variable Gpt::trunk(const Variable& idx) {
+  return runBlocks(layers(), embed(idx, isTraining()), isTraining() ? options_.checkpoint_every : 0);
+}
+
+Variable Gpt::forward(const Variable& idx) { return head(trunk(idx)); }
+
+Variable Gpt::forwardLoss(const Variable& idx, const Tensor& target,
+                          const autograd::CrossEntropyOptions& opts) {
+  // Per-row losses come from the logits (the fused op sums its rows as it goes).
+  if (opts.reduction == autograd::Reduction::none) return LanguageModel::forwardLoss(idx, target, opts);
+  const Tensor flat = flatTargets(target, idx, "GPT");
+  Variable h = ln_f_->forwardLowered(trunk(idx));
+  return autograd::linearCrossEntropy(autograd::reshape(h, {flat.size(0), h.size(-1)}), wte_->weight(), flat,
+                                      opts);
 }
 
 NamedModules Gpt::sequenceLayers() {

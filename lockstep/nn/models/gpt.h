@@ -52,6 +52,9 @@ class Gpt : public LanguageModelWith<GptOptions>, public HasLayerSequence {
   /// idx i64 [B, T], T <= block_size -> logits [B, T, vocab_size]. ValueError naming the shape,
   /// dtype or a token outside the vocabulary.
   Variable forward(const Variable& idx) override;
+  /// ln_f, the tied output layer and the loss in one op (autograd::linearCrossEntropy).
+  Variable forwardLoss(const Variable& idx, const Tensor& target,
+                       const autograd::CrossEntropyOptions& opts = {}) override;
   /// The transformer blocks, in order.
   std::vector<Module*> layers() override;
   /// The layers a pipeline cuts into stages (nn/layer_sequence.h): the embedding (wte, wpe, dropout), each
@@ -64,6 +67,8 @@ class Gpt : public LanguageModelWith<GptOptions>, public HasLayerSequence {
   /// the tied output layer): the model's and its layer sequence's.
   Variable embed(const Variable& idx, bool training);
   Variable head(const Variable& x);
+  /// Embeddings and blocks: the input of ln_f.
+  Variable trunk(const Variable& idx);
 
   std::shared_ptr<Embedding> wte_, wpe_;
   std::shared_ptr<ModuleList<GptBlock>> h_;

@@ -6,11 +6,27 @@
 #include <set>
 
 #include "lockstep/autograd/checkpoint.h"
+#include "lockstep/autograd/ops/shape.h"
 #include "lockstep/kernels/graph_capture.h"
 #include "lockstep/nn/linear.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::nn {
+
+Variable LanguageModel::forwardLoss(const Variable& idx, const Tensor& target,
+                                    const autograd::CrossEntropyOptions& opts) {
+  const Tensor flat = flatTargets(target, idx, typeName().c_str());
+  Variable logits = forward(idx);
+  return autograd::crossEntropy(autograd::reshape(logits, {flat.size(0), logits.size(-1)}), flat, opts);
+}
+
+Tensor flatTargets(const Tensor& target, const Variable& idx, const char* model) {
+  LOCKSTEP_ENFORCE(target.defined() && target.dtype() == DType::i64 && target.shape() == idx.shape(),
+                   ValueError, model, ": the targets must be i64 token ids of the input's shape ",
+                   shapeToString(idx.shape()), ", got ",
+                   target.defined() ? target.describe() : std::string("an undefined tensor"));
+  return target.reshape({target.numel()});
+}
 
 void checkTokenInput(const Tensor& idx, int64_t vocab_size, int64_t block_size, const char* model,
                      const Device& device) {

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/autograd/ops/loss.h"
 #include "lockstep/nn/module.h"
 #include "lockstep/tensor/generator.h"
 #include "lockstep/util/error.h"
@@ -27,6 +28,13 @@ class LanguageModel : public Module {
   /// (k = 1: every block; 0: none).
   virtual void setCheckpointEvery(int64_t k) = 0;
   virtual int64_t checkpointEvery() const = 0;
+  /// The next-token cross entropy of forward(idx) against target (i64, idx's [B, T]): the loss
+  /// crossEntropy(forward(idx) as [B T, V], target as [B T], opts) gives. gpt and llama take their
+  /// output layer and the loss together (autograd::linearCrossEntropy, chunk by chunk), so the
+  /// [B, T, V] logits are never held: at GPT-2's vocabulary they are the largest activation of a
+  /// step. ValueError for a target that does not match idx.
+  virtual Variable forwardLoss(const Variable& idx, const Tensor& target,
+                               const autograd::CrossEntropyOptions& opts = {});
 };
 
 /// A language model whose Options has block_size, vocab_size, n_layer and checkpoint_every (gpt's,
@@ -57,6 +65,10 @@ class LanguageModelWith : public LanguageModel {
 /// into a CUDA graph (kernels::isCapturingGraph), when the embedding's device check stands in. Pure.
 void checkTokenInput(const Tensor& idx, int64_t vocab_size, int64_t block_size, const char* model,
                      const Device& device);
+
+/// target (i64, the shape of idx) as [B T]: the rows of a language model's flattened logits.
+/// ValueError naming `model` otherwise.
+Tensor flatTargets(const Tensor& target, const Variable& idx, const char* model);
 
 /// Runs x through blocks in order; with checkpoint_every = k > 0 each run of k consecutive blocks
 /// is one autograd::checkpoint segment (its inputs kept, the rest recomputed in backward), except

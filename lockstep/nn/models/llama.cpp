@@ -140,13 +140,26 @@ std::pair<Tensor, Tensor> Llama::rotary(int64_t t, const Device& device) {
   return {it->cos.slice(0, t), it->sin.slice(0, t)};
 }
 
-Variable Llama::forward(const Variable& idx) {
+Variable Llama::trunk(const Variable& idx) {
   checkTokenInput(idx.tensor(), options_.vocab_size, options_.block_size, "Llama",
                   embed_tokens_->weight().tensor().device());
   const auto [cos, sin] = rotary(idx.size(1), embed_tokens_->weight().tensor().device());
   for (size_t i = 0; i < layers_->size(); ++i) (*layers_)[i]->setRotary(cos, sin);
-  Variable x = runBlocks(layers(), embed_tokens_->forward(idx), isTraining() ? options_.checkpoint_every : 0);
-  return lm_head_->forward(norm_->forwardLowered(x));  // the head is the final norm's one reader
+  return runBlocks(layers(), embed_tokens_->forward(idx), isTraining() ? options_.checkpoint_every : 0);
+}
+
+Variable Llama::forward(const Variable& idx) {
+  return lm_head_->forward(norm_->forwardLowered(trunk(idx)));  // the head is the final norm's one reader
+}
+
+Variable Llama::forwardLoss(const Variable& idx, const Tensor& target,
+                            const autograd::CrossEntropyOptions& opts) {
+  // Per-row losses come from the logits (the fused op sums its rows as it goes).
+  if (opts.reduction == autograd::Reduction::none) return LanguageModel::forwardLoss(idx, target, opts);
+  const Tensor flat = flatTargets(target, idx, "Llama");
+  Variable h = norm_->forwardLowered(trunk(idx));
+  return autograd::linearCrossEntropy(autograd::reshape(h, {flat.size(0), h.size(-1)}), lm_head_->weight(),
+                                      flat, opts);
 }
 
 NamedModules Llama::sequenceLayers() {

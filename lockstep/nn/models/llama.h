@@ -48,6 +48,9 @@ class Llama : public LanguageModelWith<LlamaOptions>, public HasLayerSequence {
  public:
   explicit Llama(const LlamaOptions& options);
   Variable forward(const Variable& idx) override;
+  /// The final norm, lm_head and the loss in one op (autograd::linearCrossEntropy).
+  Variable forwardLoss(const Variable& idx, const Tensor& target,
+                       const autograd::CrossEntropyOptions& opts = {}) override;
   /// The transformer blocks, in order.
   std::vector<Module*> layers() override;
   /// The layers a pipeline cuts into stages (nn/layer_sequence.h): the embedding, each block (with its rotary
@@ -56,6 +59,8 @@ class Llama : public LanguageModelWith<LlamaOptions>, public HasLayerSequence {
   std::string extraRepr() const override;
 
  private:
+  /// Token check, rotary tables, embedding and blocks: the input of the final norm.
+  Variable trunk(const Variable& idx);
   /// The rotary tables of t positions on the model's device (made or grown on first need).
   std::pair<Tensor, Tensor> rotary(int64_t t, const Device& device);
 

@@ -39,9 +39,13 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 }
 
 Variable DistributedDataParallel::forward(const Variable& x) {
+  return forwardWith([&] { return module_->forward(x); });
+}
+
+Variable DistributedDataParallel::forwardWith(const std::function<Variable()>& run) {
   if (opts_.broadcast_buffers && group_->size() > 1) broadcastBuffers(*module_, *group_);
   const auto start = std::chrono::steady_clock::now();
-  Variable out = module_->forward(x);
+  Variable out = run();
   if (isTraining() && autograd::isGradEnabled() && out.requiresGrad()) {
     reducer_->prepareForBackward(out, std::chrono::steady_clock::now() - start);
   }

@@ -3,6 +3,7 @@
 // batch would get (torch.nn.parallel.DistributedDataParallel). Wrap a module; call forward, loss,
 // backward and the optimizer as usual: gradients are averaged across ranks by bucketed allreduce
 // overlapped with backward (reducer.h), and are synchronized when backward() returns.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,6 +43,9 @@ class DistributedDataParallel : public nn::Module {
   /// Runs the wrapped module; in training mode with gradients enabled, arms the reducer for this
   /// output's backward. Collective when broadcast_buffers and the module has buffers.
   Variable forward(const Variable& x) override;
+  /// forward() around `run`, which runs the wrapped module its own way and returns what backward
+  /// starts from (a language model's forwardLoss: the loss itself). The reducer is armed for that.
+  Variable forwardWith(const std::function<Variable()>& run);
 
   nn::Module& module() { return *module_; }
   const std::shared_ptr<nn::Module>& modulePtr() const { return module_; }
