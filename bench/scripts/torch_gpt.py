@@ -17,7 +17,6 @@ import math
 import os
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -34,7 +33,7 @@ def corpus(path):
             text += f.read()
         if not text.endswith(b"\n"):
             text += b"\n"
-    return np.frombuffer(text, dtype=np.uint8).astype(np.int64)
+    return torch.frombuffer(bytearray(text), dtype=torch.uint8).to(torch.int64)
 
 
 class Attention(nn.Module):
@@ -133,8 +132,8 @@ def main():
     torch.manual_seed(1)
     tokens = corpus(args.corpus)
     n_train = int(len(tokens) * (1.0 - 0.1))  # lockstep's data.val_split arithmetic
-    train = torch.from_numpy(tokens[:n_train])
-    val = torch.from_numpy(tokens[n_train:])
+    train = tokens[:n_train]
+    val = tokens[n_train:]
     bs = args.block_size
     windows = (len(train) - 1) // bs
     n_layer, n_head, c = PRESETS[args.model_type]
