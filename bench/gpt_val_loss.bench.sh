@@ -4,8 +4,8 @@
 # (bench/scripts/torch_gpt.py, minGPT attention) train on exactly the same batches for STEPS steps, one
 # rank each. The batches are lockstep's: bench_train_order prints the order its trainer draws (its
 # sampler and seed), and the peer reads it. Both validate on all validation windows at each epoch's end
-# and at the last step. Initial weights and dropout masks come from each framework's own generator (same
-# distributions), so the curves agree statistically, not bitwise.
+# and at the last step. Initial weights (unless INIT=same) and dropout masks come from each framework's
+# own generator (same distributions), so the curves agree statistically, not bitwise.
 #   bench/gpt_val_loss.bench.sh [BUILD_DIR] [STEPS] [LOG_EVERY]
 # BUILD_DIR is a build tree (default build: BUILD_DIR/lockstep, BUILD_DIR/bench/bench_train_order, the
 # PyTorch peer from peer.sh: PYTHON, else PyPI's torch in BUILD_DIR/bench-venv) or the GPU bundle of
@@ -21,6 +21,11 @@
 #   CORPUS     the text directory both sides read (default /usr/share/games/fortunes, Debian's fortunes;
 #              with the bundle its copy BUILD_DIR/data/fortunes); lockstep gets it as data.root
 #   OUT_DIR    keep the order, both logs and lockstep's run there (default: a temporary directory, removed)
+#   INIT       own (default): each side draws its own initial weights (the same distributions); same:
+#              PyTorch starts from lockstep's (a one-step lockstep run at lr 0 writes them, torch_gpt.py
+#              --init-from reads them), so the curves differ only by dropout's masks and rounding (with
+#              model.dropout 0 the two agreed to 4 decimals over the first 14 steps on a CPU, a loss
+#              spike at step 9 included)
 # Prints the train loss every LOG_EVERY steps (that step's loss, as steps_per_print logs it) of both,
 # then the validation losses and their relative difference; the target is within 2% after 2,000 steps.
 # On an H100 2,000 steps should take well under a minute a side, plus start-up (estimate, not yet run).
@@ -32,6 +37,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 device=${DEVICE:-cpu}
 case $device in cpu | cuda) ;; *) echo "gpt_val_loss: DEVICE=$device: cpu or cuda" >&2; exit 2 ;; esac
+init=${INIT:-own}
+case $init in own | same) ;; *) echo "gpt_val_loss: INIT=$init: own or same" >&2; exit 2 ;; esac
 precision=${PRECISION:-f32}
 case $precision in
   f32 | fp32) precision=f32 ours_precision=() theirs_precision=fp32 ;;
@@ -115,6 +122,15 @@ theirs_cmd=("$python" "$here/scripts/torch_gpt.py" --corpus "$corpus" --device "
   --precision "$theirs_precision" --block-size "$block" --batch-size "$batch" --max-steps "$steps" --warmup-steps 0
   --attention mingpt --order-file "$work/order.txt" --eval-at "$eval_at" --log-every "$every")
 fail() { echo "$1 failed (log: $2):"; tail -20 "$2"; exit 1; }
+if [ "$init" = same ]; then
+  # One step at lr 0 leaves AdamW's parameters as they were built: lockstep's initial weights.
+  "$bin/lockstep" train "$root/examples/configs/gpt_fortunes.yaml" --output-dir "$work/init" \
+    --set device="$device" --set data.root="$corpus" --set max_steps=1 --set optimizer.params.lr=0 \
+    --set checkpoint.every_steps=0 --set tensorboard.enabled=false --set sample.max_new_tokens=0 \
+    >"$work/init.log" 2>&1 || fail "lockstep train (the initial weights)" "$work/init.log"
+  theirs_cmd+=(--init-from "$work/init/model.safetensors")
+  echo "PyTorch starts from lockstep's initial weights ($work/init/model.safetensors)"
+fi
 if [ "$device" = cpu ]; then
   taskset -c 0 "${ours_cmd[@]}" >"$work/ours.log" 2>&1 &
   ours=$!

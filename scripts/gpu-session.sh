@@ -17,8 +17,9 @@
 #   zero       bench/zero_gpu.bench.sh                                               limit 240 s
 #   valloss    bench/gpt_val_loss.bench.sh with DEVICE=cuda: gpt-mini's validation loss beside PyTorch's
 #              after VALLOSS_STEPS steps (default 2000) on the same batches, PRECISION (default bf16),
-#              the bundle's fortunes; lockstep, then PyTorch eager (estimate: under
-#              a minute each plus start-up; never run yet)                           limit 240 s
+#              the bundle's fortunes, PyTorch from lockstep's initial weights (INIT, default same);
+#              lockstep, then PyTorch eager (estimate: under a minute each plus start-up and the
+#              one-step run that writes the initial weights; never run yet)         limit 240 s
 # LIMIT_<PART>=seconds changes a part's limit. Prints each part's summary as it ends.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -62,7 +63,7 @@ for part in "${parts[@]}"; do
     attention) run_part attention 100 env OUT_DIR="$out/attention" bash bench/gpu_attention.bench.sh "$bundle" ;;
     zero) run_part zero 240 env OUT_DIR="$out/zero" bash bench/zero_gpu.bench.sh "$bundle" ;;
     valloss)
-      run_part valloss 240 env DEVICE=cuda PRECISION="${PRECISION:-bf16}" OUT_DIR="$out/valloss" \
+      run_part valloss 240 env DEVICE=cuda PRECISION="${PRECISION:-bf16}" INIT="${INIT:-same}" OUT_DIR="$out/valloss" \
         bash bench/gpt_val_loss.bench.sh "$bundle" "${VALLOSS_STEPS:-2000}" 200
       ;;
     *) echo "gpu-session: unknown part '$part' (known: tests, check, head, lm, attention, zero, valloss)" >&2 ;;

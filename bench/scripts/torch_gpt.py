@@ -36,6 +36,25 @@ def corpus(path):
     return torch.frombuffer(bytearray(text), dtype=torch.uint8).to(torch.int64)
 
 
+def load_safetensors(path):
+    """A safetensors file's tensors by name (f32, bf16, f16; no safetensors package needed)."""
+    import json
+    import struct
+    dtypes = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16, "F64": torch.float64}
+    with open(path, "rb") as f:
+        raw = f.read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        t = torch.frombuffer(bytearray(raw[8 + n + b:8 + n + end]), dtype=dtypes[e["dtype"]])
+        out[name] = t.reshape(e["shape"])
+    return out
+
+
 class Attention(nn.Module):
     def __init__(self, c, h, block, p, kind):
         super().__init__()
@@ -123,6 +142,8 @@ def main():
     ap.add_argument("--eval-at", default="")
     ap.add_argument("--log-every", type=int, default=0)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--init-from", default="",
+                    help="initial weights from a safetensors file of GPT-2 names (lockstep's model.safetensors)")
     args = ap.parse_args()
     dev = torch.device(args.device)
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -139,7 +160,16 @@ def main():
     n_layer, n_head, c = PRESETS[args.model_type]
     if args.n_layer:
         n_layer = args.n_layer
-    model = GPT(256, bs, n_layer, n_head, c, args.dropout, args.attention).to(dev)
+    model = GPT(256, bs, n_layer, n_head, c, args.dropout, args.attention)
+    if args.init_from:
+        missing, unexpected = model.load_state_dict(load_safetensors(args.init_from), strict=False)
+        # lm_head.weight is wte's (tied); every other parameter must come from the file (the causal
+        # masks are buffers).
+        params = {name for name, _ in model.named_parameters()} - {"lm_head.weight"}
+        missing = [k for k in missing if k in params]
+        if missing or unexpected:
+            raise SystemExit(f"--init-from {args.init_from}: missing {missing}, unexpected {unexpected}")
+    model = model.to(dev)
     # minGPT's split: Linear weights decay; biases, LayerNorm and embedding weights (the tied table) do not.
     linear_weights = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)} - {id(model.lm_head.weight)}
     decay = [p for p in model.parameters() if id(p) in linear_weights]
