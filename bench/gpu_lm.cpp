@@ -35,7 +35,6 @@
 #include "lockstep/parallel.h"
 #include "lockstep/train/monitor/model_flops.h"
 #include "lockstep/train/train_data.h"
-#include "lockstep/util/env.h"
 
 using namespace lockstep;
 
@@ -130,7 +129,7 @@ autograd::Variable lmLoss(const autograd::Variable& logits, const Tensor& target
 /// entropy as one op (LanguageModel::forwardLoss), or with LOCKSTEP_FUSED_LM_LOSS=0 the logits, then
 /// cross entropy.
 autograd::Variable stepLoss(nn::Module& model, const Tensor& x, const Tensor& y) {
-  if (env::getBool("LOCKSTEP_FUSED_LM_LOSS", true))
+  if (train::fusedLanguageModelLoss())
     return dynamic_cast<nn::LanguageModel&>(model).forwardLoss(autograd::Variable(x), y);
   return lmLoss(model(autograd::Variable(x)), y);
 }

@@ -86,11 +86,15 @@ Tensor flattenPositions(const Tensor& target) {
   return target.reshape({target.size(0) * target.size(1)});
 }
 
+bool fusedLanguageModelLoss() {
+  static const bool fused = env::getBool("LOCKSTEP_FUSED_LM_LOSS", true);
+  return fused;
+}
+
 autograd::Variable microBatchLoss(parallel::Engine& engine, nn::CrossEntropyLoss& criterion,
                                   const Tensor& input, const Tensor& target) {
-  static const bool fused = env::getBool("LOCKSTEP_FUSED_LM_LOSS", true);
   auto* lm = dynamic_cast<nn::LanguageModel*>(engine.model().get());
-  if (lm && fused) {
+  if (lm && fusedLanguageModelLoss()) {
     return engine.forwardWith(
         [&] { return lm->forwardLoss(autograd::Variable(input), target, criterion.options()); });
   }

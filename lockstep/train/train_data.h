@@ -38,6 +38,10 @@ TrainData loadTrainData(const DataConfig& config, uint64_t seed);
 autograd::Variable flattenPositions(const autograd::Variable& logits);
 Tensor flattenPositions(const Tensor& target);
 
+/// Whether language models take their output layer and loss as one op (true unless
+/// LOCKSTEP_FUSED_LM_LOSS=0; read once).
+bool fusedLanguageModelLoss();
+
 /// One micro-batch's training loss on the engine's model: a language model's output layer and
 /// cross entropy in one op (nn::LanguageModel::forwardLoss through Engine::forwardWith: the
 /// [B, T, V] logits are never held whole), any other model's output through `criterion` (positions
