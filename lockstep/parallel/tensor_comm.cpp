@@ -1,6 +1,8 @@
 #include "lockstep/parallel/tensor_comm.h"
 
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "lockstep/util/error.h"
 
@@ -30,6 +32,53 @@ comm::BufferPlace placeOf(const Device& device) {
 }
 
 comm::BufferPlace placeOf(const Tensor& t) { return placeOf(t.device()); }
+
+#if LOCKSTEP_WITH_CUDA
+namespace {
+cuda::Stream streamOf(const comm::BufferPlace& place) {
+  return cuda::Stream(place.device, static_cast<cudaStream_t>(place.stream));
+}
+
+// waiter waits, on the GPU, for the work queued on `from` so far, through an event of this thread's for
+// (a wait takes the event's state when it is queued, so one event serves every such wait).
+void waitFor(const cuda::Stream& waiter, const cuda::Stream& from) {
+  thread_local std::map<int, cuda::Event> events;
+  cuda::DeviceGuard guard(from.device());
+  auto it = events.find(from.device());
+  if (it == events.end()) it = events.emplace(from.device(), cuda::Event()).first;
+  it->second.record(from);
+  it->second.block(waiter);
+}
+}  // namespace
+#endif
+
+comm::BufferPlace forkSidePlace(const comm::BufferPlace& place) {
+  if (!place.onDevice()) return place;
+#if LOCKSTEP_WITH_CUDA
+  static std::mutex mutex;
+  static std::map<int, cuda::Stream> sides;  // one per GPU, taken from the pool once
+  cuda::Stream side;
+  {
+    std::lock_guard lock(mutex);
+    auto it = sides.find(place.device);
+    if (it == sides.end()) it = sides.emplace(place.device, cuda::streamFromPool(place.device)).first;
+    side = it->second;
+  }
+  waitFor(side, streamOf(place));
+  comm::BufferPlace p = place;
+  p.stream = static_cast<void*>(side.handle());
+  return p;
+#else
+  return place;
+#endif
+}
+
+void joinSidePlace(const comm::BufferPlace& place, const comm::BufferPlace& side) {
+  if (!place.onDevice() || side.stream == place.stream) return;
+#if LOCKSTEP_WITH_CUDA
+  waitFor(streamOf(place), streamOf(side));
+#endif
+}
 
 void CopyFence::record(const comm::BufferPlace& place) {
   pending_ = true;

@@ -25,6 +25,18 @@ void copyBytes(void* dst, const void* src, size_t bytes, const comm::BufferPlace
 /// Blocks until what was queued on place's stream is done (nothing for the host).
 void waitForCopies(const comm::BufferPlace& place);
 
+/// A stream beside place's (a GPU's compute stream) for copies that should overlap the compute
+/// queued there (gradients down to the host, parameters up from it): the returned place names it,
+/// and its stream first waits, on the GPU, for the work queued on place so far (the producers of
+/// what it copies, the last uses of memory allocated on place's stream for it). One such stream
+/// per GPU. Memory the side stream touches must not be reused through place's stream before
+/// joinSidePlace(place, side) (or a host wait for the copies: CopyFence). The host: place itself.
+comm::BufferPlace forkSidePlace(const comm::BufferPlace& place);
+/// place's stream waits, on the GPU, for the work queued on side's so far: what is queued on place
+/// next sees the side copies' results, and waitForCopies(place) covers them. Nothing for the host
+/// or when side is place.
+void joinSidePlace(const comm::BufferPlace& place, const comm::BufferPlace& side);
+
 /// A mark in a place's stream: wait() blocks the host until the work queued there before record()
 /// is done (a copy to host memory the host reads next), without waiting for what came after it.
 /// On the host both do nothing. Not thread-safe.

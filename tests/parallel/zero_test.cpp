@@ -432,12 +432,15 @@ TEST(Zero, offload_optimizer_cpu_steps_host_copies_and_matches_ddp) {
   // ZeRO-Offload's path (a GPU run's `offload_optimizer: {device: cpu}`: the optimizer steps host
   // copies of the partition, the gradients copied in before the step and the values back after it),
   // here with host parameters: the copies must change nothing. Stage 3 also with offload_param cpu
-  // (the optimizer steps the coordinator's host pieces themselves, the gradients copied in).
+  // (the optimizer steps the coordinator's host pieces themselves, the gradients copied in). The
+  // host step goes a run of shards at a time (offload_step_chunk elements): one run per shard in
+  // half the runs, one for all in the others.
   for (int run = 0; run < 4; ++run) {
     const int stage = std::min(run + 1, 3);
     EngineOptions o = run >= 2 ? perLayer(adam()) : adam();
     o.zero.offload_optimizer_cpu = true;
     o.zero.offload_param_cpu = run == 3;
+    o.zero.offload_step_chunk = run % 2 == 0 ? 1 : int64_t{1} << 22;
     o.zero.reduce_bucket_size = 20;
     o.zero.allgather_bucket_size = 9;
     const std::string adam_what = run == 3 ? "Adam, ZeRO-Offload with the parameters' pieces on the host"
@@ -446,6 +449,7 @@ TEST(Zero, offload_optimizer_cpu_steps_host_copies_and_matches_ddp) {
     EngineOptions s = sgd();
     s.zero.offload_optimizer_cpu = true;
     s.zero.offload_param_cpu = run == 3;
+    s.zero.offload_step_chunk = run % 2 == 0 ? 1 : 40;
     s.gradient_accumulation_steps = 3;
     s.gradient_clipping = 0.05;  // clipped and unscaled on the host copies, copied once per step
     s.loss_scaler = optim::LossScalerOptions{};

@@ -162,6 +162,9 @@ void ZeroGradReducer::launch(size_t b) {
   slot.bucket = static_cast<long>(b);
   char* staging = static_cast<char*>(slot.staging.devicePtr());
   void* recv = slot.recv.devicePtr();
+  // The slot's last block may still be on its way down to the host on the side stream: the
+  // reduction waits for that copy before it writes the block again.
+  if (slot.copied.pending()) joinSidePlace(place, slot.side);
   if (group_ && layout_.world > 1 && reduce_scatter_) {
     comm::ReduceScatterOptions o;
     o.op = comm::ReduceOp::avg;
@@ -203,9 +206,10 @@ void ZeroGradReducer::complete(Slot& slot) {
         slot.host_recv = Tensor::empty({max_chunk_}, dtype_);
         if (pin_memory_) slot.host_recv = slot.host_recv.pinMemory();
       }
-      const comm::BufferPlace place = placeOf(device_);
-      copyBytes(slot.host_recv.devicePtr(), slot.recv.devicePtr(), piece.nbytes(), place);
-      slot.copied.record(place);
+      // On a side stream, so that the backward's kernels queued next do not wait for the copy.
+      slot.side = forkSidePlace(placeOf(device_));
+      copyBytes(slot.host_recv.devicePtr(), slot.recv.devicePtr(), piece.nbytes(), slot.side);
+      slot.copied.record(slot.side);
       slot.host_bucket = slot.bucket;
     }
     slot.bucket = -1;

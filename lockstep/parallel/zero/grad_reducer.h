@@ -12,7 +12,8 @@
 // parameters do (the host or one GPU: copies and collectives then on the current stream), except
 // that ZeRO-Offload keeps a GPU run's pieces in host memory (host_pieces, as DeepSpeed's CPU
 // offload accumulates the gradient partition there): each reduced block is copied down into a
-// host buffer (pinned with pin_memory) and added on the host once the copy is done, when the
+// host buffer (pinned with pin_memory), on a side stream beside the compute (the backward's next
+// kernels do not wait for it), and added on the host once the copy is done, when the
 // buffer is needed again or backward ends, so the GPU holds two buckets in flight and no gradient
 // partition, and the host never waits for more than that copy.
 //
@@ -76,6 +77,7 @@ class ZeroGradReducer {
     Tensor recv;            // this rank's block
     Tensor host_recv;       // host_pieces: the block copied down to the host
     CopyFence copied;       // host_pieces: that copy, queued; its sum into the piece comes later
+    comm::BufferPlace side;  // host_pieces: the side stream that copy went on (forkSidePlace)
     long host_bucket = -1;  // the bucket host_recv holds, not yet added (-1: none)
     std::shared_ptr<comm::Work> work;
     long bucket = -1;

@@ -41,6 +41,8 @@ void validateZeroOptions(const ZeroOptions& o) {
                      " must be a non-negative number of elements");
   }
   validateNvmeOffloadOptions(o.offload_optimizer);
+  LOCKSTEP_ENFORCE(o.offload_step_chunk >= 1, ValueError, "ZeroOptions::offload_step_chunk=", o.offload_step_chunk,
+                   " must be a positive number of elements");
   LOCKSTEP_ENFORCE(
       !o.gather_device || o.stage == 3, ValueError,
       "ZeroOptions::gather_device (a model built on the host, gathered on a device) needs stage 3");
@@ -349,6 +351,7 @@ void ZeroOptimizer::pointShardGradients() {
   if (reducer_) reducer_->checkComplete();
   // (A GPU run's stage 2 and 3 reduce into host pieces already.)
   const bool moved = offload_cpu_ && !(reducer_ && reducer_->piecesOnHost());
+  bool queued = false;  // copies down into pinned memory still on their way
   for (Shard& s : shards_) {
     Tensor g = partitionGradient(s);
     if (g.defined() && (moved || g.dtype() != s.var.dtype())) {
@@ -357,11 +360,16 @@ void ZeroOptimizer::pointShardGradients() {
             Tensor::empty({s.numel}, s.var.dtype(), MemoryFormat::contiguous, s.var.tensor().device());
         if (offload_cpu_ && options_.offload_optimizer_pin_memory) s.host_grad = s.host_grad.pinMemory();
       }
-      s.host_grad.copyFrom(g);
+      // A GPU gradient into pinned memory of its dtype: queued, all of them waited for once below
+      // (not a wait per gradient).
+      const bool async = g.isCuda() && s.host_grad.isPinned() && g.dtype() == s.host_grad.dtype();
+      s.host_grad.copyFrom(g, async);
+      queued = queued || async;
       g = s.host_grad;
     }
     s.var.setGrad(g);
   }
+  if (queued) waitForCopies(placeOf(device()));
   host_grads_current_ = copies;
 }
 
@@ -372,11 +380,13 @@ void ZeroOptimizer::step() {
   if (offload_cpu_ || (coordinator_ && coordinator_->piecesOffDevice())) waitForCopies(placeOf(device()));
   if (offload_) {
     offload_->step();  // streams the states through the swap file, a sub-group at a time
+  } else if (offload_cpu_) {
+    stepAndUpload();  // and the values copied to the parameters
   } else {
     optimizer_->step();
   }
   if (offload_cpu_ || master_) {
-    copyShardsToParameters();
+    if (!offload_cpu_) copyShardsToParameters();
     host_grads_current_ = false;  // the next step copies the gradients afresh
   }
   if (master_ && !offload_cpu_) dropGradientCopies();  // the f32 copies live for the step only
@@ -413,21 +423,57 @@ void ZeroOptimizer::releaseParameters() {
 }
 
 void ZeroOptimizer::copyShardsToParameters() {
+  for (Shard& s : shards_) copyShardToParameter(s);
+}
+
+void ZeroOptimizer::copyShardToParameter(Shard& s) {
   // From pinned host copies the uploads are queued on the GPU's stream and the host goes on (the
   // all-gather after them is ordered behind them; the next step waits for them before writing).
+  if (!s.elements.defined()) return;
   autograd::NoGradGuard ng;
-  for (Shard& s : shards_) {
-    if (!s.elements.defined()) continue;
-    // f32 host master weights to 16-bit GPU parameters: rounded on the host into pinned memory
-    // (half the bytes to move), then a DMA that does not hold the host up (DeepSpeed's path).
-    if (master_ && offload_cpu_ && s.elements.isCuda()) {
-      if (!s.upload.defined()) s.upload = Tensor::empty({s.numel}, s.elements.dtype()).pinMemory();
-      s.upload.copyFrom(s.var.tensor());
-      s.elements.copyFrom(s.upload, /*non_blocking=*/true);
-      continue;
-    }
-    s.elements.copyFrom(s.var.tensor(), /*non_blocking=*/true);
+  // f32 host master weights to 16-bit GPU parameters: rounded on the host into pinned memory
+  // (half the bytes to move), then a DMA that does not hold the host up (DeepSpeed's path).
+  if (master_ && offload_cpu_ && s.elements.isCuda()) {
+    if (!s.upload.defined()) s.upload = Tensor::empty({s.numel}, s.elements.dtype()).pinMemory();
+    s.upload.copyFrom(s.var.tensor());
+    s.elements.copyFrom(s.upload, /*non_blocking=*/true);
+    return;
   }
+  s.elements.copyFrom(s.var.tensor(), /*non_blocking=*/true);
+}
+
+void ZeroOptimizer::stepAndUpload() {
+  // The optimizer steps a run of shards of about offload_step_chunk elements at a time (its groups
+  // narrowed to them for the call: its updates are per element and each shard keeps its own step
+  // count, so the result is bitwise one whole step's), and each run's updated values are queued for
+  // the GPU while the host steps the next: the copies up overlap the host's step instead of
+  // following it.
+  const int64_t chunk = options_.offload_step_chunk;
+  auto& groups = optimizer_->paramGroups();
+  std::vector<std::vector<Variable>> saved(groups.size());
+  for (size_t i = 0; i < groups.size(); ++i) saved[i] = std::move(groups[i].params);
+  auto restore = [&] {
+    for (size_t i = 0; i < groups.size(); ++i) groups[i].params = std::move(saved[i]);
+  };
+  try {
+    for (size_t begin = 0; begin < shards_.size();) {
+      size_t end = begin;
+      int64_t elements = 0;
+      for (auto& g : groups) g.params.clear();
+      while (end < shards_.size() && (end == begin || elements < chunk)) {
+        groups[group_of_[shards_[end].param]].params.push_back(shards_[end].var);
+        elements += shards_[end].numel;
+        ++end;
+      }
+      optimizer_->step();
+      for (size_t i = begin; i < end; ++i) copyShardToParameter(shards_[i]);
+      begin = end;
+    }
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
 }
 
 void ZeroOptimizer::copyShardsFromParameters() {

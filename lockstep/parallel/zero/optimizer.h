@@ -86,6 +86,11 @@ struct ZeroOptions {
   /// pieces are host memory already and the optimizer steps them in place. The config sets it for
   /// GPU runs (on a CPU run the states live on the host anyway); on host parameters it is a copy.
   bool offload_optimizer_cpu = false;
+  /// Not a DeepSpeed key. ZeRO-Offload (offload_optimizer_cpu): the host step goes a run of
+  /// shards of about this many elements at a time, each run's updated values copied to the
+  /// parameters as soon as it is stepped, so that on a GPU the copies up overlap the step of the
+  /// next run. Bitwise the same result whatever the size.
+  int64_t offload_step_chunk = int64_t{1} << 22;
   /// offload_optimizer.pin_memory: the host copies (values and gradients) in page-locked memory,
   /// so the copies to and from a GPU are direct DMA.
   bool offload_optimizer_pin_memory = false;
@@ -273,6 +278,11 @@ class ZeroOptimizer {
   // With offload_optimizer_cpu: the shards' host values from the parameters, and back.
   void copyShardsFromParameters();
   void copyShardsToParameters();
+  void copyShardToParameter(Shard& s);
+  /// ZeRO-Offload of a GPU run: the host step, a run of shards at a time, each run's updated
+  /// values queued for the GPU as soon as it is stepped (copyShardToParameter), while the host
+  /// steps the next run.
+  void stepAndUpload();
   enum class Pieces { parameters, gradients };
   /// fn(shard) for every shard (with a gradient, for gradients), the swapped pieces of its bucket
   /// (zero/piece_swap.h) in memory meanwhile, one bucket at a time, written back after when

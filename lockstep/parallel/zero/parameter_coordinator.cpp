@@ -236,6 +236,8 @@ ZeroParameterCoordinator::~ZeroParameterCoordinator() {
   try {
     for (size_t b = 0; b < fetch_.size(); ++b) {
       for (auto& w : fetch_[b].works) w->wait();
+      // Side copies read host pieces about to be freed.
+      if (fetch_[b].side) waitForCopies(fetch_[b].place);
     }
   } catch (...) {  // a failed group: nothing left to wait for
   }
@@ -282,31 +284,54 @@ void ZeroParameterCoordinator::launch(size_t b) {
   fetch_stats_.peak_live = std::max(fetch_stats_.peak_live, live_);
   const bool direct = flat_[b].defined();
   if (direct) flat_[b].storage()->materialize();
-  if (world_ == 1) return;  // complete() copies the piece
   const DType dtype = gather_dtype_;
   const size_t elem = dtypeSize(dtype);
   Fetch& f = fetch_[b];
+  // offload_param: the piece is host memory. Its copy up and the gather behind it go on a side
+  // stream, so that the compute queued meanwhile (this unit's, when the gather is a prefetch) does
+  // not wait for them; complete() makes the compute stream wait for them instead.
+  f.side = piece_device_ != device_ && device_.isCuda() && source(b).dtype() == dtype;
+  if (world_ == 1) {
+    if (!f.side) return;  // complete() copies the piece
+    if (!direct) {
+      for (size_t p : bucket.params) params_[p].tensor().storage()->materialize();
+    }
+    f.place = forkSidePlace(placeOf(device_));  // after the allocations it writes into
+    if (direct) {
+      copyPiece(b, flat_[b], 0, f.place);
+    } else {
+      const char* from = static_cast<const char*>(source(b).devicePtr());
+      for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[0], bucket.piece[1])) {
+        copyBytes(static_cast<char*>(params_[s.param].tensor().devicePtr()) + s.param_offset * elem,
+                  from + (s.bucket_offset - bucket.piece[0]) * elem, s.numel * elem, f.place);
+      }
+    }
+    return;
+  }
   if (!direct) f.recv = Tensor::empty({bucket.chunk * world_}, dtype, MemoryFormat::contiguous, device_);
   char* recv = static_cast<char*>(direct ? flat_[b].devicePtr() : f.recv.devicePtr());
-  const comm::BufferPlace place = placeOf(device_);
+  const void* send = source(b).devicePtr();  // as long as the block when the pieces are equal
+  // Padded, (offload_param) copied to the device, or (master weights) rounded: a send buffer.
+  const bool staged = !direct || piece_device_ != device_ || source(b).dtype() != dtype;
+  if (options_.allgather_partitions && staged) {
+    f.send = direct ? Tensor::empty({bucket.chunk}, dtype, MemoryFormat::contiguous, device_)
+                    : Tensor::zeros({bucket.chunk}, dtype, device_);
+  }
+  f.place = f.side ? forkSidePlace(placeOf(device_)) : placeOf(device_);  // after the allocations
   if (options_.allgather_partitions) {
-    const void* send = source(b).devicePtr();  // as long as the block when the pieces are equal
-    // Padded, (offload_param) copied to the device, or (master weights) rounded: a send buffer.
-    if (!direct || piece_device_ != device_ || source(b).dtype() != dtype) {
-      f.send = direct ? Tensor::empty({bucket.chunk}, dtype, MemoryFormat::contiguous, device_)
-                      : Tensor::zeros({bucket.chunk}, dtype, device_);
-      copyPiece(b, f.send, 0);
+    if (staged) {
+      copyPiece(b, f.send, 0, f.place);
       send = f.send.devicePtr();
     }
     comm::AllgatherOptions ao;
-    ao.place = place;
+    ao.place = f.place;
     f.works.push_back(group_->allgather(send, recv, static_cast<size_t>(bucket.chunk), dtype, ao));
   } else {  // one broadcast per rank, each from that rank's block
-    copyPiece(b, direct ? flat_[b] : f.recv, rank_ * bucket.chunk);
+    copyPiece(b, direct ? flat_[b] : f.recv, rank_ * bucket.chunk, f.place);
     for (int r = 0; r < world_; ++r) {
       comm::BroadcastOptions bo;
       bo.root = r;
-      bo.place = place;
+      bo.place = f.place;
       f.works.push_back(
           group_->broadcast(recv + r * bucket.chunk * elem, static_cast<size_t>(bucket.chunk), dtype, bo));
     }
@@ -321,14 +346,16 @@ void ZeroParameterCoordinator::roundPieces() {
   for (size_t b = 0; b < rounded_.size(); ++b) rounded_[b].copyFrom(pieces_[b]);
 }
 
-void ZeroParameterCoordinator::copyPiece(size_t b, const Tensor& to, int64_t at) {
+void ZeroParameterCoordinator::copyPiece(size_t b, const Tensor& to, int64_t at, const comm::BufferPlace& place) {
   const Tensor& piece = source(b);
   if (piece.dtype() == to.dtype()) {
     copyBytes(static_cast<char*>(to.devicePtr()) + at * dtypeSize(to.dtype()), piece.devicePtr(),
-              piece.nbytes(), placeOf(device_));
+              piece.nbytes(), place);
     return;
   }
-  to.narrow(0, at, piece.numel()).copyFrom(piece);  // rounded on the way (on either device)
+  // Rounded on the way (on either device), on the current stream: never a side stream's copy.
+  LOCKSTEP_CHECK(place.stream == placeOf(device_).stream, "ZeRO stage 3: a rounding copy on a side stream");
+  to.narrow(0, at, piece.numel()).copyFrom(piece);
 }
 
 void ZeroParameterCoordinator::complete(size_t b) {
@@ -338,8 +365,17 @@ void ZeroParameterCoordinator::complete(size_t b) {
   const ZeroBucket& bucket = layout_.buckets[b];
   const size_t elem = dtypeSize(gather_dtype_);
   const comm::BufferPlace place = placeOf(device_);
+  // The side stream's copies and gather (offload_param) are done before what is queued next here.
+  if (f.side) joinSidePlace(place, f.place);
+  if (f.side && world_ == 1) {  // launch() copied the piece into the parameters
+    f = Fetch{};
+    state_[b] = State::resident;
+    if (swap_) waitForCopies(place);  // the copies read the piece's memory
+    releasePiece(b, false);
+    return;
+  }
   if (flat_[b].defined()) {  // the all-gather wrote the parameters; one rank copies its piece
-    if (world_ == 1) copyPiece(b, flat_[b], 0);
+    if (world_ == 1) copyPiece(b, flat_[b], 0, place);
     f = Fetch{};
     state_[b] = State::resident;
     if (swap_ && piece_device_ != device_) waitForCopies(place);  // the copies read the piece's memory
@@ -356,8 +392,10 @@ void ZeroParameterCoordinator::complete(size_t b) {
       }
       continue;
     }
-    const char* from = r == rank_ ? static_cast<const char*>(source(b).devicePtr())
-                                  : static_cast<const char*>(f.recv.devicePtr()) + r * bucket.chunk * elem;
+    // This rank's elements from its piece, or (offload_param: the piece is host memory) from its
+    // block of the gather, already on the device.
+    const char* from = r == rank_ && !f.side ? static_cast<const char*>(source(b).devicePtr())
+                                             : static_cast<const char*>(f.recv.devicePtr()) + r * bucket.chunk * elem;
     for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r], bucket.piece[r + 1])) {
       copyBytes(static_cast<char*>(params_[s.param].tensor().devicePtr()) + s.param_offset * elem,
                 from + (s.bucket_offset - bucket.piece[r]) * elem, s.numel * elem, place);

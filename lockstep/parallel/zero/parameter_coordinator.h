@@ -31,7 +31,10 @@
 // collectives on the current stream; a freed parameter's memory goes back to the device's caching
 // allocator, stream-ordered). With offload_param cpu (ZeRO-Offload of stage 3) the pieces are host
 // memory instead (pinned with its pin_memory): a gather copies the piece into a GPU send buffer
-// first, and the GPU holds only whole parameters in use. The host pieces are what the optimizer
+// first (one rank: into the parameters), and the GPU holds only whole parameters in use. Those
+// copies and the gather behind them go on a side stream (tensor_comm.h's forkSidePlace), so that
+// a prefetch overlaps the compute queued meanwhile; the compute stream waits for them when the
+// unit is used. The host pieces are what the optimizer
 // steps there (ZeroOptimizer's shards view them); it waits for the gathers' copies first.
 //
 // Not thread-safe; collective in the same order on every rank (every rank runs the same forward
@@ -148,6 +151,8 @@ class ZeroParameterCoordinator {
   struct Fetch {
     Tensor send, recv;
     std::vector<std::shared_ptr<comm::Work>> works;
+    bool side = false;        // the copies and the gather went on a side stream (offload_param)
+    comm::BufferPlace place;  // where they went
   };
   /// offload_param nvme: the pieces live in a swap file (IoError naming the key when it cannot be
   /// made on any rank; ValueError when a piece is larger than buffer_size elements). On a GPU run
@@ -158,9 +163,9 @@ class ZeroParameterCoordinator {
   /// piece's rounding kept beside it.
   const Tensor& source(size_t b) const;
   /// Piece b's values into to's elements [at, at + piece size) (a send or receive buffer, or a
-  /// bucket's flat parameters): a copy on the gathers' stream, rounded to to's dtype when that is
-  /// param_dtype.
-  void copyPiece(size_t b, const Tensor& to, int64_t at);
+  /// bucket's flat parameters): a copy on place's stream, or rounded to to's dtype when that is
+  /// param_dtype (on the current stream; place must be the current one then).
+  void copyPiece(size_t b, const Tensor& to, int64_t at, const comm::BufferPlace& place);
   void launch(size_t bucket);
   void complete(size_t bucket);
   void acquire(size_t bucket);
