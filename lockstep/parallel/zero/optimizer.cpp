@@ -41,7 +41,8 @@ void validateZeroOptions(const ZeroOptions& o) {
                      " must be a non-negative number of elements");
   }
   validateNvmeOffloadOptions(o.offload_optimizer);
-  LOCKSTEP_ENFORCE(o.offload_step_chunk >= 1, ValueError, "ZeroOptions::offload_step_chunk=", o.offload_step_chunk,
+  LOCKSTEP_ENFORCE(o.offload_step_chunk >= 1, ValueError,
+                   "ZeroOptions::offload_step_chunk=", o.offload_step_chunk,
                    " must be a positive number of elements");
   LOCKSTEP_ENFORCE(
       !o.gather_device || o.stage == 3, ValueError,

@@ -346,7 +346,8 @@ void ZeroParameterCoordinator::roundPieces() {
   for (size_t b = 0; b < rounded_.size(); ++b) rounded_[b].copyFrom(pieces_[b]);
 }
 
-void ZeroParameterCoordinator::copyPiece(size_t b, const Tensor& to, int64_t at, const comm::BufferPlace& place) {
+void ZeroParameterCoordinator::copyPiece(size_t b, const Tensor& to, int64_t at,
+                                         const comm::BufferPlace& place) {
   const Tensor& piece = source(b);
   if (piece.dtype() == to.dtype()) {
     copyBytes(static_cast<char*>(to.devicePtr()) + at * dtypeSize(to.dtype()), piece.devicePtr(),
@@ -394,8 +395,9 @@ void ZeroParameterCoordinator::complete(size_t b) {
     }
     // This rank's elements from its piece, or (offload_param: the piece is host memory) from its
     // block of the gather, already on the device.
-    const char* from = r == rank_ && !f.side ? static_cast<const char*>(source(b).devicePtr())
-                                             : static_cast<const char*>(f.recv.devicePtr()) + r * bucket.chunk * elem;
+    const char* from = r == rank_ && !f.side
+                           ? static_cast<const char*>(source(b).devicePtr())
+                           : static_cast<const char*>(f.recv.devicePtr()) + r * bucket.chunk * elem;
     for (const ZeroSegment& s : segmentsIn(bucket, bucket.piece[r], bucket.piece[r + 1])) {
       copyBytes(static_cast<char*>(params_[s.param].tensor().devicePtr()) + s.param_offset * elem,
                 from + (s.bucket_offset - bucket.piece[r]) * elem, s.numel * elem, place);
