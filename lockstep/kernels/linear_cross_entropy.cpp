@@ -22,14 +22,15 @@ int64_t paddedVocab(int64_t vocab, const Tensor& x, const CrossEntropyParams& p)
   return (vocab + run - 1) / run * run;
 }
 
-// Rows per chunk: about 32 MiB of logits on a GPU (a chunk's logits can stay in an H100's 50 MB L2
-// cache between the GEMM that writes them and the two loss kernels that read them; not yet measured
-// on one), 64 MiB on a CPU (oneDNN reorders the weight for each GEMM: at GPT-2's head, 2,048 rows,
-// 16 MiB chunks made forward + backward 7% slower than the composed ops in f32, 64 MiB as fast);
-// whole GEMM tiles (128 rows) on a GPU.
+// Rows per chunk: about 128 MiB of logits on a GPU (each chunk's GEMM reads the whole weight, 77 MB
+// at GPT-2's head in bf16: at 1,280 rows a chunk it does about 5x the FLOPs per weight byte that an
+// H100 needs not to wait for memory, where 256 rows would be about at that limit; and the loss
+// kernels get a block per row; not yet measured on a GPU), 64 MiB on a CPU (oneDNN reorders the
+// weight for each GEMM: at GPT-2's head, 2,048 rows, 16 MiB chunks made forward + backward 7% slower
+// than the composed ops in f32, 64 MiB as fast); whole GEMM tiles (128 rows) on a GPU.
 int64_t chunkRows(int64_t n, int64_t vocab, const Tensor& x) {
   const int64_t row_bytes = vocab * static_cast<int64_t>(dtypeSize(x.dtype()));
-  const int64_t budget = x.isCuda() ? int64_t{32} << 20 : int64_t{64} << 20;
+  const int64_t budget = x.isCuda() ? int64_t{128} << 20 : int64_t{64} << 20;
   const int64_t align = x.isCuda() ? 128 : 16;
   return std::max<int64_t>(1, std::min(n, std::max(align, budget / row_bytes / align * align)));
 }
@@ -81,7 +82,12 @@ LinearCrossEntropy linearCrossEntropyForward(const Tensor& x, const Tensor& weig
   const Tensor share = crossEntropyRowWeights(target, p.ignore_index, p.reduction, compute);
   CrossEntropyParams rows_p = p;
   rows_p.reduction = LossReduction::none;
-  Tensor per = Tensor::empty({n}, loss_dtype, MemoryFormat::contiguous, x.device());
+  rows_p.classes = vocab;  // a target in the padding is out of range, as without it
+  // On a GPU the rows' losses stay f32 until summed (its kernels compute them in f32 anyway), as the
+  // composed cross entropy sums before it rounds; the host's loops would cast each chunk for it.
+  if (x.isCuda() && isLowPrecision(x.dtype())) rows_p.f32_loss = true;
+  const DType per_dtype = rows_p.f32_loss && isLowPrecision(x.dtype()) ? DType::f32 : x.dtype();
+  Tensor per = Tensor::empty({n}, per_dtype, MemoryFormat::contiguous, x.device());
   if (with_grad) {
     out.grad_logits = Tensor::empty({n, vp}, x.dtype(), MemoryFormat::contiguous, x.device());
     out.weight = w;
@@ -100,6 +106,8 @@ LinearCrossEntropy linearCrossEntropyForward(const Tensor& x, const Tensor& weig
     }
   }
   out.loss = reduce(ReduceOp::sum, binary(BinaryOp::mul, per.to(compute), share), {0});
+  // The mean over no rows at all is 0 / 0, as PyTorch's (the sum of no shares above is 0).
+  if (n == 0 && p.reduction == LossReduction::mean) out.loss.fill(NAN);
   if (out.loss.dtype() != loss_dtype) out.loss = out.loss.to(loss_dtype);
   return out;
 }

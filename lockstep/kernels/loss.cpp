@@ -46,6 +46,14 @@ bool narrowF32Loss(const Tensor& logits, const CrossEntropyParams& p) {
   return p.f32_loss && isLowPrecision(logits.dtype());
 }
 
+// The classes a target may name (CrossEntropyParams::classes), checked against the columns.
+int64_t targetClasses(const char* op, const Tensor& logits, const CrossEntropyParams& p) {
+  const int64_t c = logits.size(1);
+  LOCKSTEP_ENFORCE(p.classes >= 0 && p.classes <= c, ValueError, op, ": classes ", p.classes,
+                   " must be within [0, ", c, "] (the logits' columns)");
+  return p.classes > 0 ? p.classes : c;
+}
+
 }  // namespace
 
 std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
@@ -54,7 +62,8 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
   LOCKSTEP_ENFORCE(p.label_smoothing >= 0.0 && p.label_smoothing <= 1.0, ValueError,
                    "cross_entropy: label_smoothing must be in [0, 1], got ", p.label_smoothing);
   const bool on_gpu = logits.isCuda() || target.isCuda();
-  if (!on_gpu) checkTargets("cross_entropy", target, logits.size(1), p.ignore_index);
+  const int64_t classes = targetClasses("cross_entropy", logits, p);
+  if (!on_gpu) checkTargets("cross_entropy", target, classes, p.ignore_index);
   // The CPU's own loops take f32 (they would compute narrow logits in f64): f32_loss casts first.
   if (narrowF32Loss(logits, p) && !on_gpu) return crossEntropyForward(logits.to(DType::f32), target, p);
   return dispatchAsIs<&LossKernels::crossEntropyForward>(kBackends, {on_gpu, logits.dtype()}, logits, target,
@@ -68,7 +77,8 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
   LOCKSTEP_ENFORCE(lse.shape() == Shape{logits.size(0)}, ValueError, "cross_entropy backward: logsumexp ",
                    lse.describe(), " does not fit logits ", logits.describe());
   const bool on_gpu = logits.isCuda() || target.isCuda();
-  if (!on_gpu) checkTargets("cross_entropy", target, logits.size(1), p.ignore_index);
+  const int64_t classes = targetClasses("cross_entropy", logits, p);
+  if (!on_gpu) checkTargets("cross_entropy", target, classes, p.ignore_index);
   if (narrowF32Loss(logits, p) && !on_gpu) {
     return crossEntropyBackward(gloss, logits.to(DType::f32), lse, target, p).to(logits.dtype());
   }

@@ -26,6 +26,11 @@ struct CrossEntropyParams {
   /// the gradient is cast back: a GPT-2 head's logits are 823M values at batch 16 x 1024. No
   /// effect on f32 or f64 logits.
   bool f32_loss = false;
+  /// The classes a target may name when the logits have more columns (0: every column): a row
+  /// padded beyond its vocabulary with -inf logits (linearCrossEntropy's padded GEMMs) takes a
+  /// target in the padding as out of range, as the unpadded row would (NaN on a GPU, a ValueError
+  /// on the host). Within [1, columns].
+  int64_t classes = 0;
 };
 
 /// logits [N, C] floating, target [N] i64. Returns {loss, lse}: loss is 0-d (mean, sum) or [N]

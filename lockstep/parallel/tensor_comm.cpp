@@ -7,6 +7,7 @@
 #include "lockstep/util/error.h"
 
 #if LOCKSTEP_WITH_CUDA
+#include "lockstep/tensor/cuda/allocator.h"
 #include "lockstep/tensor/cuda/runtime.h"
 #endif
 
@@ -52,16 +53,21 @@ void waitFor(const cuda::Stream& waiter, const cuda::Stream& from) {
 }  // namespace
 #endif
 
-comm::BufferPlace forkSidePlace(const comm::BufferPlace& place) {
+comm::BufferPlace forkSidePlace(const comm::BufferPlace& place, SideLane lane) {
   if (!place.onDevice()) return place;
 #if LOCKSTEP_WITH_CUDA
   static std::mutex mutex;
-  static std::map<int, cuda::Stream> sides;  // one per GPU, taken from the pool once
+  static std::map<std::pair<int, SideLane>, cuda::Stream> sides;  // made once, for the process's life
   cuda::Stream side;
   {
     std::lock_guard lock(mutex);
-    auto it = sides.find(place.device);
-    if (it == sides.end()) it = sides.emplace(place.device, cuda::streamFromPool(place.device)).first;
+    auto it = sides.find({place.device, lane});
+    if (it == sides.end()) {
+      cuda::DeviceGuard guard(place.device);
+      cudaStream_t handle = nullptr;
+      LOCKSTEP_CUDA_CHECK(cudaStreamCreateWithFlags(&handle, cudaStreamNonBlocking));
+      it = sides.emplace(std::pair{place.device, lane}, cuda::Stream(place.device, handle)).first;
+    }
     side = it->second;
   }
   waitFor(side, streamOf(place));
@@ -69,14 +75,22 @@ comm::BufferPlace forkSidePlace(const comm::BufferPlace& place) {
   p.stream = static_cast<void*>(side.handle());
   return p;
 #else
+  (void)lane;
   return place;
 #endif
 }
 
 void joinSidePlace(const comm::BufferPlace& place, const comm::BufferPlace& side) {
-  if (!place.onDevice() || side.stream == place.stream) return;
+  if (!place.onDevice() || !side.onDevice() || side.stream == place.stream) return;
 #if LOCKSTEP_WITH_CUDA
   waitFor(streamOf(place), streamOf(side));
+#endif
+}
+
+void recordSideUse(const Tensor& t, const comm::BufferPlace& side) {
+  if (!t.defined() || !t.isCuda() || !side.onDevice() || t.nbytes() == 0) return;
+#if LOCKSTEP_WITH_CUDA
+  cuda::CudaCachingAllocator::forDevice(t.device().index).recordStream(t.storage()->data(), streamOf(side));
 #endif
 }
 

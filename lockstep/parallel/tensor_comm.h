@@ -25,17 +25,25 @@ void copyBytes(void* dst, const void* src, size_t bytes, const comm::BufferPlace
 /// Blocks until what was queued on place's stream is done (nothing for the host).
 void waitForCopies(const comm::BufferPlace& place);
 
+/// The side streams of a GPU: one for copies down to the host, one for copies (and their gathers)
+/// up from it, so that neither waits behind the other.
+enum class SideLane { to_host, to_device };
 /// A stream beside place's (a GPU's compute stream) for copies that should overlap the compute
 /// queued there (gradients down to the host, parameters up from it): the returned place names it,
 /// and its stream first waits, on the GPU, for the work queued on place so far (the producers of
-/// what it copies, the last uses of memory allocated on place's stream for it). One such stream
-/// per GPU. Memory the side stream touches must not be reused through place's stream before
-/// joinSidePlace(place, side) (or a host wait for the copies: CopyFence). The host: place itself.
-comm::BufferPlace forkSidePlace(const comm::BufferPlace& place);
+/// what it copies, the last uses of memory allocated on place's stream for it). One stream per GPU
+/// and lane, made for this and nothing else. Memory the side stream touches must not be reused
+/// through place's stream before joinSidePlace(place, side), a host wait for the copies
+/// (CopyFence), or recordSideUse. The host: place itself.
+comm::BufferPlace forkSidePlace(const comm::BufferPlace& place, SideLane lane);
 /// place's stream waits, on the GPU, for the work queued on side's so far: what is queued on place
-/// next sees the side copies' results, and waitForCopies(place) covers them. Nothing for the host
-/// or when side is place.
+/// next sees the side copies' results, and waitForCopies(place) covers them. Nothing for the host,
+/// when side is place, or when side names no device.
 void joinSidePlace(const comm::BufferPlace& place, const comm::BufferPlace& side);
+/// t's GPU memory is read or written by work queued on side's stream so far: the caching allocator
+/// hands it out again only once that work is done (torch's record_stream), so t may be dropped at
+/// once. Nothing for host memory.
+void recordSideUse(const Tensor& t, const comm::BufferPlace& side);
 
 /// A mark in a place's stream: wait() blocks the host until the work queued there before record()
 /// is done (a copy to host memory the host reads next), without waiting for what came after it.

@@ -19,6 +19,7 @@
 #include "lockstep/tensor.h"
 #include "lockstep/train/checkpoint/pipeline_checkpoint.h"
 #include "lockstep/train/checkpoint/zero_checkpoint.h"
+#include "lockstep/train/config/config_backends.h"
 #include "lockstep/train/language_model_run.h"
 #include "lockstep/train/monitor/model_flops.h"
 #include "lockstep/train/monitor/notes.h"
@@ -405,6 +406,7 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   if (grid.replicas > 1) so.data_group = grid.data;
   so.buckets.bucket_bytes = static_cast<size_t>(c.ddp.bucket_cap_mb * 1024 * 1024);
   so.autocast = parallel::precisionDType(c.precision);
+  so.device = device;  // a stage without parameters receives there too
   // A replica's share of one process's dropout masks is drawn per sample, on the host only.
   so.one_process_dropout = device.isCpu();
   parallel::PipelineStage stage(*model, grid.pipe, so);
@@ -496,13 +498,14 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   facts.invocation = o.config_json;
   facts.world_size = world.size();
   facts.backend = world.backendName();
-  facts.device = deviceName(device);
+  facts.device = deviceDescription(device);
   facts.steps_per_epoch = length.steps_per_epoch;
   facts.total_steps = length.total_steps;
   facts.checkpoint_dir = co.dir;
   facts.classes = data.classes;
   outputs.onStart({&c, facts, s.memory});
   printNotes(chief, "note", c.notes);
+  printNotes(chief, "note", backendsNotes(c.gpu_math, c.document.contains("backends"), device.isCuda()));
 
   bool done = c.max_steps > 0 && run.step >= c.max_steps;
   for (uint64_t e = loader.epoch(); e < static_cast<uint64_t>(c.epochs) && !done; ++e) {

@@ -11,7 +11,8 @@ namespace lockstep::train {
 
 /// runTraining for a config with a pipeline section: the same outputs (metrics, checkpoints,
 /// DIR/model.safetensors from the last checkpoint, summary.json), rank 0 writing them. Collective:
-/// every rank calls it.
+/// every rank calls it. runTraining calls it with the config's GPU math options set
+/// (backends.cudnn.allow_tf32, ...) and the rank's GPU current.
 TrainSummary runPipelineTraining(const TrainConfig& config, const TrainerOptions& options);
 
 }  // namespace lockstep::train

@@ -21,6 +21,10 @@
 #include "lockstep/train/monitor/run_files.h"
 #include "lockstep/util/error.h"
 
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/tensor/cuda/runtime.h"
+#endif
+
 namespace lockstep::train {
 
 namespace {
@@ -53,6 +57,14 @@ Device trainingDevice(const TrainConfig& c) {
   }
   checkDeviceAvailable(d);
   return d;
+}
+
+std::string deviceDescription(const Device& d) {
+  std::string text = deviceName(d);
+#if LOCKSTEP_WITH_CUDA
+  if (d.isCuda()) text += " (" + cuda::describeDevice(d.index) + ")";
+#endif
+  return text;
 }
 
 parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps, Device device) {

@@ -27,6 +27,8 @@ std::chrono::milliseconds commTimeout(const TrainConfig& c);
 /// (comm::localRankDevice), and the process group then moves GPU buffers through the host. Checked
 /// to exist here (NotSupportedError) before anything is built on it.
 Device trainingDevice(const TrainConfig& c);
+/// run.json's device: "cuda:0 (NVIDIA H100 80GB HBM3, sm_90, ...)", or "cpu".
+std::string deviceDescription(const Device& d);
 
 /// total_steps: 0 until the loader says how long the run is.
 /// device: the training device (ZeRO-3 Offload on a GPU gathers the host-built model there).

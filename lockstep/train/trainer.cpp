@@ -104,10 +104,7 @@ RunFacts runFacts(const Run& r, const RunLength& length) {
   facts.invocation = r.options.config_json;
   facts.world_size = dist.worldSize();
   facts.backend = dist.group ? dist.group->backendName() : "none";
-  facts.device = deviceName(r.device);
-#if LOCKSTEP_WITH_CUDA
-  if (r.device.isCuda()) facts.device += " (" + cuda::describeDevice(r.device.index) + ")";
-#endif
+  facts.device = deviceDescription(r.device);
   facts.steps_per_epoch = length.steps_per_epoch;
   facts.total_steps = length.total_steps;
   facts.checkpoint_dir = checkpointDir(r.config, r.options);
@@ -408,10 +405,10 @@ TrainSummary stopRun(Run& r) {
 }  // namespace
 
 TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
-  if (c.pipeline.enabled()) return runPipelineTraining(c, o);
   const Device device = trainingDevice(c);  // before the process group: NCCL needs the GPU
   kernels::setGpuMathOptions(c.gpu_math);   // before any GPU kernel chooses an algorithm
   const OnDevice on_device(device);
+  if (c.pipeline.enabled()) return runPipelineTraining(c, o);
   parallel::DistributedEnvironment dist = parallel::initFromEnvironment(c.backend, commTimeout(c));
   const bool chief = dist.isMain();
 

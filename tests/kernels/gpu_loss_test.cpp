@@ -110,6 +110,23 @@ TEST(GpuLinearCrossEntropy, matches_the_composed_ops_with_and_without_a_padded_v
   }
 }
 
+// A target in the padding (4,099 words padded to 4,104 bf16 columns) is out of range, NaN as the
+// unpadded op's and not the +inf of its -inf logit; no rows at all: the mean's NaN.
+TEST(GpuLinearCrossEntropy, a_target_in_the_padding_and_no_rows_give_what_the_unpadded_op_does) {
+  LOCKSTEP_REQUIRE_GPU();
+  const int64_t c = 16, v = 4099;
+  const Tensor w = roundedInput({v, c}, DType::bf16, 2), x = roundedInput({4, c}, DType::bf16, 1);
+  kernels::CrossEntropyParams p{LossReduction::sum, 0.0, -100};
+  p.f32_loss = true;
+  const Tensor in_padding = Tensor::fromVector<int64_t>({0, 4100, 1, 2}, {4});
+  const auto bad = kernels::linearCrossEntropyForward(gpu(x), gpu(w), gpu(in_padding), p, true);
+  EXPECT_TRUE(std::isnan(bad.loss.itemDouble())) << bad.loss.itemDouble();
+  p.reduction = LossReduction::mean;
+  const auto none = kernels::linearCrossEntropyForward(gpu(Tensor::zeros({0, c}, DType::bf16)), gpu(w),
+                                                       gpu(Tensor::fromVector<int64_t>({}, {0})), p, true);
+  EXPECT_TRUE(std::isnan(none.loss.itemDouble())) << none.loss.itemDouble();
+}
+
 TEST(GpuMseLoss, rejects_operands_on_different_devices) {
   LOCKSTEP_REQUIRE_GPU();
   Tensor a = hostRandom({3}, DType::f32, 1);

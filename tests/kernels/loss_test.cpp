@@ -235,6 +235,44 @@ TEST(LinearCrossEntropy, keeps_the_composed_ops_dtypes_and_edge_cases) {
   EXPECT_EQ(kernels::linearCrossEntropyForward(x, w, ignored, {LossReduction::sum, 0.0, -100}, false)
                 .loss.itemDouble(),
             0.0);
+  // No rows at all: the mean is 0 / 0 (PyTorch's NaN), the sum 0, as the composed ops give.
+  const Tensor no_rows = Tensor::zeros({0, 4}), no_targets = Tensor::fromVector<int64_t>({}, {0});
+  const kernels::CrossEntropyParams mean{LossReduction::mean, 0.0, -100};
+  EXPECT_TRUE(
+      std::isnan(kernels::linearCrossEntropyForward(no_rows, w, no_targets, mean, true).loss.itemDouble()));
+  EXPECT_TRUE(
+      std::isnan(kernels::crossEntropyForward(kernels::linearForward(no_rows, w, Tensor()), no_targets, mean)
+                     .first.itemDouble()));
+  EXPECT_EQ(kernels::linearCrossEntropyForward(no_rows, w, no_targets, {LossReduction::sum, 0.0, -100}, false)
+                .loss.itemDouble(),
+            0.0);
+}
+
+TEST(CrossEntropy, classes_narrower_than_the_rows_take_the_rest_as_out_of_range) {
+  // CrossEntropyParams::classes: logits padded beyond the vocabulary (linearCrossEntropy's padded
+  // GPU GEMMs) with -inf; a target in the padding is out of range, as without it.
+  std::vector<double> v = {0.5, -1.0, 2.0, -INFINITY, -INFINITY, 1.0, 0.0, -0.5, -INFINITY, -INFINITY};
+  const Tensor padded = Tensor::fromVector(v, {2, 5});
+  const Tensor unpadded = padded.narrow(1, 0, 3).contiguous();
+  const Tensor t = Tensor::fromVector<int64_t>({2, 0}, {2});
+  kernels::CrossEntropyParams p{LossReduction::mean, 0.0, -100};
+  p.classes = 3;
+  auto [loss, lse] = kernels::crossEntropyForward(padded, t, p);
+  const auto want = kernels::crossEntropyForward(unpadded, t, {LossReduction::mean, 0.0, -100}).first;
+  EXPECT_NEAR(loss.itemDouble(), want.itemDouble(), 1e-15);
+  const Tensor g = kernels::crossEntropyBackward(Tensor::scalar(1.0, DType::f64), padded, lse, t, p);
+  for (double x : g.narrow(1, 3, 2).contiguous().toVector<double>()) EXPECT_EQ(x, 0.0);  // nor the padding
+  const Tensor in_padding = Tensor::fromVector<int64_t>({3, 0}, {2});
+  try {
+    kernels::crossEntropyForward(padded, in_padding, p);
+    ADD_FAILURE() << "a target in the padding was taken";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("target 3 at index 0 is out of range for 3 classes"),
+              std::string::npos)
+        << e.what();
+  }
+  p.classes = 6;
+  EXPECT_THROW(kernels::crossEntropyForward(padded, t, p), ValueError);
 }
 
 TEST(LinearCrossEntropy, refuses_what_it_cannot_do_by_name) {

@@ -2,14 +2,17 @@
 // attention) built twice from one seed, one moved to cuda:0, run forward and backward on the same
 // tokens; logits, loss and every parameter gradient agree, also with dropout in train mode (the GPU
 // draws the CPU's Philox decisions) and with checkpointed blocks. Generation and bad input on the
-// GPU. Runs with ctest -L gpu; skips without a GPU.
+// GPU, and the loss op in f16 under a loss scale. Runs with ctest -L gpu; skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
+#include "common/check.h"
 #include "common/gpu.h"
 #include "lockstep/autograd.h"
+#include "lockstep/kernels.h"
 #include "lockstep/nn.h"
 
 using namespace lockstep;
@@ -196,4 +199,34 @@ TEST(GpuLanguageModel, llama_split_between_the_host_and_the_gpu_in_one_process_t
     EXPECT_EQ(p.grad().device(), p.tensor().device()) << name;
     EXPECT_LT(closeness(p.grad(), a.grads.at(i++).second, 1e-6, 1e-3), 1.0) << name;
   }
+}
+
+TEST(GpuLanguageModel, f16_loss_under_a_loss_scale_keeps_the_small_gradients) {
+  // The loss of forwardLoss (autograd::linearCrossEntropy) in f16 under a loss scale (DeepSpeed's
+  // fp16: the loss times the scale before backward), at a vocabulary and a row count where a row's
+  // softmax entries over the rows, p / 4,096 ~ 6e-8, are at f16's smallest subnormal: the op takes
+  // the composed ops for f16, whose backward scales the logits' gradient before rounding it, so the
+  // gradients match the f64 oracle's (the fused op's unscaled f16 gradient would lose them).
+  LOCKSTEP_REQUIRE_GPU();
+  const int64_t n = 4096, c = 16, v = 4099;
+  const double scale = 32768.0;  // 65,536 is past f16's largest value
+  const Tensor x = lockstep::testing::randomTensor({n, c}, DType::f64, 1).to(DType::f16);
+  const Tensor w = lockstep::testing::randomTensor({v, c}, DType::f64, 2).to(DType::f16);
+  std::vector<int64_t> t(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) t[i] = (i * 7 + 3) % v;
+  const Tensor target = Tensor::fromVector(t, {n});
+  const Tensor x64 = x.to(DType::f64), w64 = w.to(DType::f64);
+  const kernels::CrossEntropyParams p64{kernels::LossReduction::mean, 0.0, -100};
+  const Tensor logits = kernels::linearForward(x64, w64, Tensor());
+  auto [want, lse] = kernels::crossEntropyForward(logits, target, p64);
+  const Tensor dlogits =
+      kernels::crossEntropyBackward(Tensor::scalar(scale, DType::f64), logits, lse, target, p64);
+  Variable xv(x.to(kGpu), true), wv(w.to(kGpu), true);
+  Variable loss = autograd::linearCrossEntropy(xv, wv, target.to(kGpu));
+  EXPECT_NEAR(loss.tensor().to(DType::f64).itemDouble(), want.itemDouble(), 4e-3 * want.itemDouble());
+  loss.backward(Tensor::scalar(scale, loss.dtype()).to(kGpu));
+  EXPECT_LT(closeness(xv.grad().to(DType::f64), kernels::linearBackwardData(dlogits, w64), 2e-2, 1e-2), 1.0);
+  EXPECT_LT(closeness(wv.grad().to(DType::f64), kernels::linearBackwardWeights(dlogits, x64, false).first,
+                      2e-2, 1e-2),
+            1.0);
 }

@@ -3,6 +3,7 @@
 
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
+#include "lockstep/autograd/ops/linear.h"
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/loss.h"
 
@@ -114,6 +115,11 @@ Variable crossEntropy(const Variable& logits0, const Tensor& target, const Cross
 Variable linearCrossEntropy(const Variable& x0, const Variable& weight0, const Tensor& target,
                             const CrossEntropyOptions& opts) {
   const Variable x = autocast::lower(x0), weight = autocast::lower(weight0);
+  // f16: the composed ops. The fused op makes the logits' gradient in forward, for dL/dloss = 1
+  // (each entry p / rows at a mean), and multiplies by the loss's gradient only after the GEMMs; f16's
+  // loss scaling puts its scale in that gradient, so most of a large vocabulary's entries would round
+  // to zero in f16 before the scale reached them. The composed backward scales first.
+  if (x.dtype() == DType::f16) return crossEntropy(linear(x, weight, Variable()), target, opts);
   kernels::CrossEntropyParams p{toKernel(opts.reduction), opts.label_smoothing, opts.ignore_index};
   p.f32_loss = autocastDType().has_value() && kernels::isLowPrecision(x.dtype());
   const bool grad = needsGrad({&x, &weight});

@@ -20,7 +20,8 @@ Variable crossEntropy(const Variable& logits, const Tensor& target, const CrossE
 /// (kernels::linearCrossEntropyForward, chunk by chunk; the gradient of the logits is taken in the
 /// forward and kept for the backward instead of the logits). x [N, C], weight [V, C] (no bias),
 /// target [N] i64; reduction mean or sum (none: ValueError). Under autocast x and weight are lowered
-/// as linear's operands are, and the loss is f32 as crossEntropy's.
+/// as linear's operands are, and the loss is f32 as crossEntropy's. f16 operands take the composed
+/// ops (under f16's loss scaling the fused op's unscaled f16 gradient would underflow).
 Variable linearCrossEntropy(const Variable& x, const Variable& weight, const Tensor& target,
                             const CrossEntropyOptions& opts = {});
 /// log_probs [N, C], target [N] i64.

@@ -333,6 +333,12 @@ bool runAlignedGemm(const Gemm& g, const Device& device) {
   const uint32_t align_a = alignmentOf(g.y.ptr, lda, g.y.batch_stride, elem),
                  align_b = alignmentOf(g.x.ptr, ldb, g.x.batch_stride, elem),
                  align_d = alignmentOf(g.d, ldd, g.batch > 1 ? M * ldd : 0, elem);
+  // The epilogue's vectors and aux matrix: cuBLASLt picks its algorithm for their pointers'
+  // alignment too (cublasLt.h on BIAS_POINTER and EPILOGUE_AUX_POINTER), so they are part of the key:
+  // a bias view of a packed buffer (ZeRO-3's flat parameters) may be less aligned than the last one.
+  const int64_t align_epilogue = (g.bias ? alignmentOf(g.bias, 0, 0, elem) : 0) |
+                                 (g.bgrad ? int64_t{alignmentOf(g.bgrad, 0, 0, elem)} << 12 : 0) |
+                                 (g.aux ? int64_t{alignmentOf(g.aux, ldd, 0, elem)} << 24 : 0);
 
   // The heuristic's choice, once per problem and compute type (it depends on nothing else). Every
   // algorithm cuBLASLt offers is deterministic: a split-K reduction (CUBLASLT_REDUCTION_SCHEME_*)
@@ -359,6 +365,7 @@ bool runAlignedGemm(const Gemm& g, const Device& device) {
                                  align_a,
                                  align_b,
                                  align_d,
+                                 align_epilogue,
                                  g.beta != 0,
                                  compute};
   cublasLtMatmulAlgo_t algo;
@@ -410,10 +417,21 @@ bool runAlignedGemm(const Gemm& g, const Device& device) {
   const double alpha64 = 1.0, beta64 = g.beta;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
-  LOCKSTEP_CUBLAS_CHECK(
+  const cublasStatus_t status =
       cublasLt().cublasLtMatmul(handle, lt.desc, alpha, g.y.ptr, lt.a, g.x.ptr, lt.b, beta, g.d, lt.d, g.d,
-                                lt.d, &algo, ws.ptr, ws.bytes, stream.handle()),
-      what);
+                                lt.d, &algo, ws.ptr, ws.bytes, stream.handle());
+  // A GELU epilogue the heuristic offered but the launch refuses (NOT_SUPPORTED): the GELU runs as a
+  // kernel of its own, from now on for this problem, as when no algorithm is offered.
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED && g.act != Gemm::Act::none) {
+    std::lock_guard<std::mutex> lock(mutex);
+    (*chosen)[key] = std::nullopt;
+    std::fprintf(stderr,
+                 "lockstep: cuBLASLt refused %s with the GELU in its epilogue at launch; the GELU runs as a "
+                 "kernel of its own\n",
+                 what.c_str());
+    return false;
+  }
+  if (status != CUBLAS_STATUS_SUCCESS) throwBlasError(status, "cublasLtMatmul in " + what);
   return true;
 }
 

@@ -33,7 +33,8 @@ __device__ __forceinline__ void online(A v, A& m, A& s) {
 template <int G, typename T, typename O>
 __global__ void crossEntropyRows(O* per_out, double* per_acc, ComputeT<T>* __restrict__ lse,
                                  const T* __restrict__ x, const int64_t* __restrict__ target, int64_t m,
-                                 int64_t c, ComputeT<T> on, ComputeT<T> off, int64_t ignore_index) {
+                                 int64_t c, int64_t classes, ComputeT<T> on, ComputeT<T> off,
+                                 int64_t ignore_index) {
   using A = ComputeT<T>;
   using R = RowGroup<G>;
   __shared__ A shm[32];
@@ -68,9 +69,9 @@ __global__ void crossEntropyRows(O* per_out, double* per_acc, ComputeT<T>* __res
       const int64_t k = target[r];
       // The smoothing term only with smoothing: a masked (-inf) logit makes it infinite.
       const A smoothed = off > A(0) ? off * (A(c) * l - rowsum) : A(0);
-      const A loss = k == ignore_index ? A(0)
-                     : k < 0 || k >= c ? nanOf<A>()
-                                       : on * (l - castTo<A>(row[k])) + smoothed;
+      const A loss = k == ignore_index       ? A(0)
+                     : k < 0 || k >= classes ? nanOf<A>()
+                                             : on * (l - castTo<A>(row[k])) + smoothed;
       if (per_out)
         per_out[r] = castTo<O>(loss);
       else
@@ -84,8 +85,8 @@ template <int G, typename T>
 __global__ void crossEntropyBackwardRows(T* __restrict__ gx, const T* __restrict__ x,
                                          const ComputeT<T>* __restrict__ lse,
                                          const int64_t* __restrict__ target, const ComputeT<T>* g,
-                                         const ComputeT<T>* scale, int64_t m, int64_t c, ComputeT<T> on,
-                                         ComputeT<T> off, int64_t ignore_index) {
+                                         const ComputeT<T>* scale, int64_t m, int64_t c, int64_t classes,
+                                         ComputeT<T> on, ComputeT<T> off, int64_t ignore_index) {
   using A = ComputeT<T>;
   using R = RowGroup<G>;
   const int64_t w = R::width();
@@ -95,7 +96,7 @@ __global__ void crossEntropyBackwardRows(T* __restrict__ gx, const T* __restrict
     const A l = lse[r];
     const T* row = x + r * c;
     T* out = gx + r * c;
-    const bool ignored = k == ignore_index, bad = !ignored && (k < 0 || k >= c);
+    const bool ignored = k == ignore_index, bad = !ignored && (k < 0 || k >= classes);
     auto grad = [&](A v, int64_t j) {
       return ignored ? A(0) : bad ? nanOf<A>() : (dExp(v - l) - off - (j == k ? on : A(0))) * s;
     };
@@ -152,7 +153,7 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
                                               const CrossEntropyParams& p) {
   checkSameDevice("cross_entropy", logits, target);
   const Tensor x = logits.contiguous(), tg = target.contiguous();
-  const int64_t n = x.size(0), c = x.size(1);
+  const int64_t n = x.size(0), c = x.size(1), classes = p.classes > 0 ? p.classes : c;
   const bool none = p.reduction == LossReduction::none;
   // f32_loss: bf16/f16 logits read as they are, the loss in their compute dtype (f32).
   const DType loss_dtype = p.f32_loss ? statsDType(x.dtype()) : x.dtype();
@@ -177,11 +178,11 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
           n, c, streamOf(x),
           [&](unsigned b, cudaStream_t s) {
             crossEntropyRows<32, T, O>
-                <<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, on, off, p.ignore_index);
+                <<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, classes, on, off, p.ignore_index);
           },
           [&](unsigned b, cudaStream_t s) {
             crossEntropyRows<0, T, O>
-                <<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, on, off, p.ignore_index);
+                <<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, classes, on, off, p.ignore_index);
           });
       loss = none ? per : finish<O>(per, loss_dtype, mean_target, p.ignore_index, 1.0);
     };
@@ -199,7 +200,7 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
   checkSameDevice("cross_entropy backward", lse, logits);
   checkSameDevice("cross_entropy backward", target, logits);
   const Tensor x = logits.contiguous(), tg = target.contiguous();
-  const int64_t n = x.size(0), c = x.size(1);
+  const int64_t n = x.size(0), c = x.size(1), classes = p.classes > 0 ? p.classes : c;
   Tensor gx = Tensor::empty({n, c}, x.dtype(), MemoryFormat::contiguous, x.device());
   visitFloating("cross_entropy", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -226,11 +227,11 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
         n, c, stream,
         [&](unsigned b, cudaStream_t s) {
           crossEntropyBackwardRows<32, T>
-              <<<b, kBlock, 0, s>>>(pgx, px, pl, pt, pg, ps, n, c, on, off, p.ignore_index);
+              <<<b, kBlock, 0, s>>>(pgx, px, pl, pt, pg, ps, n, c, classes, on, off, p.ignore_index);
         },
         [&](unsigned b, cudaStream_t s) {
           crossEntropyBackwardRows<0, T>
-              <<<b, kBlock, 0, s>>>(pgx, px, pl, pt, pg, ps, n, c, on, off, p.ignore_index);
+              <<<b, kBlock, 0, s>>>(pgx, px, pl, pt, pg, ps, n, c, classes, on, off, p.ignore_index);
         });
   });
   return gx;

@@ -110,6 +110,7 @@ PipelineStage::PipelineStage(nn::Module& model, std::shared_ptr<comm::ProcessGro
 }
 
 Device PipelineStage::device() const {
+  if (options_.device) return *options_.device;
   for (const auto& p : parameters_)
     if (p.tensor().defined()) return p.tensor().device();
   return Device::cpu();

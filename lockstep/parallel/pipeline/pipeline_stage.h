@@ -81,6 +81,10 @@ struct PipelineStageOptions {
   /// gradients travel in the dtype the layers give (bf16 halves the bytes sent). forwardOnly
   /// (evaluation) runs in f32, as `lockstep train` evaluates any model.
   std::optional<DType> autocast{};
+  /// Where the stage computes, and so where it receives activations and gradients: nullopt takes
+  /// its first parameter's device (the host for a stage without parameters, which a GPU pipeline
+  /// must name here, or its neighbours would send GPU buffers it receives on the host).
+  std::optional<Device> device{};
   /// With a data group: each replica draws its samples' dropout masks from one process's masks
   /// for the whole global micro-batch (Generator::BatchShare: replica r's sample j is sample
   /// j * replicas + r of it, the strided DistributedSampler's layout), so dropout is one
@@ -105,8 +109,8 @@ class PipelineStage {
   int64_t stages() const { return stages_; }
   /// Chunks per rank (virtual_stages).
   int64_t chunks() const { return static_cast<int64_t>(chunks_.size()); }
-  /// Where the stage computes: its parameters' device (the host when it has none). Activations,
-  /// gradients and their buffers live there; on a GPU they travel with the group's device path
+  /// Where the stage computes: options.device, else its parameters' device (the host when it has none).
+  /// Activations, gradients and their buffers live there; on a GPU they travel with the group's device path
   /// (NCCL, or through the host where ranks share a GPU), the shape headers through the host.
   Device device() const;
   /// Per chunk, the layers [first, second) of the model's layer sequence it runs.

@@ -59,7 +59,14 @@ ZeroGradReducer::ZeroGradReducer(std::vector<Variable> params, std::vector<std::
 ZeroGradReducer::~ZeroGradReducer() {
   for (size_t p = 0; p < params_.size(); ++p) params_[p].removeGradReadyHook(hook_ids_[p]);
   for (Slot& s : slots_) {
-    if (s.work) s.work->wait();
+    try {
+      if (s.work) s.work->wait();
+    } catch (...) {  // a failed group: nothing left to wait for
+    }
+    try {
+      s.copied.wait();  // host_recv is freed with the slot: its copy down must be done
+    } catch (...) {
+    }
   }
 }
 
@@ -157,14 +164,13 @@ void ZeroGradReducer::launch(size_t b) {
     }
   }
   for (size_t p : bucket.params) params_[p].setGrad(Tensor());  // the piece is all this rank keeps
-  if (!slot.recv.defined())                                     // 1/world of a bucket, kept
+  // 1/world of a bucket, kept; with host pieces taken anew for each launch, as the last one may
+  // still be on its way down on the side stream (the allocator hands it out again once it is).
+  if (!slot.recv.defined())
     slot.recv = Tensor::empty({max_chunk_}, dtype_, MemoryFormat::contiguous, device_);
   slot.bucket = static_cast<long>(b);
   char* staging = static_cast<char*>(slot.staging.devicePtr());
   void* recv = slot.recv.devicePtr();
-  // The slot's last block may still be on its way down to the host on the side stream: the
-  // reduction waits for that copy before it writes the block again.
-  if (slot.copied.pending()) joinSidePlace(place, slot.side);
   if (group_ && layout_.world > 1 && reduce_scatter_) {
     comm::ReduceScatterOptions o;
     o.op = comm::ReduceOp::avg;
@@ -206,10 +212,13 @@ void ZeroGradReducer::complete(Slot& slot) {
         slot.host_recv = Tensor::empty({max_chunk_}, dtype_);
         if (pin_memory_) slot.host_recv = slot.host_recv.pinMemory();
       }
-      // On a side stream, so that the backward's kernels queued next do not wait for the copy.
-      slot.side = forkSidePlace(placeOf(device_));
-      copyBytes(slot.host_recv.devicePtr(), slot.recv.devicePtr(), piece.nbytes(), slot.side);
-      slot.copied.record(slot.side);
+      // On a side stream, so that the backward's kernels queued next do not wait for the copy; the
+      // block's memory goes back to the allocator, to be reused once the copy is done.
+      const comm::BufferPlace side = forkSidePlace(placeOf(device_), SideLane::to_host);
+      copyBytes(slot.host_recv.devicePtr(), slot.recv.devicePtr(), piece.nbytes(), side);
+      slot.copied.record(side);
+      recordSideUse(slot.recv, side);
+      slot.recv = Tensor();
       slot.host_bucket = slot.bucket;
     }
     slot.bucket = -1;

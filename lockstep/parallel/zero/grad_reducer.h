@@ -73,12 +73,11 @@ class ZeroGradReducer {
 
  private:
   struct Slot {
-    Tensor staging;          // the bucket as world blocks: a copy, or its one parameter's gradient
-    Tensor recv;             // this rank's block
-    Tensor host_recv;        // host_pieces: the block copied down to the host
-    CopyFence copied;        // host_pieces: that copy, queued; its sum into the piece comes later
-    comm::BufferPlace side;  // host_pieces: the side stream that copy went on (forkSidePlace)
-    long host_bucket = -1;   // the bucket host_recv holds, not yet added (-1: none)
+    Tensor staging;         // the bucket as world blocks: a copy, or its one parameter's gradient
+    Tensor recv;            // this rank's block (host_pieces: each launch's own)
+    Tensor host_recv;       // host_pieces: the block copied down to the host
+    CopyFence copied;       // host_pieces: that copy, queued; its sum into the piece comes later
+    long host_bucket = -1;  // the bucket host_recv holds, not yet added (-1: none)
     std::shared_ptr<comm::Work> work;
     long bucket = -1;
   };

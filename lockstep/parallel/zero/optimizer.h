@@ -89,7 +89,9 @@ struct ZeroOptions {
   /// Not a DeepSpeed key. ZeRO-Offload (offload_optimizer_cpu): the host step goes a run of
   /// shards of about this many elements at a time, each run's updated values copied to the
   /// parameters as soon as it is stepped, so that on a GPU the copies up overlap the step of the
-  /// next run. Bitwise the same result whatever the size.
+  /// next run. Bitwise the same result whatever the size for optimizers whose updates are per
+  /// element and per parameter (SGD, Adam, AdamW: each shard keeps its own state and step count),
+  /// as the NVMe offload's sub-groups assume too.
   int64_t offload_step_chunk = int64_t{1} << 22;
   /// offload_optimizer.pin_memory: the host copies (values and gradients) in page-locked memory,
   /// so the copies to and from a GPU are direct DMA.

@@ -233,13 +233,15 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
 ZeroParameterCoordinator::~ZeroParameterCoordinator() {
   for (size_t u = 0; u < plan_.units.size(); ++u) plan_.units[u]->removeForwardHooks(hook_ids_[u]);
   for (size_t p = 0; p < params_.size(); ++p) params_[p].removeGradReadyHook(grad_hook_ids_[p]);
-  try {
-    for (size_t b = 0; b < fetch_.size(); ++b) {
+  for (size_t b = 0; b < fetch_.size(); ++b) {
+    try {
       for (auto& w : fetch_[b].works) w->wait();
-      // Side copies read host pieces about to be freed.
-      if (fetch_[b].side) waitForCopies(fetch_[b].place);
+    } catch (...) {  // a failed group: nothing left to wait for
     }
-  } catch (...) {  // a failed group: nothing left to wait for
+    try {
+      if (fetch_[b].side) waitForCopies(fetch_[b].place);  // side copies read host pieces about to be freed
+    } catch (...) {
+    }
   }
 }
 
@@ -282,6 +284,19 @@ void ZeroParameterCoordinator::launch(size_t b) {
   acquirePiece(b);  // read back from the swap file (offload_param nvme) until complete()
   live_ += bucket.numel;
   fetch_stats_.peak_live = std::max(fetch_stats_.peak_live, live_);
+  try {
+    startFetch(b);
+  } catch (...) {  // out of memory, a failed group: the bucket is released again, nothing in flight
+    fetch_[b] = Fetch{};
+    state_[b] = State::released;
+    live_ -= bucket.numel;
+    releasePiece(b, false);
+    throw;
+  }
+}
+
+void ZeroParameterCoordinator::startFetch(size_t b) {
+  const ZeroBucket& bucket = layout_.buckets[b];
   const bool direct = flat_[b].defined();
   if (direct) flat_[b].storage()->materialize();
   const DType dtype = gather_dtype_;
@@ -290,13 +305,14 @@ void ZeroParameterCoordinator::launch(size_t b) {
   // offload_param: the piece is host memory. Its copy up and the gather behind it go on a side
   // stream, so that the compute queued meanwhile (this unit's, when the gather is a prefetch) does
   // not wait for them; complete() makes the compute stream wait for them instead.
-  f.side = piece_device_ != device_ && device_.isCuda() && source(b).dtype() == dtype;
+  const bool side = piece_device_ != device_ && device_.isCuda() && source(b).dtype() == dtype;
   if (world_ == 1) {
-    if (!f.side) return;  // complete() copies the piece
+    if (!side) return;  // complete() copies the piece
     if (!direct) {
       for (size_t p : bucket.params) params_[p].tensor().storage()->materialize();
     }
-    f.place = forkSidePlace(placeOf(device_));  // after the allocations it writes into
+    f.place = forkSidePlace(placeOf(device_), SideLane::to_device);  // after the allocations
+    f.side = true;
     if (direct) {
       copyPiece(b, flat_[b], 0, f.place);
     } else {
@@ -317,7 +333,9 @@ void ZeroParameterCoordinator::launch(size_t b) {
     f.send = direct ? Tensor::empty({bucket.chunk}, dtype, MemoryFormat::contiguous, device_)
                     : Tensor::zeros({bucket.chunk}, dtype, device_);
   }
-  f.place = f.side ? forkSidePlace(placeOf(device_)) : placeOf(device_);  // after the allocations
+  // After the allocations, which the side stream's work then follows.
+  f.place = side ? forkSidePlace(placeOf(device_), SideLane::to_device) : placeOf(device_);
+  f.side = side;
   if (options_.allgather_partitions) {
     if (staged) {
       copyPiece(b, f.send, 0, f.place);

@@ -167,6 +167,8 @@ class ZeroParameterCoordinator {
   /// param_dtype (on the current stream; place must be the current one then).
   void copyPiece(size_t b, const Tensor& to, int64_t at, const comm::BufferPlace& place);
   void launch(size_t bucket);
+  /// launch's copies and collectives; it undoes the bucket's state when they throw.
+  void startFetch(size_t bucket);
   void complete(size_t bucket);
   void acquire(size_t bucket);
   void releaseBucket(size_t bucket);
