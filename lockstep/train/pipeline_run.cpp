@@ -437,9 +437,13 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   replica_env.worker.rank = static_cast<int>(grid.replica);
   replica_env.worker.world_size = static_cast<int>(grid.replicas);
   if (grid.replicas > 1) replica_env.group = grid.data;
-  data::DataLoader loader(data.train,
-                          parallel::makeTrainSampler(replica_env, data.train->size(), true, c.seed),
-                          loaderOptions(c));
+  // The stages that read the batches (the first its inputs, the last its targets) get them on the
+  // GPU as a DDP rank does: pinned, copied a batch ahead on a side stream. The others walk the
+  // loader on the host only to keep its position.
+  data::DataLoaderOptions loader_options = loaderOptions(c);
+  if (grid.stage == 0 || grid.stage + 1 == grid.stages) loader_options.device = device;
+  data::DataLoader loader(
+      data.train, parallel::makeTrainSampler(replica_env, data.train->size(), true, c.seed), loader_options);
   const RunLength length = runLength(c, loader, data.train->size());
   std::unique_ptr<optim::LRScheduler> scheduler =
       optim::makeScheduler(c.scheduler, *optimizer, length.total_steps);

@@ -227,7 +227,7 @@ class PipelineStage {
   size_t activation_slots_ = 0;
   std::vector<PendingSend> pending_;
   bool replica_reducers_made_ = false;
-  double loss_sum_ = 0;
+  Tensor loss_sum_;          // the last stage's micro-batch losses, summed in f64 where they are (read once)
   double loss_scale_ = 1.0;  // this step's (trainStep)
   PipelineStepTimes times_;
   /// The default generator's counters one micro-batch draws across all stages (dropout,
