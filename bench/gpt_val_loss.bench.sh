@@ -171,3 +171,5 @@ for s in sorted(ours_val):
     t = theirs_val.get(s, float("nan"))
     print(f"{s:>6} {ours_val[s]:>15.4f} {t:>12.4f} {100 * (ours_val[s] / t - 1):>+19.2f}%")
 PY
+# The models and checkpoints stay out of OUT_DIR's logs (a GPU session brings back its logs only).
+rm -rf "$work"/{init,ours}/checkpoints "$work"/{init,ours}/model.safetensors

@@ -22,10 +22,12 @@
 # partition, as DeepSpeed keeps them; rows *_bf16), against DeepSpeed's bf16 formula: stage 1
 # 4 Psi + 12 Psi/N, stage 2 2 Psi + 14 Psi/N, stage 3 16 Psi/N, ZeRO-Offload 2 Psi.
 #
-# Part 2: BIG_MODEL (default gpt2-large, ~708M parameters: 11.3 GB of f32 Adam model states) under
-# LOCKSTEP_CUDA_MEMORY_LIMIT=BIG_LIMIT (default 4GiB) for BIG_STEPS steps (default 4): ZeRO-3 Offload
-# must train (its step time, GPU peaks and peak host RSS printed), and DDP must fail with the
-# allocator's out-of-memory error naming the limit.
+# Part 2 (run first): BIG_MODEL (default gpt2-large, ~708M parameters: 11.3 GB of f32 Adam model
+# states) under LOCKSTEP_CUDA_MEMORY_LIMIT=BIG_LIMIT (default 4GiB) for BIG_STEPS steps (default 4),
+# micro-batch 2, each block checkpointed: ZeRO-3 Offload must train (its step time, GPU peaks and
+# peak host RSS printed), and DDP must fail with the allocator's out-of-memory error naming the limit.
+# Runs generate no sample, and their models and checkpoints are deleted as each ends (the summary
+# reads summary.json and the log).
 #
 # DeepSpeed is not installed on the lent GPU machines (no package registry there), so no peer runs
 # here; the CPU comparison with DeepSpeed is bench/zero.bench.sh.
@@ -62,7 +64,7 @@ zero_optimization: {reduce_bucket_size: 20000000, allgather_bucket_size: 2000000
 device: cuda
 cuda_graph: false
 max_steps: $steps
-sample: {max_new_tokens: 16}
+sample: {max_new_tokens: 0}
 steps_per_print: 1000
 seed: 1
 EOF
@@ -80,11 +82,22 @@ train_run() {
     >"$out/runs/$name.log" 2>&1
   local rc=$?
   [ "$rc" = 0 ] || { echo "   exited with status $rc$(limit_note "$rc"); last lines:"; tail -n 4 "$out/runs/$name.log"; }
+  # The summary reads summary.json and the log; the model and checkpoints (GBs for the big model)
+  # would only fill the disk and the session's results.
+  rm -rf "$out/runs/$name/checkpoints" "$out/runs/$name/model.safetensors"
   return 0
 }
 mkdir -p "$out/runs"
 offload=(zero_optimization.offload_optimizer.device=cpu zero_optimization.offload_optimizer.pin_memory=true)
 param=(zero_optimization.offload_param.device=cpu zero_optimization.offload_param.pin_memory=true)
+# The big model first: its result is the part's headline, and a cut at the part's limit then takes
+# the stage runs instead. Micro-batch 2 with each block checkpointed and no layer kept whole between
+# forward and backward (stage3_max_reuse_distance 0), so that its activations fit the limit too.
+big=("model.model_type=$big_model" "max_steps=$big_steps" "train_micro_batch_size_per_gpu=2"
+  "model.checkpoint_every=1" "zero_optimization.stage3_max_reuse_distance=0")
+LOCKSTEP_CUDA_MEMORY_LIMIT=$big_limit train_run big.zero3_offload 1 "${big[@]}" zero_optimization.stage=3 \
+  "${offload[@]}" "${param[@]}"
+LOCKSTEP_CUDA_MEMORY_LIMIT=$big_limit train_run big.ddp 1 "${big[@]}" zero_optimization.stage=0
 for w in $worlds; do
   train_run "ddp.w$w" "$w" zero_optimization.stage=0
   for s in 1 2 3; do train_run "zero$s.w$w" "$w" "zero_optimization.stage=$s"; done
@@ -95,12 +108,6 @@ for w in $worlds; do
     train_run "zero2_offload_bf16.w$w" "$w" zero_optimization.stage=2 "${offload[@]}" bf16.enabled=true
   fi
 done
-# No sample at the end: generating gathers every layer from the host for each token (slow here).
-big=("model.model_type=$big_model" "max_steps=$big_steps" "sample.max_new_tokens=0")
-LOCKSTEP_CUDA_MEMORY_LIMIT=$big_limit train_run big.zero3_offload 1 "${big[@]}" zero_optimization.stage=3 \
-  "${offload[@]}" "${param[@]}"
-LOCKSTEP_CUDA_MEMORY_LIMIT=$big_limit train_run big.ddp 1 "${big[@]}" zero_optimization.stage=0
-
 echo "== summary ($out/summary.md)"
 LD_LIBRARY_PATH=$host_ld python3 - "$out" "$big_limit" <<'PY' | tee "$out/summary.md"
 import json, os, re, sys

@@ -14,7 +14,8 @@
 #                                                                                   limit 200 s
 #   head       bench/gpu_lm_head.bench.sh: GPT-2's output layer + loss, fused and composed  limit 60 s
 #   attention  bench/gpu_attention.bench.sh                                          limit 100 s
-#   zero       bench/zero_gpu.bench.sh                                               limit 240 s
+#   zero       bench/zero_gpu.bench.sh (the big model first, then the stages; about 22 training
+#              runs: give it a call of its own with LIMIT_ZERO=420, or WORLDS=1)     limit 240 s
 #   valloss    bench/gpt_val_loss.bench.sh with DEVICE=cuda: gpt-mini's validation loss beside PyTorch's
 #              after VALLOSS_STEPS steps (default 2000) on the same batches, PRECISION (default bf16),
 #              the bundle's fortunes, PyTorch from lockstep's initial weights (INIT, default same);
@@ -35,17 +36,39 @@ limit_of() {  # PART DEFAULT
   echo "${!var:-$2}"
 }
 
+# Each part runs in a session of its own, and at its limit, or when it ends, everything in that
+# session is stopped: the programs its scripts start under their own `timeout` (which puts them in
+# process groups of their own) do not run on into the next part.
+stop_session() {  # SID SIGNAL
+  pkill "-$2" -s "$1" 2>/dev/null || true
+}
 run_part() {  # PART DEFAULT_LIMIT COMMAND...
   local part=$1 limit
   limit=$(limit_of "$1" "$2")
   shift 2
   echo "== $part (limit ${limit} s; log $out/$part.log) at $(( $(date +%s) - start )) s"
-  timeout --kill-after=10 "$limit" "$@" >"$out/$part.log" 2>&1
-  local rc=$?
-  [ "$rc" = 124 ] && echo "($part stopped at its ${limit} s limit)"
+  setsid "$@" >"$out/$part.log" 2>&1 &
+  local pid=$! waited=0 rc
+  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$limit" ]; do
+    sleep 1
+    waited=$((waited + 1))
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "($part stopped at its ${limit} s limit)"
+    stop_session "$pid" TERM
+    sleep 5
+    stop_session "$pid" KILL
+  fi
+  wait "$pid"
+  rc=$?
+  stop_session "$pid" KILL  # whatever the part left running
   echo "($part exited $rc)" >>"$out/$part.log"
   tail -n 40 "$out/$part.log"
 }
+
+# STEPS is the lm part's (bench/gpu_lm.bench.sh); the other parts' scripts read their own defaults.
+lm_steps=${STEPS:-}
+unset STEPS
 
 IFS=, read -r -a parts <<<"${PARTS:-tests,head,lm,attention}"
 for part in "${parts[@]}"; do
@@ -56,7 +79,7 @@ for part in "${parts[@]}"; do
         bash "$bundle/check/run.sh" "$out/check"
       ;;
     lm)
-      run_part lm 200 env OUT_DIR="$out/lm" MODELS="${MODELS:-gpt2}" TORCH_MODES="${TORCH_MODES:-eager}" \
+      run_part lm 200 env ${lm_steps:+STEPS=$lm_steps} OUT_DIR="$out/lm" MODELS="${MODELS:-gpt2}" TORCH_MODES="${TORCH_MODES:-eager}" \
         LOCKSTEP_MODES="${LOCKSTEP_MODES:-eager,master}" bash bench/gpu_lm.bench.sh "$bundle"
       ;;
     head) run_part head 60 env OUT_DIR="$out/head" bash bench/gpu_lm_head.bench.sh "$bundle" ;;
@@ -70,4 +93,8 @@ for part in "${parts[@]}"; do
   esac
 done
 echo "== done in $(( $(date +%s) - start )) s"
-tar czf "$out/session.tar.gz" -C "$out" --exclude=session.tar.gz . 2>/dev/null || true
+# Logs and summaries only: models, checkpoints and corpora stay behind (the device tool brings back
+# files of up to 16 MiB).
+tar czf "$out/session.tar.gz" -C "$out" --exclude=session.tar.gz --exclude='*.safetensors' \
+  --exclude=checkpoints --exclude=corpus.txt --exclude='*.bin' . 2>/dev/null || true
+ls -la "$out/session.tar.gz"

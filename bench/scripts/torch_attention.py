@@ -67,7 +67,7 @@ def main():
                 torch.cuda.synchronize()
                 ms = 1e3 * (time.perf_counter() - t0) / a.steps
             except Exception as e:  # a backend that does not take the shape: say so, go on
-                print(f"{head} failed: {str(e).splitlines()[0][:160]}", flush=True)
+                print(f"{head} failed: {(str(e).splitlines() or [type(e).__name__])[0][:160]}", flush=True)
                 continue
             print(f"{head} fwd_bwd_ms={ms:.3f} peak_bytes={peak}", flush=True)
 

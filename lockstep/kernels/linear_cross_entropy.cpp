@@ -72,8 +72,9 @@ LinearCrossEntropy linearCrossEntropyForward(const Tensor& x, const Tensor& weig
   LinearCrossEntropy out;
   Tensor w = weight, bias;
   if (vp != vocab) {
-    w = Tensor::zeros({vp, c}, x.dtype(), x.device());
+    w = Tensor::empty({vp, c}, x.dtype(), MemoryFormat::contiguous, x.device());
     w.slice(0, vocab).copyFrom(weight);
+    w.slice(vocab, vp).zero();
     bias = Tensor::zeros({vp}, x.dtype(), x.device());
     bias.slice(vocab, vp).fill(-INFINITY);
   }

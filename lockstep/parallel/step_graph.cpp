@@ -1,5 +1,7 @@
 #include "lockstep/parallel/step_graph.h"
 
+#include <algorithm>
+
 #include "lockstep/kernels/philox_capture.h"
 
 #if LOCKSTEP_WITH_CUDA
@@ -72,7 +74,16 @@ Tensor StepGraph::step(const Tensor& input, const Tensor& target) {
     replay();
     return static_loss_;
   }
-  if (graph_ || ++eager_steps_ <= warmup_) return eager(input, target);
+  if (graph_) return eager(input, target);
+  std::vector<int64_t> key{static_cast<int64_t>(input.dtype()), static_cast<int64_t>(target.dtype())};
+  for (const Tensor* t : {&input, &target}) {
+    key.push_back(t->dim());
+    for (int64_t d : t->shape()) key.push_back(d);
+  }
+  auto it =
+      std::find_if(eager_steps_.begin(), eager_steps_.end(), [&](const auto& e) { return e.first == key; });
+  if (it == eager_steps_.end()) it = eager_steps_.insert(eager_steps_.end(), {std::move(key), 0});
+  if (++it->second <= warmup_) return eager(input, target);
   capture(input, target);
   return static_loss_;
 }

@@ -14,14 +14,18 @@
 // replayed step runs as it would eagerly: step counts and generator offsets advance, the schedule
 // steps, the engine counts the step. What the host would decide differently from step to step (a
 // loss scaler's skip, collectives, accumulation windows) is listed by stepGraphBlocker, and
-// StepGraph refuses such an engine. A batch of another shape (an epoch's last, smaller one) runs
-// eagerly, and the replays after it go on from where it left the state.
+// StepGraph refuses such an engine. The shape captured is the first to have run warmup steps
+// eagerly (each shape counts its own, so an epoch's last, smaller batch is not what gets captured);
+// a batch of another shape runs eagerly, and the replays after it go on from where it left the
+// state.
 //
 // Replays run on the stream that was current at capture: keep it current. Not thread-safe; the
 // engine must not be stepped by anything else meanwhile, and must outlive the StepGraph.
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "lockstep/parallel/engine.h"
 
@@ -85,7 +89,9 @@ class StepGraph {
   Engine& engine_;
   LossFn loss_;
   int warmup_;
-  int64_t eager_steps_ = 0, replays_ = 0;
+  int64_t replays_ = 0;
+  // Eager steps so far per batch shape (input's and target's shapes and dtypes, flattened).
+  std::vector<std::pair<std::vector<int64_t>, int>> eager_steps_;
   std::unique_ptr<cuda::Graph> graph_;
   std::unique_ptr<kernels::PhiloxCapture> philox_;
   Tensor static_input_, static_target_, static_loss_;

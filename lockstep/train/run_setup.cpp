@@ -82,11 +82,10 @@ parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps,
   eo.auto_cast = c.auto_cast;
   eo.zero_stage = c.zero.stage;
   eo.zero = c.zero.options;
-  // ZeRO-3 Offload / ZeRO-Infinity on a GPU: the model built on the host, each rank's partition
-  // kept there (or on NVMe), layers gathered on the GPU (never the whole model on it).
-  if (device.isCuda() && c.zero.stage == 3 &&
-      (c.zero.options.offload_param_cpu || !c.zero.options.offload_param_nvme_path.empty()))
-    eo.zero.gather_device = device;
+  // ZeRO stage 3 on a GPU (zero.Init): the model built on the host, each rank's partition taken to
+  // the GPU (ZeRO-3 Offload, ZeRO-Infinity: kept on the host, or on NVMe), layers gathered on the
+  // GPU: the whole model is never on it, not even while the run starts.
+  if (device.isCuda() && c.zero.stage == 3) eo.zero.gather_device = device;
   return eo;
 }
 

@@ -149,6 +149,15 @@ void startRun(Run& r, const RunLength& length) {
   // sizes training may never ask for again: hand it back before the first step sets the high-water
   // mark of memory.
   CachingAllocator::instance().emptyCache();
+#if LOCKSTEP_WITH_CUDA
+  // Likewise the GPU's (ZeRO's partitioning, master weights' first copies), and its peaks start
+  // here: summary.json's GPU peaks are training's, not the setup's.
+  if (r.device.isCuda()) {
+    cuda::CudaCachingAllocator& gpu = cuda::CudaCachingAllocator::forDevice(r.device.index);
+    gpu.emptyCache();
+    gpu.resetPeakStats();
+  }
+#endif
   r.step_graph = makeStepGraph(r);
 }
 

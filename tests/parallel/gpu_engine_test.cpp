@@ -211,6 +211,10 @@ TEST(GpuEngine, zero_stage_3_trains_as_on_the_host_gathering_layer_by_layer) {
   o.zero.param_persistence_threshold = 0;
   o.zero.max_reuse_distance = 0;
   expectTrainsAsOnTheHost(o, "ZeRO stage 3");
+  // As `lockstep train` runs stage 3 on a GPU: the model built on the host (zero.Init), each rank's
+  // pieces taken to the GPU, the whole model never on it.
+  o.zero.gather_device = Device::cuda(0);
+  expectTrainsAsOnTheHost(o, "ZeRO stage 3 of a model built on the host");
 }
 
 TEST(GpuEngine, zero_stage_3_offloaded_to_the_host_trains_as_on_the_host) {

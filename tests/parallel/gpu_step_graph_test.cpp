@@ -47,7 +47,7 @@ void dropoutOffsets(nn::Module& m, std::vector<uint64_t>& out) {
   for (const auto& c : m.children()) dropoutOffsets(*c, out);
 }
 
-Outcome train(const Setup& s, bool graphed) {
+Outcome train(const Setup& s, bool graphed, int small_step) {
   manualSeed(1234);  // the dropout modules' seeds and the default generator's draws
   auto model = s.make();
   model->to(kGpu);
@@ -61,7 +61,7 @@ Outcome train(const Setup& s, bool graphed) {
   }
   Outcome o;
   for (int step = 0; step < kSteps; ++step) {
-    auto [x, y] = s.batch(step, step == kSmallStep ? kSmallRows : kRows);
+    auto [x, y] = s.batch(step, step == small_step ? kSmallRows : kRows);
     x = x.to(kGpu);
     y = y.to(kGpu);
     Tensor loss;
@@ -88,8 +88,7 @@ Outcome train(const Setup& s, bool graphed) {
   return o;
 }
 
-void expectReplaysAreTheEagerSteps(const Setup& s, const std::string& what) {
-  const Outcome eager = train(s, false), graphed = train(s, true);
+void expectSameOutcome(const Outcome& eager, const Outcome& graphed, const std::string& what) {
   EXPECT_EQ(graphed.replays, kSteps - kWarmup - 1) << what;  // the small batch runs eagerly
   EXPECT_EQ(graphed.global_steps, kSteps) << what;
   for (double l : eager.losses) EXPECT_TRUE(std::isfinite(l)) << what;
@@ -100,6 +99,16 @@ void expectReplaysAreTheEagerSteps(const Setup& s, const std::string& what) {
   for (size_t i = 0; i < eager.state.size(); ++i) {
     EXPECT_EQ(graphed.state[i].first, eager.state[i].first) << what;
     EXPECT_EQ(graphed.state[i].second, eager.state[i].second) << what << ": " << eager.state[i].first;
+  }
+}
+
+void expectReplaysAreTheEagerSteps(const Setup& s, const std::string& what0) {
+  // The small batch after the capture, and where the capture would come if every shape counted
+  // alike: each shape warms up on its own, so the full batch is the one captured either way.
+  for (int small_step : {kSmallStep, kWarmup}) {
+    const std::string what = what0 + ", small batch at step " + std::to_string(small_step);
+    const Outcome eager = train(s, false, small_step), graphed = train(s, true, small_step);
+    expectSameOutcome(eager, graphed, what);
   }
 }
 
@@ -128,13 +137,25 @@ std::function<std::pair<Tensor, Tensor>(int, int64_t)> images(const Shape& item)
 
 constexpr int64_t kVocab = 40, kTime = 12;
 
-std::pair<Tensor, Tensor> tokens(int step, int64_t rows) {
-  Generator g(200 + step);
-  std::vector<int64_t> v(static_cast<size_t>(rows * (kTime + 1)));
-  for (auto& t : v) t = static_cast<int64_t>(g.nextBelow(kVocab));
-  Tensor all = Tensor::fromVector(v, {rows, kTime + 1});
-  return {all.narrow(1, 0, kTime).contiguous(), all.narrow(1, 1, kTime).contiguous()};
+// Token windows of a vocabulary; with `ignored`, a number of targets that changes from step to step
+// are ignore_index (-100), so a mean's row count baked into the graph would show.
+std::function<std::pair<Tensor, Tensor>(int, int64_t)> tokensOf(int64_t vocab, bool ignored) {
+  return [vocab, ignored](int step, int64_t rows) {
+    Generator g(200 + step);
+    std::vector<int64_t> v(static_cast<size_t>(rows * (kTime + 1)));
+    for (auto& t : v) t = static_cast<int64_t>(g.nextBelow(static_cast<uint64_t>(vocab)));
+    Tensor all = Tensor::fromVector(v, {rows, kTime + 1});
+    Tensor target = all.narrow(1, 1, kTime).contiguous();
+    if (ignored) {
+      std::vector<int64_t> t = target.toVector<int64_t>();
+      for (size_t i = 0; i < t.size(); ++i)
+        if ((i + static_cast<size_t>(step)) % static_cast<size_t>(3 + step % 4) == 0) t[i] = -100;
+      target = Tensor::fromVector(t, target.shape());
+    }
+    return std::make_pair(all.narrow(1, 0, kTime).contiguous(), target);
+  };
 }
+const auto tokens = tokensOf(kVocab, false);
 
 std::function<std::shared_ptr<nn::Module>()> zoo(const std::string& name) {
   return [name] {
@@ -145,11 +166,11 @@ std::function<std::shared_ptr<nn::Module>()> zoo(const std::string& name) {
   };
 }
 
-std::function<std::shared_ptr<nn::Module>()> gpt(int64_t checkpoint_every) {
-  return [checkpoint_every] {
+std::function<std::shared_ptr<nn::Module>()> gpt(int64_t checkpoint_every, int64_t vocab = kVocab) {
+  return [checkpoint_every, vocab] {
     Generator g(3);
     nn::ModelOptions o;
-    o.vocab_size = kVocab;
+    o.vocab_size = vocab;
     o.block_size = 16;
     o.n_layer = 2;
     o.n_head = 4;
@@ -230,6 +251,17 @@ TEST(GpuStepGraph, gpt_with_checkpointed_blocks_dropout_and_clipping_replays_the
   // The recomputation in backward redraws each block's dropout masks from the saved offsets.
   expectReplaysAreTheEagerSteps({gpt(1), options({"Adam", {{"lr", 1e-3}}}, {}, 0.1), tokens, lmLoss},
                                 "gpt checkpointed dropout clipping");
+}
+
+TEST(GpuStepGraph, gpt_in_bf16_with_a_padded_vocabulary_and_ignored_targets_replays_the_eager_steps_bitwise) {
+  LOCKSTEP_REQUIRE_GPU();
+  // 41 words: the fused output layer pads its rows of logits to 48 (bf16) with -inf; autocast's
+  // lowered layer norms, the GELU epilogues and the cross entropy of bf16 logits; and a mean over a
+  // number of kept rows that changes every step.
+  parallel::EngineOptions o = options({"AdamW", {{"lr", 1e-3}, {"weight_decay", 0.1}}}, warmupDecay());
+  o.precision = parallel::Precision::bf16;
+  expectReplaysAreTheEagerSteps({gpt(0, 41), o, tokensOf(41, true), lmLoss},
+                                "gpt bf16 vocab 41 ignored targets");
 }
 
 TEST(GpuStepGraph, resnet_with_batch_norm_and_sgd_momentum_replays_the_eager_steps_bitwise) {

@@ -47,6 +47,35 @@ same=$(python3 "$check/compare.py" "$a" "$work/runs/seed_cnn.fp32.gpu/model.safe
 [[ $same == *"rel=0.000e+00 bitwise=yes"* ]] || fail "a run and its copy: $same"
 other=$(python3 "$check/compare.py" "$a" "$work/runs/seed_cnn.fp32.other_seed/model.safetensors")
 [[ $other == *"bitwise=no"* && $other != *"rel=0.000e+00"* ]] || fail "runs of two seeds: $other"
+# A run's parameters in bf16 (a master-weights run saves its 16-bit parameters) against the f32 run:
+# compared as numbers, within bf16's rounding, never bitwise.
+python3 - "$a" "$work/bf16.safetensors" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+data = raw[8 + n:]
+out_header, blobs, at = {}, [], 0
+for name, info in header.items():
+    if name == "__metadata__":
+        out_header[name] = info
+        continue
+    lo, hi = info["data_offsets"]
+    blob = data[lo:hi]
+    if info["dtype"] == "F32":  # round to nearest even, as a cast to bf16 does
+        words = struct.unpack(f"<{len(blob) // 4}I", blob)
+        blob = struct.pack(f"<{len(words)}H", *[((w + 0x7FFF + ((w >> 16) & 1)) >> 16) & 0xFFFF for w in words])
+        info = dict(info, dtype="BF16")
+    out_header[name] = dict(info, data_offsets=[at, at + len(blob)])
+    blobs.append(blob)
+    at += len(blob)
+head = json.dumps(out_header).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+PY
+mixed=$(python3 "$check/compare.py" "$work/bf16.safetensors" "$a")
+rel=$(sed -n 's/.*rel=\([^ ]*\).*/\1/p' <<<"$mixed")
+[[ $mixed == *"bitwise=no"* ]] && python3 -c "import sys; sys.exit(not 0 < float('$rel') < 4e-3)" ||
+  fail "a bf16 copy of a run against it: $mixed"
 
 # 3. The summary of those runs' checks.
 only='^seed_cnn\.fp32\.(cpu|cpu_avx2|gpu|gpu_again|graph)$'

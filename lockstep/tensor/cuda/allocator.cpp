@@ -96,15 +96,23 @@ struct CudaCachingAllocator::Impl {
     }
   }
 
+  // The cached blocks back to the driver, but never a live graph's pool: its captured nodes write
+  // those blocks at every replay (they go back with the graph, releasePool); and nothing while a
+  // graph is captured (the pending blocks' events may be the capture's, cudaFree would sync).
   void freeCached() {
+    if (active_pool != 0) return;
     processPending(true);
-    for (auto& [key, blocks] : free) {
-      for (auto& b : blocks) {
+    for (auto it = free.begin(); it != free.end();) {
+      if (std::get<0>(it->first) != 0) {
+        ++it;
+        continue;
+      }
+      for (auto& b : it->second) {
         LOCKSTEP_CUDA_CHECK(cudaFree(b->ptr));
         stats.reserved_current -= b->size;
       }
+      it = free.erase(it);
     }
-    free.clear();
   }
 };
 

@@ -27,6 +27,10 @@ void Graph::capture(int device, const std::function<void()>& fn) {
   CudaCachingAllocator& alloc = CudaCachingAllocator::forDevice(device);
   // Work queued before the capture must not be folded into it.
   stream_.synchronize();
+  // The capture's pool cannot take the cached blocks of the eager steps before it, and nothing is
+  // given back to the driver while it captures: give the cache back first, so that a step using
+  // most of the GPU's memory can be captured.
+  alloc.emptyCache();
   alloc.beginPool(pool_, stream_);
   // Relaxed: the allocator may still cudaMalloc (outside the graph) for the pool while capturing.
   LOCKSTEP_CUDA_CHECK(cudaStreamBeginCapture(stream_.handle(), cudaStreamCaptureModeRelaxed));
