@@ -371,7 +371,9 @@ void saveModelAndSample(Run& r) {
   // ZeRO stage 3 generates as it evaluates, each layer gathered for its forward (collective: every
   // rank generates the same tokens), so the whole model is never resident; else the chief alone.
   if (r.engine.parametersWhole()) {
-    if (chief) r.summary.samples = sampleText(*lm, r.config.sample, r.config.seed);
+    // Through evaluate() all the same: 16-bit master-weight parameters generate under autocast.
+    if (chief)
+      r.engine.evaluate([&] { r.summary.samples = sampleText(*lm, r.config.sample, r.config.seed); });
     return;
   }
   nlohmann::json samples;

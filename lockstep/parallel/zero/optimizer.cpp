@@ -8,6 +8,8 @@
 #include <unordered_map>
 
 #include "lockstep/kernels/finite.h"
+#include "lockstep/kernels/norm.h"
+#include "lockstep/kernels/scale.h"
 #include "lockstep/optim/clip_grad.h"
 #include "lockstep/parallel/ddp/bucket_assignment.h"
 #include "lockstep/parallel/model_sync.h"
@@ -546,10 +548,12 @@ void ZeroOptimizer::adoptParameters(const std::vector<size_t>& indices,
         if (chosen[shards_[i].param]) adopt(shards_[i]);
       }
       coordinator_->releasePiece(b, true);
+      // Its rounding only: while a checkpoint loads bucket by bucket, the next bucket's gather may
+      // be reading its own rounding already.
+      coordinator_->roundPiece(b);
     }
     i = end;
   }
-  coordinator_->roundPieces();
 }
 
 void ZeroOptimizer::allgatherParameters() {
@@ -641,19 +645,41 @@ void ZeroOptimizer::zeroGrad() {
   for (Variable& p : params_) p.setGrad(Tensor());
 }
 
+std::vector<Tensor> ZeroOptimizer::deviceGradients() const {
+  std::vector<Tensor> grads;
+  if (!device().isCuda() || (reducer_ && reducer_->pieceSwap())) return grads;
+  for (const Shard& s : shards_) {
+    if (!s.var.hasGrad()) continue;
+    if (!s.var.grad().isCuda()) return {};  // ZeRO-Offload's host copies: the host's loops
+    grads.push_back(s.var.grad());
+  }
+  return grads;
+}
+
 double ZeroOptimizer::clipGradNorm(double max_norm) {
   pointShardGradients();
+  // On a GPU the shards' joint norm in one kernel and one read (not a read per shard); else
   // optim::gradNorm over the shards, computed a bucket's gradient pieces at a time.
-  std::vector<double> norms;
-  forEachShard(Pieces::gradients, false,
-               [&](const Shard& s) { norms.push_back(optim::tensorNorm(s.var.grad())); });
-  const double local = optim::combineNorms(norms);
+  const std::vector<Tensor> on_device = deviceGradients();
+  double local = 0.0;
+  if (!on_device.empty()) {
+    local = kernels::totalNorm(on_device, 2.0).item<double>();
+  } else {
+    std::vector<double> norms;
+    forEachShard(Pieces::gradients, false,
+                 [&](const Shard& s) { norms.push_back(optim::tensorNorm(s.var.grad())); });
+    local = optim::combineNorms(norms);
+  }
   double total = local * local;
   if (group_ && world_ > 1) total = allreduceScalar(*group_, total, comm::ReduceOp::sum);
   total = std::sqrt(total);
   const double raw = max_norm / (total + 1e-6);
   const double coef = std::isnan(raw) ? raw : std::min(1.0, raw);  // clipGradNorm's rule
   if (coef == 1.0) return total;
+  if (!on_device.empty()) {
+    for (Tensor g : on_device) kernels::scaleInPlace(g, coef);
+    return total;
+  }
   forEachShard(Pieces::gradients, true, [&](const Shard& s) {
     Tensor g = s.var.grad();
     kernels::scaleAndCheckNonFinite(g, coef);
@@ -664,10 +690,17 @@ double ZeroOptimizer::clipGradNorm(double max_norm) {
 bool ZeroOptimizer::unscaleAndCheckOverflow(double factor) {
   pointShardGradients();
   bool overflow = false;
-  forEachShard(Pieces::gradients, factor != 1.0, [&](const Shard& s) {
-    Tensor g = s.var.grad();
-    overflow = kernels::scaleAndCheckNonFinite(g, factor) || overflow;
-  });
+  // On a GPU every shard sets one device flag, read once (the engine's rule for DDP).
+  if (std::vector<Tensor> on_device = deviceGradients(); !on_device.empty()) {
+    Tensor found_inf = Tensor::zeros({1}, DType::f32, device());
+    for (Tensor& g : on_device) kernels::scaleAndCheckNonFiniteInto(g, factor, found_inf);
+    overflow = found_inf.item<float>() != 0.0f;
+  } else {
+    forEachShard(Pieces::gradients, factor != 1.0, [&](const Shard& s) {
+      Tensor g = s.var.grad();
+      overflow = kernels::scaleAndCheckNonFinite(g, factor) || overflow;
+    });
+  }
   if (group_ && world_ > 1)
     overflow = allreduceScalar(*group_, overflow ? 1.0 : 0.0, comm::ReduceOp::max) != 0.0;
   return overflow;

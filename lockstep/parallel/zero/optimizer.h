@@ -268,6 +268,10 @@ class ZeroOptimizer {
   /// gradient's elements); undefined when the parameter got none.
   Tensor partitionGradient(const Shard& s) const;
   void pointShardGradients();
+  /// The shards' gradients when they are all GPU memory (no ZeRO-Offload host copies, no swapped
+  /// pieces): clipping and the loss scaler's check then read one value back, not one per shard.
+  /// Empty otherwise.
+  std::vector<Tensor> deviceGradients() const;
   /// The shards' gradients unset, and with master weights on the parameters' device their f32
   /// copies freed.
   void dropGradientCopies();

@@ -361,7 +361,11 @@ const Tensor& ZeroParameterCoordinator::source(size_t b) const {
 }
 
 void ZeroParameterCoordinator::roundPieces() {
-  for (size_t b = 0; b < rounded_.size(); ++b) rounded_[b].copyFrom(pieces_[b]);
+  for (size_t b = 0; b < rounded_.size(); ++b) roundPiece(b);
+}
+
+void ZeroParameterCoordinator::roundPiece(size_t b) {
+  if (b < rounded_.size()) rounded_[b].copyFrom(pieces_[b]);
 }
 
 void ZeroParameterCoordinator::copyPiece(size_t b, const Tensor& to, int64_t at,

@@ -131,6 +131,8 @@ class ZeroParameterCoordinator {
   /// gathers send. The optimizer calls it after changing the pieces (its step, a loaded checkpoint),
   /// with no gather's copy in flight. Otherwise nothing to do.
   void roundPieces();
+  /// roundPieces for bucket b alone (its piece changed, no gather of it in flight).
+  void roundPiece(size_t b);
   /// Bytes of those rounded copies (host memory).
   int64_t roundedBytes() const {
     int64_t n = 0;
