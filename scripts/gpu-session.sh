@@ -42,6 +42,10 @@ limit_of() {  # PART DEFAULT
 stop_session() {  # SID SIGNAL
   pkill "-$2" -s "$1" 2>/dev/null || true
 }
+set +m     # no job control: a part started in the background is no group leader, so setsid needs no fork
+part_pid=  # the running part's session, stopped if this script is
+trap '[ -n "$part_pid" ] && stop_session "$part_pid" KILL' EXIT
+trap 'exit 143' INT TERM
 run_part() {  # PART DEFAULT_LIMIT COMMAND...
   local part=$1 limit
   limit=$(limit_of "$1" "$2")
@@ -49,6 +53,7 @@ run_part() {  # PART DEFAULT_LIMIT COMMAND...
   echo "== $part (limit ${limit} s; log $out/$part.log) at $(( $(date +%s) - start )) s"
   setsid "$@" >"$out/$part.log" 2>&1 &
   local pid=$! waited=0 rc
+  part_pid=$pid
   while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$limit" ]; do
     sleep 1
     waited=$((waited + 1))
@@ -62,11 +67,13 @@ run_part() {  # PART DEFAULT_LIMIT COMMAND...
   wait "$pid"
   rc=$?
   stop_session "$pid" KILL  # whatever the part left running
+  part_pid=
   echo "($part exited $rc)" >>"$out/$part.log"
   tail -n 40 "$out/$part.log"
 }
 
-# STEPS is the lm part's (bench/gpu_lm.bench.sh); the other parts' scripts read their own defaults.
+# STEPS is the lm part's (bench/gpu_lm.bench.sh); the other parts' scripts take their own defaults
+# (run a bench script directly to give it STEPS).
 lm_steps=${STEPS:-}
 unset STEPS
 

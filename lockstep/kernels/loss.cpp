@@ -51,6 +51,9 @@ int64_t targetClasses(const char* op, const Tensor& logits, const CrossEntropyPa
   const int64_t c = logits.size(1);
   LOCKSTEP_ENFORCE(p.classes >= 0 && p.classes <= c, ValueError, op, ": classes ", p.classes,
                    " must be within [0, ", c, "] (the logits' columns)");
+  LOCKSTEP_ENFORCE(p.classes == 0 || p.classes == c || p.label_smoothing == 0.0, ValueError, op, ": classes ",
+                   p.classes, " of ", c,
+                   " columns with label smoothing (the smoothing term would sum the padding)");
   return p.classes > 0 ? p.classes : c;
 }
 

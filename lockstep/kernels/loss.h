@@ -29,7 +29,7 @@ struct CrossEntropyParams {
   /// The classes a target may name when the logits have more columns (0: every column): a row
   /// padded beyond its vocabulary with -inf logits (linearCrossEntropy's padded GEMMs) takes a
   /// target in the padding as out of range, as the unpadded row would (NaN on a GPU, a ValueError
-  /// on the host). Within [1, columns].
+  /// on the host). Within [1, columns]; fewer than the columns only without label smoothing.
   int64_t classes = 0;
 };
 

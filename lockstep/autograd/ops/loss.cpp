@@ -119,7 +119,12 @@ Variable linearCrossEntropy(const Variable& x0, const Variable& weight0, const T
   // (each entry p / rows at a mean), and multiplies by the loss's gradient only after the GEMMs; f16's
   // loss scaling puts its scale in that gradient, so most of a large vocabulary's entries would round
   // to zero in f16 before the scale reached them. The composed backward scales first.
-  if (x.dtype() == DType::f16) return crossEntropy(linear(x, weight, Variable()), target, opts);
+  if (x.dtype() == DType::f16) {
+    LOCKSTEP_ENFORCE(opts.reduction != Reduction::none, ValueError,
+                     "linear_cross_entropy: reduction none is not supported; take cross entropy of the "
+                     "linear layer's logits for per-row losses");
+    return crossEntropy(linear(x, weight, Variable()), target, opts);
+  }
   kernels::CrossEntropyParams p{toKernel(opts.reduction), opts.label_smoothing, opts.ignore_index};
   p.f32_loss = autocastDType().has_value() && kernels::isLowPrecision(x.dtype());
   const bool grad = needsGrad({&x, &weight});

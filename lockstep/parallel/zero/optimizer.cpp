@@ -561,10 +561,13 @@ void ZeroOptimizer::allgatherParameters() {
   std::vector<char*> full;
   for (Variable& p : params_) full.push_back(static_cast<char*>(p.tensor().devicePtr()));
   gatherPieces(full, device(), params_.front().dtype());
-  // The gather buffers (a bucket's worth, the whole model's with the default bucket sizes) go back
-  // to the allocator between steps, as DeepSpeed holds no such buffer: not model state.
-  gather_send_ = Tensor();
-  gather_recv_ = Tensor();
+  // On a GPU the gather buffers (a bucket's worth, the whole model's with the default bucket sizes)
+  // go back to the allocator between steps, as DeepSpeed holds no such buffer: not model state.
+  // (The host keeps them: zeroing them anew each step would cost a pass over them.)
+  if (device().isCuda()) {
+    gather_send_ = Tensor();
+    gather_recv_ = Tensor();
+  }
 }
 
 void ZeroOptimizer::gatherPieces(const std::vector<char*>& full, const Device& where, DType dtype, int root,

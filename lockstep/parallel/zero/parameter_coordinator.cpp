@@ -287,7 +287,17 @@ void ZeroParameterCoordinator::launch(size_t b) {
   try {
     startFetch(b);
   } catch (...) {  // out of memory, a failed group: the bucket is released again, nothing in flight
-    fetch_[b] = Fetch{};
+    Fetch& f = fetch_[b];
+    try {
+      if (f.side) waitForCopies(f.place);  // copies queued before the failure still use the buffers
+    } catch (...) {
+    }
+    f = Fetch{};
+    if (flat_[b].defined()) {
+      flat_[b].storage()->release();
+    } else {
+      for (size_t p : bucket.params) params_[p].tensor().storage()->release();
+    }
     state_[b] = State::released;
     live_ -= bucket.numel;
     releasePiece(b, false);

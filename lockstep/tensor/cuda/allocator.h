@@ -47,7 +47,8 @@ class CudaCachingAllocator {
   void release(void* ptr);
   /// Marks a block as used on stream s too (a communication stream), as torch's record_stream.
   void recordStream(void* ptr, const Stream& s);
-  /// cudaFree of every cached block not in use (after waiting for their pending events).
+  /// cudaFree of every cached block not in use (after waiting for their pending events), but the
+  /// pools of live CUDA graphs (their replays write those blocks); nothing while a graph is captured.
   void emptyCache();
   MemoryStats stats() const;
   /// Zeroes the peaks (torch.cuda.reset_peak_memory_stats).
