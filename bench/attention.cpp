@@ -42,12 +42,7 @@ int main(int argc, char** argv) {
   app.add_option("--dropout", dropout, "dropout on the attention weights (naive: dropout after softmax)");
   CLI11_PARSE(app, argc, argv);
   kernels::setNumThreads(threads);
-#if !LOCKSTEP_WITH_CUDA
-  if (device_name == "cuda") {
-    std::fprintf(stderr, "bench_attention: built without CUDA; --device cuda needs a LOCKSTEP_CUDA build\n");
-    return 2;
-  }
-#endif
+  if (!bench::deviceBuiltIn("bench_attention", device_name)) return 2;
   try {
     return run(impl, seq, dim, batch, heads, steps, threads, causal, dropout, device_name, dtype_name);
   } catch (const std::exception& e) {

@@ -68,12 +68,7 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype_name, "f32, or bf16 (autocast)")->check(CLI::IsMember({"f32", "bf16"}));
   CLI11_PARSE(app, argc, argv);
   kernels::setNumThreads(threads);
-#if !LOCKSTEP_WITH_CUDA
-  if (device_name == "cuda") {
-    std::fprintf(stderr, "bench_lm_head: built without CUDA; --device cuda needs a LOCKSTEP_CUDA build\n");
-    return 2;
-  }
-#endif
+  if (!bench::deviceBuiltIn("bench_lm_head", device_name)) return 2;
   try {
     return run(impl, rows, vocab, embd, steps, threads, device_name, dtype_name);
   } catch (const std::exception& e) {

@@ -5,7 +5,9 @@
 // program of its own.
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <functional>
+#include <string>
 
 #include "lockstep/tensor/allocator.h"
 #if LOCKSTEP_WITH_CUDA
@@ -14,6 +16,18 @@
 #endif
 
 namespace lockstep::bench {
+
+/// Whether `device` ("cpu" or "cuda") can run here; false, having said why on stderr, for cuda in a
+/// build without CUDA.
+inline bool deviceBuiltIn(const char* program, const std::string& device) {
+#if !LOCKSTEP_WITH_CUDA
+  if (device == "cuda") {
+    std::fprintf(stderr, "%s: built without CUDA; --device cuda needs a LOCKSTEP_CUDA build\n", program);
+    return false;
+  }
+#endif
+  return true;
+}
 
 struct StepMeasure {
   double ms = 0;          // per timed step
