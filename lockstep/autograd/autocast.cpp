@@ -3,14 +3,29 @@
 #include <unordered_map>
 
 #include "lockstep/autograd/function.h"
+#include "lockstep/kernels/accumulate.h"
 
 namespace lockstep::autograd {
 
 namespace {
+int rank(DType t) { return t == DType::f64 ? 3 : t == DType::f32 ? 2 : 1; }
+
 class ToDTypeBackward final : public Node {
  public:
   explicit ToDTypeBackward(DType from) : from_(from) {}
   std::vector<Tensor> apply(const Tensor& g) override { return {g.dtype() == from_ ? g : g.to(from_)}; }
+  // A gradient that widens back to a wider input (a 16-bit reader of an f32 tensor under autocast)
+  // is added to the input's held gradient as it is read: the same sums, no widened copy.
+  std::vector<Tensor> applyInto(const Tensor& g, const std::vector<Tensor*>& into) override {
+    Tensor* held = into[0];
+    if (held && held->dtype() == from_ && held->shape() == g.shape() && rank(from_) > rank(g.dtype()) &&
+        held->device() == g.device()) {
+      kernels::addInto(*held, g);
+      return {Tensor()};
+    }
+    return apply(g);
+  }
+  bool accumulates() const override { return true; }
   std::string name() const override { return "ToDTypeBackward"; }
 
  private:
@@ -33,8 +48,6 @@ AutocastState& state() {
   thread_local AutocastState s;
   return s;
 }
-
-int rank(DType t) { return t == DType::f64 ? 3 : t == DType::f32 ? 2 : 1; }
 }  // namespace
 
 Variable toDType(const Variable& x, DType dtype) {

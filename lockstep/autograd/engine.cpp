@@ -1,5 +1,6 @@
 #include "lockstep/autograd/engine.h"
 
+#include <algorithm>
 #include <queue>
 #include <unordered_map>
 
@@ -11,6 +12,24 @@ namespace {
 struct Later {
   bool operator()(Node* a, Node* b) const { return a->sequenceNr() < b->sequenceNr(); }
 };
+
+// For each of n's inputs, the gradient a reader that ran before n left for it, where n may add into
+// it in place: the buffer is the only reference to its storage (not a view, not a tensor a node or
+// a hook keeps) and n has one edge to that input's node (two edges would add twice into one buffer
+// while n computes).
+std::vector<Tensor*> heldGradients(const Node& n, std::unordered_map<Node*, Tensor>& buffers) {
+  const auto& edges = n.edges();
+  std::vector<Tensor*> into(edges.size(), nullptr);
+  for (size_t i = 0; i < edges.size(); ++i) {
+    Node* next = edges[i].get();
+    if (!next || std::count(edges.begin(), edges.end(), edges[i]) != 1) continue;
+    auto it = buffers.find(next);
+    if (it != buffers.end() && it->second.defined() && it->second.storage().use_count() == 1) {
+      into[i] = &it->second;
+    }
+  }
+  return into;
+}
 }  // namespace
 
 void runBackward(const std::shared_ptr<Node>& root, const Tensor& grad, bool retain_graph) {
@@ -43,7 +62,7 @@ void runBackward(const std::shared_ptr<Node>& root, const Tensor& grad, bool ret
     ready.pop();
     Tensor g = std::move(buffers[n]);
     buffers.erase(n);
-    std::vector<Tensor> grads = n->apply(g);
+    std::vector<Tensor> grads = n->accumulates() ? n->applyInto(g, heldGradients(*n, buffers)) : n->apply(g);
     g = Tensor();
     auto* acc = dynamic_cast<AccumulateGrad*>(n);
     if (acc) {

@@ -23,6 +23,16 @@ class Node {
   /// Gradients for each input (size == edges().size(); undefined where an input needs none),
   /// given the gradient of this node's output.
   virtual std::vector<Tensor> apply(const Tensor& grad_output) = 0;
+  /// apply(), where the engine already holds a gradient for some inputs: into[i], when not null, is
+  /// that gradient for input i (a tensor of the input's shape and dtype that nothing else refers
+  /// to). A node whose kernel can add its own gradient for input i into it in the pass that computes
+  /// it (a cuDNN or cuBLAS beta of 1, an epilogue) does so and returns an undefined tensor for i;
+  /// otherwise it returns the gradient and the engine adds it. Only called where accumulates().
+  virtual std::vector<Tensor> applyInto(const Tensor& grad_output, const std::vector<Tensor*>& into) {
+    return apply(grad_output);
+  }
+  /// Whether applyInto may take gradients in place (the engine looks for them only then).
+  virtual bool accumulates() const { return false; }
   /// The op's name, e.g. "Conv2dBackward", used in error messages.
   virtual std::string name() const = 0;
   /// Drops saved tensors after a backward pass without retain_graph.
@@ -39,6 +49,11 @@ class Node {
   }
 
  protected:
+  /// into[i] of applyInto, or nullptr (into may be empty: apply() of a node that implements both).
+  static Tensor* held(const std::vector<Tensor*>& into, size_t i) {
+    return i < into.size() ? into[i] : nullptr;
+  }
+
   std::vector<std::shared_ptr<Node>> edges_;
   uint64_t sequence_nr_;
   bool released_ = false;

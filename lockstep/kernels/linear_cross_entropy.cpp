@@ -102,8 +102,10 @@ LinearCrossEntropy linearCrossEntropyForward(const Tensor& x, const Tensor& weig
     auto [loss, lse] = crossEntropyForward(logits, t, rows_p);
     per.slice(r0, r1).copyFrom(loss);
     if (with_grad) {
-      out.grad_logits.slice(r0, r1).copyFrom(
-          crossEntropyBackward(share.slice(r0, r1), logits, lse, t, rows_p));
+      // Straight into the kept gradient where the backend can (a GPU), not through a copy.
+      Tensor rows_grad = out.grad_logits.slice(r0, r1);
+      if (!crossEntropyBackwardInto(rows_grad, share.slice(r0, r1), logits, lse, t, rows_p))
+        rows_grad.copyFrom(crossEntropyBackward(share.slice(r0, r1), logits, lse, t, rows_p));
     }
   }
   out.loss = reduce(ReduceOp::sum, binary(BinaryOp::mul, per.to(compute), share), {0});

@@ -89,6 +89,20 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
                                                           lse, target, p);
 }
 
+bool crossEntropyBackwardInto(Tensor& out, const Tensor& gloss, const Tensor& logits, const Tensor& lse,
+                              const Tensor& target, const CrossEntropyParams& p) {
+  const LossIntoKernels* gpu = LOCKSTEP_CUDA_TABLE(cuda::kLossInto);
+  if (!gpu || !logits.isCuda() || !out.isCuda() || !out.isContiguous() || out.shape() != logits.shape() ||
+      out.dtype() != logits.dtype())
+    return false;
+  checkClassTarget("cross_entropy", logits, target);
+  checkGloss("cross_entropy", gloss, p.reduction, {logits.size(0)});
+  LOCKSTEP_ENFORCE(lse.shape() == Shape{logits.size(0)}, ValueError, "cross_entropy backward: logsumexp ",
+                   lse.describe(), " does not fit logits ", logits.describe());
+  targetClasses("cross_entropy", logits, p);
+  return gpu->crossEntropyBackwardInto(out, gloss, logits, lse, target, p);
+}
+
 Tensor crossEntropyRowWeights(const Tensor& target, int64_t ignore_index, LossReduction reduction,
                               DType dtype) {
   LOCKSTEP_ENFORCE(target.dim() == 1 && target.dtype() == DType::i64, ValueError,

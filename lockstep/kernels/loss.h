@@ -42,6 +42,11 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
 /// dL/dlogits from dL/dloss (0-d, or [N] for none): softmax - smoothed target, written directly.
 Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
                             const Tensor& target, const CrossEntropyParams& p);
+/// crossEntropyBackward's gradient written into out (contiguous, the logits' shape, dtype and
+/// device; it may be the logits themselves) where the backend writes in place (a GPU): true. False,
+/// having written nothing, elsewhere (the caller copies the returned gradient).
+bool crossEntropyBackwardInto(Tensor& out, const Tensor& gloss, const Tensor& logits, const Tensor& lse,
+                              const Tensor& target, const CrossEntropyParams& p);
 
 /// Each row's share of a reduced loss: [N] in dtype, 0 where target[i] is ignore_index, else 1
 /// (sum) or 1 / the rows kept (mean). reduction none: ValueError. Computed where target lives (a

@@ -33,6 +33,8 @@ void checkIndices(const Tensor& weight, const Tensor& indices) {
 
 int64_t lastDim(const Tensor& x) { return x.dim() == 0 ? 1 : x.size(x.dim() - 1); }
 
+}  // namespace
+
 void checkRmsNorm(const Tensor& x, const Tensor& weight) {
   LOCKSTEP_ENFORCE(x.dim() >= 1 && isFloating(x.dtype()), ValueError,
                    "rms_norm: input must be floating with >= 1 dim, got ", x.describe());
@@ -42,6 +44,8 @@ void checkRmsNorm(const Tensor& x, const Tensor& weight) {
                      " (needs [", lastDim(x), "] of the input's dtype)");
   }
 }
+
+namespace {
 
 void checkSame(const char* op, const Tensor& a, const Tensor& b) {
   LOCKSTEP_ENFORCE(a.shape() == b.shape() && a.dtype() == b.dtype() && isFloating(a.dtype()), ValueError, op,

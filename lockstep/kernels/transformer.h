@@ -33,6 +33,8 @@ inline void narrowResults(RmsNormGrads& r, DType low) {
   if (r.gx.defined()) r.gx = r.gx.to(low);
   if (r.gweight.defined()) r.gweight = r.gweight.to(low);
 }
+/// ValueError unless x is floating with >= 1 dim and weight (when defined) is [D] of x's dtype.
+void checkRmsNorm(const Tensor& x, const Tensor& weight);
 /// Over the last dim of x; weight [D] or undefined. y_dtype (default x's): y rounded to it, as
 /// layerNormForward's (autocast's RMSNorm before its linear layers).
 RmsNormOutput rmsNormForward(const Tensor& x, const Tensor& weight, double eps,

@@ -130,6 +130,28 @@ TEST(Autocast, other_ops_keep_their_dtype_and_mixed_arithmetic_promotes) {
   EXPECT_EQ((input({4, 10}, 7) * h).dtype(), DType::f32);
 }
 
+// A residual add of an f32 stream and a bf16 layer output: the f32 sum, and each operand's gradient in
+// its own dtype, bit for bit what casting the bf16 operand first gives.
+TEST(Autocast, mixed_add_and_sub_equal_casting_first) {
+  for (bool subtract : {false, true}) {
+    Variable x(randomTensor({6, 40}, DType::f32, 8), true);
+    Variable h(randomTensor({6, 40}, DType::bf16, 9), true);
+    Variable y = subtract ? x - h : h + x;
+    EXPECT_EQ(y.dtype(), DType::f32);
+    Tensor w = randomTensor({6, 40}, DType::f32, 10);
+    autograd::sum(y * Variable(w)).backward();
+    Variable x2(x.tensor().clone(), true), h2(h.tensor().clone(), true);
+    Variable h2w = autograd::toDType(h2, DType::f32);
+    Variable y2 = subtract ? x2 - h2w : h2w + x2;
+    autograd::sum(y2 * Variable(w)).backward();
+    EXPECT_TRUE(tensorsNear(y.tensor(), y2.tensor(), 0, 0));
+    ASSERT_EQ(h.grad().dtype(), DType::bf16);
+    ASSERT_EQ(x.grad().dtype(), DType::f32);
+    EXPECT_TRUE(tensorsNear(h.grad(), h2.grad(), 0, 0));
+    EXPECT_TRUE(tensorsNear(x.grad(), x2.grad(), 0, 0));
+  }
+}
+
 TEST(Autocast, parameters_stay_f32_and_are_cast_once_per_forward) {
   Variable w = param({16, 16}, 1), b = param({16}, 2);
   Variable x = input({4, 16}, 3);

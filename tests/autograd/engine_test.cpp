@@ -105,3 +105,82 @@ TEST(Autograd, backward_needs_scalar_or_gradient) {
   Variable c(Tensor::fromVector<double>({1.0}, {1}));
   EXPECT_THROW(relu(c).backward(), ValueError);
 }
+
+namespace {
+// y = 3x, whose backward adds 3g into the gradient the engine already holds for x when it is
+// offered one (Node::applyInto), and says whether it was.
+struct TripleBackward : Node {
+  explicit TripleBackward(std::vector<bool>* offered) : offered_(offered) {}
+  bool accumulates() const override { return true; }
+  std::vector<Tensor> apply(const Tensor& g) override {
+    return {kernels::binaryScalar(kernels::BinaryOp::mul, g, 3)};
+  }
+  std::vector<Tensor> applyInto(const Tensor& g, const std::vector<Tensor*>& into) override {
+    offered_->push_back(held(into, 0) != nullptr);
+    if (Tensor* h = held(into, 0)) {
+      kernels::addInto(*h, g, 3.0);
+      return {Tensor()};
+    }
+    return apply(g);
+  }
+  std::string name() const override { return "TestTriple"; }
+  std::vector<bool>* offered_;
+};
+
+Variable triple(const Variable& x, std::vector<bool>* offered) {
+  return record<TripleBackward>(kernels::binaryScalar(kernels::BinaryOp::mul, x.tensor(), 3), {&x}, offered);
+}
+}  // namespace
+
+// A reader whose backward runs after another reader of the same tensor adds its gradient into the
+// held one (the later-created node runs first, so the triple, created first, runs last).
+TEST(Autograd, a_later_reader_adds_into_the_held_gradient) {
+  std::vector<bool> offered;
+  Variable x(Tensor::fromVector<double>({1.0, -2.0, 3.0}, {3}), true);
+  Variable t = triple(x, &offered);
+  Variable r = relu(x);
+  (t + r).backward(Tensor::ones({3}, DType::f64));
+  EXPECT_EQ(offered, std::vector<bool>{true});
+  EXPECT_EQ(x.grad().toVector<double>(), (std::vector<double>{4.0, 3.0, 4.0}));
+}
+
+// Never into a buffer something else holds: here the held gradient is the very tensor the triple
+// receives (the sum's backward and x + 1's pass one tensor on), so adding into it would change the
+// triple's own input as it reads it.
+TEST(Autograd, a_shared_gradient_is_not_offered_to_add_into) {
+  std::vector<bool> offered;
+  Variable x(Tensor::fromVector<double>({1.0, -2.0, 3.0}, {3}), true);
+  Variable t = triple(x, &offered);
+  Variable s = x + 1.0;
+  (t + s).backward(Tensor::ones({3}, DType::f64));
+  EXPECT_EQ(offered, std::vector<bool>{false});
+  EXPECT_EQ(x.grad().toVector<double>(), (std::vector<double>{4.0, 4.0, 4.0}));
+  // The first reader to run finds nothing held.
+  std::vector<bool> first;
+  Variable y(Tensor::fromVector<double>({1.0, 2.0}, {2}), true);
+  Variable r = relu(y);
+  Variable u = triple(y, &first);
+  (u + r).backward(Tensor::ones({2}, DType::f64));
+  EXPECT_EQ(first, std::vector<bool>{false});
+  EXPECT_EQ(y.grad().toVector<double>(), (std::vector<double>{4.0, 4.0}));
+}
+
+// A 16-bit cast of an f32 tensor for each of its readers (autocast's rule for a tensor with several
+// lower-precision readers): the casts' gradients add into the f32 one as they are read, giving what
+// widening each and adding gives.
+TEST(Autograd, narrow_reads_of_a_wide_tensor_add_their_gradients_as_widened) {
+  Variable x(randomTensor({4, 33}, DType::f32, 3), true);
+  Tensor w1 = randomTensor({4, 33}, DType::bf16, 4), w2 = randomTensor({4, 33}, DType::bf16, 5);
+  Tensor w3 = randomTensor({4, 33}, DType::f32, 6);
+  Variable a = toDType(x, DType::bf16), b = toDType(x, DType::bf16);
+  Variable loss = sum(toDType(a * Variable(w1), DType::f32)) + sum(toDType(b * Variable(w2), DType::f32)) +
+                  sum(x * Variable(w3));
+  loss.backward();
+  // Each cast's gradient is its weight (bf16), widened exactly; the engine adds in node order: the
+  // last-created reader first (x * w3), then b's cast, then a's.
+  Tensor want = w3.clone();
+  kernels::addInto(want, w2.to(DType::f32));
+  kernels::addInto(want, w1.to(DType::f32));
+  ASSERT_EQ(x.grad().dtype(), DType::f32);
+  EXPECT_TRUE(lockstep::testing::tensorsNear(x.grad(), want, 0, 0));
+}

@@ -123,8 +123,8 @@ TEST(Binary, rejects_incompatible_shapes) {
   }
 }
 
-TEST(Binary, rejects_mismatched_dtypes) {
-  Tensor a = Tensor::zeros({3}, DType::f32), b = Tensor::zeros({3}, DType::f64);
+TEST(Binary, rejects_mismatched_dtypes_unless_both_are_floating) {
+  Tensor a = Tensor::zeros({3}, DType::f32), b = Tensor::zeros({3}, DType::i64);
   try {
     kernels::binary(BinaryOp::add, a, b);
     FAIL() << "expected ValueError";
@@ -132,8 +132,53 @@ TEST(Binary, rejects_mismatched_dtypes) {
     std::string m = e.what();
     EXPECT_NE(m.find("add"), std::string::npos) << m;
     EXPECT_NE(m.find("f32"), std::string::npos) << m;
-    EXPECT_NE(m.find("f64"), std::string::npos) << m;
+    EXPECT_NE(m.find("i64"), std::string::npos) << m;
   }
+  EXPECT_EQ(kernels::binaryResultDType(DType::f32, DType::f64), DType::f64);
+  EXPECT_EQ(kernels::binaryResultDType(DType::bf16, DType::f32), DType::f32);
+  EXPECT_EQ(kernels::binaryResultDType(DType::bf16, DType::f16), DType::f32) << "PyTorch's rule";
+  EXPECT_EQ(kernels::binaryResultDType(DType::f16, DType::f64), DType::f64);
+}
+
+// Mixed floating operands give what widening the narrow one first gives, bit for bit: the one-pass
+// kernel (an f32 operand with a bf16/f16 one of the same shape and layout, either order) and the
+// widened copies of every other mix.
+TEST(Binary, mixed_floating_dtypes_equal_widening_first) {
+  struct Case {
+    DType a, b;
+    Shape sa, sb;
+  };
+  const std::vector<Case> cases = {
+      {DType::f32, DType::bf16, {3, 1000}, {3, 1000}},  // one pass, several blocks, a ragged tail
+      {DType::bf16, DType::f32, {3, 1000}, {3, 1000}},
+      {DType::f32, DType::f16, {70001}, {70001}},  // one pass, threaded
+      {DType::f16, DType::f32, {5}, {5}},
+      {DType::f32, DType::bf16, {4, 6}, {6}},  // broadcast: widened first
+      {DType::f32, DType::f64, {4, 6}, {4, 6}},
+      {DType::bf16, DType::f16, {4, 6}, {4, 6}},
+      {DType::f32, DType::bf16, {0, 3}, {0, 3}},
+  };
+  for (BinaryOp op : kOps) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(kernels::binaryOpName(op)) + " " + dtypeName(c.a) + " " + dtypeName(c.b) +
+                   " " + shapeToString(c.sa));
+      Tensor a = randomTensor(c.sa, c.a, 21), b = operandB(c.sb, op, c.b);
+      const DType r = kernels::binaryResultDType(c.a, c.b);
+      Tensor y = kernels::binary(op, a, b);
+      EXPECT_EQ(y.dtype(), r);
+      EXPECT_EQ(y.shape(), kernels::binary(op, a.to(r), b.to(r)).shape());
+      EXPECT_TRUE(tensorsNear(y, kernels::binary(op, a.to(r), b.to(r)), 0, 0));
+    }
+  }
+  // The one pass keeps the operands' channels_last layout.
+  Tensor a = randomTensor({2, 8, 3, 5}, DType::f32, 4).toFormat(MemoryFormat::channels_last);
+  Tensor b = randomTensor({2, 8, 3, 5}, DType::bf16, 5).toFormat(MemoryFormat::channels_last);
+  Tensor y = kernels::binary(BinaryOp::add, a, b);
+  EXPECT_EQ(y.strides(), a.strides());
+  EXPECT_TRUE(tensorsNear(y, kernels::binary(BinaryOp::add, a, b.to(DType::f32)), 0, 0));
+  // The reference backend's one-pass kernel agrees.
+  EXPECT_TRUE(tensorsNear(kernels::reference::kBinary.binaryMixed(BinaryOp::sub, b, a),
+                          kernels::onednn::kBinary.binaryMixed(BinaryOp::sub, b, a), 0, 0));
 }
 
 TEST(Binary, integer_dtypes_stay_exact) {

@@ -10,6 +10,7 @@ using namespace lockstep;
 using lockstep::testing::gpu;
 using lockstep::testing::gpuMatches;
 using lockstep::testing::hostRandom;
+using lockstep::testing::kExact;
 using lockstep::testing::kFloatDTypes;
 
 TEST(GpuBinary, integers_are_exact) {
@@ -42,7 +43,8 @@ TEST(GpuBinary, rejects_operands_on_different_devices_and_dtypes) {
   Tensor a = hostRandom({3}, DType::f32, 1);
   EXPECT_THROW(kernels::binary(kernels::BinaryOp::add, gpu(a), a), ValueError);
   EXPECT_THROW(kernels::binary(kernels::BinaryOp::add, a, gpu(a)), ValueError);
-  EXPECT_THROW(kernels::binary(kernels::BinaryOp::add, gpu(a), gpu(a.to(DType::f64))), ValueError);
+  EXPECT_THROW(kernels::binary(kernels::BinaryOp::add, gpu(a), gpu(Tensor::arange(3, DType::i64))),
+               ValueError);
   EXPECT_THROW(kernels::binary(kernels::BinaryOp::add, gpu(a), gpu(hostRandom({4}, DType::f32, 2))),
                ValueError);
   try {
@@ -51,6 +53,38 @@ TEST(GpuBinary, rejects_operands_on_different_devices_and_dtypes) {
     EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("cpu"), std::string::npos) << e.what();
   }
+}
+
+// An f32 operand with a bf16/f16 one (autocast's residual add) in one pass, either order and
+// channels_last included; other mixes widen first. The CPU's results, which equal widening first.
+TEST(GpuBinary, mixed_floating_dtypes_promote_as_on_the_cpu) {
+  LOCKSTEP_REQUIRE_GPU();
+  struct Case {
+    DType a, b;
+    Shape sa, sb;
+  };
+  const std::vector<Case> cases = {
+      {DType::f32, DType::bf16, {3, 1001}, {3, 1001}}, {DType::bf16, DType::f32, {3, 1001}, {3, 1001}},
+      {DType::f32, DType::f16, {4099}, {4099}},        {DType::f32, DType::bf16, {4, 6}, {6}},
+      {DType::f32, DType::f64, {4, 6}, {4, 6}},        {DType::bf16, DType::f16, {4, 6}, {4, 6}},
+  };
+  for (auto op : {kernels::BinaryOp::add, kernels::BinaryOp::sub, kernels::BinaryOp::mul}) {
+    for (const Case& c : cases) {
+      Tensor a = hostRandom(c.sa, c.a, 3), b = hostRandom(c.sb, c.b, 4);
+      Tensor y = kernels::binary(op, gpu(a), gpu(b));
+      EXPECT_TRUE(gpuMatches(y, kernels::binary(op, a, b), kExact, kernels::binaryOpName(op)));
+    }
+  }
+  Tensor a = hostRandom({2, 8, 3, 5}, DType::f32, 5).toFormat(MemoryFormat::channels_last);
+  Tensor b = hostRandom({2, 8, 3, 5}, DType::bf16, 6).toFormat(MemoryFormat::channels_last);
+  Tensor y = kernels::binary(kernels::BinaryOp::add, gpu(b), gpu(a));
+  EXPECT_TRUE(y.isChannelsLast());
+  EXPECT_TRUE(gpuMatches(y, kernels::binary(kernels::BinaryOp::add, b, a), kExact, "channels_last"));
+  // A misaligned narrow view takes the one-element loop.
+  Tensor a2 = hostRandom({1001}, DType::f32, 7), b2 = hostRandom({1002}, DType::bf16, 8).narrow(0, 1, 1001);
+  Tensor g2 = gpu(hostRandom({1002}, DType::bf16, 8)).narrow(0, 1, 1001);
+  EXPECT_TRUE(gpuMatches(kernels::binary(kernels::BinaryOp::add, gpu(a2), g2),
+                         kernels::binary(kernels::BinaryOp::add, a2, b2), kExact, "misaligned"));
 }
 
 TEST(GpuAddInto, accumulates_in_place_with_alpha_strides_and_mixed_dtypes) {

@@ -132,3 +132,32 @@ TEST(GpuMseLoss, rejects_operands_on_different_devices) {
   Tensor a = hostRandom({3}, DType::f32, 1);
   EXPECT_THROW(kernels::mseLossForward(gpu(a), a, LossReduction::mean), ValueError);
 }
+
+// The fused LM head writes each chunk's logit gradient straight into its kept [N, V] gradient, and
+// may write it over the logits themselves: both give crossEntropyBackward's bytes. A host buffer, or
+// one of another dtype, is left to the caller.
+TEST(GpuCrossEntropy, backward_into_a_buffer_or_over_the_logits_is_the_backward) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (DType t : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtypeName(t));
+    Tensor logits = gpu(hostRandom({37, 1000}, t, 1, -4.0, 4.0));
+    std::vector<int64_t> tv(37);
+    for (int64_t i = 0; i < 37; ++i) tv[static_cast<size_t>(i)] = i == 5 ? -100 : (i * 131) % 1000;
+    Tensor target = gpu(Tensor::fromVector<int64_t>(tv, {37}));
+    kernels::CrossEntropyParams p;
+    auto [loss, lse] = kernels::crossEntropyForward(logits, target, p);
+    Tensor gloss = gpu(Tensor::scalar(0.75, loss.dtype()));
+    const Tensor want = kernels::crossEntropyBackward(gloss, logits, lse, target, p).to(Device::cpu());
+    Tensor out = Tensor::empty({37, 1000}, t, MemoryFormat::contiguous, Device::cuda(0));
+    ASSERT_TRUE(kernels::crossEntropyBackwardInto(out, gloss, logits, lse, target, p));
+    EXPECT_TRUE(gpuMatches(out, want, lockstep::testing::kExact, "into a buffer"));
+    Tensor over = logits.clone();
+    ASSERT_TRUE(kernels::crossEntropyBackwardInto(over, gloss, over, lse, target, p));
+    EXPECT_TRUE(gpuMatches(over, want, lockstep::testing::kExact, "over the logits"));
+    Tensor host = Tensor::empty({37, 1000}, t);
+    EXPECT_FALSE(kernels::crossEntropyBackwardInto(host, gloss, logits, lse, target, p));
+    Tensor narrow = Tensor::empty({37, 1000}, t == DType::f32 ? DType::bf16 : DType::f32,
+                                  MemoryFormat::contiguous, Device::cuda(0));
+    EXPECT_FALSE(kernels::crossEntropyBackwardInto(narrow, gloss, logits, lse, target, p));
+  }
+}

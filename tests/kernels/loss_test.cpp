@@ -368,3 +368,14 @@ TEST(MseLoss, rejects_mismatched_shapes) {
     EXPECT_NE(std::string(e.what()).find("[3, 2]"), std::string::npos) << e.what();
   }
 }
+
+// Writing the gradient into a given buffer is a GPU's form; on the CPU it says so and writes nothing.
+TEST(CrossEntropy, backward_into_a_buffer_is_left_to_the_caller_on_the_cpu) {
+  Tensor logits = randomTensor({4, 7}, DType::f32, 1);
+  Tensor target = Tensor::fromVector<int64_t>({1, 0, 6, 3}, {4});
+  kernels::CrossEntropyParams p;
+  auto [loss, lse] = kernels::crossEntropyForward(logits, target, p);
+  Tensor out = Tensor::zeros({4, 7});
+  EXPECT_FALSE(kernels::crossEntropyBackwardInto(out, Tensor::scalar(1.0), logits, lse, target, p));
+  EXPECT_EQ(out.toVector<float>(), std::vector<float>(28, 0.0f));
+}

@@ -20,15 +20,22 @@ using kernels::UnaryOp;
 // An edge that is null needs no gradient: skip its (possibly costly) reduction.
 bool wants(const Node& n, size_t i) { return n.edges().size() > i && n.edges()[i] != nullptr; }
 
+// Operands of two floating dtypes (the result has the wider) get their gradients in their own dtype,
+// as a cast's backward would give them.
 class AddSubBackward final : public Node {
  public:
-  AddSubBackward(bool subtract, Shape a, Shape b) : subtract_(subtract), a_(std::move(a)), b_(std::move(b)) {}
+  AddSubBackward(bool subtract, const Variable& a, const Variable& b)
+      : subtract_(subtract), a_(a.shape()), b_(b.shape()), a_dtype_(a.dtype()), b_dtype_(b.dtype()) {}
   std::vector<Tensor> apply(const Tensor& g) override {
     Tensor ga, gb;
-    if (wants(*this, 0)) ga = kernels::sumToShape(g, a_);
+    if (wants(*this, 0)) {
+      ga = kernels::sumToShape(g, a_);
+      if (ga.dtype() != a_dtype_) ga = ga.to(a_dtype_);
+    }
     if (wants(*this, 1)) {
       gb = kernels::sumToShape(g, b_);
       if (subtract_) gb = kernels::unary(UnaryOp::neg, gb);
+      if (gb.dtype() != b_dtype_) gb = gb.to(b_dtype_);
     }
     return {ga, gb};
   }
@@ -37,6 +44,7 @@ class AddSubBackward final : public Node {
  private:
   bool subtract_;
   Shape a_, b_;
+  DType a_dtype_, b_dtype_;
 };
 
 class MulBackward final : public Node {
@@ -128,16 +136,16 @@ Variable unaryOp(UnaryOp op, const Variable& x, double p = 0.0) {
 
 }  // namespace
 
-Variable add(const Variable& a0, const Variable& b0) {
-  const auto [a, b] = autocast::promote(a0, b0);
+// add and sub take two floating dtypes as they are (kernels::binary promotes, in one pass for
+// autocast's residual adds); mul and div cast first, as their backward multiplies by the operands.
+Variable add(const Variable& a, const Variable& b) {
   Tensor y = kernels::binary(BinaryOp::add, a.tensor(), b.tensor());
-  return record<AddSubBackward>(y, {&a, &b}, false, a.shape(), b.shape());
+  return record<AddSubBackward>(y, {&a, &b}, false, a, b);
 }
 
-Variable sub(const Variable& a0, const Variable& b0) {
-  const auto [a, b] = autocast::promote(a0, b0);
+Variable sub(const Variable& a, const Variable& b) {
   Tensor y = kernels::binary(BinaryOp::sub, a.tensor(), b.tensor());
-  return record<AddSubBackward>(y, {&a, &b}, true, a.shape(), b.shape());
+  return record<AddSubBackward>(y, {&a, &b}, true, a, b);
 }
 
 Variable mul(const Variable& a0, const Variable& b0) {

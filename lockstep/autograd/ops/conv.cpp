@@ -3,6 +3,7 @@
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/autograd/ops/kernel_params.h"
+#include "lockstep/kernels/accumulate.h"
 #include "lockstep/kernels/activation.h"
 #include "lockstep/kernels/conv.h"
 
@@ -16,11 +17,14 @@ class Conv2dBackward final : public Node {
   Conv2dBackward(Tensor x, Tensor w, bool with_bias, kernels::Conv2dParams p, Tensor y)
       : x_(std::move(x)), w_(std::move(w)), with_bias_(with_bias), p_(p), y_(std::move(y)) {}
 
-  std::vector<Tensor> apply(const Tensor& gy) override {
+  std::vector<Tensor> apply(const Tensor& gy) override { return applyInto(gy, {}); }
+  std::vector<Tensor> applyInto(const Tensor& gy, const std::vector<Tensor*>& into) override {
     // A fused relu is undone first: its gradient mask is the saved output's sign.
     Tensor g = p_.fuse_relu ? kernels::reluBackward(gy, y_) : gy;
     std::vector<Tensor> grads(3);
-    if (edges_[0]) grads[0] = kernels::conv2dBackwardData(g, x_, w_, p_);
+    Tensor* gx = held(into, 0);
+    if (edges_[0] && !(gx && kernels::conv2dBackwardDataInto(*gx, g, x_, w_, p_)))
+      grads[0] = kernels::conv2dBackwardData(g, x_, w_, p_);
     if (edges_[1] || edges_[2]) {
       auto wg = kernels::conv2dBackwardWeights(g, x_, w_.shape(), with_bias_ && edges_[2], p_);
       if (edges_[1]) grads[1] = std::move(wg.weight);
@@ -28,6 +32,7 @@ class Conv2dBackward final : public Node {
     }
     return grads;
   }
+  bool accumulates() const override { return true; }
   std::string name() const override { return "Conv2dBackward"; }
   void releaseSaved() override {
     x_ = Tensor();

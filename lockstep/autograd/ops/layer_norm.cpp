@@ -5,6 +5,7 @@
 
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
+#include "lockstep/kernels/accumulate.h"
 #include "lockstep/kernels/layer_norm.h"
 
 namespace lockstep::autograd {
@@ -26,6 +27,17 @@ class LayerNormBackward final : public Node {
     auto r = kernels::layerNormBackward(g, x_, mean_, variance_, normalized_shape_, weight_, bias_, eps_);
     return {edges_[0] ? r.gx : Tensor(), edges_[1] ? r.gweight : Tensor(), edges_[2] ? r.gbias : Tensor()};
   }
+  // x's gradient added into the one its other readers left (a transformer's residual stream).
+  std::vector<Tensor> applyInto(const Tensor& g, const std::vector<Tensor*>& into) override {
+    if (Tensor* gx = held(into, 0); gx && edges_[0]) {
+      if (auto r = kernels::layerNormBackwardInto(*gx, g, x_, mean_, variance_, normalized_shape_, weight_,
+                                                  bias_, eps_)) {
+        return {Tensor(), edges_[1] ? r->gweight : Tensor(), edges_[2] ? r->gbias : Tensor()};
+      }
+    }
+    return apply(g);
+  }
+  bool accumulates() const override { return true; }
   std::string name() const override { return "LayerNormBackward"; }
   void releaseSaved() override { x_ = mean_ = variance_ = weight_ = bias_ = Tensor(); }
 

@@ -3,6 +3,7 @@
 
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
+#include "lockstep/kernels/accumulate.h"
 #include "lockstep/kernels/linear.h"
 
 namespace lockstep::autograd {
@@ -11,10 +12,13 @@ namespace {
 class LinearBackward final : public Node {
  public:
   LinearBackward(Tensor x, Tensor weight) : x_(std::move(x)), weight_(std::move(weight)) {}
-  std::vector<Tensor> apply(const Tensor& gy) override {
+  std::vector<Tensor> apply(const Tensor& gy) override { return applyInto(gy, {}); }
+  std::vector<Tensor> applyInto(const Tensor& gy, const std::vector<Tensor*>& into) override {
     // Only what some input needs: the first layer's input (data) usually wants no gradient.
     std::vector<Tensor> out(3);
-    if (edges_[0]) out[0] = kernels::linearBackwardData(gy, weight_);
+    Tensor* gx = held(into, 0);
+    if (edges_[0] && !(gx && kernels::linearBackwardDataInto(*gx, gy, weight_)))
+      out[0] = kernels::linearBackwardData(gy, weight_);
     if (edges_[1] || edges_[2]) {
       auto [gw, gb] = kernels::linearBackwardWeights(gy, x_, edges_[2] != nullptr);
       if (edges_[1]) out[1] = std::move(gw);
@@ -22,6 +26,7 @@ class LinearBackward final : public Node {
     }
     return out;
   }
+  bool accumulates() const override { return true; }
   std::string name() const override { return "LinearBackward"; }
   void releaseSaved() override {
     x_ = Tensor();

@@ -5,6 +5,7 @@
 
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
+#include "lockstep/kernels/accumulate.h"
 #include "lockstep/kernels/transformer.h"
 
 namespace lockstep::autograd {
@@ -19,6 +20,15 @@ class RmsNormBackward final : public Node {
     auto r = kernels::rmsNormBackward(g, x_, rstd_, weight_);
     return {edges_[0] ? r.gx : Tensor(), edges_[1] ? r.gweight : Tensor()};
   }
+  // x's gradient added into the one its other readers left (a transformer's residual stream).
+  std::vector<Tensor> applyInto(const Tensor& g, const std::vector<Tensor*>& into) override {
+    if (Tensor* gx = held(into, 0); gx && edges_[0]) {
+      if (auto r = kernels::rmsNormBackwardInto(*gx, g, x_, rstd_, weight_))
+        return {Tensor(), edges_[1] ? r->gweight : Tensor()};
+    }
+    return apply(g);
+  }
+  bool accumulates() const override { return true; }
   std::string name() const override { return "RmsNormBackward"; }
   void releaseSaved() override { x_ = rstd_ = weight_ = Tensor(); }
 

@@ -121,13 +121,16 @@ const ShapeKernels kShape{.concat = [](const std::vector<Tensor>& xs, int64_t di
 
 const LossKernels kLoss{LOCKSTEP_LOSS_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
+const LossIntoKernels kLossInto{LOCKSTEP_LOSS_INTO_OPS(LOCKSTEP_KERNEL_ENTRY)};
+
 const AttentionKernels kAttention{LOCKSTEP_ATTENTION_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 const TransformerKernels kTransformer{
     .embeddingForward = &embeddingForward,
     .embeddingBackward = &embeddingBackward,
     .rmsNormForward = &rmsNormForward,
-    .rmsNormBackward = &rmsNormBackward,
+    .rmsNormBackward = [](const Tensor& gy, const Tensor& x, const Tensor& rstd,
+                          const Tensor& weight) { return rmsNormBackward(gy, x, rstd, weight); },
     .swigluForward = &swigluForward,
     .swigluBackward = &swigluBackward,
     .rotaryForward = [](const Tensor& x, const Tensor& cos,
@@ -149,6 +152,22 @@ const DropoutKernels kDropout{
 };
 
 const AccumulateKernels kAccumulate{LOCKSTEP_ACCUMULATE_OPS(LOCKSTEP_KERNEL_ENTRY)};
+
+const GradIntoKernels kGradInto{
+    .conv2dBackwardDataInto = &conv2dBackwardDataInto,
+    .linearBackwardDataInto = &linearBackwardDataInto,
+    .layerNormBackwardInto = [](Tensor& gx, const Tensor& gy, const Tensor& x, const Tensor& mean,
+                                const Tensor& variance, const Shape& normalized_shape, const Tensor& weight,
+                                const Tensor& bias, double eps) -> std::optional<LayerNormGrads> {
+      if (!gx.isContiguous()) return std::nullopt;
+      return layerNormBackward(gy, x, mean, variance, shapeNumel(normalized_shape), weight, bias, eps, &gx);
+    },
+    .rmsNormBackwardInto = [](Tensor& gx, const Tensor& gy, const Tensor& x, const Tensor& rstd,
+                              const Tensor& weight) -> std::optional<RmsNormGrads> {
+      if (!gx.isContiguous()) return std::nullopt;
+      return rmsNormBackward(gy, x, rstd, weight, &gx);
+    },
+};
 
 const MetricsKernels kMetrics{LOCKSTEP_METRICS_OPS(LOCKSTEP_KERNEL_ENTRY)};
 

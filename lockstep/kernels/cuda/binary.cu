@@ -60,6 +60,31 @@ __global__ void addIntoStrided(D* d, StridedIndexer dix, const S* s, StridedInde
   }
 }
 
+// y = w op n (n op w when the narrow operand comes first) over one dense layout: f32 w and y, a
+// bf16/f16 n widened as it is read; V elements per access (see mapFlat).
+template <typename N, int V>
+__global__ void mixedFlat(float* __restrict__ y, const float* __restrict__ w, const N* __restrict__ n,
+                          int64_t count, BinaryFn fn, bool narrow_first) {
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x,
+                step = int64_t(gridDim.x) * blockDim.x;
+  const int64_t packs = count / V;
+  for (int64_t k = first; k < packs; k += step) {
+    const Pack<float, V> a = reinterpret_cast<const Pack<float, V>*>(w)[k];
+    const Pack<N, V> b = reinterpret_cast<const Pack<N, V>*>(n)[k];
+    Pack<float, V> r;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float x = castTo<float>(b.v[j]);
+      r.v[j] = narrow_first ? fn(x, a.v[j]) : fn(a.v[j], x);
+    }
+    reinterpret_cast<Pack<float, V>*>(y)[k] = r;
+  }
+  for (int64_t i = packs * V + first; i < count; i += step) {
+    const float x = castTo<float>(n[i]);
+    y[i] = narrow_first ? fn(x, w[i]) : fn(w[i], x);
+  }
+}
+
 template <typename D, typename S>
 void addIntoTyped(const Tensor& dst, const Tensor& src, double alpha) {
   const int64_t n = dst.numel();
@@ -113,6 +138,36 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
     using T = decltype(tag);
     launchMap<T, 2>(y, in, BinaryFn{op});
   });
+  return y;
+}
+
+Tensor binaryMixed(BinaryOp op, const Tensor& a, const Tensor& b) {
+  checkSameDevice(binaryOpName(op), a, b);
+  const bool narrow_first = a.dtype() != DType::f32;
+  const Tensor& wide = narrow_first ? b : a;
+  const Tensor& narrow = narrow_first ? a : b;
+  Tensor y = Tensor::emptyStrided(wide.shape(), wide.strides(), DType::f32, wide.device());
+  const int64_t n = y.numel();
+  if (n == 0) return y;
+  auto launch = [&](auto ntag) {
+    using N = decltype(ntag);
+    constexpr int V = kPackOf<float>;
+    float* py = static_cast<float*>(y.devicePtr());
+    const float* pw = static_cast<const float*>(wide.devicePtr());
+    const N* pn = static_cast<const N*>(narrow.devicePtr());
+    if (packAligned<float, V>(py) && packAligned<float, V>(pw) && packAligned<N, V>(pn)) {
+      mixedFlat<N, V>
+          <<<blocksFor((n + V - 1) / V), kBlock, 0, streamOf(y)>>>(py, pw, pn, n, BinaryFn{op}, narrow_first);
+    } else {
+      mixedFlat<N, 1><<<blocksFor(n), kBlock, 0, streamOf(y)>>>(py, pw, pn, n, BinaryFn{op}, narrow_first);
+    }
+    LOCKSTEP_CUDA_CHECK(cudaGetLastError());
+  };
+  if (narrow.dtype() == DType::bf16) {
+    launch(__nv_bfloat16{});
+  } else {
+    launch(__half{});
+  }
   return y;
 }
 

@@ -443,11 +443,16 @@ Shape withLast(const Tensor& t, int64_t last) {
 
 int64_t leadingRows(const Tensor& t) { return shapeNumel(Shape(t.shape().begin(), t.shape().end() - 1)); }
 
-// out [M, N] (contiguous) = x2 [M, K] @ y [K, N] (+ bias [N]); K may be 0.
-void product(const char* op, Tensor out, Tensor x2, Tensor y, Tensor bias) {
+// out [M, N] (contiguous) = x2 [M, K] @ y [K, N] (+ bias [N]), or out += x2 @ y when accumulate (no
+// bias then); K may be 0.
+void product(const char* op, Tensor out, Tensor x2, Tensor y, Tensor bias, bool accumulate = false) {
   const int64_t M = x2.size(0), K = x2.size(1), N = y.size(1);
   if (M == 0 || N == 0) return;
   if (bias.defined()) bias = bias.contiguous();
+  if (accumulate) {
+    LOCKSTEP_CHECK(!bias.defined(), op, ": an accumulating product takes no bias");
+    if (K == 0) return;
+  }
   if (K == 0) {
     if (bias.defined()) {
       out.copyFrom(bias.unsqueeze(0).expand({M, N}));
@@ -472,6 +477,7 @@ void product(const char* op, Tensor out, Tensor x2, Tensor y, Tensor bias) {
   } else if (bias.defined()) {
     g.bias = bias.devicePtr();
   }
+  if (accumulate) g.beta = 1;
   g.x = matOf(x2);
   g.y = matOf(y);
   runGemm(g, out.device());
@@ -493,6 +499,15 @@ Tensor linearBackwardData(const Tensor& gy, const Tensor& weight) {
   Tensor gx = Tensor::empty(withLast(gy, K), gy.dtype(), MemoryFormat::contiguous, gy.device());
   product("linear backward (data)", gx.view({M, K}), gy.reshape({M, N}), weight, Tensor());
   return gx;
+}
+
+bool linearBackwardDataInto(Tensor& gx, const Tensor& gy, const Tensor& weight) {
+  checkSameDevice("linear backward", gy, weight);
+  checkSameDevice("linear backward", gx, weight);
+  if (!gx.isContiguous()) return false;
+  const int64_t N = weight.size(0), K = weight.size(1), M = leadingRows(gy);
+  product("linear backward (data)", gx.view({M, K}), gy.reshape({M, N}), weight, Tensor(), true);
+  return true;
 }
 
 std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& x, bool with_bias) {

@@ -22,6 +22,8 @@ namespace lockstep::kernels::cuda {
 
 Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor linearBackwardData(const Tensor& gy, const Tensor& weight);
+/// gx += gy W in one GEMM (beta 1) for a contiguous gx; false (nothing written) otherwise.
+bool linearBackwardDataInto(Tensor& gx, const Tensor& gy, const Tensor& weight);
 std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& x, bool with_bias);
 /// Batched (broadcast batch dims; a batch dim broadcast along one operand costs no copy).
 Tensor matmul(const Tensor& a, const Tensor& b);

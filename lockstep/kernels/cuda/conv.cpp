@@ -385,32 +385,58 @@ Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b, const 
   return y;
 }
 
-Tensor conv2dBackwardData(const Tensor& gy0, const Tensor& x0, const Tensor& w0, const Conv2dParams& p) {
-  checkSameDevice("conv2d backward", gy0, x0, w0);
-  const Tensor x = conv2dInput(x0);
+namespace {
+// gx = dL/dx, or gx += dL/dx when accumulate (cuDNN's beta = 1: the sum rounded once). gx in the
+// layout computeFormat(x) gives.
+void backwardData(Tensor& gx, const Tensor& gy0, const Tensor& x, const Tensor& w0, const Conv2dParams& p,
+                  bool accumulate) {
   const bool nhwc = computeFormat(x) == MemoryFormat::channels_last;
   const Tensor w = filterOf(w0, nhwc), gy = inFormat(gy0, computeFormat(x));
-  Tensor gx = Tensor::empty(x.shape(), x.dtype(),
-                            nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous, x.device());
-  if (gx.numel() == 0) return gx;
+  if (gx.numel() == 0) return;
   if (gy.numel() == 0 || w.numel() == 0) {
-    gx.zero();
-    return gx;
+    if (!accumulate) gx.zero();
+    return;
   }
   ConvDescs d("conv2d backward (data)", x.shape(), w.shape(), p, x.dtype(), nhwc, x.device());
   const rt::Stream stream = rt::currentStream(x.device().index);
   cudnnHandle_t h = dnnHandle(stream);
+  // Timing the algorithms (cudnn.benchmark) writes their results into the output buffer: not into a
+  // gradient that is being accumulated.
+  Tensor timed_into = accumulate && wantsFor(x.dtype()).benchmark ? Tensor::emptyLike(gx) : gx;
   const Choice c =
-      choose<DataPass>(h, d, {gx.devicePtr(), w.devicePtr(), gy.devicePtr()}, x.device(), stream);
+      choose<DataPass>(h, d, {timed_into.devicePtr(), w.devicePtr(), gy.devicePtr()}, x.device(), stream);
+  timed_into = Tensor();
   LOCKSTEP_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math), d.what);
   Tensor ws = scratch(c.workspace, x.device());
   const Scale one(x.dtype(), 1), zero(x.dtype(), 0);
-  LOCKSTEP_CUDNN_CHECK(
-      cudnnConvolutionBackwardData(h, one.ptr(), d.w.get(), w.devicePtr(), d.y.get(), gy.devicePtr(),
-                                   d.conv.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo),
-                                   ws.devicePtr(), c.workspace, zero.ptr(), d.x.get(), gx.devicePtr()),
-      d.what);
+  LOCKSTEP_CUDNN_CHECK(cudnnConvolutionBackwardData(
+                           h, one.ptr(), d.w.get(), w.devicePtr(), d.y.get(), gy.devicePtr(), d.conv.get(),
+                           static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws.devicePtr(), c.workspace,
+                           accumulate ? one.ptr() : zero.ptr(), d.x.get(), gx.devicePtr()),
+                       d.what);
+}
+}  // namespace
+
+Tensor conv2dBackwardData(const Tensor& gy0, const Tensor& x0, const Tensor& w0, const Conv2dParams& p) {
+  checkSameDevice("conv2d backward", gy0, x0, w0);
+  const Tensor x = conv2dInput(x0);
+  Tensor gx = Tensor::empty(x.shape(), x.dtype(), computeFormat(x), x.device());
+  backwardData(gx, gy0, x, w0, p, false);
   return gx;
+}
+
+bool conv2dBackwardDataInto(Tensor& gx, const Tensor& gy, const Tensor& x0, const Tensor& w,
+                            const Conv2dParams& p) {
+  checkSameDevice("conv2d backward", gy, x0, w);
+  checkSameDevice("conv2d backward", gx, x0, w);
+  const Tensor x = conv2dInput(x0);
+  // cuDNN writes the gradient in the layout it computes in; a held gradient in another is added by
+  // the caller.
+  const Shape want = computeFormat(x) == MemoryFormat::channels_last ? channelsLastStrides(x.shape())
+                                                                     : contiguousStrides(x.shape());
+  if (gx.strides() != want) return false;
+  backwardData(gx, gy, x, w, p, true);
+  return true;
 }
 
 Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, const Shape& weight_shape,

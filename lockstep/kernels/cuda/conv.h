@@ -30,6 +30,10 @@ Tensor conv2dInput(const Tensor& x);
 Tensor conv2dWeight(const Tensor& weight, const Tensor& x);
 Tensor conv2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
 Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& weight, const Conv2dParams& p);
+/// gx += dL/dx in one cuDNN call (beta 1), where gx is dense in the layout conv2dBackwardData would
+/// return; false (nothing written) otherwise.
+bool conv2dBackwardDataInto(Tensor& gx, const Tensor& gy, const Tensor& x, const Tensor& weight,
+                            const Conv2dParams& p);
 Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy, const Tensor& x, const Shape& weight_shape,
                                         bool with_bias, const Conv2dParams& p);
 

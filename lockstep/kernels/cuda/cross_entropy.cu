@@ -80,10 +80,10 @@ __global__ void crossEntropyRows(O* per_out, double* per_acc, ComputeT<T>* __res
   }
 }
 
-// gx[r, j] = (exp(x[r, j] - lse[r]) - off - on [j == k]) * s_r, s_r = g[r] (none) or scale[0].
+// gx[r, j] = (exp(x[r, j] - lse[r]) - off - on [j == k]) * s_r, s_r = g[r] (none) or scale[0]. gx
+// may be x itself (each element is read before the same thread writes it).
 template <int G, typename T>
-__global__ void crossEntropyBackwardRows(T* __restrict__ gx, const T* __restrict__ x,
-                                         const ComputeT<T>* __restrict__ lse,
+__global__ void crossEntropyBackwardRows(T* gx, const T* x, const ComputeT<T>* __restrict__ lse,
                                          const int64_t* __restrict__ target, const ComputeT<T>* g,
                                          const ComputeT<T>* scale, int64_t m, int64_t c, int64_t classes,
                                          ComputeT<T> on, ComputeT<T> off, int64_t ignore_index) {
@@ -194,14 +194,16 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
   return {loss, lse};
 }
 
-Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
-                            const Tensor& target, const CrossEntropyParams& p) {
+namespace {
+// gx (contiguous [N, C], the logits' dtype) = dL/dlogits.
+void backwardInto(Tensor& gx, const Tensor& gloss, const Tensor& logits, const Tensor& lse,
+                  const Tensor& target, const CrossEntropyParams& p) {
   checkSameDevice("cross_entropy backward", gloss, logits);
   checkSameDevice("cross_entropy backward", lse, logits);
   checkSameDevice("cross_entropy backward", target, logits);
+  checkSameDevice("cross_entropy backward", gx, logits);
   const Tensor x = logits.contiguous(), tg = target.contiguous();
   const int64_t n = x.size(0), c = x.size(1), classes = p.classes > 0 ? p.classes : c;
-  Tensor gx = Tensor::empty({n, c}, x.dtype(), MemoryFormat::contiguous, x.device());
   visitFloating("cross_entropy", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using A = ComputeT<T>;
@@ -234,6 +236,21 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
               <<<b, kBlock, 0, s>>>(pgx, px, pl, pt, pg, ps, n, c, classes, on, off, p.ignore_index);
         });
   });
+}
+}  // namespace
+
+Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
+                            const Tensor& target, const CrossEntropyParams& p) {
+  Tensor gx = Tensor::empty({logits.size(0), logits.size(1)}, logits.dtype(), MemoryFormat::contiguous,
+                            logits.device());
+  backwardInto(gx, gloss, logits, lse, target, p);
   return gx;
+}
+
+bool crossEntropyBackwardInto(Tensor& out, const Tensor& gloss, const Tensor& logits, const Tensor& lse,
+                              const Tensor& target, const CrossEntropyParams& p) {
+  if (!out.isContiguous() || out.shape() != logits.shape() || out.dtype() != logits.dtype()) return false;
+  backwardInto(out, gloss, logits, lse, target, p);
+  return true;
 }
 }  // namespace lockstep::kernels::cuda

@@ -16,6 +16,9 @@ void addInto(Tensor& dst, const Tensor& src, double alpha);
 
 /// a op b with numpy broadcasting (any dtype for add/sub/mul; the checks are the caller's).
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+/// a op b for one shape and dense layout, one operand f32 and the other bf16/f16 (BinaryKernels'
+/// binaryMixed): the f32 result, the narrow operand widened as it is read.
+Tensor binaryMixed(BinaryOp op, const Tensor& a, const Tensor& b);
 /// a op s, s cast to a's compute type.
 Tensor binaryScalar(BinaryOp op, const Tensor& a, double s);
 

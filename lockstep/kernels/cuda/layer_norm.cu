@@ -46,11 +46,13 @@ __global__ void forwardRows(O* __restrict__ y, ComputeT<T>* __restrict__ mean, C
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w; gyx (when given) receives
 // dy * xhat, whose column sums are the weight's gradient. dy of type GT (x's, or bf16/f16 for f32 x);
 // gyf (when given) receives dy widened, whose column sums are the bias's gradient in f32.
+// With accumulate, gx += dx: dx rounded to T, then the sum (the values of a separate add).
 template <int G, typename T, typename GT>
 __global__ void backwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gyx, ComputeT<T>* __restrict__ gyf,
                              const GT* __restrict__ gy, const T* __restrict__ x,
                              const ComputeT<T>* __restrict__ mean, const ComputeT<T>* __restrict__ var,
-                             const T* __restrict__ w, int64_t m, int64_t n, ComputeT<T> eps) {
+                             const T* __restrict__ w, int64_t m, int64_t n, ComputeT<T> eps,
+                             bool accumulate) {
   using A = ComputeT<T>;
   using R = RowGroup<G>;
   __shared__ A shm[32];
@@ -71,7 +73,8 @@ __global__ void backwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gyx, 
       const A dy = castTo<A>(gr[j]);
       const A xhat = (castTo<A>(xr[j]) - mu) * rstd;
       const A g = dy * (w ? castTo<A>(w[j]) : A(1));
-      gx[r * n + j] = castTo<T>(rstd * (g - mean_g - xhat * mean_gx));
+      const T d = castTo<T>(rstd * (g - mean_g - xhat * mean_gx));
+      gx[r * n + j] = accumulate ? castTo<T>(castTo<A>(gx[r * n + j]) + castTo<A>(d)) : d;
       if (gyx) gyx[r * n + j] = dy * xhat;
       if (gyf) gyf[r * n + j] = dy;
     }
@@ -119,9 +122,15 @@ LayerNormOutput layerNormForward(const Tensor& x0, int64_t n, const Tensor& weig
 
 LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tensor& mean0,
                                  const Tensor& variance0, int64_t n, const Tensor& weight, const Tensor& bias,
-                                 double eps) {
+                                 double eps, Tensor* gx_into) {
   for (const Tensor* p : {&gy0, &mean0, &variance0, &weight, &bias})
     if (p->defined()) checkSameDevice("layer_norm backward", x0, *p);
+  if (gx_into) {
+    checkSameDevice("layer_norm backward", x0, *gx_into);
+    LOCKSTEP_CHECK(
+        gx_into->isContiguous() && gx_into->shape() == x0.shape() && gx_into->dtype() == x0.dtype(),
+        "layer_norm backward: the held gradient ", gx_into->describe(), " does not fit ", x0.describe());
+  }
   const DType st = statsDType(x0.dtype());
   // gy as it is where the kernels read its dtype (x's, or bf16/f16 for an f32 x), else in x's.
   const bool as_is = narrowReadable(gy0.dtype(), x0.dtype());
@@ -130,7 +139,7 @@ LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tens
                w = weight.defined() ? weight.contiguous() : weight;
   const int64_t m = n == 0 ? 0 : x.numel() / n;
   LayerNormGrads g;
-  g.gx = emptyOn(x.shape(), x.dtype(), x);
+  g.gx = gx_into ? *gx_into : emptyOn(x.shape(), x.dtype(), x);
   // dy * xhat per element, in the compute type: its column sums are dL/dweight.
   Tensor gyx = weight.defined() ? emptyOn({m, n}, st, x) : Tensor();
   // A narrower gy widened on the way for the bias's column sums (the reduce rounds to its input's dtype).
@@ -150,15 +159,18 @@ LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tens
         launchRowGroups(
             m, n, streamOf(x),
             [&](unsigned blocks, cudaStream_t s) {
-              backwardRows<32, T, GT><<<blocks, kBlock, 0, s>>>(pgx, pgyx, pgyf, pg, px, pm, pv, pw, m, n, e);
+              backwardRows<32, T, GT><<<blocks, kBlock, 0, s>>>(pgx, pgyx, pgyf, pg, px, pm, pv, pw, m, n, e,
+                                                                gx_into != nullptr);
             },
             [&](unsigned blocks, cudaStream_t s) {
-              backwardRows<0, T, GT><<<blocks, kBlock, 0, s>>>(pgx, pgyx, pgyf, pg, px, pm, pv, pw, m, n, e);
+              backwardRows<0, T, GT><<<blocks, kBlock, 0, s>>>(pgx, pgyx, pgyf, pg, px, pm, pv, pw, m, n, e,
+                                                               gx_into != nullptr);
             });
       });
       LOCKSTEP_CHECK(ran, "layer_norm backward: gradient dtype ", dtypeName(gy.dtype()), " left uncast");
     });
   }
+  if (gx_into) g.gx = Tensor();
   if (weight.defined()) {
     g.gweight = m == 0
                     ? Tensor::zeros(weight.shape(), weight.dtype(), weight.device())

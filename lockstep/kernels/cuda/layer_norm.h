@@ -12,8 +12,10 @@ namespace lockstep::kernels::cuda {
 
 LayerNormOutput layerNormForward(const Tensor& x, int64_t n, const Tensor& weight, const Tensor& bias,
                                  double eps, DType y_dtype);
+/// With gx_into (contiguous, x's shape and dtype): dL/dx added into it in the same pass, rounded to
+/// x's dtype first as a separate add would see it; the result's gx is undefined then.
 LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean,
                                  const Tensor& variance, int64_t n, const Tensor& weight, const Tensor& bias,
-                                 double eps);
+                                 double eps, Tensor* gx_into = nullptr);
 
 }  // namespace lockstep::kernels::cuda

@@ -18,6 +18,10 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
                                               const CrossEntropyParams& p);
 Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
                             const Tensor& target, const CrossEntropyParams& p);
+/// crossEntropyBackward written into out (contiguous, the logits' shape and dtype; it may be the
+/// logits themselves); false (nothing written) for any other out.
+bool crossEntropyBackwardInto(Tensor& out, const Tensor& gloss, const Tensor& logits, const Tensor& lse,
+                              const Tensor& target, const CrossEntropyParams& p);
 Tensor crossEntropyRowWeights(const Tensor& target, int64_t ignore_index, LossReduction reduction,
                               DType dtype);
 Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,

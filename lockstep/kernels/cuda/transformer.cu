@@ -77,12 +77,12 @@ __global__ void rmsForwardRows(O* __restrict__ y, ComputeT<T>* __restrict__ rstd
   }
 }
 
-// gx = s (g w - x s^2 mean(g w x)); gyx (when given) receives g x s, whose column sums are dL/dw. g of
-// type GT (x's, or bf16/f16 for an f32 x).
+// gx = s (g w - x s^2 mean(g w x)), or gx += that rounded to T when accumulate; gyx (when given)
+// receives g x s, whose column sums are dL/dw. g of type GT (x's, or bf16/f16 for an f32 x).
 template <int G, typename T, typename GT>
 __global__ void rmsBackwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gyx, const GT* __restrict__ gy,
                                 const T* __restrict__ x, const ComputeT<T>* __restrict__ rstd,
-                                const T* __restrict__ w, int64_t m, int64_t d) {
+                                const T* __restrict__ w, int64_t m, int64_t d, bool accumulate) {
   using A = ComputeT<T>;
   using R = RowGroup<G>;
   __shared__ A shm[32];
@@ -96,7 +96,8 @@ __global__ void rmsBackwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gy
     const A c = s * s * R::sum(dot, shm) / static_cast<A>(d);
     for (int64_t j = R::lane(); j < d; j += R::width()) {
       const A g = castTo<A>(gr[j]), xv = castTo<A>(xr[j]);
-      gx[r * d + j] = castTo<T>(s * (g * (w ? castTo<A>(w[j]) : A(1)) - xv * c));
+      const T v = castTo<T>(s * (g * (w ? castTo<A>(w[j]) : A(1)) - xv * c));
+      gx[r * d + j] = accumulate ? castTo<T>(castTo<A>(gx[r * d + j]) + castTo<A>(v)) : v;
       if (gyx) gyx[r * d + j] = g * xv * s;
     }
   }
@@ -236,16 +237,23 @@ RmsNormOutput rmsNormForward(const Tensor& x0, const Tensor& weight, double eps,
   return r;
 }
 
-RmsNormGrads rmsNormBackward(const Tensor& gy0, const Tensor& x0, const Tensor& rstd0, const Tensor& weight) {
+RmsNormGrads rmsNormBackward(const Tensor& gy0, const Tensor& x0, const Tensor& rstd0, const Tensor& weight,
+                             Tensor* gx_into) {
   for (const Tensor* p : {&gy0, &rstd0, &weight})
     if (p->defined()) checkSameDevice("rms_norm backward", x0, *p);
+  if (gx_into) {
+    checkSameDevice("rms_norm backward", x0, *gx_into);
+    LOCKSTEP_CHECK(
+        gx_into->isContiguous() && gx_into->shape() == x0.shape() && gx_into->dtype() == x0.dtype(),
+        "rms_norm backward: the held gradient ", gx_into->describe(), " does not fit ", x0.describe());
+  }
   const DType st = statsDType(x0.dtype());
   // gy as it is where the kernels read its dtype (x's, or bf16/f16 for an f32 x), else in x's.
   const bool as_is = narrowReadable(gy0.dtype(), x0.dtype());
   const Tensor x = x0.contiguous(), gy = (as_is ? gy0 : gy0.to(x0.dtype())).contiguous(),
                rstd = rstd0.to(st).contiguous(), w = weight.defined() ? weight.contiguous() : weight;
   const int64_t d = lastDim(x), m = d == 0 ? 0 : x.numel() / d;
-  RmsNormGrads g{emptyOn(x.shape(), x.dtype(), x), Tensor()};
+  RmsNormGrads g{gx_into ? *gx_into : emptyOn(x.shape(), x.dtype(), x), Tensor()};
   Tensor gyx = weight.defined() ? emptyOn({m, d}, st, x) : Tensor();
   if (m > 0) {
     visitFloating("rms_norm backward", x.dtype(), [&](auto tag) {
@@ -261,15 +269,18 @@ RmsNormGrads rmsNormBackward(const Tensor& gy0, const Tensor& x0, const Tensor& 
         launchRowGroups(
             m, d, streamOf(x),
             [&](unsigned b, cudaStream_t s) {
-              rmsBackwardRows<32, T, GT><<<b, kBlock, 0, s>>>(pgx, pgyx, pg, px, pr, pw, m, d);
+              rmsBackwardRows<32, T, GT>
+                  <<<b, kBlock, 0, s>>>(pgx, pgyx, pg, px, pr, pw, m, d, gx_into != nullptr);
             },
             [&](unsigned b, cudaStream_t s) {
-              rmsBackwardRows<0, T, GT><<<b, kBlock, 0, s>>>(pgx, pgyx, pg, px, pr, pw, m, d);
+              rmsBackwardRows<0, T, GT>
+                  <<<b, kBlock, 0, s>>>(pgx, pgyx, pg, px, pr, pw, m, d, gx_into != nullptr);
             });
       });
       LOCKSTEP_CHECK(ran, "rms_norm backward: gradient dtype ", dtypeName(gy.dtype()), " left uncast");
     });
   }
+  if (gx_into) g.gx = Tensor();
   if (weight.defined()) {
     g.gweight = m == 0 ? Tensor::zeros(weight.shape(), weight.dtype(), weight.device())
                        : cuda::reduce(ReduceOp::sum, gyx, {0}, false).to(weight.dtype());

@@ -17,7 +17,10 @@ namespace lockstep::kernels::cuda {
 Tensor embeddingForward(const Tensor& weight, const Tensor& indices);
 Tensor embeddingBackward(const Tensor& gy, const Tensor& indices, int64_t num_rows, int64_t padding_idx);
 RmsNormOutput rmsNormForward(const Tensor& x, const Tensor& weight, double eps, DType y_dtype);
-RmsNormGrads rmsNormBackward(const Tensor& gy, const Tensor& x, const Tensor& rstd, const Tensor& weight);
+/// With gx_into (contiguous, x's shape and dtype): dL/dx added into it in the same pass, rounded to
+/// x's dtype first as a separate add would see it; the result's gx is undefined then.
+RmsNormGrads rmsNormBackward(const Tensor& gy, const Tensor& x, const Tensor& rstd, const Tensor& weight,
+                             Tensor* gx_into = nullptr);
 Tensor swigluForward(const Tensor& gate, const Tensor& up);
 std::pair<Tensor, Tensor> swigluBackward(const Tensor& gy, const Tensor& gate, const Tensor& up);
 /// sign +1: the rotation (forward); -1: its inverse (the backward).

@@ -11,6 +11,7 @@
 #include "lockstep/kernels/dnnl/context.h"
 #include "lockstep/kernels/tables/binary.h"
 #include "lockstep/kernels/threads.h"
+#include "lockstep/tensor/convert.h"
 #include "lockstep/tensor/strided.h"
 
 namespace lockstep::kernels::onednn {
@@ -257,6 +258,65 @@ Tensor binaryScalar(BinaryOp op, const Tensor& a0, double s) {
     stream().wait();
   } catch (const dnnl::error& err) {
     rethrow(err, binaryOpName(op));
+  }
+  return y;
+}
+
+namespace {
+
+// y = w op n (or n op w when the narrow operand is the first) over one flat run of a dense layout,
+// the narrow operand widened a block at a time into a buffer that stays in cache.
+template <BinaryOp kOp>
+void mixedRuns(float* y, const float* w, const uint16_t* n, int64_t count, bool narrow_first, DType narrow) {
+  constexpr int64_t kBlock = 1024;
+  const int64_t blocks = (count + kBlock - 1) / kBlock;
+  const int threads = static_cast<int>(std::min<int64_t>(numThreads(), std::max<int64_t>(1, count >> 16)));
+#pragma omp parallel for num_threads(threads) if (threads > 1)
+  for (int64_t k = 0; k < blocks; ++k) {
+    alignas(64) float buf[kBlock];
+    const int64_t i0 = k * kBlock, len = std::min(kBlock, count - i0);
+    if (narrow == DType::bf16) {
+      convertBF16ToF32(n + i0, buf, len);
+    } else {
+      convertF16ToF32(n + i0, buf, len);
+    }
+    float* yo = y + i0;
+    const float* wo = w + i0;
+    if (narrow_first) {
+#pragma omp simd
+      for (int64_t i = 0; i < len; ++i) yo[i] = applyOp(kOp, buf[i], wo[i]);
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < len; ++i) yo[i] = applyOp(kOp, wo[i], buf[i]);
+    }
+  }
+}
+
+}  // namespace
+
+Tensor binaryMixed(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const bool narrow_first = a.dtype() != DType::f32;
+  const Tensor& wide = narrow_first ? b : a;
+  const Tensor& narrow = narrow_first ? a : b;
+  Tensor y = Tensor::emptyStrided(wide.shape(), wide.strides(), DType::f32, wide.device());
+  if (y.numel() == 0) return y;
+  auto* py = static_cast<float*>(y.dataPtr());
+  const auto* pw = static_cast<const float*>(wide.dataPtr());
+  const auto* pn = static_cast<const uint16_t*>(narrow.dataPtr());
+  const int64_t n = y.numel();
+  switch (op) {
+    case BinaryOp::add:
+      mixedRuns<BinaryOp::add>(py, pw, pn, n, narrow_first, narrow.dtype());
+      break;
+    case BinaryOp::sub:
+      mixedRuns<BinaryOp::sub>(py, pw, pn, n, narrow_first, narrow.dtype());
+      break;
+    case BinaryOp::mul:
+      mixedRuns<BinaryOp::mul>(py, pw, pn, n, narrow_first, narrow.dtype());
+      break;
+    case BinaryOp::div:
+      mixedRuns<BinaryOp::div>(py, pw, pn, n, narrow_first, narrow.dtype());
+      break;
   }
   return y;
 }

@@ -52,6 +52,10 @@ Tensor binaryScalar(BinaryOp op, const Tensor& a, double s) {
   return castLike(y, a);
 }
 
+Tensor binaryMixed(BinaryOp op, const Tensor& a, const Tensor& b) {
+  return reference::binary(op, a.to(DType::f32), b.to(DType::f32));
+}
+
 const BinaryKernels kBinary{LOCKSTEP_BINARY_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::reference

@@ -6,10 +6,14 @@
 
 namespace lockstep::kernels {
 
+// binaryMixed: a op b for operands of one shape and one dense layout, one f32 and the other bf16 or
+// f16 (either order); the f32 result in that layout, the narrow operand widened as it is read.
+
 // clang-format off
 #define LOCKSTEP_BINARY_OPS(X) \
   X(binary, Tensor(BinaryOp op, const Tensor& a, const Tensor& b)) \
-  X(binaryScalar, Tensor(BinaryOp op, const Tensor& a, double s))
+  X(binaryScalar, Tensor(BinaryOp op, const Tensor& a, double s)) \
+  X(binaryMixed, Tensor(BinaryOp op, const Tensor& a, const Tensor& b))
 // clang-format on
 
 struct BinaryKernels {

@@ -22,6 +22,17 @@ struct LossKernels {
   LOCKSTEP_LOSS_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
+// The losses' forms that write into a given buffer (a GPU's only).
+// clang-format off
+#define LOCKSTEP_LOSS_INTO_OPS(X) \
+  X(crossEntropyBackwardInto, bool(Tensor& out, const Tensor& gloss, const Tensor& logits, const Tensor& lse, const Tensor& target, const CrossEntropyParams& p))
+// clang-format on
+
+struct LossIntoKernels {
+  static constexpr const char* kGroup = "loss into a buffer";
+  LOCKSTEP_LOSS_INTO_OPS(LOCKSTEP_KERNEL_MEMBER)
+};
+
 namespace cpu {
 extern const LossKernels kLoss;
 }
@@ -30,6 +41,7 @@ extern const LossKernels kLoss;
 }
 namespace cuda {
 extern const LossKernels kLoss;
-}
+extern const LossIntoKernels kLossInto;
+}  // namespace cuda
 
 }  // namespace lockstep::kernels
