@@ -4,6 +4,7 @@
 
 #include "lockstep/autograd/function.h"
 #include "lockstep/kernels/accumulate.h"
+#include "lockstep/kernels/binary.h"
 
 namespace lockstep::autograd {
 
@@ -100,7 +101,7 @@ Variable fp32(const Variable& v) {
 
 std::pair<Variable, Variable> promote(const Variable& a, const Variable& b) {
   if (a.dtype() == b.dtype() || !isFloating(a.dtype()) || !isFloating(b.dtype())) return {a, b};
-  const DType wide = rank(a.dtype()) >= rank(b.dtype()) ? a.dtype() : b.dtype();
+  const DType wide = kernels::binaryResultDType(a.dtype(), b.dtype());  // bf16 with f16: f32, as add's
   return {toDType(a, wide), toDType(b, wide)};
 }
 

@@ -17,11 +17,12 @@ namespace lockstep::kernels {
 void addInto(Tensor& dst, const Tensor& src, double alpha = 1.0);
 
 // The fused forms: each adds the op's gradient for its input into gx (x's shape and dtype) and
-// returns true, bit for bit what computing the gradient in gx's dtype and adding it gives on the
-// same backend but for a 16-bit gx, where the sum is rounded once; or returns false, having written
-// nothing, where the backend has no such kernel for these operands (the CPU backends: oneDNN's
-// backward primitives take no accumulation) or gx's layout is not the one the kernel writes: the
-// caller computes the gradient and adds it then.
+// returns true; or returns false, having written nothing, where the backend has no such kernel for
+// these operands (the CPU backends: oneDNN's backward primitives take no accumulation) or gx's
+// layout or alignment is not what the kernel writes: the caller computes the gradient and adds it
+// then. The norms' sums are bit for bit what computing the gradient and adding it gives; the GEMM's
+// and the convolution's are within their rounding (cuBLASLt and cuDNN add before rounding once, and
+// may pick another algorithm for an accumulating call), still the same from run to run.
 
 /// gx += conv2dBackwardData(gy, x, weight, p) (cuDNN's beta = 1).
 bool conv2dBackwardDataInto(Tensor& gx, const Tensor& gy, const Tensor& x, const Tensor& weight,

@@ -151,7 +151,7 @@ TEST(Binary, mixed_floating_dtypes_equal_widening_first) {
   const std::vector<Case> cases = {
       {DType::f32, DType::bf16, {3, 1000}, {3, 1000}},  // one pass, several blocks, a ragged tail
       {DType::bf16, DType::f32, {3, 1000}, {3, 1000}},
-      {DType::f32, DType::f16, {70001}, {70001}},  // one pass, threaded
+      {DType::f32, DType::f16, {140001}, {140001}},  // one pass, threaded (two threads from 2^17)
       {DType::f16, DType::f32, {5}, {5}},
       {DType::f32, DType::bf16, {4, 6}, {6}},  // broadcast: widened first
       {DType::f32, DType::f64, {4, 6}, {4, 6}},

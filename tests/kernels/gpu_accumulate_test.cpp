@@ -56,12 +56,17 @@ TEST(GpuGradInto, convolution_data_gradient_adds_into_the_held_one) {
 
 TEST(GpuGradInto, linear_data_gradient_adds_into_the_held_one) {
   LOCKSTEP_REQUIRE_GPU();
-  // 40 inputs take cuBLASLt as it is; 37 the padded copies (the held rows copied in and out).
-  for (int64_t in : {40, 37}) {
+  // Small problems take cuBLASLt as they are; 4,096 x 512 x 1,001 (over 8 MiB, rows of D not whole
+  // 16-byte runs) the padded copies, the held rows copied in and out.
+  struct Size {
+    int64_t rows, out, in;
+  };
+  for (const Size& z : {Size{35, 24, 40}, Size{35, 24, 37}, Size{4096, 512, 1001}}) {
     for (DType t : {DType::f32, DType::bf16}) {
-      SCOPED_TRACE(std::string(dtypeName(t)) + " in " + std::to_string(in));
-      Tensor gy = gpu(hostRandom({5, 7, 24}, t, 1)), w = gpu(hostRandom({24, in}, t, 2));
-      Tensor held = gpu(hostRandom({5, 7, in}, t, 3));
+      SCOPED_TRACE(std::string(dtypeName(t)) + " " + std::to_string(z.rows) + " x " + std::to_string(z.out) +
+                   " x " + std::to_string(z.in));
+      Tensor gy = gpu(hostRandom({z.rows, z.out}, t, 1)), w = gpu(hostRandom({z.out, z.in}, t, 2));
+      Tensor held = gpu(hostRandom({z.rows, z.in}, t, 3));
       const Tensor want = plainSum(held, kernels::linearBackwardData(gy, w));
       ASSERT_TRUE(kernels::linearBackwardDataInto(held, gy, w));
       EXPECT_TRUE(gpuMatches(held, want, tolFor(t, OpClass::gemm)));
@@ -78,21 +83,28 @@ TEST(GpuGradInto, layer_norm_input_gradient_adds_into_the_held_one) {
   LOCKSTEP_REQUIRE_GPU();
   // f32 rows read with an f32 and with a bf16 gradient (autocast's lowered norm); 50 and 1,500
   // columns take the warp and the block kernels.
+  // Without a weight and bias too (the store's add must not fuse with the last product).
   for (int64_t n : {50, 1500}) {
     for (DType gt : {DType::f32, DType::bf16}) {
-      SCOPED_TRACE(std::string(dtypeName(gt)) + " n " + std::to_string(n));
-      Tensor x = gpu(hostRandom({6, n}, DType::f32, 1)), w = gpu(hostRandom({n}, DType::f32, 2)),
-             b = gpu(hostRandom({n}, DType::f32, 3)), gy = gpu(hostRandom({6, n}, gt, 4));
-      auto fwd = kernels::layerNormForward(x, {n}, w, b, 1e-5);
-      auto plain = kernels::layerNormBackward(gy, x, fwd.mean, fwd.variance, {n}, w, b, 1e-5);
-      Tensor held = gpu(hostRandom({6, n}, DType::f32, 5));
-      const Tensor want = plainSum(held, plain.gx);
-      auto r = kernels::layerNormBackwardInto(held, gy, x, fwd.mean, fwd.variance, {n}, w, b, 1e-5);
-      ASSERT_TRUE(r.has_value());
-      EXPECT_FALSE(r->gx.defined());
-      EXPECT_TRUE(gpuMatches(held, want, kExact));
-      EXPECT_TRUE(gpuMatches(r->gweight, plain.gweight.to(Device::cpu()), kExact));
-      EXPECT_TRUE(gpuMatches(r->gbias, plain.gbias.to(Device::cpu()), kExact));
+      for (bool affine : {true, false}) {
+        SCOPED_TRACE(std::string(dtypeName(gt)) + " n " + std::to_string(n) + (affine ? "" : " no weight"));
+        Tensor x = gpu(hostRandom({6, n}, DType::f32, 1)),
+               w = affine ? gpu(hostRandom({n}, DType::f32, 2)) : Tensor(),
+               b = affine ? gpu(hostRandom({n}, DType::f32, 3)) : Tensor(),
+               gy = gpu(hostRandom({6, n}, gt, 4));
+        auto fwd = kernels::layerNormForward(x, {n}, w, b, 1e-5);
+        auto plain = kernels::layerNormBackward(gy, x, fwd.mean, fwd.variance, {n}, w, b, 1e-5);
+        Tensor held = gpu(hostRandom({6, n}, DType::f32, 5));
+        const Tensor want = plainSum(held, plain.gx);
+        auto r = kernels::layerNormBackwardInto(held, gy, x, fwd.mean, fwd.variance, {n}, w, b, 1e-5);
+        ASSERT_TRUE(r.has_value());
+        EXPECT_FALSE(r->gx.defined());
+        EXPECT_TRUE(gpuMatches(held, want, kExact));
+        if (affine) {
+          EXPECT_TRUE(gpuMatches(r->gweight, plain.gweight.to(Device::cpu()), kExact));
+          EXPECT_TRUE(gpuMatches(r->gbias, plain.gbias.to(Device::cpu()), kExact));
+        }
+      }
     }
   }
 }
@@ -101,18 +113,23 @@ TEST(GpuGradInto, rms_norm_input_gradient_adds_into_the_held_one) {
   LOCKSTEP_REQUIRE_GPU();
   for (int64_t d : {48, 1500}) {
     for (DType gt : {DType::f32, DType::bf16}) {
-      SCOPED_TRACE(std::string(dtypeName(gt)) + " d " + std::to_string(d));
-      Tensor x = gpu(hostRandom({5, d}, DType::f32, 1)), w = gpu(hostRandom({d}, DType::f32, 2)),
-             gy = gpu(hostRandom({5, d}, gt, 3));
-      auto fwd = kernels::rmsNormForward(x, w, 1e-6);
-      auto plain = kernels::rmsNormBackward(gy, x, fwd.rstd, w);
-      Tensor held = gpu(hostRandom({5, d}, DType::f32, 4));
-      const Tensor want = plainSum(held, plain.gx);
-      auto r = kernels::rmsNormBackwardInto(held, gy, x, fwd.rstd, w);
-      ASSERT_TRUE(r.has_value());
-      EXPECT_FALSE(r->gx.defined());
-      EXPECT_TRUE(gpuMatches(held, want, kExact));
-      EXPECT_TRUE(gpuMatches(r->gweight, plain.gweight.to(Device::cpu()), kExact));
+      for (bool weighted : {true, false}) {
+        SCOPED_TRACE(std::string(dtypeName(gt)) + " d " + std::to_string(d) + (weighted ? "" : " no weight"));
+        Tensor x = gpu(hostRandom({5, d}, DType::f32, 1)),
+               w = weighted ? gpu(hostRandom({d}, DType::f32, 2)) : Tensor(),
+               gy = gpu(hostRandom({5, d}, gt, 3));
+        auto fwd = kernels::rmsNormForward(x, w, 1e-6);
+        auto plain = kernels::rmsNormBackward(gy, x, fwd.rstd, w);
+        Tensor held = gpu(hostRandom({5, d}, DType::f32, 4));
+        const Tensor want = plainSum(held, plain.gx);
+        auto r = kernels::rmsNormBackwardInto(held, gy, x, fwd.rstd, w);
+        ASSERT_TRUE(r.has_value());
+        EXPECT_FALSE(r->gx.defined());
+        EXPECT_TRUE(gpuMatches(held, want, kExact));
+        if (weighted) {
+          EXPECT_TRUE(gpuMatches(r->gweight, plain.gweight.to(Device::cpu()), kExact));
+        }
+      }
     }
   }
 }

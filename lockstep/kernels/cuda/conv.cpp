@@ -92,6 +92,9 @@ Wants wantsFor(DType t) {
 // the call that follows).
 struct Buffers {
   void *x = nullptr, *w = nullptr, *y = nullptr;
+  // Nonzero: the data pass's output x holds a gradient being added to, and timing writes a scratch
+  // buffer of this many bytes instead (allocated only when a problem is timed).
+  size_t keep_x_bytes = 0;
 };
 
 // The three passes' query functions under one name each, for choose().
@@ -234,15 +237,20 @@ std::optional<Choice> measure(cudnnHandle_t h, ConvDescs& d, const Buffers& b, c
   for (const auto& p : heuristic) {
     if (allowed(p, w)) bytes = std::max(bytes, std::min(p.memory, kBenchmarkWorkspaceCap));
   }
-  Tensor ws;
+  Tensor ws, kept_x;
+  Buffers timed = b;
   try {
     ws = scratch(bytes, device);
+    if (P::pass == Pass::data && b.keep_x_bytes > 0) {
+      kept_x = scratch(b.keep_x_bytes, device);
+      timed.x = kept_x.devicePtr();
+    }
   } catch (const ::lockstep::cuda::OutOfMemoryError&) {
     return std::nullopt;
   }
   std::vector<typename P::Perf> perf(static_cast<size_t>(count));
   int got = 0;
-  LOCKSTEP_CUDNN_CHECK(P::find(h, d, b, count, &got, perf.data(), ws.devicePtr(), bytes),
+  LOCKSTEP_CUDNN_CHECK(P::find(h, d, timed, count, &got, perf.data(), ws.devicePtr(), bytes),
                        "timing algorithms of " + d.what);
   perf.resize(static_cast<size_t>(std::max(got, 0)));
   return firstAllowed<P>(h, d, perf, w);
@@ -402,10 +410,9 @@ void backwardData(Tensor& gx, const Tensor& gy0, const Tensor& x, const Tensor& 
   cudnnHandle_t h = dnnHandle(stream);
   // Timing the algorithms (cudnn.benchmark) writes their results into the output buffer: not into a
   // gradient that is being accumulated.
-  Tensor timed_into = accumulate && wantsFor(x.dtype()).benchmark ? Tensor::emptyLike(gx) : gx;
-  const Choice c =
-      choose<DataPass>(h, d, {timed_into.devicePtr(), w.devicePtr(), gy.devicePtr()}, x.device(), stream);
-  timed_into = Tensor();
+  Buffers b{gx.devicePtr(), w.devicePtr(), gy.devicePtr()};
+  if (accumulate) b.keep_x_bytes = static_cast<size_t>(gx.numel()) * dtypeSize(gx.dtype());
+  const Choice c = choose<DataPass>(h, d, b, x.device(), stream);
   LOCKSTEP_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math), d.what);
   Tensor ws = scratch(c.workspace, x.device());
   const Scale one(x.dtype(), 1), zero(x.dtype(), 0);
@@ -434,7 +441,9 @@ bool conv2dBackwardDataInto(Tensor& gx, const Tensor& gy, const Tensor& x0, cons
   // the caller.
   const Shape want = computeFormat(x) == MemoryFormat::channels_last ? channelsLastStrides(x.shape())
                                                                      : contiguousStrides(x.shape());
-  if (gx.strides() != want) return false;
+  // cuDNN's tensor-core kernels want 16-byte aligned tensors; a gradient held at an odd offset (a
+  // slice of a concatenation's gradient) is added by the caller.
+  if (gx.strides() != want || reinterpret_cast<uintptr_t>(gx.devicePtr()) % 16 != 0) return false;
   backwardData(gx, gy, x, w, p, true);
   return true;
 }

@@ -66,6 +66,15 @@ __device__ __forceinline__ C dLog(C v) {
   else
     return ::logf(v);
 }
+/// a + b rounded once and never fused with the product that made a or b (an FMA would round
+/// differently from a separate add): accumulation stores that must equal addInto's.
+template <typename C>
+__device__ __forceinline__ C dAddRn(C a, C b) {
+  if constexpr (std::is_same_v<C, double>)
+    return __dadd_rn(a, b);
+  else
+    return __fadd_rn(a, b);
+}
 template <typename C>
 __device__ __forceinline__ C dSqrt(C v) {
   if constexpr (std::is_same_v<C, double>)

@@ -74,7 +74,7 @@ __global__ void backwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gyx, 
       const A xhat = (castTo<A>(xr[j]) - mu) * rstd;
       const A g = dy * (w ? castTo<A>(w[j]) : A(1));
       const T d = castTo<T>(rstd * (g - mean_g - xhat * mean_gx));
-      gx[r * n + j] = accumulate ? castTo<T>(castTo<A>(gx[r * n + j]) + castTo<A>(d)) : d;
+      gx[r * n + j] = accumulate ? castTo<T>(dAddRn(castTo<A>(gx[r * n + j]), castTo<A>(d))) : d;
       if (gyx) gyx[r * n + j] = dy * xhat;
       if (gyf) gyf[r * n + j] = dy;
     }

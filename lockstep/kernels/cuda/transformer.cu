@@ -97,7 +97,7 @@ __global__ void rmsBackwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gy
     for (int64_t j = R::lane(); j < d; j += R::width()) {
       const A g = castTo<A>(gr[j]), xv = castTo<A>(xr[j]);
       const T v = castTo<T>(s * (g * (w ? castTo<A>(w[j]) : A(1)) - xv * c));
-      gx[r * d + j] = accumulate ? castTo<T>(castTo<A>(gx[r * d + j]) + castTo<A>(v)) : v;
+      gx[r * d + j] = accumulate ? castTo<T>(dAddRn(castTo<A>(gx[r * d + j]), castTo<A>(v))) : v;
       if (gyx) gyx[r * d + j] = g * xv * s;
     }
   }
