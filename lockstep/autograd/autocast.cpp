@@ -9,8 +9,6 @@
 namespace lockstep::autograd {
 
 namespace {
-int rank(DType t) { return t == DType::f64 ? 3 : t == DType::f32 ? 2 : 1; }
-
 class ToDTypeBackward final : public Node {
  public:
   explicit ToDTypeBackward(DType from) : from_(from) {}
@@ -19,8 +17,8 @@ class ToDTypeBackward final : public Node {
   // is added to the input's held gradient as it is read: the same sums, no widened copy.
   std::vector<Tensor> applyInto(const Tensor& g, const std::vector<Tensor*>& into) override {
     Tensor* held = into[0];
-    if (held && held->dtype() == from_ && held->shape() == g.shape() && rank(from_) > rank(g.dtype()) &&
-        held->device() == g.device()) {
+    if (held && held->dtype() == from_ && held->shape() == g.shape() && from_ != g.dtype() &&
+        kernels::binaryResultDType(from_, g.dtype()) == from_ && held->device() == g.device()) {
       kernels::addInto(*held, g);
       return {Tensor()};
     }

@@ -1,6 +1,7 @@
 #include "lockstep/kernels/accumulate.h"
 
 #include "lockstep/kernels/dispatch.h"
+#include "lockstep/kernels/linear.h"
 #include "lockstep/kernels/tables/accumulate.h"
 
 namespace lockstep::kernels {
@@ -29,19 +30,13 @@ void addInto(Tensor& dst, const Tensor& src, double alpha) {
 
 bool conv2dBackwardDataInto(Tensor& gx, const Tensor& gy, const Tensor& x, const Tensor& weight,
                             const Conv2dParams& p) {
-  const Shape out = checkConv2d(x, weight, Tensor(), p);
-  LOCKSTEP_ENFORCE(gy.shape() == out, ValueError, "conv2d backward: gradient ", shapeToString(gy.shape()),
-                   " differs from the output shape ", shapeToString(out));
+  checkConv2dBackwardData(gy, x, weight, p);
   if (!fits(gx, x) || gy.dtype() != x.dtype() || !gy.isCuda() || !weight.isCuda() || !gpuInto()) return false;
   return gpuInto()->conv2dBackwardDataInto(gx, gy, x, weight, p);
 }
 
 bool linearBackwardDataInto(Tensor& gx, const Tensor& gy, const Tensor& weight) {
-  LOCKSTEP_ENFORCE(weight.dim() == 2 && gy.dim() >= 1 && gy.size(gy.dim() - 1) == weight.size(0), ValueError,
-                   "linear backward: gradient ", shapeToString(gy.shape()),
-                   " does not end in out_features of weight ", shapeToString(weight.shape()));
-  Shape xs(gy.shape().begin(), gy.shape().end() - 1);
-  xs.push_back(weight.size(1));
+  const Shape xs = checkLinearBackwardData(gy, weight);
   if (!gx.defined() || !gx.isCuda() || gx.shape() != xs || gx.dtype() != gy.dtype() ||
       weight.dtype() != gy.dtype() || gx.device() != gy.device() || weight.device() != gy.device() ||
       !gpuInto())
@@ -53,19 +48,15 @@ std::optional<LayerNormGrads> layerNormBackwardInto(Tensor& gx, const Tensor& gy
                                                     const Tensor& mean, const Tensor& variance,
                                                     const Shape& normalized_shape, const Tensor& weight,
                                                     const Tensor& bias, double eps) {
-  checkLayerNorm(x, normalized_shape, weight, bias);
-  LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "layer_norm backward: gradient shape ",
-                   shapeToString(gy.shape()), " differs from input shape ", shapeToString(x.shape()));
-  if (!fits(gx, x) || !isFloating(gy.dtype()) || !gpuInto()) return std::nullopt;
+  checkLayerNormBackward(gy, x, normalized_shape, weight, bias);
+  if (!fits(gx, x) || !gpuInto()) return std::nullopt;
   return gpuInto()->layerNormBackwardInto(gx, gy, x, mean, variance, normalized_shape, weight, bias, eps);
 }
 
 std::optional<RmsNormGrads> rmsNormBackwardInto(Tensor& gx, const Tensor& gy, const Tensor& x,
                                                 const Tensor& rstd, const Tensor& weight) {
-  checkRmsNorm(x, weight);
-  LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "rms_norm backward: gradient shape ",
-                   shapeToString(gy.shape()), " differs from input shape ", shapeToString(x.shape()));
-  if (!fits(gx, x) || !isFloating(gy.dtype()) || !gpuInto()) return std::nullopt;
+  checkRmsNormBackward(gy, x, weight);
+  if (!fits(gx, x) || !gpuInto()) return std::nullopt;
   return gpuInto()->rmsNormBackwardInto(gx, gy, x, rstd, weight);
 }
 

@@ -53,10 +53,14 @@ Tensor conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b, const Co
   return dispatch<&ConvKernels::conv2dForward>(kBackends, x, x, w, b, p);
 }
 
-Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+void checkConv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
   Shape out = checkConv2d(x, w, Tensor(), p);
   LOCKSTEP_ENFORCE(gy.shape() == out, ValueError, "conv2d backward: gradient ", shapeToString(gy.shape()),
                    " differs from the output shape ", shapeToString(out));
+}
+
+Tensor conv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  checkConv2dBackwardData(gy, x, w, p);
   return dispatch<&ConvKernels::conv2dBackwardData>(kBackends, x, gy, x, w, p);
 }
 

@@ -34,6 +34,8 @@ inline void narrowResults(Conv2dWeightGrads& r, DType low) {
 Shape conv2dOutputShape(const Shape& x, const Shape& weight, const Conv2dParams& p);
 /// Checks x/weight/bias (bias may be undefined) for conv2d and returns the output shape.
 Shape checkConv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p);
+/// Checks x/weight and that gy has the output's shape, for the data gradient.
+void checkConv2dBackwardData(const Tensor& gy, const Tensor& x, const Tensor& weight, const Conv2dParams& p);
 
 /// x in the layout the kernels compute in (x itself when it already is): callers that keep x for
 /// the backward pass keep this one, so the backward does not reorder x again.

@@ -31,6 +31,15 @@ int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Ten
   return shapeNumel(normalized_shape);
 }
 
+void checkLayerNormBackward(const Tensor& gy, const Tensor& x, const Shape& normalized_shape,
+                            const Tensor& weight, const Tensor& bias) {
+  checkLayerNorm(x, normalized_shape, weight, bias);
+  LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "layer_norm backward: gradient shape ",
+                   shapeToString(gy.shape()), " differs from input shape ", shapeToString(x.shape()));
+  LOCKSTEP_ENFORCE(isFloating(gy.dtype()), ValueError, "layer_norm backward: gradient ", gy.describe(),
+                   " is not floating");
+}
+
 LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                                  const Tensor& bias, double eps, std::optional<DType> y_dtype) {
   checkLayerNorm(x, normalized_shape, weight, bias);
@@ -46,11 +55,7 @@ LayerNormOutput layerNormForward(const Tensor& x, const Shape& normalized_shape,
 LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor& mean,
                                  const Tensor& variance, const Shape& normalized_shape, const Tensor& weight,
                                  const Tensor& bias, double eps) {
-  checkLayerNorm(x, normalized_shape, weight, bias);
-  LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "layer_norm backward: gradient shape ",
-                   shapeToString(gy.shape()), " differs from input shape ", shapeToString(x.shape()));
-  LOCKSTEP_ENFORCE(isFloating(gy.dtype()), ValueError, "layer_norm backward: gradient ", gy.describe(),
-                   " is not floating");
+  checkLayerNormBackward(gy, x, normalized_shape, weight, bias);
   // The CPU kernels take gy in x's dtype; a GPU reads it as it is.
   const Tensor g = gy.dtype() == x.dtype() || x.isCuda() ? gy : gy.to(x.dtype());
   return dispatch<&LayerNormKernels::layerNormBackward>(kBackends, x, g, x, mean, variance, normalized_shape,

@@ -47,5 +47,8 @@ LayerNormGrads layerNormBackward(const Tensor& gy, const Tensor& x, const Tensor
 /// x's dtype). Returns the number of normalised elements per row.
 int64_t checkLayerNorm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                        const Tensor& bias);
+/// checkLayerNorm, and gy floating of x's shape.
+void checkLayerNormBackward(const Tensor& gy, const Tensor& x, const Shape& normalized_shape,
+                            const Tensor& weight, const Tensor& bias);
 
 }  // namespace lockstep::kernels

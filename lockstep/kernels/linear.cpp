@@ -73,10 +73,17 @@ std::pair<Tensor, Tensor> linearBackwardDataGeluTanh(const Tensor& gy, const Ten
   return {geluTanhBackward(linearBackwardData(gy, weight), z), Tensor()};
 }
 
-Tensor linearBackwardData(const Tensor& gy, const Tensor& weight) {
+Shape checkLinearBackwardData(const Tensor& gy, const Tensor& weight) {
   LOCKSTEP_ENFORCE(weight.dim() == 2 && gy.dim() >= 1 && gy.size(gy.dim() - 1) == weight.size(0), ValueError,
                    "linear backward: gradient ", shapeToString(gy.shape()),
                    " does not end in out_features of weight ", shapeToString(weight.shape()));
+  Shape xs(gy.shape().begin(), gy.shape().end() - 1);
+  xs.push_back(weight.size(1));
+  return xs;
+}
+
+Tensor linearBackwardData(const Tensor& gy, const Tensor& weight) {
+  checkLinearBackwardData(gy, weight);
   return dispatch<&LinearKernels::linearBackwardData>(kBackends, gy, gy, weight);
 }
 

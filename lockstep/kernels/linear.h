@@ -11,6 +11,8 @@ namespace lockstep::kernels {
 Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias);
 /// dL/dx [..., in] from gy [..., out] and weight [out, in].
 Tensor linearBackwardData(const Tensor& gy, const Tensor& weight);
+/// ValueError unless weight is [out, in] and gy ends in out; returns x's shape (gy's with in last).
+Shape checkLinearBackwardData(const Tensor& gy, const Tensor& weight);
 /// {dL/dW [out, in], dL/db [out] (undefined unless with_bias)} from gy [..., out] and x [..., in].
 std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& x, bool with_bias);
 

@@ -73,14 +73,22 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
                                                          p);
 }
 
-Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
-                            const Tensor& target, const CrossEntropyParams& p) {
+namespace {
+// crossEntropyBackward's checks; the classes the target may name.
+int64_t checkCrossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
+                                  const Tensor& target, const CrossEntropyParams& p) {
   checkClassTarget("cross_entropy", logits, target);
   checkGloss("cross_entropy", gloss, p.reduction, {logits.size(0)});
   LOCKSTEP_ENFORCE(lse.shape() == Shape{logits.size(0)}, ValueError, "cross_entropy backward: logsumexp ",
                    lse.describe(), " does not fit logits ", logits.describe());
+  return targetClasses("cross_entropy", logits, p);
+}
+}  // namespace
+
+Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Tensor& lse,
+                            const Tensor& target, const CrossEntropyParams& p) {
+  const int64_t classes = checkCrossEntropyBackward(gloss, logits, lse, target, p);
   const bool on_gpu = logits.isCuda() || target.isCuda();
-  const int64_t classes = targetClasses("cross_entropy", logits, p);
   if (!on_gpu) checkTargets("cross_entropy", target, classes, p.ignore_index);
   if (narrowF32Loss(logits, p) && !on_gpu) {
     return crossEntropyBackward(gloss, logits.to(DType::f32), lse, target, p).to(logits.dtype());
@@ -95,11 +103,7 @@ bool crossEntropyBackwardInto(Tensor& out, const Tensor& gloss, const Tensor& lo
   if (!gpu || !logits.isCuda() || !out.isCuda() || !out.isContiguous() || out.shape() != logits.shape() ||
       out.dtype() != logits.dtype())
     return false;
-  checkClassTarget("cross_entropy", logits, target);
-  checkGloss("cross_entropy", gloss, p.reduction, {logits.size(0)});
-  LOCKSTEP_ENFORCE(lse.shape() == Shape{logits.size(0)}, ValueError, "cross_entropy backward: logsumexp ",
-                   lse.describe(), " does not fit logits ", logits.describe());
-  targetClasses("cross_entropy", logits, p);
+  checkCrossEntropyBackward(gloss, logits, lse, target, p);
   return gpu->crossEntropyBackwardInto(out, gloss, logits, lse, target, p);
 }
 

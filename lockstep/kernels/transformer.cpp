@@ -33,8 +33,6 @@ void checkIndices(const Tensor& weight, const Tensor& indices) {
 
 int64_t lastDim(const Tensor& x) { return x.dim() == 0 ? 1 : x.size(x.dim() - 1); }
 
-}  // namespace
-
 void checkRmsNorm(const Tensor& x, const Tensor& weight) {
   LOCKSTEP_ENFORCE(x.dim() >= 1 && isFloating(x.dtype()), ValueError,
                    "rms_norm: input must be floating with >= 1 dim, got ", x.describe());
@@ -44,8 +42,6 @@ void checkRmsNorm(const Tensor& x, const Tensor& weight) {
                      " (needs [", lastDim(x), "] of the input's dtype)");
   }
 }
-
-namespace {
 
 void checkSame(const char* op, const Tensor& a, const Tensor& b) {
   LOCKSTEP_ENFORCE(a.shape() == b.shape() && a.dtype() == b.dtype() && isFloating(a.dtype()), ValueError, op,
@@ -95,12 +91,16 @@ RmsNormOutput rmsNormForward(const Tensor& x, const Tensor& weight, double eps,
   return r;
 }
 
-RmsNormGrads rmsNormBackward(const Tensor& gy, const Tensor& x, const Tensor& rstd, const Tensor& weight) {
+void checkRmsNormBackward(const Tensor& gy, const Tensor& x, const Tensor& weight) {
   checkRmsNorm(x, weight);
   LOCKSTEP_ENFORCE(gy.shape() == x.shape(), ValueError, "rms_norm backward: gradient ", gy.describe(),
                    " does not match input ", x.describe());
   LOCKSTEP_ENFORCE(isFloating(gy.dtype()), ValueError, "rms_norm backward: gradient ", gy.describe(),
                    " is not floating");
+}
+
+RmsNormGrads rmsNormBackward(const Tensor& gy, const Tensor& x, const Tensor& rstd, const Tensor& weight) {
+  checkRmsNormBackward(gy, x, weight);
   // The CPU kernels take gy in x's dtype; a GPU reads it as it is.
   const Tensor g = gy.dtype() == x.dtype() || x.isCuda() ? gy : gy.to(x.dtype());
   return dispatch<&TransformerKernels::rmsNormBackward>(kBackends, x, g, x, rstd, weight);

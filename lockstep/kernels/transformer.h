@@ -33,14 +33,15 @@ inline void narrowResults(RmsNormGrads& r, DType low) {
   if (r.gx.defined()) r.gx = r.gx.to(low);
   if (r.gweight.defined()) r.gweight = r.gweight.to(low);
 }
-/// ValueError unless x is floating with >= 1 dim and weight (when defined) is [D] of x's dtype.
-void checkRmsNorm(const Tensor& x, const Tensor& weight);
 /// Over the last dim of x; weight [D] or undefined. y_dtype (default x's): y rounded to it, as
 /// layerNormForward's (autocast's RMSNorm before its linear layers).
 RmsNormOutput rmsNormForward(const Tensor& x, const Tensor& weight, double eps,
                              std::optional<DType> y_dtype = std::nullopt);
 /// gy may have another floating dtype than x (a y_dtype forward's gradient), read as x's.
 RmsNormGrads rmsNormBackward(const Tensor& gy, const Tensor& x, const Tensor& rstd, const Tensor& weight);
+/// rmsNormBackward's checks: x floating with >= 1 dim, weight (when defined) [D] of x's dtype, gy
+/// floating of x's shape.
+void checkRmsNormBackward(const Tensor& gy, const Tensor& x, const Tensor& weight);
 
 /// silu(gate) * up (same shapes) -> contiguous.
 Tensor swigluForward(const Tensor& gate, const Tensor& up);
