@@ -1,15 +1,22 @@
-// One training step (forward, backward, SGD update) of the seed MNIST CNN (seed 001's Net:
-// conv 1->32->64->64 3x3, max-pool 2, linear 576->64->10, logits + cross-entropy), timed at the
-// given batch sizes. Compare with bench/scripts/torch_train_step.py (bench/train_step.sh runs both).
-//   bench_train_step [--batch 32,128] [--steps 200] [--warmup 20]
+// One training step (forward, backward, SGD update at lr 0.01) on fixed random data, timed at the
+// given batch sizes, of
+//   seed_cnn        the seed MNIST CNN (seed 001's Net: conv 1->32->64->64 3x3, max-pool 2, linear
+//                   576->64->10, logits + cross-entropy), written out in autograd ops (default)
+//   resnet18_cifar  the zoo's CIFAR ResNet-18 (3x32x32, channels_last) with optim::SGD
+// Compare with bench/scripts/torch_train_step.py (bench/train_step.sh runs both).
+//   bench_train_step [--model seed_cnn] [--batch 32,128] [--steps 200] [--warmup 20]
 // Threads: LOCKSTEP_NUM_THREADS or OMP_NUM_THREADS (the comparison script sets 1).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <sstream>
 
 #include "lockstep/autograd.h"
 #include "lockstep/kernels.h"
+#include "lockstep/nn.h"
+#include "lockstep/optim.h"
 
 using namespace lockstep;
 using namespace lockstep::autograd;
@@ -51,43 +58,78 @@ struct Net {
   }
 };
 
+/// A step of `model` on fixed random data: returns the loss.
+using Step = std::function<double()>;
+
+Step seedCnnStep(Net& net, int64_t batch) {
+  Tensor x = Tensor::empty({batch, 1, 28, 28});
+  Generator g(1);
+  g.uniform(x, 0, 1);
+  Tensor y = Tensor::empty({batch}, DType::i64);
+  for (int64_t i = 0; i < batch; ++i) y.data<int64_t>()[i] = i % 10;
+  return [&net, xv = Variable(x), y] {
+    Variable loss = crossEntropy(net.forward(xv), y);
+    for (Variable* p : net.params()) p->zeroGrad();
+    loss.backward();
+    for (Variable* p : net.params()) kernels::addInto(p->tensor(), p->grad(), -0.01);
+    return loss.item();
+  };
+}
+
+Step zooStep(nn::Module& model, optim::Optimizer& opt, int64_t batch) {
+  Generator g(1);
+  Tensor x = Tensor::empty({batch, 3, 32, 32});
+  g.uniform(x, 0, 1);
+  x = x.toFormat(MemoryFormat::channels_last);
+  Tensor y = Tensor::empty({batch}, DType::i64);
+  for (int64_t i = 0; i < batch; ++i) y.data<int64_t>()[i] = i % 10;
+  return [&model, &opt, xv = Variable(x), y] {
+    Variable loss = crossEntropy(model(xv), y);
+    opt.zeroGrad();
+    loss.backward();
+    opt.step();
+    return loss.item();
+  };
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Times one training step of the seed MNIST CNN"};
-  std::string batches = "32,128";
+  CLI::App app{"Times one training step of the seed MNIST CNN or the CIFAR ResNet-18"};
+  std::string model_name = "seed_cnn", batches = "32,128";
   int steps = 200, warmup = 20;
+  app.add_option("--model", model_name, "seed_cnn or resnet18_cifar")
+      ->check(CLI::IsMember({"seed_cnn", "resnet18_cifar"}));
   app.add_option("--batch", batches, "comma-separated batch sizes");
   app.add_option("--steps", steps, "timed steps per batch size");
   app.add_option("--warmup", warmup, "untimed steps first");
   CLI11_PARSE(app, argc, argv);
 
   Net net;
+  std::shared_ptr<nn::Module> zoo;
+  std::unique_ptr<optim::SGD> opt;
+  if (model_name != "seed_cnn") {
+    Generator gen(0);
+    nn::ModelOptions mo;
+    mo.generator = &gen;
+    mo.num_classes = 10;
+    zoo = nn::makeModel(model_name, mo);
+    zoo->train();
+    opt = std::make_unique<optim::SGD>(zoo->parameters(), optim::SGDOptions{.lr = 0.01});
+  }
   std::stringstream ss(batches);
   std::string tok;
   while (std::getline(ss, tok, ',')) {
-    int64_t batch = std::stoll(tok);
-    Tensor x = Tensor::empty({batch, 1, 28, 28});
-    Generator g(1);
-    g.uniform(x, 0, 1);
-    Tensor y = Tensor::empty({batch}, DType::i64);
-    for (int64_t i = 0; i < batch; ++i) y.data<int64_t>()[i] = i % 10;
-    Variable xv(x);
+    const int64_t batch = std::stoll(tok);
+    Step step = zoo ? zooStep(*zoo, *opt, batch) : seedCnnStep(net, batch);
     double loss_value = 0;
-    auto step = [&] {
-      Variable loss = crossEntropy(net.forward(xv), y);
-      for (Variable* p : net.params()) p->zeroGrad();
-      loss.backward();
-      for (Variable* p : net.params()) kernels::addInto(p->tensor(), p->grad(), -0.01);
-      loss_value = loss.item();
-    };
-    for (int i = 0; i < warmup; ++i) step();
+    for (int i = 0; i < warmup; ++i) loss_value = step();
     auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i) step();
+    for (int i = 0; i < steps; ++i) loss_value = step();
     double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("impl=lockstep batch=%lld threads=%d step_ms=%.3f samples_per_s=%.0f loss=%.4f\n",
-                static_cast<long long>(batch), kernels::numThreads(), 1000.0 * sec / steps,
-                batch * steps / sec, loss_value);
+    std::printf("impl=lockstep model=%s batch=%lld threads=%d step_ms=%.3f samples_per_s=%.0f loss=%.4f\n",
+                model_name.c_str(), static_cast<long long>(batch), kernels::numThreads(),
+                1000.0 * sec / steps, batch * steps / sec, loss_value);
   }
   return 0;
 }

@@ -1,5 +1,13 @@
 #include "lockstep/kernels/tables/conv.h"
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <dnnl.hpp>
+#include <functional>
+#include <map>
+#include <sstream>
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -25,6 +33,11 @@ std::vector<ConvCase> cases() {
   cs.push_back({{3, 4, 9, 8}, {6, 2, 3, 3}, {{1, 2}, {2, 1}, {2, 1}, 2, true}});  // groups, dilation, relu
   cs.push_back({{2, 5, 6, 6}, {7, 5, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 1, true}, true, false});  // NCHW, 1x1
   cs.push_back({{2, 6, 5, 5}, {6, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 6, false}});              // depthwise
+  // Winograd's shapes on AVX-512 CPUs (3x3, stride 1, >= 32 channels, >= 32 output tiles of 4x4):
+  // padded; unpadded with relu and a ragged last tile; an NCHW input without bias.
+  cs.push_back({{2, 32, 16, 16}, {32, 32, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1, false}});
+  cs.push_back({{8, 48, 10, 10}, {64, 48, 3, 3}, {{1, 1}, {0, 0}, {1, 1}, 1, true}});
+  cs.push_back({{4, 32, 9, 11}, {40, 32, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1, false}, false, false});
   return cs;
 }
 
@@ -89,4 +102,73 @@ TEST(Conv2d, rejects_mismatched_shapes) {
     EXPECT_NE(std::string(e.what()).find("[1, 3, 5, 5]"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("[4, 2, 3, 3]"), std::string::npos) << e.what();
   }
+}
+
+namespace {
+// The oneDNN implementation each convolution pass ran with, from oneDNN's verbose lines
+// ("onednn_verbose,exec,cpu,convolution,IMPL,PROP,...,PROBLEM,TIME"), keyed "PROP PROBLEM".
+std::map<std::string, std::string> convolutionImpls(const std::function<void()>& run) {
+  dnnl::set_verbose(1);
+  ::testing::internal::CaptureStdout();
+  run();
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  dnnl::set_verbose(0);
+  std::map<std::string, std::string> impls;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> f;
+    std::istringstream fields(line);
+    for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
+    auto conv = std::find(f.begin(), f.end(), "convolution");
+    if (std::find(f.begin(), f.end(), "exec") == f.end() || conv == f.end() || f.end() - conv < 4) continue;
+    impls[conv[2] + " " + f[f.size() - 2]] = conv[1];
+  }
+  return impls;
+}
+
+bool cpuHasAvx512Core() {
+  using isa = dnnl::cpu_isa;
+  const isa i = dnnl::get_effective_cpu_isa();
+  return i == isa::avx512_core || i == isa::avx512_core_vnni || i == isa::avx512_core_bf16 ||
+         i == isa::avx512_core_amx;
+}
+}  // namespace
+
+TEST(Conv2d, winograd_runs_the_3x3_convolutions_where_it_pays) {
+  if (!kernels::cpuConvWinograd()) GTEST_SKIP() << "LOCKSTEP_CONV_WINOGRAD=0";
+  if (!cpuHasAvx512Core()) GTEST_SKIP() << "oneDNN's Winograd kernels need AVX-512; this CPU has none";
+  // All three passes of a 32-channel convolution, with padding 1 or 0.
+  auto passes = [&](const Shape& xs, int64_t pad) {
+    const Conv2dParams p{{1, 1}, {pad, pad}, {1, 1}, 1, false};
+    Tensor x = randomTensor(xs, DType::f32, 1).toFormat(MemoryFormat::channels_last);
+    Tensor w = randomTensor({32, 32, 3, 3}, DType::f32, 2);
+    Tensor gy = randomTensor(kernels::conv2dOutputShape(xs, w.shape(), p), DType::f32, 3)
+                    .toFormat(MemoryFormat::channels_last);
+    kernels::onednn::kConv.conv2dForward(x, w, Tensor(), p);
+    kernels::onednn::kConv.conv2dBackwardData(gy, x, w, p);
+    kernels::onednn::kConv.conv2dBackwardWeights(gy, x, w.shape(), false, p);
+  };
+  const auto impls = convolutionImpls([&] {
+    passes({2, 32, 16, 16}, 1);  // 2 x (16/4)^2 = 32 output tiles, all filled: Winograd
+    passes({1, 32, 16, 16}, 1);  // 16 tiles: direct
+    passes({32, 32, 5, 5}, 0);   // 32 tiles, but a 3x3 output fills 9/16 of each: direct
+  });
+  const std::map<std::string, bool> problems{
+      {"mb2_ic32oc32_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1", true},
+      {"mb1_ic32oc32_ih16oh16kh3sh1dh0ph1_iw16ow16kw3sw1dw0pw1", false},
+      {"mb32_ic32oc32_ih5oh3kh3sh1dh0ph0_iw5ow3kw3sw1dw0pw0", false}};
+  for (const char* prop : {"forward_training", "backward_data", "backward_weights"}) {
+    for (const auto& [problem, winograd] : problems) {
+      const std::string key = std::string(prop) + " " + problem;
+      ASSERT_TRUE(impls.count(key)) << key;
+      EXPECT_EQ(impls.at(key).find("wino") != std::string::npos, winograd) << key << ": " << impls.at(key);
+    }
+  }
+  // Switched off, the Winograd problem runs the direct kernels.
+  kernels::setCpuConvWinograd(false);
+  const auto direct = convolutionImpls([&] { passes({2, 32, 16, 16}, 1); });
+  kernels::setCpuConvWinograd(true);
+  ASSERT_EQ(direct.size(), 3u);
+  for (const auto& [problem, impl] : direct)
+    EXPECT_EQ(impl.find("wino"), std::string::npos) << problem << ": " << impl;
 }

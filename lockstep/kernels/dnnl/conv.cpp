@@ -1,12 +1,15 @@
 // oneDNN convolution: forward (optionally with a fused relu post-op), backward-data and
 // backward-weights (+ bias), each primitive created once per shape and cached. Activations are
-// always computed channels_last (nhwc): oneDNN 2.6 has only gemm kernels for plain nchw, whose
+// always channels_last (nhwc) for the caller: oneDNN 2.6 has only gemm kernels for plain nchw, whose
 // backward-data pass is ~18x slower (13.5 ms vs 0.75 ms for 32x32x13x13 -> 64, one thread), so an
-// nchw input is reordered once and everything downstream stays nhwc. Only the weights are reordered
-// per call, into the blocked layout oneDNN picks (format_tag::any): microseconds for 64x64x3x3,
-// while a plain weight layout would force a much slower implementation.
+// nchw input is reordered once and everything downstream stays nhwc. The weights are reordered
+// per call into the blocked layout oneDNN picks (format_tag::any): microseconds for 64x64x3x3,
+// while a plain weight layout would force a much slower implementation. Where Winograd's kernels
+// pay (winogradWanted), the activations are reordered per call too, into and out of the
+// channel-blocked layout those kernels take: the reorders cost less than the kernels save.
 #include "lockstep/kernels/conv.h"
 
+#include <atomic>
 #include <dnnl.hpp>
 #include <optional>
 #include <sstream>
@@ -14,6 +17,7 @@
 
 #include "lockstep/kernels/dnnl/activation_layout.h"
 #include "lockstep/kernels/tables/conv.h"
+#include "lockstep/util/env.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -54,54 +58,119 @@ Mem::desc anyWeightsDesc(const Shape& w, int64_t groups, DType dt) {
   return Mem::desc(weightDims(w, groups), dataType(dt), tag::any);
 }
 
+// Winograd's F(4x4, 3x3) (oneDNN's jit_wino_4x3, CPUs with AVX-512) computes a 3x3 stride-1 f32
+// convolution with 2.25x fewer multiplications than the direct kernels, forward and both backward
+// passes. It pays once there are enough 4x4 output tiles for its batched GEMMs and enough channels
+// for its transforms; below that it is slower. Measured on an AMD EPYC (Zen 5), one thread, each
+// pass with its reorders: ResNet-18's 3x3 convolutions at batch 32 are 1.35-1.85x faster (64
+// channels at 32x32: 28.4 -> 17.6 ms for the three passes), ResNet-50's at 7x7 and 14x14 2.0-2.2x;
+// 16 tiles or 16 channels are 1.2-3x slower (512 channels at 4x4 with batch 1: 3.8 -> 11.6 ms). The rule is a
+// function of the shape alone (never a timing), so every run takes the same kernels and stays bitwise
+// repeatable.
+bool winogradWanted(const Shape& w, const Shape& y, DType dt, const Conv2dParams& p) {
+  if (!cpuConvWinograd() || dt != DType::f32 || p.groups != 1 || w[2] != 3 || w[3] != 3) return false;
+  if (p.stride != std::array<int64_t, 2>{1, 1} || p.dilation != std::array<int64_t, 2>{1, 1}) return false;
+  const int64_t rows = (y[2] + 3) / 4, cols = (y[3] + 3) / 4;
+  // The share of the tiles' outputs that are the convolution's: a 3x3 or 9x9 output fills 9/16 of
+  // its tiles, and computing the rest makes Winograd slower than direct there (1.8x for the seed
+  // CNN's conv3 at batch 32); 7x7 (49/64) and 10x10 (100/144) still gain.
+  const double filled = static_cast<double>(y[2] * y[3]) / static_cast<double>(16 * rows * cols);
+  return w[0] >= 32 && w[1] >= 32 && y[0] * rows * cols >= 32 && filled >= 0.6;
+}
+
+std::atomic<bool>& winogradSwitch() {
+  static std::atomic<bool> on{env::getBool("LOCKSTEP_CONV_WINOGRAD", true)};
+  return on;
+}
+
+// An activation descriptor that lets the primitive choose the layout (Winograd's kernels take
+// oneDNN's channel-blocked one).
+Mem::desc anyActivationDesc(const Shape& s, DType dt) {
+  return Mem::desc(Mem::dims(s.begin(), s.end()), dataType(dt), tag::any);
+}
+
+// A primitive descriptor from make(algorithm, x_md, y_md): Winograd's with layouts of its choice
+// when `winograd` and oneDNN has kernels for the problem on this CPU, else the direct kernels in
+// channels_last.
+template <typename Make>
+auto chooseAlgorithm(bool winograd, const Shape& x, const Shape& y, DType dt, const Make& make) {
+  if (winograd) {
+    try {
+      return make(dnnl::algorithm::convolution_winograd, anyActivationDesc(x, dt), anyActivationDesc(y, dt));
+    } catch (const dnnl::error&) {  // none for this CPU, shape or attribute: the direct kernels
+    }
+  }
+  return make(dnnl::algorithm::convolution_direct, activationDesc(x, dt, kConvFormat),
+              activationDesc(y, dt, kConvFormat));
+}
+
 std::string keyFor(const char* what, const Shape& x, const Shape& w, MemoryFormat fx, MemoryFormat fy,
                    DType dt, bool bias, const Conv2dParams& p) {
   std::ostringstream os;
   os << what << dtypeName(dt) << shapeToString(x) << formatKey(fx) << shapeToString(w) << formatKey(fy) << "b"
      << bias << "s" << p.stride[0] << "," << p.stride[1] << "p" << p.padding[0] << "," << p.padding[1] << "d"
-     << p.dilation[0] << "," << p.dilation[1] << "g" << p.groups << "r" << p.fuse_relu;
+     << p.dilation[0] << "," << p.dilation[1] << "g" << p.groups << "r" << p.fuse_relu << "w"
+     << cpuConvWinograd();
   return os.str();
 }
 
-dnnl::convolution_forward::desc forwardDesc(const Mem::desc& x_md, const Mem::desc& w_md, bool bias,
-                                            const Mem::desc& y_md, const Geometry& g, int64_t out_channels,
-                                            DType dt) {
+dnnl::convolution_forward::desc forwardDesc(dnnl::algorithm algo, const Mem::desc& x_md,
+                                            const Mem::desc& w_md, bool bias, const Mem::desc& y_md,
+                                            const Geometry& g, int64_t out_channels, DType dt) {
   Mem::desc b_md = bias ? vectorDesc(out_channels, dt) : Mem::desc();
-  return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                         dnnl::algorithm::convolution_direct, x_md, w_md, b_md, y_md,
+  return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x_md, w_md, b_md, y_md,
                                          g.strides, g.dilates, g.pad_l, g.pad_r);
 }
 
-// A primitive plus the reorder between the caller's plain weights and the primitive's layout
-// (absent when oneDNN happens to want the plain layout).
-template <typename Prim>
-struct WithWeights {
-  Prim prim;
-  Mem::desc user_w;
-  Mem::desc prim_w;
+// One operand of a primitive: the caller's layout, the primitive's, and the reorder between them
+// when they differ (user -> primitive for an input, primitive -> user for an output).
+struct Operand {
+  Mem::desc user, prim;
   std::optional<dnnl::reorder> reorder;
+
+  static Operand input(const Mem::desc& user, const Mem::desc& prim) {
+    Operand o{user, prim, std::nullopt};
+    if (user != prim)
+      o.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), prim));
+    return o;
+  }
+  static Operand output(const Mem::desc& user, const Mem::desc& prim) {
+    Operand o{user, prim, std::nullopt};
+    if (user != prim)
+      o.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), prim, engine(), user));
+    return o;
+  }
+
+  // The caller's data at `data` as the primitive reads it: that memory, or a reordered copy that
+  // `buffer` keeps alive.
+  Mem read(void* data, Tensor& buffer) const {
+    Mem user_mem(user, engine(), data);
+    if (!reorder) return user_mem;
+    Mem staged = stage(buffer);
+    execute(*reorder, {{DNNL_ARG_FROM, user_mem}, {DNNL_ARG_TO, staged}});
+    return staged;
+  }
+  // Where the primitive writes the caller's `data`: that memory, or a staging buffer that
+  // finish() then copies to it.
+  Mem target(void* data, Tensor& buffer) const { return reorder ? stage(buffer) : Mem(user, engine(), data); }
+  void finish(const Mem& written, void* data) const {
+    if (reorder) execute(*reorder, {{DNNL_ARG_FROM, written}, {DNNL_ARG_TO, Mem(user, engine(), data)}});
+  }
+
+ private:
+  Mem stage(Tensor& buffer) const {
+    buffer = Tensor::empty({static_cast<int64_t>(prim.get_size())}, DType::u8);
+    return Mem(prim, engine(), buffer.dataPtr());
+  }
 };
 
+// A convolution primitive and its three operands in the order of its arguments: forward (x,
+// weights -> y), backward data (dy, weights -> dx), backward weights (x, dy -> dweights).
 template <typename Prim>
-WithWeights<Prim> withWeights(Prim prim, const Mem::desc& user_w, const Mem::desc& prim_w, bool to_prim) {
-  WithWeights<Prim> out{std::move(prim), user_w, prim_w, std::nullopt};
-  if (user_w != prim_w) {
-    out.reorder = to_prim ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user_w, engine(), prim_w))
-                          : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), prim_w, engine(), user_w));
-  }
-  return out;
-}
-
-// The caller's weights in the primitive's layout; `buffer` keeps a reordered copy alive.
-template <typename Prim>
-Mem primitiveWeights(const WithWeights<Prim>& p, const Tensor& w, Tensor& buffer) {
-  Mem user = Mem(p.user_w, engine(), w.dataPtr());
-  if (!p.reorder) return user;
-  buffer = Tensor::empty({static_cast<int64_t>(p.prim_w.get_size())}, DType::u8);
-  Mem blocked(p.prim_w, engine(), buffer.dataPtr());
-  execute(*p.reorder, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, blocked}});
-  return blocked;
-}
+struct Staged {
+  Prim prim;
+  Operand a, b, out;
+};
 }  // namespace
 
 Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b0, const Conv2dParams& p) {
@@ -110,31 +179,38 @@ Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b0, const
   const Shape ys = conv2dOutputShape(x.shape(), w.shape(), p);
   Tensor y = Tensor::empty(ys, x.dtype(), f);
   if (y.numel() == 0 || x.numel() == 0) return y;
-  using Prims = WithWeights<dnnl::convolution_forward>;
+  using Prims = Staged<dnnl::convolution_forward>;
   static PrimitiveCache<Prims> cache;
   try {
     auto& prims = cache.get(keyFor("fwd", x.shape(), w.shape(), f, f, x.dtype(), b.defined(), p), [&] {
       const DType dt = x.dtype();
-      auto fd =
-          forwardDesc(activationDesc(x.shape(), dt, f), anyWeightsDesc(w.shape(), p.groups, dt), b.defined(),
-                      activationDesc(ys, dt, f), geometry(x.shape(), w.shape(), ys, p), ys[1], dt);
+      const Geometry g = geometry(x.shape(), w.shape(), ys, p);
       dnnl::primitive_attr attr;
       if (p.fuse_relu) {
         dnnl::post_ops ops;
         ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
         attr.set_post_ops(ops);
       }
-      dnnl::convolution_forward::primitive_desc pd(fd, attr, engine());
-      return withWeights(dnnl::convolution_forward(pd), userWeightsDesc(w.shape(), p.groups, dt),
-                         pd.weights_desc(), true);
+      auto pd = chooseAlgorithm(winogradWanted(w.shape(), ys, dt, p), x.shape(), ys, dt,
+                                [&](dnnl::algorithm algo, const Mem::desc& x_md, const Mem::desc& y_md) {
+                                  return dnnl::convolution_forward::primitive_desc(
+                                      forwardDesc(algo, x_md, anyWeightsDesc(w.shape(), p.groups, dt),
+                                                  b.defined(), y_md, g, ys[1], dt),
+                                      attr, engine());
+                                });
+      return Prims{dnnl::convolution_forward(pd),
+                   Operand::input(activationDesc(x.shape(), dt, f), pd.src_desc()),
+                   Operand::input(userWeightsDesc(w.shape(), p.groups, dt), pd.weights_desc()),
+                   Operand::output(activationDesc(ys, dt, f), pd.dst_desc())};
     });
-    Tensor w_buffer;
-    std::unordered_map<int, Mem> args{
-        {DNNL_ARG_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), x.dataPtr())},
-        {DNNL_ARG_WEIGHTS, primitiveWeights(prims, w, w_buffer)},
-        {DNNL_ARG_DST, Mem(activationDesc(ys, x.dtype(), f), engine(), y.dataPtr())}};
+    Tensor x_buffer, w_buffer, y_buffer;
+    const Mem out = prims.out.target(y.dataPtr(), y_buffer);
+    std::unordered_map<int, Mem> args{{DNNL_ARG_SRC, prims.a.read(x.dataPtr(), x_buffer)},
+                                      {DNNL_ARG_WEIGHTS, prims.b.read(w.dataPtr(), w_buffer)},
+                                      {DNNL_ARG_DST, out}};
     if (b.defined()) args.emplace(DNNL_ARG_BIAS, Mem(vectorDesc(ys[1], b.dtype()), engine(), b.dataPtr()));
     execute(prims.prim, args);
+    prims.out.finish(out, y.dataPtr());
   } catch (const dnnl::error& e) {
     rethrow(e, "conv2d forward");
   }
@@ -150,27 +226,33 @@ Tensor conv2dBackwardData(const Tensor& gy0, const Tensor& x, const Tensor& w0, 
     gx.zero();
     return gx;
   }
-  using Prims = WithWeights<dnnl::convolution_backward_data>;
+  using Prims = Staged<dnnl::convolution_backward_data>;
   static PrimitiveCache<Prims> cache;
   try {
     auto& prims = cache.get(keyFor("bwd_data", x.shape(), w.shape(), f, f, x.dtype(), false, p), [&] {
       const DType dt = x.dtype();
-      auto x_md = activationDesc(x.shape(), dt, f), y_md = activationDesc(gy.shape(), dt, f);
+      const Geometry g = geometry(x.shape(), w.shape(), gy.shape(), p);
       auto w_md = anyWeightsDesc(w.shape(), p.groups, dt);
-      Geometry g = geometry(x.shape(), w.shape(), gy.shape(), p);
-      dnnl::convolution_forward::primitive_desc hint(forwardDesc(x_md, w_md, false, y_md, g, gy.size(1), dt),
-                                                     engine());
-      dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, x_md, w_md, y_md,
-                                               g.strides, g.dilates, g.pad_l, g.pad_r);
-      dnnl::convolution_backward_data::primitive_desc pd(bd, engine(), hint);
-      return withWeights(dnnl::convolution_backward_data(pd), userWeightsDesc(w.shape(), p.groups, dt),
-                         pd.weights_desc(), true);
+      auto pd =
+          chooseAlgorithm(winogradWanted(w.shape(), gy.shape(), dt, p), x.shape(), gy.shape(), dt,
+                          [&](dnnl::algorithm algo, const Mem::desc& x_md, const Mem::desc& y_md) {
+                            dnnl::convolution_forward::primitive_desc hint(
+                                forwardDesc(algo, x_md, w_md, false, y_md, g, gy.size(1), dt), engine());
+                            dnnl::convolution_backward_data::desc bd(algo, x_md, w_md, y_md, g.strides,
+                                                                     g.dilates, g.pad_l, g.pad_r);
+                            return dnnl::convolution_backward_data::primitive_desc(bd, engine(), hint);
+                          });
+      return Prims{dnnl::convolution_backward_data(pd),
+                   Operand::input(activationDesc(gy.shape(), dt, f), pd.diff_dst_desc()),
+                   Operand::input(userWeightsDesc(w.shape(), p.groups, dt), pd.weights_desc()),
+                   Operand::output(activationDesc(x.shape(), dt, f), pd.diff_src_desc())};
     });
-    Tensor w_buffer;
-    execute(prims.prim,
-            {{DNNL_ARG_DIFF_DST, Mem(activationDesc(gy.shape(), gy.dtype(), f), engine(), gy.dataPtr())},
-             {DNNL_ARG_WEIGHTS, primitiveWeights(prims, w, w_buffer)},
-             {DNNL_ARG_DIFF_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), gx.dataPtr())}});
+    Tensor gy_buffer, w_buffer, gx_buffer;
+    const Mem out = prims.out.target(gx.dataPtr(), gx_buffer);
+    execute(prims.prim, {{DNNL_ARG_DIFF_DST, prims.a.read(gy.dataPtr(), gy_buffer)},
+                         {DNNL_ARG_WEIGHTS, prims.b.read(w.dataPtr(), w_buffer)},
+                         {DNNL_ARG_DIFF_SRC, out}});
+    prims.out.finish(out, gx.dataPtr());
   } catch (const dnnl::error& e) {
     rethrow(e, "conv2d backward (data)");
   }
@@ -192,38 +274,37 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, con
     if (with_bias) out.bias.zero();
     return out;
   }
-  using Prims = WithWeights<dnnl::convolution_backward_weights>;
+  using Prims = Staged<dnnl::convolution_backward_weights>;
   static PrimitiveCache<Prims> cache;
   try {
     auto& prims = cache.get(keyFor("bwd_weights", x.shape(), ws, f, f, x.dtype(), with_bias, p), [&] {
       const DType dt = x.dtype();
-      auto x_md = activationDesc(x.shape(), dt, f), y_md = activationDesc(gy.shape(), dt, f);
       auto w_md = anyWeightsDesc(ws, p.groups, dt);
       Mem::desc b_md = with_bias ? vectorDesc(ws[0], dt) : Mem::desc();
-      Geometry g = geometry(x.shape(), ws, gy.shape(), p);
-      dnnl::convolution_forward::primitive_desc hint(forwardDesc(x_md, w_md, with_bias, y_md, g, ws[0], dt),
-                                                     engine());
-      dnnl::convolution_backward_weights::desc bd(dnnl::algorithm::convolution_direct, x_md, w_md, b_md, y_md,
-                                                  g.strides, g.dilates, g.pad_l, g.pad_r);
-      dnnl::convolution_backward_weights::primitive_desc pd(bd, engine(), hint);
-      return withWeights(dnnl::convolution_backward_weights(pd), userWeightsDesc(ws, p.groups, dt),
-                         pd.diff_weights_desc(), false);
+      const Geometry g = geometry(x.shape(), ws, gy.shape(), p);
+      auto pd =
+          chooseAlgorithm(winogradWanted(ws, gy.shape(), dt, p), x.shape(), gy.shape(), dt,
+                          [&](dnnl::algorithm algo, const Mem::desc& x_md, const Mem::desc& y_md) {
+                            dnnl::convolution_forward::primitive_desc hint(
+                                forwardDesc(algo, x_md, w_md, with_bias, y_md, g, ws[0], dt), engine());
+                            dnnl::convolution_backward_weights::desc bd(
+                                algo, x_md, w_md, b_md, y_md, g.strides, g.dilates, g.pad_l, g.pad_r);
+                            return dnnl::convolution_backward_weights::primitive_desc(bd, engine(), hint);
+                          });
+      return Prims{dnnl::convolution_backward_weights(pd),
+                   Operand::input(activationDesc(x.shape(), dt, f), pd.src_desc()),
+                   Operand::input(activationDesc(gy.shape(), dt, f), pd.diff_dst_desc()),
+                   Operand::output(userWeightsDesc(ws, p.groups, dt), pd.diff_weights_desc())};
     });
-    Mem user_gw(prims.user_w, engine(), out.weight.dataPtr());
-    Tensor gw_buffer;
-    Mem prim_gw = user_gw;
-    if (prims.reorder) {
-      gw_buffer = Tensor::empty({static_cast<int64_t>(prims.prim_w.get_size())}, DType::u8);
-      prim_gw = Mem(prims.prim_w, engine(), gw_buffer.dataPtr());
-    }
-    std::unordered_map<int, Mem> args{
-        {DNNL_ARG_SRC, Mem(activationDesc(x.shape(), x.dtype(), f), engine(), x.dataPtr())},
-        {DNNL_ARG_DIFF_DST, Mem(activationDesc(gy.shape(), gy.dtype(), f), engine(), gy.dataPtr())},
-        {DNNL_ARG_DIFF_WEIGHTS, prim_gw}};
+    Tensor x_buffer, gy_buffer, gw_buffer;
+    const Mem gw = prims.out.target(out.weight.dataPtr(), gw_buffer);
+    std::unordered_map<int, Mem> args{{DNNL_ARG_SRC, prims.a.read(x.dataPtr(), x_buffer)},
+                                      {DNNL_ARG_DIFF_DST, prims.b.read(gy.dataPtr(), gy_buffer)},
+                                      {DNNL_ARG_DIFF_WEIGHTS, gw}};
     if (with_bias)
       args.emplace(DNNL_ARG_DIFF_BIAS, Mem(vectorDesc(ws[0], x.dtype()), engine(), out.bias.dataPtr()));
     execute(prims.prim, args);
-    if (prims.reorder) execute(*prims.reorder, {{DNNL_ARG_FROM, prim_gw}, {DNNL_ARG_TO, user_gw}});
+    prims.out.finish(gw, out.weight.dataPtr());
   } catch (const dnnl::error& e) {
     rethrow(e, "conv2d backward (weights)");
   }
@@ -233,3 +314,10 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, con
 const ConvKernels kConv{LOCKSTEP_CONV_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 }  // namespace lockstep::kernels::onednn
+
+namespace lockstep::kernels {
+
+bool cpuConvWinograd() { return onednn::winogradSwitch().load(std::memory_order_relaxed); }
+void setCpuConvWinograd(bool on) { onednn::winogradSwitch().store(on, std::memory_order_relaxed); }
+
+}  // namespace lockstep::kernels
