@@ -2,7 +2,8 @@
 // given batch sizes, of
 //   seed_cnn        the seed MNIST CNN (seed 001's Net: conv 1->32->64->64 3x3, max-pool 2, linear
 //                   576->64->10, logits + cross-entropy), written out in autograd ops (default)
-//   resnet18_cifar  the zoo's CIFAR ResNet-18 (3x32x32, channels_last) with optim::SGD
+//   resnet18_cifar  the zoo's CIFAR ResNet-18 (3x32x32, 10 classes), channels_last, optim::SGD
+//   resnet50        the zoo's ResNet-50 (3x224x224, 1000 classes), likewise
 // Compare with bench/scripts/torch_train_step.py (bench/train_step.sh runs both).
 //   bench_train_step [--model seed_cnn] [--batch 32,128] [--steps 200] [--warmup 20]
 // Threads: LOCKSTEP_NUM_THREADS or OMP_NUM_THREADS (the comparison script sets 1).
@@ -76,13 +77,13 @@ Step seedCnnStep(Net& net, int64_t batch) {
   };
 }
 
-Step zooStep(nn::Module& model, optim::Optimizer& opt, int64_t batch) {
+Step zooStep(nn::Module& model, optim::Optimizer& opt, int64_t batch, int64_t side, int64_t classes) {
   Generator g(1);
-  Tensor x = Tensor::empty({batch, 3, 32, 32});
+  Tensor x = Tensor::empty({batch, 3, side, side});
   g.uniform(x, 0, 1);
   x = x.toFormat(MemoryFormat::channels_last);
   Tensor y = Tensor::empty({batch}, DType::i64);
-  for (int64_t i = 0; i < batch; ++i) y.data<int64_t>()[i] = i % 10;
+  for (int64_t i = 0; i < batch; ++i) y.data<int64_t>()[i] = i % classes;
   return [&model, &opt, xv = Variable(x), y] {
     Variable loss = crossEntropy(model(xv), y);
     opt.zeroGrad();
@@ -95,11 +96,11 @@ Step zooStep(nn::Module& model, optim::Optimizer& opt, int64_t batch) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Times one training step of the seed MNIST CNN or the CIFAR ResNet-18"};
+  CLI::App app{"Times one training step of the seed MNIST CNN, the CIFAR ResNet-18 or ResNet-50"};
   std::string model_name = "seed_cnn", batches = "32,128";
   int steps = 200, warmup = 20;
-  app.add_option("--model", model_name, "seed_cnn or resnet18_cifar")
-      ->check(CLI::IsMember({"seed_cnn", "resnet18_cifar"}));
+  app.add_option("--model", model_name, "seed_cnn, resnet18_cifar or resnet50")
+      ->check(CLI::IsMember({"seed_cnn", "resnet18_cifar", "resnet50"}));
   app.add_option("--batch", batches, "comma-separated batch sizes");
   app.add_option("--steps", steps, "timed steps per batch size");
   app.add_option("--warmup", warmup, "untimed steps first");
@@ -108,11 +109,12 @@ int main(int argc, char** argv) {
   Net net;
   std::shared_ptr<nn::Module> zoo;
   std::unique_ptr<optim::SGD> opt;
+  const bool imagenet = model_name == "resnet50";
   if (model_name != "seed_cnn") {
     Generator gen(0);
     nn::ModelOptions mo;
     mo.generator = &gen;
-    mo.num_classes = 10;
+    mo.num_classes = imagenet ? 1000 : 10;
     zoo = nn::makeModel(model_name, mo);
     zoo->train();
     opt = std::make_unique<optim::SGD>(zoo->parameters(), optim::SGDOptions{.lr = 0.01});
@@ -121,7 +123,8 @@ int main(int argc, char** argv) {
   std::string tok;
   while (std::getline(ss, tok, ',')) {
     const int64_t batch = std::stoll(tok);
-    Step step = zoo ? zooStep(*zoo, *opt, batch) : seedCnnStep(net, batch);
+    Step step =
+        zoo ? zooStep(*zoo, *opt, batch, imagenet ? 224 : 32, imagenet ? 1000 : 10) : seedCnnStep(net, batch);
     double loss_value = 0;
     for (int i = 0; i < warmup; ++i) loss_value = step();
     auto t0 = std::chrono::steady_clock::now();

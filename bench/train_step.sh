@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Side by side, one thread and one core each: lockstep's and PyTorch's training step of the seed MNIST CNN
-# (MODEL=seed_cnn, the default) or of the CIFAR ResNet-18 (MODEL=resnet18_cifar, channels_last on both sides).
+# (MODEL=seed_cnn, the default), the CIFAR ResNet-18 (MODEL=resnet18_cifar) or ResNet-50 at 224x224 (MODEL=resnet50),
+# the ResNets channels_last on both sides.
 #   [MODEL=resnet18_cifar] bench/train_step.sh [BUILD_DIR] [BATCHES] [STEPS]
 # Prints both results and, per batch size, ratio = torch_step_ms / lockstep_step_ms (seed CNN target >= 2).
 # The peer: current PyTorch from PyPI in a virtual environment (BUILD_DIR/bench-venv, created on first

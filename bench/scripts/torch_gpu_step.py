@@ -15,68 +15,11 @@ import argparse
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 import gpu_bench
-from resnet_cifar import ResNet18Cifar
+from resnets import TORCHVISION, make_resnet
 from seed_cnn import Net
-
-try:
-    import torchvision
-
-    TORCHVISION = torchvision.__version__
-except Exception:  # not installed, or built for another torch: the definition below stands in
-    torchvision, TORCHVISION = None, "none"
-
-
-class Bottleneck(nn.Module):
-    """torchvision's Bottleneck (ResNet v1.5: the stride on the 3x3 convolution)."""
-
-    expansion = 4
-
-    def __init__(self, inp, planes, stride):
-        super().__init__()
-        out = planes * self.expansion
-        self.conv1 = nn.Conv2d(inp, planes, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.conv2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.conv3 = nn.Conv2d(planes, out, 1, bias=False)
-        self.bn3 = nn.BatchNorm2d(out)
-        self.downsample = None
-        if stride != 1 or inp != out:
-            self.downsample = nn.Sequential(nn.Conv2d(inp, out, 1, stride, bias=False), nn.BatchNorm2d(out))
-
-    def forward(self, x):
-        y = F.relu(self.bn1(self.conv1(x)))
-        y = F.relu(self.bn2(self.conv2(y)))
-        y = self.bn3(self.conv3(y))
-        return F.relu(y + (x if self.downsample is None else self.downsample(x)))
-
-
-class ResNet50(nn.Module):
-    """torchvision.models.resnet50's network and names (lockstep's resnet50), where torchvision is missing."""
-
-    def __init__(self, num_classes=1000):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
-        self.maxpool = nn.MaxPool2d(3, 2, 1)
-        layers, inp = [], 64
-        for planes, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
-            seq = [Bottleneck(inp, planes, stride)]
-            inp = planes * Bottleneck.expansion
-            seq += [Bottleneck(inp, planes, 1) for _ in range(blocks - 1)]
-            layers.append(nn.Sequential(*seq))
-        self.layer1, self.layer2, self.layer3, self.layer4 = layers
-        self.fc = nn.Linear(512 * Bottleneck.expansion, num_classes)
-
-    def forward(self, x):
-        x = self.maxpool(F.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
-
 
 # model: (batch, one sample's shape, classes, channels_last, steps(steps), warmup(warmup))
 MODELS = {
@@ -89,9 +32,7 @@ MODELS = {
 def make_model(name):
     if name == "seed_cnn":
         return Net()
-    if name == "resnet18_cifar":
-        return ResNet18Cifar()
-    return torchvision.models.resnet50(num_classes=1000) if torchvision else ResNet50(1000)
+    return make_resnet(name)
 
 
 def batches(name):

@@ -1,30 +1,33 @@
 """The same training step as bench/train_step.cpp, in PyTorch on the CPU (bench/train_step.sh runs it with current PyPI torch, or Debian's 1.13 with PYTHON=/usr/bin/python3).
---model seed_cnn (default: seed 001's Net, 1x28x28) or resnet18_cifar (lockstep's CIFAR ResNet-18, 3x32x32, channels_last as PyTorch's
-CPU convolutions run fastest); SGD at lr 0.01 on fixed random data."""
+--model seed_cnn (default: seed 001's Net, 1x28x28), resnet18_cifar (lockstep's CIFAR ResNet-18, 3x32x32) or resnet50 (3x224x224,
+1000 classes), the ResNets channels_last as PyTorch's CPU convolutions run fastest; SGD at lr 0.01 on fixed random data."""
 import argparse
 import time
 
 import torch
 import torch.nn.functional as F
 
-from resnet_cifar import ResNet18Cifar
+from resnets import make_resnet
 from seed_cnn import Net
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="seed_cnn", choices=["seed_cnn", "resnet18_cifar"])
+    ap.add_argument("--model", default="seed_cnn", choices=["seed_cnn", "resnet18_cifar", "resnet50"])
     ap.add_argument("--batch", default="32,128")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
     args = ap.parse_args()
     torch.manual_seed(0)
-    resnet = args.model == "resnet18_cifar"
-    net = ResNet18Cifar().to(memory_format=torch.channels_last) if resnet else Net()
+    resnet = args.model != "seed_cnn"
+    net = make_resnet(args.model).to(memory_format=torch.channels_last) if resnet else Net()
+    item, classes = {"seed_cnn": ((1, 28, 28), 10), "resnet18_cifar": ((3, 32, 32), 10), "resnet50": ((3, 224, 224), 1000)}[args.model]
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     for batch in [int(b) for b in args.batch.split(",")]:
-        x = torch.rand(batch, 3, 32, 32).contiguous(memory_format=torch.channels_last) if resnet else torch.rand(batch, 1, 28, 28)
-        y = torch.arange(batch) % 10
+        x = torch.rand(batch, *item)
+        if resnet:
+            x = x.contiguous(memory_format=torch.channels_last)
+        y = torch.arange(batch) % classes
         def step():
             loss = F.cross_entropy(net(x), y)
             opt.zero_grad()
