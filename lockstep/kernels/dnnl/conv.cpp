@@ -64,15 +64,15 @@ Mem::desc anyWeightsDesc(const Shape& w, int64_t groups, DType dt) {
 // for its transforms; below that it is slower. Measured on an AMD EPYC (Zen 5), one thread, each
 // pass with its reorders: ResNet-18's 3x3 convolutions at batch 32 are 1.35-1.85x faster (64
 // channels at 32x32: 28.4 -> 17.6 ms for the three passes), ResNet-50's at 7x7 and 14x14 2.0-2.2x;
-// 16 tiles or 16 channels are 1.2-3x slower (512 channels at 4x4 with batch 1: 3.8 -> 11.6 ms). The rule is a
-// function of the shape alone (never a timing), so every run takes the same kernels and stays bitwise
-// repeatable.
+// 16 tiles or 16 channels are 1.2-3x slower (512 channels at 4x4 with batch 1: 3.8 -> 11.6 ms).
+// The rule is a function of the shape alone (never a timing), so every run takes the same kernels
+// and stays bitwise repeatable.
 bool winogradWanted(const Shape& w, const Shape& y, DType dt, const Conv2dParams& p) {
   if (!cpuConvWinograd() || dt != DType::f32 || p.groups != 1 || w[2] != 3 || w[3] != 3) return false;
   if (p.stride != std::array<int64_t, 2>{1, 1} || p.dilation != std::array<int64_t, 2>{1, 1}) return false;
   const int64_t rows = (y[2] + 3) / 4, cols = (y[3] + 3) / 4;
   // The share of the tiles' outputs that are the convolution's: a 3x3 or 9x9 output fills 9/16 of
-  // its tiles, and computing the rest makes Winograd slower than direct there (1.8x for the seed
+  // its tiles, and computing the rest makes Winograd slower than direct there (1.9x for the seed
   // CNN's conv3 at batch 32); 7x7 (49/64) and 10x10 (100/144) still gain.
   const double filled = static_cast<double>(y[2] * y[3]) / static_cast<double>(16 * rows * cols);
   return w[0] >= 32 && w[1] >= 32 && y[0] * rows * cols >= 32 && filled >= 0.6;
