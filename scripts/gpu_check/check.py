@@ -291,33 +291,41 @@ def lastError(path):
 
 
 def testSummary(work):
-    """Per GPU test program: passed / failed / skipped and the failed tests' names."""
+    """Per GPU test program (its gtest shards summed): passed / failed / skipped and the failed tests' names."""
     rows = []
     ok = True
     xml_dir = os.path.join(work, "xml")
     logs = os.path.join(work, "logs")
+    shards = {}  # program -> its shards' file stems (NAME.shardK, or NAME for an unsharded run)
     for f in sorted(os.listdir(logs) if os.path.isdir(logs) else []):
-        if not f.endswith(".rc"):
-            continue
-        name = f[:-3]
-        rc = readText(os.path.join(logs, f)).strip()
-        xml = readText(os.path.join(xml_dir, name + ".xml"))
-        cases = re.findall(r'<testcase name="([^"]+)"[^>]*classname="([^"]+)"[^>]*?(/>|>)', xml)
-        failed = sorted(set(re.findall(r'<testcase name="([^"]+)"[^>]*classname="([^"]+)"[^>]*>\s*<failure',
-                                        xml)))
-        skipped = len(re.findall(r'result="skipped"', xml))
-        total = len(cases)
-        npass = total - len(failed) - skipped
+        if f.endswith(".rc"):
+            stem = f[:-3]
+            shards.setdefault(re.sub(r"\.shard\d+$", "", stem), []).append(stem)
+    for name, stems in sorted(shards.items()):
+        rcs, cases, failed, skipped, skips, errors = [], 0, [], 0, [], []
+        for stem in stems:
+            rc = readText(os.path.join(logs, stem + ".rc")).strip()
+            xml = readText(os.path.join(xml_dir, stem + ".xml"))
+            rcs.append(rc)
+            cases += len(re.findall(r'<testcase name="([^"]+)"[^>]*classname="([^"]+)"[^>]*?(/>|>)', xml))
+            failed += re.findall(r'<testcase name="([^"]+)"[^>]*classname="([^"]+)"[^>]*>\s*<failure', xml)
+            skipped += len(re.findall(r'result="skipped"', xml))
+            skips += re.findall(r'<skipped message="([^"]*)"', xml)
+            if rc != "0":
+                errors.append(f"exit {rc}: {lastError(os.path.join(logs, stem + '.log'))}")
+        failed = sorted(set(failed))
+        npass = cases - len(failed) - skipped
         # on a GPU machine a skipped GPU test is one that did not run: a failure of the check
-        good = rc == "0" and not failed and total > 0 and skipped == 0
+        good = not errors and not failed and cases > 0 and skipped == 0
         ok = ok and good
         names = ", ".join(f"{c}.{n}" for n, c in failed)[:600]
-        detail = names or ("" if good else f"exit {rc}: {lastError(os.path.join(logs, name + '.log'))}")
+        detail = names or ("" if good else (errors or ["no tests ran"])[0])
         if skipped and not names:
-            skips = re.findall(r'<skipped message="([^"]*)"', xml)
             detail = f"skipped: {(skips or ['?'])[0][:200]}"
-        rows.append(f"| {name} | {'PASS' if good else 'FAIL'} | {npass} passed, {len(failed)} failed, "
-                    f"{skipped} skipped | {detail} |")
+        count = f"{npass} passed, {len(failed)} failed, {skipped} skipped"
+        if len(stems) > 1:
+            count += f" ({len(stems)} shards)"
+        rows.append(f"| {name} | {'PASS' if good else 'FAIL'} | {count} | {detail} |")
     return rows, ok
 
 

@@ -35,12 +35,21 @@ jobs=$(nproc)
   echo
 } >"$out/summary.md"
 
-# 1. Every GPU test program, each in the background (they use the GPU a little at a time).
+# 1. Every GPU test program, each in the background (they use the GPU a little at a time), a long
+#    one cut into gtest shards that run at once (a shard per TESTS_PER_SHARD tests, default 15, at
+#    most 4): test_kernels_gpu's host-side oracles were its long pole. Shard k of NAME writes
+#    NAME.shard<k>.{xml,log,rc}; check.py sums a program's shards.
 for t in "$bundle"/bin/${TESTS:-test_*_gpu}; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
-  (cd "$work" && timeout "${TEST_TIMEOUT:-360}" "$t" --gtest_output="xml:$work/xml/$name.xml" \
-    >"$work/logs/$name.log" 2>&1; echo $? >"$work/logs/$name.rc") &
+  count=$("$t" --gtest_list_tests 2>/dev/null | grep -c '^  ' || true)
+  shards=$(( (count + ${TESTS_PER_SHARD:-15} - 1) / ${TESTS_PER_SHARD:-15} ))
+  shards=$(( shards < 1 ? 1 : shards > 4 ? 4 : shards ))
+  for ((k = 0; k < shards; k++)); do
+    (cd "$work" && GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$k timeout "${TEST_TIMEOUT:-360}" "$t" \
+      --gtest_output="xml:$work/xml/$name.shard$k.xml" >"$work/logs/$name.shard$k.log" 2>&1
+      echo $? >"$work/logs/$name.shard$k.rc") &
+  done
 done
 
 # 2. The training runs the comparisons need: one `lockstep train` per line check.py plans, several

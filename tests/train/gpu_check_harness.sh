@@ -5,11 +5,13 @@
 #  2. compare.py says bitwise for a run and its copy, and gives the relative difference of two
 #     runs that differ (another seed);
 #  3. the summary passes bitwise-equal runs and a CPU-vs-"GPU" difference under its bound (the
-#     CPU's own kernels for another ISA), and fails, exiting 1, when a run that must repeat does not.
-#   gpu_check_harness.sh LOCKSTEP_BIN WORK_DIR
+#     CPU's own kernels for another ISA), and fails, exiting 1, when a run that must repeat does not;
+#  4. it sums a test program's gtest shards as run.sh runs them (a real gtest program, GTEST_PROGRAM:
+#     a few of the CPU's test_util tests in 2 shards), and fails the program when a shard crashed.
+#   gpu_check_harness.sh LOCKSTEP_BIN WORK_DIR GTEST_PROGRAM
 set -euo pipefail
 
-lockstep=$1 work=$2
+lockstep=$1 work=$2 gtest=$3
 here=$(cd "$(dirname "$0")/../.." && pwd)
 check=$here/scripts/gpu_check
 fail() { echo "gpu_check_harness: FAIL: $*" >&2; exit 1; }
@@ -92,4 +94,19 @@ if ONLY=$only python3 "$check/check.py" summarize "$check" "$work" >"$work/bad.m
 fi
 grep -qF "seed_cnn fp32 repeatable | FAIL | bitwise no" "$work/bad.md" || fail "$(cat "$work/bad.md")"
 grep -qF "SOME CHECKS FAILED" "$work/bad.md" || fail "$(cat "$work/bad.md")"
+
+# 4. A test program's shards, summed into one row.
+mkdir -p "$work/logs" "$work/xml"
+for k in 0 1; do
+  (cd "$work" && GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$k "$gtest" --gtest_filter='Util.*:Suggest.*' \
+    --gtest_output="xml:$work/xml/test_util.shard$k.xml" >"$work/logs/test_util.shard$k.log" 2>&1
+    echo $? >"$work/logs/test_util.shard$k.rc")
+done
+ONLY=$only python3 "$check/check.py" summarize "$check" "$work" >"$work/shards.md" || true
+grep -qF "| test_util | PASS | 5 passed, 0 failed, 0 skipped (2 shards) |" "$work/shards.md" ||
+  fail "two shards of 5 passing tests: $(grep test_util "$work/shards.md")"
+echo 134 >"$work/logs/test_util.shard1.rc"  # a shard that crashed after writing its results
+ONLY=$only python3 "$check/check.py" summarize "$check" "$work" >"$work/shards.md" || true
+grep -q "| test_util | FAIL | .* | exit 134: " "$work/shards.md" ||
+  fail "a crashed shard: $(grep test_util "$work/shards.md")"
 echo "gpu_check_harness: ok"
