@@ -129,16 +129,10 @@ struct Operand {
   std::optional<dnnl::reorder> reorder;
 
   static Operand input(const Mem::desc& user, const Mem::desc& prim) {
-    Operand o{user, prim, std::nullopt};
-    if (user != prim)
-      o.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), prim));
-    return o;
+    return {user, prim, between(user, prim)};
   }
   static Operand output(const Mem::desc& user, const Mem::desc& prim) {
-    Operand o{user, prim, std::nullopt};
-    if (user != prim)
-      o.reorder = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), prim, engine(), user));
-    return o;
+    return {user, prim, between(prim, user)};
   }
 
   // The caller's data at `data` as the primitive reads it: that memory, or a reordered copy that
@@ -158,6 +152,10 @@ struct Operand {
   }
 
  private:
+  static std::optional<dnnl::reorder> between(const Mem::desc& from, const Mem::desc& to) {
+    if (from == to) return std::nullopt;
+    return dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to));
+  }
   Mem stage(Tensor& buffer) const {
     buffer = Tensor::empty({static_cast<int64_t>(prim.get_size())}, DType::u8);
     return Mem(prim, engine(), buffer.dataPtr());
