@@ -103,6 +103,7 @@ void StepGraph::capture(const Tensor& input, const Tensor& target) {
     g->capture(input.device().index, [&] { static_loss_ = eager(static_input_, static_target_); });
   } catch (...) {
     optimizer.discardCapture();
+    capture_failed_ = true;
     throw;  // philox's destructor ends its capture
   }
   philox->end();

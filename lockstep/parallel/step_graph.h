@@ -80,6 +80,10 @@ class StepGraph {
   int64_t replays() const { return replays_; }
   /// Whether the step has been captured.
   bool captured() const { return graph_ != nullptr; }
+  /// Whether a capture was tried and threw (the error went to the caller of step()). The host's
+  /// side of that step (step counts, the schedule, generator offsets) had run, its GPU work had
+  /// not: going on is not the eager run's result.
+  bool captureFailed() const { return capture_failed_; }
 
  private:
   Tensor eager(const Tensor& input, const Tensor& target);
@@ -90,6 +94,7 @@ class StepGraph {
   LossFn loss_;
   int warmup_;
   int64_t replays_ = 0;
+  bool capture_failed_ = false;
   // Eager steps so far per batch shape (input's and target's shapes and dtypes, flattened).
   std::vector<std::pair<std::vector<int64_t>, int>> eager_steps_;
   std::unique_ptr<cuda::Graph> graph_;

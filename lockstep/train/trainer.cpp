@@ -167,7 +167,16 @@ bool microStep(Run& r, const data::Batch& b, double& window_loss) {
   const Tensor input = b.input.to(r.device, /*non_blocking=*/true);
   const Tensor target = b.target.to(r.device, /*non_blocking=*/true);
   if (r.step_graph) {
-    window_loss += r.step_graph->step(input, target).itemDouble();
+    try {
+      window_loss += r.step_graph->step(input, target).itemDouble();
+    } catch (const Error& e) {
+      // A failed capture leaves the host's side of that step done and the GPU's not: the run cannot
+      // go on eagerly from there with the same result, so it stops and names the key.
+      if (!r.step_graph->captureFailed()) throw;
+      const char* value = r.config.cuda_graph == CudaGraph::always ? "true" : "auto";
+      throw Error(std::string(e.what()) + " [config cuda_graph: " + value +
+                  "; set cuda_graph: false to train this step eagerly]");
+    }
     return true;
   }
   autograd::Variable loss = microBatchLoss(r.engine, r.criterion, input, target);
