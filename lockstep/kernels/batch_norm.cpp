@@ -1,7 +1,5 @@
 #include "lockstep/kernels/batch_norm.h"
 
-#include "lockstep/kernels/activation.h"
-#include "lockstep/kernels/binary.h"
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/tables/batch_norm.h"
 
@@ -9,6 +7,7 @@ namespace lockstep::kernels {
 
 namespace {
 const Backends<BatchNormKernels> kBackends{.onednn = &onednn::kBatchNorm,
+                                           .cpu = &cpu::kBatchNorm,
                                            .reference = &reference::kBatchNorm,
                                            .cuda = LOCKSTEP_CUDA_TABLE(cuda::kBatchNorm)};
 }  // namespace
@@ -78,18 +77,10 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
         ValueError, "batch_norm2d: residual ", residual.describe(),
         " must have the input's shape, dtype and device (", x.describe(), ")");
   }
-  if (!x.isCuda() && (residual.defined() || p.relu)) {
-    // The CPU kernels normalise; the add and the relu follow as ops of their own.
-    BatchNormParams plain = p;
-    plain.relu = false;
-    BatchNormResult r = batchNorm2dForward(x, weight, bias, running_mean, running_var, plain);
-    if (residual.defined()) r.y = binary(BinaryOp::add, r.y, residual);
-    if (p.relu) r.y = reluForward(r.y);
-    return r;
-  }
   if (mixed(x, weight, bias) && !x.isCuda()) {
     // The CPU kernels take one dtype: normalise the widened x, round y once.
-    BatchNormResult r = batchNorm2dForward(x.to(DType::f32), weight, bias, running_mean, running_var, p);
+    BatchNormResult r = batchNorm2dForward(x.to(DType::f32), weight, bias, running_mean, running_var, p,
+                                           residual.defined() ? residual.to(DType::f32) : residual);
     r.y = r.y.to(x.dtype());
     return r;
   }
@@ -114,18 +105,11 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tens
   LOCKSTEP_ENFORCE(!p.relu || y.dtype() == x.dtype(), ValueError,
                    "batch_norm2d backward: the forward's output ", y.describe(), " and input ", x.describe(),
                    " differ in dtype");
-  if (!x.isCuda() && (p.relu || with_residual)) {
-    BatchNormParams plain = p;
-    plain.relu = false;
-    const Tensor g = p.relu ? reluBackward(gy, y) : gy;
-    BatchNormGrads r = batchNorm2dBackward(g, x, weight, with_bias, mean, var, plain);
-    if (with_residual) r.residual = g;
-    return r;
-  }
   if (mixed(x, weight, Tensor()) && !x.isCuda()) {
-    BatchNormGrads g =
-        batchNorm2dBackward(gy.to(DType::f32), x.to(DType::f32), weight, with_bias, mean, var, p);
+    BatchNormGrads g = batchNorm2dBackward(gy.to(DType::f32), x.to(DType::f32), weight, with_bias, mean, var,
+                                           p, p.relu ? y.to(DType::f32) : y, with_residual);
     g.x = g.x.to(x.dtype());
+    if (g.residual.defined()) g.residual = g.residual.to(x.dtype());
     return g;
   }
   return dispatch<&BatchNormKernels::batchNorm2dBackward>(kBackends, x, gy, x, weight, with_bias, mean, var,

@@ -10,14 +10,14 @@ struct BatchNormParams {
   bool training = true;
   double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch statistic
   double eps = 1e-5;
-  /// y = relu(normalised x + residual): a ResNet block's tail in the normalisation's pass (on a GPU;
-  /// the CPU runs the add and the relu after it).
+  /// y = relu(normalised x + residual): a ResNet block's tail in the normalisation's passes.
   bool relu = false;
 };
 
 struct BatchNormResult {
   Tensor y;
-  /// The statistics y was normalised with ([C]; f32 from oneDNN, f64 from the reference): the
+  /// The statistics y was normalised with ([C]; f32 from lockstep's CPU kernels and oneDNN, f64 from
+  /// the reference): the
   /// batch mean and biased variance when training, copies of the running ones otherwise.
   Tensor mean, var;
 };
@@ -42,13 +42,6 @@ inline void narrowResults(BatchNormGrads& r, DType low) {
 /// PyTorch's batch norm under autocast: y in x's dtype, the parameters' gradients in theirs).
 /// running_mean/var [C] are updated in place when training (they may then be undefined) and required
 /// otherwise. ValueError naming the shapes for a mismatch, or when training sees a single value per channel.
-/// For the CPU kernels, which the entry point hands no residual and no relu (it runs them itself):
-/// a NotSupportedError should one arrive anyway.
-inline void checkUnfused(bool fused, const char* backend) {
-  LOCKSTEP_ENFORCE(!fused, NotSupportedError, "batch_norm2d: the ", backend,
-                   " kernels take no residual or fused relu (kernels::batchNorm2dForward adds them)");
-}
-
 /// residual (optional, x's shape and dtype) is added to the normalised x, before p.relu.
 BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                    Tensor running_mean, Tensor running_var, const BatchNormParams& p,

@@ -24,8 +24,8 @@ class BatchNorm2d : public Module {
   /// Training mode (or no running stats): batch statistics, and the running ones are updated.
   /// Eval mode: the running statistics.
   Variable forward(const Variable& x) override;
-  /// relu(forward(x) + residual), residual optional: a ResNet block's tail in one pass on a GPU
-  /// (autograd::batchNorm2dRelu).
+  /// relu(forward(x) + residual), residual optional: a ResNet block's tail in the normalisation's
+  /// passes (autograd::batchNorm2dRelu).
   Variable forwardRelu(const Variable& x, const Variable& residual = Variable());
   std::string extraRepr() const override;
 

@@ -166,3 +166,101 @@ TEST(BatchNorm2d, low_precision_input_with_f32_parameters) {
                                            Tensor::ones({3}, DType::bf16), Tensor(), Tensor(), {}),
                ValueError);
 }
+
+namespace {
+// The backends' tables beside the entry point (which picks lockstep's cpu kernel for f32).
+struct NamedTable {
+  const char* name;
+  const kernels::BatchNormKernels* table;
+};
+const NamedTable kCpuTables[] = {{"cpu", &kernels::cpu::kBatchNorm},
+                                 {"onednn", &kernels::onednn::kBatchNorm}};
+}  // namespace
+
+// A ResNet block's tail, y = relu(bn(x) + residual), in the normalisation's passes: each CPU backend
+// against the reference's loops, forward and backward (dL/dresidual is the relu's masked dL/dy), in
+// both layouts, with dL/dy and the residual in the other layout, training and eval, and enough rows
+// for the cpu kernel's blocks of sums.
+TEST(BatchNorm2d, residual_and_relu_fused_match_the_reference) {
+  struct Case {
+    Shape x;
+    bool channels_last, other_layout, training, relu, residual;
+  };
+  const std::vector<Case> cases = {
+      {{4, 64, 20, 20}, true, false, true, true, true}, {{4, 64, 20, 20}, true, true, true, true, false},
+      {{2, 16, 7, 9}, false, false, true, true, true},  {{2, 16, 7, 9}, false, true, true, false, true},
+      {{3, 32, 5, 5}, true, false, false, true, true},  {{3, 32, 5, 5}, false, false, false, true, false}};
+  uint64_t seed = 100;
+  for (const auto& c : cases) {
+    const int64_t C = c.x[1];
+    const std::string what = shapeToString(c.x) + (c.channels_last ? " channels_last" : " nchw") +
+                             (c.training ? " training" : " eval") + (c.relu ? " relu" : "") +
+                             (c.residual ? " residual" : "");
+    Tensor x = layout(randomTensor(c.x, DType::f32, seed++, -2, 3), c.channels_last);
+    Tensor w = randomTensor({C}, DType::f32, seed++), b = randomTensor({C}, DType::f32, seed++);
+    Tensor rm = randomTensor({C}, DType::f32, seed++), rv = randomTensor({C}, DType::f32, seed++, 0.5, 1.5);
+    const bool other = c.channels_last != c.other_layout;
+    Tensor res = c.residual ? layout(randomTensor(c.x, DType::f32, seed++), other) : Tensor();
+    Tensor gy = layout(randomTensor(c.x, DType::f32, seed++), other);
+    BatchNormParams p{c.training, 0.1, 1e-5};
+    p.relu = c.relu;
+    auto ref = kernels::reference::kBatchNorm.batchNorm2dForward(x, w, b, rm, rv, res, p);
+    auto gref = kernels::reference::kBatchNorm.batchNorm2dBackward(gy, x, w, true, ref.mean, ref.var, ref.y,
+                                                                   c.residual, p);
+    for (const auto& [name, table] : kCpuTables) {
+      auto got = table->batchNorm2dForward(x, w, b, rm, rv, res, p);
+      EXPECT_TRUE(tensorsNear(got.y, ref.y, 1e-5, 1e-5)) << name << " " << what;
+      EXPECT_EQ(got.y.isChannelsLast(), x.isChannelsLast()) << name << " " << what;
+      EXPECT_TRUE(tensorsNear(got.mean, ref.mean, 1e-6, 1e-6)) << name << " " << what;
+      EXPECT_TRUE(tensorsNear(got.var, ref.var, 1e-6, 1e-6)) << name << " " << what;
+      // The backward takes the kernel's own y (its relu mask), as autograd saves it.
+      auto g = table->batchNorm2dBackward(gy, x, w, true, got.mean, got.var, got.y, c.residual, p);
+      EXPECT_TRUE(tensorsNear(g.x, gref.x, 1e-5, 1e-4)) << name << " " << what;
+      EXPECT_TRUE(tensorsNear(g.weight, gref.weight, 1e-4, 1e-5)) << name << " " << what;
+      EXPECT_TRUE(tensorsNear(g.bias, gref.bias, 1e-4, 1e-5)) << name << " " << what;
+      EXPECT_EQ(g.residual.defined(), c.residual) << name << " " << what;
+      if (c.residual) {
+        EXPECT_TRUE(tensorsNear(g.residual, gref.residual, 0.0)) << name << " " << what;
+      }
+    }
+    // The entry point on the same inputs (the running statistics are updated there).
+    Tensor rm1 = rm.clone(), rv1 = rv.clone();
+    auto entry = kernels::batchNorm2dForward(x, w, b, rm1, rv1, p, res);
+    EXPECT_TRUE(tensorsNear(entry.y, ref.y, 1e-5, 1e-5)) << what;
+    auto ge = kernels::batchNorm2dBackward(gy, x, w, true, entry.mean, entry.var, p, entry.y, c.residual);
+    EXPECT_TRUE(tensorsNear(ge.x, gref.x, 1e-5, 1e-4)) << what;
+  }
+}
+
+// The cpu kernel's sums go over blocks fixed by the shape: the same bits with any number of threads.
+// Its variance, E[x^2] - E[x]^2 in f64, holds where the mean dwarfs the spread.
+TEST(BatchNorm2d, cpu_kernel_same_bits_with_any_threads_and_exact_far_from_zero) {
+  Tensor x =
+      randomTensor({8, 64, 14, 14}, DType::f32, 200, 999.0, 1001.0).toFormat(MemoryFormat::channels_last);
+  Tensor w = randomTensor({64}, DType::f32, 201), b = randomTensor({64}, DType::f32, 202);
+  Tensor res = randomTensor({8, 64, 14, 14}, DType::f32, 203).toFormat(MemoryFormat::channels_last);
+  Tensor gy = randomTensor({8, 64, 14, 14}, DType::f32, 204).toFormat(MemoryFormat::channels_last);
+  BatchNormParams p;
+  p.relu = true;
+  const int before = kernels::numThreads();
+  std::vector<std::vector<float>> outs;
+  for (int threads : {1, 2, 3}) {
+    kernels::setNumThreads(threads);
+    auto r = kernels::cpu::kBatchNorm.batchNorm2dForward(x, w, b, Tensor(), Tensor(), res, p);
+    auto g = kernels::cpu::kBatchNorm.batchNorm2dBackward(gy, x, w, true, r.mean, r.var, r.y, true, p);
+    std::vector<float> all;
+    for (const Tensor& t : {r.y, r.mean, r.var, g.x, g.weight, g.bias, g.residual}) {
+      auto v = t.toVector<float>();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    outs.push_back(std::move(all));
+  }
+  kernels::setNumThreads(before);
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(outs[0], outs[2]);
+  auto ref = kernels::reference::kBatchNorm.batchNorm2dForward(x, w, b, Tensor(), Tensor(), res, p);
+  auto got = kernels::cpu::kBatchNorm.batchNorm2dForward(x, w, b, Tensor(), Tensor(), res, p);
+  // var ~ 1/3 around a mean of 1000: f32 sums of squares would lose it entirely.
+  EXPECT_TRUE(tensorsNear(got.var, ref.var, 1e-6, 1e-5));
+  EXPECT_TRUE(tensorsNear(got.y, ref.y, 1e-4, 1e-4));
+}

@@ -14,8 +14,8 @@ struct BatchNormOptions {
 Variable batchNorm2d(const Variable& x, const Variable& weight, const Variable& bias, Tensor running_mean,
                      Tensor running_var, const BatchNormOptions& opts);
 /// relu(batchNorm2d(x) + residual), residual optional (then relu(batchNorm2d(x))): a ResNet block's
-/// tail, which a GPU runs in the normalisation's pass (forward and backward); the same values and
-/// gradients as the ops composed.
+/// tail, which lockstep's kernels (the GPU's, the CPU's f32 ones) run in the normalisation's passes,
+/// forward and backward; the same values and gradients as the ops composed.
 Variable batchNorm2dRelu(const Variable& x, const Variable& weight, const Variable& bias, Tensor running_mean,
                          Tensor running_var, const BatchNormOptions& opts,
                          const Variable& residual = Variable());

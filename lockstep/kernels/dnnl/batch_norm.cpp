@@ -1,6 +1,8 @@
 // oneDNN batch normalisation, cached per shape/layout/flags. Eval mode runs with the running
 // statistics as inputs (use_global_stats); training returns the batch statistics for the backward
-// pass and the running-statistics update (done by the dispatching entry point).
+// pass and the running-statistics update (done by the dispatching entry point). A residual and a
+// relu run as oneDNN's binary and eltwise primitives after it (the bf16 path; f32 takes lockstep's
+// own kernels, which fuse them).
 #include "lockstep/kernels/batch_norm.h"
 
 #include <dnnl.hpp>
@@ -8,7 +10,9 @@
 #include <unordered_map>
 
 #include "lockstep/kernels/dnnl/activation_layout.h"
+#include "lockstep/kernels/tables/activation.h"
 #include "lockstep/kernels/tables/batch_norm.h"
+#include "lockstep/kernels/tables/binary.h"
 
 namespace lockstep::kernels::onednn {
 
@@ -50,10 +54,9 @@ Tensor f32View(const Tensor& t) { return t.dtype() == DType::f32 && t.isContiguo
 Mem vec(const Tensor& t) { return Mem(vectorDesc(t.numel()), engine(), t.dataPtr()); }
 }  // namespace
 
-BatchNormResult batchNorm2dForward(const Tensor& x0, const Tensor& weight, const Tensor& bias,
-                                   const Tensor& running_mean, const Tensor& running_var,
-                                   const Tensor& residual, const BatchNormParams& p) {
-  checkUnfused(residual.defined() || p.relu, "oneDNN");
+namespace {
+BatchNormResult normalise(const Tensor& x0, const Tensor& weight, const Tensor& bias,
+                          const Tensor& running_mean, const Tensor& running_var, const BatchNormParams& p) {
   const MemoryFormat f = formatOf(x0);
   Tensor x = inFormat(x0, f);
   const int64_t C = x.size(1);
@@ -86,10 +89,8 @@ BatchNormResult batchNorm2dForward(const Tensor& x0, const Tensor& weight, const
   return r;
 }
 
-BatchNormGrads batchNorm2dBackward(const Tensor& gy0, const Tensor& x0, const Tensor& weight, bool with_bias,
-                                   const Tensor& mean0, const Tensor& var0, const Tensor&, bool with_residual,
-                                   const BatchNormParams& p) {
-  checkUnfused(with_residual || p.relu, "oneDNN");
+BatchNormGrads normaliseBackward(const Tensor& gy0, const Tensor& x0, const Tensor& weight, bool with_bias,
+                                 const Tensor& mean0, const Tensor& var0, const BatchNormParams& p) {
   const MemoryFormat f = formatOf(x0);
   Tensor x = inFormat(x0, f), gy = inFormat(gy0, f);
   const int64_t C = x.size(1);
@@ -137,6 +138,26 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy0, const Tensor& x0, const Te
   if (weight.defined() && weight.dtype() != DType::f32) g.weight = g.weight.to(weight.dtype());
   if (with_bias && x.dtype() != DType::f32) g.bias = g.bias.to(x.dtype());
   return g;
+}
+
+}  // namespace
+
+BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   const Tensor& residual, const BatchNormParams& p) {
+  BatchNormResult r = normalise(x, weight, bias, running_mean, running_var, p);
+  if (residual.defined()) r.y = kBinary.binary(BinaryOp::add, r.y, residual);
+  if (p.relu) r.y = kActivation.reluForward(r.y);
+  return r;
+}
+
+BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
+                                   const Tensor& mean, const Tensor& var, const Tensor& y, bool with_residual,
+                                   const BatchNormParams& p) {
+  const Tensor g = p.relu ? kActivation.reluBackward(gy, y) : gy;
+  BatchNormGrads r = normaliseBackward(g, x, weight, with_bias, mean, var, p);
+  if (with_residual) r.residual = g;
+  return r;
 }
 
 const BatchNormKernels kBatchNorm{LOCKSTEP_BATCH_NORM_OPS(LOCKSTEP_KERNEL_ENTRY)};

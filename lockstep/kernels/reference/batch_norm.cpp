@@ -1,10 +1,13 @@
-// Plain loops in double precision: the ground truth for the oneDNN batch normalisation.
+// Plain loops in double precision: the ground truth for the CPU batch normalisations. A residual and
+// a relu are the reference's own add and relu after it, the ops the fused kernels stand for.
 #include "lockstep/kernels/batch_norm.h"
 
 #include <cmath>
 
 #include "lockstep/kernels/layout.h"
+#include "lockstep/kernels/tables/activation.h"
 #include "lockstep/kernels/tables/batch_norm.h"
+#include "lockstep/kernels/tables/binary.h"
 
 namespace lockstep::kernels::reference {
 
@@ -21,12 +24,8 @@ void forEachElement(const Shape& s, Fn&& fn) {
     for (int64_t c = 0; c < s[1]; ++c)
       for (int64_t k = 0; k < plane; ++k) fn(c, (n * s[1] + c) * plane + k);
 }
-}  // namespace
-
-BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                   const Tensor& running_mean, const Tensor& running_var,
-                                   const Tensor& residual, const BatchNormParams& p) {
-  checkUnfused(residual.defined() || p.relu, "reference");
+BatchNormResult normalise(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                          const Tensor& running_mean, const Tensor& running_var, const BatchNormParams& p) {
   const Shape& s = x.shape();
   const int64_t C = s[1];
   const double count = double(s[0] * s[2] * s[3]);
@@ -47,10 +46,8 @@ BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const 
           Tensor::fromVector<double>(mean, {C}), Tensor::fromVector<double>(var, {C})};
 }
 
-BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
-                                   const Tensor& mean_t, const Tensor& var_t, const Tensor&,
-                                   bool with_residual, const BatchNormParams& p) {
-  checkUnfused(with_residual || p.relu, "reference");
+BatchNormGrads normaliseBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
+                                 const Tensor& mean_t, const Tensor& var_t, const BatchNormParams& p) {
   const Shape& s = x.shape();
   const int64_t C = s[1];
   const double count = double(s[0] * s[2] * s[3]);
@@ -76,6 +73,26 @@ BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tens
   if (weight.defined()) out.weight = Tensor::fromVector<double>(gw, {C}).to(weight.dtype());
   if (with_bias) out.bias = Tensor::fromVector<double>(gb, {C}).to(x.dtype());
   return out;
+}
+
+}  // namespace
+
+BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   const Tensor& residual, const BatchNormParams& p) {
+  BatchNormResult r = normalise(x, weight, bias, running_mean, running_var, p);
+  if (residual.defined()) r.y = kBinary.binary(BinaryOp::add, r.y, residual);
+  if (p.relu) r.y = kActivation.reluForward(r.y);
+  return r;
+}
+
+BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
+                                   const Tensor& mean, const Tensor& var, const Tensor& y, bool with_residual,
+                                   const BatchNormParams& p) {
+  const Tensor g = p.relu ? kActivation.reluBackward(gy, y) : gy;
+  BatchNormGrads r = normaliseBackward(g, x, weight, with_bias, mean, var, p);
+  if (with_residual) r.residual = g;
+  return r;
 }
 
 const BatchNormKernels kBatchNorm{LOCKSTEP_BATCH_NORM_OPS(LOCKSTEP_KERNEL_ENTRY)};

@@ -1,8 +1,8 @@
 #pragma once
 // batch_norm2d (kernels/batch_norm.h), as each backend provides it (see kernels/dispatch.h). The CPU
 // kernels leave the running statistics to the entry point; the CUDA ones update them on the device.
-// Only the CUDA kernels take a residual and p.relu (fused into their passes): the entry point hands
-// the CPU kernels neither and runs the add and the relu itself.
+// Every backend takes a residual and p.relu: lockstep's own (cpu, CUDA) in the normalisation's
+// passes, oneDNN's as its binary and eltwise primitives after it, the reference in its loops.
 #include "lockstep/kernels/batch_norm.h"
 #include "lockstep/kernels/tables/table.h"
 
@@ -20,6 +20,9 @@ struct BatchNormKernels {
 };
 
 namespace onednn {
+extern const BatchNormKernels kBatchNorm;
+}
+namespace cpu {
 extern const BatchNormKernels kBatchNorm;
 }
 namespace reference {
