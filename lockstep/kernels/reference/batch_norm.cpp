@@ -5,9 +5,7 @@
 #include <cmath>
 
 #include "lockstep/kernels/layout.h"
-#include "lockstep/kernels/tables/activation.h"
 #include "lockstep/kernels/tables/batch_norm.h"
-#include "lockstep/kernels/tables/binary.h"
 
 namespace lockstep::kernels::reference {
 
@@ -77,24 +75,7 @@ BatchNormGrads normaliseBackward(const Tensor& gy, const Tensor& x, const Tensor
 
 }  // namespace
 
-BatchNormResult batchNorm2dForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                   const Tensor& running_mean, const Tensor& running_var,
-                                   const Tensor& residual, const BatchNormParams& p) {
-  BatchNormResult r = normalise(x, weight, bias, running_mean, running_var, p);
-  if (residual.defined()) r.y = kBinary.binary(BinaryOp::add, r.y, residual);
-  if (p.relu) r.y = kActivation.reluForward(r.y);
-  return r;
-}
-
-BatchNormGrads batchNorm2dBackward(const Tensor& gy, const Tensor& x, const Tensor& weight, bool with_bias,
-                                   const Tensor& mean, const Tensor& var, const Tensor& y, bool with_residual,
-                                   const BatchNormParams& p) {
-  const Tensor g = p.relu ? kActivation.reluBackward(gy, y) : gy;
-  BatchNormGrads r = normaliseBackward(g, x, weight, with_bias, mean, var, p);
-  if (with_residual) r.residual = g;
-  return r;
-}
-
-const BatchNormKernels kBatchNorm{LOCKSTEP_BATCH_NORM_OPS(LOCKSTEP_KERNEL_ENTRY)};
+const BatchNormKernels kBatchNorm =
+    ComposedBatchNorm<&normalise, &normaliseBackward, kBinary, kActivation>::table();
 
 }  // namespace lockstep::kernels::reference
