@@ -17,8 +17,8 @@ struct BatchNormParams {
 struct BatchNormResult {
   Tensor y;
   /// The statistics y was normalised with ([C]; f32 from lockstep's CPU kernels and oneDNN, f64 from
-  /// the reference): the
-  /// batch mean and biased variance when training, copies of the running ones otherwise.
+  /// the reference): the batch mean and biased variance when training, copies of the running ones
+  /// otherwise.
   Tensor mean, var;
 };
 /// Rounds the floating results of an f32 kernel back to `low` (the dispatcher's emulation of bf16/f16).

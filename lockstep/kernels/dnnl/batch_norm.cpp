@@ -50,9 +50,7 @@ Tensor f32Copy(const Tensor& t) {
 Tensor f32View(const Tensor& t) { return t.dtype() == DType::f32 && t.isContiguous() ? t : f32Copy(t); }
 
 Mem vec(const Tensor& t) { return Mem(vectorDesc(t.numel()), engine(), t.dataPtr()); }
-}  // namespace
 
-namespace {
 BatchNormResult normalise(const Tensor& x0, const Tensor& weight, const Tensor& bias,
                           const Tensor& running_mean, const Tensor& running_var, const BatchNormParams& p) {
   const MemoryFormat f = formatOf(x0);
