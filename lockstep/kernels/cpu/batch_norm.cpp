@@ -260,11 +260,9 @@ std::vector<double> vectorOr(const Tensor& t, int64_t n, double value) {
   return t.defined() ? t.toVector<double>() : std::vector<double>(static_cast<size_t>(n), value);
 }
 
+// [C] f32 from per-channel f64 values.
 Tensor f32Vector(const std::vector<double>& v) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::f32);
-  float* p = t.data<float>();
-  for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<float>(v[i]);
-  return t;
+  return Tensor::fromVector<double>(v, {static_cast<int64_t>(v.size())}).to(DType::f32);
 }
 
 std::vector<float> narrowed(const std::vector<double>& v) { return {v.begin(), v.end()}; }
