@@ -60,14 +60,14 @@ std::array<double, kSgdScalars> sgdScalars(const SgdParams& o) {
 
 std::array<double, kAdamScalars> adamScalars(const AdamParams& o) {
   const double t = static_cast<double>(o.step);
-  const double step_size = o.lr / (1.0 - std::pow(o.beta1, t));
+  const double step_size = o.bias_correction ? o.lr / (1.0 - std::pow(o.beta1, t)) : o.lr;
   return {o.beta1,
           o.beta2,
           1.0 - o.beta1,
           1.0 - o.beta2,
           o.weight_decay,
           1.0 - o.lr * o.weight_decay,
-          std::sqrt(1.0 - std::pow(o.beta2, t)),
+          o.bias_correction ? std::sqrt(1.0 - std::pow(o.beta2, t)) : 1.0,
           o.eps,
           -step_size};
 }

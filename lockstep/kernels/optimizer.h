@@ -73,6 +73,9 @@ struct AdamParams {
   bool decoupled_weight_decay = false;
   bool amsgrad = false;
   bool maximize = false;
+  /// Divide m by 1 - beta1^step and v by 1 - beta2^step (false: DeepSpeed FusedAdam's
+  /// bias_correction=False, both taken as 1).
+  bool bias_correction = true;
   /// This update's 1-based count, for the bias corrections 1 - beta^step.
   int64_t step = 1;
   /// GPU spans only: device memory holding adamScalars() of the step the kernels run, read instead
@@ -83,8 +86,9 @@ struct AdamParams {
 
 /// What an Adam update reads besides its flags, in double, in this order: beta1, beta2, 1 - beta1,
 /// 1 - beta2, weight_decay, 1 - lr * weight_decay, sqrt(1 - beta2^step), eps,
-/// -lr / (1 - beta1^step). The bias corrections are computed here, on the host, for the CPU loops
-/// and the GPU kernels alike (std::pow's last bit is the host's, not the device's).
+/// -lr / (1 - beta1^step) (without bias correction: 1 and -lr). The bias corrections are computed here, on
+/// the host, for the CPU loops and the GPU kernels alike (std::pow's last bit is the host's, not the
+/// device's).
 constexpr int kAdamScalars = 9;
 std::array<double, kAdamScalars> adamScalars(const AdamParams& params);
 

@@ -24,7 +24,8 @@ HyperParams Adam::toHyper(const AdamOptions& o) {
           {"eps", o.eps},
           {"weight_decay", o.weight_decay},
           {"amsgrad", o.amsgrad},
-          {"maximize", o.maximize}};
+          {"maximize", o.maximize},
+          {"bias_correction", o.bias_correction}};
 }
 
 AdamOptions Adam::fromHyper(const HyperParams& h) {
@@ -36,6 +37,8 @@ AdamOptions Adam::fromHyper(const HyperParams& h) {
   o.weight_decay = hyperDouble(h, "weight_decay");
   o.amsgrad = hyperBool(h, "amsgrad");
   o.maximize = hyperBool(h, "maximize");
+  // Checkpoints written before the key existed always corrected.
+  o.bias_correction = !h.contains("bias_correction") || hyperBool(h, "bias_correction");
   return o;
 }
 
@@ -61,6 +64,7 @@ kernels::AdamParams paramsOf(const AdamOptions& o, bool decoupled, int64_t step)
           .decoupled_weight_decay = decoupled,
           .amsgrad = o.amsgrad,
           .maximize = o.maximize,
+          .bias_correction = o.bias_correction,
           .step = step};
 }
 

@@ -4,6 +4,8 @@
 //   m = beta1 * m + (1 - beta1) * g;   v = beta2 * v + (1 - beta2) * g * g
 //   v_hat = amsgrad ? (vmax = max(vmax, v)) : v
 //   p -= lr / (1 - beta1^t) * m / (sqrt(v_hat) / sqrt(1 - beta2^t) + eps)
+// Without bias correction (DeepSpeed FusedAdam's bias_correction=False) both corrections are 1:
+//   p -= lr * m / (sqrt(v_hat) + eps)
 // State: "step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq" (amsgrad only).
 #include "lockstep/optim/optimizer.h"
 
@@ -18,6 +20,9 @@ struct AdamOptions {
   double weight_decay = 0.0;
   bool amsgrad = false;
   bool maximize = false;
+  /// Divide m and v by 1 - beta^t (torch's Adam always does; DeepSpeed's FusedAdam and
+  /// DeepSpeedCPUAdam take bias_correction=False to skip it, as BERT's original optimizer did).
+  bool bias_correction = true;
 };
 
 class Adam : public Optimizer {

@@ -185,12 +185,15 @@ OptimizerBuilder parseAdam(ParamReader& r, bool adamw_type) {
   o.eps = r.number("eps", 1e-8);
   r.atLeast("eps", o.eps, 0.0);
   o.amsgrad = r.boolean("amsgrad", false);
-  // FusedAdam's bias_correction (default true): lockstep's update, torch's, always corrects.
-  if (!r.boolean("bias_correction", true)) {
-    r.invalid("bias_correction",
-              "false (Adam without bias correction) is not supported yet; remove it or set it to true");
-  }
+  // FusedAdam's and DeepSpeedCPUAdam's bias_correction (default true). torch's Adam has no such
+  // option (DeepSpeed hands it the key and torch raises a TypeError).
+  o.bias_correction = r.boolean("bias_correction", true);
   const bool torch_adam = r.boolean("torch_adam", false);
+  if (torch_adam && !o.bias_correction) {
+    r.invalid("bias_correction",
+              "false needs DeepSpeed's FusedAdam: torch's Adam (torch_adam: true) always corrects; drop one "
+              "of the two");
+  }
   const bool adam_w_mode = r.boolean("adam_w_mode", true);
   if (adamw_type && !adam_w_mode) {
     // DeepSpeed ignores it for AdamW; an accepted key must do what it says, so refuse it.

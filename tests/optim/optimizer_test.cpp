@@ -54,6 +54,15 @@ const std::vector<double> kTorchAdamF32 = {0.972185492515564,  -0.50796371698379
 const std::vector<double> kTorchAdamWAmsgradF32 = {
     0.7315100431442261,  -0.7293938994407654,  1.7034716606140137, 0.47832003235816956,
     0.25630906224250793, -0.04918523132801056, 0.4365719258785248};
+// DeepSpeedCPUAdam with bias_correction=False, same problem, float32 (deepspeed_adam_reference.py):
+// L2 decay (adamw_mode=False; lr 0.05, betas 0.8/0.99, eps 1e-6, weight_decay 0.1) and AdamW (lr
+// 0.05, weight_decay 0.1).
+const std::vector<double> kDeepSpeedAdamL2NoCorrectionF32 = {
+    1.066847801208496,   -0.35681208968162537, 1.3368350267410278, 0.6213306188583374,
+    0.14665085077285767, 0.27265363931655884,  0.05391893535852432};
+const std::vector<double> kDeepSpeedAdamWNoCorrectionF32 = {
+    1.327405333518982,   0.10822153091430664, 0.7941579818725586,  0.5967980027198792,
+    0.11946627497673035, 0.5343152284622192,  -0.41695061326026917};
 
 struct Problem {
   Variable p0, p1;
@@ -151,6 +160,60 @@ TEST(Optim, adam_and_adamw_match_torch_in_float32) {
   EXPECT_EQ(a.p0.dtype(), DType::f32);
   EXPECT_TRUE(near(a.values(), kTorchAdamF32, 2e-6));
   EXPECT_TRUE(near(b.values(), kTorchAdamWAmsgradF32, 2e-6));
+}
+
+// DeepSpeed's FusedAdam / DeepSpeedCPUAdam with bias_correction=False: p -= lr m / (sqrt(v) + eps).
+TEST(Optim, adam_without_bias_correction_is_deepspeeds) {
+  AdamOptions l2{.lr = 0.05, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.1};
+  l2.bias_correction = false;
+  AdamWOptions w;
+  w.lr = 0.05;
+  w.weight_decay = 0.1;
+  w.bias_correction = false;
+  // float64 against the update written out here, five steps.
+  for (bool decoupled : {false, true}) {
+    const AdamOptions& o = decoupled ? static_cast<const AdamOptions&>(w) : l2;
+    Problem pr;
+    std::unique_ptr<Optimizer> opt;
+    if (decoupled) {
+      opt = std::make_unique<AdamW>(pr.params(), w);
+    } else {
+      opt = std::make_unique<Adam>(pr.params(), l2);
+    }
+    std::vector<double> p = pr.values(), m(p.size(), 0.0), v(p.size(), 0.0);
+    const std::vector<double> t = {1.0, 0.0, -1.0, 0.5, 0.2, 0.2, -0.4},
+                              wt = {1.0, 2.0, 0.5, 3.0, 1.5, 0.25, 1.0};
+    for (int step = 0; step < 5; ++step) {
+      for (size_t i = 0; i < p.size(); ++i) {
+        double g = 2 * wt[i] * (p[i] - t[i]);
+        if (!decoupled) g += o.weight_decay * p[i];
+        m[i] = o.beta1 * m[i] + (1 - o.beta1) * g;
+        v[i] = o.beta2 * v[i] + (1 - o.beta2) * g * g;
+        if (decoupled) p[i] *= 1 - o.lr * o.weight_decay;
+        p[i] -= o.lr * m[i] / (std::sqrt(v[i]) + o.eps);
+      }
+    }
+    runSteps(pr, *opt, 5);
+    EXPECT_TRUE(near(pr.values(), p, 1e-12)) << "decoupled " << decoupled;
+    // With the correction the same options end elsewhere: the flag is not ignored.
+    EXPECT_FALSE(near(pr.values(), kTorchF64.at(decoupled ? "adamw_amsgrad" : "adam_wd_amsgrad"), 1e-3));
+  }
+  // float32 against DeepSpeed itself. Its rounding is further from the exact update than lockstep's
+  // (AdamW, element 1: DeepSpeed 0.1082215, lockstep 0.1082154, float64 0.1082156), hence the
+  // bound; without the correction the values are far from the corrected ones (1.07 vs 0.74).
+  Problem a(DType::f32), b(DType::f32);
+  Adam oa(a.params(), l2);
+  AdamW ob(b.params(), w);
+  runSteps(a, oa, 5);
+  runSteps(b, ob, 5);
+  EXPECT_TRUE(near(a.values(), kDeepSpeedAdamL2NoCorrectionF32, 1e-4));
+  EXPECT_TRUE(near(b.values(), kDeepSpeedAdamWNoCorrectionF32, 1e-4));
+  // The flag is a hyper-parameter: saved and restored with the state; a state saved before the
+  // key existed loads as corrected (what those runs did).
+  auto sd = ob.stateDict();
+  EXPECT_FALSE(std::get<bool>(sd.param_groups[0].options.at("bias_correction")));
+  sd.param_groups[0].options.erase("bias_correction");
+  EXPECT_TRUE(AdamW::fromHyper(sd.param_groups[0].options).bias_correction);
 }
 
 TEST(Optim, param_groups_have_their_own_lr) {

@@ -116,7 +116,8 @@ TEST(Registry, makes_each_optimizer_with_the_given_options) {
                               {"eps", 1e-6},
                               {"weight_decay", 0.1},
                               {"amsgrad", true},
-                              {"adam_w_mode", false}}},
+                              {"adam_w_mode", false},
+                              {"bias_correction", false}}},
                             someParams());
   EXPECT_EQ(adam->name(), "Adam");
   EXPECT_EQ(option(*adam, "lr"), 0.01);
@@ -125,6 +126,7 @@ TEST(Registry, makes_each_optimizer_with_the_given_options) {
   EXPECT_EQ(option(*adam, "eps"), 1e-6);
   EXPECT_EQ(option(*adam, "weight_decay"), 0.1);
   EXPECT_TRUE(hyperBool(adam->defaults(), "amsgrad"));
+  EXPECT_FALSE(hyperBool(adam->defaults(), "bias_correction"));
 
   auto adamw = makeOptimizer({"AdamW", {{"lr", int64_t{1}}, {"weight_decay", 0.05}}}, someParams());
   EXPECT_EQ(adamw->name(), "AdamW");
@@ -254,12 +256,13 @@ TEST(Registry, errors_name_the_key_and_suggest_the_nearest) {
   EXPECT_TRUE(has(e, "unknown key optimizer.params.betas") && has(e, "SGD takes")) << e;
   e = optimizerError({"Adam", {{"max_grad_norm", 1.0}}});
   EXPECT_TRUE(has(e, "optimizer.params.max_grad_norm") && has(e, "gradient_clipping")) << e;
-  // DeepSpeed's FusedAdam bias_correction: true (its default) is what lockstep's Adam does.
+  // DeepSpeed's FusedAdam bias_correction: true (its default) or false, as a hyper-parameter.
   EXPECT_EQ(optimizerError({"AdamW", {{"bias_correction", true}}}), "(no error)");
-  e = optimizerError({"Adam", {{"bias_correction", false}}});
-  EXPECT_TRUE(
-      has(e, "optimizer.params.bias_correction: false (Adam without bias correction) is not supported yet"))
-      << e;
+  EXPECT_EQ(optimizerError({"Adam", {{"bias_correction", false}}}), "(no error)");
+  e = optimizerError({"Adam", {{"bias_correction", false}, {"torch_adam", true}}});
+  EXPECT_TRUE(has(e, "optimizer.params.bias_correction: false needs DeepSpeed's FusedAdam")) << e;
+  e = optimizerError({"Adam", {{"bias_correction", std::string("no")}}});
+  EXPECT_TRUE(has(e, "optimizer.params.bias_correction")) << e;
   e = optimizerError({"Lamb", {}});
   EXPECT_TRUE(has(e, "optimizer.type: Lamb is not supported yet") && has(e, "Adam, AdamW, SGD")) << e;
   e = optimizerError({"", {}});
