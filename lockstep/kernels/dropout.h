@@ -51,9 +51,16 @@ struct PhiloxState {
 PhiloxState philoxState(Generator& gen, const Device& device);
 
 /// out[c] = scale where the draw at counter base + c is kept (dropoutKeepsBelow), 0 where it is
-/// dropped, for c < n: bit for bit that function's decisions, 32 counters (8 Philox calls) at a time
-/// with AVX2 where the CPU has it. Attention's dropout spends its time here.
+/// dropped, for c < n: bit for bit that function's decisions, 64 counters (16 Philox calls) at a time
+/// with AVX-512 or 32 with AVX2 where the CPU has them. Attention's dropout spends its time here.
 void dropoutScales(uint64_t base, int64_t n, uint64_t key, uint64_t threshold, float scale, float* out);
+/// The instruction sets dropoutScales picks from (the widest the CPU has: AVX-512, 64 counters at a
+/// time, else AVX2, else one counter at a time).
+enum class PhiloxIsa { scalar, avx2, avx512 };
+/// dropoutScales with the given instruction set, for tests and benchmarks; false (nothing written)
+/// where this CPU lacks it.
+bool dropoutScalesWith(PhiloxIsa isa, uint64_t base, int64_t n, uint64_t key, uint64_t threshold, float scale,
+                       float* out);
 
 /// {y = x * mask / (1 - p), mask (u8, 1 = kept, x's shape, contiguous)}; y is contiguous.
 /// p in [0, 1); p == 1 zeroes everything. On a GPU the same mask as on the host (the same Philox

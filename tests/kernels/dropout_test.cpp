@@ -30,41 +30,49 @@ TEST(Dropout, forward_and_backward_match_reference) {
 }
 
 TEST(Dropout, vectorised_scales_are_the_per_counter_decisions) {
-  // dropoutScales (32 counters at a time where the CPU has AVX2) against dropoutKeepsBelow one counter
-  // at a time: odd lengths and starts, calls whose low word wraps past 2^32 inside a vector, keep 0
-  // and 1, arbitrary 32-bit thresholds.
-  std::mt19937_64 rng(11);
-  std::vector<float> out(301);
-  int64_t kept = 0, total = 0;
-  for (int t = 0; t < 3000; ++t) {
-    uint64_t base = rng();
-    if (t % 3 == 0) base = ((0xFFFFFFFFull - rng() % 20) << 2) + rng() % 4 + ((rng() % 4) << 34);
-    const uint64_t key = rng();
-    uint64_t threshold = kernels::dropoutThreshold(static_cast<double>(rng() % 1001) / 1000.0);
-    if (t % 5 == 0) threshold = rng() & 0xFFFFFFFFull;
-    if (t % 7 == 0) threshold = t % 14 == 0 ? 0 : 1ull << 32;
-    const auto n = static_cast<int64_t>(rng() % out.size());
-    kernels::dropoutScales(base, n, key, threshold, 1.25f, out.data());
-    for (int64_t c = 0; c < n; ++c) {
-      const bool keep = kernels::dropoutKeepsBelow(base + static_cast<uint64_t>(c), key, threshold);
-      ASSERT_EQ(out[static_cast<size_t>(c)], keep ? 1.25f : 0.0f) << "base " << base << " + " << c;
-      kept += keep;
-      ++total;
+  // dropoutScales with each instruction set this CPU has (64 counters at a time with AVX-512, 32
+  // with AVX2) against dropoutKeepsBelow one counter at a time: odd lengths and starts, calls whose
+  // low word wraps past 2^32 inside a vector, keep 0 and 1, arbitrary 32-bit thresholds.
+  int tested = 0;
+  for (auto isa : {kernels::PhiloxIsa::avx512, kernels::PhiloxIsa::avx2, kernels::PhiloxIsa::scalar}) {
+    std::vector<float> probe(1);
+    if (!kernels::dropoutScalesWith(isa, 0, 1, 1, 1, 1.0f, probe.data())) continue;
+    SCOPED_TRACE("instruction set " + std::to_string(static_cast<int>(isa)));
+    ++tested;
+    std::mt19937_64 rng(11);
+    std::vector<float> out(301);
+    int64_t kept = 0, total = 0;
+    for (int t = 0; t < 3000; ++t) {
+      uint64_t base = rng();
+      if (t % 3 == 0) base = ((0xFFFFFFFFull - rng() % 20) << 2) + rng() % 4 + ((rng() % 4) << 34);
+      const uint64_t key = rng();
+      uint64_t threshold = kernels::dropoutThreshold(static_cast<double>(rng() % 1001) / 1000.0);
+      if (t % 5 == 0) threshold = rng() & 0xFFFFFFFFull;
+      if (t % 7 == 0) threshold = t % 14 == 0 ? 0 : 1ull << 32;
+      const auto n = static_cast<int64_t>(rng() % out.size());
+      ASSERT_TRUE(kernels::dropoutScalesWith(isa, base, n, key, threshold, 1.25f, out.data()));
+      for (int64_t c = 0; c < n; ++c) {
+        const bool keep = kernels::dropoutKeepsBelow(base + static_cast<uint64_t>(c), key, threshold);
+        ASSERT_EQ(out[static_cast<size_t>(c)], keep ? 1.25f : 0.0f) << "base " << base << " + " << c;
+        kept += keep;
+        ++total;
+      }
+    }
+    EXPECT_GT(kept, total / 4);  // the draws were not all one way
+    EXPECT_LT(kept, total * 3 / 4);
+    // A word equal to the threshold is dropped, one below it kept: check both sides at every phase.
+    for (uint64_t c = 0; c < 64; ++c) {
+      const uint32_t word = philox4x32(c >> 2, kernels::kDropoutStream, 5)[c & 3];
+      for (uint64_t th : {uint64_t{word}, uint64_t{word} + 1}) {
+        std::vector<float> one(1), run(40);
+        kernels::dropoutScalesWith(isa, c, 1, 5, th, 1.0f, one.data());
+        kernels::dropoutScalesWith(isa, c, 40, 5, th, 1.0f, run.data());
+        EXPECT_EQ(one[0], th > word ? 1.0f : 0.0f);
+        EXPECT_EQ(run[0], one[0]);
+      }
     }
   }
-  EXPECT_GT(kept, total / 4);  // the draws were not all one way
-  EXPECT_LT(kept, total * 3 / 4);
-  // A word equal to the threshold is dropped, one below it kept: check both sides at every phase.
-  for (uint64_t c = 0; c < 64; ++c) {
-    const uint32_t word = philox4x32(c >> 2, kernels::kDropoutStream, 5)[c & 3];
-    for (uint64_t th : {uint64_t{word}, uint64_t{word} + 1}) {
-      std::vector<float> one(1), run(40);
-      kernels::dropoutScales(c, 1, 5, th, 1.0f, one.data());
-      kernels::dropoutScales(c, 40, 5, th, 1.0f, run.data());
-      EXPECT_EQ(one[0], th > word ? 1.0f : 0.0f);
-      EXPECT_EQ(run[0], one[0]);
-    }
-  }
+  EXPECT_GE(tested, 1);
 }
 
 TEST(Dropout, mask_does_not_depend_on_thread_count) {

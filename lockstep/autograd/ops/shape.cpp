@@ -3,6 +3,7 @@
 #include "lockstep/autograd/ops/shape.h"
 
 #include "lockstep/autograd/function.h"
+#include "lockstep/kernels/accumulate.h"
 #include "lockstep/kernels/shape.h"
 
 namespace lockstep::autograd {
@@ -39,6 +40,16 @@ class NarrowBackward final : public Node {
     gx.narrow(dim_, start_, g.size(dim_)).copyFrom(g);
     return {gx};
   }
+  // The pieces of a split: the first piece's backward writes the zero-padded gradient, each later
+  // one adds into its own slice of it (the engine would add a whole zero-padded tensor per piece).
+  std::vector<Tensor> applyInto(const Tensor& g, const std::vector<Tensor*>& into) override {
+    Tensor* gx = held(into, 0);
+    if (!gx || gx->shape() != input_ || gx->device() != g.device()) return apply(g);
+    Tensor slice = gx->narrow(dim_, start_, g.size(dim_));
+    kernels::addInto(slice, g);
+    return {Tensor()};
+  }
+  bool accumulates() const override { return true; }
   std::string name() const override { return "NarrowBackward"; }
 
  private:

@@ -1,5 +1,5 @@
-// Dropout's Philox draws on the CPU (AVX2 where the CPU has it, used by attention too) and the cpu
-// backend's dropout loops (see kernels/dispatch.h).
+// Dropout's Philox draws on the CPU (AVX-512 or AVX2 where the CPU has them, used by attention too) and the
+// cpu backend's dropout loops (see kernels/dispatch.h).
 #include "lockstep/kernels/dropout.h"
 
 #include <immintrin.h>
@@ -90,6 +90,75 @@ __attribute__((target("avx2"))) void dropoutScalesAvx2(uint64_t base, int64_t n,
     }
   }
 }
+
+// The same with AVX-512: 16 Philox calls per iteration (64 counters), unsigned compares into masks.
+__attribute__((target("avx512f"))) inline void mulHiLo512(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
+  const __m512i even = _mm512_mul_epu32(a, m), odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+  lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+}
+
+__attribute__((target("avx512f"))) void dropoutScalesAvx512(uint64_t base, int64_t n, uint64_t key,
+                                                            uint64_t threshold, float scale, float* out) {
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kPhiloxM0));
+  const __m512i m1 = _mm512_set1_epi32(static_cast<int>(kPhiloxM1));
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i hi_lo = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(kDropoutStream)));
+  const __m512i hi_hi = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(kDropoutStream >> 32)));
+  const __m512i thv = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(threshold)));
+  const __mmask16 all = threshold > 0xFFFFFFFFull ? 0xFFFF : 0;  // 2^32 keeps every word
+  const __m512 sv = _mm512_set1_ps(scale);
+  __m512i k0[10], k1[10];
+  for (uint32_t r = 0; r < 10; ++r) {
+    k0[r] = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(key) + r * kPhiloxW0));
+    k1[r] = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(key >> 32) + r * kPhiloxW1));
+  }
+  alignas(64) float part[64];
+  int64_t e = -static_cast<int64_t>(base & 3);
+  for (uint64_t call = base >> 2; e < n; call += 16, e += 64) {
+    const __m512i lo = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(call)));
+    __m512i c0 = _mm512_add_epi32(lo, lane);
+    const __mmask16 wrapped = _mm512_cmplt_epu32_mask(c0, lo);
+    const __m512i hi = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(call >> 32)));
+    __m512i c1 = _mm512_mask_add_epi32(hi, wrapped, hi, one);
+    __m512i c2 = hi_lo, c3 = hi_hi;
+#pragma GCC unroll 10
+    for (int r = 0; r < 10; ++r) {
+      __m512i h0, l0, h1, l1;
+      mulHiLo512(c0, m0, h0, l0);
+      mulHiLo512(c2, m1, h1, l1);
+      c0 = _mm512_xor_si512(_mm512_xor_si512(h1, c1), k0[r]);
+      c1 = l1;
+      c2 = _mm512_xor_si512(_mm512_xor_si512(h0, c3), k1[r]);
+      c3 = l0;
+    }
+    // 4 x 16 words -> counter order. Within each 128-bit lane L: u0 = call 4L's words, u1 = 4L+1's,
+    // u2 = 4L+2's, u3 = 4L+3's; then vector q = lane q of u0, u1, u2, u3 (calls 4q..4q+3).
+    const __m512i t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
+    const __m512i t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
+    const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+    const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+    const __m512i a_lo = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i a_hi = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512i b_lo = _mm512_shuffle_i32x4(u2, u3, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i b_hi = _mm512_shuffle_i32x4(u2, u3, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512i words[4] = {_mm512_shuffle_i32x4(a_lo, b_lo, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_i32x4(a_lo, b_lo, _MM_SHUFFLE(3, 1, 3, 1)),
+                              _mm512_shuffle_i32x4(a_hi, b_hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_i32x4(a_hi, b_hi, _MM_SHUFFLE(3, 1, 3, 1))};
+    const bool whole = e >= 0 && e + 64 <= n;
+    float* dst = whole ? out + e : part;
+    for (int q = 0; q < 4; ++q) {
+      const __mmask16 kept = static_cast<__mmask16>(_mm512_cmplt_epu32_mask(words[q], thv) | all);
+      _mm512_storeu_ps(dst + 16 * q, _mm512_maskz_mov_ps(kept, sv));
+    }
+    if (!whole) {
+      const int64_t from = std::max<int64_t>(e, 0), to = std::min<int64_t>(e + 64, n);
+      std::copy(part + (from - e), part + (to - e), out + from);
+    }
+  }
+}
 #endif
 
 template <typename T>
@@ -130,9 +199,31 @@ void backwardLoop(const T* g, const uint8_t* m, T* gx, int64_t n, double p) {
 
 }  // namespace
 
+bool dropoutScalesWith(PhiloxIsa isa, uint64_t base, int64_t n, uint64_t key, uint64_t threshold, float scale,
+                       float* out) {
+  switch (isa) {
+    case PhiloxIsa::scalar:
+      dropoutScalesScalar(base, n, key, threshold, scale, out);
+      return true;
+#if defined(__x86_64__)
+    case PhiloxIsa::avx2:
+      if (!__builtin_cpu_supports("avx2")) return false;
+      dropoutScalesAvx2(base, n, key, threshold, scale, out);
+      return true;
+    case PhiloxIsa::avx512:
+      if (!__builtin_cpu_supports("avx512f")) return false;
+      dropoutScalesAvx512(base, n, key, threshold, scale, out);
+      return true;
+#endif
+    default:
+      return false;
+  }
+}
+
 void dropoutScales(uint64_t base, int64_t n, uint64_t key, uint64_t threshold, float scale, float* out) {
 #if defined(__x86_64__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
+  static const bool avx512 = __builtin_cpu_supports("avx512f"), avx2 = __builtin_cpu_supports("avx2");
+  if (avx512) return dropoutScalesAvx512(base, n, key, threshold, scale, out);
   if (avx2) return dropoutScalesAvx2(base, n, key, threshold, scale, out);
 #endif
   dropoutScalesScalar(base, n, key, threshold, scale, out);
