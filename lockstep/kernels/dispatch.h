@@ -98,6 +98,10 @@ struct Backends {
   const Table* cpu = nullptr;
   const Table* reference = nullptr;
   const Table* cuda = nullptr;
+  /// The cpu loops take bf16/f16 operands as they are, widening them block by block to compute
+  /// exactly what the emulation computes (whole f32 copies, the f32 loop, rounding), without the
+  /// copies: where oneDNN has no kernel for the op they run in place of the emulation.
+  bool cpu_takes_low_precision = false;
 };
 
 /// Where a call computes: the device its tensors live on and the dtype it computes in.
@@ -150,7 +154,8 @@ auto runOrEmulate(DType t, Fn fn, Args&&... args) {
 ///   native low-precision kernel that oneDNN turns out not to implement (NotSupportedError at
 ///   primitive creation) falls back to emulation, and from then on that kernel runs emulated
 ///   without trying again;
-/// - an op oneDNN lacks: the cpu loops, else the reference, low precision emulated in f32.
+/// - an op oneDNN lacks: the cpu loops, else the reference, low precision emulated in f32 (by the
+///   cpu loops themselves where backends.cpu_takes_low_precision).
 template <auto Op, typename Table = typename detail::TableOf<decltype(Op)>::type, typename... Args>
 auto dispatch(const Backends<Table>& backends, Where where, Args&&... args) {
   const DType t = where.dtype;
@@ -175,6 +180,7 @@ auto dispatch(const Backends<Table>& backends, Where where, Args&&... args) {
     }
     return detail::inF32(t, fast, args...);
   }
+  if (own && isLowPrecision(t) && backends.cpu_takes_low_precision) return own(args...);
   const auto fn = own ? own : ref;
   LOCKSTEP_CHECK(fn != nullptr, Table::kGroup, ": an op no CPU backend provides");
   return detail::runOrEmulate(t, fn, args...);

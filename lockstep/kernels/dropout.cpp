@@ -7,10 +7,12 @@ namespace lockstep::kernels {
 
 namespace {
 
-// Low precision runs emulated in f32: the same draws as f32, and the kept values scale exactly as
-// f32 does.
-const Backends<DropoutKernels> kBackends{
-    .cpu = &cpu::kDropout, .reference = &reference::kDropout, .cuda = LOCKSTEP_CUDA_TABLE(cuda::kDropout)};
+// Low precision computes as f32 does (the cpu loops widen it block by block): the same draws as
+// f32, and the kept values scale exactly as f32 does before they are rounded.
+const Backends<DropoutKernels> kBackends{.cpu = &cpu::kDropout,
+                                         .reference = &reference::kDropout,
+                                         .cuda = LOCKSTEP_CUDA_TABLE(cuda::kDropout),
+                                         .cpu_takes_low_precision = true};
 
 void checkP(double p) {
   LOCKSTEP_ENFORCE(p >= 0.0 && p <= 1.0, ValueError, "dropout: probability must be in [0, 1], got ", p);

@@ -112,3 +112,33 @@ TEST(Dropout, rejects_mismatched_shapes) {
     EXPECT_NE(std::string(e.what()).find("[3, 4]"), std::string::npos) << e.what();
   }
 }
+
+// bf16 and f16 dropout computes in f32 block by block: bitwise what widening the whole tensor,
+// dropping in f32 and rounding gives (the emulation it replaces), the same mask and the same
+// generator advance; odd sizes past a block, a non-contiguous input, several threads.
+TEST(Dropout, low_precision_is_the_f32_computation_rounded) {
+  const int before = kernels::numThreads();
+  for (DType dt : {DType::bf16, DType::f16}) {
+    for (int threads : {1, 3}) {
+      kernels::setNumThreads(threads);
+      for (const Shape& s : {Shape{5}, Shape{3, 2049}, Shape{70, 1001}}) {
+        SCOPED_TRACE(std::string(dtypeName(dt)) + " " + shapeToString(s) + " threads " +
+                     std::to_string(threads));
+        Tensor x = randomTensor(s, dt, 8);
+        if (s.size() == 2) x = randomTensor({s[1], s[0]}, dt, 8).transpose(0, 1);
+        Generator g16(21), g32(21);
+        auto [y, mask] = kernels::dropoutForward(x, 0.3, g16);
+        auto [y32, mask32] = kernels::dropoutForward(x.to(DType::f32), 0.3, g32);
+        ASSERT_EQ(y.dtype(), dt);
+        EXPECT_TRUE(tensorsNear(y, y32.to(dt), 0, 0));
+        EXPECT_EQ(mask.toVector<uint8_t>(), mask32.toVector<uint8_t>());
+        EXPECT_EQ(g16.offset(), g32.offset());
+        const Tensor gy = randomTensor(s, dt, 9);
+        const Tensor gx = kernels::dropoutBackward(gy, mask, 0.3);
+        ASSERT_EQ(gx.dtype(), dt);
+        EXPECT_TRUE(tensorsNear(gx, kernels::dropoutBackward(gy.to(DType::f32), mask, 0.3).to(dt), 0, 0));
+      }
+    }
+  }
+  kernels::setNumThreads(before);
+}

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/tables/dropout.h"
+#include "lockstep/tensor/convert.h"
 
 namespace lockstep::kernels {
 
@@ -197,6 +199,51 @@ void backwardLoop(const T* g, const uint8_t* m, T* gx, int64_t n, double p) {
   for (int64_t i = 0; i < n; ++i) gx[i] = m[i] ? g[i] * scale : T(0);
 }
 
+// bf16 / f16 storage: blocks widened to f32, the f32 loops' arithmetic, rounded back once. Bit for
+// bit what emulating them gives (whole f32 copies, the f32 loop, rounding), without the copies.
+struct Converters {
+  void (*widen)(const uint16_t*, float*, int64_t);
+  void (*narrow)(const float*, uint16_t*, int64_t);
+};
+Converters convertersFor(DType t) {
+  if (t == DType::bf16) return {convertBF16ToF32, convertF32ToBF16};
+  return {convertF16ToF32, convertF32ToF16};
+}
+
+constexpr int64_t kChunk16 = 2048;
+
+void dropoutLoop16(const uint16_t* x, uint16_t* y, uint8_t* m, int64_t n, double p, uint64_t base, uint64_t key,
+                   Converters c) {
+  const auto scale = static_cast<float>(scaleFor(p));
+  const uint64_t threshold = dropoutThreshold(1.0 - p);
+#pragma omp parallel for schedule(static) if (n > 32768)
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk16) {
+    float kept[kChunk16], v[kChunk16];
+    const int64_t len = std::min(kChunk16, n - i0);
+    dropoutScales(base + static_cast<uint64_t>(i0), len, key, threshold, 1.0f, kept);
+    c.widen(x + i0, v, len);
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) {
+      m[i0 + i] = kept[i] != 0.0f ? 1 : 0;
+      v[i] = kept[i] != 0.0f ? v[i] * scale : 0.0f;
+    }
+    c.narrow(v, y + i0, len);
+  }
+}
+
+void backwardLoop16(const uint16_t* g, const uint8_t* m, uint16_t* gx, int64_t n, double p, Converters c) {
+  const auto scale = static_cast<float>(scaleFor(p));
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk16) {
+    float v[kChunk16];
+    const int64_t len = std::min(kChunk16, n - i0);
+    c.widen(g + i0, v, len);
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) v[i] = m[i0 + i] ? v[i] * scale : 0.0f;
+    c.narrow(v, gx + i0, len);
+  }
+}
+
 }  // namespace
 
 bool dropoutScalesWith(PhiloxIsa isa, uint64_t base, int64_t n, uint64_t key, uint64_t threshold, float scale,
@@ -238,12 +285,19 @@ std::pair<Tensor, Tensor> dropoutForward(const Tensor& x0, double p, Generator& 
   Tensor x = x0.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype()), mask = Tensor::empty(x.shape(), DType::u8);
   const uint64_t base = gen.offset(), key = gen.seed();
-  visitDType(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      dropoutLoop<T>(x.data<T>(), y.data<T>(), mask.data<uint8_t>(), x.numel(), p, base, key);
-    }
-  });
+  if (isLowPrecision(x.dtype())) {
+    dropoutLoop16(static_cast<const uint16_t*>(x.dataPtr()), static_cast<uint16_t*>(y.dataPtr()),
+                  mask.data<uint8_t>(), x.numel(), p, base, key, convertersFor(x.dtype()));
+  } else {
+    visitDType(x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        dropoutLoop<T>(x.data<T>(), y.data<T>(), mask.data<uint8_t>(), x.numel(), p, base, key);
+      } else {
+        throw ValueError(std::string("dropout: needs a floating tensor, got ") + dtypeName(x.dtype()));
+      }
+    });
+  }
   gen.setState(key, base + static_cast<uint64_t>(x.numel()));
   return {y, mask};
 }
@@ -251,12 +305,17 @@ std::pair<Tensor, Tensor> dropoutForward(const Tensor& x0, double p, Generator& 
 Tensor dropoutBackward(const Tensor& gy0, const Tensor& mask0, double p) {
   Tensor gy = gy0.contiguous(), mask = mask0.contiguous();
   Tensor gx = Tensor::empty(gy.shape(), gy.dtype());
+  if (isLowPrecision(gy.dtype())) {
+    backwardLoop16(static_cast<const uint16_t*>(gy.dataPtr()), mask.data<uint8_t>(),
+                   static_cast<uint16_t*>(gx.dataPtr()), gy.numel(), p, convertersFor(gy.dtype()));
+    return gx;
+  }
   visitDType(gy.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       backwardLoop<T>(gy.data<T>(), mask.data<uint8_t>(), gx.data<T>(), gy.numel(), p);
     } else {
-      throw ValueError(std::string("dropout backward: needs an f32 or f64 gradient, got ") +
+      throw ValueError(std::string("dropout backward: needs a floating gradient, got ") +
                        dtypeName(gy.dtype()));
     }
   });
