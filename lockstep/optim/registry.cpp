@@ -188,6 +188,11 @@ OptimizerBuilder parseAdam(ParamReader& r, bool adamw_type) {
   // FusedAdam's and DeepSpeedCPUAdam's bias_correction (default true). torch's Adam has no such
   // option (DeepSpeed hands it the key and torch raises a TypeError).
   o.bias_correction = r.boolean("bias_correction", true);
+  // DeepSpeed pops fp32_optimizer_states and hands it to DeepSpeedCPUAdam (ZeRO-Offload), which
+  // keeps the states in f32 when true, else in the dtype of the values it steps: the f32 master
+  // weights here, so f32 either way (bf16 master weights, where false would mean bf16 states, are
+  // refused by the config: bf16.bf16_master_weights_and_grads).
+  r.boolean("fp32_optimizer_states", true);
   const bool torch_adam = r.boolean("torch_adam", false);
   if (torch_adam && !o.bias_correction) {
     r.invalid("bias_correction",
@@ -228,7 +233,9 @@ OptimizerBuilder parseSgd(ParamReader& r) {
 
 const std::vector<OptimizerEntry>& optimizers() {
   static const std::vector<std::string> adam_keys = {
-      "lr", "betas", "eps", "weight_decay", "amsgrad", "adam_w_mode", "torch_adam", "bias_correction"};
+      "lr",           "betas",           "eps",
+      "weight_decay", "amsgrad",         "adam_w_mode",
+      "torch_adam",   "bias_correction", "fp32_optimizer_states"};
   static const std::vector<OptimizerEntry> entries = {
       {"Adam", true, adam_keys, [](ParamReader& r) { return parseAdam(r, false); }},
       {"AdamW", true, adam_keys, [](ParamReader& r) { return parseAdam(r, true); }},

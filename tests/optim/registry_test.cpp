@@ -261,6 +261,11 @@ TEST(Registry, errors_name_the_key_and_suggest_the_nearest) {
   EXPECT_EQ(optimizerError({"Adam", {{"bias_correction", false}}}), "(no error)");
   e = optimizerError({"Adam", {{"bias_correction", false}, {"torch_adam", true}}});
   EXPECT_TRUE(has(e, "optimizer.params.bias_correction: false needs DeepSpeed's FusedAdam")) << e;
+  // DeepSpeedCPUAdam's fp32_optimizer_states: the states of f32 master weights are f32 either way.
+  EXPECT_EQ(optimizerError({"AdamW", {{"fp32_optimizer_states", false}}}), "(no error)");
+  EXPECT_EQ(optimizerError({"Adam", {{"fp32_optimizer_states", true}}}), "(no error)");
+  e = optimizerError({"Adam", {{"fp32_optimizer_states", 1.5}}});
+  EXPECT_TRUE(has(e, "optimizer.params.fp32_optimizer_states")) << e;
   e = optimizerError({"Adam", {{"bias_correction", std::string("no")}}});
   EXPECT_TRUE(has(e, "optimizer.params.bias_correction")) << e;
   e = optimizerError({"Lamb", {}});

@@ -212,8 +212,8 @@ Converters convertersFor(DType t) {
 
 constexpr int64_t kChunk16 = 2048;
 
-void dropoutLoop16(const uint16_t* x, uint16_t* y, uint8_t* m, int64_t n, double p, uint64_t base, uint64_t key,
-                   Converters c) {
+void dropoutLoop16(const uint16_t* x, uint16_t* y, uint8_t* m, int64_t n, double p, uint64_t base,
+                   uint64_t key, Converters c) {
   const auto scale = static_cast<float>(scaleFor(p));
   const uint64_t threshold = dropoutThreshold(1.0 - p);
 #pragma omp parallel for schedule(static) if (n > 32768)
