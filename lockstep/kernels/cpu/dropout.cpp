@@ -1,5 +1,5 @@
-// Dropout's Philox draws on the CPU (AVX-512 or AVX2 where the CPU has them, used by attention too) and the
-// cpu backend's dropout loops (see kernels/dispatch.h).
+// Dropout's Philox draws on the CPU (AVX-512 or AVX2 where the CPU has them; attention uses them
+// too) and the cpu backend's dropout loops, f32/f64 and bf16/f16 (see kernels/dispatch.h).
 #include "lockstep/kernels/dropout.h"
 
 #include <immintrin.h>
