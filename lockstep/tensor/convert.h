@@ -12,4 +12,14 @@ void convertBF16ToF32(const uint16_t* src, float* dst, int64_t n);
 void convertF32ToF16(const float* src, uint16_t* dst, int64_t n);
 void convertF16ToF32(const uint16_t* src, float* dst, int64_t n);
 
+/// The two conversions of one 16-bit format, for loops that widen blocks into f32 and round back.
+struct Convert16 {
+  void (*widen)(const uint16_t* src, float* dst, int64_t n);
+  void (*narrow)(const float* src, uint16_t* dst, int64_t n);
+};
+/// bf16's pair when bf16, else f16's.
+inline Convert16 convert16(bool bf16) {
+  return bf16 ? Convert16{convertBF16ToF32, convertF32ToBF16} : Convert16{convertF16ToF32, convertF32ToF16};
+}
+
 }  // namespace lockstep

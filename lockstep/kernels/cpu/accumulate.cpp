@@ -49,8 +49,7 @@ bool addLowPrecision(Tensor& dst, const Tensor& src, double alpha) {
   const bool bf16 = dst.dtype() == DType::bf16;
   if (!bf16 && dst.dtype() != DType::f16) return false;
   if (src.dtype() != dst.dtype() && src.dtype() != DType::f32) return false;
-  const auto widen = bf16 ? convertBF16ToF32 : convertF16ToF32;
-  const auto narrow = bf16 ? convertF32ToBF16 : convertF32ToF16;
+  const Convert16 c = convert16(bf16);
   auto* d = static_cast<uint16_t*>(dst.dataPtr());
   const bool wide = src.dtype() == DType::f32;
   const void* s = src.dataPtr();
@@ -61,15 +60,15 @@ bool addLowPrecision(Tensor& dst, const Tensor& src, double alpha) {
   auto run = [&](uint16_t* dd, int64_t from, int64_t n) {
     for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
       const int64_t len = std::min(kBlock, n - i0);
-      widen(dd + i0, db, len);
+      c.widen(dd + i0, db, len);
       const float* sv = sb;
       if (wide) {
         sv = static_cast<const float*>(s) + from + i0;
       } else {
-        widen(static_cast<const uint16_t*>(s) + from + i0, sb, len);
+        c.widen(static_cast<const uint16_t*>(s) + from + i0, sb, len);
       }
       addContig(db, sv, len, a);
-      narrow(db, dd + i0, len);
+      c.narrow(db, dd + i0, len);
     }
   };
   if (dst.isDense() && dst.strides() == src.strides()) {

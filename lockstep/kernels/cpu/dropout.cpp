@@ -206,19 +206,10 @@ void backwardLoop(const T* g, const uint8_t* m, T* gx, int64_t n, double p) {
 
 // bf16 / f16 storage: blocks widened to f32, the f32 loops' arithmetic, rounded back once. Bit for
 // bit what emulating them gives (whole f32 copies, the f32 loop, rounding), without the copies.
-struct Converters {
-  void (*widen)(const uint16_t*, float*, int64_t);
-  void (*narrow)(const float*, uint16_t*, int64_t);
-};
-Converters convertersFor(DType t) {
-  if (t == DType::bf16) return {convertBF16ToF32, convertF32ToBF16};
-  return {convertF16ToF32, convertF32ToF16};
-}
-
 constexpr int64_t kChunk16 = 2048;
 
 void dropoutLoop16(const uint16_t* x, uint16_t* y, uint8_t* m, int64_t n, double p, uint64_t base,
-                   uint64_t key, Converters c) {
+                   uint64_t key, Convert16 c) {
   const auto scale = static_cast<float>(scaleFor(p));
   const uint64_t threshold = dropoutThreshold(1.0 - p);
 #pragma omp parallel for schedule(static) if (n > 32768)
@@ -236,7 +227,7 @@ void dropoutLoop16(const uint16_t* x, uint16_t* y, uint8_t* m, int64_t n, double
   }
 }
 
-void backwardLoop16(const uint16_t* g, const uint8_t* m, uint16_t* gx, int64_t n, double p, Converters c) {
+void backwardLoop16(const uint16_t* g, const uint8_t* m, uint16_t* gx, int64_t n, double p, Convert16 c) {
   const auto scale = static_cast<float>(scaleFor(p));
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i0 = 0; i0 < n; i0 += kChunk16) {
@@ -292,7 +283,7 @@ std::pair<Tensor, Tensor> dropoutForward(const Tensor& x0, double p, Generator& 
   const uint64_t base = gen.offset(), key = gen.seed();
   if (isLowPrecision(x.dtype())) {
     dropoutLoop16(static_cast<const uint16_t*>(x.dataPtr()), static_cast<uint16_t*>(y.dataPtr()),
-                  mask.data<uint8_t>(), x.numel(), p, base, key, convertersFor(x.dtype()));
+                  mask.data<uint8_t>(), x.numel(), p, base, key, convert16(x.dtype() == DType::bf16));
   } else {
     visitDType(x.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -312,7 +303,7 @@ Tensor dropoutBackward(const Tensor& gy0, const Tensor& mask0, double p) {
   Tensor gx = Tensor::empty(gy.shape(), gy.dtype());
   if (isLowPrecision(gy.dtype())) {
     backwardLoop16(static_cast<const uint16_t*>(gy.dataPtr()), mask.data<uint8_t>(),
-                   static_cast<uint16_t*>(gx.dataPtr()), gy.numel(), p, convertersFor(gy.dtype()));
+                   static_cast<uint16_t*>(gx.dataPtr()), gy.numel(), p, convert16(gy.dtype() == DType::bf16));
     return gx;
   }
   visitDType(gy.dtype(), [&](auto tag) {
