@@ -16,6 +16,10 @@
 #                     gradients and f32 master weights; DeepSpeed: its bf16 section); the formula is then
 #                     DeepSpeed's bf16 one: stage 1 4 Psi + 12 Psi/N, stage 2 2 Psi + 14 Psi/N, stage 3
 #                     16 Psi/N + the live gathered bf16 parameters (DDP: lockstep's f32 16 Psi)
+#   PRECISION=bf16master  bf16 with bf16_master_weights_and_grads and bf16_optimizer_states on both sides
+#                     (no f32 master weights, bf16 Adam states; stages 1-3 only, the default STAGES then):
+#                     stage 1 4 Psi + 4 Psi/N, stage 2 2 Psi + 6 Psi/N, stage 3 8 Psi/N + the live gathered
+#                     bf16 parameters
 #   DS_OPTIMIZER      config (default): the JSON's "optimizer" section, DeepSpeed's own Adam (on the CPU
 #                     accelerator its fused C++ Adam, JIT-compiled on first use: minutes); torch:
 #                     torch.optim.Adam handed to deepspeed.initialize
@@ -41,7 +45,9 @@ layers=${LAYERS:-10}
 warmup=${WARMUP:-2}
 features=1536 classes=10 micro=32 bucket=${BUCKET:-5e6} world=${WORLD:-2}
 precision=${PRECISION:-fp32}
-case $precision in fp32 | bf16) ;; *) echo "PRECISION=$precision: fp32 or bf16" >&2; exit 2 ;; esac
+case $precision in fp32 | bf16 | bf16master) ;; *) echo "PRECISION=$precision: fp32, bf16 or bf16master" >&2; exit 2 ;; esac
+default_stages="0 1 2 3"
+[ "$precision" = bf16master ] && default_stages="1 2 3"  # DeepSpeed's rule: master weights live in ZeRO
 export OMP_NUM_THREADS=1 LOCKSTEP_NUM_THREADS=1 MKL_NUM_THREADS=1 DS_ACCELERATOR=cpu
 port=$((29600 + RANDOM % 90))
 dir=$(mktemp -d)
@@ -63,6 +69,8 @@ steps_per_print: 4
 zero_optimization: {reduce_bucket_size: $bucket, allgather_bucket_size: $bucket, $s3_yaml}
 YAML
 [ "$precision" = bf16 ] && echo "bf16: {enabled: true}" >>"$dir/deep.yaml"
+[ "$precision" = bf16master ] &&
+  echo "bf16: {enabled: true, bf16_master_weights_and_grads: true, bf16_optimizer_states: true}" >>"$dir/deep.yaml"
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(nproc --all) cores; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "model: MLP $features -> ${layers} x $hidden -> $classes, Psi = $psi parameters ($precision, Adam), $world ranks, micro-batch $micro, $steps steps"
 
@@ -103,6 +111,8 @@ formula() {  # formula STAGE: the issue's model-state bytes per rank (stage 3: +
 s, p, n, g = $1, $psi, $world, $live_gathered
 if '$precision' == 'bf16':
     print(int({0: 16 * p, 1: 4 * p + 12 * p / n, 2: 2 * p + 14 * p / n, 3: 16 * p / n + 2 * g}[s]))
+elif '$precision' == 'bf16master':
+    print(int({1: 4 * p + 4 * p / n, 2: 2 * p + 6 * p / n, 3: 8 * p / n + 2 * g}[s]))
 else:
     print(int({0: 16 * p, 1: 8 * p + 8 * p / n, 2: 4 * p + 12 * p / n, 3: 16 * p / n + 4 * g}[s]))"
 }
@@ -134,7 +144,7 @@ print(' '.join('%d' % (r - b) for r, b in zip(rss, base)), '(%.2fx the formula)'
 }
 
 declare -A row
-for stage in ${STAGES:-0 1 2 3}; do
+for stage in ${STAGES:-$default_stages}; do
   view_arg=
   [ "${BUCKET_VIEW:-0}" = 1 ] && [ "$stage" -lt 2 ] && view_arg="--set ddp.gradient_as_bucket_view=true"
   run_ranks "$world" python3 "$here/scripts/peak_rss.py" "$dir/ls$stage.rss" "$build/lockstep" train "$dir/deep.yaml" \
@@ -203,7 +213,7 @@ out = []
 for line in sys.stdin:
     f = dict(kv.split('=') for kv in line.split()[1:])
     states = sum(int(f[k]) for k in ('parameters', 'master', 'gradients', 'optimizer_states'))
-    print('  deepspeed rank %s: parameters %s, fp32 master %s, gradients %s, optimizer_states %s, other %s bytes; model states %.1f MiB'
+    print('  deepspeed rank %s: parameters %s, master copies %s, gradients %s, optimizer_states %s, other %s bytes; model states %.1f MiB'
           % (f['rank'], f['parameters'], f['master'], f['gradients'], f['optimizer_states'], f['other'], states / 2**20))
     out.append('%.0f' % (states / 2**20))
 open(sys.argv[1], 'w').write(' '.join(out))" "$dir/$tag.states"
@@ -217,10 +227,10 @@ done
 echo
 echo "side by side ($world ranks, Psi = $psi; MiB per rank, rank 0 first; ratio = lockstep / deepspeed, of rank 1's RSS;"
 echo "deepspeed's samples/s and RSS from its faster run; formula = the issue's model states per rank; ls report ="
-echo "lockstep's memory report; ds states = DeepSpeed's parameters + fp32 master + gradients + optimizer states):"
+echo "lockstep's memory report; ds states = DeepSpeed's parameters + master copies + gradients + optimizer states):"
 printf "%-6s %10s %10s %7s  %-11s %-11s %6s  %8s %-11s %-11s\n" stage "ls samp/s" "ds samp/s" ratio \
   "ls RSS" "ds RSS" ratio formula "ls report" "ds states"
-for stage in ${STAGES:-0 1 2 3}; do
+for stage in ${STAGES:-$default_stages}; do
   IFS='|' read -r ls_sps ds_sps ds_all ls_rss ds_rss want ls_report ds_states <<<"${row[$stage]}"
   ratios=$(python3 -c "
 import sys

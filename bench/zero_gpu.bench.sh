@@ -20,7 +20,9 @@
 # states on the host), ZeRO-3 Offload 0 (only the layers in use). With BF16=1 (the default) also
 # stages 1-3 and ZeRO-Offload in bf16 (bf16 parameters and gradients, f32 master weights in the
 # partition, as DeepSpeed keeps them; rows *_bf16), against DeepSpeed's bf16 formula: stage 1
-# 4 Psi + 12 Psi/N, stage 2 2 Psi + 14 Psi/N, stage 3 16 Psi/N, ZeRO-Offload 2 Psi.
+# 4 Psi + 12 Psi/N, stage 2 2 Psi + 14 Psi/N, stage 3 16 Psi/N, ZeRO-Offload 2 Psi; and stage 3 with
+# bf16 master weights (bf16_master_weights_and_grads + bf16_optimizer_states: no f32 copy, bf16 Adam
+# states; row zero3_bf16m), whose formula is 8 Psi/N.
 #
 # Part 2 (run first): BIG_MODEL (default gpt2-large, ~708M parameters: 11.3 GB of f32 Adam model
 # states) under LOCKSTEP_CUDA_MEMORY_LIMIT=BIG_LIMIT (default 4GiB) for BIG_STEPS steps (default 4),
@@ -106,6 +108,8 @@ for w in $worlds; do
   if [ "$bf16" = 1 ]; then
     for s in 1 2 3; do train_run "zero${s}_bf16.w$w" "$w" "zero_optimization.stage=$s" bf16.enabled=true; done
     train_run "zero2_offload_bf16.w$w" "$w" zero_optimization.stage=2 "${offload[@]}" bf16.enabled=true
+    train_run "zero3_bf16m.w$w" "$w" zero_optimization.stage=3 bf16.enabled=true \
+      bf16.bf16_master_weights_and_grads=true bf16.bf16_optimizer_states=true
   fi
 done
 echo "== summary ($out/summary.md)"
@@ -130,7 +134,7 @@ def formula(kind, psi, n):
     return {"ddp": 16 * psi, "zero1": 8 * psi + 8 * psi / n, "zero2": 4 * psi + 12 * psi / n,
             "zero3": 16 * psi / n, "zero2_offload": 4 * psi, "zero3_offload": 0,
             "zero1_bf16": 4 * psi + 12 * psi / n, "zero2_bf16": 2 * psi + 14 * psi / n,
-            "zero3_bf16": 16 * psi / n, "zero2_offload_bf16": 2 * psi}[kind]
+            "zero3_bf16": 16 * psi / n, "zero2_offload_bf16": 2 * psi, "zero3_bf16m": 8 * psi / n}[kind]
 
 print("| run | world | Psi | samples/s | vs DDP | GPU between steps (max rank) | DeepSpeed formula | ratio | "
       "GPU allocated peak | GPU reserved peak | host peak RSS | host offload (report) |")
@@ -139,9 +143,9 @@ for w in sorted({int(f.split(".w")[1].split(".")[0]) for f in os.listdir(os.path
                  if ".w" in f and f.endswith(".log")}):
     ddp, _, _ = load(f"ddp.w{w}")
     for kind in ("ddp", "zero1", "zero2", "zero3", "zero2_offload", "zero3_offload", "zero1_bf16", "zero2_bf16",
-                 "zero3_bf16", "zero2_offload_bf16"):
+                 "zero3_bf16", "zero2_offload_bf16", "zero3_bf16m"):
         s, psi, _ = load(f"{kind}.w{w}")
-        if kind.endswith("_bf16") and not os.path.exists(os.path.join(out, "runs", f"{kind}.w{w}.log")):
+        if "_bf16" in kind and not os.path.exists(os.path.join(out, "runs", f"{kind}.w{w}.log")):
             continue
         if s is None or psi is None:
             print(f"| {kind} | {w} | | failed (see runs/{kind}.w{w}.log) | | | | | | | | |")

@@ -3,7 +3,8 @@ Linear(--hidden) + ReLU, then Linear(--classes); f32), synthetic data of the sam
 of --in-features, labels from a random linear teacher), micro-batch --micro-batch per rank, Adam
 (lr 1e-4, betas (0.9, 0.999), eps 1e-8, no weight decay), ZeRO stage --stage with the same bucket sizes,
 --precision fp32 or bf16 (DeepSpeed's "bf16": {"enabled": true}: the module in bf16, f32 master weights;
-the inputs cast to bf16, the loss computed in f32),
+the inputs cast to bf16, the loss computed in f32) or bf16master (bf16 with bf16_master_weights_and_grads and
+bf16_optimizer_states: no f32 copies, the optimizer's states bf16),
 through deepspeed.initialize with a DeepSpeed JSON config, on DeepSpeed's CPU accelerator
 (DS_ACCELERATOR=cpu) over gloo.
 --optimizer config: the config's "optimizer" section (DeepSpeed builds its own Adam: on the CPU
@@ -16,8 +17,8 @@ Prints (rank 0) one line:
   rank's RSS before the model is built: torch, DeepSpeed and gloo loaded> loss=<last>
 and one `memory rank=<r> ...` line per rank: bytes of the live tensors DeepSpeed holds after the last
 backward (before its step), found by walking every live tensor (gc) and sorting their storages into the
-module's parameters (stage 3: the rank's partitions), the optimizer's fp32 master copies (ZeRO keeps
-one even for f32 training), gradients (the .grad of both), the inner optimizer's states, and other
+module's parameters (stage 3: the rank's partitions), the optimizer's master copies (fp32, or bf16 with
+bf16master; ZeRO keeps one even for f32 training), gradients (the .grad of both), the inner optimizer's states, and other
 (reduce buckets, flat buffers not reachable from those)."""
 import argparse
 import json
@@ -140,7 +141,7 @@ def main():
     ap.add_argument("--warmup-steps", type=int, default=2)
     ap.add_argument("--optimizer", choices=["config", "torch"], default="config")
     ap.add_argument("--stage3-json", default="{}", help="stage 3's zero_optimization keys, as JSON")
-    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--precision", choices=["fp32", "bf16", "bf16master"], default="fp32")
     args = ap.parse_args()
 
     import deepspeed
@@ -165,6 +166,8 @@ def main():
     }
     if args.precision == "bf16":
         config["bf16"] = {"enabled": True}
+    if args.precision == "bf16master":
+        config["bf16"] = {"enabled": True, "bf16_master_weights_and_grads": True, "bf16_optimizer_states": True}
     x, y = synthetic(args.data_size, args.in_features, args.classes, 0)
     if args.stage == 3:
         with deepspeed.zero.Init(config_dict_or_path=config):
@@ -189,7 +192,7 @@ def main():
             t_warm = time.perf_counter()
         i = (step * args.micro_batch) % (per_rank - args.micro_batch + 1) + rank * per_rank
         xb = x[i:i + args.micro_batch]
-        if args.precision == "bf16":
+        if args.precision != "fp32":
             xb = xb.to(torch.bfloat16)
         loss = criterion(engine(xb).float(), y[i:i + args.micro_batch])
         engine.backward(loss)

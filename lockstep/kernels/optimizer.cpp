@@ -14,14 +14,14 @@ namespace lockstep::kernels {
 
 namespace {
 
-// The kernels step f32 and f64 spans as they are.
+// The kernels step f32 and f64 spans as they are, bf16 and f16 ones in f32 arithmetic.
 const Backends<OptimizerKernels> kBackends{.cpu = &cpu::kOptimizer,
                                            .cuda = LOCKSTEP_CUDA_TABLE(cuda::kOptimizer)};
 
 void checkSpan(const char* op, const void* param, const void* grad, int64_t numel, DType dtype) {
   LOCKSTEP_ENFORCE(numel >= 0, ValueError, op, ": negative element count ", numel);
-  LOCKSTEP_ENFORCE(dtype == DType::f32 || dtype == DType::f64, NotSupportedError, op,
-                   ": supports f32 and f64 buffers, got ", dtypeName(dtype));
+  LOCKSTEP_ENFORCE(isFloating(dtype), NotSupportedError, op,
+                   ": supports f32, f64, bf16 and f16 buffers, got ", dtypeName(dtype));
   LOCKSTEP_ENFORCE(numel == 0 || (param && grad), ValueError, op, ": null parameter or gradient buffer for ",
                    numel, " elements");
 }

@@ -6,7 +6,10 @@
 // (see optimizer.cpp). Both CPU backends run the same loops (oneDNN has no optimizer primitive);
 // spans whose buffers are GPU memory (device cuda:N) run lockstep's CUDA kernels (kernels/cuda/
 // optimizer.cu), queued on that device's current stream, with the same operation order and no
-// fused multiply-adds, so GPU and CPU agree to the last bit.
+// fused multiply-adds, so GPU and CPU agree to the last bit. bf16 and f16 spans (every buffer of
+// the span in that dtype: torch's states of 16-bit parameters) are updated in f32 arithmetic, each
+// element widened and the results rounded back to nearest even: the f32 update of the widened
+// values, as torch's fused optimizers and DeepSpeed's FusedAdam compute it.
 //
 // Thread-safety: a call may use the intra-op OpenMP threads; concurrent calls must not share
 // buffers. Not collective.
@@ -44,7 +47,7 @@ struct SgdParams {
 constexpr int kSgdScalars = 5;
 std::array<double, kSgdScalars> sgdScalars(const SgdParams& params);
 
-/// One SGD span: `numel` elements of `dtype` (f32 or f64) in each buffer.
+/// One SGD span: `numel` elements of `dtype` (f32, f64, bf16 or f16) in each buffer.
 struct SgdSpan {
   void* param = nullptr;
   const void* grad = nullptr;
@@ -59,7 +62,7 @@ struct SgdSpan {
 /// One SGD update of the span: d = g + wd * p; buf = first ? d : momentum * buf + (1 - dampening)
 /// * d; d = nesterov ? d + momentum * buf : buf; p -= lr * d (g negated first when maximize).
 /// ValueError for a null buffer the options need, a negative numel; NotSupportedError for a dtype
-/// other than f32/f64.
+/// that is not floating.
 void sgdStep(const SgdSpan& span, const SgdParams& params);
 
 /// torch.optim.Adam / AdamW's hyper-parameters for one update.
@@ -92,7 +95,7 @@ struct AdamParams {
 constexpr int kAdamScalars = 9;
 std::array<double, kAdamScalars> adamScalars(const AdamParams& params);
 
-/// One Adam span: `numel` elements of `dtype` (f32 or f64) in each buffer.
+/// One Adam span: `numel` elements of `dtype` (f32, f64, bf16 or f16) in each buffer.
 struct AdamSpan {
   void* param = nullptr;
   const void* grad = nullptr;
@@ -110,8 +113,8 @@ struct AdamSpan {
 ///   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g;
 ///   v_hat = amsgrad ? (vmax = max(vmax, v)) : v;
 ///   p -= lr / (1 - beta1^t) * m / (sqrt(v_hat) / sqrt(1 - beta2^t) + eps)
-/// ValueError for a null buffer, a negative numel or step < 1; NotSupportedError for a dtype other
-/// than f32/f64.
+/// ValueError for a null buffer, a negative numel or step < 1; NotSupportedError for a dtype that
+/// is not floating.
 void adamStep(const AdamSpan& span, const AdamParams& params);
 
 /// The same update of many spans (every parameter of a group; torch's foreach / fused

@@ -183,8 +183,8 @@ void checkNotCapturing(const Optimizer& optimizer, const Variable& p, const char
 }
 
 void checkUpdatable(const Tensor& p, const char* optimizer) {
-  LOCKSTEP_ENFORCE(p.dtype() == DType::f32 || p.dtype() == DType::f64, NotSupportedError, optimizer,
-                   " supports f32 and f64 parameters, got ", dtypeName(p.dtype()));
+  LOCKSTEP_ENFORCE(isFloating(p.dtype()), NotSupportedError, optimizer,
+                   " supports f32, f64, bf16 and f16 parameters, got ", dtypeName(p.dtype()));
   LOCKSTEP_ENFORCE(p.isDense(), NotSupportedError, optimizer, " needs dense parameters, got strides ",
                    shapeToString(p.strides()), " for shape ", shapeToString(p.shape()));
 }

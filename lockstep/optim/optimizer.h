@@ -146,7 +146,8 @@ class Optimizer {
 namespace detail {
 /// g laid out exactly like p (the same strides), copying only when it is not already.
 Tensor gradLike(const Tensor& p, const Tensor& g);
-/// NotSupportedError unless p is a dense f32/f64 tensor the update kernels can walk flat.
+/// NotSupportedError unless p is a dense floating tensor (f32, f64, bf16, f16: the 16-bit ones
+/// stepped in f32 arithmetic, their states in their own dtype) the update kernels can walk flat.
 void checkUpdatable(const Tensor& p, const char* optimizer);
 /// ValueError while `optimizer` captures a step (Optimizer::beginCapture) in which p would get a new
 /// state buffer `key`: its zero fill would be part of the graph and run again at every replay. The

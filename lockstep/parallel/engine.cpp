@@ -222,9 +222,9 @@ bool Engine::step() {
 }
 
 void Engine::evaluate(const std::function<void()>& forwards) {
-  // 16-bit parameters (ZeRO's master weights) meet f32 inputs under autocast, as in training.
+  // 16-bit parameters (ZeRO's with param_dtype) meet f32 inputs under autocast, as in training.
   std::optional<autograd::AutocastGuard> autocast;
-  if (zero_ && zero_->masterWeights()) autocast.emplace(*autocast_dtype_);
+  if (zero_ && zero_->lowPrecisionParameters()) autocast.emplace(*autocast_dtype_);
   const bool by_layer = zero_ && !zero_->parametersGathered();  // whole parameters stay as they are
   if (!by_layer) return forwards();
   zero_->beginStep();

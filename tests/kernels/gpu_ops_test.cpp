@@ -1088,7 +1088,7 @@ void* bufferPtr(const Tensor& t) { return t.isCuda() ? t.devicePtr() : t.dataPtr
 // {param, grad, state...} in f32 and f64: exp_avg_sq and max_exp_avg_sq (buffers 3 and 4) >= 0.
 std::function<std::vector<Inputs>(DType)> optimizerInputs(int64_t n, int buffers) {
   return [n, buffers](DType t) -> std::vector<Inputs> {
-    if (t != DType::f32 && t != DType::f64) return {};  // the updates of other dtypes run in f32 masters
+    if (!isFloating(t)) return {};  // bf16 and f16: f32 arithmetic on 16-bit storage
     Operands x;
     for (int k = 0; k < buffers; ++k)
       x.push_back(k >= 3 ? hostRandom({n}, t, 1 + k, 0.0, 0.01) : hostRandom({n}, t, 1 + k));

@@ -1,6 +1,7 @@
 // Optimizer update kernels over flat spans: a parameter stepped in pieces (ZeRO's shards of a
 // bucket) must come out bitwise equal to the parameter stepped whole, for every option the loops
-// specialise on, in f32 and f64; bad spans are refused with a message naming the problem.
+// specialise on, in f32 and f64; bf16 and f16 spans (in pieces) are bitwise the f32 update of
+// their widened values, rounded back; bad spans are refused with a message naming the problem.
 // (Agreement with torch is tested through the optimizers, tests/optim/optimizer_test.cpp.)
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "lockstep/kernels.h"
+#include "lockstep/tensor/convert.h"
 #include "lockstep/util/error.h"
 
 using namespace lockstep;
@@ -181,6 +183,93 @@ void expectAdamSpansMatchWhole() {
   }
 }
 
+// ---- 16-bit spans -------------------------------------------------------------------------------
+
+std::vector<uint16_t> narrowed(const std::vector<float>& x, DType dtype) {
+  std::vector<uint16_t> out(x.size());
+  convert16(dtype == DType::bf16).narrow(x.data(), out.data(), static_cast<int64_t>(x.size()));
+  return out;
+}
+
+std::vector<float> widened(const std::vector<uint16_t>& x, DType dtype) {
+  std::vector<float> out(x.size());
+  convert16(dtype == DType::bf16).widen(x.data(), out.data(), static_cast<int64_t>(x.size()));
+  return out;
+}
+
+// The 16-bit buffers of an update (parameter, then its states) after three steps: over the pieces
+// of `cuts` in `dtype`, or (reference) each step as the f32 kernel over the whole widened buffers,
+// rounded back. step(bufs, grad, numel, dtype, step) runs one span's update.
+template <typename Step>
+std::vector<std::vector<uint16_t>> runLow(DType dtype, const std::vector<int64_t>& cuts, bool reference,
+                                          uint64_t grad_seed, double grad_scale, Step&& step) {
+  std::vector<std::vector<uint16_t>> bufs(4, std::vector<uint16_t>(kN, 0));
+  bufs[0] = narrowed(randomBuffer<float>(3), dtype);
+  for (int t = 1; t <= 3; ++t) {
+    const std::vector<uint16_t> g = narrowed(randomBuffer<float>(grad_seed + t, grad_scale), dtype);
+    if (reference) {
+      std::vector<std::vector<float>> wide;
+      for (const auto& b : bufs) wide.push_back(widened(b, dtype));
+      const std::vector<float> gw = widened(g, dtype);
+      step(std::array<void*, 4>{wide[0].data(), wide[1].data(), wide[2].data(), wide[3].data()}, gw.data(),
+           kN, DType::f32, t);
+      for (size_t k = 0; k < bufs.size(); ++k) bufs[k] = narrowed(wide[k], dtype);
+      continue;
+    }
+    for (auto [b, e] : pieces(cuts)) {
+      step(std::array<void*, 4>{bufs[0].data() + b, bufs[1].data() + b, bufs[2].data() + b,
+                                bufs[3].data() + b},
+           g.data() + b, e - b, dtype, t);
+    }
+  }
+  return bufs;
+}
+
+void expectLowPrecisionIsTheWidenedUpdate(DType dtype) {
+  for (const auto& o : sgdCases()) {
+    auto step = [&](std::array<void*, 4> b, const void* g, int64_t n, DType t, int i) {
+      SgdParams p = o;
+      p.first_step = i == 1;
+      kernels::sgdStep({.param = b[0],
+                        .grad = g,
+                        .momentum_buffer = o.momentum != 0.0 ? b[1] : nullptr,
+                        .numel = n,
+                        .dtype = t},
+                       p);
+    };
+    const auto want = runLow(dtype, {}, true, 100, 1.0, step);
+    ASSERT_NE(want[0], narrowed(randomBuffer<float>(3), dtype))
+        << "the update changed nothing: " << describe(o);
+    for (const auto& cuts : kCuts) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " SGD " + describe(o) + ", " +
+                   std::to_string(cuts.size() + 1) + " spans");
+      EXPECT_EQ(runLow(dtype, cuts, false, 100, 1.0, step), want);
+    }
+  }
+  for (const auto& o : adamCases()) {
+    auto step = [&](std::array<void*, 4> b, const void* g, int64_t n, DType t, int i) {
+      AdamParams p = o;
+      p.step = i;
+      kernels::adamStep({.param = b[0],
+                         .grad = g,
+                         .exp_avg = b[1],
+                         .exp_avg_sq = b[2],
+                         .max_exp_avg_sq = o.amsgrad ? b[3] : nullptr,
+                         .numel = n,
+                         .dtype = t},
+                        p);
+    };
+    const auto want = runLow(dtype, {}, true, 200, 0.1, step);
+    ASSERT_NE(want[0], narrowed(randomBuffer<float>(3), dtype))
+        << "the update changed nothing: " << describe(o);
+    for (const auto& cuts : kCuts) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + describe(o) + ", " +
+                   std::to_string(cuts.size() + 1) + " spans");
+      EXPECT_EQ(runLow(dtype, cuts, false, 200, 0.1, step), want);
+    }
+  }
+}
+
 template <typename Fn>
 std::string errorOf(Fn&& fn) {
   try {
@@ -209,6 +298,14 @@ TEST(OptimizerKernels, adam_in_uneven_spans_is_bitwise_the_whole_update_f32) {
 
 TEST(OptimizerKernels, adam_in_uneven_spans_is_bitwise_the_whole_update_f64) {
   expectAdamSpansMatchWhole<double>();
+}
+
+TEST(OptimizerKernels, bf16_spans_step_in_f32_arithmetic_rounded_back) {
+  expectLowPrecisionIsTheWidenedUpdate(DType::bf16);
+}
+
+TEST(OptimizerKernels, f16_spans_step_in_f32_arithmetic_rounded_back) {
+  expectLowPrecisionIsTheWidenedUpdate(DType::f16);
 }
 
 TEST(OptimizerKernels, options_change_the_update) {
@@ -245,7 +342,7 @@ TEST(OptimizerKernels, bad_spans_are_refused_naming_the_problem) {
   EXPECT_TRUE(has(e, "sgdStep") && has(e, "null parameter or gradient")) << e;
   e = errorOf([&] { kernels::sgdStep({.param = p.data(), .grad = g.data(), .numel = -1}, {}); });
   EXPECT_TRUE(has(e, "negative element count -1")) << e;
-  EXPECT_THROW(kernels::sgdStep({.param = p.data(), .grad = g.data(), .numel = 4, .dtype = DType::bf16}, {}),
+  EXPECT_THROW(kernels::sgdStep({.param = p.data(), .grad = g.data(), .numel = 4, .dtype = DType::i64}, {}),
                NotSupportedError);
   const AdamSpan ok{
       .param = p.data(), .grad = g.data(), .exp_avg = m.data(), .exp_avg_sq = v.data(), .numel = 4};
@@ -260,7 +357,7 @@ TEST(OptimizerKernels, bad_spans_are_refused_naming_the_problem) {
   AdamSpan ints = ok;
   ints.dtype = DType::i32;
   e = errorOf([&] { kernels::adamStep(ints, {}); });
-  EXPECT_TRUE(has(e, "f32 and f64") && has(e, "i32")) << e;
+  EXPECT_TRUE(has(e, "f32, f64, bf16 and f16") && has(e, "i32")) << e;
   // Nothing was written by a refused call.
   EXPECT_EQ(p, std::vector<float>(4, 1.0f));
 }

@@ -64,6 +64,13 @@ const std::vector<double> kDeepSpeedAdamWNoCorrectionF32 = {
     1.327405333518982,   0.10822153091430664, 0.7941579818725586,  0.5967980027198792,
     0.11946627497673035, 0.5343152284622192,  -0.41695061326026917};
 
+// torch 2.15's fused AdamW / Adam on bf16 parameters (f32 arithmetic, bf16 states), the gradients
+// cast to bf16 (torch_reference.py's bf16 lines): adamw_amsgrad and adam.
+const std::vector<double> kTorchFusedAdamWAmsgradBF16 = {0.73046875,  -0.7265625,    1.6953125,  0.48046875,
+                                                         0.255859375, -0.0498046875, 0.431640625};
+const std::vector<double> kTorchFusedAdamBF16 = {0.97265625,   -0.50390625, 1.4921875,   0.62890625,
+                                                 0.2099609375, 0.171875,    0.2041015625};
+
 struct Problem {
   Variable p0, p1;
   explicit Problem(DType dt = DType::f64)
@@ -214,6 +221,25 @@ TEST(Optim, adam_without_bias_correction_is_deepspeeds) {
   EXPECT_FALSE(std::get<bool>(sd.param_groups[0].options.at("bias_correction")));
   sd.param_groups[0].options.erase("bias_correction");
   EXPECT_TRUE(AdamW::fromHyper(sd.param_groups[0].options).bias_correction);
+}
+
+// bf16 parameters step in f32 arithmetic and keep bf16 states, as torch's fused optimizers do (and
+// DeepSpeed's bf16 master weights, which step them with FusedAdam's f32 arithmetic).
+TEST(Optim, bf16_parameters_step_as_torchs_fused_adam) {
+  auto f = factories();
+  Problem a(DType::bf16), b(DType::bf16);
+  auto oa = f["adamw_amsgrad"](a.params());
+  auto ob = f["adam"](b.params());
+  runSteps(a, *oa, 5);
+  runSteps(b, *ob, 5);
+  EXPECT_EQ(a.p0.dtype(), DType::bf16);
+  for (const auto& [key, buffer] : oa->stateDict().state) {
+    if (key.find("step") == std::string::npos) {
+      EXPECT_EQ(buffer.dtype(), DType::bf16) << key;
+    }
+  }
+  EXPECT_TRUE(near(a.values(), kTorchFusedAdamWAmsgradBF16, 0.0));
+  EXPECT_TRUE(near(b.values(), kTorchFusedAdamBF16, 0.0));
 }
 
 TEST(Optim, param_groups_have_their_own_lr) {

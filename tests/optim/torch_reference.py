@@ -1,4 +1,5 @@
-"""Generates the expected values in optimizer_test.cpp and scheduler_test.cpp with torch 1.13.
+"""Generates the expected values in optimizer_test.cpp and scheduler_test.cpp with torch 1.13
+(the bf16 lines with torch >= 2.4).
 
 Run: /usr/bin/python3 tests/optim/torch_reference.py  (prints C++ initialisers).
 The problem: two parameters, p0 [2, 2] and p1 [3], loss sum(w * (p - t)^2), so the gradient is
@@ -52,6 +53,27 @@ for name, (cls, kw) in CONFIGS.items():
 print("// sgd_momentum two groups f64:", fmt(run(*CONFIGS["sgd_momentum"], torch.float64, two_groups=True)))
 print("// adam f32:", fmt(run(*CONFIGS["adam"], torch.float32)))
 print("// adamw_amsgrad f32:", fmt(run(*CONFIGS["adamw_amsgrad"], torch.float32)))
+
+
+# bf16 parameters with torch's fused (f32 arithmetic, bf16 states) AdamW / Adam, the gradients
+# computed in float64 and cast, as optimizer_test.cpp's Problem does. Needs torch >= 2.4 (fused
+# optimizers on a CPU).
+def run_bf16(cls, kw):
+    p0 = torch.tensor(P0, dtype=torch.float64).to(torch.bfloat16).reshape(2, 2).requires_grad_()
+    p1 = torch.tensor(P1, dtype=torch.float64).to(torch.bfloat16).requires_grad_()
+    opt = cls([p0, p1], **kw, fused=True)
+    for _ in range(STEPS):
+        with torch.no_grad():
+            for p, t, w in ((p0, T0, W0), (p1, T1, W1)):
+                t = torch.tensor(t, dtype=torch.float64).reshape(p.shape)
+                w = torch.tensor(w, dtype=torch.float64).reshape(p.shape)
+                p.grad = (2 * w * (p.double() - t)).to(torch.bfloat16)
+        opt.step()
+    return p0.detach().double().flatten().tolist() + p1.detach().double().tolist()
+
+
+for name in ("adamw_amsgrad", "adam"):
+    print(f"// {name} bf16 fused:", fmt(run_bf16(*CONFIGS[name])))
 
 # Schedulers: lr at epochs 0..11 (the value after construction, then after each step()).
 def sched(make, n=12, lr=0.1):

@@ -161,12 +161,13 @@ TEST(GpuEngine, zero_stages_1_and_2_and_zero_offload_train_as_on_the_host) {
   }
 }
 
-TEST(GpuEngine, zero_bf16_master_weights_train_as_on_the_host) {
-  // bf16 parameters and gradients on the GPU, f32 master weights in the partition (on the GPU, or
-  // with ZeRO-Offload pinned host copies; stage 3 also with its pieces on the host), against the
-  // same configuration on the host: bf16 products summed in another order, so within a few bf16
-  // roundings, not bit for bit. The model-state bytes are DeepSpeed's layout (one rank: Psi each).
-  LOCKSTEP_REQUIRE_GPU();
+// bf16 ZeRO on the GPU against the same configuration on the host, at stages 1-3, each also with
+// ZeRO-Offload (pinned host copies; stage 3 also with its pieces on the host): bf16 products summed
+// in another order, so within a few bf16 roundings, not bit for bit. Also checks the model-state
+// bytes of one rank: with f32 master weights DeepSpeed's layout, with master weights in bf16
+// (in_bf16) 2 + 2 + 4 bytes per parameter.
+namespace {
+void expectBf16ZeroTrainsAsOnTheHost(bool in_bf16) {
   for (int run = 0; run < 6; ++run) {
     const int stage = 1 + run % 3;
     const bool offload = run >= 3;
@@ -174,6 +175,7 @@ TEST(GpuEngine, zero_bf16_master_weights_train_as_on_the_host) {
     o.precision = parallel::Precision::bf16;
     o.zero_stage = stage;
     o.zero.param_dtype = DType::bf16;
+    o.zero.master_weights_in_param_dtype = in_bf16;
     o.zero.reduce_bucket_size = 700;
     o.zero.allgather_bucket_size = 300;
     o.zero.param_persistence_threshold = 0;
@@ -181,14 +183,22 @@ TEST(GpuEngine, zero_bf16_master_weights_train_as_on_the_host) {
     o.zero.offload_optimizer_pin_memory = offload;
     o.zero.offload_param_cpu = offload && stage == 3;
     o.zero.offload_param_pin_memory = offload && stage == 3;
-    const std::string what =
-        "bf16 master weights, ZeRO stage " + std::to_string(stage) + (offload ? " offloaded" : "");
-    expectTrainsAsOnTheHost(o, what, 4, 2e-2);
+    const std::string what = std::string("bf16 master weights") + (in_bf16 ? " in bf16" : "") +
+                             ", ZeRO stage " + std::to_string(stage) + (offload ? " offloaded" : "");
+    // bf16 parameters stepped in bf16 round every update: twice the f32 master weights' bound.
+    expectTrainsAsOnTheHost(o, what, 4, in_bf16 ? 4e-2 : 2e-2);
     parallel::Engine e(mlp(Device::cuda(0)), o, parallel::DistributedEnvironment{});
     const parallel::ModelStateBytes m = e.memory();
     int64_t psi = 0;
     for (const auto& p : e.zero()->parameters()) psi += p.numel();
-    if (!offload) {
+    if (in_bf16) {
+      EXPECT_EQ(m.optimizer_states, 4 * psi) << what;  // bf16 Adam states, wherever they are
+      if (!offload) {
+        EXPECT_EQ(m.parameters, 2 * psi) << what;
+        EXPECT_EQ(m.gradients, 2 * psi) << what;
+        EXPECT_EQ(m.host_offload, 0) << what;
+      }
+    } else if (!offload) {
       EXPECT_EQ(m.parameters, stage == 3 ? 4 * psi : 2 * psi) << what;
       EXPECT_EQ(m.gradients, 2 * psi) << what;
       EXPECT_EQ(m.optimizer_states, stage == 3 ? 8 * psi : 12 * psi) << what;  // + the f32 master copies
@@ -199,6 +209,20 @@ TEST(GpuEngine, zero_bf16_master_weights_train_as_on_the_host) {
       EXPECT_GE(m.host_offload, 12 * psi) << what;
     }
   }
+}
+}  // namespace
+
+TEST(GpuEngine, zero_bf16_master_weights_train_as_on_the_host) {
+  // bf16 parameters and gradients on the GPU, f32 master weights in the partition.
+  LOCKSTEP_REQUIRE_GPU();
+  expectBf16ZeroTrainsAsOnTheHost(false);
+}
+
+TEST(GpuEngine, zero_bf16_master_weights_in_bf16_train_as_on_the_host) {
+  // DeepSpeed's bf16_master_weights_and_grads + bf16_optimizer_states: bf16 parameters, gradients
+  // and Adam states, no f32 copy, stepped by the 16-bit optimizer kernels.
+  LOCKSTEP_REQUIRE_GPU();
+  expectBf16ZeroTrainsAsOnTheHost(true);
 }
 
 TEST(GpuEngine, zero_stage_3_trains_as_on_the_host_gathering_layer_by_layer) {

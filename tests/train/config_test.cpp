@@ -583,6 +583,71 @@ TEST(TrainConfig, bf16_and_fp16_with_zero_keep_16_bit_parameters_and_f32_master_
             DType::f16);
 }
 
+TEST(TrainConfig, bf16_master_weights_and_torch_autocast_are_deepspeeds) {
+  auto parse = [](const std::string& text, int64_t world = 2) {
+    return parseTrainConfig("train_batch_size: 8\n" + text, {}, world);
+  };
+  auto err = [](const std::string& text) { return errorOf("train_batch_size: 8\n" + text, {}, 2); };
+  const std::string both =
+      "bf16: {enabled: true, bf16_master_weights_and_grads: true, bf16_optimizer_states: true}\n";
+  for (int stage : {1, 2, 3}) {
+    const TrainConfig c = parse(both + "zero_optimization: {stage: " + std::to_string(stage) + "}\n");
+    EXPECT_EQ(c.zero.options.param_dtype, DType::bf16) << stage;
+    EXPECT_TRUE(c.zero.options.master_weights_in_param_dtype) << stage;
+    ASSERT_FALSE(c.zero.notes.empty());
+    EXPECT_TRUE(has(c.zero.notes.back(), "the parameters their own master weights")) << c.zero.notes.back();
+  }
+  // A disabled section's keys are ignored, as DeepSpeed's other disabled sections' are.
+  EXPECT_FALSE(
+      parse("bf16: {enabled: false, bf16_master_weights_and_grads: true, bf16_optimizer_states: true}\n"
+            "zero_optimization: {stage: 2}\n")
+          .zero.options.master_weights_in_param_dtype);
+  // DeepSpeed's rules, and what lockstep lacks, each named.
+  EXPECT_TRUE(has(err(both), "needs zero_optimization.stage 1, 2 or 3"));
+  EXPECT_TRUE(has(err("bf16: {enabled: true, bf16_optimizer_states: true}\nzero_optimization: {stage: 2}\n"),
+                  "bf16.bf16_optimizer_states needs bf16.bf16_master_weights_and_grads"));
+  EXPECT_TRUE(
+      has(err("bf16: {enabled: true, bf16_master_weights_and_grads: true}\nzero_optimization: {stage: 2}\n"),
+          "bf16.bf16_master_weights_and_grads without bf16_optimizer_states is not supported yet"));
+  EXPECT_TRUE(
+      has(err(both + "zero_optimization: {stage: 2, offload_optimizer: {device: nvme, nvme_path: /tmp}}\n"),
+          "with NVMe offload is not supported yet"));
+  EXPECT_TRUE(has(err(both + "data_types: {grad_accum_dtype: fp32}\nzero_optimization: {stage: 2}\n"),
+                  "grad_accum_dtype fp32"));
+
+  // torch_autocast in bfloat16 alone: bf16 autocast with f32 parameters at every stage.
+  for (const char* dtype : {"bfloat16", "torch.bfloat16", "bf16"}) {
+    const TrainConfig c = parse(std::string("torch_autocast: {enabled: true, dtype: ") + dtype +
+                                "}\nzero_optimization: {stage: 3}\n");
+    EXPECT_EQ(c.precision, parallel::Precision::bf16) << dtype;
+    EXPECT_TRUE(c.torch_autocast);
+    EXPECT_FALSE(c.zero.options.param_dtype.has_value()) << dtype;
+    ASSERT_FALSE(c.zero.notes.empty());
+    EXPECT_TRUE(has(c.zero.notes.back(), "stay f32")) << c.zero.notes.back();
+  }
+  EXPECT_EQ(parse("torch_autocast: {enabled: true, dtype: bfloat16}\n").precision, parallel::Precision::bf16);
+  // Beside bf16 or fp16: their precision, whose forward is autocast already.
+  TrainConfig c = parse(
+      "bf16: {enabled: true}\ntorch_autocast: {enabled: true, dtype: torch.bfloat16}\n"
+      "zero_optimization: {stage: 2}\n");
+  EXPECT_EQ(c.zero.options.param_dtype, DType::bf16);
+  EXPECT_FALSE(c.torch_autocast);
+  EXPECT_EQ(parse("fp16: {enabled: true}\ntorch_autocast: {enabled: true, dtype: half}\n").precision,
+            parallel::Precision::fp16);
+  // Off, it is ignored whatever else it holds.
+  EXPECT_EQ(parse("torch_autocast: {enabled: false, dtype: nonsense}\n").precision,
+            parallel::Precision::fp32);
+  EXPECT_TRUE(has(err("torch_autocast: {enabled: true}\n"), "torch_autocast.dtype: name it"));
+  EXPECT_TRUE(has(err("torch_autocast: {enabled: true, dtype: float64}\n"), "got 'float64'"));
+  EXPECT_TRUE(has(err("bf16: {enabled: true}\ntorch_autocast: {enabled: true, dtype: float16}\n"),
+                  "ask for two precisions"));
+  EXPECT_TRUE(has(err("torch_autocast: {enabled: true, dtype: float16}\n"), "GradScaler"));
+  EXPECT_TRUE(has(err("torch_autocast: {enabled: true, dtype: bfloat16, lower_precision_safe_modules: "
+                      "[torch.nn.Linear]}\n"),
+                  "torch_autocast.lower_precision_safe_modules is not supported yet"));
+  EXPECT_TRUE(has(err("torch_autocast: {enabled: true, dtype: bfloat16, cast: 1}\n"), "unknown key"));
+}
+
 TEST(TrainConfig, pipeline_section_counts_replicas_in_the_batch_and_leaves_the_identity) {
   const std::string base =
       "model: {name: gpt}\ndata: {dataset: text}\ntrain_micro_batch_size_per_gpu: "

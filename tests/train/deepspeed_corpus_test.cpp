@@ -136,7 +136,7 @@ TEST(DeepSpeedCorpus, each_config_is_read_or_refused_only_for_the_features_its_r
 // As a user runs them: the file unchanged, the model and data on the command line.
 TEST_F(TrainCli, deepspeed_configs_train_a_few_steps_as_written) {
   for (const std::string& args :
-       {std::string("cifar.json"),
+       {std::string("cifar.json"), std::string("bf16_master_weight_full.json"),
         std::string("hf_autotuning_fp16_z2.json --set train_micro_batch_size_per_gpu=4"),
         std::string(
             "megatron_gpt2_bs8_zero2_offload.json --set model.name=gpt --set model.model_type=gpt-nano "

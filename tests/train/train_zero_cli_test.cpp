@@ -176,6 +176,44 @@ TEST_F(TrainCli, zero_bf16_keeps_f32_master_weights_resumes_bitwise_and_consolid
   }
 }
 
+TEST_F(TrainCli, zero_bf16_master_weights_in_bf16_halve_the_states_and_resume_bitwise) {
+  // DeepSpeed's bf16_master_weights_and_grads with bf16_optimizer_states: no f32 copy anywhere, on
+  // 2 ranks at stages 1-3. The memory line is 2 bytes per parameter and 4 per partition element of
+  // Adam's states (rank 1's piece is 41 of Psi = 83); the model file bf16, within bf16's rounding of
+  // DDP's autocast run; 4 steps resumed to 8 equal to 8 straight bit for bit; the checkpoint's
+  // consolidation the model file's values (no finer master weights exist).
+  std::string cfg = writeConfig(
+      "bf16m.yaml",
+      std::string(kSynthetic) +
+          "bf16: {enabled: true, bf16_master_weights_and_grads: true, bf16_optimizer_states: true}\n");
+  const std::string ddp = dir_ + "/ddp";
+  std::string plain = writeConfig("bf16.yaml", std::string(kSynthetic) + "bf16: {enabled: true}\n");
+  ASSERT_EQ(run(plain + " --nproc-per-node 2 --output-dir " + ddp + " --set max_steps=8").code, 0);
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    const std::string z = " --set zero_optimization.stage=" + std::to_string(stage);
+    const std::string s = dir_ + "/s" + std::to_string(stage), r = dir_ + "/r" + std::to_string(stage);
+    Result straight = run(cfg + " --nproc-per-node 2 --output-dir " + s + " --set max_steps=8" + z);
+    ASSERT_EQ(straight.code, 0) << straight.output;
+    EXPECT_NE(straight.output.find("the parameters their own master weights"), std::string::npos)
+        << straight.output;
+    const std::string memory = std::string("memory: rank 1: parameters ") + (stage == 3 ? "82" : "166") +
+                               " B, gradients " + (stage == 1 ? "166" : "82") + " B, optimizer states 164 B";
+    EXPECT_NE(straight.output.find(memory), std::string::npos) << memory << "\n" << straight.output;
+    const auto model = lockstep::train::loadSafetensors(s + "/model.safetensors");
+    for (const auto& [name, t] : model.tensors) EXPECT_EQ(t.dtype(), lockstep::DType::bf16) << name;
+    EXPECT_LE(safetensorsRelDiff(s + "/model.safetensors", ddp + "/model.safetensors"), 4e-2);
+    ASSERT_EQ(run(cfg + " --nproc-per-node 2 --output-dir " + r + " --set max_steps=4" + z).code, 0);
+    Result resumed = run(cfg + " --nproc-per-node 2 --output-dir " + r + " --set max_steps=8 --resume" + z);
+    ASSERT_EQ(resumed.code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("(step 4)"), std::string::npos) << resumed.output;
+    EXPECT_EQ(readFile(s + "/model.safetensors"), readFile(r + "/model.safetensors"));
+    Result c = runLockstep(dir_, "checkpoint consolidate " + r + "/checkpoints " + r + "/w.safetensors");
+    ASSERT_EQ(c.code, 0) << c.output;
+    EXPECT_EQ(safetensorsRelDiff(r + "/w.safetensors", s + "/model.safetensors"), 0.0);
+  }
+}
+
 TEST_F(TrainCli, zero_nvme_offload_trains_bitwise_as_in_memory_resumes_and_leaves_no_file) {
   // Stage 2 on 2 ranks (partitions of 42 and 41 elements) with the optimizer states in swap files,
   // sub-groups of 10: the weights of the same run without offload, bit for bit; a resume reads the

@@ -1,5 +1,7 @@
-// The cpu backend's optimizer steps: SGD and Adam over flat f32/f64 spans, one branch-free loop
-// per option combination, threaded over chunks (see kernels/dispatch.h).
+// The cpu backend's optimizer steps: SGD and Adam over flat spans, one branch-free loop per option
+// combination, threaded over chunks (see kernels/dispatch.h). f32 and f64 spans are stepped as they
+// are; bf16 and f16 ones a block at a time widened into f32, stepped by the f32 loop and rounded
+// back (PyTorch's fused optimizers' and DeepSpeed FusedAdam's f32 arithmetic on 16-bit storage).
 #include "lockstep/kernels/optimizer.h"
 
 #ifdef _OPENMP
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "lockstep/kernels/tables/optimizer.h"
+#include "lockstep/tensor/convert.h"
 #include "lockstep/util/error.h"
 
 namespace lockstep::kernels {
@@ -47,7 +50,8 @@ void withFlags(int flags, Fn&& fn) {
   (std::make_integer_sequence<int, 16>{});
 }
 
-// fn(T{}) for the span's element type; NotSupportedError for anything but f32/f64.
+// fn(T{}) for the span's element type (uint16_t for bf16 and f16, whose spans say which);
+// NotSupportedError for anything else.
 template <typename Fn>
 void withFloating(DType dtype, const char* op, Fn&& fn) {
   switch (dtype) {
@@ -57,10 +61,39 @@ void withFloating(DType dtype, const char* op, Fn&& fn) {
     case DType::f64:
       fn(double{});
       return;
+    case DType::bf16:
+    case DType::f16:
+      fn(uint16_t{});
+      return;
     default:
-      throw NotSupportedError(std::string(op) + ": supports f32 and f64 buffers, got " + dtypeName(dtype));
+      throw NotSupportedError(std::string(op) + ": supports f32, f64, bf16 and f16 buffers, got " +
+                              dtypeName(dtype));
   }
 }
+
+// A 16-bit span's buffers, kBlock elements at a time: widen(i, n) reads elements [i, i + n) of
+// each buffer into f32 scratch (the pointers at() gives), narrow(i, n) rounds them back into the
+// buffers that the update writes (every buffer but the gradient, buffer 1).
+template <int K>
+class Widened {
+ public:
+  static constexpr int64_t kBlock = 1024;
+  Widened(std::array<void*, K> bufs, Convert16 convert) : bufs_(bufs), convert_(convert) {}
+  void widen(int64_t i, int64_t n) {
+    for (int k = 0; k < K; ++k)
+      if (bufs_[k]) convert_.widen(static_cast<const uint16_t*>(bufs_[k]) + i, scratch_[k], n);
+  }
+  void narrow(int64_t i, int64_t n) {
+    for (int k = 0; k < K; ++k)
+      if (bufs_[k] && k != 1) convert_.narrow(scratch_[k], static_cast<uint16_t*>(bufs_[k]) + i, n);
+  }
+  float* at(int k) { return bufs_[k] ? scratch_[k] : nullptr; }
+
+ private:
+  std::array<void*, K> bufs_;
+  Convert16 convert_;
+  alignas(64) float scratch_[K][kBlock];
+};
 
 // ---- SGD ---------------------------------------------------------------------------------------
 
@@ -100,6 +133,28 @@ void sgdCpu(const SgdSpan& s, const SgdParams& o) {
       constexpr int F = decltype(f)::value;
       sgdLoop<T, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(p, g, buf, b, e, scalars);
     });
+  });
+}
+
+template <>
+void sgdCpu<uint16_t>(const SgdSpan& s, const SgdParams& o) {
+  void* buf = o.momentum != 0.0 ? s.momentum_buffer : nullptr;
+  const int flags =
+      (o.maximize ? 8 : 0) | (o.weight_decay != 0.0 ? 4 : 0) | (buf ? 2 : 0) | (o.nesterov ? 1 : 0);
+  const auto scalars = sgdScalars(o);
+  const Convert16 convert = convert16(s.dtype == DType::bf16);
+  forChunks(s.numel, [&](int64_t b, int64_t e) {
+    Widened<3> w({s.param, const_cast<void*>(s.grad), buf}, convert);
+    for (int64_t i = b; i < e; i += w.kBlock) {
+      const int64_t n = std::min(w.kBlock, e - i);
+      w.widen(i, n);
+      withFlags(flags, [&](auto f) {
+        constexpr int F = decltype(f)::value;
+        sgdLoop<float, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(w.at(0), w.at(1), w.at(2), 0,
+                                                                               n, scalars);
+      });
+      w.narrow(i, n);
+    }
   });
 }
 
@@ -152,6 +207,29 @@ void adamCpu(const AdamSpan& sp, const AdamParams& o) {
       constexpr int F = decltype(f)::value;
       adamLoop<T, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(p, g, m, v, vmax, b, e, s);
     });
+  });
+}
+
+template <>
+void adamCpu<uint16_t>(const AdamSpan& sp, const AdamParams& o) {
+  const auto s = adamScalars(o);
+  const bool decoupled = o.decoupled_weight_decay;
+  const bool l2 = !decoupled && o.weight_decay != 0.0, decay = decoupled && o.weight_decay != 0.0;
+  void* vmax = o.amsgrad ? sp.max_exp_avg_sq : nullptr;
+  const int flags = (o.maximize ? 8 : 0) | (l2 ? 4 : 0) | (decay ? 2 : 0) | (vmax ? 1 : 0);
+  const Convert16 convert = convert16(sp.dtype == DType::bf16);
+  forChunks(sp.numel, [&](int64_t b, int64_t e) {
+    Widened<5> w({sp.param, const_cast<void*>(sp.grad), sp.exp_avg, sp.exp_avg_sq, vmax}, convert);
+    for (int64_t i = b; i < e; i += w.kBlock) {
+      const int64_t n = std::min(w.kBlock, e - i);
+      w.widen(i, n);
+      withFlags(flags, [&](auto f) {
+        constexpr int F = decltype(f)::value;
+        adamLoop<float, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(w.at(0), w.at(1), w.at(2),
+                                                                                w.at(3), w.at(4), 0, n, s);
+      });
+      w.narrow(i, n);
+    }
   });
 }
 

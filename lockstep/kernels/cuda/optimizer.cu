@@ -5,10 +5,12 @@
 // order, with the CPU's double scalars (kernels::sgdScalars / adamScalars, computed on the host) cast
 // to the element type as the CPU casts them, so the results equal the CPU's
 // (kernels/cpu/optimizer.cpp) bit for bit, whether the scalars come in the kernel's parameters or
-// from device memory.
+// from device memory. bf16 and f16 spans are stepped in f32 arithmetic, each element widened on load
+// and rounded to nearest even on store, as the CPU's blocks of widened elements are.
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "lockstep/kernels/cuda/optimizer.h"
 #include "lockstep/tensor/cuda/device_types.cuh"
@@ -19,6 +21,7 @@ namespace lockstep::kernels::cuda {
 namespace {
 
 using ::lockstep::cuda::blocksFor;
+using ::lockstep::cuda::castTo;
 using ::lockstep::cuda::kBlock;
 
 __device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
@@ -46,10 +49,14 @@ Scalars<N> scalarsOf(const std::array<double, N>& values, const double* device) 
   return s;
 }
 
-// b = {param, grad, momentum_buffer}; the CPU's sgdLoop for element i. load() casts the scalars to
-// T once per thread, as the CPU loop casts them once per call (double -> T rounds to nearest on
-// both).
-template <typename T>
+// The arithmetic type of a span of element type E: E itself, f32 for the 16-bit floats.
+template <typename E>
+using MathOf = std::conditional_t<std::is_same_v<E, double>, double, float>;
+
+// b = {param, grad, momentum_buffer} of element type E; the CPU's sgdLoop for element i in T.
+// load() casts the scalars to T once per thread, as the CPU loop casts them once per call (double
+// -> T rounds to nearest on both).
+template <typename E, typename T = MathOf<E>>
 struct SgdOp {
   static constexpr int kBuffers = 3;
   Scalars<kSgdScalars> s;
@@ -63,22 +70,24 @@ struct SgdOp {
             s[4] != 0.0};
   }
   __device__ void operator()(const Values& c, void* const* b, int64_t i) const {
-    T* p = static_cast<T*>(b[0]);
-    const T* g = static_cast<const T*>(b[1]);
-    T d = maximize ? -g[i] : g[i];
-    if (has_wd) d = add(d, mul(c.wd, p[i]));
+    E* p = static_cast<E*>(b[0]);
+    const T gi = castTo<T>(static_cast<const E*>(b[1])[i]);
+    const T pi = castTo<T>(p[i]);
+    T d = maximize ? -gi : gi;
+    if (has_wd) d = add(d, mul(c.wd, pi));
     if (has_momentum) {
-      T* buf = static_cast<T*>(b[2]);
-      const T v = c.first ? d : add(mul(buf[i], c.mom), mul(c.damp, d));
-      buf[i] = v;
+      E* buf = static_cast<E*>(b[2]);
+      const T v = c.first ? d : add(mul(castTo<T>(buf[i]), c.mom), mul(c.damp, d));
+      buf[i] = castTo<E>(v);
       d = nesterov ? add(d, mul(c.mom, v)) : v;
     }
-    p[i] = add(p[i], mul(c.neg_lr, d));
+    p[i] = castTo<E>(add(pi, mul(c.neg_lr, d)));
   }
 };
 
-// b = {param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq}; the CPU's adamLoop for element i.
-template <typename T>
+// b = {param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq} of element type E; the CPU's adamLoop
+// for element i in T.
+template <typename E, typename T = MathOf<E>>
 struct AdamOp {
   static constexpr int kBuffers = 5;
   Scalars<kAdamScalars> s;
@@ -92,26 +101,29 @@ struct AdamOp {
             static_cast<T>(s[6]), static_cast<T>(s[7]), static_cast<T>(s[8])};
   }
   __device__ void operator()(const Values& c, void* const* b, int64_t i) const {
-    T* p = static_cast<T*>(b[0]);
-    const T* g = static_cast<const T*>(b[1]);
-    T* m = static_cast<T*>(b[2]);
-    T* v = static_cast<T*>(b[3]);
-    T gi = maximize ? -g[i] : g[i];
-    T pi = p[i];
+    E* p = static_cast<E*>(b[0]);
+    E* m = static_cast<E*>(b[2]);
+    E* v = static_cast<E*>(b[3]);
+    const T g = castTo<T>(static_cast<const E*>(b[1])[i]);
+    T gi = maximize ? -g : g;
+    T pi = castTo<T>(p[i]);
     if (decoupled) pi = mul(pi, c.decay);
     if (l2) gi = add(gi, mul(c.wd, pi));
-    const T mi = add(mul(m[i], c.b1), mul(c.one_b1, gi));
-    const T vi = add(mul(v[i], c.b2), mul(mul(c.one_b2, gi), gi));
-    m[i] = mi;
-    v[i] = vi;
+    const T mi = add(mul(castTo<T>(m[i]), c.b1), mul(c.one_b1, gi));
+    const T vi = add(mul(castTo<T>(v[i]), c.b2), mul(mul(c.one_b2, gi), gi));
+    m[i] = castTo<E>(mi);
+    v[i] = castTo<E>(vi);
+    // As the CPU's loop over a widened block: amsgrad's max and the update read the unrounded v;
+    // only what is stored is rounded.
     T vh = vi;
     if (amsgrad) {
-      T* vmax = static_cast<T*>(b[4]);
-      vh = vmax[i] > vi ? vmax[i] : vi;
-      vmax[i] = vh;
+      E* vmax = static_cast<E*>(b[4]);
+      const T old = castTo<T>(vmax[i]);
+      vh = old > vi ? old : vi;
+      vmax[i] = castTo<E>(vh);
     }
     const T denom = add(div(root(vh), c.bc2_sqrt), c.eps);
-    p[i] = add(pi, mul(c.neg_step, div(mi, denom)));
+    p[i] = castTo<E>(add(pi, mul(c.neg_step, div(mi, denom))));
   }
 };
 
@@ -199,17 +211,17 @@ void launchMany(const Op& op, std::span<const Span> spans, DType dtype, const De
   flush();
 }
 
-template <typename T>
-SgdOp<T> sgdOp(const SgdParams& o) {
-  return SgdOp<T>{scalarsOf(sgdScalars(o), o.device_scalars), o.maximize, o.weight_decay != 0.0,
+template <typename E>
+SgdOp<E> sgdOp(const SgdParams& o) {
+  return SgdOp<E>{scalarsOf(sgdScalars(o), o.device_scalars), o.maximize, o.weight_decay != 0.0,
                   o.momentum != 0.0, o.nesterov};
 }
 
-template <typename T>
-AdamOp<T> adamOp(const AdamParams& o) {
+template <typename E>
+AdamOp<E> adamOp(const AdamParams& o) {
   const bool decoupled = o.decoupled_weight_decay && o.weight_decay != 0.0;
   const bool l2 = !o.decoupled_weight_decay && o.weight_decay != 0.0;
-  return AdamOp<T>{scalarsOf(adamScalars(o), o.device_scalars), o.maximize, l2, decoupled, o.amsgrad};
+  return AdamOp<E>{scalarsOf(adamScalars(o), o.device_scalars), o.maximize, l2, decoupled, o.amsgrad};
 }
 
 std::array<void*, 3> sgdBufs(const SgdSpan& s) {
@@ -219,12 +231,15 @@ std::array<void*, 5> adamBufs(const AdamSpan& s) {
   return {s.param, const_cast<void*>(s.grad), s.exp_avg, s.exp_avg_sq, s.max_exp_avg_sq};
 }
 
+// fn(E{}) with the span's CUDA element type (the entry points admit only the floating ones).
 template <typename Fn>
 void withSpanType(DType t, Fn&& fn) {
-  if (t == DType::f64)
-    fn(double{});
-  else
-    fn(float{});  // the entry points admit only f32 and f64
+  ::lockstep::cuda::visitDeviceType(t, [&](auto tag) {
+    using E = decltype(tag);
+    if constexpr (std::is_floating_point_v<E> || std::is_same_v<E, __nv_bfloat16> ||
+                  std::is_same_v<E, __half>)
+      fn(E{});
+  });
 }
 
 }  // namespace
@@ -241,16 +256,21 @@ void adamStep(const AdamSpan& span, const AdamParams& params) {
   });
 }
 
+// One launch series per dtype among the spans.
 void sgdStepMany(std::span<const SgdSpan> spans, const SgdParams& params) {
   if (spans.empty()) return;
-  launchMany(sgdOp<float>(params), spans, DType::f32, spans[0].device, sgdBufs);
-  launchMany(sgdOp<double>(params), spans, DType::f64, spans[0].device, sgdBufs);
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    withSpanType(
+        t, [&](auto tag) { launchMany(sgdOp<decltype(tag)>(params), spans, t, spans[0].device, sgdBufs); });
+  }
 }
 
 void adamStepMany(std::span<const AdamSpan> spans, const AdamParams& params) {
   if (spans.empty()) return;
-  launchMany(adamOp<float>(params), spans, DType::f32, spans[0].device, adamBufs);
-  launchMany(adamOp<double>(params), spans, DType::f64, spans[0].device, adamBufs);
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    withSpanType(
+        t, [&](auto tag) { launchMany(adamOp<decltype(tag)>(params), spans, t, spans[0].device, adamBufs); });
+  }
 }
 
 }  // namespace lockstep::kernels::cuda

@@ -60,6 +60,10 @@ void validateZeroOptions(const ZeroOptions& o) {
     LOCKSTEP_ENFORCE(o.offload_param_nvme_path.empty(), ValueError,
                      "zero_optimization.offload_param: device cpu and an nvme_path at once");
   }
+  LOCKSTEP_ENFORCE(
+      !o.master_weights_in_param_dtype || o.param_dtype, ValueError,
+      "ZeroOptions::master_weights_in_param_dtype needs param_dtype (the dtype of the parameters "
+      "that are their own master weights)");
   if (o.param_dtype) {
     LOCKSTEP_ENFORCE(*o.param_dtype == DType::bf16 || *o.param_dtype == DType::f16, ValueError,
                      "ZeroOptions::param_dtype ", dtypeName(*o.param_dtype),
@@ -143,6 +147,15 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
       broadcastModel(*model_, *group_);
     }
   }
+  // Master weights in param_dtype: the parameters become param_dtype now, and those are what the
+  // optimizer steps (rank 0's rounding everywhere: broadcast above, or by stage 3's coordinator).
+  if (options_.master_weights_in_param_dtype) {
+    autograd::NoGradGuard ng;
+    for (Variable& p : params_) {
+      p.tensor() = p.tensor().to(*options_.param_dtype);
+      p.zeroGrad(true);
+    }
+  }
   std::vector<size_t> numels_as_bytes;  // assignBuckets counts bytes; the ZeRO caps count elements
   std::vector<int64_t> numels;
   std::vector<DType> dtypes;
@@ -169,7 +182,7 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   }
 
   offload_cpu_ = options_.offload_optimizer_cpu;
-  master_ = options_.param_dtype.has_value();
+  master_ = options_.param_dtype.has_value() && !options_.master_weights_in_param_dtype;
   LOCKSTEP_ENFORCE(!offload_cpu_ || options_.offload_optimizer.nvme_path.empty(), ValueError,
                    "zero_optimization.offload_optimizer: device cpu and an nvme_path at once");
   std::vector<std::vector<Variable>> shard_vars(groups.size());

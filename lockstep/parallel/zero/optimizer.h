@@ -126,6 +126,13 @@ struct ZeroOptions {
   /// pieces are the master weights and what a gather rounds). The parameters must be f32 when the
   /// ZeroOptimizer is built (it rounds them). nullopt: the parameters' own dtype throughout.
   std::optional<DType> param_dtype;
+  /// With param_dtype: no f32 master weights (DeepSpeed's bf16_master_weights_and_grads with
+  /// bf16_optimizer_states). The parameters are rounded to param_dtype when the ZeroOptimizer is
+  /// built, and the optimizer steps this rank's param_dtype elements themselves (in f32 arithmetic,
+  /// rounded back: optim/optimizer.h), its states in param_dtype too. Model states per rank, Adam:
+  /// stage 1 (2+2+4/N) Psi, stage 2 (2+6/N) Psi, stage 3 8/N Psi (half of DeepSpeed's 16-byte
+  /// mixed precision at stage 3), at the price of updates rounded to 8 bits of mantissa.
+  bool master_weights_in_param_dtype = false;
   /// Not a DeepSpeed key. Stage 3: the device the layers are gathered on and computed on when the
   /// model was built on the host (zero.Init's use with offload_param cpu: a model larger than the
   /// GPU is never whole on it): each parameter becomes a tensor of that device holding no memory
@@ -238,8 +245,12 @@ class ZeroOptimizer {
   const ZeroPieceSwap* parameterSwap() const;
   const ZeroPieceSwap* gradientSwap() const;
   int stage() const { return options_.stage; }
-  /// Whether the parameters are param_dtype with f32 master weights in the partition.
+  /// Whether the parameters are param_dtype with f32 master weights in the partition (false with
+  /// master_weights_in_param_dtype: the parameters are their own master weights).
   bool masterWeights() const { return master_; }
+  /// Whether the model's parameters are param_dtype (bf16 or f16), with master weights in f32 or
+  /// in param_dtype itself.
+  bool lowPrecisionParameters() const { return options_.param_dtype.has_value(); }
   /// Stage 3's gathering (zero/parameter_coordinator.h), or nullptr.
   const ZeroParameterCoordinator* coordinator() const { return coordinator_.get(); }
   ZeroParameterCoordinator* coordinator() { return coordinator_.get(); }

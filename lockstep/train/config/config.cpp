@@ -306,9 +306,9 @@ CudaGraph parseCudaGraph(const std::string& text, const std::string& source) {
   throw ValueError(source + ": cuda_graph: expected auto, true or false, got '" + text + "'");
 }
 
-// DeepSpeed's "fp16" section (runtime/constants.py FP16_*, same defaults as LossScalerOptions) and
-// "bf16" (or its older name "bfloat16"): mixed precision with autocast. Disabled sections are
-// checked for unknown keys and otherwise ignored, as DeepSpeed does.
+// DeepSpeed's "fp16" section (runtime/constants.py FP16_*, same defaults as LossScalerOptions),
+// "bf16" (or its older name "bfloat16") and "torch_autocast": mixed precision with autocast.
+// Disabled sections are checked for unknown keys and otherwise ignored, as DeepSpeed does.
 void parsePrecision(const YAML::Node& root, TrainConfig& c) {
   bool fp16 = false, bf16 = false;
   if (root["fp16"]) {
@@ -331,9 +331,9 @@ void parsePrecision(const YAML::Node& root, TrainConfig& c) {
     get(n, "fp16", "fp16_master_weights_and_grads", master16);
     if (master16) {
       config_keys::refuse(
-          "fp16.fp16_master_weights_and_grads: true is not supported yet (lockstep keeps f32 master weights "
-          "and "
-          "gradients); remove the key or set it to false");
+          "fp16.fp16_master_weights_and_grads: true is not supported yet (fp16 master weights, which "
+          "DeepSpeed keeps only with ZeRO-Offload); remove the key or set it to false (f32 master "
+          "weights), or use bf16 with bf16_master_weights_and_grads");
     }
     if (fp16) {
       try {
@@ -348,16 +348,67 @@ void parsePrecision(const YAML::Node& root, TrainConfig& c) {
   }
   for (const char* name : {"bf16", "bfloat16"}) {
     if (!root[name]) continue;
-    checkKeys(root[name], name, {"enabled"});
+    const YAML::Node n = root[name];
+    checkKeys(n, name, {"enabled", "bf16_master_weights_and_grads", "bf16_optimizer_states"});
     bool on = false;
-    get(root[name], name, "enabled", on);
+    get(n, name, "enabled", on);
     bf16 = bf16 || on;
+    if (!on) continue;  // the rest of a disabled section is ignored
+    get(n, name, "bf16_master_weights_and_grads", c.bf16_master_weights);
+    get(n, name, "bf16_optimizer_states", c.bf16_optimizer_states);
   }
   if (fp16 && bf16) {
     throw ValueError(
         "fp16.enabled and bf16.enabled are both true; enable one of them (DeepSpeed refuses both too)");
   }
   if (bf16) c.precision = parallel::Precision::bf16;
+  // torch_autocast (DeepSpeed's runtime/torch_autocast.py): the forward under torch.autocast in its
+  // dtype, which is what lockstep's bf16 and fp16 are. Alone it keeps the parameters, gradients
+  // and optimizer states f32 at every ZeRO stage (useMasterWeights), as DeepSpeed does; beside a
+  // bf16 or fp16 section it must name that section's dtype.
+  const YAML::Node ta = root["torch_autocast"];
+  if (!ta || ta.IsNull()) return;
+  checkKeys(ta, "torch_autocast", {"enabled", "dtype", "lower_precision_safe_modules"});
+  bool on = false;
+  get(ta, "torch_autocast", "enabled", on);
+  if (!on) return;
+  std::string dtype;
+  get(ta, "torch_autocast", "dtype", dtype);
+  // DeepSpeed's DtypeEnum spellings.
+  const std::set<std::string> bf16_names = {"torch.bfloat16", "bfloat16", "bf16"},
+                              fp16_names = {"torch.float16", "float16", "fp16", "half"};
+  if (dtype.empty())
+    throw ValueError(
+        "torch_autocast.dtype: name it (bfloat16 or float16): torch.autocast's default depends on the device "
+        "(float16 on a GPU, bfloat16 on a CPU)");
+  const bool is_bf16 = bf16_names.count(dtype) > 0;
+  if (!is_bf16 && !fp16_names.count(dtype))
+    throw ValueError(
+        "torch_autocast.dtype: expected bfloat16 or float16 (torch.bfloat16, bf16, torch.float16, "
+        "fp16, half), got '" +
+        dtype + "'");
+  if (ta["lower_precision_safe_modules"] && !ta["lower_precision_safe_modules"].IsNull())
+    config_keys::refuse(
+        "torch_autocast.lower_precision_safe_modules is not supported yet (choosing the modules whose "
+        "parameters DeepSpeed communicates in the autocast dtype; lockstep communicates them in f32 under "
+        "torch_autocast alone); remove it");
+  const auto want = is_bf16 ? parallel::Precision::bf16 : parallel::Precision::fp16;
+  if ((bf16 || fp16) && c.precision != want)
+    throw ValueError(std::string("torch_autocast.dtype ") + dtype + " and " + (bf16 ? "bf16" : "fp16") +
+                     ".enabled ask for two precisions; make torch_autocast's dtype " +
+                     (bf16 ? "bfloat16" : "float16") + " or drop one of them");
+  if (bf16 || fp16) {
+    c.notes.push_back(std::string("torch_autocast in ") + dtype + " beside " + (bf16 ? "bf16" : "fp16") +
+                      ": lockstep's " + (bf16 ? "bf16" : "fp16") +
+                      " runs the forward under autocast already");
+    return;
+  }
+  if (!is_bf16)
+    throw ValueError(
+        "torch_autocast in float16 without an fp16 section is not supported yet (torch's GradScaler); use "
+        "fp16: {enabled: true} for float16 autocast with loss scaling, or torch_autocast in bfloat16");
+  c.precision = parallel::Precision::bf16;
+  c.torch_autocast = true;
 }
 
 void applyOverride(YAML::Node root, const std::string& spec) {
@@ -437,7 +488,29 @@ void checkPipelineFits(const TrainConfig& c, const YAML::Node& root, int64_t wor
 // under autocast (their swap files and stage buffers hold the parameters' own dtype); the note says so.
 void useMasterWeights(TrainConfig& c, const YAML::Node& root) {
   const std::optional<DType> low = parallel::precisionDType(c.precision);
+  // DeepSpeed's checks (runtime/config.py, base_optimizer.py's _configure_master_weights).
+  if (c.bf16_optimizer_states && !c.bf16_master_weights)
+    throw ValueError(
+        "bf16.bf16_optimizer_states needs bf16.bf16_master_weights_and_grads: true too (bf16 "
+        "optimizer states step bf16 master weights; DeepSpeed's rule)");
+  if (c.bf16_master_weights && c.zero.stage == 0)
+    throw ValueError(
+        "bf16.bf16_master_weights_and_grads needs zero_optimization.stage 1, 2 or 3 (DeepSpeed's "
+        "rule: the ZeRO optimizer keeps the master weights); set a stage or drop the key");
+  if (c.bf16_master_weights && !c.bf16_optimizer_states)
+    config_keys::refuse(
+        "bf16.bf16_master_weights_and_grads without bf16_optimizer_states is not supported yet (f32 "
+        "optimizer states beside bf16 master weights, DeepSpeed's ZeRO-Offload mode); set "
+        "bf16_optimizer_states: true too, or drop bf16_master_weights_and_grads (f32 master weights)");
   if (!low || c.zero.stage == 0) return;
+  if (c.torch_autocast) {
+    c.zero.notes.push_back(
+        "torch_autocast in bfloat16 with zero_optimization.stage " + std::to_string(c.zero.stage) +
+        ": the parameters, their gradients (reduced in f32) and the optimizer states stay "
+        "f32; the forward computes under autocast in bf16 (DeepSpeed reduces Linear and Conv "
+        "gradients in bf16)");
+    return;
+  }
   const char* name = c.precision == parallel::Precision::bf16 ? "bf16" : "fp16";
   const std::string stage = "zero_optimization.stage " + std::to_string(c.zero.stage);
   const bool nvme = c.zero.offload_optimizer_device == OffloadDevice::nvme ||
@@ -458,6 +531,26 @@ void useMasterWeights(TrainConfig& c, const YAML::Node& root) {
     if (predivide != 1.0)
       f32_for = "gradient_predivide_factor " + root["gradient_predivide_factor"].Scalar() +
                 " (no f16 sum to overflow)";
+  }
+  if (c.bf16_master_weights) {
+    const std::string with = c.pipeline.enabled() ? "a pipeline"
+                             : nvme               ? "NVMe offload"
+                             : !f32_for.empty()   ? f32_for
+                                                  : "";
+    if (!with.empty()) {
+      config_keys::refuse("bf16.bf16_master_weights_and_grads with " + with +
+                          " is not supported yet (bf16 master weights there); drop the key (f32 master "
+                          "weights)");
+      return;
+    }
+    c.zero.options.param_dtype = DType::bf16;
+    c.zero.options.master_weights_in_param_dtype = true;
+    c.zero.notes.push_back("bf16 with " + stage +
+                           " and bf16_master_weights_and_grads, bf16_optimizer_states: the parameters, their "
+                           "gradients (reduced and gathered in bf16) and the optimizer states are bf16, the "
+                           "parameters their own master weights, stepped in f32 arithmetic and rounded, as "
+                           "DeepSpeed keeps them");
+    return;
   }
   if (c.pipeline.enabled() || nvme || !f32_for.empty()) {
     const std::string why = nvme                   ? " and NVMe offload"
@@ -554,6 +647,7 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
              "fp16",
              "bf16",
              "bfloat16",
+             "torch_autocast",
              "activation_checkpointing",
              "sample",
              "zero_optimization",

@@ -105,6 +105,14 @@ struct TrainConfig {
   std::optional<optim::LossScalerOptions> loss_scaler;
   /// fp16.auto_cast: cast the model's input to fp16 too.
   bool auto_cast = false;
+  /// bf16.bf16_master_weights_and_grads and bf16.bf16_optimizer_states (ZeRO stages 1-3 only): no
+  /// f32 master weights, the parameters, gradients and optimizer states bf16
+  /// (zero/optimizer.h's master_weights_in_param_dtype).
+  bool bf16_master_weights = false;
+  bool bf16_optimizer_states = false;
+  /// DeepSpeed's torch_autocast (bfloat16) without a bf16 section: precision bf16 with f32
+  /// parameters, gradients and optimizer states at every ZeRO stage (no master weights).
+  bool torch_autocast = false;
   int64_t steps_per_print = 10;
   int64_t epochs = 1;
   int64_t max_steps = 0;  // 0: no limit

@@ -79,8 +79,6 @@ const std::vector<Entry>& table() {
       {"", "data_efficiency", offSection(), "{enabled: false}",
        "data efficiency (data sampling and routing)"},
       {"", "nebula", offSection(), "{enabled: false}", "Nebula checkpointing"},
-      {"", "torch_autocast", offSection(), "{enabled: false}",
-       "torch.autocast of chosen modules; use bf16 or fp16 for autocast training"},
       {"", "hybrid_engine", offSection(), "{enabled: false}", "the hybrid engine (RLHF generation)"},
       {"", "sparse_attention", emptySection(), "absent", "sparse attention"},
       {"", "compression_training", emptySection(), "absent", "compression training"},
@@ -187,10 +185,6 @@ const std::vector<Entry>& table() {
       {"checkpoint", "serialization", boolean(true), "true", "checkpoints without torch serialization"},
       {"checkpoint", "writer", null(), "null", "DeepSpeed's fast checkpoint writers"},
       // bf16 (runtime/precision_config.py).
-      {"bf16", "bf16_master_weights_and_grads", boolean(false), "false",
-       "bf16 master weights and gradients (lockstep keeps f32 master weights and gradients)"},
-      {"bf16", "bf16_optimizer_states", boolean(false), "false",
-       "bf16 optimizer states (lockstep keeps f32 optimizer states)"},
       {"bf16", "immediate_grad_update", boolean(false), "false",
        "applying bf16 gradients to the master weights as they are produced"},
       // true is DeepSpeed's default: lockstep lacks it (a bf16 step whose gradients hold inf or nan is
