@@ -40,6 +40,18 @@ void checkAdam(const AdamSpan& span, const AdamParams& params) {
                    "adamStep: null exp_avg or exp_avg_sq buffer for ", span.numel, " elements");
   LOCKSTEP_ENFORCE(span.numel == 0 || !params.amsgrad || span.max_exp_avg_sq, ValueError,
                    "adamStep: amsgrad needs a max_exp_avg_sq buffer, got null");
+  if (span.state_dtype && *span.state_dtype != span.dtype) {
+    LOCKSTEP_ENFORCE(
+        *span.state_dtype == DType::f32 && (span.dtype == DType::bf16 || span.dtype == DType::f16),
+        NotSupportedError, "adamStep: states of dtype ", dtypeName(*span.state_dtype), " beside ",
+        dtypeName(span.dtype),
+        " parameters; the states take the parameters' dtype, or f32 beside bf16 or f16");
+    LOCKSTEP_ENFORCE(
+        !span.device.isCuda(), NotSupportedError,
+        "adamStep: f32 states beside 16-bit parameters are stepped on the host only (ZeRO-Offload's "
+        "CPU Adam), got ",
+        deviceName(span.device));
+  }
 }
 
 // The GPU every span lives on, or the host when they are on the host or on several devices.

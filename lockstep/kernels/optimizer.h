@@ -15,6 +15,7 @@
 // buffers. Not collective.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "lockstep/tensor/device.h"
@@ -107,6 +108,10 @@ struct AdamSpan {
   DType dtype = DType::f32;
   /// Where the buffers live: the host, or one GPU (then every pointer is that GPU's memory).
   Device device = Device::cpu();
+  /// The dtype of exp_avg, exp_avg_sq and max_exp_avg_sq. Unset: `dtype`. f32 beside bf16 or f16
+  /// parameter and gradient (DeepSpeedCPUAdam's fp32_optimizer_states), on the host only: the states
+  /// then keep their f32 values, unrounded (NotSupportedError for other pairs or a GPU).
+  std::optional<DType> state_dtype = std::nullopt;
 };
 
 /// One Adam/AdamW update of the span (torch's, with bias correction):

@@ -25,7 +25,8 @@ HyperParams Adam::toHyper(const AdamOptions& o) {
           {"weight_decay", o.weight_decay},
           {"amsgrad", o.amsgrad},
           {"maximize", o.maximize},
-          {"bias_correction", o.bias_correction}};
+          {"bias_correction", o.bias_correction},
+          {"fp32_states", o.fp32_states}};
 }
 
 AdamOptions Adam::fromHyper(const HyperParams& h) {
@@ -39,6 +40,7 @@ AdamOptions Adam::fromHyper(const HyperParams& h) {
   o.maximize = hyperBool(h, "maximize");
   // Checkpoints written before the key existed always corrected.
   o.bias_correction = !h.contains("bias_correction") || hyperBool(h, "bias_correction");
+  o.fp32_states = h.contains("fp32_states") && hyperBool(h, "fp32_states");
   return o;
 }
 
@@ -52,6 +54,11 @@ Adam::Adam(std::string name, std::vector<Variable> params, const AdamOptions& op
 
 int64_t Adam::stateElementsPerParameterElement(const ParamGroup& group) const {
   return hyperBool(group.options, "amsgrad") ? 3 : 2;
+}
+
+DType Adam::stateDType(const HyperParams& options, DType param) const {
+  const bool low = param == DType::bf16 || param == DType::f16;
+  return low && options.contains("fp32_states") && hyperBool(options, "fp32_states") ? DType::f32 : param;
 }
 
 namespace {
@@ -95,13 +102,18 @@ void Adam::step() {
       detail::checkUpdatable(p, name().c_str());
       Tensor g = detail::gradLike(p, param.grad());
       ParamState& st = state(param);
+      const DType state_dtype = stateDType(group.options, p.dtype());
       auto buffer = [&](const char* key) {
         auto it = st.buffers.find(key);
         if (it == st.buffers.end()) {
           // A graph would zero it again at every replay.
           detail::checkNotCapturing(*this, param, key);
-          it = st.buffers.emplace(key, zerosLike(param)).first;
+          it = st.buffers.emplace(key, zerosLike(param, state_dtype)).first;
         }
+        LOCKSTEP_ENFORCE(it->second.dtype() == state_dtype, ValueError, name(), ": state '", key,
+                         "' of parameter '", param.name(), "' is ", dtypeName(it->second.dtype()),
+                         ", the options keep ", dtypeName(state_dtype),
+                         " states (fp32_states changed after the first step)");
         return it->second;
       };
       Tensor m = buffer("exp_avg"), v = buffer("exp_avg_sq");
@@ -115,7 +127,8 @@ void Adam::step() {
                                   .max_exp_avg_sq = vmax.defined() ? vmax.devicePtr() : nullptr,
                                   .numel = p.numel(),
                                   .dtype = p.dtype(),
-                                  .device = p.device()});
+                                  .device = p.device(),
+                                  .state_dtype = state_dtype});
       if (capturing()) members[st.step].push_back(param);
     }
     for (const auto& [step, spans] : by_step) {

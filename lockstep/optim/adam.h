@@ -23,6 +23,10 @@ struct AdamOptions {
   /// Divide m and v by 1 - beta^t (torch's Adam always does; DeepSpeed's FusedAdam and
   /// DeepSpeedCPUAdam take bias_correction=False to skip it, as BERT's original optimizer did).
   bool bias_correction = true;
+  /// bf16 and f16 parameters: keep exp_avg, exp_avg_sq (and max_exp_avg_sq) in f32 instead of the
+  /// parameters' dtype (DeepSpeedCPUAdam's fp32_optimizer_states), stepped on the host only. No
+  /// effect on f32 and f64 parameters.
+  bool fp32_states = false;
 };
 
 class Adam : public Optimizer {
@@ -30,6 +34,7 @@ class Adam : public Optimizer {
   Adam(std::vector<Variable> params, const AdamOptions& options = {});
   void step() override;
   int64_t stateElementsPerParameterElement(const ParamGroup& group) const override;
+  DType stateDType(const HyperParams& options, DType param) const override;
 
   static HyperParams toHyper(const AdamOptions& o);
   static AdamOptions fromHyper(const HyperParams& h);

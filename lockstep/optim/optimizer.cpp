@@ -52,6 +52,15 @@ Tensor Optimizer::zerosLike(const Variable& p) {
   return t;
 }
 
+Tensor Optimizer::zerosLike(const Variable& p, DType dtype) {
+  if (dtype == p.dtype()) return zerosLike(p);
+  const Tensor& like = p.tensor();
+  Tensor t = like.isDense() ? Tensor::emptyStrided(like.shape(), like.strides(), dtype, like.device())
+                            : Tensor::empty(like.shape(), dtype, MemoryFormat::contiguous, like.device());
+  t.zero();
+  return t;
+}
+
 OptimizerStateDict Optimizer::stateDict() const {
   OptimizerStateDict out;
   int64_t index = 0;
@@ -81,11 +90,15 @@ void Optimizer::loadStateDict(const OptimizerStateDict& sd) {
                    ".loadStateDict: the state has ", sd.param_groups.size(),
                    " parameter groups, the optimizer ", groups_.size());
   std::vector<const Variable*> flat;
+  std::vector<size_t> group_of;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     LOCKSTEP_ENFORCE(sd.param_groups[gi].params.size() == groups_[gi].params.size(), ValueError, name_,
                      ".loadStateDict: group ", gi, " has ", sd.param_groups[gi].params.size(),
                      " parameters in the state, ", groups_[gi].params.size(), " in the optimizer");
-    for (const auto& p : groups_[gi].params) flat.push_back(&p);
+    for (const auto& p : groups_[gi].params) {
+      flat.push_back(&p);
+      group_of.push_back(gi);
+    }
   }
   // Validate everything before changing anything.
   std::unordered_map<const autograd::VariableImpl*, ParamState> loaded;
@@ -109,7 +122,9 @@ void Optimizer::loadStateDict(const OptimizerStateDict& sd) {
     }
     LOCKSTEP_ENFORCE(t.shape() == p.shape(), ValueError, name_, ".loadStateDict: '", key, "' has shape ",
                      shapeToString(t.shape()), " but the parameter has ", shapeToString(p.shape()));
-    Tensor copy = zerosLike(p);
+    // In the dtype the loaded options keep states in (Adam's fp32_states), laid out as the parameter.
+    Tensor copy =
+        zerosLike(p, stateDType(sd.param_groups[group_of[static_cast<size_t>(index)]].options, p.dtype()));
     copy.copyFrom(t);
     ps.buffers[what] = copy;
   }

@@ -78,6 +78,10 @@ class Optimizer {
   /// Adam 2, with amsgrad 3): the memory report's optimizer states before the first step creates
   /// them. 0 for an optimizer that keeps none or does not say.
   virtual int64_t stateElementsPerParameterElement(const ParamGroup& group) const { return 0; }
+  /// The dtype of the state tensors step() keeps for a parameter of dtype `param` in a group with
+  /// these options: the parameter's (torch's zeros_like), or what the optimizer's options say
+  /// (Adam's fp32_states). What loadStateDict casts loaded states to.
+  virtual DType stateDType(const HyperParams& options, DType param) const { return param; }
 
   OptimizerStateDict stateDict() const;
   /// Restores hyper-parameters and per-parameter state (copied into new tensors laid out like the
@@ -118,8 +122,9 @@ class Optimizer {
 
  protected:
   Optimizer(std::string name, HyperParams defaults, std::vector<Variable> params);
-  /// A zero tensor laid out like p (for a new buffer).
+  /// A zero tensor laid out like p (for a new buffer), of p's dtype or `dtype`.
   static Tensor zerosLike(const Variable& p);
+  static Tensor zerosLike(const Variable& p, DType dtype);
   /// For step(), per update call while capturing: device memory on `device` (the GPU every span
   /// of the call lives on) for the call's scalars, which endCapture() fills with `values` and each
   /// replayStep() with what `next()` returns (next advances the host state of the call's parameters

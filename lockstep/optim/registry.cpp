@@ -189,11 +189,11 @@ OptimizerBuilder parseAdam(ParamReader& r, bool adamw_type) {
   // option (DeepSpeed hands it the key and torch raises a TypeError).
   o.bias_correction = r.boolean("bias_correction", true);
   // DeepSpeed pops fp32_optimizer_states and hands it to DeepSpeedCPUAdam (ZeRO-Offload), which
-  // keeps the states in f32 when true, else in the dtype of the values it steps. lockstep's states
-  // are always in that dtype: f32 for f32 master weights, so f32 either way; bf16 with bf16 master
-  // weights, which the config allows only with bf16.bf16_optimizer_states (which overrides this
-  // key in DeepSpeed too).
-  r.boolean("fp32_optimizer_states", true);
+  // keeps the states in f32 when true (its default), else in the dtype of the values it steps: f32
+  // either way for f32 master weights. Unset here, the states take the dtype of the values (torch's
+  // and FusedAdam's way); the config sets DeepSpeedCPUAdam's default where bf16 master weights meet
+  // it (bf16.bf16_master_weights_and_grads without bf16_optimizer_states, which overrides it).
+  o.fp32_states = r.boolean("fp32_optimizer_states", false);
   const bool torch_adam = r.boolean("torch_adam", false);
   if (torch_adam && !o.bias_correction) {
     r.invalid("bias_correction",

@@ -6,7 +6,9 @@ int64_t optimizerStateBytes(const optim::Optimizer& optimizer) {
   int64_t bytes = 0;
   for (const optim::ParamGroup& g : optimizer.paramGroups()) {
     const int64_t per_element = optimizer.stateElementsPerParameterElement(g);
-    for (const auto& p : g.params) bytes += per_element * static_cast<int64_t>(p.tensor().nbytes());
+    for (const auto& p : g.params)
+      bytes += per_element * p.numel() *
+               static_cast<int64_t>(dtypeSize(optimizer.stateDType(g.options, p.dtype())));
   }
   return bytes;
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "lockstep/kernels.h"
@@ -306,6 +307,68 @@ TEST(OptimizerKernels, bf16_spans_step_in_f32_arithmetic_rounded_back) {
 
 TEST(OptimizerKernels, f16_spans_step_in_f32_arithmetic_rounded_back) {
   expectLowPrecisionIsTheWidenedUpdate(DType::f16);
+}
+
+TEST(OptimizerKernels, f32_states_beside_16_bit_parameters_are_kept_unrounded) {
+  // DeepSpeedCPUAdam's fp32_optimizer_states beside bf16 / f16 parameters: the parameters are
+  // rounded after every step, the states never (the f32 update of widened parameters and gradients
+  // with f32 states), in pieces as whole.
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    for (const auto& o : adamCases()) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " " + describe(o));
+      auto run = [&](const std::vector<int64_t>& cuts, bool reference) {
+        std::vector<uint16_t> p = narrowed(randomBuffer<float>(3), dtype);
+        std::vector<float> m(kN, 0.0f), v(kN, 0.0f), vmax(kN, 0.0f);
+        for (int t = 1; t <= 3; ++t) {
+          AdamParams a = o;
+          a.step = t;
+          const std::vector<uint16_t> g = narrowed(randomBuffer<float>(200 + t, 0.1), dtype);
+          if (reference) {
+            std::vector<float> pw = widened(p, dtype);
+            const std::vector<float> gw = widened(g, dtype);
+            kernels::adamStep({.param = pw.data(),
+                               .grad = gw.data(),
+                               .exp_avg = m.data(),
+                               .exp_avg_sq = v.data(),
+                               .max_exp_avg_sq = o.amsgrad ? vmax.data() : nullptr,
+                               .numel = kN},
+                              a);
+            p = narrowed(pw, dtype);
+            continue;
+          }
+          for (auto [b, e] : pieces(cuts)) {
+            kernels::adamStep({.param = p.data() + b,
+                               .grad = g.data() + b,
+                               .exp_avg = m.data() + b,
+                               .exp_avg_sq = v.data() + b,
+                               .max_exp_avg_sq = o.amsgrad ? vmax.data() + b : nullptr,
+                               .numel = e - b,
+                               .dtype = dtype,
+                               .state_dtype = DType::f32},
+                              a);
+          }
+        }
+        return std::tuple{p, m, v, vmax};
+      };
+      const auto want = run({}, true);
+      for (const auto& cuts : kCuts) EXPECT_EQ(run(cuts, false), want) << cuts.size() + 1 << " spans";
+      // The states hold more than bf16 / f16 can: they were not rounded.
+      const std::vector<float>& m = std::get<1>(want);
+      EXPECT_NE(widened(narrowed(m, dtype), dtype), m);
+    }
+  }
+  // Any other pair of dtypes is refused, naming both.
+  std::vector<float> p(4, 1.0f), g(4, 1.0f), m(4), v(4);
+  const std::string e = errorOf([&] {
+    kernels::adamStep({.param = p.data(),
+                       .grad = g.data(),
+                       .exp_avg = m.data(),
+                       .exp_avg_sq = v.data(),
+                       .numel = 4,
+                       .state_dtype = DType::bf16},
+                      {});
+  });
+  EXPECT_TRUE(has(e, "states of dtype bf16 beside f32 parameters")) << e;
 }
 
 TEST(OptimizerKernels, options_change_the_update) {

@@ -242,6 +242,40 @@ TEST(Optim, bf16_parameters_step_as_torchs_fused_adam) {
   EXPECT_TRUE(near(b.values(), kTorchFusedAdamBF16, 0.0));
 }
 
+// DeepSpeedCPUAdam's fp32_optimizer_states: f32 states beside bf16 parameters, kept through a state
+// dict round trip (a checkpoint) and continuing as the run that kept them.
+TEST(Optim, fp32_states_of_bf16_parameters_stay_f32_through_a_state_dict) {
+  AdamWOptions o;
+  o.lr = 0.05;
+  o.fp32_states = true;
+  Problem a(DType::bf16), b(DType::bf16), plain(DType::bf16);
+  AdamW oa(a.params(), o);
+  runSteps(a, oa, 3);
+  for (const auto& [key, t] : oa.stateDict().state) {
+    if (key.find("step") == std::string::npos) {
+      EXPECT_EQ(t.dtype(), DType::f32) << key;
+    }
+  }
+  AdamW ob(b.params(), o);
+  b.p0.tensor().copyFrom(a.p0.tensor());
+  b.p1.tensor().copyFrom(a.p1.tensor());
+  ob.loadStateDict(oa.stateDict());
+  for (const auto& [key, t] : ob.stateDict().state) {
+    if (key.find("step") == std::string::npos) {
+      EXPECT_EQ(t.dtype(), DType::f32) << key;
+    }
+  }
+  runSteps(a, oa, 2);
+  runSteps(b, ob, 2);
+  EXPECT_EQ(b.values(), a.values());
+  // The option is saved with the hyper-parameters and changes what bf16 states would give.
+  EXPECT_TRUE(AdamW::fromHyper(oa.stateDict().param_groups[0].options).fp32_states);
+  o.fp32_states = false;
+  AdamW op(plain.params(), o);
+  runSteps(plain, op, 5);
+  EXPECT_NE(plain.values(), a.values());
+}
+
 TEST(Optim, param_groups_have_their_own_lr) {
   Problem pr;
   SGD opt({pr.p0}, SGDOptions{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01});

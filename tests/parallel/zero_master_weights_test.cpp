@@ -331,6 +331,39 @@ TEST(ZeroMasterWeights, bf16_master_weights_keep_no_f32_copy_and_bf16_states) {
   for (const auto& s : engine.zero()->ownedSegments()) EXPECT_EQ(s.values.dtype(), DType::bf16);
 }
 
+TEST(ZeroMasterWeights, bf16_master_weights_with_f32_states_keep_them_f32) {
+  // DeepSpeed's bf16 master weights beside DeepSpeedCPUAdam's f32 states (fp32_optimizer_states;
+  // ZeRO-Offload's mode): 2 + 2 bytes per parameter and 8 per partition element of Adam's states,
+  // which stay f32 in the partition, the consolidated state dict (a checkpoint) and a reload.
+  EngineOptions base;
+  base.optimizer = {"Adam", {{"lr", 0.01}, {"fp32_optimizer_states", true}}};
+  base.precision = parallel::Precision::bf16;
+  const auto ddp = train(3, base);
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    const MasterRun run = trainWithMasterWeights(3, withBf16MasterWeights(base, stage), 20);
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(run.memory[r].optimizer_states, 8 * (r < 2 ? 25 : 24));
+    EXPECT_LE(relDiff(run.params[0], ddp[0]), 4e-2);
+  }
+  Engine engine(makeNet(7), withBf16MasterWeights(base, 2), parallel::DistributedEnvironment{});
+  auto [x, y] = batch(0, kRows);
+  engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
+  ASSERT_TRUE(engine.step());
+  optim::OptimizerStateDict whole = engine.zero()->consolidatedStateDict();
+  ASSERT_FALSE(whole.state.empty());
+  for (const auto& [key, t] : whole.state) {
+    if (key.find("step") == std::string::npos) {
+      EXPECT_EQ(t.dtype(), DType::f32) << key;
+    }
+  }
+  engine.zero()->loadConsolidatedStateDict(whole);
+  for (const auto& [key, t] : engine.zero()->partitionOptimizerState().state) {
+    if (key.find("step") == std::string::npos) {
+      EXPECT_EQ(t.dtype(), DType::f32) << key;
+    }
+  }
+}
+
 TEST(ZeroMasterWeights, bf16_master_weights_lose_updates_below_the_parameters_rounding) {
   // The price of no f32 copy (DeepSpeed's too): SGD updates far below half a bf16 step at these
   // magnitudes move f32 master weights (the test above) but round away on bf16 ones, every step.

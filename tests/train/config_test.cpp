@@ -606,9 +606,29 @@ TEST(TrainConfig, bf16_master_weights_and_torch_autocast_are_deepspeeds) {
   EXPECT_TRUE(has(err(both), "needs zero_optimization.stage 1, 2 or 3"));
   EXPECT_TRUE(has(err("bf16: {enabled: true, bf16_optimizer_states: true}\nzero_optimization: {stage: 2}\n"),
                   "bf16.bf16_optimizer_states needs bf16.bf16_master_weights_and_grads"));
-  EXPECT_TRUE(
-      has(err("bf16: {enabled: true, bf16_master_weights_and_grads: true}\nzero_optimization: {stage: 2}\n"),
-          "bf16.bf16_master_weights_and_grads without bf16_optimizer_states is not supported yet"));
+  // Without bf16 states: DeepSpeedCPUAdam's f32 ones, on the host only (ZeRO-Offload, Adam).
+  const std::string alone = "bf16: {enabled: true, bf16_master_weights_and_grads: true}\n";
+  EXPECT_TRUE(has(err(alone + "zero_optimization: {stage: 2}\n"), "DeepSpeed allows only on the host"));
+  EXPECT_TRUE(has(err(alone + "optimizer: {type: SGD, params: {lr: 0.1}}\nzero_optimization: {stage: 2, "
+                              "offload_optimizer: {device: cpu}}\n"),
+                  "with Adam or AdamW"));
+  const TrainConfig offloaded =
+      parse(alone + "zero_optimization: {stage: 2, offload_optimizer: {device: cpu}}\n");
+  EXPECT_TRUE(offloaded.zero.options.master_weights_in_param_dtype);
+  EXPECT_EQ(std::get<bool>(offloaded.optimizer.params.at("fp32_optimizer_states")), true);
+  EXPECT_TRUE(has(offloaded.zero.notes.back(), "the optimizer states are f32"))
+      << offloaded.zero.notes.back();
+  EXPECT_EQ(std::get<bool>(parse(alone +
+                                 "optimizer: {type: AdamW, params: {lr: 0.1, fp32_optimizer_states: false}}\n"
+                                 "zero_optimization: {stage: 2, offload_optimizer: {device: cpu}}\n")
+                               .optimizer.params.at("fp32_optimizer_states")),
+            false);
+  // bf16 states override fp32_optimizer_states, as in DeepSpeed.
+  const TrainConfig states = parse(both +
+                                   "optimizer: {type: Adam, params: {lr: 0.1, fp32_optimizer_states: true}}\n"
+                                   "zero_optimization: {stage: 2}\n");
+  EXPECT_EQ(std::get<bool>(states.optimizer.params.at("fp32_optimizer_states")), false);
+  EXPECT_TRUE(has(states.zero.notes.back(), "the optimizer states are bf16")) << states.zero.notes.back();
   EXPECT_TRUE(
       has(err(both + "zero_optimization: {stage: 2, offload_optimizer: {device: nvme, nvme_path: /tmp}}\n"),
           "with NVMe offload is not supported yet"));

@@ -177,28 +177,37 @@ TEST_F(TrainCli, zero_bf16_keeps_f32_master_weights_resumes_bitwise_and_consolid
 }
 
 TEST_F(TrainCli, zero_bf16_master_weights_in_bf16_halve_the_states_and_resume_bitwise) {
-  // DeepSpeed's bf16_master_weights_and_grads with bf16_optimizer_states: no f32 copy anywhere, on
-  // 2 ranks at stages 1-3. The memory line is 2 bytes per parameter and 4 per partition element of
-  // Adam's states (rank 1's piece is 41 of Psi = 83); the model file bf16, within bf16's rounding of
-  // DDP's autocast run; 4 steps resumed to 8 equal to 8 straight bit for bit; the checkpoint's
-  // consolidation the model file's values (no finer master weights exist).
-  std::string cfg = writeConfig(
-      "bf16m.yaml",
-      std::string(kSynthetic) +
-          "bf16: {enabled: true, bf16_master_weights_and_grads: true, bf16_optimizer_states: true}\n");
+  // DeepSpeed's bf16_master_weights_and_grads, on 2 ranks: with bf16_optimizer_states at stages 1-3
+  // (no f32 copy anywhere), and without it at stage 2 with offload_optimizer cpu (DeepSpeedCPUAdam's
+  // f32 states; nothing moves on a CPU run). The memory line is 2 bytes per parameter and 4 (bf16)
+  // or 8 (f32) per partition element of Adam's states (rank 1's piece is 41 of Psi = 83); the model
+  // file bf16, within bf16's rounding of DDP's autocast run; 4 steps resumed to 8 equal to 8
+  // straight bit for bit; the checkpoint's consolidation the model file's values (no finer master
+  // weights exist).
+  const std::string both =
+      writeConfig("bf16m.yaml", std::string(kSynthetic) +
+                                    "bf16: {enabled: true, bf16_master_weights_and_grads: true, "
+                                    "bf16_optimizer_states: true}\n");
+  const std::string alone = writeConfig(
+      "bf16w.yaml", std::string(kSynthetic) + "bf16: {enabled: true, bf16_master_weights_and_grads: true}\n");
   const std::string ddp = dir_ + "/ddp";
   std::string plain = writeConfig("bf16.yaml", std::string(kSynthetic) + "bf16: {enabled: true}\n");
   ASSERT_EQ(run(plain + " --nproc-per-node 2 --output-dir " + ddp + " --set max_steps=8").code, 0);
-  for (int stage : {1, 2, 3}) {
-    SCOPED_TRACE("stage " + std::to_string(stage));
-    const std::string z = " --set zero_optimization.stage=" + std::to_string(stage);
+  for (int stage : {1, 2, 3, 0}) {
+    const bool f32_states = stage == 0;
+    const std::string cfg = f32_states ? alone : both;
+    const std::string z =
+        f32_states ? " --set zero_optimization.stage=2 --set zero_optimization.offload_optimizer.device=cpu"
+                   : " --set zero_optimization.stage=" + std::to_string(stage);
+    SCOPED_TRACE(z);
     const std::string s = dir_ + "/s" + std::to_string(stage), r = dir_ + "/r" + std::to_string(stage);
     Result straight = run(cfg + " --nproc-per-node 2 --output-dir " + s + " --set max_steps=8" + z);
     ASSERT_EQ(straight.code, 0) << straight.output;
     EXPECT_NE(straight.output.find("the parameters their own master weights"), std::string::npos)
         << straight.output;
     const std::string memory = std::string("memory: rank 1: parameters ") + (stage == 3 ? "82" : "166") +
-                               " B, gradients " + (stage == 1 ? "166" : "82") + " B, optimizer states 164 B";
+                               " B, gradients " + (stage == 1 ? "166" : "82") + " B, optimizer states " +
+                               (f32_states ? "328" : "164") + " B";
     EXPECT_NE(straight.output.find(memory), std::string::npos) << memory << "\n" << straight.output;
     const auto model = lockstep::train::loadSafetensors(s + "/model.safetensors");
     for (const auto& [name, t] : model.tensors) EXPECT_EQ(t.dtype(), lockstep::DType::bf16) << name;

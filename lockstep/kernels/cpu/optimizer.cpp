@@ -72,26 +72,34 @@ void withFloating(DType dtype, const char* op, Fn&& fn) {
 }
 
 // A 16-bit span's buffers, kBlock elements at a time: widen(i, n) reads elements [i, i + n) of
-// each buffer into f32 scratch (the pointers at() gives), narrow(i, n) rounds them back into the
-// buffers that the update writes (every buffer but the gradient, buffer 1).
+// each 16-bit buffer into f32 scratch, narrow(i, n) rounds them back into those that the update
+// writes (every buffer but the gradient, buffer 1); at(k) is buffer k's block in f32: the scratch,
+// or for buffers that are f32 already (from `first_f32` on: f32 states) the buffer itself.
 template <int K>
 class Widened {
  public:
   static constexpr int64_t kBlock = 1024;
-  Widened(std::array<void*, K> bufs, Convert16 convert) : bufs_(bufs), convert_(convert) {}
+  Widened(std::array<void*, K> bufs, Convert16 convert, int first_f32 = K)
+      : bufs_(bufs), convert_(convert), first_f32_(first_f32) {}
   void widen(int64_t i, int64_t n) {
-    for (int k = 0; k < K; ++k)
+    at_ = i;
+    for (int k = 0; k < first_f32_; ++k)
       if (bufs_[k]) convert_.widen(static_cast<const uint16_t*>(bufs_[k]) + i, scratch_[k], n);
   }
   void narrow(int64_t i, int64_t n) {
-    for (int k = 0; k < K; ++k)
+    for (int k = 0; k < first_f32_; ++k)
       if (bufs_[k] && k != 1) convert_.narrow(scratch_[k], static_cast<uint16_t*>(bufs_[k]) + i, n);
   }
-  float* at(int k) { return bufs_[k] ? scratch_[k] : nullptr; }
+  float* at(int k) {
+    if (!bufs_[k]) return nullptr;
+    return k < first_f32_ ? scratch_[k] : static_cast<float*>(bufs_[k]) + at_;
+  }
 
  private:
   std::array<void*, K> bufs_;
   Convert16 convert_;
+  int first_f32_;
+  int64_t at_ = 0;
   alignas(64) float scratch_[K][kBlock];
 };
 
@@ -219,7 +227,10 @@ void adamCpu<uint16_t>(const AdamSpan& sp, const AdamParams& o) {
   const int flags = (o.maximize ? 8 : 0) | (l2 ? 4 : 0) | (decay ? 2 : 0) | (vmax ? 1 : 0);
   const Convert16 convert = convert16(sp.dtype == DType::bf16);
   forChunks(sp.numel, [&](int64_t b, int64_t e) {
-    Widened<5> w({sp.param, const_cast<void*>(sp.grad), sp.exp_avg, sp.exp_avg_sq, vmax}, convert);
+    // f32 states (DeepSpeedCPUAdam's fp32_optimizer_states) are stepped in place, never rounded.
+    const bool f32_states = sp.state_dtype == DType::f32;
+    Widened<5> w({sp.param, const_cast<void*>(sp.grad), sp.exp_avg, sp.exp_avg_sq, vmax}, convert,
+                 f32_states ? 2 : 5);
     for (int64_t i = b; i < e; i += w.kBlock) {
       const int64_t n = std::min(w.kBlock, e - i);
       w.widen(i, n);

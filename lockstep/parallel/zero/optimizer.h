@@ -275,6 +275,10 @@ class ZeroOptimizer {
     int64_t opt_index = 0;  // in the optimizer's state dict
     Tensor upload{};        // ZeRO-Offload of master weights to a GPU: pinned 16-bit staging of the update
   };
+  /// The dtype of the optimizer's states of the partition (one for every group): the optimizer's
+  /// for the values it steps (f32 master weights, or the parameters). NotSupportedError when the
+  /// groups' options disagree.
+  DType stateDType() const;
   /// The partition's gradient of s where it is (the reduced piece, or the parameter's own
   /// gradient's elements); undefined when the parameter got none.
   Tensor partitionGradient(const Shard& s) const;

@@ -53,14 +53,16 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
     std::vector<Tensor> src(params_.size());
     std::vector<int64_t> src_offset(params_.size(), 0);
     // Gathered in host memory (a state dict's tensors are the host's, whatever the parameters' device).
+    // The states' dtype: the optimizer's for the shards' (f32 with f32 master weights, whatever the
+    // parameters'; with master weights in bf16, bf16, or f32 with Adam's fp32_states). One for all:
+    // every rank, also one holding no shard, gathers in it.
+    const DType dtype = stateDType();
     for (const Shard& s : shards_) {
       const Tensor* found = mine.state.find(std::to_string(s.opt_index) + "." + key);
-      src[s.param] = found ? found->to(Device::cpu()).contiguous() : Tensor::zeros({s.numel}, s.var.dtype());
-      LOCKSTEP_CHECK(src[s.param].dtype() == s.var.dtype() && src[s.param].numel() == s.numel);
+      src[s.param] = found ? found->to(Device::cpu()).contiguous() : Tensor::zeros({s.numel}, dtype);
+      LOCKSTEP_CHECK(src[s.param].dtype() == dtype && src[s.param].numel() == s.numel);
       src_offset[s.param] = s.param_offset;
     }
-    // The states' dtype: the shards' (f32 with master weights, whatever the parameters').
-    const DType dtype = shards_.empty() ? DType::f32 : shards_.front().var.dtype();
     const size_t elem = dtypeSize(dtype);
     std::vector<Tensor> full;
     std::vector<char*> ptrs(params_.size(), nullptr);
@@ -84,6 +86,17 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
   for (size_t g = 0; g < mine.param_groups.size(); ++g)
     out.param_groups.push_back({mine.param_groups[g].options, group_params_[g]});
   return out;
+}
+
+DType ZeroOptimizer::stateDType() const {
+  const DType values = master_ || params_.empty() ? DType::f32 : params_.front().dtype();
+  const auto& groups = optimizer_->paramGroups();
+  const DType dtype = groups.empty() ? values : optimizer_->stateDType(groups.front().options, values);
+  for (size_t g = 1; g < groups.size(); ++g)
+    LOCKSTEP_ENFORCE(optimizer_->stateDType(groups[g].options, values) == dtype, NotSupportedError,
+                     "ZeRO: the optimizer's parameter groups keep their states in different dtypes (", g,
+                     " and 0); give every group the same fp32_states");
+  return dtype;
 }
 
 optim::OptimizerStateDict ZeroOptimizer::partitionOptimizerState() const {

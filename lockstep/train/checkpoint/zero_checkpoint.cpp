@@ -303,9 +303,18 @@ ZeroCheckpointReader::ZeroCheckpointReader(const CheckpointData& d) : path_(d.pa
   }
 }
 
+DType ZeroCheckpointReader::dtypeOf(const Param& p, const std::string& key) const {
+  for (const Segment& s : p.segments) {
+    const std::string tensor = key.empty() ? s.tensor : s.tensor + "/" + key;
+    if (files_[s.file].contains(tensor)) return files_[s.file].entry(tensor).dtype;
+  }
+  return p.dtype;
+}
+
 void ZeroCheckpointReader::readRange(const Param& p, const std::string& key, int64_t begin, int64_t count,
                                      char* dst) const {
-  const size_t elem = dtypeSize(p.dtype);
+  const DType dtype = dtypeOf(p, key);
+  const size_t elem = dtypeSize(dtype);
   for (const Segment& s : p.segments) {
     const int64_t lo = std::max(begin, s.offset), hi = std::min(begin + count, s.offset + s.numel);
     if (lo >= hi) continue;
@@ -316,9 +325,10 @@ void ZeroCheckpointReader::readRange(const Param& p, const std::string& key, int
       std::memset(out, 0, (hi - lo) * elem);
       continue;
     }
-    LOCKSTEP_ENFORCE(file.entry(tensor).dtype == p.dtype, IoError, "checkpoint partition '", file.path(),
-                     "': tensor '", tensor, "' is ", dtypeName(file.entry(tensor).dtype), ", its parameter ",
-                     dtypeName(p.dtype));
+    LOCKSTEP_ENFORCE(file.entry(tensor).dtype == dtype, IoError, "checkpoint partition '", file.path(),
+                     "': tensor '", tensor, "' is ", dtypeName(file.entry(tensor).dtype),
+                     ", the other ranks' ", key.empty() ? "values" : key, " of its parameter ",
+                     dtypeName(dtype));
     file.readElements(tensor, lo - s.offset, hi - lo, out);
   }
 }
@@ -356,7 +366,7 @@ nn::StateDict ZeroCheckpointReader::optimizerState(const std::function<bool(int6
         if (Tensor t = readStep(p); t.defined()) out.insert(name, t);
         continue;
       }
-      Tensor t = Tensor::empty(p.shape, p.dtype);
+      Tensor t = Tensor::empty(p.shape, dtypeOf(p, key));
       readRange(p, key, 0, t.numel(), static_cast<char*>(t.dataPtr()));
       out.insert(name, std::move(t));
     }
@@ -385,7 +395,7 @@ nn::StateDict ZeroCheckpointReader::partitionState(const parallel::ZeroOptimizer
         if (Tensor t = readStep(p); t.defined()) out.insert(name, t);
         continue;
       }
-      Tensor t = Tensor::empty({s.numel}, p.dtype);
+      Tensor t = Tensor::empty({s.numel}, dtypeOf(p, key));
       readRange(p, key, s.param_offset, s.numel, static_cast<char*>(t.dataPtr()));
       out.insert(name, std::move(t));
     }

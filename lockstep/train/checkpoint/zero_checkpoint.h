@@ -132,6 +132,11 @@ class ZeroCheckpointReader {
   };
   // Elements [begin, begin + count) of parameter p's values (key "") or state buffer `key` into
   // dst; zeros where a segment has no such buffer.
+  /// The dtype of p's tensors of `key` ("" the values; a state's: the parameter's, or f32 beside
+  /// 16-bit parameters), as the first rank file holding one says; p.dtype when none does.
+  DType dtypeOf(const Param& p, const std::string& key) const;
+  /// Elements [begin, begin + count) of p's `key` into dst, in dtypeOf(p, key) (IoError when a rank
+  /// file's tensor has another); zeros where no file holds them.
   void readRange(const Param& p, const std::string& key, int64_t begin, int64_t count, char* dst) const;
   Tensor readStep(const Param& p) const;
 

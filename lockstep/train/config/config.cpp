@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <variant>
 
 #include "lockstep/comm/backend_registry.h"
 #include "lockstep/data/datasets/registry.h"
@@ -497,11 +499,31 @@ void useMasterWeights(TrainConfig& c, const YAML::Node& root) {
     throw ValueError(
         "bf16.bf16_master_weights_and_grads needs zero_optimization.stage 1, 2 or 3 (DeepSpeed's "
         "rule: the ZeRO optimizer keeps the master weights); set a stage or drop the key");
-  if (c.bf16_master_weights && !c.bf16_optimizer_states)
-    config_keys::refuse(
-        "bf16.bf16_master_weights_and_grads without bf16_optimizer_states is not supported yet (f32 "
-        "optimizer states beside bf16 master weights, DeepSpeed's ZeRO-Offload mode); set "
-        "bf16_optimizer_states: true too, or drop bf16_master_weights_and_grads (f32 master weights)");
+  if (c.bf16_master_weights) {
+    // Adam's states beside bf16 master weights: bf16 with bf16_optimizer_states (which overrides
+    // fp32_optimizer_states, as in DeepSpeed); else DeepSpeedCPUAdam's on the host (ZeRO-Offload),
+    // f32 unless fp32_optimizer_states says false.
+    std::string type = c.optimizer.type;
+    std::transform(type.begin(), type.end(), type.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    const bool adam = type == "adam" || type == "adamw";
+    if (!c.bf16_optimizer_states && (c.zero.offload_optimizer_device != OffloadDevice::cpu || !adam))
+      throw ValueError(
+          "bf16.bf16_master_weights_and_grads without bf16_optimizer_states keeps f32 optimizer states, "
+          "which "
+          "DeepSpeed allows only on the host: zero_optimization.offload_optimizer {device: cpu} with Adam or "
+          "AdamW (DeepSpeedCPUAdam); add that, or set bf16_optimizer_states: true");
+    auto it = c.optimizer.params.find("fp32_optimizer_states");
+    if (c.bf16_optimizer_states && adam) {
+      if (it != c.optimizer.params.end() && std::holds_alternative<bool>(it->second) &&
+          std::get<bool>(it->second))
+        c.notes.push_back(
+            "optimizer.params.fp32_optimizer_states: true is overridden by bf16.bf16_optimizer_states: the "
+            "states are bf16 (as DeepSpeed overrides it)");
+      c.optimizer.params["fp32_optimizer_states"] = false;
+    } else if (!c.bf16_optimizer_states && it == c.optimizer.params.end()) {
+      c.optimizer.params["fp32_optimizer_states"] = true;  // DeepSpeedCPUAdam's default
+    }
+  }
   if (!low || c.zero.stage == 0) return;
   if (c.torch_autocast) {
     c.zero.notes.push_back(
@@ -545,11 +567,17 @@ void useMasterWeights(TrainConfig& c, const YAML::Node& root) {
     }
     c.zero.options.param_dtype = DType::bf16;
     c.zero.options.master_weights_in_param_dtype = true;
-    c.zero.notes.push_back("bf16 with " + stage +
-                           " and bf16_master_weights_and_grads, bf16_optimizer_states: the parameters, their "
-                           "gradients (reduced and gathered in bf16) and the optimizer states are bf16, the "
-                           "parameters their own master weights, stepped in f32 arithmetic and rounded, as "
-                           "DeepSpeed keeps them");
+    // What the optimizer's fp32_optimizer_states says now (set above where DeepSpeed decides it).
+    const auto fp32 = c.optimizer.params.find("fp32_optimizer_states");
+    const bool f32_states = fp32 != c.optimizer.params.end() && std::holds_alternative<bool>(fp32->second) &&
+                            std::get<bool>(fp32->second);
+    c.zero.notes.push_back(
+        "bf16 with " + stage + " and bf16_master_weights_and_grads" +
+        (c.bf16_optimizer_states ? ", bf16_optimizer_states" : "") +
+        ": the parameters and their gradients (reduced and gathered in bf16) are bf16, the parameters their "
+        "own "
+        "master weights, stepped in f32 arithmetic and rounded; the optimizer states are " +
+        (f32_states ? "f32 (fp32_optimizer_states)" : "bf16") + ", as DeepSpeed keeps them");
     return;
   }
   if (c.pipeline.enabled() || nvme || !f32_for.empty()) {
