@@ -129,9 +129,11 @@ struct ZeroOptions {
   /// With param_dtype: no f32 master weights (DeepSpeed's bf16_master_weights_and_grads with
   /// bf16_optimizer_states). The parameters are rounded to param_dtype when the ZeroOptimizer is
   /// built, and the optimizer steps this rank's param_dtype elements themselves (in f32 arithmetic,
-  /// rounded back: optim/optimizer.h), its states in param_dtype too. Model states per rank, Adam:
-  /// stage 1 (2+2+4/N) Psi, stage 2 (2+6/N) Psi, stage 3 8/N Psi (half of DeepSpeed's 16-byte
-  /// mixed precision at stage 3), at the price of updates rounded to 8 bits of mantissa.
+  /// rounded back: optim/optimizer.h), its states in param_dtype too (or f32 with Adam's
+  /// fp32_states: DeepSpeed's ZeRO-Offload mode, bf16_optimizer_states false). Model states per
+  /// rank, Adam with bf16 states: stage 1 (2+2+4/N) Psi, stage 2 (2+6/N) Psi, stage 3 8/N Psi (half
+  /// of DeepSpeed's 16-byte mixed precision at stage 3), at the price of updates rounded to bf16's
+  /// 8 significant bits.
   bool master_weights_in_param_dtype = false;
   /// Not a DeepSpeed key. Stage 3: the device the layers are gathered on and computed on when the
   /// model was built on the host (zero.Init's use with offload_param cpu: a model larger than the

@@ -193,7 +193,8 @@ const std::vector<Entry>& table() {
        "skipping bf16 steps whose gradients hold inf or nan"},
       // zero_optimization (runtime/zero/config.py).
       {"zero_optimization", "load_from_fp32_weights", boolean(true), "true",
-       "rebuilding f32 weights from 16-bit ones at load (lockstep's checkpoints hold f32 weights)"},
+       "rebuilding f32 weights from 16-bit ones at load (lockstep's checkpoints hold the master weights "
+       "themselves)"},
       {"zero_optimization", "elastic_checkpoint", boolean(false), "false", "elastic checkpoints"},
       {"zero_optimization", "ignore_unused_parameters", boolean(true), "true",
        "refusing parameters that get no gradient"},
