@@ -71,6 +71,15 @@ const std::vector<double> kTorchFusedAdamWAmsgradBF16 = {0.73046875,  -0.7265625
 const std::vector<double> kTorchFusedAdamBF16 = {0.97265625,   -0.50390625, 1.4921875,   0.62890625,
                                                  0.2099609375, 0.171875,    0.2041015625};
 
+// Every state tensor but the step counts is of `dtype`.
+void expectStatesOf(const OptimizerStateDict& sd, DType dtype) {
+  for (const auto& [key, t] : sd.state) {
+    if (key.find("step") == std::string::npos) {
+      EXPECT_EQ(t.dtype(), dtype) << key;
+    }
+  }
+}
+
 struct Problem {
   Variable p0, p1;
   explicit Problem(DType dt = DType::f64)
@@ -233,11 +242,7 @@ TEST(Optim, bf16_parameters_step_as_torchs_fused_adam) {
   runSteps(a, *oa, 5);
   runSteps(b, *ob, 5);
   EXPECT_EQ(a.p0.dtype(), DType::bf16);
-  for (const auto& [key, buffer] : oa->stateDict().state) {
-    if (key.find("step") == std::string::npos) {
-      EXPECT_EQ(buffer.dtype(), DType::bf16) << key;
-    }
-  }
+  expectStatesOf(oa->stateDict(), DType::bf16);
   EXPECT_TRUE(near(a.values(), kTorchFusedAdamWAmsgradBF16, 0.0));
   EXPECT_TRUE(near(b.values(), kTorchFusedAdamBF16, 0.0));
 }
@@ -251,20 +256,12 @@ TEST(Optim, fp32_states_of_bf16_parameters_stay_f32_through_a_state_dict) {
   Problem a(DType::bf16), b(DType::bf16), plain(DType::bf16);
   AdamW oa(a.params(), o);
   runSteps(a, oa, 3);
-  for (const auto& [key, t] : oa.stateDict().state) {
-    if (key.find("step") == std::string::npos) {
-      EXPECT_EQ(t.dtype(), DType::f32) << key;
-    }
-  }
+  expectStatesOf(oa.stateDict(), DType::f32);
   AdamW ob(b.params(), o);
   b.p0.tensor().copyFrom(a.p0.tensor());
   b.p1.tensor().copyFrom(a.p1.tensor());
   ob.loadStateDict(oa.stateDict());
-  for (const auto& [key, t] : ob.stateDict().state) {
-    if (key.find("step") == std::string::npos) {
-      EXPECT_EQ(t.dtype(), DType::f32) << key;
-    }
-  }
+  expectStatesOf(ob.stateDict(), DType::f32);
   runSteps(a, oa, 2);
   runSteps(b, ob, 2);
   EXPECT_EQ(b.values(), a.values());

@@ -52,6 +52,16 @@ std::vector<double> masterValues(const std::vector<std::vector<parallel::ZeroOpt
   return out;
 }
 
+// Every optimizer state tensor but the step counts is of `dtype`.
+void expectStatesOf(const optim::OptimizerStateDict& sd, DType dtype) {
+  ASSERT_FALSE(sd.state.empty());
+  for (const auto& [key, t] : sd.state) {
+    if (key.find("step") == std::string::npos) {
+      EXPECT_EQ(t.dtype(), dtype) << key;
+    }
+  }
+}
+
 struct MasterRun {
   std::vector<std::vector<double>> params;  // each rank's parameters (their 16-bit values)
   std::vector<double> master;               // the partition's f32 values, put together
@@ -321,13 +331,7 @@ TEST(ZeroMasterWeights, bf16_master_weights_keep_no_f32_copy_and_bf16_states) {
   engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
   ASSERT_TRUE(engine.step());
   EXPECT_FALSE(engine.zero()->masterWeights());
-  const optim::OptimizerStateDict state = engine.zero()->partitionOptimizerState();
-  ASSERT_FALSE(state.state.empty());
-  for (const auto& [key, t] : state.state) {
-    if (key.find("step") == std::string::npos) {
-      EXPECT_EQ(t.dtype(), DType::bf16) << key;
-    }
-  }
+  expectStatesOf(engine.zero()->partitionOptimizerState(), DType::bf16);
   for (const auto& s : engine.zero()->ownedSegments()) EXPECT_EQ(s.values.dtype(), DType::bf16);
 }
 
@@ -349,19 +353,10 @@ TEST(ZeroMasterWeights, bf16_master_weights_with_f32_states_keep_them_f32) {
   auto [x, y] = batch(0, kRows);
   engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
   ASSERT_TRUE(engine.step());
-  optim::OptimizerStateDict whole = engine.zero()->consolidatedStateDict();
-  ASSERT_FALSE(whole.state.empty());
-  for (const auto& [key, t] : whole.state) {
-    if (key.find("step") == std::string::npos) {
-      EXPECT_EQ(t.dtype(), DType::f32) << key;
-    }
-  }
+  const optim::OptimizerStateDict whole = engine.zero()->consolidatedStateDict();
+  expectStatesOf(whole, DType::f32);
   engine.zero()->loadConsolidatedStateDict(whole);
-  for (const auto& [key, t] : engine.zero()->partitionOptimizerState().state) {
-    if (key.find("step") == std::string::npos) {
-      EXPECT_EQ(t.dtype(), DType::f32) << key;
-    }
-  }
+  expectStatesOf(engine.zero()->partitionOptimizerState(), DType::f32);
 }
 
 TEST(ZeroMasterWeights, bf16_master_weights_lose_updates_below_the_parameters_rounding) {

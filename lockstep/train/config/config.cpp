@@ -488,6 +488,12 @@ void checkPipelineFits(const TrainConfig& c, const YAML::Node& root, int64_t wor
 // and gathers) and f32 master weights in each rank's partition, stepped in f32 and rounded back
 // (zero/optimizer.h's param_dtype). A pipeline's ZeRO-1 and the NVMe offloads keep f32 parameters
 // under autocast (their swap files and stage buffers hold the parameters' own dtype); the note says so.
+// Whether the optimizer's params hold `key`: true (a boolean).
+bool specSaysTrue(const optim::SpecParams& params, const std::string& key) {
+  const auto it = params.find(key);
+  return it != params.end() && std::holds_alternative<bool>(it->second) && std::get<bool>(it->second);
+}
+
 void useMasterWeights(TrainConfig& c, const YAML::Node& root) {
   const std::optional<DType> low = parallel::precisionDType(c.precision);
   // DeepSpeed's checks (runtime/config.py, base_optimizer.py's _configure_master_weights).
@@ -509,18 +515,15 @@ void useMasterWeights(TrainConfig& c, const YAML::Node& root) {
     if (!c.bf16_optimizer_states && (c.zero.offload_optimizer_device != OffloadDevice::cpu || !adam))
       throw ValueError(
           "bf16.bf16_master_weights_and_grads without bf16_optimizer_states keeps f32 optimizer states, "
-          "which "
-          "DeepSpeed allows only on the host: zero_optimization.offload_optimizer {device: cpu} with Adam or "
-          "AdamW (DeepSpeedCPUAdam); add that, or set bf16_optimizer_states: true");
-    auto it = c.optimizer.params.find("fp32_optimizer_states");
+          "which DeepSpeed allows only on the host: zero_optimization.offload_optimizer {device: cpu} with "
+          "Adam or AdamW (DeepSpeedCPUAdam); add that, or set bf16_optimizer_states: true");
     if (c.bf16_optimizer_states && adam) {
-      if (it != c.optimizer.params.end() && std::holds_alternative<bool>(it->second) &&
-          std::get<bool>(it->second))
+      if (specSaysTrue(c.optimizer.params, "fp32_optimizer_states"))
         c.notes.push_back(
             "optimizer.params.fp32_optimizer_states: true is overridden by bf16.bf16_optimizer_states: the "
             "states are bf16 (as DeepSpeed overrides it)");
       c.optimizer.params["fp32_optimizer_states"] = false;
-    } else if (!c.bf16_optimizer_states && it == c.optimizer.params.end()) {
+    } else if (!c.bf16_optimizer_states && !c.optimizer.params.count("fp32_optimizer_states")) {
       c.optimizer.params["fp32_optimizer_states"] = true;  // DeepSpeedCPUAdam's default
     }
   }
@@ -567,17 +570,15 @@ void useMasterWeights(TrainConfig& c, const YAML::Node& root) {
     }
     c.zero.options.param_dtype = DType::bf16;
     c.zero.options.master_weights_in_param_dtype = true;
-    // What the optimizer's fp32_optimizer_states says now (set above where DeepSpeed decides it).
-    const auto fp32 = c.optimizer.params.find("fp32_optimizer_states");
-    const bool f32_states = fp32 != c.optimizer.params.end() && std::holds_alternative<bool>(fp32->second) &&
-                            std::get<bool>(fp32->second);
-    c.zero.notes.push_back(
-        "bf16 with " + stage + " and bf16_master_weights_and_grads" +
-        (c.bf16_optimizer_states ? ", bf16_optimizer_states" : "") +
-        ": the parameters and their gradients (reduced and gathered in bf16) are bf16, the parameters their "
-        "own "
-        "master weights, stepped in f32 arithmetic and rounded; the optimizer states are " +
-        (f32_states ? "f32 (fp32_optimizer_states)" : "bf16") + ", as DeepSpeed keeps them");
+    // fp32_optimizer_states as set above, where DeepSpeed decides it.
+    const bool f32_states = specSaysTrue(c.optimizer.params, "fp32_optimizer_states");
+    c.zero.notes.push_back("bf16 with " + stage + " and bf16_master_weights_and_grads" +
+                           (c.bf16_optimizer_states ? ", bf16_optimizer_states" : "") +
+                           ": the parameters and their gradients (reduced and gathered in bf16) are bf16, "
+                           "the parameters their own master weights, stepped in f32 arithmetic and rounded; "
+                           "the optimizer states are " +
+                           (f32_states ? "f32 (fp32_optimizer_states)" : "bf16") +
+                           ", as DeepSpeed keeps them");
     return;
   }
   if (c.pipeline.enabled() || nvme || !f32_for.empty()) {
