@@ -6,7 +6,7 @@
 namespace lockstep::kernels {
 
 namespace {
-// The kernels check f32 and f64 tensors as they are.
+// The kernels check f32 and f64 tensors as they are, bf16 and f16 through f32 (scaled there).
 const Backends<FiniteKernels> kBackends{.cpu = &cpu::kFinite, .cuda = LOCKSTEP_CUDA_TABLE(cuda::kFinite)};
 }  // namespace
 

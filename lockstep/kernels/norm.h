@@ -27,9 +27,9 @@ Tensor totalNorm(const std::vector<Tensor>& xs, double p);
 
 /// Multiplies every x in place by coef = min(1, max_norm / (total + 1e-6)) (NaN when that quotient
 /// is NaN, as in PyTorch), leaving them untouched when coef is 1. total: one f64 element on the xs'
-/// device (totalNorm's result). On the CPU total is read on the host and f32 and f64 xs are scaled
-/// (NotSupportedError naming the dtype otherwise); on a GPU each kernel reads total on the device
-/// (no host sync) and any floating dtype is scaled (bf16/f16 in f32).
+/// device (totalNorm's result). On the CPU total is read on the host; on a GPU each kernel reads it
+/// on the device (no host sync). Floating xs (bf16/f16 scaled in f32 and rounded once, on both);
+/// NotSupportedError naming the dtype otherwise.
 void scaleByClipCoefficient(const std::vector<Tensor>& xs, const Tensor& total, double max_norm);
 
 }  // namespace lockstep::kernels

@@ -17,6 +17,13 @@ out=$(cd "$out" && pwd)
 start=$(date +%s)
 work=$(mktemp -d /tmp/lockstep-gpu-check.XXXXXX)
 mkdir -p "$work/logs" "$work/xml" "$work/runs"
+# The logs come back however the check ends: at its end, or stopped at a caller's time limit.
+pack_logs() {
+  (cd "$work" && find . -name '*.log' -o -name '*.rc' -o -name '*.xml' -o -name '*.json' -o -name '*.csv' \
+    -o -name '*.yaml' -o -name 'compare.txt' | tar czf "$out/logs.tar.gz" -T -)
+}
+trap pack_logs EXIT
+trap 'exit 143' INT TERM
 # shellcheck disable=SC1091
 source "$check/env.sh" "$bundle"
 # The test programs run `lockstep` from the path they were built with (LOCKSTEP_BIN).
@@ -67,7 +74,5 @@ python3 "$check/check.py" summarize "$check" "$work" >>"$out/summary.md"
 rc=$?
 echo >>"$out/summary.md"
 echo "check took $(( $(date +%s) - start )) s" >>"$out/summary.md"
-(cd "$work" && find . -name '*.log' -o -name '*.rc' -o -name '*.xml' -o -name '*.json' -o -name '*.csv' \
-  -o -name '*.yaml' -o -name 'compare.txt' | tar czf "$out/logs.tar.gz" -T -)
 cat "$out/summary.md"
 exit $rc

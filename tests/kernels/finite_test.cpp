@@ -73,3 +73,26 @@ TEST(Finite, other_dtypes_are_not_supported_naming_the_dtype) {
     EXPECT_NE(std::string(e.what()).find("i64"), std::string::npos) << e.what();
   }
 }
+
+TEST(Finite, bf16_and_f16_scale_in_f32_and_the_stored_value_decides) {
+  // As the GPU's kernel: x.to(f32) * float(factor), rounded once; a result the rounding carries
+  // past the 16-bit range (f16's 65504) counts as an overflow though its f32 value is finite.
+  for (DType t : {DType::bf16, DType::f16}) {
+    Tensor x = Tensor::fromVector(std::vector<float>{1.0f, -3.0f, 0.3f, 1e-3f}, {4}).to(t);
+    const std::vector<float> was = x.to(DType::f32).toVector<float>();
+    EXPECT_FALSE(kernels::hasNonFinite(x));
+    EXPECT_FALSE(kernels::scaleAndCheckNonFinite(x, 0.37));
+    std::vector<float> want;
+    for (float v : was) want.push_back(v * 0.37f);
+    EXPECT_EQ(x.toVector<double>(), Tensor::fromVector(want, {4}).to(t).toVector<double>()) << dtypeName(t);
+    Tensor bad = Tensor::fromVector(std::vector<float>{1.0f, std::nanf("")}, {2}).to(t);
+    EXPECT_TRUE(kernels::hasNonFinite(bad)) << dtypeName(t);
+  }
+  Tensor big = Tensor::fromVector(std::vector<float>{60000.0f}, {1}).to(DType::f16);
+  EXPECT_TRUE(kernels::scaleAndCheckNonFinite(big, 2.0));  // 120000 is finite in f32, inf in f16
+  // A strided bf16 view: only its elements are scaled.
+  Tensor m = Tensor::fromVector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}).to(DType::bf16);
+  Tensor col = m.narrow(1, 1, 1);
+  EXPECT_FALSE(kernels::scaleAndCheckNonFinite(col, 2.0));
+  EXPECT_EQ(m.toVector<double>(), (std::vector<double>{1, 4, 3, 4, 10, 6}));
+}

@@ -125,7 +125,7 @@ TEST(GpuNorm, clip_scales_as_the_host_with_the_coefficient_read_on_the_device) {
     EXPECT_TRUE(std::isnan(dev[7].toVector<double>()[5]));
     EXPECT_TRUE(std::isnan(dev[17].toVector<double>()[0]));
   }
-  // bf16 and f16 (which the host does not clip): rounded from f32, as x.to(f32) * float(coef).
+  // bf16 and f16: rounded from f32, as x.to(f32) * float(coef) (the host's loop too).
   for (DType t : {DType::bf16, DType::f16}) {
     Tensor h = hostRandom({70001}, t, 3), d = gpu(h);
     const double coef = 0.3 / (2.0 + 1e-6);

@@ -141,9 +141,22 @@ TEST(NormKernels, host_checks_and_low_precision) {
   EXPECT_EQ(kernels::combineNorms({3.0, 4.0}, 2.0), 5.0);
   Tensor h = Tensor::ones({4}, DType::bf16);
   EXPECT_EQ(kernels::totalNorm({h}, 2.0).item<double>(), 2.0);
-  // The host scales f32 and f64 only, and says so; a coefficient of 1 touches nothing.
+  // bf16 and f16 are scaled in f32 and rounded once, as on a GPU; a coefficient of 1 touches nothing;
+  // integers are refused, named.
   Tensor two = Tensor::scalar(2.0, DType::f64);
-  EXPECT_NO_THROW(kernels::scaleByClipCoefficient({h}, two, 10.0));
-  EXPECT_THROW(kernels::scaleByClipCoefficient({h}, two, 1.0), NotSupportedError);
+  kernels::scaleByClipCoefficient({h}, two, 10.0);
+  EXPECT_EQ(h.toVector<double>(), std::vector<double>(4, 1.0));
+  for (DType t : {DType::bf16, DType::f16}) {
+    Tensor g = Tensor::fromVector(std::vector<float>{1.0f, -3.0f, 0.3f, 1e-3f}, {4}).to(t);
+    const Tensor before = g.to(DType::f32);
+    const float coef = static_cast<float>(0.7 / (2.0 + 1e-6));
+    kernels::scaleByClipCoefficient({g}, two, 0.7);
+    const std::vector<float> was = before.toVector<float>();
+    std::vector<float> want;
+    for (float v : was) want.push_back(v * coef);
+    EXPECT_EQ(g.toVector<double>(), Tensor::fromVector(want, {4}).to(t).toVector<double>()) << dtypeName(t);
+  }
+  Tensor ints = Tensor::ones({4}, DType::i32);
+  EXPECT_THROW(kernels::scaleByClipCoefficient({ints}, two, 1.0), NotSupportedError);
   EXPECT_THROW(kernels::scaleByClipCoefficient({x}, Tensor::scalar(2.0, DType::f32), 1.0), ValueError);
 }

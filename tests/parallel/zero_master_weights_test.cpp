@@ -176,6 +176,31 @@ TEST(ZeroMasterWeights, accumulation_clipping_and_loss_scaling_work_on_the_f32_c
   }
 }
 
+TEST(ZeroMasterWeights, bf16_master_weights_in_bf16_clip_their_bf16_gradients) {
+  // No f32 copies: accumulation and clipping work on the bf16 gradients themselves (scaled in f32,
+  // rounded once), at every stage; the run follows DDP's clipped run, not its unclipped one.
+  EngineOptions base = sgd();
+  base.precision = parallel::Precision::bf16;
+  base.gradient_accumulation_steps = 2;
+  EngineOptions clipped = base;
+  clipped.gradient_clipping = 0.05;
+  const auto ddp = train(2, clipped);
+  const auto unclipped = train(2, base);
+  const double apart = relDiff(unclipped[0], ddp[0]);
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    const MasterRun run = trainWithMasterWeights(2, withBf16MasterWeights(clipped, stage), 20);
+    EXPECT_EQ(run.params[1], run.params[0]);
+    const double d = relDiff(run.params[0], ddp[0]);
+    EXPECT_LE(d, 4e-2);
+    EXPECT_LT(d, apart / 2) << "clipping did not act (unclipped DDP is " << apart << " away)";
+    std::printf(
+        "[ zero ] bf16 master weights in bf16, accumulation 2 + clipping, stage %d world 2: %.3g "
+        "(unclipped %.3g)\n",
+        stage, d, apart);
+  }
+}
+
 TEST(ZeroMasterWeights, stage3_with_the_pieces_offloaded_gathers_their_rounding_as_without) {
   // offload_param cpu (here with host parameters): the optimizer steps the f32 host pieces in place
   // and the gathers send their bf16 rounding, kept beside them and rounded again after each step;

@@ -1,5 +1,5 @@
 // The cpu backend's non-finite checks: a branch-free scan of f32/f64 tensors, optionally scaling
-// them in the same pass (see kernels/dispatch.h).
+// them in the same pass; bf16/f16 through f32 copies (see kernels/dispatch.h).
 #include "lockstep/kernels/finite.h"
 
 #include "lockstep/kernels/tables/finite.h"
@@ -54,9 +54,20 @@ bool scaleAndCheck(Tensor& x, double factor, bool scale) {
       return typed<float>(x, static_cast<float>(factor), scale);
     case DType::f64:
       return typed<double>(x, factor, scale);
+    case DType::bf16:
+    case DType::f16: {
+      // As on a GPU: widened to f32 (exactly), scaled there by float(factor), rounded once, and the
+      // stored value decides (a 16-bit result can overflow where the f32 one does not).
+      Tensor wide = x.to(DType::f32);
+      if (!scale) return typed<float>(wide, 1.0f, false);
+      typed<float>(wide, static_cast<float>(factor), true);
+      x.copyFrom(wide);
+      Tensor stored = x.to(DType::f32);
+      return typed<float>(stored, 1.0f, false);
+    }
     default:
       throw NotSupportedError(::lockstep::detail::concat(scale ? "scaleAndCheckNonFinite" : "hasNonFinite",
-                                                         " supports f32 and f64 tensors, got ",
+                                                         " supports floating tensors, got ",
                                                          dtypeName(x.dtype())));
   }
 }

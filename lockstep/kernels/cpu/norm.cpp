@@ -37,8 +37,20 @@ double clipCoefficient(double total, double max_norm) {
 }
 
 void scaleOnHost(Tensor g, double coef) {
-  LOCKSTEP_ENFORCE(g.dtype() == DType::f32 || g.dtype() == DType::f64, NotSupportedError,
-                   "clipGradNorm supports f32 and f64 gradients, got ", dtypeName(g.dtype()));
+  LOCKSTEP_ENFORCE(isFloating(g.dtype()), NotSupportedError, "clipGradNorm supports floating gradients, got ",
+                   dtypeName(g.dtype()));
+  if (g.dtype() == DType::bf16 || g.dtype() == DType::f16) {
+    // As the GPU's kernel: widened to f32, times float(coef), rounded once (ZeRO's bf16 master
+    // weights in bf16 clip their bf16 gradients).
+    Tensor wide = g.to(DType::f32).contiguous();
+    float* x = wide.data<float>();
+    const float c = static_cast<float>(coef);
+    const int64_t n = wide.numel();
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) x[i] *= c;
+    g.copyFrom(wide);
+    return;
+  }
   if (g.isDense()) {
     // Dense: every element is in one block from dataPtr(), whatever the dimension order.
     const int64_t n = g.numel();
