@@ -5,13 +5,17 @@
 // from an empty allocator (bench/attention.bench.sh runs the CPU sweep, bench/gpu_attention.bench.sh
 // the GPU's beside PyTorch's SDPA).
 //   bench_attention --impl fused|naive --seq 512 [--dim 64 --batch 1 --heads 1 --causal --dropout 0.1
-//                   --threads 1 --device cpu|cuda --dtype f32|bf16|f16]
+//                   --threads 1 --device cpu|cuda --dtype f32|bf16|f16 --cudnn-nondeterministic]
+// --cudnn-nondeterministic: on a GPU, cuDNN's faster backward with atomics and scratch linear in T
+// (torch.backends.cudnn.deterministic = False, PyTorch's default) instead of lockstep's default
+// bitwise-repeatable one, whose scratch is B x H x T x T x 2 bytes (kernels/cuda/fused_attention.h).
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 
 #include "bench/step_measure.h"
 #include "lockstep/autograd.h"
+#include "lockstep/kernels/gpu_math_options.h"
 #include "lockstep/kernels/threads.h"
 
 using namespace lockstep;
@@ -26,7 +30,7 @@ int main(int argc, char** argv) {
   std::string impl = "fused";
   int64_t seq = 512, dim = 64, batch = 1, heads = 1;
   int steps = 10, threads = 1;
-  bool causal = false;
+  bool causal = false, nondeterministic = false;
   double dropout = 0.0;
   std::string device_name = "cpu", dtype_name = "f32";
   app.add_option("--impl", impl, "fused or naive")->check(CLI::IsMember({"fused", "naive"}));
@@ -40,8 +44,13 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "intra-op threads");
   app.add_flag("--causal", causal, "causal mask");
   app.add_option("--dropout", dropout, "dropout on the attention weights (naive: dropout after softmax)");
+  app.add_flag("--cudnn-nondeterministic", nondeterministic,
+               "GPU: cuDNN's non-deterministic attention backward (scratch linear in T)");
   CLI11_PARSE(app, argc, argv);
   kernels::setNumThreads(threads);
+  kernels::GpuMathOptions math = kernels::gpuMathOptions();
+  math.cudnn_deterministic = !nondeterministic;
+  kernels::setGpuMathOptions(math);
   if (!bench::deviceBuiltIn("bench_attention", device_name)) return 2;
   try {
     return run(impl, seq, dim, batch, heads, steps, threads, causal, dropout, device_name, dtype_name);

@@ -2,7 +2,9 @@
 # Attention alone on one GPU, lockstep beside PyTorch's SDPA in the same run (issue 39's target:
 # forward + backward at T = 1024, 12 heads of 64, bf16, within 1.3x of cuDNN's or PyTorch's flash
 # SDPA, memory linear in T). lockstep's op runs as autograd::scaledDotProductAttention chooses
-# (lockstep-auto: cuDNN's fused SDPA for bf16 without dropout) and with its own tiled kernel
+# (lockstep-auto: cuDNN's fused SDPA for bf16 without dropout, its deterministic backward, lockstep's
+# default, whose scratch is quadratic in T; lockstep-auto-nondet: the same with
+# --cudnn-nondeterministic, PyTorch's default dQ-atomics backward) and with its own tiled kernel
 # (lockstep-own: LOCKSTEP_GPU_ATTENTION=lockstep); PyTorch with each SDPA backend (flash, cudnn,
 # efficient). Causal, batch 16 (GPT-2 small's 16 x 1024) for the time; then batch 2 at T = 1024 to
 # 8192 for the peak memory of a step. Run it where the GPU is, with bench_attention packed:
@@ -19,14 +21,15 @@ steps=${STEPS:-20}
 seqs=${SEQS:-1024,2048,4096,8192}
 
 {
-  for impl in auto own; do
-    env_arg=()
+  for impl in auto auto-nondet own; do
+    env_arg=() flags=()
     [ "$impl" = own ] && env_arg=(env LOCKSTEP_GPU_ATTENTION=lockstep)
+    [ "$impl" = auto-nondet ] && flags=(--cudnn-nondeterministic)
     "${env_arg[@]}" bench_attention --device cuda --dtype bf16 --batch 16 --heads 12 --dim 64 --seq 1024 \
-      --causal --steps "$steps" | sed "s/^impl=fused/impl=lockstep-$impl/"
+      --causal --steps "$steps" "${flags[@]}" | sed "s/^impl=fused/impl=lockstep-$impl/"
     for t in ${seqs//,/ }; do
       "${env_arg[@]}" bench_attention --device cuda --dtype bf16 --batch 2 --heads 12 --dim 64 --seq "$t" \
-        --causal --steps 5 | sed "s/^impl=fused/impl=lockstep-$impl/"
+        --causal --steps 5 "${flags[@]}" | sed "s/^impl=fused/impl=lockstep-$impl/"
     done
   done
 } >"$out/lockstep.txt" 2>"$out/lockstep.log"

@@ -104,6 +104,20 @@ TEST(GpuAddInto, accumulates_in_place_with_alpha_strides_and_mixed_dtypes) {
     kernels::addInto(dview, gpu(src));
     kernels::addInto(hview, src);
     EXPECT_TRUE(gpuMatches(dwide, wide, dtypeName(t)));
+    // Rows with a contiguous last dimension (the packed row kernel): the middle third of a fused
+    // [2, 5, 3 x 16] projection's gradient, from a contiguous source, from a permuted one whose rows
+    // are contiguous, and from another dtype; then a slice not aligned to a pack (the element loop).
+    for (int variant = 0; variant < 4; ++variant) {
+      Tensor fused = hostRandom({2, 5, 48}, t, 5 + variant), dfused = gpu(fused);
+      const int64_t start = variant == 3 ? 17 : 16;
+      Tensor from = variant == 1   ? hostRandom({5, 2, 16}, t, 9).transpose(0, 1)
+                    : variant == 2 ? hostRandom({2, 5, 16}, DType::f32, 9)
+                                   : hostRandom({2, 5, 16}, t, 9);
+      Tensor dv = dfused.narrow(2, start, 16), hv = fused.narrow(2, start, 16);
+      kernels::addInto(dv, gpu(from), 0.5);
+      kernels::addInto(hv, from, 0.5);
+      EXPECT_TRUE(gpuMatches(dfused, fused, std::string(dtypeName(t)) + " rows " + std::to_string(variant)));
+    }
   }
   Tensor d = gpu(hostRandom({3}, DType::f32, 1));
   EXPECT_THROW(kernels::addInto(d, hostRandom({3}, DType::f32, 2)), ValueError);
