@@ -279,6 +279,13 @@ bool Engine::gradientPhase() {
     scaler_->update(overflow);
     if (overflow) return false;
   }
+  // bf16 at ZeRO stages 1 and 2 (DeepSpeed's check_grad_overflow): a step whose gradients hold an
+  // inf or nan on any rank is skipped on every rank, its gradients dropped, the schedule not stepped.
+  if (options_.skip_nonfinite_steps && scaleAndCheckOverflow(1.0)) {
+    clearGradients();
+    ++skipped_nonfinite_;
+    return false;
+  }
   // Stage 2 holds only its partition of the gradients: the norm is joined across ranks. Stage 1
   // and DDP hold every averaged gradient and clip them all alike on every rank; stage 1 with master
   // weights clips its partition's f32 copies as stage 2 does.
@@ -293,7 +300,10 @@ bool Engine::gradientPhase() {
 bool Engine::unscaleAndCheckOverflow() {
   // Unscaling before the check costs nothing when the step is skipped (the gradients are dropped)
   // and saves a second pass when it is not. An inf or nan stays one after the multiplication.
-  const double inverse = 1.0 / scaler_->scale();
+  return scaleAndCheckOverflow(1.0 / scaler_->scale());
+}
+
+bool Engine::scaleAndCheckOverflow(double inverse) {
   if (shardedGradients()) return zero_->unscaleAndCheckOverflow(inverse);
   // On a GPU every gradient sets one device flag, read once (not a sync per gradient).
   bool overflow = false;

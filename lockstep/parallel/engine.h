@@ -66,6 +66,11 @@ struct EngineOptions {
   /// loss, the gradient phase unscales the gradients and skips the step on every rank when any
   /// rank's hold an inf or nan. Unset: no scaling and no checks (no extra pass over the gradients).
   std::optional<optim::LossScalerOptions> loss_scaler{};
+  /// Skip a step whose gradients hold an inf or nan on any rank (every rank skips it: the gradients
+  /// dropped, neither the optimizer nor the schedule stepped), without a loss scaler: DeepSpeed's
+  /// bf16.check_grad_overflow at ZeRO stages 1 and 2. One extra read of the gradients a step (on a
+  /// GPU one device flag read back).
+  bool skip_nonfinite_steps = false;
   /// DistributedDataParallel's options, used when the world has several ranks.
   DistributedDataParallelOptions ddp{};
   /// Process-group backend when the engine reads the environment itself.
@@ -233,8 +238,9 @@ class Engine {
   /// micro-step inside an accumulation window and after a step skipped for an overflow.
   bool wasStepApplied() const { return step_applied_; }
   /// Optimizer steps skipped for an overflow (DeepSpeed's skipped_steps): the loss scaler's
-  /// overflows(), restored with its state dict; 0 without a loss scaler.
-  int64_t skippedSteps() const { return scaler_ ? scaler_->overflows() : 0; }
+  /// overflows(), restored with its state dict, plus the steps skip_nonfinite_steps dropped since
+  /// this engine was made (not kept in checkpoints).
+  int64_t skippedSteps() const { return (scaler_ ? scaler_->overflows() : 0) + skipped_nonfinite_; }
   /// What backward() multiplies the loss by: the loss scaler's scale, 1 without one.
   double lossScale() const { return scaler_ ? scaler_->scale() : 1.0; }
   /// The loss scaler (its stateDict() belongs in a checkpoint), or nullptr when
@@ -252,6 +258,9 @@ class Engine {
   void clearGradients();
   /// Unscales every gradient and agrees with the other ranks whether any holds an inf or nan.
   bool unscaleAndCheckOverflow();
+  // Multiplies every gradient by `factor` (1: only reads them) and says whether any rank's hold an
+  // inf or nan (every rank gets the same answer).
+  bool scaleAndCheckOverflow(double factor);
 
   EngineOptions options_;
   DistributedEnvironment env_;
@@ -273,6 +282,7 @@ class Engine {
   int64_t global_steps_ = 0;
   Tensor last_grad_norm_;  // 0-d f64 where the gradients are; undefined until clipping runs
   bool step_applied_ = false;
+  int64_t skipped_nonfinite_ = 0;  // steps skip_nonfinite_steps dropped
 };
 
 }  // namespace lockstep::parallel

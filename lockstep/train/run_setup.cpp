@@ -81,6 +81,10 @@ parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps,
   eo.loss_scaler = c.loss_scaler;
   eo.auto_cast = c.auto_cast;
   eo.zero_stage = c.zero.stage;
+  // DeepSpeed's bf16 section at ZeRO stages 1 and 2 (stage_1_and_2.py's check_grad_overflow); not
+  // torch_autocast alone, whose gradients DeepSpeed does not check.
+  eo.skip_nonfinite_steps = c.precision == parallel::Precision::bf16 && !c.torch_autocast &&
+                            (c.zero.stage == 1 || c.zero.stage == 2) && c.bf16_check_grad_overflow;
   eo.zero = c.zero.options;
   // ZeRO stage 3 on a GPU (zero.Init): the model built on the host, each rank's partition taken to
   // the GPU (ZeRO-3 Offload, ZeRO-Infinity: kept on the host, or on NVMe), layers gathered on the

@@ -201,6 +201,56 @@ TEST(ZeroMasterWeights, bf16_master_weights_in_bf16_clip_their_bf16_gradients) {
   }
 }
 
+TEST(ZeroMasterWeights, bf16_steps_whose_gradients_hold_a_nan_on_any_rank_are_skipped) {
+  // EngineOptions::skip_nonfinite_steps (DeepSpeed's bf16.check_grad_overflow at stages 1 and 2):
+  // rank 1's third batch holds a NaN; both ranks skip that step (the parameters as before it), count
+  // it and train on, finite and in step. Without the check the NaN reaches every parameter.
+  for (int stage : {1, 2}) {
+    for (bool skip : {true, false}) {
+      SCOPED_TRACE("stage " + std::to_string(stage) + (skip ? " skipping" : " not skipping"));
+      EngineOptions o = withMasterWeights(adam(), parallel::Precision::bf16, stage);
+      o.skip_nonfinite_steps = skip;
+      std::vector<std::vector<double>> before(2), after(2), end(2);
+      std::vector<int64_t> skipped(2);
+      std::vector<int> applied(2);
+      lockstep::testing::runThreadRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+        Engine engine(makeNet(7 + rank), o, worldOf(rank, 2, pg));
+        for (int s = 0; s < 5; ++s) {
+          auto [x, y] = batch(s * 2 + rank, kRows);
+          if (s == 2 && rank == 1) x.data<float>()[0] = std::nanf("");
+          if (s == 2) before[rank] = flatParams(*engine.model());
+          engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
+          EXPECT_TRUE(engine.step());
+          if (s == 2) {
+            after[rank] = flatParams(*engine.model());
+            applied[rank] = engine.wasStepApplied() ? 1 : 0;
+          }
+        }
+        skipped[rank] = engine.skippedSteps();
+        end[rank] = flatParams(*engine.model());
+      });
+      for (int r = 0; r < 2; ++r) {
+        const bool any_nan =
+            std::any_of(end[r].begin(), end[r].end(), [](double v) { return std::isnan(v); });
+        if (skip) {
+          EXPECT_EQ(after[r], before[r]) << "rank " << r << " stepped";
+          EXPECT_EQ(applied[r], 0) << r;
+          EXPECT_EQ(skipped[r], 1) << r;
+          EXPECT_FALSE(any_nan) << r;
+          EXPECT_NE(end[r], after[r]) << "rank " << r << " stopped training";
+        } else {
+          EXPECT_EQ(applied[r], 1) << r;
+          EXPECT_EQ(skipped[r], 0) << r;
+          EXPECT_TRUE(any_nan) << r;
+        }
+      }
+      if (skip) {
+        EXPECT_EQ(end[0], end[1]);
+      }
+    }
+  }
+}
+
 TEST(ZeroMasterWeights, stage3_with_the_pieces_offloaded_gathers_their_rounding_as_without) {
   // offload_param cpu (here with host parameters): the optimizer steps the f32 host pieces in place
   // and the gathers send their bf16 rounding, kept beside them and rounded again after each step;

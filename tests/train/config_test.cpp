@@ -7,6 +7,7 @@
 #include <array>
 
 #include "lockstep/tensor/device.h"
+#include "lockstep/train/run_setup.h"
 #include "lockstep/util/error.h"
 #include "train/config_test_util.h"
 
@@ -581,6 +582,25 @@ TEST(TrainConfig, bf16_and_fp16_with_zero_keep_16_bit_parameters_and_f32_master_
                   "zero_optimization: {stage: 2}\n")
                 .zero.options.param_dtype,
             DType::f16);
+}
+
+TEST(TrainConfig, bf16_check_grad_overflow_skips_steps_at_zero_stages_1_and_2_as_deepspeed) {
+  // DeepSpeed's bf16.check_grad_overflow (default true) acts in its ZeRO stage 1 and 2 optimizer;
+  // stage 3, no ZeRO, and torch_autocast alone check nothing there, nor here.
+  auto skips = [](const std::string& text) {
+    const TrainConfig c = parseTrainConfig("train_batch_size: 8\n" + text, {}, 2);
+    return engineOptions(c, 10, Device::cpu()).skip_nonfinite_steps;
+  };
+  for (int stage : {0, 1, 2, 3}) {
+    const std::string zero = "zero_optimization: {stage: " + std::to_string(stage) + "}\n";
+    EXPECT_EQ(skips("bf16: {enabled: true}\n" + zero), stage == 1 || stage == 2) << stage;
+    EXPECT_FALSE(skips("bf16: {enabled: true, check_grad_overflow: false}\n" + zero)) << stage;
+    EXPECT_EQ(skips("bf16: {enabled: true, check_grad_overflow: true}\n" + zero), stage == 1 || stage == 2);
+    EXPECT_FALSE(skips("torch_autocast: {enabled: true, dtype: bfloat16}\n" + zero)) << stage;
+    EXPECT_FALSE(skips(zero)) << stage;
+  }
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nbf16: {enabled: true, check_grad_overflow: maybe}\n", {}, 2),
+                  "check_grad_overflow"));
 }
 
 TEST(TrainConfig, bf16_master_weights_and_torch_autocast_are_deepspeeds) {

@@ -351,13 +351,15 @@ void parsePrecision(const YAML::Node& root, TrainConfig& c) {
   for (const char* name : {"bf16", "bfloat16"}) {
     if (!root[name]) continue;
     const YAML::Node n = root[name];
-    checkKeys(n, name, {"enabled", "bf16_master_weights_and_grads", "bf16_optimizer_states"});
+    checkKeys(n, name,
+              {"enabled", "bf16_master_weights_and_grads", "bf16_optimizer_states", "check_grad_overflow"});
     bool on = false;
     get(n, name, "enabled", on);
     bf16 = bf16 || on;
     if (!on) continue;  // the rest of a disabled section is ignored
     get(n, name, "bf16_master_weights_and_grads", c.bf16_master_weights);
     get(n, name, "bf16_optimizer_states", c.bf16_optimizer_states);
+    get(n, name, "check_grad_overflow", c.bf16_check_grad_overflow);
   }
   if (fp16 && bf16) {
     throw ValueError(

@@ -110,6 +110,10 @@ struct TrainConfig {
   /// (zero/optimizer.h's master_weights_in_param_dtype).
   bool bf16_master_weights = false;
   bool bf16_optimizer_states = false;
+  /// bf16.check_grad_overflow (DeepSpeed's default true): at ZeRO stages 1 and 2 a step whose
+  /// gradients hold an inf or nan is skipped (EngineOptions::skip_nonfinite_steps). DeepSpeed checks
+  /// neither at stage 3 nor without ZeRO in this mode, and neither does lockstep.
+  bool bf16_check_grad_overflow = true;
   /// DeepSpeed's torch_autocast (bfloat16) without a bf16 section: precision bf16 with f32
   /// parameters, gradients and optimizer states at every ZeRO stage (no master weights).
   bool torch_autocast = false;

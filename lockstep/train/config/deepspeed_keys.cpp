@@ -187,10 +187,6 @@ const std::vector<Entry>& table() {
       // bf16 (runtime/precision_config.py).
       {"bf16", "immediate_grad_update", boolean(false), "false",
        "applying bf16 gradients to the master weights as they are produced"},
-      // true is DeepSpeed's default: lockstep lacks it (a bf16 step whose gradients hold inf or nan is
-      // taken), which the note says; false asks for what lockstep does.
-      {"bf16", "check_grad_overflow", anyBoolean(), "true or false",
-       "skipping bf16 steps whose gradients hold inf or nan"},
       // zero_optimization (runtime/zero/config.py).
       {"zero_optimization", "load_from_fp32_weights", boolean(true), "true",
        "rebuilding f32 weights from 16-bit ones at load (lockstep's checkpoints hold the master weights "
