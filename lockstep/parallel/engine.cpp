@@ -303,8 +303,8 @@ bool Engine::unscaleAndCheckOverflow() {
   return scaleAndCheckOverflow(1.0 / scaler_->scale());
 }
 
-bool Engine::scaleAndCheckOverflow(double inverse) {
-  if (shardedGradients()) return zero_->unscaleAndCheckOverflow(inverse);
+bool Engine::scaleAndCheckOverflow(double factor) {
+  if (shardedGradients()) return zero_->unscaleAndCheckOverflow(factor);
   // On a GPU every gradient sets one device flag, read once (not a sync per gradient).
   bool overflow = false;
   Tensor found_inf;
@@ -313,9 +313,10 @@ bool Engine::scaleAndCheckOverflow(double inverse) {
     Tensor g = p.grad();
     if (g.isCuda()) {
       if (!found_inf.defined()) found_inf = Tensor::zeros({1}, DType::f32, g.device());
-      kernels::scaleAndCheckNonFiniteInto(g, inverse, found_inf);
+      kernels::scaleAndCheckNonFiniteInto(g, factor, found_inf);
     } else {
-      overflow = kernels::scaleAndCheckNonFinite(g, inverse) || overflow;
+      overflow =
+          (factor == 1.0 ? kernels::hasNonFinite(g) : kernels::scaleAndCheckNonFinite(g, factor)) || overflow;
     }
   }
   if (found_inf.defined()) overflow = found_inf.item<float>() != 0.0f || overflow;

@@ -714,7 +714,9 @@ bool ZeroOptimizer::unscaleAndCheckOverflow(double factor) {
   } else {
     forEachShard(Pieces::gradients, factor != 1.0, [&](const Shard& s) {
       Tensor g = s.var.grad();
-      overflow = kernels::scaleAndCheckNonFinite(g, factor) || overflow;
+      // factor 1 (a check alone, bf16's check_grad_overflow): the gradients are only read.
+      overflow =
+          (factor == 1.0 ? kernels::hasNonFinite(g) : kernels::scaleAndCheckNonFinite(g, factor)) || overflow;
     });
   }
   if (group_ && world_ > 1)
