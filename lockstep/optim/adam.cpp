@@ -15,6 +15,9 @@ void validate(const AdamOptions& o, const std::string& name) {
   LOCKSTEP_ENFORCE(o.weight_decay >= 0.0, ValueError, name, ": invalid weight_decay ", o.weight_decay);
 }
 
+// fp32_states of a group's options; absent (checkpoints from before the key) is false.
+bool fp32States(const HyperParams& h) { return h.contains("fp32_states") && hyperBool(h, "fp32_states"); }
+
 }  // namespace
 
 HyperParams Adam::toHyper(const AdamOptions& o) {
@@ -40,7 +43,7 @@ AdamOptions Adam::fromHyper(const HyperParams& h) {
   o.maximize = hyperBool(h, "maximize");
   // Checkpoints written before the key existed always corrected.
   o.bias_correction = !h.contains("bias_correction") || hyperBool(h, "bias_correction");
-  o.fp32_states = h.contains("fp32_states") && hyperBool(h, "fp32_states");
+  o.fp32_states = fp32States(h);
   return o;
 }
 
@@ -58,7 +61,7 @@ int64_t Adam::stateElementsPerParameterElement(const ParamGroup& group) const {
 
 DType Adam::stateDType(const HyperParams& options, DType param) const {
   const bool low = param == DType::bf16 || param == DType::f16;
-  return low && options.contains("fp32_states") && hyperBool(options, "fp32_states") ? DType::f32 : param;
+  return low && fp32States(options) ? DType::f32 : param;
 }
 
 namespace {

@@ -46,17 +46,10 @@ void Optimizer::zeroGrad(bool set_to_none) {
   }
 }
 
-Tensor Optimizer::zerosLike(const Variable& p) {
-  Tensor t = Tensor::emptyLike(p.tensor());
-  t.zero();
-  return t;
-}
+Tensor Optimizer::zerosLike(const Variable& p) { return zerosLike(p, p.dtype()); }
 
 Tensor Optimizer::zerosLike(const Variable& p, DType dtype) {
-  if (dtype == p.dtype()) return zerosLike(p);
-  const Tensor& like = p.tensor();
-  Tensor t = like.isDense() ? Tensor::emptyStrided(like.shape(), like.strides(), dtype, like.device())
-                            : Tensor::empty(like.shape(), dtype, MemoryFormat::contiguous, like.device());
+  Tensor t = Tensor::emptyLike(p.tensor(), dtype);
   t.zero();
   return t;
 }

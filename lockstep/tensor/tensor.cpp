@@ -78,9 +78,11 @@ Tensor Tensor::emptyStrided(const Shape& shape, const Shape& strides, DType dtyp
   return t;
 }
 
-Tensor Tensor::emptyLike(const Tensor& other) {
-  if (other.isDense()) return emptyStrided(other.shape_, other.strides_, other.dtype_, other.device());
-  return empty(other.shape_, other.dtype_, MemoryFormat::contiguous, other.device());
+Tensor Tensor::emptyLike(const Tensor& other) { return emptyLike(other, other.dtype_); }
+
+Tensor Tensor::emptyLike(const Tensor& other, DType dtype) {
+  if (other.isDense()) return emptyStrided(other.shape_, other.strides_, dtype, other.device());
+  return empty(other.shape_, dtype, MemoryFormat::contiguous, other.device());
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {

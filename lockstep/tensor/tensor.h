@@ -34,6 +34,8 @@ class Tensor {
                              Device device = Device::cpu());
   /// A tensor of the same shape, dtype, device and (dense) layout as other.
   static Tensor emptyLike(const Tensor& other);
+  /// The same, of `dtype`.
+  static Tensor emptyLike(const Tensor& other, DType dtype);
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32,

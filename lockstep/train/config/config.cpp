@@ -486,16 +486,16 @@ void checkPipelineFits(const TrainConfig& c, const YAML::Node& root, int64_t wor
     }
 }
 
-// DeepSpeed's bf16 / fp16 with ZeRO: the model in 16 bits (parameters, gradients, their reductions
-// and gathers) and f32 master weights in each rank's partition, stepped in f32 and rounded back
-// (zero/optimizer.h's param_dtype). A pipeline's ZeRO-1 and the NVMe offloads keep f32 parameters
-// under autocast (their swap files and stage buffers hold the parameters' own dtype); the note says so.
 // Whether the optimizer's params hold `key`: true (a boolean).
 bool specSaysTrue(const optim::SpecParams& params, const std::string& key) {
   const auto it = params.find(key);
   return it != params.end() && std::holds_alternative<bool>(it->second) && std::get<bool>(it->second);
 }
 
+// DeepSpeed's bf16 / fp16 with ZeRO: the model in 16 bits (parameters, gradients, their reductions
+// and gathers) and f32 master weights in each rank's partition, stepped in f32 and rounded back
+// (zero/optimizer.h's param_dtype). A pipeline's ZeRO-1 and the NVMe offloads keep f32 parameters
+// under autocast (their swap files and stage buffers hold the parameters' own dtype); the note says so.
 void useMasterWeights(TrainConfig& c, const YAML::Node& root) {
   const std::optional<DType> low = parallel::precisionDType(c.precision);
   // DeepSpeed's checks (runtime/config.py, base_optimizer.py's _configure_master_weights).
