@@ -16,6 +16,9 @@
 #   attention  bench/gpu_attention.bench.sh                                          limit 100 s
 #   zero       bench/zero_gpu.bench.sh (the big model first, then the stages; about 22 training
 #              runs: give it a call of its own with LIMIT_ZERO=420, or WORLDS=1)     limit 240 s
+#   gelu       GPT-2 small bf16 (bench_gpu_lm, graph and master modes) with LOCKSTEP_GELU_BACKWARD=kernel
+#              (the default: a GEMM, then lockstep's GELU backward), then =epilogue (cuBLASLt's
+#              DGELU_BGRAD): which is faster (never run yet; ~20 s a run)          limit 90 s
 #   valloss    bench/gpt_val_loss.bench.sh with DEVICE=cuda: gpt-mini's validation loss beside PyTorch's
 #              after VALLOSS_STEPS steps (default 2000) on the same batches, PRECISION (default bf16),
 #              the bundle's fortunes, PyTorch from lockstep's initial weights (INIT, default same);
@@ -90,13 +93,21 @@ for part in "${parts[@]}"; do
         LOCKSTEP_MODES="${LOCKSTEP_MODES:-eager,master}" bash bench/gpu_lm.bench.sh "$bundle"
       ;;
     head) run_part head 60 env OUT_DIR="$out/head" bash bench/gpu_lm_head.bench.sh "$bundle" ;;
+    gelu)
+      # shellcheck disable=SC2016
+      run_part gelu 90 bash -c 'source scripts/gpu-env.sh "$0" || exit 2
+        for g in kernel epilogue; do
+          echo "LOCKSTEP_GELU_BACKWARD=$g"
+          LOCKSTEP_GELU_BACKWARD=$g timeout 40 "$0/bin/bench_gpu_lm" --models gpt2 --dtypes bf16 --modes graph,master --steps 20
+        done' "$bundle"
+      ;;
     attention) run_part attention 100 env OUT_DIR="$out/attention" bash bench/gpu_attention.bench.sh "$bundle" ;;
     zero) run_part zero 240 env OUT_DIR="$out/zero" bash bench/zero_gpu.bench.sh "$bundle" ;;
     valloss)
       run_part valloss 240 env DEVICE=cuda PRECISION="${PRECISION:-bf16}" INIT="${INIT:-same}" OUT_DIR="$out/valloss" \
         bash bench/gpt_val_loss.bench.sh "$bundle" "${VALLOSS_STEPS:-2000}" 200
       ;;
-    *) echo "gpu-session: unknown part '$part' (known: tests, check, head, lm, attention, zero, valloss)" >&2 ;;
+    *) echo "gpu-session: unknown part '$part' (known: tests, check, head, lm, gelu, attention, zero, valloss)" >&2 ;;
   esac
 done
 echo "== done in $(( $(date +%s) - start )) s"

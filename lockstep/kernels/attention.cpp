@@ -10,6 +10,7 @@ namespace {
 const Backends<AttentionKernels> kBackends{.cpu = &cpu::kAttention,
                                            .reference = &reference::kAttention,
                                            .cuda = LOCKSTEP_CUDA_TABLE(cuda::kAttention)};
+const Backends<AttentionIntoKernels> kIntoBackends{.cuda = LOCKSTEP_CUDA_TABLE(cuda::kAttentionInto)};
 
 void checkAttention(const Tensor& q, const Tensor& k, const Tensor& v) {
   LOCKSTEP_ENFORCE(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, ValueError,
@@ -43,6 +44,24 @@ AttentionGrads attentionBackward(const Tensor& gout, const Tensor& q, const Tens
   LOCKSTEP_ENFORCE(gout.shape() == q.shape(), ValueError, "scaled_dot_product_attention backward: gradient ",
                    gout.describe(), " does not match the output's shape ", shapeToString(q.shape()));
   return dispatch<&AttentionKernels::attentionBackward>(kBackends, q, gout, q, k, v, out, lse, p);
+}
+
+void attentionBackwardInto(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& out, const Tensor& lse, const AttentionParams& p,
+                           const AttentionGrads& into) {
+  checkAttention(q, k, v);
+  LOCKSTEP_ENFORCE(
+      into.gq.shape() == q.shape() && into.gk.shape() == k.shape() && into.gv.shape() == v.shape(),
+      ValueError, "scaled_dot_product_attention backward: gradients ", into.gq.describe(), ", ",
+      into.gk.describe(), ", ", into.gv.describe(), " do not match q, k, v ", q.describe(), ", ",
+      k.describe(), ", ", v.describe());
+  if (q.isCuda() && dispatchAsIs<&AttentionIntoKernels::attentionBackwardInto>(kIntoBackends, q, gout, q, k,
+                                                                               v, out, lse, p, into))
+    return;
+  const AttentionGrads g = attentionBackward(gout, q, k, v, out, lse, p);
+  Tensor(into.gq).copyFrom(g.gq);  // handle copies: the same storage
+  Tensor(into.gk).copyFrom(g.gk);
+  Tensor(into.gv).copyFrom(g.gv);
 }
 
 }  // namespace lockstep::kernels

@@ -27,8 +27,8 @@ struct AttentionParams {
 };
 
 struct AttentionOutput {
-  /// [B, H, T, D], q's dtype. Contiguous, or token-major (the cpu kernel's: its memory is
-  /// [B, T, H, D], so out.transpose(1, 2) is contiguous and merging the heads costs no copy).
+  /// [B, H, T, D], q's dtype. Contiguous, or token-major (the cpu kernel's and cuDNN's: its memory
+  /// is [B, T, H, D], so out.transpose(1, 2) is contiguous and merging the heads costs no copy).
   Tensor out;
   Tensor lse;  // [B, H, T] logsumexp of each scaled score row; f32 (f64 for f64 inputs)
 };
@@ -52,5 +52,11 @@ AttentionOutput attentionForward(const Tensor& q, const Tensor& k, const Tensor&
 /// strided as q may.
 AttentionGrads attentionBackward(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v,
                                  const Tensor& out, const Tensor& lse, const AttentionParams& p);
+/// attentionBackward's gradients written into into's tensors (q's, k's and v's shapes; any strides,
+/// e.g. the three parts of one fused projection's gradient). A GPU's cuDNN backward writes them in
+/// place; elsewhere they are computed, then copied.
+void attentionBackwardInto(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& out, const Tensor& lse, const AttentionParams& p,
+                           const AttentionGrads& into);
 
 }  // namespace lockstep::kernels

@@ -1,5 +1,6 @@
 #include "lockstep/kernels/linear.h"
 
+#include <string>
 #include <type_traits>
 
 #include "lockstep/kernels/activation.h"
@@ -7,6 +8,7 @@
 #include "lockstep/kernels/reduce.h"
 #include "lockstep/kernels/tables/linear.h"
 #include "lockstep/tensor/strided.h"
+#include "lockstep/util/env.h"
 
 namespace lockstep::kernels {
 
@@ -35,6 +37,22 @@ void checkBias(const char* op, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor transposeLast(const Tensor& t) { return t.transpose(t.dim() - 2, t.dim() - 1); }
+
+// LOCKSTEP_GELU_BACKWARD: how a GPU takes the data gradient through a GELU MLP. "kernel" (the
+// default): a plain GEMM, then lockstep's vectorised GELU backward, the bias gradient with the
+// weight gradient. "epilogue": one cuBLASLt GEMM with DGELU_BGRAD, which on an H200 ran the
+// epilogue as a separate kernel at ~0.9 TB/s, 336 us a GPT-2 layer (docs/gpu.md).
+bool dgeluEpilogue() {
+  static const bool epilogue = [] {
+    const std::string v = env::get("LOCKSTEP_GELU_BACKWARD").value_or("kernel");
+    if (v == "kernel" || v.empty()) return false;
+    LOCKSTEP_ENFORCE(v == "epilogue", ValueError, "LOCKSTEP_GELU_BACKWARD='", v,
+                     "': use kernel (a GEMM, then lockstep's GELU backward; default) or epilogue "
+                     "(cuBLASLt's DGELU_BGRAD epilogue)");
+    return true;
+  }();
+  return epilogue;
+}
 }  // namespace
 
 Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -65,7 +83,7 @@ std::pair<Tensor, Tensor> linearBackwardDataGeluTanh(const Tensor& gy, const Ten
   LOCKSTEP_ENFORCE(z.shape() == want && z.dtype() == gy.dtype() && weight.dtype() == gy.dtype(), ValueError,
                    "linear+gelu backward: pre-activation ", z.describe(), " does not fit gradient ",
                    gy.describe(), " and weight ", weight.describe());
-  if (gy.isCuda()) {
+  if (gy.isCuda() && dgeluEpilogue()) {
     auto fused = dispatch<&LinearEpilogueKernels::linearBackwardDataGeluTanh>(kEpilogueBackends, gy, gy,
                                                                               weight, z, with_bias);
     if (fused.first.defined()) return fused;

@@ -25,8 +25,9 @@ std::pair<Tensor, Tensor> linearGeluTanhForward(const Tensor& x, const Tensor& w
 /// The data gradient of the layer after such a GELU, through the GELU: {gz, gb}, gz =
 /// gelu_tanh'(z) * (gy W) with gy [..., out] and weight [out, in] the next layer's and z [..., in]
 /// linearGeluTanhForward's pre-activation; gb, the first layer's bias gradient (column sums of gz).
-/// On a GPU one GEMM with the GELU's derivative and the bias gradient in its epilogue
-/// (CUBLASLT_EPILOGUE_DGELU_BGRAD). gb comes back only from that epilogue and only with_bias;
+/// On a GPU with LOCKSTEP_GELU_BACKWARD=epilogue one GEMM with the GELU's derivative and the bias
+/// gradient in its epilogue (CUBLASLT_EPILOGUE_DGELU_BGRAD); by default, as elsewhere, the GEMM and
+/// then geluTanhBackward. gb comes back only from that epilogue and only with_bias;
 /// undefined otherwise, the caller then takes it with the weight gradient (linearBackwardWeights),
 /// as a plain linear layer's backward does.
 std::pair<Tensor, Tensor> linearBackwardDataGeluTanh(const Tensor& gy, const Tensor& weight, const Tensor& z,

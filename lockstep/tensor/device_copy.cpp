@@ -64,6 +64,12 @@ void copyWithDevices(const Tensor& dst, const Tensor& src, bool non_blocking) {
   Tensor(dst).copyFrom(landing);  // a handle copy: the same storage
 }
 
+bool copyManyTakes(const Tensor& dst, const Tensor& src) {
+  return dst.isCuda() && src.isCuda() && cuda::copyManyTakes(dst, src);
+}
+
+void copyManyOnDevice(std::span<const Tensor> dst, std::span<const Tensor> src) { cuda::copyMany(dst, src); }
+
 void fillOnDevice(const Tensor& dst, double value) {
   cuda::DeviceGuard guard(dst.device().index);
   cuda::fill(dst, value);
@@ -73,6 +79,10 @@ void fillOnDevice(const Tensor& dst, double value) {
 
 void copyWithDevices(const Tensor&, const Tensor&, bool) {
   throw NotSupportedError("a copy to or from a GPU in a lockstep built without CUDA");
+}
+bool copyManyTakes(const Tensor&, const Tensor&) { return false; }
+void copyManyOnDevice(std::span<const Tensor> dst, std::span<const Tensor>) {
+  LOCKSTEP_CHECK(dst.empty(), "copyManyOnDevice without CUDA");
 }
 void fillOnDevice(const Tensor&, double) {
   throw NotSupportedError("a fill on a GPU in a lockstep built without CUDA");

@@ -393,6 +393,28 @@ void Tensor::copyFrom(const Tensor& src, bool non_blocking) {
   });
 }
 
+void Tensor::copyMany(std::span<const Tensor> dst, std::span<const Tensor> src) {
+  LOCKSTEP_ENFORCE(dst.size() == src.size(), ValueError, "copyMany: ", dst.size(), " destinations for ",
+                   src.size(), " sources");
+  std::vector<Tensor> many_dst, many_src;
+  for (size_t i = 0; i < dst.size(); ++i) {
+    const Tensor &d = dst[i], &s = src[i];
+    LOCKSTEP_ENFORCE(s.shape_ == d.shape_, ValueError, "copy: source shape ", shapeToString(s.shape_),
+                     " differs from destination shape ", shapeToString(d.shape_));
+    if (d.numel_ == 0) continue;
+    const bool batched = d.isCuda() && !d.storage_->deferred() && !s.storage_->deferred() &&
+                         (many_dst.empty() || d.device() == many_dst.front().device()) &&
+                         detail::copyManyTakes(d, s);
+    if (batched) {
+      many_dst.push_back(d);
+      many_src.push_back(s);
+    } else {
+      Tensor(d).copyFrom(s);  // a handle copy: the same storage
+    }
+  }
+  detail::copyManyOnDevice(many_dst, many_src);
+}
+
 void Tensor::fill(double value) {
   if (numel_ == 0) return;
   if (deferWrite([value](Tensor& t) { t.fill(value); })) return;

@@ -159,6 +159,39 @@ TEST(ScaledDotProductAttention, dropout_is_reproducible_from_the_generator_state
   EXPECT_THROW(scaledDotProductAttention(q, q, q, {false, 1.5}), ValueError);
 }
 
+// GPT's attention from one fused projection equals the composed ops (split, heads, attention,
+// heads merged) in value and in qkv's gradient, with and without dropout and the causal mask, in
+// f64 and f32; its gradient is one contiguous [B, T, 3C] tensor; a width that is not 3 whole
+// heads' worth is refused by name.
+TEST(PackedQkvAttention, equals_the_composed_ops_forward_and_backward) {
+  const int64_t b = 2, t = 70, h = 3, d = 8, c = h * d;
+  for (DType dt : {DType::f64, DType::f32}) {
+    for (auto [causal, dropout] : {std::pair{true, 0.0}, {false, 0.0}, {true, 0.3}}) {
+      SCOPED_TRACE(std::string(dtypeName(dt)) + (causal ? " causal" : "") + " p=" + std::to_string(dropout));
+      Tensor x = randomTensor({b, t, 3 * c}, dt, 31), g = randomTensor({b, t, c}, dt, 32);
+      const AttentionOptions opts{causal, dropout, std::nullopt};
+      Variable packed_in(x.clone(), true), composed_in(x.clone(), true);
+      Generator ga(7), gb(7);
+      Variable packed = packedQkvAttention(packed_in, h, opts, ga);
+      std::vector<Variable> parts = split(composed_in, c, 2);
+      auto heads = [&](const Variable& v) { return transpose(reshape(v, {b, t, h, d}), 1, 2); };
+      Variable composed = reshape(
+          transpose(scaledDotProductAttention(heads(parts[0]), heads(parts[1]), heads(parts[2]), opts, gb), 1,
+                    2),
+          {b, t, c});
+      EXPECT_EQ(ga.offset(), gb.offset());
+      EXPECT_EQ(packed.shape(), composed.shape());
+      EXPECT_TRUE(tensorsNear(packed.tensor(), composed.tensor(), 0.0));
+      packed.backward(g);
+      composed.backward(g);
+      EXPECT_TRUE(packed_in.grad().isContiguous());
+      EXPECT_TRUE(tensorsNear(packed_in.grad(), composed_in.grad(), 0.0));
+    }
+  }
+  Variable odd(randomTensor({1, 4, 20}, DType::f32, 33), true);
+  EXPECT_THROW(packedQkvAttention(odd, 3), ValueError);  // 20 is not 3 x 3 heads' width
+}
+
 TEST(Autocast, transformer_ops_follow_the_policy) {
   Variable x(randomTensor({1, 2, 8, 4}, DType::f32, 22), true);
   Variable w(Tensor::ones({4}, DType::f32), true);

@@ -133,6 +133,48 @@ TEST(GpuTensor, channels_last_reorders_in_every_direction_and_dtype) {
   }
 }
 
+// Tensor::copyMany: the pairs of contiguous floating tensors on the GPU go through multi-tensor
+// launches (more pairs than one launch holds, spans of several chunks, odd sizes and offsets, every
+// dtype pair), the rest one copyFrom each; every result equals copyFrom's bitwise.
+TEST(GpuTensor, copy_many_equals_copy_from_pair_by_pair) {
+  LOCKSTEP_REQUIRE_GPU();
+  const Device gpu = Device::cuda(0);
+  const DType floats[] = {DType::f32, DType::bf16, DType::f16, DType::f64};
+  std::vector<Tensor> dst, src, want;
+  int64_t seed = 0;
+  for (int rep = 0; rep < 30; ++rep) {
+    for (DType dt : floats) {
+      for (DType st : floats) {
+        const int64_t n = (rep == 0 ? 3 * 4096 + 17 : 1 + (seed * 7919) % 9000);
+        Tensor s = (iota({n + 1}, DType::f64).to(st).to(gpu)).narrow(0, 1, n);  // an odd offset
+        Tensor d = Tensor::zeros({n}, dt, gpu), w = Tensor::zeros({n}, dt, gpu);
+        w.copyFrom(s);
+        dst.push_back(d);
+        src.push_back(s);
+        want.push_back(w);
+        ++seed;
+      }
+    }
+  }
+  // Taken one at a time: a transposed source, an integer pair, a host source.
+  Tensor m = iota({6, 5}).to(gpu);
+  dst.push_back(Tensor::zeros({5, 6}, DType::bf16, gpu));
+  src.push_back(m.transpose(0, 1));
+  want.push_back(m.transpose(0, 1).to(DType::bf16));
+  dst.push_back(Tensor::zeros({7}, DType::i32, gpu));
+  src.push_back(Tensor::arange(7, DType::i64).to(gpu));
+  want.push_back(Tensor::arange(7, DType::i32).to(gpu));
+  dst.push_back(Tensor::zeros({7}, DType::f32, gpu));
+  src.push_back(iota({7}));
+  want.push_back(iota({7}).to(gpu));
+  ASSERT_GT(dst.size(), 400u);  // several launches of at most 96 spans
+  Tensor::copyMany(dst, src);
+  for (size_t i = 0; i < dst.size(); ++i) {
+    EXPECT_EQ(dst[i].toVector<double>(), want[i].toVector<double>())
+        << i << ": " << dst[i].describe() << " <- " << src[i].describe();
+  }
+}
+
 TEST(GpuTensor, fills_and_items) {
   LOCKSTEP_REQUIRE_GPU();
   Tensor z = Tensor::zeros({1000}, DType::f32, Device::cuda(0));

@@ -74,6 +74,19 @@ TEST(Tensor, cast_and_copy) {
   EXPECT_THROW(y.copyFrom(x), ValueError);
 }
 
+TEST(Tensor, copy_many_copies_each_pair_as_copy_from_and_checks_them_all) {
+  Tensor x = Tensor::fromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor a = Tensor::zeros({3, 2}), b = Tensor::zeros({2, 3}, DType::bf16), empty = Tensor::zeros({0});
+  std::vector<Tensor> dst{a, b, empty}, src{x.transpose(0, 1), x, Tensor::zeros({0}, DType::f64)};
+  Tensor::copyMany(dst, src);
+  EXPECT_EQ(a.toVector<float>(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  EXPECT_EQ(b.toVector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  std::vector<Tensor> one{a};
+  EXPECT_THROW(Tensor::copyMany(one, src), ValueError);  // counts differ
+  std::vector<Tensor> wrong{x};
+  EXPECT_THROW(Tensor::copyMany(one, wrong), ValueError);  // [3, 2] <- [2, 3]
+}
+
 TEST(Tensor, channels_last_layout) {
   Tensor t = Tensor::empty({2, 3, 4, 5}, DType::f32, MemoryFormat::channels_last);
   EXPECT_TRUE(t.isChannelsLast());

@@ -29,4 +29,12 @@ struct AttentionOptions {
 Variable scaledDotProductAttention(const Variable& q, const Variable& k, const Variable& v,
                                    const AttentionOptions& opts = {}, Generator& gen = defaultGenerator());
 
+/// A transformer's attention from one fused projection (GPT's c_attn): qkv [B, T, 3 * H * D], q, k
+/// and v side by side in its last dim, -> [B, T, H * D], the heads merged. The values of
+/// splitting qkv into thirds, viewing each as [B, H, T, D] heads, scaledDotProductAttention and
+/// merging the heads; the backward writes the three heads' gradients into one [B, T, 3 * H * D]
+/// gradient (on a GPU, cuDNN's backward in place) instead of zero-filling it and adding each third.
+Variable packedQkvAttention(const Variable& qkv, int64_t heads, const AttentionOptions& opts = {},
+                            Generator& gen = defaultGenerator());
+
 }  // namespace lockstep::autograd

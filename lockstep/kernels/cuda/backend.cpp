@@ -10,6 +10,7 @@
 #include "lockstep/kernels/cuda/dropout.h"
 #include "lockstep/kernels/cuda/elementwise.h"
 #include "lockstep/kernels/cuda/finite.h"
+#include "lockstep/kernels/cuda/fused_attention.h"
 #include "lockstep/kernels/cuda/layer_norm.h"
 #include "lockstep/kernels/cuda/loss.h"
 #include "lockstep/kernels/cuda/metrics.h"
@@ -124,6 +125,7 @@ const LossKernels kLoss{LOCKSTEP_LOSS_OPS(LOCKSTEP_KERNEL_ENTRY)};
 const LossIntoKernels kLossInto{LOCKSTEP_LOSS_INTO_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 const AttentionKernels kAttention{LOCKSTEP_ATTENTION_OPS(LOCKSTEP_KERNEL_ENTRY)};
+const AttentionIntoKernels kAttentionInto{LOCKSTEP_ATTENTION_INTO_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 const TransformerKernels kTransformer{
     .embeddingForward = &embeddingForward,

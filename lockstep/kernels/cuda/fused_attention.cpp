@@ -116,13 +116,16 @@ using TensorAttr = fe::graph::Tensor_attributes;
 // The tensors' uids in both graphs.
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 
-// t itself when cuDNN can read it in place (contiguous last dim, strides multiples of 8 elements,
-// 16-byte aligned), else a contiguous copy.
-Tensor readable(const Tensor& t) {
+// Whether cuDNN can read or write t in place: contiguous last dim, strides multiples of 8
+// elements, 16-byte aligned.
+bool inPlace(const Tensor& t) {
   bool ok = t.stride(3) == 1 && reinterpret_cast<uintptr_t>(t.devicePtr()) % 16 == 0;
   for (int d = 0; d < 3 && ok; ++d) ok = t.stride(d) % 8 == 0 || t.size(d) == 1;
-  return ok ? t : t.contiguous();
+  return ok;
 }
+
+// t itself when cuDNN can read it in place, else a contiguous copy.
+Tensor readable(const Tensor& t) { return inPlace(t) ? t : t.contiguous(); }
 
 // q, k and v as cuDNN reads them (in place where their strides allow) and their sizes.
 struct Problem {
@@ -149,9 +152,23 @@ std::shared_ptr<TensorAttr> input(Graph& g, const char* name, Uid uid, const Ten
   return g.tensor(TensorAttr().set_name(name).set_uid(uid).set_dim(t.shape()).set_stride(stridesOf(t)));
 }
 
+// Outputs (O, dQ, dK, dV) are token-major: memory [B, T, H, D] seen as [B, H, T, D], as the CPU
+// kernel's (kernels::AttentionOutput), so merging the heads (transpose(1, 2) then reshape to
+// [B, T, H * D]) is a view, not a copy: the copies a transformer layer made of O in the forward and
+// of dQ, dK and dV in the backward are gone.
 void output(const std::shared_ptr<TensorAttr>& a, Uid uid, const Shape& shape) {
   a->set_output(true).set_uid(uid).set_dim(shape).set_stride(
-      {shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1});
+      {shape[1] * shape[2] * shape[3], shape[3], shape[1] * shape[3], 1});
+}
+
+// An output written into the caller's tensor t (its shape and strides).
+void outputInto(const std::shared_ptr<TensorAttr>& a, Uid uid, const Tensor& t) {
+  a->set_output(true).set_uid(uid).set_dim(t.shape()).set_stride(stridesOf(t));
+}
+
+Tensor tokenMajor(const Shape& shape, DType dtype, const Device& device) {
+  return Tensor::empty({shape[0], shape[2], shape[1], shape[3]}, dtype, MemoryFormat::contiguous, device)
+      .transpose(1, 2);
 }
 
 void statsLayout(const std::shared_ptr<TensorAttr>& a, int64_t b, int64_t h, int64_t t) {
@@ -296,7 +313,7 @@ std::optional<AttentionOutput> fusedAttentionForward(const Tensor& q0, const Ten
     return std::shared_ptr<const Plan>(std::move(made));
   });
   if (!usable(*plan, fresh, q, p, "forward")) return std::nullopt;
-  AttentionOutput r{Tensor::empty(q.shape(), q.dtype(), MemoryFormat::contiguous, q.device()),
+  AttentionOutput r{tokenMajor(q.shape(), q.dtype(), q.device()),
                     Tensor::empty({b, h, t}, DType::f32, MemoryFormat::contiguous, q.device())};
   std::unordered_map<int64_t, void*> pack{{kQ, q.devicePtr()},
                                           {kK, k.devicePtr()},
@@ -310,7 +327,7 @@ std::optional<AttentionOutput> fusedAttentionForward(const Tensor& q0, const Ten
 
 std::optional<AttentionGrads> fusedAttentionBackward(const Tensor& gout0, const Tensor& q0, const Tensor& k0,
                                                      const Tensor& v0, const Tensor& out0, const Tensor& lse0,
-                                                     const AttentionParams& p) {
+                                                     const AttentionParams& p, const AttentionGrads* into) {
   if (!wantFused(q0, p)) return std::nullopt;
 #if !LOCKSTEP_CUDNN_FRONTEND
   return std::nullopt;
@@ -318,12 +335,23 @@ std::optional<AttentionGrads> fusedAttentionBackward(const Tensor& gout0, const 
   const Problem pr(q0, k0, v0);
   if (pr.empty()) return std::nullopt;
   const Tensor &q = pr.q, &k = pr.k, &v = pr.v;
+  if (into) {
+    const bool fits = into->gq.shape() == q.shape() && into->gk.shape() == k.shape() &&
+                      into->gv.shape() == v.shape() && into->gq.dtype() == q.dtype() &&
+                      into->gk.dtype() == q.dtype() && into->gv.dtype() == q.dtype();
+    if (!fits || !inPlace(into->gq) || !inPlace(into->gk) || !inPlace(into->gv)) return std::nullopt;
+  }
   const int64_t b = pr.b, h = pr.h, t = pr.t;
   const Tensor out = readable(out0.to(q.dtype())), gout = readable(gout0.to(q.dtype()));
   const Tensor lse = lse0.to(DType::f32).contiguous();
   const rt::DeviceGuard guard(q.device().index);
   bool fresh = false;
-  const auto plan = planFor(keyOf(1, q, p, {&q, &k, &v, &out, &gout}), fresh, [&] {
+  std::vector<int64_t> key = keyOf(1, q, p, {&q, &k, &v, &out, &gout});
+  if (into) {  // the gradients' layouts are the caller's
+    for (const Tensor* g : {&into->gq, &into->gk, &into->gv})
+      key.insert(key.end(), g->strides().begin(), g->strides().end());
+  }
+  const auto plan = planFor(key, fresh, [&] {
     auto made = std::make_shared<Plan>();
     made->graph = newGraph(q.dtype());
     Graph& g = *made->graph;
@@ -337,17 +365,24 @@ std::optional<AttentionGrads> fusedAttentionBackward(const Tensor& gout0, const 
                      .set_attn_scale(static_cast<float>(p.scale))
                      .set_deterministic_algorithm(gpuMathOptions().cudnn_deterministic);
     auto [dQ, dK, dV] = g.sdpa_backward(Q, K, V, O, dO, stats, attrs);
-    output(dQ, kDQ, q.shape());
-    output(dK, kDK, k.shape());
-    output(dV, kDV, v.shape());
+    if (into) {
+      outputInto(dQ, kDQ, into->gq);
+      outputInto(dK, kDK, into->gk);
+      outputInto(dV, kDV, into->gv);
+    } else {
+      output(dQ, kDQ, q.shape());
+      output(dK, kDK, k.shape());
+      output(dV, kDV, v.shape());
+    }
     made->declined = build(g, dnnHandle(rt::currentStream(q.device().index)), made->workspace);
     return std::shared_ptr<const Plan>(std::move(made));
   });
+  // Gradients into the caller's layout that cuDNN declines: the caller takes cuDNN's own layout
+  // and copies (nothing to announce, no error under LOCKSTEP_GPU_ATTENTION=cudnn).
+  if (into && !plan->declined.empty()) return std::nullopt;
   if (!usable(*plan, fresh, q, p, "backward")) return std::nullopt;
-  auto empty = [&](const Shape& shape) {
-    return Tensor::empty(shape, q.dtype(), MemoryFormat::contiguous, q.device());
-  };
-  AttentionGrads g{empty(q.shape()), empty(k.shape()), empty(v.shape())};
+  auto empty = [&](const Shape& shape) { return tokenMajor(shape, q.dtype(), q.device()); };
+  AttentionGrads g = into ? *into : AttentionGrads{empty(q.shape()), empty(k.shape()), empty(v.shape())};
   std::unordered_map<int64_t, void*> pack{
       {kQ, q.devicePtr()},     {kK, k.devicePtr()},     {kV, v.devicePtr()},
       {kO, out.devicePtr()},   {kDO, gout.devicePtr()}, {kStats, lse.devicePtr()},
@@ -355,6 +390,12 @@ std::optional<AttentionGrads> fusedAttentionBackward(const Tensor& gout0, const 
   execute(*plan, q, pack, "scaled_dot_product_attention backward");
   return g;
 #endif
+}
+
+bool attentionBackwardInto(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& out, const Tensor& lse, const AttentionParams& p,
+                           const AttentionGrads& into) {
+  return fusedAttentionBackward(gout, q, k, v, out, lse, p, &into).has_value();
 }
 
 }  // namespace lockstep::kernels::cuda

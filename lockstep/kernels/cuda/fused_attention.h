@@ -17,11 +17,11 @@
 //
 // Same contract as the CPU kernel: q [B, H, T, D], k/v [B, Hkv, S, D] (grouped-query heads), any
 // strides with a contiguous last dim (no copy when they are multiples of 8 elements), top-left
-// causal mask, out contiguous in q's dtype, lse [B, H, T] f32 (cuDNN's softmax stats: the
-// logsumexp of each scaled score row), so either kernel's forward feeds either kernel's backward.
-// The backward is deterministic (bitwise repeatable) while cudnn_deterministic is on (lockstep's
-// default, kernels/gpu_math_options.h): cuDNN's dP-workspace algorithm, whose scratch is
-// B * H * T * S * 2 bytes; with it off, the faster dQ-atomics one, scratch linear in T.
+// causal mask, out token-major in q's dtype (memory [B, T, H, D], as the CPU kernel's), lse [B, H, T] f32
+// (cuDNN's softmax stats: the logsumexp of each scaled score row), so either kernel's forward feeds either
+// kernel's backward. The backward is deterministic (bitwise repeatable) while cudnn_deterministic is on
+// (lockstep's default, kernels/gpu_math_options.h): cuDNN's dP-workspace algorithm, whose scratch is B * H *
+// T * S * 2 bytes; with it off, the faster dQ-atomics one, scratch linear in T.
 #include <cstdint>
 #include <optional>
 
@@ -32,10 +32,19 @@ namespace lockstep::kernels::cuda {
 /// cuDNN's forward, or nothing when lockstep's kernel is to run (see above).
 std::optional<AttentionOutput> fusedAttentionForward(const Tensor& q, const Tensor& k, const Tensor& v,
                                                      const AttentionParams& p);
-/// cuDNN's backward, or nothing when lockstep's kernel is to run.
+/// cuDNN's backward, or nothing when lockstep's kernel is to run. With into, the gradients are
+/// written into its tensors (q's, k's and v's shapes and q's dtype, strides cuDNN can write: a
+/// contiguous last dim, the rest multiples of 8 elements, 16-byte aligned) and returned; nothing
+/// happens (and nothing comes back) when they do not fit.
 std::optional<AttentionGrads> fusedAttentionBackward(const Tensor& gout, const Tensor& q, const Tensor& k,
                                                      const Tensor& v, const Tensor& out, const Tensor& lse,
-                                                     const AttentionParams& p);
+                                                     const AttentionParams& p,
+                                                     const AttentionGrads* into = nullptr);
+/// kernels::attentionBackwardInto's GPU entry: cuDNN's backward into `into`; false when it did
+/// not run (the caller computes the gradients and copies them).
+bool attentionBackwardInto(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& out, const Tensor& lse, const AttentionParams& p,
+                           const AttentionGrads& into);
 
 /// How many forward and backward passes cuDNN has run in this process (tests and benchmarks: which
 /// kernel a problem took).

@@ -1,12 +1,11 @@
 // SGD and Adam/AdamW updates of flat spans on a GPU, one span per launch or many spans per launch
-// (multi-tensor apply, as torch's _foreach / fused optimizers: each block steps one chunk of one
-// span, the span pointers travel in the kernel's parameters). Every operation is rounded on its own
-// (the __f*_rn / __d*_rn intrinsics keep nvcc from fusing multiply-adds) and in the CPU loops'
-// order, with the CPU's double scalars (kernels::sgdScalars / adamScalars, computed on the host) cast
-// to the element type as the CPU casts them, so the results equal the CPU's
-// (kernels/cpu/optimizer.cpp) bit for bit, whether the scalars come in the kernel's parameters or
-// from device memory. bf16 and f16 spans are stepped in f32 arithmetic, each element widened on load
-// and rounded to nearest even on store, as the CPU's blocks of widened elements are.
+// (multi-tensor apply, tensor/cuda/multi_tensor.cuh: each block steps one chunk of one span).
+// Every operation is rounded on its own (the __f*_rn / __d*_rn intrinsics keep nvcc from fusing
+// multiply-adds) and in the CPU loops' order, with the CPU's double scalars (kernels::sgdScalars /
+// adamScalars, computed on the host) cast to the element type as the CPU casts them, so the results
+// equal the CPU's (kernels/cpu/optimizer.cpp) bit for bit, whether the scalars come in the kernel's
+// parameters or from device memory. bf16 and f16 spans are stepped in f32 arithmetic, each element
+// widened on load and rounded to nearest even on store, as the CPU's blocks of widened elements are.
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -14,6 +13,7 @@
 
 #include "lockstep/kernels/cuda/optimizer.h"
 #include "lockstep/tensor/cuda/device_types.cuh"
+#include "lockstep/tensor/cuda/multi_tensor.cuh"
 #include "lockstep/tensor/cuda/runtime.h"
 
 namespace lockstep::kernels::cuda {
@@ -136,35 +136,6 @@ __global__ void stepOne(Op op, std::array<void*, Op::kBuffers> bufs, int64_t n) 
   }
 }
 
-// Small chunks and many blocks per launch: a block's threads walk kChunk / 256 = 16 elements each,
-// so a ResNet's 11M parameters are ~2,700 blocks that fill the GPU (with 64Ki-element chunks they
-// were 170 blocks of 256 serial steps per thread, and SGD ran at a tenth of the memory's speed).
-constexpr int kMaxSpans = 96;
-constexpr int kMaxBlocks = 4096;
-constexpr int64_t kChunk = 4096;  // elements per block of a multi-span launch
-
-// Up to kMaxSpans spans and kMaxBlocks (span, chunk) work items, passed by value: ~25 KiB, within
-// the 32,764 bytes CUDA 12.1+ allows kernel parameters on Volta and later.
-template <int K>
-struct SpanList {
-  void* buf[kMaxSpans][K];
-  int64_t numel[kMaxSpans];
-  uint8_t span_of_block[kMaxBlocks];
-  int32_t chunk_of_block[kMaxBlocks];
-};
-
-static_assert(kMaxSpans <= 256, "span_of_block holds a span's index in 8 bits");
-static_assert(sizeof(SpanList<5>) <= 32764, "kernel parameters are at most 32,764 bytes");
-
-template <typename Op>
-__global__ void stepMany(Op op, SpanList<Op::kBuffers> list) {
-  const int s = list.span_of_block[blockIdx.x];
-  const int64_t begin = int64_t(list.chunk_of_block[blockIdx.x]) * kChunk;
-  const int64_t end = min(list.numel[s], begin + kChunk);
-  const typename Op::Values c = op.load();
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) op(c, list.buf[s], i);
-}
-
 cudaStream_t streamFor(const Device& d) { return ::lockstep::cuda::currentStream(d.index).handle(); }
 
 template <typename Op>
@@ -175,40 +146,16 @@ void launchOne(const Op& op, const std::array<void*, Op::kBuffers>& bufs, int64_
   LOCKSTEP_CUDA_CHECK(cudaGetLastError());
 }
 
-// Steps spans (all on `device`, all of dtype T) with op, filling SpanLists and launching each when
-// its spans or blocks run out.
+// Steps the spans of dtype `dtype` (all on `device`) with op, many per launch.
 template <typename Op, typename Span, typename BufsOf>
 void launchMany(const Op& op, std::span<const Span> spans, DType dtype, const Device& device,
                 BufsOf&& bufs_of) {
-  constexpr int K = Op::kBuffers;
   ::lockstep::cuda::DeviceGuard guard(device.index);
-  cudaStream_t stream = streamFor(device);
-  SpanList<K> list{};
-  int nspans = 0, nblocks = 0;
-  auto flush = [&] {
-    if (nblocks > 0) {
-      stepMany<Op><<<nblocks, kBlock, 0, stream>>>(op, list);
-      LOCKSTEP_CUDA_CHECK(cudaGetLastError());
-    }
-    nspans = nblocks = 0;
-  };
-  for (const Span& s : spans) {
-    if (s.dtype != dtype || s.numel == 0) continue;
-    const int64_t chunks = (s.numel + kChunk - 1) / kChunk;
-    for (int64_t c = 0; c < chunks; ++c) {
-      if (c == 0 || nspans == 0) {
-        if (nspans == kMaxSpans) flush();
-        const std::array<void*, K> b = bufs_of(s);
-        for (int k = 0; k < K; ++k) list.buf[nspans][k] = b[k];
-        list.numel[nspans] = s.numel;
-        ++nspans;
-      }
-      list.span_of_block[nblocks] = static_cast<uint8_t>(nspans - 1);
-      list.chunk_of_block[nblocks] = static_cast<int32_t>(c);
-      if (++nblocks == kMaxBlocks) flush();
-    }
-  }
-  flush();
+  ::lockstep::cuda::launchMany(op, streamFor(device), spans.size(), [&](size_t i) {
+    const Span& s = spans[i];
+    return s.dtype == dtype ? ::lockstep::cuda::SpanRef<Op::kBuffers>{bufs_of(s), s.numel}
+                            : ::lockstep::cuda::SpanRef<Op::kBuffers>{};
+  });
 }
 
 template <typename E>

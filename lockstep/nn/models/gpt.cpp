@@ -76,15 +76,12 @@ GptBlock::GptBlock(const GptOptions& o, Generator& gen) : Module("Block"), optio
 
 Variable GptBlock::forward(const Variable& x) {
   using namespace autograd;
-  const int64_t b = x.size(0), t = x.size(1), c = options_.n_embd, h = options_.n_head;
+  const int64_t h = options_.n_head;
   const double p = isTraining() ? options_.dropout : 0.0;
   // Attention: q, k, v [B, H, T, D] from one projection, causal fused attention, back to [B, T, C].
   // Each LayerNorm's one reader is a linear layer: under autocast it writes the reader's dtype.
-  std::vector<Variable> qkv = split(c_attn_->forward(ln_1_->forwardLowered(x)), c, 2);
-  auto heads = [&](const Variable& v) { return transpose(reshape(v, {b, t, h, c / h}), 1, 2); };
-  Variable y = scaledDotProductAttention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]),
-                                         {.causal = true, .dropout_p = p});
-  y = reshape(transpose(y, 1, 2), {b, t, c});
+  Variable y =
+      packedQkvAttention(c_attn_->forward(ln_1_->forwardLowered(x)), h, {.causal = true, .dropout_p = p});
   Variable r = add(x, dropout(attn_proj_->forward(y), p, p > 0));
   // mlp.c_proj(gelu(mlp.c_fc(ln_2(r)))) as one op: on a GPU the GELU runs in the GEMMs' epilogues.
   Variable m = geluMlp(ln_2_->forwardLowered(r), c_fc_->weight(), c_fc_->bias(), mlp_proj_->weight(),

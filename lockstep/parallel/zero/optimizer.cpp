@@ -367,7 +367,8 @@ void ZeroOptimizer::pointShardGradients() {
   if (reducer_) reducer_->checkComplete();
   // (A GPU run's stage 2 and 3 reduce into host pieces already.)
   const bool moved = offload_cpu_ && !(reducer_ && reducer_->piecesOnHost());
-  bool queued = false;  // copies down into pinned memory still on their way
+  bool queued = false;                 // copies down into pinned memory still on their way
+  std::vector<Tensor> widened, grads;  // casts on the gradients' own device: one multi-tensor launch
   for (Shard& s : shards_) {
     Tensor g = partitionGradient(s);
     if (g.defined() && (moved || g.dtype() != s.var.dtype())) {
@@ -376,15 +377,21 @@ void ZeroOptimizer::pointShardGradients() {
             Tensor::empty({s.numel}, s.var.dtype(), MemoryFormat::contiguous, s.var.tensor().device());
         if (offload_cpu_ && options_.offload_optimizer_pin_memory) s.host_grad = s.host_grad.pinMemory();
       }
-      // A GPU gradient into pinned memory of its dtype: queued, all of them waited for once below
-      // (not a wait per gradient).
-      const bool async = g.isCuda() && s.host_grad.isPinned() && g.dtype() == s.host_grad.dtype();
-      s.host_grad.copyFrom(g, async);
-      queued = queued || async;
+      if (g.device() == s.host_grad.device()) {
+        widened.push_back(s.host_grad);
+        grads.push_back(g);
+      } else {
+        // A GPU gradient into pinned memory of its dtype: queued, all of them waited for once
+        // below (not a wait per gradient).
+        const bool async = g.isCuda() && s.host_grad.isPinned() && g.dtype() == s.host_grad.dtype();
+        s.host_grad.copyFrom(g, async);
+        queued = queued || async;
+      }
       g = s.host_grad;
     }
     s.var.setGrad(g);
   }
+  Tensor::copyMany(widened, grads);
   if (queued) waitForCopies(placeOf(device()));
   host_grads_current_ = copies;
 }
@@ -439,7 +446,18 @@ void ZeroOptimizer::releaseParameters() {
 }
 
 void ZeroOptimizer::copyShardsToParameters() {
-  for (Shard& s : shards_) copyShardToParameter(s);
+  // Master values rounded into parameters on their own device: one multi-tensor launch for all.
+  std::vector<Tensor> elements, values;
+  for (Shard& s : shards_) {
+    if (s.elements.defined() && s.elements.device() == s.var.tensor().device()) {
+      elements.push_back(s.elements);
+      values.push_back(s.var.tensor());
+    } else {
+      copyShardToParameter(s);
+    }
+  }
+  autograd::NoGradGuard ng;
+  Tensor::copyMany(elements, values);
 }
 
 void ZeroOptimizer::copyShardToParameter(Shard& s) {

@@ -2,6 +2,7 @@
 
 #include "lockstep/tensor/cuda/copy.h"
 #include "lockstep/tensor/cuda/device_types.cuh"
+#include "lockstep/tensor/cuda/multi_tensor.cuh"
 #include "lockstep/tensor/cuda/runtime.h"
 
 namespace lockstep::cuda {
@@ -172,7 +173,53 @@ __global__ void fillContiguous(T* __restrict__ d, T v, int64_t n) {
   }
 }
 
+// bufs = {dst, src} of a contiguous pair: element i cast.
+template <typename D, typename S>
+struct CastOp {
+  static constexpr int kBuffers = 2;
+  struct Values {};
+  __device__ Values load() const { return {}; }
+  __device__ void operator()(const Values&, void* const* b, int64_t i) const {
+    static_cast<D*>(b[0])[i] = castTo<D>(static_cast<const S*>(b[1])[i]);
+  }
+};
+
 }  // namespace
+
+bool copyManyTakes(const Tensor& dst, const Tensor& src) {
+  return dst.device() == src.device() && dst.isContiguous() && src.isContiguous() &&
+         isFloating(dst.dtype()) && isFloating(src.dtype());
+}
+
+void copyMany(std::span<const Tensor> dst, std::span<const Tensor> src) {
+  if (dst.empty()) return;
+  const Device device = dst[0].device();
+  for (size_t i = 0; i < dst.size(); ++i) {
+    LOCKSTEP_ENFORCE(
+        copyManyTakes(dst[i], src[i]) && dst[i].device() == device && dst[i].numel() == src[i].numel(),
+        ValueError, "copyMany: ", dst[i].describe(), " <- ", src[i].describe(),
+        " is not a contiguous floating pair on ", deviceName(device));
+  }
+  DeviceGuard guard(device.index);
+  cudaStream_t stream = currentStream(device.index).handle();
+  // One launch series per (destination, source) dtype pair among the pairs.
+  for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    for (DType st : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+      visitDeviceType(dt, [&](auto dtag) {
+        visitDeviceType(st, [&](auto stag) {
+          using D = decltype(dtag);
+          using S = decltype(stag);
+          if constexpr (!std::is_integral_v<D> && !std::is_integral_v<S>) {
+            launchMany(CastOp<D, S>{}, stream, dst.size(), [&](size_t i) {
+              if (dst[i].dtype() != dt || src[i].dtype() != st) return SpanRef<2>{};
+              return SpanRef<2>{{dst[i].devicePtr(), src[i].devicePtr()}, dst[i].numel()};
+            });
+          }
+        });
+      });
+    }
+  }
+}
 
 void copyStrided(const Tensor& dst, const Tensor& src) {
   LOCKSTEP_ENFORCE(dst.device() == src.device(), ValueError, "copyStrided: ", dst.describe(), " and ",
