@@ -1,8 +1,9 @@
 // Layer normalisation forward and backward on a GPU: a warp per row (a block for rows longer than
 // kWarpRowLimit), two passes over the row for the mean and the variance as the CPU reference does.
-#include <algorithm>
+#include <array>
 
 #include "lockstep/kernels/cuda/block_reduce.cuh"
+#include "lockstep/kernels/cuda/column_sums.cuh"
 #include "lockstep/kernels/cuda/elementwise.cuh"
 #include "lockstep/kernels/cuda/layer_norm.h"
 #include "lockstep/kernels/cuda/reduce.h"
@@ -79,54 +80,22 @@ __global__ void backwardRows(T* __restrict__ gx, const GT* __restrict__ gy, cons
   }
 }
 
-// The weight's and bias's gradients are column sums over the m rows: gw[j] = sum_r dy * xhat,
-// gb[j] = sum_r dy, read straight from dy, x and the row statistics (no [m, n] f32 products written
-// and read back: at GPT-2's 16,384 x 768 that was 200 MB of traffic a LayerNorm). A block of
-// (32, kColumnRows) threads takes 32 columns of a chunk of rows: each thread sums every
-// kColumnRows-th row of the chunk for its column (a warp reads 32 adjacent elements of a row), the
-// block adds its threads' sums in a fixed order into partial[chunk][j]; cuda::reduce then sums the
-// chunks. The same grid for the same (m, n): the sums repeat bitwise.
-constexpr int kColumnRows = 8;
-
+// The terms of the weight's and bias's gradients at (r, j): dy * xhat and dy (column sums, with
+// column_sums.cuh, straight from dy, x and the row statistics).
 template <typename T, typename GT>
-__global__ void columnPartials(ComputeT<T>* __restrict__ pw, ComputeT<T>* __restrict__ pb,
-                               const GT* __restrict__ gy, const T* __restrict__ x,
-                               const ComputeT<T>* __restrict__ mean, const ComputeT<T>* __restrict__ var,
-                               int64_t m, int64_t n, int64_t chunk_rows, ComputeT<T> eps) {
+struct GradTerms {
   using A = ComputeT<T>;
-  __shared__ A sw[kColumnRows][33], sb[kColumnRows][33];
-  const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
-  const int64_t r0 = int64_t(blockIdx.y) * chunk_rows, r1 = min(m, r0 + chunk_rows);
-  A w = A(0), b = A(0);
-  if (j < n) {
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kColumnRows) {
-      const A dy = castTo<A>(gy[r * n + j]);
-      const A rstd = A(1) / dSqrt(var[r] + eps);
-      w += dy * ((castTo<A>(x[r * n + j]) - mean[r]) * rstd);
-      b += dy;
-    }
+  const GT* gy;
+  const T* x;
+  const A *mean, *var;
+  int64_t n;
+  A eps;
+  __device__ Terms<A, 2> operator()(int64_t r, int64_t j) const {
+    const A dy = castTo<A>(gy[r * n + j]);
+    const A rstd = A(1) / dSqrt(var[r] + eps);
+    return {{dy * ((castTo<A>(x[r * n + j]) - mean[r]) * rstd), dy}};
   }
-  sw[threadIdx.y][threadIdx.x] = w;
-  sb[threadIdx.y][threadIdx.x] = b;
-  __syncthreads();
-  if (threadIdx.y == 0 && j < n) {
-    for (int k = 1; k < kColumnRows; ++k) {
-      w += sw[k][threadIdx.x];
-      b += sb[k][threadIdx.x];
-    }
-    if (pw) pw[int64_t(blockIdx.y) * n + j] = w;
-    if (pb) pb[int64_t(blockIdx.y) * n + j] = b;
-  }
-}
-
-// Chunks of rows per column tile: about 1,024 blocks in all (a few waves on an H100's 132 SMs), at
-// least kColumnRows rows a chunk, at most 65,535 chunks (the grid's y limit).
-int64_t columnChunks(int64_t m, int64_t n) {
-  const int64_t tiles = (n + 31) / 32;
-  const int64_t by_blocks = std::max<int64_t>(1, 1024 / tiles);
-  const int64_t by_rows = std::max<int64_t>(1, (m + kColumnRows - 1) / kColumnRows);
-  return std::min<int64_t>({by_blocks, by_rows, 65535});
-}
+};
 
 }  // namespace
 
@@ -187,11 +156,7 @@ LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tens
   const int64_t m = n == 0 ? 0 : x.numel() / n;
   LayerNormGrads g;
   g.gx = gx_into ? *gx_into : emptyOn(x.shape(), x.dtype(), x);
-  // Per chunk of rows, the column sums of dy * xhat (dL/dweight) and of dy (dL/dbias), in the
-  // compute type.
-  const int64_t chunks = m > 0 && n > 0 ? columnChunks(m, n) : 0;
-  Tensor part_w = weight.defined() && chunks > 0 ? emptyOn({chunks, n}, st, x) : Tensor();
-  Tensor part_b = bias.defined() && chunks > 0 ? emptyOn({chunks, n}, st, x) : Tensor();
+  std::array<Tensor, 2> sums;  // [n] column sums of dy * xhat and dy, in the compute type
   if (m > 0) {
     visitFloating("layer_norm backward", x.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -213,25 +178,22 @@ LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tens
               backwardRows<0, T, GT>
                   <<<blocks, kBlock, 0, s>>>(pgx, pg, px, pm, pv, pw, m, n, e, gx_into != nullptr);
             });
-        if (part_w.defined() || part_b.defined()) {
-          const dim3 grid(static_cast<unsigned>((n + 31) / 32), static_cast<unsigned>(chunks));
-          columnPartials<T, GT><<<grid, dim3(32, kColumnRows), 0, streamOf(x)>>>(
-              devicePtrOrNull<A>(part_w), devicePtrOrNull<A>(part_b), pg, px, pm, pv, m, n,
-              (m + chunks - 1) / chunks, e);
-          LOCKSTEP_CUDA_CHECK(cudaGetLastError());
+        if (weight.defined() || bias.defined()) {
+          sums = columnSums<A, 2>(m, n, st, x, {weight.defined(), bias.defined()},
+                                  GradTerms<T, GT>{pg, px, pm, pv, n, e});
         }
       });
       LOCKSTEP_CHECK(ran, "layer_norm backward: gradient dtype ", dtypeName(gy.dtype()), " left uncast");
     });
   }
   if (gx_into) g.gx = Tensor();
-  // The chunks' partial sums summed (in the compute type), then rounded once to the parameter's dtype.
-  auto columnSums = [&](const Tensor& parts, const Tensor& param) {
-    if (!parts.defined()) return Tensor::zeros(param.shape(), param.dtype(), param.device());
-    return cuda::reduce(ReduceOp::sum, parts, {0}, false).to(param.dtype()).reshape(param.shape());
+  // The column sums (in the compute type) rounded once to the parameter's dtype; zeros for no rows.
+  auto grad = [&](const Tensor& sum, const Tensor& param) {
+    if (!sum.defined()) return Tensor::zeros(param.shape(), param.dtype(), param.device());
+    return sum.to(param.dtype()).reshape(param.shape());
   };
-  if (weight.defined()) g.gweight = columnSums(part_w, weight);
-  if (bias.defined()) g.gbias = columnSums(part_b, bias);
+  if (weight.defined()) g.gweight = grad(sums[0], weight);
+  if (bias.defined()) g.gbias = grad(sums[1], bias);
   return g;
 }
 

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "lockstep/kernels/cuda/block_reduce.cuh"
+#include "lockstep/kernels/cuda/column_sums.cuh"
 #include "lockstep/kernels/cuda/elementwise.cuh"
 #include "lockstep/kernels/cuda/reduce.h"
 #include "lockstep/kernels/cuda/transformer.h"
@@ -77,11 +78,11 @@ __global__ void rmsForwardRows(O* __restrict__ y, ComputeT<T>* __restrict__ rstd
   }
 }
 
-// gx = s (g w - x s^2 mean(g w x)), or gx += that rounded to T when accumulate; gyx (when given)
-// receives g x s, whose column sums are dL/dw. g of type GT (x's, or bf16/f16 for an f32 x).
+// gx = s (g w - x s^2 mean(g w x)), or gx += that rounded to T when accumulate. g of type GT (x's,
+// or bf16/f16 for an f32 x).
 template <int G, typename T, typename GT>
-__global__ void rmsBackwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gyx, const GT* __restrict__ gy,
-                                const T* __restrict__ x, const ComputeT<T>* __restrict__ rstd,
+__global__ void rmsBackwardRows(T* __restrict__ gx, const GT* __restrict__ gy, const T* __restrict__ x,
+                                const ComputeT<T>* __restrict__ rstd,
                                 const T* __restrict__ w, int64_t m, int64_t d, bool accumulate) {
   using A = ComputeT<T>;
   using R = RowGroup<G>;
@@ -98,10 +99,22 @@ __global__ void rmsBackwardRows(T* __restrict__ gx, ComputeT<T>* __restrict__ gy
       const A g = castTo<A>(gr[j]), xv = castTo<A>(xr[j]);
       const T v = castTo<T>(s * (g * (w ? castTo<A>(w[j]) : A(1)) - xv * c));
       gx[r * d + j] = accumulate ? castTo<T>(dAddRn(castTo<A>(gx[r * d + j]), castTo<A>(v))) : v;
-      if (gyx) gyx[r * d + j] = g * xv * s;
     }
   }
 }
+
+// The weight gradient's term at (r, j): g x s (column sums with column_sums.cuh).
+template <typename T, typename GT>
+struct RmsWeightTerm {
+  using A = ComputeT<T>;
+  const GT* gy;
+  const T* x;
+  const A* rstd;
+  int64_t d;
+  __device__ Terms<A, 1> operator()(int64_t r, int64_t j) const {
+    return {{castTo<A>(gy[r * d + j]) * castTo<A>(x[r * d + j]) * rstd[r]}};
+  }
+};
 
 // --- SwiGLU ---
 
@@ -254,13 +267,12 @@ RmsNormGrads rmsNormBackward(const Tensor& gy0, const Tensor& x0, const Tensor& 
                rstd = rstd0.to(st).contiguous(), w = weight.defined() ? weight.contiguous() : weight;
   const int64_t d = lastDim(x), m = d == 0 ? 0 : x.numel() / d;
   RmsNormGrads g{gx_into ? *gx_into : emptyOn(x.shape(), x.dtype(), x), Tensor()};
-  Tensor gyx = weight.defined() ? emptyOn({m, d}, st, x) : Tensor();
+  Tensor sum;  // [d] column sums of g x s, in the compute type
   if (m > 0) {
     visitFloating("rms_norm backward", x.dtype(), [&](auto tag) {
       using T = decltype(tag);
       using A = ComputeT<T>;
       T* pgx = static_cast<T*>(g.gx.devicePtr());
-      A* pgyx = devicePtrOrNull<A>(gyx);
       const T *px = static_cast<const T*>(x.devicePtr()), *pw = devicePtrOrNull<const T>(w);
       const A* pr = static_cast<const A*>(rstd.devicePtr());
       const bool ran = visitNarrowOf<T>(gy.dtype(), x.dtype(), [&](auto g_tag) {
@@ -269,21 +281,19 @@ RmsNormGrads rmsNormBackward(const Tensor& gy0, const Tensor& x0, const Tensor& 
         launchRowGroups(
             m, d, streamOf(x),
             [&](unsigned b, cudaStream_t s) {
-              rmsBackwardRows<32, T, GT>
-                  <<<b, kBlock, 0, s>>>(pgx, pgyx, pg, px, pr, pw, m, d, gx_into != nullptr);
+              rmsBackwardRows<32, T, GT><<<b, kBlock, 0, s>>>(pgx, pg, px, pr, pw, m, d, gx_into != nullptr);
             },
             [&](unsigned b, cudaStream_t s) {
-              rmsBackwardRows<0, T, GT>
-                  <<<b, kBlock, 0, s>>>(pgx, pgyx, pg, px, pr, pw, m, d, gx_into != nullptr);
+              rmsBackwardRows<0, T, GT><<<b, kBlock, 0, s>>>(pgx, pg, px, pr, pw, m, d, gx_into != nullptr);
             });
+        if (weight.defined()) sum = columnSums<A, 1>(m, d, st, x, {true}, RmsWeightTerm<T, GT>{pg, px, pr, d})[0];
       });
       LOCKSTEP_CHECK(ran, "rms_norm backward: gradient dtype ", dtypeName(gy.dtype()), " left uncast");
     });
   }
   if (gx_into) g.gx = Tensor();
   if (weight.defined()) {
-    g.gweight = m == 0 ? Tensor::zeros(weight.shape(), weight.dtype(), weight.device())
-                       : cuda::reduce(ReduceOp::sum, gyx, {0}, false).to(weight.dtype());
+    g.gweight = m == 0 ? Tensor::zeros(weight.shape(), weight.dtype(), weight.device()) : sum.to(weight.dtype());
   }
   return g;
 }
