@@ -16,4 +16,13 @@ void scaleInPlace(Tensor& x, double factor) {
   dispatchAsIs<&ScaleKernels::scaleInPlace>(kBackends, x, x, factor);
 }
 
+void scaleInPlace(Tensor& x, const Tensor& factor) {
+  LOCKSTEP_ENFORCE(x.isDense() && isFloating(x.dtype()), ValueError,
+                   "scaleInPlace: needs a dense floating tensor, got ", x.describe());
+  LOCKSTEP_ENFORCE(factor.numel() == 1 && isFloating(factor.dtype()) && factor.device() == x.device(), ValueError,
+                   "scaleInPlace: the factor must be one floating element on ", deviceName(x.device()), ", got ",
+                   factor.describe());
+  dispatchAsIs<&ScaleKernels::scaleInPlaceBy>(kBackends, x, x, factor);
+}
+
 }  // namespace lockstep::kernels

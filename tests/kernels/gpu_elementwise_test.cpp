@@ -124,6 +124,25 @@ TEST(GpuAddInto, accumulates_in_place_with_alpha_strides_and_mixed_dtypes) {
   EXPECT_THROW(kernels::addInto(d, gpu(hostRandom({4}, DType::f32, 2))), ValueError);
 }
 
+// Scaling by a 0-d tensor on the GPU (the fused LM loss's gradient by dL/dloss): the CPU's values
+// bitwise in every dtype, flat and on a dense permuted layout; a host factor is refused.
+TEST(GpuScale, by_a_device_factor_equals_the_host) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (DType t : kFloatDTypes) {
+    for (DType ft : {DType::f32, DType::f64}) {
+      Tensor host = hostRandom({37, 41}, t, 3), factor = Tensor::scalar(0.3125 / 3.0, ft);
+      Tensor dev = gpu(host), dev_t = gpu(host).transpose(0, 1);
+      kernels::scaleInPlace(host, factor);
+      kernels::scaleInPlace(dev, gpu(factor));
+      kernels::scaleInPlace(dev_t, gpu(factor));
+      EXPECT_TRUE(gpuMatches(dev, host, kExact, std::string(dtypeName(t)) + " by " + dtypeName(ft)));
+      EXPECT_TRUE(gpuMatches(dev_t.transpose(0, 1), host, kExact, std::string(dtypeName(t)) + " permuted"));
+    }
+  }
+  Tensor x = gpu(hostRandom({4}, DType::f32, 4));
+  EXPECT_THROW(kernels::scaleInPlace(x, Tensor::scalar(2.0)), ValueError);
+}
+
 TEST(GpuActivation, rejects_operands_on_different_devices_and_integers) {
   LOCKSTEP_REQUIRE_GPU();
   Tensor x = hostRandom({4}, DType::f32, 1);

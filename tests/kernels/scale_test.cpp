@@ -33,3 +33,22 @@ TEST(ScaleInPlace, RejectsViewsWithGapsAndIntegers) {
   Tensor i = Tensor::zeros({3}, DType::i64);
   EXPECT_THROW(kernels::scaleInPlace(i, 2.0), ValueError);
 }
+
+// By a 0-d tensor: the double overload's arithmetic (the factor cast to f32 for f32 and 16-bit x),
+// whatever the factor's dtype; a factor of more than one element, an integer one or one on another
+// device is refused.
+TEST(ScaleInPlace, ByATensorFactorAsByItsValue) {
+  const std::vector<double> v{1.0, -2.5, 3.0e-3, 0.0, 7.0, 0.1};
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    for (DType ft : {DType::f32, DType::f64}) {
+      Tensor x = Tensor::fromVector(v, {6}).to(t), want = x.clone();
+      const Tensor factor = Tensor::scalar(1.0 / 3.0, ft);
+      kernels::scaleInPlace(want, factor.itemDouble());
+      kernels::scaleInPlace(x, factor);
+      EXPECT_EQ(x.toVector<double>(), want.toVector<double>()) << dtypeName(t) << " by " << dtypeName(ft);
+    }
+  }
+  Tensor x = Tensor::zeros({3}, DType::f32);
+  EXPECT_THROW(kernels::scaleInPlace(x, Tensor::zeros({2}, DType::f32)), ValueError);
+  EXPECT_THROW(kernels::scaleInPlace(x, Tensor::scalar(2.0, DType::i64)), ValueError);
+}

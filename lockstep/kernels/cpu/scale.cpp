@@ -26,6 +26,9 @@ void scaleInPlace(Tensor& x, double factor) {
   }
 }
 
+// The factor read on the host, then as above (its value cast to f32 for f32 and 16-bit x).
+void scaleInPlaceBy(Tensor& x, const Tensor& factor) { scaleInPlace(x, factor.itemDouble()); }
+
 }  // namespace
 
 const ScaleKernels kScale{LOCKSTEP_SCALE_OPS(LOCKSTEP_KERNEL_ENTRY)};

@@ -209,6 +209,28 @@ Tensor binaryMixed(BinaryOp op, const Tensor& a, const Tensor& b) {
   return y;
 }
 
+namespace {
+// v times a factor read from device memory (a 0-d tensor of element type F), in C as the host's
+// factor would be after its cast to C.
+template <typename C, typename F>
+struct DeviceFactorFn {
+  const F* factor;
+  __device__ C operator()(C v) const { return v * castTo<C>(*factor); }
+};
+}  // namespace
+
+void scaleInPlaceBy(Tensor& x, const Tensor& factor) {
+  checkSameDevice("scaleInPlace", x, factor);
+  visitFloating("scaleInPlace", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using C = ComputeT<T>;
+    visitFloating("scaleInPlace factor", factor.dtype(), [&](auto ftag) {
+      using F = decltype(ftag);
+      launchMap<T, 1>(x, {x}, DeviceFactorFn<C, F>{static_cast<const F*>(factor.devicePtr())});
+    });
+  });
+}
+
 Tensor binaryScalar(BinaryOp op, const Tensor& a, double s) {
   Tensor y = Tensor::emptyLike(a);
   visitDeviceType(a.dtype(), [&](auto tag) {

@@ -21,6 +21,10 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 Tensor binaryMixed(BinaryOp op, const Tensor& a, const Tensor& b);
 /// a op s, s cast to a's compute type.
 Tensor binaryScalar(BinaryOp op, const Tensor& a, double s);
+/// x *= factor in place, factor a 0-d floating tensor on x's GPU read there (no host
+/// synchronisation): each element times the factor cast to the compute type (f32; f64 for f64),
+/// rounded once.
+void scaleInPlaceBy(Tensor& x, const Tensor& factor);
 
 /// op(x) for floating x.
 Tensor unary(UnaryOp op, const Tensor& x, double p);

@@ -7,7 +7,8 @@ namespace lockstep::kernels {
 
 // clang-format off
 #define LOCKSTEP_SCALE_OPS(X) \
-  X(scaleInPlace, void(Tensor& x, double factor))
+  X(scaleInPlace, void(Tensor& x, double factor)) \
+  X(scaleInPlaceBy, void(Tensor& x, const Tensor& factor))
 // clang-format on
 
 struct ScaleKernels {
