@@ -6,9 +6,9 @@
 #include "lockstep/kernels/binary.h"
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/linear.h"
-#include "lockstep/kernels/scale.h"
 #include "lockstep/kernels/loss.h"
 #include "lockstep/kernels/reduce.h"
+#include "lockstep/kernels/scale.h"
 
 namespace lockstep::kernels {
 
@@ -101,11 +101,18 @@ LinearCrossEntropy linearCrossEntropyForward(const Tensor& x, const Tensor& weig
     const int64_t r1 = std::min(n, r0 + rows);
     const Tensor logits = linearForward(xs.slice(r0, r1), w, bias);
     const Tensor t = target.slice(r0, r1);
+    Tensor rows_grad = with_grad ? out.grad_logits.slice(r0, r1) : Tensor();
+    // A GPU's loss and gradient in one pass over the chunk's logits, the gradient straight into the
+    // kept one; elsewhere the forward, then the backward.
+    if (with_grad) {
+      if (auto both = crossEntropyWithGradInto(rows_grad, share.slice(r0, r1), logits, t, rows_p)) {
+        per.slice(r0, r1).copyFrom(both->first);
+        continue;
+      }
+    }
     auto [loss, lse] = crossEntropyForward(logits, t, rows_p);
     per.slice(r0, r1).copyFrom(loss);
     if (with_grad) {
-      // Straight into the kept gradient where the backend can (a GPU), not through a copy.
-      Tensor rows_grad = out.grad_logits.slice(r0, r1);
       if (!crossEntropyBackwardInto(rows_grad, share.slice(r0, r1), logits, lse, t, rows_p))
         rows_grad.copyFrom(crossEntropyBackward(share.slice(r0, r1), logits, lse, t, rows_p));
     }

@@ -107,6 +107,21 @@ bool crossEntropyBackwardInto(Tensor& out, const Tensor& gloss, const Tensor& lo
   return gpu->crossEntropyBackwardInto(out, gloss, logits, lse, target, p);
 }
 
+std::optional<std::pair<Tensor, Tensor>> crossEntropyWithGradInto(Tensor& out, const Tensor& row_grad,
+                                                                  const Tensor& logits, const Tensor& target,
+                                                                  const CrossEntropyParams& p) {
+  const LossIntoKernels* gpu = LOCKSTEP_CUDA_TABLE(cuda::kLossInto);
+  if (!gpu || !logits.isCuda() || !out.isCuda() || !out.isContiguous() || out.shape() != logits.shape() ||
+      out.dtype() != logits.dtype() || p.reduction != LossReduction::none)
+    return std::nullopt;
+  checkClassTarget("cross_entropy", logits, target);
+  checkGloss("cross_entropy", row_grad, p.reduction, {logits.size(0)});
+  LOCKSTEP_ENFORCE(p.label_smoothing >= 0.0 && p.label_smoothing <= 1.0, ValueError,
+                   "cross_entropy: label_smoothing must be in [0, 1], got ", p.label_smoothing);
+  targetClasses("cross_entropy", logits, p);
+  return gpu->crossEntropyWithGradInto(out, row_grad, logits, target, p);
+}
+
 Tensor crossEntropyRowWeights(const Tensor& target, int64_t ignore_index, LossReduction reduction,
                               DType dtype) {
   LOCKSTEP_ENFORCE(target.dim() == 1 && target.dtype() == DType::i64, ValueError,

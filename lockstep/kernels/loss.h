@@ -5,6 +5,7 @@
 // None of these have oneDNN primitives: f32 runs tight loops in loss.cpp, f64 the reference loops
 // (nll_loss, a gather, runs the reference loop for every dtype).
 #include <cstdint>
+#include <optional>
 #include <utility>
 
 #include "lockstep/tensor/tensor.h"
@@ -47,6 +48,15 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
 /// having written nothing, elsewhere (the caller copies the returned gradient).
 bool crossEntropyBackwardInto(Tensor& out, const Tensor& gloss, const Tensor& logits, const Tensor& lse,
                               const Tensor& target, const CrossEntropyParams& p);
+
+/// crossEntropyForward with reduction none and, in the same pass over the logits, the gradient
+/// crossEntropyBackwardInto writes for the rows' gradients row_grad ([N]) into out (contiguous, the
+/// logits' shape, dtype and device), where the backend can (a GPU: each row's second read comes from
+/// cache, not from memory): {loss, lse} as crossEntropyForward's. Nothing, having written nothing,
+/// elsewhere (the caller runs forward, then backward).
+std::optional<std::pair<Tensor, Tensor>> crossEntropyWithGradInto(Tensor& out, const Tensor& row_grad,
+                                                                  const Tensor& logits, const Tensor& target,
+                                                                  const CrossEntropyParams& p);
 
 /// Each row's share of a reduced loss: [N] in dtype, 0 where target[i] is ignore_index, else 1
 /// (sum) or 1 / the rows kept (mean). reduction none: ValueError. Computed where target lives (a

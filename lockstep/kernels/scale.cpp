@@ -19,9 +19,9 @@ void scaleInPlace(Tensor& x, double factor) {
 void scaleInPlace(Tensor& x, const Tensor& factor) {
   LOCKSTEP_ENFORCE(x.isDense() && isFloating(x.dtype()), ValueError,
                    "scaleInPlace: needs a dense floating tensor, got ", x.describe());
-  LOCKSTEP_ENFORCE(factor.numel() == 1 && isFloating(factor.dtype()) && factor.device() == x.device(), ValueError,
-                   "scaleInPlace: the factor must be one floating element on ", deviceName(x.device()), ", got ",
-                   factor.describe());
+  LOCKSTEP_ENFORCE(factor.numel() == 1 && isFloating(factor.dtype()) && factor.device() == x.device(),
+                   ValueError, "scaleInPlace: the factor must be one floating element on ",
+                   deviceName(x.device()), ", got ", factor.describe());
   dispatchAsIs<&ScaleKernels::scaleInPlaceBy>(kBackends, x, x, factor);
 }
 

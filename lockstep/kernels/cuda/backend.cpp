@@ -194,8 +194,9 @@ const NormKernels kNorm{
 const OptimizerKernels kOptimizer{LOCKSTEP_OPTIMIZER_OPS(LOCKSTEP_KERNEL_ENTRY)};
 
 // The element-wise kernel computes in f32 (f64 for f64) and rounds once, as the cpu loops do.
-const ScaleKernels kScale{.scaleInPlace = [](Tensor& x,
-                                              double factor) { x.copyFrom(cuda::binaryScalar(BinaryOp::mul, x, factor)); },
-                          .scaleInPlaceBy = &scaleInPlaceBy};
+const ScaleKernels kScale{
+    .scaleInPlace = [](Tensor& x,
+                       double factor) { x.copyFrom(cuda::binaryScalar(BinaryOp::mul, x, factor)); },
+    .scaleInPlaceBy = &scaleInPlaceBy};
 
 }  // namespace lockstep::kernels::cuda

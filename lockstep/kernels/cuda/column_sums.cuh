@@ -79,8 +79,8 @@ std::array<Tensor, K> columnSums(int64_t m, int64_t n, DType st, const Tensor& l
     out.p[k] = static_cast<A*>(parts[k].devicePtr());
   }
   const dim3 grid(static_cast<unsigned>((n + 31) / 32), static_cast<unsigned>(chunks));
-  columnPartials<A, K><<<grid, dim3(32, kColumnRows), 0, streamOf(like)>>>(out, m, n, (m + chunks - 1) / chunks,
-                                                                           term);
+  columnPartials<A, K>
+      <<<grid, dim3(32, kColumnRows), 0, streamOf(like)>>>(out, m, n, (m + chunks - 1) / chunks, term);
   LOCKSTEP_CUDA_CHECK(cudaGetLastError());
   std::array<Tensor, K> sums;
   for (int k = 0; k < K; ++k) {

@@ -28,13 +28,37 @@ __device__ __forceinline__ void online(A v, A& m, A& s) {
   }
 }
 
+// out[j] = (exp(row[j] - l) - off - on [j == k]) * s for one row, by the lanes of its row group;
+// out may be row itself (each element is read before the same thread writes it).
+template <typename R, typename T, typename A = ComputeT<T>>
+__device__ __forceinline__ void gradientRow(T* out, const T* row, A l, int64_t k, A s, int64_t c,
+                                            int64_t classes, A on, A off, int64_t ignore_index) {
+  const int64_t w = R::width();
+  const bool ignored = k == ignore_index, bad = !ignored && (k < 0 || k >= classes);
+  auto grad = [&](A v, int64_t j) {
+    return ignored ? A(0) : bad ? nanOf<A>() : (dExp(v - l) - off - (j == k ? on : A(0))) * s;
+  };
+  int64_t j = R::lane();
+  for (; j + (kUnroll - 1) * w < c; j += kUnroll * w) {
+    A v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = castTo<A>(row[j + u * w]);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) out[j + u * w] = castTo<T>(grad(v[u], j + u * w));
+  }
+  for (; j < c; j += w) out[j] = castTo<T>(grad(castTo<A>(row[j]), j));
+}
+
 // Row r: lse[r], and its loss into per_out (reduction none: x's dtype, or f32 for f32_loss) or
 // per_acc (f64); one pass over the row (the max and the sum of exponentials together, online).
+// With gx (and g, the rows' gradients of a reduction none), the row's dL/dlogits too, right after
+// (gradientRow: the row read again while it is still in cache, not from memory as a separate
+// backward kernel would), the values crossEntropyBackwardRows writes.
 template <int G, typename T, typename O>
 __global__ void crossEntropyRows(O* per_out, double* per_acc, ComputeT<T>* __restrict__ lse,
                                  const T* __restrict__ x, const int64_t* __restrict__ target, int64_t m,
                                  int64_t c, int64_t classes, ComputeT<T> on, ComputeT<T> off,
-                                 int64_t ignore_index) {
+                                 int64_t ignore_index, T* gx, const ComputeT<T>* __restrict__ g) {
   using A = ComputeT<T>;
   using R = RowGroup<G>;
   __shared__ A shm[32];
@@ -63,10 +87,10 @@ __global__ void crossEntropyRows(O* per_out, double* per_acc, ComputeT<T>* __res
     rowsum = R::sum(rowsum, shm);
     // This thread's sum rescaled to the row's max (nothing when it saw only -inf or nothing).
     se = R::sum(se == A(0) ? A(0) : se * dExp(mx - row_max), shm);
+    const A l = row_max + dLog(se);
+    const int64_t k = target[r];
     if (R::lane() == 0) {
-      const A l = row_max + dLog(se);
       lse[r] = l;
-      const int64_t k = target[r];
       // The smoothing term only with smoothing: a masked (-inf) logit makes it infinite.
       const A smoothed = off > A(0) ? off * (A(c) * l - rowsum) : A(0);
       const A loss = k == ignore_index       ? A(0)
@@ -77,6 +101,7 @@ __global__ void crossEntropyRows(O* per_out, double* per_acc, ComputeT<T>* __res
       else
         per_acc[r] = static_cast<double>(loss);
     }
+    if (gx) gradientRow<R, T>(gx + r * c, row, l, k, g[r], c, classes, on, off, ignore_index);
   }
 }
 
@@ -87,28 +112,10 @@ __global__ void crossEntropyBackwardRows(T* gx, const T* x, const ComputeT<T>* _
                                          const int64_t* __restrict__ target, const ComputeT<T>* g,
                                          const ComputeT<T>* scale, int64_t m, int64_t c, int64_t classes,
                                          ComputeT<T> on, ComputeT<T> off, int64_t ignore_index) {
-  using A = ComputeT<T>;
   using R = RowGroup<G>;
-  const int64_t w = R::width();
   for (int64_t r = R::first(); r < m; r += R::stride()) {
-    const int64_t k = target[r];
-    const A s = scale ? scale[0] : g[r];
-    const A l = lse[r];
-    const T* row = x + r * c;
-    T* out = gx + r * c;
-    const bool ignored = k == ignore_index, bad = !ignored && (k < 0 || k >= classes);
-    auto grad = [&](A v, int64_t j) {
-      return ignored ? A(0) : bad ? nanOf<A>() : (dExp(v - l) - off - (j == k ? on : A(0))) * s;
-    };
-    int64_t j = R::lane();
-    for (; j + (kUnroll - 1) * w < c; j += kUnroll * w) {
-      A v[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) v[u] = castTo<A>(row[j + u * w]);
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) out[j + u * w] = castTo<T>(grad(v[u], j + u * w));
-    }
-    for (; j < c; j += w) out[j] = castTo<T>(grad(castTo<A>(row[j]), j));
+    gradientRow<R, T>(gx + r * c, x + r * c, lse[r], target[r], scale ? scale[0] : g[r], c, classes, on, off,
+                      ignore_index);
   }
 }
 
@@ -149,8 +156,11 @@ Tensor crossEntropyRowWeights(const Tensor& target, int64_t ignore_index, LossRe
   return w;
 }
 
-std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
-                                              const CrossEntropyParams& p) {
+namespace {
+// crossEntropyForward, and with gx the gradient of a reduction none from the rows' gradients g
+// ([N], the compute dtype) written into it in the same kernel.
+std::pair<Tensor, Tensor> forward(const Tensor& logits, const Tensor& target, const CrossEntropyParams& p,
+                                  Tensor* gx, const Tensor* g) {
   checkSameDevice("cross_entropy", logits, target);
   const Tensor x = logits.contiguous(), tg = target.contiguous();
   const int64_t n = x.size(0), c = x.size(1), classes = p.classes > 0 ? p.classes : c;
@@ -168,6 +178,9 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
     const T* px = static_cast<const T*>(x.devicePtr());
     const int64_t* pt = static_cast<const int64_t*>(tg.devicePtr());
     const int64_t* mean_target = p.reduction == LossReduction::mean ? pt : nullptr;
+    T* pgx = gx ? static_cast<T*>(gx->devicePtr()) : nullptr;
+    const Tensor gr = g ? g->to(dtypeOf<A>).contiguous() : Tensor();
+    const A* pg = g ? static_cast<const A*>(gr.devicePtr()) : nullptr;
     auto run = [&](auto out_tag) {
       using O = decltype(out_tag);
       Tensor per =
@@ -177,12 +190,12 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
       launchRowGroups(
           n, c, streamOf(x),
           [&](unsigned b, cudaStream_t s) {
-            crossEntropyRows<32, T, O>
-                <<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, classes, on, off, p.ignore_index);
+            crossEntropyRows<32, T, O><<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, classes, on,
+                                                            off, p.ignore_index, pgx, pg);
           },
           [&](unsigned b, cudaStream_t s) {
-            crossEntropyRows<0, T, O>
-                <<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, classes, on, off, p.ignore_index);
+            crossEntropyRows<0, T, O><<<b, kBlock, 0, s>>>(per_out, per_acc, pl, px, pt, n, c, classes, on,
+                                                           off, p.ignore_index, pgx, pg);
           });
       loss = none ? per : finish<O>(per, loss_dtype, mean_target, p.ignore_index, 1.0);
     };
@@ -192,6 +205,24 @@ std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor
       run(A{});
   });
   return {loss, lse};
+}
+}  // namespace
+
+std::pair<Tensor, Tensor> crossEntropyForward(const Tensor& logits, const Tensor& target,
+                                              const CrossEntropyParams& p) {
+  return forward(logits, target, p, nullptr, nullptr);
+}
+
+std::pair<Tensor, Tensor> crossEntropyWithGradInto(Tensor& out, const Tensor& row_grad, const Tensor& logits,
+                                                   const Tensor& target, const CrossEntropyParams& p) {
+  checkSameDevice("cross_entropy", out, logits);
+  checkSameDevice("cross_entropy", row_grad, logits);
+  LOCKSTEP_CHECK(p.reduction == LossReduction::none && out.isContiguous() && out.shape() == logits.shape() &&
+                     out.dtype() == logits.dtype(),
+                 "cross_entropy with its gradient: a reduction none and a contiguous gradient of the logits' "
+                 "shape and dtype, got ",
+                 out.describe(), " for ", logits.describe());
+  return forward(logits, target, p, &out, &row_grad);
 }
 
 namespace {

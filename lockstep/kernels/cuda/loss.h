@@ -22,6 +22,10 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
 /// logits themselves); false (nothing written) for any other out.
 bool crossEntropyBackwardInto(Tensor& out, const Tensor& gloss, const Tensor& logits, const Tensor& lse,
                               const Tensor& target, const CrossEntropyParams& p);
+/// kernels::crossEntropyWithGradInto: crossEntropyForward of a reduction none with the gradient
+/// from the rows' gradients written into out in the same kernel.
+std::pair<Tensor, Tensor> crossEntropyWithGradInto(Tensor& out, const Tensor& row_grad, const Tensor& logits,
+                                                   const Tensor& target, const CrossEntropyParams& p);
 Tensor crossEntropyRowWeights(const Tensor& target, int64_t ignore_index, LossReduction reduction,
                               DType dtype);
 Tensor nllLossForward(const Tensor& log_probs, const Tensor& target, LossReduction reduction,

@@ -82,8 +82,8 @@ __global__ void rmsForwardRows(O* __restrict__ y, ComputeT<T>* __restrict__ rstd
 // or bf16/f16 for an f32 x).
 template <int G, typename T, typename GT>
 __global__ void rmsBackwardRows(T* __restrict__ gx, const GT* __restrict__ gy, const T* __restrict__ x,
-                                const ComputeT<T>* __restrict__ rstd,
-                                const T* __restrict__ w, int64_t m, int64_t d, bool accumulate) {
+                                const ComputeT<T>* __restrict__ rstd, const T* __restrict__ w, int64_t m,
+                                int64_t d, bool accumulate) {
   using A = ComputeT<T>;
   using R = RowGroup<G>;
   __shared__ A shm[32];
@@ -286,14 +286,16 @@ RmsNormGrads rmsNormBackward(const Tensor& gy0, const Tensor& x0, const Tensor& 
             [&](unsigned b, cudaStream_t s) {
               rmsBackwardRows<0, T, GT><<<b, kBlock, 0, s>>>(pgx, pg, px, pr, pw, m, d, gx_into != nullptr);
             });
-        if (weight.defined()) sum = columnSums<A, 1>(m, d, st, x, {true}, RmsWeightTerm<T, GT>{pg, px, pr, d})[0];
+        if (weight.defined())
+          sum = columnSums<A, 1>(m, d, st, x, {true}, RmsWeightTerm<T, GT>{pg, px, pr, d})[0];
       });
       LOCKSTEP_CHECK(ran, "rms_norm backward: gradient dtype ", dtypeName(gy.dtype()), " left uncast");
     });
   }
   if (gx_into) g.gx = Tensor();
   if (weight.defined()) {
-    g.gweight = m == 0 ? Tensor::zeros(weight.shape(), weight.dtype(), weight.device()) : sum.to(weight.dtype());
+    g.gweight =
+        m == 0 ? Tensor::zeros(weight.shape(), weight.dtype(), weight.device()) : sum.to(weight.dtype());
   }
   return g;
 }

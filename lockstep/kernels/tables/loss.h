@@ -25,7 +25,8 @@ struct LossKernels {
 // The losses' forms that write into a given buffer (a GPU's only).
 // clang-format off
 #define LOCKSTEP_LOSS_INTO_OPS(X) \
-  X(crossEntropyBackwardInto, bool(Tensor& out, const Tensor& gloss, const Tensor& logits, const Tensor& lse, const Tensor& target, const CrossEntropyParams& p))
+  X(crossEntropyBackwardInto, bool(Tensor& out, const Tensor& gloss, const Tensor& logits, const Tensor& lse, const Tensor& target, const CrossEntropyParams& p)) \
+  X(crossEntropyWithGradInto, std::pair<Tensor, Tensor>(Tensor& out, const Tensor& row_grad, const Tensor& logits, const Tensor& target, const CrossEntropyParams& p))
 // clang-format on
 
 struct LossIntoKernels {
