@@ -28,25 +28,31 @@ __device__ __forceinline__ void online(A v, A& m, A& s) {
   }
 }
 
-// out[j] = (exp(row[j] - l) - off - on [j == k]) * s for one row, by the lanes of its row group;
-// out may be row itself (each element is read before the same thread writes it).
-template <typename R, typename T, typename A = ComputeT<T>>
-__device__ __forceinline__ void gradientRow(T* out, const T* row, A l, int64_t k, A s, int64_t c,
-                                            int64_t classes, A on, A off, int64_t ignore_index) {
+// fn(v, j) for each element j of a row this lane takes (lane, lane + W, ...), the values widened to
+// A: kUnroll loads in flight before any value is used.
+template <typename R, typename A, typename T, typename Fn>
+__device__ __forceinline__ void forRow(const T* row, int64_t c, Fn&& fn) {
   const int64_t w = R::width();
-  const bool ignored = k == ignore_index, bad = !ignored && (k < 0 || k >= classes);
-  auto grad = [&](A v, int64_t j) {
-    return ignored ? A(0) : bad ? nanOf<A>() : (dExp(v - l) - off - (j == k ? on : A(0))) * s;
-  };
   int64_t j = R::lane();
   for (; j + (kUnroll - 1) * w < c; j += kUnroll * w) {
     A v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) v[u] = castTo<A>(row[j + u * w]);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) out[j + u * w] = castTo<T>(grad(v[u], j + u * w));
+    for (int u = 0; u < kUnroll; ++u) fn(v[u], j + u * w);
   }
-  for (; j < c; j += w) out[j] = castTo<T>(grad(castTo<A>(row[j]), j));
+  for (; j < c; j += w) fn(castTo<A>(row[j]), j);
+}
+
+// out[j] = (exp(row[j] - l) - off - on [j == k]) * s for one row, by the lanes of its row group;
+// out may be row itself (each element is read before the same thread writes it).
+template <typename R, typename T, typename A = ComputeT<T>>
+__device__ __forceinline__ void gradientRow(T* out, const T* row, A l, int64_t k, A s, int64_t c,
+                                            int64_t classes, A on, A off, int64_t ignore_index) {
+  const bool ignored = k == ignore_index, bad = !ignored && (k < 0 || k >= classes);
+  forRow<R, A>(row, c, [&](A v, int64_t j) {
+    out[j] = castTo<T>(ignored ? A(0) : bad ? nanOf<A>() : (dExp(v - l) - off - (j == k ? on : A(0))) * s);
+  });
 }
 
 // Row r: lse[r], and its loss into per_out (reduction none: x's dtype, or f32 for f32_loss) or
@@ -63,26 +69,13 @@ __global__ void crossEntropyRows(O* per_out, double* per_acc, ComputeT<T>* __res
   using R = RowGroup<G>;
   __shared__ A shm[32];
   const A lowest = -std::numeric_limits<A>::infinity();
-  const int64_t w = R::width();
   for (int64_t r = R::first(); r < m; r += R::stride()) {
     const T* row = x + r * c;
     A mx = lowest, se = A(0), rowsum = A(0);
-    int64_t j = R::lane();
-    for (; j + (kUnroll - 1) * w < c; j += kUnroll * w) {
-      A v[kUnroll];
-#pragma unroll
-      for (int k = 0; k < kUnroll; ++k) v[k] = castTo<A>(row[j + k * w]);
-#pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
-        rowsum += v[k];
-        online(v[k], mx, se);
-      }
-    }
-    for (; j < c; j += w) {
-      const A v = castTo<A>(row[j]);
+    forRow<R, A>(row, c, [&](A v, int64_t) {
       rowsum += v;
       online(v, mx, se);
-    }
+    });
     const A row_max = R::max(mx, shm, lowest);
     rowsum = R::sum(rowsum, shm);
     // This thread's sum rescaled to the row's max (nothing when it saw only -inf or nothing).
