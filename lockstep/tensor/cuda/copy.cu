@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "lockstep/tensor/cuda/copy.h"
 #include "lockstep/tensor/cuda/device_types.cuh"
@@ -202,22 +204,25 @@ void copyMany(std::span<const Tensor> dst, std::span<const Tensor> src) {
   }
   DeviceGuard guard(device.index);
   cudaStream_t stream = currentStream(device.index).handle();
-  // One launch series per (destination, source) dtype pair among the pairs.
-  for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
-    for (DType st : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
-      visitDeviceType(dt, [&](auto dtag) {
-        visitDeviceType(st, [&](auto stag) {
-          using D = decltype(dtag);
-          using S = decltype(stag);
-          if constexpr (!std::is_integral_v<D> && !std::is_integral_v<S>) {
-            launchMany(CastOp<D, S>{}, stream, dst.size(), [&](size_t i) {
-              if (dst[i].dtype() != dt || src[i].dtype() != st) return SpanRef<2>{};
-              return SpanRef<2>{{dst[i].devicePtr(), src[i].devicePtr()}, dst[i].numel()};
-            });
-          }
-        });
+  // One launch series per (destination, source) dtype pair present.
+  std::vector<std::pair<DType, DType>> kinds;
+  for (size_t i = 0; i < dst.size(); ++i) {
+    const std::pair<DType, DType> kind{dst[i].dtype(), src[i].dtype()};
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  }
+  for (const auto& [dt, st] : kinds) {
+    visitDeviceType(dt, [&](auto dtag) {
+      visitDeviceType(st, [&](auto stag) {
+        using D = decltype(dtag);
+        using S = decltype(stag);
+        if constexpr (!std::is_integral_v<D> && !std::is_integral_v<S>) {
+          launchMany(CastOp<D, S>{}, stream, dst.size(), [&](size_t i) {
+            if (dst[i].dtype() != dt || src[i].dtype() != st) return SpanRef<2>{};
+            return SpanRef<2>{{dst[i].devicePtr(), src[i].devicePtr()}, dst[i].numel()};
+          });
+        }
       });
-    }
+    });
   }
 }
 
