@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "lockstep/kernels/activation.h"
+#include "lockstep/kernels/binary.h"
 #include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/reduce.h"
 #include "lockstep/kernels/tables/linear.h"
@@ -59,6 +60,25 @@ Tensor linearForward(const Tensor& x, const Tensor& weight, const Tensor& bias) 
   checkLinear("linear", x, weight);
   checkBias("linear", weight, bias);
   return dispatch<&LinearKernels::linearForward>(kBackends, x, x, weight, bias);
+}
+
+Tensor linearResidualForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             const Tensor& residual) {
+  checkLinear("linear+residual", x, weight);
+  checkBias("linear+residual", weight, bias);
+  Shape want(x.shape().begin(), x.shape().end() - 1);
+  want.push_back(weight.size(0));
+  LOCKSTEP_ENFORCE(residual.defined() && residual.shape() == want, ValueError, "linear+residual: residual ",
+                   residual.defined() ? residual.describe() : std::string("(undefined)"),
+                   " is not the layer's output shape ", shapeToString(want));
+  LOCKSTEP_ENFORCE(residual.device() == x.device(), ValueError, "linear+residual: residual on ",
+                   deviceName(residual.device()), ", input on ", deviceName(x.device()));
+  if (x.isCuda() && binaryResultDType(residual.dtype(), x.dtype()) == residual.dtype()) {
+    Tensor fused = dispatch<&LinearEpilogueKernels::linearResidualForward>(kEpilogueBackends, x, x, weight,
+                                                                           bias, residual);
+    if (fused.defined()) return fused;
+  }
+  return binary(BinaryOp::add, residual, linearForward(x, weight, bias));
 }
 
 std::pair<Tensor, Tensor> linearGeluTanhForward(const Tensor& x, const Tensor& weight, const Tensor& bias) {

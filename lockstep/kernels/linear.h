@@ -16,6 +16,17 @@ Shape checkLinearBackwardData(const Tensor& gy, const Tensor& weight);
 /// {dL/dW [out, in], dL/db [out] (undefined unless with_bias)} from gy [..., out] and x [..., in].
 std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& x, bool with_bias);
 
+/// residual + (x W^T + b): a layer's output added to the residual stream it writes to (a transformer
+/// block's `x + proj(y)`), as torch's `residual + F.linear(x, weight, bias)`. residual has the
+/// layer's output shape; the result has the wider of residual's and x's dtypes (binary()'s rule:
+/// autocast's f32 stream plus a bf16 layer gives f32). On a GPU one cuBLASLt GEMM that reads the
+/// residual as its C matrix (beta 1) and writes the sum (kernels/cuda/blas.h), where cuBLASLt takes
+/// the problem (a contiguous residual in the result's dtype, rows of whole 16-byte runs): no pass of
+/// its own over the [..., out] activation, and a 16-bit x W^T + b is not rounded to 16 bits before
+/// the add. Elsewhere linearForward, then the add.
+Tensor linearResidualForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             const Tensor& residual);
+
 /// A transformer MLP's first layer and its GELU (tanh form, GPT-2's): {y, z}, z = x W^T + b the
 /// pre-activation (the backward's operand) and y = gelu_tanh(z). On a GPU one cuBLASLt GEMM with
 /// the bias and the GELU in its epilogue (CUBLASLT_EPILOGUE_GELU_AUX_BIAS, z written beside y)

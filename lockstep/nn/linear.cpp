@@ -25,6 +25,10 @@ Linear::Linear(const LinearOptions& options) : Module("Linear"), options_(option
 
 Variable Linear::forward(const Variable& x) { return autograd::linear(x, weight_, bias_); }
 
+Variable Linear::forwardResidual(const Variable& x, const Variable& residual) {
+  return autograd::linearResidual(residual, x, weight_, bias_);
+}
+
 std::string Linear::extraRepr() const {
   return detail::concat("in_features=", options_.in_features, ", out_features=", options_.out_features,
                         ", bias=", options_.bias ? "true" : "false");

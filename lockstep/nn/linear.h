@@ -21,6 +21,9 @@ class Linear : public Module {
   /// reset_parameters() (kaiming_uniform_(a=sqrt(5)) for the weight).
   explicit Linear(const LinearOptions& options);
   Variable forward(const Variable& x) override;
+  /// residual + forward(x) as one op (autograd::linearResidual: on a GPU the add runs in the GEMM):
+  /// a transformer block's projection back into its residual stream.
+  Variable forwardResidual(const Variable& x, const Variable& residual);
   std::string extraRepr() const override;
 
   const Variable& weight() const { return weight_; }

@@ -76,6 +76,75 @@ TEST(GeluMlp, equals_the_composed_ops) {
   EXPECT_FALSE(b1.hasGrad());
 }
 
+// residual + linear(x, w, b) as one op: gradients by central differences; on the CPU the same
+// kernels as add(residual, linear(...)), so the same values and gradients bit for bit, under autocast
+// too (the f32 residual keeps its dtype, the layer's gradient arrives in bf16); a residual of another
+// shape is an error naming it.
+TEST(LinearResidual, gradient) {
+  EXPECT_TRUE(gradientsMatch(
+      [](const std::vector<Variable>& in) { return linearResidual(in[3], in[0], in[1], in[2]); },
+      {randomTensor({2, 3, 4}, DType::f64, 1), randomTensor({5, 4}, DType::f64, 2),
+       randomTensor({5}, DType::f64, 3), randomTensor({2, 3, 5}, DType::f64, 4)}));
+  EXPECT_TRUE(gradientsMatch(
+      [](const std::vector<Variable>& in) { return geluMlp(in[0], in[1], in[2], in[3], in[4], in[5]); },
+      {randomTensor({3, 4}, DType::f64, 5), randomTensor({6, 4}, DType::f64, 6),
+       randomTensor({6}, DType::f64, 7), randomTensor({4, 6}, DType::f64, 8),
+       randomTensor({4}, DType::f64, 9), randomTensor({3, 4}, DType::f64, 10)}));
+}
+
+TEST(LinearResidual, equals_the_add_of_the_composed_ops) {
+  for (bool mlp : {false, true}) {
+    for (bool autocast : {false, true}) {
+      auto leaf = [](const Shape& s, uint64_t seed) {
+        return Variable(randomTensor(s, DType::f32, seed), true);
+      };
+      std::vector<Variable> fused{leaf({2, 5, 8}, 1), leaf({16, 8}, 2), leaf({16}, 3),
+                                  leaf({8, 16}, 4),   leaf({8}, 5),     leaf({2, 5, 8}, 6)};
+      std::vector<Variable> plain;
+      for (const Variable& v : fused) plain.push_back(Variable(v.tensor(), true));
+      Variable y, want;
+      {
+        std::optional<AutocastGuard> scope;
+        if (autocast) scope.emplace(DType::bf16);
+        if (mlp) {
+          y = geluMlp(fused[0], fused[1], fused[2], fused[3], fused[4], fused[5]);
+          want = add(plain[5], geluMlp(plain[0], plain[1], plain[2], plain[3], plain[4]));
+        } else {
+          y = linearResidual(fused[5], fused[0], narrow(fused[3], 1, 0, 8), fused[4]);
+          want = add(plain[5], linear(plain[0], narrow(plain[3], 1, 0, 8), plain[4]));
+        }
+      }
+      const std::string what =
+          std::string(mlp ? "geluMlp" : "linearResidual") + (autocast ? ", autocast" : "");
+      ASSERT_EQ(y.dtype(), DType::f32) << what;
+      ASSERT_EQ(want.dtype(), DType::f32) << what;
+      EXPECT_TRUE(tensorsNear(y.tensor(), want.tensor(), 0, 0)) << what;
+      Tensor g = randomTensor({2, 5, 8}, DType::f32, 7);
+      y.backward(g);
+      want.backward(g);
+      for (size_t i = 0; i < fused.size(); ++i) {
+        if (!mlp && (i == 1 || i == 2)) continue;  // not inputs of the linear case
+        ASSERT_TRUE(fused[i].hasGrad()) << what << ", input " << i;
+        EXPECT_EQ(fused[i].grad().dtype(), DType::f32) << what << ", input " << i;
+        EXPECT_TRUE(tensorsNear(fused[i].grad(), plain[i].grad(), 0, 0)) << what << ", input " << i;
+      }
+    }
+  }
+  // A residual that wants no gradient gets none; the layer's still flow.
+  Variable x(randomTensor({3, 4}, DType::f32, 8), true), w(randomTensor({5, 4}, DType::f32, 9), true);
+  Variable r(randomTensor({3, 5}, DType::f32, 10));
+  linearResidual(r, x, w, Variable()).backward(Tensor::ones({3, 5}));
+  EXPECT_TRUE(x.hasGrad());
+  EXPECT_TRUE(w.hasGrad());
+  EXPECT_FALSE(r.hasGrad());
+  try {
+    linearResidual(Variable(randomTensor({3, 4})), x, w, Variable());
+    FAIL() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("residual"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Linear, forward_matches_reference) {
   Tensor x = randomTensor({32, 64}, DType::f32, 1), w = randomTensor({10, 64}, DType::f32, 2),
          b = randomTensor({10}, DType::f32, 3);

@@ -10,6 +10,7 @@
 
 #include "gpu_compare.h"
 #include "lockstep/kernels/activation.h"
+#include "lockstep/kernels/binary.h"
 #include "lockstep/kernels/cuda/blas.h"
 #include "lockstep/kernels/linear.h"
 #include "lockstep/kernels/reduce.h"
@@ -153,6 +154,46 @@ TEST(GpuLinear, gelu_epilogues_match_the_composed_ops) {
       expectCloseAtScale(gb_e, gb64, t, what + " bias gradient (epilogue)");
     }
   }
+}
+
+// residual + x W^T + b with the residual read as cuBLASLt's C: each dtype with a residual of its own
+// dtype, and bf16/f16 products into an f32 residual (autocast's stream), with and without a bias,
+// against the f64 oracle; the fused GEMM must take these problems (GPT's and Llama's projections).
+TEST(GpuLinear, residual_add_in_the_epilogue_matches_the_oracle) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (DType t : kDtypes) {
+    if (t == DType::f64) continue;  // no f64 epilogues: kernels::linearResidualForward composes
+    std::vector<DType> residuals{t};
+    if (t != DType::f32) residuals.push_back(DType::f32);
+    for (DType r : residuals) {
+      for (bool bias : {true, false}) {
+        const std::string what =
+            std::string(dtypeName(t)) + " into " + dtypeName(r) + (bias ? "" : ", no bias");
+        Tensor x = input({2, 32, 48}, t, 41), w = input({64, 48}, t, 42),
+               b = bias ? input({64}, t, 43) : Tensor();
+        Tensor res = input({2, 32, 64}, r, 44);
+        Tensor fused =
+            kernels::cuda::linearResidualForward(gpu(x), gpu(w), bias ? gpu(b) : Tensor(), gpu(res));
+        ASSERT_TRUE(fused.defined()) << what << ": the residual epilogue declined";
+        EXPECT_EQ(fused.dtype(), r) << what;
+        Tensor want = kernels::binary(kernels::BinaryOp::add, f64(res),
+                                      kernels::linearForward(f64(x), f64(w), bias ? f64(b) : Tensor()));
+        // Summed in f32 and rounded once to r.
+        expectClose(fused, want, r, what);
+        Tensor chosen = kernels::linearResidualForward(gpu(x), gpu(w), bias ? gpu(b) : Tensor(), gpu(res));
+        EXPECT_LE(closeness(chosen, fused.to(Device::cpu()), 0, 0), 1.0)
+            << what << ": the op took another path";
+      }
+    }
+  }
+  // A residual the epilogue cannot read (not contiguous): the op composes, same values.
+  Tensor x = input({16, 32}, DType::bf16, 45), w = input({24, 32}, DType::bf16, 46);
+  Tensor res = input({24, 16}, DType::f32, 47).transpose(0, 1);
+  EXPECT_FALSE(kernels::cuda::linearResidualForward(gpu(x), gpu(w), Tensor(), gpu(res)).defined());
+  Tensor y = kernels::linearResidualForward(gpu(x), gpu(w), Tensor(), gpu(res));
+  expectClose(
+      y, kernels::binary(kernels::BinaryOp::add, f64(res), kernels::linearForward(f64(x), f64(w), Tensor())),
+      DType::bf16, "a transposed residual");
 }
 
 TEST(GpuLinear, empty_sizes_give_empty_or_bias_only_results) {

@@ -1,6 +1,8 @@
 // linear and matmul of ops/linear.h.
 #include "lockstep/autograd/ops/linear.h"
 
+#include <optional>
+
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
 #include "lockstep/kernels/accumulate.h"
@@ -9,13 +11,25 @@
 namespace lockstep::autograd {
 
 namespace {
+// The gradient of `residual + layer` (linearResidual, geluMlp with a residual): the residual's is the
+// output's in its dtype (edge `at`, the last), the layer's the output's in the layer's compute dtype.
+Tensor residualGradient(const Tensor& g, const Node& node, size_t at, DType residual) {
+  if (!node.edges()[at]) return Tensor();
+  return g.dtype() == residual ? g : g.to(residual);
+}
+Tensor layerGradient(const Tensor& g, DType layer) { return g.dtype() == layer ? g : g.to(layer); }
+
+// linear's node, and linearResidual's (a fourth edge: the residual).
 class LinearBackward final : public Node {
  public:
-  LinearBackward(Tensor x, Tensor weight) : x_(std::move(x)), weight_(std::move(weight)) {}
+  LinearBackward(Tensor x, Tensor weight, std::optional<DType> residual = std::nullopt)
+      : x_(std::move(x)), weight_(std::move(weight)), residual_(residual) {}
   std::vector<Tensor> apply(const Tensor& gy) override { return applyInto(gy, {}); }
-  std::vector<Tensor> applyInto(const Tensor& gy, const std::vector<Tensor*>& into) override {
+  std::vector<Tensor> applyInto(const Tensor& g, const std::vector<Tensor*>& into) override {
     // Only what some input needs: the first layer's input (data) usually wants no gradient.
-    std::vector<Tensor> out(3);
+    std::vector<Tensor> out(residual_ ? 4 : 3);
+    if (residual_) out[3] = residualGradient(g, *this, 3, *residual_);
+    const Tensor gy = residual_ ? layerGradient(g, x_.dtype()) : g;
     Tensor* gx = held(into, 0);
     if (edges_[0] && !(gx && kernels::linearBackwardDataInto(*gx, gy, weight_)))
       out[0] = kernels::linearBackwardData(gy, weight_);
@@ -35,21 +49,26 @@ class LinearBackward final : public Node {
 
  private:
   Tensor x_, weight_;
+  std::optional<DType> residual_;
 };
 
 // geluMlp's one node: proj's gradients, then fc's through the GELU (its bias gradient from the GEMM's
 // epilogue where a GPU gave one, else with fc's weight gradient).
 class GeluMlpBackward final : public Node {
  public:
-  GeluMlpBackward(Tensor x, Tensor fc_weight, Tensor z, Tensor h, Tensor proj_weight)
+  GeluMlpBackward(Tensor x, Tensor fc_weight, Tensor z, Tensor h, Tensor proj_weight,
+                  std::optional<DType> residual)
       : x_(std::move(x)),
         w1_(std::move(fc_weight)),
         z_(std::move(z)),
         h_(std::move(h)),
-        w2_(std::move(proj_weight)) {}
-  std::vector<Tensor> apply(const Tensor& gy) override {
-    // Edges: x, fc weight, fc bias, proj weight, proj bias.
-    std::vector<Tensor> out(5);
+        w2_(std::move(proj_weight)),
+        residual_(residual) {}
+  std::vector<Tensor> apply(const Tensor& g) override {
+    // Edges: x, fc weight, fc bias, proj weight, proj bias (, residual).
+    std::vector<Tensor> out(residual_ ? 6 : 5);
+    if (residual_) out[5] = residualGradient(g, *this, 5, *residual_);
+    const Tensor gy = residual_ ? layerGradient(g, h_.dtype()) : g;
     if (edges_[3] || edges_[4]) {
       auto [gw, gb] = kernels::linearBackwardWeights(gy, h_, edges_[4] != nullptr);
       if (edges_[3]) out[3] = std::move(gw);
@@ -72,6 +91,7 @@ class GeluMlpBackward final : public Node {
 
  private:
   Tensor x_, w1_, z_, h_, w2_;
+  std::optional<DType> residual_;
 };
 
 class MatmulBackward final : public Node {
@@ -109,14 +129,30 @@ Variable linear(const Variable& x0, const Variable& weight0, const Variable& bia
   return record<LinearBackward>(y, {&x, &weight, &bias}, x.tensor(), weight.tensor());
 }
 
+Variable linearResidual(const Variable& residual, const Variable& x0, const Variable& weight0,
+                        const Variable& bias0) {
+  const Variable x = autocast::lower(x0), weight = autocast::lower(weight0), bias = autocast::lower(bias0);
+  Tensor y = kernels::linearResidualForward(x.tensor(), weight.tensor(),
+                                            bias.defined() ? bias.tensor() : Tensor(), residual.tensor());
+  return record<LinearBackward>(y, {&x, &weight, &bias, &residual}, x.tensor(), weight.tensor(),
+                                residual.dtype());
+}
+
 Variable geluMlp(const Variable& x0, const Variable& fc_weight0, const Variable& fc_bias0,
-                 const Variable& proj_weight0, const Variable& proj_bias0) {
+                 const Variable& proj_weight0, const Variable& proj_bias0, const Variable& residual) {
   const Variable x = autocast::lower(x0), w1 = autocast::lower(fc_weight0), b1 = autocast::lower(fc_bias0),
                  w2 = autocast::lower(proj_weight0), b2 = autocast::lower(proj_bias0);
   auto [h, z] =
       kernels::linearGeluTanhForward(x.tensor(), w1.tensor(), b1.defined() ? b1.tensor() : Tensor());
-  Tensor y = kernels::linearForward(h, w2.tensor(), b2.defined() ? b2.tensor() : Tensor());
-  return record<GeluMlpBackward>(y, {&x, &w1, &b1, &w2, &b2}, x.tensor(), w1.tensor(), z, h, w2.tensor());
+  const Tensor b2t = b2.defined() ? b2.tensor() : Tensor();
+  if (residual.defined()) {
+    Tensor y = kernels::linearResidualForward(h, w2.tensor(), b2t, residual.tensor());
+    return record<GeluMlpBackward>(y, {&x, &w1, &b1, &w2, &b2, &residual}, x.tensor(), w1.tensor(), z, h,
+                                   w2.tensor(), residual.dtype());
+  }
+  Tensor y = kernels::linearForward(h, w2.tensor(), b2t);
+  return record<GeluMlpBackward>(y, {&x, &w1, &b1, &w2, &b2}, x.tensor(), w1.tensor(), z, h, w2.tensor(),
+                                 std::nullopt);
 }
 
 Variable matmul(const Variable& a0, const Variable& b0) {

@@ -98,16 +98,24 @@ uint32_t alignmentOf(const void* p, int64_t ld, int64_t batch_stride, size_t ele
   return static_cast<uint32_t>(bits & (~bits + 1));  // lowest set bit, at most 256
 }
 
-// One GEMM (batched): D[b] = X[b] @ Y[b] (+ bias) (+ beta * D[b]), D row-major [M, N] contiguous.
+// One GEMM (batched): D[b] = X[b] @ Y[b] (+ bias) (+ beta * C[b]), D row-major [M, N] contiguous.
 struct Gemm {
   const char* op = "matmul";
-  DType dtype = DType::f32;
+  DType dtype = DType::f32;  // X's and Y's, and D's unless `out` says otherwise
   int64_t batch = 1;
   Mat x, y;
   void* d = nullptr;
   int64_t ldd = 0;             // D's row pitch in elements (0: N, contiguous)
-  const void* bias = nullptr;  // [N], through the bias epilogue
+  const void* bias = nullptr;  // [N], through the bias epilogue, in D's dtype
   double beta = 0;
+  // C, read when beta is nonzero: D itself unless set (then in D's layout and dtype).
+  const void* c = nullptr;
+  // D's (and C's) dtype when it differs from X's and Y's: f32 for bf16/f16 products (cuBLASLt's
+  // CUBLAS_COMPUTE_32F with A/B in 16 bits and C/D in f32).
+  std::optional<DType> out;
+  // What the epilogue fuses into the GEMM ("the GELU", "the residual add"), for a GEMM the caller can
+  // do without: runAlignedGemm returns false rather than throw when cuBLASLt has no algorithm for it.
+  const char* fused = nullptr;
   // An activation in the epilogue (bf16, f16, f32; beta 0): gelu_aux writes gelu_tanh(X Y + bias)
   // to D and X Y + bias to aux; dgelu writes (X Y) * gelu_tanh'(aux) to D and, with bgrad, that
   // result's column sums to bgrad [N]. aux is [M, N] with D's row pitch.
@@ -281,14 +289,19 @@ void runGemm(const Gemm& g, const Device& device) {
 // no algorithm for. A plain GEMM without one is a NotSupportedError.
 bool runAlignedGemm(const Gemm& g, const Device& device) {
   const int64_t M = g.x.rows, K = g.x.cols, N = g.y.cols;
-  const std::string what = detail::concat(g.op, " ([", M, ", ", K, "] @ [", K, ", ", N, "]",
-                                          g.batch > 1 ? detail::concat(" x ", g.batch, " batches") : "", ", ",
-                                          dtypeName(g.dtype), ", ", deviceName(device), ")");
+  const std::string what =
+      detail::concat(g.op, " ([", M, ", ", K, "] @ [", K, ", ", N, "]",
+                     g.batch > 1 ? detail::concat(" x ", g.batch, " batches") : "", ", ", dtypeName(g.dtype),
+                     g.out && *g.out != g.dtype ? detail::concat(" into ", dtypeName(*g.out)) : "", ", ",
+                     deviceName(device), ")");
   LOCKSTEP_ENFORCE(g.batch <= INT32_MAX, NotSupportedError,
                    "cuBLASLt takes at most 2^31 - 1 batches: ", what);
   const cudaDataType_t type = blasType(g.dtype, g.op);
+  const DType out = g.out.value_or(g.dtype);
+  const cudaDataType_t out_type = blasType(out, g.op);
   const bool f64 = g.dtype == DType::f64;
-  const size_t elem = dtypeSize(g.dtype);
+  const size_t elem = dtypeSize(g.dtype), out_elem = dtypeSize(out);
+  const void* c = g.c ? g.c : g.d;
   // Row-major D = X Y is column-major D^T = Y^T X^T: cuBLASLt's A is Y, its B is X, m = N, n = M.
   const cublasOperation_t ta = g.y.rowMajor() ? CUBLAS_OP_N : CUBLAS_OP_T;
   const cublasOperation_t tb = g.x.rowMajor() ? CUBLAS_OP_N : CUBLAS_OP_T;
@@ -325,18 +338,19 @@ bool runAlignedGemm(const Gemm& g, const Device& device) {
     makeLayout(&lt.b, type, M, K, ldb, g.batch, g.x.batch_stride, what);
   }
   const int64_t ldd = g.ldd > 0 ? g.ldd : N;
-  makeLayout(&lt.d, type, N, M, ldd, g.batch, M * ldd, what);
+  makeLayout(&lt.d, out_type, N, M, ldd, g.batch, M * ldd, what);
 
   const rt::Stream stream = rt::currentStream(device.index);
   const Workspace ws = blasWorkspace(stream);
   const cublasLtHandle_t handle = blasLtHandle(device.index);
   const uint32_t align_a = alignmentOf(g.y.ptr, lda, g.y.batch_stride, elem),
                  align_b = alignmentOf(g.x.ptr, ldb, g.x.batch_stride, elem),
-                 align_d = alignmentOf(g.d, ldd, g.batch > 1 ? M * ldd : 0, elem);
+                 align_d = alignmentOf(g.d, ldd, g.batch > 1 ? M * ldd : 0, out_elem),
+                 align_c = alignmentOf(c, ldd, g.batch > 1 ? M * ldd : 0, out_elem);
   // The epilogue's vectors and aux matrix: cuBLASLt picks its algorithm for their pointers'
   // alignment too (cublasLt.h on BIAS_POINTER and EPILOGUE_AUX_POINTER), so they are part of the key:
   // a bias view of a packed buffer (ZeRO-3's flat parameters) may be less aligned than the last one.
-  const int64_t align_epilogue = (g.bias ? alignmentOf(g.bias, 0, 0, elem) : 0) |
+  const int64_t align_epilogue = (g.bias ? alignmentOf(g.bias, 0, 0, out_elem) : 0) |
                                  (g.bgrad ? int64_t{alignmentOf(g.bgrad, 0, 0, elem)} << 12 : 0) |
                                  (g.aux ? int64_t{alignmentOf(g.aux, ldd, 0, elem)} << 24 : 0);
 
@@ -350,6 +364,7 @@ bool runAlignedGemm(const Gemm& g, const Device& device) {
   static auto* chosen = new std::map<std::vector<int64_t>, std::optional<cublasLtMatmulAlgo_t>>();
   const std::vector<int64_t> key{device.index,
                                  static_cast<int64_t>(g.dtype),
+                                 static_cast<int64_t>(out),
                                  g.batch,
                                  ta,
                                  tb,
@@ -365,6 +380,7 @@ bool runAlignedGemm(const Gemm& g, const Device& device) {
                                  align_a,
                                  align_b,
                                  align_d,
+                                 align_c,
                                  align_epilogue,
                                  g.beta != 0,
                                  compute};
@@ -381,7 +397,7 @@ bool runAlignedGemm(const Gemm& g, const Device& device) {
       const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
-          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d},
+          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c},
           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d}};
       for (const auto& [attr, value] : aligns) {
         LOCKSTEP_CUBLAS_CHECK(
@@ -391,24 +407,25 @@ bool runAlignedGemm(const Gemm& g, const Device& device) {
       int found = 0;
       const cublasStatus_t status = cublasLt().cublasLtMatmulAlgoGetHeuristic(
           handle, lt.desc, lt.a, lt.b, lt.d, lt.d, lt.pref, 1, &result, &found);
-      // An epilogue this cuBLASLt does not know for the problem may be refused outright: no algorithm.
-      if (status != CUBLAS_STATUS_SUCCESS && g.act != Gemm::Act::none) {
+      // An epilogue (or a type mix) this cuBLASLt does not know for the problem may be refused
+      // outright: no algorithm.
+      if (status != CUBLAS_STATUS_SUCCESS && g.fused) {
         found = 0;
       } else if (status != CUBLAS_STATUS_SUCCESS) {
         throwBlasError(status, "cublasLtMatmulAlgoGetHeuristic in " + what);
       }
       std::optional<cublasLtMatmulAlgo_t> choice;
       if (found > 0) choice = result.algo;
-      if (found == 0 && g.act != Gemm::Act::none) {
+      if (found == 0 && g.fused) {
         std::fprintf(stderr,
-                     "lockstep: cuBLASLt has no algorithm for %s with the GELU in its epilogue; "
-                     "the GELU runs as a kernel of its own\n",
-                     what.c_str());
+                     "lockstep: cuBLASLt has no algorithm for %s with %s in its epilogue; "
+                     "it runs as a kernel of its own\n",
+                     what.c_str(), g.fused);
       }
       it = chosen->emplace(key, choice).first;
     }
     if (!it->second) {
-      LOCKSTEP_ENFORCE(g.act != Gemm::Act::none, NotSupportedError, "cuBLASLt has no algorithm for ", what);
+      LOCKSTEP_ENFORCE(g.fused, NotSupportedError, "cuBLASLt has no algorithm for ", what);
       return false;
     }
     algo = *it->second;
@@ -418,17 +435,17 @@ bool runAlignedGemm(const Gemm& g, const Device& device) {
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
   const cublasStatus_t status =
-      cublasLt().cublasLtMatmul(handle, lt.desc, alpha, g.y.ptr, lt.a, g.x.ptr, lt.b, beta, g.d, lt.d, g.d,
+      cublasLt().cublasLtMatmul(handle, lt.desc, alpha, g.y.ptr, lt.a, g.x.ptr, lt.b, beta, c, lt.d, g.d,
                                 lt.d, &algo, ws.ptr, ws.bytes, stream.handle());
-  // A GELU epilogue the heuristic offered but the launch refuses (NOT_SUPPORTED): the GELU runs as a
+  // A fused epilogue the heuristic offered but the launch refuses (NOT_SUPPORTED): it runs as a
   // kernel of its own, from now on for this problem, as when no algorithm is offered.
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED && g.act != Gemm::Act::none) {
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED && g.fused) {
     std::lock_guard<std::mutex> lock(mutex);
     (*chosen)[key] = std::nullopt;
     std::fprintf(stderr,
-                 "lockstep: cuBLASLt refused %s with the GELU in its epilogue at launch; the GELU runs as a "
-                 "kernel of its own\n",
-                 what.c_str());
+                 "lockstep: cuBLASLt refused %s with %s in its epilogue at launch; it runs as a kernel of "
+                 "its own\n",
+                 what.c_str(), g.fused);
     return false;
   }
   if (status != CUBLAS_STATUS_SUCCESS) throwBlasError(status, "cublasLtMatmul in " + what);
@@ -550,6 +567,7 @@ Gemm epilogueGemm(const char* op, Gemm::Act act, Tensor& x, Tensor& y, const Ten
   g.d = d.devicePtr();
   g.act = act;
   g.aux = aux.devicePtr();
+  g.fused = act == Gemm::Act::gelu_aux ? "the GELU" : "the GELU's derivative";
   return g;
 }
 }  // namespace
@@ -580,6 +598,42 @@ std::pair<Tensor, Tensor> linearBackwardDataGeluTanh(const Tensor& gy, const Ten
   g.bgrad = with_bias ? gb.devicePtr() : nullptr;
   if (!runEpilogueGemm(g, gy.device())) return {};
   return {gz, gb};
+}
+
+Tensor linearResidualForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             const Tensor& residual) {
+  checkSameDevice("linear+residual", x, weight, bias);
+  checkSameDevice("linear+residual", x, residual);
+  const DType out = residual.dtype();
+  const bool narrow_in = x.dtype() == DType::bf16 || x.dtype() == DType::f16;
+  // cuBLASLt's type mixes: D in X's dtype, or f32 for a 16-bit product (autocast's f32 residual
+  // stream); f64 has no epilogues.
+  if (x.dtype() == DType::f64 || !(out == x.dtype() || (out == DType::f32 && narrow_in))) return {};
+  const int64_t N = weight.size(0), K = weight.size(1), M = leadingRows(x);
+  if (M == 0 || N == 0 || K == 0 || !residual.isContiguous()) return {};
+  Tensor y = Tensor::empty(residual.shape(), out, MemoryFormat::contiguous, x.device());
+  Tensor x2 = x.reshape({M, K}), wt = weight.transpose(0, 1);
+  // The bias epilogue reads D's dtype.
+  const Tensor b = bias.defined() ? bias.to(out).contiguous() : Tensor();
+  Gemm g;
+  g.op = "linear+residual";
+  g.dtype = x.dtype();
+  g.out = out;
+  g.x = matOf(x2);
+  g.y = matOf(wt);
+  g.d = y.devicePtr();
+  g.c = residual.devicePtr();
+  g.beta = 1;
+  g.bias = b.defined() ? b.devicePtr() : nullptr;
+  g.fused = "the residual add";
+  // As the other epilogue GEMMs: rows of whole 16-byte runs, no padded staging.
+  const size_t out_elem = dtypeSize(out);
+  if (stagingOf(g).any() || (N * static_cast<int64_t>(out_elem)) % 16 != 0 ||
+      alignmentOf(g.d, N, 0, out_elem) < 16 || alignmentOf(g.c, N, 0, out_elem) < 16) {
+    return {};
+  }
+  if (!runAlignedGemm(g, x.device())) return {};
+  return y;
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

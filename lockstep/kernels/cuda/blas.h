@@ -28,6 +28,12 @@ std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& 
 /// Batched (broadcast batch dims; a batch dim broadcast along one operand costs no copy).
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+/// kernels::linearResidualForward in one GEMM: residual read as cuBLASLt's C (beta 1), the bias in
+/// the epilogue, D in residual's dtype (f32 beside a 16-bit product: x W^T + b + residual summed in
+/// f32 and rounded once). Undefined where it does not take the problem: f64, a residual dtype other
+/// than x's or f32, a non-contiguous residual, rows not whole 16-byte runs, or no algorithm.
+Tensor linearResidualForward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                             const Tensor& residual);
 /// kernels::linearGeluTanhForward in one GEMM, its bias and GELU in cuBLASLt's epilogue
 /// (GELU_AUX_BIAS: z = x W^T + b rounded into the aux matrix, y = gelu_tanh(z) from z in f32).
 /// Undefined tensors where the epilogues do not take the problem: f64 (cuBLASLt has no f64

@@ -19,13 +19,15 @@ struct LinearKernels {
   LOCKSTEP_LINEAR_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
-// A linear layer with an activation in the GEMM's epilogue: only a GPU has them (cuBLASLt), and
+// A linear layer with an activation (or a residual add) in the GEMM's epilogue: only a GPU has them
+// (cuBLASLt), and
 // its kernels return undefined tensors for a problem cuBLASLt's epilogues do not take;
 // kernels/linear.cpp then composes the plain ops.
 // clang-format off
 #define LOCKSTEP_LINEAR_EPILOGUE_OPS(X) \
   X(linearGeluTanhForward, std::pair<Tensor, Tensor>(const Tensor& x, const Tensor& weight, const Tensor& bias)) \
-  X(linearBackwardDataGeluTanh, std::pair<Tensor, Tensor>(const Tensor& gy, const Tensor& weight, const Tensor& z, bool with_bias))
+  X(linearBackwardDataGeluTanh, std::pair<Tensor, Tensor>(const Tensor& gy, const Tensor& weight, const Tensor& z, bool with_bias)) \
+  X(linearResidualForward, Tensor(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual))
 // clang-format on
 
 struct LinearEpilogueKernels {

@@ -82,11 +82,15 @@ Variable GptBlock::forward(const Variable& x) {
   // Each LayerNorm's one reader is a linear layer: under autocast it writes the reader's dtype.
   Variable y =
       packedQkvAttention(c_attn_->forward(ln_1_->forwardLowered(x)), h, {.causal = true, .dropout_p = p});
-  Variable r = add(x, dropout(attn_proj_->forward(y), p, p > 0));
+  // Without dropout the residual adds run in the projections' GEMMs (linearResidual).
+  Variable r = p > 0 ? add(x, dropout(attn_proj_->forward(y), p, true)) : attn_proj_->forwardResidual(y, x);
   // mlp.c_proj(gelu(mlp.c_fc(ln_2(r)))) as one op: on a GPU the GELU runs in the GEMMs' epilogues.
-  Variable m = geluMlp(ln_2_->forwardLowered(r), c_fc_->weight(), c_fc_->bias(), mlp_proj_->weight(),
-                       mlp_proj_->bias());
-  return add(r, dropout(m, p, p > 0));
+  const Variable ln = ln_2_->forwardLowered(r);
+  if (p > 0) {
+    Variable m = geluMlp(ln, c_fc_->weight(), c_fc_->bias(), mlp_proj_->weight(), mlp_proj_->bias());
+    return add(r, dropout(m, p, true));
+  }
+  return geluMlp(ln, c_fc_->weight(), c_fc_->bias(), mlp_proj_->weight(), mlp_proj_->bias(), r);
 }
 
 Gpt::Gpt(const GptOptions& o) : LanguageModelWith("GPT", o) {

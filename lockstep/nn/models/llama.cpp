@@ -90,9 +90,10 @@ Variable LlamaBlock::forward(const Variable& x) {
   Variable k = applyRotary(heads(k_proj_->forward(n), kv), cos_, sin_);
   Variable v = heads(v_proj_->forward(n), kv);
   Variable y = scaledDotProductAttention(q, k, v, {.causal = true, .dropout_p = p});
-  Variable r = add(x, o_proj_->forward(reshape(transpose(y, 1, 2), {b, t, h * d})));
+  // The residual adds run in the output projections' GEMMs (linearResidual).
+  Variable r = o_proj_->forwardResidual(reshape(transpose(y, 1, 2), {b, t, h * d}), x);
   Variable m = post_attention_layernorm_->forward(r);
-  return add(r, down_proj_->forward(swiglu(gate_proj_->forward(m), up_proj_->forward(m))));
+  return down_proj_->forwardResidual(swiglu(gate_proj_->forward(m), up_proj_->forward(m)), r);
 }
 
 Llama::Llama(const LlamaOptions& options) : LanguageModelWith("LlamaForCausalLM", options) {
