@@ -51,8 +51,9 @@ bool crossEntropyBackwardInto(Tensor& out, const Tensor& gloss, const Tensor& lo
 
 /// crossEntropyForward with reduction none and, in the same pass over the logits, the gradient
 /// crossEntropyBackwardInto writes for the rows' gradients row_grad ([N]) into out (contiguous, the
-/// logits' shape, dtype and device), where the backend can (a GPU: each row's second read comes from
-/// cache, not from memory): {loss, lse} as crossEntropyForward's. Nothing, having written nothing,
+/// logits' shape, dtype and device; not overlapping the logits), where the backend can (a GPU: one
+/// kernel reads each row for its loss and again for its gradient): {loss, lse} as
+/// crossEntropyForward's. Nothing, having written nothing,
 /// elsewhere (the caller runs forward, then backward).
 std::optional<std::pair<Tensor, Tensor>> crossEntropyWithGradInto(Tensor& out, const Tensor& row_grad,
                                                                   const Tensor& logits, const Tensor& target,

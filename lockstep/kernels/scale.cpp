@@ -22,6 +22,10 @@ void scaleInPlace(Tensor& x, const Tensor& factor) {
   LOCKSTEP_ENFORCE(factor.numel() == 1 && isFloating(factor.dtype()) && factor.device() == x.device(),
                    ValueError, "scaleInPlace: the factor must be one floating element on ",
                    deviceName(x.device()), ", got ", factor.describe());
+  // A GPU reads the factor in every block while others write x.
+  LOCKSTEP_ENFORCE(!factor.sharesStorage(x), ValueError,
+                   "scaleInPlace: the factor must not be part of the tensor it scales, got ",
+                   factor.describe());
   dispatchAsIs<&ScaleKernels::scaleInPlaceBy>(kBackends, x, x, factor);
 }
 

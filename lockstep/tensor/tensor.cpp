@@ -396,11 +396,15 @@ void Tensor::copyFrom(const Tensor& src, bool non_blocking) {
 void Tensor::copyMany(std::span<const Tensor> dst, std::span<const Tensor> src) {
   LOCKSTEP_ENFORCE(dst.size() == src.size(), ValueError, "copyMany: ", dst.size(), " destinations for ",
                    src.size(), " sources");
+  // Every pair checked before any is copied.
+  for (size_t i = 0; i < dst.size(); ++i) {
+    LOCKSTEP_ENFORCE(src[i].shape_ == dst[i].shape_, ValueError, "copyMany: pair ", i, ": source shape ",
+                     shapeToString(src[i].shape_), " differs from destination shape ",
+                     shapeToString(dst[i].shape_));
+  }
   std::vector<Tensor> many_dst, many_src;
   for (size_t i = 0; i < dst.size(); ++i) {
     const Tensor &d = dst[i], &s = src[i];
-    LOCKSTEP_ENFORCE(s.shape_ == d.shape_, ValueError, "copy: source shape ", shapeToString(s.shape_),
-                     " differs from destination shape ", shapeToString(d.shape_));
     if (d.numel_ == 0) continue;
     const bool batched = d.isCuda() && !d.storage_->deferred() && !s.storage_->deferred() &&
                          (many_dst.empty() || d.device() == many_dst.front().device()) &&

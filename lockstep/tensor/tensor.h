@@ -129,7 +129,8 @@ class Tensor {
   /// Element-wise copy with cast from src (same shape; any strides on both sides; any devices:
   /// non_blocking as in to(Device)).
   void copyFrom(const Tensor& src, bool non_blocking = false);
-  /// dst[i].copyFrom(src[i]) for every i (as many of each; no pair may overlap another). On a GPU
+  /// dst[i].copyFrom(src[i]) for every i (as many of each; no pair may overlap another; every pair's
+  /// shapes are checked before any is copied). On a GPU
   /// the pairs of contiguous floating tensors on one device are cast in one launch per pair of
   /// dtypes (multi-tensor apply, as torch._foreach_copy_), not one launch each: a model's 16-bit
   /// gradients widened for its f32 master weights, and those rounded back into the parameters.

@@ -129,7 +129,7 @@ TEST(GpuAddInto, accumulates_in_place_with_alpha_strides_and_mixed_dtypes) {
 TEST(GpuScale, by_a_device_factor_equals_the_host) {
   LOCKSTEP_REQUIRE_GPU();
   for (DType t : kFloatDTypes) {
-    for (DType ft : {DType::f32, DType::f64}) {
+    for (DType ft : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
       Tensor host = hostRandom({37, 41}, t, 3), factor = Tensor::scalar(0.3125 / 3.0, ft);
       Tensor dev = gpu(host), dev_t = gpu(host).transpose(0, 1);
       kernels::scaleInPlace(host, factor);

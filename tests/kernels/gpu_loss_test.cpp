@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -171,32 +172,46 @@ TEST(GpuCrossEntropy, backward_into_a_buffer_or_over_the_logits_is_the_backward)
 // none into a contiguous GPU buffer of the logits' dtype is taken.
 TEST(GpuCrossEntropy, loss_and_gradient_in_one_pass_equal_forward_then_backward) {
   LOCKSTEP_REQUIRE_GPU();
-  for (DType t : {DType::f32, DType::bf16}) {
-    for (int64_t c : {int64_t{300}, int64_t{50264}}) {
-      const std::string what = std::string(dtypeName(t)) + " C=" + std::to_string(c);
-      const int64_t n = 19;
-      Tensor logits = gpu(hostRandom({n, c}, t, 2, -4.0, 4.0));
-      std::vector<int64_t> tv(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) tv[static_cast<size_t>(i)] = i == 3 ? -100 : (i * 7919) % c;
-      Tensor target = gpu(Tensor::fromVector<int64_t>(tv, {n}));
-      kernels::CrossEntropyParams p;
-      p.reduction = LossReduction::none;
-      p.label_smoothing = 0.1;
-      p.f32_loss = t == DType::bf16;
-      Tensor row_grad = gpu(hostRandom({n}, DType::f32, 3, 0.1, 2.0));
-      auto [loss, lse] = kernels::crossEntropyForward(logits, target, p);
-      const Tensor want = kernels::crossEntropyBackward(row_grad, logits, lse, target, p);
-      Tensor out = Tensor::empty({n, c}, t, MemoryFormat::contiguous, Device::cuda(0));
-      auto both = kernels::crossEntropyWithGradInto(out, row_grad, logits, target, p);
-      ASSERT_TRUE(both.has_value()) << what;
-      EXPECT_TRUE(gpuMatches(both->first, loss.to(Device::cpu()), lockstep::testing::kExact, what + " loss"));
-      EXPECT_TRUE(gpuMatches(both->second, lse.to(Device::cpu()), lockstep::testing::kExact, what + " lse"));
-      EXPECT_TRUE(gpuMatches(out, want.to(Device::cpu()), lockstep::testing::kExact, what + " gradient"));
-      kernels::CrossEntropyParams mean = p;
-      mean.reduction = LossReduction::mean;
-      EXPECT_FALSE(kernels::crossEntropyWithGradInto(out, row_grad, logits, target, mean).has_value());
-      Tensor host = Tensor::empty({n, c}, t);
-      EXPECT_FALSE(kernels::crossEntropyWithGradInto(host, row_grad, logits, target, p).has_value());
+  // Variant 1: a padded vocabulary's -inf logits (the last 7 columns, no smoothing) and the loss in
+  // the logits' dtype.
+  for (int variant : {0, 1}) {
+    for (DType t : {DType::f32, DType::bf16}) {
+      for (int64_t c : {int64_t{300}, int64_t{50264}}) {
+        const std::string what =
+            std::string(dtypeName(t)) + " C=" + std::to_string(c) + (variant == 1 ? ", -inf logits" : "");
+        const int64_t n = 19;
+        Tensor host_logits = hostRandom({n, c}, t, 2, -4.0, 4.0);
+        if (variant == 1) host_logits.narrow(1, c - 7, 7).fill(-std::numeric_limits<double>::infinity());
+        Tensor logits = gpu(host_logits);
+        std::vector<int64_t> tv(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) tv[static_cast<size_t>(i)] = i == 3 ? -100 : (i * 7919) % (c - 7);
+        Tensor target = gpu(Tensor::fromVector<int64_t>(tv, {n}));
+        kernels::CrossEntropyParams p;
+        p.reduction = LossReduction::none;
+        p.label_smoothing = variant == 1 ? 0.0 : 0.1;
+        p.f32_loss = t == DType::bf16 && variant == 0;
+        Tensor row_grad = gpu(hostRandom({n}, DType::f32, 3, 0.1, 2.0));
+        auto [loss, lse] = kernels::crossEntropyForward(logits, target, p);
+        const Tensor want = kernels::crossEntropyBackward(row_grad, logits, lse, target, p);
+        Tensor out = Tensor::empty({n, c}, t, MemoryFormat::contiguous, Device::cuda(0));
+        auto both = kernels::crossEntropyWithGradInto(out, row_grad, logits, target, p);
+        ASSERT_TRUE(both.has_value()) << what;
+        EXPECT_TRUE(
+            gpuMatches(both->first, loss.to(Device::cpu()), lockstep::testing::kExact, what + " loss"));
+        EXPECT_TRUE(
+            gpuMatches(both->second, lse.to(Device::cpu()), lockstep::testing::kExact, what + " lse"));
+        EXPECT_TRUE(gpuMatches(out, want.to(Device::cpu()), lockstep::testing::kExact, what + " gradient"));
+        kernels::CrossEntropyParams mean = p;
+        mean.reduction = LossReduction::mean;
+        EXPECT_FALSE(kernels::crossEntropyWithGradInto(out, row_grad, logits, target, mean).has_value());
+        Tensor host = Tensor::empty({n, c}, t);
+        EXPECT_FALSE(kernels::crossEntropyWithGradInto(host, row_grad, logits, target, p).has_value());
+        if (variant == 1) {
+          const std::vector<float> gv = out.to(Device::cpu()).to(DType::f32).toVector<float>();
+          EXPECT_TRUE(std::all_of(gv.begin(), gv.end(), [](float v) { return std::isfinite(v); }))
+              << what << ": -inf logits gave a non-finite gradient";
+        }
+      }
     }
   }
 }

@@ -35,8 +35,8 @@ TEST(ScaleInPlace, RejectsViewsWithGapsAndIntegers) {
 }
 
 // By a 0-d tensor: the double overload's arithmetic (the factor cast to f32 for f32 and 16-bit x),
-// whatever the factor's dtype; a factor of more than one element, an integer one or one on another
-// device is refused.
+// whatever the factor's dtype; a factor of more than one element, an integer one or one inside the
+// tensor it scales is refused (a GPU one on another device too: GpuScale).
 TEST(ScaleInPlace, ByATensorFactorAsByItsValue) {
   const std::vector<double> v{1.0, -2.5, 3.0e-3, 0.0, 7.0, 0.1};
   for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
@@ -51,4 +51,10 @@ TEST(ScaleInPlace, ByATensorFactorAsByItsValue) {
   Tensor x = Tensor::zeros({3}, DType::f32);
   EXPECT_THROW(kernels::scaleInPlace(x, Tensor::zeros({2}, DType::f32)), ValueError);
   EXPECT_THROW(kernels::scaleInPlace(x, Tensor::scalar(2.0, DType::i64)), ValueError);
+  // The f32 arithmetic by hand: 1/3 rounded to f32 first.
+  Tensor y = Tensor::fromVector<float>({3.0f, 0.1f}, {2});
+  kernels::scaleInPlace(y, Tensor::scalar(1.0 / 3.0, DType::f64));
+  EXPECT_EQ(y.toVector<float>(),
+            (std::vector<float>{3.0f * static_cast<float>(1.0 / 3.0), 0.1f * static_cast<float>(1.0 / 3.0)}));
+  EXPECT_THROW(kernels::scaleInPlace(x, x.narrow(0, 1, 1).squeeze(0)), ValueError);
 }

@@ -13,6 +13,7 @@
 #include "common/gpu.h"
 #include "lockstep/autograd.h"
 #include "lockstep/kernels.h"
+#include "lockstep/kernels/cuda/fused_attention.h"
 #include "lockstep/nn.h"
 
 using namespace lockstep;
@@ -129,6 +130,67 @@ TEST(GpuLanguageModel, checkpointed_blocks_with_dropout_match_the_plain_cpu_run)
   LOCKSTEP_REQUIRE_GPU();
   gpuMatchesCpu({"gpt", 0.2, 1});
   gpuMatchesCpu({"llama", 0.2, 1});
+}
+
+// GPT in bf16 under autocast with heads cuDNN's fused attention takes (head dim 64, no dropout),
+// the path `lockstep train` takes on a GPU: q, k and v read in place from the fused projection,
+// their gradients written by cuDNN into the projection's gradient (no copies), the residual adds in
+// the projections' GEMMs. The loss and every gradient as the CPU's within bf16's roundings (a wrong
+// layout or a missed write is off by the values' own size).
+TEST(GpuLanguageModel, gpt_in_bf16_on_cudnn_attention_matches_the_cpu) {
+  LOCKSTEP_REQUIRE_GPU();
+  auto make = [] {
+    Generator g(7);
+    nn::ModelOptions o;
+    o.vocab_size = 64;
+    o.block_size = 64;
+    o.n_layer = 2;
+    o.n_head = 4;
+    o.n_embd = 256;
+    o.dropout = 0.0;
+    o.generator = &g;
+    return std::dynamic_pointer_cast<nn::LanguageModel>(nn::makeModel("gpt", o));
+  };
+  auto cpu = make(), gpu = make();
+  gpu->to(kGpu);
+  Generator tg(9);
+  std::vector<int64_t> v(2 * 64);
+  for (auto& x : v) x = static_cast<int64_t>(tg.nextBelow(64));
+  const Tensor x = Tensor::fromVector(v, {2, 64});
+  std::vector<int64_t> shifted(v.begin() + 1, v.end());
+  shifted.push_back(0);
+  const Tensor y = Tensor::fromVector(shifted, {2 * 64});
+  const int64_t runs = kernels::cuda::fusedAttentionRuns(),
+                in_place = kernels::cuda::fusedAttentionInPlaceRuns();
+  std::vector<Tensor> losses;
+  for (auto* m : {cpu.get(), gpu.get()}) {
+    const Device d = m->device();
+    m->train();
+    m->zeroGrad();
+    Variable loss;
+    {
+      autograd::AutocastGuard bf16(DType::bf16);
+      Variable logits = m->forward(Variable(x.to(d)));
+      loss = autograd::crossEntropy(autograd::reshape(logits, {2 * 64, 64}), y.to(d));
+    }
+    loss.backward();
+    losses.push_back(loss.tensor().to(DType::f32));
+  }
+  // Two layers: a forward and a backward each on cuDNN, the backward's gradients in place.
+  EXPECT_EQ(kernels::cuda::fusedAttentionRuns() - runs, 4);
+  EXPECT_EQ(kernels::cuda::fusedAttentionInPlaceRuns() - in_place, 2);
+  EXPECT_NEAR(losses[1].itemDouble(), losses[0].itemDouble(), 2e-2 * std::abs(losses[0].itemDouble()));
+  auto a = cpu->namedParameters(), b = gpu->namedParameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Tensor ga = a[i].second.grad(), gb = b[i].second.grad();
+    ASSERT_TRUE(ga.defined() && gb.defined()) << a[i].first;
+    const std::vector<float> av = ga.to(DType::f32).toVector<float>();
+    float scale = 0;
+    for (float e : av) scale = std::max(scale, std::abs(e));
+    // bf16 keeps ~3 significant digits; two layers of them: a few percent of the largest gradient.
+    EXPECT_LT(closeness(gb, ga, 3e-2 * scale, 3e-2), 1.0) << "gradient of " << a[i].first;
+  }
 }
 
 TEST(GpuLanguageModel, generate_runs_on_the_gpu_and_follows_the_cpu_greedy_path) {

@@ -7,14 +7,15 @@
 #include "lockstep/tensor/cuda/allocator.h"
 #include "lockstep/tensor/cuda/graph.h"
 #include "lockstep/tensor/cuda/runtime.h"
+#include "lockstep/tensor/device_copy.h"
 #include "lockstep/tensor/tensor.h"
 
 namespace lockstep {
 namespace {
 
-Tensor iota(const Shape& shape, DType dtype = DType::f32) {
+Tensor iota(const Shape& shape, DType dtype = DType::f32, float offset = 0.0f) {
   std::vector<float> v(static_cast<size_t>(shapeNumel(shape)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f - 3.0f + offset;
   return Tensor::fromVector(v, shape).to(dtype);
 }
 
@@ -146,15 +147,36 @@ TEST(GpuTensor, copy_many_equals_copy_from_pair_by_pair) {
     for (DType dt : floats) {
       for (DType st : floats) {
         const int64_t n = (rep == 0 ? 3 * 4096 + 17 : 1 + (seed * 7919) % 9000);
-        Tensor s = (iota({n + 1}, DType::f64).to(st).to(gpu)).narrow(0, 1, n);  // an odd offset
+        // Values of each pair's own (a block reading another span's source would show), from an
+        // odd offset.
+        Tensor s = (iota({n + 1}, DType::f64, static_cast<float>(seed % 97)).to(st).to(gpu)).narrow(0, 1, n);
         Tensor d = Tensor::zeros({n}, dt, gpu), w = Tensor::zeros({n}, dt, gpu);
         w.copyFrom(s);
+        EXPECT_TRUE(detail::copyManyTakes(d, s)) << d.describe() << " <- " << s.describe();
         dst.push_back(d);
         src.push_back(s);
         want.push_back(w);
         ++seed;
       }
     }
+  }
+  // One dtype pair past a launch's 96 spans, and one span past its 4,096 blocks of work (the
+  // launches flush mid-span and take the rest up again).
+  for (int i = 0; i < 200; ++i) {
+    const int64_t n = 1 + (i * 104729) % 5000;
+    Tensor s = iota({n}, DType::bf16, static_cast<float>(i)).to(gpu);
+    Tensor d = Tensor::zeros({n}, DType::f32, gpu);
+    dst.push_back(d);
+    src.push_back(s);
+    want.push_back(s.to(DType::f32));
+  }
+  {
+    const int64_t n = int64_t{4096} * 4096 + 4097;
+    Tensor s = Tensor::arange(n, DType::f32).to(gpu).to(DType::bf16);
+    dst.push_back(Tensor::zeros({n}, DType::f32, gpu));
+    src.push_back(s);
+    want.push_back(s.to(DType::f32));
+    EXPECT_TRUE(detail::copyManyTakes(dst.back(), src.back()));
   }
   // Taken one at a time: a transposed source, an integer pair, a host source.
   Tensor m = iota({6, 5}).to(gpu);
@@ -167,7 +189,7 @@ TEST(GpuTensor, copy_many_equals_copy_from_pair_by_pair) {
   dst.push_back(Tensor::zeros({7}, DType::f32, gpu));
   src.push_back(iota({7}));
   want.push_back(iota({7}).to(gpu));
-  ASSERT_GT(dst.size(), 400u);  // several launches of at most 96 spans
+  ASSERT_GT(dst.size(), 600u);
   Tensor::copyMany(dst, src);
   for (size_t i = 0; i < dst.size(); ++i) {
     EXPECT_EQ(dst[i].toVector<double>(), want[i].toVector<double>())

@@ -85,6 +85,11 @@ TEST(Tensor, copy_many_copies_each_pair_as_copy_from_and_checks_them_all) {
   EXPECT_THROW(Tensor::copyMany(one, src), ValueError);  // counts differ
   std::vector<Tensor> wrong{x};
   EXPECT_THROW(Tensor::copyMany(one, wrong), ValueError);  // [3, 2] <- [2, 3]
+  // A bad pair anywhere: nothing is copied, not even the good pairs before it.
+  Tensor c = Tensor::zeros({2, 3});
+  std::vector<Tensor> dst2{c, a}, src2{x, x};
+  EXPECT_THROW(Tensor::copyMany(dst2, src2), ValueError);
+  EXPECT_EQ(c.toVector<float>(), std::vector<float>(6, 0.0f));
 }
 
 TEST(Tensor, channels_last_layout) {

@@ -58,8 +58,8 @@ __device__ __forceinline__ void gradientRow(T* out, const T* row, A l, int64_t k
 // Row r: lse[r], and its loss into per_out (reduction none: x's dtype, or f32 for f32_loss) or
 // per_acc (f64); one pass over the row (the max and the sum of exponentials together, online).
 // With gx (and g, the rows' gradients of a reduction none), the row's dL/dlogits too, right after
-// (gradientRow: the row read again while it is still in cache, not from memory as a separate
-// backward kernel would), the values crossEntropyBackwardRows writes.
+// (gradientRow: the row read again, from cache where it is still there, rather than by a separate
+// backward kernel), the values crossEntropyBackwardRows writes; gx never overlaps x.
 template <int G, typename T, typename O>
 __global__ void crossEntropyRows(O* per_out, double* per_acc, ComputeT<T>* __restrict__ lse,
                                  const T* __restrict__ x, const int64_t* __restrict__ target, int64_t m,
@@ -215,6 +215,11 @@ std::pair<Tensor, Tensor> crossEntropyWithGradInto(Tensor& out, const Tensor& ro
                  "cross_entropy with its gradient: a reduction none and a contiguous gradient of the logits' "
                  "shape and dtype, got ",
                  out.describe(), " for ", logits.describe());
+  // Not over the logits: a row's gradient is written while other lanes may still read the row (the
+  // target's logit for the loss), which only a separate backward pass may do in place.
+  LOCKSTEP_CHECK(!out.sharesStorage(logits),
+                 "cross_entropy with its gradient: the gradient must not overlap the logits, got ",
+                 out.describe());
   return forward(logits, target, p, &out, &row_grad);
 }
 

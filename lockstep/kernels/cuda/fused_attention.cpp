@@ -40,7 +40,7 @@ namespace rt = ::lockstep::cuda;
 
 enum class Mode { automatic, cudnn, lockstep };
 
-std::atomic<int64_t> g_runs{0};
+std::atomic<int64_t> g_runs{0}, g_in_place_runs{0};
 
 Mode mode() {
   static const Mode m = [] {
@@ -116,11 +116,11 @@ using TensorAttr = fe::graph::Tensor_attributes;
 // The tensors' uids in both graphs.
 enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 
-// Whether cuDNN can read or write t in place: contiguous last dim, strides multiples of 8
-// elements, 16-byte aligned.
+// Whether cuDNN can read or write t in place: contiguous last dim, strides positive multiples of 8
+// elements (a broadcast, stride-0 axis is no layout to write into), 16-byte aligned.
 bool inPlace(const Tensor& t) {
   bool ok = t.stride(3) == 1 && reinterpret_cast<uintptr_t>(t.devicePtr()) % 16 == 0;
-  for (int d = 0; d < 3 && ok; ++d) ok = t.stride(d) % 8 == 0 || t.size(d) == 1;
+  for (int d = 0; d < 3 && ok; ++d) ok = (t.stride(d) > 0 && t.stride(d) % 8 == 0) || t.size(d) == 1;
   return ok;
 }
 
@@ -144,8 +144,16 @@ struct Problem {
   bool empty() const { return b * h * t == 0 || s == 0 || d == 0; }
 };
 
+// t's strides for cuDNN, a size-1 axis's given the value it would have in a dense layout (it never
+// moves an index, but cuDNN may check every stride's alignment).
 std::vector<int64_t> stridesOf(const Tensor& t) {
-  return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
+  std::vector<int64_t> s{t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
+  int64_t inner = 1;
+  for (int d = 3; d >= 0; --d) {
+    if (t.size(d) == 1) s[static_cast<size_t>(d)] = inner;
+    inner *= t.size(d);
+  }
+  return s;
 }
 
 std::shared_ptr<TensorAttr> input(Graph& g, const char* name, Uid uid, const Tensor& t) {
@@ -342,7 +350,14 @@ std::optional<AttentionGrads> fusedAttentionBackward(const Tensor& gout0, const 
     if (!fits || !inPlace(into->gq) || !inPlace(into->gk) || !inPlace(into->gv)) return std::nullopt;
   }
   const int64_t b = pr.b, h = pr.h, t = pr.t;
-  const Tensor out = readable(out0.to(q.dtype())), gout = readable(gout0.to(q.dtype()));
+  const Tensor out = readable(out0.to(q.dtype()));
+  Tensor gout = readable(gout0.to(q.dtype()));
+  if (cudnnGetVersion() < 90501 && gout.strides() != out.strides()) {
+    // cuDNN before 9.5.1 reads dO as if it had O's strides (PyTorch re-lays it out for them too).
+    Tensor same = Tensor::emptyStrided(out.shape(), out.strides(), q.dtype(), q.device());
+    same.copyFrom(gout);
+    gout = same;
+  }
   const Tensor lse = lse0.to(DType::f32).contiguous();
   const rt::DeviceGuard guard(q.device().index);
   bool fresh = false;
@@ -378,8 +393,13 @@ std::optional<AttentionGrads> fusedAttentionBackward(const Tensor& gout0, const 
     return std::shared_ptr<const Plan>(std::move(made));
   });
   // Gradients into the caller's layout that cuDNN declines: the caller takes cuDNN's own layout
-  // and copies (nothing to announce, no error under LOCKSTEP_GPU_ATTENTION=cudnn).
-  if (into && !plan->declined.empty()) return std::nullopt;
+  // and copies (said once, no error under LOCKSTEP_GPU_ATTENTION=cudnn).
+  if (into && !plan->declined.empty()) {
+    if (fresh)
+      announce(q, p.causal,
+               "gradients copied: cuDNN declined writing them in place (" + plan->declined + ")");
+    return std::nullopt;
+  }
   if (!usable(*plan, fresh, q, p, "backward")) return std::nullopt;
   auto empty = [&](const Shape& shape) { return tokenMajor(shape, q.dtype(), q.device()); };
   AttentionGrads g = into ? *into : AttentionGrads{empty(q.shape()), empty(k.shape()), empty(v.shape())};
@@ -388,6 +408,7 @@ std::optional<AttentionGrads> fusedAttentionBackward(const Tensor& gout0, const 
       {kO, out.devicePtr()},   {kDO, gout.devicePtr()}, {kStats, lse.devicePtr()},
       {kDQ, g.gq.devicePtr()}, {kDK, g.gk.devicePtr()}, {kDV, g.gv.devicePtr()}};
   execute(*plan, q, pack, "scaled_dot_product_attention backward");
+  if (into) g_in_place_runs.fetch_add(1, std::memory_order_relaxed);
   return g;
 #endif
 }
@@ -395,7 +416,11 @@ std::optional<AttentionGrads> fusedAttentionBackward(const Tensor& gout0, const 
 bool attentionBackwardInto(const Tensor& gout, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& out, const Tensor& lse, const AttentionParams& p,
                            const AttentionGrads& into) {
+  for (const Tensor* t : {&k, &v, &gout, &out, &lse, &into.gq, &into.gk, &into.gv})
+    checkSameDevice("scaled_dot_product_attention backward", q, *t);
   return fusedAttentionBackward(gout, q, k, v, out, lse, p, &into).has_value();
 }
+
+int64_t fusedAttentionInPlaceRuns() { return g_in_place_runs.load(std::memory_order_relaxed); }
 
 }  // namespace lockstep::kernels::cuda

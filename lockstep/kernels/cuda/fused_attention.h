@@ -49,5 +49,8 @@ bool attentionBackwardInto(const Tensor& gout, const Tensor& q, const Tensor& k,
 /// How many forward and backward passes cuDNN has run in this process (tests and benchmarks: which
 /// kernel a problem took).
 int64_t fusedAttentionRuns();
+/// Of those, the backward passes that wrote the gradients into the caller's tensors
+/// (attentionBackwardInto).
+int64_t fusedAttentionInPlaceRuns();
 
 }  // namespace lockstep::kernels::cuda

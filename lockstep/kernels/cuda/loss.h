@@ -23,7 +23,7 @@ Tensor crossEntropyBackward(const Tensor& gloss, const Tensor& logits, const Ten
 bool crossEntropyBackwardInto(Tensor& out, const Tensor& gloss, const Tensor& logits, const Tensor& lse,
                               const Tensor& target, const CrossEntropyParams& p);
 /// kernels::crossEntropyWithGradInto: crossEntropyForward of a reduction none with the gradient
-/// from the rows' gradients written into out in the same kernel.
+/// from the rows' gradients written into out (never over the logits) in the same kernel.
 std::pair<Tensor, Tensor> crossEntropyWithGradInto(Tensor& out, const Tensor& row_grad, const Tensor& logits,
                                                    const Tensor& target, const CrossEntropyParams& p);
 Tensor crossEntropyRowWeights(const Tensor& target, int64_t ignore_index, LossReduction reduction,

@@ -37,6 +37,8 @@ static_assert(sizeof(SpanList<5>) <= 32764, "kernel parameters are at most 32,76
 
 template <typename Op>
 __global__ void applyMany(Op op, SpanList<Op::kBuffers> list) {
+  static_assert(sizeof(Op) + sizeof(SpanList<Op::kBuffers>) <= 32764,
+                "an op and its span list are at most 32,764 bytes of kernel parameters");
   const int s = list.span_of_block[blockIdx.x];
   const int64_t begin = int64_t(list.chunk_of_block[blockIdx.x]) * kMultiChunk;
   const int64_t end = min(list.numel[s], begin + kMultiChunk);
