@@ -3,7 +3,8 @@
 # forward + backward at T = 1024, 12 heads of 64, bf16, within 1.3x of cuDNN's or PyTorch's flash
 # SDPA, memory linear in T). lockstep's op runs as autograd::scaledDotProductAttention chooses
 # (lockstep-auto: cuDNN's fused SDPA for bf16 without dropout, its deterministic backward, lockstep's
-# default, whose scratch is quadratic in T; lockstep-auto-nondet: the same with
+# default, in chunks of keys past a bound so that its scratch grows linearly in T; lockstep-auto-chunk512:
+# the B 16 case in chunks of 512 keys, what chunking costs; lockstep-auto-nondet: the same with
 # --cudnn-nondeterministic, PyTorch's default dQ-atomics backward) and with its own tiled kernel
 # (lockstep-own: LOCKSTEP_GPU_ATTENTION=lockstep); PyTorch with each SDPA backend (flash, cudnn,
 # efficient). Causal, batch 16 (GPT-2 small's 16 x 1024) for the time; then batch 2 at T = 1024 to
@@ -27,6 +28,11 @@ seqs=${SEQS:-1024,2048,4096,8192}
     [ "$impl" = auto-nondet ] && flags=(--cudnn-nondeterministic)
     "${env_arg[@]}" bench_attention --device cuda --dtype bf16 --batch 16 --heads 12 --dim 64 --seq 1024 \
       --causal --steps "$steps" "${flags[@]}" | sed "s/^impl=fused/impl=lockstep-$impl/"
+    # what chunking the deterministic backward's keys costs where one call fits (GPT-2's shape)
+    if [ "$impl" = auto ]; then
+      bench_attention --device cuda --dtype bf16 --batch 16 --heads 12 --dim 64 --seq 1024 --causal \
+        --steps "$steps" --key-chunk 512 | sed "s/^impl=fused/impl=lockstep-auto-chunk512/"
+    fi
     for t in ${seqs//,/ }; do
       "${env_arg[@]}" bench_attention --device cuda --dtype bf16 --batch 2 --heads 12 --dim 64 --seq "$t" \
         --causal --steps 5 "${flags[@]}" | sed "s/^impl=fused/impl=lockstep-$impl/"

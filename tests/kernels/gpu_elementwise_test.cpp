@@ -90,7 +90,7 @@ TEST(GpuBinary, mixed_floating_dtypes_promote_as_on_the_cpu) {
 TEST(GpuAddInto, accumulates_in_place_with_alpha_strides_and_mixed_dtypes) {
   LOCKSTEP_REQUIRE_GPU();
   for (DType t : kFloatDTypes) {
-    for (DType s : {t, DType::f32}) {
+    for (DType s : {t, DType::f32, DType::bf16, DType::f16}) {  // f32 += bf16/f16 reads them as they are
       Tensor dst = hostRandom({5, 7}, t, 1), src = hostRandom({5, 7}, s, 2);
       Tensor d = gpu(dst);
       kernels::addInto(d, gpu(src), 0.5);
@@ -111,7 +111,7 @@ TEST(GpuAddInto, accumulates_in_place_with_alpha_strides_and_mixed_dtypes) {
       Tensor fused = hostRandom({2, 5, 48}, t, 5 + variant), dfused = gpu(fused);
       const int64_t start = variant == 3 ? 17 : 16;
       Tensor from = variant == 1   ? hostRandom({5, 2, 16}, t, 9).transpose(0, 1)
-                    : variant == 2 ? hostRandom({2, 5, 16}, DType::f32, 9)
+                    : variant == 2 ? hostRandom({2, 5, 16}, t == DType::f32 ? DType::bf16 : DType::f32, 9)
                                    : hostRandom({2, 5, 16}, t, 9);
       Tensor dv = dfused.narrow(2, start, 16), hv = fused.narrow(2, start, 16);
       kernels::addInto(dv, gpu(from), 0.5);

@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gpu_compare.h"
 #include "lockstep/kernels.h"
 #include "lockstep/kernels/cuda/fused_attention.h"
 #include "lockstep/kernels/gpu_math_options.h"
+#include "lockstep/tensor/cuda/allocator.h"
 
 using namespace lockstep;
 using lockstep::testing::gpu;
@@ -324,4 +326,129 @@ TEST(GpuAttention, cudnn_fused_attention_matches_the_cpu_repeats_and_mixes_with_
   const Qkv odd_dev = onGpu(hostQkv(odd, DType::bf16));
   kernels::attentionForward(odd_dev.q, odd_dev.k, odd_dev.v, attnParams(odd, true));
   EXPECT_EQ(kernels::cuda::fusedAttentionRuns(), before);
+}
+
+// cuDNN's deterministic backward a chunk of keys per call (kernels/cuda/fused_attention.h: what long
+// sequences take, so that its scratch grows linearly with T), forced onto small problems: it matches
+// the CPU and the one-call backward, repeats bitwise, writes into a fused projection's gradient, and
+// keys no row attends (causal with S > T) get zero gradients. Chunks of 2 keys or 2 rows included.
+TEST(GpuAttention, cudnn_backward_in_key_chunks_matches_one_call_and_the_cpu) {
+  LOCKSTEP_REQUIRE_GPU();
+  struct ForceChunk {
+    int64_t previous;
+    explicit ForceChunk(int64_t keys) : previous(kernels::cuda::setFusedAttentionKeyChunk(keys)) {}
+    ~ForceChunk() { kernels::cuda::setFusedAttentionKeyChunk(previous); }
+  };
+  struct Chunked {
+    AttnCase c;
+    int64_t keys;
+  };
+  // (T = S = 129: a tail of one key joins the chunk before it; cuDNN refuses one key by one row.)
+  const Chunked cases[] = {{{2, 4, 2, 300, 300, 64}, 128},
+                           {{1, 2, 2, 256, 256, 128}, 64},
+                           {{1, 4, 4, 130, 330, 32}, 64},
+                           {{2, 2, 1, 330, 130, 64}, 64},
+                           {{1, 2, 2, 129, 129, 64}, 64}};
+  auto host = [](const Tensor& x) { return x.to(Device::cpu()); };
+  for (DType t : {DType::bf16, DType::f16}) {
+    for (const auto& [c, keys] : cases) {
+      for (bool causal : {false, true}) {
+        const auto p = attnParams(c, causal);
+        const std::string what = attnName(t, c, p) + " in chunks of " + std::to_string(keys) + " keys";
+        const Qkv h = hostQkv(c, t), dev = onGpu(h);
+        auto fwd_host = kernels::attentionForward(h.q, h.k, h.v, p);
+        auto fwd = kernels::attentionForward(dev.q, dev.k, dev.v, p);
+        Tensor gout_host = hostRandom(h.q.shape(), t, 4), gout = gpu(gout_host);
+        auto want = kernels::attentionBackward(gout_host, h.q, h.k, h.v, fwd_host.out, fwd_host.lse, p);
+        auto one = kernels::attentionBackward(gout, dev.q, dev.k, dev.v, fwd.out, fwd.lse, p);
+        const int64_t before = kernels::cuda::fusedAttentionChunkedRuns();
+        kernels::AttentionGrads g1, g2;
+        {
+          const ForceChunk force(keys);
+          g1 = kernels::attentionBackward(gout, dev.q, dev.k, dev.v, fwd.out, fwd.lse, p);
+          g2 = kernels::attentionBackward(gout, dev.q, dev.k, dev.v, fwd.out, fwd.lse, p);
+        }
+        EXPECT_EQ(kernels::cuda::fusedAttentionChunkedRuns(), before + 2) << what << ": not chunked";
+        EXPECT_TRUE(gpuMatches(g1.gq, want.gq, gradTol(t, want.gq), what + " gq"));
+        EXPECT_TRUE(gpuMatches(g1.gk, want.gk, gradTol(t, want.gk), what + " gk"));
+        EXPECT_TRUE(gpuMatches(g1.gv, want.gv, gradTol(t, want.gv), what + " gv"));
+        EXPECT_TRUE(gpuMatches(g1.gq, host(one.gq), gradTol(t, host(one.gq)), what + " gq vs one call"));
+        EXPECT_TRUE(gpuMatches(g1.gk, host(one.gk), gradTol(t, host(one.gk)), what + " gk vs one call"));
+        EXPECT_TRUE(gpuMatches(g1.gv, host(one.gv), gradTol(t, host(one.gv)), what + " gv vs one call"));
+        EXPECT_TRUE(denseHeads(g1.gq) && denseHeads(g1.gk) && denseHeads(g1.gv)) << what;
+        EXPECT_EQ(host(g1.gq).toVector<double>(), host(g2.gq).toVector<double>()) << what << ": gq repeats";
+        EXPECT_EQ(host(g1.gk).toVector<double>(), host(g2.gk).toVector<double>()) << what << ": gk repeats";
+        EXPECT_EQ(host(g1.gv).toVector<double>(), host(g2.gv).toVector<double>()) << what << ": gv repeats";
+        if (causal && c.s > c.t) {
+          for (const Tensor* g : {&g1.gk, &g1.gv}) {
+            for (double x : host(g->narrow(2, c.t, c.s - c.t)).toVector<double>()) {
+              ASSERT_EQ(x, 0.0) << what << ": a key no row attends";
+            }
+          }
+        }
+      }
+    }
+  }
+  // Into the thirds of a fused projection's gradient (GPT's packed attention), chunked.
+  const int64_t B = 2, T = 300, H = 4, D = 64;
+  auto heads = [](const Tensor& qkv, int64_t part) {
+    return qkv.narrow(2, part, 1).squeeze(2).transpose(1, 2);
+  };
+  Tensor fused = hostRandom({B, T, 3, H, D}, DType::bf16, 17, -2.0, 2.0), fused_dev = gpu(fused);
+  const Qkv h{heads(fused, 0), heads(fused, 1), heads(fused, 2)};
+  const Qkv dev{heads(fused_dev, 0), heads(fused_dev, 1), heads(fused_dev, 2)};
+  const auto p = attnParams({B, H, H, T, T, D}, true);
+  auto fwd_host = kernels::attentionForward(h.q, h.k, h.v, p);
+  auto fwd = kernels::attentionForward(dev.q, dev.k, dev.v, p);
+  Tensor gout = hostRandom(h.q.shape(), DType::bf16, 18);
+  auto want = kernels::attentionBackward(gout, h.q, h.k, h.v, fwd_host.out, fwd_host.lse, p);
+  Tensor grad = Tensor::full({B, T, 3, H, D}, std::nan(""), DType::bf16, Device::cuda(0));
+  const kernels::AttentionGrads into{heads(grad, 0), heads(grad, 1), heads(grad, 2)};
+  const int64_t chunked = kernels::cuda::fusedAttentionChunkedRuns();
+  const int64_t in_place = kernels::cuda::fusedAttentionInPlaceRuns();
+  {
+    const ForceChunk force(128);
+    EXPECT_TRUE(
+        kernels::cuda::attentionBackwardInto(gpu(gout), dev.q, dev.k, dev.v, fwd.out, fwd.lse, p, into));
+  }
+  EXPECT_EQ(kernels::cuda::fusedAttentionChunkedRuns(), chunked + 1);
+  EXPECT_EQ(kernels::cuda::fusedAttentionInPlaceRuns(), in_place + 1);
+  EXPECT_TRUE(gpuMatches(into.gq, want.gq, gradTol(DType::bf16, want.gq), "chunked into gq"));
+  EXPECT_TRUE(gpuMatches(into.gk, want.gk, gradTol(DType::bf16, want.gk), "chunked into gk"));
+  EXPECT_TRUE(gpuMatches(into.gv, want.gv, gradTol(DType::bf16, want.gv), "chunked into gv"));
+  EXPECT_THROW(kernels::cuda::setFusedAttentionKeyChunk(100), ValueError);
+  EXPECT_THROW(kernels::cuda::setFusedAttentionKeyChunk(-64), ValueError);
+}
+
+// Chosen by size, not forced: B 2, 12 heads of 64, T 4,096, causal: one call's dP scratch would be
+// 805 MB (2 x 12 x 4096 x 4096 x 2 bytes), past the bound (256 MiB); in chunks of 1,280 keys the
+// step's peak stays far under it. Checked against lockstep's own kernel on the GPU (the CPU's would
+// take a while at this size).
+TEST(GpuAttention, long_sequences_take_the_chunked_backward_by_themselves) {
+  LOCKSTEP_REQUIRE_GPU();
+  const AttnCase c{2, 12, 12, 4096, 4096, 64};
+  const auto p = attnParams(c, true);
+  const Qkv dev = onGpu(hostQkv(c, DType::bf16));
+  auto fwd = kernels::attentionForward(dev.q, dev.k, dev.v, p);
+  Tensor gout = gpu(hostRandom(dev.q.shape(), DType::bf16, 4));
+  auto& alloc = lockstep::cuda::CudaCachingAllocator::forDevice(0);
+  const size_t base = alloc.stats().allocated_current;
+  alloc.resetPeakStats();
+  const int64_t before = kernels::cuda::fusedAttentionChunkedRuns();
+  auto got = kernels::attentionBackward(gout, dev.q, dev.k, dev.v, fwd.out, fwd.lse, p);
+  EXPECT_EQ(kernels::cuda::fusedAttentionChunkedRuns(), before + 1) << "T 4096 was not chunked";
+  const size_t peak = alloc.stats().allocated_peak - base;
+  EXPECT_LT(peak, size_t{500} << 20) << "the backward's peak above its inputs";
+  kernels::GpuMathOptions off = kernels::gpuMathOptions();
+  off.cudnn_sdp = false;
+  kernels::AttentionGrads own;
+  {
+    const kernels::ScopedGpuMathOptions scope(off);
+    own = kernels::attentionBackward(gout, dev.q, dev.k, dev.v, fwd.out, fwd.lse, p);
+  }
+  for (auto [g, o, name] : {std::tuple{&got.gq, &own.gq, "gq"}, std::tuple{&got.gk, &own.gk, "gk"},
+                            std::tuple{&got.gv, &own.gv, "gv"}}) {
+    const Tensor want = o->to(Device::cpu());
+    EXPECT_TRUE(gpuMatches(*g, want, gradTol(DType::bf16, want), std::string("T 4096 chunked ") + name));
+  }
 }

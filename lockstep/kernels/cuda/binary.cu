@@ -156,6 +156,12 @@ void addInto(Tensor& dst, const Tensor& src, double alpha) {
     } else if constexpr (std::is_same_v<D, double>) {
       addIntoTyped<D, D>(dst, src.to(DType::f64), alpha);
     } else {
+      if constexpr (std::is_same_v<D, float>) {
+        // A 16-bit source into f32 read as it is: widened exactly, as its f32 copy would be, without
+        // the copy (autocast's gradients added into f32 ones, the chunked attention's dQ).
+        if (src.dtype() == DType::bf16) return addIntoTyped<D, __nv_bfloat16>(dst, src, alpha);
+        if (src.dtype() == DType::f16) return addIntoTyped<D, __half>(dst, src, alpha);
+      }
       // As the CPU: a source of another dtype is accumulated in f32 (an f64 source rounded once).
       addIntoTyped<D, float>(dst, src.dtype() == DType::f32 ? src : src.to(DType::f32), alpha);
     }

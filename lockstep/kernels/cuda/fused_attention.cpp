@@ -1,5 +1,6 @@
 #include "lockstep/kernels/cuda/fused_attention.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "lockstep/kernels/cuda/elementwise.h"
 #include "lockstep/kernels/cuda/handles.h"
 #include "lockstep/kernels/gpu_math_options.h"
 #include "lockstep/tensor/cuda/runtime.h"
@@ -40,7 +42,8 @@ namespace rt = ::lockstep::cuda;
 
 enum class Mode { automatic, cudnn, lockstep };
 
-std::atomic<int64_t> g_runs{0}, g_in_place_runs{0};
+std::atomic<int64_t> g_runs{0}, g_in_place_runs{0}, g_chunked_runs{0};
+std::atomic<int64_t> g_key_chunk{0};  // setFusedAttentionKeyChunk's; 0: chosen by size
 
 Mode mode() {
   static const Mode m = [] {
@@ -179,6 +182,8 @@ Tensor tokenMajor(const Shape& shape, DType dtype, const Device& device) {
       .transpose(1, 2);
 }
 
+// The softmax stats [B, H, t, 1] f32, packed (cuDNN before 9.26 misreads any other layout, and the
+// frontend refuses one).
 void statsLayout(const std::shared_ptr<TensorAttr>& a, int64_t b, int64_t h, int64_t t) {
   a->set_dim({b, h, t, 1}).set_stride({h * t, t, 1, 1}).set_data_type(fe::DataType_t::FLOAT);
 }
@@ -267,7 +272,6 @@ void execute(const Plan& plan, const Tensor& q, std::unordered_map<int64_t, void
   fe::error_t e = plan.graph->execute(h, pack, ws.defined() ? ws.devicePtr() : nullptr);
   LOCKSTEP_ENFORCE(e.is_good(), Error, op, " (cuDNN fused attention, ", q.describe(),
                    ") failed: ", e.get_message());
-  g_runs.fetch_add(1, std::memory_order_relaxed);
 }
 
 // Says whether to use plan, announcing the outcome when the plan is fresh.
@@ -283,6 +287,134 @@ bool usable(const Plan& plan, bool fresh, const Tensor& q, const AttentionParams
     announce(q, p.causal,
              detail::concat("lockstep's kernel: cuDNN declined the ", pass, " (", plan.declined, ")"));
   return false;
+}
+
+// The backward's graph for one call: q, k, v, out and gout as they are laid out, the stats packed,
+// dQ, dK and dV written with g's tensors' strides (the caller's, or token-major).
+std::shared_ptr<const Plan> backwardPlan(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                         const Tensor& gout, const AttentionParams& p,
+                                         const AttentionGrads& g, bool& fresh) {
+  return planFor(keyOf(1, q, p, {&q, &k, &v, &out, &gout, &g.gq, &g.gk, &g.gv}), fresh, [&] {
+    auto made = std::make_shared<Plan>();
+    made->graph = newGraph(q.dtype());
+    Graph& gr = *made->graph;
+    auto Q = input(gr, "Q", kQ, q), K = input(gr, "K", kK, k), V = input(gr, "V", kV, v);
+    auto O = input(gr, "O", kO, out), dO = input(gr, "dO", kDO, gout);
+    auto stats = gr.tensor(TensorAttr().set_name("Stats").set_uid(kStats));
+    statsLayout(stats, q.size(0), q.size(1), q.size(2));
+    auto attrs = fe::graph::SDPA_backward_attributes()
+                     .set_name("lockstep_sdpa_backward")
+                     .set_causal_mask(p.causal)
+                     .set_attn_scale(static_cast<float>(p.scale))
+                     .set_deterministic_algorithm(gpuMathOptions().cudnn_deterministic);
+    auto [dQ, dK, dV] = gr.sdpa_backward(Q, K, V, O, dO, stats, attrs);
+    outputInto(dQ, kDQ, g.gq);
+    outputInto(dK, kDK, g.gk);
+    outputInto(dV, kDV, g.gv);
+    made->declined = build(gr, dnnHandle(rt::currentStream(q.device().index)), made->workspace);
+    return std::shared_ptr<const Plan>(std::move(made));
+  });
+}
+
+void runBackward(const Plan& plan, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                 const Tensor& gout, const Tensor& lse, const AttentionGrads& g) {
+  std::unordered_map<int64_t, void*> pack{
+      {kQ, q.devicePtr()},     {kK, k.devicePtr()},     {kV, v.devicePtr()},
+      {kO, out.devicePtr()},   {kDO, gout.devicePtr()}, {kStats, lse.devicePtr()},
+      {kDQ, g.gq.devicePtr()}, {kDK, g.gk.devicePtr()}, {kDV, g.gv.devicePtr()}};
+  execute(plan, q, pack, "scaled_dot_product_attention backward");
+}
+
+int64_t roundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// Keys per call of the backward, or 0 for one call. cuDNN's deterministic backward (its
+// dP-workspace algorithm) keeps B x H x T x S x 2 bytes of scratch (T and S rounded up to 64): 3.2
+// GB at B 2, 12 heads, T = S = 8,192, against 100 MB for q, k, v and out. Past max(256 MiB, 4 x
+// those inputs' bytes) the keys go in chunks (multiples of 128) whose scratch stays under that
+// bound, so the backward's memory grows linearly with the sequence, as the dQ-atomics algorithm's
+// and FlashAttention's do. GPT-2's T = 1,024 with heads of 64 is one call (its scratch is exactly
+// 4 x the inputs). The nondeterministic backward's scratch is linear already: one call.
+int64_t keyChunk(const Problem& pr, const Tensor& out) {
+  if (const int64_t forced = g_key_chunk.load(std::memory_order_relaxed); forced > 0) return forced;
+  if (!gpuMathOptions().cudnn_deterministic) return 0;
+  const int64_t per_key = pr.b * pr.h * roundUp(pr.t, 64) * 2;
+  const int64_t inputs = (pr.q.numel() + pr.k.numel() + pr.v.numel() + out.numel()) *
+                         static_cast<int64_t>(dtypeSize(pr.q.dtype()));
+  const int64_t bound = std::max<int64_t>(int64_t{256} << 20, 4 * inputs);
+  if (per_key * roundUp(pr.s, 64) <= bound) return 0;
+  return std::max<int64_t>(128, bound / per_key / 128 * 128);
+}
+
+// The backward a chunk of keys [a, e) per cuDNN call (keyChunk): each call takes the query rows
+// that may attend those keys ([a, T) under the causal mask, whose top-left diagonal then starts at
+// the chunk's first key and first row; every row without it) with their O, dO and logsumexp rows, so
+// each dP row is the whole row's (softmax statistics and rowsum(dO * O) are per row), and writes
+// the chunk's dK and dV whole (every row that attends them took part) and its rows' share of dQ in
+// q's dtype, which are summed in f32 in key order (deterministic) and rounded again: each share is
+// rounded once more than one call's dQ. Keys no row attends (causal with S > T) get zero gradients.
+// The stats rows are copied packed for each call (cuDNN before 9.26 reads no other layout). nullopt,
+// with nothing run, when cuDNN declines a chunk.
+std::optional<AttentionGrads> chunkedBackward(const Problem& pr, const Tensor& out, const Tensor& gout,
+                                              const Tensor& lse, const AttentionParams& p, AttentionGrads g,
+                                              int64_t chunk) {
+  const Tensor &q = pr.q, &k = pr.k, &v = pr.v;
+  const int64_t t = pr.t, s = pr.s;
+  Tensor part = tokenMajor(q.shape(), q.dtype(), q.device());  // each call's dQ rows
+  struct Call {
+    int64_t a, e, qa;
+    std::shared_ptr<const Plan> plan;  // null: no row attends these keys
+    AttentionGrads g;
+  };
+  std::vector<Call> calls;
+  bool fresh_plans = false;
+  for (int64_t a = 0; a < s;) {
+    // A tail under 64 keys joins the chunk before it (cuDNN refuses one key by one row).
+    const int64_t e = s - (a + chunk) < 64 ? s : a + chunk, qa = p.causal ? a : 0;
+    Call c{a, e, qa, nullptr, {Tensor(), g.gk.narrow(2, a, e - a), g.gv.narrow(2, a, e - a)}};
+    if (qa < t) {
+      const int64_t rows = t - qa;
+      c.g.gq = part.narrow(2, qa, rows);
+      bool fresh = false;
+      c.plan = backwardPlan(q.narrow(2, qa, rows), k.narrow(2, a, e - a), v.narrow(2, a, e - a),
+                            out.narrow(2, qa, rows), gout.narrow(2, qa, rows), p, c.g, fresh);
+      fresh_plans = fresh_plans || fresh;
+      if (!c.plan->declined.empty()) {
+        if (fresh)
+          announce(q, p.causal,
+                   "backward in one call: cuDNN declined a chunk of " + std::to_string(chunk) + " keys (" +
+                       c.plan->declined + ")");
+        return std::nullopt;
+      }
+    }
+    calls.push_back(std::move(c));
+    a = e;
+  }
+  if (fresh_plans)
+    announce(
+        q, p.causal,
+        "cuDNN's fused SDPA backward in chunks of " + std::to_string(chunk) + " keys (scratch linear in T)");
+  Tensor acc = tokenMajor(q.shape(), DType::f32, q.device());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Call& c = calls[i];
+    if (!c.plan) {
+      c.g.gk.zero();
+      c.g.gv.zero();
+      continue;
+    }
+    const int64_t rows = t - c.qa;
+    runBackward(*c.plan, q.narrow(2, c.qa, rows), k.narrow(2, c.a, c.e - c.a), v.narrow(2, c.a, c.e - c.a),
+                out.narrow(2, c.qa, rows), gout.narrow(2, c.qa, rows), lse.narrow(2, c.qa, rows).contiguous(),
+                c.g);
+    if (i == 0) {
+      acc.copyFrom(part);  // the first chunk's keys start at 0: every row attends them
+    } else {
+      Tensor acc_rows = acc.narrow(2, c.qa, rows);
+      addInto(acc_rows, c.g.gq, 1.0);
+    }
+  }
+  g.gq.copyFrom(acc);
+  g_chunked_runs.fetch_add(1, std::memory_order_relaxed);
+  return g;
 }
 
 #endif  // LOCKSTEP_CUDNN_FRONTEND
@@ -329,6 +461,7 @@ std::optional<AttentionOutput> fusedAttentionForward(const Tensor& q0, const Ten
                                           {kO, r.out.devicePtr()},
                                           {kStats, r.lse.devicePtr()}};
   execute(*plan, q, pack, "scaled_dot_product_attention");
+  g_runs.fetch_add(1, std::memory_order_relaxed);
   return r;
 #endif
 }
@@ -349,7 +482,6 @@ std::optional<AttentionGrads> fusedAttentionBackward(const Tensor& gout0, const 
                       into->gk.dtype() == q.dtype() && into->gv.dtype() == q.dtype();
     if (!fits || !inPlace(into->gq) || !inPlace(into->gk) || !inPlace(into->gv)) return std::nullopt;
   }
-  const int64_t b = pr.b, h = pr.h, t = pr.t;
   const Tensor out = readable(out0.to(q.dtype()));
   Tensor gout = readable(gout0.to(q.dtype()));
   if (cudnnGetVersion() < 90501 && gout.strides() != out.strides()) {
@@ -360,38 +492,18 @@ std::optional<AttentionGrads> fusedAttentionBackward(const Tensor& gout0, const 
   }
   const Tensor lse = lse0.to(DType::f32).contiguous();
   const rt::DeviceGuard guard(q.device().index);
-  bool fresh = false;
-  std::vector<int64_t> key = keyOf(1, q, p, {&q, &k, &v, &out, &gout});
-  if (into) {  // the gradients' layouts are the caller's
-    for (const Tensor* g : {&into->gq, &into->gk, &into->gv})
-      key.insert(key.end(), g->strides().begin(), g->strides().end());
-  }
-  const auto plan = planFor(key, fresh, [&] {
-    auto made = std::make_shared<Plan>();
-    made->graph = newGraph(q.dtype());
-    Graph& g = *made->graph;
-    auto Q = input(g, "Q", kQ, q), K = input(g, "K", kK, k), V = input(g, "V", kV, v);
-    auto O = input(g, "O", kO, out), dO = input(g, "dO", kDO, gout);
-    auto stats = g.tensor(TensorAttr().set_name("Stats").set_uid(kStats));
-    statsLayout(stats, b, h, t);
-    auto attrs = fe::graph::SDPA_backward_attributes()
-                     .set_name("lockstep_sdpa_backward")
-                     .set_causal_mask(p.causal)
-                     .set_attn_scale(static_cast<float>(p.scale))
-                     .set_deterministic_algorithm(gpuMathOptions().cudnn_deterministic);
-    auto [dQ, dK, dV] = g.sdpa_backward(Q, K, V, O, dO, stats, attrs);
-    if (into) {
-      outputInto(dQ, kDQ, into->gq);
-      outputInto(dK, kDK, into->gk);
-      outputInto(dV, kDV, into->gv);
-    } else {
-      output(dQ, kDQ, q.shape());
-      output(dK, kDK, k.shape());
-      output(dV, kDV, v.shape());
+  auto empty = [&](const Shape& shape) { return tokenMajor(shape, q.dtype(), q.device()); };
+  const AttentionGrads g =
+      into ? *into : AttentionGrads{empty(q.shape()), empty(k.shape()), empty(v.shape())};
+  if (const int64_t chunk = keyChunk(pr, out); chunk > 0 && pr.s - chunk >= 64) {  // two chunks or more
+    if (auto r = chunkedBackward(pr, out, gout, lse, p, g, chunk)) {
+      g_runs.fetch_add(1, std::memory_order_relaxed);
+      if (into) g_in_place_runs.fetch_add(1, std::memory_order_relaxed);
+      return r;
     }
-    made->declined = build(g, dnnHandle(rt::currentStream(q.device().index)), made->workspace);
-    return std::shared_ptr<const Plan>(std::move(made));
-  });
+  }
+  bool fresh = false;
+  const auto plan = backwardPlan(q, k, v, out, gout, p, g, fresh);
   // Gradients into the caller's layout that cuDNN declines: the caller takes cuDNN's own layout
   // and copies (said once, no error under LOCKSTEP_GPU_ATTENTION=cudnn).
   if (into && !plan->declined.empty()) {
@@ -401,13 +513,8 @@ std::optional<AttentionGrads> fusedAttentionBackward(const Tensor& gout0, const 
     return std::nullopt;
   }
   if (!usable(*plan, fresh, q, p, "backward")) return std::nullopt;
-  auto empty = [&](const Shape& shape) { return tokenMajor(shape, q.dtype(), q.device()); };
-  AttentionGrads g = into ? *into : AttentionGrads{empty(q.shape()), empty(k.shape()), empty(v.shape())};
-  std::unordered_map<int64_t, void*> pack{
-      {kQ, q.devicePtr()},     {kK, k.devicePtr()},     {kV, v.devicePtr()},
-      {kO, out.devicePtr()},   {kDO, gout.devicePtr()}, {kStats, lse.devicePtr()},
-      {kDQ, g.gq.devicePtr()}, {kDK, g.gk.devicePtr()}, {kDV, g.gv.devicePtr()}};
-  execute(*plan, q, pack, "scaled_dot_product_attention backward");
+  runBackward(*plan, q, k, v, out, gout, lse, g);
+  g_runs.fetch_add(1, std::memory_order_relaxed);
   if (into) g_in_place_runs.fetch_add(1, std::memory_order_relaxed);
   return g;
 #endif
@@ -422,5 +529,13 @@ bool attentionBackwardInto(const Tensor& gout, const Tensor& q, const Tensor& k,
 }
 
 int64_t fusedAttentionInPlaceRuns() { return g_in_place_runs.load(std::memory_order_relaxed); }
+
+int64_t fusedAttentionChunkedRuns() { return g_chunked_runs.load(std::memory_order_relaxed); }
+
+int64_t setFusedAttentionKeyChunk(int64_t keys) {
+  LOCKSTEP_ENFORCE(keys >= 0 && keys % 64 == 0, ValueError,
+                   "fused attention key chunk: a multiple of 64 keys (0: chosen by size), got ", keys);
+  return g_key_chunk.exchange(keys, std::memory_order_relaxed);
+}
 
 }  // namespace lockstep::kernels::cuda

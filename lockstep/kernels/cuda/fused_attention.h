@@ -21,7 +21,9 @@
 // (cuDNN's softmax stats: the logsumexp of each scaled score row), so either kernel's forward feeds either
 // kernel's backward. The backward is deterministic (bitwise repeatable) while cudnn_deterministic is on
 // (lockstep's default, kernels/gpu_math_options.h): cuDNN's dP-workspace algorithm, whose scratch is B * H *
-// T * S * 2 bytes; with it off, the faster dQ-atomics one, scratch linear in T.
+// T * S * 2 bytes, so past max(256 MiB, 4 x the bytes of q, k, v and out) it runs a chunk of keys per
+// call (each call's dK and dV whole, its rows' share of dQ summed in f32 in key order, so dQ is rounded
+// twice): scratch linear in T. With it off, the faster dQ-atomics one, scratch linear in T, in one call.
 #include <cstdint>
 #include <optional>
 
@@ -52,5 +54,11 @@ int64_t fusedAttentionRuns();
 /// Of those, the backward passes that wrote the gradients into the caller's tensors
 /// (attentionBackwardInto).
 int64_t fusedAttentionInPlaceRuns();
+/// Of those, the backward passes that ran a chunk of keys per cuDNN call.
+int64_t fusedAttentionChunkedRuns();
+/// Keys per cuDNN call of the backward: 0 (the default) chooses by size as above; n > 0 (a multiple
+/// of 64) runs chunks of n keys whenever a problem has more (tests, benchmarks). Returns the value it
+/// replaces; a ValueError for anything else.
+int64_t setFusedAttentionKeyChunk(int64_t keys);
 
 }  // namespace lockstep::kernels::cuda
