@@ -59,7 +59,11 @@ std::map<std::string, std::string> buildWorkerEnv(const std::map<std::string, st
   // What the agent itself was given (it may run under another launcher) must not leak through.
   for (const std::string& name : comm::workerVariableNames()) env.erase(name);
   for (const auto& [k, v] : comm::workerVariables(w)) env[k] = v;
-  if (l.local_world_size > 1 && env.count("OMP_NUM_THREADS") == 0) env["OMP_NUM_THREADS"] = "1";
+  env.erase(kDefaultedOmpThreads);  // said only by the launcher that chose the 1 itself
+  if (l.local_world_size > 1 && env.count("OMP_NUM_THREADS") == 0) {
+    env["OMP_NUM_THREADS"] = "1";
+    env[kDefaultedOmpThreads] = "1";
+  }
   // As torchrun: PyTorch's NCCL process groups abort a failed collective instead of hanging in it
   // (the variable's name before and since PyTorch 2.2).
   for (const char* nccl : {"NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING"})

@@ -12,6 +12,9 @@
 #include "lockstep/comm/device_sharing.h"
 #include "lockstep/comm/worker_environment.h"
 #include "lockstep/data/datasets/registry.h"
+#include "lockstep/kernels/threads.h"
+#include "lockstep/launch/launch_options.h"
+#include "lockstep/launch/worker_env.h"
 #include "lockstep/nn/models/language_model.h"
 #include "lockstep/nn/models/model_zoo.h"
 #include "lockstep/optim/registry.h"
@@ -19,6 +22,7 @@
 #include "lockstep/train/monitor/metrics_log.h"
 #include "lockstep/train/monitor/progress.h"
 #include "lockstep/train/monitor/run_files.h"
+#include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 
 #if LOCKSTEP_WITH_CUDA
@@ -57,6 +61,26 @@ Device trainingDevice(const TrainConfig& c) {
   }
   checkDeviceAvailable(d);
   return d;
+}
+
+int gpuRankHostThreads(const Device& device, int cores, int local_world_size) {
+  if (!device.isCuda() || env::get("LOCKSTEP_NUM_THREADS").has_value()) return 0;
+  if (env::get(launch::kDefaultedOmpThreads).value_or("") != "1") return 0;
+  return std::max(1, cores / std::max(1, local_world_size));
+}
+
+void useGpuRankHostThreads(const Device& device) {
+  const comm::WorkerEnvironment& w = comm::workerEnvironment();
+  const int cores = launch::availableCores();
+  const int n = gpuRankHostThreads(device, cores, w.local_world_size);
+  if (n == 0) return;
+  kernels::setNumThreads(n);
+  if (w.local_rank <= 0)
+    std::fprintf(
+        stderr,
+        "lockstep: %d host threads per GPU rank (%d cores / %d local ranks; the launcher's "
+        "OMP_NUM_THREADS=1 is for CPU ranks: set OMP_NUM_THREADS or LOCKSTEP_NUM_THREADS to choose)\n",
+        n, cores, w.local_world_size);
 }
 
 std::string deviceDescription(const Device& d) {

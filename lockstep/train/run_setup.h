@@ -27,6 +27,17 @@ std::chrono::milliseconds commTimeout(const TrainConfig& c);
 /// (comm::localRankDevice), and the process group then moves GPU buffers through the host. Checked
 /// to exist here (NotSupportedError) before anything is built on it.
 Device trainingDevice(const TrainConfig& c);
+/// Intra-op threads for a rank that trains on `device`, or 0 to leave the count as it is. When the
+/// launcher gave each of several local workers OMP_NUM_THREADS=1 itself (torchrun's rule, made so
+/// that CPU ranks do not oversubscribe the host; launch::kDefaultedOmpThreads says so) and
+/// LOCKSTEP_NUM_THREADS is unset, a rank on a GPU takes its share, cores / local_world_size (at
+/// least 1): its host work, ZeRO-Offload's optimizer step and clipping above all, would otherwise
+/// run on one core while the others idle (DeepSpeed's launcher splits the cores likewise with
+/// --bind_cores_to_rank). A CPU rank, or a count the user set, keeps its count.
+int gpuRankHostThreads(const Device& device, int cores, int local_world_size);
+/// Sets gpuRankHostThreads' count for this worker (its CPU affinity, LOCAL_WORLD_SIZE) where it
+/// gives one, and local rank 0 says so on stderr once.
+void useGpuRankHostThreads(const Device& device);
 /// run.json's device: "cuda:0 (NVIDIA H100 80GB HBM3, sm_90, ...)", or "cpu".
 std::string deviceDescription(const Device& d);
 

@@ -427,6 +427,7 @@ TrainSummary stopRun(Run& r) {
 TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   const Device device = trainingDevice(c);  // before the process group: NCCL needs the GPU
   kernels::setGpuMathOptions(c.gpu_math);   // before any GPU kernel chooses an algorithm
+  useGpuRankHostThreads(device);            // before any host kernel starts its threads
   const OnDevice on_device(device);
   if (c.pipeline.enabled()) return runPipelineTraining(c, o);
   parallel::DistributedEnvironment dist = parallel::initFromEnvironment(c.backend, commTimeout(c));

@@ -56,12 +56,19 @@ TEST(LaunchWorkerEnv, omp_threads_default_only_when_sharing_a_node) {
   WorkerEnvSpec s;
   s.layout = computeRankLayout({2}, 0);
   EXPECT_EQ(buildWorkerEnv({}, s)["OMP_NUM_THREADS"], "1");
+  EXPECT_EQ(buildWorkerEnv({}, s)[kDefaultedOmpThreads], "1");  // the launcher's 1, not the user's
   EXPECT_EQ(buildWorkerEnv({{"OMP_NUM_THREADS", "4"}}, s)["OMP_NUM_THREADS"], "4");
+  EXPECT_EQ(buildWorkerEnv({{"OMP_NUM_THREADS", "1"}}, s).count(kDefaultedOmpThreads), 0u);
+  // An outer launcher's mark does not pass for this one's: the 1 it marked is now the agent's own.
+  EXPECT_EQ(
+      buildWorkerEnv({{"OMP_NUM_THREADS", "1"}, {kDefaultedOmpThreads, "1"}}, s).count(kDefaultedOmpThreads),
+      0u);
   EXPECT_EQ(buildWorkerEnv({}, s)["NCCL_ASYNC_ERROR_HANDLING"], "1");  // as torchrun
   EXPECT_EQ(buildWorkerEnv({{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}}, s)["TORCH_NCCL_ASYNC_ERROR_HANDLING"],
             "0");
   s.layout = computeRankLayout({1, 1}, 0);
   EXPECT_EQ(buildWorkerEnv({}, s).count("OMP_NUM_THREADS"), 0u);
+  EXPECT_EQ(buildWorkerEnv({}, s).count(kDefaultedOmpThreads), 0u);
 }
 
 TEST(LaunchWorkerEnv, first_attempt_has_restart_count_zero) {

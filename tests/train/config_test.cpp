@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdlib>
 
+#include "lockstep/launch/worker_env.h"
 #include "lockstep/tensor/device.h"
 #include "lockstep/train/run_setup.h"
 #include "lockstep/util/error.h"
@@ -720,4 +722,26 @@ TEST(TrainConfig, pipeline_section_counts_replicas_in_the_batch_and_leaves_the_i
               std::string::npos)
         << e.what();
   }
+}
+
+// A GPU rank takes its share of the host's cores when the launcher, not the user, gave it one thread
+// (torchrun's OMP_NUM_THREADS=1 for ranks sharing a host): its host work (ZeRO-Offload's step) needs
+// them. A CPU rank, a count the user set, or no launcher default keeps its count (0).
+TEST(TrainSetup, gpu_ranks_take_their_share_of_the_cores_when_the_launcher_chose_one_thread) {
+  struct Env {
+    Env() {
+      ::setenv(launch::kDefaultedOmpThreads, "1", 1);
+      ::unsetenv("LOCKSTEP_NUM_THREADS");
+    }
+    ~Env() { ::unsetenv(launch::kDefaultedOmpThreads); }
+  } env;
+  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(0), 16, 2), 8);
+  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(1), 16, 3), 5);
+  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(0), 3, 4), 1);
+  EXPECT_EQ(train::gpuRankHostThreads(Device::cpu(), 16, 2), 0);
+  ::setenv("LOCKSTEP_NUM_THREADS", "2", 1);
+  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(0), 16, 2), 0);
+  ::unsetenv("LOCKSTEP_NUM_THREADS");
+  ::unsetenv(launch::kDefaultedOmpThreads);
+  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(0), 16, 2), 0);
 }
