@@ -544,16 +544,18 @@ std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy, const Tensor& 
 }
 
 namespace {
-// A GEMM with an activation in its epilogue, when cuBLASLt's epilogues take it as it is: rows of
-// whole 16-byte runs for D and aux, the aux matrix's leading dimension a multiple of 8 elements
-// (cublasLt.h's rule for CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD with GELU), and no padded staging
-// (runGemm's copies would need the aux matrix padded as well). False: nothing ran, the caller
-// composes.
+// A GEMM with work in its epilogue (an activation and its aux matrix, or a C matrix to add), when
+// cuBLASLt's epilogues take it as it is: rows of whole 16-byte runs for D, C and aux (D and C in
+// g.out's dtype when set), the aux matrix's leading dimension a multiple of 8 elements (cublasLt.h's
+// rule for CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD with GELU), and no padded staging (runGemm's copies
+// would need those matrices padded as well). False: nothing ran, the caller composes.
 bool runEpilogueGemm(const Gemm& g, const Device& device) {
   if (g.dtype == DType::f64 || stagingOf(g).any()) return false;
-  const size_t elem = dtypeSize(g.dtype);
+  const size_t elem = dtypeSize(g.out.value_or(g.dtype));
   const int64_t N = g.y.cols;
-  if (N % 8 != 0 || alignmentOf(g.d, N, 0, elem) < 16 || alignmentOf(g.aux, N, 0, elem) < 16) return false;
+  if ((N * static_cast<int64_t>(elem)) % 16 != 0 || alignmentOf(g.d, N, 0, elem) < 16) return false;
+  if (g.c != nullptr && alignmentOf(g.c, N, 0, elem) < 16) return false;
+  if (g.aux != nullptr && (N % 8 != 0 || alignmentOf(g.aux, N, 0, dtypeSize(g.dtype)) < 16)) return false;
   return runAlignedGemm(g, device);
 }
 
@@ -626,13 +628,7 @@ Tensor linearResidualForward(const Tensor& x, const Tensor& weight, const Tensor
   g.beta = 1;
   g.bias = b.defined() ? b.devicePtr() : nullptr;
   g.fused = "the residual add";
-  // As the other epilogue GEMMs: rows of whole 16-byte runs, no padded staging.
-  const size_t out_elem = dtypeSize(out);
-  if (stagingOf(g).any() || (N * static_cast<int64_t>(out_elem)) % 16 != 0 ||
-      alignmentOf(g.d, N, 0, out_elem) < 16 || alignmentOf(g.c, N, 0, out_elem) < 16) {
-    return {};
-  }
-  if (!runAlignedGemm(g, x.device())) return {};
+  if (!runEpilogueGemm(g, x.device())) return {};
   return y;
 }
 
