@@ -102,6 +102,56 @@ TEST(Attention, reads_strided_views_in_place) {
   }
 }
 
+// What the GPU's chunked backward (kernels/cuda/fused_attention.cpp, long sequences) stands on: the
+// backward of a chunk of keys [a, e), given the rows that may attend them (rows [a, T) under the
+// top-left causal mask, every row without it) with those rows' whole output and logsumexp, gives the
+// chunk's dK and dV and its share of dQ; the shares sum to dQ. On the blocked f32 kernel, which as
+// cuDNN's reads the softmax from the logsumexp and rowsum(dO * O) from the output it is given (the
+// reference recomputes both from the keys it is given, so a chunk there is a smaller attention), with
+// grouped-query heads, T = S, S > T (keys no row attends get zero) and T > S.
+TEST(Attention, key_chunks_with_whole_row_statistics_sum_to_the_backward) {
+  const Case cases[] = {{2, 4, 2, 150, 150, 16, false, 0.0},
+                        {1, 2, 2, 70, 130, 8, false, 0.0},
+                        {1, 2, 1, 130, 70, 8, false, 0.0}};
+  const kernels::AttentionKernels& kernel = kernels::cpu::kAttention;
+  const double atol = 2e-5, rtol = 1e-4;
+  for (Case c : cases) {
+    for (bool causal : {false, true}) {
+      c.causal = causal;
+      SCOPED_TRACE(describe(c));
+      Tensor q = randomTensor({c.b, c.h, c.t, c.d}, DType::f32, 1, -2.0, 2.0);
+      Tensor k = randomTensor({c.b, c.hkv, c.s, c.d}, DType::f32, 2, -2.0, 2.0);
+      Tensor v = randomTensor({c.b, c.hkv, c.s, c.d}, DType::f32, 3);
+      Tensor g = randomTensor(q.shape(), DType::f32, 4);
+      kernels::AttentionParams p;
+      p.causal = causal;
+      p.scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+      auto fwd = kernel.attentionForward(q, k, v, p);
+      auto whole = kernel.attentionBackward(g, q, k, v, fwd.out, fwd.lse, p);
+      Tensor gq = Tensor::zeros(q.shape(), DType::f32);
+      const int64_t chunk = 32;
+      for (int64_t a = 0; a < c.s; a += chunk) {
+        const int64_t e = std::min(a + chunk, c.s), qa = causal ? a : 0;
+        Tensor gk = whole.gk.narrow(2, a, e - a), gv = whole.gv.narrow(2, a, e - a);
+        if (qa >= c.t) {  // no row attends these keys
+          EXPECT_TRUE(tensorsNear(gk, Tensor::zeros(gk.shape(), DType::f32), 0.0));
+          EXPECT_TRUE(tensorsNear(gv, Tensor::zeros(gv.shape(), DType::f32), 0.0));
+          continue;
+        }
+        const int64_t rows = c.t - qa;
+        auto part = kernel.attentionBackward(g.narrow(2, qa, rows), q.narrow(2, qa, rows),
+                                             k.narrow(2, a, e - a), v.narrow(2, a, e - a),
+                                             fwd.out.narrow(2, qa, rows), fwd.lse.narrow(2, qa, rows), p);
+        EXPECT_TRUE(tensorsNear(part.gk, gk, atol, rtol)) << "dK of keys " << a;
+        EXPECT_TRUE(tensorsNear(part.gv, gv, atol, rtol)) << "dV of keys " << a;
+        Tensor gq_rows = gq.narrow(2, qa, rows);
+        kernels::addInto(gq_rows, part.gq);
+      }
+      EXPECT_TRUE(tensorsNear(gq, whole.gq, atol, rtol)) << "the dQ shares' sum";
+    }
+  }
+}
+
 TEST(Attention, low_precision_runs_in_f32_and_rounds_the_output) {
   for (DType low : {DType::bf16, DType::f16}) {
     Tensor q = randomTensor({1, 2, 19, 8}, DType::f32, 6), k = randomTensor({1, 2, 19, 8}, DType::f32, 7);
