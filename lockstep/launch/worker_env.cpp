@@ -62,7 +62,7 @@ std::map<std::string, std::string> buildWorkerEnv(const std::map<std::string, st
   env.erase(kDefaultedOmpThreads);  // said only by the launcher that chose the 1 itself
   if (l.local_world_size > 1 && env.count("OMP_NUM_THREADS") == 0) {
     env["OMP_NUM_THREADS"] = "1";
-    env[kDefaultedOmpThreads] = "1";
+    env[kDefaultedOmpThreads] = std::to_string(l.local_world_size);
   }
   // As torchrun: PyTorch's NCCL process groups abort a failed collective instead of hanging in it
   // (the variable's name before and since PyTorch 2.2).

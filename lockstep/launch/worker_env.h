@@ -42,19 +42,20 @@ struct WorkerEnvSpec {
   std::string join_token{};                          ///< LOCKSTEP_JOIN_TOKEN; empty: not set.
 };
 
+/// Set beside the OMP_NUM_THREADS=1 the launcher chose (torchrun's rule for CPU ranks sharing a host),
+/// to the LOCAL_WORLD_SIZE it chose it for, so that a worker can tell it from a count the user (or a
+/// script, or another launcher in between) set: `lockstep train` gives a rank on a GPU its share of
+/// the host's cores instead (train/run_setup.h, gpuRankHostThreads).
+inline constexpr const char* kDefaultedOmpThreads = "LOCKSTEP_DEFAULTED_OMP_NUM_THREADS";
+
 /// The worker's environment: `base` (the agent's own) plus RANK, LOCAL_RANK, WORLD_SIZE,
 /// LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR,
 /// MASTER_PORT, LOCKSTEP_RUN_ID, LOCKSTEP_RESTART_COUNT, LOCKSTEP_MAX_RESTARTS,
 /// LOCKSTEP_USE_AGENT_STORE=1, LOCKSTEP_STORE_ADDR, LOCKSTEP_STORE_PORT, LOCKSTEP_STORE_PREFIX,
 /// LOCKSTEP_ERROR_FILE, LOCKSTEP_TIMEOUT, LOCKSTEP_JOIN_TOKEN, their TORCHELASTIC_* twins
 /// (TORCHELASTIC_USE_AGENT_STORE=False), OMP_NUM_THREADS=1 when more than one worker shares the
-/// node and it is not set (with kDefaultedOmpThreads=1 beside it), and
+/// node and it is not set (with kDefaultedOmpThreads beside it), and
 /// (TORCH_)NCCL_ASYNC_ERROR_HANDLING=1 when not set, as torchrun.
-/// Set to 1 beside the OMP_NUM_THREADS=1 the launcher chose (torchrun's rule for CPU ranks sharing a
-/// host), so that a worker can tell it from a count the user chose: `lockstep train` gives a rank on a
-/// GPU its share of the host's cores instead (train/run_setup.h, gpuRankHostThreads).
-inline constexpr const char* kDefaultedOmpThreads = "LOCKSTEP_DEFAULTED_OMP_NUM_THREADS";
-
 std::map<std::string, std::string> buildWorkerEnv(const std::map<std::string, std::string>& base,
                                                   const WorkerEnvSpec& spec);
 

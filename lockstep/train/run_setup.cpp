@@ -65,7 +65,11 @@ Device trainingDevice(const TrainConfig& c) {
 
 int gpuRankHostThreads(const Device& device, int cores, int local_world_size) {
   if (!device.isCuda() || env::get("LOCKSTEP_NUM_THREADS").has_value()) return 0;
-  if (env::get(launch::kDefaultedOmpThreads).value_or("") != "1") return 0;
+  // The launcher's 1, for this many local workers, and still in force (not a later export's).
+  if (env::get(launch::kDefaultedOmpThreads).value_or("") != std::to_string(local_world_size) ||
+      env::get("OMP_NUM_THREADS").value_or("") != "1") {
+    return 0;
+  }
   return std::max(1, cores / std::max(1, local_world_size));
 }
 

@@ -29,8 +29,9 @@ std::chrono::milliseconds commTimeout(const TrainConfig& c);
 Device trainingDevice(const TrainConfig& c);
 /// Intra-op threads for a rank that trains on `device`, or 0 to leave the count as it is. When the
 /// launcher gave each of several local workers OMP_NUM_THREADS=1 itself (torchrun's rule, made so
-/// that CPU ranks do not oversubscribe the host; launch::kDefaultedOmpThreads says so) and
-/// LOCKSTEP_NUM_THREADS is unset, a rank on a GPU takes its share, cores / local_world_size (at
+/// that CPU ranks do not oversubscribe the host; launch::kDefaultedOmpThreads says so, naming
+/// local_world_size), OMP_NUM_THREADS is still 1 and LOCKSTEP_NUM_THREADS is unset, a rank on a GPU
+/// takes its share, cores / local_world_size (at
 /// least 1): its host work, ZeRO-Offload's optimizer step and clipping above all, would otherwise
 /// run on one core while the others idle (DeepSpeed's launcher splits the cores likewise with
 /// --bind_cores_to_rank). A CPU rank, or a count the user set, keeps its count.

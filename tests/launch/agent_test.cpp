@@ -42,6 +42,7 @@ TEST(LaunchAgent, all_ranks_succeed_with_their_environment) {
     EXPECT_TRUE(contains(env, "LOCKSTEP_RESTART_COUNT=0\n")) << env;
     EXPECT_TRUE(contains(env, "LOCKSTEP_MAX_RESTARTS=0\n")) << env;
     EXPECT_TRUE(contains(env, "OMP_NUM_THREADS=1\n")) << env;
+    EXPECT_TRUE(contains(env, "LOCKSTEP_DEFAULTED_OMP_NUM_THREADS=3\n")) << env;  // the launcher's 1
     EXPECT_FALSE(contains(env, "LOCKSTEP_ERROR_FILE=<unset>")) << env;
   }
   EXPECT_NO_SURVIVORS(dir / "pids");

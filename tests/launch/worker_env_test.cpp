@@ -56,7 +56,7 @@ TEST(LaunchWorkerEnv, omp_threads_default_only_when_sharing_a_node) {
   WorkerEnvSpec s;
   s.layout = computeRankLayout({2}, 0);
   EXPECT_EQ(buildWorkerEnv({}, s)["OMP_NUM_THREADS"], "1");
-  EXPECT_EQ(buildWorkerEnv({}, s)[kDefaultedOmpThreads], "1");  // the launcher's 1, not the user's
+  EXPECT_EQ(buildWorkerEnv({}, s)[kDefaultedOmpThreads], "2");  // the launcher's 1, for 2 local workers
   EXPECT_EQ(buildWorkerEnv({{"OMP_NUM_THREADS", "4"}}, s)["OMP_NUM_THREADS"], "4");
   EXPECT_EQ(buildWorkerEnv({{"OMP_NUM_THREADS", "1"}}, s).count(kDefaultedOmpThreads), 0u);
   // An outer launcher's mark does not pass for this one's: the 1 it marked is now the agent's own.

@@ -6,6 +6,10 @@
 
 #include <array>
 #include <cstdlib>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "lockstep/launch/worker_env.h"
 #include "lockstep/tensor/device.h"
@@ -726,22 +730,42 @@ TEST(TrainConfig, pipeline_section_counts_replicas_in_the_batch_and_leaves_the_i
 
 // A GPU rank takes its share of the host's cores when the launcher, not the user, gave it one thread
 // (torchrun's OMP_NUM_THREADS=1 for ranks sharing a host): its host work (ZeRO-Offload's step) needs
-// them. A CPU rank, a count the user set, or no launcher default keeps its count (0).
+// them. A CPU rank, a count set since (a script's export), another local world's mark, or no mark
+// keeps its count (0).
 TEST(TrainSetup, gpu_ranks_take_their_share_of_the_cores_when_the_launcher_chose_one_thread) {
-  struct Env {
-    Env() {
-      ::setenv(launch::kDefaultedOmpThreads, "1", 1);
-      ::unsetenv("LOCKSTEP_NUM_THREADS");
+  struct SavedEnv {  // the variables this test sets, as they were
+    std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+    SavedEnv() {
+      for (const char* k : {"LOCKSTEP_NUM_THREADS", "OMP_NUM_THREADS", launch::kDefaultedOmpThreads}) {
+        const char* v = std::getenv(k);
+        saved.emplace_back(k, v ? std::optional<std::string>(v) : std::nullopt);
+      }
     }
-    ~Env() { ::unsetenv(launch::kDefaultedOmpThreads); }
-  } env;
+    ~SavedEnv() {
+      for (const auto& [k, v] : saved) {
+        if (v) {
+          ::setenv(k.c_str(), v->c_str(), 1);
+        } else {
+          ::unsetenv(k.c_str());
+        }
+      }
+    }
+  } saved;
+  ::unsetenv("LOCKSTEP_NUM_THREADS");
+  ::setenv("OMP_NUM_THREADS", "1", 1);
+  ::setenv(launch::kDefaultedOmpThreads, "2", 1);
   EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(0), 16, 2), 8);
-  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(1), 16, 3), 5);
-  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(0), 3, 4), 1);
+  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(0), 3, 2), 1);
   EXPECT_EQ(train::gpuRankHostThreads(Device::cpu(), 16, 2), 0);
+  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(0), 16, 4), 0);  // marked for another local world
+  ::setenv(launch::kDefaultedOmpThreads, "3", 1);
+  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(1), 16, 3), 5);
+  ::setenv("OMP_NUM_THREADS", "8", 1);  // exported after the launcher
+  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(1), 16, 3), 0);
+  ::setenv("OMP_NUM_THREADS", "1", 1);
   ::setenv("LOCKSTEP_NUM_THREADS", "2", 1);
-  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(0), 16, 2), 0);
+  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(1), 16, 3), 0);
   ::unsetenv("LOCKSTEP_NUM_THREADS");
   ::unsetenv(launch::kDefaultedOmpThreads);
-  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(0), 16, 2), 0);
+  EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(1), 16, 3), 0);
 }

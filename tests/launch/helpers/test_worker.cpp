@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
                           "GROUP_WORLD_SIZE",
                           "LOCKSTEP_MAX_RESTARTS",
                           "OMP_NUM_THREADS",
+                          "LOCKSTEP_DEFAULTED_OMP_NUM_THREADS",
                           "LOCKSTEP_ERROR_FILE",
                           "TORCHELASTIC_ERROR_FILE",
                           "LOCKSTEP_STORE_PREFIX",
