@@ -68,6 +68,9 @@ endif()
 set(CMAKE_CUDA_STANDARD 20)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 set(CMAKE_CUDA_FLAGS_RELEASE "-O3 -DNDEBUG")
+# Device code carries its source lines (the code generated is the same): compute-sanitizer's reports
+# and Nsight Compute's source view name the line (scripts/gpu_check/gtests.py).
+add_compile_options($<$<COMPILE_LANGUAGE:CUDA>:-lineinfo>)
 add_compile_options($<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
 
 add_library(lockstep_cudnn INTERFACE)

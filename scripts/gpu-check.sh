@@ -21,7 +21,7 @@ cmake --build "$build" --target lockstep bench_gpu_step bench_gpu_lm bench_atten
   "${tests[@]##*/}" -j "$(nproc)"
 rm -rf "$out" "$out.tar.gz" "$out.tar.xz"
 mkdir -p "$out/check"
-cp scripts/gpu_check/run.sh scripts/gpu_check/check.py scripts/gpu_check/compare.py "$out/check/"
+cp scripts/gpu_check/run.sh scripts/gpu_check/check.py scripts/gpu_check/compare.py scripts/gpu_check/gtests.py "$out/check/"
 cp -r scripts/gpu_check/configs "$out/check/"
 cp scripts/gpu-env.sh "$out/check/env.sh"
 realpath "$build/lockstep" >"$out/check/lockstep_bin"  # what the test programs were built to run

@@ -24,6 +24,9 @@
 #              the bundle's fortunes, PyTorch from lockstep's initial weights (INIT, default same);
 #              lockstep, then PyTorch eager (estimate: under a minute each plus start-up and the
 #              one-step run that writes the initial weights; never run yet)         limit 240 s
+#   profile    bench/gpu_kernels.sh (Nsight Compute, one eager step, kernel families and their shares)
+#              for each MODEL:DTYPE of PROFILE (default resnet18_cifar:bf16,gpt2:bf16; ~30-60 s each)
+#                                                                                   limit 150 s
 # LIMIT_<PART>=seconds changes a part's limit. Prints each part's summary as it ends.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -54,7 +57,7 @@ run_part() {  # PART DEFAULT_LIMIT COMMAND...
   limit=$(limit_of "$1" "$2")
   shift 2
   echo "== $part (limit ${limit} s; log $out/$part.log) at $(( $(date +%s) - start )) s"
-  setsid "$@" >"$out/$part.log" 2>&1 &
+  PART_LIMIT=$limit setsid "$@" >"$out/$part.log" 2>&1 &
   local pid=$! waited=0 rc
   part_pid=$pid
   while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$limit" ]; do
@@ -101,13 +104,20 @@ for part in "${parts[@]}"; do
           LOCKSTEP_GELU_BACKWARD=$g timeout 40 "$0/bin/bench_gpu_lm" --models gpt2 --dtypes bf16 --modes graph,master --steps 20
         done' "$bundle"
       ;;
+    profile)
+      # shellcheck disable=SC2016
+      run_part profile 150 bash -c 'for c in ${2//,/ }; do
+          echo "== ${c%%:*} ${c##*:}"
+          bash bench/gpu_kernels.sh "$0" "${c%%:*}" "${c##*:}" "$1" || echo "(${c} failed)"
+        done' "$bundle" "$out/profile" "${PROFILE:-resnet18_cifar:bf16,gpt2:bf16}"
+      ;;
     attention) run_part attention 100 env OUT_DIR="$out/attention" bash bench/gpu_attention.bench.sh "$bundle" ;;
     zero) run_part zero 240 env OUT_DIR="$out/zero" bash bench/zero_gpu.bench.sh "$bundle" ;;
     valloss)
       run_part valloss 240 env DEVICE=cuda PRECISION="${PRECISION:-bf16}" INIT="${INIT:-same}" OUT_DIR="$out/valloss" \
         bash bench/gpt_val_loss.bench.sh "$bundle" "${VALLOSS_STEPS:-2000}" 200
       ;;
-    *) echo "gpu-session: unknown part '$part' (known: tests, check, head, lm, gelu, attention, zero, valloss)" >&2 ;;
+    *) echo "gpu-session: unknown part '$part' (known: tests, check, head, lm, gelu, attention, zero, valloss, profile)" >&2 ;;
   esac
 done
 echo "== done in $(( $(date +%s) - start )) s"

@@ -329,6 +329,15 @@ def testSummary(work):
     return rows, ok
 
 
+def isolatedSummary(work):
+    """gtests.py's reruns (isolated/results.tsv), a table row each."""
+    rows = []
+    for line in readText(os.path.join(work, "isolated", "results.tsv")).splitlines():
+        cells = (line.split("\t") + [""] * 6)[:6]
+        rows.append("| " + " | ".join(c.replace("|", "/")[:400] for c in cells) + " |")
+    return rows
+
+
 def hostIsa(work):
     """The oneDNN ISA of the CPU runs (run.json's environment), for the summary."""
     try:
@@ -346,6 +355,12 @@ def summarize(check_dir, work):
     print("|---|---|---|---|")
     rows, ok = testSummary(work)
     print("\n".join(rows))
+    isolated = isolatedSummary(work)
+    if isolated:
+        print("\n### Failed, crashed or unrun tests, each run again alone (gtests.py)\n")
+        print("| program | test | in its shard | alone | first failure alone | compute-sanitizer / blocking launches |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(isolated))
     print("\n## Training comparisons (`lockstep train`, final model.safetensors)\n")
     print("| check | result | measured | bound |")
     print("|---|---|---|---|")

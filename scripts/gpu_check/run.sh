@@ -42,22 +42,17 @@ jobs=$(nproc)
   echo
 } >"$out/summary.md"
 
-# 1. Every GPU test program, each in the background (they use the GPU a little at a time), a long
-#    one cut into gtest shards that run at once (a shard per TESTS_PER_SHARD tests, default 15, at
-#    most 4): test_kernels_gpu's host-side oracles were its long pole. Shard k of NAME writes
-#    NAME.shard<k>.{xml,log,rc}; check.py sums a program's shards.
-for t in "$bundle"/bin/${TESTS:-test_*_gpu}; do
-  [ -x "$t" ] || continue
-  name=$(basename "$t")
-  count=$("$t" --gtest_list_tests 2>/dev/null | grep -c '^  ' || true)
-  shards=$(( (count + ${TESTS_PER_SHARD:-15} - 1) / ${TESTS_PER_SHARD:-15} ))
-  shards=$(( shards < 1 ? 1 : shards > 4 ? 4 : shards ))
-  for ((k = 0; k < shards; k++)); do
-    (cd "$work" && GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$k timeout "${TEST_TIMEOUT:-360}" "$t" \
-      --gtest_output="xml:$work/xml/$name.shard$k.xml" >"$work/logs/$name.shard$k.log" 2>&1
-      echo $? >"$work/logs/$name.shard$k.rc") &
-  done
-done
+# 1. Every GPU test program in the background (they use the GPU a little at a time), a long one cut
+#    into gtest shards that run at once (gtests.py: TESTS_PER_SHARD tests a shard, default 15, at most
+#    4; test_kernels_gpu's host-side oracles were its long pole); then each test that failed, crashed
+#    its shard or never ran because of it, alone, and those that fault alone under compute-sanitizer.
+#    Shard k of NAME writes logs/NAME.shard<k>.{log,rc} and xml/NAME.shard<k>.xml, the reruns
+#    isolated/ (results.tsv): check.py sums and prints them.
+# Under a caller's time limit (gpu-session.sh's PART_LIMIT) the reruns stop starting 30 s before it.
+if [ -z "${DEADLINE:-}" ] && [ "${PART_LIMIT:-0}" -gt 60 ]; then export DEADLINE=$((PART_LIMIT - 30)); fi
+# shellcheck disable=SC2086
+python3 "$check/gtests.py" "$work" "$bundle"/bin/${TESTS:-test_*_gpu} &
+gtests_pid=$!
 
 # 2. The training runs the comparisons need: one `lockstep train` per line check.py plans, several
 #    at a time; run NAME writes runs/NAME/, runs/NAME.log and runs/NAME.rc.
@@ -65,7 +60,7 @@ python3 "$check/check.py" plan "$check" "$work" >"$work/jobs.txt" ||
   { echo "check.py plan failed" | tee -a "$out/summary.md"; exit 1; }
 export LOCKSTEP_BIN_PATH="$bundle/bin/lockstep"
 grep -v '/bad\.oom\.sh$' "$work/jobs.txt" | xargs -d '\n' -n 1 -P "$(( jobs > 8 ? 8 : jobs ))" bash
-wait
+wait "$gtests_pid"
 # The out-of-memory run alone: it fills the GPU.
 if grep -q '/bad\.oom\.sh$' "$work/jobs.txt"; then bash "$work/jobs/bad.oom.sh"; fi
 

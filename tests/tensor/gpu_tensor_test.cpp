@@ -3,6 +3,9 @@
 // errors for host code handed a GPU tensor. Runs with ctest -L gpu; skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "common/gpu.h"
 #include "lockstep/tensor/cuda/allocator.h"
 #include "lockstep/tensor/cuda/graph.h"
@@ -241,6 +244,42 @@ TEST(GpuTensor, caching_allocator_reuses_blocks_and_counts_them) {
   EXPECT_EQ(s2.allocations, s1.allocations + 10);
   alloc.emptyCache();
   EXPECT_EQ(alloc.stats().reserved_current, alloc.stats().allocated_current);
+}
+
+// LOCKSTEP_CUDA_EXACT_SIZES=1 (set by the GPU check's compute-sanitizer reruns), read once per
+// process, so the check runs in a process of its own (a death test's re-run of this program): each
+// block is exactly the bytes asked for, and a freed block serves only a request of its size.
+TEST(GpuTensor, exact_sizes_hand_out_exactly_the_bytes_asked_for) {
+  LOCKSTEP_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ASSERT_EQ(setenv("LOCKSTEP_CUDA_EXACT_SIZES", "1", 1), 0);
+  EXPECT_EXIT(
+      {
+        auto& alloc = cuda::CudaCachingAllocator::forDevice(0);
+        const cuda::Stream stream = cuda::currentStream(0);
+        const cuda::MemoryStats s0 = alloc.stats();
+        alloc.release(alloc.allocate(1000, stream));
+        const cuda::MemoryStats s1 = alloc.stats();
+        alloc.release(alloc.allocate(1004, stream));  // not the freed 1,000-byte block
+        const cuda::MemoryStats s2 = alloc.stats();
+        alloc.release(alloc.allocate(1000, stream));  // that block again
+        const cuda::MemoryStats s3 = alloc.stats();
+        std::fprintf(stderr, "reserved +%zu +%zu +%zu, cudaMallocs +%llu +%llu +%llu\n",
+                     s1.reserved_current - s0.reserved_current, s2.reserved_current - s1.reserved_current,
+                     s3.reserved_current - s2.reserved_current,
+                     static_cast<unsigned long long>(s1.cuda_mallocs - s0.cuda_mallocs),
+                     static_cast<unsigned long long>(s2.cuda_mallocs - s1.cuda_mallocs),
+                     static_cast<unsigned long long>(s3.cuda_mallocs - s2.cuda_mallocs));
+        std::exit(s1.reserved_current - s0.reserved_current == 1000 &&
+                          s2.reserved_current - s1.reserved_current == 1004 &&
+                          s3.reserved_current == s2.reserved_current &&
+                          s1.cuda_mallocs == s0.cuda_mallocs + 1 && s2.cuda_mallocs == s1.cuda_mallocs + 1 &&
+                          s3.cuda_mallocs == s2.cuda_mallocs
+                      ? 0
+                      : 1);
+      },
+      ::testing::ExitedWithCode(0), "reserved \\+1000 \\+1004 \\+0, cudaMallocs \\+1 \\+1 \\+0");
+  unsetenv("LOCKSTEP_CUDA_EXACT_SIZES");
 }
 
 TEST(GpuTensor, a_block_used_on_another_stream_waits_for_it_before_reuse) {

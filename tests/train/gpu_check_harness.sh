@@ -6,12 +6,17 @@
 #     runs that differ (another seed);
 #  3. the summary passes bitwise-equal runs and a CPU-vs-"GPU" difference under its bound (the
 #     CPU's own kernels for another ISA), and fails, exiting 1, when a run that must repeat does not;
-#  4. it sums a test program's gtest shards as run.sh runs them (a real gtest program, GTEST_PROGRAM:
-#     a few of the CPU's test_util tests in 2 shards), and fails the program when a shard crashed.
-#   gpu_check_harness.sh LOCKSTEP_BIN WORK_DIR GTEST_PROGRAM
+#  4. it sums a test program's gtest shards as gtests.py runs them (a real gtest program,
+#     GTEST_PROGRAM: a few of the CPU's test_util tests in 2 shards), and fails the program when a
+#     shard crashed;
+#  5. gtests.py runs again alone each test that failed, crashed its shard or never ran, and tells
+#     the one that fails alone from those it poisoned (FIXTURE: a gtest program whose one failing
+#     test poisons its process, as a faulting kernel does); a shard that hangs is stopped and its
+#     test named, and the tests after it still run.
+#   gpu_check_harness.sh LOCKSTEP_BIN WORK_DIR GTEST_PROGRAM FIXTURE
 set -euo pipefail
 
-lockstep=$1 work=$2 gtest=$3
+lockstep=$1 work=$2 gtest=$3 fixture=$4
 here=$(cd "$(dirname "$0")/../.." && pwd)
 check=$here/scripts/gpu_check
 fail() { echo "gpu_check_harness: FAIL: $*" >&2; exit 1; }
@@ -96,17 +101,54 @@ grep -qF "seed_cnn fp32 repeatable | FAIL | bitwise no" "$work/bad.md" || fail "
 grep -qF "SOME CHECKS FAILED" "$work/bad.md" || fail "$(cat "$work/bad.md")"
 
 # 4. A test program's shards, summed into one row.
-mkdir -p "$work/logs" "$work/xml"
-for k in 0 1; do
-  (cd "$work" && GTEST_TOTAL_SHARDS=2 GTEST_SHARD_INDEX=$k "$gtest" --gtest_filter='Util.*:Suggest.*' \
-    --gtest_output="xml:$work/xml/test_util.shard$k.xml" >"$work/logs/test_util.shard$k.log" 2>&1
-    echo $? >"$work/logs/test_util.shard$k.rc")
-done
+GTEST_FILTER='Util.*:Suggest.*' TESTS_PER_SHARD=3 python3 "$check/gtests.py" "$work" "$gtest" ||
+  fail "gtests.py on $gtest"
+[ -f "$work/logs/test_util.shard1.rc" ] && [ ! -f "$work/logs/test_util.shard2.rc" ] ||
+  fail "5 tests at 3 a shard are not 2 shards: $(ls "$work/logs")"
+[ -s "$work/isolated/results.tsv" ] && fail "passing tests were run again: $(cat "$work/isolated/results.tsv")"
 ONLY=$only python3 "$check/check.py" summarize "$check" "$work" >"$work/shards.md" || true
 grep -qF "| test_util | PASS | 5 passed, 0 failed, 0 skipped (2 shards) |" "$work/shards.md" ||
   fail "two shards of 5 passing tests: $(grep test_util "$work/shards.md")"
+grep -qF "each run again alone" "$work/shards.md" && fail "a table of reruns without any: $(cat "$work/shards.md")"
 echo 134 >"$work/logs/test_util.shard1.rc"  # a shard that crashed after writing its results
 ONLY=$only python3 "$check/check.py" summarize "$check" "$work" >"$work/shards.md" || true
 grep -q "| test_util | FAIL | .* | exit 134: " "$work/shards.md" ||
   fail "a crashed shard: $(grep test_util "$work/shards.md")"
+
+# 5. A poisoned process, one shard: Fixture.faults fails and poisons it, the next test fails, the one
+#    after aborts, the last two never run. Alone, only Fixture.faults fails; it faults (a CUDA error),
+#    so it runs again with blocking launches (no compute-sanitizer asked for here).
+TESTS_PER_SHARD=100 SANITIZER=none python3 "$check/gtests.py" "$work" "$fixture" || fail "gtests.py on $fixture"
+[ "$(cat "$work/logs/gpu_check_fixture.shard0.rc")" = 134 ] ||
+  fail "the fixture's shard did not abort: exit $(cat "$work/logs/gpu_check_fixture.shard0.rc")"
+rows=$work/isolated/results.tsv
+expect() {  # TEST IN_SHARD ALONE [DETAIL]
+  awk -F'\t' -v t="Fixture.$1" '$2 == t' "$rows" | grep -qP "^gpu_check_fixture\tFixture\.$1\t$2\t$3\t${4:-}" ||
+    fail "Fixture.$1: want '$2 | $3 | ${4:-}', got: $(awk -F'\t' -v t="Fixture.$1" '$2 == t' "$rows")"
+}
+expect faults failed FAIL '.*CUDA error: an illegal memory access.*\(fixture\)\tno compute-sanitizer here; with CUDA_LAUNCH_BLOCKING=1: .*illegal memory access'
+expect fails_once_poisoned failed PASS
+expect aborts_once_poisoned 'crashed its shard \(exit 134\)' PASS
+expect hangs_when_asked 'not run \(its shard ended before it\)' PASS
+expect runs_last 'not run \(its shard ended before it\)' PASS
+[ "$(grep -c . "$rows")" = 5 ] || fail "Fixture.passes was run again: $(cat "$rows")"
+[ -f "$work/isolated/gpu_check_fixture.Fixture.faults.blocking.log" ] || fail "no blocking rerun: $(ls "$work/isolated")"
+ONLY=$only python3 "$check/check.py" summarize "$check" "$work" >"$work/fixture.md" && fail "a failing fixture passed"
+grep -qF "| gpu_check_fixture | FAIL |" "$work/fixture.md" || fail "$(cat "$work/fixture.md")"
+grep -qF "| gpu_check_fixture | Fixture.fails_once_poisoned | failed | PASS |" \
+  "$work/fixture.md" || fail "the reruns' table: $(cat "$work/fixture.md")"
+
+# A hang: the shard is stopped after TEST_STALL s without output, its test named and not run again;
+# the test after it runs alone.
+hang=$work/hang
+began=$(date +%s)
+GPU_CHECK_FIXTURE_HANG=1 GTEST_FILTER='-Fixture.faults' TEST_STALL=3 SANITIZER=none \
+  python3 "$check/gtests.py" "$hang" "$fixture" || fail "gtests.py on a hanging $fixture"
+[ $(($(date +%s) - began)) -lt 60 ] || fail "a hung shard was not stopped within a minute"
+rows=$hang/isolated/results.tsv
+expect hangs_when_asked hung 'not run again'
+expect runs_last 'not run \(its shard ended before it\)' PASS
+[ "$(grep -c . "$rows")" = 2 ] || fail "a hang's reruns: $(cat "$rows")"
+grep -q "shard stopped: no output for 3 s" "$hang/logs/gpu_check_fixture.shard0.log" ||
+  fail "the hung shard's log does not say why it stopped: $(tail -3 "$hang/logs/gpu_check_fixture.shard0.log")"
 echo "gpu_check_harness: ok"

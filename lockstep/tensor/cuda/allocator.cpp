@@ -19,8 +19,17 @@ namespace {
 constexpr size_t kSmall = size_t(1) << 20;       // below: 512-byte classes
 constexpr size_t kLargeRound = size_t(2) << 20;  // at and above: 2 MiB classes
 
+// LOCKSTEP_CUDA_EXACT_SIZES=1 (for compute-sanitizer, as PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING):
+// each block is exactly the bytes asked for and is reused only for a request of that size, so
+// memcheck sees an access past a tensor's end that the size classes would hide. Read once.
+bool exactSizes() {
+  static const bool exact = env::getBool("LOCKSTEP_CUDA_EXACT_SIZES", false);
+  return exact;
+}
+
 size_t roundSize(size_t n) {
   if (n == 0) n = 1;
+  if (exactSizes()) return n;
   if (n < kSmall) return (n + 511) / 512 * 512;
   return (n + kLargeRound - 1) / kLargeRound * kLargeRound;
 }
