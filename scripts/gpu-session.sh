@@ -19,6 +19,9 @@
 #   gelu       GPT-2 small bf16 (bench_gpu_lm, graph and master modes) with LOCKSTEP_GELU_BACKWARD=kernel
 #              (the default: a GEMM, then lockstep's GELU backward), then =epilogue (cuBLASLt's
 #              DGELU_BGRAD): which is faster (never run yet; ~20 s a run)          limit 90 s
+#   fusions    GPT-2 small bf16 (bench_gpu_lm, graph mode) with every fusion, then with each of
+#              LOCKSTEP_DISABLE_FUSIONS's turned off (kernels/fusions.h): what each is worth, or
+#              which one fails (never run yet; ~20 s a run)                         limit 150 s
 #   valloss    bench/gpt_val_loss.bench.sh with DEVICE=cuda: gpt-mini's validation loss beside PyTorch's
 #              after VALLOSS_STEPS steps (default 2000) on the same batches, PRECISION (default bf16),
 #              the bundle's fortunes, PyTorch from lockstep's initial weights (INIT, default same);
@@ -111,13 +114,21 @@ for part in "${parts[@]}"; do
           bash bench/gpu_kernels.sh "$0" "${c%%:*}" "${c##*:}" "$1" || echo "(${c} failed)"
         done' "$bundle" "$out/profile" "${PROFILE:-resnet18_cifar:bf16,gpt2:bf16}"
       ;;
+    fusions)
+      # shellcheck disable=SC2016
+      run_part fusions 150 bash -c 'source scripts/gpu-env.sh "$0" || exit 2
+        for off in "" packed_qkv_attention residual_epilogue loss_with_grad; do
+          echo "LOCKSTEP_DISABLE_FUSIONS=$off"
+          LOCKSTEP_DISABLE_FUSIONS=$off timeout 40 "$0/bin/bench_gpu_lm" --models gpt2 --dtypes bf16 --modes graph --steps 20
+        done' "$bundle"
+      ;;
     attention) run_part attention 100 env OUT_DIR="$out/attention" bash bench/gpu_attention.bench.sh "$bundle" ;;
     zero) run_part zero 240 env OUT_DIR="$out/zero" bash bench/zero_gpu.bench.sh "$bundle" ;;
     valloss)
       run_part valloss 240 env DEVICE=cuda PRECISION="${PRECISION:-bf16}" INIT="${INIT:-same}" OUT_DIR="$out/valloss" \
         bash bench/gpt_val_loss.bench.sh "$bundle" "${VALLOSS_STEPS:-2000}" 200
       ;;
-    *) echo "gpu-session: unknown part '$part' (known: tests, check, head, lm, gelu, attention, zero, valloss, profile)" >&2 ;;
+    *) echo "gpu-session: unknown part '$part' (known: tests, check, head, lm, gelu, fusions, attention, zero, valloss, profile)" >&2 ;;
   esac
 done
 echo "== done in $(( $(date +%s) - start )) s"

@@ -5,6 +5,7 @@
 
 #include "lockstep/kernels/binary.h"
 #include "lockstep/kernels/dispatch.h"
+#include "lockstep/kernels/fusions.h"
 #include "lockstep/kernels/linear.h"
 #include "lockstep/kernels/loss.h"
 #include "lockstep/kernels/reduce.h"
@@ -103,8 +104,8 @@ LinearCrossEntropy linearCrossEntropyForward(const Tensor& x, const Tensor& weig
     const Tensor t = target.slice(r0, r1);
     Tensor rows_grad = with_grad ? out.grad_logits.slice(r0, r1) : Tensor();
     // A GPU's loss and gradient in one pass over the chunk's logits, the gradient straight into the
-    // kept one; elsewhere the forward, then the backward.
-    if (with_grad) {
+    // kept one; elsewhere (or with the fusion off) the forward, then the backward.
+    if (with_grad && fusionEnabled(Fusion::loss_with_grad)) {
       if (auto both = crossEntropyWithGradInto(rows_grad, share.slice(r0, r1), logits, t, rows_p)) {
         per.slice(r0, r1).copyFrom(both->first);
         continue;

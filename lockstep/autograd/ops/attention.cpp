@@ -10,6 +10,7 @@
 #include "lockstep/autograd/ops/shape.h"
 #include "lockstep/kernels/attention.h"
 #include "lockstep/kernels/dropout.h"
+#include "lockstep/kernels/fusions.h"
 
 namespace lockstep::autograd {
 
@@ -157,8 +158,10 @@ Variable packedQkvAttention(const Variable& qkv0, int64_t heads, const Attention
                    "attention of a packed q, k, v projection: qkv must be [B, T, 3 * H * D] with H = ", heads,
                    " heads, got ", qkv0.tensor().describe());
   const int64_t b = qkv0.size(0), t = qkv0.size(1), c = qkv0.size(2) / 3;
-  if (opts.dropout_p > 0.0 && gen.batchShare().replicas > 1) {
-    // A replica's share of the batch draws its dropout sample by sample: the composed ops.
+  if ((opts.dropout_p > 0.0 && gen.batchShare().replicas > 1) ||
+      !kernels::fusionEnabled(kernels::Fusion::packed_qkv_attention)) {
+    // A replica's share of the batch draws its dropout sample by sample (or the fusion is off:
+    // LOCKSTEP_DISABLE_FUSIONS): the composed ops.
     const std::vector<Variable> parts = split(qkv0, c, 2);
     auto split_heads = [&](const Variable& x) {
       return transpose(reshape(x, {b, t, heads, c / heads}), 1, 2);

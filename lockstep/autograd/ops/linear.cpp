@@ -5,7 +5,9 @@
 
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/function.h"
+#include "lockstep/autograd/ops/arith.h"
 #include "lockstep/kernels/accumulate.h"
+#include "lockstep/kernels/fusions.h"
 #include "lockstep/kernels/linear.h"
 
 namespace lockstep::autograd {
@@ -131,6 +133,8 @@ Variable linear(const Variable& x0, const Variable& weight0, const Variable& bia
 
 Variable linearResidual(const Variable& residual, const Variable& x0, const Variable& weight0,
                         const Variable& bias0) {
+  if (!kernels::fusionEnabled(kernels::Fusion::residual_epilogue))
+    return add(residual, linear(x0, weight0, bias0));
   const Variable x = autocast::lower(x0), weight = autocast::lower(weight0), bias = autocast::lower(bias0);
   Tensor y = kernels::linearResidualForward(x.tensor(), weight.tensor(),
                                             bias.defined() ? bias.tensor() : Tensor(), residual.tensor());
@@ -140,6 +144,8 @@ Variable linearResidual(const Variable& residual, const Variable& x0, const Vari
 
 Variable geluMlp(const Variable& x0, const Variable& fc_weight0, const Variable& fc_bias0,
                  const Variable& proj_weight0, const Variable& proj_bias0, const Variable& residual) {
+  if (residual.defined() && !kernels::fusionEnabled(kernels::Fusion::residual_epilogue))
+    return add(residual, geluMlp(x0, fc_weight0, fc_bias0, proj_weight0, proj_bias0));
   const Variable x = autocast::lower(x0), w1 = autocast::lower(fc_weight0), b1 = autocast::lower(fc_bias0),
                  w2 = autocast::lower(proj_weight0), b2 = autocast::lower(proj_bias0);
   auto [h, z] =
