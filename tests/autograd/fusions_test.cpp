@@ -1,6 +1,8 @@
 // kernels/fusions.h: each fused composition turned off (LOCKSTEP_DISABLE_FUSIONS, or
 // setFusionEnabled) takes the composed ops it replaces, with the same values and gradients; the
 // variable names fusions and refuses an unknown one by name.
+#include "lockstep/kernels/fusions.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -11,7 +13,6 @@
 
 #include "common/check.h"
 #include "lockstep/autograd.h"
-#include "lockstep/kernels/fusions.h"
 
 using namespace lockstep;
 using namespace lockstep::autograd;
@@ -40,8 +41,8 @@ struct OpRun {
 };
 
 // op on fresh leaves of `inputs`, its output's node, value and the leaves' gradients for g.
-OpRun runOp(const std::function<Variable(const std::vector<Variable>&)>& op, const std::vector<Tensor>& inputs,
-          const Tensor& g) {
+OpRun runOp(const std::function<Variable(const std::vector<Variable>&)>& op,
+            const std::vector<Tensor>& inputs, const Tensor& g) {
   std::vector<Variable> leaves;
   for (const Tensor& t : inputs) leaves.emplace_back(t.clone(), true);
   Variable y = op(leaves);
@@ -82,15 +83,17 @@ TEST(Fusions, packed_qkv_attention_off_takes_the_composed_attention) {
 }
 
 TEST(Fusions, residual_epilogue_off_adds_after_the_projection) {
-  const std::vector<Tensor> in{randomTensor({2, 5, 8}, DType::f32, 3),  randomTensor({16, 8}, DType::f32, 4),
-                               randomTensor({16}, DType::f32, 5),       randomTensor({8, 16}, DType::f32, 6),
-                               randomTensor({8}, DType::f32, 7),        randomTensor({2, 5, 8}, DType::f32, 8)};
+  const std::vector<Tensor> in{
+      randomTensor({2, 5, 8}, DType::f32, 3), randomTensor({16, 8}, DType::f32, 4),
+      randomTensor({16}, DType::f32, 5),      randomTensor({8, 16}, DType::f32, 6),
+      randomTensor({8}, DType::f32, 7),       randomTensor({2, 5, 8}, DType::f32, 8)};
   const Tensor g = randomTensor({2, 5, 8}, DType::f32, 9);
-  auto proj = [](const std::vector<Variable>& v) { return linearResidual(v[5], v[0], narrow(v[3], 1, 0, 8), v[4]); };
+  auto proj = [](const std::vector<Variable>& v) {
+    return linearResidual(v[5], v[0], narrow(v[3], 1, 0, 8), v[4]);
+  };
   auto mlp = [](const std::vector<Variable>& v) { return geluMlp(v[0], v[1], v[2], v[3], v[4], v[5]); };
-  for (const auto& [name, op, node] :
-       {std::tuple{"linearResidual", std::function(proj), "LinearBackward"},
-        std::tuple{"geluMlp", std::function(mlp), "GeluMlpBackward"}}) {
+  for (const auto& [name, op, node] : {std::tuple{"linearResidual", std::function(proj), "LinearBackward"},
+                                       std::tuple{"geluMlp", std::function(mlp), "GeluMlpBackward"}}) {
     SCOPED_TRACE(name);
     const OpRun fused = runOp(op, in, g);
     EXPECT_EQ(fused.node, node);
