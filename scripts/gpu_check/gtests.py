@@ -17,10 +17,11 @@ never run. So after the shards:
     allocator's size classes would hide an overrun), which names the kernel, the access and, with
     the build's line information, the source line; without the tool, with CUDA_LAUNCH_BLOCKING=1,
     so the error surfaces at the launch that faulted.
-A shard that prints nothing for TEST_STALL s (default 120) is stopped as hung, as is one past
-TEST_TIMEOUT s (default 360); its running test is named and not run again. TESTS_PER_SHARD (15) tests
-make a shard, at most 4 a program. Reruns stop starting after DEADLINE s from the start (default
-none), so a caller's time limit keeps the results written so far.
+A shard that prints nothing for TEST_STALL s (default 150; the longest GPU test took 66 s on an
+H200) is stopped as hung, as is one past TEST_TIMEOUT s (default 360); its running test is named and
+not run again. TESTS_PER_SHARD (15) tests make a shard, at most 4 a program. At DEADLINE s from the
+start (default none) shards still running are stopped and no rerun starts, so that the results are
+written before a caller's time limit.
 
 Writes, under WORK: logs/NAME.shardK.{log,rc} and xml/NAME.shardK.xml (check.py sums them), and
 isolated/: one log per rerun and results.tsv (program, test, what happened in its shard, alone,
@@ -107,11 +108,14 @@ class Run:
                 pass
 
 
-def wait_all(runs, on_end, limit=None):
-    """Polls runs (a list of (key, Run)) until each ends; on_end(key, run, rc) for each."""
+def wait_all(runs, on_end, deadline=0):
+    """Polls runs (a list of (key, Run)) until each ends, stopping those left at deadline (seconds
+    from the start; 0: none); on_end(key, run, rc) for each."""
     pending = list(runs)
     while pending:
         for item in list(pending):
+            if deadline and time.monotonic() - START > deadline and item[1].proc.poll() is None:
+                item[1].stop("deadline")
             rc = item[1].poll()
             if rc is not None:
                 pending.remove(item)
@@ -189,7 +193,7 @@ def main():
     for d in ("logs", "xml", "isolated"):
         os.makedirs(os.path.join(work, d), exist_ok=True)
     per_shard = max(1, int(env_number("TESTS_PER_SHARD", 15)))
-    timeout, stall = env_number("TEST_TIMEOUT", 360), env_number("TEST_STALL", 120)
+    timeout, stall = env_number("TEST_TIMEOUT", 360), env_number("TEST_STALL", 150)
     deadline = env_number("DEADLINE", 0)
 
     # 1. The shards, all at once.
@@ -213,11 +217,13 @@ def main():
         with open(os.path.join(work, "logs", stem + ".rc"), "w") as f:
             f.write(f"{rc}\n")
         if run.killed:
+            why = {"hung": f"no output for {stall:.0f} s", "timeout": f"past TEST_TIMEOUT={timeout:.0f} s",
+                   "deadline": f"at DEADLINE={deadline:.0f} s from the start"}[run.killed]
             with open(run.log, "a") as f:
-                f.write(f"\n[gtests.py] shard stopped: {'no output for %d s' % stall if run.killed == 'hung' else 'past %d s' % timeout}\n")
+                f.write(f"\n[gtests.py] shard stopped: {why}\n")
         shard_ends.setdefault(name, []).append((stem, rc, run.killed))
 
-    wait_all(runs, shard_ended)
+    wait_all(runs, shard_ended, deadline)
 
     # 2. What each program's tests did in their shards; the ones to run again alone.
     rows, again = [], []
@@ -229,14 +235,14 @@ def main():
         for stem, rc, killed in ends:
             for test, what in outcomes(read(os.path.join(work, "logs", stem + ".log"))).items():
                 if what == "started":
-                    what = "hung" if killed == "hung" else ("stopped at the time limit" if killed else
-                                                            f"crashed its shard (exit {rc})")
+                    what = {"hung": "hung", "timeout": "stopped at the time limit",
+                            "deadline": "stopped at the deadline"}.get(killed, f"crashed its shard (exit {rc})")
                 seen[test] = what
         for test in tests:
             what = seen.get(test, "not run (its shard ended before it)")
             if what in ("ok", "skipped"):
                 continue
-            if what == "hung" or what == "stopped at the time limit":
+            if what.startswith(("hung", "stopped")):
                 rows.append([name, test, what, "not run again", "", ""])
             else:
                 again.append((name, program, test, what))
@@ -269,6 +275,8 @@ def main():
                     results[(item[0], item[2], suffix)] = (None, "not run again (past the deadline)")
                 break
             for entry in list(running):
+                if deadline and time.monotonic() - START > deadline + 15 and entry[1].proc.poll() is None:
+                    entry[1].stop("deadline")  # the caller's limit is near: what ran so far is written
                 rc = entry[1].poll()
                 if rc is not None:
                     running.remove(entry)
@@ -276,6 +284,7 @@ def main():
                     text = read(run.log)
                     if run.killed:
                         rc = 124
+                        text += f"\n[gtests.py] stopped: {'the deadline' if run.killed == 'deadline' else 'its time limit'}\n"
                     results[(item[0], item[2], suffix)] = (rc, text)
             time.sleep(0.2)
 
@@ -292,7 +301,8 @@ def main():
         elif rc == 0 and ran == "skipped":
             alone = "skipped"
         elif rc == 124:
-            alone = f"stopped after {alone_timeout:.0f} s"
+            alone = ("stopped at the deadline" if text.endswith("stopped: the deadline\n") else
+                     f"stopped after {alone_timeout:.0f} s")
         elif ran == "failed":
             alone = "FAIL"
         else:

@@ -12,7 +12,7 @@
 #  5. gtests.py runs again alone each test that failed, crashed its shard or never ran, and tells
 #     the one that fails alone from those it poisoned (FIXTURE: a gtest program whose one failing
 #     test poisons its process, as a faulting kernel does); a shard that hangs is stopped and its
-#     test named, and the tests after it still run.
+#     test named, and the tests after it still run; a caller's deadline stops what still runs.
 #   gpu_check_harness.sh LOCKSTEP_BIN WORK_DIR GTEST_PROGRAM FIXTURE
 set -euo pipefail
 
@@ -151,4 +151,13 @@ expect runs_last 'not run \(its shard ended before it\)' PASS
 [ "$(grep -c . "$rows")" = 2 ] || fail "a hang's reruns: $(cat "$rows")"
 grep -q "shard stopped: no output for 3 s" "$hang/logs/gpu_check_fixture.shard0.log" ||
   fail "the hung shard's log does not say why it stopped: $(tail -3 "$hang/logs/gpu_check_fixture.shard0.log")"
+# A caller's deadline: the shard still running is stopped there, nothing is run again, and the
+# results are written.
+late=$work/deadline
+GPU_CHECK_FIXTURE_HANG=1 GTEST_FILTER='-Fixture.faults' TEST_STALL=100 DEADLINE=3 SANITIZER=none \
+  python3 "$check/gtests.py" "$late" "$fixture" || fail "gtests.py with a deadline"
+rows=$late/isolated/results.tsv
+expect hangs_when_asked 'stopped at the deadline' 'not run again'
+expect runs_last 'not run \(its shard ended before it\)' 'not run again \(past the deadline\)'
+[ "$(cat "$late/logs/gpu_check_fixture.shard0.rc")" = 124 ] || fail "the stopped shard's exit: $(cat "$late/logs/"*.rc)"
 echo "gpu_check_harness: ok"
