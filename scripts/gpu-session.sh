@@ -27,9 +27,11 @@
 #              the bundle's fortunes, PyTorch from lockstep's initial weights (INIT, default same);
 #              lockstep, then PyTorch eager (estimate: under a minute each plus start-up and the
 #              one-step run that writes the initial weights; never run yet)         limit 240 s
-#   profile    bench/gpu_kernels.sh (Nsight Compute, one eager step, kernel families and their shares)
-#              for each MODEL:DTYPE of PROFILE (default resnet18_cifar:bf16,gpt2:bf16; ~30-60 s each)
-#                                                                                   limit 150 s
+#   profile    bench/gpu_kernels.sh (Nsight Compute, one step, kernel families and their shares) for
+#              each MODEL:DTYPE[:IMPL] of PROFILE (IMPL torch-eager, torch-compile or
+#              torch-reduce-overhead: PyTorch's step of that case; default
+#              resnet18_cifar:bf16,resnet18_cifar:bf16:torch-compile,gpt2:bf16; ~30-60 s each, a
+#              compiled one more)                                                   limit 200 s
 # LIMIT_<PART>=seconds changes a part's limit. Prints each part's summary as it ends.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -109,10 +111,11 @@ for part in "${parts[@]}"; do
       ;;
     profile)
       # shellcheck disable=SC2016
-      run_part profile 150 bash -c 'for c in ${2//,/ }; do
-          echo "== ${c%%:*} ${c##*:}"
-          bash bench/gpu_kernels.sh "$0" "${c%%:*}" "${c##*:}" "$1" || echo "(${c} failed)"
-        done' "$bundle" "$out/profile" "${PROFILE:-resnet18_cifar:bf16,gpt2:bf16}"
+      run_part profile 200 bash -c 'for c in ${2//,/ }; do
+          IFS=: read -r model dtype impl <<<"$c"
+          echo "== $model $dtype ${impl:-lockstep}"
+          IMPL=$impl bash bench/gpu_kernels.sh "$0" "$model" "$dtype" "$1" || echo "($c failed)"
+        done' "$bundle" "$out/profile" "${PROFILE:-resnet18_cifar:bf16,resnet18_cifar:bf16:torch-compile,gpt2:bf16}"
       ;;
     fusions)
       # shellcheck disable=SC2016

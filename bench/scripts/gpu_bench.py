@@ -12,6 +12,9 @@ import torch
 
 MODES = ["eager", "compile", "reduce-overhead"]
 DTYPES = ["f32", "bf16"]
+# --profile-step: time_steps runs one step after the warmup between cudaProfilerStart and Stop
+# (Nsight Compute's --profile-from-start off: bench/gpu_kernels.sh), and no timed steps.
+PROFILE_STEP = False
 
 
 def add_case_args(ap, models, steps, steps_help, warmup, warmup_help):
@@ -22,10 +25,16 @@ def add_case_args(ap, models, steps, steps_help, warmup, warmup_help):
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated: " + ", ".join(MODES))
     ap.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated: " + ", ".join(DTYPES))
     ap.add_argument("--budget-s", type=float, default=0, help="start no case after this many seconds (0: no limit)")
+    ap.add_argument("--profile-step", action="store_true",
+                    help="after the warmup, one step between cudaProfilerStart/Stop (for ncu --profile-from-start "
+                         "off: bench/gpu_kernels.sh); no timed steps")
 
 
 def case_lists(ap, args, models):
-    """The lists --models, --modes and --dtypes name; an argparse error for a name not known."""
+    """The lists --models, --modes and --dtypes name; an argparse error for a name not known.
+    Also takes --profile-step."""
+    global PROFILE_STEP
+    PROFILE_STEP = args.profile_step
     lists = args.models.split(","), args.modes.split(","), args.dtypes.split(",")
     for flag, given, known in zip(["--models", "--modes", "--dtypes"], lists, [models, MODES, DTYPES]):
         unknown = [g for g in given if g not in known]
@@ -51,10 +60,18 @@ def compiled(fn, mode):
 
 
 def time_steps(step, warmup, steps):
-    """Seconds for `steps` calls of step after `warmup` untimed ones, and the last call's result."""
+    """Seconds for `steps` calls of step after `warmup` untimed ones, and the last call's result
+    (with PROFILE_STEP, one call between cudaProfilerStart and Stop)."""
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
+    if PROFILE_STEP:
+        t0 = time.perf_counter()
+        torch.cuda.cudart().cudaProfilerStart()
+        out = step()
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
+        return time.perf_counter() - t0, out
     t0 = time.perf_counter()
     for _ in range(steps):
         out = step()
