@@ -52,6 +52,14 @@ void PhiloxCapture::end() {
   writeSlots(words);
 }
 
+void PhiloxCapture::rollBack() {
+  if (active_capture == this) active_capture = nullptr;
+  recording_ = false;
+  for (const Entry& e : entries_) e.gen->setState(e.seed, e.start);
+  entries_.clear();
+  index_.clear();
+}
+
 void PhiloxCapture::prepareReplay() {
   LOCKSTEP_ENFORCE(!recording_, ValueError, "PhiloxCapture::prepareReplay: the capture has not ended");
   std::vector<uint64_t> words;

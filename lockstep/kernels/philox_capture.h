@@ -31,6 +31,9 @@ class PhiloxCapture {
   /// device's current stream, outside the capture: the graph's first launch is the captured step).
   void begin();
   void end();
+  /// For a capture that failed (its kernels never ran): ends it and sets each generator back to
+  /// the state the capture found it in, so that the step can run eagerly with the same draws.
+  void rollBack();
   /// Before each later launch of the graph, on the stream it is launched on: writes each
   /// generator's current state into its slot and advances the generator past the step's draws.
   void prepareReplay();

@@ -46,6 +46,28 @@ void Optimizer::zeroGrad(bool set_to_none) {
   }
 }
 
+Optimizer::HostState Optimizer::hostState() const {
+  HostState h;
+  for (const ParamGroup& g : groups_) h.groups.push_back(g.options);
+  for (const auto& [impl, st] : state_) h.steps.emplace(impl, st.step);
+  return h;
+}
+
+void Optimizer::restoreHostState(const HostState& saved) {
+  LOCKSTEP_CHECK(saved.groups.size() == groups_.size(), "Optimizer::restoreHostState: the groups changed",
+                 saved.groups.size(), groups_.size());
+  for (size_t i = 0; i < groups_.size(); ++i) groups_[i].options = saved.groups[i];
+  for (auto it = state_.begin(); it != state_.end();) {
+    auto was = saved.steps.find(it->first);
+    if (was == saved.steps.end()) {
+      it = state_.erase(it);
+      continue;
+    }
+    it->second.step = was->second;
+    ++it;
+  }
+}
+
 Tensor Optimizer::zerosLike(const Variable& p) { return zerosLike(p, p.dtype()); }
 
 Tensor Optimizer::zerosLike(const Variable& p, DType dtype) {

@@ -100,6 +100,18 @@ class Optimizer {
   /// (ZeRO's NVMe offload, parallel/zero/nvme_offload.h, which steps a few sub-groups at a time).
   ParamState& state(const Variable& p) { return state_[p.impl().get()]; }
 
+  /// What step() changes on the host: the groups' hyper-parameters (a schedule's lr), which
+  /// parameters have state, and their step counts. hostState() saves them, restoreHostState() puts
+  /// them back and forgets the state of parameters that had none then (its buffers were made since),
+  /// leaving the buffers' values alone: for a step whose device work never ran (a failed CUDA graph
+  /// capture, parallel/step_graph.h).
+  struct HostState {
+    std::vector<HyperParams> groups;
+    std::unordered_map<const autograd::VariableImpl*, int64_t> steps;
+  };
+  HostState hostState() const;
+  void restoreHostState(const HostState& saved);
+
   /// CUDA graphs (parallel/step_graph.h). Between beginCapture() and endCapture() one step() is
   /// captured into a graph: its GPU updates then read their scalars (learning rate, bias
   /// corrections, the other hyper-parameters) from device memory instead of their launch

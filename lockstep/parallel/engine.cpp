@@ -221,6 +221,32 @@ bool Engine::step() {
   return true;
 }
 
+Engine::HostStepState Engine::hostStepState() const {
+  HostStepState h;
+  h.micro = micro_;
+  h.global_steps = global_steps_;
+  h.skipped_nonfinite = skipped_nonfinite_;
+  h.step_applied = step_applied_;
+  h.last_grad_norm = last_grad_norm_;
+  for (const autograd::Variable& p : params_) h.grads.push_back(p.hasGrad() ? p.grad() : Tensor());
+  h.optimizer = optimizer_->hostState();
+  if (scheduler_) h.scheduler = scheduler_->stateDict();
+  return h;
+}
+
+void Engine::restoreHostStepState(const HostStepState& saved) {
+  LOCKSTEP_CHECK(saved.grads.size() == params_.size(), "Engine::restoreHostStepState: the parameters changed",
+                 saved.grads.size(), params_.size());
+  micro_ = saved.micro;
+  global_steps_ = saved.global_steps;
+  skipped_nonfinite_ = saved.skipped_nonfinite;
+  step_applied_ = saved.step_applied;
+  last_grad_norm_ = saved.last_grad_norm;
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].setGrad(saved.grads[i]);
+  optimizer_->restoreHostState(saved.optimizer);
+  if (scheduler_ && saved.scheduler) scheduler_->loadStateDict(*saved.scheduler);
+}
+
 void Engine::evaluate(const std::function<void()>& forwards) {
   // 16-bit parameters (ZeRO's with param_dtype) meet f32 inputs under autocast, as in training.
   std::optional<autograd::AutocastGuard> autocast;

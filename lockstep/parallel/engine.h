@@ -229,6 +229,23 @@ class Engine {
   }
   /// After restoring a checkpoint: the optimizer steps it had taken.
   void setGlobalSteps(int64_t steps) { global_steps_ = steps; }
+
+  /// What a step changes on the host, apart from tensors' values: the engine's counters, the
+  /// gradients each parameter holds (the tensors, not copies), the optimizer's hyper-parameters and
+  /// step counts (Optimizer::HostState) and the schedule's counter. StepGraph saves it before it
+  /// captures a step and puts it back when the capture fails: the captured step's device work never
+  /// ran, so the step can then run eagerly with the result it would have had. Not for a step that
+  /// ran (its parameters and states changed on the device).
+  struct HostStepState {
+    int64_t micro = 0, global_steps = 0, skipped_nonfinite = 0;
+    bool step_applied = false;
+    Tensor last_grad_norm;
+    std::vector<Tensor> grads;  // params_'s, undefined where none
+    optim::Optimizer::HostState optimizer;
+    std::optional<optim::HyperParams> scheduler;
+  };
+  HostStepState hostStepState() const;
+  void restoreHostStepState(const HostStepState& saved);
   /// The gradients' joint 2-norm before the last clipping (0 when clipping is off; unchanged by a
   /// skipped step, which clips nothing). On a GPU the step leaves it on the device and this reads
   /// it back (waiting for the step's work): call it when logging, not every step.

@@ -42,8 +42,8 @@ std::string stepGraphBlocker(const StepGraphFacts& f) {
 
 std::string stepGraphBlocker(const Engine& engine) { return stepGraphBlocker(stepGraphFacts(engine)); }
 
-StepGraph::StepGraph(Engine& engine, LossFn loss, int warmup_steps)
-    : engine_(engine), loss_(std::move(loss)), warmup_(warmup_steps) {
+StepGraph::StepGraph(Engine& engine, LossFn loss, int warmup_steps, OnCaptureFailure on_failure)
+    : engine_(engine), loss_(std::move(loss)), warmup_(warmup_steps), on_failure_(on_failure) {
   const std::string why = stepGraphBlocker(engine);
   LOCKSTEP_ENFORCE(why.empty(), ValueError, "this training step cannot be replayed as a CUDA graph: ", why);
   LOCKSTEP_ENFORCE(warmup_steps >= 1, ValueError, "StepGraph: warmup_steps must be >= 1, got ", warmup_steps);
@@ -74,7 +74,7 @@ Tensor StepGraph::step(const Tensor& input, const Tensor& target) {
     replay();
     return static_loss_;
   }
-  if (graph_) return eager(input, target);
+  if (graph_ || !eager_because_.empty()) return eager(input, target);
   std::vector<int64_t> key{static_cast<int64_t>(input.dtype()), static_cast<int64_t>(target.dtype())};
   for (const Tensor* t : {&input, &target}) {
     key.push_back(t->dim());
@@ -84,7 +84,24 @@ Tensor StepGraph::step(const Tensor& input, const Tensor& target) {
       std::find_if(eager_steps_.begin(), eager_steps_.end(), [&](const auto& e) { return e.first == key; });
   if (it == eager_steps_.end()) it = eager_steps_.insert(eager_steps_.end(), {std::move(key), 0});
   if (++it->second <= warmup_) return eager(input, target);
-  capture(input, target);
+  if (on_failure_ == OnCaptureFailure::raise) {
+    capture(input, target);
+    return static_loss_;
+  }
+  // The capture runs the step's host side and records its GPU work without running it: if CUDA
+  // refuses the capture, the host side is put back and the step runs eagerly, as will every later
+  // one (a step that fails to capture once would again).
+  const Engine::HostStepState before = engine_.hostStepState();
+  try {
+    capture(input, target);
+  } catch (const std::exception& e) {
+    if (!capture_failed_) throw;  // after the capture: not a refusal to capture
+    engine_.restoreHostStepState(before);
+    static_input_ = static_target_ = static_loss_ = Tensor();
+    capture_failed_ = false;
+    eager_because_ = e.what();
+    return eager(input, target);
+  }
   return static_loss_;
 }
 
@@ -103,8 +120,9 @@ void StepGraph::capture(const Tensor& input, const Tensor& target) {
     g->capture(input.device().index, [&] { static_loss_ = eager(static_input_, static_target_); });
   } catch (...) {
     optimizer.discardCapture();
+    philox->rollBack();  // the generators as the capture found them
     capture_failed_ = true;
-    throw;  // philox's destructor ends its capture
+    throw;
   }
   philox->end();
   optimizer.endCapture();

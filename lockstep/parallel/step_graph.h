@@ -63,6 +63,18 @@ std::string stepGraphBlocker(const StepGraphFacts& facts);
 /// stepGraphBlocker(stepGraphFacts(engine)).
 std::string stepGraphBlocker(const Engine& engine);
 
+/// What StepGraph does when CUDA refuses to capture the step (the step read a GPU value on the host,
+/// synchronised, or used a stream it did not join back: CUDA's message says which).
+enum class OnCaptureFailure {
+  /// step() throws CUDA's error; the host's side of that step has run and its GPU work has not, so
+  /// the run cannot go on (`cuda_graph: true`).
+  raise,
+  /// The host's side of the step is put back as it was before the capture (Engine::HostStepState,
+  /// the dropout generators), and that step and every later one run eagerly, with the results the
+  /// eager run has (`cuda_graph: auto`); eagerBecause() says why.
+  run_eagerly,
+};
+
 class StepGraph {
  public:
   /// One step's loss: the engine's forward of input and the loss against target (the caller's
@@ -70,7 +82,8 @@ class StepGraph {
   using LossFn = std::function<autograd::Variable(const Tensor& input, const Tensor& target)>;
 
   /// ValueError naming stepGraphBlocker's reason when the engine's step cannot be replayed.
-  StepGraph(Engine& engine, LossFn loss, int warmup_steps = 3);
+  StepGraph(Engine& engine, LossFn loss, int warmup_steps = 3,
+            OnCaptureFailure on_failure = OnCaptureFailure::raise);
   ~StepGraph();
 
   /// One optimizer step on (input, target), both on the model's GPU. Returns the step's loss (a
@@ -80,10 +93,13 @@ class StepGraph {
   int64_t replays() const { return replays_; }
   /// Whether the step has been captured.
   bool captured() const { return graph_ != nullptr; }
-  /// Whether a capture was tried and threw (the error went to the caller of step()). The host's
-  /// side of that step (step counts, the schedule, generator offsets) had run, its GPU work had
-  /// not: going on is not the eager run's result.
+  /// Whether a capture was tried and threw to the caller of step() (OnCaptureFailure::raise). The
+  /// host's side of that step (step counts, the schedule, generator offsets) had run, its GPU work
+  /// had not: going on is not the eager run's result.
   bool captureFailed() const { return capture_failed_; }
+  /// With OnCaptureFailure::run_eagerly, after a capture failed: CUDA's reason ("" before); every
+  /// step runs eagerly from then on.
+  const std::string& eagerBecause() const { return eager_because_; }
 
  private:
   Tensor eager(const Tensor& input, const Tensor& target);
@@ -93,8 +109,10 @@ class StepGraph {
   Engine& engine_;
   LossFn loss_;
   int warmup_;
+  OnCaptureFailure on_failure_;
   int64_t replays_ = 0;
   bool capture_failed_ = false;
+  std::string eager_because_;
   // Eager steps so far per batch shape (input's and target's shapes and dtypes, flattened).
   std::vector<std::pair<std::vector<int64_t>, int>> eager_steps_;
   std::unique_ptr<cuda::Graph> graph_;

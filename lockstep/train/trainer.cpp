@@ -72,7 +72,8 @@ struct Run {
   RunClock clock{};
   nn::CrossEntropyLoss criterion{};
   std::unique_ptr<parallel::StepGraph> step_graph{};
-  int64_t samples = 0;  // training samples of all ranks, in this process
+  bool step_graph_fallback_said = false;  // cuda_graph: auto's word on a capture CUDA refused
+  int64_t samples = 0;                    // training samples of all ranks, in this process
   EvalResult last_val{};
   int64_t last_val_step = -1;  // the step whose weights last_val evaluated
   TrainSummary summary{};
@@ -119,9 +120,16 @@ std::unique_ptr<parallel::StepGraph> makeStepGraph(Run& r) {
   if (!r.device.isCuda() || c.cuda_graph == CudaGraph::never) return nullptr;
   const std::string why = parallel::stepGraphBlocker(r.engine);
   if (why.empty()) {
-    return std::make_unique<parallel::StepGraph>(r.engine, [&r](const Tensor& input, const Tensor& target) {
-      return microBatchLoss(r.engine, r.criterion, input, target);
-    });
+    // auto: a step CUDA refuses to capture runs eagerly (with the eager run's results); true: the
+    // refusal ends the run (microStep names the key).
+    return std::make_unique<parallel::StepGraph>(
+        r.engine,
+        [&r](const Tensor& input, const Tensor& target) {
+          return microBatchLoss(r.engine, r.criterion, input, target);
+        },
+        3,
+        c.cuda_graph == CudaGraph::always ? parallel::OnCaptureFailure::raise
+                                          : parallel::OnCaptureFailure::run_eagerly);
   }
   if (c.cuda_graph == CudaGraph::always) {
     throw ValueError("cuda_graph: true, but this training step cannot be replayed as a CUDA graph: " + why +
@@ -169,13 +177,19 @@ bool microStep(Run& r, const data::Batch& b, double& window_loss) {
   if (r.step_graph) {
     try {
       window_loss += r.step_graph->step(input, target).itemDouble();
+      if (!r.step_graph_fallback_said && !r.step_graph->eagerBecause().empty()) {
+        r.step_graph_fallback_said = true;
+        printNotes(r.engine.environment().isMain(), "warning",
+                   {"cuda_graph: auto: CUDA could not capture step " +
+                    std::to_string(r.engine.globalSteps()) + " as a graph (" + r.step_graph->eagerBecause() +
+                    "); it and the steps after it run eagerly, with the same results"});
+      }
     } catch (const Error& e) {
-      // A failed capture leaves the host's side of that step done and the GPU's not: the run cannot
-      // go on eagerly from there with the same result, so it stops and names the key.
+      // cuda_graph: true and a failed capture: the host's side of that step is done and the GPU's
+      // is not; the run stops and names the key (auto runs the step eagerly instead).
       if (!r.step_graph->captureFailed()) throw;
-      const char* value = r.config.cuda_graph == CudaGraph::always ? "true" : "auto";
-      throw Error(std::string(e.what()) + " [config cuda_graph: " + value +
-                  "; set cuda_graph: false to train this step eagerly]");
+      throw Error(std::string(e.what()) +
+                  " [config cuda_graph: true; set cuda_graph: auto or false to train this step eagerly]");
     }
     return true;
   }

@@ -12,9 +12,11 @@
 
 #include <cmath>
 #include <functional>
+#include <string>
 
 #include "common/gpu.h"
 #include "lockstep/autograd.h"
+#include "lockstep/kernels/graph_capture.h"
 #include "lockstep/nn.h"
 #include "lockstep/parallel.h"
 
@@ -40,6 +42,7 @@ struct Outcome {
   std::vector<std::pair<std::string, std::vector<double>>> state;  // parameters, buffers, optimizer
   std::vector<uint64_t> offsets;                                   // every dropout generator's
   int64_t replays = 0, global_steps = 0;
+  std::string eager_because;  // StepGraph::eagerBecause()
 };
 
 void dropoutOffsets(nn::Module& m, std::vector<uint64_t>& out) {
@@ -47,7 +50,8 @@ void dropoutOffsets(nn::Module& m, std::vector<uint64_t>& out) {
   for (const auto& c : m.children()) dropoutOffsets(*c, out);
 }
 
-Outcome train(const Setup& s, bool graphed, int small_step) {
+Outcome train(const Setup& s, bool graphed, int small_step,
+              parallel::OnCaptureFailure on_failure = parallel::OnCaptureFailure::raise) {
   manualSeed(1234);  // the dropout modules' seeds and the default generator's draws
   auto model = s.make();
   model->to(kGpu);
@@ -57,7 +61,7 @@ Outcome train(const Setup& s, bool graphed, int small_step) {
   if (graphed) {
     EXPECT_EQ(parallel::stepGraphBlocker(engine), "");
     graph = std::make_unique<parallel::StepGraph>(
-        engine, [&](const Tensor& x, const Tensor& y) { return s.loss(engine, x, y); }, kWarmup);
+        engine, [&](const Tensor& x, const Tensor& y) { return s.loss(engine, x, y); }, kWarmup, on_failure);
   }
   Outcome o;
   for (int step = 0; step < kSteps; ++step) {
@@ -84,6 +88,7 @@ Outcome train(const Setup& s, bool graphed, int small_step) {
   dropoutOffsets(*model, o.offsets);
   o.offsets.push_back(defaultGenerator().offset());
   o.replays = graph ? graph->replays() : 0;
+  o.eager_because = graph ? graph->eagerBecause() : "";
   o.global_steps = engine.globalSteps();
   return o;
 }
@@ -269,6 +274,49 @@ TEST(GpuStepGraph, resnet_with_batch_norm_and_sgd_momentum_replays_the_eager_ste
   expectReplaysAreTheEagerSteps(
       {zoo("resnet18_cifar"), options({"SGD", {{"lr", 0.05}, {"momentum", 0.9}}}), images({3, 32, 32}), ce},
       "resnet18_cifar sgd");
+}
+
+// A step CUDA refuses to capture (here its loss is read back on the host during the capture, the
+// kind of bug the capture exists to catch). cuda_graph: auto (OnCaptureFailure::run_eagerly): the
+// step's host side is put back (AdamW's step counts, the schedule, the dropout generators, the
+// engine's count) and it runs eagerly, as every step after it: the run is the eager run, bitwise.
+// cuda_graph: true (raise): the step throws CUDA's reason and captureFailed() says so.
+TEST(GpuStepGraph, a_step_cuda_refuses_to_capture_runs_eagerly_with_the_eager_results_under_auto) {
+  LOCKSTEP_REQUIRE_GPU();
+  auto readBack = [](parallel::Engine& engine, const Tensor& x, const Tensor& y) {
+    Variable l = lmLoss(engine, x, y);
+    if (kernels::isCapturingGraph(kGpu)) (void)l.tensor().item<float>();
+    return l;
+  };
+  const ::Setup s{gpt(0), options({"AdamW", {{"lr", 1e-3}, {"weight_decay", 0.1}}}, warmupDecay()), tokens,
+                  readBack};
+  const Outcome eager = train(s, false, kSmallStep);
+  const Outcome fallback = train(s, true, kSmallStep, parallel::OnCaptureFailure::run_eagerly);
+  EXPECT_EQ(fallback.replays, 0);
+  EXPECT_FALSE(fallback.eager_because.empty());
+  EXPECT_EQ(fallback.global_steps, kSteps);
+  EXPECT_EQ(fallback.losses, eager.losses);
+  EXPECT_EQ(fallback.lrs, eager.lrs);
+  EXPECT_EQ(fallback.offsets, eager.offsets);
+  ASSERT_EQ(fallback.state.size(), eager.state.size());
+  for (size_t i = 0; i < eager.state.size(); ++i) {
+    EXPECT_EQ(fallback.state[i].second, eager.state[i].second) << eager.state[i].first;
+  }
+
+  manualSeed(1234);
+  auto model = s.make();
+  model->to(kGpu);
+  parallel::Engine engine(model, s.options, parallel::DistributedEnvironment{});
+  parallel::StepGraph graph(
+      engine, [&](const Tensor& x, const Tensor& y) { return s.loss(engine, x, y); }, kWarmup);
+  for (int step = 0; step < kWarmup; ++step) {
+    auto [x, y] = s.batch(step, kRows);
+    graph.step(x.to(kGpu), y.to(kGpu));
+  }
+  auto [x, y] = s.batch(kWarmup, kRows);
+  EXPECT_THROW(graph.step(x.to(kGpu), y.to(kGpu)), std::exception);
+  EXPECT_TRUE(graph.captureFailed());
+  EXPECT_TRUE(graph.eagerBecause().empty());
 }
 
 TEST(GpuStepGraph, steps_the_host_decides_differently_are_not_captured) {

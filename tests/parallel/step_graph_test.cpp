@@ -103,3 +103,55 @@ TEST(StepGraph, the_facts_of_an_engine_are_its_options_and_parts) {
 }
 
 }  // namespace
+
+// What StepGraph puts back when CUDA refuses a capture (the captured step's host side ran, its device
+// work did not): after hostStepState(), a whole step, and restoreHostStepState(), the engine's
+// counters, each parameter's gradient tensor, Adam's step counts (a parameter's state first made in
+// between is forgotten), the groups' learning rates and the schedule's counter are as before. The
+// tensors' values are the step's (on a GPU the failed capture never changed them).
+TEST(StepGraph, host_step_state_puts_back_what_a_step_changed_on_the_host) {
+  parallel::EngineOptions o;
+  o.optimizer = {"Adam", {{"lr", 1e-2}}};
+  o.scheduler = {"StepLR", {{"step_size", int64_t{1}}, {"gamma", 0.5}}};
+  o.gradient_clipping = 1.0;
+  parallel::Engine engine(mlp(), o, parallel::DistributedEnvironment{});
+  std::vector<autograd::Variable> params = engine.model()->parameters();
+  auto step = [&](float scale) {
+    Tensor x = Tensor::full({5, 4}, scale);
+    Tensor y = Tensor::fromVector<int64_t>({0, 1, 0, 1, 1}, {5});
+    engine.backward(engine.forwardLoss(autograd::Variable(x), [&](const autograd::Variable& out) {
+      return autograd::crossEntropy(out, y);
+    }));
+    engine.step();
+  };
+  step(0.5f);
+  // A gradient held over (as after a forward and backward) and one parameter without Adam state yet.
+  params[0].setGrad(Tensor::full(params[0].shape(), 0.25f));
+  engine.optimizer()->restoreHostState([&] {
+    optim::Optimizer::HostState h = engine.optimizer()->hostState();
+    h.steps.erase(params[1].impl().get());
+    return h;
+  }());
+  const parallel::Engine::HostStepState before = engine.hostStepState();
+  const double lr = engine.optimizer()->paramGroups()[0].lr();
+  const int64_t counter = engine.scheduler()->counter();
+  ASSERT_EQ(engine.globalSteps(), 1);
+  step(1.5f);
+  ASSERT_EQ(engine.globalSteps(), 2);
+  ASSERT_NE(engine.optimizer()->paramGroups()[0].lr(), lr);
+  ASSERT_EQ(engine.optimizer()->state(params[0]).step, 2);
+  ASSERT_EQ(engine.optimizer()->state(params[1]).step, 1);  // made by the second step
+  engine.restoreHostStepState(before);
+  EXPECT_EQ(engine.globalSteps(), 1);
+  EXPECT_EQ(engine.optimizer()->paramGroups()[0].lr(), lr);
+  EXPECT_EQ(engine.scheduler()->counter(), counter);
+  EXPECT_EQ(engine.optimizer()->hostState().steps.count(params[1].impl().get()), 0u);
+  EXPECT_EQ(engine.optimizer()->state(params[0]).step, 1);
+  ASSERT_TRUE(params[0].hasGrad());
+  EXPECT_EQ(params[0].grad().dataPtr(), before.grads[0].dataPtr());  // the same tensor, not a copy
+  for (size_t i = 1; i < params.size(); ++i) EXPECT_FALSE(params[i].hasGrad()) << i;
+  // The next step counts from there, as the step it replaces would have.
+  step(1.5f);
+  EXPECT_EQ(engine.globalSteps(), 2);
+  EXPECT_EQ(engine.optimizer()->state(params[1]).step, 1);
+}
