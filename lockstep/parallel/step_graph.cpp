@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "lockstep/kernels/graph_capture.h"
 #include "lockstep/kernels/philox_capture.h"
 
 #if LOCKSTEP_WITH_CUDA
@@ -95,7 +96,9 @@ Tensor StepGraph::step(const Tensor& input, const Tensor& target) {
   try {
     capture(input, target);
   } catch (const std::exception& e) {
-    if (!capture_failed_) throw;  // after the capture: not a refusal to capture
+    // After the capture (not a refusal to capture), or a stream left capturing (what runs next
+    // would be recorded, not run): no eager step can follow.
+    if (!capture_failed_ || kernels::isCapturingGraph(input.device())) throw;
     engine_.restoreHostStepState(before);
     static_input_ = static_target_ = static_loss_ = Tensor();
     capture_failed_ = false;

@@ -185,11 +185,12 @@ bool microStep(Run& r, const data::Batch& b, double& window_loss) {
                     "); it and the steps after it run eagerly, with the same results"});
       }
     } catch (const Error& e) {
-      // cuda_graph: true and a failed capture: the host's side of that step is done and the GPU's
-      // is not; the run stops and names the key (auto runs the step eagerly instead).
+      // A failed capture under cuda_graph: true (or one auto could not step back from): the host's
+      // side of that step is done and the GPU's is not; the run stops and names the key.
       if (!r.step_graph->captureFailed()) throw;
-      throw Error(std::string(e.what()) +
-                  " [config cuda_graph: true; set cuda_graph: auto or false to train this step eagerly]");
+      const char* value = r.config.cuda_graph == CudaGraph::always ? "true" : "auto";
+      throw Error(std::string(e.what()) + " [config cuda_graph: " + value +
+                  "; set cuda_graph: false to train this step eagerly]");
     }
     return true;
   }

@@ -35,6 +35,8 @@ import subprocess
 import sys
 import time
 
+from check import readText as read  # beside it in scripts/gpu_check and in the bundle's check/
+
 START = time.monotonic()
 CUDA_FAULT = re.compile(
     r"illegal memory access|misaligned address|illegal instruction|unspecified launch failure|"
@@ -137,14 +139,6 @@ def outcomes(log_text):
         elif name in seen and seen[name] == "started":
             seen[name] = {"OK": "ok", "FAILED": "failed", "SKIPPED": "skipped"}[kind]
     return seen
-
-
-def read(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 def first_failure(text):

@@ -8,6 +8,7 @@
 // buffers, optimizer state and generator offsets must be equal, not close: a value baked into the
 // graph (a rate, a bias correction, a Philox offset) would repeat and part the runs. Runs with
 // ctest -L gpu; skips without a GPU.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +20,7 @@
 #include "lockstep/kernels/graph_capture.h"
 #include "lockstep/nn.h"
 #include "lockstep/parallel.h"
+#include "lockstep/tensor/cuda/runtime.h"
 
 using namespace lockstep;
 using autograd::Variable;
@@ -276,10 +278,12 @@ TEST(GpuStepGraph, resnet_with_batch_norm_and_sgd_momentum_replays_the_eager_ste
       "resnet18_cifar sgd");
 }
 
-// A step CUDA refuses to capture (here its loss is read back on the host during the capture, the
-// kind of bug the capture exists to catch). cuda_graph: auto (OnCaptureFailure::run_eagerly): the
-// step's host side is put back (AdamW's step counts, the schedule, the dropout generators, the
-// engine's count) and it runs eagerly, as every step after it: the run is the eager run, bitwise.
+// A step CUDA refuses to capture, the kind of bug the capture exists to catch: its loss read back on
+// the host (the capture fails in the forward, after the dropout draws), or a stream forked into the
+// capture and never joined back (the whole step's host side has run when cudaStreamEndCapture
+// refuses it: AdamW's step counts, the schedule, clipping's norm, the gradients, the engine's count).
+// cuda_graph: auto (OnCaptureFailure::run_eagerly): the host side is put back, the step runs eagerly
+// as every step after it, and the run is the eager run, bitwise; no stream is left capturing.
 // cuda_graph: true (raise): the step throws CUDA's reason and captureFailed() says so.
 TEST(GpuStepGraph, a_step_cuda_refuses_to_capture_runs_eagerly_with_the_eager_results_under_auto) {
   LOCKSTEP_REQUIRE_GPU();
@@ -288,20 +292,43 @@ TEST(GpuStepGraph, a_step_cuda_refuses_to_capture_runs_eagerly_with_the_eager_re
     if (kernels::isCapturingGraph(kGpu)) (void)l.tensor().item<float>();
     return l;
   };
+  const lockstep::cuda::Stream side = lockstep::cuda::streamFromPool(0);
+  Tensor marker = Tensor::zeros({16}, DType::f32, kGpu);
+  auto unjoined = [&](parallel::Engine& engine, const Tensor& x, const Tensor& y) {
+    if (kernels::isCapturingGraph(kGpu)) {
+      lockstep::cuda::Event forked;
+      forked.record(lockstep::cuda::currentStream(0));
+      forked.block(side);  // side joins the capture and is never joined back
+      lockstep::cuda::StreamGuard on_side(side);
+      marker.fill(1.0);
+    }
+    return lmLoss(engine, x, y);
+  };
+  using LossFn = std::function<Variable(parallel::Engine&, const Tensor&, const Tensor&)>;
+  for (const auto& [name, loss] : {std::pair<const char*, LossFn>{"read back", readBack},
+                                   std::pair<const char*, LossFn>{"unjoined", unjoined}}) {
+    SCOPED_TRACE(name);
+    const ::Setup s{gpt(0), options({"AdamW", {{"lr", 1e-3}, {"weight_decay", 0.1}}}, warmupDecay(), 0.5),
+                    tokens, loss};
+    const Outcome eager = train(s, false, kSmallStep);
+    const Outcome fallback = train(s, true, kSmallStep, parallel::OnCaptureFailure::run_eagerly);
+    EXPECT_FALSE(kernels::isCapturingGraph(kGpu));
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+    ASSERT_EQ(cudaStreamIsCapturing(side.handle(), &status), cudaSuccess);
+    EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+    EXPECT_EQ(fallback.replays, 0);
+    EXPECT_FALSE(fallback.eager_because.empty());
+    EXPECT_EQ(fallback.global_steps, kSteps);
+    EXPECT_EQ(fallback.losses, eager.losses);
+    EXPECT_EQ(fallback.lrs, eager.lrs);
+    EXPECT_EQ(fallback.offsets, eager.offsets);
+    ASSERT_EQ(fallback.state.size(), eager.state.size());
+    for (size_t i = 0; i < eager.state.size(); ++i) {
+      EXPECT_EQ(fallback.state[i].second, eager.state[i].second) << eager.state[i].first;
+    }
+  }
   const ::Setup s{gpt(0), options({"AdamW", {{"lr", 1e-3}, {"weight_decay", 0.1}}}, warmupDecay()), tokens,
                   readBack};
-  const Outcome eager = train(s, false, kSmallStep);
-  const Outcome fallback = train(s, true, kSmallStep, parallel::OnCaptureFailure::run_eagerly);
-  EXPECT_EQ(fallback.replays, 0);
-  EXPECT_FALSE(fallback.eager_because.empty());
-  EXPECT_EQ(fallback.global_steps, kSteps);
-  EXPECT_EQ(fallback.losses, eager.losses);
-  EXPECT_EQ(fallback.lrs, eager.lrs);
-  EXPECT_EQ(fallback.offsets, eager.offsets);
-  ASSERT_EQ(fallback.state.size(), eager.state.size());
-  for (size_t i = 0; i < eager.state.size(); ++i) {
-    EXPECT_EQ(fallback.state[i].second, eager.state[i].second) << eager.state[i].first;
-  }
 
   manualSeed(1234);
   auto model = s.make();

@@ -106,8 +106,9 @@ TEST(StepGraph, the_facts_of_an_engine_are_its_options_and_parts) {
 
 // What StepGraph puts back when CUDA refuses a capture (the captured step's host side ran, its device
 // work did not): after hostStepState(), a whole step, and restoreHostStepState(), the engine's
-// counters, each parameter's gradient tensor, Adam's step counts (a parameter's state first made in
-// between is forgotten), the groups' learning rates and the schedule's counter are as before. The
+// counters (steps, the accumulation window), clipping's last norm, each parameter's gradient tensor,
+// Adam's step counts (a parameter's state first made in between is forgotten), the groups' learning
+// rates and the schedule's counter are as before. The
 // tensors' values are the step's (on a GPU the failed capture never changed them).
 TEST(StepGraph, host_step_state_puts_back_what_a_step_changed_on_the_host) {
   parallel::EngineOptions o;
@@ -133,17 +134,19 @@ TEST(StepGraph, host_step_state_puts_back_what_a_step_changed_on_the_host) {
     return h;
   }());
   const parallel::Engine::HostStepState before = engine.hostStepState();
-  const double lr = engine.optimizer()->paramGroups()[0].lr();
+  const double lr = engine.optimizer()->paramGroups()[0].lr(), norm = engine.lastGradNorm();
   const int64_t counter = engine.scheduler()->counter();
   ASSERT_EQ(engine.globalSteps(), 1);
   step(1.5f);
   ASSERT_EQ(engine.globalSteps(), 2);
   ASSERT_NE(engine.optimizer()->paramGroups()[0].lr(), lr);
+  ASSERT_NE(engine.lastGradNorm(), norm);
   ASSERT_EQ(engine.optimizer()->state(params[0]).step, 2);
   ASSERT_EQ(engine.optimizer()->state(params[1]).step, 1);  // made by the second step
   engine.restoreHostStepState(before);
   EXPECT_EQ(engine.globalSteps(), 1);
   EXPECT_EQ(engine.optimizer()->paramGroups()[0].lr(), lr);
+  EXPECT_EQ(engine.lastGradNorm(), norm);
   EXPECT_EQ(engine.scheduler()->counter(), counter);
   EXPECT_EQ(engine.optimizer()->hostState().steps.count(params[1].impl().get()), 0u);
   EXPECT_EQ(engine.optimizer()->state(params[0]).step, 1);
@@ -154,4 +157,19 @@ TEST(StepGraph, host_step_state_puts_back_what_a_step_changed_on_the_host) {
   step(1.5f);
   EXPECT_EQ(engine.globalSteps(), 2);
   EXPECT_EQ(engine.optimizer()->state(params[1]).step, 1);
+
+  // A micro-step inside an accumulation window, put back: the window starts again.
+  o.gradient_accumulation_steps = 2;
+  parallel::Engine accumulating(mlp(), o, parallel::DistributedEnvironment{});
+  const parallel::Engine::HostStepState window = accumulating.hostStepState();
+  ASSERT_FALSE(accumulating.isGradientAccumulationBoundary());
+  Tensor x = Tensor::full({5, 4}, 0.5f);
+  Tensor y = Tensor::fromVector<int64_t>({0, 1, 0, 1, 1}, {5});
+  accumulating.backward(accumulating.forwardLoss(
+      autograd::Variable(x), [&](const autograd::Variable& out) { return autograd::crossEntropy(out, y); }));
+  EXPECT_FALSE(accumulating.step());
+  ASSERT_TRUE(accumulating.isGradientAccumulationBoundary());
+  accumulating.restoreHostStepState(window);
+  EXPECT_FALSE(accumulating.isGradientAccumulationBoundary());
+  for (const autograd::Variable& p : accumulating.model()->parameters()) EXPECT_FALSE(p.hasGrad());
 }

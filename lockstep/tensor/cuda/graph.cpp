@@ -33,7 +33,12 @@ void Graph::capture(int device, const std::function<void()>& fn) {
   alloc.emptyCache();
   alloc.beginPool(pool_, stream_);
   // Relaxed: the allocator may still cudaMalloc (outside the graph) for the pool while capturing.
-  LOCKSTEP_CUDA_CHECK(cudaStreamBeginCapture(stream_.handle(), cudaStreamCaptureModeRelaxed));
+  if (cudaError_t err = cudaStreamBeginCapture(stream_.handle(), cudaStreamCaptureModeRelaxed);
+      err != cudaSuccess) {
+    cudaGetLastError();
+    alloc.endPool();  // the allocator serves the stream from its general cache again
+    LOCKSTEP_CUDA_CHECK(err);
+  }
   try {
     fn();
   } catch (...) {
