@@ -1,18 +1,33 @@
 #include "lockstep/kernels/fusions.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/suggest.h"
 
 namespace lockstep::kernels {
 
 namespace {
 
-constexpr std::array<Fusion, 3> kAll = {Fusion::packed_qkv_attention, Fusion::residual_epilogue,
-                                        Fusion::loss_with_grad};
+// Each fusion and the name LOCKSTEP_DISABLE_FUSIONS gives it, in Fusion's order.
+constexpr std::array<std::pair<Fusion, std::string_view>, 3> kFusions = {{
+    {Fusion::packed_qkv_attention, "packed_qkv_attention"},
+    {Fusion::residual_epilogue, "residual_epilogue"},
+    {Fusion::loss_with_grad, "loss_with_grad"},
+}};
+static_assert(
+    [] {
+      for (size_t i = 0; i < kFusions.size(); ++i)
+        if (static_cast<size_t>(kFusions[i].first) != i) return false;
+      return true;
+    }(),
+    "kFusions must list the fusions in Fusion's order (fusionName indexes it)");
 constexpr const char* kVariable = "LOCKSTEP_DISABLE_FUSIONS";
 
 uint32_t bit(Fusion f) { return 1u << static_cast<uint32_t>(f); }
@@ -27,19 +42,20 @@ uint32_t fromEnvironment() {
     const std::string name = v.substr(at, end == std::string::npos ? std::string::npos : end - at);
     at = end == std::string::npos ? v.size() : end + 1;
     if (name.empty()) continue;
-    bool known = false;
-    for (Fusion f : kAll) {
-      if (name == fusionName(f)) {
-        off |= bit(f);
-        known = true;
-      }
+    auto known =
+        std::find_if(kFusions.begin(), kFusions.end(), [&](const auto& f) { return f.second == name; });
+    if (known != kFusions.end()) {
+      off |= bit(known->first);
+      continue;
     }
-    if (!known) {
-      std::string names;
-      for (Fusion f : kAll) names += (names.empty() ? "" : ", ") + std::string(fusionName(f));
-      throw ValueError(detail::concat(kVariable, "='", v, "': no fusion is called '", name,
-                                      "'; the fusions lockstep can turn off are ", names));
-    }
+    std::vector<std::string> names;
+    for (const auto& f : kFusions) names.emplace_back(f.second);
+    const std::string near = nearestKey(name, names);
+    std::string listed;
+    for (const std::string& n : names) listed += (listed.empty() ? "" : ", ") + n;
+    throw ValueError(detail::concat(kVariable, "='", v, "': no fusion is called '", name, "'",
+                                    near.empty() ? "" : " (did you mean '" + near + "'?)",
+                                    "; the fusions lockstep can turn off are ", listed));
   }
   return off;
 }
@@ -51,17 +67,7 @@ std::atomic<uint32_t>& disabled() {
 
 }  // namespace
 
-std::string_view fusionName(Fusion f) {
-  switch (f) {
-    case Fusion::packed_qkv_attention:
-      return "packed_qkv_attention";
-    case Fusion::residual_epilogue:
-      return "residual_epilogue";
-    case Fusion::loss_with_grad:
-      return "loss_with_grad";
-  }
-  return "?";
-}
+std::string_view fusionName(Fusion f) { return kFusions[static_cast<size_t>(f)].second; }
 
 bool fusionEnabled(Fusion f) { return (disabled().load(std::memory_order_acquire) & bit(f)) == 0; }
 
