@@ -7,9 +7,11 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "common/check.h"
 #include "lockstep/kernels.h"
+#include "lockstep/kernels/dnnl/context.h"
 
 using namespace lockstep;
 using kernels::Conv2dParams;
@@ -79,6 +81,66 @@ TEST(Conv2d, backward_matches_reference) {
       EXPECT_TRUE(tensorsNear(fast.bias, ref.bias, 1e-3, 1e-4));
     }
   }
+}
+
+// oneDNN's library-managed scratchpad of some implementations (jit:avx2 backward-weights among
+// them) belongs to the thread that created the primitive: lockstep's cached primitives, made on one
+// thread and run on another (ranks as threads), wrote through the running thread's null buffer.
+// Every primitive is created with scratchpad_mode::user and given lockstep's scratchpad.
+TEST(Conv2d, a_primitive_made_on_one_thread_runs_on_another) {
+  std::vector<ConvCase> cs = cases();
+  cs.push_back(
+      {{2, 512, 1, 1}, {512, 512, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1, false}, false});  // ResNet-18's last
+  cs.push_back({{2, 64, 8, 8}, {64, 64, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1, false}, false});
+  auto passes = [&](const ConvCase& c, uint64_t seed, bool compare) {
+    Tensor x = layout(randomTensor(c.x, DType::f32, seed), c.channels_last);
+    Tensor w = randomTensor(c.w, DType::f32, seed + 1);
+    Tensor b = c.bias ? randomTensor({c.w[0]}, DType::f32, seed + 2) : Tensor();
+    Tensor gy = layout(randomTensor(kernels::conv2dOutputShape(c.x, c.w, c.p), DType::f32, seed + 3),
+                       c.channels_last);
+    Tensor y = kernels::onednn::kConv.conv2dForward(x, w, b, c.p);
+    Tensor gx = kernels::onednn::kConv.conv2dBackwardData(gy, x, w, c.p);
+    auto gw = kernels::onednn::kConv.conv2dBackwardWeights(gy, x, c.w, c.bias, c.p);
+    if (!compare) return;
+    const auto& ref = kernels::reference::kConv;
+    EXPECT_TRUE(tensorsNear(y, ref.conv2dForward(x, w, b, c.p), 1e-4, 1e-4)) << shapeToString(c.x);
+    EXPECT_TRUE(tensorsNear(gx, ref.conv2dBackwardData(gy, x, w, c.p), 1e-4, 1e-4)) << shapeToString(c.x);
+    EXPECT_TRUE(tensorsNear(gw.weight, ref.conv2dBackwardWeights(gy, x, c.w, c.bias, c.p).weight, 1e-3, 1e-4))
+        << shapeToString(c.x) << " * " << shapeToString(c.w);
+  };
+  auto onThread = [&](uint64_t seed, bool compare) {
+    std::thread([&] {
+      try {
+        for (const auto& c : cs) passes(c, seed, compare);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+      }
+    }).join();
+  };
+  // The primitives are made (and cached) on a thread that then ends; fresh threads run them.
+  onThread(7, false);
+  onThread(100, true);
+  onThread(200, true);
+}
+
+TEST(Conv2d, a_primitive_without_lockstep_s_attributes_is_refused) {
+  dnnl::memory::desc md({4, 4}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
+  dnnl::eltwise_forward relu(dnnl::eltwise_forward::primitive_desc(
+      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, md, 0.f),
+      kernels::onednn::engine()));
+  Tensor x = Tensor::zeros({4, 4}), y = Tensor::zeros({4, 4});
+  const std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, kernels::onednn::memory(md, x)},
+                                                   {DNNL_ARG_DST, kernels::onednn::memory(md, y)}};
+  try {
+    kernels::onednn::execute(relu, args);
+    FAIL() << "a library-scratchpad primitive ran";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("scratchpad_mode::user"), std::string::npos) << e.what();
+  }
+  dnnl::eltwise_forward ours(dnnl::eltwise_forward::primitive_desc(
+      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, md, 0.f),
+      kernels::onednn::attributes(), kernels::onednn::engine()));
+  EXPECT_NO_THROW(kernels::onednn::execute(ours, args));
 }
 
 TEST(Conv2d, gradient_layout_may_differ_from_input) {

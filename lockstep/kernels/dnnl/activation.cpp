@@ -25,7 +25,7 @@ Tensor eltwiseForward(const Tensor& x0, Alg alg, float alpha, const char* op) {
   try {
     auto& prim = cache.get(key(x, alg, alpha), [&] {
       auto d = dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, alpha);
-      return dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()));
+      return dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, attributes(), engine()));
     });
     execute(prim, {{DNNL_ARG_SRC, memory(md, x)}, {DNNL_ARG_DST, memory(md, y)}});
   } catch (const dnnl::error& e) {
@@ -47,9 +47,9 @@ Tensor eltwiseBackward(const Tensor& gy0, const Tensor& saved0, Alg alg, float a
   try {
     auto& prim = cache.get(key(saved, alg, alpha), [&] {
       auto fd = dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, alpha);
-      auto fpd = dnnl::eltwise_forward::primitive_desc(fd, engine());
+      auto fpd = dnnl::eltwise_forward::primitive_desc(fd, attributes(), engine());
       auto bd = dnnl::eltwise_backward::desc(alg, md, md, alpha);
-      return dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, engine(), fpd));
+      return dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, attributes(), engine(), fpd));
     });
     execute(prim, {{saved_is_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, memory(md, saved)},
                    {DNNL_ARG_DIFF_DST, memory(md, gy)},

@@ -37,7 +37,7 @@ std::string keyFor(const Tensor& x, MemoryFormat f, Flags flags, double eps) {
 dnnl::batch_normalization_forward::primitive_desc forwardPd(const Mem::desc& md, Flags flags, double eps) {
   return {dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, md,
                                                   static_cast<float>(eps), flags),
-          engine()};
+          attributes(), engine()};
 }
 
 // A [C] f32 copy (the statistics are saved for the backward pass, so never alias the caller's).
@@ -108,8 +108,8 @@ BatchNormGrads normaliseBackward(const Tensor& gy0, const Tensor& x0, const Tens
       dnnl::batch_normalization_backward::desc bd(
           params ? dnnl::prop_kind::backward : dnnl::prop_kind::backward_data, md, md,
           static_cast<float>(p.eps), flags);
-      return dnnl::batch_normalization_backward(
-          dnnl::batch_normalization_backward::primitive_desc(bd, engine(), forwardPd(md, flags, p.eps)));
+      return dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(
+          bd, attributes(), engine(), forwardPd(md, flags, p.eps)));
     });
     Tensor mean = f32View(mean0), var = f32View(var0), w;
     std::unordered_map<int, Mem> args{{DNNL_ARG_SRC, Mem(md, engine(), x.dataPtr())},

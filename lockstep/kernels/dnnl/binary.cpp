@@ -194,7 +194,8 @@ bool tryOnednn(BinaryOp op, const Tensor& y, const Tensor& a, const Tensor& b) {
   try {
     auto& e = cache.get(std::string(binaryOpName(op)) + keyOf(y) + keyOf(a) + keyOf(b), [&] {
       Entry entry;
-      auto pd = dnnl::binary::primitive_desc(dnnl::binary::desc(algorithmOf(op), am, bm, ya), engine());
+      auto pd = dnnl::binary::primitive_desc(dnnl::binary::desc(algorithmOf(op), am, bm, ya), attributes(),
+                                             engine());
       entry.usable = std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
       if (entry.usable) entry.prim = dnnl::binary(pd);
       return entry;
@@ -249,8 +250,8 @@ Tensor binaryScalar(BinaryOp op, const Tensor& a0, double s) {
   float sv = static_cast<float>(s);
   try {
     auto& prim = cache.get(std::string(binaryOpName(op)) + std::to_string(a.numel()), [&] {
-      return dnnl::binary(
-          dnnl::binary::primitive_desc(dnnl::binary::desc(algorithmOf(op), md, sm, md), engine()));
+      return dnnl::binary(dnnl::binary::primitive_desc(dnnl::binary::desc(algorithmOf(op), md, sm, md),
+                                                       attributes(), engine()));
     });
     execute(prim, {{DNNL_ARG_SRC_0, memory(md, a)},
                    {DNNL_ARG_SRC_1, dnnl::memory(sm, engine(), &sv)},

@@ -1,5 +1,7 @@
 #include "lockstep/kernels/dnnl/context.h"
 
+#include <cstdlib>
+#include <new>
 #include <sstream>
 
 #include "lockstep/kernels/threads.h"
@@ -22,6 +24,46 @@ std::mutex& primitiveMutex() {
 dnnl::stream& stream() {
   static dnnl::stream s(engine());
   return s;
+}
+
+dnnl::primitive_attr attributes() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+void executeLocked(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args) {
+  const_dnnl_primitive_desc_t pd = prim.get_primitive_desc();
+  const_dnnl_primitive_attr_t attr = nullptr;
+  dnnl_scratchpad_mode_t mode = dnnl_scratchpad_mode_library;
+  if (dnnl_primitive_desc_get_attr(pd, &attr) != dnnl_success ||
+      dnnl_primitive_attr_get_scratchpad_mode(attr, &mode) != dnnl_success ||
+      mode != dnnl_scratchpad_mode_user) {
+    throw InternalError(
+        "a oneDNN primitive was created without kernels::onednn::attributes() (scratchpad_mode::user): "
+        "its scratchpad would belong to the thread that created it");
+  }
+  const dnnl_memory_desc_t* scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  const size_t bytes = scratch == nullptr ? 0 : dnnl_memory_desc_get_size(scratch);
+  if (bytes == 0) {
+    prim.execute(stream(), args);
+    return;
+  }
+  // One buffer for the process, grown to the largest scratchpad asked for and kept (as oneDNN's own
+  // global scratchpad is): executions are serialised by primitiveMutex(), which the caller holds.
+  static void* pad = nullptr;
+  static size_t pad_bytes = 0;
+  if (pad_bytes < bytes) {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* grown = std::aligned_alloc(64, rounded);
+    if (grown == nullptr) throw std::bad_alloc();
+    std::free(pad);
+    pad = grown;
+    pad_bytes = rounded;
+  }
+  std::unordered_map<int, dnnl::memory> with_scratchpad = args;
+  with_scratchpad.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(dnnl::memory::desc(*scratch), engine(), pad));
+  prim.execute(stream(), with_scratchpad);
 }
 
 dnnl::memory::data_type dataType(DType t) {

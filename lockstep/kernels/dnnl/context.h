@@ -20,11 +20,22 @@ dnnl::stream& stream();
 /// each primitive), so in training this lock is never contended.
 std::mutex& primitiveMutex();
 
+/// The attributes every primitive lockstep runs is created with (add post-ops to a copy):
+/// scratchpad_mode::user, so that execute() hands it lockstep's scratchpad. In oneDNN's default
+/// (library) mode some implementations keep their scratchpad in a buffer of the thread that
+/// created the primitive and use the running thread's: a cached primitive run on another thread
+/// (ranks as threads, a primitive reused by a later thread) wrote through that thread's null or
+/// smaller buffer (seen: jit:avx2 convolution backward-weights, SIGSEGV).
+dnnl::primitive_attr attributes();
+
+/// Runs a primitive on the shared stream with the process's scratchpad; the caller holds
+/// primitiveMutex(). InternalError for a primitive not created with attributes().
+void executeLocked(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args);
+
 /// Runs a primitive on the shared stream under primitiveMutex().
-template <typename Primitive>
-void execute(const Primitive& prim, const std::unordered_map<int, dnnl::memory>& args) {
+inline void execute(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args) {
   std::lock_guard<std::mutex> lock(primitiveMutex());
-  prim.execute(stream(), args);
+  executeLocked(prim, args);
 }
 
 /// t when it covers its elements without gaps in some dimension order, else a contiguous copy.

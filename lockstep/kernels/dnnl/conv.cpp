@@ -154,7 +154,7 @@ struct Operand {
  private:
   static std::optional<dnnl::reorder> between(const Mem::desc& from, const Mem::desc& to) {
     if (from == to) return std::nullopt;
-    return dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to));
+    return dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to, attributes()));
   }
   Mem stage(Tensor& buffer) const {
     buffer = Tensor::empty({static_cast<int64_t>(prim.get_size())}, DType::u8);
@@ -183,7 +183,7 @@ Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b0, const
     auto& prims = cache.get(keyFor("fwd", x.shape(), w.shape(), f, f, x.dtype(), b.defined(), p), [&] {
       const DType dt = x.dtype();
       const Geometry g = geometry(x.shape(), w.shape(), ys, p);
-      dnnl::primitive_attr attr;
+      dnnl::primitive_attr attr = attributes();
       if (p.fuse_relu) {
         dnnl::post_ops ops;
         ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
@@ -231,15 +231,15 @@ Tensor conv2dBackwardData(const Tensor& gy0, const Tensor& x, const Tensor& w0, 
       const DType dt = x.dtype();
       const Geometry g = geometry(x.shape(), w.shape(), gy.shape(), p);
       auto w_md = anyWeightsDesc(w.shape(), p.groups, dt);
-      auto pd =
-          chooseAlgorithm(winogradWanted(w.shape(), gy.shape(), dt, p), x.shape(), gy.shape(), dt,
-                          [&](dnnl::algorithm algo, const Mem::desc& x_md, const Mem::desc& y_md) {
-                            dnnl::convolution_forward::primitive_desc hint(
-                                forwardDesc(algo, x_md, w_md, false, y_md, g, gy.size(1), dt), engine());
-                            dnnl::convolution_backward_data::desc bd(algo, x_md, w_md, y_md, g.strides,
-                                                                     g.dilates, g.pad_l, g.pad_r);
-                            return dnnl::convolution_backward_data::primitive_desc(bd, engine(), hint);
-                          });
+      auto pd = chooseAlgorithm(
+          winogradWanted(w.shape(), gy.shape(), dt, p), x.shape(), gy.shape(), dt,
+          [&](dnnl::algorithm algo, const Mem::desc& x_md, const Mem::desc& y_md) {
+            dnnl::convolution_forward::primitive_desc hint(
+                forwardDesc(algo, x_md, w_md, false, y_md, g, gy.size(1), dt), engine());
+            dnnl::convolution_backward_data::desc bd(algo, x_md, w_md, y_md, g.strides, g.dilates, g.pad_l,
+                                                     g.pad_r);
+            return dnnl::convolution_backward_data::primitive_desc(bd, attributes(), engine(), hint);
+          });
       return Prims{dnnl::convolution_backward_data(pd),
                    Operand::input(activationDesc(gy.shape(), dt, f), pd.diff_dst_desc()),
                    Operand::input(userWeightsDesc(w.shape(), p.groups, dt), pd.weights_desc()),
@@ -280,15 +280,15 @@ Conv2dWeightGrads conv2dBackwardWeights(const Tensor& gy0, const Tensor& x0, con
       auto w_md = anyWeightsDesc(ws, p.groups, dt);
       Mem::desc b_md = with_bias ? vectorDesc(ws[0], dt) : Mem::desc();
       const Geometry g = geometry(x.shape(), ws, gy.shape(), p);
-      auto pd =
-          chooseAlgorithm(winogradWanted(ws, gy.shape(), dt, p), x.shape(), gy.shape(), dt,
-                          [&](dnnl::algorithm algo, const Mem::desc& x_md, const Mem::desc& y_md) {
-                            dnnl::convolution_forward::primitive_desc hint(
-                                forwardDesc(algo, x_md, w_md, with_bias, y_md, g, ws[0], dt), engine());
-                            dnnl::convolution_backward_weights::desc bd(
-                                algo, x_md, w_md, b_md, y_md, g.strides, g.dilates, g.pad_l, g.pad_r);
-                            return dnnl::convolution_backward_weights::primitive_desc(bd, engine(), hint);
-                          });
+      auto pd = chooseAlgorithm(winogradWanted(ws, gy.shape(), dt, p), x.shape(), gy.shape(), dt,
+                                [&](dnnl::algorithm algo, const Mem::desc& x_md, const Mem::desc& y_md) {
+                                  dnnl::convolution_forward::primitive_desc hint(
+                                      forwardDesc(algo, x_md, w_md, with_bias, y_md, g, ws[0], dt), engine());
+                                  dnnl::convolution_backward_weights::desc bd(
+                                      algo, x_md, w_md, b_md, y_md, g.strides, g.dilates, g.pad_l, g.pad_r);
+                                  return dnnl::convolution_backward_weights::primitive_desc(bd, attributes(),
+                                                                                            engine(), hint);
+                                });
       return Prims{dnnl::convolution_backward_weights(pd),
                    Operand::input(activationDesc(x.shape(), dt, f), pd.src_desc()),
                    Operand::input(activationDesc(gy.shape(), dt, f), pd.diff_dst_desc()),

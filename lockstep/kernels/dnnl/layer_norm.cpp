@@ -40,7 +40,7 @@ dnnl::layer_normalization_forward::primitive_desc forwardPd(const Descs& d, norm
                                                             double eps) {
   auto fd = dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_training, d.data, d.stat,
                                                     static_cast<float>(eps), f);
-  return dnnl::layer_normalization_forward::primitive_desc(fd, engine());
+  return dnnl::layer_normalization_forward::primitive_desc(fd, attributes(), engine());
 }
 
 Tensor contiguousF32(const Tensor& t) { return t.isContiguous() ? t : t.contiguous(); }
@@ -102,8 +102,8 @@ LayerNormGrads layerNormBackward(const Tensor& gy0, const Tensor& x0, const Tens
       auto kind = f == normalization_flags::none ? dnnl::prop_kind::backward_data : dnnl::prop_kind::backward;
       auto bd =
           dnnl::layer_normalization_backward::desc(kind, d.data, d.data, d.stat, static_cast<float>(eps), f);
-      return dnnl::layer_normalization_backward(
-          dnnl::layer_normalization_backward::primitive_desc(bd, engine(), forwardPd(d, f, eps)));
+      return dnnl::layer_normalization_backward(dnnl::layer_normalization_backward::primitive_desc(
+          bd, attributes(), engine(), forwardPd(d, f, eps)));
     });
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory(d.data, x)},
                                                {DNNL_ARG_DIFF_DST, memory(d.data, gy)},

@@ -36,7 +36,7 @@ struct IpShape {
                  ? dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, src(), wei(), bias(),
                                                      dst())
                  : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_training, src(), wei(), dst());
-    return dnnl::inner_product_forward::primitive_desc(d, engine());
+    return dnnl::inner_product_forward::primitive_desc(d, attributes(), engine());
   }
 };
 
@@ -77,7 +77,7 @@ Tensor linearForward(const Tensor& x0, const Tensor& w0, const Tensor& b0) {
                       (b.defined() ? "+b" : "");
     auto& prim = cache.get(key, [&] {
       auto d = b.defined() ? dnnl::matmul::desc(mx, mw, mb, my) : dnnl::matmul::desc(mx, mw, my);
-      return dnnl::matmul(dnnl::matmul::primitive_desc(d, engine()));
+      return dnnl::matmul(dnnl::matmul::primitive_desc(d, attributes(), engine()));
     });
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, memory(mx, x)}, {DNNL_ARG_WEIGHTS, memory(mw, wt)}, {DNNL_ARG_DST, memory(my, y)}};
@@ -99,7 +99,7 @@ Tensor linearBackwardData(const Tensor& gy0, const Tensor& w0) {
     auto& prim = cache.get(s.key(), [&] {
       auto d = dnnl::inner_product_backward_data::desc(s.src(), s.wei(), s.dst());
       return dnnl::inner_product_backward_data(
-          dnnl::inner_product_backward_data::primitive_desc(d, engine(), s.forwardPd(false)));
+          dnnl::inner_product_backward_data::primitive_desc(d, attributes(), engine(), s.forwardPd(false)));
     });
     execute(prim, {{DNNL_ARG_DIFF_DST, memory(s.dst(), gy)},
                    {DNNL_ARG_WEIGHTS, memory(s.wei(), w)},
@@ -123,8 +123,8 @@ std::pair<Tensor, Tensor> linearBackwardWeights(const Tensor& gy0, const Tensor&
     auto& prim = cache.get(s.key() + (with_bias ? "b" : ""), [&] {
       auto d = with_bias ? dnnl::inner_product_backward_weights::desc(s.src(), s.wei(), s.bias(), s.dst())
                          : dnnl::inner_product_backward_weights::desc(s.src(), s.wei(), s.dst());
-      return dnnl::inner_product_backward_weights(
-          dnnl::inner_product_backward_weights::primitive_desc(d, engine(), s.forwardPd(with_bias)));
+      return dnnl::inner_product_backward_weights(dnnl::inner_product_backward_weights::primitive_desc(
+          d, attributes(), engine(), s.forwardPd(with_bias)));
     });
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory(s.src(), x)},
                                                {DNNL_ARG_DIFF_DST, memory(s.dst(), gy)},
@@ -166,7 +166,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   try {
     auto ma = memDesc(pa), mb = memDesc(pb), my = memDesc(y);
     auto& prim = cache.get(keyOf(pa) + "@" + keyOf(pb), [&] {
-      return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ma, mb, my), engine()));
+      return dnnl::matmul(
+          dnnl::matmul::primitive_desc(dnnl::matmul::desc(ma, mb, my), attributes(), engine()));
     });
     execute(
         prim,

@@ -67,7 +67,7 @@ Tensor forward(dnnl::algorithm alg, const Tensor& x0, const Pool2dParams& p, boo
   try {
     auto& prims = cache.get(keyFor(alg, x, f, p, training), [&] {
       dnnl::pooling_forward::primitive_desc pd(forwardDesc(alg, training, x.shape(), ys, x.dtype(), f, p),
-                                               engine());
+                                               attributes(), engine());
       return ForwardPrims{dnnl::pooling_forward(pd), pd.workspace_desc()};
     });
     std::unordered_map<int, Mem> args{
@@ -103,7 +103,7 @@ Tensor backward(dnnl::algorithm alg, const Tensor& gy0, const Tensor& x, const T
       dnnl::pooling_backward::desc bd(alg, activationDesc(x.shape(), x.dtype(), f),
                                       activationDesc(gy.shape(), x.dtype(), f), g.strides, g.kernel, g.pad_l,
                                       g.pad_r);
-      dnnl::pooling_backward::primitive_desc pd(bd, engine(), hint);
+      dnnl::pooling_backward::primitive_desc pd(bd, attributes(), engine(), hint);
       return Prims{dnnl::pooling_backward(pd), pd.workspace_desc()};
     });
     std::unordered_map<int, Mem> args{

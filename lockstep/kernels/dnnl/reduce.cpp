@@ -118,7 +118,8 @@ Tensor reduce(ReduceOp op, const Tensor& x0, const std::vector<int64_t>& dims, b
       Entry entry;
       if (!f32) return entry;
       auto alg = op == ReduceOp::sum ? dnnl::algorithm::reduction_sum : dnnl::algorithm::reduction_mean;
-      auto pd = dnnl::reduction::primitive_desc(dnnl::reduction::desc(alg, xm, ym, 0.f, 0.f), engine());
+      auto pd = dnnl::reduction::primitive_desc(dnnl::reduction::desc(alg, xm, ym, 0.f, 0.f), attributes(),
+                                                engine());
       entry.usable = std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
       if (entry.usable) entry.prim = dnnl::reduction(pd);
       return entry;

@@ -38,7 +38,7 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   auto ym = memDesc(y);
   try {
     auto& prim = cache.get(key, [&] {
-      return dnnl::concat(dnnl::concat::primitive_desc(ym, static_cast<int>(d), mds, engine()));
+      return dnnl::concat(dnnl::concat::primitive_desc(ym, static_cast<int>(d), mds, engine(), attributes()));
     });
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DST, memory(ym, y)}};
     for (size_t i = 0; i < srcs.size(); ++i)

@@ -21,7 +21,7 @@ Tensor forward(const Tensor& x0, int64_t dim0, const char* op) {
   try {
     auto& prim = cache.get(keyOf(x) + "/" + std::to_string(dim), [&] {
       typename Fwd::desc d(dnnl::prop_kind::forward_training, md, static_cast<int>(dim));
-      return Fwd(typename Fwd::primitive_desc(d, engine()));
+      return Fwd(typename Fwd::primitive_desc(d, attributes(), engine()));
     });
     execute(prim, {{DNNL_ARG_SRC, memory(md, x)}, {DNNL_ARG_DST, memory(md, y)}});
   } catch (const dnnl::error& e) {
@@ -45,7 +45,7 @@ Tensor backward(const Tensor& gy0, const Tensor& y0, int64_t dim0, const char* o
       typename Fwd::desc fd(dnnl::prop_kind::forward_training, md, static_cast<int>(dim));
       typename Fwd::primitive_desc fpd(fd, engine());
       typename Bwd::desc bd(md, md, static_cast<int>(dim));
-      return Bwd(typename Bwd::primitive_desc(bd, engine(), fpd));
+      return Bwd(typename Bwd::primitive_desc(bd, attributes(), engine(), fpd));
     });
     execute(prim, {{DNNL_ARG_DST, memory(md, y)},
                    {DNNL_ARG_DIFF_DST, memory(md, gy)},

@@ -50,7 +50,7 @@ Tensor unary(UnaryOp op, const Tensor& x0, double p) {
   try {
     auto& prim = cache.get(keyFor(op, x, p), [&] {
       auto d = dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, e.alg, md, e.alpha, e.beta);
-      return dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, engine()));
+      return dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(d, attributes(), engine()));
     });
     execute(prim, {{DNNL_ARG_SRC, memory(md, x)}, {DNNL_ARG_DST, memory(md, y)}});
     stream().wait();
@@ -72,9 +72,9 @@ Tensor unaryBackward(UnaryOp op, const Tensor& gy0, const Tensor& saved0, double
   try {
     auto& prim = cache.get(keyFor(op, saved, p), [&] {
       auto fd = dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, e.alg, md, e.alpha, e.beta);
-      auto fpd = dnnl::eltwise_forward::primitive_desc(fd, engine());
+      auto fpd = dnnl::eltwise_forward::primitive_desc(fd, attributes(), engine());
       auto bd = dnnl::eltwise_backward::desc(e.alg, md, md, e.alpha, e.beta);
-      return dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, engine(), fpd));
+      return dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(bd, attributes(), engine(), fpd));
     });
     const int saved_arg = unaryBackwardUsesOutput(op) ? DNNL_ARG_DST : DNNL_ARG_SRC;
     execute(prim, {{saved_arg, memory(md, saved)},
