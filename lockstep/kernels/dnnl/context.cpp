@@ -32,7 +32,13 @@ dnnl::primitive_attr attributes() {
   return attr;
 }
 
-void executeLocked(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args) {
+// The scratchpad below is reused as soon as execute() returns: right only where oneDNN runs a
+// primitive to its end before returning, as its OpenMP CPU runtime does (not threadpool or SYCL).
+static_assert(DNNL_CPU_RUNTIME == DNNL_RUNTIME_OMP,
+              "execute() assumes oneDNN's synchronous OpenMP CPU runtime");
+
+void execute(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args) {
+  std::lock_guard<std::mutex> lock(primitiveMutex());
   const_dnnl_primitive_desc_t pd = prim.get_primitive_desc();
   const_dnnl_primitive_attr_t attr = nullptr;
   dnnl_scratchpad_mode_t mode = dnnl_scratchpad_mode_library;
@@ -50,7 +56,7 @@ void executeLocked(const dnnl::primitive& prim, const std::unordered_map<int, dn
     return;
   }
   // One buffer for the process, grown to the largest scratchpad asked for and kept (as oneDNN's own
-  // global scratchpad is): executions are serialised by primitiveMutex(), which the caller holds.
+  // global scratchpad is): executions are serialised by primitiveMutex().
   static void* pad = nullptr;
   static size_t pad_bytes = 0;
   if (pad_bytes < bytes) {

@@ -28,15 +28,9 @@ std::mutex& primitiveMutex();
 /// smaller buffer (seen: jit:avx2 convolution backward-weights, SIGSEGV).
 dnnl::primitive_attr attributes();
 
-/// Runs a primitive on the shared stream with the process's scratchpad; the caller holds
-/// primitiveMutex(). InternalError for a primitive not created with attributes().
-void executeLocked(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args);
-
-/// Runs a primitive on the shared stream under primitiveMutex().
-inline void execute(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args) {
-  std::lock_guard<std::mutex> lock(primitiveMutex());
-  executeLocked(prim, args);
-}
+/// Runs a primitive on the shared stream under primitiveMutex(), with the process's scratchpad.
+/// InternalError for a primitive not created with attributes().
+void execute(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args);
 
 /// t when it covers its elements without gaps in some dimension order, else a contiguous copy.
 Tensor dense(const Tensor& t);
