@@ -5,14 +5,41 @@
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
 #include <cstring>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "lockstep/util/dtype.h"
 
 namespace lockstep {
 
-void convertF32ToBF16(const float* src, uint16_t* dst, int64_t n) {
-  // BFloat16(float) without its branch, so that the loop vectorises.
+namespace {
+
+// A conversion of many elements (ZeRO-Offload's f32 master weights rounded for the GPU, a model's
+// worth) splits into runs across the OpenMP threads: each element's result is its own, so the
+// split changes nothing but the time. Not inside a parallel region (the kernels' blocks).
+constexpr int64_t kThreadedRun = int64_t{1} << 18;
+
+template <typename Run>
+void convertRuns(int64_t n, Run&& run) {
+#ifdef _OPENMP
+  if (n >= 2 * kThreadedRun && !omp_in_parallel() && omp_get_max_threads() > 1) {
+    const int64_t runs = (n + kThreadedRun - 1) / kThreadedRun;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < runs; ++r) run(r * kThreadedRun, std::min(n, (r + 1) * kThreadedRun));
+    return;
+  }
+#endif
+  run(int64_t{0}, n);
+}
+
+// BFloat16(float) without its branch, so that the loop vectorises; cloned for AVX-512 and AVX2.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void f32ToBF16Run(const float* __restrict src,
+                                                                               uint16_t* __restrict dst,
+                                                                               int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
@@ -23,12 +50,24 @@ void convertF32ToBF16(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
-void convertBF16ToF32(const uint16_t* src, float* dst, int64_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void bf16ToF32Run(const uint16_t* __restrict src,
+                                                                               float* __restrict dst,
+                                                                               int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t u = static_cast<uint32_t>(src[i]) << 16;
     std::memcpy(&dst[i], &u, 4);
   }
+}
+
+}  // namespace
+
+void convertF32ToBF16(const float* src, uint16_t* dst, int64_t n) {
+  convertRuns(n, [&](int64_t b, int64_t e) { f32ToBF16Run(src + b, dst + b, e - b); });
+}
+
+void convertBF16ToF32(const uint16_t* src, float* dst, int64_t n) {
+  convertRuns(n, [&](int64_t b, int64_t e) { bf16ToF32Run(src + b, dst + b, e - b); });
 }
 
 namespace {
@@ -63,24 +102,34 @@ __attribute__((target("avx,f16c"))) int64_t f16ToF32Simd(const uint16_t* src, fl
 #endif
 }  // namespace
 
-void convertF32ToF16(const float* src, uint16_t* dst, int64_t n) {
-  int64_t i = 0;
+void convertF32ToF16(const float* src0, uint16_t* dst0, int64_t n0) {
+  convertRuns(n0, [&](int64_t b, int64_t e) {
+    const float* src = src0 + b;
+    uint16_t* dst = dst0 + b;
+    const int64_t n = e - b;
+    int64_t i = 0;
 #if defined(__x86_64__)
-  if (hasF16c()) i = f32ToF16Simd(src, dst, n);
+    if (hasF16c()) i = f32ToF16Simd(src, dst, n);
 #endif
-  for (; i < n; ++i) dst[i] = Half(src[i]).bits;
+    for (; i < n; ++i) dst[i] = Half(src[i]).bits;
+  });
 }
 
-void convertF16ToF32(const uint16_t* src, float* dst, int64_t n) {
-  int64_t i = 0;
+void convertF16ToF32(const uint16_t* src0, float* dst0, int64_t n0) {
+  convertRuns(n0, [&](int64_t b, int64_t e) {
+    const uint16_t* src = src0 + b;
+    float* dst = dst0 + b;
+    const int64_t n = e - b;
+    int64_t i = 0;
 #if defined(__x86_64__)
-  if (hasF16c()) i = f16ToF32Simd(src, dst, n);
+    if (hasF16c()) i = f16ToF32Simd(src, dst, n);
 #endif
-  for (; i < n; ++i) {
-    Half h;
-    h.bits = src[i];
-    dst[i] = static_cast<float>(h);
-  }
+    for (; i < n; ++i) {
+      Half h;
+      h.bits = src[i];
+      dst[i] = static_cast<float>(h);
+    }
+  });
 }
 
 }  // namespace lockstep

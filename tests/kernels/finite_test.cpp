@@ -14,7 +14,8 @@ namespace {
 template <typename T>
 void checkDType() {
   const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
-  for (int64_t n : {0, 1, 7, 1000}) {
+  // 3 x 65,536 + 5: several of the chunks the threads take, and a tail.
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, 3 * (int64_t{1} << 16) + 5}) {
     for (int64_t at = 0; at < n; at += std::max<int64_t>(1, n / 5)) {
       for (T bad : {inf, -inf, nan}) {
         std::vector<T> v(static_cast<size_t>(n));
@@ -42,6 +43,11 @@ TEST(Finite, scale_multiplies_in_place_and_reports_overflow_of_the_result) {
   EXPECT_FALSE(kernels::scaleAndCheckNonFinite(x, 0.25));
   EXPECT_EQ(x.toVector<float>(), (std::vector<float>{0.25f, -0.5f, 0.75e38f}));
   EXPECT_TRUE(kernels::scaleAndCheckNonFinite(x, 8.0));  // 6e38 is past f32's range
+  // Every chunk of a long tensor is scaled.
+  const int64_t n = 3 * (int64_t{1} << 16) + 5;
+  Tensor y = Tensor::full({n}, 3.0f);
+  EXPECT_FALSE(kernels::scaleAndCheckNonFinite(y, 0.5));
+  EXPECT_EQ(y.toVector<float>(), std::vector<float>(static_cast<size_t>(n), 1.5f));
 }
 
 TEST(Finite, strided_views_are_checked_and_scaled_where_they_point) {

@@ -1,12 +1,14 @@
-// clipGradNorm on the host, bit for bit the algorithm it has always had (each gradient's norm in f64
-// in element order, the norm of the norms, each gradient multiplied by the coefficient in its own
-// dtype), now that its arithmetic lives in kernels/norm.h; and clipGradNormTensor's host result.
+// clipGradNorm on the host, bit for bit the algorithm kernels/norm.h documents (each gradient's norm
+// in f64 over fixed chunks of element order in interleaved lanes, the norm of the norms, each
+// gradient multiplied by the coefficient in its own dtype), whatever the CPU's vector width and the
+// number of threads; and clipGradNormTensor's host result.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
 #include "lockstep/kernels/norm.h"
+#include "lockstep/kernels/threads.h"
 #include "lockstep/optim.h"
 #include "lockstep/tensor.h"
 
@@ -22,21 +24,30 @@ Tensor seeded(const Shape& shape, DType dtype, uint64_t seed) {
   return t;
 }
 
-// The algorithm as written before kernels/norm.h, the oracle of the host path.
-double oldTensorNorm(const Tensor& g, double p) {
-  std::vector<double> x = g.contiguous().toVector<double>();
-  if (std::isinf(p)) {
-    double m = 0.0;
-    for (double v : x) m = std::max(m, std::abs(v));
-    return m;
+// The documented algorithm, the oracle of the host path: element i of chunk c (kChunk elements)
+// goes to lane i % kLanes of that chunk, the lanes are joined pairwise ((0+1)+(2+3))+((4+5)+(6+7)),
+// the chunks added in order.
+constexpr int64_t kChunk = 65536;
+constexpr int kLanes = 8;
+
+double oracleNorm(const Tensor& g, double p) {
+  std::vector<double> x = g.contiguous().to(DType::f64).toVector<double>();
+  const bool inf = std::isinf(p);
+  auto add = [&](double acc, double v) {
+    if (inf) return std::max(acc, std::abs(v));
+    return p == 2.0 ? acc + v * v : acc + std::pow(std::abs(v), p);
+  };
+  auto join = [&](double a, double b) { return inf ? std::max(a, b) : a + b; };
+  double total = 0.0;
+  for (size_t c = 0; c < x.size(); c += kChunk) {
+    double lane[kLanes] = {};
+    for (size_t i = c; i < std::min(x.size(), c + kChunk); ++i)
+      lane[(i - c) % kLanes] = add(lane[(i - c) % kLanes], x[i]);
+    total = join(total, join(join(join(lane[0], lane[1]), join(lane[2], lane[3])),
+                             join(join(lane[4], lane[5]), join(lane[6], lane[7]))));
   }
-  double s = 0.0;
-  if (p == 2.0) {
-    for (double v : x) s += v * v;
-    return std::sqrt(s);
-  }
-  for (double v : x) s += std::pow(std::abs(v), p);
-  return std::pow(s, 1.0 / p);
+  if (inf) return total;
+  return p == 2.0 ? std::sqrt(total) : std::pow(total, 1.0 / p);
 }
 
 // Several gradients: f32 and f64, a channels_last one, one whose gradient is a transposed (not
@@ -61,14 +72,14 @@ struct Params {
 
 }  // namespace
 
-TEST(ClipGradNorm, host_results_are_bitwise_the_previous_algorithm) {
+TEST(ClipGradNorm, host_results_are_bitwise_the_documented_algorithm) {
   for (double p : {2.0, 1.0, 1.5, std::numeric_limits<double>::infinity()}) {
     for (double max_norm : {0.5, 1e9}) {
       Params a(1);
       std::vector<double> norms;
       std::vector<std::vector<double>> expected;
       for (auto& v : a.vars) {
-        if (v.hasGrad()) norms.push_back(oldTensorNorm(v.grad(), p));
+        if (v.hasGrad()) norms.push_back(oracleNorm(v.grad(), p));
       }
       double total = 0.0;
       if (std::isinf(p)) {
@@ -159,4 +170,33 @@ TEST(NormKernels, host_checks_and_low_precision) {
   Tensor ints = Tensor::ones({4}, DType::i32);
   EXPECT_THROW(kernels::scaleByClipCoefficient({ints}, two, 1.0), NotSupportedError);
   EXPECT_THROW(kernels::scaleByClipCoefficient({x}, Tensor::scalar(2.0, DType::f32), 1.0), ValueError);
+}
+
+// Tensors of several chunks and a tail: the host norm is the documented sum with one thread and
+// with several (threads take whole chunks), in every floating dtype (16-bit ones widened exactly);
+// the clip multiplies every chunk.
+TEST(NormKernels, host_norms_over_many_chunks_are_the_documented_sums_with_any_thread_count) {
+  const int threads = kernels::numThreads();
+  for (int64_t n : {int64_t{7}, 3 * kChunk + 13, int64_t{1} << 20}) {
+    for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+      const Tensor g = seeded({n}, DType::f32, static_cast<uint64_t>(n)).to(t);
+      for (double p : {2.0, 1.0, 3.0, std::numeric_limits<double>::infinity()}) {
+        const double want = oracleNorm(g, p);
+        for (int k : {1, 2, 3}) {
+          kernels::setNumThreads(k);
+          EXPECT_EQ(kernels::norm(g, p), want) << n << " " << dtypeName(t) << " p " << p << " threads " << k;
+        }
+      }
+    }
+    kernels::setNumThreads(threads);
+    Tensor g = seeded({n}, DType::f32, 7);
+    const std::vector<float> was = g.toVector<float>();
+    const double total = kernels::totalNorm({g}, 2.0).item<double>();
+    kernels::scaleByClipCoefficient({g}, Tensor::scalar(total, DType::f64), 0.5);
+    const float coef = static_cast<float>(0.5 / (total + 1e-6));
+    const std::vector<float> got = g.toVector<float>();
+    for (size_t i = 0; i < was.size(); i += 997) ASSERT_EQ(got[i], was[i] * coef) << i;
+    EXPECT_EQ(got.back(), was.back() * coef);
+  }
+  kernels::setNumThreads(threads);
 }

@@ -29,7 +29,9 @@ TEST(DTypeConversion, bulk_conversions_match_the_scalar_ones) {
                           std::numeric_limits<float>::min(),
                           std::numeric_limits<float>::max()};
   uint32_t state = 12345;
-  for (int i = 0; i < 100000; ++i) {  // random bit patterns: every exponent, both signs
+  // Random bit patterns (every exponent, both signs), enough of them that the conversions split
+  // into runs across the threads, with a tail.
+  for (int i = 0; i < 1200003; ++i) {
     state = state * 1664525u + 1013904223u;
     float f;
     std::memcpy(&f, &state, 4);

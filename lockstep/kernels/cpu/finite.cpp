@@ -2,6 +2,10 @@
 // them in the same pass; bf16/f16 through f32 copies (see kernels/dispatch.h).
 #include "lockstep/kernels/finite.h"
 
+#include <atomic>
+
+#include "lockstep/kernels/cpu/chunks.h"
+#include "lockstep/kernels/cpu/vector_math.h"
 #include "lockstep/kernels/tables/finite.h"
 #include "lockstep/tensor/strided.h"
 #include "lockstep/util/error.h"
@@ -14,7 +18,7 @@ namespace {
 // exactly when the run holds a non-finite element: a branch-free reduction the compiler vectorises
 // (std::isfinite in the loop would not be).
 template <typename T>
-bool runNonFinite(T* x, int64_t n, int64_t stride, T factor, bool scale) {
+LOCKSTEP_VECTOR_CLONES bool runNonFinite(T* x, int64_t n, int64_t stride, T factor, bool scale) {
   T acc = 0;
   if (stride == 1) {
     if (scale) {
@@ -39,7 +43,14 @@ bool runNonFinite(T* x, int64_t n, int64_t stride, T factor, bool scale) {
 template <typename T>
 bool typed(Tensor& x, T factor, bool scale) {
   T* p = static_cast<T*>(x.dataPtr());
-  if (x.isDense()) return runNonFinite(p, x.numel(), 1, factor, scale);
+  if (x.isDense()) {
+    // Threads take whole chunks; the answer (any non-finite element) is the same however they do.
+    std::atomic<bool> bad{false};
+    forEachChunk(x.numel(), int64_t{1} << 16, [&](int64_t, int64_t b, int64_t e) {
+      if (runNonFinite(p + b, e - b, 1, factor, scale)) bad.store(true, std::memory_order_relaxed);
+    });
+    return bad.load();
+  }
   bool bad = false;
   forEachRun<1>(x.shape(), {&x.strides()},
                 [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {

@@ -1,7 +1,10 @@
 // The cpu backend's optimizer steps: SGD and Adam over flat spans, one branch-free loop per option
-// combination, threaded over chunks (see kernels/dispatch.h). f32 and f64 spans are stepped as they
-// are; bf16 and f16 ones a block at a time widened into f32, stepped by the f32 loop and rounded
-// back (PyTorch's fused optimizers' and DeepSpeed FusedAdam's f32 arithmetic on 16-bit storage).
+// combination, threaded over chunks (see kernels/dispatch.h), each loop cloned for AVX-512 and AVX2
+// beside the baseline (picked at load time): element-wise IEEE arithmetic without FMA (this file is
+// compiled with -ffp-contract=off), so every clone, the baseline and the GPU's kernels agree bitwise. f32 and
+// f64 spans are stepped as they are; bf16 and f16 ones a block at a time widened into f32, stepped by the f32
+// loop and rounded back (PyTorch's fused optimizers' and DeepSpeed FusedAdam's f32 arithmetic on 16-bit
+// storage).
 #include "lockstep/kernels/optimizer.h"
 
 #ifdef _OPENMP
@@ -15,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "lockstep/kernels/cpu/vector_math.h"
 #include "lockstep/kernels/tables/optimizer.h"
 #include "lockstep/tensor/convert.h"
 #include "lockstep/util/error.h"
@@ -109,8 +113,8 @@ class Widened {
 // so f32 results agree with torch to rounding and f64 ones to ~1e-16. The options are template
 // flags, so the loop has no branches and vectorizes.
 template <typename T, bool kMaximize, bool kWd, bool kMomentum, bool kNesterov>
-void sgdLoop(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t begin, int64_t end,
-             const std::array<double, kSgdScalars>& s) {
+LOCKSTEP_VECTOR_CLONES void sgdLoop(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t begin,
+                                    int64_t end, const std::array<double, kSgdScalars>& s) {
   const T wd = static_cast<T>(s[0]), mom = static_cast<T>(s[1]);
   const T damp = static_cast<T>(s[2]), neg_lr = static_cast<T>(s[3]);
   const bool first = s[4] != 0.0;
@@ -172,8 +176,9 @@ void sgdCpu<uint16_t>(const SgdSpan& s, const SgdParams& o) {
 // _single_tensor_adamw (non-capturable path). The options are template flags, so the loop has no
 // branches and vectorizes (a run-time flag per element kept it scalar: 4x slower).
 template <typename T, bool kMaximize, bool kL2, bool kDecay, bool kAmsgrad>
-void adamLoop(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, T* __restrict vmax,
-              int64_t begin, int64_t end, const std::array<double, kAdamScalars>& s) {
+LOCKSTEP_VECTOR_CLONES void adamLoop(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
+                                     T* __restrict vmax, int64_t begin, int64_t end,
+                                     const std::array<double, kAdamScalars>& s) {
   const T b1 = static_cast<T>(s[0]), b2 = static_cast<T>(s[1]);
   const T one_b1 = static_cast<T>(s[2]), one_b2 = static_cast<T>(s[3]);
   const T wd = static_cast<T>(s[4]), decay = static_cast<T>(s[5]);
