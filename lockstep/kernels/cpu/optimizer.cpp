@@ -1,10 +1,10 @@
 // The cpu backend's optimizer steps: SGD and Adam over flat spans, one branch-free loop per option
-// combination, threaded over chunks (see kernels/dispatch.h), each loop cloned for AVX-512 and AVX2
-// beside the baseline (picked at load time): element-wise IEEE arithmetic without FMA (this file is
-// compiled with -ffp-contract=off), so every clone, the baseline and the GPU's kernels agree bitwise. f32 and
-// f64 spans are stepped as they are; bf16 and f16 ones a block at a time widened into f32, stepped by the f32
-// loop and rounded back (PyTorch's fused optimizers' and DeepSpeed FusedAdam's f32 arithmetic on 16-bit
-// storage).
+// combination, threaded over chunks (see kernels/dispatch.h). f32 and f64 spans are stepped as they
+// are; bf16 and f16 ones a block at a time widened into f32, stepped by the f32 loop and rounded
+// back (PyTorch's fused optimizers' and DeepSpeed FusedAdam's f32 arithmetic on 16-bit storage).
+// Each loop is cloned for AVX-512 and AVX2 beside the baseline (picked at load time): element-wise
+// IEEE arithmetic without FMA (this file is compiled with -ffp-contract=off), so the clones, the
+// baseline and the GPU's kernels agree bitwise.
 #include "lockstep/kernels/optimizer.h"
 
 #ifdef _OPENMP
