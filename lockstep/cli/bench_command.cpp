@@ -14,15 +14,19 @@
 // op (/proc/self/io; the most of any rank), i.e. its socket traffic with gloo; shm moves data by
 // memory copies and writes next to none.
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,7 +47,7 @@ struct BenchArgs {
   std::string what = "allreduce";
   std::string backend = "shm";
   int nproc = 2;
-  std::vector<size_t> sizes = {4096, 67108864};
+  std::vector<int64_t> sizes = {4096, 67108864};
   int iters = 0;  // 0: chosen per size
   int warmup = 5;
   bool worker = false;
@@ -86,15 +90,39 @@ struct Collective {
   }
 };
 
+// The sizes each rank can run: at least one element per rank's block, and memory for them.
+void checkSizes(const BenchArgs& a) {
+  const auto es = static_cast<int64_t>(dtypeSize(dtypeFromName(a.dtype)));
+  const int64_t per = a.what == "allreduce" ? es : es * a.nproc;
+  for (int64_t bytes : a.sizes) {
+    LOCKSTEP_ENFORCE(bytes >= per, ValueError, "--sizes ", bytes, ": less than one ", a.dtype, " element",
+                     a.what == "allreduce" ? "" : " per rank", " (", per, " bytes); give sizes of at least ",
+                     per, " bytes");
+  }
+}
+
 int workerMain(const BenchArgs& a) {
+  // Ends with the launcher, whatever stops it (SIGKILL included): no rank is left running alone.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (const char* parent = std::getenv("LOCKSTEP_BENCH_LAUNCHER");
+      parent && std::to_string(::getppid()) != parent)
+    return 1;  // the launcher was gone before the line above
   comm::InitOptions init;
   init.backend = a.backend;
   auto pg = comm::initProcessGroup(init);
   const DType dt = dtypeFromName(a.dtype);
   const int n = pg->size();
   const bool allreduce = a.what == "allreduce";
-  for (size_t bytes : a.sizes) {
-    Collective c(a.what, bytes, dt, n);
+  for (int64_t size : a.sizes) {
+    const auto bytes = static_cast<size_t>(size);
+    std::optional<Collective> made;
+    try {
+      made.emplace(a.what, bytes, dt, n);
+    } catch (const std::bad_alloc&) {
+      throw ValueError(::lockstep::detail::concat("--sizes ", size, ": cannot allocate the buffers of ", size,
+                                                  " bytes on this host; give smaller sizes"));
+    }
+    Collective& c = *made;
     // Check once: ones summed over n ranks.
     visitDType(dt, [&](auto tag) {
       using T = decltype(tag);
@@ -130,6 +158,16 @@ int workerMain(const BenchArgs& a) {
   return 0;
 }
 
+// The ranks a signal to the launcher is passed on to (set before the handlers are installed).
+pid_t g_ranks[256];
+size_t g_rank_count = 0;
+
+void forwardAndExit(int sig) {
+  for (size_t i = 0; i < g_rank_count; ++i) ::kill(g_ranks[i], sig);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   std::vector<char*> av, ev;
   for (const auto& s : argv) av.push_back(const_cast<char*>(s.c_str()));
@@ -146,8 +184,9 @@ int launcherMain(const BenchArgs& a) {
   char exe[4096] = {};
   ssize_t len = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   LOCKSTEP_ENFORCE(len > 0, IoError, "bench: cannot find this executable (/proc/self/exe)");
+  checkSizes(a);
   std::string sizes;
-  for (size_t s : a.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
+  for (int64_t s : a.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
   std::vector<std::string> args = {exe,         "bench",
                                    a.what,      "--worker",
                                    "--backend", a.backend,
@@ -157,6 +196,7 @@ int launcherMain(const BenchArgs& a) {
                                    "--dtype",   a.dtype};
   std::vector<std::string> base_env;
   for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
+  base_env.push_back("LOCKSTEP_BENCH_LAUNCHER=" + std::to_string(::getpid()));
   std::vector<pid_t> pids;
   std::unique_ptr<comm::TCPStore> store;
   if (!comm::findBackend(a.backend).needs_store) {  // mpi: its ranks are mpirun's to start
@@ -181,6 +221,10 @@ int launcherMain(const BenchArgs& a) {
       pids.push_back(spawn(args, env));
     }
   }
+  // SIGINT, SIGTERM or SIGHUP to the launcher reach its ranks (mpirun among them) too.
+  for (size_t i = 0; i < pids.size() && i < std::size(g_ranks); ++i) g_ranks[i] = pids[i];
+  g_rank_count = std::min(pids.size(), std::size(g_ranks));
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, forwardAndExit);
   int rc = 0;
   for (size_t i = 0; i < pids.size(); ++i) {
     int status = 0;
@@ -188,7 +232,13 @@ int launcherMain(const BenchArgs& a) {
     bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!ok && rc == 0) {
       rc = 1;
-      std::fprintf(stderr, "lockstep bench: a rank (pid %d) failed; stopping the others\n", done);
+      if (WIFSIGNALED(status))
+        std::fprintf(stderr,
+                     "lockstep bench: a rank (pid %d) was killed by signal %d (%s); stopping the others\n",
+                     done, WTERMSIG(status), strsignal(WTERMSIG(status)));
+      else
+        std::fprintf(stderr, "lockstep bench: a rank (pid %d) exited with code %d; stopping the others\n",
+                     done, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
       for (pid_t p : pids) {
         if (p != done) ::kill(p, SIGTERM);
       }
@@ -215,9 +265,12 @@ int benchMain(int argc, char** argv) {
         }
       });
   app.add_option("--nproc", a.nproc, "local ranks to start")->check(CLI::Range(1, 256));
-  app.add_option("--sizes", a.sizes, "message sizes in bytes, comma separated")->delimiter(',');
-  app.add_option("--iters", a.iters, "timed iterations per size (0: about 0.5 GB of traffic)");
-  app.add_option("--warmup", a.warmup, "untimed iterations per size");
+  app.add_option("--sizes", a.sizes, "message sizes in bytes, comma separated (1 to 2^40)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  app.add_option("--iters", a.iters, "timed iterations per size (0: about 0.5 GB of traffic)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup", a.warmup, "untimed iterations per size")->check(CLI::NonNegativeNumber);
   app.add_option("--dtype", a.dtype, "element type")
       ->check(CLI::IsMember({"f32", "f64", "bf16", "f16", "i32", "i64", "u8"}));
   app.add_flag("--worker", a.worker, "internal: run as one rank");
@@ -226,7 +279,12 @@ int benchMain(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  return a.worker ? workerMain(a) : launcherMain(a);
+  try {
+    return a.worker ? workerMain(a) : launcherMain(a);
+  } catch (const ValueError& e) {
+    std::fprintf(stderr, "lockstep bench: error: %s\n", e.what());
+    return 2;
+  }
 }
 
 static lockstep::cli::Registration reg{

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,16 @@ int reportMain(int argc, char** argv) {
     lockstep::train::writeReport(dirs, out);
   } catch (const lockstep::ValueError& e) {
     std::fprintf(stderr, "lockstep report: error: %s\n", e.what());
+    return 2;
+  } catch (const nlohmann::json::exception& e) {
+    // A run.json or summary.json whose values are not what lockstep train writes.
+    std::string runs;
+    for (const auto& d : dirs) runs += (runs.empty() ? "" : ", ") + d;
+    std::fprintf(
+        stderr,
+        "lockstep report: error: a run.json or summary.json of %s holds a value of another type than "
+        "lockstep train writes (%s); was it edited by hand?\n",
+        runs.c_str(), e.what());
     return 2;
   }
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

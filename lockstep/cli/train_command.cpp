@@ -76,6 +76,9 @@ lockstep::train::TrainConfig validate(const TrainArgs& a, const lockstep::comm::
   }
   if (d.isCuda()) lockstep::checkDeviceAvailable(d);
   lockstep::train::prepareOutputDir(a.output_dir);
+  // Checkpoints elsewhere: found unwritable now, not at the first save after hours of training.
+  if (!config.checkpoint_dir.empty())
+    lockstep::train::prepareWritableDir(config.checkpoint_dir, "checkpoint.dir");
   lockstep::train::checkDataFiles(config.data);
   lockstep::train::checkOffloadDirs(config.zero);
   return config;

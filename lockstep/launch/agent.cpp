@@ -77,10 +77,23 @@ Agent::Agent(const LaunchOptions& options) : options_(options), host_(hostName()
       join_token_.empty() || join_token_.size() >= 16, ValueError,
       "LOCKSTEP_JOIN_TOKEN needs a secret of at least 16 characters (e.g. `openssl rand -hex 32`)");
   command_ = workerCommand(options_);
-  program_path_ = resolveProgram(command_[0], std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
+  try {
+    program_path_ = resolveProgram(command_[0], std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
+  } catch (const ValueError& e) {
+    // The interpreter of a .py or -m program: named by what chose it.
+    const char* python = std::getenv("LOCKSTEP_PYTHON");
+    if (command_[0] != options_.program && python && command_[0] == python)
+      throw ValueError(std::string("LOCKSTEP_PYTHON (the interpreter for ") + options_.program +
+                       "): " + e.what());
+    throw;
+  }
   if (!options_.log_dir.empty()) {
     run_dir_ = options_.log_dir + "/" + options_.run_id;
-    makeDirs(run_dir_);
+    try {
+      makeDirs(run_dir_);
+    } catch (const IoError& e) {
+      throw ValueError(std::string("--log-dir ") + options_.log_dir + ": " + e.what());  // bad usage: exit 2
+    }
   } else {
     std::string tmpl = (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : std::string("/tmp")) +
                        "/lockstep-run-XXXXXX";
@@ -134,6 +147,13 @@ int Agent::run() {
   } catch (const TimeoutError& e) {
     log(std::string("error: ") + e.what());
     return kJobTimedOut;  // the master's pod may not be up yet: a retry may find it
+  } catch (const IoError& e) {
+    // The master's store went away while this agent connected (its agent ended or was killed): as
+    // a store lost later, a retry may find a new one. (The master's own agent fails as it did.)
+    if (ro.node_rank && *ro.node_rank == 0) throw;
+    log(std::string("error: lost contact with the rendezvous store of the master node while joining: ") +
+        e.what());
+    return kJobTimedOut;
   }
   Rendezvous& rdzv = *joined;
   options_.master_port = rdzv.port();
@@ -155,9 +175,19 @@ int Agent::run() {
     } catch (const TimeoutError& e) {
       log(std::string("error: ") + e.what());
       return kJobTimedOut;  // a node that never arrived (not scheduled, not started yet) may next time
+    } catch (const IoError& e) {
+      // The master's agent ended or was killed during the rendezvous: its store is gone, as when it
+      // is lost mid-job (the same exit code: a retry may find a new master).
+      log(std::string(
+              "error: lost contact with the rendezvous store of the master node during the rendezvous: ") +
+          e.what());
+      return kJobTimedOut;
     }
     if (!r) {
-      if (signals.terminationSignal() != 0) return 128 + signals.terminationSignal();
+      if (const int sig = signals.terminationSignal(); sig != 0) {
+        log("stopped by " + signalName(sig) + " during the rendezvous, before any worker started");
+        return 128 + sig;
+      }
       std::optional<JobEnd> end = rdzv.ended();
       log(end && end->exit_code == 0 ? "the job finished before this node could join it"
                                      : "the job was stopped before this node could join it: " +

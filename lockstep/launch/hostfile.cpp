@@ -105,7 +105,11 @@ std::vector<std::string> hostCommands(const std::vector<HostSlots>& hosts, const
       a.insert(a.end(), {"--rdzv-timeout", formatSeconds(options.rdzv_timeout_s)});
     if (options.monitor_interval_s != LaunchOptions{}.monitor_interval_s)
       a.insert(a.end(), {"--monitor-interval", formatSeconds(options.monitor_interval_s)});
+    if (options.grace_period_s != LaunchOptions{}.grace_period_s)
+      a.insert(a.end(), {"--grace-period", formatSeconds(options.grace_period_s)});
     if (!options.log_dir.empty()) a.insert(a.end(), {"--log-dir", options.log_dir});
+    if (options.redirects.any()) a.insert(a.end(), {"--redirects", formatStreamSelection(options.redirects)});
+    if (options.tee.any()) a.insert(a.end(), {"--tee", formatStreamSelection(options.tee)});
     if (options.timeout_s) a.insert(a.end(), {"--timeout", formatSeconds(*options.timeout_s)});
     if (options.heartbeat_timeout_s)
       a.insert(a.end(), {"--heartbeat-timeout", formatSeconds(*options.heartbeat_timeout_s)});

@@ -86,6 +86,14 @@ void flag(CLI::App& app, std::initializer_list<std::string> names, const std::st
   app.add_flag_callback(withUnderscoreTwins(names), std::move(set), help);
 }
 
+// --rdzv-timeout and --rdzv-conf's join_timeout are one setting: either, not both.
+void setRendezvousTimeout(LaunchOptions& o, const std::string& source, double seconds) {
+  LOCKSTEP_ENFORCE(o.rdzv_timeout_source.empty() || o.rdzv_timeout_source == source, ValueError, "options ",
+                   o.rdzv_timeout_source, " and ", source, " both set the rendezvous timeout; give only one");
+  o.rdzv_timeout_source = source;
+  o.rdzv_timeout_s = seconds;
+}
+
 // torchrun's --rdzv-conf "key=value,key=value". Only the keys that mean something here are taken;
 // any other is an error rather than a setting silently dropped.
 void parseRendezvousConf(const std::string& flag, const std::string& value, LaunchOptions& o) {
@@ -100,7 +108,7 @@ void parseRendezvousConf(const std::string& flag, const std::string& value, Laun
                      "' is not KEY=VALUE");
     const std::string key = item.substr(0, eq), v = item.substr(eq + 1);
     if (key == "join_timeout") {
-      o.rdzv_timeout_s = parseSeconds(flag + " join_timeout", v);
+      setRendezvousTimeout(o, flag + " join_timeout", parseSeconds(flag + " join_timeout", v));
     } else if (key == "last_call_timeout") {
       o.last_call_timeout_s = parseSeconds(flag + " last_call_timeout", v);
     } else {
@@ -148,8 +156,10 @@ void addFlags(CLI::App& app, LaunchOptions& o, int cores) {
          [&o](const std::string& f, const std::string& v) { o.master_port = parseInt(f, v, 1, 65535); });
   flag(app, {"--standalone"}, "single node; pick a free port for the rendezvous store",
        [&o] { o.standalone = true; });
-  option(app, {"--rdzv-endpoint"}, "HOST:PORT",
-         "rendezvous store endpoint (instead of --master-addr/--master-port)",
+  option(app, {"--rdzv-endpoint"}, "HOST[:PORT]",
+         "rendezvous store endpoint (instead of --master-addr/--master-port; port 29400 by default, as "
+         "torchrun's "
+         "c10d)",
          [&o](const std::string& f, const std::string& v) {
            auto [host, port] = parseEndpoint(f, v);
            o.master_addr = host;
@@ -168,9 +178,9 @@ void addFlags(CLI::App& app, LaunchOptions& o, int cores) {
                             " needs a non-empty id without '/'");
            o.run_id = v;
          });
-  option(app, {"--rdzv-timeout"}, "SEC",
-         "seconds to wait for all nodes (elastic: MIN) to arrive (default 900)",
-         [&o](const std::string& f, const std::string& v) { o.rdzv_timeout_s = parseSeconds(f, v); });
+  option(
+      app, {"--rdzv-timeout"}, "SEC", "seconds to wait for all nodes (elastic: MIN) to arrive (default 900)",
+      [&o](const std::string& f, const std::string& v) { setRendezvousTimeout(o, f, parseSeconds(f, v)); });
   option(app, {"--rdzv-conf"}, "KEY=VALUE,...",
          "rendezvous settings, as torchrun's: join_timeout (same as --rdzv-timeout), last_call_timeout "
          "(elastic: how long a round waits for more nodes once MIN are there; default 30)",
@@ -285,7 +295,7 @@ constexpr std::pair<const char*, const char*> kConflicts[] = {
     {"--standalone", "--master-port"},    {"--hostfile", "--nnodes"},
     {"--hostfile", "--node-rank"},        {"--hostfile", "--standalone"},
     {"--hostfile", "--nproc-per-node"},   {"--hostfile", "--master-addr"},
-    {"--hostfile", "--rdzv-endpoint"},    {"--rdzv-timeout", "--rdzv-conf"},
+    {"--hostfile", "--rdzv-endpoint"},
 };
 
 // The flags torchrun has, each defaulting to PET_<ITS NAME> (torch/distributed/argparse_util.py's
@@ -295,6 +305,17 @@ constexpr const char* kTorchrunFlags[] = {
     "--standalone", "--rdzv-endpoint", "--master-addr", "--master-port",  "--nproc-per-node",   "--nnodes",
     "--node-rank",  "--rdzv-backend",  "--rdzv-id",     "--max-restarts", "--monitor-interval", "--log-dir",
     "--redirects",  "--tee",           "--module",      "--no-python",    "--rdzv-conf",
+};
+
+// torchrun's flags lockstep run does not take, and why: named in the error instead of "unknown".
+constexpr std::pair<const char*, const char*> kTorchrunOnlyFlags[] = {
+    {"--start-method", "workers are always separate processes started by exec, as torchrun's 'spawn'"},
+    {"--role", "every worker has the one role 'default'"},
+    {"--local-addr", "each node's address toward the master is found by routing"},
+    {"--local-ranks-filter",
+     "every rank's output reaches the console; --redirects and --tee choose per rank"},
+    {"--logs-specs", "the log files are --log-dir's"},
+    {"--log-line-prefix-template", "console lines are prefixed with the rank"},
 };
 
 // "--nproc-per-node" -> "PET_NPROC_PER_NODE".
@@ -446,6 +467,14 @@ StreamSelection parseStreamSelection(const std::string& flag, const std::string&
   return s;
 }
 
+std::string formatStreamSelection(const StreamSelection& s) {
+  if (s.by_local_rank.empty()) return std::to_string(s.all);
+  std::string out;
+  for (const auto& [rank, mask] : s.by_local_rank)
+    out += (out.empty() ? "" : ",") + std::to_string(rank) + ":" + std::to_string(mask);
+  return out;
+}
+
 std::pair<std::string, int> parseEndpoint(const std::string& flag, const std::string& value) {
   std::string host;
   std::string port;
@@ -464,7 +493,8 @@ std::pair<std::string, int> parseEndpoint(const std::string& flag, const std::st
     if (colon != std::string::npos) port = value.substr(colon + 1);
   }
   LOCKSTEP_ENFORCE(!host.empty(), ValueError, "option ", flag, "=", value, ": expected HOST:PORT");
-  return {host, port.empty() ? 29500 : parseInt(flag, port, 1, 65535)};
+  // No port: torchrun's c10d rendezvous default, 29400 (--master-port's is 29500).
+  return {host, port.empty() ? 29400 : parseInt(flag, port, 1, 65535)};
 }
 
 LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores, const comm::EnvLookup& env) {
@@ -477,9 +507,18 @@ LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores, c
   } catch (const CLI::ParseError& e) {
     throwParseError(cli.app, e);
   }
-  // What CLI11 did not recognise before PROGRAM; a `--` that ended the flags is no error.
-  for (const auto& extra : cli.app.remaining())
-    LOCKSTEP_ENFORCE(extra == "--", ValueError, "unknown option '", extra, "'");
+  // What CLI11 did not recognise before PROGRAM; a `--` that ended the flags is no error. torchrun's
+  // flags that have no counterpart here say so and what to do.
+  for (const auto& extra : cli.app.remaining()) {
+    if (extra == "--") continue;
+    std::string name = extra.substr(0, extra.find('='));
+    std::replace(name.begin() + std::min<size_t>(2, name.size()), name.end(), '_', '-');
+    for (const auto& [flag, why] : kTorchrunOnlyFlags) {
+      LOCKSTEP_ENFORCE(name != flag, ValueError, "option ", extra, ": torchrun's ", flag,
+                       " has no counterpart in lockstep run (", why, "); drop it");
+    }
+    throw ValueError(::lockstep::detail::concat("unknown option '", extra, "'"));
+  }
   applyTorchrunVariables(
       cli, o, env ? env : [](const char* name) { return lockstep::env::get(name); });
   if (!cli.given("--rdzv-endpoint") && !cli.given("--master-port") && o.standalone) o.master_port = 0;

@@ -35,6 +35,9 @@ struct LaunchOptions {
   bool standalone = false;
   std::string run_id = "none";  ///< --rdzv-id / --run-id: names the job in the store.
   double rdzv_timeout_s = 900;  ///< How long to wait for all (elastic: MIN) nodes to arrive.
+  /// What set rdzv_timeout_s ("--rdzv-timeout" or "--rdzv-conf join_timeout"; empty: the default):
+  /// the two are one setting, so giving both is a conflict.
+  std::string rdzv_timeout_source{};
   /// Elastic: once MIN nodes are there, how long a round still waits for more (up to MAX) before it
   /// closes (torchrun's --rdzv-conf last_call_timeout, default 30 s).
   double last_call_timeout_s = 30;
@@ -102,6 +105,8 @@ std::string launchUsage();
 
 /// Parses a `--redirects`/`--tee` value ("3", "0:1,1:2"); ValueError naming flag when malformed.
 StreamSelection parseStreamSelection(const std::string& flag, const std::string& value);
+/// The value parseStreamSelection reads back as s ("3", "0:1,1:2").
+std::string formatStreamSelection(const StreamSelection& s);
 
 /// Splits "host:port" (also "[v6addr]:port"); ValueError naming flag when malformed.
 std::pair<std::string, int> parseEndpoint(const std::string& flag, const std::string& value);

@@ -136,6 +136,11 @@ Rendezvous::Rendezvous(const RendezvousOptions& options)
   // mode, can make listen() fail once: try a few times before deciding.
   for (int attempt = 0; want_host && !tcp && attempt < 10; ++attempt) {
     so.is_server = true;
+    // The hosting agent's own client connects over loopback (the server listens on every
+    // address): at once, whatever --master-addr says. Connecting to a --master-addr that does not
+    // resolve, or to an address routed elsewhere, kept it waiting the whole rendezvous timeout with
+    // its signals blocked.
+    so.host = "127.0.0.1";
     try {
       // The server thread inherits this mask: the agent's signals then always reach the main
       // thread, whose loop watches for them.
@@ -202,7 +207,29 @@ std::string Rendezvous::key(int round, const std::string& name) const {
 
 std::optional<RendezvousResult> Rendezvous::join(int round, int nproc,
                                                  const std::function<bool()>& interrupted) {
+  checkSameNodeCount();
   return elastic() ? joinElastic(round, nproc, interrupted) : joinFixed(round, nproc, interrupted);
+}
+
+void Rendezvous::checkSameNodeCount() {
+  // Every agent of a job must be started with the same --nnodes: the first to come writes its
+  // value, the others compare. One that differs says so and leaves word for those waiting, who
+  // would otherwise start workers with another world size, or wait out --rdzv-timeout.
+  const std::string mine = elastic()
+                               ? std::to_string(options_.min_nodes) + ":" + std::to_string(options_.nnodes)
+                               : std::to_string(options_.nnodes);
+  const std::string first = text(store_->compareSet("nnodes", {}, bytes(mine)));
+  if (first == mine) return;
+  const std::string why = "rendezvous '" + options_.run_id + "': host '" + options_.hostname +
+                          "' was started with --nnodes=" + mine +
+                          ", the agents there before it with --nnodes=" + first +
+                          "; start every host's `lockstep run` with the same --nnodes";
+  store_->set("refused", bytes(why));
+  throw ValueError(why);
+}
+
+void Rendezvous::throwIfRefused() {
+  if (store_->check({"refused"})) throw ValueError(store_->getString("refused"));
 }
 
 std::string Rendezvous::record(int nproc) const {
@@ -272,6 +299,7 @@ std::optional<RendezvousResult> Rendezvous::joinFixed(int round, int nproc,
   auto deadline = Clock::now() + options_.timeout;
   while (!store_->check(keys)) {
     if (interrupted && interrupted()) return std::nullopt;
+    throwIfRefused();
     if (Clock::now() >= deadline) {
       std::string present, missing;
       for (int i = 0; i < n; ++i) {

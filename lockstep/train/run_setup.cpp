@@ -125,6 +125,17 @@ std::shared_ptr<nn::Module> buildModel(const TrainConfig& c, const TrainData& da
   Generator init_gen(c.seed);
   nn::ModelOptions mo = modelOptions(c, &init_gen);
   if (c.data.isLanguage() && mo.vocab_size == 0) mo.vocab_size = data.vocab_size;
+  // A labelled folder's classes must fit the model's outputs (fewer is torch's habit and fine): a
+  // label past them would end the first step with the cross entropy's message instead of this.
+  const int64_t outputs = nn::classifierOutputs(c.model, mo);
+  const auto classes = static_cast<int64_t>(data.classes.size());
+  if (outputs > 0 && classes > outputs) {
+    const bool linear = c.model == "linear" || c.model == "mlp";
+    throw ValueError(c.data.dataset + " " + c.data.root + " holds " + std::to_string(classes) +
+                     " classes but the model " + c.model + " outputs " + std::to_string(outputs) +
+                     "; set model." + (linear ? "out_features" : "num_classes") + ": " +
+                     std::to_string(classes));
+  }
   std::shared_ptr<nn::Module> model = parallel::Engine::buildModel(
       engineOptions(c, 0, device), device, [&] { return nn::makeModel(c.model, mo); });
   return model;
@@ -158,7 +169,9 @@ data::DataLoaderOptions loaderOptions(const TrainConfig& c) {
 RunLength runLength(const TrainConfig& c, const data::DataLoader& loader, int64_t train_size) {
   RunLength l;
   l.steps_per_epoch = loader.size() / c.batch.gradient_accumulation_steps;
-  if (l.steps_per_epoch == 0) {
+  // A micro-batch past the data would train every step on a partial batch while the run reports the
+  // configured one: refused as a step past the data is.
+  if (l.steps_per_epoch == 0 || train_size < c.batch.train_batch_size) {
     throw ValueError("the training set (" + std::to_string(train_size) +
                      " samples) is smaller than one step (" + std::to_string(c.batch.train_batch_size) +
                      " samples)");

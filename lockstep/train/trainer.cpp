@@ -42,17 +42,19 @@ namespace lockstep::train {
 
 namespace fs = std::filesystem;
 
-void prepareOutputDir(const std::string& dir) {
+void prepareWritableDir(const std::string& dir, const std::string& what) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw ValueError("cannot create the output dir " + dir + ": " + ec.message());
+  if (ec) throw ValueError("cannot create " + what + " " + dir + ": " + ec.message());
   std::string probe = dir + "/.lockstep-write-test-" + std::to_string(::getpid());
   {
     std::ofstream f(probe);
-    if (!f || !(f << "x") || !f.flush()) throw ValueError("the output dir " + dir + " is not writable");
+    if (!f || !(f << "x") || !f.flush()) throw ValueError(what + " " + dir + " is not writable");
   }
   fs::remove(probe, ec);
 }
+
+void prepareOutputDir(const std::string& dir) { prepareWritableDir(dir, "the output dir"); }
 
 namespace {
 

@@ -37,6 +37,8 @@ struct TrainerOptions {
 /// Creates dir (and parents) and checks a file can be written there; ValueError naming the dir
 /// otherwise.
 void prepareOutputDir(const std::string& dir);
+/// The same for another directory a run writes, `what` naming it in the errors (e.g. "checkpoint.dir").
+void prepareWritableDir(const std::string& dir, const std::string& what);
 
 /// Trains to the end (epochs or max_steps). Collective under DDP: every rank calls it. Rank 0
 /// writes checkpoints, metrics, DIR/model.safetensors and DIR/summary.json; every rank loads a

@@ -91,6 +91,43 @@ std::string readAll(const std::string& path) {
   return os.str();
 }
 
+AppendedLines openLinesForAppend(const std::string& path) {
+  AppendedLines out;
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  out.fresh = ec || size == 0;
+  if (!out.fresh) {
+    // The last newline, read back from the end a block at a time (a log of any length).
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("cannot open", path);
+    uint64_t end = size, keep = 0;
+    bool found = false;
+    char block[4096];
+    while (end > 0 && !found) {
+      const uint64_t begin = end > sizeof(block) ? end - sizeof(block) : 0;
+      in.seekg(static_cast<std::streamoff>(begin));
+      if (!in.read(block, static_cast<std::streamsize>(end - begin))) fail("cannot read", path);
+      for (uint64_t i = end - begin; i-- > 0;) {
+        if (block[i] == '\n') {
+          keep = begin + i + 1;
+          found = true;
+          break;
+        }
+      }
+      end = begin;
+    }
+    if (keep != size) {
+      std::filesystem::resize_file(path, keep, ec);
+      if (ec) throw IoError("cannot cut the unfinished last line of '" + path + "': " + ec.message());
+      out.dropped = static_cast<int64_t>(size - keep);
+      out.fresh = keep == 0;
+    }
+  }
+  out.file = std::fopen(path.c_str(), "a");
+  if (!out.file) fail("cannot open", path);
+  return out;
+}
+
 bool exists(const std::string& path) { return std::filesystem::exists(path); }
 
 void makeDirs(const std::string& path) {

@@ -1,6 +1,7 @@
 #pragma once
 // Whole-file I/O that never leaves a half-written file behind.
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,17 @@ class AtomicFile {
   int fd_ = -1;
   uint64_t append_at_ = 0;  // where the next append() writes
 };
+
+/// A line-oriented file (a CSV log) opened to append to (created when missing). One that ends
+/// without a newline was cut short mid-line (a full disk, a kill): that unfinished line is cut off
+/// first, so the rows appended start on a line of their own. The caller fcloses `file`. IoError
+/// naming the path on failure.
+struct AppendedLines {
+  std::FILE* file = nullptr;
+  bool fresh = false;   // empty (or new): the caller writes its header
+  int64_t dropped = 0;  // bytes of an unfinished last line cut off
+};
+AppendedLines openLinesForAppend(const std::string& path);
 
 /// The whole file; IoError naming the path when it cannot be read.
 std::string readAll(const std::string& path);

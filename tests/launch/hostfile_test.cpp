@@ -56,4 +56,13 @@ TEST(LaunchHostfile, prints_one_command_per_host) {
   EXPECT_NE(hostCommands({{"n1", 64}}, o)[0].find("--max-restarts 2 --oversubscribe "), std::string::npos);
   o.module = true;  // -m reaches every host's command
   EXPECT_NE(hostCommands({{"n1", 1}}, o)[0].find(" --module -- "), std::string::npos);
+  // As do the log streams and the grace period (each as its flag reads it back).
+  o.grace_period_s = 2;
+  o.redirects = parseStreamSelection("--redirects", "1");
+  o.tee = parseStreamSelection("--tee", "0:3,1:2");
+  o.log_dir = "/x";
+  EXPECT_NE(
+      hostCommands({{"n1", 1}}, o)[0].find("--grace-period 2 --log-dir /x --redirects 1 --tee 0:3,1:2 "),
+      std::string::npos)
+      << hostCommands({{"n1", 1}}, o)[0];
 }

@@ -81,7 +81,7 @@ TEST(LaunchOptions, rdzv_endpoint_sets_master) {
   EXPECT_EQ(o.master_addr, "host7");
   EXPECT_EQ(o.master_port, 4000);
   EXPECT_EQ(parseEndpoint("--rdzv-endpoint", "[::1]:99").first, "::1");
-  EXPECT_EQ(parseEndpoint("--rdzv-endpoint", "h").second, 29500);
+  EXPECT_EQ(parseEndpoint("--rdzv-endpoint", "h").second, 29400);  // torchrun's c10d default
 }
 
 TEST(LaunchOptions, unknown_and_malformed_flags_name_the_flag) {
@@ -297,8 +297,27 @@ TEST(LaunchOptions, elastic_node_range_and_rendezvous_settings) {
   EXPECT_NE(errorOf({"--rdzv-conf", "last_call_timeout", "p"}).find("not KEY=VALUE"), std::string::npos);
   EXPECT_NE(errorOf({"--rdzv-conf", "last_call_timeout=-1", "p"}).find("last_call_timeout"),
             std::string::npos);
-  EXPECT_NE(errorOf({"--rdzv-conf", "join_timeout=5", "--rdzv-timeout", "5", "p"}).find("conflict"),
-            std::string::npos);
+  const std::string twice = errorOf({"--rdzv-conf", "join_timeout=5", "--rdzv-timeout", "5", "p"});
+  EXPECT_NE(twice.find("both set the rendezvous timeout; give only one"), std::string::npos) << twice;
+  EXPECT_NE(twice.find("--rdzv-conf join_timeout"), std::string::npos) << twice;
+  // torchrun's flags without a counterpart say so (not just "unknown option").
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--start-method", "spawn", "p"}, {"--start_method=fork", "p"}}) {
+    EXPECT_NE(errorOf(args).find("torchrun's --start-method has no counterpart in lockstep run"),
+              std::string::npos)
+        << errorOf(args);
+  }
+  EXPECT_NE(errorOf({"--local-ranks-filter", "0", "p"}).find("drop it"), std::string::npos);
+  EXPECT_NE(errorOf({"--frobnicate", "p"}).find("unknown option '--frobnicate'"), std::string::npos);
+  // --rdzv-timeout beside the other keys of --rdzv-conf is no conflict, from the command line or
+  // from PET_RDZV_CONF (Kubeflow's last_call_timeout).
+  auto both = parse({"--nnodes=1:3", "--rdzv-timeout", "60", "--rdzv-conf", "last_call_timeout=2", "p"});
+  EXPECT_EQ(both.rdzv_timeout_s, 60);
+  EXPECT_EQ(both.last_call_timeout_s, 2);
+  auto kubeflow =
+      parseWithEnv({"--nnodes=1:3", "--rdzv-timeout", "60", "p"}, {{"PET_RDZV_CONF", "last_call_timeout=5"}});
+  EXPECT_EQ(kubeflow.rdzv_timeout_s, 60);
+  EXPECT_EQ(kubeflow.last_call_timeout_s, 5);
   EXPECT_NE(errorOf({"--nnodes", "1:3", "--node-rank", "1", "p"}).find("drop --node-rank"),
             std::string::npos);
   // What Kubeflow's operator gives a pod of a PyTorchJob with an elastic policy.

@@ -105,6 +105,34 @@ TEST(LaunchRendezvous, interrupt_and_duplicate_node_rank) {
   }
 }
 
+// Agents started with different --nnodes: the one that differs is refused naming both values, and
+// the one already waiting ends with the same error (it started workers with the wrong world size).
+TEST(LaunchRendezvous, agents_with_different_nnodes_are_refused_on_both_sides) {
+  auto store = std::make_shared<comm::HashStore>();
+  Rendezvous first(opts(2, 0), store);
+  std::string waited;
+  std::thread t([&] {
+    try {
+      first.join(0, 1, {});
+    } catch (const ValueError& e) {
+      waited = e.what();
+    }
+  });
+  std::this_thread::sleep_for(100ms);  // node 0 is waiting for node 1 by now
+  Rendezvous other(opts(3, 1), store);
+  try {
+    other.join(0, 1, {});
+    ADD_FAILURE() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("was started with --nnodes=3, the agents there before it with --nnodes=2"),
+        std::string::npos)
+        << e.what();
+  }
+  t.join();
+  EXPECT_NE(waited.find("--nnodes=3"), std::string::npos) << waited;
+}
+
 TEST(LaunchRendezvous, first_failure_wins_and_success_needs_every_node) {
   auto store = std::make_shared<comm::HashStore>();
   Rendezvous a(opts(2, 0), store);

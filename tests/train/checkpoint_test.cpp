@@ -257,6 +257,32 @@ TEST(Resume, takes_latest_then_the_newest_valid_naming_each_file_skipped) {
   fs::remove_all(dir);
 }
 
+// Checkpoints there and none that verifies (a damaged manifest, a truncated file): no fresh start
+// over them, for --resume and a restarted worker alike; each is named with its reason.
+TEST(Resume, checkpoints_none_of_which_verifies_are_an_error_not_a_fresh_start) {
+  std::string dir = tempDir();
+  const std::string two = saveCheckpoint(dir, sample(2));
+  const std::string four = saveCheckpoint(dir, sample(4));
+  { std::ofstream(two + "/manifest.json", std::ios::trunc) << "{"; }
+  fs::resize_file(four + "/model.safetensors", 20);
+  for (bool required : {true, false}) {
+    try {
+      pickResumeCheckpoint({dir, "", required, runA()});
+      ADD_FAILURE() << "expected IoError, required " << required;
+    } catch (const IoError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("no checkpoint in " + dir + " verifies"), std::string::npos) << m;
+      EXPECT_NE(m.find("ckpt-2 ("), std::string::npos) << m;
+      EXPECT_NE(m.find("ckpt-4 ("), std::string::npos) << m;
+      EXPECT_NE(m.find("--resume-from"), std::string::npos) << m;
+    }
+  }
+  // Both are still there, untouched by the refusal.
+  EXPECT_TRUE(fs::exists(two + "/model.safetensors"));
+  EXPECT_EQ(fs::file_size(four + "/model.safetensors"), 20u);
+  fs::remove_all(dir);
+}
+
 TEST(Resume, another_runs_checkpoint_is_refused_with_how_to_take_it_on_purpose) {
   std::string dir = tempDir();
   std::string other = saveCheckpoint(dir, sample(100, runA()));

@@ -1,10 +1,18 @@
 // The habits users bring from other tools, run on the built `lockstep` binary: --version (also
 // in run.json), "did you mean" for a mistyped command, a missing config file named with why and
-// where, and --nproc-per-node far past the machine refused before any rank starts.
+// where, --nproc-per-node far past the machine refused before any rank starts, and `lockstep bench`'s
+// ranks ending with it.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
+#include <thread>
+#include <vector>
 
 #include "train/train_cli.h"
 
@@ -72,4 +80,58 @@ TEST_F(TrainCli, far_too_many_ranks_are_refused_before_anything_starts_unless_ov
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_EQ(r.output.find("ranks per core"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("epochs"), std::string::npos) << r.output;
+}
+
+namespace {
+
+// Processes whose environment holds LOCKSTEP_BENCH_LAUNCHER=<launcher>: the bench's ranks.
+std::vector<pid_t> benchRanksOf(pid_t launcher) {
+  std::vector<pid_t> out;
+  const std::string mark = "LOCKSTEP_BENCH_LAUNCHER=" + std::to_string(launcher);
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::istringstream env(readFile(e.path().string() + "/environ"));
+    for (std::string entry; std::getline(env, entry, '\0');) {
+      if (entry == mark) {
+        out.push_back(static_cast<pid_t>(std::stoi(name)));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// `lockstep bench`: sizes it cannot run are refused naming them, and stopping the launcher stops its
+// ranks (they were left running under init).
+TEST_F(TrainCli, bench_refuses_bad_sizes_and_its_ranks_end_with_it) {
+  Result neg = runLockstep(dir_, "bench allreduce --nproc 2 --sizes -4");
+  EXPECT_EQ(neg.code, 2) << neg.output;
+  EXPECT_NE(neg.output.find("--sizes"), std::string::npos) << neg.output;
+  Result tiny = runLockstep(dir_, "bench reduce_scatter --nproc 2 --sizes 4");
+  EXPECT_EQ(tiny.code, 2) << tiny.output;
+  EXPECT_NE(tiny.output.find("--sizes 4: less than one f32 element per rank (8 bytes)"), std::string::npos)
+      << tiny.output;
+  const pid_t launcher = ::fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    ::execl(LOCKSTEP_BIN, LOCKSTEP_BIN, "bench", "allreduce", "--backend", "shm", "--nproc", "2", "--sizes",
+            "16777216", "--iters", "1000000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::vector<pid_t> ranks;
+  for (int i = 0; i < 200 && ranks.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ranks = benchRanksOf(launcher);
+  }
+  ASSERT_EQ(ranks.size(), 2u) << "the bench's two ranks did not start";
+  ::kill(launcher, SIGTERM);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  for (int i = 0; i < 100 && !benchRanksOf(launcher).empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(benchRanksOf(launcher).empty()) << "ranks left running after the launcher was stopped";
 }

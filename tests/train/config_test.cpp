@@ -39,6 +39,26 @@ TEST(TrainConfig, batch_sizes_any_two_fix_the_third) {
   EXPECT_EQ(b.micro_batch_size, 20);
 }
 
+// Products past int64 are refused, named, instead of wrapping around (2^62 x 4 ranks was 0: a
+// division by zero, SIGFPE; 2^62 + 1 x 4 was 4, which passed the consistency check).
+TEST(TrainConfig, batch_sizes_whose_product_overflows_are_refused) {
+  const int64_t huge = int64_t{1} << 62;
+  auto refused = [&](std::optional<int64_t> train, std::optional<int64_t> micro,
+                     std::optional<int64_t> accum) {
+    try {
+      resolveBatchSizes(train, micro, accum, 4);
+      ADD_FAILURE() << "accepted";
+    } catch (const ValueError& e) {
+      EXPECT_TRUE(has(e.what(), "2^63 - 1")) << e.what();
+    }
+  };
+  refused(8, huge, std::nullopt);
+  refused(8, std::nullopt, huge);
+  refused(std::nullopt, huge, 4);
+  refused(std::nullopt, huge, std::nullopt);
+  refused(4, huge + 1, 4);
+}
+
 TEST(TrainConfig, inconsistent_batch_sizes_name_all_three_and_the_world) {
   try {
     resolveBatchSizes(64, 8, 3, 2);

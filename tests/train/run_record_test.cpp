@@ -62,7 +62,28 @@ TEST(RunRecord, a_directory_that_is_not_a_run_is_an_error_naming_it) {
   EXPECT_THROW(loadRunRecord(dir + "/missing"), lockstep::ValueError);
   std::ofstream(dir + "/summary.json") << "{not json";
   EXPECT_THROW(loadRunRecord(dir), lockstep::ValueError);
+  // JSON of another shape than lockstep writes is named by its file, not a bare json type error.
+  std::ofstream(dir + "/summary.json") << "{}";
+  std::ofstream(dir + "/run.json") << "[1, 2]";
+  try {
+    loadRunRecord(dir);
+    ADD_FAILURE() << "no error";
+  } catch (const lockstep::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find(dir + "/run.json holds JSON array"), std::string::npos) << e.what();
+  }
+  std::ofstream(dir + "/run.json") << R"({"resolved": 5})";
+  EXPECT_THROW(loadRunRecord(dir), lockstep::ValueError);
   fs::remove_all(dir);
+}
+
+// A row one cell short, whatever column the header puts last (a segfault when step came after
+// wall_time): skipped like other short rows.
+TEST(RunRecord, short_rows_are_skipped_wherever_the_header_puts_the_columns) {
+  auto m = parseMetricsCsv("epoch,wall_time,step\n0,1.0\n1,2.0,7\n", "short.csv");
+  EXPECT_TRUE(m.empty());  // a wide csv with no metric columns: nothing to plot, and no crash
+  auto l = parseMetricsCsv("wall_time,metric,value,epoch,step\n1.0,loss,2.0,1\n2.0,loss,1.5,1,4\n", "l.csv");
+  ASSERT_EQ(l.count("loss"), 1u);
+  EXPECT_EQ(l.at("loss").step, std::vector<int64_t>{4});
 }
 
 TEST(Report, page_is_self_contained_and_escapes_the_data) {

@@ -48,6 +48,20 @@ TEST_F(TrainImageFolderCli, a_corrupt_file_stops_the_run_naming_it_unless_skippe
   EXPECT_NE(r.output.find("skipping " + bad), std::string::npos) << r.output;
 }
 
+// More class folders than the model has outputs: refused before the first step, naming the count and
+// the key to set (the cross entropy's "target out of range" at the first step before).
+TEST_F(TrainImageFolderCli, more_classes_than_the_model_outputs_are_refused_naming_num_classes) {
+  const std::string c = writeConfig(
+      "few.yaml",
+      "model: {name: cifar_cnn, num_classes: 3}\ndata: {dataset: image_folder, root: " + dir_ +
+          "/images, image_size: 32, resize_size: 36}\ntrain_micro_batch_size_per_gpu: 8\nmax_steps: 2\n");
+  const Result r = run(c + " --output-dir " + dir_ + "/few");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("holds 4 classes but the model cifar_cnn outputs 3; set model.num_classes: 4"),
+            std::string::npos)
+      << r.output;
+}
+
 // bf16 images (data.transforms.to_dtype) in a bf16 run: the loader's batches are bf16 and the run
 // trains on them (on a GPU they cross PCIe at half the bytes).
 TEST_F(TrainImageFolderCli, bf16_images_train_a_bf16_run) {

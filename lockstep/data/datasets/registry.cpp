@@ -218,7 +218,7 @@ std::vector<DatasetInfo> builtinDatasets() {
       if (!std::filesystem::exists(o.root)) readTextCorpus(o.root);  // its IoError says what to install
     };
     d.load = [](const DatasetOptions& o) {
-      return tokenWindowSplits(o, splitTokens(readTextCorpus(o.root), o.val_split),
+      return tokenWindowSplits(o, splitTokens(readTextCorpus(o.root), o.val_split, o.root),
                                TokenDirMeta{}.vocab_size);
     };
     r.push_back(std::move(d));

@@ -54,15 +54,17 @@ int64_t trainCount(size_t n, double val_fraction) {
 }
 }  // namespace
 
-TokenSplit splitTokens(const std::string& text, double val_fraction) {
+TokenSplit splitTokens(const std::string& text, double val_fraction, const std::string& source) {
   checkFraction(val_fraction);
   std::vector<uint16_t> all = ByteTokenizer::encode(text);
   const int64_t n_train = trainCount(all.size(), val_fraction);
   TokenSplit split;
   if (val_fraction > 0.0)
-    split.val = TokenFile::fromTokens(std::vector<uint16_t>(all.begin() + n_train, all.end()));
+    split.val = TokenFile::fromTokens(std::vector<uint16_t>(all.begin() + n_train, all.end()),
+                                      source + " (its validation part)");
   all.resize(static_cast<size_t>(n_train));
-  split.train = TokenFile::fromTokens(std::move(all));
+  split.train =
+      TokenFile::fromTokens(std::move(all), source + (val_fraction > 0.0 ? " (its training part)" : ""));
   return split;
 }
 
@@ -71,6 +73,13 @@ TokenDirMeta writeTokenDir(const std::string& input, const std::string& out_dir,
   const std::string text = readTextCorpus(input);
   std::vector<uint16_t> all = ByteTokenizer::encode(text);
   const int64_t n_train = trainCount(all.size(), val_fraction);
+  // A corpus that leaves nothing to train on (empty, or all of it held out) is refused before any
+  // file is written: train.bin of 0 tokens would fail only at the first training run.
+  if (n_train == 0)
+    throw ValueError(
+        fmt::format("{}: {} bytes leave no training tokens with --val-fraction {}; give a larger "
+                    "text or a smaller --val-fraction",
+                    input, all.size(), val_fraction));
   file::makeDirs(out_dir);
   std::vector<uint32_t> train(all.begin(), all.begin() + n_train), val(all.begin() + n_train, all.end());
   writeTokenFile(out_dir + "/train.bin", train, TokenWidth::u16);

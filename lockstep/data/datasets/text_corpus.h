@@ -29,9 +29,9 @@ struct TokenSplit {
   std::shared_ptr<const TokenFile> val;  // null when val_fraction is 0
 };
 
-/// Byte tokens of `text`, the last val_fraction of them held out for validation. ValueError when
-/// val_fraction is outside [0, 1).
-TokenSplit splitTokens(const std::string& text, double val_fraction);
+/// Byte tokens of `text`, the last val_fraction of them held out for validation; `source` (the corpus'
+/// path) names them in messages. ValueError when val_fraction is outside [0, 1).
+TokenSplit splitTokens(const std::string& text, double val_fraction, const std::string& source = "<memory>");
 
 /// What meta.json beside train.bin / val.bin says.
 struct TokenDirMeta {

@@ -55,9 +55,9 @@ std::shared_ptr<const TokenFile> TokenFile::open(const std::string& path, TokenW
   return f;
 }
 
-std::shared_ptr<const TokenFile> TokenFile::fromTokens(std::vector<uint16_t> tokens) {
+std::shared_ptr<const TokenFile> TokenFile::fromTokens(std::vector<uint16_t> tokens, std::string name) {
   auto f = std::shared_ptr<TokenFile>(new TokenFile());
-  f->name_ = "<memory>";
+  f->name_ = std::move(name);
   f->owned_ = std::move(tokens);
   f->base_ = f->owned_.data();
   f->count_ = static_cast<int64_t>(f->owned_.size());

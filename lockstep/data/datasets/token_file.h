@@ -24,8 +24,9 @@ class TokenFile {
   /// Maps `path`. IoError naming the file when it cannot be opened or mapped, or when its size is
   /// not a multiple of the token width (a truncated or foreign file).
   static std::shared_ptr<const TokenFile> open(const std::string& path, TokenWidth width);
-  /// Tokens held in memory (a corpus tokenized on the fly).
-  static std::shared_ptr<const TokenFile> fromTokens(std::vector<uint16_t> tokens);
+  /// Tokens held in memory (a corpus tokenized on the fly); `name` says where they came from in messages.
+  static std::shared_ptr<const TokenFile> fromTokens(std::vector<uint16_t> tokens,
+                                                     std::string name = "<memory>");
   ~TokenFile();
   TokenFile(const TokenFile&) = delete;
   TokenFile& operator=(const TokenFile&) = delete;

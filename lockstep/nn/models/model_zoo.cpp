@@ -17,9 +17,13 @@ namespace lockstep::nn {
 namespace {
 using Factory = std::function<std::shared_ptr<Module>(const ModelOptions&)>;
 
+// linear's and mlp's outputs (classifierOutputs reads them too).
+int64_t linearOutputs(const ModelOptions& o) { return o.out_features > 0 ? o.out_features : 1; }
+int64_t mlpOutputs(const ModelOptions& o) { return o.out_features > 0 ? o.out_features : 10; }
+
 std::shared_ptr<Module> makeMlp(const ModelOptions& o) {
   const int64_t in = o.in_features > 0 ? o.in_features : 784;
-  const int64_t out = o.out_features > 0 ? o.out_features : 10;
+  const int64_t out = mlpOutputs(o);
   const std::vector<int64_t> hidden = o.hidden.empty() ? std::vector<int64_t>{128} : o.hidden;
   auto seq = std::make_shared<Sequential>();
   seq->push_back(std::make_shared<Flatten>());
@@ -94,9 +98,8 @@ const std::map<std::string, ZooEntry>& registry() {
         {}}},
       {"linear",
        {[](const ModelOptions& o) {
-          return std::make_shared<Linear>(LinearOptions{o.in_features > 0 ? o.in_features : 20,
-                                                        o.out_features > 0 ? o.out_features : 1, true,
-                                                        o.generator});
+          return std::make_shared<Linear>(
+              LinearOptions{o.in_features > 0 ? o.in_features : 20, linearOutputs(o), true, o.generator});
         },
         kOneLayer}},
       {"mlp", {makeMlp, {}}},
@@ -131,6 +134,13 @@ std::string knownModels() {
 bool isLanguageModel(const std::string& name) {
   auto it = registry().find(name);
   return it != registry().end() && it->second.traits.language_model;
+}
+
+int64_t classifierOutputs(const std::string& name, const ModelOptions& options) {
+  if (name == "linear") return linearOutputs(options);
+  if (name == "mlp") return mlpOutputs(options);
+  if (!registry().count(name) || isLanguageModel(name)) return 0;
+  return options.num_classes;
 }
 
 bool hasLayerSequence(const std::string& name) {

@@ -52,6 +52,9 @@ std::shared_ptr<Module> makeModel(const std::string& name, const ModelOptions& o
 /// Whether makeModel(name) builds an nn::LanguageModel (token ids in, next-token logits out; it
 /// trains on a language dataset and reads ModelOptions' language keys); false for an unknown name.
 bool isLanguageModel(const std::string& name);
+/// The logits per sample makeModel(name, options) outputs (its classes: out_features for linear and
+/// mlp, num_classes for the CNNs and ResNets); 0 for a language model or an unknown name.
+int64_t classifierOutputs(const std::string& name, const ModelOptions& options);
 /// Whether makeModel(name) builds a model with a layer sequence (nn/layer_sequence.h), which a
 /// pipeline cuts into stages: every zoo model but linear; false for an unknown name.
 bool hasLayerSequence(const std::string& name);

@@ -235,18 +235,25 @@ std::string commitCheckpoint(const std::string& dir, const std::string& tmp, int
 std::string saveCheckpoint(const std::string& dir, const CheckpointData& data,
                            const CheckpointOptions& opts) {
   const std::string tmp = makeCheckpointTempDir(dir, data.step, std::to_string(::getpid()));
-  // The tensors stream from their storage into the files (no file-sized copy in memory).
-  auto record = [](const WrittenFile& w) { return nlohmann::json{{"bytes", w.bytes}, {"crc32", w.crc32}}; };
-  nlohmann::json files = nlohmann::json::object();
-  files[kFiles[0]] = record(saveSafetensors(tmp + "/" + kFiles[0], data.model, {{"format", "pt"}}));
-  files[kFiles[1]] = record(saveSafetensors(tmp + "/" + kFiles[1], data.optimizer));
-  const std::string texts[] = {nlohmann::json{{"step", data.step}, {"state", data.state}}.dump(2),
-                               data.config.dump(2)};
-  for (size_t i = 0; i < std::size(texts); ++i) {
-    file::writeAtomic(tmp + "/" + kFiles[2 + i], texts[i]);
-    files[kFiles[2 + i]] = checkpointFileRecord(texts[i]);
+  try {
+    // The tensors stream from their storage into the files (no file-sized copy in memory).
+    auto record = [](const WrittenFile& w) { return nlohmann::json{{"bytes", w.bytes}, {"crc32", w.crc32}}; };
+    nlohmann::json files = nlohmann::json::object();
+    files[kFiles[0]] = record(saveSafetensors(tmp + "/" + kFiles[0], data.model, {{"format", "pt"}}));
+    files[kFiles[1]] = record(saveSafetensors(tmp + "/" + kFiles[1], data.optimizer));
+    const std::string texts[] = {nlohmann::json{{"step", data.step}, {"state", data.state}}.dump(2),
+                                 data.config.dump(2)};
+    for (size_t i = 0; i < std::size(texts); ++i) {
+      file::writeAtomic(tmp + "/" + kFiles[2 + i], texts[i]);
+      files[kFiles[2 + i]] = checkpointFileRecord(texts[i]);
+    }
+    return commitCheckpoint(dir, tmp, data.step, data.identity, files, nlohmann::json::object(), opts);
+  } catch (...) {
+    // A save that failed (a full disk) gives its space back now, not at the next start's cleanup.
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
   }
-  return commitCheckpoint(dir, tmp, data.step, data.identity, files, nlohmann::json::object(), opts);
 }
 
 CheckpointInfo verifyCheckpoint(const std::string& path) { return verify(path, nullptr, nullptr); }

@@ -59,7 +59,8 @@ ResumePick onPurpose(const ResumeRequest& r) {
 ResumePick pickResumeCheckpoint(const ResumeRequest& r) {
   if (!r.resume_from.empty()) return onPurpose(r);
   ResumePick pick;
-  std::vector<std::string> refused;  // "ckpt-N (why)"
+  std::vector<std::string> refused;     // "ckpt-N (why)": another run's
+  std::vector<std::string> unreadable;  // "ckpt-N (why)": a manifest or file that does not verify
   std::string example;
   for (const std::string& path : candidates(r.checkpoint_dir)) {
     CheckpointInfo info;
@@ -67,6 +68,7 @@ ResumePick pickResumeCheckpoint(const ResumeRequest& r) {
       info = readCheckpointManifest(path);
     } catch (const IoError& e) {
       pick.notes.push_back(std::string("skipping checkpoint: ") + e.what());
+      unreadable.push_back(fs::path(path).filename().string() + " (" + e.what() + ")");
       continue;
     }
     const std::string why = incompatibility(info.identity, r.now);
@@ -80,14 +82,25 @@ ResumePick pickResumeCheckpoint(const ResumeRequest& r) {
       pick.data = loadCheckpoint(path, r.keep);
     } catch (const IoError& e) {
       pick.notes.push_back(std::string("skipping checkpoint: ") + e.what());
+      unreadable.push_back(fs::path(path).filename().string() + " (" + e.what() + ")");
       continue;
     }
     pick.path = path;
     return pick;
   }
-  if (refused.empty()) return pick;
   std::string list;
+  for (const auto& s : unreadable) list += (list.empty() ? "" : "; ") + s;
   for (const auto& s : refused) list += (list.empty() ? "" : "; ") + s;
+  // Checkpoints there, and none of them loads: a fresh start would write its own in their place
+  // (one of the same step replaces it), so a run that should continue is never restarted over them,
+  // asked for (--resume) or not (a restarted worker).
+  if (!unreadable.empty()) {
+    throw IoError("--resume: no checkpoint in " + r.checkpoint_dir +
+                  " verifies, none was loaded and none is replaced: " + list +
+                  "; repair or remove them, resume from an older copy on purpose with --resume-from PATH, or "
+                  "start afresh in another --output-dir (or checkpoint.dir)");
+  }
+  if (refused.empty()) return pick;
   const std::string how = "to resume from one of them on purpose, pass --resume-from " + example +
                           "; to start afresh, use another --output-dir (or checkpoint.dir)";
   if (r.required) {

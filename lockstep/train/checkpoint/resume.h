@@ -36,8 +36,10 @@ struct ResumePick {
 
 /// The checkpoint to resume, per the rules above. ValueError (naming the directory, each
 /// checkpoint refused and why, and how to resume on purpose) when `required` and only other runs'
-/// checkpoints were found; IoError naming the file when --resume-from names one that fails to
-/// verify, or holds no valid checkpoint. Every rank calls it alike and gets the same answer.
+/// checkpoints were found; IoError naming each checkpoint and why when there are checkpoints and none
+/// verifies (a fresh start would write over them; asked for or not); IoError naming the file when
+/// --resume-from names one that fails to verify, or holds no valid checkpoint. Every rank calls it
+/// alike and gets the same answer.
 ResumePick pickResumeCheckpoint(const ResumeRequest& request);
 
 /// Notes for a run starting afresh in `dir`: other runs' checkpoints there are named (they are

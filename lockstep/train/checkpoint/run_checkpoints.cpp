@@ -5,6 +5,7 @@
 #include "lockstep/train/checkpoint/resume.h"
 #include "lockstep/train/checkpoint/zero_checkpoint.h"
 #include "lockstep/train/monitor/notes.h"
+#include "lockstep/util/error.h"
 
 namespace lockstep::train {
 
@@ -73,9 +74,14 @@ void RunCheckpoints::resume() {
   if (!pick.data) return;
   // ZeRO stage 3: the parameters load one gathered bucket at a time, their values then going back
   // into each rank's partition, so the whole model is never resident on a rank (nor on its GPU).
-  const std::string note = parts_.zero && !engine_.parametersWhole()
-                               ? restoreTrainingStateByBucket(*pick.data, parts_)
-                               : restoreTrainingState(*pick.data, parts_);
+  std::string note;
+  try {
+    note = parts_.zero && !engine_.parametersWhole() ? restoreTrainingStateByBucket(*pick.data, parts_)
+                                                     : restoreTrainingState(*pick.data, parts_);
+  } catch (const ValueError& e) {
+    // A checkpoint of another model or optimizer (--resume-from on purpose): named, with its path.
+    throw ValueError("cannot resume from " + pick.path + ": " + e.what());
+  }
   engine_.setGlobalSteps(pick.data->step);
   last_saved_ = pick.data->step;
   // Resuming continues that run (its pruning and identity), unless it was another's on purpose.

@@ -45,25 +45,33 @@ BatchSizes resolveBatchSizes(std::optional<int64_t> train, std::optional<int64_t
   for (auto v : {train, micro, accum}) {
     if (v && *v <= 0) fail("every batch size must be positive");
   }
+  // The products, checked: a huge micro-batch or accumulation count must not wrap around (to 0, a
+  // division by zero below, or to a value that passes the checks).
+  auto times = [&](int64_t a, int64_t c) {
+    int64_t r = 0;
+    if (__builtin_mul_overflow(a, c, &r))
+      fail("their product (the samples of one step) is past the largest batch size, 2^63 - 1");
+    return r;
+  };
   BatchSizes b;
   if (train && micro && accum) {
-    if (*train != *micro * *accum * world)
+    if (*train != times(times(*micro, *accum), world))
       fail("train_batch_size must equal micro * accumulation * world size");
     b = {*train, *micro, *accum};
   } else if (train && micro) {
-    if (*train % (*micro * world) != 0) fail("train_batch_size is not a multiple of micro * world size");
+    if (*train % times(*micro, world) != 0) fail("train_batch_size is not a multiple of micro * world size");
     b = {*train, *micro, *train / (*micro * world)};
   } else if (train && accum) {
-    if (*train % (*accum * world) != 0)
+    if (*train % times(*accum, world) != 0)
       fail("train_batch_size is not a multiple of accumulation * world size");
     b = {*train, *train / (*accum * world), *accum};
   } else if (micro && accum) {
-    b = {*micro * *accum * world, *micro, *accum};
+    b = {times(times(*micro, *accum), world), *micro, *accum};
   } else if (train) {
     if (*train % world != 0) fail("train_batch_size is not a multiple of the world size");
     b = {*train, *train / world, 1};
   } else if (micro) {
-    b = {*micro * world, *micro, 1};
+    b = {times(*micro, world), *micro, 1};
   } else {
     fail("set train_batch_size or train_micro_batch_size_per_gpu");
   }
@@ -419,7 +427,9 @@ void applyOverride(YAML::Node root, const std::string& spec) {
   size_t eq = spec.find('=');
   if (eq == std::string::npos || eq == 0) throw ValueError("--set " + spec + ": expected key=value");
   std::vector<std::string> keys;
-  std::stringstream ss(spec.substr(0, eq));
+  const std::string path = spec.substr(0, eq);
+  if (path.back() == '.') throw ValueError("--set " + spec + ": empty key component");
+  std::stringstream ss(path);
   for (std::string k; std::getline(ss, k, '.');) {
     if (k.empty()) throw ValueError("--set " + spec + ": empty key component");
     keys.push_back(k);
@@ -433,7 +443,20 @@ void applyOverride(YAML::Node root, const std::string& spec) {
   std::vector<YAML::Node> chain{root};
   for (size_t i = 0; i + 1 < keys.size(); ++i) {
     YAML::Node parent = chain.back();
-    if (!parent[keys[i]] || !parent[keys[i]].IsMap()) parent[keys[i]] = YAML::Node(YAML::NodeType::Map);
+    YAML::Node node = parent[keys[i]];
+    if (i == 0 && keys[i] == "model" && node && node.IsScalar()) {
+      // `model: mlp` given a key of its mapping form: {name: mlp, KEY: value}.
+      YAML::Node named(YAML::NodeType::Map);
+      named["name"] = node.Scalar();
+      parent[keys[i]] = named;
+    } else if (node && !node.IsMap() && !node.IsNull()) {
+      std::string at;
+      for (size_t j = 0; j <= i; ++j) at += (j ? "." : "") + keys[j];
+      throw ValueError("--set " + spec + ": " + at + " is " + config_keys::describe(node) +
+                       " in the config, not a mapping of keys");
+    } else if (!node || !node.IsMap()) {
+      parent[keys[i]] = YAML::Node(YAML::NodeType::Map);
+    }
     chain.push_back(parent[keys[i]]);
   }
   chain.back()[keys.back()] = value;
@@ -817,6 +840,12 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
   if (c.max_steps < 0) throw ValueError("max_steps must be >= 0");
   if (c.steps_per_print <= 0) throw ValueError("steps_per_print must be positive");
   if (c.eval_every_epochs <= 0) throw ValueError("eval.every_epochs must be positive");
+  if (c.checkpoint_every_steps < 0)
+    throw ValueError("checkpoint.every_steps must be >= 0 (0: only at the ends of epochs), got " +
+                     std::to_string(c.checkpoint_every_steps));
+  if (c.checkpoint_keep_last < 0)
+    throw ValueError("checkpoint.keep_last must be >= 0 (0: keep every checkpoint), got " +
+                     std::to_string(c.checkpoint_keep_last));
   c.document = configDocumentToJson(root, source);
   c.identity_hash = configIdentityHash(c.document);
   return c;

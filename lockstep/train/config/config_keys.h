@@ -49,6 +49,16 @@ void note(const std::string& message);
 void checkKeys(const YAML::Node& n, const std::string& path, const std::vector<std::string>& known,
                const std::set<std::string>& not_yet = {});
 
+/// A scalar written without quotes: only such a one is read as a boolean or a number (a quoted one is
+/// a string, as in JSON).
+inline bool isPlainScalar(const YAML::Node& v) { return v.IsScalar() && v.Tag() != "!"; }
+/// describe(v) for a value that should have been a boolean or a number: a quoted scalar reads
+/// `the string "1" (write it without quotes)`.
+inline std::string describeNonString(const YAML::Node& v) {
+  if (v.IsScalar() && !isPlainScalar(v)) return "the string \"" + v.Scalar() + "\" (write it without quotes)";
+  return describe(v);
+}
+
 template <typename T>
 const char* typeName() {
   if constexpr (std::is_same_v<T, bool>)
@@ -62,9 +72,19 @@ const char* typeName() {
 }
 
 /// v as T; ValueError "PATH: expected a number, got 'x'" otherwise. Floating values must be finite
-/// (.inf and .nan are not learning rates or clip norms).
+/// (.inf and .nan are not learning rates or clip norms). A quoted scalar is a string, as in JSON: an
+/// error for a boolean or a number (yaml-cpp would read "yes" as true and "1" as 1; DeepSpeed's
+/// Python would take the string "false" as true).
 template <typename T>
 T convert(const YAML::Node& v, const std::string& path) {
+  if constexpr (!std::is_same_v<T, std::string>) {
+    if (v.IsScalar() && !isPlainScalar(v))
+      throw ValueError(path + ": expected " + typeName<T>() + ", got " + describeNonString(v));
+  }
+  if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T> && !std::is_same_v<T, bool>) {
+    if (v.IsScalar() && !v.Scalar().empty() && v.Scalar()[0] == '-')
+      throw ValueError(path + ": expected a non-negative integer, got '" + v.Scalar() + "'");
+  }
   if (v.IsScalar()) {
     std::optional<T> out;
     try {

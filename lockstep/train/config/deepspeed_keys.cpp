@@ -23,7 +23,7 @@ struct Entry {
 
 bool isBool(const YAML::Node& v, bool want) {
   bool b;
-  return v.IsScalar() && YAML::convert<bool>::decode(v, b) && b == want;
+  return config_keys::isPlainScalar(v) && YAML::convert<bool>::decode(v, b) && b == want;
 }
 Accepts boolean(bool want) {
   return [want](const YAML::Node& v) { return isBool(v, want); };
@@ -34,13 +34,13 @@ Accepts anyBoolean() {
 Accepts number(double want) {
   return [want](const YAML::Node& v) {
     double d;
-    return v.IsScalar() && YAML::convert<double>::decode(v, d) && d == want;
+    return config_keys::isPlainScalar(v) && YAML::convert<double>::decode(v, d) && d == want;
   };
 }
 Accepts positive() {
   return [](const YAML::Node& v) {
     double d;
-    return v.IsScalar() && YAML::convert<double>::decode(v, d) && std::isfinite(d) && d > 0;
+    return config_keys::isPlainScalar(v) && YAML::convert<double>::decode(v, d) && std::isfinite(d) && d > 0;
   };
 }
 Accepts text(const std::set<std::string>& words) {

@@ -30,8 +30,8 @@ void checkKeys(const YAML::Node& n, const std::string& path, const std::vector<s
 bool boolean(const YAML::Node& n, const std::string& path, const std::string& key, bool fallback) {
   if (!n[key]) return fallback;
   bool b;
-  if (n[key].IsScalar() && YAML::convert<bool>::decode(n[key], b)) return b;
-  throw ValueError(path + "." + key + ": expected a boolean, got " + describe(n[key]));
+  if (config_keys::isPlainScalar(n[key]) && YAML::convert<bool>::decode(n[key], b)) return b;
+  throw ValueError(path + "." + key + ": expected a boolean, got " + config_keys::describeNonString(n[key]));
 }
 
 // DeepSpeed's counts are integers that JSON may write as 5e8: any integral number >= min.
@@ -39,11 +39,11 @@ int64_t count(const YAML::Node& n, const std::string& path, const std::string& k
               int64_t min = 0) {
   if (!n[key]) return fallback;
   double d;
-  if (n[key].IsScalar() && YAML::convert<double>::decode(n[key], d) && std::isfinite(d) &&
+  if (config_keys::isPlainScalar(n[key]) && YAML::convert<double>::decode(n[key], d) && std::isfinite(d) &&
       d == std::floor(d) && d >= static_cast<double>(min) && d < 9.2e18)
     return static_cast<int64_t>(d);
   throw ValueError(path + "." + key + ": expected a whole number >= " + std::to_string(min) + ", got " +
-                   describe(n[key]));
+                   config_keys::describeNonString(n[key]));
 }
 
 OffloadDevice device(const YAML::Node& n, const std::string& path) {
@@ -71,7 +71,7 @@ void parseOffloadOptimizer(const YAML::Node& n, int stage, ZeroConfig& z) {
     throw ValueError(path + ".nvme_path: expected a directory, got " + describe(n["nvme_path"]));
   double ratio = 1.0;
   if (n["ratio"]) {
-    if (!n["ratio"].IsScalar() || !YAML::convert<double>::decode(n["ratio"], ratio) ||
+    if (!config_keys::isPlainScalar(n["ratio"]) || !YAML::convert<double>::decode(n["ratio"], ratio) ||
         !(ratio >= 0 && ratio <= 1))
       throw ValueError(path + ".ratio: expected a number in [0, 1], got " + describe(n["ratio"]));
   }

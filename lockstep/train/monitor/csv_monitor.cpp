@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
 
 namespace lockstep::train {
 
@@ -30,14 +31,15 @@ void CsvMonitor::write(const std::string& tag, double value, int64_t step) {
   FILE*& f = files_[tag];
   if (!f) {
     const std::string file = path(tag);
-    std::error_code ec;
-    const bool fresh = std::filesystem::file_size(file, ec) == 0 || ec;
-    f = std::fopen(file.c_str(), "a");
-    if (!f) {
+    file::AppendedLines lines;
+    try {
+      lines = file::openLinesForAppend(file);  // an unfinished last row (a full disk, a kill) cut off
+    } catch (...) {
       files_.erase(tag);
-      throw IoError("cannot write " + file + ": " + std::strerror(errno));
+      throw;
     }
-    if (fresh) std::fprintf(f, "step,%s\n", tag.substr(tag.rfind('/') + 1).c_str());
+    f = lines.file;
+    if (lines.fresh) std::fprintf(f, "step,%s\n", tag.substr(tag.rfind('/') + 1).c_str());
   }
   char text[32];
   const auto end = std::to_chars(text, text + sizeof(text), value).ptr;

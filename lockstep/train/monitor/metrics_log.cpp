@@ -7,6 +7,7 @@
 
 #include "lockstep/train/monitor/run_info.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
 
 namespace lockstep::train {
 
@@ -43,11 +44,14 @@ MetricsLog::MetricsLog(const MetricsPaths& paths, int64_t steps_per_print)
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(paths_.csv).parent_path(), ec);
     // Appended to, so a resumed job keeps the rows of the runs before it (those past the
-    // checkpoint it resumes from appear twice, as in TensorBoard's event files).
-    const bool fresh = std::filesystem::file_size(paths_.csv, ec) == 0 || ec;
-    csv_ = std::fopen(paths_.csv.c_str(), "a");
-    if (!csv_) throw IoError("cannot write " + paths_.csv + ": " + std::strerror(errno));
-    if (fresh) std::fprintf(csv_, "%s\n", kMetricsCsvHeader);
+    // checkpoint it resumes from appear twice, as in TensorBoard's event files); a row a full disk
+    // or a kill cut short is dropped first.
+    const file::AppendedLines csv = file::openLinesForAppend(paths_.csv);
+    csv_ = csv.file;
+    if (csv.dropped > 0)
+      std::fprintf(stderr, "note: %s ended in an unfinished row (%lld bytes), cut off\n", paths_.csv.c_str(),
+                   static_cast<long long>(csv.dropped));
+    if (csv.fresh) std::fprintf(csv_, "%s\n", kMetricsCsvHeader);
   }
 }
 

@@ -34,11 +34,18 @@ bool toNumber(const std::string& s, double& out) {
 
 nlohmann::json readJson(const std::string& path) {
   if (!fs::exists(path)) return nlohmann::json::object();
+  nlohmann::json j;
   try {
-    return nlohmann::json::parse(file::readAll(path));
+    j = nlohmann::json::parse(file::readAll(path));
   } catch (const nlohmann::json::exception& e) {
     throw ValueError(path + " is not valid JSON (" + e.what() + "); was it edited by hand?");
   }
+  // lockstep writes an object; anything else (a list, a number) would fail later with a bare
+  // json type error that names no file.
+  if (!j.is_object())
+    throw ValueError(path + " holds JSON " + std::string(j.type_name()) +
+                     ", not the object lockstep train writes; was it edited by hand?");
+  return j;
 }
 
 double mtimeOf(const fs::path& p) {
@@ -112,6 +119,10 @@ std::map<std::string, MetricSeries> parseMetricsCsv(const std::string& text, con
     if (in.eof() && !text.empty() && text.back() != '\n') break;  // torn last line of a live run
     std::vector<std::string> cells = splitCsv(line);
     if (cells.size() < header.size() - (c_time >= 0 ? 1 : 0)) continue;
+    // A row one cell short (its wall_time not written) must still hold the columns read below,
+    // wherever the header puts them.
+    const int needed = std::max({c_epoch, c_step, long_form ? c_metric : -1, long_form ? c_value : -1});
+    if (static_cast<int>(cells.size()) <= needed) continue;
     double epoch = 0, step = 0, t = 0;
     if (c_epoch >= 0 && !toNumber(cells[c_epoch], epoch)) continue;
     if (!toNumber(cells[c_step], step)) continue;
@@ -162,6 +173,9 @@ RunRecord loadRunRecord(const std::string& dir) {
                      " has none of metrics.csv, run.json, summary.json: not the output dir of a lockstep "
                      "train run (its --output-dir)");
   const nlohmann::json resolved = r.run.value("resolved", nlohmann::json::object());
+  if (!resolved.is_object())
+    throw ValueError(dir + "/run.json: its 'resolved' is JSON " + std::string(resolved.type_name()) +
+                     ", not the object lockstep train writes; was it edited by hand?");
   r.checkpoints = readCheckpoints(recorded(dir + "/checkpoints", resolved.value("checkpoint_dir", none)));
   return r;
 }
