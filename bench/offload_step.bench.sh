@@ -45,7 +45,8 @@ import sys
 ours, a, b = float(sys.argv[2]), sys.argv[3], sys.argv[4]
 runs = [(float(x), t) for x, t in ((a, 'off'), (b, 'on')) if x]
 best, tun = min(runs)
-print(f'optimizer={sys.argv[1]} step_ms={best:.2f} (malloc tunables {tun}); lockstep adam {ours:.2f} ms: {best / ours:.2f}x faster')
+print(f'optimizer={sys.argv[1]} step_ms={best:.2f} (malloc tunables {tun}); lockstep adam {ours:.2f} ms; '
+      f'lockstep_speed_ratio={best / ours:.2f} (the peer\'s time over lockstep\'s: above 1, lockstep is faster)')
 " "$peer" "$ms" "$a" "$b"
   done
 done
