@@ -196,7 +196,6 @@ int launcherMain(const BenchArgs& a) {
                                    "--dtype",   a.dtype};
   std::vector<std::string> base_env;
   for (char** e = environ; *e != nullptr; ++e) base_env.emplace_back(*e);
-  base_env.push_back("LOCKSTEP_BENCH_LAUNCHER=" + std::to_string(::getpid()));
   std::vector<pid_t> pids;
   std::unique_ptr<comm::TCPStore> store;
   if (!comm::findBackend(a.backend).needs_store) {  // mpi: its ranks are mpirun's to start
@@ -218,6 +217,8 @@ int launcherMain(const BenchArgs& a) {
       env.push_back("MASTER_ADDR=127.0.0.1");
       env.push_back("MASTER_PORT=" + std::to_string(store->port()));
       env.push_back("LOCKSTEP_USE_AGENT_STORE=1");
+      // The parent each rank checks (mpirun's ranks have mpirun's daemon as theirs: not set there).
+      env.push_back("LOCKSTEP_BENCH_LAUNCHER=" + std::to_string(::getpid()));
       pids.push_back(spawn(args, env));
     }
   }

@@ -12,9 +12,10 @@ namespace lockstep::kernels {
 /// The p-norm of x (p > 0; infinity: the largest |x|, NaN elements ignored), accumulated in f64:
 /// (sum |x|^p)^(1/p). On the CPU x is read where it is (contiguous; else from a contiguous copy) in
 /// element order, in fixed chunks of 65,536 elements, each summed in 8 interleaved f64 lanes
-/// (element i into lane i % 8, the lanes joined pairwise), the chunks' sums added in order: the same
-/// answer on every CPU and with any number of threads (which take whole chunks). On a GPU it runs on
-/// the device and reads the answer back (a host sync). Floating x, any strides; 0 for an empty x.
+/// (element i into lane i % 8, the lanes joined pairwise), the chunks' sums added in order: for
+/// p = 2 and infinity the same answer on every CPU and with any number of threads (which take whole
+/// chunks); other p go through the C library's pow, whose last bit may differ between CPUs. On a GPU it runs
+/// on the device and reads the answer back (a host sync). Floating x, any strides; 0 for an empty x.
 double norm(const Tensor& x, double p);
 
 /// The p-norm of per-tensor norms ((sum norms^p)^(1/p), or their max for p = infinity); 0 for none.

@@ -147,10 +147,10 @@ int Agent::run() {
   } catch (const TimeoutError& e) {
     log(std::string("error: ") + e.what());
     return kJobTimedOut;  // the master's pod may not be up yet: a retry may find it
-  } catch (const IoError& e) {
-    // The master's store went away while this agent connected (its agent ended or was killed): as
-    // a store lost later, a retry may find a new one. (The master's own agent fails as it did.)
-    if (ro.node_rank && *ro.node_rank == 0) throw;
+  } catch (const PeerError& e) {
+    // The master's store closed the connection while this agent joined it (its agent ended or was
+    // killed): as a store lost later, a retry may find a new one. A store this agent fails to host
+    // (an IoError or ValueError) ends it as before.
     log(std::string("error: lost contact with the rendezvous store of the master node while joining: ") +
         e.what());
     return kJobTimedOut;
@@ -175,9 +175,12 @@ int Agent::run() {
     } catch (const TimeoutError& e) {
       log(std::string("error: ") + e.what());
       return kJobTimedOut;  // a node that never arrived (not scheduled, not started yet) may next time
-    } catch (const IoError& e) {
-      // The master's agent ended or was killed during the rendezvous: its store is gone, as when it
-      // is lost mid-job (the same exit code: a retry may find a new master).
+    } catch (const Error& e) {
+      // The master's agent ended or was killed during the rendezvous: its store is gone (the
+      // connection closed, a PeerError, or another socket error, an IoError), as when it is lost
+      // mid-job (the same exit code: a retry may find a new master). A refusal (ValueError: another
+      // --nnodes, a node rank taken) ends the agent as a usage error.
+      if (dynamic_cast<const PeerError*>(&e) == nullptr && dynamic_cast<const IoError*>(&e) == nullptr) throw;
       log(std::string(
               "error: lost contact with the rendezvous store of the master node during the rendezvous: ") +
           e.what());

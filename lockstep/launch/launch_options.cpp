@@ -286,6 +286,8 @@ struct LaunchApp {
     return app.get_option(name)->count() > 0 && from_env.count(name) == 0;
   }
   std::set<std::string> from_env;  ///< Flags whose value came from PET_*.
+  /// PET_RDZV_CONF's join_timeout, set aside because --rdzv-timeout is on the command line.
+  std::string env_join_timeout_dropped;
 };
 
 // Pairs of flags that say the same thing two ways; giving both is an error.
@@ -343,6 +345,22 @@ void applyTorchrunVariables(LaunchApp& cli, const LaunchOptions& o, const comm::
     const bool is_switch = opt->get_expected_max() == 0;
     if (!value || (value->empty() && !is_switch) || moot(flag)) continue;
     std::string v = *value;
+    // A flag wins over a variable: with --rdzv-timeout given, PET_RDZV_CONF's join_timeout (the same
+    // setting) is set aside, and its other keys still apply.
+    if (flag == std::string("--rdzv-conf") && cli.given("--rdzv-timeout")) {
+      std::string kept;
+      for (size_t pos = 0; pos <= v.size();) {
+        const size_t comma = std::min(v.find(',', pos), v.size());
+        const std::string item = v.substr(pos, comma - pos);
+        if (item.rfind("join_timeout=", 0) == 0)
+          cli.env_join_timeout_dropped = item;
+        else if (!item.empty())
+          kept += (kept.empty() ? "" : ",") + item;
+        pos = comma + 1;
+      }
+      if (kept.empty()) continue;
+      v = kept;
+    }
     if (is_switch) {  // torchrun's bool(int(value)); "" is Kubeflow's way of saying on
       char* end = nullptr;
       const long on = v.empty() ? 1 : std::strtol(v.c_str(), &end, 10);
@@ -521,6 +539,9 @@ LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores, c
   }
   applyTorchrunVariables(
       cli, o, env ? env : [](const char* name) { return lockstep::env::get(name); });
+  if (!cli.env_join_timeout_dropped.empty())
+    o.notes.push_back("PET_RDZV_CONF's " + cli.env_join_timeout_dropped +
+                      " is not used: --rdzv-timeout on the command line sets the same timeout");
   if (!cli.given("--rdzv-endpoint") && !cli.given("--master-port") && o.standalone) o.master_port = 0;
   if (o.standalone && !cli.given("--rdzv-id")) o.run_id = "";  // the agent makes a random one
   validate(o, cli);

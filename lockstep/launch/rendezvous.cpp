@@ -207,11 +207,11 @@ std::string Rendezvous::key(int round, const std::string& name) const {
 
 std::optional<RendezvousResult> Rendezvous::join(int round, int nproc,
                                                  const std::function<bool()>& interrupted) {
-  checkSameNodeCount();
+  checkSameNodeCount(round);
   return elastic() ? joinElastic(round, nproc, interrupted) : joinFixed(round, nproc, interrupted);
 }
 
-void Rendezvous::checkSameNodeCount() {
+void Rendezvous::checkSameNodeCount(int round) {
   // Every agent of a job must be started with the same --nnodes: the first to come writes its
   // value, the others compare. One that differs says so and leaves word for those waiting, who
   // would otherwise start workers with another world size, or wait out --rdzv-timeout.
@@ -224,12 +224,14 @@ void Rendezvous::checkSameNodeCount() {
                           "' was started with --nnodes=" + mine +
                           ", the agents there before it with --nnodes=" + first +
                           "; start every host's `lockstep run` with the same --nnodes";
-  store_->set("refused", bytes(why));
+  // Word for this round's waiting agents only: a stray agent does not fail a later round (a
+  // restart) of a job that formed without it.
+  store_->set(key(round, "refused"), bytes(why));
   throw ValueError(why);
 }
 
-void Rendezvous::throwIfRefused() {
-  if (store_->check({"refused"})) throw ValueError(store_->getString("refused"));
+void Rendezvous::throwIfRefused(int round) {
+  if (store_->check({key(round, "refused")})) throw ValueError(store_->getString(key(round, "refused")));
 }
 
 std::string Rendezvous::record(int nproc) const {
@@ -299,7 +301,7 @@ std::optional<RendezvousResult> Rendezvous::joinFixed(int round, int nproc,
   auto deadline = Clock::now() + options_.timeout;
   while (!store_->check(keys)) {
     if (interrupted && interrupted()) return std::nullopt;
-    throwIfRefused();
+    throwIfRefused(round);
     if (Clock::now() >= deadline) {
       std::string present, missing;
       for (int i = 0; i < n; ++i) {

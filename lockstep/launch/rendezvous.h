@@ -129,10 +129,11 @@ class Rendezvous {
 
  private:
   std::string key(int round, const std::string& name) const;
-  /// ValueError (and word for the agents waiting, which throwIfRefused turns into the same error)
-  /// when this agent's --nnodes differs from the first agent's.
-  void checkSameNodeCount();
-  void throwIfRefused();
+  /// ValueError (and word for the agents waiting in this round of a fixed-size job, which
+  /// throwIfRefused turns into the same error) when this agent's --nnodes differs from the first
+  /// agent's.
+  void checkSameNodeCount(int round);
+  void throwIfRefused(int round);
   std::optional<RendezvousResult> joinFixed(int round, int nproc, const std::function<bool()>& interrupted);
   std::optional<RendezvousResult> joinElastic(int round, int nproc, const std::function<bool()>& interrupted);
   // This node's record for a round: "NPROC\nHOST\nTOKEN\nADDR\nPORT\nPREVIOUS_NODE_RANK".

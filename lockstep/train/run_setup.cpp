@@ -169,12 +169,18 @@ data::DataLoaderOptions loaderOptions(const TrainConfig& c) {
 RunLength runLength(const TrainConfig& c, const data::DataLoader& loader, int64_t train_size) {
   RunLength l;
   l.steps_per_epoch = loader.size() / c.batch.gradient_accumulation_steps;
-  // A micro-batch past the data would train every step on a partial batch while the run reports the
-  // configured one: refused as a step past the data is.
-  if (l.steps_per_epoch == 0 || train_size < c.batch.train_batch_size) {
+  if (l.steps_per_epoch == 0) {
     throw ValueError("the training set (" + std::to_string(train_size) +
                      " samples) is smaller than one step (" + std::to_string(c.batch.train_batch_size) +
                      " samples)");
+  }
+  // A micro-batch past the whole training set trains every step on a partial batch while the run
+  // reports the configured one. (A rank's last batch short of a micro-batch is torch's DataLoader's
+  // habit too, and fine.)
+  if (train_size < c.batch.micro_batch_size) {
+    throw ValueError("the training set (" + std::to_string(train_size) +
+                     " samples) is smaller than one micro-batch (train_micro_batch_size_per_gpu " +
+                     std::to_string(c.batch.micro_batch_size) + ")");
   }
   l.total_steps = l.steps_per_epoch * c.epochs;
   if (c.max_steps > 0) l.total_steps = std::min(l.total_steps, c.max_steps);

@@ -318,6 +318,16 @@ TEST(LaunchOptions, elastic_node_range_and_rendezvous_settings) {
       parseWithEnv({"--nnodes=1:3", "--rdzv-timeout", "60", "p"}, {{"PET_RDZV_CONF", "last_call_timeout=5"}});
   EXPECT_EQ(kubeflow.rdzv_timeout_s, 60);
   EXPECT_EQ(kubeflow.last_call_timeout_s, 5);
+  // The flag wins over the variable's join_timeout (the same setting), said in a note; the variable's
+  // other keys still apply.
+  auto flag_wins = parseWithEnv({"--nnodes=1:3", "--rdzv-timeout", "60", "p"},
+                                {{"PET_RDZV_CONF", "join_timeout=600,last_call_timeout=5"}});
+  EXPECT_EQ(flag_wins.rdzv_timeout_s, 60);
+  EXPECT_EQ(flag_wins.last_call_timeout_s, 5);
+  ASSERT_FALSE(flag_wins.notes.empty());
+  EXPECT_NE(flag_wins.notes.back().find("join_timeout=600 is not used"), std::string::npos)
+      << flag_wins.notes.back();
+  EXPECT_EQ(parseWithEnv({"--nnodes=1:3", "p"}, {{"PET_RDZV_CONF", "join_timeout=600"}}).rdzv_timeout_s, 600);
   EXPECT_NE(errorOf({"--nnodes", "1:3", "--node-rank", "1", "p"}).find("drop --node-rank"),
             std::string::npos);
   // What Kubeflow's operator gives a pod of a PyTorchJob with an elastic policy.

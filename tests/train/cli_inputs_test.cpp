@@ -63,13 +63,15 @@ TEST_F(TrainCli, out_of_range_checkpoint_counts_and_quoted_numbers_and_booleans_
   EXPECT_TRUE(has(dot.output, "empty key component")) << dot.output;
 }
 
-// A micro-batch larger than the training set: refused as a step past the data is (it trained every
-// step on a partial batch while reporting the configured one).
+// A micro-batch larger than the whole training set: refused (it trained every step on a partial batch
+// while reporting the configured one).
 TEST_F(TrainCli, a_micro_batch_past_the_training_set_is_refused) {
   Result r = run(writeConfig("c.yaml", kSynthetic) + " --output-dir " + dir_ +
                  "/o --set train_micro_batch_size_per_gpu=1000 --set gradient_accumulation_steps=1");
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_TRUE(has(r.output, "the training set (96 samples) is smaller than one step (1000 samples)"))
+  EXPECT_TRUE(has(
+      r.output,
+      "the training set (96 samples) is smaller than one micro-batch (train_micro_batch_size_per_gpu 1000)"))
       << r.output;
 }
 

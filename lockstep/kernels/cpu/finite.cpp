@@ -18,7 +18,7 @@ namespace {
 // exactly when the run holds a non-finite element: a branch-free reduction the compiler vectorises
 // (std::isfinite in the loop would not be).
 template <typename T>
-LOCKSTEP_VECTOR_CLONES bool runNonFinite(T* x, int64_t n, int64_t stride, T factor, bool scale) {
+LOCKSTEP_VECTOR_CLONES_TEMPLATE bool runNonFinite(T* x, int64_t n, int64_t stride, T factor, bool scale) {
   T acc = 0;
   if (stride == 1) {
     if (scale) {

@@ -19,9 +19,9 @@ namespace {
 // The norms read x where it is, in its own dtype (no f64 copy), in fixed chunks of kChunk elements:
 // each chunk's sum of |x|^p in kLanes interleaved f64 accumulators (element i goes to lane i %
 // kLanes, the lanes added pairwise at the end), then the chunks' sums in chunk order. The order is
-// fixed by the size alone, so the answer is the same on every CPU (the loops' clones of any width
-// compute the same lanes: no FMA, this file is compiled with -ffp-contract=off) and with any number
-// of threads, which take whole chunks.
+// fixed by the size alone, so for p = 2 and infinity the answer is the same on every CPU (the loops'
+// clones of any width compute the same lanes: no FMA, this file is compiled with -ffp-contract=off)
+// and with any number of threads, which take whole chunks. (Other p call the C library's pow.)
 constexpr int64_t kChunk = 65536;
 constexpr int kLanes = 8;
 
@@ -30,8 +30,8 @@ enum class Power { two, inf, general };
 // x[0, n) into the lanes, element i into lane i % kLanes: the sum of |x|^p, or for p = infinity the
 // largest |x| (NaN ignored, as std::max from 0 ignores it).
 template <Power P, typename T>
-LOCKSTEP_VECTOR_CLONES void accumulateLanes(const T* __restrict x, int64_t n, double p,
-                                            double* __restrict lane) {
+LOCKSTEP_VECTOR_CLONES_TEMPLATE void accumulateLanes(const T* __restrict x, int64_t n, double p,
+                                                     double* __restrict lane) {
   auto add = [&](int j, double v) {
     if constexpr (P == Power::two) {
       lane[j] += v * v;
@@ -118,7 +118,7 @@ double normOnHost(const Tensor& g, double p) {
 }
 
 template <typename T>
-LOCKSTEP_VECTOR_CLONES void scaleRun(T* __restrict x, int64_t n, T c) {
+LOCKSTEP_VECTOR_CLONES_TEMPLATE void scaleRun(T* __restrict x, int64_t n, T c) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) x[i] *= c;
 }

@@ -113,8 +113,9 @@ class Widened {
 // so f32 results agree with torch to rounding and f64 ones to ~1e-16. The options are template
 // flags, so the loop has no branches and vectorizes.
 template <typename T, bool kMaximize, bool kWd, bool kMomentum, bool kNesterov>
-LOCKSTEP_VECTOR_CLONES void sgdLoop(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t begin,
-                                    int64_t end, const std::array<double, kSgdScalars>& s) {
+LOCKSTEP_VECTOR_CLONES_TEMPLATE void sgdLoop(T* __restrict p, const T* __restrict g, T* __restrict buf,
+                                             int64_t begin, int64_t end,
+                                             const std::array<double, kSgdScalars>& s) {
   const T wd = static_cast<T>(s[0]), mom = static_cast<T>(s[1]);
   const T damp = static_cast<T>(s[2]), neg_lr = static_cast<T>(s[3]);
   const bool first = s[4] != 0.0;
@@ -176,9 +177,9 @@ void sgdCpu<uint16_t>(const SgdSpan& s, const SgdParams& o) {
 // _single_tensor_adamw (non-capturable path). The options are template flags, so the loop has no
 // branches and vectorizes (a run-time flag per element kept it scalar: 4x slower).
 template <typename T, bool kMaximize, bool kL2, bool kDecay, bool kAmsgrad>
-LOCKSTEP_VECTOR_CLONES void adamLoop(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
-                                     T* __restrict vmax, int64_t begin, int64_t end,
-                                     const std::array<double, kAdamScalars>& s) {
+LOCKSTEP_VECTOR_CLONES_TEMPLATE void adamLoop(T* __restrict p, const T* __restrict g, T* __restrict m,
+                                              T* __restrict v, T* __restrict vmax, int64_t begin, int64_t end,
+                                              const std::array<double, kAdamScalars>& s) {
   const T b1 = static_cast<T>(s[0]), b2 = static_cast<T>(s[1]);
   const T one_b1 = static_cast<T>(s[2]), one_b2 = static_cast<T>(s[3]);
   const T wd = static_cast<T>(s[4]), decay = static_cast<T>(s[5]);

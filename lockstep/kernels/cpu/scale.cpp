@@ -10,7 +10,7 @@ namespace lockstep::kernels::cpu {
 namespace {
 
 template <typename T>
-LOCKSTEP_VECTOR_CLONES void scaleRun(T* __restrict p, int64_t n, T f) {
+LOCKSTEP_VECTOR_CLONES_TEMPLATE void scaleRun(T* __restrict p, int64_t n, T f) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) p[i] *= f;
 }

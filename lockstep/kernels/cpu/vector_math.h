@@ -11,6 +11,13 @@
 /// 512-bit datapath) the AVX-512 clones made gpt-mini's pipeline stages 5-14% faster (GELU,
 /// attention's softmax rows; bench/pipeline.bench.sh, docs/pipeline.md).
 #define LOCKSTEP_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+/// The same for function templates (the optimizer's and the norms' loops): GCC clones them; clang 14
+/// (the fuzz build) does not multiversion templates, so there they are the baseline alone.
+#if defined(__clang__)
+#define LOCKSTEP_VECTOR_CLONES_TEMPLATE
+#else
+#define LOCKSTEP_VECTOR_CLONES_TEMPLATE LOCKSTEP_VECTOR_CLONES
+#endif
 
 namespace lockstep::kernels {
 

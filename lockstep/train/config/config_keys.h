@@ -73,8 +73,8 @@ const char* typeName() {
 
 /// v as T; ValueError "PATH: expected a number, got 'x'" otherwise. Floating values must be finite
 /// (.inf and .nan are not learning rates or clip norms). A quoted scalar is a string, as in JSON: an
-/// error for a boolean or a number (yaml-cpp would read "yes" as true and "1" as 1; DeepSpeed's
-/// Python would take the string "false" as true).
+/// error for a boolean or a number (yaml-cpp would read "yes" as true and "1" as 1; DeepSpeed reads
+/// such strings one way through pydantic and another as plain Python values, where "false" is true).
 template <typename T>
 T convert(const YAML::Node& v, const std::string& path) {
   if constexpr (!std::is_same_v<T, std::string>) {

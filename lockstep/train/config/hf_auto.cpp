@@ -180,7 +180,7 @@ void HfAutoValues::fillZero(YAML::Node root, const std::string& model,
     try {
       stage = config_keys::convert<int64_t>(zero["stage"], "zero_optimization.stage");
     } catch (const ValueError&) {
-      // parseZeroConfig reports a bad stage.
+      return;  // parseZeroConfig reports the bad stage; nothing is filled in against a guessed one
     }
   }
   const std::optional<int64_t> hidden = modelHiddenSize(model, options);
