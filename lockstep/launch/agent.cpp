@@ -168,6 +168,15 @@ int Agent::run() {
   // re-forms, without counting a restart, to admit a node that waits to join.
   restarts_ = 0;
   std::vector<std::string> members, hosts;  // the last round's nodes, to log who came and went
+  // The master's agent ended or was killed during the rendezvous: its store is gone, as when it is
+  // lost mid-job (the same exit code: a retry may find a new master). A refusal (ValueError: another
+  // --nnodes, a node rank taken) ends the agent as a usage error.
+  auto lostMaster = [&](const Error& e) {
+    log(std::string(
+            "error: lost contact with the rendezvous store of the master node during the rendezvous: ") +
+        e.what());
+    return kJobTimedOut;
+  };
   for (int round = 0;; ++round) {
     std::optional<RendezvousResult> r;
     try {
@@ -175,16 +184,10 @@ int Agent::run() {
     } catch (const TimeoutError& e) {
       log(std::string("error: ") + e.what());
       return kJobTimedOut;  // a node that never arrived (not scheduled, not started yet) may next time
-    } catch (const Error& e) {
-      // The master's agent ended or was killed during the rendezvous: its store is gone (the
-      // connection closed, a PeerError, or another socket error, an IoError), as when it is lost
-      // mid-job (the same exit code: a retry may find a new master). A refusal (ValueError: another
-      // --nnodes, a node rank taken) ends the agent as a usage error.
-      if (dynamic_cast<const PeerError*>(&e) == nullptr && dynamic_cast<const IoError*>(&e) == nullptr) throw;
-      log(std::string(
-              "error: lost contact with the rendezvous store of the master node during the rendezvous: ") +
-          e.what());
-      return kJobTimedOut;
+    } catch (const PeerError& e) {
+      return lostMaster(e);  // the master's store closed the connection
+    } catch (const IoError& e) {
+      return lostMaster(e);  // another socket error on it
     }
     if (!r) {
       if (const int sig = signals.terminationSignal(); sig != 0) {

@@ -9,6 +9,7 @@
 #include "lockstep/kernels/cpu/chunks.h"
 #include "lockstep/kernels/cpu/vector_math.h"
 #include "lockstep/kernels/tables/norm.h"
+#include "lockstep/kernels/tables/scale.h"
 #include "lockstep/tensor/convert.h"
 #include "lockstep/util/error.h"
 
@@ -117,12 +118,6 @@ double normOnHost(const Tensor& g, double p) {
   }
 }
 
-template <typename T>
-LOCKSTEP_VECTOR_CLONES_TEMPLATE void scaleRun(T* __restrict x, int64_t n, T c) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) x[i] *= c;
-}
-
 // The clip coefficient as clipGradNorm has always computed it; NaN propagates, as in PyTorch.
 double clipCoefficient(double total, double max_norm) {
   const double raw = max_norm / (total + 1e-6);
@@ -132,27 +127,15 @@ double clipCoefficient(double total, double max_norm) {
 void scaleOnHost(Tensor g, double coef) {
   LOCKSTEP_ENFORCE(isFloating(g.dtype()), NotSupportedError, "clipGradNorm supports floating gradients, got ",
                    dtypeName(g.dtype()));
-  if (g.dtype() == DType::bf16 || g.dtype() == DType::f16) {
-    // As the GPU's kernel: widened to f32, times float(coef), rounded once (ZeRO's bf16 master
-    // weights in bf16 clip their bf16 gradients).
-    Tensor wide = g.to(DType::f32).contiguous();
-    float* x = wide.data<float>();
-    const float c = static_cast<float>(coef);
-    forEachChunk(wide.numel(), kChunk, [&](int64_t, int64_t b, int64_t e) { scaleRun(x + b, e - b, c); });
-    g.copyFrom(wide);
-    return;
-  }
+  // The cpu backend's scaling (kernels/cpu/scale.cpp): f32 and f64 in their dtype; bf16 and f16, as
+  // the GPU's kernel, widened to f32, times float(coef), rounded once (ZeRO's bf16 master weights in
+  // bf16 clip their bf16 gradients).
   if (g.isDense()) {
-    // Dense: every element is in one block from dataPtr(), whatever the dimension order.
-    const int64_t n = g.numel();
-    visitDType(g.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        T* x = g.data<T>();
-        const T c = static_cast<T>(coef);
-        forEachChunk(n, kChunk, [&](int64_t, int64_t b, int64_t e) { scaleRun(x + b, e - b, c); });
-      }
-    });
+    kScale.scaleInPlace(g, coef);
+  } else if (g.dtype() == DType::bf16 || g.dtype() == DType::f16) {
+    Tensor wide = g.to(DType::f32).contiguous();
+    kScale.scaleInPlace(wide, coef);
+    g.copyFrom(wide);
   } else {
     Tensor scaled = g.to(DType::f64).contiguous();
     double* x = scaled.data<double>();
