@@ -118,6 +118,9 @@ int workerMain(const BenchArgs& a) {
     std::optional<Collective> made;
     try {
       made.emplace(a.what, bytes, dt, n);
+    } catch (const OutOfMemoryError&) {
+      throw ValueError(::lockstep::detail::concat("--sizes ", size, ": cannot allocate the buffers of ", size,
+                                                  " bytes on this host; give smaller sizes"));
     } catch (const std::bad_alloc&) {
       throw ValueError(::lockstep::detail::concat("--sizes ", size, ": cannot allocate the buffers of ", size,
                                                   " bytes on this host; give smaller sizes"));

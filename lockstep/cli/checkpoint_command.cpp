@@ -6,6 +6,7 @@
 // files. Either way the weights are written as f32, atomically, with the model's
 // names.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -15,6 +16,7 @@
 #include "lockstep/train/checkpoint/safetensors.h"
 #include "lockstep/train/checkpoint/zero_checkpoint.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
 
 namespace {
 
@@ -24,7 +26,7 @@ using namespace lockstep;
 // The checkpoint DIR names: itself when it has a manifest, else DIR/latest, else the newest that
 // verifies. IoError naming DIR when there is none.
 std::string pickCheckpoint(const std::string& dir) {
-  if (fs::exists(fs::path(dir) / "manifest.json")) return dir;
+  if (file::exists(dir + "/manifest.json")) return dir;
   if (auto latest = train::latestCheckpoint(dir)) return *latest;
   for (const std::string& c : train::listCheckpoints(dir)) {
     try {
@@ -39,6 +41,16 @@ std::string pickCheckpoint(const std::string& dir) {
 
 int consolidate(const std::string& dir, const std::string& out) {
   const std::string path = pickCheckpoint(dir);
+  // OUT inside the checkpoint would replace one of its files (model.safetensors) or add one its
+  // manifest does not list: either way the checkpoint would no longer verify.
+  std::error_code ec_ckpt, ec_out;
+  const fs::path ckpt = fs::weakly_canonical(path, ec_ckpt), target = fs::weakly_canonical(out, ec_out);
+  if (!ec_ckpt && !ec_out && !ckpt.empty()) {
+    const auto [c, t] = std::mismatch(ckpt.begin(), ckpt.end(), target.begin(), target.end());
+    if (c == ckpt.end())
+      throw ValueError("OUT '" + out + "' is inside the checkpoint it reads (" + path +
+                       "): writing there would spoil the checkpoint; give a path outside it");
+  }
   train::CheckpointData d = train::loadCheckpoint(path);
   // One parameter in memory at a time (a partitioned checkpoint of a model larger than memory).
   train::saveCheckpointModel(d, out, {{"source", path}, {"step", std::to_string(d.step)}}, DType::f32);

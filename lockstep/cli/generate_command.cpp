@@ -1,6 +1,7 @@
 // `lockstep generate PATH --prompt TEXT`: text from a language model that `lockstep train` trained,
 // read from a checkpoint directory or a run's output dir (lockstep/train/language_model_run.h).
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -30,7 +31,14 @@ int generateMain(int argc, char** argv) {
       ->check(CLI::Range(0.0, 100.0));
   app.add_option("--top-k", top_k, "sample among the k most likely tokens (0: all)")
       ->check(CLI::Range(0, 1 << 24));
-  app.add_option("--seed", seed, "the sampling seed");
+  app.add_option("--seed", seed, "the sampling seed (0 .. 2^64 - 1)")->transform([](std::string v) {
+    // Unsigned and in range: strtoull would wrap -1 and saturate 2^64 to 2^64 - 1 silently.
+    uint64_t parsed = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), parsed);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size())
+      throw CLI::ValidationError("--seed", "'" + v + "' is not an integer in 0 .. 2^64 - 1");
+    return v;
+  });
   app.add_option("--device", device, "where the model runs: cpu (default), cuda, cuda:N");
   try {
     app.parse(argc, argv);

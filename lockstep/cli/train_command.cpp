@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,18 @@ lockstep::train::TrainConfig validate(const TrainArgs& a, const lockstep::comm::
         std::to_string(env.rank) + " of a job started by " + lockstep::comm::launcherName(env.launcher) +
         "; leave them out (the launcher decides), or start lockstep train on its own");
   }
+  // They are written into run.json and every checkpoint's config.json, which JSON keeps UTF-8.
+  auto requireUtf8 = [](const std::string& value, const std::string& what) {
+    try {
+      (void)nlohmann::json(value).dump();
+    } catch (const nlohmann::json::type_error&) {
+      throw lockstep::ValueError(what + " '" + value + "' is not UTF-8 text; rename it or give another");
+    }
+  };
+  requireUtf8(a.config, "the config path");
+  requireUtf8(a.output_dir, "--output-dir");
+  requireUtf8(a.resume_from, "--resume-from");
+  for (const std::string& set : a.sets) requireUtf8(set, "--set");
   auto config = lockstep::train::loadTrainConfig(a.config, a.sets, world);
   if (!lockstep::comm::findBackend(config.backend).needs_store && startsAgent(a)) {
     throw lockstep::ValueError("backend " + config.backend +

@@ -13,19 +13,42 @@ std::string key(const std::string& prefix, int rank) { return prefix + "/" + std
 
 }  // namespace
 
+namespace {
+
+// Ranks started by hand (torchrun's variables set per process) may disagree: each rank's key holds
+// the world size it was started for, and every rank counts the processes that joined as it.
+void checkWorld(Store& store, const std::string& prefix, const std::string& backend, int rank, int size) {
+  const int64_t twins = store.add(prefix + "/joined/" + std::to_string(rank), 0);
+  LOCKSTEP_ENFORCE(twins <= 1, ValueError, backend, " backend: ", twins,
+                   " processes joined the process group as rank ", rank,
+                   ": give every process its own RANK (0 .. WORLD_SIZE - 1)");
+  for (int r = 0; r < size; ++r) {
+    if (r == rank || !store.check({key(prefix, r)})) continue;
+    const std::string theirs = store.getString(key(prefix, r));
+    LOCKSTEP_ENFORCE(theirs == std::to_string(size), ValueError, backend, " backend: rank ", r,
+                     " was started for a world of ", theirs, " ranks, rank ", rank, " for one of ", size,
+                     ": WORLD_SIZE differs between the processes; give every process the same");
+  }
+}
+
+}  // namespace
+
 void awaitGroupArrival(Store& store, const std::string& prefix, const std::string& backend, int rank,
                        int size, std::chrono::milliseconds timeout) {
-  store.setString(key(prefix, rank), "1");
+  store.add(prefix + "/joined/" + std::to_string(rank), 1);
+  store.setString(key(prefix, rank), std::to_string(size));
   std::vector<std::string> others;
   for (int r = 0; r < size; ++r)
     if (r != rank) others.push_back(key(prefix, r));
   if (others.empty()) return;
   try {
     store.wait(others, timeout);
+    checkWorld(store, prefix, backend, rank, size);
     return;
   } catch (const TimeoutError&) {
-    // Said below with the ranks rather than the store's keys.
+    // Said below with the ranks rather than the store's keys, unless the ranks that came disagree.
   }
+  checkWorld(store, prefix, backend, rank, size);
   std::string missing;
   int count = 0;
   for (int r = 0; r < size; ++r) {

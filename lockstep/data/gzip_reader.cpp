@@ -32,8 +32,12 @@ size_t GzipReader::read(std::vector<uint8_t>& out, size_t n) {
     const int rc = inflate(&zs_, Z_NO_FLUSH);
     produced += chunk - zs_.avail_out;
     if (rc == Z_STREAM_END) {
+      // Another member (gzip files may be concatenated, as Python's gzip and zcat read them): on.
+      if (zs_.avail_in >= 2 && zs_.next_in[0] == 0x1f && zs_.next_in[1] == 0x8b) {
+        LOCKSTEP_ENFORCE(inflateReset(&zs_) == Z_OK, IoError, path_, ": cannot reset zlib");
+        continue;
+      }
       finished_ = true;
-      // Concatenated gzip members are legal but not used by any dataset we read; reject junk.
       LOCKSTEP_ENFORCE(zs_.avail_in == 0, IoError, path_, ": corrupt gzip file: ", zs_.avail_in,
                        " unexpected bytes after the end of the compressed stream");
       break;

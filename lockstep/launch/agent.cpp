@@ -378,11 +378,15 @@ Agent::Outcome Agent::stopForSignal(Attempt& a, int sig) {
   return Outcome::kInterrupted;
 }
 
+std::string Agent::lostStoreReport(const Attempt& a, const Error& e) const {
+  const std::string master = a.result.hosts.empty() ? "" : " on host '" + a.result.hosts.front() + "'";
+  return "lost contact with the rendezvous store of the master node (node rank 0" + master + ") at " +
+         options_.master_addr + ":" + std::to_string(options_.master_port) + ": " + e.what() + "\n";
+}
+
 Agent::Outcome Agent::onStoreLost(Attempt& a, const Error& e) {
   store_lost_ = true;
-  const std::string master = a.result.hosts.empty() ? "" : " on host '" + a.result.hosts.front() + "'";
-  report_ = "lost contact with the rendezvous store of the master node (node rank 0" + master + ") at " +
-            options_.master_addr + ":" + std::to_string(options_.master_port) + ": " + e.what() + "\n";
+  report_ = lostStoreReport(a, e);
   exit_code_ = kJobTimedOut;
   return stopForRemote(a, Outcome::kStopped);
 }
@@ -463,9 +467,18 @@ Agent::Outcome Agent::onWorkersFailed(Attempt& a, const std::vector<size_t>& fai
       }
     }
     a.rdzv.publishFailure(a.number, {report_, exit_code_}, primary);
+    // This node says why it leaves the round; its silence from now on is no lost node.
+    if (options_.nnodes > 1) a.rdzv.beat(a.number, Watchdog::kLeftRound);
   } catch (const Error& e) {
     store_lost_ = options_.nnodes > 1;
-    report_ += "(could not tell the other nodes: " + std::string(e.what()) + ")\n";
+    if (store_lost_ && !primary) {
+      // This node's ranks failed because a peer went away, and the master's store is gone too:
+      // the master node (its agent and ranks) is what was lost, not this node's rank.
+      report_ = lostStoreReport(a, e) + "  after which " + report_.substr(std::string("root cause: ").size());
+      exit_code_ = kJobTimedOut;
+    } else {
+      report_ += "(could not tell the other nodes: " + std::string(e.what()) + ")\n";
+    }
   }
   a.group.stop(SIGTERM, toMs(options_.grace_period_s), a.signals.fd());
   if (!store_lost_) settleReport(a.number, a.rdzv, primary);

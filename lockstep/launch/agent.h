@@ -72,6 +72,8 @@ class Agent {
   Outcome onWorkersFailed(Attempt& a, const std::vector<size_t>& failed);
   Outcome onWatchdog(Attempt& a, const std::string& watched);
   Outcome onStoreLost(Attempt& a, const Error& e);
+  /// "lost contact with the rendezvous store of the master node (...) at ADDR:PORT: e" and a newline.
+  std::string lostStoreReport(const Attempt& a, const Error& e) const;
   // Another node failed or the job was stopped: the outcome, or none to keep going.
   std::optional<Outcome> checkOtherNodes(Attempt& a);
   // This node's workers all succeeded: wait for the other nodes' (or a failure among them).

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "lockstep/util/json.h"
+
 namespace lockstep::launch {
 
 namespace {
@@ -44,9 +46,14 @@ std::string lastLines(const std::string& text, size_t n) {
 }  // namespace
 
 std::optional<ErrorFileRecord> parseErrorFile(const std::string& content) {
-  auto json = nlohmann::json::parse(content, nullptr, false);
-  if (json.is_discarded() || !json.is_object() || !json.contains("message")) return std::nullopt;
-  const auto& m = json["message"];
+  nlohmann::json doc;
+  try {
+    doc = json::parse(content);
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;  // not PyTorch's error file: the caller reports the file as it is
+  }
+  if (!doc.is_object() || !doc.contains("message")) return std::nullopt;
+  const auto& m = doc["message"];
   ErrorFileRecord r;
   if (m.is_string()) {
     r.message = m.get<std::string>();

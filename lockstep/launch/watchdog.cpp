@@ -56,6 +56,11 @@ void Watchdog::observeNodes(Clock::time_point now) {
   rdzv_->beat(options_.round, ++beats_);
   auto beats = rdzv_->heartbeats(options_.round);
   for (size_t i = 0; i < beats.size() && i < last_beat_.size(); ++i) {
+    if (beats[i] == std::to_string(kLeftRound)) {  // gone on purpose, after saying why: not silent
+      last_beat_[i] = beats[i];
+      last_change_[i] = now;
+      continue;
+    }
     if (beats[i] != last_beat_[i]) {
       last_beat_[i] = beats[i];
       last_change_[i] = now;

@@ -76,6 +76,10 @@ class Watchdog {
   /// True when the last report or suspects() named a silent node (the agent then does not wait
   /// for it to leave).
   bool nodeLost() const { return node_lost_; }
+  /// The heartbeat an agent publishes when it leaves a round on purpose, having published its
+  /// failure (its workers failed): no beat follows, and the other agents must not take that silence
+  /// for a lost node (they may look seconds later, every --monitor-interval).
+  static constexpr int64_t kLeftRound = -1;
 
  private:
   using Clock = std::chrono::steady_clock;

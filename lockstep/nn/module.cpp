@@ -205,8 +205,14 @@ void Module::loadStateDict(const StateDict& given, bool strict) {
     if (!src || !src->defined()) {
       missing.push_back(name);
     } else if (src->shape() != dst.shape()) {
-      mismatched.push_back(detail::concat(name, ": checkpoint has shape ", shapeToString(src->shape()),
-                                          ", the model has ", shapeToString(dst.shape())));
+      mismatched.push_back(detail::concat("size mismatch for ", name, ": checkpoint has shape ",
+                                          shapeToString(src->shape()), ", the model has ",
+                                          shapeToString(dst.shape())));
+    } else if (isFloating(src->dtype()) != isFloating(dst.dtype())) {
+      // (torch casts; but integer values for a floating tensor, or the reverse, are not its values)
+      mismatched.push_back(detail::concat("dtype mismatch for ", name, ": checkpoint has dtype ",
+                                          dtypeName(src->dtype()), ", the model has ",
+                                          dtypeName(dst.dtype())));
     }
   }
   for (const auto& [name, t] : state) {
@@ -218,7 +224,7 @@ void Module::loadStateDict(const StateDict& given, bool strict) {
     os << "loadStateDict: error(s) loading the state dict of " << type_name_ << ":";
     if (strict && !missing.empty()) os << "\n  missing key(s): " << quotedList(missing) << ".";
     if (strict && !unexpected.empty()) os << "\n  unexpected key(s): " << quotedList(unexpected) << ".";
-    for (const auto& m : mismatched) os << "\n  size mismatch for " << m << ".";
+    for (const auto& m : mismatched) os << "\n  " << m << ".";
     throw ValueError(os.str());
   }
   for (const auto& [name, dst] : mine) {

@@ -55,8 +55,10 @@ Adam::Adam(std::string name, std::vector<Variable> params, const AdamOptions& op
   validate(options, this->name());
 }
 
-int64_t Adam::stateElementsPerParameterElement(const ParamGroup& group) const {
-  return hyperBool(group.options, "amsgrad") ? 3 : 2;
+std::vector<std::string> Adam::stateKeys(const HyperParams& options) const {
+  std::vector<std::string> keys{"step", "exp_avg", "exp_avg_sq"};
+  if (hyperBool(options, "amsgrad")) keys.push_back("max_exp_avg_sq");
+  return keys;
 }
 
 DType Adam::stateDType(const HyperParams& options, DType param) const {

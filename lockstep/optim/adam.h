@@ -33,7 +33,7 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Variable> params, const AdamOptions& options = {});
   void step() override;
-  int64_t stateElementsPerParameterElement(const ParamGroup& group) const override;
+  std::vector<std::string> stateKeys(const HyperParams& options) const override;
   DType stateDType(const HyperParams& options, DType param) const override;
 
   static HyperParams toHyper(const AdamOptions& o);

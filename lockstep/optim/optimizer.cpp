@@ -1,5 +1,7 @@
 #include "lockstep/optim/optimizer.h"
 
+#include <algorithm>
+#include <cmath>
 #include <unordered_set>
 
 #include "lockstep/kernels/optimizer.h"
@@ -68,6 +70,62 @@ void Optimizer::restoreHostState(const HostState& saved) {
   }
 }
 
+namespace {
+std::string joinKeys(const std::vector<std::string>& keys) {
+  if (keys.empty()) return "no state";
+  std::string out;
+  for (const std::string& k : keys) out += (out.empty() ? "'" : ", '") + k + "'";
+  return out;
+}
+}  // namespace
+
+void Optimizer::checkStateKeys(const HyperParams& options, const std::vector<std::string>& keys,
+                               const std::string& what) const {
+  const std::vector<std::string> wanted = stateKeys(options);
+  for (const std::string& k : wanted)
+    LOCKSTEP_ENFORCE(std::find(keys.begin(), keys.end(), k) != keys.end(), ValueError, name_, ": ", what,
+                     " has no '", k, "' (", name_, " keeps ", joinKeys(wanted),
+                     " for every parameter it has stepped): the checkpoint is incomplete or not this "
+                     "optimizer's; resume from another checkpoint or start without its optimizer state");
+  for (const std::string& k : keys)
+    LOCKSTEP_ENFORCE(std::find(wanted.begin(), wanted.end(), k) != wanted.end(), ValueError, name_, ": ",
+                     what, " holds '", k, "', which ", name_, " with these options does not keep (it keeps ",
+                     joinKeys(wanted),
+                     "): the checkpoint is another optimizer's or was saved with other options");
+}
+
+HyperParams Optimizer::loadedOptions(size_t group, const HyperParams& saved) const {
+  HyperParams out = groups_.at(group).options;
+  for (const auto& [k, v] : saved) {
+    auto d = defaults_.find(k);
+    LOCKSTEP_ENFORCE(d != defaults_.end(), ValueError, name_, ".loadStateDict: group ", group,
+                     " of the state has hyper-parameter '", k, "', which ", name_,
+                     " does not have: the state is another optimizer's");
+    const bool flag = std::holds_alternative<bool>(d->second);
+    LOCKSTEP_ENFORCE(std::holds_alternative<bool>(v) == flag, ValueError, name_, ".loadStateDict: group ",
+                     group, " of the state has hyper-parameter '", k, "' as a ", flag ? "number" : "bool",
+                     "; it is a ", flag ? "bool (true or false)" : "number");
+    out[k] = v;
+  }
+  return out;
+}
+
+int64_t Optimizer::loadedStep(const std::string& key, const Tensor& t) const {
+  // One whole number >= 1 (torch keeps it as a float tensor; lockstep as an i64 one).
+  const double step = t.numel() == 1 ? t.item<double>() : 0.0;
+  LOCKSTEP_ENFORCE(step >= 1 && step <= 9.0e15 && step == std::floor(step), ValueError, name_,
+                   ".loadStateDict: state key '", key,
+                   "' is not a step count (one whole number >= 1; it has ", t.numel(), " element(s)",
+                   t.numel() == 1 ? ::lockstep::detail::concat(", ", step) : "", ")");
+  return static_cast<int64_t>(step);
+}
+
+int64_t Optimizer::stateElementsPerParameterElement(const ParamGroup& group) const {
+  const std::vector<std::string> keys = stateKeys(group.options);
+  return static_cast<int64_t>(
+      std::count_if(keys.begin(), keys.end(), [](const std::string& k) { return k != "step"; }));
+}
+
 Tensor Optimizer::zerosLike(const Variable& p) { return zerosLike(p, p.dtype()); }
 
 Tensor Optimizer::zerosLike(const Variable& p, DType dtype) {
@@ -116,6 +174,8 @@ void Optimizer::loadStateDict(const OptimizerStateDict& sd) {
     }
   }
   // Validate everything before changing anything.
+  std::vector<HyperParams> options(groups_.size());
+  for (size_t gi = 0; gi < groups_.size(); ++gi) options[gi] = loadedOptions(gi, sd.param_groups[gi].options);
   std::unordered_map<const autograd::VariableImpl*, ParamState> loaded;
   for (const auto& [key, t] : sd.state) {
     const size_t dot = key.find('.');
@@ -132,18 +192,25 @@ void Optimizer::loadStateDict(const OptimizerStateDict& sd) {
     const std::string what = key.substr(dot + 1);
     ParamState& ps = loaded[p.impl().get()];
     if (what == "step") {
-      ps.step = t.item<int64_t>();
+      ps.step = loadedStep(key, t);
       continue;
     }
     LOCKSTEP_ENFORCE(t.shape() == p.shape(), ValueError, name_, ".loadStateDict: '", key, "' has shape ",
                      shapeToString(t.shape()), " but the parameter has ", shapeToString(p.shape()));
     // In the dtype the loaded options keep states in (Adam's fp32_states), laid out as the parameter.
-    Tensor copy =
-        zerosLike(p, stateDType(sd.param_groups[group_of[static_cast<size_t>(index)]].options, p.dtype()));
+    Tensor copy = zerosLike(p, stateDType(options[group_of[static_cast<size_t>(index)]], p.dtype()));
     copy.copyFrom(t);
     ps.buffers[what] = copy;
   }
-  for (size_t gi = 0; gi < groups_.size(); ++gi) groups_[gi].options = sd.param_groups[gi].options;
+  for (size_t i = 0; i < flat.size(); ++i) {
+    auto it = loaded.find(flat[i]->impl().get());
+    if (it == loaded.end()) continue;  // never stepped (no gradient yet): no state, as in torch
+    std::vector<std::string> keys;
+    if (it->second.step > 0) keys.push_back("step");
+    for (const auto& [k, t] : it->second.buffers) keys.push_back(k);
+    checkStateKeys(options[group_of[i]], keys, "the state of parameter " + std::to_string(i));
+  }
+  for (size_t gi = 0; gi < groups_.size(); ++gi) groups_[gi].options = std::move(options[gi]);
   state_ = std::move(loaded);
 }
 

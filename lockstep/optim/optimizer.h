@@ -74,10 +74,26 @@ class Optimizer {
   const HyperParams& defaults() const { return defaults_; }
   const std::string& name() const { return name_; }
 
+  /// The keys of a stepped parameter's state in a group with these options, as stateDict() writes
+  /// them after "<index>.": Adam's "step", "exp_avg", "exp_avg_sq" (and "max_exp_avg_sq" with
+  /// amsgrad), SGD's "momentum_buffer" (none without momentum).
+  virtual std::vector<std::string> stateKeys(const HyperParams& options) const = 0;
+  /// ValueError naming `what` (one parameter's saved state) unless `keys`, the keys it has, are
+  /// stateKeys(options): a state missing a moment or holding another optimizer's buffers would
+  /// step on from zeros or be dropped without a word.
+  void checkStateKeys(const HyperParams& options, const std::vector<std::string>& keys,
+                      const std::string& what) const;
+  /// A saved group's hyper-parameters as loadStateDict() takes them for group `group`: ValueError
+  /// for a name this optimizer does not have (another optimizer's state); a name the saved ones
+  /// lack keeps the group's value (one added since the state was written: torch's setdefault).
+  HyperParams loadedOptions(size_t group, const HyperParams& saved) const;
+  /// A saved "<index>.step" tensor as a step count: ValueError naming `key` unless it holds one
+  /// whole number >= 1.
+  int64_t loadedStep(const std::string& key, const Tensor& t) const;
   /// How many state elements step() keeps per parameter element of `group` (SGD with momentum 1,
   /// Adam 2, with amsgrad 3): the memory report's optimizer states before the first step creates
-  /// them. 0 for an optimizer that keeps none or does not say.
-  virtual int64_t stateElementsPerParameterElement(const ParamGroup& group) const { return 0; }
+  /// them.
+  int64_t stateElementsPerParameterElement(const ParamGroup& group) const;
   /// The dtype of the state tensors step() keeps for a parameter of dtype `param` in a group with
   /// these options: the parameter's (torch's zeros_like), or what the optimizer's options say
   /// (Adam's fp32_states). What loadStateDict casts loaded states to.

@@ -40,8 +40,9 @@ SGD::SGD(std::vector<Variable> params, const SGDOptions& options)
   validate(options);
 }
 
-int64_t SGD::stateElementsPerParameterElement(const ParamGroup& group) const {
-  return hyperDouble(group.options, "momentum") != 0.0 ? 1 : 0;
+std::vector<std::string> SGD::stateKeys(const HyperParams& options) const {
+  if (hyperDouble(options, "momentum") == 0.0) return {};
+  return {"momentum_buffer"};
 }
 
 namespace {

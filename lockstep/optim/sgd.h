@@ -22,7 +22,7 @@ class SGD : public Optimizer {
   /// ValueError for a negative lr/momentum/weight_decay, or nesterov without momentum or with dampening.
   SGD(std::vector<Variable> params, const SGDOptions& options = {});
   void step() override;
-  int64_t stateElementsPerParameterElement(const ParamGroup& group) const override;
+  std::vector<std::string> stateKeys(const HyperParams& options) const override;
 
   static HyperParams toHyper(const SGDOptions& o);
   static SGDOptions fromHyper(const HyperParams& h);

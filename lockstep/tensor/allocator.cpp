@@ -76,7 +76,18 @@ size_t CachingAllocator::roundSize(size_t nbytes) {
   return (nbytes + step - 1) / step * step;
 }
 
+OutOfMemoryError CachingAllocator::outOfMemory(size_t nbytes) const {
+  const AllocatorStats st = stats();
+  return OutOfMemoryError(detail::concat(
+      "host out of memory: tried to allocate ", nbytes >> 20, " MiB (", nbytes, " bytes; lockstep holds ",
+      st.bytes_in_use >> 20,
+      " MiB in tensors). Lower the batch size, the size of data held in memory (a "
+      "synthetic dataset's samples, a corpus) or the model, use bf16, or run where more memory is free"));
+}
+
 void* CachingAllocator::allocate(size_t nbytes) {
+  // No machine has 2^62 bytes (and rounding such a size up would overflow).
+  if (nbytes > (size_t{1} << 62)) throw outOfMemory(nbytes);
   const size_t size = roundSize(nbytes);
   Impl& s = *impl();
   std::vector<std::pair<void*, size_t>> give_back;
@@ -128,7 +139,7 @@ void* CachingAllocator::allocate(size_t nbytes) {
   if (p == nullptr) {
     emptyCache();
     p = systemAlloc(size);
-    if (p == nullptr) throw std::bad_alloc();
+    if (p == nullptr) throw outOfMemory(nbytes);
   }
   std::lock_guard<std::mutex> lock(s.mu);
   s.stats.system_allocs++;

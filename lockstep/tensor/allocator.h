@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lockstep/util/error.h"
+
 namespace lockstep {
 
 struct AllocatorStats {
@@ -36,6 +38,8 @@ class CachingAllocator {
   static CachingAllocator& instance();
 
   /// A block of at least nbytes (rounded up to a size class), 64-byte aligned. nbytes may be 0.
+  /// OutOfMemoryError (util/error.h) naming the request when the system has no memory for it,
+  /// once the cache has been given back.
   void* allocate(size_t nbytes);
   /// Returns a block from allocate(); nbytes must be the size that was asked for.
   void release(void* ptr, size_t nbytes);
@@ -53,6 +57,7 @@ class CachingAllocator {
   ~CachingAllocator();
   Impl* impl();
   const Impl* impl() const;
+  OutOfMemoryError outOfMemory(size_t nbytes) const;
 };
 
 }  // namespace lockstep

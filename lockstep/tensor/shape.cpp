@@ -16,7 +16,9 @@ std::string shapeToString(const Shape& s) {
 
 int64_t shapeNumel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    LOCKSTEP_ENFORCE(!__builtin_mul_overflow(n, d, &n), ValueError, "shape ", shapeToString(s),
+                     " has more elements than an int64 counts");
   return n;
 }
 

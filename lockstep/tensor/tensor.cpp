@@ -71,10 +71,21 @@ Tensor Tensor::emptyStrided(const Shape& shape, const Shape& strides, DType dtyp
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0) extent = 0;
   }
+  // The elements' span and its bytes, refused past what a size counts (it would wrap to a small
+  // allocation).
+  bool overflow = false;
   if (extent != 0) {
-    for (size_t i = 0; i < shape.size(); ++i) extent += (shape[i] - 1) * strides[i];
+    for (size_t i = 0; i < shape.size(); ++i) {
+      int64_t span = 0;
+      overflow = overflow || __builtin_mul_overflow(shape[i] - 1, strides[i], &span) ||
+                 __builtin_add_overflow(extent, span, &extent);
+    }
   }
-  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(extent) * dtypeSize(dtype), device);
+  size_t bytes = 0;
+  overflow = overflow || __builtin_mul_overflow(static_cast<size_t>(extent), dtypeSize(dtype), &bytes);
+  LOCKSTEP_ENFORCE(!overflow, ValueError, "a tensor of shape ", shapeToString(shape), " and dtype ",
+                   dtypeName(dtype), " would take more bytes than a size counts");
+  t.storage_ = std::make_shared<Storage>(bytes, device);
   return t;
 }
 

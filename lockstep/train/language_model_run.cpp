@@ -8,8 +8,10 @@
 #include "lockstep/nn/models/model_zoo.h"
 #include "lockstep/train/checkpoint/checkpoint.h"
 #include "lockstep/train/checkpoint/training_state.h"
+#include "lockstep/train/checkpoint/zero_checkpoint.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
+#include "lockstep/util/json.h"
 
 namespace lockstep::train {
 
@@ -95,12 +97,12 @@ LoadedLanguageModel loadLanguageModel(const std::string& path) {
   if (fs::exists(path + "/manifest.json") || fs::exists(path + "/config.json")) {
     CheckpointData d = loadCheckpoint(path);
     document = d.config.value("document", nlohmann::json());
-    weights = std::move(d.model);
+    weights = checkpointModelState(d);  // a ZeRO or pipeline checkpoint's parameters put together
     out.weights = path;
   } else if (fs::exists(path + "/run.json")) {
     nlohmann::json run;
     try {
-      run = nlohmann::json::parse(file::readAll(path + "/run.json"));
+      run = json::parse(file::readAll(path + "/run.json"));
     } catch (const nlohmann::json::exception& e) {
       throw IoError(path + "/run.json is not valid JSON: " + e.what());
     }
@@ -110,7 +112,7 @@ LoadedLanguageModel loadLanguageModel(const std::string& path) {
       weights = loadSafetensors(out.weights).tensors;
     } else if (auto latest = latestCheckpoint(path + "/checkpoints")) {
       out.weights = *latest;
-      weights = loadCheckpoint(*latest).model;
+      weights = checkpointModelState(loadCheckpoint(*latest));
     } else {
       throw IoError(path + " holds neither model.safetensors nor a checkpoint yet");
     }
@@ -121,9 +123,11 @@ LoadedLanguageModel loadLanguageModel(const std::string& path) {
   if (!document.is_object() || document.empty()) {
     throw IoError(path + " does not record the config that trained it (written by an older lockstep?)");
   }
-  // The batch keys were resolved for the training run's world size; generation needs none of them.
+  // The batch keys were resolved for the training run's world size, and the pipeline's stages
+  // split it; generation runs the whole model in one process and needs none of them.
   document.erase("train_batch_size");
   document.erase("gradient_accumulation_steps");
+  document.erase("pipeline");
   out.config = parseTrainConfig(document.dump(), {}, 1, path);
   nn::ModelOptions mo = out.config.model_options;
   if (mo.vocab_size == 0) mo.vocab_size = vocabOf(weights);

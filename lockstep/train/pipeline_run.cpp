@@ -29,6 +29,7 @@
 #include "lockstep/train/stop_signals.h"
 #include "lockstep/train/train_data.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/json.h"
 
 namespace lockstep::train {
 
@@ -297,8 +298,7 @@ nlohmann::json pipelineSummary(const PipelineRun& r) {
       {"build_peak_bytes", r.build_peak_bytes},
       {"peak_rss_bytes", peakRssBytes()}};
   nlohmann::json ranks = nlohmann::json::array();
-  for (const std::string& s : parallel::allgatherBytes(r.world, mine.dump()))
-    ranks.push_back(nlohmann::json::parse(s));
+  for (const std::string& s : parallel::allgatherBytes(r.world, mine.dump())) ranks.push_back(json::parse(s));
   const std::vector<double> ideal = ranksIdleForStageCosts(r, ranks);
   for (auto& rank : ranks) {
     if (!ideal.empty()) rank["idle_fraction_for_stage_costs"] = ideal[rank["stage"].get<size_t>()];
@@ -383,6 +383,7 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
                    "pipeline: a pipeline needs at least 2 ranks; start the job with --nproc-per-node N");
   comm::ProcessGroup& world = *dist.group;
   const bool chief = dist.isMain();
+  checkSameConfigOnEveryRank(c, &world);
   const parallel::PipelineGrid grid = parallel::makePipelineGrid(world, c.pipeline.stages);
 
   TrainData data = loadTrainData(c.data, c.seed);

@@ -18,12 +18,14 @@
 #include "lockstep/nn/models/language_model.h"
 #include "lockstep/nn/models/model_zoo.h"
 #include "lockstep/optim/registry.h"
+#include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/train/language_model_run.h"
 #include "lockstep/train/monitor/metrics_log.h"
 #include "lockstep/train/monitor/progress.h"
 #include "lockstep/train/monitor/run_files.h"
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
 
 #if LOCKSTEP_WITH_CUDA
 #include "lockstep/tensor/cuda/runtime.h"
@@ -128,16 +130,29 @@ std::shared_ptr<nn::Module> buildModel(const TrainConfig& c, const TrainData& da
   // A labelled folder's classes must fit the model's outputs (fewer is torch's habit and fine): a
   // label past them would end the first step with the cross entropy's message instead of this.
   const int64_t outputs = nn::classifierOutputs(c.model, mo);
-  const auto classes = static_cast<int64_t>(data.classes.size());
+  const int64_t classes = std::max(static_cast<int64_t>(data.classes.size()), data.label_count);
   if (outputs > 0 && classes > outputs) {
     const bool linear = c.model == "linear" || c.model == "mlp";
-    throw ValueError(c.data.dataset + " " + c.data.root + " holds " + std::to_string(classes) +
+    const bool lists = !c.data.train_list.empty() || !c.data.val_list.empty();
+    throw ValueError(c.data.dataset + " " + c.data.root +
+                     (lists ? "'s image lists (data.train_list, data.val_list) hold labels up to " +
+                                  std::to_string(classes - 1) + ", " + std::to_string(classes)
+                            : " holds " + std::to_string(classes)) +
                      " classes but the model " + c.model + " outputs " + std::to_string(outputs) +
                      "; set model." + (linear ? "out_features" : "num_classes") + ": " +
                      std::to_string(classes));
   }
   std::shared_ptr<nn::Module> model = parallel::Engine::buildModel(
       engineOptions(c, 0, device), device, [&] { return nn::makeModel(c.model, mo); });
+  // The text sampled at the end: its prompt's bytes are its token ids (the byte tokenizer), said
+  // before training rather than failing a finished run.
+  if (const auto* lm = dynamic_cast<const nn::LanguageModel*>(model.get())) {
+    for (const unsigned char ch : c.sample.prompt)
+      LOCKSTEP_ENFORCE(ch < lm->vocabSize(), ValueError, "sample.prompt: byte ", static_cast<int>(ch),
+                       " is outside the model's vocabulary of ", lm->vocabSize(),
+                       " tokens (a prompt's bytes are its token ids); give a prompt of bytes below ",
+                       lm->vocabSize());
+  }
   return model;
 }
 
@@ -207,6 +222,35 @@ nlohmann::json configRecord(const TrainConfig& c, const TrainerOptions& o) {
   nlohmann::json record = o.config_json;
   record["document"] = c.document;
   return record;
+}
+
+void checkSameConfigOnEveryRank(const TrainConfig& c, comm::ProcessGroup* group) {
+  if (group == nullptr || group->size() == 1) return;
+  nlohmann::json doc = c.document;
+  auto drop = [&](const char* section, const char* key) {
+    if (doc.contains(section) && doc[section].is_object()) doc[section].erase(key);
+  };
+  drop("data", "root");
+  drop("data", "num_workers");
+  drop("checkpoint", "dir");
+  drop("tensorboard", "output_path");
+  drop("csv_monitor", "output_path");
+  char mine[16];
+  std::snprintf(mine, sizeof(mine), "%08x",
+                file::crc32(doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+  const std::vector<std::string> all = parallel::allgatherBytes(*group, mine);
+  std::vector<int> other;
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r] != all[0]) other.push_back(static_cast<int>(r));
+  if (other.empty()) return;
+  std::string ranks;
+  for (int r : other) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  throw ValueError("the ranks do not train with the same config: rank" +
+                   std::string(other.size() > 1 ? "s " : " ") + ranks +
+                   (other.size() > 1 ? " have" : " has") + " another (config hash " + all[other.front()] +
+                   ") than rank 0's (" + all[0] +
+                   "); give every rank the same config file and --set flags (a stale copy of the file on one "
+                   "host?)");
 }
 
 RunIdentity runIdentity(const TrainConfig& c, int world) {

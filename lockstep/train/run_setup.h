@@ -73,6 +73,12 @@ std::string checkpointDir(const TrainConfig& c, const TrainerOptions& o);
 RunCheckpointsOptions checkpointOptions(const TrainConfig& c, const TrainerOptions& o);
 /// What a checkpoint's config.json holds: the invocation and the config document.
 nlohmann::json configRecord(const TrainConfig& c, const TrainerOptions& o);
+/// Collective: ValueError on every rank, naming the ranks, unless every rank of `group` trains with
+/// the same config (the document after --set, but for what may differ between hosts: data.root,
+/// data.num_workers, checkpoint.dir and the monitors' output paths). Ranks with another seed,
+/// learning rate or batch size would train on silently, apart (a stale copy of the file on a
+/// host). Nothing when group is null (one rank).
+void checkSameConfigOnEveryRank(const TrainConfig& c, comm::ProcessGroup* group);
 /// A fresh run's identity (a new run id) in a world of `world` ranks.
 RunIdentity runIdentity(const TrainConfig& c, int world);
 

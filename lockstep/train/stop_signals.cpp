@@ -1,6 +1,10 @@
 #include "lockstep/train/stop_signals.h"
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdint>
+#include <ctime>
 
 #include "lockstep/util/error.h"
 
@@ -12,8 +16,28 @@ constexpr int kSignals[3] = {SIGTERM, SIGINT, SIGHUP};
 volatile sig_atomic_t g_received = 0;
 std::atomic<bool> g_installed{false};
 
+std::atomic<int64_t> g_first_at_ms{0};  // CLOCK_MONOTONIC ms of the first signal (lock-free)
+static_assert(std::atomic<int64_t>::is_always_lock_free, "a signal handler writes it");
+
+// The first signal asks for a stop at the next step boundary. One more, 2 s or more later (not the
+// same Ctrl-C reaching the process twice, from the terminal and from its launcher), ends the
+// process at once: a rank blocked where no step boundary comes (a read of a file that never
+// returns, a hung mount) must still be stoppable. Only async-signal-safe calls here.
 void onSignal(int sig) {
-  if (g_received == 0) g_received = sig;
+  struct timespec now {};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  const int64_t now_ms = static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+  if (g_received == 0) {
+    g_received = sig;
+    g_first_at_ms = now_ms;
+    return;
+  }
+  if (now_ms - g_first_at_ms < 2000) return;
+  static const char kMessage[] =
+      "lockstep: a second stop signal: exiting now, without the checkpoint the first one asked for\n";
+  ssize_t ignored = ::write(2, kMessage, sizeof(kMessage) - 1);
+  (void)ignored;
+  ::_exit(128 + sig);
 }
 
 }  // namespace

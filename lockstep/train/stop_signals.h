@@ -2,7 +2,9 @@
 // SIGTERM (the kubelet's, Slurm's, a launcher's), SIGINT and SIGHUP as a request to stop training
 // at the next step boundary, with a checkpoint, instead of ending the process mid-step: the ranks
 // agree on the step (trainer.cpp), save it, and exit with 128 + the signal, the code a cluster's
-// restart policy reads as "stopped from outside, retry" (docs/deploy.md).
+// restart policy reads as "stopped from outside, retry" (docs/deploy.md). Another signal 2 s or
+// more after the first ends the process at once (128 + that signal), without a checkpoint: for a
+// rank blocked where no step boundary comes.
 #include <csignal>
 
 namespace lockstep::train {

@@ -58,9 +58,16 @@ TrainData loadTrainData(const DataConfig& c, uint64_t seed) {
   d.test = s.test;
   d.vocab_size = s.vocab_size;
   d.classes = s.classes;
+  d.label_count = s.label_count;
   if (info.language) return d;  // its validation windows come with it
   if (c.val_split > 0) {
     int64_t nval = static_cast<int64_t>(static_cast<double>(d.train->size()) * c.val_split);
+    // Validation on no samples would report a loss and an accuracy of 0 as if measured.
+    LOCKSTEP_ENFORCE(nval >= 1, ValueError, "data.val_split: ", c.val_split, " of the ", d.train->size(),
+                     " training samples holds out none; raise it to at least ",
+                     1.0 / static_cast<double>(d.train->size()), " or leave it out");
+    LOCKSTEP_ENFORCE(nval < d.train->size(), ValueError, "data.val_split: ", c.val_split, " of the ",
+                     d.train->size(), " training samples leaves none to train on; lower it");
     auto parts = data::randomSplit(d.train, {d.train->size() - nval, nval}, seed);
     d.train = parts[0];
     d.val = parts[1];

@@ -23,6 +23,8 @@ struct TrainData {
   int64_t vocab_size = 0;
   /// Class i's name, where the dataset names its classes (image_folder); empty otherwise.
   std::vector<std::string> classes;
+  /// The labels run 0 .. label_count - 1 (data::DatasetSplits'); 0 where the dataset does not say.
+  int64_t label_count = 0;
 };
 
 /// Checks the dataset's files exist without loading them (for the launcher's parent process);

@@ -449,6 +449,7 @@ TrainSummary runTraining(const TrainConfig& c, const TrainerOptions& o) {
   if (c.pipeline.enabled()) return runPipelineTraining(c, o);
   parallel::DistributedEnvironment dist = parallel::initFromEnvironment(c.backend, commTimeout(c));
   const bool chief = dist.isMain();
+  checkSameConfigOnEveryRank(c, dist.group.get());
 
   TrainData data = loadTrainData(c.data, c.seed);
   manualSeed(c.seed);  // dropout and other draws during training

@@ -40,6 +40,11 @@ class PeerError : public Error {
 class NotSupportedError : public Error {
   using Error::Error;
 };
+/// The host or a GPU has no memory left for a request (the message names its size, where, and
+/// what lockstep holds).
+class OutOfMemoryError : public Error {
+  using Error::Error;
+};
 /// An invariant of lockstep itself does not hold: a bug.
 class InternalError : public Error {
   using Error::Error;

@@ -128,7 +128,19 @@ AppendedLines openLinesForAppend(const std::string& path) {
   return out;
 }
 
-bool exists(const std::string& path) { return std::filesystem::exists(path); }
+namespace {
+std::filesystem::file_status statusOf(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (ec && st.type() != std::filesystem::file_type::not_found)
+    throw IoError("cannot look at '" + path + "': " + ec.message());
+  return st;
+}
+}  // namespace
+
+bool exists(const std::string& path) { return std::filesystem::exists(statusOf(path)); }
+
+bool isDirectory(const std::string& path) { return std::filesystem::is_directory(statusOf(path)); }
 
 void makeDirs(const std::string& path) {
   std::error_code ec;

@@ -47,7 +47,12 @@ AppendedLines openLinesForAppend(const std::string& path);
 
 /// The whole file; IoError naming the path when it cannot be read.
 std::string readAll(const std::string& path);
+/// Whether something is at path (a symlink: its target). IoError naming the path when that cannot
+/// be told (a symlink loop, a parent without search permission): not the filesystem_error that
+/// std::filesystem::exists throws.
 bool exists(const std::string& path);
+/// Whether path is a directory (a symlink: its target's kind); IoError as exists().
+bool isDirectory(const std::string& path);
 /// mkdir -p; IoError naming the path on failure.
 void makeDirs(const std::string& path);
 /// CRC-32 (zlib's polynomial), for checksums recorded next to written files. `start`: the CRC-32

@@ -1,16 +1,20 @@
 // Failure behaviour: stuck peers time out, dead peers are reported within seconds, mismatched
 // collectives are named, and a broken group fails fast. Each error names op, sequence number
 // and the ranks that did not arrive.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 
 #include "comm/comm_test_util.h"
+#include "lockstep/comm/group_arrival.h"
 #include "lockstep/comm/store/file_store.h"
 #include "lockstep/util/error.h"
 
@@ -228,6 +232,39 @@ TEST_P(FailureTest, send_recv_large_messages_both_ways) {
   });
 }
 
+// Ranks whose shm settings differ (LOCKSTEP_SHM_SLOTS on one host's rank only) size their segments
+// apart: both are told so, by name, instead of one blaming "another user or job" for the segment.
+// And a segment a killed rank left behind (its creator gone, older than a minute) is removed when
+// the next group is made.
+TEST(ShmBackend, ranks_with_other_shm_settings_are_told_so_and_leftovers_are_removed) {
+  const std::string leftover = "/lockstep_999999999_leftover_0";
+  const int fd = ::shm_open(leftover.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const auto old = std::filesystem::file_time_type::clock::now() - std::chrono::minutes(5);
+  std::filesystem::last_write_time("/dev/shm" + leftover, old);
+  auto store = std::make_shared<HashStore>();
+  store->setTimeout(std::chrono::seconds(30));
+  std::vector<std::string> errors(2);
+  runRanks(2, [&](int r) {
+    ShmOptions o;
+    o.timeout = std::chrono::seconds(30);
+    o.num_slots = r == 0 ? 8 : 16;
+    try {
+      ShmProcessGroup pg(store, r, 2, o);
+    } catch (const PeerError& e) {
+      errors[static_cast<size_t>(r)] = e.what();
+    }
+  });
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("the ranks' shm settings differ (LOCKSTEP_SHM_SLOTS"), std::string::npos) << e;
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm" + leftover));
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))  // the two failed ranks' own
+    EXPECT_EQ(e.path().filename().string().find("lockstep_" + std::to_string(::getpid()) + "_"),
+              std::string::npos)
+        << e.path();
+}
+
 TEST(ShmBackend, recv_matches_by_tag_and_buffers_the_others) {
   auto store = std::make_shared<HashStore>();
   runRanks(2, [&](int r) {
@@ -395,6 +432,50 @@ TEST(GlooBackend, reduce_scatter_ring_stops_at_the_op_deadline_without_op_checks
 
 INSTANTIATE_TEST_SUITE_P(Backends, FailureTest, ::testing::Values("shm", "gloo"),
                          [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace lockstep::comm
+
+namespace lockstep::comm {
+namespace {
+
+using testing::runRanks;
+
+// Processes started by hand with torchrun's variables that disagree: a WORLD_SIZE that differs, or
+// two processes given the same RANK. They waited for a rank that would never come and then blamed
+// it; now every process that can tell says what differs.
+TEST(GroupArrival, a_world_size_that_differs_or_a_rank_given_twice_is_named) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::string> errors(2);
+  runRanks(2, [&](int r) {
+    try {
+      awaitGroupArrival(*store, "sizes", "gloo", r, r == 0 ? 2 : 3, std::chrono::seconds(2));
+    } catch (const ValueError& e) {
+      errors[static_cast<size_t>(r)] = e.what();
+    }
+  });
+  EXPECT_NE(
+      errors[0].find("rank 1 was started for a world of 3 ranks, rank 0 for one of 2: WORLD_SIZE differs"),
+      std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("rank 0 was started for a world of 2 ranks, rank 1 for one of 3"),
+            std::string::npos)
+      << errors[1];
+  std::vector<std::string> twins(3);
+  runRanks(3, [&](int t) {
+    const int rank = t == 2 ? 0 : 1;  // threads 0 and 1 both rank 1; rank 0 comes last
+    if (t == 2) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    try {
+      awaitGroupArrival(*store, "twins", "gloo", rank, 2, std::chrono::seconds(5));
+    } catch (const ValueError& e) {
+      twins[static_cast<size_t>(t)] = e.what();
+    }
+  });
+  for (int t : {0, 1})
+    EXPECT_NE(twins[static_cast<size_t>(t)].find("2 processes joined the process group as rank 1"),
+              std::string::npos)
+        << twins[static_cast<size_t>(t)];
+}
 
 }  // namespace
 }  // namespace lockstep::comm

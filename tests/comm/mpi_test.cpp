@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
+#include <string>
 
 #include "lockstep/comm/mpi/mpi_process_group.h"
 #include "lockstep/util/error.h"
@@ -79,11 +81,31 @@ int mpiWorker() {
   return 0;
 }
 
+// Rank 1 never joins the allreduce (it sleeps far past the deadline): rank 0's op times out and
+// rank 0 exits with an error, which must end the job (its pending request kept MPI_Finalize, run
+// at exit, waiting for rank 1 forever).
+int mpiTimeoutWorker() {
+  auto pg = MpiProcessGroup::createWorld({.timeout = std::chrono::seconds(2)});
+  if (pg->rank() == 1) {
+    ::sleep(100);
+    return 0;
+  }
+  float v = 1.0f;
+  try {
+    pg->allreduce(&v, 1, DType::f32)->wait();
+  } catch (const TimeoutError& e) {
+    std::fprintf(stderr, "rank 0: %s\n", e.what());
+    return 3;
+  }
+  return 1;
+}
+
 const int kMpiWorkerHook = [] {
-  if (std::getenv("LOCKSTEP_COMM_TEST_MPI_WORKER") == nullptr) return 0;
+  const char* mode = std::getenv("LOCKSTEP_COMM_TEST_MPI_WORKER");
+  if (mode == nullptr) return 0;
   int rc = 1;
   try {
-    rc = mpiWorker();
+    rc = std::string(mode) == "timeout" ? mpiTimeoutWorker() : mpiWorker();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mpi worker: %s\n", e.what());
   }
@@ -109,6 +131,30 @@ TEST(Mpi, three_ranks_under_mpirun) {
     EXPECT_NE(output.find("mpi worker rank " + std::to_string(r) + " of 3 ok"), std::string::npos) << output;
   }
   (void)kMpiWorkerHook;
+}
+
+TEST(Mpi, a_rank_whose_op_timed_out_ends_the_job_instead_of_hanging_in_finalize) {
+  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not installed";
+  char self[4096] = {};
+  ASSERT_GT(::readlink("/proc/self/exe", self, sizeof(self) - 1), 0);
+  const std::string cmd =
+      std::string(
+          "LOCKSTEP_COMM_TEST_MPI_WORKER=timeout OMPI_MCA_btl_vader_single_copy_mechanism=none "
+          "timeout 90 mpirun -np 2 --allow-run-as-root --oversubscribe ") +
+      self + " 2>&1";
+  const auto start = std::chrono::steady_clock::now();
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string output;
+  std::array<char, 4096> buf;
+  while (size_t k = std::fread(buf.data(), 1, buf.size(), p)) output.append(buf.data(), k);
+  const int status = ::pclose(p);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(status, 0) << output;
+  EXPECT_NE(output.find("rank 0: allreduce #"), std::string::npos) << output;
+  EXPECT_NE(output.find("timed out after 2000 ms"), std::string::npos) << output;
+  // Ended by mpirun once rank 0 left, not by rank 1 waking after 100 s (or `timeout` after 90 s).
+  EXPECT_LT(seconds, 60.0) << output;
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // IDX reader and loadMnist: the real Fashion-MNIST files, tiny generated files (gzip and raw) and
 // every kind of damage a download can suffer.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 
 #include "data/data_test_util.h"
 #include "lockstep/data.h"
@@ -214,6 +216,29 @@ TEST(Mnist, missing_directory_and_bad_options) {
 }
 
 }  // namespace
+
+// A gzip file of several members (concatenated, as `cat a.gz b.gz` or gzip's append make: Python's
+// gzip and zcat read them whole) was refused as "unexpected bytes after the end".
+TEST(Idx, a_gzip_file_of_several_members_reads_as_their_concatenation) {
+  TempDir dir;
+  const auto bytes = idxBytes(kIdxImagesMagic, {40, 28, 28}, pattern(40 * 784, 131));
+  writeFileBytes(dir.file("one"), bytes);
+  const size_t half = bytes.size() / 2;
+  for (const auto& [mode, from, to] :
+       {std::tuple{"wb", size_t{0}, half}, std::tuple{"ab", half, bytes.size()}}) {
+    gzFile f = gzopen(dir.file("two.gz").c_str(), mode);
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(gzwrite(f, bytes.data() + from, static_cast<unsigned>(to - from)), static_cast<int>(to - from));
+    gzclose(f);
+  }
+  EXPECT_EQ(readMaybeGzipFile(dir.file("two.gz"), 1 << 24), readMaybeGzipFile(dir.file("one"), 1 << 24));
+  // Bytes after the last member that are not another member are still refused.
+  auto junk = readFileBytes(dir.file("two.gz"));
+  junk.insert(junk.end(), {1, 2, 3});
+  writeFileBytes(dir.file("junk.gz"), junk);
+  EXPECT_TRUE(throwsWith<IoError>([&] { readMaybeGzipFile(dir.file("junk.gz"), 1 << 24); },
+                                  {dir.file("junk.gz"), "3 unexpected bytes after the end"}));
+}
 
 TEST(Idx, gzip_bomb_is_refused_without_inflating_it) {
   // A header of 10 bytes of data followed by 256 MiB of zeros: a 256 KiB gzip file. It used to be

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 
 #include "data_test_util.h"
 #include "lockstep/data/file_bytes.h"
@@ -216,29 +217,38 @@ TEST(PngCodec, grey_and_grey_alpha_are_replicated) {
   }
 }
 
-// A 16-bit RGB PNG written through libpng directly (encodePng writes 8 bits).
-std::vector<uint8_t> png16(const std::vector<uint16_t>& rgb, uint32_t w, uint32_t h) {
+// A PNG written through libpng directly (encodePng writes 8-bit RGB only): its header, what
+// `describe` adds to it (a palette), then its rows as libpng takes them.
+std::vector<uint8_t> writePng(uint32_t w, uint32_t h, int depth, int color,
+                              const std::function<void(png_structp, png_infop)>& describe,
+                              const std::vector<std::vector<uint8_t>>& rows) {
   TempDir dir;
-  const std::string path = dir.file("16.png");
+  const std::string path = dir.file("x.png");
   FILE* f = std::fopen(path.c_str(), "wb");
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
   png_infop info = png_create_info_struct(png);
   png_init_io(png, f);
-  png_set_IHDR(png, info, w, h, 16, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+  png_set_IHDR(png, info, w, h, depth, color, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
                PNG_FILTER_TYPE_DEFAULT);
+  if (describe) describe(png, info);
   png_write_info(png, info);
-  std::vector<uint8_t> row(w * 6);
-  for (uint32_t y = 0; y < h; ++y) {
-    for (uint32_t i = 0; i < w * 3; ++i) {
-      row[2 * i] = static_cast<uint8_t>(rgb[y * w * 3 + i] >> 8);
-      row[2 * i + 1] = static_cast<uint8_t>(rgb[y * w * 3 + i]);
-    }
-    png_write_row(png, row.data());
-  }
+  for (const auto& row : rows) png_write_row(png, row.data());
   png_write_end(png, info);
   png_destroy_write_struct(&png, &info);
   std::fclose(f);
   return readFileBytes(path);
+}
+
+// A 16-bit RGB PNG: each sample big-endian.
+std::vector<uint8_t> png16(const std::vector<uint16_t>& rgb, uint32_t w, uint32_t h) {
+  std::vector<std::vector<uint8_t>> rows(h, std::vector<uint8_t>(w * 6));
+  for (uint32_t y = 0; y < h; ++y) {
+    for (uint32_t i = 0; i < w * 3; ++i) {
+      rows[y][2 * i] = static_cast<uint8_t>(rgb[y * w * 3 + i] >> 8);
+      rows[y][2 * i + 1] = static_cast<uint8_t>(rgb[y * w * 3 + i]);
+    }
+  }
+  return writePng(w, h, 16, PNG_COLOR_TYPE_RGB, nullptr, rows);
 }
 
 TEST(PngCodec, sixteen_bit_samples_keep_their_high_byte) {
@@ -246,6 +256,25 @@ TEST(PngCodec, sixteen_bit_samples_keep_their_high_byte) {
   const std::vector<uint8_t> png = png16(rgb, 2, 1);
   const Image out = decodePng(png.data(), png.size(), "16.png");
   EXPECT_EQ(out.data, (std::vector<uint8_t>{0x00, 0x00, 0x01, 0x7F, 0x80, 0xFF}));
+}
+
+// A palette PNG with transparency (PNG-8, tRNS): its palette's colours, the transparency dropped
+// as PIL's convert("RGB") drops it (it was refused as an "unsupported PNG layout"). 8 and 4 bits.
+TEST(PngCodec, a_palette_with_transparency_decodes_to_its_colours) {
+  for (const int depth : {8, 4}) {
+    const std::vector<uint8_t> bytes =
+        writePng(3, 1, depth, PNG_COLOR_TYPE_PALETTE,
+                 [](png_structp png, png_infop info) {
+                   png_color palette[3] = {{10, 20, 30}, {200, 100, 50}, {1, 2, 3}};
+                   png_set_PLTE(png, info, palette, 3);
+                   png_byte alpha[2] = {0, 128};  // entry 0 fully transparent, entry 1 half
+                   png_set_tRNS(png, info, alpha, 2, nullptr);
+                 },
+                 {depth == 8 ? std::vector<uint8_t>{2, 0, 1} : std::vector<uint8_t>{0x20, 0x10}});
+    const Image out = decodePng(bytes.data(), bytes.size(), "p.png");
+    ASSERT_EQ(out.channels, 3) << depth;
+    EXPECT_EQ(out.data, (std::vector<uint8_t>{1, 2, 3, 10, 20, 30, 200, 100, 50})) << depth;
+  }
 }
 
 TEST(PngCodec, corrupt_and_truncated_files_are_errors_naming_the_file) {

@@ -155,6 +155,56 @@ TEST(TextCorpus, tokenize_directory_round_trips_through_open) {
   fs::remove_all(dir);
 }
 
+// Tokenizing again into the same directory without validation tokens left the old val.bin, which
+// training then measured on; meta.json's counts now have to be the files'.
+TEST(TextCorpus, a_stale_or_cut_token_file_is_refused_by_its_counts) {
+  std::string dir = tempDir("stale");
+  std::ofstream(dir + "/one.txt") << std::string(400, 'x');
+  std::ofstream(dir + "/two.txt") << std::string(300, 'y');
+  writeTokenDir(dir + "/one.txt", dir + "/tok", 0.25);
+  ASSERT_TRUE(fs::exists(dir + "/tok/val.bin"));
+  TokenDirMeta meta = writeTokenDir(dir + "/two.txt", dir + "/tok", 0.0);
+  EXPECT_EQ(meta.val_tokens, 0);
+  EXPECT_FALSE(fs::exists(dir + "/tok/val.bin"));
+  TokenSplit split = openTokenDir(dir + "/tok");
+  EXPECT_FALSE(split.val);
+  EXPECT_EQ(split.train->size(), 300);
+  // A val.bin put back beside it (or a train.bin cut short): the counts say so.
+  writeTokenFile(dir + "/tok/val.bin", std::vector<uint32_t>(50, 'z'), TokenWidth::u16);
+  try {
+    openTokenDir(dir + "/tok");
+    FAIL() << "a stale val.bin was taken";
+  } catch (const IoError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("records 300 training and 0 validation tokens, but train.bin holds 300 "
+                                   "and val.bin 50"),
+        std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// A token past meta.json's vocabulary is named with its file and offset when its window is read
+// (it failed in the model's embedding, at a position within the batch).
+TEST(TextCorpus, a_token_past_the_vocabulary_names_its_file_and_offset) {
+  std::vector<uint16_t> tokens(41, 7);
+  tokens[22] = 300;
+  auto stream = TokenFile::fromTokens(tokens, "d/train.bin");
+  TokenWindowDataset ds(stream, 4, 256);
+  EXPECT_NO_THROW(ds.gather({0, 1, 2, 3, 4}));  // tokens 0..20
+  try {
+    ds.gather({0, 5});
+    FAIL() << "token 300 was read";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "d/train.bin: token 300 at token offset 22 is outside the vocabulary 0..255"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(ds.get(5), IoError);
+  EXPECT_NO_THROW(TokenWindowDataset(stream, 4).gather({5}));  // unchecked without a vocabulary
+}
+
 TEST(TextCorpus, fortunes_package_gives_megabytes_of_english_text) {
   if (!fs::exists(kFortunesDir)) GTEST_SKIP() << "Debian's fortunes package is not installed";
   std::string text = readTextCorpus(kFortunesDir);

@@ -263,6 +263,50 @@ TEST(LaunchAgent, two_agents_on_one_host_assign_node_ranks_by_arrival_and_restar
   EXPECT_NO_SURVIVORS(dir / "pids");
 }
 
+// Agents that look at the store only every 4 s (--monitor-interval 4): the node whose worker failed
+// stops beating once it has published the failure, and the master, looking seconds later, took
+// that silence for a lost node (a false root cause, exit 143 there and 7 on the other).
+TEST(LaunchAgent, a_long_monitor_interval_still_names_the_failed_rank_on_every_node) {
+  TempDir dir;
+  std::string port = std::to_string(freePort());
+  auto agentArgs = [&](int node) {
+    return std::vector<std::string>{LOCKSTEP_RUN_BIN,
+                                    "--nnodes",
+                                    "2",
+                                    "--node-rank",
+                                    std::to_string(node),
+                                    "--nproc-per-node",
+                                    "1",
+                                    "--master-port",
+                                    port,
+                                    "--rdzv-id",
+                                    "slow",
+                                    "--monitor-interval",
+                                    "4",
+                                    kWorker,
+                                    "--pidfile",
+                                    dir / "pids",
+                                    "--fail-rank",
+                                    "1",
+                                    "--code",
+                                    "7",
+                                    "--fail-after-ms",
+                                    "500",
+                                    "--sleep-ms",
+                                    "30000"};
+  };
+  ChildProcess a(agentArgs(0), dir / "a.out");
+  ChildProcess b(agentArgs(1), dir / "b.out");
+  EXPECT_EQ(a.wait(40s), 7) << a.output();
+  EXPECT_EQ(b.wait(40s), 7) << b.output();
+  for (ChildProcess* c : {&a, &b}) {
+    EXPECT_TRUE(contains(c->output(), "root cause: rank 1")) << c->output();
+    EXPECT_TRUE(contains(c->output(), "exited with code 7")) << c->output();
+    EXPECT_FALSE(contains(c->output(), "has sent no heartbeat")) << c->output();
+  }
+  EXPECT_NO_SURVIVORS(dir / "pids");
+}
+
 namespace {
 // Node `node` of a 2-node job on this host (master port `port`, nproc ranks each of the test
 // worker, which writes its pid to `pidfile` and hangs), with the agent flags `extra`.

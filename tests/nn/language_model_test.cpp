@@ -247,6 +247,17 @@ TEST(LanguageModel, generate_is_reproducible_and_top_k_1_is_greedy) {
   EXPECT_TRUE(m->isTraining()) << "generate restores the training mode";
   EXPECT_THROW(generate(*m, {}, greedy), ValueError);
   EXPECT_THROW(generate(*m, {40}, greedy), ValueError);
+  // Weights that are not finite give NaN logits: an error, not text picked by accident.
+  Tensor w = m->parameters().front().tensor();
+  w.fill(std::nan(""));
+  for (GenerateOptions* o : {&greedy, &sampled}) {
+    try {
+      generate(*m, prompt, *o);
+      ADD_FAILURE() << "generated from NaN logits";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("its weights are not finite"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(LanguageModel, weight_decay_groups_follow_mingpt) {

@@ -145,7 +145,10 @@ TEST(Module, strict_load_lists_every_missing_unexpected_and_mismatched_name) {
   sd.insert("extra.weight", Tensor::zeros({1}));
   sd.insert("block.other", Tensor::zeros({1}));
   StateDict fixed;
-  for (const auto& [n, t] : sd) fixed.insert(n, n == "head.weight" ? Tensor::zeros({3, 4}) : t);
+  for (const auto& [n, t] : sd)
+    fixed.insert(n, n == "head.weight"   ? Tensor::zeros({3, 4})
+                    : n == "block.scale" ? Tensor::zeros({4}, DType::i32)  // integers for a float tensor
+                                         : t);
   try {
     net.loadStateDict(fixed);
     FAIL() << "expected ValueError";
@@ -154,6 +157,9 @@ TEST(Module, strict_load_lists_every_missing_unexpected_and_mismatched_name) {
     EXPECT_NE(msg.find("missing key(s): \"alpha\", \"block.bn.running_var\""), std::string::npos) << msg;
     EXPECT_NE(msg.find("unexpected key(s): \"extra.weight\", \"block.other\""), std::string::npos) << msg;
     EXPECT_NE(msg.find("size mismatch for head.weight: checkpoint has shape [3, 4], the model has [2, 4]"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("dtype mismatch for block.scale: checkpoint has dtype i32, the model has f32"),
               std::string::npos)
         << msg;
   }

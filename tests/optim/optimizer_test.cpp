@@ -378,6 +378,68 @@ TEST(Optim, load_state_dict_rejects_mismatches) {
   EXPECT_THROW(fresh.loadStateDict(bad), ValueError);  // shape differs from p1's
 }
 
+// A stepped parameter's state must be whole: a missing moment would step on from zeros (a wrong
+// update, silently), an unknown buffer would be dropped. A parameter with no state at all is one
+// that never had a gradient, as in torch.
+TEST(Optim, load_state_dict_refuses_a_parameter_state_missing_or_adding_a_buffer) {
+  Problem pr;
+  Adam opt(pr.params());
+  runSteps(pr, opt, 1);
+  const OptimizerStateDict sd = opt.stateDict();
+  auto without = [&](const std::string& drop) {
+    OptimizerStateDict out = sd;
+    out.state = StateDict();
+    for (const auto& [k, t] : sd.state)
+      if (k != drop) out.state.insert(k, t);
+    return out;
+  };
+  auto message = [](Optimizer& o, const OptimizerStateDict& state) -> std::string {
+    try {
+      o.loadStateDict(state);
+    } catch (const ValueError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  Problem other;
+  Adam fresh(other.params());
+  EXPECT_NE(message(fresh, without("1.exp_avg_sq")).find("parameter 1 has no 'exp_avg_sq'"),
+            std::string::npos);
+  EXPECT_NE(message(fresh, without("0.step")).find("parameter 0 has no 'step'"), std::string::npos);
+  OptimizerStateDict extra = sd;
+  extra.state.insert("0.momentum_buffer", Tensor::zeros({2, 2}, DType::f64));
+  EXPECT_NE(message(fresh, extra).find("holds 'momentum_buffer'"), std::string::npos);
+  for (const double step : {-4.0, 0.0, 2.5}) {  // a step count is a whole number >= 1
+    OptimizerStateDict bad_step = sd;
+    bad_step.state = StateDict();
+    for (const auto& [k, t] : sd.state)
+      bad_step.state.insert(k, k == "0.step" ? Tensor::scalar(step, DType::f64) : t);
+    EXPECT_NE(message(fresh, bad_step).find("state key '0.step' is not a step count"), std::string::npos)
+        << step;
+  }
+  // A refused load changes nothing: the fresh optimizer still has no state.
+  EXPECT_TRUE(fresh.stateDict().state.keys().empty());
+  // amsgrad's third buffer is wanted when the loaded options ask for it.
+  OptimizerStateDict ams = sd;
+  ams.param_groups[0].options["amsgrad"] = true;
+  EXPECT_NE(message(fresh, ams).find("no 'max_exp_avg_sq'"), std::string::npos);
+  // Parameter 1 never stepped (no state at all): loads, as torch's would.
+  OptimizerStateDict partial = without("1.exp_avg_sq");
+  partial.state = StateDict();
+  for (const auto& [k, t] : sd.state)
+    if (k.rfind("1.", 0) != 0) partial.state.insert(k, t);
+  EXPECT_EQ(message(fresh, partial), "");
+  // Another optimizer's state: its hyper-parameters name it.
+  SGD sgd(other.params(), SGDOptions{.momentum = 0.9});
+  EXPECT_NE(message(sgd, sd).find("which SGD does not have: the state is another optimizer's"),
+            std::string::npos);
+  // A hyper-parameter the state lacks (added since it was written) keeps the group's value.
+  OptimizerStateDict older = sd;
+  older.param_groups[0].options.erase("amsgrad");
+  EXPECT_EQ(message(fresh, older), "");
+  EXPECT_FALSE(hyperBool(fresh.paramGroups()[0].options, "amsgrad"));
+}
+
 // torch.nn.utils.clip_grad_norm_(max_norm=1) on the gradients at the starting point, torch 1.13.
 TEST(Optim, clip_grad_norm_matches_torch) {
   struct Case {

@@ -151,6 +151,28 @@ TEST(Tensor, allocator_reuses_blocks) {
   EXPECT_GE(after.cache_hits, before.cache_hits + 10);
 }
 
+// More than the machine can map is an error that names the request (it was std::bad_alloc's bare
+// "std::bad_alloc"), and leaves the allocator as it was.
+TEST(Tensor, allocator_names_a_request_the_host_cannot_hold) {
+  auto& alloc = CachingAllocator::instance();
+  const AllocatorStats before = alloc.stats();
+  for (const int64_t elements :
+       {int64_t{1} << 48, int64_t{1} << 62}) {  // 1 PiB (past x86-64's 128 TiB), 2^64 B
+    try {
+      Tensor t = Tensor::empty({elements}, DType::f32);
+      ADD_FAILURE() << elements << " f32 elements were allocated";
+    } catch (const OutOfMemoryError& e) {
+      EXPECT_NE(std::string(e.what()).find("host out of memory: tried to allocate"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("Lower the batch size"), std::string::npos) << e.what();
+    } catch (const ValueError&) {
+      // Tensor::empty may refuse a byte count past int64 first: also named, also fine.
+    }
+  }
+  EXPECT_THROW(alloc.allocate(~size_t{0}), OutOfMemoryError);
+  EXPECT_EQ(alloc.stats().bytes_in_use, before.bytes_in_use);
+}
+
 TEST(Tensor, allocator_gives_back_a_size_no_longer_asked_for) {
   // Large sizes used in one phase (setup, a checkpoint) must not stay cached beside the sizes asked
   // for later: the cache holds at most the high-water mark of bytes in use.

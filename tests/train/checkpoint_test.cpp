@@ -97,8 +97,11 @@ TEST(Checkpoint, leftovers_of_interrupted_saves_and_removals_are_ignored_and_rem
   ASSERT_TRUE(pick.data.has_value());
   EXPECT_EQ(pick.data->step, 4);
 
+  // A `latest` whose write was cut between its temp file and the rename (kill -9).
+  std::ofstream(dir + "/.latest.tmp.Ab12Cd") << "ckpt-6\n";
+
   auto removed = removeUnfinishedCheckpoints(dir);
-  EXPECT_EQ(removed.size(), 3u);
+  EXPECT_EQ(removed.size(), 4u);
   EXPECT_EQ(entriesOf(dir),
             (std::vector<std::string>{".ckpt-8.old-4242", ".deleting-note", "ckpt-2", "ckpt-4", "latest"}));
   EXPECT_EQ(loadCheckpoint(dir + "/ckpt-4").step, 4);
@@ -204,6 +207,52 @@ TEST(Checkpoint, every_file_is_in_the_manifest_and_the_manifest_is_checked) {
     EXPECT_NE(std::string(e.what()).find(path + "/manifest.json' fails its CRC-32 check"), std::string::npos)
         << e.what();
   }
+  fs::remove_all(dir);
+}
+
+// A manifest nested 200,000 deep (400 KB) crashed every walk of it (the CRC's dump() recursed
+// past the stack): now the parse refuses it, and the checkpoint is one that does not verify.
+TEST(Checkpoint, a_deeply_nested_manifest_is_refused_not_a_crash) {
+  std::string dir = tempDir();
+  saveCheckpoint(dir, sample(2));
+  std::string path = saveCheckpoint(dir, sample(4));
+  const int n = 200000;
+  std::ofstream(path + "/manifest.json")
+      << "{\"crc32\":1,\"manifest\":{\"x\":" + std::string(n, '[') + std::string(n, ']') + "}}";
+  try {
+    loadCheckpoint(path);
+    FAIL() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("nested deeper than"), std::string::npos) << e.what();
+  }
+  ResumePick pick = pickResumeCheckpoint({dir, "", true, runA()});  // skipped: ckpt-2 resumes
+  ASSERT_TRUE(pick.data.has_value());
+  EXPECT_EQ(pick.data->step, 2);
+  fs::remove_all(dir);
+}
+
+// Symlink loops (a checkpoint's file, or anything beside the checkpoints): an unreadable
+// checkpoint is skipped as a corrupt one is, an entry that is none is ignored; no filesystem_error.
+TEST(Checkpoint, symlink_loops_are_named_or_ignored) {
+  std::string dir = tempDir();
+  saveCheckpoint(dir, sample(2));
+  std::string path = saveCheckpoint(dir, sample(4));
+  fs::create_symlink("loop", dir + "/loop");
+  fs::remove(path + "/state.json");
+  fs::create_symlink("state.json", path + "/state.json");
+  auto listed = listCheckpoints(dir);
+  EXPECT_EQ(listed.size(), 2u);
+  EXPECT_EQ(removeUnfinishedCheckpoints(dir).size(), 0u);
+  try {
+    loadCheckpoint(path);
+    FAIL() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + "/state.json"), std::string::npos) << e.what();
+  }
+  ResumePick pick = pickResumeCheckpoint({dir, "", true, runA()});
+  ASSERT_TRUE(pick.data.has_value());
+  EXPECT_EQ(pick.data->step, 2);
+  EXPECT_THROW(pickResumeCheckpoint({dir, dir + "/loop", true, runA()}), IoError);
   fs::remove_all(dir);
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/free_port.h"
 #include "train/train_cli.h"
 
 using namespace lockstep::test;
@@ -134,4 +135,34 @@ TEST_F(TrainCli, bench_refuses_bad_sizes_and_its_ranks_end_with_it) {
   for (int i = 0; i < 100 && !benchRanksOf(launcher).empty(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_TRUE(benchRanksOf(launcher).empty()) << "ranks left running after the launcher was stopped";
+}
+
+// Two ranks started by hand (torchrun's variables) with another seed on rank 1: they trained on
+// apart, silently. Now every rank refuses at the start, naming rank 1; other roots are fine.
+TEST_F(TrainCli, ranks_with_different_configs_are_refused_naming_the_rank) {
+  std::string cfg = writeConfig("c.yaml", kSynthetic);
+  int job = 0;
+  auto both = [&](const std::string& rank1_extra) {
+    const std::string port = std::to_string(lockstep::testing::freePort());
+    const std::string out = dir_ + "/job" + std::to_string(++job);
+    const std::string env = "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port + " WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 ";
+    const std::string cmd = "( " + env + "RANK=0 LOCAL_RANK=0 " + LOCKSTEP_BIN + " train " + cfg +
+                            " --output-dir " + out + "/a --set backend=gloo > " + dir_ +
+                            "/r0.txt 2>&1; echo $? > " + dir_ + "/c0.txt ) & ( " + env +
+                            "RANK=1 LOCAL_RANK=1 " + LOCKSTEP_BIN + " train " + cfg + " --output-dir " + out +
+                            "/b --set backend=gloo " + rank1_extra + " > " + dir_ +
+                            "/r1.txt 2>&1; echo $? > " + dir_ + "/c1.txt ); wait";
+    EXPECT_EQ(std::system(("timeout 120 bash -c '" + cmd + "'").c_str()), 0);
+    return std::pair{std::stoi(readFile(dir_ + "/c0.txt")), std::stoi(readFile(dir_ + "/c1.txt"))};
+  };
+  auto [c0, c1] = both("--set seed=7");
+  EXPECT_EQ(c0, 2) << readFile(dir_ + "/r0.txt");
+  EXPECT_EQ(c1, 2) << readFile(dir_ + "/r1.txt");
+  for (const char* out : {"/r0.txt", "/r1.txt"})
+    EXPECT_NE(readFile(dir_ + out).find("the ranks do not train with the same config: rank 1 has another"),
+              std::string::npos)
+        << readFile(dir_ + out);
+  auto [d0, d1] = both("--set data.num_workers=1");  // how a host loads its data may differ
+  EXPECT_EQ(d0, 0) << readFile(dir_ + "/r0.txt");
+  EXPECT_EQ(d1, 0) << readFile(dir_ + "/r1.txt");
 }

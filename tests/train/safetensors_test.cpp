@@ -111,6 +111,21 @@ TEST(Safetensors, shape_whose_product_overflows_is_refused) {
   EXPECT_NE(e.find("malformed data_offsets"), std::string::npos) << e;
 }
 
+// A header nested 200,000 deep crashed the reader (its messages dumped the values, recursively);
+// a long value is cut short in a message.
+TEST(Safetensors, a_deeply_nested_or_huge_header_value_is_refused_in_a_short_message) {
+  const int n = 200000;
+  std::string e = errorOf(withHeader(R"({"w":{"dtype":"F32","shape":[],"data_offsets":)" +
+                                     std::string(n, '[') + std::string(n, ']') + "}}"));
+  EXPECT_NE(e.find("x.safetensors"), std::string::npos) << e.substr(0, 300);
+  EXPECT_NE(e.find("nested deeper than"), std::string::npos) << e.substr(0, 300);
+  std::string offsets = "[0";
+  for (int i = 0; i < 100000; ++i) offsets += ",0";
+  e = errorOf(withHeader(R"({"w":{"dtype":"F32","shape":[],"data_offsets":)" + offsets + "]}}"));
+  EXPECT_NE(e.find("malformed data_offsets [0,0,0"), std::string::npos) << e.substr(0, 300);
+  EXPECT_LT(e.size(), 300u) << e.substr(0, 300);
+}
+
 TEST(Safetensors, stream_writer_in_any_order_writes_what_saveSafetensors_writes) {
   std::string dir = tempDir();
   NamedTensors in;

@@ -60,6 +60,22 @@ TEST_F(TrainImageFolderCli, more_classes_than_the_model_outputs_are_refused_nami
   EXPECT_NE(r.output.find("holds 4 classes but the model cifar_cnn outputs 3; set model.num_classes: 4"),
             std::string::npos)
       << r.output;
+  // Image lists (bare labels): their largest label counts, before the first step too (it failed in
+  // the cross entropy at the first step, or after a whole epoch for a label in val_list only).
+  std::string first;
+  for (const auto& e : fs::directory_iterator(dir_ + "/images/train/Dress")) {
+    first = e.path().string();
+    break;
+  }
+  std::ofstream(dir_ + "/images/train.txt") << first << " 0\n" << first << " 1\n";
+  std::ofstream(dir_ + "/images/val.txt") << first << " 0\n" << first << " 5\n";
+  const Result lists = run(c + " --output-dir " + dir_ + "/lists --set data.train_list=train.txt --set " +
+                           "data.val_list=val.txt");
+  EXPECT_EQ(lists.code, 2) << lists.output;
+  EXPECT_NE(lists.output.find("hold labels up to 5, 6 classes but the model cifar_cnn outputs 3; set "
+                              "model.num_classes: 6"),
+            std::string::npos)
+      << lists.output;
 }
 
 // bf16 images (data.transforms.to_dtype) in a bf16 run: the loader's batches are bf16 and the run

@@ -68,6 +68,14 @@ sample: {prompt: "the quick", max_new_tokens: 24, temperature: 0.8, top_k: 10}
   latest.erase(latest.find_last_not_of("\n") + 1);
   Result c = runLockstep(dir_, "generate " + dir_ + "/o/checkpoints/" + latest + " --max-new-tokens 5");
   EXPECT_EQ(c.code, 0) << c.output;
+  for (const char* seed : {"-1", "18446744073709551616", "1.5"}) {  // no wrap, no saturation
+    Result bad_seed = runLockstep(dir_, "generate " + dir_ + "/o --max-new-tokens 2 --seed " + seed);
+    EXPECT_EQ(bad_seed.code, 2) << seed << ": " << bad_seed.output;
+    EXPECT_NE(bad_seed.output.find("is not an integer in 0 .. 2^64 - 1"), std::string::npos)
+        << bad_seed.output;
+  }
+  EXPECT_EQ(runLockstep(dir_, "generate " + dir_ + "/o --max-new-tokens 2 --seed 18446744073709551615").code,
+            0);
   Result bad_device = runLockstep(dir_, "generate " + dir_ + "/o --device gpu");
   EXPECT_EQ(bad_device.code, 2) << bad_device.output;
   EXPECT_NE(bad_device.output.find("gpu"), std::string::npos) << bad_device.output;

@@ -134,6 +134,14 @@ TEST_F(TrainCli, pipeline_trains_as_one_process_with_both_schedules) {
   ASSERT_EQ(c.code, 0) << c.output;
   EXPECT_NE(c.output.find("(step 12)"), std::string::npos) << c.output;
   EXPECT_EQ(safetensorsRelDiff(dir_ + "/w.safetensors", dir_ + "/1f1b/model.safetensors"), 0.0);
+  // OUT inside the checkpoint it reads would spoil it: refused, the checkpoint left as it was.
+  Result inside = runLockstep(dir_, "checkpoint consolidate " + dir_ + "/1f1b/checkpoints " + dir_ +
+                                        "/1f1b/checkpoints/ckpt-12/model.safetensors");
+  EXPECT_EQ(inside.code, 2) << inside.output;
+  EXPECT_NE(inside.output.find("is inside the checkpoint it reads"), std::string::npos) << inside.output;
+  Result again = runLockstep(
+      dir_, "checkpoint consolidate " + dir_ + "/1f1b/checkpoints/ckpt-12 " + dir_ + "/w2.safetensors");
+  ASSERT_EQ(again.code, 0) << again.output;
 }
 
 // A model of 37.8 MB (mlp 512 -> 2048 -> 2048 -> 2048 -> 3): each rank builds it deferred and
@@ -460,6 +468,17 @@ sample: {prompt: "the quick", max_new_tokens: 8, temperature: 0.8, top_k: 10}
   EXPECT_NE(rest.output.find("(step 2)"), std::string::npos) << rest.output;
   EXPECT_EQ(safetensorsRelDiff(dir_ + "/half/model.safetensors", dir_ + "/pp/model.safetensors"), 0.0);
   EXPECT_EQ(summary(dir_ + "/half")["samples"], s["samples"]);
+  // `lockstep generate` runs the pipelined model in one process, from the run and from its last
+  // checkpoint (the stages' files put together): the run's greedy sample.
+  const std::string greedy = s["samples"]["greedy"];
+  std::string latest = readFile(dir_ + "/half/checkpoints/latest");
+  latest.erase(latest.find_last_not_of('\n') + 1);
+  for (const std::string& from : {std::string("/half"), "/half/checkpoints/" + latest}) {
+    Result g = runLockstep(
+        dir_, "generate " + dir_ + from + " --prompt 'the quick' --max-new-tokens 8 --temperature 0");
+    ASSERT_EQ(g.code, 0) << from << ": " << g.output;
+    EXPECT_NE(g.output.find("the quick" + greedy), std::string::npos) << from << ": " << g.output;
+  }
   // Dropout (0.1, also attention's) draws one process's masks on every stage: 3 stages, GPipe,
   // no recomputation, the same model.
   Result three = run(cfg + " --nproc-per-node 3 --oversubscribe --output-dir " + dir_ +

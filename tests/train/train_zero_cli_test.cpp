@@ -300,6 +300,7 @@ train_micro_batch_size_per_gpu: 2
 optimizer: {type: SGD, params: {lr: 0.3}}
 max_steps: 3
 sample: {prompt: "pack my", max_new_tokens: 6, temperature: 0.9, top_k: 8}
+checkpoint: {every_steps: 3}
 )");
   Result ddp = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/ddp");
   ASSERT_EQ(ddp.code, 0) << ddp.output;
@@ -312,4 +313,13 @@ sample: {prompt: "pack my", max_new_tokens: 6, temperature: 0.9, top_k: 8}
   EXPECT_EQ(a["samples"], b["samples"]);
   EXPECT_FALSE(a["samples"]["sampled"].get<std::string>().empty());
   EXPECT_LE(safetensorsRelDiff(dir_ + "/z3/model.safetensors", dir_ + "/ddp/model.safetensors"), 1e-6);
+  // `lockstep generate` reads the partitioned checkpoint (its parameters put together from the
+  // ranks' files) as it reads the run's consolidated model: the same greedy text.
+  const std::string greedy = a["samples"]["greedy"];
+  for (const char* from : {"/z3", "/z3/checkpoints/ckpt-3"}) {
+    Result g = runLockstep(
+        dir_, "generate " + dir_ + from + " --prompt 'pack my' --max-new-tokens 6 --temperature 0");
+    ASSERT_EQ(g.code, 0) << from << ": " << g.output;
+    EXPECT_NE(g.output.find("pack my" + greedy), std::string::npos) << from << ": " << g.output;
+  }
 }

@@ -7,9 +7,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 
+#include "lockstep/train/checkpoint/checkpoint.h"
 #include "lockstep/train/checkpoint/training_state.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
 #include "parallel/zero_engine_helpers.h"
 
 using namespace lockstep;
@@ -239,5 +243,92 @@ TEST(ZeroCheckpointSave, a_save_that_fails_on_rank_0_is_an_error_on_every_rank) 
   });
   for (int r = 0; r < 2; ++r) EXPECT_NE(errors[r].find(dir + "/blocker/sub"), std::string::npos) << errors[r];
   EXPECT_EQ(*train::latestCheckpoint(dir), dir + "/ckpt-2");
+  fs::remove_all(dir);
+}
+
+namespace {
+// Rewrites a checkpoint's manifest through `edit` with its CRC-32 made to match again (a forgery
+// the checksums cannot catch: what the readers' own checks must).
+void forgeManifest(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json j = nlohmann::json::parse(file::readAll(path + "/manifest.json"));
+  edit(j["manifest"]);
+  j["crc32"] = file::crc32(j["manifest"].dump());
+  std::ofstream(path + "/manifest.json", std::ios::trunc) << j.dump(2);
+}
+
+// Rewrites a partition file's __metadata__ through `edit` and records its new size and CRC-32.
+void forgePartition(const std::string& path, const std::string& name,
+                    const std::function<void(nlohmann::json&)>& edit) {
+  const std::string bytes = file::readAll(path + "/" + name);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  nlohmann::ordered_json header = nlohmann::ordered_json::parse(bytes.substr(8, n));
+  nlohmann::json meta = header["__metadata__"];
+  edit(meta);
+  header["__metadata__"] = meta;
+  const std::string h = header.dump();
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
+  out += h + bytes.substr(8 + n);
+  std::ofstream(path + "/" + name, std::ios::binary | std::ios::trunc) << out;
+  forgeManifest(path, [&](nlohmann::json& m) { m["files"][name] = train::checkpointFileRecord(out); });
+}
+
+std::string readError(const std::string& path) {
+  try {
+    train::ZeroCheckpointReader reader(train::loadCheckpoint(path));
+  } catch (const IoError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+// Forged manifests and partition files (their checksums made to match) that the reader took:
+// a rank file listed twice (elements held twice), a rank file outside the checkpoint, a parameter
+// count that sized a table of 10^9 entries (std::bad_alloc), a shape whose product wraps.
+TEST(ZeroCheckpointRead, forged_rank_files_and_partition_metadata_are_refused) {
+  const std::string dir = scratch("forged");
+  const Saved saved = trainAndSave(adam(), 2, 2, dir);
+  const std::string copy = dir + "/copy";
+  auto fresh = [&] {
+    fs::remove_all(copy);
+    fs::copy(saved.path, copy, fs::copy_options::recursive);
+  };
+  fresh();
+  ASSERT_EQ(readError(copy), "");
+  std::vector<std::string> files;
+  forgeManifest(copy,
+                [&](nlohmann::json& m) { files = m["zero"]["rank_files"].get<std::vector<std::string>>(); });
+  ASSERT_EQ(files.size(), 2u);
+
+  forgeManifest(copy, [&](nlohmann::json& m) {
+    m["zero"]["rank_files"] = {files[0], files[1], files[1]};
+    m["zero"]["world_size"] = 3;
+  });
+  EXPECT_NE(readError(copy).find("exactly once"), std::string::npos) << readError(copy);
+
+  fresh();
+  fs::copy_file(copy + "/" + files[1], dir + "/outside.safetensors");
+  forgeManifest(copy, [&](nlohmann::json& m) {
+    m["files"]["../outside.safetensors"] = m["files"][files[1]];
+    m["zero"]["rank_files"] = {files[0], "../outside.safetensors"};
+  });
+  EXPECT_NE(readError(copy).find("'../outside.safetensors', which is not inside the checkpoint"),
+            std::string::npos)
+      << readError(copy);
+
+  fresh();
+  forgePartition(copy, files[0], [](nlohmann::json& meta) { meta["parameters"] = "1000000000"; });
+  forgePartition(copy, files[1], [](nlohmann::json& meta) { meta["parameters"] = "1000000000"; });
+  EXPECT_NE(readError(copy).find("bad parameter count 1000000000"), std::string::npos) << readError(copy);
+
+  fresh();
+  forgePartition(copy, files[0], [](nlohmann::json& meta) {
+    nlohmann::json segments = nlohmann::json::parse(meta["segments"].get<std::string>());
+    segments[0]["shape"] = {int64_t{4611686018427387905}, 4};  // wraps to 4 elements
+    meta["segments"] = segments.dump();
+  });
+  EXPECT_NE(readError(copy).find("which no tensor has"), std::string::npos) << readError(copy);
   fs::remove_all(dir);
 }

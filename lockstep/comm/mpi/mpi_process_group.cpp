@@ -1,6 +1,7 @@
 #include "lockstep/comm/mpi/mpi_process_group.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,11 @@ struct Desc {
   bool operator==(const Desc&) const = default;
 };
 
+// An op of this process timed out: its request is still pending, and MPI_Finalize would wait for
+// it (for ranks that may never come) instead of letting the process end. The process then exits
+// without finalizing, and mpirun, seeing a rank gone, ends the job.
+std::atomic<bool> g_abandoned_request{false};
+
 void ensureMpiInit() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -38,7 +44,7 @@ void ensureMpiInit() {
       std::atexit([] {
         int finalized = 0;
         MPI_Finalized(&finalized);
-        if (!finalized) MPI_Finalize();
+        if (!finalized && !g_abandoned_request.load()) MPI_Finalize();
       });
     }
   });
@@ -152,7 +158,7 @@ MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, const MpiOptions& options)
 
 MpiProcessGroup::~MpiProcessGroup() {
   stopWorker();
-  if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
+  if (comm_ != MPI_COMM_WORLD && !g_abandoned_request.load()) MPI_Comm_free(&comm_);
 }
 
 void MpiProcessGroup::waitRequest(const OpContext& ctx, MPI_Request* req, const char* call) {
@@ -167,6 +173,7 @@ void MpiProcessGroup::waitRequest(const OpContext& ctx, MPI_Request* req, const 
       continue;
     }
     if (std::chrono::steady_clock::now() >= ctx.deadline) {
+      g_abandoned_request = true;
       throw TimeoutError(concat(ctx.name, " timed out after ", ctx.timeout.count(), " ms on rank ", rank(),
                                 " in ", call,
                                 ": some ranks did not arrive (MPI cannot say which; "

@@ -115,10 +115,13 @@ void ShmPeers::fail(const OpContext& ctx, uint64_t first_block, bool timed_out) 
   }
   std::string what = "did not arrive";
   if (late.empty()) {
+    // The furthest behind of the others: this rank is waiting for them, not stalled itself.
     uint64_t least = UINT64_MAX;
-    for (const auto* h : headers_) least = std::min(least, h->counters[kDone].value.load());
+    for (size_t j = 0; j < headers_.size(); ++j)
+      if (static_cast<int>(j) != rank_) least = std::min(least, headers_[j]->counters[kDone].value.load());
     for (size_t j = 0; j < headers_.size(); ++j) {
-      if (headers_[j]->counters[kDone].value.load() == least) late.push_back(static_cast<int>(j));
+      if (static_cast<int>(j) != rank_ && headers_[j]->counters[kDone].value.load() == least)
+        late.push_back(static_cast<int>(j));
     }
     what = "arrived but stalled mid-op";
   }

@@ -76,6 +76,7 @@ ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int siz
   awaitGroupArrival(*store_, "shm/arrived", "shm", rank, size, options_.timeout);
   std::string base;
   if (rank == 0) {
+    ShmSegment::removeLeftovers("lockstep_");  // of ranks killed during an earlier job's set-up
     base = "/lockstep_" + std::to_string(::getpid()) + "_" + randomToken();
     store_->setString("shm/name", base);
   } else {
@@ -90,10 +91,18 @@ ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int siz
   auto* mine = new (segments_[rank].data()) ShmHeader();
   mine->pid = ::getpid();
   mine->magic = ShmHeader::kMagic;
-  store_->setString("shm/created/" + std::to_string(rank), "1");
+  store_->setString("shm/created/" + std::to_string(rank), std::to_string(bytes));
   std::vector<std::string> keys;
   for (int j = 0; j < size; ++j) keys.push_back("shm/created/" + std::to_string(j));
   store_->wait(keys);
+  // Every rank sized its segment from its own options: they must agree, or the slots do not line up.
+  for (int j = 0; j < size; ++j) {
+    const std::string theirs = store_->getString(keys[static_cast<size_t>(j)]);
+    LOCKSTEP_ENFORCE(theirs == std::to_string(bytes), PeerError, "shm backend: rank ", j, "'s segment has ",
+                     theirs, " bytes, rank ", rank, "'s ", bytes,
+                     ": the ranks' shm settings differ (LOCKSTEP_SHM_SLOTS, LOCKSTEP_SHM_BLOCK_BYTES, "
+                     "LOCKSTEP_SHM_P2P_SLOTS); give every rank the same");
+  }
   std::vector<ShmHeader*> headers(size);
   for (int j = 0; j < size; ++j) {
     if (j != rank) segments_[j] = ShmSegment::open(base + "_" + std::to_string(j), bytes);

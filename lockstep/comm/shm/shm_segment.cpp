@@ -1,13 +1,17 @@
 #include "lockstep/comm/shm/shm_segment.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "lockstep/util/error.h"
@@ -50,6 +54,25 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
   return s;
 }
 
+int ShmSegment::removeLeftovers(const std::string& prefix) {
+  int removed = 0;
+  std::error_code ec;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    struct stat st {};
+    if (pid <= 0 || ::stat(e.path().c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // its creator lives
+    std::error_code age_ec;
+    const auto written = std::filesystem::last_write_time(e.path(), age_ec);
+    if (age_ec || now - written < std::chrono::minutes(1)) continue;
+    if (::shm_unlink(("/" + name).c_str()) == 0) ++removed;
+  }
+  return removed;
+}
+
 ShmSegment ShmSegment::open(const std::string& name, size_t bytes) {
   int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
   LOCKSTEP_ENFORCE(fd >= 0, IoError, "shm backend: cannot open shared memory segment '", name,
@@ -59,8 +82,16 @@ ShmSegment ShmSegment::open(const std::string& name, size_t bytes) {
   // Another user could have created a segment under this name (or widened its mode) to read or
   // change this job's buffers: only the job's own user's private segments are used.
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid() || (st.st_mode & 0077) != 0 ||
+  if (::fstat(fd, &st) == 0 && st.st_uid == ::geteuid() && (st.st_mode & 0077) == 0 &&
       static_cast<size_t>(st.st_size) < bytes) {
+    ::close(fd);
+    throw PeerError(::lockstep::detail::concat("shm backend: shared memory segment '", name, "' has ",
+                                               st.st_size, " bytes, this rank needs ", bytes,
+                                               ": the ranks' shm settings differ (LOCKSTEP_SHM_SLOTS, "
+                                               "LOCKSTEP_SHM_BLOCK_BYTES); give every rank the "
+                                               "same"));
+  }
+  if (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid() || (st.st_mode & 0077) != 0) {
     ::close(fd);
     char mode[8];
     std::snprintf(mode, sizeof mode, "0%o", static_cast<unsigned>(st.st_mode & 0777));

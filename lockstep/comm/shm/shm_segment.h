@@ -12,6 +12,10 @@ class ShmSegment {
   static ShmSegment create(const std::string& name, size_t bytes);
   /// Maps an existing segment of bytes bytes.
   static ShmSegment open(const std::string& name, size_t bytes);
+  /// Unlinks this user's segments named `prefix`<pid>_... in /dev/shm whose creating process is
+  /// gone and that are older than a minute: what a rank killed while its group was being set up
+  /// (between creating its segment and every peer mapping it) left. Returns how many.
+  static int removeLeftovers(const std::string& prefix);
 
   ShmSegment() = default;
   ShmSegment(ShmSegment&& o) noexcept;

@@ -118,9 +118,9 @@ ImageFileList readImageList(const std::string& list_file, const std::string& bas
     } catch (const std::exception&) {
       used = 0;
     }
-    if (path.empty() || used == 0 || used != label.size() || value < 0) {
+    if (path.empty() || used == 0 || used != label.size() || value < 0 || value >= (int64_t{1} << 31)) {
       throw IoError(list_file + ":" + std::to_string(number) + ": expected \"PATH" + (csv ? "," : " ") +
-                    "LABEL\" with a class index >= 0, got \"" + line + "\"");
+                    "LABEL\" with a class index in 0 .. 2^31 - 1, got \"" + line + "\"");
     }
     list.paths.push_back(fs::path(path).is_absolute() ? path : (fs::path(base_dir) / path).string());
     list.labels.push_back(value);

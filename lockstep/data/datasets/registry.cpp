@@ -73,8 +73,8 @@ DatasetSplits tokenWindowSplits(const DatasetOptions& o, const TokenSplit& split
   LOCKSTEP_ENFORCE(split.val, ValueError, "data: ", o.root,
                    " has no validation tokens (val.bin, or data.val_split > 0 for text)");
   DatasetSplits s;
-  s.train = std::make_shared<TokenWindowDataset>(split.train, o.block_size);
-  s.val = std::make_shared<TokenWindowDataset>(split.val, o.block_size);
+  s.train = std::make_shared<TokenWindowDataset>(split.train, o.block_size, vocab_size);
+  s.val = std::make_shared<TokenWindowDataset>(split.val, o.block_size, vocab_size);
   s.test = s.val;
   s.vocab_size = vocab_size;
   return s;
@@ -90,6 +90,10 @@ ImageFileList imageFiles(const DatasetOptions& o, const std::string& list, const
 void checkImageFolderFiles(const DatasetOptions& o) {
   for (const auto& [list, folder] : {std::pair{o.train_list, "train"}, {o.val_list, "val"}}) {
     const std::filesystem::path p = std::filesystem::path(o.root) / (list.empty() ? folder : list);
+    if (!std::filesystem::exists(p) && !list.empty()) {
+      throw IoError(std::string(folder == std::string("train") ? "data.train_list" : "data.val_list") + ": " +
+                    p.string() + " does not exist (a list file's path is relative to data.root)");
+    }
     if (!std::filesystem::exists(p)) {
       throw IoError("data.root: " + p.string() + " does not exist (an image folder holds train/ and val/, " +
                     "each with one subfolder of images per class)");
@@ -149,6 +153,7 @@ DatasetSplits loadImageFolderSplits(const DatasetOptions& o) {
   }
   DatasetSplits s;
   s.classes = train.classes;
+  s.label_count = std::max(train.num_classes, val.num_classes);
   s.train = std::make_shared<ImageFolder>(std::move(train), train_pipeline, train_options);
   s.test = std::make_shared<ImageFolder>(std::move(val), val_pipeline, val_options);
   return s;

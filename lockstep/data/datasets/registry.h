@@ -64,6 +64,9 @@ struct DatasetSplits {
   /// Class i's name where the dataset has names (image_folder's class folders: torchvision's
   /// classes, class_to_idx = name -> i); empty otherwise.
   std::vector<std::string> classes;
+  /// The labels run 0 .. label_count - 1 (classes.size(), or an image list's largest label + 1);
+  /// 0 where the dataset does not say.
+  int64_t label_count = 0;
 };
 
 struct DatasetInfo {

@@ -11,6 +11,7 @@
 #include "lockstep/data/byte_tokenizer.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
+#include "lockstep/util/json.h"
 
 namespace lockstep::data {
 
@@ -83,7 +84,14 @@ TokenDirMeta writeTokenDir(const std::string& input, const std::string& out_dir,
   file::makeDirs(out_dir);
   std::vector<uint32_t> train(all.begin(), all.begin() + n_train), val(all.begin() + n_train, all.end());
   writeTokenFile(out_dir + "/train.bin", train, TokenWidth::u16);
-  if (val_fraction > 0.0) writeTokenFile(out_dir + "/val.bin", val, TokenWidth::u16);
+  if (val_fraction > 0.0) {
+    writeTokenFile(out_dir + "/val.bin", val, TokenWidth::u16);
+  } else {
+    // An earlier tokenize's val.bin would be read as this corpus' validation tokens.
+    std::error_code ec;
+    std::filesystem::remove(out_dir + "/val.bin", ec);
+    if (ec) throw IoError(fmt::format("cannot remove the old {}/val.bin: {}", out_dir, ec.message()));
+  }
   TokenDirMeta meta;
   meta.train_tokens = static_cast<int64_t>(train.size());
   meta.val_tokens = val_fraction > 0.0 ? static_cast<int64_t>(val.size()) : 0;
@@ -91,7 +99,9 @@ TokenDirMeta writeTokenDir(const std::string& input, const std::string& out_dir,
   nlohmann::json j = {{"tokenizer", meta.tokenizer},         {"vocab_size", meta.vocab_size},
                       {"dtype", tokenWidthName(meta.dtype)}, {"train_tokens", meta.train_tokens},
                       {"val_tokens", meta.val_tokens},       {"source", meta.source}};
-  file::writeAtomic(out_dir + "/meta.json", j.dump(2) + "\n");
+  // (a source path that is not UTF-8 is written with U+FFFD in place of its bad bytes)
+  file::writeAtomic(out_dir + "/meta.json",
+                    j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   return meta;
 }
 
@@ -116,7 +126,7 @@ int64_t intField(const nlohmann::json& j, const char* key, std::optional<int64_t
 TokenDirMeta parseTokenDirMeta(const std::string& text, const std::string& path) {
   TokenDirMeta meta;
   try {
-    auto j = nlohmann::json::parse(text);
+    auto j = json::parse(text);
     if (!j.is_object()) throw IoError(path + " is not a JSON object");
     meta.tokenizer = j.value("tokenizer", std::string("byte"));
     meta.vocab_size = intField(j, "vocab_size", std::nullopt, path);
@@ -149,6 +159,18 @@ TokenSplit openTokenDir(const std::string& dir, TokenDirMeta* meta_out) {
   TokenSplit split;
   split.train = TokenFile::open(dir + "/train.bin", meta.dtype);
   if (file::exists(dir + "/val.bin")) split.val = TokenFile::open(dir + "/val.bin", meta.dtype);
+  // The counts `lockstep data tokenize` records (train_tokens > 0) must be the files': a file from
+  // another tokenize (a stale val.bin) or one cut short would be trained or measured on silently.
+  if (meta.train_tokens > 0) {
+    const int64_t val = split.val ? split.val->size() : 0;
+    if (split.train->size() != meta.train_tokens || val != meta.val_tokens)
+      throw IoError(
+          fmt::format("{}: records {} training and {} validation tokens, but train.bin holds {} "
+                      "and val.bin {}: the files are not the ones it was written with; tokenize "
+                      "the text again",
+                      meta_path, meta.train_tokens, meta.val_tokens, split.train->size(),
+                      split.val ? std::to_string(val) : std::string("is missing")));
+  }
   if (meta_out) *meta_out = meta;
   return split;
 }

@@ -17,7 +17,9 @@ class TokenWindowDataset : public Dataset {
  public:
   /// ValueError when block_size < 1 or the stream holds fewer than block_size + 1 tokens (it names
   /// the stream and both counts).
-  TokenWindowDataset(std::shared_ptr<const TokenFile> tokens, int64_t block_size);
+  /// vocab_size > 0: every window read is checked against it (IoError naming the file and the
+  /// token's offset in it; checked as read, not by a scan of a many-gigabyte file at start).
+  TokenWindowDataset(std::shared_ptr<const TokenFile> tokens, int64_t block_size, int64_t vocab_size = 0);
 
   /// (tokens - 1) / block_size windows.
   int64_t size() const override { return windows_; }
@@ -32,7 +34,10 @@ class TokenWindowDataset : public Dataset {
  private:
   std::shared_ptr<const TokenFile> tokens_;
   int64_t block_size_;
+  int64_t vocab_size_;
   int64_t windows_;
+  /// IoError for the first of tokens[0, n) (read from the stream at `start`) past the vocabulary.
+  void checkVocabulary(const int64_t* tokens, int64_t n, int64_t start) const;
 };
 
 }  // namespace lockstep::data

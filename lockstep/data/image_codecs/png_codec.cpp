@@ -70,7 +70,11 @@ bool readPng(png_structp png, png_infop info, PngIo& io, Decoded& d, int64_t max
   if (png_get_bit_depth(png, info) == 16) png_set_strip_16(png);
   if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (color == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) < 8) png_set_expand_gray_1_2_4_to_8(png);
-  if (color & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+  // Alpha is dropped, as PIL's convert("RGB") drops it: an alpha channel's, and a palette's
+  // transparency (tRNS), which png_set_palette_to_rgb expands into one.
+  if ((color & PNG_COLOR_MASK_ALPHA) ||
+      (color == PNG_COLOR_TYPE_PALETTE && png_get_valid(png, info, PNG_INFO_tRNS)))
+    png_set_strip_alpha(png);
   if (!(color & PNG_COLOR_MASK_COLOR)) png_set_gray_to_rgb(png);
   png_set_interlace_handling(png);
   png_read_update_info(png, info);

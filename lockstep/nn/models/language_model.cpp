@@ -137,6 +137,12 @@ std::vector<int64_t> generateWith(const std::vector<int64_t>& prompt, int64_t vo
     int64_t next = -1;
     if (row.defined()) {
       const float* last = row.data<float>();
+      // A NaN or an infinity would pick a token by accident (max_element, an empty distribution):
+      // the weights are not finite (a run that diverged, a damaged file).
+      for (int64_t v = 0; v < vocab; ++v)
+        LOCKSTEP_ENFORCE(std::isfinite(last[v]), ValueError, "generate: the model's logit of token ", v,
+                         " is ", last[v], " at generated token ", n,
+                         ": its weights are not finite (a run that diverged, or a damaged weights file)");
       next = 0;
       if (options.temperature == 0) {
         next = std::max_element(last, last + vocab) - last;

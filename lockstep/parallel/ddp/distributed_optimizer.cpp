@@ -4,6 +4,7 @@
 
 #include "lockstep/kernels/scale.h"
 #include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/util/json.h"
 
 namespace lockstep::parallel {
 
@@ -118,7 +119,7 @@ void broadcastOptimizerState(optim::Optimizer& optimizer, comm::ProcessGroup& gr
     }
     desc = {{"tensors", tensors}, {"groups", groups}};
   }
-  desc = nlohmann::json::parse(broadcastBytes(group, desc.dump(), root));
+  desc = json::parse(broadcastBytes(group, desc.dump(), root));
   optim::OptimizerStateDict out;
   for (const auto& e : desc["tensors"]) {
     std::string name = e[0];

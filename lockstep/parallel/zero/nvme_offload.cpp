@@ -256,6 +256,9 @@ void ZeroNvmeOffload::loadStateDict(const optim::OptimizerStateDict& sd) {
   auto& groups = optimizer_->paramGroups();
   LOCKSTEP_ENFORCE(sd.param_groups.size() == groups.size(), ValueError, "ZeRO NVMe offload: the state has ",
                    sd.param_groups.size(), " parameter groups, the optimizer ", groups.size());
+  std::vector<optim::HyperParams> options(groups.size());
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    options[gi] = optimizer_->loadedOptions(gi, sd.param_groups[gi].options);
   std::unordered_map<int64_t, size_t> shard_of;
   for (size_t i = 0; i < shards_.size(); ++i) shard_of.emplace(shards_[i].opt_index, i);
   // Validate everything before changing anything.
@@ -269,7 +272,7 @@ void ZeroNvmeOffload::loadStateDict(const optim::OptimizerStateDict& sd) {
                      "' names none of this rank's ", shards_.size(), " shards");
     const std::string name = key.substr(dot + 1);
     if (name == "step") {
-      steps[it->second] = t.item<int64_t>();
+      steps[it->second] = optimizer_->loadedStep(key, t);
       continue;
     }
     LOCKSTEP_ENFORCE(t.numel() == shards_[it->second].var.numel(), ValueError, "ZeRO NVMe offload: state '",
@@ -279,7 +282,15 @@ void ZeroNvmeOffload::loadStateDict(const optim::OptimizerStateDict& sd) {
                      "ZeRO NVMe offload: shard ", key.substr(0, dot), " has more state tensors than the ",
                      states_, " ", optimizer_->name(), " keeps");
   }
-  for (size_t gi = 0; gi < groups.size(); ++gi) groups[gi].options = sd.param_groups[gi].options;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    std::vector<std::string> keys;
+    if (steps[i] > 0) keys.push_back("step");
+    for (const auto& [name, t] : tensors[i]) keys.push_back(name);
+    if (keys.empty()) continue;  // never stepped
+    optimizer_->checkStateKeys(options.at(shards_[i].group), keys,
+                               "the state of shard " + std::to_string(shards_[i].opt_index));
+  }
+  for (size_t gi = 0; gi < groups.size(); ++gi) groups[gi].options = std::move(options[gi]);
   const size_t elem = dtypeSize(dtype_);
   for (Slot& slot : slots_) {
     waitReads(slot);

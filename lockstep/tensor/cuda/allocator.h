@@ -31,10 +31,8 @@ struct MemoryStats {
   uint64_t ooms = 0;           // requests that failed even after that ("num_ooms")
 };
 
-/// The GPU ran out of memory.
-class OutOfMemoryError : public Error {
-  using Error::Error;
-};
+/// The GPU ran out of memory (util/error.h's, for the host too).
+using OutOfMemoryError = ::lockstep::OutOfMemoryError;
 
 class CudaCachingAllocator {
  public:

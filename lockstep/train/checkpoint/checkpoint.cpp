@@ -12,6 +12,7 @@
 #include "lockstep/train/checkpoint/safetensors_reader.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
+#include "lockstep/util/json.h"
 
 namespace lockstep::train {
 
@@ -37,13 +38,13 @@ int64_t stepOf(const std::string& name) {
 // The manifest of a checkpoint dir, its CRC-32 verified: {"format", "step", "identity", "files"}.
 nlohmann::json readManifest(const std::string& path) {
   const std::string mpath = path + "/" + kManifest;
-  if (!fs::exists(mpath)) {
+  if (!file::exists(mpath)) {
     throw IoError("checkpoint '" + path + "' has no " + kManifest +
                   " (an incomplete save, or written by a lockstep older than checkpoint format v2)");
   }
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(file::readAll(mpath));
+    j = json::parse(file::readAll(mpath));
   } catch (const nlohmann::json::exception& e) {
     throw IoError("checkpoint file '" + mpath + "' is not valid JSON (" + e.what() + ")");
   }
@@ -68,7 +69,7 @@ std::string verifiedRead(const std::string& dir, const std::string& name, const 
     throw IoError("checkpoint '" + dir + "': its manifest does not list " + name);
   }
   const nlohmann::json& record = files.at(name);
-  if (!fs::exists(path)) throw IoError("checkpoint file '" + path + "' is missing");
+  if (!file::exists(path)) throw IoError("checkpoint file '" + path + "' is missing");
   std::string bytes;
   uint64_t size = 0;
   uint32_t crc = 0;
@@ -107,6 +108,14 @@ std::vector<std::string> rankFiles(const nlohmann::json& m, const std::string& m
     throw IoError("checkpoint file '" + mpath + "' names " + std::to_string(names.size()) +
                   " rank files for a world size of " + z.at("world_size").dump());
   }
+  for (const std::string& n : names) {  // the checkpoint's own files, never one elsewhere
+    const fs::path p(n);
+    bool inside = p.is_relative() && !n.empty();
+    for (const fs::path& part : p) inside = inside && part != "..";
+    if (!inside)
+      throw IoError("checkpoint file '" + mpath + "' names rank file '" + n +
+                    "', which is not inside the checkpoint (corrupt or tampered with)");
+  }
   return names;
 }
 
@@ -140,7 +149,7 @@ CheckpointInfo verify(const std::string& path, std::vector<std::string>* bytes, 
 
 nlohmann::json parseJsonFile(const std::string& bytes, const std::string& path) {
   try {
-    return nlohmann::json::parse(bytes);
+    return json::parse(bytes);
   } catch (const nlohmann::json::exception& e) {
     throw IoError("checkpoint file '" + path + "' is not valid JSON (" + e.what() + ")");
   }
@@ -223,7 +232,7 @@ std::string commitCheckpoint(const std::string& dir, const std::string& tmp, int
   // An older save of the same step is moved aside first, so that a crash leaves one whole copy.
   std::error_code ec;
   const std::string old = dir + "/." + name + ".old-" + std::to_string(::getpid());
-  if (fs::exists(final_path)) fs::rename(final_path, old, ec);
+  if (fs::exists(final_path, ec)) fs::rename(final_path, old, ec);
   fs::rename(tmp, final_path, ec);
   if (ec) throw IoError("cannot move checkpoint into place at '" + final_path + "': " + ec.message());
   fs::remove_all(old, ec);
@@ -317,7 +326,8 @@ std::vector<std::string> listCheckpoints(const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (!entry.is_directory()) continue;
+    std::error_code kind;  // an entry that cannot be looked at (a symlink loop) is no checkpoint
+    if (!entry.is_directory(kind)) continue;
     int64_t step = stepOf(entry.path().filename().string());
     if (step >= 0) found.emplace_back(step, entry.path().string());
   }
@@ -338,9 +348,13 @@ std::vector<std::string> removeUnfinishedCheckpoints(const std::string& dir) {
     const std::string hidden_prefix = "." + std::string(kPrefix);
     const bool unfinished = name.rfind(hidden_prefix, 0) == 0 && name.find(".tmp-") != std::string::npos;
     const auto old_at = name.find(".old-");
+    std::error_code kind;  // (an entry that cannot be looked at, a symlink loop, is left alone)
     const bool replaced = name.rfind(hidden_prefix, 0) == 0 && old_at != std::string::npos &&
-                          fs::is_directory(dir + "/" + name.substr(1, old_at - 1));
-    if (entry.is_directory() && (deleting || unfinished || replaced)) leftovers.push_back(entry.path());
+                          fs::is_directory(dir + "/" + name.substr(1, old_at - 1), kind);
+    const bool directory = entry.is_directory(kind);
+    // .latest.tmp.<random>: file::writeAtomic's temp file of a `latest` never renamed into place.
+    const bool latest_tmp = name.rfind(".latest.tmp.", 0) == 0 && entry.is_regular_file(kind);
+    if ((directory && (deleting || unfinished || replaced)) || latest_tmp) leftovers.push_back(entry.path());
   }
   std::vector<std::string> removed;
   for (const fs::path& p : leftovers) {
@@ -358,7 +372,8 @@ std::optional<std::string> latestCheckpoint(const std::string& dir) {
     return std::nullopt;
   }
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  if (stepOf(name) < 0 || !fs::is_directory(dir + "/" + name)) return std::nullopt;
+  std::error_code ec;
+  if (stepOf(name) < 0 || !fs::is_directory(dir + "/" + name, ec)) return std::nullopt;
   return dir + "/" + name;
 }
 

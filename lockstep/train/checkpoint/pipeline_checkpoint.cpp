@@ -246,10 +246,10 @@ std::string restorePipelineCheckpoint(const CheckpointData& d, const PipelineChe
   optim::Optimizer& opt = *parts.optimizer;
   try {
     LOCKSTEP_ENFORCE(s.contains("optimizer"), ValueError, "the checkpoint holds no optimizer state");
-    const std::string type = s["optimizer"]["type"];
+    const std::string type = s.at("optimizer").at("type");
     LOCKSTEP_ENFORCE(type == opt.name(), ValueError, "the checkpoint's optimizer is ", type,
                      " but this job uses ", opt.name());
-    const auto& groups = s["optimizer"]["param_groups"];
+    const auto& groups = s.at("optimizer").at("param_groups");
     LOCKSTEP_ENFORCE(groups.size() == opt.paramGroups().size(), ValueError, "the checkpoint's optimizer has ",
                      groups.size(), " parameter groups, this job's ", opt.paramGroups().size());
     // The whole model's state ("<whole index>.<key>"), renumbered as this stage's optimizer.
@@ -265,7 +265,7 @@ std::string restorePipelineCheckpoint(const CheckpointData& d, const PipelineChe
     int64_t j = 0;
     const std::vector<std::vector<autograd::Variable>> stage_groups = stageParamGroups(parts);
     for (size_t g = 0; g < stage_groups.size(); ++g) {
-      optim::ParamGroupState gs{hyperFromJson(groups[g]["options"]), {}};
+      optim::ParamGroupState gs{hyperFromJson(groups.at(g).at("options")), {}};
       for (const auto& p : stage_groups[g]) {
         const std::string prefix = std::to_string(parts.layout->index.at(p.impl().get())) + ".";
         for (auto it = whole.lower_bound(prefix); it != whole.end() && it->first.rfind(prefix, 0) == 0; ++it)

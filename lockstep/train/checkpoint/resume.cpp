@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
 
 namespace lockstep::train {
 
@@ -24,9 +25,9 @@ ResumePick onPurpose(const ResumeRequest& r) {
   ResumePick pick;
   const std::string& from = r.resume_from;
   std::vector<std::string> paths;
-  if (fs::exists(from + "/manifest.json")) {
+  if (file::exists(from + "/manifest.json")) {
     paths.push_back(from);
-  } else if (fs::is_directory(from)) {
+  } else if (file::isDirectory(from)) {
     paths = candidates(from);
   }
   if (paths.empty()) {

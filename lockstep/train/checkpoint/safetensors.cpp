@@ -8,6 +8,7 @@
 #include <set>
 
 #include "lockstep/util/file.h"
+#include "lockstep/util/json.h"
 
 namespace lockstep::train {
 
@@ -157,7 +158,7 @@ SafetensorsHeader parseSafetensorsHeader(std::string_view header_json, uint64_t 
   };
   nlohmann::ordered_json header;
   try {
-    header = nlohmann::ordered_json::parse(header_json.begin(), header_json.end());
+    header = json::parse<nlohmann::ordered_json>(header_json.begin(), header_json.end());
   } catch (const nlohmann::json::exception& e) {
     throw bad(std::string("header is not valid JSON: ") + e.what());
   }
@@ -186,12 +187,14 @@ SafetensorsHeader parseSafetensorsHeader(std::string_view header_json, uint64_t 
       uint64_t numel = 1, strides = 1;
       for (const auto& d : jshape) {
         if (!d.is_number_unsigned())  // nlohmann keeps non-negative integers as unsigned
-          throw bad("tensor '" + name + "' has a dimension that is not a non-negative integer: " + d.dump());
+          throw bad("tensor '" + name +
+                    "' has a dimension that is not a non-negative integer: " + json::excerpt(d));
         const uint64_t v = d.get<uint64_t>();
         // strides: the product of all dims counting a 0 as 1 (what the tensor's strides hold).
         if (__builtin_mul_overflow(strides, std::max<uint64_t>(v, 1), &strides) ||
             strides > static_cast<uint64_t>(INT64_MAX)) {
-          throw bad("tensor '" + name + "' has a shape " + jshape.dump() + " whose size overflows 64 bits");
+          throw bad("tensor '" + name + "' has a shape " + json::excerpt(jshape) +
+                    " whose size overflows 64 bits");
         }
         numel *= v;  // <= strides
         shape.push_back(static_cast<int64_t>(v));
@@ -199,12 +202,13 @@ SafetensorsHeader parseSafetensorsHeader(std::string_view header_json, uint64_t 
       const auto& joffs = entry.at("data_offsets");
       if (!joffs.is_array() || joffs.size() != 2 || !joffs[0].is_number_unsigned() ||
           !joffs[1].is_number_unsigned())
-        throw bad("tensor '" + name + "' has malformed data_offsets " + joffs.dump());
+        throw bad("tensor '" + name + "' has malformed data_offsets " + json::excerpt(joffs));
       const uint64_t offs[2] = {joffs[0].get<uint64_t>(), joffs[1].get<uint64_t>()};
-      if (offs[0] > offs[1]) throw bad("tensor '" + name + "' has malformed data_offsets " + joffs.dump());
+      if (offs[0] > offs[1])
+        throw bad("tensor '" + name + "' has malformed data_offsets " + json::excerpt(joffs));
       uint64_t want = 0;
       if (__builtin_mul_overflow(numel, static_cast<uint64_t>(dtypeSize(dt)), &want))
-        throw bad("tensor '" + name + "' has a shape " + jshape.dump() +
+        throw bad("tensor '" + name + "' has a shape " + json::excerpt(jshape) +
                   " whose byte size overflows 64 bits");
       if (offs[1] - offs[0] != want) {
         throw bad("tensor '" + name + "' of shape " + shapeToString(shape) + " needs " +

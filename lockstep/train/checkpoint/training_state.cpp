@@ -98,7 +98,10 @@ data::SamplerState rescalePosition(const nlohmann::json& j, const TrainingParts&
                    " or batch_size ", batch, " in ", j.dump());
   const int64_t now_world = parts.world_size, now_batch = parts.loader->options().batch_size;
   if (st.position == 0 || (world == now_world && batch == now_batch)) return st;
-  const int64_t consumed = st.position * batch * world;
+  int64_t job = 0, consumed = 0;  // samples per step of the saved job, and consumed this epoch
+  LOCKSTEP_ENFORCE(st.position >= 0 && !__builtin_mul_overflow(batch, world, &job) &&
+                       !__builtin_mul_overflow(st.position, job, &consumed),
+                   ValueError, "checkpoint data state: bad position ", st.position, " in ", j.dump());
   const int64_t per_step = now_batch * now_world;
   const int64_t position = std::min(consumed / per_step, parts.loader->size());
   *note = ::lockstep::detail::concat(
@@ -156,7 +159,7 @@ std::string restoreTrainingState(const CheckpointData& d, TrainingParts& parts) 
   try {
     if (parts.optimizer) {
       LOCKSTEP_ENFORCE(s.contains("optimizer"), ValueError, "the checkpoint holds no optimizer state");
-      std::string type = s["optimizer"]["type"];
+      std::string type = s.at("optimizer").at("type");
       LOCKSTEP_ENFORCE(type == parts.optimizer->name(), ValueError, "the checkpoint's optimizer is ", type,
                        " but this job uses ", parts.optimizer->name());
       optim::OptimizerStateDict osd;
@@ -167,9 +170,18 @@ std::string restoreTrainingState(const CheckpointData& d, TrainingParts& parts) 
       } else {
         osd.state = partitioned->optimizerState();
       }
-      for (const auto& g : s["optimizer"]["param_groups"]) {
-        osd.param_groups.push_back({hyperFromJson(g["options"]), g["params"].get<std::vector<int64_t>>()});
+      for (const auto& g : s.at("optimizer").at("param_groups")) {
+        osd.param_groups.push_back(
+            {hyperFromJson(g.at("options")), g.at("params").get<std::vector<int64_t>>()});
       }
+      // The groups' parameter indices: each of 0 .. N-1 once (a state's keys are numbered by them).
+      std::vector<int64_t> indices;
+      for (const auto& g : osd.param_groups) indices.insert(indices.end(), g.params.begin(), g.params.end());
+      std::sort(indices.begin(), indices.end());
+      for (size_t i = 0; i < indices.size(); ++i)
+        LOCKSTEP_ENFORCE(indices[i] == static_cast<int64_t>(i), IoError, "checkpoint '", d.path,
+                         "': the optimizer's parameter groups do not number the parameters 0 to ",
+                         indices.size() - 1, " once each (state.json is corrupt)");
       if (parts.zero && partitioned) {
         parts.zero->loadPartitionStateDict(osd);
       } else if (parts.zero) {
@@ -179,13 +191,14 @@ std::string restoreTrainingState(const CheckpointData& d, TrainingParts& parts) 
       }
     }
     if (parts.scheduler && s.contains("scheduler"))
-      parts.scheduler->loadStateDict(hyperFromJson(s["scheduler"]));
+      parts.scheduler->loadStateDict(hyperFromJson(s.at("scheduler")));
     // A checkpoint of an fp32 run resumed in fp16 starts the scaler afresh; one with a scaler
     // resumed without one drops it (the weights are f32 either way).
     if (parts.loss_scaler && s.contains("loss_scaler"))
-      parts.loss_scaler->loadStateDict(hyperFromJson(s["loss_scaler"]));
-    if (parts.loader && s.contains("data")) parts.loader->loadState(rescalePosition(s["data"], parts, &note));
-    if (parts.rng && s.contains("rng")) parts.rng->setState(s["rng"]["seed"], s["rng"]["offset"]);
+      parts.loss_scaler->loadStateDict(hyperFromJson(s.at("loss_scaler")));
+    if (parts.loader && s.contains("data"))
+      parts.loader->loadState(rescalePosition(s.at("data"), parts, &note));
+    if (parts.rng && s.contains("rng")) parts.rng->setState(s.at("rng").at("seed"), s.at("rng").at("offset"));
   } catch (const nlohmann::json::exception& e) {
     throw IoError(std::string("checkpoint state is malformed: ") + e.what());
   }

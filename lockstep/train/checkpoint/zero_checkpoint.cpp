@@ -16,6 +16,7 @@
 #include "lockstep/train/checkpoint/training_state.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
+#include "lockstep/util/json.h"
 
 namespace lockstep::train {
 
@@ -88,9 +89,8 @@ CheckpointPartition zeroPartition(const parallel::ZeroOptimizer& zero, int rank,
 
 // Rank 0's string (a path, or an error) on every rank; an error becomes an IoError everywhere.
 std::string agree(comm::ProcessGroup* group, const nlohmann::json& mine) {
-  const nlohmann::json j = group && group->size() > 1
-                               ? nlohmann::json::parse(parallel::broadcastBytes(*group, mine.dump()))
-                               : mine;
+  const nlohmann::json j =
+      group && group->size() > 1 ? json::parse(parallel::broadcastBytes(*group, mine.dump())) : mine;
   if (j.contains("error")) throw IoError(j["error"].get<std::string>());
   return j.value("value", "");
 }
@@ -148,7 +148,7 @@ std::string savePartitionedCheckpoint(const std::string& dir, const CheckpointDa
     try {
       nlohmann::json files = nlohmann::json::object(), rank_files = nlohmann::json::array();
       for (int r = 0; r < world; ++r) {
-        const nlohmann::json j = nlohmann::json::parse(all[r]);
+        const nlohmann::json j = json::parse(all[r]);
         if (j.contains("error")) throw IoError(j["error"].get<std::string>());
         if (!j.contains("name")) continue;  // a rank without a partition
         const std::string f = j["name"].get<std::string>(), path = tmp + "/" + f;
@@ -176,6 +176,10 @@ std::string savePartitionedCheckpoint(const std::string& dir, const CheckpointDa
       done["value"] = commitCheckpoint(dir, tmp, replicated.step, replicated.identity, files, layout, opts);
     } catch (const Error& e) {
       done["error"] = e.what();
+      // Every rank has written (or failed to write) its file by now: none of them can be read
+      // without a manifest, so they go at once (a full disk is left as it was before the save).
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
     }
   }
   return agree(group, done);
@@ -236,6 +240,8 @@ ZeroCheckpointReader::ZeroCheckpointReader(const CheckpointData& d) : path_(d.pa
     throw IoError("checkpoint '" + path_ + "': malformed zero record in its manifest (" + e.what() + ")");
   }
   for (const std::string& n : names) files_.emplace_back(path_ + "/" + n);
+  size_t tensors = 0;
+  for (const SafetensorsReader& f : files_) tensors += f.entries().size();
   int64_t count = -1;
   for (size_t f = 0; f < files_.size(); ++f) {
     const SafetensorsReader& file = files_[f];
@@ -251,15 +257,22 @@ ZeroCheckpointReader::ZeroCheckpointReader(const CheckpointData& d) : path_(d.pa
       const int64_t n = std::stoll(meta.at("parameters"));
       if (count >= 0 && n != count) throw bad("holds a model of another parameter count than rank 0's");
       count = n;
-      if (n < 0 || n > (int64_t{1} << 32)) throw bad("bad parameter count " + std::to_string(n));
+      // Every parameter has a segment, and every segment a tensor in some file: no more parameters
+      // than the files hold tensors (a forged count must not size the table).
+      if (n < 0 || n > static_cast<int64_t>(tensors)) throw bad("bad parameter count " + std::to_string(n));
       params_.resize(static_cast<size_t>(n));
-      for (const auto& s : nlohmann::json::parse(meta.at("segments"))) {
+      for (const auto& s : json::parse(meta.at("segments"))) {
         const auto p = s.at("param").get<size_t>();
         if (p >= params_.size())
           throw bad("names parameter " + std::to_string(p) + " of " + std::to_string(n));
         Param& param = params_[p];
         const auto name = s.at("name").get<std::string>();
         const auto shape = s.at("shape").get<Shape>();
+        int64_t numel = 1;
+        for (int64_t d : shape)
+          if (d < 0 || __builtin_mul_overflow(numel, d, &numel))
+            throw bad("parameter " + std::to_string(p) + " ('" + name + "') has shape " +
+                      shapeToString(shape) + ", which no tensor has");
         if (!param.name.empty() && (param.name != name || param.shape != shape))
           throw bad("parameter " + std::to_string(p) + " is '" + name + "', another rank's file says '" +
                     param.name + "'");
@@ -291,11 +304,15 @@ ZeroCheckpointReader::ZeroCheckpointReader(const CheckpointData& d) : path_(d.pa
     std::sort(param.segments.begin(), param.segments.end(),
               [](const Segment& a, const Segment& b) { return a.offset < b.offset; });
     int64_t pos = 0;
+    bool tiled = true;  // each segment starts where the one before ended, and the last ends at the end
     for (const Segment& s : param.segments) {
-      if (s.offset != pos) break;
+      if (s.offset != pos || s.numel < 0) {
+        tiled = false;
+        break;
+      }
       pos += s.numel;
     }
-    if (param.name.empty() || pos != shapeNumel(param.shape)) {
+    if (param.name.empty() || !tiled || pos != shapeNumel(param.shape)) {
       throw IoError("checkpoint '" + path_ + "': the rank files do not hold every element of parameter " +
                     std::to_string(p) + (param.name.empty() ? "" : " ('" + param.name + "')") +
                     " exactly once (elements from " + std::to_string(pos) + " are missing or repeated)");

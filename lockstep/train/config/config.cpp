@@ -224,7 +224,13 @@ void parseData(const YAML::Node& n, DataConfig& d) {
                         {"num_classes", d.num_classes}}) {
     if (v < 1 || v > kMaxElements) throw ValueError(std::string("data.") + key + " must be in [1, 2^31]");
   }
-  if (d.num_workers < 0) throw ValueError("data.num_workers must be >= 0");
+  // Each worker is a thread with batches prefetched for it (prefetch_factor): thousands would only
+  // hold memory.
+  if (d.num_workers < 0 || d.num_workers > 256)
+    throw ValueError(
+        "data.num_workers must be in [0, 256] (loader threads; the cores of a host are a good "
+        "number), got " +
+        std::to_string(d.num_workers));
   get(n, "data", "image_size", d.image_size);
   get(n, "data", "resize_size", d.resize_size);
   for (auto [key, v] :

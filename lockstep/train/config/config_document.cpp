@@ -6,6 +6,7 @@
 
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
+#include "lockstep/util/json.h"
 
 namespace lockstep::train {
 
@@ -32,10 +33,10 @@ void checkSyntax(const std::string& text, const std::string& source) {
     const size_t at = what.find("invalid UTF-8");
     throw ValueError(source + ": not UTF-8 text: " + (at == std::string::npos ? what : what.substr(at)));
   }
-  const bool json = source.size() >= 5 && source.compare(source.size() - 5, 5, ".json") == 0;
-  if (json) {
+  const bool is_json = source.size() >= 5 && source.compare(source.size() - 5, 5, ".json") == 0;
+  if (is_json) {
     try {
-      const nlohmann::json parsed = nlohmann::json::parse(text);
+      const nlohmann::json parsed = json::parse(text);
       (void)parsed;
     } catch (const nlohmann::json::parse_error& e) {
       // e.byte is 1-based, the position after the offending character.

@@ -15,13 +15,17 @@ void RunFiles::onStart(const RunStart& start) {
   nlohmann::json run = describeRun(*start.config, start.facts);
   run["metrics_csv"] = metrics_.csv;
   if (!metrics_.tensorboard.empty()) run["tensorboard_dir"] = metrics_.tensorboard;
-  file::writeAtomic(dir_ + "/run.json", run.dump(2) + "\n");
+  // (names read from the disk, an image folder's class folders, may hold bytes that are not
+  // UTF-8: written as U+FFFD, as torch's json would refuse them)
+  file::writeAtomic(dir_ + "/run.json",
+                    run.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 void RunFiles::onEvaluation(const Evaluation&) { writeReport(); }
 
 void RunFiles::onEnd(const TrainSummary& s) {
-  file::writeAtomic(dir_ + "/summary.json", toJson(s).dump(2) + "\n");
+  file::writeAtomic(dir_ + "/summary.json",
+                    toJson(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   writeReport();
 }
 

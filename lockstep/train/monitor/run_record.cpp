@@ -9,6 +9,7 @@
 
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
+#include "lockstep/util/json.h"
 
 namespace lockstep::train {
 
@@ -36,7 +37,7 @@ nlohmann::json readJson(const std::string& path) {
   if (!fs::exists(path)) return nlohmann::json::object();
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(file::readAll(path));
+    j = json::parse(file::readAll(path));
   } catch (const nlohmann::json::exception& e) {
     throw ValueError(path + " is not valid JSON (" + e.what() + "); was it edited by hand?");
   }

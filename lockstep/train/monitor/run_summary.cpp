@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "lockstep/parallel/tensor_comm.h"
+#include "lockstep/util/json.h"
 
 namespace lockstep::parallel {
 // summary.json's ddp_timings entries, and what ranks send rank 0: the fields by their own names.
@@ -80,7 +81,7 @@ std::vector<parallel::ReducerTimings> gatherReducerTimings(comm::ProcessGroup& g
                                                            const parallel::ReducerTimings& mine) {
   std::vector<parallel::ReducerTimings> all;
   for (const std::string& r : parallel::allgatherBytes(group, nlohmann::json(mine).dump()))
-    all.push_back(nlohmann::json::parse(r).get<parallel::ReducerTimings>());
+    all.push_back(json::parse(r).get<parallel::ReducerTimings>());
   return all;
 }
 
