@@ -11,17 +11,17 @@ namespace {
 
 std::string key(const std::string& prefix, int rank) { return prefix + "/" + std::to_string(rank); }
 
-}  // namespace
+std::string sizeKey(const std::string& prefix, int size) { return prefix + "/size/" + std::to_string(size); }
 
-namespace {
-
-// Ranks started by hand (torchrun's variables set per process) may disagree: each rank's key holds
-// the world size it was started for, and every rank counts the processes that joined as it.
+// Ranks started by hand (torchrun's variables set per process) may disagree: every rank counts
+// itself under the world size it was started for (one store request each; the keys are walked only
+// to name a rank that disagrees), and under its rank.
 void checkWorld(Store& store, const std::string& prefix, const std::string& backend, int rank, int size) {
   const int64_t twins = store.add(prefix + "/joined/" + std::to_string(rank), 0);
   LOCKSTEP_ENFORCE(twins <= 1, ValueError, backend, " backend: ", twins,
                    " processes joined the process group as rank ", rank,
                    ": give every process its own RANK (0 .. WORLD_SIZE - 1)");
+  if (store.add(sizeKey(prefix, size), 0) >= size) return;  // every rank here says `size`
   for (int r = 0; r < size; ++r) {
     if (r == rank || !store.check({key(prefix, r)})) continue;
     const std::string theirs = store.getString(key(prefix, r));
@@ -36,6 +36,7 @@ void checkWorld(Store& store, const std::string& prefix, const std::string& back
 void awaitGroupArrival(Store& store, const std::string& prefix, const std::string& backend, int rank,
                        int size, std::chrono::milliseconds timeout) {
   store.add(prefix + "/joined/" + std::to_string(rank), 1);
+  store.add(sizeKey(prefix, size), 1);  // before the arrival key: a rank seen arrived has counted
   store.setString(key(prefix, rank), std::to_string(size));
   std::vector<std::string> others;
   for (int r = 0; r < size; ++r)

@@ -34,6 +34,7 @@ size_t GzipReader::read(std::vector<uint8_t>& out, size_t n) {
     if (rc == Z_STREAM_END) {
       // Another member (gzip files may be concatenated, as Python's gzip and zcat read them): on.
       if (zs_.avail_in >= 2 && zs_.next_in[0] == 0x1f && zs_.next_in[1] == 0x8b) {
+        earlier_members_out_ += zs_.total_out;  // inflateReset zeroes it
         LOCKSTEP_ENFORCE(inflateReset(&zs_) == Z_OK, IoError, path_, ": cannot reset zlib");
         continue;
       }
@@ -46,7 +47,7 @@ size_t GzipReader::read(std::vector<uint8_t>& out, size_t n) {
     out.resize(start + produced);
     if (rc == Z_BUF_ERROR && zs_.avail_in == 0) {
       throw IoError(path_ + ": truncated gzip file: the compressed stream ends early after " +
-                    std::to_string(zs_.total_out) +
+                    std::to_string(earlier_members_out_ + zs_.total_out) +
                     " decompressed bytes; re-download or re-generate the file");
     }
     const std::string msg = zs_.msg ? zs_.msg : "zlib error " + std::to_string(rc);

@@ -17,7 +17,8 @@ inline uint64_t maxInflatedBytes(uint64_t compressed) { return compressed * 1032
 
 class GzipReader {
  public:
-  /// Borrows data[0, n) (a whole gzip file, one member). `path` names the file in messages.
+  /// Borrows data[0, n) (a whole gzip file: one member, or several concatenated, read as one
+  /// stream). `path` names the file in messages.
   /// IoError when the file is 4 GiB or more or zlib cannot start.
   GzipReader(const uint8_t* data, size_t n, std::string path);
   ~GzipReader();
@@ -36,6 +37,7 @@ class GzipReader {
   z_stream zs_{};
   std::string path_;
   bool finished_ = false;
+  uint64_t earlier_members_out_ = 0;  // bytes the members before the current one gave
 };
 
 }  // namespace lockstep::data

@@ -402,8 +402,18 @@ Agent::Outcome Agent::onWatchdog(Attempt& a, const std::string& watched) {
   } catch (const Error& e) {
     store_lost_ = options_.nnodes > 1;
   }
+  leaveRound(a);
   a.group.stop(SIGTERM, toMs(options_.grace_period_s), a.signals.fd());
   return Outcome::kFailed;
+}
+
+void Agent::leaveRound(Attempt& a) {
+  if (options_.nnodes <= 1 || store_lost_) return;
+  try {
+    a.rdzv.beat(a.number, Watchdog::kLeftRound);
+  } catch (const Error&) {
+    // The store is gone: nobody is left to read the heartbeat either.
+  }
 }
 
 namespace {
@@ -421,6 +431,18 @@ std::pair<size_t, bool> rootCause(const WorkerGroup& group, const std::vector<si
   }
   auto reporter = group.firstErrorFileWriter(reportsLostPeer);
   return {reporter.value_or(killed.value_or(failed.front())), !reporter && killed.has_value()};
+}
+
+// Whether a failed rank says it lost a peer (gloo's "Connection closed/reset by peer", lockstep's
+// "connections to ranks [..] broke (did they die?)", shm's "ranks [..] died"): a consequence of
+// another rank's or node's end, not a failure of its own.
+bool lostAPeer(const WorkerFailure& w) {
+  for (const std::string* text : {&w.error_content, &w.stderr_tail}) {
+    if (reportsLostPeer(*text) || text->find("broke (did they die?)") != std::string::npos ||
+        text->find(" died") != std::string::npos)
+      return true;
+  }
+  return false;
 }
 
 // Ranks other than root that failed on their own, not by the agent's stop: a rank whose exit made
@@ -467,11 +489,9 @@ Agent::Outcome Agent::onWorkersFailed(Attempt& a, const std::vector<size_t>& fai
       }
     }
     a.rdzv.publishFailure(a.number, {report_, exit_code_}, primary);
-    // This node says why it leaves the round; its silence from now on is no lost node.
-    if (options_.nnodes > 1) a.rdzv.beat(a.number, Watchdog::kLeftRound);
   } catch (const Error& e) {
     store_lost_ = options_.nnodes > 1;
-    if (store_lost_ && !primary) {
+    if (store_lost_ && !primary && lostAPeer(cause)) {
       // This node's ranks failed because a peer went away, and the master's store is gone too:
       // the master node (its agent and ranks) is what was lost, not this node's rank.
       report_ = lostStoreReport(a, e) + "  after which " + report_.substr(std::string("root cause: ").size());
@@ -480,6 +500,7 @@ Agent::Outcome Agent::onWorkersFailed(Attempt& a, const std::vector<size_t>& fai
       report_ += "(could not tell the other nodes: " + std::string(e.what()) + ")\n";
     }
   }
+  leaveRound(a);
   a.group.stop(SIGTERM, toMs(options_.grace_period_s), a.signals.fd());
   if (!store_lost_) settleReport(a.number, a.rdzv, primary);
   if (std::string others = othersFailed(a.group, root); !others.empty())
@@ -501,6 +522,7 @@ std::optional<Agent::Outcome> Agent::checkReform(Attempt& a, bool may_request) {
   }
   if (!why) return std::nullopt;
   log("re-forming the job: " + *why + "; stopping this node's workers (lockstep train saves a checkpoint)");
+  leaveRound(a);
   a.group.stop(SIGTERM, toMs(options_.grace_period_s), a.signals.fd());
   return Outcome::kReform;
 }
@@ -515,6 +537,7 @@ std::optional<Agent::Outcome> Agent::checkOtherNodes(Attempt& a) {
     // where it would otherwise look like a newcomer to admit without counting a restart.
     if (a.rdzv.failure(a.number)) {
       publishSuspects(a);
+      leaveRound(a);
       a.group.stop(SIGTERM, toMs(options_.grace_period_s), a.signals.fd());
       settleReport(a.number, a.rdzv, false);
       return Outcome::kFailed;
@@ -559,6 +582,7 @@ void Agent::settleReport(int attempt, Rendezvous& rdzv, bool have_primary) {
 }
 
 Agent::Outcome Agent::stopForRemote(Attempt& a, Outcome outcome) {
+  leaveRound(a);
   a.group.stop(SIGTERM, toMs(options_.grace_period_s), a.signals.fd());
   return outcome;
 }

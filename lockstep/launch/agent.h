@@ -72,6 +72,10 @@ class Agent {
   Outcome onWorkersFailed(Attempt& a, const std::vector<size_t>& failed);
   Outcome onWatchdog(Attempt& a, const std::string& watched);
   Outcome onStoreLost(Attempt& a, const Error& e);
+  /// Before this node stops its workers to end the round (a failure, a stop, a re-formation): a
+  /// last heartbeat (Watchdog::kLeftRound) so the other agents do not take the silence that
+  /// follows for a lost node. Best effort.
+  void leaveRound(Attempt& a);
   /// "lost contact with the rendezvous store of the master node (...) at ADDR:PORT: e" and a newline.
   std::string lostStoreReport(const Attempt& a, const Error& e) const;
   // Another node failed or the job was stopped: the outcome, or none to keep going.

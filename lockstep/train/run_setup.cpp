@@ -235,6 +235,12 @@ void checkSameConfigOnEveryRank(const TrainConfig& c, comm::ProcessGroup* group)
   drop("checkpoint", "dir");
   drop("tensorboard", "output_path");
   drop("csv_monitor", "output_path");
+  // Where each host mounts its NVMe (DeepSpeed's /local_nvme) for ZeRO-Infinity's swap files.
+  for (const char* offload : {"offload_optimizer", "offload_param"}) {
+    if (doc.contains("zero_optimization") && doc["zero_optimization"].is_object() &&
+        doc["zero_optimization"].contains(offload) && doc["zero_optimization"][offload].is_object())
+      doc["zero_optimization"][offload].erase("nvme_path");
+  }
   char mine[16];
   std::snprintf(mine, sizeof(mine), "%08x",
                 file::crc32(doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));

@@ -75,8 +75,8 @@ RunCheckpointsOptions checkpointOptions(const TrainConfig& c, const TrainerOptio
 nlohmann::json configRecord(const TrainConfig& c, const TrainerOptions& o);
 /// Collective: ValueError on every rank, naming the ranks, unless every rank of `group` trains with
 /// the same config (the document after --set, but for what may differ between hosts: data.root,
-/// data.num_workers, checkpoint.dir and the monitors' output paths). Ranks with another seed,
-/// learning rate or batch size would train on silently, apart (a stale copy of the file on a
+/// data.num_workers, checkpoint.dir, the monitors' output paths and the NVMe offloads' nvme_path). Ranks with
+/// another seed, learning rate or batch size would train on silently, apart (a stale copy of the file on a
 /// host). Nothing when group is null (one rank).
 void checkSameConfigOnEveryRank(const TrainConfig& c, comm::ProcessGroup* group);
 /// A fresh run's identity (a new run id) in a world of `world` ranks.

@@ -1,6 +1,7 @@
 #include "lockstep/train/train_data.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 
 #include "lockstep/autograd.h"
@@ -65,7 +66,7 @@ TrainData loadTrainData(const DataConfig& c, uint64_t seed) {
     // Validation on no samples would report a loss and an accuracy of 0 as if measured.
     LOCKSTEP_ENFORCE(nval >= 1, ValueError, "data.val_split: ", c.val_split, " of the ", d.train->size(),
                      " training samples holds out none; raise it to at least ",
-                     1.0 / static_cast<double>(d.train->size()), " or leave it out");
+                     std::ceil(1e6 / static_cast<double>(d.train->size())) / 1e6, " or leave it out");
     LOCKSTEP_ENFORCE(nval < d.train->size(), ValueError, "data.val_split: ", c.val_split, " of the ",
                      d.train->size(), " training samples leaves none to train on; lower it");
     auto parts = data::randomSplit(d.train, {d.train->size() - nval, nval}, seed);

@@ -15,6 +15,7 @@
 
 #include "comm/comm_test_util.h"
 #include "lockstep/comm/group_arrival.h"
+#include "lockstep/comm/shm/shm_segment.h"
 #include "lockstep/comm/store/file_store.h"
 #include "lockstep/util/error.h"
 
@@ -237,7 +238,7 @@ TEST_P(FailureTest, send_recv_large_messages_both_ways) {
 // And a segment a killed rank left behind (its creator gone, older than a minute) is removed when
 // the next group is made.
 TEST(ShmBackend, ranks_with_other_shm_settings_are_told_so_and_leftovers_are_removed) {
-  const std::string leftover = "/lockstep_999999999_leftover_0";
+  const std::string leftover = "/lockstep_" + shm::pidNamespaceTag() + "_999999999_leftover_0";
   const int fd = ::shm_open(leftover.c_str(), O_CREAT | O_RDWR, 0600);
   ASSERT_GE(fd, 0);
   ::close(fd);
@@ -260,7 +261,8 @@ TEST(ShmBackend, ranks_with_other_shm_settings_are_told_so_and_leftovers_are_rem
     EXPECT_NE(e.find("the ranks' shm settings differ (LOCKSTEP_SHM_SLOTS"), std::string::npos) << e;
   EXPECT_FALSE(std::filesystem::exists("/dev/shm" + leftover));
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))  // the two failed ranks' own
-    EXPECT_EQ(e.path().filename().string().find("lockstep_" + std::to_string(::getpid()) + "_"),
+    EXPECT_EQ(e.path().filename().string().find("lockstep_" + shm::pidNamespaceTag() + "_" +
+                                                std::to_string(::getpid()) + "_"),
               std::string::npos)
         << e.path();
 }
@@ -463,8 +465,9 @@ TEST(GroupArrival, a_world_size_that_differs_or_a_rank_given_twice_is_named) {
       << errors[1];
   std::vector<std::string> twins(3);
   runRanks(3, [&](int t) {
-    const int rank = t == 2 ? 0 : 1;  // threads 0 and 1 both rank 1; rank 0 comes last
-    if (t == 2) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const int rank = t == 2 ? 0 : 1;  // threads 0 and 1 both rank 1; rank 0 comes once both joined
+    while (t == 2 && store->add("twins/joined/1", 0) < 2)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     try {
       awaitGroupArrival(*store, "twins", "gloo", rank, 2, std::chrono::seconds(5));
     } catch (const ValueError& e) {

@@ -115,14 +115,15 @@ void ShmPeers::fail(const OpContext& ctx, uint64_t first_block, bool timed_out) 
   }
   std::string what = "did not arrive";
   if (late.empty()) {
-    // The furthest behind of the others: this rank is waiting for them, not stalled itself.
+    // The furthest behind of the others (one snapshot of their counters, which may still move):
+    // this rank is waiting for them, not stalled itself.
+    std::vector<uint64_t> done(headers_.size());
+    for (size_t j = 0; j < headers_.size(); ++j) done[j] = headers_[j]->counters[kDone].value.load();
     uint64_t least = UINT64_MAX;
     for (size_t j = 0; j < headers_.size(); ++j)
-      if (static_cast<int>(j) != rank_) least = std::min(least, headers_[j]->counters[kDone].value.load());
-    for (size_t j = 0; j < headers_.size(); ++j) {
-      if (static_cast<int>(j) != rank_ && headers_[j]->counters[kDone].value.load() == least)
-        late.push_back(static_cast<int>(j));
-    }
+      if (static_cast<int>(j) != rank_) least = std::min(least, done[j]);
+    for (size_t j = 0; j < headers_.size(); ++j)
+      if (static_cast<int>(j) != rank_ && done[j] == least) late.push_back(static_cast<int>(j));
     what = "arrived but stalled mid-op";
   }
   if (timed_out) {

@@ -76,8 +76,10 @@ ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int siz
   awaitGroupArrival(*store_, "shm/arrived", "shm", rank, size, options_.timeout);
   std::string base;
   if (rank == 0) {
-    ShmSegment::removeLeftovers("lockstep_");  // of ranks killed during an earlier job's set-up
-    base = "/lockstep_" + std::to_string(::getpid()) + "_" + randomToken();
+    // Named by this pid namespace too: a container sharing /dev/shm (--ipc=host) sees other pids.
+    const std::string ns = shm::pidNamespaceTag();
+    ShmSegment::removeLeftovers("lockstep_" + ns + "_");  // of ranks killed during a group's set-up
+    base = "/lockstep_" + ns + "_" + std::to_string(::getpid()) + "_" + randomToken();
     store_->setString("shm/name", base);
   } else {
     base = store_->getString("shm/name");

@@ -54,6 +54,15 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
   return s;
 }
 
+std::string pidNamespaceTag() {
+  char link[64] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", link, sizeof(link) - 1);  // "pid:[4026531836]"
+  std::string digits;
+  for (ssize_t i = 0; i < n; ++i)
+    if (link[i] >= '0' && link[i] <= '9') digits += link[i];
+  return digits.empty() ? "0" : digits;
+}
+
 int ShmSegment::removeLeftovers(const std::string& prefix) {
   int removed = 0;
   std::error_code ec;

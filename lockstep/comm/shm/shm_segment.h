@@ -38,4 +38,8 @@ class ShmSegment {
   bool owner_ = false;
 };
 
+/// This process's pid namespace, as digits (the inode /proc/self/ns/pid names; "0" when it cannot
+/// be read): segment names carry it, so that leftovers are judged by pids of the same namespace.
+std::string pidNamespaceTag();
+
 }  // namespace lockstep::comm::shm

@@ -20,12 +20,16 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
   const optim::OptimizerStateDict mine = partitionOptimizerState();
   // The buffer names every rank holds (a rank with no elements holds none): the same list everywhere.
   std::set<std::string> keys;
-  std::vector<double> steps(params_.size(), 0.0);
+  // Per parameter, over every rank (max): its step count, and whether any rank's shard of it has
+  // state (SGD keeps no step): a parameter no rank has stepped gets no keys, as in torch.
+  const size_t n = params_.size();
+  std::vector<double> steps(2 * n, 0.0);
   for (const Shard& s : shards_) {
     const std::string prefix = std::to_string(s.opt_index) + ".";
     for (const auto& [key, t] : mine.state) {
       if (key.rfind(prefix, 0) != 0) continue;
       const std::string name = key.substr(prefix.size());
+      steps[n + s.param] = 1.0;
       if (name == "step") {
         steps[s.param] = std::max(steps[s.param], static_cast<double>(t.toVector<int64_t>()[0]));
       } else {
@@ -78,9 +82,14 @@ optim::OptimizerStateDict ZeroOptimizer::consolidatedStateDict(int root) {
       return static_cast<const char*>(src[p].dataPtr()) + (offset - src_offset[p]) * elem;
     });
     if (!receives) continue;
-    for (size_t p = 0; p < params_.size(); ++p) out.state.insert(std::to_string(p) + "." + key, full[p]);
+    for (size_t p = 0; p < n; ++p) {
+      // Only the buffers the parameter's group keeps (groups may differ: amsgrad, momentum 0).
+      const auto wanted = optimizer_->stateKeys(optimizer_->paramGroups()[group_of_[p]].options);
+      if (steps[n + p] > 0 && std::find(wanted.begin(), wanted.end(), key) != wanted.end())
+        out.state.insert(std::to_string(p) + "." + key, full[p]);
+    }
   }
-  for (size_t p = 0; p < params_.size() && receives; ++p) {
+  for (size_t p = 0; p < n && receives; ++p) {
     if (steps[p] > 0) out.state.insert(std::to_string(p) + ".step", Tensor::scalar(steps[p], DType::i64));
   }
   for (size_t g = 0; g < mine.param_groups.size(); ++g)
