@@ -50,6 +50,14 @@ int consolidate(const std::string& dir, const std::string& out) {
     if (c == ckpt.end())
       throw ValueError("OUT '" + out + "' is inside the checkpoint it reads (" + path +
                        "): writing there would spoil the checkpoint; give a path outside it");
+    // Nor another checkpoint beside it, its `latest`, or a save under way there.
+    const fs::path beside = target.lexically_relative(ckpt.parent_path());
+    const std::string first = beside.empty() ? "" : beside.begin()->string();
+    if (!first.empty() && first != ".." &&
+        (first == "latest" || first.rfind("ckpt-", 0) == 0 || first[0] == '.'))
+      throw ValueError("OUT '" + out + "' is among the checkpoints beside " + path + " (" + first +
+                       "): writing there would spoil one of them; give a path outside " +
+                       ckpt.parent_path().string());
   }
   train::CheckpointData d = train::loadCheckpoint(path);
   // One parameter in memory at a time (a partitioned checkpoint of a model larger than memory).

@@ -64,11 +64,11 @@ int dataMain(int argc, char** argv) {
     return 0;
   }
   lockstep::data::TokenDirMeta meta = lockstep::data::writeTokenDir(input, out, val_fraction);
-  std::printf(
-      "wrote %s/train.bin (%lld tokens), %s/val.bin (%lld tokens) and %s/meta.json: byte tokens, vocab_size "
-      "%lld, uint16\n",
-      out.c_str(), static_cast<long long>(meta.train_tokens), out.c_str(),
-      static_cast<long long>(meta.val_tokens), out.c_str(), static_cast<long long>(meta.vocab_size));
+  const std::string val = val_fraction > 0 ? out + "/val.bin (" + std::to_string(meta.val_tokens) + " tokens)"
+                                           : std::string("no val.bin (--val-fraction 0)");
+  std::printf("wrote %s/train.bin (%lld tokens), %s and %s/meta.json: byte tokens, vocab_size %lld, uint16\n",
+              out.c_str(), static_cast<long long>(meta.train_tokens), val.c_str(), out.c_str(),
+              static_cast<long long>(meta.vocab_size));
   return 0;
 }
 

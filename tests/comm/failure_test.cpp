@@ -233,8 +233,9 @@ TEST_P(FailureTest, send_recv_large_messages_both_ways) {
   });
 }
 
-// Ranks whose shm settings differ (LOCKSTEP_SHM_SLOTS on one host's rank only) size their segments
-// apart: both are told so, by name, instead of one blaming "another user or job" for the segment.
+// Ranks whose shm settings differ (LOCKSTEP_SHM_SLOTS on one host's rank only) lay their segments
+// out apart, here at the same size: both are told so, by name (one blamed "another user or job" for
+// a segment of another size; one of the same size was read as garbage).
 // And a segment a killed rank left behind (its creator gone, older than a minute) is removed when
 // the next group is made.
 TEST(ShmBackend, ranks_with_other_shm_settings_are_told_so_and_leftovers_are_removed) {
@@ -250,7 +251,8 @@ TEST(ShmBackend, ranks_with_other_shm_settings_are_told_so_and_leftovers_are_rem
   runRanks(2, [&](int r) {
     ShmOptions o;
     o.timeout = std::chrono::seconds(30);
-    o.num_slots = r == 0 ? 8 : 16;
+    o.num_slots = r == 0 ? 8 : 16;  // and half the block: the same segment size, another layout
+    o.block_bytes = r == 0 ? size_t{1} << 20 : size_t{1} << 19;
     try {
       ShmProcessGroup pg(store, r, 2, o);
     } catch (const PeerError& e) {

@@ -146,6 +146,21 @@ TEST(TrainConfig, dataset_names_and_their_keys_come_from_the_registry) {
   EXPECT_EQ(errorOf("train_batch_size: 8\ndata: {dataset: synthetic, input_shape: [4]}"), "(no error)");
 }
 
+// model.num_classes on an mlp was accepted and did nothing (its outputs are out_features).
+TEST(TrainConfig, a_model_key_the_model_does_not_read_is_refused) {
+  std::string m = errorOf("train_batch_size: 8\nmodel: {name: mlp, num_classes: 3}");
+  EXPECT_TRUE(has(m, "model.num_classes is not read by mlp: its outputs are model.out_features")) << m;
+  m = errorOf("train_batch_size: 8\nmodel: {name: cifar_cnn, out_features: 3}");
+  EXPECT_TRUE(has(m,
+                  "model.out_features is read only by linear and mlp, not by cifar_cnn: its outputs are "
+                  "model.num_classes"))
+      << m;
+  m = errorOf("train_batch_size: 8\nmodel: {name: resnet18, hidden: [4]}");
+  EXPECT_TRUE(has(m, "model.hidden is read only by linear and mlp, not by resnet18")) << m;
+  EXPECT_EQ(errorOf("train_batch_size: 8\nmodel: {name: mlp, out_features: 3, hidden: [4]}"), "(no error)");
+  EXPECT_EQ(errorOf("train_batch_size: 8\nmodel: {name: cifar_cnn, num_classes: 3}"), "(no error)");
+}
+
 TEST(TrainConfig, image_folder_reads_its_own_keys_and_needs_a_root) {
   const TrainConfig c = parseTrainConfig(
       "train_batch_size: 8\ndata: {dataset: image_folder, root: /data/imagenet, image_size: 160, "

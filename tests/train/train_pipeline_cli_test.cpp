@@ -139,6 +139,12 @@ TEST_F(TrainCli, pipeline_trains_as_one_process_with_both_schedules) {
                                         "/1f1b/checkpoints/ckpt-12/model.safetensors");
   EXPECT_EQ(inside.code, 2) << inside.output;
   EXPECT_NE(inside.output.find("is inside the checkpoint it reads"), std::string::npos) << inside.output;
+  for (const char* beside : {"/ckpt-9/model.safetensors", "/latest"}) {  // nor another one's file, nor latest
+    Result other = runLockstep(dir_, "checkpoint consolidate " + dir_ + "/1f1b/checkpoints/ckpt-12 " + dir_ +
+                                         "/1f1b/checkpoints" + beside);
+    EXPECT_EQ(other.code, 2) << beside << ": " << other.output;
+    EXPECT_NE(other.output.find("is among the checkpoints beside"), std::string::npos) << other.output;
+  }
   Result again = runLockstep(
       dir_, "checkpoint consolidate " + dir_ + "/1f1b/checkpoints/ckpt-12 " + dir_ + "/w2.safetensors");
   ASSERT_EQ(again.code, 0) << again.output;

@@ -93,17 +93,21 @@ ShmProcessGroup::ShmProcessGroup(std::shared_ptr<Store> store, int rank, int siz
   auto* mine = new (segments_[rank].data()) ShmHeader();
   mine->pid = ::getpid();
   mine->magic = ShmHeader::kMagic;
-  store_->setString("shm/created/" + std::to_string(rank), std::to_string(bytes));
+  // Every rank lays its segment out from its own options: they must agree, or the slots do not
+  // line up (the same size in another layout would read garbage).
+  const std::string layout =
+      ::lockstep::detail::concat(options_.num_slots, " slots of ", options_.block_bytes, " bytes, ",
+                                 options_.p2p_slots, " p2p slots of ", options_.p2p_slot_bytes, " bytes");
+  store_->setString("shm/created/" + std::to_string(rank), layout);
   std::vector<std::string> keys;
   for (int j = 0; j < size; ++j) keys.push_back("shm/created/" + std::to_string(j));
   store_->wait(keys);
-  // Every rank sized its segment from its own options: they must agree, or the slots do not line up.
   for (int j = 0; j < size; ++j) {
     const std::string theirs = store_->getString(keys[static_cast<size_t>(j)]);
-    LOCKSTEP_ENFORCE(theirs == std::to_string(bytes), PeerError, "shm backend: rank ", j, "'s segment has ",
-                     theirs, " bytes, rank ", rank, "'s ", bytes,
+    LOCKSTEP_ENFORCE(theirs == layout, PeerError, "shm backend: rank ", j, "'s segment has ", theirs,
+                     ", rank ", rank, "'s ", layout,
                      ": the ranks' shm settings differ (LOCKSTEP_SHM_SLOTS, LOCKSTEP_SHM_BLOCK_BYTES, "
-                     "LOCKSTEP_SHM_P2P_SLOTS); give every rank the same");
+                     "LOCKSTEP_SHM_P2P_SLOTS, LOCKSTEP_SHM_P2P_SLOT_BYTES); give every rank the same");
   }
   std::vector<ShmHeader*> headers(size);
   for (int j = 0; j < size; ++j) {

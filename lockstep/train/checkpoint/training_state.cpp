@@ -9,6 +9,7 @@
 #include "lockstep/parallel/engine.h"
 #include "lockstep/train/checkpoint/zero_checkpoint.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/json.h"
 
 namespace lockstep::train {
 
@@ -25,8 +26,11 @@ optim::HyperParams hyperFromJson(const nlohmann::json& j) {
       h[k] = v.get<bool>();
     } else if (v.is_number_integer()) {
       h[k] = v.get<int64_t>();
-    } else {
+    } else if (v.is_number()) {
       h[k] = v.get<double>();
+    } else {
+      throw IoError("checkpoint state: hyper-parameter '" + k + "' is " + json::excerpt(v) +
+                    ", not a number or a bool (state.json is corrupt)");
     }
   }
   return h;

@@ -161,6 +161,17 @@ void parseModel(const YAML::Node& n, TrainConfig& c) {
   get(n, "model", "out_features", m.out_features);
   get(n, "model", "num_classes", m.num_classes);
   if (n["hidden"]) m.hidden = intList(n["hidden"], "model.hidden");
+  // A key the model does not read is refused, not ignored: linear and mlp are sized by
+  // in_features / out_features / hidden, the CNNs and ResNets by num_classes.
+  const bool dense = c.model == "linear" || c.model == "mlp";
+  if (dense && n["num_classes"])
+    throw ValueError("model.num_classes is not read by " + c.model + ": its outputs are model.out_features");
+  for (const char* key : {"in_features", "out_features", "hidden"}) {
+    if (!dense && n[key])
+      throw ValueError(
+          std::string("model.") + key + " is read only by linear and mlp, not by " + c.model +
+          (std::string(key) == "out_features" ? ": its outputs are model.num_classes" : ": remove it"));
+  }
   parseLanguageModelKeys(n, c);
 }
 

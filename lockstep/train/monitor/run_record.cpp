@@ -60,20 +60,21 @@ std::vector<CheckpointEntry> readCheckpoints(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return out;
   std::string latest;
-  if (fs::exists(dir + "/latest")) {
+  if (fs::is_regular_file(dir + "/latest", ec)) {  // (an entry that cannot be looked at is none)
     latest = file::readAll(dir + "/latest");
     while (!latest.empty() && (latest.back() == '\n' || latest.back() == ' ')) latest.pop_back();
   }
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     // Complete checkpoints only: ckpt-<step>, not a ckpt-<step>.tmp-* being written.
-    if (!e.is_directory() || name.rfind("ckpt-", 0) != 0 || name.find('.') != std::string::npos) continue;
+    std::error_code kind;  // a symlink loop is no checkpoint (resume skipped it as well)
+    if (!e.is_directory(kind) || name.rfind("ckpt-", 0) != 0 || name.find('.') != std::string::npos) continue;
     char* end = nullptr;
     const long long step = std::strtoll(name.c_str() + 5, &end, 10);
     if (*end != '\0') continue;
     CheckpointEntry c{name, step, 0, mtimeOf(e.path()), name == latest};
     for (const auto& f : fs::directory_iterator(e.path(), ec))
-      if (f.is_regular_file()) c.bytes += f.file_size(ec);
+      if (f.is_regular_file(kind)) c.bytes += f.file_size(ec);
     out.push_back(c);
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
