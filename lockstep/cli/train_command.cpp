@@ -20,6 +20,7 @@
 #include "lockstep/train/run_setup.h"
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/json.h"
 
 namespace {
 
@@ -50,11 +51,8 @@ lockstep::train::TrainConfig validate(const TrainArgs& a, const lockstep::comm::
   }
   // They are written into run.json and every checkpoint's config.json, which JSON keeps UTF-8.
   auto requireUtf8 = [](const std::string& value, const std::string& what) {
-    try {
-      (void)nlohmann::json(value).dump();
-    } catch (const nlohmann::json::type_error&) {
+    if (!lockstep::json::utf8Error(value).empty())
       throw lockstep::ValueError(what + " '" + value + "' is not UTF-8 text; rename it or give another");
-    }
   };
   requireUtf8(a.config, "the config path");
   requireUtf8(a.output_dir, "--output-dir");

@@ -46,6 +46,20 @@ Json parse(It begin, It end) {
   return Json::parse(begin, end, detail::depthLimit<Json>());
 }
 
+/// Empty when text is UTF-8 (what JSON strings must be: lockstep writes configs, paths and names
+/// into run.json and checkpoints), else what is wrong and where ("invalid UTF-8 byte at index N:
+/// 0xXX").
+inline std::string utf8Error(const std::string& text) {
+  try {
+    (void)nlohmann::json(text).dump();
+    return "";
+  } catch (const nlohmann::json::type_error& e) {
+    const std::string what = e.what();  // "[json.exception.type_error.316] invalid UTF-8 byte ..."
+    const size_t at = what.find("] ");
+    return at == std::string::npos ? what : what.substr(at + 2);
+  }
+}
+
 /// The start of a value's text for a message (a value read from a hostile file may be megabytes).
 template <class Json>
 std::string excerpt(const Json& value, size_t max_chars = 80) {

@@ -26,13 +26,8 @@ void checkSyntax(const std::string& text, const std::string& source) {
     throw ValueError(source + ": " + std::to_string(text.size()) + " bytes is too large for a config file");
   // A config is UTF-8 text (YAML and JSON both say so); yaml-cpp does not check, and a string with
   // invalid bytes could not be written into a checkpoint's config.json (found by fuzz_config).
-  try {
-    (void)nlohmann::json(text).dump();
-  } catch (const nlohmann::json::type_error& e) {
-    std::string what = e.what();  // "... invalid UTF-8 byte at index N: 0xXX"
-    const size_t at = what.find("invalid UTF-8");
-    throw ValueError(source + ": not UTF-8 text: " + (at == std::string::npos ? what : what.substr(at)));
-  }
+  if (const std::string bad = json::utf8Error(text); !bad.empty())
+    throw ValueError(source + ": not UTF-8 text: " + bad);
   const bool is_json = source.size() >= 5 && source.compare(source.size() - 5, 5, ".json") == 0;
   if (is_json) {
     try {
