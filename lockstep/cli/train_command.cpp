@@ -174,8 +174,9 @@ int trainMain(int argc, char** argv) {
     if (env.launcher == lockstep::comm::Launcher::none) {
       readTorchrunVariables(app, a, nproc_flag);
     }
-    a.nproc_per_node =
-        lockstep::launch::parseNprocPerNode(nproc_flag, a.nproc, lockstep::launch::availableCores());
+    a.nproc_per_node = lockstep::launch::parseNprocPerNode(
+        nproc_flag, a.nproc, lockstep::launch::availableCores(),
+        a.nproc == "gpu" || a.nproc == "auto" ? lockstep::launch::visibleGpus() : 0);
     lockstep::launch::checkRanksFit(nproc_flag, a.nproc_per_node, lockstep::launch::probeMachineCapacity(),
                                     a.oversubscribe);
     const int world = startsAgent(a) ? a.nproc_per_node : env.world_size;

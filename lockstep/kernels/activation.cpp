@@ -10,7 +10,8 @@ namespace {
 const Backends<ActivationKernels> kBackends{.onednn = &onednn::kActivation,
                                             .cpu = &cpu::kActivation,
                                             .reference = &reference::kActivation,
-                                            .cuda = LOCKSTEP_CUDA_TABLE(cuda::kActivation)};
+                                            .cuda = LOCKSTEP_CUDA_TABLE(cuda::kActivation),
+                                            .cpu_takes_low_precision = true};
 
 void checkBackward(const char* op, const Tensor& gy, const Tensor& saved) {
   LOCKSTEP_ENFORCE(gy.shape() == saved.shape(), ValueError, op, " backward: gradient shape ",

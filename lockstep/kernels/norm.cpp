@@ -26,7 +26,11 @@ double norm(const Tensor& x, double p) {
 
 double combineNorms(const std::vector<double>& norms, double p) {
   if (norms.empty()) return 0.0;
-  if (std::isinf(p)) return *std::max_element(norms.begin(), norms.end());
+  if (std::isinf(p)) {
+    double m = norms[0];  // NaN once any is (max_element's order says nothing about NaN)
+    for (double v : norms) m = m < v || v != v ? v : m;
+    return m;
+  }
   double s = 0.0;
   for (double v : norms) s += std::pow(v, p);
   return std::pow(s, 1.0 / p);

@@ -1,6 +1,7 @@
 #include "lockstep/kernels/pool.h"
 
 #include "lockstep/kernels/dispatch.h"
+#include "lockstep/kernels/finite.h"
 #include "lockstep/kernels/tables/pool.h"
 
 namespace lockstep::kernels {
@@ -8,6 +9,15 @@ namespace lockstep::kernels {
 namespace {
 const Backends<PoolKernels> kBackends{
     .onednn = &onednn::kPool, .reference = &reference::kPool, .cuda = LOCKSTEP_CUDA_TABLE(cuda::kPool)};
+
+// oneDNN 2.6's max pooling ignores a NaN and starts each window from -FLT_MAX: a window holding a
+// NaN gave its largest number, a window of -inf gave -3.4e38 (and, with padding, sent the gradient
+// to the wrong element). torch's NaN wins and -inf stays. A CPU input holding any inf or nan (one
+// read of it to tell) is pooled by the reference loops instead, whose workspace (an i64 index per
+// output) the backward recognises.
+bool pooledByReference(const Tensor& x) {
+  return !x.isCuda() && backendFor(x.dtype()) != Backend::reference && hasNonFinite(x);
+}
 }  // namespace
 
 Pool2dParams resolvePool2d(const Pool2dParams& p) {
@@ -55,12 +65,15 @@ Shape adaptiveShape(const Tensor& x, std::array<int64_t, 2> out) {
 MaxPool2dResult maxPool2dForward(const Tensor& x, const Pool2dParams& p0, bool training) {
   const Pool2dParams p = resolvePool2d(p0);
   pool2dOutputShape(x.shape(), p, "max_pool2d");
+  if (pooledByReference(x)) return reference::kPool.maxPool2dForward(x, p, training);
   return dispatch<&PoolKernels::maxPool2dForward>(kBackends, x, x, p, training);
 }
 
 Tensor maxPool2dBackward(const Tensor& gy, const Tensor& x, const Tensor& workspace, const Pool2dParams& p0) {
   const Pool2dParams p = resolvePool2d(p0);
   checkGrad(gy, pool2dOutputShape(x.shape(), p, "max_pool2d"), "max_pool2d");
+  if (!x.isCuda() && (workspace.defined() ? workspace.dtype() == DType::i64 : pooledByReference(x)))
+    return reference::kPool.maxPool2dBackward(gy, x, workspace, p);
   return dispatch<&PoolKernels::maxPool2dBackward>(kBackends, x, gy, x, workspace, p);
 }
 

@@ -7,7 +7,7 @@ namespace lockstep::kernels {
 
 namespace {
 const Backends<UnaryKernels> kBackends{
-    .onednn = &onednn::kUnary, .reference = &reference::kUnary, .cuda = LOCKSTEP_CUDA_TABLE(cuda::kUnary)};
+    .cpu = &cpu::kUnary, .reference = &reference::kUnary, .cuda = LOCKSTEP_CUDA_TABLE(cuda::kUnary)};
 }  // namespace
 
 const char* unaryOpName(UnaryOp op) {

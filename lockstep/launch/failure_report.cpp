@@ -79,7 +79,13 @@ bool reportsLostPeer(const std::string& error_content) {
   return false;
 }
 
-int exitCodeOf(const WorkerFailure& f) { return f.signal != 0 ? 128 + f.signal : f.exit_code; }
+int exitCodeOf(const WorkerFailure& f) {
+  if (f.signal != 0) return 128 + f.signal;
+  // A rank that wrote its error file and was still exiting has no code yet (0 so far): the job
+  // failed all the same, so 1, torchrun's code for a failed job.
+  if (f.still_running || f.exit_code == 0) return 1;
+  return f.exit_code;
+}
 
 std::string signalName(int sig) {
   static const std::pair<int, const char*> kNames[] = {

@@ -22,7 +22,8 @@ struct WorkerFailure {
 };
 
 /// The exit code that stands for a failed worker: its own code (2 for a bad config), or 128 + N
-/// when signal N killed it, as a shell reports it.
+/// when signal N killed it, as a shell reports it; 1 (never 0) for one that reported an error and
+/// had not exited yet, or exited 0.
 int exitCodeOf(const WorkerFailure& f);
 
 /// "SIGKILL" for 9; "signal 77" for numbers without a name.

@@ -13,6 +13,9 @@
 #include <thread>
 
 #include "lockstep/comm/worker_environment.h"
+#if LOCKSTEP_WITH_CUDA
+#include "lockstep/comm/nccl/nccl_util.h"
+#endif
 #include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 
@@ -46,10 +49,27 @@ int availableCores() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-int parseNprocPerNode(const std::string& flag, const std::string& value, int cores) {
-  if (value == "auto" || value == "cpu") return cores;
-  LOCKSTEP_ENFORCE(value != "gpu", ValueError, "option ", flag,
-                   "=gpu: this build of lockstep has no GPU support; use a number or auto");
+int visibleGpus() {
+#if LOCKSTEP_WITH_CUDA
+  return comm::nccl::visibleDeviceCount();
+#else
+  return 0;
+#endif
+}
+
+int parseNprocPerNode(const std::string& flag, const std::string& value, int cores, int gpus) {
+  if (value == "cpu") return cores;
+  if (value == "auto") return gpus > 0 ? gpus : cores;
+  if (value == "gpu") {
+    LOCKSTEP_ENFORCE(gpus > 0, ValueError, "option ", flag, "=gpu: ",
+#if LOCKSTEP_WITH_CUDA
+                     "this host shows no CUDA GPU (no device, no driver, or CUDA_VISIBLE_DEVICES hides them)",
+#else
+                     "this build of lockstep has no GPU support (built without the CUDA toolkit)",
+#endif
+                     "; use a number, cpu or auto");
+    return gpus;
+  }
   return parseInt(flag, value, 1, 1 << 16);
 }
 
@@ -122,9 +142,11 @@ void parseRendezvousConf(const std::string& flag, const std::string& value, Laun
 
 // Every flag of `lockstep run`, writing into o; `cores` resolves --nproc-per-node auto.
 void addFlags(CLI::App& app, LaunchOptions& o, int cores) {
-  option(app, {"--nproc-per-node"}, "N|auto", "worker processes per node; auto: one per core (default 1)",
+  option(app, {"--nproc-per-node"}, "N|auto|cpu|gpu",
+         "worker processes per node; cpu: one per core; gpu: one per visible GPU; auto: one per GPU, or per "
+         "core without one (default 1)",
          [&o, cores](const std::string& f, const std::string& v) {
-           o.nproc_per_node = parseNprocPerNode(f, v, cores);
+           o.nproc_per_node = parseNprocPerNode(f, v, cores, v == "gpu" || v == "auto" ? visibleGpus() : 0);
          });
   flag(app, {"--oversubscribe"},
        "start --nproc-per-node ranks even where that is more than 4 per core or the memory holds",
@@ -318,6 +340,15 @@ constexpr std::pair<const char*, const char*> kTorchrunOnlyFlags[] = {
      "every rank's output reaches the console; --redirects and --tee choose per rank"},
     {"--logs-specs", "the log files are --log-dir's"},
     {"--log-line-prefix-template", "console lines are prefixed with the rank"},
+    {"--run-path", "give the script itself as PROGRAM, or -m MODULE"},
+    {"--event-log-handler", "the launcher's events are its log lines and the failure report"},
+    {"--duplicate-stdout-filters", "--tee and --redirects choose what reaches the files"},
+    {"--duplicate-stderr-filters", "--tee and --redirects choose what reaches the files"},
+    {"--numa-binding", "workers inherit the launcher's CPU affinity; bind with numactl or taskset around it"},
+    {"--signals-to-handle", "SIGINT, SIGTERM and SIGHUP are passed to the workers, SIGQUIT too"},
+    {"--shutdown-timeout", "a stop gives the workers --grace-period seconds"},
+    {"--virtual-local-rank", "each worker's LOCAL_RANK is its own"},
+    {"--print-completion", "no shell completion is generated"},
 };
 
 // "--nproc-per-node" -> "PET_NPROC_PER_NODE".
@@ -504,11 +535,21 @@ std::pair<std::string, int> parseEndpoint(const std::string& flag, const std::st
       LOCKSTEP_ENFORCE(value[close + 1] == ':', ValueError, "option ", flag, "=", value,
                        ": expected [ADDR]:PORT");
       port = value.substr(close + 2);
+      LOCKSTEP_ENFORCE(!port.empty(), ValueError, "option ", flag, "=", value,
+                       ": the port after ':' is empty; give [ADDR]:PORT or [ADDR]");
     }
   } else {
+    // An IPv6 address has several colons: it must be bracketed to tell it from its port (torchrun
+    // would split "::1" into host ':' and port 1).
+    LOCKSTEP_ENFORCE(std::count(value.begin(), value.end(), ':') <= 1, ValueError, "option ", flag, "=",
+                     value, ": an IPv6 address goes in brackets, [ADDR]:PORT (e.g. [::1]:29400)");
     auto colon = value.rfind(':');
     host = value.substr(0, colon);
-    if (colon != std::string::npos) port = value.substr(colon + 1);
+    if (colon != std::string::npos) {
+      port = value.substr(colon + 1);
+      LOCKSTEP_ENFORCE(!port.empty(), ValueError, "option ", flag, "=", value,
+                       ": the port after ':' is empty; give HOST:PORT or HOST");
+    }
   }
   LOCKSTEP_ENFORCE(!host.empty(), ValueError, "option ", flag, "=", value, ": expected HOST:PORT");
   // No port: torchrun's c10d rendezvous default, 29400 (--master-port's is 29500).

@@ -94,11 +94,16 @@ LaunchOptions parseLaunchArgs(const std::vector<std::string>& args, int cores,
 /// an executable runs as itself). The interpreter is $LOCKSTEP_PYTHON, else python3 from PATH.
 std::vector<std::string> workerCommand(const LaunchOptions& o);
 
-/// The cores this process may run on (its CPU affinity): what `--nproc-per-node auto` means.
+/// The cores this process may run on (its CPU affinity): what `--nproc-per-node cpu` means (and
+/// auto without a GPU).
 int availableCores();
-/// A `--nproc-per-node` value: a count in [1, 65536], or auto / cpu (one worker per core of
-/// `cores`). ValueError naming `flag` and the value otherwise (gpu: not in this build).
-int parseNprocPerNode(const std::string& flag, const std::string& value, int cores);
+/// The CUDA devices this process sees (0 in a build without CUDA, or without a GPU or driver).
+int visibleGpus();
+/// A `--nproc-per-node` value, as torchrun reads it: a count in [1, 65536]; cpu: one worker per
+/// core of `cores`; gpu: one per visible GPU of `gpus` (an error naming the flag when there is
+/// none); auto: one per GPU when there are any, else one per core. ValueError naming `flag` and the
+/// value otherwise.
+int parseNprocPerNode(const std::string& flag, const std::string& value, int cores, int gpus);
 
 /// The usage text of `lockstep run`.
 std::string launchUsage();

@@ -32,12 +32,17 @@ class OutputSink {
   std::string tail() const;
 
  private:
-  void emitLine(const std::string& line);
+  /// partial_ to the console (what of it was not sent yet) and, unless so_far, to the tail as a
+  /// line, then cleared.
+  void emitLine(bool so_far);
 
   OutputSinkOptions options_;
   int file_fd_ = -1;
   std::string partial_;
   std::deque<std::string> tail_;
+  bool after_redraw_ = false;  ///< The last segment ended in "\r": the next one redraws its line.
+  bool pending_cr_ = false;    ///< partial_ ends in "\r": a redraw unless a "\n" comes next.
+  size_t console_sent_ = 0;    ///< Of partial_, what the console has already (a redrawn line).
 };
 
 /// Creates dir and its parents (mkdir -p); IoError naming it on failure.

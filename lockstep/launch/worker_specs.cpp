@@ -2,9 +2,13 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "lockstep/comm/op_watch.h"
 #include "lockstep/launch/output_sink.h"
 #include "lockstep/launch/progress_channel.h"
+#include "lockstep/util/error.h"
 
 namespace lockstep::launch {
 
@@ -56,6 +60,11 @@ std::vector<WorkerSpec> workerSpecs(const WorkerSpecsOptions& options,
     const std::string dir = options.attempt_dir + "/" + std::to_string(s.rank);
     makeDirs(dir);
     s.error_file = dir + "/error.json";
+    // A launch with the same --log-dir and run id reuses the directory (torchrun's adds a random
+    // suffix): an error file of an earlier launch would be read as this one's root cause.
+    LOCKSTEP_ENFORCE(::unlink(s.error_file.c_str()) == 0 || errno == ENOENT, IoError,
+                     "cannot remove the old error file '", s.error_file, "': ", std::strerror(errno),
+                     "; check --log-dir");
     s.process.path = options.program_path;
     s.process.argv = options.argv;
     s.process.env = toEnvStrings(workerEnv(options, s, base_env));

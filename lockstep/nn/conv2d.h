@@ -19,7 +19,8 @@ struct Conv2dOptions {
   std::array<int64_t, 2> dilation{1, 1};
   int64_t groups = 1;
   bool bias = true;
-  /// forward() computes relu(conv(x) + b) in one fused kernel (a oneDNN post-op).
+  /// forward() computes relu(conv(x) + b) as one op: one graph node, the relu in place on the
+  /// convolution's output (on a GPU in its bias pass).
   bool fuse_relu = false;
   /// Source of the initial values, borrowed during construction only; nullptr = defaultGenerator().
   Generator* generator = nullptr;

@@ -45,24 +45,26 @@ void LossScaler::update(bool overflow) {
     if (overflow) last_overflow_iter_ = cur_iter_ - 1;
     return;
   }
-  // DynamicLossScaler.update_scale, line for line.
+  // DynamicLossScaler.update_scale (FP16_Optimizer._update_scale with fp16_optimizer), line for line.
   const LossScalerOptions& o = options_;
   if (overflow) {
-    if (o.hysteresis == 1 || cur_hysteresis_ == 1) {
+    if (o.fp16_optimizer) {
+      cur_scale_ = std::max(cur_scale_ / o.scale_factor, o.min_loss_scale);
+    } else if (o.hysteresis == 1 || cur_hysteresis_ == 1) {
       LOCKSTEP_ENFORCE(!(cur_scale_ == o.min_loss_scale && o.raise_error_at_min_scale), Error,
                        "loss scaling: the gradients overflowed at the minimum loss scale ", cur_scale_,
                        " (min_loss_scale), which cannot decrease any more; the run diverges. Lower "
-                       "fp16.min_loss_scale or the learning rate, or set fp16.raise_error_at_min_scale: "
-                       "false to go on at the minimum");
+                       "fp16.min_loss_scale or the learning rate");
       cur_scale_ = std::max(cur_scale_ / o.scale_factor, o.min_loss_scale);
     } else {
       --cur_hysteresis_;
     }
     last_overflow_iter_ = cur_iter_;
   } else {
-    if (o.consecutive_hysteresis) cur_hysteresis_ = o.hysteresis;
-    if ((cur_iter_ - last_overflow_iter_) % o.loss_scale_window == 0) {
-      if (!o.consecutive_hysteresis) cur_hysteresis_ = o.hysteresis;
+    if (o.consecutive_hysteresis && !o.fp16_optimizer) cur_hysteresis_ = o.hysteresis;
+    const int64_t stable = cur_iter_ - last_overflow_iter_ - 1;
+    if (stable > 0 && stable % o.loss_scale_window == 0) {
+      if (!o.consecutive_hysteresis && !o.fp16_optimizer) cur_hysteresis_ = o.hysteresis;
       cur_scale_ *= o.scale_factor;
     }
   }

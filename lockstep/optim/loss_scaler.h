@@ -2,20 +2,18 @@
 // Loss scaling: DeepSpeed's DynamicLossScaler and static LossScaler (torch.cuda.amp.GradScaler's
 // role), as a state machine the training engine drives once per optimizer step.
 //
-// The semantics follow DeepSpeed exactly, from microsoft/DeepSpeed at commit
-// 38327e07f6cd39b63418f60cedd1651b0be3e7c3 (2025-02-21):
-//   deepspeed/runtime/fp16/loss_scaler.py   DynamicLossScaler.update_scale, LossScaler,
-//                                           CreateLossScaler
-//   deepspeed/runtime/constants.py          the "fp16" keys and their defaults (FP16_*)
-//   deepspeed/runtime/config.py             get_loss_scale, get_initial_dynamic_scale,
-//                                           get_dynamic_loss_scale_args (scale = 2**power)
-// These are the scaler of DeepSpeed's ZeRO optimizers and FP16_UnfusedOptimizer. (Its fused
-// FP16_Optimizer has its own _update_scale without hysteresis; lockstep follows
-// DynamicLossScaler.) Two deliberate differences, both about bad input rather than behaviour:
-// options DeepSpeed would accept and then misbehave on (a window of 0 divides by zero, a
-// hysteresis of 0 never halves, an initial scale below min_loss_scale) are a ValueError here; and
-// when "fp16" is given without any dynamic key DeepSpeed falls back to DynamicLossScaler's own
-// defaults (2^32, hysteresis 1), while LossScalerOptions has one set of defaults, the config keys'.
+// The semantics follow DeepSpeed 0.19 (the PyPI release of late 2026) exactly:
+//   deepspeed/runtime/fp16/loss_scaler.py   DynamicLossScaler.update_scale (ZeRO stages 1-3),
+//                                           LossScaler, CreateLossScaler
+//   deepspeed/runtime/fp16/fused_optimizer.py, unfused_optimizer.py
+//                                           FP16_Optimizer._update_scale (ZeRO stage 0: no
+//                                           hysteresis, every overflow divides, never an error)
+//   deepspeed/runtime/precision_config.py   the "fp16" keys and their defaults
+// Both grow the scale after loss_scale_window clean steps counted from the step after the last
+// overflow (stable_interval = cur_iter - last_overflow_iter - 1 > 0 and a multiple of the window;
+// DeepSpeed before 2025 counted one step fewer). One deliberate difference, about bad input
+// rather than behaviour: options DeepSpeed would accept and then misbehave on (a hysteresis of 0
+// never halves, an initial scale below min_loss_scale) are a ValueError here.
 #include <cstdint>
 
 #include "lockstep/optim/optimizer.h"
@@ -41,7 +39,13 @@ struct LossScalerOptions {
   double scale_factor = 2.0;
   /// An overflow that would need the scale below min_loss_scale when it already is there throws
   /// (DeepSpeed: "Current loss scale already at minimum"); false keeps it at the minimum.
+  /// DynamicLossScaler's argument, not a config key (DeepSpeed's config refuses it).
   bool raise_error_at_min_scale = true;
+  /// DeepSpeed's FP16_Optimizer (what its engine scales with at ZeRO stage 0) instead of
+  /// DynamicLossScaler (ZeRO stages 1-3): every overflow divides the scale (hysteresis and
+  /// consecutive_hysteresis play no part) down to min_loss_scale, and an overflow there is no
+  /// error. The engine sets it from its ZeRO stage.
+  bool fp16_optimizer = false;
 };
 
 /// ValueError naming the key when an option is out of range. Pure.
@@ -59,13 +63,14 @@ class LossScaler {
   double scale() const { return cur_scale_; }
 
   /// After each optimizer step's overflow check (the flag every rank agreed on), DeepSpeed's
-  /// update_scale. Dynamic: on overflow, if hysteresis == 1 or the remaining hysteresis is 1 the
-  /// scale becomes max(scale / scale_factor, min_loss_scale) (or Error when it already is
-  /// min_loss_scale and raise_error_at_min_scale), else the remaining hysteresis drops by one; the
-  /// step is remembered as the last overflow. Without overflow, consecutive_hysteresis refills the
-  /// hysteresis; when (iteration - last overflow iteration) % loss_scale_window == 0 the scale is
-  /// multiplied by scale_factor (and the hysteresis refilled when not consecutive). The iteration
-  /// count then advances. Static: only the counters change.
+  /// update_scale. Dynamic: on overflow, if hysteresis == 1 or the remaining hysteresis is 1 (or
+  /// always, with fp16_optimizer) the scale becomes max(scale / scale_factor, min_loss_scale) (or
+  /// Error when it already is min_loss_scale and raise_error_at_min_scale, without
+  /// fp16_optimizer), else the remaining hysteresis drops by one; the step is remembered as the
+  /// last overflow. Without overflow, consecutive_hysteresis refills the hysteresis; when
+  /// s = iteration - last overflow iteration - 1 is positive and a multiple of loss_scale_window,
+  /// the scale is multiplied by scale_factor (and the hysteresis refilled when not consecutive).
+  /// The iteration count then advances. Static: only the counters change.
   void update(bool overflow);
 
   /// update() calls so far (DeepSpeed's cur_iter).

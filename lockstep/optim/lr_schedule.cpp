@@ -38,24 +38,24 @@ double warmupGamma(int64_t it, int64_t n, WarmupType type) {
 }
 }  // namespace
 
-double warmupLr(int64_t it, const WarmupLROptions& o) {
-  if (it < 0) return 0.0;
+double warmupLr(int64_t it, const WarmupLROptions& o, double group_lr) {
   const int64_t n = std::max<int64_t>(2, o.warmup_num_steps);
-  const double gamma = it < n ? warmupGamma(it, n, o.warmup_type) : 1.0;
-  return o.warmup_min_lr + (o.warmup_max_lr - o.warmup_min_lr) * gamma;
+  const double gamma = it < 0 ? 0.0 : it < n ? warmupGamma(it, n, o.warmup_type) : 1.0;
+  return o.warmup_min_lr + (o.warmup_max_lr.value_or(group_lr) - o.warmup_min_lr) * gamma;
 }
 
-double warmupDecayLr(int64_t it, const WarmupDecayLROptions& o) {
-  if (it < 0) return 0.0;
+double warmupDecayLr(int64_t it, const WarmupDecayLROptions& o, double group_lr) {
   const int64_t n = std::max<int64_t>(2, o.warmup_num_steps);
   double gamma;
-  if (it < n) {
+  if (it < 0) {
+    gamma = 0.0;
+  } else if (it < n) {
     gamma = warmupGamma(it, n, o.warmup_type);
   } else {
     gamma = std::max(0.0, static_cast<double>(o.total_num_steps - it) /
                               std::max(1.0, static_cast<double>(o.total_num_steps - n)));
   }
-  return o.warmup_min_lr + (o.warmup_max_lr - o.warmup_min_lr) * gamma;
+  return o.warmup_min_lr + (o.warmup_max_lr.value_or(group_lr) - o.warmup_min_lr) * gamma;
 }
 
 }  // namespace lockstep::optim

@@ -2,8 +2,9 @@
 // Learning-rate schedulers: set each parameter group's lr from a pure schedule (lr_schedule.h) of
 // a step counter. The PyTorch ones (StepLR, MultiStepLR, CosineAnnealingLR) count epochs from 0
 // and apply the schedule's value for epoch 0 on construction, like torch's
-// `_LRScheduler.__init__`; DeepSpeed's (warmup_lr.h) count iterations from -1 and change nothing
-// until the first step(). Call step() after optimizer.step(). Not thread-safe; not collective.
+// `_LRScheduler.__init__`; DeepSpeed's (warmup_lr.h) count iterations from -1 and apply the value
+// there (warmup_min_lr) on construction, like DeepSpeed's. Call step() after optimizer.step(). Not
+// thread-safe; not collective.
 #include <cstdint>
 #include <string>
 #include <vector>

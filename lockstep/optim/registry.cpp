@@ -65,6 +65,12 @@ class ParamReader {
 
   std::string path(const std::string& key) const { return section_ + ".params." + key; }
   bool has(const std::string& key) const { return params_.count(key) != 0; }
+  /// Whether the key holds the string `text`.
+  bool holds(const std::string& key, const std::string& text) const {
+    const auto it = params_.find(key);
+    const auto* s = it == params_.end() ? nullptr : std::get_if<std::string>(&it->second);
+    return s != nullptr && *s == text;
+  }
 
   double number(const std::string& key, double def) {
     const SpecValue* v = find(key);
@@ -195,6 +201,12 @@ OptimizerBuilder parseAdam(ParamReader& r, bool adamw_type) {
   // it (bf16.bf16_master_weights_and_grads without bf16_optimizer_states, which overrides it).
   o.fp32_states = r.boolean("fp32_optimizer_states", false);
   const bool torch_adam = r.boolean("torch_adam", false);
+  if (o.amsgrad && !torch_adam) {
+    // DeepSpeed's FusedAdam and DeepSpeedCPUAdam raise "does not support the AMSGrad variant".
+    r.invalid("amsgrad",
+              "true needs torch_adam: true (DeepSpeed's FusedAdam and DeepSpeedCPUAdam refuse AMSGrad; only "
+              "torch's Adam has it)");
+  }
   if (torch_adam && !o.bias_correction) {
     r.invalid("bias_correction",
               "false needs DeepSpeed's FusedAdam: torch's Adam (torch_adam: true) always corrects; drop one "
@@ -287,19 +299,37 @@ struct SchedulerEntry {
   std::function<SchedulerBuilder(ParamReader&)> parse;
 };
 
-// DeepSpeed's WarmupLR / WarmupDecayLR keys and defaults (runtime/lr_schedules.py).
+// DeepSpeed's WarmupLR / WarmupDecayLR keys and defaults (runtime/lr_schedules.py, DeepSpeed
+// 0.19): WarmupLR's warmup_max_lr defaults to each group's lr, WarmupDecayLR's to 0.001. A
+// negative warmup_num_steps is refused (DeepSpeed 0.19 refuses 0 too, but 0 is what Hugging Face
+// Trainer fills "auto" with when no warmup is asked for, so it keeps DeepSpeed's older meaning:
+// max(2, n) steps). WarmupDecayLR's total_num_steps is required (a positional argument there),
+// "auto" (Hugging Face Trainer's) being the run's total steps: -1 in the result.
 WarmupDecayLROptions parseWarmup(ParamReader& r, bool decay) {
   WarmupDecayLROptions o;
+  if (!decay) o.warmup_max_lr.reset();
   o.warmup_min_lr = r.number("warmup_min_lr", o.warmup_min_lr);
-  o.warmup_max_lr = r.number("warmup_max_lr", o.warmup_max_lr);
+  const double max_lr = r.number("warmup_max_lr", 0.0);
+  if (r.has("warmup_max_lr")) o.warmup_max_lr = max_lr;
   o.warmup_num_steps = r.integer("warmup_num_steps", o.warmup_num_steps);
+  r.atLeast("warmup_num_steps", static_cast<double>(o.warmup_num_steps), 0.0);
   const std::string type = r.string("warmup_type", "log");
   if (type != "log" && type != "linear")
     r.invalid("warmup_type", "expected log or linear, got '" + type + "'");
   o.warmup_type = warmupTypeFromName(type);
   if (decay) {
-    o.total_num_steps = r.integer("total_num_steps", 0);
-    r.atLeast("total_num_steps", static_cast<double>(o.total_num_steps), 0.0);
+    if (!r.has("total_num_steps")) {
+      r.invalid("total_num_steps",
+                "required for WarmupDecayLR (DeepSpeed's has no default): the step the lr reaches "
+                "warmup_min_lr at, or \"auto\" for the run's total steps");
+    }
+    if (r.holds("total_num_steps", "auto")) {
+      r.string("total_num_steps", "");  // read
+      o.total_num_steps = -1;
+    } else {
+      o.total_num_steps = r.integer("total_num_steps", 0);
+      r.atLeast("total_num_steps", static_cast<double>(o.total_num_steps), 0.0);
+    }
   }
   return o;
 }
@@ -319,7 +349,7 @@ const std::vector<SchedulerEntry>& schedulers() {
          const WarmupDecayLROptions o = parseWarmup(r, true);
          return [o](Optimizer& opt, int64_t total_steps) {
            WarmupDecayLROptions w = o;
-           if (w.total_num_steps == 0) w.total_num_steps = total_steps;
+           if (w.total_num_steps < 0) w.total_num_steps = total_steps;  // "auto"
            return std::make_unique<WarmupDecayLR>(opt, w);
          };
        }},
@@ -327,6 +357,8 @@ const std::vector<SchedulerEntry>& schedulers() {
        {"step_size", "gamma"},
        [](ParamReader& r) -> SchedulerBuilder {
          StepLROptions o;
+         // Required, as torch's StepLR (DeepSpeed passes the params to it) requires it.
+         if (!r.has("step_size")) r.invalid("step_size", "required for StepLR (optimizer steps per decay)");
          o.step_size = r.integer("step_size", 1);
          r.positive("step_size", static_cast<double>(o.step_size));
          o.gamma = r.number("gamma", 0.1);
@@ -343,12 +375,14 @@ const std::vector<SchedulerEntry>& schedulers() {
          return [o](Optimizer& opt, int64_t) { return std::make_unique<MultiStepLR>(opt, o); };
        }},
       {"CosineAnnealingLR",
-       {"T_max", "t_max", "eta_min"},
+       {"T_max", "eta_min"},
        [](ParamReader& r) -> SchedulerBuilder {
          CosineAnnealingLROptions o;
-         if (r.has("T_max") && r.has("t_max")) r.invalid("t_max", "give T_max or its alias t_max, not both");
-         o.t_max = r.integer("T_max", r.integer("t_max", 1));
-         r.positive(r.has("t_max") ? "t_max" : "T_max", static_cast<double>(o.t_max));
+         // Required and spelt T_max, as torch's CosineAnnealingLR takes it.
+         if (!r.has("T_max"))
+           r.invalid("T_max", "required for CosineAnnealingLR (optimizer steps of the half cosine)");
+         o.t_max = r.integer("T_max", 1);
+         r.positive("T_max", static_cast<double>(o.t_max));
          o.eta_min = r.number("eta_min", 0.0);
          return [o](Optimizer& opt, int64_t) { return std::make_unique<CosineAnnealingLR>(opt, o); };
        }},

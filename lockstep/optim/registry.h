@@ -49,7 +49,7 @@ void validateSchedulerSpec(const SchedulerSpec& spec);
 /// The optimizer over `params` (one group); the errors of validateOptimizerSpec.
 std::unique_ptr<Optimizer> makeOptimizer(const OptimizerSpec& spec, std::vector<autograd::Variable> params);
 /// The scheduler driving `optimizer`, or nullptr for an empty type (constant learning rate).
-/// total_steps fills WarmupDecayLR's total_num_steps when unset (0). The errors of
+/// total_steps fills WarmupDecayLR's total_num_steps when it is "auto". The errors of
 /// validateSchedulerSpec.
 std::unique_ptr<LRScheduler> makeScheduler(const SchedulerSpec& spec, Optimizer& optimizer,
                                            int64_t total_steps);

@@ -1,7 +1,8 @@
 #pragma once
-// DeepSpeed's WarmupLR and WarmupDecayLR (deepspeed/runtime/lr_schedules.py), stepped once per
-// optimizer step. The iteration counter starts at -1 and the groups' lrs are left alone until the
-// first step(), which applies iteration 0 (= warmup_min_lr), exactly as DeepSpeed does.
+// DeepSpeed's WarmupLR and WarmupDecayLR (deepspeed/runtime/lr_schedules.py, DeepSpeed 0.19),
+// stepped once per optimizer step. The iteration counter starts at -1, and the constructor sets
+// the groups' lrs to the schedule's value there (warmup_min_lr) as DeepSpeed's does: the first
+// optimizer step runs at warmup_min_lr, and so does the second (iteration 0's gamma is 0 too).
 #include "lockstep/optim/lr_scheduler.h"
 
 namespace lockstep::optim {

@@ -145,7 +145,12 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimiz
   // scales dynamically unless told otherwise, and so does the engine.
   if (options_.precision == Precision::fp16 && !options_.loss_scaler)
     options_.loss_scaler = optim::LossScalerOptions{};
-  if (options_.loss_scaler) scaler_ = std::make_unique<optim::LossScaler>(*options_.loss_scaler);
+  if (options_.loss_scaler) {
+    // Without ZeRO DeepSpeed's engine scales with FP16_Optimizer's rules (no hysteresis), with it
+    // with DynamicLossScaler's.
+    options_.loss_scaler->fp16_optimizer = options_.zero_stage == 0;
+    scaler_ = std::make_unique<optim::LossScaler>(*options_.loss_scaler);
+  }
 }
 
 Engine::~Engine() = default;

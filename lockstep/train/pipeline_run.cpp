@@ -454,10 +454,14 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   parts.stage = &stage;
   parts.optimizer = optimizer.get();
   parts.zero = zero.get();
-  // fp16: DeepSpeed's loss scaler (dynamic unless fp16.loss_scale is set), as Engine's.
+  // fp16: DeepSpeed's loss scaler (dynamic unless fp16.loss_scale is set), as Engine's: its
+  // FP16_Optimizer's rules without ZeRO, DynamicLossScaler's with ZeRO stage 1.
   std::unique_ptr<optim::LossScaler> scaler;
-  if (c.precision == parallel::Precision::fp16)
-    scaler = std::make_unique<optim::LossScaler>(c.loss_scaler.value_or(optim::LossScalerOptions{}));
+  if (c.precision == parallel::Precision::fp16) {
+    optim::LossScalerOptions ls = c.loss_scaler.value_or(optim::LossScalerOptions{});
+    ls.fp16_optimizer = c.zero.stage == 0;
+    scaler = std::make_unique<optim::LossScaler>(ls);
+  }
   parts.loss_scaler = scaler.get();
   parts.layout = &layout;
   parts.scheduler = scheduler.get();

@@ -108,9 +108,11 @@ def runs(check_dir, work):
     add("seed_cnn.fp32.gpu.world2.zero3.offload.straight", "seed_cnn", "cuda",
         zero3_offload + ["checkpoint.every_steps=4"], nproc=2)
     # Seed 002's zero_optimization section (stage 3, parameters and optimizer offloaded to pinned
-    # host memory) with fp16 on gpt-mini, one rank: against the plain fp16 GPU run.
+    # host memory) with fp16 on gpt-mini, one rank: against the plain fp16 GPU run. Hysteresis 1:
+    # DeepSpeed's ZeRO scaler then divides at every overflow as its FP16_Optimizer (no ZeRO) does.
     add("gpt_mini.fp16.gpu.zero3_offload", "gpt_mini", "cuda",
-        PRECISIONS["fp16"] + ["zero_optimization.stage=3", "zero_optimization.offload_param.device=cpu",
+        PRECISIONS["fp16"] + ["fp16.hysteresis=1", "zero_optimization.stage=3",
+                              "zero_optimization.offload_param.device=cpu",
                               "zero_optimization.offload_param.pin_memory=true",
                               "zero_optimization.offload_optimizer.device=cpu",
                               "zero_optimization.offload_optimizer.pin_memory=true",

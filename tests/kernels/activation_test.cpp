@@ -1,5 +1,8 @@
 #include "lockstep/kernels/tables/activation.h"
 
+#include <cmath>
+#include <limits>
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -10,11 +13,11 @@ using lockstep::testing::tensorsNear;
 TEST(Relu, forward_matches_reference) {
   for (const Shape& s : std::vector<Shape>{{1}, {7}, {3, 5}, {2, 3, 5, 7}}) {
     Tensor x = randomTensor(s, DType::f32, 3);
-    EXPECT_TRUE(tensorsNear(kernels::onednn::kActivation.reluForward(x),
+    EXPECT_TRUE(tensorsNear(kernels::cpu::kActivation.reluForward(x),
                             kernels::reference::kActivation.reluForward(x), 0.0));
     Tensor gy = randomTensor(s, DType::f32, 4);
-    Tensor y = kernels::onednn::kActivation.reluForward(x);
-    EXPECT_TRUE(tensorsNear(kernels::onednn::kActivation.reluBackward(gy, y),
+    Tensor y = kernels::cpu::kActivation.reluForward(x);
+    EXPECT_TRUE(tensorsNear(kernels::cpu::kActivation.reluBackward(gy, y),
                             kernels::reference::kActivation.reluBackward(gy, y), 0.0));
   }
 }
@@ -113,5 +116,31 @@ TEST(Tanh, rejects_mismatched_shapes) {
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("tanh"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("[4, 3]"), std::string::npos) << e.what();
+  }
+}
+
+// torch.relu: x < 0 ? 0 : x, so NaN and -0.0 pass; its gradient passes where the output is not
+// <= 0, a NaN output's included (oneDNN's relu turned NaN into 0: a network gone NaN looked finite).
+TEST(Relu, keeps_nan_and_negative_zero_as_torch_in_every_dtype) {
+  // oneDNN has no relu entry (its relu swallows NaN): the cpu loops take every dtype, natively.
+  EXPECT_EQ(kernels::onednn::kActivation.reluForward, nullptr);
+  EXPECT_EQ(kernels::onednn::kActivation.reluBackward, nullptr);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {nan, -0.0f, 0.0f, -1.0f, 2.0f, inf, -inf};
+  for (DType t : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    SCOPED_TRACE(dtypeName(t));
+    const Tensor xt = Tensor::fromVector(x, {7}).to(t);
+    const std::vector<float> y = kernels::reluForward(xt).to(DType::f32).toVector<float>();
+    EXPECT_TRUE(std::isnan(y[0]));
+    EXPECT_TRUE(y[1] == 0.0f && std::signbit(y[1]));  // -0.0 stays
+    EXPECT_TRUE(y[2] == 0.0f && !std::signbit(y[2]));
+    EXPECT_TRUE(y[3] == 0.0f && !std::signbit(y[3]));
+    EXPECT_EQ(y[4], 2.0f);
+    EXPECT_EQ(y[5], inf);
+    EXPECT_TRUE(y[6] == 0.0f && !std::signbit(y[6]));
+    const Tensor gy = Tensor::full({7}, 3.0).to(t);
+    const std::vector<float> gx =
+        kernels::reluBackward(gy, kernels::reluForward(xt)).to(DType::f32).toVector<float>();
+    EXPECT_EQ(gx, (std::vector<float>{3, 0, 0, 0, 3, 3, 0}));
   }
 }

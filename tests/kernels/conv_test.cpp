@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <dnnl.hpp>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -238,4 +239,29 @@ TEST(Conv2d, winograd_runs_the_3x3_convolutions_where_it_pays) {
   ASSERT_EQ(direct.size(), 3u);
   for (const auto& [problem, impl] : direct)
     EXPECT_EQ(impl.find("wino"), std::string::npos) << problem << ": " << impl;
+}
+
+// The fused relu keeps a NaN as torch.relu does (oneDNN's relu post-op turned it into 0, so a
+// network whose weights went NaN reported a finite loss), in both layouts.
+TEST(Conv2d, fused_relu_keeps_nan) {
+  Tensor x = randomTensor({2, 3, 5, 5}, DType::f32, 1);
+  Tensor w = randomTensor({4, 3, 1, 1}, DType::f32, 2);
+  w.narrow(0, 1, 1).fill(std::numeric_limits<double>::quiet_NaN());  // output channel 1
+  kernels::Conv2dParams p;
+  p.fuse_relu = true;
+  for (MemoryFormat f : {MemoryFormat::contiguous, MemoryFormat::channels_last}) {
+    const Tensor y = kernels::conv2dForward(x.toFormat(f), w, Tensor(), p).contiguous();
+    const std::vector<float> v = y.toVector<float>();
+    for (int64_t n = 0; n < 2; ++n) {
+      for (int64_t c = 0; c < 4; ++c) {
+        for (int64_t i = 0; i < 25; ++i) {
+          const float e = v[static_cast<size_t>((n * 4 + c) * 25 + i)];
+          if (c == 1)
+            ASSERT_TRUE(std::isnan(e)) << n << " " << i;
+          else
+            ASSERT_TRUE(e >= 0.0f) << n << " " << c << " " << i;
+        }
+      }
+    }
+  }
 }

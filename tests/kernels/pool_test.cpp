@@ -1,5 +1,8 @@
 #include "lockstep/kernels/tables/pool.h"
 
+#include <cmath>
+#include <limits>
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -141,5 +144,31 @@ TEST(MaxPool2d, ties_go_to_the_first_maximum) {
     EXPECT_TRUE(tensorsNear(
         kernels::maxPool2dBackward(gy, x, r.workspace, p),
         kernels::reference::kPool.maxPool2dBackward(gy, x, Tensor(), kernels::resolvePool2d(p)), 1e-6));
+  }
+}
+
+// As torch: a NaN in a window wins (its gradient goes to it), a window of -inf gives -inf (not
+// -FLT_MAX), and with padding the gradient still reaches the window's first maximum; in both
+// layouts and in bf16, through the entry points oneDNN's max pooling would answer otherwise.
+TEST(MaxPool2d, nan_wins_and_minus_infinity_stays_as_torch) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (DType t : {DType::f32, DType::bf16}) {
+    for (MemoryFormat f : {MemoryFormat::contiguous, MemoryFormat::channels_last}) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + (f == MemoryFormat::channels_last ? " nhwc" : " nchw"));
+      Pool2dParams p;
+      const Tensor x = Tensor::fromVector(std::vector<float>{nan, 1, 2, 3}, {1, 1, 2, 2}).to(t).toFormat(f);
+      auto r = kernels::maxPool2dForward(x, p, true);
+      EXPECT_TRUE(std::isnan(r.y.to(DType::f32).toVector<float>()[0]));
+      const Tensor gx = kernels::maxPool2dBackward(Tensor::ones({1, 1, 1, 1}).to(t), x, r.workspace, p);
+      EXPECT_EQ(gx.to(DType::f32).contiguous().toVector<float>(), (std::vector<float>{1, 0, 0, 0}));
+
+      Pool2dParams pad;
+      pad.padding = {1, 1};
+      const Tensor m = Tensor::full({1, 1, 2, 2}, -inf).to(t).toFormat(f);
+      auto q = kernels::maxPool2dForward(m, pad, true);
+      for (float v : q.y.to(DType::f32).toVector<float>()) EXPECT_EQ(v, -inf);
+      const Tensor gm = kernels::maxPool2dBackward(Tensor::ones(q.y.shape()).to(t), m, q.workspace, pad);
+      EXPECT_EQ(gm.to(DType::f32).contiguous().toVector<float>(), (std::vector<float>{1, 1, 1, 1}));
+    }
   }
 }

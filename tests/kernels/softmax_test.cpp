@@ -1,5 +1,8 @@
 #include "lockstep/kernels/tables/softmax.h"
 
+#include <cmath>
+#include <limits>
+
 #include "common/check.h"
 #include "lockstep/kernels.h"
 
@@ -61,4 +64,32 @@ TEST(Softmax, rejects_mismatched_shapes) {
     EXPECT_NE(std::string(e.what()).find("[3, 5]"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("[3, 4]"), std::string::npos) << e.what();
   }
+}
+
+// torch: a NaN or +inf in a row makes the whole row NaN (oneDNN's kernel for the innermost
+// dimension left the row's other outputs finite: [1, nan, 2] gave [0, nan, 0]); other rows untouched.
+TEST(Softmax, a_nan_or_inf_in_a_row_makes_the_row_nan_as_torch) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const Tensor x = Tensor::fromVector(std::vector<float>{1, nan, 2, 1, inf, 2, 1, 2, 3}, {3, 3});
+  for (DType t : {DType::f32, DType::bf16}) {
+    for (bool log : {false, true}) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + (log ? " log_softmax" : " softmax"));
+      const Tensor y = log ? kernels::logSoftmaxForward(x.to(t), 1) : kernels::softmaxForward(x.to(t), 1);
+      const std::vector<float> v = y.to(DType::f32).toVector<float>();
+      for (int i = 0; i < 6; ++i) EXPECT_TRUE(std::isnan(v[i])) << i;
+      for (int i = 6; i < 9; ++i) EXPECT_TRUE(std::isfinite(v[i])) << i;
+    }
+  }
+  // The dimension innermost in memory but not last: channels_last over the channels, a transpose.
+  Tensor nhwc = randomTensor({2, 3, 2, 2}, DType::f32, 9).toFormat(MemoryFormat::channels_last);
+  nhwc.narrow(0, 0, 1).narrow(1, 1, 1).narrow(2, 0, 1).narrow(3, 0, 1).fill(nan);  // n=0, c=1, h=0, w=0
+  const Tensor ys = kernels::softmaxForward(nhwc, 1).contiguous();
+  for (int64_t c = 0; c < 3; ++c) {
+    EXPECT_TRUE(std::isnan(ys.toVector<float>()[static_cast<size_t>(c * 4)])) << c;       // that pixel's row
+    EXPECT_FALSE(std::isnan(ys.toVector<float>()[static_cast<size_t>(c * 4 + 1)])) << c;  // another pixel's
+  }
+  const Tensor xt = x.transpose(0, 1);  // rows of x are columns of xt: softmax over dim 0
+  const std::vector<float> vt = kernels::softmaxForward(xt, 0).transpose(0, 1).contiguous().toVector<float>();
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(std::isnan(vt[i])) << i;
+  for (int i = 6; i < 9; ++i) EXPECT_TRUE(std::isfinite(vt[i])) << i;
 }

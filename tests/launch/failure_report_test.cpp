@@ -116,3 +116,56 @@ TEST(LaunchOutputSink, labels_console_lines_once) {
   EXPECT_EQ(lockstep::launch::testing::readAll(console),
             "[rank 1] Epoch 0 | Batchsize 32\n[rank 1] loss 0.5\n[rank 1] [rank 10] other\n");
 }
+
+// A progress bar redraws its line with "\r": each redraw reaches the console when written (not
+// when the bar ends), with the prefix; "\r\n" stays one line end; the tail keeps the last state.
+// A second sink on the same file starts it afresh (a later launch with the same run id).
+TEST(LaunchOutputSink, forwards_carriage_return_redraws_at_once) {
+  lockstep::launch::testing::TempDir dir;
+  const std::string console = dir / "console.txt";
+  const int fd = ::open(console.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  OutputSinkOptions o;
+  o.console_fd = fd;
+  o.console_prefix = "[rank 0] ";
+  o.file_path = dir / "stderr.log";
+  {
+    OutputSink sink(o);
+    sink.write(" 20%\r", 5);  // a newline may still follow
+    EXPECT_EQ(lockstep::launch::testing::readAll(console), "");
+    const std::string rest = " 40%\r100%\r\ndone\r";
+    sink.write(rest.data(), rest.size());
+    sink.write("\n", 1);  // "\r\n" split across two reads is one line end
+    EXPECT_EQ(sink.tail(), "100%\ndone");
+    // tqdm's way: "\r" first, then the bar, which shows at once.
+    sink.write("\r 50%", 5);
+    EXPECT_EQ(lockstep::launch::testing::readAll(console),
+              "[rank 0]  20%\r[rank 0]  40%\r[rank 0] 100%\r\n[rank 0] done\r\n[rank 0] \r[rank 0]  50%");
+    sink.write("\r 60%", 5);
+    EXPECT_EQ(sink.tail(), "100%\ndone\n 60%");
+  }
+  ::close(fd);
+  EXPECT_EQ(lockstep::launch::testing::readAll(console),
+            "[rank 0]  20%\r[rank 0]  40%\r[rank 0] 100%\r\n[rank 0] done\r\n[rank 0] \r[rank 0]  50%\r[rank "
+            "0]  60%");
+  {
+    o.console_fd = -1;
+    OutputSink again(o);
+    again.write("second\n", 7);
+  }
+  EXPECT_EQ(lockstep::launch::testing::readAll(dir / "stderr.log"), "second\n");
+}
+
+// A rank that reported an error but had not exited (0 so far), or one that exited 0, still makes
+// the job fail: exit code 1, as torchrun's.
+TEST(LaunchFailureReport, a_failed_job_never_exits_0) {
+  WorkerFailure f;
+  f.still_running = true;
+  EXPECT_EQ(exitCodeOf(f), 1);
+  f.still_running = false;
+  EXPECT_EQ(exitCodeOf(f), 1);
+  f.exit_code = 3;
+  EXPECT_EQ(exitCodeOf(f), 3);
+  f.signal = 9;
+  EXPECT_EQ(exitCodeOf(f), 137);
+}

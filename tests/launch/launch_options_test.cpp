@@ -82,6 +82,11 @@ TEST(LaunchOptions, rdzv_endpoint_sets_master) {
   EXPECT_EQ(o.master_port, 4000);
   EXPECT_EQ(parseEndpoint("--rdzv-endpoint", "[::1]:99").first, "::1");
   EXPECT_EQ(parseEndpoint("--rdzv-endpoint", "h").second, 29400);  // torchrun's c10d default
+  // A bare IPv6 address and an empty port are refused, not misread as host ':' port 1 / 29400.
+  EXPECT_THROW(parseEndpoint("--rdzv-endpoint", "::1"), ValueError);
+  EXPECT_THROW(parseEndpoint("--rdzv-endpoint", "127.0.0.1:"), ValueError);
+  EXPECT_THROW(parseEndpoint("--rdzv-endpoint", "[::1]:"), ValueError);
+  EXPECT_EQ(parseEndpoint("--rdzv-endpoint", "[::1]").second, 29400);
 }
 
 TEST(LaunchOptions, unknown_and_malformed_flags_name_the_flag) {

@@ -90,6 +90,10 @@ TEST(Registry, lists_every_optimizer_and_scheduler) {
   for (const auto& name : schedulerNames()) {
     SpecParams p;
     if (name == "MultiStepLR") p["milestones"] = std::vector<double>{2};
+    // The arguments DeepSpeed's WarmupDecayLR and torch's StepLR and CosineAnnealingLR require.
+    if (name == "WarmupDecayLR") p["total_num_steps"] = int64_t{10};
+    if (name == "StepLR") p["step_size"] = int64_t{2};
+    if (name == "CosineAnnealingLR") p["T_max"] = int64_t{4};
     EXPECT_NO_THROW(validateSchedulerSpec({name, p})) << name;
   }
 }
@@ -115,7 +119,6 @@ TEST(Registry, makes_each_optimizer_with_the_given_options) {
                               {"betas", std::vector<double>{0.8, 0.99}},
                               {"eps", 1e-6},
                               {"weight_decay", 0.1},
-                              {"amsgrad", true},
                               {"adam_w_mode", false},
                               {"bias_correction", false}}},
                             someParams());
@@ -125,8 +128,13 @@ TEST(Registry, makes_each_optimizer_with_the_given_options) {
   EXPECT_EQ(option(*adam, "beta2"), 0.99);
   EXPECT_EQ(option(*adam, "eps"), 1e-6);
   EXPECT_EQ(option(*adam, "weight_decay"), 0.1);
-  EXPECT_TRUE(hyperBool(adam->defaults(), "amsgrad"));
+  EXPECT_FALSE(hyperBool(adam->defaults(), "amsgrad"));
   EXPECT_FALSE(hyperBool(adam->defaults(), "bias_correction"));
+  // AMSGrad only with torch's Adam, as DeepSpeed (FusedAdam and DeepSpeedCPUAdam refuse it).
+  auto ams = makeOptimizer({"Adam", {{"amsgrad", true}, {"torch_adam", true}}}, someParams());
+  EXPECT_TRUE(hyperBool(ams->defaults(), "amsgrad"));
+  const std::string ams_error = optimizerError({"AdamW", {{"amsgrad", true}}});
+  EXPECT_TRUE(has(ams_error, "optimizer.params.amsgrad: true needs torch_adam: true")) << ams_error;
 
   auto adamw = makeOptimizer({"AdamW", {{"lr", int64_t{1}}, {"weight_decay", 0.05}}}, someParams());
   EXPECT_EQ(adamw->name(), "AdamW");
@@ -224,10 +232,13 @@ TEST(Registry, makes_each_scheduler_with_the_given_options) {
   EXPECT_EQ(w->options().warmup_num_steps, 10);
   EXPECT_EQ(w->options().warmup_type, WarmupType::linear);
 
-  auto decay = makeScheduler({"WarmupDecayLR", {}}, *opt, 123);
+  // DeepSpeed 0.19: WarmupLR's warmup_max_lr defaults to the group's lr.
+  EXPECT_FALSE(dynamic_cast<WarmupLR&>(*makeScheduler({"WarmupLR", {}}, *opt, 100)).options().warmup_max_lr);
+  auto decay = makeScheduler({"WarmupDecayLR", {{"total_num_steps", std::string("auto")}}}, *opt, 123);
   auto* d = dynamic_cast<WarmupDecayLR*>(decay.get());
   ASSERT_NE(d, nullptr);
-  EXPECT_EQ(d->options().total_num_steps, 123);  // unset: the run's total
+  EXPECT_EQ(d->options().total_num_steps, 123);  // "auto": the run's total
+  EXPECT_EQ(d->options().warmup_max_lr, 0.001);
   EXPECT_EQ(d->options().warmup_type, WarmupType::log);
   EXPECT_EQ(d->options().warmup_num_steps, 1000);
   decay = makeScheduler({"WarmupDecayLR", {{"total_num_steps", int64_t{50}}}}, *opt, 123);
@@ -244,7 +255,13 @@ TEST(Registry, makes_each_scheduler_with_the_given_options) {
   EXPECT_DOUBLE_EQ(lrAfter({"MultiStepLR", {{"milestones", std::vector<double>{3, 1}}, {"gamma", 0.1}}}, 2),
                    0.01);
   EXPECT_DOUBLE_EQ(lrAfter({"CosineAnnealingLR", {{"T_max", int64_t{4}}, {"eta_min", 0.02}}}, 4), 0.02);
-  EXPECT_DOUBLE_EQ(lrAfter({"CosineAnnealingLR", {{"t_max", int64_t{4}}}}, 2), 0.05);
+  EXPECT_DOUBLE_EQ(lrAfter({"CosineAnnealingLR", {{"T_max", int64_t{4}}}}, 2), 0.05);
+  // WarmupLR warms up to the optimizer's lr when warmup_max_lr is not given (DeepSpeed 0.19).
+  EXPECT_DOUBLE_EQ(
+      lrAfter({"WarmupLR", {{"warmup_num_steps", int64_t{4}}, {"warmup_type", std::string("linear")}}}, 5),
+      0.1);
+  // The first optimizer step runs at warmup_min_lr: the constructor applies it.
+  EXPECT_DOUBLE_EQ(lrAfter({"WarmupLR", {{"warmup_min_lr", 0.02}, {"warmup_max_lr", 0.5}}}, 0), 0.02);
 }
 
 TEST(Registry, errors_name_the_key_and_suggest_the_nearest) {
@@ -314,12 +331,25 @@ TEST(Registry, errors_name_the_key_and_suggest_the_nearest) {
   EXPECT_TRUE(has(e, "scheduler.params.warmup_num_steps: expected an integer, got 10.5")) << e;
   e = schedulerError({"WarmupDecayLR", {{"total_num_steps", int64_t{-1}}}});
   EXPECT_TRUE(has(e, "scheduler.params.total_num_steps: must be >= 0")) << e;
+  // DeepSpeed's WarmupDecayLR takes total_num_steps as a positional argument, torch's StepLR
+  // step_size and CosineAnnealingLR T_max; DeepSpeed refuses warmup_num_steps <= 0.
+  e = schedulerError({"WarmupDecayLR", {}});
+  EXPECT_TRUE(has(e, "scheduler.params.total_num_steps: required") && has(e, "auto")) << e;
+  e = schedulerError({"WarmupDecayLR", {{"total_num_steps", std::string("all")}}});
+  EXPECT_TRUE(has(e, "scheduler.params.total_num_steps")) << e;
+  e = schedulerError({"WarmupLR", {{"warmup_num_steps", int64_t{-5}}}});
+  EXPECT_TRUE(has(e, "scheduler.params.warmup_num_steps: must be >= 0")) << e;
+  e = schedulerError({"StepLR", {}});
+  EXPECT_TRUE(has(e, "scheduler.params.step_size: required")) << e;
   e = schedulerError({"StepLR", {{"step_size", int64_t{0}}}});
   EXPECT_TRUE(has(e, "scheduler.params.step_size: must be positive, got 0")) << e;
-  e = schedulerError({"CosineAnnealingLR", {{"T_max", int64_t{4}}, {"t_max", int64_t{4}}}});
-  EXPECT_TRUE(has(e, "scheduler.params.t_max: give T_max or its alias t_max, not both")) << e;
-  e = schedulerError({"CosineAnnealingLR", {{"t_max", int64_t{0}}}});
-  EXPECT_TRUE(has(e, "scheduler.params.t_max: must be positive")) << e;
+  e = schedulerError({"CosineAnnealingLR", {}});
+  EXPECT_TRUE(has(e, "scheduler.params.T_max: required")) << e;
+  e = schedulerError({"CosineAnnealingLR", {{"t_max", int64_t{4}}}});
+  EXPECT_TRUE(has(e, "unknown key scheduler.params.t_max") && has(e, "did you mean scheduler.params.T_max?"))
+      << e;
+  e = schedulerError({"CosineAnnealingLR", {{"T_max", int64_t{0}}}});
+  EXPECT_TRUE(has(e, "scheduler.params.T_max: must be positive")) << e;
   e = schedulerError({"MultiStepLR", {}});
   EXPECT_TRUE(has(e, "scheduler.params.milestones: required")) << e;
   e = schedulerError({"MultiStepLR", {{"milestones", std::vector<double>{2, 3.5}}}});

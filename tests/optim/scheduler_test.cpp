@@ -93,7 +93,8 @@ template <typename S, typename O>
 std::vector<double> deepspeedSequence(const O& options, int n = 12) {
   Fixture f;
   S s(f.opt, options);
-  EXPECT_DOUBLE_EQ(f.opt.paramGroups()[0].lr(), 0.1);  // untouched before the first step
+  // DeepSpeed 0.19's constructor applies iteration -1: warmup_min_lr (the first step runs at it).
+  EXPECT_DOUBLE_EQ(f.opt.paramGroups()[0].lr(), options.warmup_min_lr);
   EXPECT_EQ(s.counter(), -1);
   std::vector<double> out;
   for (int i = 0; i < n; ++i) {
@@ -112,20 +113,27 @@ TEST(LrSchedule, pure_functions) {
   EXPECT_DOUBLE_EQ(cosineAnnealingLr(1.0, 0, 10, 0.0), 1.0);
   EXPECT_NEAR(cosineAnnealingLr(1.0, 5, 10, 0.0), 0.5, 1e-15);
   EXPECT_NEAR(cosineAnnealingLr(1.0, 10, 10, 0.2), 0.2, 1e-15);
-  WarmupLROptions w{
-      .warmup_min_lr = 0.0, .warmup_max_lr = 1.0, .warmup_num_steps = 10, .warmup_type = WarmupType::linear};
-  EXPECT_DOUBLE_EQ(warmupLr(-1, w), 0.0);  // before the start DeepSpeed returns 0
-  EXPECT_DOUBLE_EQ(warmupLr(3, w), 0.3);
-  EXPECT_DOUBLE_EQ(warmupLr(10, w), 1.0);
+  WarmupLROptions w{.warmup_min_lr = 0.25,
+                    .warmup_max_lr = 1.25,
+                    .warmup_num_steps = 10,
+                    .warmup_type = WarmupType::linear};
+  EXPECT_DOUBLE_EQ(warmupLr(-1, w, 9.0), 0.25);  // before the start DeepSpeed 0.19 returns min_lrs
+  EXPECT_DOUBLE_EQ(warmupLr(3, w, 9.0), 0.55);
+  EXPECT_DOUBLE_EQ(warmupLr(10, w, 9.0), 1.25);
+  w.warmup_max_lr.reset();  // DeepSpeed 0.19's default: the group's lr
+  EXPECT_DOUBLE_EQ(warmupLr(10, w, 9.0), 9.0);
+  w.warmup_min_lr = 0.0;
+  w.warmup_max_lr = 1.0;
   w.warmup_type = WarmupType::log;
-  EXPECT_NEAR(warmupLr(4, w), std::log(5.0) / std::log(10.0), 1e-15);
+  EXPECT_NEAR(warmupLr(4, w, 9.0), std::log(5.0) / std::log(10.0), 1e-15);
   WarmupDecayLROptions d;
+  EXPECT_EQ(d.warmup_max_lr, 0.001);  // WarmupDecayLR's default stays 0.001
   d.warmup_min_lr = 0.0;
   d.warmup_max_lr = 1.0;
   d.warmup_num_steps = 10;
   d.total_num_steps = 30;
-  EXPECT_DOUBLE_EQ(warmupDecayLr(20, d), 0.5);
-  EXPECT_DOUBLE_EQ(warmupDecayLr(40, d), 0.0);
+  EXPECT_DOUBLE_EQ(warmupDecayLr(20, d, 9.0), 0.5);
+  EXPECT_DOUBLE_EQ(warmupDecayLr(40, d, 9.0), 0.0);
   EXPECT_EQ(warmupTypeFromName("linear"), WarmupType::linear);
   EXPECT_THROW(warmupTypeFromName("cosine"), ValueError);
   EXPECT_THROW(stepLr(1.0, 1, 0, 0.1), ValueError);

@@ -82,7 +82,7 @@ TEST(StepGraph, what_the_host_decides_each_step_blocks_the_replay_and_is_named) 
 TEST(StepGraph, the_facts_of_an_engine_are_its_options_and_parts) {
   parallel::EngineOptions o;
   o.optimizer = {"AdamW", {{"lr", 1e-3}}};
-  o.scheduler = {"CosineAnnealingLR", {{"t_max", int64_t{10}}}};
+  o.scheduler = {"CosineAnnealingLR", {{"T_max", int64_t{10}}}};
   o.gradient_clipping = 1.0;
   o.gradient_accumulation_steps = 3;
   parallel::Engine engine(mlp(), o, parallel::DistributedEnvironment{});

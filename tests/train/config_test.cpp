@@ -428,15 +428,43 @@ TEST(TrainConfig, precision_sections_choose_the_precision) {
             parallel::Precision::bf16);
 }
 
-TEST(TrainConfig, fp16_raise_error_at_min_scale_is_deepspeeds_key) {
-  // DeepSpeed's DynamicLossScaler default: an overflow at the floor stops the run.
+TEST(TrainConfig, fp16_keys_mean_what_deepspeed_0_19_makes_of_them) {
+  // DynamicLossScaler's default: an overflow at the floor stops the run (with ZeRO).
   EXPECT_TRUE(parseTrainConfig("train_batch_size: 8\nfp16: {enabled: true}", {}, 1)
                   .loss_scaler->raise_error_at_min_scale);
-  const TrainConfig c =
-      parseTrainConfig("train_batch_size: 8\nfp16: {enabled: true, raise_error_at_min_scale: false}", {}, 1);
-  EXPECT_FALSE(c.loss_scaler->raise_error_at_min_scale);
-  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nfp16: {enabled: true, raise_error_at_min_scale: sometimes}"),
-                  "fp16.raise_error_at_min_scale: expected a boolean"));
+  // Its argument is no config key: DeepSpeed's config refuses it, and so does lockstep's.
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\nfp16: {enabled: true, raise_error_at_min_scale: false}"),
+                  "fp16.raise_error_at_min_scale is not a DeepSpeed config key"));
+  // Without ZeRO DeepSpeed's FP16_Optimizer has no hysteresis: a note says the keys do nothing.
+  auto notes = [](const TrainConfig& c) {
+    std::string all;
+    for (const auto& n : c.notes) all += n + "\n";
+    return all;
+  };
+  const std::string stage0 = notes(parseTrainConfig(
+      "train_batch_size: 8\nfp16: {enabled: true, hysteresis: 4, consecutive_hysteresis: true}", {}, 1));
+  EXPECT_TRUE(has(stage0, "fp16.hysteresis has no effect without ZeRO")) << stage0;
+  EXPECT_TRUE(has(stage0, "fp16.consecutive_hysteresis has no effect without ZeRO")) << stage0;
+  const std::string stage1 = notes(parseTrainConfig(
+      "train_batch_size: 8\nfp16: {enabled: true, hysteresis: 4}\nzero_optimization: {stage: 1}", {}, 1));
+  EXPECT_FALSE(has(stage1, "hysteresis")) << stage1;
+}
+
+TEST(TrainConfig, deepspeed_0_19_defaults_and_rules) {
+  // gradient_clipping omitted: DeepSpeed's default, 1.0; 0 turns it off.
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8", {}, 1).gradient_clipping, 1.0);
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\ngradient_clipping: 0", {}, 1).gradient_clipping, 0.0);
+  // ZeRO with an optimizer DeepSpeed has not tested with it needs zero_allow_untested_optimizer.
+  const std::string sgd = "train_batch_size: 8\noptimizer: {type: SGD, params: {lr: 0.1}}\n";
+  EXPECT_TRUE(has(errorOf(sgd + "zero_optimization: {stage: 1}"), "zero_allow_untested_optimizer: true"));
+  EXPECT_EQ(
+      parseTrainConfig(sgd + "zero_optimization: {stage: 2}\nzero_allow_untested_optimizer: true", {}, 1)
+          .zero.stage,
+      2);
+  EXPECT_TRUE(has(errorOf(sgd + "zero_optimization: {stage: 1}\nzero_allow_untested_optimizer: false"),
+                  "zero_allow_untested_optimizer"));
+  EXPECT_EQ(parseTrainConfig(sgd, {}, 1).zero.stage, 0);  // no ZeRO: nothing to allow
+  EXPECT_EQ(parseTrainConfig("train_batch_size: 8\nzero_optimization: {stage: 1}", {}, 1).zero.stage, 1);
 }
 
 TEST(TrainConfig, precision_section_errors_name_the_key) {

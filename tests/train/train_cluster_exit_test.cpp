@@ -108,6 +108,7 @@ data: {dataset: synthetic, size: 2048, test_size: 64, input_shape: [1, 28, 28], 
 train_micro_batch_size_per_gpu: 32
 optimizer: {type: Adam, params: {lr: 0.002}}
 scheduler: {type: StepLR, params: {step_size: 100, gamma: 0.7}}
+gradient_clipping: 0
 epochs: 10
 seed: 1
 steps_per_print: 5

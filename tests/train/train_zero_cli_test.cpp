@@ -298,6 +298,7 @@ TEST_F(TrainCli, zero_stage3_language_model_samples_layer_by_layer_as_ddp) {
                                     dir_ + "/corpus.txt, val_split: 0.1}\n" + R"(
 train_micro_batch_size_per_gpu: 2
 optimizer: {type: SGD, params: {lr: 0.3}}
+zero_allow_untested_optimizer: true
 max_steps: 3
 sample: {prompt: "pack my", max_new_tokens: 6, temperature: 0.9, top_k: 8}
 checkpoint: {every_steps: 3}

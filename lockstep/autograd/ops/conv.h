@@ -13,7 +13,7 @@ struct Conv2dOptions {
   std::array<int64_t, 2> padding{0, 0};
   std::array<int64_t, 2> dilation{1, 1};
   int64_t groups = 1;
-  bool fuse_relu = false;  // relu(conv(x) + b) as one oneDNN primitive with a post-op
+  bool fuse_relu = false;  // relu(conv(x) + b) as one op (on the CPU the relu runs in place after it)
 };
 /// x [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] or undefined.
 Variable conv2d(const Variable& x, const Variable& weight, const Variable& bias,

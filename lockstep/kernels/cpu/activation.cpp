@@ -1,11 +1,14 @@
-// The cpu backend's activations: GELU's tanh form as f32 vector loops (see kernels/dispatch.h).
+// The cpu backend's activations (see kernels/dispatch.h): relu in every floating dtype, and GELU's
+// tanh form as f32 vector loops.
 #include "lockstep/kernels/tables/activation.h"
 
 #include <algorithm>
 #include <bit>
 #include <cstdint>
 
+#include "lockstep/kernels/cpu/chunks.h"
 #include "lockstep/kernels/cpu/vector_math.h"
+#include "lockstep/kernels/dispatch.h"
 
 namespace lockstep::kernels::cpu {
 
@@ -88,9 +91,104 @@ Tensor geluTanhGradF32(const Tensor& gy0, const Tensor& x0) {
   return gx;
 }
 
+// relu as torch.relu: y = x < 0 ? 0 : x, so a NaN stays a NaN and -0.0 stays -0.0; its gradient
+// passes where !(y <= 0), a NaN output's included (torch's threshold_backward). oneDNN 2.6's relu, a
+// max against 0, turns a NaN into 0: a network whose weights had gone NaN reported a finite loss and
+// trained on. The 16-bit floats are judged on their bits (sign set, not a NaN, not -0.0: below 0),
+// so no conversion is needed; `inf` is the format's +infinity, the largest non-NaN magnitude.
+inline bool belowZero16(uint16_t v, uint16_t inf) {
+  const uint16_t m = v & 0x7FFF;
+  return (v & 0x8000) != 0 && m != 0 && m <= inf;
+}
+inline bool atMostZero16(uint16_t v, uint16_t inf) { return (v & 0x7FFF) == 0 || belowZero16(v, inf); }
+uint16_t infinityBits(DType t) { return t == DType::bf16 ? 0x7F80 : 0x7C00; }
+
+// x and y may be the same buffer (reluInPlace): each element is read before it is written.
+LOCKSTEP_VECTOR_CLONES void reluRun(const float* x, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+LOCKSTEP_VECTOR_CLONES void reluGradRun(const float* __restrict gy, const float* __restrict y,
+                                        float* __restrict gx, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) gx[i] = y[i] <= 0.0f ? 0.0f : gy[i];
+}
+LOCKSTEP_VECTOR_CLONES void reluRun16(const uint16_t* x, uint16_t* y, int64_t n, uint16_t inf) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = belowZero16(x[i], inf) ? uint16_t{0} : x[i];
+}
+LOCKSTEP_VECTOR_CLONES void reluGradRun16(const uint16_t* __restrict gy, const uint16_t* __restrict y,
+                                          uint16_t* __restrict gx, int64_t n, uint16_t inf) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) gx[i] = atMostZero16(y[i], inf) ? uint16_t{0} : gy[i];
+}
+
+constexpr int64_t kReluChunk = 65536;  // elements per thread task (memory-bound: big chunks)
+
+// y = relu(x) over the two dense tensors of one layout and dtype as flat buffers.
+void reluInto(const Tensor& x, const Tensor& y) {
+  const int64_t n = x.numel();
+  if (x.dtype() == DType::f32) {
+    const float* px = x.data<float>();
+    float* py = y.data<float>();
+    forEachChunk(n, kReluChunk, [&](int64_t, int64_t b, int64_t e) { reluRun(px + b, py + b, e - b); });
+  } else {
+    LOCKSTEP_CHECK(isLowPrecision(x.dtype()), "relu: the cpu loops take f32, bf16 and f16, not ",
+                   dtypeName(x.dtype()));
+    const auto* px = static_cast<const uint16_t*>(x.dataPtr());
+    auto* py = static_cast<uint16_t*>(y.dataPtr());
+    const uint16_t inf = infinityBits(x.dtype());
+    forEachChunk(n, kReluChunk,
+                 [&](int64_t, int64_t b, int64_t e) { reluRun16(px + b, py + b, e - b, inf); });
+  }
+}
+
+Tensor reluForward(const Tensor& x0) {
+  const Tensor x = denseOrContiguous(x0);
+  Tensor y = Tensor::emptyLike(x);
+  reluInto(x, y);
+  return y;
+}
+
+Tensor reluBackward(const Tensor& gy0, const Tensor& y0) {
+  // gx takes y's dense layout and dtype; gy is read in that layout and dtype too, so the flat loop
+  // pairs the elements.
+  const Tensor y = denseOrContiguous(y0);
+  Tensor gy = gy0;
+  if (gy.strides() != y.strides() || gy.dtype() != y.dtype()) {
+    gy = Tensor::emptyLike(y);
+    gy.copyFrom(gy0);
+  }
+  Tensor gx = Tensor::emptyLike(y);
+  const int64_t n = y.numel();
+  if (y.dtype() == DType::f32) {
+    const float *pg = gy.data<float>(), *py = y.data<float>();
+    float* pgx = gx.data<float>();
+    forEachChunk(n, kReluChunk,
+                 [&](int64_t, int64_t b, int64_t e) { reluGradRun(pg + b, py + b, pgx + b, e - b); });
+  } else {
+    LOCKSTEP_CHECK(isLowPrecision(y.dtype()), "relu backward: the cpu loops take f32, bf16 and f16, not ",
+                   dtypeName(y.dtype()));
+    const auto *pg = static_cast<const uint16_t*>(gy.dataPtr()),
+               *py = static_cast<const uint16_t*>(y.dataPtr());
+    auto* pgx = static_cast<uint16_t*>(gx.dataPtr());
+    const uint16_t inf = infinityBits(y.dtype());
+    forEachChunk(n, kReluChunk,
+                 [&](int64_t, int64_t b, int64_t e) { reluGradRun16(pg + b, py + b, pgx + b, e - b, inf); });
+  }
+  return gx;
+}
+
 }  // namespace
 
+void reluInPlace(const Tensor& y) {
+  LOCKSTEP_CHECK(y.isDense(), "reluInPlace: ", y.describe(), " is not dense");
+  reluInto(y, y);
+}
+
 const ActivationKernels kActivation{
+    .reluForward = &reluForward,
+    .reluBackward = &reluBackward,
     .geluTanhForward = &geluTanhF32,
     .geluTanhBackward = &geluTanhGradF32,
 };

@@ -65,10 +65,11 @@ LOCKSTEP_VECTOR_CLONES void normaliseRows(const float* __restrict x, const float
   }
 }
 
-// The relu's mask: g where the forward's output y is positive, else 0, as a bit mask (GCC 12 does not
-// if-convert the ternary in the loops below that also sum in f64).
+// The relu's mask: g where the forward's output y is not <= 0 (positive or NaN, as torch's
+// threshold_backward), else 0, as a bit mask (GCC 12 does not if-convert the ternary in the loops
+// below that also sum in f64).
 inline float where(float y, float g) {
-  return std::bit_cast<float>(std::bit_cast<int32_t>(g) & -static_cast<int32_t>(y > 0.0f));
+  return std::bit_cast<float>(std::bit_cast<int32_t>(g) & -static_cast<int32_t>(!(y <= 0.0f)));
 }
 
 // sdy += g, sdyx += g * (x - mean) with g = dL/dy masked by the relu (when y is given), written to

@@ -29,7 +29,7 @@ constexpr int kLanes = 8;
 enum class Power { two, inf, general };
 
 // x[0, n) into the lanes, element i into lane i % kLanes: the sum of |x|^p, or for p = infinity the
-// largest |x| (NaN ignored, as std::max from 0 ignores it).
+// largest |x|, NaN once any |x| is (as torch's inf-norm, which clip_grad_norm_ then reports).
 template <Power P, typename T>
 LOCKSTEP_VECTOR_CLONES_TEMPLATE void accumulateLanes(const T* __restrict x, int64_t n, double p,
                                                      double* __restrict lane) {
@@ -38,7 +38,7 @@ LOCKSTEP_VECTOR_CLONES_TEMPLATE void accumulateLanes(const T* __restrict x, int6
       lane[j] += v * v;
     } else if constexpr (P == Power::inf) {
       const double a = std::abs(v);
-      lane[j] = lane[j] < a ? a : lane[j];
+      lane[j] = lane[j] < a || a != a ? a : lane[j];
     } else {
       lane[j] += std::pow(std::abs(v), p);
     }
@@ -53,7 +53,7 @@ template <Power P>
 double joinLanes(const double* lane) {
   auto join = [](double a, double c) {
     if constexpr (P == Power::inf)
-      return a < c ? c : a;
+      return a < c || c != c ? c : a;
     else
       return a + c;
   };
@@ -87,7 +87,7 @@ double densePower(const T* x, int64_t n, double p, const Convert16* convert) {
     part[static_cast<size_t>(c)] = chunkPower<P>(x, b, e, p, convert);
   });
   double total = 0.0;
-  for (double v : part) total = P == Power::inf ? (total < v ? v : total) : total + v;
+  for (double v : part) total = P == Power::inf ? (total < v || v != v ? v : total) : total + v;
   return total;
 }
 

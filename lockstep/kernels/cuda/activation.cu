@@ -41,7 +41,7 @@ struct ForwardFn {
   __device__ C operator()(C v) const {
     switch (act) {
       case Activation::relu:
-        return v > C(0) ? v : C(0);
+        return v < C(0) ? C(0) : v;  // NaN and -0.0 pass, as torch.relu
       case Activation::leaky_relu:
         return v > C(0) ? v : slope * v;
       case Activation::gelu:
@@ -67,7 +67,7 @@ struct BackwardFn {
   __device__ C operator()(C g, C s) const {
     switch (act) {
       case Activation::relu:
-        return s > C(0) ? g : C(0);
+        return s <= C(0) ? C(0) : g;  // a NaN output passes g, as torch's threshold_backward
       case Activation::leaky_relu:
         return s > C(0) ? g : g * slope;
       case Activation::gelu:

@@ -290,19 +290,19 @@ __global__ void normalise(Dense<I> d, const T* __restrict__ x, const T* __restri
       for (int v = 0; v < V; ++v) r.v[v] += rt::castTo<A>(res.v[v]);
     }
     Pack<T, V> q;
-    for (int v = 0; v < V; ++v) q.v[v] = rt::castTo<T>(relu ? (r.v[v] > A(0) ? r.v[v] : A(0)) : r.v[v]);
+    for (int v = 0; v < V; ++v) q.v[v] = rt::castTo<T>(relu ? (r.v[v] < A(0) ? A(0) : r.v[v]) : r.v[v]);
     store<T, V>(y + off, q);
   }
 }
 
 // --- backward -----------------------------------------------------------------------------------------
 
-// dL/dy where the fused relu let it through: y > 0 (all of it without the relu, y null).
+// dL/dy where the fused relu let it through: y > 0 or NaN (all of it without the relu, y null).
 template <typename T, int V>
 __device__ __forceinline__ Pack<T, V> masked(Pack<T, V> g, const Pack<T, V>& y, bool relu) {
   if (relu) {
     for (int v = 0; v < V; ++v) {
-      if (!(rt::castTo<float>(y.v[v]) > 0.0f)) g.v[v] = rt::castTo<T>(0.0f);
+      if (rt::castTo<float>(y.v[v]) <= 0.0f) g.v[v] = rt::castTo<T>(0.0f);  // a NaN y passes g
     }
   }
   return g;

@@ -37,12 +37,14 @@ struct TensorChunks {
   int32_t first[kMaxTensors + 1];
 };
 
-// The accumulation of one element's |v|: the max ignores NaN (fmax), as the CPU's std::max from 0
-// does; the sums carry NaN and inf along.
+// The larger of a and b, NaN when either is (torch's inf-norm; fmax would drop it).
+__device__ __forceinline__ double maxKeepingNan(double a, double b) { return b > a || b != b ? b : a; }
+
+// The accumulation of one element's |v|: the max and the sums carry NaN and inf along.
 template <Mode M>
 __device__ __forceinline__ double accumulate(double acc, double v, double p) {
   if constexpr (M == Mode::inf)
-    return fmax(acc, fabs(v));
+    return maxKeepingNan(acc, fabs(v));
   else if constexpr (M == Mode::two)
     return acc + v * v;
   else
@@ -52,7 +54,7 @@ __device__ __forceinline__ double accumulate(double acc, double v, double p) {
 template <Mode M>
 __device__ __forceinline__ double blockReduce(double v, double* shm) {
   if constexpr (M == Mode::inf)
-    return blockMax(v, shm, 0.0);  // no NaN reaches it: fmax dropped them
+    return blockMax(v, shm, 0.0);  // NaN wins there too
   else
     return blockSum(v, shm);
 }
@@ -99,7 +101,7 @@ __global__ void tensorNorms(const double* __restrict__ partial, TensorChunks chu
   const int t = blockIdx.x;
   double acc = 0.0;
   for (int64_t g = chunks.first[t] + threadIdx.x; g < chunks.first[t + 1]; g += blockDim.x)
-    acc = M == Mode::inf ? fmax(acc, partial[g]) : acc + partial[g];
+    acc = M == Mode::inf ? maxKeepingNan(acc, partial[g]) : acc + partial[g];
   acc = blockReduce<M>(acc, shm);
   if (threadIdx.x == 0) norms[t] = M == Mode::two ? sqrt(acc) : M == Mode::inf ? acc : pow(acc, 1.0 / p);
 }
@@ -112,7 +114,7 @@ __global__ void jointNorm(const double* __restrict__ norms, int64_t n, double p,
   for (int64_t t = threadIdx.x; t < n; t += blockDim.x) {
     const double v = norms[t];
     if constexpr (M == Mode::inf)
-      acc = fmax(acc, v);
+      acc = maxKeepingNan(acc, v);
     else if constexpr (M == Mode::two)
       acc += v * v;  // pow(v, 2) as the CPU's correctly rounded std::pow gives it
     else

@@ -61,10 +61,8 @@ Tensor eltwiseBackward(const Tensor& gy0, const Tensor& saved0, Alg alg, float a
 }
 }  // namespace
 
-Tensor reluForward(const Tensor& x) { return eltwiseForward(x, Alg::eltwise_relu, 0.f, "relu forward"); }
-Tensor reluBackward(const Tensor& gy, const Tensor& y) {
-  return eltwiseBackward(gy, y, Alg::eltwise_relu_use_dst_for_bwd, 0.f, true, "relu backward");
-}
+// relu is the cpu loops' in every dtype (kernels/cpu/activation.cpp): oneDNN's, a max against 0,
+// turns a NaN into 0 where torch.relu keeps it.
 
 Tensor leakyReluForward(const Tensor& x, double slope) {
   return eltwiseForward(x, Alg::eltwise_relu, static_cast<float>(slope), "leaky_relu forward");
@@ -104,6 +102,23 @@ Tensor sigmoidBackward(const Tensor& gy, const Tensor& y) {
   return eltwiseBackward(gy, y, Alg::eltwise_logistic_use_dst_for_bwd, 0.f, true, "sigmoid backward");
 }
 
-const ActivationKernels kActivation{LOCKSTEP_ACTIVATION_OPS(LOCKSTEP_KERNEL_ENTRY)};
+// Written out: LOCKSTEP_KERNEL_ENTRY for relu would name kernels::reluForward, the dispatching
+// entry point, which would call itself.
+const ActivationKernels kActivation{
+    .reluForward = nullptr,
+    .reluBackward = nullptr,
+    .leakyReluForward = &leakyReluForward,
+    .leakyReluBackward = &leakyReluBackward,
+    .geluForward = &geluForward,
+    .geluBackward = &geluBackward,
+    .geluTanhForward = &geluTanhForward,
+    .geluTanhBackward = &geluTanhBackward,
+    .siluForward = &siluForward,
+    .siluBackward = &siluBackward,
+    .tanhForward = &tanhForward,
+    .tanhBackward = &tanhBackward,
+    .sigmoidForward = &sigmoidForward,
+    .sigmoidBackward = &sigmoidBackward,
+};
 
 }  // namespace lockstep::kernels::onednn

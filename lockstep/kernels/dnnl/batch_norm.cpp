@@ -1,7 +1,7 @@
 // oneDNN batch normalisation, cached per shape/layout/flags. Eval mode runs with the running
 // statistics as inputs (use_global_stats); training returns the batch statistics for the backward
 // pass and the running-statistics update (done by the dispatching entry point). A residual and a
-// relu run as oneDNN's binary and eltwise primitives after it (the bf16 path; f32 takes lockstep's
+// relu run as oneDNN's binary primitive and the cpu loops' relu after it (the bf16 path; f32 takes lockstep's
 // own kernels, which fuse them).
 #include "lockstep/kernels/batch_norm.h"
 
@@ -139,6 +139,6 @@ BatchNormGrads normaliseBackward(const Tensor& gy0, const Tensor& x0, const Tens
 }  // namespace
 
 const BatchNormKernels kBatchNorm =
-    ComposedBatchNorm<&normalise, &normaliseBackward, kBinary, kActivation>::table();
+    ComposedBatchNorm<&normalise, &normaliseBackward, kBinary, cpu::kActivation>::table();
 
 }  // namespace lockstep::kernels::onednn

@@ -1,4 +1,4 @@
-// oneDNN convolution: forward (optionally with a fused relu post-op), backward-data and
+// oneDNN convolution: forward (optionally with the relu after it), backward-data and
 // backward-weights (+ bias), each primitive created once per shape and cached. Activations are
 // always channels_last (nhwc) for the caller: oneDNN 2.6 has only gemm kernels for plain nchw, whose
 // backward-data pass is ~18x slower (13.5 ms vs 0.75 ms for 32x32x13x13 -> 64, one thread), so an
@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "lockstep/kernels/dnnl/activation_layout.h"
+#include "lockstep/kernels/tables/activation.h"
 #include "lockstep/kernels/tables/conv.h"
 #include "lockstep/util/env.h"
 
@@ -183,12 +184,7 @@ Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b0, const
     auto& prims = cache.get(keyFor("fwd", x.shape(), w.shape(), f, f, x.dtype(), b.defined(), p), [&] {
       const DType dt = x.dtype();
       const Geometry g = geometry(x.shape(), w.shape(), ys, p);
-      dnnl::primitive_attr attr = attributes();
-      if (p.fuse_relu) {
-        dnnl::post_ops ops;
-        ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-        attr.set_post_ops(ops);
-      }
+      const dnnl::primitive_attr attr = attributes();
       auto pd = chooseAlgorithm(winogradWanted(w.shape(), ys, dt, p), x.shape(), ys, dt,
                                 [&](dnnl::algorithm algo, const Mem::desc& x_md, const Mem::desc& y_md) {
                                   return dnnl::convolution_forward::primitive_desc(
@@ -212,6 +208,9 @@ Tensor conv2dForward(const Tensor& x0, const Tensor& w0, const Tensor& b0, const
   } catch (const dnnl::error& e) {
     rethrow(e, "conv2d forward");
   }
+  // The relu in its own pass: oneDNN's relu post-op, a max against 0, turns a NaN into 0 (a network
+  // whose weights went NaN reported a finite loss); torch.relu keeps it.
+  if (p.fuse_relu) cpu::reluInPlace(y);
   return y;
 }
 

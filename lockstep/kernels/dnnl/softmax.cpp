@@ -1,7 +1,13 @@
 #include "lockstep/kernels/softmax.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <dnnl.hpp>
+#include <limits>
 
+#include "lockstep/kernels/cpu/chunks.h"
+#include "lockstep/kernels/dispatch.h"
 #include "lockstep/kernels/dnnl/context.h"
 #include "lockstep/kernels/tables/softmax.h"
 
@@ -9,6 +15,40 @@ namespace lockstep::kernels::onednn {
 
 namespace {
 // oneDNN takes any plain strided layout: describe the tensor as it is rather than copying it.
+
+bool isNan16(uint16_t v, DType t) { return (v & 0x7FFF) > (t == DType::bf16 ? 0x7F80 : 0x7C00); }
+
+template <typename T, typename IsNan>
+void nanRows(T* y, int64_t n, int64_t rows, T quiet_nan, IsNan is_nan) {
+  cpu::forEachChunk(rows, std::max<int64_t>(1, 65536 / n), [&](int64_t, int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      T* p = y + r * n;
+      bool nan = false;
+      for (int64_t j = 0; j < n; ++j) nan = nan || is_nan(p[j]);
+      if (nan) std::fill(p, p + n, quiet_nan);
+    }
+  });
+}
+
+// oneDNN 2.6's softmax over the dimension innermost in memory takes a row's max ignoring a NaN,
+// so a NaN (or +inf, whose exp(inf - inf) is NaN) leaves the row's other outputs finite:
+// [1, nan, 2] gave [0, nan, 0]. torch's whole row is NaN; a row with a NaN output is made so here.
+// (Its kernels for the other dimensions propagate NaN themselves.) In a dense tensor whose
+// softmax dimension has stride 1 the rows are consecutive runs of its size.
+void nanWholeRows(const Tensor& y, int64_t dim) {
+  const int64_t n = y.size(dim);
+  if (!y.isDense() || n < 2 || y.stride(dim) != 1) return;
+  const int64_t rows = y.numel() / n;
+  if (y.dtype() == DType::f32) {
+    nanRows(y.data<float>(), n, rows, std::numeric_limits<float>::quiet_NaN(),
+            [](float v) { return std::isnan(v); });
+  } else if (isLowPrecision(y.dtype())) {
+    const DType t = y.dtype();
+    nanRows(static_cast<uint16_t*>(y.dataPtr()), n, rows,
+            static_cast<uint16_t>(t == DType::bf16 ? 0x7FC0 : 0x7E00),
+            [t](uint16_t v) { return isNan16(v, t); });
+  }
+}
 
 template <typename Fwd>
 Tensor forward(const Tensor& x0, int64_t dim0, const char* op) {
@@ -27,6 +67,7 @@ Tensor forward(const Tensor& x0, int64_t dim0, const char* op) {
   } catch (const dnnl::error& e) {
     rethrow(e, op);
   }
+  nanWholeRows(y, dim);
   return y;
 }
 

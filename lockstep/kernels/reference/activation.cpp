@@ -41,10 +41,10 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 }  // namespace
 
 Tensor reluForward(const Tensor& x) {
-  return mapF64(x, [](double v) { return v > 0 ? v : 0.0; });
+  return mapF64(x, [](double v) { return v < 0 ? 0.0 : v; });  // NaN and -0.0 pass, as torch.relu
 }
 Tensor reluBackward(const Tensor& gy, const Tensor& y) {
-  return backwardF64(gy, y, [](double v) { return v > 0 ? 1.0 : 0.0; });
+  return backwardF64(gy, y, [](double v) { return v <= 0 ? 0.0 : 1.0; });  // a NaN output passes gy
 }
 
 Tensor leakyReluForward(const Tensor& x, double slope) {

@@ -54,7 +54,7 @@ Tensor conv2dForward(const Tensor& x, const Tensor& w, const Tensor& b, const Co
     for (int64_t i = 0; i < y.numel(); ++i) py[i] += bd.data()[(i / plane) % ys[1]];
   }
   if (p.fuse_relu) {
-    for (int64_t i = 0; i < y.numel(); ++i) py[i] = py[i] > 0 ? py[i] : 0.0;
+    for (int64_t i = 0; i < y.numel(); ++i) py[i] = py[i] < 0 ? 0.0 : py[i];  // NaN stays, as torch.relu
   }
   return inFormat(y.to(x.dtype()), formatOf(x));
 }

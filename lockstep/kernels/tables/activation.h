@@ -35,7 +35,10 @@ extern const ActivationKernels kActivation;
 }
 namespace cpu {
 extern const ActivationKernels kActivation;
-}
+/// y = relu(y) in place (a dense f32, bf16 or f16 tensor), as torch.relu: what a convolution's
+/// fused relu runs after it on the CPU (oneDNN's relu post-op turns a NaN into 0).
+void reluInPlace(const Tensor& y);
+}  // namespace cpu
 namespace reference {
 extern const ActivationKernels kActivation;
 }

@@ -2,7 +2,7 @@
 // batch_norm2d (kernels/batch_norm.h), as each backend provides it (see kernels/dispatch.h). The CPU
 // kernels leave the running statistics to the entry point; the CUDA ones update them on the device.
 // Every backend takes a residual and p.relu: lockstep's own (cpu, CUDA) in the normalisation's
-// passes, oneDNN's as its binary and eltwise primitives after it, the reference in its loops.
+// passes, oneDNN's as its binary primitive and the cpu loops' relu after it, the reference in its loops.
 #include "lockstep/kernels/batch_norm.h"
 #include "lockstep/kernels/tables/activation.h"
 #include "lockstep/kernels/tables/binary.h"

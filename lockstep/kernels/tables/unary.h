@@ -17,7 +17,7 @@ struct UnaryKernels {
   LOCKSTEP_UNARY_OPS(LOCKSTEP_KERNEL_MEMBER)
 };
 
-namespace onednn {
+namespace cpu {
 extern const UnaryKernels kUnary;
 }
 namespace reference {

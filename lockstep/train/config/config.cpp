@@ -344,6 +344,14 @@ void parsePrecision(const YAML::Node& root, TrainConfig& c) {
               {"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
                "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads",
                "raise_error_at_min_scale"});
+    if (n["raise_error_at_min_scale"]) {
+      // DynamicLossScaler's argument, which DeepSpeed's config does not take (its fp16 section
+      // refuses the key): accepting it would make a config DeepSpeed refuses.
+      config_keys::refuse(
+          "fp16.raise_error_at_min_scale is not a DeepSpeed config key (DeepSpeed 0.19's config refuses "
+          "it): with ZeRO an overflow at min_loss_scale stops the run, as DeepSpeed's DynamicLossScaler "
+          "does; without ZeRO the scale stays at the minimum; remove the key");
+    }
     get(n, "fp16", "enabled", fp16);
     optim::LossScalerOptions ls;
     get(n, "fp16", "loss_scale", ls.loss_scale);
@@ -352,8 +360,6 @@ void parsePrecision(const YAML::Node& root, TrainConfig& c) {
     get(n, "fp16", "hysteresis", ls.hysteresis);
     get(n, "fp16", "consecutive_hysteresis", ls.consecutive_hysteresis);
     get(n, "fp16", "min_loss_scale", ls.min_loss_scale);
-    // DeepSpeed's DynamicLossScaler(raise_error_at_min_scale=True): an overflow at the floor stops.
-    get(n, "fp16", "raise_error_at_min_scale", ls.raise_error_at_min_scale);
     bool master16 = false;
     get(n, "fp16", "fp16_master_weights_and_grads", master16);
     if (master16) {
@@ -722,6 +728,7 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
              "activation_checkpointing",
              "sample",
              "zero_optimization",
+             "zero_allow_untested_optimizer",
              "pipeline"});
   TrainConfig c;
   // Before the batch sizes: with a pipeline they count data-parallel replicas, not ranks.
@@ -849,6 +856,34 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
   }
   if (c.pipeline.enabled()) checkPipelineFits(c, root, world, source);
   useMasterWeights(c, root);
+  // DeepSpeed's engine asserts that ZeRO's optimizer is one it tested (ZERO_SUPPORTED_OPTIMIZERS:
+  // torch's Adam and AdamW, FusedAdam, DeepSpeedCPUAdam, Adagrad, Lion; _do_optimizer_sanity_check)
+  // unless zero_allow_untested_optimizer is true: of lockstep's, SGD.
+  bool allow_untested = false;
+  get(root, "", "zero_allow_untested_optimizer", allow_untested);
+  std::string optimizer_type = c.optimizer.type;
+  std::transform(optimizer_type.begin(), optimizer_type.end(), optimizer_type.begin(),
+                 [](unsigned char ch) { return std::tolower(ch); });
+  if (optimizer_valid && c.zero.stage >= 1 && optimizer_type != "adam" && optimizer_type != "adamw" &&
+      !allow_untested) {
+    config_keys::refuse("zero_optimization.stage " + std::to_string(c.zero.stage) + " with optimizer.type " +
+                        c.optimizer.type +
+                        ": DeepSpeed refuses ZeRO with an optimizer it has not tested with it (Adam, AdamW, "
+                        "Adagrad, Lion) unless zero_allow_untested_optimizer: true; add that key (lockstep's "
+                        "ZeRO steps " +
+                        c.optimizer.type + " exactly as without ZeRO) or use Adam or AdamW");
+  }
+  if (c.loss_scaler && c.zero.stage == 0) {
+    // Without ZeRO DeepSpeed's engine scales with FP16_Optimizer, which has no hysteresis.
+    const YAML::Node fp16 = static_cast<const YAML::Node&>(root)["fp16"];
+    for (const char* key : {"hysteresis", "consecutive_hysteresis"}) {
+      if (fp16[key])
+        config_keys::note(std::string("fp16.") + key +
+                          " has no effect without ZeRO (zero_optimization.stage 0): DeepSpeed's "
+                          "FP16_Optimizer then divides the loss scale at every overflow; ZeRO stages 1-3 "
+                          "use it");
+    }
+  }
   if (c.pipeline.enabled() && c.zero.options.offload_optimizer_cpu)
     throw ValueError(source +
                      ": zero_optimization.offload_optimizer (ZeRO-Offload) is not implemented for a "
@@ -892,6 +927,8 @@ TrainConfig parseTrainConfig(const std::string& text, const std::vector<std::str
     throwRefused(source, collect.refused, e.what());
   }
   if (!collect.refused.empty()) throwRefused(source, collect.refused);
+  // The keys' notes, then those the parse added to the config itself (kept: they were dropped).
+  collect.notes.insert(collect.notes.end(), c.notes.begin(), c.notes.end());
   c.notes = std::move(collect.notes);
   return c;
 }

@@ -98,7 +98,9 @@ struct TrainConfig {
   /// builds them).
   optim::OptimizerSpec optimizer{};
   optim::SchedulerSpec scheduler{};
-  double gradient_clipping = 0.0;  // 0: off
+  /// The largest global gradient L2 norm; 0: off. Omitted: DeepSpeed's default, 1.0
+  /// (runtime/constants.py GRADIENT_CLIPPING_DEFAULT in DeepSpeed 0.19).
+  double gradient_clipping = 1.0;
   /// fp32, or bf16 / fp16 from DeepSpeed's bf16.enabled / fp16.enabled (autocast training).
   parallel::Precision precision = parallel::Precision::fp32;
   /// The fp16 section's loss-scale keys (DeepSpeed's meanings); set when fp16 is enabled.

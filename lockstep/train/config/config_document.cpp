@@ -162,11 +162,17 @@ std::string configIdentityHash(nlohmann::json doc) {
   // (TF32, cuDNN's algorithm choice) says how a GPU computes, as device says where: a run may resume
   // another's checkpoint with other math switches, as it may on another device. pipeline says how
   // the ranks split the computation: its checkpoints load into any stage count, or none.
-  for (const char* k :
-       {"epochs", "max_steps", "steps_per_print", "checkpoint", "eval", "tensorboard", "csv_monitor",
-        "backend", "device", "backends", "seed", "zero_optimization", "pipeline"})
+  for (const char* k : {"epochs", "max_steps", "steps_per_print", "checkpoint", "eval", "tensorboard",
+                        "csv_monitor", "backend", "device", "backends", "seed", "zero_optimization",
+                        "zero_allow_untested_optimizer", "pipeline"})
     doc.erase(k);
   if (doc.contains("data") && doc["data"].is_object()) doc["data"].erase("num_workers");
+  // Hugging Face's "auto" total_num_steps stays in the document for the scheduler (the run's
+  // length); it was absent before, so a run of an earlier lockstep keeps its identity.
+  if (doc.contains("scheduler") && doc["scheduler"].is_object() && doc["scheduler"].contains("params") &&
+      doc["scheduler"]["params"].is_object() &&
+      doc["scheduler"]["params"].value("total_num_steps", nlohmann::json()) == "auto")
+    doc["scheduler"]["params"].erase("total_num_steps");
   char buf[16];
   std::snprintf(buf, sizeof(buf), "%08x", file::crc32(doc.dump()));
   return buf;

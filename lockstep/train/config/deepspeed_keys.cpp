@@ -85,8 +85,6 @@ const std::vector<Entry>& table() {
       {"", "aio", anything(), "",
        "no effect: aio tunes DeepSpeed's libaio NVMe I/O; lockstep's NVMe swap files use "
        "their own reads and writes"},
-      {"", "zero_allow_untested_optimizer", anyBoolean(), "true or false",
-       "no effect: lockstep's ZeRO steps every optimizer of its registry"},
       {"", "zero_force_ds_cpu_optimizer", anyBoolean(), "true or false",
        "no effect: lockstep's optimizers are its own on every device"},
       {"", "communication_data_type", null(), "null",

@@ -107,6 +107,8 @@ HfAutoValues::HfAutoValues(YAML::Node root) {
   for (const FromFlag& f : kFromFlag) {
     if (!has(f.path)) continue;
     if (!f.trainer_default) {
+      // Known when the run's length is: the scheduler's "auto" (optim's registry) stands for it.
+      setAt(root, f.path, YAML::Node("auto"));
       config_keys::note(std::string(f.path) + ": \"auto\" -> " + f.flag +
                         ", as Hugging Face Trainer fills it in");
       continue;
