@@ -84,19 +84,23 @@ void OutputSink::emitLine(bool so_far) {
   // redrawn with "\r", sent as it grows). A line the program already labelled with the same
   // prefix (a script printing "[rank 1] ..." itself, as it must under mpirun or srun) is not
   // labelled twice.
+  // A line longer than max_line goes out in pieces: the prefix only before the first.
   const std::string& line = partial_;
   if (options_.console_fd >= 0) {
     const std::string& p = options_.console_prefix;
-    if (console_sent_ == 0)
-      writeConsole(options_.console_fd, line.compare(0, p.size(), p) == 0 ? line : p + line);
-    else
+    if (console_sent_ > 0)
       writeConsole(options_.console_fd, line.substr(console_sent_));
+    else if (continues_line_ || line == "\r" || line.compare(0, p.size(), p) == 0)
+      writeConsole(options_.console_fd, line);
+    else
+      writeConsole(options_.console_fd, p + line);
   }
   if (so_far) {
     console_sent_ = line.size();
     return;
   }
   console_sent_ = 0;
+  continues_line_ = !line.empty() && line.back() != '\n' && line.back() != '\r';
   std::string stored = line;
   const bool redraw = !stored.empty() && stored.back() == '\r';
   while (!stored.empty() && (stored.back() == '\n' || stored.back() == '\r')) stored.pop_back();

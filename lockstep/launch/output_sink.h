@@ -40,9 +40,10 @@ class OutputSink {
   int file_fd_ = -1;
   std::string partial_;
   std::deque<std::string> tail_;
-  bool after_redraw_ = false;  ///< The last segment ended in "\r": the next one redraws its line.
-  bool pending_cr_ = false;    ///< partial_ ends in "\r": a redraw unless a "\n" comes next.
-  size_t console_sent_ = 0;    ///< Of partial_, what the console has already (a redrawn line).
+  bool after_redraw_ = false;    ///< The last segment ended in "\r": the next one redraws its line.
+  bool pending_cr_ = false;      ///< partial_ ends in "\r": a redraw unless a "\n" comes next.
+  size_t console_sent_ = 0;      ///< Of partial_, what the console has already (a redrawn line).
+  bool continues_line_ = false;  ///< The last piece ended at max_line, mid-line: no prefix next.
 };
 
 /// Creates dir and its parents (mkdir -p); IoError naming it on failure.

@@ -65,6 +65,7 @@ struct EngineOptions {
   /// Loss scaling (DeepSpeed's "fp16" loss-scale keys, optim/loss_scaler.h): backward() scales the
   /// loss, the gradient phase unscales the gradients and skips the step on every rank when any
   /// rank's hold an inf or nan. Unset: no scaling and no checks (no extra pass over the gradients).
+  /// Its fp16_optimizer is set from zero_stage (DeepSpeed's FP16_Optimizer rules without ZeRO).
   std::optional<optim::LossScalerOptions> loss_scaler{};
   /// Skip a step whose gradients hold an inf or nan on any rank (every rank skips it: the gradients
   /// dropped, neither the optimizer nor the schedule stepped), without a loss scaler: DeepSpeed's

@@ -97,63 +97,84 @@ TEST(LaunchOutputSink, keeps_the_last_lines_and_writes_the_file) {
   EXPECT_EQ(lockstep::launch::testing::readAll(dir / "a/b/stderr.log"), "one\ntwo\nthree\nfour");
 }
 
+namespace {
+// A file standing in for the console, and sink options that write to it with `prefix`.
+struct Console {
+  lockstep::launch::testing::TempDir dir;
+  std::string path = dir / "console.txt";
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ~Console() {
+    if (fd >= 0) ::close(fd);
+  }
+  OutputSinkOptions options(const std::string& prefix) const {
+    OutputSinkOptions o;
+    o.console_fd = fd;
+    o.console_prefix = prefix;
+    return o;
+  }
+  std::string text() const { return lockstep::launch::testing::readAll(path); }
+};
+}  // namespace
+
 // The console gets each line with the rank's prefix once: a line the worker labelled itself
 // (ddp_toy_linear prints "[rank 1] Epoch ..." for mpirun and srun) is not labelled again.
 TEST(LaunchOutputSink, labels_console_lines_once) {
-  lockstep::launch::testing::TempDir dir;
-  const std::string console = dir / "console.txt";
-  const int fd = ::open(console.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_GE(fd, 0);
+  Console console;
+  ASSERT_GE(console.fd, 0);
   {
-    OutputSinkOptions o;
-    o.console_fd = fd;
-    o.console_prefix = "[rank 1] ";
-    OutputSink sink(o);
+    OutputSink sink(console.options("[rank 1] "));
     const std::string text = "[rank 1] Epoch 0 | Batchsize 32\nloss 0.5\n[rank 10] other\n";
     sink.write(text.data(), text.size());
   }
-  ::close(fd);
-  EXPECT_EQ(lockstep::launch::testing::readAll(console),
-            "[rank 1] Epoch 0 | Batchsize 32\n[rank 1] loss 0.5\n[rank 1] [rank 10] other\n");
+  EXPECT_EQ(console.text(), "[rank 1] Epoch 0 | Batchsize 32\n[rank 1] loss 0.5\n[rank 1] [rank 10] other\n");
 }
 
 // A progress bar redraws its line with "\r": each redraw reaches the console when written (not
 // when the bar ends), with the prefix; "\r\n" stays one line end; the tail keeps the last state.
 // A second sink on the same file starts it afresh (a later launch with the same run id).
 TEST(LaunchOutputSink, forwards_carriage_return_redraws_at_once) {
-  lockstep::launch::testing::TempDir dir;
-  const std::string console = dir / "console.txt";
-  const int fd = ::open(console.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_GE(fd, 0);
-  OutputSinkOptions o;
-  o.console_fd = fd;
-  o.console_prefix = "[rank 0] ";
-  o.file_path = dir / "stderr.log";
+  Console console;
+  ASSERT_GE(console.fd, 0);
+  OutputSinkOptions o = console.options("[rank 0] ");
+  o.file_path = console.dir / "stderr.log";
   {
     OutputSink sink(o);
     sink.write(" 20%\r", 5);  // a newline may still follow
-    EXPECT_EQ(lockstep::launch::testing::readAll(console), "");
+    EXPECT_EQ(console.text(), "");
     const std::string rest = " 40%\r100%\r\ndone\r";
     sink.write(rest.data(), rest.size());
     sink.write("\n", 1);  // "\r\n" split across two reads is one line end
     EXPECT_EQ(sink.tail(), "100%\ndone");
     // tqdm's way: "\r" first, then the bar, which shows at once.
     sink.write("\r 50%", 5);
-    EXPECT_EQ(lockstep::launch::testing::readAll(console),
-              "[rank 0]  20%\r[rank 0]  40%\r[rank 0] 100%\r\n[rank 0] done\r\n[rank 0] \r[rank 0]  50%");
+    EXPECT_EQ(console.text(),
+              "[rank 0]  20%\r[rank 0]  40%\r[rank 0] 100%\r\n[rank 0] done\r\n\r[rank 0]  50%");
     sink.write("\r 60%", 5);
     EXPECT_EQ(sink.tail(), "100%\ndone\n 60%");
   }
-  ::close(fd);
-  EXPECT_EQ(lockstep::launch::testing::readAll(console),
-            "[rank 0]  20%\r[rank 0]  40%\r[rank 0] 100%\r\n[rank 0] done\r\n[rank 0] \r[rank 0]  50%\r[rank "
-            "0]  60%");
+  EXPECT_EQ(console.text(),
+            "[rank 0]  20%\r[rank 0]  40%\r[rank 0] 100%\r\n[rank 0] done\r\n\r[rank 0]  50%\r[rank 0]  60%");
   {
     o.console_fd = -1;
     OutputSink again(o);
     again.write("second\n", 7);
   }
-  EXPECT_EQ(lockstep::launch::testing::readAll(dir / "stderr.log"), "second\n");
+  EXPECT_EQ(lockstep::launch::testing::readAll(console.dir / "stderr.log"), "second\n");
+}
+
+// A line longer than max_line reaches the console in pieces with the prefix once (a long JSON
+// dump of rank 1 stays one parseable line).
+TEST(LaunchOutputSink, a_long_line_is_prefixed_once) {
+  Console console;
+  ASSERT_GE(console.fd, 0);
+  {
+    OutputSinkOptions o = console.options("[rank 1] ");
+    o.max_line = 8;
+    OutputSink sink(o);
+    const std::string text = std::string(20, 'z') + "\nshort\n";
+    sink.write(text.data(), text.size());
+  }
+  EXPECT_EQ(console.text(), "[rank 1] " + std::string(20, 'z') + "\n[rank 1] short\n");
 }
 
 // A rank that reported an error but had not exited (0 so far), or one that exited 0, still makes
