@@ -10,7 +10,7 @@ names and the output layer tied to wte, or Hugging Face's LlamaForCausalLM writt
 rotate-half rotary embeddings, repeat_kv grouped-query attention, SwiGLU). The twin evaluates the
 validation windows as train::evaluate does (windows tiling val.bin, cross-entropy summed over every
 position, divided by the number of positions) and must match summary.json's val_loss to 1e-4
-relative; a nudged weight must not match (the control). Last line "torch_reads_language_model: OK".
+relative; an MLP weight scaled by 1.5 must not match (the control). Last line "torch_reads_language_model: OK".
 """
 import json
 import math
@@ -160,7 +160,7 @@ def main():
         sys.exit(f"torch_reads_language_model: FAIL: {cfg['name']} val_loss {ours} vs torch {theirs}")
     name = next(k for k in weights if k.endswith("mlp.c_fc.weight") or k.endswith("mlp.up_proj.weight"))
     with torch.no_grad():
-        model.state_dict()[name][0, 0] += 0.5
+        model.state_dict()[name].mul_(1.5)  # the whole matrix: one element may sit behind a closed gate
     nudged = val_loss(model, val, block)
     if abs(ours - nudged) <= RTOL * abs(nudged):
         sys.exit(f"torch_reads_language_model: FAIL: the control passed (nudged {name}: {nudged})")
