@@ -19,4 +19,17 @@ inline Tensor inFormat(const Tensor& t, MemoryFormat f) {
   return t.isContiguous() ? t : t.contiguous();
 }
 
+/// t when it covers its elements without gaps in some dimension order, else a contiguous copy: what
+/// element-wise kernels read as one flat buffer.
+inline Tensor dense(const Tensor& t) { return t.isDense() ? t : t.contiguous(); }
+
+/// t's values laid out with like's strides and dtype (t itself when it already is), so that two
+/// operands read as flat buffers pair the same elements.
+inline Tensor laidOutLike(const Tensor& t, const Tensor& like) {
+  if (t.strides() == like.strides() && t.dtype() == like.dtype()) return t;
+  Tensor out = Tensor::emptyLike(like);
+  out.copyFrom(t);
+  return out;
+}
+
 }  // namespace lockstep::kernels

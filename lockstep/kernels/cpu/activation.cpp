@@ -9,6 +9,7 @@
 #include "lockstep/kernels/cpu/chunks.h"
 #include "lockstep/kernels/cpu/vector_math.h"
 #include "lockstep/kernels/dispatch.h"
+#include "lockstep/kernels/layout.h"
 
 namespace lockstep::kernels::cpu {
 
@@ -56,13 +57,8 @@ LOCKSTEP_VECTOR_CLONES void geluTanhGradRun(const float* __restrict gy, const fl
 
 constexpr int64_t kGeluChunk = 16384;  // per thread task; the loops are split only past 4 chunks
 
-// A dense x (contiguous, transposed, channels_last) is read as one flat buffer and y takes its
-// layout, as every other activation here (oneDNN's, the reference's) and on a GPU returns it; only
-// a view with gaps or overlaps is made contiguous first.
-Tensor denseOrContiguous(const Tensor& t) { return t.isDense() ? t : t.contiguous(); }
-
 Tensor geluTanhF32(const Tensor& x0) {
-  const Tensor x = denseOrContiguous(x0);
+  const Tensor x = dense(x0);
   Tensor y = Tensor::emptyLike(x);
   const float* px = x.data<float>();
   float* py = y.data<float>();
@@ -75,12 +71,8 @@ Tensor geluTanhF32(const Tensor& x0) {
 Tensor geluTanhGradF32(const Tensor& gy0, const Tensor& x0) {
   // gx takes x's dense layout; gy is read in that layout (and as f32) too, so the flat loop pairs
   // the elements.
-  const Tensor x = denseOrContiguous(x0);
-  Tensor gy = gy0;
-  if (gy.strides() != x.strides() || gy.dtype() != DType::f32) {
-    gy = Tensor::emptyLike(x);
-    gy.copyFrom(gy0);
-  }
+  const Tensor x = dense(x0);
+  const Tensor gy = laidOutLike(gy0, x);
   Tensor gx = Tensor::emptyLike(x);
   const float *pg = gy.data<float>(), *px = x.data<float>();
   float* pgx = gx.data<float>();
@@ -144,7 +136,7 @@ void reluInto(const Tensor& x, const Tensor& y) {
 }
 
 Tensor reluForward(const Tensor& x0) {
-  const Tensor x = denseOrContiguous(x0);
+  const Tensor x = dense(x0);
   Tensor y = Tensor::emptyLike(x);
   reluInto(x, y);
   return y;
@@ -153,12 +145,8 @@ Tensor reluForward(const Tensor& x0) {
 Tensor reluBackward(const Tensor& gy0, const Tensor& y0) {
   // gx takes y's dense layout and dtype; gy is read in that layout and dtype too, so the flat loop
   // pairs the elements.
-  const Tensor y = denseOrContiguous(y0);
-  Tensor gy = gy0;
-  if (gy.strides() != y.strides() || gy.dtype() != y.dtype()) {
-    gy = Tensor::emptyLike(y);
-    gy.copyFrom(gy0);
-  }
+  const Tensor y = dense(y0);
+  const Tensor gy = laidOutLike(gy0, y);
   Tensor gx = Tensor::emptyLike(y);
   const int64_t n = y.numel();
   if (y.dtype() == DType::f32) {

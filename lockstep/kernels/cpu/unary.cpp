@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "lockstep/kernels/cpu/chunks.h"
+#include "lockstep/kernels/layout.h"
 #include "lockstep/kernels/tables/unary.h"
 
 namespace lockstep::kernels::cpu {
@@ -15,8 +16,6 @@ namespace lockstep::kernels::cpu {
 namespace {
 
 constexpr int64_t kChunk = 32768;  // elements per thread task
-
-Tensor denseOrContiguous(const Tensor& t) { return t.isDense() ? t : t.contiguous(); }
 
 // torch's pow with a scalar exponent (ATen's pow_tensor_scalar_optimized_kernel): the exponents it
 // computes by multiplication, square roots or reciprocals, std::pow for the others.
@@ -45,7 +44,7 @@ void map2(const float* g, const float* s, float* y, int64_t n, Fn fn) {
 }
 
 Tensor unaryF32(UnaryOp op, const Tensor& x0, double p) {
-  const Tensor x = denseOrContiguous(x0);
+  const Tensor x = dense(x0);
   Tensor y = Tensor::emptyLike(x);
   const float* px = x.data<float>();
   float* py = y.data<float>();
@@ -72,12 +71,8 @@ Tensor unaryF32(UnaryOp op, const Tensor& x0, double p) {
 
 // `saved` is y for exp and sqrt, x for the others (kernels/unary.h); gx takes its layout.
 Tensor unaryBackwardF32(UnaryOp op, const Tensor& gy0, const Tensor& saved0, double p) {
-  const Tensor saved = denseOrContiguous(saved0);
-  Tensor gy = gy0;
-  if (gy.strides() != saved.strides() || gy.dtype() != DType::f32) {
-    gy = Tensor::emptyLike(saved);
-    gy.copyFrom(gy0);
-  }
+  const Tensor saved = dense(saved0);
+  const Tensor gy = laidOutLike(gy0, saved);
   Tensor gx = Tensor::emptyLike(saved);
   const float *pg = gy.data<float>(), *ps = saved.data<float>();
   float* px = gx.data<float>();

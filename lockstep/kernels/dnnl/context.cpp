@@ -115,18 +115,9 @@ Tensor emptyFor(const dnnl::memory::desc& md, const Shape& logical_shape, DType 
   return Tensor::empty({static_cast<int64_t>(md.get_size())}, DType::u8);
 }
 
-Tensor dense(const Tensor& t) { return t.isDense() ? t : t.contiguous(); }
-
 dnnl::memory::desc flatDesc(const Tensor& t) {
   return dnnl::memory::desc({std::max<int64_t>(t.numel(), 1)}, dataType(t.dtype()),
                             dnnl::memory::format_tag::a);
-}
-
-Tensor laidOutLike(const Tensor& t, const Tensor& like) {
-  if (t.strides() == like.strides() && t.dtype() == like.dtype()) return t;
-  Tensor out = Tensor::emptyLike(like);
-  out.copyFrom(t);
-  return out;
 }
 
 std::string keyOf(const Tensor& t) {

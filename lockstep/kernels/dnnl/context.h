@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "lockstep/kernels/layout.h"  // dense, laidOutLike
 #include "lockstep/tensor/tensor.h"
 
 namespace lockstep::kernels::onednn {
@@ -32,13 +33,8 @@ dnnl::primitive_attr attributes();
 /// InternalError for a primitive not created with attributes().
 void execute(const dnnl::primitive& prim, const std::unordered_map<int, dnnl::memory>& args);
 
-/// t when it covers its elements without gaps in some dimension order, else a contiguous copy.
-Tensor dense(const Tensor& t);
 /// A 1-d descriptor over all of a dense tensor's elements: element-wise ops ignore layout.
 dnnl::memory::desc flatDesc(const Tensor& t);
-/// t's values laid out with like's strides and dtype (t itself when it already is), so that two
-/// operands read as flat buffers pair the same elements.
-Tensor laidOutLike(const Tensor& t, const Tensor& like);
 
 /// oneDNN's type for a dtype; NotSupportedError for f64/i64 (oneDNN has none).
 dnnl::memory::data_type dataType(DType t);
