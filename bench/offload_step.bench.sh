@@ -5,7 +5,8 @@
 # (the optimizer of DeepSpeed's ZeRO-Offload, its C++ built for this CPU) and torch.optim.Adam (fused
 # and default), at 1 thread and at all cores, then the other passes of lockstep's host step for bf16
 # with gradient_clipping (check, norm, clip, rounding to bf16: bench_optimizer_step's
-# offload_host_step line). Each peer runs with and without the glibc malloc tunables; the faster
+# offload_host_step line) and the same step fused (the norm, then one pass that clips, steps and
+# rounds: its fused_host_step line, ZeroOptions::fused_host_step). Each peer runs with and without the glibc malloc tunables; the faster
 # counts (bench/scripts/peer.sh).
 #   bash bench/offload_step.bench.sh [BUILD_DIR]        NUMEL=..., STEPS=... (default 10)
 # The peers come from PyPI (torch, deepspeed) in BUILD_DIR/bench-venv ($VENV, or $PYTHON).

@@ -61,7 +61,9 @@ int consolidate(const std::string& dir, const std::string& out) {
   }
   train::CheckpointData d = train::loadCheckpoint(path);
   // One parameter in memory at a time (a partitioned checkpoint of a model larger than memory).
-  train::saveCheckpointModel(d, out, {{"source", path}, {"step", std::to_string(d.step)}}, DType::f32);
+  // format pt: what Hugging Face's from_pretrained requires of a safetensors file's metadata.
+  train::saveCheckpointModel(d, out, {{"format", "pt"}, {"source", path}, {"step", std::to_string(d.step)}},
+                             DType::f32);
   const size_t tensors = d.zero.is_null()
                              ? d.model.size()
                              : train::ZeroCheckpointReader(d).parameterLayout().size() + d.model.size();

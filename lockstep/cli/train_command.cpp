@@ -13,6 +13,7 @@
 #include "lockstep/comm/backend_registry.h"
 #include "lockstep/comm/device_sharing.h"
 #include "lockstep/comm/worker_environment.h"
+#include "lockstep/kernels/fusions.h"
 #include "lockstep/launch.h"
 #include "lockstep/launch/rank_capacity.h"
 #include "lockstep/tensor/device.h"
@@ -54,6 +55,7 @@ lockstep::train::TrainConfig validate(const TrainArgs& a, const lockstep::comm::
     if (!lockstep::json::utf8Error(value).empty())
       throw lockstep::ValueError(what + " '" + value + "' is not UTF-8 text; rename it or give another");
   };
+  lockstep::kernels::checkFusionsVariable();  // a misspelt fusion fails now, whatever the model
   requireUtf8(a.config, "the config path");
   requireUtf8(a.output_dir, "--output-dir");
   requireUtf8(a.resume_from, "--resume-from");

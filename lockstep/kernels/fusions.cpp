@@ -71,6 +71,8 @@ std::string_view fusionName(Fusion f) { return kFusions[static_cast<size_t>(f)].
 
 bool fusionEnabled(Fusion f) { return (disabled().load(std::memory_order_acquire) & bit(f)) == 0; }
 
+void checkFusionsVariable() { (void)disabled(); }
+
 void setFusionEnabled(Fusion f, bool enabled) {
   if (enabled) {
     disabled().fetch_and(~bit(f), std::memory_order_acq_rel);

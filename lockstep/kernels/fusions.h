@@ -28,6 +28,10 @@ std::string_view fusionName(Fusion f);
 /// Whether f runs: LOCKSTEP_DISABLE_FUSIONS, read once per process (ValueError when it names an
 /// unknown fusion), unless setFusionEnabled said otherwise. Thread-safe.
 bool fusionEnabled(Fusion f);
+/// Reads LOCKSTEP_DISABLE_FUSIONS now (ValueError naming an unknown fusion) rather than at the first
+/// fusion a model reaches, which a model without one never does: `lockstep train` calls it before
+/// anything starts.
+void checkFusionsVariable();
 /// Overrides the variable for f, for the whole process (tests).
 void setFusionEnabled(Fusion f, bool enabled);
 

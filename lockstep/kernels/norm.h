@@ -9,7 +9,7 @@
 
 namespace lockstep::kernels {
 
-/// The p-norm of x (p > 0; infinity: the largest |x|, NaN elements ignored), accumulated in f64:
+/// The p-norm of x (p > 0; infinity: the largest |x|, NaN when x holds one, as torch), accumulated in f64:
 /// (sum |x|^p)^(1/p). On the CPU x is read where it is (contiguous; else from a contiguous copy) in
 /// element order, in fixed chunks of 65,536 elements, each summed in 8 interleaved f64 lanes
 /// (element i into lane i % 8, the lanes joined pairwise), the chunks' sums added in order: for

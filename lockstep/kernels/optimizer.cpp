@@ -40,6 +40,15 @@ void checkAdam(const AdamSpan& span, const AdamParams& params) {
                    "adamStep: null exp_avg or exp_avg_sq buffer for ", span.numel, " elements");
   LOCKSTEP_ENFORCE(span.numel == 0 || !params.amsgrad || span.max_exp_avg_sq, ValueError,
                    "adamStep: amsgrad needs a max_exp_avg_sq buffer, got null");
+  if (params.grad_scale != 1.0 || span.param_copy) {
+    LOCKSTEP_ENFORCE(
+        span.dtype == DType::f32 && !span.device.isCuda(), NotSupportedError,
+        "adamStep: a grad_scale or a parameter copy is for f32 host spans (ZeRO's host step), got ",
+        dtypeName(span.dtype), " on ", deviceName(span.device));
+    LOCKSTEP_ENFORCE(!span.param_copy || span.copy_dtype == DType::bf16 || span.copy_dtype == DType::f16,
+                     ValueError, "adamStep: a parameter copy is bf16 or f16, got ",
+                     dtypeName(span.copy_dtype));
+  }
   if (span.state_dtype && *span.state_dtype != span.dtype) {
     LOCKSTEP_ENFORCE(
         *span.state_dtype == DType::f32 && (span.dtype == DType::bf16 || span.dtype == DType::f16),

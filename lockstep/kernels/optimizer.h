@@ -82,6 +82,11 @@ struct AdamParams {
   bool bias_correction = true;
   /// This update's 1-based count, for the bias corrections 1 - beta^step.
   int64_t step = 1;
+  /// Each gradient element is multiplied by float(grad_scale) as it is read, the gradient itself left
+  /// as it is (torch's fused Adam's grad_scale; ZeRO's clipping coefficient folded into the step):
+  /// bitwise the update of gradients scaled first by kernels::scaleAndCheckNonFinite. f32 host
+  /// spans only when not 1 (NotSupportedError otherwise).
+  double grad_scale = 1.0;
   /// GPU spans only: device memory holding adamScalars() of the step the kernels run, read instead
   /// of the values above (as SgdParams::device_scalars). The flags (maximize, amsgrad, decoupled,
   /// whether weight_decay is 0) still come from here.
@@ -112,6 +117,11 @@ struct AdamSpan {
   /// parameter and gradient (DeepSpeedCPUAdam's fp32_optimizer_states), on the host only: the states
   /// then keep their f32 values, unrounded (NotSupportedError for other pairs or a GPU).
   std::optional<DType> state_dtype = std::nullopt;
+  /// f32 host spans only: `numel` elements of copy_dtype (bf16 or f16) written with the updated
+  /// parameter, rounded, in the same pass (DeepSpeedCPUAdam's adam_update_copy: ZeRO's f32 master
+  /// weights into their 16-bit parameters), the same values a separate conversion writes.
+  void* param_copy = nullptr;
+  DType copy_dtype = DType::bf16;
 };
 
 /// One Adam/AdamW update of the span (torch's, with bias correction):

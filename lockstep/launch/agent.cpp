@@ -140,6 +140,14 @@ int Agent::run() {
         " is not authenticated: anyone who reaches it can join the job or change its keys; give every "
         "node the same LOCKSTEP_JOIN_TOKEN (docs/security.md)");
   }
+  if (options_.nproc_per_node > 1 && std::getenv("OMP_NUM_THREADS") == nullptr) {
+    // torchrun's notice: workers sharing a host get one OpenMP thread each unless told otherwise.
+    log("OMP_NUM_THREADS is set to 1 for each worker, so that the " +
+        std::to_string(options_.nproc_per_node) +
+        " workers of this host do not overload it (torchrun's default; `lockstep train` on a GPU takes its "
+        "share "
+        "of the cores instead); set OMP_NUM_THREADS to choose the threads per worker");
+  }
   // The store comes first: a Ctrl-C while connecting simply ends the agent (no workers yet).
   std::unique_ptr<Rendezvous> joined;
   try {

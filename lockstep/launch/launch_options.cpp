@@ -193,6 +193,13 @@ void addFlags(CLI::App& app, LaunchOptions& o, int cores) {
            LOCKSTEP_ENFORCE(v == "c10d" || v == "static", ValueError, "option ", f, "=", v,
                             ": only c10d and static are supported");
          });
+  option(app, {"--start-method"}, "spawn|fork|forkserver",
+         "accepted for torchrun compatibility: each worker is a new process running PROGRAM whichever is "
+         "given, as torchrun's workers for a script (it uses the method for Python functions only)",
+         [](const std::string& f, const std::string& v) {
+           LOCKSTEP_ENFORCE(v == "spawn" || v == "fork" || v == "forkserver", ValueError, "option ", f, "=",
+                            v, ": expected spawn, fork or forkserver (torchrun's choices)");
+         });
   option(app, {"--rdzv-id", "--run-id"}, "ID",
          "job id shared by all nodes (default 'none'; --standalone: random)",
          [&o](const std::string& f, const std::string& v) {
@@ -326,14 +333,14 @@ constexpr std::pair<const char*, const char*> kConflicts[] = {
 // env and check_env actions); --standalone first and --rdzv-endpoint before --master-addr/-port,
 // because those make the later ones moot (as torchrun's c10d rendezvous ignores the master's).
 constexpr const char* kTorchrunFlags[] = {
-    "--standalone", "--rdzv-endpoint", "--master-addr", "--master-port",  "--nproc-per-node",   "--nnodes",
-    "--node-rank",  "--rdzv-backend",  "--rdzv-id",     "--max-restarts", "--monitor-interval", "--log-dir",
-    "--redirects",  "--tee",           "--module",      "--no-python",    "--rdzv-conf",
+    "--standalone",       "--rdzv-endpoint", "--master-addr",  "--master-port", "--nproc-per-node",
+    "--nnodes",           "--node-rank",     "--rdzv-backend", "--rdzv-id",     "--max-restarts",
+    "--monitor-interval", "--log-dir",       "--redirects",    "--tee",         "--module",
+    "--no-python",        "--rdzv-conf",     "--start-method",
 };
 
 // torchrun's flags lockstep run does not take, and why: named in the error instead of "unknown".
 constexpr std::pair<const char*, const char*> kTorchrunOnlyFlags[] = {
-    {"--start-method", "workers are always separate processes started by exec, as torchrun's 'spawn'"},
     {"--role", "every worker has the one role 'default'"},
     {"--local-addr", "each node's address toward the master is found by routing"},
     {"--local-ranks-filter",

@@ -164,9 +164,15 @@ Rendezvous::Rendezvous(const RendezvousOptions& options)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         continue;
       }
+      // Two agents given --node-rank 0 on one host meet here, before any rendezvous key could say so.
+      const bool master_twice = options_.nnodes > 1 && options_.node_rank == 0;
       LOCKSTEP_ENFORCE(!in_use, ValueError, "master port ", options_.master_port,
-                       " is already in use on this host, so the rendezvous store cannot start there;"
-                       " choose another --master-port, use --standalone for a free one, or stop the"
+                       " is already in use on this host, so the rendezvous store cannot start there",
+                       master_twice
+                           ? " (is another agent with --node-rank 0 running here? node rank 0 is the "
+                             "master's, and every host needs its own --node-rank)"
+                           : "",
+                       "; choose another --master-port, use --standalone for a free one, or stop the"
                        " process that holds it");
       throw;
     }

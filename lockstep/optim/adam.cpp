@@ -90,7 +90,23 @@ std::vector<double> toVector(const std::array<double, kernels::kAdamScalars>& a)
 }
 }  // namespace
 
-void Adam::step() {
+void Adam::step() { stepWith(nullptr); }
+
+bool Adam::stepsFused() const {
+  if (capturing()) return false;
+  for (const ParamGroup& group : paramGroups())
+    for (const Variable& p : group.params)
+      if (p.dtype() != DType::f32 || !p.tensor().device().isCpu()) return false;
+  return true;
+}
+
+void Adam::stepFused(const FusedStepExtras& extras) {
+  LOCKSTEP_ENFORCE(stepsFused(), NotSupportedError, name(),
+                   ": a fused step takes f32 host parameters outside a CUDA graph capture");
+  stepWith(&extras);
+}
+
+void Adam::stepWith(const FusedStepExtras* extras) {
   autograd::NoGradGuard no_grad;
   for (size_t gi = 0; gi < paramGroups().size(); ++gi) {
     ParamGroup& group = paramGroups()[gi];
@@ -125,6 +141,19 @@ void Adam::step() {
       Tensor vmax = o.amsgrad ? buffer("max_exp_avg_sq") : Tensor();
       st.step += 1;
       grads.push_back(g);
+      void* copy = nullptr;
+      DType copy_dtype = DType::bf16;
+      if (extras) {
+        if (auto it = extras->copies.find(p.dataPtr()); it != extras->copies.end()) {
+          const Tensor& c = it->second;
+          LOCKSTEP_ENFORCE(c.isDense() && c.numel() == p.numel() && c.device().isCpu(), ValueError, name(),
+                           ": the copy of parameter '", param.name(), "' is ", c.describe(),
+                           "; a fused step writes a dense host tensor of the parameter's ", p.numel(),
+                           " elements");
+          copy = c.dataPtr();
+          copy_dtype = c.dtype();
+        }
+      }
       by_step[st.step].push_back({.param = p.devicePtr(),
                                   .grad = g.devicePtr(),
                                   .exp_avg = m.devicePtr(),
@@ -133,11 +162,14 @@ void Adam::step() {
                                   .numel = p.numel(),
                                   .dtype = p.dtype(),
                                   .device = p.device(),
-                                  .state_dtype = state_dtype});
+                                  .state_dtype = state_dtype,
+                                  .param_copy = copy,
+                                  .copy_dtype = copy_dtype});
       if (capturing()) members[st.step].push_back(param);
     }
     for (const auto& [step, spans] : by_step) {
       kernels::AdamParams params = paramsOf(o, decoupled_, step);
+      if (extras) params.grad_scale = extras->grad_scale;
       if (capturing()) {
         // A replay's call: its parameters' step counts advance together (they stay equal), and its
         // scalars come from the group's hyper-parameters of that time.

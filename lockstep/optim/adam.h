@@ -33,6 +33,9 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Variable> params, const AdamOptions& options = {});
   void step() override;
+  /// f32 host parameters in every group, no CUDA graph capture.
+  bool stepsFused() const override;
+  void stepFused(const FusedStepExtras& extras) override;
   std::vector<std::string> stateKeys(const HyperParams& options) const override;
   DType stateDType(const HyperParams& options, DType param) const override;
 
@@ -43,6 +46,7 @@ class Adam : public Optimizer {
   Adam(std::string name, std::vector<Variable> params, const AdamOptions& options, bool decoupled);
 
  private:
+  void stepWith(const FusedStepExtras* extras);
   bool decoupled_;
 };
 

@@ -1,5 +1,6 @@
 #include "lockstep/optim/clip_grad.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "lockstep/kernels/norm.h"
@@ -22,6 +23,11 @@ void checkNormType(double norm_type, const char* op) {
 }  // namespace
 
 double tensorNorm(const Tensor& g, double p) { return kernels::norm(g, p); }
+
+double clipCoefficient(double total, double max_norm) {
+  const double raw = max_norm / (total + 1e-6);
+  return std::isnan(raw) ? raw : std::min(1.0, raw);
+}
 
 double combineNorms(const std::vector<double>& norms, double norm_type) {
   return kernels::combineNorms(norms, norm_type);

@@ -30,6 +30,10 @@ double clipGradNorm(const std::vector<autograd::Variable>& params, double max_no
 Tensor clipGradNormTensor(const std::vector<autograd::Variable>& params, double max_norm,
                           const ClipGradNormOptions& options = {});
 
+/// What clipGradNorm multiplies the gradients by for a total norm `total`: min(1, max_norm /
+/// (total + 1e-6)), NaN for a NaN total (torch's clip_grad_norm_ then spreads it, as it does).
+double clipCoefficient(double total, double max_norm);
+
 /// The total norm clipGradNorm would compute, without changing anything.
 double gradNorm(const std::vector<autograd::Variable>& params, double norm_type = 2.0);
 /// Its two halves, for gradients that are not all in memory at once (ZeRO's swapped gradient

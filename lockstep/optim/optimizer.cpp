@@ -42,6 +42,10 @@ void Optimizer::addParamGroup(std::vector<Variable> params, const HyperParams& o
   groups_.push_back(std::move(g));
 }
 
+void Optimizer::stepFused(const FusedStepExtras&) {
+  throw NotSupportedError(name() + " has no fused step (a gradient scale or a parameter copy in its update)");
+}
+
 void Optimizer::zeroGrad(bool set_to_none) {
   for (auto& g : groups_) {
     for (auto& p : g.params) p.zeroGrad(set_to_none);

@@ -62,6 +62,23 @@ class Optimizer {
 
   /// One update of every parameter that has a gradient (parameters without one are skipped).
   virtual void step() = 0;
+
+  /// What ZeRO's host step folds into the update's own pass over memory (DeepSpeedCPUAdam's
+  /// adam_update_copy, torch's fused Adam's grad_scale) instead of passes of their own.
+  struct FusedStepExtras {
+    /// Every gradient element multiplied by float(grad_scale) as it is read (the clipping
+    /// coefficient); the gradients themselves are left as they are.
+    double grad_scale = 1.0;
+    /// A parameter's data pointer -> a dense host bf16/f16 tensor of its numel, written with its
+    /// updated values rounded (f32 master weights into their 16-bit parameters). Parameters without
+    /// a gradient are not stepped and their copies not written.
+    std::unordered_map<const void*, Tensor> copies;
+  };
+  /// Whether stepFused() takes the extras for these parameters (Adam and AdamW: f32 host parameters).
+  virtual bool stepsFused() const { return false; }
+  /// step() with the extras, bitwise the separate passes' results: the gradients scaled first,
+  /// the copies converted after. NotSupportedError unless stepsFused().
+  virtual void stepFused(const FusedStepExtras& extras);
   /// Clears (set_to_none) or zero-fills the gradients of every parameter. Keep set_to_none false
   /// when gradients are views into communication buckets that must stay in place.
   void zeroGrad(bool set_to_none = true);

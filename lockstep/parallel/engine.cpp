@@ -1,5 +1,7 @@
 #include "lockstep/parallel/engine.h"
 
+#include <cmath>
+
 #include "lockstep/autograd/autocast.h"
 #include "lockstep/autograd/ops/math.h"
 #include "lockstep/data/samplers/distributed_sampler.h"
@@ -268,6 +270,10 @@ void Engine::evaluate(const std::function<void()>& forwards) {
   zero_->releaseParameters();
 }
 
+void Engine::syncBuffersForEvaluation() {
+  if (!ddp_ && env_.group && options_.ddp.broadcast_buffers) broadcastBuffers(*model_, *env_.group);
+}
+
 void Engine::forEachWholeParameterBucket(
     const std::function<void(const std::vector<autograd::Variable>&)>& fn) {
   if (!zero_) {
@@ -302,6 +308,7 @@ void Engine::discardPartialAccumulation() {
 }
 
 bool Engine::gradientPhase() {
+  step_grad_scale_ = 1.0;
   if (scaler_) {
     const bool overflow = unscaleAndCheckOverflow();
     // DeepSpeed's order: the scale is updated in the optimizer's step, overflow or not; on an
@@ -309,6 +316,21 @@ bool Engine::gradientPhase() {
     if (overflow) clearGradients();
     scaler_->update(overflow);
     if (overflow) return false;
+  }
+  // ZeRO's fused host step (ZeroOptimizer::fusesHostStep): the clipping coefficient goes into the
+  // update instead of a pass of its own, and bf16's check below is the norm's: a non-finite norm
+  // is a non-finite gradient on some rank (f64 sums of f32 squares do not overflow). Bitwise the
+  // separate passes' step.
+  if (options_.gradient_clipping > 0 && shardedGradients() && zero_->fusesHostStep()) {
+    const double total = zero_->gradNorm();
+    if (options_.skip_nonfinite_steps && !std::isfinite(total)) {
+      clearGradients();
+      ++skipped_nonfinite_;
+      return false;
+    }
+    last_grad_norm_ = Tensor::scalar(total, DType::f64);
+    step_grad_scale_ = optim::clipCoefficient(total, options_.gradient_clipping);
+    return true;
   }
   // bf16 at ZeRO stages 1 and 2 (DeepSpeed's check_grad_overflow): a step whose gradients hold an
   // inf or nan on any rank is skipped on every rank, its gradients dropped, the schedule not stepped.
@@ -358,7 +380,7 @@ bool Engine::scaleAndCheckOverflow(double factor) {
 
 void Engine::updatePhase() {
   if (zero_) {
-    zero_->step();
+    zero_->step(step_grad_scale_);
   } else {
     optimizer_->step();
   }

@@ -173,6 +173,12 @@ class Engine {
   /// (collective); parameters held whole (gatheredParameters()) stay so. Other stages: runs it.
   /// With ZeRO's master weights (16-bit parameters) it runs under autocast in their dtype.
   void evaluate(const std::function<void()>& forwards);
+  /// Collective at stages 2 and 3 with ddp.broadcast_buffers (the default) on several ranks: rank
+  /// 0's buffers (BatchNorm's running statistics) to every rank, as their training forwards
+  /// take them. Called before an evaluation every rank runs, so that each evaluates the model
+  /// rank 0 saves (each rank's own statistics, updated by its last forward, describe no saved
+  /// model). Nothing otherwise (DDP's stages 0 and 1 keep the ranks' buffers alike themselves).
+  void syncBuffersForEvaluation();
   /// Collective at ZeRO stage 3 (parameters not gathered, outside a step): calls fn with whole
   /// parameters of the model, one gathered bucket after another, until each was passed once; the
   /// whole model is never in memory (a model file written as it streams by). Otherwise: once, with
@@ -298,7 +304,8 @@ class Engine {
   std::optional<DType> autocast_dtype_;
   int64_t micro_ = 0;  // micro-steps done in the current accumulation window
   int64_t global_steps_ = 0;
-  Tensor last_grad_norm_;  // 0-d f64 where the gradients are; undefined until clipping runs
+  Tensor last_grad_norm_;         // 0-d f64 where the gradients are; undefined until clipping runs
+  double step_grad_scale_ = 1.0;  // the clipping coefficient the fused host step applies
   bool step_applied_ = false;
   int64_t skipped_nonfinite_ = 0;  // steps skip_nonfinite_steps dropped
 };

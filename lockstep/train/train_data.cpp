@@ -69,12 +69,19 @@ TrainData loadTrainData(const DataConfig& c, uint64_t seed) {
                      std::ceil(1e6 / static_cast<double>(d.train->size())) / 1e6, " or leave it out");
     LOCKSTEP_ENFORCE(nval < d.train->size(), ValueError, "data.val_split: ", c.val_split, " of the ",
                      d.train->size(), " training samples leaves none to train on; lower it");
-    auto parts = data::randomSplit(d.train, {d.train->size() - nval, nval}, seed);
+    // The same indices out of the samples as evaluation sees them (image_folder's held-out files
+    // are resized and center-cropped, not augmented as the training files are).
+    const std::vector<int64_t> sizes{d.train->size() - nval, nval};
+    auto parts = data::randomSplit(d.train, sizes, seed);
     d.train = parts[0];
-    d.val = parts[1];
+    d.val = s.train_for_eval ? data::randomSplit(s.train_for_eval, sizes, seed)[1] : parts[1];
   }
   std::vector<std::shared_ptr<const data::Transform>> transforms;
-  if (c.random_crop) transforms.push_back(std::make_shared<data::RandomCrop>());
+  // torchvision's RandomCrop(padding=4) pads with black before Normalize: here, after it, the
+  // normalised value of black (not 0, the mean).
+  if (c.random_crop)
+    transforms.push_back(std::make_shared<data::RandomCrop>(
+        data::RandomCropOptions{.padding = 4, .fill = s.black.empty() ? std::vector<float>{0.0f} : s.black}));
   if (c.horizontal_flip) transforms.push_back(std::make_shared<data::HorizontalFlip>());
   if (!transforms.empty()) {
     data::TransformedDatasetOptions to;

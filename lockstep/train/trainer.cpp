@@ -285,6 +285,7 @@ bool trainEpoch(Run& r, uint64_t e) {
 EvalResult evaluateOn(Run& r, const std::shared_ptr<data::Dataset>& ds) {
   const parallel::DistributedEnvironment& env = r.engine.environment();
   EvalResult v;
+  r.engine.syncBuffersForEvaluation();  // every rank evaluates the model rank 0 saves
   r.engine.evaluate([&] {
     v = evaluate(*r.engine.module(), ds, env.group.get(), env.rank(), env.worldSize(), r.data.vocab_size);
   });

@@ -1,6 +1,9 @@
 // CIFAR-10 binary batches: round trip through writeCifarBinary, the synthetic writer, damage.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "data/data_test_util.h"
 #include "lockstep/data.h"
 
@@ -46,6 +49,30 @@ TEST(Cifar, load_concatenates_train_files_and_normalises_per_channel) {
     EXPECT_NEAR(got, (raw / 255.0 - o.mean[c]) / o.std[c], 1e-5) << "channel " << c;
   }
   for (int64_t y : train.targets().toVector<int64_t>()) EXPECT_TRUE(y >= 0 && y <= 9);
+}
+
+// The registry says what a black pixel becomes after the loader's normalisation, per channel: what
+// data.transforms.random_crop pads with (torchvision pads with black before Normalize).
+TEST(Cifar, registry_gives_the_normalised_value_of_black) {
+  TempDir dir;
+  writeSyntheticCifar10(dir.str(), {.train_per_file = 6, .test_samples = 4, .seed = 3});
+  CifarRaw raw = makeRaw(6);
+  std::fill_n(raw.images.data<uint8_t>(), 3 * 1024, uint8_t{0});  // sample 0 black
+  writeCifarBinary(dir.file("data_batch_1.bin"), raw.images, raw.labels);
+  DatasetOptions o;
+  o.root = dir.str();
+  for (const std::optional<double> mean : {std::optional<double>(), std::optional<double>(0.5)}) {
+    o.normalize_mean = mean;
+    o.normalize_std = mean;
+    const DatasetSplits s = findDataset("cifar10").load(o);
+    ASSERT_EQ(s.black.size(), 3u);
+    const Tensor black = s.train->get(0).input;
+    for (int64_t c = 0; c < 3; ++c)
+      EXPECT_EQ(s.black[static_cast<size_t>(c)], black.data<float>()[c * 1024]) << "channel " << c;
+    if (mean) {
+      EXPECT_EQ(s.black[0], -1.0f);
+    }
+  }
 }
 
 TEST(Cifar, synthetic_data_is_deterministic_in_seed) {

@@ -148,7 +148,7 @@ TEST(Transforms, flip_and_crop_are_functions_of_epoch_and_index) {
   EXPECT_EQ(f.toVector<float>()[0], 4.0f);
   EXPECT_EQ(f.toVector<float>()[3], 1.0f);
 
-  RandomCrop crop({.padding = 2, .fill = 0.0f});
+  RandomCrop crop({.padding = 2, .fill = {0.0f}});
   int changed = 0, flips = 0;
   HorizontalFlip half;
   for (int64_t i = 0; i < 200; ++i) {
@@ -178,6 +178,30 @@ TEST(Transforms, flip_and_crop_are_functions_of_epoch_and_index) {
   EXPECT_LT(same, 15);
   Tensor flat = Tensor::zeros({16});
   EXPECT_THROW(crop.apply(flat, {}), ValueError);
+}
+
+// RandomCrop's padding takes one fill per channel (the normalised value of black, as torchvision pads
+// before Normalize), or one for all; a count that fits neither is an error.
+TEST(Transforms, crop_fills_each_channel_with_its_own_value) {
+  Tensor img = Tensor::full({3, 4, 4}, 9.0f);
+  RandomCrop crop({.padding = 2, .fill = {-1.0f, -2.0f, -3.0f}});
+  int padded = 0;
+  for (int64_t i = 0; i < 20; ++i) {
+    Tensor a = img.clone();
+    crop.apply(a, {.seed = 2, .epoch = 0, .index = i});
+    const std::vector<float> v = a.toVector<float>();
+    for (int64_t c = 0; c < 3; ++c) {
+      for (int64_t k = 0; k < 16; ++k) {
+        const float x = v[static_cast<size_t>(c * 16 + k)];
+        EXPECT_TRUE(x == 9.0f || x == -1.0f - static_cast<float>(c)) << c << " " << x;
+        padded += x != 9.0f;
+      }
+    }
+  }
+  EXPECT_GT(padded, 0);
+  Tensor two = Tensor::full({2, 4, 4}, 9.0f);
+  EXPECT_THROW(crop.apply(two, {.seed = 2, .epoch = 0, .index = 0}), ValueError);
+  EXPECT_THROW(RandomCrop({.padding = 2, .fill = {}}), ValueError);
 }
 
 TEST(Transforms, transformed_dataset_gather_equals_per_sample_get) {

@@ -59,6 +59,18 @@ std::shared_ptr<const ImagePipeline> cropPipeline(int64_t size) {
       ImageToTensor());
 }
 
+// train/c/i.jpg and val/c/i.jpg the same 16x20 image for i < 4; options cropping them to 8 from 10.
+DatasetOptions sameImagesInTrainAndVal(const TempDir& d) {
+  for (const char* split : {"train", "val"})
+    for (int i = 0; i < 4; ++i)
+      writeJpeg(d.file(std::string(split) + "/c/" + std::to_string(i) + ".jpg"), patterned(16, 20, 3, i));
+  DatasetOptions o;
+  o.root = d.str();
+  o.image_size = 8;
+  o.resize_size = 10;
+  return o;
+}
+
 TEST(ImageFolderScan, classes_are_sorted_folder_names_and_files_sorted_below_them) {
   TempDir d;
   const std::string root = d.file("train");
@@ -78,6 +90,26 @@ TEST(ImageFolderScan, classes_are_sorted_folder_names_and_files_sorted_below_the
             (std::vector<std::string>{root + "/Cat/x.Png", root + "/ant/z.jpeg", root + "/dog/a.JPEG",
                                       root + "/dog/b.jpg", root + "/dog/sub/c.jpg"}));
   EXPECT_EQ(list.labels, (std::vector<int64_t>{0, 1, 2, 2, 2}));
+}
+
+// Links to directories are followed as os.walk(followlinks=True) does: a directory reached twice
+// is listed twice (torchvision's ImageFolder counts its files twice), and a link back up its own
+// path ends there instead of descending forever.
+TEST(ImageFolderScan, linked_directories_are_listed_as_os_walk_lists_them) {
+  TempDir d;
+  const std::string root = d.file("train");
+  writeJpeg(root + "/c/real/r.jpg", patterned(4, 4, 3, 1));
+  fs::create_directory_symlink("real", root + "/c/alias");
+  fs::create_directory_symlink("..", root + "/c/real/up");  // a cycle: c/real/up/real/up/...
+  writeJpeg(root + "/d/own.jpg", patterned(4, 4, 3, 2));
+  fs::create_directory_symlink("../c", root + "/d/link");
+  const ImageFileList list = scanImageFolder(root);
+  EXPECT_EQ(list.classes, (std::vector<std::string>{"c", "d"}));
+  // sorted() orders os.walk's tuples by directory: d's own files before those of d/link.
+  EXPECT_EQ(list.paths,
+            (std::vector<std::string>{root + "/c/alias/r.jpg", root + "/c/real/r.jpg", root + "/d/own.jpg",
+                                      root + "/d/link/alias/r.jpg", root + "/d/link/real/r.jpg"}));
+  EXPECT_EQ(list.labels, (std::vector<int64_t>{0, 0, 1, 1, 1}));
 }
 
 TEST(ImageFolderScan, torchvision_extension_list_ignoring_case) {
@@ -282,13 +314,7 @@ TEST(ImageFolderRegistry, loads_train_and_val_folders_with_class_names_and_same_
 // default's, and so does a colour jitter; validation is the same either way.
 TEST(ImageFolderRegistry, training_transforms_follow_the_options) {
   TempDir d;
-  for (const char* split : {"train", "val"})
-    for (int i = 0; i < 4; ++i)
-      writeJpeg(d.file(std::string(split) + "/c/" + std::to_string(i) + ".jpg"), patterned(16, 20, 3, i));
-  DatasetOptions o;
-  o.root = d.str();
-  o.image_size = 8;
-  o.resize_size = 10;
+  DatasetOptions o = sameImagesInTrainAndVal(d);
   o.seed = 3;
   auto first = [](const DatasetSplits& s, bool train) {
     const Dataset& ds = train ? *s.train : *s.test;
@@ -317,6 +343,28 @@ TEST(ImageFolderRegistry, training_transforms_follow_the_options) {
   EXPECT_EQ(first(base, false), first(no_flip, false));
   o.color_jitter = {0, 0, 0, 0.7};
   EXPECT_THROW(findDataset("image_folder").load(o), ValueError);  // hue past 0.5
+}
+
+// data.val_split on an image folder: the held-out files are seen as val/ is seen (Resize +
+// CenterCrop, the same tensors every epoch), index for index the training files.
+TEST(ImageFolderRegistry, the_training_files_as_evaluation_sees_them_for_val_split) {
+  TempDir d;
+  DatasetOptions o = sameImagesInTrainAndVal(d);
+  EXPECT_EQ(findDataset("image_folder").load(o).train_for_eval, nullptr);  // nothing held out
+  o.val_split = 0.5;
+  const DatasetSplits s = findDataset("image_folder").load(o);
+  ASSERT_NE(s.train_for_eval, nullptr);
+  ASSERT_EQ(s.train_for_eval->size(), s.train->size());
+  for (int64_t i = 0; i < s.train->size(); ++i) {
+    // val/i.jpg is train/i.jpg's image: the evaluation view of a training file is val's tensor.
+    const auto v = [](const Dataset& ds, int64_t i) {
+      return ds.get(i).input.contiguous().toVector<float>();
+    };
+    EXPECT_EQ(v(*s.train_for_eval, i), v(*s.test, i)) << i;
+    s.train_for_eval->setEpoch(3);
+    EXPECT_EQ(v(*s.train_for_eval, i), v(*s.test, i)) << i;
+    s.train_for_eval->setEpoch(0);
+  }
 }
 
 TEST(ImageFolderRegistry, list_files_replace_the_folders) {

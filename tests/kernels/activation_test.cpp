@@ -47,10 +47,24 @@ TEST(LeakyRelu, forward_and_backward_match_reference) {
       Tensor gy = randomTensor(x.shape(), DType::f32, 4);
       EXPECT_TRUE(tensorsNear(kernels::onednn::kActivation.leakyReluForward(x, slope),
                               kernels::reference::kActivation.leakyReluForward(x, slope), 1e-7));
-      EXPECT_TRUE(tensorsNear(kernels::onednn::kActivation.leakyReluBackward(gy, x, slope),
+      EXPECT_TRUE(tensorsNear(kernels::leakyReluBackward(gy, x, slope),
                               kernels::reference::kActivation.leakyReluBackward(gy, x, slope), 1e-7));
     }
   }
+}
+
+// torch.nn.functional.leaky_relu's gradient is gy where x > 0, else gy * slope: a NaN input takes the
+// slope (oneDNN's kernel passed gy), in every dtype; the gradient keeps x's layout.
+TEST(LeakyRelu, gradient_at_nan_takes_the_slope_as_torch) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    Tensor x = Tensor::fromVector<float>({nan, -1.0f, 0.0f, 2.0f, -inf, inf}, {6}).to(dtype);
+    Tensor gy = Tensor::fromVector<float>({4.0f, 4.0f, 4.0f, 4.0f, 4.0f, 4.0f}, {6}).to(dtype);
+    const std::vector<float> got = kernels::leakyReluBackward(gy, x, 0.25).to(DType::f32).toVector<float>();
+    EXPECT_EQ(got, (std::vector<float>{1.0f, 1.0f, 1.0f, 4.0f, 1.0f, 4.0f})) << dtypeName(dtype);
+  }
+  Tensor cl = randomTensor({2, 3, 4, 5}, DType::f32, 5, -3, 3).toFormat(MemoryFormat::channels_last);
+  EXPECT_TRUE(kernels::leakyReluBackward(randomTensor(cl.shape(), DType::f32, 6), cl, 0.1).isChannelsLast());
 }
 
 TEST(Gelu, forward_and_backward_match_reference) {

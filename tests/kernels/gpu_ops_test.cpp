@@ -1240,3 +1240,40 @@ TEST(GpuOps, every_case_matches_the_cpu_or_the_f64_oracle) {
     runCase(c);
   }
 }
+
+// pow's special exponents (torch's: multiplication, square roots, reciprocals) and its gradient at
+// p = 0 on the GPU as on the CPU, for the values where powf differs: -inf and -0 under p = +-0.5,
+// 0 and NaN under p = 0's gradient (0, not 0 * inf or NaN).
+TEST(GpuOps, pow_special_exponents_and_values_as_the_cpu) {
+  LOCKSTEP_REQUIRE_GPU();
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<float> values{static_cast<float>(-inf), -0.0f, 0.0f, 2.5f, -3.0f,
+                                  static_cast<float>(nan)};
+  for (DType t : {DType::f32, DType::f64, DType::bf16}) {
+    const Tensor x = Tensor::fromVector<float>(values, {6}).to(t);
+    const Tensor g = Tensor::fromVector<float>({1, 1, 1, 1, static_cast<float>(inf), 1}, {6}).to(t);
+    // Exponents whose value (and, for the gradient, p - 1's) each side computes exactly the same
+    // way: the special ones, 0 and 1 (pow(x, 0) and pow(x, 1) are exact in any libm).
+    for (double p : {0.0, 0.5, -0.5, 2.0, 3.0, -1.0, -2.0}) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + " p " + std::to_string(p));
+      const auto same = [](const Tensor& a, const Tensor& b) {
+        const std::vector<double> u = a.to(DType::f64).toVector<double>(),
+                                  v = b.to(DType::f64).toVector<double>();
+        for (size_t i = 0; i < u.size(); ++i) {
+          if (std::isnan(u[i]) || std::isnan(v[i])) {
+            EXPECT_TRUE(std::isnan(u[i]) && std::isnan(v[i])) << i << ": " << u[i] << " vs " << v[i];
+          } else {
+            EXPECT_EQ(u[i], v[i]) << i;
+            EXPECT_EQ(std::signbit(u[i]), std::signbit(v[i])) << i;
+          }
+        }
+      };
+      using kernels::UnaryOp;
+      same(kernels::unary(UnaryOp::pow, gpu(x), p).to(Device::cpu()), kernels::unary(UnaryOp::pow, x, p));
+      if (p != -0.5 && p != -2.0) {  // p - 1 = -1.5 or -3: powf's last bit is the library's
+        same(kernels::unaryBackward(UnaryOp::pow, gpu(g), gpu(x), p).to(Device::cpu()),
+             kernels::unaryBackward(UnaryOp::pow, g, x, p));
+      }
+    }
+  }
+}

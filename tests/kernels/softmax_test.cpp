@@ -93,3 +93,32 @@ TEST(Softmax, a_nan_or_inf_in_a_row_makes_the_row_nan_as_torch) {
   for (int i = 0; i < 6; ++i) EXPECT_TRUE(std::isnan(vt[i])) << i;
   for (int i = 6; i < 9; ++i) EXPECT_TRUE(std::isfinite(vt[i])) << i;
 }
+
+// Over a dimension of size 1: softmax is exactly 1 and log_softmax exactly 0 (oneDNN's log_softmax
+// gave 1.4e-6), NaN where the input is not finite (inf - inf), as torch; any dtype and dimension.
+TEST(Softmax, over_a_size_one_dimension_is_exact_as_torch) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const Tensor x = Tensor::fromVector(std::vector<float>{0.3f, -7.0f, nan, inf, -inf, 1e30f}, {6, 1});
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+    for (bool log : {false, true}) {
+      SCOPED_TRACE(std::string(dtypeName(t)) + (log ? " log_softmax" : " softmax"));
+      const Tensor xt = x.to(t);
+      const Tensor y = log ? kernels::logSoftmaxForward(xt, 1) : kernels::softmaxForward(xt, 1);
+      const std::vector<float> v = y.to(DType::f32).toVector<float>();
+      const float want = log ? 0.0f : 1.0f;
+      const bool last_finite = t != DType::f16;  // 1e30 is inf in f16
+      for (int i : {0, 1}) EXPECT_EQ(v[static_cast<size_t>(i)], want) << i;
+      for (int i : {2, 3, 4}) EXPECT_TRUE(std::isnan(v[static_cast<size_t>(i)])) << i;
+      if (last_finite) {
+        EXPECT_EQ(v[5], want);
+      } else {
+        EXPECT_TRUE(std::isnan(v[5]));
+      }
+      // The same as the dimension of size 1 at the front.
+      const Tensor y0 = log ? kernels::logSoftmaxForward(xt.transpose(0, 1), 0)
+                            : kernels::softmaxForward(xt.transpose(0, 1), 0);
+      EXPECT_EQ(y0.shape(), (Shape{1, 6}));
+      EXPECT_EQ(y0.to(DType::f32).toVector<float>()[0], want);
+    }
+  }
+}

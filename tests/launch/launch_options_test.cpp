@@ -307,11 +307,16 @@ TEST(LaunchOptions, elastic_node_range_and_rendezvous_settings) {
   EXPECT_NE(twice.find("--rdzv-conf join_timeout"), std::string::npos) << twice;
   // torchrun's flags without a counterpart say so (not just "unknown option").
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"--start-method", "spawn", "p"}, {"--start_method=fork", "p"}}) {
-    EXPECT_NE(errorOf(args).find("torchrun's --start-method has no counterpart in lockstep run"),
-              std::string::npos)
-        << errorOf(args);
+       {std::vector<std::string>{"--role", "trainer", "p"}, {"--local_addr=10.0.0.1", "p"}}) {
+    EXPECT_NE(errorOf(args).find("has no counterpart in lockstep run"), std::string::npos) << errorOf(args);
   }
+  // --start-method takes torchrun's choices (which torchrun itself uses only for Python functions,
+  // never for a script's workers), also from PET_START_METHOD; others are refused.
+  EXPECT_EQ(parse({"--start-method", "spawn", "p"}).program, "p");
+  EXPECT_EQ(parse({"--start_method=fork", "p"}).program, "p");
+  EXPECT_EQ(parseWithEnv({"p"}, {{"PET_START_METHOD", "forkserver"}}).program, "p");
+  EXPECT_NE(errorOf({"--start-method", "thread", "p"}).find("expected spawn, fork or forkserver"),
+            std::string::npos);
   EXPECT_NE(errorOf({"--local-ranks-filter", "0", "p"}).find("drop it"), std::string::npos);
   EXPECT_NE(errorOf({"--frobnicate", "p"}).find("unknown option '--frobnicate'"), std::string::npos);
   // --rdzv-timeout beside the other keys of --rdzv-conf is no conflict, from the command line or

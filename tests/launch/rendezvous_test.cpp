@@ -5,6 +5,7 @@
 
 #include <thread>
 
+#include "common/free_port.h"
 #include "lockstep/comm/store/hash_store.h"
 #include "lockstep/util/error.h"
 
@@ -102,6 +103,29 @@ TEST(LaunchRendezvous, interrupt_and_duplicate_node_rank) {
     FAIL();
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("node rank 0"), std::string::npos) << e.what();
+  }
+}
+
+// Two agents given --node-rank 0 on one host: the second cannot host the store on the master port,
+// and says that node rank 0 was given twice (a real TCP store: the port is what they share).
+TEST(LaunchRendezvous, a_second_master_on_one_host_is_named) {
+  RendezvousOptions o = opts(2, 0);
+  o.master_addr = "127.0.0.1";
+  o.master_port = lockstep::testing::freePort();
+  Rendezvous first(o);
+  try {
+    Rendezvous second(o);
+    FAIL() << "a second store on the same port";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("another agent with --node-rank 0"), std::string::npos) << e.what();
+  }
+  o.nnodes = 1;  // one node: only the port is named
+  try {
+    Rendezvous single(o);
+    FAIL() << "a second store on the same port";
+  } catch (const ValueError& e) {
+    EXPECT_EQ(std::string(e.what()).find("--node-rank"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("already in use"), std::string::npos) << e.what();
   }
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "common/check.h"
+#include "lockstep/kernels/finite.h"
 #include "lockstep/optim.h"
 
 using namespace lockstep;
@@ -500,4 +501,70 @@ TEST(Optim, layouts_of_parameter_and_gradient_may_differ) {
   Adam c({cl}, AdamOptions{.lr = 0.1});
   c.loadStateDict(a.stateDict());
   EXPECT_TRUE(c.stateDict().state.at("0.exp_avg").isChannelsLast());
+}
+
+// ZeRO's host step fused into the update (Optimizer::stepFused): the gradients multiplied by
+// grad_scale as read and the updated parameters rounded into 16-bit copies in the same pass give
+// bitwise what the separate passes give (gradients scaled first as kernels::scaleAndCheckNonFinite
+// scales them, the parameters converted after), for every option combination, over several steps
+// (odd sizes: the blocks' tails), and the gradients themselves are left as they were.
+TEST(Optim, fused_step_is_bitwise_the_separate_passes) {
+  for (bool decoupled : {false, true}) {
+    for (bool amsgrad : {false, true}) {
+      for (double wd : {0.0, 0.05}) {
+        for (DType copy_dtype : {DType::bf16, DType::f16}) {
+          SCOPED_TRACE(std::string(decoupled ? "AdamW" : "Adam") + (amsgrad ? " amsgrad" : "") + " wd " +
+                       std::to_string(wd) + " copy " + dtypeName(copy_dtype));
+          auto make = [&](const std::vector<Variable>& ps) -> std::unique_ptr<Adam> {
+            AdamWOptions o;
+            o.lr = 0.01;
+            o.weight_decay = wd;
+            o.amsgrad = amsgrad;
+            if (decoupled) return std::make_unique<AdamW>(ps, o);
+            return std::make_unique<Adam>(ps, static_cast<const AdamOptions&>(o));
+          };
+          std::vector<Variable> a, b;
+          for (int64_t n : {1, 2047, 5000}) {
+            a.push_back(Variable(lockstep::testing::randomTensor({n}, DType::f32, 10 + n), true));
+            b.push_back(Variable(a.back().tensor().clone(), true));
+          }
+          auto fused = make(a), plain = make(b);
+          ASSERT_TRUE(fused->stepsFused());
+          for (int step = 0; step < 3; ++step) {
+            const double scale = step == 1 ? 1.0 : 0.37;
+            Optimizer::FusedStepExtras extras;
+            extras.grad_scale = scale;
+            std::vector<Tensor> copies;
+            for (size_t i = 0; i < a.size(); ++i) {
+              Tensor g =
+                  lockstep::testing::randomTensor(a[i].shape(), DType::f32, 100 * step + static_cast<int>(i));
+              a[i].setGrad(g.clone());
+              Tensor gb = g.clone();
+              if (scale != 1.0) kernels::scaleAndCheckNonFinite(gb, scale);
+              b[i].setGrad(gb);
+              copies.push_back(Tensor::empty(a[i].shape(), copy_dtype));
+              if (i != 1) extras.copies.emplace(a[i].tensor().dataPtr(), copies.back());
+            }
+            const std::vector<float> grad_before = a[2].grad().toVector<float>();
+            fused->stepFused(extras);
+            plain->step();
+            for (size_t i = 0; i < a.size(); ++i) {
+              EXPECT_EQ(a[i].tensor().toVector<float>(), b[i].tensor().toVector<float>()) << i;
+              if (i == 1) continue;  // no copy asked for
+              EXPECT_EQ(copies[i].toVector<float>(), b[i].tensor().to(copy_dtype).toVector<float>()) << i;
+            }
+            EXPECT_EQ(a[2].grad().toVector<float>(), grad_before);
+          }
+        }
+      }
+    }
+  }
+  // Where it cannot fuse: f64 parameters, and SGD, say so.
+  std::vector<Variable> f64{Variable(Tensor::zeros({3}, DType::f64), true)};
+  Adam adam64(f64);
+  EXPECT_FALSE(adam64.stepsFused());
+  EXPECT_THROW(adam64.stepFused({}), NotSupportedError);
+  SGD sgd({Variable(Tensor::zeros({3}), true)}, SGDOptions{});
+  EXPECT_FALSE(sgd.stepsFused());
+  EXPECT_THROW(sgd.stepFused({}), NotSupportedError);
 }

@@ -485,3 +485,55 @@ TEST(ZeroMasterWeights, refusals_name_the_option) {
     EXPECT_NE(std::string(e.what()).find("NVMe"), std::string::npos) << e.what();
   }
 }
+
+// ZeroOptions::fused_host_step: where the partition is stepped on the host in f32 by Adam, the
+// clipping coefficient goes into the update and the master weights are rounded into their 16-bit
+// parameters (ZeRO-Offload's staging, offload_param's rounded pieces) as they are stepped, and
+// bf16's non-finite check is the norm's. Bit for bit the separate passes, at every stage and
+// offload, every step clipping, and at stages 1 and 2 a NaN on rank 1 at the third step (skipped
+// alike).
+TEST(ZeroMasterWeights, the_fused_host_step_is_bitwise_the_separate_passes) {
+  struct Case {
+    int stage;
+    bool offload_optimizer, offload_param;
+  };
+  for (const Case c : {Case{1, false, false}, Case{2, false, false}, Case{3, false, false},
+                       Case{2, true, false}, Case{3, true, true}}) {
+    SCOPED_TRACE("stage " + std::to_string(c.stage) + (c.offload_optimizer ? " offload_optimizer" : "") +
+                 (c.offload_param ? " offload_param" : ""));
+    EngineOptions o = withMasterWeights(perLayer(adam()), parallel::Precision::bf16, c.stage);
+    o.zero.reduce_bucket_size = 30;
+    o.zero.offload_step_chunk = 40;  // several runs of shards per offloaded step
+    o.gradient_clipping = 0.05;
+    o.skip_nonfinite_steps = c.stage < 3;
+    o.zero.offload_optimizer_cpu = c.offload_optimizer;
+    o.zero.offload_param_cpu = c.offload_param;
+    std::vector<std::vector<double>> params[2];
+    int64_t skipped[2][2] = {};
+    for (bool fused : {true, false}) {
+      o.zero.fused_host_step = fused;
+      params[fused].resize(2);
+      lockstep::testing::runThreadRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+        Engine engine(makeNet(7 + rank), o, worldOf(rank, 2, pg));
+        EXPECT_EQ(engine.zero()->fusesHostStep(), fused);
+        for (int s = 0; s < 6; ++s) {
+          auto [x, y] = batch(s * 2 + rank, kRows);
+          if (s == 2 && rank == 1 && o.skip_nonfinite_steps) x.data<float>()[0] = std::nanf("");
+          engine.backward(autograd::crossEntropy(engine.forward(Variable(x)), y));
+          engine.step();
+        }
+        skipped[fused][rank] = engine.skippedSteps();
+        engine.zero()->gatherParameters();
+        params[fused][rank] = flatParams(*engine.model());
+      });
+    }
+    EXPECT_EQ(params[1][0], params[0][0]);
+    EXPECT_EQ(params[1][1], params[0][1]);
+    EXPECT_EQ(skipped[1][0], skipped[0][0]);
+    if (o.skip_nonfinite_steps) {
+      EXPECT_EQ(skipped[1][0], 1);
+      EXPECT_FALSE(
+          std::any_of(params[1][0].begin(), params[1][0].end(), [](double v) { return std::isnan(v); }));
+    }
+  }
+}

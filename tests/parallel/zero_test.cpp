@@ -559,3 +559,25 @@ TEST(Zero, stage3_prefetches_by_the_recorded_execution_order) {
           static_cast<long long>(after[1].ready - after[0].ready));
   });
 }
+
+// Stages 2 and 3 have no DDP wrapper: their training forwards take rank 0's buffers, and before an
+// evaluation syncBuffersForEvaluation() does too, so that every rank evaluates the model rank 0
+// saves (each rank's BatchNorm statistics, updated by its own last forward, describe none).
+TEST(Zero, evaluation_buffers_are_rank_0s_at_stages_2_and_3) {
+  for (int stage : {2, 3}) {
+    lockstep::testing::runThreadRanks(2, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+      EngineOptions o = sgd();
+      o.zero_stage = stage;
+      auto bn = std::make_shared<nn::BatchNorm2d>(nn::BatchNorm2dOptions{.num_features = 3});
+      Engine engine(bn, o, worldOf(rank, 2, pg));
+      for (auto& [name, t] : bn->namedBuffers())
+        if (t.dtype() == DType::f32) t.fill(static_cast<double>(rank + 1));  // the ranks' own statistics
+      engine.syncBuffersForEvaluation();
+      for (auto& [name, t] : bn->namedBuffers()) {
+        if (t.dtype() != DType::f32) continue;
+        EXPECT_EQ(t.toVector<float>(), std::vector<float>(3, 1.0f))
+            << "stage " << stage << " rank " << rank << " " << name;
+      }
+    });
+  }
+}

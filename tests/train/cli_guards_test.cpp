@@ -67,6 +67,18 @@ TEST_F(TrainCli, a_config_that_cannot_be_read_is_named_by_its_absolute_path_with
   EXPECT_NE(denied.output.find("'" + locked + "': Permission denied"), std::string::npos) << denied.output;
 }
 
+// A misspelt LOCKSTEP_DISABLE_FUSIONS is an error before anything starts, also for a model that
+// reaches no fusion (an MLP), which would otherwise never read it.
+TEST_F(TrainCli, a_misspelt_fusion_to_disable_is_refused_whatever_the_model) {
+  std::string config = writeConfig("mlp.yaml", kSynthetic);
+  ASSERT_EQ(::setenv("LOCKSTEP_DISABLE_FUSIONS", "residual_epilogue,bogus", 1), 0);
+  Result r = run(config + " --output-dir " + dir_ + "/fusions");
+  ::unsetenv("LOCKSTEP_DISABLE_FUSIONS");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("no fusion is called 'bogus'"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ + "/fusions/run.json")) << "refused before the run starts";
+}
+
 TEST_F(TrainCli, far_too_many_ranks_are_refused_before_anything_starts_unless_oversubscribe) {
   std::string cfg = writeConfig("c.yaml", kSynthetic);
   Result r = run(cfg + " --nproc-per-node 40000 --output-dir " + dir_ + "/o");

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <vector>
 
 #include "lockstep/train/monitor/progress.h"
 
@@ -108,5 +110,24 @@ TEST(EventWriter, python_reader_decodes_the_file) {
   std::ifstream in(out);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "version brain.Event:2\n1 train/loss 2.5\n1 train/lr 0.125\n300 val/accuracy 0.75\n");
+  fs::remove_all(dir);
+}
+
+// Writers started in the same second (a quick --resume, a restart) each get a file of their own,
+// named as PyTorch's SummaryWriter names it; none truncates another's.
+TEST(EventWriter, writers_in_the_same_second_keep_their_own_files) {
+  std::string dir = (fs::temp_directory_path() / ("lockstep-ev2-" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  std::vector<std::string> paths;
+  for (int i = 0; i < 3; ++i) {
+    EventWriter w(dir);
+    w.addScalars(i, {{"train/loss", 1.0f}});
+    paths.push_back(w.path());
+  }
+  EXPECT_EQ(std::set<std::string>(paths.begin(), paths.end()).size(), 3u);
+  for (const std::string& p : paths) {
+    EXPECT_NE(p.find("." + std::to_string(::getpid()) + "."), std::string::npos) << p;
+    EXPECT_GT(fs::file_size(p), 40u) << p;  // the version event and a scalar each
+  }
   fs::remove_all(dir);
 }

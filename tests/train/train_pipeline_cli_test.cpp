@@ -134,6 +134,8 @@ TEST_F(TrainCli, pipeline_trains_as_one_process_with_both_schedules) {
   ASSERT_EQ(c.code, 0) << c.output;
   EXPECT_NE(c.output.find("(step 12)"), std::string::npos) << c.output;
   EXPECT_EQ(safetensorsRelDiff(dir_ + "/w.safetensors", dir_ + "/1f1b/model.safetensors"), 0.0);
+  // format pt, which Hugging Face's from_pretrained requires, as the run's own model file says.
+  EXPECT_EQ(lockstep::train::loadSafetensors(dir_ + "/w.safetensors").metadata.at("format"), "pt");
   // OUT inside the checkpoint it reads would spoil it: refused, the checkpoint left as it was.
   Result inside = runLockstep(dir_, "checkpoint consolidate " + dir_ + "/1f1b/checkpoints " + dir_ +
                                         "/1f1b/checkpoints/ckpt-12/model.safetensors");

@@ -27,23 +27,25 @@ std::string extensionList() {
 }
 
 // The image files below class_dir in os.walk(followlinks=True) order as sorted() sorts its
-// (root, dirs, files) tuples: directories by path, files by name within each. `seen` holds the
-// canonical directories already walked, so a link back up the tree ends the walk there.
+// (root, dirs, files) tuples: directories by path, files by name within each. A directory reached
+// twice through links is listed twice, as os.walk lists it; a link back to a directory on its own
+// path (a cycle, where os.walk would descend until the path is too long) ends the walk there.
 void walkClass(const fs::path& class_dir, std::vector<std::string>& out) {
   std::vector<std::pair<std::string, std::vector<std::string>>> dirs;  // (path, image file names)
-  std::set<fs::path> seen;
-  std::vector<fs::path> stack = {class_dir};
+  // (directory, the canonical paths of it and its ancestors)
+  std::vector<std::pair<fs::path, std::vector<fs::path>>> stack = {{class_dir, {}}};
   while (!stack.empty()) {
-    const fs::path dir = stack.back();
+    auto [dir, chain] = std::move(stack.back());
     stack.pop_back();
     std::error_code ec;
     const fs::path canonical = fs::canonical(dir, ec);
-    if (ec || !seen.insert(canonical).second) continue;
+    if (ec || std::find(chain.begin(), chain.end(), canonical) != chain.end()) continue;
+    chain.push_back(canonical);
     std::vector<std::string> files;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
       std::error_code kind_ec;
       if (it->is_directory(kind_ec)) {  // follows links, as os.walk(followlinks=True)
-        stack.push_back(it->path());
+        stack.emplace_back(it->path(), chain);
       } else if (hasImageExtension(it->path().filename().string())) {
         files.push_back(it->path().filename().string());
       }

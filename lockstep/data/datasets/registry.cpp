@@ -38,6 +38,7 @@ DatasetSplits loadMnistSplits(const DatasetOptions& o, double mean, double std) 
   DatasetSplits s;
   s.train = std::make_shared<TensorDataset>(loadMnist(o.root, Split::train, mo));
   s.test = std::make_shared<TensorDataset>(loadMnist(o.root, Split::test, mo));
+  s.black = {static_cast<float>((0.0 - mo.mean) / mo.std)};  // the loader's value for a 0 byte
   return s;
 }
 
@@ -48,6 +49,7 @@ DatasetSplits loadCifar10Splits(const DatasetOptions& o) {
   DatasetSplits s;
   s.train = std::make_shared<TensorDataset>(loadCifar10(o.root, Split::train, co));
   s.test = std::make_shared<TensorDataset>(loadCifar10(o.root, Split::test, co));
+  for (int c = 0; c < 3; ++c) s.black.push_back(static_cast<float>((0.0 - co.mean[c]) / co.std[c]));
   return s;
 }
 
@@ -154,6 +156,8 @@ DatasetSplits loadImageFolderSplits(const DatasetOptions& o) {
   DatasetSplits s;
   s.classes = train.classes;
   s.label_count = std::max(train.num_classes, val.num_classes);
+  // What data.val_split holds out of train/ is validated as val/ is: resized and center-cropped.
+  if (o.val_split > 0) s.train_for_eval = std::make_shared<ImageFolder>(train, val_pipeline, val_options);
   s.train = std::make_shared<ImageFolder>(std::move(train), train_pipeline, train_options);
   s.test = std::make_shared<ImageFolder>(std::move(val), val_pipeline, val_options);
   return s;

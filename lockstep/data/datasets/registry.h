@@ -67,6 +67,13 @@ struct DatasetSplits {
   /// The labels run 0 .. label_count - 1 (classes.size(), or an image list's largest label + 1);
   /// 0 where the dataset does not say.
   int64_t label_count = 0;
+  /// Image datasets normalised at load time: a black pixel's value per channel, (0 - mean) / std,
+  /// what torchvision's padding (which comes before Normalize) becomes. Empty otherwise.
+  std::vector<float> black;
+  /// The training samples as an evaluation sees them, index for index, where that differs from
+  /// `train` (image_folder: Resize + CenterCrop instead of the random crops and flips): what
+  /// data.val_split holds out is taken from it. Null: `train` itself.
+  std::shared_ptr<Dataset> train_for_eval;
 };
 
 struct DatasetInfo {

@@ -8,6 +8,8 @@ namespace lockstep::data {
 RandomCrop::RandomCrop(const RandomCropOptions& options) : options_(options) {
   LOCKSTEP_ENFORCE(options.padding >= 0, ValueError, "RandomCrop: padding must be >= 0, got ",
                    options.padding);
+  LOCKSTEP_ENFORCE(!options.fill.empty(), ValueError,
+                   "RandomCrop: fill needs a value (one per channel, or one)");
 }
 
 std::string RandomCrop::name() const {
@@ -16,6 +18,9 @@ std::string RandomCrop::name() const {
 
 void RandomCrop::apply(Tensor& input, const TransformContext& ctx) const {
   checkInput(input, 3);
+  const std::vector<float>& fills = options_.fill;
+  LOCKSTEP_ENFORCE(fills.size() == 1 || static_cast<int64_t>(fills.size()) == input.size(0), ValueError,
+                   "RandomCrop: ", fills.size(), " fill values for an image of ", input.size(0), " channels");
   const int64_t p = options_.padding;
   if (p == 0) return;
   const auto r = transformRandom(ctx);
@@ -29,16 +34,17 @@ void RandomCrop::apply(Tensor& input, const TransformContext& ctx) const {
   for (int64_t c = 0; c < channels; ++c) {
     const float* s = src.data() + c * h * w;
     float* d = data + c * h * w;
+    const float fill = fills.size() == 1 ? fills[0] : fills[static_cast<size_t>(c)];
     for (int64_t y = 0; y < h; ++y) {
       const int64_t sy = y + dy;
       float* row = d + y * w;
       if (sy < 0 || sy >= h) {
-        std::fill(row, row + w, options_.fill);
+        std::fill(row, row + w, fill);
         continue;
       }
       for (int64_t x = 0; x < w; ++x) {
         const int64_t sx = x + dx;
-        row[x] = (sx < 0 || sx >= w) ? options_.fill : s[sy * w + sx];
+        row[x] = (sx < 0 || sx >= w) ? fill : s[sy * w + sx];
       }
     }
   }

@@ -1,12 +1,16 @@
 #pragma once
+#include <vector>
+
 #include "lockstep/data/transforms/transform.h"
 
 namespace lockstep::data {
 
 struct RandomCropOptions {
   int64_t padding = 4;  // pixels added on every side before cropping back to H x W
-  /// Value of the padded pixels. Loaders here normalise at load time, so 0 means "the mean".
-  float fill = 0.0f;
+  /// Value of the padded pixels: one per channel, or one for every channel. Loaders here normalise
+  /// at load time, so torchvision's black padding (before Normalize) is (0 - mean) / std per
+  /// channel: DatasetSplits::black. 0 pads with the mean colour.
+  std::vector<float> fill{0.0f};
 };
 
 /// Pads a [C, H, W] image by `padding` on each side and crops a random H x W window

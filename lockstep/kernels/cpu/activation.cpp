@@ -1,5 +1,5 @@
-// The cpu backend's activations (see kernels/dispatch.h): relu in every floating dtype, and GELU's
-// tanh form as f32 vector loops.
+// The cpu backend's activations (see kernels/dispatch.h): relu and leaky_relu's gradient in every
+// floating dtype, and GELU's tanh form as f32 vector loops.
 #include "lockstep/kernels/tables/activation.h"
 
 #include <algorithm>
@@ -167,6 +167,31 @@ Tensor reluBackward(const Tensor& gy0, const Tensor& y0) {
   return gx;
 }
 
+// leaky_relu's gradient as torch's leaky_relu_backward: x > 0 ? gy : gy * slope, so a NaN input takes
+// the slope (oneDNN 2.6's passes gy there). bf16/f16 are computed in f32 and rounded, as torch's
+// vectorised CPU kernel does.
+LOCKSTEP_VECTOR_CLONES void leakyReluGradRun(const float* __restrict gy, const float* __restrict x,
+                                             float* __restrict gx, int64_t n, float slope) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) gx[i] = x[i] > 0.0f ? gy[i] : gy[i] * slope;
+}
+
+Tensor leakyReluBackward(const Tensor& gy0, const Tensor& x0, double slope) {
+  const DType dtype = x0.dtype();
+  LOCKSTEP_CHECK(dtype == DType::f32 || isLowPrecision(dtype),
+                 "leaky_relu backward: the cpu loops take f32, bf16 and f16, not ", dtypeName(dtype));
+  // gx takes x's dense layout; gy is read in that layout and as f32, so the flat loop pairs them.
+  const Tensor x = dense(x0).to(DType::f32);
+  const Tensor gy = laidOutLike(gy0.to(DType::f32), x);
+  Tensor gx = Tensor::emptyLike(x);
+  const float *pg = gy.data<float>(), *px = x.data<float>();
+  float* pgx = gx.data<float>();
+  const auto s = static_cast<float>(slope);
+  forEachChunk(x.numel(), kReluChunk,
+               [&](int64_t, int64_t b, int64_t e) { leakyReluGradRun(pg + b, px + b, pgx + b, e - b, s); });
+  return dtype == DType::f32 ? gx : gx.to(dtype);
+}
+
 }  // namespace
 
 void reluInPlace(const Tensor& y) {
@@ -177,6 +202,7 @@ void reluInPlace(const Tensor& y) {
 const ActivationKernels kActivation{
     .reluForward = &reluForward,
     .reluBackward = &reluBackward,
+    .leakyReluBackward = &leakyReluBackward,
     .geluTanhForward = &geluTanhF32,
     .geluTanhBackward = &geluTanhGradF32,
 };

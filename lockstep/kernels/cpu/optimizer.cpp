@@ -205,6 +205,42 @@ LOCKSTEP_VECTOR_CLONES_TEMPLATE void adamLoop(T* __restrict p, const T* __restri
   }
 }
 
+// ZeRO's host step in one pass over memory (DeepSpeedCPUAdam's adam_update_copy): a block of
+// gradients scaled into scratch (g * float(grad_scale), what the clipping pass wrote before), the
+// block stepped, and its parameters rounded into param_copy while they are in cache. Bitwise the
+// separate passes' results.
+void adamFusedF32(const AdamSpan& sp, const AdamParams& o, int flags) {
+  constexpr int64_t kBlock = 2048;
+  float* p = static_cast<float*>(sp.param);
+  const float* g = static_cast<const float*>(sp.grad);
+  float* m = static_cast<float*>(sp.exp_avg);
+  float* v = static_cast<float*>(sp.exp_avg_sq);
+  float* vmax = o.amsgrad ? static_cast<float*>(sp.max_exp_avg_sq) : nullptr;
+  auto* copy = static_cast<uint16_t*>(sp.param_copy);
+  const Convert16 convert = convert16(sp.copy_dtype == DType::bf16);
+  const auto s = adamScalars(o);
+  const float scale = static_cast<float>(o.grad_scale);
+  const bool scaled = o.grad_scale != 1.0;
+  forChunks(sp.numel, [&](int64_t b, int64_t e) {
+    alignas(64) float scratch[kBlock];
+    for (int64_t i = b; i < e; i += kBlock) {
+      const int64_t n = std::min(kBlock, e - i);
+      const float* gi = g + i;
+      if (scaled) {
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) scratch[j] = gi[j] * scale;
+        gi = scratch;
+      }
+      withFlags(flags, [&](auto f) {
+        constexpr int F = decltype(f)::value;
+        adamLoop<float, (F & 8) != 0, (F & 4) != 0, (F & 2) != 0, (F & 1) != 0>(
+            p + i, gi, m + i, v + i, vmax ? vmax + i : nullptr, 0, n, s);
+      });
+      if (copy) convert.narrow(p + i, copy + i, n);
+    }
+  });
+}
+
 template <typename T>
 void adamCpu(const AdamSpan& sp, const AdamParams& o) {
   T* p = static_cast<T*>(sp.param);
@@ -216,6 +252,9 @@ void adamCpu(const AdamSpan& sp, const AdamParams& o) {
   const bool decoupled = o.decoupled_weight_decay;
   const bool l2 = !decoupled && o.weight_decay != 0.0, decay = decoupled && o.weight_decay != 0.0;
   const int flags = (o.maximize ? 8 : 0) | (l2 ? 4 : 0) | (decay ? 2 : 0) | (vmax ? 1 : 0);
+  if constexpr (std::is_same_v<T, float>) {
+    if (o.grad_scale != 1.0 || sp.param_copy) return adamFusedF32(sp, o, flags);
+  }
   forChunks(sp.numel, [&](int64_t b, int64_t e) {
     withFlags(flags, [&](auto f) {
       constexpr int F = decltype(f)::value;

@@ -230,8 +230,10 @@ struct StoreMoments {
   int64_t channels;
   S* coef;
   __device__ void operator()(int64_t c, double a, double b) const {
-    const S m = static_cast<S>(a / count),
-            v = static_cast<S>(fmax(b / count - (a / count) * (a / count), 0.0));
+    // A variance below 0 by rounding is 0; a NaN one (a NaN or inf in the channel) stays NaN, as
+    // the CPU's and torch's (fmax would make it 0).
+    const double d = b / count - (a / count) * (a / count);
+    const S m = static_cast<S>(a / count), v = static_cast<S>(d < 0.0 ? 0.0 : d);
     mean[c] = m;
     var[c] = v;
     coef[c] = m;

@@ -6,6 +6,20 @@ namespace lockstep::kernels::cuda {
 
 namespace {
 
+// torch's pow with a scalar exponent, as the cpu loops (kernels/cpu/unary.cpp): the exponents it
+// computes by multiplication, square roots or reciprocals, pow for the others (pow(-inf, 0.5) is
+// NaN there, +inf in powf).
+template <typename C>
+__device__ C powOf(C x, C p) {
+  if (p == C(2)) return x * x;
+  if (p == C(3)) return x * x * x;
+  if (p == C(0.5)) return dSqrt(x);
+  if (p == C(-0.5)) return C(1) / dSqrt(x);
+  if (p == C(-1)) return C(1) / x;
+  if (p == C(-2)) return C(1) / (x * x);
+  return dPow(x, p);
+}
+
 template <typename C>
 struct UnaryFn {
   UnaryOp op;
@@ -21,7 +35,7 @@ struct UnaryFn {
       case UnaryOp::sqrt:
         return dSqrt(v);
       case UnaryOp::pow:
-        return dPow(v, p);
+        return powOf(v, p);
     }
     return v;
   }
@@ -42,8 +56,8 @@ struct UnaryBackwardFn {
         return g / s;
       case UnaryOp::sqrt:
         return g / (C(2) * s);
-      case UnaryOp::pow:
-        return g * p * dPow(s, p - C(1));
+      case UnaryOp::pow:  // torch's pow_backward: 0 for p = 0 (not 0 * inf at x = 0)
+        return p == C(0) ? C(0) : g * (p * powOf(s, p - C(1)));
     }
     return g;
   }

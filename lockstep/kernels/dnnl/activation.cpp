@@ -61,16 +61,14 @@ Tensor eltwiseBackward(const Tensor& gy0, const Tensor& saved0, Alg alg, float a
 }
 }  // namespace
 
-// relu is the cpu loops' in every dtype (kernels/cpu/activation.cpp): oneDNN's, a max against 0,
-// turns a NaN into 0 where torch.relu keeps it.
+// relu and leaky_relu's gradient are the cpu loops' in every dtype (kernels/cpu/activation.cpp):
+// oneDNN's relu, a max against 0, turns a NaN into 0 where torch.relu keeps it, and its leaky_relu
+// gradient passes gy at a NaN where torch's takes the slope.
 
 Tensor leakyReluForward(const Tensor& x, double slope) {
   return eltwiseForward(x, Alg::eltwise_relu, static_cast<float>(slope), "leaky_relu forward");
 }
 // From the input: the output's sign says nothing about the input's when the slope is negative.
-Tensor leakyReluBackward(const Tensor& gy, const Tensor& x, double slope) {
-  return eltwiseBackward(gy, x, Alg::eltwise_relu, static_cast<float>(slope), false, "leaky_relu backward");
-}
 
 Tensor geluForward(const Tensor& x) { return eltwiseForward(x, Alg::eltwise_gelu_erf, 0.f, "gelu forward"); }
 Tensor geluBackward(const Tensor& gy, const Tensor& x) {
@@ -108,7 +106,7 @@ const ActivationKernels kActivation{
     .reluForward = nullptr,
     .reluBackward = nullptr,
     .leakyReluForward = &leakyReluForward,
-    .leakyReluBackward = &leakyReluBackward,
+    .leakyReluBackward = nullptr,  // the cpu loops': oneDNN's passes gy where x is NaN
     .geluForward = &geluForward,
     .geluBackward = &geluBackward,
     .geluTanhForward = &geluTanhForward,

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <dnnl.hpp>
 #include <limits>
+#include <type_traits>
 
 #include "lockstep/kernels/cpu/chunks.h"
 #include "lockstep/kernels/dispatch.h"
@@ -50,12 +51,38 @@ void nanWholeRows(const Tensor& y, int64_t dim) {
   }
 }
 
+// Over a dimension of size 1 softmax is 1 and log_softmax 0 (x - max with max = x), NaN where x is
+// not finite, exactly as torch: oneDNN's log_softmax gave 1.4e-6 (its log of the sum 1).
+template <typename T, typename IsFinite>
+void fillSizeOne(const T* x, T* y, int64_t n, T value, T quiet_nan, IsFinite is_finite) {
+  cpu::forEachChunk(n, 65536, [&](int64_t, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = is_finite(x[i]) ? value : quiet_nan;
+  });
+}
+
+bool sizeOneDim(const Tensor& x, const Tensor& y, bool log) {
+  const int64_t n = x.numel();
+  if (x.dtype() == DType::f32) {
+    fillSizeOne(x.data<float>(), y.data<float>(), n, log ? 0.0f : 1.0f,
+                std::numeric_limits<float>::quiet_NaN(), [](float v) { return std::isfinite(v); });
+    return true;
+  }
+  if (!isLowPrecision(x.dtype())) return false;
+  const bool bf16 = x.dtype() == DType::bf16;
+  const uint16_t inf = bf16 ? 0x7F80 : 0x7C00, one = bf16 ? 0x3F80 : 0x3C00;
+  fillSizeOne(static_cast<const uint16_t*>(x.dataPtr()), static_cast<uint16_t*>(y.dataPtr()), n,
+              log ? uint16_t{0} : one, static_cast<uint16_t>(bf16 ? 0x7FC0 : 0x7E00),
+              [inf](uint16_t v) { return (v & 0x7FFF) < inf; });
+  return true;
+}
+
 template <typename Fwd>
 Tensor forward(const Tensor& x0, int64_t dim0, const char* op) {
   const int64_t dim = normalizeDim(dim0, x0.dim(), op);
   Tensor x = dense(x0);
   Tensor y = Tensor::emptyLike(x);
   if (x.numel() == 0) return y;
+  if (x.size(dim) == 1 && sizeOneDim(x, y, std::is_same_v<Fwd, dnnl::logsoftmax_forward>)) return y;
   static PrimitiveCache<Fwd> cache;
   auto md = memDesc(x);
   try {

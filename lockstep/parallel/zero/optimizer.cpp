@@ -396,29 +396,57 @@ void ZeroOptimizer::pointShardGradients() {
   host_grads_current_ = copies;
 }
 
-void ZeroOptimizer::step() {
+void ZeroOptimizer::step(double grad_scale) {
+  const bool fused = fusesHostStep();
+  LOCKSTEP_CHECK(grad_scale == 1.0 || fused, "ZeroOptimizer::step: a grad_scale needs the fused host step");
   pointShardGradients();
   // Host memory the step writes may still be read by copies queued on the GPU: offload_param's
   // pieces by gathers, ZeRO-Offload's host copies by the last step's uploads.
   if (offload_cpu_ || (coordinator_ && coordinator_->piecesOffDevice())) waitForCopies(placeOf(device()));
+  bool rounded = false;  // the master weights' 16-bit copies written by the fused step
   if (offload_) {
     offload_->step();  // streams the states through the swap file, a sub-group at a time
   } else if (offload_cpu_) {
-    stepAndUpload();  // and the values copied to the parameters
+    stepAndUpload(grad_scale);  // and the values copied to the parameters
+    rounded = fused;
+  } else if (fused) {
+    optim::Optimizer::FusedStepExtras extras;
+    extras.grad_scale = grad_scale;
+    for (Shard& s : shards_)
+      if (Tensor c = fusedCopy(s); c.defined()) extras.copies.emplace(s.var.tensor().dataPtr(), c);
+    optimizer_->stepFused(extras);
+    rounded = true;
   } else {
     optimizer_->step();
   }
   if (offload_cpu_ || master_) {
-    if (!offload_cpu_) copyShardsToParameters();
+    if (!offload_cpu_ && !rounded) copyShardsToParameters();
     host_grads_current_ = false;  // the next step copies the gradients afresh
   }
   if (master_ && !offload_cpu_) dropGradientCopies();  // the f32 copies live for the step only
   if (options_.stage == 3) {
-    coordinator_->roundPieces();  // offload_param with master weights: what the gathers send
-    releaseParameters();          // stale now; the next forward gathers the stepped values
+    if (!rounded) coordinator_->roundPieces();  // offload_param with master weights: what the gathers send
+    releaseParameters();                        // stale now; the next forward gathers the stepped values
   } else {
     allgatherParameters();
   }
+}
+
+bool ZeroOptimizer::fusesHostStep() const {
+  return options_.fused_host_step && !offload_ && !(coordinator_ && coordinator_->pieceSwap()) &&
+         optimizer_->stepsFused();
+}
+
+Tensor ZeroOptimizer::fusedCopy(Shard& s) {
+  if (!master_) return Tensor();
+  if (coordinator_) {  // offload_param's rounded pieces (else the gathers round the f32 pieces)
+    const Tensor rounded = coordinator_->roundedPiece(s.bucket);
+    return rounded.defined() ? rounded.narrow(0, s.piece_offset, s.numel) : Tensor();
+  }
+  if (!s.elements.defined()) return Tensor();
+  if (!s.elements.isCuda()) return s.elements;  // the 16-bit parameter's host elements themselves
+  if (!s.upload.defined()) s.upload = Tensor::empty({s.numel}, s.elements.dtype()).pinMemory();
+  return s.upload;  // ZeRO-Offload's staging, then a DMA (copyShardToParameter)
 }
 
 bool ZeroOptimizer::parametersGathered() const { return !coordinator_ || coordinator_->allGathered(); }
@@ -476,12 +504,14 @@ void ZeroOptimizer::copyShardToParameter(Shard& s) {
   s.elements.copyFrom(s.var.tensor(), /*non_blocking=*/true);
 }
 
-void ZeroOptimizer::stepAndUpload() {
+void ZeroOptimizer::stepAndUpload(double grad_scale) {
   // The optimizer steps a run of shards of about offload_step_chunk elements at a time (its groups
   // narrowed to them for the call: its updates are per element and each shard keeps its own step
   // count, so the result is bitwise one whole step's), and each run's updated values are queued for
   // the GPU while the host steps the next: the copies up overlap the host's step instead of
-  // following it.
+  // following it. Fused (fusesHostStep()): the run's master weights are rounded as they are
+  // stepped, so only the DMA is left.
+  const bool fused = fusesHostStep();
   const int64_t chunk = options_.offload_step_chunk;
   auto& groups = optimizer_->paramGroups();
   std::vector<std::vector<Variable>> saved(groups.size());
@@ -494,13 +524,30 @@ void ZeroOptimizer::stepAndUpload() {
       size_t end = begin;
       int64_t elements = 0;
       for (auto& g : groups) g.params.clear();
+      optim::Optimizer::FusedStepExtras extras;
+      extras.grad_scale = grad_scale;
       while (end < shards_.size() && (end == begin || elements < chunk)) {
-        groups[group_of_[shards_[end].param]].params.push_back(shards_[end].var);
-        elements += shards_[end].numel;
+        Shard& s = shards_[end];
+        groups[group_of_[s.param]].params.push_back(s.var);
+        if (fused)
+          if (Tensor c = fusedCopy(s); c.defined()) extras.copies.emplace(s.var.tensor().dataPtr(), c);
+        elements += s.numel;
         ++end;
       }
-      optimizer_->step();
-      for (size_t i = begin; i < end; ++i) copyShardToParameter(shards_[i]);
+      if (fused) {
+        optimizer_->stepFused(extras);
+      } else {
+        optimizer_->step();
+      }
+      for (size_t i = begin; i < end; ++i) {
+        Shard& s = shards_[i];
+        if (!fused || !extras.copies.count(s.var.tensor().dataPtr())) {
+          copyShardToParameter(s);
+        } else if (s.elements.defined() && s.elements.isCuda() && s.var.hasGrad()) {
+          autograd::NoGradGuard ng;
+          s.elements.copyFrom(s.upload, /*non_blocking=*/true);  // rounded by the step
+        }
+      }
       begin = end;
     }
   } catch (...) {
@@ -690,7 +737,7 @@ std::vector<Tensor> ZeroOptimizer::deviceGradients() const {
   return grads;
 }
 
-double ZeroOptimizer::clipGradNorm(double max_norm) {
+double ZeroOptimizer::gradNorm() {
   pointShardGradients();
   // On a GPU the shards' joint norm in one kernel and one read (not a read per shard); else
   // optim::gradNorm over the shards, computed a bucket's gradient pieces at a time.
@@ -706,11 +753,14 @@ double ZeroOptimizer::clipGradNorm(double max_norm) {
   }
   double total = local * local;
   if (group_ && world_ > 1) total = allreduceScalar(*group_, total, comm::ReduceOp::sum);
-  total = std::sqrt(total);
-  const double raw = max_norm / (total + 1e-6);
-  const double coef = std::isnan(raw) ? raw : std::min(1.0, raw);  // clipGradNorm's rule
+  return std::sqrt(total);
+}
+
+double ZeroOptimizer::clipGradNorm(double max_norm) {
+  const double total = gradNorm();
+  const double coef = optim::clipCoefficient(total, max_norm);
   if (coef == 1.0) return total;
-  if (!on_device.empty()) {
+  if (const std::vector<Tensor> on_device = deviceGradients(); !on_device.empty()) {
     for (Tensor g : on_device) kernels::scaleInPlace(g, coef);
     return total;
   }

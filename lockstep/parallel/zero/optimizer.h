@@ -93,6 +93,13 @@ struct ZeroOptions {
   /// element and per parameter (SGD, Adam, AdamW: each shard keeps its own state and step count),
   /// as the NVMe offload's sub-groups assume too.
   int64_t offload_step_chunk = int64_t{1} << 22;
+  /// Not a DeepSpeed key. Where the partition is stepped on the host in f32 by an optimizer that
+  /// fuses (optim::Optimizer::stepsFused: Adam, AdamW), the passes around the update go into its
+  /// own (DeepSpeedCPUAdam's adam_update_copy): the clipping coefficient is applied as the
+  /// gradients are read, and master weights are rounded into their 16-bit parameters (or
+  /// ZeRO-Offload's upload staging, offload_param's rounded pieces) as they are stepped. Bitwise
+  /// the separate passes' results; false runs those passes (the comparison of tests and benches).
+  bool fused_host_step = true;
   /// offload_optimizer.pin_memory: the host copies (values and gradients) in page-locked memory,
   /// so the copies to and from a GPU are direct DMA.
   bool offload_optimizer_pin_memory = false;
@@ -160,7 +167,12 @@ class ZeroOptimizer {
   /// Collective. Steps this rank's partition with the averaged gradients (stage 1: the parameters'
   /// own, averaged by DDP; stages 2 and 3: the reduced pieces) and all-gathers the updated
   /// parameters (stage 3: releases them instead; the next forward gathers them).
-  void step();
+  /// grad_scale (not 1 only where fusesHostStep()): every gradient multiplied by it as the update
+  /// reads it (the clipping coefficient, Engine's rule with clipCoefficient()).
+  void step(double grad_scale = 1.0);
+  /// Whether step() fuses the host step's passes (ZeroOptions::fused_host_step): the partition
+  /// stepped on the host in f32 by an optimizer that fuses, without NVMe swapping.
+  bool fusesHostStep() const;
 
   /// Stage 3, before a training forward. Collective. Gathers the parameters of no gather unit
   /// (embeddings, final norms: zero/parameter_coordinator.h); each unit's are gathered by its
@@ -197,6 +209,10 @@ class ZeroOptimizer {
   /// Collective. Clips the gradients' joint 2-norm across all partitions to max_norm
   /// (clip_grad_norm_ of the whole model); returns the norm before clipping.
   double clipGradNorm(double max_norm);
+  /// Collective. The gradients' joint 2-norm across all partitions (clipGradNorm's, without
+  /// clipping): non-finite when any rank's gradients hold an inf or a nan (f64 sums of f32 squares
+  /// do not overflow), so it is also that check.
+  double gradNorm();
   /// Collective. Multiplies the gradients by `factor` and says whether any rank's hold an inf or
   /// nan (the loss scaler's check, agreed by every rank).
   bool unscaleAndCheckOverflow(double factor);
@@ -305,7 +321,11 @@ class ZeroOptimizer {
   /// ZeRO-Offload of a GPU run: the host step, a run of shards at a time, each run's updated
   /// values queued for the GPU as soon as it is stepped (copyShardToParameter), while the host
   /// steps the next run.
-  void stepAndUpload();
+  void stepAndUpload(double grad_scale);
+  /// With fusesHostStep(): where the optimizer writes s's updated values rounded (master weights:
+  /// the 16-bit parameter's host view, ZeRO-Offload's upload staging, offload_param's rounded
+  /// piece), or undefined when none is written.
+  Tensor fusedCopy(Shard& s);
   enum class Pieces { parameters, gradients };
   /// fn(shard) for every shard (with a gradient, for gradients), the swapped pieces of its bucket
   /// (zero/piece_swap.h) in memory meanwhile, one bucket at a time, written back after when

@@ -133,6 +133,9 @@ class ZeroParameterCoordinator {
   void roundPieces();
   /// roundPieces for bucket b alone (its piece changed, no gather of it in flight).
   void roundPiece(size_t b);
+  /// Bucket b's rounded copy (the fused host step writes it as it steps the piece), or undefined
+  /// without one.
+  Tensor roundedPiece(size_t b) const { return b < rounded_.size() ? rounded_[b] : Tensor(); }
   /// Bytes of those rounded copies (host memory).
   int64_t roundedBytes() const {
     int64_t n = 0;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -106,8 +107,13 @@ EventWriter::EventWriter(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   char host[256] = "localhost";
   ::gethostname(host, sizeof host - 1);
-  path_ = dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(now())) + "." + host;
-  file_ = std::fopen(path_.c_str(), "wb");
+  // PyTorch's SummaryWriter's name: time, host, pid and a count within the process, so that runs
+  // started in one second (a quick --resume, a restart) each get their own file; "x" never
+  // truncates another's.
+  static std::atomic<int> made{0};
+  path_ = dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(now())) + "." + host + "." +
+          std::to_string(::getpid()) + "." + std::to_string(made++);
+  file_ = std::fopen(path_.c_str(), "wbx");
   if (!file_) throw IoError("cannot write the TensorBoard event file " + path_ + ": " + std::strerror(errno));
   std::string rec = encodeRecord(encodeFileVersionEvent(now()));
   std::fwrite(rec.data(), 1, rec.size(), file_);

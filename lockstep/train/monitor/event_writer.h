@@ -27,7 +27,8 @@ struct Scalar {
 };
 std::string encodeScalarsEvent(double wall_time, int64_t step, const std::vector<Scalar>& scalars);
 
-/// Appends scalar summaries to DIR/events.out.tfevents.<time>.<host>. Thread-compatible.
+/// Appends scalar summaries to a new DIR/events.out.tfevents.<time>.<host>.<pid>.<n> (PyTorch's
+/// SummaryWriter's name; n counts the writers of this process). Thread-compatible.
 class EventWriter {
  public:
   /// Creates dir when missing; IoError naming the path when it cannot be written.
