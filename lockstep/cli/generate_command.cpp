@@ -54,6 +54,15 @@ int generateMain(int argc, char** argv) {
   if (on.isCuda()) on_gpu.emplace(on.index);
 #endif
   std::fprintf(stderr, "%s from %s\n", lm.model->extraRepr().c_str(), lm.weights.c_str());
+  if (lm.tokenizer != "byte") {
+    std::fprintf(
+        stderr,
+        "lockstep generate: error: the model was trained on %s, whose meta.json names the tokenizer "
+        "'%s'; lockstep generate reads a prompt and writes text as bytes (its byte tokenizer's ids), "
+        "so it would print noise: sample with that tokenizer's own code (the weights are %s)\n",
+        lm.config.data.root.c_str(), lm.tokenizer.c_str(), lm.weights.c_str());
+    return 2;
+  }
   std::vector<uint16_t> bytes = lockstep::data::ByteTokenizer::encode(prompt);
   std::vector<int64_t> ids(bytes.begin(), bytes.end());
   lockstep::Generator gen(seed);

@@ -5,6 +5,8 @@
 #include <filesystem>
 
 #include "lockstep/data/byte_tokenizer.h"
+#include "lockstep/data/datasets/text_corpus.h"
+#include "lockstep/nn/models/llama.h"
 #include "lockstep/nn/models/model_zoo.h"
 #include "lockstep/train/checkpoint/checkpoint.h"
 #include "lockstep/train/checkpoint/training_state.h"
@@ -89,17 +91,40 @@ int64_t vocabOf(const NamedTensors& tensors) {
 }
 }  // namespace
 
+nlohmann::json huggingFaceConfig(const nn::LanguageModel& model) {
+  const auto* llama = dynamic_cast<const nn::Llama*>(&model);
+  if (!llama) return nullptr;
+  const nn::LlamaOptions& o = llama->options();
+  const DType dtype = model.parameters().front().dtype();
+  return {
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"vocab_size", o.vocab_size},
+      {"hidden_size", o.n_embd},
+      {"intermediate_size", o.intermediate_size},
+      {"num_hidden_layers", o.n_layer},
+      {"num_attention_heads", o.n_head},
+      {"num_key_value_heads", o.n_kv_head > 0 ? o.n_kv_head : o.n_head},
+      {"max_position_embeddings", o.block_size},
+      {"rms_norm_eps", o.rms_norm_eps},
+      {"rope_theta", o.rope_theta},
+      {"hidden_act", "silu"},
+      {"attention_bias", false},
+      {"mlp_bias", false},
+      {"attention_dropout", o.dropout},
+      {"tie_word_embeddings", false},
+      {"torch_dtype", dtype == DType::bf16  ? "bfloat16"
+                      : dtype == DType::f16 ? "float16"
+                                            : "float32"},
+  };
+}
+
 LoadedLanguageModel loadLanguageModel(const std::string& path) {
   namespace fs = std::filesystem;
   nlohmann::json document;
   NamedTensors weights;
   LoadedLanguageModel out;
-  if (fs::exists(path + "/manifest.json") || fs::exists(path + "/config.json")) {
-    CheckpointData d = loadCheckpoint(path);
-    document = d.config.value("document", nlohmann::json());
-    weights = checkpointModelState(d);  // a ZeRO or pipeline checkpoint's parameters put together
-    out.weights = path;
-  } else if (fs::exists(path + "/run.json")) {
+  if (fs::exists(path + "/run.json")) {  // first: a run dir holds Hugging Face's config.json too
     nlohmann::json run;
     try {
       run = json::parse(file::readAll(path + "/run.json"));
@@ -116,6 +141,11 @@ LoadedLanguageModel loadLanguageModel(const std::string& path) {
     } else {
       throw IoError(path + " holds neither model.safetensors nor a checkpoint yet");
     }
+  } else if (fs::exists(path + "/manifest.json") || fs::exists(path + "/config.json")) {
+    CheckpointData d = loadCheckpoint(path);
+    document = d.config.value("document", nlohmann::json());
+    weights = checkpointModelState(d);  // a ZeRO or pipeline checkpoint's parameters put together
+    out.weights = path;
   } else {
     throw IoError(path +
                   " is neither a checkpoint directory (config.json) nor a run's output dir (run.json)");
@@ -139,6 +169,9 @@ LoadedLanguageModel loadLanguageModel(const std::string& path) {
   nn::StateDict sd;
   for (auto& [name, t] : weights) sd.insert(name, t);
   model->loadStateDict(sd, /*strict=*/true);
+  const std::string meta = out.config.data.root + "/meta.json";
+  if (out.config.data.dataset == "tokens" && fs::exists(meta))
+    out.tokenizer = data::parseTokenDirMeta(file::readAll(meta), meta).tokenizer;
   return out;
 }
 

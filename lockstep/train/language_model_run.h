@@ -35,7 +35,15 @@ struct LoadedLanguageModel {
   std::shared_ptr<nn::LanguageModel> model;
   TrainConfig config;
   std::string weights;  // the file or checkpoint the weights came from
+  /// The tokenizer of the token directory it trained on (its meta.json, where that is still there),
+  /// else "byte".
+  std::string tokenizer = "byte";
 };
+
+/// Hugging Face's config.json for `model` (LlamaConfig's keys: LlamaForCausalLM.from_pretrained of
+/// the run's directory, beside its model.safetensors of HF's names), or null for a model HF's
+/// classes do not load as they are (gpt: its Conv1D weights are transposed).
+nlohmann::json huggingFaceConfig(const nn::LanguageModel& model);
 
 /// The language model a run trained, for `lockstep generate`: PATH is a checkpoint directory
 /// (its config.json and weights), or a run's output dir (run.json's config and model.safetensors,

@@ -127,6 +127,12 @@ std::shared_ptr<nn::Module> buildModel(const TrainConfig& c, const TrainData& da
   Generator init_gen(c.seed);
   nn::ModelOptions mo = modelOptions(c, &init_gen);
   if (c.data.isLanguage() && mo.vocab_size == 0) mo.vocab_size = data.vocab_size;
+  // A vocabulary below the data's would end the run at the first window holding a larger id.
+  LOCKSTEP_ENFORCE(!c.data.isLanguage() || data.vocab_size == 0 || mo.vocab_size >= data.vocab_size,
+                   ValueError, "model.vocab_size ", mo.vocab_size, " is smaller than the vocabulary of ",
+                   c.data.dataset, " ", c.data.root, " (", data.vocab_size,
+                   " tokens): set model.vocab_size to at least ", data.vocab_size,
+                   ", or leave it out to take the data's");
   // A labelled folder's classes must fit the model's outputs (fewer is torch's habit and fine): a
   // label past them would end the first step with the cross entropy's message instead of this.
   const int64_t outputs = nn::classifierOutputs(c.model, mo);
@@ -146,7 +152,8 @@ std::shared_ptr<nn::Module> buildModel(const TrainConfig& c, const TrainData& da
       engineOptions(c, 0, device), device, [&] { return nn::makeModel(c.model, mo); });
   // The text sampled at the end: its prompt's bytes are its token ids (the byte tokenizer), said
   // before training rather than failing a finished run.
-  if (const auto* lm = dynamic_cast<const nn::LanguageModel*>(model.get())) {
+  const auto* lm = dynamic_cast<const nn::LanguageModel*>(model.get());
+  if (lm && data.tokenizer == "byte") {
     for (const unsigned char ch : c.sample.prompt)
       LOCKSTEP_ENFORCE(ch < lm->vocabSize(), ValueError, "sample.prompt: byte ", static_cast<int>(ch),
                        " is outside the model's vocabulary of ", lm->vocabSize(),

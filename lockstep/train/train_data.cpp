@@ -58,6 +58,7 @@ TrainData loadTrainData(const DataConfig& c, uint64_t seed) {
   d.val = s.val;
   d.test = s.test;
   d.vocab_size = s.vocab_size;
+  d.tokenizer = s.tokenizer;
   d.classes = s.classes;
   d.label_count = s.label_count;
   if (info.language) return d;  // its validation windows come with it
@@ -147,15 +148,30 @@ EvalResult evaluateWith(const std::shared_ptr<data::Dataset>& ds, const EvalShar
   Tensor correct = Tensor::scalar(0, DType::i64, device);
   Tensor loss_sum = Tensor::scalar(0, DType::f64, device);
   double count = 0;
+  // The sampler pads the ranks' shares to one length with samples from the start (every rank runs
+  // as many forwards: they may be collective); rank r's k-th sample is position r + k * ranks of
+  // the order, and those at n and past it are that padding: run, but not counted (the result is
+  // then the one-process pass's whatever the world size, as a validation loss must be).
+  const int64_t n = ds->size();
+  int64_t seen = 0;
   for (data::Batch& b : loader) {
     // Evaluation runs the f32 model without autocast: bf16 images (data.transforms.to_dtype) widen,
     // which is exact.
     Tensor input = b.input.to(device);
     if (input.dtype() == DType::bf16 || input.dtype() == DType::f16) input = input.to(DType::f32);
+    const int64_t rows = input.size(0);
+    int64_t real = 0;
+    while (real < rows && shard.index + (seen + real) * shard.count < n) ++real;
+    seen += rows;
     const autograd::Variable out = forward(input);
-    if (!out.defined()) continue;  // a pipeline stage before the last
+    if (!out.defined() || real == 0) continue;  // a pipeline stage before the last; padding alone
     autograd::Variable logits = flattenPositions(out);
     Tensor target = flattenPositions(b.target.to(device)).contiguous();
+    if (real < rows) {  // the padded samples' rows (positions) come last
+      const int64_t kept = logits.size(0) / rows * real;
+      logits = autograd::narrow(logits, 0, 0, kept);
+      target = target.narrow(0, 0, kept).contiguous();
+    }
     autograd::CrossEntropyOptions co;
     co.reduction = autograd::Reduction::sum;
     kernels::addInto(loss_sum, autograd::crossEntropy(logits, target, co).tensor());

@@ -21,6 +21,9 @@ struct TrainData {
   std::shared_ptr<data::Dataset> test;
   /// Language data: the tokenizer's vocabulary (256 for bytes, meta.json's for a token directory).
   int64_t vocab_size = 0;
+  /// Language data: the tokenizer that made the ids (data::DatasetSplits::tokenizer); sampling
+  /// text (a prompt's bytes in, bytes out) needs "byte".
+  std::string tokenizer = "byte";
   /// Class i's name, where the dataset names its classes (image_folder); empty otherwise.
   std::vector<std::string> classes;
   /// The labels run 0 .. label_count - 1 (data::DatasetSplits'); 0 where the dataset does not say.

@@ -32,6 +32,7 @@
 #include "lockstep/train/stop_signals.h"
 #include "lockstep/train/train_data.h"
 #include "lockstep/util/error.h"
+#include "lockstep/util/file.h"
 
 #if LOCKSTEP_WITH_CUDA
 #include "lockstep/tensor/cuda/allocator.h"
@@ -259,6 +260,8 @@ int agreedStopSignal(Run& r, int64_t step) {
   return static_cast<int>(v[0]);
 }
 
+Evaluation validate(Run& r, uint64_t e);
+
 /// The steps of epoch e (its rest, when resumed mid-epoch); true when max_steps is reached or a
 /// stop signal ends the run (r.stop_signal).
 bool trainEpoch(Run& r, uint64_t e) {
@@ -272,6 +275,11 @@ bool trainEpoch(Run& r, uint64_t e) {
     r.samples += r.config.batch.train_batch_size;
     r.observers.onStep(stepMetrics(r, e, loggedLoss(r, window_loss, step)));
     window_loss = 0;
+    const bool last = r.config.max_steps > 0 && step >= r.config.max_steps;  // endEpoch validates it
+    if (r.config.eval_every_steps > 0 && step % r.config.eval_every_steps == 0 && !last) {
+      const Evaluation v = validate(r, e);
+      r.clock.timeEvaluation([&] { r.observers.onEvaluation(v); });
+    }
     if (r.checkpoints.dueAfterStep(step)) saveCheckpoint(r);
     crashIfAsked(r.options, r.engine.environment().rank(), step);
     if (r.config.max_steps > 0 && step >= r.config.max_steps) return true;
@@ -304,7 +312,9 @@ Evaluation validate(Run& r, uint64_t e) {
 void endEpoch(Run& r, uint64_t e, bool done) {
   if (r.loader.state().position >= r.loader.size()) r.loader.setEpoch(e + 1);  // the epoch is complete
   std::optional<Evaluation> v;
-  if (static_cast<int64_t>(e + 1) % r.config.eval_every_epochs == 0 || done) v = validate(r, e);
+  // (Not twice for one step: eval.every_steps may have validated the epoch's last already.)
+  const bool fresh = r.last_val_step == r.engine.globalSteps() && r.last_val_step > 0;
+  if ((static_cast<int64_t>(e + 1) % r.config.eval_every_epochs == 0 || done) && !fresh) v = validate(r, e);
   saveCheckpoint(r);
   if (v) r.clock.timeEvaluation([&] { r.observers.onEvaluation(*v); });
 }
@@ -391,10 +401,24 @@ void saveModelAndSample(Run& r) {
   auto* lm = dynamic_cast<nn::LanguageModel*>(r.engine.model().get());
   saveModel(r.options.output_dir + "/model.safetensors", r.engine, chief);  // ZeRO-3: a bucket at a time
   if (!lm) return;
+  // Beside it Hugging Face's config.json where its classes load the file as it is (llama), so that
+  // from_pretrained(DIR) works.
+  if (const nlohmann::json hf = huggingFaceConfig(*lm); chief && !hf.is_null())
+    file::writeAtomic(r.options.output_dir + "/config.json", hf.dump(2) + "\n");
   r.summary.tokens_per_sample = r.config.data.block_size;
   r.summary.flops_per_token = trainingFlopsPerToken(*lm, r.config.data.block_size);
   r.summary.peak_gpu = gpuName(r.device);
   if (!r.summary.peak_gpu.empty()) r.summary.peak_flops = denseBf16PeakFlops(r.summary.peak_gpu);
+  // Samples are text: a prompt's bytes in, bytes out (lockstep's byte tokenizer). Ids of another
+  // tokenizer (a token directory from nanoGPT's scripts) would print as noise: none then, said.
+  if (r.data.tokenizer != "byte") {
+    if (chief)
+      std::fprintf(stderr,
+                   "note: no text samples: %s/meta.json names the tokenizer '%s', and lockstep samples "
+                   "(and `lockstep generate`) read and write bytes, its byte tokenizer's ids\n",
+                   r.config.data.root.c_str(), r.data.tokenizer.c_str());
+    return;
+  }
   // ZeRO stage 3 generates as it evaluates, each layer gathered for its forward (collective: every
   // rank generates the same tokens), so the whole model is never resident; else the chief alone.
   if (r.engine.parametersWhole()) {

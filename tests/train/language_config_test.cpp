@@ -2,10 +2,13 @@
 // activation_checkpointing section as seed 002 writes it, the sample section, and their errors.
 #include <gtest/gtest.h>
 
+#include "lockstep/data.h"
+#include "lockstep/nn.h"
 #include "lockstep/train/config/config.h"
 #include "lockstep/train/language_model_run.h"
 #include "lockstep/train/train_data.h"
 #include "lockstep/util/error.h"
+#include "parallel/thread_ranks.h"
 #include "train/config_test_util.h"
 
 using namespace lockstep;
@@ -95,6 +98,18 @@ TEST(LanguageConfig, mismatches_and_bad_values_are_errors_naming_the_key) {
                   "model.dropout must be in [0, 1)"));
   EXPECT_TRUE(has(errorOf("train_batch_size: 8\nmodel: {name: gpt}\ndata: {dataset: tokens}\n"),
                   "lockstep data tokenize"));
+  // 0 written out is no size (it used to mean the preset's, or the data's vocabulary, silently).
+  for (const char* key : {"n_layer", "block_size", "vocab_size", "n_embd"}) {
+    EXPECT_TRUE(has(errorOf("train_batch_size: 8\nmodel: {name: gpt, " + std::string(key) + ": 0}\n" +
+                            "data: {dataset: text}\n"),
+                    "model." + std::string(key) + ": 0 is no size"))
+        << key;
+  }
+  // A token directory's split is its val.bin: data.val_split would change nothing.
+  EXPECT_TRUE(has(
+      errorOf(
+          "train_batch_size: 8\nmodel: {name: gpt}\ndata: {dataset: tokens, root: /tmp, val_split: 0.2}\n"),
+      "data.val_split: the tokens dataset validates on the directory's val.bin"));
   EXPECT_TRUE(has(errorOf(std::string(kGpt) + "sample: {temperature: -1}\n"), "sample.temperature"));
   EXPECT_TRUE(has(errorOf(std::string(kGpt) + "activation_checkpointing: {number_checkpoints: 0}\n"),
                   "number_checkpoints must be positive"));
@@ -109,4 +124,53 @@ TEST(LanguageEvaluation, batches_keep_the_logits_within_256_mib) {
   EXPECT_EQ(evalBatchWindows(64, 50257), 20);
   EXPECT_EQ(evalBatchWindows(8192, 50257), 1);
   EXPECT_LE(evalBatchWindows(64, 50257) * 64 * 50257 * 4, int64_t{256} << 20);
+}
+
+// The validation pass on several ranks is the one-process pass: the samples the sampler pads the
+// ranks' shares with (every rank runs as many forwards) are not counted. 7 windows of a language
+// model and 7 samples of a classifier over 1, 2 and 3 thread ranks.
+TEST(Evaluation, the_ranks_padding_is_not_counted) {
+  data::SyntheticDatasetOptions so;
+  so.size = 7;
+  so.input_shape = {5};
+  so.num_classes = 3;
+  auto classes = std::make_shared<data::SyntheticDataset>(so);
+  std::vector<uint16_t> ids(7 * 4 + 1);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint16_t>((i * 7) % 11);
+  auto windows =
+      std::make_shared<data::TokenWindowDataset>(data::TokenFile::fromTokens(ids, "tokens"), 4, 11);
+  for (const auto& [name, ds] :
+       {std::pair<std::string, std::shared_ptr<data::Dataset>>{"mlp", classes}, {"gpt", windows}}) {
+    SCOPED_TRACE(name);
+    auto build = [&] {
+      Generator g(3);
+      nn::ModelOptions mo;
+      mo.generator = &g;
+      if (name == "mlp") {
+        mo.in_features = 5;
+        mo.out_features = 3;
+        mo.hidden = {4};
+        return nn::makeModel("mlp", mo);
+      }
+      mo.vocab_size = 11;
+      mo.block_size = 4;
+      mo.n_layer = 1;
+      mo.n_head = 1;
+      mo.n_embd = 8;
+      return nn::makeModel("gpt", mo);
+    };
+    auto one = build();
+    const EvalResult whole = evaluate(*one, ds, nullptr, 0, 1, 11);
+    for (int world : {2, 3}) {
+      std::vector<EvalResult> got(static_cast<size_t>(world));
+      lockstep::testing::runThreadRanks(world, [&](int rank, std::shared_ptr<comm::ProcessGroup> pg) {
+        auto model = build();
+        got[static_cast<size_t>(rank)] = evaluate(*model, ds, pg.get(), rank, world, 11);
+      });
+      for (const EvalResult& r : got) {
+        EXPECT_NEAR(r.loss, whole.loss, 1e-6 * whole.loss) << "world " << world;  // f32 sums per batch
+        EXPECT_EQ(r.accuracy, whole.accuracy) << "world " << world;
+      }
+    }
+  }
 }

@@ -14,6 +14,7 @@ relative; an MLP weight scaled by 1.5 must not match (the control). Last line "t
 """
 import json
 import math
+import os
 import sys
 
 import numpy as np
@@ -148,10 +149,20 @@ def main():
     block = cfg["block_size"]
     if cfg["name"] == "gpt":
         model = Gpt({"n_embd": cfg["n_embd"], "n_head": cfg["n_head"], "n_layer": cfg["n_layer"], "block_size": block}, vocab)
+        if os.path.exists(f"{run}/config.json"):
+            sys.exit("torch_reads_language_model: FAIL: a gpt run wrote a Hugging Face config.json (its weights are not GPT2's Conv1D layout)")
     else:
-        model = Llama({"n_embd": cfg["n_embd"], "n_head": cfg["n_head"], "n_kv_head": cfg["n_kv_head"],
-                       "n_layer": cfg["n_layer"], "intermediate_size": cfg["intermediate_size"],
-                       "eps": 1e-6, "theta": 10000.0}, vocab)
+        # The twin is built from the Hugging Face config.json the run wrote beside its weights (what
+        # LlamaForCausalLM.from_pretrained reads), so a wrong size, eps or theta there fails the loss.
+        hf = json.load(open(f"{run}/config.json"))
+        if hf["model_type"] != "llama" or hf["architectures"] != ["LlamaForCausalLM"] or hf["tie_word_embeddings"]:
+            sys.exit(f"torch_reads_language_model: FAIL: config.json is not an untied LlamaForCausalLM's: {hf}")
+        if hf["vocab_size"] != vocab or hf["max_position_embeddings"] != block:
+            sys.exit(f"torch_reads_language_model: FAIL: config.json's vocab or positions: {hf}")
+        model = Llama({"n_embd": hf["hidden_size"], "n_head": hf["num_attention_heads"],
+                       "n_kv_head": hf["num_key_value_heads"], "n_layer": hf["num_hidden_layers"],
+                       "intermediate_size": hf["intermediate_size"], "eps": hf["rms_norm_eps"],
+                       "theta": hf["rope_theta"]}, vocab)
     model.load_state_dict(weights, strict=True)
     model.eval()
     ours, theirs = summary["val_loss"], val_loss(model, val, block)

@@ -9,10 +9,15 @@ namespace lockstep::data {
 
 ImageFolder::ImageFolder(ImageFileList list, std::shared_ptr<const ImagePipeline> pipeline,
                          const ImageFolderOptions& options)
+    : ImageFolder(std::make_shared<const ImageFileList>(std::move(list)), std::move(pipeline), options) {}
+
+ImageFolder::ImageFolder(std::shared_ptr<const ImageFileList> list,
+                         std::shared_ptr<const ImagePipeline> pipeline, const ImageFolderOptions& options)
     : list_(std::move(list)), pipeline_(std::move(pipeline)), options_(options) {
+  LOCKSTEP_ENFORCE(list_ != nullptr, ValueError, "ImageFolder: the file list is null");
   LOCKSTEP_ENFORCE(pipeline_ != nullptr, ValueError, "ImageFolder: the image pipeline is null");
-  LOCKSTEP_ENFORCE(list_.paths.size() == list_.labels.size(), ValueError, "ImageFolder: ", list_.paths.size(),
-                   " paths but ", list_.labels.size(), " labels");
+  LOCKSTEP_ENFORCE(list_->paths.size() == list_->labels.size(), ValueError,
+                   "ImageFolder: ", list_->paths.size(), " paths but ", list_->labels.size(), " labels");
 }
 
 LabeledImage ImageFolder::loadImage(int64_t index) const {
@@ -26,7 +31,7 @@ LabeledImage ImageFolder::loadImage(int64_t index) const {
       if (bad_.count(i)) continue;
     }
     try {
-      return {readImageFile(list_.paths[u], options_.decode), list_.labels[u], i};
+      return {readImageFile(list_->paths[u], options_.decode), list_->labels[u], i};
     } catch (const IoError& e) {
       if (!options_.skip_bad_files) throw;
       std::lock_guard<std::mutex> lock(bad_mutex_);
@@ -37,7 +42,7 @@ LabeledImage ImageFolder::loadImage(int64_t index) const {
     }
   }
   throw IoError("ImageFolder: none of the " + std::to_string(n) + " image files decodes (the first is " +
-                list_.paths.front() + ")");
+                list_->paths.front() + ")");
 }
 
 Example ImageFolder::get(int64_t index) const {

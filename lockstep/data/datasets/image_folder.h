@@ -41,8 +41,11 @@ class ImageFolder : public Dataset {
   /// ValueError for a null pipeline or a list whose paths and labels differ in length.
   ImageFolder(ImageFileList list, std::shared_ptr<const ImagePipeline> pipeline,
               const ImageFolderOptions& options = {});
+  /// The same over a list other datasets share (the training files seen by two pipelines).
+  ImageFolder(std::shared_ptr<const ImageFileList> list, std::shared_ptr<const ImagePipeline> pipeline,
+              const ImageFolderOptions& options = {});
 
-  int64_t size() const override { return static_cast<int64_t>(list_.paths.size()); }
+  int64_t size() const override { return static_cast<int64_t>(list_->paths.size()); }
   /// loadImage(index), then the pipeline for (epoch, index): input f32 [3, H, W] (channels_last
   /// strides), target a 0-d i64 class.
   Example get(int64_t index) const override;
@@ -55,12 +58,12 @@ class ImageFolder : public Dataset {
   const ImagePipeline& pipeline() const { return *pipeline_; }
   uint64_t epoch() const { return epoch_.load(); }
   /// The file list: class names (class_to_idx is name -> position), paths and labels.
-  const ImageFileList& files() const { return list_; }
+  const ImageFileList& files() const { return *list_; }
   /// How many distinct files failed to decode and were skipped so far (skip_bad_files).
   int64_t skippedFiles() const;
 
  private:
-  ImageFileList list_;
+  std::shared_ptr<const ImageFileList> list_;
   std::shared_ptr<const ImagePipeline> pipeline_;
   ImageFolderOptions options_;
   std::atomic<uint64_t> epoch_{0};

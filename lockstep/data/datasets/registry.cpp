@@ -157,8 +157,10 @@ DatasetSplits loadImageFolderSplits(const DatasetOptions& o) {
   s.classes = train.classes;
   s.label_count = std::max(train.num_classes, val.num_classes);
   // What data.val_split holds out of train/ is validated as val/ is: resized and center-cropped.
-  if (o.val_split > 0) s.train_for_eval = std::make_shared<ImageFolder>(train, val_pipeline, val_options);
-  s.train = std::make_shared<ImageFolder>(std::move(train), train_pipeline, train_options);
+  auto train_files = std::make_shared<const ImageFileList>(std::move(train));  // one copy for both views
+  if (o.val_split > 0)
+    s.train_for_eval = std::make_shared<ImageFolder>(train_files, val_pipeline, val_options);
+  s.train = std::make_shared<ImageFolder>(train_files, train_pipeline, train_options);
   s.test = std::make_shared<ImageFolder>(std::move(val), val_pipeline, val_options);
   return s;
 }
@@ -243,7 +245,9 @@ std::vector<DatasetInfo> builtinDatasets() {
     d.load = [](const DatasetOptions& o) {
       TokenDirMeta meta;
       TokenSplit split = openTokenDir(o.root, &meta);
-      return tokenWindowSplits(o, split, meta.vocab_size);
+      DatasetSplits s = tokenWindowSplits(o, split, meta.vocab_size);
+      s.tokenizer = meta.tokenizer;
+      return s;
     };
     r.push_back(std::move(d));
   }

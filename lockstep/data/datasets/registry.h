@@ -61,6 +61,9 @@ struct DatasetSplits {
   std::shared_ptr<Dataset> test;
   /// Language datasets: the tokenizer's vocabulary (256 for bytes, meta.json's for a token directory).
   int64_t vocab_size = 0;
+  /// Language datasets: the tokenizer that made the ids ("byte": lockstep's, whose ids are a text's
+  /// bytes; a token directory's meta.json may name another, e.g. one written by nanoGPT's scripts).
+  std::string tokenizer = "byte";
   /// Class i's name where the dataset has names (image_folder's class folders: torchvision's
   /// classes, class_to_idx = name -> i); empty otherwise.
   std::vector<std::string> classes;

@@ -153,7 +153,12 @@ TokenSplit openTokenDir(const std::string& dir, TokenDirMeta* meta_out) {
   const std::string meta_path = dir + "/meta.json";
   if (!file::exists(meta_path)) {
     throw IoError(fmt::format(
-        "{} is missing: make the token directory with `lockstep data tokenize TEXT -o {}`", meta_path, dir));
+        "{} is missing: make the token directory with `lockstep data tokenize TEXT -o {}`, or, for "
+        "train.bin and val.bin of another tokenizer (nanoGPT's prepare.py: uint16 ids), write "
+        "{{\"vocab_size\": N, \"tokenizer\": \"NAME\"}} there (N: one past the largest id; nanoGPT's "
+        "meta.pkl "
+        "is not read)",
+        meta_path, dir));
   }
   TokenDirMeta meta = parseTokenDirMeta(file::readAll(meta_path), meta_path);
   TokenSplit split;

@@ -252,6 +252,13 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
     coordinator_->setBeforeUnitBackward([r = reducer_.get()] { r->completeAllButLatest(); });
 
   for (const Variable& p : params_) shapes_.push_back(p.shape());
+  // Whether the host step fuses, agreed by every rank (collective): a rank whose partition is empty
+  // (fewer elements than ranks) would say yes to any optimizer, and ranks that disagree run
+  // different collectives in Engine::gradientPhase.
+  fuses_host_step_ = options_.fused_host_step && !offload_ && !(coordinator_ && coordinator_->pieceSwap()) &&
+                     optimizer_->stepsFused();
+  if (group_ && world_ > 1)
+    fuses_host_step_ = allreduceScalar(*group_, fuses_host_step_ ? 1.0 : 0.0, comm::ReduceOp::min) != 0.0;
   // Stage 3: the whole parameters the model was built with are freed now; hand their bytes back to
   // the system rather than keep a whole model's worth cached for gathers that need a layer's.
   if (coordinator_) {
@@ -432,10 +439,7 @@ void ZeroOptimizer::step(double grad_scale) {
   }
 }
 
-bool ZeroOptimizer::fusesHostStep() const {
-  return options_.fused_host_step && !offload_ && !(coordinator_ && coordinator_->pieceSwap()) &&
-         optimizer_->stepsFused();
-}
+bool ZeroOptimizer::fusesHostStep() const { return fuses_host_step_; }
 
 Tensor ZeroOptimizer::fusedCopy(Shard& s) {
   if (!master_) return Tensor();

@@ -171,7 +171,8 @@ class ZeroOptimizer {
   /// reads it (the clipping coefficient, Engine's rule with clipCoefficient()).
   void step(double grad_scale = 1.0);
   /// Whether step() fuses the host step's passes (ZeroOptions::fused_host_step): the partition
-  /// stepped on the host in f32 by an optimizer that fuses, without NVMe swapping.
+  /// stepped on the host in f32 by an optimizer that fuses, without NVMe swapping; decided when
+  /// the ZeroOptimizer is built, alike on every rank.
   bool fusesHostStep() const;
 
   /// Stage 3, before a training forward. Collective. Gathers the parameters of no gather unit
@@ -360,6 +361,7 @@ class ZeroOptimizer {
   bool offload_cpu_ = false;         // offload_optimizer_cpu (stages 1 and 2)
   bool master_ = false;              // param_dtype: f32 master weights of low-precision parameters
   bool host_grads_current_ = false;  // the shards' host gradients hold this step's (offload)
+  bool fuses_host_step_ = false;     // fusesHostStep(), agreed by the ranks when built
   // Stage 3: this rank's pieces of the parameters and their gathering.
   std::unique_ptr<ZeroParameterCoordinator> coordinator_;
   std::vector<Shape> shapes_;

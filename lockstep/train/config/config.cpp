@@ -324,6 +324,11 @@ void parseData(const YAML::Node& n, DataConfig& d) {
   if (d.root.empty()) d.root = dataset->default_root;
   if (d.root.empty() && !dataset->root_hint.empty()) throw ValueError("data.root: " + dataset->root_hint);
   if (!n["val_split"]) d.val_split = dataset->default_val_split;
+  // A token directory's split is its own val.bin: a held-out fraction would change nothing.
+  if (d.dataset == "tokens" && d.val_split > 0)
+    throw ValueError(
+        "data.val_split: the tokens dataset validates on the directory's val.bin (`lockstep data "
+        "tokenize --val-fraction` chose the split); leave data.val_split out");
 }
 
 CudaGraph parseCudaGraph(const std::string& text, const std::string& source) {
@@ -822,8 +827,9 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
     get(k, "checkpoint", "keep_last", c.checkpoint_keep_last);
   }
   if (root["eval"]) {
-    checkKeys(root["eval"], "eval", {"every_epochs"});
+    checkKeys(root["eval"], "eval", {"every_epochs", "every_steps"});
     get(root["eval"], "eval", "every_epochs", c.eval_every_epochs);
+    get(root["eval"], "eval", "every_steps", c.eval_every_steps);
   }
   if (root["ddp"]) {
     const YAML::Node k = root["ddp"];
@@ -892,6 +898,9 @@ TrainConfig parse(const std::string& text, const std::vector<std::string>& overr
   if (c.max_steps < 0) throw ValueError("max_steps must be >= 0");
   if (c.steps_per_print <= 0) throw ValueError("steps_per_print must be positive");
   if (c.eval_every_epochs <= 0) throw ValueError("eval.every_epochs must be positive");
+  if (c.eval_every_steps < 0)
+    throw ValueError("eval.every_steps must be >= 0 (0: at the ends of epochs only), got " +
+                     std::to_string(c.eval_every_steps));
   if (c.checkpoint_every_steps < 0)
     throw ValueError("checkpoint.every_steps must be >= 0 (0: only at the ends of epochs), got " +
                      std::to_string(c.checkpoint_every_steps));

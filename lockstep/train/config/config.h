@@ -127,6 +127,9 @@ struct TrainConfig {
   int64_t checkpoint_every_steps = 0;
   int checkpoint_keep_last = 3;
   int64_t eval_every_epochs = 1;
+  /// eval.every_steps: a validation pass also every so many optimizer steps (nanoGPT's
+  /// eval_interval: a language model trains less than an epoch); 0: epochs' ends only.
+  int64_t eval_every_steps = 0;
   MonitorConfig tensorboard{}, csv_monitor{};
   std::string backend = "auto";  // a name from comm::backendNames(), checked when parsed
   /// Where the model trains: `device: cpu`, `cuda:N` (one rank) or `cuda`, which sets

@@ -70,6 +70,12 @@ void parseLanguageModelKeys(const YAML::Node& n, TrainConfig& c) {
     get(n, "model", key, *v);
     if (*v < 0 || *v > (int64_t{1} << 24))
       throw ValueError(std::string("model.") + key + " must be in [0, 2^24]");
+    // 0 is how the options say "not given" (the preset's size, the data's vocabulary): written out
+    // it would silently mean that instead of what it says.
+    if (n[key] && *v == 0 && std::string(key) != "checkpoint_every")
+      throw ValueError(
+          std::string("model.") + key + ": 0 is no size; give at least 1, or leave it out for " +
+          (std::string(key) == "vocab_size" ? "the data's vocabulary" : "the model preset's value"));
   }
   get(n, "model", "dropout", m.dropout);
   if (m.dropout && !(*m.dropout >= 0 && *m.dropout < 1)) throw ValueError("model.dropout must be in [0, 1)");

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -110,10 +111,16 @@ EventWriter::EventWriter(const std::string& dir) {
   // PyTorch's SummaryWriter's name: time, host, pid and a count within the process, so that runs
   // started in one second (a quick --resume, a restart) each get their own file; "x" never
   // truncates another's.
+  // A name taken already (a restarted container's process with the same pid, in the same second)
+  // takes the next count.
   static std::atomic<int> made{0};
-  path_ = dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(now())) + "." + host + "." +
-          std::to_string(::getpid()) + "." + std::to_string(made++);
-  file_ = std::fopen(path_.c_str(), "wbx");
+  const std::string stem = dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(now())) + "." +
+                           host + "." + std::to_string(::getpid()) + ".";
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    path_ = stem + std::to_string(made++);
+    file_ = std::fopen(path_.c_str(), "wbx");
+    if (file_ || errno != EEXIST) break;
+  }
   if (!file_) throw IoError("cannot write the TensorBoard event file " + path_ + ": " + std::strerror(errno));
   std::string rec = encodeRecord(encodeFileVersionEvent(now()));
   std::fwrite(rec.data(), 1, rec.size(), file_);
