@@ -119,6 +119,24 @@ nlohmann::json huggingFaceConfig(const nn::LanguageModel& model) {
   };
 }
 
+void writeHuggingFaceConfig(const std::string& dir, const nn::Module& model) {
+  const auto* lm = dynamic_cast<const nn::LanguageModel*>(&model);
+  const nlohmann::json hf = lm ? huggingFaceConfig(*lm) : nlohmann::json();
+  const std::string path = dir + "/config.json";
+  if (hf.is_null()) {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+    return;
+  }
+  file::writeAtomic(path, hf.dump(2) + "\n");
+}
+
+std::string noSamplesNote(const DataConfig& data, const std::string& tokenizer) {
+  if (tokenizer == "byte") return "";
+  return "note: no text samples: " + data.root + "/meta.json names the tokenizer '" + tokenizer +
+         "', and lockstep's samples (and `lockstep generate`) read and write bytes, its byte tokenizer's ids";
+}
+
 LoadedLanguageModel loadLanguageModel(const std::string& path) {
   namespace fs = std::filesystem;
   nlohmann::json document;

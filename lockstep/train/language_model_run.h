@@ -44,6 +44,12 @@ struct LoadedLanguageModel {
 /// the run's directory, beside its model.safetensors of HF's names), or null for a model HF's
 /// classes do not load as they are (gpt: its Conv1D weights are transposed).
 nlohmann::json huggingFaceConfig(const nn::LanguageModel& model);
+/// DIR/config.json: huggingFaceConfig(model) where there is one, else none (a stale one from an
+/// earlier run into DIR, a llama's beside another model's weights, is removed).
+void writeHuggingFaceConfig(const std::string& dir, const nn::Module& model);
+/// The note a run prints instead of its text samples when the data's tokenizer is not the byte
+/// tokenizer the samples read and write; empty for "byte".
+std::string noSamplesNote(const DataConfig& data, const std::string& tokenizer);
 
 /// The language model a run trained, for `lockstep generate`: PATH is a checkpoint directory
 /// (its config.json and weights), or a run's output dir (run.json's config and model.safetensors,

@@ -188,6 +188,24 @@ void trainStep(PipelineRun& r, const std::vector<Tensor>& inputs, const std::vec
                       r.parts.loader->waitSeconds()});
 }
 
+/// Collective: `ds` through the stages, each replica its shard.
+EvalResult evaluateOn(PipelineRun& r, const std::shared_ptr<data::Dataset>& ds) {
+  r.parts.stage->train(false);
+  const EvalResult v = evaluateWith(
+      ds, {static_cast<int>(r.grid.replica), static_cast<int>(r.grid.replicas), &r.world}, r.device,
+      [&](const Tensor& input) { return r.parts.stage->forwardOnly(input); }, r.data.vocab_size);
+  r.parts.stage->train(true);
+  return v;
+}
+
+/// Collective: the validation pass after the step r.step of epoch e.
+Evaluation validate(PipelineRun& r, uint64_t e) {
+  r.clock.timeEvaluation([&] { r.last_val = evaluateOn(r, r.data.val ? r.data.val : r.data.test); });
+  r.last_val_step = r.step;
+  if (r.data.val) r.summary.val_loss = r.last_val.loss;
+  return Evaluation{static_cast<int64_t>(e), r.step, r.last_val.loss, r.last_val.accuracy};
+}
+
 /// The steps of epoch e (its rest, when resumed mid-epoch); true when max_steps is reached or a
 /// stop signal ends the run.
 bool trainEpoch(PipelineRun& r, uint64_t e) {
@@ -206,6 +224,12 @@ bool trainEpoch(PipelineRun& r, uint64_t e) {
     inputs.clear();
     targets.clear();
     gathered = 0;
+    // eval.every_steps, as the trainer's (the step max_steps reaches is endEpoch's to validate).
+    const bool last = r.config.max_steps > 0 && r.step >= r.config.max_steps;
+    if (r.config.eval_every_steps > 0 && r.step % r.config.eval_every_steps == 0 && !last) {
+      const Evaluation v = validate(r, e);
+      r.clock.timeEvaluation([&] { r.observers.onEvaluation(v); });
+    }
     if (r.config.checkpoint_every_steps > 0 && r.step % r.config.checkpoint_every_steps == 0)
       saveCheckpoint(r);
     crashIfAsked(r.options, r.world.rank(), r.step);
@@ -215,25 +239,11 @@ bool trainEpoch(PipelineRun& r, uint64_t e) {
   return false;  // an epoch's last micro-batches that fill no step are dropped
 }
 
-/// Collective: `ds` through the stages, each replica its shard.
-EvalResult evaluateOn(PipelineRun& r, const std::shared_ptr<data::Dataset>& ds) {
-  r.parts.stage->train(false);
-  const EvalResult v = evaluateWith(
-      ds, {static_cast<int>(r.grid.replica), static_cast<int>(r.grid.replicas), &r.world}, r.device,
-      [&](const Tensor& input) { return r.parts.stage->forwardOnly(input); }, r.data.vocab_size);
-  r.parts.stage->train(true);
-  return v;
-}
-
 void endEpoch(PipelineRun& r, uint64_t e, bool done) {
   if (r.parts.loader->state().position >= r.parts.loader->size()) r.parts.loader->setEpoch(e + 1);
   std::optional<Evaluation> v;
-  if (static_cast<int64_t>(e + 1) % r.config.eval_every_epochs == 0 || done) {
-    r.clock.timeEvaluation([&] { r.last_val = evaluateOn(r, r.data.val ? r.data.val : r.data.test); });
-    r.last_val_step = r.step;
-    if (r.data.val) r.summary.val_loss = r.last_val.loss;
-    v = Evaluation{static_cast<int64_t>(e), r.step, r.last_val.loss, r.last_val.accuracy};
-  }
+  const bool fresh = r.last_val_step == r.step && r.step > 0;  // eval.every_steps validated it already
+  if ((static_cast<int64_t>(e + 1) % r.config.eval_every_epochs == 0 || done) && !fresh) v = validate(r, e);
   saveCheckpoint(r);
   if (v) r.clock.timeEvaluation([&] { r.observers.onEvaluation(*v); });
 }
@@ -329,9 +339,15 @@ void saveModelAndSample(PipelineRun& r, nn::Module& model) {
     model_only.optimizer = [](const std::string&) { return false; };
     saveCheckpointModel(loadCheckpoint(r.last_checkpoint, model_only),
                         r.options.output_dir + "/model.safetensors", {{"format", "pt"}});
+    writeHuggingFaceConfig(r.options.output_dir, model);
   }
   auto* lm = dynamic_cast<nn::LanguageModel*>(&model);
   if (!lm) return;
+  // Every stage takes the same branch (the samples' generation is collective).
+  if (const std::string note = noSamplesNote(r.config.data, r.data.tokenizer); !note.empty()) {
+    if (r.world.rank() == 0) std::fprintf(stderr, "%s\n", note.c_str());
+    return;
+  }
   parallel::PipelineStage& stage = *r.parts.stage;
   const int last = static_cast<int>(r.grid.stages - 1);
   auto generate = [&](const std::vector<int64_t>& prompt, const nn::GenerateOptions& o) {

@@ -400,23 +400,18 @@ void saveModelAndSample(Run& r) {
   const bool chief = r.engine.environment().isMain();
   auto* lm = dynamic_cast<nn::LanguageModel*>(r.engine.model().get());
   saveModel(r.options.output_dir + "/model.safetensors", r.engine, chief);  // ZeRO-3: a bucket at a time
-  if (!lm) return;
   // Beside it Hugging Face's config.json where its classes load the file as it is (llama), so that
   // from_pretrained(DIR) works.
-  if (const nlohmann::json hf = huggingFaceConfig(*lm); chief && !hf.is_null())
-    file::writeAtomic(r.options.output_dir + "/config.json", hf.dump(2) + "\n");
+  if (chief) writeHuggingFaceConfig(r.options.output_dir, *r.engine.model());
+  if (!lm) return;
   r.summary.tokens_per_sample = r.config.data.block_size;
   r.summary.flops_per_token = trainingFlopsPerToken(*lm, r.config.data.block_size);
   r.summary.peak_gpu = gpuName(r.device);
   if (!r.summary.peak_gpu.empty()) r.summary.peak_flops = denseBf16PeakFlops(r.summary.peak_gpu);
   // Samples are text: a prompt's bytes in, bytes out (lockstep's byte tokenizer). Ids of another
   // tokenizer (a token directory from nanoGPT's scripts) would print as noise: none then, said.
-  if (r.data.tokenizer != "byte") {
-    if (chief)
-      std::fprintf(stderr,
-                   "note: no text samples: %s/meta.json names the tokenizer '%s', and lockstep samples "
-                   "(and `lockstep generate`) read and write bytes, its byte tokenizer's ids\n",
-                   r.config.data.root.c_str(), r.data.tokenizer.c_str());
+  if (const std::string note = noSamplesNote(r.config.data, r.data.tokenizer); !note.empty()) {
+    if (chief) std::fprintf(stderr, "%s\n", note.c_str());
     return;
   }
   // ZeRO stage 3 generates as it evaluates, each layer gathered for its forward (collective: every

@@ -223,6 +223,9 @@ TEST(TextCorpus, meta_json_errors_name_the_file) {
   TokenDirMeta m = parseTokenDirMeta(R"({"vocab_size": 50257, "dtype": "uint32"})", "d/meta.json");
   EXPECT_EQ(m.vocab_size, 50257);
   EXPECT_EQ(m.dtype, TokenWidth::u32);
+  EXPECT_EQ(m.tokenizer, "unspecified");  // written by hand for another tokenizer: not bytes
+  EXPECT_EQ(parseTokenDirMeta(R"({"vocab_size": 256, "tokenizer": "byte"})", "d/meta.json").tokenizer,
+            "byte");
   for (const char* bad :
        {R"({"vocab_size": 70000, "dtype": "uint16"})", R"({"dtype": "uint16"})", R"({"vocab_size": "256"})",
         R"([256])", "{", R"({"vocab_size": 0})", R"({"vocab_size": 256, "dtype": "int8"})"}) {

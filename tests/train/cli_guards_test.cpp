@@ -185,17 +185,8 @@ TEST_F(TrainCli, eval_every_steps_validates_between_the_epochs_ends) {
   std::string config = writeConfig("mlp.yaml", kSynthetic);
   Result r = run(config + " --output-dir " + dir_ + "/ev --set eval.every_steps=4");
   ASSERT_EQ(r.code, 0) << r.output;
-  std::vector<int64_t> steps;
-  std::istringstream csv(readFile(dir_ + "/ev/metrics.csv"));
-  for (std::string line; std::getline(csv, line);) {
-    std::istringstream row(line);
-    std::string epoch, step, metric;
-    std::getline(row, epoch, ',');
-    std::getline(row, step, ',');
-    std::getline(row, metric, ',');
-    if (metric == "val/loss") steps.push_back(std::stoll(step));
-  }
-  EXPECT_EQ(steps, (std::vector<int64_t>{4, 6, 8, 12, 16, 18, 20})) << readFile(dir_ + "/ev/metrics.csv");
+  EXPECT_EQ(metricSteps(dir_ + "/ev", "val/loss"), (std::vector<int64_t>{4, 6, 8, 12, 16, 18, 20}))
+      << readFile(dir_ + "/ev/metrics.csv");
   Result bad = run(config + " --output-dir " + dir_ + "/ev2 --set eval.every_steps=-1");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_NE(bad.output.find("eval.every_steps must be >= 0"), std::string::npos) << bad.output;

@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "lockstep/train/checkpoint/safetensors.h"
 
@@ -37,6 +39,21 @@ inline Result runLockstep(const std::string& dir, const std::string& args) {
   const std::string out = dir + "/cmd.txt";
   int status = std::system((std::string(LOCKSTEP_BIN) + " " + args + " > " + out + " 2>&1").c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, readFile(out)};
+}
+
+// The steps of metrics.csv's rows of `metric` (e.g. "val/loss") in DIR, in file order.
+inline std::vector<int64_t> metricSteps(const std::string& dir, const std::string& metric) {
+  std::vector<int64_t> steps;
+  std::istringstream csv(readFile(dir + "/metrics.csv"));
+  for (std::string line; std::getline(csv, line);) {
+    std::istringstream row(line);
+    std::string epoch, step, name;
+    std::getline(row, epoch, ',');
+    std::getline(row, step, ',');
+    std::getline(row, name, ',');
+    if (name == metric) steps.push_back(std::stoll(step));
+  }
+  return steps;
 }
 
 // max |a - b| / max |b| over the tensors of safetensors file b (each must be in a, as large).

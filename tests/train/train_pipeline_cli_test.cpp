@@ -154,6 +154,17 @@ TEST_F(TrainCli, pipeline_trains_as_one_process_with_both_schedules) {
 
 // A model of 37.8 MB (mlp 512 -> 2048 -> 2048 -> 2048 -> 3): each rank builds it deferred and
 // allocates only its stage's layers, so no rank's memory ever held the whole model.
+// eval.every_steps in a pipeline run, as in the trainer's: 6 steps an epoch, max_steps 12.
+TEST_F(TrainCli, pipeline_validates_every_so_many_steps) {
+  const std::string cfg = writeConfig("pp.yaml", kPipelined);
+  Result pp = run(cfg + " --nproc-per-node 2 --output-dir " + dir_ + "/ev --set pipeline.stages=2" +
+                  " --set eval.every_steps=4");
+  ASSERT_EQ(pp.code, 0) << pp.output;
+  EXPECT_EQ(metricSteps(dir_ + "/ev", "val/loss"), (std::vector<int64_t>{4, 6, 8, 12}))
+      << readFile(dir_ + "/ev/metrics.csv");
+  EXPECT_NE(pp.output.find("epoch 1 step 4: val_loss="), std::string::npos) << pp.output;
+}
+
 TEST_F(TrainCli, pipeline_interleaved_1f1b_trains_as_one_process_and_resumes_as_plain_1f1b) {
   std::string cfg = writeConfig("c.yaml", kPipelined);
   Result one = runOneThread([&] { return run(cfg + " --output-dir " + dir_ + "/one"); });

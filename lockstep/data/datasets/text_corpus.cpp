@@ -128,7 +128,9 @@ TokenDirMeta parseTokenDirMeta(const std::string& text, const std::string& path)
   try {
     auto j = json::parse(text);
     if (!j.is_object()) throw IoError(path + " is not a JSON object");
-    meta.tokenizer = j.value("tokenizer", std::string("byte"));
+    // lockstep data tokenize always names its tokenizer: a meta.json without one was written by hand
+    // for another tokenizer's ids, which are not bytes.
+    meta.tokenizer = j.value("tokenizer", std::string("unspecified"));
     meta.vocab_size = intField(j, "vocab_size", std::nullopt, path);
     meta.dtype = tokenWidthFromName(j.value("dtype", std::string("uint16")));
     meta.train_tokens = intField(j, "train_tokens", 0, path);

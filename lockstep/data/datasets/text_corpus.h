@@ -43,8 +43,9 @@ struct TokenDirMeta {
 };
 
 /// meta.json's text as TokenDirMeta: vocab_size (required, 1 .. 2^32), dtype (uint16 | uint32),
-/// tokenizer, token counts, source. IoError naming `path` for anything else: invalid JSON, a field of
-/// the wrong type or out of range, a vocabulary that does not fit the dtype. Pure.
+/// tokenizer ("unspecified" when absent: not taken for bytes), token counts, source. IoError naming `path`
+/// for anything else: invalid JSON, a field of the wrong type or out of range, a vocabulary that does not fit
+/// the dtype. Pure.
 TokenDirMeta parseTokenDirMeta(const std::string& text, const std::string& path);
 
 /// Tokenizes `input` (readTextCorpus) into out_dir/train.bin, val.bin (absent when val_fraction is

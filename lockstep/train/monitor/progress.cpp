@@ -123,8 +123,9 @@ void ProgressLine::finishLine() {
 
 void ProgressLine::onEvaluation(const Evaluation& e) {
   finishLine();
-  std::fprintf(stderr, "epoch %lld: val_loss=%.4f val_accuracy=%.4f\n", static_cast<long long>(e.epoch + 1),
-               e.loss, e.accuracy);
+  // The step too: eval.every_steps validates several times an epoch.
+  std::fprintf(stderr, "epoch %lld step %lld: val_loss=%.4f val_accuracy=%.4f\n",
+               static_cast<long long>(e.epoch + 1), static_cast<long long>(e.step), e.loss, e.accuracy);
 }
 
 void ProgressLine::onEnd(const TrainSummary& s) {
