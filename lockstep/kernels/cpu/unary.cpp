@@ -17,18 +17,6 @@ namespace {
 
 constexpr int64_t kChunk = 32768;  // elements per thread task
 
-// torch's pow with a scalar exponent (ATen's pow_tensor_scalar_optimized_kernel): the exponents it
-// computes by multiplication, square roots or reciprocals, std::pow for the others.
-float powOf(float x, double p) {
-  if (p == 2.0) return x * x;
-  if (p == 3.0) return x * x * x;
-  if (p == 0.5) return std::sqrt(x);
-  if (p == -0.5) return 1.0f / std::sqrt(x);
-  if (p == -1.0) return 1.0f / x;
-  if (p == -2.0) return 1.0f / (x * x);
-  return std::pow(x, static_cast<float>(p));
-}
-
 template <typename Fn>
 void map(const float* x, float* y, int64_t n, Fn fn) {
   forEachChunk(n, kChunk, [&](int64_t, int64_t b, int64_t e) {
@@ -63,7 +51,7 @@ Tensor unaryF32(UnaryOp op, const Tensor& x0, double p) {
       map(px, py, n, [](float v) { return std::sqrt(v); });
       break;
     case UnaryOp::pow:
-      map(px, py, n, [p](float v) { return powOf(v, p); });
+      map(px, py, n, [p](float v) { return powOfScalar(v, p); });
       break;
   }
   return y;
@@ -97,7 +85,7 @@ Tensor unaryBackwardF32(UnaryOp op, const Tensor& gy0, const Tensor& saved0, dou
         map2(pg, ps, px, n, [](float, float) { return 0.0f; });
       } else {
         const float pf = static_cast<float>(p);
-        map2(pg, ps, px, n, [p, pf](float g, float x) { return g * (pf * powOf(x, p - 1.0)); });
+        map2(pg, ps, px, n, [p, pf](float g, float x) { return g * (pf * powOfScalar(x, p - 1.0)); });
       }
       break;
   }

@@ -6,7 +6,7 @@ namespace lockstep::kernels::cuda {
 
 namespace {
 
-// torch's pow with a scalar exponent, as the cpu loops (kernels/cpu/unary.cpp): the exponents it
+// torch's pow with a scalar exponent, as kernels::powOfScalar (kernels/unary.h): the exponents it
 // computes by multiplication, square roots or reciprocals, pow for the others (pow(-inf, 0.5) is
 // NaN there, +inf in powf).
 template <typename C>

@@ -15,17 +15,6 @@ Tensor castLike(const Tensor& y, const Tensor& like) {
   return out;
 }
 
-// torch's pow with a scalar exponent (its special exponents: multiplication, square roots,
-// reciprocals), as the cpu loops and the CUDA kernels compute it.
-double powOf(double x, double p) {
-  if (p == 2.0) return x * x;
-  if (p == 3.0) return x * x * x;
-  if (p == 0.5) return std::sqrt(x);
-  if (p == -0.5) return 1.0 / std::sqrt(x);
-  if (p == -1.0) return 1.0 / x;
-  if (p == -2.0) return 1.0 / (x * x);
-  return std::pow(x, p);
-}
 }  // namespace
 
 Tensor unary(UnaryOp op, const Tensor& x, double p) {
@@ -49,7 +38,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double p) {
         py[i] = std::sqrt(v);
         break;
       case UnaryOp::pow:
-        py[i] = powOf(v, p);
+        py[i] = powOfScalar(v, p);
         break;
     }
   }
@@ -77,7 +66,7 @@ Tensor unaryBackward(UnaryOp op, const Tensor& gy, const Tensor& saved, double p
         px[i] = pg[i] / (2.0 * ps[i]);
         break;            // saved = y = sqrt(x)
       case UnaryOp::pow:  // torch's pow_backward: 0 for p = 0 (else 0 * inf at x = 0)
-        px[i] = p == 0.0 ? 0.0 : pg[i] * (p * powOf(ps[i], p - 1.0));
+        px[i] = p == 0.0 ? 0.0 : pg[i] * (p * powOfScalar(ps[i], p - 1.0));
         break;
     }
   }
