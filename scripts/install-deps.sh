@@ -13,6 +13,7 @@ packages=(
   libssl-dev             # OpenSSL's libcrypto: HMAC-SHA256 of the store's join token
   liburing-dev           # io_uring: ZeRO's NVMe offload swaps optimizer states through it
   libturbojpeg0-dev libpng-dev  # image datasets: JPEG (libjpeg-turbo) and PNG decoding
+  libarchive-dev         # CIFAR-10 read inside its downloaded .tar.gz
   time                   # /usr/bin/time: peak memory of the CLI in tests
   clang-14 libclang-rt-14-dev libomp-14-dev  # `make fuzz`: libFuzzer, ASan/UBSan runtimes, OpenMP for clang
   clang-format           # `make format-check` (CI) and `make format`

@@ -40,7 +40,8 @@ int dataMain(int argc, char** argv) {
       ->check(CLI::IsMember({"fashion_mnist", "cifar10"}))
       ->capture_default_str();
   make->add_option("--source-root", img.source_root,
-                   "the source's files (default for fashion_mnist: /usr/share/datasets/fashion-mnist)");
+                   "the source's files (default for fashion_mnist: /usr/share/datasets/fashion-mnist; "
+                   "cifar10: its folder or downloaded .tar.gz, as data.root)");
   make->add_option("--classes", img.classes, "number of classes (1..10)")->capture_default_str();
   make->add_option("--train-per-class", img.train_per_class, "training images per class")
       ->capture_default_str();

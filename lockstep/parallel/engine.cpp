@@ -125,6 +125,18 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimiz
                    "both on nvme; use that, offload_optimizer device cpu, or train on device cpu");
   params_ = model_->parameters();
   optimizer_ = optimizer ? std::move(optimizer) : optim::makeOptimizer(options_.optimizer, params_);
+  if (options_.round_initial_parameters) {
+    if (const std::optional<DType> dt = precisionDType(options_.precision)) {
+      if (options_.zero_stage > 0) {
+        options_.zero.initial_rounding = dt;  // stage 3's parameters may exist only as its pieces
+      } else {
+        autograd::NoGradGuard ng;
+        std::vector<Tensor> values;
+        for (const Variable& p : params_) values.push_back(p.tensor());
+        roundInPlace(values, *dt);
+      }
+    }
+  }
   if (options_.zero_stage > 0) {
     // Stage 1 keeps DDP's allreduce of the gradients; stages 2 and 3 reduce-scatter them
     // themselves and check and broadcast the model as DDP would. Made before DDP: with master

@@ -87,6 +87,12 @@ struct EngineOptions {
   /// With bf16/fp16: cast the floating input of forward() to that dtype first (DeepSpeed's
   /// fp16.auto_cast). Off: the input stays as given and the first lower-precision op casts it.
   bool auto_cast = false;
+  /// With bf16/fp16, DeepSpeed's bf16 and fp16 sections: DeepSpeed casts the module to the 16-bit
+  /// dtype before its optimizer takes the f32 master weights from it, so the run starts from the
+  /// initial parameters rounded to that dtype, at every ZeRO stage (stage 0 here, stages 1-3
+  /// through ZeroOptions::initial_rounding). The trainer sets it for those sections. Off:
+  /// torch.autocast's start, the f32 parameters as given (DeepSpeed's torch_autocast).
+  bool round_initial_parameters = false;
   /// 0: replicated optimizer state (DDP). 1: ZeRO stage 1, optimizer states partitioned across
   /// ranks (gradients still averaged by DDP). 2: ZeRO stage 2, gradients reduce-scattered into
   /// each rank's partition too (no DDP wrapper). 3: ZeRO stage 3, parameters partitioned too: each

@@ -11,6 +11,12 @@ Precision parsePrecision(const std::string& name) {
   throw ValueError("precision '" + name + "' is not one of fp32, bf16, fp16");
 }
 
+void roundInPlace(const std::vector<Tensor>& values, DType dtype) {
+  for (const Tensor& t : values) {
+    if (t.defined() && t.numel() > 0 && t.dtype() != dtype) Tensor(t).copyFrom(t.to(dtype));
+  }
+}
+
 const char* precisionName(Precision precision) {
   return precisionNames()[static_cast<size_t>(precision)].c_str();
 }

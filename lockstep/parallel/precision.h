@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/tensor/tensor.h"
 #include "lockstep/util/dtype.h"
 
 namespace lockstep::parallel {
@@ -20,5 +21,9 @@ const char* precisionName(Precision precision);
 const std::vector<std::string>& precisionNames();
 /// The autocast dtype: nullopt for fp32, bf16, f16. Pure.
 std::optional<DType> precisionDType(Precision precision);
+/// Rounds each of `values` in place to `dtype` and back to its own dtype: DeepSpeed's bf16 and fp16
+/// sections cast the module to 16 bits before the optimizer takes its f32 master weights from it,
+/// so the run starts from the rounded values (EngineOptions::round_initial_parameters).
+void roundInPlace(const std::vector<Tensor>& values, DType dtype);
 
 }  // namespace lockstep::parallel

@@ -244,8 +244,8 @@ void endEpoch(PipelineRun& r, uint64_t e, bool done) {
   std::optional<Evaluation> v;
   const bool fresh = r.last_val_step == r.step && r.step > 0;  // eval.every_steps validated it already
   if ((static_cast<int64_t>(e + 1) % r.config.eval_every_epochs == 0 || done) && !fresh) v = validate(r, e);
+  if (v) r.clock.timeEvaluation([&] { r.observers.onEvaluation(*v); });  // before: see trainer.cpp
   saveCheckpoint(r);
-  if (v) r.clock.timeEvaluation([&] { r.observers.onEvaluation(*v); });
 }
 
 /// The idle fraction each stage's schedule would have with the stages' measured forward and backward
@@ -430,6 +430,15 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   if (chief) std::fprintf(stderr, "%s\n", describeLayout(grid, c, stage.boundaries()).c_str());
   materializeStage(stage);
   for (nn::Module* layer : stage.layers()) layer->to(device);
+  // DeepSpeed's bf16/fp16 sections cast the module to 16 bits before the optimizer takes its f32
+  // weights from it: the stage starts from the rounded values (torch_autocast leaves them f32).
+  if (const std::optional<DType> dt = parallel::precisionDType(c.precision); dt && !c.torch_autocast) {
+    autograd::NoGradGuard ng;
+    std::vector<Tensor> values;
+    for (nn::Module* layer : stage.layers())
+      for (const autograd::Variable& p : layer->parameters()) values.push_back(p.tensor());
+    parallel::roundInPlace(values, *dt);
+  }
   const size_t build_peak_bytes = CachingAllocator::instance().stats().peak_bytes_in_use;
 
   // The whole model's optimizer numbers the parameters (as a DDP run's would) and gives the groups.
@@ -517,6 +526,8 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   TrainSummary& s = run.summary;
   s.world_size = world.size();
   s.global_batch_size = c.batch.train_batch_size;
+  // The epochs a resumed run has trained already (trainer.cpp's startRun).
+  s.epochs = static_cast<int64_t>(parts.loader->epoch()) + (parts.loader->state().position > 0 ? 1 : 0);
   s.memory = parallel::gatherModelStateBytes(
       &world, zero ? zero->memory() : parallel::replicatedModelStateBytes(*optimizer));
   RunFacts facts;
@@ -530,6 +541,7 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   facts.classes = data.classes;
   outputs.onStart({&c, facts, s.memory});
   printNotes(chief, "note", c.notes);
+  printNotes(chief, "note", length.notes);
   printNotes(chief, "note", backendsNotes(c.gpu_math, c.document.contains("backends"), device.isCuda()));
 
   bool done = c.max_steps > 0 && run.step >= c.max_steps;

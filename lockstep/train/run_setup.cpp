@@ -110,6 +110,9 @@ parallel::EngineOptions engineOptions(const TrainConfig& c, int64_t total_steps,
   eo.precision = c.precision;
   eo.loss_scaler = c.loss_scaler;
   eo.auto_cast = c.auto_cast;
+  // DeepSpeed's bf16/fp16 sections cast the module to 16 bits (its master weights start from the
+  // rounded values); torch_autocast leaves it f32.
+  eo.round_initial_parameters = c.precision != parallel::Precision::fp32 && !c.torch_autocast;
   eo.zero_stage = c.zero.stage;
   // DeepSpeed's bf16 section at ZeRO stages 1 and 2 (stage_1_and_2.py's check_grad_overflow); not
   // torch_autocast alone, whose gradients DeepSpeed does not check.
@@ -203,6 +206,15 @@ RunLength runLength(const TrainConfig& c, const data::DataLoader& loader, int64_
     throw ValueError("the training set (" + std::to_string(train_size) +
                      " samples) is smaller than one micro-batch (train_micro_batch_size_per_gpu " +
                      std::to_string(c.batch.micro_batch_size) + ")");
+  }
+  const int64_t left = loader.size() % c.batch.gradient_accumulation_steps;
+  if (left > 0) {
+    l.notes.push_back(
+        "each epoch's last " + std::to_string(left) + " of its " + std::to_string(loader.size()) +
+        " micro-batches per rank fill no step (gradient_accumulation_steps " +
+        std::to_string(c.batch.gradient_accumulation_steps) +
+        ") and are left out, where DeepSpeed's engine would carry them into the next epoch's first "
+        "step; to train on every sample make the micro-batches per epoch a multiple of it");
   }
   l.total_steps = l.steps_per_epoch * c.epochs;
   if (c.max_steps > 0) l.total_steps = std::min(l.total_steps, c.max_steps);

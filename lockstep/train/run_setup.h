@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "lockstep/data/data_loader.h"
 #include "lockstep/nn/module.h"
@@ -63,6 +64,9 @@ data::DataLoaderOptions loaderOptions(const TrainConfig& c);
 struct RunLength {
   int64_t steps_per_epoch = 0;
   int64_t total_steps = 0;
+  /// When an epoch's micro-batches are not a whole number of steps: that its last ones are left out
+  /// (and that DeepSpeed's engine would carry them into the next epoch's first step); else empty.
+  std::vector<std::string> notes;
 };
 /// Optimizer steps per epoch of this rank's loader, and in all (epochs, max_steps). ValueError when
 /// the training set (train_size samples) is smaller than one step.

@@ -150,10 +150,14 @@ void startRun(Run& r, const RunLength& length) {
   TrainSummary& s = r.summary;
   s.world_size = dist.worldSize();
   s.global_batch_size = c.batch.train_batch_size;
+  // A resumed run has trained the epochs before its data position (all of them, when it had
+  // finished: then it trains nothing and only tests again).
+  s.epochs = static_cast<int64_t>(r.loader.epoch()) + (r.loader.state().position > 0 ? 1 : 0);
   s.memory = parallel::gatherModelStateBytes(dist.group.get(), r.engine.memory());
   r.observers.onStart({&c, runFacts(r, length), s.memory});
   printNotes(dist.isMain(), "note", c.notes);
   printNotes(dist.isMain(), "note", c.zero.notes);
+  printNotes(dist.isMain(), "note", length.notes);
   printNotes(dist.isMain(), "note",
              backendsNotes(c.gpu_math, c.document.contains("backends"), r.device.isCuda()));
   // What setup allocated and freed (initialisation, the first broadcast, a resumed checkpoint) is of
@@ -307,16 +311,17 @@ Evaluation validate(Run& r, uint64_t e) {
   return {static_cast<int64_t>(e), r.last_val_step, r.last_val.loss, r.last_val.accuracy};
 }
 
-/// After epoch e's steps (or the run's last, at max_steps): the validation when due, a checkpoint,
-/// and then the outputs told of the validation.
+/// After epoch e's steps (or the run's last, at max_steps): the validation when due, told to the
+/// outputs, then a checkpoint. (The other way round, a run killed between the checkpoint and the
+/// outputs would resume past a validation that no output has.)
 void endEpoch(Run& r, uint64_t e, bool done) {
   if (r.loader.state().position >= r.loader.size()) r.loader.setEpoch(e + 1);  // the epoch is complete
   std::optional<Evaluation> v;
   // (Not twice for one step: eval.every_steps may have validated the epoch's last already.)
   const bool fresh = r.last_val_step == r.engine.globalSteps() && r.last_val_step > 0;
   if ((static_cast<int64_t>(e + 1) % r.config.eval_every_epochs == 0 || done) && !fresh) v = validate(r, e);
-  saveCheckpoint(r);
   if (v) r.clock.timeEvaluation([&] { r.observers.onEvaluation(*v); });
+  saveCheckpoint(r);
 }
 
 /// Collective: every rank's measured memory now (TrainSummary::measured_memory).

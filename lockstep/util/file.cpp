@@ -75,11 +75,19 @@ void AtomicFile::commit() {
     errno = err;
     fail("cannot rename a temporary file onto", path_);
   }
-  int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  syncDirectory(dir_);
+}
+
+void syncDirectory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0 && errno == EACCES) return;  // a directory one may write but not read: cannot be synced
+  if (fd < 0) fail("cannot open the directory", dir);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  errno = err;
+  if (rc != 0 && err != EINVAL)
+    fail("cannot sync the directory (the files just renamed into it may not last)", dir);
 }
 
 std::string readAll(const std::string& path) {

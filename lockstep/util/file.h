@@ -47,6 +47,10 @@ AppendedLines openLinesForAppend(const std::string& path);
 
 /// The whole file; IoError naming the path when it cannot be read.
 std::string readAll(const std::string& path);
+/// Makes the renames in dir durable (fsync of the directory). IoError naming dir when the sync
+/// fails (EIO); a filesystem that cannot sync directories at all (EINVAL), or a directory this
+/// process may write but not read, is left unsynced.
+void syncDirectory(const std::string& dir);
 /// Whether something is at path (a symlink: its target). IoError naming the path when that cannot
 /// be told (a symlink loop, a parent without search permission): not the filesystem_error that
 /// std::filesystem::exists throws.

@@ -108,7 +108,11 @@ TEST(Cifar, label_out_of_range_and_missing_files) {
   EXPECT_TRUE(throwsWith<IoError>([&] { readCifarBinary(dir.file("bad.bin")); },
                                   {dir.file("bad.bin"), "record 1 has label 200"}));
   EXPECT_TRUE(
-      throwsWith<IoError>([&] { loadCifar10(dir.str(), Split::train); }, {"data_batch_1.bin", "not found"}));
+      throwsWith<IoError>([&] { loadCifar10(dir.str(), Split::train); },
+                          {dir.str(), "holds no CIFAR-10", "data_batch_1..5.bin", "cifar-10-batches-py/"}));
+  writeCifarBinary(dir.file("data_batch_1.bin"), raw.images, raw.labels);  // the others missing
+  EXPECT_TRUE(
+      throwsWith<IoError>([&] { loadCifar10(dir.str(), Split::train); }, {"data_batch_2.bin", "not found"}));
 }
 
 TEST(Cifar, writer_rejects_bad_input) {

@@ -66,6 +66,36 @@ put("corpus", "cifar", "one_record", rec(3, 7))
 put("corpus", "cifar", "two_records", rec(0, 1) + rec(9, 200))
 put("corpus", "cifar", "bad_label", rec(10, 0))
 
+# CIFAR-10's python version: a batch as Python 2's cPickle wrote the real files (SHORT_BINSTRING keys,
+# numpy's _reconstruct, the pixels one BINSTRING, labels a list), and as Python 3 writes one at
+# protocols 2 (bytes through _codecs.encode), 4 and 5 (numpy's _frombuffer), when numpy is here.
+def python2_batch(n, labels):
+    memo = [0]
+    def put():
+        memo[0] += 1
+        return b"q" + bytes([memo[0]]) if memo[0] < 256 else b"r" + struct.pack("<I", memo[0])
+    s = b"\x80\x02}" + put() + b"(U\x04data" + put() + b"cnumpy.core.multiarray\n_reconstruct\n" + put()
+    s += b"cnumpy\nndarray\n" + put() + b"K\x00\x85U\x01b\x87R" + put()
+    s += b"(K\x01K" + bytes([n]) + b"M\x00\x0c\x86cnumpy\ndtype\n" + put() + b"U\x02u1K\x00K\x01\x87R" + put()
+    s += b"(K\x03U\x01|NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb\x89T" + struct.pack("<i", n * 3072)
+    s += bytes((i * 7) % 256 for i in range(n * 3072)) + b"tbU\x06labels" + put() + b"]" + put() + b"("
+    s += b"".join(b"K" + bytes([v]) for v in labels) + b"eu."
+    return s
+
+put("corpus", "cifar_python", "python2_two", python2_batch(2, [3, 9]))
+put("corpus", "cifar_python", "python2_label_12", python2_batch(1, [12]))
+try:
+    import pickle
+    import numpy as np
+    batch = {"data": np.arange(2 * 3072, dtype=np.uint8).reshape(2, 3072), "labels": [1, 2],
+             "batch_label": "x", "filenames": ["a.png", "b.png"]}
+    for protocol in (2, 4, 5):
+        put("corpus", "cifar_python", "numpy_protocol_%d" % protocol, pickle.dumps(batch, protocol=protocol))
+    batch["labels"] = np.array([4, 5], dtype=np.int64)
+    put("corpus", "cifar_python", "numpy_labels", pickle.dumps(batch, protocol=4))
+except ImportError:
+    print("make_seeds.py: numpy not importable: the numpy seeds of cifar_python are left as they are")
+
 # gzip: the first byte sets the read size (1 + b * 256)
 put("corpus", "gzip", "small", b"\x00" + gz(b"hello lockstep\n" * 10))
 put("corpus", "gzip", "zeros", b"\x10" + gz(b"\0" * 100000))

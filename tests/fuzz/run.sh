@@ -12,7 +12,7 @@ seconds=${2:-60}
 shift $(( $# >= 2 ? 2 : 1 ))
 here=$(cd "$(dirname "$0")" && pwd)
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then targets=(safetensors idx cifar gzip tokens image config hostfile store); fi
+if [ ${#targets[@]} -eq 0 ]; then targets=(safetensors idx cifar cifar_python gzip tokens image config hostfile store); fi
 runs=${FUZZ_RUNS:--1}
 failed=()
 for t in "${targets[@]}"; do

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "lockstep/autograd.h"
 #include "lockstep/nn.h"
@@ -113,10 +114,14 @@ TEST(ZeroMasterWeights, bf16_and_fp16_parameters_train_within_their_rounding_of_
   // 20 Adam steps; the bound is a few roundings of each dtype over the run. fp16 brings the loss
   // scaler (unscaled in the f32 copies), here at 2^8 so that neither run overflows and skips (a
   // 16-bit sum overflows sooner than an f32 one, as in DeepSpeed).
-  for (auto [precision, bound] :
-       {std::pair{parallel::Precision::bf16, 4e-3}, {parallel::Precision::fp16, 1e-3}}) {
+  // Both starts: DeepSpeed's (the initial parameters rounded to 16 bits, its bf16/fp16 sections)
+  // and torch.autocast's (as given), the same for DDP and ZeRO.
+  for (auto [precision, bound, rounded] : {std::tuple{parallel::Precision::bf16, 4e-3, true},
+                                           {parallel::Precision::fp16, 1e-3, true},
+                                           {parallel::Precision::bf16, 4e-3, false}}) {
     EngineOptions base = adam();
     base.precision = precision;
+    base.round_initial_parameters = rounded;
     if (precision == parallel::Precision::fp16) {
       base.loss_scaler = optim::LossScalerOptions{};
       base.loss_scaler->initial_scale_power = 8;
@@ -128,7 +133,7 @@ TEST(ZeroMasterWeights, bf16_and_fp16_parameters_train_within_their_rounding_of_
         o.zero.reduce_bucket_size = 30;  // pieces straddle parameters
         const MasterRun run = trainWithMasterWeights(world, o, 20);
         SCOPED_TRACE(std::string(parallel::precisionName(precision)) + " stage " + std::to_string(stage) +
-                     " world " + std::to_string(world));
+                     " world " + std::to_string(world) + (rounded ? " rounded start" : ""));
         for (int r = 0; r < world; ++r) EXPECT_EQ(run.params[r], run.params[0]) << "ranks part ways: " << r;
         const double d = relDiff(run.master, ddp[0]);
         EXPECT_LE(d, bound);
@@ -265,6 +270,41 @@ TEST(ZeroMasterWeights, stage3_with_the_pieces_offloaded_gathers_their_rounding_
   EXPECT_EQ(offloaded.params[1], plain.params[0]);
 }
 
+// DeepSpeed casts the module to 16 bits before its optimizer clones the f32 master weights from it
+// (EngineOptions::round_initial_parameters, set for its bf16/fp16 sections): every stage starts
+// from the initial values rounded; without it (torch_autocast) from the f32 values as built.
+TEST(ZeroMasterWeights, the_master_weights_start_at_the_rounded_parameters_as_deepspeeds) {
+  std::vector<double> init;
+  for (auto& [name, p] : makeNet(7)->namedParameters()) {  // rank 0's, which every rank takes
+    for (double v : p.tensor().toVector<double>()) init.push_back(v);
+  }
+  for (auto precision : {parallel::Precision::bf16, parallel::Precision::fp16}) {
+    const DType dt = *parallel::precisionDType(precision);
+    std::vector<double> rounded;
+    for (double v : init)
+      rounded.push_back(Tensor::fromVector<double>({v}, {1}).to(dt).toVector<double>()[0]);
+    ASSERT_NE(rounded, init);
+    for (bool round : {true, false}) {
+      for (int stage : {0, 1, 2, 3}) {
+        SCOPED_TRACE(std::string(parallel::precisionName(precision)) + " stage " + std::to_string(stage) +
+                     (round ? " rounded" : " as built"));
+        EngineOptions o = stage == 0 ? adam() : withMasterWeights(adam(), precision, stage);
+        o.precision = precision;
+        o.round_initial_parameters = round;
+        if (stage == 0) {
+          const auto start = train(2, o, 0);
+          EXPECT_EQ(start[0], round ? rounded : init);
+          EXPECT_EQ(start[1], start[0]);
+          continue;
+        }
+        const MasterRun run = trainWithMasterWeights(2, o, 0);
+        EXPECT_EQ(run.master, round ? rounded : init) << "the f32 master weights";
+        EXPECT_EQ(run.params[0], rounded) << "the 16-bit parameters: rounded either way";
+      }
+    }
+  }
+}
+
 TEST(ZeroMasterWeights, updates_below_the_parameters_rounding_add_up_in_the_master_weights) {
   // SGD with a learning rate so small that no single update moves a bf16 parameter (each is far
   // below half a bf16 step at these magnitudes): the f32 master weights still move as DDP's f32
@@ -272,6 +312,7 @@ TEST(ZeroMasterWeights, updates_below_the_parameters_rounding_add_up_in_the_mast
   EngineOptions base;
   base.optimizer = {"SGD", {{"lr", 2e-4}}};
   base.precision = parallel::Precision::bf16;
+  base.round_initial_parameters = true;
   const int steps = 30;
   for (int stage : {1, 2, 3}) {
     SCOPED_TRACE("stage " + std::to_string(stage));

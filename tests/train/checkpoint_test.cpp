@@ -1,6 +1,7 @@
 #include "lockstep/train/checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -303,6 +304,30 @@ TEST(Resume, takes_latest_then_the_newest_valid_naming_each_file_skipped) {
   ASSERT_EQ(p.notes.size(), 1u);
   EXPECT_NE(p.notes[0].find(two + "/model.safetensors' fails its CRC-32 check"), std::string::npos)
       << p.notes[0];
+  fs::remove_all(dir);
+}
+
+// A `latest` that names no checkpoint (edited, damaged) is said, and the newest that verifies is
+// taken; a FIFO put in place of a checkpoint's file is refused at once instead of blocking the
+// read forever.
+TEST(Resume, a_latest_naming_nothing_is_said_and_a_fifo_is_no_file) {
+  std::string dir = tempDir();
+  saveCheckpoint(dir, sample(1));
+  const std::string three = saveCheckpoint(dir, sample(3));
+  std::ofstream(dir + "/latest") << "ckpt-99999\n";
+  ResumePick p = pickResumeCheckpoint({dir, "", true, runA()});
+  ASSERT_TRUE(p.data.has_value());
+  EXPECT_EQ(p.data->step, 3);
+  ASSERT_EQ(p.notes.size(), 1u);
+  EXPECT_NE(p.notes[0].find(dir + "/latest names no checkpoint"), std::string::npos) << p.notes[0];
+  fs::remove(three + "/model.safetensors");
+  ASSERT_EQ(::mkfifo((three + "/model.safetensors").c_str(), 0644), 0);
+  p = pickResumeCheckpoint({dir, "", true, runA()});  // blocked forever in the read before
+  ASSERT_TRUE(p.data.has_value());
+  EXPECT_EQ(p.data->step, 1);
+  ASSERT_EQ(p.notes.size(), 2u);
+  EXPECT_NE(p.notes[1].find(three + "/model.safetensors' is not a regular file"), std::string::npos)
+      << p.notes[1];
   fs::remove_all(dir);
 }
 

@@ -415,6 +415,18 @@ TEST(TrainConfig, precision_sections_choose_the_precision) {
   EXPECT_FALSE(bf.loss_scaler.has_value()) << "bf16 scales no loss";
   EXPECT_EQ(parseTrainConfig("train_batch_size: 8\nbfloat16: {enabled: true}", {}, 1).precision,
             parallel::Precision::bf16);
+  // Beside bf16 the older name is ignored, as DeepSpeed's get_bfloat16_config ignores it.
+  const TrainConfig both =
+      parseTrainConfig("train_batch_size: 8\nbf16: {enabled: false}\nbfloat16: {enabled: true}", {}, 1);
+  EXPECT_EQ(both.precision, parallel::Precision::fp32);
+  ASSERT_EQ(both.notes.size(), 1u);
+  EXPECT_TRUE(has(both.notes[0], "bfloat16 is ignored beside bf16"));
+  EXPECT_EQ(
+      parseTrainConfig(
+          "train_batch_size: 8\nfp16: {enabled: true}\nbf16: {enabled: false}\nbfloat16: {enabled: true}", {},
+          1)
+          .precision,
+      parallel::Precision::fp16);
   TrainConfig st =
       parseTrainConfig("train_batch_size: 8\nfp16: {enabled: true, loss_scale: 128, auto_cast: true}", {}, 1);
   EXPECT_EQ(st.precision, parallel::Precision::fp16);
@@ -831,4 +843,22 @@ TEST(TrainSetup, gpu_ranks_take_their_share_of_the_cores_when_the_launcher_chose
   ::unsetenv("LOCKSTEP_NUM_THREADS");
   ::unsetenv(launch::kDefaultedOmpThreads);
   EXPECT_EQ(train::gpuRankHostThreads(Device::cuda(1), 16, 3), 0);
+}
+
+// data.root's leading ~ is the home directory, as torchvision's datasets expanduser their root
+// (Paddle's CIFAR-10 lies in ~/.cache/paddle/dataset/cifar).
+TEST(TrainConfig, data_root_starting_with_a_tilde_is_under_home) {
+  const char* old = std::getenv("HOME");
+  const std::string saved = old != nullptr ? old : "";
+  ::setenv("HOME", "/home/someone", 1);
+  EXPECT_EQ(
+      parseTrainConfig("train_batch_size: 8\ndata: {dataset: cifar10, root: ~/.cache/cifar.tar.gz}", {}, 1)
+          .data.root,
+      "/home/someone/.cache/cifar.tar.gz");
+  EXPECT_EQ(
+      parseTrainConfig("train_batch_size: 8\ndata: {dataset: cifar10, root: /data/~x}", {}, 1).data.root,
+      "/data/~x");
+  ::unsetenv("HOME");
+  EXPECT_TRUE(has(errorOf("train_batch_size: 8\ndata: {dataset: cifar10, root: ~/c}"), "HOME is not set"));
+  if (old != nullptr) ::setenv("HOME", saved.c_str(), 1);
 }

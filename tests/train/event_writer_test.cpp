@@ -3,8 +3,10 @@
 #include "lockstep/train/monitor/event_writer.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "lockstep/train/monitor/progress.h"
+#include "lockstep/util/error.h"
 
 using namespace lockstep::train;
 namespace fs = std::filesystem;
@@ -129,5 +132,33 @@ TEST(EventWriter, writers_in_the_same_second_keep_their_own_files) {
     EXPECT_NE(p.find("." + std::to_string(::getpid()) + "."), std::string::npos) << p;
     EXPECT_GT(fs::file_size(p), 40u) << p;  // the version event and a scalar each
   }
+  fs::remove_all(dir);
+}
+
+// A full disk (here: the file size limit, EFBIG, without root for a small tmpfs) ends the run with
+// the file named, as metrics.csv's does; it was dropped silently.
+TEST(EventWriter, a_write_that_fails_is_an_error_naming_the_file) {
+  std::string dir = (fs::temp_directory_path() / ("lockstep-ev3-" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string error;
+  try {
+    EventWriter w(dir);
+    for (int i = 0; i < 1000; ++i) w.addScalars(i, {{"train/loss", 1.0f}, {"train/lr", 0.5f}});
+    w.flush();
+  } catch (const lockstep::IoError& e) {
+    error = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(error.find("cannot write the TensorBoard event file " + dir + "/events.out.tfevents."),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("tensorboard.output_path"), std::string::npos) << error;
   fs::remove_all(dir);
 }

@@ -190,11 +190,10 @@ std::vector<DatasetInfo> builtinDatasets() {
     DatasetInfo d;
     d.name = "cifar10";
     d.keys = {"transforms"};
-    d.check_files = [](const DatasetOptions& o) {
-      if (!std::filesystem::is_directory(o.root)) {
-        throw IoError("data.root: CIFAR-10 directory " + o.root + " does not exist");
-      }
-    };
+    d.root_hint =
+        "set it to CIFAR-10's folder or its downloaded .tar.gz (python or binary version: torchvision's "
+        "root, Paddle's cifar-10-python.tar.gz)";
+    d.check_files = [](const DatasetOptions& o) { findCifar10(o.root); };
     d.load = loadCifar10Splits;
     r.push_back(std::move(d));
   }

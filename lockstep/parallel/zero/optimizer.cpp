@@ -13,6 +13,7 @@
 #include "lockstep/optim/clip_grad.h"
 #include "lockstep/parallel/ddp/bucket_assignment.h"
 #include "lockstep/parallel/model_sync.h"
+#include "lockstep/parallel/precision.h"
 #include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/parallel/zero/parameter_coordinator.h"
 #include "lockstep/tensor/allocator.h"
@@ -185,6 +186,14 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   master_ = options_.param_dtype.has_value() && !options_.master_weights_in_param_dtype;
   LOCKSTEP_ENFORCE(!offload_cpu_ || options_.offload_optimizer.nvme_path.empty(), ValueError,
                    "zero_optimization.offload_optimizer: device cpu and an nvme_path at once");
+  // DeepSpeed casts the module to 16 bits before its optimizer clones the f32 master weights from
+  // it (initial_rounding): stages 1-2 round the whole parameters here, on every rank alike.
+  if (options_.initial_rounding && !coordinator_) {
+    autograd::NoGradGuard ng;
+    std::vector<Tensor> values;
+    for (const Variable& p : params_) values.push_back(p.tensor());
+    roundInPlace(values, *options_.initial_rounding);
+  }
   std::vector<std::vector<Variable>> shard_vars(groups.size());
   for (size_t b = 0; b < layout_.buckets.size(); ++b) {
     const ZeroBucket& bucket = layout_.buckets[b];
@@ -230,6 +239,16 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
     for (Shard& s : shards_)
       s.elements =
           params_[s.param].tensor().view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
+  }
+  // Stage 3's initial rounding: this rank's pieces, and their host copies with offload.
+  if (options_.initial_rounding && coordinator_) {
+    autograd::NoGradGuard ng;
+    std::vector<Tensor> values;
+    for (const Shard& s : shards_) {
+      values.push_back(s.var.tensor());
+      values.push_back(s.elements);
+    }
+    roundInPlace(values, *options_.initial_rounding);
   }
   // The optimizer's own numbering of the shards (its state dict's), and the groups' parameters in
   // the numbering of the optimizer as it was (a consolidated state dict's).

@@ -133,6 +133,10 @@ struct ZeroOptions {
   /// pieces are the master weights and what a gather rounds). The parameters must be f32 when the
   /// ZeroOptimizer is built (it rounds them). nullopt: the parameters' own dtype throughout.
   std::optional<DType> param_dtype;
+  /// Rounds the initial parameters to this dtype (and back) before the master weights are taken
+  /// from them, as DeepSpeed's module cast to 16 bits does (EngineOptions::round_initial_parameters):
+  /// stages 1-2 round the whole parameters on every rank, stage 3 this rank's pieces.
+  std::optional<DType> initial_rounding;
   /// With param_dtype: no f32 master weights (DeepSpeed's bf16_master_weights_and_grads with
   /// bf16_optimizer_states). The parameters are rounded to param_dtype when the ZeroOptimizer is
   /// built, and the optimizer steps this rank's param_dtype elements themselves (in f32 arithmetic,

@@ -35,6 +35,14 @@ int64_t stepOf(const std::string& name) {
   return std::stoll(rest);
 }
 
+// A checkpoint's file, whole. IoError when it is not a regular file: a FIFO put in its place would
+// block the read forever.
+std::string readCheckpointFile(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw IoError("checkpoint file '" + path + "' is not a regular file");
+  return file::readAll(path);
+}
+
 // The manifest of a checkpoint dir, its CRC-32 verified: {"format", "step", "identity", "files"}.
 nlohmann::json readManifest(const std::string& path) {
   const std::string mpath = path + "/" + kManifest;
@@ -44,7 +52,7 @@ nlohmann::json readManifest(const std::string& path) {
   }
   nlohmann::json j;
   try {
-    j = json::parse(file::readAll(mpath));
+    j = json::parse(readCheckpointFile(mpath));
   } catch (const nlohmann::json::exception& e) {
     throw IoError("checkpoint file '" + mpath + "' is not valid JSON (" + e.what() + ")");
   }
@@ -70,6 +78,8 @@ std::string verifiedRead(const std::string& dir, const std::string& name, const 
   }
   const nlohmann::json& record = files.at(name);
   if (!file::exists(path)) throw IoError("checkpoint file '" + path + "' is missing");
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw IoError("checkpoint file '" + path + "' is not a regular file");
   std::string bytes;
   uint64_t size = 0;
   uint32_t crc = 0;
@@ -157,14 +167,6 @@ nlohmann::json parseJsonFile(const std::string& bytes, const std::string& path) 
 
 constexpr const char* kDeletingPrefix = ".deleting-";
 
-// Makes a rename in dir durable before what follows it (the removal of the renamed files).
-void syncDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
 // Removes a checkpoint as atomically as it was written: it is renamed out of sight first
 // (.deleting-ckpt-<step>, which no listing reads), so that a signal or crash in the middle of the
 // removal leaves a hidden leftover (removeUnfinishedCheckpoints) rather than a ckpt-<step> missing
@@ -174,8 +176,8 @@ void removeCheckpoint(const std::string& dir, const std::string& path) {
   std::error_code ec;
   fs::remove_all(hidden, ec);  // a leftover of an earlier removal that was cut short
   fs::rename(path, hidden, ec);
-  if (ec) return;  // gone already (another process pruned it), or not ours to move
-  syncDir(dir);
+  if (ec) return;            // gone already (another process pruned it), or not ours to move
+  file::syncDirectory(dir);  // the rename lasts before the files go
   fs::remove_all(hidden, ec);
 }
 
@@ -367,7 +369,7 @@ std::vector<std::string> removeUnfinishedCheckpoints(const std::string& dir) {
 std::optional<std::string> latestCheckpoint(const std::string& dir) {
   std::string name;
   try {
-    name = file::readAll(dir + "/latest");
+    name = readCheckpointFile(dir + "/latest");
   } catch (const IoError&) {
     return std::nullopt;
   }

@@ -11,10 +11,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// `latest` first (when it names one), then every checkpoint newest first.
-std::vector<std::string> candidates(const std::string& dir) {
+// `latest` first (when it names one), then every checkpoint newest first. A `latest` that names
+// none is said in `notes`.
+std::vector<std::string> candidates(const std::string& dir, std::vector<std::string>& notes) {
   std::vector<std::string> out;
-  if (auto latest = latestCheckpoint(dir)) out.push_back(*latest);
+  if (auto latest = latestCheckpoint(dir)) {
+    out.push_back(*latest);
+  } else if (file::exists(dir + "/latest")) {
+    notes.push_back(dir + "/latest names no checkpoint in " + dir +
+                    " (edited or damaged): taking the newest checkpoint that verifies instead");
+  }
   for (const std::string& p : listCheckpoints(dir)) {
     if (out.empty() || p != out.front()) out.push_back(p);
   }
@@ -28,7 +34,7 @@ ResumePick onPurpose(const ResumeRequest& r) {
   if (file::exists(from + "/manifest.json")) {
     paths.push_back(from);
   } else if (file::isDirectory(from)) {
-    paths = candidates(from);
+    paths = candidates(from, pick.notes);
   }
   if (paths.empty()) {
     throw IoError("--resume-from " + from +
@@ -63,7 +69,7 @@ ResumePick pickResumeCheckpoint(const ResumeRequest& r) {
   std::vector<std::string> refused;     // "ckpt-N (why)": another run's
   std::vector<std::string> unreadable;  // "ckpt-N (why)": a manifest or file that does not verify
   std::string example;
-  for (const std::string& path : candidates(r.checkpoint_dir)) {
+  for (const std::string& path : candidates(r.checkpoint_dir, pick.notes)) {
     CheckpointInfo info;
     try {
       info = readCheckpointManifest(path);

@@ -33,11 +33,13 @@ void preadAll(int fd, void* dst, uint64_t n, uint64_t offset, const std::string&
 }  // namespace
 
 SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in the file's place would block the open (it changes nothing for a file).
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) throw IoError("cannot open '" + path + "': " + std::strerror(errno));
   try {
     struct stat st {};
     if (::fstat(fd_, &st) != 0) throw IoError("cannot stat '" + path + "': " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) throw IoError("'" + path + "' is not a regular file");
     const auto size = static_cast<uint64_t>(st.st_size);
     char first8[8] = {};
     if (size >= 8) preadAll(fd_, first8, 8, 0, path);

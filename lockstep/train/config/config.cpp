@@ -26,6 +26,7 @@
 #include "lockstep/train/config/config_keys.h"
 #include "lockstep/train/config/hf_auto.h"
 #include "lockstep/train/config/language_config.h"
+#include "lockstep/util/env.h"
 #include "lockstep/util/error.h"
 #include "lockstep/util/file.h"
 #include "lockstep/util/suggest.h"
@@ -323,6 +324,13 @@ void parseData(const YAML::Node& n, DataConfig& d) {
   }
   if (d.root.empty()) d.root = dataset->default_root;
   if (d.root.empty() && !dataset->root_hint.empty()) throw ValueError("data.root: " + dataset->root_hint);
+  // A leading ~ is the home directory, as torchvision's datasets read their root (expanduser).
+  if (d.root == "~" || d.root.rfind("~/", 0) == 0) {
+    const std::optional<std::string> home = env::get("HOME");
+    if (!home || home->empty())
+      throw ValueError("data.root: " + d.root + " starts with ~ but HOME is not set: give the full path");
+    d.root = *home + d.root.substr(1);
+  }
   if (!n["val_split"]) d.val_split = dataset->default_val_split;
   // A token directory's split is its own val.bin: a held-out fraction would change nothing.
   if (d.dataset == "tokens" && d.val_split > 0)
@@ -384,8 +392,11 @@ void parsePrecision(const YAML::Node& root, TrainConfig& c) {
       c.precision = parallel::Precision::fp16;
     }
   }
+  // DeepSpeed reads the older name "bfloat16" only where "bf16" is absent (get_bfloat16_config).
+  if (root["bf16"] && root["bfloat16"])
+    c.notes.push_back("bfloat16 is ignored beside bf16 (its newer name), as DeepSpeed ignores it");
   for (const char* name : {"bf16", "bfloat16"}) {
-    if (!root[name]) continue;
+    if (!root[name] || (std::string(name) == "bfloat16" && root["bf16"])) continue;
     const YAML::Node n = root[name];
     checkKeys(n, name,
               {"enabled", "bf16_master_weights_and_grads", "bf16_optimizer_states", "check_grad_overflow"});

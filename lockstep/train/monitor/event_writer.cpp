@@ -123,7 +123,7 @@ EventWriter::EventWriter(const std::string& dir) {
   }
   if (!file_) throw IoError("cannot write the TensorBoard event file " + path_ + ": " + std::strerror(errno));
   std::string rec = encodeRecord(encodeFileVersionEvent(now()));
-  std::fwrite(rec.data(), 1, rec.size(), file_);
+  if (std::fwrite(rec.data(), 1, rec.size(), file_) != rec.size()) failed();
   flush();
 }
 
@@ -133,9 +133,18 @@ EventWriter::~EventWriter() {
 
 void EventWriter::addScalars(int64_t step, const std::vector<Scalar>& scalars) {
   std::string rec = encodeRecord(encodeScalarsEvent(now(), step, scalars));
-  if (std::fwrite(rec.data(), 1, rec.size(), file_) != rec.size()) throw IoError("cannot write " + path_);
+  if (std::fwrite(rec.data(), 1, rec.size(), file_) != rec.size()) failed();
 }
 
-void EventWriter::flush() { std::fflush(file_); }
+// A full disk shows here (the writes before went to stdio's buffer): as metrics.csv's, an error
+// that ends the run, not events silently lost.
+void EventWriter::flush() {
+  if (std::fflush(file_) != 0) failed();
+}
+
+void EventWriter::failed() const {
+  throw IoError("cannot write the TensorBoard event file " + path_ + ": " + std::strerror(errno) +
+                " (free space there, or point tensorboard.output_path elsewhere)");
+}
 
 }  // namespace lockstep::train

@@ -36,11 +36,14 @@ class EventWriter {
   ~EventWriter();
   EventWriter(const EventWriter&) = delete;
   EventWriter& operator=(const EventWriter&) = delete;
+  /// IoError naming the file when it cannot be written (a full disk shows at flush at the latest).
   void addScalars(int64_t step, const std::vector<Scalar>& scalars);
   void flush();
   const std::string& path() const { return path_; }
 
  private:
+  [[noreturn]] void failed() const;
+
   std::string path_;
   FILE* file_ = nullptr;
 };

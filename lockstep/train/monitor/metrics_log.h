@@ -39,8 +39,8 @@ class MetricsLog final : public RunObserver {
   /// Reads the global batch size, DeepSpeed's step unit in the csv_monitor files.
   void onStart(const RunStart& s) override;
   /// metrics.csv and TensorBoard every steps_per_print steps; the csv_monitor files every step, as
-  /// DeepSpeed's engine writes them: Train/Samples/train_loss (rank 0's loss, the mean over every
-  /// rank at print steps), Train/Samples/lr and with fp16 Train/Samples/loss_scale, at step =
+  /// DeepSpeed's engines write them: Train/Samples/train_loss (its pipeline engine's; rank 0's loss, the mean
+  /// over every rank at print steps), Train/Samples/lr and with fp16 Train/Samples/loss_scale, at step =
   /// samples trained (steps x train_batch_size).
   void onStep(const StepMetrics& m) override;
   void onEvaluation(const Evaluation& e) override;

@@ -23,6 +23,9 @@ void RunFiles::onStart(const RunStart& start) {
 
 void RunFiles::onEvaluation(const Evaluation&) { writeReport(); }
 
+// (An epoch's checkpoint is written after its validation was told: the report lists it then.)
+void RunFiles::onCheckpoint(const CheckpointSaved&) { writeReport(); }
+
 void RunFiles::onEnd(const TrainSummary& s) {
   file::writeAtomic(dir_ + "/summary.json",
                     toJson(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");

@@ -1,6 +1,6 @@
 #pragma once
 // The run's own files in its output directory, written by rank 0: run.json when training starts
-// (run_info.h), report.html at every evaluation and at the end (report.h; reloading it during a
+// (run_info.h), report.html at every evaluation, checkpoint and at the end (report.h; reloading it during a
 // run is a live view) and summary.json at the end (run_summary.h).
 #include <string>
 
@@ -18,6 +18,7 @@ class RunFiles final : public RunObserver {
 
   void onStart(const RunStart& start) override;
   void onEvaluation(const Evaluation& e) override;
+  void onCheckpoint(const CheckpointSaved& e) override;
   void onEnd(const TrainSummary& s) override;
 
  private:
