@@ -1,8 +1,10 @@
 // Seed 000's Paddle Fleet collective training of a CIFAR-10 CNN (MyNet) in C++: Adam(1e-3), batch
 // 32 per rank, DistributedBatchSampler(shuffle, drop_last) for training and validation.
 //   lockstep run --nproc-per-node 2 fleet_cifar10 --data-dir DIR --epochs 10
-// DIR holds CIFAR-10's binary batches (data_batch_1..5.bin, test_batch.bin). Without --data-dir,
-// a small learnable CIFAR-format data set is generated first (CIFAR-10 is not packaged here).
+// DIR is CIFAR-10 as data::findCifar10 finds it: the python or binary version's folder, torchvision's
+// root, or the downloaded .tar.gz (Paddle's ~/.cache/paddle/dataset/cifar/cifar-10-python.tar.gz).
+// Without --data-dir, a small learnable CIFAR-format data set is generated first (CIFAR-10 is not
+// packaged here).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -26,7 +28,9 @@ int main(int argc, char** argv) {
   int epochs = 10;
   int64_t batch_size = 32, synthetic_per_file = 200;
   CLI::App app{"Seed 000's Fleet CIFAR-10 training"};
-  app.add_option("--data-dir", data_dir, "CIFAR-10 binary batches; empty = generate a synthetic set");
+  app.add_option(
+      "--data-dir", data_dir,
+      "CIFAR-10's folder or downloaded .tar.gz (python or binary version); empty = generate a synthetic set");
   app.add_option("--epochs", epochs, "epochs")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", batch_size, "batch size per rank")->check(CLI::PositiveNumber);
   app.add_option("--synthetic-per-file", synthetic_per_file, "records per generated training file");

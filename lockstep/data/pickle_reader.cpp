@@ -72,17 +72,23 @@ class PickleParser {
     return r;
   }
 
-  int32_t add(PickleNode node) {
-    // Each object costs about 100 bytes here for its one byte of opcode: a file of nothing but
-    // small objects is refused before it takes gigabytes (a CIFAR-10 batch has some 40,000).
-    if (out_.nodes_.size() >= kMaxPickleObjects) {
-      fail("more than " + std::to_string(kMaxPickleObjects) +
-           " objects, more than a data file this reader is for holds");
+  // Each object costs about 100 bytes here, a memo entry 50, for one byte of opcode: a file of
+  // nothing but them is refused before it takes gigabytes.
+  void limit(size_t count, const char* what) const {
+    if (count >= kMaxPickleObjects) {
+      fail("more than " + std::to_string(kMaxPickleObjects) + " " + what +
+           ", more than a data file this reader is for makes");
     }
+  }
+  int32_t add(PickleNode node) {
+    limit(out_.nodes_.size(), "objects");
     out_.nodes_.push_back(std::move(node));
     return static_cast<int32_t>(out_.nodes_.size() - 1);
   }
-  void push(int32_t id) { stack_.push_back(id); }
+  void push(int32_t id) {
+    limit(stack_.size(), "objects on its stack");
+    stack_.push_back(id);
+  }
   int32_t pushNew(PickleNode node) {
     const int32_t id = add(std::move(node));
     push(id);
@@ -175,7 +181,10 @@ class PickleParser {
     out_.owned_.push_back(std::move(r));
     return out_.owned_.back();
   }
-  void memoPut(uint64_t key) { memo_[key] = top(); }
+  void memoPut(uint64_t key) {
+    limit(memo_.size(), "memo entries");
+    memo_[key] = top();
+  }
   void memoGet(uint64_t key) {
     auto it = memo_.find(key);
     if (it == memo_.end()) fail("memo key " + std::to_string(key) + " was never stored");
@@ -202,6 +211,7 @@ class PickleParser {
         out_.root_ = pop();
         return true;
       case '(':  // MARK
+        limit(marks_.size(), "open MARKs");
         marks_.push_back(stack_.size());
         return false;
       case '0':  // POP

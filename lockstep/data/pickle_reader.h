@@ -42,17 +42,24 @@ struct PickleNode {
   int32_t state = -1;          // BUILD's state, -1 when none was given
 };
 
-/// The most objects a pickle may hold (Pickle::parse refuses more).
-constexpr size_t kMaxPickleObjects = size_t{1} << 22;
+/// The most objects a pickle may hold, and the most memo entries, stack entries and open MARKs it
+/// may make (Pickle::parse refuses more): some 160 MB at most, whatever the file's size. A CIFAR-10
+/// batch holds some 30,000.
+constexpr size_t kMaxPickleObjects = size_t{1} << 20;
 
 class Pickle {
  public:
   /// Parses the pickle in bytes[0, size), which must outlive the Pickle; `what` names it in
   /// messages. IoError naming it, the opcode and its byte offset when it is truncated, malformed,
   /// uses an opcode this reader does not take (protocol 0's other text opcodes, persistent ids as in
-  /// torch.save files, extension codes, out-of-band buffers), has no STOP, or holds more than
-  /// kMaxPickleObjects objects.
+  /// torch.save files, extension codes, out-of-band buffers), has no STOP, or goes past
+  /// kMaxPickleObjects.
   static Pickle parse(const uint8_t* bytes, size_t size, std::string what);
+  // Its views point into its own strings: moved, never copied.
+  Pickle(Pickle&&) = default;
+  Pickle& operator=(Pickle&&) = default;
+  Pickle(const Pickle&) = delete;
+  Pickle& operator=(const Pickle&) = delete;
 
   int32_t root() const { return root_; }
   /// How many objects it holds: node ids are 0 .. size() - 1.
@@ -75,6 +82,8 @@ class Pickle {
   std::string describe(int32_t id) const;
 
  private:
+  Pickle() = default;
+
   std::string what_;
   std::vector<PickleNode> nodes_;
   std::deque<std::string> owned_;  // bytes made by _codecs.encode; stable addresses for the views

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "data_test_util.h"
@@ -57,6 +58,15 @@ TEST(ImageFolderWriter, cifar_binaries_become_a_folder_of_varied_jpegs) {
   // The same options give the same bytes.
   writeImageFolder(d.file("again"), o);
   EXPECT_EQ(readFileBytes(d.file("again/val/bird/val_00001.JPEG")),
+            readFileBytes(d.file("out/val/bird/val_00001.JPEG")));
+  // The same data as its downloaded .tar.gz (data.root's forms, cifar.h): the same files.
+  ASSERT_EQ(std::system(("cd " + d.file("") +
+                         " && mv cifar cifar-10-batches-bin && tar czf c.tar.gz cifar-10-batches-bin")
+                            .c_str()),
+            0);
+  o.source_root = d.file("c.tar.gz");
+  writeImageFolder(d.file("from_archive"), o);
+  EXPECT_EQ(readFileBytes(d.file("from_archive/val/bird/val_00001.JPEG")),
             readFileBytes(d.file("out/val/bird/val_00001.JPEG")));
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -129,10 +130,17 @@ TEST(PickleReader, hostile_input_is_refused_naming_the_file) {
   for (const Case& c : cases) {
     EXPECT_TRUE(throwsWith<IoError>([&] { parse(c.bytes, "evil.pkl"); }, {"evil.pkl", c.says})) << c.says;
   }
-  // Five million Nones in a list: refused at the object limit, not after gigabytes.
-  const std::string many = bin("\x80\x02(") + std::string(5'000'000, 'N') + "l.";
+  // Two million Nones in a list, memo entries, copies on the stack, open MARKs: refused at the
+  // limit, not after gigabytes.
+  const std::string many = bin("\x80\x02(") + std::string(2'000'000, 'N') + "l.";
   EXPECT_TRUE(
-      throwsWith<IoError>([&] { parse(many, "many.pkl"); }, {"many.pkl", "more than 4194304 objects"}));
+      throwsWith<IoError>([&] { parse(many, "many.pkl"); }, {"many.pkl", "more than 1048576 objects"}));
+  const std::string memos = bin("\x80\x04N") + std::string(2'000'000, '\x94') + ".";
+  EXPECT_TRUE(throwsWith<IoError>([&] { parse(memos, "m.pkl"); }, {"more than 1048576 memo entries"}));
+  const std::string dups = bin("\x80\x04N") + std::string(2'000'000, '2') + ".";
+  EXPECT_TRUE(throwsWith<IoError>([&] { parse(dups, "d.pkl"); }, {"more than 1048576 objects on its stack"}));
+  const std::string marks = bin("\x80\x04") + std::string(2'000'000, '(') + ".";
+  EXPECT_TRUE(throwsWith<IoError>([&] { parse(marks, "k.pkl"); }, {"more than 1048576 open MARKs"}));
 }
 
 // numpy's two forms, checked for agreement of shape, dtype and data size.
@@ -146,6 +154,9 @@ TEST(PickleReader, numpy_arrays_whose_parts_disagree_are_named) {
       "open('" +
       dir.file("a2") +
       "', 'wb').write(pickle.dumps(a, protocol=2))\n"
+      "open('" +
+      dir.file("a3") +
+      "', 'wb').write(pickle.dumps(a, protocol=3))\n"
       "open('" +
       dir.file("a5") +
       "', 'wb').write(pickle.dumps(np.asfortranarray(a), protocol=5))\n"
@@ -165,10 +176,20 @@ TEST(PickleReader, numpy_arrays_whose_parts_disagree_are_named) {
   const std::vector<uint8_t> o = readFileBytes(dir.file("o"));
   const Pickle objects = Pickle::parse(o.data(), o.size(), "o.pkl");
   EXPECT_TRUE(throwsWith<IoError>([&] { numpyArray(objects, objects.root()); }, {"o.pkl", "object array"}));
-  // The data cut short by one byte: the size no longer agrees with the shape.
   std::vector<uint8_t> a2 = readFileBytes(dir.file("a2"));
   const Pickle good = Pickle::parse(a2.data(), a2.size(), "a2");
   EXPECT_FALSE(numpyArray(good, good.node(good.root()).items[0]).has_value()) << "a global is not an array";
+  // The data one byte short of the shape's (SHORT_BINBYTES of 23, not 24, bytes).
+  std::vector<uint8_t> a3 = readFileBytes(dir.file("a3"));
+  const uint8_t at24[] = {'C', 24};
+  auto at = std::search(a3.begin(), a3.end(), at24, at24 + 2);
+  ASSERT_NE(at, a3.end());
+  at[1] = 23;
+  a3.erase(at + 2);
+  const Pickle cut = Pickle::parse(a3.data(), a3.size(), "a3.pkl");
+  EXPECT_TRUE(
+      throwsWith<IoError>([&] { numpyArray(cut, cut.root()); },
+                          {"a3.pkl", "of shape (2, 3) and dtype <i4 has 23 bytes", "not shape x itemsize"}));
 }
 
 }  // namespace

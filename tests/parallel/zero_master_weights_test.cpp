@@ -297,9 +297,16 @@ TEST(ZeroMasterWeights, the_master_weights_start_at_the_rounded_parameters_as_de
           EXPECT_EQ(start[1], start[0]);
           continue;
         }
-        const MasterRun run = trainWithMasterWeights(2, o, 0);
-        EXPECT_EQ(run.master, round ? rounded : init) << "the f32 master weights";
-        EXPECT_EQ(run.params[0], rounded) << "the 16-bit parameters: rounded either way";
+        // Also with the states, and at stage 3 the pieces, on the host (ZeRO-Offload).
+        for (int offload : {0, 1, 2}) {
+          if (offload == 2 && stage != 3) continue;
+          o.zero.offload_optimizer_cpu = offload >= 1;
+          o.zero.offload_param_cpu = offload == 2;
+          const MasterRun run = trainWithMasterWeights(2, o, 0);
+          EXPECT_EQ(run.master, round ? rounded : init) << "the f32 master weights, offload " << offload;
+          EXPECT_EQ(run.params[0], rounded)
+              << "the 16-bit parameters: rounded either way, offload " << offload;
+        }
       }
     }
   }

@@ -185,9 +185,20 @@ std::vector<CifarRaw> readCifar10Split(const CifarSource& source, Split split) {
     }
     return parts;
   }
-  std::vector<ArchiveMember> members = readArchiveMembers(source.path, [&](std::string_view path) {
-    return std::find(names.begin(), names.end(), batchName(path)) != names.end();
-  });
+  // Each batch once (the first in the archive's order), none above 256 MiB (a python batch is 31
+  // MB): what an archive can make this hold is bounded, whatever else it carries.
+  std::vector<std::string> taken;
+  std::vector<ArchiveMember> members = readArchiveMembers(
+      source.path,
+      [&](std::string_view path) {
+        const std::string name = batchName(path);
+        if (std::find(names.begin(), names.end(), name) == names.end() ||
+            std::find(taken.begin(), taken.end(), name) != taken.end())
+          return false;
+        taken.push_back(name);
+        return true;
+      },
+      uint64_t{256} << 20);
   for (const std::string& name : names) {
     auto it = std::find_if(members.begin(), members.end(),
                            [&](const ArchiveMember& m) { return batchName(m.path) == name; });

@@ -49,15 +49,9 @@ PerClass fashionImages(const std::string& root, Split split, int64_t classes, in
 }
 
 PerClass cifarImages(const std::string& root, Split split, int64_t classes, int64_t per_class) {
-  std::vector<std::string> files;
-  if (split == Split::test) {
-    files = {root + "/test_batch.bin"};
-  } else {
-    for (int b = 1; b <= 5; ++b) files.push_back(root + "/data_batch_" + std::to_string(b) + ".bin");
-  }
   PerClass out(static_cast<size_t>(classes));
-  for (const std::string& file : files) {
-    const CifarRaw raw = readCifarBinary(file);
+  for (const CifarRaw& raw :
+       readCifar10Split(findCifar10(root), split)) {  // either version, folder or archive
     const auto* pixels = static_cast<const uint8_t*>(raw.images.dataPtr());
     const auto* labels = static_cast<const int64_t*>(raw.labels.dataPtr());
     for (int64_t i = 0; i < raw.labels.numel(); ++i) {
@@ -130,8 +124,10 @@ ImageFolderWriterResult writeImageFolder(const std::string& dir, const ImageFold
       " exists and is not empty: give a new directory (stale class folders would become classes)");
   std::string root = o.source_root;
   if (root.empty()) {
-    LOCKSTEP_ENFORCE(o.source == "fashion_mnist", ValueError,
-                     "make-image-folder: cifar10 needs the directory of its binary batches (--source-root)");
+    LOCKSTEP_ENFORCE(
+        o.source == "fashion_mnist", ValueError,
+        "make-image-folder: cifar10 needs --source-root: CIFAR-10's folder or downloaded .tar.gz "
+        "(python or binary version)");
     root = "/usr/share/datasets/fashion-mnist";
   }
   const bool fashion = o.source == "fashion_mnist";

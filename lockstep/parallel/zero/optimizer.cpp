@@ -187,11 +187,18 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   LOCKSTEP_ENFORCE(!offload_cpu_ || options_.offload_optimizer.nvme_path.empty(), ValueError,
                    "zero_optimization.offload_optimizer: device cpu and an nvme_path at once");
   // DeepSpeed casts the module to 16 bits before its optimizer clones the f32 master weights from
-  // it (initial_rounding): stages 1-2 round the whole parameters here, on every rank alike.
-  if (options_.initial_rounding && !coordinator_) {
+  // it (initial_rounding): every parameter, on every rank alike; stage 3's coordinator has rounded
+  // the pieces of those it partitions.
+  if (options_.initial_rounding) {
     autograd::NoGradGuard ng;
+    std::set<const autograd::VariableImpl*> partitioned;
+    if (coordinator_) {
+      for (const Variable& p : params_) partitioned.insert(p.impl().get());
+    }
     std::vector<Tensor> values;
-    for (const Variable& p : params_) values.push_back(p.tensor());
+    for (const Variable& p : model_->parameters()) {
+      if (!partitioned.count(p.impl().get())) values.push_back(p.tensor());
+    }
     roundInPlace(values, *options_.initial_rounding);
   }
   std::vector<std::vector<Variable>> shard_vars(groups.size());
@@ -239,16 +246,6 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
     for (Shard& s : shards_)
       s.elements =
           params_[s.param].tensor().view({params_[s.param].numel()}).narrow(0, s.param_offset, s.numel);
-  }
-  // Stage 3's initial rounding: this rank's pieces, and their host copies with offload.
-  if (options_.initial_rounding && coordinator_) {
-    autograd::NoGradGuard ng;
-    std::vector<Tensor> values;
-    for (const Shard& s : shards_) {
-      values.push_back(s.var.tensor());
-      values.push_back(s.elements);
-    }
-    roundInPlace(values, *options_.initial_rounding);
   }
   // The optimizer's own numbering of the shards (its state dict's), and the groups' parameters in
   // the numbering of the optimizer as it was (a consolidated state dict's).

@@ -135,7 +135,8 @@ struct ZeroOptions {
   std::optional<DType> param_dtype;
   /// Rounds the initial parameters to this dtype (and back) before the master weights are taken
   /// from them, as DeepSpeed's module cast to 16 bits does (EngineOptions::round_initial_parameters):
-  /// stages 1-2 round the whole parameters on every rank, stage 3 this rank's pieces.
+  /// every parameter on every rank (stage 3: this rank's pieces of those it partitions, before they
+  /// are swapped out or copied).
   std::optional<DType> initial_rounding;
   /// With param_dtype: no f32 master weights (DeepSpeed's bf16_master_weights_and_grads with
   /// bf16_optimizer_states). The parameters are rounded to param_dtype when the ZeroOptimizer is

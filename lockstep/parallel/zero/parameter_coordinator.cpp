@@ -7,6 +7,7 @@
 
 #include "lockstep/autograd/function.h"
 #include "lockstep/parallel/ddp/bucket_assignment.h"
+#include "lockstep/parallel/precision.h"
 #include "lockstep/parallel/tensor_comm.h"
 #include "lockstep/util/error.h"
 
@@ -178,6 +179,12 @@ ZeroParameterCoordinator::ZeroParameterCoordinator(std::vector<Variable> params,
       const Tensor& src = params_[s.param].tensor();
       copyBytes(static_cast<char*>(piece.devicePtr()) + (s.bucket_offset - bucket.piece[rank_]) * elem,
                 static_cast<const char*>(src.devicePtr()) + s.param_offset * elem, s.numel * elem, place);
+    }
+    // DeepSpeed's module cast to 16 bits (ZeroOptions::initial_rounding): the piece starts rounded,
+    // before it is written out to its swap file or copied for the optimizer.
+    if (options_.initial_rounding) {
+      if (piece_device_ != built_on) waitForCopies(place);
+      roundInPlace({piece}, *options_.initial_rounding);
     }
     if (swap_ && piece_device_ != built_on) waitForCopies(place);  // written out next
     releasePiece(b, true);

@@ -123,8 +123,14 @@ EventWriter::EventWriter(const std::string& dir) {
   }
   if (!file_) throw IoError("cannot write the TensorBoard event file " + path_ + ": " + std::strerror(errno));
   std::string rec = encodeRecord(encodeFileVersionEvent(now()));
-  if (std::fwrite(rec.data(), 1, rec.size(), file_) != rec.size()) failed();
-  flush();
+  try {
+    if (std::fwrite(rec.data(), 1, rec.size(), file_) != rec.size()) failed();
+    flush();
+  } catch (...) {
+    std::fclose(file_);  // no destructor runs for a constructor that throws
+    file_ = nullptr;
+    throw;
+  }
 }
 
 EventWriter::~EventWriter() {

@@ -21,10 +21,17 @@ void RunFiles::onStart(const RunStart& start) {
                     run.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
-void RunFiles::onEvaluation(const Evaluation&) { writeReport(); }
+void RunFiles::onEvaluation(const Evaluation&) {
+  writeReport();
+  evaluated_ = true;
+}
 
-// (An epoch's checkpoint is written after its validation was told: the report lists it then.)
-void RunFiles::onCheckpoint(const CheckpointSaved&) { writeReport(); }
+// An epoch's checkpoint is written after its validation was told: the report is written again to
+// list it (not after every checkpoint.every_steps save: each report reads the whole metrics.csv).
+void RunFiles::onCheckpoint(const CheckpointSaved&) {
+  if (evaluated_) writeReport();
+  evaluated_ = false;
+}
 
 void RunFiles::onEnd(const TrainSummary& s) {
   file::writeAtomic(dir_ + "/summary.json",

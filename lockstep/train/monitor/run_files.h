@@ -1,7 +1,7 @@
 #pragma once
 // The run's own files in its output directory, written by rank 0: run.json when training starts
-// (run_info.h), report.html at every evaluation, checkpoint and at the end (report.h; reloading it during a
-// run is a live view) and summary.json at the end (run_summary.h).
+// (run_info.h), report.html at every evaluation (again after its checkpoint) and at the end (report.h;
+// reloading it during a run is a live view) and summary.json at the end (run_summary.h).
 #include <string>
 
 #include "lockstep/train/monitor/metrics_log.h"
@@ -26,6 +26,7 @@ class RunFiles final : public RunObserver {
 
   std::string dir_;
   MetricsPaths metrics_;
+  bool evaluated_ = false;  // an evaluation was told since the last checkpoint
 };
 
 }  // namespace lockstep::train
