@@ -37,6 +37,7 @@ class PickleParser {
   std::vector<int32_t> stack_;
   std::vector<size_t> marks_;  // stack_ sizes at each MARK
   std::unordered_map<uint64_t, int32_t> memo_;
+  size_t owned_bytes_ = 0;  // what latin1() made
 
   [[noreturn]] void fail(const std::string& why) const {
     char hex[8];
@@ -151,10 +152,11 @@ class PickleParser {
       fail("a call's arguments must be a tuple, found " + out_.describe(args));
     // Python 3 writes bytes at protocol 2 or lower as _codecs.encode(text, 'latin1').
     if (out_.isGlobal(callable, {"_codecs"}, "encode")) {
-      const std::vector<int32_t> a = at(args).items;
+      const std::vector<int32_t>& a = at(args).items;
       if (a.size() == 2 && at(a[0]).kind == Kind::text && at(a[1]).kind == Kind::text &&
           (at(a[1]).data == "latin1" || at(a[1]).data == "latin-1")) {
-        pushNew(string(Kind::bytes, latin1(at(a[0]).data)));
+        const std::string_view text = at(a[0]).data;  // taken first: pushNew may move the nodes `a` is in
+        pushNew(string(Kind::bytes, latin1(text)));
         return;
       }
     }
@@ -178,6 +180,11 @@ class PickleParser {
         fail("_codecs.encode(..., 'latin1') of text with a character above U+00FF");
       }
     }
+    // Python memoises the bytes an encode makes, so each has its own text in the file, never
+    // shorter: more bytes made than the file holds is one text encoded again and again.
+    owned_bytes_ += r.size();
+    if (owned_bytes_ > n_)
+      fail("_codecs.encode makes more bytes than the file holds (one text encoded again and again)");
     out_.owned_.push_back(std::move(r));
     return out_.owned_.back();
   }

@@ -43,8 +43,9 @@ struct PickleNode {
 };
 
 /// The most objects a pickle may hold, and the most memo entries, stack entries and open MARKs it
-/// may make (Pickle::parse refuses more): some 160 MB at most, whatever the file's size. A CIFAR-10
-/// batch holds some 30,000.
+/// may make (Pickle::parse refuses more): some 160 MB at most, whatever the file's size, beside
+/// the bytes _codecs.encode makes (no more than the file's size). A CIFAR-10 batch makes some
+/// 40,000.
 constexpr size_t kMaxPickleObjects = size_t{1} << 20;
 
 class Pickle {

@@ -139,6 +139,26 @@ TEST(PickleReader, hostile_input_is_refused_naming_the_file) {
   EXPECT_TRUE(throwsWith<IoError>([&] { parse(memos, "m.pkl"); }, {"more than 1048576 memo entries"}));
   const std::string dups = bin("\x80\x04N") + std::string(2'000'000, '2') + ".";
   EXPECT_TRUE(throwsWith<IoError>([&] { parse(dups, "d.pkl"); }, {"more than 1048576 objects on its stack"}));
+  // One 1000-byte text encoded 100 times: more bytes made than the file holds.
+  std::string encodes = bin("\x80\x02"
+                            "c_codecs\nencode\n"
+                            "q\x00"
+                            "X\xe8\x03\x00\x00") +
+                        std::string(1000, 'a') +
+                        bin("q\x01"
+                            "X\x06\x00\x00\x00"
+                            "latin1"
+                            "q\x02");
+  for (int i = 0; i < 100; ++i)
+    encodes +=
+        bin("h\x00"
+            "h\x01"
+            "h\x02"
+            "\x86"
+            "R0");
+  encodes += "N.";
+  EXPECT_TRUE(
+      throwsWith<IoError>([&] { parse(encodes, "e.pkl"); }, {"e.pkl", "one text encoded again and again"}));
   const std::string marks = bin("\x80\x04") + std::string(2'000'000, '(') + ".";
   EXPECT_TRUE(throwsWith<IoError>([&] { parse(marks, "k.pkl"); }, {"more than 1048576 open MARKs"}));
 }

@@ -186,7 +186,8 @@ std::vector<CifarRaw> readCifar10Split(const CifarSource& source, Split split) {
     return parts;
   }
   // Each batch once (the first in the archive's order), none above 256 MiB (a python batch is 31
-  // MB): what an archive can make this hold is bounded, whatever else it carries.
+  // MB, 47 MB as Python 3 pickles it at protocol 2): what an archive can make this hold is bounded,
+  // whatever else it carries.
   std::vector<std::string> taken;
   std::vector<ArchiveMember> members = readArchiveMembers(
       source.path,
