@@ -130,10 +130,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<optim::Optimiz
       if (options_.zero_stage > 0) {
         options_.zero.initial_rounding = dt;  // stage 3's parameters may exist only as its pieces
       } else {
-        autograd::NoGradGuard ng;
-        std::vector<Tensor> values;
-        for (const Variable& p : params_) values.push_back(p.tensor());
-        roundInPlace(values, *dt);
+        roundInPlace(params_, *dt);
       }
     }
   }

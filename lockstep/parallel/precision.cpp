@@ -17,6 +17,12 @@ void roundInPlace(const std::vector<Tensor>& values, DType dtype) {
   }
 }
 
+void roundInPlace(const std::vector<autograd::Variable>& params, DType dtype) {
+  std::vector<Tensor> values;
+  for (const autograd::Variable& p : params) values.push_back(p.tensor());
+  roundInPlace(values, dtype);
+}
+
 const char* precisionName(Precision precision) {
   return precisionNames()[static_cast<size_t>(precision)].c_str();
 }

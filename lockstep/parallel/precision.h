@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/autograd/variable.h"
 #include "lockstep/tensor/tensor.h"
 #include "lockstep/util/dtype.h"
 
@@ -25,5 +26,7 @@ std::optional<DType> precisionDType(Precision precision);
 /// sections cast the module to 16 bits before the optimizer takes its f32 master weights from it,
 /// so the run starts from the rounded values (EngineOptions::round_initial_parameters).
 void roundInPlace(const std::vector<Tensor>& values, DType dtype);
+/// The same for the parameters' values.
+void roundInPlace(const std::vector<autograd::Variable>& params, DType dtype);
 
 }  // namespace lockstep::parallel

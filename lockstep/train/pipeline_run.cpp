@@ -433,11 +433,7 @@ TrainSummary runPipelineTraining(const TrainConfig& c, const TrainerOptions& o) 
   // DeepSpeed's bf16/fp16 sections cast the module to 16 bits before the optimizer takes its f32
   // weights from it: the stage starts from the rounded values (torch_autocast leaves them f32).
   if (const std::optional<DType> dt = parallel::precisionDType(c.precision); dt && !c.torch_autocast) {
-    autograd::NoGradGuard ng;
-    std::vector<Tensor> values;
-    for (nn::Module* layer : stage.layers())
-      for (const autograd::Variable& p : layer->parameters()) values.push_back(p.tensor());
-    parallel::roundInPlace(values, *dt);
+    for (nn::Module* layer : stage.layers()) parallel::roundInPlace(layer->parameters(), *dt);
   }
   const size_t build_peak_bytes = CachingAllocator::instance().stats().peak_bytes_in_use;
 

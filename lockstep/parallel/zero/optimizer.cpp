@@ -190,16 +190,15 @@ ZeroOptimizer::ZeroOptimizer(std::shared_ptr<nn::Module> model, std::shared_ptr<
   // it (initial_rounding): every parameter, on every rank alike; stage 3's coordinator has rounded
   // the pieces of those it partitions.
   if (options_.initial_rounding) {
-    autograd::NoGradGuard ng;
     std::set<const autograd::VariableImpl*> partitioned;
     if (coordinator_) {
       for (const Variable& p : params_) partitioned.insert(p.impl().get());
     }
-    std::vector<Tensor> values;
+    std::vector<Variable> whole;
     for (const Variable& p : model_->parameters()) {
-      if (!partitioned.count(p.impl().get())) values.push_back(p.tensor());
+      if (!partitioned.count(p.impl().get())) whole.push_back(p);
     }
-    roundInPlace(values, *options_.initial_rounding);
+    roundInPlace(whole, *options_.initial_rounding);
   }
   std::vector<std::vector<Variable>> shard_vars(groups.size());
   for (size_t b = 0; b < layout_.buckets.size(); ++b) {

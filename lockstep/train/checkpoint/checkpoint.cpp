@@ -35,11 +35,16 @@ int64_t stepOf(const std::string& name) {
   return std::stoll(rest);
 }
 
-// A checkpoint's file, whole. IoError when it is not a regular file: a FIFO put in its place would
-// block the read forever.
-std::string readCheckpointFile(const std::string& path) {
+// IoError when a checkpoint's file is not a regular file: a FIFO put in its place would block the
+// read forever.
+void checkRegularFile(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw IoError("checkpoint file '" + path + "' is not a regular file");
+}
+
+// A checkpoint's file, whole (checkRegularFile first).
+std::string readCheckpointFile(const std::string& path) {
+  checkRegularFile(path);
   return file::readAll(path);
 }
 
@@ -78,8 +83,7 @@ std::string verifiedRead(const std::string& dir, const std::string& name, const 
   }
   const nlohmann::json& record = files.at(name);
   if (!file::exists(path)) throw IoError("checkpoint file '" + path + "' is missing");
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw IoError("checkpoint file '" + path + "' is not a regular file");
+  checkRegularFile(path);
   std::string bytes;
   uint64_t size = 0;
   uint32_t crc = 0;
